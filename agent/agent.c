@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/agent.c - the agent's lifecycle (ag_start/ag_stop), the refcounted sampling requests,
+ * the statistics, and the manager thread that rescans threads, keeps the CPU timers in line
+ * with the requested rate and refreshes the module list. Context: ordinary threads; ag.life_lock
+ * serialises start, stop, acquire and release. Must not be called from a signal handler.
+ */
+#include "agent/agent.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/internal.h"
+
+struct ag_agent ag = {
+    .life_lock = PTHREAD_MUTEX_INITIALIZER,
+    .reg_lock = PTHREAD_MUTEX_INITIALIZER,
+    .drain_lock = PTHREAD_MUTEX_INITIALIZER,
+    .wake_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+int
+ag_wait_ms(unsigned ms)
+{
+    struct timespec ts;
+    int stopping;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&ag.wake_lock);
+    while (!(stopping = atomic_load(&ag.stopping))) {
+        if (pthread_cond_timedwait(&ag.wake_cond, &ag.wake_lock, &ts) == ETIMEDOUT) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ag.wake_lock);
+    return stopping || atomic_load(&ag.stopping);
+}
+
+static void
+ag_wake_all(void)
+{
+    pthread_mutex_lock(&ag.wake_lock);
+    pthread_cond_broadcast(&ag.wake_cond);
+    pthread_mutex_unlock(&ag.wake_lock);
+}
+
+static void *
+ag_manager_main(void *arg)
+{
+    (void)arg;
+    ag_thread_exclude_self();
+    pthread_setname_np(pthread_self(), "pipeprof-mgr");
+    do {
+        int err;
+
+        ag_threads_scan();
+        pthread_mutex_lock(&ag.reg_lock);
+        ag_timers_update_locked();
+        pthread_mutex_unlock(&ag.reg_lock);
+        err = ag_modules_refresh(); /* cheap unless dlopen/dlclose changed the list */
+        if (err < 0) {
+            ag_log(AG_LOG_DEBUG, "modules: refresh: %s", strerror(-err));
+        }
+    } while (!ag_wait_ms(ag.cfg.scan_ms));
+    return NULL;
+}
+
+/* Probes process_vm_readv on ourselves: seccomp or an LSM may forbid it. */
+static int
+ag_remote_read_probe(void)
+{
+    volatile uint64_t word = 0x1122334455667788u;
+    uint64_t got = 0;
+    struct iovec l = { &got, 8 }, r = { (void *)&word, 8 };
+
+    return syscall(SYS_process_vm_readv, (long)getpid(), &l, 1L, &r, 1L, 0L) == 8 && got == word;
+}
+
+int
+ag_start(const struct ag_config *cfg)
+{
+    pthread_condattr_t ca;
+    int err = 0;
+
+    pthread_mutex_lock(&ag.life_lock);
+    if (atomic_load(&ag.running) || cfg->disabled) {
+        goto out;
+    }
+    ag.cfg = *cfg;
+    if (ag.cfg.max_frames == 0 || ag.cfg.max_frames > AG_MAX_FRAMES || ag.cfg.max_threads == 0 ||
+        ag.cfg.max_threads > AG_MAX_THREADS || ag.cfg.ring_slots < 2 ||
+        (ag.cfg.ring_slots & (ag.cfg.ring_slots - 1)) != 0 || ag.cfg.scan_ms == 0) {
+        err = -EINVAL;
+        goto out;
+    }
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&ag.wake_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    ag.pid = getpid();
+    ag.remote_read_ok = ag_remote_read_probe();
+    atomic_store(&ag.stopping, 0);
+    atomic_fetch_add(&ag.gen, 1);
+    ag.req_n = 0;
+    atomic_store(&ag.hz_cpu, 0);
+    atomic_store(&ag.hz_wall, 0);
+    atomic_store(&ag.n_samples, 0);
+    atomic_store(&ag.n_cpu, 0);
+    atomic_store(&ag.n_wall, 0);
+    atomic_store(&ag.n_waiting, 0);
+    atomic_store(&ag.n_lost, 0);
+    atomic_store(&ag.n_overruns, 0);
+    atomic_store(&ag.n_threads, 0);
+    atomic_store(&ag.n_threads_dropped, 0);
+    atomic_store(&ag.n_eintr_seen, 0);
+    atomic_store(&ag.n_eintr_absorbed, 0);
+    atomic_store(&ag.n_cfi_steps, 0);
+    atomic_store(&ag.cpu_sampled_ns, 0);
+    atomic_store(&ag.cpu_sampled_n, 0);
+    atomic_store(&ag.wall_passes, 0);
+    atomic_store(&ag.wall_active_ns, 0);
+    err = ag_modules_refresh(); /* CFI tables before the first sample */
+    if (err < 0) {
+        ag_log(AG_LOG_WARN, "modules: %s; unwinding uses frame pointers only", strerror(-err));
+    }
+    err = ag_threads_start();
+    if (err != 0) {
+        goto out;
+    }
+    err = ag_signal_install(cfg->signo);
+    if (err != 0) {
+        ag_log(AG_LOG_ERROR, "signal %d already has a handler; not sampling", cfg->signo);
+        ag_threads_stop();
+        goto out;
+    }
+    atomic_store(&ag.running, 1);
+    ag_thread_attach_self(); /* the caller, with exact stack bounds */
+    ag_threads_scan();
+    err = ag_thread_spawn(&ag.manager, ag_manager_main, NULL);
+    if (err != 0) {
+        atomic_store(&ag.running, 0);
+        ag_signal_restore();
+        ag_threads_stop();
+        goto out;
+    }
+    ag.manager_started = 1;
+out:
+    pthread_mutex_unlock(&ag.life_lock);
+    return err;
+}
+
+void
+ag_stop(void)
+{
+    pthread_mutex_lock(&ag.life_lock);
+    if (!atomic_load(&ag.running)) {
+        pthread_mutex_unlock(&ag.life_lock);
+        return;
+    }
+    atomic_store(&ag.hz_cpu, 0);
+    atomic_store(&ag.hz_wall, 0);
+    atomic_store(&ag.stopping, 1);
+    ag_wake_all();
+    if (ag.manager_started) {
+        pthread_join(ag.manager, NULL);
+        ag.manager_started = 0;
+    }
+    ag_wall_stop();
+    pthread_mutex_lock(&ag.reg_lock);
+    ag_timers_update_locked(); /* hz 0: deletes every timer */
+    pthread_mutex_unlock(&ag.reg_lock);
+    atomic_store(&ag.running, 0);
+    ag_signal_restore();
+    /* A handler that saw running == 1 may still be writing into a ring. */
+    while (atomic_load(&ag.inflight) != 0) {
+        sched_yield();
+    }
+    pthread_mutex_lock(&ag.drain_lock);
+    ag_threads_stop();
+    pthread_mutex_unlock(&ag.drain_lock);
+    pthread_cond_destroy(&ag.wake_cond);
+    ag.req_n = 0;
+    pthread_mutex_unlock(&ag.life_lock);
+}
+
+/* Recomputes the per-mode rates from the requests and applies them. life_lock held. */
+static int
+ag_sampling_apply_locked(void)
+{
+    unsigned cpu = 0, wall = 0, i;
+    int err = 0;
+
+    for (i = 0; i < ag.req_n; i++) {
+        unsigned *hz = ag.req[i].mode == AG_MODE_CPU ? &cpu : &wall;
+
+        if (ag.req[i].hz > *hz) {
+            *hz = ag.req[i].hz;
+        }
+    }
+    atomic_store(&ag.hz_cpu, cpu);
+    if (wall != 0 && atomic_load(&ag.hz_wall) == 0) {
+        atomic_store(&ag.wall_start_ns, ag_now_ns());
+        atomic_store(&ag.wall_passes, 0);
+    }
+    atomic_store(&ag.hz_wall, wall);
+    pthread_mutex_lock(&ag.reg_lock);
+    ag_timers_update_locked();
+    pthread_mutex_unlock(&ag.reg_lock);
+    if (wall != 0) {
+        err = ag_wall_start();
+    }
+    ag_wake_all();
+    return err;
+}
+
+int
+ag_sampling_acquire(enum ag_mode mode, unsigned hz)
+{
+    int err;
+
+    if ((mode != AG_MODE_CPU && mode != AG_MODE_WALL) || hz == 0 || hz > AG_HZ_MAX) {
+        return -EINVAL;
+    }
+    pthread_mutex_lock(&ag.life_lock);
+    if (!atomic_load(&ag.running)) {
+        err = -ESRCH;
+    } else if (ag.req_n == PP_ARRAY_SIZE(ag.req)) {
+        err = -ENOSPC;
+    } else {
+        ag.req[ag.req_n].mode = mode;
+        ag.req[ag.req_n].hz = hz;
+        ag.req_n++;
+        err = ag_sampling_apply_locked();
+        if (err != 0) {
+            ag.req_n--;
+            (void)ag_sampling_apply_locked();
+        }
+    }
+    pthread_mutex_unlock(&ag.life_lock);
+    return err;
+}
+
+int
+ag_sampling_release(enum ag_mode mode, unsigned hz)
+{
+    unsigned i;
+    int err = -ENOENT;
+
+    pthread_mutex_lock(&ag.life_lock);
+    for (i = 0; i < ag.req_n; i++) {
+        if (ag.req[i].mode == mode && ag.req[i].hz == hz) {
+            ag.req[i] = ag.req[--ag.req_n];
+            err = ag_sampling_apply_locked();
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ag.life_lock);
+    return err;
+}
+
+void
+ag_stats_get(struct ag_stats *out)
+{
+    uint64_t cpu_ns = atomic_load(&ag.cpu_sampled_ns), cpu_n = atomic_load(&ag.cpu_sampled_n);
+    uint64_t wall_active = atomic_load(&ag.wall_active_ns);
+    uint64_t passes = atomic_load(&ag.wall_passes);
+
+    memset(out, 0, sizeof(*out));
+    out->samples = atomic_load(&ag.n_samples);
+    out->samples_cpu = atomic_load(&ag.n_cpu);
+    out->samples_wall = atomic_load(&ag.n_wall);
+    out->samples_waiting = atomic_load(&ag.n_waiting);
+    out->lost = atomic_load(&ag.n_lost);
+    out->timer_overruns = atomic_load(&ag.n_overruns);
+    out->threads_seen = atomic_load(&ag.n_threads);
+    out->threads_dropped = atomic_load(&ag.n_threads_dropped);
+    out->eintr_seen = atomic_load(&ag.n_eintr_seen);
+    out->eintr_absorbed = atomic_load(&ag.n_eintr_absorbed);
+    out->unwind_cfi_steps = atomic_load(&ag.n_cfi_steps);
+    out->cpu_sampled_ns = cpu_ns;
+    out->requested_hz_cpu = atomic_load(&ag.hz_cpu);
+    out->requested_hz_wall = atomic_load(&ag.hz_wall);
+    out->effective_hz_cpu = cpu_ns != 0 ? (double)cpu_n * 1e9 / (double)cpu_ns : 0.0;
+    out->effective_hz_wall = wall_active != 0 ? (double)passes * 1e9 / (double)wall_active : 0.0;
+}
+
+void
+ag_agent_forked_child(void)
+{
+    /* Only the forking thread exists here, timers are not inherited, and the agent's threads
+     * are gone: the agent is off. Locks held by vanished threads are reinitialised. */
+    if (atomic_load(&ag.running)) {
+        ag_signal_restore();
+    }
+    atomic_store(&ag.running, 0);
+    atomic_store(&ag.hz_cpu, 0);
+    atomic_store(&ag.hz_wall, 0);
+    atomic_store(&ag.inflight, 0);
+    pthread_mutex_init(&ag.life_lock, NULL);
+    pthread_mutex_init(&ag.reg_lock, NULL);
+    pthread_mutex_init(&ag.drain_lock, NULL);
+    pthread_mutex_init(&ag.wake_lock, NULL);
+    ag.threads = NULL; /* the parent's registry stays mapped in the child but unused */
+    ag.manager_started = 0;
+    ag.wall_started = 0;
+}

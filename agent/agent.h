@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/agent.h - public API of the sampling agent (pp_agent): configuration, lifecycle,
+ * refcounted sampling, and the drain that hands samples and thread events to one consumer
+ * thread. The agent samples every thread of the process except its own, from a signal handler
+ * that writes into preallocated per-thread rings; it never allocates or locks in that handler.
+ * Context: the functions below run on ordinary threads (never in a signal handler); each says
+ * which locks it takes. The agent depends on libc, pthread and libelf only.
+ *
+ * Ownership of the lower section: agent/agent.c, config.c, threads.c, timer.c, ring.c, drain.c,
+ * wall.c, sig-handler.c, sig-unwind.c (helper S). The "modules and symbols" section at the end is
+ * owned by agent/modules.c and agent/symtab.c.
+ *
+ * Interposition: the agent defines pthread_create and a set of blocking calls (nanosleep, usleep,
+ * sleep, clock_nanosleep, poll, ppoll, select, epoll_wait, epoll_pwait, read, recv, recvfrom,
+ * accept, accept4, pthread_cond_wait, pthread_cond_timedwait, pthread_join) with default
+ * visibility. They take effect for the whole process when the agent is inside an LD_PRELOADed
+ * library that exports them (its version script must list them), and, when pp_agent is linked
+ * into an executable, for that executable's own calls. Elsewhere threads are still found by
+ * scanning /proc/self/task, and blocked threads fall back to /proc/self/task/TID/syscall.
+ */
+#ifndef AG_AGENT_H
+#define AG_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/compiler.h"
+
+/* Upper bounds of the configurable limits. */
+#define AG_MAX_FRAMES  256  /* deepest stack a sample can hold */
+#define AG_HZ_MAX      1000 /* per-thread sampling rate cap (see docs: VM timer cost) */
+#define AG_NAME_MAX    16   /* thread name, with its NUL (the kernel's TASK_COMM_LEN) */
+#define AG_MAX_THREADS 8192 /* PIPEPROF_MAX_THREADS cap */
+
+/* What triggers samples. Values are part of the record format. */
+enum ag_mode {
+    AG_MODE_CPU = 1,  /* per-thread CPU-time timers: running threads only, tick-bound rate */
+    AG_MODE_WALL = 2, /* a sampler thread: every thread, running or waiting */
+};
+
+enum ag_log_level {
+    AG_LOG_ERROR = 0,
+    AG_LOG_WARN = 1,
+    AG_LOG_INFO = 2,
+    AG_LOG_DEBUG = 3,
+};
+
+/* Configuration; fill with ag_config_init() then ag_config_from_env(). Caller's storage. */
+struct ag_config {
+    int disabled;         /* PIPEPROF_DISABLE=1: ag_start() does nothing */
+    enum ag_mode mode;    /* PIPEPROF_MODE=cpu|wall (default cpu): the default session mode */
+    unsigned hz;          /* PIPEPROF_HZ=1..AG_HZ_MAX (default 99): the default session rate */
+    int signo;            /* PIPEPROF_SIGNAL=SIGPROF|PROF|27|SIGRTMIN+3 (default SIGPROF) */
+    unsigned ring_slots;  /* PIPEPROF_RING_SLOTS: samples per thread ring, power of two,
+                             16..65536 (default 256) */
+    unsigned max_frames;  /* PIPEPROF_MAX_FRAMES=4..AG_MAX_FRAMES (default 128) */
+    unsigned max_threads; /* PIPEPROF_MAX_THREADS=1..AG_MAX_THREADS (default 1024) */
+    unsigned scan_ms;     /* PIPEPROF_SCAN_MS=10..10000: /proc/self/task rescan (default 100) */
+    enum ag_log_level log_level; /* PIPEPROF_LOG_LEVEL=error|warn|info|debug|0..3 (default warn) */
+};
+
+/* Fills cfg with the defaults above. */
+void ag_config_init(struct ag_config *cfg);
+
+/*
+ * Reads the PIPEPROF_* variables above into cfg (unset variables keep cfg's values).
+ * Returns 0, or -EINVAL with a one-line reason naming the variable and the accepted values in
+ * err (NUL-terminated, truncated to errlen; err may be NULL when errlen is 0). On error cfg may
+ * be partly updated. Context: any thread; reads the environment (not thread-safe vs setenv).
+ */
+PP_MUST_USE int ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen);
+
+/*
+ * Starts the agent: installs the signal handler (SA_SIGINFO|SA_RESTART), registers the calling
+ * thread and every thread in /proc/self/task, and starts the manager thread (thread discovery,
+ * timer arming, wall sampling). No sample is taken until ag_sampling_acquire(). cfg is copied.
+ * Returns 0 (also when already started or cfg->disabled), -EBUSY when cfg->signo already has a
+ * handler installed by someone else, or a negative errno. Context: any ordinary thread.
+ * Locking: takes the agent lifecycle lock; must not be called from a sampled signal handler.
+ */
+PP_MUST_USE int ag_start(const struct ag_config *cfg);
+
+/*
+ * Stops sampling, joins the agent's threads, deletes every timer and restores the previous
+ * handler of the signal. Undrained records are discarded. Idempotent. Call ag_stop() before
+ * ag_modules_fini(). Context: any ordinary thread but the consumer inside ag_drain()'s callback.
+ */
+void ag_stop(void);
+
+/*
+ * Enables sampling in mode at hz for one consumer (a session). Requests are refcounted: the
+ * agent samples in CPU mode while at least one CPU request is held and in wall mode while at
+ * least one wall request is held (both at once when sessions differ); each mode runs at the
+ * highest hz among its requests, so a session may receive more samples than it asked for and
+ * should use timestamps, not counts, for rates. Samples carry their trigger mode.
+ * Returns 0, -EINVAL (bad mode, hz 0 or above AG_HZ_MAX), -ENOSPC (too many requests) or
+ * -ESRCH (agent not started). Context: any ordinary thread. Locking: lifecycle lock.
+ */
+PP_MUST_USE int ag_sampling_acquire(enum ag_mode mode, unsigned hz);
+
+/* Releases one request made with the same mode and hz. Returns 0 or -ENOENT. */
+PP_MUST_USE int ag_sampling_release(enum ag_mode mode, unsigned hz);
+
+/* Why a stack ends. Values are part of the record format. */
+enum ag_unwind_end {
+    AG_UNWIND_END_ROOT = 0,        /* reached the outermost frame (fp 0 or ra 0, CFI end) */
+    AG_UNWIND_END_FP_INVALID = 1,  /* fp misaligned, not moving up, or outside the stack, and no
+                                      CFI row covers pc */
+    AG_UNWIND_END_CFI_FAILED = 2,  /* a CFI row exists but its rule is unsupported or the result
+                                      does not move up the stack */
+    AG_UNWIND_END_READ_FAULT = 3,  /* a needed word was not safely readable */
+    AG_UNWIND_END_DEPTH_LIMIT = 4, /* max_frames reached */
+    AG_UNWIND_END_LEAF_ONLY = 5,   /* only a pc was known (blocked thread seen via /proc) */
+};
+
+/* Which unwinder produced the last frame. */
+enum ag_unwinder {
+    AG_UNWINDER_NONE = 0, /* leaf pc only */
+    AG_UNWINDER_FP = 1,
+    AG_UNWINDER_CFI = 2,
+};
+
+enum ag_thread_state {
+    AG_STATE_RUNNING = 1,
+    AG_STATE_WAITING = 2, /* blocked (S/D) when a wall sample was taken */
+};
+
+/* Where the frames of a sample come from. */
+enum ag_sample_source {
+    AG_SOURCE_SIGNAL = 1,  /* the thread's own signal handler (CPU timer or wall signal) */
+    AG_SOURCE_BLOCKED = 2, /* the stack recorded when the thread entered an interposed call */
+    AG_SOURCE_PROC = 3,    /* /proc/self/task/TID/syscall: pc and sp of a blocked thread */
+};
+
+/* One sample. Frames are instruction addresses, leaf first; frames[0] is the interrupted pc and
+ * the others are return addresses (subtract 1 before symbolizing). */
+struct ag_sample {
+    uint64_t timestamp_ns; /* CLOCK_MONOTONIC */
+    uint64_t cpu_time_ns;  /* the thread's CPU time (CLOCK_THREAD_CPUTIME_ID) at the sample */
+    int32_t tid;
+    uint8_t mode;     /* enum ag_mode that triggered it */
+    uint8_t state;    /* enum ag_thread_state */
+    uint8_t source;   /* enum ag_sample_source */
+    uint8_t unwinder; /* enum ag_unwinder of the last step */
+    uint8_t end;      /* enum ag_unwind_end */
+    uint8_t pad[3];
+    uint32_t depth; /* frames used */
+    uint64_t frames[];
+};
+
+enum ag_record_kind {
+    AG_RECORD_SAMPLE = 1,
+    AG_RECORD_THREAD_START = 2, /* first record of a thread; also when its name changed */
+    AG_RECORD_THREAD_STOP = 3,
+    AG_RECORD_LOST = 4, /* samples dropped (ring full) since the last LOST record */
+};
+
+/* One drained record. Borrowed: valid only during the callback. */
+struct ag_record {
+    enum ag_record_kind kind;
+    int32_t tid;
+    union {
+        const struct ag_sample *sample; /* AG_RECORD_SAMPLE */
+        const char *name;               /* AG_RECORD_THREAD_START: NUL-terminated */
+        uint64_t lost;                  /* AG_RECORD_LOST */
+    } u;
+};
+
+/* Drain callback: returns 0 to continue, nonzero to stop (ag_drain returns it). */
+typedef int (*ag_record_fn)(const struct ag_record *rec, void *ctx);
+
+/*
+ * Hands every pending record to fn, thread by thread: a thread's START precedes its samples,
+ * which precede its STOP; records of different threads are not time-ordered (sort by
+ * timestamp_ns if needed). Returns the number of records delivered, fn's nonzero value, or
+ * -ESRCH when the agent is not started. A record is consumed once: there is one consumer, and
+ * fan-out to several sessions is the consumer's job. Context: one consumer thread (the IPC loop);
+ * fn must not call ag_stop(). Locking: takes the drain lock and briefly the registry lock.
+ */
+PP_MUST_USE int ag_drain(ag_record_fn fn, void *ctx);
+
+/* Counters since ag_start(); read with ag_stats_get(). */
+struct ag_stats {
+    uint64_t samples;          /* records produced (all modes) */
+    uint64_t samples_cpu;      /* produced by CPU timers */
+    uint64_t samples_wall;     /* produced by the wall sampler, running + waiting */
+    uint64_t samples_waiting;  /* wall samples of blocked threads */
+    uint64_t lost;             /* dropped because a ring was full */
+    uint64_t timer_overruns;   /* CPU-timer expiries the kernel merged (si_overrun) */
+    uint64_t threads_seen;     /* threads registered */
+    uint64_t threads_dropped;  /* registrations refused (registry full: counted again on each
+                                  rescan) and timer_create failures */
+    uint64_t eintr_seen;       /* agent signals that made a syscall return EINTR */
+    uint64_t eintr_absorbed;   /* of those, retried by an interposer (the host never saw it) */
+    uint64_t unwind_cfi_steps; /* frames recovered by the CFI unwinder */
+    uint64_t cpu_sampled_ns;   /* CPU time covered by CPU-mode samples (sum of deltas) */
+    unsigned requested_hz_cpu; /* current CPU rate (max over requests), 0 when off */
+    unsigned requested_hz_wall;
+    double effective_hz_cpu;  /* CPU samples per CPU-second of sampled threads: tick-bound */
+    double effective_hz_wall; /* wall passes per second actually achieved */
+};
+
+/*
+ * Marks the calling thread as part of the profiler (the IPC loop, say): it is never sampled and
+ * interposed calls pass straight through. Works before and after ag_start(). Context: the thread.
+ */
+void ag_thread_exclude_self(void);
+
+/* Copies the current counters. Context: any ordinary thread; lock-free reads. */
+void ag_stats_get(struct ag_stats *out);
+
+/*
+ * Replaces the log sink (default: one line on stderr, prefixed "pipeprof: "). fn gets the level
+ * and a formatted line without newline; NULL restores the default. Context: any thread.
+ */
+typedef void (*ag_log_fn)(enum ag_log_level level, const char *line);
+void ag_log_set(ag_log_fn fn);
+
+/* --- modules and symbols (agent/modules.c, agent/symtab.c) --- */
+/*
+ * A loaded module (executable, shared library, vdso) as ag_module_foreach() and
+ * ag_module_find() report it. Strings and the build-id point into the agent's module list and
+ * stay valid until ag_modules_fini(), also after the module is dlclose'd.
+ */
+struct ag_module_info {
+    uint32_t id;                   /* 1, 2, ... in discovery order; never reused */
+    const char *path;              /* file path; the executable's is resolved via /proc/self/exe */
+    uint64_t base;                 /* load bias: runtime address - ELF virtual address */
+    uint64_t start, end;           /* span of all PT_LOAD segments, runtime addresses */
+    uint64_t text_start, text_end; /* span of the executable PT_LOAD segments */
+    const uint8_t *build_id;       /* NT_GNU_BUILD_ID bytes, or NULL */
+    size_t build_id_len;
+    size_t cfi_rows; /* rows of the compact DWARF CFI table; 0 when none */
+};
+
+/*
+ * Rescans the loaded modules when dlopen/dlclose changed them since the last call (compares
+ * dl_iterate_phdr's dlpi_adds/dlpi_subs), builds the CFI tables of new modules and publishes a
+ * new signal-safe lookup snapshot. Returns 1 when the list changed, 0 when not, or a negative
+ * errno. Context: any thread but a signal handler; takes the module lock and, while it builds
+ * tables, the loader lock (inside dl_iterate_phdr).
+ */
+PP_MUST_USE int ag_modules_refresh(void);
+
+/*
+ * Calls fn for every live module, in load order, until fn returns nonzero (which is returned).
+ * Returns 0 after the last module. Locking: fn runs under the module lock and must not call
+ * other ag_module* or ag_symbolize functions.
+ */
+PP_MUST_USE int ag_module_foreach(int (*fn)(const struct ag_module_info *m, void *ctx), void *ctx);
+
+/* Finds the live module whose executable ranges contain pc. Returns 0 or -ENOENT. */
+PP_MUST_USE int ag_module_find(uint64_t pc, struct ag_module_info *out);
+
+/* A resolved code address. Strings stay valid until ag_modules_fini(). */
+struct ag_symbol {
+    uint32_t module_id;
+    const char *module_path;
+    uint64_t module_base; /* load bias */
+    const char *name;     /* demangled when possible, else the raw symbol name */
+    const char *raw_name; /* as in the symbol table */
+    uint64_t start;       /* runtime address of the function */
+    uint64_t size;        /* from the symbol table, or up to the next symbol when it had none */
+    uint64_t offset;      /* pc - start */
+};
+
+/*
+ * Resolves pc to module and function. Symbols of a module are loaded from its file (.symtab,
+ * separate debug file by build-id or .gnu_debuglink, else .dynsym) on its first lookup and
+ * cached. Returns 0; -ESRCH when pc lies in a module but no symbol covers it (module fields
+ * are filled, name is NULL); -ENOENT when pc is in no module. Context: not signal-safe (drain
+ * or IPC thread); takes the module lock; the first lookup in a module reads its file.
+ */
+PP_MUST_USE int ag_symbolize(uint64_t pc, struct ag_symbol *out);
+
+/*
+ * Frees the module list, symbol caches, CFI tables and retired snapshots. Context: only after
+ * the sampler has stopped (no signal handler can be running ag_sig_cfi_step any more).
+ */
+void ag_modules_fini(void);
+
+#endif /* AG_AGENT_H */

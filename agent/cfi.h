@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/cfi.h - compact DWARF call-frame tables and the signal-safe CFI step (private to the
+ * agent; owned by agent/cfi.c and agent/sig-cfi.c). agent/cfi.c turns a module's .eh_frame_hdr
+ * and .eh_frame into one immutable table of 12-byte rows, outside signal context, while the
+ * module list is refreshed; agent/sig-cfi.c looks a pc up in the published module snapshot and
+ * computes the caller's {pc, sp, fp}. Context: tables are built on the thread that calls
+ * ag_modules_refresh(); ag_sig_* functions run in signal handlers and never allocate, lock or
+ * touch errno. Only x86_64 tables are built; elsewhere ag_cfi_build() returns -ENOTSUP.
+ */
+#ifndef AG_CFI_H
+#define AG_CFI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/compiler.h"
+
+/* Row flags: how the CFA is computed and where the caller's RA and frame pointer are. */
+#define AG_CFI_CFA_MASK  0x03u
+#define AG_CFI_CFA_NONE  0x00u /* no FDE covers this address (gap or end of an FDE) */
+#define AG_CFI_CFA_SP    0x01u /* CFA = sp + cfa_off */
+#define AG_CFI_CFA_FP    0x02u /* CFA = fp + cfa_off */
+#define AG_CFI_CFA_OTHER 0x03u /* expression or another register: not supported */
+#define AG_CFI_RA_MASK   0x0cu
+#define AG_CFI_RA_OTHER  0x00u /* register or expression rule: not supported */
+#define AG_CFI_RA_AT     0x04u /* RA = *(CFA + ra_off) */
+#define AG_CFI_RA_END    0x08u /* RA undefined: the outermost frame (_start, clone) */
+#define AG_CFI_FP_MASK   0x30u
+#define AG_CFI_FP_OTHER  0x00u /* unsupported rule: the caller's fp is unknown */
+#define AG_CFI_FP_SAME   0x10u /* the caller's fp is the current fp */
+#define AG_CFI_FP_AT     0x20u /* fp = *(CFA + 8 * fp_off8) */
+
+/*
+ * One row covers [addr, next row's addr). addr is relative to the module's load bias, that is
+ * the ELF virtual address, so a table does not depend on where the module was mapped.
+ */
+struct ag_cfi_row {
+    uint32_t addr;
+    int32_t cfa_off;
+    int16_t ra_off;
+    int8_t fp_off8;
+    uint8_t flags;
+};
+_Static_assert(sizeof(struct ag_cfi_row) == 12, "compact CFI row");
+
+/* Immutable after ag_cfi_build() returns; read concurrently by signal handlers. */
+struct ag_cfi_table {
+    uint64_t base;      /* load bias of the module: runtime address = base + row addr */
+    size_t n;           /* rows, sorted by addr */
+    size_t fdes;        /* FDEs parsed (statistics) */
+    size_t unsupported; /* rows whose CFA rule is AG_CFI_CFA_OTHER (statistics) */
+    struct ag_cfi_row rows[];
+};
+
+/* A readable address range of the module image, used to bound every read of .eh_frame. */
+struct ag_cfi_span {
+    uint64_t lo, hi;
+};
+
+/*
+ * Builds the CFI table of a loaded module from its in-memory .eh_frame_hdr (the PT_GNU_EH_FRAME
+ * segment at runtime address hdr). Every byte read lies inside one of the n_spans readable
+ * ranges (the module's PT_LOAD segments); corrupt data ends the parse with -EBADMSG.
+ * Returns 0, -ENOENT (no usable .eh_frame_hdr), -EBADMSG, -ENOMEM or -ENOTSUP (not x86_64).
+ * Ownership: caller owns *out and releases it with ag_cfi_table_free().
+ * Context: outside signal context, while the module cannot be unmapped (modules.c calls it
+ * inside the dl_iterate_phdr callback, under the loader lock).
+ */
+PP_MUST_USE int ag_cfi_build(uint64_t base, uint64_t hdr, const struct ag_cfi_span *spans,
+                             size_t n_spans, struct ag_cfi_table **out);
+
+/* Releases a table. Accepts NULL. Only once no signal handler can still read it. */
+void ag_cfi_table_free(struct ag_cfi_table *t);
+
+/* Registers of one frame. pc is an instruction address, sp the stack pointer, fp rbp. */
+struct ag_cfi_regs {
+    uint64_t pc;
+    uint64_t sp;
+    uint64_t fp;
+};
+
+/*
+ * Guarded 8-byte read for the step function: returns 0 and stores the word, or a negative
+ * errno when addr is not safely readable (outside the thread's stack, say). Must be
+ * async-signal-safe. S's sampler passes its stack-bounds-checked reader.
+ */
+typedef int (*ag_cfi_read_fn)(void *ctx, uint64_t addr, uint64_t *out);
+
+#define AG_CFI_STEP_END 1 /* the current frame is the outermost one; regs unchanged */
+
+/*
+ * One unwind step: finds the row for regs->pc in the published module snapshot and replaces
+ * regs by the caller's registers. pc_is_ra is nonzero when regs->pc is a return address (every
+ * frame but an interrupted one): the lookup then uses pc - 1, so that a call that ends a
+ * function is attributed to it. Returns 0 (stepped), AG_CFI_STEP_END (outermost frame), or
+ * -ENOENT (no module or no CFI row covers pc), -ENOTSUP (a rule the tables do not support),
+ * -EFAULT (a read failed), -EINVAL (the result does not move up the stack). On failure regs
+ * are unchanged, so the caller may fall back to frame pointers.
+ * Context: async-signal-safe; lock-free; reads only the snapshot and memory through read.
+ */
+PP_SIGSAFE PP_MUST_USE int ag_sig_cfi_step(struct ag_cfi_regs *regs, int pc_is_ra,
+                                           ag_cfi_read_fn read, void *ctx);
+
+/*
+ * Finds the row for a module-relative address in t, or NULL. Async-signal-safe (pure).
+ */
+PP_SIGSAFE const struct ag_cfi_row *ag_sig_cfi_row_find(const struct ag_cfi_table *t, uint64_t rel);
+
+#endif /* AG_CFI_H */

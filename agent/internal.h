@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/internal.h - private state of the sampler (agent/agent.c, config.c, threads.c, timer.c,
+ * ring.c, drain.c, wall.c, sig-handler.c, sig-unwind.c): the thread registry, the per-thread SPSC
+ * rings, initial-exec TLS, and the unwinder's signal-safe entry points. Context: the structures
+ * are shared between signal handlers (producers), the manager and wall threads, and the consumer
+ * in ag_drain(); every field says who writes it. Must not include uv.h or nettrace headers.
+ */
+#ifndef AG_INTERNAL_H
+#define AG_INTERNAL_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "agent/agent.h"
+#include "common/compiler.h"
+
+/* uint64_t is long or long long depending on the ABI; both must be lock-free. */
+_Static_assert(ATOMIC_LONG_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2, "lock-free u64");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free int");
+
+#define AG_TLS __attribute__((tls_model("initial-exec")))
+
+/* si_value of the wall sampler's rt_tgsigqueueinfo(): tells the handler it is a wall sample. */
+#define AG_WALL_SIVAL 0x70707770
+
+/*
+ * Per-thread single-producer/single-consumer ring of fixed-size sample slots.
+ *
+ *   producer (signal handler or wall thread)   consumer (ag_drain)
+ *   h = head            (relaxed)              h = load(head)       (acquire, C)
+ *   t = load(tail)      (acquire, A)           read slots [tail, h)
+ *   if h - t > mask: count a drop              store(tail, t + 1)   (release, D)
+ *   fill slot[h & mask]
+ *   store(head, h + 1)  (release, B)
+ *
+ *   B pairs with C: the consumer never sees a slot before its contents.
+ *   D pairs with A: the producer never reuses a slot that is still being read.
+ */
+struct ag_ring {
+    _Alignas(64) _Atomic uint64_t head; /* written by the producer only */
+    _Alignas(64) _Atomic uint64_t tail; /* written by the consumer only */
+    uint64_t mask;                      /* slot count - 1; a power of two */
+    size_t slot_size;                   /* bytes: struct ag_sample + max_frames words */
+    unsigned char *slots;               /* mmap'ed by ag_ring_init(); NULL when unset */
+    size_t map_len;
+};
+
+/* Maps the slots of an empty ring (outside signal context). Returns 0 or -ENOMEM. */
+PP_MUST_USE int ag_ring_init(struct ag_ring *r, unsigned slots, unsigned max_frames);
+/* Unmaps; accepts a zeroed ring. Only when no producer can run any more. */
+void ag_ring_fini(struct ag_ring *r);
+
+/* Returns the next free slot, or NULL when the ring is full. Producer only. */
+PP_SIGSAFE static inline struct ag_sample *
+ag_ring_reserve(struct ag_ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire); /* A */
+
+    if (r->slots == NULL || head - tail > r->mask) {
+        return NULL;
+    }
+    return (struct ag_sample *)(void *)(r->slots + (head & r->mask) * r->slot_size);
+}
+
+/* Publishes the slot returned by ag_ring_reserve(). Producer only. */
+PP_SIGSAFE static inline void
+ag_ring_commit(struct ag_ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+
+    atomic_store_explicit(&r->head, head + 1, memory_order_release); /* B */
+}
+
+/* Returns the oldest unread slot, or NULL when empty. Consumer only. */
+static inline const struct ag_sample *
+ag_ring_peek(struct ag_ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire); /* C */
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+    if (r->slots == NULL || head == tail) {
+        return NULL;
+    }
+    return (const struct ag_sample *)(const void *)(r->slots + (tail & r->mask) * r->slot_size);
+}
+
+/* Frees the slot returned by ag_ring_peek(). Consumer only. */
+static inline void
+ag_ring_release(struct ag_ring *r)
+{
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+    atomic_store_explicit(&r->tail, tail + 1, memory_order_release); /* D */
+}
+
+enum ag_slot_state {
+    AG_SLOT_FREE = 0,
+    AG_SLOT_ACTIVE = 1,
+    AG_SLOT_EXITING = 2, /* the thread is gone or going; the consumer drains and frees */
+};
+
+/*
+ * One registered thread. Slots live in one array that is never freed while the agent runs, so a
+ * signal handler holding a stale pointer reads valid memory; it checks state and tid first.
+ * Writers: "reg" = under ag.reg_lock; "self" = the thread itself (handler or interposer);
+ * "wall" = the wall thread; "drain" = the consumer.
+ */
+struct ag_thread {
+    _Atomic int state;         /* reg; enum ag_slot_state */
+    _Atomic int32_t tid;       /* reg */
+    _Atomic int excluded;      /* reg or self: an agent or consumer thread, never sampled */
+    _Atomic uint64_t stack_lo; /* reg: stack bounds, 0 while unknown */
+    _Atomic uint64_t stack_hi;
+    _Atomic uint64_t last_sp;     /* self: sp of the last signal, to find unknown bounds */
+    _Atomic uint64_t last_cpu_ns; /* self: CPU time at the last CPU-mode sample */
+    _Atomic uint64_t dropped;     /* self and wall: samples lost to a full ring */
+    uint64_t dropped_reported;    /* drain */
+    int has_timer;                /* reg */
+    timer_t timer;                /* reg */
+    unsigned timer_hz;            /* reg: rate the timer is armed at */
+    int scan_seen;                /* reg: manager scratch */
+    unsigned name_gen;            /* reg: bumped when name changes */
+    unsigned name_gen_reported;   /* drain */
+    int announced;                /* drain: THREAD_START sent */
+    char name[AG_NAME_MAX];       /* reg */
+    /* The stack recorded by an interposed blocking call: a seqlock written by the thread
+     * (odd while writing), read by the wall thread, which retries on a change. */
+    _Atomic uint32_t blk_seq;
+    _Atomic int blocked;          /* self: inside an interposed blocking call */
+    _Atomic uint32_t blk_info;    /* depth | unwinder << 16 | end << 24 */
+    _Atomic uint64_t *blk_frames; /* max_frames words, allocated at registration */
+    struct ag_ring ring;          /* producer: the thread's signal handler */
+    struct ag_ring wring;         /* producer: the wall thread (waiting samples) */
+};
+
+/* Global agent state; one instance, `ag`. Lock order: life_lock, then reg_lock. */
+struct ag_agent {
+    pthread_mutex_t life_lock; /* start/stop/acquire/release */
+    pthread_mutex_t reg_lock;  /* the registry: slot state transitions, timers, names */
+    pthread_mutex_t drain_lock;
+    struct ag_config cfg; /* copied at start; immutable while running */
+    _Atomic int running;  /* 1 between a successful ag_start() and ag_stop() */
+    _Atomic int stopping; /* tells the agent threads to leave */
+    _Atomic int inflight; /* handlers between entry and exit; ag_stop() waits for 0 */
+    _Atomic unsigned gen; /* bumped per start: invalidates TLS slot caches of an old registry */
+    struct ag_thread *threads; /* threads_cap slots, mmap'ed at the first start, never freed */
+    unsigned threads_cap;
+    _Atomic unsigned high; /* slots [0, high) have been used */
+    int signo;
+    struct sigaction old_sa;
+    pid_t pid;
+    int remote_read_ok; /* process_vm_readv on self works (no seccomp block) */
+    pthread_t manager;
+    int manager_started;
+    pthread_t wall;
+    int wall_started;
+    pthread_mutex_t wake_lock; /* manager/wall sleep: lets stop and acquire wake them */
+    pthread_cond_t wake_cond;
+    /* Sampling requests (life_lock). */
+    unsigned req_n;
+    struct {
+        enum ag_mode mode;
+        unsigned hz;
+    } req[64];
+    _Atomic unsigned hz_cpu; /* 0 = CPU sampling off */
+    _Atomic unsigned hz_wall;
+    /* Counters (relaxed atomics). */
+    _Atomic uint64_t n_samples, n_cpu, n_wall, n_waiting, n_lost, n_overruns;
+    _Atomic uint64_t n_threads, n_threads_dropped, n_eintr_seen, n_eintr_absorbed, n_cfi_steps;
+    _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n;
+    _Atomic uint64_t wall_passes, wall_start_ns, wall_active_ns;
+};
+
+extern struct ag_agent ag;
+
+/* Initial-exec TLS: the handler never enters __tls_get_addr. */
+extern __thread struct ag_thread *ag_tls_thread AG_TLS; /* slot cache, checked against tid */
+extern __thread int32_t ag_tls_tid AG_TLS;              /* 0 until known */
+extern __thread unsigned ag_tls_gen AG_TLS;             /* ag.gen when ag_tls_thread was set */
+extern __thread uint64_t ag_tls_stack_lo AG_TLS;        /* set by the pthread_create wrapper */
+extern __thread uint64_t ag_tls_stack_hi AG_TLS;
+extern __thread int ag_tls_excluded AG_TLS;             /* agent thread: interposers pass through */
+extern __thread _Atomic uint32_t ag_tls_signals AG_TLS; /* agent signals handled (for EINTR) */
+
+/* Unwinding (agent/sig-unwind.c). */
+struct ag_unwind_ctx {
+    uint64_t lo, hi; /* direct reads allowed in [lo, hi): part of the current stack */
+    int remote_ok;   /* other reads go through process_vm_readv */
+    pid_t pid;
+};
+
+struct ag_unwind_result {
+    uint32_t depth;
+    uint8_t unwinder; /* enum ag_unwinder of the last step */
+    uint8_t end;      /* enum ag_unwind_end */
+    uint32_t cfi_steps;
+};
+
+/* Reads one aligned word: 0, or -EFAULT when not safely readable. Async-signal-safe. */
+PP_SIGSAFE PP_MUST_USE int ag_sig_read(void *ctx, uint64_t addr, uint64_t *out);
+
+/*
+ * Walks a stack from {pc, sp, fp} into frames (leaf first, frames[0] = pc). pc_is_ra says pc is
+ * a return address (a recorded caller, not an interrupted instruction). Frame pointers first,
+ * with DWARF CFI (agent/sig-cfi.c) for the interrupted leaf and whenever frame pointers give up.
+ * Every read goes through ag_sig_read(c). Async-signal-safe; no allocation, no locks, no errno.
+ */
+PP_SIGSAFE void ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp,
+                              int pc_is_ra, uint64_t *frames, uint32_t max,
+                              struct ag_unwind_result *out);
+
+/* Sets c's direct-read window from sp and the slot's (or TLS) stack bounds. Async-signal-safe. */
+PP_SIGSAFE void ag_sig_unwind_ctx_init(struct ag_unwind_ctx *c, uint64_t sp, uint64_t lo,
+                                       uint64_t hi);
+
+/* The handler (agent/sig-handler.c). */
+void ag_sig_handler(int signo, siginfo_t *info, void *uctx);
+/* Finds the calling thread's slot (TLS cache, else by tid). Async-signal-safe. */
+PP_SIGSAFE struct ag_thread *ag_sig_thread_self(void);
+PP_SIGSAFE uint64_t ag_sig_now_ns(clockid_t clk);
+
+/* Threads (agent/threads.c). */
+PP_MUST_USE int ag_threads_start(void); /* allocate the registry, register the caller + scan */
+void ag_threads_stop(void);             /* delete timers, free rings; slots stay mapped */
+void ag_threads_scan(void);             /* manager: /proc/self/task, names, bounds */
+/* Registers the calling thread with its stack bounds (pthread_getattr_np); a no-op while the
+ * agent is stopped or for an excluded thread. Not in signal context. */
+void ag_thread_attach_self(void);
+struct ag_thread *ag_thread_register_locked(int32_t tid, int self);
+void ag_thread_release_locked(struct ag_thread *t); /* EXITING -> FREE (drain) */
+int32_t ag_gettid(void);
+/* Records the caller's stack into its slot before a blocking call; fa is the interposer's
+ * __builtin_frame_address(0). Returns the slot to pass to leave, or NULL (wall.c). */
+struct ag_thread *ag_thread_blocking_enter(uint64_t fa);
+void ag_thread_blocking_leave(struct ag_thread *t);
+
+/* Creates an agent thread (real pthread_create, all signals blocked). 0 or -errno. */
+PP_MUST_USE int ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg);
+/* fork() child: the agent is off there; restore the signal, reset locks (agent.c). */
+void ag_agent_forked_child(void);
+
+/* Timers and the signal (agent/timer.c). */
+PP_MUST_USE int ag_signal_install(int signo);
+void ag_signal_restore(void);
+void ag_timers_update_locked(void); /* arm/re-arm/delete CPU timers to match ag.hz_cpu */
+void ag_timer_delete_locked(struct ag_thread *t);
+
+/* Wall sampler (agent/wall.c). */
+PP_MUST_USE int ag_wall_start(void);
+void ag_wall_stop(void);
+
+/* agent/modules.c (helper Y's section of agent/agent.h declares it too; repeated here so the
+ * sampler does not depend on the order the two halves land in). Returns 1, 0 or -errno. */
+PP_MUST_USE int ag_modules_refresh(void);
+
+/* Logging (agent/config.c). */
+void ag_log(enum ag_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Sleeps up to ms on ag.wake_cond unless stopping; returns nonzero when stopping. */
+int ag_wait_ms(unsigned ms);
+
+static inline uint64_t
+ag_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#endif /* AG_INTERNAL_H */

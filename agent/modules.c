@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/modules.c - the list of loaded modules (dl_iterate_phdr), their build-ids and CFI
+ * tables, the signal-safe lookup snapshot, and ag_symbolize() on top of agent/symtab.c.
+ * Context: any thread but a signal handler; one mutex guards the list and the symbol caches.
+ * Modules, tables and snapshots are never freed before ag_modules_fini(), because a signal
+ * handler or a caller holding an ag_symbol may still point into them. Must not be called from
+ * a signal handler, and must not call into the sampler.
+ */
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#include "agent/symbols-internal.h"
+
+pthread_mutex_t ag_modules_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static struct ag_module *ag_modules_all;              /* mutex; newest first */
+static struct ag_module_snapshot *ag_modules_retired; /* mutex; replaced snapshots */
+static uint32_t ag_modules_next_id = 1;               /* mutex */
+static unsigned long long ag_modules_adds;            /* mutex; dlpi_adds at the last scan */
+static unsigned long long ag_modules_subs;            /* mutex */
+static int ag_modules_scanned;                        /* mutex */
+static uint64_t ag_modules_generation;                /* mutex */
+
+struct ag_modules_scan {
+    int err;
+    int changed;
+};
+
+static int
+ag_modules_counters_cb(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    unsigned long long *c = ctx;
+
+    if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+        c[0] = c[1] = ~0ull; /* ancient libc: always rescan */
+        return 1;
+    }
+    c[0] = info->dlpi_adds;
+    c[1] = info->dlpi_subs;
+    return 1; /* the counters are the same in every entry: stop after the first */
+}
+
+static char *
+ag_modules_exe_path(void)
+{
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+
+    if (n <= 0) {
+        return strdup("");
+    }
+    buf[n] = '\0';
+    return strdup(buf);
+}
+
+/* Copies the NT_GNU_BUILD_ID of a PT_NOTE segment that lies inside the mapped image. */
+static void
+ag_modules_read_build_id(struct ag_module *m, const ElfW(Phdr) * ph, uint64_t base)
+{
+    const uint8_t *p = (const uint8_t *)(uintptr_t)(base + ph->p_vaddr);
+    size_t left = ph->p_memsz;
+
+    while (left >= sizeof(ElfW(Nhdr))) {
+        const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
+        size_t namesz = (nh->n_namesz + 3u) & ~(size_t)3;
+        size_t descsz = (nh->n_descsz + 3u) & ~(size_t)3;
+        size_t total = sizeof(*nh) + namesz + descsz;
+
+        if (nh->n_namesz > left || nh->n_descsz > left || total > left) {
+            return; /* corrupt note: keep no build-id */
+        }
+        if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+            memcmp(p + sizeof(*nh), "GNU", 4) == 0 && nh->n_descsz <= AG_BUILD_ID_MAX) {
+            memcpy(m->build_id, p + sizeof(*nh) + namesz, nh->n_descsz);
+            m->build_id_len = nh->n_descsz;
+            return;
+        }
+        p += total;
+        left -= total;
+    }
+}
+
+/*
+ * Creates the module of one dl_iterate_phdr entry: segments, build-id and CFI table. Runs in
+ * the callback, so the loader lock keeps the image mapped while .eh_frame is parsed.
+ */
+static int
+ag_module_new(const struct dl_phdr_info *info, int is_exe, struct ag_module **out)
+{
+    struct ag_module *m = NULL;
+    struct ag_cfi_span *loads = NULL;
+    size_t n_loads = 0;
+    uint64_t hdr = 0;
+    int err = -ENOMEM;
+
+    m = calloc(1, sizeof(*m));
+    loads = calloc(info->dlpi_phnum + 1u, sizeof(*loads));
+    if (m == NULL || loads == NULL) {
+        goto out;
+    }
+    m->exec = calloc(info->dlpi_phnum + 1u, sizeof(*m->exec));
+    m->name = strdup(info->dlpi_name != NULL ? info->dlpi_name : "");
+    if (m->exec == NULL || m->name == NULL) {
+        goto out;
+    }
+    m->base = info->dlpi_addr;
+    m->lo = UINT64_MAX;
+    for (size_t i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uint64_t lo = m->base + ph->p_vaddr;
+        uint64_t hi = lo + ph->p_memsz;
+
+        if (ph->p_type == PT_LOAD) {
+            if (lo < m->lo) {
+                m->lo = lo;
+            }
+            if (hi > m->hi) {
+                m->hi = hi;
+            }
+            if (ph->p_flags & PF_R) {
+                loads[n_loads++] = (struct ag_cfi_span){ lo, hi };
+            }
+            if (ph->p_flags & PF_X) {
+                m->exec[m->n_exec++] = (struct ag_cfi_span){ lo, hi };
+            }
+        } else if (ph->p_type == PT_GNU_EH_FRAME) {
+            hdr = lo;
+        }
+    }
+    if (m->lo == UINT64_MAX) {
+        m->lo = m->hi = 0;
+    }
+    m->is_vdso = getauxval(AT_SYSINFO_EHDR) >= m->lo && getauxval(AT_SYSINFO_EHDR) < m->hi;
+    if (m->is_vdso) {
+        m->path = strdup(m->name[0] != '\0' ? m->name : "[vdso]");
+    } else if (is_exe) {
+        m->path = ag_modules_exe_path();
+    } else {
+        m->path = strdup(m->name);
+    }
+    if (m->path == NULL) {
+        goto out;
+    }
+    for (size_t i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type == PT_NOTE && m->build_id_len == 0) {
+            ag_modules_read_build_id(m, &info->dlpi_phdr[i], m->base);
+        }
+    }
+    if (hdr != 0) {
+        m->cfi_err = ag_cfi_build(m->base, hdr, loads, n_loads, &m->cfi);
+    } else {
+        m->cfi_err = -ENOENT;
+    }
+    m->id = ag_modules_next_id++;
+    m->live = 1;
+    *out = m;
+    m = NULL;
+    err = 0;
+out:
+    if (m != NULL) {
+        free(m->exec);
+        free(m->name);
+        free(m->path);
+        free(m);
+    }
+    free(loads);
+    return err;
+}
+
+static void
+ag_module_free(struct ag_module *m)
+{
+    ag_symtab_free(m->symtab);
+    ag_cfi_table_free(m->cfi);
+    free(m->exec);
+    free(m->name);
+    free(m->path);
+    free(m);
+}
+
+static int
+ag_modules_scan_cb(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    struct ag_modules_scan *scan = ctx;
+    int is_exe = info->dlpi_name == NULL || info->dlpi_name[0] == '\0';
+    struct ag_module *m;
+
+    (void)size;
+    if (info->dlpi_phnum == 0) {
+        return 0;
+    }
+    for (m = ag_modules_all; m != NULL; m = m->next) {
+        if (m->live && !m->seen && m->base == info->dlpi_addr &&
+            strcmp(m->name, info->dlpi_name != NULL ? info->dlpi_name : "") == 0) {
+            m->seen = 1;
+            return 0;
+        }
+    }
+    scan->err = ag_module_new(info, is_exe, &m);
+    if (scan->err != 0) {
+        return 1;
+    }
+    m->seen = 1;
+    m->next = ag_modules_all;
+    ag_modules_all = m;
+    scan->changed = 1;
+    return 0;
+}
+
+static int
+ag_modules_span_cmp(const void *a, const void *b)
+{
+    const struct ag_module_span *x = a, *y = b;
+
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Builds and publishes the snapshot of the live modules. Called with the mutex held. */
+static int
+ag_modules_publish(void)
+{
+    struct ag_module_snapshot *snap, *old;
+    size_t n = 0, k = 0;
+
+    for (struct ag_module *m = ag_modules_all; m != NULL; m = m->next) {
+        n += m->live ? m->n_exec : 0;
+    }
+    snap = calloc(1, sizeof(*snap) + n * sizeof(snap->spans[0]));
+    if (snap == NULL) {
+        return -ENOMEM;
+    }
+    for (struct ag_module *m = ag_modules_all; m != NULL; m = m->next) {
+        for (size_t i = 0; m->live && i < m->n_exec; i++) {
+            snap->spans[k++] = (struct ag_module_span){ m->exec[i].lo, m->exec[i].hi, m, m->cfi };
+        }
+    }
+    qsort(snap->spans, k, sizeof(snap->spans[0]), ag_modules_span_cmp);
+    /* Overlaps would break the binary search; they only come from corrupt headers. */
+    for (size_t i = 1; i < k; i++) {
+        if (snap->spans[i].lo < snap->spans[i - 1].hi) {
+            snap->spans[i].lo = snap->spans[i - 1].hi;
+            if (snap->spans[i].hi < snap->spans[i].lo) {
+                snap->spans[i].hi = snap->spans[i].lo;
+            }
+        }
+    }
+    snap->n = k;
+    snap->generation = ++ag_modules_generation;
+    old = atomic_exchange_explicit(&ag_sig_modules, snap, memory_order_acq_rel);
+    if (old != NULL) {
+        old->retired_next = ag_modules_retired;
+        ag_modules_retired = old;
+    }
+    return 0;
+}
+
+/* The refresh itself; the caller holds the mutex. */
+static int
+ag_modules_refresh_locked(void)
+{
+    unsigned long long c[2] = { 0, 0 };
+    struct ag_modules_scan scan = { 0, 0 };
+    struct ag_module *m;
+    int err;
+
+    dl_iterate_phdr(ag_modules_counters_cb, c);
+    if (ag_modules_scanned && c[0] == ag_modules_adds && c[1] == ag_modules_subs && c[0] != ~0ull) {
+        return 0;
+    }
+    for (m = ag_modules_all; m != NULL; m = m->next) {
+        m->seen = 0;
+    }
+    dl_iterate_phdr(ag_modules_scan_cb, &scan);
+    if (scan.err != 0) {
+        return scan.err; /* counters not recorded: the next call rescans */
+    }
+    for (m = ag_modules_all; m != NULL; m = m->next) {
+        if (m->live && !m->seen) {
+            m->live = 0; /* dlclose'd; kept until ag_modules_fini() */
+            scan.changed = 1;
+        }
+    }
+    if (scan.changed || !ag_modules_scanned) {
+        err = ag_modules_publish();
+        if (err != 0) {
+            return err;
+        }
+    }
+    ag_modules_adds = c[0];
+    ag_modules_subs = c[1];
+    ag_modules_scanned = 1;
+    return scan.changed;
+}
+
+int
+ag_modules_refresh(void)
+{
+    int err;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    err = ag_modules_refresh_locked();
+    pthread_mutex_unlock(&ag_modules_mutex);
+    return err;
+}
+
+static void
+ag_module_info_fill(const struct ag_module *m, struct ag_module_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->id = m->id;
+    out->path = m->path;
+    out->base = m->base;
+    out->start = m->lo;
+    out->end = m->hi;
+    if (m->n_exec > 0) {
+        out->text_start = m->exec[0].lo;
+        out->text_end = m->exec[m->n_exec - 1].hi;
+    }
+    out->build_id = m->build_id_len > 0 ? m->build_id : NULL;
+    out->build_id_len = m->build_id_len;
+    out->cfi_rows = m->cfi != NULL ? m->cfi->n : 0;
+}
+
+/* Calls fn in load order: the list is newest first, so recurse to its end first. */
+static int
+ag_module_foreach_from(struct ag_module *m, int (*fn)(const struct ag_module_info *, void *),
+                       void *ctx)
+{
+    struct ag_module_info info;
+    struct ag_module *stack[64];
+    size_t n = 0;
+    int r;
+
+    while (m != NULL && n < PP_ARRAY_SIZE(stack)) {
+        stack[n++] = m;
+        m = m->next;
+    }
+    if (m != NULL) {
+        r = ag_module_foreach_from(m, fn, ctx);
+        if (r != 0) {
+            return r;
+        }
+    }
+    while (n > 0) {
+        m = stack[--n];
+        if (!m->live) {
+            continue;
+        }
+        ag_module_info_fill(m, &info);
+        r = fn(&info, ctx);
+        if (r != 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+int
+ag_module_foreach(int (*fn)(const struct ag_module_info *m, void *ctx), void *ctx)
+{
+    int r;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    r = ag_modules_scanned ? 0 : ag_modules_refresh_locked();
+    if (r >= 0) {
+        r = ag_module_foreach_from(ag_modules_all, fn, ctx);
+    }
+    pthread_mutex_unlock(&ag_modules_mutex);
+    return r;
+}
+
+/* Finds a module by pc: live modules first, then dlclose'd ones (samples taken before). */
+static struct ag_module *
+ag_modules_lookup_locked(uint64_t pc, int live)
+{
+    for (struct ag_module *m = ag_modules_all; m != NULL; m = m->next) {
+        if (m->live != live) {
+            continue;
+        }
+        for (size_t i = 0; i < m->n_exec; i++) {
+            if (pc >= m->exec[i].lo && pc < m->exec[i].hi) {
+                return m;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* Finds the module of pc, rescanning once when no live module contains it (a new dlopen). */
+static struct ag_module *
+ag_modules_find_locked(uint64_t pc, int allow_dead)
+{
+    struct ag_module *m = ag_modules_lookup_locked(pc, 1);
+
+    if (m == NULL && ag_modules_refresh_locked() > 0) {
+        m = ag_modules_lookup_locked(pc, 1);
+    }
+    if (m == NULL && allow_dead) {
+        m = ag_modules_lookup_locked(pc, 0);
+    }
+    return m;
+}
+
+int
+ag_module_find(uint64_t pc, struct ag_module_info *out)
+{
+    struct ag_module *m;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    m = ag_modules_find_locked(pc, 0);
+    if (m != NULL) {
+        ag_module_info_fill(m, out);
+    }
+    pthread_mutex_unlock(&ag_modules_mutex);
+    return m != NULL ? 0 : -ENOENT;
+}
+
+int
+ag_symbolize(uint64_t pc, struct ag_symbol *out)
+{
+    struct ag_module *m;
+    struct ag_sym *s;
+    int err = -ESRCH;
+
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&ag_modules_mutex);
+    m = ag_modules_find_locked(pc, 1);
+    if (m == NULL) {
+        err = -ENOENT;
+        goto out;
+    }
+    out->module_id = m->id;
+    out->module_path = m->path;
+    out->module_base = m->base;
+    if (m->symtab == NULL && m->symtab_err == 0) {
+        m->symtab_err = ag_symtab_load(m, &m->symtab);
+    }
+    if (m->symtab == NULL) {
+        goto out;
+    }
+    s = ag_symtab_lookup(m->symtab, pc - m->base);
+    if (s == NULL) {
+        goto out;
+    }
+    if (!s->demangle_done) { /* cached under the mutex */
+        s->demangled = ag_demangle(m->symtab->strings + s->name_off);
+        s->demangle_done = 1;
+    }
+    out->raw_name = m->symtab->strings + s->name_off;
+    out->name = s->demangled != NULL ? s->demangled : out->raw_name;
+    out->start = m->base + s->addr;
+    out->size = s->size;
+    out->offset = pc - out->start;
+    err = 0;
+out:
+    pthread_mutex_unlock(&ag_modules_mutex);
+    return err;
+}
+
+void
+ag_modules_fini(void)
+{
+    struct ag_module_snapshot *snap;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    snap = atomic_exchange_explicit(&ag_sig_modules, NULL, memory_order_acq_rel);
+    free(snap);
+    while (ag_modules_retired != NULL) {
+        snap = ag_modules_retired;
+        ag_modules_retired = snap->retired_next;
+        free(snap);
+    }
+    while (ag_modules_all != NULL) {
+        struct ag_module *m = ag_modules_all;
+
+        ag_modules_all = m->next;
+        ag_module_free(m);
+    }
+    ag_modules_scanned = 0;
+    ag_modules_adds = ag_modules_subs = 0;
+    pthread_mutex_unlock(&ag_modules_mutex);
+}

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/sig-handler.c - SIGNAL CONTEXT: the sampling signal handler. It runs on the sampled
+ * thread (CPU-time timer expiry or the wall thread's rt_tgsigqueueinfo), finds the thread's slot
+ * through initial-exec TLS (or by tid, lock-free), walks the interrupted stack into a free slot
+ * of the thread's preallocated ring and publishes it. A full ring counts a drop. It ignores
+ * signals it did not request (there is no chaining to a previous handler: ag_start() refuses a
+ * signal that already has one). Must not allocate, lock, log, or leave errno changed.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "agent/internal.h"
+
+uint64_t
+ag_sig_now_ns(clockid_t clk)
+{
+    struct timespec ts;
+
+    if (clock_gettime(clk, &ts) != 0) {
+        return 0;
+    }
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct ag_thread *
+ag_sig_thread_self(void)
+{
+    struct ag_thread *t = ag_tls_thread;
+    struct ag_thread *all;
+    int32_t tid = ag_tls_tid;
+    unsigned i, high;
+
+    if (tid == 0) {
+        tid = (int32_t)syscall(SYS_gettid); /* cannot fail, so errno is untouched */
+        ag_tls_tid = tid;
+    }
+    if (t != NULL && ag_tls_gen == atomic_load_explicit(&ag.gen, memory_order_relaxed) &&
+        atomic_load_explicit(&t->tid, memory_order_acquire) == tid &&
+        atomic_load_explicit(&t->state, memory_order_acquire) == AG_SLOT_ACTIVE) {
+        return t;
+    }
+    all = ag.threads;
+    high = atomic_load_explicit(&ag.high, memory_order_acquire);
+    for (i = 0; all != NULL && i < high; i++) {
+        t = &all[i];
+        if (atomic_load_explicit(&t->state, memory_order_acquire) == AG_SLOT_ACTIVE &&
+            atomic_load_explicit(&t->tid, memory_order_acquire) == tid) {
+            ag_tls_thread = t;
+            ag_tls_gen = atomic_load_explicit(&ag.gen, memory_order_relaxed);
+            return t;
+        }
+    }
+    return NULL;
+}
+
+/* Registers of the interrupted context, and whether it was a syscall about to return EINTR. */
+static int
+ag_sig_regs(const ucontext_t *uc, uint64_t *pc, uint64_t *sp, uint64_t *fp)
+{
+#if defined(__x86_64__)
+    int64_t ret = (int64_t)uc->uc_mcontext.gregs[REG_RAX];
+
+    *pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    *sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+    *fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
+    /* The kernel rewinds restartable syscalls (SA_RESTART) to the syscall instruction; the
+     * others return -EINTR right after it (0f 05). pc - 2 is on pc's page, which is mapped. */
+    return ret == -EINTR && (*pc & 4095) >= 2 &&
+           *(const volatile uint16_t *)(uintptr_t)(*pc - 2) == 0x050f;
+#elif defined(__aarch64__)
+    int64_t ret = (int64_t)uc->uc_mcontext.regs[0];
+
+    *pc = (uint64_t)uc->uc_mcontext.pc;
+    *sp = (uint64_t)uc->uc_mcontext.sp;
+    *fp = (uint64_t)uc->uc_mcontext.regs[29];
+    return ret == -EINTR && (*pc & 4095) >= 4 &&
+           *(const volatile uint32_t *)(uintptr_t)(*pc - 4) == 0xd4000001u;
+#else
+#error "pipeprof: the sampler supports x86_64 and aarch64"
+#endif
+}
+
+void
+ag_sig_handler(int signo, siginfo_t *info, void *uctx)
+{
+    int saved_errno = errno;
+    struct ag_unwind_result res;
+    struct ag_unwind_ctx c;
+    struct ag_thread *t;
+    struct ag_sample *s;
+    uint64_t pc, sp, fp, lo, hi, cpu, last;
+    uint8_t mode;
+    int eintr;
+
+    (void)signo;
+    atomic_fetch_add_explicit(&ag.inflight, 1, memory_order_seq_cst);
+    if (!atomic_load_explicit(&ag.running, memory_order_seq_cst)) {
+        goto out;
+    }
+    if (info->si_code == SI_TIMER) {
+        mode = AG_MODE_CPU;
+        if (info->si_overrun > 0) {
+            atomic_fetch_add_explicit(&ag.n_overruns, (uint64_t)info->si_overrun,
+                                      memory_order_relaxed);
+        }
+    } else if (info->si_code == SI_QUEUE && info->si_value.sival_int == AG_WALL_SIVAL &&
+               info->si_pid == ag.pid) {
+        mode = AG_MODE_WALL;
+    } else {
+        goto out; /* not ours: another sender of this signal */
+    }
+    atomic_fetch_add_explicit(&ag_tls_signals, 1, memory_order_relaxed);
+    eintr = ag_sig_regs(uctx, &pc, &sp, &fp);
+    if (eintr) {
+        atomic_fetch_add_explicit(&ag.n_eintr_seen, 1, memory_order_relaxed);
+    }
+    t = ag_sig_thread_self();
+    if (t == NULL || atomic_load_explicit(&t->excluded, memory_order_relaxed)) {
+        goto out;
+    }
+    if ((mode == AG_MODE_CPU ? atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed)
+                             : atomic_load_explicit(&ag.hz_wall, memory_order_relaxed)) == 0) {
+        goto out; /* a signal still in flight after the mode was switched off */
+    }
+    s = ag_ring_reserve(&t->ring);
+    if (s == NULL) {
+        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+        goto out;
+    }
+    s->timestamp_ns = ag_sig_now_ns(CLOCK_MONOTONIC);
+    cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
+    s->cpu_time_ns = cpu;
+    s->tid = ag_tls_tid;
+    s->mode = mode;
+    s->state = AG_STATE_RUNNING;
+    s->source = AG_SOURCE_SIGNAL;
+    lo = atomic_load_explicit(&t->stack_lo, memory_order_acquire);
+    hi = atomic_load_explicit(&t->stack_hi, memory_order_acquire);
+    if (hi == 0 && ag_tls_stack_hi != 0) {
+        lo = ag_tls_stack_lo;
+        hi = ag_tls_stack_hi;
+    }
+    if (hi == 0) {
+        atomic_store_explicit(&t->last_sp, sp, memory_order_relaxed); /* the manager finds bounds */
+    }
+    ag_sig_unwind_ctx_init(&c, sp, lo, hi);
+    ag_sig_unwind(&c, pc, sp, fp, 0, s->frames, ag.cfg.max_frames, &res);
+    s->depth = res.depth;
+    s->unwinder = res.unwinder;
+    s->end = res.end;
+    ag_ring_commit(&t->ring);
+    atomic_fetch_add_explicit(&ag.n_samples, 1, memory_order_relaxed);
+    if (res.cfi_steps != 0) {
+        atomic_fetch_add_explicit(&ag.n_cfi_steps, res.cfi_steps, memory_order_relaxed);
+    }
+    if (mode == AG_MODE_CPU) {
+        atomic_fetch_add_explicit(&ag.n_cpu, 1, memory_order_relaxed);
+        last = atomic_exchange_explicit(&t->last_cpu_ns, cpu, memory_order_relaxed);
+        if (last != 0 && cpu > last) {
+            atomic_fetch_add_explicit(&ag.cpu_sampled_ns, cpu - last, memory_order_relaxed);
+            atomic_fetch_add_explicit(&ag.cpu_sampled_n, 1, memory_order_relaxed);
+        }
+    } else {
+        atomic_fetch_add_explicit(&ag.n_wall, 1, memory_order_relaxed);
+    }
+out:
+    atomic_fetch_sub_explicit(&ag.inflight, 1, memory_order_release);
+    errno = saved_errno;
+}

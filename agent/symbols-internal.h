@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/symbols-internal.h - private state of the module list, symbol tables and demangler
+ * (agent/modules.c, agent/symtab.c, agent/demangle.c; the signal-safe module lookup lives in
+ * agent/sig-cfi.c). The public API is in agent/agent.h. Context: everything here except the
+ * ag_sig_* functions runs outside signal context, under ag_modules_mutex where stated; the
+ * snapshot is the only structure a signal handler reads, and it is immutable once published.
+ */
+#ifndef AG_SYMBOLS_INTERNAL_H
+#define AG_SYMBOLS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/agent.h"
+#include "agent/cfi.h"
+#include "common/compiler.h"
+
+#define AG_BUILD_ID_MAX 64
+
+struct ag_symtab; /* agent/symtab.c */
+
+/*
+ * One loaded module (one dl_iterate_phdr entry at one load address). Owned by modules.c and
+ * never freed before ag_modules_fini(): a dlclose'd module stays on the list with live == 0,
+ * so that strings handed out by ag_symbolize() and tables a signal handler may still read
+ * stay valid. Fields are immutable after creation except those marked "mutex".
+ */
+struct ag_module {
+    struct ag_module *next;   /* every module ever seen, newest first */
+    uint32_t id;              /* 1, 2, ... in order of discovery; never reused */
+    char *path;               /* file path (/proc/self/exe resolved for the executable) */
+    char *name;               /* dlpi_name as the loader reports it ("" for the executable) */
+    uint64_t base;            /* load bias */
+    uint64_t lo, hi;          /* span of all PT_LOAD segments (runtime addresses) */
+    struct ag_cfi_span *exec; /* executable PT_LOAD ranges (runtime addresses) */
+    size_t n_exec;
+    uint8_t build_id[AG_BUILD_ID_MAX];
+    size_t build_id_len;
+    int is_vdso;              /* the kernel's vdso: symbols are read from memory */
+    struct ag_cfi_table *cfi; /* NULL when the module has no usable .eh_frame_hdr */
+    int cfi_err;              /* 0 or why cfi is NULL */
+    int live;                 /* mutex: still in the loader's list at the last refresh */
+    int seen;                 /* mutex: scratch for one refresh */
+    int symtab_err;           /* mutex: 0 until a load failed, then its error */
+    struct ag_symtab *symtab; /* mutex: loaded on the first ag_symbolize() in this module */
+};
+
+/* One executable range of a live module, as a signal handler sees it. */
+struct ag_module_span {
+    uint64_t lo, hi;
+    const struct ag_module *mod;
+    const struct ag_cfi_table *cfi;
+};
+
+/*
+ * The signal-safe lookup table: executable ranges of the live modules, sorted by lo, never
+ * overlapping. Published with a release store into ag_sig_modules (agent/sig-cfi.c); readers
+ * acquire-load it. A replaced snapshot is put on a retired list and freed only by
+ * ag_modules_fini(), after the sampler has stopped: a handler that loaded the old pointer may
+ * still be reading it, and the agent has no cheaper way to know when it is done. The cost is
+ * one small array per dlopen/dlclose generation.
+ */
+struct ag_module_snapshot {
+    struct ag_module_snapshot *retired_next;
+    uint64_t generation;
+    size_t n;
+    struct ag_module_span spans[];
+};
+
+/* The published snapshot (defined in sig-cfi.c so that handler code has no outside data). */
+extern _Atomic(struct ag_module_snapshot *) ag_sig_modules;
+
+/* Finds the span containing pc in the published snapshot, or NULL. Async-signal-safe. */
+PP_SIGSAFE const struct ag_module_span *ag_sig_module_find(uint64_t pc);
+
+/* Guards the module list and every symtab cache. */
+extern pthread_mutex_t ag_modules_mutex;
+
+/* --- symtab.c --- */
+
+/* One function symbol; addr is the ELF virtual address (runtime address - load bias). */
+struct ag_sym {
+    uint64_t addr;
+    uint64_t size;     /* filled from the next symbol when the ELF size was 0 */
+    uint32_t name_off; /* into ag_symtab.strings */
+    uint8_t size_filled;
+    uint8_t rank;    /* alias preference at one address: lower wins (global, weak, local) */
+    char *demangled; /* cached ag_demangle() result, or NULL until asked / when raw */
+    uint8_t demangle_done;
+};
+
+struct ag_symtab {
+    struct ag_sym *syms; /* sorted by addr, one per address */
+    size_t n;
+    char *strings;
+    size_t strings_len;
+    char *source;    /* the file the symbols came from (the module or its debug file) */
+    int from_dynsym; /* 1 when only .dynsym was available */
+};
+
+/*
+ * Loads the function symbols of module m: its .symtab; else the .symtab of a separate debug
+ * file found by build-id (<root>/.build-id/xx/rest.debug) or .gnu_debuglink (the module's
+ * directory, its .debug/ subdirectory, <root>/<directory>); else its .dynsym.
+ * Returns 0, -ENOENT (no symbols anywhere), -EBADMSG, -ENOMEM or another negative errno.
+ * Ownership: caller owns *out; release with ag_symtab_free(). Context: not signal-safe.
+ */
+PP_MUST_USE int ag_symtab_load(const struct ag_module *m, struct ag_symtab **out);
+
+/* Finds the symbol covering the ELF virtual address addr, or NULL. */
+struct ag_sym *ag_symtab_lookup(struct ag_symtab *t, uint64_t addr);
+
+/* Releases t. Accepts NULL. */
+void ag_symtab_free(struct ag_symtab *t);
+
+/*
+ * Sets the root of the system debug directory ("/usr/lib/debug" by default; NULL restores it).
+ * For tests. Context: before any symbol load, or under ag_modules_mutex.
+ */
+void ag_symtab_set_debug_root(const char *root);
+
+/* --- demangle.c --- */
+
+/*
+ * Demangles a C++ (Itanium, through the process's __cxa_demangle when libstdc++ is loaded),
+ * Rust legacy or Rust v0 symbol. Returns a malloc'd string, or NULL when raw is not mangled,
+ * the demangler is unavailable or the name is malformed (then callers keep the raw name).
+ * Ownership: caller frees the result. Context: not signal-safe.
+ */
+char *ag_demangle(const char *raw);
+
+#endif /* AG_SYMBOLS_INTERNAL_H */

@@ -1,0 +1,513 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/threads.c - the thread registry: pthread_create interposition (the start routine is
+ * wrapped so the thread registers itself, records its stack bounds and gets its CPU timer
+ * before user code runs), a pthread key destructor that retires the slot at thread exit, and
+ * the manager's periodic /proc/self/task scan for threads created otherwise (and for threads
+ * that vanished), their names and their stack bounds. Context: ordinary threads under
+ * ag.reg_lock; never called from a signal handler. Slots are never unmapped while the agent
+ * runs, because a handler may hold a stale pointer.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent/internal.h"
+
+__thread struct ag_thread *ag_tls_thread AG_TLS;
+__thread int32_t ag_tls_tid AG_TLS;
+__thread unsigned ag_tls_gen AG_TLS;
+__thread uint64_t ag_tls_stack_lo AG_TLS;
+__thread uint64_t ag_tls_stack_hi AG_TLS;
+__thread int ag_tls_excluded AG_TLS;
+__thread _Atomic uint32_t ag_tls_signals AG_TLS;
+
+#define AG_EXCLUDED_MAX 32
+
+static pthread_once_t ag_threads_once = PTHREAD_ONCE_INIT;
+static pthread_key_t ag_threads_key;
+static int ag_threads_key_ok;
+static int32_t ag_threads_excluded[AG_EXCLUDED_MAX]; /* reg_lock: tids excluded before start */
+static unsigned ag_threads_n_excluded;               /* reg_lock */
+
+typedef int (*ag_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+static _Atomic(ag_pthread_create_fn) ag_threads_real_create;
+
+int32_t
+ag_gettid(void)
+{
+    if (ag_tls_tid == 0) {
+        ag_tls_tid = (int32_t)syscall(SYS_gettid);
+    }
+    return ag_tls_tid;
+}
+
+static ag_pthread_create_fn
+ag_threads_real(void)
+{
+    ag_pthread_create_fn fn = atomic_load_explicit(&ag_threads_real_create, memory_order_acquire);
+
+    if (fn == NULL) {
+        fn = (ag_pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+        atomic_store_explicit(&ag_threads_real_create, fn, memory_order_release);
+    }
+    return fn;
+}
+
+/* Creates an agent thread: the real pthread_create, every signal blocked in the new thread. */
+int
+ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+    ag_pthread_create_fn real = ag_threads_real();
+    sigset_t all, old;
+    int rc;
+
+    if (real == NULL) {
+        return -ENOSYS;
+    }
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = real(th, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return -rc;
+}
+
+static void
+ag_threads_bounds_self(uint64_t *lo, uint64_t *hi)
+{
+    pthread_attr_t attr;
+    void *addr = NULL;
+    size_t size = 0;
+
+    *lo = 0;
+    *hi = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) {
+        return;
+    }
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0 && addr != NULL) {
+        *lo = (uint64_t)(uintptr_t)addr;
+        *hi = *lo + size;
+    }
+    pthread_attr_destroy(&attr);
+}
+
+static struct ag_thread *
+ag_thread_find_locked(int32_t tid)
+{
+    unsigned i, high = atomic_load_explicit(&ag.high, memory_order_relaxed);
+
+    for (i = 0; i < high; i++) {
+        struct ag_thread *t = &ag.threads[i];
+
+        if (atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE &&
+            atomic_load_explicit(&t->tid, memory_order_relaxed) == tid) {
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static void
+ag_thread_name_read(int32_t tid, char *name)
+{
+    char path[64], buf[AG_NAME_MAX + 1];
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) {
+        return;
+    }
+    if (buf[n - 1] == '\n') {
+        n--;
+    }
+    if (n > AG_NAME_MAX - 1) {
+        n = AG_NAME_MAX - 1;
+    }
+    memcpy(name, buf, (size_t)n);
+    name[n] = '\0';
+}
+
+static void
+ag_thread_name_set_locked(struct ag_thread *t, const char *name)
+{
+    if (strncmp(t->name, name, AG_NAME_MAX) != 0) {
+        snprintf(t->name, sizeof(t->name), "%s", name);
+        t->name_gen++;
+    }
+}
+
+static int
+ag_thread_is_excluded_locked(int32_t tid)
+{
+    unsigned i;
+
+    for (i = 0; i < ag_threads_n_excluded; i++) {
+        if (ag_threads_excluded[i] == tid) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+struct ag_thread *
+ag_thread_register_locked(int32_t tid, int self)
+{
+    struct ag_thread *t = ag_thread_find_locked(tid);
+    unsigned i, high;
+    char name[AG_NAME_MAX] = "";
+
+    if (t != NULL) {
+        return t;
+    }
+    high = atomic_load_explicit(&ag.high, memory_order_relaxed);
+    for (i = 0; i < high; i++) {
+        /* A freed slot: its rings are empty (the consumer drained them before freeing). */
+        if (atomic_load_explicit(&ag.threads[i].state, memory_order_relaxed) == AG_SLOT_FREE) {
+            t = &ag.threads[i];
+            break;
+        }
+    }
+    if (t == NULL) {
+        if (high >= ag.cfg.max_threads) {
+            atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
+            return NULL;
+        }
+        t = &ag.threads[high];
+    }
+    if (t->ring.slots == NULL &&
+        (ag_ring_init(&t->ring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0 ||
+         ag_ring_init(&t->wring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0)) {
+        ag_ring_fini(&t->ring);
+        atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
+        return NULL;
+    }
+    if (t->blk_frames == NULL) {
+        t->blk_frames = calloc(AG_MAX_FRAMES, sizeof(*t->blk_frames)); /* any later config */
+        if (t->blk_frames == NULL) {
+            atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
+            return NULL;
+        }
+    }
+    if (t == &ag.threads[high]) {
+        atomic_store_explicit(&ag.high, high + 1, memory_order_release);
+    }
+    if (self) {
+        prctl(PR_GET_NAME, name, 0, 0, 0);
+    } else {
+        ag_thread_name_read(tid, name);
+    }
+    t->name[0] = '\0';
+    t->name_gen = 1;
+    t->name_gen_reported = 0;
+    ag_thread_name_set_locked(t, name);
+    t->announced = 0;
+    t->has_timer = 0;
+    t->timer_hz = 0;
+    t->scan_seen = 1;
+    t->dropped_reported = atomic_load_explicit(&t->dropped, memory_order_relaxed);
+    atomic_store_explicit(&t->blocked, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->stack_lo, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->stack_hi, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->last_sp, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->last_cpu_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->excluded, ag_thread_is_excluded_locked(tid), memory_order_relaxed);
+    atomic_store_explicit(&t->tid, tid, memory_order_relaxed);
+    atomic_store_explicit(&t->state, AG_SLOT_ACTIVE, memory_order_release);
+    atomic_fetch_add_explicit(&ag.n_threads, 1, memory_order_relaxed);
+    ag_timers_update_locked();
+    return t;
+}
+
+void
+ag_thread_release_locked(struct ag_thread *t)
+{
+    ag_timer_delete_locked(t);
+    atomic_store_explicit(&t->tid, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->state, AG_SLOT_FREE, memory_order_release);
+}
+
+/* Key destructor: the thread is exiting. Later signals see EXITING and do nothing. */
+static void
+ag_threads_on_exit(void *p)
+{
+    struct ag_thread *t = p;
+
+    if (!atomic_load(&ag.running) || ag.threads == NULL || ag_tls_gen != atomic_load(&ag.gen)) {
+        return;
+    }
+    pthread_mutex_lock(&ag.reg_lock);
+    if (atomic_load_explicit(&t->tid, memory_order_relaxed) == ag_gettid() &&
+        atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE) {
+        ag_timer_delete_locked(t);
+        atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_seq_cst);
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
+}
+
+static void
+ag_threads_once_init(void)
+{
+    ag_threads_key_ok = pthread_key_create(&ag_threads_key, ag_threads_on_exit) == 0;
+}
+
+void
+ag_thread_attach_self(void)
+{
+    struct ag_thread *t;
+    int32_t tid = ag_gettid();
+
+    if (ag_tls_stack_hi == 0) {
+        uint64_t lo, hi;
+
+        ag_threads_bounds_self(&lo, &hi);
+        ag_tls_stack_lo = lo;
+        ag_tls_stack_hi = hi;
+    }
+    if (!atomic_load(&ag.running) || ag_tls_excluded) {
+        return;
+    }
+    pthread_once(&ag_threads_once, ag_threads_once_init);
+    pthread_mutex_lock(&ag.reg_lock);
+    t = ag.threads != NULL ? ag_thread_register_locked(tid, 1) : NULL;
+    if (t != NULL) {
+        atomic_store_explicit(&t->stack_lo, ag_tls_stack_lo, memory_order_relaxed);
+        atomic_store_explicit(&t->stack_hi, ag_tls_stack_hi, memory_order_release);
+        ag_tls_thread = t;
+        ag_tls_gen = atomic_load(&ag.gen);
+        if (ag_threads_key_ok) {
+            pthread_setspecific(ag_threads_key, t);
+        }
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
+}
+
+void
+ag_thread_exclude_self(void)
+{
+    int32_t tid = ag_gettid();
+    struct ag_thread *t;
+
+    ag_tls_excluded = 1;
+    pthread_mutex_lock(&ag.reg_lock);
+    if (!ag_thread_is_excluded_locked(tid) && ag_threads_n_excluded < AG_EXCLUDED_MAX) {
+        ag_threads_excluded[ag_threads_n_excluded++] = tid;
+    }
+    t = ag.threads != NULL ? ag_thread_find_locked(tid) : NULL;
+    if (t != NULL) {
+        atomic_store_explicit(&t->excluded, 1, memory_order_relaxed);
+        ag_timer_delete_locked(t);
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
+}
+
+struct ag_threads_start_arg {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+static void *
+ag_threads_trampoline(void *p)
+{
+    struct ag_threads_start_arg a = *(struct ag_threads_start_arg *)p;
+
+    free(p);
+    ag_thread_attach_self();
+    return a.fn(a.arg);
+}
+
+/* Interposed: wraps the start routine so that the new thread registers itself first. */
+__attribute__((visibility("default"))) int
+pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    ag_pthread_create_fn real = ag_threads_real();
+    struct ag_threads_start_arg *a;
+    int rc;
+
+    if (real == NULL) {
+        return EAGAIN;
+    }
+    a = malloc(sizeof(*a));
+    if (a == NULL) {
+        return real(th, attr, fn, arg); /* unregistered: the /proc scan still finds it */
+    }
+    a->fn = fn;
+    a->arg = arg;
+    rc = real(th, attr, ag_threads_trampoline, a);
+    if (rc != 0) {
+        free(a);
+    }
+    return rc;
+}
+
+/* Finds the mapping of /proc/self/maps that contains sp: the stack of a thread we did not
+ * create. Returns 0 and the range, or -ENOENT. */
+static int
+ag_threads_bounds_from_maps(uint64_t sp, uint64_t *lo, uint64_t *hi)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[512];
+    int err = -ENOENT;
+
+    if (f == NULL) {
+        return -errno;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long a, b;
+        char perms[8];
+
+        if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) == 3 && sp >= a && sp < b &&
+            perms[0] == 'r' && perms[1] == 'w') {
+            *lo = a;
+            *hi = b;
+            err = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return err;
+}
+
+void
+ag_threads_scan(void)
+{
+    struct dirent *de;
+    unsigned i, high;
+    DIR *d;
+
+    pthread_mutex_lock(&ag.reg_lock);
+    high = atomic_load_explicit(&ag.high, memory_order_relaxed);
+    for (i = 0; i < high; i++) {
+        ag.threads[i].scan_seen = 0;
+    }
+    d = opendir("/proc/self/task");
+    if (d == NULL) {
+        pthread_mutex_unlock(&ag.reg_lock);
+        return;
+    }
+    while ((de = readdir(d)) != NULL) {
+        struct ag_thread *t;
+        char *end;
+        long tid;
+
+        if (!isdigit((unsigned char)de->d_name[0])) {
+            continue;
+        }
+        tid = strtol(de->d_name, &end, 10);
+        if (*end != '\0' || tid <= 0) {
+            continue;
+        }
+        t = ag_thread_register_locked((int32_t)tid, 0);
+        if (t != NULL) {
+            t->scan_seen = 1;
+        }
+    }
+    closedir(d);
+    high = atomic_load_explicit(&ag.high, memory_order_relaxed);
+    for (i = 0; i < high; i++) {
+        struct ag_thread *t = &ag.threads[i];
+        char name[AG_NAME_MAX] = "";
+        uint64_t sp, lo, hi;
+
+        if (atomic_load_explicit(&t->state, memory_order_relaxed) != AG_SLOT_ACTIVE) {
+            continue;
+        }
+        if (!t->scan_seen) {
+            /* Gone without our key destructor (raw clone, or created before the agent). */
+            ag_timer_delete_locked(t);
+            atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_release);
+            continue;
+        }
+        ag_thread_name_read(atomic_load_explicit(&t->tid, memory_order_relaxed), name);
+        if (name[0] != '\0') {
+            ag_thread_name_set_locked(t, name);
+        }
+        sp = atomic_load_explicit(&t->last_sp, memory_order_relaxed);
+        if (atomic_load_explicit(&t->stack_hi, memory_order_relaxed) == 0 && sp != 0 &&
+            ag_threads_bounds_from_maps(sp, &lo, &hi) == 0) {
+            atomic_store_explicit(&t->stack_lo, lo, memory_order_relaxed);
+            atomic_store_explicit(&t->stack_hi, hi, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
+}
+
+/* In the child of fork(): the agent does not run there. */
+static void
+ag_threads_atfork_child(void)
+{
+    ag_tls_tid = 0;
+    ag_tls_thread = NULL;
+    ag_agent_forked_child();
+}
+
+static void
+ag_threads_atfork_register(void)
+{
+    pthread_atfork(NULL, NULL, ag_threads_atfork_child);
+}
+
+int
+ag_threads_start(void)
+{
+    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+    size_t len = (size_t)ag.cfg.max_threads * sizeof(struct ag_thread);
+    void *p = NULL;
+
+    pthread_once(&atfork_once, ag_threads_atfork_register);
+    pthread_once(&ag_threads_once, ag_threads_once_init);
+    /* The registry outlives ag_stop(): an interposed call that read hz_wall just before a stop
+     * may still touch its slot. A larger registry replaces (and leaks) a smaller one. */
+    if (ag.threads == NULL || ag.threads_cap < ag.cfg.max_threads) {
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            return -ENOMEM;
+        }
+    }
+    pthread_mutex_lock(&ag.reg_lock);
+    if (p != NULL) {
+        ag.threads = p;
+        ag.threads_cap = ag.cfg.max_threads;
+    }
+    atomic_store(&ag.high, 0);
+    pthread_mutex_unlock(&ag.reg_lock);
+    return 0;
+}
+
+/* Called after the handler is gone and no handler is in flight: deletes the timers and unmaps
+ * the rings (only handlers, the wall thread and the drain touch those); slots stay. */
+void
+ag_threads_stop(void)
+{
+    unsigned i, high;
+    struct ag_thread *all;
+
+    pthread_mutex_lock(&ag.reg_lock);
+    all = ag.threads;
+    high = atomic_load(&ag.high);
+    for (i = 0; all != NULL && i < high; i++) {
+        ag_timer_delete_locked(&all[i]);
+        ag_ring_fini(&all[i].ring);
+        ag_ring_fini(&all[i].wring);
+        atomic_store(&all[i].tid, 0);
+        atomic_store(&all[i].state, AG_SLOT_FREE);
+    }
+    atomic_store(&ag.high, 0);
+    pthread_mutex_unlock(&ag.reg_lock);
+}

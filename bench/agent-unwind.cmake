@@ -1,0 +1,10 @@
+# bench-unwind: DWARF unwinding cost, our compact CFI step (agent/sig-cfi.c) against libgcc's
+# _Unwind_Backtrace, on the same deep -fomit-frame-pointer stack in the same run. x86_64 only.
+# Run: build/bench/bench-unwind [depth] [batches]
+if(TARGET pp_agent AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  add_executable(bench-unwind bench-unwind.c ${CMAKE_SOURCE_DIR}/tests/fixtures/agent-cfi-chain.c)
+  target_link_libraries(bench-unwind PRIVATE pp_agent)
+  set_target_properties(bench-unwind PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/tests/fixtures/agent-cfi-chain.c PROPERTIES
+    COMPILE_OPTIONS "-O2;-fomit-frame-pointer;-fno-optimize-sibling-calls")
+endif()

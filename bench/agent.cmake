@@ -1,0 +1,9 @@
+# bench-sample: cost of one sample. A bare signal round trip (rt_tgsigqueueinfo to self, empty
+# SA_SIGINFO handler) against the agent's handler taking a sample with a 32-deep frame-pointer
+# unwind, and the walker's cost per frame. Run: build/bench/bench-sample [iterations]
+if(TARGET pp_agent)
+  add_executable(bench-sample ${CMAKE_CURRENT_LIST_DIR}/bench-sample.c)
+  target_link_libraries(bench-sample PRIVATE pp_agent)
+  target_compile_options(bench-sample PRIVATE -fno-omit-frame-pointer -fno-optimize-sibling-calls)
+  set_target_properties(bench-sample PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+endif()

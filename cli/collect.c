@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cli/collect.c - `pipeprof collect`: records a trace from a process that serves the .NET
+ * diagnostic protocol (a real runtime or a pipeprof host) exactly as dotnet-trace does:
+ * CollectTracing2 on one connection (which becomes the stream), ResumeRuntime on a second,
+ * StopTracing on a third at Ctrl-C or when the duration ends, then the stream is copied to its
+ * end. With --diagnostic-port it listens and takes advertised connections (reverse mode), and can
+ * start the target itself after `--`. Context: the CLI's single thread; SIGINT/SIGTERM only set
+ * a flag. The progress line is written only when stderr is a terminal.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "ipc/ipc.h"
+
+/*
+ * dotnet-trace's default (the dotnet-common and dotnet-sampled-thread-time profiles), plus
+ * pipeprof's own provider (thread names, modules, lost samples), which a .NET runtime ignores.
+ */
+#define PP_COLLECT_DEFAULT_PROVIDERS                                                      \
+    "Microsoft-Windows-DotNETRuntime:0x100003801D:4,Microsoft-DotNETCore-SampleProfiler:" \
+    "0xF00000000000:4,pipeprof:0:4"
+#define PP_COLLECT_STOP_WAIT_MS 30000 /* for the stop connection and for the stream's end */
+
+static volatile sig_atomic_t pp_collect_interrupted;
+
+static void
+pp_collect_on_signal(int sig)
+{
+    (void)sig;
+    pp_collect_interrupted = 1;
+}
+
+struct pp_collect {
+    int pid;
+    const char *port; /* --diagnostic-port: we listen, the target connects */
+    int listen_fd;
+    uint64_t ad_pid; /* reverse mode: the pid whose advertises we take */
+    char sock[4096]; /* -p: the target's socket */
+    double duration; /* 0: until Ctrl-C */
+    int child;       /* pid of the command after `--`, or 0 */
+};
+
+static uint64_t
+pp_collect_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A fresh connection to the target: connect (-p) or the next advertised one (reverse mode). */
+static int
+pp_collect_open(struct pp_collect *c, int timeout_ms, int *fd)
+{
+    uint8_t cookie[16];
+    uint64_t pid;
+    int err;
+
+    if (c->port == NULL) {
+        return ipc_client_connect(c->sock, fd);
+    }
+    err = ipc_client_accept_advertise(c->listen_fd, timeout_ms, c->ad_pid, fd, cookie, &pid);
+    if (err == 0 && c->ad_pid == 0) {
+        c->ad_pid = pid; /* later connections must come from the same process */
+    }
+    return err;
+}
+
+/* Sends one request and reads its response. Returns 0 (OK), a positive HRESULT, or -errno. */
+static int
+pp_collect_request(int fd, const void *req, size_t len, struct ipc_response *r, uint8_t *buf,
+                   size_t cap, int timeout_ms)
+{
+    int n = ipc_client_send(fd, req, len);
+
+    if (n == 0) {
+        n = ipc_client_read_response(fd, buf, cap, timeout_ms);
+    }
+    if (n < 0) {
+        return n;
+    }
+    if (ipc_response_decode(buf, (size_t)n, r) < 0) {
+        return -EBADMSG;
+    }
+    if (r->status == IPC_RESPONSE_ERROR) {
+        return (int)(r->hresult & 0x7FFFFFFF) | 0x40000000; /* positive: an HRESULT */
+    }
+    return r->status == IPC_RESPONSE_OK ? 0 : -EPROTO;
+}
+
+static const char *
+pp_collect_hr_name(uint32_t hr)
+{
+    switch (hr) {
+    case IPC_HR_BAD_ENCODING:
+        return "BAD_ENCODING (the target does not support one of the options)";
+    case IPC_HR_UNKNOWN_COMMAND:
+        return "UNKNOWN_COMMAND";
+    case IPC_HR_UNKNOWN_MAGIC:
+        return "UNKNOWN_MAGIC";
+    case IPC_HR_FAIL:
+        return "FAIL (too many sessions?)";
+    default:
+        return "error";
+    }
+}
+
+static void
+pp_collect_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: pipeprof collect (-p PID | --diagnostic-port PATH) [--providers SPEC]\n"
+            "                        [--duration SECONDS] [-o FILE] [-- COMMAND [ARGS...]]\n\n"
+            "Records a .nettrace from a process serving the .NET diagnostic protocol.\n"
+            "  -p, --process-id PID      the target (its socket is found in $TMPDIR or /tmp)\n"
+            "  --diagnostic-port PATH    listen on PATH; the target connects "
+            "(DOTNET_DiagnosticPorts=PATH)\n"
+            "  --providers SPEC          Provider[:keywords[:level[:key=value;...]]],... "
+            "(default:\n"
+            "                            %s)\n"
+            "  --duration SECONDS        stop after this long (default: at Ctrl-C)\n"
+            "  -o, --output FILE         default trace.nettrace\n"
+            "  -- COMMAND                with --diagnostic-port: start COMMAND with "
+            "DOTNET_DiagnosticPorts set\n",
+            PP_COLLECT_DEFAULT_PROVIDERS);
+}
+
+static int
+pp_collect_listen(const char *path, int *fd)
+{
+    struct sockaddr_un addr;
+    int s;
+
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(addr.sun_path)) {
+        return -ENAMETOOLONG;
+    }
+    strcpy(addr.sun_path, path);
+    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) {
+        return -errno;
+    }
+    unlink(path);
+    if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(s, 16) < 0) {
+        int err = -errno;
+
+        close(s);
+        return err;
+    }
+    *fd = s;
+    return 0;
+}
+
+static int
+pp_collect_spawn(const char *port, char **cmd, int *child)
+{
+    int pid = fork();
+
+    if (pid < 0) {
+        return -errno;
+    }
+    if (pid == 0) {
+        setenv("DOTNET_DiagnosticPorts", port, 1);
+        execvp(cmd[0], cmd);
+        fprintf(stderr, "pipeprof collect: cannot run %s: %s\n", cmd[0], strerror(errno));
+        _exit(127);
+    }
+    *child = pid;
+    return 0;
+}
+
+/* Copies what the stream has (waiting up to 100 ms) to out; sets *eof at its end. */
+static int
+pp_collect_copy(int stream, int out, uint64_t *bytes, int *eof)
+{
+    static uint8_t buf[1 << 16];
+    struct pollfd pfd = { stream, POLLIN, 0 };
+    ssize_t n;
+    int r;
+
+    r = poll(&pfd, 1, 100);
+    if (r <= 0) {
+        return 0;
+    }
+    n = read(stream, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) {
+        return 0;
+    }
+    if (n <= 0) {
+        *eof = 1;
+        return 0;
+    }
+    if (write(out, buf, (size_t)n) != n) {
+        return -errno;
+    }
+    *bytes += (uint64_t)n;
+    return 0;
+}
+
+int
+pp_cmd_collect(int argc, char **argv)
+{
+    struct pp_collect c = { 0, NULL, -1, 0, "", 0, 0 };
+    const char *providers = PP_COLLECT_DEFAULT_PROVIDERS, *output = "trace.nettrace", *why;
+    struct ipc_collect req;
+    struct ipc_response r;
+    static uint8_t buf[IPC_MAX_MESSAGE + 1];
+    uint8_t msg[28];
+    char **cmd = NULL;
+    int stream = -1, fd = -1, out = -1, eof = 0, tty = isatty(2), rc = 1, err, i, n;
+    uint64_t bytes = 0, start, last_progress = 0, session;
+    struct sigaction sa;
+
+    memset(&req, 0, sizeof(req));
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            cmd = argv + i + 1;
+            break;
+        } else if ((strcmp(argv[i], "-p") == 0 || strcmp(argv[i], "--process-id") == 0) &&
+                   i + 1 < argc) {
+            c.pid = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--diagnostic-port") == 0 && i + 1 < argc) {
+            c.port = argv[++i];
+        } else if (strcmp(argv[i], "--providers") == 0 && i + 1 < argc) {
+            providers = argv[++i];
+        } else if (strcmp(argv[i], "--duration") == 0 && i + 1 < argc) {
+            c.duration = atof(argv[++i]);
+        } else if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) &&
+                   i + 1 < argc) {
+            output = argv[++i];
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            pp_collect_usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "pipeprof collect: unexpected argument '%s'\n", argv[i]);
+            pp_collect_usage(stderr);
+            return 2;
+        }
+    }
+    if ((c.pid > 0) == (c.port != NULL) || (cmd != NULL && (c.port == NULL || !cmd[0]))) {
+        pp_collect_usage(stderr);
+        return 2;
+    }
+    req.command_id = IPC_EP_COLLECT_TRACING2;
+    req.buffer_mb = 256;
+    req.format = 1;
+    req.request_rundown = 1;
+    req.request_stackwalk = 1;
+    err = ipc_providers_parse(providers, &req, &why);
+    if (err < 0) {
+        fprintf(stderr, "pipeprof collect: bad --providers: %s\n", why ? why : strerror(-err));
+        ipc_collect_fini(&req);
+        return 2;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = pp_collect_on_signal; /* no SA_RESTART: poll and accept return EINTR */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (c.port != NULL) {
+        err = pp_collect_listen(c.port, &c.listen_fd);
+        if (err < 0) {
+            fprintf(stderr, "pipeprof collect: cannot listen on %s: %s\n", c.port, strerror(-err));
+            goto out;
+        }
+        if (cmd != NULL) {
+            err = pp_collect_spawn(c.port, cmd, &c.child);
+            if (err < 0) {
+                fprintf(stderr, "pipeprof collect: cannot start %s: %s\n", cmd[0], strerror(-err));
+                goto out;
+            }
+            c.ad_pid = (uint64_t)c.child;
+        } else {
+            fprintf(stderr,
+                    "Waiting for connection on %s\nStart an application with "
+                    "DOTNET_DiagnosticPorts=%s\n",
+                    c.port, c.port);
+        }
+    } else if (ipc_client_find_socket(c.pid, c.sock, sizeof(c.sock)) < 0) {
+        fprintf(stderr, "pipeprof collect: process %d serves no diagnostic port\n", c.pid);
+        goto out;
+    }
+
+    /* Connection A: CollectTracing2; it becomes the stream. */
+    err = pp_collect_open(&c, c.child ? 10000 : -1, &stream);
+    if (err < 0) {
+        fprintf(stderr, "pipeprof collect: cannot connect: %s\n", strerror(-err));
+        goto out;
+    }
+    n = ipc_collect_encode(&req, buf, sizeof(buf));
+    err = n < 0 ? n : pp_collect_request(stream, buf, (size_t)n, &r, buf, sizeof(buf), 30000);
+    if (err != 0) {
+        fprintf(stderr, "pipeprof collect: CollectTracing failed: %s\n",
+                err > 0 ? pp_collect_hr_name(r.hresult) : strerror(-err));
+        goto out;
+    }
+    session = r.value;
+    /* Connection B: ResumeRuntime (OK or UNKNOWN_COMMAND are both fine, as for dotnet-trace). */
+    ipc_header_encode(msg, IPC_HEADER_SIZE, IPC_SET_PROCESS, IPC_PROC_RESUME_RUNTIME);
+    err = pp_collect_open(&c, 30000, &fd);
+    if (err == 0) {
+        err = pp_collect_request(fd, msg, IPC_HEADER_SIZE, &r, buf, sizeof(buf), 30000);
+        close(fd);
+        fd = -1;
+    }
+    if (err < 0 || (err > 0 && r.hresult != IPC_HR_UNKNOWN_COMMAND)) {
+        fprintf(stderr, "pipeprof collect: ResumeRuntime failed\n");
+        goto out;
+    }
+    out = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) {
+        fprintf(stderr, "pipeprof collect: cannot create %s: %s\n", output, strerror(errno));
+        goto out;
+    }
+    fprintf(stderr, "Output File    : %s\n", output);
+    start = pp_collect_ms();
+    while (!eof && !pp_collect_interrupted &&
+           (c.duration <= 0 || pp_collect_ms() - start < (uint64_t)(c.duration * 1000))) {
+        if (pp_collect_copy(stream, out, &bytes, &eof) < 0) {
+            fprintf(stderr, "pipeprof collect: write failed\n");
+            goto out;
+        }
+        if (tty && pp_collect_ms() - last_progress >= 500) {
+            uint64_t s = (pp_collect_ms() - start) / 1000;
+
+            last_progress = pp_collect_ms();
+            fprintf(stderr, "\r[%02llu:%02llu:%02llu] Recording trace %.2f MB   ",
+                    (unsigned long long)(s / 3600), (unsigned long long)(s / 60 % 60),
+                    (unsigned long long)(s % 60), (double)bytes / 1e6);
+        }
+    }
+    if (tty) {
+        fprintf(stderr, "\n");
+    }
+    if (!eof) {
+        /* Connection C: StopTracing. The target writes rundown and the end of the stream and
+         * closes it before it answers, so the stream is drained first (else both wait). */
+        ipc_stop_encode(msg, session);
+        pp_collect_interrupted = 0;
+        err = pp_collect_open(&c, PP_COLLECT_STOP_WAIT_MS, &fd);
+        if (err == 0) {
+            err = ipc_client_send(fd, msg, sizeof(msg));
+        }
+        if (err < 0) {
+            fprintf(stderr, "pipeprof collect: cannot send StopTracing: %s\n", strerror(-err));
+            goto out;
+        }
+        start = pp_collect_ms();
+        while (!eof && pp_collect_ms() - start < PP_COLLECT_STOP_WAIT_MS) {
+            if (pp_collect_copy(stream, out, &bytes, &eof) < 0) {
+                goto out;
+            }
+        }
+        if (!eof) {
+            fprintf(stderr, "pipeprof collect: the stream did not end; trace truncated\n");
+            goto out;
+        }
+        n = ipc_client_read_response(fd, buf, sizeof(buf), PP_COLLECT_STOP_WAIT_MS);
+        if (n < 0 || ipc_response_decode(buf, (size_t)n, &r) < 0 || r.status != IPC_RESPONSE_OK) {
+            fprintf(stderr, "pipeprof collect: StopTracing was not acknowledged\n");
+        }
+    }
+    fprintf(stderr, "Trace completed: %s (%llu bytes)\n", output, (unsigned long long)bytes);
+    rc = 0;
+out:
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (stream >= 0) {
+        close(stream);
+    }
+    if (out >= 0) {
+        close(out);
+    }
+    if (c.listen_fd >= 0) {
+        close(c.listen_fd);
+        unlink(c.port);
+    }
+    if (c.child > 0) {
+        int status;
+
+        waitpid(c.child, &status, 0);
+    }
+    ipc_collect_fini(&req);
+    return rc;
+}

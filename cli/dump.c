@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cli/dump.c - `pipeprof dump`: prints the events of a nettrace file one per line, or a summary
+ * (counts per provider, event id and name) as a text table or JSON. It only reads the trace,
+ * streaming from a file or standard input with bounded memory; a malformed trace ends with
+ * "pipeprof dump: FILE: offset N: reason" and exit status 1, after the events read so far.
+ * Context: the CLI's main thread.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/cli.h"
+#include "nettrace/nettrace.h"
+
+#define PP_DUMP_FIELDS_MAX (64u << 10)
+
+struct pp_dump_count {
+    char *provider;
+    uint32_t id;
+    char *name;
+    uint64_t count;
+};
+
+struct pp_dump_summary {
+    struct pp_dump_count *rows;
+    size_t n;
+    size_t cap;
+    const struct nt_event_desc *last_desc; /* cache: consecutive events share a row */
+    size_t last_row;
+};
+
+static void
+pp_dump_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: pipeprof dump [--summary] [--format text|json] FILE\n"
+            "\n"
+            "Reads a nettrace file (V4, V5 or V6; FILE '-' reads standard input, e.g. a pipe)\n"
+            "and prints its events in file order, one line each:\n"
+            "\n"
+            "  TIME_MS PROVIDER ID NAME tid=THREAD stack=DEPTH FIELDS\n"
+            "\n"
+            "  TIME_MS   milliseconds since the trace's sync time, 3 decimals, right-aligned\n"
+            "  PROVIDER  provider name ('?' when the event's metadata is missing)\n"
+            "  ID        event id (the metadata id when the metadata is missing)\n"
+            "  NAME      event name from the metadata, '-' when empty (runtime events)\n"
+            "  THREAD    the thread the event is about (OS thread id)\n"
+            "  DEPTH     frames in the event's stack, 0 when it has none\n"
+            "  FIELDS    Name=value pairs decoded with the metadata: strings in double\n"
+            "            quotes, arrays [a,b], objects {A=1,B=2}, GUIDs 8-4-4-4-12,\n"
+            "            booleans true/false; '(N payload bytes)' when the metadata lists\n"
+            "            no fields but the event has a payload\n"
+            "\n"
+            "options:\n"
+            "  --summary          print one row per (provider, event id, name) with its count,\n"
+            "                     plus the totals, instead of the events\n"
+            "  --format text|json summary format (default text). JSON: an object with\n"
+            "                     \"format_version\", \"process_id\", \"events_total\",\n"
+            "                     \"lost_events\", \"stacks\" and \"events\": an array of\n"
+            "                     {\"provider\", \"id\", \"name\", \"count\"}\n"
+            "  -h, --help         show this help\n"
+            "\n"
+            "Exit status: 0 on success, 1 when the file cannot be read or is malformed (the\n"
+            "message gives the byte offset and the reason), 2 on a usage error.\n");
+}
+
+static int
+pp_dump_count_add(struct pp_dump_summary *s, const struct nt_event *ev)
+{
+    const char *provider = ev->desc != NULL ? ev->desc->provider : "?";
+    const char *name = ev->desc != NULL ? ev->desc->name : "";
+    uint32_t id = ev->desc != NULL ? ev->desc->event_id : ev->metadata_id;
+    size_t i;
+
+    if (ev->desc != NULL && ev->desc == s->last_desc) {
+        s->rows[s->last_row].count++;
+        return 0;
+    }
+    for (i = 0; i < s->n; i++) {
+        if (s->rows[i].id == id && strcmp(s->rows[i].provider, provider) == 0 &&
+            strcmp(s->rows[i].name, name) == 0) {
+            break;
+        }
+    }
+    if (i == s->n) {
+        if (s->n == s->cap) {
+            size_t ncap = s->cap != 0 ? s->cap * 2 : 64;
+            struct pp_dump_count *nr = realloc(s->rows, ncap * sizeof(*nr));
+
+            if (nr == NULL) {
+                return -ENOMEM;
+            }
+            s->rows = nr;
+            s->cap = ncap;
+        }
+        s->rows[i].provider = strdup(provider);
+        s->rows[i].name = strdup(name);
+        s->rows[i].id = id;
+        s->rows[i].count = 0;
+        if (s->rows[i].provider == NULL || s->rows[i].name == NULL) {
+            free(s->rows[i].provider);
+            free(s->rows[i].name);
+            return -ENOMEM;
+        }
+        s->n++;
+    }
+    s->rows[i].count++;
+    s->last_desc = ev->desc;
+    s->last_row = i;
+    return 0;
+}
+
+static int
+pp_dump_count_cmp(const void *a, const void *b)
+{
+    const struct pp_dump_count *x = a, *y = b;
+    int c = strcmp(x->provider, y->provider);
+
+    if (c != 0) {
+        return c;
+    }
+    if (x->id != y->id) {
+        return x->id < y->id ? -1 : 1;
+    }
+    return strcmp(x->name, y->name);
+}
+
+static void
+pp_dump_summary_free(struct pp_dump_summary *s)
+{
+    size_t i;
+
+    for (i = 0; i < s->n; i++) {
+        free(s->rows[i].provider);
+        free(s->rows[i].name);
+    }
+    free(s->rows);
+}
+
+static int
+pp_dump_print_json(const struct pp_dump_summary *s, const struct nt_trace_info *info,
+                   const struct nt_reader_stats *st)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *events = NULL;
+    char *text = NULL;
+    size_t i;
+    int err = -ENOMEM;
+
+    if (root == NULL) {
+        goto out;
+    }
+    if (cJSON_AddNumberToObject(root, "format_version", info->format_version) == NULL ||
+        cJSON_AddNumberToObject(root, "process_id", info->process_id) == NULL ||
+        cJSON_AddNumberToObject(root, "events_total", (double)st->events) == NULL ||
+        cJSON_AddNumberToObject(root, "lost_events", (double)st->lost_events) == NULL ||
+        cJSON_AddNumberToObject(root, "stacks", (double)st->stacks) == NULL) {
+        goto out;
+    }
+    events = cJSON_AddArrayToObject(root, "events");
+    if (events == NULL) {
+        goto out;
+    }
+    for (i = 0; i < s->n; i++) {
+        cJSON *row = cJSON_CreateObject();
+
+        if (row == NULL) {
+            goto out;
+        }
+        cJSON_AddItemToArray(events, row);
+        if (cJSON_AddStringToObject(row, "provider", s->rows[i].provider) == NULL ||
+            cJSON_AddNumberToObject(row, "id", s->rows[i].id) == NULL ||
+            cJSON_AddStringToObject(row, "name", s->rows[i].name) == NULL ||
+            cJSON_AddNumberToObject(row, "count", (double)s->rows[i].count) == NULL) {
+            goto out;
+        }
+    }
+    text = cJSON_Print(root);
+    if (text == NULL) {
+        goto out;
+    }
+    printf("%s\n", text);
+    err = 0;
+out:
+    cJSON_free(text);
+    cJSON_Delete(root);
+    return err;
+}
+
+static void
+pp_dump_print_text(const struct pp_dump_summary *s, const struct nt_trace_info *info,
+                   const struct nt_reader_stats *st)
+{
+    size_t i;
+
+    printf("format version %u, process %u, %" PRIu64 " events, %" PRIu64 " lost, %" PRIu64
+           " stacks\n\n",
+           info->format_version, info->process_id, st->events, st->lost_events, st->stacks);
+    printf("%10s %6s  %-44s %s\n", "COUNT", "ID", "PROVIDER", "NAME");
+    for (i = 0; i < s->n; i++) {
+        printf("%10" PRIu64 " %6u  %-44s %s\n", s->rows[i].count, s->rows[i].id,
+               s->rows[i].provider, s->rows[i].name[0] != '\0' ? s->rows[i].name : "-");
+    }
+}
+
+static void
+pp_dump_print_event(const struct nt_event *ev, const struct nt_trace_info *info, char *fields,
+                    size_t cap)
+{
+    double ms = (double)(int64_t)(ev->timestamp - info->sync_time_ticks) * 1000.0 /
+                (double)info->ticks_per_second;
+    const struct nt_event_desc *d = ev->desc;
+
+    fields[0] = '\0';
+    if (d != NULL && d->field_count > 0) {
+        if (nt_payload_format(d, ev->payload, ev->payload_size, fields, cap) < 0) {
+            snprintf(fields, cap, "(payload does not match its metadata: %u bytes)",
+                     ev->payload_size);
+        }
+    } else if (ev->payload_size > 0) {
+        snprintf(fields, cap, "(%u payload bytes)", ev->payload_size);
+    }
+    printf("%12.3f %s %u %s tid=%" PRIu64 " stack=%u %s\n", ms, d != NULL ? d->provider : "?",
+           d != NULL ? d->event_id : ev->metadata_id,
+           d != NULL && d->name[0] != '\0' ? d->name : "-", ev->thread_id, ev->stack_depth, fields);
+}
+
+int
+pp_cmd_dump(int argc, char **argv)
+{
+    struct pp_dump_summary sum = { NULL, 0, 0, NULL, 0 };
+    struct nt_reader *r = NULL;
+    struct nt_reader_stats st;
+    struct nt_source src;
+    struct nt_event ev;
+    const char *path = NULL;
+    char *fields = NULL;
+    int summary = 0;
+    int json = 0;
+    int status = 1;
+    int fd = -1;
+    int err;
+    int i;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            pp_dump_usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--summary") == 0) {
+            summary = 1;
+        } else if (strcmp(argv[i], "--format") == 0 || strncmp(argv[i], "--format=", 9) == 0) {
+            const char *f = argv[i][8] == '=' ? argv[i] + 9 : (i + 1 < argc ? argv[++i] : "");
+
+            if (strcmp(f, "json") == 0) {
+                json = 1;
+            } else if (strcmp(f, "text") == 0) {
+                json = 0;
+            } else {
+                fprintf(stderr, "pipeprof dump: unknown format '%s' (text or json)\n", f);
+                return 2;
+            }
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            fprintf(stderr, "pipeprof dump: unknown option '%s'\n", argv[i]);
+            pp_dump_usage(stderr);
+            return 2;
+        } else if (path == NULL) {
+            path = argv[i];
+        } else {
+            fprintf(stderr, "pipeprof dump: more than one FILE\n");
+            return 2;
+        }
+    }
+    if (path == NULL) {
+        pp_dump_usage(stderr);
+        return 2;
+    }
+    if (json && !summary) {
+        fprintf(stderr, "pipeprof dump: --format applies to --summary only\n");
+        return 2;
+    }
+    if (strcmp(path, "-") == 0) {
+        fd = STDIN_FILENO;
+    } else {
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            fprintf(stderr, "pipeprof dump: %s: %s\n", path, strerror(errno));
+            return 1;
+        }
+    }
+    fields = malloc(PP_DUMP_FIELDS_MAX);
+    if (fields == NULL) {
+        fprintf(stderr, "pipeprof dump: out of memory\n");
+        goto out;
+    }
+    nt_source_fd(&src, &fd);
+    err = nt_reader_new(&src, NULL, &r);
+    while (err == 0 && (err = nt_reader_next(r, &ev)) == 1) {
+        err = 0;
+        if (summary) {
+            err = pp_dump_count_add(&sum, &ev);
+        } else {
+            pp_dump_print_event(&ev, nt_reader_info(r), fields, PP_DUMP_FIELDS_MAX);
+        }
+    }
+    if (err < 0) {
+        struct nt_reader_error e = { 0, NULL };
+
+        fflush(stdout);
+        if (r != NULL) {
+            nt_reader_get_error(r, &e);
+        }
+        fprintf(stderr, "pipeprof dump: %s: offset %" PRIu64 ": %s\n", path, e.offset,
+                e.reason != NULL ? e.reason : strerror(-err));
+        goto out;
+    }
+    if (summary) {
+        nt_reader_get_stats(r, &st);
+        qsort(sum.rows, sum.n, sizeof(*sum.rows), pp_dump_count_cmp);
+        if (json) {
+            if (pp_dump_print_json(&sum, nt_reader_info(r), &st) != 0) {
+                fprintf(stderr, "pipeprof dump: out of memory\n");
+                goto out;
+            }
+        } else {
+            pp_dump_print_text(&sum, nt_reader_info(r), &st);
+        }
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "pipeprof dump: writing the output: %s\n", strerror(errno));
+        goto out;
+    }
+    status = 0;
+out:
+    pp_dump_summary_free(&sum);
+    nt_reader_free(r);
+    free(fields);
+    if (fd > STDIN_FILENO) {
+        close(fd);
+    }
+    return status;
+}

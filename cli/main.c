@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cli/main.c - `pipeprof SUBCOMMAND ...`: dispatches to cli/<subcommand>.c.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/compiler.h"
+
+struct pp_command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct pp_command pp_commands[] = {
+    { "dump", pp_cmd_dump, "print the events of a nettrace file, or a summary of them" },
+    { "report", pp_cmd_report, "show the top functions and threads of a sampled trace" },
+    { "convert", pp_cmd_convert, "write the samples of a trace as folded stacks" },
+    { "ps", pp_cmd_ps, "list processes that serve a .NET diagnostic port" },
+    { "collect", pp_cmd_collect, "record a trace from a process over the diagnostic port" },
+};
+
+static void
+pp_usage(FILE *out)
+{
+    size_t i;
+
+    fprintf(out, "usage: pipeprof COMMAND [ARGS...]\n\ncommands:\n");
+    for (i = 0; i < PP_ARRAY_SIZE(pp_commands); i++) {
+        fprintf(out, "  %-10s %s\n", pp_commands[i].name, pp_commands[i].summary);
+    }
+    fprintf(out, "\n`pipeprof COMMAND --help` describes each command.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+    size_t i;
+
+    if (argc < 2) {
+        pp_usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        pp_usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("pipeprof %s\n", PP_VERSION);
+        return 0;
+    }
+    for (i = 0; i < PP_ARRAY_SIZE(pp_commands); i++) {
+        if (strcmp(argv[1], pp_commands[i].name) == 0) {
+            return pp_commands[i].fn(argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "pipeprof: unknown command '%s'\n", argv[1]);
+    pp_usage(stderr);
+    return 2;
+}

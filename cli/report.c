@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cli/report.c - `pipeprof report`: where the samples of a trace went. Top functions by self
+ * and total samples, the per-thread breakdown, and the sampling and loss figures.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/profile.h"
+
+struct pp_func_stat {
+    uint32_t name;
+    uint64_t self;
+    uint64_t total;
+    size_t last_stack; /* stack index + 1 that last counted this name in total */
+};
+
+static void
+pp_report_usage(FILE *out)
+{
+    fprintf(out, "usage: pipeprof report [OPTIONS] FILE\n"
+                 "\n"
+                 "Shows where the samples of a nettrace file went: the top functions by self\n"
+                 "samples (the function was the leaf) and by total samples (the function was\n"
+                 "anywhere on the stack), with percentages of all samples, then the sampling\n"
+                 "figures. FILE may be '-' for standard input.\n"
+                 "\n"
+                 "options:\n"
+                 "  --top N            functions to list (default 20)\n"
+                 "  --threads          add a per-thread breakdown\n"
+                 "  --thread TID       only samples of this thread\n"
+                 "  --from MS          only samples at or after MS milliseconds into the trace\n"
+                 "  --to MS            only samples before MS milliseconds into the trace\n"
+                 "  --fold REGEX       drop frames whose name matches REGEX (POSIX extended)\n"
+                 "  --format text|json output format (default text)\n"
+                 "  -h, --help         this text\n");
+}
+
+static int
+pp_stat_self_cmp(const void *a, const void *b)
+{
+    const struct pp_func_stat *x = a, *y = b;
+
+    if (x->self != y->self) {
+        return x->self < y->self ? 1 : -1;
+    }
+    if (x->total != y->total) {
+        return x->total < y->total ? 1 : -1;
+    }
+    return x->name < y->name ? -1 : x->name > y->name;
+}
+
+static int
+pp_stat_total_cmp(const void *a, const void *b)
+{
+    const struct pp_func_stat *x = a, *y = b;
+
+    if (x->total != y->total) {
+        return x->total < y->total ? 1 : -1;
+    }
+    return pp_stat_self_cmp(a, b);
+}
+
+static void
+pp_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '"' || c == '\\') {
+            fprintf(out, "\\%c", c);
+        } else if (c < 0x20) {
+            fprintf(out, "\\u%04x", c);
+        } else {
+            fputc(c, out);
+        }
+    }
+    fputc('"', out);
+}
+
+static double
+pp_pct(uint64_t n, uint64_t d)
+{
+    return d != 0 ? 100.0 * (double)n / (double)d : 0.0;
+}
+
+int
+pp_cmd_report(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "top", required_argument, NULL, 'n' },
+        { "threads", no_argument, NULL, 't' },
+        { "thread", required_argument, NULL, 'T' },
+        { "from", required_argument, NULL, 'f' },
+        { "to", required_argument, NULL, 'u' },
+        { "fold", required_argument, NULL, 'F' },
+        { "format", required_argument, NULL, 'o' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    struct pp_profile_filter filter = { 0 };
+    struct pp_profile *p = NULL;
+    struct pp_func_stat *stats = NULL;
+    unsigned long top = 20;
+    int threads = 0, json = 0, c, rc = 1;
+    size_t sampled_threads = 0;
+    double duration_s;
+    char err[512], *end;
+    size_t i, s;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            top = strtoul(optarg, &end, 10);
+            if (*end != '\0' || top == 0) {
+                fprintf(stderr, "pipeprof report: --top needs a positive number\n");
+                return 2;
+            }
+            break;
+        case 't':
+            threads = 1;
+            break;
+        case 'T':
+            filter.thread_id = strtoull(optarg, &end, 10);
+            if (*end != '\0' || filter.thread_id == 0) {
+                fprintf(stderr, "pipeprof report: --thread needs a thread id\n");
+                return 2;
+            }
+            break;
+        case 'f':
+        case 'u':
+            if (c == 'f') {
+                filter.start_ms = strtod(optarg, &end);
+            } else {
+                filter.end_ms = strtod(optarg, &end);
+            }
+            if (*end != '\0' || (c == 'f' ? filter.start_ms : filter.end_ms) < 0) {
+                fprintf(stderr, "pipeprof report: --from/--to need milliseconds >= 0\n");
+                return 2;
+            }
+            break;
+        case 'F':
+            filter.fold_re = optarg;
+            break;
+        case 'o':
+            if (strcmp(optarg, "json") == 0) {
+                json = 1;
+            } else if (strcmp(optarg, "text") != 0) {
+                fprintf(stderr, "pipeprof report: unknown format '%s' (text, json)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            pp_report_usage(stdout);
+            return 0;
+        default:
+            pp_report_usage(stderr);
+            return 2;
+        }
+    }
+    if (optind + 1 != argc) {
+        pp_report_usage(stderr);
+        return 2;
+    }
+    if (pp_profile_load(argv[optind], &filter, &p, err, sizeof(err)) != 0) {
+        fprintf(stderr, "pipeprof report: %s\n", err);
+        return 1;
+    }
+    stats = calloc(p->name_count + 1, sizeof(*stats));
+    if (stats == NULL) {
+        fprintf(stderr, "pipeprof report: out of memory\n");
+        goto out;
+    }
+    for (i = 0; i < p->name_count; i++) {
+        stats[i].name = (uint32_t)i;
+    }
+    for (s = 0; s < p->stack_count; s++) {
+        const struct pp_profile_stack *st = &p->stacks[s];
+
+        if (st->depth > 0) {
+            stats[st->names[0]].self += st->samples;
+        }
+        for (i = 0; i < st->depth; i++) {
+            struct pp_func_stat *fs = &stats[st->names[i]];
+
+            if (fs->last_stack != s + 1) { /* recursion counts once per stack */
+                fs->last_stack = s + 1;
+                fs->total += st->samples;
+            }
+        }
+    }
+    duration_s = p->last_ts > p->first_ts
+                         ? (double)(p->last_ts - p->first_ts) / (double)p->ticks_per_second
+                         : 0.0;
+    if (top > p->name_count) {
+        top = p->name_count;
+    }
+    for (i = 0; i < p->thread_count; i++) {
+        sampled_threads += p->threads[i].samples != 0;
+    }
+    if (json) {
+        printf("{\"samples\":%llu,\"running_samples\":%llu,\"waiting_samples\":%llu,"
+               "\"lost_events\":%llu,\"duration_s\":%.6f,\"threads\":%zu,\"process_id\":%u,"
+               "\"sampling_interval_ns\":%u,",
+               (unsigned long long)p->samples, (unsigned long long)p->running_samples,
+               (unsigned long long)(p->samples - p->running_samples),
+               (unsigned long long)p->lost_events, duration_s, p->thread_count, p->process_id,
+               p->sampling_interval_ns);
+    } else {
+        printf("samples: %llu (running %llu, waiting %llu) in %.3f s, %zu threads, pid %u\n",
+               (unsigned long long)p->samples, (unsigned long long)p->running_samples,
+               (unsigned long long)(p->samples - p->running_samples), duration_s, p->thread_count,
+               p->process_id);
+        printf("effective rate: %.1f samples/s per sampled thread; lost events: %llu; "
+               "named frames: %.1f%%\n",
+               duration_s > 0 && sampled_threads > 0
+                       ? (double)p->samples / duration_s / (double)sampled_threads
+                       : 0.0,
+               (unsigned long long)p->lost_events,
+               pp_pct(p->resolved_frames, p->resolved_frames + p->unresolved_frames));
+    }
+    for (c = 0; c < 2; c++) {
+        qsort(stats, p->name_count, sizeof(*stats), c == 0 ? pp_stat_self_cmp : pp_stat_total_cmp);
+        if (json) {
+            printf("%s:[", c == 0 ? "\"top_self\"" : ",\"top_total\"");
+        } else {
+            printf("\ntop %lu by %s samples:\n%10s %7s %10s %7s  %s\n", top,
+                   c == 0 ? "self" : "total", "self", "self%", "total", "total%", "function");
+        }
+        for (i = 0; i < top; i++) {
+            const struct pp_func_stat *fs = &stats[i];
+
+            if (json) {
+                printf("%s{\"function\":", i > 0 ? "," : "");
+                pp_json_string(stdout, p->names[fs->name]);
+                printf(",\"self\":%llu,\"self_pct\":%.2f,\"total\":%llu,\"total_pct\":%.2f}",
+                       (unsigned long long)fs->self, pp_pct(fs->self, p->samples),
+                       (unsigned long long)fs->total, pp_pct(fs->total, p->samples));
+            } else {
+                printf("%10llu %6.2f%% %10llu %6.2f%%  %s\n", (unsigned long long)fs->self,
+                       pp_pct(fs->self, p->samples), (unsigned long long)fs->total,
+                       pp_pct(fs->total, p->samples), p->names[fs->name]);
+            }
+        }
+        if (json) {
+            printf("]");
+        }
+    }
+    if (json) {
+        printf(",\"per_thread\":[");
+    } else if (threads) {
+        printf("\nthreads:\n%10s %7s %10s  %s\n", "samples", "share", "running", "thread");
+    }
+    for (i = 0; i < p->thread_count && (json || threads); i++) {
+        const struct pp_profile_thread *t = &p->threads[i];
+
+        if (json) {
+            printf("%s{\"thread_id\":%llu,\"name\":", i > 0 ? "," : "",
+                   (unsigned long long)t->thread_id);
+            pp_json_string(stdout, t->name != NULL ? t->name : "");
+            printf(",\"samples\":%llu,\"running_samples\":%llu}", (unsigned long long)t->samples,
+                   (unsigned long long)t->running_samples);
+        } else {
+            printf("%10llu %6.2f%% %10llu  %s\n", (unsigned long long)t->samples,
+                   pp_pct(t->samples, p->samples), (unsigned long long)t->running_samples,
+                   pp_profile_thread_label(p, t->thread_id));
+        }
+    }
+    if (json) {
+        printf("]}\n");
+    }
+    rc = 0;
+out:
+    free(stats);
+    pp_profile_free(p);
+    return rc;
+}

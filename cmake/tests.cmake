@@ -1,0 +1,35 @@
+# pp_add_test(NAME SOURCES ... LIBS ... LABELS ... TIMEOUT n)
+# One executable per tests/test-<module>-<topic>.c, one CTest entry each.
+function(pp_add_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS" ${ARGN})
+  if(NOT T_SOURCES)
+    set(T_SOURCES ${name}.c)
+  endif()
+  add_executable(${name} ${T_SOURCES} ${CMAKE_SOURCE_DIR}/tests/harness.c)
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  target_link_libraries(${name} PRIVATE ${T_LIBS})
+  add_test(NAME ${name} COMMAND ${name} ${T_ARGS})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  if(NOT T_LABELS)
+    set(T_LABELS unit)
+  endif()
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
+    ENVIRONMENT "PP_SOURCE_DIR=${CMAKE_SOURCE_DIR};PP_BINARY_DIR=${CMAKE_BINARY_DIR}")
+endfunction()
+
+# pp_add_script_test(NAME SCRIPT LABELS ... TIMEOUT n): a shell test in tests/.
+function(pp_add_script_test name script)
+  cmake_parse_arguments(T "" "TIMEOUT" "LABELS" ${ARGN})
+  add_test(NAME ${name} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/${script})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  if(NOT T_LABELS)
+    set(T_LABELS integration)
+  endif()
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
+    ENVIRONMENT "PP_SOURCE_DIR=${CMAKE_SOURCE_DIR};PP_BINARY_DIR=${CMAKE_BINARY_DIR}"
+    SKIP_RETURN_CODE 77)
+endfunction()

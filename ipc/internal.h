@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ipc/internal.h - declarations shared by server.c (thread, listeners, connect ports), conn.c
+ * (one diagnostic connection: read one request, dispatch, answer) and session.c (tracing
+ * sessions streaming nettrace). Private to ipc/ (and white-box tests).
+ *
+ * Context: everything here runs on the loop thread, except the fields under srv->lock.
+ * Handle lifetime: a struct holding uv handles is freed only in the last close callback.
+ */
+#ifndef IPC_INTERNAL_H
+#define IPC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "ipc/ipc.h"
+#include "nettrace/nettrace.h"
+
+struct ipc_session;
+struct ipc_conn;
+
+/* A listening socket: the default one, PIPEPROF_DIAGNOSTIC_PORT, or a ",listen" port. */
+struct ipc_listener {
+    uv_pipe_t pipe;
+    struct ipc_server *srv;
+    char *path;
+    int open; /* the handle was initialized (must be closed) */
+};
+
+/* A connect port of DOTNET_DiagnosticPorts (reverse mode). */
+struct ipc_port {
+    struct ipc_server *srv;
+    char *path;
+    int suspend; /* this port holds the host's start-up until ResumeRuntime arrives on it */
+    int resumed;
+    struct ipc_conn *idle; /* the advertised connection waiting for a command, or NULL */
+    int connecting;        /* a connect is in flight */
+    uv_timer_t retry;
+    unsigned backoff_ms; /* 10 ms, x1.25 per failure, capped at 500 ms (the runtime's) */
+};
+
+enum ipc_conn_state {
+    IPC_CONN_CONNECTING, /* connect port: uv_pipe_connect in flight */
+    IPC_CONN_READING,    /* reading the header, then the payload */
+    IPC_CONN_BUSY,       /* request handled; a response is being written, or a stop waits */
+    IPC_CONN_STREAMING,  /* the nettrace stream of a session */
+    IPC_CONN_CLOSING,
+};
+
+struct ipc_conn {
+    uv_pipe_t pipe;
+    uv_timer_t timer; /* request timeout, or the stop's drain timeout */
+    struct ipc_server *srv;
+    struct ipc_port *port;        /* the connect port it came from, or NULL */
+    struct ipc_session *session;  /* STREAMING: the session it carries */
+    struct ipc_session *stopping; /* BUSY: the session whose stop it waits for */
+    enum ipc_conn_state state;
+    int handles; /* open uv handles; freed when it reaches 0 */
+    uint8_t hdr[IPC_HEADER_SIZE];
+    size_t got;    /* bytes of header + payload read */
+    int bad_magic; /* answer UNKNOWN_MAGIC once the payload is read */
+    struct ipc_header h;
+    uint8_t *payload;
+    uint8_t scratch[64]; /* reads on a streaming connection: only EOF matters */
+    struct ipc_conn *prev, *next;
+};
+
+struct ipc_session {
+    struct ipc_server *srv;
+    struct ipc_conn *conn; /* streaming connection; NULL once closed */
+    struct ipc_collect req;
+    struct ipc_session_config cfg;
+    struct nt_writer *w;
+    struct nt_sink sink;
+    uint8_t *pend; /* sink output not yet handed to libuv */
+    size_t pend_len, pend_cap;
+    size_t queued; /* handed to uv_write, not yet written */
+    int refs;      /* 1 for the stream + 1 per write in flight */
+    int sink_err;
+    int finished;               /* end tag written */
+    int source_started;         /* session_start was called: session_stop is owed */
+    struct ipc_conn *stop_conn; /* answer OK(id) here once the stream is closed */
+    uint64_t lost_reported;
+    struct ipc_session *prev, *next;
+};
+
+struct ipc_server {
+    uv_loop_t loop;
+    uv_async_t wake;
+    uv_timer_t drain;
+    uv_timer_t stop_timer;
+    uv_thread_t thread;
+    int thread_started;
+    atomic_int stopping; /* set by ipc_server_stop() on another thread */
+
+    struct ipc_listener *listeners;
+    size_t listener_count;
+    struct ipc_port *ports;
+    size_t port_count;
+    struct ipc_conn *conns;
+    size_t conn_count;
+    struct ipc_session *sessions;
+    size_t session_count;
+
+    const struct ipc_event_source *source;
+    size_t queue_cap;
+    uint32_t request_timeout_ms;
+    void (*log)(void *ctx, const char *line);
+    void *log_ctx;
+
+    /* what ProcessInfo reports */
+    struct ipc_process_info info;
+    char *command_line, *entrypoint;
+    uint8_t cookie[16];
+    int owner_pid; /* the process that created it: a fork()ed child must not unlink */
+
+    pthread_mutex_t lock; /* protects the fields below (read by other threads) */
+    pthread_cond_t resumed;
+    int suspended_ports; /* suspend ports that have not received ResumeRuntime */
+    struct ipc_server_stats stats;
+};
+
+/* server.c */
+void ipc_log(struct ipc_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ipc_stats_add(struct ipc_server *s, size_t offset, uint64_t n);
+#define IPC_STAT(s, field, n) ipc_stats_add((s), offsetof(struct ipc_server_stats, field), (n))
+void ipc_port_taken(struct ipc_port *port);
+void ipc_port_lost(struct ipc_port *port);
+void ipc_port_resume(struct ipc_server *s, struct ipc_port *port);
+
+/* conn.c */
+PP_MUST_USE int ipc_conn_new(struct ipc_server *s, struct ipc_port *port, struct ipc_conn **out);
+/* Starts reading (c->state must be set: READING or STREAMING); timeout_ms 0: no timeout. */
+void ipc_conn_start_reading(struct ipc_conn *c, uint32_t timeout_ms);
+void ipc_conn_close(struct ipc_conn *c);
+void ipc_conn_respond(struct ipc_conn *c, const void *buf, size_t len);
+void ipc_conn_respond_error(struct ipc_conn *c, uint32_t hresult);
+
+/* session.c */
+void ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req);
+void ipc_session_stop_request(struct ipc_conn *c, uint64_t id);
+void ipc_session_conn_closed(struct ipc_session *ss);
+void ipc_session_drain_all(struct ipc_server *s);
+void ipc_session_shutdown_all(struct ipc_server *s);
+
+#endif /* IPC_INTERNAL_H */

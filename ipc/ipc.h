@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ipc/ipc.h - pp_ipc: the .NET diagnostic IPC protocol, as a pure codec (protocol.c, ports.c:
+ * no I/O, fuzzable) and as a server that impersonates the runtime's diagnostic server (server.c,
+ * conn.c, session.c: libuv, on its own thread). Byte reference: the shared ipc-protocol.md; the
+ * design (threads, state machine, limits, environment) is in docs/ipc.md.
+ *
+ * Codec functions work on caller buffers, never allocate except where a function says so, and
+ * treat every input as hostile: they return -EBADMSG (malformed), -EPROTO (wrong magic) or
+ * -ENOSPC (output too small) and never read outside what they were given.
+ *
+ * The server owns one thread running one uv_loop. Every callback of struct ipc_event_source runs
+ * on that thread. Nothing here is async-signal-safe.
+ */
+#ifndef IPC_IPC_H
+#define IPC_IPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/compiler.h"
+
+struct nt_writer;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Wire constants (ipc-protocol.md sections 4-6, 9.2)                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+#define IPC_MAGIC           "DOTNET_IPC_V1" /* 14 bytes on the wire with the NUL */
+#define IPC_MAGIC_LEN       14
+#define IPC_HEADER_SIZE     20
+#define IPC_MAX_MESSAGE     65535 /* the u16 size field counts header + payload */
+#define IPC_MAX_PAYLOAD     (IPC_MAX_MESSAGE - IPC_HEADER_SIZE)
+#define IPC_ADVERTISE_SIZE  34
+#define IPC_ADVERTISE_MAGIC "ADVR_V1" /* 8 bytes with the NUL */
+#define IPC_MAX_PROVIDERS   1000      /* the runtime's limit per CollectTracing */
+
+enum ipc_command_set {
+    IPC_SET_DUMP = 0x01,
+    IPC_SET_EVENTPIPE = 0x02,
+    IPC_SET_PROFILER = 0x03,
+    IPC_SET_PROCESS = 0x04,
+    IPC_SET_SERVER = 0xFF, /* responses */
+};
+
+enum ipc_eventpipe_command {
+    IPC_EP_STOP_TRACING = 0x01,
+    IPC_EP_COLLECT_TRACING = 0x02,  /* v1 */
+    IPC_EP_COLLECT_TRACING2 = 0x03, /* + requestRundown: dotnet-trace's default */
+    IPC_EP_COLLECT_TRACING3 = 0x04, /* + requestStackwalk */
+    IPC_EP_COLLECT_TRACING4 = 0x05, /* u64 rundownKeyword replaces the bool */
+    IPC_EP_COLLECT_TRACING5 = 0x06, /* session_type prefix, per-provider event filter */
+    IPC_EP_COLLECT_TRACING6 = 0x07, /* v5 + trailing u32 bufferMode */
+};
+
+enum ipc_process_command {
+    IPC_PROC_INFO = 0x00,
+    IPC_PROC_RESUME_RUNTIME = 0x01,
+    IPC_PROC_ENVIRONMENT = 0x02,
+    IPC_PROC_SET_ENV = 0x03,
+    IPC_PROC_INFO2 = 0x04,
+    IPC_PROC_ENABLE_PERFMAP = 0x05,
+    IPC_PROC_DISABLE_PERFMAP = 0x06,
+    IPC_PROC_APPLY_STARTUP_HOOK = 0x07,
+    IPC_PROC_INFO3 = 0x08,
+};
+
+enum ipc_response_id {
+    IPC_RESPONSE_OK = 0x00,
+    IPC_RESPONSE_ERROR = 0xFF,
+};
+
+/* HRESULTs carried by an error response (section 5). */
+#define IPC_HR_OK              0x00000000u
+#define IPC_HR_BAD_ENCODING    0x80131384u
+#define IPC_HR_UNKNOWN_COMMAND 0x80131385u
+#define IPC_HR_UNKNOWN_MAGIC   0x80131386u
+#define IPC_HR_NOTSUPPORTED    0x80131515u
+#define IPC_HR_FAIL            0x80004005u
+#define IPC_HR_INVALIDARG      0x80070057u
+
+/* The rundown keyword the runtime uses when a client asks for "rundown" (section 7.1). */
+#define IPC_DEFAULT_RUNDOWN_KEYWORD 0x80020139ull
+
+/* ------------------------------------------------------------------------------------------ */
+/* Codec: header, responses (ipc/protocol.c)                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+struct ipc_header {
+    uint16_t size; /* header + payload */
+    uint8_t command_set;
+    uint8_t command_id;
+    uint16_t reserved;
+};
+
+/*
+ * Decodes the 20-byte header. Returns 0; -EBADMSG when len < 20 or size < 20 (checked first, as
+ * the runtime does); -EPROTO when the magic (with its NUL) differs. *out is filled whenever
+ * len >= 20. The runtime reads the whole payload before it reports a bad magic.
+ */
+PP_MUST_USE int ipc_header_decode(const uint8_t *buf, size_t len, struct ipc_header *out);
+
+/* Writes a header with the magic. */
+void ipc_header_encode(uint8_t out[IPC_HEADER_SIZE], uint16_t size, uint8_t command_set,
+                       uint8_t command_id);
+
+/*
+ * Maps a negative errno of the codec or of a handler to the HRESULT the runtime would send:
+ * -EPROTO -> UNKNOWN_MAGIC, -ENOTSUP -> UNKNOWN_COMMAND, -EBADMSG/-EINVAL -> BAD_ENCODING,
+ * anything else -> FAIL. The only place where errno values become wire errors.
+ */
+uint32_t ipc_errno_to_hresult(int err);
+
+/* Response builders; each returns the message size (24 or 28). */
+size_t ipc_error_encode(uint8_t out[24], uint32_t hresult);
+size_t ipc_ok_u64_encode(uint8_t out[28], uint64_t value);
+size_t ipc_ok_i32_encode(uint8_t out[24], int32_t value);
+
+/*
+ * A decoded response: what the client checks. status is IPC_RESPONSE_OK or ERROR (or another
+ * byte, which clients reject). For errors, hresult is the payload's first u32; for OK with 8
+ * payload bytes, value is the u64 (session id).
+ */
+struct ipc_response {
+    struct ipc_header header;
+    uint8_t status;
+    uint32_t hresult;
+    uint64_t value;
+    const uint8_t *payload; /* view into the input */
+    size_t payload_len;
+};
+
+/* Decodes a complete response message (header + size-20 payload bytes). -EBADMSG if short. */
+PP_MUST_USE int ipc_response_decode(const uint8_t *buf, size_t len, struct ipc_response *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Codec: strings                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Reads a wire string (u32 charCount incl. NUL, UTF-16LE) at *pos of buf[0, len) and converts it
+ * to UTF-8 in a malloc'd string stored in *out (NULL for charCount 0). Lone surrogates become
+ * U+FFFD. Returns 0, -EBADMSG (short, missing NUL) or -ENOMEM.
+ * Ownership: caller frees *out.
+ */
+PP_MUST_USE int ipc_string_decode(const uint8_t *buf, size_t len, size_t *pos, char **out);
+
+/*
+ * Appends a UTF-8 string as a wire string at *pos of out[0, cap). NULL is written as "" (never
+ * charCount 0, which clients reject). Invalid UTF-8 bytes become U+FFFD. Returns 0 or -ENOSPC.
+ */
+PP_MUST_USE int ipc_string_encode(uint8_t *out, size_t cap, size_t *pos, const char *utf8);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Codec: EventPipe commands                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+struct ipc_provider {
+    uint64_t keywords;
+    uint32_t level; /* 0 LogAlways ... 5 Verbose */
+    char *name;     /* UTF-8, never NULL or empty after a successful decode */
+    char *args;     /* UTF-8 filter data "k=v;k2=v2", or NULL */
+    /* CollectTracing5/6 event filter: enable=1 allow-list, enable=0 with ids deny-list. */
+    uint8_t filter_enable;
+    uint32_t *event_ids;
+    uint32_t event_id_count;
+};
+
+struct ipc_collect {
+    uint8_t command_id;    /* IPC_EP_COLLECT_TRACING .. 6: which layout */
+    uint32_t session_type; /* v5/6: 0 streaming (the only one served) */
+    uint32_t buffer_mb;
+    uint32_t format; /* 1 NetTrace */
+    uint64_t rundown_keyword;
+    uint8_t request_rundown; /* derived for v4+: rundown_keyword != 0 */
+    uint8_t request_stackwalk;
+    uint32_t buffer_mode; /* v6: 0 drop, 1 block */
+    struct ipc_provider *providers;
+    uint32_t provider_count;
+};
+
+/*
+ * Decodes a CollectTracing payload of the version command_id names, applying the runtime's
+ * derived defaults and validation (buffer > 0, format < 2, 1..1000 providers, level <= 5,
+ * non-empty names, v5 session_type 0). Returns 0, -EBADMSG (malformed or invalid), -ENOTSUP
+ * (session_type 1, user_events, or an unknown command id) or -ENOMEM.
+ * Ownership: *out owns its providers; release with ipc_collect_fini(), also after a failure.
+ */
+PP_MUST_USE int ipc_collect_decode(uint8_t command_id, const uint8_t *payload, size_t len,
+                                   struct ipc_collect *out);
+void ipc_collect_fini(struct ipc_collect *c);
+
+/*
+ * Encodes a complete CollectTracing request (header included) in c->command_id's layout.
+ * Returns the message size, -ENOSPC or -EINVAL (unknown version, > 1000 providers).
+ */
+PP_MUST_USE int ipc_collect_encode(const struct ipc_collect *c, uint8_t *out, size_t cap);
+
+/* Encodes StopTracing(session_id): 28 bytes. */
+size_t ipc_stop_encode(uint8_t out[28], uint64_t session_id);
+
+/* Decodes the StopTracing payload. Returns 0 or -EBADMSG (shorter than 8 bytes). */
+PP_MUST_USE int ipc_stop_decode(const uint8_t *payload, size_t len, uint64_t *session_id);
+
+/*
+ * Parses dotnet-trace's provider syntax into c (appending): "Name[:keywords[:level[:args]]]"
+ * entries separated by ','. keywords is hex (0x optional) and defaults to 0; level is a number
+ * 0-5 or a name (LogAlways, Critical, Error, Warning, Informational, Verbose) and defaults to 4;
+ * args are kept verbatim ("k=v;k2=v2", quotes around values allowed). Returns 0, -EINVAL with a
+ * static reason in *why, or -ENOMEM. Ownership: as ipc_collect_decode.
+ */
+PP_MUST_USE int ipc_providers_parse(const char *spec, struct ipc_collect *c, const char **why);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Codec: process commands                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* What ProcessInfo 1/2/3 report. Strings are UTF-8. */
+struct ipc_process_info {
+    uint64_t pid;
+    uint8_t cookie[16];
+    const char *command_line;
+    const char *os;
+    const char *arch;
+    const char *entrypoint_assembly; /* v2+ */
+    const char *product_version;     /* v2+ */
+    const char *runtime_id;          /* v3 */
+};
+
+/*
+ * Encodes the complete OK response to ProcessInfo (version 1), ProcessInfo2 (2) or
+ * ProcessInfo3 (3). The command line is truncated so that the message fits in 64 KB.
+ * Returns the message size, -EINVAL (version) or -ENOSPC.
+ */
+PP_MUST_USE int ipc_process_info_encode(const struct ipc_process_info *pi, int version,
+                                        uint8_t *out, size_t cap);
+
+/*
+ * Decodes a ProcessInfo 1/2/3 response payload (what a client reads). Strings are malloc'd
+ * UTF-8 and must be freed with ipc_process_info_fini(). Returns 0, -EBADMSG or -ENOMEM.
+ */
+PP_MUST_USE int ipc_process_info_decode(const uint8_t *payload, size_t len, int version,
+                                        struct ipc_process_info *out);
+void ipc_process_info_fini(struct ipc_process_info *pi);
+
+/*
+ * Encodes the reply to ProcessEnvironment: the 26-byte OK response (u32 nIncomingBytes, u16 0)
+ * followed by the continuation (u32 count, then "NAME=value" strings), in one buffer.
+ * envp is a NULL-terminated array. Entries that would push the continuation over max_bytes are
+ * left out. Ownership: *out is malloc'd, caller frees. Returns 0 or -ENOMEM.
+ */
+PP_MUST_USE int ipc_environment_encode(char *const *envp, size_t max_bytes, uint8_t **out,
+                                       size_t *out_len);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Codec: reverse mode (ipc/ports.c, protocol.c)                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+void ipc_advertise_encode(uint8_t out[IPC_ADVERTISE_SIZE], const uint8_t cookie[16], uint64_t pid);
+/* Returns 0 or -EPROTO (magic) / -EBADMSG (len < 34). */
+PP_MUST_USE int ipc_advertise_decode(const uint8_t *buf, size_t len, uint8_t cookie[16],
+                                     uint64_t *pid);
+
+enum ipc_port_type {
+    IPC_PORT_CONNECT = 0,
+    IPC_PORT_LISTEN = 1,
+};
+
+struct ipc_port_config {
+    char *path;
+    enum ipc_port_type type;
+    int suspend; /* 1: the host's start-up waits for ResumeRuntime on this port */
+};
+
+struct ipc_port_list {
+    struct ipc_port_config *ports;
+    size_t count;
+};
+
+/*
+ * Parses DOTNET_DiagnosticPorts with the runtime's rules: ';' separates ports (empty ones are
+ * skipped), ',' separates the address and tags; tags connect/listen and suspend/nosuspend are
+ * case-insensitive, the leftmost of a kind wins, unknown tags are ignored; defaults connect and
+ * suspend; an empty address drops the entry. Returns 0 or -ENOMEM.
+ * Ownership: release with ipc_port_list_fini(), also after a failure.
+ */
+PP_MUST_USE int ipc_ports_parse(const char *value, struct ipc_port_list *out);
+void ipc_port_list_fini(struct ipc_port_list *l);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Event sources: how the sampler feeds sessions                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A tracing session as an event source sees it. Borrowed; valid until session_stop. */
+struct ipc_session_config {
+    uint64_t session_id;
+    const struct ipc_provider *providers;
+    uint32_t provider_count;
+    uint64_t rundown_keyword; /* 0: no rundown */
+    uint8_t request_stackwalk;
+};
+
+/*
+ * Returns 1 when the session enables events of provider with these keywords and level (the
+ * runtime's rule: the provider is named, or "*" is; keywords 0 or overlapping; level LogAlways
+ * or <= the session's level), else 0.
+ */
+int ipc_session_config_enables(const struct ipc_session_config *cfg, const char *provider,
+                               uint64_t keywords, uint32_t level);
+
+/*
+ * One active session in a drain call. When congested is 1, the client is not reading fast enough
+ * and the session's queued bytes are over its cap: do not write events; report each dropped
+ * event with nt_writer_note_lost(writer, capture_thread_id, n) so readers see the gap.
+ */
+struct ipc_session_view {
+    const struct ipc_session_config *config;
+    struct nt_writer *writer;
+    int congested;
+};
+
+/*
+ * The interface through which an event source (the agent's sampler) feeds every active session.
+ * Every callback runs on the IPC loop thread, never concurrently with another callback of the
+ * same source, and must not block for long (a few ms): the loop also serves the diagnostic
+ * connections. Callbacks may be NULL.
+ *
+ * - session_start: a session was created (its writer exists and already holds ProcessInfo).
+ *   Returning a negative errno fails nothing; it is logged. Use it to start sampling when the
+ *   first session that enables the sampler appears.
+ * - drain: called every drain interval (IPC_DRAIN_INTERVAL_MS) with every active session, and
+ *   once more right before a session stops. Write events with nt_writer_define() and
+ *   nt_writer_write() (define is idempotent per writer). Return 0 or a negative errno (logged).
+ * - rundown: at StopTracing of a session whose rundown_keyword is not 0, after the last drain
+ *   and before the end-of-stream tag: write module/method rundown events into w.
+ * - session_stop: the session is gone (stopped, its client disconnected, or the server stops);
+ *   its writer must not be touched any more. Use it to stop sampling after the last session.
+ */
+struct ipc_event_source {
+    int (*session_start)(void *ctx, const struct ipc_session_config *cfg);
+    int (*drain)(void *ctx, const struct ipc_session_view *sessions, size_t n);
+    int (*rundown)(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w);
+    void (*session_stop)(void *ctx, const struct ipc_session_config *cfg);
+    void *ctx;
+};
+
+#define IPC_DRAIN_INTERVAL_MS 10
+
+/* ------------------------------------------------------------------------------------------ */
+/* Server                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+#define IPC_MAX_SESSIONS          64         /* the runtime's limit; beyond -> FAIL */
+#define IPC_MAX_CONNECTIONS       4096       /* command connections at once; beyond: closed */
+#define IPC_SESSION_QUEUE_BYTES   (4u << 20) /* per-session bytes queued for the client */
+#define IPC_REQUEST_TIMEOUT_MS    10000      /* a listen connection must send its request */
+#define IPC_STOP_DRAIN_TIMEOUT_MS 5000       /* stop waits this long for the client to read */
+
+struct ipc_server_options {
+    /*
+     * Listen socket path; NULL: $TMPDIR/dotnet-diagnostic-{pid}-{key}-socket as the runtime
+     * names it (key from /proc/self/stat, or key_override when it is not 0). "" disables listen.
+     */
+    const char *listen_path;
+    uint64_t key_override;
+    /* DOTNET_DiagnosticPorts value (connect ports); NULL: none. */
+    const char *diagnostic_ports;
+    /* Borrowed; may be NULL (sessions then carry only ProcessInfo). Must outlive the server. */
+    const struct ipc_event_source *source;
+    /* Overrides for tests; 0: the defaults above. */
+    size_t session_queue_bytes;
+    uint32_t request_timeout_ms;
+    /* Log hook (one line, no newline); NULL: stderr with a "pipeprof: " prefix. */
+    void (*log)(void *ctx, const char *line);
+    void *log_ctx;
+};
+
+struct ipc_server; /* opaque; ipc/server.c */
+
+/*
+ * Starts the server: computes the process info, creates the listen socket (mode 0600) and the
+ * connect ports, and starts the loop thread (all signals blocked in it). Returns 0 and stores
+ * the server in *out, or a negative errno (nothing left behind).
+ * Ownership: caller owns *out; release with ipc_server_stop().
+ */
+PP_MUST_USE int ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out);
+
+/*
+ * Blocks until every suspend-mode connect port received ResumeRuntime, or timeout_ms passed
+ * (< 0: forever). Returns 0 (resumed or nothing to wait for) or -ETIMEDOUT.
+ * Context: any thread but the loop's.
+ */
+PP_MUST_USE int ipc_server_wait_resume(struct ipc_server *s, int timeout_ms);
+
+/*
+ * Stops the server: every session is drained, gets its end-of-stream tag and is closed (no
+ * rundown), the listen socket is unlinked, the thread joined, everything freed. Accepts NULL.
+ * Context: any thread but the loop's.
+ */
+void ipc_server_stop(struct ipc_server *s);
+
+/* The listen path in use ("" when none). Valid until ipc_server_stop(). */
+const char *ipc_server_listen_path(const struct ipc_server *s);
+
+/* This process's runtime cookie (random per process, as in ADVR_V1 and ProcessInfo). */
+void ipc_server_cookie(const struct ipc_server *s, uint8_t out[16]);
+
+struct ipc_server_stats {
+    uint64_t connections; /* accepted or connected */
+    uint64_t commands;    /* requests decoded */
+    uint64_t errors;      /* error responses sent */
+    uint64_t sessions;    /* sessions started */
+    uint64_t active_sessions;
+    uint64_t lost_events; /* dropped for congested sessions, as reported by sources */
+    uint64_t advertises;  /* ADVR_V1 messages sent */
+};
+/* Thread-safe snapshot. */
+void ipc_server_get_stats(struct ipc_server *s, struct ipc_server_stats *out);
+
+/*
+ * Computes the runtime's default socket path for this process into out:
+ * "<TMPDIR or /tmp>/dotnet-diagnostic-<pid>-<key>-socket". Returns 0 or -ENAMETOOLONG (longer
+ * than sun_path).
+ */
+PP_MUST_USE int ipc_default_socket_path(char *out, size_t cap, uint64_t key_override);
+
+/* starttime (field 22) of /proc/<pid>/stat, or 0 when unreadable: the runtime's key. */
+uint64_t ipc_process_start_key(int pid);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Blocking client helpers (ipc/client.c): used by `pipeprof ps/collect` and the tests          */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Connects to a Unix socket path; *fd is CLOEXEC. Returns 0 or a negative errno. */
+PP_MUST_USE int ipc_client_connect(const char *path, int *fd);
+
+/* Writes all of buf (MSG_NOSIGNAL). Returns 0 or a negative errno. */
+PP_MUST_USE int ipc_client_send(int fd, const void *buf, size_t len);
+
+/*
+ * Reads one response (header, then size-20 payload bytes) into buf[0, cap). timeout_ms < 0 waits
+ * forever. Returns the message size, -ENODATA (EOF before the first byte), -EBADMSG (EOF inside
+ * the message, size < 20), -ENOSPC, -ETIMEDOUT or another negative errno.
+ */
+PP_MUST_USE int ipc_client_read_response(int fd, uint8_t *buf, size_t cap, int timeout_ms);
+
+/*
+ * Finds the diagnostic socket of pid the way the .NET client does: the newest
+ * dotnet-diagnostic-{pid}-*-socket in the target's initial TMPDIR (from /proc/pid/environ), else
+ * in our own $TMPDIR or /tmp. Returns 0 or -ENOENT.
+ */
+PP_MUST_USE int ipc_client_find_socket(int pid, char *out, size_t cap);
+
+/*
+ * Accepts connections on listen_fd until one sends a valid ADVR_V1 (within 250 ms of accept) or
+ * timeout_ms passes (< 0: forever). want_pid != 0 skips other pids. Returns 0 with the
+ * connection in *fd, -ETIMEDOUT, or a negative errno.
+ */
+PP_MUST_USE int ipc_client_accept_advertise(int listen_fd, int timeout_ms, uint64_t want_pid,
+                                            int *fd, uint8_t cookie[16], uint64_t *pid);
+
+#endif /* IPC_IPC_H */

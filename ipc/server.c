@@ -1,0 +1,687 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ipc/server.c - the diagnostic server: its thread and loop, the listen sockets (named and
+ * protected as the runtime's), the connect ports of DOTNET_DiagnosticPorts (advertise, reconnect
+ * with the runtime's backoff, suspend until ResumeRuntime), start-up and orderly shutdown.
+ * Context: ipc_server_start/stop/wait_resume on the host's threads; everything else on the loop
+ * thread, which runs with every signal blocked. It must never block or kill the host: no abort,
+ * no exit, no unbounded wait at shutdown, and a fork()ed child never touches the parent's socket.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipc/internal.h"
+
+#ifndef PP_VERSION
+#define PP_VERSION "0.1.0"
+#endif
+
+#define IPC_SHUTDOWN_GRACE_MS 1000 /* at stop, streams get this long to drain */
+
+/* ------------------------------------------------------------------------------------------ */
+/* Logging and statistics                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+void
+ipc_log(struct ipc_server *s, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (s != NULL && s->log != NULL) {
+        s->log(s->log_ctx, line);
+    } else {
+        fprintf(stderr, "pipeprof: %s\n", line);
+    }
+}
+
+void
+ipc_stats_add(struct ipc_server *s, size_t offset, uint64_t n)
+{
+    pthread_mutex_lock(&s->lock);
+    *(uint64_t *)(void *)((char *)&s->stats + offset) += n;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void
+ipc_server_get_stats(struct ipc_server *s, struct ipc_server_stats *out)
+{
+    pthread_mutex_lock(&s->lock);
+    *out = s->stats;
+    pthread_mutex_unlock(&s->lock);
+}
+
+const char *
+ipc_server_listen_path(const struct ipc_server *s)
+{
+    return s->listener_count > 0 ? s->listeners[0].path : "";
+}
+
+void
+ipc_server_cookie(const struct ipc_server *s, uint8_t out[16])
+{
+    memcpy(out, s->cookie, 16);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Process information                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+#if defined(__x86_64__)
+#define IPC_ARCH     "x64"
+#define IPC_RID_ARCH "x64"
+#elif defined(__aarch64__)
+#define IPC_ARCH     "arm64"
+#define IPC_RID_ARCH "arm64"
+#elif defined(__i386__)
+#define IPC_ARCH     "x86"
+#define IPC_RID_ARCH "x86"
+#elif defined(__arm__)
+#define IPC_ARCH     "arm32"
+#define IPC_RID_ARCH "arm"
+#elif defined(__s390x__)
+#define IPC_ARCH     "s390x"
+#define IPC_RID_ARCH "s390x"
+#else
+#define IPC_ARCH     "Unknown"
+#define IPC_RID_ARCH "unknown"
+#endif
+#if defined(__GLIBC__)
+#define IPC_RID_OS "linux-"
+#else
+#define IPC_RID_OS "linux-musl-"
+#endif
+
+/* "<exe path> arg1 arg2 ...", as the runtime reports it on Unix. */
+static char *
+ipc_command_line_read(void)
+{
+    char exe[4096], *out = NULL, *buf;
+    size_t len = 0, cap = 1 << 20, i, skip;
+    ssize_t n;
+    int fd;
+
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    buf = malloc(cap);
+    if (buf == NULL) {
+        return strdup(exe);
+    }
+    fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    while (fd >= 0 && len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) > 0) {
+        len += (size_t)n;
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    buf[len] = '\0';
+    skip = strnlen(buf, len) + 1; /* argv[0] is replaced by the executable's full path */
+    out = malloc(strlen(exe) + (len > skip ? len - skip : 0) + 2);
+    if (out != NULL) {
+        strcpy(out, exe);
+        if (len > skip) {
+            size_t o = strlen(out);
+
+            out[o++] = ' ';
+            for (i = skip; i < len; i++) {
+                out[o++] = buf[i] == '\0' ? ' ' : buf[i];
+            }
+            while (o > 0 && out[o - 1] == ' ') {
+                o--;
+            }
+            out[o] = '\0';
+        }
+    }
+    free(buf);
+    return out;
+}
+
+static int
+ipc_server_info_init(struct ipc_server *s)
+{
+    char exe[4096];
+    const char *base;
+    ssize_t n;
+
+    if (getrandom(s->cookie, sizeof(s->cookie), 0) != (ssize_t)sizeof(s->cookie)) {
+        /* no entropy source: time and pid still make a per-process value */
+        uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ nt_clock_now();
+
+        memcpy(s->cookie, &t, 8);
+        t = nt_clock_now() * 2654435761u;
+        memcpy(s->cookie + 8, &t, 8);
+    }
+    s->cookie[7] = (uint8_t)((s->cookie[7] & 0x0F) | 0x40); /* a version-4 GUID (Data3) */
+    s->cookie[8] = (uint8_t)((s->cookie[8] & 0x3F) | 0x80);
+    s->command_line = ipc_command_line_read();
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    base = strrchr(exe, '/');
+    s->entrypoint = strdup(base != NULL ? base + 1 : exe);
+    if (s->command_line == NULL || s->entrypoint == NULL) {
+        return -ENOMEM;
+    }
+    s->info.pid = (uint64_t)getpid();
+    memcpy(s->info.cookie, s->cookie, 16);
+    s->info.command_line = s->command_line;
+    s->info.os = "Linux";
+    s->info.arch = IPC_ARCH;
+    s->info.entrypoint_assembly = s->entrypoint;
+    /* SemVer with build metadata: clients parse 0.1.0, and "+pipeprof" names the server. */
+    s->info.product_version = PP_VERSION "+pipeprof";
+    s->info.runtime_id = IPC_RID_OS IPC_RID_ARCH;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Listen sockets                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+static void
+ipc_listener_accept(uv_stream_t *server, int status)
+{
+    struct ipc_listener *l = server->data;
+    struct ipc_server *s = l->srv;
+    struct ipc_conn *c;
+
+    if (status < 0 || s->stopping) {
+        return;
+    }
+    if (ipc_conn_new(s, NULL, &c) < 0) {
+        return;
+    }
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
+        ipc_conn_close(c);
+        return;
+    }
+    IPC_STAT(s, connections, 1);
+    if (s->conn_count > IPC_MAX_CONNECTIONS) {
+        ipc_conn_close(c); /* too many pending requests: shed load, never grow without bound */
+        return;
+    }
+    ipc_conn_start_reading(c, s->request_timeout_ms);
+}
+
+/*
+ * Creates path as the runtime does on Linux: fchmod 0600 before bind, so the file is never
+ * accessible to others, then listen(255). A stale file of the same name (same pid and start
+ * time: only a previous life of this very process) is removed first.
+ */
+static int
+ipc_listener_open(struct ipc_server *s, struct ipc_listener *l, const char *path)
+{
+    struct sockaddr_un addr;
+    int fd = -1, err;
+
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(addr.sun_path)) {
+        return -ENAMETOOLONG;
+    }
+    strcpy(addr.sun_path, path);
+    l->srv = s;
+    l->path = strdup(path);
+    if (l->path == NULL) {
+        return -ENOMEM;
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        err = -errno;
+        goto out;
+    }
+    if (fchmod(fd, 0600) < 0) {
+        err = -errno;
+        goto out;
+    }
+    unlink(path);
+    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        err = -errno;
+        goto out;
+    }
+    if (listen(fd, 255) < 0) {
+        err = -errno;
+        unlink(path);
+        goto out;
+    }
+    err = uv_pipe_init(&s->loop, &l->pipe, 0);
+    if (err < 0) {
+        unlink(path);
+        goto out;
+    }
+    l->open = 1;
+    l->pipe.data = l;
+    err = uv_pipe_open(&l->pipe, fd);
+    if (err < 0) {
+        unlink(path);
+        goto out;
+    }
+    fd = -1; /* owned by the handle */
+    err = uv_listen((uv_stream_t *)&l->pipe, 255, ipc_listener_accept);
+    if (err < 0) {
+        unlink(path);
+    }
+out:
+    if (fd >= 0) {
+        close(fd);
+    }
+    return err;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Connect ports (reverse mode)                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+static void ipc_port_connect(struct ipc_port *port);
+
+static void
+ipc_port_retry_cb(uv_timer_t *t)
+{
+    ipc_port_connect(t->data);
+}
+
+static void
+ipc_port_schedule(struct ipc_port *port, unsigned ms)
+{
+    if (port->srv->stopping) {
+        return;
+    }
+    uv_timer_start(&port->retry, ipc_port_retry_cb, ms, 0);
+}
+
+static void
+ipc_port_failed(struct ipc_port *port)
+{
+    unsigned ms = port->backoff_ms;
+
+    /* 10, 12, 15, 18, ... 457, 571, then 500 ms: the runtime's sequence. */
+    if (port->backoff_ms >= 500) {
+        port->backoff_ms = 500;
+    } else {
+        port->backoff_ms = port->backoff_ms * 5 / 4;
+    }
+    ipc_port_schedule(port, ms);
+}
+
+static void
+ipc_port_advertised(uv_write_t *req, int status)
+{
+    struct ipc_conn *c = req->data;
+
+    free(req);
+    if (status < 0 && c->state != IPC_CONN_CLOSING) {
+        ipc_conn_close(c); /* ipc_port_lost() reconnects */
+    }
+}
+
+static void
+ipc_port_connected(uv_connect_t *req, int status)
+{
+    struct ipc_conn *c = req->data;
+    struct ipc_port *port = c->port;
+    struct ipc_server *s = c->srv;
+    uv_write_t *wr;
+    uv_buf_t b;
+    free(req);
+    port->connecting = 0;
+    if (c->state == IPC_CONN_CLOSING) {
+        return;
+    }
+    if (status < 0 || s->stopping) {
+        c->port = NULL; /* not the idle connection: closing it must not reconnect */
+        ipc_conn_close(c);
+        ipc_port_failed(port);
+        return;
+    }
+    IPC_STAT(s, connections, 1);
+    port->idle = c;
+    port->backoff_ms = 10;
+    /* The 34 bytes go in one write right after connect: the tool waits 250 ms for them. */
+    wr = malloc(sizeof(*wr) + IPC_ADVERTISE_SIZE);
+    if (wr == NULL) {
+        ipc_conn_close(c);
+        return;
+    }
+    ipc_advertise_encode((uint8_t *)(wr + 1), s->cookie, (uint64_t)getpid());
+    b = uv_buf_init((char *)(wr + 1), IPC_ADVERTISE_SIZE);
+    wr->data = c;
+    if (uv_write(wr, (uv_stream_t *)&c->pipe, &b, 1, ipc_port_advertised) < 0) {
+        free(wr);
+        ipc_conn_close(c);
+        return;
+    }
+    IPC_STAT(s, advertises, 1);
+    c->state = IPC_CONN_READING;
+    ipc_conn_start_reading(c, 0); /* an advertised connection waits for its command forever */
+}
+
+static void
+ipc_port_connect(struct ipc_port *port)
+{
+    struct ipc_server *s = port->srv;
+    uv_connect_t *req;
+    struct ipc_conn *c;
+
+    if (s->stopping || port->idle != NULL || port->connecting) {
+        return;
+    }
+    req = malloc(sizeof(*req));
+    if (req == NULL || ipc_conn_new(s, port, &c) < 0) {
+        free(req);
+        ipc_port_failed(port);
+        return;
+    }
+    c->state = IPC_CONN_CONNECTING;
+    req->data = c;
+    port->connecting = 1;
+    uv_pipe_connect(req, &c->pipe, port->path, ipc_port_connected);
+}
+
+/* The advertised connection carried a command: advertise again at once (tool waits for it). */
+void
+ipc_port_taken(struct ipc_port *port)
+{
+    port->idle = NULL;
+    ipc_port_schedule(port, 0);
+}
+
+/* The advertised connection was closed by the tool: reconnect after 10 ms. */
+void
+ipc_port_lost(struct ipc_port *port)
+{
+    port->idle = NULL;
+    port->backoff_ms = 10;
+    ipc_port_schedule(port, 10);
+}
+
+void
+ipc_port_resume(struct ipc_server *s, struct ipc_port *port)
+{
+    if (!port->suspend || port->resumed) {
+        return;
+    }
+    port->resumed = 1;
+    pthread_mutex_lock(&s->lock);
+    if (s->suspended_ports > 0 && --s->suspended_ports == 0) {
+        pthread_cond_broadcast(&s->resumed);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+int
+ipc_server_wait_resume(struct ipc_server *s, int timeout_ms)
+{
+    struct timespec deadline;
+    int err = 0;
+
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    if (timeout_ms >= 0) {
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&s->lock);
+    while (s->suspended_ports > 0 && err == 0) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&s->resumed, &s->lock);
+        } else if (pthread_cond_timedwait(&s->resumed, &s->lock, &deadline) == ETIMEDOUT) {
+            err = s->suspended_ports > 0 ? -ETIMEDOUT : 0;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return err;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Thread, start, stop                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+static void
+ipc_server_stop_timeout(uv_timer_t *t)
+{
+    struct ipc_server *s = t->data;
+    struct ipc_conn *c, *next;
+
+    /* Clients that did not read their stream in time: close every connection now. */
+    for (c = s->conns; c != NULL; c = next) {
+        next = c->next;
+        ipc_conn_close(c);
+    }
+}
+
+static void
+ipc_server_wake(uv_async_t *a)
+{
+    struct ipc_server *s = a->data;
+    struct ipc_conn *c, *next;
+    size_t i;
+
+    if (!s->stopping) {
+        return;
+    }
+    for (i = 0; i < s->listener_count; i++) {
+        if (s->listeners[i].open && !uv_is_closing((uv_handle_t *)&s->listeners[i].pipe)) {
+            uv_close((uv_handle_t *)&s->listeners[i].pipe, NULL);
+            if (s->owner_pid == getpid()) {
+                unlink(s->listeners[i].path);
+            }
+        }
+    }
+    for (i = 0; i < s->port_count; i++) {
+        uv_close((uv_handle_t *)&s->ports[i].retry, NULL);
+    }
+    ipc_session_shutdown_all(s);
+    for (c = s->conns; c != NULL; c = next) {
+        next = c->next;
+        if (c->state != IPC_CONN_STREAMING) {
+            if (c->port != NULL) {
+                c->port->idle = NULL;
+                c->port = NULL;
+            }
+            ipc_conn_close(c);
+        }
+    }
+    uv_close((uv_handle_t *)&s->drain, NULL);
+    uv_close((uv_handle_t *)&s->wake, NULL);
+    uv_timer_start(&s->stop_timer, ipc_server_stop_timeout, IPC_SHUTDOWN_GRACE_MS, 0);
+    uv_unref((uv_handle_t *)&s->stop_timer);
+}
+
+static void
+ipc_server_run(void *arg)
+{
+    struct ipc_server *s = arg;
+
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    /* Only the stop timer may be left (unref'd): close it and finish its callbacks. */
+    if (!uv_is_closing((uv_handle_t *)&s->stop_timer)) {
+        uv_close((uv_handle_t *)&s->stop_timer, NULL);
+    }
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+}
+
+static void
+ipc_server_free(struct ipc_server *s)
+{
+    size_t i;
+
+    for (i = 0; i < s->listener_count; i++) {
+        free(s->listeners[i].path);
+    }
+    free(s->listeners);
+    for (i = 0; i < s->port_count; i++) {
+        free(s->ports[i].path);
+    }
+    free(s->ports);
+    free(s->command_line);
+    free(s->entrypoint);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->resumed);
+    free(s);
+}
+
+static int
+ipc_server_add_listener(struct ipc_server *s, const char *path)
+{
+    struct ipc_listener *l = &s->listeners[s->listener_count];
+    int err;
+
+    err = ipc_listener_open(s, l, path);
+    s->listener_count++; /* counted even on failure so that the path and handle are released */
+    if (err < 0) {
+        ipc_log(s, "cannot listen on %s: %s", path, strerror(-err));
+    }
+    return err;
+}
+
+int
+ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
+{
+    struct ipc_port_list ports = { NULL, 0 };
+    struct ipc_server *s;
+    pthread_condattr_t ca;
+    sigset_t all, old;
+    char path[256];
+    size_t i;
+    int err, loop_ok = 0;
+
+    *out = NULL;
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->resumed, &ca);
+    pthread_condattr_destroy(&ca);
+    s->source = opts->source;
+    s->queue_cap = opts->session_queue_bytes ? opts->session_queue_bytes : IPC_SESSION_QUEUE_BYTES;
+    s->request_timeout_ms =
+            opts->request_timeout_ms ? opts->request_timeout_ms : IPC_REQUEST_TIMEOUT_MS;
+    s->log = opts->log;
+    s->log_ctx = opts->log_ctx;
+    s->owner_pid = getpid();
+    err = ipc_server_info_init(s);
+    if (err < 0) {
+        goto out;
+    }
+    err = ipc_ports_parse(opts->diagnostic_ports, &ports);
+    if (err < 0) {
+        goto out;
+    }
+    err = uv_loop_init(&s->loop);
+    if (err < 0) {
+        goto out;
+    }
+    loop_ok = 1;
+    s->listeners = calloc(ports.count + 1, sizeof(*s->listeners));
+    s->ports = calloc(ports.count + 1, sizeof(*s->ports));
+    if (s->listeners == NULL || s->ports == NULL) {
+        err = -ENOMEM;
+        goto out;
+    }
+    uv_async_init(&s->loop, &s->wake, ipc_server_wake);
+    s->wake.data = s;
+    uv_timer_init(&s->loop, &s->drain);
+    s->drain.data = s;
+    uv_timer_init(&s->loop, &s->stop_timer);
+    s->stop_timer.data = s;
+
+    if (opts->listen_path == NULL) {
+        err = ipc_default_socket_path(path, sizeof(path), opts->key_override);
+        if (err == 0) {
+            err = ipc_server_add_listener(s, path);
+        }
+    } else if (opts->listen_path[0] != '\0') {
+        err = ipc_server_add_listener(s, opts->listen_path);
+    }
+    for (i = 0; i < ports.count; i++) {
+        if (ports.ports[i].type == IPC_PORT_LISTEN) {
+            (void)ipc_server_add_listener(s, ports.ports[i].path);
+            continue;
+        }
+        s->ports[s->port_count].srv = s;
+        s->ports[s->port_count].path = ports.ports[i].path;
+        ports.ports[i].path = NULL;
+        s->ports[s->port_count].suspend = ports.ports[i].suspend;
+        s->ports[s->port_count].backoff_ms = 10;
+        uv_timer_init(&s->loop, &s->ports[s->port_count].retry);
+        s->ports[s->port_count].retry.data = &s->ports[s->port_count];
+        if (ports.ports[i].suspend) {
+            s->suspended_ports++;
+        }
+        s->port_count++;
+    }
+    if (err < 0 && s->port_count == 0) {
+        goto out; /* no way to reach this server */
+    }
+    err = 0;
+    for (i = 0; i < s->port_count; i++) {
+        ipc_port_connect(&s->ports[i]);
+    }
+    /* The loop thread takes no signal: no SIGPIPE from a vanished client, no sampling signal,
+     * no host handler running on a thread the host does not know. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    err = uv_thread_create(&s->thread, ipc_server_run, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err < 0) {
+        goto out;
+    }
+    s->thread_started = 1;
+out:
+    ipc_port_list_fini(&ports);
+    if (err < 0) {
+        if (loop_ok) {
+            atomic_store(&s->stopping, 1);
+            ipc_server_wake(&s->wake);
+            ipc_server_run(s);
+            uv_loop_close(&s->loop);
+        }
+        ipc_server_free(s);
+        return err;
+    }
+    *out = s;
+    return 0;
+}
+
+void
+ipc_server_stop(struct ipc_server *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    if (s->owner_pid != getpid()) {
+        /* a fork()ed child: the loop thread does not exist here; leave the parent's files */
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    s->suspended_ports = 0;
+    pthread_cond_broadcast(&s->resumed);
+    pthread_mutex_unlock(&s->lock);
+    atomic_store(&s->stopping, 1);
+    uv_async_send(&s->wake);
+    uv_thread_join(&s->thread);
+    if (uv_loop_close(&s->loop) != 0) {
+        ipc_log(s, "loop not empty at stop");
+    }
+    ipc_server_free(s);
+}

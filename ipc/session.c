@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ipc/session.c - tracing sessions: each CollectTracing connection becomes a nettrace stream fed
+ * by an nt_writer whose sink queues bytes on the connection, ProcessInfo first, then whatever the
+ * event source writes on the drain timer. StopTracing drains, runs rundown, writes the end tag,
+ * closes the stream, and only then answers. Context: the loop thread. It must never block on a
+ * client: bytes queued for a session are capped, and events beyond the cap are dropped and
+ * counted (nt_writer_note_lost), never the stream's own bytes, which would corrupt it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "ipc/internal.h"
+
+struct ipc_stream_write {
+    uv_write_t req;
+    struct ipc_session *ss;
+    uint8_t *buf;
+    size_t len;
+};
+
+/* The session is freed when its stream is closed and every write it queued has completed. */
+static void
+ipc_session_unref(struct ipc_session *ss)
+{
+    if (--ss->refs > 0) {
+        return;
+    }
+    ipc_collect_fini(&ss->req);
+    nt_writer_free(ss->w);
+    free(ss->pend);
+    free(ss);
+}
+
+static int
+ipc_session_sink_write(void *ctx, const void *buf, size_t len)
+{
+    struct ipc_session *ss = ctx;
+
+    if (ss->pend_cap - ss->pend_len < len) {
+        size_t cap = ss->pend_cap ? ss->pend_cap : 64 * 1024;
+        uint8_t *grown;
+
+        while (cap - ss->pend_len < len) {
+            cap *= 2;
+        }
+        grown = realloc(ss->pend, cap);
+        if (grown == NULL) {
+            ss->sink_err = -ENOMEM;
+            return -ENOMEM;
+        }
+        ss->pend = grown;
+        ss->pend_cap = cap;
+    }
+    memcpy(ss->pend + ss->pend_len, buf, len);
+    ss->pend_len += len;
+    return 0;
+}
+
+static void
+ipc_session_write_done(uv_write_t *req, int status)
+{
+    struct ipc_stream_write *sw = (struct ipc_stream_write *)req;
+    struct ipc_session *ss = sw->ss;
+
+    ss->queued -= sw->len;
+    free(sw->buf);
+    free(sw);
+    if (status < 0 && status != UV_ECANCELED && ss->conn != NULL) {
+        /* EPIPE/ECONNRESET: the client is gone (SIGPIPE is blocked on this thread). */
+        ipc_conn_close(ss->conn);
+    }
+    ipc_session_unref(ss);
+}
+
+/* Hands the pending sink bytes to libuv in one write. */
+static void
+ipc_session_kick(struct ipc_session *ss)
+{
+    struct ipc_stream_write *sw;
+    uv_buf_t b;
+
+    if (ss->conn == NULL || ss->pend_len == 0) {
+        return;
+    }
+    sw = malloc(sizeof(*sw));
+    if (sw == NULL) {
+        return; /* retried at the next tick */
+    }
+    sw->ss = ss;
+    sw->buf = ss->pend;
+    sw->len = ss->pend_len;
+    ss->pend = NULL;
+    ss->pend_len = ss->pend_cap = 0;
+    ss->queued += sw->len;
+    ss->refs++;
+    b = uv_buf_init((char *)sw->buf, (unsigned)sw->len);
+    if (uv_write(&sw->req, (uv_stream_t *)&ss->conn->pipe, &b, 1, ipc_session_write_done) < 0) {
+        ss->queued -= sw->len;
+        ss->refs--;
+        free(sw->buf);
+        free(sw);
+        ipc_conn_close(ss->conn);
+    }
+}
+
+static int
+ipc_session_congested(const struct ipc_session *ss)
+{
+    return ss->queued + ss->pend_len > ss->srv->queue_cap;
+}
+
+static void
+ipc_session_drain_some(struct ipc_server *s, struct ipc_session *only)
+{
+    struct ipc_session_view views[IPC_MAX_SESSIONS];
+    struct ipc_session *ss;
+    size_t n = 0;
+    int err;
+
+    for (ss = s->sessions; ss != NULL && n < IPC_MAX_SESSIONS; ss = ss->next) {
+        if (ss->finished || ss->w == NULL || (only != NULL && ss != only)) {
+            continue;
+        }
+        views[n].config = &ss->cfg;
+        views[n].writer = ss->w;
+        views[n].congested = ipc_session_congested(ss);
+        n++;
+    }
+    if (n > 0 && s->source != NULL && s->source->drain != NULL) {
+        err = s->source->drain(s->source->ctx, views, n);
+        if (err < 0) {
+            ipc_log(s, "event source: drain failed: %s", strerror(-err));
+        }
+    }
+}
+
+void
+ipc_session_drain_all(struct ipc_server *s)
+{
+    struct ipc_session *ss, *next;
+    uint64_t now = nt_clock_now();
+
+    ipc_session_drain_some(s, NULL);
+    for (ss = s->sessions; ss != NULL; ss = next) {
+        next = ss->next;
+        if (!ss->finished && ss->w != NULL && nt_writer_poll(ss->w, now) < 0) {
+            ipc_log(s, "session %llx: stream failed", (unsigned long long)ss->cfg.session_id);
+            if (ss->conn != NULL) {
+                ipc_conn_close(ss->conn);
+            }
+            continue;
+        }
+        ipc_session_kick(ss);
+    }
+}
+
+/* Last drain, optional rundown, end tag: the stream is complete once the bytes are written. */
+static void
+ipc_session_finish(struct ipc_session *ss, int rundown)
+{
+    struct ipc_server *s = ss->srv;
+    int err;
+
+    if (ss->finished) {
+        return;
+    }
+    ipc_session_drain_some(s, ss);
+    if (rundown && ss->cfg.rundown_keyword != 0 && s->source != NULL &&
+        s->source->rundown != NULL) {
+        err = s->source->rundown(s->source->ctx, &ss->cfg, ss->w);
+        if (err < 0) {
+            ipc_log(s, "event source: rundown failed: %s", strerror(-err));
+        }
+    }
+    ss->finished = 1;
+    err = nt_writer_finish(ss->w);
+    if (err < 0) {
+        ipc_log(s, "session %llx: end of stream failed: %s", (unsigned long long)ss->cfg.session_id,
+                strerror(-err));
+    }
+    ipc_session_kick(ss);
+}
+
+static void
+ipc_session_shutdown_done(uv_shutdown_t *req, int status)
+{
+    struct ipc_conn *c = req->data;
+
+    (void)status;
+    free(req);
+    ipc_conn_close(c); /* no-op when it is already closing */
+}
+
+/* Closes the stream after every queued byte has been written. */
+static void
+ipc_session_close_stream(struct ipc_session *ss)
+{
+    uv_shutdown_t *req;
+
+    if (ss->conn == NULL || ss->conn->state == IPC_CONN_CLOSING) {
+        return;
+    }
+    uv_read_stop((uv_stream_t *)&ss->conn->pipe);
+    req = malloc(sizeof(*req));
+    if (req == NULL) {
+        ipc_conn_close(ss->conn);
+        return;
+    }
+    req->data = ss->conn;
+    if (uv_shutdown(req, (uv_stream_t *)&ss->conn->pipe, ipc_session_shutdown_done) < 0) {
+        free(req);
+        ipc_conn_close(ss->conn);
+    }
+}
+
+void
+ipc_session_conn_closed(struct ipc_session *ss)
+{
+    struct ipc_server *s = ss->srv;
+    struct nt_writer_stats st;
+    uint8_t msg[28];
+
+    ss->conn = NULL;
+    if (ss->prev != NULL) {
+        ss->prev->next = ss->next;
+    } else {
+        s->sessions = ss->next;
+    }
+    if (ss->next != NULL) {
+        ss->next->prev = ss->prev;
+    }
+    s->session_count--;
+    if (ss->w != NULL) {
+        nt_writer_get_stats(ss->w, &st);
+        IPC_STAT(s, lost_events, st.lost);
+    }
+    IPC_STAT(s, active_sessions, (uint64_t)-1);
+    if (ss->source_started && s->source != NULL && s->source->session_stop != NULL) {
+        s->source->session_stop(s->source->ctx, &ss->cfg);
+    }
+    if (s->session_count == 0) {
+        uv_timer_stop(&s->drain);
+    }
+    if (ss->stop_conn != NULL) {
+        struct ipc_conn *c = ss->stop_conn;
+
+        ss->stop_conn = NULL;
+        c->stopping = NULL;
+        ipc_conn_respond(c, msg, ipc_ok_u64_encode(msg, ss->cfg.session_id));
+    }
+    ipc_session_unref(ss);
+}
+
+static void
+ipc_session_drain_tick(uv_timer_t *t)
+{
+    ipc_session_drain_all(t->data);
+}
+
+static int
+ipc_session_write_process_info(struct ipc_session *ss)
+{
+    const struct ipc_process_info *pi = &ss->srv->info;
+    uint8_t buf[8192];
+    struct nt_payload p;
+    struct nt_event ev;
+    uint32_t id;
+    int err;
+
+    err = nt_writer_define(ss->w, nt_known_event_desc(NT_KNOWN_PROCESS_INFO), &id);
+    if (err < 0) {
+        return err;
+    }
+    nt_payload_init(&p, buf, sizeof(buf));
+    nt_payload_process_info(&p, pi->command_line, pi->os, pi->arch);
+    if (p.err < 0) {
+        /* a command line too long for the buffer: name the process by its executable only */
+        nt_payload_init(&p, buf, sizeof(buf));
+        nt_payload_process_info(&p, ss->srv->entrypoint, pi->os, pi->arch);
+    }
+    if (p.err < 0) {
+        return p.err;
+    }
+    memset(&ev, 0, sizeof(ev));
+    ev.metadata_id = id;
+    ev.thread_id = (uint64_t)getpid();
+    ev.capture_thread_id = (uint64_t)syscall(SYS_gettid);
+    ev.processor = 0xFFFFFFFFu;
+    ev.timestamp = nt_clock_now();
+    ev.payload = buf;
+    ev.payload_size = (uint32_t)p.len;
+    return nt_writer_write(ss->w, &ev);
+}
+
+void
+ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req)
+{
+    struct ipc_server *s = c->srv;
+    struct ipc_session *ss;
+    uint8_t msg[28];
+    int err;
+
+    if (s->session_count >= IPC_MAX_SESSIONS) {
+        ipc_collect_fini(req);
+        ipc_conn_respond_error(c, IPC_HR_FAIL); /* what the runtime answers past 64 sessions */
+        return;
+    }
+    ss = calloc(1, sizeof(*ss));
+    if (ss == NULL) {
+        ipc_collect_fini(req);
+        ipc_conn_respond_error(c, IPC_HR_FAIL);
+        return;
+    }
+    ss->srv = s;
+    ss->refs = 1;
+    ss->req = *req;
+    memset(req, 0, sizeof(*req));
+    /* Like the runtime, the id is the session's address: non-zero and unique while it lives. */
+    ss->cfg.session_id = (uint64_t)(uintptr_t)ss;
+    ss->cfg.providers = ss->req.providers;
+    ss->cfg.provider_count = ss->req.provider_count;
+    ss->cfg.rundown_keyword = ss->req.rundown_keyword;
+    ss->cfg.request_stackwalk = ss->req.request_stackwalk;
+    ss->sink.write = ipc_session_sink_write;
+    ss->sink.ctx = ss;
+
+    /* The OK response goes first in the same byte queue, so it always precedes the stream. */
+    ipc_ok_u64_encode(msg, ss->cfg.session_id);
+    err = ipc_session_sink_write(ss, msg, sizeof(msg));
+    if (err == 0) {
+        err = nt_writer_new(NULL, &ss->sink, &ss->w);
+    }
+    if (err == 0) {
+        err = ipc_session_write_process_info(ss);
+    }
+    if (err < 0) {
+        ipc_log(s, "cannot start a session: %s", strerror(-err));
+        ipc_session_unref(ss);
+        ipc_conn_respond_error(c, IPC_HR_FAIL);
+        return;
+    }
+    ss->next = s->sessions;
+    if (s->sessions != NULL) {
+        s->sessions->prev = ss;
+    }
+    s->sessions = ss;
+    s->session_count++;
+    IPC_STAT(s, sessions, 1);
+    IPC_STAT(s, active_sessions, 1);
+    ss->conn = c;
+    c->session = ss;
+    c->state = IPC_CONN_STREAMING;
+    ipc_conn_start_reading(c, 0); /* only to notice the client leaving */
+    if (c->state == IPC_CONN_CLOSING) {
+        return;
+    }
+    ipc_session_kick(ss);
+    if (s->source != NULL && s->source->session_start != NULL) {
+        err = s->source->session_start(s->source->ctx, &ss->cfg);
+        if (err < 0) {
+            ipc_log(s, "event source: session start failed: %s", strerror(-err));
+        }
+    }
+    ss->source_started = 1;
+    if (!uv_is_active((uv_handle_t *)&s->drain)) {
+        s->drain.data = s;
+        uv_timer_start(&s->drain, ipc_session_drain_tick, IPC_DRAIN_INTERVAL_MS,
+                       IPC_DRAIN_INTERVAL_MS);
+    }
+}
+
+static void
+ipc_session_stop_timeout(uv_timer_t *t)
+{
+    struct ipc_conn *c = t->data;
+
+    /* The client does not read its stream: drop what is queued and close it anyway. */
+    if (c->stopping != NULL && c->stopping->conn != NULL) {
+        ipc_conn_close(c->stopping->conn);
+    }
+}
+
+void
+ipc_session_stop_request(struct ipc_conn *c, uint64_t id)
+{
+    struct ipc_server *s = c->srv;
+    struct ipc_session *ss;
+    uint8_t msg[28];
+
+    for (ss = s->sessions; ss != NULL; ss = ss->next) {
+        if (ss->cfg.session_id == id && ss->stop_conn == NULL && !ss->finished) {
+            break;
+        }
+    }
+    if (ss == NULL || ss->conn == NULL) {
+        /* Unknown id: the runtime silently answers OK. */
+        ipc_conn_respond(c, msg, ipc_ok_u64_encode(msg, id));
+        return;
+    }
+    c->state = IPC_CONN_BUSY;
+    c->stopping = ss;
+    ss->stop_conn = c;
+    ipc_session_finish(ss, 1);
+    uv_timer_start(&c->timer, ipc_session_stop_timeout, IPC_STOP_DRAIN_TIMEOUT_MS, 0);
+    ipc_session_close_stream(ss);
+}
+
+void
+ipc_session_shutdown_all(struct ipc_server *s)
+{
+    struct ipc_session *ss, *next;
+
+    for (ss = s->sessions; ss != NULL; ss = next) {
+        next = ss->next;
+        ipc_session_finish(ss, 0);
+        ipc_session_close_stream(ss);
+    }
+}

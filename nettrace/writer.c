@@ -1,0 +1,1318 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * nettrace/writer.c - the NetTrace V5 writer: stream header and Trace object, then
+ * MetadataBlock, StackBlock, EventBlock and SPBlock objects with compressed event headers
+ * (format doc sections 3, 4.2-4.4, 5.1), and the end-of-stream tag. It appends to a sink and
+ * never seeks. Memory is one buffer of about block_bytes per block kind, the capture-thread
+ * table and the stack-intern table of one sequence-point region (a sequence point is forced
+ * before that table grows past NT_STACK_TABLE_MAX_*). Context: one thread per writer; the hot
+ * path (nt_writer_write with a known stack) does not allocate. It must never emit a block the
+ * readers cannot order: metadata, then stacks, then events, and every stack id after the last
+ * sequence point.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nettrace/format.h"
+#include "nettrace/internal.h"
+#include "nettrace/nettrace.h"
+
+#define NT_DEFAULT_BLOCK_BYTES   (100u * 1024u)
+#define NT_MAX_BLOCK_BYTES       (1024u * 1024u)
+#define NT_MIN_BLOCK_BYTES       64u
+#define NT_DEFAULT_FLUSH_NS      (100u * 1000u * 1000u)
+#define NT_DEFAULT_SP_BYTES      (4u * 1024u * 1024u)
+#define NT_DEFAULT_INTERVAL_NS   (1000u * 1000u)
+#define NT_TICKS_PER_SECOND      1000000000u
+#define NT_POINTER_SIZE          8u
+#define NT_MAX_FIELD_NESTING     8u
+#define NT_STACK_TABLE_MAX_BYTES (64u << 20)
+#define NT_STACK_TABLE_MAX_COUNT (1u << 20)
+#define NT_STACK_INDEX_INITIAL   1024u
+/* Index slots kept across sequence points; a bigger table is released to bound memory. */
+#define NT_STACK_INDEX_KEEP      (64u * 1024u)
+/* Room in front of block content for the object framing: 05 05 01, versions, name, 06, size. */
+#define NT_BLOCK_HEADROOM        48u
+/* Longest compressed event header: flags, 3 x varuint32, 2 x varuint64 + varuint32 (capture,
+ * thread, stack), timestamp, 2 GUIDs, payload size (format doc 4.2). */
+#define NT_EVENT_HEADER_MAX      (1u + 5u + 5u + 10u + 5u + 10u + 5u + 10u + 16u + 16u + 5u)
+
+/* A block under construction. data holds NT_BLOCK_HEADROOM bytes, content, one tail byte. */
+struct nt_buf {
+    uint8_t *data;
+    size_t len; /* content bytes, at data + NT_BLOCK_HEADROOM */
+    size_t cap; /* content capacity */
+};
+
+/* The previous event header of a block, which the next one is compressed against (4.2). */
+struct nt_header {
+    uint32_t metadata_id;
+    uint32_t sequence;
+    uint64_t capture_thread_id;
+    uint64_t thread_id;
+    uint32_t processor;
+    uint32_t stack_id;
+    uint64_t timestamp;
+    uint8_t activity_id[16];
+    uint8_t related_activity_id[16];
+    uint32_t payload_size;
+};
+
+/* An EventBlock or MetadataBlock: content starts with the 20-byte block header (3.5). */
+struct nt_event_block {
+    struct nt_buf buf;
+    struct nt_header prev;
+    uint64_t min_ts;
+    uint64_t max_ts;
+    uint32_t count;
+};
+
+struct nt_capture_thread {
+    uint64_t id;
+    uint32_t sequence; /* last sequence number attempted (written or lost) */
+    int written;       /* an event of this thread is in the stream */
+};
+
+struct nt_stack_entry {
+    uint64_t hash;
+    uint32_t offset; /* into stack_frames, in frames */
+    uint32_t depth;
+};
+
+struct nt_meta_key {
+    char *provider;
+    char *name;
+    uint32_t event_id;
+    uint32_t version;
+};
+
+struct nt_writer {
+    struct nt_sink sink;
+    uint32_t process_id;
+    uint32_t number_of_processors;
+    uint32_t sampling_interval_ns;
+    uint64_t sync_time_ticks;
+    int64_t sync_time_unix_ns;
+    size_t block_bytes;
+    uint64_t flush_interval_ns;
+    uint64_t sequence_point_bytes;
+
+    int err; /* first sink error; sticky */
+    int finished;
+    uint64_t offset;          /* bytes handed to the sink: the stream position */
+    uint64_t sp_offset;       /* stream position after the last sequence point */
+    uint64_t last_ts;         /* no event or sequence point goes below this */
+    uint64_t last_flush_time; /* for nt_writer_poll() */
+    int sp_pending;           /* a loss must be shown by a sequence point (see note_lost) */
+
+    struct nt_event_block meta;
+    struct nt_event_block events;
+    struct nt_buf stacks; /* content: u32 first id, u32 count, records (3.6) */
+    uint32_t stack_block_count;
+
+    struct nt_meta_key *metas;
+    uint32_t meta_count;
+    uint32_t meta_cap;
+
+    struct nt_capture_thread *threads;
+    uint32_t thread_count;
+    uint32_t thread_cap;
+    uint32_t *thread_index; /* open addressing: thread position + 1, 0 = empty */
+    uint32_t thread_mask;
+    uint32_t last_thread;
+
+    struct nt_stack_entry *stack_entries; /* stack id = position + 1 */
+    uint32_t stack_count;
+    uint32_t stack_entry_cap;
+    uint32_t *stack_index; /* open addressing: stack id, 0 = empty */
+    uint32_t stack_mask;
+    uint64_t *stack_frames;
+    size_t stack_frames_len;
+    size_t stack_frames_cap;
+
+    struct nt_writer_stats stats;
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Buffers and the sink                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+PP_MUST_USE static int
+nt_buf_init(struct nt_buf *b, size_t cap)
+{
+    b->data = malloc(NT_BLOCK_HEADROOM + cap + 1);
+    if (b->data == NULL) {
+        return -ENOMEM;
+    }
+    b->len = 0;
+    b->cap = cap;
+    return 0;
+}
+
+/* Makes room for len more content bytes. Only a record larger than a block ever grows it. */
+PP_MUST_USE static int
+nt_buf_reserve(struct nt_buf *b, size_t len)
+{
+    uint8_t *data;
+    size_t cap;
+
+    if (len <= b->cap - b->len) {
+        return 0;
+    }
+    cap = b->len + len;
+    data = realloc(b->data, NT_BLOCK_HEADROOM + cap + 1);
+    if (data == NULL) {
+        return -ENOMEM;
+    }
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static uint8_t *
+nt_buf_end(struct nt_buf *b)
+{
+    return b->data + NT_BLOCK_HEADROOM + b->len;
+}
+
+PP_MUST_USE static int
+nt_writer_emit(struct nt_writer *w, const void *bytes, size_t len)
+{
+    int rc;
+
+    if (w->err != 0) {
+        return w->err;
+    }
+    rc = w->sink.write(w->sink.ctx, bytes, len);
+    if (rc != 0) {
+        w->err = rc < 0 ? rc : -EIO;
+        return w->err;
+    }
+    w->offset += len;
+    w->stats.bytes += len;
+    return 0;
+}
+
+/*
+ * Writes one block object (3.2, 3.4) in a single sink call: the framing goes into the headroom
+ * in front of the content, with the padding that puts the content at a stream offset that is a
+ * multiple of 4, and the closing EndObject tag into the tail byte.
+ */
+PP_MUST_USE static int
+nt_writer_emit_block(struct nt_writer *w, const char *type_name, struct nt_buf *b)
+{
+    size_t name_len = strlen(type_name);
+    size_t framing = 3 + 4 + 4 + 4 + name_len + 1 + 4;
+    size_t pad = (size_t)((4 - (w->offset + framing) % 4) % 4);
+    uint8_t *content = b->data + NT_BLOCK_HEADROOM;
+    uint8_t *p = content - framing - pad;
+    uint8_t *start = p;
+
+    *p++ = NT_TAG_BEGIN_PRIVATE_OBJECT;
+    *p++ = NT_TAG_BEGIN_PRIVATE_OBJECT;
+    *p++ = NT_TAG_NULL_REFERENCE;
+    nt_store_u32le(p, NT_BLOCK_VERSION);
+    nt_store_u32le(p + 4, NT_BLOCK_VERSION);
+    nt_store_u32le(p + 8, (uint32_t)name_len);
+    p += 12;
+    memcpy(p, type_name, name_len);
+    p += name_len;
+    *p++ = NT_TAG_END_OBJECT;
+    nt_store_u32le(p, (uint32_t)b->len);
+    p += 4;
+    memset(p, 0, pad);
+    content[b->len] = NT_TAG_END_OBJECT;
+    return nt_writer_emit(w, start, (size_t)(content - start) + b->len + 1);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Event headers (4.2)                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+static void
+nt_event_block_reset(struct nt_event_block *blk)
+{
+    memset(&blk->prev, 0, sizeof(blk->prev));
+    blk->buf.len = NT_BLOCK_HEADER_SIZE;
+    blk->count = 0;
+    blk->min_ts = 0;
+    blk->max_ts = 0;
+}
+
+/*
+ * Appends a compressed header for cur and then the payload. The caller has reserved
+ * NT_EVENT_HEADER_MAX + payload_size bytes. Each field is written only when it differs from the
+ * previous event of the block; the timestamp delta always; IsSorted on every event, since the
+ * writer keeps timestamps non-decreasing.
+ */
+static void
+nt_event_block_append(struct nt_event_block *blk, const struct nt_header *cur,
+                      const uint8_t *payload)
+{
+    struct nt_header *prev = &blk->prev;
+    uint8_t *start = nt_buf_end(&blk->buf);
+    uint8_t *p = start + 1;
+    uint8_t flags = NT_HDR_SORTED;
+    uint32_t expected = prev->sequence + (cur->metadata_id != 0 ? 1u : 0u);
+
+    if (cur->metadata_id != prev->metadata_id) {
+        flags |= NT_HDR_METADATA_ID;
+        p += nt_varuint_put(p, cur->metadata_id);
+    }
+    if (cur->sequence != expected || cur->capture_thread_id != prev->capture_thread_id ||
+        cur->processor != prev->processor) {
+        flags |= NT_HDR_CAPTURE_THREAD_AND_SEQUENCE;
+        p += nt_varuint_put(p, (uint32_t)(cur->sequence - prev->sequence - 1u));
+        p += nt_varuint_put(p, cur->capture_thread_id);
+        p += nt_varuint_put(p, cur->processor);
+    }
+    if (cur->thread_id != prev->thread_id) {
+        flags |= NT_HDR_THREAD_ID;
+        p += nt_varuint_put(p, cur->thread_id);
+    }
+    if (cur->stack_id != prev->stack_id) {
+        flags |= NT_HDR_STACK_ID;
+        p += nt_varuint_put(p, cur->stack_id);
+    }
+    p += nt_varuint_put(p, cur->timestamp - prev->timestamp);
+    if (memcmp(cur->activity_id, prev->activity_id, 16) != 0) {
+        flags |= NT_HDR_ACTIVITY_ID;
+        memcpy(p, cur->activity_id, 16);
+        p += 16;
+    }
+    if (memcmp(cur->related_activity_id, prev->related_activity_id, 16) != 0) {
+        flags |= NT_HDR_RELATED_ACTIVITY_ID;
+        memcpy(p, cur->related_activity_id, 16);
+        p += 16;
+    }
+    if (cur->payload_size != prev->payload_size) {
+        flags |= NT_HDR_PAYLOAD_SIZE;
+        p += nt_varuint_put(p, cur->payload_size);
+    }
+    start[0] = flags;
+    if (cur->payload_size > 0) {
+        memcpy(p, payload, cur->payload_size);
+        p += cur->payload_size;
+    }
+    blk->buf.len += (size_t)(p - start);
+    if (blk->count == 0) {
+        blk->min_ts = cur->timestamp;
+    }
+    blk->max_ts = cur->timestamp;
+    blk->count++;
+    *prev = *cur;
+}
+
+/* Writes the block header (3.5) into the first 20 content bytes and emits the block. */
+PP_MUST_USE static int
+nt_writer_emit_event_block(struct nt_writer *w, const char *type_name, struct nt_event_block *blk)
+{
+    uint8_t *h = blk->buf.data + NT_BLOCK_HEADROOM;
+    int rc;
+
+    nt_store_u16le(h, NT_BLOCK_HEADER_SIZE);
+    nt_store_u16le(h + 2, NT_BLOCK_FLAG_COMPRESSED);
+    nt_store_u64le(h + 4, blk->min_ts);
+    nt_store_u64le(h + 12, blk->max_ts);
+    rc = nt_writer_emit_block(w, type_name, &blk->buf);
+    if (rc == 0) {
+        w->stats.blocks++;
+    }
+    nt_event_block_reset(blk);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Flushing and sequence points                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+static void
+nt_stack_block_reset(struct nt_writer *w)
+{
+    w->stacks.len = 8;
+    w->stack_block_count = 0;
+}
+
+/* Pending blocks in dependency order: metadata, then stacks, then the events using both. */
+PP_MUST_USE static int
+nt_writer_flush_blocks(struct nt_writer *w)
+{
+    uint8_t *content;
+    int rc;
+
+    if (w->meta.count > 0) {
+        rc = nt_writer_emit_event_block(w, NT_TYPE_NAME_METADATA, &w->meta);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    if (w->stack_block_count > 0) {
+        content = w->stacks.data + NT_BLOCK_HEADROOM;
+        nt_store_u32le(content + 4, w->stack_block_count);
+        rc = nt_writer_emit_block(w, NT_TYPE_NAME_STACK, &w->stacks);
+        nt_stack_block_reset(w);
+        if (rc != 0) {
+            return rc;
+        }
+        w->stats.blocks++;
+    }
+    if (w->events.count > 0) {
+        rc = nt_writer_emit_event_block(w, NT_TYPE_NAME_EVENT, &w->events);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return w->err;
+}
+
+/* Forgets every interned stack: ids restart at 1 (3.6). Oversized tables are released. */
+static void
+nt_writer_stacks_clear(struct nt_writer *w)
+{
+    if (w->stack_mask + 1 > NT_STACK_INDEX_KEEP) {
+        free(w->stack_index);
+        free(w->stack_entries);
+        free(w->stack_frames);
+        w->stack_index = NULL;
+        w->stack_entries = NULL;
+        w->stack_frames = NULL;
+        w->stack_mask = 0;
+        w->stack_entry_cap = 0;
+        w->stack_frames_cap = 0;
+    } else if (w->stack_index != NULL && w->stack_count > 0) {
+        memset(w->stack_index, 0, (w->stack_mask + 1) * sizeof(*w->stack_index));
+    }
+    w->stack_count = 0;
+    w->stack_frames_len = 0;
+}
+
+/*
+ * Flushes and writes an SPBlock (3.7): a timestamp above every earlier event, and every capture
+ * thread with its last sequence number, so readers count losses even for threads that lost all
+ * their events. Later events are clamped to at least that timestamp.
+ */
+PP_MUST_USE static int
+nt_writer_write_sequence_point(struct nt_writer *w)
+{
+    struct nt_buf *b = &w->stacks; /* empty after the flush: reused as scratch */
+    uint8_t *p;
+    uint32_t i;
+    int rc;
+
+    rc = nt_writer_flush_blocks(w);
+    if (rc != 0) {
+        return rc;
+    }
+    b->len = 0;
+    rc = nt_buf_reserve(b, 12 + (size_t)w->thread_count * 12);
+    if (rc != 0) {
+        nt_stack_block_reset(w);
+        return rc;
+    }
+    w->last_ts++;
+    p = b->data + NT_BLOCK_HEADROOM;
+    nt_store_u64le(p, w->last_ts);
+    nt_store_u32le(p + 8, w->thread_count);
+    p += 12;
+    for (i = 0; i < w->thread_count; i++) {
+        nt_store_u64le(p, w->threads[i].id);
+        nt_store_u32le(p + 8, w->threads[i].sequence);
+        p += 12;
+    }
+    b->len = (size_t)(p - (b->data + NT_BLOCK_HEADROOM));
+    rc = nt_writer_emit_block(w, NT_TYPE_NAME_SP, b);
+    nt_stack_block_reset(w);
+    if (rc != 0) {
+        return rc;
+    }
+    w->stats.sequence_points++;
+    w->sp_offset = w->offset;
+    w->sp_pending = 0;
+    nt_writer_stacks_clear(w);
+    return 0;
+}
+
+/* Flushes, then starts a new sequence-point region when sequence_point_bytes were written. */
+PP_MUST_USE static int
+nt_writer_flush_all(struct nt_writer *w)
+{
+    int rc = nt_writer_flush_blocks(w);
+
+    if (rc == 0 && w->offset - w->sp_offset >= w->sequence_point_bytes) {
+        rc = nt_writer_write_sequence_point(w);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Capture threads and stacks                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+static uint32_t
+nt_thread_slot(uint64_t id, uint32_t mask)
+{
+    return (uint32_t)((id * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
+
+PP_MUST_USE static int
+nt_writer_threads_grow(struct nt_writer *w)
+{
+    uint32_t cap = w->thread_cap != 0 ? w->thread_cap * 2 : 8;
+    uint32_t mask = cap * 2 - 1;
+    struct nt_capture_thread *threads;
+    uint32_t *index;
+    uint32_t i, slot;
+
+    if (w->thread_cap >= (1u << 24)) {
+        return -ENOMEM; /* more capture threads than any SPBlock should list */
+    }
+    threads = realloc(w->threads, cap * sizeof(*threads));
+    if (threads == NULL) {
+        return -ENOMEM;
+    }
+    w->threads = threads;
+    index = calloc((size_t)mask + 1, sizeof(*index));
+    if (index == NULL) {
+        return -ENOMEM;
+    }
+    for (i = 0; i < w->thread_count; i++) {
+        slot = nt_thread_slot(threads[i].id, mask);
+        while (index[slot] != 0) {
+            slot = (slot + 1) & mask;
+        }
+        index[slot] = i + 1;
+    }
+    free(w->thread_index);
+    w->thread_index = index;
+    w->thread_mask = mask;
+    w->thread_cap = cap;
+    return 0;
+}
+
+/* Finds or adds the capture thread id. Returns 0 and its position, or -ENOMEM. */
+PP_MUST_USE static int
+nt_writer_thread(struct nt_writer *w, uint64_t id, uint32_t *pos)
+{
+    uint32_t slot, i;
+    int rc;
+
+    if (w->last_thread < w->thread_count && w->threads[w->last_thread].id == id) {
+        *pos = w->last_thread;
+        return 0;
+    }
+    if (w->thread_count == w->thread_cap) {
+        rc = nt_writer_threads_grow(w);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    slot = nt_thread_slot(id, w->thread_mask);
+    while ((i = w->thread_index[slot]) != 0) {
+        if (w->threads[i - 1].id == id) {
+            *pos = w->last_thread = i - 1;
+            return 0;
+        }
+        slot = (slot + 1) & w->thread_mask;
+    }
+    i = w->thread_count++;
+    w->threads[i].id = id;
+    w->threads[i].sequence = 0;
+    w->threads[i].written = 0;
+    w->thread_index[slot] = i + 1;
+    *pos = w->last_thread = i;
+    return 0;
+}
+
+/* Two independent multiply chains, so the hash of a deep stack is not one long dependency. */
+static uint64_t
+nt_stack_hash(const uint64_t *frames, uint32_t depth)
+{
+    uint64_t a = 0x9E3779B97F4A7C15ull ^ depth;
+    uint64_t b = 0xC2B2AE3D27D4EB4Full;
+    uint32_t i;
+
+    for (i = 0; i + 1 < depth; i += 2) {
+        a = (a ^ frames[i]) * 0xFF51AFD7ED558CCDull;
+        b = (b ^ frames[i + 1]) * 0xC4CEB9FE1A85EC53ull;
+        a ^= a >> 32;
+        b ^= b >> 29;
+    }
+    if (i < depth) {
+        a = (a ^ frames[i]) * 0xFF51AFD7ED558CCDull;
+    }
+    a ^= b * 0x9E3779B97F4A7C15ull;
+    return a ^ (a >> 31);
+}
+
+PP_MUST_USE static int
+nt_writer_stacks_grow(struct nt_writer *w, uint32_t depth)
+{
+    struct nt_stack_entry *entries;
+    uint64_t *frames;
+    uint32_t *index;
+    uint32_t mask, i, slot;
+    size_t cap;
+
+    if (w->stack_count == w->stack_entry_cap) {
+        cap = w->stack_entry_cap != 0 ? (size_t)w->stack_entry_cap * 2 : 256;
+        entries = realloc(w->stack_entries, cap * sizeof(*entries));
+        if (entries == NULL) {
+            return -ENOMEM;
+        }
+        w->stack_entries = entries;
+        w->stack_entry_cap = (uint32_t)cap;
+    }
+    if (w->stack_frames_cap - w->stack_frames_len < depth) {
+        cap = w->stack_frames_cap != 0 ? w->stack_frames_cap : 4096;
+        while (cap - w->stack_frames_len < depth) {
+            cap *= 2;
+        }
+        frames = realloc(w->stack_frames, cap * sizeof(*frames));
+        if (frames == NULL) {
+            return -ENOMEM;
+        }
+        w->stack_frames = frames;
+        w->stack_frames_cap = cap;
+    }
+    /* Keep the index at most half full. */
+    if (w->stack_index == NULL || (w->stack_count + 1) * 2 > w->stack_mask + 1) {
+        mask = w->stack_index == NULL ? NT_STACK_INDEX_INITIAL - 1 : w->stack_mask * 2 + 1;
+        index = calloc((size_t)mask + 1, sizeof(*index));
+        if (index == NULL) {
+            return -ENOMEM;
+        }
+        for (i = 0; i < w->stack_count; i++) {
+            slot = (uint32_t)w->stack_entries[i].hash & mask;
+            while (index[slot] != 0) {
+                slot = (slot + 1) & mask;
+            }
+            index[slot] = i + 1;
+        }
+        free(w->stack_index);
+        w->stack_index = index;
+        w->stack_mask = mask;
+    }
+    return 0;
+}
+
+/* Appends one stack record (3.6) to the pending StackBlock. */
+static void
+nt_writer_stack_record(struct nt_writer *w, uint32_t id, const uint64_t *frames, uint32_t depth)
+{
+    uint8_t *p = nt_buf_end(&w->stacks);
+    uint32_t i;
+
+    if (w->stack_block_count == 0) {
+        nt_store_u32le(w->stacks.data + NT_BLOCK_HEADROOM, id);
+    }
+    nt_store_u32le(p, depth * NT_POINTER_SIZE);
+    p += 4;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, frames, (size_t)depth * 8);
+    (void)i;
+#else
+    for (i = 0; i < depth; i++) {
+        nt_store_u64le(p + 8 * i, frames[i]);
+    }
+#endif
+    w->stacks.len += 4 + (size_t)depth * 8;
+    w->stack_block_count++;
+}
+
+/*
+ * Returns the id of the stack in the current sequence-point region, adding it (and its
+ * StackBlock record) when new. May flush, and may write a sequence point when the region's
+ * table is full; both happen before the caller encodes its event.
+ */
+PP_MUST_USE static int
+nt_writer_intern(struct nt_writer *w, const uint64_t *frames, uint32_t depth, uint32_t *id)
+{
+    uint64_t hash = nt_stack_hash(frames, depth);
+    size_t record = 4 + (size_t)depth * 8;
+    struct nt_stack_entry *e;
+    uint32_t slot, i;
+    int rc;
+
+again:
+    if (w->stack_index != NULL) {
+        slot = (uint32_t)hash & w->stack_mask;
+        while ((i = w->stack_index[slot]) != 0) {
+            e = &w->stack_entries[i - 1];
+            if (e->hash == hash && e->depth == depth &&
+                memcmp(w->stack_frames + e->offset, frames, (size_t)depth * 8) == 0) {
+                *id = i;
+                return 0;
+            }
+            slot = (slot + 1) & w->stack_mask;
+        }
+    }
+    if (w->stack_count >= NT_STACK_TABLE_MAX_COUNT ||
+        (w->stack_frames_len + depth) * 8 > NT_STACK_TABLE_MAX_BYTES) {
+        rc = nt_writer_write_sequence_point(w);
+        if (rc != 0) {
+            return rc;
+        }
+        goto again;
+    }
+    if (w->stack_block_count > 0 && w->stacks.len + record > w->block_bytes) {
+        rc = nt_writer_flush_all(w);
+        if (rc != 0) {
+            return rc;
+        }
+        goto again; /* a sequence point may have emptied the table */
+    }
+    rc = nt_writer_stacks_grow(w, depth);
+    if (rc == 0) {
+        rc = nt_buf_reserve(&w->stacks, record);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    slot = (uint32_t)hash & w->stack_mask;
+    while (w->stack_index[slot] != 0) {
+        slot = (slot + 1) & w->stack_mask;
+    }
+    i = w->stack_count++;
+    e = &w->stack_entries[i];
+    e->hash = hash;
+    e->depth = depth;
+    e->offset = (uint32_t)w->stack_frames_len;
+    memcpy(w->stack_frames + w->stack_frames_len, frames, (size_t)depth * 8);
+    w->stack_frames_len += depth;
+    w->stack_index[slot] = i + 1;
+    nt_writer_stack_record(w, i + 1, frames, depth);
+    w->stats.stacks++;
+    *id = i + 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Metadata records (5.1)                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Serialises into p when p is not NULL; always counts. */
+struct nt_meta_out {
+    uint8_t *p;
+    size_t n;
+};
+
+static void
+nt_meta_u32(struct nt_meta_out *o, uint32_t v)
+{
+    if (o->p != NULL) {
+        nt_store_u32le(o->p + o->n, v);
+    }
+    o->n += 4;
+}
+
+static void
+nt_meta_u8(struct nt_meta_out *o, uint8_t v)
+{
+    if (o->p != NULL) {
+        o->p[o->n] = v;
+    }
+    o->n += 1;
+}
+
+static void
+nt_meta_string(struct nt_meta_out *o, const char *utf8)
+{
+    if (o->p != NULL) {
+        o->n += nt_utf16_put(o->p + o->n, utf8);
+    } else {
+        o->n += (size_t)nt_utf16_size(utf8); /* validated by nt_meta_check() */
+    }
+}
+
+static int
+nt_meta_type_ok(enum nt_type t)
+{
+    return t == NT_TYPE_OBJECT || (t >= NT_TYPE_BOOLEAN && t <= NT_TYPE_ARRAY);
+}
+
+/*
+ * Rejects what V5 metadata cannot say: V6-only or unknown type codes, arrays of arrays, nesting
+ * deeper than NT_MAX_FIELD_NESTING, NULL field lists and invalid UTF-8 names. Sets *has_array
+ * when some field is an array (which needs the V2Params tag).
+ */
+PP_MUST_USE static int
+nt_meta_check(const struct nt_field *fields, uint32_t count, uint32_t depth, int *has_array)
+{
+    const struct nt_field *f;
+    uint32_t i;
+    int rc;
+
+    if (count > 0 && fields == NULL) {
+        return -EINVAL;
+    }
+    if (depth > NT_MAX_FIELD_NESTING || count > NT_MAX_PAYLOAD) {
+        return -EINVAL;
+    }
+    for (i = 0; i < count; i++) {
+        f = &fields[i];
+        if (!nt_meta_type_ok(f->type) || nt_utf16_size(f->name) < 0) {
+            return -EINVAL;
+        }
+        if (f->type == NT_TYPE_ARRAY) {
+            *has_array = 1;
+            if (f->element_type == NT_TYPE_ARRAY || !nt_meta_type_ok(f->element_type)) {
+                return -EINVAL;
+            }
+        }
+        if (f->type == NT_TYPE_OBJECT ||
+            (f->type == NT_TYPE_ARRAY && f->element_type == NT_TYPE_OBJECT)) {
+            rc = nt_meta_check(f->fields, f->field_count, depth + 1, has_array);
+            if (rc != 0) {
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+/* V1 field list: i32 count, then { i32 type, [nested list for Object], UTF-16z name }. */
+static void
+nt_meta_fields_v1(struct nt_meta_out *o, const struct nt_field *fields, uint32_t count)
+{
+    uint32_t i;
+
+    nt_meta_u32(o, count);
+    for (i = 0; i < count; i++) {
+        nt_meta_u32(o, (uint32_t)fields[i].type);
+        if (fields[i].type == NT_TYPE_OBJECT) {
+            nt_meta_fields_v1(o, fields[i].fields, fields[i].field_count);
+        }
+        nt_meta_string(o, fields[i].name);
+    }
+}
+
+static void nt_meta_fields_v2(struct nt_meta_out *o, const struct nt_field *fields, uint32_t count);
+
+/* V2 type: i32 type, then the nested list (Object) or the element type (Array). */
+static void
+nt_meta_type_v2(struct nt_meta_out *o, enum nt_type type, const struct nt_field *f)
+{
+    nt_meta_u32(o, (uint32_t)type);
+    if (type == NT_TYPE_OBJECT) {
+        nt_meta_fields_v2(o, f->fields, f->field_count);
+    } else if (type == NT_TYPE_ARRAY) {
+        nt_meta_type_v2(o, f->element_type, f);
+    }
+}
+
+/* V2 field list: i32 count, then { i32 size including itself, UTF-16z name, type }. */
+static void
+nt_meta_fields_v2(struct nt_meta_out *o, const struct nt_field *fields, uint32_t count)
+{
+    struct nt_meta_out sizer;
+    uint32_t i;
+
+    nt_meta_u32(o, count);
+    for (i = 0; i < count; i++) {
+        sizer.p = NULL;
+        sizer.n = 4;
+        nt_meta_string(&sizer, fields[i].name);
+        nt_meta_type_v2(&sizer, fields[i].type, &fields[i]);
+        nt_meta_u32(o, (uint32_t)sizer.n);
+        nt_meta_string(o, fields[i].name);
+        nt_meta_type_v2(o, fields[i].type, &fields[i]);
+    }
+}
+
+/* The whole record; tags in the runtime's order: OpCode, then V2Params (5.1). */
+static void
+nt_meta_record(struct nt_meta_out *o, const struct nt_event_desc *d, uint32_t id, int has_array)
+{
+    struct nt_meta_out sizer = { NULL, 0 };
+
+    nt_meta_u32(o, id);
+    nt_meta_string(o, d->provider);
+    nt_meta_u32(o, d->event_id);
+    nt_meta_string(o, d->name);
+    nt_meta_u32(o, (uint32_t)d->keywords);
+    nt_meta_u32(o, (uint32_t)(d->keywords >> 32));
+    nt_meta_u32(o, d->version);
+    nt_meta_u32(o, d->level);
+    if (has_array) {
+        nt_meta_u32(o, 0); /* the V2Params tag is authoritative */
+    } else {
+        nt_meta_fields_v1(o, d->fields, d->field_count);
+    }
+    if (d->opcode != 0) {
+        nt_meta_u32(o, 1);
+        nt_meta_u8(o, NT_METADATA_TAG_OPCODE);
+        nt_meta_u8(o, d->opcode);
+    }
+    if (has_array) {
+        nt_meta_fields_v2(&sizer, d->fields, d->field_count);
+        nt_meta_u32(o, (uint32_t)sizer.n);
+        nt_meta_u8(o, NT_METADATA_TAG_V2_PARAMS);
+        nt_meta_fields_v2(o, d->fields, d->field_count);
+    }
+}
+
+static int
+nt_meta_key_equal(const struct nt_meta_key *k, const struct nt_event_desc *d, const char *name)
+{
+    return k->event_id == d->event_id && k->version == d->version &&
+           strcmp(k->provider, d->provider) == 0 && strcmp(k->name, name) == 0;
+}
+
+static char *
+nt_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *copy = malloc(n);
+
+    if (copy != NULL) {
+        memcpy(copy, s, n);
+    }
+    return copy;
+}
+
+int
+nt_writer_define(struct nt_writer *w, const struct nt_event_desc *desc, uint32_t *metadata_id)
+{
+    struct nt_meta_out out = { NULL, 0 };
+    struct nt_header hdr;
+    struct nt_meta_key key = { NULL, NULL, 0, 0 };
+    struct nt_meta_key *metas;
+    uint8_t *record = NULL;
+    const char *name;
+    int has_array = 0;
+    size_t need;
+    uint32_t i;
+    int rc;
+
+    if (w == NULL || desc == NULL || metadata_id == NULL || desc->provider == NULL) {
+        return -EINVAL;
+    }
+    if (w->err != 0) {
+        return w->err;
+    }
+    if (w->finished) {
+        return -EINVAL;
+    }
+    name = desc->name != NULL ? desc->name : "";
+    for (i = 0; i < w->meta_count; i++) {
+        if (nt_meta_key_equal(&w->metas[i], desc, name)) {
+            *metadata_id = i + 1;
+            return 0;
+        }
+    }
+    if (nt_utf16_size(desc->provider) < 0 || nt_utf16_size(name) < 0 ||
+        w->meta_count >= INT32_MAX - 1) {
+        return -EINVAL;
+    }
+    rc = nt_meta_check(desc->fields, desc->field_count, 0, &has_array);
+    if (rc != 0) {
+        return rc;
+    }
+    nt_meta_record(&out, desc, w->meta_count + 1, has_array);
+    if (out.n > NT_MAX_PAYLOAD) {
+        return -EINVAL; /* the metadata event's payload must fit TraceEvent's 16-bit size */
+    }
+    if (w->meta_count == w->meta_cap) {
+        metas = realloc(w->metas, (w->meta_cap != 0 ? w->meta_cap * 2 : 16) * sizeof(*metas));
+        if (metas == NULL) {
+            return -ENOMEM;
+        }
+        w->metas = metas;
+        w->meta_cap = w->meta_cap != 0 ? w->meta_cap * 2 : 16;
+    }
+    key.provider = nt_strdup(desc->provider);
+    key.name = nt_strdup(name);
+    key.event_id = desc->event_id;
+    key.version = desc->version;
+    if (key.provider == NULL || key.name == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    need = NT_EVENT_HEADER_MAX + out.n;
+    if (w->meta.count > 0 && w->meta.buf.len + need > w->block_bytes) {
+        rc = nt_writer_flush_all(w);
+        if (rc != 0) {
+            goto out;
+        }
+    }
+    rc = nt_buf_reserve(&w->meta.buf, need);
+    if (rc != 0) {
+        goto out;
+    }
+    /*
+     * Metadata events carry metadata id 0, no sequence number, capture thread 0 and processor
+     * 0xFFFFFFFF, as the runtime writes them; their payload is the record.
+     */
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.processor = UINT32_MAX;
+    hdr.timestamp = w->last_ts;
+    hdr.payload_size = (uint32_t)out.n;
+    record = malloc(out.n);
+    if (record == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    out.p = record;
+    out.n = 0;
+    nt_meta_record(&out, desc, w->meta_count + 1, has_array);
+    nt_event_block_append(&w->meta, &hdr, record);
+    w->metas[w->meta_count++] = key;
+    key.provider = NULL;
+    key.name = NULL;
+    *metadata_id = w->meta_count;
+    rc = 0;
+out:
+    free(record);
+    free(key.provider);
+    free(key.name);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Stream header and Trace object (3.1-3.3)                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+PP_MUST_USE static int
+nt_writer_write_header(struct nt_writer *w)
+{
+    uint8_t buf[NT_MAGIC_LEN + 4 + NT_FAST_SERIALIZATION_LEN + 21 + NT_TRACE_OBJECT_SIZE + 1];
+    int64_t secs = w->sync_time_unix_ns / 1000000000;
+    int64_t nsec = w->sync_time_unix_ns % 1000000000;
+    time_t t;
+    struct tm tm;
+    uint8_t *p = buf;
+
+    if (nsec < 0) {
+        secs -= 1;
+        nsec += 1000000000;
+    }
+    t = (time_t)secs;
+    if (gmtime_r(&t, &tm) == NULL || tm.tm_year + 1900 < 1601 || tm.tm_year + 1900 > 30827) {
+        return -EINVAL; /* SYSTEMTIME cannot hold it, and TraceEvent throws on invalid dates */
+    }
+    memcpy(p, NT_MAGIC, NT_MAGIC_LEN);
+    p += NT_MAGIC_LEN;
+    nt_store_u32le(p, NT_FAST_SERIALIZATION_LEN);
+    p += 4;
+    memcpy(p, NT_FAST_SERIALIZATION, NT_FAST_SERIALIZATION_LEN);
+    p += NT_FAST_SERIALIZATION_LEN;
+    *p++ = NT_TAG_BEGIN_PRIVATE_OBJECT;
+    *p++ = NT_TAG_BEGIN_PRIVATE_OBJECT;
+    *p++ = NT_TAG_NULL_REFERENCE;
+    nt_store_u32le(p, NT_TRACE_VERSION);
+    nt_store_u32le(p + 4, NT_TRACE_VERSION);
+    nt_store_u32le(p + 8, sizeof(NT_TYPE_NAME_TRACE) - 1);
+    p += 12;
+    memcpy(p, NT_TYPE_NAME_TRACE, sizeof(NT_TYPE_NAME_TRACE) - 1);
+    p += sizeof(NT_TYPE_NAME_TRACE) - 1;
+    *p++ = NT_TAG_END_OBJECT;
+    /* SYSTEMTIME, UTC: year, month, day of week, day, hour, minute, second, millisecond. */
+    nt_store_u16le(p, (uint16_t)(tm.tm_year + 1900));
+    nt_store_u16le(p + 2, (uint16_t)(tm.tm_mon + 1));
+    nt_store_u16le(p + 4, (uint16_t)tm.tm_wday);
+    nt_store_u16le(p + 6, (uint16_t)tm.tm_mday);
+    nt_store_u16le(p + 8, (uint16_t)tm.tm_hour);
+    nt_store_u16le(p + 10, (uint16_t)tm.tm_min);
+    nt_store_u16le(p + 12, (uint16_t)tm.tm_sec);
+    nt_store_u16le(p + 14, (uint16_t)(nsec / 1000000));
+    nt_store_u64le(p + 16, w->sync_time_ticks);
+    nt_store_u64le(p + 24, NT_TICKS_PER_SECOND);
+    nt_store_u32le(p + 32, NT_POINTER_SIZE);
+    nt_store_u32le(p + 36, w->process_id);
+    nt_store_u32le(p + 40, w->number_of_processors);
+    nt_store_u32le(p + 44, w->sampling_interval_ns);
+    p += NT_TRACE_OBJECT_SIZE;
+    *p++ = NT_TAG_END_OBJECT;
+    return nt_writer_emit(w, buf, (size_t)(p - buf));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Public API                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+int
+nt_writer_new(const struct nt_writer_options *opts, const struct nt_sink *sink,
+              struct nt_writer **out)
+{
+    struct nt_writer_options o;
+    struct nt_writer *w = NULL;
+    struct timespec ts;
+    long ncpu;
+    int rc;
+
+    if (out == NULL) {
+        return -EINVAL;
+    }
+    *out = NULL;
+    if (sink == NULL || sink->write == NULL) {
+        return -EINVAL;
+    }
+    if (opts != NULL) {
+        o = *opts;
+    } else {
+        memset(&o, 0, sizeof(o));
+    }
+    w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return -ENOMEM;
+    }
+    w->sink = *sink;
+    w->process_id = o.process_id != 0 ? o.process_id : (uint32_t)getpid();
+    ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    w->number_of_processors = o.number_of_processors != 0 ? o.number_of_processors
+                              : ncpu > 0                  ? (uint32_t)ncpu
+                                                          : 1;
+    w->sampling_interval_ns =
+            o.sampling_interval_ns != 0 ? o.sampling_interval_ns : NT_DEFAULT_INTERVAL_NS;
+    w->sync_time_ticks = o.sync_time_ticks != 0 ? o.sync_time_ticks : nt_clock_now();
+    if (o.sync_time_unix_ns != 0) {
+        w->sync_time_unix_ns = o.sync_time_unix_ns;
+    } else {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        w->sync_time_unix_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    }
+    w->block_bytes = o.block_bytes != 0 ? o.block_bytes : NT_DEFAULT_BLOCK_BYTES;
+    if (w->block_bytes > NT_MAX_BLOCK_BYTES) {
+        w->block_bytes = NT_MAX_BLOCK_BYTES;
+    }
+    if (w->block_bytes < NT_MIN_BLOCK_BYTES) {
+        w->block_bytes = NT_MIN_BLOCK_BYTES;
+    }
+    w->flush_interval_ns = o.flush_interval_ns != 0 ? o.flush_interval_ns : NT_DEFAULT_FLUSH_NS;
+    w->sequence_point_bytes =
+            o.sequence_point_bytes != 0 ? o.sequence_point_bytes : NT_DEFAULT_SP_BYTES;
+    w->last_ts = w->sync_time_ticks;
+    w->last_flush_time = nt_clock_now();
+
+    rc = nt_buf_init(&w->meta.buf, w->block_bytes);
+    if (rc == 0) {
+        rc = nt_buf_init(&w->events.buf, w->block_bytes);
+    }
+    if (rc == 0) {
+        rc = nt_buf_init(&w->stacks, w->block_bytes);
+    }
+    if (rc != 0) {
+        goto out;
+    }
+    nt_event_block_reset(&w->meta);
+    nt_event_block_reset(&w->events);
+    nt_stack_block_reset(w);
+    rc = nt_writer_write_header(w);
+    if (rc != 0) {
+        goto out;
+    }
+    w->sp_offset = w->offset;
+    *out = w;
+    w = NULL;
+out:
+    nt_writer_free(w);
+    return rc;
+}
+
+int
+nt_writer_write(struct nt_writer *w, const struct nt_event *ev)
+{
+    struct nt_capture_thread *t;
+    struct nt_header hdr;
+    uint32_t stack_id = 0;
+    uint32_t pos;
+    size_t need;
+    int rc;
+
+    if (w == NULL || ev == NULL) {
+        return -EINVAL;
+    }
+    if (w->err != 0) {
+        return w->err;
+    }
+    if (w->finished || ev->metadata_id == 0 || ev->metadata_id > w->meta_count ||
+        ev->payload_size > NT_MAX_PAYLOAD || (ev->payload_size > 0 && ev->payload == NULL) ||
+        ev->stack_depth > NT_MAX_STACK_DEPTH || (ev->stack_depth > 0 && ev->stack == NULL)) {
+        return -EINVAL;
+    }
+    if (w->sp_pending) {
+        rc = nt_writer_write_sequence_point(w);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    need = NT_EVENT_HEADER_MAX + ev->payload_size;
+    if (w->events.count > 0 && w->events.buf.len + need > w->block_bytes) {
+        rc = nt_writer_flush_all(w);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    if (ev->stack_depth > 0) {
+        rc = nt_writer_intern(w, ev->stack, ev->stack_depth, &stack_id);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    rc = nt_buf_reserve(&w->events.buf, need);
+    if (rc == 0) {
+        rc = nt_writer_thread(w, ev->capture_thread_id, &pos);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    t = &w->threads[pos];
+    t->sequence++;
+    t->written = 1;
+    if (ev->timestamp > w->last_ts) {
+        w->last_ts = ev->timestamp;
+    }
+    hdr.metadata_id = ev->metadata_id;
+    hdr.sequence = t->sequence;
+    hdr.capture_thread_id = ev->capture_thread_id;
+    hdr.thread_id = ev->thread_id;
+    hdr.processor = ev->processor;
+    hdr.stack_id = stack_id;
+    hdr.timestamp = w->last_ts;
+    memcpy(hdr.activity_id, ev->activity_id, 16);
+    memcpy(hdr.related_activity_id, ev->related_activity_id, 16);
+    hdr.payload_size = ev->payload_size;
+    nt_event_block_append(&w->events, &hdr, ev->payload);
+    w->stats.events++;
+    return 0;
+}
+
+int
+nt_writer_note_lost(struct nt_writer *w, uint64_t capture_thread_id, uint32_t count)
+{
+    uint32_t pos;
+    int rc;
+
+    if (w == NULL || w->finished) {
+        return -EINVAL;
+    }
+    rc = nt_writer_thread(w, capture_thread_id, &pos);
+    if (rc != 0) {
+        return rc;
+    }
+    w->threads[pos].sequence += count;
+    w->stats.lost += count;
+    /*
+     * Readers start a new capture thread at its first sequence number, so a loss before the
+     * first event is invisible in the events; a sequence point listing the thread shows it.
+     */
+    if (count > 0 && !w->threads[pos].written) {
+        w->sp_pending = 1;
+    }
+    return 0;
+}
+
+int
+nt_writer_flush(struct nt_writer *w)
+{
+    if (w == NULL) {
+        return -EINVAL;
+    }
+    if (w->err != 0) {
+        return w->err;
+    }
+    if (w->finished) {
+        return -EINVAL;
+    }
+    return nt_writer_flush_all(w);
+}
+
+int
+nt_writer_poll(struct nt_writer *w, uint64_t now)
+{
+    int rc;
+
+    if (w == NULL) {
+        return -EINVAL;
+    }
+    if (w->err != 0) {
+        return w->err;
+    }
+    if (w->finished) {
+        return -EINVAL;
+    }
+    if (now < w->last_flush_time || now - w->last_flush_time < w->flush_interval_ns) {
+        return 0;
+    }
+    rc = nt_writer_flush_all(w);
+    w->last_flush_time = now;
+    return rc;
+}
+
+int
+nt_writer_sequence_point(struct nt_writer *w)
+{
+    if (w == NULL) {
+        return -EINVAL;
+    }
+    if (w->err != 0) {
+        return w->err;
+    }
+    if (w->finished) {
+        return -EINVAL;
+    }
+    return nt_writer_write_sequence_point(w);
+}
+
+int
+nt_writer_finish(struct nt_writer *w)
+{
+    static const uint8_t end = NT_TAG_NULL_REFERENCE;
+    int rc;
+
+    if (w == NULL) {
+        return -EINVAL;
+    }
+    if (w->err != 0) {
+        return w->err;
+    }
+    if (w->finished) {
+        return -EINVAL;
+    }
+    rc = nt_writer_write_sequence_point(w);
+    if (rc == 0) {
+        rc = nt_writer_emit(w, &end, 1);
+    }
+    w->finished = 1;
+    return rc;
+}
+
+void
+nt_writer_get_stats(const struct nt_writer *w, struct nt_writer_stats *out)
+{
+    if (out == NULL) {
+        return;
+    }
+    if (w == NULL) {
+        memset(out, 0, sizeof(*out));
+        return;
+    }
+    *out = w->stats;
+}
+
+void
+nt_writer_free(struct nt_writer *w)
+{
+    uint32_t i;
+
+    if (w == NULL) {
+        return;
+    }
+    for (i = 0; i < w->meta_count; i++) {
+        free(w->metas[i].provider);
+        free(w->metas[i].name);
+    }
+    free(w->metas);
+    free(w->meta.buf.data);
+    free(w->events.buf.data);
+    free(w->stacks.data);
+    free(w->threads);
+    free(w->thread_index);
+    free(w->stack_entries);
+    free(w->stack_index);
+    free(w->stack_frames);
+    free(w);
+}

@@ -1,0 +1,731 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim/agent-source.c - feeds the agent's samples into every tracing session of the diagnostic
+ * server. Each drain takes every pending record from the agent once, sorts the samples by time
+ * (records of different threads arrive thread by thread) and writes them into each session that
+ * enables them: a ThreadSample of Microsoft-DotNETCore-SampleProfiler per sample (type 2 when
+ * the thread was running, 1 when it was waiting, so TraceEvent's thread-time computer charges
+ * CPU and waiting time correctly), and pipeprof's own events for threads, modules, per-sample CPU
+ * time and lost samples. A congested session gets no events; its losses become sequence gaps.
+ * At StopTracing the rundown names every function a stack of that session referenced.
+ * Context: the IPC loop thread only (no locking needed here); never a signal handler.
+ */
+#include "shim/agent-source.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nettrace/format.h"
+#include "nettrace/nettrace.h"
+
+/* The level at which pipeprof's per-sample CpuSample event is written (Verbose). */
+#define SHIM_LEVEL_VERBOSE 5
+
+enum shim_pipeprof_event {
+    SHIM_EV_THREAD_START = 1,
+    SHIM_EV_THREAD_STOP = 2,
+    SHIM_EV_MODULE_LOAD = 3,
+    SHIM_EV_CPU_SAMPLE = 4,
+    SHIM_EV_LOST_SAMPLES = 5,
+};
+
+static const struct nt_field shim_thread_start_fields[] = {
+    { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "Name", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },
+};
+static const struct nt_field shim_thread_stop_fields[] = {
+    { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+};
+static const struct nt_field shim_module_fields[] = {
+    { "Path", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "Base", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "Size", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "BuildId", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },
+};
+static const struct nt_field shim_cpu_sample_fields[] = {
+    { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "CpuTimeNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "State", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },     /* 1 running, 2 waiting */
+    { "Mode", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },      /* 1 cpu, 2 wall */
+    { "Unwinder", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },  /* enum ag_unwinder */
+    { "UnwindEnd", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 }, /* enum ag_unwind_end */
+    { "Depth", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
+};
+static const struct nt_field shim_lost_fields[] = {
+    { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "Count", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+};
+
+/* Stack-less EventSource events, so they never split TraceEvent's CPU intervals. */
+static const struct nt_event_desc shim_pipeprof_events[] = {
+    { SHIM_PROVIDER_PIPEPROF, SHIM_EV_THREAD_START, "ThreadStart", 0, 1, 4, 0,
+      shim_thread_start_fields, 2, 0 },
+    { SHIM_PROVIDER_PIPEPROF, SHIM_EV_THREAD_STOP, "ThreadStop", 0, 1, 4, 0,
+      shim_thread_stop_fields, 1, 0 },
+    { SHIM_PROVIDER_PIPEPROF, SHIM_EV_MODULE_LOAD, "ModuleLoad", 0, 1, 4, 0, shim_module_fields, 4,
+      0 },
+    { SHIM_PROVIDER_PIPEPROF, SHIM_EV_CPU_SAMPLE, "CpuSample", 0, 1, SHIM_LEVEL_VERBOSE, 0,
+      shim_cpu_sample_fields, 7, 0 },
+    { SHIM_PROVIDER_PIPEPROF, SHIM_EV_LOST_SAMPLES, "LostSamples", 0, 1, 4, 0, shim_lost_fields, 2,
+      0 },
+};
+
+/* An open-addressing set of code addresses (0 is the empty slot; address 0 is never stored). */
+struct shim_addr_set {
+    uint64_t *slots;
+    size_t cap; /* power of two */
+    size_t count;
+};
+
+struct shim_session {
+    uint64_t id;
+    int active;
+    int samples;     /* SampleProfiler's ThreadSample is enabled */
+    int pipeprof;    /* pipeprof's Informational events are enabled */
+    int cpu_samples; /* pipeprof's Verbose CpuSample is enabled */
+    int acquired;    /* holds an ag_sampling_acquire() request */
+    enum ag_mode mode;
+    unsigned hz;
+    uint64_t start_ns;          /* samples older than the session are not its own */
+    uint32_t modules_announced; /* highest module id written as ModuleLoad */
+    struct shim_addr_set addrs; /* addresses of this session's frames, for the rundown */
+};
+
+/* One drained sample, copied so that samples of all threads can be sorted by time. */
+struct shim_sample {
+    uint64_t timestamp_ns;
+    uint64_t cpu_time_ns;
+    int32_t tid;
+    uint8_t state, mode, unwinder, end;
+    uint32_t depth;
+    size_t frames; /* offset into shim_source.frames */
+};
+
+struct shim_thread_event {
+    enum ag_record_kind kind;
+    int32_t tid;
+    uint64_t lost;
+    char name[AG_NAME_MAX];
+};
+
+struct shim_source {
+    struct ag_config defaults;
+    struct shim_session sessions[IPC_MAX_SESSIONS];
+    /* Per-drain scratch, reused across drains. */
+    struct shim_sample *samples;
+    size_t sample_count, sample_cap;
+    uint64_t *frames;
+    size_t frame_count, frame_cap;
+    struct shim_thread_event *threads;
+    size_t thread_count, thread_cap;
+    int excluded; /* the loop thread excluded itself from sampling */
+    uint64_t capture_tid;
+};
+
+static struct shim_source shim_source;
+
+static uint64_t
+shim_hash(uint64_t x)
+{
+    x ^= x >> 31;
+    x *= 0x7fb5d329728ea185ULL;
+    x ^= x >> 27;
+    return x;
+}
+
+static int
+shim_addr_set_add(struct shim_addr_set *s, uint64_t addr)
+{
+    size_t i;
+
+    if (addr == 0) {
+        return 0;
+    }
+    if ((s->count + 1) * 2 > s->cap) {
+        size_t ncap = s->cap != 0 ? s->cap * 2 : 4096, j;
+        uint64_t *n = calloc(ncap, sizeof(*n));
+
+        if (n == NULL) {
+            return -ENOMEM;
+        }
+        for (j = 0; j < s->cap; j++) {
+            if (s->slots[j] != 0) {
+                for (i = shim_hash(s->slots[j]) & (ncap - 1); n[i] != 0; i = (i + 1) & (ncap - 1)) {
+                }
+                n[i] = s->slots[j];
+            }
+        }
+        free(s->slots);
+        s->slots = n;
+        s->cap = ncap;
+    }
+    for (i = shim_hash(addr) & (s->cap - 1); s->slots[i] != 0; i = (i + 1) & (s->cap - 1)) {
+        if (s->slots[i] == addr) {
+            return 0;
+        }
+    }
+    s->slots[i] = addr;
+    s->count++;
+    return 0;
+}
+
+static void
+shim_addr_set_fini(struct shim_addr_set *s)
+{
+    free(s->slots);
+    memset(s, 0, sizeof(*s));
+}
+
+int
+shim_filter_parse(const char *args, enum ag_mode *mode, unsigned *hz, const char **why)
+{
+    const char *p = args;
+
+    while (p != NULL && *p != '\0') {
+        const char *end = strchr(p, ';');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        char item[64];
+        char *eq, *val, *num_end;
+        unsigned long n;
+
+        if (len >= sizeof(item)) {
+            len = sizeof(item) - 1;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        p = end != NULL ? end + 1 : NULL;
+        eq = strchr(item, '=');
+        if (eq == NULL) {
+            continue;
+        }
+        *eq = '\0';
+        val = eq + 1;
+        if (*val == '"') { /* dotnet-trace allows quoted values */
+            size_t vl = strlen(++val);
+
+            if (vl > 0 && val[vl - 1] == '"') {
+                val[vl - 1] = '\0';
+            }
+        }
+        if (strcasecmp(item, "mode") == 0) {
+            if (strcasecmp(val, "cpu") == 0) {
+                *mode = AG_MODE_CPU;
+            } else if (strcasecmp(val, "wall") == 0) {
+                *mode = AG_MODE_WALL;
+            } else {
+                *why = "mode must be cpu or wall";
+                return -EINVAL;
+            }
+        } else if (strcasecmp(item, "hz") == 0) {
+            errno = 0;
+            n = strtoul(val, &num_end, 10);
+            if (errno != 0 || *num_end != '\0' || n == 0 || n > AG_HZ_MAX) {
+                *why = "hz must be a number from 1 to 1000";
+                return -EINVAL;
+            }
+            *hz = (unsigned)n;
+        }
+    }
+    return 0;
+}
+
+static void
+shim_log_session(uint64_t id, const char *what, const char *why)
+{
+    fprintf(stderr, "pipeprof: session %llu: %s: %s\n", (unsigned long long)id, what, why);
+}
+
+static struct shim_session *
+shim_session_find(uint64_t id)
+{
+    size_t i;
+
+    for (i = 0; i < IPC_MAX_SESSIONS; i++) {
+        if (shim_source.sessions[i].active && shim_source.sessions[i].id == id) {
+            return &shim_source.sessions[i];
+        }
+    }
+    return NULL;
+}
+
+static int
+shim_session_start(void *ctx, const struct ipc_session_config *cfg)
+{
+    struct shim_source *src = ctx;
+    struct shim_session *s = NULL;
+    const char *why = NULL;
+    uint32_t i;
+    int err;
+
+    if (!src->excluded) {
+        ag_thread_exclude_self(); /* the loop thread is the profiler's, never a sample */
+        src->excluded = 1;
+        src->capture_tid = (uint64_t)gettid();
+    }
+    for (i = 0; i < IPC_MAX_SESSIONS && s == NULL; i++) {
+        if (!src->sessions[i].active) {
+            s = &src->sessions[i];
+        }
+    }
+    if (s == NULL) {
+        return -ENOSPC;
+    }
+    memset(s, 0, sizeof(*s));
+    s->id = cfg->session_id;
+    s->active = 1;
+    s->start_ns = nt_clock_now();
+    s->mode = src->defaults.mode;
+    s->hz = src->defaults.hz;
+    s->samples = ipc_session_config_enables(cfg, NT_PROVIDER_SAMPLE_PROFILER, 0, 4);
+    s->pipeprof = ipc_session_config_enables(cfg, SHIM_PROVIDER_PIPEPROF, 0, 4);
+    s->cpu_samples = ipc_session_config_enables(cfg, SHIM_PROVIDER_PIPEPROF, 0, SHIM_LEVEL_VERBOSE);
+    /* Filter data of either provider sets the session's mode and rate. */
+    for (i = 0; i < cfg->provider_count; i++) {
+        const struct ipc_provider *p = &cfg->providers[i];
+
+        if (p->args != NULL && (strcmp(p->name, NT_PROVIDER_SAMPLE_PROFILER) == 0 ||
+                                strcmp(p->name, SHIM_PROVIDER_PIPEPROF) == 0)) {
+            if (shim_filter_parse(p->args, &s->mode, &s->hz, &why) != 0) {
+                shim_log_session(s->id, "filter data ignored", why);
+                s->mode = src->defaults.mode;
+                s->hz = src->defaults.hz;
+            }
+        }
+    }
+    if (s->samples || s->pipeprof) {
+        err = ag_sampling_acquire(s->mode, s->hz);
+        if (err != 0) {
+            shim_log_session(s->id, "sampling not started", strerror(-err));
+            return err;
+        }
+        s->acquired = 1;
+    }
+    return 0;
+}
+
+static void
+shim_session_stop(void *ctx, const struct ipc_session_config *cfg)
+{
+    struct shim_session *s = shim_session_find(cfg->session_id);
+
+    (void)ctx;
+    if (s == NULL) {
+        return;
+    }
+    if (s->acquired && ag_sampling_release(s->mode, s->hz) != 0) {
+        shim_log_session(s->id, "release", "no such sampling request");
+    }
+    shim_addr_set_fini(&s->addrs);
+    memset(s, 0, sizeof(*s));
+}
+
+static int
+shim_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    size_t ncap;
+    void *n;
+
+    if (need <= *cap) {
+        return 0;
+    }
+    ncap = *cap != 0 ? *cap * 2 : 256;
+    while (ncap < need) {
+        ncap *= 2;
+    }
+    n = realloc(*arr, ncap * elem);
+    if (n == NULL) {
+        return -ENOMEM;
+    }
+    *arr = n;
+    *cap = ncap;
+    return 0;
+}
+
+/* ag_drain callback: copies each record into the per-drain scratch arrays. */
+static int
+shim_collect_record(const struct ag_record *rec, void *ctx)
+{
+    struct shim_source *src = ctx;
+    struct shim_thread_event *te;
+    struct shim_sample *s;
+    const struct ag_sample *as;
+
+    if (rec->kind != AG_RECORD_SAMPLE) {
+        if (shim_grow((void **)&src->threads, &src->thread_cap, src->thread_count + 1,
+                      sizeof(*src->threads)) != 0) {
+            return -ENOMEM;
+        }
+        te = &src->threads[src->thread_count++];
+        memset(te, 0, sizeof(*te));
+        te->kind = rec->kind;
+        te->tid = rec->tid;
+        if (rec->kind == AG_RECORD_THREAD_START && rec->u.name != NULL) {
+            snprintf(te->name, sizeof(te->name), "%s", rec->u.name);
+        } else if (rec->kind == AG_RECORD_LOST) {
+            te->lost = rec->u.lost;
+        }
+        return 0;
+    }
+    as = rec->u.sample;
+    if (shim_grow((void **)&src->samples, &src->sample_cap, src->sample_count + 1,
+                  sizeof(*src->samples)) != 0 ||
+        shim_grow((void **)&src->frames, &src->frame_cap, src->frame_count + as->depth,
+                  sizeof(*src->frames)) != 0) {
+        return -ENOMEM;
+    }
+    s = &src->samples[src->sample_count++];
+    s->timestamp_ns = as->timestamp_ns;
+    s->cpu_time_ns = as->cpu_time_ns;
+    s->tid = as->tid;
+    s->state = as->state;
+    s->mode = as->mode;
+    s->unwinder = as->unwinder;
+    s->end = as->end;
+    s->depth = as->depth;
+    s->frames = src->frame_count;
+    memcpy(src->frames + src->frame_count, as->frames, as->depth * sizeof(uint64_t));
+    src->frame_count += as->depth;
+    return 0;
+}
+
+static int
+shim_sample_cmp(const void *a, const void *b)
+{
+    const struct shim_sample *x = a, *y = b;
+
+    if (x->timestamp_ns != y->timestamp_ns) {
+        return x->timestamp_ns < y->timestamp_ns ? -1 : 1;
+    }
+    return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+static int
+shim_write_payload(struct nt_writer *w, const struct nt_event_desc *desc, uint64_t tid, uint64_t ts,
+                   const struct nt_payload *p)
+{
+    struct nt_event ev;
+    uint32_t meta;
+    int err;
+
+    if (p->err != 0) {
+        return p->err;
+    }
+    err = nt_writer_define(w, desc, &meta);
+    if (err != 0) {
+        return err;
+    }
+    memset(&ev, 0, sizeof(ev));
+    ev.metadata_id = meta;
+    ev.thread_id = tid;
+    ev.capture_thread_id = shim_source.capture_tid;
+    ev.processor = 0xFFFFFFFFu;
+    ev.timestamp = ts;
+    ev.payload = p->buf;
+    ev.payload_size = (uint32_t)p->len;
+    return nt_writer_write(w, &ev);
+}
+
+struct shim_module_ctx {
+    struct nt_writer *w;
+    struct shim_session *s;
+    uint64_t ts;
+    uint32_t highest;
+    int err;
+};
+
+static int
+shim_announce_module(const struct ag_module_info *m, void *ctx)
+{
+    struct shim_module_ctx *mc = ctx;
+    char build_id[2 * 64 + 1] = "";
+    uint8_t buf[4608];
+    struct nt_payload p;
+    size_t i;
+
+    if (m->id <= mc->s->modules_announced) {
+        return 0;
+    }
+    for (i = 0; i < m->build_id_len && i < 64; i++) {
+        snprintf(build_id + 2 * i, 3, "%02x", m->build_id[i]);
+    }
+    nt_payload_init(&p, buf, sizeof(buf));
+    nt_payload_string(&p, m->path);
+    nt_payload_u64(&p, m->start);
+    nt_payload_u64(&p, m->end - m->start);
+    nt_payload_string(&p, build_id);
+    mc->err = shim_write_payload(mc->w, &shim_pipeprof_events[SHIM_EV_MODULE_LOAD - 1],
+                                 shim_source.capture_tid, mc->ts, &p);
+    if (m->id > mc->highest) {
+        mc->highest = m->id;
+    }
+    return mc->err;
+}
+
+/* Thread, loss and module events first (at the batch's earliest time), then the samples. */
+static int
+shim_write_session(struct shim_source *src, struct shim_session *s, struct nt_writer *w,
+                   int congested, int modules_changed)
+{
+    const struct nt_event_desc *sample_desc = nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE);
+    uint64_t batch_ts = src->sample_count > 0 ? src->samples[0].timestamp_ns : nt_clock_now();
+    uint8_t buf[256];
+    struct nt_payload p;
+    uint32_t sample_meta = 0;
+    size_t i, d;
+    int err = 0;
+
+    if (batch_ts < s->start_ns) {
+        batch_ts = s->start_ns;
+    }
+    if (congested) {
+        uint64_t dropped = 0;
+
+        for (i = 0; i < src->sample_count; i++) {
+            dropped += src->samples[i].timestamp_ns >= s->start_ns;
+        }
+        while (dropped > 0 && err == 0) {
+            uint32_t n = dropped > UINT32_MAX ? UINT32_MAX : (uint32_t)dropped;
+
+            err = nt_writer_note_lost(w, src->capture_tid, n);
+            dropped -= n;
+        }
+        return err;
+    }
+    if (s->pipeprof && (modules_changed || s->modules_announced == 0)) {
+        struct shim_module_ctx mc = { w, s, batch_ts, s->modules_announced, 0 };
+
+        err = ag_module_foreach(shim_announce_module, &mc);
+        if (err == 0) {
+            err = mc.err;
+        }
+        if (err != 0) {
+            return err;
+        }
+        s->modules_announced = mc.highest != 0 ? mc.highest : 1;
+    }
+    for (i = 0; i < src->thread_count && err == 0; i++) {
+        const struct shim_thread_event *te = &src->threads[i];
+
+        if (te->kind == AG_RECORD_LOST) {
+            /* Samples lost in a full ring never reached us: a gap every reader reports. */
+            err = nt_writer_note_lost(w, src->capture_tid,
+                                      te->lost > UINT32_MAX ? UINT32_MAX : (uint32_t)te->lost);
+        }
+        if (err != 0 || !s->pipeprof) {
+            continue;
+        }
+        nt_payload_init(&p, buf, sizeof(buf));
+        nt_payload_u64(&p, (uint64_t)te->tid);
+        if (te->kind == AG_RECORD_THREAD_START) {
+            nt_payload_string(&p, te->name);
+            err = shim_write_payload(w, &shim_pipeprof_events[SHIM_EV_THREAD_START - 1],
+                                     (uint64_t)te->tid, batch_ts, &p);
+        } else if (te->kind == AG_RECORD_THREAD_STOP) {
+            err = shim_write_payload(w, &shim_pipeprof_events[SHIM_EV_THREAD_STOP - 1],
+                                     (uint64_t)te->tid, batch_ts, &p);
+        } else {
+            nt_payload_u64(&p, te->lost);
+            err = shim_write_payload(w, &shim_pipeprof_events[SHIM_EV_LOST_SAMPLES - 1],
+                                     (uint64_t)te->tid, batch_ts, &p);
+        }
+    }
+    if (err == 0 && s->samples) {
+        err = nt_writer_define(w, sample_desc, &sample_meta);
+    }
+    for (i = 0; i < src->sample_count && err == 0; i++) {
+        const struct shim_sample *sm = &src->samples[i];
+        const uint64_t *frames = src->frames + sm->frames;
+        struct nt_event ev;
+        uint8_t type[4];
+
+        if (sm->timestamp_ns < s->start_ns) {
+            continue;
+        }
+        if (s->samples) {
+            memset(&ev, 0, sizeof(ev));
+            nt_payload_init(&p, type, sizeof(type));
+            nt_payload_u32(&p,
+                           sm->state == AG_STATE_RUNNING ? NT_SAMPLE_MANAGED : NT_SAMPLE_EXTERNAL);
+            ev.metadata_id = sample_meta;
+            ev.thread_id = (uint64_t)sm->tid;
+            ev.capture_thread_id = src->capture_tid;
+            ev.processor = 0xFFFFFFFFu;
+            ev.timestamp = sm->timestamp_ns;
+            ev.stack = frames;
+            ev.stack_depth = sm->depth < NT_MAX_STACK_DEPTH ? sm->depth : NT_MAX_STACK_DEPTH;
+            ev.payload = type;
+            ev.payload_size = (uint32_t)p.len;
+            err = nt_writer_write(w, &ev);
+        }
+        if (err == 0 && s->cpu_samples) {
+            nt_payload_init(&p, buf, sizeof(buf));
+            nt_payload_u64(&p, (uint64_t)sm->tid);
+            nt_payload_u64(&p, sm->cpu_time_ns);
+            nt_payload_u32(&p, sm->state);
+            nt_payload_u32(&p, sm->mode);
+            nt_payload_u32(&p, sm->unwinder);
+            nt_payload_u32(&p, sm->end);
+            nt_payload_u32(&p, sm->depth);
+            err = shim_write_payload(w, &shim_pipeprof_events[SHIM_EV_CPU_SAMPLE - 1],
+                                     (uint64_t)sm->tid, sm->timestamp_ns, &p);
+        }
+        /* Return addresses point after their call: name the call (address - 1). */
+        for (d = 0; d < sm->depth && err == 0; d++) {
+            err = shim_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1);
+        }
+    }
+    return err;
+}
+
+static int
+shim_drain(void *ctx, const struct ipc_session_view *views, size_t n)
+{
+    struct shim_source *src = ctx;
+    int modules_changed, err, first_err = 0;
+    size_t i;
+
+    src->sample_count = 0;
+    src->frame_count = 0;
+    src->thread_count = 0;
+    modules_changed = ag_modules_refresh() > 0;
+    err = ag_drain(shim_collect_record, src);
+    if (err < 0 && err != -ESRCH) {
+        first_err = err;
+    }
+    qsort(src->samples, src->sample_count, sizeof(*src->samples), shim_sample_cmp);
+    for (i = 0; i < n; i++) {
+        struct shim_session *s = shim_session_find(views[i].config->session_id);
+
+        if (s == NULL || (!s->samples && !s->pipeprof)) {
+            continue;
+        }
+        err = shim_write_session(src, s, views[i].writer, views[i].congested, modules_changed);
+        if (err != 0 && first_err == 0) {
+            first_err = err;
+        }
+    }
+    return first_err;
+}
+
+/* A function or module named by the rundown. */
+struct shim_rundown_fn {
+    uint64_t start;
+    uint64_t size;
+    uint32_t module_id;
+};
+
+static int
+shim_rundown_fn_cmp(const void *a, const void *b)
+{
+    const struct shim_rundown_fn *x = a, *y = b;
+
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static const char *
+shim_basename(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+
+    return slash != NULL && slash[1] != '\0' ? slash + 1 : path;
+}
+
+/*
+ * ModuleDCEnd for each module and MethodDCEndVerbose for each function that a stack of this
+ * session referenced: TraceEvent then names those frames module!function. The namespace is the
+ * module's file name, because TraceEvent shows "namespace.name" and an empty namespace would
+ * show as ".name".
+ */
+static int
+shim_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w)
+{
+    struct shim_session *s = shim_session_find(cfg->session_id);
+    struct shim_rundown_fn *fns = NULL;
+    uint32_t *modules_done = NULL;
+    size_t fn_count = 0, i, mod_count = 0;
+    uint64_t ts = nt_clock_now();
+    uint8_t *buf = NULL;
+    struct nt_payload p;
+    int err = 0;
+
+    (void)ctx;
+    if (s == NULL || s->addrs.count == 0) {
+        return 0;
+    }
+    fns = calloc(s->addrs.count, sizeof(*fns));
+    modules_done = calloc(s->addrs.count, sizeof(*modules_done));
+    buf = malloc(NT_MAX_PAYLOAD);
+    if (fns == NULL || modules_done == NULL || buf == NULL) {
+        err = -ENOMEM;
+        goto out;
+    }
+    for (i = 0; i < s->addrs.cap; i++) {
+        struct ag_symbol sym;
+
+        if (s->addrs.slots[i] == 0 || ag_symbolize(s->addrs.slots[i], &sym) != 0) {
+            continue;
+        }
+        fns[fn_count].start = sym.start;
+        fns[fn_count].size = sym.size != 0 ? sym.size : 1;
+        fns[fn_count].module_id = sym.module_id;
+        fn_count++;
+    }
+    qsort(fns, fn_count, sizeof(*fns), shim_rundown_fn_cmp);
+    for (i = 0; i < fn_count && err == 0; i++) {
+        struct ag_symbol sym;
+        size_t m;
+
+        if (i > 0 && fns[i].start == fns[i - 1].start) {
+            continue; /* several addresses in one function */
+        }
+        if (ag_symbolize(fns[i].start, &sym) != 0 || sym.name == NULL) {
+            continue;
+        }
+        for (m = 0; m < mod_count && modules_done[m] != sym.module_id; m++) {
+        }
+        if (m == mod_count) {
+            modules_done[mod_count++] = sym.module_id;
+            nt_payload_init(&p, buf, NT_MAX_PAYLOAD);
+            nt_payload_module_dc_end(&p, sym.module_id, sym.module_path);
+            err = shim_write_payload(w, nt_known_event_desc(NT_KNOWN_MODULE_DC_END),
+                                     shim_source.capture_tid, ts, &p);
+            if (err != 0) {
+                break;
+            }
+        }
+        nt_payload_init(&p, buf, NT_MAX_PAYLOAD);
+        nt_payload_method_dc_end(&p, sym.module_id, fns[i].start,
+                                 fns[i].size > UINT32_MAX ? UINT32_MAX : (uint32_t)fns[i].size,
+                                 shim_basename(sym.module_path), sym.name, "");
+        if (p.err == -ENOSPC) { /* a name longer than an event can hold: skip it */
+            continue;
+        }
+        err = shim_write_payload(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END),
+                                 shim_source.capture_tid, ts, &p);
+    }
+    if (err == 0) {
+        nt_payload_init(&p, buf, NT_MAX_PAYLOAD);
+        nt_payload_rundown_complete(&p);
+        err = shim_write_payload(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_COMPLETE),
+                                 shim_source.capture_tid, ts, &p);
+    }
+out:
+    free(buf);
+    free(modules_done);
+    free(fns);
+    return err;
+}
+
+void
+shim_agent_source_init(struct ipc_event_source *out, const struct ag_config *defaults)
+{
+    shim_source.defaults = *defaults;
+    out->session_start = shim_session_start;
+    out->drain = shim_drain;
+    out->rundown = shim_rundown;
+    out->session_stop = shim_session_stop;
+    out->ctx = &shim_source;
+}

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim/shim.c - libpipeprof.so's entry: one constructor in .init_array that reads the
+ * environment and starts the diagnostic server (ipc/), and one destructor that ends every
+ * session cleanly at exit. Context: the host's main thread, before main() (constructor) and at
+ * exit() (destructor). It must never abort, exit or print to stdout in the host; every failure
+ * becomes one line on stderr and the host runs on untouched. The library exports nothing.
+ *
+ * Environment (docs/ipc.md):
+ *   PIPEPROF_DISABLE=1                  do nothing
+ *   DOTNET_EnableDiagnostics=0          do nothing (also COMPlus_, and _IPC=0), as the runtime
+ *   PIPEPROF_DIAGNOSTIC_PORT=PATH       listen on PATH instead of the runtime's default name
+ *   DOTNET_DiagnosticPorts=...          connect ports (advertise, suspend/nosuspend)
+ *   PIPEPROF_SUSPEND_TIMEOUT_MS=N       how long a suspend port holds start-up (default 30000;
+ *                                       -1 waits forever, 0 does not wait)
+ *   PIPEPROF_DOTNET_HOST=0|1            override the .NET-host detection
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "ipc/ipc.h"
+#include "shim/agent-source.h"
+
+#define SHIM_SUSPEND_TIMEOUT_MS 30000
+
+static struct ipc_server *shim_server;
+
+/*
+ * The sampler: the agent is started before the server, so that the first session finds it. An
+ * invalid PIPEPROF_* setting is one line on stderr; the server then runs without samples (every
+ * trace still names its process), and the host runs on.
+ */
+static struct ipc_event_source shim_source;
+
+static const struct ipc_event_source *
+shim_event_source_get(void)
+{
+    struct ag_config cfg;
+    char why[256];
+    int err;
+
+    ag_config_init(&cfg);
+    if (ag_config_from_env(&cfg, why, sizeof(why)) != 0) {
+        fprintf(stderr, "pipeprof: sampling disabled: %s\n", why);
+        return NULL;
+    }
+    if (cfg.disabled) {
+        return NULL;
+    }
+    err = ag_start(&cfg);
+    if (err != 0) {
+        fprintf(stderr, "pipeprof: sampling disabled: agent not started: %s\n", strerror(-err));
+        return NULL;
+    }
+    shim_agent_source_init(&shim_source, &cfg);
+    return &shim_source;
+}
+
+static int
+shim_env_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && strcmp(v, value) == 0;
+}
+
+/*
+ * A .NET host runs its own diagnostic server under the very name we would use. At constructor
+ * time libcoreclr.so is not loaded yet, so look at the executable: `dotnet` itself, or an
+ * apphost (which names libhostfxr.so in its bytes).
+ */
+static int
+shim_dotnet_host_detect(void)
+{
+    const char *forced = getenv("PIPEPROF_DOTNET_HOST");
+    char exe[4096];
+    const char *base;
+    struct stat st;
+    void *map;
+    ssize_t n;
+    int fd, found = 0;
+
+    if (forced != NULL && forced[0] != '\0') {
+        return strcmp(forced, "0") != 0;
+    }
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) {
+        return 0;
+    }
+    exe[n] = '\0';
+    base = strrchr(exe, '/');
+    base = base != NULL ? base + 1 : exe;
+    if (strcmp(base, "dotnet") == 0) {
+        return 1;
+    }
+    fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    /* apphosts are small; a large executable is not one (and is not worth scanning) */
+    if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (64 << 20)) {
+        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map != MAP_FAILED) {
+            found = memmem(map, (size_t)st.st_size, "libhostfxr.so", 13) != NULL;
+            munmap(map, (size_t)st.st_size);
+        }
+    }
+    close(fd);
+    return found;
+}
+
+static void
+shim_atfork_child(void)
+{
+    /* The child has no loop thread; the parent owns the socket. Exec'd children get their own
+     * server through LD_PRELOAD. */
+    shim_server = NULL;
+}
+
+__attribute__((constructor)) static void
+shim_start(void)
+{
+    struct ipc_server_options opts;
+    const char *timeout_env = getenv("PIPEPROF_SUSPEND_TIMEOUT_MS");
+    int timeout_ms = SHIM_SUSPEND_TIMEOUT_MS, dotnet_host, err;
+
+    if (shim_env_is("PIPEPROF_DISABLE", "1") || shim_env_is("DOTNET_EnableDiagnostics", "0") ||
+        shim_env_is("COMPlus_EnableDiagnostics", "0") ||
+        shim_env_is("DOTNET_EnableDiagnostics_IPC", "0")) {
+        return;
+    }
+    memset(&opts, 0, sizeof(opts));
+    opts.source = shim_event_source_get();
+    opts.listen_path = getenv("PIPEPROF_DIAGNOSTIC_PORT");
+    if (opts.listen_path != NULL && opts.listen_path[0] == '\0') {
+        opts.listen_path = NULL;
+    }
+    dotnet_host = shim_dotnet_host_detect();
+    if (dotnet_host) {
+        /* The runtime serves the default name and acts on DOTNET_DiagnosticPorts itself. We
+         * take the same name with key+1: `ps` lists the pid, `-p` picks the runtime's newer
+         * file, and PIPEPROF_DIAGNOSTIC_PORT reaches pipeprof directly. */
+        opts.key_override = ipc_process_start_key(getpid()) + 1;
+    } else {
+        opts.diagnostic_ports = getenv("DOTNET_DiagnosticPorts");
+        if (opts.diagnostic_ports == NULL) {
+            opts.diagnostic_ports = getenv("COMPlus_DiagnosticPorts");
+        }
+    }
+    if (timeout_env != NULL && timeout_env[0] != '\0') {
+        timeout_ms = atoi(timeout_env);
+    }
+    err = ipc_server_start(&opts, &shim_server);
+    if (err < 0) {
+        fprintf(stderr, "pipeprof: diagnostic server not started: %s\n", strerror(-err));
+        return;
+    }
+    pthread_atfork(NULL, NULL, shim_atfork_child);
+    if (timeout_ms != 0 && ipc_server_wait_resume(shim_server, timeout_ms) == -ETIMEDOUT) {
+        fprintf(stderr,
+                "pipeprof: no ResumeRuntime after %d ms (PIPEPROF_SUSPEND_TIMEOUT_MS); "
+                "continuing\n",
+                timeout_ms);
+    }
+}
+
+__attribute__((destructor)) static void
+shim_stop(void)
+{
+    struct ipc_server *s = shim_server;
+
+    shim_server = NULL;
+    ipc_server_stop(s); /* sessions end (and release sampling) before the agent stops */
+    ag_stop();
+}

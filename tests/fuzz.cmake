@@ -1,0 +1,26 @@
+# pp_add_fuzz(NAME LIBS ...): tests/fuzz/NAME.c defines LLVMFuzzerTestOneInput.
+# - Always: a replay executable that runs tests/fuzz/corpus/NAME/ under ctest (label fuzz-replay).
+# - With -DPP_FUZZ=ON and clang: also NAME-fuzzer, built with -fsanitize=fuzzer,address,undefined.
+function(pp_add_fuzz name)
+  cmake_parse_arguments(F "" "" "LIBS" ${ARGN})
+  set(corpus ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/${name})
+  add_executable(${name}-replay ${CMAKE_SOURCE_DIR}/tests/fuzz/${name}.c
+    ${CMAKE_SOURCE_DIR}/tests/fuzz/replay.c)
+  set_target_properties(${name}-replay PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  target_link_libraries(${name}-replay PRIVATE ${F_LIBS})
+  add_test(NAME ${name}-replay COMMAND ${name}-replay ${corpus})
+  set_tests_properties(${name}-replay PROPERTIES LABELS fuzz-replay TIMEOUT 300)
+  if(PP_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+    add_executable(${name}-fuzzer ${CMAKE_SOURCE_DIR}/tests/fuzz/${name}.c)
+    set_target_properties(${name}-fuzzer PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+    target_compile_options(${name}-fuzzer PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_options(${name}-fuzzer PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_libraries(${name}-fuzzer PRIVATE ${F_LIBS})
+  endif()
+endfunction()
+
+# Each area registers its fuzz targets in tests/fuzz/<area>.cmake.
+file(GLOB pp_fuzz_fragments ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/*.cmake)
+foreach(fragment ${pp_fuzz_fragments})
+  include(${fragment})
+endforeach()

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/harness.c - fork-per-case runner behind tests/test.h.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/test.h"
+
+#define TEST_EXIT_SKIP 77
+
+void
+test_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "# FAIL %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(NULL);
+    _exit(1);
+}
+
+void
+test_skip(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "# SKIP: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(NULL);
+    _exit(TEST_EXIT_SKIP);
+}
+
+const uint8_t *
+test_guarded_copy(const void *bytes, size_t len)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t span = (len + (size_t)page - 1) / (size_t)page * (size_t)page;
+    uint8_t *map;
+
+    map = mmap(NULL, span + (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+               0);
+    if (map == MAP_FAILED) {
+        test_fail(__FILE__, __LINE__, "mmap: %s", strerror(errno));
+    }
+    if (mprotect(map + span, (size_t)page, PROT_NONE) != 0) {
+        test_fail(__FILE__, __LINE__, "mprotect: %s", strerror(errno));
+    }
+    memcpy(map + span - len, bytes, len);
+    return map + span - len;
+}
+
+const char *
+test_source_path(const char *rel)
+{
+    static char buf[4096];
+    const char *root = getenv("PP_SOURCE_DIR");
+
+    snprintf(buf, sizeof(buf), "%s/%s", root != NULL ? root : ".", rel);
+    return buf;
+}
+
+uint8_t *
+test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf = NULL;
+    long size;
+
+    if (f == NULL) {
+        return NULL;
+    }
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        goto out;
+    }
+    buf = malloc((size_t)size + 1);
+    if (buf != NULL && fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        free(buf);
+        buf = NULL;
+        goto out;
+    }
+    *len = (size_t)size;
+out:
+    fclose(f);
+    return buf;
+}
+
+static int
+test_run_one(const struct test_case *tc)
+{
+    unsigned timeout = tc->timeout_s != 0 ? tc->timeout_s : 60;
+    int status;
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "# fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        alarm(timeout);
+        tc->fn();
+        fflush(NULL);
+        _exit(0);
+    }
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            return 1;
+        }
+    }
+    if (WIFEXITED(status)) {
+        return WEXITSTATUS(status);
+    }
+    fprintf(stderr, "# killed by signal %d%s\n", WTERMSIG(status),
+            WTERMSIG(status) == SIGALRM ? " (timeout)" : "");
+    return 1;
+}
+
+int
+test_main(int argc, char **argv, const struct test_case *cases, size_t n)
+{
+    size_t passed = 0, failed = 0, skipped = 0, ran = 0;
+    size_t i;
+
+    if (argc > 1) {
+        for (i = 0; i < n; i++) {
+            if (strcmp(argv[1], cases[i].name) == 0) {
+                cases[i].fn(); /* in-process, for gdb */
+                printf("ok - %s\n", cases[i].name);
+                return 0;
+            }
+        }
+        fprintf(stderr, "no test case named %s\n", argv[1]);
+        return 2;
+    }
+    printf("1..%zu\n", n);
+    for (i = 0; i < n; i++) {
+        int rc = test_run_one(&cases[i]);
+
+        ran++;
+        if (rc == 0) {
+            passed++;
+            printf("ok %zu - %s\n", ran, cases[i].name);
+        } else if (rc == TEST_EXIT_SKIP) {
+            skipped++;
+            printf("ok %zu - %s # SKIP\n", ran, cases[i].name);
+        } else {
+            failed++;
+            printf("not ok %zu - %s\n", ran, cases[i].name);
+        }
+        fflush(stdout);
+    }
+    printf("%zu passed, %zu failed, %zu skipped\n", passed, failed, skipped);
+    return failed == 0 ? 0 : 1;
+}

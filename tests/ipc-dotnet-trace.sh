@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/ipc-dotnet-trace.sh - the real dotnet-trace (10.x) against a pipeprof host: `ps` lists
+# it, `collect -p` records, `collect -- CMD` (reverse mode, suspend + resume) records,
+# `collect --diagnostic-port PATH` with the host started by hand records, and `convert` accepts
+# every trace. Skips loudly when dotnet-trace is missing.
+source "$(dirname "$0")/ipc-lib.sh"
+DT=$(command -v dotnet-trace || true)
+[[ -n $DT ]] || skip "dotnet-trace is not installed (dotnet tool install -g dotnet-trace)"
+
+LD_PRELOAD=$PRELOAD "$BUSY" 8 >"$T/busy.out" & PP_PIDS+=($!); Q=$!
+wait_socket "$Q" >/dev/null
+"$DT" ps >"$T/ps.out" 2>&1
+grep -q "^ *$Q .*pp-sample-busy" "$T/ps.out" || { cat "$T/ps.out"; fail "dotnet-trace ps does not list the pipeprof host"; }
+
+timeout 60 "$DT" collect -p "$Q" --duration 00:00:00:03 -o "$T/dt-p.nettrace" >"$T/c1.log" 2>&1 ||
+  { cat "$T/c1.log"; fail "dotnet-trace collect -p"; }
+grep -q "Trace completed" "$T/c1.log" || { cat "$T/c1.log"; fail "dotnet-trace collect -p did not complete"; }
+check_trace "$T/dt-p.nettrace"
+check_process_info "$T/dt-p.nettrace"
+
+timeout 60 "$DT" collect --duration 00:00:00:02 -o "$T/dt-child.nettrace" \
+  -- env LD_PRELOAD="$PRELOAD" "$BUSY" 3 >"$T/c2.log" 2>&1 || { cat "$T/c2.log"; fail "dotnet-trace collect -- CMD"; }
+grep -q "Trace completed" "$T/c2.log" || { cat "$T/c2.log"; fail "dotnet-trace collect -- CMD did not complete"; }
+check_trace "$T/dt-child.nettrace"
+check_process_info "$T/dt-child.nettrace"
+
+timeout 60 "$DT" collect --diagnostic-port "$T/dt.sock" --duration 00:00:00:02 -o "$T/dt-port.nettrace" \
+  >"$T/c3.log" 2>&1 & PP_PIDS+=($!); D=$!
+for i in $(seq 100); do [[ -S $T/dt.sock ]] && break; sleep 0.1; done
+DOTNET_DiagnosticPorts=$T/dt.sock LD_PRELOAD=$PRELOAD "$BUSY" 4 >"$T/busy2.out"
+wait "$D" || { cat "$T/c3.log"; fail "dotnet-trace collect --diagnostic-port"; }
+grep -q "Trace completed" "$T/c3.log" || { cat "$T/c3.log"; fail "collect --diagnostic-port did not complete"; }
+check_trace "$T/dt-port.nettrace"
+check_process_info "$T/dt-port.nettrace"
+
+for f in dt-p dt-child dt-port; do
+  timeout 120 "$DT" convert --format speedscope -o "$T/$f.speedscope.json" "$T/$f.nettrace" >"$T/$f.conv.log" 2>&1 ||
+    { cat "$T/$f.conv.log"; fail "dotnet-trace convert rejects $f.nettrace"; }
+done
+wait "$Q"
+grep -q "busy done" "$T/busy.out" || fail "the host's output changed"
+echo "ipc-dotnet-trace: ok"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/ipc-faults.sh - a pipeprof host under abuse: garbage, a size that lies, connect-then-
+# silence, disconnects mid-stream, 64 concurrent sessions (the 65th gets FAIL), 1000 connections
+# opened and closed, clients that never read. The host must finish with unchanged output and
+# exit status, and pipeprof must keep answering throughout.
+source "$(dirname "$0")/ipc-lib.sh"
+
+"$BUSY" 1 >"$T/baseline.out"
+LD_PRELOAD=$PRELOAD "$BUSY" 12 >"$T/host.out" & PP_PIDS+=($!); Q=$!
+SOCK=$(wait_socket "$Q")
+alive() { [[ $("$SEND" --path "$SOCK" --cmd 4 0 --decode pi1) == "pi1 pid=match"* ]] || fail "pipeprof stopped answering after: $1"; }
+
+[[ $("$SEND" --path "$SOCK" --hex DEADBEEF00112233445566778899AABBCCDDEEFF --shut) == "error size=24 hresult=0x80131384" ]] ||
+  fail "garbage not answered with BAD_ENCODING"
+[[ $("$SEND" --path "$SOCK" --hex 444F544E45545F4950435F563100FFFF04000000 --timeout 500) == timeout ]] ||
+  fail "a size that lies must wait for the rest"
+alive "garbage and lying sizes"
+
+for i in $(seq 5); do "$SEND" --path "$SOCK" --timeout 2000 >/dev/null & done # silent clients
+alive "connect-then-silence"
+for i in $(seq 10); do
+  [[ $("$SEND" --path "$SOCK" --collect --decode stream) == "ok size=28 session=nonzero stream=nettrace" ]] ||
+    fail "collect $i failed"
+done
+alive "disconnects mid-stream"
+
+# 64 sessions held open by clients that never read; the 65th is refused with FAIL
+for i in $(seq 64); do "$SEND" --path "$SOCK" --collect --hold-ms 4000 >"$T/s$i.out" & done
+for i in $(seq 100); do
+  n=$(cat "$T"/s*.out 2>/dev/null | grep -c "^ok size=28" || true)
+  [[ $n -ge 64 ]] && break
+  sleep 0.05
+done
+[[ $n -eq 64 ]] || fail "only $n of 64 sessions started"
+[[ $("$SEND" --path "$SOCK" --collect) == "error size=24 hresult=0x80004005" ]] || fail "65th session not refused with FAIL"
+alive "64 concurrent sessions"
+wait $(jobs -p | grep -v "^$Q$") 2>/dev/null || true
+
+start=$(date +%s%N)
+[[ $("$SEND" --path "$SOCK" --churn 1000) == "churned 1000" ]] || fail "1000 connections"
+note "1000 connections in $((($(date +%s%N) - start) / 1000000)) ms"
+alive "1000 connections"
+
+wait "$Q" || fail "the host exited with $?"
+cmp -s "$T/baseline.out" "$T/host.out" || { diff "$T/baseline.out" "$T/host.out"; fail "the host's output changed"; }
+[[ ! -e $SOCK ]] || fail "the socket was not removed at exit"
+# a suspend port nobody serves: start-up waits PIPEPROF_SUSPEND_TIMEOUT_MS, says so once, goes on
+DOTNET_DiagnosticPorts=$T/nobody.sock PIPEPROF_SUSPEND_TIMEOUT_MS=300 LD_PRELOAD=$PRELOAD "$BUSY" 0.2 \
+  >"$T/susp.out" 2>"$T/susp.err" || fail "suspended host failed"
+grep -q "no ResumeRuntime after 300 ms" "$T/susp.err" || { cat "$T/susp.err"; fail "no suspend-timeout line"; }
+[[ $(grep -c . "$T/susp.err") -eq 1 ]] || { cat "$T/susp.err"; fail "more than one line on stderr"; }
+cmp -s "$T/baseline.out" "$T/susp.out" || fail "the suspended host's output changed"
+echo "ipc-faults: ok"

@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: MIT
+# tests/ipc-lib.sh - shared by the tests/ipc-*.sh scripts (sourced, not run): paths, loud skips,
+# a private TMPDIR per test (so sockets never mix with other tests), the C# target app built once
+# per build directory, and cleanup of every process a test started.
+set -euo pipefail
+B=${PP_BINARY_DIR:?PP_BINARY_DIR is not set}
+S=${PP_SOURCE_DIR:?PP_SOURCE_DIR is not set}
+PIPEPROF=$B/bin/pipeprof
+SHIM=$B/lib/libpipeprof.so
+SEND=$B/tests/ipc-send
+BUSY=$B/samples/pp-sample-busy
+export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 DOTNET_SKIP_FIRST_TIME_EXPERIENCE=1
+export PATH="$PATH:$HOME/.dotnet/tools"
+
+skip() { echo "SKIP (loud): $*" >&2; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+note() { echo "# $*" >&2; }
+
+for f in "$PIPEPROF" "$SHIM" "$SEND" "$BUSY"; do
+  [[ -x $f || -f $f ]] || fail "missing build output $f"
+done
+
+# LD_PRELOAD value for a pipeprof host; a sanitizer build needs its runtime preloaded first.
+PRELOAD=$SHIM
+asan=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ {print $3}')
+[[ -n $asan ]] && PRELOAD="$asan:$SHIM"
+
+T=$(mktemp -d /tmp/pp-ipc-test.XXXXXX)
+chmod 755 "$T" # only the socket's own mode may keep other users out
+export TMPDIR=$T
+PP_PIDS=()
+pp_cleanup() {
+  local p
+  for p in "${PP_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PP_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$T"
+}
+trap pp_cleanup EXIT
+
+# wait_socket PID: the path of PID's diagnostic socket once it exists (10 s at most).
+wait_socket() {
+  local i f
+  for i in $(seq 100); do
+    for f in "$TMPDIR"/dotnet-diagnostic-"$1"-*-socket; do
+      [[ -S $f ]] && { echo "$f"; return 0; }
+    done
+    sleep 0.1
+  done
+  fail "no diagnostic socket for pid $1"
+}
+
+# dotnet_app: prints the path of the C# target (built once per build directory).
+dotnet_app() {
+  command -v dotnet >/dev/null || skip "dotnet is not installed"
+  local out=$B/dotnet-ipc
+  (
+    flock 9
+    if [[ ! -f $out/app/dotnet-ipc.dll || $S/tests/dotnet-ipc/Program.cs -nt $out/app/dotnet-ipc.dll ]]; then
+      rm -rf "$out/src" && mkdir -p "$out/src"
+      cp "$S/tests/dotnet-ipc/dotnet-ipc.csproj" "$S/tests/dotnet-ipc/Program.cs" "$out/src/"
+      dotnet build "$out/src/dotnet-ipc.csproj" -c Release -o "$out/app" >"$out/build.log" 2>&1 ||
+        { cat "$out/build.log" >&2; exit 1; }
+    fi
+  ) 9>"$B/dotnet-ipc.lock" || fail "cannot build the C# target app"
+  echo "$out/app/dotnet-ipc.dll"
+}
+
+# check_trace FILE: a complete nettrace that `pipeprof dump` reads.
+check_trace() {
+  [[ -s $1 ]] || fail "$1 is empty"
+  [[ $(head -c 8 "$1") == Nettrace ]] || fail "$1 does not start with Nettrace"
+  [[ $(tail -c 1 "$1" | od -An -tx1 | tr -d ' ') == 01 ]] || fail "$1 has no end-of-stream tag"
+  "$PIPEPROF" dump "$1" >"$1.dump" 2>&1 || { tail -5 "$1.dump" >&2; fail "pipeprof dump cannot read $1"; }
+}
+
+# check_process_info FILE: the trace of a pipeprof host names its process (after check_trace).
+check_process_info() {
+  grep -q 'ProcessInfo.*CommandLine=".*pp-sample-busy' "$1.dump" ||
+    { head -5 "$1.dump" >&2; fail "$1 has no ProcessInfo event naming pp-sample-busy"; }
+}

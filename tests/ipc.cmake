@@ -1,0 +1,29 @@
+# IPC: codec unit tests, in-process server tests, and scripts against real .NET processes,
+# dotnet-trace and LD_PRELOAD=libpipeprof.so hosts (docs/ipc.md).
+add_executable(ipc-send ${CMAKE_SOURCE_DIR}/tests/tools/ipc-send.c)
+set_target_properties(ipc-send PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_link_libraries(ipc-send PRIVATE pp_ipc)
+
+pp_add_test(test-ipc-codec SOURCES ${CMAKE_SOURCE_DIR}/tests/test-ipc-codec.c LIBS pp_ipc LABELS unit)
+pp_add_test(test-ipc-server SOURCES ${CMAKE_SOURCE_DIR}/tests/test-ipc-server.c LIBS pp_ipc
+  LABELS unit TIMEOUT 120)
+if(EXISTS ${CMAKE_SOURCE_DIR}/nettrace/reader.c)
+  # the streams are read back with nt_reader once libnettrace has its reader
+  target_compile_definitions(test-ipc-server PRIVATE PP_HAVE_NT_READER=1)
+endif()
+
+# Scripts (tests/ipc-lib.sh is shared; each uses its own TMPDIR). The C# target app is built
+# once into ${CMAKE_BINARY_DIR}/dotnet-ipc by the first script that needs it.
+pp_add_script_test(ipc-differential ipc-differential.sh LABELS integration TIMEOUT 180)
+pp_add_script_test(ipc-dotnet ipc-dotnet.sh LABELS integration TIMEOUT 180)
+pp_add_script_test(ipc-faults ipc-faults.sh LABELS integration TIMEOUT 120)
+pp_add_script_test(ipc-access ipc-access.sh LABELS integration TIMEOUT 60)
+pp_add_script_test(ipc-dotnet-trace ipc-dotnet-trace.sh LABELS integration TIMEOUT 300)
+# The C# app is built under a lock, but two first builds at once would only wait: run the
+# dotnet-based scripts one after the other.
+set_tests_properties(ipc-differential ipc-dotnet PROPERTIES RESOURCE_LOCK pp-dotnet-ipc-build)
+
+# The agent's event source (shim/agent-source.c).
+if(TARGET pp_shim_source)
+  pp_add_test(test-shim-source LIBS pp_shim_source LABELS unit)
+endif()

@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/test-agent-cfi.c - the compact DWARF CFI tables (agent/cfi.c) and the signal-safe step
+ * (agent/sig-cfi.c): a chain built with -O2 -fomit-frame-pointer (tests/fixtures/
+ * agent-cfi-chain.c) unwinds to main and _start, frame by frame equal to libgcc's
+ * _Unwind_Backtrace; known rows of the chain; an interrupted (signal) context; corrupt
+ * .eh_frame_hdr input. x86_64 only.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/time.h>
+#include <ucontext.h>
+#include <unwind.h>
+
+#include "agent/cfi.h"
+#include "agent/symbols-internal.h"
+#include "tests/fixtures/agent-cfi-chain.h"
+#include "tests/test.h"
+
+#define MAX_FRAMES 256
+
+struct stack_bounds {
+    uint64_t lo, hi;
+};
+
+/* The guarded reader: only 8-byte words inside the current thread's stack. */
+static int
+read_stack(void *ctx, uint64_t addr, uint64_t *out)
+{
+    const struct stack_bounds *b = ctx;
+
+    if (addr < b->lo || addr > b->hi - 8 || addr % 8 != 0) {
+        return -EFAULT;
+    }
+    memcpy(out, (const void *)(uintptr_t)addr, 8);
+    return 0;
+}
+
+static void
+stack_bounds_get(struct stack_bounds *b)
+{
+    pthread_attr_t attr;
+    void *addr;
+    size_t size;
+
+    ASSERT_OK(pthread_getattr_np(pthread_self(), &attr));
+    ASSERT_OK(pthread_attr_getstack(&attr, &addr, &size));
+    pthread_attr_destroy(&attr);
+    b->lo = (uint64_t)(uintptr_t)addr;
+    b->hi = b->lo + size;
+}
+
+struct trace {
+    uint64_t ours[MAX_FRAMES];
+    int n_ours;
+    int last_rc;
+    uint64_t ub[MAX_FRAMES];
+    int n_ub;
+};
+
+static _Unwind_Reason_Code
+ub_frame(struct _Unwind_Context *uc, void *arg)
+{
+    struct trace *t = arg;
+
+    if (t->n_ub == MAX_FRAMES) {
+        return _URC_END_OF_STACK;
+    }
+    /* libgcc reports the frame above _start (RA undefined) with IP 0; we end at _start. */
+    if (_Unwind_GetIP(uc) == 0) {
+        return _URC_END_OF_STACK;
+    }
+    t->ub[t->n_ub++] = (uint64_t)_Unwind_GetIP(uc);
+    return _URC_NO_REASON;
+}
+
+/* Unwinds from regs with the CFI step only; frames[0] is regs->pc. */
+static void
+cfi_unwind(struct ag_cfi_regs regs, int first_is_ra, struct trace *t)
+{
+    struct stack_bounds b;
+    int rc = 0;
+
+    stack_bounds_get(&b);
+    t->n_ours = 0;
+    t->ours[t->n_ours++] = regs.pc;
+    while (t->n_ours < MAX_FRAMES) {
+        rc = ag_sig_cfi_step(&regs, t->n_ours > 1 || first_is_ra, read_stack, &b);
+        if (rc != 0) {
+            break;
+        }
+        t->ours[t->n_ours++] = regs.pc;
+    }
+    t->last_rc = rc;
+}
+
+__attribute__((noinline)) static int
+chain_leaf(void *arg)
+{
+    struct trace *t = arg;
+    uint64_t r[3];
+
+    cfi_capture_regs(r);
+    cfi_unwind((struct ag_cfi_regs){ r[0], r[1], r[2] }, 1, t);
+    _Unwind_Backtrace(ub_frame, t);
+    return t->n_ours;
+}
+
+static const char *
+frame_name(uint64_t pc)
+{
+    static char name[8][128];
+    static int next;
+    struct ag_symbol s;
+    char *buf = name[next++ % 8];
+
+    if (ag_symbolize(pc - 1, &s) != 0) {
+        return "?";
+    }
+    snprintf(buf, sizeof(name[0]), "%s", s.name);
+    return buf;
+}
+
+/* Ours from frame 1 on must equal _Unwind_Backtrace's from frame 1 on (frame 0 differs: the
+ * capture call and the _Unwind_Backtrace call are two call sites in chain_leaf). */
+static void
+check_against_libgcc(const struct trace *t)
+{
+    ASSERT_EQ(t->last_rc, AG_CFI_STEP_END);
+    ASSERT_EQ(t->n_ours, t->n_ub);
+    for (int i = 1; i < t->n_ours; i++) {
+        if (t->ours[i] != t->ub[i]) {
+            test_fail(__FILE__, __LINE__, "frame %d: ours %#llx (%s) libgcc %#llx (%s)", i,
+                      (unsigned long long)t->ours[i], frame_name(t->ours[i]),
+                      (unsigned long long)t->ub[i], frame_name(t->ub[i]));
+        }
+    }
+}
+
+TEST(cfi_chain_unwinds_to_main_like_libgcc)
+{
+    struct trace t = { 0 };
+    int saw_main = 0, saw_start = 0;
+
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ASSERT_TRUE(cfi_chain_a(3, chain_leaf, &t) > 0);
+    ASSERT_STR_EQ(frame_name(t.ours[0]), "chain_leaf");
+    ASSERT_STR_EQ(frame_name(t.ours[1]), "cfi_chain_c");
+    ASSERT_STR_EQ(frame_name(t.ours[2]), "cfi_chain_b");
+    ASSERT_STR_EQ(frame_name(t.ours[3]), "cfi_chain_a");
+    ASSERT_STR_EQ(frame_name(t.ours[4]), "test_cfi_chain_unwinds_to_main_like_libgcc");
+    for (int i = 5; i < t.n_ours; i++) {
+        /* main may tail-call the harness's test_main and then is no frame of its own. */
+        saw_main |= strcmp(frame_name(t.ours[i]), "main") == 0 ||
+                    strcmp(frame_name(t.ours[i]), "test_main") == 0;
+        saw_start |= strcmp(frame_name(t.ours[i]), "_start") == 0;
+    }
+    ASSERT_TRUE(saw_main);
+    ASSERT_TRUE(saw_start);
+    check_against_libgcc(&t);
+    ag_modules_fini();
+}
+
+TEST(cfi_deep_recursion_like_libgcc)
+{
+    struct trace t = { 0 };
+    int n_rec = 0;
+
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ASSERT_TRUE(cfi_chain_recurse(100, chain_leaf, &t) > 0);
+    for (int i = 1; i < t.n_ours; i++) {
+        n_rec += strcmp(frame_name(t.ours[i]), "cfi_chain_recurse") == 0;
+    }
+    ASSERT_EQ(n_rec, 101);
+    check_against_libgcc(&t);
+    ag_modules_fini();
+}
+
+/* Rows at the entry of a function: CFA = rsp + 8, RA at CFA - 8, rbp unchanged. */
+TEST(cfi_rows_at_function_entry)
+{
+    struct ag_module_info info;
+    const struct ag_module_span *span;
+    const struct ag_cfi_row *row;
+    uint64_t fn = (uint64_t)(uintptr_t)&cfi_chain_c;
+
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ASSERT_OK(ag_module_find(fn, &info));
+    span = ag_sig_module_find(fn);
+    ASSERT_TRUE(span != NULL && span->cfi != NULL);
+    ASSERT_U64_EQ(span->cfi->base, info.base);
+    ASSERT_EQ(span->cfi->n, info.cfi_rows);
+    row = ag_sig_cfi_row_find(span->cfi, fn - info.base);
+    ASSERT_TRUE(row != NULL);
+    ASSERT_EQ(row->flags & AG_CFI_CFA_MASK, AG_CFI_CFA_SP);
+    ASSERT_EQ(row->cfa_off, 8);
+    ASSERT_EQ(row->flags & AG_CFI_RA_MASK, AG_CFI_RA_AT);
+    ASSERT_EQ(row->ra_off, -8);
+    ASSERT_EQ(row->flags & AG_CFI_FP_MASK, AG_CFI_FP_SAME);
+    /* Inside cfi_chain_a (alloca) some row must use the rbp-based CFA. */
+    {
+        int fp_rows = 0;
+        uint64_t a = (uint64_t)(uintptr_t)&cfi_chain_a - info.base;
+
+        for (size_t i = 0; i < span->cfi->n; i++) {
+            const struct ag_cfi_row *r = &span->cfi->rows[i];
+
+            if (r->addr >= a && r->addr < a + 128 &&
+                (r->flags & AG_CFI_CFA_MASK) == AG_CFI_CFA_FP) {
+                fp_rows++;
+            }
+        }
+        ASSERT_TRUE(fp_rows > 0);
+    }
+    /* Below the first row and in no module: nothing. */
+    ASSERT_TRUE(ag_sig_module_find(8) == NULL);
+    ag_modules_fini();
+}
+
+static struct trace sig_trace;
+static struct stack_bounds sig_bounds;
+static volatile sig_atomic_t sig_done;
+static volatile sig_atomic_t sig_armed; /* set once the chain is on the stack */
+
+static void
+on_sigprof(int signo, siginfo_t *info, void *uctx)
+{
+    const ucontext_t *uc = uctx;
+    struct ag_cfi_regs regs = { (uint64_t)uc->uc_mcontext.gregs[REG_RIP],
+                                (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
+                                (uint64_t)uc->uc_mcontext.gregs[REG_RBP] };
+    int rc = 0;
+
+    (void)signo;
+    (void)info;
+    if (sig_done || !sig_armed) {
+        return;
+    }
+    sig_trace.n_ours = 0;
+    sig_trace.ours[sig_trace.n_ours++] = regs.pc;
+    while (sig_trace.n_ours < MAX_FRAMES) {
+        rc = ag_sig_cfi_step(&regs, sig_trace.n_ours > 1, read_stack, &sig_bounds);
+        if (rc != 0) {
+            break;
+        }
+        sig_trace.ours[sig_trace.n_ours++] = regs.pc;
+    }
+    sig_trace.last_rc = rc;
+    sig_done = 1;
+}
+
+static int
+spin_leaf(void *arg)
+{
+    (void)arg;
+    sig_armed = 1;
+    while (!sig_done) {
+        __asm__ volatile("" ::: "memory");
+    }
+    return 1;
+}
+
+/* From an interrupted context (exact pc, first frame not a return address). */
+TEST(cfi_unwinds_from_signal_context)
+{
+    struct sigaction sa;
+    struct itimerval it = { { 0, 1000 }, { 0, 1000 } };
+    int found = 0;
+
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    stack_bounds_get(&sig_bounds);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_sigprof;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    ASSERT_OK(sigaction(SIGPROF, &sa, NULL));
+    ASSERT_OK(setitimer(ITIMER_PROF, &it, NULL));
+    ASSERT_TRUE(cfi_chain_a(1, spin_leaf, NULL) > 0);
+    memset(&it, 0, sizeof(it));
+    ASSERT_OK(setitimer(ITIMER_PROF, &it, NULL));
+    ASSERT_EQ(sig_trace.last_rc, AG_CFI_STEP_END);
+    ASSERT_TRUE(sig_trace.n_ours >= 6);
+    for (int i = 0; i < sig_trace.n_ours; i++) {
+        found += strcmp(frame_name(sig_trace.ours[i] - (i > 0)), "cfi_chain_b") == 0;
+    }
+    ASSERT_EQ(found, 1);
+    ag_modules_fini();
+}
+
+/* Garbage after a valid-looking .eh_frame_hdr header never reads outside the span. */
+TEST(cfi_build_rejects_corrupt_eh_frame_hdr)
+{
+    static const uint8_t hdr1[] = { 1, 0x1b, 0x03, 0x3b, 0x10, 0, 0, 0, 0xff, 0xff, 0xff, 0x0f };
+    static const uint8_t hdr2[] = { 1, 0x1b, 0x03, 0x3b, 0x00, 0,    0,    0,    2, 0, 0, 0,
+                                    0, 0,    0,    0,    0xf0, 0xff, 0xff, 0x7f, 0, 0, 0, 0 };
+    static const uint8_t hdr3[] = { 1, 0x1b };
+    static const uint8_t hdr4[] = { 2, 0x1b, 0x03, 0x3b };
+    static const struct {
+        const uint8_t *b;
+        size_t n;
+    } cases[] = { { hdr1, sizeof(hdr1) },
+                  { hdr2, sizeof(hdr2) },
+                  { hdr3, sizeof(hdr3) },
+                  { hdr4, sizeof(hdr4) } };
+
+    for (size_t i = 0; i < PP_ARRAY_SIZE(cases); i++) {
+        const uint8_t *g = test_guarded_copy(cases[i].b, cases[i].n);
+        struct ag_cfi_span span = { (uint64_t)(uintptr_t)g, (uint64_t)(uintptr_t)g + cases[i].n };
+        struct ag_cfi_table *t = NULL;
+        int rc = ag_cfi_build(span.lo, span.lo, &span, 1, &t);
+
+        ASSERT_TRUE(rc < 0);
+        ASSERT_TRUE(t == NULL);
+    }
+}
+
+/* Bad registers fail cleanly and leave regs unchanged. */
+TEST(cfi_step_rejects_bad_registers)
+{
+    struct stack_bounds b;
+    uint64_t fn = (uint64_t)(uintptr_t)&cfi_chain_c;
+    struct ag_cfi_regs regs = { 8, 0, 0 };
+
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    stack_bounds_get(&b);
+    ASSERT_EQ(ag_sig_cfi_step(&regs, 0, read_stack, &b), -ENOENT); /* pc in no module */
+    regs = (struct ag_cfi_regs){ fn, 8, 0 };                       /* sp outside the stack */
+    ASSERT_EQ(ag_sig_cfi_step(&regs, 0, read_stack, &b), -EFAULT);
+    ASSERT_U64_EQ(regs.pc, fn);
+    ASSERT_U64_EQ(regs.sp, 8);
+    regs = (struct ag_cfi_regs){ fn, UINT64_MAX - 4, 0 }; /* CFA wraps below sp */
+    ASSERT_EQ(ag_sig_cfi_step(&regs, 0, read_stack, &b), -EINVAL);
+    ag_modules_fini();
+    regs = (struct ag_cfi_regs){ fn, b.hi - 64, 0 }; /* no snapshot after fini */
+    ASSERT_EQ(ag_sig_cfi_step(&regs, 0, read_stack, &b), -ENOENT);
+}
+
+static const struct test_case cases[] = {
+    TEST_CASE(cfi_chain_unwinds_to_main_like_libgcc),
+    TEST_CASE(cfi_deep_recursion_like_libgcc),
+    TEST_CASE(cfi_rows_at_function_entry),
+    TEST_CASE(cfi_unwinds_from_signal_context),
+    TEST_CASE(cfi_build_rejects_corrupt_eh_frame_hdr),
+    TEST_CASE(cfi_step_rejects_bad_registers),
+};
+TEST_MAIN(cases)

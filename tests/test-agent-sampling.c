@@ -1,0 +1,611 @@
+/* tests/test-agent-sampling.c - the sampler end to end: CPU mode on two busy threads (samples,
+ * frames inside the workload functions, names), wall mode on a sleeping thread (every sleep
+ * lasts its full time, waiting samples carry the sleeper's stack), fork while sampling, errno
+ * preservation, start/stop idempotence and short-lived threads. Counts are asserted as "> 0",
+ * never as exact numbers. Built with frame pointers; pp_agent's interposers apply here. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/internal.h"
+#include "tests/test.h"
+
+#define EXPORT __attribute__((visibility("default"), noinline))
+
+/* Workload functions, exported so that dladdr() can name the frames. */
+EXPORT void busy_a(void);
+EXPORT void busy_b(void);
+EXPORT void sleeper_wait(void);
+EXPORT void raw_sleeper_wait(void);
+
+static uint64_t
+now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t
+cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- collector: what ag_drain delivered, per thread ---- */
+
+#define MAX_TIDS 64
+
+struct tid_stats {
+    int32_t tid;
+    char name[AG_NAME_MAX];
+    unsigned samples, waiting, running, stopped;
+    unsigned hits[4]; /* samples with a frame in want[k] */
+    unsigned blocked_src, proc_src;
+};
+
+static struct tid_stats col[MAX_TIDS];
+static const void *want[4];
+static unsigned col_lost, col_records;
+
+static struct tid_stats *
+col_get(int32_t tid)
+{
+    int i;
+
+    for (i = 0; i < MAX_TIDS; i++) {
+        if (col[i].tid == tid || col[i].tid == 0) {
+            col[i].tid = tid;
+            return &col[i];
+        }
+    }
+    return &col[MAX_TIDS - 1];
+}
+
+static int
+col_frame_is(uint64_t ip, const void *fn)
+{
+    Dl_info di;
+
+    /* Return addresses point after the call: look up ip - 1. */
+    return ip > 1 && dladdr((void *)(uintptr_t)(ip - 1), &di) != 0 && di.dli_saddr == fn;
+}
+
+static int
+col_cb(const struct ag_record *rec, void *ctx)
+{
+    struct tid_stats *t = col_get(rec->tid);
+    uint32_t i;
+    int k;
+
+    (void)ctx;
+    col_records++;
+    switch (rec->kind) {
+    case AG_RECORD_THREAD_START:
+        snprintf(t->name, sizeof(t->name), "%s", rec->u.name);
+        break;
+    case AG_RECORD_THREAD_STOP:
+        t->stopped++;
+        break;
+    case AG_RECORD_LOST:
+        col_lost += (unsigned)rec->u.lost;
+        break;
+    case AG_RECORD_SAMPLE:
+        if (rec->u.sample->tid != rec->tid || rec->u.sample->depth == 0) {
+            test_fail(__FILE__, __LINE__, "bad sample: tid %d/%d depth %u", rec->tid,
+                      rec->u.sample->tid, rec->u.sample->depth);
+        }
+        t->samples++;
+        if (rec->u.sample->state == AG_STATE_WAITING) {
+            t->waiting++;
+        } else {
+            t->running++;
+        }
+        t->blocked_src += rec->u.sample->source == AG_SOURCE_BLOCKED;
+        t->proc_src += rec->u.sample->source == AG_SOURCE_PROC;
+        for (k = 0; k < 4; k++) {
+            for (i = 0; want[k] != NULL && i < rec->u.sample->depth; i++) {
+                if (col_frame_is(rec->u.sample->frames[i], want[k]) ||
+                    (i == 0 && rec->u.sample->source == AG_SOURCE_SIGNAL &&
+                     col_frame_is(rec->u.sample->frames[0] + 1, want[k]))) {
+                    t->hits[k]++;
+                    break;
+                }
+            }
+        }
+        break;
+    }
+    return 0;
+}
+
+static void
+col_drain(void)
+{
+    int rc = ag_drain(col_cb, NULL);
+
+    if (rc < 0) {
+        test_fail(__FILE__, __LINE__, "ag_drain: %d", rc);
+    }
+}
+
+static void
+start_agent(void)
+{
+    struct ag_config cfg;
+
+    ag_config_init(&cfg);
+    cfg.scan_ms = 20;
+    ASSERT_OK(ag_start(&cfg));
+}
+
+/* ---- workloads ---- */
+
+static _Atomic int stop_flag;
+static _Atomic uint64_t sink; /* relaxed: keeps the loops from being optimised away */
+
+EXPORT void
+busy_a(void)
+{
+    uint64_t x = atomic_load_explicit(&sink, memory_order_relaxed);
+    int i;
+
+    for (i = 0; i < 20000; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+    }
+    atomic_store_explicit(&sink, x, memory_order_relaxed);
+}
+
+EXPORT void
+busy_b(void)
+{
+    uint64_t x = atomic_load_explicit(&sink, memory_order_relaxed);
+    int i;
+
+    for (i = 0; i < 20000; i++) {
+        x = x * 2862933555777941757u + 3037000493u;
+    }
+    atomic_store_explicit(&sink, x, memory_order_relaxed);
+}
+
+struct busy_arg {
+    void (*fn)(void);
+    const char *name;
+    uint64_t cpu_budget_ns;
+    _Atomic int32_t tid;
+};
+
+static void *
+busy_main(void *p)
+{
+    struct busy_arg *a = p;
+    uint64_t c0 = cpu_ns();
+
+    pthread_setname_np(pthread_self(), a->name);
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (cpu_ns() - c0 < a->cpu_budget_ns && !atomic_load(&stop_flag)) {
+        a->fn();
+    }
+    return NULL;
+}
+
+TEST(cpu_mode_samples_both_busy_threads)
+{
+    struct busy_arg a = { busy_a, "busy-a", 600000000u, 0 };
+    struct busy_arg b = { busy_b, "busy-b", 600000000u, 0 };
+    pthread_t ta, tb;
+    struct ag_stats st;
+    struct tid_stats *sa, *sb;
+    int i;
+
+    want[0] = (const void *)busy_a;
+    want[1] = (const void *)busy_b;
+    start_agent();
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
+    ASSERT_OK(pthread_create(&ta, NULL, busy_main, &a));
+    ASSERT_OK(pthread_create(&tb, NULL, busy_main, &b));
+    for (i = 0; i < 40; i++) {
+        usleep(50000);
+        col_drain();
+    }
+    ASSERT_OK(pthread_join(ta, NULL));
+    ASSERT_OK(pthread_join(tb, NULL));
+    usleep(100000); /* let the scan see them exit */
+    col_drain();
+    ag_stats_get(&st);
+    sa = col_get(atomic_load(&a.tid));
+    sb = col_get(atomic_load(&b.tid));
+    printf("# busy-a: %u samples, %u in busy_a; busy-b: %u samples, %u in busy_b; lost %u\n",
+           sa->samples, sa->hits[0], sb->samples, sb->hits[1], col_lost);
+    printf("# requested 1000 Hz; effective %.1f samples per CPU-second; overruns %llu; "
+           "cfi steps %llu\n",
+           st.effective_hz_cpu, (unsigned long long)st.timer_overruns,
+           (unsigned long long)st.unwind_cfi_steps);
+    ASSERT_TRUE(sa->samples > 0 && sb->samples > 0);
+    ASSERT_TRUE(sa->hits[0] > sa->samples / 2); /* frames reach the workload function */
+    ASSERT_TRUE(sb->hits[1] > sb->samples / 2);
+    ASSERT_EQ(sa->hits[1], 0); /* and never the other thread's */
+    ASSERT_EQ(sb->hits[0], 0);
+    ASSERT_STR_EQ(sa->name, "busy-a");
+    ASSERT_STR_EQ(sb->name, "busy-b");
+    ASSERT_TRUE(sa->stopped == 1 && sb->stopped == 1);
+    ASSERT_TRUE(st.effective_hz_cpu > 10.0 && st.effective_hz_cpu < 1100.0);
+    for (i = 0; i < MAX_TIDS; i++) { /* the agent's own threads never appear */
+        ASSERT_TRUE(strncmp(col[i].name, "pipeprof-", 9) != 0);
+    }
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 1000));
+    ASSERT_EQ(ag_sampling_release(AG_MODE_CPU, 1000), -ENOENT);
+    ag_stop();
+}
+
+static void
+split_fn(void)
+{
+    busy_a();
+    busy_a();
+    busy_a();
+    busy_b();
+}
+
+/* The profile must reflect a known split: 75% of the thread's CPU in busy_a, 25% in busy_b. */
+TEST(cpu_mode_attribution_matches_known_split)
+{
+    struct busy_arg a = { split_fn, "split", 800000000u, 0 };
+    struct tid_stats *t;
+    pthread_t th;
+    double share;
+    int i;
+
+    want[0] = (const void *)busy_a;
+    want[1] = (const void *)busy_b;
+    start_agent();
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 250));
+    ASSERT_OK(pthread_create(&th, NULL, busy_main, &a));
+    for (i = 0; i < 100 && atomic_load(&a.tid) == 0; i++) {
+        usleep(10000);
+    }
+    ASSERT_OK(pthread_join(th, NULL));
+    col_drain();
+    t = col_get(atomic_load(&a.tid));
+    share = (double)t->hits[0] / (double)(t->hits[0] + t->hits[1] + (t->hits[0] + t->hits[1] == 0));
+    printf("# split: %u samples, busy_a %u, busy_b %u: %.1f%% in busy_a (expected 75%%)\n",
+           t->samples, t->hits[0], t->hits[1], share * 100.0);
+    ASSERT_TRUE(t->hits[0] + t->hits[1] >= 50);
+    ASSERT_TRUE(share > 0.6 && share < 0.9);
+    ag_stop();
+}
+
+static _Atomic int early_returns, sleeps_done;
+
+EXPORT void
+sleeper_wait(void)
+{
+    uint64_t t0 = now_ns();
+
+    if (usleep(20000) != 0 || now_ns() - t0 < 20000000u) {
+        atomic_fetch_add(&early_returns, 1);
+    }
+    atomic_fetch_add(&sleeps_done, 1);
+}
+
+static _Atomic int32_t sleeper_tid, raw_tid;
+static _Atomic int raw_eintr;
+
+static void *
+sleeper_main(void *p)
+{
+    int i;
+
+    (void)p;
+    atomic_store(&sleeper_tid, (int32_t)syscall(SYS_gettid));
+    for (i = 0; i < 40; i++) {
+        sleeper_wait();
+    }
+    return NULL;
+}
+
+/* Sleeps with the raw syscall: not interposed, so its samples come from /proc. */
+EXPORT void
+raw_sleeper_wait(void)
+{
+    struct timespec ts = { 0, 20000000 };
+
+    if (syscall(SYS_nanosleep, &ts, NULL) != 0 && errno == EINTR) {
+        atomic_fetch_add(&raw_eintr, 1);
+    }
+}
+
+static void *
+raw_main(void *p)
+{
+    int i;
+
+    (void)p;
+    atomic_store(&raw_tid, (int32_t)syscall(SYS_gettid));
+    for (i = 0; i < 40; i++) {
+        raw_sleeper_wait();
+    }
+    return NULL;
+}
+
+TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
+{
+    struct busy_arg a = { busy_a, "busy-a", 500000000u, 0 };
+    pthread_t ts, tr, ta;
+    struct ag_stats st;
+    struct tid_stats *s, *r, *b;
+    int i;
+
+    want[0] = (const void *)busy_a;
+    want[1] = (const void *)sleeper_wait;
+    want[2] = (const void *)raw_sleeper_wait;
+    start_agent();
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 1000));
+    ASSERT_OK(pthread_create(&ts, NULL, sleeper_main, NULL));
+    ASSERT_OK(pthread_create(&tr, NULL, raw_main, NULL));
+    ASSERT_OK(pthread_create(&ta, NULL, busy_main, &a));
+    for (i = 0; i < 30 && atomic_load(&sleeps_done) < 40; i++) {
+        usleep(50000);
+        col_drain();
+    }
+    ASSERT_OK(pthread_join(ts, NULL));
+    ASSERT_OK(pthread_join(tr, NULL));
+    ASSERT_OK(pthread_join(ta, NULL));
+    col_drain();
+    ag_stats_get(&st);
+    s = col_get(atomic_load(&sleeper_tid));
+    r = col_get(atomic_load(&raw_tid));
+    b = col_get(atomic_load(&a.tid));
+    printf("# sleeper: %u samples (%u waiting, %u from the interposer, %u in sleeper_wait); "
+           "raw: %u samples (%u waiting, %u from /proc, %u in raw_sleeper_wait, %d EINTR); "
+           "busy: %u running\n",
+           s->samples, s->waiting, s->blocked_src, s->hits[1], r->samples, r->waiting, r->proc_src,
+           r->hits[2], atomic_load(&raw_eintr), b->running);
+    printf("# wall: requested 1000 Hz, effective %.1f passes/s; eintr seen %llu absorbed %llu\n",
+           st.effective_hz_wall, (unsigned long long)st.eintr_seen,
+           (unsigned long long)st.eintr_absorbed);
+    ASSERT_EQ(atomic_load(&early_returns), 0);
+    ASSERT_EQ(atomic_load(&sleeps_done), 40);
+    ASSERT_TRUE(s->waiting > 100); /* 0.8 s asleep at 1 kHz */
+    ASSERT_TRUE(s->hits[1] > s->waiting / 2);
+    ASSERT_TRUE(r->waiting > 100);
+    ASSERT_TRUE(r->proc_src > 0);
+    ASSERT_TRUE(b->running > 0 && b->hits[0] > 0);
+    ag_stop();
+}
+
+TEST(fork_while_sampling_leaves_child_alone)
+{
+    struct busy_arg a = { busy_a, "busy-a", 300000000u, 0 };
+    pthread_t ta;
+    pid_t pid;
+    int status;
+
+    start_agent();
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 500));
+    ASSERT_OK(pthread_create(&ta, NULL, busy_main, &a));
+    usleep(50000);
+    pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        struct sigaction sa;
+        uint64_t t0 = now_ns(), c0 = cpu_ns();
+
+        while (cpu_ns() - c0 < 200000000u) {
+            busy_b();
+        }
+        if (usleep(30000) != 0 || now_ns() - t0 < 30000000u) {
+            _exit(3);
+        }
+        sigaction(SIGPROF, NULL, &sa);
+        _exit((sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction == ag_sig_handler ? 4 : 0);
+    }
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_EQ(WEXITSTATUS(status), 0);
+    ASSERT_OK(pthread_join(ta, NULL));
+    col_drain();
+    ASSERT_TRUE(col_get(atomic_load(&a.tid))->samples > 0); /* the parent still samples */
+    ag_stop();
+}
+
+static _Atomic int errno_bad;
+static _Atomic int32_t errno_tid;
+
+static void *
+errno_main(void *p)
+{
+    uint64_t c0 = cpu_ns();
+
+    (void)p;
+    atomic_store(&errno_tid, (int32_t)syscall(SYS_gettid));
+    errno = 1234;
+    while (cpu_ns() - c0 < 400000000u) {
+        busy_a();
+        if (errno != 1234) {
+            atomic_fetch_add(&errno_bad, 1);
+            errno = 1234;
+        }
+    }
+    return NULL;
+}
+
+TEST(handler_preserves_errno)
+{
+    pthread_t t;
+
+    start_agent();
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 1000));
+    ASSERT_OK(pthread_create(&t, NULL, errno_main, NULL));
+    ASSERT_OK(pthread_join(t, NULL));
+    col_drain();
+    ASSERT_TRUE(col_get(atomic_load(&errno_tid))->samples > 0);
+    ASSERT_EQ(atomic_load(&errno_bad), 0);
+    ag_stop();
+}
+
+static void
+foreign_handler(int sig)
+{
+    (void)sig;
+}
+
+TEST(start_stop_idempotent_and_restore_signal)
+{
+    struct sigaction sa, cur;
+    struct ag_config cfg;
+
+    start_agent();
+    start_agent(); /* already started: 0, no second handler */
+    sigaction(SIGPROF, NULL, &cur);
+    ASSERT_TRUE((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == ag_sig_handler);
+    ASSERT_TRUE(cur.sa_flags & SA_RESTART);
+    ASSERT_EQ(ag_sampling_acquire(AG_MODE_CPU, 0), -EINVAL);
+    ASSERT_EQ(ag_sampling_acquire(AG_MODE_CPU, 5000), -EINVAL);
+    ag_stop();
+    ag_stop();
+    sigaction(SIGPROF, NULL, &cur);
+    ASSERT_TRUE(!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL);
+    ASSERT_EQ(ag_drain(col_cb, NULL), -ESRCH);
+    ASSERT_EQ(ag_sampling_acquire(AG_MODE_CPU, 99), -ESRCH);
+    /* Someone else's handler: refused, and left in place. */
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = foreign_handler;
+    sigaction(SIGPROF, &sa, NULL);
+    ag_config_init(&cfg);
+    ASSERT_EQ(ag_start(&cfg), -EBUSY);
+    sigaction(SIGPROF, NULL, &cur);
+    ASSERT_TRUE(cur.sa_handler == foreign_handler);
+    /* Another signal works. */
+    cfg.signo = SIGRTMIN + 2;
+    ASSERT_OK(ag_start(&cfg));
+    ag_stop();
+}
+
+static void *
+short_main(void *p)
+{
+    uint64_t c0 = cpu_ns();
+
+    (void)p;
+    while (cpu_ns() - c0 < 10000000u) {
+        busy_b();
+    }
+    return NULL;
+}
+
+TEST(short_lived_threads_start_and_stop)
+{
+    pthread_t t[16];
+    unsigned stops = 0;
+    int i, round;
+
+    start_agent();
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 1000));
+    for (round = 0; round < 4; round++) {
+        for (i = 0; i < 16; i++) {
+            ASSERT_OK(pthread_create(&t[i], NULL, short_main, NULL));
+        }
+        for (i = 0; i < 16; i++) {
+            ASSERT_OK(pthread_join(t[i], NULL));
+        }
+        col_drain();
+    }
+    usleep(100000);
+    col_drain();
+    for (i = 0; i < MAX_TIDS; i++) {
+        stops += col[i].stopped;
+    }
+    ASSERT_TRUE(stops >= 32); /* tids may be reused; most exits are reported */
+    ag_stop();
+}
+
+/* Stopping while signals are in flight to busy threads must not leave one pending under
+ * SIGPROF's default action (which would kill the process). */
+TEST(stop_while_signals_in_flight_is_safe)
+{
+    struct busy_arg a[4];
+    pthread_t t[4];
+    int round, i;
+
+    atomic_store(&stop_flag, 0);
+    for (i = 0; i < 4; i++) {
+        a[i].fn = busy_a;
+        a[i].name = "stopper";
+        a[i].cpu_budget_ns = 5000000000u;
+        atomic_store(&a[i].tid, 0);
+        ASSERT_OK(pthread_create(&t[i], NULL, busy_main, &a[i]));
+    }
+    for (round = 0; round < 20; round++) {
+        start_agent();
+        ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
+        ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 1000));
+        usleep(20000);
+        ag_stop();
+    }
+    atomic_store(&stop_flag, 1);
+    for (i = 0; i < 4; i++) {
+        ASSERT_OK(pthread_join(t[i], NULL));
+    }
+}
+
+/* More threads than slots: the extra ones are counted, not sampled, and nothing breaks. */
+TEST(registry_full_counts_dropped_threads)
+{
+    struct busy_arg a[8];
+    struct ag_config cfg;
+    struct ag_stats st;
+    pthread_t t[8];
+    int i;
+
+    ag_config_init(&cfg);
+    cfg.max_threads = 4;
+    cfg.scan_ms = 20;
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
+    for (i = 0; i < 8; i++) {
+        a[i].fn = busy_b;
+        a[i].name = "many";
+        a[i].cpu_budget_ns = 50000000u;
+        atomic_store(&a[i].tid, 0);
+        ASSERT_OK(pthread_create(&t[i], NULL, busy_main, &a[i]));
+    }
+    for (i = 0; i < 8; i++) {
+        ASSERT_OK(pthread_join(t[i], NULL));
+    }
+    col_drain();
+    ag_stats_get(&st);
+    ASSERT_TRUE(st.threads_dropped > 0);
+    ASSERT_TRUE(st.threads_seen <= 4 + 8);
+    ASSERT_TRUE(st.samples > 0);
+    ag_stop();
+}
+
+static const struct test_case cases[] = {
+    TEST_CASE(cpu_mode_samples_both_busy_threads),
+    TEST_CASE(cpu_mode_attribution_matches_known_split),
+    TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
+    TEST_CASE(fork_while_sampling_leaves_child_alone),
+    TEST_CASE(handler_preserves_errno),
+    TEST_CASE(start_stop_idempotent_and_restore_signal),
+    TEST_CASE(short_lived_threads_start_and_stop),
+    TEST_CASE(registry_full_counts_dropped_threads),
+    TEST_CASE(stop_while_signals_in_flight_is_safe),
+};
+TEST_MAIN(cases)

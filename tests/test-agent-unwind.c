@@ -1,0 +1,139 @@
+/* tests/test-agent-unwind.c - the guarded frame-pointer walker of agent/sig-unwind.c on
+ * synthetic stacks: a clean chain ends at the root; loops, misaligned and wild frame pointers,
+ * and frames on unmapped pages end the walk with the matching reason and never crash. */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "agent/internal.h"
+#include "tests/test.h"
+
+#define NFRAMES 5
+
+static _Alignas(16) uint64_t stack[64];
+
+/* Frame k lives at stack[4k]: [0] = caller's frame (next fp), [1] = return address. */
+static void
+stack_build(void)
+{
+    int k;
+
+    memset(stack, 0, sizeof(stack));
+    for (k = 0; k < NFRAMES; k++) {
+        stack[4 * k] = k + 1 < NFRAMES ? (uint64_t)(uintptr_t)&stack[4 * (k + 1)] : 0;
+        stack[4 * k + 1] = 0x401000u + (uint64_t)k;
+    }
+}
+
+static void
+unwind(int remote, uint32_t max, uint64_t *frames, struct ag_unwind_result *res)
+{
+    struct ag_unwind_ctx c;
+
+    c.lo = (uint64_t)(uintptr_t)stack;
+    c.hi = (uint64_t)(uintptr_t)(stack + 64);
+    c.remote_ok = remote;
+    c.pid = getpid();
+    ag_sig_unwind(&c, 0x400000, (uint64_t)(uintptr_t)stack, (uint64_t)(uintptr_t)stack, 0, frames,
+                  max, res);
+}
+
+TEST(unwind_clean_chain_reaches_root)
+{
+    uint64_t frames[32];
+    struct ag_unwind_result res;
+    int k;
+
+    stack_build();
+    unwind(0, 32, frames, &res);
+    ASSERT_EQ(res.depth, NFRAMES + 1);
+    ASSERT_EQ(res.end, AG_UNWIND_END_ROOT);
+    ASSERT_EQ(res.unwinder, AG_UNWINDER_FP);
+    ASSERT_U64_EQ(frames[0], 0x400000);
+    for (k = 0; k < NFRAMES; k++) {
+        ASSERT_U64_EQ(frames[k + 1], 0x401000u + (uint64_t)k);
+    }
+}
+
+TEST(unwind_stops_at_depth_limit)
+{
+    uint64_t frames[32];
+    struct ag_unwind_result res;
+
+    stack_build();
+    unwind(0, 3, frames, &res);
+    ASSERT_EQ(res.depth, 3);
+    ASSERT_EQ(res.end, AG_UNWIND_END_DEPTH_LIMIT);
+}
+
+TEST(unwind_loop_is_fp_invalid)
+{
+    uint64_t frames[32];
+    struct ag_unwind_result res;
+
+    stack_build();
+    stack[8] = (uint64_t)(uintptr_t)&stack[4]; /* frame 2 points back to frame 1 */
+    unwind(1, 32, frames, &res);
+    ASSERT_EQ(res.end, AG_UNWIND_END_FP_INVALID);
+    ASSERT_EQ(res.depth, 3); /* pc, ra0, ra1: ra2 belongs to the looping record */
+}
+
+TEST(unwind_misaligned_fp_is_fp_invalid)
+{
+    uint64_t frames[32];
+    struct ag_unwind_result res;
+
+    stack_build();
+    stack[4] = (uint64_t)(uintptr_t)&stack[8] + 3;
+    unwind(1, 32, frames, &res);
+    ASSERT_EQ(res.end, AG_UNWIND_END_FP_INVALID);
+    ASSERT_EQ(res.depth, 3);
+}
+
+TEST(unwind_unmapped_fp_is_read_fault)
+{
+    uint64_t frames[32];
+    struct ag_unwind_result res;
+    long page = sysconf(_SC_PAGESIZE);
+    char *p = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0);
+    uint64_t wild = 0x7ff0deadbe00u;
+
+    ASSERT_TRUE(p != MAP_FAILED);
+    ASSERT_OK(mprotect(p + page, (size_t)page, PROT_NONE));
+    /* Above the stack and on a PROT_NONE page: only the non-faulting read may touch it. */
+    stack_build();
+    stack[4] = (uint64_t)(uintptr_t)(p + page);
+    if ((uint64_t)(uintptr_t)(p + page) <= (uint64_t)(uintptr_t)&stack[4]) {
+        test_skip("mmap placed the page below the synthetic stack");
+    }
+    unwind(1, 32, frames, &res);
+    ASSERT_EQ(res.end, AG_UNWIND_END_READ_FAULT);
+    ASSERT_EQ(res.depth, 3);
+    unwind(0, 32, frames, &res); /* without process_vm_readv: refused before any access */
+    ASSERT_EQ(res.end, AG_UNWIND_END_READ_FAULT);
+    stack[4] = wild;
+    unwind(1, 32, frames, &res);
+    ASSERT_EQ(res.end, AG_UNWIND_END_READ_FAULT);
+}
+
+TEST(unwind_read_rejects_unaligned_and_null)
+{
+    struct ag_unwind_ctx c = { 0, 0, 1, 0 };
+    uint64_t v = 42, out = 0;
+
+    c.pid = getpid();
+    ASSERT_EQ(ag_sig_read(&c, 0, &out), -EFAULT);
+    ASSERT_EQ(ag_sig_read(&c, (uint64_t)(uintptr_t)&v + 1, &out), -EFAULT);
+    ASSERT_OK(ag_sig_read(&c, (uint64_t)(uintptr_t)&v, &out)); /* remote path */
+    ASSERT_U64_EQ(out, 42);
+}
+
+static const struct test_case cases[] = {
+    TEST_CASE(unwind_clean_chain_reaches_root),  TEST_CASE(unwind_stops_at_depth_limit),
+    TEST_CASE(unwind_loop_is_fp_invalid),        TEST_CASE(unwind_misaligned_fp_is_fp_invalid),
+    TEST_CASE(unwind_unmapped_fp_is_read_fault), TEST_CASE(unwind_read_rejects_unaligned_and_null),
+};
+TEST_MAIN(cases)

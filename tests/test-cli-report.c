@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/test-cli-report.c - `pipeprof report` and `pipeprof convert --format folded` on a trace
+ * with a known set of samples and rundown names, written with libnettrace. The totals of both
+ * must agree with the samples written, to the sample.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "nettrace/format.h"
+#include "nettrace/nettrace.h"
+#include "tests/test.h"
+
+#define MODULE_ID   0x7f0000000000ULL
+#define MODULE_BASE 0x7f0000000000ULL
+
+struct fn {
+    const char *name;
+    uint64_t start;
+    uint32_t size;
+};
+
+/* Functions of a fake libdemo.so; main and start are on every stack of thread 101. */
+static const struct fn fns[] = {
+    { "fn_a", MODULE_BASE + 0x1000, 0x100 }, { "fn_b", MODULE_BASE + 0x1100, 0x100 },
+    { "main", MODULE_BASE + 0x1200, 0x100 }, { "start", MODULE_BASE + 0x1300, 0x100 },
+    { "fn_c", MODULE_BASE + 0x1400, 0x100 }, { "thread_start", MODULE_BASE + 0x1500, 0x100 },
+};
+
+static char trace_path[256];
+
+static void
+write_sample(struct nt_writer *w, uint32_t meta, uint64_t tid, uint64_t ts, const uint64_t *stack,
+             uint32_t depth, int running)
+{
+    uint8_t buf[4];
+    struct nt_payload p;
+    struct nt_event ev;
+
+    memset(&ev, 0, sizeof(ev));
+    nt_payload_init(&p, buf, sizeof(buf));
+    nt_payload_u32(&p, running ? NT_SAMPLE_MANAGED : NT_SAMPLE_EXTERNAL);
+    ev.metadata_id = meta;
+    ev.thread_id = tid;
+    ev.capture_thread_id = 1;
+    ev.processor = 0xFFFFFFFFu;
+    ev.timestamp = ts;
+    ev.stack = stack;
+    ev.stack_depth = depth;
+    ev.payload = buf;
+    ev.payload_size = (uint32_t)p.len;
+    ASSERT_OK(nt_writer_write(w, &ev));
+}
+
+static void
+write_payload_event(struct nt_writer *w, uint32_t meta, uint64_t ts, struct nt_payload *p)
+{
+    struct nt_event ev;
+
+    ASSERT_OK(p->err);
+    memset(&ev, 0, sizeof(ev));
+    ev.metadata_id = meta;
+    ev.thread_id = 1;
+    ev.capture_thread_id = 1;
+    ev.processor = 0xFFFFFFFFu;
+    ev.timestamp = ts;
+    ev.payload = p->buf;
+    ev.payload_size = (uint32_t)p->len;
+    ASSERT_OK(nt_writer_write(w, &ev));
+}
+
+/* 30 + 10 samples on thread 101, 20 running + 5 waiting on thread 202, 2 unnamed on 101. */
+static void
+make_trace(void)
+{
+    const uint64_t s_a[] = { MODULE_BASE + 0x1010, MODULE_BASE + 0x1220, MODULE_BASE + 0x1305 };
+    const uint64_t s_b[] = { MODULE_BASE + 0x1104, MODULE_BASE + 0x1230, MODULE_BASE + 0x1305 };
+    const uint64_t s_b2[] = { MODULE_BASE + 0x1180, MODULE_BASE + 0x1240, MODULE_BASE + 0x1305 };
+    const uint64_t s_c[] = { MODULE_BASE + 0x1408, MODULE_BASE + 0x1502 };
+    const uint64_t s_unknown[] = { 0x1234, MODULE_BASE + 0x1220, MODULE_BASE + 0x1305 };
+    struct nt_writer_options opts = { 0 };
+    struct nt_writer *w = NULL;
+    struct nt_sink sink;
+    uint32_t m_sample, m_module, m_method;
+    uint8_t buf[1024];
+    struct nt_payload p;
+    uint64_t ts = 1000000;
+    int fd, i;
+    size_t f;
+
+    snprintf(trace_path, sizeof(trace_path), "/tmp/pp-test-report-%d.nettrace", (int)getpid());
+    fd = open(trace_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_TRUE(fd >= 0);
+    nt_sink_fd(&sink, &fd);
+    opts.sync_time_ticks = ts;
+    ASSERT_OK(nt_writer_new(&opts, &sink, &w));
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), &m_sample));
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_MODULE_DC_END), &m_module));
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END), &m_method));
+    for (i = 0; i < 30; i++) {
+        write_sample(w, m_sample, 101, ts += 1000000, s_a, 3, 1);
+    }
+    for (i = 0; i < 10; i++) { /* two addresses inside fn_b: one folded line */
+        write_sample(w, m_sample, 101, ts += 1000000, i % 2 ? s_b : s_b2, 3, 1);
+    }
+    for (i = 0; i < 25; i++) {
+        write_sample(w, m_sample, 202, ts += 1000000, s_c, 2, i < 20);
+    }
+    for (i = 0; i < 2; i++) {
+        write_sample(w, m_sample, 101, ts += 1000000, s_unknown, 3, 1);
+    }
+    nt_payload_init(&p, buf, sizeof(buf));
+    nt_payload_module_dc_end(&p, MODULE_ID, "/usr/lib/libdemo.so");
+    write_payload_event(w, m_module, ts += 1000, &p);
+    for (f = 0; f < sizeof(fns) / sizeof(fns[0]); f++) {
+        nt_payload_init(&p, buf, sizeof(buf));
+        nt_payload_method_dc_end(&p, MODULE_ID, fns[f].start, fns[f].size, "", fns[f].name, "");
+        write_payload_event(w, m_method, ts += 1000, &p);
+    }
+    ASSERT_OK(nt_writer_finish(w));
+    nt_writer_free(w);
+    close(fd);
+}
+
+/* Runs the pipeprof CLI and returns its standard output (malloc'd). */
+static char *
+run_cli(const char *args)
+{
+    const char *bin = getenv("PP_BINARY_DIR");
+    char cmd[1024];
+    char *out = NULL;
+    size_t len = 0, cap = 0;
+    FILE *f;
+    int c, status;
+
+    snprintf(cmd, sizeof(cmd), "%s/bin/pipeprof %s", bin != NULL ? bin : "build", args);
+    f = popen(cmd, "r");
+    ASSERT_TRUE(f != NULL);
+    while ((c = fgetc(f)) != EOF) {
+        if (len + 2 > cap) {
+            cap = cap ? cap * 2 : 4096;
+            out = realloc(out, cap);
+            ASSERT_TRUE(out != NULL);
+        }
+        out[len++] = (char)c;
+    }
+    status = pclose(f);
+    if (status != 0) {
+        test_fail(__FILE__, __LINE__, "`%s` exited with %d", cmd, status);
+    }
+    if (out == NULL) {
+        out = calloc(1, 1);
+    }
+    out[len] = '\0';
+    return out;
+}
+
+static const cJSON *
+find_function(const cJSON *list, const char *name)
+{
+    const cJSON *item;
+
+    cJSON_ArrayForEach(item, list)
+    {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(item, "function");
+
+        if (cJSON_IsString(fn) && strcmp(fn->valuestring, name) == 0) {
+            return item;
+        }
+    }
+    test_fail(__FILE__, __LINE__, "function %s not in the report", name);
+}
+
+static double
+num(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+    if (!cJSON_IsNumber(v)) {
+        test_fail(__FILE__, __LINE__, "no number %s", key);
+    }
+    return v->valuedouble;
+}
+
+TEST(report_counts_self_and_total)
+{
+    char args[512];
+    cJSON *root, *self, *total, *threads;
+    const cJSON *e;
+    char *out;
+
+    make_trace();
+    snprintf(args, sizeof(args), "report --format json --top 50 %s", trace_path);
+    out = run_cli(args);
+    root = cJSON_Parse(out);
+    ASSERT_TRUE(root != NULL);
+    ASSERT_EQ(num(root, "samples"), 67);
+    ASSERT_EQ(num(root, "running_samples"), 62);
+    ASSERT_EQ(num(root, "waiting_samples"), 5);
+    self = cJSON_GetObjectItemCaseSensitive(root, "top_self");
+    total = cJSON_GetObjectItemCaseSensitive(root, "top_total");
+    ASSERT_TRUE(cJSON_IsArray(self) && cJSON_IsArray(total));
+    /* The first entry by self samples is fn_a, with 30 of 67. */
+    e = cJSON_GetArrayItem(self, 0);
+    ASSERT_STR_EQ(cJSON_GetObjectItemCaseSensitive(e, "function")->valuestring, "libdemo!fn_a");
+    ASSERT_EQ(num(find_function(self, "libdemo!fn_a"), "self"), 30);
+    ASSERT_EQ(num(find_function(self, "libdemo!fn_b"), "self"), 10);
+    ASSERT_EQ(num(find_function(self, "libdemo!fn_c"), "self"), 25);
+    ASSERT_EQ(num(find_function(total, "libdemo!main"), "total"), 42);
+    ASSERT_EQ(num(find_function(total, "libdemo!main"), "self"), 0);
+    ASSERT_EQ(num(find_function(total, "libdemo!start"), "total"), 42);
+    ASSERT_EQ(num(find_function(total, "libdemo!thread_start"), "total"), 25);
+    ASSERT_EQ(num(find_function(total, "?!0x1234"), "self"), 2);
+    threads = cJSON_GetObjectItemCaseSensitive(root, "per_thread");
+    ASSERT_EQ(cJSON_GetArraySize(threads), 2);
+    cJSON_Delete(root);
+    free(out);
+    unlink(trace_path);
+}
+
+TEST(folded_totals_agree_with_report)
+{
+    char args[512], *out, *line, *save = NULL;
+    unsigned long long sum = 0;
+    int lines = 0, saw_a = 0, saw_b = 0;
+
+    make_trace();
+    snprintf(args, sizeof(args), "convert --format folded %s", trace_path);
+    out = run_cli(args);
+    for (line = strtok_r(out, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        char *sp = strrchr(line, ' ');
+
+        ASSERT_TRUE(sp != NULL);
+        sum += strtoull(sp + 1, NULL, 10);
+        lines++;
+        *sp = '\0';
+        if (strcmp(line, "Thread (101);libdemo!start;libdemo!main;libdemo!fn_a") == 0) {
+            saw_a = 1;
+            ASSERT_STR_EQ(sp + 1, "30");
+        }
+        if (strcmp(line, "Thread (101);libdemo!start;libdemo!main;libdemo!fn_b") == 0) {
+            saw_b = 1;
+            ASSERT_STR_EQ(sp + 1, "10"); /* two distinct address stacks fold into one line */
+        }
+    }
+    ASSERT_TRUE(saw_a && saw_b);
+    ASSERT_EQ(sum, 67);
+    /* fn_a, fn_b, fn_c running, fn_c waiting (same names: one line), unknown */
+    ASSERT_EQ(lines, 4);
+    free(out);
+    unlink(trace_path);
+}
+
+TEST(report_filters_thread_and_folds_frames)
+{
+    char args[512];
+    cJSON *root;
+    char *out;
+
+    make_trace();
+    snprintf(args, sizeof(args), "report --format json --thread 202 --fold 'thread_start' %s",
+             trace_path);
+    out = run_cli(args);
+    root = cJSON_Parse(out);
+    ASSERT_TRUE(root != NULL);
+    ASSERT_EQ(num(root, "samples"), 25);
+    ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "top_total")), 1);
+    cJSON_Delete(root);
+    free(out);
+    unlink(trace_path);
+}
+
+TEST(report_rejects_garbage_with_offset)
+{
+    char cmd[600];
+    FILE *f;
+    int status;
+
+    snprintf(trace_path, sizeof(trace_path), "/tmp/pp-test-garbage-%d.nettrace", (int)getpid());
+    f = fopen(trace_path, "w");
+    ASSERT_TRUE(f != NULL);
+    fputs("this is not a trace at all, just text", f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "%s/bin/pipeprof report %s 2>/dev/null",
+             getenv("PP_BINARY_DIR") ? getenv("PP_BINARY_DIR") : "build", trace_path);
+    status = system(cmd);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    unlink(trace_path);
+}
+
+static const struct test_case cases[] = {
+    TEST_CASE(report_counts_self_and_total),
+    TEST_CASE(folded_totals_agree_with_report),
+    TEST_CASE(report_filters_thread_and_folds_frames),
+    TEST_CASE(report_rejects_garbage_with_offset),
+};
+TEST_MAIN(cases)

@@ -1,0 +1,713 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/test-ipc-server.c - the diagnostic server in-process, on sockets in a fresh mkdtemp
+ * directory: ProcessInfo 1/2/3 with real values, environment, resume, every error reply,
+ * collect + stop with a trivial event source (the stream read back with nt_reader when libnettrace
+ * has its reader), disconnects, 64 sessions, 1000 connections, a client that never reads, and
+ * reverse mode (advertise, reconnect, suspend until ResumeRuntime).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+#include "nettrace/nettrace.h"
+#include "tests/test.h"
+
+static char dir[64];
+static char sock_path[128];
+static struct ipc_server *srv;
+static uint8_t resp[IPC_MAX_MESSAGE + 1];
+
+/* ----- a trivial event source ----------------------------------------------------------- */
+
+struct test_source_state {
+    atomic_int starts, stops, drains, rundowns, congested_seen;
+    atomic_int lost;
+    int big; /* write 60 KB events every drain (the slow-client case) */
+};
+static struct test_source_state st;
+
+static const struct nt_event_desc test_desc = { "Test-Source", 7, "Tick", 0, 0, 4, 0, NULL, 0, 0 };
+
+static int
+test_source_start(void *ctx, const struct ipc_session_config *cfg)
+{
+    (void)ctx;
+    ASSERT_TRUE(cfg->session_id != 0);
+    st.starts++;
+    return 0;
+}
+
+static int
+test_source_drain(void *ctx, const struct ipc_session_view *v, size_t n)
+{
+    static uint8_t payload[60000];
+    size_t i;
+
+    (void)ctx;
+    st.drains++;
+    for (i = 0; i < n; i++) {
+        struct nt_event ev;
+        uint32_t id;
+        int k, count = st.big ? 4 : 1;
+
+        if (v[i].congested) {
+            st.congested_seen++;
+            if (nt_writer_note_lost(v[i].writer, 1, (uint32_t)count) == 0) {
+                st.lost += count;
+            }
+            continue;
+        }
+        if (nt_writer_define(v[i].writer, &test_desc, &id) < 0) {
+            return -EIO;
+        }
+        for (k = 0; k < count; k++) {
+            memset(&ev, 0, sizeof(ev));
+            ev.metadata_id = id;
+            ev.thread_id = 1;
+            ev.capture_thread_id = 1;
+            ev.processor = 0xFFFFFFFFu;
+            ev.timestamp = nt_clock_now();
+            ev.payload = payload;
+            ev.payload_size = st.big ? sizeof(payload) : 4;
+            if (nt_writer_write(v[i].writer, &ev) < 0) {
+                return -EIO;
+            }
+        }
+    }
+    return 0;
+}
+
+static int
+test_source_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w)
+{
+    (void)ctx;
+    (void)cfg;
+    (void)w;
+    st.rundowns++;
+    return 0;
+}
+
+static void
+test_source_stop(void *ctx, const struct ipc_session_config *cfg)
+{
+    (void)ctx;
+    (void)cfg;
+    st.stops++;
+}
+
+static const struct ipc_event_source test_source = { test_source_start, test_source_drain,
+                                                     test_source_rundown, test_source_stop, NULL };
+
+/* ----- helpers --------------------------------------------------------------------------- */
+
+static void
+test_quiet_log(void *ctx, const char *line)
+{
+    (void)ctx;
+    (void)line;
+}
+
+static void
+server_start_opts(const char *ports, size_t queue, uint32_t timeout_ms)
+{
+    struct ipc_server_options o;
+
+    snprintf(dir, sizeof(dir), "/tmp/pp-ipc-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    snprintf(sock_path, sizeof(sock_path), "%s/diag.sock", dir);
+    memset(&o, 0, sizeof(o));
+    o.listen_path = sock_path;
+    o.source = &test_source;
+    o.diagnostic_ports = ports;
+    o.session_queue_bytes = queue;
+    o.request_timeout_ms = timeout_ms;
+    o.log = test_quiet_log;
+    ASSERT_OK(ipc_server_start(&o, &srv));
+}
+
+static void
+server_start(void)
+{
+    server_start_opts(NULL, 0, 0);
+}
+
+static void
+server_stop(void)
+{
+    ipc_server_stop(srv);
+    srv = NULL;
+    rmdir(dir);
+}
+
+static int
+connect_server(void)
+{
+    int fd;
+
+    ASSERT_OK(ipc_client_connect(sock_path, &fd));
+    return fd;
+}
+
+/* Sends a request and returns the decoded response (in the static buffer). */
+static struct ipc_response
+roundtrip_fd(int fd, const void *req, size_t len)
+{
+    struct ipc_response r;
+    int n;
+
+    ASSERT_OK(ipc_client_send(fd, req, len));
+    n = ipc_client_read_response(fd, resp, sizeof(resp), 8000);
+    if (n < 20) {
+        test_fail(__FILE__, __LINE__, "no response: %d", n);
+    }
+    ASSERT_OK(ipc_response_decode(resp, (size_t)n, &r));
+    return r;
+}
+
+static struct ipc_response
+roundtrip(const void *req, size_t len)
+{
+    int fd = connect_server();
+    struct ipc_response r = roundtrip_fd(fd, req, len);
+
+    close(fd);
+    return r;
+}
+
+static struct ipc_response
+simple(uint8_t set, uint8_t id)
+{
+    uint8_t h[20];
+
+    ipc_header_encode(h, 20, set, id);
+    return roundtrip(h, 20);
+}
+
+static int
+collect_start(uint64_t *session, uint8_t version, uint64_t rundown)
+{
+    struct ipc_provider p = { 0, 5, "Test-Source", NULL, 0, NULL, 0 };
+    struct ipc_collect c;
+    struct ipc_response r;
+    uint8_t m[512];
+    int fd = connect_server(), n;
+
+    memset(&c, 0, sizeof(c));
+    c.command_id = version;
+    c.buffer_mb = 16;
+    c.format = 1;
+    c.request_rundown = rundown != 0;
+    c.rundown_keyword = rundown;
+    c.request_stackwalk = 1;
+    c.providers = &p;
+    c.provider_count = 1;
+    n = ipc_collect_encode(&c, m, sizeof(m));
+    ASSERT_TRUE(n > 0);
+    r = roundtrip_fd(fd, m, (size_t)n);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_EQ(r.header.size, 28);
+    ASSERT_TRUE(r.value != 0);
+    *session = r.value;
+    return fd;
+}
+
+static void
+wait_for(atomic_int *v, int want)
+{
+    int i;
+
+    for (i = 0; i < 500 && *v < want; i++) {
+        usleep(10000);
+    }
+    ASSERT_TRUE(*v >= want);
+}
+
+static uint64_t
+ms_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ----- cases ----------------------------------------------------------------------------- */
+
+TEST(process_info_versions_carry_real_values)
+{
+    uint8_t cookie[16];
+    char exe[4096];
+    ssize_t n;
+    int v;
+
+    server_start();
+    ipc_server_cookie(srv, cookie);
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    ASSERT_TRUE(n > 0);
+    exe[n] = '\0';
+    for (v = 1; v <= 3; v++) {
+        static const uint8_t ids[4] = { 0, IPC_PROC_INFO, IPC_PROC_INFO2, IPC_PROC_INFO3 };
+        struct ipc_response r = simple(IPC_SET_PROCESS, ids[v]);
+        struct ipc_process_info pi;
+
+        ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+        ASSERT_OK(ipc_process_info_decode(r.payload, r.payload_len, v, &pi));
+        ASSERT_U64_EQ(pi.pid, (uint64_t)getpid());
+        ASSERT_MEM_EQ(pi.cookie, cookie, 16);
+        ASSERT_TRUE(strncmp(pi.command_line, exe, strlen(exe)) == 0);
+        ASSERT_STR_EQ(pi.os, "Linux");
+        ASSERT_TRUE(strlen(pi.arch) > 0);
+        if (v >= 2) {
+            ASSERT_STR_EQ(pi.entrypoint_assembly, "test-ipc-server");
+            ASSERT_TRUE(strstr(pi.product_version, "pipeprof") != NULL);
+        }
+        if (v == 3) {
+            ASSERT_TRUE(strncmp(pi.runtime_id, "linux", 5) == 0);
+        }
+        ipc_process_info_fini(&pi);
+    }
+    server_stop();
+}
+
+TEST(default_socket_named_like_the_runtime_0600_and_removed)
+{
+    struct ipc_server_options o;
+    struct ipc_server *s;
+    char want[256];
+    struct stat sb;
+
+    snprintf(dir, sizeof(dir), "/tmp/pp-ipc-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    setenv("TMPDIR", dir, 1);
+    memset(&o, 0, sizeof(o));
+    o.log = test_quiet_log;
+    ASSERT_OK(ipc_server_start(&o, &s));
+    snprintf(want, sizeof(want), "%s/dotnet-diagnostic-%d-%llu-socket", dir, (int)getpid(),
+             (unsigned long long)ipc_process_start_key(getpid()));
+    ASSERT_STR_EQ(ipc_server_listen_path(s), want);
+    ASSERT_OK(stat(want, &sb));
+    ASSERT_TRUE(S_ISSOCK(sb.st_mode));
+    ASSERT_EQ(sb.st_mode & 0777, 0600);
+    ipc_server_stop(s);
+    ASSERT_EQ(stat(want, &sb), -1);
+    rmdir(dir);
+}
+
+TEST(environment_resume_and_disable_perfmap)
+{
+    struct ipc_response r;
+    uint8_t h[20], buf[1 << 16];
+    size_t total = 0;
+    ssize_t k;
+    int fd;
+
+    setenv("PP_TEST_MARKER", "hello-ipc", 1);
+    server_start();
+    r = simple(IPC_SET_PROCESS, IPC_PROC_RESUME_RUNTIME);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_EQ(r.header.size, 24);
+    r = simple(IPC_SET_PROCESS, IPC_PROC_DISABLE_PERFMAP);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    fd = connect_server();
+    ipc_header_encode(h, 20, IPC_SET_PROCESS, IPC_PROC_ENVIRONMENT);
+    r = roundtrip_fd(fd, h, 20);
+    ASSERT_EQ(r.header.size, 26);
+    while ((k = read(fd, buf + total, sizeof(buf) - total)) > 0) {
+        total += (size_t)k;
+    }
+    close(fd);
+    ASSERT_EQ(total,
+              (uint32_t)r.payload[0] | (uint32_t)r.payload[1] << 8 | (uint32_t)r.payload[2] << 16);
+    ASSERT_TRUE(memmem(buf, total, "h\0e\0l\0l\0o\0-\0i\0p\0c\0", 18) != NULL);
+    server_stop();
+}
+
+TEST(errors_match_the_runtime)
+{
+    struct ipc_response r;
+    uint8_t m[64];
+    int fd, n;
+
+    server_start_opts(NULL, 0, 300);
+    r = simple(0x09, 0x09);
+    ASSERT_EQ(r.status, IPC_RESPONSE_ERROR);
+    ASSERT_U64_EQ(r.hresult, IPC_HR_UNKNOWN_COMMAND);
+    ASSERT_EQ(r.header.size, 24);
+    ASSERT_U64_EQ(simple(IPC_SET_DUMP, 1).hresult, IPC_HR_UNKNOWN_COMMAND);
+    ASSERT_U64_EQ(simple(IPC_SET_EVENTPIPE, 0x09).hresult, IPC_HR_UNKNOWN_COMMAND);
+    ASSERT_U64_EQ(simple(IPC_SET_PROCESS, 0x20).hresult, IPC_HR_UNKNOWN_COMMAND);
+    /* empty payloads where one is needed: BAD_ENCODING (the runtime 10.0.12 crashes on some) */
+    ASSERT_U64_EQ(simple(IPC_SET_EVENTPIPE, IPC_EP_COLLECT_TRACING2).hresult, IPC_HR_BAD_ENCODING);
+    ASSERT_U64_EQ(simple(IPC_SET_EVENTPIPE, IPC_EP_STOP_TRACING).hresult, IPC_HR_BAD_ENCODING);
+    /* wrong magic with a sane size: UNKNOWN_MAGIC */
+    ipc_header_encode(m, 20, IPC_SET_PROCESS, 0);
+    m[12] = '2';
+    r = roundtrip(m, 20);
+    ASSERT_U64_EQ(r.hresult, IPC_HR_UNKNOWN_MAGIC);
+    /* size < 20 wins: BAD_ENCODING */
+    m[14] = 10;
+    ASSERT_U64_EQ(roundtrip(m, 20).hresult, IPC_HR_BAD_ENCODING);
+    /* a size that lies, then the client half-closes: BAD_ENCODING */
+    fd = connect_server();
+    ipc_header_encode(m, 200, IPC_SET_PROCESS, 0);
+    ASSERT_OK(ipc_client_send(fd, m, 24));
+    shutdown(fd, SHUT_WR);
+    n = ipc_client_read_response(fd, resp, sizeof(resp), 5000);
+    ASSERT_EQ(n, 24);
+    ASSERT_EQ(resp[17], 0xFF);
+    close(fd);
+    /* connect, then silence: closed after the request timeout, without an answer */
+    fd = connect_server();
+    ASSERT_EQ(ipc_client_read_response(fd, resp, sizeof(resp), 3000), -ENODATA);
+    close(fd);
+    /* garbage */
+    fd = connect_server();
+    {
+        static const char garbage[] = "\xde\xad\xbe\xef garbage garbage garbage";
+
+        ASSERT_OK(ipc_client_send(fd, garbage, sizeof(garbage) - 1));
+    }
+    n = ipc_client_read_response(fd, resp, sizeof(resp), 5000);
+    ASSERT_TRUE(n == 24 || n == -ENODATA);
+    close(fd);
+    /* and it still answers */
+    ASSERT_EQ(simple(IPC_SET_PROCESS, IPC_PROC_INFO).status, IPC_RESPONSE_OK);
+    server_stop();
+}
+
+/* Reads everything the stream has until EOF; returns malloc'd bytes. */
+static uint8_t *
+read_stream(int fd, size_t *len, int timeout_ms)
+{
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    uint64_t end = ms_now() + (uint64_t)timeout_ms;
+
+    ASSERT_TRUE(buf != NULL);
+    for (;;) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        ssize_t k;
+
+        ASSERT_TRUE(ms_now() < end);
+        if (poll(&p, 1, 100) <= 0) {
+            continue;
+        }
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            ASSERT_TRUE(buf != NULL);
+        }
+        k = read(fd, buf + n, cap - n);
+        if (k <= 0) {
+            break;
+        }
+        n += (size_t)k;
+    }
+    *len = n;
+    return buf;
+}
+
+#ifdef PP_HAVE_NT_READER
+static void
+check_stream_with_reader(const uint8_t *bytes, size_t len)
+{
+    char path[128];
+    struct nt_source src;
+    struct nt_reader *r = NULL;
+    struct nt_event ev;
+    int fd, rc, process_info = 0, ticks = 0;
+
+    snprintf(path, sizeof(path), "%s/stream.nettrace", dir);
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ASSERT_TRUE(fd >= 0);
+    ASSERT_EQ(write(fd, bytes, len), (ssize_t)len);
+    lseek(fd, 0, SEEK_SET);
+    nt_source_fd(&src, &fd);
+    ASSERT_OK(nt_reader_new(&src, NULL, &r));
+    while ((rc = nt_reader_next(r, &ev)) == 1) {
+        if (ev.desc != NULL && strcmp(ev.desc->provider, NT_PROVIDER_EVENTPIPE) == 0 &&
+            ev.desc->event_id == 1) {
+            process_info++;
+        }
+        if (ev.desc != NULL && strcmp(ev.desc->provider, "Test-Source") == 0) {
+            ticks++;
+        }
+    }
+    ASSERT_EQ(rc, 0); /* a complete stream, end tag included */
+    ASSERT_EQ(process_info, 1);
+    ASSERT_TRUE(ticks > 0);
+    nt_reader_free(r);
+    close(fd);
+    unlink(path);
+}
+#endif
+
+TEST(collect_stop_streams_and_answers_after_the_end)
+{
+    uint64_t session;
+    uint8_t stop[28];
+    struct ipc_response r;
+    size_t len;
+    uint8_t *bytes;
+    int a, c;
+
+    server_start();
+    a = collect_start(&session, IPC_EP_COLLECT_TRACING2, IPC_DEFAULT_RUNDOWN_KEYWORD);
+    wait_for(&st.starts, 1);
+    wait_for(&st.drains, 5);
+    c = connect_server();
+    ipc_stop_encode(stop, session);
+    r = roundtrip_fd(c, stop, sizeof(stop));
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_U64_EQ(r.value, session);
+    /* the answer came after the stream was closed: all of it is already here, with its EOF */
+    bytes = read_stream(a, &len, 200);
+    ASSERT_TRUE(len > 9);
+    ASSERT_MEM_EQ(bytes, "Nettrace", 8);
+    ASSERT_EQ(bytes[len - 1], 0x01); /* the end-of-stream tag */
+    ASSERT_EQ(st.rundowns, 1);
+    wait_for(&st.stops, 1);
+#ifdef PP_HAVE_NT_READER
+    check_stream_with_reader(bytes, len);
+#endif
+    free(bytes);
+    close(a);
+    close(c);
+    /* a stop for an unknown id is OK, as in the runtime */
+    r = roundtrip(stop, sizeof(stop));
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    server_stop();
+}
+
+TEST(collect_versions_1_to_6_and_no_rundown)
+{
+    uint8_t v, stop[28];
+    uint64_t session;
+    size_t len;
+    uint8_t *bytes;
+    int a;
+
+    server_start();
+    for (v = IPC_EP_COLLECT_TRACING; v <= IPC_EP_COLLECT_TRACING6; v++) {
+        int before = st.rundowns;
+        uint64_t rundown = v == IPC_EP_COLLECT_TRACING ? IPC_DEFAULT_RUNDOWN_KEYWORD : 0;
+
+        a = collect_start(&session, v, rundown);
+        ipc_stop_encode(stop, session);
+        ASSERT_EQ(roundtrip(stop, sizeof(stop)).status, IPC_RESPONSE_OK);
+        bytes = read_stream(a, &len, 2000);
+        ASSERT_TRUE(len > 9);
+        ASSERT_EQ(bytes[len - 1], 0x01);
+        ASSERT_EQ(st.rundowns, before + (rundown != 0));
+        free(bytes);
+        close(a);
+    }
+    server_stop();
+}
+
+TEST(client_disconnect_ends_its_session)
+{
+    struct ipc_server_stats s;
+    uint64_t session;
+    int a, i;
+
+    server_start();
+    a = collect_start(&session, IPC_EP_COLLECT_TRACING2, 0);
+    wait_for(&st.drains, 3);
+    close(a);
+    wait_for(&st.stops, 1);
+    for (i = 0; i < 100; i++) {
+        ipc_server_get_stats(srv, &s);
+        if (s.active_sessions == 0) {
+            break;
+        }
+        usleep(10000);
+    }
+    ASSERT_U64_EQ(s.active_sessions, 0);
+    ASSERT_EQ(simple(IPC_SET_PROCESS, IPC_PROC_INFO).status, IPC_RESPONSE_OK);
+    server_stop();
+}
+
+TEST(sixty_four_sessions_then_fail)
+{
+    int fds[IPC_MAX_SESSIONS], i;
+    struct ipc_provider p = { 0, 4, "P", NULL, 0, NULL, 0 };
+    struct ipc_collect c;
+    struct ipc_response r;
+    uint64_t session;
+    uint8_t m[256];
+    int n;
+
+    server_start();
+    for (i = 0; i < IPC_MAX_SESSIONS; i++) {
+        fds[i] = collect_start(&session, IPC_EP_COLLECT_TRACING2, 0);
+    }
+    wait_for(&st.starts, IPC_MAX_SESSIONS);
+    memset(&c, 0, sizeof(c));
+    c.command_id = IPC_EP_COLLECT_TRACING2;
+    c.buffer_mb = 1;
+    c.format = 1;
+    c.providers = &p;
+    c.provider_count = 1;
+    n = ipc_collect_encode(&c, m, sizeof(m));
+    r = roundtrip(m, (size_t)n);
+    ASSERT_EQ(r.status, IPC_RESPONSE_ERROR);
+    ASSERT_U64_EQ(r.hresult, IPC_HR_FAIL);
+    for (i = 0; i < IPC_MAX_SESSIONS; i++) {
+        close(fds[i]);
+    }
+    wait_for(&st.stops, IPC_MAX_SESSIONS);
+    fds[0] = collect_start(&session, IPC_EP_COLLECT_TRACING2, 0); /* room again */
+    close(fds[0]);
+    server_stop();
+}
+
+TEST(thousand_connections_opened_and_closed)
+{
+    struct ipc_server_stats s;
+    int i, fd;
+
+    server_start();
+    for (i = 0; i < 1000; i++) {
+        fd = connect_server();
+        if (i % 3 == 1) {
+            ASSERT_OK(ipc_client_send(fd, "DOTNET", 6));
+        }
+        close(fd);
+    }
+    ASSERT_EQ(simple(IPC_SET_PROCESS, IPC_PROC_INFO).status, IPC_RESPONSE_OK);
+    ipc_server_get_stats(srv, &s);
+    ASSERT_TRUE(s.connections >= 1001);
+    server_stop();
+}
+
+TEST(client_that_never_reads_is_bounded_and_loses_events)
+{
+    struct ipc_server_stats s;
+    uint64_t session, t0;
+    uint8_t stop[28];
+    int a, bufsz = 4096;
+
+    st.big = 1;
+    server_start_opts(NULL, 256 * 1024, 0);
+    a = collect_start(&session, IPC_EP_COLLECT_TRACING2, 0);
+    setsockopt(a, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
+    wait_for(&st.congested_seen, 10);
+    ASSERT_TRUE(st.lost > 0);
+    /* the server still answers while the session is stuck */
+    ASSERT_EQ(simple(IPC_SET_PROCESS, IPC_PROC_INFO).status, IPC_RESPONSE_OK);
+    /* stop: the stream cannot drain; the server gives up after its drain timeout and answers */
+    t0 = ms_now();
+    ipc_stop_encode(stop, session);
+    ASSERT_EQ(roundtrip(stop, sizeof(stop)).status, IPC_RESPONSE_OK);
+    ASSERT_TRUE(ms_now() - t0 < IPC_STOP_DRAIN_TIMEOUT_MS + 2000);
+    ipc_server_get_stats(srv, &s);
+    ASSERT_TRUE(s.lost_events > 0);
+    close(a);
+    server_stop();
+}
+
+/* Reverse mode against a listener of ours: advertise, command, reconnect, suspend/resume. */
+TEST(connect_port_advertises_reconnects_and_resumes)
+{
+    struct sockaddr_un addr;
+    uint8_t cookie[16], mine[16], h[20];
+    char ports[256];
+    struct ipc_response r;
+    uint64_t pid;
+    int l, a, b, c;
+
+    snprintf(dir, sizeof(dir), "/tmp/pp-ipc-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/tool.sock", dir);
+    l = socket(AF_UNIX, SOCK_STREAM, 0);
+    ASSERT_OK(bind(l, (struct sockaddr *)&addr, sizeof(addr)));
+    ASSERT_OK(listen(l, 8));
+    snprintf(ports, sizeof(ports), "%s,suspend", addr.sun_path);
+    {
+        struct ipc_server_options o;
+
+        memset(&o, 0, sizeof(o));
+        o.listen_path = "";
+        o.diagnostic_ports = ports;
+        o.log = test_quiet_log;
+        ASSERT_OK(ipc_server_start(&o, &srv));
+    }
+    ipc_server_cookie(srv, mine);
+    ASSERT_EQ(ipc_server_wait_resume(srv, 50), -ETIMEDOUT);
+    ASSERT_OK(ipc_client_accept_advertise(l, 3000, 0, &a, cookie, &pid));
+    ASSERT_U64_EQ(pid, (uint64_t)getpid());
+    ASSERT_MEM_EQ(cookie, mine, 16);
+    /* the tool drops the idle connection: the port reconnects and advertises again */
+    close(a);
+    ASSERT_OK(ipc_client_accept_advertise(l, 3000, 0, &b, cookie, &pid));
+    ASSERT_MEM_EQ(cookie, mine, 16);
+    /* ProcessInfo on it, same cookie */
+    ipc_header_encode(h, 20, IPC_SET_PROCESS, IPC_PROC_INFO);
+    r = roundtrip_fd(b, h, 20);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_MEM_EQ(r.payload + 8, mine, 16);
+    close(b);
+    ASSERT_EQ(ipc_server_wait_resume(srv, 0), -ETIMEDOUT);
+    /* ResumeRuntime on the next advertised connection releases the start-up */
+    ASSERT_OK(ipc_client_accept_advertise(l, 3000, 0, &c, cookie, &pid));
+    ipc_header_encode(h, 20, IPC_SET_PROCESS, IPC_PROC_RESUME_RUNTIME);
+    r = roundtrip_fd(c, h, 20);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    close(c);
+    ASSERT_OK(ipc_server_wait_resume(srv, 2000));
+    ASSERT_OK(ipc_client_accept_advertise(l, 3000, 0, &a, cookie, &pid)); /* and again */
+    close(a);
+    ipc_server_stop(srv);
+    srv = NULL;
+    close(l);
+    unlink(addr.sun_path);
+    rmdir(dir);
+}
+
+TEST(server_stop_ends_live_sessions_with_an_end_tag)
+{
+    uint64_t session;
+    size_t len;
+    uint8_t *bytes;
+    int a;
+
+    server_start();
+    a = collect_start(&session, IPC_EP_COLLECT_TRACING2, 0);
+    wait_for(&st.drains, 3);
+    server_stop();
+    bytes = read_stream(a, &len, 3000);
+    ASSERT_TRUE(len > 9);
+    ASSERT_EQ(bytes[len - 1], 0x01);
+    free(bytes);
+    close(a);
+}
+
+static const struct test_case cases[] = {
+    TEST_CASE(process_info_versions_carry_real_values),
+    TEST_CASE(default_socket_named_like_the_runtime_0600_and_removed),
+    TEST_CASE(environment_resume_and_disable_perfmap),
+    TEST_CASE(errors_match_the_runtime),
+    TEST_CASE(collect_stop_streams_and_answers_after_the_end),
+    TEST_CASE(collect_versions_1_to_6_and_no_rundown),
+    TEST_CASE(client_disconnect_ends_its_session),
+    TEST_CASE(sixty_four_sessions_then_fail),
+    TEST_CASE(thousand_connections_opened_and_closed),
+    TEST_CASE(client_that_never_reads_is_bounded_and_loses_events),
+    TEST_CASE(connect_port_advertises_reconnects_and_resumes),
+    TEST_CASE(server_stop_ends_live_sessions_with_an_end_tag),
+};
+TEST_MAIN(cases)

@@ -1,0 +1,1424 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/test-nettrace-writer.c - the NetTrace V5 writer (nettrace/writer.c) and the payload
+ * builder (nettrace/payload.c), checked byte for byte against the format notes (sections 3, 4.2,
+ * 5.1, 11) through a memory sink. The stream is walked by a small decoder written here from the
+ * format notes, independent of the library's reader.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nettrace/format.h"
+#include "nettrace/nettrace.h"
+#include "tests/test.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Memory sink                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+struct mem_sink {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+    size_t writes;
+    size_t fail_at; /* 1-based write that fails; 0: never */
+    int fail_rc;
+    int store; /* 0: count bytes only */
+};
+
+static int
+mem_sink_write(void *ctx, const void *buf, size_t len)
+{
+    struct mem_sink *m = ctx;
+
+    m->writes++;
+    if (m->fail_at != 0 && m->writes >= m->fail_at) {
+        return m->fail_rc;
+    }
+    if (!m->store) {
+        m->len += len;
+        return 0;
+    }
+    if (m->len + len > m->cap) {
+        m->cap = (m->len + len) * 2;
+        m->data = realloc(m->data, m->cap);
+        ASSERT_TRUE(m->data != NULL);
+    }
+    memcpy(m->data + m->len, buf, len);
+    m->len += len;
+    return 0;
+}
+
+static struct nt_sink
+mem_sink_init(struct mem_sink *m)
+{
+    struct nt_sink sink = { mem_sink_write, m };
+
+    memset(m, 0, sizeof(*m));
+    m->store = 1;
+    return sink;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* A decoder for the stream written here (format notes 3.2-3.7, 4.2)                          */
+/* ------------------------------------------------------------------------------------------ */
+
+static uint32_t
+ld32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t
+ld64(const uint8_t *p)
+{
+    return ld32(p) | (uint64_t)ld32(p + 4) << 32;
+}
+
+struct block {
+    char name[32];
+    size_t content; /* stream offset of the content */
+    uint32_t size;
+};
+
+#define STREAM_HEADER_SIZE (8 + 4 + 20 + 21 + 48 + 1)
+#define MAX_BLOCKS         4096
+
+/* Walks the block objects after the Trace object; returns the count. *ended: saw the 01 tag. */
+static size_t
+walk_blocks(const uint8_t *d, size_t n, struct block *out, size_t max, int *ended)
+{
+    size_t off = STREAM_HEADER_SIZE;
+    size_t count = 0;
+    uint32_t name_len;
+
+    *ended = 0;
+    while (off < n) {
+        if (d[off] == NT_TAG_NULL_REFERENCE) {
+            ASSERT_EQ(off + 1, n); /* nothing after the end tag */
+            *ended = 1;
+            break;
+        }
+        ASSERT_TRUE(count < max);
+        ASSERT_TRUE(off + 15 <= n);
+        ASSERT_EQ(d[off], 5);
+        ASSERT_EQ(d[off + 1], 5);
+        ASSERT_EQ(d[off + 2], 1);
+        ASSERT_EQ(ld32(d + off + 3), 2);
+        ASSERT_EQ(ld32(d + off + 7), 2);
+        name_len = ld32(d + off + 11);
+        ASSERT_TRUE(name_len < sizeof(out[count].name));
+        memcpy(out[count].name, d + off + 15, name_len);
+        out[count].name[name_len] = '\0';
+        off += 15 + name_len;
+        ASSERT_EQ(d[off], NT_TAG_END_OBJECT);
+        off++;
+        out[count].size = ld32(d + off);
+        off += 4;
+        while (off % 4 != 0) {
+            ASSERT_EQ(d[off], 0); /* padding is zero */
+            off++;
+        }
+        out[count].content = off;
+        off += out[count].size;
+        ASSERT_TRUE(off < n);
+        ASSERT_EQ(d[off], NT_TAG_END_OBJECT);
+        off++;
+        count++;
+    }
+    return count;
+}
+
+static uint64_t
+rd_var(const uint8_t **p)
+{
+    uint64_t v = 0;
+    int shift = 0;
+
+    for (;;) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if ((b & 0x80) == 0) {
+            return v;
+        }
+        shift += 7;
+        ASSERT_TRUE(shift < 70);
+    }
+}
+
+struct dec_event {
+    uint8_t flags;
+    uint32_t metadata_id;
+    uint32_t seq;
+    uint64_t capture;
+    uint32_t proc;
+    uint64_t thread;
+    uint32_t stack;
+    uint64_t ts;
+    uint32_t payload_size;
+    const uint8_t *payload;
+};
+
+/* Decodes an EventBlock or MetadataBlock; returns the event count. */
+static size_t
+decode_events(const uint8_t *content, uint32_t size, struct dec_event *out, size_t max)
+{
+    const uint8_t *p = content + 20;
+    const uint8_t *end = content + size;
+    struct dec_event prev;
+    size_t n = 0;
+
+    ASSERT_EQ(ld32(content) & 0xFFFF, 20);
+    ASSERT_EQ(ld32(content) >> 16, NT_BLOCK_FLAG_COMPRESSED);
+    memset(&prev, 0, sizeof(prev));
+    while (p < end) {
+        struct dec_event e = prev;
+
+        ASSERT_TRUE(n < max);
+        e.flags = *p++;
+        if (e.flags & NT_HDR_METADATA_ID) {
+            e.metadata_id = (uint32_t)rd_var(&p);
+        }
+        if (e.flags & NT_HDR_CAPTURE_THREAD_AND_SEQUENCE) {
+            e.seq = prev.seq + (uint32_t)rd_var(&p) + 1;
+            e.capture = rd_var(&p);
+            e.proc = (uint32_t)rd_var(&p);
+        } else if (e.metadata_id != 0) {
+            e.seq = prev.seq + 1;
+        }
+        if (e.flags & NT_HDR_THREAD_ID) {
+            e.thread = rd_var(&p);
+        }
+        if (e.flags & NT_HDR_STACK_ID) {
+            e.stack = (uint32_t)rd_var(&p);
+        }
+        e.ts = prev.ts + rd_var(&p);
+        ASSERT_TRUE((e.flags & (NT_HDR_ACTIVITY_ID | NT_HDR_RELATED_ACTIVITY_ID)) == 0);
+        ASSERT_TRUE(e.flags & NT_HDR_SORTED);
+        if (e.flags & NT_HDR_PAYLOAD_SIZE) {
+            e.payload_size = (uint32_t)rd_var(&p);
+        }
+        e.payload = p;
+        p += e.payload_size;
+        ASSERT_TRUE(p <= end);
+        out[n++] = e;
+        prev = e;
+    }
+    ASSERT_TRUE(p == end);
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Helpers                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+#define SYNC_TICKS 1000u
+
+static struct nt_writer *
+new_writer(struct mem_sink *m, size_t block_bytes, uint64_t sp_bytes)
+{
+    struct nt_writer_options opts;
+    struct nt_sink sink = mem_sink_init(m);
+    struct nt_writer *w = NULL;
+
+    memset(&opts, 0, sizeof(opts));
+    opts.process_id = 4242;
+    opts.number_of_processors = 8;
+    opts.sync_time_ticks = SYNC_TICKS;
+    opts.sync_time_unix_ns = 1623232105902000000;
+    opts.block_bytes = block_bytes;
+    opts.sequence_point_bytes = sp_bytes;
+    opts.flush_interval_ns = 10ull * 1000 * 1000 * 1000;
+    ASSERT_OK(nt_writer_new(&opts, &sink, &w));
+    ASSERT_TRUE(w != NULL);
+    return w;
+}
+
+static uint32_t
+define_sample(struct nt_writer *w)
+{
+    uint32_t id = 0;
+
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), &id));
+    return id;
+}
+
+static void
+sample(struct nt_event *ev, uint32_t id, uint64_t capture, uint64_t thread, uint64_t ts,
+       const uint64_t *stack, uint32_t depth, const uint8_t payload[4])
+{
+    memset(ev, 0, sizeof(*ev));
+    ev->metadata_id = id;
+    ev->capture_thread_id = capture;
+    ev->thread_id = thread;
+    ev->processor = 3;
+    ev->timestamp = ts;
+    ev->stack = stack;
+    ev->stack_depth = depth;
+    ev->payload = payload;
+    ev->payload_size = 4;
+}
+
+static const uint8_t managed[4] = { 2, 0, 0, 0 };
+
+/* Appends UTF-16LE + NUL of an ASCII string to an expected-bytes buffer. */
+static size_t
+put_u16z(uint8_t *p, const char *ascii)
+{
+    size_t n = 0;
+
+    for (; *ascii != '\0'; ascii++) {
+        p[n++] = (uint8_t)*ascii;
+        p[n++] = 0;
+    }
+    p[n++] = 0;
+    p[n++] = 0;
+    return n;
+}
+
+static size_t
+put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+    return 4;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Byte-exact layouts                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+TEST(header_and_trace_object_are_byte_exact)
+{
+    static const uint8_t want[] = {
+        /* Nettrace, u32 20, !FastSerialization.1 */
+        'N', 'e', 't', 't', 'r', 'a', 'c', 'e', 20, 0, 0, 0, '!', 'F', 'a', 's', 't', 'S', 'e', 'r',
+        'i', 'a', 'l', 'i', 'z', 'a', 't', 'i', 'o', 'n', '.', '1',
+        /* Trace object: 05 05 01, version 4, min 4, "Trace", 06 */
+        5, 5, 1, 4, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0, 'T', 'r', 'a', 'c', 'e', 6,
+        /* SYSTEMTIME 2021-06-09 (Wednesday) 09:48:25.902 */
+        0xE5, 0x07, 6, 0, 3, 0, 9, 0, 9, 0, 48, 0, 25, 0, 0x86, 0x03,
+        /* SyncTimeQPC 1000, frequency 1e9 */
+        0xE8, 0x03, 0, 0, 0, 0, 0, 0, 0x00, 0xCA, 0x9A, 0x3B, 0, 0, 0, 0,
+        /* pointer size 8, pid 4242, 8 CPUs, 1 ms interval */
+        8, 0, 0, 0, 0x92, 0x10, 0, 0, 8, 0, 0, 0, 0x40, 0x42, 0x0F, 0,
+        /* end of the Trace object */
+        6
+    };
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 0, 0);
+
+    ASSERT_EQ(sizeof(want), STREAM_HEADER_SIZE);
+    ASSERT_EQ(m.len, sizeof(want));
+    ASSERT_EQ(m.writes, 1);
+    ASSERT_MEM_EQ(m.data, want, sizeof(want));
+    nt_writer_free(w);
+}
+
+TEST(worked_example_of_section_11_is_reproduced)
+{
+    static const uint64_t stack[2] = { 0x401000, 0x402000 };
+    struct nt_event_desc other = { "Other-Provider", 1, "E", 0, 0, 4, 0, NULL, 0, 0 };
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 0, 0);
+    struct block blocks[8];
+    const struct block *eb;
+    struct nt_event ev;
+    const uint64_t t = 123456789;
+    uint8_t want[64];
+    size_t n = 0;
+    uint32_t id, k;
+    int ended;
+
+    /* Three other events first, so ThreadSample gets metadata id 4 as in the example. */
+    for (k = 1; k <= 3; k++) {
+        other.event_id = k;
+        ASSERT_OK(nt_writer_define(w, &other, &id));
+        ASSERT_EQ(id, k);
+    }
+    id = define_sample(w);
+    ASSERT_EQ(id, 4);
+    sample(&ev, id, 1000, 1234, t, stack, 2, managed);
+    ASSERT_OK(nt_writer_write(w, &ev));
+    ev.timestamp = t + 1000000;
+    ASSERT_OK(nt_writer_write(w, &ev));
+    ASSERT_OK(nt_writer_flush(w));
+
+    ASSERT_EQ(walk_blocks(m.data, m.len, blocks, 8, &ended), 3);
+    ASSERT_STR_EQ(blocks[0].name, "MetadataBlock");
+    ASSERT_STR_EQ(blocks[1].name, "StackBlock");
+    ASSERT_STR_EQ(blocks[2].name, "EventBlock");
+    eb = &blocks[2];
+    /* Block header: size 20, compressed, min and max timestamps. */
+    ASSERT_EQ(ld32(m.data + eb->content), 20 | NT_BLOCK_FLAG_COMPRESSED << 16);
+    ASSERT_U64_EQ(ld64(m.data + eb->content + 4), t);
+    ASSERT_U64_EQ(ld64(m.data + eb->content + 12), t + 1000000);
+
+    want[n++] = 0xCF; /* metadata, seq/capture/proc, thread, stack, sorted, size */
+    want[n++] = 0x04;
+    want[n++] = 0x00; /* seq 1 - 0 - 1 */
+    want[n++] = 0xE8; /* 1000 */
+    want[n++] = 0x07;
+    want[n++] = 0x03;
+    want[n++] = 0xD2; /* 1234 */
+    want[n++] = 0x09;
+    want[n++] = 0x01;
+    want[n++] = 0x95; /* varuint(123456789) = 95 9A EF 3A */
+    want[n++] = 0x9A;
+    want[n++] = 0xEF;
+    want[n++] = 0x3A;
+    want[n++] = 0x04;
+    memcpy(want + n, managed, 4);
+    n += 4;
+    want[n++] = 0x40; /* sorted only: everything else inherited */
+    want[n++] = 0xC0; /* varuint(1000000) */
+    want[n++] = 0x84;
+    want[n++] = 0x3D;
+    memcpy(want + n, managed, 4);
+    n += 4;
+    ASSERT_EQ(eb->size, 20 + n);
+    ASSERT_MEM_EQ(m.data + eb->content + 20, want, n);
+
+    /* The stack block: first id 1, one stack of 2 frames, leaf first. */
+    ASSERT_EQ(blocks[1].size, 8 + 4 + 16);
+    ASSERT_EQ(ld32(m.data + blocks[1].content), 1);
+    ASSERT_EQ(ld32(m.data + blocks[1].content + 4), 1);
+    ASSERT_EQ(ld32(m.data + blocks[1].content + 8), 16);
+    ASSERT_U64_EQ(ld64(m.data + blocks[1].content + 12), 0x401000);
+    ASSERT_U64_EQ(ld64(m.data + blocks[1].content + 20), 0x402000);
+    nt_writer_free(w);
+}
+
+TEST(metadata_record_of_sample_profiler_is_byte_exact)
+{
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 0, 0);
+    struct block blocks[4];
+    uint8_t want[256];
+    size_t n = 0, rec;
+    int ended;
+
+    ASSERT_EQ(define_sample(w), 1);
+    ASSERT_OK(nt_writer_flush(w));
+    ASSERT_EQ(walk_blocks(m.data, m.len, blocks, 4, &ended), 1);
+    ASSERT_STR_EQ(blocks[0].name, "MetadataBlock");
+    ASSERT_U64_EQ(ld64(m.data + blocks[0].content + 4), SYNC_TICKS);
+    ASSERT_U64_EQ(ld64(m.data + blocks[0].content + 12), SYNC_TICKS);
+
+    /* Header: id 0 (unchanged), seq delta -1 with capture 0 and processor -1, like the runtime. */
+    want[n++] = 0xC2;
+    memcpy(want + n, "\xFF\xFF\xFF\xFF\x0F", 5);
+    n += 5;
+    want[n++] = 0x00;
+    memcpy(want + n, "\xFF\xFF\xFF\xFF\x0F", 5);
+    n += 5;
+    want[n++] = 0xE8; /* timestamp delta = sync ticks 1000 */
+    want[n++] = 0x07;
+    want[n++] = 102; /* payload size */
+    rec = n;
+    n += put32(want + n, 1);
+    n += put_u16z(want + n, "Microsoft-DotNETCore-SampleProfiler");
+    n += put32(want + n, 0);     /* event id */
+    n += put_u16z(want + n, ""); /* name */
+    n += put32(want + n, 0);     /* keywords */
+    n += put32(want + n, 0);
+    n += put32(want + n, 0); /* version */
+    n += put32(want + n, 4); /* level */
+    n += put32(want + n, 0); /* field count */
+    ASSERT_EQ(n - rec, 102);
+    ASSERT_EQ(blocks[0].size, 20 + n);
+    ASSERT_MEM_EQ(m.data + blocks[0].content + 20, want, n);
+    nt_writer_free(w);
+}
+
+TEST(metadata_with_object_field_uses_v1_list)
+{
+    static const struct nt_field point[] = {
+        { "X", NT_TYPE_INT32, NT_TYPE_EMPTY, NULL, 0, 0 },
+        { "Y", NT_TYPE_INT32, NT_TYPE_EMPTY, NULL, 0, 0 },
+    };
+    static const struct nt_field fields[] = {
+        { "Pt", NT_TYPE_OBJECT, NT_TYPE_EMPTY, point, 2, 0 },
+        { "S", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },
+    };
+    const struct nt_event_desc desc = { "P", 7, "Ev", 0x10, 2, 5, 0, fields, 2, 0 };
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 0, 0);
+    struct block blocks[4];
+    struct dec_event ev[2];
+    uint8_t want[256];
+    size_t n = 0;
+    uint32_t id;
+    int ended;
+
+    ASSERT_OK(nt_writer_define(w, &desc, &id));
+    ASSERT_OK(nt_writer_flush(w));
+    ASSERT_EQ(walk_blocks(m.data, m.len, blocks, 4, &ended), 1);
+    ASSERT_EQ(decode_events(m.data + blocks[0].content, blocks[0].size, ev, 2), 1);
+    ASSERT_EQ(ev[0].metadata_id, 0);
+    n += put32(want + n, 1);
+    n += put_u16z(want + n, "P");
+    n += put32(want + n, 7);
+    n += put_u16z(want + n, "Ev");
+    n += put32(want + n, 0x10);
+    n += put32(want + n, 0);
+    n += put32(want + n, 2);
+    n += put32(want + n, 5);
+    n += put32(want + n, 2);              /* fields */
+    n += put32(want + n, NT_TYPE_OBJECT); /* Pt: nested list, then the name */
+    n += put32(want + n, 2);
+    n += put32(want + n, NT_TYPE_INT32);
+    n += put_u16z(want + n, "X");
+    n += put32(want + n, NT_TYPE_INT32);
+    n += put_u16z(want + n, "Y");
+    n += put_u16z(want + n, "Pt");
+    n += put32(want + n, NT_TYPE_STRING);
+    n += put_u16z(want + n, "S");
+    ASSERT_EQ(ev[0].payload_size, n);
+    ASSERT_MEM_EQ(ev[0].payload, want, n);
+    nt_writer_free(w);
+}
+
+TEST(metadata_with_array_uses_v2_params_and_opcode_tags)
+{
+    static const struct nt_field fields[] = {
+        { "Count", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
+        { "Values", NT_TYPE_ARRAY, NT_TYPE_UINT16, NULL, 0, 0 },
+    };
+    const struct nt_event_desc desc = { "P", 9, "ArrEv", 0, 0, 4, 1, fields, 2, 0 };
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 0, 0);
+    struct block blocks[4];
+    struct dec_event ev[2];
+    uint8_t want[256];
+    size_t n = 0;
+    uint32_t id;
+    int ended;
+
+    ASSERT_OK(nt_writer_define(w, &desc, &id));
+    ASSERT_OK(nt_writer_flush(w));
+    ASSERT_EQ(walk_blocks(m.data, m.len, blocks, 4, &ended), 1);
+    ASSERT_EQ(decode_events(m.data + blocks[0].content, blocks[0].size, ev, 2), 1);
+    n += put32(want + n, 1);
+    n += put_u16z(want + n, "P");
+    n += put32(want + n, 9);
+    n += put_u16z(want + n, "ArrEv");
+    n += put32(want + n, 0);
+    n += put32(want + n, 0);
+    n += put32(want + n, 0);
+    n += put32(want + n, 4);
+    n += put32(want + n, 0); /* V1 count 0: V2Params is authoritative */
+    n += put32(want + n, 1); /* OpCode tag */
+    want[n++] = NT_METADATA_TAG_OPCODE;
+    want[n++] = 1;
+    n += put32(want + n, 4 + 20 + 26); /* V2Params tag */
+    want[n++] = NT_METADATA_TAG_V2_PARAMS;
+    n += put32(want + n, 2);
+    n += put32(want + n, 4 + 12 + 4);
+    n += put_u16z(want + n, "Count");
+    n += put32(want + n, NT_TYPE_UINT32);
+    n += put32(want + n, 4 + 14 + 4 + 4);
+    n += put_u16z(want + n, "Values");
+    n += put32(want + n, NT_TYPE_ARRAY);
+    n += put32(want + n, NT_TYPE_UINT16);
+    ASSERT_EQ(ev[0].payload_size, n);
+    ASSERT_MEM_EQ(ev[0].payload, want, n);
+    nt_writer_free(w);
+}
+
+TEST(blocks_are_aligned_ordered_and_stream_ends_with_tag)
+{
+    static const uint64_t stack[3] = { 1, 2, 3 };
+    struct nt_event_desc odd = { "Odd-Name-Provider", 5, "Odd", 0, 0, 4, 0, NULL, 0, 0 };
+    uint8_t payload[7] = { 1, 2, 3, 4, 5, 6, 7 };
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 256, 0);
+    struct block *blocks = calloc(MAX_BLOCKS, sizeof(*blocks));
+    size_t nb, i, seen_sp = 0;
+    struct nt_event ev;
+    uint32_t id, odd_id;
+    int ended;
+
+    id = define_sample(w);
+    for (i = 0; i < 200; i++) {
+        /* Odd payload sizes and new metadata along the way shift the stream alignment. */
+        if (i % 50 == 0) {
+            odd.event_id = (uint32_t)(100 + i);
+            ASSERT_OK(nt_writer_define(w, &odd, &odd_id));
+        }
+        sample(&ev, i % 3 == 0 ? odd_id : id, 7, 8, 2000 + i, stack, (uint32_t)(i % 4), managed);
+        ev.payload = payload;
+        ev.payload_size = (uint32_t)(i % 8);
+        ASSERT_OK(nt_writer_write(w, &ev));
+    }
+    ASSERT_OK(nt_writer_finish(w));
+    nb = walk_blocks(m.data, m.len, blocks, MAX_BLOCKS, &ended);
+    ASSERT_TRUE(ended);
+    ASSERT_EQ(m.data[m.len - 1], NT_TAG_NULL_REFERENCE);
+    ASSERT_TRUE(nb > 4);
+    for (i = 0; i < nb; i++) {
+        ASSERT_EQ(blocks[i].content % 4, 0);
+        if (strcmp(blocks[i].name, "SPBlock") == 0) {
+            seen_sp++;
+        } else {
+            ASSERT_TRUE(blocks[i].size <= 256);
+        }
+    }
+    /* finish() wrote one sequence point, and it is the last block. */
+    ASSERT_EQ(seen_sp, 1);
+    ASSERT_STR_EQ(blocks[nb - 1].name, "SPBlock");
+    ASSERT_STR_EQ(blocks[0].name, "MetadataBlock");
+    /* After finish only free is allowed. */
+    ASSERT_EQ(nt_writer_write(w, &ev), -EINVAL);
+    ASSERT_EQ(nt_writer_flush(w), -EINVAL);
+    ASSERT_EQ(nt_writer_finish(w), -EINVAL);
+    free(blocks);
+    nt_writer_free(w);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Flush policy                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+TEST(blocks_flush_at_block_bytes_and_never_exceed_it)
+{
+    static const uint64_t stack[4] = { 10, 20, 30, 40 };
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 512, 0);
+    struct block *blocks = calloc(MAX_BLOCKS, sizeof(*blocks));
+    struct dec_event *ev = calloc(1000, sizeof(*ev));
+    struct nt_writer_stats st;
+    struct nt_event e;
+    size_t nb, i, events = 0, event_blocks = 0;
+    uint32_t id;
+    int ended;
+
+    id = define_sample(w);
+    /* The first events stay in memory: only the header has been written. */
+    for (i = 0; i < 20; i++) {
+        sample(&e, id, 1, 100 + i % 5, 5000 + i * 10, stack, 4, managed);
+        ASSERT_OK(nt_writer_write(w, &e));
+    }
+    ASSERT_EQ(m.writes, 1);
+    for (; i < 1000; i++) {
+        sample(&e, id, 1, 100 + i % 5, 5000 + i * 10, stack, 4, managed);
+        ASSERT_OK(nt_writer_write(w, &e));
+    }
+    ASSERT_TRUE(m.writes > 5);
+    ASSERT_OK(nt_writer_flush(w));
+    nt_writer_get_stats(w, &st);
+    nb = walk_blocks(m.data, m.len, blocks, MAX_BLOCKS, &ended);
+    ASSERT_TRUE(!ended);
+    /* One sink write per block, plus the header. */
+    ASSERT_EQ(m.writes, nb + 1);
+    ASSERT_U64_EQ(st.blocks, nb);
+    ASSERT_U64_EQ(st.bytes, m.len);
+    ASSERT_U64_EQ(st.events, 1000);
+    for (i = 0; i < nb; i++) {
+        ASSERT_TRUE(blocks[i].size <= 512);
+        if (strcmp(blocks[i].name, "EventBlock") == 0) {
+            size_t k = decode_events(m.data + blocks[i].content, blocks[i].size, ev, 1000);
+
+            events += k;
+            event_blocks++;
+            /* Every block but the last was flushed because the next event could not fit. */
+            if (events < 1000) {
+                ASSERT_TRUE(blocks[i].size + 88 + 4 > 512);
+            }
+        }
+    }
+    ASSERT_EQ(events, 1000);
+    ASSERT_TRUE(event_blocks >= 10);
+    free(blocks);
+    free(ev);
+    nt_writer_free(w);
+}
+
+TEST(poll_flushes_only_after_the_interval)
+{
+    struct nt_writer_options opts;
+    struct mem_sink m;
+    struct nt_sink sink = mem_sink_init(&m);
+    struct nt_writer *w = NULL;
+    const uint64_t interval = 5ull * 1000 * 1000 * 1000;
+    uint64_t t0, t1;
+    struct nt_event e;
+    uint32_t id;
+
+    memset(&opts, 0, sizeof(opts));
+    opts.flush_interval_ns = interval;
+    opts.sync_time_ticks = 1;
+    t0 = nt_clock_now();
+    ASSERT_OK(nt_writer_new(&opts, &sink, &w));
+    t1 = nt_clock_now();
+    id = define_sample(w);
+    sample(&e, id, 1, 2, 10, NULL, 0, managed);
+    ASSERT_OK(nt_writer_write(w, &e));
+    ASSERT_EQ(m.writes, 1);
+    ASSERT_OK(nt_writer_poll(w, t0));
+    ASSERT_OK(nt_writer_poll(w, t0 + interval - 1));
+    ASSERT_OK(nt_writer_poll(w, 0)); /* a clock going backwards flushes nothing */
+    ASSERT_EQ(m.writes, 1);
+    ASSERT_OK(nt_writer_poll(w, t1 + interval));
+    ASSERT_EQ(m.writes, 3); /* metadata block + event block */
+    /* The interval restarts at the flush. */
+    ASSERT_OK(nt_writer_write(w, &e));
+    ASSERT_OK(nt_writer_poll(w, t1 + interval + interval / 2));
+    ASSERT_EQ(m.writes, 3);
+    ASSERT_OK(nt_writer_poll(w, t1 + 2 * interval));
+    ASSERT_EQ(m.writes, 4);
+    /* Nothing pending: a poll writes nothing. */
+    ASSERT_OK(nt_writer_poll(w, t1 + 4 * interval));
+    ASSERT_EQ(m.writes, 4);
+    nt_writer_free(w);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sequence numbers, sequence points, stacks, timestamps                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+struct sp_entry {
+    uint64_t ts;
+    uint32_t count;
+    uint64_t tid[8];
+    uint32_t seq[8];
+};
+
+static void
+decode_sp(const uint8_t *data, const struct block *b, struct sp_entry *sp)
+{
+    const uint8_t *p = data + b->content;
+    uint32_t i;
+
+    ASSERT_STR_EQ(b->name, "SPBlock");
+    sp->ts = ld64(p);
+    sp->count = ld32(p + 8);
+    ASSERT_TRUE(sp->count <= 8);
+    ASSERT_EQ(b->size, 12 + 12 * sp->count);
+    for (i = 0; i < sp->count; i++) {
+        sp->tid[i] = ld64(p + 12 + 12 * i);
+        sp->seq[i] = ld32(p + 20 + 12 * i);
+    }
+}
+
+TEST(sequence_numbers_count_per_capture_thread_and_show_losses)
+{
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 0, 0);
+    struct block blocks[16];
+    struct dec_event ev[16];
+    struct sp_entry sp;
+    struct nt_writer_stats st;
+    struct nt_event e;
+    size_t nb, n;
+    uint32_t id;
+    int ended, i;
+
+    id = define_sample(w);
+    for (i = 0; i < 3; i++) {
+        sample(&e, id, 0xA, 1, 2000 + i, NULL, 0, managed);
+        ASSERT_OK(nt_writer_write(w, &e));
+    }
+    ASSERT_OK(nt_writer_note_lost(w, 0xA, 5));
+    sample(&e, id, 0xA, 1, 2010, NULL, 0, managed);
+    ASSERT_OK(nt_writer_write(w, &e));
+    sample(&e, id, 0xB, 1, 2011, NULL, 0, managed);
+    ASSERT_OK(nt_writer_write(w, &e));
+    ASSERT_OK(nt_writer_write(w, &e));
+    ASSERT_OK(nt_writer_sequence_point(w));
+
+    nb = walk_blocks(m.data, m.len, blocks, 16, &ended);
+    ASSERT_EQ(nb, 3);
+    n = decode_events(m.data + blocks[1].content, blocks[1].size, ev, 16);
+    ASSERT_EQ(n, 6);
+    ASSERT_EQ(ev[0].seq, 1);
+    ASSERT_EQ(ev[1].seq, 2);
+    ASSERT_EQ(ev[2].seq, 3);
+    ASSERT_EQ(ev[3].seq, 9); /* 5 lost: 4..8 */
+    ASSERT_EQ(ev[3].capture, 0xA);
+    ASSERT_EQ(ev[4].seq, 1);
+    ASSERT_EQ(ev[4].capture, 0xB);
+    ASSERT_EQ(ev[5].seq, 2);
+    ASSERT_EQ(ev[1].flags, NT_HDR_SORTED); /* seq + 1 on the same thread is implied */
+    decode_sp(m.data, &blocks[2], &sp);
+    ASSERT_EQ(sp.count, 2);
+    ASSERT_U64_EQ(sp.tid[0], 0xA);
+    ASSERT_EQ(sp.seq[0], 9);
+    ASSERT_U64_EQ(sp.tid[1], 0xB);
+    ASSERT_EQ(sp.seq[1], 2);
+    ASSERT_TRUE(sp.ts > 2011);
+
+    /* A thread that lost events before its first one: a sequence point shows the loss. */
+    ASSERT_OK(nt_writer_note_lost(w, 0xC, 4));
+    ASSERT_OK(nt_writer_note_lost(w, 0xA, 0));
+    sample(&e, id, 0xC, 1, 3000, NULL, 0, managed);
+    ASSERT_OK(nt_writer_write(w, &e));
+    ASSERT_OK(nt_writer_flush(w));
+    nb = walk_blocks(m.data, m.len, blocks, 16, &ended);
+    ASSERT_EQ(nb, 5);
+    decode_sp(m.data, &blocks[3], &sp);
+    ASSERT_EQ(sp.count, 3);
+    ASSERT_U64_EQ(sp.tid[2], 0xC);
+    ASSERT_EQ(sp.seq[2], 4);
+    n = decode_events(m.data + blocks[4].content, blocks[4].size, ev, 16);
+    ASSERT_EQ(n, 1);
+    ASSERT_EQ(ev[0].seq, 5);
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.lost, 9);
+    ASSERT_U64_EQ(st.events, 7);
+    ASSERT_U64_EQ(st.sequence_points, 2);
+    nt_writer_free(w);
+}
+
+TEST(stacks_are_interned_per_sequence_point_region)
+{
+    static const uint64_t s1[3] = { 0x10, 0x20, 0x30 };
+    static const uint64_t s2[3] = { 0x10, 0x20, 0x31 };
+    static const uint64_t s3[2] = { 0x10, 0x20 };
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 0, 0);
+    struct block blocks[16];
+    struct dec_event ev[16];
+    struct nt_writer_stats st;
+    const uint8_t *p;
+    struct nt_event e;
+    uint32_t id;
+    size_t nb;
+    int ended;
+
+    id = define_sample(w);
+    sample(&e, id, 1, 2, 2000, s1, 3, managed);
+    ASSERT_OK(nt_writer_write(w, &e));
+    sample(&e, id, 1, 2, 2001, s2, 3, managed);
+    ASSERT_OK(nt_writer_write(w, &e));
+    sample(&e, id, 1, 2, 2002, s1, 3, managed);
+    ASSERT_OK(nt_writer_write(w, &e));
+    sample(&e, id, 1, 2, 2003, s3, 2, managed); /* a prefix is a different stack */
+    ASSERT_OK(nt_writer_write(w, &e));
+    sample(&e, id, 1, 2, 2004, NULL, 0, managed); /* no stack: id 0 */
+    ASSERT_OK(nt_writer_write(w, &e));
+    ASSERT_OK(nt_writer_sequence_point(w));
+    sample(&e, id, 1, 2, 2005, s2, 3, managed);
+    ASSERT_OK(nt_writer_write(w, &e));
+    sample(&e, id, 1, 2, 2006, s1, 3, managed);
+    ASSERT_OK(nt_writer_write(w, &e));
+    ASSERT_OK(nt_writer_flush(w));
+
+    nb = walk_blocks(m.data, m.len, blocks, 16, &ended);
+    ASSERT_EQ(nb, 6);
+    ASSERT_STR_EQ(blocks[1].name, "StackBlock");
+    p = m.data + blocks[1].content;
+    ASSERT_EQ(ld32(p), 1);
+    ASSERT_EQ(ld32(p + 4), 3);
+    ASSERT_EQ(ld32(p + 8), 24);
+    ASSERT_U64_EQ(ld64(p + 12 + 16), 0x30);
+    ASSERT_EQ(ld32(p + 36), 24);
+    ASSERT_U64_EQ(ld64(p + 40 + 16), 0x31);
+    ASSERT_EQ(ld32(p + 64), 16);
+    ASSERT_EQ(decode_events(m.data + blocks[2].content, blocks[2].size, ev, 16), 5);
+    ASSERT_EQ(ev[0].stack, 1);
+    ASSERT_EQ(ev[1].stack, 2);
+    ASSERT_EQ(ev[2].stack, 1);
+    ASSERT_EQ(ev[3].stack, 3);
+    ASSERT_EQ(ev[4].stack, 0);
+    /* After the sequence point ids restart at 1, in first-use order. */
+    ASSERT_STR_EQ(blocks[3].name, "SPBlock");
+    ASSERT_STR_EQ(blocks[4].name, "StackBlock");
+    p = m.data + blocks[4].content;
+    ASSERT_EQ(ld32(p), 1);
+    ASSERT_EQ(ld32(p + 4), 2);
+    ASSERT_U64_EQ(ld64(p + 12 + 16), 0x31);
+    ASSERT_U64_EQ(ld64(p + 40 + 16), 0x30);
+    ASSERT_EQ(decode_events(m.data + blocks[5].content, blocks[5].size, ev, 16), 2);
+    ASSERT_EQ(ev[0].stack, 1);
+    ASSERT_EQ(ev[1].stack, 2);
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.stacks, 5);
+    nt_writer_free(w);
+}
+
+TEST(sequence_points_follow_bytes_and_bound_timestamps)
+{
+    uint64_t stack[8];
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 1024, 8192);
+    struct block *blocks = calloc(MAX_BLOCKS, sizeof(*blocks));
+    struct dec_event *ev = calloc(4096, sizeof(*ev));
+    struct nt_writer_stats st;
+    struct sp_entry sp;
+    struct nt_event e;
+    uint64_t max_before = 0, last_sp = 0;
+    size_t nb, i, k, j, sps = 0;
+    uint32_t id;
+    int ended, after_sp = 1;
+
+    id = define_sample(w);
+    for (i = 0; i < 3000; i++) {
+        for (j = 0; j < 8; j++) {
+            stack[j] = 0x1000 + j + (i % 37) * 0x100;
+        }
+        /* Timestamps repeat and occasionally go backwards: the writer clamps them. */
+        sample(&e, id, 1 + i % 3, 50 + i % 7, 2000 + i - (i % 5 == 4 ? 3 : 0), stack, 8, managed);
+        ASSERT_OK(nt_writer_write(w, &e));
+    }
+    nt_writer_get_stats(w, &st);
+    ASSERT_TRUE(st.sequence_points >= 2); /* from sequence_point_bytes alone */
+    ASSERT_OK(nt_writer_finish(w));
+    nb = walk_blocks(m.data, m.len, blocks, MAX_BLOCKS, &ended);
+    ASSERT_TRUE(ended);
+    for (i = 0; i < nb; i++) {
+        if (strcmp(blocks[i].name, "SPBlock") == 0) {
+            decode_sp(m.data, &blocks[i], &sp);
+            ASSERT_TRUE(sp.ts > max_before);
+            ASSERT_EQ(sp.count, 3);
+            last_sp = sp.ts;
+            sps++;
+            after_sp = 1;
+        } else if (strcmp(blocks[i].name, "StackBlock") == 0) {
+            /* The first stack block of each region starts at id 1. */
+            if (after_sp) {
+                ASSERT_EQ(ld32(m.data + blocks[i].content), 1);
+            } else {
+                ASSERT_TRUE(ld32(m.data + blocks[i].content) > 1);
+            }
+            after_sp = 0;
+        } else if (strcmp(blocks[i].name, "EventBlock") == 0) {
+            k = decode_events(m.data + blocks[i].content, blocks[i].size, ev, 4096);
+            for (j = 0; j < k; j++) {
+                ASSERT_TRUE(ev[j].ts >= last_sp);
+                ASSERT_TRUE(ev[j].ts >= max_before); /* non-decreasing */
+                max_before = ev[j].ts;
+            }
+        }
+    }
+    ASSERT_U64_EQ(sps, st.sequence_points + 1);
+    free(blocks);
+    free(ev);
+    nt_writer_free(w);
+}
+
+TEST(timestamps_are_clamped_forward)
+{
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 0, 0);
+    struct block blocks[4];
+    struct dec_event ev[8];
+    struct nt_event e;
+    uint32_t id;
+    int ended;
+
+    id = define_sample(w);
+    sample(&e, id, 1, 2, 5000, NULL, 0, managed);
+    ASSERT_OK(nt_writer_write(w, &e));
+    e.timestamp = 4000;
+    ASSERT_OK(nt_writer_write(w, &e));
+    e.timestamp = 6000;
+    ASSERT_OK(nt_writer_write(w, &e));
+    ASSERT_OK(nt_writer_flush(w));
+    ASSERT_EQ(walk_blocks(m.data, m.len, blocks, 4, &ended), 2);
+    ASSERT_EQ(decode_events(m.data + blocks[1].content, blocks[1].size, ev, 8), 3);
+    ASSERT_U64_EQ(ev[0].ts, 5000);
+    ASSERT_U64_EQ(ev[1].ts, 5000);
+    ASSERT_U64_EQ(ev[2].ts, 6000);
+    ASSERT_EQ(ev[1].flags, NT_HDR_SORTED);
+    nt_writer_free(w);
+    free(m.data);
+
+    /* Before the sync time: clamped to it, so SyncTimeQPC <= every event. */
+    w = new_writer(&m, 0, 0);
+    id = define_sample(w);
+    sample(&e, id, 1, 2, 10, NULL, 0, managed);
+    ASSERT_OK(nt_writer_write(w, &e));
+    ASSERT_OK(nt_writer_flush(w));
+    ASSERT_EQ(walk_blocks(m.data, m.len, blocks, 4, &ended), 2);
+    ASSERT_EQ(decode_events(m.data + blocks[1].content, blocks[1].size, ev, 8), 1);
+    ASSERT_U64_EQ(ev[0].ts, SYNC_TICKS);
+    nt_writer_free(w);
+}
+
+TEST(stack_table_limit_forces_a_sequence_point)
+{
+    struct nt_writer_options opts;
+    struct mem_sink m;
+    struct nt_sink sink = mem_sink_init(&m);
+    struct nt_writer *w = NULL;
+    struct nt_writer_stats st;
+    struct nt_event e;
+    uint64_t frame;
+    uint32_t id, i;
+
+    m.store = 0; /* count bytes only */
+    memset(&opts, 0, sizeof(opts));
+    opts.sync_time_ticks = 1;
+    opts.sequence_point_bytes = UINT64_MAX; /* only the table limit can cause one */
+    ASSERT_OK(nt_writer_new(&opts, &sink, &w));
+    id = define_sample(w);
+    for (i = 0; i < (1u << 20) + 10; i++) {
+        frame = 0x100000 + i;
+        sample(&e, id, 1, 2, 10 + i, &frame, 1, managed);
+        ASSERT_OK(nt_writer_write(w, &e));
+    }
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.sequence_points, 1);
+    ASSERT_U64_EQ(st.stacks, (1u << 20) + 10);
+    nt_writer_free(w);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Errors                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+TEST(sink_error_is_sticky)
+{
+    static const uint64_t stack[2] = { 1, 2 };
+    struct nt_writer_options opts;
+    struct mem_sink m;
+    struct nt_sink sink = mem_sink_init(&m);
+    struct nt_writer *w = NULL;
+    struct nt_event e;
+    uint32_t id;
+    int rc = 0, i;
+
+    /* The header itself fails: no writer. */
+    m.fail_at = 1;
+    m.fail_rc = -ENOSPC;
+    memset(&opts, 0, sizeof(opts));
+    opts.block_bytes = 256;
+    ASSERT_EQ(nt_writer_new(&opts, &sink, &w), -ENOSPC);
+    ASSERT_TRUE(w == NULL);
+
+    sink = mem_sink_init(&m);
+    m.fail_at = 3; /* header and the metadata block succeed, the stack block fails */
+    m.fail_rc = -EPIPE;
+    ASSERT_OK(nt_writer_new(&opts, &sink, &w));
+    id = define_sample(w);
+    for (i = 0; i < 1000 && rc == 0; i++) {
+        sample(&e, id, 1, 2, 2000 + (uint64_t)i, stack, 2, managed);
+        rc = nt_writer_write(w, &e);
+    }
+    ASSERT_EQ(rc, -EPIPE);
+    ASSERT_EQ(m.writes, 3);
+    ASSERT_EQ(nt_writer_write(w, &e), -EPIPE);
+    ASSERT_EQ(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_PROCESS_INFO), &id), -EPIPE);
+    ASSERT_EQ(nt_writer_flush(w), -EPIPE);
+    ASSERT_EQ(nt_writer_poll(w, UINT64_MAX), -EPIPE);
+    ASSERT_EQ(nt_writer_sequence_point(w), -EPIPE);
+    ASSERT_EQ(nt_writer_finish(w), -EPIPE);
+    ASSERT_EQ(m.writes, 3); /* nothing more reached the sink */
+    nt_writer_free(w);
+}
+
+TEST(bad_arguments_are_rejected)
+{
+    static const uint64_t stack[1] = { 1 };
+    static uint64_t deep[NT_MAX_STACK_DEPTH + 1];
+    static uint8_t big[NT_MAX_PAYLOAD + 1];
+    struct mem_sink m;
+    struct nt_sink sink = mem_sink_init(&m);
+    struct nt_sink no_write = { NULL, NULL };
+    struct nt_writer *w = NULL;
+    struct nt_event e;
+    uint32_t id;
+
+    ASSERT_EQ(nt_writer_new(NULL, &sink, NULL), -EINVAL);
+    ASSERT_EQ(nt_writer_new(NULL, NULL, &w), -EINVAL);
+    ASSERT_EQ(nt_writer_new(NULL, &no_write, &w), -EINVAL);
+    ASSERT_TRUE(w == NULL);
+    ASSERT_EQ(m.writes, 0);
+
+    w = new_writer(&m, 0, 0);
+    id = define_sample(w);
+    sample(&e, 0, 1, 2, 2000, NULL, 0, managed);
+    ASSERT_EQ(nt_writer_write(w, &e), -EINVAL); /* metadata id 0 */
+    e.metadata_id = id + 1;
+    ASSERT_EQ(nt_writer_write(w, &e), -EINVAL); /* never defined */
+    e.metadata_id = id;
+    e.payload = big;
+    e.payload_size = NT_MAX_PAYLOAD + 1;
+    ASSERT_EQ(nt_writer_write(w, &e), -EINVAL);
+    e.payload = NULL;
+    e.payload_size = 4;
+    ASSERT_EQ(nt_writer_write(w, &e), -EINVAL);
+    e.payload = managed;
+    e.stack = deep;
+    e.stack_depth = NT_MAX_STACK_DEPTH + 1;
+    ASSERT_EQ(nt_writer_write(w, &e), -EINVAL);
+    e.stack = NULL;
+    e.stack_depth = 1;
+    ASSERT_EQ(nt_writer_write(w, &e), -EINVAL);
+    ASSERT_EQ(nt_writer_write(w, NULL), -EINVAL);
+    ASSERT_EQ(nt_writer_write(NULL, &e), -EINVAL);
+    /* Limits themselves are fine. */
+    e.stack = deep;
+    e.stack_depth = NT_MAX_STACK_DEPTH;
+    e.payload = big;
+    e.payload_size = NT_MAX_PAYLOAD;
+    ASSERT_OK(nt_writer_write(w, &e));
+    e.stack = stack;
+    ASSERT_EQ(nt_writer_note_lost(NULL, 1, 1), -EINVAL);
+    ASSERT_EQ(nt_writer_flush(NULL), -EINVAL);
+    ASSERT_EQ(nt_writer_poll(NULL, 0), -EINVAL);
+    ASSERT_EQ(nt_writer_sequence_point(NULL), -EINVAL);
+    ASSERT_EQ(nt_writer_finish(NULL), -EINVAL);
+    nt_writer_free(NULL);
+    nt_writer_free(w);
+}
+
+TEST(bad_descriptions_are_rejected)
+{
+    static const struct nt_field v6[] = { { "V", NT_TYPE_VARINT, NT_TYPE_EMPTY, NULL, 0, 0 } };
+    static const struct nt_field arr2[] = { { "A", NT_TYPE_ARRAY, NT_TYPE_ARRAY, NULL, 0, 0 } };
+    static const struct nt_field arr0[] = { { "A", NT_TYPE_ARRAY, NT_TYPE_EMPTY, NULL, 0, 0 } };
+    static const struct nt_field code2[] = { { "A", (enum nt_type)2, NT_TYPE_EMPTY, NULL, 0, 0 } };
+    static const struct nt_field badname[] = { { "\xC0\xAF", NT_TYPE_INT32, NT_TYPE_EMPTY, NULL, 0,
+                                                 0 } };
+    static const struct nt_field nullobj[] = { { "O", NT_TYPE_OBJECT, NT_TYPE_EMPTY, NULL, 2, 0 } };
+    struct nt_field chain[10];
+    struct nt_event_desc d = { "P", 1, "E", 0, 0, 4, 0, NULL, 0, 0 };
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 0, 0);
+    struct nt_writer_stats st;
+    char *huge;
+    uint32_t id = 77;
+    int i;
+
+    ASSERT_EQ(nt_writer_define(w, NULL, &id), -EINVAL);
+    ASSERT_EQ(nt_writer_define(w, &d, NULL), -EINVAL);
+    ASSERT_EQ(nt_writer_define(NULL, &d, &id), -EINVAL);
+    d.provider = NULL;
+    ASSERT_EQ(nt_writer_define(w, &d, &id), -EINVAL);
+    d.provider = "Bad\xED\xA0\x80"; /* a UTF-16 surrogate in UTF-8 */
+    ASSERT_EQ(nt_writer_define(w, &d, &id), -EINVAL);
+    d.provider = "P";
+    d.name = "\xE2\x82"; /* truncated */
+    ASSERT_EQ(nt_writer_define(w, &d, &id), -EINVAL);
+    d.name = "E";
+    d.field_count = 1;
+    d.fields = NULL;
+    ASSERT_EQ(nt_writer_define(w, &d, &id), -EINVAL);
+    d.fields = v6;
+    ASSERT_EQ(nt_writer_define(w, &d, &id), -EINVAL);
+    d.fields = arr2;
+    ASSERT_EQ(nt_writer_define(w, &d, &id), -EINVAL);
+    d.fields = arr0;
+    ASSERT_EQ(nt_writer_define(w, &d, &id), -EINVAL);
+    d.fields = code2;
+    ASSERT_EQ(nt_writer_define(w, &d, &id), -EINVAL);
+    d.fields = badname;
+    ASSERT_EQ(nt_writer_define(w, &d, &id), -EINVAL);
+    d.fields = nullobj;
+    ASSERT_EQ(nt_writer_define(w, &d, &id), -EINVAL);
+    /* Nesting: 8 levels of objects below the top are fine, 9 are not. */
+    for (i = 0; i < 10; i++) {
+        chain[i].name = "L";
+        chain[i].type = i < 9 ? NT_TYPE_OBJECT : NT_TYPE_INT32;
+        chain[i].element_type = NT_TYPE_EMPTY;
+        chain[i].fields = i < 9 ? &chain[i + 1] : NULL;
+        chain[i].field_count = i < 9 ? 1 : 0;
+        chain[i].fixed_count = 0;
+    }
+    d.fields = &chain[0];
+    ASSERT_EQ(nt_writer_define(w, &d, &id), -EINVAL);
+    d.fields = &chain[1];
+    ASSERT_OK(nt_writer_define(w, &d, &id));
+    ASSERT_EQ(id, 1);
+    /* A record over 64 KB. */
+    huge = malloc(40000);
+    memset(huge, 'x', 39999);
+    huge[39999] = '\0';
+    d.fields = NULL;
+    d.field_count = 0;
+    d.name = huge;
+    ASSERT_EQ(nt_writer_define(w, &d, &id), -EINVAL);
+    free(huge);
+    ASSERT_EQ(id, 1); /* untouched by the failures */
+    nt_writer_get_stats(w, &st);
+    ASSERT_OK(nt_writer_flush(w));
+    ASSERT_EQ(m.writes, 2); /* header + one metadata block with the one good record */
+    nt_writer_free(w);
+}
+
+TEST(define_returns_the_same_id_for_the_same_event)
+{
+    struct nt_event_desc d = { "Prov", 3, "Name", 0, 1, 4, 0, NULL, 0, 0 };
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 0, 0);
+    struct block blocks[4];
+    struct dec_event ev[8];
+    uint32_t a, b, c, e;
+    int ended;
+
+    ASSERT_OK(nt_writer_define(w, &d, &a));
+    ASSERT_OK(nt_writer_define(w, &d, &b));
+    ASSERT_EQ(a, b);
+    d.version = 2;
+    ASSERT_OK(nt_writer_define(w, &d, &c));
+    ASSERT_EQ(c, a + 1);
+    d.version = 1;
+    d.name = NULL; /* NULL and "" are the same name */
+    ASSERT_OK(nt_writer_define(w, &d, &e));
+    ASSERT_EQ(e, c + 1);
+    d.name = "";
+    ASSERT_OK(nt_writer_define(w, &d, &b));
+    ASSERT_EQ(b, e);
+    ASSERT_OK(nt_writer_flush(w));
+    ASSERT_EQ(walk_blocks(m.data, m.len, blocks, 4, &ended), 1);
+    ASSERT_EQ(decode_events(m.data + blocks[0].content, blocks[0].size, ev, 8), 3);
+    ASSERT_EQ(ld32(ev[0].payload), 1);
+    ASSERT_EQ(ld32(ev[1].payload), 2);
+    ASSERT_EQ(ld32(ev[2].payload), 3);
+    nt_writer_free(w);
+}
+
+TEST(records_larger_than_a_block_get_their_own_block)
+{
+    static uint8_t payload[3000];
+    struct mem_sink m;
+    struct nt_writer *w = new_writer(&m, 100, 0);
+    struct block blocks[16];
+    struct dec_event ev[4];
+    struct nt_event e;
+    uint32_t id;
+    size_t nb;
+    int ended;
+
+    memset(payload, 0x5A, sizeof(payload));
+    id = define_sample(w);
+    sample(&e, id, 1, 2, 2000, NULL, 0, managed);
+    ASSERT_OK(nt_writer_write(w, &e));
+    e.payload = payload;
+    e.payload_size = sizeof(payload);
+    ASSERT_OK(nt_writer_write(w, &e));
+    e.payload = managed;
+    e.payload_size = 4;
+    ASSERT_OK(nt_writer_write(w, &e));
+    ASSERT_OK(nt_writer_finish(w));
+    nb = walk_blocks(m.data, m.len, blocks, 16, &ended);
+    ASSERT_TRUE(ended);
+    ASSERT_EQ(nb, 5); /* metadata, three event blocks (no stacks), the final SP */
+    ASSERT_STR_EQ(blocks[1].name, "EventBlock");
+    ASSERT_EQ(decode_events(m.data + blocks[1].content, blocks[1].size, ev, 4), 1);
+    ASSERT_EQ(decode_events(m.data + blocks[2].content, blocks[2].size, ev, 4), 1);
+    ASSERT_EQ(ev[0].payload_size, sizeof(payload));
+    ASSERT_MEM_EQ(ev[0].payload, payload, sizeof(payload));
+    ASSERT_TRUE(blocks[2].size > 100);
+    ASSERT_EQ(decode_events(m.data + blocks[3].content, blocks[3].size, ev, 4), 1);
+    ASSERT_EQ(ev[0].payload_size, 4);
+    ASSERT_TRUE(blocks[3].size <= 100);
+    ASSERT_STR_EQ(blocks[nb - 1].name, "SPBlock");
+    nt_writer_free(w);
+}
+
+TEST(fd_sink_and_source_carry_the_same_bytes)
+{
+    struct nt_writer_options opts;
+    struct mem_sink m;
+    struct nt_sink msink = mem_sink_init(&m);
+    struct nt_sink fsink;
+    struct nt_source src;
+    struct nt_writer *a = NULL, *b = NULL;
+    struct nt_event e;
+    uint8_t back[4096];
+    size_t got = 0;
+    ssize_t n;
+    uint32_t id;
+    int fd = -1, bad = 1000;
+    FILE *f = tmpfile();
+
+    ASSERT_TRUE(f != NULL);
+    fd = fileno(f);
+    memset(&opts, 0, sizeof(opts));
+    opts.sync_time_ticks = 5;
+    opts.sync_time_unix_ns = 1;
+    opts.process_id = 1;
+    opts.number_of_processors = 1;
+    nt_sink_fd(&fsink, &fd);
+    ASSERT_OK(nt_writer_new(&opts, &msink, &a));
+    ASSERT_OK(nt_writer_new(&opts, &fsink, &b));
+    ASSERT_OK(nt_writer_define(a, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), &id));
+    ASSERT_OK(nt_writer_define(b, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), &id));
+    sample(&e, id, 1, 2, 100, NULL, 0, managed);
+    ASSERT_OK(nt_writer_write(a, &e));
+    ASSERT_OK(nt_writer_write(b, &e));
+    ASSERT_OK(nt_writer_finish(a));
+    ASSERT_OK(nt_writer_finish(b));
+    ASSERT_TRUE(lseek(fd, 0, SEEK_SET) == 0);
+    nt_source_fd(&src, &fd);
+    while ((n = src.read(src.ctx, back + got, sizeof(back) - got)) > 0) {
+        got += (size_t)n;
+    }
+    ASSERT_EQ(n, 0);
+    ASSERT_EQ(got, m.len);
+    ASSERT_MEM_EQ(back, m.data, got);
+    nt_writer_free(a);
+    nt_writer_free(b);
+    fclose(f);
+
+    /* A bad descriptor: the sink's errno comes back from nt_writer_new. */
+    nt_sink_fd(&fsink, &bad);
+    b = NULL;
+    ASSERT_EQ(nt_writer_new(&opts, &fsink, &b), -EBADF);
+    ASSERT_TRUE(b == NULL);
+    nt_source_fd(&src, &bad);
+    ASSERT_EQ(src.read(src.ctx, back, 1), -EBADF);
+}
+
+TEST(clock_is_monotonic_nanoseconds)
+{
+    uint64_t a = nt_clock_now();
+    uint64_t b = nt_clock_now();
+    struct timespec ts = { 0, 2000000 };
+
+    ASSERT_TRUE(a > 0);
+    ASSERT_TRUE(b >= a);
+    nanosleep(&ts, NULL);
+    ASSERT_TRUE(nt_clock_now() - a >= 2000000);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Payload builder                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+TEST(payload_builder_writes_little_endian)
+{
+    static const uint8_t guid[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+    static const uint8_t want[] = {
+        0xAB,                                           /* u8 */
+        0x34, 0x12,                                     /* u16 */
+        0x78, 0x56, 0x34, 0x12,                         /* u32 */
+        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* u64 */
+        0x00, 0x00, 0xC0, 0x3F,                         /* 1.5f */
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xC0, /* -2.5 */
+        1,    2,    3,    4,    5,    6,    7,    8,    9, 10, 11, 12, 13, 14, 15, 16, 0xEE, 0xFF,
+    };
+    uint8_t buf[64];
+    struct nt_payload p;
+
+    nt_payload_init(&p, buf, sizeof(buf));
+    nt_payload_u8(&p, 0xAB);
+    nt_payload_u16(&p, 0x1234);
+    nt_payload_u32(&p, 0x12345678);
+    nt_payload_u64(&p, 0x0102030405060708ull);
+    nt_payload_f32(&p, 1.5f);
+    nt_payload_f64(&p, -2.5);
+    nt_payload_guid(&p, guid);
+    nt_payload_bytes(&p, "\xEE\xFF", 2);
+    ASSERT_OK(p.err);
+    ASSERT_EQ(p.len, sizeof(want));
+    ASSERT_MEM_EQ(buf, want, sizeof(want));
+}
+
+TEST(payload_builder_full_buffer_is_sticky)
+{
+    uint8_t buf[6];
+    struct nt_payload p;
+
+    memset(buf, 0xCC, sizeof(buf));
+    nt_payload_init(&p, buf, 5);
+    nt_payload_u32(&p, 0x01020304);
+    nt_payload_u16(&p, 0xFFFF); /* does not fit: nothing written */
+    ASSERT_EQ(p.err, -ENOSPC);
+    ASSERT_EQ(p.len, 4);
+    nt_payload_u8(&p, 0x77); /* would fit, but the error is sticky */
+    ASSERT_EQ(p.len, 4);
+    ASSERT_EQ(buf[4], 0xCC);
+    ASSERT_EQ(buf[5], 0xCC);
+    nt_payload_string(&p, "x");
+    ASSERT_EQ(p.err, -ENOSPC);
+
+    nt_payload_init(&p, buf, 5);
+    nt_payload_string(&p, "abc"); /* 8 bytes with NUL */
+    ASSERT_EQ(p.err, -ENOSPC);
+    ASSERT_EQ(p.len, 0);
+    nt_payload_init(&p, NULL, 100);
+    nt_payload_u8(&p, 1);
+    ASSERT_EQ(p.err, -ENOSPC);
+    nt_payload_init(&p, buf, sizeof(buf));
+    nt_payload_bytes(&p, NULL, 1);
+    ASSERT_EQ(p.err, -EINVAL);
+}
+
+TEST(payload_string_is_utf16le_with_surrogate_pairs)
+{
+    static const uint8_t want[] = {
+        'A',  0,    0xE9, 0x00, /* A, U+00E9 */
+        0xAC, 0x20,             /* U+20AC euro */
+        0x3D, 0xD8, 0x00, 0xDE, /* U+1F600 as D83D DE00 */
+        0xFF, 0xDB, 0xFF, 0xDF, /* U+10FFFF as DBFF DFFF */
+        0,    0,                /* NUL */
+        0,    0,                /* NULL string: "" */
+    };
+    uint8_t buf[64];
+    struct nt_payload p;
+
+    nt_payload_init(&p, buf, sizeof(buf));
+    nt_payload_string(&p, "A\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\xF4\x8F\xBF\xBF");
+    nt_payload_string(&p, NULL);
+    ASSERT_OK(p.err);
+    ASSERT_EQ(p.len, sizeof(want));
+    ASSERT_MEM_EQ(buf, want, sizeof(want));
+}
+
+TEST(payload_string_rejects_invalid_utf8)
+{
+    static const char *const bad[] = {
+        "\x80",             /* stray continuation */
+        "a\xC3",            /* truncated 2-byte */
+        "\xE2\x82",         /* truncated 3-byte */
+        "\xC0\xAF",         /* overlong '/' */
+        "\xE0\x80\xAF",     /* overlong 3-byte */
+        "\xF0\x80\x80\xAF", /* overlong 4-byte */
+        "\xED\xA0\x80",     /* surrogate U+D800 */
+        "\xF4\x90\x80\x80", /* above U+10FFFF */
+        "\xF8\x88\x80\x80\x80",
+        "\xFF",
+        "ok\xC3\x28",
+    };
+    uint8_t buf[64];
+    struct nt_payload p;
+    size_t i;
+
+    for (i = 0; i < PP_ARRAY_SIZE(bad); i++) {
+        nt_payload_init(&p, buf, sizeof(buf));
+        nt_payload_u8(&p, 1);
+        nt_payload_string(&p, bad[i]);
+        if (p.err != -EINVAL || p.len != 1) {
+            test_fail(__FILE__, __LINE__, "case %zu: err %d len %zu", i, p.err, p.len);
+        }
+        nt_payload_u8(&p, 2); /* sticky */
+        ASSERT_EQ(p.len, 1);
+        ASSERT_EQ(p.err, -EINVAL);
+    }
+}
+
+static const struct test_case cases[] = {
+    TEST_CASE(header_and_trace_object_are_byte_exact),
+    TEST_CASE(worked_example_of_section_11_is_reproduced),
+    TEST_CASE(metadata_record_of_sample_profiler_is_byte_exact),
+    TEST_CASE(metadata_with_object_field_uses_v1_list),
+    TEST_CASE(metadata_with_array_uses_v2_params_and_opcode_tags),
+    TEST_CASE(blocks_are_aligned_ordered_and_stream_ends_with_tag),
+    TEST_CASE(blocks_flush_at_block_bytes_and_never_exceed_it),
+    TEST_CASE(poll_flushes_only_after_the_interval),
+    TEST_CASE(sequence_numbers_count_per_capture_thread_and_show_losses),
+    TEST_CASE(stacks_are_interned_per_sequence_point_region),
+    TEST_CASE(sequence_points_follow_bytes_and_bound_timestamps),
+    TEST_CASE(timestamps_are_clamped_forward),
+    TEST_CASE(stack_table_limit_forces_a_sequence_point),
+    TEST_CASE(sink_error_is_sticky),
+    TEST_CASE(bad_arguments_are_rejected),
+    TEST_CASE(bad_descriptions_are_rejected),
+    TEST_CASE(define_returns_the_same_id_for_the_same_event),
+    TEST_CASE(records_larger_than_a_block_get_their_own_block),
+    TEST_CASE(fd_sink_and_source_carry_the_same_bytes),
+    TEST_CASE(clock_is_monotonic_nanoseconds),
+    TEST_CASE(payload_builder_writes_little_endian),
+    TEST_CASE(payload_builder_full_buffer_is_sticky),
+    TEST_CASE(payload_string_is_utf16le_with_surrogate_pairs),
+    TEST_CASE(payload_string_rejects_invalid_utf8),
+};
+TEST_MAIN(cases)

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/test.h - the unit test harness. Each case runs in a fork()ed child under alarm(), so a
+ * crash, a hang or a stray signal handler fails that case only. Output is TAP-like; the last
+ * line is "N passed, N failed, N skipped". `./test-x CASE` runs one case in-process (for gdb).
+ */
+#ifndef PP_TEST_H
+#define PP_TEST_H
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct test_case {
+    const char *name;
+    void (*fn)(void);
+    unsigned timeout_s; /* 0: the default, 60 s */
+};
+
+#define TEST(name) static void test_##name(void)
+#define TEST_CASE(name)       \
+    {                         \
+#name, test_##name, 0 \
+    }
+#define TEST_CASE_TIMEOUT(name, secs) \
+    {                                 \
+#name, test_##name, (secs)    \
+    }
+
+int test_main(int argc, char **argv, const struct test_case *cases, size_t n);
+#define TEST_MAIN(cases)                                                         \
+    int main(int argc, char **argv)                                              \
+    {                                                                            \
+        return test_main(argc, argv, cases, sizeof(cases) / sizeof((cases)[0])); \
+    }
+
+/* Fails the running case with a message; never returns. */
+void test_fail(const char *file, int line, const char *fmt, ...)
+        __attribute__((noreturn, format(printf, 3, 4)));
+/* Ends the running case as skipped, with the reason printed loudly; never returns. */
+void test_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+/* Copies len bytes so that the byte after the copy is on a PROT_NONE page. Never freed. */
+const uint8_t *test_guarded_copy(const void *bytes, size_t len);
+/* Path under the source tree: test_source_path("tests/data/x"). Static buffer. */
+const char *test_source_path(const char *rel);
+/* Reads a whole file; returns malloc'd bytes (caller frees) and stores its size, or NULL. */
+uint8_t *test_read_file(const char *path, size_t *len);
+
+#define ASSERT_TRUE(c)                                                   \
+    do {                                                                 \
+        if (!(c)) {                                                      \
+            test_fail(__FILE__, __LINE__, "ASSERT_TRUE(%s) failed", #c); \
+        }                                                                \
+    } while (0)
+#define ASSERT_EQ(a, b)                                                                        \
+    do {                                                                                       \
+        long long test_a_ = (long long)(a), test_b_ = (long long)(b);                          \
+        if (test_a_ != test_b_) {                                                              \
+            test_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, test_a_, test_b_); \
+        }                                                                                      \
+    } while (0)
+#define ASSERT_U64_EQ(a, b)                                                                     \
+    do {                                                                                        \
+        uint64_t test_a_ = (uint64_t)(a), test_b_ = (uint64_t)(b);                              \
+        if (test_a_ != test_b_) {                                                               \
+            test_fail(__FILE__, __LINE__, "%s == %s: %" PRIu64 " != %" PRIu64, #a, #b, test_a_, \
+                      test_b_);                                                                 \
+        }                                                                                       \
+    } while (0)
+#define ASSERT_OK(e)                                                            \
+    do {                                                                        \
+        long long test_r_ = (long long)(e);                                     \
+        if (test_r_ != 0) {                                                     \
+            test_fail(__FILE__, __LINE__, "%s returned %lld (%s)", #e, test_r_, \
+                      test_r_ < 0 ? strerror((int)-test_r_) : "not zero");      \
+        }                                                                       \
+    } while (0)
+#define ASSERT_STR_EQ(a, b)                                                        \
+    do {                                                                           \
+        const char *test_a_ = (a), *test_b_ = (b);                                 \
+        if (test_a_ == NULL || test_b_ == NULL || strcmp(test_a_, test_b_) != 0) { \
+            test_fail(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", #a, #b,    \
+                      test_a_ ? test_a_ : "(null)", test_b_ ? test_b_ : "(null)"); \
+        }                                                                          \
+    } while (0)
+#define ASSERT_MEM_EQ(a, b, n)                                                    \
+    do {                                                                          \
+        if (memcmp((a), (b), (n)) != 0) {                                         \
+            test_fail(__FILE__, __LINE__, "memcmp(%s, %s, %s) != 0", #a, #b, #n); \
+        }                                                                         \
+    } while (0)
+
+#endif /* PP_TEST_H */

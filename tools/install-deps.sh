@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what building and testing pipeprof needs on Debian/Ubuntu. Idempotent; needs root
+# (or sudo). Skips apt-get entirely when everything is already there.
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config libuv1-dev libelf-dev libcjson-dev zlib1g-dev
+          clang libclang-rt-14-dev)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    echo "install-deps: installing ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# dotnet-trace is optional: interop tests use it where it can be installed, and say so loudly
+# where not.
+if command -v dotnet >/dev/null 2>&1; then
+    export PATH="$PATH:$HOME/.dotnet/tools"
+    if ! command -v dotnet-trace >/dev/null 2>&1; then
+        dotnet tool install --global dotnet-trace >/dev/null 2>&1 \
+            || echo "install-deps: dotnet-trace could not be installed; its tests will skip"
+    fi
+fi

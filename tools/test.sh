@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The README's test command: builds pipeprof in build/ and runs every test with ctest.
+# PP_BUILD_DIR and PP_CMAKE_ARGS select another configuration (the CI uses them for ASan).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${PP_BUILD_DIR:-build}
+export PATH="$PATH:$HOME/.dotnet/tools"
+cmake -S . -B "$build" ${PP_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build" -j "$(nproc)"
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" ${PP_CTEST_ARGS:-}
