@@ -70,15 +70,17 @@ ag_sig_regs(const ucontext_t *uc, uint64_t *pc, uint64_t *sp, uint64_t *fp)
     *fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
     /* The kernel rewinds restartable syscalls (SA_RESTART) to the syscall instruction; the
      * others return -EINTR right after it (0f 05). pc - 2 is on pc's page, which is mapped. */
+    /* Byte reads: code is not aligned, and a misaligned u16 load is undefined behaviour. */
     return ret == -EINTR && (*pc & 4095) >= 2 &&
-           *(const volatile uint16_t *)(uintptr_t)(*pc - 2) == 0x050f;
+           ((const volatile uint8_t *)(uintptr_t)*pc)[-2] == 0x0f &&
+           ((const volatile uint8_t *)(uintptr_t)*pc)[-1] == 0x05;
 #elif defined(__aarch64__)
     int64_t ret = (int64_t)uc->uc_mcontext.regs[0];
 
     *pc = (uint64_t)uc->uc_mcontext.pc;
     *sp = (uint64_t)uc->uc_mcontext.sp;
     *fp = (uint64_t)uc->uc_mcontext.regs[29];
-    return ret == -EINTR && (*pc & 4095) >= 4 &&
+    return ret == -EINTR && (*pc & 4095) >= 4 && (*pc & 3) == 0 &&
            *(const volatile uint32_t *)(uintptr_t)(*pc - 4) == 0xd4000001u;
 #else
 #error "pipeprof: the sampler supports x86_64 and aarch64"

@@ -112,7 +112,9 @@ pp_convert_folded(const struct pp_profile *p, FILE *out)
         n++;
     }
     /* Stacks that differ only in addresses inside one function fold into one line. */
-    qsort(lines, n, sizeof(*lines), pp_folded_cmp);
+    if (n > 1) {
+        qsort(lines, n, sizeof(*lines), pp_folded_cmp);
+    }
     for (i = 0; i < n; i++) {
         uint64_t count = lines[i].count;
 

@@ -322,7 +322,9 @@ pp_cmd_dump(int argc, char **argv)
     }
     if (summary) {
         nt_reader_get_stats(r, &st);
-        qsort(sum.rows, sum.n, sizeof(*sum.rows), pp_dump_count_cmp);
+        if (sum.n > 1) {
+            qsort(sum.rows, sum.n, sizeof(*sum.rows), pp_dump_count_cmp);
+        }
         if (json) {
             if (pp_dump_print_json(&sum, nt_reader_info(r), &st) != 0) {
                 fprintf(stderr, "pipeprof dump: out of memory\n");

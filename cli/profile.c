@@ -597,7 +597,9 @@ pp_name_frames(struct pp_profile *p)
     size_t name_cap = 0, s;
     int err = 0;
 
-    qsort(pv->methods, pv->method_count, sizeof(*pv->methods), pp_method_cmp);
+    if (pv->method_count > 1) {
+        qsort(pv->methods, pv->method_count, sizeof(*pv->methods), pp_method_cmp);
+    }
     for (s = 0; s < p->stack_count; s++) {
         struct pp_profile_stack *st = &p->stacks[s];
         const uint64_t *ips = pv->ips + pv->stack_ip_offset[s];

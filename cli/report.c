@@ -226,7 +226,10 @@ pp_cmd_report(int argc, char **argv)
                pp_pct(p->resolved_frames, p->resolved_frames + p->unresolved_frames));
     }
     for (c = 0; c < 2; c++) {
-        qsort(stats, p->name_count, sizeof(*stats), c == 0 ? pp_stat_self_cmp : pp_stat_total_cmp);
+        if (p->name_count > 1) {
+            qsort(stats, p->name_count, sizeof(*stats),
+                  c == 0 ? pp_stat_self_cmp : pp_stat_total_cmp);
+        }
         if (json) {
             printf("%s:[", c == 0 ? "\"top_self\"" : ",\"top_total\"");
         } else {

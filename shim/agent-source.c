@@ -595,7 +595,9 @@ shim_drain(void *ctx, const struct ipc_session_view *views, size_t n)
     if (err < 0 && err != -ESRCH) {
         first_err = err;
     }
-    qsort(src->samples, src->sample_count, sizeof(*src->samples), shim_sample_cmp);
+    if (src->sample_count > 1) {
+        qsort(src->samples, src->sample_count, sizeof(*src->samples), shim_sample_cmp);
+    }
     for (i = 0; i < n; i++) {
         struct shim_session *s = shim_session_find(views[i].config->session_id);
 
@@ -673,7 +675,9 @@ shim_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *
         fns[fn_count].module_id = sym.module_id;
         fn_count++;
     }
-    qsort(fns, fn_count, sizeof(*fns), shim_rundown_fn_cmp);
+    if (fn_count > 1) {
+        qsort(fns, fn_count, sizeof(*fns), shim_rundown_fn_cmp);
+    }
     for (i = 0; i < fn_count && err == 0; i++) {
         struct ag_symbol sym;
         size_t m;

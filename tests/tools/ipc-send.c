@@ -147,6 +147,7 @@ main(int argc, char **argv)
             (n = ipc_collect_encode(&c, m, sizeof(m))) < 0 ||
             ipc_client_send(fd, m, (size_t)n) < 0) {
             printf("sendfail\n");
+            ipc_collect_fini(&c);
             return 1;
         }
         ipc_collect_fini(&c);
