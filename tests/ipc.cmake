@@ -27,3 +27,6 @@ set_tests_properties(ipc-differential ipc-dotnet PROPERTIES RESOURCE_LOCK pp-dot
 if(TARGET pp_shim_source)
   pp_add_test(test-shim-source LIBS pp_shim_source LABELS unit)
 endif()
+
+# The agent end to end: preloaded workload, pipeprof collect/report/convert, dotnet-trace.
+pp_add_script_test(agent-e2e agent-e2e.sh LABELS integration TIMEOUT 180)
