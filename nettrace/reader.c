@@ -1044,7 +1044,16 @@ nt_reader_checkpoint(struct nt_reader *r, uint64_t key, uint32_t seq, uint64_t a
         if (t == NULL) {
             return r->err;
         }
-        t->seq = seq; /* a thread first seen in an SP starts there: nothing to call lost */
+        /*
+         * V4/V5: sequence numbers start at 1 with a thread's first event, so a thread that a
+         * sequence point lists before any of its events were seen lost all seq of them (the
+         * sequence point exists to catch exactly that). V6 writers may list a thread before
+         * its first event block, so there it starts at seq without a loss.
+         */
+        if (r->info.format_version != 6) {
+            r->stats.lost_events += seq;
+        }
+        t->seq = seq;
         return 0;
     }
     nt_reader_seq_check(r, t, seq);

@@ -186,7 +186,8 @@ TEST(lost_events_from_gaps_and_sequence_points)
     add_seq_event(&t, &prev, 101, 10); /* new thread: nothing lost */
     add_seq_event(&t, &prev, 100, 6);
     tb_v4_block_end(&t, at);
-    /* SP: 100 attempted up to 9 (3 more lost), 101 nothing new, 102 never seen (not lost) */
+    /* SP: 100 attempted up to 9 (3 more lost), 101 nothing new, 102 never seen: its 7 events
+     * were all lost (the case sequence points exist for) */
     add_sp(&t, 3, sp_tids, sp_seqs);
     at = tb_v4_block_begin(&t, "EventBlock");
     tb_event_block_header(&t);
@@ -201,7 +202,7 @@ TEST(lost_events_from_gaps_and_sequence_points)
     }
     nt_reader_get_stats(r, &st);
     ASSERT_EQ(n, 5);
-    ASSERT_U64_EQ(st.lost_events, 3 + 3 + 1);
+    ASSERT_U64_EQ(st.lost_events, 3 + 3 + 7 + 1);
     ASSERT_U64_EQ(st.sequence_points, 1);
     nt_reader_free(r);
     tb_free(&t);
