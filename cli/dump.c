@@ -61,9 +61,17 @@ pp_dump_usage(FILE *out)
             "options:\n"
             "  --summary          print one row per (provider, event id, name) with its count,\n"
             "                     plus the totals, instead of the events\n"
-            "  --format text|json summary format (default text). JSON: an object with\n"
-            "                     \"format_version\", \"process_id\", \"events_total\",\n"
-            "                     \"lost_events\", \"stacks\" and \"events\": an array of\n"
+            "  --format text|json output format (default text).\n"
+            "                     Events in JSON: one object per line with \"time_ms\",\n"
+            "                     \"provider\", \"id\", \"name\", \"thread\", \"sequence\",\n"
+            "                     \"stack_depth\", \"payload_size\" and \"fields\" (typed:\n"
+            "                     numbers, strings, booleans, arrays, objects; GUIDs as\n"
+            "                     strings, DateTime as FILETIME ticks; \"fields_error\": true\n"
+            "                     when the payload does not match its metadata;\n"
+            "                     \"payload_hex\" when the metadata lists no fields).\n"
+            "                     Summary in JSON: an object with \"format_version\",\n"
+            "                     \"process_id\", \"events_total\", \"lost_events\",\n"
+            "                     \"stacks\" and \"events\": an array of\n"
             "                     {\"provider\", \"id\", \"name\", \"count\"}\n"
             "  -h, --help         show this help\n"
             "\n"
@@ -232,6 +240,186 @@ pp_dump_print_event(const struct nt_event *ev, const struct nt_trace_info *info,
            d != NULL && d->name[0] != '\0' ? d->name : "-", ev->thread_id, ev->stack_depth, fields);
 }
 
+/* Writes s (len bytes of UTF-8) as a JSON string. */
+static void
+pp_dump_json_text(FILE *out, const char *s, size_t len)
+{
+    size_t i;
+
+    fputc('"', out);
+    for (i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c == '"' || c == '\\') {
+            fprintf(out, "\\%c", c);
+        } else if (c < 0x20) {
+            fprintf(out, "\\u%04x", c);
+        } else {
+            fputc(c, out);
+        }
+    }
+    fputc('"', out);
+}
+
+static void
+pp_dump_json_utf16(FILE *out, const uint8_t *p, size_t len)
+{
+    char small[512];
+    size_t need = nt_utf16_to_utf8(p, len, NULL, 0) + 1;
+    char *s = need <= sizeof(small) ? small : malloc(need);
+
+    if (s == NULL) {
+        fputs("null", out);
+        return;
+    }
+    nt_utf16_to_utf8(p, len, s, need);
+    pp_dump_json_text(out, s, strlen(s));
+    if (s != small) {
+        free(s);
+    }
+}
+
+/*
+ * JSON writer over nt_payload_decode()'s depth-first stream of values: a stack of open arrays
+ * and objects, each with the number of elements still to come, closes each container after its
+ * last element.
+ */
+struct pp_dump_json {
+    FILE *out;
+    struct {
+        uint32_t remaining;
+        int is_array;
+        int first;
+    } open[16];
+    int depth;
+};
+
+static void
+pp_dump_json_close_done(struct pp_dump_json *j)
+{
+    while (j->depth > 1 && j->open[j->depth - 1].remaining == 0) { /* [0]: the fields */
+        fputc(j->open[j->depth - 1].is_array ? ']' : '}', j->out);
+        j->depth--;
+    }
+}
+
+static int
+pp_dump_json_value(void *ctx, const struct nt_value *v)
+{
+    struct pp_dump_json *j = ctx;
+    FILE *out = j->out;
+    int in_array = j->depth > 0 && j->open[j->depth - 1].is_array;
+    char guid[37];
+
+    if (j->depth > 0) {
+        if (!j->open[j->depth - 1].first) {
+            fputc(',', out);
+        }
+        j->open[j->depth - 1].first = 0;
+        j->open[j->depth - 1].remaining--;
+    }
+    if (!in_array) {
+        pp_dump_json_text(out, v->field != NULL && v->field->name != NULL ? v->field->name : "",
+                          v->field != NULL && v->field->name != NULL ? strlen(v->field->name) : 0);
+        fputc(':', out);
+    }
+    switch (v->type) {
+    case NT_TYPE_ARRAY:
+    case NT_TYPE_FIXED_ARRAY:
+    case NT_TYPE_OBJECT:
+        if (j->depth >= (int)PP_ARRAY_SIZE(j->open)) {
+            return -E2BIG;
+        }
+        fputc(v->type == NT_TYPE_OBJECT ? '{' : '[', out);
+        j->open[j->depth].remaining = v->count;
+        j->open[j->depth].is_array = v->type != NT_TYPE_OBJECT;
+        j->open[j->depth].first = 1;
+        j->depth++;
+        break;
+    case NT_TYPE_BOOLEAN:
+    case NT_TYPE_BOOLEAN8:
+        fputs(v->i ? "true" : "false", out);
+        break;
+    case NT_TYPE_CHAR:
+    case NT_TYPE_STRING:
+        pp_dump_json_utf16(out, v->data, v->size);
+        break;
+    case NT_TYPE_SBYTE:
+    case NT_TYPE_INT16:
+    case NT_TYPE_INT32:
+    case NT_TYPE_INT64:
+    case NT_TYPE_VARINT:
+        fprintf(out, "%" PRId64, v->i);
+        break;
+    case NT_TYPE_SINGLE:
+        fprintf(out, "%.9g", v->f);
+        break;
+    case NT_TYPE_DOUBLE:
+        fprintf(out, "%.17g", v->f);
+        break;
+    case NT_TYPE_GUID:
+        if (v->size == 16) {
+            nt_guid_format(v->data, guid);
+            pp_dump_json_text(out, guid, strlen(guid));
+        } else {
+            fputs("null", out);
+        }
+        break;
+    case NT_TYPE_DECIMAL:
+    case NT_TYPE_EMPTY:
+        fputs("null", out);
+        break;
+    default: /* unsigned integers, DATETIME (FILETIME ticks), UTF-8 code units */
+        fprintf(out, "%" PRIu64, v->u);
+        break;
+    }
+    pp_dump_json_close_done(j);
+    return 0;
+}
+
+/* One JSON object per line: time, provider, id, name, thread, stack depth, typed fields. */
+static void
+pp_dump_print_event_json(const struct nt_event *ev, const struct nt_trace_info *info)
+{
+    double ms = (double)(int64_t)(ev->timestamp - info->sync_time_ticks) * 1000.0 /
+                (double)info->ticks_per_second;
+    const struct nt_event_desc *d = ev->desc;
+    struct pp_dump_json j = { stdout, { { 0, 0, 0 } }, 1 };
+    const char *provider = d != NULL ? d->provider : "?";
+    const char *name = d != NULL ? d->name : "";
+
+    printf("{\"time_ms\":%.6f,\"provider\":", ms);
+    pp_dump_json_text(stdout, provider, strlen(provider));
+    printf(",\"id\":%u,\"name\":", d != NULL ? d->event_id : ev->metadata_id);
+    pp_dump_json_text(stdout, name, strlen(name));
+    printf(",\"thread\":%" PRIu64 ",\"sequence\":%u,\"stack_depth\":%u,\"payload_size\":%u,",
+           ev->thread_id, ev->sequence, ev->stack_depth, ev->payload_size);
+    if ((d == NULL || d->field_count == 0) && ev->payload_size > 0) {
+        /* No field metadata (runtime events; EventSource byte[] and TraceLogging arrays, which
+         * the runtime does not describe): the raw bytes, so nothing is hidden. */
+        uint32_t k;
+
+        printf("\"payload_hex\":\"");
+        for (k = 0; k < ev->payload_size; k++) {
+            printf("%02x", ev->payload[k]);
+        }
+        printf("\",");
+    }
+    printf("\"fields\":{");
+    j.open[0].remaining = d != NULL ? d->field_count : 0;
+    j.open[0].first = 1;
+    if (d != NULL && d->field_count > 0 &&
+        nt_payload_decode(d, ev->payload, ev->payload_size, pp_dump_json_value, &j) != 0) {
+        /* Close what was opened; the flag tells a consumer the fields are incomplete. */
+        while (j.depth > 1) {
+            fputc(j.open[--j.depth].is_array ? ']' : '}', stdout);
+        }
+        printf("},\"fields_error\":true}\n");
+        return;
+    }
+    printf("}}\n");
+}
+
 int
 pp_cmd_dump(int argc, char **argv)
 {
@@ -281,10 +469,6 @@ pp_cmd_dump(int argc, char **argv)
         pp_dump_usage(stderr);
         return 2;
     }
-    if (json && !summary) {
-        fprintf(stderr, "pipeprof dump: --format applies to --summary only\n");
-        return 2;
-    }
     if (strcmp(path, "-") == 0) {
         fd = STDIN_FILENO;
     } else {
@@ -305,6 +489,8 @@ pp_cmd_dump(int argc, char **argv)
         err = 0;
         if (summary) {
             err = pp_dump_count_add(&sum, &ev);
+        } else if (json) {
+            pp_dump_print_event_json(&ev, nt_reader_info(r));
         } else {
             pp_dump_print_event(&ev, nt_reader_info(r), fields, PP_DUMP_FIELDS_MAX);
         }
