@@ -1,2 +1,9 @@
 # Interop with the real .NET runtime as the reference writer (skips loudly without dotnet).
 pp_add_script_test(dotnet-alltypes dotnet-alltypes.sh LABELS integration TIMEOUT 400)
+
+# TraceEvent reads what pipeprof's writer wrote (tests/tools/nt-gen.c writes both the trace and
+# the expectation).
+add_executable(nt-gen ${CMAKE_SOURCE_DIR}/tests/tools/nt-gen.c)
+set_target_properties(nt-gen PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_link_libraries(nt-gen PRIVATE pp_nettrace)
+pp_add_script_test(dotnet-traceevent dotnet-traceevent.sh LABELS integration TIMEOUT 400)
