@@ -13,6 +13,7 @@
 #include "shim/agent-source.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,8 +122,15 @@ struct shim_source {
     size_t frame_count, frame_cap;
     struct shim_thread_event *threads;
     size_t thread_count, thread_cap;
-    int excluded; /* the loop thread excluded itself from sampling */
-    uint64_t capture_tid;
+    uint64_t capture_tid; /* the owner: the thread that writes, and is never sampled */
+    /*
+     * The agent has one consumer (ag_drain). Sessions are served by one thread at a time: the
+     * IPC loop, or the drain thread of a pipeprof_start() recording. A session that starts on
+     * another thread while the owner has sessions is refused with -EBUSY, and drain calls from
+     * a thread that is not the owner do nothing.
+     */
+    _Atomic int64_t owner;
+    unsigned active_sessions; /* written by the owner only */
 };
 
 static struct shim_source shim_source;
@@ -260,10 +268,16 @@ shim_session_start(void *ctx, const struct ipc_session_config *cfg)
     uint32_t i;
     int err;
 
-    if (!src->excluded) {
-        ag_thread_exclude_self(); /* the loop thread is the profiler's, never a sample */
-        src->excluded = 1;
-        src->capture_tid = (uint64_t)gettid();
+    int64_t self = gettid(), expected = 0;
+
+    if (!atomic_compare_exchange_strong(&src->owner, &expected, self) && expected != self) {
+        shim_log_session(cfg->session_id, "sampling not started",
+                         "another recording of this process is draining the agent");
+        return -EBUSY;
+    }
+    if (src->capture_tid != (uint64_t)self) {
+        ag_thread_exclude_self(); /* the writing thread is the profiler's, never a sample */
+        src->capture_tid = (uint64_t)self;
     }
     for (i = 0; i < IPC_MAX_SESSIONS && s == NULL; i++) {
         if (!src->sessions[i].active) {
@@ -271,9 +285,13 @@ shim_session_start(void *ctx, const struct ipc_session_config *cfg)
         }
     }
     if (s == NULL) {
+        if (src->active_sessions == 0) {
+            atomic_store(&src->owner, 0);
+        }
         return -ENOSPC;
     }
     memset(s, 0, sizeof(*s));
+    src->active_sessions++;
     s->id = cfg->session_id;
     s->active = 1;
     s->start_ns = nt_clock_now();
@@ -299,6 +317,10 @@ shim_session_start(void *ctx, const struct ipc_session_config *cfg)
         err = ag_sampling_acquire(s->mode, s->hz);
         if (err != 0) {
             shim_log_session(s->id, "sampling not started", strerror(-err));
+            memset(s, 0, sizeof(*s));
+            if (--src->active_sessions == 0) {
+                atomic_store(&src->owner, 0);
+            }
             return err;
         }
         s->acquired = 1;
@@ -309,9 +331,13 @@ shim_session_start(void *ctx, const struct ipc_session_config *cfg)
 static void
 shim_session_stop(void *ctx, const struct ipc_session_config *cfg)
 {
-    struct shim_session *s = shim_session_find(cfg->session_id);
+    struct shim_source *src = ctx;
+    struct shim_session *s;
 
-    (void)ctx;
+    if (atomic_load(&src->owner) != (int64_t)gettid()) {
+        return; /* a session this source refused */
+    }
+    s = shim_session_find(cfg->session_id);
     if (s == NULL) {
         return;
     }
@@ -320,6 +346,9 @@ shim_session_stop(void *ctx, const struct ipc_session_config *cfg)
     }
     shim_addr_set_fini(&s->addrs);
     memset(s, 0, sizeof(*s));
+    if (--src->active_sessions == 0) {
+        atomic_store(&src->owner, 0);
+    }
 }
 
 static int
@@ -587,6 +616,9 @@ shim_drain(void *ctx, const struct ipc_session_view *views, size_t n)
     int modules_changed, err, first_err = 0;
     size_t i;
 
+    if (atomic_load(&src->owner) != (int64_t)gettid()) {
+        return 0; /* not the owner: the records are another recording's */
+    }
     src->sample_count = 0;
     src->frame_count = 0;
     src->thread_count = 0;
@@ -653,8 +685,8 @@ shim_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *
     struct nt_payload p;
     int err = 0;
 
-    (void)ctx;
-    if (s == NULL || s->addrs.count == 0) {
+    if (atomic_load(&((struct shim_source *)ctx)->owner) != (int64_t)gettid() || s == NULL ||
+        s->addrs.count == 0) {
         return 0;
     }
     fns = calloc(s->addrs.count, sizeof(*fns));

@@ -30,3 +30,9 @@ endif()
 
 # The agent end to end: preloaded workload, pipeprof collect/report/convert, dotnet-trace.
 pp_add_script_test(agent-e2e agent-e2e.sh LABELS integration TIMEOUT 180)
+
+# include/pipeprof.h in a program linked with libpipeprof.so. The constructor's own server is
+# switched off (PIPEPROF_DISABLE=1); the API starts the agent itself.
+pp_add_test(test-api-linked LIBS pipeprof_shim LABELS integration TIMEOUT 60)
+set_property(TEST test-api-linked APPEND PROPERTY ENVIRONMENT "PIPEPROF_DISABLE=1")
+add_dependencies(test-api-linked pipeprof)
