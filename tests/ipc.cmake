@@ -36,3 +36,6 @@ pp_add_script_test(agent-e2e agent-e2e.sh LABELS integration TIMEOUT 180)
 pp_add_test(test-api-linked LIBS pipeprof_shim LABELS integration TIMEOUT 60)
 set_property(TEST test-api-linked APPEND PROPERTY ENVIRONMENT "PIPEPROF_DISABLE=1")
 add_dependencies(test-api-linked pipeprof)
+
+# Accuracy of attribution and DWARF unwinding through the whole path (issue 4).
+pp_add_script_test(agent-accuracy agent-accuracy.sh LABELS integration TIMEOUT 120)

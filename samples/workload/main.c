@@ -2,7 +2,8 @@
 /*
  * samples/workload/main.c - a workload with a known split of CPU time, to check a profiler's
  * attribution: thread "worker-a" spends 75% of its CPU in pp_workload_fn_a and 25% in
- * pp_workload_fn_b (three work units of fn_a per unit of fn_b, each unit the same cost), thread
+ * pp_workload_fn_b (each work unit, all of the same cost, goes to fn_a with probability 3/4;
+ * the output gives the units actually done), thread
  * "worker-b" spends all of its CPU in pp_workload_fn_c, and the main thread sleeps in
  * pp_workload_wait. Usage: pp-sample-workload [SECONDS] (default 5). Prints the CPU seconds of
  * each worker and the units done. Context: any; must not depend on pipeprof.
@@ -86,13 +87,21 @@ pp_workload_thread_a(void *arg)
     uint64_t x = 1;
 
     pthread_setname_np(pthread_self(), "worker-a");
+    uint64_t pick = 0x9e3779b97f4a7c15u;
+
     while (!atomic_load(&pp_workload_stop)) {
-        x = pp_workload_fn_a(x);
-        x = pp_workload_fn_a(x);
-        x = pp_workload_fn_a(x);
-        x = pp_workload_fn_b(x);
-        r->units_a += 3;
-        r->units_b += 1;
+        /* Each unit goes to fn_a with probability 3/4, chosen at random: a fixed a-a-a-b
+         * pattern could alias with the sampling period and bias the measured split. */
+        pick ^= pick << 13;
+        pick ^= pick >> 7;
+        pick ^= pick << 17;
+        if ((pick & 3) != 0) {
+            x = pp_workload_fn_a(x);
+            r->units_a++;
+        } else {
+            x = pp_workload_fn_b(x);
+            r->units_b++;
+        }
     }
     r->cpu = pp_workload_cpu_seconds();
     r->checksum = x;
