@@ -39,3 +39,6 @@ add_dependencies(test-api-linked pipeprof)
 
 # Accuracy of attribution and DWARF unwinding through the whole path (issue 4).
 pp_add_script_test(agent-accuracy agent-accuracy.sh LABELS integration TIMEOUT 120)
+
+# Survival of a torture host sampled at the highest rate, in both modes (issue 4).
+pp_add_script_test(agent-torture agent-torture.sh LABELS integration TIMEOUT 120)
