@@ -39,6 +39,9 @@ add_dependencies(test-api-linked pipeprof)
 
 # Accuracy of attribution and DWARF unwinding through the whole path (issue 4).
 pp_add_script_test(agent-accuracy agent-accuracy.sh LABELS integration TIMEOUT 120)
+# An accuracy measurement needs the machine to itself: under ctest -j the workers compete with
+# other tests for the two cores and the measured split drifts (70% against 75% seen).
+set_tests_properties(agent-accuracy PROPERTIES RUN_SERIAL TRUE)
 
 # Survival of a torture host sampled at the highest rate, in both modes (issue 4).
 pp_add_script_test(agent-torture agent-torture.sh LABELS integration TIMEOUT 120)
