@@ -4,7 +4,8 @@
  * (a memory source, so only parsing is measured) and prints the median of 5 runs in MB/s and
  * events/s. By default the largest shared fixture; --generate-mb N first writes an N-MB trace of
  * sample-like events with the project's writer. Not part of ctest.
- * Run: build/bench/bench-reader [--decode] [--runs-per-sample N] [FILE | --generate-mb N]
+ * Run: build/bench/bench-reader [--decode] [--runs-per-sample N] [FILE | --generate-mb N
+ *      [--save FILE]]  (--save keeps the generated trace, for bench/reader-vs-traceevent.sh)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +172,7 @@ int
 main(int argc, char **argv)
 {
     struct bench_buf data = { NULL, 0, 0 };
-    const char *path = NULL;
+    const char *path = NULL, *save = NULL;
     size_t generate_mb = 0;
     int runs = 0;
     int decode = 0;
@@ -183,6 +184,8 @@ main(int argc, char **argv)
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--generate-mb") == 0 && i + 1 < argc) {
             generate_mb = strtoull(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--save") == 0 && i + 1 < argc) {
+            save = argv[++i];
         } else if (strcmp(argv[i], "--runs-per-sample") == 0 && i + 1 < argc) {
             runs = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--decode") == 0) {
@@ -191,7 +194,7 @@ main(int argc, char **argv)
             path = argv[i];
         } else {
             fprintf(stderr, "usage: bench-reader [--decode] [--runs-per-sample N] "
-                            "[FILE | --generate-mb N]\n");
+                            "[FILE | --generate-mb N [--save FILE]]\n");
             return 2;
         }
     }
@@ -201,6 +204,16 @@ main(int argc, char **argv)
             return 1;
         }
         printf("generated %zu bytes with the writer\n", data.n);
+        if (save != NULL) {
+            FILE *f = fopen(save, "wb");
+
+            if (f == NULL || fwrite(data.p, 1, data.n, f) != data.n || fclose(f) != 0) {
+                fprintf(stderr, "bench-reader: cannot save the trace to %s\n", save);
+                return 1;
+            }
+            printf("saved to %s\n", save);
+            return 0;
+        }
     } else {
         char def[4096];
         FILE *f;

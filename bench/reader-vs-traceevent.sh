@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/reader-vs-traceevent.sh [FILE] - pipeprof's reader and TraceEvent's
+# bench/reader-vs-traceevent.sh [FILE | --generate-mb N] - pipeprof's reader and TraceEvent's
 # EventPipeEventSource read the same nettrace file, from memory, in the same run; prints both
 # medians and the ratio. Default FILE: the largest shared fixture. Needs a build in build/ and
 # the .NET SDK (TraceEvent comes from NuGet). See docs/performance.md.
@@ -7,6 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${PP_BINARY_DIR:-build}
 file=${1:-../shared/fixtures/nettrace/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace}
+if [[ $file == --generate-mb ]]; then # a trace of sample-like events written by pipeprof's writer
+  file=$(mktemp /tmp/pp-bench.XXXXXX.nettrace)
+  trap 'rm -f "$file"' EXIT
+  "$B/bench/bench-reader" --generate-mb "${2:?--generate-mb needs a size in MB}" --save "$file" >/dev/null
+fi
 out=$B/bench/traceevent-read
 if [[ ! -f $out/traceevent-read.dll || bench/traceevent-read/Program.cs -nt $out/traceevent-read.dll ]]; then
   dotnet build -c Release -o "$out" bench/traceevent-read >/dev/null
