@@ -31,7 +31,13 @@ for mode in cpu wall; do
   diff -u "$T/bare.out" "$T/$mode.out" || fail "$mode mode: the host's output changed"
   samples=$("$PIPEPROF" report --format json "$T/$mode.nettrace" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"])')
-  [[ $samples -gt 100 ]] || fail "$mode mode: only $samples samples at 1000 Hz"
+  # CPU mode samples only CPU time the host burns inside the session, capped by the kernel tick,
+  # and on a loaded two-core CI machine that can be well under a second; wall mode samples every
+  # thread at the interval whatever it does. The floors say "sampling ran", not a rate (the
+  # accuracy test measures rates).
+  floor=100
+  [[ $mode == cpu ]] && floor=20
+  [[ $samples -ge $floor ]] || fail "$mode mode: only $samples samples at 1000 Hz (expected >= $floor)"
   note "$mode mode at 1000 Hz: host unchanged, $samples samples"
 done
 echo "agent-torture: ok"
