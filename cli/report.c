@@ -262,6 +262,7 @@ pp_cmd_report(int argc, char **argv)
     }
     for (i = 0; i < p->thread_count && (json || threads); i++) {
         const struct pp_profile_thread *t = &p->threads[i];
+        char label[320];
 
         if (json) {
             printf("%s{\"thread_id\":%llu,\"name\":", i > 0 ? "," : "",
@@ -272,7 +273,7 @@ pp_cmd_report(int argc, char **argv)
         } else {
             printf("%10llu %6.2f%% %10llu  %s\n", (unsigned long long)t->samples,
                    pp_pct(t->samples, p->samples), (unsigned long long)t->running_samples,
-                   pp_profile_thread_label(p, t->thread_id));
+                   pp_profile_thread_label(p, t->thread_id, label, sizeof(label)));
         }
     }
     if (json) {
