@@ -155,7 +155,7 @@ bench_read_once(const uint8_t *p, size_t n, int decode, uint64_t *sink)
         }
     }
     if (rc != 0) {
-        struct nt_reader_error e = { 0, NULL };
+        struct nt_reader_error e = { 0, NULL, 0 };
 
         if (r != NULL) {
             nt_reader_get_error(r, &e);

@@ -6,10 +6,18 @@
 #ifndef PP_CLI_H
 #define PP_CLI_H
 
+#include <stdio.h>
+
 int pp_cmd_dump(int argc, char **argv);
 int pp_cmd_report(int argc, char **argv);
 int pp_cmd_convert(int argc, char **argv);
 int pp_cmd_ps(int argc, char **argv);
 int pp_cmd_collect(int argc, char **argv);
+int pp_cmd_record(int argc, char **argv);
+
+struct pp_profile;
+
+/* Prints the top functions by self samples to out (record's closing summary). 0 or -ENOMEM. */
+int pp_report_brief(const struct pp_profile *p, unsigned top, FILE *out);
 
 #endif /* PP_CLI_H */

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/diag.h"
 #include "ipc/ipc.h"
 
 /*
@@ -80,43 +81,6 @@ pp_collect_open(struct pp_collect *c, int timeout_ms, int *fd)
 }
 
 /* Sends one request and reads its response. Returns 0 (OK), a positive HRESULT, or -errno. */
-static int
-pp_collect_request(int fd, const void *req, size_t len, struct ipc_response *r, uint8_t *buf,
-                   size_t cap, int timeout_ms)
-{
-    int n = ipc_client_send(fd, req, len);
-
-    if (n == 0) {
-        n = ipc_client_read_response(fd, buf, cap, timeout_ms);
-    }
-    if (n < 0) {
-        return n;
-    }
-    if (ipc_response_decode(buf, (size_t)n, r) < 0) {
-        return -EBADMSG;
-    }
-    if (r->status == IPC_RESPONSE_ERROR) {
-        return (int)(r->hresult & 0x7FFFFFFF) | 0x40000000; /* positive: an HRESULT */
-    }
-    return r->status == IPC_RESPONSE_OK ? 0 : -EPROTO;
-}
-
-static const char *
-pp_collect_hr_name(uint32_t hr)
-{
-    switch (hr) {
-    case IPC_HR_BAD_ENCODING:
-        return "BAD_ENCODING (the target does not support one of the options)";
-    case IPC_HR_UNKNOWN_COMMAND:
-        return "UNKNOWN_COMMAND";
-    case IPC_HR_UNKNOWN_MAGIC:
-        return "UNKNOWN_MAGIC";
-    case IPC_HR_FAIL:
-        return "FAIL (too many sessions?)";
-    default:
-        return "error";
-    }
-}
 
 static void
 pp_collect_usage(FILE *out)
@@ -136,33 +100,6 @@ pp_collect_usage(FILE *out)
             "  -- COMMAND                with --diagnostic-port: start COMMAND with "
             "DOTNET_DiagnosticPorts set\n",
             PP_COLLECT_DEFAULT_PROVIDERS);
-}
-
-static int
-pp_collect_listen(const char *path, int *fd)
-{
-    struct sockaddr_un addr;
-    int s;
-
-    memset(&addr, 0, sizeof(addr));
-    addr.sun_family = AF_UNIX;
-    if (strlen(path) >= sizeof(addr.sun_path)) {
-        return -ENAMETOOLONG;
-    }
-    strcpy(addr.sun_path, path);
-    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) {
-        return -errno;
-    }
-    unlink(path);
-    if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(s, 16) < 0) {
-        int err = -errno;
-
-        close(s);
-        return err;
-    }
-    *fd = s;
-    return 0;
 }
 
 static int
@@ -273,7 +210,7 @@ pp_cmd_collect(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     if (c.port != NULL) {
-        err = pp_collect_listen(c.port, &c.listen_fd);
+        err = pp_diag_listen(c.port, &c.listen_fd);
         if (err < 0) {
             fprintf(stderr, "pipeprof collect: cannot listen on %s: %s\n", c.port, strerror(-err));
             goto out;
@@ -303,10 +240,10 @@ pp_cmd_collect(int argc, char **argv)
         goto out;
     }
     n = ipc_collect_encode(&req, buf, sizeof(buf));
-    err = n < 0 ? n : pp_collect_request(stream, buf, (size_t)n, &r, buf, sizeof(buf), 30000);
+    err = n < 0 ? n : pp_diag_request(stream, buf, (size_t)n, &r, buf, sizeof(buf), 30000);
     if (err != 0) {
         fprintf(stderr, "pipeprof collect: CollectTracing failed: %s\n",
-                err > 0 ? pp_collect_hr_name(r.hresult) : strerror(-err));
+                err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
         goto out;
     }
     session = r.value;
@@ -314,7 +251,7 @@ pp_cmd_collect(int argc, char **argv)
     ipc_header_encode(msg, IPC_HEADER_SIZE, IPC_SET_PROCESS, IPC_PROC_RESUME_RUNTIME);
     err = pp_collect_open(&c, 30000, &fd);
     if (err == 0) {
-        err = pp_collect_request(fd, msg, IPC_HEADER_SIZE, &r, buf, sizeof(buf), 30000);
+        err = pp_diag_request(fd, msg, IPC_HEADER_SIZE, &r, buf, sizeof(buf), 30000);
         close(fd);
         fd = -1;
     }

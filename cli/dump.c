@@ -496,7 +496,7 @@ pp_cmd_dump(int argc, char **argv)
         }
     }
     if (err < 0) {
-        struct nt_reader_error e = { 0, NULL };
+        struct nt_reader_error e = { 0, NULL, 0 };
 
         fflush(stdout);
         if (r != NULL) {

@@ -15,9 +15,11 @@ struct pp_command {
 };
 
 static const struct pp_command pp_commands[] = {
+    { "record", pp_cmd_record, "run a command under the profiler and record its samples" },
     { "dump", pp_cmd_dump, "print the events of a nettrace file, or a summary of them" },
     { "report", pp_cmd_report, "show the top functions and threads of a sampled trace" },
-    { "convert", pp_cmd_convert, "write the samples of a trace as folded stacks" },
+    { "convert", pp_cmd_convert,
+      "write the samples of a trace for other viewers (speedscope, pprof, perf...)" },
     { "ps", pp_cmd_ps, "list processes that serve a .NET diagnostic port" },
     { "collect", pp_cmd_collect, "record a trace from a process over the diagnostic port" },
 };

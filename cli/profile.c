@@ -284,6 +284,14 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
         free(name);
         return err;
     }
+    if (strcmp(ev->desc->name, "LostSamples") == 0) {
+        f.want[0] = "Count";
+        if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) == 0 &&
+            f.found[0]) {
+            ld->p->lost_samples += f.got[0].u;
+        }
+        return 0;
+    }
     if (strcmp(ev->desc->name, "ModuleLoad") == 0) {
         char *path;
 
@@ -499,6 +507,7 @@ pp_profile_load(const char *path, const struct pp_profile_filter *filter, struct
     if (err < 0) {
         goto reader_error;
     }
+finish:
     nt_reader_get_stats(r, &stats);
     ld.p->lost_events = stats.lost_events;
     /* Only wall-mode sampling records waiting threads (SampleProfiler type External). */
@@ -521,6 +530,18 @@ pp_profile_load(const char *path, const struct pp_profile_filter *filter, struct
 reader_error:
     if (r != NULL && err == -EBADMSG) {
         nt_reader_get_error(r, &rerr);
+        if (rerr.truncated && ld.p->samples > 0) {
+            /* A process that died (or called _exit) mid-session leaves a trace without its end:
+             * what arrived is intact, so it is used, and the loss is said out loud. */
+            fprintf(stderr,
+                    "pipeprof: warning: %s ends early at offset %llu (%s); using the %llu "
+                    "samples before it, names may be missing\n",
+                    path, (unsigned long long)rerr.offset, rerr.reason,
+                    (unsigned long long)ld.p->samples);
+            ld.p->truncated = 1;
+            err = 0;
+            goto finish;
+        }
         snprintf(err_msg, errlen, "%s: offset %llu: %s", path, (unsigned long long)rerr.offset,
                  rerr.reason != NULL ? rerr.reason : "malformed trace");
     } else {

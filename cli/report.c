@@ -89,6 +89,65 @@ pp_pct(uint64_t n, uint64_t d)
     return d != 0 ? 100.0 * (double)n / (double)d : 0.0;
 }
 
+/* Self and total samples per function name. Returns a malloc'd array of name_count, or NULL. */
+static struct pp_func_stat *
+pp_report_stats(const struct pp_profile *p)
+{
+    struct pp_func_stat *stats = calloc(p->name_count + 1, sizeof(*stats));
+    size_t i, s;
+
+    if (stats == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < p->name_count; i++) {
+        stats[i].name = (uint32_t)i;
+    }
+    for (s = 0; s < p->stack_count; s++) {
+        const struct pp_profile_stack *st = &p->stacks[s];
+
+        if (st->depth > 0) {
+            stats[st->names[0]].self += st->samples;
+        }
+        for (i = 0; i < st->depth; i++) {
+            struct pp_func_stat *fs = &stats[st->names[i]];
+
+            if (fs->last_stack != s + 1) { /* recursion counts once per stack */
+                fs->last_stack = s + 1;
+                fs->total += st->samples;
+            }
+        }
+    }
+    return stats;
+}
+
+int
+pp_report_brief(const struct pp_profile *p, unsigned top, FILE *out)
+{
+    struct pp_func_stat *stats = pp_report_stats(p);
+    size_t i;
+
+    if (stats == NULL) {
+        return -ENOMEM;
+    }
+    if (p->name_count > 1) {
+        qsort(stats, p->name_count, sizeof(*stats), pp_stat_self_cmp);
+    }
+    if (top > p->name_count) {
+        top = (unsigned)p->name_count;
+    }
+    fprintf(out, "top %u functions by self samples:\n%10s %7s %10s %7s  %s\n", top, "self", "self%",
+            "total", "total%", "function");
+    for (i = 0; i < top; i++) {
+        const struct pp_func_stat *fs = &stats[i];
+
+        fprintf(out, "%10llu %6.2f%% %10llu %6.2f%%  %s\n", (unsigned long long)fs->self,
+                pp_pct(fs->self, p->samples), (unsigned long long)fs->total,
+                pp_pct(fs->total, p->samples), p->names[fs->name]);
+    }
+    free(stats);
+    return 0;
+}
+
 int
 pp_cmd_report(int argc, char **argv)
 {
@@ -111,7 +170,7 @@ pp_cmd_report(int argc, char **argv)
     size_t sampled_threads = 0;
     double duration_s;
     char err[512], *end;
-    size_t i, s;
+    size_t i;
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -172,28 +231,10 @@ pp_cmd_report(int argc, char **argv)
         fprintf(stderr, "pipeprof report: %s\n", err);
         return 1;
     }
-    stats = calloc(p->name_count + 1, sizeof(*stats));
+    stats = pp_report_stats(p);
     if (stats == NULL) {
         fprintf(stderr, "pipeprof report: out of memory\n");
         goto out;
-    }
-    for (i = 0; i < p->name_count; i++) {
-        stats[i].name = (uint32_t)i;
-    }
-    for (s = 0; s < p->stack_count; s++) {
-        const struct pp_profile_stack *st = &p->stacks[s];
-
-        if (st->depth > 0) {
-            stats[st->names[0]].self += st->samples;
-        }
-        for (i = 0; i < st->depth; i++) {
-            struct pp_func_stat *fs = &stats[st->names[i]];
-
-            if (fs->last_stack != s + 1) { /* recursion counts once per stack */
-                fs->last_stack = s + 1;
-                fs->total += st->samples;
-            }
-        }
     }
     duration_s = p->last_ts > p->first_ts
                          ? (double)(p->last_ts - p->first_ts) / (double)p->ticks_per_second
@@ -207,22 +248,27 @@ pp_cmd_report(int argc, char **argv)
     if (json) {
         printf("{\"samples\":%llu,\"running_samples\":%llu,\"waiting_samples\":%llu,"
                "\"lost_events\":%llu,\"duration_s\":%.6f,\"threads\":%zu,\"process_id\":%u,"
-               "\"sampling_interval_ns\":%u,",
+               "\"sampling_interval_ns\":%u,\"mode\":\"%s\",\"lost_samples\":%llu,"
+               "\"truncated\":%s,",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples),
                (unsigned long long)p->lost_events, duration_s, p->thread_count, p->process_id,
-               p->sampling_interval_ns);
+               p->sampling_interval_ns, p->mode != NULL ? p->mode : "cpu",
+               (unsigned long long)p->lost_samples, p->truncated ? "true" : "false");
     } else {
         printf("samples: %llu (running %llu, waiting %llu) in %.3f s, %zu threads, pid %u\n",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples), duration_s, p->thread_count,
                p->process_id);
-        printf("effective rate: %.1f samples/s per sampled thread; lost events: %llu; "
-               "named frames: %.1f%%\n",
+        printf("mode: %s; sampling interval: %u ns%s\n",
+               p->mode != NULL ? p->mode : "cpu (no waiting samples)", p->sampling_interval_ns,
+               p->truncated ? "; the trace ends early (its writer died)" : "");
+        printf("effective rate: %.1f samples/s per sampled thread; lost samples: %llu; lost "
+               "events: %llu; named frames: %.1f%%\n",
                duration_s > 0 && sampled_threads > 0
                        ? (double)p->samples / duration_s / (double)sampled_threads
                        : 0.0,
-               (unsigned long long)p->lost_events,
+               (unsigned long long)p->lost_samples, (unsigned long long)p->lost_events,
                pp_pct(p->resolved_frames, p->resolved_frames + p->unresolved_frames));
     }
     for (c = 0; c < 2; c++) {

@@ -110,6 +110,11 @@ struct ipc_server {
     uint32_t request_timeout_ms;
     void (*log)(void *ctx, const char *line);
     void *log_ctx;
+    int (*loop_start)(void *ctx, void *loop); /* ipc_server_options; run on the loop thread */
+    void (*loop_stop)(void *ctx);
+    void *loop_ctx;
+    int loop_started;     /* loop_start succeeded and loop_stop has not run yet */
+    atomic_int loop_done; /* the loop thread left uv_run for good */
 
     /* what ProcessInfo reports */
     struct ipc_process_info info;

@@ -373,6 +373,15 @@ struct ipc_server_options {
     /* Log hook (one line, no newline); NULL: stderr with a "pipeprof: " prefix. */
     void (*log)(void *ctx, const char *line);
     void *log_ctx;
+    /*
+     * Other services on the server's loop (the HTTP endpoints): loop_start runs on the loop
+     * thread before the first command is served, with the uv_loop_t * as loop; a nonzero
+     * return is logged and the server runs without them. loop_stop runs on the loop thread
+     * when the server stops, and must close every handle it opened. Either may be NULL.
+     */
+    int (*loop_start)(void *ctx, void *loop);
+    void (*loop_stop)(void *ctx);
+    void *loop_ctx;
 };
 
 struct ipc_server; /* opaque; ipc/server.c */
@@ -393,11 +402,21 @@ PP_MUST_USE int ipc_server_start(const struct ipc_server_options *opts, struct i
 PP_MUST_USE int ipc_server_wait_resume(struct ipc_server *s, int timeout_ms);
 
 /*
- * Stops the server: every session is drained, gets its end-of-stream tag and is closed (no
- * rundown), the listen socket is unlinked, the thread joined, everything freed. Accepts NULL.
- * Context: any thread but the loop's.
+ * Stops the server: every session is drained, gets its rundown (when it asked for it) and its
+ * end-of-stream tag and is closed, the listen socket is unlinked, the thread joined, everything
+ * freed. Accepts NULL. Context: any thread but the loop's.
  */
 void ipc_server_stop(struct ipc_server *s);
+
+/*
+ * For a host that ends without exit handlers (_exit, _Exit): ends every session as
+ * ipc_server_stop() does (rundown, end tag, flush) and waits at most timeout_ms for the loop
+ * thread to finish. Frees nothing and joins nothing, so that a lock held by the caller's thread
+ * cannot hang the exit: takes no lock and allocates nothing in the caller, and may be called
+ * from a signal handler. Returns 0, -ETIMEDOUT, or -ESRCH in a child of the server's process.
+ * The server must not be used afterwards.
+ */
+int ipc_server_stop_quick(struct ipc_server *s, int timeout_ms);
 
 /* The listen path in use ("" when none). Valid until ipc_server_stop(). */
 const char *ipc_server_listen_path(const struct ipc_server *s);

@@ -18,6 +18,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -476,6 +477,10 @@ ipc_server_wake(uv_async_t *a)
     if (!s->stopping) {
         return;
     }
+    if (s->loop_started) {
+        s->loop_started = 0;
+        s->loop_stop(s->loop_ctx);
+    }
     for (i = 0; i < s->listener_count; i++) {
         if (s->listeners[i].open && !uv_is_closing((uv_handle_t *)&s->listeners[i].pipe)) {
             uv_close((uv_handle_t *)&s->listeners[i].pipe, NULL);
@@ -508,13 +513,24 @@ static void
 ipc_server_run(void *arg)
 {
     struct ipc_server *s = arg;
+    int err;
 
+    if (s->loop_start != NULL && !atomic_load(&s->stopping)) {
+        err = s->loop_start(s->loop_ctx, &s->loop);
+        if (err != 0) {
+            ipc_log(s, "services on the diagnostic loop not started: %s",
+                    strerror(err < 0 ? -err : err));
+        } else {
+            s->loop_started = 1;
+        }
+    }
     uv_run(&s->loop, UV_RUN_DEFAULT);
     /* Only the stop timer may be left (unref'd): close it and finish its callbacks. */
     if (!uv_is_closing((uv_handle_t *)&s->stop_timer)) {
         uv_close((uv_handle_t *)&s->stop_timer, NULL);
     }
     uv_run(&s->loop, UV_RUN_DEFAULT);
+    atomic_store(&s->loop_done, 1);
 }
 
 static void
@@ -577,6 +593,9 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     s->request_timeout_ms =
             opts->request_timeout_ms ? opts->request_timeout_ms : IPC_REQUEST_TIMEOUT_MS;
     s->log = opts->log;
+    s->loop_start = opts->loop_start;
+    s->loop_stop = opts->loop_stop;
+    s->loop_ctx = opts->loop_ctx;
     s->log_ctx = opts->log_ctx;
     s->owner_pid = getpid();
     err = ipc_server_info_init(s);
@@ -660,6 +679,31 @@ out:
         return err;
     }
     *out = s;
+    return 0;
+}
+
+int
+ipc_server_stop_quick(struct ipc_server *s, int timeout_ms)
+{
+    int waited = 0;
+
+    if (s == NULL) {
+        return 0;
+    }
+    if (s->owner_pid != getpid()) {
+        return -ESRCH;
+    }
+    atomic_store(&s->stopping, 1);
+    uv_async_send(&s->wake); /* async-signal-safe */
+    while (!atomic_load(&s->loop_done)) {
+        struct timespec ms = { 0, 1000000 };
+
+        if (waited++ >= timeout_ms) {
+            return -ETIMEDOUT;
+        }
+        /* The raw system call: the library's own nanosleep is an interposer. */
+        syscall(SYS_nanosleep, &ms, NULL);
+    }
     return 0;
 }
 

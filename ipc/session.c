@@ -414,9 +414,12 @@ ipc_session_shutdown_all(struct ipc_server *s)
 {
     struct ipc_session *ss, *next;
 
+    /* The host is exiting: rundown still names the sampled functions (a session that asked for
+     * rundown gets it whether it ends by StopTracing or with the process), which is what lets
+     * `pipeprof record` name the functions of a command that simply exits. */
     for (ss = s->sessions; ss != NULL; ss = next) {
         next = ss->next;
-        ipc_session_finish(ss, 0);
+        ipc_session_finish(ss, 1);
         ipc_session_close_stream(ss);
     }
 }

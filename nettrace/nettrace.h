@@ -280,6 +280,8 @@ struct nt_trace_info {
 struct nt_reader_error {
     uint64_t offset;    /* byte offset in the stream where the problem was found */
     const char *reason; /* static string */
+    int truncated;      /* 1: the input ended early (a writer that died), not malformed bytes;
+                           every event before offset was returned intact */
 };
 
 struct nt_reader_stats {

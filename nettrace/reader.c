@@ -90,7 +90,8 @@ struct nt_reader {
     size_t len;
     uint64_t base;
     int eof;
-    int done; /* the end-of-stream tag/block was read */
+    int done;      /* the end-of-stream tag/block was read */
+    int truncated; /* the error is the input ending early, not malformed bytes */
 
     /* The event block being iterated, if any. */
     int in_block;
@@ -356,6 +357,7 @@ nt_reader_take(struct nt_reader *r, size_t n, const char *what)
 
     if (rc != 0) {
         if (rc > 0) {
+            r->truncated = r->err == 0;
             nt_reader_fail(r, what);
         }
         return NULL;
@@ -1466,6 +1468,7 @@ nt_reader_object_begin(struct nt_reader *r, char name[NT_MAX_TYPE_NAME + 1], int
     *end = 0;
     rc = nt_reader_fill(r, 1);
     if (rc != 0) {
+        r->truncated = rc > 0 && r->err == 0;
         return rc > 0 ? nt_reader_fail(r, "stream ends before the end-of-stream tag") : rc;
     }
     p = r->buf + r->pos;
@@ -1694,6 +1697,7 @@ nt_reader_next_block_v6(struct nt_reader *r)
 
     rc = nt_reader_fill(r, 1);
     if (rc != 0) {
+        r->truncated = rc > 0 && r->err == 0;
         return rc > 0 ? nt_reader_fail(r, "stream ends before the end-of-stream block") : rc;
     }
     p = nt_reader_take(r, 4, "stream ends inside a block header");
@@ -1910,6 +1914,7 @@ nt_reader_get_error(const struct nt_reader *r, struct nt_reader_error *out)
 {
     out->offset = r->err_offset;
     out->reason = r->err != 0 ? r->err_reason : NULL;
+    out->truncated = r->err != 0 && r->truncated;
 }
 
 void

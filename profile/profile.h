@@ -59,7 +59,8 @@ struct pp_profile {
 
     uint64_t samples;
     uint64_t running_samples;
-    uint64_t lost_events;       /* loss the source reported (sequence gaps, ring drops) */
+    uint64_t lost_events;       /* events the trace lost (sequence-number gaps) */
+    uint64_t lost_samples;      /* samples the agent dropped (pipeprof LostSamples events) */
     uint64_t first_ts, last_ts; /* ticks, of the samples */
     uint64_t ticks_per_second;  /* the builder sets 1e9 (nanoseconds); a loader may change it */
     uint64_t start_ts;          /* ticks: the trace's start, 0 when unknown */
@@ -67,8 +68,9 @@ struct pp_profile {
     uint32_t sampling_interval_ns; /* expected interval between samples of a thread, 0 unknown */
     uint64_t resolved_frames, unresolved_frames; /* frames weighted by samples */
     char *process_name;                          /* or NULL; owned */
-    char *mode;                                  /* "cpu", "wall" or NULL; owned */
-    void *priv;                                  /* builder state, owned by the profile */
+    int truncated; /* the source ended early (the writer died): the samples are a prefix */
+    char *mode;    /* "cpu", "wall" or NULL; owned */
+    void *priv;    /* builder state, owned by the profile */
 };
 
 /*

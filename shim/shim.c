@@ -14,6 +14,10 @@
  *   PIPEPROF_SUSPEND_TIMEOUT_MS=N       how long a suspend port holds start-up (default 30000;
  *                                       -1 waits forever, 0 does not wait)
  *   PIPEPROF_DOTNET_HOST=0|1            override the .NET-host detection
+ *   PIPEPROF_TARGET_PID=N               only process N starts; its exec'd children, which
+ *                                       inherit the environment, stay untouched (set by
+ *                                       `pipeprof record`, so that they do not each wait on
+ *                                       its suspend port)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -117,6 +122,21 @@ shim_dotnet_host_detect(void)
     return found;
 }
 
+/* PIPEPROF_TARGET_PID, when set, names the only process that profiles itself. */
+static int
+shim_is_target(void)
+{
+    const char *v = getenv("PIPEPROF_TARGET_PID");
+    char *end;
+    long pid;
+
+    if (v == NULL || v[0] == '\0') {
+        return 1;
+    }
+    pid = strtol(v, &end, 10);
+    return *end == '\0' && pid == (long)getpid();
+}
+
 static void
 shim_atfork_child(void)
 {
@@ -134,7 +154,7 @@ shim_start(void)
 
     if (shim_env_is("PIPEPROF_DISABLE", "1") || shim_env_is("DOTNET_EnableDiagnostics", "0") ||
         shim_env_is("COMPlus_EnableDiagnostics", "0") ||
-        shim_env_is("DOTNET_EnableDiagnostics_IPC", "0")) {
+        shim_env_is("DOTNET_EnableDiagnostics_IPC", "0") || !shim_is_target()) {
         return;
     }
     memset(&opts, 0, sizeof(opts));
@@ -172,12 +192,47 @@ shim_start(void)
     }
 }
 
+#define SHIM_QUICK_EXIT_MS 3000 /* how long _exit() waits for the sessions to end */
+
+/*
+ * _exit and _Exit skip the destructor below, and shells and forked workers end that way. They
+ * are interposed so that every session still gets its rundown and end tag, within a bounded
+ * wait (a lock held by the exiting thread cannot hang the exit), and the process then ends with
+ * the system call itself. A fork()ed or vfork()ed child finds no server of its own here.
+ */
+static void
+shim_quick_stop(void)
+{
+    struct ipc_server *s = __atomic_exchange_n(&shim_server, NULL, __ATOMIC_ACQ_REL);
+
+    if (s != NULL && ipc_server_stop_quick(s, SHIM_QUICK_EXIT_MS) == -ESRCH) {
+        __atomic_store_n(&shim_server, s, __ATOMIC_RELEASE); /* a vfork child: not ours */
+    }
+}
+
+__attribute__((visibility("default"), noreturn)) void
+_exit(int status)
+{
+    shim_quick_stop();
+    for (;;) {
+        syscall(SYS_exit_group, status);
+    }
+}
+
+__attribute__((visibility("default"), noreturn)) void
+_Exit(int status)
+{
+    shim_quick_stop();
+    for (;;) {
+        syscall(SYS_exit_group, status);
+    }
+}
+
 __attribute__((destructor)) static void
 shim_stop(void)
 {
-    struct ipc_server *s = shim_server;
+    struct ipc_server *s = __atomic_exchange_n(&shim_server, NULL, __ATOMIC_ACQ_REL);
 
-    shim_server = NULL;
     ipc_server_stop(s); /* sessions end (and release sampling) before the agent stops */
     ag_stop();
 }

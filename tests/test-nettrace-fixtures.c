@@ -222,7 +222,7 @@ fx_read(const char *path, struct fx_tally *t)
         }
     }
     if (rc != 0) {
-        struct nt_reader_error e = { 0, NULL };
+        struct nt_reader_error e = { 0, NULL, 0 };
 
         if (r != NULL) {
             nt_reader_get_error(r, &e);

@@ -29,7 +29,7 @@ open_mem(const struct tb *t, struct tb_mem *m, size_t chunk)
     src.ctx = m;
     rc = nt_reader_new(&src, NULL, &r);
     if (rc != 0) {
-        struct nt_reader_error e = { 0, NULL };
+        struct nt_reader_error e = { 0, NULL, 0 };
 
         if (r != NULL) {
             nt_reader_get_error(r, &e);

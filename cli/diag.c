@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cli/diag.c - what `collect` and `record` share as clients of the diagnostic protocol: a
+ * request/response exchange, HRESULT names, and the listening socket of the reverse mode.
+ */
+#include "cli/diag.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int
+pp_diag_request(int fd, const void *req, size_t len, struct ipc_response *r, uint8_t *buf,
+                size_t cap, int timeout_ms)
+{
+    int n = ipc_client_send(fd, req, len);
+
+    if (n == 0) {
+        n = ipc_client_read_response(fd, buf, cap, timeout_ms);
+    }
+    if (n < 0) {
+        return n;
+    }
+    if (ipc_response_decode(buf, (size_t)n, r) < 0) {
+        return -EBADMSG;
+    }
+    if (r->status == IPC_RESPONSE_ERROR) {
+        return (int)(r->hresult & 0x7FFFFFFF) | 0x40000000; /* positive: an HRESULT */
+    }
+    return r->status == IPC_RESPONSE_OK ? 0 : -EPROTO;
+}
+
+const char *
+pp_diag_hr_name(uint32_t hr)
+{
+    switch (hr) {
+    case IPC_HR_BAD_ENCODING:
+        return "BAD_ENCODING (the target does not support one of the options)";
+    case IPC_HR_UNKNOWN_COMMAND:
+        return "UNKNOWN_COMMAND";
+    case IPC_HR_UNKNOWN_MAGIC:
+        return "UNKNOWN_MAGIC";
+    case IPC_HR_FAIL:
+        return "FAIL (too many sessions?)";
+    default:
+        return "error";
+    }
+}
+
+int
+pp_diag_listen(const char *path, int *fd)
+{
+    struct sockaddr_un addr;
+    int s;
+
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(addr.sun_path)) {
+        return -ENAMETOOLONG;
+    }
+    strcpy(addr.sun_path, path);
+    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) {
+        return -errno;
+    }
+    unlink(path);
+    if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(s, 16) < 0) {
+        int err = -errno;
+
+        close(s);
+        return err;
+    }
+    *fd = s;
+    return 0;
+}

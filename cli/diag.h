@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cli/diag.h - diagnostic-protocol client helpers shared by `collect` and `record`.
+ * Context: the CLI's single thread; every call blocks up to its timeout.
+ */
+#ifndef PP_CLI_DIAG_H
+#define PP_CLI_DIAG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc/ipc.h"
+
+/*
+ * Sends req on fd and reads the response into r (buf holds its bytes). Returns 0 for OK, a
+ * positive value for an error response (the HRESULT is in r->hresult), or a negative errno.
+ */
+int pp_diag_request(int fd, const void *req, size_t len, struct ipc_response *r, uint8_t *buf,
+                    size_t cap, int timeout_ms);
+
+/* A readable name of a diagnostic HRESULT. Static string. */
+const char *pp_diag_hr_name(uint32_t hr);
+
+/* Listens on the Unix socket path (replacing a stale file). Returns 0 with *fd, or -errno. */
+int pp_diag_listen(const char *path, int *fd);
+
+#endif /* PP_CLI_DIAG_H */

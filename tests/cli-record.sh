@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/cli-record.sh - `pipeprof record -- CMD`: CMD's exit status, stdout and stderr are kept;
+# the trace starts at CMD's first instruction and ends complete (rundown, end tag) whether CMD
+# returns from main, calls _exit, is a shell that forks and execs children, or is stopped by
+# Ctrl-C or --duration; every format is written directly; the private socket directory is
+# removed on every path.
+source "$(dirname "$0")/ipc-lib.sh"
+WORKLOAD=$B/samples/pp-sample-workload
+[[ -x $WORKLOAD ]] || fail "missing $WORKLOAD"
+# A sanitizer build's agent needs its runtime preloaded first; record appends the agent.
+asan=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ {print $3}')
+run_env=()
+[[ -n $asan ]] && run_env=(env "LD_PRELOAD=$asan" "ASAN_OPTIONS=detect_leaks=0")
+
+no_leftovers() {
+  local left
+  left=$(find "$TMPDIR" -maxdepth 1 -name 'pipeprof-record-*' | head -1)
+  [[ -z $left ]] || fail "$1: record left $left behind"
+}
+
+json() { "$PIPEPROF" report --format json "$1" | python3 -c "import json,sys; print(json.load(sys.stdin)$2)"; }
+
+# 1. Exit status, stdout and stderr of a shell that forks and execs children and ends with
+# `exit 7` (dash leaves through _exit, which skips exit handlers).
+cmd=(sh -c 'echo out-1; ls / >/dev/null; echo err-1 >&2; sleep 0.5; echo out-2; exit 7')
+set +e
+"${cmd[@]}" >"$T/bare.out" 2>"$T/bare.err"
+bare_rc=$?
+start=$(date +%s)
+"${run_env[@]}" "$PIPEPROF" record -q --mode wall -o "$T/sh.nettrace" -- "${cmd[@]}" \
+  >"$T/rec.out" 2>"$T/rec.err"
+rc=$?
+set -e
+elapsed=$(($(date +%s) - start))
+[[ $bare_rc == 7 && $rc == 7 ]] || fail "exit status: bare $bare_rc, recorded $rc"
+diff -u "$T/bare.out" "$T/rec.out" || fail "stdout changed under record"
+diff -u "$T/bare.err" "$T/rec.err" || fail "stderr changed under record (-q)"
+# Children inherit LD_PRELOAD but not the profiling (PIPEPROF_TARGET_PID): none of them may sit
+# out the 30 s suspend timeout waiting for a resume that is not coming.
+[[ $elapsed -lt 15 ]] || fail "record of a forking shell took $elapsed s (children suspended?)"
+"$PIPEPROF" dump --summary --format json "$T/sh.nettrace" >"$T/sh.summary" ||
+  fail "the _exit'ed shell's trace is not complete"
+rundown=$(python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+print(sum(e["count"] for e in d["events"]
+          if e["provider"] == "Microsoft-Windows-DotNETRuntimeRundown" and e["id"] == 144))' "$T/sh.summary")
+[[ $rundown -gt 0 ]] || fail "no MethodDCEndVerbose rundown in the trace of a host that left through _exit"
+samples=$(json "$T/sh.nettrace" '["samples"]')
+[[ $samples -gt 20 ]] || fail "wall mode on the shell: only $samples samples"
+no_leftovers "exit 7"
+note "forking shell: status 7, output intact, $samples samples, rundown present, ${elapsed}s"
+
+# 2. The main job: a CPU-bound program, summary on stderr, named hot functions.
+"${run_env[@]}" "$PIPEPROF" record --hz 200 -o "$T/w.nettrace" -- "$WORKLOAD" >"$T/w.out" 2>"$T/w.err" ||
+  { cat "$T/w.err"; fail "record of the workload failed"; }
+grep -q "checksum" "$T/w.out" || fail "the workload's stdout is missing"
+for want in "samples in" "effective rate" "lost:" "top 10 functions\|top [0-9]* functions" "pp_workload_fn_c"; do
+  grep -q "$want" "$T/w.err" || { cat "$T/w.err"; fail "summary lacks '$want'"; }
+done
+[[ $(json "$T/w.nettrace" '["truncated"]') == False ]] || fail "workload trace truncated"
+top=$(json "$T/w.nettrace" '["top_self"][0]["function"]')
+[[ $top == *pp_workload_fn_* ]] || fail "top function is $top"
+no_leftovers workload
+
+# 3. Formats written directly agree with the trace's report, to the sample.
+total=$(json "$T/w.nettrace" '["samples"]')
+"${run_env[@]}" "$PIPEPROF" record -q --format folded -o "$T/w.folded" -- "$WORKLOAD" >/dev/null ||
+  fail "record --format folded"
+folded=$(awk '{s += $NF} END {print s}' "$T/w.folded")
+[[ $folded -gt 100 ]] || fail "folded output holds $folded samples"
+no_leftovers "--format folded"
+
+# 4. Ctrl-C (SIGINT to pipeprof): the session ends first (complete trace), then CMD gets the
+# signal and its status (130) is returned.
+set +e
+# A non-interactive shell starts background jobs with SIGINT ignored; a terminal's foreground
+# job has it at its default, so restore that first.
+dfl_int=(python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])')
+"${run_env[@]}" "${dfl_int[@]}" "$PIPEPROF" record -q --mode wall -o "$T/int.nettrace" -- sleep 30 &
+rp=$!
+PP_PIDS+=($rp)
+sleep 2
+kill -INT "$rp"
+wait "$rp"
+rc=$?
+set -e
+[[ $rc == 130 ]] || fail "Ctrl-C: status $rc, expected 130 (sleep killed by SIGINT)"
+[[ $(json "$T/int.nettrace" '["truncated"]') == False ]] || fail "Ctrl-C trace truncated"
+s=$(json "$T/int.nettrace" '["samples"]')
+[[ $s -gt 50 ]] || fail "Ctrl-C trace has $s samples"
+no_leftovers "Ctrl-C"
+pgrep -f "^sleep 30$" >/dev/null && fail "sleep 30 survived Ctrl-C"
+
+# 5. --duration stops recording, CMD runs on to its end and keeps its status.
+set +e
+"${run_env[@]}" "$PIPEPROF" record -q --duration 1 -o "$T/d.nettrace" -- sh -c 'sleep 2; exit 4'
+rc=$?
+set -e
+[[ $rc == 4 ]] || fail "--duration: status $rc, expected 4"
+[[ $(json "$T/d.nettrace" '["truncated"]') == False ]] || fail "--duration trace truncated"
+no_leftovers "--duration"
+
+# 6. A command that cannot start: 127 as from a shell, and no leftovers.
+set +e
+"$PIPEPROF" record -q -o "$T/none.nettrace" -- /nonexistent/cmd 2>"$T/none.err"
+rc=$?
+set -e
+[[ $rc == 127 ]] || fail "missing command: status $rc"
+no_leftovers "missing command"
+# 7. Usage errors.
+set +e
+"$PIPEPROF" record --hz 0 -- true 2>/dev/null; [[ $? == 2 ]] || fail "--hz 0 accepted"
+"$PIPEPROF" record --format bogus -- true 2>/dev/null; [[ $? == 2 ]] || fail "bad format accepted"
+"$PIPEPROF" record 2>/dev/null; [[ $? == 2 ]] || fail "no command accepted"
+set -e
+echo "cli-record: ok ($total samples in the workload trace, $folded in the folded one)"
