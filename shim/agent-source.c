@@ -12,7 +12,9 @@
  */
 #include "shim/agent-source.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +133,7 @@ struct shim_source {
      */
     _Atomic int64_t owner;
     unsigned active_sessions; /* written by the owner only */
+    struct shim_tap *taps;    /* other consumers on the owner thread (shim/agent-source.h) */
 };
 
 static struct shim_source shim_source;
@@ -259,6 +262,31 @@ shim_session_find(uint64_t id)
     return NULL;
 }
 
+/* Gives up the agent's records when nobody on this thread consumes them any more. */
+static void
+shim_owner_release_if_idle(struct shim_source *src)
+{
+    if (src->active_sessions == 0 && src->taps == NULL) {
+        atomic_store(&src->owner, 0);
+    }
+}
+
+/* Makes the calling thread the consumer of the agent's records, or fails with -EBUSY. */
+static int
+shim_owner_claim(struct shim_source *src)
+{
+    int64_t self = gettid(), expected = 0;
+
+    if (!atomic_compare_exchange_strong(&src->owner, &expected, self) && expected != self) {
+        return -EBUSY;
+    }
+    if (src->capture_tid != (uint64_t)self) {
+        ag_thread_exclude_self(); /* the consuming thread is the profiler's, never a sample */
+        src->capture_tid = (uint64_t)self;
+    }
+    return 0;
+}
+
 static int
 shim_session_start(void *ctx, const struct ipc_session_config *cfg)
 {
@@ -268,16 +296,10 @@ shim_session_start(void *ctx, const struct ipc_session_config *cfg)
     uint32_t i;
     int err;
 
-    int64_t self = gettid(), expected = 0;
-
-    if (!atomic_compare_exchange_strong(&src->owner, &expected, self) && expected != self) {
+    if (shim_owner_claim(src) != 0) {
         shim_log_session(cfg->session_id, "sampling not started",
                          "another recording of this process is draining the agent");
         return -EBUSY;
-    }
-    if (src->capture_tid != (uint64_t)self) {
-        ag_thread_exclude_self(); /* the writing thread is the profiler's, never a sample */
-        src->capture_tid = (uint64_t)self;
     }
     for (i = 0; i < IPC_MAX_SESSIONS && s == NULL; i++) {
         if (!src->sessions[i].active) {
@@ -285,9 +307,7 @@ shim_session_start(void *ctx, const struct ipc_session_config *cfg)
         }
     }
     if (s == NULL) {
-        if (src->active_sessions == 0) {
-            atomic_store(&src->owner, 0);
-        }
+        shim_owner_release_if_idle(src);
         return -ENOSPC;
     }
     memset(s, 0, sizeof(*s));
@@ -318,9 +338,8 @@ shim_session_start(void *ctx, const struct ipc_session_config *cfg)
         if (err != 0) {
             shim_log_session(s->id, "sampling not started", strerror(-err));
             memset(s, 0, sizeof(*s));
-            if (--src->active_sessions == 0) {
-                atomic_store(&src->owner, 0);
-            }
+            src->active_sessions--;
+            shim_owner_release_if_idle(src);
             return err;
         }
         s->acquired = 1;
@@ -346,9 +365,8 @@ shim_session_stop(void *ctx, const struct ipc_session_config *cfg)
     }
     shim_addr_set_fini(&s->addrs);
     memset(s, 0, sizeof(*s));
-    if (--src->active_sessions == 0) {
-        atomic_store(&src->owner, 0);
-    }
+    src->active_sessions--;
+    shim_owner_release_if_idle(src);
 }
 
 static int
@@ -373,6 +391,66 @@ shim_grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+/*
+ * The executable ranges of libpipeprof.so itself. Its frames (the interposers of blocking calls
+ * and of pthread_create's start routine) are the profiler's, not the host's: a stack reads as if
+ * the host called libc directly. Nothing is hidden when this code is linked into the program
+ * (the unit tests, or a host that links pipeprof statically).
+ */
+struct shim_self_text {
+    int known;
+    size_t count;
+    uint64_t lo[4], hi[4];
+};
+
+static struct shim_self_text shim_self;
+
+static int
+shim_self_phdr(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    uintptr_t me = (uintptr_t)(void *)shim_self_phdr;
+    int i, mine = 0;
+
+    (void)size;
+    (void)ctx;
+    if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0') {
+        return 0; /* the main program: never hidden */
+    }
+    for (i = 0; i < info->dlpi_phnum && !mine; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+        mine = ph->p_type == PT_LOAD && me >= info->dlpi_addr + ph->p_vaddr &&
+               me - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz;
+    }
+    for (i = 0; mine && i < info->dlpi_phnum && shim_self.count < 4; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            shim_self.lo[shim_self.count] = info->dlpi_addr + ph->p_vaddr;
+            shim_self.hi[shim_self.count] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+            shim_self.count++;
+        }
+    }
+    return mine;
+}
+
+static int
+shim_is_self(uint64_t pc)
+{
+    size_t i;
+
+    if (!shim_self.known) {
+        dl_iterate_phdr(shim_self_phdr, NULL);
+        shim_self.known = 1;
+    }
+    for (i = 0; i < shim_self.count; i++) {
+        if (pc >= shim_self.lo[i] && pc < shim_self.hi[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* ag_drain callback: copies each record into the per-drain scratch arrays. */
 static int
 shim_collect_record(const struct ag_record *rec, void *ctx)
@@ -381,6 +459,7 @@ shim_collect_record(const struct ag_record *rec, void *ctx)
     struct shim_thread_event *te;
     struct shim_sample *s;
     const struct ag_sample *as;
+    uint32_t i;
 
     if (rec->kind != AG_RECORD_SAMPLE) {
         if (shim_grow((void **)&src->threads, &src->thread_cap, src->thread_count + 1,
@@ -413,10 +492,14 @@ shim_collect_record(const struct ag_record *rec, void *ctx)
     s->mode = as->mode;
     s->unwinder = as->unwinder;
     s->end = as->end;
-    s->depth = as->depth;
     s->frames = src->frame_count;
-    memcpy(src->frames + src->frame_count, as->frames, as->depth * sizeof(uint64_t));
-    src->frame_count += as->depth;
+    s->depth = 0;
+    for (i = 0; i < as->depth; i++) {
+        if (!shim_is_self(i == 0 ? as->frames[i] : as->frames[i] - 1)) {
+            src->frames[src->frame_count + s->depth++] = as->frames[i];
+        }
+    }
+    src->frame_count += s->depth;
     return 0;
 }
 
@@ -609,6 +692,88 @@ shim_write_session(struct shim_source *src, struct shim_session *s, struct nt_wr
     return err;
 }
 
+/*
+ * Drains the agent into the scratch arrays, sorted by time, and hands every sample to the taps.
+ * Stores in *modules_changed whether the module list changed. Returns 0 or a negative errno.
+ */
+static int
+shim_drain_records(struct shim_source *src, int *modules_changed)
+{
+    struct shim_tap *t;
+    size_t i;
+    int err;
+
+    src->sample_count = 0;
+    src->frame_count = 0;
+    src->thread_count = 0;
+    *modules_changed = ag_modules_refresh() > 0;
+    err = ag_drain(shim_collect_record, src);
+    if (src->sample_count > 1) {
+        qsort(src->samples, src->sample_count, sizeof(*src->samples), shim_sample_cmp);
+    }
+    for (t = src->taps; t != NULL; t = t->next) {
+        for (i = 0; i < src->thread_count; i++) {
+            if (src->threads[i].kind == AG_RECORD_LOST) {
+                t->lost += src->threads[i].lost;
+            }
+        }
+        for (i = 0; i < src->sample_count; i++) {
+            const struct shim_sample *sm = &src->samples[i];
+
+            t->on_sample(t->ctx, sm->tid, sm->timestamp_ns, sm->state == AG_STATE_RUNNING,
+                         src->frames + sm->frames, sm->depth);
+        }
+    }
+    return err < 0 && err != -ESRCH ? err : 0;
+}
+
+int
+shim_tap_add(struct shim_tap *t)
+{
+    struct shim_source *src = &shim_source;
+    int err = shim_owner_claim(src);
+
+    if (err != 0) {
+        return err;
+    }
+    t->lost = 0;
+    t->next = src->taps;
+    src->taps = t;
+    return 0;
+}
+
+void
+shim_tap_remove(struct shim_tap *t)
+{
+    struct shim_source *src = &shim_source;
+    struct shim_tap **pp;
+
+    for (pp = &src->taps; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == t) {
+            *pp = t->next;
+            t->next = NULL;
+            break;
+        }
+    }
+    shim_owner_release_if_idle(src);
+}
+
+int
+shim_tap_pump(void)
+{
+    struct shim_source *src = &shim_source;
+    int modules_changed;
+
+    if (atomic_load(&src->owner) != (int64_t)gettid() || src->taps == NULL) {
+        return -EBUSY;
+    }
+    /* With sessions running, the diagnostic server's drain timer feeds the taps. */
+    if (src->active_sessions > 0) {
+        return 0;
+    }
+    return shim_drain_records(src, &modules_changed);
+}
+
 static int
 shim_drain(void *ctx, const struct ipc_session_view *views, size_t n)
 {
@@ -619,17 +784,7 @@ shim_drain(void *ctx, const struct ipc_session_view *views, size_t n)
     if (atomic_load(&src->owner) != (int64_t)gettid()) {
         return 0; /* not the owner: the records are another recording's */
     }
-    src->sample_count = 0;
-    src->frame_count = 0;
-    src->thread_count = 0;
-    modules_changed = ag_modules_refresh() > 0;
-    err = ag_drain(shim_collect_record, src);
-    if (err < 0 && err != -ESRCH) {
-        first_err = err;
-    }
-    if (src->sample_count > 1) {
-        qsort(src->samples, src->sample_count, sizeof(*src->samples), shim_sample_cmp);
-    }
+    first_err = shim_drain_records(src, &modules_changed);
     for (i = 0; i < n; i++) {
         struct shim_session *s = shim_session_find(views[i].config->session_id);
 

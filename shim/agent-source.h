@@ -23,6 +23,34 @@
 void shim_agent_source_init(struct ipc_event_source *out, const struct ag_config *defaults);
 
 /*
+ * A consumer of the agent's samples besides the diagnostic sessions: the HTTP endpoints. The
+ * agent has one consumer thread (ag_drain); a tap joins it, so taps and sessions run on the
+ * same thread (the IPC loop). on_sample gets every sample drained while the tap is added,
+ * leaf-first frames borrowed for the call; lost counts samples the agent dropped meanwhile.
+ * Ownership: the caller owns the tap and keeps it alive until shim_tap_remove().
+ */
+struct shim_tap {
+    void (*on_sample)(void *ctx, int32_t tid, uint64_t timestamp_ns, int running,
+                      const uint64_t *frames, uint32_t depth);
+    void *ctx;
+    uint64_t lost;         /* written by the source */
+    struct shim_tap *next; /* the source's list */
+};
+
+/* Adds a tap; -EBUSY when another thread consumes the agent (a pipeprof_start() recording). */
+PP_MUST_USE int shim_tap_add(struct shim_tap *t);
+
+/* Removes a tap (no-op when it is not added). */
+void shim_tap_remove(struct shim_tap *t);
+
+/*
+ * Drains the agent into the taps unless diagnostic sessions are running (their drain timer
+ * feeds the taps then). Returns 0, -EBUSY when this thread has no tap, or a negative errno.
+ * Context: the thread that added the taps.
+ */
+PP_MUST_USE int shim_tap_pump(void);
+
+/*
  * Parses a provider's filter data for `mode` and `hz`. Returns 0 (unknown keys are ignored) or
  * -EINVAL with a static reason in *why. Exposed for tests.
  */

@@ -14,6 +14,7 @@
  *   PIPEPROF_SUSPEND_TIMEOUT_MS=N       how long a suspend port holds start-up (default 30000;
  *                                       -1 waits forever, 0 does not wait)
  *   PIPEPROF_DOTNET_HOST=0|1            override the .NET-host detection
+ *   PIPEPROF_SAMPLING_SERVER_URL=...      the HTTP pull endpoints (shim/http-source.h)
  *   PIPEPROF_TARGET_PID=N               only process N starts; its exec'd children, which
  *                                       inherit the environment, stay untouched (set by
  *                                       `pipeprof record`, so that they do not each wait on
@@ -33,6 +34,9 @@
 #include "agent/agent.h"
 #include "ipc/ipc.h"
 #include "shim/agent-source.h"
+#ifdef PP_HAVE_HTTP
+#include "shim/http-source.h"
+#endif
 
 #define SHIM_SUSPEND_TIMEOUT_MS 30000
 
@@ -178,6 +182,9 @@ shim_start(void)
     if (timeout_env != NULL && timeout_env[0] != '\0') {
         timeout_ms = atoi(timeout_env);
     }
+#ifdef PP_HAVE_HTTP
+    (void)shim_http_configure(&opts, opts.source != NULL);
+#endif
     err = ipc_server_start(&opts, &shim_server);
     if (err < 0) {
         fprintf(stderr, "pipeprof: diagnostic server not started: %s\n", strerror(-err));

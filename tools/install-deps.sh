@@ -3,8 +3,12 @@
 # (or sudo). Skips apt-get entirely when everything is already there.
 set -euo pipefail
 
+# Build: libuv, libelf, cJSON, zlib (pprof's gzip), http-parser (the HTTP endpoints).
+# Tests: clang (libFuzzer, sanitizer runtimes), curl (HTTP endpoints), golang-go (`go tool
+# pprof` reads our pprof files), nodejs/npm (speedscope's importer), chromium (renders it),
+# libgoogle-perftools-dev (bench/overhead.sh compares against gperftools).
 packages=(build-essential cmake pkg-config libuv1-dev libelf-dev libcjson-dev zlib1g-dev
-          clang libclang-rt-14-dev)
+          libhttp-parser-dev clang libclang-rt-14-dev curl golang-go libgoogle-perftools-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,366 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shim/http-source.c - the agent as the backend of the HTTP pull endpoints (http/http.h), on
+ * the diagnostic server's loop. A recording is a tap on the agent's records (shim/agent-source.h)
+ * plus a sampling request: wall mode at 1/interval for swift-profile-recorder's POST /sample
+ * (every thread, as it samples them), CPU mode at the requested rate for Go's
+ * /debug/pprof/profile. When it ends, its samples become a pp_profile named with the agent's
+ * symbol tables, which the HTTP server writes in the requested format.
+ * Context: every function runs on the IPC loop thread, except shim_http_configure (constructor).
+ */
+#include "shim/http-source.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "agent/agent.h"
+#include "http/http.h"
+#include "nettrace/nettrace.h"
+#include "shim/agent-source.h"
+
+#define SHIM_HTTP_PUMP_MS 10 /* how often a recording drains the agent without sessions */
+
+struct shim_http_rec {
+    struct shim_tap tap;
+    struct pp_profile *profile;
+    uv_timer_t end_timer;
+    uv_timer_t pump_timer;
+    int open_handles;
+    enum ag_mode mode;
+    unsigned hz;
+    int acquired;
+    uint64_t start_ns, end_ns;
+    int add_err; /* the first failure to add a sample (the profile is then incomplete) */
+    http_sample_done_fn done;
+    void *token;
+};
+
+static struct {
+    char url[512];
+    int allow_remote;
+    int sampling; /* the agent runs: recordings are possible */
+    struct http_server *server;
+    uv_loop_t *loop;
+} shim_http;
+
+static void
+shim_http_on_sample(void *ctx, int32_t tid, uint64_t timestamp_ns, int running,
+                    const uint64_t *frames, uint32_t depth)
+{
+    struct shim_http_rec *r = ctx;
+    int err;
+
+    if (timestamp_ns < r->start_ns || timestamp_ns > r->end_ns || r->add_err != 0) {
+        return;
+    }
+    err = pp_profile_add_sample(r->profile, (uint64_t)tid, timestamp_ns, running, frames, depth);
+    if (err != 0) {
+        r->add_err = err;
+    }
+}
+
+/* "/usr/lib/libfoo.so.1" -> "libfoo.so", as the CLI and TraceEvent label modules. */
+static void
+shim_http_module_label(const char *path, char *out, size_t len)
+{
+    const char *base = path != NULL ? strrchr(path, '/') : NULL;
+    char *dot;
+
+    base = base != NULL ? base + 1 : (path != NULL ? path : "?");
+    snprintf(out, len, "%s", *base != '\0' ? base : "?");
+    dot = strrchr(out, '.');
+    if (dot != NULL && dot != out) {
+        *dot = '\0';
+    }
+}
+
+static int
+shim_http_namer(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *resolved)
+{
+    struct ag_symbol sym;
+    char label[256];
+    int err;
+
+    (void)ctx;
+    memset(&sym, 0, sizeof(sym));
+    err = ag_symbolize(caller && ip > 0 ? ip - 1 : ip, &sym);
+    if (err == 0 && sym.name != NULL) {
+        shim_http_module_label(sym.module_path, label, sizeof(label));
+        snprintf(buf, len, "%s!%s", label, sym.name);
+        *resolved = 1;
+    } else if (sym.module_path != NULL) {
+        shim_http_module_label(sym.module_path, label, sizeof(label));
+        snprintf(buf, len, "%s!0x%llx", label, (unsigned long long)(ip - sym.module_base));
+    } else {
+        snprintf(buf, len, "?!0x%llx", (unsigned long long)ip);
+    }
+    return 0;
+}
+
+/* Thread names from /proc: threads that started before the recording sent no start record. */
+static void
+shim_http_name_threads(struct pp_profile *p)
+{
+    char path[64], name[64];
+    size_t i;
+
+    for (i = 0; i < p->thread_count; i++) {
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/self/task/%llu/comm",
+                 (unsigned long long)p->threads[i].thread_id);
+        f = fopen(path, "re");
+        if (f == NULL) {
+            continue; /* the thread has exited */
+        }
+        if (fgets(name, sizeof(name), f) != NULL) {
+            name[strcspn(name, "\n")] = '\0';
+            if (pp_profile_set_thread_name(p, p->threads[i].thread_id, name) != 0) {
+                fclose(f);
+                return; /* out of memory: the threads keep their ids */
+            }
+        }
+        fclose(f);
+    }
+}
+
+static void
+shim_http_handle_closed(uv_handle_t *h)
+{
+    struct shim_http_rec *r = h->data;
+
+    if (--r->open_handles == 0) {
+        pp_profile_free(r->profile);
+        free(r);
+    }
+}
+
+/* Stops sampling for r and releases it once its timers are closed. */
+static void
+shim_http_rec_end(struct shim_http_rec *r)
+{
+    shim_tap_remove(&r->tap);
+    if (r->acquired && ag_sampling_release(r->mode, r->hz) != 0) {
+        fprintf(stderr, "pipeprof: http: no such sampling request to release\n");
+    }
+    r->acquired = 0;
+    uv_close((uv_handle_t *)&r->end_timer, shim_http_handle_closed);
+    uv_close((uv_handle_t *)&r->pump_timer, shim_http_handle_closed);
+}
+
+static void
+shim_http_pump_cb(uv_timer_t *t)
+{
+    struct shim_http_rec *r = t->data;
+    int err = shim_tap_pump();
+
+    if (err < 0 && err != -EBUSY && r->add_err == 0) {
+        r->add_err = err;
+    }
+}
+
+static void
+shim_http_end_cb(uv_timer_t *t)
+{
+    struct shim_http_rec *r = t->data;
+    struct pp_profile *p = r->profile;
+    char name[64];
+    FILE *f;
+    int err;
+
+    err = shim_tap_pump(); /* the last samples */
+    if (err < 0 && err != -EBUSY && r->add_err == 0) {
+        r->add_err = err;
+    }
+    p->sampling_interval_ns = (uint32_t)(1000000000u / r->hz);
+    p->process_id = (uint32_t)getpid();
+    p->lost_samples = r->tap.lost;
+    p->mode = strdup(r->mode == AG_MODE_WALL ? "wall" : "cpu");
+    f = fopen("/proc/self/comm", "re");
+    if (f != NULL) {
+        if (fgets(name, sizeof(name), f) != NULL) {
+            name[strcspn(name, "\n")] = '\0';
+            p->process_name = strdup(name);
+        }
+        fclose(f);
+    }
+    shim_http_name_threads(p);
+    err = r->add_err != 0 ? r->add_err : pp_profile_name_frames(p, shim_http_namer, NULL);
+    r->profile = NULL; /* done takes it, also on failure */
+    shim_http_rec_end(r);
+    if (err != 0) {
+        pp_profile_free(p);
+        r->done(r->token, NULL, err, "recording the samples failed");
+        return;
+    }
+    r->done(r->token, p, 0, NULL);
+}
+
+static int
+shim_http_sample_start(void *ctx, const struct http_sample_request *req, http_sample_done_fn done,
+                       void *token, void **handle)
+{
+    struct shim_http_rec *r;
+    uint64_t duration_ns;
+    char why[128];
+    int err;
+
+    (void)ctx;
+    if (!shim_http.sampling) {
+        return -ENOSYS; /* the agent did not start: its one-line reason is on stderr */
+    }
+    r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return -ENOMEM;
+    }
+    if (req->pprof_endpoint) {
+        r->mode = AG_MODE_CPU;
+        r->hz = req->hz != 0 ? req->hz : HTTP_PPROF_HZ;
+        duration_ns = (uint64_t)req->seconds * 1000000000ull;
+    } else {
+        uint64_t hz = (1000000000ull + req->interval_ns / 2) / req->interval_ns;
+
+        r->mode = AG_MODE_WALL;
+        r->hz = hz < 1 ? 1 : hz > 1000 ? 1000 : (unsigned)hz;
+        duration_ns = (uint64_t)req->samples * req->interval_ns;
+    }
+    err = pp_profile_new(NULL, &r->profile, why, sizeof(why));
+    if (err != 0) {
+        free(r);
+        return err;
+    }
+    r->tap.on_sample = shim_http_on_sample;
+    r->tap.ctx = r;
+    err = shim_tap_add(&r->tap);
+    if (err != 0) {
+        pp_profile_free(r->profile);
+        free(r);
+        return err; /* -EBUSY: a pipeprof_start() recording owns the agent: 429 */
+    }
+    err = ag_sampling_acquire(r->mode, r->hz);
+    if (err != 0) {
+        shim_tap_remove(&r->tap);
+        pp_profile_free(r->profile);
+        free(r);
+        return err;
+    }
+    r->acquired = 1;
+    r->done = done;
+    r->token = token;
+    r->start_ns = nt_clock_now();
+    r->end_ns = r->start_ns + duration_ns;
+    uv_timer_init(shim_http.loop, &r->end_timer);
+    uv_timer_init(shim_http.loop, &r->pump_timer);
+    r->end_timer.data = r;
+    r->pump_timer.data = r;
+    r->open_handles = 2;
+    uv_timer_start(&r->pump_timer, shim_http_pump_cb, SHIM_HTTP_PUMP_MS, SHIM_HTTP_PUMP_MS);
+    uv_timer_start(&r->end_timer, shim_http_end_cb, duration_ns / 1000000, 0);
+    *handle = r;
+    return 0;
+}
+
+static void
+shim_http_sample_cancel(void *ctx, void *handle)
+{
+    (void)ctx;
+    shim_http_rec_end(handle);
+}
+
+static const struct http_backend shim_http_backend = {
+    shim_http_sample_start,
+    shim_http_sample_cancel,
+    NULL,
+};
+
+static int
+shim_http_loop_start(void *ctx, void *loop)
+{
+    struct http_server_options opts;
+    char err[256], url[256];
+    int rc;
+
+    (void)ctx;
+    memset(&opts, 0, sizeof(opts));
+    opts.url = shim_http.url;
+    opts.allow_remote = shim_http.allow_remote;
+    shim_http.loop = loop;
+    rc = http_server_start(loop, &opts, &shim_http_backend, &shim_http.server, err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "pipeprof: sampling server not started: %s\n", err);
+        return rc;
+    }
+    /* An ephemeral port (":0") is useless unless somebody learns it. */
+    if (strstr(shim_http.url, ":0") != NULL &&
+        strstr(shim_http.url, ":0") == shim_http.url + strlen(shim_http.url) - 2) {
+        fprintf(stderr, "pipeprof: sampling server on %s\n",
+                http_server_url(shim_http.server, url, sizeof(url)));
+    }
+    return 0;
+}
+
+static void
+shim_http_loop_stop(void *ctx)
+{
+    (void)ctx;
+    http_server_stop(shim_http.server);
+    shim_http.server = NULL;
+}
+
+/* The first of the names that is set and not empty. */
+static const char *
+shim_http_env(const char *const *names)
+{
+    for (; *names != NULL; names++) {
+        const char *v = getenv(*names);
+
+        if (v != NULL && v[0] != '\0') {
+            return v;
+        }
+    }
+    return NULL;
+}
+
+int
+shim_http_configure(struct ipc_server_options *opts, int sampling)
+{
+    /* pipeprof's names first, then swift-profile-recorder's (older SWIPR_ and newer
+     * PROFILE_RECORDER_ spellings), so that its scripts and sidecars work as they are. */
+    static const char *const url_names[] = { "PIPEPROF_SAMPLING_SERVER_URL",
+                                             "SWIPR_SAMPLING_SERVER_URL",
+                                             "PROFILE_RECORDER_SERVER_URL", NULL };
+    static const char *const pattern_names[] = { "PIPEPROF_SAMPLING_SERVER_URL_PATTERN",
+                                                 "SWIPR_SAMPLING_SERVER_URL_PATTERN",
+                                                 "PROFILE_RECORDER_SERVER_URL_PATTERN", NULL };
+    const char *url = shim_http_env(url_names), *remote;
+    struct http_url parsed;
+    char err[256];
+
+    if (url == NULL) {
+        url = shim_http_env(pattern_names); /* {PID} is expanded by http_url_parse */
+    }
+    if (url == NULL) {
+        return 0;
+    }
+    remote = getenv("PIPEPROF_SAMPLING_SERVER_ALLOW_REMOTE");
+    shim_http.allow_remote = remote != NULL && strcmp(remote, "1") == 0;
+    if (strlen(url) >= sizeof(shim_http.url)) {
+        fprintf(stderr, "pipeprof: sampling server not started: the URL is too long\n");
+        return -ENAMETOOLONG;
+    }
+    if (http_url_parse(url, shim_http.allow_remote, &parsed, err, sizeof(err)) != 0) {
+        fprintf(stderr, "pipeprof: sampling server not started: %s\n", err);
+        return -EINVAL;
+    }
+    snprintf(shim_http.url, sizeof(shim_http.url), "%s", url);
+    shim_http.sampling = sampling;
+    opts->loop_start = shim_http_loop_start;
+    opts->loop_stop = shim_http_loop_stop;
+    opts->loop_ctx = NULL;
+    return 1;
+}
