@@ -145,6 +145,23 @@ ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, in
         int leaf = depth == 1 && !pc_is_ra;
         int cfi_tried = 0;
 
+        /* The common case first: a frame record inside the sampled thread's own stack, read
+         * directly. The checks are those of ag_sig_unwind_fp_step(); anything else (a record
+         * outside the known stack, a leaf, an end) takes the general path below. */
+        if (!leaf && r.fp >= r.sp && (r.fp & 7) == 0 && c->hi >= 16 && r.fp >= c->lo &&
+            r.fp <= c->hi - 16) {
+            const volatile uint64_t *rec = (const volatile uint64_t *)(uintptr_t)r.fp;
+            uint64_t next_fp = rec[0], ra = rec[1];
+
+            if (ra >= 4096 && (next_fp == 0 || next_fp > r.fp)) {
+                r.pc = ra;
+                r.sp = r.fp + 16;
+                r.fp = next_fp;
+                unwinder = AG_UNWINDER_FP;
+                frames[depth++] = ra;
+                continue;
+            }
+        }
         if (leaf) {
             cfi_tried = 1;
             if (ag_sig_unwind_cfi_step(c, &r, 0, &cfi_why) == 0) {

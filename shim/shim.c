@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/platform.h"
 #include "ipc/ipc.h"
 #include "shim/agent-source.h"
 #ifdef PP_HAVE_HTTP
@@ -149,7 +150,7 @@ shim_atfork_child(void)
     shim_server = NULL;
 }
 
-__attribute__((constructor)) static void
+static void
 shim_start(void)
 {
     struct ipc_server_options opts;
@@ -235,7 +236,7 @@ _Exit(int status)
     }
 }
 
-__attribute__((destructor)) static void
+static void
 shim_stop(void)
 {
     struct ipc_server *s = __atomic_exchange_n(&shim_server, NULL, __ATOMIC_ACQ_REL);
@@ -243,3 +244,7 @@ shim_stop(void)
     ipc_server_stop(s); /* sessions end (and release sampling) before the agent stops */
     ag_stop();
 }
+
+/* .init_array / .fini_array on Linux, __mod_init_func / __mod_term_func on macOS. */
+PP_LOAD_HOOK(shim_start);
+PP_UNLOAD_HOOK(shim_stop);

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/check-shim-hooks.sh - libpipeprof.so's load-time hooks (common/platform.h) are where the
+# loader looks: a pointer to shim_start in .init_array and one to shim_stop in .fini_array.
+set -euo pipefail
+LIB=${PP_BINARY_DIR:?}/lib/libpipeprof.so
+command -v readelf >/dev/null || { echo "SKIP (loud): readelf (binutils) is not installed" >&2; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+addr() { readelf -Ws "$LIB" | awk -v n="$1" '$8 == n {print $2}' | sed 's/^0*//'; }
+# The RELATIVE relocations that fill a section: their addends are the function addresses.
+slots() {
+  local sec=$1 start size
+  read -r start size < <(readelf -SW "$LIB" | awk -v s="$sec" '$2 == s {print $4, $6}')
+  [[ -n ${start:-} ]] || fail "no $sec section"
+  local off add
+  readelf -rW "$LIB" | awk '$3 == "R_X86_64_RELATIVE" || $3 == "R_AARCH64_RELATIVE" {print $1, $4}' |
+    while read -r off add; do
+      (( 16#$off >= 16#$start && 16#$off < 16#$start + 16#$size )) && echo "${add##+(0)}" | sed 's/^0*//'
+    done
+  return 0
+}
+start=$(addr shim_start)
+stop=$(addr shim_stop)
+[[ -n $start && -n $stop ]] || fail "shim_start/shim_stop not in the symbol table"
+slots .init_array | grep -qx "$start" || fail ".init_array does not point at shim_start ($start)"
+slots .fini_array | grep -qx "$stop" || fail ".fini_array does not point at shim_stop ($stop)"
+echo "check-shim-hooks: .init_array -> shim_start@$start, .fini_array -> shim_stop@$stop"
