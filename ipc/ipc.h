@@ -341,6 +341,10 @@ struct ipc_event_source {
     int (*drain)(void *ctx, const struct ipc_session_view *sessions, size_t n);
     int (*rundown)(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w);
     void (*session_stop)(void *ctx, const struct ipc_session_config *cfg);
+    /* Optional: the interval between samples of a thread this session will get, for the trace
+     * header's ExpectedCPUSamplingRate (0 or NULL: the runtime's 1 ms). Called before
+     * session_start. */
+    uint32_t (*sampling_interval_ns)(void *ctx, const struct ipc_session_config *cfg);
     void *ctx;
 };
 

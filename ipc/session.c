@@ -332,7 +332,13 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req)
     ipc_ok_u64_encode(msg, ss->cfg.session_id);
     err = ipc_session_sink_write(ss, msg, sizeof(msg));
     if (err == 0) {
-        err = nt_writer_new(NULL, &ss->sink, &ss->w);
+        struct nt_writer_options wo;
+
+        memset(&wo, 0, sizeof(wo));
+        if (s->source != NULL && s->source->sampling_interval_ns != NULL) {
+            wo.sampling_interval_ns = s->source->sampling_interval_ns(s->source->ctx, &ss->cfg);
+        }
+        err = nt_writer_new(&wo, &ss->sink, &ss->w);
     }
     if (err == 0) {
         err = ipc_session_write_process_info(ss);

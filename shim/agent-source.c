@@ -287,12 +287,47 @@ shim_owner_claim(struct shim_source *src)
     return 0;
 }
 
+/* The session's mode and rate: the defaults, or the filter data of either provider. */
+static void
+shim_session_rate(const struct shim_source *src, const struct ipc_session_config *cfg,
+                  enum ag_mode *mode, unsigned *hz, int log)
+{
+    const char *why = NULL;
+    uint32_t i;
+
+    *mode = src->defaults.mode;
+    *hz = src->defaults.hz;
+    for (i = 0; i < cfg->provider_count; i++) {
+        const struct ipc_provider *p = &cfg->providers[i];
+
+        if (p->args != NULL && (strcmp(p->name, NT_PROVIDER_SAMPLE_PROFILER) == 0 ||
+                                strcmp(p->name, SHIM_PROVIDER_PIPEPROF) == 0)) {
+            if (shim_filter_parse(p->args, mode, hz, &why) != 0) {
+                if (log) {
+                    shim_log_session(cfg->session_id, "filter data ignored", why);
+                }
+                *mode = src->defaults.mode;
+                *hz = src->defaults.hz;
+            }
+        }
+    }
+}
+
+static uint32_t
+shim_session_interval(void *ctx, const struct ipc_session_config *cfg)
+{
+    enum ag_mode mode;
+    unsigned hz;
+
+    shim_session_rate(ctx, cfg, &mode, &hz, 0);
+    return hz != 0 ? 1000000000u / hz : 0;
+}
+
 static int
 shim_session_start(void *ctx, const struct ipc_session_config *cfg)
 {
     struct shim_source *src = ctx;
     struct shim_session *s = NULL;
-    const char *why = NULL;
     uint32_t i;
     int err;
 
@@ -320,19 +355,7 @@ shim_session_start(void *ctx, const struct ipc_session_config *cfg)
     s->samples = ipc_session_config_enables(cfg, NT_PROVIDER_SAMPLE_PROFILER, 0, 4);
     s->pipeprof = ipc_session_config_enables(cfg, SHIM_PROVIDER_PIPEPROF, 0, 4);
     s->cpu_samples = ipc_session_config_enables(cfg, SHIM_PROVIDER_PIPEPROF, 0, SHIM_LEVEL_VERBOSE);
-    /* Filter data of either provider sets the session's mode and rate. */
-    for (i = 0; i < cfg->provider_count; i++) {
-        const struct ipc_provider *p = &cfg->providers[i];
-
-        if (p->args != NULL && (strcmp(p->name, NT_PROVIDER_SAMPLE_PROFILER) == 0 ||
-                                strcmp(p->name, SHIM_PROVIDER_PIPEPROF) == 0)) {
-            if (shim_filter_parse(p->args, &s->mode, &s->hz, &why) != 0) {
-                shim_log_session(s->id, "filter data ignored", why);
-                s->mode = src->defaults.mode;
-                s->hz = src->defaults.hz;
-            }
-        }
-    }
+    shim_session_rate(src, cfg, &s->mode, &s->hz, 1);
     if (s->samples || s->pipeprof) {
         err = ag_sampling_acquire(s->mode, s->hz);
         if (err != 0) {
@@ -918,5 +941,6 @@ shim_agent_source_init(struct ipc_event_source *out, const struct ag_config *def
     out->drain = shim_drain;
     out->rundown = shim_rundown;
     out->session_stop = shim_session_stop;
+    out->sampling_interval_ns = shim_session_interval;
     out->ctx = &shim_source;
 }

@@ -106,8 +106,9 @@ test_source_stop(void *ctx, const struct ipc_session_config *cfg)
     st.stops++;
 }
 
-static const struct ipc_event_source test_source = { test_source_start, test_source_drain,
-                                                     test_source_rundown, test_source_stop, NULL };
+static const struct ipc_event_source test_source = {
+    test_source_start, test_source_drain, test_source_rundown, test_source_stop, NULL, NULL
+};
 
 /* ----- helpers --------------------------------------------------------------------------- */
 
