@@ -743,8 +743,8 @@ shim_drain_records(struct shim_source *src, int *modules_changed)
         for (i = 0; i < src->sample_count; i++) {
             const struct shim_sample *sm = &src->samples[i];
 
-            t->on_sample(t->ctx, sm->tid, sm->timestamp_ns, sm->state == AG_STATE_RUNNING,
-                         src->frames + sm->frames, sm->depth);
+            t->on_sample(t->ctx, sm->tid, (enum ag_mode)sm->mode, sm->timestamp_ns,
+                         sm->state == AG_STATE_RUNNING, src->frames + sm->frames, sm->depth);
         }
     }
     return err < 0 && err != -ESRCH ? err : 0;

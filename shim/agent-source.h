@@ -25,12 +25,13 @@ void shim_agent_source_init(struct ipc_event_source *out, const struct ag_config
 /*
  * A consumer of the agent's samples besides the diagnostic sessions: the HTTP endpoints. The
  * agent has one consumer thread (ag_drain); a tap joins it, so taps and sessions run on the
- * same thread (the IPC loop). on_sample gets every sample drained while the tap is added,
- * leaf-first frames borrowed for the call; lost counts samples the agent dropped meanwhile.
+ * same thread (the IPC loop). on_sample gets every sample drained while the tap is added, of
+ * every mode and at the highest rate any consumer asked for, leaf-first frames borrowed for the
+ * call; lost counts samples the agent dropped meanwhile.
  * Ownership: the caller owns the tap and keeps it alive until shim_tap_remove().
  */
 struct shim_tap {
-    void (*on_sample)(void *ctx, int32_t tid, uint64_t timestamp_ns, int running,
+    void (*on_sample)(void *ctx, int32_t tid, enum ag_mode mode, uint64_t timestamp_ns, int running,
                       const uint64_t *frames, uint32_t depth);
     void *ctx;
     uint64_t lost;         /* written by the source */

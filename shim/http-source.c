@@ -23,7 +23,9 @@
 #include "nettrace/nettrace.h"
 #include "shim/agent-source.h"
 
-#define SHIM_HTTP_PUMP_MS 10 /* how often a recording drains the agent without sessions */
+#define SHIM_HTTP_PUMP_MS        10   /* how often a recording drains the agent without sessions */
+#define SHIM_HTTP_THREADS        1024 /* threads whose sampling rate a recording keeps to its own */
+#define SHIM_HTTP_MAX_RECORDINGS 4
 
 struct shim_http_rec {
     struct shim_tap tap;
@@ -36,6 +38,8 @@ struct shim_http_rec {
     int acquired;
     uint64_t start_ns, end_ns;
     int add_err; /* the first failure to add a sample (the profile is then incomplete) */
+    int32_t kept_tid[SHIM_HTTP_THREADS];
+    uint64_t kept_ts[SHIM_HTTP_THREADS];
     http_sample_done_fn done;
     void *token;
 };
@@ -48,14 +52,44 @@ static struct {
     uv_loop_t *loop;
 } shim_http;
 
+/*
+ * Keeps at most one sample per thread and interval: while a diagnostic session or another
+ * recording asks for a higher rate, the agent samples faster than this recording asked. The
+ * last kept time per thread lives in a small open-addressing table (tid 0 = empty).
+ */
+static int
+shim_http_keep(struct shim_http_rec *r, int32_t tid, uint64_t ts)
+{
+    uint64_t interval = 1000000000u / r->hz, slack = interval / 4;
+    size_t i, n;
+
+    for (n = 0, i = ((uint32_t)tid * 2654435761u) & (SHIM_HTTP_THREADS - 1); n < SHIM_HTTP_THREADS;
+         n++, i = (i + 1) & (SHIM_HTTP_THREADS - 1)) {
+        if (r->kept_tid[i] == tid) {
+            if (ts + slack < r->kept_ts[i] + interval) {
+                return 0;
+            }
+            r->kept_ts[i] = ts;
+            return 1;
+        }
+        if (r->kept_tid[i] == 0) {
+            r->kept_tid[i] = tid;
+            r->kept_ts[i] = ts;
+            return 1;
+        }
+    }
+    return 1; /* more threads than slots: keep, rather than lose samples */
+}
+
 static void
-shim_http_on_sample(void *ctx, int32_t tid, uint64_t timestamp_ns, int running,
+shim_http_on_sample(void *ctx, int32_t tid, enum ag_mode mode, uint64_t timestamp_ns, int running,
                     const uint64_t *frames, uint32_t depth)
 {
     struct shim_http_rec *r = ctx;
     int err;
 
-    if (timestamp_ns < r->start_ns || timestamp_ns > r->end_ns || r->add_err != 0) {
+    if (mode != r->mode || timestamp_ns < r->start_ns || timestamp_ns > r->end_ns ||
+        r->add_err != 0 || !shim_http_keep(r, tid, timestamp_ns)) {
         return;
     }
     err = pp_profile_add_sample(r->profile, (uint64_t)tid, timestamp_ns, running, frames, depth);
@@ -289,6 +323,8 @@ shim_http_loop_start(void *ctx, void *loop)
     memset(&opts, 0, sizeof(opts));
     opts.url = shim_http.url;
     opts.allow_remote = shim_http.allow_remote;
+    /* Recordings are taps that keep their own rate and mode, so a few can run at once. */
+    opts.max_sampling = SHIM_HTTP_MAX_RECORDINGS;
     shim_http.loop = loop;
     rc = http_server_start(loop, &opts, &shim_http_backend, &shim_http.server, err, sizeof(err));
     if (rc != 0) {
