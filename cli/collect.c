@@ -111,6 +111,12 @@ pp_collect_spawn(const char *port, char **cmd, int *child)
         return -errno;
     }
     if (pid == 0) {
+        char self[32];
+
+        /* Only CMD itself answers the port: its exec'd children, which inherit the
+         * environment, would each wait on it for a resume (a pipeprof agent honours this). */
+        snprintf(self, sizeof(self), "%ld", (long)getpid());
+        setenv("PIPEPROF_TARGET_PID", self, 1);
         setenv("DOTNET_DiagnosticPorts", port, 1);
         execvp(cmd[0], cmd);
         fprintf(stderr, "pipeprof collect: cannot run %s: %s\n", cmd[0], strerror(errno));

@@ -1354,8 +1354,11 @@ nt_reader_event_next(struct nt_reader *r, struct nt_event *ev)
             }
             continue;
         }
-        memset(ev, 0, sizeof(*ev));
+        /* Every field is assigned below (no memset): at 25+ M events/s the clearing of the
+         * whole struct was a measurable share of the time per event. */
         ev->metadata_id = h->metadata_id;
+        ev->stack = NULL;
+        ev->stack_depth = 0;
         ev->sequence = h->seq;
         ev->processor = h->processor;
         ev->timestamp = h->timestamp;
@@ -1382,6 +1385,9 @@ nt_reader_event_next(struct nt_reader *r, struct nt_event *ev)
                 }
                 memcpy(ev->activity_id, r->labels[v - 1].activity, 16);
                 memcpy(ev->related_activity_id, r->labels[v - 1].related, 16);
+            } else {
+                memset(ev->activity_id, 0, sizeof(ev->activity_id));
+                memset(ev->related_activity_id, 0, sizeof(ev->related_activity_id));
             }
         } else {
             ev->thread_id = h->thread;
