@@ -216,7 +216,7 @@ pp_cmd_collect(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     if (c.port != NULL) {
-        err = pp_diag_listen(c.port, &c.listen_fd);
+        err = ipc_client_listen(c.port, &c.listen_fd);
         if (err < 0) {
             fprintf(stderr, "pipeprof collect: cannot listen on %s: %s\n", c.port, strerror(-err));
             goto out;

@@ -7,9 +7,6 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 int
 pp_diag_request(int fd, const void *req, size_t len, struct ipc_response *r, uint8_t *buf,
@@ -47,31 +44,4 @@ pp_diag_hr_name(uint32_t hr)
     default:
         return "error";
     }
-}
-
-int
-pp_diag_listen(const char *path, int *fd)
-{
-    struct sockaddr_un addr;
-    int s;
-
-    memset(&addr, 0, sizeof(addr));
-    addr.sun_family = AF_UNIX;
-    if (strlen(path) >= sizeof(addr.sun_path)) {
-        return -ENAMETOOLONG;
-    }
-    strcpy(addr.sun_path, path);
-    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) {
-        return -errno;
-    }
-    unlink(path);
-    if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(s, 16) < 0) {
-        int err = -errno;
-
-        close(s);
-        return err;
-    }
-    *fd = s;
-    return 0;
 }

@@ -21,7 +21,4 @@ int pp_diag_request(int fd, const void *req, size_t len, struct ipc_response *r,
 /* A readable name of a diagnostic HRESULT. Static string. */
 const char *pp_diag_hr_name(uint32_t hr);
 
-/* Listens on the Unix socket path (replacing a stale file). Returns 0 with *fd, or -errno. */
-int pp_diag_listen(const char *path, int *fd);
-
 #endif /* PP_CLI_DIAG_H */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "nettrace/format.h"
 #include "nettrace/nettrace.h"
 
@@ -47,28 +48,6 @@ struct pp_loader {
     struct pp_module *modules;
     size_t module_count, module_cap;
 };
-
-static int
-pp_grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    size_t ncap;
-    void *n;
-
-    if (need <= *cap) {
-        return 0;
-    }
-    ncap = *cap != 0 ? *cap : 64;
-    while (ncap < need) {
-        ncap *= 2;
-    }
-    n = realloc(*arr, ncap * elem);
-    if (n == NULL) {
-        return -ENOMEM;
-    }
-    *arr = n;
-    *cap = ncap;
-    return 0;
-}
 
 /* Reads a NUL-terminated UTF-16LE string at *pos as UTF-8 (malloc'd). */
 static char *
@@ -135,8 +114,8 @@ pp_add_module(struct pp_loader *pv, uint64_t id, uint64_t base, uint64_t size, c
     struct pp_module *m;
     int err;
 
-    err = pp_grow((void **)&pv->modules, &pv->module_cap, pv->module_count + 1,
-                  sizeof(*pv->modules));
+    err = pp_grow_array((void **)&pv->modules, &pv->module_cap, pv->module_count + 1,
+                        sizeof(*pv->modules));
     if (err != 0) {
         return err;
     }
@@ -175,8 +154,8 @@ pp_add_method(struct pp_loader *pv, const uint8_t *p, uint32_t size)
     if (sig == NULL || pp_le32(p + 24) == 0) {
         goto out;
     }
-    err = pp_grow((void **)&pv->methods, &pv->method_cap, pv->method_count + 1,
-                  sizeof(*pv->methods));
+    err = pp_grow_array((void **)&pv->methods, &pv->method_cap, pv->method_count + 1,
+                        sizeof(*pv->methods));
     if (err != 0) {
         goto out;
     }

@@ -658,7 +658,7 @@ pp_cmd_record(int argc, char **argv)
     sigaction(SIGHUP, &sa, &old_hup);
     signal(SIGPIPE, SIG_IGN);
 
-    err = pp_diag_listen(rc.sock, &rc.listen_fd);
+    err = ipc_client_listen(rc.sock, &rc.listen_fd);
     if (err < 0) {
         fprintf(stderr, "pipeprof record: cannot listen on %s: %s\n", rc.sock, strerror(-err));
         goto out;

@@ -20,6 +20,22 @@
 
 #include "ipc/ipc.h"
 
+/* A Unix socket and its address; returns the CLOEXEC socket or a negative errno. */
+static int
+ipc_client_unix_socket(const char *path, struct sockaddr_un *addr)
+{
+    int s;
+
+    memset(addr, 0, sizeof(*addr));
+    addr->sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(addr->sun_path)) {
+        return -ENAMETOOLONG;
+    }
+    strcpy(addr->sun_path, path);
+    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    return s < 0 ? -errno : s;
+}
+
 int
 ipc_client_connect(const char *path, int *fd)
 {
@@ -27,17 +43,33 @@ ipc_client_connect(const char *path, int *fd)
     int s;
 
     *fd = -1;
-    memset(&addr, 0, sizeof(addr));
-    addr.sun_family = AF_UNIX;
-    if (strlen(path) >= sizeof(addr.sun_path)) {
-        return -ENAMETOOLONG;
-    }
-    strcpy(addr.sun_path, path);
-    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    s = ipc_client_unix_socket(path, &addr);
     if (s < 0) {
-        return -errno;
+        return s;
     }
     if (connect(s, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        int err = -errno;
+
+        close(s);
+        return err;
+    }
+    *fd = s;
+    return 0;
+}
+
+int
+ipc_client_listen(const char *path, int *fd)
+{
+    struct sockaddr_un addr;
+    int s;
+
+    *fd = -1;
+    s = ipc_client_unix_socket(path, &addr);
+    if (s < 0) {
+        return s;
+    }
+    unlink(path); /* a stale socket of an earlier run */
+    if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(s, 16) < 0) {
         int err = -errno;
 
         close(s);

@@ -457,6 +457,10 @@ uint64_t ipc_process_start_key(int pid);
 /* Connects to a Unix socket path; *fd is CLOEXEC. Returns 0 or a negative errno. */
 PP_MUST_USE int ipc_client_connect(const char *path, int *fd);
 
+/* Listens on a Unix socket path (reverse mode: targets connect and advertise), replacing a file
+ * left there; *fd is CLOEXEC. Returns 0 or a negative errno. */
+PP_MUST_USE int ipc_client_listen(const char *path, int *fd);
+
 /* Writes all of buf (MSG_NOSIGNAL). Returns 0 or a negative errno. */
 PP_MUST_USE int ipc_client_send(int fd, const void *buf, size_t len);
 

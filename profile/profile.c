@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
+
 /* Open-addressing map from a 64-bit key to an index + 1 (0 marks an empty slot). */
 struct pp_map {
     uint64_t *keys;
@@ -108,28 +110,6 @@ pp_map_fini(struct pp_map *m)
     memset(m, 0, sizeof(*m));
 }
 
-static int
-pp_grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    size_t ncap;
-    void *n;
-
-    if (need <= *cap) {
-        return 0;
-    }
-    ncap = *cap != 0 ? *cap : 64;
-    while (ncap < need) {
-        ncap *= 2;
-    }
-    n = realloc(*arr, ncap * elem);
-    if (n == NULL) {
-        return -ENOMEM;
-    }
-    *arr = n;
-    *cap = ncap;
-    return 0;
-}
-
 int
 pp_profile_new(const char *fold_re, struct pp_profile **out, char *err, size_t errlen)
 {
@@ -169,8 +149,8 @@ pp_thread_index(struct pp_profile *p, uint64_t tid, size_t *index)
         return err;
     }
     if (pv->thread_map.values[slot] == 0) {
-        err = pp_grow((void **)&p->threads, &pv->thread_cap, p->thread_count + 1,
-                      sizeof(*p->threads));
+        err = pp_grow_array((void **)&p->threads, &pv->thread_cap, p->thread_count + 1,
+                            sizeof(*p->threads));
         if (err != 0) {
             return err;
         }
@@ -233,18 +213,19 @@ pp_stack_index(struct pp_profile *p, uint64_t thread_id, const uint64_t *ips, ui
         }
     }
     n = p->stack_count;
-    err = pp_grow((void **)&pv->ips, &pv->ip_cap, pv->ip_count + depth, sizeof(*pv->ips));
+    err = pp_grow_array((void **)&pv->ips, &pv->ip_cap, pv->ip_count + depth, sizeof(*pv->ips));
     if (err == 0 && n + 1 > pv->stack_cap) {
         size_t cap = pv->stack_cap;
 
-        err = pp_grow((void **)&p->stacks, &cap, n + 1, sizeof(*p->stacks));
+        err = pp_grow_array((void **)&p->stacks, &cap, n + 1, sizeof(*p->stacks));
         if (err == 0) {
             cap = pv->stack_cap;
-            err = pp_grow((void **)&pv->stack_ip_offset, &cap, n + 1, sizeof(*pv->stack_ip_offset));
+            err = pp_grow_array((void **)&pv->stack_ip_offset, &cap, n + 1,
+                                sizeof(*pv->stack_ip_offset));
         }
         if (err == 0) {
             cap = pv->stack_cap;
-            err = pp_grow((void **)&pv->stack_next, &cap, n + 1, sizeof(*pv->stack_next));
+            err = pp_grow_array((void **)&pv->stack_next, &cap, n + 1, sizeof(*pv->stack_next));
         }
         if (err == 0) {
             pv->stack_cap = cap;
@@ -286,8 +267,8 @@ pp_profile_add_sample(struct pp_profile *p, uint64_t thread_id, uint64_t timesta
         return -EINVAL;
     }
     /* Reserve every allocation first, so that a failure leaves the counts consistent. */
-    err = pp_grow((void **)&p->timeline, &pv->timeline_cap, p->timeline_count + 1,
-                  sizeof(*p->timeline));
+    err = pp_grow_array((void **)&p->timeline, &pv->timeline_cap, p->timeline_count + 1,
+                        sizeof(*p->timeline));
     if (err == 0) {
         err = pp_thread_index(p, thread_id, &ti);
     }
@@ -348,7 +329,7 @@ pp_intern_name(struct pp_profile *p, struct pp_map *names, size_t *cap, char *na
         }
         h++; /* a hash collision between different names: probe the next key */
     }
-    err = pp_grow((void **)&p->names, cap, p->name_count + 1, sizeof(*p->names));
+    err = pp_grow_array((void **)&p->names, cap, p->name_count + 1, sizeof(*p->names));
     if (err != 0) {
         free(name);
         return err;

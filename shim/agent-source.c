@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "nettrace/format.h"
 #include "nettrace/nettrace.h"
 
@@ -392,28 +393,6 @@ shim_session_stop(void *ctx, const struct ipc_session_config *cfg)
     shim_owner_release_if_idle(src);
 }
 
-static int
-shim_grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    size_t ncap;
-    void *n;
-
-    if (need <= *cap) {
-        return 0;
-    }
-    ncap = *cap != 0 ? *cap * 2 : 256;
-    while (ncap < need) {
-        ncap *= 2;
-    }
-    n = realloc(*arr, ncap * elem);
-    if (n == NULL) {
-        return -ENOMEM;
-    }
-    *arr = n;
-    *cap = ncap;
-    return 0;
-}
-
 /*
  * The executable ranges of libpipeprof.so itself. Its frames (the interposers of blocking calls
  * and of pthread_create's start routine) are the profiler's, not the host's: a stack reads as if
@@ -485,8 +464,8 @@ shim_collect_record(const struct ag_record *rec, void *ctx)
     uint32_t i;
 
     if (rec->kind != AG_RECORD_SAMPLE) {
-        if (shim_grow((void **)&src->threads, &src->thread_cap, src->thread_count + 1,
-                      sizeof(*src->threads)) != 0) {
+        if (pp_grow_array((void **)&src->threads, &src->thread_cap, src->thread_count + 1,
+                          sizeof(*src->threads)) != 0) {
             return -ENOMEM;
         }
         te = &src->threads[src->thread_count++];
@@ -501,10 +480,10 @@ shim_collect_record(const struct ag_record *rec, void *ctx)
         return 0;
     }
     as = rec->u.sample;
-    if (shim_grow((void **)&src->samples, &src->sample_cap, src->sample_count + 1,
-                  sizeof(*src->samples)) != 0 ||
-        shim_grow((void **)&src->frames, &src->frame_cap, src->frame_count + as->depth,
-                  sizeof(*src->frames)) != 0) {
+    if (pp_grow_array((void **)&src->samples, &src->sample_cap, src->sample_count + 1,
+                      sizeof(*src->samples)) != 0 ||
+        pp_grow_array((void **)&src->frames, &src->frame_cap, src->frame_count + as->depth,
+                      sizeof(*src->frames)) != 0) {
         return -ENOMEM;
     }
     s = &src->samples[src->sample_count++];
