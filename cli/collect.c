@@ -98,7 +98,17 @@ pp_collect_usage(FILE *out)
             "  --duration SECONDS        stop after this long (default: at Ctrl-C)\n"
             "  -o, --output FILE         default trace.nettrace\n"
             "  -- COMMAND                with --diagnostic-port: start COMMAND with "
-            "DOTNET_DiagnosticPorts set\n",
+            "DOTNET_DiagnosticPorts set\n"
+            "  -h, --help                this text\n"
+            "\n"
+            "Works against pipeprof agents and real .NET processes alike, as dotnet-trace does:\n"
+            "CollectTracing2 (rundown on), ResumeRuntime, then StopTracing at the end of the\n"
+            "duration or at Ctrl-C; the target then writes rundown (function names) and ends\n"
+            "the stream. On a terminal a progress line shows the time and the megabytes\n"
+            "received. Session filter data chooses pipeprof's mode and rate, for example\n"
+            "  --providers 'Microsoft-DotNETCore-SampleProfiler:0:4:mode=wall;hz=250'\n"
+            "To run a program under the agent from its start, `pipeprof record` is simpler.\n"
+            "Exit status: 0 when the trace is complete, 1 on failure, 2 on a usage error.\n",
             PP_COLLECT_DEFAULT_PROVIDERS);
 }
 

@@ -74,8 +74,17 @@ pp_cmd_ps(int argc, char **argv)
     DIR *d;
 
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("usage: pipeprof ps\n\nLists processes serving a .NET diagnostic port "
-               "(dotnet-diagnostic-PID-KEY-socket in $TMPDIR or /tmp).\n");
+        printf("usage: pipeprof ps\n"
+               "\n"
+               "Lists processes serving a .NET diagnostic port: every\n"
+               "dotnet-diagnostic-PID-KEY-socket in $TMPDIR (or /tmp) whose process is alive.\n"
+               "pipeprof agents and .NET runtimes alike, one line each:\n"
+               "\n"
+               "  PID  NAME  COMMAND LINE\n"
+               "\n"
+               "NAME is the process's comm, the command line comes from /proc/PID/cmdline.\n"
+               "Record one with `pipeprof collect -p PID` or `dotnet-trace collect -p PID`.\n"
+               "Exit status: 0, or 2 on a usage error.\n");
         return 0;
     }
     if (argc > 1) {

@@ -37,7 +37,20 @@ pp_report_usage(FILE *out)
                  "  --to MS            only samples before MS milliseconds into the trace\n"
                  "  --fold REGEX       drop frames whose name matches REGEX (POSIX extended)\n"
                  "  --format text|json output format (default text)\n"
-                 "  -h, --help         this text\n");
+                 "  -h, --help         this text\n"
+                 "\n"
+                 "The figures: samples (running and waiting), the mode (wall when the trace\n"
+                 "holds waiting samples), the sampling interval from the trace header, the\n"
+                 "effective rate per sampled thread, the samples the agent dropped, the\n"
+                 "events lost in the trace (sequence gaps), the share of named frames, and\n"
+                 "whether the trace ends early. JSON has \"samples\", \"running_samples\",\n"
+                 "\"waiting_samples\", \"lost_events\", \"lost_samples\", \"duration_s\",\n"
+                 "\"threads\", \"process_id\", \"sampling_interval_ns\", \"mode\",\n"
+                 "\"truncated\", \"top_self\" and \"top_total\" ([{\"function\", \"self\",\n"
+                 "\"self_pct\", \"total\", \"total_pct\"}]) and \"per_thread\".\n"
+                 "Works on traces a .NET runtime wrote: managed frames are named from its\n"
+                 "method load and rundown events.\n"
+                 "Exit status: 0, 1 when the file cannot be read, 2 on a usage error.\n");
 }
 
 static int
