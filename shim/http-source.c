@@ -39,7 +39,7 @@ struct shim_http_rec {
     uint64_t start_ns, end_ns;
     int add_err; /* the first failure to add a sample (the profile is then incomplete) */
     int32_t kept_tid[SHIM_HTTP_THREADS];
-    uint64_t kept_ts[SHIM_HTTP_THREADS];
+    uint64_t due_ts[SHIM_HTTP_THREADS]; /* next sample time per thread */
     http_sample_done_fn done;
     void *token;
 };
@@ -53,9 +53,11 @@ static struct {
 } shim_http;
 
 /*
- * Keeps at most one sample per thread and interval: while a diagnostic session or another
- * recording asks for a higher rate, the agent samples faster than this recording asked. The
- * last kept time per thread lives in a small open-addressing table (tid 0 = empty).
+ * Keeps one sample per thread and interval: while a diagnostic session or another recording
+ * asks for a higher rate, the agent samples faster than this recording asked. Each thread has a
+ * due time that advances by the interval, so the kept rate is the asked one on average; a
+ * quarter interval of slack absorbs the jitter of an agent sampling at this very rate. The
+ * table is open addressing on the tid (0 = empty).
  */
 static int
 shim_http_keep(struct shim_http_rec *r, int32_t tid, uint64_t ts)
@@ -66,15 +68,16 @@ shim_http_keep(struct shim_http_rec *r, int32_t tid, uint64_t ts)
     for (n = 0, i = ((uint32_t)tid * 2654435761u) & (SHIM_HTTP_THREADS - 1); n < SHIM_HTTP_THREADS;
          n++, i = (i + 1) & (SHIM_HTTP_THREADS - 1)) {
         if (r->kept_tid[i] == tid) {
-            if (ts + slack < r->kept_ts[i] + interval) {
+            if (ts + slack < r->due_ts[i]) {
                 return 0;
             }
-            r->kept_ts[i] = ts;
+            /* Behind by more than an interval (the thread was not sampled): start afresh. */
+            r->due_ts[i] = ts > r->due_ts[i] + interval ? ts + interval : r->due_ts[i] + interval;
             return 1;
         }
         if (r->kept_tid[i] == 0) {
             r->kept_tid[i] = tid;
-            r->kept_ts[i] = ts;
+            r->due_ts[i] = ts + interval;
             return 1;
         }
     }
