@@ -21,6 +21,16 @@ int pp_write_chromium(const struct pp_profile *p, FILE *out, char *err, size_t e
  */
 const char *pp_profile_split_name(const char *name, size_t *module_len);
 
+/*
+ * The timeline's indices sorted by timestamp (ties in arrival order): the timeline is in the
+ * order samples arrived, thread by thread. Returns 0 with a malloc'd array of timeline_count
+ * entries in *out (the caller frees it), or -ENOMEM.
+ */
+int pp_profile_time_order(const struct pp_profile *p, size_t **out);
+
+/* Writes the len bytes at s as a JSON string (escaped by cJSON). Returns 0, -ENOMEM or -EIO. */
+int pp_profile_json_string(FILE *out, const char *s, size_t len);
+
 /* Seconds since the first sample of timestamp ts. */
 double pp_profile_seconds(const struct pp_profile *p, uint64_t ts);
 

@@ -3,7 +3,10 @@
  * profile/write.c - format names and the dispatch to the format writers (profile/fmt-*.c).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "profile/internal.h"
 
@@ -107,4 +110,60 @@ pp_profile_seconds(const struct pp_profile *p, uint64_t ts)
     uint64_t tps = p->ticks_per_second != 0 ? p->ticks_per_second : 1000000000ULL;
 
     return ts >= p->first_ts ? (double)(ts - p->first_ts) / (double)tps : 0.0;
+}
+
+static int
+pp_profile_time_cmp(const void *a, const void *b, void *ctx)
+{
+    const struct pp_profile *p = ctx;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+
+    if (p->timeline[i].timestamp != p->timeline[j].timestamp) {
+        return p->timeline[i].timestamp < p->timeline[j].timestamp ? -1 : 1;
+    }
+    return i < j ? -1 : i > j;
+}
+
+int
+pp_profile_time_order(const struct pp_profile *p, size_t **out)
+{
+    size_t *order = malloc((p->timeline_count + 1) * sizeof(*order)), i;
+
+    *out = NULL;
+    if (order == NULL) {
+        return -ENOMEM;
+    }
+    for (i = 0; i < p->timeline_count; i++) {
+        order[i] = i;
+    }
+    if (p->timeline_count > 1) {
+        qsort_r(order, p->timeline_count, sizeof(*order), pp_profile_time_cmp, (void *)p);
+    }
+    *out = order;
+    return 0;
+}
+
+int
+pp_profile_json_string(FILE *out, const char *s, size_t len)
+{
+    char *copy = malloc(len + 1), *json = NULL;
+    cJSON *str = NULL;
+    int err = 0;
+
+    if (copy == NULL) {
+        return -ENOMEM;
+    }
+    memcpy(copy, s, len);
+    copy[len] = '\0';
+    str = cJSON_CreateString(copy);
+    json = str != NULL ? cJSON_PrintUnformatted(str) : NULL;
+    if (json == NULL) {
+        err = -ENOMEM;
+    } else if (fputs(json, out) < 0) {
+        err = -EIO;
+    }
+    cJSON_free(json);
+    cJSON_Delete(str);
+    free(copy);
+    return err;
 }

@@ -5,10 +5,13 @@ set -euo pipefail
 
 # Build: libuv, libelf, cJSON, zlib (pprof's gzip), http-parser (the HTTP endpoints).
 # Tests: clang (libFuzzer, sanitizer runtimes), curl (HTTP endpoints), golang-go (`go tool
-# pprof` reads our pprof files), nodejs/npm (speedscope's importer), chromium (renders it),
+# pprof` reads our pprof files), chromium (renders speedscope's view of our files), Node.js
+# and npm (speedscope's package and its schema; Debian's, unless a node with npm is there),
 # libgoogle-perftools-dev (bench/overhead.sh compares against gperftools).
 packages=(build-essential cmake pkg-config libuv1-dev libelf-dev libcjson-dev zlib1g-dev
-          libhttp-parser-dev clang libclang-rt-14-dev curl golang-go libgoogle-perftools-dev)
+          libhttp-parser-dev clang libclang-rt-14-dev curl golang-go chromium
+          libgoogle-perftools-dev)
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
