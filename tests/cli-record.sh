@@ -8,10 +8,7 @@
 source "$(dirname "$0")/ipc-lib.sh"
 WORKLOAD=$B/samples/pp-sample-workload
 [[ -x $WORKLOAD ]] || fail "missing $WORKLOAD"
-# A sanitizer build's agent needs its runtime preloaded first; record appends the agent.
-asan=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ {print $3}')
-run_env=()
-[[ -n $asan ]] && run_env=(env "LD_PRELOAD=$asan" "ASAN_OPTIONS=detect_leaks=0")
+run_env=("${RECORD_ENV[@]}") # a sanitizer build's runtime first (tests/ipc-lib.sh)
 
 no_leftovers() {
   local left

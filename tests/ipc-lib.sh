@@ -24,6 +24,10 @@ done
 PRELOAD=$SHIM
 asan=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ {print $3}')
 [[ -n $asan ]] && PRELOAD="$asan:$SHIM"
+# Prefix for `pipeprof record`, which appends the agent to LD_PRELOAD: the sanitizer runtime
+# must come first (and its leak check would report the host's own allocations).
+RECORD_ENV=()
+[[ -n $asan ]] && RECORD_ENV=(env "LD_PRELOAD=$asan" "ASAN_OPTIONS=detect_leaks=0")
 
 T=$(mktemp -d /tmp/pp-ipc-test.XXXXXX)
 chmod 755 "$T" # only the socket's own mode may keep other users out

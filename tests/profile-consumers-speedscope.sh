@@ -17,7 +17,7 @@ WORKLOAD=$B/samples/pp-sample-workload
 skipped=()
 
 traces=("$S/tests/data/pipeprof-workload-wall.nettrace" "$S/tests/data/dotnet10-runtime-sampleprofiler.nettrace")
-"$PIPEPROF" record -q --hz 200 -o "$T/live.nettrace" -- "$WORKLOAD" 1 >/dev/null ||
+"${RECORD_ENV[@]}" "$PIPEPROF" record -q --hz 200 -o "$T/live.nettrace" -- "$WORKLOAD" 1 >/dev/null ||
   fail "pipeprof record of the workload"
 traces+=("$T/live.nettrace")
 
