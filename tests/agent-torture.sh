@@ -9,6 +9,12 @@ source "$(dirname "$0")/ipc-lib.sh"
 TORTURE=$B/samples/pp-sample-torture
 [[ -x $TORTURE ]] || fail "missing $TORTURE"
 
+if ldd "$SHIM" 2>/dev/null | grep -q libtsan; then
+  # ThreadSanitizer cannot run an uninstrumented /bin/sh with the instrumented agent preloaded:
+  # under TSan the host's exec'd children run without LD_PRELOAD (the host itself keeps it).
+  export PP_TORTURE_EXEC_NO_PRELOAD=1
+  note "TSan build: the torture host's exec'd children run without the agent"
+fi
 "$TORTURE" >"$T/bare.out" 2>&1 || fail "pp-sample-torture fails without the agent: $(cat "$T/bare.out")"
 
 for mode in cpu wall; do
