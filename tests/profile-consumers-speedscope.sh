@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# tests/profile-consumers-speedscope.sh - the speedscope and chromium formats, checked by their
+# tests/profile-consumers-speedscope.sh - the speedscope, chromium and folded formats, checked by their
 # consumers. A live `pipeprof record` of the sample workload and the committed traces
 # (tests/data/) are converted; then:
 # - speedscope: every profile's total weight equals its thread's samples in `report`, and the
 #   totals agree to the sample; the file conforms to the file-format schema that the npm package
 #   `speedscope` ships (checked with ajv); and speedscope itself, from that package, loads the
 #   file in headless Chromium and shows every thread's profile without an import error.
+# - folded: FlameGraph's flamegraph.pl draws an SVG of every sample.
 # - chromium: the Trace Event Format's rules (every event has ph/pid/tid/ts/name, B and E
 #   balanced and properly nested per thread, time never going back), and the flame chart's
 #   slices cover every sampled thread.
@@ -38,6 +39,10 @@ fi
 ((npm_ready)) || skipped+=("speedscope's schema and importer: npm or the registry is unavailable")
 SS_DIST=$NPM_DIR/node_modules/speedscope/dist/release
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+FLAMEGRAPH=$(command -v flamegraph.pl || true)
+[[ -z $FLAMEGRAPH && -f /usr/share/perl5/Devel/NYTProf/flamegraph.pl ]] &&
+  FLAMEGRAPH=/usr/share/perl5/Devel/NYTProf/flamegraph.pl
+[[ -n $FLAMEGRAPH ]] || skipped+=("flamegraph.pl: neither FlameGraph nor Debian's libdevel-nytprof-perl is installed")
 
 # serve DIR: a static HTTP server on a free loopback port; sets SERVE_URL.
 serve() {
@@ -130,6 +135,21 @@ assert sampled <= threads_with_slices, (sampled - threads_with_slices)
 print("chromium: %d events, B/E balanced and nested on %d threads" % (len(events), len(threads_with_slices)))
 PY
 
+  # folded: FlameGraph's flamegraph.pl (the copy Debian ships in libdevel-nytprof-perl) draws
+  # an SVG whose root frame holds every sample.
+  if [[ -n $FLAMEGRAPH ]]; then
+    perl "$FLAMEGRAPH" "$T/$name.folded" >"$T/$name.svg" 2>"$T/$name.fg.err" ||
+      fail "flamegraph.pl failed on $trace: $(cat "$T/$name.fg.err")"
+    python3 - "$T/$name.svg" "$T/$name.report.json" <<'PY' || fail "flamegraph.pl's SVG of $trace"
+import json, re, sys, xml.etree.ElementTree as ET
+svg = open(sys.argv[1]).read()
+ET.fromstring(svg)  # well-formed
+n = json.load(open(sys.argv[2]))["samples"]
+m = re.search(r"all \(([0-9,]+) samples, 100%\)", svg)
+assert m and int(m.group(1).replace(",", "")) == n, (m and m.group(1), n)
+print("flamegraph.pl: an SVG of all %d samples" % n)
+PY
+  fi
   if ((npm_ready)); then
     NODE_PATH=$NPM_DIR/node_modules node "$S/tests/tools/json-schema-check.mjs" \
       "$SS_DIST/file-format-schema.json" "$T/$name.speedscope.json" ||

@@ -7,10 +7,11 @@ set -euo pipefail
 # Tests: clang (libFuzzer, sanitizer runtimes), curl (HTTP endpoints), golang-go (`go tool
 # pprof` reads our pprof files), chromium (renders speedscope's view of our files), Node.js
 # and npm (speedscope's package and its schema; Debian's, unless a node with npm is there),
+# libdevel-nytprof-perl (ships FlameGraph's flamegraph.pl, which draws our folded stacks),
 # libgoogle-perftools-dev (bench/overhead.sh compares against gperftools).
 packages=(build-essential cmake pkg-config libuv1-dev libelf-dev libcjson-dev zlib1g-dev
           libhttp-parser-dev clang libclang-rt-14-dev curl golang-go chromium
-          libgoogle-perftools-dev)
+          libdevel-nytprof-perl libgoogle-perftools-dev)
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
