@@ -53,15 +53,6 @@ struct pp_collect {
     int child;       /* pid of the command after `--`, or 0 */
 };
 
-static uint64_t
-pp_collect_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* A fresh connection to the target: connect (-p) or the next advertised one (reverse mode). */
 static int
 pp_collect_open(struct pp_collect *c, int timeout_ms, int *fd)
@@ -281,17 +272,17 @@ pp_cmd_collect(int argc, char **argv)
         goto out;
     }
     fprintf(stderr, "Output File    : %s\n", output);
-    start = pp_collect_ms();
+    start = ipc_client_ms();
     while (!eof && !pp_collect_interrupted &&
-           (c.duration <= 0 || pp_collect_ms() - start < (uint64_t)(c.duration * 1000))) {
+           (c.duration <= 0 || ipc_client_ms() - start < (uint64_t)(c.duration * 1000))) {
         if (pp_collect_copy(stream, out, &bytes, &eof) < 0) {
             fprintf(stderr, "pipeprof collect: write failed\n");
             goto out;
         }
-        if (tty && pp_collect_ms() - last_progress >= 500) {
-            uint64_t s = (pp_collect_ms() - start) / 1000;
+        if (tty && ipc_client_ms() - last_progress >= 500) {
+            uint64_t s = (ipc_client_ms() - start) / 1000;
 
-            last_progress = pp_collect_ms();
+            last_progress = ipc_client_ms();
             fprintf(stderr, "\r[%02llu:%02llu:%02llu] Recording trace %.2f MB   ",
                     (unsigned long long)(s / 3600), (unsigned long long)(s / 60 % 60),
                     (unsigned long long)(s % 60), (double)bytes / 1e6);
@@ -313,8 +304,8 @@ pp_cmd_collect(int argc, char **argv)
             fprintf(stderr, "pipeprof collect: cannot send StopTracing: %s\n", strerror(-err));
             goto out;
         }
-        start = pp_collect_ms();
-        while (!eof && pp_collect_ms() - start < PP_COLLECT_STOP_WAIT_MS) {
+        start = ipc_client_ms();
+        while (!eof && ipc_client_ms() - start < PP_COLLECT_STOP_WAIT_MS) {
             if (pp_collect_copy(stream, out, &bytes, &eof) < 0) {
                 goto out;
             }

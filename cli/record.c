@@ -68,15 +68,6 @@ struct pp_record {
     int tty;
 };
 
-static uint64_t
-pp_record_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void
 pp_record_usage(FILE *out)
 {
@@ -206,14 +197,14 @@ pp_record_reap(struct pp_record *rc, int block)
     if (r == rc->child) {
         rc->child_status = status;
         rc->child_done = 1;
-        rc->exited_ms = pp_record_ms();
+        rc->exited_ms = ipc_client_ms();
     }
 }
 
 static void
 pp_record_progress(struct pp_record *rc, int final)
 {
-    uint64_t now = pp_record_ms(), s;
+    uint64_t now = ipc_client_ms(), s;
 
     if (!rc->tty || rc->quiet || (!final && now - rc->last_progress < 250)) {
         return;
@@ -245,7 +236,7 @@ pp_record_send_stop(struct pp_record *rc)
     int err;
 
     rc->stop_sent = 1;
-    rc->stop_sent_ms = pp_record_ms();
+    rc->stop_sent_ms = ipc_client_ms();
     if (rc->child_done) {
         return; /* CMD is gone: its exit handler ends the stream */
     }
@@ -295,7 +286,7 @@ pp_record_read(void *ctx, void *buf, size_t len)
         }
         pp_record_reap(rc, 0);
         pp_record_progress(rc, 0);
-        now = pp_record_ms();
+        now = ipc_client_ms();
         if (!rc->stop_sent &&
             (pp_record_signal != 0 ||
              (rc->duration > 0 && now - rc->start_ms >= (uint64_t)(rc->duration * 1000)))) {
@@ -398,7 +389,7 @@ pp_record_start_session(struct pp_record *rc)
     char spec[256];
     const char *why = NULL;
     uint8_t msg[IPC_HEADER_SIZE];
-    uint64_t deadline = pp_record_ms() + PP_RECORD_CONNECT_MS;
+    uint64_t deadline = ipc_client_ms() + PP_RECORD_CONNECT_MS;
     int fd = -1, err, n;
 
     memset(&req, 0, sizeof(req));
@@ -420,7 +411,7 @@ pp_record_start_session(struct pp_record *rc)
         err = pp_record_accept(rc, 200, &rc->stream);
         pp_record_reap(rc, 0);
     } while ((err == -ETIMEDOUT || err == -EINTR) && !rc->child_done && pp_record_signal == 0 &&
-             pp_record_ms() < deadline);
+             ipc_client_ms() < deadline);
     if (err < 0 && pp_record_signal != 0) {
         fprintf(stderr, "pipeprof record: interrupted before %s connected\n", rc->cmd[0]);
         goto out;
@@ -682,7 +673,7 @@ pp_cmd_record(int argc, char **argv)
         pp_record_spawn_child(&rc, lib);
     }
     setpgid(rc.child, rc.child); /* also here, so that no signal races the child's own call */
-    rc.start_ms = pp_record_ms();
+    rc.start_ms = ipc_client_ms();
     if (pp_record_start_session(&rc) != 0) {
         goto out;
     }

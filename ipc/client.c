@@ -99,7 +99,7 @@ ipc_client_send(int fd, const void *buf, size_t len)
     return 0;
 }
 
-static uint64_t
+uint64_t
 ipc_client_ms(void)
 {
     struct timespec ts;

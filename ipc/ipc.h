@@ -454,6 +454,9 @@ uint64_t ipc_process_start_key(int pid);
 /* Blocking client helpers (ipc/client.c): used by `pipeprof ps/collect` and the tests          */
 /* ------------------------------------------------------------------------------------------ */
 
+/* Milliseconds on the monotonic clock (for the clients' deadlines and progress). */
+uint64_t ipc_client_ms(void);
+
 /* Connects to a Unix socket path; *fd is CLOEXEC. Returns 0 or a negative errno. */
 PP_MUST_USE int ipc_client_connect(const char *path, int *fd);
 
