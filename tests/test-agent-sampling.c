@@ -263,7 +263,10 @@ split_fn(void)
 /* The profile must reflect a known split: 75% of the thread's CPU in busy_a, 25% in busy_b. */
 TEST(cpu_mode_attribution_matches_known_split)
 {
-    struct busy_arg a = { split_fn, "split", 800000000u, 0 };
+    /* 2 s of CPU: 500 samples at 250 Hz on an idle machine. On a loaded one a CPU-time timer
+     * only fires on ticks that find the thread running (the rest are merged overruns), and
+     * 0.8 s once gave 44 samples, under the 50 this needs. */
+    struct busy_arg a = { split_fn, "split", 2000000000u, 0 };
     struct tid_stats *t;
     pthread_t th;
     double share;
