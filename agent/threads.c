@@ -254,13 +254,20 @@ static void
 ag_threads_on_exit(void *p)
 {
     struct ag_thread *t = p;
+    char name[AG_NAME_MAX] = "";
 
     if (!atomic_load(&ag.running) || ag.threads == NULL || ag_tls_gen != atomic_load(&ag.gen)) {
         return;
     }
+    /* The thread's last name: a rename that no /proc scan saw before the exit is reported
+     * with the thread's samples rather than lost (scans run every PIPEPROF_SCAN_MS). */
+    prctl(PR_GET_NAME, name, 0, 0, 0);
     pthread_mutex_lock(&ag.reg_lock);
     if (atomic_load_explicit(&t->tid, memory_order_relaxed) == ag_gettid() &&
         atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE) {
+        if (name[0] != '\0') {
+            ag_thread_name_set_locked(t, name);
+        }
         ag_timer_delete_locked(t);
         atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_seq_cst);
     }
