@@ -199,12 +199,7 @@ pp_cmd_collect(int argc, char **argv)
         pp_collect_usage(stderr);
         return 2;
     }
-    req.command_id = IPC_EP_COLLECT_TRACING2;
-    req.buffer_mb = 256;
-    req.format = 1;
-    req.request_rundown = 1;
-    req.request_stackwalk = 1;
-    err = ipc_providers_parse(providers, &req, &why);
+    err = pp_diag_collect_init(&req, providers, &why);
     if (err < 0) {
         fprintf(stderr, "pipeprof collect: bad --providers: %s\n", why ? why : strerror(-err));
         ipc_collect_fini(&req);

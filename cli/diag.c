@@ -45,3 +45,16 @@ pp_diag_hr_name(uint32_t hr)
         return "error";
     }
 }
+
+int
+pp_diag_collect_init(struct ipc_collect *req, const char *providers, const char **why)
+{
+    memset(req, 0, sizeof(*req));
+    req->command_id = IPC_EP_COLLECT_TRACING2;
+    req->buffer_mb = 256;
+    req->format = 1;
+    req->request_rundown = 1;
+    req->request_stackwalk = 1;
+    *why = NULL;
+    return ipc_providers_parse(providers, req, why);
+}

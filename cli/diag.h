@@ -18,6 +18,13 @@
 int pp_diag_request(int fd, const void *req, size_t len, struct ipc_response *r, uint8_t *buf,
                     size_t cap, int timeout_ms);
 
+/*
+ * Fills *req as dotnet-trace asks: CollectTracing2, 256 MB buffer, nettrace, rundown and stack
+ * walks on, with providers in dotnet-trace's syntax. Returns 0, or a negative errno with a
+ * static reason in *why (NULL when errno says it); release *req with ipc_collect_fini().
+ */
+int pp_diag_collect_init(struct ipc_collect *req, const char *providers, const char **why);
+
 /* A readable name of a diagnostic HRESULT. Static string. */
 const char *pp_diag_hr_name(uint32_t hr);
 

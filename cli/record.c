@@ -392,16 +392,10 @@ pp_record_start_session(struct pp_record *rc)
     uint64_t deadline = ipc_client_ms() + PP_RECORD_CONNECT_MS;
     int fd = -1, err, n;
 
-    memset(&req, 0, sizeof(req));
     snprintf(spec, sizeof(spec),
              "Microsoft-DotNETCore-SampleProfiler:0:4:mode=%s;hz=%u,pipeprof:0:4", rc->mode,
              rc->hz);
-    req.command_id = IPC_EP_COLLECT_TRACING2;
-    req.buffer_mb = 256;
-    req.format = 1;
-    req.request_rundown = 1;
-    req.request_stackwalk = 1;
-    err = ipc_providers_parse(spec, &req, &why);
+    err = pp_diag_collect_init(&req, spec, &why);
     if (err < 0) {
         fprintf(stderr, "pipeprof record: %s\n", why != NULL ? why : strerror(-err));
         goto out;

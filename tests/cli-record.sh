@@ -56,6 +56,9 @@ for want in "samples in" "effective rate" "lost:" "top 10 functions\|top [0-9]* 
   grep -q "$want" "$T/w.err" || { cat "$T/w.err"; fail "summary lacks '$want'"; }
 done
 [[ $(json "$T/w.nettrace" '["truncated"]') == False ]] || fail "workload trace truncated"
+# The trace header names the session's interval (200 Hz: 5 ms), not the runtime's 1 ms.
+interval=$(json "$T/w.nettrace" '["sampling_interval_ns"]')
+[[ $interval == 5000000 ]] || fail "the trace header says a $interval ns interval at 200 Hz"
 top=$(json "$T/w.nettrace" '["top_self"][0]["function"]')
 [[ $top == *pp_workload_fn_* ]] || fail "top function is $top"
 no_leftovers workload

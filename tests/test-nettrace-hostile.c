@@ -150,12 +150,16 @@ hostile_read(const uint8_t *p, size_t n, const struct nt_reader_limits *lim,
     }
     err->offset = 0;
     err->reason = NULL;
+    err->truncated = 0;
     if (r != NULL) {
         nt_reader_get_error(r, err);
     }
     nt_reader_free(r);
     return rc;
 }
+
+/* Whether the last expect_error() was the input ending early (nt_reader_error.truncated). */
+static int last_truncated;
 
 /* Asserts that bytes fail with exactly reason at offset. */
 static void
@@ -170,6 +174,7 @@ expect_error(const struct tb *t, const struct nt_reader_limits *lim, uint64_t of
     ASSERT_EQ(rc, -EBADMSG);
     ASSERT_STR_EQ(e.reason, reason);
     ASSERT_U64_EQ(e.offset, offset);
+    last_truncated = e.truncated;
 }
 
 TEST(valid_stream_reads)
@@ -215,6 +220,7 @@ TEST(bad_magic)
     hostile_build(&t, &o, HV_VALID);
     t.b[0] = 'X';
     expect_error(&t, NULL, 0, "bad magic: not a nettrace stream");
+    ASSERT_EQ(last_truncated, 0); /* malformed, not cut short */
     tb_free(&t);
 }
 
@@ -240,7 +246,8 @@ TEST(every_truncation_is_an_error)
         uint64_t events;
         int rc = hostile_read(p, n, NULL, &e, &events);
 
-        if (rc != -EBADMSG || e.reason == NULL || e.offset > n) {
+        /* every cut is the input ending early, never malformed bytes */
+        if (rc != -EBADMSG || e.reason == NULL || e.offset > n || !e.truncated) {
             test_fail(__FILE__, __LINE__, "truncation at %zu: rc %d reason %s offset %llu", n, rc,
                       e.reason != NULL ? e.reason : "(none)", (unsigned long long)e.offset);
         }
@@ -250,6 +257,7 @@ TEST(every_truncation_is_an_error)
 
         tb_bytes(&cut, t.b, t.n - 1);
         expect_error(&cut, NULL, o.end, "stream ends before the end-of-stream tag");
+        ASSERT_EQ(last_truncated, 1);
         tb_free(&cut);
     }
     tb_free(&t);
@@ -299,6 +307,7 @@ TEST(bad_object_tag)
     hostile_build(&t, &o, HV_VALID);
     t.b[o.md_object] = 7;
     expect_error(&t, NULL, o.md_object, "expected an object or the end-of-stream tag");
+    ASSERT_EQ(last_truncated, 0);
     tb_free(&t);
 }
 
