@@ -19,6 +19,16 @@ function(pp_add_test name)
     ENVIRONMENT "PP_SOURCE_DIR=${CMAKE_SOURCE_DIR};PP_BINARY_DIR=${CMAKE_BINARY_DIR}")
 endfunction()
 
+# Script tests find python3 first in build/tests/path: the system interpreter when there is
+# one, because a version-manager shim (pyenv's) costs about a second per start, and the
+# scripts start python dozens of times.
+set(PP_TEST_PATH_DIR ${CMAKE_BINARY_DIR}/tests/path)
+find_program(PP_SYSTEM_PYTHON3 python3 PATHS /usr/bin /bin NO_DEFAULT_PATH)
+file(MAKE_DIRECTORY ${PP_TEST_PATH_DIR})
+if(PP_SYSTEM_PYTHON3)
+  file(CREATE_LINK ${PP_SYSTEM_PYTHON3} ${PP_TEST_PATH_DIR}/python3 SYMBOLIC)
+endif()
+
 # pp_add_script_test(NAME SCRIPT LABELS ... TIMEOUT n): a shell test in tests/.
 function(pp_add_script_test name script)
   cmake_parse_arguments(T "" "TIMEOUT" "LABELS" ${ARGN})
@@ -30,6 +40,6 @@ function(pp_add_script_test name script)
     set(T_LABELS integration)
   endif()
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
-    ENVIRONMENT "PP_SOURCE_DIR=${CMAKE_SOURCE_DIR};PP_BINARY_DIR=${CMAKE_BINARY_DIR}"
+    ENVIRONMENT "PP_SOURCE_DIR=${CMAKE_SOURCE_DIR};PP_BINARY_DIR=${CMAKE_BINARY_DIR};PATH=${PP_TEST_PATH_DIR}:$ENV{PATH}"
     SKIP_RETURN_CODE 77)
 endfunction()

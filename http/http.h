@@ -121,7 +121,7 @@ struct http_backend {
 struct http_server_options {
     const char *url;             /* listen URL, see http_url_parse(); {PID} patterns allowed */
     int allow_remote;            /* listen on a non-loopback address (no authentication!) */
-    unsigned max_connections;    /* open connections; more are answered 503 and closed */
+    unsigned max_connections;    /* open connections; more are answered 503 */
     unsigned max_sampling;       /* concurrent recordings; more are answered 429 */
     size_t max_body;             /* request body bytes; more: 413 */
     size_t max_header;           /* request line + header bytes; more: 431 */

@@ -10,7 +10,9 @@
  * write_timeout_ms, and after the response the connection lingers at most HTTP_LINGER_MS,
  * reading and dropping what the client still sends so that closing does not reset the
  * connection before the client has read an early error answer. Nothing queues: beyond
- * max_connections a client gets a best-effort 503 and is closed, beyond max_sampling a 429.
+ * max_connections a client is answered 503 through the same write-and-linger path (so it reads
+ * the answer rather than a reset), beyond HTTP_REJECT_FACTOR times that it is closed at once,
+ * and beyond max_sampling a request is answered 429.
  *
  * Context: the loop thread only (see http/http.h). Memory of a connection is released in the
  * close callbacks of its two handles, never earlier.
@@ -34,6 +36,7 @@
 #define HTTP_LINGER_MAX      (1u << 20) /* bytes dropped while lingering before giving up */
 #define HTTP_SAMPLE_GRACE_MS 30000u     /* a recording may overrun its duration this much */
 #define HTTP_READ_BUF        4096u
+#define HTTP_REJECT_FACTOR   4u /* connections over the limit still answered 503, per allowed one */
 
 enum http_conn_state {
     HTTP_CONN_READING,  /* receiving the request; request deadline */
@@ -88,20 +91,12 @@ struct http_server {
     ino_t sock_ino;
 };
 
-/* An over-limit client: accepted only to be told 503 and closed. */
+/* A client far over the limit: accepted only to be closed. */
 struct http_reject {
     union http_stream h;
 };
 
 static const char http_continue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-static const char http_busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
-                                "Content-Type: application/json\r\n"
-                                "Content-Length: 82\r\n"
-                                "Connection: close\r\n"
-                                "Retry-After: 1\r\n"
-                                "\r\n"
-                                "{\"error\":\"too_many_connections\",\"detail\":\"the server is at "
-                                "its connection limit\"}\n";
 
 static void http_conn_close(struct http_conn *c);
 static void http_conn_respond(struct http_conn *c, struct http_response *resp);
@@ -600,17 +595,13 @@ static void
 http_reject(struct http_server *s)
 {
     struct http_reject *r = calloc(1, sizeof(*r));
-    uv_buf_t b = uv_buf_init((char *)http_busy, sizeof(http_busy) - 1);
 
     if (r == NULL || http_stream_init(s, &r->h) != 0) {
         free(r);
         return;
     }
     r->h.handle.data = r;
-    if (uv_accept(&s->listener.stream, &r->h.stream) == 0) {
-        /* best effort: a client that already sent its request may see a reset instead */
-        (void)uv_try_write(&r->h.stream, &b, 1);
-    }
+    (void)uv_accept(&s->listener.stream, &r->h.stream);
     uv_close(&r->h.handle, http_on_reject_closed);
 }
 
@@ -623,7 +614,7 @@ http_on_connection(uv_stream_t *listener, int status)
     if (status < 0 || s->stopping) {
         return;
     }
-    if (s->conn_count >= s->opts.max_connections) {
+    if (s->conn_count >= s->opts.max_connections * HTTP_REJECT_FACTOR) {
         http_reject(s);
         return;
     }
@@ -652,6 +643,14 @@ http_on_connection(uv_stream_t *listener, int status)
     if (uv_accept(listener, &c->h.stream) != 0 ||
         uv_read_start(&c->h.stream, http_on_alloc, http_on_read) != 0) {
         http_conn_close(c);
+        return;
+    }
+    if (s->conn_count > s->opts.max_connections) {
+        struct http_error e = { 0 };
+
+        http_error_set(&e, 503, "too_many_connections",
+                       "the server is at its connection limit of %u", s->opts.max_connections);
+        http_conn_respond_error(c, &e, NULL, 1);
         return;
     }
     http_conn_deadline(c, s->opts.request_timeout_ms);
