@@ -223,11 +223,15 @@ TEST(cpu_mode_samples_both_busy_threads)
     }
     ASSERT_OK(pthread_join(ta, NULL));
     ASSERT_OK(pthread_join(tb, NULL));
-    usleep(100000); /* let the scan see them exit */
-    col_drain();
-    ag_stats_get(&st);
     sa = col_get(atomic_load(&a.tid));
     sb = col_get(atomic_load(&b.tid));
+    /* The thread scan sees an exit within a few of its periods; under TSan on
+     * a loaded machine that can take seconds, so wait for it with a bound. */
+    for (i = 0; i < 100 && !(sa->stopped && sb->stopped); i++) {
+        usleep(50000);
+        col_drain();
+    }
+    ag_stats_get(&st);
     printf("# busy-a: %u samples, %u in busy_a; busy-b: %u samples, %u in busy_b; lost %u\n",
            sa->samples, sa->hits[0], sb->samples, sb->hits[1], col_lost);
     printf("# requested 1000 Hz; effective %.1f samples per CPU-second; overruns %llu; "
