@@ -237,10 +237,13 @@ struct ag_thread *ag_thread_register_locked(int32_t tid, int self);
 void ag_thread_release_locked(struct ag_thread *t); /* EXITING -> FREE (drain) */
 int32_t ag_gettid(void);
 /* Records the caller's stack into its slot before a blocking call; fa is the interposer's
- * __builtin_frame_address(0). Returns the slot to pass to leave, or NULL (wall.c). */
+ * __builtin_frame_address(0). Returns the slot to pass to leave, or NULL (interpose.c). */
 struct ag_thread *ag_thread_blocking_enter(uint64_t fa);
 void ag_thread_blocking_leave(struct ag_thread *t);
 
+/* The real pthread_create (dlsym RTLD_NEXT, cached), or NULL (threads.c). */
+typedef int (*ag_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+ag_pthread_create_fn ag_real_pthread_create(void);
 /* Creates an agent thread (real pthread_create, all signals blocked). 0 or -errno. */
 PP_MUST_USE int ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg);
 /* fork() child: the agent is off there; restore the signal, reset locks (agent.c). */

@@ -40,7 +40,6 @@ static int ag_threads_key_ok;
 static int32_t ag_threads_excluded[AG_EXCLUDED_MAX]; /* reg_lock: tids excluded before start */
 static unsigned ag_threads_n_excluded;               /* reg_lock */
 
-typedef int (*ag_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 static _Atomic(ag_pthread_create_fn) ag_threads_real_create;
 
 int32_t
@@ -52,8 +51,8 @@ ag_gettid(void)
     return ag_tls_tid;
 }
 
-static ag_pthread_create_fn
-ag_threads_real(void)
+ag_pthread_create_fn
+ag_real_pthread_create(void)
 {
     ag_pthread_create_fn fn = atomic_load_explicit(&ag_threads_real_create, memory_order_acquire);
 
@@ -68,7 +67,7 @@ ag_threads_real(void)
 int
 ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg)
 {
-    ag_pthread_create_fn real = ag_threads_real();
+    ag_pthread_create_fn real = ag_real_pthread_create();
     sigset_t all, old;
     int rc;
 
@@ -328,45 +327,6 @@ ag_thread_exclude_self(void)
         ag_timer_delete_locked(t);
     }
     pthread_mutex_unlock(&ag.reg_lock);
-}
-
-struct ag_threads_start_arg {
-    void *(*fn)(void *);
-    void *arg;
-};
-
-static void *
-ag_threads_trampoline(void *p)
-{
-    struct ag_threads_start_arg a = *(struct ag_threads_start_arg *)p;
-
-    free(p);
-    ag_thread_attach_self();
-    return a.fn(a.arg);
-}
-
-/* Interposed: wraps the start routine so that the new thread registers itself first. */
-__attribute__((visibility("default"))) int
-pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
-{
-    ag_pthread_create_fn real = ag_threads_real();
-    struct ag_threads_start_arg *a;
-    int rc;
-
-    if (real == NULL) {
-        return EAGAIN;
-    }
-    a = malloc(sizeof(*a));
-    if (a == NULL) {
-        return real(th, attr, fn, arg); /* unregistered: the /proc scan still finds it */
-    }
-    a->fn = fn;
-    a->arg = arg;
-    rc = real(th, attr, ag_threads_trampoline, a);
-    if (rc != 0) {
-        free(a);
-    }
-    return rc;
 }
 
 /* Finds the mapping of /proc/self/maps that contains sp: the stack of a thread we did not

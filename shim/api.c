@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * shim/api.c - include/pipeprof.h: a recording into a file for programs that link pipeprof in.
- * It is one more client of the agent's event source (shim/agent-source.c): a private session
+ * It is one more client of the agent's event source (bridge/agent-source.c): a private session
  * with the SampleProfiler and pipeprof providers, whose writer streams into the file, drained
  * every 10 ms by a thread of its own (the event source's callbacks expect one thread, as on the
  * IPC loop). Context: pipeprof_start/stop on ordinary threads; the drain thread is the agent's
@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "bridge/agent-source.h"
 #include "include/pipeprof.h"
 #include "nettrace/nettrace.h"
-#include "shim/agent-source.h"
 
 #define SHIM_API_DRAIN_MS 10
 
@@ -133,11 +133,11 @@ pipeprof_start(const struct pipeprof_options *opts, const char *path)
     if (err != 0) {
         goto out;
     }
-    shim_agent_source_init(&rec->source, &cfg);
+    bridge_agent_source_init(&rec->source, &cfg);
     memset(rec->providers, 0, sizeof(rec->providers));
     rec->providers[0].name = (char *)NT_PROVIDER_SAMPLE_PROFILER;
     rec->providers[0].level = 4;
-    rec->providers[1].name = (char *)SHIM_PROVIDER_PIPEPROF;
+    rec->providers[1].name = (char *)BRIDGE_PROVIDER_PIPEPROF;
     rec->providers[1].level = 4;
     memset(&rec->cfg, 0, sizeof(rec->cfg));
     rec->cfg.session_id = (uint64_t)(uintptr_t)rec;

@@ -14,7 +14,7 @@
  *   PIPEPROF_SUSPEND_TIMEOUT_MS=N       how long a suspend port holds start-up (default 30000;
  *                                       -1 waits forever, 0 does not wait)
  *   PIPEPROF_DOTNET_HOST=0|1            override the .NET-host detection
- *   PIPEPROF_SAMPLING_SERVER_URL=...      the HTTP pull endpoints (shim/http-source.h)
+ *   PIPEPROF_SAMPLING_SERVER_URL=...      the HTTP pull endpoints (bridge/http-source.h)
  *   PIPEPROF_TARGET_PID=N               only process N starts; its exec'd children, which
  *                                       inherit the environment, stay untouched (set by
  *                                       `pipeprof record`, so that they do not each wait on
@@ -32,11 +32,11 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "bridge/agent-source.h"
 #include "common/platform.h"
 #include "ipc/ipc.h"
-#include "shim/agent-source.h"
 #ifdef PP_HAVE_HTTP
-#include "shim/http-source.h"
+#include "bridge/http-source.h"
 #endif
 
 #define SHIM_SUSPEND_TIMEOUT_MS 30000
@@ -70,7 +70,7 @@ shim_event_source_get(void)
         fprintf(stderr, "pipeprof: sampling disabled: agent not started: %s\n", strerror(-err));
         return NULL;
     }
-    shim_agent_source_init(&shim_source, &cfg);
+    bridge_agent_source_init(&shim_source, &cfg);
     return &shim_source;
 }
 
@@ -184,7 +184,7 @@ shim_start(void)
         timeout_ms = atoi(timeout_env);
     }
 #ifdef PP_HAVE_HTTP
-    (void)shim_http_configure(&opts, opts.source != NULL);
+    (void)bridge_http_configure(&opts, opts.source != NULL);
 #endif
     err = ipc_server_start(&opts, &shim_server);
     if (err < 0) {

@@ -1,4 +1,4 @@
-# The agent's HTTP pull endpoints in a real host (shim/http-source.c, http/).
+# The agent's HTTP pull endpoints in a real host (bridge/http-source.c, http/).
 if(TARGET pp_http)
   pp_add_script_test(http-agent http-agent.sh LABELS integration TIMEOUT 240)
 endif()

@@ -23,9 +23,9 @@ pp_add_script_test(ipc-dotnet-trace ipc-dotnet-trace.sh LABELS integration TIMEO
 # dotnet-based scripts one after the other.
 set_tests_properties(ipc-differential ipc-dotnet PROPERTIES RESOURCE_LOCK pp-dotnet-ipc-build)
 
-# The agent's event source (shim/agent-source.c).
-if(TARGET pp_shim_source)
-  pp_add_test(test-shim-source LIBS pp_shim_source LABELS unit)
+# The agent's event source (bridge/agent-source.c).
+if(TARGET pp_bridge)
+  pp_add_test(test-bridge-source LIBS pp_bridge LABELS unit)
 endif()
 
 # The agent end to end: preloaded workload, pipeprof collect/report/convert, dotnet-trace.

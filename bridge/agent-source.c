@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shim/agent-source.c - feeds the agent's samples into every tracing session of the diagnostic
+ * bridge/agent-source.c - feeds the agent's samples into every tracing session of the diagnostic
  * server. Each drain takes every pending record from the agent once, sorts the samples by time
  * (records of different threads arrive thread by thread) and writes them into each session that
  * enables them: a ThreadSample of Microsoft-DotNETCore-SampleProfiler per sample (type 2 when
@@ -10,7 +10,7 @@
  * At StopTracing the rundown names every function a stack of that session referenced.
  * Context: the IPC loop thread only (no locking needed here); never a signal handler.
  */
-#include "shim/agent-source.h"
+#include "bridge/agent-source.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -26,30 +26,30 @@
 #include "nettrace/nettrace.h"
 
 /* The level at which pipeprof's per-sample CpuSample event is written (Verbose). */
-#define SHIM_LEVEL_VERBOSE 5
+#define BRIDGE_LEVEL_VERBOSE 5
 
-enum shim_pipeprof_event {
-    SHIM_EV_THREAD_START = 1,
-    SHIM_EV_THREAD_STOP = 2,
-    SHIM_EV_MODULE_LOAD = 3,
-    SHIM_EV_CPU_SAMPLE = 4,
-    SHIM_EV_LOST_SAMPLES = 5,
+enum bridge_pipeprof_event {
+    BRIDGE_EV_THREAD_START = 1,
+    BRIDGE_EV_THREAD_STOP = 2,
+    BRIDGE_EV_MODULE_LOAD = 3,
+    BRIDGE_EV_CPU_SAMPLE = 4,
+    BRIDGE_EV_LOST_SAMPLES = 5,
 };
 
-static const struct nt_field shim_thread_start_fields[] = {
+static const struct nt_field bridge_thread_start_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "Name", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
-static const struct nt_field shim_thread_stop_fields[] = {
+static const struct nt_field bridge_thread_stop_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
-static const struct nt_field shim_module_fields[] = {
+static const struct nt_field bridge_module_fields[] = {
     { "Path", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "Base", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "Size", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "BuildId", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
-static const struct nt_field shim_cpu_sample_fields[] = {
+static const struct nt_field bridge_cpu_sample_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "CpuTimeNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "State", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },     /* 1 running, 2 waiting */
@@ -58,33 +58,33 @@ static const struct nt_field shim_cpu_sample_fields[] = {
     { "UnwindEnd", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 }, /* enum ag_unwind_end */
     { "Depth", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
-static const struct nt_field shim_lost_fields[] = {
+static const struct nt_field bridge_lost_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "Count", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
 
 /* Stack-less EventSource events, so they never split TraceEvent's CPU intervals. */
-static const struct nt_event_desc shim_pipeprof_events[] = {
-    { SHIM_PROVIDER_PIPEPROF, SHIM_EV_THREAD_START, "ThreadStart", 0, 1, 4, 0,
-      shim_thread_start_fields, 2, 0 },
-    { SHIM_PROVIDER_PIPEPROF, SHIM_EV_THREAD_STOP, "ThreadStop", 0, 1, 4, 0,
-      shim_thread_stop_fields, 1, 0 },
-    { SHIM_PROVIDER_PIPEPROF, SHIM_EV_MODULE_LOAD, "ModuleLoad", 0, 1, 4, 0, shim_module_fields, 4,
-      0 },
-    { SHIM_PROVIDER_PIPEPROF, SHIM_EV_CPU_SAMPLE, "CpuSample", 0, 1, SHIM_LEVEL_VERBOSE, 0,
-      shim_cpu_sample_fields, 7, 0 },
-    { SHIM_PROVIDER_PIPEPROF, SHIM_EV_LOST_SAMPLES, "LostSamples", 0, 1, 4, 0, shim_lost_fields, 2,
-      0 },
+static const struct nt_event_desc bridge_pipeprof_events[] = {
+    { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_THREAD_START, "ThreadStart", 0, 1, 4, 0,
+      bridge_thread_start_fields, 2, 0 },
+    { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_THREAD_STOP, "ThreadStop", 0, 1, 4, 0,
+      bridge_thread_stop_fields, 1, 0 },
+    { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_MODULE_LOAD, "ModuleLoad", 0, 1, 4, 0,
+      bridge_module_fields, 4, 0 },
+    { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_CPU_SAMPLE, "CpuSample", 0, 1, BRIDGE_LEVEL_VERBOSE, 0,
+      bridge_cpu_sample_fields, 7, 0 },
+    { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_LOST_SAMPLES, "LostSamples", 0, 1, 4, 0,
+      bridge_lost_fields, 2, 0 },
 };
 
 /* An open-addressing set of code addresses (0 is the empty slot; address 0 is never stored). */
-struct shim_addr_set {
+struct bridge_addr_set {
     uint64_t *slots;
     size_t cap; /* power of two */
     size_t count;
 };
 
-struct shim_session {
+struct bridge_session {
     uint64_t id;
     int active;
     int samples;     /* SampleProfiler's ThreadSample is enabled */
@@ -93,37 +93,37 @@ struct shim_session {
     int acquired;    /* holds an ag_sampling_acquire() request */
     enum ag_mode mode;
     unsigned hz;
-    uint64_t start_ns;          /* samples older than the session are not its own */
-    uint32_t modules_announced; /* highest module id written as ModuleLoad */
-    struct shim_addr_set addrs; /* addresses of this session's frames, for the rundown */
+    uint64_t start_ns;            /* samples older than the session are not its own */
+    uint32_t modules_announced;   /* highest module id written as ModuleLoad */
+    struct bridge_addr_set addrs; /* addresses of this session's frames, for the rundown */
 };
 
 /* One drained sample, copied so that samples of all threads can be sorted by time. */
-struct shim_sample {
+struct bridge_sample {
     uint64_t timestamp_ns;
     uint64_t cpu_time_ns;
     int32_t tid;
     uint8_t state, mode, unwinder, end;
     uint32_t depth;
-    size_t frames; /* offset into shim_source.frames */
+    size_t frames; /* offset into bridge_source.frames */
 };
 
-struct shim_thread_event {
+struct bridge_thread_event {
     enum ag_record_kind kind;
     int32_t tid;
     uint64_t lost;
     char name[AG_NAME_MAX];
 };
 
-struct shim_source {
+struct bridge_source {
     struct ag_config defaults;
-    struct shim_session sessions[IPC_MAX_SESSIONS];
+    struct bridge_session sessions[IPC_MAX_SESSIONS];
     /* Per-drain scratch, reused across drains. */
-    struct shim_sample *samples;
+    struct bridge_sample *samples;
     size_t sample_count, sample_cap;
     uint64_t *frames;
     size_t frame_count, frame_cap;
-    struct shim_thread_event *threads;
+    struct bridge_thread_event *threads;
     size_t thread_count, thread_cap;
     uint64_t capture_tid; /* the owner: the thread that writes, and is never sampled */
     /*
@@ -134,13 +134,13 @@ struct shim_source {
      */
     _Atomic int64_t owner;
     unsigned active_sessions; /* written by the owner only */
-    struct shim_tap *taps;    /* other consumers on the owner thread (shim/agent-source.h) */
+    struct bridge_tap *taps;  /* other consumers on the owner thread (bridge/agent-source.h) */
 };
 
-static struct shim_source shim_source;
+static struct bridge_source bridge_source;
 
 static uint64_t
-shim_hash(uint64_t x)
+bridge_hash(uint64_t x)
 {
     x ^= x >> 31;
     x *= 0x7fb5d329728ea185ULL;
@@ -149,7 +149,7 @@ shim_hash(uint64_t x)
 }
 
 static int
-shim_addr_set_add(struct shim_addr_set *s, uint64_t addr)
+bridge_addr_set_add(struct bridge_addr_set *s, uint64_t addr)
 {
     size_t i;
 
@@ -165,7 +165,8 @@ shim_addr_set_add(struct shim_addr_set *s, uint64_t addr)
         }
         for (j = 0; j < s->cap; j++) {
             if (s->slots[j] != 0) {
-                for (i = shim_hash(s->slots[j]) & (ncap - 1); n[i] != 0; i = (i + 1) & (ncap - 1)) {
+                for (i = bridge_hash(s->slots[j]) & (ncap - 1); n[i] != 0;
+                     i = (i + 1) & (ncap - 1)) {
                 }
                 n[i] = s->slots[j];
             }
@@ -174,7 +175,7 @@ shim_addr_set_add(struct shim_addr_set *s, uint64_t addr)
         s->slots = n;
         s->cap = ncap;
     }
-    for (i = shim_hash(addr) & (s->cap - 1); s->slots[i] != 0; i = (i + 1) & (s->cap - 1)) {
+    for (i = bridge_hash(addr) & (s->cap - 1); s->slots[i] != 0; i = (i + 1) & (s->cap - 1)) {
         if (s->slots[i] == addr) {
             return 0;
         }
@@ -185,14 +186,14 @@ shim_addr_set_add(struct shim_addr_set *s, uint64_t addr)
 }
 
 static void
-shim_addr_set_fini(struct shim_addr_set *s)
+bridge_addr_set_fini(struct bridge_addr_set *s)
 {
     free(s->slots);
     memset(s, 0, sizeof(*s));
 }
 
 int
-shim_filter_parse(const char *args, enum ag_mode *mode, unsigned *hz, const char **why)
+bridge_filter_parse(const char *args, enum ag_mode *mode, unsigned *hz, const char **why)
 {
     const char *p = args;
 
@@ -245,19 +246,19 @@ shim_filter_parse(const char *args, enum ag_mode *mode, unsigned *hz, const char
 }
 
 static void
-shim_log_session(uint64_t id, const char *what, const char *why)
+bridge_log_session(uint64_t id, const char *what, const char *why)
 {
     fprintf(stderr, "pipeprof: session %llu: %s: %s\n", (unsigned long long)id, what, why);
 }
 
-static struct shim_session *
-shim_session_find(uint64_t id)
+static struct bridge_session *
+bridge_session_find(uint64_t id)
 {
     size_t i;
 
     for (i = 0; i < IPC_MAX_SESSIONS; i++) {
-        if (shim_source.sessions[i].active && shim_source.sessions[i].id == id) {
-            return &shim_source.sessions[i];
+        if (bridge_source.sessions[i].active && bridge_source.sessions[i].id == id) {
+            return &bridge_source.sessions[i];
         }
     }
     return NULL;
@@ -265,7 +266,7 @@ shim_session_find(uint64_t id)
 
 /* Gives up the agent's records when nobody on this thread consumes them any more. */
 static void
-shim_owner_release_if_idle(struct shim_source *src)
+bridge_owner_release_if_idle(struct bridge_source *src)
 {
     if (src->active_sessions == 0 && src->taps == NULL) {
         atomic_store(&src->owner, 0);
@@ -274,7 +275,7 @@ shim_owner_release_if_idle(struct shim_source *src)
 
 /* Makes the calling thread the consumer of the agent's records, or fails with -EBUSY. */
 static int
-shim_owner_claim(struct shim_source *src)
+bridge_owner_claim(struct bridge_source *src)
 {
     int64_t self = gettid(), expected = 0;
 
@@ -290,8 +291,8 @@ shim_owner_claim(struct shim_source *src)
 
 /* The session's mode and rate: the defaults, or the filter data of either provider. */
 static void
-shim_session_rate(const struct shim_source *src, const struct ipc_session_config *cfg,
-                  enum ag_mode *mode, unsigned *hz, int log)
+bridge_session_rate(const struct bridge_source *src, const struct ipc_session_config *cfg,
+                    enum ag_mode *mode, unsigned *hz, int log)
 {
     const char *why = NULL;
     uint32_t i;
@@ -302,10 +303,10 @@ shim_session_rate(const struct shim_source *src, const struct ipc_session_config
         const struct ipc_provider *p = &cfg->providers[i];
 
         if (p->args != NULL && (strcmp(p->name, NT_PROVIDER_SAMPLE_PROFILER) == 0 ||
-                                strcmp(p->name, SHIM_PROVIDER_PIPEPROF) == 0)) {
-            if (shim_filter_parse(p->args, mode, hz, &why) != 0) {
+                                strcmp(p->name, BRIDGE_PROVIDER_PIPEPROF) == 0)) {
+            if (bridge_filter_parse(p->args, mode, hz, &why) != 0) {
                 if (log) {
-                    shim_log_session(cfg->session_id, "filter data ignored", why);
+                    bridge_log_session(cfg->session_id, "filter data ignored", why);
                 }
                 *mode = src->defaults.mode;
                 *hz = src->defaults.hz;
@@ -315,26 +316,26 @@ shim_session_rate(const struct shim_source *src, const struct ipc_session_config
 }
 
 static uint32_t
-shim_session_interval(void *ctx, const struct ipc_session_config *cfg)
+bridge_session_interval(void *ctx, const struct ipc_session_config *cfg)
 {
     enum ag_mode mode;
     unsigned hz;
 
-    shim_session_rate(ctx, cfg, &mode, &hz, 0);
+    bridge_session_rate(ctx, cfg, &mode, &hz, 0);
     return hz != 0 ? 1000000000u / hz : 0;
 }
 
 static int
-shim_session_start(void *ctx, const struct ipc_session_config *cfg)
+bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
 {
-    struct shim_source *src = ctx;
-    struct shim_session *s = NULL;
+    struct bridge_source *src = ctx;
+    struct bridge_session *s = NULL;
     uint32_t i;
     int err;
 
-    if (shim_owner_claim(src) != 0) {
-        shim_log_session(cfg->session_id, "sampling not started",
-                         "another recording of this process is draining the agent");
+    if (bridge_owner_claim(src) != 0) {
+        bridge_log_session(cfg->session_id, "sampling not started",
+                           "another recording of this process is draining the agent");
         return -EBUSY;
     }
     for (i = 0; i < IPC_MAX_SESSIONS && s == NULL; i++) {
@@ -343,7 +344,7 @@ shim_session_start(void *ctx, const struct ipc_session_config *cfg)
         }
     }
     if (s == NULL) {
-        shim_owner_release_if_idle(src);
+        bridge_owner_release_if_idle(src);
         return -ENOSPC;
     }
     memset(s, 0, sizeof(*s));
@@ -354,16 +355,17 @@ shim_session_start(void *ctx, const struct ipc_session_config *cfg)
     s->mode = src->defaults.mode;
     s->hz = src->defaults.hz;
     s->samples = ipc_session_config_enables(cfg, NT_PROVIDER_SAMPLE_PROFILER, 0, 4);
-    s->pipeprof = ipc_session_config_enables(cfg, SHIM_PROVIDER_PIPEPROF, 0, 4);
-    s->cpu_samples = ipc_session_config_enables(cfg, SHIM_PROVIDER_PIPEPROF, 0, SHIM_LEVEL_VERBOSE);
-    shim_session_rate(src, cfg, &s->mode, &s->hz, 1);
+    s->pipeprof = ipc_session_config_enables(cfg, BRIDGE_PROVIDER_PIPEPROF, 0, 4);
+    s->cpu_samples =
+            ipc_session_config_enables(cfg, BRIDGE_PROVIDER_PIPEPROF, 0, BRIDGE_LEVEL_VERBOSE);
+    bridge_session_rate(src, cfg, &s->mode, &s->hz, 1);
     if (s->samples || s->pipeprof) {
         err = ag_sampling_acquire(s->mode, s->hz);
         if (err != 0) {
-            shim_log_session(s->id, "sampling not started", strerror(-err));
+            bridge_log_session(s->id, "sampling not started", strerror(-err));
             memset(s, 0, sizeof(*s));
             src->active_sessions--;
-            shim_owner_release_if_idle(src);
+            bridge_owner_release_if_idle(src);
             return err;
         }
         s->acquired = 1;
@@ -372,25 +374,25 @@ shim_session_start(void *ctx, const struct ipc_session_config *cfg)
 }
 
 static void
-shim_session_stop(void *ctx, const struct ipc_session_config *cfg)
+bridge_session_stop(void *ctx, const struct ipc_session_config *cfg)
 {
-    struct shim_source *src = ctx;
-    struct shim_session *s;
+    struct bridge_source *src = ctx;
+    struct bridge_session *s;
 
     if (atomic_load(&src->owner) != (int64_t)gettid()) {
         return; /* a session this source refused */
     }
-    s = shim_session_find(cfg->session_id);
+    s = bridge_session_find(cfg->session_id);
     if (s == NULL) {
         return;
     }
     if (s->acquired && ag_sampling_release(s->mode, s->hz) != 0) {
-        shim_log_session(s->id, "release", "no such sampling request");
+        bridge_log_session(s->id, "release", "no such sampling request");
     }
-    shim_addr_set_fini(&s->addrs);
+    bridge_addr_set_fini(&s->addrs);
     memset(s, 0, sizeof(*s));
     src->active_sessions--;
-    shim_owner_release_if_idle(src);
+    bridge_owner_release_if_idle(src);
 }
 
 /*
@@ -399,18 +401,18 @@ shim_session_stop(void *ctx, const struct ipc_session_config *cfg)
  * the host called libc directly. Nothing is hidden when this code is linked into the program
  * (the unit tests, or a host that links pipeprof statically).
  */
-struct shim_self_text {
+struct bridge_self_text {
     int known;
     size_t count;
     uint64_t lo[4], hi[4];
 };
 
-static struct shim_self_text shim_self;
+static struct bridge_self_text bridge_self;
 
 static int
-shim_self_phdr(struct dl_phdr_info *info, size_t size, void *ctx)
+bridge_self_phdr(struct dl_phdr_info *info, size_t size, void *ctx)
 {
-    uintptr_t me = (uintptr_t)(void *)shim_self_phdr;
+    uintptr_t me = (uintptr_t)(void *)bridge_self_phdr;
     int i, mine = 0;
 
     (void)size;
@@ -424,29 +426,29 @@ shim_self_phdr(struct dl_phdr_info *info, size_t size, void *ctx)
         mine = ph->p_type == PT_LOAD && me >= info->dlpi_addr + ph->p_vaddr &&
                me - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz;
     }
-    for (i = 0; mine && i < info->dlpi_phnum && shim_self.count < 4; i++) {
+    for (i = 0; mine && i < info->dlpi_phnum && bridge_self.count < 4; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 
         if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-            shim_self.lo[shim_self.count] = info->dlpi_addr + ph->p_vaddr;
-            shim_self.hi[shim_self.count] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-            shim_self.count++;
+            bridge_self.lo[bridge_self.count] = info->dlpi_addr + ph->p_vaddr;
+            bridge_self.hi[bridge_self.count] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+            bridge_self.count++;
         }
     }
     return mine;
 }
 
 static int
-shim_is_self(uint64_t pc)
+bridge_is_self(uint64_t pc)
 {
     size_t i;
 
-    if (!shim_self.known) {
-        dl_iterate_phdr(shim_self_phdr, NULL);
-        shim_self.known = 1;
+    if (!bridge_self.known) {
+        dl_iterate_phdr(bridge_self_phdr, NULL);
+        bridge_self.known = 1;
     }
-    for (i = 0; i < shim_self.count; i++) {
-        if (pc >= shim_self.lo[i] && pc < shim_self.hi[i]) {
+    for (i = 0; i < bridge_self.count; i++) {
+        if (pc >= bridge_self.lo[i] && pc < bridge_self.hi[i]) {
             return 1;
         }
     }
@@ -455,11 +457,11 @@ shim_is_self(uint64_t pc)
 
 /* ag_drain callback: copies each record into the per-drain scratch arrays. */
 static int
-shim_collect_record(const struct ag_record *rec, void *ctx)
+bridge_collect_record(const struct ag_record *rec, void *ctx)
 {
-    struct shim_source *src = ctx;
-    struct shim_thread_event *te;
-    struct shim_sample *s;
+    struct bridge_source *src = ctx;
+    struct bridge_thread_event *te;
+    struct bridge_sample *s;
     const struct ag_sample *as;
     uint32_t i;
 
@@ -497,7 +499,7 @@ shim_collect_record(const struct ag_record *rec, void *ctx)
     s->frames = src->frame_count;
     s->depth = 0;
     for (i = 0; i < as->depth; i++) {
-        if (!shim_is_self(i == 0 ? as->frames[i] : as->frames[i] - 1)) {
+        if (!bridge_is_self(i == 0 ? as->frames[i] : as->frames[i] - 1)) {
             src->frames[src->frame_count + s->depth++] = as->frames[i];
         }
     }
@@ -506,9 +508,9 @@ shim_collect_record(const struct ag_record *rec, void *ctx)
 }
 
 static int
-shim_sample_cmp(const void *a, const void *b)
+bridge_sample_cmp(const void *a, const void *b)
 {
-    const struct shim_sample *x = a, *y = b;
+    const struct bridge_sample *x = a, *y = b;
 
     if (x->timestamp_ns != y->timestamp_ns) {
         return x->timestamp_ns < y->timestamp_ns ? -1 : 1;
@@ -517,8 +519,8 @@ shim_sample_cmp(const void *a, const void *b)
 }
 
 static int
-shim_write_payload(struct nt_writer *w, const struct nt_event_desc *desc, uint64_t tid, uint64_t ts,
-                   const struct nt_payload *p)
+bridge_write_payload(struct nt_writer *w, const struct nt_event_desc *desc, uint64_t tid,
+                     uint64_t ts, const struct nt_payload *p)
 {
     struct nt_event ev;
     uint32_t meta;
@@ -534,7 +536,7 @@ shim_write_payload(struct nt_writer *w, const struct nt_event_desc *desc, uint64
     memset(&ev, 0, sizeof(ev));
     ev.metadata_id = meta;
     ev.thread_id = tid;
-    ev.capture_thread_id = shim_source.capture_tid;
+    ev.capture_thread_id = bridge_source.capture_tid;
     ev.processor = 0xFFFFFFFFu;
     ev.timestamp = ts;
     ev.payload = p->buf;
@@ -542,18 +544,18 @@ shim_write_payload(struct nt_writer *w, const struct nt_event_desc *desc, uint64
     return nt_writer_write(w, &ev);
 }
 
-struct shim_module_ctx {
+struct bridge_module_ctx {
     struct nt_writer *w;
-    struct shim_session *s;
+    struct bridge_session *s;
     uint64_t ts;
     uint32_t highest;
     int err;
 };
 
 static int
-shim_announce_module(const struct ag_module_info *m, void *ctx)
+bridge_announce_module(const struct ag_module_info *m, void *ctx)
 {
-    struct shim_module_ctx *mc = ctx;
+    struct bridge_module_ctx *mc = ctx;
     char build_id[2 * 64 + 1] = "";
     uint8_t buf[4608];
     struct nt_payload p;
@@ -570,8 +572,8 @@ shim_announce_module(const struct ag_module_info *m, void *ctx)
     nt_payload_u64(&p, m->start);
     nt_payload_u64(&p, m->end - m->start);
     nt_payload_string(&p, build_id);
-    mc->err = shim_write_payload(mc->w, &shim_pipeprof_events[SHIM_EV_MODULE_LOAD - 1],
-                                 shim_source.capture_tid, mc->ts, &p);
+    mc->err = bridge_write_payload(mc->w, &bridge_pipeprof_events[BRIDGE_EV_MODULE_LOAD - 1],
+                                   bridge_source.capture_tid, mc->ts, &p);
     if (m->id > mc->highest) {
         mc->highest = m->id;
     }
@@ -580,8 +582,8 @@ shim_announce_module(const struct ag_module_info *m, void *ctx)
 
 /* Thread, loss and module events first (at the batch's earliest time), then the samples. */
 static int
-shim_write_session(struct shim_source *src, struct shim_session *s, struct nt_writer *w,
-                   int congested, int modules_changed)
+bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct nt_writer *w,
+                     int congested, int modules_changed)
 {
     const struct nt_event_desc *sample_desc = nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE);
     uint64_t batch_ts = src->sample_count > 0 ? src->samples[0].timestamp_ns : nt_clock_now();
@@ -609,9 +611,9 @@ shim_write_session(struct shim_source *src, struct shim_session *s, struct nt_wr
         return err;
     }
     if (s->pipeprof && (modules_changed || s->modules_announced == 0)) {
-        struct shim_module_ctx mc = { w, s, batch_ts, s->modules_announced, 0 };
+        struct bridge_module_ctx mc = { w, s, batch_ts, s->modules_announced, 0 };
 
-        err = ag_module_foreach(shim_announce_module, &mc);
+        err = ag_module_foreach(bridge_announce_module, &mc);
         if (err == 0) {
             err = mc.err;
         }
@@ -621,7 +623,7 @@ shim_write_session(struct shim_source *src, struct shim_session *s, struct nt_wr
         s->modules_announced = mc.highest != 0 ? mc.highest : 1;
     }
     for (i = 0; i < src->thread_count && err == 0; i++) {
-        const struct shim_thread_event *te = &src->threads[i];
+        const struct bridge_thread_event *te = &src->threads[i];
 
         if (te->kind == AG_RECORD_LOST) {
             /* Samples lost in a full ring never reached us: a gap every reader reports. */
@@ -635,22 +637,22 @@ shim_write_session(struct shim_source *src, struct shim_session *s, struct nt_wr
         nt_payload_u64(&p, (uint64_t)te->tid);
         if (te->kind == AG_RECORD_THREAD_START) {
             nt_payload_string(&p, te->name);
-            err = shim_write_payload(w, &shim_pipeprof_events[SHIM_EV_THREAD_START - 1],
-                                     (uint64_t)te->tid, batch_ts, &p);
+            err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_THREAD_START - 1],
+                                       (uint64_t)te->tid, batch_ts, &p);
         } else if (te->kind == AG_RECORD_THREAD_STOP) {
-            err = shim_write_payload(w, &shim_pipeprof_events[SHIM_EV_THREAD_STOP - 1],
-                                     (uint64_t)te->tid, batch_ts, &p);
+            err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_THREAD_STOP - 1],
+                                       (uint64_t)te->tid, batch_ts, &p);
         } else {
             nt_payload_u64(&p, te->lost);
-            err = shim_write_payload(w, &shim_pipeprof_events[SHIM_EV_LOST_SAMPLES - 1],
-                                     (uint64_t)te->tid, batch_ts, &p);
+            err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_LOST_SAMPLES - 1],
+                                       (uint64_t)te->tid, batch_ts, &p);
         }
     }
     if (err == 0 && s->samples) {
         err = nt_writer_define(w, sample_desc, &sample_meta);
     }
     for (i = 0; i < src->sample_count && err == 0; i++) {
-        const struct shim_sample *sm = &src->samples[i];
+        const struct bridge_sample *sm = &src->samples[i];
         const uint64_t *frames = src->frames + sm->frames;
         struct nt_event ev;
         uint8_t type[4];
@@ -683,12 +685,12 @@ shim_write_session(struct shim_source *src, struct shim_session *s, struct nt_wr
             nt_payload_u32(&p, sm->unwinder);
             nt_payload_u32(&p, sm->end);
             nt_payload_u32(&p, sm->depth);
-            err = shim_write_payload(w, &shim_pipeprof_events[SHIM_EV_CPU_SAMPLE - 1],
-                                     (uint64_t)sm->tid, sm->timestamp_ns, &p);
+            err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_CPU_SAMPLE - 1],
+                                       (uint64_t)sm->tid, sm->timestamp_ns, &p);
         }
         /* Return addresses point after their call: name the call (address - 1). */
         for (d = 0; d < sm->depth && err == 0; d++) {
-            err = shim_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1);
+            err = bridge_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1);
         }
     }
     return err;
@@ -699,9 +701,9 @@ shim_write_session(struct shim_source *src, struct shim_session *s, struct nt_wr
  * Stores in *modules_changed whether the module list changed. Returns 0 or a negative errno.
  */
 static int
-shim_drain_records(struct shim_source *src, int *modules_changed)
+bridge_drain_records(struct bridge_source *src, int *modules_changed)
 {
-    struct shim_tap *t;
+    struct bridge_tap *t;
     size_t i;
     int err;
 
@@ -709,9 +711,9 @@ shim_drain_records(struct shim_source *src, int *modules_changed)
     src->frame_count = 0;
     src->thread_count = 0;
     *modules_changed = ag_modules_refresh() > 0;
-    err = ag_drain(shim_collect_record, src);
+    err = ag_drain(bridge_collect_record, src);
     if (src->sample_count > 1) {
-        qsort(src->samples, src->sample_count, sizeof(*src->samples), shim_sample_cmp);
+        qsort(src->samples, src->sample_count, sizeof(*src->samples), bridge_sample_cmp);
     }
     for (t = src->taps; t != NULL; t = t->next) {
         for (i = 0; i < src->thread_count; i++) {
@@ -720,7 +722,7 @@ shim_drain_records(struct shim_source *src, int *modules_changed)
             }
         }
         for (i = 0; i < src->sample_count; i++) {
-            const struct shim_sample *sm = &src->samples[i];
+            const struct bridge_sample *sm = &src->samples[i];
 
             t->on_sample(t->ctx, sm->tid, (enum ag_mode)sm->mode, sm->timestamp_ns,
                          sm->state == AG_STATE_RUNNING, src->frames + sm->frames, sm->depth);
@@ -730,10 +732,10 @@ shim_drain_records(struct shim_source *src, int *modules_changed)
 }
 
 int
-shim_tap_add(struct shim_tap *t)
+bridge_tap_add(struct bridge_tap *t)
 {
-    struct shim_source *src = &shim_source;
-    int err = shim_owner_claim(src);
+    struct bridge_source *src = &bridge_source;
+    int err = bridge_owner_claim(src);
 
     if (err != 0) {
         return err;
@@ -745,10 +747,10 @@ shim_tap_add(struct shim_tap *t)
 }
 
 void
-shim_tap_remove(struct shim_tap *t)
+bridge_tap_remove(struct bridge_tap *t)
 {
-    struct shim_source *src = &shim_source;
-    struct shim_tap **pp;
+    struct bridge_source *src = &bridge_source;
+    struct bridge_tap **pp;
 
     for (pp = &src->taps; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == t) {
@@ -757,13 +759,13 @@ shim_tap_remove(struct shim_tap *t)
             break;
         }
     }
-    shim_owner_release_if_idle(src);
+    bridge_owner_release_if_idle(src);
 }
 
 int
-shim_tap_pump(void)
+bridge_tap_pump(void)
 {
-    struct shim_source *src = &shim_source;
+    struct bridge_source *src = &bridge_source;
     int modules_changed;
 
     if (atomic_load(&src->owner) != (int64_t)gettid() || src->taps == NULL) {
@@ -773,27 +775,27 @@ shim_tap_pump(void)
     if (src->active_sessions > 0) {
         return 0;
     }
-    return shim_drain_records(src, &modules_changed);
+    return bridge_drain_records(src, &modules_changed);
 }
 
 static int
-shim_drain(void *ctx, const struct ipc_session_view *views, size_t n)
+bridge_drain(void *ctx, const struct ipc_session_view *views, size_t n)
 {
-    struct shim_source *src = ctx;
+    struct bridge_source *src = ctx;
     int modules_changed, err, first_err = 0;
     size_t i;
 
     if (atomic_load(&src->owner) != (int64_t)gettid()) {
         return 0; /* not the owner: the records are another recording's */
     }
-    first_err = shim_drain_records(src, &modules_changed);
+    first_err = bridge_drain_records(src, &modules_changed);
     for (i = 0; i < n; i++) {
-        struct shim_session *s = shim_session_find(views[i].config->session_id);
+        struct bridge_session *s = bridge_session_find(views[i].config->session_id);
 
         if (s == NULL || (!s->samples && !s->pipeprof)) {
             continue;
         }
-        err = shim_write_session(src, s, views[i].writer, views[i].congested, modules_changed);
+        err = bridge_write_session(src, s, views[i].writer, views[i].congested, modules_changed);
         if (err != 0 && first_err == 0) {
             first_err = err;
         }
@@ -802,22 +804,22 @@ shim_drain(void *ctx, const struct ipc_session_view *views, size_t n)
 }
 
 /* A function or module named by the rundown. */
-struct shim_rundown_fn {
+struct bridge_rundown_fn {
     uint64_t start;
     uint64_t size;
     uint32_t module_id;
 };
 
 static int
-shim_rundown_fn_cmp(const void *a, const void *b)
+bridge_rundown_fn_cmp(const void *a, const void *b)
 {
-    const struct shim_rundown_fn *x = a, *y = b;
+    const struct bridge_rundown_fn *x = a, *y = b;
 
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
 static const char *
-shim_basename(const char *path)
+bridge_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');
 
@@ -831,10 +833,10 @@ shim_basename(const char *path)
  * show as ".name".
  */
 static int
-shim_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w)
+bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w)
 {
-    struct shim_session *s = shim_session_find(cfg->session_id);
-    struct shim_rundown_fn *fns = NULL;
+    struct bridge_session *s = bridge_session_find(cfg->session_id);
+    struct bridge_rundown_fn *fns = NULL;
     uint32_t *modules_done = NULL;
     size_t fn_count = 0, i, mod_count = 0;
     uint64_t ts = nt_clock_now();
@@ -842,7 +844,7 @@ shim_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *
     struct nt_payload p;
     int err = 0;
 
-    if (atomic_load(&((struct shim_source *)ctx)->owner) != (int64_t)gettid() || s == NULL ||
+    if (atomic_load(&((struct bridge_source *)ctx)->owner) != (int64_t)gettid() || s == NULL ||
         s->addrs.count == 0) {
         return 0;
     }
@@ -865,7 +867,7 @@ shim_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *
         fn_count++;
     }
     if (fn_count > 1) {
-        qsort(fns, fn_count, sizeof(*fns), shim_rundown_fn_cmp);
+        qsort(fns, fn_count, sizeof(*fns), bridge_rundown_fn_cmp);
     }
     for (i = 0; i < fn_count && err == 0; i++) {
         struct ag_symbol sym;
@@ -883,8 +885,8 @@ shim_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *
             modules_done[mod_count++] = sym.module_id;
             nt_payload_init(&p, buf, NT_MAX_PAYLOAD);
             nt_payload_module_dc_end(&p, sym.module_id, sym.module_path);
-            err = shim_write_payload(w, nt_known_event_desc(NT_KNOWN_MODULE_DC_END),
-                                     shim_source.capture_tid, ts, &p);
+            err = bridge_write_payload(w, nt_known_event_desc(NT_KNOWN_MODULE_DC_END),
+                                       bridge_source.capture_tid, ts, &p);
             if (err != 0) {
                 break;
             }
@@ -892,18 +894,18 @@ shim_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *
         nt_payload_init(&p, buf, NT_MAX_PAYLOAD);
         nt_payload_method_dc_end(&p, sym.module_id, fns[i].start,
                                  fns[i].size > UINT32_MAX ? UINT32_MAX : (uint32_t)fns[i].size,
-                                 shim_basename(sym.module_path), sym.name, "");
+                                 bridge_basename(sym.module_path), sym.name, "");
         if (p.err == -ENOSPC) { /* a name longer than an event can hold: skip it */
             continue;
         }
-        err = shim_write_payload(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END),
-                                 shim_source.capture_tid, ts, &p);
+        err = bridge_write_payload(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END),
+                                   bridge_source.capture_tid, ts, &p);
     }
     if (err == 0) {
         nt_payload_init(&p, buf, NT_MAX_PAYLOAD);
         nt_payload_rundown_complete(&p);
-        err = shim_write_payload(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_COMPLETE),
-                                 shim_source.capture_tid, ts, &p);
+        err = bridge_write_payload(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_COMPLETE),
+                                   bridge_source.capture_tid, ts, &p);
     }
 out:
     free(buf);
@@ -913,13 +915,13 @@ out:
 }
 
 void
-shim_agent_source_init(struct ipc_event_source *out, const struct ag_config *defaults)
+bridge_agent_source_init(struct ipc_event_source *out, const struct ag_config *defaults)
 {
-    shim_source.defaults = *defaults;
-    out->session_start = shim_session_start;
-    out->drain = shim_drain;
-    out->rundown = shim_rundown;
-    out->session_stop = shim_session_stop;
-    out->sampling_interval_ns = shim_session_interval;
-    out->ctx = &shim_source;
+    bridge_source.defaults = *defaults;
+    out->session_start = bridge_session_start;
+    out->drain = bridge_drain;
+    out->rundown = bridge_rundown;
+    out->session_stop = bridge_session_stop;
+    out->sampling_interval_ns = bridge_session_interval;
+    out->ctx = &bridge_source;
 }

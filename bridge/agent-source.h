@@ -1,18 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shim/agent-source.h - the sampling agent (agent/) as an event source of the diagnostic server
+ * bridge/agent-source.h - the sampling agent (agent/) as an event source of the diagnostic server
  * (ipc/): it turns the agent's drained records into SampleProfiler ThreadSample events, pipeprof
  * provider events and, at StopTracing, rundown events that name every sampled function.
  * Context: every callback runs on the IPC loop thread (ipc/ipc.h, struct ipc_event_source).
  */
-#ifndef SHIM_AGENT_SOURCE_H
-#define SHIM_AGENT_SOURCE_H
+#ifndef BRIDGE_AGENT_SOURCE_H
+#define BRIDGE_AGENT_SOURCE_H
 
 #include "agent/agent.h"
 #include "ipc/ipc.h"
 
 /* The EventSource-style provider of pipeprof's own events (docs/architecture.md). */
-#define SHIM_PROVIDER_PIPEPROF "pipeprof"
+#define BRIDGE_PROVIDER_PIPEPROF "pipeprof"
 
 /*
  * Fills *out with the agent's event source. defaults gives the mode and rate of sessions whose
@@ -20,7 +20,7 @@
  * provider). The agent must be started (ag_start) before the first session. Ownership: *out
  * and defaults are copied; *out must outlive the server that uses it.
  */
-void shim_agent_source_init(struct ipc_event_source *out, const struct ag_config *defaults);
+void bridge_agent_source_init(struct ipc_event_source *out, const struct ag_config *defaults);
 
 /*
  * A consumer of the agent's samples besides the diagnostic sessions: the HTTP endpoints. The
@@ -28,34 +28,34 @@ void shim_agent_source_init(struct ipc_event_source *out, const struct ag_config
  * same thread (the IPC loop). on_sample gets every sample drained while the tap is added, of
  * every mode and at the highest rate any consumer asked for, leaf-first frames borrowed for the
  * call; lost counts samples the agent dropped meanwhile.
- * Ownership: the caller owns the tap and keeps it alive until shim_tap_remove().
+ * Ownership: the caller owns the tap and keeps it alive until bridge_tap_remove().
  */
-struct shim_tap {
+struct bridge_tap {
     void (*on_sample)(void *ctx, int32_t tid, enum ag_mode mode, uint64_t timestamp_ns, int running,
                       const uint64_t *frames, uint32_t depth);
     void *ctx;
-    uint64_t lost;         /* written by the source */
-    struct shim_tap *next; /* the source's list */
+    uint64_t lost;           /* written by the source */
+    struct bridge_tap *next; /* the source's list */
 };
 
 /* Adds a tap; -EBUSY when another thread consumes the agent (a pipeprof_start() recording). */
-PP_MUST_USE int shim_tap_add(struct shim_tap *t);
+PP_MUST_USE int bridge_tap_add(struct bridge_tap *t);
 
 /* Removes a tap (no-op when it is not added). */
-void shim_tap_remove(struct shim_tap *t);
+void bridge_tap_remove(struct bridge_tap *t);
 
 /*
  * Drains the agent into the taps unless diagnostic sessions are running (their drain timer
  * feeds the taps then). Returns 0, -EBUSY when this thread has no tap, or a negative errno.
  * Context: the thread that added the taps.
  */
-PP_MUST_USE int shim_tap_pump(void);
+PP_MUST_USE int bridge_tap_pump(void);
 
 /*
  * Parses a provider's filter data for `mode` and `hz`. Returns 0 (unknown keys are ignored) or
  * -EINVAL with a static reason in *why. Exposed for tests.
  */
-PP_MUST_USE int shim_filter_parse(const char *args, enum ag_mode *mode, unsigned *hz,
-                                  const char **why);
+PP_MUST_USE int bridge_filter_parse(const char *args, enum ag_mode *mode, unsigned *hz,
+                                    const char **why);
 
-#endif /* SHIM_AGENT_SOURCE_H */
+#endif /* BRIDGE_AGENT_SOURCE_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shim/http-source.h - the HTTP pull endpoints (http/) in the agent: configured from the
+ * bridge/http-source.h - the HTTP pull endpoints (http/) in the agent: configured from the
  * environment, run on the diagnostic server's loop, recording through the agent.
  *
  *   PIPEPROF_SAMPLING_SERVER_URL           http://127.0.0.1:PORT, unix:///path.sock, ...
@@ -9,8 +9,8 @@
  *   PROFILE_RECORDER_SERVER_URL[_PATTERN]  swift-profile-recorder's spellings (newer)
  *   PIPEPROF_SAMPLING_SERVER_ALLOW_REMOTE  1: allow a non-loopback address
  */
-#ifndef SHIM_HTTP_SOURCE_H
-#define SHIM_HTTP_SOURCE_H
+#ifndef BRIDGE_HTTP_SOURCE_H
+#define BRIDGE_HTTP_SOURCE_H
 
 #include "ipc/ipc.h"
 
@@ -20,6 +20,6 @@
  * negative errno after one line on stderr for an invalid value. sampling is 0 when the agent
  * did not start (requests are then answered 501). Context: the constructor.
  */
-int shim_http_configure(struct ipc_server_options *opts, int sampling);
+int bridge_http_configure(struct ipc_server_options *opts, int sampling);
 
-#endif /* SHIM_HTTP_SOURCE_H */
+#endif /* BRIDGE_HTTP_SOURCE_H */

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shim/http-source.c - the agent as the backend of the HTTP pull endpoints (http/http.h), on
- * the diagnostic server's loop. A recording is a tap on the agent's records (shim/agent-source.h)
+ * bridge/http-source.c - the agent as the backend of the HTTP pull endpoints (http/http.h), on
+ * the diagnostic server's loop. A recording is a tap on the agent's records (bridge/agent-source.h)
  * plus a sampling request: wall mode at 1/interval for swift-profile-recorder's POST /sample
  * (every thread, as it samples them), CPU mode at the requested rate for Go's
  * /debug/pprof/profile. When it ends, its samples become a pp_profile named with the agent's
  * symbol tables, which the HTTP server writes in the requested format.
- * Context: every function runs on the IPC loop thread, except shim_http_configure (constructor).
+ * Context: every function runs on the IPC loop thread, except bridge_http_configure (constructor).
  */
-#include "shim/http-source.h"
+#include "bridge/http-source.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,16 +19,16 @@
 #include <uv.h>
 
 #include "agent/agent.h"
+#include "bridge/agent-source.h"
 #include "http/http.h"
 #include "nettrace/nettrace.h"
-#include "shim/agent-source.h"
 
-#define SHIM_HTTP_PUMP_MS        10   /* how often a recording drains the agent without sessions */
-#define SHIM_HTTP_THREADS        1024 /* threads whose sampling rate a recording keeps to its own */
-#define SHIM_HTTP_MAX_RECORDINGS 4
+#define BRIDGE_HTTP_PUMP_MS        10 /* how often a recording drains the agent without sessions */
+#define BRIDGE_HTTP_THREADS        1024 /* threads whose sampling rate a recording keeps to its own */
+#define BRIDGE_HTTP_MAX_RECORDINGS 4
 
-struct shim_http_rec {
-    struct shim_tap tap;
+struct bridge_http_rec {
+    struct bridge_tap tap;
     struct pp_profile *profile;
     uv_timer_t end_timer;
     uv_timer_t pump_timer;
@@ -38,8 +38,8 @@ struct shim_http_rec {
     int acquired;
     uint64_t start_ns, end_ns;
     int add_err; /* the first failure to add a sample (the profile is then incomplete) */
-    int32_t kept_tid[SHIM_HTTP_THREADS];
-    uint64_t due_ts[SHIM_HTTP_THREADS]; /* next sample time per thread */
+    int32_t kept_tid[BRIDGE_HTTP_THREADS];
+    uint64_t due_ts[BRIDGE_HTTP_THREADS]; /* next sample time per thread */
     http_sample_done_fn done;
     void *token;
 };
@@ -50,7 +50,7 @@ static struct {
     int sampling; /* the agent runs: recordings are possible */
     struct http_server *server;
     uv_loop_t *loop;
-} shim_http;
+} bridge_http;
 
 /*
  * Keeps one sample per thread and interval: while a diagnostic session or another recording
@@ -60,13 +60,13 @@ static struct {
  * table is open addressing on the tid (0 = empty).
  */
 static int
-shim_http_keep(struct shim_http_rec *r, int32_t tid, uint64_t ts)
+bridge_http_keep(struct bridge_http_rec *r, int32_t tid, uint64_t ts)
 {
     uint64_t interval = 1000000000u / r->hz, slack = interval / 4;
     size_t i, n;
 
-    for (n = 0, i = ((uint32_t)tid * 2654435761u) & (SHIM_HTTP_THREADS - 1); n < SHIM_HTTP_THREADS;
-         n++, i = (i + 1) & (SHIM_HTTP_THREADS - 1)) {
+    for (n = 0, i = ((uint32_t)tid * 2654435761u) & (BRIDGE_HTTP_THREADS - 1);
+         n < BRIDGE_HTTP_THREADS; n++, i = (i + 1) & (BRIDGE_HTTP_THREADS - 1)) {
         if (r->kept_tid[i] == tid) {
             if (ts + slack < r->due_ts[i]) {
                 return 0;
@@ -85,14 +85,14 @@ shim_http_keep(struct shim_http_rec *r, int32_t tid, uint64_t ts)
 }
 
 static void
-shim_http_on_sample(void *ctx, int32_t tid, enum ag_mode mode, uint64_t timestamp_ns, int running,
-                    const uint64_t *frames, uint32_t depth)
+bridge_http_on_sample(void *ctx, int32_t tid, enum ag_mode mode, uint64_t timestamp_ns, int running,
+                      const uint64_t *frames, uint32_t depth)
 {
-    struct shim_http_rec *r = ctx;
+    struct bridge_http_rec *r = ctx;
     int err;
 
     if (mode != r->mode || timestamp_ns < r->start_ns || timestamp_ns > r->end_ns ||
-        r->add_err != 0 || !shim_http_keep(r, tid, timestamp_ns)) {
+        r->add_err != 0 || !bridge_http_keep(r, tid, timestamp_ns)) {
         return;
     }
     err = pp_profile_add_sample(r->profile, (uint64_t)tid, timestamp_ns, running, frames, depth);
@@ -103,7 +103,7 @@ shim_http_on_sample(void *ctx, int32_t tid, enum ag_mode mode, uint64_t timestam
 
 /* "/usr/lib/libfoo.so.1" -> "libfoo.so", as the CLI and TraceEvent label modules. */
 static void
-shim_http_module_label(const char *path, char *out, size_t len)
+bridge_http_module_label(const char *path, char *out, size_t len)
 {
     const char *base = path != NULL ? strrchr(path, '/') : NULL;
     char *dot;
@@ -117,7 +117,7 @@ shim_http_module_label(const char *path, char *out, size_t len)
 }
 
 static int
-shim_http_namer(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *resolved)
+bridge_http_namer(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *resolved)
 {
     struct ag_symbol sym;
     char label[256];
@@ -127,11 +127,11 @@ shim_http_namer(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *
     memset(&sym, 0, sizeof(sym));
     err = ag_symbolize(caller && ip > 0 ? ip - 1 : ip, &sym);
     if (err == 0 && sym.name != NULL) {
-        shim_http_module_label(sym.module_path, label, sizeof(label));
+        bridge_http_module_label(sym.module_path, label, sizeof(label));
         snprintf(buf, len, "%s!%s", label, sym.name);
         *resolved = 1;
     } else if (sym.module_path != NULL) {
-        shim_http_module_label(sym.module_path, label, sizeof(label));
+        bridge_http_module_label(sym.module_path, label, sizeof(label));
         snprintf(buf, len, "%s!0x%llx", label, (unsigned long long)(ip - sym.module_base));
     } else {
         snprintf(buf, len, "?!0x%llx", (unsigned long long)ip);
@@ -141,7 +141,7 @@ shim_http_namer(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *
 
 /* Thread names from /proc: threads that started before the recording sent no start record. */
 static void
-shim_http_name_threads(struct pp_profile *p)
+bridge_http_name_threads(struct pp_profile *p)
 {
     char path[64], name[64];
     size_t i;
@@ -167,9 +167,9 @@ shim_http_name_threads(struct pp_profile *p)
 }
 
 static void
-shim_http_handle_closed(uv_handle_t *h)
+bridge_http_handle_closed(uv_handle_t *h)
 {
-    struct shim_http_rec *r = h->data;
+    struct bridge_http_rec *r = h->data;
 
     if (--r->open_handles == 0) {
         pp_profile_free(r->profile);
@@ -179,22 +179,22 @@ shim_http_handle_closed(uv_handle_t *h)
 
 /* Stops sampling for r and releases it once its timers are closed. */
 static void
-shim_http_rec_end(struct shim_http_rec *r)
+bridge_http_rec_end(struct bridge_http_rec *r)
 {
-    shim_tap_remove(&r->tap);
+    bridge_tap_remove(&r->tap);
     if (r->acquired && ag_sampling_release(r->mode, r->hz) != 0) {
         fprintf(stderr, "pipeprof: http: no such sampling request to release\n");
     }
     r->acquired = 0;
-    uv_close((uv_handle_t *)&r->end_timer, shim_http_handle_closed);
-    uv_close((uv_handle_t *)&r->pump_timer, shim_http_handle_closed);
+    uv_close((uv_handle_t *)&r->end_timer, bridge_http_handle_closed);
+    uv_close((uv_handle_t *)&r->pump_timer, bridge_http_handle_closed);
 }
 
 static void
-shim_http_pump_cb(uv_timer_t *t)
+bridge_http_pump_cb(uv_timer_t *t)
 {
-    struct shim_http_rec *r = t->data;
-    int err = shim_tap_pump();
+    struct bridge_http_rec *r = t->data;
+    int err = bridge_tap_pump();
 
     if (err < 0 && err != -EBUSY && r->add_err == 0) {
         r->add_err = err;
@@ -202,15 +202,15 @@ shim_http_pump_cb(uv_timer_t *t)
 }
 
 static void
-shim_http_end_cb(uv_timer_t *t)
+bridge_http_end_cb(uv_timer_t *t)
 {
-    struct shim_http_rec *r = t->data;
+    struct bridge_http_rec *r = t->data;
     struct pp_profile *p = r->profile;
     char name[64];
     FILE *f;
     int err;
 
-    err = shim_tap_pump(); /* the last samples */
+    err = bridge_tap_pump(); /* the last samples */
     if (err < 0 && err != -EBUSY && r->add_err == 0) {
         r->add_err = err;
     }
@@ -226,10 +226,10 @@ shim_http_end_cb(uv_timer_t *t)
         }
         fclose(f);
     }
-    shim_http_name_threads(p);
-    err = r->add_err != 0 ? r->add_err : pp_profile_name_frames(p, shim_http_namer, NULL);
+    bridge_http_name_threads(p);
+    err = r->add_err != 0 ? r->add_err : pp_profile_name_frames(p, bridge_http_namer, NULL);
     r->profile = NULL; /* done takes it, also on failure */
-    shim_http_rec_end(r);
+    bridge_http_rec_end(r);
     if (err != 0) {
         pp_profile_free(p);
         r->done(r->token, NULL, err, "recording the samples failed");
@@ -239,16 +239,16 @@ shim_http_end_cb(uv_timer_t *t)
 }
 
 static int
-shim_http_sample_start(void *ctx, const struct http_sample_request *req, http_sample_done_fn done,
-                       void *token, void **handle)
+bridge_http_sample_start(void *ctx, const struct http_sample_request *req, http_sample_done_fn done,
+                         void *token, void **handle)
 {
-    struct shim_http_rec *r;
+    struct bridge_http_rec *r;
     uint64_t duration_ns;
     char why[128];
     int err;
 
     (void)ctx;
-    if (!shim_http.sampling) {
+    if (!bridge_http.sampling) {
         return -ENOSYS; /* the agent did not start: its one-line reason is on stderr */
     }
     r = calloc(1, sizeof(*r));
@@ -271,9 +271,9 @@ shim_http_sample_start(void *ctx, const struct http_sample_request *req, http_sa
         free(r);
         return err;
     }
-    r->tap.on_sample = shim_http_on_sample;
+    r->tap.on_sample = bridge_http_on_sample;
     r->tap.ctx = r;
-    err = shim_tap_add(&r->tap);
+    err = bridge_tap_add(&r->tap);
     if (err != 0) {
         pp_profile_free(r->profile);
         free(r);
@@ -281,7 +281,7 @@ shim_http_sample_start(void *ctx, const struct http_sample_request *req, http_sa
     }
     err = ag_sampling_acquire(r->mode, r->hz);
     if (err != 0) {
-        shim_tap_remove(&r->tap);
+        bridge_tap_remove(&r->tap);
         pp_profile_free(r->profile);
         free(r);
         return err;
@@ -291,32 +291,32 @@ shim_http_sample_start(void *ctx, const struct http_sample_request *req, http_sa
     r->token = token;
     r->start_ns = nt_clock_now();
     r->end_ns = r->start_ns + duration_ns;
-    uv_timer_init(shim_http.loop, &r->end_timer);
-    uv_timer_init(shim_http.loop, &r->pump_timer);
+    uv_timer_init(bridge_http.loop, &r->end_timer);
+    uv_timer_init(bridge_http.loop, &r->pump_timer);
     r->end_timer.data = r;
     r->pump_timer.data = r;
     r->open_handles = 2;
-    uv_timer_start(&r->pump_timer, shim_http_pump_cb, SHIM_HTTP_PUMP_MS, SHIM_HTTP_PUMP_MS);
-    uv_timer_start(&r->end_timer, shim_http_end_cb, duration_ns / 1000000, 0);
+    uv_timer_start(&r->pump_timer, bridge_http_pump_cb, BRIDGE_HTTP_PUMP_MS, BRIDGE_HTTP_PUMP_MS);
+    uv_timer_start(&r->end_timer, bridge_http_end_cb, duration_ns / 1000000, 0);
     *handle = r;
     return 0;
 }
 
 static void
-shim_http_sample_cancel(void *ctx, void *handle)
+bridge_http_sample_cancel(void *ctx, void *handle)
 {
     (void)ctx;
-    shim_http_rec_end(handle);
+    bridge_http_rec_end(handle);
 }
 
-static const struct http_backend shim_http_backend = {
-    shim_http_sample_start,
-    shim_http_sample_cancel,
+static const struct http_backend bridge_http_backend = {
+    bridge_http_sample_start,
+    bridge_http_sample_cancel,
     NULL,
 };
 
 static int
-shim_http_loop_start(void *ctx, void *loop)
+bridge_http_loop_start(void *ctx, void *loop)
 {
     struct http_server_options opts;
     char err[256], url[256];
@@ -324,36 +324,37 @@ shim_http_loop_start(void *ctx, void *loop)
 
     (void)ctx;
     memset(&opts, 0, sizeof(opts));
-    opts.url = shim_http.url;
-    opts.allow_remote = shim_http.allow_remote;
+    opts.url = bridge_http.url;
+    opts.allow_remote = bridge_http.allow_remote;
     /* Recordings are taps that keep their own rate and mode, so a few can run at once. */
-    opts.max_sampling = SHIM_HTTP_MAX_RECORDINGS;
-    shim_http.loop = loop;
-    rc = http_server_start(loop, &opts, &shim_http_backend, &shim_http.server, err, sizeof(err));
+    opts.max_sampling = BRIDGE_HTTP_MAX_RECORDINGS;
+    bridge_http.loop = loop;
+    rc = http_server_start(loop, &opts, &bridge_http_backend, &bridge_http.server, err,
+                           sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "pipeprof: sampling server not started: %s\n", err);
         return rc;
     }
     /* An ephemeral port (":0") is useless unless somebody learns it. */
-    if (strstr(shim_http.url, ":0") != NULL &&
-        strstr(shim_http.url, ":0") == shim_http.url + strlen(shim_http.url) - 2) {
+    if (strstr(bridge_http.url, ":0") != NULL &&
+        strstr(bridge_http.url, ":0") == bridge_http.url + strlen(bridge_http.url) - 2) {
         fprintf(stderr, "pipeprof: sampling server on %s\n",
-                http_server_url(shim_http.server, url, sizeof(url)));
+                http_server_url(bridge_http.server, url, sizeof(url)));
     }
     return 0;
 }
 
 static void
-shim_http_loop_stop(void *ctx)
+bridge_http_loop_stop(void *ctx)
 {
     (void)ctx;
-    http_server_stop(shim_http.server);
-    shim_http.server = NULL;
+    http_server_stop(bridge_http.server);
+    bridge_http.server = NULL;
 }
 
 /* The first of the names that is set and not empty. */
 static const char *
-shim_http_env(const char *const *names)
+bridge_http_env(const char *const *names)
 {
     for (; *names != NULL; names++) {
         const char *v = getenv(*names);
@@ -366,7 +367,7 @@ shim_http_env(const char *const *names)
 }
 
 int
-shim_http_configure(struct ipc_server_options *opts, int sampling)
+bridge_http_configure(struct ipc_server_options *opts, int sampling)
 {
     /* pipeprof's names first, then swift-profile-recorder's (older SWIPR_ and newer
      * PROFILE_RECORDER_ spellings), so that its scripts and sidecars work as they are. */
@@ -376,30 +377,30 @@ shim_http_configure(struct ipc_server_options *opts, int sampling)
     static const char *const pattern_names[] = { "PIPEPROF_SAMPLING_SERVER_URL_PATTERN",
                                                  "SWIPR_SAMPLING_SERVER_URL_PATTERN",
                                                  "PROFILE_RECORDER_SERVER_URL_PATTERN", NULL };
-    const char *url = shim_http_env(url_names), *remote;
+    const char *url = bridge_http_env(url_names), *remote;
     struct http_url parsed;
     char err[256];
 
     if (url == NULL) {
-        url = shim_http_env(pattern_names); /* {PID} is expanded by http_url_parse */
+        url = bridge_http_env(pattern_names); /* {PID} is expanded by http_url_parse */
     }
     if (url == NULL) {
         return 0;
     }
     remote = getenv("PIPEPROF_SAMPLING_SERVER_ALLOW_REMOTE");
-    shim_http.allow_remote = remote != NULL && strcmp(remote, "1") == 0;
-    if (strlen(url) >= sizeof(shim_http.url)) {
+    bridge_http.allow_remote = remote != NULL && strcmp(remote, "1") == 0;
+    if (strlen(url) >= sizeof(bridge_http.url)) {
         fprintf(stderr, "pipeprof: sampling server not started: the URL is too long\n");
         return -ENAMETOOLONG;
     }
-    if (http_url_parse(url, shim_http.allow_remote, &parsed, err, sizeof(err)) != 0) {
+    if (http_url_parse(url, bridge_http.allow_remote, &parsed, err, sizeof(err)) != 0) {
         fprintf(stderr, "pipeprof: sampling server not started: %s\n", err);
         return -EINVAL;
     }
-    snprintf(shim_http.url, sizeof(shim_http.url), "%s", url);
-    shim_http.sampling = sampling;
-    opts->loop_start = shim_http_loop_start;
-    opts->loop_stop = shim_http_loop_stop;
+    snprintf(bridge_http.url, sizeof(bridge_http.url), "%s", url);
+    bridge_http.sampling = sampling;
+    opts->loop_start = bridge_http_loop_start;
+    opts->loop_stop = bridge_http_loop_stop;
     opts->loop_ctx = NULL;
     return 1;
 }

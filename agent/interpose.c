@@ -1,0 +1,604 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/interpose.c - every libc function the agent interposes (besides _exit and _Exit, which
+ * shim/shim.c interposes to end sessions cleanly). Each one finds the real function with
+ * dlsym(RTLD_NEXT) and adds only what the agent needs:
+ *
+ *   pthread_create            the new thread registers itself (stack bounds, CPU timer) before
+ *                             its start routine runs, so its first instructions can be sampled
+ *   nanosleep clock_nanosleep usleep sleep
+ *   poll ppoll select epoll_wait epoll_pwait
+ *   read recv recvfrom accept accept4
+ *   pthread_cond_wait pthread_cond_timedwait pthread_join
+ *                             blocking calls: while wall sampling is on, the thread's stack is
+ *                             recorded on entry (the wall sampler reports it without a signal,
+ *                             agent/wall.c), and an EINTR caused by one of the agent's signals
+ *                             is retried with the time left, so the host never sees it
+ *
+ * Context: host threads, in any state the host calls these from. The interposers must stay
+ * cheap, must not allocate (pthread_create's wrapper allocates its argument, falling back to
+ * the unwrapped call), and pass errno through unchanged.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/internal.h"
+
+/* ---- thread creation ---- */
+
+struct ag_ip_start_arg {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+static void *
+ag_ip_trampoline(void *p)
+{
+    struct ag_ip_start_arg a = *(struct ag_ip_start_arg *)p;
+
+    free(p);
+    ag_thread_attach_self();
+    return a.fn(a.arg);
+}
+
+/* Interposed: wraps the start routine so that the new thread registers itself first. */
+__attribute__((visibility("default"))) int
+pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    ag_pthread_create_fn real = ag_real_pthread_create();
+    struct ag_ip_start_arg *a;
+    int rc;
+
+    if (real == NULL) {
+        return EAGAIN;
+    }
+    a = malloc(sizeof(*a));
+    if (a == NULL) {
+        return real(th, attr, fn, arg); /* unregistered: the /proc scan still finds it */
+    }
+    a->fn = fn;
+    a->arg = arg;
+    rc = real(th, attr, ag_ip_trampoline, a);
+    if (rc != 0) {
+        free(a);
+    }
+    return rc;
+}
+
+/* ---- blocking calls ---- */
+
+struct ag_thread *
+ag_thread_blocking_enter(uint64_t fa)
+{
+    uint64_t frames[AG_MAX_FRAMES];
+    struct ag_unwind_result res;
+    struct ag_unwind_ctx c;
+    struct ag_thread *t;
+    uint64_t lo, hi, fp, ra;
+    uint32_t seq, i;
+
+    if (atomic_load_explicit(&ag.hz_wall, memory_order_relaxed) == 0) {
+        return NULL;
+    }
+    t = ag_sig_thread_self();
+    if (t == NULL || t->blk_frames == NULL) {
+        return NULL;
+    }
+    lo = atomic_load_explicit(&t->stack_lo, memory_order_acquire);
+    hi = atomic_load_explicit(&t->stack_hi, memory_order_acquire);
+    if (hi == 0) {
+        lo = ag_tls_stack_lo;
+        hi = ag_tls_stack_hi;
+    }
+    ag_sig_unwind_ctx_init(&c, fa, lo, hi);
+    /* The interposer's frame record: [fa] = the caller's fp, [fa + 8] = return address. */
+    if (ag_sig_read(&c, fa, &fp) != 0 || ag_sig_read(&c, fa + 8, &ra) != 0) {
+        return NULL;
+    }
+    ag_sig_unwind(&c, ra, fa + 16, fp, 1, frames, ag.cfg.max_frames, &res);
+    seq = atomic_load_explicit(&t->blk_seq, memory_order_relaxed);
+    /* Seqlock without fences (TSan-checkable): every word is a release store after the odd
+     * seq, paired with the reader's acquire loads in ag_wall_copy_blocked(). */
+    atomic_store_explicit(&t->blk_seq, seq + 1, memory_order_relaxed);
+    for (i = 0; i < res.depth; i++) {
+        atomic_store_explicit(&t->blk_frames[i], frames[i], memory_order_release);
+    }
+    atomic_store_explicit(&t->blk_info,
+                          res.depth | (uint32_t)res.unwinder << 16 | (uint32_t)res.end << 24,
+                          memory_order_release);
+    atomic_store_explicit(&t->blk_seq, seq + 2, memory_order_release);
+    atomic_store_explicit(&t->blocked, 1, memory_order_release);
+    return t;
+}
+
+void
+ag_thread_blocking_leave(struct ag_thread *t)
+{
+    if (t != NULL) {
+        atomic_store_explicit(&t->blocked, 0, memory_order_release);
+    }
+}
+
+static void *
+ag_ip_resolve(_Atomic(void *) *slot, const char *name)
+{
+    void *p = atomic_load_explicit(slot, memory_order_acquire);
+
+    if (p == NULL) {
+        p = dlsym(RTLD_NEXT, name);
+        atomic_store_explicit(slot, p, memory_order_release);
+    }
+    return p;
+}
+
+/* The agent runs and the caller is a host thread. */
+static int
+ag_ip_active(void)
+{
+    return atomic_load_explicit(&ag.running, memory_order_relaxed) && !ag_tls_excluded;
+}
+
+static uint32_t
+ag_ip_signals(void)
+{
+    return atomic_load_explicit(&ag_tls_signals, memory_order_relaxed);
+}
+
+/* An EINTR with one of our signals handled during the call: retry it. XXX(S): a host signal
+ * delivered in the very same call would be swallowed too; both would have to coincide. */
+static int
+ag_ip_absorb(int rc, int err, uint32_t sig0)
+{
+    if (rc == -1 && err == EINTR && ag_ip_signals() != sig0) {
+        atomic_fetch_add_explicit(&ag.n_eintr_absorbed, 1, memory_order_relaxed);
+        return 1;
+    }
+    return 0;
+}
+
+static uint64_t
+ag_ip_deadline(int timeout_ms)
+{
+    return timeout_ms < 0 ? 0 : ag_now_ns() + (uint64_t)timeout_ms * 1000000u;
+}
+
+static int
+ag_ip_left_ms(uint64_t deadline)
+{
+    uint64_t now = ag_now_ns();
+
+    if (deadline == 0) {
+        return -1;
+    }
+    return now >= deadline ? 0 : (int)((deadline - now + 999999u) / 1000000u);
+}
+
+#define AG_EXPORT         __attribute__((visibility("default")))
+#define AG_FA             ((uint64_t)(uintptr_t)__builtin_frame_address(0))
+/* Keeps the interposer's frame (whose address was passed down as fa) alive during the call. */
+#define AG_NO_TAIL_CALL() __asm__ volatile("" ::: "memory")
+
+/* The body of nanosleep, usleep and sleep; fa is the interposer's own frame, so the recorded
+ * stack starts at the host's call site. */
+static int
+ag_ip_nanosleep(const struct timespec *req, struct timespec *rem, uint64_t fa)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(const struct timespec *, struct timespec *) =
+            (int (*)(const struct timespec *, struct timespec *))ag_ip_resolve(&real_p,
+                                                                               "nanosleep");
+    struct timespec left, r2 = { 0, 0 };
+    struct ag_thread *t;
+    uint32_t sig0;
+    int rc, err;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(req, rem) : (errno = ENOSYS, -1);
+    }
+    t = ag_thread_blocking_enter(fa);
+    left = *req;
+    do {
+        sig0 = ag_ip_signals();
+        rc = real(&left, &r2);
+        err = errno;
+        left = r2;
+    } while (ag_ip_absorb(rc, err, sig0));
+    ag_thread_blocking_leave(t);
+    if (rc == -1 && err == EINTR && rem != NULL) {
+        *rem = r2;
+    }
+    errno = err;
+    return rc;
+}
+
+AG_EXPORT int
+nanosleep(const struct timespec *req, struct timespec *rem)
+{
+    int rc = ag_ip_nanosleep(req, rem, AG_FA);
+
+    AG_NO_TAIL_CALL();
+    return rc;
+}
+
+AG_EXPORT int
+clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct timespec *rem)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(clockid_t, int, const struct timespec *, struct timespec *) =
+            (int (*)(clockid_t, int, const struct timespec *, struct timespec *))ag_ip_resolve(
+                    &real_p, "clock_nanosleep");
+    struct timespec left, r2;
+    struct ag_thread *t;
+    uint32_t sig0;
+    int rc;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(clk, flags, req, rem) : ENOSYS;
+    }
+    t = ag_thread_blocking_enter(AG_FA);
+    left = *req;
+    for (;;) {
+        sig0 = ag_ip_signals();
+        rc = real(clk, flags, &left, &r2); /* returns the error number, not -1 */
+        if (!ag_ip_absorb(rc == EINTR ? -1 : 0, EINTR, sig0)) {
+            break;
+        }
+        if (!(flags & TIMER_ABSTIME)) {
+            left = r2;
+        }
+    }
+    ag_thread_blocking_leave(t);
+    if (rc == EINTR && rem != NULL && !(flags & TIMER_ABSTIME)) {
+        *rem = r2;
+    }
+    return rc;
+}
+
+AG_EXPORT int
+usleep(useconds_t us)
+{
+    struct timespec ts = { (time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L };
+
+    int rc = ag_ip_nanosleep(&ts, NULL, AG_FA);
+
+    AG_NO_TAIL_CALL();
+    return rc;
+}
+
+AG_EXPORT unsigned int
+sleep(unsigned int s)
+{
+    struct timespec ts = { (time_t)s, 0 }, rem = { 0, 0 };
+
+    if (ag_ip_nanosleep(&ts, &rem, AG_FA) == 0) {
+        return 0;
+    }
+    return (unsigned)rem.tv_sec + (rem.tv_nsec > 0 ? 1u : 0u);
+}
+
+AG_EXPORT int
+poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(struct pollfd *, nfds_t, int) =
+            (int (*)(struct pollfd *, nfds_t, int))ag_ip_resolve(&real_p, "poll");
+    uint64_t deadline;
+    struct ag_thread *t;
+    uint32_t sig0;
+    int rc, err, left = timeout;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(fds, n, timeout) : (errno = ENOSYS, -1);
+    }
+    deadline = ag_ip_deadline(timeout);
+    t = ag_thread_blocking_enter(AG_FA);
+    for (;;) {
+        sig0 = ag_ip_signals();
+        rc = real(fds, n, left);
+        err = errno;
+        if (!ag_ip_absorb(rc, err, sig0)) {
+            break;
+        }
+        left = ag_ip_left_ms(deadline);
+    }
+    ag_thread_blocking_leave(t);
+    errno = err;
+    return rc;
+}
+
+AG_EXPORT int
+ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *) =
+            (int (*)(struct pollfd *, nfds_t, const struct timespec *,
+                     const sigset_t *))ag_ip_resolve(&real_p, "ppoll");
+    struct timespec left;
+    uint64_t deadline = 0;
+    struct ag_thread *t;
+    uint32_t sig0;
+    int rc, err;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(fds, n, tmo, mask) : (errno = ENOSYS, -1);
+    }
+    if (tmo != NULL) {
+        deadline = ag_now_ns() + (uint64_t)tmo->tv_sec * 1000000000u + (uint64_t)tmo->tv_nsec;
+        left = *tmo;
+    }
+    t = ag_thread_blocking_enter(AG_FA);
+    for (;;) {
+        sig0 = ag_ip_signals();
+        rc = real(fds, n, tmo != NULL ? &left : NULL, mask);
+        err = errno;
+        if (!ag_ip_absorb(rc, err, sig0)) {
+            break;
+        }
+        if (tmo != NULL) {
+            uint64_t now = ag_now_ns(), d = now >= deadline ? 0 : deadline - now;
+
+            left.tv_sec = (time_t)(d / 1000000000u);
+            left.tv_nsec = (long)(d % 1000000000u);
+        }
+    }
+    ag_thread_blocking_leave(t);
+    errno = err;
+    return rc;
+}
+
+AG_EXPORT int
+select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(int, fd_set *, fd_set *, fd_set *, struct timeval *) =
+            (int (*)(int, fd_set *, fd_set *, fd_set *, struct timeval *))ag_ip_resolve(&real_p,
+                                                                                        "select");
+    struct ag_thread *t;
+    uint32_t sig0;
+    int rc, err;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(nfds, r, w, e, tv) : (errno = ENOSYS, -1);
+    }
+    t = ag_thread_blocking_enter(AG_FA);
+    do {
+        /* Linux leaves the sets untouched on EINTR and updates tv to the time left. */
+        sig0 = ag_ip_signals();
+        rc = real(nfds, r, w, e, tv);
+        err = errno;
+    } while (ag_ip_absorb(rc, err, sig0));
+    ag_thread_blocking_leave(t);
+    errno = err;
+    return rc;
+}
+
+AG_EXPORT int
+epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(int, struct epoll_event *, int, int) =
+            (int (*)(int, struct epoll_event *, int, int))ag_ip_resolve(&real_p, "epoll_wait");
+    uint64_t deadline;
+    struct ag_thread *t;
+    uint32_t sig0;
+    int rc, err, left = timeout;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(epfd, ev, max, timeout) : (errno = ENOSYS, -1);
+    }
+    deadline = ag_ip_deadline(timeout);
+    t = ag_thread_blocking_enter(AG_FA);
+    for (;;) {
+        sig0 = ag_ip_signals();
+        rc = real(epfd, ev, max, left);
+        err = errno;
+        if (!ag_ip_absorb(rc, err, sig0)) {
+            break;
+        }
+        left = ag_ip_left_ms(deadline);
+    }
+    ag_thread_blocking_leave(t);
+    errno = err;
+    return rc;
+}
+
+AG_EXPORT int
+epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(int, struct epoll_event *, int, int, const sigset_t *) =
+            (int (*)(int, struct epoll_event *, int, int, const sigset_t *))ag_ip_resolve(
+                    &real_p, "epoll_pwait");
+    uint64_t deadline;
+    struct ag_thread *t;
+    uint32_t sig0;
+    int rc, err, left = timeout;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(epfd, ev, max, timeout, mask) : (errno = ENOSYS, -1);
+    }
+    deadline = ag_ip_deadline(timeout);
+    t = ag_thread_blocking_enter(AG_FA);
+    for (;;) {
+        sig0 = ag_ip_signals();
+        rc = real(epfd, ev, max, left, mask);
+        err = errno;
+        if (!ag_ip_absorb(rc, err, sig0)) {
+            break;
+        }
+        left = ag_ip_left_ms(deadline);
+    }
+    ag_thread_blocking_leave(t);
+    errno = err;
+    return rc;
+}
+
+/* Calls restarted by SA_RESTART: only the stack is recorded. */
+AG_EXPORT ssize_t
+read(int fd, void *buf, size_t len)
+{
+    static _Atomic(void *) real_p;
+    ssize_t (*real)(int, void *, size_t) =
+            (ssize_t(*)(int, void *, size_t))ag_ip_resolve(&real_p, "read");
+    struct ag_thread *t;
+    ssize_t rc;
+    int err;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(fd, buf, len) : (errno = ENOSYS, -1);
+    }
+    t = ag_thread_blocking_enter(AG_FA);
+    rc = real(fd, buf, len);
+    err = errno;
+    ag_thread_blocking_leave(t);
+    errno = err;
+    return rc;
+}
+
+AG_EXPORT ssize_t
+recv(int fd, void *buf, size_t len, int flags)
+{
+    static _Atomic(void *) real_p;
+    ssize_t (*real)(int, void *, size_t, int) =
+            (ssize_t(*)(int, void *, size_t, int))ag_ip_resolve(&real_p, "recv");
+    struct ag_thread *t;
+    ssize_t rc;
+    int err;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(fd, buf, len, flags) : (errno = ENOSYS, -1);
+    }
+    t = ag_thread_blocking_enter(AG_FA);
+    rc = real(fd, buf, len, flags);
+    err = errno;
+    ag_thread_blocking_leave(t);
+    errno = err;
+    return rc;
+}
+
+AG_EXPORT ssize_t
+recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *salen)
+{
+    static _Atomic(void *) real_p;
+    ssize_t (*real)(int, void *, size_t, int, struct sockaddr *, socklen_t *) =
+            (ssize_t(*)(int, void *, size_t, int, struct sockaddr *, socklen_t *))ag_ip_resolve(
+                    &real_p, "recvfrom");
+    struct ag_thread *t;
+    ssize_t rc;
+    int err;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(fd, buf, len, flags, sa, salen) : (errno = ENOSYS, -1);
+    }
+    t = ag_thread_blocking_enter(AG_FA);
+    rc = real(fd, buf, len, flags, sa, salen);
+    err = errno;
+    ag_thread_blocking_leave(t);
+    errno = err;
+    return rc;
+}
+
+AG_EXPORT int
+accept(int fd, struct sockaddr *sa, socklen_t *salen)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(int, struct sockaddr *, socklen_t *) =
+            (int (*)(int, struct sockaddr *, socklen_t *))ag_ip_resolve(&real_p, "accept");
+    struct ag_thread *t;
+    int rc, err;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(fd, sa, salen) : (errno = ENOSYS, -1);
+    }
+    t = ag_thread_blocking_enter(AG_FA);
+    rc = real(fd, sa, salen);
+    err = errno;
+    ag_thread_blocking_leave(t);
+    errno = err;
+    return rc;
+}
+
+AG_EXPORT int
+accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(int, struct sockaddr *, socklen_t *, int) =
+            (int (*)(int, struct sockaddr *, socklen_t *, int))ag_ip_resolve(&real_p, "accept4");
+    struct ag_thread *t;
+    int rc, err;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(fd, sa, salen, flags) : (errno = ENOSYS, -1);
+    }
+    t = ag_thread_blocking_enter(AG_FA);
+    rc = real(fd, sa, salen, flags);
+    err = errno;
+    ag_thread_blocking_leave(t);
+    errno = err;
+    return rc;
+}
+
+AG_EXPORT int
+pthread_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(pthread_cond_t *, pthread_mutex_t *) =
+            (int (*)(pthread_cond_t *, pthread_mutex_t *))ag_ip_resolve(&real_p,
+                                                                        "pthread_cond_wait");
+    struct ag_thread *t;
+    int rc;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(cond, mutex) : ENOSYS;
+    }
+    t = ag_thread_blocking_enter(AG_FA);
+    rc = real(cond, mutex);
+    ag_thread_blocking_leave(t);
+    return rc;
+}
+
+AG_EXPORT int
+pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex, const struct timespec *ts)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *) =
+            (int (*)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *))ag_ip_resolve(
+                    &real_p, "pthread_cond_timedwait");
+    struct ag_thread *t;
+    int rc;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(cond, mutex, ts) : ENOSYS;
+    }
+    t = ag_thread_blocking_enter(AG_FA);
+    rc = real(cond, mutex, ts);
+    ag_thread_blocking_leave(t);
+    return rc;
+}
+
+AG_EXPORT int
+pthread_join(pthread_t th, void **ret)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(pthread_t, void **) =
+            (int (*)(pthread_t, void **))ag_ip_resolve(&real_p, "pthread_join");
+    struct ag_thread *t;
+    int rc;
+
+    if (real == NULL || !ag_ip_active()) {
+        return real != NULL ? real(th, ret) : ENOSYS;
+    }
+    t = ag_thread_blocking_enter(AG_FA);
+    rc = real(th, ret);
+    ag_thread_blocking_leave(t);
+    return rc;
+}
