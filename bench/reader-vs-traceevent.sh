@@ -14,7 +14,10 @@ if [[ $file == --generate-mb ]]; then # a trace of sample-like events written by
 fi
 out=$B/bench/traceevent-read
 if [[ ! -f $out/traceevent-read.dll || bench/traceevent-read/Program.cs -nt $out/traceevent-read.dll ]]; then
-  dotnet build -c Release -o "$out" bench/traceevent-read >/dev/null
+  # Built from a copy in the build tree: MSBuild writes obj/ next to the project it builds.
+  rm -rf "$out.src" && mkdir -p "$out.src"
+  cp bench/traceevent-read/{traceevent-read.csproj,Program.cs} "$out.src/"
+  dotnet build -c Release -o "$out" "$out.src" >/dev/null
 fi
 echo "== file: $file ($(stat -c %s "$file") bytes)"
 ours=$("$B/bench/bench-reader" "$file" | tee /dev/stderr | sed -n 's/.*median of 5: \([0-9.]*\) MB\/s.*/\1/p')
