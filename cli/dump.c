@@ -50,7 +50,8 @@ pp_dump_usage(FILE *out)
             "  TIME_MS   milliseconds since the trace's sync time, 3 decimals, right-aligned\n"
             "  PROVIDER  provider name ('?' when the event's metadata is missing)\n"
             "  ID        event id (the metadata id when the metadata is missing)\n"
-            "  NAME      event name from the metadata, '-' when empty (runtime events)\n"
+            "  NAME      event name from the metadata; for the runtime's own events, whose\n"
+            "            metadata has none, TraceEvent's name (GC/Start); '-' when unknown\n"
             "  THREAD    the thread the event is about (OS thread id)\n"
             "  DEPTH     frames in the event's stack, 0 when it has none\n"
             "  FIELDS    Name=value pairs decoded with the metadata: strings in double\n"
@@ -79,11 +80,27 @@ pp_dump_usage(FILE *out)
             "message gives the byte offset and the reason), 2 on a usage error.\n");
 }
 
+/* The event's name: its metadata's, else TraceEvent's name for a runtime event, else "". */
+static const char *
+pp_dump_event_name(const struct nt_event_desc *d)
+{
+    const char *known;
+
+    if (d == NULL) {
+        return "";
+    }
+    if (d->name[0] != '\0') {
+        return d->name;
+    }
+    known = nt_runtime_event_name(d->provider, d->event_id);
+    return known != NULL ? known : "";
+}
+
 static int
 pp_dump_count_add(struct pp_dump_summary *s, const struct nt_event *ev)
 {
     const char *provider = ev->desc != NULL ? ev->desc->provider : "?";
-    const char *name = ev->desc != NULL ? ev->desc->name : "";
+    const char *name = pp_dump_event_name(ev->desc);
     uint32_t id = ev->desc != NULL ? ev->desc->event_id : ev->metadata_id;
     size_t i;
 
@@ -237,7 +254,8 @@ pp_dump_print_event(const struct nt_event *ev, const struct nt_trace_info *info,
     }
     printf("%12.3f %s %u %s tid=%" PRIu64 " stack=%u %s\n", ms, d != NULL ? d->provider : "?",
            d != NULL ? d->event_id : ev->metadata_id,
-           d != NULL && d->name[0] != '\0' ? d->name : "-", ev->thread_id, ev->stack_depth, fields);
+           pp_dump_event_name(d)[0] != '\0' ? pp_dump_event_name(d) : "-", ev->thread_id,
+           ev->stack_depth, fields);
 }
 
 /* Writes s (len bytes of UTF-8) as a JSON string. */
@@ -386,7 +404,7 @@ pp_dump_print_event_json(const struct nt_event *ev, const struct nt_trace_info *
     const struct nt_event_desc *d = ev->desc;
     struct pp_dump_json j = { stdout, { { 0, 0, 0 } }, 1 };
     const char *provider = d != NULL ? d->provider : "?";
-    const char *name = d != NULL ? d->name : "";
+    const char *name = pp_dump_event_name(d);
 
     printf("{\"time_ms\":%.6f,\"provider\":", ms);
     pp_dump_json_text(stdout, provider, strlen(provider));

@@ -387,6 +387,14 @@ enum nt_known_event {
 #define NT_PROVIDER_RUNTIME         "Microsoft-Windows-DotNETRuntime"
 #define NT_PROVIDER_RUNDOWN         "Microsoft-Windows-DotNETRuntimeRundown"
 
+/*
+ * The name TraceEvent (and so PerfView and dotnet-trace) gives an event of the runtime's own
+ * providers (the runtime, its rundown and private providers, SampleProfiler), whose metadata
+ * carries no name: "GC/Start", "Method/DCStopVerbose". NULL for any other (provider, id).
+ * Static storage (nettrace/runtime-names.c, generated from TraceEvent's parsers).
+ */
+const char *nt_runtime_event_name(const char *provider, uint32_t event_id);
+
 /* The description of a well-known event; static storage. */
 const struct nt_event_desc *nt_known_event_desc(enum nt_known_event which);
 
