@@ -18,36 +18,6 @@
 
 #include "agent/internal.h"
 
-struct ag_agent ag = {
-    .life_lock = PTHREAD_MUTEX_INITIALIZER,
-    .reg_lock = PTHREAD_MUTEX_INITIALIZER,
-    .drain_lock = PTHREAD_MUTEX_INITIALIZER,
-    .wake_lock = PTHREAD_MUTEX_INITIALIZER,
-};
-
-int
-ag_wait_ms(unsigned ms)
-{
-    struct timespec ts;
-    int stopping;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&ag.wake_lock);
-    while (!(stopping = atomic_load(&ag.stopping))) {
-        if (pthread_cond_timedwait(&ag.wake_cond, &ag.wake_lock, &ts) == ETIMEDOUT) {
-            break;
-        }
-    }
-    pthread_mutex_unlock(&ag.wake_lock);
-    return stopping || atomic_load(&ag.stopping);
-}
-
 static void
 ag_wake_all(void)
 {
@@ -88,12 +58,42 @@ ag_remote_read_probe(void)
     return syscall(SYS_process_vm_readv, (long)getpid(), &l, 1L, &r, 1L, 0L) == 8 && got == word;
 }
 
+static void
+ag_agent_forked_child(void)
+{
+    ag_threads_forked_child();
+    /* Only the forking thread exists here, timers are not inherited, and the agent's threads
+     * are gone: the agent is off. Locks held by vanished threads are reinitialised. */
+    if (atomic_load(&ag.running)) {
+        ag_signal_restore();
+    }
+    atomic_store(&ag.running, 0);
+    atomic_store(&ag.hz_cpu, 0);
+    atomic_store(&ag.hz_wall, 0);
+    atomic_store(&ag.inflight, 0);
+    pthread_mutex_init(&ag.life_lock, NULL);
+    pthread_mutex_init(&ag.reg_lock, NULL);
+    pthread_mutex_init(&ag.drain_lock, NULL);
+    pthread_mutex_init(&ag.wake_lock, NULL);
+    ag.threads = NULL; /* the parent's registry stays mapped in the child but unused */
+    ag.manager_started = 0;
+    ag.wall_started = 0;
+}
+
+static void
+ag_agent_atfork_register(void)
+{
+    pthread_atfork(NULL, NULL, ag_agent_forked_child);
+}
+
 int
 ag_start(const struct ag_config *cfg)
 {
+    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     pthread_condattr_t ca;
     int err = 0;
 
+    pthread_once(&atfork_once, ag_agent_atfork_register);
     pthread_mutex_lock(&ag.life_lock);
     if (atomic_load(&ag.running) || cfg->disabled) {
         goto out;
@@ -294,25 +294,4 @@ ag_stats_get(struct ag_stats *out)
     out->requested_hz_wall = atomic_load(&ag.hz_wall);
     out->effective_hz_cpu = cpu_ns != 0 ? (double)cpu_n * 1e9 / (double)cpu_ns : 0.0;
     out->effective_hz_wall = wall_active != 0 ? (double)passes * 1e9 / (double)wall_active : 0.0;
-}
-
-void
-ag_agent_forked_child(void)
-{
-    /* Only the forking thread exists here, timers are not inherited, and the agent's threads
-     * are gone: the agent is off. Locks held by vanished threads are reinitialised. */
-    if (atomic_load(&ag.running)) {
-        ag_signal_restore();
-    }
-    atomic_store(&ag.running, 0);
-    atomic_store(&ag.hz_cpu, 0);
-    atomic_store(&ag.hz_wall, 0);
-    atomic_store(&ag.inflight, 0);
-    pthread_mutex_init(&ag.life_lock, NULL);
-    pthread_mutex_init(&ag.reg_lock, NULL);
-    pthread_mutex_init(&ag.drain_lock, NULL);
-    pthread_mutex_init(&ag.wake_lock, NULL);
-    ag.threads = NULL; /* the parent's registry stays mapped in the child but unused */
-    ag.manager_started = 0;
-    ag.wall_started = 0;
 }

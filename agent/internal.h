@@ -246,8 +246,9 @@ typedef int (*ag_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(
 ag_pthread_create_fn ag_real_pthread_create(void);
 /* Creates an agent thread (real pthread_create, all signals blocked). 0 or -errno. */
 PP_MUST_USE int ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg);
-/* fork() child: the agent is off there; restore the signal, reset locks (agent.c). */
-void ag_agent_forked_child(void);
+/* fork() child: forget the calling thread's cached identity (threads.c; called by agent.c's
+ * atfork handler, which then turns the agent off there). */
+void ag_threads_forked_child(void);
 
 /* Timers and the signal (agent/timer.c). */
 PP_MUST_USE int ag_signal_install(int signo);

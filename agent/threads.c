@@ -421,29 +421,21 @@ ag_threads_scan(void)
     pthread_mutex_unlock(&ag.reg_lock);
 }
 
-/* In the child of fork(): the agent does not run there. */
-static void
-ag_threads_atfork_child(void)
+/* In the child of fork() (called by the agent's atfork handler, agent.c): only the forking
+ * thread exists, and its cached identity belongs to the parent's thread. */
+void
+ag_threads_forked_child(void)
 {
     ag_tls_tid = 0;
     ag_tls_thread = NULL;
-    ag_agent_forked_child();
-}
-
-static void
-ag_threads_atfork_register(void)
-{
-    pthread_atfork(NULL, NULL, ag_threads_atfork_child);
 }
 
 int
 ag_threads_start(void)
 {
-    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     size_t len = (size_t)ag.cfg.max_threads * sizeof(struct ag_thread);
     void *p = NULL;
 
-    pthread_once(&atfork_once, ag_threads_atfork_register);
     pthread_once(&ag_threads_once, ag_threads_once_init);
     /* The registry outlives ag_stop(): an interposed call that read hz_wall just before a stop
      * may still touch its slot. A larger registry replaces (and leaks) a smaller one. */

@@ -4,6 +4,15 @@
  * (one diagnostic connection: read one request, dispatch, answer) and session.c (tracing
  * sessions streaming nettrace). Private to ipc/ (and white-box tests).
  *
+ * The three files call each other, and that cycle is kept on purpose. server.c owns the
+ * connections and the sessions; conn.c hands a decoded command to a session (collect, stop) and
+ * tells the server about its port (taken, lost, resumed); session.c answers on the connection
+ * that asked (respond, close, read the next request) and logs through the server. All three
+ * run on the one loop thread and share one struct ipc_server, so a callback interface between
+ * them would add an indirection with no second implementation behind it. The rule that keeps
+ * it small: only these three files see each other's internals (this header); everything
+ * outside ipc/ sees ipc/ipc.h alone.
+ *
  * Context: everything here runs on the loop thread, except the fields under srv->lock.
  * Handle lifetime: a struct holding uv handles is freed only in the last close callback.
  */
