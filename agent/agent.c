@@ -94,6 +94,7 @@ ag_start(const struct ag_config *cfg)
     int err = 0;
 
     pthread_once(&atfork_once, ag_agent_atfork_register);
+    ag_interpose_init();
     pthread_mutex_lock(&ag.life_lock);
     if (atomic_load(&ag.running) || cfg->disabled) {
         goto out;

@@ -241,6 +241,8 @@ int32_t ag_gettid(void);
 struct ag_thread *ag_thread_blocking_enter(uint64_t fa);
 void ag_thread_blocking_leave(struct ag_thread *t);
 
+/* Links the interposers (agent/interpose.c) into whatever starts the agent; see there. */
+void ag_interpose_init(void);
 /* The real pthread_create (dlsym RTLD_NEXT, cached), or NULL (threads.c). */
 typedef int (*ag_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 ag_pthread_create_fn ag_real_pthread_create(void);

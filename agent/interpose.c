@@ -33,6 +33,19 @@
 
 #include "agent/internal.h"
 
+/*
+ * Called by ag_start(). Nothing else in the agent calls into this file (the dynamic linker finds
+ * the interposers, not a call), and a static archive's member is linked only when something
+ * references it: without this call a program linked with pp_agent, or libpipeprof.so built
+ * against a sanitizer runtime that defines read() itself, would silently lose every interposer.
+ * Also resolves the real pthread_create before the agent creates its first thread.
+ */
+void
+ag_interpose_init(void)
+{
+    (void)ag_real_pthread_create();
+}
+
 /* ---- thread creation ---- */
 
 struct ag_ip_start_arg {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # tests/check-shim-hooks.sh - libpipeprof.so's load-time hooks (common/platform.h) are where the
-# loader looks: a pointer to shim_start in .init_array and one to shim_stop in .fini_array.
+# loader looks: a pointer to shim_start in .init_array and one to shim_stop in .fini_array; and
+# every interposed call is exported.
 set -euo pipefail
 LIB=${PP_BINARY_DIR:?}/lib/libpipeprof.so
 command -v readelf >/dev/null || { echo "SKIP (loud): readelf (binutils) is not installed" >&2; exit 77; }
@@ -25,3 +26,16 @@ stop=$(addr shim_stop)
 slots .init_array | grep -qx "$start" || fail ".init_array does not point at shim_start ($start)"
 slots .fini_array | grep -qx "$stop" || fail ".fini_array does not point at shim_stop ($stop)"
 echo "check-shim-hooks: .init_array -> shim_start@$start, .fini_array -> shim_stop@$stop"
+
+# Every call agent/interpose.c interposes, and _exit/_Exit, is defined and exported by the
+# library (a static archive's member that nothing references would be left out silently).
+want=$(sed -n '/^AG_EXPORT /{n; s/(.*//p}' "${PP_SOURCE_DIR:?}/agent/interpose.c")
+want+=" pthread_create _exit _Exit"
+have=$(readelf -W --dyn-syms "$LIB" | awk '$7 != "UND" && $5 == "GLOBAL" {sub(/@.*/, "", $8); print $8}')
+n=0
+for fn in $want; do
+  grep -qx "$fn" <<<"$have" || fail "libpipeprof.so does not export the interposed $fn"
+  n=$((n + 1))
+done
+[[ $n -ge 18 ]] || fail "only $n interposed calls found in agent/interpose.c"
+echo "check-shim-hooks: all $n interposed calls are exported"

@@ -1,7 +1,8 @@
 # Lint gates that need the build: the signal handler's imports (tools/check-sigsafe.sh).
 add_test(NAME check-sigsafe COMMAND bash ${CMAKE_SOURCE_DIR}/tools/check-sigsafe.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(check-sigsafe PROPERTIES LABELS unit TIMEOUT 60)
-# The shim's load-time hooks are in the loader's tables (common/platform.h).
+# The shim's load-time hooks are in the loader's tables (common/platform.h), and every
+# interposed call is exported.
 add_test(NAME check-shim-hooks COMMAND bash ${CMAKE_SOURCE_DIR}/tests/check-shim-hooks.sh)
 set_tests_properties(check-shim-hooks PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77
-  ENVIRONMENT "PP_BINARY_DIR=${CMAKE_BINARY_DIR}")
+  ENVIRONMENT "PP_BINARY_DIR=${CMAKE_BINARY_DIR};PP_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
