@@ -27,15 +27,35 @@ slots .init_array | grep -qx "$start" || fail ".init_array does not point at shi
 slots .fini_array | grep -qx "$stop" || fail ".fini_array does not point at shim_stop ($stop)"
 echo "check-shim-hooks: .init_array -> shim_start@$start, .fini_array -> shim_stop@$stop"
 
-# Every call agent/interpose.c interposes, and _exit/_Exit, is defined and exported by the
-# library (a static archive's member that nothing references would be left out silently).
-want=$(sed -n '/^AG_EXPORT /{n; s/(.*//p}' "${PP_SOURCE_DIR:?}/agent/interpose.c")
-want+=" pthread_create _exit _Exit"
+# Every function the sources mark for export (AG_EXPORT or visibility("default"): the calls
+# agent/interpose.c interposes, _exit/_Exit, the public API) is defined and exported by the
+# library: a static archive's member that nothing references would be left out silently, and a
+# name missing from shim/libpipeprof.map would stay local.
+src=${PP_SOURCE_DIR:?}
+want=$(python3 - "$src" <<'PY'
+import glob, re, sys
+# A definition marked for export: the marker (a macro, or the attribute itself) at the start of
+# a line, the name on that line or the next, followed by its parameter list.
+mark = re.compile(r'^(?:[A-Z_]*EXPORT\b|__attribute__\(\(visibility\("default"\)[^)]*\)\))(.*)$')
+names = set()
+for path in sorted(sum((glob.glob(sys.argv[1] + "/%s/*.c" % d) for d in ("agent", "bridge", "shim", "ipc")), [])):
+    lines = open(path).read().split("\n")
+    for i, line in enumerate(lines):
+        m = mark.match(line)
+        if m is None or line.startswith("#"):
+            continue
+        rest = m.group(1) + " " + (lines[i + 1] if i + 1 < len(lines) else "")
+        f = re.search(r"([A-Za-z_][A-Za-z_0-9]*)\(", rest)
+        if f and f.group(1) != "__attribute__":
+            names.add(f.group(1))
+print("\n".join(sorted(names)))
+PY
+)
 have=$(readelf -W --dyn-syms "$LIB" | awk '$7 != "UND" && $5 == "GLOBAL" {sub(/@.*/, "", $8); print $8}')
 n=0
 for fn in $want; do
-  grep -qx "$fn" <<<"$have" || fail "libpipeprof.so does not export the interposed $fn"
+  grep -qx "$fn" <<<"$have" || fail "libpipeprof.so does not export $fn (marked for export in the sources)"
   n=$((n + 1))
 done
-[[ $n -ge 18 ]] || fail "only $n interposed calls found in agent/interpose.c"
-echo "check-shim-hooks: all $n interposed calls are exported"
+[[ $n -ge 20 ]] || fail "only $n exported functions found in the sources"
+echo "check-shim-hooks: all $n functions marked for export are exported:" $want
