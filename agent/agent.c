@@ -62,6 +62,7 @@ static void
 ag_agent_forked_child(void)
 {
     ag_threads_forked_child();
+    ag_timers_forked_child();
     /* Only the forking thread exists here, timers are not inherited, and the agent's threads
      * are gone: the agent is off. Locks held by vanished threads are reinitialised. */
     if (atomic_load(&ag.running)) {
@@ -130,6 +131,9 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_cfi_steps, 0);
     atomic_store(&ag.cpu_sampled_ns, 0);
     atomic_store(&ag.cpu_sampled_n, 0);
+    atomic_store(&ag.n_cpu_weight, 0);
+    atomic_store(&ag.n_perf_refused, 0);
+    ag.perf_unavailable = 0;
     atomic_store(&ag.wall_passes, 0);
     atomic_store(&ag.wall_active_ns, 0);
     err = ag_modules_refresh(); /* CFI tables before the first sample */
@@ -295,4 +299,16 @@ ag_stats_get(struct ag_stats *out)
     out->requested_hz_wall = atomic_load(&ag.hz_wall);
     out->effective_hz_cpu = cpu_ns != 0 ? (double)cpu_n * 1e9 / (double)cpu_ns : 0.0;
     out->effective_hz_wall = wall_active != 0 ? (double)passes * 1e9 / (double)wall_active : 0.0;
+    out->cpu_weight = atomic_load(&ag.n_cpu_weight);
+    out->perf_refused = atomic_load(&ag.n_perf_refused);
+    pthread_mutex_lock(&ag.reg_lock);
+    if (ag.threads != NULL) {
+        unsigned i, high = atomic_load(&ag.high);
+
+        for (i = 0; i < high; i++) {
+            out->threads_perf += ag.threads[i].has_perf != 0;
+            out->threads_timer += ag.threads[i].has_timer != 0;
+        }
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
 }

@@ -35,8 +35,21 @@
 
 /* What triggers samples. Values are part of the record format. */
 enum ag_mode {
-    AG_MODE_CPU = 1,  /* per-thread CPU-time timers: running threads only, tick-bound rate */
+    AG_MODE_CPU = 1,  /* per-thread CPU sampling (enum ag_cpu_engine): running threads only */
     AG_MODE_WALL = 2, /* a sampler thread: every thread, running or waiting */
+};
+
+/*
+ * How CPU mode is timed (PIPEPROF_CPU_ENGINE). Either way a sample carries the thread CPU time
+ * it stands for (cpu_delta_ns) and its weight, so totals match the threads' own CPU time.
+ */
+enum ag_cpu_engine {
+    AG_CPU_ENGINE_AUTO = 0,  /* perf_event where the kernel allows it, else timers, per thread */
+    AG_CPU_ENGINE_PERF = 1,  /* perf_event_open(cpu-clock, this thread, user space only): timed by
+                                high-resolution timers, so any rate up to AG_HZ_MAX is kept;
+                                allowed without privilege at perf_event_paranoid <= 2 */
+    AG_CPU_ENGINE_TIMER = 2, /* timer_create(thread CPU clock): expiries are seen at the
+                                scheduler tick, merged ones come back as weight */
 };
 
 enum ag_log_level {
@@ -57,6 +70,9 @@ struct ag_config {
     unsigned max_frames;  /* PIPEPROF_MAX_FRAMES=4..AG_MAX_FRAMES (default 128) */
     unsigned max_threads; /* PIPEPROF_MAX_THREADS=1..AG_MAX_THREADS (default 1024) */
     unsigned scan_ms;     /* PIPEPROF_SCAN_MS=10..10000: /proc/self/task rescan (default 100) */
+    enum ag_cpu_engine cpu_engine; /* PIPEPROF_CPU_ENGINE=auto|perf|timer (default auto); perf
+                                      does not fall back: a thread it cannot open is counted
+                                      in threads_dropped */
     enum ag_log_level log_level; /* PIPEPROF_LOG_LEVEL=error|warn|info|debug|0..3 (default warn) */
 };
 
@@ -139,13 +155,17 @@ struct ag_sample {
     uint64_t timestamp_ns; /* CLOCK_MONOTONIC */
     uint64_t cpu_time_ns;  /* the thread's CPU time (CLOCK_THREAD_CPUTIME_ID) at the sample */
     int32_t tid;
-    uint8_t mode;     /* enum ag_mode that triggered it */
-    uint8_t state;    /* enum ag_thread_state */
-    uint8_t source;   /* enum ag_sample_source */
-    uint8_t unwinder; /* enum ag_unwinder of the last step */
-    uint8_t end;      /* enum ag_unwind_end */
-    uint8_t pad[3];
-    uint32_t depth; /* frames used */
+    uint8_t mode;          /* enum ag_mode that triggered it */
+    uint8_t state;         /* enum ag_thread_state */
+    uint8_t source;        /* enum ag_sample_source */
+    uint8_t unwinder;      /* enum ag_unwinder of the last step */
+    uint8_t end;           /* enum ag_unwind_end */
+    uint8_t engine;        /* CPU mode: enum ag_cpu_engine that timed it (PERF or TIMER) */
+    uint16_t weight;       /* CPU mode: sampling intervals it stands for, >= 1 (cpu_delta_ns divided
+                              by the interval, rounded); wall mode: 1 */
+    uint64_t cpu_delta_ns; /* CPU mode: the thread's CPU time since its previous sample (or since
+                              sampling was armed): what this sample stands for; wall mode: 0 */
+    uint32_t depth;        /* frames used */
     uint64_t frames[];
 };
 
@@ -188,6 +208,10 @@ struct ag_stats {
     uint64_t samples_waiting;  /* wall samples of blocked threads */
     uint64_t lost;             /* dropped because a ring was full */
     uint64_t timer_overruns;   /* CPU-timer expiries the kernel merged (si_overrun) */
+    uint64_t cpu_weight;       /* sum of CPU samples' weights (>= samples_cpu) */
+    uint64_t threads_perf;     /* threads sampled by the perf_event engine now */
+    uint64_t threads_timer;    /* threads sampled by CPU-time timers now */
+    uint64_t perf_refused;     /* perf_event_open failures that fell back to a timer */
     uint64_t threads_seen;     /* threads registered */
     uint64_t threads_dropped;  /* registrations refused (registry full: counted again on each
                                   rescan) and timer_create failures */
@@ -197,7 +221,8 @@ struct ag_stats {
     uint64_t cpu_sampled_ns;   /* CPU time covered by CPU-mode samples (sum of deltas) */
     unsigned requested_hz_cpu; /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;
-    double effective_hz_cpu;  /* CPU samples per CPU-second of sampled threads: tick-bound */
+    double effective_hz_cpu;  /* CPU samples per CPU-second of sampled threads (timers: about
+                                 the kernel tick at most; weights make up the rest) */
     double effective_hz_wall; /* wall passes per second actually achieved */
 };
 

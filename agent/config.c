@@ -205,6 +205,19 @@ ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen)
     if (err2 != 0) {
         return err2;
     }
+    v = getenv("PIPEPROF_CPU_ENGINE");
+    if (v != NULL) {
+        if (strcasecmp(v, "auto") == 0 || v[0] == '\0') {
+            cfg->cpu_engine = AG_CPU_ENGINE_AUTO;
+        } else if (strcasecmp(v, "perf") == 0) {
+            cfg->cpu_engine = AG_CPU_ENGINE_PERF;
+        } else if (strcasecmp(v, "timer") == 0) {
+            cfg->cpu_engine = AG_CPU_ENGINE_TIMER;
+        } else {
+            return ag_config_fail(err, errlen,
+                                  "PIPEPROF_CPU_ENGINE=%s: expected auto, perf or timer", v);
+        }
+    }
     v = getenv("PIPEPROF_LOG_LEVEL");
     if (v != NULL) {
         static const char *const names[] = { "error", "warn", "info", "debug" };

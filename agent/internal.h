@@ -124,7 +124,9 @@ struct ag_thread {
     uint64_t dropped_reported;    /* drain */
     int has_timer;                /* reg */
     timer_t timer;                /* reg */
-    unsigned timer_hz;            /* reg: rate the timer is armed at */
+    unsigned timer_hz;            /* reg: rate the timer or the perf event is armed at */
+    int has_perf;                 /* reg: perf_fd is this thread's cpu-clock perf event */
+    _Atomic int perf_fd;          /* reg; read by the handler to recognise its signal */
     int scan_seen;                /* reg: manager scratch */
     unsigned name_gen;            /* reg: bumped when name changes */
     unsigned name_gen_reported;   /* drain */
@@ -174,7 +176,8 @@ struct ag_agent {
     /* Counters (relaxed atomics). */
     _Atomic uint64_t n_samples, n_cpu, n_wall, n_waiting, n_lost, n_overruns;
     _Atomic uint64_t n_threads, n_threads_dropped, n_eintr_seen, n_eintr_absorbed, n_cfi_steps;
-    _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n;
+    _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused;
+    int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
     _Atomic uint64_t wall_passes, wall_start_ns, wall_active_ns;
 };
 
@@ -257,6 +260,8 @@ PP_MUST_USE int ag_signal_install(int signo);
 void ag_signal_restore(void);
 void ag_timers_update_locked(void); /* arm/re-arm/delete CPU timers to match ag.hz_cpu */
 void ag_timer_delete_locked(struct ag_thread *t);
+/* fork() child: closes the inherited perf_event fds (the events belong to the parent). */
+void ag_timers_forked_child(void);
 
 /* Wall sampler (agent/wall.c). */
 PP_MUST_USE int ag_wall_start(void);

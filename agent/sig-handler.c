@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent/sig-handler.c - SIGNAL CONTEXT: the sampling signal handler. It runs on the sampled
- * thread (CPU-time timer expiry or the wall thread's rt_tgsigqueueinfo), finds the thread's slot
+ * thread (a perf_event overflow, a CPU-time timer expiry, or the wall thread's
+ * rt_tgsigqueueinfo), finds the thread's slot
  * through initial-exec TLS (or by tid, lock-free), walks the interrupted stack into a free slot
  * of the thread's preallocated ring and publishes it. A full ring counts a drop. It ignores
  * signals it did not request (there is no chaining to a previous handler: ag_start() refuses a
@@ -95,8 +96,9 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     struct ag_unwind_ctx c;
     struct ag_thread *t;
     struct ag_sample *s;
-    uint64_t pc, sp, fp, lo, hi, cpu, last;
-    uint8_t mode;
+    uint64_t pc, sp, fp, lo, hi, cpu, last, delta, period, weight;
+    uint8_t mode, engine = 0;
+    unsigned hz;
     int eintr;
 
     (void)signo;
@@ -104,8 +106,12 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     if (!atomic_load_explicit(&ag.running, memory_order_seq_cst)) {
         goto out;
     }
-    if (info->si_code == SI_TIMER) {
+    if (info->si_code == POLL_IN) {
+        mode = AG_MODE_CPU; /* a perf_event overflow (F_SETSIG); si_fd is checked below */
+        engine = AG_CPU_ENGINE_PERF;
+    } else if (info->si_code == SI_TIMER) {
         mode = AG_MODE_CPU;
+        engine = AG_CPU_ENGINE_TIMER;
         if (info->si_overrun > 0) {
             atomic_fetch_add_explicit(&ag.n_overruns, (uint64_t)info->si_overrun,
                                       memory_order_relaxed);
@@ -125,8 +131,13 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     if (t == NULL || atomic_load_explicit(&t->excluded, memory_order_relaxed)) {
         goto out;
     }
-    if ((mode == AG_MODE_CPU ? atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed)
-                             : atomic_load_explicit(&ag.hz_wall, memory_order_relaxed)) == 0) {
+    if (engine == AG_CPU_ENGINE_PERF &&
+        atomic_load_explicit(&t->perf_fd, memory_order_acquire) != info->si_fd) {
+        goto out; /* another fd's SIGIO-style signal, or an event closed since */
+    }
+    hz = mode == AG_MODE_CPU ? atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed)
+                             : atomic_load_explicit(&ag.hz_wall, memory_order_relaxed);
+    if (hz == 0) {
         goto out; /* a signal still in flight after the mode was switched off */
     }
     s = ag_ring_reserve(&t->ring);
@@ -140,6 +151,25 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     s->cpu_time_ns = cpu;
     s->tid = ag_tls_tid;
     s->mode = mode;
+    s->engine = engine;
+    s->weight = 1;
+    s->cpu_delta_ns = 0;
+    if (mode == AG_MODE_CPU) {
+        /* The sample stands for the thread's CPU time since its previous one (the baseline set
+         * when it was armed): merged timer expiries, ticks that found the thread in the kernel
+         * (the perf event counts user space only) and coalesced signals all come back here. */
+        period = 1000000000u / hz;
+        last = atomic_exchange_explicit(&t->last_cpu_ns, cpu, memory_order_relaxed);
+        delta = last != 0 && cpu > last ? cpu - last : period;
+        weight = (delta + period / 2) / period;
+        s->weight = (uint16_t)(weight < 1 ? 1 : weight > UINT16_MAX ? UINT16_MAX : weight);
+        s->cpu_delta_ns = delta;
+        atomic_fetch_add_explicit(&ag.n_cpu_weight, s->weight, memory_order_relaxed);
+        if (last != 0 && cpu > last) {
+            atomic_fetch_add_explicit(&ag.cpu_sampled_ns, cpu - last, memory_order_relaxed);
+            atomic_fetch_add_explicit(&ag.cpu_sampled_n, 1, memory_order_relaxed);
+        }
+    }
     s->state = AG_STATE_RUNNING;
     s->source = AG_SOURCE_SIGNAL;
     lo = atomic_load_explicit(&t->stack_lo, memory_order_acquire);
@@ -163,11 +193,6 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     }
     if (mode == AG_MODE_CPU) {
         atomic_fetch_add_explicit(&ag.n_cpu, 1, memory_order_relaxed);
-        last = atomic_exchange_explicit(&t->last_cpu_ns, cpu, memory_order_relaxed);
-        if (last != 0 && cpu > last) {
-            atomic_fetch_add_explicit(&ag.cpu_sampled_ns, cpu - last, memory_order_relaxed);
-            atomic_fetch_add_explicit(&ag.cpu_sampled_n, 1, memory_order_relaxed);
-        }
     } else {
         atomic_fetch_add_explicit(&ag.n_wall, 1, memory_order_relaxed);
     }

@@ -224,6 +224,7 @@ ag_thread_register_locked(int32_t tid, int self)
     ag_thread_name_set_locked(t, name);
     t->announced = 0;
     t->has_timer = 0;
+    t->has_perf = 0;
     t->timer_hz = 0;
     t->scan_seen = 1;
     t->dropped_reported = atomic_load_explicit(&t->dropped, memory_order_relaxed);

@@ -1,15 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent/timer.c - the sampling signal's disposition and the per-thread CPU-time timers
- * (timer_create on the thread's CPU clock with SIGEV_THREAD_ID, so each expiry interrupts the
- * thread that burned the CPU). Their resolution is the scheduler tick: a rate above the
- * kernel's HZ is delivered at about HZ, which ag_stats reports as effective_hz_cpu.
- * Context: ordinary threads under ag.reg_lock (timers) or ag.life_lock (the signal).
+ * agent/timer.c - the sampling signal's disposition and the per-thread CPU sampling engines
+ * (enum ag_cpu_engine). The perf_event engine opens a cpu-clock software event on each thread
+ * (user space only, which perf_event_paranoid 2 allows without privilege), owned by that thread
+ * (F_SETOWN_EX) and signalling it (F_SETSIG) on each overflow: hrtimer-timed, so the rate is
+ * kept above the kernel's HZ. The timer engine uses timer_create on the thread's CPU clock with
+ * SIGEV_THREAD_ID; its expiries are seen at the scheduler tick. Either way the handler weighs a
+ * sample by the thread CPU time since its previous one (sig-handler.c), and arming a thread
+ * records its CPU time as the baseline.
+ * Context: ordinary threads under ag.reg_lock (engines) or ag.life_lock (the signal).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/internal.h"
 
@@ -66,6 +76,37 @@ ag_timer_delete_locked(struct ag_thread *t)
         t->has_timer = 0;
         t->timer_hz = 0;
     }
+    if (t->has_perf) {
+        int fd = atomic_load_explicit(&t->perf_fd, memory_order_relaxed);
+
+        /* Closing the event withdraws it; a signal already queued is recognised by the handler
+         * as stale (perf_fd no longer matches) and ignored. */
+        atomic_store_explicit(&t->perf_fd, -1, memory_order_release);
+        close(fd);
+        t->has_perf = 0;
+        t->timer_hz = 0;
+    }
+}
+
+void
+ag_timers_forked_child(void)
+{
+    unsigned i, high;
+
+    if (ag.threads == NULL) {
+        return;
+    }
+    high = atomic_load_explicit(&ag.high, memory_order_relaxed);
+    for (i = 0; i < high; i++) {
+        struct ag_thread *t = &ag.threads[i];
+
+        if (t->has_perf) {
+            close(atomic_load_explicit(&t->perf_fd, memory_order_relaxed));
+            atomic_store_explicit(&t->perf_fd, -1, memory_order_relaxed);
+            t->has_perf = 0;
+        }
+        t->has_timer = 0; /* POSIX timers are not inherited by a child */
+    }
 }
 
 static int
@@ -87,18 +128,135 @@ ag_timer_thread_clock(int32_t tid)
     return (clockid_t)((~(unsigned)tid << 3) | 6u);
 }
 
+/* Starts a thread's CPU-time baseline: its first sample stands for the CPU time since now. */
+static void
+ag_timer_baseline(struct ag_thread *t, int32_t tid)
+{
+    struct timespec ts;
+
+    if (clock_gettime(ag_timer_thread_clock(tid), &ts) == 0) {
+        atomic_store_explicit(&t->last_cpu_ns,
+                              (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+                              memory_order_relaxed);
+    }
+}
+
+/* Errors of perf_event_open that say the kernel or policy refuses it for every thread. */
+static int
+ag_perf_refused_for_good(int err)
+{
+    return err == EACCES || err == EPERM || err == ENOSYS || err == ENOENT || err == EOPNOTSUPP ||
+           err == EINVAL || err == E2BIG;
+}
+
+/*
+ * Opens and arms the cpu-clock perf event of thread tid. Returns 0 with *fd_out, or -errno. An
+ * fd close to RLIMIT_NOFILE is given back (-EMFILE): the host's descriptors come first.
+ */
+static int
+ag_perf_open(int32_t tid, unsigned hz, int *fd_out)
+{
+    struct perf_event_attr attr;
+    struct f_owner_ex owner;
+    struct rlimit rl;
+    int fd, err;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.sample_period = 1000000000u / hz;
+    attr.exclude_kernel = 1; /* what paranoid 2 allows; kernel time comes back as weight */
+    attr.exclude_hv = 1;
+    attr.disabled = 1;
+    attr.wakeup_events = 1;
+    fd = (int)syscall(SYS_perf_event_open, &attr, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)fd + 64 > rl.rlim_cur) {
+        err = -EMFILE;
+        goto fail;
+    }
+    owner.type = F_OWNER_TID;
+    owner.pid = tid;
+    if (fcntl(fd, F_SETOWN_EX, &owner) != 0 || fcntl(fd, F_SETSIG, ag.signo) != 0 ||
+        fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+        err = -errno;
+        goto fail;
+    }
+    *fd_out = fd;
+    return 0;
+fail:
+    close(fd);
+    return err;
+}
+
+/* Arms thread t with the perf engine. 0, or -errno and t unchanged. */
+static int
+ag_perf_sync_locked(struct ag_thread *t, int32_t tid, unsigned hz)
+{
+    uint64_t period = 1000000000u / hz;
+    int fd, err;
+
+    if (t->has_perf) {
+        fd = atomic_load_explicit(&t->perf_fd, memory_order_relaxed);
+        if (ioctl(fd, PERF_EVENT_IOC_PERIOD, &period) != 0) {
+            return -errno;
+        }
+        t->timer_hz = hz;
+        return 0;
+    }
+    err = ag_perf_open(tid, hz, &fd);
+    if (err != 0) {
+        return err;
+    }
+    ag_timer_baseline(t, tid);
+    atomic_store_explicit(&t->perf_fd, fd, memory_order_release);
+    t->has_perf = 1;
+    t->timer_hz = hz;
+    return 0;
+}
+
 static void
 ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
 {
     struct sigevent sev;
     int32_t tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
+    int err;
 
     if (hz == 0 || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
         atomic_load_explicit(&t->state, memory_order_relaxed) != AG_SLOT_ACTIVE) {
         ag_timer_delete_locked(t);
         return;
     }
-    if (t->has_timer && t->timer_hz == hz) {
+    if ((t->has_timer || t->has_perf) && t->timer_hz == hz) {
+        return;
+    }
+    if (!t->has_timer && ag.cfg.cpu_engine != AG_CPU_ENGINE_TIMER && !ag.perf_unavailable) {
+        err = ag_perf_sync_locked(t, tid, hz);
+        if (err == 0) {
+            return;
+        }
+        ag_timer_delete_locked(t);
+        if (err == -ESRCH) {
+            return; /* the thread exited under us */
+        }
+        if (ag_perf_refused_for_good(-err)) {
+            ag.perf_unavailable = 1;
+            ag_log(AG_LOG_INFO, "cpu engine: perf_event_open refused (%s): CPU-time timers",
+                   strerror(-err));
+        }
+        if (ag.cfg.cpu_engine == AG_CPU_ENGINE_PERF) {
+            atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
+            ag_log(AG_LOG_WARN, "cpu engine perf: thread %d not sampled: %s", (int)tid,
+                   strerror(-err));
+            return;
+        }
+        atomic_fetch_add_explicit(&ag.n_perf_refused, 1, memory_order_relaxed);
+    }
+    if (ag.cfg.cpu_engine == AG_CPU_ENGINE_PERF) {
         return;
     }
     if (!t->has_timer) {
@@ -116,6 +274,7 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
             return;
         }
         t->has_timer = 1;
+        ag_timer_baseline(t, tid);
     }
     if (ag_timer_arm(t->timer, hz) != 0) {
         ag_timer_delete_locked(t);

@@ -216,6 +216,9 @@ ag_wall_pass(void)
         }
         s->tid = tid;
         s->mode = AG_MODE_WALL;
+        s->engine = 0;
+        s->weight = 1;
+        s->cpu_delta_ns = 0;
         s->state = st == 'R' ? AG_STATE_RUNNING : AG_STATE_WAITING;
         if (blocked && ag_wall_copy_blocked(t, s) == 0) {
             s->source = AG_SOURCE_BLOCKED;

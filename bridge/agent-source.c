@@ -34,6 +34,7 @@ enum bridge_pipeprof_event {
     BRIDGE_EV_MODULE_LOAD = 3,
     BRIDGE_EV_CPU_SAMPLE = 4,
     BRIDGE_EV_LOST_SAMPLES = 5,
+    BRIDGE_EV_SAMPLING = 6,
 };
 
 static const struct nt_field bridge_thread_start_fields[] = {
@@ -58,6 +59,13 @@ static const struct nt_field bridge_cpu_sample_fields[] = {
     { "UnwindEnd", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 }, /* enum ag_unwind_end */
     { "Depth", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
+static const struct nt_field bridge_sampling_fields[] = {
+    { "Mode", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },   /* cpu or wall */
+    { "Hz", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },     /* the session's rate */
+    { "Engine", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 }, /* perf_event, timer, mixed, wall */
+    { "PerfThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "TimerThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
+};
 static const struct nt_field bridge_lost_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "Count", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
@@ -75,6 +83,8 @@ static const struct nt_event_desc bridge_pipeprof_events[] = {
       bridge_cpu_sample_fields, 7, 0 },
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_LOST_SAMPLES, "LostSamples", 0, 1, 4, 0,
       bridge_lost_fields, 2, 0 },
+    { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_SAMPLING, "Sampling", 0, 1, 4, 0, bridge_sampling_fields,
+      5, 0 },
 };
 
 /* An open-addressing set of code addresses (0 is the empty slot; address 0 is never stored). */
@@ -82,6 +92,39 @@ struct bridge_addr_set {
     uint64_t *slots;
     size_t cap; /* power of two */
     size_t count;
+};
+
+/*
+ * A thread's open CPU interval in a CPU-mode session: its last running sample charged TraceEvent's
+ * thread-time computer until end_ns, and nothing has said yet that the thread stopped running.
+ * An open-addressing table keyed by tid (0 = empty slot).
+ */
+struct bridge_cpu_run {
+    int32_t tid;
+    int open;
+    uint64_t end_ns;
+    uint64_t batch; /* the drain that last saw a sample of the thread */
+};
+
+struct bridge_cpu_runs {
+    struct bridge_cpu_run *slots;
+    size_t cap, count;
+};
+
+/*
+ * An event of a CPU-mode session held back until no later drain can produce an earlier one: its
+ * samples are written back-dated over the CPU time they stand for, and the writer keeps the
+ * stream's timestamps in order (bridge_release_pending()).
+ */
+struct bridge_pending {
+    uint64_t ts;
+    uint64_t seq; /* insertion order, for equal timestamps */
+    int32_t tid;
+    uint32_t type;  /* ThreadSample: NT_SAMPLE_*; 0 for a CpuSample payload */
+    uint32_t depth; /* frames, owned */
+    uint64_t *frames;
+    uint32_t payload_len;
+    uint8_t payload[40]; /* CpuSample */
 };
 
 struct bridge_session {
@@ -93,17 +136,26 @@ struct bridge_session {
     int acquired;    /* holds an ag_sampling_acquire() request */
     enum ag_mode mode;
     unsigned hz;
-    uint64_t start_ns;            /* samples older than the session are not its own */
-    uint32_t modules_announced;   /* highest module id written as ModuleLoad */
-    struct bridge_addr_set addrs; /* addresses of this session's frames, for the rundown */
+    uint64_t start_ns;              /* samples older than the session are not its own */
+    uint32_t modules_announced;     /* highest module id written as ModuleLoad */
+    struct bridge_addr_set addrs;   /* addresses of this session's frames, for the rundown */
+    struct bridge_cpu_runs runs;    /* CPU mode: each thread's open interval */
+    struct bridge_pending *pending; /* CPU mode: events held back, unsorted */
+    size_t pending_count, pending_cap;
+    uint64_t pending_seq;
+    uint64_t released_ns; /* CPU mode: events up to here are written */
+    uint64_t batches;     /* drains written */
+    char engine[16];      /* the engine last written in a Sampling event */
 };
 
 /* One drained sample, copied so that samples of all threads can be sorted by time. */
 struct bridge_sample {
     uint64_t timestamp_ns;
     uint64_t cpu_time_ns;
+    uint64_t cpu_delta_ns; /* CPU mode: the CPU time it stands for */
     int32_t tid;
     uint8_t state, mode, unwinder, end;
+    uint16_t weight;
     uint32_t depth;
     size_t frames; /* offset into bridge_source.frames */
 };
@@ -390,6 +442,11 @@ bridge_session_stop(void *ctx, const struct ipc_session_config *cfg)
         bridge_log_session(s->id, "release", "no such sampling request");
     }
     bridge_addr_set_fini(&s->addrs);
+    free(s->runs.slots);
+    for (size_t i = 0; i < s->pending_count; i++) {
+        free(s->pending[i].frames);
+    }
+    free(s->pending);
     memset(s, 0, sizeof(*s));
     src->active_sessions--;
     bridge_owner_release_if_idle(src);
@@ -491,6 +548,8 @@ bridge_collect_record(const struct ag_record *rec, void *ctx)
     s = &src->samples[src->sample_count++];
     s->timestamp_ns = as->timestamp_ns;
     s->cpu_time_ns = as->cpu_time_ns;
+    s->cpu_delta_ns = as->cpu_delta_ns;
+    s->weight = as->weight != 0 ? as->weight : 1;
     s->tid = as->tid;
     s->state = as->state;
     s->mode = as->mode;
@@ -580,22 +639,322 @@ bridge_announce_module(const struct ag_module_info *m, void *ctx)
     return mc->err;
 }
 
-/* Thread, loss and module events first (at the batch's earliest time), then the samples. */
+/* The run of thread tid, created closed when absent; NULL when out of memory. */
+static struct bridge_cpu_run *
+bridge_cpu_run_get(struct bridge_cpu_runs *r, int32_t tid)
+{
+    size_t i;
+
+    if ((r->count + 1) * 2 > r->cap) {
+        size_t ncap = r->cap != 0 ? r->cap * 2 : 64, j;
+        struct bridge_cpu_run *n = calloc(ncap, sizeof(*n));
+
+        if (n == NULL) {
+            return NULL;
+        }
+        for (j = 0; j < r->cap; j++) {
+            if (r->slots[j].tid != 0) {
+                for (i = bridge_hash((uint64_t)(uint32_t)r->slots[j].tid) & (ncap - 1);
+                     n[i].tid != 0; i = (i + 1) & (ncap - 1)) {
+                }
+                n[i] = r->slots[j];
+            }
+        }
+        free(r->slots);
+        r->slots = n;
+        r->cap = ncap;
+    }
+    for (i = bridge_hash((uint64_t)(uint32_t)tid) & (r->cap - 1); r->slots[i].tid != 0;
+         i = (i + 1) & (r->cap - 1)) {
+        if (r->slots[i].tid == tid) {
+            return &r->slots[i];
+        }
+    }
+    r->slots[i].tid = tid;
+    r->count++;
+    return &r->slots[i];
+}
+
+/* Holds back a ThreadSample (type NT_SAMPLE_*, frames copied) or, with type 0, a CpuSample. */
+static int
+bridge_pending_push(struct bridge_session *s, uint64_t ts, int32_t tid, uint32_t type,
+                    const uint64_t *frames, uint32_t depth, const struct nt_payload *cpu_sample)
+{
+    struct bridge_pending *e;
+
+    if (pp_grow_array((void **)&s->pending, &s->pending_cap, s->pending_count + 1,
+                      sizeof(*s->pending)) != 0) {
+        return -ENOMEM;
+    }
+    e = &s->pending[s->pending_count];
+    memset(e, 0, sizeof(*e));
+    e->ts = ts < s->released_ns ? s->released_ns : ts; /* later than the holdback: rare */
+    e->seq = s->pending_seq++;
+    e->tid = tid;
+    e->type = type;
+    if (depth > 0) {
+        e->frames = malloc(depth * sizeof(*frames));
+        if (e->frames == NULL) {
+            return -ENOMEM;
+        }
+        memcpy(e->frames, frames, depth * sizeof(*frames));
+        e->depth = depth;
+    }
+    if (cpu_sample != NULL) {
+        if (cpu_sample->err != 0 || cpu_sample->len > sizeof(e->payload)) {
+            free(e->frames);
+            return cpu_sample->err != 0 ? cpu_sample->err : -EOVERFLOW;
+        }
+        memcpy(e->payload, cpu_sample->buf, cpu_sample->len);
+        e->payload_len = (uint32_t)cpu_sample->len;
+    }
+    s->pending_count++;
+    return 0;
+}
+
+static int
+bridge_pending_cmp(const void *a, const void *b)
+{
+    const struct bridge_pending *x = a, *y = b;
+
+    if (x->ts != y->ts) {
+        return x->ts < y->ts ? -1 : 1;
+    }
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* One ThreadSample: type Managed (running) or External (not running), with a stack or none. */
+static int
+bridge_write_thread_sample(struct nt_writer *w, uint32_t meta, int32_t tid, uint64_t ts,
+                           uint32_t type, const uint64_t *frames, uint32_t depth)
+{
+    uint8_t payload[4];
+    struct nt_payload p;
+    struct nt_event ev;
+
+    nt_payload_init(&p, payload, sizeof(payload));
+    nt_payload_u32(&p, type);
+    memset(&ev, 0, sizeof(ev));
+    ev.metadata_id = meta;
+    ev.thread_id = (uint64_t)tid;
+    ev.capture_thread_id = bridge_source.capture_tid;
+    ev.processor = 0xFFFFFFFFu;
+    ev.timestamp = ts;
+    ev.stack = depth > 0 ? frames : NULL;
+    ev.stack_depth = depth < NT_MAX_STACK_DEPTH ? depth : NT_MAX_STACK_DEPTH;
+    ev.payload = payload;
+    ev.payload_size = (uint32_t)p.len;
+    return nt_writer_write(w, &ev);
+}
+
+/*
+ * A CPU-mode sample as TraceEvent's thread-time computer (dotnet-trace convert, PerfView's
+ * Thread Time) reads it: a running ThreadSample charges its stack the time until the thread's
+ * next ThreadSample, and a not-running one (External, no stack) ends that time. So a sample that
+ * stands for cpu_delta_ns of CPU ending at its timestamp t is written as `weight` running samples
+ * spread over [t - cpu_delta_ns, t), and the thread's interval is left open at t: the next
+ * sample continues it when it starts there (a thread that kept running: one event per sample),
+ * else a not-running sample closes it at t first. Counting tools see `weight` samples.
+ * docs/architecture.md, "CPU samples in the trace".
+ */
+static int
+bridge_write_cpu_sample(struct bridge_session *s, const struct bridge_sample *sm,
+                        const uint64_t *frames)
+{
+    uint64_t period = s->hz != 0 ? 1000000000u / s->hz : 10000000u;
+    uint64_t eps = period / 20 < 20000u ? period / 20 : 20000u;
+    uint64_t delta = sm->cpu_delta_ns != 0 ? sm->cpu_delta_ns : period;
+    uint64_t start = sm->timestamp_ns > delta ? sm->timestamp_ns - delta : 0;
+    struct bridge_cpu_run *run = bridge_cpu_run_get(&s->runs, sm->tid);
+    uint32_t i, k = sm->weight != 0 ? sm->weight : 1;
+    int err = 0;
+
+    if (run == NULL) {
+        return -ENOMEM;
+    }
+    if (start < s->start_ns + 2000u) {
+        start = s->start_ns + 2000u; /* the session holds only its own time */
+    }
+    if (run->open && start <= run->end_ns + eps) {
+        start = run->end_ns; /* it kept running */
+    } else if (run->open) {
+        err = bridge_pending_push(s, run->end_ns, sm->tid, NT_SAMPLE_EXTERNAL, NULL, 0, NULL);
+    } else {
+        /* TraceEvent charges nothing to a thread whose state it has not seen: say the thread
+         * was not running just before. */
+        err = bridge_pending_push(s, start - 1000u, sm->tid, NT_SAMPLE_EXTERNAL, NULL, 0, NULL);
+    }
+    if (start > sm->timestamp_ns) {
+        start = sm->timestamp_ns;
+    }
+    for (i = 0; i < k && err == 0; i++) {
+        err = bridge_pending_push(s, start + (sm->timestamp_ns - start) * i / k, sm->tid,
+                                  NT_SAMPLE_MANAGED, frames, sm->depth, NULL);
+    }
+    run->open = 1;
+    run->end_ns = sm->timestamp_ns;
+    run->batch = s->batches;
+    return err;
+}
+
+/* Closes the open intervals of threads that had no sample in this drain (or of all, at the end):
+ * they stopped running at their last sample's time. */
+static int
+bridge_close_cpu_runs(struct bridge_session *s, int all)
+{
+    size_t i;
+    int err = 0;
+
+    for (i = 0; i < s->runs.cap && err == 0; i++) {
+        struct bridge_cpu_run *run = &s->runs.slots[i];
+
+        if (run->tid != 0 && run->open && (all || run->batch != s->batches)) {
+            err = bridge_pending_push(s, run->end_ns, run->tid, NT_SAMPLE_EXTERNAL, NULL, 0, NULL);
+            run->open = 0;
+        }
+    }
+    return err;
+}
+
+/*
+ * Writes the held-back events up to `until` (all of them when `until` is UINT64_MAX) in time
+ * order. A later drain cannot make an earlier event: its samples' CPU time reaches back at most
+ * the holdback (bridge_holdback_ns), and anything earlier is clamped to what was released.
+ */
+static int
+bridge_release_pending(struct bridge_session *s, struct nt_writer *w, uint64_t until)
+{
+    const struct nt_event_desc *cpu_desc = &bridge_pipeprof_events[BRIDGE_EV_CPU_SAMPLE - 1];
+    uint32_t meta = 0;
+    size_t i, n = 0;
+    int err = 0;
+
+    if (s->pending_count == 0) {
+        return 0;
+    }
+    qsort(s->pending, s->pending_count, sizeof(*s->pending), bridge_pending_cmp);
+    while (n < s->pending_count && s->pending[n].ts <= until) {
+        n++;
+    }
+    if (n > 0) {
+        err = nt_writer_define(w, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), &meta);
+    }
+    for (i = 0; i < n && err == 0; i++) {
+        const struct bridge_pending *e = &s->pending[i];
+
+        if (e->type != 0) {
+            err = bridge_write_thread_sample(w, meta, e->tid, e->ts, e->type, e->frames, e->depth);
+        } else {
+            struct nt_payload p;
+
+            nt_payload_init(&p, (void *)e->payload, sizeof(e->payload));
+            p.len = e->payload_len;
+            err = bridge_write_payload(w, cpu_desc, (uint64_t)e->tid, e->ts, &p);
+        }
+        if (e->ts > s->released_ns) {
+            s->released_ns = e->ts;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        free(s->pending[i].frames);
+    }
+    memmove(s->pending, s->pending + n, (s->pending_count - n) * sizeof(*s->pending));
+    s->pending_count -= n;
+    return err;
+}
+
+/* How far back a CPU sample's events can reach: a few intervals, and a drain or two of lag. */
+static uint64_t
+bridge_holdback_ns(const struct bridge_session *s)
+{
+    uint64_t period = s->hz != 0 ? 1000000000u / s->hz : 10000000u;
+
+    return 3 * period + 30000000u;
+}
+
+/* The earliest time a batch writes at: thread events go first, so no thread's events go back. */
+static uint64_t
+bridge_batch_time(const struct bridge_source *src, const struct bridge_session *s)
+{
+    uint64_t t = src->sample_count > 0 ? src->samples[0].timestamp_ns : nt_clock_now();
+    size_t i;
+
+    for (i = 0; i < src->sample_count; i++) {
+        const struct bridge_sample *sm = &src->samples[i];
+
+        if (sm->mode == AG_MODE_CPU && sm->timestamp_ns - sm->cpu_delta_ns < t &&
+            sm->cpu_delta_ns < sm->timestamp_ns) {
+            t = sm->timestamp_ns - sm->cpu_delta_ns;
+        }
+    }
+    for (i = 0; i < s->runs.cap; i++) {
+        if (s->runs.slots[i].tid != 0 && s->runs.slots[i].open && s->runs.slots[i].end_ns < t) {
+            t = s->runs.slots[i].end_ns;
+        }
+    }
+    return t;
+}
+
+/* Tells which CPU engine sampled (or wall), when it changed: report and dump show it. */
+static int
+bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts)
+{
+    const char *engine = "wall";
+    struct ag_stats st;
+    uint8_t buf[128];
+    struct nt_payload p;
+
+    ag_stats_get(&st);
+    if (s->mode == AG_MODE_CPU) {
+        engine = st.threads_perf != 0 && st.threads_timer != 0 ? "mixed"
+                 : st.threads_perf != 0                        ? "perf_event"
+                 : st.threads_timer != 0                       ? "timer"
+                                                               : "none";
+    }
+    if (strcmp(engine, s->engine) == 0 || (strcmp(engine, "none") == 0 && s->engine[0] != '\0')) {
+        return 0;
+    }
+    snprintf(s->engine, sizeof(s->engine), "%s", engine);
+    nt_payload_init(&p, buf, sizeof(buf));
+    nt_payload_string(&p, s->mode == AG_MODE_CPU ? "cpu" : "wall");
+    nt_payload_u32(&p, s->hz);
+    nt_payload_string(&p, engine);
+    nt_payload_u32(&p, (uint32_t)st.threads_perf);
+    nt_payload_u32(&p, (uint32_t)st.threads_timer);
+    return bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_SAMPLING - 1],
+                                bridge_source.capture_tid, ts, &p);
+}
+
+/*
+ * Wall mode: thread, loss and module events first (at the batch's earliest time), then the
+ * samples. CPU mode: the samples' events are held back (bridge_release_pending), and the other
+ * events are written at the time up to which they were released.
+ */
 static int
 bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct nt_writer *w,
-                     int congested, int modules_changed)
+                     int congested, int modules_changed, int final)
 {
     const struct nt_event_desc *sample_desc = nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE);
-    uint64_t batch_ts = src->sample_count > 0 ? src->samples[0].timestamp_ns : nt_clock_now();
+    int cpu = s->mode == AG_MODE_CPU;
+    uint64_t batch_ts = bridge_batch_time(src, s);
     uint8_t buf[256];
     struct nt_payload p;
     uint32_t sample_meta = 0;
     size_t i, d;
     int err = 0;
 
+    if (cpu) {
+        uint64_t now = nt_clock_now(), hold = bridge_holdback_ns(s);
+
+        batch_ts = now > hold ? now - hold : 0;
+        if (batch_ts < s->released_ns) {
+            batch_ts = s->released_ns;
+        }
+    }
     if (batch_ts < s->start_ns) {
         batch_ts = s->start_ns;
     }
+    s->batches++;
     if (congested) {
         uint64_t dropped = 0;
 
@@ -621,6 +980,12 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
             return err;
         }
         s->modules_announced = mc.highest != 0 ? mc.highest : 1;
+    }
+    if (s->pipeprof) {
+        err = bridge_write_sampling(s, w, batch_ts);
+        if (err != 0) {
+            return err;
+        }
     }
     for (i = 0; i < src->thread_count && err == 0; i++) {
         const struct bridge_thread_event *te = &src->threads[i];
@@ -654,27 +1019,19 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
     for (i = 0; i < src->sample_count && err == 0; i++) {
         const struct bridge_sample *sm = &src->samples[i];
         const uint64_t *frames = src->frames + sm->frames;
-        struct nt_event ev;
-        uint8_t type[4];
 
-        if (sm->timestamp_ns < s->start_ns) {
+        /* Only the session's own mode: another session's CPU samples would read as this wall
+         * session's (and the reverse), and the two encodings differ. */
+        if (sm->timestamp_ns < s->start_ns || sm->mode != s->mode) {
             continue;
         }
-        if (s->samples) {
-            memset(&ev, 0, sizeof(ev));
-            nt_payload_init(&p, type, sizeof(type));
-            nt_payload_u32(&p,
-                           sm->state == AG_STATE_RUNNING ? NT_SAMPLE_MANAGED : NT_SAMPLE_EXTERNAL);
-            ev.metadata_id = sample_meta;
-            ev.thread_id = (uint64_t)sm->tid;
-            ev.capture_thread_id = src->capture_tid;
-            ev.processor = 0xFFFFFFFFu;
-            ev.timestamp = sm->timestamp_ns;
-            ev.stack = frames;
-            ev.stack_depth = sm->depth < NT_MAX_STACK_DEPTH ? sm->depth : NT_MAX_STACK_DEPTH;
-            ev.payload = type;
-            ev.payload_size = (uint32_t)p.len;
-            err = nt_writer_write(w, &ev);
+        if (s->samples && cpu && sm->state == AG_STATE_RUNNING) {
+            err = bridge_write_cpu_sample(s, sm, frames);
+        } else if (s->samples) {
+            err = bridge_write_thread_sample(w, sample_meta, sm->tid, sm->timestamp_ns,
+                                             sm->state == AG_STATE_RUNNING ? NT_SAMPLE_MANAGED
+                                                                           : NT_SAMPLE_EXTERNAL,
+                                             frames, sm->depth);
         }
         if (err == 0 && s->cpu_samples) {
             nt_payload_init(&p, buf, sizeof(buf));
@@ -685,13 +1042,20 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
             nt_payload_u32(&p, sm->unwinder);
             nt_payload_u32(&p, sm->end);
             nt_payload_u32(&p, sm->depth);
-            err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_CPU_SAMPLE - 1],
-                                       (uint64_t)sm->tid, sm->timestamp_ns, &p);
+            err = cpu ? bridge_pending_push(s, sm->timestamp_ns, sm->tid, 0, NULL, 0, &p)
+                      : bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_CPU_SAMPLE - 1],
+                                             (uint64_t)sm->tid, sm->timestamp_ns, &p);
         }
         /* Return addresses point after their call: name the call (address - 1). */
         for (d = 0; d < sm->depth && err == 0; d++) {
             err = bridge_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1);
         }
+    }
+    if (err == 0 && cpu && s->samples) {
+        err = bridge_close_cpu_runs(s, final);
+    }
+    if (err == 0 && cpu) {
+        err = bridge_release_pending(s, w, final ? UINT64_MAX : batch_ts);
     }
     return err;
 }
@@ -795,7 +1159,8 @@ bridge_drain(void *ctx, const struct ipc_session_view *views, size_t n)
         if (s == NULL || (!s->samples && !s->pipeprof)) {
             continue;
         }
-        err = bridge_write_session(src, s, views[i].writer, views[i].congested, modules_changed);
+        err = bridge_write_session(src, s, views[i].writer, views[i].congested, modules_changed,
+                                   views[i].final);
         if (err != 0 && first_err == 0) {
             first_err = err;
         }
@@ -844,8 +1209,19 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
     struct nt_payload p;
     int err = 0;
 
-    if (atomic_load(&((struct bridge_source *)ctx)->owner) != (int64_t)gettid() || s == NULL ||
-        s->addrs.count == 0) {
+    if (atomic_load(&((struct bridge_source *)ctx)->owner) != (int64_t)gettid() || s == NULL) {
+        return 0;
+    }
+    if (s->mode == AG_MODE_CPU) { /* the threads' last CPU intervals end, all is written */
+        err = s->samples ? bridge_close_cpu_runs(s, 1) : 0;
+        if (err == 0) {
+            err = bridge_release_pending(s, w, UINT64_MAX);
+        }
+        if (err != 0) {
+            return err;
+        }
+    }
+    if (s->addrs.count == 0) {
         return 0;
     }
     fns = calloc(s->addrs.count, sizeof(*fns));

@@ -263,6 +263,33 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
         free(name);
         return err;
     }
+    if (strcmp(ev->desc->name, "Sampling") == 0) {
+        char *engine;
+
+        f.want[0] = "Engine";
+        if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) != 0 ||
+            !f.found[0]) {
+            return 0;
+        }
+        engine = pp_value_string(&f.got[0]);
+        if (engine == NULL) {
+            return -ENOMEM;
+        }
+        if (strcmp(engine, "wall") == 0 || strcmp(engine, "none") == 0) {
+            free(engine);
+            return 0;
+        }
+        if (ld->p->engine != NULL && strcmp(ld->p->engine, engine) != 0) {
+            free(engine);
+            engine = strdup("mixed"); /* it changed during the recording */
+            if (engine == NULL) {
+                return -ENOMEM;
+            }
+        }
+        free(ld->p->engine);
+        ld->p->engine = engine;
+        return 0;
+    }
     if (strcmp(ev->desc->name, "LostSamples") == 0) {
         f.want[0] = "Count";
         if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) == 0 &&
@@ -292,12 +319,26 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
     return 0;
 }
 
-/* A ThreadSample: type Managed (1) is a running thread, External (2) a waiting one. */
+/*
+ * A ThreadSample: type Managed (1) is a running thread, External (2) a waiting one. An External
+ * one without a stack is not a sample: a CPU-mode trace writes it where a thread stopped running,
+ * for TraceEvent's thread-time computer (docs/architecture.md, "CPU samples in the trace").
+ */
+static int
+pp_sample_is_marker(const struct nt_event *ev)
+{
+    return ev->stack_depth == 0 && ev->payload_size >= 4 &&
+           pp_le32(ev->payload) == NT_SAMPLE_EXTERNAL;
+}
+
 static int
 pp_on_sample(struct pp_loader *ld, const struct nt_event *ev, const struct pp_profile_filter *flt)
 {
     int running = ev->payload_size >= 4 && pp_le32(ev->payload) == NT_SAMPLE_MANAGED;
 
+    if (pp_sample_is_marker(ev)) {
+        return 0;
+    }
     if (flt != NULL && flt->thread_id != 0 && flt->thread_id != ev->thread_id) {
         return 0;
     }
@@ -462,7 +503,8 @@ pp_profile_load(const char *path, const struct pp_profile_filter *filter, struct
         prov = ev.desc->provider;
         if (ev.desc->event_id == 0 && strcmp(prov, PP_PROVIDER_SAMPLE_PROFILER) == 0) {
             if (ev.timestamp >= start_ticks && ev.timestamp <= end_ticks) {
-                waiting |= ev.payload_size >= 4 && pp_le32(ev.payload) != NT_SAMPLE_MANAGED;
+                waiting |= ev.payload_size >= 4 && pp_le32(ev.payload) != NT_SAMPLE_MANAGED &&
+                           !pp_sample_is_marker(&ev);
                 err = pp_on_sample(&ld, &ev, filter);
             }
         } else if ((ev.desc->event_id == 143 && strcmp(prov, PP_PROVIDER_RUNTIME) == 0) ||

@@ -262,19 +262,22 @@ pp_cmd_report(int argc, char **argv)
         printf("{\"samples\":%llu,\"running_samples\":%llu,\"waiting_samples\":%llu,"
                "\"lost_events\":%llu,\"duration_s\":%.6f,\"threads\":%zu,\"process_id\":%u,"
                "\"sampling_interval_ns\":%u,\"mode\":\"%s\",\"lost_samples\":%llu,"
-               "\"truncated\":%s,",
+               "\"truncated\":%s,\"cpu_engine\":\"%s\",",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples),
                (unsigned long long)p->lost_events, duration_s, p->thread_count, p->process_id,
                p->sampling_interval_ns, p->mode != NULL ? p->mode : "cpu",
-               (unsigned long long)p->lost_samples, p->truncated ? "true" : "false");
+               (unsigned long long)p->lost_samples, p->truncated ? "true" : "false",
+               p->engine != NULL ? p->engine : "");
     } else {
         printf("samples: %llu (running %llu, waiting %llu) in %.3f s, %zu threads, pid %u\n",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples), duration_s, p->thread_count,
                p->process_id);
-        printf("mode: %s; sampling interval: %u ns%s\n",
-               p->mode != NULL ? p->mode : "cpu (no waiting samples)", p->sampling_interval_ns,
+        printf("mode: %s%s%s; sampling interval: %u ns%s\n",
+               p->mode != NULL ? p->mode : "cpu (no waiting samples)",
+               p->engine != NULL ? "; cpu engine: " : "", p->engine != NULL ? p->engine : "",
+               p->sampling_interval_ns,
                p->truncated ? "; the trace ends early (its writer died)" : "");
         printf("effective rate: %.1f samples/s per sampled thread; lost samples: %llu; lost "
                "events: %llu; named frames: %.1f%%\n",

@@ -317,6 +317,7 @@ struct ipc_session_view {
     const struct ipc_session_config *config;
     struct nt_writer *writer;
     int congested;
+    int final; /* the session's last drain (it is ending): write everything held back */
 };
 
 /*

@@ -458,6 +458,7 @@ pp_profile_free(struct pp_profile *p)
     free(p->timeline);
     free(p->process_name);
     free(p->mode);
+    free(p->engine);
     if (pv != NULL) {
         free(pv->ips);
         free(pv->stack_ip_offset);

@@ -70,6 +70,8 @@ struct pp_profile {
     char *process_name;                          /* or NULL; owned */
     int truncated; /* the source ended early (the writer died): the samples are a prefix */
     char *mode;    /* "cpu", "wall" or NULL; owned */
+    char *engine;  /* CPU mode's engine as the trace says ("perf_event", "timer", "mixed") or
+                      NULL; owned */
     void *priv;    /* builder state, owned by the profile */
 };
 

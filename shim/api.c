@@ -44,9 +44,9 @@ struct shim_recording {
 static struct shim_recording shim_rec = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
 
 static void
-shim_api_drain_once(struct shim_recording *rec)
+shim_api_drain_once(struct shim_recording *rec, int final)
 {
-    struct ipc_session_view view = { &rec->cfg, rec->writer, 0 };
+    struct ipc_session_view view = { &rec->cfg, rec->writer, 0, final };
     int err = rec->source.drain(rec->source.ctx, &view, 1);
 
     if (err == 0) {
@@ -72,9 +72,9 @@ shim_api_thread(void *arg)
     }
     while (!atomic_load(&rec->stop)) {
         nanosleep(&tick, NULL);
-        shim_api_drain_once(rec);
+        shim_api_drain_once(rec, 0);
     }
-    shim_api_drain_once(rec);
+    shim_api_drain_once(rec, 1);
     err = rec->source.rundown(rec->source.ctx, &rec->cfg, rec->writer);
     if (err != 0 && rec->err == 0) {
         rec->err = err;

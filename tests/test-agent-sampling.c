@@ -119,9 +119,11 @@ col_cb(const struct ag_record *rec, void *ctx)
         t->proc_src += rec->u.sample->source == AG_SOURCE_PROC;
         for (k = 0; k < 4; k++) {
             for (i = 0; want[k] != NULL && i < rec->u.sample->depth; i++) {
-                if (col_frame_is(rec->u.sample->frames[i], want[k]) ||
-                    (i == 0 && rec->u.sample->source == AG_SOURCE_SIGNAL &&
-                     col_frame_is(rec->u.sample->frames[0] + 1, want[k]))) {
+                /* A signal's leaf is the interrupted pc itself, not a return address: pc - 1
+                 * of a function's first instruction is the end of the function before it. */
+                int leaf_pc = i == 0 && rec->u.sample->source == AG_SOURCE_SIGNAL;
+
+                if (col_frame_is(rec->u.sample->frames[i] + (leaf_pc ? 1 : 0), want[k])) {
                     t->hits[k]++;
                     break;
                 }
