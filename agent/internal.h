@@ -120,6 +120,7 @@ struct ag_thread {
     _Atomic uint64_t stack_hi;
     _Atomic uint64_t last_sp;     /* self: sp of the last signal, to find unknown bounds */
     _Atomic uint64_t last_cpu_ns; /* self: CPU time at the last CPU-mode sample */
+    int64_t cpu_carry_ns;         /* self: CPU time not yet counted in weights (may be < 0) */
     _Atomic uint64_t dropped;     /* self and wall: samples lost to a full ring */
     uint64_t dropped_reported;    /* drain */
     int has_timer;                /* reg */

@@ -97,6 +97,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     struct ag_thread *t;
     struct ag_sample *s;
     uint64_t pc, sp, fp, lo, hi, cpu, last, delta, period, weight;
+    int64_t carry;
     uint8_t mode, engine = 0;
     unsigned hz;
     int eintr;
@@ -161,8 +162,14 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         period = 1000000000u / hz;
         last = atomic_exchange_explicit(&t->last_cpu_ns, cpu, memory_order_relaxed);
         delta = last != 0 && cpu > last ? cpu - last : period;
-        weight = (delta + period / 2) / period;
-        s->weight = (uint16_t)(weight < 1 ? 1 : weight > UINT16_MAX ? UINT16_MAX : weight);
+        /* Rounded, with the remainder carried to the thread's next sample, so the weights add
+         * up to the thread's CPU time in intervals (every sample counts at least once). */
+        carry = t->cpu_carry_ns + (int64_t)delta;
+        weight = carry > (int64_t)(period / 2) ? ((uint64_t)carry + period / 2) / period : 1;
+        weight = weight > UINT16_MAX ? UINT16_MAX : weight;
+        carry -= (int64_t)(weight * period);
+        t->cpu_carry_ns = carry < -(int64_t)period ? -(int64_t)period : carry;
+        s->weight = (uint16_t)weight;
         s->cpu_delta_ns = delta;
         atomic_fetch_add_explicit(&ag.n_cpu_weight, s->weight, memory_order_relaxed);
         if (last != 0 && cpu > last) {

@@ -134,6 +134,7 @@ ag_timer_baseline(struct ag_thread *t, int32_t tid)
 {
     struct timespec ts;
 
+    t->cpu_carry_ns = 0;
     if (clock_gettime(ag_timer_thread_clock(tid), &ts) == 0) {
         atomic_store_explicit(&t->last_cpu_ns,
                               (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,

@@ -10,3 +10,9 @@ if(TARGET pp_agent)
   target_link_options(test-agent-sampling PRIVATE -rdynamic)
   target_compile_options(test-agent-unwind PRIVATE -fno-omit-frame-pointer)
 endif()
+
+# Ground truth: CPU profiles against the threads' own CPU-time accounting, both engines, with
+# and without frame pointers, and the capture rate as an unprivileged user.
+add_executable(no-perf ${CMAKE_SOURCE_DIR}/tests/tools/no-perf.c)
+set_target_properties(no-perf PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+pp_add_script_test(agent-groundtruth agent-groundtruth.sh LABELS integration slow TIMEOUT 240)

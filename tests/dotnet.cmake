@@ -7,3 +7,6 @@ add_executable(nt-gen ${CMAKE_SOURCE_DIR}/tests/tools/nt-gen.c)
 set_target_properties(nt-gen PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 target_link_libraries(nt-gen PRIVATE pp_nettrace)
 pp_add_script_test(dotnet-traceevent dotnet-traceevent.sh LABELS integration TIMEOUT 400)
+
+# dotnet-trace's thread-time view (TraceEvent) of a CPU-mode host against its own CPU time.
+pp_add_script_test(dotnet-trace-cputime dotnet-trace-cputime.sh LABELS integration TIMEOUT 300)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/agent-groundtruth.sh - CPU profiles match what really happened. pp-sample-groundtruth's
+# threads (always busy; 1.5 ms on / 2.5 off; 7 on / 1 off; 0.6 every 6 ms) measure their own
+# CPU time; `pipeprof record` profiles them, and each work function's share of the samples must
+# be within 1 point of its share of the measured CPU time:
+#   - both CPU engines (perf_event; timers forced with PIPEPROF_CPU_ENGINE=timer, and chosen by
+#     the agent itself when a seccomp filter refuses perf_event_open), with and without frame
+#     pointers, at 250 Hz;
+#   - as an unprivileged user (setpriv to nobody) at 100, 250 and 1000 Hz, where the samples must
+#     also reach 99 % of (measured CPU seconds x rate).
+set -euo pipefail
+B=${PP_BINARY_DIR:?}
+S=${PP_SOURCE_DIR:?}
+PP=$B/bin/pipeprof
+EVAL=$S/tests/tools/groundtruth-eval.py
+T=$(mktemp -d /tmp/pp-gt.XXXXXX)
+chmod 1777 "$T" # the unprivileged runs write here too
+trap 'rm -rf "$T"' EXIT
+fail=0
+
+# run NAME HZ ENGINE-CHECK EVAL-ARGS -- COMMAND-PREFIX...: one recording and its evaluation.
+run() {
+  local name=$1 hz=$2 engine=$3 wl=$4
+  shift 4
+  "$@" "$PP" record -q --hz "$hz" -o "$T/$name.nettrace" -- "$B/samples/$wl" 3 "$T/$name.json"
+  "$PP" convert --format folded -o "$T/$name.folded" "$T/$name.nettrace" 2>/dev/null
+  got=$("$PP" report --format json "$T/$name.nettrace" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_engine"])')
+  echo "$name: $wl at $hz Hz, engine $got"
+  [[ $got == "$engine" ]] || { echo "FAIL: $name ran engine '$got', expected '$engine'"; fail=1; }
+  python3 "$EVAL" "$T/$name.json" "$T/$name.folded" --hz "$hz" --max-error 1.0 \
+    --min-capture "${MIN_CAPTURE:-0}" || { echo "FAIL: $name"; fail=1; }
+}
+
+perf_ok=1
+if ! "$B/tests/no-perf" --probe; then
+  perf_ok=0
+  echo "NOTE (loud): perf_event_open is refused here; only the timer engine is checked"
+fi
+
+if [[ $perf_ok == 1 ]]; then
+  run perf-fp 250 perf_event pp-sample-groundtruth env PIPEPROF_CPU_ENGINE=perf
+  run perf-nofp 250 perf_event pp-sample-groundtruth-nofp env PIPEPROF_CPU_ENGINE=perf
+fi
+run timer-fp 250 timer pp-sample-groundtruth env PIPEPROF_CPU_ENGINE=timer
+run timer-nofp 250 timer pp-sample-groundtruth-nofp env PIPEPROF_CPU_ENGINE=timer
+run seccomp-auto 250 timer pp-sample-groundtruth "$B/tests/no-perf"
+
+if [[ $perf_ok == 1 ]] && command -v setpriv >/dev/null && [[ $(id -u) == 0 ]]; then
+  for hz in 100 250 1000; do
+    MIN_CAPTURE=0.99 run "nobody-$hz" "$hz" perf_event pp-sample-groundtruth \
+      setpriv --reuid=nobody --regid=nogroup --clear-groups
+  done
+else
+  echo "NOTE (loud): the unprivileged capture check needs root (to drop to nobody) and perf_event"
+fi
+[[ $fail == 0 ]] || { echo "agent-groundtruth: FAILED"; exit 1; }
+echo "agent-groundtruth: ok"
