@@ -84,7 +84,7 @@ pp_record_usage(FILE *out)
             "  --mode cpu|wall    cpu: CPU time of each thread (default); wall: every thread\n"
             "                     at the interval, running or waiting\n"
             "  --hz N             samples per second and thread, 1-1000 (default 100; CPU\n"
-            "                     mode is bounded by the kernel tick, and the summary says so)\n"
+            "                     timers, the fallback engine, are bounded by the kernel tick)\n"
             "  --duration S       stop recording after S seconds (CMD runs on to its end)\n"
             "  -o, --output FILE  default pipeprof.nettrace, or pipeprof.<format extension>\n"
             "  --format F         nettrace (default), or a `pipeprof convert` format:\n"
@@ -492,11 +492,11 @@ pp_record_finish(struct pp_record *rc)
     fprintf(stderr,
             "pipeprof: %s written (%s format)\n"
             "pipeprof: %llu samples in %.2f s from %d threads, %s mode at %u Hz requested\n"
-            "pipeprof: effective rate %.1f Hz on the busiest thread%s\n"
+            "pipeprof: effective rate %.1f Hz on the busiest thread%s%s\n"
             "pipeprof: lost: %llu samples dropped by the agent, %llu events lost in the trace\n",
             rc->output, rc->nettrace ? "nettrace" : pp_profile_format_name(rc->format),
             (unsigned long long)p->samples, secs, sampled, rc->mode, rc->hz, busiest,
-            strcmp(rc->mode, "cpu") == 0 ? " (CPU timers tick at most at the kernel's HZ)" : "",
+            p->engine != NULL ? ", cpu engine " : "", p->engine != NULL ? p->engine : "",
             (unsigned long long)p->lost_samples, (unsigned long long)p->lost_events);
     if (p->samples > 0) {
         (void)pp_report_brief(p, 10, stderr);
