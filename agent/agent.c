@@ -133,6 +133,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.cpu_sampled_n, 0);
     atomic_store(&ag.n_cpu_weight, 0);
     atomic_store(&ag.n_perf_refused, 0);
+    atomic_store(&ag.n_not_code, 0);
     ag.perf_unavailable = 0;
     atomic_store(&ag.wall_passes, 0);
     atomic_store(&ag.wall_active_ns, 0);
@@ -294,6 +295,7 @@ ag_stats_get(struct ag_stats *out)
     out->eintr_seen = atomic_load(&ag.n_eintr_seen);
     out->eintr_absorbed = atomic_load(&ag.n_eintr_absorbed);
     out->unwind_cfi_steps = atomic_load(&ag.n_cfi_steps);
+    out->unwind_not_code = atomic_load(&ag.n_not_code);
     out->cpu_sampled_ns = cpu_ns;
     out->requested_hz_cpu = atomic_load(&ag.hz_cpu);
     out->requested_hz_wall = atomic_load(&ag.hz_wall);

@@ -128,6 +128,8 @@ enum ag_unwind_end {
     AG_UNWIND_END_READ_FAULT = 3,  /* a needed word was not safely readable */
     AG_UNWIND_END_DEPTH_LIMIT = 4, /* max_frames reached */
     AG_UNWIND_END_LEAF_ONLY = 5,   /* only a pc was known (blocked thread seen via /proc) */
+    AG_UNWIND_END_NOT_CODE = 6,    /* the next frame lies outside every executable mapping (a
+                                      corrupt or foreign stack): the stack is cut there */
 };
 
 /* Which unwinder produced the last frame. */
@@ -218,6 +220,7 @@ struct ag_stats {
     uint64_t eintr_seen;       /* agent signals that made a syscall return EINTR */
     uint64_t eintr_absorbed;   /* of those, retried by an interposer (the host never saw it) */
     uint64_t unwind_cfi_steps; /* frames recovered by the CFI unwinder */
+    uint64_t unwind_not_code;  /* stacks cut at a frame outside every executable mapping */
     uint64_t cpu_sampled_ns;   /* CPU time covered by CPU-mode samples (sum of deltas) */
     unsigned requested_hz_cpu; /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;

@@ -7,9 +7,36 @@
  * are read lock-free; ag.reg_lock is held only while a slot's name or state is examined.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "agent/internal.h"
+
+/*
+ * Cuts the stack at its first frame outside every executable mapping: the unwinder's checks are
+ * bounds and progress, and a word read from a corrupt stack can pass them. A return address is
+ * checked at address - 1 (its call instruction); the leaf of a signal sample is the pc itself.
+ * The consumer owns the slot until it releases it, so the sample is changed in place.
+ */
+static void
+ag_drain_check_frames(struct ag_sample *s)
+{
+    uint32_t i;
+
+    for (i = 0; i < s->depth; i++) {
+        uint64_t pc = s->frames[i];
+
+        if (i > 0 || s->source != AG_SOURCE_SIGNAL) {
+            pc -= pc != 0;
+        }
+        if (pc < 4096 || !ag_codemap_contains(pc)) {
+            s->depth = i;
+            s->end = AG_UNWIND_END_NOT_CODE;
+            atomic_fetch_add_explicit(&ag.n_not_code, 1, memory_order_relaxed);
+            return;
+        }
+    }
+}
 
 /* Delivers one ring's pending samples. Returns the count, or fn's nonzero value (negated
  * count never: fn's value is passed through as is). */
@@ -29,6 +56,7 @@ ag_drain_ring(struct ag_ring *r, int32_t tid, ag_record_fn fn, void *ctx, int *n
             atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
             continue;
         }
+        ag_drain_check_frames((struct ag_sample *)(uintptr_t)s);
         memset(&rec, 0, sizeof(rec));
         rec.kind = AG_RECORD_SAMPLE;
         rec.tid = tid;
@@ -54,6 +82,7 @@ ag_drain(ag_record_fn fn, void *ctx)
         pthread_mutex_unlock(&ag.drain_lock);
         return -ESRCH;
     }
+    ag_codemap_begin_drain();
     high = atomic_load_explicit(&ag.high, memory_order_acquire);
     for (i = 0; i < high && rc == 0; i++) {
         struct ag_thread *t = &ag.threads[i];

@@ -177,6 +177,7 @@ struct ag_agent {
     /* Counters (relaxed atomics). */
     _Atomic uint64_t n_samples, n_cpu, n_wall, n_waiting, n_lost, n_overruns;
     _Atomic uint64_t n_threads, n_threads_dropped, n_eintr_seen, n_eintr_absorbed, n_cfi_steps;
+    _Atomic uint64_t n_not_code; /* stacks cut at a frame outside every executable mapping */
     _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused;
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
     _Atomic uint64_t wall_passes, wall_start_ns, wall_active_ns;
@@ -263,6 +264,11 @@ void ag_timers_update_locked(void); /* arm/re-arm/delete CPU timers to match ag.
 void ag_timer_delete_locked(struct ag_thread *t);
 /* fork() child: closes the inherited perf_event fds (the events belong to the parent). */
 void ag_timers_forked_child(void);
+
+/* Executable mappings (agent/codemap.c): consumer thread only. */
+void ag_codemap_begin_drain(void);
+int ag_codemap_contains(uint64_t pc); /* 1 when pc lies in an executable mapping */
+void ag_codemap_fini(void);
 
 /* Wall sampler (agent/wall.c). */
 PP_MUST_USE int ag_wall_start(void);

@@ -143,11 +143,21 @@ ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, in
         /* An interrupted leaf may be in a prologue or epilogue, or in a function built without
          * frame pointers (libc): its CFI row is exact, while rbp may still be the caller's. */
         int leaf = depth == 1 && !pc_is_ra;
-        int cfi_tried = 0;
 
-        /* The common case first: a frame record inside the sampled thread's own stack, read
-         * directly. The checks are those of ag_sig_unwind_fp_step(); anything else (a record
-         * outside the known stack, a leaf, an end) takes the general path below. */
+        /* CFI first: where the module has a row for pc it is exact, whatever rbp holds (in code
+         * built without frame pointers rbp is an ordinary register, and a "frame record" read
+         * through it yields stale stack words as return addresses). */
+        if (ag_sig_unwind_cfi_step(c, &r, !leaf, &cfi_why) == 0) {
+            unwinder = AG_UNWINDER_CFI;
+            cfi_steps++;
+            goto stepped;
+        }
+        r = before;
+        if (cfi_why != AG_UNWIND_NO_ROW && cfi_why != AG_UNWIND_END_CFI_FAILED) {
+            goto stop; /* the CFI says this is the outermost frame, or a read faulted */
+        }
+        /* No row (JIT code, a module without .eh_frame) or an unsupported one: frame pointers,
+         * the direct read first when the record lies inside the thread's own stack. */
         if (!leaf && r.fp >= r.sp && (r.fp & 7) == 0 && c->hi >= 16 && r.fp >= c->lo &&
             r.fp <= c->hi - 16) {
             const volatile uint64_t *rec = (const volatile uint64_t *)(uintptr_t)r.fp;
@@ -162,26 +172,14 @@ ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, in
                 continue;
             }
         }
-        if (leaf) {
-            cfi_tried = 1;
-            if (ag_sig_unwind_cfi_step(c, &r, 0, &cfi_why) == 0) {
-                unwinder = AG_UNWINDER_CFI;
-                cfi_steps++;
-                goto stepped;
-            }
-        }
         if (ag_sig_unwind_fp_step(c, &r, &fp_why) == 0) {
             unwinder = AG_UNWINDER_FP;
             goto stepped;
         }
         r = before;
-        if (!cfi_tried && ag_sig_unwind_cfi_step(c, &r, 1, &cfi_why) == 0) {
-            unwinder = AG_UNWINDER_CFI;
-            cfi_steps++;
-            goto stepped;
-        }
         /* Both gave up. A CFI end or a zero fp/ra with no CFI row is the normal root; when no
          * CFI row exists, the frame-pointer reason is the one that explains the stop. */
+    stop:
         if (cfi_why == AG_UNWIND_END_ROOT) {
             why = AG_UNWIND_END_ROOT;
         } else if (cfi_why == AG_UNWIND_NO_ROW) {

@@ -16,3 +16,12 @@ endif()
 add_executable(no-perf ${CMAKE_SOURCE_DIR}/tests/tools/no-perf.c)
 set_target_properties(no-perf PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 pp_add_script_test(agent-groundtruth agent-groundtruth.sh LABELS integration slow TIMEOUT 240)
+
+# Hostile stacks (a junk frame record, a return address into data, a foreign stack pointer):
+# the agent's samples stay clean. The fixture has no unwind tables, so frame pointers are used.
+if(TARGET pp_agent AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  add_library(pp-hostile-fixture STATIC ${CMAKE_SOURCE_DIR}/tests/fixtures/agent-hostile.c)
+  target_compile_options(pp-hostile-fixture PRIVATE -fno-asynchronous-unwind-tables
+    -fno-unwind-tables)
+  pp_add_test(test-agent-hostile LIBS pp_agent pp-hostile-fixture pthread LABELS unit TIMEOUT 60)
+endif()
