@@ -1183,19 +1183,12 @@ bridge_rundown_fn_cmp(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-static const char *
-bridge_basename(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-
-    return slash != NULL && slash[1] != '\0' ? slash + 1 : path;
-}
-
 /*
  * ModuleDCEnd for each module and MethodDCEndVerbose for each function that a stack of this
- * session referenced: TraceEvent then names those frames module!function. The namespace is the
- * module's file name, because TraceEvent shows "namespace.name" and an empty namespace would
- * show as ".name".
+ * session referenced: TraceEvent then names those frames module!function. The namespace is
+ * empty: TraceEvent always joins namespace and name with a dot, so frames read
+ * "libc.so.6!.clone3" there (the module is no longer repeated), and pipeprof's own readers show
+ * "libc.so.6!clone3".
  */
 static int
 bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w)
@@ -1269,8 +1262,8 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
         }
         nt_payload_init(&p, buf, NT_MAX_PAYLOAD);
         nt_payload_method_dc_end(&p, sym.module_id, fns[i].start,
-                                 fns[i].size > UINT32_MAX ? UINT32_MAX : (uint32_t)fns[i].size,
-                                 bridge_basename(sym.module_path), sym.name, "");
+                                 fns[i].size > UINT32_MAX ? UINT32_MAX : (uint32_t)fns[i].size, "",
+                                 sym.name, "");
         if (p.err == -ENOSPC) { /* a name longer than an event can hold: skip it */
             continue;
         }
