@@ -177,6 +177,19 @@ ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, in
             goto stepped;
         }
         r = before;
+        /* An interrupted leaf that neither CFI nor rbp explains (a PLT stub, or a function's
+         * first instruction in code without frame pointers): the word at sp is the return
+         * address a call just pushed. A wrong guess is cut at the drain (not code). */
+        if (leaf) {
+            uint64_t ra;
+
+            if (ag_sig_read(c, r.sp, &ra) == 0 && ra >= 4096) {
+                r.pc = ra;
+                r.sp += 8;
+                unwinder = AG_UNWINDER_FP;
+                goto stepped;
+            }
+        }
         /* Both gave up. A CFI end or a zero fp/ra with no CFI row is the normal root; when no
          * CFI row exists, the frame-pointer reason is the one that explains the stop. */
     stop:

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/agent-stacks.sh - stacks end where they should. `pipeprof record` at 1000 Hz (CPU mode)
+# of -O2 C programs with and without frame pointers, a -O2 C++ program without frame pointers
+# that lives in libstdc++, and Debian's python3: at least 99 % of the samples reach the thread's
+# entry (_start, or clone3/start_thread), no frame lies outside every module, and where the
+# program has symbols (the C programs) at least 99 % of the frames are named.
+set -euo pipefail
+B=${PP_BINARY_DIR:?}
+S=${PP_SOURCE_DIR:?}
+PP=$B/bin/pipeprof
+T=$(mktemp -d /tmp/pp-stacks.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fail=0
+
+check() { # check NAME MIN-NAMED-PCT -- CMD...
+  local name=$1 named=$2
+  shift 3
+  "$PP" record -q --hz 1000 -o "$T/$name.nettrace" -- "$@" >/dev/null
+  "$PP" convert --format folded -o "$T/$name.folded" "$T/$name.nettrace" 2>/dev/null
+  python3 - "$T/$name.folded" "$name" "$named" <<'PY' || fail=1
+import collections, re, sys
+path, name, min_named = sys.argv[1], sys.argv[2], float(sys.argv[3])
+total = rooted = frames = unnamed = outside = 0
+for line in open(path):
+    stack, n = line.rsplit(" ", 1)
+    n = int(n)
+    fs = stack.split(";")[1:]  # the first element is the thread
+    total += n
+    if fs and re.search(r"!(_start|clone3|clone|start_thread)$", fs[0]):
+        rooted += n
+    for f in fs:
+        frames += n
+        unnamed += n if "!0x" in f else 0
+        outside += n if f.startswith("?!") else 0
+ok = total > 50 and rooted >= 0.99 * total and outside == 0
+ok = ok and (min_named <= 0 or frames - unnamed >= min_named / 100 * frames)
+print("%s: %d samples, %.2f%% reach the entry, %.2f%% of frames named, %d outside every module%s"
+      % (name, total, 100.0 * rooted / max(total, 1), 100.0 * (frames - unnamed) / max(frames, 1),
+         outside, "" if ok else "  FAIL"))
+sys.exit(0 if ok else 1)
+PY
+}
+
+check c-fp 99 -- "$B/samples/pp-sample-groundtruth" 2 "$T/gt.json"
+check c-nofp 99 -- "$B/samples/pp-sample-groundtruth-nofp" 2 "$T/gt.json"
+if command -v g++ >/dev/null; then
+  g++ -O2 -fomit-frame-pointer -pthread -o "$T/cxx" "$S/tests/fixtures/agent-cxx-work.cpp"
+  check cxx-nofp 0 -- "$T/cxx"
+else
+  echo "SKIP (loud): g++ is not installed: the C++ program is not checked"
+fi
+if [[ -x /usr/bin/python3 ]]; then
+  check python3 0 -- /usr/bin/python3 -c 'import json
+s = 0
+for i in range(500000): s += len(json.dumps({"a": i, "b": [i] * 5}))
+print(s)'
+else
+  echo "SKIP (loud): /usr/bin/python3 is not installed"
+fi
+[[ $fail == 0 ]] || { echo "agent-stacks: FAILED"; exit 1; }
+echo "agent-stacks: ok"
