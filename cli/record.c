@@ -66,7 +66,85 @@ struct pp_record {
     size_t tid_count;
     uint64_t last_progress;
     int tty;
+    int segments; /* streams recorded: one per image CMD's pid ran (exec keeps the pid) */
+    int next_fd;  /* the next image's advertised connection, or -1 */
+    uint8_t cookie[16], last_cookie[16]; /* the advertising agent's instance cookie */
 };
+
+#define PP_RECORD_MAX_SEGMENTS 64
+
+/*
+ * Joins the segment traces of one process (an image per exec) into `out`: every event of each,
+ * in order, through the nettrace reader and writer, with the first segment's header. Timestamps
+ * are the agent's monotonic clock in every segment, so they stay comparable. A segment that ends
+ * early (cut) contributes what it holds. Returns 0 or a negative errno.
+ */
+static int
+pp_record_join(const char *const *in, int n, const char *out)
+{
+    struct nt_writer *w = NULL;
+    struct nt_sink sink;
+    int ofd, err = 0, i;
+
+    ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (ofd < 0) {
+        return -errno;
+    }
+    nt_sink_fd(&sink, &ofd);
+    for (i = 0; i < n && err == 0; i++) {
+        struct nt_reader *r = NULL;
+        struct nt_source src;
+        struct nt_event ev;
+        int fd = open(in[i], O_RDONLY | O_CLOEXEC);
+
+        if (fd < 0) {
+            err = -errno;
+            break;
+        }
+        nt_source_fd(&src, &fd);
+        err = nt_reader_new(&src, NULL, &r);
+        if (err == 0 && w == NULL) {
+            const struct nt_trace_info *info = nt_reader_info(r);
+            struct nt_writer_options o;
+
+            memset(&o, 0, sizeof(o));
+            o.process_id = info->process_id;
+            o.number_of_processors = info->number_of_processors;
+            o.sampling_interval_ns = info->expected_cpu_sampling_rate;
+            o.sync_time_ticks = info->sync_time_ticks;
+            err = nt_writer_new(&o, &sink, &w);
+        }
+        while (err == 0 && (err = nt_reader_next(r, &ev)) == 1) {
+            uint32_t meta;
+
+            err = 0;
+            if (ev.desc == NULL) {
+                continue;
+            }
+            err = nt_writer_define(w, ev.desc, &meta);
+            if (err == 0) {
+                ev.metadata_id = meta;
+                err = nt_writer_write(w, &ev);
+            }
+        }
+        if (err == -EBADMSG && r != NULL) {
+            struct nt_reader_error re;
+
+            nt_reader_get_error(r, &re);
+            err = re.truncated ? 0 : err; /* a cut segment: what it holds is used */
+        }
+        nt_reader_free(r);
+        close(fd);
+    }
+    if (err == 0 && w != NULL) {
+        err = nt_writer_finish(w);
+    }
+    nt_writer_free(w);
+    if (close(ofd) != 0 && err == 0) {
+        err = -errno;
+    }
+    return err;
+}
 
 static void
 pp_record_usage(FILE *out)
@@ -92,8 +170,11 @@ pp_record_usage(FILE *out)
             "  -q, --quiet        no live line and no summary\n"
             "  -h, --help         this text\n"
             "\n"
-            "exit status: CMD's (128+N when a signal N ended it); 1 when CMD succeeded but\n"
-            "the recording failed; 2 for a usage error.\n"
+            "exit status: always CMD's (128+N when a signal N ended it; a problem with the\n"
+            "trace is said on stderr); 1 when CMD could not be started; 2 for a usage error.\n"
+            "\n"
+            "CMD's process is followed through exec (env, nice, sh -c 'exec ...', version\n"
+            "manager shims): one trace covers every image it runs.\n"
             "\n"
             "environment: PIPEPROF_LIBRARY overrides the agent library (default: lib/\n"
             "libpipeprof.so next to the directory of this program). CMD and its exec'd\n"
@@ -221,11 +302,10 @@ pp_record_progress(struct pp_record *rc, int final)
 static int
 pp_record_accept(struct pp_record *rc, int timeout_ms, int *fd)
 {
-    uint8_t cookie[16];
     uint64_t pid;
 
-    return ipc_client_accept_advertise(rc->listen_fd, timeout_ms, (uint64_t)rc->child, fd, cookie,
-                                       &pid);
+    return ipc_client_accept_advertise(rc->listen_fd, timeout_ms, (uint64_t)rc->child, fd,
+                                       rc->last_cookie, &pid);
 }
 
 /* Sends StopTracing on a fresh advertised connection; the answer is read after the stream. */
@@ -401,11 +481,19 @@ pp_record_start_session(struct pp_record *rc)
         goto out;
     }
     /* Short accept slices, so that a CMD that dies (or never loads the agent) is noticed. */
-    do {
-        err = pp_record_accept(rc, 200, &rc->stream);
-        pp_record_reap(rc, 0);
-    } while ((err == -ETIMEDOUT || err == -EINTR) && !rc->child_done && pp_record_signal == 0 &&
-             ipc_client_ms() < deadline);
+    if (rc->next_fd >= 0) {
+        rc->stream = rc->next_fd; /* the exec'd image's, accepted already */
+        rc->next_fd = -1;
+        memcpy(rc->cookie, rc->last_cookie, sizeof(rc->cookie));
+        err = 0;
+    } else {
+        do {
+            err = pp_record_accept(rc, 200, &rc->stream);
+            pp_record_reap(rc, 0);
+        } while ((err == -ETIMEDOUT || err == -EINTR) && !rc->child_done && pp_record_signal == 0 &&
+                 ipc_client_ms() < deadline);
+        memcpy(rc->cookie, rc->last_cookie, sizeof(rc->cookie));
+    }
     if (err < 0 && pp_record_signal != 0) {
         fprintf(stderr, "pipeprof record: interrupted before %s connected\n", rc->cmd[0]);
         goto out;
@@ -419,6 +507,9 @@ pp_record_start_session(struct pp_record *rc)
     }
     n = ipc_collect_encode(&req, buf, sizeof(buf));
     err = n < 0 ? n : pp_diag_request(rc->stream, buf, (size_t)n, &r, buf, sizeof(buf), 30000);
+    if (err < 0 && (err == -EPIPE || err == -ECONNRESET) && rc->segments > 0 && !rc->child_done) {
+        goto out; /* a connection the previous image left behind: the caller takes the next */
+    }
     if (err != 0) {
         fprintf(stderr, "pipeprof record: CollectTracing failed: %s\n",
                 err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
@@ -577,6 +668,60 @@ pp_record_parse(struct pp_record *rc, int argc, char **argv)
     return -1;
 }
 
+/*
+ * After a session ended: whether CMD's pid runs on and its agent connected again (an exec). Waits
+ * in short slices while CMD lives, unless the recording is being stopped.
+ */
+static int
+pp_record_next_image(struct pp_record *rc)
+{
+    struct pollfd pfd = { rc->listen_fd, POLLIN, 0 };
+
+    while (!rc->child_done && !rc->stop_sent && pp_record_signal == 0) {
+        /* A connection the previous image left in the backlog is closed, and skipped. */
+        if (poll(&pfd, 1, 100) > 0 && pp_record_accept(rc, 300, &rc->next_fd) == 0) {
+            if (memcmp(rc->last_cookie, rc->cookie, sizeof(rc->cookie)) != 0) {
+                return 1; /* another agent instance in the same pid: a new image */
+            }
+            close(rc->next_fd); /* the ended image's agent reconnecting */
+            rc->next_fd = -1;
+        }
+        pp_record_reap(rc, 0);
+    }
+    return 0;
+}
+
+/* Joins segment 0 (the trace file) and the later images' segments into the trace file. */
+static int
+pp_record_join_segments(struct pp_record *rc)
+{
+    char paths[PP_RECORD_MAX_SEGMENTS][PATH_MAX], joined[PATH_MAX];
+    const char *in[PP_RECORD_MAX_SEGMENTS];
+    int i, err;
+
+    snprintf(paths[0], sizeof(paths[0]), "%s", rc->trace);
+    for (i = 1; i < rc->segments; i++) {
+        snprintf(paths[i], sizeof(paths[i]), "%s/segment-%d.nettrace", rc->dir, i);
+    }
+    for (i = 0; i < rc->segments; i++) {
+        in[i] = paths[i];
+    }
+    snprintf(joined, sizeof(joined), "%s/joined.nettrace", rc->dir);
+    err = pp_record_join(in, rc->segments, joined);
+    if (err == 0 && rename(joined, rc->trace) != 0) {
+        err = -errno;
+    }
+    for (i = 1; i < rc->segments; i++) {
+        unlink(paths[i]);
+    }
+    unlink(joined);
+    if (err != 0) {
+        fprintf(stderr, "pipeprof record: cannot join the %d images' traces: %s\n", rc->segments,
+                strerror(-err));
+    }
+    return err;
+}
+
 static int
 pp_record_exit_code(const struct pp_record *rc, int recorded)
 {
@@ -587,9 +732,7 @@ pp_record_exit_code(const struct pp_record *rc, int recorded)
     } else if (rc->child_done && WIFSIGNALED(rc->child_status)) {
         code = 128 + WTERMSIG(rc->child_status);
     }
-    if (code == 0 && !recorded) {
-        code = 1;
-    }
+    (void)recorded; /* a problem with the trace was said on stderr; the status stays CMD's */
     return code;
 }
 
@@ -605,7 +748,8 @@ pp_cmd_record(int argc, char **argv)
     memset(&rc, 0, sizeof(rc));
     rc.mode = "cpu";
     rc.hz = 100;
-    rc.listen_fd = rc.stream = rc.trace_fd = rc.stop_fd = -1;
+    rc.listen_fd = rc.stream = rc.trace_fd = rc.stop_fd = rc.next_fd = -1;
+    rc.segments = 1;
     rcode = pp_record_parse(&rc, argc, argv);
     if (rcode >= 0) {
         return rcode;
@@ -671,11 +815,45 @@ pp_cmd_record(int argc, char **argv)
     if (pp_record_start_session(&rc) != 0) {
         goto out;
     }
-    if (pp_record_stream(&rc, why, sizeof(why)) != 0) {
-        fprintf(stderr, "\npipeprof record: the trace is incomplete: %s%s\n", why,
-                rc.child_done && WIFSIGNALED(rc.child_status)
-                        ? " (CMD was killed before it could end the session)"
-                        : "");
+    for (;;) {
+        char seg[PATH_MAX];
+
+        int serr = pp_record_stream(&rc, why, sizeof(why)), tries;
+        /* CMD's pid runs on after its session ended: it exec'd, and the new image's agent
+         * connects again. Its session goes to the next segment. */
+        int next = pp_record_next_image(&rc);
+
+        if (serr != 0 && !next) {
+            fprintf(stderr, "\npipeprof record: the trace is incomplete: %s%s\n", why,
+                    rc.child_done && WIFSIGNALED(rc.child_status)
+                            ? " (CMD was killed before it could end the session)"
+                            : "");
+        }
+        if (!next || rc.segments >= PP_RECORD_MAX_SEGMENTS) {
+            break;
+        }
+        close(rc.stream);
+        rc.stream = -1;
+        close(rc.trace_fd);
+        snprintf(seg, sizeof(seg), "%s/segment-%d.nettrace", rc.dir, rc.segments);
+        rc.trace_fd = open(seg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (rc.trace_fd < 0) {
+            fprintf(stderr, "pipeprof record: cannot create %s: %s\n", seg, strerror(errno));
+            break;
+        }
+        rc.eof = 0;
+        for (tries = 0; tries < 16; tries++) {
+            serr = pp_record_start_session(&rc);
+            if (serr != -EPIPE && serr != -ECONNRESET) {
+                break;
+            }
+            close(rc.stream);
+            rc.stream = -1;
+        }
+        if (serr != 0) {
+            break;
+        }
+        rc.segments++;
     }
     pp_record_progress(&rc, 1);
     if (rc.stop_fd >= 0) {
@@ -689,8 +867,14 @@ pp_cmd_record(int argc, char **argv)
     }
     close(rc.trace_fd);
     rc.trace_fd = -1;
+    if (rc.segments > 1 && pp_record_join_segments(&rc) != 0) {
+        goto out;
+    }
     recorded = pp_record_finish(&rc) == 0;
 out:
+    if (rc.next_fd >= 0) {
+        close(rc.next_fd);
+    }
     if (rc.stop_fd >= 0) {
         close(rc.stop_fd);
     }

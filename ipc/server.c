@@ -338,8 +338,12 @@ ipc_port_connected(uv_connect_t *req, int status)
     uv_write_t *wr;
     uv_buf_t b;
     free(req);
-    port->connecting = 0;
-    if (c->state == IPC_CONN_CLOSING) {
+    if (port != NULL) {
+        port->connecting = 0;
+    }
+    /* A connect cancelled by a stop (ECANCELED) finds its connection closing or detached from
+     * its port (port NULL): nothing to retry. */
+    if (c->state == IPC_CONN_CLOSING || port == NULL) {
         return;
     }
     if (status < 0 || s->stopping) {

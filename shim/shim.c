@@ -20,9 +20,11 @@
  *                                       `pipeprof record`, so that they do not each wait on
  *                                       its suspend port)
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +152,19 @@ shim_atfork_child(void)
     shim_server = NULL;
 }
 
+/*
+ * An exec keeps the pid, and the new image's shim starts again. A process whose start-up was
+ * already held for a suspend port must not be held a second time (a recording resumes it once):
+ * the first image leaves its pid in PIPEPROF_RESUMED_PID, which exec passes on.
+ */
+static int
+shim_resumed_before(void)
+{
+    const char *v = getenv("PIPEPROF_RESUMED_PID");
+
+    return v != NULL && v[0] != '\0' && strtol(v, NULL, 10) == (long)getpid();
+}
+
 static void
 shim_start(void)
 {
@@ -183,6 +198,9 @@ shim_start(void)
     if (timeout_env != NULL && timeout_env[0] != '\0') {
         timeout_ms = atoi(timeout_env);
     }
+    if (shim_resumed_before()) {
+        timeout_ms = 0;
+    }
 #ifdef PP_HAVE_HTTP
     (void)bridge_http_configure(&opts, opts.source != NULL);
 #endif
@@ -197,6 +215,12 @@ shim_start(void)
                 "pipeprof: no ResumeRuntime after %d ms (PIPEPROF_SUSPEND_TIMEOUT_MS); "
                 "continuing\n",
                 timeout_ms);
+    }
+    {
+        char pid[24];
+
+        snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+        setenv("PIPEPROF_RESUMED_PID", pid, 1); /* before main: no other thread reads environ */
     }
 }
 
@@ -234,6 +258,123 @@ _Exit(int status)
     for (;;) {
         syscall(SYS_exit_group, status);
     }
+}
+
+/*
+ * The exec family: the image is replaced, and with it the agent. Every session is ended first,
+ * rundown included (as for _exit), so a recording holds this image's samples with their names,
+ * and the new image's agent starts the next one. A failed exec leaves this process unprofiled.
+ */
+typedef int (*shim_execve_fn)(const char *, char *const[], char *const[]);
+
+static int
+shim_exec_real(const char *name, const char *path, char *const argv[], char *const envp[])
+{
+    void *fn = dlsym(RTLD_NEXT, name);
+
+    shim_quick_stop();
+    if (fn == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (envp == NULL) {
+        return ((int (*)(const char *, char *const[]))fn)(path, argv);
+    }
+    return ((shim_execve_fn)fn)(path, argv, envp);
+}
+
+__attribute__((visibility("default"))) int
+execve(const char *path, char *const argv[], char *const envp[])
+{
+    return shim_exec_real("execve", path, argv, envp);
+}
+
+__attribute__((visibility("default"))) int
+execv(const char *path, char *const argv[])
+{
+    return shim_exec_real("execv", path, argv, NULL);
+}
+
+__attribute__((visibility("default"))) int
+execvp(const char *file, char *const argv[])
+{
+    return shim_exec_real("execvp", file, argv, NULL);
+}
+
+__attribute__((visibility("default"))) int
+execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    return shim_exec_real("execvpe", file, argv, envp);
+}
+
+#define SHIM_EXECL_MAX 4096 /* arguments of an execl* call (the kernel's limit is on bytes) */
+
+/* Collects the NULL-terminated variadic arguments after arg0 into argv; -1 when too many. */
+static int
+shim_execl_args(const char *arg0, va_list ap, char **argv)
+{
+    int n = 0;
+
+    argv[n++] = (char *)arg0;
+    while (arg0 != NULL && (argv[n] = va_arg(ap, char *)) != NULL) {
+        if (++n == SHIM_EXECL_MAX) {
+            return -1;
+        }
+    }
+    return n;
+}
+
+__attribute__((visibility("default"))) int
+execl(const char *path, const char *arg0, ...)
+{
+    char *argv[SHIM_EXECL_MAX + 1];
+    va_list ap;
+    int n;
+
+    va_start(ap, arg0);
+    n = shim_execl_args(arg0, ap, argv);
+    va_end(ap);
+    if (n < 0) {
+        errno = E2BIG;
+        return -1;
+    }
+    return execv(path, argv);
+}
+
+__attribute__((visibility("default"))) int
+execlp(const char *file, const char *arg0, ...)
+{
+    char *argv[SHIM_EXECL_MAX + 1];
+    va_list ap;
+    int n;
+
+    va_start(ap, arg0);
+    n = shim_execl_args(arg0, ap, argv);
+    va_end(ap);
+    if (n < 0) {
+        errno = E2BIG;
+        return -1;
+    }
+    return execvp(file, argv);
+}
+
+__attribute__((visibility("default"))) int
+execle(const char *path, const char *arg0, ...)
+{
+    char *argv[SHIM_EXECL_MAX + 1];
+    char *const *envp;
+    va_list ap;
+    int n;
+
+    va_start(ap, arg0);
+    n = shim_execl_args(arg0, ap, argv);
+    envp = n < 0 ? NULL : va_arg(ap, char *const *);
+    va_end(ap);
+    if (n < 0) {
+        errno = E2BIG;
+        return -1;
+    }
+    return execve(path, argv, envp);
 }
 
 static void
