@@ -71,7 +71,9 @@ static const struct nt_field bridge_lost_fields[] = {
     { "Count", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
 
-/* Stack-less EventSource events, so they never split TraceEvent's CPU intervals. */
+/* Stack-less EventSource events, written from the agent's own thread (the subject thread is in
+ * the payload): PerfView's thread-time view would take an EventSource event on a sampled thread
+ * for the end of its CPU interval. */
 static const struct nt_event_desc bridge_pipeprof_events[] = {
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_THREAD_START, "ThreadStart", 0, 1, 4, 0,
       bridge_thread_start_fields, 2, 0 },
@@ -849,7 +851,7 @@ bridge_release_pending(struct bridge_session *s, struct nt_writer *w, uint64_t u
 
             nt_payload_init(&p, (void *)e->payload, sizeof(e->payload));
             p.len = e->payload_len;
-            err = bridge_write_payload(w, cpu_desc, (uint64_t)e->tid, e->ts, &p);
+            err = bridge_write_payload(w, cpu_desc, bridge_source.capture_tid, e->ts, &p);
         }
         if (e->ts > s->released_ns) {
             s->released_ns = e->ts;
@@ -1003,14 +1005,14 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
         if (te->kind == AG_RECORD_THREAD_START) {
             nt_payload_string(&p, te->name);
             err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_THREAD_START - 1],
-                                       (uint64_t)te->tid, batch_ts, &p);
+                                       src->capture_tid, batch_ts, &p);
         } else if (te->kind == AG_RECORD_THREAD_STOP) {
             err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_THREAD_STOP - 1],
-                                       (uint64_t)te->tid, batch_ts, &p);
+                                       src->capture_tid, batch_ts, &p);
         } else {
             nt_payload_u64(&p, te->lost);
             err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_LOST_SAMPLES - 1],
-                                       (uint64_t)te->tid, batch_ts, &p);
+                                       src->capture_tid, batch_ts, &p);
         }
     }
     if (err == 0 && s->samples) {
@@ -1044,7 +1046,7 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
             nt_payload_u32(&p, sm->depth);
             err = cpu ? bridge_pending_push(s, sm->timestamp_ns, sm->tid, 0, NULL, 0, &p)
                       : bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_CPU_SAMPLE - 1],
-                                             (uint64_t)sm->tid, sm->timestamp_ns, &p);
+                                             src->capture_tid, sm->timestamp_ns, &p);
         }
         /* Return addresses point after their call: name the call (address - 1). */
         for (d = 0; d < sm->depth && err == 0; d++) {

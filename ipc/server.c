@@ -83,6 +83,10 @@ ipc_server_cookie(const struct ipc_server *s, uint8_t out[16])
 /* Process information                                                                        */
 /* ------------------------------------------------------------------------------------------ */
 
+/* The .NET runtime version pipeprof answers as: commands behave as that runtime's do, and the
+ * tests compare them with a real .NET 10 app (tests/ipc-differential.sh). */
+#define IPC_CLAIMED_RUNTIME_VERSION "10.0.0"
+
 #if defined(__x86_64__)
 #define IPC_ARCH     "x64"
 #define IPC_RID_ARCH "x64"
@@ -183,8 +187,10 @@ ipc_server_info_init(struct ipc_server *s)
     s->info.os = "Linux";
     s->info.arch = IPC_ARCH;
     s->info.entrypoint_assembly = s->entrypoint;
-    /* SemVer with build metadata: clients parse 0.1.0, and "+pipeprof" names the server. */
-    s->info.product_version = PP_VERSION "+pipeprof";
+    /* The runtime version whose protocol pipeprof answers as (docs/ipc.md, "Version"): clients
+     * parse what precedes '+' (Microsoft.Diagnostics.NETCore.Client, dotnet-monitor), and the
+     * SemVer build metadata names the server and its own version. */
+    s->info.product_version = IPC_CLAIMED_RUNTIME_VERSION "+pipeprof." PP_VERSION;
     s->info.runtime_id = IPC_RID_OS IPC_RID_ARCH;
     return 0;
 }

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ipc/session.c - tracing sessions: each CollectTracing connection becomes a nettrace stream fed
- * by an nt_writer whose sink queues bytes on the connection, ProcessInfo first, then whatever the
- * event source writes on the drain timer. StopTracing drains, runs rundown, writes the end tag,
- * closes the stream, and only then answers. Context: the loop thread. It must never block on a
- * client: bytes queued for a session are capped, and events beyond the cap are dropped and
- * counted (nt_writer_note_lost), never the stream's own bytes, which would corrupt it.
+ * by an nt_writer whose sink queues bytes on the connection: whatever the event source writes on
+ * the drain timer. StopTracing drains, runs rundown, writes ProcessInfo (at the end, on the loop
+ * thread, as the runtime does), the end tag, closes the stream, and only then answers. Context: the
+ * loop thread. It must never block on a client: bytes queued for a session are capped, and events
+ * beyond the cap are dropped and counted (nt_writer_note_lost), never the stream's own bytes, which
+ * would corrupt it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -159,7 +160,10 @@ ipc_session_drain_all(struct ipc_server *s)
     }
 }
 
-/* Last drain, optional rundown, end tag: the stream is complete once the bytes are written. */
+static int ipc_session_write_process_info(struct ipc_session *ss);
+
+/* Last drain, optional rundown, ProcessInfo, end tag: the stream is complete once the bytes are
+ * written. */
 static void
 ipc_session_finish(struct ipc_session *ss, int rundown)
 {
@@ -176,6 +180,11 @@ ipc_session_finish(struct ipc_session *ss, int rundown)
         if (err < 0) {
             ipc_log(s, "event source: rundown failed: %s", strerror(-err));
         }
+    }
+    err = ipc_session_write_process_info(ss);
+    if (err < 0) {
+        ipc_log(s, "session %llx: ProcessInfo: %s", (unsigned long long)ss->cfg.session_id,
+                strerror(-err));
     }
     ss->finished = 1;
     err = nt_writer_finish(ss->w);
@@ -288,8 +297,10 @@ ipc_session_write_process_info(struct ipc_session *ss)
     }
     memset(&ev, 0, sizeof(ev));
     ev.metadata_id = id;
-    ev.thread_id = (uint64_t)getpid();
-    ev.capture_thread_id = (uint64_t)syscall(SYS_gettid);
+    /* As the runtime does: at the end, from the thread that ends the session (ours), so no
+     * consumer takes its fields for a frame of one of the host's threads. */
+    ev.thread_id = (uint64_t)syscall(SYS_gettid);
+    ev.capture_thread_id = ev.thread_id;
     ev.processor = 0xFFFFFFFFu;
     ev.timestamp = nt_clock_now();
     ev.payload = buf;
@@ -340,9 +351,6 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req)
             wo.sampling_interval_ns = s->source->sampling_interval_ns(s->source->ctx, &ss->cfg);
         }
         err = nt_writer_new(&wo, &ss->sink, &ss->w);
-    }
-    if (err == 0) {
-        err = ipc_session_write_process_info(ss);
     }
     if (err < 0) {
         ipc_log(s, "cannot start a session: %s", strerror(-err));

@@ -4,5 +4,5 @@ pp_add_test(test-cli-report LIBS pp_nettrace PkgConfig::PP_TEST_CJSON LABELS int
 add_dependencies(test-cli-report pipeprof)
 pp_add_script_test(cli-record cli-record.sh LABELS integration TIMEOUT 180)
 pp_add_script_test(golden-replay golden-replay.sh LABELS integration TIMEOUT 120)
-pp_add_script_test(cli-record-commands cli-record-commands.sh LABELS integration TIMEOUT 180)
+pp_add_script_test(cli-record-commands cli-record-commands.sh LABELS integration slow TIMEOUT 180)
 pp_add_script_test(dump-runtime-names dump-runtime-names.sh LABELS integration TIMEOUT 60)

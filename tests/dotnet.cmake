@@ -9,4 +9,4 @@ target_link_libraries(nt-gen PRIVATE pp_nettrace)
 pp_add_script_test(dotnet-traceevent dotnet-traceevent.sh LABELS integration TIMEOUT 400)
 
 # dotnet-trace's thread-time view (TraceEvent) of a CPU-mode host against its own CPU time.
-pp_add_script_test(dotnet-trace-cputime dotnet-trace-cputime.sh LABELS integration TIMEOUT 300)
+pp_add_script_test(dotnet-trace-cputime dotnet-trace-cputime.sh LABELS integration slow TIMEOUT 300)

@@ -382,7 +382,7 @@ TEST(process_info_all_versions_roundtrip)
                                    "Linux",
                                    "x64",
                                    "app",
-                                   "0.1.0+pipeprof",
+                                   "10.0.0+pipeprof.0.1.0",
                                    "linux-x64" };
     struct ipc_process_info out;
     static uint8_t m[IPC_MAX_MESSAGE];
@@ -406,7 +406,7 @@ TEST(process_info_all_versions_roundtrip)
         ASSERT_STR_EQ(out.arch, "x64");
         if (v >= 2) {
             ASSERT_STR_EQ(out.entrypoint_assembly, "app");
-            ASSERT_STR_EQ(out.product_version, "0.1.0+pipeprof");
+            ASSERT_STR_EQ(out.product_version, "10.0.0+pipeprof.0.1.0");
         }
         if (v == 3) {
             ASSERT_MEM_EQ(m + 20, "\x01\x00\x00\x00", 4); /* version 1: RID present */
