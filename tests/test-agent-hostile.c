@@ -19,7 +19,7 @@
 #include "tests/fixtures/agent-hostile.h"
 #include "tests/test.h"
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 
 struct range {
     uint64_t lo, hi;
@@ -182,7 +182,10 @@ static const struct test_case cases[] = {
 #else
 TEST(hostile_stacks_need_x86_64)
 {
-    printf("# SKIP (loud): the hostile stacks are x86-64 assembly\n");
+    /* Under TSan a signal is delivered only when the thread enters an intercepted call, and the
+     * hostile code spins in assembly without one: the ASan and plain builds run these. */
+    printf("# SKIP (loud): the hostile stacks are x86-64 assembly, and TSan never delivers a "
+           "signal into them\n");
 }
 
 static const struct test_case cases[] = { TEST_CASE(hostile_stacks_need_x86_64) };
