@@ -68,6 +68,7 @@ struct pp_record {
     int tty;
     int segments; /* streams recorded: one per image CMD's pid ran (exec keeps the pid) */
     int next_fd;  /* the next image's advertised connection, or -1 */
+    int resumed;  /* CMD's start-up was resumed: later images do not wait (PIPEPROF_RESUMED_PID) */
     uint8_t cookie[16], last_cookie[16]; /* the advertising agent's instance cookie */
 };
 
@@ -517,6 +518,9 @@ pp_record_start_session(struct pp_record *rc)
         goto out;
     }
     rc->session = r.value;
+    if (rc->resumed) {
+        goto out; /* an exec'd image: it was not held, and its predecessor may hold a connection */
+    }
     ipc_header_encode(msg, IPC_HEADER_SIZE, IPC_SET_PROCESS, IPC_PROC_RESUME_RUNTIME);
     err = pp_record_accept(rc, PP_RECORD_CONNECT_MS, &fd);
     if (err == 0) {
@@ -526,6 +530,8 @@ pp_record_start_session(struct pp_record *rc)
         fprintf(stderr, "pipeprof record: ResumeRuntime failed: %s\n",
                 err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
         err = -EPROTO;
+    } else {
+        rc->resumed = 1;
     }
 out:
     if (fd >= 0) {

@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -385,6 +386,62 @@ shim_stop(void)
     ipc_server_stop(s); /* sessions end (and release sampling) before the agent stops */
     ag_stop();
 }
+
+/*
+ * Credential changes. glibc applies setuid() and its kin to every thread of the process (a
+ * signal to each, then the system call there), and aborts the process when one thread fails.
+ * The agent's threads do not share what the caller prepared on its own thread alone
+ * (prctl(PR_SET_KEEPCAPS), capset(): setpriv does both), so after a first change they may lack
+ * the capability the next one needs, and the host died in glibc's setxid_error. Here the agent
+ * and its server stop before the change (sessions end with rundown) and start again after it:
+ * the new threads are created by the caller with its new credentials, and the diagnostic
+ * socket is created again, owned by the new uid (the old one is removed while still privileged).
+ */
+static int
+shim_cred_begin(void)
+{
+    if (__atomic_load_n(&shim_server, __ATOMIC_ACQUIRE) == NULL) {
+        return 0;
+    }
+    shim_stop();
+    return 1;
+}
+
+static void
+shim_cred_end(int restart, int saved_errno)
+{
+    if (restart) {
+        shim_start();
+    }
+    errno = saved_errno;
+}
+
+#define SHIM_CRED_CALL(name, type, args, call)                  \
+    __attribute__((visibility("default"))) int name type        \
+    {                                                           \
+        int(*real) type = (int(*) type)dlsym(RTLD_NEXT, #name); \
+        int restart, rc, err;                                   \
+                                                                \
+        if (real == NULL) {                                     \
+            errno = ENOSYS;                                     \
+            return -1;                                          \
+        }                                                       \
+        restart = shim_cred_begin();                            \
+        rc = real call;                                         \
+        err = errno;                                            \
+        shim_cred_end(restart, err);                            \
+        return rc;                                              \
+    }
+
+SHIM_CRED_CALL(setuid, (uid_t u), args, (u))
+SHIM_CRED_CALL(setgid, (gid_t g), args, (g))
+SHIM_CRED_CALL(seteuid, (uid_t u), args, (u))
+SHIM_CRED_CALL(setegid, (gid_t g), args, (g))
+SHIM_CRED_CALL(setreuid, (uid_t r, uid_t e), args, (r, e))
+SHIM_CRED_CALL(setregid, (gid_t r, gid_t e), args, (r, e))
+SHIM_CRED_CALL(setresuid, (uid_t r, uid_t e, uid_t s), args, (r, e, s))
+SHIM_CRED_CALL(setresgid, (gid_t r, gid_t e, gid_t s), args, (r, e, s))
+SHIM_CRED_CALL(setgroups, (size_t n, const gid_t *list), args, (n, list))
 
 /* .init_array / .fini_array on Linux, __mod_init_func / __mod_term_func on macOS. */
 PP_LOAD_HOOK(shim_start);

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/agent-credentials.sh - hosts that change credentials keep working with the agent loaded:
+# `setpriv --reuid=nobody --regid=nogroup --clear-groups` (prctl(KEEPCAPS), setresuid, capset,
+# setresgid, setgroups on its main thread) runs a program exactly as without the agent, and a
+# program that drops to nobody itself (setgroups, setgid, setuid) ends up serving a diagnostic
+# socket owned by nobody, which nobody can record from and another user cannot connect to.
+# Needs root (to drop privileges) and setpriv; says so loudly otherwise.
+set -euo pipefail
+B=$(cd "${PP_BINARY_DIR:?}" && pwd)
+PP=$B/bin/pipeprof
+PY=/usr/bin/python3 # the users below cannot run a version manager's shim in root's home
+[[ -x $PY ]] || PY=$(command -v python3)
+LIB=$B/lib/libpipeprof.so
+GT=$B/samples/pp-sample-groundtruth
+if [[ $(id -u) != 0 ]] || ! command -v setpriv >/dev/null; then
+  echo "SKIP (loud): needs root and setpriv to change credentials" >&2
+  exit 77
+fi
+T=$(mktemp -d /tmp/pp-cred.XXXXXX)
+chmod 1777 "$T"
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# 1. setpriv, with and without the agent: the same status and output.
+drop=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
+"${drop[@]}" "$GT" 1 >"$T/bare.out" 2>&1 || fail "setpriv without the agent: $?"
+set +e
+LD_PRELOAD=$LIB "${drop[@]}" "$GT" 1 >"$T/agent.out" 2>"$T/agent.err"
+rc=$?
+set -e
+[[ $rc == 0 ]] || { cat "$T/agent.err"; fail "setpriv with the agent exited with $rc"; }
+[[ $(wc -c <"$T/agent.out") -gt 10 ]] || fail "setpriv with the agent printed nothing"
+grep -q "cannot be preloaded" "$T/agent.err" && fail "the agent was not loaded: $(cat "$T/agent.err")"
+echo "ok: setpriv to nobody with the agent loaded exits 0"
+
+# 2. A program that drops privileges itself, in glibc's usual order.
+cat >"$T/drop.py" <<'PY'
+import os, sys, time
+os.setgroups([])
+os.setgid(65534)
+os.setuid(65534)
+open(sys.argv[1], "w").write("dropped\n")
+end = time.time() + float(sys.argv[2])
+x = 0
+while time.time() < end:
+    x += 1
+PY
+LD_PRELOAD=$LIB "$PY" "$T/drop.py" "$T/dropped" 6 &
+P=$!
+for _ in $(seq 100); do [[ -f $T/dropped ]] && break; sleep 0.05; done
+sleep 0.5
+sock=$(ls /tmp/dotnet-diagnostic-$P-*-socket 2>/dev/null | head -1)
+[[ -n $sock ]] || fail "no diagnostic socket after the drop"
+owner=$(stat -c %U "$sock")
+[[ $owner == nobody ]] || fail "the socket is owned by $owner, not nobody"
+echo "ok: after setgroups/setgid/setuid the socket is owned by nobody"
+setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
+  "$PP" collect -p "$P" --duration 2 -o "$T/t.nettrace" >"$T/collect.log" 2>&1 ||
+  { cat "$T/collect.log"; fail "nobody cannot record the process"; }
+n=$("$PP" report --format json "$T/t.nettrace" | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"])')
+[[ $n -gt 10 ]] || fail "only $n samples after the drop"
+echo "ok: nobody records it ($n samples)"
+set +e
+setpriv --reuid=daemon --regid=daemon --clear-groups -- "$PY" -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+except PermissionError:
+    sys.exit(3)
+' "$sock"
+rc=$?
+set -e
+[[ $rc == 3 ]] || fail "another user's connect to nobody's socket: status $rc, not refused"
+echo "ok: another user is refused"
+wait "$P" || fail "the program exited with $?"
+echo "agent-credentials: ok"
