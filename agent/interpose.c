@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent/interpose.c - every libc function the agent interposes (besides _exit and _Exit, which
- * shim/shim.c interposes to end sessions cleanly). Each one finds the real function with
- * dlsym(RTLD_NEXT) and adds only what the agent needs:
+ * agent/interpose.c - every libc function the agent interposes. shim/shim.c interposes three
+ * more families, because they end or restart the diagnostic server: _exit and _Exit (sessions
+ * end with rundown), the exec family (execve, execv, execvp, execvpe, execl, execlp, execle:
+ * sessions end with rundown before the image is replaced) and the credential calls (setuid,
+ * setgid, seteuid, setegid, setreuid, setregid, setresuid, setresgid, setgroups: the agent stops
+ * and starts again around them, so its threads carry the new credentials). Each one here finds
+ * the real function with dlsym(RTLD_NEXT) and adds only what the agent needs:
  *
  *   pthread_create            the new thread registers itself (stack bounds, CPU timer) before
  *                             its start routine runs, so its first instructions can be sampled
