@@ -213,8 +213,11 @@ ipc_conn_dispatch(struct ipc_conn *c)
             ipc_session_stop_request(c, id);
             return;
         }
+        /* CollectTracing6 (buffer mode Block) is unknown to the .NET 10 runtime pipeprof answers
+         * as (10.0.12 answers UNKNOWN_COMMAND): dotnet-trace --buffering-mode Block then says
+         * it is not supported, as it does against that runtime. */
         if (c->h.command_id >= IPC_EP_COLLECT_TRACING &&
-            c->h.command_id <= IPC_EP_COLLECT_TRACING6) {
+            c->h.command_id <= IPC_EP_COLLECT_TRACING5) {
             struct ipc_collect req;
             int err = ipc_collect_decode(c->h.command_id, p, len, &req);
 
@@ -245,6 +248,18 @@ ipc_conn_dispatch(struct ipc_conn *c)
             return;
         case IPC_PROC_ENVIRONMENT:
             ipc_conn_environment(c);
+            return;
+        case IPC_PROC_ENABLE_PERFMAP:
+            /* u32 type: 1 all, 2 jitdump, 3 perfmap; the runtime refuses 0 (none) and unknown
+             * types with E_INVALIDARG. A native process has no JIT code to map (perf reads the
+             * symbols of its binaries itself), so a valid request succeeds with nothing to do. */
+            if (len < 4) {
+                ipc_conn_respond_error(c, IPC_HR_BAD_ENCODING);
+            } else if (p[0] == 0 || p[0] > 3 || p[1] != 0 || p[2] != 0 || p[3] != 0) {
+                ipc_conn_respond_error(c, IPC_HR_INVALIDARG);
+            } else {
+                ipc_conn_respond(c, msg, ipc_ok_i32_encode(msg, 0));
+            }
             return;
         case IPC_PROC_DISABLE_PERFMAP:
             /* nothing is ever enabled, so disabling succeeds (the runtime answers OK too) */

@@ -491,7 +491,7 @@ TEST(collect_stop_streams_and_answers_after_the_end)
     server_stop();
 }
 
-TEST(collect_versions_1_to_6_and_no_rundown)
+TEST(collect_versions_1_to_5_and_no_rundown_and_6_unknown)
 {
     uint8_t v, stop[28];
     uint64_t session;
@@ -500,7 +500,7 @@ TEST(collect_versions_1_to_6_and_no_rundown)
     int a;
 
     server_start();
-    for (v = IPC_EP_COLLECT_TRACING; v <= IPC_EP_COLLECT_TRACING6; v++) {
+    for (v = IPC_EP_COLLECT_TRACING; v <= IPC_EP_COLLECT_TRACING5; v++) {
         int before = st.rundowns;
         uint64_t rundown = v == IPC_EP_COLLECT_TRACING ? IPC_DEFAULT_RUNDOWN_KEYWORD : 0;
 
@@ -513,6 +513,23 @@ TEST(collect_versions_1_to_6_and_no_rundown)
         ASSERT_EQ(st.rundowns, before + (rundown != 0));
         free(bytes);
         close(a);
+    }
+    { /* CollectTracing6 is unknown to .NET 10.0.12, the runtime pipeprof answers as */
+        struct ipc_provider p = { 0, 5, "Test-Source", NULL, 0, NULL, 0 };
+        struct ipc_collect c;
+        uint8_t m[512];
+        int n;
+
+        memset(&c, 0, sizeof(c));
+        c.command_id = IPC_EP_COLLECT_TRACING6;
+        c.buffer_mb = 16;
+        c.format = 1;
+        c.request_stackwalk = 1;
+        c.providers = &p;
+        c.provider_count = 1;
+        n = ipc_collect_encode(&c, m, sizeof(m));
+        ASSERT_TRUE(n > 0);
+        ASSERT_U64_EQ(roundtrip(m, (size_t)n).hresult, IPC_HR_UNKNOWN_COMMAND);
     }
     server_stop();
 }
@@ -703,7 +720,7 @@ static const struct test_case cases[] = {
     TEST_CASE(environment_resume_and_disable_perfmap),
     TEST_CASE(errors_match_the_runtime),
     TEST_CASE(collect_stop_streams_and_answers_after_the_end),
-    TEST_CASE(collect_versions_1_to_6_and_no_rundown),
+    TEST_CASE(collect_versions_1_to_5_and_no_rundown_and_6_unknown),
     TEST_CASE(client_disconnect_ends_its_session),
     TEST_CASE(sixty_four_sessions_then_fail),
     TEST_CASE(thousand_connections_opened_and_closed),
