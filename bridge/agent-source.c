@@ -1219,6 +1219,19 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
     if (s->addrs.count == 0) {
         return 0;
     }
+    /* The runtime opens its rundown with MethodDCEndInit and closes it with MethodDCEndComplete:
+     * TraceEvent's readers take the pair as the rundown's bounds. */
+    {
+        uint8_t init[8];
+
+        nt_payload_init(&p, init, sizeof(init));
+        nt_payload_rundown_complete(&p);
+        err = bridge_write_payload(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_INIT),
+                                   bridge_source.capture_tid, ts, &p);
+        if (err != 0) {
+            return err;
+        }
+    }
     fns = calloc(s->addrs.count, sizeof(*fns));
     modules_done = calloc(s->addrs.count, sizeof(*modules_done));
     buf = malloc(NT_MAX_PAYLOAD);

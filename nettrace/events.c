@@ -27,6 +27,7 @@ static const struct nt_event_desc nt_known_events[NT_KNOWN_COUNT] = {
     [NT_KNOWN_METHOD_DC_END] = { NT_PROVIDER_RUNDOWN, 144, "", 0x30, 1, 5, 0, NULL, 0, 0 },
     [NT_KNOWN_RUNDOWN_DC_END_COMPLETE] = { NT_PROVIDER_RUNDOWN, 146, "", 0x30, 1, 4, 0, NULL, 0,
                                            0 },
+    [NT_KNOWN_RUNDOWN_DC_END_INIT] = { NT_PROVIDER_RUNDOWN, 148, "", 0x30, 1, 4, 0, NULL, 0, 0 },
 };
 
 const struct nt_event_desc *

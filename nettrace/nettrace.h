@@ -379,6 +379,7 @@ enum nt_known_event {
     NT_KNOWN_MODULE_DC_END,           /* Microsoft-Windows-DotNETRuntimeRundown 154, version 1 */
     NT_KNOWN_METHOD_DC_END,           /* Microsoft-Windows-DotNETRuntimeRundown 144, version 1 */
     NT_KNOWN_RUNDOWN_DC_END_COMPLETE, /* Microsoft-Windows-DotNETRuntimeRundown 146 */
+    NT_KNOWN_RUNDOWN_DC_END_INIT,     /* Microsoft-Windows-DotNETRuntimeRundown 148 */
     NT_KNOWN_COUNT,
 };
 
@@ -418,6 +419,7 @@ void nt_payload_method_dc_end(struct nt_payload *p, uint64_t module_id, uint64_t
                               const char *signature);
 
 /* DCEndComplete, version 1: ClrInstanceID. */
+/* MethodDCEndComplete (146) and MethodDCEndInit (148): u16 ClrInstanceID. */
 void nt_payload_rundown_complete(struct nt_payload *p);
 
 #endif /* NT_NETTRACE_H */
