@@ -10,3 +10,4 @@ pp_add_script_test(dotnet-traceevent dotnet-traceevent.sh LABELS integration TIM
 
 # dotnet-trace's thread-time view (TraceEvent) of a CPU-mode host against its own CPU time.
 pp_add_script_test(dotnet-trace-cputime dotnet-trace-cputime.sh LABELS integration slow TIMEOUT 300)
+set_tests_properties(dotnet-trace-cputime PROPERTIES RUN_SERIAL TRUE)
