@@ -229,7 +229,9 @@ TEST(cpu_mode_samples_both_busy_threads)
     sb = col_get(atomic_load(&b.tid));
     /* The thread scan sees an exit within a few of its periods; under TSan on
      * a loaded machine that can take seconds, so wait for it with a bound. */
-    for (i = 0; i < 100 && !(sa->stopped && sb->stopped); i++) {
+    for (i = 0; i < 100 && !(sa->stopped && sb->stopped && strcmp(sa->name, "busy-a") == 0 &&
+                             strcmp(sb->name, "busy-b") == 0);
+         i++) {
         usleep(50000);
         col_drain();
     }
