@@ -15,7 +15,7 @@ endif()
 # and without frame pointers, and the capture rate as an unprivileged user.
 add_executable(no-perf ${CMAKE_SOURCE_DIR}/tests/tools/no-perf.c)
 set_target_properties(no-perf PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
-pp_add_script_test(agent-groundtruth agent-groundtruth.sh LABELS integration slow TIMEOUT 240)
+pp_add_script_test(agent-groundtruth agent-groundtruth.sh LABELS integration slow TIMEOUT 300)
 pp_add_script_test(agent-stacks agent-stacks.sh LABELS integration slow TIMEOUT 180)
 pp_add_script_test(agent-credentials agent-credentials.sh LABELS integration slow TIMEOUT 120)
 
