@@ -69,6 +69,7 @@ struct pp_record {
     int segments; /* streams recorded: one per image CMD's pid ran (exec keeps the pid) */
     int next_fd;  /* the next image's advertised connection, or -1 */
     int resumed;  /* CMD's start-up was resumed: later images do not wait (PIPEPROF_RESUMED_PID) */
+    int cut;      /* the last stream ended without its end tag */
     uint8_t cookie[16], last_cookie[16]; /* the advertising agent's instance cookie */
 };
 
@@ -830,10 +831,14 @@ pp_cmd_record(int argc, char **argv)
         int next = pp_record_next_image(&rc);
 
         if (serr != 0 && !next) {
-            fprintf(stderr, "\npipeprof record: the trace is incomplete: %s%s\n", why,
+            fprintf(stderr,
+                    "\npipeprof record: the trace is incomplete: %s%s; the file holds what "
+                    "arrived, closed properly\n",
+                    why,
                     rc.child_done && WIFSIGNALED(rc.child_status)
                             ? " (CMD was killed before it could end the session)"
                             : "");
+            rc.cut = 1;
         }
         if (!next || rc.segments >= PP_RECORD_MAX_SEGMENTS) {
             break;
@@ -873,7 +878,9 @@ pp_cmd_record(int argc, char **argv)
     }
     close(rc.trace_fd);
     rc.trace_fd = -1;
-    if (rc.segments > 1 && pp_record_join_segments(&rc) != 0) {
+    /* Several images are joined into one trace; a stream that was cut (CMD killed) is rewritten
+     * the same way, so the file always ends with its end tag. */
+    if ((rc.segments > 1 || rc.cut) && pp_record_join_segments(&rc) != 0) {
         goto out;
     }
     recorded = pp_record_finish(&rc) == 0;

@@ -4,7 +4,8 @@
 # env, nice, `sh -c 'exec ...'`, a script that execs, and a chain of three execs, the recording
 # follows the process through every exec (one trace, the work functions in it), nothing waits,
 # and CMD's output and exit status are its own: byte-identical output, the same status (also a
-# failing one), and a wall time within 1 s + 10 % of the bare run.
+# failing one, and 128+N for a CMD killed by signal N, whose trace is still a complete file), and
+# a wall time within 1 s + 10 % of the bare run.
 set -euo pipefail
 B=${PP_BINARY_DIR:?}
 PP=$B/bin/pipeprof
@@ -56,5 +57,12 @@ case_ sh-exec 1 sh -c 'exec "$0" 1 "$1"' "$GT"
 case_ script 1 "$T/wl.sh"
 case_ chain 1 "$T/chain.sh"
 case_ exit3 0 "$T/exit3.sh"
+# CMD killed by a signal: 128+N, and the trace is still a complete file (its end tag written).
+printf '#!/bin/sh\n"%s" 1 "$1" &\nsleep 0.5\nkill -TERM $$\n' "$GT" >"$T/killed.sh"
+chmod +x "$T/killed.sh"
+case_ killed 0 "$T/killed.sh"
+trunc=$("$PP" report --format json "$T/killed.nettrace" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["truncated"])')
+[[ $trunc == False ]] || { echo "FAIL killed: the trace is left cut (truncated=$trunc)"; fail=1; }
 [[ $fail == 0 ]] || { echo "cli-record-commands: FAILED"; exit 1; }
 echo "cli-record-commands: ok"
