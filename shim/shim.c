@@ -325,38 +325,42 @@ shim_execl_args(const char *arg0, va_list ap, char **argv)
     return n;
 }
 
-__attribute__((visibility("default"))) int
-execl(const char *path, const char *arg0, ...)
+/* execl and execlp: the list becomes an argv for execv or execvp (interposed above). */
+static int
+shim_execl_to_v(int (*execv_fn)(const char *, char *const[]), const char *path, const char *arg0,
+                va_list ap)
 {
     char *argv[SHIM_EXECL_MAX + 1];
-    va_list ap;
-    int n;
 
-    va_start(ap, arg0);
-    n = shim_execl_args(arg0, ap, argv);
-    va_end(ap);
-    if (n < 0) {
+    if (shim_execl_args(arg0, ap, argv) < 0) {
         errno = E2BIG;
         return -1;
     }
-    return execv(path, argv);
+    return execv_fn(path, argv);
+}
+
+__attribute__((visibility("default"))) int
+execl(const char *path, const char *arg0, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, arg0);
+    rc = shim_execl_to_v(execv, path, arg0, ap);
+    va_end(ap);
+    return rc;
 }
 
 __attribute__((visibility("default"))) int
 execlp(const char *file, const char *arg0, ...)
 {
-    char *argv[SHIM_EXECL_MAX + 1];
     va_list ap;
-    int n;
+    int rc;
 
     va_start(ap, arg0);
-    n = shim_execl_args(arg0, ap, argv);
+    rc = shim_execl_to_v(execvp, file, arg0, ap);
     va_end(ap);
-    if (n < 0) {
-        errno = E2BIG;
-        return -1;
-    }
-    return execvp(file, argv);
+    return rc;
 }
 
 __attribute__((visibility("default"))) int

@@ -50,6 +50,14 @@ TEST(config_accepts_valid_values)
     setenv("PIPEPROF_SIGNAL", "27", 1);
     ASSERT_OK(ag_config_from_env(&c, err, sizeof(err)));
     ASSERT_EQ(c.signo, 27);
+    ASSERT_EQ(c.cpu_engine, AG_CPU_ENGINE_AUTO); /* the default */
+    setenv("PIPEPROF_CPU_ENGINE", "Timer", 1);
+    ASSERT_OK(ag_config_from_env(&c, err, sizeof(err)));
+    ASSERT_EQ(c.cpu_engine, AG_CPU_ENGINE_TIMER);
+    setenv("PIPEPROF_CPU_ENGINE", "perf", 1);
+    ASSERT_OK(ag_config_from_env(&c, err, sizeof(err)));
+    ASSERT_EQ(c.cpu_engine, AG_CPU_ENGINE_PERF);
+    unsetenv("PIPEPROF_CPU_ENGINE");
 }
 
 /* Each bad value fails with -EINVAL and a message that names the variable. */
@@ -87,6 +95,7 @@ TEST(config_rejects_invalid_values)
     config_expect_invalid("PIPEPROF_DISABLE", "maybe");
     config_expect_invalid("PIPEPROF_MAX_FRAMES", "1");
     config_expect_invalid("PIPEPROF_MAX_THREADS", "0");
+    config_expect_invalid("PIPEPROF_CPU_ENGINE", "hrtimer");
 }
 
 TEST(config_error_is_truncated_safely)
