@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "agent/symbols-internal.h"
 
 static void
 ag_wake_all(void)
@@ -39,7 +40,10 @@ ag_manager_main(void *arg)
         pthread_mutex_lock(&ag.reg_lock);
         ag_timers_update_locked();
         pthread_mutex_unlock(&ag.reg_lock);
-        err = ag_modules_refresh(); /* cheap unless dlopen/dlclose changed the list */
+        err = ag_modules_refresh_deferred(); /* cheap unless dlopen/dlclose changed it */
+        if (err >= 0) {
+            err = ag_modules_build_cfi(&ag.stopping); /* the new modules' tables */
+        }
         if (err < 0) {
             ag_log(AG_LOG_DEBUG, "modules: refresh: %s", strerror(-err));
         }
@@ -137,7 +141,9 @@ ag_start(const struct ag_config *cfg)
     ag.perf_unavailable = 0;
     atomic_store(&ag.wall_passes, 0);
     atomic_store(&ag.wall_active_ns, 0);
-    err = ag_modules_refresh(); /* CFI tables before the first sample */
+    /* The module list before the first sample; their CFI tables are built by the manager
+     * thread, which starts below, so that a short-lived process does not wait for them. */
+    err = ag_modules_refresh_deferred();
     if (err < 0) {
         ag_log(AG_LOG_WARN, "modules: %s; unwinding uses frame pointers only", strerror(-err));
     }

@@ -12,6 +12,7 @@
 #include "agent/cfi.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,7 @@ struct ag_cfi_builder {
     size_t fdes;
     struct ag_cfi_cie cies[AG_CFI_CIE_CACHE];
     size_t cie_next;
+    _Atomic int *cancel; /* or NULL */
 };
 
 /* Returns a cursor over [addr, end of the readable span containing addr), or a bad one. */
@@ -733,6 +735,9 @@ ag_cfi_walk(struct ag_cfi_builder *b, uint64_t hdr)
             if (c.bad) {
                 return -EBADMSG;
             }
+            if ((i & 63) == 63 && b->cancel != NULL && atomic_load(b->cancel)) {
+                return -ECANCELED;
+            }
             err = ag_cfi_fde(b, fde);
             if (err == -ENOMEM) {
                 return err;
@@ -760,6 +765,13 @@ int
 ag_cfi_build(uint64_t base, uint64_t hdr, const struct ag_cfi_span *spans, size_t n_spans,
              struct ag_cfi_table **out)
 {
+    return ag_cfi_build_cancellable(base, hdr, spans, n_spans, NULL, out);
+}
+
+int
+ag_cfi_build_cancellable(uint64_t base, uint64_t hdr, const struct ag_cfi_span *spans,
+                         size_t n_spans, _Atomic int *cancel, struct ag_cfi_table **out)
+{
     struct ag_cfi_builder *b;
     struct ag_cfi_table *t = NULL;
     size_t k = 0;
@@ -771,6 +783,7 @@ ag_cfi_build(uint64_t base, uint64_t hdr, const struct ag_cfi_span *spans, size_
     (void)hdr;
     (void)spans;
     (void)n_spans;
+    (void)cancel;
     return -ENOTSUP; /* XXX(Y): aarch64 needs the RA-in-LR rule and its own register numbers */
 #endif
     b = calloc(1, sizeof(*b));
@@ -780,11 +793,19 @@ ag_cfi_build(uint64_t base, uint64_t hdr, const struct ag_cfi_span *spans, size_
     b->base = base;
     b->spans = spans;
     b->n_spans = n_spans;
+    b->cancel = cancel;
     err = ag_cfi_walk(b, hdr);
     if (err != 0) {
         goto out;
     }
-    qsort(b->rows, b->n, sizeof(b->rows[0]), ag_cfi_tmp_cmp);
+    /* The rows of a table that .eh_frame_hdr sorts come out sorted already: checking costs one
+     * pass, sorting them again is most of a start-up's time in a short-lived process. */
+    for (size_t i = 1; i < b->n; i++) {
+        if (ag_cfi_tmp_cmp(&b->rows[i - 1], &b->rows[i]) > 0) {
+            qsort(b->rows, b->n, sizeof(b->rows[0]), ag_cfi_tmp_cmp);
+            break;
+        }
+    }
     for (size_t i = 0; i < b->n; i++) {
         if (i + 1 < b->n && b->rows[i + 1].row.addr == b->rows[i].row.addr) {
             continue; /* the last row at one address wins */

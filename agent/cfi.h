@@ -11,6 +11,7 @@
 #ifndef AG_CFI_H
 #define AG_CFI_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,6 +70,12 @@ struct ag_cfi_span {
  */
 PP_MUST_USE int ag_cfi_build(uint64_t base, uint64_t hdr, const struct ag_cfi_span *spans,
                              size_t n_spans, struct ag_cfi_table **out);
+
+/* ag_cfi_build() that gives up with -ECANCELED soon after *cancel becomes nonzero (an exiting
+ * process must not wait for a large module's table). */
+PP_MUST_USE int ag_cfi_build_cancellable(uint64_t base, uint64_t hdr,
+                                         const struct ag_cfi_span *spans, size_t n_spans,
+                                         _Atomic int *cancel, struct ag_cfi_table **out);
 
 /* Releases a table. Accepts NULL. Only once no signal handler can still read it. */
 void ag_cfi_table_free(struct ag_cfi_table *t);

@@ -27,6 +27,7 @@ static uint32_t ag_modules_next_id = 1;               /* mutex */
 static unsigned long long ag_modules_adds;            /* mutex; dlpi_adds at the last scan */
 static unsigned long long ag_modules_subs;            /* mutex */
 static int ag_modules_scanned;                        /* mutex */
+static int ag_modules_defer_cfi;                      /* mutex: new modules' tables wait */
 static uint64_t ag_modules_generation;                /* mutex */
 
 struct ag_modules_scan {
@@ -154,7 +155,9 @@ ag_module_new(const struct dl_phdr_info *info, int is_exe, struct ag_module **ou
             ag_modules_read_build_id(m, &info->dlpi_phdr[i], m->base);
         }
     }
-    if (hdr != 0) {
+    if (hdr != 0 && ag_modules_defer_cfi) {
+        m->cfi_err = -EINPROGRESS; /* ag_modules_build_cfi() */
+    } else if (hdr != 0) {
         m->cfi_err = ag_cfi_build(m->base, hdr, loads, n_loads, &m->cfi);
     } else {
         m->cfi_err = -ENOENT;
@@ -309,6 +312,88 @@ ag_modules_refresh(void)
     err = ag_modules_refresh_locked();
     pthread_mutex_unlock(&ag_modules_mutex);
     return err;
+}
+
+int
+ag_modules_refresh_deferred(void)
+{
+    int err;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    ag_modules_defer_cfi = 1;
+    err = ag_modules_refresh_locked();
+    ag_modules_defer_cfi = 0;
+    pthread_mutex_unlock(&ag_modules_mutex);
+    return err;
+}
+
+struct ag_modules_build {
+    _Atomic int *cancel;
+    int built;
+};
+
+/* A dl_iterate_phdr callback: the loader lock keeps the module mapped while it is read. */
+static int
+ag_modules_build_cb(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    struct ag_modules_build *b = ctx;
+    struct ag_cfi_span *loads;
+    struct ag_module *m;
+    uint64_t hdr = 0;
+    size_t n_loads = 0;
+
+    (void)size;
+    if (b->cancel != NULL && atomic_load(b->cancel)) {
+        return 1;
+    }
+    for (m = ag_modules_all; m != NULL; m = m->next) {
+        if (m->live && m->cfi_err == -EINPROGRESS && m->base == info->dlpi_addr &&
+            strcmp(m->name, info->dlpi_name != NULL ? info->dlpi_name : "") == 0) {
+            break;
+        }
+    }
+    if (m == NULL) {
+        return 0;
+    }
+    loads = calloc(info->dlpi_phnum + 1u, sizeof(*loads));
+    if (loads == NULL) {
+        return 0; /* tried again at the next refresh */
+    }
+    for (size_t i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uint64_t lo = m->base + ph->p_vaddr;
+
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R)) {
+            loads[n_loads++] = (struct ag_cfi_span){ lo, lo + ph->p_memsz };
+        } else if (ph->p_type == PT_GNU_EH_FRAME) {
+            hdr = lo;
+        }
+    }
+    m->cfi_err =
+            hdr != 0 ? ag_cfi_build_cancellable(m->base, hdr, loads, n_loads, b->cancel, &m->cfi)
+                     : -ENOENT;
+    free(loads);
+    if (m->cfi_err == -ECANCELED) {
+        m->cfi_err = -EINPROGRESS; /* built at the next refresh, if the agent runs on */
+        return 1;
+    }
+    b->built++;
+    return 0;
+}
+
+int
+ag_modules_build_cfi(_Atomic int *cancel)
+{
+    struct ag_modules_build b = { cancel, 0 };
+    int err = 0;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    dl_iterate_phdr(ag_modules_build_cb, &b);
+    if (b.built > 0) {
+        err = ag_modules_publish();
+    }
+    pthread_mutex_unlock(&ag_modules_mutex);
+    return err < 0 ? err : b.built;
 }
 
 static void

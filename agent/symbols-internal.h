@@ -41,7 +41,7 @@ struct ag_module {
     size_t build_id_len;
     int is_vdso;              /* the kernel's vdso: symbols are read from memory */
     struct ag_cfi_table *cfi; /* NULL when the module has no usable .eh_frame_hdr */
-    int cfi_err;              /* 0 or why cfi is NULL */
+    int cfi_err;              /* 0 or why cfi is NULL; -EINPROGRESS: not built yet */
     int live;                 /* mutex: still in the loader's list at the last refresh */
     int seen;                 /* mutex: scratch for one refresh */
     int symtab_err;           /* mutex: 0 until a load failed, then its error */
@@ -131,5 +131,18 @@ void ag_symtab_set_debug_root(const char *root);
  * Ownership: caller frees the result. Context: not signal-safe.
  */
 char *ag_demangle(const char *raw);
+
+/*
+ * ag_modules_refresh() without building the CFI tables of new modules: start-up stays short
+ * (compiling libc's tables is most of a short-lived process's start). Until
+ * ag_modules_build_cfi() has built them, those modules unwind by frame pointers.
+ */
+PP_MUST_USE int ag_modules_refresh_deferred(void);
+
+/*
+ * Builds the tables ag_modules_refresh_deferred() left, module by module, and publishes them.
+ * Stops early when *cancel (may be NULL) becomes nonzero. Returns the tables built or -errno.
+ */
+PP_MUST_USE int ag_modules_build_cfi(_Atomic int *cancel);
 
 #endif /* AG_SYMBOLS_INTERNAL_H */
