@@ -1303,6 +1303,20 @@ out:
 }
 
 void
+bridge_agent_source_forked_child(void)
+{
+    size_t i;
+
+    for (i = 0; i < IPC_MAX_SESSIONS; i++) {
+        bridge_source.sessions[i].active = 0;
+        bridge_source.sessions[i].acquired = 0;
+    }
+    bridge_source.active_sessions = 0;
+    bridge_source.taps = NULL;
+    atomic_store(&bridge_source.owner, 0);
+}
+
+void
 bridge_agent_source_init(struct ipc_event_source *out, const struct ag_config *defaults)
 {
     bridge_source.defaults = *defaults;

@@ -23,6 +23,13 @@
 void bridge_agent_source_init(struct ipc_event_source *out, const struct ag_config *defaults);
 
 /*
+ * In the child of fork(): the parent's sessions and taps do not exist here (their server and
+ * threads stayed in the parent); forgets them so that a server started in the child begins
+ * empty. Their memory is left as it is. Context: the child's atfork handler, single-threaded.
+ */
+void bridge_agent_source_forked_child(void);
+
+/*
  * A consumer of the agent's samples besides the diagnostic sessions: the HTTP endpoints. The
  * agent has one consumer thread (ag_drain); a tap joins it, so taps and sessions run on the
  * same thread (the IPC loop). on_sample gets every sample drained while the tap is added, of

@@ -16,12 +16,16 @@ static void
 pp_convert_usage(FILE *out)
 {
     fprintf(out,
-            "usage: pipeprof convert IN.nettrace --format FORMAT [-o OUT]\n"
+            "usage: pipeprof convert IN.nettrace... --format FORMAT [-o OUT]\n"
             "\n"
             "Writes the samples of IN (a nettrace file written by pipeprof or by a .NET\n"
             "runtime; '-' for standard input) in another format. OUT defaults to standard\n"
             "output. Frames are named `module!function` from the trace's rundown and\n"
             "method-load events; managed frames of .NET traces included.\n"
+            "Several IN files (the processes of one `pipeprof record`) become one output\n"
+            "in which every stack is under its process: folded stacks start with\n"
+            "`process (pid);`, perf script has each process's pid, speedscope a profile per\n"
+            "process and thread, pprof a `pid` label, chromium a pid per process.\n"
             "\n"
             "formats:\n"
             "  folded      collapsed stacks, one line per distinct stack:\n"
@@ -102,7 +106,7 @@ pp_cmd_convert(int argc, char **argv)
             return 2;
         }
     }
-    if (optind + 1 != argc || format == NULL) {
+    if (optind >= argc || format == NULL) {
         pp_convert_usage(stderr);
         return 2;
     }
@@ -113,7 +117,8 @@ pp_cmd_convert(int argc, char **argv)
                 format);
         return 2;
     }
-    if (pp_profile_load(argv[optind], &filter, &p, err, sizeof(err)) != 0) {
+    if (pp_profile_load_many((const char *const *)argv + optind, (size_t)(argc - optind), &filter,
+                             &p, err, sizeof(err)) != 0) {
         fprintf(stderr, "pipeprof convert: %s\n", err);
         return 1;
     }

@@ -22,6 +22,7 @@
 #define PP_PROVIDER_RUNTIME         "Microsoft-Windows-DotNETRuntime"
 #define PP_PROVIDER_RUNDOWN         "Microsoft-Windows-DotNETRuntimeRundown"
 #define PP_PROVIDER_PIPEPROF        "pipeprof"
+#define PP_PROVIDER_EVENTPIPE       "Microsoft-DotNETCore-EventPipe"
 
 /* A method range from MethodLoadVerbose / MethodDCEndVerbose. */
 struct pp_method {
@@ -40,9 +41,24 @@ struct pp_module {
     char *basename; /* file name */
 };
 
+/*
+ * Several traces load into one profile (one process each). Their addresses would collide, so
+ * each is tagged with its trace's index + 1 in the bits above user space's 48 until the frames
+ * are named; the tag picks the trace whose names apply and is then removed.
+ */
+#define PP_ADDR_BITS  48
+#define PP_ADDR_MASK  ((1ULL << PP_ADDR_BITS) - 1)
+#define PP_MAX_TRACES 65535
+
 /* What the loader knows beyond the profile: the names of code addresses. */
 struct pp_loader {
     struct pp_profile *p;
+    uint64_t tag;            /* (index + 1) << PP_ADDR_BITS when several traces load, else 0 */
+    uint64_t ts_num, ts_den; /* this trace's ticks to the profile's: * num / den */
+    uint32_t process_id;
+    char *process_name; /* from ProcessInfo's CommandLine, or NULL */
+    uint64_t *scratch;  /* a tagged stack */
+    uint32_t scratch_cap;
     struct pp_method *methods;
     size_t method_count, method_cap;
     struct pp_module *modules;
@@ -335,6 +351,9 @@ static int
 pp_on_sample(struct pp_loader *ld, const struct nt_event *ev, const struct pp_profile_filter *flt)
 {
     int running = ev->payload_size >= 4 && pp_le32(ev->payload) == NT_SAMPLE_MANAGED;
+    uint64_t ts = ev->timestamp;
+    uint32_t i;
+    int err;
 
     if (pp_sample_is_marker(ev)) {
         return 0;
@@ -342,8 +361,31 @@ pp_on_sample(struct pp_loader *ld, const struct nt_event *ev, const struct pp_pr
     if (flt != NULL && flt->thread_id != 0 && flt->thread_id != ev->thread_id) {
         return 0;
     }
-    return pp_profile_add_sample(ld->p, ev->thread_id, ev->timestamp, running, ev->stack,
-                                 ev->stack_depth);
+    if (ld->tag == 0) {
+        return pp_profile_add_sample(ld->p, ev->thread_id, ts, running, ev->stack, ev->stack_depth);
+    }
+    if (ev->stack_depth > ld->scratch_cap) {
+        uint64_t *grown = realloc(ld->scratch, ev->stack_depth * sizeof(*grown));
+
+        if (grown == NULL) {
+            return -ENOMEM;
+        }
+        ld->scratch = grown;
+        ld->scratch_cap = ev->stack_depth;
+    }
+    for (i = 0; i < ev->stack_depth; i++) {
+        /* An address above user space (a garbage frame) keeps its tag and loses its value. */
+        ld->scratch[i] = ld->tag | (ev->stack[i] <= PP_ADDR_MASK ? ev->stack[i] : PP_ADDR_MASK);
+    }
+    if (ld->ts_den != 0) {
+        ts = (uint64_t)((double)ts * (double)ld->ts_num / (double)ld->ts_den);
+    }
+    err = pp_profile_set_thread_process(ld->p, ev->thread_id, ld->process_id);
+    if (err == 0) {
+        err = pp_profile_add_sample(ld->p, ev->thread_id, ts, running, ld->scratch,
+                                    ev->stack_depth);
+    }
+    return err;
 }
 
 static int
@@ -437,6 +479,8 @@ pp_loader_fini(struct pp_loader *ld)
         free(ld->modules[i].basename);
     }
     free(ld->modules);
+    free(ld->process_name);
+    free(ld->scratch);
 }
 
 static ssize_t
@@ -451,25 +495,57 @@ pp_profile_read_fd(void *ctx, void *buf, size_t len)
     return n < 0 ? -errno : n;
 }
 
-int
-pp_profile_load(const char *path, const struct pp_profile_filter *filter, struct pp_profile **out,
-                char *err_msg, size_t errlen)
+/* ProcessInfo's CommandLine: the process's name is its first word's file name. */
+static int
+pp_on_process_info(struct pp_loader *ld, const struct nt_event *ev)
+{
+    struct pp_fields f;
+    char *cmd, *name, *end;
+    int err;
+
+    memset(&f, 0, sizeof(f));
+    f.want[0] = "CommandLine";
+    if (ld->process_name != NULL ||
+        nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) != 0 ||
+        !f.found[0]) {
+        return 0;
+    }
+    cmd = pp_value_string(&f.got[0]);
+    if (cmd == NULL) {
+        return -ENOMEM;
+    }
+    end = strchr(cmd, ' ');
+    if (end != NULL) {
+        *end = '\0';
+    }
+    name = strrchr(cmd, '/') != NULL ? strrchr(cmd, '/') + 1 : cmd;
+    err = 0;
+    if (name[0] != '\0' && (ld->process_name = strdup(name)) == NULL) {
+        err = -ENOMEM;
+    }
+    free(cmd);
+    return err;
+}
+
+/*
+ * Reads one trace into ld (its profile may hold other traces already). first: this trace's
+ * header gives the profile's clock, process and rate. Returns 0 or a negative errno with a
+ * message in err_msg.
+ */
+static int
+pp_load_trace(struct pp_loader *ld, const char *path, const struct pp_profile_filter *filter,
+              int first, char *err_msg, size_t errlen)
 {
     struct nt_source src = { pp_profile_read_fd, NULL };
-    struct pp_loader ld = { 0 };
+    struct pp_profile *p = ld->p;
     struct nt_reader *r = NULL;
     struct nt_reader_error rerr;
     struct nt_reader_stats stats;
     const struct nt_trace_info *info;
     struct nt_event ev;
-    uint64_t start_ticks = 0, end_ticks = UINT64_MAX;
+    uint64_t start_ticks = 0, end_ticks = UINT64_MAX, tps;
     int fd = -1, err, waiting = 0;
 
-    *out = NULL;
-    err = pp_profile_new(filter != NULL ? filter->fold_re : NULL, &ld.p, err_msg, errlen);
-    if (err != 0) {
-        return err;
-    }
     fd = strcmp(path, "-") == 0 ? dup(0) : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         err = -errno;
@@ -482,16 +558,21 @@ pp_profile_load(const char *path, const struct pp_profile_filter *filter, struct
         goto reader_error;
     }
     info = nt_reader_info(r);
-    ld.p->ticks_per_second = info->ticks_per_second != 0 ? info->ticks_per_second : 1000000000ULL;
-    ld.p->start_ts = info->sync_time_ticks;
-    ld.p->process_id = info->process_id;
-    ld.p->sampling_interval_ns = info->expected_cpu_sampling_rate;
+    tps = info->ticks_per_second != 0 ? info->ticks_per_second : 1000000000ULL;
+    ld->process_id = info->process_id;
+    if (first) {
+        p->ticks_per_second = tps;
+        p->start_ts = info->sync_time_ticks;
+        p->process_id = info->process_id;
+        p->sampling_interval_ns = info->expected_cpu_sampling_rate;
+    } else if (tps != p->ticks_per_second) {
+        ld->ts_num = p->ticks_per_second; /* another clock rate: converted to the first's */
+        ld->ts_den = tps;
+    }
     if (filter != NULL) {
-        start_ticks = info->sync_time_ticks +
-                      (uint64_t)(filter->start_ms * (double)ld.p->ticks_per_second / 1000.0);
+        start_ticks = info->sync_time_ticks + (uint64_t)(filter->start_ms * (double)tps / 1000.0);
         if (filter->end_ms > 0) {
-            end_ticks = info->sync_time_ticks +
-                        (uint64_t)(filter->end_ms * (double)ld.p->ticks_per_second / 1000.0);
+            end_ticks = info->sync_time_ticks + (uint64_t)(filter->end_ms * (double)tps / 1000.0);
         }
     }
     while ((err = nt_reader_next(r, &ev)) == 1) {
@@ -505,18 +586,21 @@ pp_profile_load(const char *path, const struct pp_profile_filter *filter, struct
             if (ev.timestamp >= start_ticks && ev.timestamp <= end_ticks) {
                 waiting |= ev.payload_size >= 4 && pp_le32(ev.payload) != NT_SAMPLE_MANAGED &&
                            !pp_sample_is_marker(&ev);
-                err = pp_on_sample(&ld, &ev, filter);
+                err = pp_on_sample(ld, &ev, filter);
             }
         } else if ((ev.desc->event_id == 143 && strcmp(prov, PP_PROVIDER_RUNTIME) == 0) ||
                    ((ev.desc->event_id == 143 || ev.desc->event_id == 144) &&
                     strcmp(prov, PP_PROVIDER_RUNDOWN) == 0)) {
-            err = pp_add_method(&ld, ev.payload, ev.payload_size);
+            err = pp_add_method(ld, ev.payload, ev.payload_size);
         } else if ((ev.desc->event_id == 152 && strcmp(prov, PP_PROVIDER_RUNTIME) == 0) ||
                    ((ev.desc->event_id == 153 || ev.desc->event_id == 154) &&
                     strcmp(prov, PP_PROVIDER_RUNDOWN) == 0)) {
-            err = pp_add_clr_module(&ld, ev.payload, ev.payload_size);
+            err = pp_add_clr_module(ld, ev.payload, ev.payload_size);
         } else if (strcmp(prov, PP_PROVIDER_PIPEPROF) == 0) {
-            err = pp_on_pipeprof_event(&ld, &ev);
+            err = pp_on_pipeprof_event(ld, &ev);
+        } else if (ev.desc->event_id == 1 && strcmp(prov, PP_PROVIDER_EVENTPIPE) == 0 &&
+                   ev.desc->name != NULL && strcmp(ev.desc->name, "ProcessInfo") == 0) {
+            err = pp_on_process_info(ld, &ev);
         } else {
             err = 0;
         }
@@ -530,36 +614,28 @@ pp_profile_load(const char *path, const struct pp_profile_filter *filter, struct
     }
 finish:
     nt_reader_get_stats(r, &stats);
-    ld.p->lost_events = stats.lost_events;
+    p->lost_events += stats.lost_events;
     /* Only wall-mode sampling records waiting threads (SampleProfiler type External). */
-    if (waiting && (ld.p->mode = strdup("wall")) == NULL) {
+    if (waiting && p->mode == NULL && (p->mode = strdup("wall")) == NULL) {
         err = -ENOMEM;
         snprintf(err_msg, errlen, "out of memory");
         goto out;
     }
-    if (ld.method_count > 1) {
-        qsort(ld.methods, ld.method_count, sizeof(*ld.methods), pp_method_cmp);
+    if (ld->method_count > 1) {
+        qsort(ld->methods, ld->method_count, sizeof(*ld->methods), pp_method_cmp);
     }
-    err = pp_profile_name_frames(ld.p, pp_loader_name, &ld);
-    if (err != 0) {
-        snprintf(err_msg, errlen, "%s: %s", path, strerror(-err));
-        goto out;
-    }
-    *out = ld.p;
-    ld.p = NULL;
     goto out;
 reader_error:
     if (r != NULL && err == -EBADMSG) {
         nt_reader_get_error(r, &rerr);
-        if (rerr.truncated && ld.p->samples > 0) {
+        if (rerr.truncated && p->samples > 0) {
             /* A process that died (or called _exit) mid-session leaves a trace without its end:
              * what arrived is intact, so it is used, and the loss is said out loud. */
             fprintf(stderr,
-                    "pipeprof: warning: %s ends early at offset %llu (%s); using the %llu "
-                    "samples before it, names may be missing\n",
-                    path, (unsigned long long)rerr.offset, rerr.reason,
-                    (unsigned long long)ld.p->samples);
-            ld.p->truncated = 1;
+                    "pipeprof: warning: %s ends early at offset %llu (%s); using the samples "
+                    "before it, names may be missing\n",
+                    path, (unsigned long long)rerr.offset, rerr.reason);
+            p->truncated = 1;
             err = 0;
             goto finish;
         }
@@ -573,7 +649,103 @@ out:
     if (fd >= 0) {
         close(fd);
     }
-    pp_loader_fini(&ld);
-    pp_profile_free(ld.p);
+    return err;
+}
+
+/* Names a tagged address with the names of the trace it came from. */
+static int
+pp_loaders_name(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *resolved)
+{
+    struct pp_loader *lds = ctx;
+    uint64_t index = (ip >> PP_ADDR_BITS) - 1;
+
+    return pp_loader_name(&lds[index], ip & PP_ADDR_MASK, caller, buf, len, resolved);
+}
+
+int
+pp_profile_load(const char *path, const struct pp_profile_filter *filter, struct pp_profile **out,
+                char *err_msg, size_t errlen)
+{
+    return pp_profile_load_many(&path, 1, filter, out, err_msg, errlen);
+}
+
+int
+pp_profile_load_many(const char *const *paths, size_t n, const struct pp_profile_filter *filter,
+                     struct pp_profile **out, char *err_msg, size_t errlen)
+{
+    struct pp_profile *p = NULL;
+    struct pp_loader *lds = NULL;
+    size_t i, t, s;
+    int err;
+
+    *out = NULL;
+    if (n == 0 || n > PP_MAX_TRACES) {
+        snprintf(err_msg, errlen, "%zu traces: 1 to %d can be read together", n, PP_MAX_TRACES);
+        return -EINVAL;
+    }
+    err = pp_profile_new(filter != NULL ? filter->fold_re : NULL, &p, err_msg, errlen);
+    if (err != 0) {
+        return err;
+    }
+    lds = calloc(n, sizeof(*lds));
+    if (lds == NULL) {
+        err = -ENOMEM;
+        snprintf(err_msg, errlen, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        lds[i].p = p;
+        lds[i].tag = n > 1 ? (uint64_t)(i + 1) << PP_ADDR_BITS : 0;
+        err = pp_load_trace(&lds[i], paths[i], filter, i == 0, err_msg, errlen);
+        if (err != 0) {
+            goto out;
+        }
+        if (n > 1) {
+            err = pp_profile_add_process(p, lds[i].process_id, lds[i].process_name);
+            if (err != 0) {
+                snprintf(err_msg, errlen, "out of memory");
+                goto out;
+            }
+        }
+    }
+    err = n > 1 ? pp_profile_name_frames(p, pp_loaders_name, lds)
+                : pp_profile_name_frames(p, pp_loader_name, lds);
+    if (err != 0) {
+        snprintf(err_msg, errlen, "naming frames: %s", strerror(-err));
+        goto out;
+    }
+    if (n > 1) {
+        for (s = 0; s < p->stack_count; s++) { /* the tags are not addresses */
+            uint64_t *ips = (uint64_t *)p->stacks[s].ips;
+
+            for (t = 0; t < p->stacks[s].depth; t++) {
+                ips[t] &= PP_ADDR_MASK;
+            }
+        }
+        for (t = 0; t < p->thread_count; t++) {
+            for (i = 0; i < p->process_count; i++) {
+                if (p->processes[i].process_id == p->threads[t].process_id) {
+                    p->processes[i].samples += p->threads[t].samples;
+                }
+            }
+        }
+    } else {
+        err = pp_profile_add_process(p, lds[0].process_id, lds[0].process_name);
+        if (err != 0) {
+            snprintf(err_msg, errlen, "out of memory");
+            goto out;
+        }
+        p->processes[0].samples = p->samples;
+        p->process_name = lds[0].process_name;
+        lds[0].process_name = NULL;
+    }
+    *out = p;
+    p = NULL;
+out:
+    for (i = 0; lds != NULL && i < n; i++) {
+        pp_loader_fini(&lds[i]);
+    }
+    free(lds);
+    pp_profile_free(p);
     return err;
 }

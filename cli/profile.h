@@ -27,4 +27,15 @@ struct pp_profile_filter {
 PP_MUST_USE int pp_profile_load(const char *path, const struct pp_profile_filter *filter,
                                 struct pp_profile **out, char *err, size_t errlen);
 
+/*
+ * Loads several traces, one process each (a multi-process recording), into one profile: each
+ * trace's frames are named by its own rundown, and each thread is put under its process
+ * (pp_profile.processes). Timestamps keep the first trace's clock (pipeprof's traces share the
+ * monotonic clock); the filter's times count from each trace's own start. n == 1 is
+ * pp_profile_load(). Returns 0 or a negative errno with a message in err.
+ */
+PP_MUST_USE int pp_profile_load_many(const char *const *paths, size_t n,
+                                     const struct pp_profile_filter *filter,
+                                     struct pp_profile **out, char *err, size_t errlen);
+
 #endif /* PP_CLI_PROFILE_H */

@@ -15,10 +15,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -27,11 +30,14 @@
 #include "cli/cli.h"
 #include "cli/diag.h"
 #include "cli/profile.h"
+#include "common/grow.h"
 #include "nettrace/nettrace.h"
 
 #define PP_RECORD_CONNECT_MS   10000 /* CMD's agent must connect within this */
-#define PP_RECORD_STOP_WAIT_MS 30000 /* for the stream's end after StopTracing or CMD's exit */
+#define PP_RECORD_STOP_WAIT_MS 30000 /* for the streams' ends after a stop or CMD's exit */
+#define PP_RECORD_REQUEST_MS   5000  /* an agent answers a command within this */
 #define PP_RECORD_MAX_THREADS  65536 /* distinct thread ids counted for the live line */
+#define PP_RECORD_MAX_IMAGES   4096  /* images recorded; later processes are only resumed */
 
 static volatile sig_atomic_t pp_record_signal;
 
@@ -40,6 +46,32 @@ pp_record_on_signal(int sig)
 {
     pp_record_signal = sig;
 }
+
+/*
+ * One agent instance: an image of a process (exec keeps the pid and starts a new image with a
+ * new advertise cookie). Its stream is read by a thread of its own into a segment file; the
+ * main thread owns everything else. Written by the stream thread: the counters, done, cut and
+ * why (read by the main thread after done is seen, or after the join).
+ */
+struct pp_image {
+    uint64_t pid;
+    uint8_t cookie[16];
+    uint64_t session;
+    int stream_fd;   /* the session's connection, read by the thread */
+    int file_fd;     /* the segment file, written by the thread */
+    int idle_fd;     /* an advertised connection kept for StopTracing, or -1 */
+    int stop_fd;     /* StopTracing was sent on it, or -1 */
+    int need_resume; /* ResumeRuntime not sent yet: the image may be held at its start */
+    int root;        /* the first image of CMD's pid: it streams into the output itself */
+    char path[PATH_MAX];
+    pthread_t thread;
+    int thread_started;
+    _Atomic int done;
+    int cut;
+    char why[256];
+    _Atomic uint64_t samples, lost, bytes;
+    _Atomic int dotnet; /* the stream came from a .NET runtime's own EventPipe */
+};
 
 struct pp_record {
     /* options */
@@ -50,27 +82,27 @@ struct pp_record {
     enum pp_profile_format format;
     int nettrace; /* the output is the trace itself */
     int quiet;
+    int children; /* follow the process tree (default), or CMD's pid only */
     char **cmd;
     /* state */
     char dir[160]; /* a socket path must fit sockaddr_un's 108 bytes anyway */
     char sock[PATH_MAX];
-    char trace[PATH_MAX];
-    int listen_fd, stream, trace_fd;
+    char trace[PATH_MAX]; /* CMD's own trace: the output, or a file in dir to convert */
+    int listen_fd;
     pid_t child;
     int child_status, child_done;
-    uint64_t session;
-    uint64_t start_ms, stop_sent_ms, exited_ms;
-    int stop_sent, eof, stop_fd;
-    uint64_t bytes, samples, lost;
+    uint64_t start_ms, stopping_ms, exited_ms;
+    int stopping;      /* a signal, the duration or CMD's exit: no new sessions */
+    _Atomic int abort; /* the stream threads give up */
+    struct pp_image **images;
+    size_t image_count, image_cap;
+    uint64_t skipped; /* processes resumed but not recorded (stopping, or too many) */
+    uint64_t refused; /* connections from outside the tree */
+    pthread_mutex_t tid_lock;
     uint64_t *tids; /* open-addressing set of thread ids seen (0 = empty) */
     size_t tid_count;
     uint64_t last_progress;
     int tty;
-    int segments; /* streams recorded: one per image CMD's pid ran (exec keeps the pid) */
-    int next_fd;  /* the next image's advertised connection, or -1 */
-    int resumed;  /* CMD's start-up was resumed: later images do not wait (PIPEPROF_RESUMED_PID) */
-    int cut;      /* the last stream ended without its end tag */
-    uint8_t cookie[16], last_cookie[16]; /* the advertising agent's instance cookie */
 };
 
 #define PP_RECORD_MAX_SEGMENTS 64
@@ -153,12 +185,13 @@ pp_record_usage(FILE *out)
 {
     fprintf(out,
             "usage: pipeprof record [--mode cpu|wall] [--hz N] [--duration S] [-o FILE]\n"
-            "                       [--format F] [-q] -- CMD [ARGS...]\n"
+            "                       [--format F] [--no-children] [-q] -- CMD [ARGS...]\n"
             "\n"
-            "Runs CMD with the pipeprof agent preloaded and records its native call stacks\n"
-            "from its first instruction until it exits, Ctrl-C, or the duration ends. CMD's\n"
-            "standard input, output and error are its own; pipeprof writes only to stderr.\n"
-            "At the end it prints the samples, effective rate, losses and top 10 functions.\n"
+            "Runs CMD with the pipeprof agent preloaded and records its native call stacks,\n"
+            "and those of every process it starts, from their first instruction until CMD\n"
+            "exits, Ctrl-C, or the duration ends. CMD's standard input, output and error are\n"
+            "its own; pipeprof writes only to stderr. At the end it prints the samples,\n"
+            "effective rate, losses and top 10 functions of all processes together.\n"
             "\n"
             "options:\n"
             "  --mode cpu|wall    cpu: CPU time of each thread (default); wall: every thread\n"
@@ -169,18 +202,24 @@ pp_record_usage(FILE *out)
             "  -o, --output FILE  default pipeprof.nettrace, or pipeprof.<format extension>\n"
             "  --format F         nettrace (default), or a `pipeprof convert` format:\n"
             "                     folded, perf, speedscope, pprof, chromium\n"
+            "  --no-children      record CMD's process only (through its execs)\n"
             "  -q, --quiet        no live line and no summary\n"
             "  -h, --help         this text\n"
+            "\n"
+            "What is followed: CMD's process through exec (env, nice, sh -c 'exec ...',\n"
+            "version-manager shims: one trace covers every image it runs), and every process\n"
+            "CMD's tree starts, by exec or by fork (a forked child that does not exec within\n"
+            "a few milliseconds is recorded from then on). nettrace holds one process:\n"
+            "-o X.nettrace is CMD's trace, and each other process with samples gets\n"
+            "X.<pid>.nettrace beside it (processes without samples leave no file). Other\n"
+            "formats hold every process in the one output file. The recording ends when CMD\n"
+            "exits; processes it left running are no longer recorded and run on.\n"
             "\n"
             "exit status: always CMD's (128+N when a signal N ended it; a problem with the\n"
             "trace is said on stderr); 1 when CMD could not be started; 2 for a usage error.\n"
             "\n"
-            "CMD's process is followed through exec (env, nice, sh -c 'exec ...', version\n"
-            "manager shims): one trace covers every image it runs.\n"
-            "\n"
             "environment: PIPEPROF_LIBRARY overrides the agent library (default: lib/\n"
-            "libpipeprof.so next to the directory of this program). CMD and its exec'd\n"
-            "children get LD_PRELOAD; only CMD itself is profiled (PIPEPROF_TARGET_PID).\n");
+            "libpipeprof.so next to the directory of this program).\n");
 }
 
 static const char *
@@ -257,7 +296,16 @@ pp_record_spawn_child(struct pp_record *rc, const char *lib)
     snprintf(pid, sizeof(pid), "%ld", (long)getpid());
     setenv("LD_PRELOAD", preload, 1);
     setenv("DOTNET_DiagnosticPorts", port, 1);
-    setenv("PIPEPROF_TARGET_PID", pid, 1);
+    /* The whole tree connects (each exec'd or forked process is a recording of its own), or
+     * with --no-children only this pid, through every exec. */
+    if (rc->children) {
+        unsetenv("PIPEPROF_TARGET_PID");
+        setenv("PIPEPROF_FOLLOW_FORKS", "1", 1);
+    } else {
+        setenv("PIPEPROF_TARGET_PID", pid, 1);
+        unsetenv("PIPEPROF_FOLLOW_FORKS");
+    }
+    unsetenv("PIPEPROF_RESUMED_PID"); /* one of an enclosing recording */
     /* The listen socket is private to this recording; CMD needs only the connect port. */
     setenv("PIPEPROF_DIAGNOSTIC_PORT", "", 1);
     execvp(rc->cmd[0], rc->cmd);
@@ -284,103 +332,45 @@ pp_record_reap(struct pp_record *rc, int block)
     }
 }
 
+/* The processes recorded so far: distinct pids among the images. */
+static size_t
+pp_record_process_count(const struct pp_record *rc)
+{
+    size_t i, j, n = 0;
+
+    for (i = 0; i < rc->image_count; i++) {
+        for (j = 0; j < i && rc->images[j]->pid != rc->images[i]->pid; j++) {
+        }
+        n += j == i;
+    }
+    return n;
+}
+
 static void
 pp_record_progress(struct pp_record *rc, int final)
 {
-    uint64_t now = ipc_client_ms(), s;
+    uint64_t now = ipc_client_ms(), s, samples = 0, lost = 0, bytes = 0;
+    size_t i, threads;
 
     if (!rc->tty || rc->quiet || (!final && now - rc->last_progress < 250)) {
         return;
     }
     rc->last_progress = now;
+    for (i = 0; i < rc->image_count; i++) {
+        samples += atomic_load(&rc->images[i]->samples);
+        lost += atomic_load(&rc->images[i]->lost);
+        bytes += atomic_load(&rc->images[i]->bytes);
+    }
+    pthread_mutex_lock(&rc->tid_lock);
+    threads = rc->tid_count;
+    pthread_mutex_unlock(&rc->tid_lock);
     s = (now - rc->start_ms) / 1000;
-    fprintf(stderr, "\r[%02llu:%02llu:%02llu] samples %llu  threads %zu  lost %llu  %.2f MB   %s",
+    fprintf(stderr,
+            "\r[%02llu:%02llu:%02llu] processes %zu  samples %llu  threads %zu  lost %llu  "
+            "%.2f MB   %s",
             (unsigned long long)(s / 3600), (unsigned long long)(s / 60 % 60),
-            (unsigned long long)(s % 60), (unsigned long long)rc->samples, rc->tid_count,
-            (unsigned long long)rc->lost, (double)rc->bytes / 1e6, final ? "\n" : "");
-}
-
-/* The next connection CMD's agent advertises. */
-static int
-pp_record_accept(struct pp_record *rc, int timeout_ms, int *fd)
-{
-    uint64_t pid;
-
-    return ipc_client_accept_advertise(rc->listen_fd, timeout_ms, (uint64_t)rc->child, fd,
-                                       rc->last_cookie, &pid);
-}
-
-/* Sends StopTracing on a fresh advertised connection; the answer is read after the stream. */
-static void
-pp_record_send_stop(struct pp_record *rc)
-{
-    uint8_t msg[28];
-    int err;
-
-    rc->stop_sent = 1;
-    rc->stop_sent_ms = ipc_client_ms();
-    if (rc->child_done) {
-        return; /* CMD is gone: its exit handler ends the stream */
-    }
-    ipc_stop_encode(msg, rc->session);
-    err = pp_record_accept(rc, 5000, &rc->stop_fd);
-    if (err == 0) {
-        err = ipc_client_send(rc->stop_fd, msg, sizeof(msg));
-    }
-    if (err < 0) {
-        fprintf(stderr, "pipeprof record: cannot send StopTracing: %s\n", strerror(-err));
-    }
-}
-
-/*
- * The reader's source: copies the stream into the trace file as the reader pulls it, and in
- * between polls drives everything else (CMD's exit, Ctrl-C, the duration, the live line).
- */
-static ssize_t
-pp_record_read(void *ctx, void *buf, size_t len)
-{
-    struct pp_record *rc = ctx;
-
-    for (;;) {
-        struct pollfd pfd = { rc->stream, POLLIN, 0 };
-        uint64_t now;
-        ssize_t n;
-        int r;
-
-        if (rc->eof) {
-            return 0;
-        }
-        r = poll(&pfd, 1, 100);
-        if (r > 0) {
-            n = read(rc->stream, buf, len);
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            if (n <= 0) {
-                rc->eof = 1;
-                return n < 0 ? -errno : 0;
-            }
-            if (write(rc->trace_fd, buf, (size_t)n) != n) {
-                return -EIO;
-            }
-            rc->bytes += (uint64_t)n;
-            return n;
-        }
-        pp_record_reap(rc, 0);
-        pp_record_progress(rc, 0);
-        now = ipc_client_ms();
-        if (!rc->stop_sent &&
-            (pp_record_signal != 0 ||
-             (rc->duration > 0 && now - rc->start_ms >= (uint64_t)(rc->duration * 1000)))) {
-            pp_record_send_stop(rc);
-        }
-        /* CMD exited or the stop was sent, and the stream still has not ended. */
-        if ((rc->child_done && now - rc->exited_ms > PP_RECORD_STOP_WAIT_MS) ||
-            (rc->stop_sent && now - rc->stop_sent_ms > PP_RECORD_STOP_WAIT_MS)) {
-            rc->eof = 1;
-            return -ETIMEDOUT;
-        }
-    }
+            (unsigned long long)(s % 60), pp_record_process_count(rc), (unsigned long long)samples,
+            threads, (unsigned long long)lost, (double)bytes / 1e6, final ? "\n" : "");
 }
 
 static void
@@ -388,24 +378,72 @@ pp_record_count_thread(struct pp_record *rc, uint64_t tid)
 {
     size_t i;
 
+    pthread_mutex_lock(&rc->tid_lock);
     if (rc->tids == NULL || tid == 0 || rc->tid_count * 2 >= PP_RECORD_MAX_THREADS) {
-        return;
+        goto out;
     }
     for (i = (size_t)(tid * 0x9E3779B97F4A7C15ULL) & (PP_RECORD_MAX_THREADS - 1); rc->tids[i] != 0;
          i = (i + 1) & (PP_RECORD_MAX_THREADS - 1)) {
         if (rc->tids[i] == tid) {
-            return;
+            goto out;
         }
     }
     rc->tids[i] = tid;
     rc->tid_count++;
+out:
+    pthread_mutex_unlock(&rc->tid_lock);
 }
 
-/* Reads the stream to its end, counting samples, threads and losses for the live line. */
-static int
-pp_record_stream(struct pp_record *rc, char *why, size_t whylen)
+struct pp_stream_ctx {
+    struct pp_record *rc;
+    struct pp_image *img;
+};
+
+/* The reader's source: copies the stream into the segment file as the reader pulls it. */
+static ssize_t
+pp_record_read(void *ctx, void *buf, size_t len)
 {
-    struct nt_source src = { pp_record_read, rc };
+    struct pp_stream_ctx *sc = ctx;
+    struct pp_image *img = sc->img;
+
+    for (;;) {
+        struct pollfd pfd = { img->stream_fd, POLLIN, 0 };
+        ssize_t n;
+        int r;
+
+        if (atomic_load(&sc->rc->abort)) {
+            return -ETIMEDOUT;
+        }
+        r = poll(&pfd, 1, 100);
+        if (r <= 0) {
+            continue; /* a timeout, or EINTR (the main thread's signals) */
+        }
+        n = read(img->stream_fd, buf, len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            return -errno;
+        }
+        if (n > 0 && write(img->file_fd, buf, (size_t)n) != n) {
+            return -EIO;
+        }
+        atomic_fetch_add(&img->bytes, (uint64_t)n);
+        return n;
+    }
+}
+
+/*
+ * A stream thread: reads one image's session to its end tag, counting samples, threads and
+ * losses for the live line. The end tag ends it, not the socket's end: a fork()ed child may
+ * hold a copy of its parent's connection.
+ */
+static void *
+pp_record_stream_main(void *arg)
+{
+    struct pp_stream_ctx *sc = arg;
+    struct pp_image *img = sc->img;
+    struct nt_source src = { pp_record_read, sc };
     struct nt_reader *r = NULL;
     struct nt_reader_stats stats;
     struct nt_reader_error rerr;
@@ -420,8 +458,12 @@ pp_record_stream(struct pp_record *rc, char *why, size_t whylen)
         }
         if (ev.desc->event_id == 0 &&
             strcmp(ev.desc->provider, "Microsoft-DotNETCore-SampleProfiler") == 0) {
-            rc->samples++;
-            pp_record_count_thread(rc, ev.thread_id);
+            if (ev.stack_depth != 0) { /* stackless ones are CPU mode's markers */
+                atomic_fetch_add(&img->samples, 1);
+                pp_record_count_thread(sc->rc, ev.thread_id);
+            }
+        } else if (strncmp(ev.desc->provider, "Microsoft-Windows-DotNETRuntime", 31) == 0) {
+            atomic_store(&img->dotnet, 1); /* only a runtime writes its own events */
         } else if (strcmp(ev.desc->provider, "pipeprof") == 0 && ev.payload_size >= 16 &&
                    strcmp(ev.desc->name, "LostSamples") == 0) {
             uint64_t lost = 0;
@@ -430,49 +472,114 @@ pp_record_stream(struct pp_record *rc, char *why, size_t whylen)
             for (i = 7; i >= 0; i--) {
                 lost = lost << 8 | ev.payload[8 + i];
             }
-            rc->lost += lost;
+            atomic_fetch_add(&img->lost, lost);
         }
     }
     if (r != NULL) {
         nt_reader_get_stats(r, &stats);
-        rc->lost += stats.lost_events;
+        atomic_fetch_add(&img->lost, stats.lost_events);
     }
     if (err < 0) {
+        img->cut = 1;
         if (err == -EBADMSG && r != NULL) {
             nt_reader_get_error(r, &rerr);
-            snprintf(why, whylen, "offset %llu: %s", (unsigned long long)rerr.offset,
+            snprintf(img->why, sizeof(img->why), "offset %llu: %s", (unsigned long long)rerr.offset,
                      rerr.reason != NULL ? rerr.reason : "malformed trace");
         } else if (err == -ETIMEDOUT) {
-            snprintf(why, whylen, "the stream did not end within %d s",
+            snprintf(img->why, sizeof(img->why), "the stream did not end within %d s",
                      PP_RECORD_STOP_WAIT_MS / 1000);
         } else {
-            snprintf(why, whylen, "%s", strerror(-err));
+            snprintf(img->why, sizeof(img->why), "%s", strerror(-err));
         }
     }
     nt_reader_free(r);
-    /* Keep copying whatever follows, so the file holds every byte CMD sent. */
-    while (!rc->eof) {
-        char buf[65536];
-
-        if (pp_record_read(rc, buf, sizeof(buf)) <= 0) {
-            break;
-        }
-    }
-    return err < 0 ? err : 0;
+    free(sc);
+    atomic_store(&img->done, 1);
+    return NULL;
 }
 
-/* Starts the session on CMD's first advertised connection and resumes CMD. */
 static int
-pp_record_start_session(struct pp_record *rc)
+pp_record_has_pid(const struct pp_record *rc, uint64_t pid)
+{
+    size_t i;
+
+    for (i = 0; i < rc->image_count; i++) {
+        if (rc->images[i]->pid == pid) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static struct pp_image *
+pp_record_find_image(struct pp_record *rc, uint64_t pid, const uint8_t cookie[16])
+{
+    size_t i;
+
+    for (i = rc->image_count; i > 0; i--) {
+        struct pp_image *img = rc->images[i - 1];
+
+        if (img->pid == pid && memcmp(img->cookie, cookie, 16) == 0) {
+            return img;
+        }
+    }
+    return NULL;
+}
+
+/* Sends a request that is answered and then closes fd. Returns 0 or an error said on stderr. */
+static int
+pp_record_command(int fd, const uint8_t *msg, size_t len, const char *what, uint64_t pid)
+{
+    static uint8_t buf[IPC_MAX_MESSAGE + 1];
+    struct ipc_response r;
+    int err = pp_diag_request(fd, msg, len, &r, buf, sizeof(buf), PP_RECORD_REQUEST_MS);
+
+    close(fd);
+    if (err != 0) {
+        fprintf(stderr, "pipeprof record: %s of process %llu failed: %s\n", what,
+                (unsigned long long)pid, err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
+        return -EPROTO;
+    }
+    return 0;
+}
+
+static void
+pp_record_resume(int fd, uint64_t pid)
+{
+    uint8_t msg[IPC_HEADER_SIZE];
+
+    ipc_header_encode(msg, IPC_HEADER_SIZE, IPC_SET_PROCESS, IPC_PROC_RESUME_RUNTIME);
+    (void)pp_record_command(fd, msg, sizeof(msg), "ResumeRuntime", pid);
+}
+
+/* StopTracing on fd; the answer comes after the stream's end and is not awaited. */
+static void
+pp_record_send_stop(struct pp_image *img, int fd)
+{
+    uint8_t msg[28];
+
+    ipc_stop_encode(msg, img->session);
+    if (ipc_client_send(fd, msg, sizeof(msg)) < 0) {
+        close(fd); /* the process is gone or exec'd: its stream ends by itself */
+        fd = -1;
+    }
+    img->stop_fd = fd;
+}
+
+/*
+ * A new image connected: starts its session on this connection and its stream thread. The
+ * image stays held (suspend port) until ResumeRuntime on its next connection.
+ */
+static int
+pp_record_start_image(struct pp_record *rc, struct pp_image *img, int fd)
 {
     static uint8_t buf[IPC_MAX_MESSAGE + 1];
     struct ipc_collect req;
     struct ipc_response r;
+    struct pp_stream_ctx *sc = NULL;
     char spec[256];
     const char *why = NULL;
-    uint8_t msg[IPC_HEADER_SIZE];
-    uint64_t deadline = ipc_client_ms() + PP_RECORD_CONNECT_MS;
-    int fd = -1, err, n;
+    int err, n;
 
     snprintf(spec, sizeof(spec),
              "Microsoft-DotNETCore-SampleProfiler:0:4:mode=%s;hz=%u,pipeprof:0:4", rc->mode,
@@ -480,80 +587,389 @@ pp_record_start_session(struct pp_record *rc)
     err = pp_diag_collect_init(&req, spec, &why);
     if (err < 0) {
         fprintf(stderr, "pipeprof record: %s\n", why != NULL ? why : strerror(-err));
-        goto out;
-    }
-    /* Short accept slices, so that a CMD that dies (or never loads the agent) is noticed. */
-    if (rc->next_fd >= 0) {
-        rc->stream = rc->next_fd; /* the exec'd image's, accepted already */
-        rc->next_fd = -1;
-        memcpy(rc->cookie, rc->last_cookie, sizeof(rc->cookie));
-        err = 0;
-    } else {
-        do {
-            err = pp_record_accept(rc, 200, &rc->stream);
-            pp_record_reap(rc, 0);
-        } while ((err == -ETIMEDOUT || err == -EINTR) && !rc->child_done && pp_record_signal == 0 &&
-                 ipc_client_ms() < deadline);
-        memcpy(rc->cookie, rc->last_cookie, sizeof(rc->cookie));
-    }
-    if (err < 0 && pp_record_signal != 0) {
-        fprintf(stderr, "pipeprof record: interrupted before %s connected\n", rc->cmd[0]);
-        goto out;
-    }
-    if (err < 0) {
-        fprintf(stderr,
-                "pipeprof record: %s did not load the agent (%s): is it statically linked, "
-                "setuid, or did it clear LD_PRELOAD? Nothing was recorded.\n",
-                rc->cmd[0], rc->child_done ? "it exited first" : strerror(-err));
-        goto out;
+        close(fd);
+        return err;
     }
     n = ipc_collect_encode(&req, buf, sizeof(buf));
-    err = n < 0 ? n : pp_diag_request(rc->stream, buf, (size_t)n, &r, buf, sizeof(buf), 30000);
-    if (err < 0 && (err == -EPIPE || err == -ECONNRESET) && rc->segments > 0 && !rc->child_done) {
-        goto out; /* a connection the previous image left behind: the caller takes the next */
-    }
-    if (err != 0) {
-        fprintf(stderr, "pipeprof record: CollectTracing failed: %s\n",
-                err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
-        err = -EPROTO;
-        goto out;
-    }
-    rc->session = r.value;
-    if (rc->resumed) {
-        goto out; /* an exec'd image: it was not held, and its predecessor may hold a connection */
-    }
-    ipc_header_encode(msg, IPC_HEADER_SIZE, IPC_SET_PROCESS, IPC_PROC_RESUME_RUNTIME);
-    err = pp_record_accept(rc, PP_RECORD_CONNECT_MS, &fd);
-    if (err == 0) {
-        err = pp_diag_request(fd, msg, IPC_HEADER_SIZE, &r, buf, sizeof(buf), 30000);
-    }
-    if (err != 0) {
-        fprintf(stderr, "pipeprof record: ResumeRuntime failed: %s\n",
-                err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
-        err = -EPROTO;
-    } else {
-        rc->resumed = 1;
-    }
-out:
-    if (fd >= 0) {
-        close(fd);
-    }
+    err = n < 0 ? n
+                : pp_diag_request(fd, buf, (size_t)n, &r, buf, sizeof(buf), PP_RECORD_REQUEST_MS);
     ipc_collect_fini(&req);
+    if (err != 0) {
+        fprintf(stderr, "pipeprof record: CollectTracing of process %llu failed: %s\n",
+                (unsigned long long)img->pid,
+                err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
+        close(fd);
+        return -EPROTO;
+    }
+    img->session = r.value;
+    img->stream_fd = fd;
+    if (img->root) {
+        snprintf(img->path, sizeof(img->path), "%s", rc->trace);
+    } else {
+        snprintf(img->path, sizeof(img->path), "%s/segment-%zu.nettrace", rc->dir, rc->image_count);
+    }
+    img->file_fd = open(img->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    sc = malloc(sizeof(*sc));
+    if (img->file_fd < 0 || sc == NULL) {
+        err = img->file_fd < 0 ? -errno : -ENOMEM;
+        fprintf(stderr, "pipeprof record: %s: %s\n", img->path, strerror(-err));
+        goto fail;
+    }
+    sc->rc = rc;
+    sc->img = img;
+    err = -pthread_create(&img->thread, NULL, pp_record_stream_main, sc);
+    if (err != 0) {
+        fprintf(stderr, "pipeprof record: no thread for process %llu: %s\n",
+                (unsigned long long)img->pid, strerror(-err));
+        goto fail;
+    }
+    img->thread_started = 1;
+    return 0;
+fail:
+    free(sc);
+    close(fd);
+    img->stream_fd = -1;
     return err;
 }
 
-/* Converts the trace if asked, and prints the summary. */
+/*
+ * Whether pid belongs to the recorded tree: CMD's process group, or a descendant of ours (the
+ * chain of parents through /proc). The socket is open to every uid, because the tree may change
+ * credentials (setpriv, su, daemons dropping privileges); this is what keeps others out.
+ */
 static int
-pp_record_finish(struct pp_record *rc)
+pp_record_in_tree(const struct pp_record *rc, pid_t pid)
+{
+    int depth;
+
+    for (depth = 0; depth < 256 && pid > 1; depth++) {
+        char buf[512];
+        const char *after_comm;
+        long ppid = 0, pgrp = 0;
+
+        if (pid == getpid()) {
+            return 1;
+        }
+        after_comm = ipc_process_stat(pid, buf, sizeof(buf));
+        if (after_comm == NULL || sscanf(after_comm + 1, " %*c %ld %ld", &ppid, &pgrp) != 2) {
+            return 0;
+        }
+        if (pgrp == (long)rc->child) {
+            return 1;
+        }
+        pid = (pid_t)ppid;
+    }
+    return 0;
+}
+
+/*
+ * Every advertised connection comes here: the first of an image starts its session, the next
+ * resumes it, later ones are kept for StopTracing (the agent connects again after each one it
+ * used, so an image has at most one waiting).
+ */
+static void
+pp_record_on_connection(struct pp_record *rc, int fd, uint64_t pid, const uint8_t cookie[16])
+{
+    struct pp_image *img = pp_record_find_image(rc, pid, cookie);
+
+    if (img == NULL) {
+        if (rc->stopping || rc->image_count >= PP_RECORD_MAX_IMAGES ||
+            pp_grow_array((void **)&rc->images, &rc->image_cap, rc->image_count + 1,
+                          sizeof(*rc->images)) != 0 ||
+            (img = calloc(1, sizeof(*img))) == NULL) {
+            rc->skipped++;
+            pp_record_resume(fd, pid); /* never left waiting */
+            return;
+        }
+        img->pid = pid;
+        memcpy(img->cookie, cookie, 16);
+        img->stream_fd = img->file_fd = img->idle_fd = img->stop_fd = -1;
+        img->need_resume = 1;
+        img->root = pid == (uint64_t)rc->child && !pp_record_has_pid(rc, pid);
+        rc->images[rc->image_count++] = img;
+        if (pp_record_start_image(rc, img, fd) != 0) {
+            atomic_store(&img->done, 1); /* nothing recorded; the next connection resumes it */
+        }
+        return;
+    }
+    if (img->need_resume) {
+        img->need_resume = 0;
+        pp_record_resume(fd, pid);
+    } else if (rc->stopping && img->stop_fd < 0 && !atomic_load(&img->done)) {
+        pp_record_send_stop(img, fd);
+    } else {
+        /* Kept, also for an ended session: a closed connection makes the agent connect again
+         * at once, and it waits quietly on an open one. */
+        if (img->idle_fd >= 0) {
+            close(img->idle_fd);
+        }
+        img->idle_fd = fd;
+    }
+}
+
+/* No new sessions from now on; every running one is asked to stop. */
+static void
+pp_record_stop_all(struct pp_record *rc)
+{
+    size_t i;
+
+    if (rc->stopping) {
+        return;
+    }
+    rc->stopping = 1;
+    rc->stopping_ms = ipc_client_ms();
+    for (i = 0; i < rc->image_count; i++) {
+        struct pp_image *img = rc->images[i];
+
+        if (!atomic_load(&img->done) && img->idle_fd >= 0 && img->stop_fd < 0 &&
+            img->thread_started) {
+            pp_record_send_stop(img, img->idle_fd);
+            img->idle_fd = -1;
+        }
+    }
+}
+
+/* Closes the kept connections of ended images whose process has gone (the peer hung up). */
+static void
+pp_record_close_gone(struct pp_record *rc)
+{
+    size_t i;
+
+    for (i = 0; i < rc->image_count; i++) {
+        struct pp_image *img = rc->images[i];
+        struct pollfd pfd = { img->idle_fd, POLLIN, 0 };
+
+        if (img->idle_fd >= 0 && atomic_load(&img->done) && poll(&pfd, 1, 0) > 0) {
+            close(img->idle_fd);
+            img->idle_fd = -1;
+        }
+    }
+}
+
+static int
+pp_record_all_done(const struct pp_record *rc)
+{
+    size_t i;
+
+    for (i = 0; i < rc->image_count; i++) {
+        if (!atomic_load(&rc->images[i]->done)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/*
+ * The recording: accepts every process's connections until CMD has exited (or the recording
+ * is stopped) and every stream has ended. Returns 0, or -ENOENT when CMD never connected.
+ */
+static int
+pp_record_run(struct pp_record *rc)
+{
+    uint64_t deadline = ipc_client_ms() + PP_RECORD_CONNECT_MS, last_sweep = 0;
+
+    for (;;) {
+        struct pollfd pfd = { rc->listen_fd, POLLIN, 0 };
+        uint64_t now, pid;
+        uint8_t cookie[16];
+        int fd;
+
+        if (poll(&pfd, 1, 50) > 0 &&
+            ipc_client_accept_advertise(rc->listen_fd, 50, 0, &fd, cookie, &pid) == 0) {
+            struct ucred peer;
+            socklen_t len = sizeof(peer);
+
+            if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
+                (uint64_t)peer.pid != pid || !pp_record_in_tree(rc, peer.pid)) {
+                if (rc->refused++ == 0) {
+                    fprintf(stderr,
+                            "pipeprof record: refused a connection from process %llu, which is "
+                            "not in the recorded tree\n",
+                            (unsigned long long)pid);
+                }
+                close(fd);
+            } else {
+                pp_record_on_connection(rc, fd, pid, cookie);
+            }
+        }
+        pp_record_reap(rc, 0);
+        pp_record_progress(rc, 0);
+        now = ipc_client_ms();
+        if (now - last_sweep >= 100) {
+            pp_record_close_gone(rc); /* a long tree of short processes must not run out of fds */
+            last_sweep = now;
+        }
+        if (rc->image_count == 0 && (rc->child_done || now >= deadline || pp_record_signal)) {
+            if (pp_record_signal != 0) {
+                fprintf(stderr, "pipeprof record: interrupted before %s connected\n", rc->cmd[0]);
+            } else {
+                fprintf(stderr,
+                        "pipeprof record: %s did not load the agent (%s): is it statically "
+                        "linked, setuid, or did it clear LD_PRELOAD? Nothing was recorded.\n",
+                        rc->cmd[0], rc->child_done ? "it exited first" : "no connection");
+            }
+            return -ENOENT;
+        }
+        /* CMD's exit ends the recording: processes it left running are stopped being
+         * recorded, and run on. */
+        if (pp_record_signal != 0 || rc->child_done ||
+            (rc->duration > 0 && now - rc->start_ms >= (uint64_t)(rc->duration * 1000))) {
+            pp_record_stop_all(rc);
+        }
+        if (rc->stopping && pp_record_all_done(rc)) {
+            return 0;
+        }
+        if (rc->stopping && now - rc->stopping_ms > PP_RECORD_STOP_WAIT_MS) {
+            atomic_store(&rc->abort, 1); /* the threads end within one poll */
+            while (!pp_record_all_done(rc)) {
+                struct timespec ms = { 0, 10000000 };
+
+                nanosleep(&ms, NULL);
+            }
+            return 0;
+        }
+    }
+}
+
+/*
+ * The trace file of a process other than CMD's: X.<pid>.nettrace beside X.nettrace (X is the
+ * output without a .nettrace suffix).
+ */
+static void
+pp_record_child_path(const struct pp_record *rc, uint64_t pid, char *out, size_t cap)
+{
+    const char *base = rc->nettrace ? rc->output : rc->trace;
+    size_t len = strlen(base);
+
+    if (len > 9 && strcmp(base + len - 9, ".nettrace") == 0) {
+        len -= 9;
+    }
+    snprintf(out, cap, "%.*s.%llu.nettrace", (int)len, base, (unsigned long long)pid);
+}
+
+/* A process's trace file: its images' segments in order, joined. */
+struct pp_record_file {
+    uint64_t pid;
+    uint64_t samples;
+    char path[PATH_MAX];
+};
+
+/*
+ * Writes one trace per process: CMD's (its first image streamed into it already) and every
+ * other process that has samples, each of its images' segments joined in order. Processes
+ * without samples (a shell's short children) leave no file. Returns the number of files in
+ * files[], or a negative errno.
+ */
+static int
+pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t cap,
+                      size_t *no_samples)
+{
+    const char **in = calloc(rc->image_count + 1, sizeof(*in));
+    char *joined = malloc(PATH_MAX);
+    size_t i, j, n = 0;
+    int err = 0;
+
+    *no_samples = 0;
+    if (in == NULL || joined == NULL) {
+        err = -ENOMEM;
+        goto out;
+    }
+    for (i = 0; i < rc->image_count; i++) {
+        struct pp_image *img = rc->images[i];
+        uint64_t samples = 0;
+        int segs = 0, cut = 0, root = 0;
+
+        for (j = 0; j < i && rc->images[j]->pid != img->pid; j++) {
+        }
+        if (j < i) {
+            continue; /* this pid was written with its first image */
+        }
+        for (j = i; j < rc->image_count; j++) {
+            struct pp_image *o = rc->images[j];
+
+            if (o->pid == img->pid && o->thread_started) {
+                in[segs++] = o->path;
+                samples += atomic_load(&o->samples);
+                cut |= o->cut;
+                root |= o->root;
+            }
+        }
+        if (segs == 0) {
+            continue;
+        }
+        if (!root && samples == 0) {
+            (*no_samples)++;
+            for (j = 0; j < (size_t)segs; j++) {
+                unlink(in[j]);
+            }
+            continue;
+        }
+        if (n == cap) {
+            err = -ENOSPC;
+            goto out;
+        }
+        files[n].pid = img->pid;
+        files[n].samples = samples;
+        if (root) {
+            snprintf(files[n].path, sizeof(files[n].path), "%s", rc->trace);
+        } else if (rc->nettrace) {
+            pp_record_child_path(rc, img->pid, files[n].path, sizeof(files[n].path));
+        } else {
+            snprintf(files[n].path, sizeof(files[n].path), "%s/process-%llu.nettrace", rc->dir,
+                     (unsigned long long)img->pid);
+        }
+        /* Several images are joined into one trace, and a stream that was cut (a process
+         * killed) is rewritten the same way, so that every file ends with its end tag. */
+        if (segs == 1 && !cut && !root && rename(in[0], files[n].path) == 0) {
+            n++;
+            continue;
+        }
+        if (segs > 1 || cut || !root) {
+            snprintf(joined, PATH_MAX, "%s/joined.nettrace", rc->dir);
+            err = pp_record_join(in, segs, joined);
+            if (err == 0 && rename(joined, files[n].path) != 0) {
+                err = pp_record_join(in, segs, files[n].path); /* another file system */
+            }
+            unlink(joined);
+            if (err != 0) {
+                fprintf(stderr, "pipeprof record: cannot write the trace of process %llu: %s\n",
+                        (unsigned long long)img->pid, strerror(-err));
+                goto out;
+            }
+        }
+        for (j = 0; j < (size_t)segs; j++) {
+            if (strcmp(in[j], rc->trace) != 0) {
+                unlink(in[j]);
+            }
+        }
+        n++;
+    }
+out:
+    free(in);
+    free(joined);
+    return err < 0 ? err : (int)n;
+}
+
+/* Converts the traces if asked, and prints the summary. */
+static int
+pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_t n,
+                 size_t no_samples)
 {
     struct pp_profile *p = NULL;
+    const char **paths = calloc(n + 1, sizeof(*paths));
     FILE *out = NULL;
     char err[512];
     int rcode = -1, sampled = 0;
     double secs, busiest = 0;
     size_t i;
 
-    if (pp_profile_load(rc->trace, NULL, &p, err, sizeof(err)) != 0) {
+    if (paths == NULL) {
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        paths[i] = files[i].path;
+    }
+    if (pp_profile_load_many(paths, n, NULL, &p, err, sizeof(err)) != 0) {
         fprintf(stderr, "pipeprof record: reading the trace: %s\n", err);
         goto out;
     }
@@ -587,15 +1003,41 @@ pp_record_finish(struct pp_record *rc)
             busiest = (double)p->threads[i].samples / secs;
         }
     }
+    fprintf(stderr, "pipeprof: %s written (%s format)\n", rc->output,
+            rc->nettrace ? "nettrace" : pp_profile_format_name(rc->format));
+    if (n > 1 || no_samples > 0 || rc->skipped > 0) {
+        fprintf(stderr, "pipeprof: %zu process%s recorded", n, n == 1 ? "" : "es");
+        if (no_samples > 0) {
+            fprintf(stderr, ", %zu without (no file written)", no_samples);
+        }
+        if (rc->skipped > 0) {
+            fprintf(stderr, ", %llu started after the recording ended (not recorded)",
+                    (unsigned long long)rc->skipped);
+        }
+        fprintf(stderr, "\n");
+        for (i = 0; i < n && rc->nettrace; i++) {
+            fprintf(stderr, "pipeprof:   %s: pid %llu, %llu samples\n", files[i].path,
+                    (unsigned long long)files[i].pid, (unsigned long long)files[i].samples);
+        }
+    }
     fprintf(stderr,
-            "pipeprof: %s written (%s format)\n"
             "pipeprof: %llu samples in %.2f s from %d threads, %s mode at %u Hz requested\n"
             "pipeprof: effective rate %.1f Hz on the busiest thread%s%s\n"
             "pipeprof: lost: %llu samples dropped by the agent, %llu events lost in the trace\n",
-            rc->output, rc->nettrace ? "nettrace" : pp_profile_format_name(rc->format),
             (unsigned long long)p->samples, secs, sampled, rc->mode, rc->hz, busiest,
             p->engine != NULL ? ", cpu engine " : "", p->engine != NULL ? p->engine : "",
             (unsigned long long)p->lost_samples, (unsigned long long)p->lost_events);
+    for (i = 0; i < rc->image_count; i++) {
+        if (atomic_load(&rc->images[i]->dotnet)) {
+            fprintf(stderr,
+                    "pipeprof: process %llu is a .NET runtime: its samples are the runtime's own\n"
+                    "pipeprof:   SampleProfiler's (managed frames, about 1 kHz, named by the "
+                    "runtime's\n"
+                    "pipeprof:   rundown), not pipeprof's native CPU samples; --mode and --hz do "
+                    "not apply\n",
+                    (unsigned long long)rc->images[i]->pid);
+        }
+    }
     if (p->samples > 0) {
         (void)pp_report_brief(p, 10, stderr);
     }
@@ -603,6 +1045,7 @@ out:
     if (out != NULL) {
         fclose(out);
     }
+    free(paths);
     pp_profile_free(p);
     return rcode;
 }
@@ -625,6 +1068,8 @@ pp_record_parse(struct pp_record *rc, int argc, char **argv)
             return 0;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             rc->quiet = 1;
+        } else if (strcmp(a, "--no-children") == 0) {
+            rc->children = 0;
         } else if (i + 1 >= argc) {
             fprintf(stderr, "pipeprof record: '%s' needs a value or is unknown\n", a);
             return 2;
@@ -675,60 +1120,6 @@ pp_record_parse(struct pp_record *rc, int argc, char **argv)
     return -1;
 }
 
-/*
- * After a session ended: whether CMD's pid runs on and its agent connected again (an exec). Waits
- * in short slices while CMD lives, unless the recording is being stopped.
- */
-static int
-pp_record_next_image(struct pp_record *rc)
-{
-    struct pollfd pfd = { rc->listen_fd, POLLIN, 0 };
-
-    while (!rc->child_done && !rc->stop_sent && pp_record_signal == 0) {
-        /* A connection the previous image left in the backlog is closed, and skipped. */
-        if (poll(&pfd, 1, 100) > 0 && pp_record_accept(rc, 300, &rc->next_fd) == 0) {
-            if (memcmp(rc->last_cookie, rc->cookie, sizeof(rc->cookie)) != 0) {
-                return 1; /* another agent instance in the same pid: a new image */
-            }
-            close(rc->next_fd); /* the ended image's agent reconnecting */
-            rc->next_fd = -1;
-        }
-        pp_record_reap(rc, 0);
-    }
-    return 0;
-}
-
-/* Joins segment 0 (the trace file) and the later images' segments into the trace file. */
-static int
-pp_record_join_segments(struct pp_record *rc)
-{
-    char paths[PP_RECORD_MAX_SEGMENTS][PATH_MAX], joined[PATH_MAX];
-    const char *in[PP_RECORD_MAX_SEGMENTS];
-    int i, err;
-
-    snprintf(paths[0], sizeof(paths[0]), "%s", rc->trace);
-    for (i = 1; i < rc->segments; i++) {
-        snprintf(paths[i], sizeof(paths[i]), "%s/segment-%d.nettrace", rc->dir, i);
-    }
-    for (i = 0; i < rc->segments; i++) {
-        in[i] = paths[i];
-    }
-    snprintf(joined, sizeof(joined), "%s/joined.nettrace", rc->dir);
-    err = pp_record_join(in, rc->segments, joined);
-    if (err == 0 && rename(joined, rc->trace) != 0) {
-        err = -errno;
-    }
-    for (i = 1; i < rc->segments; i++) {
-        unlink(paths[i]);
-    }
-    unlink(joined);
-    if (err != 0) {
-        fprintf(stderr, "pipeprof record: cannot join the %d images' traces: %s\n", rc->segments,
-                strerror(-err));
-    }
-    return err;
-}
-
 static int
 pp_record_exit_code(const struct pp_record *rc, int recorded)
 {
@@ -748,15 +1139,18 @@ pp_cmd_record(int argc, char **argv)
 {
     struct pp_record rc;
     struct sigaction sa, old_int, old_term, old_hup;
-    char lib[PATH_MAX], why[512];
+    struct pp_record_file *files = NULL;
+    char lib[PATH_MAX];
     const char *tmp = getenv("TMPDIR");
-    int err, recorded = 0, rcode;
+    size_t i, no_samples = 0;
+    int err, recorded = 0, rcode, nfiles;
 
     memset(&rc, 0, sizeof(rc));
     rc.mode = "cpu";
     rc.hz = 100;
-    rc.listen_fd = rc.stream = rc.trace_fd = rc.stop_fd = rc.next_fd = -1;
-    rc.segments = 1;
+    rc.children = 1;
+    rc.listen_fd = -1;
+    pthread_mutex_init(&rc.tid_lock, NULL);
     rcode = pp_record_parse(&rc, argc, argv);
     if (rcode >= 0) {
         return rcode;
@@ -778,6 +1172,9 @@ pp_cmd_record(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
+    /* Processes of the tree that change their uid still reach the socket: the directory can be
+     * passed but not listed, and each connection's process is checked (pp_record_in_tree). */
+    chmod(rc.dir, 0711);
     snprintf(rc.sock, sizeof(rc.sock), "%s/port.sock", rc.dir);
     if (rc.nettrace) {
         snprintf(rc.trace, sizeof(rc.trace), "%s", rc.output);
@@ -799,11 +1196,7 @@ pp_cmd_record(int argc, char **argv)
         fprintf(stderr, "pipeprof record: cannot listen on %s: %s\n", rc.sock, strerror(-err));
         goto out;
     }
-    rc.trace_fd = open(rc.trace, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (rc.trace_fd < 0) {
-        fprintf(stderr, "pipeprof record: cannot create %s: %s\n", rc.trace, strerror(errno));
-        goto out;
-    }
+    chmod(rc.sock, 0777);
     fflush(NULL);
     rc.child = fork();
     if (rc.child < 0) {
@@ -819,84 +1212,65 @@ pp_cmd_record(int argc, char **argv)
     }
     setpgid(rc.child, rc.child); /* also here, so that no signal races the child's own call */
     rc.start_ms = ipc_client_ms();
-    if (pp_record_start_session(&rc) != 0) {
+    if (pp_record_run(&rc) != 0) {
         goto out;
-    }
-    for (;;) {
-        char seg[PATH_MAX];
-
-        int serr = pp_record_stream(&rc, why, sizeof(why)), tries;
-        /* CMD's pid runs on after its session ended: it exec'd, and the new image's agent
-         * connects again. Its session goes to the next segment. */
-        int next = pp_record_next_image(&rc);
-
-        if (serr != 0 && !next) {
-            fprintf(stderr,
-                    "\npipeprof record: the trace is incomplete: %s%s; the file holds what "
-                    "arrived, closed properly\n",
-                    why,
-                    rc.child_done && WIFSIGNALED(rc.child_status)
-                            ? " (CMD was killed before it could end the session)"
-                            : "");
-            rc.cut = 1;
-        }
-        if (!next || rc.segments >= PP_RECORD_MAX_SEGMENTS) {
-            break;
-        }
-        close(rc.stream);
-        rc.stream = -1;
-        close(rc.trace_fd);
-        snprintf(seg, sizeof(seg), "%s/segment-%d.nettrace", rc.dir, rc.segments);
-        rc.trace_fd = open(seg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (rc.trace_fd < 0) {
-            fprintf(stderr, "pipeprof record: cannot create %s: %s\n", seg, strerror(errno));
-            break;
-        }
-        rc.eof = 0;
-        for (tries = 0; tries < 16; tries++) {
-            serr = pp_record_start_session(&rc);
-            if (serr != -EPIPE && serr != -ECONNRESET) {
-                break;
-            }
-            close(rc.stream);
-            rc.stream = -1;
-        }
-        if (serr != 0) {
-            break;
-        }
-        rc.segments++;
     }
     pp_record_progress(&rc, 1);
-    if (rc.stop_fd >= 0) {
-        static uint8_t buf[IPC_MAX_MESSAGE + 1];
-        struct ipc_response r;
-        int n = ipc_client_read_response(rc.stop_fd, buf, sizeof(buf), 5000);
+    for (i = 0; i < rc.image_count; i++) {
+        struct pp_image *img = rc.images[i];
 
-        if (n < 0 || ipc_response_decode(buf, (size_t)n, &r) < 0 || r.status != IPC_RESPONSE_OK) {
-            fprintf(stderr, "pipeprof record: StopTracing was not acknowledged\n");
+        if (img->thread_started) {
+            pthread_join(img->thread, NULL);
+            img->thread_started = 2; /* joined; its segment stays for the files below */
+            close(img->file_fd);
+            img->file_fd = -1;
+        }
+        if (img->cut) {
+            fprintf(stderr,
+                    "pipeprof record: the trace of process %llu is incomplete: %s%s; what "
+                    "arrived is kept, closed properly\n",
+                    (unsigned long long)img->pid, img->why,
+                    img->root && rc.child_done && WIFSIGNALED(rc.child_status)
+                            ? " (CMD was killed before it could end the session)"
+                            : "");
         }
     }
-    close(rc.trace_fd);
-    rc.trace_fd = -1;
-    /* Several images are joined into one trace; a stream that was cut (CMD killed) is rewritten
-     * the same way, so the file always ends with its end tag. */
-    if ((rc.segments > 1 || rc.cut) && pp_record_join_segments(&rc) != 0) {
-        goto out;
+    files = calloc(rc.image_count + 1, sizeof(*files));
+    nfiles = files == NULL ? -ENOMEM
+                           : pp_record_write_files(&rc, files, rc.image_count + 1, &no_samples);
+    if (nfiles > 0) {
+        recorded = pp_record_finish(&rc, files, (size_t)nfiles, no_samples) == 0;
+    } else if (nfiles == 0) {
+        fprintf(stderr, "pipeprof record: no session of %s started; nothing was recorded\n",
+                rc.cmd[0]);
     }
-    recorded = pp_record_finish(&rc) == 0;
 out:
-    if (rc.next_fd >= 0) {
-        close(rc.next_fd);
+    for (i = 0; i < rc.image_count; i++) {
+        struct pp_image *img = rc.images[i];
+
+        if (img->thread_started == 1) {
+            atomic_store(&rc.abort, 1);
+            pthread_join(img->thread, NULL);
+        }
+        if (img->stream_fd >= 0) {
+            close(img->stream_fd);
+        }
+        if (img->file_fd >= 0) {
+            close(img->file_fd);
+        }
+        if (img->idle_fd >= 0) {
+            close(img->idle_fd);
+        }
+        if (img->stop_fd >= 0) {
+            close(img->stop_fd);
+        }
+        if (!img->root) {
+            unlink(img->path); /* a segment left over after an error */
+        }
+        free(img);
     }
-    if (rc.stop_fd >= 0) {
-        close(rc.stop_fd);
-    }
-    if (rc.stream >= 0) {
-        close(rc.stream);
-    }
-    if (rc.trace_fd >= 0) {
-        close(rc.trace_fd);
-    }
+    free(rc.images);
+    free(files);
     if (rc.listen_fd >= 0) {
         close(rc.listen_fd);
     }
@@ -913,6 +1287,7 @@ out:
         pp_record_reap(&rc, 1);
     }
     free(rc.tids);
+    pthread_mutex_destroy(&rc.tid_lock);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGHUP, &old_hup, NULL);

@@ -22,12 +22,14 @@ struct pp_func_stat {
 static void
 pp_report_usage(FILE *out)
 {
-    fprintf(out, "usage: pipeprof report [OPTIONS] FILE\n"
+    fprintf(out, "usage: pipeprof report [OPTIONS] FILE...\n"
                  "\n"
                  "Shows where the samples of a nettrace file went: the top functions by self\n"
                  "samples (the function was the leaf) and by total samples (the function was\n"
                  "anywhere on the stack), with percentages of all samples, then the sampling\n"
-                 "figures. FILE may be '-' for standard input.\n"
+                 "figures. FILE may be '-' for standard input. Several files (the processes of\n"
+                 "one `pipeprof record`, X.nettrace and X.<pid>.nettrace) are reported as one,\n"
+                 "with a per-process breakdown; each counts as the sum of its own reports.\n"
                  "\n"
                  "options:\n"
                  "  --top N            functions to list (default 20)\n"
@@ -47,7 +49,8 @@ pp_report_usage(FILE *out)
                  "\"waiting_samples\", \"lost_events\", \"lost_samples\", \"duration_s\",\n"
                  "\"threads\", \"process_id\", \"sampling_interval_ns\", \"mode\",\n"
                  "\"truncated\", \"top_self\" and \"top_total\" ([{\"function\", \"self\",\n"
-                 "\"self_pct\", \"total\", \"total_pct\"}]) and \"per_thread\".\n"
+                 "\"self_pct\", \"total\", \"total_pct\"}]), \"per_thread\" and \"processes\"\n"
+                 "([{\"process_id\", \"name\", \"samples\"}], one per file).\n"
                  "Works on traces a .NET runtime wrote: managed frames are named from its\n"
                  "method load and rundown events.\n"
                  "Exit status: 0, 1 when the file cannot be read, 2 on a usage error.\n");
@@ -236,11 +239,12 @@ pp_cmd_report(int argc, char **argv)
             return 2;
         }
     }
-    if (optind + 1 != argc) {
+    if (optind >= argc) {
         pp_report_usage(stderr);
         return 2;
     }
-    if (pp_profile_load(argv[optind], &filter, &p, err, sizeof(err)) != 0) {
+    if (pp_profile_load_many((const char *const *)argv + optind, (size_t)(argc - optind), &filter,
+                             &p, err, sizeof(err)) != 0) {
         fprintf(stderr, "pipeprof report: %s\n", err);
         return 1;
     }
@@ -327,8 +331,8 @@ pp_cmd_report(int argc, char **argv)
         char label[320];
 
         if (json) {
-            printf("%s{\"thread_id\":%llu,\"name\":", i > 0 ? "," : "",
-                   (unsigned long long)t->thread_id);
+            printf("%s{\"thread_id\":%llu,\"process_id\":%u,\"name\":", i > 0 ? "," : "",
+                   (unsigned long long)t->thread_id, pp_profile_thread_pid(p, t->thread_id));
             pp_json_string(stdout, t->name != NULL ? t->name : "");
             printf(",\"samples\":%llu,\"running_samples\":%llu}", (unsigned long long)t->samples,
                    (unsigned long long)t->running_samples);
@@ -336,6 +340,25 @@ pp_cmd_report(int argc, char **argv)
             printf("%10llu %6.2f%% %10llu  %s\n", (unsigned long long)t->samples,
                    pp_pct(t->samples, p->samples), (unsigned long long)t->running_samples,
                    pp_profile_thread_label(p, t->thread_id, label, sizeof(label)));
+        }
+    }
+    if (json) {
+        printf("],\"processes\":[");
+    } else if (p->process_count > 1) {
+        printf("\nprocesses:\n%10s %7s  %s\n", "samples", "share", "process");
+    }
+    for (i = 0; i < p->process_count && (json || p->process_count > 1); i++) {
+        const struct pp_profile_process *pr = &p->processes[i];
+        char label[320];
+
+        if (json) {
+            printf("%s{\"process_id\":%u,\"name\":", i > 0 ? "," : "", pr->process_id);
+            pp_json_string(stdout, pr->name != NULL ? pr->name : "");
+            printf(",\"samples\":%llu}", (unsigned long long)pr->samples);
+        } else {
+            printf("%10llu %6.2f%%  %s\n", (unsigned long long)pr->samples,
+                   pp_pct(pr->samples, p->samples),
+                   pp_profile_process_label(p, pr->process_id, label, sizeof(label)));
         }
     }
     if (json) {

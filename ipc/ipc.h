@@ -451,6 +451,13 @@ PP_MUST_USE int ipc_default_socket_path(char *out, size_t cap, uint64_t key_over
 /* starttime (field 22) of /proc/<pid>/stat, or 0 when unreadable: the runtime's key. */
 uint64_t ipc_process_start_key(int pid);
 
+/*
+ * Reads /proc/PID/stat into buf (cap bytes) and returns a pointer to the ')' that ends the
+ * command name (which may hold spaces and parentheses): the fields from state on follow it.
+ * NULL when the process is gone or the file is unreadable.
+ */
+const char *ipc_process_stat(int pid, char *buf, size_t cap);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Blocking client helpers (ipc/client.c): used by `pipeprof ps/collect` and the tests          */
 /* ------------------------------------------------------------------------------------------ */

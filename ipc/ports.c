@@ -127,28 +127,36 @@ ipc_ports_parse(const char *value, struct ipc_port_list *out)
     return 0;
 }
 
-uint64_t
-ipc_process_start_key(int pid)
+const char *
+ipc_process_stat(int pid, char *buf, size_t cap)
 {
-    char path[64], buf[1024];
-    unsigned long long v = 0;
-    const char *p;
+    char path[64];
     ssize_t n;
-    int fd, field;
+    int fd;
 
     snprintf(path, sizeof(path), "/proc/%d/stat", pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        return 0;
+        return NULL;
     }
-    n = read(fd, buf, sizeof(buf) - 1);
+    n = read(fd, buf, cap - 1);
     close(fd);
     if (n <= 0) {
-        return 0;
+        return NULL;
     }
     buf[n] = '\0';
     /* comm may hold spaces and ')': fields are counted from the last ')'. */
-    p = strrchr(buf, ')');
+    return strrchr(buf, ')');
+}
+
+uint64_t
+ipc_process_start_key(int pid)
+{
+    char buf[1024];
+    unsigned long long v = 0;
+    const char *p = ipc_process_stat(pid, buf, sizeof(buf));
+    int field;
+
     if (p == NULL) {
         return 0;
     }

@@ -37,11 +37,11 @@ pp_cr_event(struct pp_cr *c, char ph, uint32_t n, double us)
     size_t mlen;
     const char *name = c->p->names[n];
     const char *fn = pp_profile_split_name(name, &mlen);
-    int err;
+    int err = 0;
 
     fprintf(c->out,
             "%s{\"ph\":\"%c\",\"pid\":%u,\"tid\":%llu,\"ts\":%.3f,\"name\":", c->first ? "" : ",\n",
-            ph, c->p->process_id, (unsigned long long)c->tid, us);
+            ph, pp_profile_thread_pid(c->p, c->tid), (unsigned long long)c->tid, us);
     c->first = 0;
     err = pp_profile_json_string(c->out, fn, strlen(fn));
     if (err == 0) {
@@ -70,7 +70,7 @@ static int
 pp_cr_enter(struct pp_cr *c, const struct pp_profile_stack *st, double us)
 {
     uint32_t common = 0, d;
-    int err;
+    int err = 0;
 
     while (common < c->depth && common < st->depth &&
            c->open[common] == st->names[st->depth - 1 - common]) {
@@ -91,19 +91,29 @@ pp_cr_metadata(struct pp_cr *c)
     const char *proc = p->process_name != NULL ? p->process_name : "pipeprof";
     char label[320];
     size_t t;
-    int err;
+    int err = 0;
 
-    fprintf(c->out,
-            "{\"ph\":\"M\",\"pid\":%u,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":",
-            p->process_id);
-    err = pp_profile_json_string(c->out, proc, strlen(proc));
-    fputs("}}", c->out);
+    /* One process_name per process: the profile's own, or each merged trace's. */
+    for (t = 0; t < (p->process_count > 1 ? p->process_count : 1) && err == 0; t++) {
+        const char *name = p->process_count <= 1          ? proc
+                           : p->processes[t].name != NULL ? p->processes[t].name
+                                                          : "process";
+
+        fprintf(c->out,
+                "%s{\"ph\":\"M\",\"pid\":%u,\"tid\":0,\"name\":\"process_name\",\"args\":{"
+                "\"name\":",
+                t > 0 ? ",\n" : "",
+                p->process_count <= 1 ? p->process_id : p->processes[t].process_id);
+        err = pp_profile_json_string(c->out, name, strlen(name));
+        fputs("}}", c->out);
+    }
     c->first = 0;
     for (t = 0; t < p->thread_count && err == 0; t++) {
         fprintf(c->out,
                 ",\n{\"ph\":\"M\",\"pid\":%u,\"tid\":%llu,\"name\":\"thread_name\",\"args\":{"
                 "\"name\":",
-                p->process_id, (unsigned long long)p->threads[t].thread_id);
+                pp_profile_thread_pid(p, p->threads[t].thread_id),
+                (unsigned long long)p->threads[t].thread_id);
         pp_profile_thread_label(p, p->threads[t].thread_id, label, sizeof(label));
         err = pp_profile_json_string(c->out, label, strlen(label));
         fputs("}}", c->out);
@@ -121,7 +131,7 @@ pp_write_chromium(const struct pp_profile *p, FILE *out, char *err_msg, size_t e
     struct pp_cr c = { p, out, 0, NULL, 0, 1 };
     uint32_t max_depth = 1;
     size_t *order = NULL, i, t;
-    int err;
+    int err = 0;
 
     for (i = 0; i < p->stack_count; i++) {
         if (p->stacks[i].depth > max_depth) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * profile/fmt-folded.c - collapsed stacks, one line per distinct stack: `THREAD;ROOT;...;LEAF
- * COUNT`, sorted, as FlameGraph's flamegraph.pl, speedscope and inferno read them.
+ * COUNT` (`PROCESS;THREAD;...` when the profile holds several processes), sorted, as
+ * FlameGraph's flamegraph.pl, speedscope and inferno read them.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -67,15 +68,26 @@ pp_write_folded(const struct pp_profile *p, FILE *out, char *err_msg, size_t err
     }
     for (i = 0; i < p->stack_count; i++) {
         const struct pp_profile_stack *st = &p->stacks[i];
-        char *buf = NULL, label[320];
+        char *buf = NULL, label[320], proc[320];
         size_t len = 0, cap = 0;
         uint32_t d;
 
         if (st->samples == 0) {
             continue;
         }
-        err = pp_folded_append(&buf, &len, &cap,
-                               pp_profile_thread_label(p, st->thread_id, label, sizeof(label)), 1);
+        /* Several processes: each stack starts at its process, then its thread. */
+        pp_profile_process_label(p, pp_profile_thread_pid(p, st->thread_id), proc, sizeof(proc));
+        if (proc[0] != '\0') {
+            err = pp_folded_append(&buf, &len, &cap, proc, 1);
+            if (err == 0) {
+                err = pp_folded_append(&buf, &len, &cap, ";", 0);
+            }
+        }
+        if (err == 0) {
+            err = pp_folded_append(&buf, &len, &cap,
+                                   pp_profile_thread_label(p, st->thread_id, label, sizeof(label)),
+                                   1);
+        }
         for (d = st->depth; err == 0 && d > 0; d--) { /* root first */
             err = pp_folded_append(&buf, &len, &cap, ";", 0);
             if (err == 0) {

@@ -95,7 +95,7 @@ pp_write_speedscope(const struct pp_profile *p, FILE *out, char *err_msg, size_t
     size_t *order = NULL, i, t, written = 0;
     uint32_t *idx = NULL;
     uint64_t *weight = NULL;
-    char label[320];
+    char label[320], proc[320], name[660];
     int err = 0;
 
     for (i = 0; i < p->stack_count; i++) {
@@ -127,8 +127,11 @@ pp_write_speedscope(const struct pp_profile *p, FILE *out, char *err_msg, size_t
         fputs(written++ > 0 ? ",{\"type\":\"sampled\",\"name\":"
                             : "{\"type\":\"sampled\",\"name\":",
               out);
+        /* Several processes: a profile per process and thread, named by both. */
         pp_profile_thread_label(p, th->thread_id, label, sizeof(label));
-        err = pp_profile_json_string(out, label, strlen(label));
+        pp_profile_process_label(p, pp_profile_thread_pid(p, th->thread_id), proc, sizeof(proc));
+        snprintf(name, sizeof(name), "%s%s%s", proc, proc[0] != '\0' ? ": " : "", label);
+        err = pp_profile_json_string(out, name, strlen(name));
         for (e = 0; e < n; e++) {
             total += weight[e];
         }

@@ -31,6 +31,7 @@ struct pp_profile_priv {
     struct pp_map stack_map; /* hash of (thread, ips) -> stack index */
     struct pp_map thread_map;
     size_t thread_cap;
+    size_t process_cap;
     size_t timeline_cap;
     regex_t fold_re;
     int have_fold_re;
@@ -284,6 +285,7 @@ pp_profile_add_sample(struct pp_profile *p, uint64_t thread_id, uint64_t timesta
     st->running_samples += (uint64_t)running;
     p->threads[ti].samples++;
     p->threads[ti].running_samples += (uint64_t)running;
+
     p->samples++;
     p->running_samples += (uint64_t)running;
     p->timeline[p->timeline_count].timestamp = timestamp;
@@ -455,6 +457,10 @@ pp_profile_free(struct pp_profile *p)
         free((char *)p->threads[i].name);
     }
     free(p->threads);
+    for (i = 0; i < p->process_count; i++) {
+        free(p->processes[i].name);
+    }
+    free(p->processes);
     free(p->timeline);
     free(p->process_name);
     free(p->mode);
@@ -485,5 +491,78 @@ pp_profile_thread_label(const struct pp_profile *p, uint64_t thread_id, char *bu
         }
     }
     snprintf(buf, len, "Thread (%llu)", (unsigned long long)thread_id);
+    return buf;
+}
+
+int
+pp_profile_add_process(struct pp_profile *p, uint32_t process_id, const char *name)
+{
+    struct pp_profile_priv *pv = p->priv;
+    struct pp_profile_process *pr = NULL;
+    size_t i;
+    int err;
+
+    for (i = 0; i < p->process_count && pr == NULL; i++) {
+        if (p->processes[i].process_id == process_id) {
+            pr = &p->processes[i];
+        }
+    }
+    if (pr == NULL) {
+        err = pp_grow_array((void **)&p->processes, &pv->process_cap, p->process_count + 1,
+                            sizeof(*p->processes));
+        if (err != 0) {
+            return err;
+        }
+        pr = &p->processes[p->process_count++];
+        memset(pr, 0, sizeof(*pr));
+        pr->process_id = process_id;
+    }
+    if (pr->name == NULL && name != NULL && (pr->name = strdup(name)) == NULL) {
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int
+pp_profile_set_thread_process(struct pp_profile *p, uint64_t thread_id, uint32_t process_id)
+{
+    size_t ti;
+    int err = pp_thread_index(p, thread_id, &ti);
+
+    if (err == 0) {
+        p->threads[ti].process_id = process_id;
+    }
+    return err;
+}
+
+uint32_t
+pp_profile_thread_pid(const struct pp_profile *p, uint64_t thread_id)
+{
+    size_t i;
+
+    for (i = 0; i < p->thread_count; i++) {
+        if (p->threads[i].thread_id == thread_id && p->threads[i].process_id != 0) {
+            return p->threads[i].process_id;
+        }
+    }
+    return p->process_id;
+}
+
+const char *
+pp_profile_process_label(const struct pp_profile *p, uint32_t process_id, char *buf, size_t len)
+{
+    size_t i;
+
+    buf[0] = '\0';
+    if (p->process_count < 2) {
+        return buf;
+    }
+    for (i = 0; i < p->process_count; i++) {
+        if (p->processes[i].process_id == process_id && p->processes[i].name != NULL) {
+            snprintf(buf, len, "%s (%u)", p->processes[i].name, (unsigned)process_id);
+            return buf;
+        }
+    }
+    snprintf(buf, len, "Process (%u)", (unsigned)process_id);
     return buf;
 }

@@ -38,6 +38,14 @@ struct pp_profile_thread {
     const char *name; /* or NULL when the trace never named the thread */
     uint64_t samples;
     uint64_t running_samples;
+    uint32_t process_id; /* its process (pp_profile.processes); 0: the profile's process_id */
+};
+
+/* A process of a profile merged from several traces (one trace holds one process). */
+struct pp_profile_process {
+    uint32_t process_id;
+    char *name;       /* or NULL; owned */
+    uint64_t samples; /* filled by whoever merges the traces */
 };
 
 /* One sample of the timeline, in the order samples were added. */
@@ -69,10 +77,14 @@ struct pp_profile {
     uint64_t resolved_frames, unresolved_frames; /* frames weighted by samples */
     char *process_name;                          /* or NULL; owned */
     int truncated; /* the source ended early (the writer died): the samples are a prefix */
-    char *mode;    /* "cpu", "wall" or NULL; owned */
-    char *engine;  /* CPU mode's engine as the trace says ("perf_event", "timer", "mixed") or
-                      NULL; owned */
-    void *priv;    /* builder state, owned by the profile */
+    /* Several processes (traces merged): writers put each thread under its process. Empty for
+     * a profile of one process. */
+    struct pp_profile_process *processes;
+    size_t process_count;
+    char *mode;   /* "cpu", "wall" or NULL; owned */
+    char *engine; /* CPU mode's engine as the trace says ("perf_event", "timer", "mixed") or
+                     NULL; owned */
+    void *priv;   /* builder state, owned by the profile */
 };
 
 /*
@@ -111,6 +123,27 @@ typedef int (*pp_profile_namer_fn)(void *ctx, uint64_t ip, int caller, char *buf
 PP_MUST_USE int pp_profile_name_frames(struct pp_profile *p, pp_profile_namer_fn namer, void *ctx);
 
 void pp_profile_free(struct pp_profile *p);
+
+/*
+ * Adds a process (pid and name copied; a known pid gets the name if it had none). Threads are
+ * put under it with pp_profile_set_thread_process(). Returns 0 or -ENOMEM.
+ */
+PP_MUST_USE int pp_profile_add_process(struct pp_profile *p, uint32_t process_id, const char *name);
+
+/* Puts a thread under a process added with pp_profile_add_process(). Returns 0 or -ENOMEM. */
+PP_MUST_USE int pp_profile_set_thread_process(struct pp_profile *p, uint64_t thread_id,
+                                              uint32_t process_id);
+
+/* The process of a thread: its own process_id, else the profile's. */
+uint32_t pp_profile_thread_pid(const struct pp_profile *p, uint64_t thread_id);
+
+/*
+ * The display label of a process, "name (pid)" or "Process (pid)", written to buf; buf[0] is
+ * '\0' when the profile holds one process (writers then show threads at the top, as before).
+ * Returns buf.
+ */
+const char *pp_profile_process_label(const struct pp_profile *p, uint32_t process_id, char *buf,
+                                     size_t len);
 
 /* The display label of a thread, "name (tid)" or "Thread (tid)", written to buf. Returns buf. */
 const char *pp_profile_thread_label(const struct pp_profile *p, uint64_t thread_id, char *buf,

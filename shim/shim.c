@@ -17,14 +17,17 @@
  *   PIPEPROF_SAMPLING_SERVER_URL=...      the HTTP pull endpoints (bridge/http-source.h)
  *   PIPEPROF_TARGET_PID=N               only process N starts; its exec'd children, which
  *                                       inherit the environment, stay untouched (set by
- *                                       `pipeprof record`, so that they do not each wait on
- *                                       its suspend port)
+ *                                       `pipeprof record --no-children`)
+ *   PIPEPROF_FOLLOW_FORKS=1             a fork()ed child that does not exec soon starts an
+ *                                       agent and server of its own (set by `pipeprof record`,
+ *                                       which follows the process tree)
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -145,12 +149,62 @@ shim_is_target(void)
     return *end == '\0' && pid == (long)getpid();
 }
 
+#define SHIM_FORK_START_DELAY_MS 5 /* a child that execs sooner costs one thread, no session */
+
+static void shim_start_process(int forked_child);
+static void shim_atfork_child(void);
+
+static void
+shim_atfork_register(void)
+{
+    pthread_atfork(NULL, NULL, shim_atfork_child);
+}
+
+/* The deferred start of a fork()ed child's agent (PIPEPROF_FOLLOW_FORKS). */
+static void *
+shim_forked_start_main(void *arg)
+{
+    struct timespec delay = { 0, SHIM_FORK_START_DELAY_MS * 1000000L };
+
+    (void)arg;
+    /* The raw system call: the library's own nanosleep is an interposer. */
+    syscall(SYS_nanosleep, &delay, NULL);
+    ag_thread_exclude_self(); /* this thread only starts the agent; it is not the host's */
+    shim_start_process(1);
+    return NULL;
+}
+
+static int shim_follow_forks;
+
 static void
 shim_atfork_child(void)
 {
+    pthread_attr_t attr;
+    pthread_t thread;
+    sigset_t all, old;
+    int was_running = __atomic_load_n(&shim_server, __ATOMIC_ACQUIRE) != NULL;
+
     /* The child has no loop thread; the parent owns the socket. Exec'd children get their own
      * server through LD_PRELOAD. */
     shim_server = NULL;
+    bridge_agent_source_forked_child();
+    if (!was_running || !shim_follow_forks) {
+        return;
+    }
+    /* Most children of a shell exec at once, and their new image starts its own agent; a
+     * child that is still this image a few milliseconds later is a worker, and starts one
+     * here. The thread blocks every signal, as the agent's threads do. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_attr_init(&attr) == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&thread, &attr, shim_forked_start_main, NULL) != 0) {
+            fprintf(stderr, "pipeprof: the forked child %ld is not profiled: no thread\n",
+                    (long)getpid());
+        }
+        pthread_attr_destroy(&attr);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /*
@@ -166,8 +220,13 @@ shim_resumed_before(void)
     return v != NULL && v[0] != '\0' && strtol(v, NULL, 10) == (long)getpid();
 }
 
+/*
+ * Starts the agent and the server of this process. forked_child: a fork()ed child (a thread
+ * of our own calls this while the host runs on): it is never held for a suspend port, and the
+ * environment, which the host's threads may be reading, is left alone.
+ */
 static void
-shim_start(void)
+shim_start_process(int forked_child)
 {
     struct ipc_server_options opts;
     const char *timeout_env = getenv("PIPEPROF_SUSPEND_TIMEOUT_MS");
@@ -199,7 +258,7 @@ shim_start(void)
     if (timeout_env != NULL && timeout_env[0] != '\0') {
         timeout_ms = atoi(timeout_env);
     }
-    if (shim_resumed_before()) {
+    if (shim_resumed_before() || forked_child) {
         timeout_ms = 0;
     }
 #ifdef PP_HAVE_HTTP
@@ -210,19 +269,30 @@ shim_start(void)
         fprintf(stderr, "pipeprof: diagnostic server not started: %s\n", strerror(-err));
         return;
     }
-    pthread_atfork(NULL, NULL, shim_atfork_child);
+    shim_follow_forks = shim_env_is("PIPEPROF_FOLLOW_FORKS", "1");
+    if (!forked_child) {
+        static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+        pthread_once(&atfork_once, shim_atfork_register);
+    }
     if (timeout_ms != 0 && ipc_server_wait_resume(shim_server, timeout_ms) == -ETIMEDOUT) {
         fprintf(stderr,
                 "pipeprof: no ResumeRuntime after %d ms (PIPEPROF_SUSPEND_TIMEOUT_MS); "
                 "continuing\n",
                 timeout_ms);
     }
-    {
+    if (!forked_child) {
         char pid[24];
 
         snprintf(pid, sizeof(pid), "%ld", (long)getpid());
         setenv("PIPEPROF_RESUMED_PID", pid, 1); /* before main: no other thread reads environ */
     }
+}
+
+static void
+shim_start(void)
+{
+    shim_start_process(0);
 }
 
 #define SHIM_QUICK_EXIT_MS 3000 /* how long _exit() waits for the sessions to end */

@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # tests/cli-record-commands.sh - `pipeprof record` on the commands people really type: through
-# env, nice, `sh -c 'exec ...'`, a script that execs, and a chain of three execs, the recording
-# follows the process through every exec (one trace, the work functions in it), nothing waits,
-# and CMD's output and exit status are its own: byte-identical output, the same status (also a
-# failing one, and 128+N for a CMD killed by signal N, whose trace is still a complete file), and
-# a wall time within 1 s + 10 % of the bare run.
+# env, nice, `sh -c 'exec ...'`, a script that execs, a chain of three execs, a script that runs
+# the work as a child and exits 3, a shell that runs 200 short children, a program that forks
+# workers, and setpriv dropping to nobody, the recording follows the process tree (the work
+# functions are in its traces), nothing waits, and CMD's output and exit status are its own:
+# byte-identical output, the same status (also a failing one, and 128+N for a CMD killed by
+# signal N, whose trace is still a complete file), and a wall time within 1 s + 10 % of the bare
+# run. Forked workers each get their true share of the samples (within 3 points of the CPU time
+# they measured), `report` over all the files equals the sum of the per-process reports, short
+# children without samples leave no file, --no-children keeps to CMD's process, and a process
+# outside the tree cannot join the recording.
 set -euo pipefail
 B=${PP_BINARY_DIR:?}
 PP=$B/bin/pipeprof
 GT=$B/samples/pp-sample-groundtruth
+FW=$B/samples/pp-sample-forkwork
 T=$(mktemp -d /tmp/pp-rcmd.XXXXXX)
 trap 'rm -rf "$T"' EXIT
+chmod 777 "$T" # setpriv's workload writes here as nobody
 fail=0
 printf '#!/bin/sh\nexec "%s" 1 "$1"\n' "$GT" >"$T/wl.sh"
 printf '#!/bin/sh\necho before\n"%s" 1 "$1" >/dev/null\necho after\nexit 3\n' "$GT" >"$T/exit3.sh"
 printf '#!/bin/sh\nexec env B=2 nice -n 1 "%s" 1 "$1"\n' "$GT" >"$T/chain.sh"
+printf '#!/bin/sh\ni=0\nwhile [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done\necho done\n' >"$T/kids.sh"
 chmod +x "$T"/*.sh
+
+# The traces of a recording: CMD's and X.<pid>.nettrace of every other process with samples.
+traces() { ls "$T/$1.nettrace" "$T/$1".[0-9]*.nettrace 2>/dev/null || true; }
 
 now() { date +%s.%N; }
 
@@ -40,9 +51,10 @@ case_() {
   cmp -s "$T/$name.bare.out" "$T/$name.rec.out" || why+=" output differs;"
   python3 -c "import sys; sys.exit(0 if $rec <= $bare * 1.1 + 1.0 else 1)" ||
     why+=" wall ${rec}s against ${bare}s bare;"
-  if [[ $work == 1 ]]; then
-    "$PP" convert --format folded -o "$T/$name.folded" "$T/$name.nettrace" 2>/dev/null
-    grep -q "gt_steady" "$T/$name.folded" || why+=" no work function in the trace;"
+  if [[ $work != 0 ]]; then
+    # shellcheck disable=SC2046
+    "$PP" convert --format folded -o "$T/$name.folded" $(traces "$name") 2>/dev/null
+    grep -q "$work" "$T/$name.folded" || why+=" no $work in the traces;"
   fi
   if [[ -n $why ]]; then
     echo "FAIL $name:$why"; cat "$T/$name.err"; fail=1
@@ -51,12 +63,88 @@ case_() {
   fi
 }
 
-case_ env 1 env A=1 "$GT" 1
-case_ nice 1 nice -n 1 "$GT" 1
-case_ sh-exec 1 sh -c 'exec "$0" 1 "$1"' "$GT"
-case_ script 1 "$T/wl.sh"
-case_ chain 1 "$T/chain.sh"
-case_ exit3 0 "$T/exit3.sh"
+case_ env gt_steady env A=1 "$GT" 1
+case_ nice gt_steady nice -n 1 "$GT" 1
+case_ sh-exec gt_steady sh -c 'exec "$0" 1 "$1"' "$GT"
+case_ script gt_steady "$T/wl.sh"
+case_ chain gt_steady "$T/chain.sh"
+case_ exit3 gt_steady "$T/exit3.sh"
+case_ setpriv gt_steady setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$GT" 1
+case_ kids200 0 "$T/kids.sh"
+n=$(traces kids200 | wc -l)
+[[ $n == 1 ]] || { echo "FAIL kids200: $n trace files, want 1 (children without samples)"; fail=1; }
+case_ forkwork fw_worker_3 "$FW" 300
+
+# Each forked worker's share of the samples against its share of the CPU time it measured, and
+# the report over all files against the sum of the per-process reports.
+# shellcheck disable=SC2046
+"$PP" report --format json --top 1000 $(traces forkwork) >"$T/fw.all.json"
+for f in $(traces forkwork); do "$PP" report --format json --top 1000 "$f"; done >"$T/fw.each.json"
+python3 - "$T/forkwork.rec.json" "$T/fw.all.json" "$T/fw.each.json" <<'PY' || fail=1
+import json, sys
+truth = json.load(open(sys.argv[1]))
+merged = json.load(open(sys.argv[2]))
+each = [json.loads(l) for l in open(sys.argv[3]) if l.strip()]
+bad = []
+procs = {p["process_id"]: p["samples"] for p in merged["processes"]}
+total_cpu = sum(w["cpu_ns"] for w in truth.values())
+worker_samples = sum(procs.get(w["pid"], 0) for w in truth.values())
+for fn, w in sorted(truth.items()):
+    want = 100.0 * w["cpu_ns"] / total_cpu
+    got = 100.0 * procs.get(w["pid"], 0) / max(worker_samples, 1)
+    print(f"     {fn}: {got:.1f}% of the workers' samples, {want:.1f}% of their CPU time")
+    if abs(got - want) > 3:
+        bad.append(f"{fn} {got:.1f}% against {want:.1f}%")
+if merged["samples"] != sum(r["samples"] for r in each):
+    bad.append(f"merged report has {merged['samples']} samples, the files {sum(r['samples'] for r in each)}")
+selfs = {}
+for r in each:
+    for f in r["top_self"]:
+        selfs[f["function"]] = selfs.get(f["function"], 0) + f["self"]
+for f in merged["top_self"]:
+    if f["self"] != selfs.get(f["function"], 0):
+        bad.append(f"{f['function']}: merged self {f['self']}, per-process sum {selfs.get(f['function'], 0)}")
+if bad:
+    print("FAIL forkwork: " + "; ".join(bad))
+    sys.exit(1)
+print("ok   forkwork shares within 3 points; merged report = sum of the per-process reports")
+PY
+
+# --no-children: CMD's process only (a shell), its child's work is not recorded.
+"$PP" record -q --no-children -o "$T/nochild.nettrace" -- sh -c '"$0" 1 "$1" >/dev/null; true' \
+  "$GT" "$T/nochild.json" 2>"$T/nochild.err" || { cat "$T/nochild.err"; fail=1; }
+n=$(traces nochild | wc -l)
+"$PP" convert --format folded "$T/nochild.nettrace" 2>/dev/null | grep -q gt_steady &&
+  { echo "FAIL --no-children: the child's work was recorded"; fail=1; }
+[[ $n == 1 ]] || { echo "FAIL --no-children: $n trace files"; fail=1; }
+echo "ok   --no-children: one trace, no child's work"
+
+# A process outside the tree that connects to the recording's socket is refused.
+"$PP" record -q -o "$T/outsider.nettrace" -- "$GT" 2 "$T/outsider.json" 2>"$T/outsider.err" &
+rp=$!
+sleep 0.5
+sock=$(ls -dt "${TMPDIR:-/tmp}"/pipeprof-record-*/port.sock 2>/dev/null | head -1 || true)
+if [[ -n $sock ]]; then
+  setsid python3 - "$sock" <<'PY'
+import os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"ADVR_V1\0" + os.urandom(16) + struct.pack("<QH", os.getpid(), 0))
+s.settimeout(2)
+try:
+    got = s.recv(100)
+except OSError:
+    got = b""
+sys.exit(1 if got else 0)  # a CollectTracing sent to us would mean we were let in
+PY
+  [[ $? == 0 ]] || { echo "FAIL outsider: it was sent a request"; fail=1; }
+fi
+wait "$rp" || true
+if grep -q "refused a connection" "$T/outsider.err"; then
+  echo "ok   outsider refused"
+else
+  echo "FAIL outsider: not refused"; cat "$T/outsider.err"; fail=1
+fi
 # CMD killed by a signal: 128+N, and the trace is still a complete file (its end tag written).
 printf '#!/bin/sh\n"%s" 1 "$1" &\nsleep 0.5\nkill -TERM $$\n' "$GT" >"$T/killed.sh"
 chmod +x "$T/killed.sh"

@@ -7,7 +7,8 @@
 # `pipeprof report` must agree with TraceEvent (NuGet Microsoft.Diagnostics.Tracing.TraceEvent,
 # through TraceLog) on the number of samples, on the top self methods (name and count) and on the
 # inclusive samples of Hot75 and Cold25; `convert --format folded` and `pprof` carry the same
-# totals. Skips loudly without the .NET SDK or when TraceEvent cannot be restored.
+# totals. `pipeprof record -- dotnet app.dll` records the runtime's own samples and says so.
+# Skips loudly without the .NET SDK or when TraceEvent cannot be restored.
 set -euo pipefail
 B=${PP_BINARY_DIR:?PP_BINARY_DIR is not set}
 S=${PP_SOURCE_DIR:?PP_SOURCE_DIR is not set}
@@ -116,4 +117,15 @@ if command -v dotnet-trace >/dev/null; then
 else
   echo "SKIP (loud): dotnet-trace is not installed; only the runtime's file output was compared" >&2
 fi
+# 3. `pipeprof record -- dotnet app.dll`: the runtime itself connects to the recording, which
+# gets the runtime's managed samples and says so; the app's output and status are its own.
+set +e
+"$PIPEPROF" record -o "$T/rec.nettrace" -- dotnet "$out/hotmethods/hotmethods.dll" 2 \
+  >"$T/rec.out" 2>"$T/rec.err"
+st=$?
+set -e
+[[ $st == 0 ]] || { cat "$T/rec.err"; fail "record -- dotnet: status $st"; }
+grep -q "^hot " "$T/rec.out" || fail "record -- dotnet: the app's output is missing"
+grep -q "is a .NET runtime" "$T/rec.err" || { cat "$T/rec.err"; fail "record -- dotnet does not say what it recorded"; }
+compare "$T/rec.nettrace" "pipeprof-record"
 echo "dotnet-report-parity: ok"

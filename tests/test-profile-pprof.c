@@ -32,8 +32,8 @@ static struct pp_profile_stack demo_stacks[] = {
     { 202, 0, 0, 2, s2_names, s2_ips }, /* never sampled: no pprof Sample, no perf record */
 };
 static struct pp_profile_thread demo_threads[] = {
-    { 101, "main", 4, 4 },
-    { 202, NULL, 2, 2 },
+    { 101, "main", 4, 4, 0 },
+    { 202, NULL, 2, 2, 0 },
 };
 static struct pp_profile_sample demo_timeline[] = {
     { 1000000000, 0, 1 }, { 1010000000, 2, 1 }, { 1020000000, 0, 1 },
@@ -794,7 +794,7 @@ TEST(perf_keeps_records_intact)
         { 7, 1, 1, 2, snames, NULL },
         { 8, 1, 1, 0, NULL, NULL }, /* a sample without frames is still a record */
     };
-    static struct pp_profile_thread threads[] = { { 7, "worker 2", 1, 1 } };
+    static struct pp_profile_thread threads[] = { { 7, "worker 2", 1, 1, 0 } };
     static struct pp_profile_sample timeline[] = { { 0, 0, 1 }, { 1500, 1, 0 } };
     static const char expected[] = "worker_2 0/7 0.000000: 1 cpu-clock:\n"
                                    "\t0 operator new(unsigned long) (my lib.so)\n"
@@ -839,7 +839,47 @@ TEST(perf_empty_profile)
     free(text);
 }
 
+/* A profile merged from two traces: every writer puts each thread under its process. */
+TEST(writers_keep_processes_apart)
+{
+    static struct pp_profile_thread threads[] = {
+        { 101, "main", 4, 4, 111 },
+        { 202, NULL, 2, 2, 222 },
+    };
+    static char alpha[] = "alpha", beta[] = "beta";
+    static struct pp_profile_process procs[] = { { 111, alpha, 4 }, { 222, beta, 2 } };
+    static const struct {
+        enum pp_profile_format fmt;
+        const char *want[2];
+    } cases[] = {
+        { PP_PROFILE_FOLDED, { "alpha (111);main (101);", "beta (222);Thread (202);" } },
+        { PP_PROFILE_PERF, { "main 111/101 ", "demo_app 222/202 " } },
+        { PP_PROFILE_SPEEDSCOPE,
+          { "\"alpha (111): main (101)\"", "\"beta (222): Thread (202)\"" } },
+        { PP_PROFILE_CHROMIUM, { "\"pid\":222,\"tid\":202", "\"name\":\"beta\"" } },
+    };
+    struct pp_profile p;
+    size_t len, i;
+    int ret;
+
+    demo_profile(&p);
+    p.threads = threads;
+    p.processes = procs;
+    p.process_count = 2;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *text = write_to_memory(&p, cases[i].fmt, &len, &ret);
+
+        ASSERT_OK(ret);
+        ASSERT_TRUE(strstr(text, cases[i].want[0]) != NULL);
+        ASSERT_TRUE(strstr(text, cases[i].want[1]) != NULL);
+        free(text);
+    }
+    ASSERT_EQ(pp_profile_thread_pid(&p, 202), 222);
+    ASSERT_EQ(pp_profile_thread_pid(&p, 999), 4242); /* unknown: the profile's own */
+}
+
 static const struct test_case cases[] = {
+    TEST_CASE(writers_keep_processes_apart),
     TEST_CASE(pprof_totals_per_stack),
     TEST_CASE(pprof_default_interval_and_ticks),
     TEST_CASE(pprof_wall_mode_names_its_time),
