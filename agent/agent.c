@@ -313,9 +313,11 @@ ag_stats_get(struct ag_stats *out)
     if (ag.threads != NULL) {
         unsigned i, high = atomic_load(&ag.high);
 
+        out->memory_bytes = (uint64_t)ag.threads_cap * sizeof(struct ag_thread);
         for (i = 0; i < high; i++) {
             out->threads_perf += ag.threads[i].has_perf != 0;
             out->threads_timer += ag.threads[i].has_timer != 0;
+            out->memory_bytes += ag.threads[i].ring.map_len + ag.threads[i].wring.map_len;
         }
     }
     pthread_mutex_unlock(&ag.reg_lock);

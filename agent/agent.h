@@ -222,6 +222,7 @@ struct ag_stats {
     uint64_t unwind_cfi_steps; /* frames recovered by the CFI unwinder */
     uint64_t unwind_not_code;  /* stacks cut at a frame outside every executable mapping */
     uint64_t cpu_sampled_ns;   /* CPU time covered by CPU-mode samples (sum of deltas) */
+    uint64_t memory_bytes;     /* mapped by the agent: the thread registry and every ring */
     unsigned requested_hz_cpu; /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;
     double effective_hz_cpu;  /* CPU samples per CPU-second of sampled threads (timers: about

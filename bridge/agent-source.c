@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bridge/counters.h"
 #include "common/grow.h"
 #include "nettrace/format.h"
 #include "nettrace/nettrace.h"
@@ -145,9 +146,10 @@ struct bridge_session {
     struct bridge_pending *pending; /* CPU mode: events held back, unsorted */
     size_t pending_count, pending_cap;
     uint64_t pending_seq;
-    uint64_t released_ns; /* CPU mode: events up to here are written */
-    uint64_t batches;     /* drains written */
-    char engine[16];      /* the engine last written in a Sampling event */
+    uint64_t released_ns;            /* CPU mode: events up to here are written */
+    uint64_t batches;                /* drains written */
+    char engine[16];                 /* the engine last written in a Sampling event */
+    struct bridge_counters counters; /* EventCounters (bridge/counters.h) */
 };
 
 /* One drained sample, copied so that samples of all threads can be sorted by time. */
@@ -413,6 +415,13 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
     s->cpu_samples =
             ipc_session_config_enables(cfg, BRIDGE_PROVIDER_PIPEPROF, 0, BRIDGE_LEVEL_VERBOSE);
     bridge_session_rate(src, cfg, &s->mode, &s->hz, 1);
+    {
+        const char *why = NULL;
+
+        if (bridge_counters_start(&s->counters, cfg, s->start_ns, &why) != 0) {
+            bridge_log_session(s->id, "counters not started", why);
+        }
+    }
     if (s->samples || s->pipeprof) {
         err = ag_sampling_acquire(s->mode, s->hz);
         if (err != 0) {
@@ -1162,6 +1171,13 @@ bridge_drain(void *ctx, const struct ipc_session_view *views, size_t n)
     for (i = 0; i < n; i++) {
         struct bridge_session *s = bridge_session_find(views[i].config->session_id);
 
+        if (s != NULL && s->counters.interval_ns != 0 && !views[i].congested) {
+            err = bridge_counters_drain(&s->counters, views[i].writer, src->capture_tid,
+                                        nt_clock_now());
+            if (err != 0 && first_err == 0) {
+                first_err = err;
+            }
+        }
         if (s == NULL || (!s->samples && !s->pipeprof)) {
             continue;
         }

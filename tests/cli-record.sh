@@ -79,7 +79,9 @@ set +e
 dfl_int=(python3 -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execvp(sys.argv[1], sys.argv[1:])')
-"${run_env[@]}" "${dfl_int[@]}" "$PIPEPROF" record -q --mode wall -o "$T/int.nettrace" -- sleep 30 &
+# A duration of its own, so that no other `sleep` on the machine is taken for it below.
+naptime=30.$$
+"${run_env[@]}" "${dfl_int[@]}" "$PIPEPROF" record -q --mode wall -o "$T/int.nettrace" -- sleep "$naptime" &
 rp=$!
 PP_PIDS+=($rp)
 sleep 2
@@ -92,7 +94,7 @@ set -e
 s=$(json "$T/int.nettrace" '["samples"]')
 [[ $s -gt 50 ]] || fail "Ctrl-C trace has $s samples"
 no_leftovers "Ctrl-C"
-pgrep -f "^sleep 30$" >/dev/null && fail "sleep 30 survived Ctrl-C"
+pgrep -f "^sleep $naptime$" >/dev/null && fail "sleep $naptime survived Ctrl-C"
 
 # 5. --duration stops recording, CMD runs on to its end and keeps its status.
 set +e

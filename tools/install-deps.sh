@@ -25,12 +25,14 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# dotnet-trace is optional: interop tests use it where it can be installed, and say so loudly
-# where not.
+# The .NET diagnostic tools are optional: interop tests use them where they can be installed,
+# and say so loudly where not. (dotnet-stack and dotnet-monitor are not served by NuGet here.)
 if command -v dotnet >/dev/null 2>&1; then
     export PATH="$PATH:$HOME/.dotnet/tools"
-    if ! command -v dotnet-trace >/dev/null 2>&1; then
-        dotnet tool install --global dotnet-trace >/dev/null 2>&1 \
-            || echo "install-deps: dotnet-trace could not be installed; its tests will skip"
-    fi
+    for tool in dotnet-trace dotnet-counters; do
+        if ! command -v "$tool" >/dev/null 2>&1; then
+            dotnet tool install --global "$tool" >/dev/null 2>&1 \
+                || echo "install-deps: $tool could not be installed; its tests will skip"
+        fi
+    done
 fi

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/dotnet-counters.sh - counters for dotnet-counters: a native host with the agent preloaded
+# (one busy thread) gets dotnet-counters' session (System.Runtime with EventCounterIntervalSec=1,
+# and pipeprof's counters) from the real client libraries (NuGet Microsoft.Diagnostics.NETCore.
+# Client, read live with TraceEvent: tests/dotnet/counters-client). Every counter must arrive in
+# every interval with a plausible value: cpu-usage near one core's share of the CPUs, a working
+# set, samples near the rate. The same client reads a real .NET 10 app's counters the same way
+# (the payload shape is the runtime's). dotnet-counters itself runs where it is installed; the
+# test says loudly when it is not. Skips loudly without the .NET SDK or the NuGet packages.
+source "$(dirname "$0")/ipc-lib.sh"
+command -v dotnet >/dev/null || skip "the .NET SDK (dotnet) is not installed"
+
+out=$B/dotnet-counters
+build_client() {
+  local src=$S/tests/dotnet/counters-client
+  if [[ ! -f $out/client/counters-client.dll || $src/Program.cs -nt $out/client/counters-client.dll ]]; then
+    rm -rf "$out/src" && mkdir -p "$out/src"
+    cp "$src/counters-client.csproj" "$src/Program.cs" "$out/src/"
+    if ! timeout 300 dotnet build -c Release -o "$out/client" "$out/src" >"$out/build.log" 2>&1; then
+      grep -q "NU1101\|NU1102\|Unable to find package" "$out/build.log" &&
+        skip "the NuGet packages of tests/dotnet/counters-client cannot be restored here"
+      cat "$out/build.log"
+      fail "building tests/dotnet/counters-client"
+    fi
+  fi
+}
+mkdir -p "$out"
+(
+  flock 9
+  build_client
+) 9>"$B/dotnet-counters.lock"
+CLIENT=$out/client/counters-client.dll
+
+# 1. The native host: one thread burning CPU, the agent preloaded, CPU mode.
+LD_PRELOAD=$PRELOAD "$BUSY" 10 >/dev/null &
+host=$!
+PP_PIDS+=($host)
+wait_socket "$host" >/dev/null
+timeout 120 dotnet "$CLIENT" "$host" 4.5 "$T/native.json" >"$T/native.log" 2>&1 ||
+  { cat "$T/native.log"; fail "the counters client failed on the native host"; }
+python3 - "$T/native.json" <<'PY' || fail "native host counters"
+import json, os, sys
+rows = json.load(open(sys.argv[1]))
+cpus = len(os.sched_getaffinity(0))
+want = {
+    ("System.Runtime", "cpu-usage"): (100.0 / cpus * 0.8, 100.0 / cpus * 1.2 + 2),
+    ("System.Runtime", "working-set"): (0.5, 1000),
+    ("pipeprof", "samples"): (70, 130),          # 100 Hz on the busy thread
+    ("pipeprof", "lost-samples"): (0, 0),
+    ("pipeprof", "thread-count"): (1, 64),
+    ("pipeprof", "agent-cpu-usage"): (0, 10),
+    ("pipeprof", "agent-memory"): (0.01, 512),
+}
+bad = []
+for key, (lo, hi) in sorted(want.items()):
+    vals = [r for r in rows if (r["provider"], r["name"]) == key]
+    shown = ", ".join("%.2f" % r["value"] for r in vals)
+    print("# %s/%s: %s" % (key[0], key[1], shown), file=sys.stderr)
+    if len(vals) < 3:
+        bad.append("%s/%s arrived %d times in 4.5 s at 1 s" % (key[0], key[1], len(vals)))
+        continue
+    for r in vals:
+        if not (0.8 <= r["interval"] <= 1.5):
+            bad.append("%s/%s interval %.3f s" % (key[0], key[1], r["interval"]))
+    # The first interval may hold the session's start; the others must be in range.
+    for r in vals[1:]:
+        if not (lo <= r["value"] <= hi):
+            bad.append("%s/%s = %.3f, want %.2f..%.2f" % (key[0], key[1], r["value"], lo, hi))
+    ts = [r["t"] for r in vals]
+    if any(b - a > 1.6 for a, b in zip(ts, ts[1:])):
+        bad.append("%s/%s: a gap in %s" % (key[0], key[1], ts))
+if bad:
+    print("FAIL: " + "; ".join(bad), file=sys.stderr)
+    sys.exit(1)
+PY
+note "native host: every counter every interval, values plausible"
+
+# 2. The same client on a real .NET app: the runtime's payload reads the same way, and the
+# System.Runtime counters pipeprof publishes are among the runtime's.
+app=$(dotnet_app)
+dotnet "$app" 10 >/dev/null &
+dn=$!
+PP_PIDS+=($dn)
+wait_socket "$dn" >/dev/null
+timeout 120 dotnet "$CLIENT" "$dn" 3.5 "$T/dotnet.json" >"$T/dotnet.log" 2>&1 ||
+  { cat "$T/dotnet.log"; fail "the counters client failed on the .NET app"; }
+python3 - "$T/native.json" "$T/dotnet.json" <<'PY' || fail "runtime comparison"
+import json, sys
+ours = json.load(open(sys.argv[1]))
+theirs = json.load(open(sys.argv[2]))
+names = {r["name"] for r in theirs if r["provider"] == "System.Runtime"}
+mine = {r["name"] for r in ours if r["provider"] == "System.Runtime"}
+print("# the runtime sent %d System.Runtime counters; pipeprof sends %s" % (len(names), sorted(mine)), file=sys.stderr)
+if not mine or not mine <= names:
+    print("FAIL: pipeprof's %s are not all among the runtime's %s" % (sorted(mine), sorted(names)), file=sys.stderr)
+    sys.exit(1)
+units = {r["name"]: r["units"] for r in theirs}
+for r in ours:
+    if r["provider"] == "System.Runtime" and units.get(r["name"]) != r["units"]:
+        print("FAIL: %s in %s, the runtime says %s" % (r["name"], r["units"], units.get(r["name"])), file=sys.stderr)
+        sys.exit(1)
+PY
+note "the real runtime's counters read the same way; names and units agree"
+
+# 3. dotnet-counters itself, where it is installed (tools/install-deps.sh tries): its JSON and
+# CSV files must be valid and hold the counters with plausible values.
+if command -v dotnet-counters >/dev/null; then
+  LD_PRELOAD=$PRELOAD "$BUSY" 10 >/dev/null &
+  host2=$!
+  PP_PIDS+=($host2)
+  wait_socket "$host2" >/dev/null
+  for fmt in json csv; do
+    timeout 60 dotnet-counters collect -p "$host2" --format "$fmt" -o "$T/dc.$fmt" \
+      --duration 00:00:04 >"$T/dc.$fmt.log" 2>&1 || { cat "$T/dc.$fmt.log"; fail "dotnet-counters collect --format $fmt"; }
+  done
+  python3 - "$T/dc.json" "$T/dc.csv" <<'PY' || fail "dotnet-counters' files"
+import csv, json, os, sys
+cpus = len(os.sched_getaffinity(0))
+d = json.load(open(sys.argv[1]))  # invalid JSON fails here
+cpu = [e["value"] for e in d["Events"] if e["provider"] == "System.Runtime" and e["name"].startswith("CPU Usage")]
+ws = [e["value"] for e in d["Events"] if e["provider"] == "System.Runtime" and e["name"].startswith("Working Set")]
+rows = [r for r in csv.reader(open(sys.argv[2]))]
+print("# dotnet-counters json: cpu %s, working set %s; csv: %d rows" % (cpu, ws, len(rows)), file=sys.stderr)
+if len(cpu) < 2 or not ws or len(rows) < 3:
+    sys.exit("FAIL: dotnet-counters recorded too little")
+if not all(100.0 / cpus * 0.6 <= v <= 100.0 / cpus * 1.3 + 2 for v in cpu[1:]):
+    sys.exit("FAIL: dotnet-counters shows CPU usage %s for one busy thread on %d CPUs" % (cpu, cpus))
+PY
+  note "dotnet-counters collect: valid JSON and CSV, CPU usage of one busy thread"
+else
+  echo "SKIP (loud): dotnet-counters is not installed; its session was made with its client libraries instead" >&2
+fi
+echo "dotnet-counters: ok"
