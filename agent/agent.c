@@ -23,6 +23,7 @@ static void
 ag_wake_all(void)
 {
     pthread_mutex_lock(&ag.wake_lock);
+    ag.wake_seq++;
     pthread_cond_broadcast(&ag.wake_cond);
     pthread_mutex_unlock(&ag.wake_lock);
 }

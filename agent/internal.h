@@ -166,6 +166,8 @@ struct ag_agent {
     int wall_started;
     pthread_mutex_t wake_lock; /* manager/wall sleep: lets stop and acquire wake them */
     pthread_cond_t wake_cond;
+    unsigned wake_seq; /* wake_lock: bumped by every wake, so a sleeper tells it from a spurious
+                          return of the condition wait */
     /* Sampling requests (life_lock). */
     unsigned req_n;
     struct {
@@ -281,7 +283,8 @@ PP_MUST_USE int ag_modules_refresh(void);
 /* Logging (agent/config.c). */
 void ag_log(enum ag_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Sleeps up to ms on ag.wake_cond unless stopping; returns nonzero when stopping. */
+/* Sleeps up to ms on ag.wake_cond, until stopping or a wake (a new sampling request); returns
+ * nonzero when stopping. */
 int ag_wait_ms(unsigned ms);
 
 static inline uint64_t

@@ -22,6 +22,7 @@ int
 ag_wait_ms(unsigned ms)
 {
     struct timespec ts;
+    unsigned seq;
     int stopping;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -32,7 +33,10 @@ ag_wait_ms(unsigned ms)
         ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&ag.wake_lock);
-    while (!(stopping = atomic_load(&ag.stopping))) {
+    seq = ag.wake_seq;
+    /* A wake (ag_wake_all: a new rate, a stop) ends the sleep at once: the wall thread's first
+     * pass must not wait out a whole idle period. */
+    while (!(stopping = atomic_load(&ag.stopping)) && ag.wake_seq == seq) {
         if (pthread_cond_timedwait(&ag.wake_cond, &ag.wake_lock, &ts) == ETIMEDOUT) {
             break;
         }

@@ -26,6 +26,13 @@
 #include "nettrace/format.h"
 #include "nettrace/nettrace.h"
 
+/*
+ * The stack snapshot of a CPU-mode session that asks for SampleProfiler alone: the wall sampler
+ * runs at this rate until its first pass (one sample of every thread, a few ms at most) is taken.
+ */
+#define BRIDGE_SNAPSHOT_HZ      1000      /* the first pass within about 1 ms */
+#define BRIDGE_SNAPSHOT_PASS_NS 10000000u /* a thread a busy machine delays gets a later pass */
+
 /* The level at which pipeprof's per-sample CpuSample event is written (Verbose). */
 #define BRIDGE_LEVEL_VERBOSE 5
 
@@ -105,6 +112,7 @@ struct bridge_addr_set {
 struct bridge_cpu_run {
     int32_t tid;
     int open;
+    int snapshot; /* 1: the session's stack snapshot holds this thread; 2: it ran since */
     uint64_t end_ns;
     uint64_t batch; /* the drain that last saw a sample of the thread */
 };
@@ -150,6 +158,11 @@ struct bridge_session {
     uint64_t batches;                /* drains written */
     char engine[16];                 /* the engine last written in a Sampling event */
     struct bridge_counters counters; /* EventCounters (bridge/counters.h) */
+    /* A stack snapshot (CPU mode, SampleProfiler alone: dotnet-stack's session): the first pass
+     * of a wall sampler started for it gives every thread one waiting-type sample with its stack,
+     * running or blocked. 0 none, 1 waiting for the pass, 2 taking it. */
+    int snapshot;
+    uint64_t snapshot_first_ns; /* the pass's first sample */
 };
 
 /* One drained sample, copied so that samples of all threads can be sorted by time. */
@@ -422,6 +435,10 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
             bridge_log_session(s->id, "counters not started", why);
         }
     }
+    if (s->samples && cfg->provider_count == 1 &&
+        ag_sampling_acquire(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) == 0) {
+        s->snapshot = 1;
+    }
     if (s->samples || s->pipeprof) {
         err = ag_sampling_acquire(s->mode, s->hz);
         if (err != 0) {
@@ -451,6 +468,9 @@ bridge_session_stop(void *ctx, const struct ipc_session_config *cfg)
     }
     if (s->acquired && ag_sampling_release(s->mode, s->hz) != 0) {
         bridge_log_session(s->id, "release", "no such sampling request");
+    }
+    if (s->snapshot != 0 && ag_sampling_release(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) != 0) {
+        bridge_log_session(s->id, "release", "no snapshot sampling request");
     }
     bridge_addr_set_fini(&s->addrs);
     free(s->runs.slots);
@@ -790,9 +810,10 @@ bridge_write_cpu_sample(struct bridge_session *s, const struct bridge_sample *sm
         start = run->end_ns; /* it kept running */
     } else if (run->open) {
         err = bridge_pending_push(s, run->end_ns, sm->tid, NT_SAMPLE_EXTERNAL, NULL, 0, NULL);
-    } else {
+    } else if (run->snapshot != 1) {
         /* TraceEvent charges nothing to a thread whose state it has not seen: say the thread
-         * was not running just before. */
+         * was not running just before. (A snapshot's sample said so already, with its stack,
+         * which a stackless one would replace.) */
         err = bridge_pending_push(s, start - 1000u, sm->tid, NT_SAMPLE_EXTERNAL, NULL, 0, NULL);
     }
     if (start > sm->timestamp_ns) {
@@ -802,9 +823,49 @@ bridge_write_cpu_sample(struct bridge_session *s, const struct bridge_sample *sm
         err = bridge_pending_push(s, start + (sm->timestamp_ns - start) * i / k, sm->tid,
                                   NT_SAMPLE_MANAGED, frames, sm->depth, NULL);
     }
+    if (run->snapshot == 1) {
+        run->snapshot = 2; /* it ran after its snapshot */
+    }
     run->open = 1;
     run->end_ns = sm->timestamp_ns;
     run->batch = s->batches;
+    return err;
+}
+
+/*
+ * A sample of the wall sampler's first pass in a session that takes a stack snapshot: every
+ * thread's stack once, as a waiting-type sample (TraceEvent's thread-time computer charges it as
+ * time not on the CPU, until the thread's next sample), unless the thread is already in an open
+ * CPU interval. Samples of later passes are not the snapshot's.
+ */
+static int
+bridge_take_snapshot(struct bridge_session *s, const struct bridge_sample *sm,
+                     const uint64_t *frames)
+{
+    struct bridge_cpu_run *run;
+    uint32_t d;
+    int err;
+
+    if (s->snapshot == 1) {
+        s->snapshot = 2;
+        s->snapshot_first_ns = sm->timestamp_ns;
+    }
+    if (sm->timestamp_ns > s->snapshot_first_ns + 2 * BRIDGE_SNAPSHOT_PASS_NS || sm->depth == 0) {
+        return 0;
+    }
+    run = bridge_cpu_run_get(&s->runs, sm->tid);
+    if (run == NULL) {
+        return -ENOMEM;
+    }
+    if (run->snapshot || run->open) {
+        return 0;
+    }
+    run->snapshot = 1;
+    err = bridge_pending_push(s, sm->timestamp_ns, sm->tid, NT_SAMPLE_EXTERNAL, frames, sm->depth,
+                              NULL);
+    for (d = 0; d < sm->depth && err == 0; d++) {
+        err = bridge_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1);
+    }
     return err;
 }
 
@@ -822,6 +883,12 @@ bridge_close_cpu_runs(struct bridge_session *s, int all)
         if (run->tid != 0 && run->open && (all || run->batch != s->batches)) {
             err = bridge_pending_push(s, run->end_ns, run->tid, NT_SAMPLE_EXTERNAL, NULL, 0, NULL);
             run->open = 0;
+        } else if (run->tid != 0 && all && run->snapshot == 1) {
+            /* A thread that never ran after its snapshot waited there to the end. TraceEvent
+             * charges a sample when the thread's next one comes: this is that one. */
+            err = bridge_pending_push(s, nt_clock_now(), run->tid, NT_SAMPLE_EXTERNAL, NULL, 0,
+                                      NULL);
+            run->snapshot = 2;
         }
     }
     return err;
@@ -1031,6 +1098,15 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
         const struct bridge_sample *sm = &src->samples[i];
         const uint64_t *frames = src->frames + sm->frames;
 
+        if (s->snapshot != 0 && cpu && sm->mode == AG_MODE_WALL &&
+            sm->timestamp_ns >= s->start_ns) {
+            err = bridge_take_snapshot(s, sm, frames);
+            continue;
+        }
+        if (s->snapshot == 1 && sm->mode == AG_MODE_WALL && sm->timestamp_ns >= s->start_ns) {
+            s->snapshot = 2; /* wall mode: the fast passes are the session's own samples */
+            s->snapshot_first_ns = sm->timestamp_ns;
+        }
         /* Only the session's own mode: another session's CPU samples would read as this wall
          * session's (and the reverse), and the two encodings differ. */
         if (sm->timestamp_ns < s->start_ns || sm->mode != s->mode) {
@@ -1061,6 +1137,13 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
         for (d = 0; d < sm->depth && err == 0; d++) {
             err = bridge_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1);
         }
+    }
+    if (s->snapshot == 2 &&
+        (final || nt_clock_now() > s->snapshot_first_ns + 2 * BRIDGE_SNAPSHOT_PASS_NS)) {
+        if (ag_sampling_release(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) != 0) { /* the pass is taken */
+            bridge_log_session(s->id, "release", "no snapshot sampling request");
+        }
+        s->snapshot = 0;
     }
     if (err == 0 && cpu && s->samples) {
         err = bridge_close_cpu_runs(s, final);

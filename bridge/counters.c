@@ -173,7 +173,7 @@ bridge_counters_rss(void)
 
 /*
  * The process's threads, and the CPU time (ns) of the agent's own: the threads named
- * pipeprof-* in /proc/self/task, plus the calling thread (the IPC loop, which is not named).
+ * pipeprof-* in /proc/self/task (the manager, the wall sampler, the IPC loop).
  */
 static void
 bridge_counters_threads(unsigned *threads, uint64_t *agent_cpu_ns)
@@ -183,7 +183,7 @@ bridge_counters_threads(unsigned *threads, uint64_t *agent_cpu_ns)
     DIR *d = opendir("/proc/self/task");
 
     *threads = 0;
-    *agent_cpu_ns = bridge_counters_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    *agent_cpu_ns = 0;
     if (d == NULL) {
         return;
     }

@@ -525,6 +525,8 @@ ipc_server_run(void *arg)
     struct ipc_server *s = arg;
     int err;
 
+    /* Named, so that tools and the agent's own counters tell it from the host's threads. */
+    pthread_setname_np(pthread_self(), "pipeprof-ipc");
     if (s->loop_start != NULL && !atomic_load(&s->stopping)) {
         err = s->loop_start(s->loop_ctx, &s->loop);
         if (err != 0) {

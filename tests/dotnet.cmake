@@ -16,3 +16,8 @@ set_tests_properties(dotnet-trace-cputime PROPERTIES RUN_SERIAL TRUE)
 # libraries, against a native host and a real .NET app.
 pp_add_script_test(dotnet-counters dotnet-counters.sh LABELS integration TIMEOUT 400)
 set_tests_properties(dotnet-counters PROPERTIES RESOURCE_LOCK pp-dotnet-ipc-build)
+
+# dotnet-stack's session (every thread's stack, CPU and wall mode) through the real client
+# libraries and dotnet-stack itself; dotnet-trace report lists real functions only.
+pp_add_script_test(dotnet-stack dotnet-stack.sh LABELS integration TIMEOUT 400)
+set_tests_properties(dotnet-stack PROPERTIES RESOURCE_LOCK pp-dotnet-ipc-build)

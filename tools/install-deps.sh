@@ -26,10 +26,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # The .NET diagnostic tools are optional: interop tests use them where they can be installed,
-# and say so loudly where not. (dotnet-stack and dotnet-monitor are not served by NuGet here.)
+# and say so loudly where not. (dotnet-monitor is not served by NuGet here.)
 if command -v dotnet >/dev/null 2>&1; then
     export PATH="$PATH:$HOME/.dotnet/tools"
-    for tool in dotnet-trace dotnet-counters; do
+    for tool in dotnet-trace dotnet-counters dotnet-stack; do
         if ! command -v "$tool" >/dev/null 2>&1; then
             dotnet tool install --global "$tool" >/dev/null 2>&1 \
                 || echo "install-deps: $tool could not be installed; its tests will skip"
