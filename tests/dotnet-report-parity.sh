@@ -119,8 +119,12 @@ else
 fi
 # 3. `pipeprof record -- dotnet app.dll`: the runtime itself connects to the recording, which
 # gets the runtime's managed samples and says so; the app's output and status are its own.
+# A sanitizer build's runtime must come first in LD_PRELOAD (record appends the agent).
+record_env=()
+asan=$(ldd "$B/lib/libpipeprof.so" 2>/dev/null | awk '/libasan/ {print $3}')
+[[ -n $asan ]] && record_env=(env "LD_PRELOAD=$asan" "ASAN_OPTIONS=detect_leaks=0")
 set +e
-"$PIPEPROF" record -o "$T/rec.nettrace" -- dotnet "$out/hotmethods/hotmethods.dll" 2 \
+"${record_env[@]}" "$PIPEPROF" record -o "$T/rec.nettrace" -- dotnet "$out/hotmethods/hotmethods.dll" 2 \
   >"$T/rec.out" 2>"$T/rec.err"
 st=$?
 set -e
