@@ -70,7 +70,8 @@ struct pp_image {
     int cut;
     char why[256];
     _Atomic uint64_t samples, lost, bytes;
-    _Atomic int dotnet; /* the stream came from a .NET runtime's own EventPipe */
+    _Atomic int agent; /* the stream holds pipeprof's events (record enables its provider);
+                          without them it came from a .NET runtime's own EventPipe */
 };
 
 struct pp_record {
@@ -462,10 +463,11 @@ pp_record_stream_main(void *arg)
                 atomic_fetch_add(&img->samples, 1);
                 pp_record_count_thread(sc->rc, ev.thread_id);
             }
-        } else if (strncmp(ev.desc->provider, "Microsoft-Windows-DotNETRuntime", 31) == 0) {
-            atomic_store(&img->dotnet, 1); /* only a runtime writes its own events */
-        } else if (strcmp(ev.desc->provider, "pipeprof") == 0 && ev.payload_size >= 16 &&
-                   strcmp(ev.desc->name, "LostSamples") == 0) {
+        } else if (strcmp(ev.desc->provider, "pipeprof") == 0) {
+            atomic_store(&img->agent, 1); /* pipeprof's agent answered, not a .NET runtime */
+        }
+        if (strcmp(ev.desc->provider, "pipeprof") == 0 && ev.payload_size >= 16 &&
+            strcmp(ev.desc->name, "LostSamples") == 0) {
             uint64_t lost = 0;
             int i;
 
@@ -1028,7 +1030,8 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
             p->engine != NULL ? ", cpu engine " : "", p->engine != NULL ? p->engine : "",
             (unsigned long long)p->lost_samples, (unsigned long long)p->lost_events);
     for (i = 0; i < rc->image_count; i++) {
-        if (atomic_load(&rc->images[i]->dotnet)) {
+        if (rc->images[i]->thread_started && !atomic_load(&rc->images[i]->agent) &&
+            atomic_load(&rc->images[i]->samples) > 0) {
             fprintf(stderr,
                     "pipeprof: process %llu is a .NET runtime: its samples are the runtime's own\n"
                     "pipeprof:   SampleProfiler's (managed frames, about 1 kHz, named by the "

@@ -151,7 +151,7 @@ shim_is_target(void)
 
 #define SHIM_FORK_START_DELAY_MS 5 /* a child that execs sooner costs one thread, no session */
 
-static void shim_start_process(int forked_child);
+static void shim_start_process(int running);
 static void shim_atfork_child(void);
 
 static void
@@ -221,12 +221,12 @@ shim_resumed_before(void)
 }
 
 /*
- * Starts the agent and the server of this process. forked_child: a fork()ed child (a thread
- * of our own calls this while the host runs on): it is never held for a suspend port, and the
- * environment, which the host's threads may be reading, is left alone.
+ * Starts the agent and the server of this process. running: the host runs already (a fork()ed
+ * child, where a thread of our own calls this, or an exec that failed): it is never held for a
+ * suspend port, and the environment, which the host's threads may be reading, is left alone.
  */
 static void
-shim_start_process(int forked_child)
+shim_start_process(int running)
 {
     struct ipc_server_options opts;
     const char *timeout_env = getenv("PIPEPROF_SUSPEND_TIMEOUT_MS");
@@ -258,7 +258,7 @@ shim_start_process(int forked_child)
     if (timeout_env != NULL && timeout_env[0] != '\0') {
         timeout_ms = atoi(timeout_env);
     }
-    if (shim_resumed_before() || forked_child) {
+    if (shim_resumed_before() || running) {
         timeout_ms = 0;
     }
 #ifdef PP_HAVE_HTTP
@@ -270,7 +270,7 @@ shim_start_process(int forked_child)
         return;
     }
     shim_follow_forks = shim_env_is("PIPEPROF_FOLLOW_FORKS", "1");
-    if (!forked_child) {
+    if (!running) {
         static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
         pthread_once(&atfork_once, shim_atfork_register);
@@ -281,7 +281,7 @@ shim_start_process(int forked_child)
                 "continuing\n",
                 timeout_ms);
     }
-    if (!forked_child) {
+    if (!running) {
         char pid[24];
 
         snprintf(pid, sizeof(pid), "%ld", (long)getpid());
@@ -303,14 +303,17 @@ shim_start(void)
  * wait (a lock held by the exiting thread cannot hang the exit), and the process then ends with
  * the system call itself. A fork()ed or vfork()ed child finds no server of its own here.
  */
-static void
+/* Returns 1 when this process's own server was stopped. */
+static int
 shim_quick_stop(void)
 {
     struct ipc_server *s = __atomic_exchange_n(&shim_server, NULL, __ATOMIC_ACQ_REL);
 
     if (s != NULL && ipc_server_stop_quick(s, SHIM_QUICK_EXIT_MS) == -ESRCH) {
         __atomic_store_n(&shim_server, s, __ATOMIC_RELEASE); /* a vfork child: not ours */
+        return 0;
     }
+    return s != NULL;
 }
 
 __attribute__((visibility("default"), noreturn)) void
@@ -334,7 +337,7 @@ _Exit(int status)
 /*
  * The exec family: the image is replaced, and with it the agent. Every session is ended first,
  * rundown included (as for _exit), so a recording holds this image's samples with their names,
- * and the new image's agent starts the next one. A failed exec leaves this process unprofiled.
+ * and the new image's agent starts the next one. After a failed exec the server starts again.
  */
 typedef int (*shim_execve_fn)(const char *, char *const[], char *const[]);
 
@@ -342,16 +345,26 @@ static int
 shim_exec_real(const char *name, const char *path, char *const argv[], char *const envp[])
 {
     void *fn = dlsym(RTLD_NEXT, name);
+    int stopped = shim_quick_stop(), rc, err;
 
-    shim_quick_stop();
     if (fn == NULL) {
         errno = ENOSYS;
         return -1;
     }
     if (envp == NULL) {
-        return ((int (*)(const char *, char *const[]))fn)(path, argv);
+        rc = ((int (*)(const char *, char *const[]))fn)(path, argv);
+    } else {
+        rc = ((shim_execve_fn)fn)(path, argv, envp);
     }
-    return ((shim_execve_fn)fn)(path, argv, envp);
+    /* Here the exec failed and this image runs on: it serves and samples again (a new agent
+     * instance to its clients, so `pipeprof record` takes it as the next image). Not in a vfork
+     * child, which shares its parent's memory and threads. */
+    err = errno;
+    if (stopped) {
+        shim_start_process(1);
+    }
+    errno = err;
+    return rc;
 }
 
 __attribute__((visibility("default"))) int

@@ -110,6 +110,27 @@ if bad:
 print("ok   forkwork shares within 3 points; merged report = sum of the per-process reports")
 PY
 
+# An exec that fails: the image runs on, its agent serves again, and its work is recorded; a
+# native program is never called a .NET runtime.
+cat >"$T/failexec.py" <<'PY'
+import os, time
+try:
+    os.execv("/nonexistent/program", ["program"])
+except OSError:
+    pass
+t = time.time()
+while time.time() - t < 1.0:
+    pass
+PY
+"$PP" record -o "$T/failexec.nettrace" -- python3 "$T/failexec.py" 2>"$T/failexec.err" ||
+  { cat "$T/failexec.err"; fail=1; }
+n=$("$PP" report --format json "$T/failexec.nettrace" | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"])')
+if [[ $n -lt 20 ]] || grep -q "is a .NET runtime" "$T/failexec.err"; then
+  echo "FAIL failexec: $n samples after the failed exec"; cat "$T/failexec.err"; fail=1
+else
+  echo "ok   failexec: $n samples after a failed exec"
+fi
+
 # --no-children: CMD's process only (a shell), its child's work is not recorded.
 "$PP" record -q --no-children -o "$T/nochild.nettrace" -- sh -c '"$0" 1 "$1" >/dev/null; true' \
   "$GT" "$T/nochild.json" 2>"$T/nochild.err" || { cat "$T/nochild.err"; fail=1; }
