@@ -636,8 +636,9 @@ fail:
 
 /*
  * Whether pid belongs to the recorded tree: CMD's process group, or a descendant of ours (the
- * chain of parents through /proc). The socket is open to every uid, because the tree may change
- * credentials (setpriv, su, daemons dropping privileges); this is what keeps others out.
+ * chain of parents through /proc): 1, 0, or -1 when the process is gone. The socket is open to
+ * every uid, because the tree may change credentials (setpriv, su, daemons dropping privileges);
+ * this is what keeps others out.
  */
 static int
 pp_record_in_tree(const struct pp_record *rc, pid_t pid)
@@ -653,6 +654,9 @@ pp_record_in_tree(const struct pp_record *rc, pid_t pid)
             return 1;
         }
         after_comm = ipc_process_stat(pid, buf, sizeof(buf));
+        if (after_comm == NULL && depth == 0) {
+            return -1; /* the process is gone already (a short fork()ed child) */
+        }
         if (after_comm == NULL || sscanf(after_comm + 1, " %*c %ld %ld", &ppid, &pgrp) != 2) {
             return 0;
         }
@@ -781,9 +785,14 @@ pp_record_run(struct pp_record *rc)
             struct ucred peer;
             socklen_t len = sizeof(peer);
 
-            if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
-                (uint64_t)peer.pid != pid || !pp_record_in_tree(rc, peer.pid)) {
-                if (rc->refused++ == 0) {
+            int in = 0; /* a peer that is not the pid it advertises is refused too */
+
+            if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 &&
+                (uint64_t)peer.pid == pid) {
+                in = pp_record_in_tree(rc, peer.pid);
+            }
+            if (in != 1) {
+                if (in == 0 && rc->refused++ == 0) {
                     fprintf(stderr,
                             "pipeprof record: refused a connection from process %llu, which is "
                             "not in the recorded tree\n",
