@@ -77,10 +77,13 @@ static void
 pp_collect_usage(FILE *out)
 {
     fprintf(out,
-            "usage: pipeprof collect (-p PID | --diagnostic-port PATH) [--providers SPEC]\n"
+            "usage: pipeprof collect (-p PID | --socket PATH | --diagnostic-port PATH)\n"
+            "                        [--providers SPEC]\n"
             "                        [--duration SECONDS] [-o FILE] [-- COMMAND [ARGS...]]\n\n"
             "Records a .nettrace from a process serving the .NET diagnostic protocol.\n"
             "  -p, --process-id PID      the target (its socket is found in $TMPDIR or /tmp)\n"
+            "  --socket PATH             the target's listening socket itself (in a .NET host,\n"
+            "                            the agent's own: PIPEPROF_DIAGNOSTIC_PORT)\n"
             "  --diagnostic-port PATH    listen on PATH; the target connects "
             "(DOTNET_DiagnosticPorts=PATH)\n"
             "  --providers SPEC          Provider[:keywords[:level[:key=value;...]]],... "
@@ -179,6 +182,11 @@ pp_cmd_collect(int argc, char **argv)
             c.pid = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--diagnostic-port") == 0 && i + 1 < argc) {
             c.port = argv[++i];
+        } else if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
+            if (snprintf(c.sock, sizeof(c.sock), "%s", argv[++i]) >= (int)sizeof(c.sock)) {
+                fprintf(stderr, "pipeprof collect: --socket path too long\n");
+                return 2;
+            }
         } else if (strcmp(argv[i], "--providers") == 0 && i + 1 < argc) {
             providers = argv[++i];
         } else if (strcmp(argv[i], "--duration") == 0 && i + 1 < argc) {
@@ -195,7 +203,8 @@ pp_cmd_collect(int argc, char **argv)
             return 2;
         }
     }
-    if ((c.pid > 0) == (c.port != NULL) || (cmd != NULL && (c.port == NULL || !cmd[0]))) {
+    if ((c.pid > 0) + (c.port != NULL) + (c.sock[0] != '\0') != 1 ||
+        (cmd != NULL && (c.port == NULL || !cmd[0]))) {
         pp_collect_usage(stderr);
         return 2;
     }
@@ -230,7 +239,7 @@ pp_cmd_collect(int argc, char **argv)
                     "DOTNET_DiagnosticPorts=%s\n",
                     c.port, c.port);
         }
-    } else if (ipc_client_find_socket(c.pid, c.sock, sizeof(c.sock)) < 0) {
+    } else if (c.sock[0] == '\0' && ipc_client_find_socket(c.pid, c.sock, sizeof(c.sock)) < 0) {
         fprintf(stderr, "pipeprof collect: process %d serves no diagnostic port\n", c.pid);
         goto out;
     }

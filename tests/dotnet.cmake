@@ -21,3 +21,7 @@ set_tests_properties(dotnet-counters PROPERTIES RESOURCE_LOCK pp-dotnet-ipc-buil
 # libraries and dotnet-stack itself; dotnet-trace report lists real functions only.
 pp_add_script_test(dotnet-stack dotnet-stack.sh LABELS integration TIMEOUT 400)
 set_tests_properties(dotnet-stack PROPERTIES RESOURCE_LOCK pp-dotnet-ipc-build)
+
+# Issue 11, step 1: the agent's stacks in a real .NET process go from P/Invoke'd native code
+# through the JIT's frames into the runtime (docs/dotnet-hosts.md).
+pp_add_script_test(dotnet-mixed-stacks dotnet-mixed-stacks.sh LABELS integration TIMEOUT 400)

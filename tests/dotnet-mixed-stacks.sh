@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/dotnet-mixed-stacks.sh - issue 11, step 1 (docs/dotnet-hosts.md): in a real .NET 10
+# process, the agent's own samples walk from native code called by P/Invoke through the JIT's
+# frames into the runtime and down to main, with no stitching. The mixed app (tests/dotnet/mixed:
+# C# + libburn.so built -O2 without frame pointers) is recorded through the agent's own socket
+# (the runtime keeps the public one); at least 90 % of the main thread's samples in burn_native
+# must have a JIT frame above it and reach libcoreclr's coreclr_execute_assembly, and the native
+# thread's samples must be whole down to native_thread_main. The JIT frames are not named yet
+# (that is the runtime's part, steps 2-3). Skips loudly without the .NET SDK.
+source "$(dirname "$0")/ipc-lib.sh"
+command -v dotnet >/dev/null || skip "the .NET SDK (dotnet) is not installed"
+[[ -z ${asan:-} ]] || skip "under a sanitizer the runtime would need the sanitizer preloaded first; run in the plain build"
+
+out=$B/dotnet-mixed
+(
+  flock 9
+  src=$S/tests/dotnet/mixed
+  if [[ ! -f $out/app/mixed.dll || $src/Program.cs -nt $out/app/mixed.dll || $src/burn.c -nt $out/app/libburn.so ]]; then
+    rm -rf "$out" && mkdir -p "$out/src"
+    cp "$src/mixed.csproj" "$src/Program.cs" "$out/src/"
+    timeout 300 dotnet build -c Release -o "$out/app" "$out/src" >"$out/build.log" 2>&1 ||
+      { cat "$out/build.log"; fail "building tests/dotnet/mixed"; }
+    cc -O2 -fomit-frame-pointer -fPIC -shared -o "$out/app/libburn.so" "$src/burn.c" -lpthread ||
+      fail "building libburn.so"
+  fi
+) 9>"$B/dotnet-mixed.lock"
+
+sock=$T/agent.sock
+PIPEPROF_DIAGNOSTIC_PORT=$sock LD_PRELOAD=$PRELOAD dotnet "$out/app/mixed.dll" 6 >"$T/app.out" 2>&1 &
+app=$!
+PP_PIDS+=($app)
+for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
+[[ -S $sock ]] || fail "the agent's socket did not appear"
+sleep 0.5 # the app's loop has started
+"$PIPEPROF" collect --socket "$sock" \
+  --providers 'Microsoft-DotNETCore-SampleProfiler:0:4:mode=cpu;hz=250,pipeprof:0:4' \
+  --duration 2 -o "$T/mixed.nettrace" >"$T/collect.log" 2>&1 || { cat "$T/collect.log"; fail "collect"; }
+"$PIPEPROF" convert --format folded -o "$T/mixed.folded" "$T/mixed.nettrace"
+python3 - "$T/mixed.folded" <<'PY' || fail "mixed stacks"
+import sys
+pinvoke = jit = runtime = native = native_whole = 0
+for line in open(sys.argv[1]):
+    stack, n = line.rsplit(" ", 1)
+    n = int(n)
+    frames = stack.split(";")
+    if any("native_thread_work" in f for f in frames):
+        native += n
+        native_whole += n * any("native_thread_main" in f for f in frames)
+        continue
+    hits = [i for i, f in enumerate(frames) if f.endswith("!burn_native")]
+    if not hits:
+        continue
+    callers = frames[:hits[0]]  # root first: everything above burn_native
+    pinvoke += n
+    jit += n * any(f.startswith("?!0x") for f in callers)
+    runtime += n * any("coreclr_execute_assembly" in f for f in callers)
+print("# burn_native: %d samples, %d with a JIT caller, %d reaching coreclr_execute_assembly; "
+      "native thread: %d samples, %d whole" % (pinvoke, jit, runtime, native, native_whole), file=sys.stderr)
+bad = []
+if pinvoke < 50:
+    bad.append("only %d samples in burn_native" % pinvoke)
+elif jit < 0.9 * pinvoke or runtime < 0.9 * pinvoke:
+    bad.append("too few walks through the JIT frames")
+if native < 50 or native_whole < 0.9 * native:
+    bad.append("native thread: %d of %d whole" % (native_whole, native))
+if bad:
+    print("FAIL: " + "; ".join(bad), file=sys.stderr)
+    sys.exit(1)
+PY
+wait "$app" || fail "the app failed"
+grep -qE '^[0-9]+ [0-9]+$' "$T/app.out" || { cat "$T/app.out"; fail "the app's output changed"; }
+echo "dotnet-mixed-stacks: ok"
