@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -97,8 +98,9 @@ struct pp_record {
     _Atomic int abort; /* the stream threads give up */
     struct pp_image **images;
     size_t image_count, image_cap;
-    uint64_t skipped; /* processes resumed but not recorded (stopping, or too many) */
-    uint64_t refused; /* connections from outside the tree */
+    uint64_t skipped;     /* processes resumed but not recorded (stopping, or too many) */
+    uint64_t refused;     /* connections from outside the tree */
+    struct rlimit nofile; /* the fd limit CMD inherits (ours is raised) */
     pthread_mutex_t tid_lock;
     uint64_t *tids; /* open-addressing set of thread ids seen (0 = empty) */
     size_t tid_count;
@@ -649,6 +651,7 @@ pp_record_in_tree(const struct pp_record *rc, pid_t pid)
         char buf[512];
         const char *after_comm;
         long ppid = 0, pgrp = 0;
+        char state = '?';
 
         if (pid == getpid()) {
             return 1;
@@ -657,8 +660,12 @@ pp_record_in_tree(const struct pp_record *rc, pid_t pid)
         if (after_comm == NULL && depth == 0) {
             return -1; /* the process is gone already (a short fork()ed child) */
         }
-        if (after_comm == NULL || sscanf(after_comm + 1, " %*c %ld %ld", &ppid, &pgrp) != 2) {
+        if (after_comm == NULL ||
+            sscanf(after_comm + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) {
             return 0;
+        }
+        if ((state == 'X' || state == 'Z') && depth == 0) {
+            return -1; /* exiting: its parent and group may already read as 0 and -1 */
         }
         if (pgrp == (long)rc->child) {
             return 1;
@@ -735,9 +742,11 @@ pp_record_stop_all(struct pp_record *rc)
     }
 }
 
-/* Closes the kept connections of ended images whose process has gone (the peer hung up). */
+/* Releases what an image no longer needs once its stream has ended: the stream thread (joined),
+ * its socket and segment file, and the kept connection once its process has gone (the peer hung
+ * up). A build's thousands of short processes must not hold a thread and three fds each. */
 static void
-pp_record_close_gone(struct pp_record *rc)
+pp_record_sweep(struct pp_record *rc)
 {
     size_t i;
 
@@ -745,7 +754,22 @@ pp_record_close_gone(struct pp_record *rc)
         struct pp_image *img = rc->images[i];
         struct pollfd pfd = { img->idle_fd, POLLIN, 0 };
 
-        if (img->idle_fd >= 0 && atomic_load(&img->done) && poll(&pfd, 1, 0) > 0) {
+        if (!atomic_load(&img->done)) {
+            continue;
+        }
+        if (img->thread_started == 1) {
+            pthread_join(img->thread, NULL);
+            img->thread_started = 2; /* joined; its segment stays for the files */
+        }
+        if (img->file_fd >= 0) {
+            close(img->file_fd);
+            img->file_fd = -1;
+        }
+        if (img->stream_fd >= 0) {
+            close(img->stream_fd);
+            img->stream_fd = -1;
+        }
+        if (img->idle_fd >= 0 && poll(&pfd, 1, 0) > 0) {
             close(img->idle_fd);
             img->idle_fd = -1;
         }
@@ -793,10 +817,14 @@ pp_record_run(struct pp_record *rc)
             }
             if (in != 1) {
                 if (in == 0 && rc->refused++ == 0) {
+                    char stat[512];
+                    const char *what = ipc_process_stat((int)pid, stat, sizeof(stat));
+
                     fprintf(stderr,
                             "pipeprof record: refused a connection from process %llu, which is "
-                            "not in the recorded tree\n",
-                            (unsigned long long)pid);
+                            "not in the recorded tree (peer %ld; stat%s)\n",
+                            (unsigned long long)pid, (long)peer.pid,
+                            what != NULL ? what + 1 : " gone");
                 }
                 close(fd);
             } else {
@@ -807,7 +835,7 @@ pp_record_run(struct pp_record *rc)
         pp_record_progress(rc, 0);
         now = ipc_client_ms();
         if (now - last_sweep >= 100) {
-            pp_record_close_gone(rc); /* a long tree of short processes must not run out of fds */
+            pp_record_sweep(rc); /* a long tree of short processes must not run out of fds */
             last_sweep = now;
         }
         if (rc->image_count == 0 && (rc->child_done || now >= deadline || pp_record_signal)) {
@@ -1195,6 +1223,17 @@ pp_cmd_record(int argc, char **argv)
     }
     rc.tids = calloc(PP_RECORD_MAX_THREADS, sizeof(*rc.tids));
     rc.tty = isatty(2);
+    {
+        /* Every process of the tree holds a few of our fds while its session runs: take the
+         * hard limit (CMD gets the soft one back below, before it starts). */
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            rc.nofile = rl;
+            rl.rlim_cur = rl.rlim_max;
+            (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = pp_record_on_signal; /* no SA_RESTART: poll and accept return EINTR */
@@ -1216,6 +1255,9 @@ pp_cmd_record(int argc, char **argv)
         goto out;
     }
     if (rc.child == 0) {
+        if (rc.nofile.rlim_cur != 0) {
+            (void)setrlimit(RLIMIT_NOFILE, &rc.nofile);
+        }
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGTERM, &old_term, NULL);
         sigaction(SIGHUP, &old_hup, NULL);
@@ -1231,9 +1273,11 @@ pp_cmd_record(int argc, char **argv)
     for (i = 0; i < rc.image_count; i++) {
         struct pp_image *img = rc.images[i];
 
-        if (img->thread_started) {
+        if (img->thread_started == 1) {
             pthread_join(img->thread, NULL);
             img->thread_started = 2; /* joined; its segment stays for the files below */
+        }
+        if (img->file_fd >= 0) {
             close(img->file_fd);
             img->file_fd = -1;
         }

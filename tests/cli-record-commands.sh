@@ -131,6 +131,18 @@ else
   echo "ok   failexec: $n samples after a failed exec"
 fi
 
+# A build-like tree: 1000 short processes under a low fd limit. Each ended process gives back
+# its thread and fds at once, so none is lost, nobody is refused, and CMD keeps its own limit.
+printf '#!/bin/sh\nulimit -n\ni=0\nwhile [ $i -lt 1000 ]; do /bin/true; i=$((i+1)); done\n' >"$T/many.sh"
+chmod +x "$T/many.sh"
+if (ulimit -Sn 128 && "$PP" record -o "$T/many.nettrace" -- "$T/many.sh" >"$T/many.out" 2>"$T/many.err") &&
+  [[ $(cat "$T/many.out") == 128 ]] && ! grep -q "refused\|cannot\|incomplete" "$T/many.err" &&
+  grep -q "1000 without" "$T/many.err"; then
+  echo "ok   many: 1000 short children under a 128-fd limit"
+else
+  echo "FAIL many: $(cat "$T/many.out")"; cat "$T/many.err"; fail=1
+fi
+
 # --no-children: CMD's process only (a shell), its child's work is not recorded.
 "$PP" record -q --no-children -o "$T/nochild.nettrace" -- sh -c '"$0" 1 "$1" >/dev/null; true' \
   "$GT" "$T/nochild.json" 2>"$T/nochild.err" || { cat "$T/nochild.err"; fail=1; }
