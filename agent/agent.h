@@ -118,6 +118,14 @@ PP_MUST_USE int ag_sampling_acquire(enum ag_mode mode, unsigned hz);
 /* Releases one request made with the same mode and hz. Returns 0 or -ENOENT. */
 PP_MUST_USE int ag_sampling_release(enum ag_mode mode, unsigned hz);
 
+/*
+ * The stack of thread tid if it waits now (state S or D), walked from its registers in
+ * /proc/self/task/TID/syscall with non-faulting reads, as the wall sampler walks a blocked
+ * thread; frames outside executable code end it. Returns the depth, 0 when the thread runs, is
+ * runnable or is gone. Context: the agent's consumer (ag_drain's thread); tens of microseconds.
+ */
+uint32_t ag_thread_wait_stack(int32_t tid, uint64_t *frames, uint32_t max);
+
 /* Why a stack ends. Values are part of the record format. */
 enum ag_unwind_end {
     AG_UNWIND_END_ROOT = 0,        /* reached the outermost frame (fp 0 or ra 0, CFI end) */

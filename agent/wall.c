@@ -149,6 +149,53 @@ ag_wall_from_proc(struct ag_wall_fd *f, int32_t tid, struct ag_sample *s)
     return 0;
 }
 
+uint32_t
+ag_thread_wait_stack(int32_t tid, uint64_t *frames, uint32_t max)
+{
+    struct ag_wall_fd f = { tid, -1, -1 };
+    struct ag_unwind_result res;
+    struct ag_unwind_ctx c;
+    unsigned long long v[9];
+    char buf[256], state;
+    uint32_t i, depth = 0;
+    ssize_t n;
+
+    if (max == 0 || (f.stat_fd = ag_wall_open(tid, "stat")) < 0) {
+        return 0;
+    }
+    state = ag_wall_state(&f);
+    if (state != 'S' && state != 'D') {
+        goto out; /* running, runnable or gone: nothing waits */
+    }
+    f.sys_fd = ag_wall_open(tid, "syscall");
+    n = f.sys_fd >= 0 ? pread(f.sys_fd, buf, sizeof(buf) - 1, 0) : -1;
+    if (n <= 0) {
+        goto out;
+    }
+    buf[n] = '\0';
+    if (sscanf(buf, "%lld %llx %llx %llx %llx %llx %llx %llx %llx", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7], &v[8]) != 9) {
+        goto out;
+    }
+    ag_sig_unwind_ctx_init(&c, v[7], 0, 0); /* the stack moves under us: remote reads only */
+    if (!c.remote_ok) {
+        goto out;
+    }
+    ag_sig_unwind(&c, v[8], v[7], 0, 0, frames, max, &res);
+    /* As the drain does: the walk stops at the first frame outside executable code. */
+    for (i = 0; i < res.depth; i++) {
+        uint64_t pc = frames[i] - (i > 0 && frames[i] != 0);
+
+        if (pc < 4096 || !ag_codemap_contains(pc)) {
+            break;
+        }
+    }
+    depth = i;
+out:
+    ag_wall_fd_close(&f);
+    return depth;
+}
+
 static void
 ag_wall_signal(int32_t tid)
 {

@@ -33,6 +33,10 @@
 #define BRIDGE_SNAPSHOT_HZ      1000      /* the first pass within about 1 ms */
 #define BRIDGE_SNAPSHOT_PASS_NS 10000000u /* a thread a busy machine delays gets a later pass */
 
+/* A pending ThreadSample type of our own: a "stopped running" marker with the stack the thread
+ * waits in (NT_SAMPLE_WAIT_TAG). */
+#define BRIDGE_SAMPLE_WAIT 0x100u
+
 /* The level at which pipeprof's per-sample CpuSample event is written (Verbose). */
 #define BRIDGE_LEVEL_VERBOSE 5
 
@@ -759,12 +763,17 @@ static int
 bridge_write_thread_sample(struct nt_writer *w, uint32_t meta, int32_t tid, uint64_t ts,
                            uint32_t type, const uint64_t *frames, uint32_t depth)
 {
-    uint8_t payload[4];
+    uint8_t payload[8];
     struct nt_payload p;
     struct nt_event ev;
 
     nt_payload_init(&p, payload, sizeof(payload));
-    nt_payload_u32(&p, type);
+    if (type == BRIDGE_SAMPLE_WAIT) {
+        nt_payload_u32(&p, NT_SAMPLE_EXTERNAL);
+        nt_payload_u32(&p, NT_SAMPLE_WAIT_TAG);
+    } else {
+        nt_payload_u32(&p, type);
+    }
     memset(&ev, 0, sizeof(ev));
     ev.metadata_id = meta;
     ev.thread_id = (uint64_t)tid;
@@ -881,7 +890,27 @@ bridge_close_cpu_runs(struct bridge_session *s, int all)
         struct bridge_cpu_run *run = &s->runs.slots[i];
 
         if (run->tid != 0 && run->open && (all || run->batch != s->batches)) {
-            err = bridge_pending_push(s, run->end_ns, run->tid, NT_SAMPLE_EXTERNAL, NULL, 0, NULL);
+            uint64_t frames[AG_MAX_FRAMES];
+            uint32_t depth = 0, d;
+
+            /* A session of another tool (dotnet-trace's: no pipeprof provider) gets the stack
+             * the thread waits in now, so that its thread-time view charges the time off the CPU
+             * to a place; the walk is a few /proc reads, once per stop. */
+            if (!all && !s->pipeprof) {
+                uint32_t n = ag_thread_wait_stack(run->tid, frames, AG_MAX_FRAMES);
+
+                for (d = 0; d < n; d++) { /* the agent's own interposers are not the host's */
+                    if (!bridge_is_self(d == 0 ? frames[d] : frames[d] - 1)) {
+                        frames[depth++] = frames[d];
+                    }
+                }
+            }
+            err = bridge_pending_push(s, run->end_ns, run->tid,
+                                      depth > 0 ? BRIDGE_SAMPLE_WAIT : NT_SAMPLE_EXTERNAL, frames,
+                                      depth, NULL);
+            for (d = 0; d < depth && err == 0; d++) {
+                err = bridge_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1);
+            }
             run->open = 0;
         } else if (run->tid != 0 && all && run->snapshot == 1) {
             /* A thread that never ran after its snapshot waited there to the end. TraceEvent

@@ -337,14 +337,19 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
 
 /*
  * A ThreadSample: type Managed (1) is a running thread, External (2) a waiting one. An External
- * one without a stack is not a sample: a CPU-mode trace writes it where a thread stopped running,
- * for TraceEvent's thread-time computer (docs/architecture.md, "CPU samples in the trace").
+ * one without a stack, or with NT_SAMPLE_WAIT_TAG, is not a sample: a CPU-mode trace writes it
+ * where a thread stopped running, for TraceEvent's thread-time computer (docs/architecture.md,
+ * "CPU samples in the trace").
  */
 static int
 pp_sample_is_marker(const struct nt_event *ev)
 {
-    return ev->stack_depth == 0 && ev->payload_size >= 4 &&
-           pp_le32(ev->payload) == NT_SAMPLE_EXTERNAL;
+    if (ev->payload_size < 4 || pp_le32(ev->payload) != NT_SAMPLE_EXTERNAL) {
+        return 0;
+    }
+    /* Stackless, or with the stack the thread waited in (NT_SAMPLE_WAIT_TAG). */
+    return ev->stack_depth == 0 ||
+           (ev->payload_size >= 8 && pp_le32(ev->payload + 4) == NT_SAMPLE_WAIT_TAG);
 }
 
 static int

@@ -32,6 +32,7 @@
 #include "cli/diag.h"
 #include "cli/profile.h"
 #include "common/grow.h"
+#include "nettrace/format.h"
 #include "nettrace/nettrace.h"
 
 #define PP_RECORD_CONNECT_MS   10000 /* CMD's agent must connect within this */
@@ -461,7 +462,11 @@ pp_record_stream_main(void *arg)
         }
         if (ev.desc->event_id == 0 &&
             strcmp(ev.desc->provider, "Microsoft-DotNETCore-SampleProfiler") == 0) {
-            if (ev.stack_depth != 0) { /* stackless ones are CPU mode's markers */
+            /* CPU mode's markers (stackless, or tagged with the stack a thread waited in) are
+             * not samples. */
+            if (ev.stack_depth != 0 &&
+                !(ev.payload_size >= 8 && ev.payload[4] == (NT_SAMPLE_WAIT_TAG & 0xff) &&
+                  ev.payload[5] == (NT_SAMPLE_WAIT_TAG >> 8 & 0xff))) {
                 atomic_fetch_add(&img->samples, 1);
                 pp_record_count_thread(sc->rc, ev.thread_id);
             }

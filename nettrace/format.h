@@ -75,4 +75,12 @@ enum nt_sample_type {
     NT_SAMPLE_MANAGED = 2,  /* running: TraceEvent charges it as CPU time */
 };
 
+/*
+ * pipeprof's CPU-mode "stopped running" marker that carries the stack the thread waits in: an
+ * External ThreadSample whose payload has this second u32 after the type (readers of the type
+ * alone, TraceEvent among them, see an ordinary waiting sample). It marks time off the CPU, not
+ * a sample: pipeprof's own readers do not count it.
+ */
+#define NT_SAMPLE_WAIT_TAG 0x74696177u /* "wait" */
+
 #endif /* NT_FORMAT_H */

@@ -7,8 +7,8 @@
 # (tests/dotnet/stack-client: TraceLog, the thread-time computer, managed-only stacks, the first
 # stack of each thread). Every thread of the host must be there, with its own functions, in
 # both modes, three times in a row. dotnet-stack itself runs where it is installed, and
-# `dotnet-trace report` on a pipeprof trace must list real functions only (no event fields);
-# each says loudly when its tool is missing.
+# `dotnet-trace report` on a pipeprof trace must list real functions only (no event fields) and
+# charge the threads' sleeps to where they sleep; each says loudly when its tool is missing.
 source "$(dirname "$0")/ipc-lib.sh"
 command -v dotnet >/dev/null || skip "the .NET SDK (dotnet) is not installed"
 GT=$B/samples/pp-sample-groundtruth
@@ -112,7 +112,17 @@ if command -v dotnet-trace >/dev/null; then
     fail "dotnet-trace report lists event fields as functions"
   fi
   grep -q "gt_burn" "$T/report.txt" || { cat "$T/report.txt"; fail "dotnet-trace report lacks gt_burn"; }
-  note "dotnet-trace report: real functions only"
+  # Time off the CPU is charged where the threads wait (CPU mode's "stopped running" markers
+  # carry the stack a waiting thread is in), and pipeprof's own report does not count those
+  # markers as samples.
+  grep -q "clock_nanosleep" "$T/report.txt" ||
+    { cat "$T/report.txt"; fail "dotnet-trace report charges no time to where the threads sleep"; }
+  "$PIPEPROF" report --format json "$T/dt.nettrace" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+sys.exit(0 if r["waiting_samples"] == 0 and r["mode"] == "cpu" else "pipeprof report: %s waiting samples, mode %s" % (r["waiting_samples"], r["mode"]))' ||
+    fail "the wait markers were counted as samples"
+  note "dotnet-trace report: real functions only, waits charged to clock_nanosleep"
 else
   echo "SKIP (loud): dotnet-trace is not installed; its report was not checked" >&2
 fi
