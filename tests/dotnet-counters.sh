@@ -11,26 +11,7 @@
 source "$(dirname "$0")/ipc-lib.sh"
 command -v dotnet >/dev/null || skip "the .NET SDK (dotnet) is not installed"
 
-out=$B/dotnet-counters
-build_client() {
-  local src=$S/tests/dotnet/counters-client
-  if [[ ! -f $out/client/counters-client.dll || $src/Program.cs -nt $out/client/counters-client.dll ]]; then
-    rm -rf "$out/src" && mkdir -p "$out/src"
-    cp "$src/counters-client.csproj" "$src/Program.cs" "$out/src/"
-    if ! timeout 300 dotnet build -c Release -o "$out/client" "$out/src" >"$out/build.log" 2>&1; then
-      grep -q "NU1101\|NU1102\|Unable to find package" "$out/build.log" &&
-        skip "the NuGet packages of tests/dotnet/counters-client cannot be restored here"
-      cat "$out/build.log"
-      fail "building tests/dotnet/counters-client"
-    fi
-  fi
-}
-mkdir -p "$out"
-(
-  flock 9
-  build_client
-) 9>"$B/dotnet-counters.lock"
-CLIENT=$out/client/counters-client.dll
+CLIENT=$(dotnet_project counters-client)
 
 # 1. The native host: one thread burning CPU, the agent preloaded, CPU mode.
 LD_PRELOAD=$PRELOAD "$BUSY" 10 >/dev/null &

@@ -13,26 +13,7 @@ source "$(dirname "$0")/ipc-lib.sh"
 command -v dotnet >/dev/null || skip "the .NET SDK (dotnet) is not installed"
 GT=$B/samples/pp-sample-groundtruth
 
-out=$B/dotnet-stack
-build_client() {
-  local src=$S/tests/dotnet/stack-client
-  if [[ ! -f $out/client/stack-client.dll || $src/Program.cs -nt $out/client/stack-client.dll ]]; then
-    rm -rf "$out/src" && mkdir -p "$out/src"
-    cp "$src/stack-client.csproj" "$src/Program.cs" "$out/src/"
-    if ! timeout 300 dotnet build -c Release -o "$out/client" "$out/src" >"$out/build.log" 2>&1; then
-      grep -q "NU1101\|NU1102\|Unable to find package" "$out/build.log" &&
-        skip "the NuGet packages of tests/dotnet/stack-client cannot be restored here"
-      cat "$out/build.log"
-      fail "building tests/dotnet/stack-client"
-    fi
-  fi
-}
-mkdir -p "$out"
-(
-  flock 9
-  build_client
-) 9>"$B/dotnet-stack.lock"
-CLIENT=$out/client/stack-client.dll
+CLIENT=$(dotnet_project stack-client)
 
 # The host's own threads: every task but the agent's (pipeprof-*).
 host_threads() {

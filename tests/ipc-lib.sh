@@ -69,6 +69,29 @@ dotnet_app() {
   echo "$out/app/dotnet-ipc.dll"
 }
 
+# dotnet_project NAME: builds tests/dotnet/NAME (NAME.csproj and Program.cs) from a copy, once per
+# build directory, and prints the path of NAME.dll; skips loudly when its NuGet packages cannot be
+# restored here.
+dotnet_project() {
+  command -v dotnet >/dev/null || skip "the .NET SDK (dotnet) is not installed"
+  local name=$1 src=$S/tests/dotnet/$1 out=$B/dotnet-$1 rc=0
+  (
+    flock 9
+    if [[ ! -f $out/app/$name.dll || $src/Program.cs -nt $out/app/$name.dll ]]; then
+      rm -rf "$out/src" && mkdir -p "$out/src"
+      cp "$src/$name.csproj" "$src/Program.cs" "$out/src/"
+      if ! timeout 300 dotnet build -c Release -o "$out/app" "$out/src" >"$out/build.log" 2>&1; then
+        grep -q "NU1101\|NU1102\|Unable to find package" "$out/build.log" && exit 77
+        cat "$out/build.log" >&2
+        exit 1
+      fi
+    fi
+  ) 9>"$B/dotnet-$name.lock" || rc=$?
+  [[ $rc == 77 ]] && skip "the NuGet packages of tests/dotnet/$name cannot be restored here"
+  [[ $rc == 0 ]] || fail "building tests/dotnet/$name"
+  echo "$out/app/$name.dll"
+}
+
 # check_trace FILE: a complete nettrace that `pipeprof dump` reads.
 check_trace() {
   [[ -s $1 ]] || fail "$1 is empty"
