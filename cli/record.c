@@ -535,6 +535,20 @@ pp_record_find_image(struct pp_record *rc, uint64_t pid, const uint8_t cookie[16
     return NULL;
 }
 
+/*
+ * Whether a failed request is worth a word: not when the process is exiting or gone (a fork()ed
+ * child that ended just as its agent connected), only when a live process did not answer.
+ */
+static int
+pp_record_worth_saying(uint64_t pid)
+{
+    char buf[256];
+    const char *after = ipc_process_stat((int)pid, buf, sizeof(buf));
+    char state = '?';
+
+    return after != NULL && sscanf(after + 1, " %c", &state) == 1 && state != 'Z' && state != 'X';
+}
+
 /* Sends a request that is answered and then closes fd. Returns 0 or an error said on stderr. */
 static int
 pp_record_command(int fd, const uint8_t *msg, size_t len, const char *what, uint64_t pid)
@@ -545,8 +559,10 @@ pp_record_command(int fd, const uint8_t *msg, size_t len, const char *what, uint
 
     close(fd);
     if (err != 0) {
-        fprintf(stderr, "pipeprof record: %s of process %llu failed: %s\n", what,
-                (unsigned long long)pid, err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
+        if (err > 0 || pp_record_worth_saying(pid)) {
+            fprintf(stderr, "pipeprof record: %s of process %llu failed: %s\n", what,
+                    (unsigned long long)pid, err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
+        }
         return -EPROTO;
     }
     return 0;
@@ -604,9 +620,11 @@ pp_record_start_image(struct pp_record *rc, struct pp_image *img, int fd)
                 : pp_diag_request(fd, buf, (size_t)n, &r, buf, sizeof(buf), PP_RECORD_REQUEST_MS);
     ipc_collect_fini(&req);
     if (err != 0) {
-        fprintf(stderr, "pipeprof record: CollectTracing of process %llu failed: %s\n",
-                (unsigned long long)img->pid,
-                err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
+        if (err > 0 || pp_record_worth_saying(img->pid)) {
+            fprintf(stderr, "pipeprof record: CollectTracing of process %llu failed: %s\n",
+                    (unsigned long long)img->pid,
+                    err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
+        }
         close(fd);
         return -EPROTO;
     }
