@@ -6,9 +6,9 @@
  *
  * The writer appends blocks to a sink and never seeks, so a file and a socket are the same to
  * it. Its memory is bounded by the block size plus the stack-intern table of one
- * sequence-point region. The reader treats its input as hostile: a bad stream yields -EBADMSG
- * and an error with the byte offset and a reason, never a crash, an out-of-bounds read or an
- * unbounded allocation.
+ * sequence-point region, and with a reorder window by the events it holds (reorder_max_bytes).
+ * The reader treats its input as hostile: a bad stream yields -EBADMSG and an error with the
+ * byte offset and a reason, never a crash, an out-of-bounds read or an unbounded allocation.
  *
  * Context: any thread, one thread per object. Nothing here is async-signal-safe.
  * Dependencies: libc only.
@@ -97,7 +97,7 @@ struct nt_event {
     uint64_t timestamp;
     uint8_t activity_id[16];
     uint8_t related_activity_id[16];
-    int is_sorted; /* reader: the header's IsSorted flag; writer: ignored (always sorted) */
+    int is_sorted; /* reader: the header's IsSorted flag; writer: ignored (it decides) */
     /* Instruction pointers, leaf first; stack_depth 0 means no stack. */
     const uint64_t *stack;
     uint32_t stack_depth;
@@ -150,6 +150,23 @@ struct nt_writer_options {
     size_t block_bytes;            /* flush a block at this size; 0: 100 KB (and at most 1 MB) */
     uint64_t flush_interval_ns;    /* nt_writer_poll() flushes after this; 0: 100 ms */
     uint64_t sequence_point_bytes; /* a sequence point after this many bytes; 0: 4 MB */
+    /*
+     * 0: events are written as they come, and one older than the last written is clamped
+     * forward to its time. Otherwise the writer puts events in timestamp order itself: it holds
+     * each event until one at least this much newer was written to it (or nt_writer_poll()'s
+     * clock passed it by this much), so streams that arrive up to this late still merge in
+     * order. An event older than the last event or sequence point written (it came later than
+     * the window, or the byte cap, poll or a sequence point wrote newer ones first; or it is
+     * before the sync time) is late: written with its true time and IsSorted clear (format doc
+     * 4.3: TraceEvent places it at the next sorted event), and counted in nt_writer_stats.late.
+     */
+    uint64_t reorder_window_ns;
+    /*
+     * With a reorder window: the most the held events may cost (their copies of the header,
+     * stack and payload, and the queue's index); past it the oldest are written early.
+     * 0: 64 MB. Held events cost at most this plus one event.
+     */
+    size_t reorder_max_bytes;
 };
 
 struct nt_writer; /* opaque; nettrace/writer.c */
@@ -174,11 +191,18 @@ PP_MUST_USE int nt_writer_define(struct nt_writer *w, const struct nt_event_desc
 
 /*
  * Appends one event. The stack is interned in the current sequence-point region, the sequence
- * number is the capture thread's next one, and the header is compressed against the previous
- * event of the block. Events should come in timestamp order; an event older than the last one
- * written is clamped forward so that readers that merge by time stay correct.
+ * number is the capture thread's next one (given when the event is written, so in file order),
+ * and the header is compressed against the previous event of the block.
+ * Without a reorder window the event is written now; events should come in timestamp order,
+ * and one older than the last written is clamped forward so that readers that merge by time
+ * stay correct. With a window the event is copied and held (ev's pointers are not kept), then
+ * every held event that the window releases (see reorder_window_ns and reorder_max_bytes) is
+ * written, oldest first; events with equal timestamps keep the order they came in.
  * Returns 0, -EINVAL (unknown metadata id, payload over 64 KB, stack over NT_MAX_STACK_DEPTH
- * frames) or the sink's error, which is sticky: every later call returns it.
+ * frames; checked first, so nothing is held), -ENOMEM, or the sink's error, which is sticky:
+ * every later call returns it. With a window, -ENOMEM can mean two things: copying ev failed
+ * (ev was not taken), or ev was taken and writing the released events failed (they stay held,
+ * oldest first, for the next call). Neither loses a held event or sets a sticky error.
  */
 PP_MUST_USE int nt_writer_write(struct nt_writer *w, const struct nt_event *ev);
 
@@ -189,18 +213,29 @@ PP_MUST_USE int nt_writer_write(struct nt_writer *w, const struct nt_event *ev);
 PP_MUST_USE int nt_writer_note_lost(struct nt_writer *w, uint64_t capture_thread_id,
                                     uint32_t count);
 
-/* Writes the pending metadata, stack and event blocks (in that order). */
+/*
+ * Writes the pending metadata, stack and event blocks (in that order). Events held by a reorder
+ * window stay held: only what the window already released is written, so a flush never makes
+ * a later event late.
+ */
 PP_MUST_USE int nt_writer_flush(struct nt_writer *w);
 
-/* Flushes when flush_interval_ns has passed since the last flush. now is nt_clock_now(). */
+/*
+ * With a reorder window, first writes the held events with timestamps <= now - window, so a
+ * stream that has gone quiet still drains. Then flushes when flush_interval_ns has passed since
+ * the last flush. now is nt_clock_now().
+ */
 PP_MUST_USE int nt_writer_poll(struct nt_writer *w, uint64_t now);
 
-/* Flushes, writes a sequence-point block and restarts stack ids. */
+/*
+ * Writes every held event, flushes, writes a sequence-point block and restarts stack ids. The
+ * sequence point's timestamp is above every event written before it.
+ */
 PP_MUST_USE int nt_writer_sequence_point(struct nt_writer *w);
 
 /*
- * Flushes, writes a final sequence point and the end-of-stream tag. After it, only
- * nt_writer_free() may be called. Returns 0 or the sink's error.
+ * Writes every held event, flushes, writes a final sequence point and the end-of-stream tag.
+ * After it, only nt_writer_free() may be called. Returns 0, -ENOMEM or the sink's error.
  */
 PP_MUST_USE int nt_writer_finish(struct nt_writer *w);
 
@@ -211,10 +246,12 @@ struct nt_writer_stats {
     uint64_t bytes;           /* bytes handed to the sink */
     uint64_t blocks;          /* blocks written */
     uint64_t sequence_points; /* sequence-point blocks written */
+    uint64_t late;            /* with a reorder window: events written late (see
+                                 reorder_window_ns), with their true time, IsSorted clear */
 };
 void nt_writer_get_stats(const struct nt_writer *w, struct nt_writer_stats *out);
 
-/* Releases w without flushing. Accepts NULL. */
+/* Releases w without flushing; events held by a reorder window are dropped. Accepts NULL. */
 void nt_writer_free(struct nt_writer *w);
 
 /* CLOCK_MONOTONIC in nanoseconds: the writer's tick. */

@@ -5,10 +5,11 @@
  * (format doc sections 3, 4.2-4.4, 5.1), and the end-of-stream tag. It appends to a sink and
  * never seeks. Memory is one buffer of about block_bytes per block kind, the capture-thread
  * table and the stack-intern table of one sequence-point region (a sequence point is forced
- * before that table grows past NT_STACK_TABLE_MAX_*). Context: one thread per writer; the hot
- * path (nt_writer_write with a known stack) does not allocate. It must never emit a block the
- * readers cannot order: metadata, then stacks, then events, and every stack id after the last
- * sequence point.
+ * before that table grows past NT_STACK_TABLE_MAX_*), and with a reorder window the held events
+ * (at most reorder_max_bytes plus one). Context: one thread per writer; without a reorder window
+ * the hot path (nt_writer_write with a known stack) does not allocate, with one it allocates a
+ * copy of each event. It must never emit a block the readers cannot order: metadata, then
+ * stacks, then events, and every stack id after the last sequence point.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -39,6 +40,9 @@
 /* Longest compressed event header: flags, 3 x varuint32, 2 x varuint64 + varuint32 (capture,
  * thread, stack), timestamp, 2 GUIDs, payload size (format doc 4.2). */
 #define NT_EVENT_HEADER_MAX      (1u + 5u + 5u + 10u + 5u + 10u + 5u + 10u + 16u + 16u + 5u)
+#define NT_DEFAULT_REORDER_BYTES (64u << 20)
+/* The reorder queue's index never shrinks below this many slots (128 bytes). */
+#define NT_HELD_MIN_SLOTS        16u
 
 /* A block under construction. data holds NT_BLOCK_HEADROOM bytes, content, one tail byte. */
 struct nt_buf {
@@ -89,6 +93,17 @@ struct nt_meta_key {
     uint32_t version;
 };
 
+/*
+ * An event held by the reorder window, in one allocation: the caller's event, whose stack and
+ * payload pointers are moved to copies in frames. Ordered by (ev.timestamp, arrival).
+ */
+struct nt_held {
+    struct nt_event ev;
+    uint64_t arrival;  /* nt_writer.held_arrivals when it came: ties keep arrival order */
+    size_t cost;       /* what it adds to nt_writer.held_bytes */
+    uint64_t frames[]; /* ev.stack_depth frames, then ev.payload_size bytes */
+};
+
 struct nt_writer {
     struct nt_sink sink;
     uint32_t process_id;
@@ -102,9 +117,14 @@ struct nt_writer {
 
     int err; /* first sink error; sticky */
     int finished;
-    uint64_t offset;          /* bytes handed to the sink: the stream position */
-    uint64_t sp_offset;       /* stream position after the last sequence point */
-    uint64_t last_ts;         /* no event or sequence point goes below this */
+    uint64_t offset;    /* bytes handed to the sink: the stream position */
+    uint64_t sp_offset; /* stream position after the last sequence point */
+    /*
+     * The newest event or sequence-point time written: no sorted event or sequence point goes
+     * below it. Without a reorder window older events are clamped to it; with one they are
+     * late (written with their own time, not sorted) and leave it alone.
+     */
+    uint64_t last_ts;
     uint64_t last_flush_time; /* for nt_writer_poll() */
     int sp_pending;           /* a loss must be shown by a sequence point (see note_lost) */
 
@@ -123,6 +143,22 @@ struct nt_writer {
     uint32_t *thread_index; /* open addressing: thread position + 1, 0 = empty */
     uint32_t thread_mask;
     uint32_t last_thread;
+
+    /*
+     * The reorder window (reorder_window_ns 0: off, nothing is ever held). held is a binary
+     * min-heap on (timestamp, arrival): held[0] is the next to write. held_bytes charges each
+     * event its record and four index slots, which covers the index: it doubles when full and
+     * halves when a quarter full, so it never has more than four slots per event (or
+     * NT_HELD_MIN_SLOTS).
+     */
+    uint64_t reorder_window_ns;
+    size_t reorder_max_bytes;
+    struct nt_held **held;
+    size_t held_count;
+    size_t held_cap;
+    size_t held_bytes;
+    uint64_t held_arrivals;
+    uint64_t newest_ts; /* the newest timestamp nt_writer_write() was given */
 
     struct nt_stack_entry *stack_entries; /* stack id = position + 1 */
     uint32_t stack_count;
@@ -245,17 +281,18 @@ nt_event_block_reset(struct nt_event_block *blk)
 /*
  * Appends a compressed header for cur and then the payload. The caller has reserved
  * NT_EVENT_HEADER_MAX + payload_size bytes. Each field is written only when it differs from the
- * previous event of the block; the timestamp delta always; IsSorted on every event, since the
- * writer keeps timestamps non-decreasing.
+ * previous event of the block; the timestamp delta always (a late event's wraps around, as the
+ * runtime's do across capture threads, 4.2); IsSorted unless the event is late: every event
+ * after a sorted one must be at least as new (4.3).
  */
 static void
-nt_event_block_append(struct nt_event_block *blk, const struct nt_header *cur,
+nt_event_block_append(struct nt_event_block *blk, const struct nt_header *cur, int sorted,
                       const uint8_t *payload)
 {
     struct nt_header *prev = &blk->prev;
     uint8_t *start = nt_buf_end(&blk->buf);
     uint8_t *p = start + 1;
-    uint8_t flags = NT_HDR_SORTED;
+    uint8_t flags = sorted ? NT_HDR_SORTED : 0;
     uint32_t expected = prev->sequence + (cur->metadata_id != 0 ? 1u : 0u);
 
     if (cur->metadata_id != prev->metadata_id) {
@@ -298,10 +335,13 @@ nt_event_block_append(struct nt_event_block *blk, const struct nt_header *cur,
         p += cur->payload_size;
     }
     blk->buf.len += (size_t)(p - start);
-    if (blk->count == 0) {
+    /* Only a late event is below max_ts; without one these are the first and last times. */
+    if (blk->count == 0 || cur->timestamp < blk->min_ts) {
         blk->min_ts = cur->timestamp;
     }
-    blk->max_ts = cur->timestamp;
+    if (blk->count == 0 || cur->timestamp > blk->max_ts) {
+        blk->max_ts = cur->timestamp;
+    }
     blk->count++;
     *prev = *cur;
 }
@@ -392,7 +432,8 @@ nt_writer_stacks_clear(struct nt_writer *w)
 /*
  * Flushes and writes an SPBlock (3.7): a timestamp above every earlier event, and every capture
  * thread with its last sequence number, so readers count losses even for threads that lost all
- * their events. Later events are clamped to at least that timestamp.
+ * their events. Later events are clamped to at least that timestamp, or with a reorder window
+ * written late. Held events are not written first: this also runs in the middle of writing one.
  */
 PP_MUST_USE static int
 nt_writer_write_sequence_point(struct nt_writer *w)
@@ -958,7 +999,7 @@ nt_writer_define(struct nt_writer *w, const struct nt_event_desc *desc, uint32_t
     out.p = record;
     out.n = 0;
     nt_meta_record(&out, desc, w->meta_count + 1, has_array);
-    nt_event_block_append(&w->meta, &hdr, record);
+    nt_event_block_append(&w->meta, &hdr, 1, record);
     w->metas[w->meta_count++] = key;
     key.provider = NULL;
     key.name = NULL;
@@ -1030,6 +1071,205 @@ nt_writer_write_header(struct nt_writer *w)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Writing one event, and the reorder window                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Encodes one validated event into the pending blocks. Without a reorder window an event older
+ * than last_ts is clamped to it; with one it is late: its own time, not sorted, last_ts kept,
+ * so the sorted events and sequence points around it still bound each other (4.3).
+ */
+PP_MUST_USE static int
+nt_writer_put(struct nt_writer *w, const struct nt_event *ev)
+{
+    struct nt_capture_thread *t;
+    struct nt_header hdr;
+    uint32_t stack_id = 0;
+    uint32_t pos;
+    size_t need;
+    int sorted = 1;
+    int rc;
+
+    if (w->sp_pending) {
+        rc = nt_writer_write_sequence_point(w);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    need = NT_EVENT_HEADER_MAX + ev->payload_size;
+    if (w->events.count > 0 && w->events.buf.len + need > w->block_bytes) {
+        rc = nt_writer_flush_all(w);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    if (ev->stack_depth > 0) {
+        rc = nt_writer_intern(w, ev->stack, ev->stack_depth, &stack_id);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    rc = nt_buf_reserve(&w->events.buf, need);
+    if (rc == 0) {
+        rc = nt_writer_thread(w, ev->capture_thread_id, &pos);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    t = &w->threads[pos];
+    t->sequence++;
+    t->written = 1;
+    if (w->reorder_window_ns != 0 && ev->timestamp < w->last_ts) {
+        sorted = 0;
+        w->stats.late++;
+    } else if (ev->timestamp > w->last_ts) {
+        w->last_ts = ev->timestamp;
+    }
+    hdr.metadata_id = ev->metadata_id;
+    hdr.sequence = t->sequence;
+    hdr.capture_thread_id = ev->capture_thread_id;
+    hdr.thread_id = ev->thread_id;
+    hdr.processor = ev->processor;
+    hdr.stack_id = stack_id;
+    hdr.timestamp = sorted ? w->last_ts : ev->timestamp;
+    memcpy(hdr.activity_id, ev->activity_id, 16);
+    memcpy(hdr.related_activity_id, ev->related_activity_id, 16);
+    hdr.payload_size = ev->payload_size;
+    nt_event_block_append(&w->events, &hdr, sorted, ev->payload);
+    w->stats.events++;
+    return 0;
+}
+
+static int
+nt_held_before(const struct nt_held *a, const struct nt_held *b)
+{
+    return a->ev.timestamp < b->ev.timestamp ||
+           (a->ev.timestamp == b->ev.timestamp && a->arrival < b->arrival);
+}
+
+/* Resizes the index to cap slots (never below held_count). */
+PP_MUST_USE static int
+nt_writer_held_resize(struct nt_writer *w, size_t cap)
+{
+    struct nt_held **held = realloc(w->held, cap * sizeof(*held));
+
+    if (held == NULL) {
+        return -ENOMEM;
+    }
+    w->held = held;
+    w->held_cap = cap;
+    return 0;
+}
+
+/* Copies ev (validated) into a new record and adds it to the heap. Returns 0 or -ENOMEM. */
+PP_MUST_USE static int
+nt_writer_hold(struct nt_writer *w, const struct nt_event *ev)
+{
+    size_t frames = (size_t)ev->stack_depth * sizeof(uint64_t);
+    size_t size = sizeof(struct nt_held) + frames + ev->payload_size;
+    struct nt_held *h;
+    size_t i, parent;
+    int rc;
+
+    if (w->held_count == w->held_cap) {
+        rc = nt_writer_held_resize(w, w->held_cap != 0 ? w->held_cap * 2 : NT_HELD_MIN_SLOTS);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    h = malloc(size);
+    if (h == NULL) {
+        return -ENOMEM;
+    }
+    h->ev = *ev;
+    h->ev.stack = NULL;
+    h->ev.payload = NULL;
+    h->ev.desc = NULL;
+    h->arrival = w->held_arrivals++;
+    h->cost = size + 4 * sizeof(*w->held);
+    if (frames > 0) {
+        memcpy(h->frames, ev->stack, frames);
+        h->ev.stack = h->frames;
+    }
+    if (ev->payload_size > 0) {
+        memcpy((uint8_t *)h->frames + frames, ev->payload, ev->payload_size);
+        h->ev.payload = (const uint8_t *)h->frames + frames;
+    }
+    for (i = w->held_count++; i > 0; i = parent) {
+        parent = (i - 1) / 2;
+        if (!nt_held_before(h, w->held[parent])) {
+            break;
+        }
+        w->held[i] = w->held[parent];
+    }
+    w->held[i] = h;
+    w->held_bytes += h->cost;
+    return 0;
+}
+
+/* Removes held[0] from the heap (sift-down of the last record) and frees it. */
+static void
+nt_writer_held_pop(struct nt_writer *w)
+{
+    struct nt_held *first = w->held[0];
+    struct nt_held *last = w->held[--w->held_count];
+    size_t n = w->held_count;
+    size_t i = 0, child;
+
+    while ((child = 2 * i + 1) < n) {
+        if (child + 1 < n && nt_held_before(w->held[child + 1], w->held[child])) {
+            child++;
+        }
+        if (!nt_held_before(w->held[child], last)) {
+            break;
+        }
+        w->held[i] = w->held[child];
+        i = child;
+    }
+    if (n > 0) {
+        w->held[i] = last;
+    }
+    w->held_bytes -= first->cost;
+    free(first);
+    /* Halving at a quarter full keeps the four slots charged per event an upper bound. */
+    if (w->held_cap > NT_HELD_MIN_SLOTS && w->held_count <= w->held_cap / 4 &&
+        nt_writer_held_resize(w, w->held_cap / 2) != 0) {
+        return; /* a failed shrink only keeps the larger index */
+    }
+}
+
+/*
+ * Writes the oldest held event and drops it. On failure it stays first in the queue, so a later
+ * call writes it: nothing is lost or written twice.
+ */
+PP_MUST_USE static int
+nt_writer_release_first(struct nt_writer *w)
+{
+    int rc;
+
+    if (w->err != 0) {
+        return w->err;
+    }
+    rc = nt_writer_put(w, &w->held[0]->ev);
+    if (rc == 0) {
+        nt_writer_held_pop(w);
+    }
+    return rc;
+}
+
+/* Writes the held events with timestamps <= until, oldest first (UINT64_MAX: all of them). */
+PP_MUST_USE static int
+nt_writer_release(struct nt_writer *w, uint64_t until)
+{
+    int rc = 0;
+
+    while (rc == 0 && w->held_count > 0 && w->held[0]->ev.timestamp <= until) {
+        rc = nt_writer_release_first(w);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Public API                                                                                 */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -1084,6 +1324,9 @@ nt_writer_new(const struct nt_writer_options *opts, const struct nt_sink *sink,
     w->flush_interval_ns = o.flush_interval_ns != 0 ? o.flush_interval_ns : NT_DEFAULT_FLUSH_NS;
     w->sequence_point_bytes =
             o.sequence_point_bytes != 0 ? o.sequence_point_bytes : NT_DEFAULT_SP_BYTES;
+    w->reorder_window_ns = o.reorder_window_ns;
+    w->reorder_max_bytes =
+            o.reorder_max_bytes != 0 ? o.reorder_max_bytes : NT_DEFAULT_REORDER_BYTES;
     w->last_ts = w->sync_time_ticks;
     w->last_flush_time = nt_clock_now();
 
@@ -1115,11 +1358,6 @@ out:
 int
 nt_writer_write(struct nt_writer *w, const struct nt_event *ev)
 {
-    struct nt_capture_thread *t;
-    struct nt_header hdr;
-    uint32_t stack_id = 0;
-    uint32_t pos;
-    size_t need;
     int rc;
 
     if (w == NULL || ev == NULL) {
@@ -1133,51 +1371,23 @@ nt_writer_write(struct nt_writer *w, const struct nt_event *ev)
         ev->stack_depth > NT_MAX_STACK_DEPTH || (ev->stack_depth > 0 && ev->stack == NULL)) {
         return -EINVAL;
     }
-    if (w->sp_pending) {
-        rc = nt_writer_write_sequence_point(w);
-        if (rc != 0) {
-            return rc;
-        }
+    if (w->reorder_window_ns == 0) {
+        return nt_writer_put(w, ev);
     }
-    need = NT_EVENT_HEADER_MAX + ev->payload_size;
-    if (w->events.count > 0 && w->events.buf.len + need > w->block_bytes) {
-        rc = nt_writer_flush_all(w);
-        if (rc != 0) {
-            return rc;
-        }
-    }
-    if (ev->stack_depth > 0) {
-        rc = nt_writer_intern(w, ev->stack, ev->stack_depth, &stack_id);
-        if (rc != 0) {
-            return rc;
-        }
-    }
-    rc = nt_buf_reserve(&w->events.buf, need);
-    if (rc == 0) {
-        rc = nt_writer_thread(w, ev->capture_thread_id, &pos);
-    }
+    rc = nt_writer_hold(w, ev);
     if (rc != 0) {
         return rc;
     }
-    t = &w->threads[pos];
-    t->sequence++;
-    t->written = 1;
-    if (ev->timestamp > w->last_ts) {
-        w->last_ts = ev->timestamp;
+    if (ev->timestamp > w->newest_ts) {
+        w->newest_ts = ev->timestamp;
     }
-    hdr.metadata_id = ev->metadata_id;
-    hdr.sequence = t->sequence;
-    hdr.capture_thread_id = ev->capture_thread_id;
-    hdr.thread_id = ev->thread_id;
-    hdr.processor = ev->processor;
-    hdr.stack_id = stack_id;
-    hdr.timestamp = w->last_ts;
-    memcpy(hdr.activity_id, ev->activity_id, 16);
-    memcpy(hdr.related_activity_id, ev->related_activity_id, 16);
-    hdr.payload_size = ev->payload_size;
-    nt_event_block_append(&w->events, &hdr, ev->payload);
-    w->stats.events++;
-    return 0;
+    if (w->newest_ts >= w->reorder_window_ns) {
+        rc = nt_writer_release(w, w->newest_ts - w->reorder_window_ns);
+    }
+    while (rc == 0 && w->held_bytes > w->reorder_max_bytes) {
+        rc = nt_writer_release_first(w);
+    }
+    return rc;
 }
 
 int
@@ -1234,6 +1444,12 @@ nt_writer_poll(struct nt_writer *w, uint64_t now)
     if (w->finished) {
         return -EINVAL;
     }
+    if (w->reorder_window_ns != 0 && now >= w->reorder_window_ns) {
+        rc = nt_writer_release(w, now - w->reorder_window_ns);
+        if (rc != 0) {
+            return rc;
+        }
+    }
     if (now < w->last_flush_time || now - w->last_flush_time < w->flush_interval_ns) {
         return 0;
     }
@@ -1245,6 +1461,8 @@ nt_writer_poll(struct nt_writer *w, uint64_t now)
 int
 nt_writer_sequence_point(struct nt_writer *w)
 {
+    int rc;
+
     if (w == NULL) {
         return -EINVAL;
     }
@@ -1253,6 +1471,10 @@ nt_writer_sequence_point(struct nt_writer *w)
     }
     if (w->finished) {
         return -EINVAL;
+    }
+    rc = nt_writer_release(w, UINT64_MAX);
+    if (rc != 0) {
+        return rc;
     }
     return nt_writer_write_sequence_point(w);
 }
@@ -1272,7 +1494,10 @@ nt_writer_finish(struct nt_writer *w)
     if (w->finished) {
         return -EINVAL;
     }
-    rc = nt_writer_write_sequence_point(w);
+    rc = nt_writer_release(w, UINT64_MAX);
+    if (rc == 0) {
+        rc = nt_writer_write_sequence_point(w);
+    }
     if (rc == 0) {
         rc = nt_writer_emit(w, &end, 1);
     }
@@ -1296,11 +1521,16 @@ nt_writer_get_stats(const struct nt_writer *w, struct nt_writer_stats *out)
 void
 nt_writer_free(struct nt_writer *w)
 {
+    size_t k;
     uint32_t i;
 
     if (w == NULL) {
         return;
     }
+    for (k = 0; k < w->held_count; k++) {
+        free(w->held[k]);
+    }
+    free(w->held);
     for (i = 0; i < w->meta_count; i++) {
         free(w->metas[i].provider);
         free(w->metas[i].name);

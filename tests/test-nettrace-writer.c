@@ -216,24 +216,48 @@ decode_events(const uint8_t *content, uint32_t size, struct dec_event *out, size
 
 #define SYNC_TICKS 1000u
 
-static struct nt_writer *
-new_writer(struct mem_sink *m, size_t block_bytes, uint64_t sp_bytes)
+/* Fixed Trace object fields and no flush by time, so that the bytes depend on the calls only. */
+static void
+fixed_options(struct nt_writer_options *opts)
 {
-    struct nt_writer_options opts;
+    memset(opts, 0, sizeof(*opts));
+    opts->process_id = 4242;
+    opts->number_of_processors = 8;
+    opts->sync_time_ticks = SYNC_TICKS;
+    opts->sync_time_unix_ns = 1623232105902000000;
+    opts->flush_interval_ns = 10ull * 1000 * 1000 * 1000;
+}
+
+static struct nt_writer *
+new_writer_with(struct mem_sink *m, const struct nt_writer_options *opts)
+{
     struct nt_sink sink = mem_sink_init(m);
     struct nt_writer *w = NULL;
 
-    memset(&opts, 0, sizeof(opts));
-    opts.process_id = 4242;
-    opts.number_of_processors = 8;
-    opts.sync_time_ticks = SYNC_TICKS;
-    opts.sync_time_unix_ns = 1623232105902000000;
-    opts.block_bytes = block_bytes;
-    opts.sequence_point_bytes = sp_bytes;
-    opts.flush_interval_ns = 10ull * 1000 * 1000 * 1000;
-    ASSERT_OK(nt_writer_new(&opts, &sink, &w));
+    ASSERT_OK(nt_writer_new(opts, &sink, &w));
     ASSERT_TRUE(w != NULL);
     return w;
+}
+
+/* A writer with fixed_options() and these (0: the writer's defaults). */
+static struct nt_writer *
+new_writer_window(struct mem_sink *m, size_t block_bytes, uint64_t sp_bytes, uint64_t window_ns,
+                  size_t max_bytes)
+{
+    struct nt_writer_options opts;
+
+    fixed_options(&opts);
+    opts.block_bytes = block_bytes;
+    opts.sequence_point_bytes = sp_bytes;
+    opts.reorder_window_ns = window_ns;
+    opts.reorder_max_bytes = max_bytes;
+    return new_writer_with(m, &opts);
+}
+
+static struct nt_writer *
+new_writer(struct mem_sink *m, size_t block_bytes, uint64_t sp_bytes)
+{
+    return new_writer_window(m, block_bytes, sp_bytes, 0, 0);
 }
 
 static uint32_t
@@ -969,6 +993,582 @@ TEST(stack_table_limit_forces_a_sequence_point)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Reorder window                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+static const uint8_t external[4] = { 1, 0, 0, 0 };
+
+/* Reads a finished stream with the library's reader. */
+struct mem_source {
+    const uint8_t *data;
+    size_t len;
+    size_t pos;
+};
+
+static ssize_t
+mem_source_read(void *ctx, void *buf, size_t len)
+{
+    struct mem_source *s = ctx;
+    size_t n = s->len - s->pos < len ? s->len - s->pos : len;
+
+    memcpy(buf, s->data + s->pos, n);
+    s->pos += n;
+    return (ssize_t)n;
+}
+
+/*
+ * An event whose payload is its index (u32) and whose stack is derived from it, so what comes
+ * back names the event it was written as.
+ */
+struct tagged {
+    uint64_t stack[6];
+    uint8_t payload[4];
+    struct nt_event ev;
+};
+
+static void
+tagged_event(struct tagged *t, uint32_t id, uint32_t index, uint64_t ts)
+{
+    uint32_t d;
+
+    for (d = 0; d < 6; d++) {
+        t->stack[d] = 0x7000000 + (uint64_t)index * 0x100 + d;
+    }
+    put32(t->payload, index);
+    sample(&t->ev, id, 1 + index % 3, 100 + index % 5, ts, t->stack, index % 7, t->payload);
+}
+
+/* Reads the next event back and checks that it is exactly the tagged event index at ts. */
+static void
+expect_tagged(struct nt_reader *r, uint32_t index, uint64_t ts, int sorted)
+{
+    struct nt_event ev;
+    uint32_t d;
+
+    ASSERT_EQ(nt_reader_next(r, &ev), 1);
+    ASSERT_EQ(ev.payload_size, 4);
+    ASSERT_EQ(ld32(ev.payload), index);
+    ASSERT_U64_EQ(ev.timestamp, ts);
+    ASSERT_EQ(ev.is_sorted, sorted);
+    ASSERT_U64_EQ(ev.capture_thread_id, 1 + index % 3);
+    ASSERT_U64_EQ(ev.thread_id, 100 + index % 5);
+    ASSERT_EQ(ev.stack_depth, index % 7);
+    for (d = 0; d < ev.stack_depth; d++) {
+        ASSERT_U64_EQ(ev.stack[d], 0x7000000 + (uint64_t)index * 0x100 + d);
+    }
+}
+
+static struct nt_reader *
+open_reader(const struct mem_sink *m, struct mem_source *s)
+{
+    struct nt_source src = { mem_source_read, s };
+    struct nt_reader *r = NULL;
+
+    s->data = m->data;
+    s->len = m->len;
+    s->pos = 0;
+    ASSERT_OK(nt_reader_new(&src, NULL, &r));
+    return r;
+}
+
+TEST(reorder_window_sorts_events_that_come_within_it)
+{
+    enum { N = 400, WINDOW = 1000 };
+    static uint64_t ts[N];
+    static uint32_t order[N];
+    struct mem_sink m;
+    struct nt_writer *w = new_writer_window(&m, 0, 0, WINDOW, 0);
+    struct nt_writer_stats st;
+    struct nt_reader_stats rst;
+    struct mem_source src;
+    struct nt_reader *r;
+    struct tagged t;
+    struct nt_event ev;
+    uint32_t id, i, j, seq[4] = { 0 };
+    uint64_t x = 12345;
+
+    id = define_sample(w);
+    /* Up to half a window behind the newest, and every 7th a tie with the one before it. */
+    for (i = 0; i < N; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        ts[i] = 100000 + 10 * (uint64_t)i - (x >> 33) % (WINDOW / 2);
+        if (i % 7 == 6) {
+            ts[i] = ts[i - 1];
+        }
+        tagged_event(&t, id, i, ts[i]);
+        ASSERT_OK(nt_writer_write(w, &t.ev));
+    }
+    nt_writer_get_stats(w, &st);
+    ASSERT_TRUE(st.events < N); /* the newest are still held */
+    ASSERT_OK(nt_writer_finish(w));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, N);
+    ASSERT_U64_EQ(st.late, 0);
+
+    /* Expected: a stable sort of the arrivals by timestamp (insertion sort keeps ties). */
+    for (i = 0; i < N; i++) {
+        for (j = i; j > 0 && ts[order[j - 1]] > ts[i]; j--) {
+            order[j] = order[j - 1];
+        }
+        order[j] = i;
+    }
+    r = open_reader(&m, &src);
+    for (i = 0; i < N; i++) {
+        expect_tagged(r, order[i], ts[order[i]], 1);
+    }
+    ASSERT_EQ(nt_reader_next(r, &ev), 0);
+    nt_reader_get_stats(r, &rst);
+    ASSERT_U64_EQ(rst.lost_events, 0); /* sequence numbers follow file order */
+    nt_reader_free(r);
+
+    r = open_reader(&m, &src);
+    while (nt_reader_next(r, &ev) == 1) {
+        ASSERT_EQ(ev.sequence, ++seq[ev.capture_thread_id]);
+    }
+    nt_reader_free(r);
+    nt_writer_free(w);
+    free(m.data);
+}
+
+TEST(reorder_window_keeps_arrival_order_of_ties)
+{
+    static const uint64_t ts[8] = { 5000, 5000, 3000, 5000, 3000, 5000, 4000, 3000 };
+    static const uint32_t want[8] = { 2, 4, 7, 6, 0, 1, 3, 5 };
+    struct mem_sink m;
+    struct nt_writer *w = new_writer_window(&m, 0, 0, 1000000, 0);
+    struct mem_source src;
+    struct nt_reader *r;
+    struct tagged t;
+    struct nt_event ev;
+    uint32_t id, i;
+
+    id = define_sample(w);
+    for (i = 0; i < 8; i++) {
+        tagged_event(&t, id, i, ts[i]);
+        ASSERT_OK(nt_writer_write(w, &t.ev));
+    }
+    ASSERT_OK(nt_writer_finish(w));
+    r = open_reader(&m, &src);
+    for (i = 0; i < 8; i++) {
+        expect_tagged(r, want[i], ts[want[i]], 1);
+    }
+    ASSERT_EQ(nt_reader_next(r, &ev), 0);
+    nt_reader_free(r);
+    nt_writer_free(w);
+    free(m.data);
+}
+
+TEST(event_later_than_the_window_keeps_its_time_unsorted)
+{
+    struct mem_sink m;
+    struct nt_writer *w = new_writer_window(&m, 0, 0, 1000, 0);
+    struct nt_writer_stats st;
+    struct nt_reader_stats rst;
+    struct mem_source src;
+    struct nt_reader *r;
+    struct tagged t;
+    struct nt_event ev;
+    uint32_t id;
+
+    id = define_sample(w);
+    tagged_event(&t, id, 0, 10000);
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    tagged_event(&t, id, 1, 12000); /* releases 10000 */
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    tagged_event(&t, id, 2, 13000); /* releases 12000 */
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, 2);
+    tagged_event(&t, id, 3, 11500); /* older than 12000, already written: late */
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, 3);
+    ASSERT_U64_EQ(st.late, 1);
+    tagged_event(&t, id, 4, 14000);
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    tagged_event(&t, id, 5, 14000); /* a tie with the newest is not late */
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    ASSERT_OK(nt_writer_finish(w));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, 6);
+    ASSERT_U64_EQ(st.late, 1);
+
+    r = open_reader(&m, &src);
+    expect_tagged(r, 0, 10000, 1);
+    expect_tagged(r, 1, 12000, 1);
+    expect_tagged(r, 3, 11500, 0); /* its true time, IsSorted clear */
+    expect_tagged(r, 2, 13000, 1);
+    expect_tagged(r, 4, 14000, 1);
+    expect_tagged(r, 5, 14000, 1);
+    ASSERT_EQ(nt_reader_next(r, &ev), 0);
+    nt_reader_get_stats(r, &rst);
+    ASSERT_U64_EQ(rst.lost_events, 0);
+    nt_reader_free(r);
+    nt_writer_free(w);
+    free(m.data);
+
+    /* Before the sync time is before the last time written too: true time, not clamped. */
+    w = new_writer_window(&m, 0, 0, 1000, 0);
+    id = define_sample(w);
+    tagged_event(&t, id, 0, 10);
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    ASSERT_OK(nt_writer_finish(w));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.late, 1);
+    r = open_reader(&m, &src);
+    expect_tagged(r, 0, 10, 0);
+    nt_reader_free(r);
+    nt_writer_free(w);
+    free(m.data);
+}
+
+TEST(reorder_byte_cap_writes_the_oldest_early)
+{
+    enum { PAYLOAD = 1000, CAP = 4096 };
+    static uint8_t payload[PAYLOAD];
+    struct mem_sink m;
+    struct nt_writer *w = new_writer_window(&m, 0, 0, UINT64_MAX / 2, CAP);
+    struct nt_writer_stats st;
+    struct mem_source src;
+    struct nt_reader *r;
+    struct nt_event e, ev;
+    uint32_t id, i, held;
+
+    id = define_sample(w);
+    for (i = 0; i < 40; i++) {
+        put32(payload, i);
+        sample(&e, id, 1, 2, 5000 + 10 * (uint64_t)i, NULL, 0, payload);
+        e.payload_size = PAYLOAD;
+        ASSERT_OK(nt_writer_write(w, &e));
+        nt_writer_get_stats(w, &st);
+        held = i + 1 - (uint32_t)st.events;
+        /* The window alone would hold everything; each event costs more than PAYLOAD. */
+        ASSERT_TRUE(held >= 1);
+        ASSERT_TRUE(held * PAYLOAD <= CAP);
+    }
+    ASSERT_TRUE(st.events >= 40 - CAP / PAYLOAD);
+    /* Written early, so an event older than those is late now. */
+    put32(payload, 40);
+    sample(&e, id, 1, 2, 5001, NULL, 0, payload);
+    e.payload_size = PAYLOAD;
+    ASSERT_OK(nt_writer_write(w, &e));
+    ASSERT_OK(nt_writer_finish(w));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, 41);
+    ASSERT_U64_EQ(st.late, 1);
+    r = open_reader(&m, &src);
+    for (i = 0; i < 41; i++) {
+        ASSERT_EQ(nt_reader_next(r, &ev), 1);
+        if (ld32(ev.payload) == 40) {
+            ASSERT_U64_EQ(ev.timestamp, 5001);
+            ASSERT_EQ(ev.is_sorted, 0);
+        } else {
+            ASSERT_U64_EQ(ev.timestamp, 5000 + 10 * (uint64_t)ld32(ev.payload));
+            ASSERT_EQ(ev.is_sorted, 1);
+        }
+    }
+    ASSERT_EQ(nt_reader_next(r, &ev), 0);
+    nt_reader_free(r);
+    nt_writer_free(w);
+    free(m.data);
+}
+
+TEST(reorder_poll_releases_by_time_and_flush_does_not)
+{
+    const uint64_t window = 1000000000, base = 50ull * 1000000000;
+    struct mem_sink m;
+    struct nt_writer *w = new_writer_window(&m, 0, 0, window, 0);
+    struct nt_writer_stats st;
+    struct mem_source src;
+    struct nt_reader *r;
+    struct tagged t;
+    struct nt_event ev;
+    uint32_t id;
+
+    id = define_sample(w);
+    tagged_event(&t, id, 0, base + 100);
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    tagged_event(&t, id, 1, base);
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    ASSERT_OK(nt_writer_flush(w));            /* only what the window released: nothing */
+    ASSERT_OK(nt_writer_poll(w, window - 1)); /* now - window would wrap: nothing */
+    ASSERT_OK(nt_writer_poll(w, base + window - 1));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, 0);
+    ASSERT_OK(nt_writer_poll(w, base + window));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, 1);
+    ASSERT_OK(nt_writer_poll(w, base + window + 99));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, 1);
+    ASSERT_OK(nt_writer_poll(w, base + window + 100));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, 2);
+    ASSERT_OK(nt_writer_finish(w));
+    r = open_reader(&m, &src);
+    expect_tagged(r, 1, base, 1);
+    expect_tagged(r, 0, base + 100, 1);
+    ASSERT_EQ(nt_reader_next(r, &ev), 0);
+    nt_reader_free(r);
+    nt_writer_free(w);
+    free(m.data);
+}
+
+TEST(reorder_sequence_point_and_finish_write_everything_held)
+{
+    struct mem_sink m;
+    struct nt_writer *w = new_writer_window(&m, 0, 0, UINT64_MAX / 2, 0);
+    struct block blocks[8];
+    struct dec_event ev[8];
+    struct nt_writer_stats st;
+    struct sp_entry sp;
+    struct tagged t;
+    size_t nb;
+    uint32_t id;
+    int ended;
+
+    id = define_sample(w);
+    tagged_event(&t, id, 0, 3000);
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    tagged_event(&t, id, 1, 2000);
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, 0);
+    ASSERT_OK(nt_writer_sequence_point(w));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, 2);
+    tagged_event(&t, id, 2, 4000);
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    ASSERT_OK(nt_writer_finish(w));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, 3);
+    ASSERT_U64_EQ(st.late, 0);
+
+    /* meta, stacks, events, SP; stacks, events, SP; end */
+    nb = walk_blocks(m.data, m.len, blocks, 8, &ended);
+    ASSERT_TRUE(ended);
+    ASSERT_EQ(nb, 7);
+    ASSERT_EQ(decode_events(m.data + blocks[2].content, blocks[2].size, ev, 8), 2);
+    ASSERT_U64_EQ(ev[0].ts, 2000);
+    ASSERT_U64_EQ(ev[1].ts, 3000);
+    decode_sp(m.data, &blocks[3], &sp);
+    ASSERT_TRUE(sp.ts > 3000);
+    ASSERT_EQ(decode_events(m.data + blocks[5].content, blocks[5].size, ev, 8), 1);
+    ASSERT_U64_EQ(ev[0].ts, 4000);
+    decode_sp(m.data, &blocks[6], &sp);
+    ASSERT_TRUE(sp.ts > 4000);
+    nt_writer_free(w);
+    free(m.data);
+
+    /* Freeing releases held events without writing them. A leak shows when this case runs
+     * alone (in-process) in the sanitizer build: test-nettrace-writer CASE. */
+    w = new_writer_window(&m, 0, 0, UINT64_MAX / 2, 0);
+    id = define_sample(w);
+    tagged_event(&t, id, 5, 3000);
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    ASSERT_OK(nt_writer_flush(w));
+    nb = m.writes;
+    nt_writer_free(w);
+    ASSERT_EQ(m.writes, nb);
+    free(m.data);
+}
+
+TEST(reorder_window_checks_events_before_holding_them)
+{
+    static uint64_t deep[NT_MAX_STACK_DEPTH + 1];
+    struct mem_sink m;
+    struct nt_writer *w = new_writer_window(&m, 0, 0, 1000, 0);
+    struct nt_writer_stats st;
+    struct nt_event e;
+    uint32_t id;
+
+    id = define_sample(w);
+    sample(&e, id + 1, 1, 2, 2000, NULL, 0, managed);
+    ASSERT_EQ(nt_writer_write(w, &e), -EINVAL);
+    sample(&e, id, 1, 2, 2000, deep, NT_MAX_STACK_DEPTH + 1, managed);
+    ASSERT_EQ(nt_writer_write(w, &e), -EINVAL);
+    sample(&e, id, 1, 2, 2000, NULL, 0, NULL);
+    ASSERT_EQ(nt_writer_write(w, &e), -EINVAL);
+    ASSERT_OK(nt_writer_finish(w));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, 0);
+    ASSERT_EQ(nt_writer_write(w, &e), -EINVAL); /* finished */
+    nt_writer_free(w);
+    free(m.data);
+}
+
+/*
+ * Many threads' events, most a little late and some later than the window, with small blocks
+ * and sequence-point regions so that sequence points fall in the middle of releases. Every
+ * event comes back once with its own time; the sorted ones never go backwards; each unsorted
+ * one is older than a sorted one before it, and there are as many as the writer counted late.
+ */
+TEST(reorder_window_random_arrivals_come_back_whole)
+{
+    enum { N = 5000, WINDOW = 2000 };
+    static uint64_t ts[N], due[N];
+    static uint32_t arrival[N];
+    static uint8_t seen[N];
+    struct nt_writer_options opts;
+    struct mem_sink m;
+    struct nt_writer *w;
+    struct nt_writer_stats st;
+    struct mem_source src;
+    struct nt_reader *r;
+    struct tagged t;
+    struct nt_event ev;
+    uint64_t x = 99, max_sorted = 0, unsorted = 0;
+    uint32_t id, i, j, k;
+
+    fixed_options(&opts);
+    opts.block_bytes = 512;
+    opts.sequence_point_bytes = 4096;
+    opts.reorder_window_ns = WINDOW;
+    w = new_writer_with(&m, &opts);
+    id = define_sample(w);
+    /* Event i happens at ts[i] and reaches the writer at due[i]: arrival order sorts by due. */
+    for (i = 0; i < N; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        ts[i] = 10000 + 10 * (uint64_t)i;
+        due[i] = ts[i] + ((x >> 40) % 20 == 0 ? (x >> 20) % (3 * WINDOW) : (x >> 20) % WINDOW);
+        for (j = i; j > 0 && due[arrival[j - 1]] > due[i]; j--) {
+            arrival[j] = arrival[j - 1];
+        }
+        arrival[j] = i;
+    }
+    for (i = 0; i < N; i++) {
+        k = arrival[i];
+        tagged_event(&t, id, k, ts[k]);
+        ASSERT_OK(nt_writer_write(w, &t.ev));
+        if (i % 500 == 499) {
+            ASSERT_OK(nt_writer_poll(w, due[k]));
+        }
+    }
+    ASSERT_OK(nt_writer_finish(w));
+    nt_writer_get_stats(w, &st);
+    ASSERT_U64_EQ(st.events, N);
+    ASSERT_TRUE(st.late > 0);
+    ASSERT_TRUE(st.sequence_points > 3);
+
+    r = open_reader(&m, &src);
+    for (i = 0; i < N; i++) {
+        ASSERT_EQ(nt_reader_next(r, &ev), 1);
+        k = ld32(ev.payload);
+        ASSERT_TRUE(k < N && !seen[k]);
+        seen[k] = 1;
+        ASSERT_U64_EQ(ev.timestamp, ts[k]);
+        ASSERT_EQ(ev.stack_depth, k % 7);
+        if (ev.is_sorted) {
+            ASSERT_TRUE(ev.timestamp >= max_sorted);
+            max_sorted = ev.timestamp;
+        } else {
+            ASSERT_TRUE(ev.timestamp < max_sorted);
+            unsorted++;
+        }
+    }
+    ASSERT_EQ(nt_reader_next(r, &ev), 0);
+    ASSERT_U64_EQ(unsorted, st.late);
+    nt_reader_free(r);
+    nt_writer_free(w);
+    free(m.data);
+}
+
+/* A fixed sequence of calls without a window; the same calls must give the same bytes. */
+static void
+window0_script(struct nt_writer *w)
+{
+    uint64_t stack[12];
+    uint8_t info[256];
+    struct nt_payload p;
+    struct nt_event e;
+    uint32_t id, pid, d, i;
+
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), &id));
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_PROCESS_INFO), &pid));
+    nt_payload_init(&p, info, sizeof(info));
+    nt_payload_process_info(&p, "app --flag", "Linux", "X64");
+    ASSERT_OK(p.err);
+    for (i = 0; i < 300; i++) {
+        for (d = 0; d < 12; d++) {
+            stack[d] = 0x400000 + (i % 9) * 0x1000 + d * 0x10;
+        }
+        memset(&e, 0, sizeof(e));
+        e.metadata_id = id;
+        e.capture_thread_id = 1 + i % 3;
+        e.thread_id = 50 + i % 5;
+        e.processor = i % 4 == 0 ? 0xFFFFFFFFu : i % 4;
+        /* Backwards now and then, and once before the sync time: the writer clamps. */
+        e.timestamp = i == 5 ? 10 : 2000 + i * 10 - (i % 7 == 3 ? 25 : 0);
+        e.stack = stack;
+        e.stack_depth = (i % 4) * 3;
+        e.payload = i % 2 ? managed : external;
+        e.payload_size = 4;
+        if (i % 37 == 11) {
+            e.metadata_id = pid;
+            e.activity_id[0] = (uint8_t)i;
+            e.related_activity_id[15] = (uint8_t)(i + 1);
+            e.payload = info;
+            e.payload_size = (uint32_t)p.len;
+        }
+        ASSERT_OK(nt_writer_write(w, &e));
+        if (i % 50 == 49) {
+            ASSERT_OK(nt_writer_note_lost(w, 9 + i / 50, 3));
+            ASSERT_OK(nt_writer_note_lost(w, 1, 2));
+        }
+        if (i % 100 == 0) {
+            ASSERT_OK(nt_writer_sequence_point(w));
+        }
+        if (i % 60 == 30) {
+            ASSERT_OK(nt_writer_flush(w));
+        }
+        if (i % 80 == 40) {
+            ASSERT_OK(nt_writer_poll(w, UINT64_MAX));
+        }
+    }
+    ASSERT_OK(nt_writer_finish(w));
+}
+
+/* FNV-1a, 64 bits. */
+static uint64_t
+fnv1a(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+
+    while (n-- > 0) {
+        h = (h ^ *p++) * 0x100000001B3ull;
+    }
+    return h;
+}
+
+TEST(window_zero_writes_the_same_bytes_as_before)
+{
+    struct nt_writer_options opts;
+    struct mem_sink a, b;
+    struct nt_writer *w;
+
+    fixed_options(&opts);
+    opts.block_bytes = 256;
+    opts.sequence_point_bytes = 2048;
+    w = new_writer_with(&a, &opts);
+    window0_script(w);
+    nt_writer_free(w);
+    /* Length and hash of what the writer wrote for these calls before it had a window. */
+    ASSERT_EQ(a.len, 24282);
+    ASSERT_U64_EQ(fnv1a(a.data, a.len), 0x73001F4AABD0A4C3ull);
+
+    /* reorder_max_bytes means nothing without a window. */
+    opts.reorder_window_ns = 0;
+    opts.reorder_max_bytes = 1;
+    w = new_writer_with(&b, &opts);
+    window0_script(w);
+    nt_writer_free(w);
+    ASSERT_EQ(b.len, a.len);
+    ASSERT_MEM_EQ(b.data, a.data, a.len);
+    free(a.data);
+    free(b.data);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Errors                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -1409,6 +2009,15 @@ static const struct test_case cases[] = {
     TEST_CASE(sequence_points_follow_bytes_and_bound_timestamps),
     TEST_CASE(timestamps_are_clamped_forward),
     TEST_CASE(stack_table_limit_forces_a_sequence_point),
+    TEST_CASE(reorder_window_sorts_events_that_come_within_it),
+    TEST_CASE(reorder_window_keeps_arrival_order_of_ties),
+    TEST_CASE(event_later_than_the_window_keeps_its_time_unsorted),
+    TEST_CASE(reorder_byte_cap_writes_the_oldest_early),
+    TEST_CASE(reorder_poll_releases_by_time_and_flush_does_not),
+    TEST_CASE(reorder_sequence_point_and_finish_write_everything_held),
+    TEST_CASE(reorder_window_checks_events_before_holding_them),
+    TEST_CASE(reorder_window_random_arrivals_come_back_whole),
+    TEST_CASE(window_zero_writes_the_same_bytes_as_before),
     TEST_CASE(sink_error_is_sticky),
     TEST_CASE(bad_arguments_are_rejected),
     TEST_CASE(bad_descriptions_are_rejected),

@@ -4,9 +4,12 @@
  * events with names and typed fields (some with stacks) and SampleProfiler ThreadSamples with
  * stacks, on several threads and across sequence points; and, as JSON lines, what it wrote
  * (provider, id, name, thread, fields, stack leaf first), with the runtime-native ThreadSample
- * named and decoded the way TraceEvent's built-in parser shows it (Thread/Sample, Type).
- * tests/dotnet-traceevent.sh has TraceEvent read the trace and compares. Usage: nt-gen OUT.nettrace
- * EXPECTED.jsonl
+ * named and decoded the way TraceEvent's built-in parser shows it (Thread/Sample, Type), and the
+ * timestamp. With --reorder the events reach a writer with a 20 ms reorder window out of order:
+ * some a little late (it sorts them), two 40 ms late from another capture thread (written late,
+ * with their true time and IsSorted clear), as the runtime's re-read events will be.
+ * tests/dotnet-traceevent.sh has TraceEvent read the trace and compares. Usage: nt-gen
+ * [--reorder] OUT.nettrace EXPECTED.jsonl
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -37,10 +40,13 @@ static const struct nt_event_desc gen_descs[] = {
     { GEN_PROVIDER, 3, "Marker", 0, 0, 4, 0, NULL, 0, 0 },
 };
 
+#define GEN_EVENTS    400
+#define GEN_WINDOW_NS (20u * 1000u * 1000u)
+
 static FILE *expect;
 
 static void
-gen_json_stack(const uint64_t *stack, uint32_t depth)
+gen_json_stack(const uint64_t *stack, uint32_t depth, uint64_t ts)
 {
     uint32_t i;
 
@@ -48,24 +54,48 @@ gen_json_stack(const uint64_t *stack, uint32_t depth)
     for (i = 0; i < depth; i++) {
         fprintf(expect, "%s\"0x%" PRIx64 "\"", i ? "," : "", stack[i]);
     }
-    fprintf(expect, "]}\n");
+    fprintf(expect, "],\"ts\":%" PRIu64 "}\n", ts);
+}
+
+/* Events that reach the writer 40 ms (twice the window) after they happened. */
+static int
+gen_is_late(int i)
+{
+    return i == 203 || i == 301;
+}
+
+/*
+ * The order in which --reorder hands the events to the writer, in half-milliseconds after the
+ * first: event i happens at 2 * i; every tenth arrives after the next one, every fiftieth 10 ms
+ * late, both within the window.
+ */
+static int
+gen_arrival(int i)
+{
+    return 2 * i + (gen_is_late(i) ? 81 : i % 10 == 3 ? 3 : i % 50 == 25 ? 20 : 0);
 }
 
 int
 main(int argc, char **argv)
 {
     static const char *const texts[] = { "hello", "", "caf\xc3\xa9 \xe2\x82\xac", "line" };
+    static struct nt_event events[GEN_EVENTS];
+    static uint8_t bufs[GEN_EVENTS][256];
+    static int order[GEN_EVENTS];
     struct nt_writer_options opts = { 0 };
+    struct nt_writer_stats st;
     struct nt_writer *w = NULL;
     uint32_t meta[4];
     struct nt_sink sink;
     uint64_t ts = nt_clock_now(), stacks[6][24];
-    int fd, i, d;
+    int reorder = argc == 4 && strcmp(argv[1], "--reorder") == 0;
+    int fd, i, j, d;
 
-    if (argc != 3) {
-        fprintf(stderr, "usage: nt-gen OUT.nettrace EXPECTED.jsonl\n");
+    if (argc != 3 + reorder) {
+        fprintf(stderr, "usage: nt-gen [--reorder] OUT.nettrace EXPECTED.jsonl\n");
         return 2;
     }
+    argv += reorder;
     fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     expect = fopen(argv[2], "w");
     if (fd < 0 || expect == NULL) {
@@ -80,6 +110,7 @@ main(int argc, char **argv)
     nt_sink_fd(&sink, &fd);
     opts.sync_time_ticks = ts;
     opts.sequence_point_bytes = 4096; /* several sequence-point regions */
+    opts.reorder_window_ns = reorder ? GEN_WINDOW_NS : 0;
     if (nt_writer_new(&opts, &sink, &w) != 0 || nt_writer_define(w, &gen_descs[0], &meta[0]) != 0 ||
         nt_writer_define(w, &gen_descs[1], &meta[1]) != 0 ||
         nt_writer_define(w, &gen_descs[2], &meta[2]) != 0 ||
@@ -87,8 +118,8 @@ main(int argc, char **argv)
         fprintf(stderr, "nt-gen: writer setup failed\n");
         return 1;
     }
-    for (i = 0; i < 400; i++) {
-        uint8_t buf[256];
+    for (i = 0; i < GEN_EVENTS; i++) {
+        uint8_t *buf = bufs[i];
         struct nt_payload p;
         struct nt_event ev;
         uint8_t guid[16];
@@ -98,9 +129,9 @@ main(int argc, char **argv)
         const uint64_t *stack = stacks[i % 6] + (24 - depth);
 
         memset(&ev, 0, sizeof(ev));
-        nt_payload_init(&p, buf, sizeof(buf));
+        nt_payload_init(&p, buf, sizeof(bufs[i]));
         ev.thread_id = 1001 + (uint64_t)(i % 4);
-        ev.capture_thread_id = 7;
+        ev.capture_thread_id = reorder && gen_is_late(i) ? 8 : 7;
         ev.processor = 0xFFFFFFFFu;
         ev.timestamp = ts += 1000000;
         if (kind == 0) {
@@ -149,14 +180,32 @@ main(int argc, char **argv)
         ev.stack_depth = depth;
         ev.payload = buf;
         ev.payload_size = (uint32_t)p.len;
-        gen_json_stack(stack, depth);
-        if (p.err != 0 || nt_writer_write(w, &ev) != 0) {
-            fprintf(stderr, "nt-gen: write failed at event %d\n", i);
+        gen_json_stack(stack, depth, ev.timestamp);
+        if (p.err != 0) {
+            fprintf(stderr, "nt-gen: payload of event %d does not fit\n", i);
+            return 1;
+        }
+        events[i] = ev;
+        /* Arrival order: a stable insertion sort by gen_arrival(), or as they happen. */
+        for (j = i; reorder && j > 0 && gen_arrival(order[j - 1]) > gen_arrival(i); j--) {
+            order[j] = order[j - 1];
+        }
+        order[j] = i;
+    }
+    for (i = 0; i < GEN_EVENTS; i++) {
+        if (nt_writer_write(w, &events[order[i]]) != 0) {
+            fprintf(stderr, "nt-gen: write failed at event %d\n", order[i]);
             return 1;
         }
     }
     if (nt_writer_finish(w) != 0) {
         fprintf(stderr, "nt-gen: finish failed\n");
+        return 1;
+    }
+    nt_writer_get_stats(w, &st);
+    if (st.late != (reorder ? 2u : 0u)) {
+        fprintf(stderr, "nt-gen: %" PRIu64 " events written late, not %d\n", st.late,
+                reorder ? 2 : 0);
         return 1;
     }
     nt_writer_free(w);

@@ -1,6 +1,7 @@
 // tests/dotnet/traceevent-dump: reads a nettrace file with TraceEvent's TraceLog, the way
 // PerfView and dotnet-trace do, and prints one JSON object per event: provider, id, name,
-// thread, payload fields (names and values) and the call stack (addresses, leaf first).
+// thread, payload fields (names and values), the call stack (addresses, leaf first) and the
+// timestamp in the trace's own ticks (TimeStampQPC).
 // tests/dotnet-traceevent.sh compares that with what pipeprof's writer was asked to write.
 using System;
 using System.Collections.Generic;
@@ -47,6 +48,7 @@ public static class Program
                 ["thread"] = e.ThreadID,
                 ["fields"] = fields,
                 ["stack"] = stack,
+                ["ts"] = e.TimeStampQPC,
             };
             output.WriteLine(JsonSerializer.Serialize(row));
         }
