@@ -12,22 +12,10 @@ source "$(dirname "$0")/ipc-lib.sh"
 command -v dotnet >/dev/null || skip "the .NET SDK (dotnet) is not installed"
 [[ -z ${asan:-} ]] || skip "under a sanitizer the runtime would need the sanitizer preloaded first; run in the plain build"
 
-out=$B/dotnet-mixed
-(
-  flock 9
-  src=$S/tests/dotnet/mixed
-  if [[ ! -f $out/app/mixed.dll || $src/Program.cs -nt $out/app/mixed.dll || $src/burn.c -nt $out/app/libburn.so ]]; then
-    rm -rf "$out" && mkdir -p "$out/src"
-    cp "$src/mixed.csproj" "$src/Program.cs" "$out/src/"
-    timeout 300 dotnet build -c Release -o "$out/app" "$out/src" >"$out/build.log" 2>&1 ||
-      { cat "$out/build.log"; fail "building tests/dotnet/mixed"; }
-    cc -O2 -fomit-frame-pointer -fPIC -shared -o "$out/app/libburn.so" "$src/burn.c" -lpthread ||
-      fail "building libburn.so"
-  fi
-) 9>"$B/dotnet-mixed.lock"
+APP=$(mixed_app)
 
 sock=$T/agent.sock
-PIPEPROF_DIAGNOSTIC_PORT=$sock LD_PRELOAD=$PRELOAD dotnet "$out/app/mixed.dll" 6 >"$T/app.out" 2>&1 &
+PIPEPROF_DIAGNOSTIC_PORT=$sock LD_PRELOAD=$PRELOAD dotnet "$APP" 6 >"$T/app.out" 2>"$T/app.err" &
 app=$!
 PP_PIDS+=($app)
 for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
@@ -69,5 +57,6 @@ if bad:
     sys.exit(1)
 PY
 wait "$app" || fail "the app failed"
-grep -qE '^[0-9]+ [0-9]+$' "$T/app.out" || { cat "$T/app.out"; fail "the app's output changed"; }
+[[ $(cat "$T/app.out") == "mixed: ManagedSpin, BurnViaNative and native_thread_work ran" ]] ||
+  { cat "$T/app.out" "$T/app.err"; fail "the app's output changed"; }
 echo "dotnet-mixed-stacks: ok"

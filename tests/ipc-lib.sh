@@ -92,6 +92,25 @@ dotnet_project() {
   echo "$out/app/$name.dll"
 }
 
+# mixed_app: prints the path of the mixed test app's mixed.dll (tests/dotnet/mixed: managed code,
+# P/Invoke'd native code in libburn.so and a native thread), built once per build directory.
+mixed_app() {
+  command -v dotnet >/dev/null || skip "the .NET SDK (dotnet) is not installed"
+  bash "$S/tests/dotnet/mixed/build.sh" "$B/dotnet-mixed" || fail "building tests/dotnet/mixed"
+}
+
+# mixed_setup: for the tests of the mixed app with dotnet-trace; skips loudly without the .NET
+# SDK, dotnet-trace or a plain (not sanitized) build, and sets DT (dotnet-trace), APP (mixed.dll)
+# and CHECK (tests/dotnet/mixed-check, TraceEvent's reading of a trace of it).
+mixed_setup() {
+  command -v dotnet >/dev/null || skip "the .NET SDK (dotnet) is not installed"
+  DT=$(command -v dotnet-trace || true)
+  [[ -n $DT ]] || skip "dotnet-trace is not installed (dotnet tool install -g dotnet-trace)"
+  [[ -z ${asan:-} ]] || skip "under a sanitizer the runtime would need the sanitizer preloaded first; run in the plain build"
+  APP=$(mixed_app)
+  CHECK=$(dotnet_project mixed-check)
+}
+
 # check_trace FILE: a complete nettrace that `pipeprof dump` reads.
 check_trace() {
   [[ -s $1 ]] || fail "$1 is empty"

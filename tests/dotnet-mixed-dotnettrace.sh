@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/dotnet-mixed-dotnettrace.sh - issue 11 (docs/dotnet-hosts.md, step 3): an unmodified
+# dotnet-trace gets ONE trace of a .NET app with the agent preloaded, whose samples hold native
+# frames named by pipeprof and managed frames named by the runtime, with the runtime's own
+# events. The mixed app (tests/dotnet/mixed: ManagedSpin, BurnViaNative -> burn_native ->
+# burn_inner in libburn.so, a native thread in native_thread_work; about 40/35/25 % of their CPU,
+# each part measured by the app with the thread CPU clock) runs with LD_PRELOAD, PIPEPROF_MODE=cpu
+# and PIPEPROF_HZ=250 and no DOTNET_ setting of ours, and is recorded four ways:
+#   (i)   dotnet-trace collect -p PID, default providers, 4 s;
+#   (ii)  the same with --providers: the runtime (GC, JIT, ... at level 4), the SampleProfiler and
+#         the app's EventSource Pipeprof-Test-Mixed;
+#   (iii) dotnet-trace collect --profile ... --providers Pipeprof-Test-Mixed -- CMD: connect mode
+#         with suspend, the whole run; the app's exit status comes back through dotnet-trace;
+#   (iv)  dotnet-trace collect --diagnostic-port SOCK, the app started with
+#         DOTNET_DiagnosticPorts=SOCK (default providers), the whole run.
+# Each trace is read by TraceEvent (tests/dotnet/mixed-check) and judged by
+# tests/tools/mixed-eval.py against the CPU time the app measured over the same window (its
+# --progress file, CLOCK_MONOTONIC): >= 90 % of the main thread's running samples in
+# burn_native/burn_inner hold BurnViaNative; each part's share of the running samples and of
+# TraceEvent's CPU_TIME within 3 points of its measured share; the functions named with their
+# modules; GC, JIT, method-name and ProcessInfo events present; Tick events where enabled. All
+# four run even when one fails; the failures are listed at the end, each check with its numbers.
+# Skips loudly without the .NET SDK, dotnet-trace or the NuGet packages.
+source "$(dirname "$0")/ipc-lib.sh"
+mixed_setup
+AGENT=(env PIPEPROF_MODE=cpu PIPEPROF_HZ=250 LD_PRELOAD="$PRELOAD")
+PROVIDERS=Microsoft-Windows-DotNETRuntime:0x14C14FCCBD:4,Microsoft-DotNETCore-SampleProfiler,Pipeprof-Test-Mixed
+LINE="mixed: ManagedSpin, BurnViaNative and native_thread_work ran"
+failed=()
+
+# judge NAME LABEL [mixed-eval options]: reads $T/NAME.nettrace with TraceEvent and judges it;
+# the failed checks are kept for the end.
+judge() {
+  local name=$1 label=$2 rc=0
+  shift 2
+  timeout 300 dotnet "$CHECK" "$T/$name.nettrace" "$T/$name.json" "$T/$name.etlx" >"$T/$name.check.log" 2>&1 ||
+    { cat "$T/$name.check.log"; failed+=("FAIL $label: TraceEvent cannot read the trace"); return 0; }
+  python3 "$S/tests/tools/mixed-eval.py" "$T/$name.json" "$T/$name.progress" --label "$label" "$@" \
+    >"$T/$name.eval" 2>&1 || rc=$?
+  cat "$T/$name.eval"
+  if [[ $rc != 0 ]]; then
+    mapfile -t -O "${#failed[@]}" failed < <(grep '^FAIL' "$T/$name.eval" || echo "FAIL $label: mixed-eval.py status $rc")
+  fi
+}
+
+# app_done NAME PID STATUS: the app exited with STATUS and printed its line.
+app_done() {
+  local rc=0
+  wait "$2" || rc=$?
+  [[ $rc == "$3" ]] || { cat "$T/$1.err"; fail "$1: the app exited with $rc, not $3"; }
+  [[ $(cat "$T/$1.out") == "$LINE" ]] || { cat "$T/$1.out"; fail "$1: the app's output changed"; }
+}
+
+# attach NAME LABEL [collect options]: dotnet-trace collect -p for 4 s, 1.5 s into a 9 s run.
+attach() {
+  local name=$1 label=$2 app
+  shift 2
+  "${AGENT[@]}" dotnet "$APP" 9 --progress "$T/$name.progress" >"$T/$name.out" 2>"$T/$name.err" &
+  app=$!
+  PP_PIDS+=($app)
+  wait_socket "$app" >/dev/null
+  sleep 1.5 # the runtime's server is up, the rounds have started, tiering has settled
+  timeout 90 "$DT" collect -p "$app" --duration 00:00:00:04 -o "$T/$name.nettrace" "$@" \
+    >"$T/$name.collect.log" 2>&1 || { cat "$T/$name.collect.log"; fail "$label: dotnet-trace collect"; }
+  grep -q "Trace completed" "$T/$name.collect.log" || { cat "$T/$name.collect.log"; fail "$label: no trace"; }
+  app_done "$name" "$app" 0
+}
+
+attach i "(i) collect -p, default providers"
+judge i "(i) collect -p, default providers"
+
+attach ii "(ii) collect -p --providers"  --providers "$PROVIDERS"
+judge ii "(ii) collect -p --providers" --ticks
+
+# (iii) dotnet-trace starts the app (its reverse port, suspended until the session runs).
+rc=0
+timeout 120 "$DT" collect --profile dotnet-common,dotnet-sampled-thread-time --providers Pipeprof-Test-Mixed \
+  -o "$T/iii.nettrace" -- "${AGENT[@]}" dotnet "$APP" 5 --progress "$T/iii.progress" --exit 7 \
+  >"$T/iii.collect.log" 2>&1 || rc=$?
+[[ $rc == 7 ]] || { cat "$T/iii.collect.log"; fail "(iii) collect -- CMD: status $rc, not the app's 7"; }
+grep -q "Trace completed" "$T/iii.collect.log" || { cat "$T/iii.collect.log"; fail "(iii): no trace"; }
+judge iii "(iii) collect -- CMD" --ticks
+
+# (iv) dotnet-trace listens, the app connects (DOTNET_DiagnosticPorts, suspend by default).
+timeout 120 "$DT" collect --diagnostic-port "$T/dt.sock" -o "$T/iv.nettrace" >"$T/iv.collect.log" 2>&1 &
+dt=$!
+PP_PIDS+=($dt)
+for _ in $(seq 300); do [[ -S $T/dt.sock ]] && break; sleep 0.1; done
+[[ -S $T/dt.sock ]] || { cat "$T/iv.collect.log"; fail "(iv): dotnet-trace did not listen"; }
+DOTNET_DiagnosticPorts=$T/dt.sock "${AGENT[@]}" dotnet "$APP" 5 --progress "$T/iv.progress" \
+  >"$T/iv.out" 2>"$T/iv.err" &
+app=$!
+PP_PIDS+=($app)
+app_done iv "$app" 0
+wait "$dt" || { cat "$T/iv.collect.log"; fail "(iv) collect --diagnostic-port"; }
+grep -q "Trace completed" "$T/iv.collect.log" || { cat "$T/iv.collect.log"; fail "(iv): no trace"; }
+judge iv "(iv) collect --diagnostic-port"
+
+if ((${#failed[@]})); then
+  printf '%s\n' "${failed[@]}" >&2
+  fail "${#failed[@]} checks failed in the four recordings (listed above)"
+fi
+echo "dotnet-mixed-dotnettrace: ok"

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/dotnet-runtime-intact.sh - issue 11: with the agent preloaded (nothing but LD_PRELOAD), a
+# .NET app and its runtime look to the .NET tools exactly as without it. The mixed app
+# (tests/dotnet/mixed) runs twice side by side, bare and with the agent, with the same arguments
+# and exit status 3:
+#   - the agent's run exits 3 and prints the same stdout as the bare run;
+#   - `dotnet-trace ps` and `pipeprof ps` list its pid exactly once;
+#   - every dotnet-diagnostic-PID-*-socket of the pid answers ProcessInfo2
+#     (tests/tools/processinfo.py) as the bare runtime does: the same command line, entry
+#     assembly, OS, architecture and runtime version (10.x, no "+pipeprof");
+#   - `dotnet-trace collect -p PID --providers Pipeprof-Test-Mixed` (3 s) receives the app's own
+#     EventSource events, Tick every 100 ms, none lost (their Count runs without a gap).
+# Skips loudly without the .NET SDK, dotnet-trace or the NuGet packages.
+source "$(dirname "$0")/ipc-lib.sh"
+mixed_setup
+bad=()
+
+dotnet "$APP" 7 --exit 3 >"$T/bare.out" 2>"$T/bare.err" &
+bare=$!
+PP_PIDS+=($bare)
+LD_PRELOAD=$PRELOAD dotnet "$APP" 7 --exit 3 >"$T/agent.out" 2>"$T/agent.err" &
+app=$!
+PP_PIDS+=($app)
+wait_socket "$bare" >/dev/null
+wait_socket "$app" >/dev/null
+sleep 1 # both runtimes' servers are up
+
+# ps: the pid once.
+"$DT" ps >"$T/dt-ps.out" 2>&1 || { cat "$T/dt-ps.out"; fail "dotnet-trace ps"; }
+"$PIPEPROF" ps >"$T/pp-ps.out" 2>&1 || { cat "$T/pp-ps.out"; fail "pipeprof ps"; }
+for tool in dt-ps pp-ps; do
+  n=$(grep -cE "^ *$app( |$)" "$T/$tool.out" || true)
+  note "${tool%-ps} ps: pid $app listed $n time(s)"
+  [[ $n == 1 ]] || { cat "$T/$tool.out" >&2; bad+=("${tool/dt-/dotnet-trace }: pid $app listed $n times, not once"); }
+done
+
+# ProcessInfo: every public socket of the pid answers as the bare runtime does.
+ref=$(ls "$TMPDIR"/dotnet-diagnostic-"$bare"-*-socket | head -1)
+python3 "$S/tests/tools/processinfo.py" "$ref" >"$T/bare.pi" || fail "ProcessInfo of the bare app"
+note "bare runtime: $(cat "$T/bare.pi")"
+python3 - "$T/bare.pi" <<'PY' || fail "the bare runtime's ProcessInfo is not what this test expects"
+import json, re, sys
+pi = json.load(open(sys.argv[1]))
+sys.exit(0 if re.match(r"10\.", pi["version"]) and "mixed.dll" in pi["command_line"] else 1)
+PY
+for sock in "$TMPDIR"/dotnet-diagnostic-"$app"-*-socket; do
+  if ! python3 "$S/tests/tools/processinfo.py" "$sock" >"$T/agent.pi" 2>&1; then
+    bad+=("${sock##*/}: no ProcessInfo answer ($(cat "$T/agent.pi"))")
+    continue
+  fi
+  note "${sock##*/}: $(cat "$T/agent.pi")"
+  why=$(python3 - "$T/bare.pi" "$T/agent.pi" <<'PY'
+import json, sys
+want, got = (json.load(open(f)) for f in sys.argv[1:3])
+diff = ["%s %r (the runtime: %r)" % (k, got.get(k), want[k]) for k in want if k != "pid" and got.get(k) != want[k]]
+if "pipeprof" in got.get("version", ""):
+    diff.append("a pipeprof version")
+print(", ".join(diff))
+PY
+  )
+  [[ -z $why ]] || bad+=("${sock##*/} answers ProcessInfo with $why")
+done
+
+# The app's own EventSource through dotnet-trace.
+timeout 60 "$DT" collect -p "$app" --providers Pipeprof-Test-Mixed --duration 00:00:00:03 -o "$T/ticks.nettrace" \
+  >"$T/collect.log" 2>&1 || { cat "$T/collect.log"; fail "dotnet-trace collect -p --providers Pipeprof-Test-Mixed"; }
+grep -q "Trace completed" "$T/collect.log" || { cat "$T/collect.log"; fail "dotnet-trace collect: no trace"; }
+timeout 300 dotnet "$CHECK" "$T/ticks.nettrace" "$T/ticks.json" "$T/ticks.etlx" >"$T/check.log" 2>&1 ||
+  { cat "$T/check.log"; fail "TraceEvent cannot read the trace"; }
+why=$(python3 - "$T/ticks.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["ticks"]
+print("# Tick events: %d, Count %d..%d" % (t["count"], t["first"], t["last"]), file=sys.stderr)
+if t["count"] < 15:
+    print("%d Tick events in 3 s, not one every 100 ms" % t["count"])
+elif t["last"] - t["first"] + 1 != t["count"]:
+    print("Tick Count %d..%d in %d events: some lost or repeated" % (t["first"], t["last"], t["count"]))
+PY
+)
+[[ -z $why ]] || bad+=("collect --providers Pipeprof-Test-Mixed: $why")
+
+# Exit status and stdout.
+rc=0
+wait "$app" || rc=$?
+[[ $rc == 3 ]] || bad+=("the app exited with $rc under the agent, 3 bare")
+rc=0
+wait "$bare" || rc=$?
+[[ $rc == 3 ]] || { cat "$T/bare.err"; fail "the bare app exited with $rc, not 3"; }
+cmp -s "$T/bare.out" "$T/agent.out" ||
+  bad+=("stdout differs from the bare run's: $(diff "$T/bare.out" "$T/agent.out" | head -5 | tr '\n' ' ')")
+
+if ((${#bad[@]})); then
+  printf 'FAIL: %s\n' "${bad[@]}" >&2
+  fail "${#bad[@]} differences from the bare runtime"
+fi
+echo "dotnet-runtime-intact: ok"
