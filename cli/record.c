@@ -72,8 +72,10 @@ struct pp_image {
     int cut;
     char why[256];
     _Atomic uint64_t samples, lost, bytes;
-    _Atomic int agent; /* the stream holds pipeprof's events (record enables its provider);
-                          without them it came from a .NET runtime's own EventPipe */
+    _Atomic int agent;   /* the stream holds pipeprof's events (record enables its provider);
+                            without them it came from a .NET runtime's own EventPipe */
+    _Atomic int runtime; /* the stream holds the .NET runtime's events: with the agent, a
+                            .NET host whose runtime's session pipeprof merged with its own */
 };
 
 struct pp_record {
@@ -472,6 +474,8 @@ pp_record_stream_main(void *arg)
             }
         } else if (strcmp(ev.desc->provider, "pipeprof") == 0) {
             atomic_store(&img->agent, 1); /* pipeprof's agent answered, not a .NET runtime */
+        } else if (strncmp(ev.desc->provider, "Microsoft-Windows-DotNETRuntime", 31) == 0) {
+            atomic_store(&img->runtime, 1);
         }
         if (strcmp(ev.desc->provider, "pipeprof") == 0 && ev.payload_size >= 16 &&
             strcmp(ev.desc->name, "LostSamples") == 0) {
@@ -1090,6 +1094,17 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
             p->engine != NULL ? ", cpu engine " : "", p->engine != NULL ? p->engine : "",
             (unsigned long long)p->lost_samples, (unsigned long long)p->lost_events);
     for (i = 0; i < rc->image_count; i++) {
+        if (rc->images[i]->thread_started && atomic_load(&rc->images[i]->agent) &&
+            atomic_load(&rc->images[i]->runtime)) {
+            fprintf(stderr,
+                    "pipeprof: process %llu is a .NET app: pipeprof's samples hold its native "
+                    "and managed\n"
+                    "pipeprof:   frames in one stack; the runtime's events and rundown (which "
+                    "names the\n"
+                    "pipeprof:   managed frames) are merged into its trace "
+                    "(docs/dotnet-hosts.md)\n",
+                    (unsigned long long)rc->images[i]->pid);
+        }
         if (rc->images[i]->thread_started && !atomic_load(&rc->images[i]->agent) &&
             atomic_load(&rc->images[i]->samples) > 0) {
             fprintf(stderr,

@@ -62,6 +62,9 @@ ipc_conn_close(struct ipc_conn *c)
         c->stopping->stop_conn = NULL;
         c->stopping = NULL;
     }
+    if (c->up != NULL) {
+        ipc_upstream_conn_closed(c);
+    }
     if (c->session != NULL) {
         struct ipc_session *ss = c->session;
 
@@ -194,14 +197,13 @@ ipc_conn_environment(struct ipc_conn *c)
     free(msg);
 }
 
-static void
-ipc_conn_dispatch(struct ipc_conn *c)
+void
+ipc_conn_dispatch_native(struct ipc_conn *c)
 {
     const uint8_t *p = c->payload;
     size_t len = c->h.size - IPC_HEADER_SIZE;
     uint8_t msg[28];
 
-    IPC_STAT(c->srv, commands, 1);
     if (c->h.command_set == IPC_SET_EVENTPIPE) {
         if (c->h.command_id == IPC_EP_STOP_TRACING) {
             uint64_t id;
@@ -226,7 +228,7 @@ ipc_conn_dispatch(struct ipc_conn *c)
                 ipc_conn_respond_error(c, ipc_errno_to_hresult(err));
                 return;
             }
-            ipc_session_collect(c, &req); /* takes req */
+            ipc_session_collect(c, &req, NULL, 0); /* takes req */
             return;
         }
     } else if (c->h.command_set == IPC_SET_PROCESS) {
@@ -272,6 +274,42 @@ ipc_conn_dispatch(struct ipc_conn *c)
     /* Dump, profiler, SetEnv, perf maps, startup hooks: not served. UNKNOWN_COMMAND drives the
      * client's fallbacks and its clean "not supported" message. */
     ipc_conn_respond_error(c, IPC_HR_UNKNOWN_COMMAND);
+}
+
+/*
+ * In a .NET host (docs/dotnet-hosts.md) the runtime answers everything but the tracing sessions,
+ * which are merged: a CollectTracing starts the runtime's session and this server's together,
+ * and a StopTracing of one of them ends both. Requests this server cannot decode go to the
+ * runtime as they came, and its answer (an error, as a rule) is the one a client gets.
+ */
+static void
+ipc_conn_dispatch(struct ipc_conn *c)
+{
+    size_t len = c->h.size - IPC_HEADER_SIZE;
+
+    IPC_STAT(c->srv, commands, 1);
+    if (!c->srv->dotnet) {
+        ipc_conn_dispatch_native(c);
+        return;
+    }
+    if (c->h.command_set == IPC_SET_EVENTPIPE && c->h.command_id == IPC_EP_STOP_TRACING) {
+        uint64_t id;
+
+        if (ipc_stop_decode(c->payload, len, &id) == 0) {
+            ipc_session_stop_request(c, id);
+            return;
+        }
+    } else if (c->h.command_set == IPC_SET_EVENTPIPE && c->h.command_id >= IPC_EP_COLLECT_TRACING &&
+               c->h.command_id <= IPC_EP_COLLECT_TRACING5) {
+        struct ipc_collect req;
+
+        if (ipc_collect_decode(c->h.command_id, c->payload, len, &req) == 0) {
+            ipc_upstream_collect(c, &req); /* takes req */
+            return;
+        }
+        ipc_collect_fini(&req);
+    }
+    ipc_upstream_forward(c);
 }
 
 /* Hands libuv exactly the bytes still missing, so nothing past the request is ever read. */

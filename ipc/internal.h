@@ -28,8 +28,15 @@
 #include "ipc/ipc.h"
 #include "nettrace/nettrace.h"
 
+/* Merged sessions (.NET host): how far the writer reorders events by time, and how long a stop
+ * waits for the runtime to end its stream (its rundown can take a while in a large app). */
+#define IPC_MERGE_REORDER_NS      (500ull * 1000000)
+#define IPC_MERGE_STOP_TIMEOUT_MS 30000
+
 struct ipc_session;
 struct ipc_conn;
+struct ipc_upstream; /* upstream.c: one connection to the runtime's own server */
+struct ipc_merge;    /* upstream.c: the runtime's event stream of one merged session */
 
 /* A listening socket: the default one, PIPEPROF_DIAGNOSTIC_PORT, or a ",listen" port. */
 struct ipc_listener {
@@ -49,6 +56,14 @@ struct ipc_port {
     int connecting;        /* a connect is in flight */
     uv_timer_t retry;
     unsigned backoff_ms; /* 10 ms, x1.25 per failure, capped at 500 ms (the runtime's) */
+    /* .NET host (upstream.c): the runtime's connects to path are redirected to rt_path, where
+     * it advertises; its idle connection is kept for the commands that must reach it through
+     * this port (ResumeRuntime). */
+    uv_pipe_t rt_listen;
+    int rt_open;
+    char *rt_path;
+    struct ipc_upstream *rt_idle;
+    int waits_for_runtime; /* not connected yet: the runtime has not advertised */
 };
 
 enum ipc_conn_state {
@@ -66,6 +81,7 @@ struct ipc_conn {
     struct ipc_port *port;        /* the connect port it came from, or NULL */
     struct ipc_session *session;  /* STREAMING: the session it carries */
     struct ipc_session *stopping; /* BUSY: the session whose stop it waits for */
+    struct ipc_upstream *up;      /* BUSY: the runtime is answering its command */
     enum ipc_conn_state state;
     int handles; /* open uv handles; freed when it reaches 0 */
     uint8_t hdr[IPC_HEADER_SIZE];
@@ -93,6 +109,13 @@ struct ipc_session {
     int source_started;         /* session_start was called: session_stop is owed */
     struct ipc_conn *stop_conn; /* answer OK(id) here once the stream is closed */
     uint64_t lost_reported;
+    /* .NET host: the runtime's own session that feeds this one (upstream.c), its id there, and
+     * whether its end was asked for (StopTracing sent to the runtime). */
+    struct ipc_merge *merge;
+    uint64_t runtime_session_id;
+    int merge_stopping;
+    int merge_done;           /* the runtime's stream has ended */
+    int runtime_process_info; /* the runtime's stream carried its ProcessInfo event */
     struct ipc_session *prev, *next;
 };
 
@@ -131,6 +154,16 @@ struct ipc_server {
     uint8_t cookie[16];
     int owner_pid; /* the process that created it: a fork()ed child must not unlink */
 
+    /* .NET host (upstream.c; docs/dotnet-hosts.md) */
+    int dotnet;
+    char *rt_path;            /* the runtime's own listen socket */
+    uint64_t rt_deadline_ms;  /* ipc_client_ms() until which commands wait for the runtime */
+    int rt_seen;              /* the runtime answered once: a failure now is final */
+    uv_timer_t rt_timer;      /* at the deadline, ports stop waiting for the runtime */
+    uv_async_t merge_wake;    /* a runtime stream's reader has news for the loop */
+    struct ipc_upstream *ups; /* live connections to the runtime */
+    void (*thread_init)(void);
+
     pthread_mutex_t lock; /* protects the fields below (read by other threads) */
     pthread_cond_t resumed;
     int suspended_ports; /* suspend ports that have not received ResumeRuntime */
@@ -144,9 +177,12 @@ void ipc_stats_add(struct ipc_server *s, size_t offset, uint64_t n);
 void ipc_port_taken(struct ipc_port *port);
 void ipc_port_lost(struct ipc_port *port);
 void ipc_port_resume(struct ipc_server *s, struct ipc_port *port);
+void ipc_port_start(struct ipc_port *port); /* connect and advertise (and again when needed) */
 
 /* conn.c */
 PP_MUST_USE int ipc_conn_new(struct ipc_server *s, struct ipc_port *port, struct ipc_conn **out);
+/* Answers c's request (state BUSY, header and payload read) as a native process would. */
+void ipc_conn_dispatch_native(struct ipc_conn *c);
 /* Starts reading (c->state must be set: READING or STREAMING); timeout_ms 0: no timeout. */
 void ipc_conn_start_reading(struct ipc_conn *c, uint32_t timeout_ms);
 void ipc_conn_close(struct ipc_conn *c);
@@ -154,10 +190,38 @@ void ipc_conn_respond(struct ipc_conn *c, const void *buf, size_t len);
 void ipc_conn_respond_error(struct ipc_conn *c, uint32_t hresult);
 
 /* session.c */
-void ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req);
+/* Starts a session on c (takes req); merge, when not NULL, feeds it the runtime's session
+ * runtime_id (the session takes the merge's reference). */
+void ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merge *merge,
+                         uint64_t runtime_id);
 void ipc_session_stop_request(struct ipc_conn *c, uint64_t id);
 void ipc_session_conn_closed(struct ipc_session *ss);
 void ipc_session_drain_all(struct ipc_server *s);
 void ipc_session_shutdown_all(struct ipc_server *s);
+/* The runtime's stream of a stopping merged session ended (or will not): finish it. */
+void ipc_session_merge_ended(struct ipc_session *ss);
+
+/* upstream.c: the runtime behind this server, in a .NET host */
+/* After the ports are set up, in ipc_server_start(): private paths, redirects, runtime port
+ * listeners. Does nothing unless o->dotnet_host. */
+PP_MUST_USE int ipc_upstream_init(struct ipc_server *s, const struct ipc_server_options *o);
+void ipc_upstream_shutdown(struct ipc_server *s); /* on the loop thread, at stop */
+void ipc_upstream_free(struct ipc_server *s);
+/* Forwards c's request to the runtime and relays the answer; natively when there is none. */
+void ipc_upstream_forward(struct ipc_conn *c);
+/* CollectTracing in a .NET host: the runtime's session first, then ours (takes req). */
+void ipc_upstream_collect(struct ipc_conn *c, struct ipc_collect *req);
+/* StopTracing of a merged session: asks the runtime to end its session. */
+void ipc_upstream_stop_session(struct ipc_session *ss);
+/* c is closing while the runtime answers its command. */
+void ipc_upstream_conn_closed(struct ipc_conn *c);
+/* Writes the runtime events queued for ss; returns 1 once its stream has ended, else 0. */
+int ipc_merge_pump(struct ipc_session *ss, int congested);
+/* Starts reading the runtime's stream on fd (taken, also on failure) in a thread of its own. */
+PP_MUST_USE int ipc_merge_new(struct ipc_server *s, int fd, struct ipc_merge **out);
+/* Ends the reading of the runtime's stream and drops the session's reference. */
+void ipc_merge_release(struct ipc_merge *m);
+/* Starts a detached thread with every signal blocked. */
+PP_MUST_USE int ipc_thread_start(void *(*fn)(void *), void *arg);
 
 #endif /* IPC_INTERNAL_H */

@@ -387,6 +387,25 @@ struct ipc_server_options {
     int (*loop_start)(void *ctx, void *loop);
     void (*loop_stop)(void *ctx);
     void *loop_ctx;
+    /*
+     * 1: this process is a .NET host whose runtime starts a diagnostic server of its own later
+     * (docs/dotnet-hosts.md). The server then answers what only the runtime can answer by
+     * forwarding it to the runtime's server, and merges the runtime's event stream with the
+     * source's events in every CollectTracing session. With the default listen path, the
+     * runtime's bind of that name is redirected to a private one (ipc_redirect_path(), called by
+     * the shim's interposers), so clients find one server per process. Connect ports of
+     * diagnostic_ports wait for the runtime to advertise on them (its connects are redirected to
+     * private listeners) and then advertise with the runtime's cookie; start-up is never held
+     * by this server then (the runtime holds it itself).
+     */
+    int dotnet_host;
+    uint32_t runtime_wait_ms; /* how long commands wait for the runtime's server; 0: 10000 */
+    /*
+     * Called first on every thread the server starts (its loop and the readers of runtime
+     * streams), with every signal blocked: the agent excludes them from sampling and from its
+     * interposers. May be NULL.
+     */
+    void (*thread_init)(void);
 };
 
 struct ipc_server; /* opaque; ipc/server.c */
@@ -440,6 +459,25 @@ struct ipc_server_stats {
 };
 /* Thread-safe snapshot. */
 void ipc_server_get_stats(struct ipc_server *s, struct ipc_server_stats *out);
+
+/* What a host does with a socket path, for ipc_redirect_path(). */
+enum ipc_redirect_op {
+    IPC_REDIRECT_BIND,    /* bind(2) of a listening socket */
+    IPC_REDIRECT_UNLINK,  /* unlink(2) of a socket file */
+    IPC_REDIRECT_CONNECT, /* connect(2) to a listening socket */
+};
+
+/*
+ * In a .NET host served with dotnet_host (and the default listen path): where the runtime's own
+ * operation on path must go instead. The runtime's bind and unlink of its default name
+ * (dotnet-diagnostic-PID-KEY-socket, which this server holds) go to its private path; its
+ * connects to a connect port of DOTNET_DiagnosticPorts go to this server's private listener for
+ * that port. Returns 1 with the replacement in out (NUL-terminated), or 0: leave path alone.
+ * The caller must not call this for the server's own threads (struct ipc_server_options'
+ * thread_init marks them) nor around ipc_server_start()/stop() on its own thread.
+ * Context: any thread; lock-free, no allocation; the table it reads lives as long as the process.
+ */
+int ipc_redirect_path(enum ipc_redirect_op op, const char *path, char *out, size_t cap);
 
 /*
  * Computes the runtime's default socket path for this process into out:

@@ -420,6 +420,12 @@ ipc_port_lost(struct ipc_port *port)
 }
 
 void
+ipc_port_start(struct ipc_port *port)
+{
+    ipc_port_connect(port);
+}
+
+void
 ipc_port_resume(struct ipc_server *s, struct ipc_port *port)
 {
     if (!port->suspend || port->resumed) {
@@ -503,6 +509,7 @@ ipc_server_wake(uv_async_t *a)
         uv_close((uv_handle_t *)&s->ports[i].retry, NULL);
     }
     ipc_session_shutdown_all(s);
+    ipc_upstream_shutdown(s);
     for (c = s->conns; c != NULL; c = next) {
         next = c->next;
         if (c->state != IPC_CONN_STREAMING) {
@@ -525,8 +532,6 @@ ipc_server_run(void *arg)
     struct ipc_server *s = arg;
     int err;
 
-    /* Named, so that tools and the agent's own counters tell it from the host's threads. */
-    pthread_setname_np(pthread_self(), "pipeprof-ipc");
     if (s->loop_start != NULL && !atomic_load(&s->stopping)) {
         err = s->loop_start(s->loop_ctx, &s->loop);
         if (err != 0) {
@@ -546,6 +551,20 @@ ipc_server_run(void *arg)
 }
 
 static void
+ipc_server_thread_main(void *arg)
+{
+    struct ipc_server *s = arg;
+
+    if (s->thread_init != NULL) {
+        s->thread_init();
+    }
+    /* Named, so that tools and the agent's own counters tell it from the host's threads (here,
+     * not in ipc_server_run(), which a failed start runs on the host's own thread). */
+    pthread_setname_np(pthread_self(), "pipeprof-ipc");
+    ipc_server_run(s);
+}
+
+static void
 ipc_server_free(struct ipc_server *s)
 {
     size_t i;
@@ -554,6 +573,7 @@ ipc_server_free(struct ipc_server *s)
         free(s->listeners[i].path);
     }
     free(s->listeners);
+    ipc_upstream_free(s);
     for (i = 0; i < s->port_count; i++) {
         free(s->ports[i].path);
     }
@@ -609,6 +629,7 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     s->loop_stop = opts->loop_stop;
     s->loop_ctx = opts->loop_ctx;
     s->log_ctx = opts->log_ctx;
+    s->thread_init = opts->thread_init;
     s->owner_pid = getpid();
     err = ipc_server_info_init(s);
     if (err < 0) {
@@ -656,7 +677,9 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
         s->ports[s->port_count].backoff_ms = 10;
         uv_timer_init(&s->loop, &s->ports[s->port_count].retry);
         s->ports[s->port_count].retry.data = &s->ports[s->port_count];
-        if (ports.ports[i].suspend) {
+        /* In a .NET host the runtime holds its start-up itself, until the ResumeRuntime that
+         * this server forwards to it. */
+        if (ports.ports[i].suspend && !opts->dotnet_host) {
             s->suspended_ports++;
         }
         s->port_count++;
@@ -664,15 +687,21 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     if (err < 0 && s->port_count == 0) {
         goto out; /* no way to reach this server */
     }
-    err = 0;
+    err = ipc_upstream_init(s, opts);
+    if (err < 0) {
+        ipc_log(s, "cannot serve the .NET runtime's commands: %s", strerror(-err));
+        goto out;
+    }
     for (i = 0; i < s->port_count; i++) {
-        ipc_port_connect(&s->ports[i]);
+        if (!s->ports[i].waits_for_runtime) {
+            ipc_port_connect(&s->ports[i]);
+        }
     }
     /* The loop thread takes no signal: no SIGPIPE from a vanished client, no sampling signal,
      * no host handler running on a thread the host does not know. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    err = uv_thread_create(&s->thread, ipc_server_run, s);
+    err = uv_thread_create(&s->thread, ipc_server_thread_main, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err < 0) {
         goto out;

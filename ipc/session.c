@@ -30,6 +30,7 @@ ipc_session_unref(struct ipc_session *ss)
     if (--ss->refs > 0) {
         return;
     }
+    ipc_merge_release(ss->merge);
     ipc_collect_fini(&ss->req);
     nt_writer_free(ss->w);
     free(ss->pend);
@@ -126,6 +127,14 @@ ipc_session_drain_some(struct ipc_server *s, struct ipc_session *only)
         if (ss->finished || ss->w == NULL || (only != NULL && ss != only)) {
             continue;
         }
+        if (ss->merge != NULL) {
+            err = ipc_merge_pump(ss, ipc_session_congested(ss));
+            if (err < 0) {
+                ipc_log(s, "session %llx: the runtime's events: %s",
+                        (unsigned long long)ss->cfg.session_id, strerror(-err));
+            }
+            ss->merge_done = err > 0;
+        }
         views[n].config = &ss->cfg;
         views[n].writer = ss->w;
         views[n].congested = ipc_session_congested(ss);
@@ -149,6 +158,10 @@ ipc_session_drain_all(struct ipc_server *s)
     ipc_session_drain_some(s, NULL);
     for (ss = s->sessions; ss != NULL; ss = next) {
         next = ss->next;
+        if (ss->merge_stopping && ss->merge_done && !ss->finished) {
+            ipc_session_merge_ended(ss); /* the runtime's rundown is in: ours follows */
+            continue;
+        }
         if (!ss->finished && ss->w != NULL && nt_writer_poll(ss->w, now) < 0) {
             ipc_log(s, "session %llx: stream failed", (unsigned long long)ss->cfg.session_id);
             if (ss->conn != NULL) {
@@ -181,7 +194,8 @@ ipc_session_finish(struct ipc_session *ss, int rundown)
             ipc_log(s, "event source: rundown failed: %s", strerror(-err));
         }
     }
-    err = ipc_session_write_process_info(ss);
+    /* A merged session carries the runtime's own ProcessInfo, written at its end. */
+    err = ss->runtime_process_info ? 0 : ipc_session_write_process_info(ss);
     if (err < 0) {
         ipc_log(s, "session %llx: ProcessInfo: %s", (unsigned long long)ss->cfg.session_id,
                 strerror(-err));
@@ -235,6 +249,8 @@ ipc_session_conn_closed(struct ipc_session *ss)
     uint8_t msg[28];
 
     ss->conn = NULL;
+    ipc_merge_release(ss->merge); /* the runtime's session ends when its reader leaves */
+    ss->merge = NULL;
     if (ss->prev != NULL) {
         ss->prev->next = ss->next;
     } else {
@@ -309,7 +325,8 @@ ipc_session_write_process_info(struct ipc_session *ss)
 }
 
 void
-ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req)
+ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merge *merge,
+                    uint64_t runtime_id)
 {
     struct ipc_server *s = c->srv;
     struct ipc_session *ss;
@@ -318,17 +335,21 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req)
 
     if (s->session_count >= IPC_MAX_SESSIONS) {
         ipc_collect_fini(req);
+        ipc_merge_release(merge);
         ipc_conn_respond_error(c, IPC_HR_FAIL); /* what the runtime answers past 64 sessions */
         return;
     }
     ss = calloc(1, sizeof(*ss));
     if (ss == NULL) {
         ipc_collect_fini(req);
+        ipc_merge_release(merge);
         ipc_conn_respond_error(c, IPC_HR_FAIL);
         return;
     }
     ss->srv = s;
     ss->refs = 1;
+    ss->merge = merge;
+    ss->runtime_session_id = runtime_id;
     ss->req = *req;
     memset(req, 0, sizeof(*req));
     /* Like the runtime, the id is the session's address: non-zero and unique while it lives. */
@@ -347,6 +368,10 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req)
         struct nt_writer_options wo;
 
         memset(&wo, 0, sizeof(wo));
+        if (merge != NULL) {
+            /* the runtime's events arrive up to a few hundred ms after the agent's samples */
+            wo.reorder_window_ns = IPC_MERGE_REORDER_NS;
+        }
         if (s->source != NULL && s->source->sampling_interval_ns != NULL) {
             wo.sampling_interval_ns = s->source->sampling_interval_ns(s->source->ctx, &ss->cfg);
         }
@@ -399,6 +424,36 @@ ipc_session_stop_timeout(uv_timer_t *t)
     }
 }
 
+static void
+ipc_session_merge_timeout(uv_timer_t *t)
+{
+    struct ipc_conn *c = t->data;
+
+    /* The runtime did not end its stream in time: end ours without the rest of it. */
+    if (c->stopping != NULL) {
+        ipc_log(c->srv, "session %llx: the runtime did not end its session in %d ms",
+                (unsigned long long)c->stopping->cfg.session_id, IPC_MERGE_STOP_TIMEOUT_MS);
+        ipc_session_merge_ended(c->stopping);
+    }
+}
+
+void
+ipc_session_merge_ended(struct ipc_session *ss)
+{
+    struct ipc_conn *c = ss->stop_conn;
+
+    if (ss->finished) {
+        return;
+    }
+    ipc_session_finish(ss, 1);
+    ipc_merge_release(ss->merge);
+    ss->merge = NULL;
+    if (c != NULL) {
+        uv_timer_start(&c->timer, ipc_session_stop_timeout, IPC_STOP_DRAIN_TIMEOUT_MS, 0);
+    }
+    ipc_session_close_stream(ss);
+}
+
 void
 ipc_session_stop_request(struct ipc_conn *c, uint64_t id)
 {
@@ -411,6 +466,10 @@ ipc_session_stop_request(struct ipc_conn *c, uint64_t id)
             break;
         }
     }
+    if ((ss == NULL || ss->conn == NULL) && s->dotnet) {
+        ipc_upstream_forward(c); /* perhaps a session a client started with the runtime itself */
+        return;
+    }
     if (ss == NULL || ss->conn == NULL) {
         /* Unknown id: the runtime silently answers OK. */
         ipc_conn_respond(c, msg, ipc_ok_u64_encode(msg, id));
@@ -419,6 +478,14 @@ ipc_session_stop_request(struct ipc_conn *c, uint64_t id)
     c->state = IPC_CONN_BUSY;
     c->stopping = ss;
     ss->stop_conn = c;
+    if (ss->merge != NULL) {
+        /* The runtime ends its session first (its rundown names the managed frames); the end of
+         * its stream then ends ours (ipc_session_drain_all()). */
+        ss->merge_stopping = 1;
+        uv_timer_start(&c->timer, ipc_session_merge_timeout, IPC_MERGE_STOP_TIMEOUT_MS, 0);
+        ipc_upstream_stop_session(ss);
+        return;
+    }
     ipc_session_finish(ss, 1);
     uv_timer_start(&c->timer, ipc_session_stop_timeout, IPC_STOP_DRAIN_TIMEOUT_MS, 0);
     ipc_session_close_stream(ss);

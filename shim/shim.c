@@ -14,6 +14,9 @@
  *   PIPEPROF_SUSPEND_TIMEOUT_MS=N       how long a suspend port holds start-up (default 30000;
  *                                       -1 waits forever, 0 does not wait)
  *   PIPEPROF_DOTNET_HOST=0|1            override the .NET-host detection
+ *   PIPEPROF_DOTNET_MERGE=0             in a .NET host, step aside (a second socket, key+1)
+ *                                       instead of serving the runtime's commands and merging
+ *                                       its events (docs/dotnet-hosts.md)
  *   PIPEPROF_SAMPLING_SERVER_URL=...      the HTTP pull endpoints (bridge/http-source.h)
  *   PIPEPROF_TARGET_PID=N               only process N starts; its exec'd children, which
  *                                       inherit the environment, stay untouched (set by
@@ -29,12 +32,15 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +55,19 @@
 #define SHIM_SUSPEND_TIMEOUT_MS 30000
 
 static struct ipc_server *shim_server;
+
+/*
+ * 1 on the server's own threads (ipc_server_options.thread_init) and while this thread starts or
+ * stops the server: the socket interposers below leave its calls alone.
+ */
+static __thread int shim_tls_internal;
+
+static void
+shim_thread_init(void)
+{
+    shim_tls_internal = 1;
+    ag_thread_exclude_self();
+}
 
 /*
  * The sampler: the agent is started before the server, so that the first session finds it. An
@@ -244,18 +263,30 @@ shim_start_process(int running)
         opts.listen_path = NULL;
     }
     dotnet_host = shim_dotnet_host_detect();
-    if (dotnet_host) {
-        /* The runtime serves the default name and acts on DOTNET_DiagnosticPorts itself. We
-         * take the same name with key+1: `ps` lists the pid, `-p` picks the runtime's newer
-         * file, and PIPEPROF_DIAGNOSTIC_PORT reaches pipeprof directly. */
+    opts.thread_init = shim_thread_init;
+    if (dotnet_host && shim_env_is("PIPEPROF_DOTNET_MERGE", "0")) {
+        /* Stepping aside: the runtime serves the default name and acts on
+         * DOTNET_DiagnosticPorts itself. We take the same name with key+1: `ps` lists the pid,
+         * `-p` picks the runtime's newer file, and PIPEPROF_DIAGNOSTIC_PORT reaches pipeprof. */
         opts.key_override = ipc_process_start_key(getpid()) + 1;
+    } else if (dotnet_host) {
+        /* The runtime's own server moves to a private name when it binds (the interposers
+         * below); this server answers under the public one, forwards what only the runtime can
+         * answer and merges its events into every session (docs/dotnet-hosts.md). The runtime
+         * holds its start-up for suspend ports itself, so the constructor does not. */
+        opts.dotnet_host = 1;
+        opts.diagnostic_ports = getenv("DOTNET_DiagnosticPorts");
+        if (opts.diagnostic_ports == NULL) {
+            opts.diagnostic_ports = getenv("COMPlus_DiagnosticPorts");
+        }
+        timeout_ms = 0;
     } else {
         opts.diagnostic_ports = getenv("DOTNET_DiagnosticPorts");
         if (opts.diagnostic_ports == NULL) {
             opts.diagnostic_ports = getenv("COMPlus_DiagnosticPorts");
         }
     }
-    if (timeout_env != NULL && timeout_env[0] != '\0') {
+    if (timeout_env != NULL && timeout_env[0] != '\0' && !opts.dotnet_host) {
         timeout_ms = atoi(timeout_env);
     }
     if (shim_resumed_before() || running) {
@@ -264,7 +295,9 @@ shim_start_process(int running)
 #ifdef PP_HAVE_HTTP
     (void)bridge_http_configure(&opts, opts.source != NULL);
 #endif
+    shim_tls_internal++;
     err = ipc_server_start(&opts, &shim_server);
+    shim_tls_internal--;
     if (err < 0) {
         fprintf(stderr, "pipeprof: diagnostic server not started: %s\n", strerror(-err));
         return;
@@ -470,8 +503,110 @@ shim_stop(void)
 {
     struct ipc_server *s = __atomic_exchange_n(&shim_server, NULL, __ATOMIC_ACQ_REL);
 
+    shim_tls_internal++;
     ipc_server_stop(s); /* sessions end (and release sampling) before the agent stops */
+    shim_tls_internal--;
     ag_stop();
+}
+
+/*
+ * The .NET runtime's socket names, in a .NET host this server fronts (docs/dotnet-hosts.md):
+ * the runtime's bind of its default name dotnet-diagnostic-PID-KEY-socket, which this server
+ * holds, goes to a private path, and so does its unlink of that name at shutdown; its connects
+ * to a DOTNET_DiagnosticPorts address go to this server's private listener for that port.
+ * libcoreclr calls bind, connect and unlink through the PLT, so these reach them. Everything
+ * else, and the server's own calls, pass through unchanged.
+ */
+static void *
+shim_real(void **slot, const char *name)
+{
+    void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+    if (fn == NULL) {
+        fn = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+/* A sockaddr_un redirected by ipc_redirect_path(); 0 when addr is left as it is. */
+static int
+shim_redirect_sockaddr(enum ipc_redirect_op op, const struct sockaddr *addr, socklen_t len,
+                       struct sockaddr_un *out)
+{
+    char path[sizeof(out->sun_path) + 1];
+    size_t n;
+
+    if (shim_tls_internal || addr == NULL || addr->sa_family != AF_UNIX ||
+        len <= (socklen_t)offsetof(struct sockaddr_un, sun_path)) {
+        return 0;
+    }
+    n = (size_t)len - offsetof(struct sockaddr_un, sun_path);
+    if (n > sizeof(out->sun_path)) {
+        n = sizeof(out->sun_path);
+    }
+    memcpy(path, ((const struct sockaddr_un *)(const void *)addr)->sun_path, n);
+    path[n] = '\0';
+    if (path[0] == '\0') {
+        return 0; /* an abstract socket */
+    }
+    memset(out, 0, sizeof(*out));
+    out->sun_family = AF_UNIX;
+    return ipc_redirect_path(op, path, out->sun_path, sizeof(out->sun_path));
+}
+
+__attribute__((visibility("default"))) int
+bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    static void *real;
+    int (*fn)(int, const struct sockaddr *, socklen_t) =
+            (int (*)(int, const struct sockaddr *, socklen_t))shim_real(&real, "bind");
+    struct sockaddr_un to;
+
+    if (fn == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (shim_redirect_sockaddr(IPC_REDIRECT_BIND, addr, len, &to)) {
+        unlink(to.sun_path); /* a stale socket of this very process's runtime */
+        return fn(fd, (struct sockaddr *)&to, sizeof(to));
+    }
+    return fn(fd, addr, len);
+}
+
+__attribute__((visibility("default"))) int
+connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    static void *real;
+    int (*fn)(int, const struct sockaddr *, socklen_t) =
+            (int (*)(int, const struct sockaddr *, socklen_t))shim_real(&real, "connect");
+    struct sockaddr_un to;
+
+    if (fn == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (shim_redirect_sockaddr(IPC_REDIRECT_CONNECT, addr, len, &to)) {
+        return fn(fd, (struct sockaddr *)&to, sizeof(to));
+    }
+    return fn(fd, addr, len);
+}
+
+__attribute__((visibility("default"))) int
+unlink(const char *path)
+{
+    static void *real;
+    int (*fn)(const char *) = (int (*)(const char *))shim_real(&real, "unlink");
+    char to[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+    if (fn == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (!shim_tls_internal && ipc_redirect_path(IPC_REDIRECT_UNLINK, path, to, sizeof(to))) {
+        return fn(to);
+    }
+    return fn(path);
 }
 
 /*

@@ -12,6 +12,10 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/nettrace/reader.c)
   target_compile_definitions(test-ipc-server PRIVATE PP_HAVE_NT_READER=1)
 endif()
 
+# The server in a .NET host against a fake runtime: redirects, forwarding, merged sessions.
+pp_add_test(test-ipc-upstream SOURCES ${CMAKE_SOURCE_DIR}/tests/test-ipc-upstream.c LIBS pp_ipc
+  LABELS unit TIMEOUT 120)
+
 # Scripts (tests/ipc-lib.sh is shared; each uses its own TMPDIR). The C# target app is built
 # once into ${CMAKE_BINARY_DIR}/dotnet-ipc by the first script that needs it.
 pp_add_script_test(ipc-differential ipc-differential.sh LABELS integration TIMEOUT 180)

@@ -1,0 +1,774 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/test-ipc-upstream.c - the server in a .NET host (ipc/upstream.c, docs/dotnet-hosts.md),
+ * against a fake runtime in a thread of this test: the runtime's socket names are redirected,
+ * its commands forwarded and answered byte for byte, a CollectTracing starts the fake runtime's
+ * session without the SampleProfiler and merges its stream with the event source's, a stop
+ * ends the runtime's session first, a client that leaves ends it too, a runtime's refusal
+ * reaches the client as it was, a process whose runtime never comes is served natively, and a
+ * connect port advertises the runtime's cookie and carries ResumeRuntime through the runtime's
+ * own connection.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+#include "nettrace/nettrace.h"
+#include "tests/test.h"
+
+#define FAKE_SESSION_ID 0x1234u
+#define FAKE_DUMP_ERROR 0x8013FACEu
+
+static char dir[64];
+static char public_path[256];
+static struct ipc_server *srv;
+static uint8_t resp[IPC_MAX_MESSAGE + 1];
+
+/* ----- the event source: one "Test-Source/Tick" per drain --------------------------------- */
+
+static atomic_int drains;
+
+static const struct nt_event_desc tick_desc = { "Test-Source", 7, "Tick", 0, 0, 4, 0, NULL, 0, 0 };
+
+static int
+source_drain(void *ctx, const struct ipc_session_view *v, size_t n)
+{
+    uint8_t payload[4] = { 1, 2, 3, 4 };
+    size_t i;
+
+    (void)ctx;
+    drains++;
+    for (i = 0; i < n; i++) {
+        struct nt_event ev;
+        uint32_t id;
+
+        if (nt_writer_define(v[i].writer, &tick_desc, &id) < 0) {
+            return -EIO;
+        }
+        memset(&ev, 0, sizeof(ev));
+        ev.metadata_id = id;
+        ev.thread_id = 11;
+        ev.capture_thread_id = 11;
+        ev.processor = 0xFFFFFFFFu;
+        ev.timestamp = nt_clock_now();
+        ev.payload = payload;
+        ev.payload_size = sizeof(payload);
+        if (nt_writer_write(v[i].writer, &ev) < 0) {
+            return -EIO;
+        }
+    }
+    return 0;
+}
+
+static const struct ipc_event_source source = { NULL, source_drain, NULL, NULL, NULL, NULL };
+
+/* ----- the fake runtime ------------------------------------------------------------------- */
+
+struct fake {
+    pthread_t thread;
+    int listen_fd;
+    char path[256];
+    atomic_int stop;         /* the test ends */
+    atomic_int stop_tracing; /* StopTracing arrived for FAKE_SESSION_ID */
+    atomic_int stream_ended; /* the streaming connection was finished or lost */
+    atomic_int client_left;  /* writing the stream failed: its reader went away */
+    atomic_int resumes;      /* ResumeRuntime received on the listen socket */
+    atomic_int collects;
+    char providers[512]; /* the last CollectTracing's providers, comma separated */
+    int reject;          /* answer CollectTracing with an error */
+    uint8_t cookie[16];
+};
+static struct fake fk;
+
+static int
+read_full(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+
+    while (got < len) {
+        ssize_t k = read(fd, (uint8_t *)buf + got, len - got);
+
+        if (k <= 0) {
+            return -1;
+        }
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+/* Reads one request; returns its header and a malloc'd payload, or -1. */
+static int
+fake_read_request(int fd, struct ipc_header *h, uint8_t **payload)
+{
+    uint8_t hdr[IPC_HEADER_SIZE];
+
+    *payload = NULL;
+    if (read_full(fd, hdr, sizeof(hdr)) < 0 || ipc_header_decode(hdr, sizeof(hdr), h) < 0) {
+        return -1;
+    }
+    *payload = malloc(h->size - IPC_HEADER_SIZE + 1);
+    if (*payload == NULL || read_full(fd, *payload, h->size - IPC_HEADER_SIZE) < 0) {
+        free(*payload);
+        *payload = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int
+fake_sink_write(void *ctx, const void *buf, size_t len)
+{
+    int fd = *(int *)ctx;
+
+    if (send(fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len) {
+        fk.client_left = 1;
+        return -EPIPE;
+    }
+    return 0;
+}
+
+/* The runtime's side of a session: its events every 5 ms until StopTracing, then a rundown
+ * event, its ProcessInfo, the end tag. */
+static void
+fake_stream(int fd)
+{
+    static const struct nt_event_desc rt_desc = {
+        "Fake-Runtime", 9, "Work", 0, 0, 4, 0, NULL, 0, 0
+    };
+    struct nt_sink sink = { fake_sink_write, &fd };
+    struct nt_writer *w = NULL;
+    struct nt_payload p;
+    struct nt_event ev;
+    uint8_t buf[512];
+    uint32_t work, pinfo;
+    int i = 0;
+
+    if (nt_writer_new(NULL, &sink, &w) < 0 || nt_writer_define(w, &rt_desc, &work) < 0 ||
+        nt_writer_define(w, nt_known_event_desc(NT_KNOWN_PROCESS_INFO), &pinfo) < 0) {
+        goto out;
+    }
+    memset(&ev, 0, sizeof(ev));
+    ev.thread_id = 22;
+    ev.capture_thread_id = 22;
+    ev.processor = 0xFFFFFFFFu;
+    while (!fk.stop_tracing && !fk.stop && !fk.client_left) {
+        uint64_t stack[2] = { 0x1000 + (uint64_t)i, 0x2000 };
+
+        ev.metadata_id = work;
+        ev.timestamp = nt_clock_now();
+        ev.payload = (const uint8_t *)&ev.timestamp; /* its own time, to check it arrives */
+        ev.payload_size = 8;
+        ev.stack = stack;
+        ev.stack_depth = 2;
+        /* like the runtime, it flushes its buffers about every 200 ms: its events reach the
+         * server well after the source's events of the same time */
+        if (nt_writer_write(w, &ev) < 0 || (i % 40 == 39 && nt_writer_flush(w) < 0)) {
+            goto out;
+        }
+        i++;
+        usleep(5000);
+    }
+    nt_payload_init(&p, buf, sizeof(buf));
+    nt_payload_process_info(&p, "fake-runtime --app", "Linux", "x64");
+    ev.metadata_id = pinfo;
+    ev.timestamp = nt_clock_now();
+    ev.payload = buf;
+    ev.payload_size = (uint32_t)p.len;
+    ev.stack = NULL;
+    ev.stack_depth = 0;
+    if (nt_writer_write(w, &ev) == 0 && nt_writer_finish(w) < 0) {
+        fk.client_left = 1;
+    }
+out:
+    nt_writer_free(w);
+    fk.stream_ended = 1;
+}
+
+static void
+fake_providers(const uint8_t *payload, size_t len, uint8_t id)
+{
+    struct ipc_collect c;
+    size_t o = 0;
+    uint32_t i;
+
+    fk.providers[0] = '\0';
+    if (ipc_collect_decode(id, payload, len, &c) == 0) {
+        for (i = 0; i < c.provider_count; i++) {
+            o += (size_t)snprintf(fk.providers + o, sizeof(fk.providers) - o, "%s%s", i ? "," : "",
+                                  c.providers[i].name);
+        }
+        fk.reject = c.provider_count > 0 && strcmp(c.providers[0].name, "Reject") == 0;
+    }
+    ipc_collect_fini(&c);
+}
+
+/* Answers one command on fd (a CollectTracing streams on it until StopTracing), closes it. */
+static void
+fake_serve(int fd)
+{
+    struct ipc_process_info pi;
+    struct ipc_header h;
+    uint8_t *payload, msg[1024];
+    int n;
+
+    if (fake_read_request(fd, &h, &payload) < 0) {
+        close(fd);
+        return;
+    }
+    if (h.command_set == IPC_SET_PROCESS && h.command_id == IPC_PROC_INFO) {
+        memset(&pi, 0, sizeof(pi));
+        pi.pid = (uint64_t)getpid();
+        memcpy(pi.cookie, fk.cookie, 16);
+        pi.command_line = "fake-runtime --app";
+        pi.os = "Linux";
+        pi.arch = "x64";
+        n = ipc_process_info_encode(&pi, 1, msg, sizeof(msg));
+        if (n > 0) {
+            (void)send(fd, msg, (size_t)n, MSG_NOSIGNAL);
+        }
+    } else if (h.command_set == IPC_SET_PROCESS && h.command_id == IPC_PROC_RESUME_RUNTIME) {
+        fk.resumes++;
+        (void)send(fd, msg, ipc_ok_i32_encode(msg, 0), MSG_NOSIGNAL);
+    } else if (h.command_set == IPC_SET_EVENTPIPE && h.command_id == IPC_EP_COLLECT_TRACING2) {
+        fk.collects++;
+        fake_providers(payload, h.size - IPC_HEADER_SIZE, h.command_id);
+        if (fk.reject) {
+            (void)send(fd, msg, ipc_error_encode(msg, IPC_HR_BAD_ENCODING), MSG_NOSIGNAL);
+        } else {
+            (void)send(fd, msg, ipc_ok_u64_encode(msg, FAKE_SESSION_ID), MSG_NOSIGNAL);
+            fake_stream(fd);
+        }
+    } else if (h.command_set == IPC_SET_EVENTPIPE && h.command_id == IPC_EP_STOP_TRACING) {
+        uint64_t id = 0;
+
+        if (ipc_stop_decode(payload, h.size - IPC_HEADER_SIZE, &id) == 0 && id == FAKE_SESSION_ID) {
+            fk.stop_tracing = 1;
+        }
+        (void)send(fd, msg, ipc_ok_u64_encode(msg, id), MSG_NOSIGNAL);
+    } else {
+        (void)send(fd, msg, ipc_error_encode(msg, FAKE_DUMP_ERROR), MSG_NOSIGNAL);
+    }
+    free(payload);
+    close(fd);
+}
+
+static void *
+fake_conn_main(void *arg)
+{
+    fake_serve((int)(intptr_t)arg);
+    return NULL;
+}
+
+static void *
+fake_main(void *arg)
+{
+    (void)arg;
+    while (!fk.stop) {
+        struct pollfd p = { fk.listen_fd, POLLIN, 0 };
+        pthread_t t;
+        int fd;
+
+        if (poll(&p, 1, 50) <= 0) {
+            continue;
+        }
+        fd = accept(fk.listen_fd, NULL, NULL);
+        if (fd < 0) {
+            continue;
+        }
+        /* a thread per connection: a stream and its StopTracing are served at once */
+        if (pthread_create(&t, NULL, fake_conn_main, (void *)(intptr_t)fd) == 0) {
+            pthread_detach(t);
+        } else {
+            close(fd);
+        }
+    }
+    return NULL;
+}
+
+/* Binds where the runtime's bind of its default name is redirected, as libcoreclr would. */
+static void
+fake_start(void)
+{
+    struct sockaddr_un a;
+
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, public_path, fk.path, sizeof(fk.path)), 1);
+    ASSERT_TRUE(strcmp(fk.path, public_path) != 0);
+    memset(&a, 0, sizeof(a));
+    a.sun_family = AF_UNIX;
+    strcpy(a.sun_path, fk.path);
+    fk.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_TRUE(fk.listen_fd >= 0);
+    ASSERT_OK(bind(fk.listen_fd, (struct sockaddr *)&a, sizeof(a)));
+    ASSERT_OK(listen(fk.listen_fd, 16));
+    memset(fk.cookie, 0xAB, sizeof(fk.cookie));
+    ASSERT_OK(pthread_create(&fk.thread, NULL, fake_main, NULL));
+}
+
+static void
+fake_stop(void)
+{
+    fk.stop = 1;
+    pthread_join(fk.thread, NULL);
+    close(fk.listen_fd);
+    unlink(fk.path);
+}
+
+/* ----- helpers ---------------------------------------------------------------------------- */
+
+static void
+quiet_log(void *ctx, const char *line)
+{
+    (void)ctx;
+    (void)line;
+}
+
+static void
+server_start_opts(const char *ports, uint32_t wait_ms)
+{
+    struct ipc_server_options o;
+
+    snprintf(dir, sizeof(dir), "/tmp/pp-up-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    setenv("TMPDIR", dir, 1);
+    ASSERT_OK(ipc_default_socket_path(public_path, sizeof(public_path), 0));
+    memset(&o, 0, sizeof(o));
+    o.source = &source;
+    o.dotnet_host = 1;
+    o.runtime_wait_ms = wait_ms;
+    o.diagnostic_ports = ports;
+    o.log = quiet_log;
+    ASSERT_OK(ipc_server_start(&o, &srv));
+    ASSERT_TRUE(strcmp(ipc_server_listen_path(srv), public_path) == 0);
+}
+
+static void
+server_stop(void)
+{
+    ipc_server_stop(srv);
+    srv = NULL;
+    rmdir(dir);
+}
+
+static uint64_t
+ms_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static struct ipc_response
+roundtrip_fd(int fd, const void *req, size_t len, int *n_out)
+{
+    struct ipc_response r;
+    int n;
+
+    ASSERT_OK(ipc_client_send(fd, req, len));
+    n = ipc_client_read_response(fd, resp, sizeof(resp), 8000);
+    if (n < 20) {
+        test_fail(__FILE__, __LINE__, "no response: %d", n);
+    }
+    ASSERT_OK(ipc_response_decode(resp, (size_t)n, &r));
+    if (n_out != NULL) {
+        *n_out = n;
+    }
+    return r;
+}
+
+static struct ipc_response
+roundtrip(const void *req, size_t len)
+{
+    int fd;
+    struct ipc_response r;
+
+    ASSERT_OK(ipc_client_connect(public_path, &fd));
+    r = roundtrip_fd(fd, req, len, NULL);
+    close(fd);
+    return r;
+}
+
+static struct ipc_response
+simple(uint8_t set, uint8_t id)
+{
+    uint8_t h[20];
+
+    ipc_header_encode(h, 20, set, id);
+    return roundtrip(h, 20);
+}
+
+/* CollectTracing2 with the SampleProfiler and first_provider; returns the stream's fd. */
+static int
+collect(const char *first_provider, struct ipc_response *r)
+{
+    struct ipc_provider p[2] = { { 0, 5, (char *)first_provider, NULL, 0, NULL, 0 },
+                                 { 0, 4, (char *)NT_PROVIDER_SAMPLE_PROFILER, NULL, 0, NULL, 0 } };
+    struct ipc_collect c;
+    uint8_t m[512];
+    int fd, n;
+
+    memset(&c, 0, sizeof(c));
+    c.command_id = IPC_EP_COLLECT_TRACING2;
+    c.buffer_mb = 16;
+    c.format = 1;
+    c.request_rundown = 1;
+    c.rundown_keyword = IPC_DEFAULT_RUNDOWN_KEYWORD;
+    c.providers = p;
+    c.provider_count = 2;
+    n = ipc_collect_encode(&c, m, sizeof(m));
+    ASSERT_TRUE(n > 0);
+    ASSERT_OK(ipc_client_connect(public_path, &fd));
+    *r = roundtrip_fd(fd, m, (size_t)n, NULL);
+    return fd;
+}
+
+static uint8_t *
+read_stream(int fd, size_t *len, int timeout_ms)
+{
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    uint64_t end = ms_now() + (uint64_t)timeout_ms;
+
+    ASSERT_TRUE(buf != NULL);
+    for (;;) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        ssize_t k;
+
+        ASSERT_TRUE(ms_now() < end);
+        if (poll(&p, 1, 100) <= 0) {
+            continue;
+        }
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            ASSERT_TRUE(buf != NULL);
+        }
+        k = read(fd, buf + n, cap - n);
+        if (k <= 0) {
+            break;
+        }
+        n += (size_t)k;
+    }
+    *len = n;
+    return buf;
+}
+
+struct stream_counts {
+    int ticks, work, process_info, fake_process_info, stacks_ok, out_of_order, times_kept;
+};
+
+static void
+count_stream(const uint8_t *bytes, size_t len, struct stream_counts *c)
+{
+    char path[128];
+    struct nt_source src;
+    struct nt_reader *r = NULL;
+    struct nt_event ev;
+    uint64_t last = 0;
+    int fd, rc;
+
+    memset(c, 0, sizeof(*c));
+    snprintf(path, sizeof(path), "%s/stream.nettrace", dir);
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ASSERT_TRUE(fd >= 0);
+    ASSERT_EQ(write(fd, bytes, len), (ssize_t)len);
+    lseek(fd, 0, SEEK_SET);
+    nt_source_fd(&src, &fd);
+    ASSERT_OK(nt_reader_new(&src, NULL, &r));
+    while ((rc = nt_reader_next(r, &ev)) == 1) {
+        if (ev.desc == NULL) {
+            continue;
+        }
+        if (ev.timestamp < last) {
+            c->out_of_order++;
+        }
+        last = ev.timestamp > last ? ev.timestamp : last;
+        if (strcmp(ev.desc->provider, "Test-Source") == 0) {
+            c->ticks++;
+        } else if (strcmp(ev.desc->provider, "Fake-Runtime") == 0) {
+            uint64_t t;
+
+            c->work++;
+            c->stacks_ok += ev.stack_depth == 2 && ev.stack[1] == 0x2000;
+            memcpy(&t, ev.payload, sizeof(t));
+            c->times_kept += ev.payload_size == 8 && t == ev.timestamp;
+        } else if (strcmp(ev.desc->provider, NT_PROVIDER_EVENTPIPE) == 0 &&
+                   ev.desc->event_id == 1) {
+            char cmd[64];
+
+            c->process_info++;
+            nt_utf16_to_utf8(ev.payload, ev.payload_size, cmd, sizeof(cmd));
+            c->fake_process_info += strcmp(cmd, "fake-runtime --app") == 0;
+        }
+    }
+    ASSERT_EQ(rc, 0); /* complete, end tag included */
+    nt_reader_free(r);
+    close(fd);
+    unlink(path);
+}
+
+static void
+wait_for(atomic_int *v, int want, int ms)
+{
+    uint64_t end = ms_now() + (uint64_t)ms;
+
+    while (*v < want && ms_now() < end) {
+        usleep(5000);
+    }
+    ASSERT_TRUE(*v >= want);
+}
+
+/* ----- cases ------------------------------------------------------------------------------ */
+
+TEST(redirects_only_the_runtime_default_name_and_ports)
+{
+    char out[256], other[300];
+
+    server_start_opts("/tmp/pp-up-port-a.sock,connect,nosuspend", 0);
+    /* the default name and its unlink go to one private path outside ps's pattern */
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, public_path, out, sizeof(out)), 1);
+    ASSERT_TRUE(strstr(out, "dotnet-diagnostic-") == NULL);
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_UNLINK, public_path, out, sizeof(out)), 1);
+    /* another key of this pid (the runtime computes its own) is the runtime's name too */
+    snprintf(other, sizeof(other), "%s/dotnet-diagnostic-%d-1-socket", dir, (int)getpid());
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, other, out, sizeof(out)), 1);
+    /* another pid's, another directory's, or another shape of name is left alone */
+    snprintf(other, sizeof(other), "%s/dotnet-diagnostic-%d-1-socket", dir, (int)getpid() + 1);
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, other, out, sizeof(out)), 0);
+    snprintf(other, sizeof(other), "/var/dotnet-diagnostic-%d-1-socket", (int)getpid());
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, other, out, sizeof(out)), 0);
+    snprintf(other, sizeof(other), "%s/dotnet-diagnostic-%d-x-socket", dir, (int)getpid());
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, other, out, sizeof(out)), 0);
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_CONNECT, public_path, out, sizeof(out)), 0);
+    /* a connect port's address goes to a private listener */
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_CONNECT, "/tmp/pp-up-port-a.sock", out, sizeof(out)),
+              1);
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_CONNECT, "/tmp/pp-up-port-b.sock", out, sizeof(out)),
+              0);
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, public_path, out, 8), 0); /* too small */
+    server_stop();
+    /* a stopped server redirects nothing */
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, public_path, out, sizeof(out)), 0);
+}
+
+TEST(commands_are_answered_by_the_runtime)
+{
+    struct ipc_process_info pi;
+    struct ipc_response r;
+
+    server_start_opts(NULL, 0);
+    fake_start();
+    r = simple(IPC_SET_PROCESS, IPC_PROC_INFO);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_OK(ipc_process_info_decode(r.payload, r.payload_len, 1, &pi));
+    ASSERT_TRUE(strcmp(pi.command_line, "fake-runtime --app") == 0);
+    ASSERT_EQ(pi.cookie[0], 0xAB);
+    ipc_process_info_fini(&pi);
+    /* what the server would refuse itself is the runtime's to answer */
+    r = simple(IPC_SET_DUMP, 0x01);
+    ASSERT_EQ(r.status, IPC_RESPONSE_ERROR);
+    ASSERT_U64_EQ(r.hresult, FAKE_DUMP_ERROR);
+    r = simple(IPC_SET_PROCESS, IPC_PROC_RESUME_RUNTIME);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_EQ(fk.resumes, 1);
+    fake_stop();
+    server_stop();
+}
+
+TEST(collect_merges_the_runtime_session_and_stop_ends_it_first)
+{
+    struct stream_counts c;
+    struct ipc_response r;
+    uint8_t stop[28];
+    size_t len;
+    uint8_t *bytes;
+    uint64_t id;
+    int a, s;
+
+    server_start_opts(NULL, 0);
+    fake_start();
+    a = collect("Fake-Runtime", &r);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    id = r.value;
+    ASSERT_TRUE(id != 0 && id != FAKE_SESSION_ID); /* the client's id is the server's */
+    ASSERT_EQ(fk.collects, 1);
+    /* the runtime is not asked for the samples the agent takes itself */
+    ASSERT_TRUE(strcmp(fk.providers, "Fake-Runtime") == 0);
+    wait_for(&drains, 20, 5000);
+    usleep(500000);
+    ASSERT_OK(ipc_client_connect(public_path, &s));
+    r = roundtrip_fd(s, stop, ipc_stop_encode(stop, id), NULL);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_U64_EQ(r.value, id);
+    close(s);
+    ASSERT_EQ(fk.stop_tracing, 1); /* the runtime was stopped before the answer */
+    ASSERT_EQ(fk.stream_ended, 1);
+    bytes = read_stream(a, &len, 5000);
+    close(a);
+    count_stream(bytes, len, &c);
+    free(bytes);
+    ASSERT_TRUE(c.ticks > 5);
+    ASSERT_TRUE(c.work > 5);
+    ASSERT_EQ(c.stacks_ok, c.work);
+    ASSERT_EQ(c.times_kept, c.work); /* the runtime's times, not the time they arrived */
+    /* one ProcessInfo, the runtime's; the events in time order */
+    ASSERT_EQ(c.process_info, 1);
+    ASSERT_EQ(c.fake_process_info, 1);
+    ASSERT_EQ(c.out_of_order, 0);
+    fake_stop();
+    server_stop();
+}
+
+TEST(runtime_refusal_reaches_the_client_as_it_was)
+{
+    struct ipc_response r;
+    int a;
+
+    server_start_opts(NULL, 0);
+    fake_start();
+    a = collect("Reject", &r);
+    ASSERT_EQ(r.status, IPC_RESPONSE_ERROR);
+    ASSERT_U64_EQ(r.hresult, IPC_HR_BAD_ENCODING);
+    close(a);
+    fake_stop();
+    server_stop();
+}
+
+TEST(client_leaving_ends_the_runtime_session)
+{
+    struct ipc_response r;
+    int a;
+
+    server_start_opts(NULL, 0);
+    fake_start();
+    a = collect("Fake-Runtime", &r);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    wait_for(&drains, 5, 5000);
+    close(a);
+    wait_for(&fk.stream_ended, 1, 5000);
+    ASSERT_EQ(fk.client_left, 1);
+    ASSERT_EQ(fk.stop_tracing, 0);
+    fake_stop();
+    server_stop();
+}
+
+TEST(no_runtime_means_native_answers_after_the_wait)
+{
+    struct ipc_process_info pi;
+    struct ipc_response r;
+    uint64_t t0 = ms_now(), waited;
+    struct stream_counts c;
+    uint8_t stop[28], *bytes;
+    size_t len;
+    int a, s;
+
+    server_start_opts(NULL, 300);
+    r = simple(IPC_SET_PROCESS, IPC_PROC_INFO);
+    waited = ms_now() - t0;
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_OK(ipc_process_info_decode(r.payload, r.payload_len, 1, &pi));
+    ASSERT_TRUE(strstr(pi.command_line, "fake-runtime") == NULL);
+    ipc_process_info_fini(&pi);
+    ASSERT_TRUE(waited >= 250 && waited < 5000); /* it waited for the runtime, boundedly */
+    /* once the wait is over, no more waiting; a session is the agent's alone */
+    t0 = ms_now();
+    a = collect("Fake-Runtime", &r);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_TRUE(ms_now() - t0 < 200);
+    wait_for(&drains, 5, 5000);
+    ASSERT_OK(ipc_client_connect(public_path, &s));
+    r = roundtrip_fd(s, stop, ipc_stop_encode(stop, r.value), NULL);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    close(s);
+    bytes = read_stream(a, &len, 5000);
+    close(a);
+    count_stream(bytes, len, &c);
+    free(bytes);
+    ASSERT_TRUE(c.ticks > 0);
+    ASSERT_EQ(c.work, 0);
+    ASSERT_EQ(c.process_info, 1); /* the server's own */
+    ASSERT_EQ(c.fake_process_info, 0);
+    server_stop();
+}
+
+/* The runtime connects to a DOTNET_DiagnosticPorts address: its connect is redirected to the
+ * server, which then advertises on the real address with the runtime's cookie; ResumeRuntime
+ * from the tool goes through the runtime's own port connection. */
+TEST(connect_port_advertises_the_runtime_and_resumes_through_it)
+{
+    char tool[128], rt[256];
+    uint8_t cookie[16], adv[IPC_ADVERTISE_SIZE], h[20];
+    struct sockaddr_un a;
+    struct ipc_response r;
+    uint64_t pid;
+    int lfd, tfd, rfd;
+
+    snprintf(tool, sizeof(tool), "/tmp/pp-up-tool-%d.sock", (int)getpid());
+    ASSERT_OK(ipc_client_listen(tool, &lfd));
+    {
+        char ports[160];
+
+        snprintf(ports, sizeof(ports), "%s,connect,suspend", tool);
+        server_start_opts(ports, 0);
+    }
+    fake_start();
+    /* nothing is advertised to the tool before the runtime is up */
+    ASSERT_EQ(ipc_client_accept_advertise(lfd, 300, 0, &tfd, cookie, &pid), -ETIMEDOUT);
+    /* the runtime connects "to the tool" and lands at the server's private listener */
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_CONNECT, tool, rt, sizeof(rt)), 1);
+    memset(&a, 0, sizeof(a));
+    a.sun_family = AF_UNIX;
+    strcpy(a.sun_path, rt);
+    rfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_OK(connect(rfd, (struct sockaddr *)&a, sizeof(a)));
+    ipc_advertise_encode(adv, fk.cookie, (uint64_t)getpid());
+    ASSERT_EQ(write(rfd, adv, sizeof(adv)), (ssize_t)sizeof(adv));
+    /* now the server advertises the runtime's cookie */
+    ASSERT_OK(ipc_client_accept_advertise(lfd, 3000, 0, &tfd, cookie, &pid));
+    ASSERT_EQ(cookie[0], 0xAB);
+    ASSERT_U64_EQ(pid, (uint64_t)getpid());
+    /* ResumeRuntime on the advertised connection arrives on the runtime's port connection */
+    ipc_header_encode(h, 20, IPC_SET_PROCESS, IPC_PROC_RESUME_RUNTIME);
+    ASSERT_OK(ipc_client_send(tfd, h, sizeof(h)));
+    {
+        struct ipc_header got;
+        uint8_t *payload, ok[24];
+
+        ASSERT_OK(fake_read_request(rfd, &got, &payload));
+        free(payload);
+        ASSERT_EQ(got.command_id, IPC_PROC_RESUME_RUNTIME);
+        ASSERT_EQ(write(rfd, ok, ipc_ok_i32_encode(ok, 0)), 24);
+        close(rfd);
+    }
+    ASSERT_EQ(ipc_client_read_response(tfd, resp, sizeof(resp), 5000), 24);
+    ASSERT_OK(ipc_response_decode(resp, 24, &r));
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_EQ(fk.resumes, 0); /* not through the runtime's listen socket */
+    close(tfd);
+    fake_stop();
+    server_stop();
+    close(lfd);
+    unlink(tool);
+}
+
+static const struct test_case cases[] = {
+    TEST_CASE(redirects_only_the_runtime_default_name_and_ports),
+    TEST_CASE(commands_are_answered_by_the_runtime),
+    TEST_CASE(collect_merges_the_runtime_session_and_stop_ends_it_first),
+    TEST_CASE(runtime_refusal_reaches_the_client_as_it_was),
+    TEST_CASE(client_leaving_ends_the_runtime_session),
+    TEST_CASE(no_runtime_means_native_answers_after_the_wait),
+    TEST_CASE(connect_port_advertises_the_runtime_and_resumes_through_it),
+};
+TEST_MAIN(cases)
