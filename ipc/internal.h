@@ -219,6 +219,8 @@ void ipc_upstream_conn_closed(struct ipc_conn *c);
 int ipc_merge_pump(struct ipc_session *ss, int congested);
 /* Starts reading the runtime's stream on fd (taken, also on failure) in a thread of its own. */
 PP_MUST_USE int ipc_merge_new(struct ipc_server *s, int fd, struct ipc_merge **out);
+/* The sync time the merged session's writer must use (0 when unknown). */
+void ipc_merge_sync(const struct ipc_merge *m, uint64_t *ticks, int64_t *unix_ns);
 /* Ends the reading of the runtime's stream and drops the session's reference. */
 void ipc_merge_release(struct ipc_merge *m);
 /* Starts a detached thread with every signal blocked. */

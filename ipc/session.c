@@ -369,8 +369,10 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merg
 
         memset(&wo, 0, sizeof(wo));
         if (merge != NULL) {
-            /* the runtime's events arrive up to a few hundred ms after the agent's samples */
+            /* the runtime's events arrive up to a few hundred ms after the agent's samples, and
+             * its first ones precede this session (it was asked first) */
             wo.reorder_window_ns = IPC_MERGE_REORDER_NS;
+            ipc_merge_sync(merge, &wo.sync_time_ticks, &wo.sync_time_unix_ns);
         }
         if (s->source != NULL && s->source->sampling_interval_ns != NULL) {
             wo.sampling_interval_ns = s->source->sampling_interval_ns(s->source->ctx, &ss->cfg);

@@ -34,6 +34,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ipc/internal.h"
@@ -169,6 +170,11 @@ struct ipc_up_request {
     size_t len;
     struct ipc_collect coll; /* COLLECT: the client's request, for our session */
     uint64_t first_try_ms;
+    /* COLLECT: both clocks when the request went to the runtime, which starts its session (and
+     * stamps its first events) before this server's session exists: the merged stream's sync
+     * time must precede all of them, or TraceEvent misplaces them. */
+    uint64_t sent_ticks;
+    int64_t sent_unix_ns;
 };
 
 struct ipc_upstream {
@@ -187,6 +193,7 @@ struct ipc_upstream {
 };
 
 static void ipc_up_begin(struct ipc_upstream *up);
+static void ipc_merge_set_sync(struct ipc_merge *m, uint64_t ticks, int64_t unix_ns);
 
 static void
 ipc_up_handle_closed(uv_handle_t *h)
@@ -396,6 +403,8 @@ ipc_up_collect_done(struct ipc_upstream *up, const struct ipc_response *r)
         }
         if (ipc_merge_new(s, dup_fd, &merge) < 0) {
             merge = NULL; /* closed dup_fd */
+        } else {
+            ipc_merge_set_sync(merge, up->rq.sent_ticks, up->rq.sent_unix_ns);
         }
     }
     ipc_up_close(up); /* the runtime keeps streaming into the duplicate */
@@ -526,6 +535,13 @@ ipc_up_send(struct ipc_upstream *up)
     up->state = IPC_UP_ASKING;
     up->got = 0;
     uv_timer_stop(&up->timer);
+    if (up->rq.kind == IPC_UP_COLLECT) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        up->rq.sent_ticks = nt_clock_now();
+        up->rq.sent_unix_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    }
     if (wr == NULL) {
         ipc_up_fallback(up);
         return;
@@ -1021,6 +1037,9 @@ struct ipc_merge {
     /* converts the runtime's ticks to the writer's CLOCK_MONOTONIC nanoseconds */
     uint64_t rt_freq;
     int64_t rt_offset;
+    /* the merged stream's sync time: when the runtime was asked (struct ipc_up_request) */
+    uint64_t sync_ticks;
+    int64_t sync_unix_ns;
     /* loop thread only: metadata ids in the session's writer */
     struct ipc_merge_map_slot *map;
     size_t map_cap, map_count;
@@ -1326,6 +1345,20 @@ ipc_merge_pump(struct ipc_session *ss, int congested)
         }
     }
     return done;
+}
+
+static void
+ipc_merge_set_sync(struct ipc_merge *m, uint64_t ticks, int64_t unix_ns)
+{
+    m->sync_ticks = ticks;
+    m->sync_unix_ns = unix_ns;
+}
+
+void
+ipc_merge_sync(const struct ipc_merge *m, uint64_t *ticks, int64_t *unix_ns)
+{
+    *ticks = m->sync_ticks;
+    *unix_ns = m->sync_unix_ns;
 }
 
 void

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# tests/dotnet-mixed-stacks.sh - issue 11, step 1 (docs/dotnet-hosts.md): in a real .NET 10
-# process, the agent's own samples walk from native code called by P/Invoke through the JIT's
-# frames into the runtime and down to main, with no stitching. The mixed app (tests/dotnet/mixed:
-# C# + libburn.so built -O2 without frame pointers) is recorded through the agent's own socket
-# (the runtime keeps the public one); at least 90 % of the main thread's samples in burn_native
-# must have a JIT frame above it and reach libcoreclr's coreclr_execute_assembly, and the native
-# thread's samples must be whole down to native_thread_main. The JIT frames are not named yet
-# (that is the runtime's part, steps 2-3). Skips loudly without the .NET SDK.
+# tests/dotnet-mixed-stacks.sh - issue 11 (docs/dotnet-hosts.md), through pipeprof's own tools:
+# in a real .NET 10 process, the agent's samples walk from native code called by P/Invoke
+# through the JIT's frames into the runtime and down to main, with no stitching, and pipeprof's
+# `convert` names the managed frames from the runtime's events merged into the trace. The mixed
+# app (tests/dotnet/mixed: C# + libburn.so built -O2 without frame pointers) is recorded through
+# PIPEPROF_DIAGNOSTIC_PORT with `pipeprof collect --socket` (the runtime keeps its default name
+# then, and the agent's sessions still merge the runtime's); at least 90 % of the main thread's
+# samples in burn_native must have mixed!Program.BurnViaNative and Program.Main above it and
+# reach libcoreclr's coreclr_execute_assembly, and the native thread's samples must be whole
+# down to native_thread_main. tests/dotnet-mixed-dotnettrace.sh does the same through
+# dotnet-trace and TraceEvent. Skips loudly without the .NET SDK.
 source "$(dirname "$0")/ipc-lib.sh"
 command -v dotnet >/dev/null || skip "the .NET SDK (dotnet) is not installed"
 [[ -z ${asan:-} ]] || skip "under a sanitizer the runtime would need the sanitizer preloaded first; run in the plain build"
@@ -41,15 +44,18 @@ for line in open(sys.argv[1]):
         continue
     callers = frames[:hits[0]]  # root first: everything above burn_native
     pinvoke += n
-    jit += n * any(f.startswith("?!0x") for f in callers)
+    # the JIT's frames, named by the runtime's rundown in the same trace
+    jit += n * (any(f.startswith("mixed!Program.BurnViaNative(") for f in callers) and
+                any(f.startswith("mixed!Program.Main(") for f in callers))
     runtime += n * any("coreclr_execute_assembly" in f for f in callers)
-print("# burn_native: %d samples, %d with a JIT caller, %d reaching coreclr_execute_assembly; "
-      "native thread: %d samples, %d whole" % (pinvoke, jit, runtime, native, native_whole), file=sys.stderr)
+print("# burn_native: %d samples, %d under Main -> BurnViaNative, %d reaching "
+      "coreclr_execute_assembly; native thread: %d samples, %d whole"
+      % (pinvoke, jit, runtime, native, native_whole), file=sys.stderr)
 bad = []
 if pinvoke < 50:
     bad.append("only %d samples in burn_native" % pinvoke)
 elif jit < 0.9 * pinvoke or runtime < 0.9 * pinvoke:
-    bad.append("too few walks through the JIT frames")
+    bad.append("too few walks through the named JIT frames")
 if native < 50 or native_whole < 0.9 * native:
     bad.append("native thread: %d of %d whole" % (native_whole, native))
 if bad:
