@@ -440,6 +440,21 @@ pp_record_read(void *ctx, void *buf, size_t len)
 }
 
 /*
+ * An event only the .NET runtime writes: pipeprof's own rundown uses the runtime's rundown
+ * provider too, for ModuleDCEnd (154), MethodDCEndVerbose (144) and the rundown's bounds (146,
+ * 148), so those say nothing.
+ */
+static int
+pp_record_is_runtime_event(const struct nt_event_desc *d)
+{
+    if (strcmp(d->provider, "Microsoft-Windows-DotNETRuntime") == 0) {
+        return 1;
+    }
+    return strcmp(d->provider, "Microsoft-Windows-DotNETRuntimeRundown") == 0 &&
+           d->event_id != 144 && d->event_id != 146 && d->event_id != 148 && d->event_id != 154;
+}
+
+/*
  * A stream thread: reads one image's session to its end tag, counting samples, threads and
  * losses for the live line. The end tag ends it, not the socket's end: a fork()ed child may
  * hold a copy of its parent's connection.
@@ -474,7 +489,7 @@ pp_record_stream_main(void *arg)
             }
         } else if (strcmp(ev.desc->provider, "pipeprof") == 0) {
             atomic_store(&img->agent, 1); /* pipeprof's agent answered, not a .NET runtime */
-        } else if (strncmp(ev.desc->provider, "Microsoft-Windows-DotNETRuntime", 31) == 0) {
+        } else if (pp_record_is_runtime_event(ev.desc)) {
             atomic_store(&img->runtime, 1);
         }
         if (strcmp(ev.desc->provider, "pipeprof") == 0 && ev.payload_size >= 16 &&

@@ -198,6 +198,10 @@ void ipc_session_stop_request(struct ipc_conn *c, uint64_t id);
 void ipc_session_conn_closed(struct ipc_session *ss);
 void ipc_session_drain_all(struct ipc_server *s);
 void ipc_session_shutdown_all(struct ipc_server *s);
+/* Merged sessions of a stop that still wait for the runtime's stream to end. */
+int ipc_session_merges_pending(const struct ipc_server *s);
+/* The stop's grace is over: every session still open ends now. */
+void ipc_session_shutdown_late(struct ipc_server *s);
 /* The runtime's stream of a stopping merged session ended (or will not): finish it. */
 void ipc_session_merge_ended(struct ipc_session *ss);
 
@@ -205,7 +209,9 @@ void ipc_session_merge_ended(struct ipc_session *ss);
 /* After the ports are set up, in ipc_server_start(): private paths, redirects, runtime port
  * listeners. Does nothing unless o->dotnet_host. */
 PP_MUST_USE int ipc_upstream_init(struct ipc_server *s, const struct ipc_server_options *o);
-void ipc_upstream_shutdown(struct ipc_server *s); /* on the loop thread, at stop */
+/* On the loop thread, at stop: listeners and timers close, and every connection to the runtime
+ * but the StopTracing requests of merged sessions (all=0), or all of them (all=1). */
+void ipc_upstream_shutdown(struct ipc_server *s, int all);
 void ipc_upstream_free(struct ipc_server *s);
 /* Forwards c's request to the runtime and relays the answer; natively when there is none. */
 void ipc_upstream_forward(struct ipc_conn *c);

@@ -476,7 +476,13 @@ ipc_server_stop_timeout(uv_timer_t *t)
     struct ipc_server *s = t->data;
     struct ipc_conn *c, *next;
 
-    /* Clients that did not read their stream in time: close every connection now. */
+    /* Merged sessions whose runtime did not end its stream, and clients that did not read
+     * theirs in time: everything ends now. */
+    ipc_session_shutdown_late(s);
+    ipc_upstream_shutdown(s, 1);
+    if (!uv_is_closing((uv_handle_t *)&s->drain)) {
+        uv_close((uv_handle_t *)&s->drain, NULL);
+    }
     for (c = s->conns; c != NULL; c = next) {
         next = c->next;
         ipc_conn_close(c);
@@ -509,7 +515,7 @@ ipc_server_wake(uv_async_t *a)
         uv_close((uv_handle_t *)&s->ports[i].retry, NULL);
     }
     ipc_session_shutdown_all(s);
-    ipc_upstream_shutdown(s);
+    ipc_upstream_shutdown(s, 0);
     for (c = s->conns; c != NULL; c = next) {
         next = c->next;
         if (c->state != IPC_CONN_STREAMING) {
@@ -520,7 +526,9 @@ ipc_server_wake(uv_async_t *a)
             ipc_conn_close(c);
         }
     }
-    uv_close((uv_handle_t *)&s->drain, NULL);
+    if (!ipc_session_merges_pending(s)) {
+        uv_close((uv_handle_t *)&s->drain, NULL); /* else once they end (drain_all) */
+    }
     uv_close((uv_handle_t *)&s->wake, NULL);
     uv_timer_start(&s->stop_timer, ipc_server_stop_timeout, IPC_SHUTDOWN_GRACE_MS, 0);
     uv_unref((uv_handle_t *)&s->stop_timer);

@@ -171,6 +171,10 @@ ipc_session_drain_all(struct ipc_server *s)
         }
         ipc_session_kick(ss);
     }
+    if (atomic_load(&s->stopping) && !ipc_session_merges_pending(s) &&
+        !uv_is_closing((uv_handle_t *)&s->drain)) {
+        uv_close((uv_handle_t *)&s->drain, NULL); /* the last merged session of a stop ended */
+    }
 }
 
 static int ipc_session_write_process_info(struct ipc_session *ss);
@@ -500,10 +504,48 @@ ipc_session_shutdown_all(struct ipc_server *s)
 
     /* The host is exiting: rundown still names the sampled functions (a session that asked for
      * rundown gets it whether it ends by StopTracing or with the process), which is what lets
-     * `pipeprof record` name the functions of a command that simply exits. */
+     * `pipeprof record` name the functions of a command that simply exits. A merged session
+     * waits, within the shutdown's grace, for the runtime to end its stream: the runtime writes
+     * its rundown as it shuts down, and cutting it short would leave methods without their
+     * modules (ipc_session_shutdown_late()). */
     for (ss = s->sessions; ss != NULL; ss = next) {
         next = ss->next;
+        if (ss->merge != NULL && !ss->finished) {
+            if (!ss->merge_stopping) {
+                ss->merge_stopping = 1;
+                ipc_upstream_stop_session(ss);
+            }
+            continue;
+        }
         ipc_session_finish(ss, 1);
         ipc_session_close_stream(ss);
+    }
+}
+
+int
+ipc_session_merges_pending(const struct ipc_server *s)
+{
+    const struct ipc_session *ss;
+
+    for (ss = s->sessions; ss != NULL; ss = ss->next) {
+        if (ss->merge != NULL && !ss->finished) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void
+ipc_session_shutdown_late(struct ipc_server *s)
+{
+    struct ipc_session *ss, *next;
+
+    for (ss = s->sessions; ss != NULL; ss = next) {
+        next = ss->next;
+        if (!ss->finished) {
+            ipc_log(s, "session %llx: the runtime did not end its stream before the exit",
+                    (unsigned long long)ss->cfg.session_id);
+            ipc_session_merge_ended(ss);
+        }
     }
 }

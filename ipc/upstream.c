@@ -300,10 +300,11 @@ ipc_up_fallback(struct ipc_upstream *up)
         }
         break;
     case IPC_UP_STOP:
-        /* the runtime cannot be asked: stop reading its stream, which ends the session there */
-        if (up->rq.session != NULL && up->rq.session->merge != NULL) {
-            ipc_merge_release(up->rq.session->merge);
-            up->rq.session->merge = NULL;
+        /* The runtime cannot be asked. At the process's exit its server is gone already, and
+         * its stream ends by itself as it shuts down (the stop's grace bounds the wait). A live
+         * process's runtime that does not answer: what was read is written, and leaving its
+         * stream ends its session there. */
+        if (up->rq.session != NULL && !up->srv->stopping) {
             ipc_session_merge_ended(up->rq.session);
         }
         break;
@@ -759,9 +760,7 @@ ipc_upstream_stop_session(struct ipc_session *ss)
         if (up != NULL) {
             ipc_up_close(up);
         }
-        ipc_merge_release(ss->merge); /* the runtime ends the session when its reader leaves */
-        ss->merge = NULL;
-        ipc_session_merge_ended(ss);
+        ipc_session_merge_ended(ss); /* the runtime ends its session when its reader leaves */
         return;
     }
     up->rq.len = ipc_stop_encode(up->rq.bytes, ss->runtime_session_id);
@@ -959,7 +958,7 @@ ipc_upstream_init(struct ipc_server *s, const struct ipc_server_options *o)
 }
 
 void
-ipc_upstream_shutdown(struct ipc_server *s)
+ipc_upstream_shutdown(struct ipc_server *s, int all)
 {
     struct ipc_upstream *up, *next;
     size_t i;
@@ -983,6 +982,9 @@ ipc_upstream_shutdown(struct ipc_server *s)
     }
     for (up = s->ups; up != NULL; up = next) {
         next = up->next;
+        if (!all && up->rq.kind == IPC_UP_STOP && up->state != IPC_UP_CLOSING) {
+            continue; /* a merged session waits for the runtime's end (shutdown_all) */
+        }
         if (up->rq.client != NULL) {
             up->rq.client->up = NULL;
             up->rq.client = NULL;

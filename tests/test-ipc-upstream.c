@@ -80,6 +80,7 @@ struct fake {
     int listen_fd;
     char path[256];
     atomic_int stop;         /* the test ends */
+    atomic_int stop_accept;  /* the listener goes; streams stay */
     atomic_int stop_tracing; /* StopTracing arrived for FAKE_SESSION_ID */
     atomic_int stream_ended; /* the streaming connection was finished or lost */
     atomic_int client_left;  /* writing the stream failed: its reader went away */
@@ -274,7 +275,7 @@ static void *
 fake_main(void *arg)
 {
     (void)arg;
-    while (!fk.stop) {
+    while (!fk.stop && !fk.stop_accept) {
         struct pollfd p = { fk.listen_fd, POLLIN, 0 };
         pthread_t t;
         int fd;
@@ -480,8 +481,8 @@ count_stream(const uint8_t *bytes, size_t len, struct stream_counts *c)
     int fd, rc;
 
     memset(c, 0, sizeof(*c));
-    snprintf(path, sizeof(path), "%s/stream.nettrace", dir);
-    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    snprintf(path, sizeof(path), "/tmp/pp-up-stream-XXXXXX"); /* the server's dir may be gone */
+    fd = mkstemp(path);
     ASSERT_TRUE(fd >= 0);
     ASSERT_EQ(write(fd, bytes, len), (ssize_t)len);
     lseek(fd, 0, SEEK_SET);
@@ -633,6 +634,74 @@ TEST(collect_merges_the_runtime_session_and_stop_ends_it_first)
     server_stop();
 }
 
+/* The host exits while a merged session runs: the runtime's end of stream (its rundown, written
+ * as it shuts down) still reaches the client before the end tag. */
+TEST(exit_waits_for_the_runtime_stream_to_end)
+{
+    struct stream_counts c;
+    struct ipc_response r;
+    size_t len;
+    uint8_t *bytes;
+    int a;
+
+    server_start_opts(NULL, 0);
+    fake_start();
+    a = collect("Fake-Runtime", &r);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    wait_for(&drains, 10, 5000);
+    server_stop();
+    ASSERT_EQ(fk.stop_tracing, 1);
+    bytes = read_stream(a, &len, 5000);
+    close(a);
+    count_stream(bytes, len, &c);
+    free(bytes);
+    ASSERT_TRUE(c.work > 0);
+    ASSERT_EQ(c.fake_process_info, 1); /* the runtime's last event made it */
+    ASSERT_EQ(c.process_info, 1);
+    fake_stop();
+}
+
+static void *
+runtime_shuts_down(void *arg)
+{
+    (void)arg;
+    usleep(200000);
+    fk.stop_tracing = 1; /* its shutdown ends the session: rundown, ProcessInfo, end tag */
+    return NULL;
+}
+
+/* As a real runtime at exit: its server is gone before the agent stops (StopTracing cannot
+ * reach it), and it ends its session's stream on its own a little later. */
+TEST(exit_waits_for_a_runtime_whose_server_is_gone)
+{
+    struct stream_counts c;
+    struct ipc_response r;
+    pthread_t t;
+    size_t len;
+    uint8_t *bytes;
+    int a;
+
+    server_start_opts(NULL, 0);
+    fake_start();
+    a = collect("Fake-Runtime", &r);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    wait_for(&drains, 10, 5000);
+    fk.stop_accept = 1; /* the listener goes, the stream stays */
+    pthread_join(fk.thread, NULL);
+    close(fk.listen_fd);
+    unlink(fk.path);
+    ASSERT_EQ(fk.stream_ended, 0);
+    ASSERT_OK(pthread_create(&t, NULL, runtime_shuts_down, NULL));
+    server_stop();
+    pthread_join(t, NULL);
+    bytes = read_stream(a, &len, 5000);
+    close(a);
+    count_stream(bytes, len, &c);
+    free(bytes);
+    ASSERT_TRUE(c.work > 0);
+    ASSERT_EQ(c.fake_process_info, 1);
+}
+
 TEST(runtime_refusal_reaches_the_client_as_it_was)
 {
     struct ipc_response r;
@@ -769,6 +838,8 @@ static const struct test_case cases[] = {
     TEST_CASE(redirects_only_the_runtime_default_name_and_ports),
     TEST_CASE(commands_are_answered_by_the_runtime),
     TEST_CASE(collect_merges_the_runtime_session_and_stop_ends_it_first),
+    TEST_CASE(exit_waits_for_the_runtime_stream_to_end),
+    TEST_CASE(exit_waits_for_a_runtime_whose_server_is_gone),
     TEST_CASE(runtime_refusal_reaches_the_client_as_it_was),
     TEST_CASE(client_leaving_ends_the_runtime_session),
     TEST_CASE(no_runtime_means_native_answers_after_the_wait),
