@@ -288,7 +288,7 @@ ipc_conn_dispatch(struct ipc_conn *c)
     size_t len = c->h.size - IPC_HEADER_SIZE;
 
     IPC_STAT(c->srv, commands, 1);
-    if (!c->srv->dotnet) {
+    if (!ipc_upstream_active(c->srv)) {
         ipc_conn_dispatch_native(c);
         return;
     }

@@ -156,10 +156,12 @@ struct ipc_server {
 
     /* .NET host (upstream.c; docs/dotnet-hosts.md) */
     int dotnet;
-    char *rt_path;            /* the runtime's own listen socket */
-    uint64_t rt_deadline_ms;  /* ipc_client_ms() until which commands wait for the runtime */
-    int rt_seen;              /* the runtime answered once: a failure now is final */
-    uv_timer_t rt_timer;      /* at the deadline, ports stop waiting for the runtime */
+    char *rt_path;           /* the runtime's own listen socket */
+    uint64_t rt_deadline_ms; /* ipc_client_ms() until which commands wait for the runtime */
+    int rt_seen;             /* the runtime answered once: a failure now is final */
+    uv_timer_t rt_timer;     /* at the deadline, ports stop waiting for the runtime */
+    int rt_timer_open;
+    int redirects;            /* this server wrote the redirect table (ipc_redirect_path()) */
     uv_async_t merge_wake;    /* a runtime stream's reader has news for the loop */
     struct ipc_upstream *ups; /* live connections to the runtime */
     void (*thread_init)(void);
@@ -213,6 +215,9 @@ PP_MUST_USE int ipc_upstream_init(struct ipc_server *s, const struct ipc_server_
  * but the StopTracing requests of merged sessions (all=0), or all of them (all=1). */
 void ipc_upstream_shutdown(struct ipc_server *s, int all);
 void ipc_upstream_free(struct ipc_server *s);
+/* 1 when commands go to the runtime: a .NET host, or a runtime that appeared in another
+ * process (its bind was redirected); then this server is a .NET host's from that moment on. */
+int ipc_upstream_active(struct ipc_server *s);
 /* Forwards c's request to the runtime and relays the answer; natively when there is none. */
 void ipc_upstream_forward(struct ipc_conn *c);
 /* CollectTracing in a .NET host: the runtime's session first, then ours (takes req). */

@@ -66,6 +66,7 @@ static struct {
     size_t ports;
     char port_path[IPC_REDIRECT_PORTS][IPC_PATH_MAX];
     char port_private[IPC_REDIRECT_PORTS][IPC_PATH_MAX];
+    atomic_int runtime_bound; /* a runtime's bind was redirected: it is there to forward to */
 } ipc_redirects;
 
 /* Length of path's directory part without trailing slashes. */
@@ -137,7 +138,28 @@ ipc_redirect_path(enum ipc_redirect_op op, const char *path, char *out, size_t c
     if (ipc_redirects.runtime[0] == '\0' || !ipc_redirect_is_default_name(path)) {
         return 0;
     }
+    if (op == IPC_REDIRECT_BIND) {
+        atomic_store(&ipc_redirects.runtime_bound, 1);
+    }
     return ipc_redirect_copy(ipc_redirects.runtime, out, cap);
+}
+
+int
+ipc_upstream_active(struct ipc_server *s)
+{
+    if (s->dotnet) {
+        return 1;
+    }
+    if (s->rt_path == NULL || !atomic_load(&ipc_redirects.runtime_bound)) {
+        return 0;
+    }
+    /* A runtime started in a process not taken for a .NET host (a host of its own, an
+     * executable the detection missed): its server was moved aside all the same, so it keeps
+     * one, and what it answers is forwarded from now on. */
+    s->dotnet = 1;
+    ipc_log(s, "a .NET runtime started in this process: its commands are forwarded to it from "
+               "now on (PIPEPROF_DOTNET_HOST=1 does it from the start)");
+    return 1;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -883,15 +905,12 @@ ipc_upstream_init(struct ipc_server *s, const struct ipc_server_options *o)
     size_t i, dlen;
     int err, n;
 
-    if (!o->dotnet_host) {
-        return 0;
+    if (!o->dotnet_host && o->listen_path != NULL) {
+        return 0; /* not the default name: nothing of the runtime's to move aside */
     }
-    s->dotnet = 1;
-    s->rt_deadline_ms =
-            ipc_client_ms() + (o->runtime_wait_ms ? o->runtime_wait_ms : IPC_RUNTIME_WAIT_MS);
     err = ipc_default_socket_path(pub, sizeof(pub), 0);
     if (err < 0) {
-        return err;
+        return o->dotnet_host ? err : 0; /* the safety net only: the server runs without it */
     }
     atomic_store(&ipc_redirects.ready, 0);
     ipc_redirects.pid = (long)getpid();
@@ -906,7 +925,7 @@ ipc_upstream_init(struct ipc_server *s, const struct ipc_server_options *o)
         n = snprintf(path, sizeof(path), "%s/pipeprof-runtime-%ld-%llu-socket", ipc_redirects.dir,
                      (long)getpid(), (unsigned long long)ipc_process_start_key(getpid()));
         if (n < 0 || (size_t)n >= IPC_PATH_MAX) {
-            return -ENAMETOOLONG;
+            return o->dotnet_host ? -ENAMETOOLONG : 0;
         }
         memcpy(ipc_redirects.runtime, path, (size_t)n + 1);
         s->rt_path = strdup(path);
@@ -916,6 +935,18 @@ ipc_upstream_init(struct ipc_server *s, const struct ipc_server_options *o)
     if (s->rt_path == NULL) {
         return -ENOMEM;
     }
+    atomic_store(&ipc_redirects.runtime_bound, 0);
+    s->redirects = 1;
+    if (!o->dotnet_host) {
+        /* Not taken for a .NET host: should a runtime start all the same, its bind of the
+         * default name (which this server holds) still goes aside, and ipc_upstream_active()
+         * turns forwarding on. Connect ports stay this server's own. */
+        atomic_store_explicit(&ipc_redirects.ready, 1, memory_order_release);
+        return 0;
+    }
+    s->dotnet = 1;
+    s->rt_deadline_ms =
+            ipc_client_ms() + (o->runtime_wait_ms ? o->runtime_wait_ms : IPC_RUNTIME_WAIT_MS);
     for (i = 0; i < s->port_count; i++) {
         struct ipc_port *port = &s->ports[i];
 
@@ -950,6 +981,7 @@ ipc_upstream_init(struct ipc_server *s, const struct ipc_server_options *o)
         }
     }
     uv_timer_init(&s->loop, &s->rt_timer);
+    s->rt_timer_open = 1;
     s->rt_timer.data = s;
     uv_timer_start(&s->rt_timer, ipc_up_deadline,
                    o->runtime_wait_ms ? o->runtime_wait_ms : IPC_RUNTIME_WAIT_MS, 0);
@@ -963,10 +995,7 @@ ipc_upstream_shutdown(struct ipc_server *s, int all)
     struct ipc_upstream *up, *next;
     size_t i;
 
-    if (!s->dotnet) {
-        return;
-    }
-    if (s->owner_pid == getpid()) {
+    if (s->redirects && s->owner_pid == getpid()) {
         atomic_store(&ipc_redirects.ready, 0);
     }
     for (i = 0; i < s->port_count; i++) {
@@ -977,7 +1006,7 @@ ipc_upstream_shutdown(struct ipc_server *s, int all)
             }
         }
     }
-    if (!uv_is_closing((uv_handle_t *)&s->rt_timer)) {
+    if (s->rt_timer_open && !uv_is_closing((uv_handle_t *)&s->rt_timer)) {
         uv_close((uv_handle_t *)&s->rt_timer, NULL);
     }
     for (up = s->ups; up != NULL; up = next) {

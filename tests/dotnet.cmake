@@ -39,3 +39,8 @@ set_tests_properties(dotnet-mixed-dotnettrace PROPERTIES RUN_SERIAL TRUE)
 # status and stdout unchanged). Label issue11: fails while the agent's own key+1 socket answers
 # ProcessInfo as pipeprof beside the runtime's (docs/ipc.md, ".NET hosts").
 pp_add_script_test(dotnet-runtime-intact dotnet-runtime-intact.sh LABELS integration issue11 TIMEOUT 400)
+
+# Issue 11: dotnet mixed.dll, its apphost, a single-file publish and an undetected host all get
+# mixed stacks, one public socket and the runtime's ProcessInfo.
+pp_add_script_test(dotnet-host-forms dotnet-host-forms.sh LABELS integration slow issue11 TIMEOUT 900)
+set_tests_properties(dotnet-host-forms PROPERTIES RESOURCE_LOCK pp-dotnet-mixed-build)

@@ -334,6 +334,8 @@ quiet_log(void *ctx, const char *line)
     (void)line;
 }
 
+static int dotnet_host = 1; /* what the next server_start_opts() tells the server */
+
 static void
 server_start_opts(const char *ports, uint32_t wait_ms)
 {
@@ -345,7 +347,7 @@ server_start_opts(const char *ports, uint32_t wait_ms)
     ASSERT_OK(ipc_default_socket_path(public_path, sizeof(public_path), 0));
     memset(&o, 0, sizeof(o));
     o.source = &source;
-    o.dotnet_host = 1;
+    o.dotnet_host = dotnet_host;
     o.runtime_wait_ms = wait_ms;
     o.diagnostic_ports = ports;
     o.log = quiet_log;
@@ -774,6 +776,28 @@ TEST(no_runtime_means_native_answers_after_the_wait)
     server_stop();
 }
 
+/* A process not taken for a .NET host starts a runtime all the same: its bind still goes
+ * aside (it keeps a server), and from then on its commands are forwarded to it. */
+TEST(a_runtime_in_an_undetected_host_is_found_when_it_binds)
+{
+    struct ipc_process_info pi;
+    struct ipc_response r;
+
+    dotnet_host = 0;
+    server_start_opts(NULL, 0);
+    r = simple(IPC_SET_PROCESS, IPC_PROC_INFO); /* before: the server's own answer */
+    ASSERT_OK(ipc_process_info_decode(r.payload, r.payload_len, 1, &pi));
+    ASSERT_TRUE(strstr(pi.command_line, "fake-runtime") == NULL);
+    ipc_process_info_fini(&pi);
+    fake_start(); /* its bind is redirected (ipc_redirect_path) */
+    r = simple(IPC_SET_PROCESS, IPC_PROC_INFO);
+    ASSERT_OK(ipc_process_info_decode(r.payload, r.payload_len, 1, &pi));
+    ASSERT_TRUE(strcmp(pi.command_line, "fake-runtime --app") == 0);
+    ipc_process_info_fini(&pi);
+    fake_stop();
+    server_stop();
+}
+
 /* The runtime connects to a DOTNET_DiagnosticPorts address: its connect is redirected to the
  * server, which then advertises on the real address with the runtime's cookie; ResumeRuntime
  * from the tool goes through the runtime's own port connection. */
@@ -843,6 +867,7 @@ static const struct test_case cases[] = {
     TEST_CASE(runtime_refusal_reaches_the_client_as_it_was),
     TEST_CASE(client_leaving_ends_the_runtime_session),
     TEST_CASE(no_runtime_means_native_answers_after_the_wait),
+    TEST_CASE(a_runtime_in_an_undetected_host_is_found_when_it_binds),
     TEST_CASE(connect_port_advertises_the_runtime_and_resumes_through_it),
 };
 TEST_MAIN(cases)
