@@ -127,6 +127,7 @@ struct ipc_server {
     uv_thread_t thread;
     int thread_started;
     atomic_int stopping; /* set by ipc_server_stop() on another thread */
+    int shutting_down;   /* the loop thread has begun the stop (ipc_server_wake()) */
 
     struct ipc_listener *listeners;
     size_t listener_count;

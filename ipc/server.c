@@ -496,9 +496,12 @@ ipc_server_wake(uv_async_t *a)
     struct ipc_conn *c, *next;
     size_t i;
 
-    if (!s->stopping) {
+    if (!s->stopping || s->shutting_down) {
         return;
     }
+    /* From here on the loop thread knows it stops (s->stopping is set by another thread, which
+     * a drain tick may see before this callback runs). */
+    s->shutting_down = 1;
     if (s->loop_started) {
         s->loop_started = 0;
         s->loop_stop(s->loop_ctx);
@@ -526,7 +529,7 @@ ipc_server_wake(uv_async_t *a)
             ipc_conn_close(c);
         }
     }
-    if (!ipc_session_merges_pending(s)) {
+    if (!ipc_session_merges_pending(s) && !uv_is_closing((uv_handle_t *)&s->drain)) {
         uv_close((uv_handle_t *)&s->drain, NULL); /* else once they end (drain_all) */
     }
     uv_close((uv_handle_t *)&s->wake, NULL);

@@ -171,7 +171,7 @@ ipc_session_drain_all(struct ipc_server *s)
         }
         ipc_session_kick(ss);
     }
-    if (atomic_load(&s->stopping) && !ipc_session_merges_pending(s) &&
+    if (s->shutting_down && !ipc_session_merges_pending(s) &&
         !uv_is_closing((uv_handle_t *)&s->drain)) {
         uv_close((uv_handle_t *)&s->drain, NULL); /* the last merged session of a stop ended */
     }
