@@ -1307,6 +1307,9 @@ struct bridge_rundown_fn {
     uint64_t start;
     uint64_t size;
     uint32_t module_id;
+    const char *module_path; /* unnamed: valid until ag_modules_fini() */
+    uint64_t module_base;    /* unnamed: the module's load bias */
+    int unnamed;             /* an address in a module whose symbols do not cover it */
 };
 
 static int
@@ -1373,8 +1376,27 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
     }
     for (i = 0; i < s->addrs.cap; i++) {
         struct ag_symbol sym;
+        int rc;
 
-        if (s->addrs.slots[i] == 0 || ag_symbolize(s->addrs.slots[i], &sym) != 0) {
+        if (s->addrs.slots[i] == 0) {
+            continue;
+        }
+        rc = ag_symbolize(s->addrs.slots[i], &sym);
+        if (rc == -ESRCH) {
+            /* A stripped library's internal function (libcoreclr's, Debian's libraries without
+             * debug symbols): named by its module and its address in the ELF file, which
+             * addr2line and a debug file resolve later, instead of nothing at all. An address
+             * in no module (JIT code) is left to the runtime's rundown. */
+            fns[fn_count].start = s->addrs.slots[i];
+            fns[fn_count].size = 1;
+            fns[fn_count].module_id = sym.module_id;
+            fns[fn_count].module_path = sym.module_path;
+            fns[fn_count].module_base = sym.module_base;
+            fns[fn_count].unnamed = 1;
+            fn_count++;
+            continue;
+        }
+        if (rc != 0) {
             continue;
         }
         fns[fn_count].start = sym.start;
@@ -1387,12 +1409,20 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
     }
     for (i = 0; i < fn_count && err == 0; i++) {
         struct ag_symbol sym;
+        char unnamed[32];
         size_t m;
 
         if (i > 0 && fns[i].start == fns[i - 1].start) {
             continue; /* several addresses in one function */
         }
-        if (ag_symbolize(fns[i].start, &sym) != 0 || sym.name == NULL) {
+        if (fns[i].unnamed) {
+            snprintf(unnamed, sizeof(unnamed), "0x%llx",
+                     (unsigned long long)(fns[i].start - fns[i].module_base));
+            memset(&sym, 0, sizeof(sym));
+            sym.module_id = fns[i].module_id;
+            sym.module_path = fns[i].module_path;
+            sym.name = unnamed;
+        } else if (ag_symbolize(fns[i].start, &sym) != 0 || sym.name == NULL) {
             continue;
         }
         for (m = 0; m < mod_count && modules_done[m] != sym.module_id; m++) {
