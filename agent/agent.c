@@ -66,6 +66,7 @@ ag_remote_read_probe(void)
 static void
 ag_agent_forked_child(void)
 {
+    pthread_mutex_init(&ag_modules_mutex, NULL); /* taken by ag_agent_before_fork() */
     ag_threads_forked_child();
     ag_timers_forked_child();
     /* Only the forking thread exists here, timers are not inherited, and the agent's threads
@@ -86,10 +87,29 @@ ag_agent_forked_child(void)
     ag.wall_started = 0;
 }
 
+/*
+ * fork() while another thread holds the module lock (the manager builds CFI tables under it, the
+ * IPC thread loads symbol tables) gave the child a lock nobody owns and a module list caught in
+ * the middle of a change: a forked worker that then started an agent of its own waited forever
+ * in ag_start(), and its exit() after it. The forking thread takes the lock around the fork, so
+ * the child gets the list whole and the lock free (a fork waits for the build of one table).
+ */
+static void
+ag_agent_before_fork(void)
+{
+    pthread_mutex_lock(&ag_modules_mutex);
+}
+
+static void
+ag_agent_after_fork_parent(void)
+{
+    pthread_mutex_unlock(&ag_modules_mutex);
+}
+
 static void
 ag_agent_atfork_register(void)
 {
-    pthread_atfork(NULL, NULL, ag_agent_forked_child);
+    pthread_atfork(ag_agent_before_fork, ag_agent_after_fork_parent, ag_agent_forked_child);
 }
 
 int
