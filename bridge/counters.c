@@ -307,7 +307,9 @@ bridge_counters_start(struct bridge_counters *c, const struct ipc_session_config
     *why = NULL;
     for (i = 0; i < cfg->provider_count; i++) {
         const struct ipc_provider *pr = &cfg->providers[i];
-        int runtime = strcmp(pr->name, BRIDGE_COUNTERS_RUNTIME) == 0;
+        /* In a .NET host the runtime writes its own System.Runtime counters into the merged
+         * session; the agent's would be a second, different set. */
+        int runtime = strcmp(pr->name, BRIDGE_COUNTERS_RUNTIME) == 0 && !cfg->runtime_merged;
         int own = strcmp(pr->name, BRIDGE_COUNTERS_PIPEPROF) == 0;
         uint64_t ns;
 

@@ -298,6 +298,9 @@ struct ipc_session_config {
     uint32_t provider_count;
     uint64_t rundown_keyword; /* 0: no rundown */
     uint8_t request_stackwalk;
+    /* 1: the .NET runtime's own session feeds this one (docs/dotnet-hosts.md): what only the
+     * runtime can say (its System.Runtime counters, its rundown) comes from it, not the source. */
+    uint8_t runtime_merged;
 };
 
 /*

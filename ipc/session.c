@@ -362,6 +362,7 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merg
     ss->cfg.provider_count = ss->req.provider_count;
     ss->cfg.rundown_keyword = ss->req.rundown_keyword;
     ss->cfg.request_stackwalk = ss->req.request_stackwalk;
+    ss->cfg.runtime_merged = merge != NULL;
     ss->sink.write = ipc_session_sink_write;
     ss->sink.ctx = ss;
 

@@ -108,7 +108,7 @@ TEST(counters_written_as_the_runtime_writes_them)
     struct ipc_provider prov = {
         0, 4, (char *)"System.Runtime", (char *)"EventCounterIntervalSec=0.05", 0, NULL, 0
     };
-    struct ipc_session_config cfg = { 1, &prov, 1, 0, 0 };
+    struct ipc_session_config cfg = { 1, &prov, 1, 0, 0, 0 };
     struct bridge_counters c;
     struct nt_writer *w = NULL;
     struct nt_reader *r = NULL;

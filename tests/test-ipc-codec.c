@@ -549,7 +549,7 @@ TEST(session_config_enables_like_the_runtime)
 {
     struct ipc_provider p[2] = { { 0xF0, 4, "Prov-A", NULL, 0, NULL, 0 },
                                  { 0, 0, "Other", NULL, 0, NULL, 0 } };
-    struct ipc_session_config cfg = { 1, p, 1, 0, 1 };
+    struct ipc_session_config cfg = { 1, p, 1, 0, 1, 0 };
 
     ASSERT_EQ(ipc_session_config_enables(&cfg, "prov-a", 0x10, 4), 1);
     ASSERT_EQ(ipc_session_config_enables(&cfg, "Prov-A", 0x01, 4), 0); /* keywords */
