@@ -157,10 +157,15 @@ enum ag_sample_source {
     AG_SOURCE_SIGNAL = 1,  /* the thread's own signal handler (CPU timer or wall signal) */
     AG_SOURCE_BLOCKED = 2, /* the stack recorded when the thread entered an interposed call */
     AG_SOURCE_PROC = 3,    /* /proc/self/task/TID/syscall: pc and sp of a blocked thread */
+    AG_SOURCE_TAIL = 4,    /* CPU mode: the CPU a thread burned after its last sample, claimed
+                              when it exited or by ag_cpu_flush(); its frames are those of the
+                              thread's last CPU sample, else (a thread started by pthread_create
+                              that had none) its start routine under start_thread */
 };
 
-/* One sample. Frames are instruction addresses, leaf first; frames[0] is the interrupted pc and
- * the others are return addresses (subtract 1 before symbolizing). */
+/* One sample. Frames are instruction addresses, leaf first; frames[0] is the interrupted pc (of
+ * a signal sample and of a final sample, AG_SOURCE_TAIL) and the others are return addresses
+ * (subtract 1 before symbolizing). */
 struct ag_sample {
     uint64_t timestamp_ns; /* CLOCK_MONOTONIC */
     uint64_t cpu_time_ns;  /* the thread's CPU time (CLOCK_THREAD_CPUTIME_ID) at the sample */
@@ -230,6 +235,7 @@ struct ag_stats {
     uint64_t unwind_cfi_steps; /* frames recovered by the CFI unwinder */
     uint64_t unwind_not_code;  /* stacks cut at a frame outside every executable mapping */
     uint64_t cpu_sampled_ns;   /* CPU time covered by CPU-mode samples (sum of deltas) */
+    uint64_t cpu_tails;        /* final samples (AG_SOURCE_TAIL) claimed at exits and flushes */
     uint64_t memory_bytes;     /* mapped by the agent: the thread registry and every ring */
     unsigned requested_hz_cpu; /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;
@@ -237,6 +243,16 @@ struct ag_stats {
                                  the kernel tick at most; weights make up the rest) */
     double effective_hz_wall; /* wall passes per second actually achieved */
 };
+
+/*
+ * Ends every thread's CPU accounting at now, without stopping sampling: the CPU each thread
+ * sampled in CPU mode burned since its last sample becomes a final sample (AG_SOURCE_TAIL, with
+ * the stack of the thread's last CPU sample) that the next ag_drain() delivers. A consumer calls
+ * it just before its last drain, so that a recording holds all of its threads' CPU time (a
+ * thread that exits gets its own at its exit). Context: any ordinary thread. Locking: takes the
+ * registry lock; reads each thread's CPU clock (one system call per thread).
+ */
+void ag_cpu_flush(void);
 
 /*
  * Marks the calling thread as part of the profiler (the IPC loop, say): it is never sampled and

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent/drain.c - the consumer side of the per-thread rings: ag_drain() walks the registry and
- * hands each thread's START (and renames), its pending samples from both rings, its lost count
- * and, for a thread that exited, its STOP to the callback, then frees the slot. Context: one
- * consumer thread (the IPC loop); ag.drain_lock makes concurrent callers take turns. The rings
- * are read lock-free; ag.reg_lock is held only while a slot's name or state is examined.
+ * hands each thread's START (and renames), its pending samples from both rings, its final
+ * sample (the CPU it burned after its last one, claimed at its exit or by ag_cpu_flush(), given
+ * the stack of its last CPU sample), its lost count and, for a thread that exited, its STOP to
+ * the callback, then frees the slot. Context: one consumer thread (the IPC loop);
+ * ag.drain_lock makes concurrent callers take turns. The rings are read lock-free; ag.reg_lock
+ * is held only while a slot's name, state or pending final sample is examined.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -26,7 +28,7 @@ ag_drain_check_frames(struct ag_sample *s)
     for (i = 0; i < s->depth; i++) {
         uint64_t pc = s->frames[i];
 
-        if (i > 0 || s->source != AG_SOURCE_SIGNAL) {
+        if (i > 0 || (s->source != AG_SOURCE_SIGNAL && s->source != AG_SOURCE_TAIL)) {
             pc -= pc != 0;
         }
         if (pc < 4096 || !ag_codemap_contains(pc)) {
@@ -38,15 +40,32 @@ ag_drain_check_frames(struct ag_sample *s)
     }
 }
 
-/* Delivers one ring's pending samples. Returns the count, or fn's nonzero value (negated
- * count never: fn's value is passed through as is). */
+/* The pending final sample of a thread, taken from its slot under reg_lock. */
+struct ag_drain_tail {
+    uint64_t ts, cpu_time_ns, cpu_ns;
+    uint32_t weight;
+    uint8_t engine;
+};
+
+/* The final sample being delivered (drain_lock): a sample with room for any stack. */
+static union {
+    struct ag_sample s;
+    unsigned char bytes[sizeof(struct ag_sample) + AG_MAX_FRAMES * sizeof(uint64_t)];
+} ag_drain_tail_buf;
+
+/*
+ * Delivers one ring's pending samples, up to those taken at `until` (UINT64_MAX: all). The
+ * stack of each CPU sample is kept in t->last_frames for the thread's final sample. Returns 0,
+ * or fn's nonzero value (passed through as is).
+ */
 static int
-ag_drain_ring(struct ag_ring *r, int32_t tid, ag_record_fn fn, void *ctx, int *n)
+ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t until, ag_record_fn fn,
+              void *ctx, int *n)
 {
     const struct ag_sample *s;
     struct ag_record rec;
 
-    while ((s = ag_ring_peek(r)) != NULL) {
+    while ((s = ag_ring_peek(r)) != NULL && s->timestamp_ns <= until) {
         int rc;
 
         if (s->tid != tid) {
@@ -57,6 +76,12 @@ ag_drain_ring(struct ag_ring *r, int32_t tid, ag_record_fn fn, void *ctx, int *n
             continue;
         }
         ag_drain_check_frames((struct ag_sample *)(uintptr_t)s);
+        if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_SIGNAL) {
+            memcpy(t->last_frames, s->frames, s->depth * sizeof(uint64_t));
+            t->last_depth = s->depth;
+            t->last_unwinder = s->unwinder;
+            t->last_end = s->end;
+        }
         memset(&rec, 0, sizeof(rec));
         rec.kind = AG_RECORD_SAMPLE;
         rec.tid = tid;
@@ -69,6 +94,56 @@ ag_drain_ring(struct ag_ring *r, int32_t tid, ag_record_fn fn, void *ctx, int *n
         }
     }
     return 0;
+}
+
+/* Returns a final sample that a stopped drain did not deliver to its slot. */
+static void
+ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
+{
+    pthread_mutex_lock(&ag.reg_lock);
+    if (t->tail_weight == 0) {
+        t->tail_ts = tail->ts;
+        t->tail_cpu_time_ns = tail->cpu_time_ns;
+        t->tail_engine = tail->engine;
+    }
+    t->tail_weight += tail->weight;
+    t->tail_cpu_ns += tail->cpu_ns;
+    pthread_mutex_unlock(&ag.reg_lock);
+}
+
+/* Delivers a thread's final sample with the stack of its last CPU sample (else its start routine
+ * under its callers; with neither, nothing is delivered). Returns fn's value. */
+static int
+ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail, ag_record_fn fn,
+              void *ctx, int *n)
+{
+    struct ag_sample *s = &ag_drain_tail_buf.s;
+    struct ag_record rec;
+    uint32_t depth = t->last_depth < ag.cfg.max_frames ? t->last_depth : ag.cfg.max_frames;
+
+    if (depth == 0) {
+        return 0; /* no stack is known for it (a thread found by the scan, never sampled) */
+    }
+    memset(s, 0, sizeof(*s));
+    s->timestamp_ns = tail->ts;
+    s->cpu_time_ns = tail->cpu_time_ns;
+    s->tid = tid;
+    s->mode = AG_MODE_CPU;
+    s->state = AG_STATE_RUNNING;
+    s->source = AG_SOURCE_TAIL;
+    s->unwinder = t->last_unwinder;
+    s->end = t->last_end;
+    s->engine = tail->engine;
+    s->weight = (uint16_t)(tail->weight < UINT16_MAX ? tail->weight : UINT16_MAX);
+    s->cpu_delta_ns = tail->cpu_ns;
+    s->depth = depth;
+    memcpy(s->frames, t->last_frames, depth * sizeof(uint64_t));
+    memset(&rec, 0, sizeof(rec));
+    rec.kind = AG_RECORD_SAMPLE;
+    rec.tid = tid;
+    rec.u.sample = s;
+    (*n)++;
+    return fn(&rec, ctx);
 }
 
 int
@@ -86,6 +161,7 @@ ag_drain(ag_record_fn fn, void *ctx)
     high = atomic_load_explicit(&ag.high, memory_order_acquire);
     for (i = 0; i < high && rc == 0; i++) {
         struct ag_thread *t = &ag.threads[i];
+        struct ag_drain_tail tail;
         struct ag_record rec;
         char name[AG_NAME_MAX];
         int state, announce;
@@ -99,6 +175,13 @@ ag_drain(ag_record_fn fn, void *ctx)
                    t->name_gen != t->name_gen_reported;
         memcpy(name, t->name, sizeof(name));
         t->name_gen_reported = t->name_gen;
+        tail.ts = t->tail_ts;
+        tail.cpu_time_ns = t->tail_cpu_time_ns;
+        tail.cpu_ns = t->tail_cpu_ns;
+        tail.weight = state != AG_SLOT_FREE ? t->tail_weight : 0;
+        tail.engine = t->tail_engine;
+        t->tail_weight = 0;
+        t->tail_cpu_ns = 0;
         pthread_mutex_unlock(&ag.reg_lock);
         if (state == AG_SLOT_FREE) {
             continue;
@@ -123,9 +206,18 @@ ag_drain(ag_record_fn fn, void *ctx)
                 break;
             }
         }
-        rc = ag_drain_ring(&t->ring, tid, fn, ctx, &n);
+        /* The final sample goes after the samples taken before its claim, with their stack. */
+        rc = ag_drain_ring(t, &t->ring, tid, tail.weight != 0 ? tail.ts : UINT64_MAX, fn, ctx, &n);
+        if (rc == 0 && tail.weight != 0) {
+            rc = ag_drain_tail(t, tid, &tail, fn, ctx, &n);
+            if (rc == 0) {
+                rc = ag_drain_ring(t, &t->ring, tid, UINT64_MAX, fn, ctx, &n);
+            }
+        } else if (tail.weight != 0) {
+            ag_drain_tail_put_back(t, &tail); /* the next drain delivers it */
+        }
         if (rc == 0) {
-            rc = ag_drain_ring(&t->wring, tid, fn, ctx, &n);
+            rc = ag_drain_ring(t, &t->wring, tid, UINT64_MAX, fn, ctx, &n);
         }
         if (rc != 0) {
             break;
@@ -144,7 +236,7 @@ ag_drain(ag_record_fn fn, void *ctx)
         if (state == AG_SLOT_EXITING) {
             /* The thread is gone: no producer remains but the wall thread, which skips
              * non-active slots. Drain what it may have added, then free the slot. */
-            rc = ag_drain_ring(&t->wring, tid, fn, ctx, &n);
+            rc = ag_drain_ring(t, &t->wring, tid, UINT64_MAX, fn, ctx, &n);
             rec.kind = AG_RECORD_THREAD_STOP;
             rec.u.name = NULL;
             n++;

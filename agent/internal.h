@@ -118,9 +118,11 @@ struct ag_thread {
     _Atomic int excluded;      /* reg or self: an agent or consumer thread, never sampled */
     _Atomic uint64_t stack_lo; /* reg: stack bounds, 0 while unknown */
     _Atomic uint64_t stack_hi;
-    _Atomic uint64_t last_sp;     /* self: sp of the last signal, to find unknown bounds */
-    _Atomic uint64_t last_cpu_ns; /* self: CPU time at the last CPU-mode sample */
-    int64_t cpu_carry_ns;         /* self: CPU time not yet counted in weights (may be < 0) */
+    _Atomic uint64_t last_sp; /* self: sp of the last signal, to find unknown bounds */
+    /* CPU-mode accounting (ag_sig_cpu_weigh): the handler and a tail claim (the exiting thread,
+     * or ag_cpu_flush() on another thread) each take their span with an exchange. */
+    _Atomic uint64_t last_cpu_ns; /* self or claim: CPU time at the last sample or claim */
+    _Atomic int64_t cpu_carry_ns; /* self or claim: CPU time not yet in weights (may be < 0) */
     _Atomic uint64_t dropped;     /* self and wall: samples lost to a full ring */
     uint64_t dropped_reported;    /* drain */
     int has_timer;                /* reg */
@@ -138,9 +140,19 @@ struct ag_thread {
     _Atomic uint32_t blk_seq;
     _Atomic int blocked;          /* self: inside an interposed blocking call */
     _Atomic uint32_t blk_info;    /* depth | unwinder << 16 | end << 24 */
-    _Atomic uint64_t *blk_frames; /* max_frames words, allocated at registration */
-    struct ag_ring ring;          /* producer: the thread's signal handler */
-    struct ag_ring wring;         /* producer: the wall thread (waiting samples) */
+    _Atomic uint64_t *blk_frames; /* AG_MAX_FRAMES words, mapped at registration */
+    /* A final sample pending (reg): the CPU the thread burned after its last sample, claimed at
+     * its exit or by ag_cpu_flush(); ag_drain() delivers it (weight 0: none). */
+    uint64_t tail_ts, tail_cpu_time_ns, tail_cpu_ns;
+    uint32_t tail_weight;
+    uint8_t tail_engine;
+    /* drain: the stack of the thread's last CPU sample, which its final sample carries (at
+     * registration: the start routine under its callers, or none). */
+    uint64_t *last_frames; /* AG_MAX_FRAMES words, in the same mapping as blk_frames */
+    uint32_t last_depth;
+    uint8_t last_unwinder, last_end;
+    struct ag_ring ring;  /* producer: the thread's signal handler */
+    struct ag_ring wring; /* producer: the wall thread (waiting samples) */
 };
 
 /* Global agent state; one instance, `ag`. Lock order: life_lock, then reg_lock. */
@@ -180,7 +192,7 @@ struct ag_agent {
     _Atomic uint64_t n_samples, n_cpu, n_wall, n_waiting, n_lost, n_overruns;
     _Atomic uint64_t n_threads, n_threads_dropped, n_eintr_seen, n_eintr_absorbed, n_cfi_steps;
     _Atomic uint64_t n_not_code; /* stacks cut at a frame outside every executable mapping */
-    _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused;
+    _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused, n_cpu_tails;
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
     _Atomic uint64_t wall_passes, wall_start_ns, wall_active_ns;
 };
@@ -229,6 +241,17 @@ PP_SIGSAFE void ag_sig_unwind_ctx_init(struct ag_unwind_ctx *c, uint64_t sp, uin
 
 /* The handler (agent/sig-handler.c). */
 void ag_sig_handler(int signo, siginfo_t *info, void *uctx);
+/*
+ * CPU-mode weight of the span of t's CPU time that ends at cpu (its thread CPU clock now): the
+ * time since the previous sample or claim (exchanged in t->last_cpu_ns; *delta_out gets it, 0
+ * when t had no baseline) plus t's carried remainder, in intervals of period ns, rounded; the
+ * remainder is carried to the next one. A sample counts at least once (at_least_one: a span
+ * without a baseline counts as one interval); a tail claim may weigh 0. Async-signal-safe and
+ * lock-free: concurrent callers on t (its handler, a claim on another thread) each take a
+ * disjoint span, and the carry is moved with atomic exchanges, so weights add up.
+ */
+PP_SIGSAFE uint64_t ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t period,
+                                     int at_least_one, uint64_t *delta_out);
 /* Finds the calling thread's slot (TLS cache, else by tid). Async-signal-safe. */
 PP_SIGSAFE struct ag_thread *ag_sig_thread_self(void);
 PP_SIGSAFE uint64_t ag_sig_now_ns(clockid_t clk);
@@ -240,6 +263,10 @@ void ag_threads_scan(void);             /* manager: /proc/self/task, names, boun
 /* Registers the calling thread with its stack bounds (pthread_getattr_np); a no-op while the
  * agent is stopped or for an excluded thread. Not in signal context. */
 void ag_thread_attach_self(void);
+/* ag_thread_attach_self() of a thread that the pthread_create interposer started: fn is its
+ * start routine and fa the trampoline's frame address; fn under the trampoline's callers is the
+ * stack its CPU belongs to until it has a sample (a final sample's stack, drain.c). */
+void ag_thread_attach_started(void *(*fn)(void *), uint64_t fa);
 struct ag_thread *ag_thread_register_locked(int32_t tid, int self);
 void ag_thread_release_locked(struct ag_thread *t); /* EXITING -> FREE (drain) */
 int32_t ag_gettid(void);
@@ -264,6 +291,10 @@ PP_MUST_USE int ag_signal_install(int signo);
 void ag_signal_restore(void);
 void ag_timers_update_locked(void); /* arm/re-arm/delete CPU timers to match ag.hz_cpu */
 void ag_timer_delete_locked(struct ag_thread *t);
+/* Claims the CPU t burned since its last sample as its pending final sample (t->tail_*), when
+ * t is sampled in CPU mode. cpu_clock: the clock to read (CLOCK_THREAD_CPUTIME_ID on the thread
+ * itself, else its per-thread clock). reg_lock held. */
+void ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock);
 /* fork() child: closes the inherited perf_event fds (the events belong to the parent). */
 void ag_timers_forked_child(void);
 

@@ -63,7 +63,7 @@ ag_ip_trampoline(void *p)
     struct ag_ip_start_arg a = *(struct ag_ip_start_arg *)p;
 
     free(p);
-    ag_thread_attach_self();
+    ag_thread_attach_started(a.fn, (uint64_t)(uintptr_t)__builtin_frame_address(0));
     return a.fn(a.arg);
 }
 

@@ -88,6 +88,36 @@ ag_sig_regs(const ucontext_t *uc, uint64_t *pc, uint64_t *sp, uint64_t *fp)
 #endif
 }
 
+uint64_t
+ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t period, int at_least_one,
+                 uint64_t *delta_out)
+{
+    uint64_t last = atomic_exchange_explicit(&t->last_cpu_ns, cpu, memory_order_relaxed);
+    uint64_t delta = last != 0 && cpu > last ? cpu - last : 0;
+    uint64_t weight;
+    int64_t carry;
+
+    *delta_out = delta;
+    if (delta == 0 && at_least_one) {
+        delta = period; /* no baseline: the sample stands for one interval */
+    }
+    /* Taken out and put back with atomic operations: a claim on another thread that runs
+     * between the two moves the carry with its own span, and none of it is lost. */
+    carry = atomic_exchange_explicit(&t->cpu_carry_ns, 0, memory_order_relaxed) + (int64_t)delta;
+    if (carry > (int64_t)(period / 2)) {
+        weight = ((uint64_t)carry + period / 2) / period;
+    } else {
+        weight = at_least_one ? 1 : 0;
+    }
+    weight = weight > UINT16_MAX ? UINT16_MAX : weight;
+    carry -= (int64_t)(weight * period);
+    if (carry < -(int64_t)period) {
+        carry = -(int64_t)period; /* the at-least-once rule may not pile up a debt */
+    }
+    atomic_fetch_add_explicit(&t->cpu_carry_ns, carry, memory_order_relaxed);
+    return weight;
+}
+
 void
 ag_sig_handler(int signo, siginfo_t *info, void *uctx)
 {
@@ -96,8 +126,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     struct ag_unwind_ctx c;
     struct ag_thread *t;
     struct ag_sample *s;
-    uint64_t pc, sp, fp, lo, hi, cpu, last, delta, period, weight;
-    int64_t carry;
+    uint64_t pc, sp, fp, lo, hi, cpu, delta, period;
     uint8_t mode, engine = 0;
     unsigned hz;
     int eintr;
@@ -160,20 +189,13 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
          * when it was armed): merged timer expiries, ticks that found the thread in the kernel
          * (the perf event counts user space only) and coalesced signals all come back here. */
         period = 1000000000u / hz;
-        last = atomic_exchange_explicit(&t->last_cpu_ns, cpu, memory_order_relaxed);
-        delta = last != 0 && cpu > last ? cpu - last : period;
         /* Rounded, with the remainder carried to the thread's next sample, so the weights add
          * up to the thread's CPU time in intervals (every sample counts at least once). */
-        carry = t->cpu_carry_ns + (int64_t)delta;
-        weight = carry > (int64_t)(period / 2) ? ((uint64_t)carry + period / 2) / period : 1;
-        weight = weight > UINT16_MAX ? UINT16_MAX : weight;
-        carry -= (int64_t)(weight * period);
-        t->cpu_carry_ns = carry < -(int64_t)period ? -(int64_t)period : carry;
-        s->weight = (uint16_t)weight;
-        s->cpu_delta_ns = delta;
+        s->weight = (uint16_t)ag_sig_cpu_weigh(t, cpu, period, 1, &delta);
+        s->cpu_delta_ns = delta != 0 ? delta : period;
         atomic_fetch_add_explicit(&ag.n_cpu_weight, s->weight, memory_order_relaxed);
-        if (last != 0 && cpu > last) {
-            atomic_fetch_add_explicit(&ag.cpu_sampled_ns, cpu - last, memory_order_relaxed);
+        if (delta != 0) {
+            atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);
             atomic_fetch_add_explicit(&ag.cpu_sampled_n, 1, memory_order_relaxed);
         }
     }

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,9 @@ __thread int ag_tls_excluded AG_TLS;
 __thread _Atomic uint32_t ag_tls_signals AG_TLS;
 
 #define AG_EXCLUDED_MAX 32
+
+/* A thread's own mapping: blk_frames, last_frames. */
+#define AG_THREAD_MAP_LEN (2 * AG_MAX_FRAMES * sizeof(uint64_t))
 
 static pthread_once_t ag_threads_once = PTHREAD_ONCE_INIT;
 static pthread_key_t ag_threads_key;
@@ -200,16 +204,19 @@ ag_thread_register_locked(int32_t tid, int self)
     if (t->blk_frames == NULL) {
         /* Mapped, like the registry that points to it and outlives ag_stop() (an interposed call
          * may still write here): heap memory referenced only from a mapping would look leaked
-         * to LeakSanitizer, which does not scan mappings. Sized for any later config. */
-        void *m = mmap(NULL, AG_MAX_FRAMES * sizeof(*t->blk_frames), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+         * to LeakSanitizer, which does not scan mappings. Sized for any later config: the
+         * blocking-call stack and the drain's copy of the last CPU stack. */
+        void *m = mmap(NULL, AG_THREAD_MAP_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
 
-        t->blk_frames = m != MAP_FAILED ? m : NULL;
-        if (t->blk_frames == NULL) {
+        if (m == MAP_FAILED) {
             atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
             return NULL;
         }
+        t->blk_frames = m;
     }
+    t->last_frames = (uint64_t *)(uintptr_t)t->blk_frames + AG_MAX_FRAMES;
+    t->last_depth = 0;
     if (t == &ag.threads[high]) {
         atomic_store_explicit(&ag.high, high + 1, memory_order_release);
     }
@@ -227,6 +234,8 @@ ag_thread_register_locked(int32_t tid, int self)
     t->has_perf = 0;
     t->timer_hz = 0;
     t->scan_seen = 1;
+    t->tail_weight = 0;
+    t->tail_cpu_ns = 0;
     t->dropped_reported = atomic_load_explicit(&t->dropped, memory_order_relaxed);
     atomic_store_explicit(&t->blocked, 0, memory_order_relaxed);
     atomic_store_explicit(&t->stack_lo, 0, memory_order_relaxed);
@@ -245,6 +254,9 @@ void
 ag_thread_release_locked(struct ag_thread *t)
 {
     ag_timer_delete_locked(t);
+    t->last_depth = 0; /* the drain's, which frees the slot */
+    t->tail_weight = 0;
+    t->tail_cpu_ns = 0;
     atomic_store_explicit(&t->tid, 0, memory_order_relaxed);
     atomic_store_explicit(&t->state, AG_SLOT_FREE, memory_order_release);
 }
@@ -255,6 +267,7 @@ ag_threads_on_exit(void *p)
 {
     struct ag_thread *t = p;
     char name[AG_NAME_MAX] = "";
+    sigset_t sig, old;
 
     if (!atomic_load(&ag.running) || ag.threads == NULL || ag_tls_gen != atomic_load(&ag.gen)) {
         return;
@@ -262,16 +275,24 @@ ag_threads_on_exit(void *p)
     /* The thread's last name: a rename that no /proc scan saw before the exit is reported
      * with the thread's samples rather than lost (scans run every PIPEPROF_SCAN_MS). */
     prctl(PR_GET_NAME, name, 0, 0, 0);
+    /* No sample between the final claim and the engine's end: the claim is the last span. */
+    sigemptyset(&sig);
+    sigaddset(&sig, ag.signo);
+    pthread_sigmask(SIG_BLOCK, &sig, &old);
     pthread_mutex_lock(&ag.reg_lock);
     if (atomic_load_explicit(&t->tid, memory_order_relaxed) == ag_gettid() &&
         atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE) {
         if (name[0] != '\0') {
             ag_thread_name_set_locked(t, name);
         }
+        /* What the thread burned after its last sample: with CPU-time timers a bursty thread can
+         * go hundreds of ms without one, and that end would never be counted. */
+        ag_cpu_claim_tail_locked(t, CLOCK_THREAD_CPUTIME_ID);
         ag_timer_delete_locked(t);
         atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_seq_cst);
     }
     pthread_mutex_unlock(&ag.reg_lock);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static void
@@ -280,11 +301,42 @@ ag_threads_once_init(void)
     ag_threads_key_ok = pthread_key_create(&ag_threads_key, ag_threads_on_exit) == 0;
 }
 
+/*
+ * The stack a started thread's CPU belongs to before any sample of it: its start routine fn
+ * (as a leaf pc) under the frames that called the trampoline whose frame address is fa
+ * (start_thread, clone3). Returns the depth, 0 when the walk fails.
+ */
+static uint32_t
+ag_threads_root_stack(void *(*fn)(void *), uint64_t fa, uint64_t *frames,
+                      struct ag_unwind_result *res)
+{
+    struct ag_unwind_ctx c;
+    uint64_t fp, ra;
+
+    ag_sig_unwind_ctx_init(&c, fa, ag_tls_stack_lo, ag_tls_stack_hi);
+    /* The trampoline's frame record: [fa] = its caller's fp, [fa + 8] = the return address. */
+    if (fa == 0 || ag_sig_read(&c, fa, &fp) != 0 || ag_sig_read(&c, fa + 8, &ra) != 0) {
+        return 0;
+    }
+    frames[0] = (uint64_t)(uintptr_t)fn;
+    ag_sig_unwind(&c, ra, fa + 16, fp, 1, frames + 1, ag.cfg.max_frames - 1, res);
+    return res->depth + 1;
+}
+
 void
 ag_thread_attach_self(void)
 {
+    ag_thread_attach_started(NULL, 0);
+}
+
+void
+ag_thread_attach_started(void *(*fn)(void *), uint64_t fa)
+{
+    uint64_t root[AG_MAX_FRAMES];
+    struct ag_unwind_result res = { 0, 0, 0, 0 };
     struct ag_thread *t;
     int32_t tid = ag_gettid();
+    uint32_t root_depth = 0;
 
     if (ag_tls_stack_hi == 0) {
         uint64_t lo, hi;
@@ -296,10 +348,18 @@ ag_thread_attach_self(void)
     if (!atomic_load(&ag.running) || ag_tls_excluded) {
         return;
     }
+    if (fn != NULL) {
+        root_depth = ag_threads_root_stack(fn, fa, root, &res);
+    }
     pthread_once(&ag_threads_once, ag_threads_once_init);
     pthread_mutex_lock(&ag.reg_lock);
     t = ag.threads != NULL ? ag_thread_register_locked(tid, 1) : NULL;
     if (t != NULL) {
+        /* The drain sees the slot only under reg_lock, after this. */
+        memcpy(t->last_frames, root, root_depth * sizeof(root[0]));
+        t->last_depth = root_depth;
+        t->last_unwinder = res.unwinder;
+        t->last_end = res.end;
         atomic_store_explicit(&t->stack_lo, ag_tls_stack_lo, memory_order_relaxed);
         atomic_store_explicit(&t->stack_hi, ag_tls_stack_hi, memory_order_release);
         ag_tls_thread = t;
@@ -471,6 +531,9 @@ ag_threads_stop(void)
         ag_timer_delete_locked(&all[i]);
         ag_ring_fini(&all[i].ring);
         ag_ring_fini(&all[i].wring);
+        all[i].last_depth = 0;
+        all[i].tail_weight = 0;
+        all[i].tail_cpu_ns = 0;
         atomic_store(&all[i].tid, 0);
         atomic_store(&all[i].state, AG_SLOT_FREE);
     }

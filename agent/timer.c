@@ -134,12 +134,71 @@ ag_timer_baseline(struct ag_thread *t, int32_t tid)
 {
     struct timespec ts;
 
-    t->cpu_carry_ns = 0;
+    atomic_store_explicit(&t->cpu_carry_ns, 0, memory_order_relaxed);
     if (clock_gettime(ag_timer_thread_clock(tid), &ts) == 0) {
-        atomic_store_explicit(&t->last_cpu_ns,
-                              (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
-                              memory_order_relaxed);
+        uint64_t cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+
+        /* 0 means "no baseline": a thread that has not run yet (the scan found it as it was
+         * created) reads 0, and 1 ns stands for that. */
+        atomic_store_explicit(&t->last_cpu_ns, cpu != 0 ? cpu : 1, memory_order_relaxed);
     }
+}
+
+void
+ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock)
+{
+    struct timespec ts;
+    uint64_t cpu, last, period, delta, weight;
+
+    if ((!t->has_timer && !t->has_perf) || t->timer_hz == 0 ||
+        atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
+        clock_gettime(cpu_clock, &ts) != 0) {
+        return; /* not sampled in CPU mode, or already gone */
+    }
+    cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    period = 1000000000u / t->timer_hz;
+    last = atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed);
+    if (last == 0 || cpu <= last ||
+        atomic_load_explicit(&t->cpu_carry_ns, memory_order_relaxed) + (int64_t)(cpu - last) <=
+                (int64_t)(period / 2)) {
+        return; /* under half an interval: a live thread's next sample takes it */
+    }
+    weight = ag_sig_cpu_weigh(t, cpu, period, 0, &delta);
+    if (weight == 0) {
+        return; /* a sample came in between: the carry keeps the rest */
+    }
+    if (t->tail_weight + weight > UINT16_MAX) {
+        weight = UINT16_MAX - t->tail_weight;
+    }
+    t->tail_weight += (uint32_t)weight;
+    t->tail_cpu_ns += delta;
+    t->tail_cpu_time_ns = cpu;
+    t->tail_ts = ag_now_ns();
+    t->tail_engine = t->has_perf ? AG_CPU_ENGINE_PERF : AG_CPU_ENGINE_TIMER;
+    atomic_fetch_add_explicit(&ag.n_cpu_weight, weight, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.n_cpu_tails, 1, memory_order_relaxed);
+}
+
+void
+ag_cpu_flush(void)
+{
+    unsigned i, high;
+
+    if (!atomic_load(&ag.running)) {
+        return;
+    }
+    pthread_mutex_lock(&ag.reg_lock);
+    high = atomic_load_explicit(&ag.high, memory_order_relaxed);
+    for (i = 0; ag.threads != NULL && i < high; i++) {
+        struct ag_thread *t = &ag.threads[i];
+
+        if (atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE) {
+            ag_cpu_claim_tail_locked(
+                    t, ag_timer_thread_clock(atomic_load_explicit(&t->tid, memory_order_relaxed)));
+        }
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
 }
 
 /* Errors of perf_event_open that say the kernel or policy refuses it for every thread. */

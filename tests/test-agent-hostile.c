@@ -81,7 +81,9 @@ collect(const struct ag_record *rec, void *ctx)
 
         bad_frames += !is_code(pc);
     }
-    cut += rec->u.sample->end == AG_UNWIND_END_NOT_CODE;
+    /* A final sample (at the thread's exit) repeats the stack of its last sample, cut already:
+     * the agent's count is of the stacks it cut. */
+    cut += rec->u.sample->end == AG_UNWIND_END_NOT_CODE && rec->u.sample->source != AG_SOURCE_TAIL;
     leaf_only += rec->u.sample->depth <= 1;
     return 0;
 }

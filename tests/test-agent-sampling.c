@@ -56,6 +56,10 @@ struct tid_stats {
     unsigned samples, waiting, running, stopped;
     unsigned hits[4]; /* samples with a frame in want[k] */
     unsigned blocked_src, proc_src;
+    unsigned tails, tails_with_stack;    /* final samples (AG_SOURCE_TAIL) */
+    uint32_t tail_depth;                 /* of the last one */
+    uint64_t last_cpu_stack, tail_stack; /* hashes: the last CPU signal sample's, the last final */
+    uint64_t cpu_delta_sum, weight_sum;  /* CPU-mode samples: what they stand for */
 };
 
 static struct tid_stats col[MAX_TIDS];
@@ -83,6 +87,18 @@ col_frame_is(uint64_t ip, const void *fn)
 
     /* Return addresses point after the call: look up ip - 1. */
     return ip > 1 && dladdr((void *)(uintptr_t)(ip - 1), &di) != 0 && di.dli_saddr == fn;
+}
+
+static uint64_t
+stack_hash(const struct ag_sample *s)
+{
+    uint64_t h = 1469598103934665603u;
+    uint32_t i;
+
+    for (i = 0; i < s->depth; i++) {
+        h = (h ^ s->frames[i]) * 1099511628211u;
+    }
+    return h;
 }
 
 static int
@@ -117,11 +133,24 @@ col_cb(const struct ag_record *rec, void *ctx)
         }
         t->blocked_src += rec->u.sample->source == AG_SOURCE_BLOCKED;
         t->proc_src += rec->u.sample->source == AG_SOURCE_PROC;
+        if (rec->u.sample->source == AG_SOURCE_TAIL) {
+            t->tails++;
+            t->tails_with_stack += rec->u.sample->depth > 0;
+            t->tail_depth = rec->u.sample->depth;
+            t->tail_stack = stack_hash(rec->u.sample);
+        } else if (rec->u.sample->mode == AG_MODE_CPU) {
+            t->last_cpu_stack = stack_hash(rec->u.sample);
+        }
+        if (rec->u.sample->mode == AG_MODE_CPU) {
+            t->cpu_delta_sum += rec->u.sample->cpu_delta_ns;
+            t->weight_sum += rec->u.sample->weight;
+        }
         for (k = 0; k < 4; k++) {
             for (i = 0; want[k] != NULL && i < rec->u.sample->depth; i++) {
                 /* A signal's leaf is the interrupted pc itself, not a return address: pc - 1
                  * of a function's first instruction is the end of the function before it. */
-                int leaf_pc = i == 0 && rec->u.sample->source == AG_SOURCE_SIGNAL;
+                int leaf_pc = i == 0 && (rec->u.sample->source == AG_SOURCE_SIGNAL ||
+                                         rec->u.sample->source == AG_SOURCE_TAIL);
 
                 if (col_frame_is(rec->u.sample->frames[i] + (leaf_pc ? 1 : 0), want[k])) {
                     t->hits[k]++;
@@ -615,7 +644,165 @@ TEST(registry_full_counts_dropped_threads)
     ag_stop();
 }
 
+/* A thread that burns budget_ns of CPU, measures it, then waits for `go` (when wait) and exits. */
+struct tail_arg {
+    uint64_t budget_ns;
+    int wait;
+    _Atomic int32_t tid;
+    _Atomic int phase; /* 1: burned, waiting; 2: go */
+    _Atomic uint64_t cpu_ns;
+};
+
+EXPORT void *tail_main(void *p);
+
+EXPORT void *
+tail_main(void *p)
+{
+    struct tail_arg *a = p;
+    uint64_t c0 = cpu_ns();
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (cpu_ns() - c0 < a->budget_ns) {
+        busy_a();
+    }
+    atomic_store(&a->cpu_ns, cpu_ns() - c0);
+    atomic_store(&a->phase, 1);
+    while (a->wait && atomic_load(&a->phase) != 2) {
+        usleep(2000);
+    }
+    return NULL;
+}
+
+/*
+ * The CPU a thread burned after its last sample is counted: ag_cpu_flush() claims it for a live
+ * thread (what a session's end does), the thread's exit for one that ends. At 10 Hz, 175 ms of
+ * CPU is one engine sample and 75 ms after it (never none: a final sample takes what is left, at
+ * least half an interval). The samples' CPU then adds up to what the thread measured itself
+ * (within what it burned before its first measurement and after its last: microseconds), the
+ * weights to 2 intervals, and the final sample carries the last sample's stack. Before, the
+ * 75 ms were never counted.
+ */
+static void
+check_tail(enum ag_cpu_engine engine, int flush)
+{
+    const int64_t slack = 1500000;
+    struct tail_arg a = { 175000000u, flush, 0, 0, 0 };
+    struct ag_config cfg;
+    struct ag_stats st;
+    struct tid_stats *t;
+    pthread_t th;
+    int64_t diff;
+    int i;
+
+    want[0] = (const void *)busy_a;
+    ag_config_init(&cfg);
+    cfg.scan_ms = 20;
+    cfg.cpu_engine = engine;
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10));
+    ASSERT_OK(pthread_create(&th, NULL, tail_main, &a));
+    for (i = 0; i < 2000 && atomic_load(&a.phase) != 1; i++) {
+        usleep(5000);
+    }
+    ASSERT_EQ(atomic_load(&a.phase), 1);
+    if (flush) {
+        ag_cpu_flush();
+        col_drain();
+    } else {
+        ASSERT_OK(pthread_join(th, NULL));
+    }
+    t = col_get(atomic_load(&a.tid));
+    for (i = 0; i < 100 && (flush ? t->tails == 0 : !t->stopped); i++) {
+        col_drain();
+        usleep(20000);
+    }
+    ag_stats_get(&st);
+    diff = (int64_t)t->cpu_delta_sum - (int64_t)atomic_load(&a.cpu_ns);
+    printf("# %s, %s: %u samples (%u final, %u with a stack, %u in busy_a), CPU %.2f ms, "
+           "measured %.2f ms, weights %llu x 100 ms\n",
+           flush ? "flush" : "exit", st.threads_perf != 0 ? "perf_event" : "timer", t->samples,
+           t->tails, t->tails_with_stack, t->hits[0], (double)t->cpu_delta_sum / 1e6,
+           (double)atomic_load(&a.cpu_ns) / 1e6, (unsigned long long)t->weight_sum);
+    ASSERT_EQ(t->tails, 1);
+    ASSERT_TRUE(diff > -slack && diff < slack);
+    ASSERT_EQ(t->weight_sum, 2);
+    ASSERT_EQ(st.cpu_tails, 1);
+    ASSERT_EQ(t->tails_with_stack, 1); /* the last sample's, or tail_main under start_thread */
+    if (t->samples > t->tails) {       /* the engine's sample came (TSan may hold one back) */
+        ASSERT_U64_EQ(t->tail_stack, t->last_cpu_stack);
+    }
+    if (flush) {
+        atomic_store(&a.phase, 2);
+        ASSERT_OK(pthread_join(th, NULL));
+    }
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 10));
+    ag_stop();
+}
+
+/* A thread that exits before its first sample: its CPU comes in as a final sample whose stack is
+ * its start routine (under start_thread), not lost and not stackless. */
+TEST(final_sample_of_an_unsampled_thread_has_its_start_routine)
+{
+    struct tail_arg a = { 60000000u, 0, 0, 0, 0 };
+    struct ag_config cfg;
+    struct tid_stats *t;
+    pthread_t th;
+    int i;
+
+    want[0] = (const void *)tail_main;
+    ag_config_init(&cfg);
+    cfg.scan_ms = 20;
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10)); /* 60 ms: no sample before the end */
+    ASSERT_OK(pthread_create(&th, NULL, tail_main, &a));
+    ASSERT_OK(pthread_join(th, NULL));
+    t = col_get(atomic_load(&a.tid));
+    for (i = 0; i < 100 && !t->stopped; i++) {
+        col_drain();
+        usleep(20000);
+    }
+    printf("# unsampled: %u samples (%u final, %u frames), CPU %.2f ms, measured %.2f ms, "
+           "leaf tail_main %u\n",
+           t->samples, t->tails, t->tail_depth, (double)t->cpu_delta_sum / 1e6,
+           (double)atomic_load(&a.cpu_ns) / 1e6, t->hits[0]);
+    ASSERT_EQ(t->samples, 1);
+    ASSERT_EQ(t->tails_with_stack, 1);
+    ASSERT_EQ(t->hits[0], 1);
+    /* tail_main, start_thread (and clone3 once libc's CFI table is built: the agent builds the
+     * tables on its manager thread after it starts, and this thread starts at once) */
+    ASSERT_TRUE(t->tail_depth >= 2);
+    ASSERT_TRUE(t->cpu_delta_sum >= atomic_load(&a.cpu_ns));
+    ASSERT_TRUE(t->cpu_delta_sum < atomic_load(&a.cpu_ns) + 1500000u);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 10));
+    ag_stop();
+}
+
+TEST(final_sample_at_exit_timer)
+{
+    check_tail(AG_CPU_ENGINE_TIMER, 0);
+}
+
+TEST(final_sample_at_exit_auto)
+{
+    check_tail(AG_CPU_ENGINE_AUTO, 0);
+}
+
+TEST(final_sample_at_flush_timer)
+{
+    check_tail(AG_CPU_ENGINE_TIMER, 1);
+}
+
+TEST(final_sample_at_flush_auto)
+{
+    check_tail(AG_CPU_ENGINE_AUTO, 1);
+}
+
 static const struct test_case cases[] = {
+    TEST_CASE(final_sample_of_an_unsampled_thread_has_its_start_routine),
+    TEST_CASE(final_sample_at_exit_timer),
+    TEST_CASE(final_sample_at_exit_auto),
+    TEST_CASE(final_sample_at_flush_timer),
+    TEST_CASE(final_sample_at_flush_auto),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
