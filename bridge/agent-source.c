@@ -1279,6 +1279,14 @@ bridge_drain(void *ctx, const struct ipc_session_view *views, size_t n)
     if (atomic_load(&src->owner) != (int64_t)gettid()) {
         return 0; /* not the owner: the records are another recording's */
     }
+    for (i = 0; i < n; i++) {
+        if (views[i].final) {
+            /* A session's last drain: the CPU every thread burned since its last sample comes
+             * in as a final sample, so the session holds all of its threads' CPU time. */
+            ag_cpu_flush();
+            break;
+        }
+    }
     first_err = bridge_drain_records(src, &modules_changed);
     for (i = 0; i < n; i++) {
         struct bridge_session *s = bridge_session_find(views[i].config->session_id);
