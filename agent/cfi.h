@@ -11,6 +11,7 @@
 #ifndef AG_CFI_H
 #define AG_CFI_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -108,6 +109,132 @@ typedef int (*ag_cfi_read_fn)(void *ctx, uint64_t addr, uint64_t *out);
  */
 PP_SIGSAFE PP_MUST_USE int ag_sig_cfi_step(struct ag_cfi_regs *regs, int pc_is_ra,
                                            ag_cfi_read_fn read, void *ctx);
+
+/*
+ * A thread's cache of resolved rows: a direct-mapped table from a looked-up pc to the rule of the
+ * row that covers it (or "no row"), filled on misses. A sampled thread's stacks repeat the same
+ * return addresses, and a hit replaces two binary searches (module spans, then up to tens of
+ * thousands of rows, mostly cache misses) with one compare. Entries are valid for one module
+ * snapshot generation: a snapshot published since (a module loaded or unloaded, a table built)
+ * empties the cache at the next walk (ag_sig_cfi_cache_begin), so a pc reused by another module
+ * never meets a stale row. Single-threaded: one cache per thread, read and written only by that
+ * thread's sampling signal handler, which does not nest (its signal is blocked while it runs).
+ * Interposed calls and the wall thread walk without one. No locks, no atomics, no allocation.
+ */
+#define AG_CFI_CACHE_SLOTS 256 /* a power of two */
+
+struct ag_cfi_cache_slot {
+    uint64_t pc;     /* the looked-up address; 0: empty */
+    int32_t cfa_off; /* the rule of the row (struct ag_cfi_row without addr) */
+    int16_t ra_off;
+    int8_t fp_off8;
+    uint8_t flags; /* AG_CFI_CFA_NONE: no row covers pc */
+};
+
+struct ag_cfi_cache {
+    uint64_t generation; /* snapshot generation of the entries; 0: none */
+    uint64_t hits, misses;
+    struct ag_cfi_cache_slot slots[AG_CFI_CACHE_SLOTS];
+};
+
+/* Starts a walk with cache c: empties it when the published module snapshot changed since it
+ * was filled. Async-signal-safe. */
+PP_SIGSAFE void ag_sig_cfi_cache_begin(struct ag_cfi_cache *c);
+
+/* The cache slot of pc: return addresses are spread, their low bits vary most. */
+static inline size_t
+ag_sig_cfi_cache_index(uint64_t pc)
+{
+    return (size_t)(((pc ^ (pc >> 12)) * 0x9e3779b97f4a7c15u) >> 56) & (AG_CFI_CACHE_SLOTS - 1);
+}
+
+/*
+ * Copies the rule of the row that covers pc into *out (flags AG_CFI_CFA_NONE when no module,
+ * table or row covers it) from the published snapshot, and keeps it in cache (when not NULL)
+ * if the snapshot is the one the cache's entries belong to. Async-signal-safe.
+ */
+PP_SIGSAFE void ag_sig_cfi_rule_miss(uint64_t pc, struct ag_cfi_cache *cache,
+                                     struct ag_cfi_row *out);
+
+/* ag_sig_cfi_rule_miss() after a look in cache (NULL: none); out->addr is not set on a hit. */
+PP_SIGSAFE static inline void
+ag_sig_cfi_rule_find(uint64_t pc, struct ag_cfi_cache *cache, struct ag_cfi_row *out)
+{
+    if (cache != NULL) {
+        const struct ag_cfi_cache_slot *slot = &cache->slots[ag_sig_cfi_cache_index(pc)];
+
+        if (slot->pc == pc && pc != 0) {
+            cache->hits++;
+            out->cfa_off = slot->cfa_off;
+            out->ra_off = slot->ra_off;
+            out->fp_off8 = slot->fp_off8;
+            out->flags = slot->flags;
+            return;
+        }
+    }
+    ag_sig_cfi_rule_miss(pc, cache, out);
+}
+
+/*
+ * Applies rule to regs: the caller's registers, read through read (a static inline, so that a
+ * caller with a known reader gets it inlined). Returns what ag_sig_cfi_step() returns.
+ */
+PP_SIGSAFE static inline int
+ag_sig_cfi_apply(const struct ag_cfi_row *rule, struct ag_cfi_regs *regs, ag_cfi_read_fn read,
+                 void *ctx)
+{
+    uint64_t cfa, ra, fp;
+
+    switch (rule->flags & AG_CFI_CFA_MASK) {
+    case AG_CFI_CFA_SP:
+        cfa = regs->sp + (uint64_t)(int64_t)rule->cfa_off;
+        break;
+    case AG_CFI_CFA_FP:
+        if (regs->fp == 0) {
+            return -ENOTSUP; /* an earlier step could not recover rbp */
+        }
+        cfa = regs->fp + (uint64_t)(int64_t)rule->cfa_off;
+        break;
+    case AG_CFI_CFA_NONE:
+        return -ENOENT;
+    default:
+        return -ENOTSUP;
+    }
+    switch (rule->flags & AG_CFI_RA_MASK) {
+    case AG_CFI_RA_AT:
+        break;
+    case AG_CFI_RA_END:
+        return AG_CFI_STEP_END;
+    default:
+        return -ENOTSUP;
+    }
+    if (cfa <= regs->sp) {
+        return -EINVAL; /* the caller's frame must be above ours, or we could loop */
+    }
+    if (read(ctx, cfa + (uint64_t)(int64_t)rule->ra_off, &ra) != 0) {
+        return -EFAULT;
+    }
+    switch (rule->flags & AG_CFI_FP_MASK) {
+    case AG_CFI_FP_SAME:
+        fp = regs->fp;
+        break;
+    case AG_CFI_FP_AT:
+        if (read(ctx, cfa + (uint64_t)(int64_t)rule->fp_off8 * 8u, &fp) != 0) {
+            return -EFAULT;
+        }
+        break;
+    default:
+        fp = 0; /* unknown: a later FP-based CFA fails cleanly instead of using garbage */
+        break;
+    }
+    if (ra == 0) {
+        return AG_CFI_STEP_END; /* a zero return address ends the stack (clone, _start) */
+    }
+    regs->pc = ra;
+    regs->sp = cfa;
+    regs->fp = fp;
+    return 0;
+}
 
 /*
  * Finds the row for a module-relative address in t, or NULL. Async-signal-safe (pure).

@@ -151,6 +151,9 @@ struct ag_thread {
     uint64_t *last_frames; /* AG_MAX_FRAMES words, in the same mapping as blk_frames */
     uint32_t last_depth;
     uint8_t last_unwinder, last_end;
+    /* self (the handler): resolved CFI rows (agent/cfi.h), in the same mapping; set at
+     * registration. */
+    struct ag_cfi_cache *cfi_cache;
     struct ag_ring ring;  /* producer: the thread's signal handler */
     struct ag_ring wring; /* producer: the wall thread (waiting samples) */
 };
@@ -209,10 +212,13 @@ extern __thread int ag_tls_excluded AG_TLS;             /* agent thread: interpo
 extern __thread _Atomic uint32_t ag_tls_signals AG_TLS; /* agent signals handled (for EINTR) */
 
 /* Unwinding (agent/sig-unwind.c). */
+struct ag_cfi_cache; /* agent/cfi.h */
+
 struct ag_unwind_ctx {
     uint64_t lo, hi; /* direct reads allowed in [lo, hi): part of the current stack */
     int remote_ok;   /* other reads go through process_vm_readv */
     pid_t pid;
+    struct ag_cfi_cache *cache; /* the sampled thread's CFI row cache (its handler only), or NULL */
 };
 
 struct ag_unwind_result {

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent/sig-cfi.c - the signal-safe half of DWARF unwinding: finds the module of a pc in the
- * published snapshot and applies one compact CFI row to {pc, sp, fp}. Context: signal handlers
- * (and any thread); every function here is async-signal-safe. It reads only the immutable
- * snapshot and tables that agent/modules.c publishes, and stack memory through the caller's
- * guarded read function. Must not allocate, lock, call libc or touch errno.
+ * published snapshot and applies one compact CFI row to {pc, sp, fp}, through the calling
+ * thread's row cache when it has one (struct ag_cfi_cache). Context: signal handlers (and any
+ * thread); every function here is async-signal-safe. It reads only the immutable snapshot and
+ * tables that agent/modules.c publishes, the caller's own cache, and stack memory through the
+ * caller's guarded read function. Must not allocate, lock, call libc or touch errno.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -14,19 +15,12 @@
 
 _Atomic(struct ag_module_snapshot *) ag_sig_modules;
 
-const struct ag_module_span *
-ag_sig_module_find(uint64_t pc)
+/* The span of snapshot s that contains pc, or NULL. */
+static const struct ag_module_span *
+ag_sig_module_span_find(const struct ag_module_snapshot *s, uint64_t pc)
 {
-    /* Pairs with the release (acq_rel exchange) in ag_modules_publish(): the spans and the
-     * tables they point to are complete before the pointer is visible. */
-    const struct ag_module_snapshot *s =
-            atomic_load_explicit(&ag_sig_modules, memory_order_acquire);
-    size_t lo = 0, hi;
+    size_t lo = 0, hi = s->n;
 
-    if (s == NULL) {
-        return NULL;
-    }
-    hi = s->n;
     while (lo < hi) { /* first span with lo > pc */
         size_t mid = lo + (hi - lo) / 2;
 
@@ -40,6 +34,17 @@ ag_sig_module_find(uint64_t pc)
         return NULL;
     }
     return &s->spans[lo - 1];
+}
+
+const struct ag_module_span *
+ag_sig_module_find(uint64_t pc)
+{
+    /* Pairs with the release (acq_rel exchange) in ag_modules_publish(): the spans and the
+     * tables they point to are complete before the pointer is visible. */
+    const struct ag_module_snapshot *s =
+            atomic_load_explicit(&ag_sig_modules, memory_order_acquire);
+
+    return s != NULL ? ag_sig_module_span_find(s, pc) : NULL;
 }
 
 const struct ag_cfi_row *
@@ -59,75 +64,70 @@ ag_sig_cfi_row_find(const struct ag_cfi_table *t, uint64_t rel)
     return lo == 0 ? NULL : &t->rows[lo - 1];
 }
 
+void
+ag_sig_cfi_cache_begin(struct ag_cfi_cache *c)
+{
+    const struct ag_module_snapshot *s =
+            atomic_load_explicit(&ag_sig_modules, memory_order_acquire);
+    uint64_t gen = s != NULL ? s->generation : 0;
+    size_t i;
+
+    if (c->generation == gen) {
+        return;
+    }
+    for (i = 0; i < AG_CFI_CACHE_SLOTS; i++) {
+        c->slots[i].pc = 0;
+    }
+    c->generation = gen;
+}
+
+void
+ag_sig_cfi_rule_miss(uint64_t pc, struct ag_cfi_cache *cache, struct ag_cfi_row *out)
+{
+    const struct ag_module_snapshot *s;
+    const struct ag_module_span *span;
+    const struct ag_cfi_table *t;
+    const struct ag_cfi_row *row = NULL;
+
+    /* Pairs with the release (acq_rel exchange) in ag_modules_publish(): the spans and the
+     * tables they point to are complete before the pointer is visible. */
+    s = atomic_load_explicit(&ag_sig_modules, memory_order_acquire);
+    span = s != NULL ? ag_sig_module_span_find(s, pc) : NULL;
+    t = span != NULL ? span->cfi : NULL;
+    if (t != NULL && pc >= t->base && pc - t->base <= UINT32_MAX) {
+        row = ag_sig_cfi_row_find(t, pc - t->base);
+    }
+    if (row != NULL) {
+        *out = *row;
+    } else {
+        out->addr = 0;
+        out->cfa_off = 0;
+        out->ra_off = 0;
+        out->fp_off8 = 0;
+        out->flags = AG_CFI_CFA_NONE;
+    }
+    if (cache == NULL) {
+        return;
+    }
+    cache->misses++;
+    /* Kept only if the rows came from the snapshot the cache's entries belong to. */
+    if (cache->generation != 0 && pc != 0 && s != NULL && s->generation == cache->generation) {
+        struct ag_cfi_cache_slot *slot = &cache->slots[ag_sig_cfi_cache_index(pc)];
+
+        slot->pc = pc;
+        slot->cfa_off = out->cfa_off;
+        slot->ra_off = out->ra_off;
+        slot->fp_off8 = out->fp_off8;
+        slot->flags = out->flags;
+    }
+}
+
 int
 ag_sig_cfi_step(struct ag_cfi_regs *regs, int pc_is_ra, ag_cfi_read_fn read, void *ctx)
 {
-    const struct ag_module_span *span;
-    const struct ag_cfi_table *t;
-    const struct ag_cfi_row *row;
+    struct ag_cfi_row rule;
     uint64_t pc = regs->pc - (pc_is_ra ? 1 : 0);
-    uint64_t cfa, ra, fp, rel;
 
-    span = ag_sig_module_find(pc);
-    if (span == NULL || span->cfi == NULL) {
-        return -ENOENT;
-    }
-    t = span->cfi;
-    rel = pc - t->base;
-    if (pc < t->base || rel > UINT32_MAX) {
-        return -ENOENT;
-    }
-    row = ag_sig_cfi_row_find(t, rel);
-    if (row == NULL) {
-        return -ENOENT;
-    }
-    switch (row->flags & AG_CFI_CFA_MASK) {
-    case AG_CFI_CFA_SP:
-        cfa = regs->sp + (uint64_t)(int64_t)row->cfa_off;
-        break;
-    case AG_CFI_CFA_FP:
-        if (regs->fp == 0) {
-            return -ENOTSUP; /* an earlier step could not recover rbp */
-        }
-        cfa = regs->fp + (uint64_t)(int64_t)row->cfa_off;
-        break;
-    case AG_CFI_CFA_NONE:
-        return -ENOENT;
-    default:
-        return -ENOTSUP;
-    }
-    switch (row->flags & AG_CFI_RA_MASK) {
-    case AG_CFI_RA_AT:
-        break;
-    case AG_CFI_RA_END:
-        return AG_CFI_STEP_END;
-    default:
-        return -ENOTSUP;
-    }
-    if (cfa <= regs->sp) {
-        return -EINVAL; /* the caller's frame must be above ours, or we could loop */
-    }
-    if (read(ctx, cfa + (uint64_t)(int64_t)row->ra_off, &ra) != 0) {
-        return -EFAULT;
-    }
-    switch (row->flags & AG_CFI_FP_MASK) {
-    case AG_CFI_FP_SAME:
-        fp = regs->fp;
-        break;
-    case AG_CFI_FP_AT:
-        if (read(ctx, cfa + (uint64_t)(int64_t)row->fp_off8 * 8u, &fp) != 0) {
-            return -EFAULT;
-        }
-        break;
-    default:
-        fp = 0; /* unknown: a later FP-based CFA fails cleanly instead of using garbage */
-        break;
-    }
-    if (ra == 0) {
-        return AG_CFI_STEP_END; /* a zero return address ends the stack (clone, _start) */
-    }
-    regs->pc = ra;
-    regs->sp = cfa;
-    regs->fp = fp;
-    return 0;
+    ag_sig_cfi_rule_miss(pc, NULL, &rule);
+    return ag_sig_cfi_apply(&rule, regs, read, ctx);
 }

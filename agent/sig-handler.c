@@ -211,6 +211,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         atomic_store_explicit(&t->last_sp, sp, memory_order_relaxed); /* the manager finds bounds */
     }
     ag_sig_unwind_ctx_init(&c, sp, lo, hi);
+    c.cache = t->cfi_cache; /* this thread's: the handler does not nest */
     ag_sig_unwind(&c, pc, sp, fp, 0, s->frames, ag.cfg.max_frames, &res);
     s->depth = res.depth;
     s->unwinder = res.unwinder;

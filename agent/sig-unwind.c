@@ -33,6 +33,7 @@ ag_sig_unwind_ctx_init(struct ag_unwind_ctx *c, uint64_t sp, uint64_t lo, uint64
     }
     c->remote_ok = ag.remote_read_ok;
     c->pid = ag.pid;
+    c->cache = NULL;
 }
 
 int
@@ -62,6 +63,19 @@ ag_sig_read(void *ctx, uint64_t addr, uint64_t *out)
     n = syscall(SYS_process_vm_readv, (long)c->pid, &local, 1L, &remote, 1L, 0L);
     errno = saved_errno;
     return n == 8 ? 0 : -EFAULT;
+}
+
+/* ag_sig_read() with its common case inlined: an aligned word inside the stack's window. */
+static inline int
+ag_sig_unwind_read(void *ctx, uint64_t addr, uint64_t *out)
+{
+    const struct ag_unwind_ctx *c = ctx;
+
+    if ((addr & 7) == 0 && addr >= c->lo && addr + 8 <= c->hi && addr + 8 > addr) {
+        *out = *(const volatile uint64_t *)(uintptr_t)addr;
+        return 0;
+    }
+    return ag_sig_read(ctx, addr, out);
 }
 
 /* One frame-pointer step: {pc, sp, fp} of the frame whose rbp is fp -> its caller. */
@@ -101,7 +115,11 @@ ag_sig_unwind_fp_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r, uint8_t *w
 static int
 ag_sig_unwind_cfi_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r, int pc_is_ra, uint8_t *why)
 {
-    int rc = ag_sig_cfi_step(r, pc_is_ra, ag_sig_read, c);
+    struct ag_cfi_row rule;
+    int rc;
+
+    ag_sig_cfi_rule_find(r->pc - (pc_is_ra ? 1 : 0), c->cache, &rule);
+    rc = ag_sig_cfi_apply(&rule, r, ag_sig_unwind_read, c);
 
     if (rc == 0) {
         return 0;
@@ -135,6 +153,9 @@ ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, in
 
     if (max == 0) {
         goto out;
+    }
+    if (c->cache != NULL) {
+        ag_sig_cfi_cache_begin(c->cache);
     }
     frames[depth++] = pc;
     while (depth < max) {

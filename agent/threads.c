@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "agent/cfi.h"
 #include "agent/internal.h"
 
 __thread struct ag_thread *ag_tls_thread AG_TLS;
@@ -35,8 +36,8 @@ __thread _Atomic uint32_t ag_tls_signals AG_TLS;
 
 #define AG_EXCLUDED_MAX 32
 
-/* A thread's own mapping: blk_frames, last_frames. */
-#define AG_THREAD_MAP_LEN (2 * AG_MAX_FRAMES * sizeof(uint64_t))
+/* A thread's own mapping: blk_frames, last_frames, cfi_cache. */
+#define AG_THREAD_MAP_LEN (2 * AG_MAX_FRAMES * sizeof(uint64_t) + sizeof(struct ag_cfi_cache))
 
 static pthread_once_t ag_threads_once = PTHREAD_ONCE_INIT;
 static pthread_key_t ag_threads_key;
@@ -205,7 +206,7 @@ ag_thread_register_locked(int32_t tid, int self)
         /* Mapped, like the registry that points to it and outlives ag_stop() (an interposed call
          * may still write here): heap memory referenced only from a mapping would look leaked
          * to LeakSanitizer, which does not scan mappings. Sized for any later config: the
-         * blocking-call stack and the drain's copy of the last CPU stack. */
+         * blocking-call stack, the drain's copy of the last CPU stack, the CFI row cache. */
         void *m = mmap(NULL, AG_THREAD_MAP_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                        -1, 0);
 
@@ -216,6 +217,8 @@ ag_thread_register_locked(int32_t tid, int self)
         t->blk_frames = m;
     }
     t->last_frames = (uint64_t *)(uintptr_t)t->blk_frames + AG_MAX_FRAMES;
+    t->cfi_cache = (struct ag_cfi_cache *)(void *)(t->last_frames + AG_MAX_FRAMES);
+    t->cfi_cache->generation = 0; /* empty: the previous thread's rows may not be this one's */
     t->last_depth = 0;
     if (t == &ag.threads[high]) {
         atomic_store_explicit(&ag.high, high + 1, memory_order_release);

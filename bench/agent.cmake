@@ -1,6 +1,7 @@
 # bench-sample: cost of one sample. A bare signal round trip (rt_tgsigqueueinfo to self, empty
-# SA_SIGINFO handler) against the agent's handler taking a sample with a 32-deep frame-pointer
-# unwind, and the walker's cost per frame. Run: build/bench/bench-sample [iterations]
+# SA_SIGINFO handler) against the agent's handler taking a sample 32 frames deep (wall path, and
+# CPU path as the perf engine takes it, with and without the thread's CFI row cache), and the
+# walker's cost per frame. Run: build/bench/bench-sample [signals-per-batch [batches]]
 if(TARGET pp_agent)
   add_executable(bench-sample ${CMAKE_CURRENT_LIST_DIR}/bench-sample.c)
   target_link_libraries(bench-sample PRIVATE pp_agent)

@@ -6,10 +6,16 @@
  *   bare        no signals;
  *   perf-empty  a perf_event cpu-clock overflow signal at RATE with an empty handler (what the
  *               kernel's overflow and signal delivery cost: the floor of any perf-based sampler);
- *   agent-perf  the agent in CPU mode at RATE with the perf engine (sample, clocks, CFI unwind);
+ *   agent-perf  the agent in CPU mode at RATE with the perf engine (sample, clocks, CFI unwind
+ *               through the thread's row cache);
+ *   agent-nocache the same with the thread's CFI row cache turned off (white-box: the slot's
+ *               cache pointer), the handler as it was before the cache;
  *   agent-timer the agent with CPU-time timers.
- * Cost per signal = (CPU per unit - bare CPU per unit) x units / signals. Prints medians of the
- * rounds and the ratio agent-perf / perf-empty. usage: bench-engine [RATE [ROUNDS]] (1000, 5).
+ * Cost per signal = (CPU per unit - bare CPU per unit of the same round) x units / signals.
+ * Configurations run in rotating order within a round. Prints, per configuration, the median
+ * and the quartiles over the rounds, and the ratio agent-perf / perf-empty both of the medians
+ * and as the median of the per-round ratios. usage: bench-engine [RATE [ROUNDS [UNITS]]] (1000,
+ * 11, 20000: about 0.45 s per run; at lower rates more units give each run more signals).
  */
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -26,6 +32,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/internal.h"
 
 static volatile uint64_t bench_sink;
 static _Atomic unsigned bench_signals;
@@ -118,96 +125,124 @@ bench_median(double *v, int n)
     return v[n / 2];
 }
 
+#define BENCH_CONFIGS 5
+
+static const char *const bench_names[BENCH_CONFIGS] = { "bare", "perf-empty", "agent-perf",
+                                                        "agent-nocache", "agent-timer" };
+
+/* One run of configuration k: burns the units and returns the CPU ns; *sigs gets the signals. */
+static int
+bench_run(int k, unsigned hz, unsigned units, uint64_t *ns, unsigned *sigs)
+{
+    struct sigaction sa;
+    struct ag_config cfg;
+    struct ag_stats st;
+    int fd = -1;
+
+    *sigs = 0;
+    memset(&sa, 0, sizeof(sa));
+    if (k == 1) {
+        sa.sa_sigaction = bench_empty;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigaction(SIGPROF, &sa, NULL);
+        atomic_store(&bench_signals, 0);
+        fd = bench_perf_open(hz);
+        if (fd < 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+            fprintf(stderr, "bench-engine: perf_event_open refused\n");
+            return -1;
+        }
+    } else if (k >= 2) {
+        ag_config_init(&cfg);
+        cfg.cpu_engine = k == 4 ? AG_CPU_ENGINE_TIMER : AG_CPU_ENGINE_PERF;
+        cfg.ring_slots = 65536;
+        if (ag_start(&cfg) != 0 || ag_sampling_acquire(AG_MODE_CPU, hz) != 0) {
+            fprintf(stderr, "bench-engine: agent did not start\n");
+            return -1;
+        }
+        if (k == 3) {
+            struct ag_thread *t = ag_sig_thread_self();
+
+            if (t == NULL) {
+                fprintf(stderr, "bench-engine: this thread has no slot\n");
+                return -1;
+            }
+            t->cfi_cache = NULL;
+        }
+    }
+    *ns = bench_deep(32, units);
+    if (k == 1) {
+        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+        close(fd);
+        *sigs = atomic_load(&bench_signals);
+        sa.sa_handler = SIG_DFL;
+        sa.sa_flags = 0;
+        sigaction(SIGPROF, &sa, NULL);
+    } else if (k >= 2) {
+        ag_stats_get(&st);
+        *sigs = (unsigned)st.samples_cpu;
+        if (ag_sampling_release(AG_MODE_CPU, hz) != 0) {
+            fprintf(stderr, "bench-engine: release failed\n");
+        }
+        ag_stop();
+    }
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
     unsigned hz = argc > 1 ? (unsigned)atoi(argv[1]) : 1000;
-    int rounds = argc > 2 ? atoi(argv[2]) : 5, r, k;
-    const unsigned units = 20000;
-    double per_unit[4][32], per_sig[4][32];
-    const char *names[4] = { "bare", "perf-empty", "agent-perf", "agent-timer" };
-    struct sigaction sa;
+    int rounds = argc > 2 ? atoi(argv[2]) : 11, r, k, i;
+    const unsigned units = argc > 3 ? (unsigned)atoi(argv[3]) : 20000;
+    double per_unit[BENCH_CONFIGS][64], cost[BENCH_CONFIGS][64], sigs[BENCH_CONFIGS][64];
+    double ratio[64], med_cost[BENCH_CONFIGS];
 
-    if (rounds < 1 || rounds > 32 || hz == 0 || hz > 1000) {
-        fprintf(stderr, "usage: bench-engine [RATE 1..1000 [ROUNDS 1..32]]\n");
+    if (rounds < 1 || rounds > 64 || hz == 0 || hz > 1000 || units == 0) {
+        fprintf(stderr, "usage: bench-engine [RATE 1..1000 [ROUNDS 1..64 [UNITS]]]\n");
         return 2;
     }
     for (r = 0; r < rounds; r++) {
-        for (k = 0; k < 4; k++) {
-            struct ag_config cfg;
-            struct ag_stats st;
+        for (i = 0; i < BENCH_CONFIGS; i++) {
             uint64_t ns;
-            unsigned sigs = 0;
-            int fd = -1;
+            unsigned n;
 
-            memset(&sa, 0, sizeof(sa));
-            if (k == 1) {
-                sa.sa_sigaction = bench_empty;
-                sa.sa_flags = SA_SIGINFO | SA_RESTART;
-                sigaction(SIGPROF, &sa, NULL);
-                atomic_store(&bench_signals, 0);
-                fd = bench_perf_open(hz);
-                if (fd < 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
-                    fprintf(stderr, "bench-engine: perf_event_open refused\n");
-                    return 1;
-                }
-            } else if (k >= 2) {
-                ag_config_init(&cfg);
-                cfg.cpu_engine = k == 2 ? AG_CPU_ENGINE_PERF : AG_CPU_ENGINE_TIMER;
-                cfg.ring_slots = 65536;
-                if (ag_start(&cfg) != 0 || ag_sampling_acquire(AG_MODE_CPU, hz) != 0) {
-                    fprintf(stderr, "bench-engine: agent did not start\n");
-                    return 1;
-                }
-            }
-            ns = bench_deep(32, units);
-            if (k == 1) {
-                ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
-                close(fd);
-                sigs = atomic_load(&bench_signals);
-                sa.sa_handler = SIG_DFL;
-                sa.sa_flags = 0;
-                sigaction(SIGPROF, &sa, NULL);
-            } else if (k >= 2) {
-                ag_stats_get(&st);
-                sigs = (unsigned)st.samples_cpu;
-                if (ag_sampling_release(AG_MODE_CPU, hz) != 0) {
-                    fprintf(stderr, "bench-engine: release failed\n");
-                }
-                ag_stop();
+            k = (i + r) % BENCH_CONFIGS; /* rotating order: drift spreads evenly */
+            if (bench_run(k, hz, units, &ns, &n) != 0) {
+                return 1;
             }
             per_unit[k][r] = (double)ns / units;
-            per_sig[k][r] = sigs;
+            sigs[k][r] = n;
         }
-    }
-    printf("bench-engine: %u units x %d rounds per configuration, %u Hz, 32 frames deep\n", units,
-           rounds, hz);
-    {
-        double bare = 0, cost[4] = { 0 };
-        double u[32];
-
-        for (k = 0; k < 4; k++) {
-            double c[32];
-
-            for (r = 0; r < rounds; r++) {
-                u[r] = per_unit[k][r];
-                /* against the bare run of the same round: rounds are interleaved */
-                c[r] = per_sig[k][r] > 0 ? (per_unit[k][r] - per_unit[0][r]) * units / per_sig[k][r]
-                                         : 0;
-            }
-            if (k == 0) {
-                bare = bench_median(u, rounds);
-            }
-            cost[k] = k > 0 ? bench_median(c, rounds) : 0;
-            printf("  %-11s %8.1f ns/unit  %+6.2f%%", names[k], bench_median(u, rounds),
-                   100.0 * (bench_median(u, rounds) - bare) / bare);
-            if (k > 0) {
-                printf("  %7.0f ns per signal", cost[k]);
-            }
-            printf("\n");
+        for (k = 1; k < BENCH_CONFIGS; k++) {
+            /* against the bare run of the same round */
+            cost[k][r] =
+                    sigs[k][r] > 0 ? (per_unit[k][r] - per_unit[0][r]) * units / sigs[k][r] : 0;
         }
-        printf("  ratio agent-perf / perf-empty per signal: %.2f\n",
-               cost[1] > 0 ? cost[2] / cost[1] : 0.0);
+        ratio[r] = cost[1][r] != 0 ? cost[2][r] / cost[1][r] : 0;
     }
+    printf("bench-engine: %u units x %d rounds per configuration, %u Hz, 32 frames deep; "
+           "medians [quartiles] over the rounds\n",
+           units, rounds, hz);
+    for (k = 0; k < BENCH_CONFIGS; k++) {
+        double u[64], c[64], n[64];
+
+        for (r = 0; r < rounds; r++) {
+            u[r] = per_unit[k][r];
+            c[r] = cost[k][r];
+            n[r] = sigs[k][r];
+        }
+        printf("  %-13s %8.1f ns/unit", bench_names[k], bench_median(u, rounds));
+        if (k > 0) {
+            med_cost[k] = bench_median(c, rounds); /* sorts c */
+            printf("  %6.0f signals  %7.0f ns per signal [%.0f .. %.0f]", bench_median(n, rounds),
+                   med_cost[k], c[rounds / 4], c[rounds - 1 - rounds / 4]);
+        }
+        printf("\n");
+    }
+    printf("  agent-perf / perf-empty per signal: %.2f (of the medians), %.2f (median of the "
+           "per-round ratios)\n",
+           med_cost[1] > 0 ? med_cost[2] / med_cost[1] : 0.0, bench_median(ratio, rounds));
+    printf("  agent-nocache / perf-empty: %.2f; agent-timer signals are the tick-bound ones\n",
+           med_cost[1] > 0 ? med_cost[3] / med_cost[1] : 0.0);
     return 0;
 }

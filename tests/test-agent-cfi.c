@@ -4,8 +4,10 @@
  * (agent/sig-cfi.c): a chain built with -O2 -fomit-frame-pointer (tests/fixtures/
  * agent-cfi-chain.c) unwinds to main and _start, frame by frame equal to libgcc's
  * _Unwind_Backtrace; known rows of the chain; an interrupted (signal) context; corrupt
- * .eh_frame_hdr input. x86_64 only.
+ * .eh_frame_hdr input; the per-thread row cache (same walks, emptied by a new snapshot).
+ * x86_64 only.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -342,6 +344,130 @@ TEST(cfi_step_rejects_bad_registers)
     ASSERT_EQ(ag_sig_cfi_step(&regs, 0, read_stack, &b), -ENOENT);
 }
 
+/* ---- the per-thread row cache ---- */
+
+static struct ag_cfi_cache row_cache;
+
+/* cfi_unwind() through the row cache, as the handler steps. */
+static void
+cfi_unwind_cached(struct ag_cfi_regs regs, struct trace *t)
+{
+    struct stack_bounds b;
+    int rc = 0;
+
+    stack_bounds_get(&b);
+    ag_sig_cfi_cache_begin(&row_cache);
+    t->n_ours = 0;
+    t->ours[t->n_ours++] = regs.pc;
+    while (t->n_ours < MAX_FRAMES) {
+        struct ag_cfi_row rule;
+
+        ag_sig_cfi_rule_find(regs.pc - 1, &row_cache, &rule);
+        rc = ag_sig_cfi_apply(&rule, &regs, read_stack, &b);
+        if (rc != 0) {
+            break;
+        }
+        t->ours[t->n_ours++] = regs.pc;
+    }
+    t->last_rc = rc;
+}
+
+struct cached_traces {
+    struct trace plain, cold, warm;
+    uint64_t cold_hits, warm_hits, warm_misses;
+};
+
+__attribute__((noinline)) static int
+chain_leaf_cached(void *arg)
+{
+    struct cached_traces *c = arg;
+    uint64_t r[3];
+
+    cfi_capture_regs(r);
+    cfi_unwind((struct ag_cfi_regs){ r[0], r[1], r[2] }, 1, &c->plain);
+    cfi_unwind_cached((struct ag_cfi_regs){ r[0], r[1], r[2] }, &c->cold);
+    c->cold_hits = row_cache.hits;
+    row_cache.hits = row_cache.misses = 0;
+    cfi_unwind_cached((struct ag_cfi_regs){ r[0], r[1], r[2] }, &c->warm);
+    c->warm_hits = row_cache.hits;
+    c->warm_misses = row_cache.misses;
+    return c->plain.n_ours;
+}
+
+/* Through the cache, cold (filling it) and warm (from it), a walk is the tables' own walk. */
+TEST(cfi_row_cache_walks_like_the_tables)
+{
+    static struct cached_traces c;
+
+    memset(&row_cache, 0, sizeof(row_cache));
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ASSERT_TRUE(cfi_chain_recurse(20, chain_leaf_cached, &c) > 20);
+    ASSERT_EQ(c.plain.last_rc, AG_CFI_STEP_END);
+    ASSERT_EQ(c.cold.n_ours, c.plain.n_ours);
+    ASSERT_EQ(c.warm.n_ours, c.plain.n_ours);
+    ASSERT_EQ(c.cold.last_rc, c.plain.last_rc);
+    ASSERT_EQ(c.warm.last_rc, c.plain.last_rc);
+    for (int i = 0; i < c.plain.n_ours; i++) {
+        ASSERT_U64_EQ(c.cold.ours[i], c.plain.ours[i]);
+        ASSERT_U64_EQ(c.warm.ours[i], c.plain.ours[i]);
+    }
+    /* The recursion repeats one return address: the cold walk already hits. The warm walk
+     * misses only where two of its pcs share a slot. */
+    printf("# %d frames: cold walk %llu hits, warm walk %llu hits %llu misses\n", c.plain.n_ours,
+           (unsigned long long)c.cold_hits, (unsigned long long)c.warm_hits,
+           (unsigned long long)c.warm_misses);
+    ASSERT_TRUE(c.cold_hits >= 18);
+    ASSERT_TRUE(c.warm_hits >= (uint64_t)c.plain.n_ours - 3);
+    ag_modules_fini();
+}
+
+/*
+ * A module loaded (or unloaded) publishes a new snapshot: the next walk starts from an empty
+ * cache, and a miss served by a snapshot newer than the cache's entries is not kept in it.
+ */
+TEST(cfi_row_cache_is_emptied_by_a_new_snapshot)
+{
+    uint64_t pc = (uint64_t)(uintptr_t)&cfi_chain_c;
+    size_t slot = ag_sig_cfi_cache_index(pc);
+    struct ag_cfi_row rule;
+    uint64_t gen;
+    void *lib;
+
+    memset(&row_cache, 0, sizeof(row_cache));
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ag_sig_cfi_cache_begin(&row_cache);
+    gen = row_cache.generation;
+    ASSERT_TRUE(gen != 0);
+    ag_sig_cfi_rule_find(pc, &row_cache, &rule);
+    ASSERT_U64_EQ(row_cache.slots[slot].pc, pc);
+    ASSERT_EQ(rule.flags & AG_CFI_CFA_MASK, AG_CFI_CFA_SP);
+    ag_sig_cfi_cache_begin(&row_cache); /* same snapshot: kept */
+    ASSERT_U64_EQ(row_cache.slots[slot].pc, pc);
+
+    lib = dlopen("libresolv.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        test_skip("libresolv.so.2 cannot be loaded: %s", dlerror());
+    }
+    ASSERT_EQ(ag_modules_refresh(), 1); /* a new module: a new snapshot */
+    /* A walk that began before the publish: its misses are served but not kept. */
+    row_cache.slots[slot].pc = 0;
+    ag_sig_cfi_rule_miss(pc, &row_cache, &rule);
+    ASSERT_EQ(rule.flags & AG_CFI_CFA_MASK, AG_CFI_CFA_SP);
+    ASSERT_U64_EQ(row_cache.slots[slot].pc, 0);
+    row_cache.slots[slot].pc = pc;
+    ag_sig_cfi_cache_begin(&row_cache); /* the next walk: emptied */
+    ASSERT_TRUE(row_cache.generation > gen);
+    for (size_t i = 0; i < AG_CFI_CACHE_SLOTS; i++) {
+        ASSERT_U64_EQ(row_cache.slots[i].pc, 0);
+    }
+    gen = row_cache.generation;
+    dlclose(lib);
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ag_sig_cfi_cache_begin(&row_cache); /* unloaded: again a new snapshot */
+    ASSERT_TRUE(row_cache.generation > gen);
+    ag_modules_fini();
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(cfi_chain_unwinds_to_main_like_libgcc),
     TEST_CASE(cfi_deep_recursion_like_libgcc),
@@ -349,5 +475,7 @@ static const struct test_case cases[] = {
     TEST_CASE(cfi_unwinds_from_signal_context),
     TEST_CASE(cfi_build_rejects_corrupt_eh_frame_hdr),
     TEST_CASE(cfi_step_rejects_bad_registers),
+    TEST_CASE(cfi_row_cache_walks_like_the_tables),
+    TEST_CASE(cfi_row_cache_is_emptied_by_a_new_snapshot),
 };
 TEST_MAIN(cases)

@@ -36,6 +36,7 @@ unwind(int remote, uint32_t max, uint64_t *frames, struct ag_unwind_result *res)
     c.hi = (uint64_t)(uintptr_t)(stack + 64);
     c.remote_ok = remote;
     c.pid = getpid();
+    c.cache = NULL;
     ag_sig_unwind(&c, 0x400000, (uint64_t)(uintptr_t)stack, (uint64_t)(uintptr_t)stack, 0, frames,
                   max, res);
 }
@@ -121,7 +122,7 @@ TEST(unwind_unmapped_fp_is_read_fault)
 
 TEST(unwind_read_rejects_unaligned_and_null)
 {
-    struct ag_unwind_ctx c = { 0, 0, 1, 0 };
+    struct ag_unwind_ctx c = { 0, 0, 1, 0, NULL };
     uint64_t v = 42, out = 0;
 
     c.pid = getpid();
