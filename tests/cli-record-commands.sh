@@ -152,11 +152,18 @@ n=$(traces nochild | wc -l)
 [[ $n == 1 ]] || { echo "FAIL --no-children: $n trace files"; fail=1; }
 echo "ok   --no-children: one trace, no child's work"
 
-# A process outside the tree that connects to the recording's socket is refused.
-"$PP" record -q -o "$T/outsider.nettrace" -- "$GT" 2 "$T/outsider.json" 2>"$T/outsider.err" &
+# A process outside the tree that connects to the recording's socket is refused. The recording
+# gets a TMPDIR of its own, so that its socket is the one found (not another recording's on a
+# shared machine).
+mkdir -p "$T/otmp"
+TMPDIR="$T/otmp" "$PP" record -q -o "$T/outsider.nettrace" -- "$GT" 2 "$T/outsider.json" \
+  2>"$T/outsider.err" &
 rp=$!
-sleep 0.5
-sock=$(ls -dt "${TMPDIR:-/tmp}"/pipeprof-record-*/port.sock 2>/dev/null | head -1 || true)
+for _ in $(seq 50); do
+  sock=$(ls -dt "$T/otmp"/pipeprof-record-*/port.sock 2>/dev/null | head -1 || true)
+  [[ -n $sock ]] && break
+  sleep 0.1
+done
 if [[ -n $sock ]]; then
   setsid python3 - "$sock" <<'PY'
 import os, socket, struct, sys
