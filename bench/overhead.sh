@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # bench/overhead.sh [REPS] [SECONDS] - what sampling costs the host: pp-sample-workload (two
 # CPU-bound threads whose work units all cost the same) runs bare, under `pipeprof record` in
-# CPU mode, and under gperftools' CPU profiler (LD_PRELOAD=libprofiler.so, Debian
-# libgoogle-perftools-dev), at 100, 250 and 1000 Hz, in the same run and in interleaved order.
-# The figure is work units per CPU-second of the two workers: time spent in a signal handler is
-# CPU time of the thread it interrupts, so it shows as fewer units per CPU-second, while other
-# processes taking a core (a noisy shared machine) do not change it. Prints per configuration
-# the median over REPS runs (default 5) of SECONDS each (default 3), and the overhead relative
-# to the bare median. See docs/performance.md.
+# CPU mode with its default engine (perf_event where allowed) and with the timer engine
+# (PIPEPROF_CPU_ENGINE=timer: CPU-time timers, tick-bound like gperftools' ITIMER_PROF), and under
+# gperftools' CPU profiler (LD_PRELOAD=libprofiler.so, Debian libgoogle-perftools-dev), at 100,
+# 250 and 1000 Hz, in the same run and in interleaved order. The figure is work units per
+# CPU-second of the two workers: time spent in a signal handler (and in the kernel delivering the
+# signal) is CPU time of the thread it interrupts, so it shows as fewer units per CPU-second,
+# while other processes taking a core (a noisy shared machine) do not change it. Prints per
+# configuration the median over REPS runs (default 5) of SECONDS each (default 3), the overhead
+# relative to the bare median, the samples each profiler took per worker CPU-second (a profiler
+# that takes more samples pays more), and the cost per sample: overhead x CPU time / samples.
+# See docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${PP_BINARY_DIR:-build}
@@ -18,26 +22,54 @@ GPERF=$(ls /usr/lib/*/libprofiler.so* 2>/dev/null | head -1 || true)
 T=$(mktemp -d /tmp/pp-overhead.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 
-# units/cpu-second from the workload's line:
+# "UNITS_PER_CPU_S CPU_S" from the workload's line:
 # "worker-a cpu 3.757 s units fn_a 8348 fn_b 2817; worker-b cpu 3.857 s units fn_c 11545; ..."
 rate() {
   python3 -c 'import re,sys
 s = sys.stdin.read()
 cpu = sum(float(x) for x in re.findall(r"cpu ([0-9.]+) s", s))
 units = sum(int(x) for x in re.findall(r"fn_[abc] ([0-9]+)", s))
-print("%.3f" % (units / cpu))'
+print("%.3f %.3f" % (units / cpu, cpu))'
 }
 
-run() { # run CONFIG: prints units per CPU-second
-  local cfg=$1 hz=${1#*@}
+# Samples in a profile: pipeprof's trace (report's count: a sample of weight k counts k), or
+# gperftools' legacy CPU profile (header of 5 words, records [count, depth, pcs...], trailer
+# [0, 1, 0]).
+samples() {
+  case $1 in
+    pipeprof*) "$B/bin/pipeprof" report --format json "$T/p.nettrace" |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"])' ;;
+    gperftools*) python3 -c 'import struct,sys
+d = open(sys.argv[1], "rb").read()
+off, n = 40, 0
+while off + 16 <= len(d):
+    cnt, depth = struct.unpack_from("<2Q", d, off)
+    if cnt == 0 and depth == 1:
+        break
+    n += cnt
+    off += 16 + 8 * depth
+print(n)' "$T/g.prof" ;;
+    *) echo 0 ;;
+  esac
+}
+
+run() { # run CONFIG: prints "UNITS_PER_CPU_S CPU_S SAMPLES"
+  local cfg=$1 hz=${1#*@} r
+  rm -f "$T/p.nettrace" "$T/g.prof"
   case $cfg in
-    bare) "$WORKLOAD" "$SECS" ;;
-    pipeprof@*) "$B/bin/pipeprof" record -q --mode cpu --hz "$hz" -o "$T/p.nettrace" -- "$WORKLOAD" "$SECS" ;;
-    gperftools@*) LD_PRELOAD=$GPERF CPUPROFILE=$T/g.prof CPUPROFILE_FREQUENCY=$hz "$WORKLOAD" "$SECS" ;;
-  esac 2>/dev/null | rate
+    bare) r=$("$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
+    pipeprof@*) r=$("$B/bin/pipeprof" record -q --mode cpu --hz "$hz" -o "$T/p.nettrace" -- \
+      "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
+    pipeprof-timer@*) r=$(PIPEPROF_CPU_ENGINE=timer "$B/bin/pipeprof" record -q --mode cpu \
+      --hz "$hz" -o "$T/p.nettrace" -- "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
+    gperftools@*) r=$(LD_PRELOAD=$GPERF CPUPROFILE=$T/g.prof CPUPROFILE_FREQUENCY=$hz \
+      "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
+  esac
+  echo "$r $(samples "$cfg")"
 }
 
-configs=(bare pipeprof@100 pipeprof@250 pipeprof@1000)
+configs=(bare pipeprof@100 pipeprof@250 pipeprof@1000 pipeprof-timer@100 pipeprof-timer@250
+  pipeprof-timer@1000)
 if [[ -n $GPERF ]]; then
   configs+=(gperftools@100 gperftools@250 gperftools@1000)
 else
@@ -52,14 +84,21 @@ for ((r = 0; r < REPS; r++)); do
 done
 python3 - "$T/results" "$REPS" "$SECS" <<'PY'
 import statistics, sys
-rows = [l.split() for l in open(sys.argv[1])]
 by = {}
-for c, v in rows:
-    by.setdefault(c, []).append(float(v))
-base = statistics.median(by["bare"])
-print("%d runs of %s s per configuration; units per worker CPU-second (median)" % (int(sys.argv[2]), sys.argv[3]))
-print("%-16s %12s %10s   %s" % ("config", "median", "overhead", "runs"))
+for l in open(sys.argv[1]):
+    c, rate, cpu, n = l.split()
+    by.setdefault(c, []).append((float(rate), float(cpu), int(n)))
+med = lambda v: statistics.median(v)
+base = med([r for r, _, _ in by["bare"]])
+print("%d runs of %s s per configuration, in rotating order; medians" % (int(sys.argv[2]), sys.argv[3]))
+print("%-20s %11s %9s %15s %12s   %s" % ("config", "units/cpu-s", "overhead", "samples/cpu-s",
+                                        "us/sample", "runs (units/cpu-s)"))
 for c in by:
-    m = statistics.median(by[c])
-    print("%-16s %12.1f %9.2f%%   %s" % (c, m, 100.0 * (1 - m / base), " ".join("%.0f" % v for v in by[c])))
+    rate = med([r for r, _, _ in by[c]])
+    over = 1 - rate / base
+    # samples per worker CPU-second, and the overhead each one costs: overhead x CPU / samples
+    per = med([n / cpu for _, cpu, n in by[c]]) if c != "bare" else 0
+    cost = "%.1f" % (over * 1e6 / per) if per > 0 else "-"
+    print("%-20s %11.1f %8.2f%% %15.0f %12s   %s" % (c, rate, 100 * over, per, cost,
+          " ".join("%.0f" % r for r, _, _ in by[c])))
 PY
