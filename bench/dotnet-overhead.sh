@@ -8,9 +8,10 @@
 #   bare             dotnet mixed.dll
 #   preload          LD_PRELOAD=libpipeprof.so and nothing else (the agent's default settings;
 #                    no client, so nothing samples)
-#   preload+collect  the same, and a session on the agent's own socket for the whole run
-#                    (PIPEPROF_DIAGNOSTIC_PORT, `pipeprof collect --socket`, default providers:
-#                    CPU mode at the default 99 Hz): the agent sampling the .NET host
+#   preload+collect  the same, and a session of the agent's samples for the whole run
+#                    (PIPEPROF_DIAGNOSTIC_PORT, `pipeprof collect --socket` with the SampleProfiler
+#                    and pipeprof providers: CPU mode at the default 99 Hz; the runtime's part of
+#                    the merged session is its rundown only): the agent sampling the .NET host
 #   bare+trace       no agent; `pipeprof collect -p` with dotnet-trace's default providers for
 #                    the whole run: what a dotnet-trace user pays today (the runtime's own
 #                    SampleProfiler suspends the runtime 1000 times a second)
@@ -59,7 +60,9 @@ def run(cfg):
     if cfg == "preload+collect":
         while not os.path.exists(sock) and app_p.poll() is None:
             time.sleep(0.002)
-        collect = subprocess.Popen([pipeprof, "collect", "--socket", sock, "-o", os.path.join(tmp, "c.nettrace")],
+        collect = subprocess.Popen([pipeprof, "collect", "--socket", sock, "--providers",
+                                    "Microsoft-DotNETCore-SampleProfiler,pipeprof:0:4",
+                                    "-o", os.path.join(tmp, "c.nettrace")],
                                    env=plain, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     elif cfg.endswith("+trace"):
         # the runtime's socket (bare) or the agent's (preload) under the public name
