@@ -3,11 +3,13 @@
  * tests/harness.c - fork-per-case runner behind tests/test.h.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/test.h"
@@ -93,6 +95,46 @@ test_read_file(const char *path, size_t *len)
     *len = (size_t)size;
 out:
     fclose(f);
+    return buf;
+}
+
+uint64_t
+test_ms_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint8_t *
+test_read_to_eof(int fd, size_t *len, int timeout_ms)
+{
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    uint64_t end = test_ms_now() + (uint64_t)timeout_ms;
+
+    ASSERT_TRUE(buf != NULL);
+    for (;;) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        ssize_t k;
+
+        ASSERT_TRUE(test_ms_now() < end);
+        if (poll(&p, 1, 100) <= 0) {
+            continue;
+        }
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            ASSERT_TRUE(buf != NULL);
+        }
+        k = read(fd, buf + n, cap - n);
+        if (k <= 0) {
+            break;
+        }
+        n += (size_t)k;
+    }
+    *len = n;
     return buf;
 }
 

@@ -234,15 +234,6 @@ wait_for(atomic_int *v, int want)
     ASSERT_TRUE(*v >= want);
 }
 
-static uint64_t
-ms_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ----- cases ----------------------------------------------------------------------------- */
 
 TEST(process_info_versions_carry_real_values)
@@ -387,38 +378,6 @@ TEST(errors_match_the_runtime)
     server_stop();
 }
 
-/* Reads everything the stream has until EOF; returns malloc'd bytes. */
-static uint8_t *
-read_stream(int fd, size_t *len, int timeout_ms)
-{
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = malloc(cap);
-    uint64_t end = ms_now() + (uint64_t)timeout_ms;
-
-    ASSERT_TRUE(buf != NULL);
-    for (;;) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        ssize_t k;
-
-        ASSERT_TRUE(ms_now() < end);
-        if (poll(&p, 1, 100) <= 0) {
-            continue;
-        }
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            ASSERT_TRUE(buf != NULL);
-        }
-        k = read(fd, buf + n, cap - n);
-        if (k <= 0) {
-            break;
-        }
-        n += (size_t)k;
-    }
-    *len = n;
-    return buf;
-}
-
 #ifdef PP_HAVE_NT_READER
 static void
 check_stream_with_reader(const uint8_t *bytes, size_t len)
@@ -473,7 +432,7 @@ TEST(collect_stop_streams_and_answers_after_the_end)
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
     ASSERT_U64_EQ(r.value, session);
     /* the answer came after the stream was closed: all of it is already here, with its EOF */
-    bytes = read_stream(a, &len, 200);
+    bytes = test_read_to_eof(a, &len, 200);
     ASSERT_TRUE(len > 9);
     ASSERT_MEM_EQ(bytes, "Nettrace", 8);
     ASSERT_EQ(bytes[len - 1], 0x01); /* the end-of-stream tag */
@@ -507,7 +466,7 @@ TEST(collect_versions_1_to_5_and_no_rundown_and_6_unknown)
         a = collect_start(&session, v, rundown);
         ipc_stop_encode(stop, session);
         ASSERT_EQ(roundtrip(stop, sizeof(stop)).status, IPC_RESPONSE_OK);
-        bytes = read_stream(a, &len, 2000);
+        bytes = test_read_to_eof(a, &len, 2000);
         ASSERT_TRUE(len > 9);
         ASSERT_EQ(bytes[len - 1], 0x01);
         ASSERT_EQ(st.rundowns, before + (rundown != 0));
@@ -626,10 +585,10 @@ TEST(client_that_never_reads_is_bounded_and_loses_events)
     /* the server still answers while the session is stuck */
     ASSERT_EQ(simple(IPC_SET_PROCESS, IPC_PROC_INFO).status, IPC_RESPONSE_OK);
     /* stop: the stream cannot drain; the server gives up after its drain timeout and answers */
-    t0 = ms_now();
+    t0 = test_ms_now();
     ipc_stop_encode(stop, session);
     ASSERT_EQ(roundtrip(stop, sizeof(stop)).status, IPC_RESPONSE_OK);
-    ASSERT_TRUE(ms_now() - t0 < IPC_STOP_DRAIN_TIMEOUT_MS + 2000);
+    ASSERT_TRUE(test_ms_now() - t0 < IPC_STOP_DRAIN_TIMEOUT_MS + 2000);
     ipc_server_get_stats(srv, &s);
     ASSERT_TRUE(s.lost_events > 0);
     close(a);
@@ -707,7 +666,7 @@ TEST(server_stop_ends_live_sessions_with_an_end_tag)
     a = collect_start(&session, IPC_EP_COLLECT_TRACING2, 0);
     wait_for(&st.drains, 3);
     server_stop();
-    bytes = read_stream(a, &len, 3000);
+    bytes = test_read_to_eof(a, &len, 3000);
     ASSERT_TRUE(len > 9);
     ASSERT_EQ(bytes[len - 1], 0x01);
     free(bytes);

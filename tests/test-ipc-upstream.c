@@ -363,15 +363,6 @@ server_stop(void)
     rmdir(dir);
 }
 
-static uint64_t
-ms_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static struct ipc_response
 roundtrip_fd(int fd, const void *req, size_t len, int *n_out)
 {
@@ -436,37 +427,6 @@ collect(const char *first_provider, struct ipc_response *r)
     return fd;
 }
 
-static uint8_t *
-read_stream(int fd, size_t *len, int timeout_ms)
-{
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = malloc(cap);
-    uint64_t end = ms_now() + (uint64_t)timeout_ms;
-
-    ASSERT_TRUE(buf != NULL);
-    for (;;) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        ssize_t k;
-
-        ASSERT_TRUE(ms_now() < end);
-        if (poll(&p, 1, 100) <= 0) {
-            continue;
-        }
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            ASSERT_TRUE(buf != NULL);
-        }
-        k = read(fd, buf + n, cap - n);
-        if (k <= 0) {
-            break;
-        }
-        n += (size_t)k;
-    }
-    *len = n;
-    return buf;
-}
-
 struct stream_counts {
     int ticks, work, process_info, fake_process_info, stacks_ok, out_of_order, times_kept;
     int before_sync; /* events stamped before the trace's sync time (TraceEvent misplaces them) */
@@ -526,9 +486,9 @@ count_stream(const uint8_t *bytes, size_t len, struct stream_counts *c)
 static void
 wait_for(atomic_int *v, int want, int ms)
 {
-    uint64_t end = ms_now() + (uint64_t)ms;
+    uint64_t end = test_ms_now() + (uint64_t)ms;
 
-    while (*v < want && ms_now() < end) {
+    while (*v < want && test_ms_now() < end) {
         usleep(5000);
     }
     ASSERT_TRUE(*v >= want);
@@ -619,7 +579,7 @@ TEST(collect_merges_the_runtime_session_and_stop_ends_it_first)
     close(s);
     ASSERT_EQ(fk.stop_tracing, 1); /* the runtime was stopped before the answer */
     ASSERT_EQ(fk.stream_ended, 1);
-    bytes = read_stream(a, &len, 5000);
+    bytes = test_read_to_eof(a, &len, 5000);
     close(a);
     count_stream(bytes, len, &c);
     free(bytes);
@@ -653,7 +613,7 @@ TEST(exit_waits_for_the_runtime_stream_to_end)
     wait_for(&drains, 10, 5000);
     server_stop();
     ASSERT_EQ(fk.stop_tracing, 1);
-    bytes = read_stream(a, &len, 5000);
+    bytes = test_read_to_eof(a, &len, 5000);
     close(a);
     count_stream(bytes, len, &c);
     free(bytes);
@@ -696,7 +656,7 @@ TEST(exit_waits_for_a_runtime_whose_server_is_gone)
     ASSERT_OK(pthread_create(&t, NULL, runtime_shuts_down, NULL));
     server_stop();
     pthread_join(t, NULL);
-    bytes = read_stream(a, &len, 5000);
+    bytes = test_read_to_eof(a, &len, 5000);
     close(a);
     count_stream(bytes, len, &c);
     free(bytes);
@@ -741,7 +701,7 @@ TEST(no_runtime_means_native_answers_after_the_wait)
 {
     struct ipc_process_info pi;
     struct ipc_response r;
-    uint64_t t0 = ms_now(), waited;
+    uint64_t t0 = test_ms_now(), waited;
     struct stream_counts c;
     uint8_t stop[28], *bytes;
     size_t len;
@@ -749,23 +709,23 @@ TEST(no_runtime_means_native_answers_after_the_wait)
 
     server_start_opts(NULL, 300);
     r = simple(IPC_SET_PROCESS, IPC_PROC_INFO);
-    waited = ms_now() - t0;
+    waited = test_ms_now() - t0;
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
     ASSERT_OK(ipc_process_info_decode(r.payload, r.payload_len, 1, &pi));
     ASSERT_TRUE(strstr(pi.command_line, "fake-runtime") == NULL);
     ipc_process_info_fini(&pi);
     ASSERT_TRUE(waited >= 250 && waited < 5000); /* it waited for the runtime, boundedly */
     /* once the wait is over, no more waiting; a session is the agent's alone */
-    t0 = ms_now();
+    t0 = test_ms_now();
     a = collect("Fake-Runtime", &r);
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
-    ASSERT_TRUE(ms_now() - t0 < 200);
+    ASSERT_TRUE(test_ms_now() - t0 < 200);
     wait_for(&drains, 5, 5000);
     ASSERT_OK(ipc_client_connect(public_path, &s));
     r = roundtrip_fd(s, stop, ipc_stop_encode(stop, r.value), NULL);
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
     close(s);
-    bytes = read_stream(a, &len, 5000);
+    bytes = test_read_to_eof(a, &len, 5000);
     close(a);
     count_stream(bytes, len, &c);
     free(bytes);

@@ -49,6 +49,11 @@ const uint8_t *test_guarded_copy(const void *bytes, size_t len);
 const char *test_source_path(const char *rel);
 /* Reads a whole file; returns malloc'd bytes (caller frees) and stores its size, or NULL. */
 uint8_t *test_read_file(const char *path, size_t *len);
+/* Milliseconds on the monotonic clock. */
+uint64_t test_ms_now(void);
+/* Reads fd until EOF (a stream's end); fails the case after timeout_ms. Returns malloc'd bytes
+ * (caller frees) and stores their count. */
+uint8_t *test_read_to_eof(int fd, size_t *len, int timeout_ms);
 
 #define ASSERT_TRUE(c)                                                   \
     do {                                                                 \
