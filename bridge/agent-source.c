@@ -1396,7 +1396,9 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
              * addr2line and a debug file resolve later, instead of nothing at all. An address
              * in no module (JIT code) is left to the runtime's rundown. */
             fns[fn_count].start = s->addrs.slots[i];
-            fns[fn_count].size = 1;
+            /* two bytes: the address kept is a return address - 1 (the call), and TraceEvent
+             * looks the return address itself up */
+            fns[fn_count].size = 2;
             fns[fn_count].module_id = sym.module_id;
             fns[fn_count].module_path = sym.module_path;
             fns[fn_count].module_base = sym.module_base;

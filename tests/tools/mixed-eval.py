@@ -127,6 +127,11 @@ elif pv["burn_main_with_caller"] < a.min_caller / 100.0 * pv["burn_main"]:
 names = [n["name"] for n in d["names"]]
 out("names: %s" % ", ".join("%s (%d)" % (n["name"], n["samples"]) for n in d["names"][:10]))
 out("unnamed frames in running samples: %d of %d" % (d["unnamed"]["unnamed"], d["unnamed"]["frames"]))
+# Every frame is named, a stripped library's internal functions by module and address (pipeprof's
+# rundown), the JIT's by the runtime; a few frames outside any module may stay unnamed.
+if d["unnamed"]["unnamed"] > 0.01 * d["unnamed"]["frames"]:
+    bad.append("%d of %d frames unnamed in TraceEvent (limit 1 %%)"
+               % (d["unnamed"]["unnamed"], d["unnamed"]["frames"]))
 for what, pattern in (("burn_inner", r"^libburn[^!]*!(.*[.:])?burn_inner\b"),
                       ("native_thread_work", r"^libburn[^!]*!(.*[.:])?native_thread_work\b"),
                       ("BurnViaNative", r"^mixed!.*\bBurnViaNative\b"),
