@@ -905,8 +905,10 @@ ipc_upstream_init(struct ipc_server *s, const struct ipc_server_options *o)
     size_t i, dlen;
     int err, n;
 
-    if (!o->dotnet_host && o->listen_path != NULL) {
-        return 0; /* not the default name: nothing of the runtime's to move aside */
+    if (!o->dotnet_host && (o->listen_path != NULL || o->key_override != 0)) {
+        /* Not the default name (another path, or key + 1 beside a runtime left alone,
+         * PIPEPROF_DOTNET_MERGE=0): nothing of the runtime's to move aside. */
+        return 0;
     }
     err = ipc_default_socket_path(pub, sizeof(pub), 0);
     if (err < 0) {

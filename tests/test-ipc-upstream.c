@@ -334,7 +334,8 @@ quiet_log(void *ctx, const char *line)
     (void)line;
 }
 
-static int dotnet_host = 1; /* what the next server_start_opts() tells the server */
+static int dotnet_host = 1;       /* what the next server_start_opts() tells the server */
+static uint64_t key_override = 0; /* likewise */
 
 static void
 server_start_opts(const char *ports, uint32_t wait_ms)
@@ -348,11 +349,12 @@ server_start_opts(const char *ports, uint32_t wait_ms)
     memset(&o, 0, sizeof(o));
     o.source = &source;
     o.dotnet_host = dotnet_host;
+    o.key_override = key_override;
     o.runtime_wait_ms = wait_ms;
     o.diagnostic_ports = ports;
     o.log = quiet_log;
     ASSERT_OK(ipc_server_start(&o, &srv));
-    ASSERT_TRUE(strcmp(ipc_server_listen_path(srv), public_path) == 0);
+    ASSERT_TRUE(key_override != 0 || strcmp(ipc_server_listen_path(srv), public_path) == 0);
 }
 
 static void
@@ -758,6 +760,21 @@ TEST(a_runtime_in_an_undetected_host_is_found_when_it_binds)
     server_stop();
 }
 
+/* Stepping aside (PIPEPROF_DOTNET_MERGE=0: the server listens with key + 1): the runtime keeps
+ * its default name, nothing is redirected, and commands are the server's own. */
+TEST(stepping_aside_leaves_the_runtime_alone)
+{
+    char out[256];
+
+    dotnet_host = 0;
+    key_override = ipc_process_start_key(getpid()) + 1;
+    server_start_opts(NULL, 0);
+    ASSERT_TRUE(strcmp(ipc_server_listen_path(srv), public_path) != 0);
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, public_path, out, sizeof(out)), 0);
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_UNLINK, public_path, out, sizeof(out)), 0);
+    server_stop();
+}
+
 /* The runtime connects to a DOTNET_DiagnosticPorts address: its connect is redirected to the
  * server, which then advertises on the real address with the runtime's cookie; ResumeRuntime
  * from the tool goes through the runtime's own port connection. */
@@ -828,6 +845,7 @@ static const struct test_case cases[] = {
     TEST_CASE(client_leaving_ends_the_runtime_session),
     TEST_CASE(no_runtime_means_native_answers_after_the_wait),
     TEST_CASE(a_runtime_in_an_undetected_host_is_found_when_it_binds),
+    TEST_CASE(stepping_aside_leaves_the_runtime_alone),
     TEST_CASE(connect_port_advertises_the_runtime_and_resumes_through_it),
 };
 TEST_MAIN(cases)
