@@ -1224,6 +1224,9 @@ ipc_merge_main(void *arg)
             }
             if (ev.desc != NULL) {
                 ipc_merge_queue_event(m, &ev);
+            } else {
+                /* no metadata to write it with: it reaches the client as a counted loss */
+                ipc_merge_note_lost(m, ev.capture_thread_id, 1);
             }
         }
     }

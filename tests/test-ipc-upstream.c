@@ -246,6 +246,15 @@ fake_serve(int fd)
         fake_providers(payload, h.size - IPC_HEADER_SIZE, h.command_id);
         if (fk.reject) {
             (void)send(fd, msg, ipc_error_encode(msg, IPC_HR_BAD_ENCODING), MSG_NOSIGNAL);
+        } else if (strcmp(fk.providers, "Garbage") == 0) {
+            static const char junk[] = "Nettrace\x14\0\0\0!FastSerialization.1 and then nonsense";
+
+            (void)send(fd, msg, ipc_ok_u64_encode(msg, FAKE_SESSION_ID), MSG_NOSIGNAL);
+            (void)send(fd, junk, sizeof(junk), MSG_NOSIGNAL);
+            while (!fk.stop_tracing && !fk.stop) { /* keeps the connection, as a hung runtime */
+                usleep(5000);
+            }
+            fk.stream_ended = 1;
         } else {
             (void)send(fd, msg, ipc_ok_u64_encode(msg, FAKE_SESSION_ID), MSG_NOSIGNAL);
             fake_stream(fd);
@@ -666,6 +675,36 @@ TEST(exit_waits_for_a_runtime_whose_server_is_gone)
     ASSERT_EQ(c.fake_process_info, 1);
 }
 
+/* A runtime stream that is not nettrace: the session goes on with the source's events, and its
+ * stop still ends with a complete stream (the reader's failure is logged, not fatal). */
+TEST(a_malformed_runtime_stream_leaves_the_session_whole)
+{
+    struct stream_counts c;
+    struct ipc_response r;
+    uint8_t stop[28], *bytes;
+    size_t len;
+    int a, s;
+
+    server_start_opts(NULL, 0);
+    fake_start();
+    a = collect("Garbage", &r);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    wait_for(&drains, 20, 5000);
+    ASSERT_OK(ipc_client_connect(public_path, &s));
+    r = roundtrip_fd(s, stop, ipc_stop_encode(stop, r.value), NULL);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    close(s);
+    bytes = test_read_to_eof(a, &len, 5000);
+    close(a);
+    count_stream(bytes, len, &c); /* asserts a complete stream */
+    free(bytes);
+    ASSERT_TRUE(c.ticks > 5);
+    ASSERT_EQ(c.work, 0);
+    ASSERT_EQ(c.process_info, 1); /* the server's own, the runtime's never came */
+    fake_stop();
+    server_stop();
+}
+
 TEST(runtime_refusal_reaches_the_client_as_it_was)
 {
     struct ipc_response r;
@@ -841,6 +880,7 @@ static const struct test_case cases[] = {
     TEST_CASE(collect_merges_the_runtime_session_and_stop_ends_it_first),
     TEST_CASE(exit_waits_for_the_runtime_stream_to_end),
     TEST_CASE(exit_waits_for_a_runtime_whose_server_is_gone),
+    TEST_CASE(a_malformed_runtime_stream_leaves_the_session_whole),
     TEST_CASE(runtime_refusal_reaches_the_client_as_it_was),
     TEST_CASE(client_leaving_ends_the_runtime_session),
     TEST_CASE(no_runtime_means_native_answers_after_the_wait),
