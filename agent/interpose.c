@@ -145,8 +145,8 @@ ag_thread_blocking_leave(struct ag_thread *t)
     }
 }
 
-static void *
-ag_ip_resolve(_Atomic(void *) *slot, const char *name)
+void *
+ag_interpose_real(_Atomic(void *) *slot, const char *name)
 {
     void *p = atomic_load_explicit(slot, memory_order_acquire);
 
@@ -211,8 +211,8 @@ ag_ip_nanosleep(const struct timespec *req, struct timespec *rem, uint64_t fa)
 {
     static _Atomic(void *) real_p;
     int (*real)(const struct timespec *, struct timespec *) =
-            (int (*)(const struct timespec *, struct timespec *))ag_ip_resolve(&real_p,
-                                                                               "nanosleep");
+            (int (*)(const struct timespec *, struct timespec *))ag_interpose_real(&real_p,
+                                                                                   "nanosleep");
     struct timespec left, r2 = { 0, 0 };
     struct ag_thread *t;
     uint32_t sig0;
@@ -251,7 +251,7 @@ clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct tim
 {
     static _Atomic(void *) real_p;
     int (*real)(clockid_t, int, const struct timespec *, struct timespec *) =
-            (int (*)(clockid_t, int, const struct timespec *, struct timespec *))ag_ip_resolve(
+            (int (*)(clockid_t, int, const struct timespec *, struct timespec *))ag_interpose_real(
                     &real_p, "clock_nanosleep");
     struct timespec left, r2;
     struct ag_thread *t;
@@ -307,7 +307,7 @@ poll(struct pollfd *fds, nfds_t n, int timeout)
 {
     static _Atomic(void *) real_p;
     int (*real)(struct pollfd *, nfds_t, int) =
-            (int (*)(struct pollfd *, nfds_t, int))ag_ip_resolve(&real_p, "poll");
+            (int (*)(struct pollfd *, nfds_t, int))ag_interpose_real(&real_p, "poll");
     uint64_t deadline;
     struct ag_thread *t;
     uint32_t sig0;
@@ -338,7 +338,7 @@ ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *
     static _Atomic(void *) real_p;
     int (*real)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *) =
             (int (*)(struct pollfd *, nfds_t, const struct timespec *,
-                     const sigset_t *))ag_ip_resolve(&real_p, "ppoll");
+                     const sigset_t *))ag_interpose_real(&real_p, "ppoll");
     struct timespec left;
     uint64_t deadline = 0;
     struct ag_thread *t;
@@ -377,8 +377,8 @@ select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
 {
     static _Atomic(void *) real_p;
     int (*real)(int, fd_set *, fd_set *, fd_set *, struct timeval *) =
-            (int (*)(int, fd_set *, fd_set *, fd_set *, struct timeval *))ag_ip_resolve(&real_p,
-                                                                                        "select");
+            (int (*)(int, fd_set *, fd_set *, fd_set *, struct timeval *))ag_interpose_real(
+                    &real_p, "select");
     struct ag_thread *t;
     uint32_t sig0;
     int rc, err;
@@ -403,7 +403,7 @@ epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
     static _Atomic(void *) real_p;
     int (*real)(int, struct epoll_event *, int, int) =
-            (int (*)(int, struct epoll_event *, int, int))ag_ip_resolve(&real_p, "epoll_wait");
+            (int (*)(int, struct epoll_event *, int, int))ag_interpose_real(&real_p, "epoll_wait");
     uint64_t deadline;
     struct ag_thread *t;
     uint32_t sig0;
@@ -433,7 +433,7 @@ epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset
 {
     static _Atomic(void *) real_p;
     int (*real)(int, struct epoll_event *, int, int, const sigset_t *) =
-            (int (*)(int, struct epoll_event *, int, int, const sigset_t *))ag_ip_resolve(
+            (int (*)(int, struct epoll_event *, int, int, const sigset_t *))ag_interpose_real(
                     &real_p, "epoll_pwait");
     uint64_t deadline;
     struct ag_thread *t;
@@ -465,7 +465,7 @@ read(int fd, void *buf, size_t len)
 {
     static _Atomic(void *) real_p;
     ssize_t (*real)(int, void *, size_t) =
-            (ssize_t(*)(int, void *, size_t))ag_ip_resolve(&real_p, "read");
+            (ssize_t(*)(int, void *, size_t))ag_interpose_real(&real_p, "read");
     struct ag_thread *t;
     ssize_t rc;
     int err;
@@ -486,7 +486,7 @@ recv(int fd, void *buf, size_t len, int flags)
 {
     static _Atomic(void *) real_p;
     ssize_t (*real)(int, void *, size_t, int) =
-            (ssize_t(*)(int, void *, size_t, int))ag_ip_resolve(&real_p, "recv");
+            (ssize_t(*)(int, void *, size_t, int))ag_interpose_real(&real_p, "recv");
     struct ag_thread *t;
     ssize_t rc;
     int err;
@@ -507,7 +507,7 @@ recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_
 {
     static _Atomic(void *) real_p;
     ssize_t (*real)(int, void *, size_t, int, struct sockaddr *, socklen_t *) =
-            (ssize_t(*)(int, void *, size_t, int, struct sockaddr *, socklen_t *))ag_ip_resolve(
+            (ssize_t(*)(int, void *, size_t, int, struct sockaddr *, socklen_t *))ag_interpose_real(
                     &real_p, "recvfrom");
     struct ag_thread *t;
     ssize_t rc;
@@ -529,7 +529,7 @@ accept(int fd, struct sockaddr *sa, socklen_t *salen)
 {
     static _Atomic(void *) real_p;
     int (*real)(int, struct sockaddr *, socklen_t *) =
-            (int (*)(int, struct sockaddr *, socklen_t *))ag_ip_resolve(&real_p, "accept");
+            (int (*)(int, struct sockaddr *, socklen_t *))ag_interpose_real(&real_p, "accept");
     struct ag_thread *t;
     int rc, err;
 
@@ -549,7 +549,8 @@ accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
 {
     static _Atomic(void *) real_p;
     int (*real)(int, struct sockaddr *, socklen_t *, int) =
-            (int (*)(int, struct sockaddr *, socklen_t *, int))ag_ip_resolve(&real_p, "accept4");
+            (int (*)(int, struct sockaddr *, socklen_t *, int))ag_interpose_real(&real_p,
+                                                                                 "accept4");
     struct ag_thread *t;
     int rc, err;
 
@@ -569,8 +570,8 @@ pthread_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex)
 {
     static _Atomic(void *) real_p;
     int (*real)(pthread_cond_t *, pthread_mutex_t *) =
-            (int (*)(pthread_cond_t *, pthread_mutex_t *))ag_ip_resolve(&real_p,
-                                                                        "pthread_cond_wait");
+            (int (*)(pthread_cond_t *, pthread_mutex_t *))ag_interpose_real(&real_p,
+                                                                            "pthread_cond_wait");
     struct ag_thread *t;
     int rc;
 
@@ -588,8 +589,8 @@ pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex, const struc
 {
     static _Atomic(void *) real_p;
     int (*real)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *) =
-            (int (*)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *))ag_ip_resolve(
-                    &real_p, "pthread_cond_timedwait");
+            (int (*)(pthread_cond_t *, pthread_mutex_t *,
+                     const struct timespec *))ag_interpose_real(&real_p, "pthread_cond_timedwait");
     struct ag_thread *t;
     int rc;
 
@@ -607,7 +608,7 @@ pthread_join(pthread_t th, void **ret)
 {
     static _Atomic(void *) real_p;
     int (*real)(pthread_t, void **) =
-            (int (*)(pthread_t, void **))ag_ip_resolve(&real_p, "pthread_join");
+            (int (*)(pthread_t, void **))ag_interpose_real(&real_p, "pthread_join");
     struct ag_thread *t;
     int rc;
 

@@ -551,18 +551,6 @@ shim_stop(void)
  * libcoreclr calls bind, connect and unlink through the PLT, so these reach them. Everything
  * else, and the server's own calls, pass through unchanged.
  */
-static void *
-shim_real(void **slot, const char *name)
-{
-    void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-
-    if (fn == NULL) {
-        fn = dlsym(RTLD_NEXT, name);
-        __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
-    }
-    return fn;
-}
-
 /* A sockaddr_un redirected by ipc_redirect_path(); 0 when addr is left as it is. */
 static int
 shim_redirect_sockaddr(enum ipc_redirect_op op, const struct sockaddr *addr, socklen_t len,
@@ -592,9 +580,9 @@ shim_redirect_sockaddr(enum ipc_redirect_op op, const struct sockaddr *addr, soc
 __attribute__((visibility("default"))) int
 bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
-    static void *real;
+    static _Atomic(void *) real;
     int (*fn)(int, const struct sockaddr *, socklen_t) =
-            (int (*)(int, const struct sockaddr *, socklen_t))shim_real(&real, "bind");
+            (int (*)(int, const struct sockaddr *, socklen_t))ag_interpose_real(&real, "bind");
     struct sockaddr_un to;
 
     if (fn == NULL) {
@@ -611,9 +599,9 @@ bind(int fd, const struct sockaddr *addr, socklen_t len)
 __attribute__((visibility("default"))) int
 connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
-    static void *real;
+    static _Atomic(void *) real;
     int (*fn)(int, const struct sockaddr *, socklen_t) =
-            (int (*)(int, const struct sockaddr *, socklen_t))shim_real(&real, "connect");
+            (int (*)(int, const struct sockaddr *, socklen_t))ag_interpose_real(&real, "connect");
     struct sockaddr_un to;
 
     if (fn == NULL) {
@@ -629,8 +617,8 @@ connect(int fd, const struct sockaddr *addr, socklen_t len)
 __attribute__((visibility("default"))) int
 unlink(const char *path)
 {
-    static void *real;
-    int (*fn)(const char *) = (int (*)(const char *))shim_real(&real, "unlink");
+    static _Atomic(void *) real;
+    int (*fn)(const char *) = (int (*)(const char *))ag_interpose_real(&real, "unlink");
     char to[sizeof(((struct sockaddr_un *)0)->sun_path)];
 
     if (fn == NULL) {
