@@ -505,6 +505,33 @@ wait_for(atomic_int *v, int want, int ms)
     ASSERT_TRUE(*v >= want);
 }
 
+/* StopTracing of session id on a connection of its own; the answer must be OK(id). */
+static void
+stop_session(uint64_t id)
+{
+    struct ipc_response r;
+    uint8_t stop[28];
+    int s;
+
+    ASSERT_OK(ipc_client_connect(public_path, &s));
+    r = roundtrip_fd(s, stop, ipc_stop_encode(stop, id), NULL);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_U64_EQ(r.value, id);
+    close(s);
+}
+
+/* Reads the stream on fd a to its end (a complete one), closes it and counts its events. */
+static void
+read_counts(int a, struct stream_counts *c)
+{
+    size_t len;
+    uint8_t *bytes = test_read_to_eof(a, &len, 5000);
+
+    close(a);
+    count_stream(bytes, len, c);
+    free(bytes);
+}
+
 /* ----- cases ------------------------------------------------------------------------------ */
 
 TEST(redirects_only_the_runtime_default_name_and_ports)
@@ -566,11 +593,8 @@ TEST(collect_merges_the_runtime_session_and_stop_ends_it_first)
 {
     struct stream_counts c;
     struct ipc_response r;
-    uint8_t stop[28];
-    size_t len;
-    uint8_t *bytes;
     uint64_t id;
-    int a, s;
+    int a;
 
     server_start_opts(NULL, 0);
     fake_start();
@@ -583,17 +607,10 @@ TEST(collect_merges_the_runtime_session_and_stop_ends_it_first)
     ASSERT_TRUE(strcmp(fk.providers, "Fake-Runtime") == 0);
     wait_for(&drains, 20, 5000);
     usleep(500000);
-    ASSERT_OK(ipc_client_connect(public_path, &s));
-    r = roundtrip_fd(s, stop, ipc_stop_encode(stop, id), NULL);
-    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
-    ASSERT_U64_EQ(r.value, id);
-    close(s);
+    stop_session(id);
     ASSERT_EQ(fk.stop_tracing, 1); /* the runtime was stopped before the answer */
     ASSERT_EQ(fk.stream_ended, 1);
-    bytes = test_read_to_eof(a, &len, 5000);
-    close(a);
-    count_stream(bytes, len, &c);
-    free(bytes);
+    read_counts(a, &c); /* a complete stream */
     ASSERT_TRUE(c.ticks > 5);
     ASSERT_TRUE(c.work > 5);
     ASSERT_EQ(c.stacks_ok, c.work);
@@ -613,8 +630,6 @@ TEST(exit_waits_for_the_runtime_stream_to_end)
 {
     struct stream_counts c;
     struct ipc_response r;
-    size_t len;
-    uint8_t *bytes;
     int a;
 
     server_start_opts(NULL, 0);
@@ -624,10 +639,7 @@ TEST(exit_waits_for_the_runtime_stream_to_end)
     wait_for(&drains, 10, 5000);
     server_stop();
     ASSERT_EQ(fk.stop_tracing, 1);
-    bytes = test_read_to_eof(a, &len, 5000);
-    close(a);
-    count_stream(bytes, len, &c);
-    free(bytes);
+    read_counts(a, &c); /* a complete stream */
     ASSERT_TRUE(c.work > 0);
     ASSERT_EQ(c.fake_process_info, 1); /* the runtime's last event made it */
     ASSERT_EQ(c.process_info, 1);
@@ -650,8 +662,6 @@ TEST(exit_waits_for_a_runtime_whose_server_is_gone)
     struct stream_counts c;
     struct ipc_response r;
     pthread_t t;
-    size_t len;
-    uint8_t *bytes;
     int a;
 
     server_start_opts(NULL, 0);
@@ -667,10 +677,7 @@ TEST(exit_waits_for_a_runtime_whose_server_is_gone)
     ASSERT_OK(pthread_create(&t, NULL, runtime_shuts_down, NULL));
     server_stop();
     pthread_join(t, NULL);
-    bytes = test_read_to_eof(a, &len, 5000);
-    close(a);
-    count_stream(bytes, len, &c);
-    free(bytes);
+    read_counts(a, &c); /* a complete stream */
     ASSERT_TRUE(c.work > 0);
     ASSERT_EQ(c.fake_process_info, 1);
 }
@@ -681,23 +688,15 @@ TEST(a_malformed_runtime_stream_leaves_the_session_whole)
 {
     struct stream_counts c;
     struct ipc_response r;
-    uint8_t stop[28], *bytes;
-    size_t len;
-    int a, s;
+    int a;
 
     server_start_opts(NULL, 0);
     fake_start();
     a = collect("Garbage", &r);
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
     wait_for(&drains, 20, 5000);
-    ASSERT_OK(ipc_client_connect(public_path, &s));
-    r = roundtrip_fd(s, stop, ipc_stop_encode(stop, r.value), NULL);
-    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
-    close(s);
-    bytes = test_read_to_eof(a, &len, 5000);
-    close(a);
-    count_stream(bytes, len, &c); /* asserts a complete stream */
-    free(bytes);
+    stop_session(r.value);
+    read_counts(a, &c); /* a complete stream */
     ASSERT_TRUE(c.ticks > 5);
     ASSERT_EQ(c.work, 0);
     ASSERT_EQ(c.process_info, 1); /* the server's own, the runtime's never came */
@@ -744,9 +743,7 @@ TEST(no_runtime_means_native_answers_after_the_wait)
     struct ipc_response r;
     uint64_t t0 = test_ms_now(), waited;
     struct stream_counts c;
-    uint8_t stop[28], *bytes;
-    size_t len;
-    int a, s;
+    int a;
 
     server_start_opts(NULL, 300);
     r = simple(IPC_SET_PROCESS, IPC_PROC_INFO);
@@ -762,14 +759,8 @@ TEST(no_runtime_means_native_answers_after_the_wait)
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
     ASSERT_TRUE(test_ms_now() - t0 < 200);
     wait_for(&drains, 5, 5000);
-    ASSERT_OK(ipc_client_connect(public_path, &s));
-    r = roundtrip_fd(s, stop, ipc_stop_encode(stop, r.value), NULL);
-    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
-    close(s);
-    bytes = test_read_to_eof(a, &len, 5000);
-    close(a);
-    count_stream(bytes, len, &c);
-    free(bytes);
+    stop_session(r.value);
+    read_counts(a, &c); /* a complete stream */
     ASSERT_TRUE(c.ticks > 0);
     ASSERT_EQ(c.work, 0);
     ASSERT_EQ(c.process_info, 1); /* the server's own */
