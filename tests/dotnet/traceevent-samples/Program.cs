@@ -41,7 +41,7 @@ public static class Program
         }
         var top = self.OrderByDescending(kv => kv.Value).ThenBy(kv => kv.Key, StringComparer.Ordinal).Take(20)
             .Select(kv => new Dictionary<string, object> { ["function"] = kv.Key, ["self"] = kv.Value }).ToList();
-        var topTotal = total.OrderByDescending(kv => kv.Value).ThenBy(kv => kv.Key, StringComparer.Ordinal).Take(40)
+        var topTotal = total.OrderByDescending(kv => kv.Value).ThenBy(kv => kv.Key, StringComparer.Ordinal).Take(1000)
             .Select(kv => new Dictionary<string, object> { ["function"] = kv.Key, ["total"] = kv.Value }).ToList();
         var doc = new Dictionary<string, object> { ["samples"] = samples, ["top_self"] = top, ["top_total"] = topTotal };
         File.WriteAllText(args[1], JsonSerializer.Serialize(doc));
