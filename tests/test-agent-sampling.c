@@ -265,8 +265,9 @@ TEST(cpu_mode_samples_both_busy_threads)
         col_drain();
     }
     ag_stats_get(&st);
-    printf("# busy-a: %u samples, %u in busy_a; busy-b: %u samples, %u in busy_b; lost %u\n",
-           sa->samples, sa->hits[0], sb->samples, sb->hits[1], col_lost);
+    printf("# busy-a: %u samples, %u in busy_a; busy-b: %u samples, %u in busy_b; lost %u; "
+           "stops announced %u and %u\n",
+           sa->samples, sa->hits[0], sb->samples, sb->hits[1], col_lost, sa->stopped, sb->stopped);
     printf("# requested 1000 Hz; effective %.1f samples per CPU-second; overruns %llu; "
            "cfi steps %llu\n",
            st.effective_hz_cpu, (unsigned long long)st.timer_overruns,
