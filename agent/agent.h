@@ -44,7 +44,8 @@ enum ag_mode {
  * it stands for (cpu_delta_ns) and its weight, so totals match the threads' own CPU time.
  */
 enum ag_cpu_engine {
-    AG_CPU_ENGINE_AUTO = 0,  /* perf_event where the kernel allows it, else timers, per thread */
+    AG_CPU_ENGINE_AUTO = 0,  /* timers up to the kernel's tick rate; above it perf_event where
+                                the kernel allows it, else timers, per thread (timer.c says why) */
     AG_CPU_ENGINE_PERF = 1,  /* perf_event_open(cpu-clock, this thread, user space only): timed by
                                 high-resolution timers, so any rate up to AG_HZ_MAX is kept;
                                 allowed without privilege at perf_event_paranoid <= 2 */

@@ -131,6 +131,8 @@ struct ag_thread {
     int has_perf;                 /* reg: perf_fd is this thread's cpu-clock perf event */
     _Atomic int perf_fd;          /* reg; read by the handler to recognise its signal */
     int scan_seen;                /* reg: manager scratch */
+    int exit_hooked;              /* reg: its key destructor will claim its final sample */
+    uint64_t scan_cpu_ns;         /* reg: CPU time at the last scan (threads not exit_hooked) */
     unsigned name_gen;            /* reg: bumped when name changes */
     unsigned name_gen_reported;   /* drain */
     int announced;                /* drain: THREAD_START sent */
@@ -181,6 +183,8 @@ struct ag_agent {
     int wall_started;
     pthread_mutex_t wake_lock; /* manager/wall sleep: lets stop and acquire wake them */
     pthread_cond_t wake_cond;
+    int manager_fd;    /* eventfd the manager sleeps on (-1: none, it sleeps on wake_cond): written
+                          by ag_wake_all() and by a handler that met unknown code */
     unsigned wake_seq; /* wake_lock: bumped by every wake, so a sleeper tells it from a spurious
                           return of the condition wait */
     /* Sampling requests (life_lock). */
@@ -197,6 +201,7 @@ struct ag_agent {
     _Atomic uint64_t n_not_code; /* stacks cut at a frame outside every executable mapping */
     _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused, n_cpu_tails;
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
+    unsigned tick_hz;     /* the kernel's scheduler tick rate (ag_kernel_tick_hz()), 0 unknown */
     _Atomic uint64_t wall_passes, wall_start_ns, wall_active_ns;
 };
 
@@ -297,10 +302,21 @@ PP_MUST_USE int ag_signal_install(int signo);
 void ag_signal_restore(void);
 void ag_timers_update_locked(void); /* arm/re-arm/delete CPU timers to match ag.hz_cpu */
 void ag_timer_delete_locked(struct ag_thread *t);
+/* The kernel's tick rate: the resolution of CLOCK_MONOTONIC_COARSE is one jiffy. 0 if unknown. */
+unsigned ag_kernel_tick_hz(void);
+/* The engine that times CPU sampling at rate hz (AG_CPU_ENGINE_PERF or _TIMER) when configured
+ * is the setting and the kernel ticks tick_hz times a second (0: unknown). Auto takes the
+ * CPU-time timers up to the tick's rate and perf_event above it. Pure, for tests. */
+enum ag_cpu_engine ag_cpu_engine_for_rate(enum ag_cpu_engine configured, unsigned hz,
+                                          unsigned tick_hz);
 /* Claims the CPU t burned since its last sample as its pending final sample (t->tail_*), when
  * t is sampled in CPU mode. cpu_clock: the clock to read (CLOCK_THREAD_CPUTIME_ID on the thread
  * itself, else its per-thread clock). reg_lock held. */
 void ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock);
+/* The same with the thread's CPU time cpu read earlier (a thread that has exited since). */
+void ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu);
+/* A thread's CPU clock from its tid (the kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */
+clockid_t ag_thread_cpu_clock(int32_t tid);
 /* fork() child: closes the inherited perf_event fds (the events belong to the parent). */
 void ag_timers_forked_child(void);
 

@@ -14,6 +14,7 @@
 #include "agent/symbols-internal.h"
 
 _Atomic(struct ag_module_snapshot *) ag_sig_modules;
+_Atomic int ag_sig_unknown_code;
 
 /* The span of snapshot s that contains pc, or NULL. */
 static const struct ag_module_span *
@@ -96,6 +97,10 @@ ag_sig_cfi_rule_miss(uint64_t pc, struct ag_cfi_cache *cache, struct ag_cfi_row 
     t = span != NULL ? span->cfi : NULL;
     if (t != NULL && pc >= t->base && pc - t->base <= UINT32_MAX) {
         row = ag_sig_cfi_row_find(t, pc - t->base);
+    }
+    if (span == NULL && pc != 0 &&
+        atomic_load_explicit(&ag_sig_unknown_code, memory_order_relaxed) == 0) {
+        atomic_store_explicit(&ag_sig_unknown_code, 1, memory_order_relaxed);
     }
     if (row != NULL) {
         *out = *row;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "agent/symbols-internal.h"
 
 uint64_t
 ag_sig_now_ns(clockid_t clk)
@@ -218,6 +219,17 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     s->end = res.end;
     ag_ring_commit(&t->ring);
     atomic_fetch_add_explicit(&ag.n_samples, 1, memory_order_relaxed);
+    if (atomic_load_explicit(&ag_sig_unknown_code, memory_order_relaxed) == 1) {
+        int seen = 1;
+
+        /* Code outside every known module: wake the manager to look for a new one, once until
+         * it has looked (write(2) is async-signal-safe; errno is restored below). */
+        if (atomic_compare_exchange_strong(&ag_sig_unknown_code, &seen, 2) && ag.manager_fd >= 0) {
+            uint64_t one = 1;
+
+            (void)!write(ag.manager_fd, &one, sizeof(one));
+        }
+    }
     if (res.cfi_steps != 0) {
         atomic_fetch_add_explicit(&ag.n_cfi_steps, res.cfi_steps, memory_order_relaxed);
     }

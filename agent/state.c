@@ -16,6 +16,7 @@ struct ag_agent ag = {
     .reg_lock = PTHREAD_MUTEX_INITIALIZER,
     .drain_lock = PTHREAD_MUTEX_INITIALIZER,
     .wake_lock = PTHREAD_MUTEX_INITIALIZER,
+    .manager_fd = -1,
 };
 
 int

@@ -73,6 +73,14 @@ struct ag_module_snapshot {
 /* The published snapshot (defined in sig-cfi.c so that handler code has no outside data). */
 extern _Atomic(struct ag_module_snapshot *) ag_sig_modules;
 
+/*
+ * Set to 1 when a CFI lookup met a pc outside every module of the snapshot: code loaded since
+ * (a dlopen the manager has not seen yet) or JIT code. The sampling handler turns 1 into 2 and
+ * wakes the manager, which rescans the modules at once and puts it back to 0 (defined in
+ * sig-cfi.c; agent/agent.c explains the rate limit).
+ */
+extern _Atomic int ag_sig_unknown_code;
+
 /* Finds the span containing pc in the published snapshot, or NULL. Async-signal-safe. */
 PP_SIGSAFE const struct ag_module_span *ag_sig_module_find(uint64_t pc);
 

@@ -237,6 +237,8 @@ ag_thread_register_locked(int32_t tid, int self)
     t->has_perf = 0;
     t->timer_hz = 0;
     t->scan_seen = 1;
+    t->exit_hooked = 0;
+    t->scan_cpu_ns = 0;
     t->tail_weight = 0;
     t->tail_cpu_ns = 0;
     t->dropped_reported = atomic_load_explicit(&t->dropped, memory_order_relaxed);
@@ -367,8 +369,8 @@ ag_thread_attach_started(void *(*fn)(void *), uint64_t fa)
         atomic_store_explicit(&t->stack_hi, ag_tls_stack_hi, memory_order_release);
         ag_tls_thread = t;
         ag_tls_gen = atomic_load(&ag.gen);
-        if (ag_threads_key_ok) {
-            pthread_setspecific(ag_threads_key, t);
+        if (ag_threads_key_ok && pthread_setspecific(ag_threads_key, t) == 0) {
+            t->exit_hooked = 1;
         }
     }
     pthread_mutex_unlock(&ag.reg_lock);
@@ -466,10 +468,24 @@ ag_threads_scan(void)
             continue;
         }
         if (!t->scan_seen) {
-            /* Gone without our key destructor (raw clone, or created before the agent). */
+            /* Gone without our key destructor (raw clone, or created before the agent): its
+             * CPU up to the previous scan still comes in as a final sample. */
+            if (t->scan_cpu_ns != 0) {
+                ag_cpu_claim_tail_at_locked(t, t->scan_cpu_ns);
+            }
             ag_timer_delete_locked(t);
             atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_release);
             continue;
+        }
+        if (!t->exit_hooked && (t->has_timer || t->has_perf)) {
+            struct timespec ts;
+
+            /* Its CPU clock cannot be read once it has gone. */
+            if (clock_gettime(
+                        ag_thread_cpu_clock(atomic_load_explicit(&t->tid, memory_order_relaxed)),
+                        &ts) == 0) {
+                t->scan_cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+            }
         }
         ag_thread_name_read(atomic_load_explicit(&t->tid, memory_order_relaxed), name);
         if (name[0] != '\0') {

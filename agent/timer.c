@@ -7,7 +7,9 @@
  * kept above the kernel's HZ. The timer engine uses timer_create on the thread's CPU clock with
  * SIGEV_THREAD_ID; its expiries are seen at the scheduler tick. Either way the handler weighs a
  * sample by the thread CPU time since its previous one (sig-handler.c), and arming a thread
- * records its CPU time as the baseline.
+ * records its CPU time as the baseline. The automatic choice (ag_cpu_engine_for_rate) takes the
+ * timers up to the kernel's tick rate, where they deliver every interval and cost a third of
+ * perf's hrtimer interrupt, and perf_event above it, the rates only perf can keep.
  * Context: ordinary threads under ag.reg_lock (engines) or ag.life_lock (the signal).
  */
 #include <errno.h>
@@ -121,9 +123,8 @@ ag_timer_arm(timer_t timer, unsigned hz)
     return timer_settime(timer, 0, &its, NULL) == 0 ? 0 : -errno;
 }
 
-/* A thread's CPU clock from its tid (the kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */
-static clockid_t
-ag_timer_thread_clock(int32_t tid)
+clockid_t
+ag_thread_cpu_clock(int32_t tid)
 {
     return (clockid_t)((~(unsigned)tid << 3) | 6u);
 }
@@ -135,7 +136,7 @@ ag_timer_baseline(struct ag_thread *t, int32_t tid)
     struct timespec ts;
 
     atomic_store_explicit(&t->cpu_carry_ns, 0, memory_order_relaxed);
-    if (clock_gettime(ag_timer_thread_clock(tid), &ts) == 0) {
+    if (clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0) {
         uint64_t cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 
         /* 0 means "no baseline": a thread that has not run yet (the scan found it as it was
@@ -148,14 +149,21 @@ void
 ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock)
 {
     struct timespec ts;
-    uint64_t cpu, last, period, delta, weight;
+
+    if (clock_gettime(cpu_clock, &ts) == 0) {
+        ag_cpu_claim_tail_at_locked(t, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+    } /* else already gone */
+}
+
+void
+ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
+{
+    uint64_t last, period, delta, weight;
 
     if ((!t->has_timer && !t->has_perf) || t->timer_hz == 0 ||
-        atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
-        clock_gettime(cpu_clock, &ts) != 0) {
-        return; /* not sampled in CPU mode, or already gone */
+        atomic_load_explicit(&t->excluded, memory_order_relaxed)) {
+        return; /* not sampled in CPU mode */
     }
-    cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     period = 1000000000u / t->timer_hz;
     last = atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed);
     if (last == 0 || cpu <= last ||
@@ -195,10 +203,40 @@ ag_cpu_flush(void)
 
         if (atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE) {
             ag_cpu_claim_tail_locked(
-                    t, ag_timer_thread_clock(atomic_load_explicit(&t->tid, memory_order_relaxed)));
+                    t, ag_thread_cpu_clock(atomic_load_explicit(&t->tid, memory_order_relaxed)));
         }
     }
     pthread_mutex_unlock(&ag.reg_lock);
+}
+
+unsigned
+ag_kernel_tick_hz(void)
+{
+    struct timespec res;
+
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0 || res.tv_sec != 0 || res.tv_nsec <= 0) {
+        return 0;
+    }
+    return (unsigned)((1000000000L + res.tv_nsec / 2) / res.tv_nsec);
+}
+
+/*
+ * Why auto is not perf at every rate: a cpu-clock overflow is a high-resolution timer interrupt
+ * of its own, on top of the scheduler tick that interrupts a running thread anyway, and under
+ * virtualisation that interrupt is dear (bench-engine: 24.7 us per sample on a 2-vCPU KVM guest
+ * against about 6 us for the timer engine; docs/performance.md). A thread CPU-time timer's
+ * expiry is noticed at that tick, so up to the tick's rate it fires every interval, and the
+ * weights (CPU time since the previous sample) and final samples make its totals exact
+ * (tests/agent-groundtruth.sh holds both engines to 1 point). Above the tick's rate the timers
+ * would take one sample per tick and weigh it several intervals; perf keeps the rate asked for.
+ */
+enum ag_cpu_engine
+ag_cpu_engine_for_rate(enum ag_cpu_engine configured, unsigned hz, unsigned tick_hz)
+{
+    if (configured == AG_CPU_ENGINE_PERF || configured == AG_CPU_ENGINE_TIMER) {
+        return configured;
+    }
+    return tick_hz != 0 && hz <= tick_hz ? AG_CPU_ENGINE_TIMER : AG_CPU_ENGINE_PERF;
 }
 
 /* Errors of perf_event_open that say the kernel or policy refuses it for every thread. */
@@ -284,6 +322,7 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
 {
     struct sigevent sev;
     int32_t tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
+    enum ag_cpu_engine engine;
     int err;
 
     if (hz == 0 || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
@@ -291,10 +330,17 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
         ag_timer_delete_locked(t);
         return;
     }
+    engine = ag_cpu_engine_for_rate(ag.cfg.cpu_engine, hz, ag.tick_hz);
+    /* A new rate on the other side of the tick's changes auto's engine: the old one goes. (At
+     * the same rate a thread that perf refused keeps its fallback timer.) */
+    if (t->timer_hz != hz && ((engine == AG_CPU_ENGINE_PERF && t->has_timer) ||
+                              (engine == AG_CPU_ENGINE_TIMER && t->has_perf))) {
+        ag_timer_delete_locked(t);
+    }
     if ((t->has_timer || t->has_perf) && t->timer_hz == hz) {
         return;
     }
-    if (!t->has_timer && ag.cfg.cpu_engine != AG_CPU_ENGINE_TIMER && !ag.perf_unavailable) {
+    if (!t->has_timer && engine == AG_CPU_ENGINE_PERF && !ag.perf_unavailable) {
         err = ag_perf_sync_locked(t, tid, hz);
         if (err == 0) {
             return;
@@ -324,7 +370,7 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
         sev.sigev_notify = SIGEV_THREAD_ID;
         sev.sigev_signo = ag.signo;
         sev.sigev_notify_thread_id = tid;
-        if (timer_create(ag_timer_thread_clock(tid), &sev, &t->timer) != 0) {
+        if (timer_create(ag_thread_cpu_clock(tid), &sev, &t->timer) != 0) {
             /* The thread exited under us (EINVAL), or RLIMIT_SIGPENDING is exhausted. */
             if (errno != EINVAL) {
                 atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/overhead.sh [REPS] [SECONDS] - what sampling costs the host: pp-sample-workload (two
 # CPU-bound threads whose work units all cost the same) runs bare, under `pipeprof record` in
-# CPU mode with its default engine (perf_event where allowed) and with the timer engine
-# (PIPEPROF_CPU_ENGINE=timer: CPU-time timers, tick-bound like gperftools' ITIMER_PROF), and under
+# CPU mode with the engine it chooses itself (CPU-time timers up to the kernel's tick rate,
+# perf_event above it), with the other engine forced (PIPEPROF_CPU_ENGINE=perf at 100 and 250 Hz,
+# =timer at 1000 Hz, where the timers are tick-bound like gperftools' ITIMER_PROF), and under
 # gperftools' CPU profiler (LD_PRELOAD=libprofiler.so, Debian libgoogle-perftools-dev), at 100,
 # 250 and 1000 Hz, in the same run and in interleaved order. The figure is work units per
 # CPU-second of the two workers: time spent in a signal handler (and in the kernel delivering the
@@ -54,21 +55,23 @@ print(n)' "$T/g.prof" ;;
 }
 
 run() { # run CONFIG: prints "UNITS_PER_CPU_S CPU_S SAMPLES"
-  local cfg=$1 hz=${1#*@} r
+  local cfg=$1 hz=${1#*@} r engine
   rm -f "$T/p.nettrace" "$T/g.prof"
   case $cfg in
     bare) r=$("$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
     pipeprof@*) r=$("$B/bin/pipeprof" record -q --mode cpu --hz "$hz" -o "$T/p.nettrace" -- \
       "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
-    pipeprof-timer@*) r=$(PIPEPROF_CPU_ENGINE=timer "$B/bin/pipeprof" record -q --mode cpu \
-      --hz "$hz" -o "$T/p.nettrace" -- "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
+    pipeprof-timer@* | pipeprof-perf@*)
+      engine=${cfg%@*}
+      r=$(PIPEPROF_CPU_ENGINE=${engine#pipeprof-} "$B/bin/pipeprof" record -q --mode cpu \
+        --hz "$hz" -o "$T/p.nettrace" -- "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
     gperftools@*) r=$(LD_PRELOAD=$GPERF CPUPROFILE=$T/g.prof CPUPROFILE_FREQUENCY=$hz \
       "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
   esac
   echo "$r $(samples "$cfg")"
 }
 
-configs=(bare pipeprof@100 pipeprof@250 pipeprof@1000 pipeprof-timer@100 pipeprof-timer@250
+configs=(bare pipeprof@100 pipeprof@250 pipeprof@1000 pipeprof-perf@100 pipeprof-perf@250
   pipeprof-timer@1000)
 if [[ -n $GPERF ]]; then
   configs+=(gperftools@100 gperftools@250 gperftools@1000)

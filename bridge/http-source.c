@@ -210,6 +210,11 @@ bridge_http_end_cb(uv_timer_t *t)
     FILE *f;
     int err;
 
+    if (r->mode == AG_MODE_CPU) {
+        /* The CPU each thread burned since its last sample comes in as a final sample, so the
+         * profile holds all of the threads' CPU time (as a session's last drain does). */
+        ag_cpu_flush();
+    }
     err = bridge_tap_pump(); /* the last samples */
     if (err < 0 && err != -EBUSY && r->add_err == 0) {
         r->add_err = err;

@@ -352,7 +352,11 @@ struct ipc_event_source {
     void *ctx;
 };
 
-#define IPC_DRAIN_INTERVAL_MS 10
+/* 50 ms: each drain wakes the loop thread, which on a busy host takes a core from one of its
+ * threads; at 100 wakeups a second that cost the sampled threads about 0.1 % of their time in
+ * bench/overhead.sh (2-core VM, docs/performance.md). A thread's ring (256 samples by default)
+ * holds five drains' worth at 1000 Hz. */
+#define IPC_DRAIN_INTERVAL_MS 50
 
 /* ------------------------------------------------------------------------------------------ */
 /* Server                                                                                     */
