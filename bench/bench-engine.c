@@ -11,12 +11,20 @@
  *   agent-nocache the same with the thread's CFI row cache turned off (white-box: the slot's
  *               cache pointer), the handler as it was before the cache;
  *   agent-timer the agent with CPU-time timers.
+ * and, to show where a sample's price comes from (docs/performance.md, "CPU engines"):
+ *   perf-nosig  the same perf_event overflows with no signal at all (the hrtimer interrupt alone;
+ *               "signals" here is the overflows the CPU time implies);
+ *   perf-sigtrap the overflows delivered as the event's own SIGTRAP (attr.sigtrap, Linux 5.13+:
+ *               task work instead of F_SETSIG's irq_work self-interrupt), empty handler;
+ *   timer-empty a CPU-time timer (timer_create, the timer engine's clock) with an empty handler;
+ *   itimer-empty ITIMER_PROF with an empty handler: gperftools' CPU profiler's clock.
  * Cost per signal = (CPU per unit - bare CPU per unit of the same round) x units / signals.
  * Configurations run in rotating order within a round. Prints, per configuration, the median
  * and the quartiles over the rounds, and the ratio agent-perf / perf-empty both of the medians
  * and as the median of the per-round ratios. usage: bench-engine [RATE [ROUNDS [UNITS]]] (1000,
  * 11, 20000: about 0.45 s per run; at lower rates more units give each run more signals).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
@@ -28,6 +36,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -86,8 +95,15 @@ bench_empty(int sig, siginfo_t *si, void *uc)
     atomic_fetch_add_explicit(&bench_signals, 1, memory_order_relaxed);
 }
 
+enum bench_delivery {
+    BENCH_FASYNC = 0,  /* F_SETSIG SIGPROF to the thread, as the perf engine does */
+    BENCH_NOSIG = 1,   /* no signal: the overflow alone */
+    BENCH_SIGTRAP = 2, /* attr.sigtrap */
+};
+
+/* The thread's cpu-clock event at hz, disabled; -1 with errno when refused. */
 static int
-bench_perf_open(unsigned hz)
+bench_perf_open(unsigned hz, enum bench_delivery how)
 {
     struct perf_event_attr a;
     struct f_owner_ex o = { F_OWNER_TID, (pid_t)syscall(SYS_gettid) };
@@ -102,12 +118,99 @@ bench_perf_open(unsigned hz)
     a.exclude_hv = 1;
     a.disabled = 1;
     a.wakeup_events = 1;
+    if (how == BENCH_SIGTRAP) {
+#ifdef PERF_ATTR_SIZE_VER7
+        a.sigtrap = 1;
+        a.remove_on_exec = 1; /* the kernel requires it with sigtrap */
+#else
+        errno = EINVAL;
+        return -1;
+#endif
+    }
     fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-    if (fd < 0 || fcntl(fd, F_SETOWN_EX, &o) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
-        fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0) {
+    if (fd < 0) {
+        return -1;
+    }
+    if (how == BENCH_FASYNC &&
+        (fcntl(fd, F_SETOWN_EX, &o) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
+         fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0)) {
+        close(fd);
         return -1;
     }
     return fd;
+}
+
+/* Starts configuration k's bare clock (5..8) with bench_empty on its signal. 0, 1 to skip the
+ * configuration (the kernel refuses it), -1 on error. */
+static int
+bench_clock_start(int k, unsigned hz, int *fd, timer_t *timer)
+{
+    struct sigaction sa;
+    struct sigevent sev;
+    struct itimerspec its;
+    struct itimerval itv;
+    long ns = 1000000000L / (long)hz;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = bench_empty;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGPROF, &sa, NULL);
+    sigaction(SIGTRAP, &sa, NULL);
+    atomic_store(&bench_signals, 0);
+    switch (k) {
+    case 5:
+    case 6:
+        *fd = bench_perf_open(hz, k == 5 ? BENCH_NOSIG : BENCH_SIGTRAP);
+        if (*fd < 0) {
+            return k == 6 ? 1 : -1;
+        }
+        return ioctl(*fd, PERF_EVENT_IOC_ENABLE, 0) == 0 ? 0 : -1;
+    case 7:
+        memset(&sev, 0, sizeof(sev));
+        sev.sigev_notify = SIGEV_THREAD_ID;
+        sev.sigev_signo = SIGPROF;
+        sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+        its.it_interval.tv_sec = 0;
+        its.it_interval.tv_nsec = ns;
+        its.it_value = its.it_interval;
+        if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, timer) != 0 ||
+            timer_settime(*timer, 0, &its, NULL) != 0) {
+            return -1;
+        }
+        return 0;
+    default:
+        itv.it_interval.tv_sec = 0;
+        itv.it_interval.tv_usec = ns / 1000;
+        itv.it_value = itv.it_interval;
+        return setitimer(ITIMER_PROF, &itv, NULL) == 0 ? 0 : -1;
+    }
+}
+
+/* Stops configuration k's bare clock; *sigs gets its signals (perf-nosig: the overflows that
+ * burning ns of CPU implies). */
+static void
+bench_clock_stop(int k, unsigned hz, int fd, timer_t timer, uint64_t ns, unsigned *sigs)
+{
+    struct sigaction sa;
+    struct itimerval zero;
+
+    if (k == 5 || k == 6) {
+        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+        close(fd);
+    } else if (k == 7) {
+        timer_delete(timer);
+    } else {
+        memset(&zero, 0, sizeof(zero));
+        setitimer(ITIMER_PROF, &zero, NULL);
+    }
+    *sigs = k == 5 ? (unsigned)(ns * hz / 1000000000u) : atomic_load(&bench_signals);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_IGN; /* discards a signal still pending */
+    sigaction(SIGPROF, &sa, NULL);
+    sigaction(SIGTRAP, &sa, NULL);
+    sa.sa_handler = SIG_DFL;
+    sigaction(SIGPROF, &sa, NULL);
+    sigaction(SIGTRAP, &sa, NULL);
 }
 
 static int
@@ -125,10 +228,12 @@ bench_median(double *v, int n)
     return v[n / 2];
 }
 
-#define BENCH_CONFIGS 5
+#define BENCH_CONFIGS 9
 
-static const char *const bench_names[BENCH_CONFIGS] = { "bare", "perf-empty", "agent-perf",
-                                                        "agent-nocache", "agent-timer" };
+static const char *const bench_names[BENCH_CONFIGS] = {
+    "bare",       "perf-empty",   "agent-perf",  "agent-nocache", "agent-timer",
+    "perf-nosig", "perf-sigtrap", "timer-empty", "itimer-empty",
+};
 
 /* One run of configuration k: burns the units and returns the CPU ns; *sigs gets the signals. */
 static int
@@ -137,16 +242,29 @@ bench_run(int k, unsigned hz, unsigned units, uint64_t *ns, unsigned *sigs)
     struct sigaction sa;
     struct ag_config cfg;
     struct ag_stats st;
-    int fd = -1;
+    timer_t timer;
+    int fd = -1, err;
 
     *sigs = 0;
     memset(&sa, 0, sizeof(sa));
+    if (k >= 5) {
+        err = bench_clock_start(k, hz, &fd, &timer);
+        if (err != 0) {
+            if (err < 0) {
+                fprintf(stderr, "bench-engine: %s: %s\n", bench_names[k], strerror(errno));
+            }
+            return err;
+        }
+        *ns = bench_deep(32, units);
+        bench_clock_stop(k, hz, fd, timer, *ns, sigs);
+        return 0;
+    }
     if (k == 1) {
+        fd = bench_perf_open(hz, BENCH_FASYNC);
         sa.sa_sigaction = bench_empty;
         sa.sa_flags = SA_SIGINFO | SA_RESTART;
         sigaction(SIGPROF, &sa, NULL);
         atomic_store(&bench_signals, 0);
-        fd = bench_perf_open(hz);
         if (fd < 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
             fprintf(stderr, "bench-engine: perf_event_open refused\n");
             return -1;
@@ -196,6 +314,7 @@ main(int argc, char **argv)
     const unsigned units = argc > 3 ? (unsigned)atoi(argv[3]) : 20000;
     double per_unit[BENCH_CONFIGS][64], cost[BENCH_CONFIGS][64], sigs[BENCH_CONFIGS][64];
     double ratio[64], med_cost[BENCH_CONFIGS];
+    int skipped[BENCH_CONFIGS] = { 0 };
 
     if (rounds < 1 || rounds > 64 || hz == 0 || hz > 1000 || units == 0) {
         fprintf(stderr, "usage: bench-engine [RATE 1..1000 [ROUNDS 1..64 [UNITS]]]\n");
@@ -205,10 +324,20 @@ main(int argc, char **argv)
         for (i = 0; i < BENCH_CONFIGS; i++) {
             uint64_t ns;
             unsigned n;
+            int err;
 
             k = (i + r) % BENCH_CONFIGS; /* rotating order: drift spreads evenly */
-            if (bench_run(k, hz, units, &ns, &n) != 0) {
+            if (skipped[k]) {
+                ns = 0;
+                n = 0;
+            } else if ((err = bench_run(k, hz, units, &ns, &n)) < 0) {
                 return 1;
+            } else if (err > 0) {
+                fprintf(stderr, "bench-engine: %s refused by this kernel: skipped\n",
+                        bench_names[k]);
+                skipped[k] = 1;
+                ns = 0;
+                n = 0;
             }
             per_unit[k][r] = (double)ns / units;
             sigs[k][r] = n;
@@ -231,6 +360,11 @@ main(int argc, char **argv)
             c[r] = cost[k][r];
             n[r] = sigs[k][r];
         }
+        if (skipped[k]) {
+            printf("  %-13s refused by this kernel\n", bench_names[k]);
+            med_cost[k] = 0;
+            continue;
+        }
         printf("  %-13s %8.1f ns/unit", bench_names[k], bench_median(u, rounds));
         if (k > 0) {
             med_cost[k] = bench_median(c, rounds); /* sorts c */
@@ -244,5 +378,10 @@ main(int argc, char **argv)
            med_cost[1] > 0 ? med_cost[2] / med_cost[1] : 0.0, bench_median(ratio, rounds));
     printf("  agent-nocache / perf-empty: %.2f; agent-timer signals are the tick-bound ones\n",
            med_cost[1] > 0 ? med_cost[3] / med_cost[1] : 0.0);
+    printf("  of a perf-empty sample: the overflow alone %.0f ns, the F_SETSIG delivery %.0f ns;"
+           " perf-sigtrap / perf-empty %.2f; timer-empty / itimer-empty %.2f\n",
+           med_cost[5], med_cost[1] - med_cost[5],
+           med_cost[1] > 0 ? med_cost[6] / med_cost[1] : 0.0,
+           med_cost[8] > 0 ? med_cost[7] / med_cost[8] : 0.0);
     return 0;
 }
