@@ -30,7 +30,11 @@ run() {
   echo "$name: $wl at $hz Hz, engine $got"
   [[ $got == "$engine" ]] || { echo "FAIL: $name ran engine '$got', expected '$engine'"; fail=1; }
   python3 "$EVAL" "$T/$name.json" "$T/$name.folded" --hz "$hz" --max-error "${MAX_ERROR:-1.0}" \
-    --min-capture "${MIN_CAPTURE:-0}" || { echo "FAIL: $name"; fail=1; }
+    --min-capture "${MIN_CAPTURE:-0}" || {
+    echo "FAIL: $name; its measured CPU: $(cat "$T/$name.json"); the recording:"
+    "$PP" report --threads --top 12 "$T/$name.nettrace" 2>&1 | sed 's/^/    /'
+    fail=1
+  }
 }
 
 perf_ok=1

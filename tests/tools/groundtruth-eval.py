@@ -58,5 +58,10 @@ if a.hz > 0 and not a.speedscope:
     capture = total / (cpu / 1e9 * a.hz)
     line += "; capture %.1f%% of %.0f CPU-s x %g Hz" % (100 * capture, cpu / 1e9, a.hz)
     ok = ok and capture >= a.min_capture
+# Samples under none of the work functions (a stack cut short, another thread): named when a run
+# fails, so a failure says whether the samples were missing or in the wrong place.
+other = total - sum(got.values())
+if other > 0.005 * total:
+    line += "; %.1f%% of the profile under no work function" % (100.0 * other / total)
 print(line)
 sys.exit(0 if ok else 1)
