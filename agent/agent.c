@@ -210,6 +210,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.cpu_sampled_n, 0);
     atomic_store(&ag.n_cpu_weight, 0);
     atomic_store(&ag.n_perf_refused, 0);
+    atomic_store(&ag.n_perf_promoted, 0);
     atomic_store(&ag.n_cpu_tails, 0);
     atomic_store(&ag.n_not_code, 0);
     ag.perf_unavailable = 0;
@@ -400,6 +401,7 @@ ag_stats_get(struct ag_stats *out)
     out->effective_hz_wall = wall_active != 0 ? (double)passes * 1e9 / (double)wall_active : 0.0;
     out->cpu_weight = atomic_load(&ag.n_cpu_weight);
     out->perf_refused = atomic_load(&ag.n_perf_refused);
+    out->perf_promoted = atomic_load(&ag.n_perf_promoted);
     out->cpu_tails = atomic_load(&ag.n_cpu_tails);
     pthread_mutex_lock(&ag.reg_lock);
     if (ag.threads != NULL) {

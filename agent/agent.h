@@ -228,6 +228,8 @@ struct ag_stats {
     uint64_t threads_perf;     /* threads sampled by the perf_event engine now */
     uint64_t threads_timer;    /* threads sampled by CPU-time timers now */
     uint64_t perf_refused;     /* perf_event_open failures that fell back to a timer */
+    uint64_t perf_promoted;    /* threads auto moved from the timers to perf: the tick missed
+                                  their runs (a bursty thread in step with the tick) */
     uint64_t threads_seen;     /* threads registered */
     uint64_t threads_dropped;  /* registrations refused (registry full: counted again on each
                                   rescan) and timer_create failures */

@@ -132,11 +132,14 @@ struct ag_thread {
     _Atomic int perf_fd;          /* reg; read by the handler to recognise its signal */
     int scan_seen;                /* reg: manager scratch */
     int exit_hooked;              /* reg: its key destructor will claim its final sample */
-    uint64_t scan_cpu_ns;         /* reg: CPU time at the last scan (threads not exit_hooked) */
-    unsigned name_gen;            /* reg: bumped when name changes */
-    unsigned name_gen_reported;   /* drain */
-    int announced;                /* drain: THREAD_START sent */
-    char name[AG_NAME_MAX];       /* reg */
+    int perf_promoted; /* reg: auto moved it from the timers to perf (ag_cpu_engine_check_locked) */
+    _Atomic uint32_t timer_samples, timer_weight; /* self: timer-engine samples, their weights */
+    uint32_t scan_samples, scan_weight;           /* reg: those at the previous scan */
+    uint64_t scan_cpu_ns;       /* reg: CPU time at the last scan (threads not exit_hooked) */
+    unsigned name_gen;          /* reg: bumped when name changes */
+    unsigned name_gen_reported; /* drain */
+    int announced;              /* drain: THREAD_START sent */
+    char name[AG_NAME_MAX];     /* reg */
     /* The stack recorded by an interposed blocking call: a seqlock written by the thread
      * (odd while writing), read by the wall thread, which retries on a change. */
     _Atomic uint32_t blk_seq;
@@ -200,6 +203,7 @@ struct ag_agent {
     _Atomic uint64_t n_threads, n_threads_dropped, n_eintr_seen, n_eintr_absorbed, n_cfi_steps;
     _Atomic uint64_t n_not_code; /* stacks cut at a frame outside every executable mapping */
     _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused, n_cpu_tails;
+    _Atomic uint64_t n_perf_promoted;
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
     unsigned tick_hz;     /* the kernel's scheduler tick rate (ag_kernel_tick_hz()), 0 unknown */
     _Atomic uint64_t wall_passes, wall_start_ns, wall_active_ns;
@@ -313,6 +317,9 @@ enum ag_cpu_engine ag_cpu_engine_for_rate(enum ag_cpu_engine configured, unsigne
  * t is sampled in CPU mode. cpu_clock: the clock to read (CLOCK_THREAD_CPUTIME_ID on the thread
  * itself, else its per-thread clock). reg_lock held. */
 void ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock);
+/* Auto's check, each scan, of a thread on the timers: one the tick does not sample as it should
+ * moves to perf (timer.c says why). */
+void ag_cpu_engine_check_locked(struct ag_thread *t);
 /* The same with the thread's CPU time cpu read earlier (a thread that has exited since). */
 void ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu);
 /* A thread's CPU clock from its tid (the kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */

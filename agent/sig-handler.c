@@ -195,6 +195,10 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         s->weight = (uint16_t)ag_sig_cpu_weigh(t, cpu, period, 1, &delta);
         s->cpu_delta_ns = delta != 0 ? delta : period;
         atomic_fetch_add_explicit(&ag.n_cpu_weight, s->weight, memory_order_relaxed);
+        if (engine == AG_CPU_ENGINE_TIMER) { /* what auto's check reads (timer.c) */
+            atomic_fetch_add_explicit(&t->timer_samples, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&t->timer_weight, s->weight, memory_order_relaxed);
+        }
         if (delta != 0) {
             atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);
             atomic_fetch_add_explicit(&ag.cpu_sampled_n, 1, memory_order_relaxed);

@@ -239,6 +239,11 @@ ag_thread_register_locked(int32_t tid, int self)
     t->scan_seen = 1;
     t->exit_hooked = 0;
     t->scan_cpu_ns = 0;
+    t->perf_promoted = 0;
+    atomic_store_explicit(&t->timer_samples, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->timer_weight, 0, memory_order_relaxed);
+    t->scan_samples = 0;
+    t->scan_weight = 0;
     t->tail_weight = 0;
     t->tail_cpu_ns = 0;
     t->dropped_reported = atomic_load_explicit(&t->dropped, memory_order_relaxed);
@@ -487,6 +492,7 @@ ag_threads_scan(void)
                 t->scan_cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
             }
         }
+        ag_cpu_engine_check_locked(t);
         ag_thread_name_read(atomic_load_explicit(&t->tid, memory_order_relaxed), name);
         if (name[0] != '\0') {
             ag_thread_name_set_locked(t, name);

@@ -62,7 +62,18 @@ pp_collect_open(struct pp_collect *c, int timeout_ms, int *fd)
     int err;
 
     if (c->port == NULL) {
-        return ipc_client_connect(c->sock, fd);
+        int tries;
+
+        /* A server binds its socket (the file appears) a moment before it listens: a client that
+         * finds a process just started may be refused in between (seen once in CI, 1000 Hz
+         * torture host on a loaded machine). Refusals are retried for up to a second. */
+        for (tries = 0;; tries++) {
+            err = ipc_client_connect(c->sock, fd);
+            if (err != -ECONNREFUSED || tries == 50) {
+                return err;
+            }
+            usleep(20000);
+        }
     }
     err = ipc_client_accept_advertise(c->listen_fd, timeout_ms, c->ad_pid, fd, cookie, &pid);
     if (err == 0 && c->ad_pid == 0) {

@@ -9,7 +9,8 @@
 #     without frame pointers, at 250 Hz;
 #   - as an unprivileged user (setpriv to nobody) at 100, 250 and 1000 Hz, where the samples must
 #     also reach 99 % of (measured CPU seconds x rate), with the engine the agent chooses itself:
-#     CPU-time timers up to the kernel's tick rate, perf_event above it.
+#     CPU-time timers up to the kernel's tick rate (bursty threads the tick misses moved to
+#     perf_event), perf_event above it.
 set -euo pipefail
 B=${PP_BINARY_DIR:?}
 S=${PP_SOURCE_DIR:?}
@@ -28,7 +29,10 @@ run() {
   "$PP" convert --format folded -o "$T/$name.folded" "$T/$name.nettrace" 2>/dev/null
   got=$("$PP" report --format json "$T/$name.nettrace" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_engine"])')
   echo "$name: $wl at $hz Hz, engine $got"
-  [[ $got == "$engine" ]] || { echo "FAIL: $name ran engine '$got', expected '$engine'"; fail=1; }
+  # "timer" for auto at or below the tick's rate may be "mixed": auto moves a thread the tick
+  # misses (a bursty one) to perf_event.
+  [[ $got == "$engine" || ($engine == timer-or-mixed && ($got == timer || $got == mixed)) ]] ||
+    { echo "FAIL: $name ran engine '$got', expected '$engine'"; fail=1; }
   python3 "$EVAL" "$T/$name.json" "$T/$name.folded" --hz "$hz" --max-error "${MAX_ERROR:-1.0}" \
     --min-capture "${MIN_CAPTURE:-0}" || {
     echo "FAIL: $name; its measured CPU: $(cat "$T/$name.json"); the recording:"
@@ -63,7 +67,7 @@ if [[ $perf_ok == 1 ]] && command -v setpriv >/dev/null && [[ $(id -u) == 0 ]]; 
   tick=$(python3 -c 'import time; print(round(1 / time.clock_getres(6)))')
   for hz in 100 250 1000; do
     engine=perf_event
-    ((hz <= tick)) && engine=timer
+    ((hz <= tick)) && engine=timer-or-mixed
     MIN_CAPTURE=0.99 run "nobody-$hz" "$hz" "$engine" pp-sample-groundtruth \
       setpriv --reuid=nobody --regid=nogroup --clear-groups
   done
