@@ -62,12 +62,15 @@ ag_manager_sleep(unsigned ms)
  * module wakes it at once, so a library just loaded with dlopen unwinds by its CFI within a
  * moment rather than at the next scan or drain (python3's extension modules, built without frame
  * pointers, lost 1-2 % of their stacks at 1000 Hz with 50 ms between drains). Code no new module
- * explains (JIT code) leaves the flag set until the next scan: at most one extra wake per scan.
+ * explains (JIT code) holds the flag for AG_NEW_CODE_HOLD_NS before it may wake the manager again:
+ * at most 20 such wakes a second, and a library loaded after a false alarm waits that long.
  */
+#define AG_NEW_CODE_HOLD_NS (50u * 1000000u)
+
 static void *
 ag_manager_main(void *arg)
 {
-    uint64_t next_scan = 0, now;
+    uint64_t next_scan = 0, hold_until = 0, now, until;
 
     (void)arg;
     ag_thread_exclude_self();
@@ -91,12 +94,16 @@ ag_manager_main(void *arg)
         if (err < 0) {
             ag_log(AG_LOG_DEBUG, "modules: refresh: %s", strerror(-err));
         }
-        if (scanned || changed) {
-            atomic_store_explicit(&ag_sig_unknown_code, 0, memory_order_relaxed);
-        }
         now = ag_now_ns();
-    } while (!ag_manager_sleep(next_scan > now ? (unsigned)((next_scan - now + 999999) / 1000000)
-                                               : 0));
+        if (scanned || changed || (hold_until != 0 && now >= hold_until)) {
+            atomic_store_explicit(&ag_sig_unknown_code, 0, memory_order_relaxed);
+            hold_until = 0;
+        } else if (hold_until == 0 &&
+                   atomic_load_explicit(&ag_sig_unknown_code, memory_order_relaxed) == 2) {
+            hold_until = now + AG_NEW_CODE_HOLD_NS; /* a false alarm: held, then let go */
+        }
+        until = hold_until != 0 && hold_until < next_scan ? hold_until : next_scan;
+    } while (!ag_manager_sleep(until > now ? (unsigned)((until - now + 999999) / 1000000) : 0));
     return NULL;
 }
 
