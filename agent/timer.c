@@ -291,9 +291,11 @@ fail:
     return err;
 }
 
-/* Arms thread t with the perf engine. 0, or -errno and t unchanged. */
+/* Arms thread t with the perf engine, its CPU-time baseline restarted unless keep_baseline (a
+ * thread moved from the timers: its first perf sample carries what they missed). 0, or -errno and
+ * t unchanged. */
 static int
-ag_perf_sync_locked(struct ag_thread *t, int32_t tid, unsigned hz)
+ag_perf_sync_locked(struct ag_thread *t, int32_t tid, unsigned hz, int keep_baseline)
 {
     uint64_t period = 1000000000u / hz;
     int fd, err;
@@ -310,11 +312,24 @@ ag_perf_sync_locked(struct ag_thread *t, int32_t tid, unsigned hz)
     if (err != 0) {
         return err;
     }
-    ag_timer_baseline(t, tid);
+    if (!keep_baseline) {
+        ag_timer_baseline(t, tid);
+    }
     atomic_store_explicit(&t->perf_fd, fd, memory_order_release);
     t->has_perf = 1;
     t->timer_hz = hz;
     return 0;
+}
+
+/* A refusal of perf_event_open that will not pass turns perf off for the rest of the run. */
+static void
+ag_perf_note_refusal(int err)
+{
+    if (ag_perf_refused_for_good(-err) && !ag.perf_unavailable) {
+        ag.perf_unavailable = 1;
+        ag_log(AG_LOG_INFO, "cpu engine: perf_event_open refused (%s): CPU-time timers",
+               strerror(-err));
+    }
 }
 
 /*
@@ -339,7 +354,7 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
     int32_t tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
     uint64_t period, last;
     struct timespec ts;
-    int late, fd;
+    int late, err;
 
     t->scan_samples = n;
     t->scan_weight = w;
@@ -355,13 +370,16 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
         late = last != 0 && clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0 &&
                (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec >= last + 2 * period;
     }
-    if (!late || ag_perf_open(tid, t->timer_hz, &fd) != 0) {
-        return; /* a refusal leaves it on the timers; the next scan tries again */
+    if (!late) {
+        return;
+    }
+    err = ag_perf_sync_locked(t, tid, t->timer_hz, 1);
+    if (err != 0) {
+        ag_perf_note_refusal(err); /* it stays on the timers; a passing error is tried again */
+        return;
     }
     timer_delete(t->timer);
     t->has_timer = 0;
-    atomic_store_explicit(&t->perf_fd, fd, memory_order_release);
-    t->has_perf = 1;
     t->perf_promoted = 1;
     atomic_fetch_add_explicit(&ag.n_perf_promoted, 1, memory_order_relaxed);
     ag_log(AG_LOG_DEBUG, "cpu engine: thread %d to perf_event (the tick missed its runs)",
@@ -395,7 +413,7 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
         return;
     }
     if (!t->has_timer && engine == AG_CPU_ENGINE_PERF && !ag.perf_unavailable) {
-        err = ag_perf_sync_locked(t, tid, hz);
+        err = ag_perf_sync_locked(t, tid, hz, 0);
         if (err == 0) {
             return;
         }
@@ -403,11 +421,7 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
         if (err == -ESRCH) {
             return; /* the thread exited under us */
         }
-        if (ag_perf_refused_for_good(-err)) {
-            ag.perf_unavailable = 1;
-            ag_log(AG_LOG_INFO, "cpu engine: perf_event_open refused (%s): CPU-time timers",
-                   strerror(-err));
-        }
+        ag_perf_note_refusal(err);
         if (ag.cfg.cpu_engine == AG_CPU_ENGINE_PERF) {
             atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
             ag_log(AG_LOG_WARN, "cpu engine perf: thread %d not sampled: %s", (int)tid,
