@@ -17,7 +17,11 @@
  *   perf-sigtrap the overflows delivered as the event's own SIGTRAP (attr.sigtrap, Linux 5.13+:
  *               task work instead of F_SETSIG's irq_work self-interrupt), empty handler;
  *   timer-empty a CPU-time timer (timer_create, the timer engine's clock) with an empty handler;
- *   itimer-empty ITIMER_PROF with an empty handler: gperftools' CPU profiler's clock.
+ *   itimer-empty ITIMER_PROF with an empty handler: gperftools' CPU profiler's clock;
+ *   hrtimer-bare the same cpu-clock event counting neither user nor kernel mode: its
+ *               high-resolution timer still fires at RATE while the thread runs, but no overflow
+ *               is taken, so this is the timer interrupt alone, what any sampler that beats the
+ *               tick pays per sample ("signals" here is the expiries the run's CPU time implies).
  * Cost per signal = (CPU per unit - bare CPU per unit of the same round) x units / signals.
  * Configurations run in rotating order within a round. Prints, per configuration, the median
  * and the quartiles over the rounds, and the ratio agent-perf / perf-empty both of the medians
@@ -99,6 +103,7 @@ enum bench_delivery {
     BENCH_FASYNC = 0,  /* F_SETSIG SIGPROF to the thread, as the perf engine does */
     BENCH_NOSIG = 1,   /* no signal: the overflow alone */
     BENCH_SIGTRAP = 2, /* attr.sigtrap */
+    BENCH_NOMODE = 3,  /* user mode excluded too: the hrtimer fires, never overflows */
 };
 
 /* The thread's cpu-clock event at hz, disabled; -1 with errno when refused. */
@@ -116,6 +121,7 @@ bench_perf_open(unsigned hz, enum bench_delivery how)
     a.sample_period = 1000000000u / hz;
     a.exclude_kernel = 1;
     a.exclude_hv = 1;
+    a.exclude_user = how == BENCH_NOMODE;
     a.disabled = 1;
     a.wakeup_events = 1;
     if (how == BENCH_SIGTRAP) {
@@ -140,7 +146,7 @@ bench_perf_open(unsigned hz, enum bench_delivery how)
     return fd;
 }
 
-/* Starts configuration k's bare clock (5..8) with bench_empty on its signal. 0, 1 to skip the
+/* Starts configuration k's bare clock (5..9) with bench_empty on its signal. 0, 1 to skip the
  * configuration (the kernel refuses it), -1 on error. */
 static int
 bench_clock_start(int k, unsigned hz, int *fd, timer_t *timer)
@@ -160,7 +166,8 @@ bench_clock_start(int k, unsigned hz, int *fd, timer_t *timer)
     switch (k) {
     case 5:
     case 6:
-        *fd = bench_perf_open(hz, k == 5 ? BENCH_NOSIG : BENCH_SIGTRAP);
+    case 9:
+        *fd = bench_perf_open(hz, k == 5 ? BENCH_NOSIG : k == 6 ? BENCH_SIGTRAP : BENCH_NOMODE);
         if (*fd < 0) {
             return k == 6 ? 1 : -1;
         }
@@ -186,15 +193,15 @@ bench_clock_start(int k, unsigned hz, int *fd, timer_t *timer)
     }
 }
 
-/* Stops configuration k's bare clock; *sigs gets its signals (perf-nosig: the overflows that
- * burning ns of CPU implies). */
+/* Stops configuration k's bare clock; *sigs gets its signals (perf-nosig, hrtimer-bare: the
+ * expiries that burning ns of CPU implies). */
 static void
 bench_clock_stop(int k, unsigned hz, int fd, timer_t timer, uint64_t ns, unsigned *sigs)
 {
     struct sigaction sa;
     struct itimerval zero;
 
-    if (k == 5 || k == 6) {
+    if (k == 5 || k == 6 || k == 9) {
         ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
         close(fd);
     } else if (k == 7) {
@@ -203,7 +210,7 @@ bench_clock_stop(int k, unsigned hz, int fd, timer_t timer, uint64_t ns, unsigne
         memset(&zero, 0, sizeof(zero));
         setitimer(ITIMER_PROF, &zero, NULL);
     }
-    *sigs = k == 5 ? (unsigned)(ns * hz / 1000000000u) : atomic_load(&bench_signals);
+    *sigs = k == 5 || k == 9 ? (unsigned)(ns * hz / 1000000000u) : atomic_load(&bench_signals);
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = SIG_IGN; /* discards a signal still pending */
     sigaction(SIGPROF, &sa, NULL);
@@ -228,11 +235,11 @@ bench_median(double *v, int n)
     return v[n / 2];
 }
 
-#define BENCH_CONFIGS 9
+#define BENCH_CONFIGS 10
 
 static const char *const bench_names[BENCH_CONFIGS] = {
     "bare",       "perf-empty",   "agent-perf",  "agent-nocache", "agent-timer",
-    "perf-nosig", "perf-sigtrap", "timer-empty", "itimer-empty",
+    "perf-nosig", "perf-sigtrap", "timer-empty", "itimer-empty",  "hrtimer-bare",
 };
 
 /* One run of configuration k: burns the units and returns the CPU ns; *sigs gets the signals. */
@@ -383,5 +390,8 @@ main(int argc, char **argv)
            med_cost[5], med_cost[1] - med_cost[5],
            med_cost[1] > 0 ? med_cost[6] / med_cost[1] : 0.0,
            med_cost[8] > 0 ? med_cost[7] / med_cost[8] : 0.0);
+    printf("  the timer interrupt alone (hrtimer-bare) %.0f ns: %.2f %% of a CPU at %u Hz before "
+           "any sample is taken\n",
+           med_cost[9], med_cost[9] * hz / 1e7, hz);
     return 0;
 }
