@@ -219,6 +219,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_perf_refused, 0);
     atomic_store(&ag.n_perf_promoted, 0);
     atomic_store(&ag.n_cpu_tails, 0);
+    atomic_store(&ag.cpu_unseen_ns, 0);
     atomic_store(&ag.n_not_code, 0);
     ag.perf_unavailable = 0;
     ag.tick_hz = ag_kernel_tick_hz();
@@ -381,6 +382,23 @@ ag_sampling_release(enum ag_mode mode, unsigned hz)
     return err;
 }
 
+/* Never called: its entry is the leaf frame of AG_SOURCE_UNSEEN samples, so that its name says
+ * in every consumer's view what the agent knows of that CPU time. Exported (shim/libpipeprof.map)
+ * so that a stripped libpipeprof.so still names it. */
+__attribute__((visibility("default"), noinline, used)) void pipeprof_cpu_while_signal_blocked(void);
+
+void
+pipeprof_cpu_while_signal_blocked(void)
+{
+    __asm__ volatile("" ::: "memory"); /* a body of its own: no two functions share the name */
+}
+
+uint64_t
+ag_unseen_pc(void)
+{
+    return (uint64_t)(uintptr_t)pipeprof_cpu_while_signal_blocked;
+}
+
 void
 ag_stats_get(struct ag_stats *out)
 {
@@ -410,6 +428,7 @@ ag_stats_get(struct ag_stats *out)
     out->perf_refused = atomic_load(&ag.n_perf_refused);
     out->perf_promoted = atomic_load(&ag.n_perf_promoted);
     out->cpu_tails = atomic_load(&ag.n_cpu_tails);
+    out->cpu_unseen_ns = atomic_load(&ag.cpu_unseen_ns);
     pthread_mutex_lock(&ag.reg_lock);
     if (ag.threads != NULL) {
         unsigned i, high = atomic_load(&ag.high);

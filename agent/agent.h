@@ -162,6 +162,12 @@ enum ag_sample_source {
                               when it exited or by ag_cpu_flush(); its frames are those of the
                               thread's last CPU sample, else (a thread started by pthread_create
                               that had none) its start routine under start_thread */
+    AG_SOURCE_UNSEEN = 5,  /* CPU mode: CPU the thread burned while it blocked the sampling
+                              signal, so no sample saw where. frames[0] is ag_unseen_pc() (the
+                              marker function pipeprof_cpu_while_signal_blocked), then the
+                              stack of the call that unblocked it (pthread_sigmask,
+                              sigprocmask), or at the thread's exit or a flush, its last
+                              CPU sample's. Counted, never given to a stack it did not run. */
 };
 
 /* One sample. Frames are instruction addresses, leaf first; frames[0] is the interrupted pc (of
@@ -239,6 +245,8 @@ struct ag_stats {
     uint64_t unwind_not_code;  /* stacks cut at a frame outside every executable mapping */
     uint64_t cpu_sampled_ns;   /* CPU time covered by CPU-mode samples (sum of deltas) */
     uint64_t cpu_tails;        /* final samples (AG_SOURCE_TAIL) claimed at exits and flushes */
+    uint64_t cpu_unseen_ns;    /* CPU time burned with the sampling signal blocked (in
+                                  AG_SOURCE_UNSEEN samples: where it went is not known) */
     uint64_t memory_bytes;     /* mapped by the agent: the thread registry and every ring */
     unsigned requested_hz_cpu; /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;
@@ -246,6 +254,14 @@ struct ag_stats {
                                  the kernel tick at most; weights make up the rest) */
     double effective_hz_wall; /* wall passes per second actually achieved */
 };
+
+/*
+ * The address AG_SOURCE_UNSEEN samples carry as their leaf frame: the entry of a function of the
+ * agent's named pipeprof_cpu_while_signal_blocked, which never runs, so that every consumer
+ * (TraceEvent through the rundown, pipeprof's own formats) shows that name where the time went
+ * unseen. Consumers that hide the agent's own frames keep this one.
+ */
+uint64_t ag_unseen_pc(void);
 
 /*
  * Ends every thread's CPU accounting at now, without stopping sampling: the CPU each thread

@@ -28,7 +28,8 @@ ag_drain_check_frames(struct ag_sample *s)
     for (i = 0; i < s->depth; i++) {
         uint64_t pc = s->frames[i];
 
-        if (i > 0 || (s->source != AG_SOURCE_SIGNAL && s->source != AG_SOURCE_TAIL)) {
+        if (i > 0 || (s->source != AG_SOURCE_SIGNAL && s->source != AG_SOURCE_TAIL &&
+                      s->source != AG_SOURCE_UNSEEN)) {
             pc -= pc != 0;
         }
         if (pc < 4096 || !ag_codemap_contains(pc)) {
@@ -45,6 +46,7 @@ struct ag_drain_tail {
     uint64_t ts, cpu_time_ns, cpu_ns;
     uint32_t weight;
     uint8_t engine;
+    uint8_t unseen; /* run with the signal blocked: AG_SOURCE_UNSEEN */
 };
 
 /* The final sample being delivered (drain_lock): a sample with room for any stack. */
@@ -106,22 +108,25 @@ ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
         t->tail_cpu_time_ns = tail->cpu_time_ns;
         t->tail_engine = tail->engine;
     }
+    t->tail_unseen |= tail->unseen;
     t->tail_weight += tail->weight;
     t->tail_cpu_ns += tail->cpu_ns;
     pthread_mutex_unlock(&ag.reg_lock);
 }
 
 /* Delivers a thread's final sample with the stack of its last CPU sample (else its start routine
- * under its callers; with neither, nothing is delivered). Returns fn's value. */
+ * under its callers; with neither, nothing is delivered). One that ran with the signal blocked
+ * is AG_SOURCE_UNSEEN: the marker frame over that stack (or alone). Returns fn's value. */
 static int
 ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail, ag_record_fn fn,
               void *ctx, int *n)
 {
     struct ag_sample *s = &ag_drain_tail_buf.s;
     struct ag_record rec;
-    uint32_t depth = t->last_depth < ag.cfg.max_frames ? t->last_depth : ag.cfg.max_frames;
+    uint32_t max = ag.cfg.max_frames - (tail->unseen ? 1u : 0u);
+    uint32_t depth = t->last_depth < max ? t->last_depth : max;
 
-    if (depth == 0) {
+    if (depth == 0 && !tail->unseen) {
         return 0; /* no stack is known for it (a thread found by the scan, never sampled) */
     }
     memset(s, 0, sizeof(*s));
@@ -130,7 +135,7 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
     s->tid = tid;
     s->mode = AG_MODE_CPU;
     s->state = AG_STATE_RUNNING;
-    s->source = AG_SOURCE_TAIL;
+    s->source = tail->unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL;
     s->unwinder = t->last_unwinder;
     s->end = t->last_end;
     s->engine = tail->engine;
@@ -138,6 +143,23 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
     s->cpu_delta_ns = tail->cpu_ns;
     s->depth = depth;
     memcpy(s->frames, t->last_frames, depth * sizeof(uint64_t));
+    if (tail->unseen) {
+        /* Where the thread was while its signal was blocked is not known: of the last stack
+         * only the frames every stack of the thread shares (its start routine under its
+         * callers, when the last walk reached them) go under the marker. */
+        uint32_t from = depth, keep = 0;
+
+        if (t->root_depth != 0 && depth >= t->root_depth && t->last_end == AG_UNWIND_END_ROOT) {
+            from = depth - t->root_depth;
+            keep = t->root_depth;
+        }
+        memmove(s->frames + 1, s->frames + from, keep * sizeof(uint64_t));
+        s->frames[0] = ag_unseen_pc();
+        /* A leaf (interrupted pc, start routine entry) becoming a caller is looked up at address
+         * - 1 by consumers: + 1 keeps it in its function. */
+        s->frames[1] += keep != 0 && from == 0;
+        s->depth = keep + 1;
+    }
     memset(&rec, 0, sizeof(rec));
     rec.kind = AG_RECORD_SAMPLE;
     rec.tid = tid;
@@ -180,6 +202,8 @@ ag_drain(ag_record_fn fn, void *ctx)
         tail.cpu_ns = t->tail_cpu_ns;
         tail.weight = state != AG_SLOT_FREE ? t->tail_weight : 0;
         tail.engine = t->tail_engine;
+        tail.unseen = t->tail_unseen;
+        t->tail_unseen = 0;
         t->tail_weight = 0;
         t->tail_cpu_ns = 0;
         pthread_mutex_unlock(&ag.reg_lock);

@@ -151,11 +151,18 @@ struct ag_thread {
     uint64_t tail_ts, tail_cpu_time_ns, tail_cpu_ns;
     uint32_t tail_weight;
     uint8_t tail_engine;
+    uint8_t tail_unseen; /* reg: the final sample's span ran with the signal blocked */
+    /* self (written by the sigmask interposers and at thread start, read by tail claims): the
+     * thread CPU time at which the thread blocked the sampling signal, 0 while it does not. */
+    _Atomic uint64_t sigblk_cpu_ns;
     /* drain: the stack of the thread's last CPU sample, which its final sample carries (at
      * registration: the start routine under its callers, or none). */
     uint64_t *last_frames; /* AG_MAX_FRAMES words, in the same mapping as blk_frames */
     uint32_t last_depth;
     uint8_t last_unwinder, last_end;
+    uint32_t root_depth; /* reg: frames of its start routine under its callers (0: unknown), the
+                            outermost frames every stack of the thread that reaches its root
+                            shares: all an unseen final sample may claim of its stack */
     /* self (the handler): resolved CFI rows (agent/cfi.h), in the same mapping; set at
      * registration. */
     struct ag_cfi_cache *cfi_cache;
@@ -203,6 +210,7 @@ struct ag_agent {
     _Atomic uint64_t n_threads, n_threads_dropped, n_eintr_seen, n_eintr_absorbed, n_cfi_steps;
     _Atomic uint64_t n_not_code; /* stacks cut at a frame outside every executable mapping */
     _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused, n_cpu_tails;
+    _Atomic uint64_t cpu_unseen_ns; /* CPU burned with the sampling signal blocked */
     _Atomic uint64_t n_perf_promoted;
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
     unsigned tick_hz;     /* the kernel's scheduler tick rate (ag_kernel_tick_hz()), 0 unknown */
@@ -289,6 +297,9 @@ int32_t ag_gettid(void);
  * __builtin_frame_address(0). Returns the slot to pass to leave, or NULL (interpose.c). */
 struct ag_thread *ag_thread_blocking_enter(uint64_t fa);
 void ag_thread_blocking_leave(struct ag_thread *t);
+/* At a thread's registration: notes that it starts with the sampling signal blocked (interpose.c,
+ * where pthread_sigmask and sigprocmask keep t->sigblk_cpu_ns). */
+void ag_thread_sigmask_started(struct ag_thread *t);
 
 /* Links the interposers (agent/interpose.c) into whatever starts the agent; see there. */
 void ag_interpose_init(void);

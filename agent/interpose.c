@@ -18,6 +18,11 @@
  *                             recorded on entry (the wall sampler reports it without a signal,
  *                             agent/wall.c), and an EINTR caused by one of the agent's signals
  *                             is retried with the time left, so the host never sees it
+ *   pthread_sigmask sigprocmask
+ *                             a thread that blocks the sampling signal gets no samples while
+ *                             it does, and the pending one would land where it unblocks: the
+ *                             CPU burned meanwhile is claimed as it unblocks, as an
+ *                             AG_SOURCE_UNSEEN sample under the unblocking call's stack
  *
  * Context: host threads, in any state the host calls these from. The interposers must stay
  * cheap, must not allocate (pthread_create's wrapper allocates its argument, falling back to
@@ -93,23 +98,15 @@ pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), v
 
 /* ---- blocking calls ---- */
 
-struct ag_thread *
-ag_thread_blocking_enter(uint64_t fa)
+/* Walks the stack of an interposer's caller into frames; fa is the interposer's frame address.
+ * -EFAULT when its frame record cannot be read. */
+static int
+ag_ip_walk_caller(struct ag_thread *t, uint64_t fa, uint64_t *frames, uint32_t max,
+                  struct ag_unwind_result *res)
 {
-    uint64_t frames[AG_MAX_FRAMES];
-    struct ag_unwind_result res;
     struct ag_unwind_ctx c;
-    struct ag_thread *t;
     uint64_t lo, hi, fp, ra;
-    uint32_t seq, i;
 
-    if (atomic_load_explicit(&ag.hz_wall, memory_order_relaxed) == 0) {
-        return NULL;
-    }
-    t = ag_sig_thread_self();
-    if (t == NULL || t->blk_frames == NULL) {
-        return NULL;
-    }
     lo = atomic_load_explicit(&t->stack_lo, memory_order_acquire);
     hi = atomic_load_explicit(&t->stack_hi, memory_order_acquire);
     if (hi == 0) {
@@ -119,9 +116,28 @@ ag_thread_blocking_enter(uint64_t fa)
     ag_sig_unwind_ctx_init(&c, fa, lo, hi);
     /* The interposer's frame record: [fa] = the caller's fp, [fa + 8] = return address. */
     if (ag_sig_read(&c, fa, &fp) != 0 || ag_sig_read(&c, fa + 8, &ra) != 0) {
+        return -EFAULT;
+    }
+    ag_sig_unwind(&c, ra, fa + 16, fp, 1, frames, max, res);
+    return 0;
+}
+
+struct ag_thread *
+ag_thread_blocking_enter(uint64_t fa)
+{
+    uint64_t frames[AG_MAX_FRAMES];
+    struct ag_unwind_result res;
+    struct ag_thread *t;
+    uint32_t seq, i;
+
+    if (atomic_load_explicit(&ag.hz_wall, memory_order_relaxed) == 0) {
         return NULL;
     }
-    ag_sig_unwind(&c, ra, fa + 16, fp, 1, frames, ag.cfg.max_frames, &res);
+    t = ag_sig_thread_self();
+    if (t == NULL || t->blk_frames == NULL ||
+        ag_ip_walk_caller(t, fa, frames, ag.cfg.max_frames, &res) != 0) {
+        return NULL;
+    }
     seq = atomic_load_explicit(&t->blk_seq, memory_order_relaxed);
     /* Seqlock without fences (TSan-checkable): every word is a release store after the odd
      * seq, paired with the reader's acquire loads in ag_wall_copy_blocked(). */
@@ -619,4 +635,156 @@ pthread_join(pthread_t th, void **ret)
     rc = real(th, ret);
     ag_thread_blocking_leave(t);
     return rc;
+}
+
+/* ---- the signal mask ---- */
+
+static _Atomic(void *) ag_ip_real_pthread_sigmask, ag_ip_real_sigprocmask;
+
+typedef int (*ag_ip_sigmask_fn)(int, const sigset_t *, sigset_t *);
+
+/*
+ * The CPU thread t burned since its last sample, with the sampling signal blocked (it still is:
+ * this thread is the ring's only producer now), as an AG_SOURCE_UNSEEN sample: the marker frame
+ * over the stack of the call that is about to unblock it. The pending signal, delivered as the
+ * mask opens, finds its span taken and counts once (its carry settles the debt).
+ */
+static void
+ag_ip_claim_unseen(struct ag_thread *t, uint64_t fa, uint64_t cpu)
+{
+    struct ag_unwind_result res = { 0, 0, 0, 0 };
+    unsigned hz = atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed);
+    uint64_t delta, weight;
+    struct ag_sample *s;
+
+    if (hz == 0 || atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed) == 0) {
+        return; /* not sampled in CPU mode */
+    }
+    weight = ag_sig_cpu_weigh(t, cpu, 1000000000u / hz, 0, &delta);
+    if (weight == 0) {
+        return;
+    }
+    atomic_fetch_add_explicit(&ag.n_cpu_weight, weight, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.cpu_unseen_ns, delta, memory_order_relaxed);
+    s = ag_ring_reserve(&t->ring);
+    if (s == NULL) {
+        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+        return;
+    }
+    s->timestamp_ns = ag_sig_now_ns(CLOCK_MONOTONIC);
+    s->cpu_time_ns = cpu;
+    s->tid = ag_tls_tid;
+    s->mode = AG_MODE_CPU;
+    s->state = AG_STATE_RUNNING;
+    s->source = AG_SOURCE_UNSEEN;
+    s->engine = atomic_load_explicit(&t->perf_fd, memory_order_relaxed) >= 0 ? AG_CPU_ENGINE_PERF
+                                                                             : AG_CPU_ENGINE_TIMER;
+    s->weight = (uint16_t)weight;
+    s->cpu_delta_ns = delta;
+    s->frames[0] = ag_unseen_pc();
+    if (ag.cfg.max_frames < 2 ||
+        ag_ip_walk_caller(t, fa, s->frames + 1, ag.cfg.max_frames - 1, &res) != 0) {
+        res.depth = 0;
+        res.end = AG_UNWIND_END_READ_FAULT;
+    }
+    s->depth = 1 + res.depth;
+    s->unwinder = res.unwinder;
+    s->end = res.end;
+    ag_ring_commit(&t->ring);
+}
+
+/* Both interposers: real's result and errno, as they are. */
+static int
+ag_ip_sigmask(ag_ip_sigmask_fn real, int how, const sigset_t *set, sigset_t *old, uint64_t fa)
+{
+    struct ag_thread *t;
+    sigset_t prev, now;
+    int rc, signo, in_set, unblocks, blocks;
+    uint64_t since;
+
+    if (set == NULL || !ag_ip_active() ||
+        atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed) == 0 ||
+        (how != SIG_BLOCK && how != SIG_UNBLOCK && how != SIG_SETMASK) ||
+        (t = ag_sig_thread_self()) == NULL) {
+        return real(how, set, old);
+    }
+    signo = ag.signo;
+    in_set = sigismember(set, signo) == 1;
+    unblocks = in_set ? how == SIG_UNBLOCK : how == SIG_SETMASK;
+    blocks = in_set && how != SIG_UNBLOCK;
+    since = atomic_load_explicit(&t->sigblk_cpu_ns, memory_order_relaxed);
+    if (unblocks && since != 0) {
+        /* Only while the signal is blocked indeed (a raw system call may have opened it) is
+         * this thread the ring's only producer. Spans under half an interval are left to the
+         * next sample. */
+        if (real(SIG_BLOCK, NULL, &now) == 0 && sigismember(&now, signo) == 1) {
+            uint64_t cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
+            unsigned hz = atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed);
+
+            if (hz != 0 && cpu > since && cpu - since >= 500000000u / hz) {
+                ag_ip_claim_unseen(t, fa, cpu);
+            }
+        }
+        atomic_store_explicit(&t->sigblk_cpu_ns, 0, memory_order_relaxed);
+    }
+    rc = real(how, set, &prev);
+    if (rc == 0) {
+        if (old != NULL) {
+            *old = prev;
+        }
+        if (blocks && sigismember(&prev, signo) == 0) {
+            uint64_t cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
+
+            atomic_store_explicit(&t->sigblk_cpu_ns, cpu != 0 ? cpu : 1, memory_order_relaxed);
+        }
+    }
+    return rc;
+}
+
+AG_EXPORT int
+pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    ag_ip_sigmask_fn real =
+            (ag_ip_sigmask_fn)ag_interpose_real(&ag_ip_real_pthread_sigmask, "pthread_sigmask");
+    int rc;
+
+    if (real == NULL) {
+        return ENOSYS;
+    }
+    rc = ag_ip_sigmask(real, how, set, old, AG_FA);
+    AG_NO_TAIL_CALL();
+    return rc;
+}
+
+AG_EXPORT int
+sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+    ag_ip_sigmask_fn real =
+            (ag_ip_sigmask_fn)ag_interpose_real(&ag_ip_real_sigprocmask, "sigprocmask");
+    int rc;
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    rc = ag_ip_sigmask(real, how, set, old, AG_FA);
+    AG_NO_TAIL_CALL();
+    return rc;
+}
+
+void
+ag_thread_sigmask_started(struct ag_thread *t)
+{
+    sigset_t now;
+
+    /* A thread inherits its creator's mask: one created with the signal blocked (a server that
+     * keeps signals for a sigwait thread) burns unseen CPU from its first instruction. */
+    if (t != NULL && pthread_sigmask(SIG_BLOCK, NULL, &now) == 0 &&
+        sigismember(&now, ag.signo) == 1) {
+        uint64_t cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
+
+        atomic_store_explicit(&t->sigblk_cpu_ns, cpu != 0 ? cpu : 1, memory_order_relaxed);
+    }
 }

@@ -166,6 +166,11 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         atomic_load_explicit(&t->perf_fd, memory_order_acquire) != info->si_fd) {
         goto out; /* another fd's SIGIO-style signal, or an event closed since */
     }
+    if (atomic_load_explicit(&t->sigblk_cpu_ns, memory_order_relaxed) != 0) {
+        /* The signal is open, though no interposer saw it opened (a sigreturn restored the
+         * mask, or a raw system call): its span goes to this sample, as it always did. */
+        atomic_store_explicit(&t->sigblk_cpu_ns, 0, memory_order_relaxed);
+    }
     hz = mode == AG_MODE_CPU ? atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed)
                              : atomic_load_explicit(&ag.hz_wall, memory_order_relaxed);
     if (hz == 0) {

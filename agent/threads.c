@@ -220,6 +220,7 @@ ag_thread_register_locked(int32_t tid, int self)
     t->cfi_cache = (struct ag_cfi_cache *)(void *)(t->last_frames + AG_MAX_FRAMES);
     t->cfi_cache->generation = 0; /* empty: the previous thread's rows may not be this one's */
     t->last_depth = 0;
+    t->root_depth = 0;
     if (t == &ag.threads[high]) {
         atomic_store_explicit(&ag.high, high + 1, memory_order_release);
     }
@@ -246,6 +247,8 @@ ag_thread_register_locked(int32_t tid, int self)
     t->scan_weight = 0;
     t->tail_weight = 0;
     t->tail_cpu_ns = 0;
+    t->tail_unseen = 0;
+    atomic_store_explicit(&t->sigblk_cpu_ns, 0, memory_order_relaxed);
     t->dropped_reported = atomic_load_explicit(&t->dropped, memory_order_relaxed);
     atomic_store_explicit(&t->blocked, 0, memory_order_relaxed);
     atomic_store_explicit(&t->stack_lo, 0, memory_order_relaxed);
@@ -368,6 +371,7 @@ ag_thread_attach_started(void *(*fn)(void *), uint64_t fa)
         /* The drain sees the slot only under reg_lock, after this. */
         memcpy(t->last_frames, root, root_depth * sizeof(root[0]));
         t->last_depth = root_depth;
+        t->root_depth = res.end == AG_UNWIND_END_ROOT ? root_depth : 0;
         t->last_unwinder = res.unwinder;
         t->last_end = res.end;
         atomic_store_explicit(&t->stack_lo, ag_tls_stack_lo, memory_order_relaxed);
@@ -379,6 +383,7 @@ ag_thread_attach_started(void *(*fn)(void *), uint64_t fa)
         }
     }
     pthread_mutex_unlock(&ag.reg_lock);
+    ag_thread_sigmask_started(t);
 }
 
 void

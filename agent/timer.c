@@ -158,7 +158,7 @@ ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock)
 void
 ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
 {
-    uint64_t last, period, delta, weight;
+    uint64_t last, period, delta, weight, since;
 
     if ((!t->has_timer && !t->has_perf) || t->timer_hz == 0 ||
         atomic_load_explicit(&t->excluded, memory_order_relaxed)) {
@@ -177,6 +177,12 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
     }
     if (t->tail_weight + weight > UINT16_MAX) {
         weight = UINT16_MAX - t->tail_weight;
+    }
+    since = atomic_load_explicit(&t->sigblk_cpu_ns, memory_order_relaxed);
+    if (since != 0 && cpu > since && cpu - since >= period / 2) {
+        /* It ends with the signal blocked: no sample saw that span (interpose.c). */
+        t->tail_unseen = 1;
+        atomic_fetch_add_explicit(&ag.cpu_unseen_ns, delta, memory_order_relaxed);
     }
     t->tail_weight += (uint32_t)weight;
     t->tail_cpu_ns += delta;
@@ -359,8 +365,9 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
     t->scan_samples = n;
     t->scan_weight = w;
     if (!t->has_timer || t->timer_hz == 0 || ag.cfg.cpu_engine != AG_CPU_ENGINE_AUTO ||
-        ag.perf_unavailable || atomic_load_explicit(&t->excluded, memory_order_relaxed)) {
-        return;
+        ag.perf_unavailable || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
+        atomic_load_explicit(&t->sigblk_cpu_ns, memory_order_relaxed) != 0) {
+        return; /* (a thread that blocks the signal misses its samples on perf as well) */
     }
     period = 1000000000u / t->timer_hz;
     if (dn != 0) {

@@ -64,6 +64,10 @@ struct tid_stats {
     uint32_t tail_depth;                 /* of the last one */
     uint64_t last_cpu_stack, tail_stack; /* hashes: the last CPU signal sample's, the last final */
     uint64_t cpu_delta_sum, weight_sum;  /* CPU-mode samples: what they stand for */
+    unsigned unseen, unseen_marked;      /* AG_SOURCE_UNSEEN samples, of those with the marker */
+    unsigned unseen_bare;                /* of those, the marker alone */
+    uint64_t unseen_weight, unseen_ns;
+    uint64_t hit_weight[4]; /* weights of the CPU samples in hits[k] */
 };
 
 static struct tid_stats col[MAX_TIDS];
@@ -149,6 +153,13 @@ col_cb(const struct ag_record *rec, void *ctx)
             t->cpu_delta_sum += rec->u.sample->cpu_delta_ns;
             t->weight_sum += rec->u.sample->weight;
         }
+        if (rec->u.sample->source == AG_SOURCE_UNSEEN) {
+            t->unseen++;
+            t->unseen_marked += rec->u.sample->frames[0] == ag_unseen_pc();
+            t->unseen_bare += rec->u.sample->depth == 1;
+            t->unseen_weight += rec->u.sample->weight;
+            t->unseen_ns += rec->u.sample->cpu_delta_ns;
+        }
         for (k = 0; k < 4; k++) {
             for (i = 0; want[k] != NULL && i < rec->u.sample->depth; i++) {
                 /* A signal's leaf is the interrupted pc itself, not a return address: pc - 1
@@ -158,6 +169,8 @@ col_cb(const struct ag_record *rec, void *ctx)
 
                 if (col_frame_is(rec->u.sample->frames[i] + (leaf_pc ? 1 : 0), want[k])) {
                     t->hits[k]++;
+                    t->hit_weight[k] +=
+                            rec->u.sample->mode == AG_MODE_CPU ? rec->u.sample->weight : 0;
                     break;
                 }
             }
@@ -889,6 +902,157 @@ TEST(final_sample_at_flush_perf)
     }
 }
 
+/*
+ * A thread that blocks the sampling signal gets no sample while it does, and the one left pending
+ * lands where it unblocks. The CPU burned meanwhile must not be given to that stack (nor to the
+ * stack at its exit): it comes as AG_SOURCE_UNSEEN samples, with the marker frame over the
+ * unblocking call's stack, and counted. signal_hidden burns 200 ms with SIGPROF blocked by
+ * sigprocmask, busy_a 100 ms with it open, signal_hidden 100 ms blocked by pthread_sigmask up to
+ * its exit; a second thread, created while its creator blocked SIGPROF (it inherits the mask),
+ * burns 100 ms in signal_hidden. At 100 Hz: 30 and 10 intervals unseen, 10 seen, and no sample
+ * in signal_hidden. Before, the 30 intervals went to the unblocking call's or the exit's stack.
+ */
+EXPORT void signal_hidden(uint64_t ns);
+EXPORT void *signal_blocking_main(void *p);
+
+EXPORT void
+signal_hidden(uint64_t ns)
+{
+    uint64_t c0 = cpu_ns();
+
+    while (cpu_ns() - c0 < ns) {
+        busy_b();
+    }
+}
+
+struct sigblk_arg {
+    int inherited;
+    _Atomic int32_t tid;
+    _Atomic uint64_t hidden_ns, open_ns, total_ns;
+};
+
+EXPORT void *
+signal_blocking_main(void *p)
+{
+    struct sigblk_arg *a = p;
+    uint64_t c0 = cpu_ns(), c1, c2, c3;
+    sigset_t prof;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    if (a->inherited) {
+        signal_hidden(100000000u);
+        atomic_store(&a->hidden_ns, cpu_ns() - c0);
+        atomic_store(&a->total_ns, cpu_ns());
+        return NULL;
+    }
+    c1 = cpu_ns();
+    sigprocmask(SIG_BLOCK, &prof, NULL);
+    signal_hidden(200000000u);
+    sigprocmask(SIG_UNBLOCK, &prof, NULL);
+    c2 = cpu_ns();
+    while (cpu_ns() - c2 < 100000000u) {
+        busy_a();
+    }
+    c3 = cpu_ns();
+    pthread_sigmask(SIG_BLOCK, &prof, NULL);
+    signal_hidden(100000000u);
+    atomic_store(&a->hidden_ns, (c2 - c1) + (cpu_ns() - c3));
+    atomic_store(&a->open_ns, c3 - c2);
+    atomic_store(&a->total_ns, cpu_ns());
+    return NULL;
+}
+
+static void
+check_sigblk(enum ag_cpu_engine engine)
+{
+    const int64_t interval = 10000000;
+    struct sigblk_arg a = { 0, 0, 0, 0, 0 }, b = { 1, 0, 0, 0, 0 };
+    struct tid_stats *ta, *tb;
+    struct ag_config cfg;
+    struct ag_stats st;
+    sigset_t prof, old;
+    pthread_t tha, thb;
+    int64_t unseen_a, unseen_b, open_a;
+    int i;
+
+    memset(col, 0, sizeof(col));
+    want[0] = (const void *)signal_hidden;
+    want[1] = (const void *)busy_a;
+    want[2] = (const void *)signal_blocking_main;
+    ag_config_init(&cfg);
+    cfg.scan_ms = 20;
+    cfg.cpu_engine = engine;
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
+    ASSERT_OK(pthread_create(&tha, NULL, signal_blocking_main, &a));
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    ASSERT_OK(pthread_sigmask(SIG_BLOCK, &prof, &old));
+    ASSERT_OK(pthread_create(&thb, NULL, signal_blocking_main, &b));
+    ASSERT_OK(pthread_sigmask(SIG_SETMASK, &old, NULL));
+    ASSERT_OK(pthread_join(tha, NULL));
+    ASSERT_OK(pthread_join(thb, NULL));
+    ta = col_get(atomic_load(&a.tid));
+    tb = col_get(atomic_load(&b.tid));
+    for (i = 0; i < 100 && (!ta->stopped || !tb->stopped); i++) {
+        col_drain();
+        usleep(20000);
+    }
+    ag_stats_get(&st);
+    unseen_a = (int64_t)ta->unseen_weight * interval - (int64_t)atomic_load(&a.hidden_ns);
+    unseen_b = (int64_t)tb->unseen_weight * interval - (int64_t)atomic_load(&b.hidden_ns);
+    open_a = (int64_t)ta->hit_weight[1] * interval - (int64_t)atomic_load(&a.open_ns);
+    printf("# %s: A %u samples, weights %llu (unseen %llu in %u, marked %u, %.1f ms; busy_a %llu, "
+           "under signal_blocking_main %u); measured %.1f ms hidden, %.1f open; B unseen %llu in "
+           "%u, measured %.1f ms; samples in signal_hidden %u/%u; stats unseen %.1f ms\n",
+           engine == AG_CPU_ENGINE_PERF ? "perf_event" : "timer", ta->samples,
+           (unsigned long long)ta->weight_sum, (unsigned long long)ta->unseen_weight, ta->unseen,
+           ta->unseen_marked, (double)ta->unseen_ns / 1e6, (unsigned long long)ta->hit_weight[1],
+           ta->hits[2], (double)atomic_load(&a.hidden_ns) / 1e6,
+           (double)atomic_load(&a.open_ns) / 1e6, (unsigned long long)tb->unseen_weight, tb->unseen,
+           (double)atomic_load(&b.hidden_ns) / 1e6, ta->hits[0], tb->hits[0],
+           (double)st.cpu_unseen_ns / 1e6);
+    ASSERT_EQ(ta->stopped, 1);
+    ASSERT_EQ(tb->stopped, 1);
+    /* two spans (at the unblocking call, at the exit) and B's one (at its exit) */
+    ASSERT_EQ(ta->unseen, 2);
+    ASSERT_EQ(ta->unseen_marked, 2);
+    ASSERT_EQ(tb->unseen, 1);
+    ASSERT_EQ(tb->unseen_marked, 1);
+    ASSERT_EQ(ta->hits[0], 0); /* nothing in signal_hidden: it never ran with the signal open */
+    ASSERT_EQ(tb->hits[0], 0);
+    /* the unseen spans sit under the thread's own function, and never under busy_a, which ran
+     * last before the second span */
+    ASSERT_TRUE(ta->hit_weight[1] <= ta->weight_sum - ta->unseen_weight);
+    ASSERT_TRUE(ta->hits[2] >= 2);
+    /* B's, at its exit, has its start routine when its registration's walk reached the root (not
+     * under TSan, whose pthread_create interceptor stands between), else the marker alone */
+    ASSERT_TRUE(tb->hits[2] + tb->unseen_bare == 1);
+    /* within the interval before each span began, and a rounding */
+    ASSERT_TRUE(unseen_a > -2 * interval && unseen_a < 3 * interval);
+    ASSERT_TRUE(unseen_b > -2 * interval && unseen_b < 2 * interval);
+    ASSERT_TRUE(open_a > -3 * interval && open_a < 2 * interval);
+    ASSERT_TRUE(st.cpu_unseen_ns + 3 * (uint64_t)interval >=
+                atomic_load(&a.hidden_ns) + atomic_load(&b.hidden_ns));
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+    memset(want, 0, sizeof(want));
+}
+
+TEST(cpu_with_the_signal_blocked_is_marked_unseen_timer)
+{
+    check_sigblk(AG_CPU_ENGINE_TIMER);
+}
+
+TEST(cpu_with_the_signal_blocked_is_marked_unseen_perf)
+{
+    if (perf_allowed()) {
+        check_sigblk(AG_CPU_ENGINE_PERF);
+    }
+}
+
 /* Polls until the agent's threads on each engine match: perf_event > 0 (want_perf) or == 0. */
 static int
 wait_engine(int want_perf)
@@ -1113,6 +1277,8 @@ static const struct test_case cases[] = {
     TEST_CASE(final_sample_at_exit_perf),
     TEST_CASE(final_sample_at_flush_timer),
     TEST_CASE(final_sample_at_flush_perf),
+    TEST_CASE(cpu_with_the_signal_blocked_is_marked_unseen_timer),
+    TEST_CASE(cpu_with_the_signal_blocked_is_marked_unseen_perf),
     TEST_CASE(auto_engine_takes_timers_up_to_the_tick),
     TEST_CASE(auto_moves_a_thread_the_tick_misses_to_perf),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
