@@ -704,8 +704,8 @@ ag_ip_sigmask(ag_ip_sigmask_fn real, int how, const sigset_t *set, sigset_t *old
     int rc, signo, in_set, unblocks, blocks;
     uint64_t since;
 
+    /* Kept while CPU sampling is off too, so that a note is never stale when it starts. */
     if (set == NULL || !ag_ip_active() ||
-        atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed) == 0 ||
         (how != SIG_BLOCK && how != SIG_UNBLOCK && how != SIG_SETMASK) ||
         (t = ag_sig_thread_self()) == NULL) {
         return real(how, set, old);
