@@ -1053,6 +1053,119 @@ TEST(cpu_with_the_signal_blocked_is_marked_unseen_perf)
     }
 }
 
+/*
+ * The note of a blocked signal must not outlive the block when no interposer sees the mask open.
+ * (raw) A thread blocks SIGPROF with pthread_sigmask and opens it with a raw rt_sigprocmask, then
+ * burns 175 ms at 10 Hz: the engine's sample at 100 ms clears the note, and the flush's final
+ * sample of the last 75 ms is an ordinary one (without the handler's clear it was marked unseen).
+ * (off) A thread blocks it while CPU sampling is on and opens it while sampling is off, then
+ * burns 75 ms once sampling is back: the flush's final sample is an ordinary one (when the
+ * interposers ignored masks while sampling was off, the stale note marked it unseen). A flush,
+ * not the exit: the exit blocks the signal itself, which renews the note.
+ */
+struct stale_arg {
+    int raw;
+    _Atomic int32_t tid;
+    _Atomic int phase; /* 1 blocked, 2 go on, 3 opened, 4 burn, 5 burned, 6 exit (off: all) */
+};
+
+static void
+stale_wait(_Atomic int *phase, int value)
+{
+    while (atomic_load(phase) != value) {
+        usleep(1000);
+    }
+}
+
+static void *
+stale_main(void *p)
+{
+    struct stale_arg *a = p;
+    uint64_t c0;
+    sigset_t prof;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pthread_sigmask(SIG_BLOCK, &prof, NULL);
+    if (a->raw) {
+        syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &prof, NULL, (long)(_NSIG / 8));
+    } else {
+        atomic_store(&a->phase, 1);
+        stale_wait(&a->phase, 2);
+        pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
+        atomic_store(&a->phase, 3);
+        stale_wait(&a->phase, 4);
+    }
+    c0 = cpu_ns();
+    while (cpu_ns() - c0 < (a->raw ? 175000000u : 75000000u)) {
+        busy_a();
+    }
+    atomic_store(&a->phase, 5);
+    stale_wait(&a->phase, 6);
+    return NULL;
+}
+
+static void
+wait_phase(_Atomic int *phase, int value)
+{
+    int i;
+
+    for (i = 0; i < 2000 && atomic_load(phase) != value; i++) {
+        usleep(2000);
+    }
+    ASSERT_EQ(atomic_load(phase), value);
+}
+
+/* Flushes, drains and checks the thread's final sample: one, not unseen; then lets it exit. */
+static void
+stale_check(struct stale_arg *a, pthread_t th, const char *what)
+{
+    struct tid_stats *t;
+    int i;
+
+    ag_cpu_flush();
+    t = col_get(atomic_load(&a->tid));
+    for (i = 0; i < 100 && t->tails + t->unseen == 0; i++) {
+        col_drain();
+        usleep(20000);
+    }
+    printf("# %s: %u samples, %u final, %u unseen\n", what, t->samples, t->tails, t->unseen);
+    ASSERT_EQ(t->tails, 1);
+    ASSERT_EQ(t->unseen, 0);
+    atomic_store(&a->phase, 6);
+    ASSERT_OK(pthread_join(th, NULL));
+}
+
+TEST(a_note_of_a_blocked_signal_does_not_outlive_the_block)
+{
+    struct stale_arg raw = { 1, 0, 0 }, off = { 0, 0, 0 };
+    struct ag_config cfg;
+    pthread_t th;
+
+    memset(col, 0, sizeof(col));
+    ag_config_init(&cfg);
+    cfg.scan_ms = 20;
+    cfg.cpu_engine = AG_CPU_ENGINE_TIMER;
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10));
+    ASSERT_OK(pthread_create(&th, NULL, stale_main, &raw));
+    wait_phase(&raw.phase, 5);
+    stale_check(&raw, th, "opened by a raw system call");
+    ASSERT_OK(pthread_create(&th, NULL, stale_main, &off));
+    wait_phase(&off.phase, 1);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 10));
+    atomic_store(&off.phase, 2);
+    wait_phase(&off.phase, 3);
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10));
+    usleep(100000); /* scans arm the thread again */
+    atomic_store(&off.phase, 4);
+    wait_phase(&off.phase, 5);
+    stale_check(&off, th, "opened while sampling was off");
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 10));
+    ag_stop();
+}
+
 /* Polls until the agent's threads on each engine match: perf_event > 0 (want_perf) or == 0. */
 static int
 wait_engine(int want_perf)
@@ -1279,6 +1392,7 @@ static const struct test_case cases[] = {
     TEST_CASE(final_sample_at_flush_perf),
     TEST_CASE(cpu_with_the_signal_blocked_is_marked_unseen_timer),
     TEST_CASE(cpu_with_the_signal_blocked_is_marked_unseen_perf),
+    TEST_CASE(a_note_of_a_blocked_signal_does_not_outlive_the_block),
     TEST_CASE(auto_engine_takes_timers_up_to_the_tick),
     TEST_CASE(auto_moves_a_thread_the_tick_misses_to_perf),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
