@@ -161,13 +161,19 @@ enum ag_sample_source {
     AG_SOURCE_TAIL = 4,    /* CPU mode: the CPU a thread burned after its last sample, claimed
                               when it exited or by ag_cpu_flush(); its frames are those of the
                               thread's last CPU sample, else (a thread started by pthread_create
-                              that had none) its start routine under start_thread */
+                              that had none) its start routine under start_thread. Also claimed
+                              as a thread blocks the sampling signal (pthread_sigmask,
+                              sigprocmask): then its frames are that call's stack, its leaf the
+                              call's return address */
     AG_SOURCE_UNSEEN = 5,  /* CPU mode: CPU the thread burned while it blocked the sampling
-                              signal, so no sample saw where. frames[0] is ag_unseen_pc() (the
-                              marker function pipeprof_cpu_while_signal_blocked), then the
-                              stack of the call that unblocked it (pthread_sigmask,
-                              sigprocmask), or at the thread's exit or a flush, its last
-                              CPU sample's. Counted, never given to a stack it did not run. */
+                              signal, so no sample saw where: claimed as it opens the signal
+                              again, at each ag_drain() while it stays blocked, and at its exit
+                              or a flush. frames[0] is ag_unseen_pc() (the marker function
+                              pipeprof_cpu_while_signal_blocked), then the stack of the call
+                              that blocked the signal (a thread that started with it blocked:
+                              of the call that opens it, else its start routine under its
+                              callers, else nothing). Counted, never given to a stack it did
+                              not run. */
 };
 
 /* One sample. Frames are instruction addresses, leaf first; frames[0] is the interrupted pc (of

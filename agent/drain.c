@@ -2,8 +2,9 @@
 /*
  * agent/drain.c - the consumer side of the per-thread rings: ag_drain() walks the registry and
  * hands each thread's START (and renames), its pending samples from both rings, its final
- * sample (the CPU it burned after its last one, claimed at its exit or by ag_cpu_flush(), given
- * the stack of its last CPU sample), its lost count and, for a thread that exited, its STOP to
+ * sample (the CPU it burned after its last one, claimed at its exit, by ag_cpu_flush() or, for a
+ * thread with the sampling signal blocked, by the drain itself, given the stack of its last CPU
+ * sample), its lost count and, for a thread that exited, its STOP to
  * the callback, then frees the slot. Context: one consumer thread (the IPC loop);
  * ag.drain_lock makes concurrent callers take turns. The rings are read lock-free; ag.reg_lock
  * is held only while a slot's name, state or pending final sample is examined.
@@ -116,7 +117,8 @@ ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
 
 /* Delivers a thread's final sample with the stack of its last CPU sample (else its start routine
  * under its callers; with neither, nothing is delivered). One that ran with the signal blocked
- * is AG_SOURCE_UNSEEN: the marker frame over that stack (or alone). Returns fn's value. */
+ * is AG_SOURCE_UNSEEN: the marker frame over the stack of the call that blocked it (else over
+ * the thread's start routine, or alone). Returns fn's value. */
 static int
 ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail, ag_record_fn fn,
               void *ctx, int *n)
@@ -141,10 +143,15 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
     s->engine = tail->engine;
     s->weight = (uint16_t)(tail->weight < UINT16_MAX ? tail->weight : UINT16_MAX);
     s->cpu_delta_ns = tail->cpu_ns;
-    s->depth = depth;
-    memcpy(s->frames, t->last_frames, depth * sizeof(uint64_t));
-    if (tail->unseen) {
-        /* Where the thread was while its signal was blocked is not known: of the last stack
+    if (!tail->unseen) {
+        s->depth = depth;
+        memcpy(s->frames, t->last_frames, depth * sizeof(uint64_t));
+    } else if (ag_seqstack_get(&t->sigblk, s->frames + 1, max, &s->depth, &s->unwinder, &s->end) ==
+               0) {
+        s->frames[0] = ag_unseen_pc(); /* over the call that blocked the signal */
+        s->depth++;
+    } else {
+        /* It started with the signal blocked: where it was is not known, and of the last stack
          * only the frames every stack of the thread shares (its start routine under its
          * callers, when the last walk reached them) go under the marker. */
         uint32_t from = depth, keep = 0;
@@ -153,8 +160,8 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
             from = depth - t->root_depth;
             keep = t->root_depth;
         }
-        memmove(s->frames + 1, s->frames + from, keep * sizeof(uint64_t));
         s->frames[0] = ag_unseen_pc();
+        memcpy(s->frames + 1, t->last_frames + from, keep * sizeof(uint64_t));
         /* A leaf (interrupted pc, start routine entry) becoming a caller is looked up at address
          * - 1 by consumers: + 1 keeps it in its function. */
         s->frames[1] += keep != 0 && from == 0;
@@ -193,6 +200,13 @@ ag_drain(ag_record_fn fn, void *ctx)
         pthread_mutex_lock(&ag.reg_lock);
         state = atomic_load_explicit(&t->state, memory_order_acquire);
         tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
+        if (state == AG_SLOT_ACTIVE &&
+            atomic_load_explicit(&t->sigblk_cpu_ns, memory_order_relaxed) != 0) {
+            /* A thread with the signal blocked has no sample to come: its CPU is claimed at each
+             * drain, as unseen final samples that reach the consumer while their time is still
+             * open to it (the bridge writes a sample's span only after what it has released). */
+            ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
+        }
         announce = state != AG_SLOT_FREE && !atomic_load(&t->excluded) &&
                    t->name_gen != t->name_gen_reported;
         memcpy(name, t->name, sizeof(name));

@@ -107,6 +107,18 @@ enum ag_slot_state {
 };
 
 /*
+ * A stack a thread publishes for other threads to copy: a seqlock (odd while written) that only
+ * the owning thread writes (ag_seqstack_put) and readers copy with ag_seqstack_get, which retries
+ * on a change. Without fences, so TSan can check it: every word is a release store after the odd
+ * seq, paired with the reader's acquire loads.
+ */
+struct ag_seqstack {
+    _Atomic uint32_t seq;
+    _Atomic uint32_t info;    /* depth | unwinder << 16 | end << 24 */
+    _Atomic uint64_t *frames; /* AG_MAX_FRAMES words in the thread's mapping, set at registration */
+};
+
+/*
  * One registered thread. Slots live in one array that is never freed while the agent runs, so a
  * signal handler holding a stale pointer reads valid memory; it checks state and tid first.
  * Writers: "reg" = under ag.reg_lock; "self" = the thread itself (handler or interposer);
@@ -140,12 +152,9 @@ struct ag_thread {
     unsigned name_gen_reported; /* drain */
     int announced;              /* drain: THREAD_START sent */
     char name[AG_NAME_MAX];     /* reg */
-    /* The stack recorded by an interposed blocking call: a seqlock written by the thread
-     * (odd while writing), read by the wall thread, which retries on a change. */
-    _Atomic uint32_t blk_seq;
-    _Atomic int blocked;          /* self: inside an interposed blocking call */
-    _Atomic uint32_t blk_info;    /* depth | unwinder << 16 | end << 24 */
-    _Atomic uint64_t *blk_frames; /* AG_MAX_FRAMES words, mapped at registration */
+    /* The stack recorded by an interposed blocking call, read by the wall thread. */
+    struct ag_seqstack blk;
+    _Atomic int blocked; /* self: inside an interposed blocking call */
     /* A final sample pending (reg): the CPU the thread burned after its last sample, claimed at
      * its exit or by ag_cpu_flush(); ag_drain() delivers it (weight 0: none). */
     uint64_t tail_ts, tail_cpu_time_ns, tail_cpu_ns;
@@ -153,11 +162,13 @@ struct ag_thread {
     uint8_t tail_engine;
     uint8_t tail_unseen; /* reg: the final sample's span ran with the signal blocked */
     /* self (written by the sigmask interposers and at thread start, read by tail claims): the
-     * thread CPU time at which the thread blocked the sampling signal, 0 while it does not. */
+     * thread CPU time at which the thread blocked the sampling signal, 0 while it does not, and
+     * the stack of the call that blocked it (depth 0: it started blocked), read by the drain. */
     _Atomic uint64_t sigblk_cpu_ns;
+    struct ag_seqstack sigblk;
     /* drain: the stack of the thread's last CPU sample, which its final sample carries (at
      * registration: the start routine under its callers, or none). */
-    uint64_t *last_frames; /* AG_MAX_FRAMES words, in the same mapping as blk_frames */
+    uint64_t *last_frames; /* AG_MAX_FRAMES words, in the same mapping as blk.frames */
     uint32_t last_depth;
     uint8_t last_unwinder, last_end;
     uint32_t root_depth; /* reg: frames of its start routine under its callers (0: unknown), the
@@ -297,9 +308,18 @@ int32_t ag_gettid(void);
  * __builtin_frame_address(0). Returns the slot to pass to leave, or NULL (interpose.c). */
 struct ag_thread *ag_thread_blocking_enter(uint64_t fa);
 void ag_thread_blocking_leave(struct ag_thread *t);
+/* The owner publishes a stack (res: its walk's result); another thread copies it into frames (up
+ * to max), 0, or -EAGAIN when it is empty or kept changing (threads.c). */
+void ag_seqstack_put(struct ag_seqstack *st, const uint64_t *frames,
+                     const struct ag_unwind_result *res);
+int ag_seqstack_get(struct ag_seqstack *st, uint64_t *frames, uint32_t max, uint32_t *depth,
+                    uint8_t *unwinder, uint8_t *end);
 /* At a thread's registration: notes that it starts with the sampling signal blocked (interpose.c,
  * where pthread_sigmask and sigprocmask keep t->sigblk_cpu_ns). */
 void ag_thread_sigmask_started(struct ag_thread *t);
+/* The real pthread_sigmask, for the agent's own masking on host threads (its exit hook): the
+ * interposer's bookkeeping is for the host's. */
+int ag_sigmask_raw(int how, const sigset_t *set, sigset_t *old);
 
 /* Links the interposers (agent/interpose.c) into whatever starts the agent; see there. */
 void ag_interpose_init(void);

@@ -34,6 +34,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -128,27 +129,16 @@ ag_thread_blocking_enter(uint64_t fa)
     uint64_t frames[AG_MAX_FRAMES];
     struct ag_unwind_result res;
     struct ag_thread *t;
-    uint32_t seq, i;
 
     if (atomic_load_explicit(&ag.hz_wall, memory_order_relaxed) == 0) {
         return NULL;
     }
     t = ag_sig_thread_self();
-    if (t == NULL || t->blk_frames == NULL ||
+    if (t == NULL || t->blk.frames == NULL ||
         ag_ip_walk_caller(t, fa, frames, ag.cfg.max_frames, &res) != 0) {
         return NULL;
     }
-    seq = atomic_load_explicit(&t->blk_seq, memory_order_relaxed);
-    /* Seqlock without fences (TSan-checkable): every word is a release store after the odd
-     * seq, paired with the reader's acquire loads in ag_wall_copy_blocked(). */
-    atomic_store_explicit(&t->blk_seq, seq + 1, memory_order_relaxed);
-    for (i = 0; i < res.depth; i++) {
-        atomic_store_explicit(&t->blk_frames[i], frames[i], memory_order_release);
-    }
-    atomic_store_explicit(&t->blk_info,
-                          res.depth | (uint32_t)res.unwinder << 16 | (uint32_t)res.end << 24,
-                          memory_order_release);
-    atomic_store_explicit(&t->blk_seq, seq + 2, memory_order_release);
+    ag_seqstack_put(&t->blk, frames, &res);
     atomic_store_explicit(&t->blocked, 1, memory_order_release);
     return t;
 }
@@ -644,16 +634,19 @@ static _Atomic(void *) ag_ip_real_pthread_sigmask, ag_ip_real_sigprocmask;
 typedef int (*ag_ip_sigmask_fn)(int, const sigset_t *, sigset_t *);
 
 /*
- * The CPU thread t burned since its last sample, with the sampling signal blocked (it still is:
- * this thread is the ring's only producer now), as an AG_SOURCE_UNSEEN sample: the marker frame
- * over the stack of the call that is about to unblock it. The pending signal, delivered as the
- * mask opens, finds its span taken and counts once (its carry settles the debt).
+ * Claims the CPU thread t burned since its last sample as a sample of its own ring, while the
+ * sampling signal is blocked (this thread is the ring's only producer then). frames/res: a stack
+ * walked from an interposer's caller (its leaf a return address, which symbolizes to the caller,
+ * as a pc just after the call would). unseen: AG_SOURCE_UNSEEN, the marker over that stack; else
+ * AG_SOURCE_TAIL, what a sample at the moment would have stood for. Spans under half an interval
+ * are left to the next sample or claim.
  */
 static void
-ag_ip_claim_unseen(struct ag_thread *t, uint64_t fa, uint64_t cpu)
+ag_ip_claim(struct ag_thread *t, uint64_t cpu, int unseen, const uint64_t *frames,
+            const struct ag_unwind_result *res)
 {
-    struct ag_unwind_result res = { 0, 0, 0, 0 };
     unsigned hz = atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed);
+    uint32_t depth = res->depth, skip = unseen ? 1 : 0;
     uint64_t delta, weight;
     struct ag_sample *s;
 
@@ -666,7 +659,8 @@ ag_ip_claim_unseen(struct ag_thread *t, uint64_t fa, uint64_t cpu)
     }
     atomic_fetch_add_explicit(&ag.n_cpu_weight, weight, memory_order_relaxed);
     atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);
-    atomic_fetch_add_explicit(&ag.cpu_unseen_ns, delta, memory_order_relaxed);
+    atomic_fetch_add_explicit(unseen ? &ag.cpu_unseen_ns : &ag.n_cpu_tails, unseen ? delta : 1,
+                              memory_order_relaxed);
     s = ag_ring_reserve(&t->ring);
     if (s == NULL) {
         atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
@@ -678,20 +672,17 @@ ag_ip_claim_unseen(struct ag_thread *t, uint64_t fa, uint64_t cpu)
     s->tid = ag_tls_tid;
     s->mode = AG_MODE_CPU;
     s->state = AG_STATE_RUNNING;
-    s->source = AG_SOURCE_UNSEEN;
+    s->source = unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL;
     s->engine = atomic_load_explicit(&t->perf_fd, memory_order_relaxed) >= 0 ? AG_CPU_ENGINE_PERF
                                                                              : AG_CPU_ENGINE_TIMER;
     s->weight = (uint16_t)weight;
     s->cpu_delta_ns = delta;
     s->frames[0] = ag_unseen_pc();
-    if (ag.cfg.max_frames < 2 ||
-        ag_ip_walk_caller(t, fa, s->frames + 1, ag.cfg.max_frames - 1, &res) != 0) {
-        res.depth = 0;
-        res.end = AG_UNWIND_END_READ_FAULT;
-    }
-    s->depth = 1 + res.depth;
-    s->unwinder = res.unwinder;
-    s->end = res.end;
+    depth = depth < ag.cfg.max_frames - skip ? depth : ag.cfg.max_frames - skip;
+    memcpy(s->frames + skip, frames, depth * sizeof(uint64_t));
+    s->depth = depth + skip;
+    s->unwinder = res->unwinder;
+    s->end = res->end;
     ag_ring_commit(&t->ring);
 }
 
@@ -699,10 +690,11 @@ ag_ip_claim_unseen(struct ag_thread *t, uint64_t fa, uint64_t cpu)
 static int
 ag_ip_sigmask(ag_ip_sigmask_fn real, int how, const sigset_t *set, sigset_t *old, uint64_t fa)
 {
+    uint64_t frames[AG_MAX_FRAMES], since;
+    struct ag_unwind_result res = { 0, 0, 0, 0 };
     struct ag_thread *t;
     sigset_t prev, now;
     int rc, signo, in_set, unblocks, blocks;
-    uint64_t since;
 
     /* Kept while CPU sampling is off too, so that a note is never stale when it starts. */
     if (set == NULL || !ag_ip_active() ||
@@ -717,15 +709,15 @@ ag_ip_sigmask(ag_ip_sigmask_fn real, int how, const sigset_t *set, sigset_t *old
     since = atomic_load_explicit(&t->sigblk_cpu_ns, memory_order_relaxed);
     if (unblocks && since != 0) {
         /* Only while the signal is blocked indeed (a raw system call may have opened it) is
-         * this thread the ring's only producer. Spans under half an interval are left to the
-         * next sample. */
+         * this thread the ring's only producer. The span goes under the call that blocked the
+         * signal (or, when the thread started with it blocked, the one that opens it). */
         if (real(SIG_BLOCK, NULL, &now) == 0 && sigismember(&now, signo) == 1) {
-            uint64_t cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
-            unsigned hz = atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed);
-
-            if (hz != 0 && cpu > since && cpu - since >= 500000000u / hz) {
-                ag_ip_claim_unseen(t, fa, cpu);
+            if (ag_seqstack_get(&t->sigblk, frames, ag.cfg.max_frames, &res.depth, &res.unwinder,
+                                &res.end) != 0 &&
+                ag_ip_walk_caller(t, fa, frames, ag.cfg.max_frames, &res) != 0) {
+                res.depth = 0;
             }
+            ag_ip_claim(t, ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID), 1, frames, &res);
         }
         atomic_store_explicit(&t->sigblk_cpu_ns, 0, memory_order_relaxed);
     }
@@ -737,10 +729,27 @@ ag_ip_sigmask(ag_ip_sigmask_fn real, int how, const sigset_t *set, sigset_t *old
         if (blocks && sigismember(&prev, signo) == 0) {
             uint64_t cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
 
+            /* The CPU up to here ran with the signal open, and a sample now would have seen
+             * this stack: it is claimed as such, so that only what follows is unseen. Later
+             * claims show the unseen time under this call, the one that hid it. */
+            if (ag_ip_walk_caller(t, fa, frames, ag.cfg.max_frames, &res) != 0) {
+                res.depth = 0;
+            }
+            ag_ip_claim(t, cpu, 0, frames, &res);
+            ag_seqstack_put(&t->sigblk, frames, &res);
             atomic_store_explicit(&t->sigblk_cpu_ns, cpu != 0 ? cpu : 1, memory_order_relaxed);
         }
     }
     return rc;
+}
+
+int
+ag_sigmask_raw(int how, const sigset_t *set, sigset_t *old)
+{
+    ag_ip_sigmask_fn real =
+            (ag_ip_sigmask_fn)ag_interpose_real(&ag_ip_real_pthread_sigmask, "pthread_sigmask");
+
+    return real != NULL ? real(how, set, old) : ENOSYS;
 }
 
 AG_EXPORT int
@@ -784,7 +793,9 @@ ag_thread_sigmask_started(struct ag_thread *t)
     if (t != NULL && pthread_sigmask(SIG_BLOCK, NULL, &now) == 0 &&
         sigismember(&now, ag.signo) == 1) {
         uint64_t cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
+        struct ag_unwind_result none = { 0, 0, 0, 0 };
 
+        ag_seqstack_put(&t->sigblk, NULL, &none); /* no call hid it: its start routine shows */
         atomic_store_explicit(&t->sigblk_cpu_ns, cpu != 0 ? cpu : 1, memory_order_relaxed);
     }
 }

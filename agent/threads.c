@@ -36,8 +36,8 @@ __thread _Atomic uint32_t ag_tls_signals AG_TLS;
 
 #define AG_EXCLUDED_MAX 32
 
-/* A thread's own mapping: blk_frames, last_frames, cfi_cache. */
-#define AG_THREAD_MAP_LEN (2 * AG_MAX_FRAMES * sizeof(uint64_t) + sizeof(struct ag_cfi_cache))
+/* A thread's own mapping: blk.frames, sigblk.frames, last_frames, cfi_cache. */
+#define AG_THREAD_MAP_LEN (3 * AG_MAX_FRAMES * sizeof(uint64_t) + sizeof(struct ag_cfi_cache))
 
 static pthread_once_t ag_threads_once = PTHREAD_ONCE_INIT;
 static pthread_key_t ag_threads_key;
@@ -80,9 +80,9 @@ ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg)
         return -ENOSYS;
     }
     sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+    ag_sigmask_raw(SIG_SETMASK, &all, &old);
     rc = real(th, NULL, fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    ag_sigmask_raw(SIG_SETMASK, &old, NULL);
     return -rc;
 }
 
@@ -202,11 +202,12 @@ ag_thread_register_locked(int32_t tid, int self)
         atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
         return NULL;
     }
-    if (t->blk_frames == NULL) {
+    if (t->blk.frames == NULL) {
         /* Mapped, like the registry that points to it and outlives ag_stop() (an interposed call
          * may still write here): heap memory referenced only from a mapping would look leaked
          * to LeakSanitizer, which does not scan mappings. Sized for any later config: the
-         * blocking-call stack, the drain's copy of the last CPU stack, the CFI row cache. */
+         * blocking-call stack, the signal-blocking call's, the drain's copy of the last CPU
+         * stack, the CFI row cache. */
         void *m = mmap(NULL, AG_THREAD_MAP_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                        -1, 0);
 
@@ -214,9 +215,10 @@ ag_thread_register_locked(int32_t tid, int self)
             atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
             return NULL;
         }
-        t->blk_frames = m;
+        t->blk.frames = m;
+        t->sigblk.frames = t->blk.frames + AG_MAX_FRAMES;
     }
-    t->last_frames = (uint64_t *)(uintptr_t)t->blk_frames + AG_MAX_FRAMES;
+    t->last_frames = (uint64_t *)(uintptr_t)(t->sigblk.frames + AG_MAX_FRAMES);
     t->cfi_cache = (struct ag_cfi_cache *)(void *)(t->last_frames + AG_MAX_FRAMES);
     t->cfi_cache->generation = 0; /* empty: the previous thread's rows may not be this one's */
     t->last_depth = 0;
@@ -249,6 +251,7 @@ ag_thread_register_locked(int32_t tid, int self)
     t->tail_cpu_ns = 0;
     t->tail_unseen = 0;
     atomic_store_explicit(&t->sigblk_cpu_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->sigblk.info, 0, memory_order_relaxed); /* no stack yet */
     t->dropped_reported = atomic_load_explicit(&t->dropped, memory_order_relaxed);
     atomic_store_explicit(&t->blocked, 0, memory_order_relaxed);
     atomic_store_explicit(&t->stack_lo, 0, memory_order_relaxed);
@@ -291,7 +294,7 @@ ag_threads_on_exit(void *p)
     /* No sample between the final claim and the engine's end: the claim is the last span. */
     sigemptyset(&sig);
     sigaddset(&sig, ag.signo);
-    pthread_sigmask(SIG_BLOCK, &sig, &old);
+    ag_sigmask_raw(SIG_BLOCK, &sig, &old);
     pthread_mutex_lock(&ag.reg_lock);
     if (atomic_load_explicit(&t->tid, memory_order_relaxed) == ag_gettid() &&
         atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE) {
@@ -305,7 +308,7 @@ ag_threads_on_exit(void *p)
         atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_seq_cst);
     }
     pthread_mutex_unlock(&ag.reg_lock);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    ag_sigmask_raw(SIG_SETMASK, &old, NULL);
 }
 
 static void
@@ -340,6 +343,52 @@ void
 ag_thread_attach_self(void)
 {
     ag_thread_attach_started(NULL, 0);
+}
+
+void
+ag_seqstack_put(struct ag_seqstack *st, const uint64_t *frames, const struct ag_unwind_result *res)
+{
+    uint32_t seq = atomic_load_explicit(&st->seq, memory_order_relaxed), i;
+
+    atomic_store_explicit(&st->seq, seq + 1, memory_order_relaxed);
+    for (i = 0; i < res->depth; i++) {
+        atomic_store_explicit(&st->frames[i], frames[i], memory_order_release);
+    }
+    atomic_store_explicit(&st->info,
+                          res->depth | (uint32_t)res->unwinder << 16 | (uint32_t)res->end << 24,
+                          memory_order_release);
+    atomic_store_explicit(&st->seq, seq + 2, memory_order_release);
+}
+
+int
+ag_seqstack_get(struct ag_seqstack *st, uint64_t *frames, uint32_t max, uint32_t *depth,
+                uint8_t *unwinder, uint8_t *end)
+{
+    int tries;
+
+    for (tries = 0; tries < 4; tries++) {
+        uint32_t seq = atomic_load_explicit(&st->seq, memory_order_acquire);
+        uint32_t info, n, i;
+
+        if (seq & 1) {
+            continue;
+        }
+        info = atomic_load_explicit(&st->info, memory_order_acquire);
+        n = info & 0xffff;
+        n = n < max ? n : max;
+        for (i = 0; i < n; i++) {
+            /* Acquire: seeing a word stored after the odd seq makes the re-read below see
+             * that seq (or a later one), so a torn copy is never accepted. */
+            frames[i] = atomic_load_explicit(&st->frames[i], memory_order_acquire);
+        }
+        if (atomic_load_explicit(&st->seq, memory_order_relaxed) == seq) {
+            *depth = n;
+            *unwinder = (uint8_t)(info >> 16);
+            *end = (uint8_t)(info >> 24);
+            return n > 0 ? 0 : -EAGAIN;
+        }
+    }
+    return -EAGAIN;
 }
 
 void

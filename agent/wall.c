@@ -79,33 +79,13 @@ ag_wall_state(struct ag_wall_fd *f)
 static int
 ag_wall_copy_blocked(struct ag_thread *t, struct ag_sample *s)
 {
-    int tries;
+    uint32_t depth;
+    int err = ag_seqstack_get(&t->blk, s->frames, ag.cfg.max_frames, &depth, &s->unwinder, &s->end);
 
-    for (tries = 0; tries < 4; tries++) {
-        uint32_t seq = atomic_load_explicit(&t->blk_seq, memory_order_acquire);
-        uint32_t info, depth, i;
-
-        if (seq & 1) {
-            continue;
-        }
-        info = atomic_load_explicit(&t->blk_info, memory_order_acquire);
-        depth = info & 0xffff;
-        if (depth > ag.cfg.max_frames) {
-            depth = ag.cfg.max_frames;
-        }
-        for (i = 0; i < depth; i++) {
-            /* Acquire: seeing a word stored after the odd seq makes the re-read below see
-             * that seq (or a later one), so a torn copy is never accepted. */
-            s->frames[i] = atomic_load_explicit(&t->blk_frames[i], memory_order_acquire);
-        }
-        if (atomic_load_explicit(&t->blk_seq, memory_order_relaxed) == seq) {
-            s->depth = depth;
-            s->unwinder = (uint8_t)(info >> 16);
-            s->end = (uint8_t)(info >> 24);
-            return depth > 0 ? 0 : -EAGAIN;
-        }
+    if (err == 0) {
+        s->depth = depth;
     }
-    return -EAGAIN;
+    return err;
 }
 
 /* pc and sp of a thread blocked in a syscall, walked with non-faulting reads. */
