@@ -201,7 +201,7 @@ ag_drain(ag_record_fn fn, void *ctx)
         state = atomic_load_explicit(&t->state, memory_order_acquire);
         tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
         if (state == AG_SLOT_ACTIVE &&
-            atomic_load_explicit(&t->sigblk_cpu_ns, memory_order_relaxed) != 0) {
+            atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed) != 0) {
             /* A thread with the signal blocked has no sample to come: its CPU is claimed at each
              * drain, as unseen final samples that reach the consumer while their time is still
              * open to it (the bridge writes a sample's span only after what it has released). */

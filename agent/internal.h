@@ -161,11 +161,16 @@ struct ag_thread {
     uint32_t tail_weight;
     uint8_t tail_engine;
     uint8_t tail_unseen; /* reg: the final sample's span ran with the signal blocked */
-    /* self (written by the sigmask interposers and at thread start, read by tail claims): the
-     * thread CPU time at which the thread blocked the sampling signal, 0 while it does not, and
-     * the stack of the call that blocked it (depth 0: it started blocked), read by the drain. */
-    _Atomic uint64_t sigblk_cpu_ns;
+    /* self (written by the sigmask interposers and at thread start, read by tail claims): when
+     * (CLOCK_MONOTONIC) the thread blocked the sampling signal, 0 while it does not, and the
+     * stack of the call that blocked it (depth 0: it started blocked), read by the drain. Wall
+     * time, not the thread's CPU clock: a pair of mask calls reads no clock that costs a system
+     * call unless the span may matter (half an interval of wall time at least). */
+    _Atomic uint64_t sigblk_ns;
     struct ag_seqstack sigblk;
+    _Atomic uint64_t last_claim_ns; /* self: CLOCK_MONOTONIC of its last CPU sample or own claim */
+    _Atomic int sigblk_claimed;     /* self: an unblocking claimed the span the pending signal
+                                       would have taken: the handler skips that signal */
     /* drain: the stack of the thread's last CPU sample, which its final sample carries (at
      * registration: the start routine under its callers, or none). */
     uint64_t *last_frames; /* AG_MAX_FRAMES words, in the same mapping as blk.frames */
@@ -315,7 +320,7 @@ void ag_seqstack_put(struct ag_seqstack *st, const uint64_t *frames,
 int ag_seqstack_get(struct ag_seqstack *st, uint64_t *frames, uint32_t max, uint32_t *depth,
                     uint8_t *unwinder, uint8_t *end);
 /* At a thread's registration: notes that it starts with the sampling signal blocked (interpose.c,
- * where pthread_sigmask and sigprocmask keep t->sigblk_cpu_ns). */
+ * where pthread_sigmask and sigprocmask keep t->sigblk_ns). */
 void ag_thread_sigmask_started(struct ag_thread *t);
 /* The real pthread_sigmask, for the agent's own masking on host threads (its exit hook): the
  * interposer's bookkeeping is for the host's. */

@@ -690,8 +690,9 @@ ag_ip_claim(struct ag_thread *t, uint64_t cpu, int unseen, const uint64_t *frame
 static int
 ag_ip_sigmask(ag_ip_sigmask_fn real, int how, const sigset_t *set, sigset_t *old, uint64_t fa)
 {
-    uint64_t frames[AG_MAX_FRAMES], since;
+    uint64_t frames[AG_MAX_FRAMES], since, half;
     struct ag_unwind_result res = { 0, 0, 0, 0 };
+    unsigned hz;
     struct ag_thread *t;
     sigset_t prev, now;
     int rc, signo, in_set, unblocks, blocks;
@@ -706,20 +707,26 @@ ag_ip_sigmask(ag_ip_sigmask_fn real, int how, const sigset_t *set, sigset_t *old
     in_set = sigismember(set, signo) == 1;
     unblocks = in_set ? how == SIG_UNBLOCK : how == SIG_SETMASK;
     blocks = in_set && how != SIG_UNBLOCK;
-    since = atomic_load_explicit(&t->sigblk_cpu_ns, memory_order_relaxed);
+    since = atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed);
+    hz = atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed);
+    half = hz != 0 ? 500000000u / hz : UINT64_MAX;
     if (unblocks && since != 0) {
-        /* Only while the signal is blocked indeed (a raw system call may have opened it) is
-         * this thread the ring's only producer. The span goes under the call that blocked the
-         * signal (or, when the thread started with it blocked, the one that opens it). */
-        if (real(SIG_BLOCK, NULL, &now) == 0 && sigismember(&now, signo) == 1) {
+        /* A span under half an interval of wall time is under half an interval of CPU: left to
+         * the next sample, without a system call. Else, only while the signal is blocked indeed
+         * (a raw system call may have opened it) is this thread the ring's only producer. The
+         * span goes under the call that blocked the signal (or, when the thread started with it
+         * blocked, the one that opens it). */
+        if (ag_sig_now_ns(CLOCK_MONOTONIC) - since >= half && real(SIG_BLOCK, NULL, &now) == 0 &&
+            sigismember(&now, signo) == 1) {
             if (ag_seqstack_get(&t->sigblk, frames, ag.cfg.max_frames, &res.depth, &res.unwinder,
                                 &res.end) != 0 &&
                 ag_ip_walk_caller(t, fa, frames, ag.cfg.max_frames, &res) != 0) {
                 res.depth = 0;
             }
             ag_ip_claim(t, ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID), 1, frames, &res);
+            atomic_store_explicit(&t->sigblk_claimed, 1, memory_order_relaxed);
         }
-        atomic_store_explicit(&t->sigblk_cpu_ns, 0, memory_order_relaxed);
+        atomic_store_explicit(&t->sigblk_ns, 0, memory_order_relaxed);
     }
     rc = real(how, set, &prev);
     if (rc == 0) {
@@ -727,17 +734,21 @@ ag_ip_sigmask(ag_ip_sigmask_fn real, int how, const sigset_t *set, sigset_t *old
             *old = prev;
         }
         if (blocks && sigismember(&prev, signo) == 0) {
-            uint64_t cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
+            uint64_t wall = ag_sig_now_ns(CLOCK_MONOTONIC);
 
-            /* The CPU up to here ran with the signal open, and a sample now would have seen
-             * this stack: it is claimed as such, so that only what follows is unseen. Later
-             * claims show the unseen time under this call, the one that hid it. */
             if (ag_ip_walk_caller(t, fa, frames, ag.cfg.max_frames, &res) != 0) {
                 res.depth = 0;
             }
-            ag_ip_claim(t, cpu, 0, frames, &res);
+            /* The CPU up to here ran with the signal open, and a sample now would have seen
+             * this stack: it is claimed as such (when it may reach half an interval), so that
+             * only what follows is unseen. Later claims show the unseen time under this call,
+             * the one that hid it. */
+            if (wall - atomic_load_explicit(&t->last_claim_ns, memory_order_relaxed) >= half) {
+                ag_ip_claim(t, ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID), 0, frames, &res);
+                atomic_store_explicit(&t->last_claim_ns, wall, memory_order_relaxed);
+            }
             ag_seqstack_put(&t->sigblk, frames, &res);
-            atomic_store_explicit(&t->sigblk_cpu_ns, cpu != 0 ? cpu : 1, memory_order_relaxed);
+            atomic_store_explicit(&t->sigblk_ns, wall != 0 ? wall : 1, memory_order_relaxed);
         }
     }
     return rc;
@@ -792,10 +803,10 @@ ag_thread_sigmask_started(struct ag_thread *t)
      * keeps signals for a sigwait thread) burns unseen CPU from its first instruction. */
     if (t != NULL && pthread_sigmask(SIG_BLOCK, NULL, &now) == 0 &&
         sigismember(&now, ag.signo) == 1) {
-        uint64_t cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
+        uint64_t wall = ag_sig_now_ns(CLOCK_MONOTONIC);
         struct ag_unwind_result none = { 0, 0, 0, 0 };
 
         ag_seqstack_put(&t->sigblk, NULL, &none); /* no call hid it: its start routine shows */
-        atomic_store_explicit(&t->sigblk_cpu_ns, cpu != 0 ? cpu : 1, memory_order_relaxed);
+        atomic_store_explicit(&t->sigblk_ns, wall != 0 ? wall : 1, memory_order_relaxed);
     }
 }

@@ -166,15 +166,25 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         atomic_load_explicit(&t->perf_fd, memory_order_acquire) != info->si_fd) {
         goto out; /* another fd's SIGIO-style signal, or an event closed since */
     }
-    if (atomic_load_explicit(&t->sigblk_cpu_ns, memory_order_relaxed) != 0) {
+    if (atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed) != 0) {
         /* The signal is open, though no interposer saw it opened (a sigreturn restored the
          * mask, or a raw system call): its span goes to this sample, as it always did. */
-        atomic_store_explicit(&t->sigblk_cpu_ns, 0, memory_order_relaxed);
+        atomic_store_explicit(&t->sigblk_ns, 0, memory_order_relaxed);
     }
     hz = mode == AG_MODE_CPU ? atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed)
                              : atomic_load_explicit(&ag.hz_wall, memory_order_relaxed);
     if (hz == 0) {
         goto out; /* a signal still in flight after the mode was switched off */
+    }
+    cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (mode == AG_MODE_CPU && atomic_load_explicit(&t->sigblk_claimed, memory_order_relaxed)) {
+        /* The signal left pending while the thread blocked it, delivered as the mask opened,
+         * after the interposer claimed its span: a sample of it would count an interval that
+         * ran nowhere near this stack. The little since goes to the next sample. */
+        atomic_store_explicit(&t->sigblk_claimed, 0, memory_order_relaxed);
+        if (cpu - atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed) < 500000000u / hz) {
+            goto out;
+        }
     }
     s = ag_ring_reserve(&t->ring);
     if (s == NULL) {
@@ -183,7 +193,6 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         goto out;
     }
     s->timestamp_ns = ag_sig_now_ns(CLOCK_MONOTONIC);
-    cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
     s->cpu_time_ns = cpu;
     s->tid = ag_tls_tid;
     s->mode = mode;
@@ -199,6 +208,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
          * up to the thread's CPU time in intervals (every sample counts at least once). */
         s->weight = (uint16_t)ag_sig_cpu_weigh(t, cpu, period, 1, &delta);
         s->cpu_delta_ns = delta != 0 ? delta : period;
+        atomic_store_explicit(&t->last_claim_ns, s->timestamp_ns, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.n_cpu_weight, s->weight, memory_order_relaxed);
         if (engine == AG_CPU_ENGINE_TIMER) { /* what auto's check reads (timer.c) */
             atomic_fetch_add_explicit(&t->timer_samples, 1, memory_order_relaxed);

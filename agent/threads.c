@@ -250,7 +250,9 @@ ag_thread_register_locked(int32_t tid, int self)
     t->tail_weight = 0;
     t->tail_cpu_ns = 0;
     t->tail_unseen = 0;
-    atomic_store_explicit(&t->sigblk_cpu_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->sigblk_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->last_claim_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->sigblk_claimed, 0, memory_order_relaxed);
     atomic_store_explicit(&t->sigblk.info, 0, memory_order_relaxed); /* no stack yet */
     t->dropped_reported = atomic_load_explicit(&t->dropped, memory_order_relaxed);
     atomic_store_explicit(&t->blocked, 0, memory_order_relaxed);

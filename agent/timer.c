@@ -178,8 +178,8 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
     if (t->tail_weight + weight > UINT16_MAX) {
         weight = UINT16_MAX - t->tail_weight;
     }
-    since = atomic_load_explicit(&t->sigblk_cpu_ns, memory_order_relaxed);
-    if (since != 0 && cpu > since && cpu - since >= period / 2) {
+    since = atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed);
+    if (since != 0 && ag_now_ns() >= since + period / 2) {
         /* It ends with the signal blocked: no sample saw that span (interpose.c). */
         t->tail_unseen = 1;
         atomic_fetch_add_explicit(&ag.cpu_unseen_ns, delta, memory_order_relaxed);
@@ -366,7 +366,7 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
     t->scan_weight = w;
     if (!t->has_timer || t->timer_hz == 0 || ag.cfg.cpu_engine != AG_CPU_ENGINE_AUTO ||
         ag.perf_unavailable || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
-        atomic_load_explicit(&t->sigblk_cpu_ns, memory_order_relaxed) != 0) {
+        atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed) != 0) {
         return; /* (a thread that blocks the signal misses its samples on perf as well) */
     }
     period = 1000000000u / t->timer_hz;
