@@ -16,3 +16,11 @@ if(TARGET pp_agent)
   target_compile_options(bench-engine PRIVATE -fno-optimize-sibling-calls)
   set_target_properties(bench-engine PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 endif()
+# bench-sigmask: what the pthread_sigmask interposer costs a host masking signals (pass-through,
+# another signal, the sampling signal) against libc's. Run: build/bench/bench-sigmask [ROUNDS [PAIRS]]
+if(TARGET pp_agent)
+  add_executable(bench-sigmask ${CMAKE_CURRENT_LIST_DIR}/bench-sigmask.c)
+  target_link_libraries(bench-sigmask PRIVATE pp_agent pthread)
+  target_compile_options(bench-sigmask PRIVATE -fno-omit-frame-pointer -fno-optimize-sibling-calls)
+  set_target_properties(bench-sigmask PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+endif()
