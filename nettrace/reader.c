@@ -26,7 +26,7 @@
 #define NT_MAX_THREADS                (1u << 20) /* capture threads / V6 thread indexes held */
 #define NT_MAX_TYPE_NAME              64         /* longest FastSerialization type name */
 #define NT_MAX_FIELD_DEPTH            8          /* nesting of object / array field types */
-#define NT_READ_CHUNK                 (256u << 10)
+#define NT_READ_CHUNK                 (1u << 20)
 
 /* Keeps a rare path out of the per-event loop it is called from. */
 #define NT_NOINLINE __attribute__((noinline))
@@ -1482,9 +1482,9 @@ nt_reader_event_metadata(struct nt_reader *r, const uint8_t *payload, uint64_t a
 }
 
 /*
- * Fills *ev from the header state of the event just decoded, with r->last_md as its metadata and
- * no stack yet. Every field is assigned (no memset): at 25+ M events/s the clearing of the whole
- * struct was a measurable share of the time per event.
+ * Fills *ev from the header state of the event just decoded, with r->last_md as its metadata,
+ * all but the stack (nt_reader_event_stack()). Every field is assigned (no memset): at 25+ M
+ * events/s the clearing of the whole struct was a measurable share of the time per event.
  */
 static inline void
 nt_reader_event_fill(const struct nt_reader *r, struct nt_event *ev, const uint8_t *payload,
@@ -1501,23 +1501,26 @@ nt_reader_event_fill(const struct nt_reader *r, struct nt_event *ev, const uint8
     memcpy(ev->activity_id, h->activity, 16);
     memcpy(ev->related_activity_id, h->related, 16);
     ev->is_sorted = sorted;
-    ev->stack = NULL;
-    ev->stack_depth = 0;
     ev->stack_id = h->stack_id;
     ev->payload = payload;
     ev->payload_size = h->payload_size;
     ev->desc = r->last_md;
 }
 
-/* Gives ev the stack at index in r->stacks, which the caller resolved for it. */
+/* Gives ev its stack: none for stack id 0, else the one at index in r->stacks (resolved). */
 static inline void
 nt_reader_event_stack(const struct nt_reader *r, struct nt_event *ev, size_t index)
 {
-    const struct nt_stack_entry *s = &r->stacks[index];
+    const uint64_t *ips = NULL;
+    uint32_t depth = 0;
 
-    ev->stack_depth = s->depth;
-    /* only empty stacks so far: stack_ips is still NULL, and NULL + 0 is undefined */
-    ev->stack = s->depth != 0 ? r->stack_ips + s->off : NULL;
+    if (r->hdr.stack_id != 0) {
+        depth = r->stacks[index].depth;
+        /* only empty stacks so far: stack_ips is still NULL, and NULL + 0 is undefined */
+        ips = depth != 0 ? r->stack_ips + r->stacks[index].off : NULL;
+    }
+    ev->stack = ips;
+    ev->stack_depth = depth;
 }
 
 /*
@@ -1570,8 +1573,8 @@ nt_reader_event_finish(struct nt_reader *r, struct nt_event *ev, const uint8_t *
             r->last_stack_id = h->stack_id;
             r->last_stack = (size_t)v - 1;
         }
-        nt_reader_event_stack(r, ev, r->last_stack);
     }
+    nt_reader_event_stack(r, ev, r->last_stack);
     seq_key = h->capture_thread;
     t = nt_reader_thread(r, seq_key);
     if (t == NULL) {
@@ -1598,13 +1601,14 @@ static inline int
 nt_reader_event_fast(struct nt_reader *r, struct nt_event *ev)
 {
     const struct nt_header_state *h = &r->hdr;
-    uint64_t at = nt_cursor_offset(&r->blk);
+    const uint8_t *start = r->blk.p;
     const uint8_t *payload;
     struct nt_thread_entry *t;
     size_t stack = r->last_stack;
     int sorted = 0;
 
-    if (!r->fast_block || !nt_reader_header_fits(r) ||
+    /* A fast block is compressed, and r->err (checked by the caller) covers the cursor's. */
+    if (!r->fast_block || nt_cursor_left(&r->blk) < NT_MAX_COMPRESSED_HEADER ||
         (payload = nt_reader_header_decode(r, &sorted)) == NULL) {
         return 0;
     }
@@ -1612,7 +1616,8 @@ nt_reader_event_fast(struct nt_reader *r, struct nt_event *ev)
         h->capture_thread != r->last_thread_key ||
         (h->stack_id != 0 && h->stack_id != r->last_stack_id &&
          (!r->stacks_dense || h->stack_id > r->nstacks))) {
-        return nt_reader_event_finish(r, ev, payload, sorted, at);
+        return nt_reader_event_finish(r, ev, payload, sorted,
+                                      r->blk.base + (uint64_t)(start - r->blk.start));
     }
     if (h->stack_id != 0 && h->stack_id != r->last_stack_id) {
         stack = h->stack_id - 1u;
@@ -1620,9 +1625,7 @@ nt_reader_event_fast(struct nt_reader *r, struct nt_event *ev)
         r->last_stack = stack;
     }
     nt_reader_event_fill(r, ev, payload, sorted);
-    if (h->stack_id != 0) {
-        nt_reader_event_stack(r, ev, stack);
-    }
+    nt_reader_event_stack(r, ev, stack);
     t = &r->threads[r->last_thread - 1];
     nt_reader_seq_check(r, t, h->seq - 1);
     t->seq = h->seq;
