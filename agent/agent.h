@@ -285,13 +285,6 @@ void ag_cpu_flush(void);
  */
 void ag_thread_exclude_self(void);
 
-/*
- * The next definition of an interposed libc function (dlsym(RTLD_NEXT)), looked up once and kept
- * in *slot: for the agent's interposers and the shim's. NULL when there is none.
- * Context: any thread but a signal handler (the first call takes the loader's lock).
- */
-void *ag_interpose_real(_Atomic(void *) *slot, const char *name);
-
 /* Copies the current counters. Context: any ordinary thread; lock-free reads. */
 void ag_stats_get(struct ag_stats *out);
 

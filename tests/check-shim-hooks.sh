@@ -28,7 +28,7 @@ slots .fini_array | grep -qx "$stop" || fail ".fini_array does not point at shim
 echo "check-shim-hooks: .init_array -> shim_start@$start, .fini_array -> shim_stop@$stop"
 
 # Every function the sources mark for export (AG_EXPORT or visibility("default"): the calls
-# agent/interpose.c interposes, _exit/_Exit, the public API) is defined and exported by the
+# host/ interposes, the public API) is defined and exported by the
 # library: a static archive's member that nothing references would be left out silently, and a
 # name missing from shim/libpipeprof.map would stay local.
 src=${PP_SOURCE_DIR:?}
@@ -38,7 +38,7 @@ import glob, re, sys
 # a line, the name on that line or the next, followed by its parameter list.
 mark = re.compile(r'^(?:[A-Z_]*EXPORT\b|__attribute__\(\(visibility\("default"\)[^)]*\)\))(.*)$')
 names = set()
-for path in sorted(sum((glob.glob(sys.argv[1] + "/%s/*.c" % d) for d in ("agent", "bridge", "shim", "ipc")), [])):
+for path in sorted(sum((glob.glob(sys.argv[1] + "/%s/*.c" % d) for d in ("host", "agent", "bridge", "shim", "ipc")), [])):
     lines = open(path).read().split("\n")
     for i, line in enumerate(lines):
         m = mark.match(line)
