@@ -323,8 +323,13 @@ void ag_thread_sigmask_started(struct ag_thread *t);
 /* Installs the agent's hooks in the host contract (host/host.h) and links its interposers into
  * whatever starts the agent; see agent/host-hooks.c. */
 void ag_interpose_init(void);
-/* Creates an agent thread (real pthread_create, all signals blocked). 0 or -errno. */
-PP_MUST_USE int ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg);
+/* Creates an agent thread (host/host.h: the real pthread_create, all signals blocked). 0 or
+ * -errno. */
+PP_MUST_USE static inline int
+ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+    return host_thread_spawn(th, NULL, fn, arg);
+}
 /* fork() child: forget the calling thread's cached identity (threads.c; called by agent.c's
  * atfork handler, which then turns the agent off there). */
 void ag_threads_forked_child(void);

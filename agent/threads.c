@@ -54,24 +54,6 @@ ag_gettid(void)
     return ag_tls_tid;
 }
 
-/* Creates an agent thread: the real pthread_create, every signal blocked in the new thread. */
-int
-ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg)
-{
-    host_pthread_create_fn real = host_real_pthread_create();
-    sigset_t all, old;
-    int rc;
-
-    if (real == NULL) {
-        return -ENOSYS;
-    }
-    sigfillset(&all);
-    host_sigmask_raw(SIG_SETMASK, &all, &old);
-    rc = real(th, NULL, fn, arg);
-    host_sigmask_raw(SIG_SETMASK, &old, NULL);
-    return -rc;
-}
-
 static void
 ag_threads_bounds_self(uint64_t *lo, uint64_t *hi)
 {

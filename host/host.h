@@ -104,6 +104,13 @@ typedef int (*host_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void 
                                       void *);
 host_pthread_create_fn host_real_pthread_create(void);
 
+/*
+ * Starts a thread of the library's own (the agent's, the shim's): the real pthread_create, every
+ * signal blocked in the new thread (it inherits the mask), never registered with the agent.
+ * attr may be NULL. Returns 0 or -errno. Context: any thread but a signal handler.
+ */
+int host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+
 /* The real pthread_sigmask (signals.c), for the library's own masking on host threads: the
  * interposer's bookkeeping is for the host's. Returns 0 or an error number, as libc's. */
 int host_sigmask_raw(int how, const sigset_t *set, sigset_t *old);

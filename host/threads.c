@@ -19,6 +19,7 @@
  * must not change).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include "host/internal.h"
@@ -31,6 +32,23 @@ host_pthread_create_fn
 host_real_pthread_create(void)
 {
     return (host_pthread_create_fn)host_real(&host_threads_real_create, "pthread_create");
+}
+
+int
+host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    host_pthread_create_fn real = host_real_pthread_create();
+    sigset_t all, old;
+    int rc;
+
+    if (real == NULL) {
+        return -ENOSYS;
+    }
+    sigfillset(&all);
+    host_sigmask_raw(SIG_SETMASK, &all, &old);
+    rc = real(th, attr, fn, arg);
+    host_sigmask_raw(SIG_SETMASK, &old, NULL);
+    return -rc;
 }
 
 struct host_start_arg {

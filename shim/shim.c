@@ -27,17 +27,12 @@
  *                                       agent and server of its own (set by `pipeprof record`,
  *                                       which follows the process tree)
  */
-#include <elf.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,7 +52,8 @@ static struct ipc_server *shim_server;
 
 /*
  * 1 on the server's own threads (ipc_server_options.thread_init) and while this thread starts or
- * stops the server: the socket interposers below leave its calls alone.
+ * stops the server: the socket interposers (host/sockets.c, through shim_socket_redirect) leave
+ * its calls alone.
  */
 static __thread int shim_tls_internal;
 
@@ -107,84 +103,6 @@ shim_env_is(const char *name, const char *value)
     return v != NULL && strcmp(v, value) == 0;
 }
 
-/* How much of an executable the apphost test below reads: an apphost is tens of KB, a
- * single-file app's host (the runtime linked in) about 12 MB of ELF image before its bundle. */
-#define SHIM_HOST_SCAN_MAX (64u << 20)
-
-/* The end of the ELF image in a file (its last PT_LOAD byte): what follows is appended data,
- * such as a single-file app's bundle of assemblies. 0 when this is not a 64-bit ELF file. */
-static size_t
-shim_elf_image_end(const unsigned char *p, size_t size)
-{
-    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)(const void *)p;
-    size_t end = 0, i;
-
-    if (size < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_phentsize != sizeof(Elf64_Phdr) ||
-        eh->e_phoff > size || (size - eh->e_phoff) / sizeof(Elf64_Phdr) < eh->e_phnum) {
-        return 0;
-    }
-    for (i = 0; i < eh->e_phnum; i++) {
-        const Elf64_Phdr *ph = (const Elf64_Phdr *)(const void *)(p + eh->e_phoff) + i;
-
-        if (ph->p_type == PT_LOAD && ph->p_offset <= size && ph->p_filesz <= size - ph->p_offset &&
-            ph->p_offset + ph->p_filesz > end) {
-            end = ph->p_offset + ph->p_filesz;
-        }
-    }
-    return end;
-}
-
-/*
- * A .NET host runs its own diagnostic server under the very name we would use. At constructor
- * time libcoreclr.so is not loaded yet, so look at the executable: `dotnet` itself, or an
- * apphost (which names libhostfxr.so in its ELF image; a single-file app's host too, before the
- * bundle appended to it). A runtime this misses is still found when it binds its socket
- * (ipc_redirect_path()), only later.
- */
-static int
-shim_dotnet_host_detect(void)
-{
-    const char *forced = getenv("PIPEPROF_DOTNET_HOST");
-    char exe[4096];
-    const char *base;
-    struct stat st;
-    void *map;
-    size_t len;
-    ssize_t n;
-    int fd, found = 0;
-
-    if (forced != NULL && forced[0] != '\0') {
-        return strcmp(forced, "0") != 0;
-    }
-    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0) {
-        return 0;
-    }
-    exe[n] = '\0';
-    base = strrchr(exe, '/');
-    base = base != NULL ? base + 1 : exe;
-    if (strcmp(base, "dotnet") == 0) {
-        return 1;
-    }
-    fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return 0;
-    }
-    if (fstat(fd, &st) == 0 && st.st_size > 0) {
-        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map != MAP_FAILED) {
-            len = shim_elf_image_end(map, (size_t)st.st_size);
-            if (len > 0 && len <= SHIM_HOST_SCAN_MAX) { /* a large program is not a host */
-                found = memmem(map, len, "libhostfxr.so", 13) != NULL;
-            }
-            munmap(map, (size_t)st.st_size);
-        }
-    }
-    close(fd);
-    return found;
-}
-
 /* PIPEPROF_TARGET_PID, when set, names the only process that profiles itself. */
 static int
 shim_is_target(void)
@@ -232,7 +150,6 @@ shim_atfork_child(void)
 {
     pthread_attr_t attr;
     pthread_t thread;
-    sigset_t all, old;
     int was_running = __atomic_load_n(&shim_server, __ATOMIC_ACQUIRE) != NULL;
 
     /* The child has no loop thread; the parent owns the socket. Exec'd children get their own
@@ -244,18 +161,15 @@ shim_atfork_child(void)
     }
     /* Most children of a shell exec at once, and their new image starts its own agent; a
      * child that is still this image a few milliseconds later is a worker, and starts one
-     * here. The thread blocks every signal, as the agent's threads do. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+     * here, on a thread that blocks every signal, as the agent's threads do. */
     if (pthread_attr_init(&attr) == 0) {
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&thread, &attr, shim_forked_start_main, NULL) != 0) {
+        if (host_thread_spawn(&thread, &attr, shim_forked_start_main, NULL) != 0) {
             fprintf(stderr, "pipeprof: the forked child %ld is not profiled: no thread\n",
                     (long)getpid());
         }
         pthread_attr_destroy(&attr);
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /*
@@ -294,7 +208,7 @@ shim_start_process(int running)
     if (opts.listen_path != NULL && opts.listen_path[0] == '\0') {
         opts.listen_path = NULL;
     }
-    dotnet_host = shim_dotnet_host_detect();
+    dotnet_host = ipc_dotnet_host_detect();
     opts.thread_init = shim_thread_init;
     if (dotnet_host && shim_env_is("PIPEPROF_DOTNET_MERGE", "0")) {
         /* Stepping aside: the runtime serves the default name and acts on
@@ -302,10 +216,10 @@ shim_start_process(int running)
          * `-p` picks the runtime's newer file, and PIPEPROF_DIAGNOSTIC_PORT reaches pipeprof. */
         opts.key_override = ipc_process_start_key(getpid()) + 1;
     } else if (dotnet_host) {
-        /* The runtime's own server moves to a private name when it binds (the interposers
-         * below); this server answers under the public one, forwards what only the runtime can
-         * answer and merges its events into every session (docs/dotnet-hosts.md). The runtime
-         * holds its start-up for suspend ports itself, so the constructor does not. */
+        /* The runtime's own server moves to a private name when it binds (host/sockets.c); this
+         * server answers under the public one, forwards what only the runtime can answer and merges
+         * its events into every session (docs/dotnet-hosts.md). The runtime holds its start-up for
+         * suspend ports itself, so the constructor does not. */
         opts.dotnet_host = 1;
         opts.diagnostic_ports = getenv("DOTNET_DiagnosticPorts");
         if (opts.diagnostic_ports == NULL) {
