@@ -178,26 +178,38 @@ sleep(unsigned int s)
     return (unsigned)rem.tv_sec + (rem.tv_nsec > 0 ? 1u : 0u);
 }
 
-HOST_EXPORT int
-poll(struct pollfd *fds, nfds_t n, int timeout)
+/*
+ * poll, epoll_wait and epoll_pwait: a wait whose timeout is in milliseconds (negative: forever).
+ * once() makes the real call with the arguments kept here; after an EINTR the agent caused it is
+ * made again with what is left of the first timeout.
+ */
+struct host_ms_wait {
+    void *real;
+    int (*once)(const struct host_ms_wait *w, int timeout_ms);
+    void *items;          /* poll: the fds; epoll_*: the events */
+    nfds_t nfds;          /* poll */
+    int epfd, max;        /* epoll_*: the epoll fd, maxevents */
+    const sigset_t *mask; /* epoll_pwait */
+};
+
+/* fa: the interposer's frame, so that the recorded stack starts at the host's call site. */
+static int
+host_wait_ms(const struct host_ms_wait *w, int timeout, uint64_t fa)
 {
-    static _Atomic(void *) real_p;
-    int (*real)(struct pollfd *, nfds_t, int) =
-            (int (*)(struct pollfd *, nfds_t, int))host_real(&real_p, "poll");
-    uint64_t deadline;
     const struct host_agent_hooks *h;
+    uint64_t deadline;
     void *t;
     uint32_t sig0;
     int rc, err, left = timeout;
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(fds, n, timeout) : (errno = ENOSYS, -1);
+    if (w->real == NULL || (h = host_agent_active()) == NULL) {
+        return w->real != NULL ? w->once(w, timeout) : (errno = ENOSYS, -1);
     }
     deadline = host_deadline(timeout);
-    t = h->blocking_enter(HOST_FA);
+    t = h->blocking_enter(fa);
     for (;;) {
         sig0 = h->signals_handled();
-        rc = real(fds, n, left);
+        rc = w->once(w, left);
         err = errno;
         if (!host_absorb(h, rc, err, sig0)) {
             break;
@@ -206,6 +218,25 @@ poll(struct pollfd *fds, nfds_t n, int timeout)
     }
     h->blocking_leave(t);
     errno = err;
+    return rc;
+}
+
+static int
+host_poll_once(const struct host_ms_wait *w, int timeout_ms)
+{
+    return ((int (*)(struct pollfd *, nfds_t, int))w->real)(w->items, w->nfds, timeout_ms);
+}
+
+HOST_EXPORT int
+poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+    static _Atomic(void *) real_p;
+    struct host_ms_wait w = {
+        .real = host_real(&real_p, "poll"), .once = host_poll_once, .items = fds, .nfds = n
+    };
+    int rc = host_wait_ms(&w, timeout, HOST_FA);
+
+    HOST_NO_TAIL_CALL();
     return rc;
 }
 
@@ -277,66 +308,48 @@ select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
     return rc;
 }
 
+static int
+host_epoll_wait_once(const struct host_ms_wait *w, int timeout_ms)
+{
+    return ((int (*)(int, struct epoll_event *, int, int))w->real)(w->epfd, w->items, w->max,
+                                                                   timeout_ms);
+}
+
 HOST_EXPORT int
 epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
     static _Atomic(void *) real_p;
-    int (*real)(int, struct epoll_event *, int, int) =
-            (int (*)(int, struct epoll_event *, int, int))host_real(&real_p, "epoll_wait");
-    uint64_t deadline;
-    const struct host_agent_hooks *h;
-    void *t;
-    uint32_t sig0;
-    int rc, err, left = timeout;
+    struct host_ms_wait w = { .real = host_real(&real_p, "epoll_wait"),
+                              .once = host_epoll_wait_once,
+                              .items = ev,
+                              .epfd = epfd,
+                              .max = max };
+    int rc = host_wait_ms(&w, timeout, HOST_FA);
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(epfd, ev, max, timeout) : (errno = ENOSYS, -1);
-    }
-    deadline = host_deadline(timeout);
-    t = h->blocking_enter(HOST_FA);
-    for (;;) {
-        sig0 = h->signals_handled();
-        rc = real(epfd, ev, max, left);
-        err = errno;
-        if (!host_absorb(h, rc, err, sig0)) {
-            break;
-        }
-        left = host_left_ms(deadline);
-    }
-    h->blocking_leave(t);
-    errno = err;
+    HOST_NO_TAIL_CALL();
     return rc;
+}
+
+static int
+host_epoll_pwait_once(const struct host_ms_wait *w, int timeout_ms)
+{
+    return ((int (*)(int, struct epoll_event *, int, int, const sigset_t *))w->real)(
+            w->epfd, w->items, w->max, timeout_ms, w->mask);
 }
 
 HOST_EXPORT int
 epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
     static _Atomic(void *) real_p;
-    int (*real)(int, struct epoll_event *, int, int, const sigset_t *) =
-            (int (*)(int, struct epoll_event *, int, int, const sigset_t *))host_real(
-                    &real_p, "epoll_pwait");
-    uint64_t deadline;
-    const struct host_agent_hooks *h;
-    void *t;
-    uint32_t sig0;
-    int rc, err, left = timeout;
+    struct host_ms_wait w = { .real = host_real(&real_p, "epoll_pwait"),
+                              .once = host_epoll_pwait_once,
+                              .items = ev,
+                              .epfd = epfd,
+                              .max = max,
+                              .mask = mask };
+    int rc = host_wait_ms(&w, timeout, HOST_FA);
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(epfd, ev, max, timeout, mask) : (errno = ENOSYS, -1);
-    }
-    deadline = host_deadline(timeout);
-    t = h->blocking_enter(HOST_FA);
-    for (;;) {
-        sig0 = h->signals_handled();
-        rc = real(epfd, ev, max, left, mask);
-        err = errno;
-        if (!host_absorb(h, rc, err, sig0)) {
-            break;
-        }
-        left = host_left_ms(deadline);
-    }
-    h->blocking_leave(t);
-    errno = err;
+    HOST_NO_TAIL_CALL();
     return rc;
 }
 
