@@ -369,10 +369,6 @@ void ag_codemap_fini(void);
 PP_MUST_USE int ag_wall_start(void);
 void ag_wall_stop(void);
 
-/* agent/modules.c (helper Y's section of agent/agent.h declares it too; repeated here so the
- * sampler does not depend on the order the two halves land in). Returns 1, 0 or -errno. */
-PP_MUST_USE int ag_modules_refresh(void);
-
 /* Logging (agent/config.c). */
 void ag_log(enum ag_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

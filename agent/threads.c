@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent/threads.c - the thread registry: pthread_create interposition (the start routine is
+ * agent/threads.c - the thread registry: registration from host/threads.c (the start routine is
  * wrapped so the thread registers itself, records its stack bounds and gets its CPU timer
  * before user code runs), a pthread key destructor that retires the slot at thread exit, and
  * the manager's periodic /proc/self/task scan for threads created otherwise (and for threads

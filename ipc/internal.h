@@ -10,8 +10,9 @@
  * that asked (respond, close, read the next request) and logs through the server. All three
  * run on the one loop thread and share one struct ipc_server, so a callback interface between
  * them would add an indirection with no second implementation behind it. The rule that keeps
- * it small: only these three files see each other's internals (this header); everything
- * outside ipc/ sees ipc/ipc.h alone.
+ * it small: only these three files and upstream.c (the .NET runtime behind the server, in a
+ * host it fronts) see each other's internals (this header); everything outside ipc/ sees
+ * ipc/ipc.h alone.
  *
  * Context: everything here runs on the loop thread, except the fields under srv->lock.
  * Handle lifetime: a struct holding uv handles is freed only in the last close callback.

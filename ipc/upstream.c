@@ -3,7 +3,7 @@
  * ipc/upstream.c - the runtime behind the server in a .NET host (docs/dotnet-hosts.md).
  *
  * The runtime's own diagnostic server is moved out of the way: its bind of the public name is
- * redirected to a private path by the shim's interposer (ipc_redirect_path()), so every client
+ * redirected to a private path by host/sockets.c's bind (ipc_redirect_path()), so every client
  * finds this server, once per process. What only the runtime can answer (ProcessInfo, resume,
  * environment, dumps, profiler commands...) is forwarded to it and its answer relayed byte for
  * byte. A CollectTracing starts the same session in the runtime, without the SampleProfiler
@@ -55,7 +55,7 @@
 
 /*
  * Written by ipc_upstream_init() (the constructor, before the runtime exists, or a restart of the
- * server) and read by the shim's interposers on any thread. Fixed storage that is never freed,
+ * server) and read by the socket interposers on any thread. Fixed storage that is never freed,
  * so an interposer can never read freed memory.
  */
 static struct {
