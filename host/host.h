@@ -53,7 +53,8 @@ struct host_agent_hooks {
     /* Counts one EINTR the interposers retried instead of returning. */
     void (*eintr_absorbed)(void);
     /* Changes the calling thread's mask through real, with the agent's bookkeeping of its
-     * sampling signal around it; returns real's result (errno as real left it). */
+     * sampling signal around it; returns real's result (errno as real left it). Called only
+     * while active() and for a change (set not NULL): else the call goes straight to real. */
     int (*change_mask)(host_sigmask_fn real, int how, const sigset_t *set, sigset_t *old,
                        uint64_t fa);
 };

@@ -38,14 +38,14 @@ HOST_EXPORT int
 pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
     host_sigmask_fn real = (host_sigmask_fn)host_real(&host_signals_real_mask, "pthread_sigmask");
-    const struct host_agent_hooks *h = host_agent();
+    const struct host_agent_hooks *h;
     int rc;
 
     if (real == NULL) {
         return ENOSYS;
     }
-    if (h == NULL) {
-        return real(how, set, old);
+    if (set == NULL || (h = host_agent_active()) == NULL) {
+        return real(how, set, old); /* a query, or nothing for the agent to note */
     }
     rc = h->change_mask(real, how, set, old, HOST_FA);
     HOST_NO_TAIL_CALL();
@@ -56,14 +56,14 @@ HOST_EXPORT int
 sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
     host_sigmask_fn real = (host_sigmask_fn)host_real(&host_signals_real_procmask, "sigprocmask");
-    const struct host_agent_hooks *h = host_agent();
+    const struct host_agent_hooks *h;
     int rc;
 
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
     }
-    if (h == NULL) {
+    if (set == NULL || (h = host_agent_active()) == NULL) {
         return real(how, set, old);
     }
     rc = h->change_mask(real, how, set, old, HOST_FA);
