@@ -47,11 +47,45 @@ struct pp_collect {
     int pid;
     const char *port; /* --diagnostic-port: we listen, the target connects */
     int listen_fd;
-    uint64_t ad_pid; /* reverse mode: the pid whose advertises we take */
-    char sock[4096]; /* -p: the target's socket */
-    double duration; /* 0: until Ctrl-C */
-    int child;       /* pid of the command after `--`, or 0 */
+    struct ipc_sockfile port_file; /* the file of our listening socket */
+    uint64_t ad_pid;               /* reverse mode: the pid whose advertises we take */
+    char sock[4096];               /* -p: the target's socket */
+    double duration;               /* 0: until Ctrl-C */
+    int child;                     /* pid of the command after `--`, or 0 */
 };
+
+/*
+ * Whom a connection reaches: with -p, the listening process must be the target itself (a
+ * socket of the right name can be planted by anyone who may write the directory); in reverse
+ * mode the connecting process must be ours (our uid, or root) or the child we started. The
+ * refusal is said on stderr. Returns 0 or -EPERM.
+ */
+static int
+pp_collect_check_peer(const struct pp_collect *c, int fd)
+{
+    struct ipc_peer peer;
+
+    if (ipc_client_peer(fd, &peer) < 0) {
+        fprintf(stderr, "pipeprof collect: cannot tell who serves the connection\n");
+        return -EPERM;
+    }
+    if (c->port == NULL && c->pid > 0 && peer.pid != c->pid) {
+        fprintf(stderr,
+                "pipeprof collect: refusing %s: it is served by process %ld of uid %ld, not by "
+                "process %d\n",
+                c->sock, peer.pid, peer.uid, c->pid);
+        return -EPERM;
+    }
+    if (c->port != NULL && peer.uid != (long)geteuid() && peer.uid != 0 &&
+        !(c->child > 0 && peer.pid == c->child)) {
+        fprintf(stderr,
+                "pipeprof collect: refused a connection on %s from process %ld of uid %ld (not "
+                "ours)\n",
+                c->port, peer.pid, peer.uid);
+        return -EPERM;
+    }
+    return 0;
+}
 
 /* A fresh connection to the target: connect (-p) or the next advertised one (reverse mode). */
 static int
@@ -70,12 +104,25 @@ pp_collect_open(struct pp_collect *c, int timeout_ms, int *fd)
         for (tries = 0;; tries++) {
             err = ipc_client_connect(c->sock, fd);
             if (err != -ECONNREFUSED || tries == 50) {
-                return err;
+                break;
             }
             usleep(20000);
         }
+        if (err == 0 && pp_collect_check_peer(c, *fd) < 0) {
+            close(*fd);
+            *fd = -1;
+            err = -EPERM;
+        }
+        return err;
     }
-    err = ipc_client_accept_advertise(c->listen_fd, timeout_ms, c->ad_pid, fd, cookie, &pid);
+    for (;;) {
+        err = ipc_client_accept_advertise(c->listen_fd, timeout_ms, c->ad_pid, fd, cookie, &pid);
+        if (err < 0 || pp_collect_check_peer(c, *fd) == 0) {
+            break;
+        }
+        close(*fd); /* an outsider: keep waiting for the target */
+        *fd = -1;
+    }
     if (err == 0 && c->ad_pid == 0) {
         c->ad_pid = pid; /* later connections must come from the same process */
     }
@@ -172,7 +219,8 @@ pp_collect_copy(int stream, int out, uint64_t *bytes, int *eof)
 int
 pp_cmd_collect(int argc, char **argv)
 {
-    struct pp_collect c = { 0, NULL, -1, 0, "", 0, 0 };
+    struct pp_collect c = { 0, NULL, -1, { 0, 0 }, 0, "", 0, 0 };
+    struct ipc_peer impostor;
     const char *providers = PP_COLLECT_DEFAULT_PROVIDERS, *output = "trace.nettrace", *why;
     struct ipc_collect req;
     struct ipc_response r;
@@ -232,9 +280,10 @@ pp_cmd_collect(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     if (c.port != NULL) {
-        err = ipc_client_listen(c.port, &c.listen_fd);
+        err = ipc_client_listen(c.port, &c.listen_fd, &c.port_file);
         if (err < 0) {
-            fprintf(stderr, "pipeprof collect: cannot listen on %s: %s\n", c.port, strerror(-err));
+            fprintf(stderr, "pipeprof collect: cannot listen on %s: %s\n", c.port,
+                    ipc_sockfile_refusal(err));
             goto out;
         }
         if (cmd != NULL) {
@@ -250,15 +299,27 @@ pp_cmd_collect(int argc, char **argv)
                     "DOTNET_DiagnosticPorts=%s\n",
                     c.port, c.port);
         }
-    } else if (c.sock[0] == '\0' && ipc_client_find_socket(c.pid, c.sock, sizeof(c.sock)) < 0) {
-        fprintf(stderr, "pipeprof collect: process %d serves no diagnostic port\n", c.pid);
-        goto out;
+    } else if (c.sock[0] == '\0') {
+        err = ipc_client_find_socket(c.pid, c.sock, sizeof(c.sock), &impostor);
+        if (err == -EPERM) {
+            fprintf(stderr,
+                    "pipeprof collect: refusing %s: it belongs to uid %ld, not to the user of "
+                    "process %d\n",
+                    c.sock, impostor.uid, c.pid);
+            goto out;
+        }
+        if (err < 0) {
+            fprintf(stderr, "pipeprof collect: process %d serves no diagnostic port\n", c.pid);
+            goto out;
+        }
     }
 
     /* Connection A: CollectTracing2; it becomes the stream. */
     err = pp_collect_open(&c, c.child ? 10000 : -1, &stream);
     if (err < 0) {
-        fprintf(stderr, "pipeprof collect: cannot connect: %s\n", strerror(-err));
+        if (err != -EPERM) { /* a refused peer was named already */
+            fprintf(stderr, "pipeprof collect: cannot connect: %s\n", strerror(-err));
+        }
         goto out;
     }
     n = ipc_collect_encode(&req, buf, sizeof(buf));
@@ -348,7 +409,7 @@ out:
     }
     if (c.listen_fd >= 0) {
         close(c.listen_fd);
-        unlink(c.port);
+        ipc_sockfile_remove(c.port, &c.port_file);
     }
     if (c.child > 0) {
         int status;

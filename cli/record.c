@@ -94,6 +94,7 @@ struct pp_record {
     char sock[PATH_MAX];
     char trace[PATH_MAX]; /* CMD's own trace: the output, or a file in dir to convert */
     int listen_fd;
+    struct ipc_sockfile sock_file;
     pid_t child;
     int child_status, child_done;
     uint64_t start_ms, stopping_ms, exited_ms;
@@ -1295,7 +1296,7 @@ pp_cmd_record(int argc, char **argv)
     sigaction(SIGHUP, &sa, &old_hup);
     signal(SIGPIPE, SIG_IGN);
 
-    err = ipc_client_listen(rc.sock, &rc.listen_fd);
+    err = ipc_client_listen(rc.sock, &rc.listen_fd, &rc.sock_file);
     if (err < 0) {
         fprintf(stderr, "pipeprof record: cannot listen on %s: %s\n", rc.sock, strerror(-err));
         goto out;
@@ -1383,7 +1384,7 @@ out:
     if (rc.listen_fd >= 0) {
         close(rc.listen_fd);
     }
-    unlink(rc.sock);
+    ipc_sockfile_remove(rc.sock, &rc.sock_file);
     if (!rc.nettrace) {
         unlink(rc.trace);
     }

@@ -43,7 +43,8 @@ struct ipc_listener {
     uv_pipe_t pipe;
     struct ipc_server *srv;
     char *path;
-    int open; /* the handle was initialized (must be closed) */
+    struct ipc_sockfile file; /* the socket file bound, removed at stop if still ours */
+    int open;                 /* the handle was initialized (must be closed) */
 };
 
 /* A connect port of DOTNET_DiagnosticPorts (reverse mode). */

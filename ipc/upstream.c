@@ -841,6 +841,7 @@ static int
 ipc_up_port_listen(struct ipc_server *s, struct ipc_port *port)
 {
     struct sockaddr_un addr;
+    long owner;
     int fd, err;
 
     memset(&addr, 0, sizeof(addr));
@@ -853,12 +854,18 @@ ipc_up_port_listen(struct ipc_server *s, struct ipc_port *port)
     if (fd < 0) {
         return -errno;
     }
-    unlink(port->rt_path);
-    if (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-        listen(fd, 16) < 0) {
+    /* a predictable name in a shared directory: only a stale socket of ours is replaced */
+    err = ipc_sockfile_make_room(port->rt_path, &owner);
+    if (err == 0 &&
+        (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)) {
         err = -errno;
-        close(fd);
+    }
+    if (err == 0 && listen(fd, 16) < 0) {
+        err = -errno;
         unlink(port->rt_path);
+    }
+    if (err < 0) {
+        close(fd);
         return err;
     }
     err = uv_pipe_init(&s->loop, &port->rt_listen, 0);

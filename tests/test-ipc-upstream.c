@@ -814,11 +814,12 @@ TEST(connect_port_advertises_the_runtime_and_resumes_through_it)
     uint8_t cookie[16], adv[IPC_ADVERTISE_SIZE], h[20];
     struct sockaddr_un a;
     struct ipc_response r;
+    struct ipc_sockfile tool_file;
     uint64_t pid;
     int lfd, tfd, rfd;
 
     snprintf(tool, sizeof(tool), "/tmp/pp-up-tool-%d.sock", (int)getpid());
-    ASSERT_OK(ipc_client_listen(tool, &lfd));
+    ASSERT_OK(ipc_client_listen(tool, &lfd, &tool_file));
     {
         char ports[160];
 
