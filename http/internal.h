@@ -56,6 +56,8 @@ struct http_request {
     int field_done;   /* the value of the current header has started */
     char value[32];
     size_t value_len;
+    char start[3]; /* the first bytes: "PRI" opens HTTP/2's preface, which http-parser rejects */
+    size_t start_len;
     struct http_error err;
 };
 

@@ -142,6 +142,7 @@ struct ipc_server {
     const struct ipc_event_source *source;
     size_t queue_cap;
     uint32_t request_timeout_ms;
+    size_t max_connections;
     void (*log)(void *ctx, const char *line);
     void *log_ctx;
     int (*loop_start)(void *ctx, void *loop); /* ipc_server_options; run on the loop thread */

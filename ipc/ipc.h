@@ -78,6 +78,9 @@ enum ipc_response_id {
 #define IPC_HR_NOTSUPPORTED    0x80131515u
 #define IPC_HR_FAIL            0x80004005u
 #define IPC_HR_INVALIDARG      0x80070057u
+/* pipeprof's own: HRESULT_FROM_WIN32(ERROR_BUSY), sent to a connection above the server's cap
+ * before it is closed (the runtime has no cap), so the client can say why. */
+#define IPC_HR_BUSY            0x800700AAu
 
 /* The rundown keyword the runtime uses when a client asks for "rundown" (section 7.1). */
 #define IPC_DEFAULT_RUNDOWN_KEYWORD 0x80020139ull
@@ -363,7 +366,7 @@ struct ipc_event_source {
 /* ------------------------------------------------------------------------------------------ */
 
 #define IPC_MAX_SESSIONS          64         /* the runtime's limit; beyond -> FAIL */
-#define IPC_MAX_CONNECTIONS       4096       /* command connections at once; beyond: closed */
+#define IPC_MAX_CONNECTIONS       4096       /* command connections; beyond: BUSY, closed */
 #define IPC_SESSION_QUEUE_BYTES   (4u << 20) /* per-session bytes queued for the client */
 #define IPC_REQUEST_TIMEOUT_MS    10000      /* a listen connection must send its request */
 #define IPC_STOP_DRAIN_TIMEOUT_MS 5000       /* stop waits this long for the client to read */
@@ -382,6 +385,7 @@ struct ipc_server_options {
     /* Overrides for tests; 0: the defaults above. */
     size_t session_queue_bytes;
     uint32_t request_timeout_ms;
+    size_t max_connections; /* command connections at once (IPC_MAX_CONNECTIONS) */
     /* Log hook (one line, no newline); NULL: stderr with a "pipeprof: " prefix. */
     void (*log)(void *ctx, const char *line);
     void *log_ctx;

@@ -217,8 +217,17 @@ ipc_listener_accept(uv_stream_t *server, int status)
         return;
     }
     IPC_STAT(s, connections, 1);
-    if (s->conn_count > IPC_MAX_CONNECTIONS) {
-        ipc_conn_close(c); /* too many pending requests: shed load, never grow without bound */
+    if (s->conn_count > s->max_connections) {
+        uint8_t busy[24];
+        uv_os_fd_t fd;
+
+        /* Too many pending requests: shed load, never grow without bound. The answer to the
+         * request the client is about to send goes first, so that it can say why; a Unix
+         * socket keeps it readable after the close. */
+        if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0) {
+            (void)send(fd, busy, ipc_error_encode(busy, IPC_HR_BUSY), MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
+        ipc_conn_close(c);
         return;
     }
     ipc_conn_start_reading(c, s->request_timeout_ms);
@@ -696,6 +705,7 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     s->queue_cap = opts->session_queue_bytes ? opts->session_queue_bytes : IPC_SESSION_QUEUE_BYTES;
     s->request_timeout_ms =
             opts->request_timeout_ms ? opts->request_timeout_ms : IPC_REQUEST_TIMEOUT_MS;
+    s->max_connections = opts->max_connections ? opts->max_connections : IPC_MAX_CONNECTIONS;
     s->log = opts->log;
     s->loop_start = opts->loop_start;
     s->loop_stop = opts->loop_stop;

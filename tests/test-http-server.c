@@ -696,6 +696,9 @@ TEST(server_error_replies)
     exchange_str("GET / HTTP/2.0\r\n\r\n", &r);
     assert_error_reply(&r, 505, "version_not_supported");
     free(r.raw);
+    exchange_str("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", &r);
+    assert_error_reply(&r, 505, "version_not_supported");
+    free(r.raw);
     exchange_str("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", &r);
     assert_error_reply(&r, 400, "malformed_request");
     free(r.raw);

@@ -727,6 +727,45 @@ TEST(thousand_connections_opened_and_closed)
     server_stop();
 }
 
+/* Above the cap a client is told so (BUSY), instead of finding its connection closed (which a
+ * client reports as "No data available"). */
+TEST(connection_above_the_cap_is_told_busy)
+{
+    struct ipc_server_options o;
+    struct ipc_response r;
+    uint8_t h[20];
+    int held[2], fd, n, i;
+
+    snprintf(dir, sizeof(dir), "/tmp/pp-ipc-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    snprintf(sock_path, sizeof(sock_path), "%s/diag.sock", dir);
+    memset(&o, 0, sizeof(o));
+    o.listen_path = sock_path;
+    o.max_connections = 2;
+    o.log = test_quiet_log;
+    ASSERT_OK(ipc_server_start(&o, &srv));
+    for (i = 0; i < 2; i++) {
+        held[i] = connect_server(); /* idle: no request yet */
+    }
+    usleep(100000); /* both accepted */
+    fd = connect_server();
+    ipc_header_encode(h, 20, IPC_SET_PROCESS, IPC_PROC_INFO);
+    n = ipc_client_send(fd, h, 20); /* may fail once the server has closed: the answer stays */
+    ASSERT_TRUE(n == 0 || n == -EPIPE || n == -ECONNRESET);
+    n = ipc_client_read_response(fd, resp, sizeof(resp), 5000);
+    ASSERT_EQ(n, 24);
+    ASSERT_OK(ipc_response_decode(resp, (size_t)n, &r));
+    ASSERT_EQ(r.status, IPC_RESPONSE_ERROR);
+    ASSERT_U64_EQ(r.hresult, IPC_HR_BUSY);
+    close(fd);
+    close(held[0]);
+    usleep(100000);
+    r = simple(IPC_SET_PROCESS, IPC_PROC_INFO); /* a place is free again */
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    close(held[1]);
+    server_stop();
+}
+
 TEST(client_that_never_reads_is_bounded_and_loses_events)
 {
     struct ipc_server_stats s;
@@ -843,6 +882,7 @@ static const struct test_case cases[] = {
     TEST_CASE(client_disconnect_ends_its_session),
     TEST_CASE(sixty_four_sessions_then_fail),
     TEST_CASE(thousand_connections_opened_and_closed),
+    TEST_CASE(connection_above_the_cap_is_told_busy),
     TEST_CASE(client_that_never_reads_is_bounded_and_loses_events),
     TEST_CASE(connect_port_advertises_reconnects_and_resumes),
     TEST_CASE(server_stop_ends_live_sessions_with_an_end_tag),
