@@ -23,6 +23,7 @@
 
 #include "cli/cli.h"
 #include "cli/diag.h"
+#include "cli/output.h"
 #include "ipc/ipc.h"
 
 /*
@@ -230,6 +231,8 @@ pp_cmd_collect(int argc, char **argv)
     int stream = -1, fd = -1, out = -1, eof = 0, tty = isatty(2), rc = 1, err, i, n;
     uint64_t bytes = 0, start, last_progress = 0, session;
     struct sigaction sa;
+    struct pp_output o = { .fd = -1 };
+    char why_out[PATH_MAX + 64];
 
     memset(&req, 0, sizeof(req));
     for (i = 1; i < argc; i++) {
@@ -342,11 +345,12 @@ pp_cmd_collect(int argc, char **argv)
         fprintf(stderr, "pipeprof collect: ResumeRuntime failed\n");
         goto out;
     }
-    out = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0) {
-        fprintf(stderr, "pipeprof collect: cannot create %s: %s\n", output, strerror(errno));
+    /* written beside and renamed into place: an earlier trace there stays whole until then */
+    if (pp_output_open(&o, output, NULL, 0, why_out, sizeof(why_out)) != 0) {
+        fprintf(stderr, "pipeprof collect: %s\n", why_out);
         goto out;
     }
+    out = o.fd;
     fprintf(stderr, "Output File    : %s\n", output);
     start = ipc_client_ms();
     while (!eof && !pp_collect_interrupted &&
@@ -395,6 +399,11 @@ pp_cmd_collect(int argc, char **argv)
             fprintf(stderr, "pipeprof collect: StopTracing was not acknowledged\n");
         }
     }
+    out = -1;
+    if (pp_output_commit(&o, why_out, sizeof(why_out)) != 0) {
+        fprintf(stderr, "pipeprof collect: %s\n", why_out);
+        goto out;
+    }
     fprintf(stderr, "Trace completed: %s (%llu bytes)\n", output, (unsigned long long)bytes);
     rc = 0;
 out:
@@ -404,9 +413,14 @@ out:
     if (stream >= 0) {
         close(stream);
     }
-    if (out >= 0) {
-        close(out);
+    if (out >= 0 && bytes > 0) {
+        /* what arrived is kept, also after a failure (said above) */
+        if (pp_output_commit(&o, why_out, sizeof(why_out)) != 0) {
+            fprintf(stderr, "pipeprof collect: %s\n", why_out);
+            rc = 1;
+        }
     }
+    pp_output_abort(&o);
     if (c.listen_fd >= 0) {
         close(c.listen_fd);
         ipc_sockfile_remove(c.port, &c.port_file);
