@@ -148,6 +148,16 @@ http_on_header_value(http_parser *p, const char *at, size_t len)
         return 0;
     }
     r->field_done = 1;
+    if (r->field_len == 13 && memcmp(r->field, "authorization", 13) == 0) {
+        /* a value longer than the buffer is marked so, and never matches a token */
+        if (len > sizeof(r->auth) - r->auth_len || r->auth_len > sizeof(r->auth)) {
+            r->auth_len = sizeof(r->auth) + 1;
+            return 0;
+        }
+        memcpy(r->auth + r->auth_len, at, len);
+        r->auth_len += len;
+        return 0;
+    }
     if (r->field_len != 6 || memcmp(r->field, "expect", 6) != 0) {
         return 0;
     }
