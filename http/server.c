@@ -700,8 +700,8 @@ http_on_connection(uv_stream_t *listener, int status)
 /* ------------------------------------------------------------------------------------------ */
 
 /*
- * Makes room for a Unix socket at path: nothing there, or a socket nobody accepts on (left by
- * a process that died), which is removed. Returns 0 or a negative errno with err set.
+ * Makes room for a Unix socket at path: nothing there, or a socket of our uid nobody accepts on
+ * (left by a process that died), which is removed. Returns 0 or a negative errno with err set.
  */
 static int
 http_unix_clear(const char *path, char *err, size_t errlen)
@@ -720,6 +720,10 @@ http_unix_clear(const char *path, char *err, size_t errlen)
     }
     if (!S_ISSOCK(st.st_mode)) {
         snprintf(err, errlen, "%s exists and is not a socket; not replacing it", path);
+        return -EEXIST;
+    }
+    if (st.st_uid != geteuid()) {
+        snprintf(err, errlen, "%s is a socket of uid %ld; not replacing it", path, (long)st.st_uid);
         return -EEXIST;
     }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

@@ -1198,6 +1198,17 @@ TEST(server_unix_stale_and_live_sockets)
         ASSERT_OK(uv_loop_init(&l2));
         ASSERT_EQ(http_server_start(&l2, &o, &be, &second, err, sizeof(err)), -EEXIST);
         ASSERT_TRUE(strstr(err, "is not a socket") != NULL);
+        /* nor another user's stale socket (root could remove it) */
+        if (geteuid() == 0) {
+            unlink(sock_path);
+            fd = socket(AF_UNIX, SOCK_STREAM, 0);
+            ASSERT_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+            close(fd);
+            ASSERT_OK(chown(sock_path, 65534, 65534));
+            ASSERT_EQ(http_server_start(&l2, &o, &be, &second, err, sizeof(err)), -EEXIST);
+            ASSERT_TRUE(strstr(err, "uid 65534") != NULL);
+            ASSERT_OK(access(sock_path, F_OK));
+        }
         ASSERT_OK(uv_loop_close(&l2));
     }
     remove_dir();
