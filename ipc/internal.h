@@ -160,6 +160,7 @@ struct ipc_server {
     /* .NET host (upstream.c; docs/dotnet-hosts.md) */
     int dotnet;
     char *rt_path;           /* the runtime's own listen socket */
+    int rt_impostor_said;    /* a stranger answered on rt_path (said once) */
     uint64_t rt_deadline_ms; /* ipc_client_ms() until which commands wait for the runtime */
     int rt_seen;             /* the runtime answered once: a failure now is final */
     uv_timer_t rt_timer;     /* at the deadline, ports stop waiting for the runtime */
