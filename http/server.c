@@ -457,10 +457,13 @@ http_conn_dispatch(struct http_conn *c)
     char *body;
 
     (void)uv_timer_stop(&c->timer);
-    if (c->server->token_len != 0 &&
-        !http_request_authorized(&c->req, c->server->token, c->server->token_len, &route.err)) {
-        http_conn_respond_error(c, &route.err, NULL, 0);
-        return;
+    if (c->server->token_len != 0) {
+        struct http_error denied = { 0 };
+
+        if (!http_request_authorized(&c->req, c->server->token, c->server->token_len, &denied)) {
+            http_conn_respond_error(c, &denied, NULL, 0);
+            return;
+        }
     }
     http_route_request(&c->req, &route);
     switch (route.action) {
