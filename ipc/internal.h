@@ -44,7 +44,8 @@ struct ipc_listener {
     uv_pipe_t pipe;
     struct ipc_server *srv;
     char *path;
-    int open; /* the handle was initialized (must be closed) */
+    struct ipc_sockfile file; /* the socket file bound, removed at stop if still ours */
+    int open;                 /* the handle was initialized (must be closed) */
 };
 
 /* A connect port of DOTNET_DiagnosticPorts (reverse mode). */
@@ -142,6 +143,7 @@ struct ipc_server {
     const struct ipc_event_source *source;
     size_t queue_cap;
     uint32_t request_timeout_ms;
+    size_t max_connections;
     void (*log)(void *ctx, const char *line);
     void *log_ctx;
     int (*loop_start)(void *ctx, void *loop); /* ipc_server_options; run on the loop thread */
@@ -159,6 +161,7 @@ struct ipc_server {
     /* .NET host (upstream.c; docs/dotnet-hosts.md) */
     int dotnet;
     char *rt_path;           /* the runtime's own listen socket */
+    int rt_impostor_said;    /* a stranger answered on rt_path (said once) */
     uint64_t rt_deadline_ms; /* ipc_client_ms() until which commands wait for the runtime */
     int rt_seen;             /* the runtime answered once: a failure now is final */
     uv_timer_t rt_timer;     /* at the deadline, ports stop waiting for the runtime */
