@@ -171,6 +171,32 @@ ag_agent_atfork_register(void)
     pthread_atfork(ag_agent_before_fork, ag_agent_after_fork_parent, ag_agent_forked_child);
 }
 
+/*
+ * The one teardown of a run, for ag_stop() and for an ag_start() that fails once sampling could
+ * begin: sampling off, the signal handler gone, the manager's eventfd closed and the registry's
+ * timers and rings freed. The agent's threads are gone already. life_lock held.
+ */
+static void
+ag_teardown_locked(void)
+{
+    atomic_store(&ag.running, 0);
+    ag_signal_restore();
+    /* A handler that saw running == 1 may still be writing into a ring. */
+    while (atomic_load(&ag.inflight) != 0) {
+        sched_yield();
+    }
+    /* Only now: a handler still in flight may have been writing to it, and a closed number can
+     * be reused by the host. */
+    if (ag.manager_fd >= 0) {
+        close(ag.manager_fd);
+        ag.manager_fd = -1;
+    }
+    /* A drain on another thread may be reading the rings. */
+    pthread_mutex_lock(&ag.drain_lock);
+    ag_threads_stop();
+    pthread_mutex_unlock(&ag.drain_lock);
+}
+
 int
 ag_start(const struct ag_config *cfg)
 {
@@ -249,16 +275,7 @@ ag_start(const struct ag_config *cfg)
     ag_threads_scan();
     err = ag_thread_spawn(&ag.manager, ag_manager_main, NULL);
     if (err != 0) {
-        atomic_store(&ag.running, 0);
-        ag_signal_restore();
-        while (atomic_load(&ag.inflight) != 0) {
-            sched_yield();
-        }
-        if (ag.manager_fd >= 0) {
-            close(ag.manager_fd);
-            ag.manager_fd = -1;
-        }
-        ag_threads_stop();
+        ag_teardown_locked();
         goto out;
     }
     ag.manager_started = 1;
@@ -287,21 +304,7 @@ ag_stop(void)
     pthread_mutex_lock(&ag.reg_lock);
     ag_timers_update_locked(); /* hz 0: deletes every timer */
     pthread_mutex_unlock(&ag.reg_lock);
-    atomic_store(&ag.running, 0);
-    ag_signal_restore();
-    /* A handler that saw running == 1 may still be writing into a ring. */
-    while (atomic_load(&ag.inflight) != 0) {
-        sched_yield();
-    }
-    /* Only now: a handler still in flight may have been writing to it, and a closed number can
-     * be reused by the host. */
-    if (ag.manager_fd >= 0) {
-        close(ag.manager_fd);
-        ag.manager_fd = -1;
-    }
-    pthread_mutex_lock(&ag.drain_lock);
-    ag_threads_stop();
-    pthread_mutex_unlock(&ag.drain_lock);
+    ag_teardown_locked();
     pthread_cond_destroy(&ag.wake_cond);
     ag.req_n = 0;
     pthread_mutex_unlock(&ag.life_lock);

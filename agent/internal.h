@@ -19,6 +19,7 @@
 
 #include "agent/agent.h"
 #include "common/compiler.h"
+#include "host/host.h"
 
 /* uint64_t is long or long long depending on the ABI; both must be lock-free. */
 _Static_assert(ATOMIC_LONG_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2, "lock-free u64");
@@ -309,30 +310,26 @@ void ag_thread_attach_started(void *(*fn)(void *), uint64_t fa);
 struct ag_thread *ag_thread_register_locked(int32_t tid, int self);
 void ag_thread_release_locked(struct ag_thread *t); /* EXITING -> FREE (drain) */
 int32_t ag_gettid(void);
-/* Records the caller's stack into its slot before a blocking call; fa is the interposer's
- * __builtin_frame_address(0). Returns the slot to pass to leave, or NULL (interpose.c). */
-struct ag_thread *ag_thread_blocking_enter(uint64_t fa);
-void ag_thread_blocking_leave(struct ag_thread *t);
 /* The owner publishes a stack (res: its walk's result); another thread copies it into frames (up
  * to max), 0, or -EAGAIN when it is empty or kept changing (threads.c). */
 void ag_seqstack_put(struct ag_seqstack *st, const uint64_t *frames,
                      const struct ag_unwind_result *res);
 int ag_seqstack_get(struct ag_seqstack *st, uint64_t *frames, uint32_t max, uint32_t *depth,
                     uint8_t *unwinder, uint8_t *end);
-/* At a thread's registration: notes that it starts with the sampling signal blocked (interpose.c,
- * where pthread_sigmask and sigprocmask keep t->sigblk_ns). */
+/* At a thread's registration: notes that it starts with the sampling signal blocked
+ * (host-hooks.c, where the sigmask hook keeps t->sigblk_ns). */
 void ag_thread_sigmask_started(struct ag_thread *t);
-/* The real pthread_sigmask, for the agent's own masking on host threads (its exit hook): the
- * interposer's bookkeeping is for the host's. */
-int ag_sigmask_raw(int how, const sigset_t *set, sigset_t *old);
 
-/* Links the interposers (agent/interpose.c) into whatever starts the agent; see there. */
+/* Installs the agent's hooks in the host contract (host/host.h) and links its interposers into
+ * whatever starts the agent; see agent/host-hooks.c. */
 void ag_interpose_init(void);
-/* The real pthread_create (dlsym RTLD_NEXT, cached), or NULL (threads.c). */
-typedef int (*ag_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-ag_pthread_create_fn ag_real_pthread_create(void);
-/* Creates an agent thread (real pthread_create, all signals blocked). 0 or -errno. */
-PP_MUST_USE int ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg);
+/* Creates an agent thread (host/host.h: the real pthread_create, all signals blocked). 0 or
+ * -errno. */
+PP_MUST_USE static inline int
+ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+    return host_thread_spawn(th, NULL, fn, arg);
+}
 /* fork() child: forget the calling thread's cached identity (threads.c; called by agent.c's
  * atfork handler, which then turns the agent off there). */
 void ag_threads_forked_child(void);
@@ -371,10 +368,6 @@ void ag_codemap_fini(void);
 /* Wall sampler (agent/wall.c). */
 PP_MUST_USE int ag_wall_start(void);
 void ag_wall_stop(void);
-
-/* agent/modules.c (helper Y's section of agent/agent.h declares it too; repeated here so the
- * sampler does not depend on the order the two halves land in). Returns 1, 0 or -errno. */
-PP_MUST_USE int ag_modules_refresh(void);
 
 /* Logging (agent/config.c). */
 void ag_log(enum ag_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent/threads.c - the thread registry: pthread_create interposition (the start routine is
+ * agent/threads.c - the thread registry: registration from host/threads.c (the start routine is
  * wrapped so the thread registers itself, records its stack bounds and gets its CPU timer
  * before user code runs), a pthread key destructor that retires the slot at thread exit, and
  * the manager's periodic /proc/self/task scan for threads created otherwise (and for threads
@@ -45,8 +45,6 @@ static int ag_threads_key_ok;
 static int32_t ag_threads_excluded[AG_EXCLUDED_MAX]; /* reg_lock: tids excluded before start */
 static unsigned ag_threads_n_excluded;               /* reg_lock */
 
-static _Atomic(ag_pthread_create_fn) ag_threads_real_create;
-
 int32_t
 ag_gettid(void)
 {
@@ -54,36 +52,6 @@ ag_gettid(void)
         ag_tls_tid = (int32_t)syscall(SYS_gettid);
     }
     return ag_tls_tid;
-}
-
-ag_pthread_create_fn
-ag_real_pthread_create(void)
-{
-    ag_pthread_create_fn fn = atomic_load_explicit(&ag_threads_real_create, memory_order_acquire);
-
-    if (fn == NULL) {
-        fn = (ag_pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
-        atomic_store_explicit(&ag_threads_real_create, fn, memory_order_release);
-    }
-    return fn;
-}
-
-/* Creates an agent thread: the real pthread_create, every signal blocked in the new thread. */
-int
-ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg)
-{
-    ag_pthread_create_fn real = ag_real_pthread_create();
-    sigset_t all, old;
-    int rc;
-
-    if (real == NULL) {
-        return -ENOSYS;
-    }
-    sigfillset(&all);
-    ag_sigmask_raw(SIG_SETMASK, &all, &old);
-    rc = real(th, NULL, fn, arg);
-    ag_sigmask_raw(SIG_SETMASK, &old, NULL);
-    return -rc;
 }
 
 static void
@@ -296,7 +264,7 @@ ag_threads_on_exit(void *p)
     /* No sample between the final claim and the engine's end: the claim is the last span. */
     sigemptyset(&sig);
     sigaddset(&sig, ag.signo);
-    ag_sigmask_raw(SIG_BLOCK, &sig, &old);
+    host_sigmask_raw(SIG_BLOCK, &sig, &old);
     pthread_mutex_lock(&ag.reg_lock);
     if (atomic_load_explicit(&t->tid, memory_order_relaxed) == ag_gettid() &&
         atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE) {
@@ -310,7 +278,7 @@ ag_threads_on_exit(void *p)
         atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_seq_cst);
     }
     pthread_mutex_unlock(&ag.reg_lock);
-    ag_sigmask_raw(SIG_SETMASK, &old, NULL);
+    host_sigmask_raw(SIG_SETMASK, &old, NULL);
 }
 
 static void

@@ -5,7 +5,7 @@
  * a running thread gets the sampling signal (its handler records the stack); a blocked thread
  * is never signalled, so its syscall is not interrupted: its sample is the stack it recorded on
  * entry to an interposed blocking call, else the pc/sp of /proc/self/task/TID/syscall walked
- * with non-faulting reads. The interposers of agent/interpose.c record that stack (only while
+ * with non-faulting reads. The interposers of host/blocking.c record that stack (only while
  * wall sampling is on) and retry the sleeps and polls that one of our signals interrupted anyway
  * (a thread that entered the call between the state check and the delivery), counting both.
  * Context: the wall thread.

@@ -3,7 +3,7 @@
  * ipc/upstream.c - the runtime behind the server in a .NET host (docs/dotnet-hosts.md).
  *
  * The runtime's own diagnostic server is moved out of the way: its bind of the public name is
- * redirected to a private path by the shim's interposer (ipc_redirect_path()), so every client
+ * redirected to a private path by host/sockets.c's bind (ipc_redirect_path()), so every client
  * finds this server, once per process. What only the runtime can answer (ProcessInfo, resume,
  * environment, dumps, profiler commands...) is forwarded to it and its answer relayed byte for
  * byte. A CollectTracing starts the same session in the runtime, without the SampleProfiler
@@ -55,7 +55,7 @@
 
 /*
  * Written by ipc_upstream_init() (the constructor, before the runtime exists, or a restart of the
- * server) and read by the shim's interposers on any thread. Fixed storage that is never freed,
+ * server) and read by the socket interposers on any thread. Fixed storage that is never freed,
  * so an interposer can never read freed memory.
  */
 static struct {
@@ -589,6 +589,7 @@ ipc_up_connect(struct ipc_upstream *up)
 {
     struct ipc_server *s = up->srv;
     struct sockaddr_un addr;
+    struct ipc_peer peer;
     int fd, err;
 
     if (s->rt_path == NULL || strlen(s->rt_path) >= sizeof(addr.sun_path)) {
@@ -605,6 +606,17 @@ ipc_up_connect(struct ipc_upstream *up)
         err = -errno;
         close(fd);
         return err;
+    }
+    /* The runtime's private name lies in a shared directory: only this very process (the
+     * runtime's server is one of its threads) may answer on it, never a socket planted there. */
+    if (ipc_client_peer(fd, &peer) == 0 && peer.pid != (long)getpid()) {
+        if (!s->rt_impostor_said) {
+            s->rt_impostor_said = 1;
+            ipc_log(s, "%s is served by process %ld of uid %ld, not by this process: not used",
+                    s->rt_path, peer.pid, peer.uid);
+        }
+        close(fd);
+        return -EPERM;
     }
     err = uv_pipe_open(&up->pipe, fd);
     if (err < 0) {
@@ -841,6 +853,7 @@ static int
 ipc_up_port_listen(struct ipc_server *s, struct ipc_port *port)
 {
     struct sockaddr_un addr;
+    long owner;
     int fd, err;
 
     memset(&addr, 0, sizeof(addr));
@@ -853,12 +866,18 @@ ipc_up_port_listen(struct ipc_server *s, struct ipc_port *port)
     if (fd < 0) {
         return -errno;
     }
-    unlink(port->rt_path);
-    if (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-        listen(fd, 16) < 0) {
+    /* a predictable name in a shared directory: only a stale socket of ours is replaced */
+    err = ipc_sockfile_make_room(port->rt_path, &owner);
+    if (err == 0 &&
+        (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)) {
         err = -errno;
-        close(fd);
+    }
+    if (err == 0 && listen(fd, 16) < 0) {
+        err = -errno;
         unlink(port->rt_path);
+    }
+    if (err < 0) {
+        close(fd);
         return err;
     }
     err = uv_pipe_init(&s->loop, &port->rt_listen, 0);

@@ -13,13 +13,16 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -306,14 +309,12 @@ fake_main(void *arg)
     return NULL;
 }
 
-/* Binds where the runtime's bind of its default name is redirected, as libcoreclr would. */
+/* Listens at fk.path as the fake runtime (its thread serves the connections). */
 static void
-fake_start(void)
+fake_listen(void)
 {
     struct sockaddr_un a;
 
-    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, public_path, fk.path, sizeof(fk.path)), 1);
-    ASSERT_TRUE(strcmp(fk.path, public_path) != 0);
     memset(&a, 0, sizeof(a));
     a.sun_family = AF_UNIX;
     strcpy(a.sun_path, fk.path);
@@ -323,6 +324,15 @@ fake_start(void)
     ASSERT_OK(listen(fk.listen_fd, 16));
     memset(fk.cookie, 0xAB, sizeof(fk.cookie));
     ASSERT_OK(pthread_create(&fk.thread, NULL, fake_main, NULL));
+}
+
+/* Binds where the runtime's bind of its default name is redirected, as libcoreclr would. */
+static void
+fake_start(void)
+{
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, public_path, fk.path, sizeof(fk.path)), 1);
+    ASSERT_TRUE(strcmp(fk.path, public_path) != 0);
+    fake_listen();
 }
 
 static void
@@ -768,6 +778,45 @@ TEST(no_runtime_means_native_answers_after_the_wait)
     server_stop();
 }
 
+/* The runtime's private name lies in the shared TMPDIR: another process listening there (an
+ * impostor, which SO_PEERCRED shows) is never forwarded to; the server answers natively. */
+TEST(a_stranger_at_the_runtime_name_is_not_forwarded_to)
+{
+    struct ipc_process_info pi;
+    struct ipc_response r;
+    int status, path_pipe[2];
+    pid_t child;
+
+    /* forked before the server has threads (TSan cannot follow a multi-threaded fork); it
+     * learns the name through a pipe */
+    ASSERT_OK(pipe(path_pipe));
+    child = fork();
+    ASSERT_TRUE(child >= 0);
+    if (child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives a failed case */
+        close(path_pipe[1]);
+        if (read(path_pipe[0], fk.path, sizeof(fk.path)) == (ssize_t)sizeof(fk.path)) {
+            fake_listen(); /* in another process: a stranger */
+            sleep(30);
+        }
+        _exit(0);
+    }
+    close(path_pipe[0]);
+    server_start_opts(NULL, 300);
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, public_path, fk.path, sizeof(fk.path)), 1);
+    ASSERT_EQ(write(path_pipe[1], fk.path, sizeof(fk.path)), (ssize_t)sizeof(fk.path));
+    close(path_pipe[1]);
+    usleep(200000); /* it listens */
+    r = simple(IPC_SET_PROCESS, IPC_PROC_INFO);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_OK(ipc_process_info_decode(r.payload, r.payload_len, 1, &pi));
+    ASSERT_TRUE(strstr(pi.command_line, "fake-runtime") == NULL);
+    ipc_process_info_fini(&pi);
+    kill(child, SIGKILL);
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    server_stop();
+}
+
 /* A process not taken for a .NET host starts a runtime all the same: its bind still goes
  * aside (it keeps a server), and from then on its commands are forwarded to it. */
 TEST(a_runtime_in_an_undetected_host_is_found_when_it_binds)
@@ -814,11 +863,12 @@ TEST(connect_port_advertises_the_runtime_and_resumes_through_it)
     uint8_t cookie[16], adv[IPC_ADVERTISE_SIZE], h[20];
     struct sockaddr_un a;
     struct ipc_response r;
+    struct ipc_sockfile tool_file;
     uint64_t pid;
     int lfd, tfd, rfd;
 
     snprintf(tool, sizeof(tool), "/tmp/pp-up-tool-%d.sock", (int)getpid());
-    ASSERT_OK(ipc_client_listen(tool, &lfd));
+    ASSERT_OK(ipc_client_listen(tool, &lfd, &tool_file));
     {
         char ports[160];
 
@@ -875,6 +925,7 @@ static const struct test_case cases[] = {
     TEST_CASE(runtime_refusal_reaches_the_client_as_it_was),
     TEST_CASE(client_leaving_ends_the_runtime_session),
     TEST_CASE(no_runtime_means_native_answers_after_the_wait),
+    TEST_CASE(a_stranger_at_the_runtime_name_is_not_forwarded_to),
     TEST_CASE(a_runtime_in_an_undetected_host_is_found_when_it_binds),
     TEST_CASE(stepping_aside_leaves_the_runtime_alone),
     TEST_CASE(connect_port_advertises_the_runtime_and_resumes_through_it),
