@@ -1594,8 +1594,9 @@ nt_reader_event_finish(struct nt_reader *r, struct nt_event *ev, const uint8_t *
  * nt_reader_event_next() for the common event, inline in nt_reader_next(): a V4/V5 compressed
  * header (nt_reader_header_decode()), and when it has the metadata id and the capture thread of
  * the event before it and a stack id seen before or dense, the event without a lookup. Returns
- * 1 with *ev filled, 0 when event_next() is to go on (the end of the block, its last bytes, an
- * invalid header, a metadata record consumed), or a negative errno.
+ * 1 with *ev filled, 0 when event_next() is to go on (a V6 or uncompressed block, the end of
+ * the block or its last bytes, an invalid header, a metadata record consumed), or a negative
+ * errno.
  */
 static inline int
 nt_reader_event_fast(struct nt_reader *r, struct nt_event *ev)
@@ -2148,6 +2149,7 @@ nt_reader_next_any(struct nt_reader *r, struct nt_event *ev)
 int
 nt_reader_next(struct nt_reader *r, struct nt_event *ev)
 {
+    /* Most events, without the frame of the loop that reads blocks. */
     if (r->in_block && r->err == 0) {
         int rc = nt_reader_event_fast(r, ev);
 
