@@ -221,6 +221,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_cpu_tails, 0);
     atomic_store(&ag.cpu_unseen_ns, 0);
     atomic_store(&ag.n_not_code, 0);
+    atomic_store(&ag.n_wall_unsampled, 0);
     ag.perf_unavailable = 0;
     ag.tick_hz = ag_kernel_tick_hz();
     atomic_store(&ag.wall_passes, 0);
@@ -332,6 +333,8 @@ ag_sampling_apply_locked(void)
     pthread_mutex_unlock(&ag.reg_lock);
     if (wall != 0) {
         err = ag_wall_start();
+    } else {
+        ag_wall_stop(); /* a session's thread and memory go with it */
     }
     ag_wake_all();
     return err;
@@ -412,6 +415,7 @@ ag_stats_get(struct ag_stats *out)
     out->samples_wall = atomic_load(&ag.n_wall);
     out->samples_waiting = atomic_load(&ag.n_waiting);
     out->lost = atomic_load(&ag.n_lost);
+    out->wall_unsampled = atomic_load(&ag.n_wall_unsampled);
     out->timer_overruns = atomic_load(&ag.n_overruns);
     out->threads_seen = atomic_load(&ag.n_threads);
     out->threads_dropped = atomic_load(&ag.n_threads_dropped);

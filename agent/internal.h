@@ -62,6 +62,7 @@ struct ag_ring {
     size_t slot_size;                   /* bytes: struct ag_sample + max_frames words */
     unsigned char *slots;               /* mmap'ed by ag_ring_init(); NULL when unset */
     size_t map_len;
+    uint64_t trimmed_at; /* ag_ring_trim()'s caller: head when the memory last went back */
 };
 
 /* Makes r an empty ring of slots samples (outside signal context), in its current mapping when
@@ -74,7 +75,7 @@ int ag_ring_fits(const struct ag_ring *r, unsigned slots, unsigned max_frames);
  * producer writes harmlessly. Accepts a zeroed ring. No consumer may run meanwhile. */
 void ag_ring_discard(struct ag_ring *r);
 /* Gives the memory of an empty ring's slots back to the kernel (none are read: the consumer may
- * run meanwhile, no producer may). Returns 1 when it did, 0 when r holds samples. */
+ * run meanwhile, no producer may), once per use. Returns 1 when it did. Callers serialise. */
 int ag_ring_trim(struct ag_ring *r);
 /* Unmaps; accepts a zeroed ring. Only when no producer can ever touch it again (tests). */
 void ag_ring_fini(struct ag_ring *r);
@@ -419,6 +420,8 @@ void ag_codemap_fini(void);
  * ag_wall_stop() (the last one released, or ag_stop()); life_lock held. */
 PP_MUST_USE int ag_wall_start(void);
 void ag_wall_stop(void);
+/* The drain, after it emptied t's wall ring: while no wall thread runs, its memory goes back. */
+void ag_wall_trim_drained(struct ag_thread *t);
 
 /* agent/modules.c (helper Y's section of agent/agent.h declares it too; repeated here so the
  * sampler does not depend on the order the two halves land in). Returns 1, 0 or -errno. */

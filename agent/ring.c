@@ -18,6 +18,7 @@ ag_ring_reset(struct ag_ring *r)
     atomic_store_explicit(&r->head, 0, memory_order_relaxed);
     atomic_store_explicit(&r->tail, 0, memory_order_relaxed);
     r->reserved = 0;
+    r->trimmed_at = 0;
 }
 
 static size_t
@@ -77,10 +78,12 @@ ag_ring_trim(struct ag_ring *r)
 {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
 
-    if (r->slots == NULL || head != atomic_load_explicit(&r->tail, memory_order_acquire)) {
+    if (r->slots == NULL || head != atomic_load_explicit(&r->tail, memory_order_acquire) ||
+        head == r->trimmed_at) {
         return 0;
     }
     (void)madvise(r->slots, r->map_len, MADV_DONTNEED);
+    r->trimmed_at = head;
     return 1;
 }
 
