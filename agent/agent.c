@@ -184,7 +184,11 @@ ag_start(const struct ag_config *cfg)
     if (atomic_load(&ag.running) || cfg->disabled) {
         goto out;
     }
-    ag.cfg = *cfg;
+    /* Interposers on host threads read ag.cfg without a lock, also across a stop and a start:
+     * a restart with the same settings leaves it untouched. */
+    if (memcmp(&ag.cfg, cfg, sizeof(*cfg)) != 0) {
+        ag.cfg = *cfg;
+    }
     if (ag.cfg.max_frames == 0 || ag.cfg.max_frames > AG_MAX_FRAMES || ag.cfg.max_threads == 0 ||
         ag.cfg.max_threads > AG_MAX_THREADS || ag.cfg.ring_slots < 2 ||
         (ag.cfg.ring_slots & (ag.cfg.ring_slots - 1)) != 0 || ag.cfg.scan_ms == 0) {

@@ -594,8 +594,9 @@ ag_threads_start(void)
     }
     pthread_mutex_lock(&ag.reg_lock);
     if (p != NULL) {
-        ag.threads = p;
         ag.threads_cap = ag.cfg.max_threads;
+        /* Released: host threads in an interposer look it up without the lock. */
+        __atomic_store_n(&ag.threads, (struct ag_thread *)p, __ATOMIC_RELEASE);
     }
     atomic_store(&ag.high, 0);
     pthread_mutex_unlock(&ag.reg_lock);
