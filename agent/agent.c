@@ -176,7 +176,7 @@ ag_start(const struct ag_config *cfg)
 {
     static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     pthread_condattr_t ca;
-    int err = 0;
+    int err = 0, remote_read_ok;
 
     pthread_once(&atfork_once, ag_agent_atfork_register);
     ag_interpose_init();
@@ -199,8 +199,15 @@ ag_start(const struct ag_config *cfg)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&ag.wake_cond, &ca);
     pthread_condattr_destroy(&ca);
-    ag.pid = getpid();
-    ag.remote_read_ok = ag_remote_read_probe();
+    /* Written only when they change (a forked child's first start): a stale interposer's walk
+     * reads both without a lock. */
+    if (ag.pid != getpid()) {
+        ag.pid = getpid();
+    }
+    remote_read_ok = ag_remote_read_probe();
+    if (ag.remote_read_ok != remote_read_ok) {
+        ag.remote_read_ok = remote_read_ok;
+    }
     atomic_store(&ag.stopping, 0);
     atomic_fetch_add(&ag.gen, 1);
     ag.req_n = 0;

@@ -71,8 +71,9 @@ struct ag_ring {
 PP_MUST_USE int ag_ring_init(struct ag_ring *r, unsigned slots, unsigned max_frames);
 /* 1 when r is a ring of slots samples of max_frames frames (ag_ring_init() would not change it). */
 int ag_ring_fits(const struct ag_ring *r, unsigned slots, unsigned max_frames);
-/* Empties r and gives its memory back to the kernel; its addresses stay mapped, so a stale
- * producer writes harmlessly. Accepts a zeroed ring. No consumer may run meanwhile. */
+/* Empties r (as its consumer: no other consumer may run meanwhile) and gives its memory back to
+ * the kernel; its addresses stay mapped, so a stale producer writes harmlessly. Accepts a
+ * zeroed ring. */
 void ag_ring_discard(struct ag_ring *r);
 /* Gives the memory of an empty ring's slots back to the kernel (none are read: the consumer may
  * run meanwhile, no producer may), once per use. Returns 1 when it did. Callers serialise. */

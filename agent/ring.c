@@ -67,10 +67,16 @@ ag_ring_init(struct ag_ring *r, unsigned slots, unsigned max_frames)
 void
 ag_ring_discard(struct ag_ring *r)
 {
-    if (r->slots != NULL) {
-        (void)madvise(r->slots, r->map_len, MADV_DONTNEED);
+    if (r->slots == NULL) {
+        return;
     }
-    ag_ring_reset(r);
+    /* As the consumer: what is there is dropped. The producer's indices stay its own, so that a
+     * stale producer (one that read the ring before a stop) races with nothing; its sample, in
+     * a page given back meanwhile, reads as a slot of thread 0, which the drain counts lost. */
+    atomic_store_explicit(&r->tail, atomic_load_explicit(&r->head, memory_order_acquire),
+                          memory_order_release);
+    (void)madvise(r->slots, r->map_len, MADV_DONTNEED);
+    r->trimmed_at = atomic_load_explicit(&r->tail, memory_order_relaxed);
 }
 
 int
