@@ -124,6 +124,7 @@ ag_agent_forked_child(void)
     pthread_mutex_init(&ag_modules_mutex, NULL); /* taken by ag_agent_before_fork() */
     ag_threads_forked_child();
     ag_timers_forked_child();
+    ag_wall_forked_child();
     /* Only the forking thread exists here, timers are not inherited, and the agent's threads
      * are gone: the agent is off. Locks held by vanished threads are reinitialised. */
     if (atomic_load(&ag.running)) {

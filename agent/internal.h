@@ -423,6 +423,8 @@ PP_MUST_USE int ag_wall_start(void);
 void ag_wall_stop(void);
 /* The drain, after it emptied t's wall ring: while no wall thread runs, its memory goes back. */
 void ag_wall_trim_drained(struct ag_thread *t);
+/* fork() child (agent.c's atfork handler). */
+void ag_wall_forked_child(void);
 
 /* agent/modules.c (helper Y's section of agent/agent.h declares it too; repeated here so the
  * sampler does not depend on the order the two halves land in). Returns 1, 0 or -errno. */

@@ -424,3 +424,12 @@ ag_wall_trim_drained(struct ag_thread *t)
     }
     pthread_mutex_unlock(&ag_wall_trim_lock);
 }
+
+/* fork() child: the wall thread is gone; a lock a parent's drain held is free again. */
+void
+ag_wall_forked_child(void)
+{
+    pthread_mutex_init(&ag_wall_trim_lock, NULL);
+    atomic_store(&ag_wall_producing, 0);
+    ag_wall_visits = NULL; /* the parent's, not freed: its thread may have been using it */
+}
