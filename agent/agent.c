@@ -124,6 +124,7 @@ ag_agent_forked_child(void)
     pthread_mutex_init(&ag_modules_mutex, NULL); /* taken by ag_agent_before_fork() */
     ag_threads_forked_child();
     ag_timers_forked_child();
+    ag_wall_forked_child();
     /* Only the forking thread exists here, timers are not inherited, and the agent's threads
      * are gone: the agent is off. Locks held by vanished threads are reinitialised. */
     if (atomic_load(&ag.running)) {
@@ -202,7 +203,7 @@ ag_start(const struct ag_config *cfg)
 {
     static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     pthread_condattr_t ca;
-    int err = 0;
+    int err = 0, remote_read_ok;
 
     pthread_once(&atfork_once, ag_agent_atfork_register);
     ag_interpose_init();
@@ -210,7 +211,11 @@ ag_start(const struct ag_config *cfg)
     if (atomic_load(&ag.running) || cfg->disabled) {
         goto out;
     }
-    ag.cfg = *cfg;
+    /* Interposers on host threads read ag.cfg without a lock, also across a stop and a start:
+     * a restart with the same settings leaves it untouched. */
+    if (memcmp(&ag.cfg, cfg, sizeof(*cfg)) != 0) {
+        ag.cfg = *cfg;
+    }
     if (ag.cfg.max_frames == 0 || ag.cfg.max_frames > AG_MAX_FRAMES || ag.cfg.max_threads == 0 ||
         ag.cfg.max_threads > AG_MAX_THREADS || ag.cfg.ring_slots < 2 ||
         (ag.cfg.ring_slots & (ag.cfg.ring_slots - 1)) != 0 || ag.cfg.scan_ms == 0) {
@@ -221,8 +226,15 @@ ag_start(const struct ag_config *cfg)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&ag.wake_cond, &ca);
     pthread_condattr_destroy(&ca);
-    ag.pid = getpid();
-    ag.remote_read_ok = ag_remote_read_probe();
+    /* Written only when they change (a forked child's first start): a stale interposer's walk
+     * reads both without a lock. */
+    if (ag.pid != getpid()) {
+        ag.pid = getpid();
+    }
+    remote_read_ok = ag_remote_read_probe();
+    if (ag.remote_read_ok != remote_read_ok) {
+        ag.remote_read_ok = remote_read_ok;
+    }
     atomic_store(&ag.stopping, 0);
     atomic_fetch_add(&ag.gen, 1);
     ag.req_n = 0;
@@ -247,6 +259,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_cpu_tails, 0);
     atomic_store(&ag.cpu_unseen_ns, 0);
     atomic_store(&ag.n_not_code, 0);
+    atomic_store(&ag.n_wall_unsampled, 0);
     ag.perf_unavailable = 0;
     ag.tick_hz = ag_kernel_tick_hz();
     atomic_store(&ag.wall_passes, 0);
@@ -335,6 +348,8 @@ ag_sampling_apply_locked(void)
     pthread_mutex_unlock(&ag.reg_lock);
     if (wall != 0) {
         err = ag_wall_start();
+    } else {
+        ag_wall_stop(); /* a session's thread and memory go with it */
     }
     ag_wake_all();
     return err;
@@ -415,6 +430,7 @@ ag_stats_get(struct ag_stats *out)
     out->samples_wall = atomic_load(&ag.n_wall);
     out->samples_waiting = atomic_load(&ag.n_waiting);
     out->lost = atomic_load(&ag.n_lost);
+    out->wall_unsampled = atomic_load(&ag.n_wall_unsampled);
     out->timer_overruns = atomic_load(&ag.n_overruns);
     out->threads_seen = atomic_load(&ag.n_threads);
     out->threads_dropped = atomic_load(&ag.n_threads_dropped);

@@ -234,7 +234,10 @@ struct ag_stats {
     uint64_t samples_cpu;      /* produced by CPU timers */
     uint64_t samples_wall;     /* produced by the wall sampler, running + waiting */
     uint64_t samples_waiting;  /* wall samples of blocked threads */
-    uint64_t lost;             /* dropped because a ring was full */
+    uint64_t lost;             /* dropped because a ring was full, and wall_unsampled */
+    uint64_t wall_unsampled;   /* wall intervals a thread went without a sample: the wall pass
+                                  came late (many threads at a high rate); in lost too and in
+                                  the LOST records of the thread */
     uint64_t timer_overruns;   /* CPU-timer expiries the kernel merged (si_overrun) */
     uint64_t cpu_weight;       /* sum of CPU samples' weights (>= samples_cpu) */
     uint64_t threads_perf;     /* threads sampled by the perf_event engine now */

@@ -96,7 +96,9 @@ ag_thread_name_read(int32_t tid, char *name)
     ssize_t n;
     int fd;
 
-    snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
+    /* Not /proc/self/task/TID: the dentries left there cost the reaper of this process
+     * (agent/wall.c says how much). */
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)tid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         return;
@@ -163,10 +165,13 @@ ag_thread_register_locked(int32_t tid, int self)
         }
         t = &ag.threads[high];
     }
-    if (t->ring.slots == NULL &&
-        (ag_ring_init(&t->ring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0 ||
+    /* Rings stay mapped from one session to the next (internal.h says why); a new geometry
+     * (another PIPEPROF_RING_SLOTS or _MAX_FRAMES) can only come with a new ag_start(), when no
+     * producer runs but a stale one. */
+    if ((!ag_ring_fits(&t->ring, ag.cfg.ring_slots, ag.cfg.max_frames) &&
+         ag_ring_init(&t->ring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0) ||
+        (!ag_ring_fits(&t->wring, ag.cfg.ring_slots, ag.cfg.max_frames) &&
          ag_ring_init(&t->wring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0)) {
-        ag_ring_fini(&t->ring);
         atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
         return NULL;
     }
@@ -557,16 +562,18 @@ ag_threads_start(void)
     }
     pthread_mutex_lock(&ag.reg_lock);
     if (p != NULL) {
-        ag.threads = p;
         ag.threads_cap = ag.cfg.max_threads;
+        /* Released: host threads in an interposer look it up without the lock. */
+        __atomic_store_n(&ag.threads, (struct ag_thread *)p, __ATOMIC_RELEASE);
     }
     atomic_store(&ag.high, 0);
     pthread_mutex_unlock(&ag.reg_lock);
     return 0;
 }
 
-/* Called after the handler is gone and no handler is in flight: deletes the timers and unmaps
- * the rings (only handlers, the wall thread and the drain touch those); slots stay. */
+/* Called after the handler is gone and no handler is in flight: deletes the timers and empties
+ * the rings, giving their memory back; slots and ring mappings stay, for an interposer that read
+ * a slot just before the stop (ag_ip_claim writes into the ring) may still write there. */
 void
 ag_threads_stop(void)
 {
@@ -578,8 +585,8 @@ ag_threads_stop(void)
     high = atomic_load(&ag.high);
     for (i = 0; all != NULL && i < high; i++) {
         ag_timer_delete_locked(&all[i]);
-        ag_ring_fini(&all[i].ring);
-        ag_ring_fini(&all[i].wring);
+        ag_ring_discard(&all[i].ring);
+        ag_ring_discard(&all[i].wring);
         all[i].last_depth = 0;
         all[i].tail_weight = 0;
         all[i].tail_cpu_ns = 0;

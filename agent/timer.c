@@ -49,7 +49,9 @@ ag_signal_install(int signo)
     if (sigaction(signo, &sa, NULL) != 0) {
         return -errno;
     }
-    ag.signo = signo;
+    if (ag.signo != signo) {
+        ag.signo = signo; /* interposers read it unlocked, across a stop and a start too */
+    }
     ag.old_sa = old;
     return 0;
 }
