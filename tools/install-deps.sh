@@ -18,15 +18,10 @@ test_packages=(clang libclang-rt-14-dev curl golang-go chromium libdevel-nytprof
                libgoogle-perftools-dev)
 command -v npm >/dev/null 2>&1 || test_packages+=(nodejs npm)
 
+# Other options are left to the sections that take them.
 tests=1
 for arg in "$@"; do
-    case $arg in
-    --build) tests=0 ;;
-    *)
-        echo "usage: tools/install-deps.sh [--build]" >&2
-        exit 2
-        ;;
-    esac
+    [[ $arg != --build ]] || tests=0
 done
 packages=("${build_packages[@]}")
 [ "$tests" -eq 0 ] || packages+=("${test_packages[@]}")
