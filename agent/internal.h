@@ -252,6 +252,8 @@ struct ag_unwind_ctx {
     int remote_ok;   /* other reads go through process_vm_readv */
     pid_t pid;
     struct ag_cfi_cache *cache; /* the sampled thread's CFI row cache (its handler only), or NULL */
+    uint64_t lr; /* the interrupted context's link register (aarch64 x30), for its first step
+                    only; 0 when unknown or not a signal's (set 0 by ag_sig_unwind_ctx_init) */
 };
 
 struct ag_unwind_result {

@@ -15,6 +15,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "agent/arch.h"
 #include "agent/internal.h"
 #include "agent/symbols-internal.h"
 
@@ -60,35 +61,6 @@ ag_sig_thread_self(void)
     return NULL;
 }
 
-/* Registers of the interrupted context, and whether it was a syscall about to return EINTR. */
-static int
-ag_sig_regs(const ucontext_t *uc, uint64_t *pc, uint64_t *sp, uint64_t *fp)
-{
-#if defined(__x86_64__)
-    int64_t ret = (int64_t)uc->uc_mcontext.gregs[REG_RAX];
-
-    *pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-    *sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
-    *fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
-    /* The kernel rewinds restartable syscalls (SA_RESTART) to the syscall instruction; the
-     * others return -EINTR right after it (0f 05). pc - 2 is on pc's page, which is mapped. */
-    /* Byte reads: code is not aligned, and a misaligned u16 load is undefined behaviour. */
-    return ret == -EINTR && (*pc & 4095) >= 2 &&
-           ((const volatile uint8_t *)(uintptr_t)*pc)[-2] == 0x0f &&
-           ((const volatile uint8_t *)(uintptr_t)*pc)[-1] == 0x05;
-#elif defined(__aarch64__)
-    int64_t ret = (int64_t)uc->uc_mcontext.regs[0];
-
-    *pc = (uint64_t)uc->uc_mcontext.pc;
-    *sp = (uint64_t)uc->uc_mcontext.sp;
-    *fp = (uint64_t)uc->uc_mcontext.regs[29];
-    return ret == -EINTR && (*pc & 4095) >= 4 && (*pc & 3) == 0 &&
-           *(const volatile uint32_t *)(uintptr_t)(*pc - 4) == 0xd4000001u;
-#else
-#error "pipeprof: the sampler supports x86_64 and aarch64"
-#endif
-}
-
 uint64_t
 ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t period, int at_least_one,
                  uint64_t *delta_out)
@@ -127,7 +99,8 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     struct ag_unwind_ctx c;
     struct ag_thread *t;
     struct ag_sample *s;
-    uint64_t pc, sp, fp, lo, hi, cpu, delta, period;
+    struct ag_arch_regs regs;
+    uint64_t lo, hi, cpu, delta, period;
     uint8_t mode, engine = 0;
     unsigned hz;
     int eintr;
@@ -154,7 +127,9 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         goto out; /* not ours: another sender of this signal */
     }
     atomic_fetch_add_explicit(&ag_tls_signals, 1, memory_order_relaxed);
-    eintr = ag_sig_regs(uctx, &pc, &sp, &fp);
+    /* Registers of the interrupted context, and whether it was a syscall about to return
+     * EINTR (agent/arch.h). */
+    eintr = ag_arch_sig_regs(uctx, &regs);
     if (eintr) {
         atomic_fetch_add_explicit(&ag.n_eintr_seen, 1, memory_order_relaxed);
     }
@@ -228,11 +203,12 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         hi = ag_tls_stack_hi;
     }
     if (hi == 0) {
-        atomic_store_explicit(&t->last_sp, sp, memory_order_relaxed); /* the manager finds bounds */
+        atomic_store_explicit(&t->last_sp, regs.sp, memory_order_relaxed); /* for the manager */
     }
-    ag_sig_unwind_ctx_init(&c, sp, lo, hi);
+    ag_sig_unwind_ctx_init(&c, regs.sp, lo, hi);
     c.cache = t->cfi_cache; /* this thread's: the handler does not nest */
-    ag_sig_unwind(&c, pc, sp, fp, 0, s->frames, ag.cfg.max_frames, &res);
+    c.lr = regs.lr;
+    ag_sig_unwind(&c, regs.pc, regs.sp, regs.fp, 0, s->frames, ag.cfg.max_frames, &res);
     s->depth = res.depth;
     s->unwinder = res.unwinder;
     s->end = res.end;

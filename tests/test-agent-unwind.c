@@ -37,6 +37,7 @@ unwind(int remote, uint32_t max, uint64_t *frames, struct ag_unwind_result *res)
     c.remote_ok = remote;
     c.pid = getpid();
     c.cache = NULL;
+    c.lr = 0;
     ag_sig_unwind(&c, 0x400000, (uint64_t)(uintptr_t)stack, (uint64_t)(uintptr_t)stack, 0, frames,
                   max, res);
 }
@@ -122,7 +123,7 @@ TEST(unwind_unmapped_fp_is_read_fault)
 
 TEST(unwind_read_rejects_unaligned_and_null)
 {
-    struct ag_unwind_ctx c = { 0, 0, 1, 0, NULL };
+    struct ag_unwind_ctx c = { 0, 0, 1, 0, NULL, 0 };
     uint64_t v = 42, out = 0;
 
     c.pid = getpid();
