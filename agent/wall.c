@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "agent/symbols-internal.h"
 
 struct ag_wall_fd {
     int32_t tid; /* the thread the fds belong to; 0 = none */
@@ -113,6 +114,12 @@ ag_wall_from_proc(struct ag_wall_fd *f, int32_t tid, struct ag_sample *s)
     if (sscanf(buf, "%lld %llx %llx %llx %llx %llx %llx %llx %llx", &v[0], &v[1], &v[2], &v[3],
                &v[4], &v[5], &v[6], &v[7], &v[8]) != 9) {
         return -EAGAIN;
+    }
+    /* Under an emulator (qemu-user) the file shows the emulator's own registers, not the
+     * program's: a pc in none of the program's modules, while they are known, is not its. */
+    if (atomic_load_explicit(&ag_sig_modules, memory_order_acquire) != NULL &&
+        ag_sig_module_find(v[8]) == NULL) {
+        return -ENOEXEC;
     }
     ag_sig_unwind_ctx_init(&c, v[7], 0, 0); /* the stack moves under us: remote reads only */
     if (c.remote_ok) {
@@ -253,6 +260,10 @@ ag_wall_pass(void)
         } else {
             s->source = AG_SOURCE_PROC;
             err = ag_wall_from_proc(f, tid, s);
+        }
+        if (err == -ENOEXEC) { /* its registers cannot be known: a sample lost */
+            atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
         }
         if (err != 0 || atomic_load_explicit(&t->tid, memory_order_acquire) != tid) {
             continue; /* woke up, or the slot changed hands: the slot is not committed */
