@@ -9,6 +9,8 @@ if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
   pp_add_script_test(arm64-groundtruth arm64-groundtruth.sh LABELS arm64 TIMEOUT 300)
   set_property(TEST arm64-groundtruth APPEND PROPERTY ENVIRONMENT
     "PP_HOST_BINARY_DIR=${PP_HOST_BINARY_DIR}")
+  pp_add_script_test(arm64-e2e arm64-e2e.sh LABELS arm64 TIMEOUT 180)
+  set_property(TEST arm64-e2e APPEND PROPERTY ENVIRONMENT "PP_HOST_BINARY_DIR=${PP_HOST_BINARY_DIR}")
   # Accuracy against the threads' own CPU time: alone, not beside ctest's other jobs.
   set_tests_properties(arm64-groundtruth PROPERTIES RUN_SERIAL TRUE)
 endif()
