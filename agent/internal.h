@@ -110,7 +110,13 @@ enum ag_slot_state {
  * A stack a thread publishes for other threads to copy: a seqlock (odd while written) that only
  * the owning thread writes (ag_seqstack_put) and readers copy with ag_seqstack_get, which retries
  * on a change. Without fences, so TSan can check it: every word is a release store after the odd
- * seq, paired with the reader's acquire loads.
+ * seq, paired with the reader's acquire loads. Why that holds on a weakly ordered processor
+ * (aarch64), where x86's ordering hides nothing: a reader that loads a word of a write in
+ * progress synchronizes with that word's release store, which comes after the odd seq, so its
+ * final load of seq (after its acquire loads, which later loads cannot pass) sees the odd seq or
+ * a later one and the copy is retried; a reader whose first (acquire) load sees an even seq sees
+ * every word stored before it. A relaxed data store behind a release fence would do as well,
+ * but TSan does not model fences.
  */
 struct ag_seqstack {
     _Atomic uint32_t seq;

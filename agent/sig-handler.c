@@ -42,6 +42,12 @@ ag_sig_thread_self(void)
         tid = (int32_t)syscall(SYS_gettid); /* cannot fail, so errno is untouched */
         ag_tls_tid = tid;
     }
+    /* The registry's publication (threads.c): a slot's plain fields (its rings, its CFI cache,
+     * its stack mapping) are written under reg_lock before the release store of state =
+     * ACTIVE; the acquire load of state here makes them visible before the handler uses them,
+     * on weakly ordered processors too. ag.high is published the same way, and ag.threads, a
+     * plain pointer, is set before ag_start() stores running = 1 (seq_cst), which the handler
+     * has read already. */
     if (t != NULL && ag_tls_gen == atomic_load_explicit(&ag.gen, memory_order_relaxed) &&
         atomic_load_explicit(&t->tid, memory_order_acquire) == tid &&
         atomic_load_explicit(&t->state, memory_order_acquire) == AG_SLOT_ACTIVE) {
@@ -106,6 +112,13 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     int eintr;
 
     (void)signo;
+    /* Dekker's pattern with ag_stop(): it stores running = 0 and then reads inflight, the handler
+     * increments inflight and then reads running, all sequentially consistent, so on any
+     * processor at least one of the two sees the other's write: ag_stop() waits for this
+     * handler, or this handler sees running == 0 and touches nothing. (Acquire/release would
+     * not do: each side's load could be satisfied before its own store is visible to the other,
+     * as store buffers allow on x86 too.) The decrement at out: is a release, paired with
+     * ag_stop()'s loads of inflight, so the slot written here is complete before it is freed. */
     atomic_fetch_add_explicit(&ag.inflight, 1, memory_order_seq_cst);
     if (!atomic_load_explicit(&ag.running, memory_order_seq_cst)) {
         goto out;
@@ -196,8 +209,12 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     }
     s->state = AG_STATE_RUNNING;
     s->source = AG_SOURCE_SIGNAL;
-    lo = atomic_load_explicit(&t->stack_lo, memory_order_acquire);
+    /* hi first: its release store (threads.c) comes after lo's, so an acquire load of a nonzero
+     * hi makes the lo stored with it visible. Loaded the other way round (as before), a weakly
+     * ordered processor, or a store landing between the two loads on any, could pair a new hi
+     * with the old lo of 0; harmless only because the window starts at sp anyway. */
     hi = atomic_load_explicit(&t->stack_hi, memory_order_acquire);
+    lo = atomic_load_explicit(&t->stack_lo, memory_order_relaxed);
     if (hi == 0 && ag_tls_stack_hi != 0) {
         lo = ag_tls_stack_lo;
         hi = ag_tls_stack_hi;
