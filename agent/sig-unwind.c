@@ -158,7 +158,8 @@ void
 ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, int pc_is_ra,
               uint64_t *frames, uint32_t max, struct ag_unwind_result *out)
 {
-    struct ag_cfi_regs r = { pc, sp, fp, pc_is_ra ? 0 : c->lr };
+    /* A recorded return address (an interposer's frame record) may be signed too. */
+    struct ag_cfi_regs r = { pc_is_ra ? ag_arch_strip_ra(pc) : pc, sp, fp, pc_is_ra ? 0 : c->lr };
     uint32_t depth = 0;
     /* A walk that starts from a recorded return address (an interposer's caller) was given
      * its frame record's fp + 16 as sp: exact only where records sit under the caller's sp. */
@@ -173,7 +174,7 @@ ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, in
     if (c->cache != NULL) {
         ag_sig_cfi_cache_begin(c->cache);
     }
-    frames[depth++] = pc;
+    frames[depth++] = r.pc;
     while (depth < max) {
         struct ag_cfi_regs before = r;
         uint8_t fp_why = AG_UNWIND_END_ROOT, cfi_why = AG_UNWIND_NO_ROW;
