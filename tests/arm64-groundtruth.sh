@@ -15,7 +15,7 @@
 #   - TraceEvent (dotnet-trace convert, when installed) reads the arm64 trace like any other and
 #     charges CPU_TIME to every work function, its split within 8 points: its thread-time
 #     computer spreads time by the samples' timestamps, and under emulation on a loaded 2-core
-#     machine the timers' samples come late and in bunches (1.5 to 5 points off in 8 runs here,
+#     machine the timers' samples come late and in bunches (1.5 to 6.6 points off in 7 runs here,
 #     while pipeprof's own split, by the samples' CPU weights, stayed within 0.6).
 # Runs in the arm64 build (PP_BINARY_DIR); the host's tools come from PP_HOST_BINARY_DIR.
 set -euo pipefail
