@@ -280,6 +280,38 @@ ag_thread_release_locked(struct ag_thread *t)
 }
 
 /* Key destructor: the thread is exiting. Later signals see EXITING and do nothing. */
+/*
+ * Threads whose exit hook has run (reg_lock). Such a thread is still listed in /proc/self/task
+ * until the kernel has reaped it, and its slot is EXITING, then freed by the drain: a scan in
+ * between would register it again as a new thread, which the drain then announces started and
+ * stopped a second time (seen as "stops announced 2" in test-agent-sampling: once natively in
+ * CI's ASan stage, 1 run in 4 under qemu-user, where a thread takes longer to go). The scan skips
+ * a tid here for a while; a tid the kernel reuses later registers itself again (its
+ * pthread_create trampoline) or is found by a scan once the entry has expired.
+ */
+#define AG_THREADS_EXITED_MAX 64
+#define AG_THREADS_EXITED_NS  2000000000u
+
+static struct {
+    int32_t tid;
+    uint64_t ns; /* CLOCK_MONOTONIC at its exit hook */
+} ag_threads_exited[AG_THREADS_EXITED_MAX];
+static unsigned ag_threads_exited_next;
+
+static int
+ag_thread_exited_locked(int32_t tid, uint64_t now)
+{
+    unsigned i;
+
+    for (i = 0; i < AG_THREADS_EXITED_MAX; i++) {
+        if (ag_threads_exited[i].tid == tid &&
+            now - ag_threads_exited[i].ns < AG_THREADS_EXITED_NS) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void
 ag_threads_on_exit(void *p)
 {
@@ -308,6 +340,9 @@ ag_threads_on_exit(void *p)
         ag_cpu_claim_tail_locked(t, CLOCK_THREAD_CPUTIME_ID);
         ag_timer_delete_locked(t);
         atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_seq_cst);
+        ag_threads_exited[ag_threads_exited_next].tid = ag_gettid();
+        ag_threads_exited[ag_threads_exited_next].ns = ag_now_ns();
+        ag_threads_exited_next = (ag_threads_exited_next + 1) % AG_THREADS_EXITED_MAX;
     }
     pthread_mutex_unlock(&ag.reg_lock);
     ag_sigmask_raw(SIG_SETMASK, &old, NULL);
@@ -489,6 +524,7 @@ ag_threads_scan(void)
 {
     struct dirent *de;
     unsigned i, high;
+    uint64_t now = ag_now_ns();
     DIR *d;
 
     pthread_mutex_lock(&ag.reg_lock);
@@ -510,7 +546,7 @@ ag_threads_scan(void)
             continue;
         }
         tid = strtol(de->d_name, &end, 10);
-        if (*end != '\0' || tid <= 0) {
+        if (*end != '\0' || tid <= 0 || ag_thread_exited_locked((int32_t)tid, now)) {
             continue;
         }
         t = ag_thread_register_locked((int32_t)tid, 0);
