@@ -375,6 +375,9 @@ ag_cfi_row_make(const struct ag_cfi_state *s, uint32_t addr, struct ag_cfi_row *
                s->fp.off / 8 <= INT8_MAX) {
         r->flags |= AG_CFI_FP_AT;
         r->fp_off8 = (int8_t)(s->fp.off / 8);
+    } else if (s->fp.kind == AG_RULE_OFF && (r->flags & AG_CFI_RA_MASK) == AG_CFI_RA_AT &&
+               s->fp.off == (int64_t)r->ra_off - 8) {
+        r->flags |= AG_CFI_FP_BELOW_RA; /* a frame record far from the CFA */
     }
 }
 

@@ -21,20 +21,23 @@
 #include "common/compiler.h"
 
 /* Row flags: how the CFA is computed and where the caller's RA and frame pointer are. */
-#define AG_CFI_CFA_MASK  0x03u
-#define AG_CFI_CFA_NONE  0x00u /* no FDE covers this address (gap or end of an FDE) */
-#define AG_CFI_CFA_SP    0x01u /* CFA = sp + cfa_off */
-#define AG_CFI_CFA_FP    0x02u /* CFA = fp + cfa_off */
-#define AG_CFI_CFA_OTHER 0x03u /* expression or another register: not supported */
-#define AG_CFI_RA_MASK   0x0cu
-#define AG_CFI_RA_OTHER  0x00u /* register or expression rule: not supported */
-#define AG_CFI_RA_AT     0x04u /* RA = *(CFA + ra_off) */
-#define AG_CFI_RA_END    0x08u /* RA undefined: the outermost frame (_start, clone) */
-#define AG_CFI_RA_LR     0x0cu /* RA still in the link register (aarch64 x30, same value) */
-#define AG_CFI_FP_MASK   0x30u
-#define AG_CFI_FP_OTHER  0x00u /* unsupported rule: the caller's fp is unknown */
-#define AG_CFI_FP_SAME   0x10u /* the caller's fp is the current fp */
-#define AG_CFI_FP_AT     0x20u /* fp = *(CFA + 8 * fp_off8) */
+#define AG_CFI_CFA_MASK    0x03u
+#define AG_CFI_CFA_NONE    0x00u /* no FDE covers this address (gap or end of an FDE) */
+#define AG_CFI_CFA_SP      0x01u /* CFA = sp + cfa_off */
+#define AG_CFI_CFA_FP      0x02u /* CFA = fp + cfa_off */
+#define AG_CFI_CFA_OTHER   0x03u /* expression or another register: not supported */
+#define AG_CFI_RA_MASK     0x0cu
+#define AG_CFI_RA_OTHER    0x00u /* register or expression rule: not supported */
+#define AG_CFI_RA_AT       0x04u /* RA = *(CFA + ra_off) */
+#define AG_CFI_RA_END      0x08u /* RA undefined: the outermost frame (_start, clone) */
+#define AG_CFI_RA_LR       0x0cu /* RA still in the link register (aarch64 x30, same value) */
+#define AG_CFI_FP_MASK     0x30u
+#define AG_CFI_FP_OTHER    0x00u /* unsupported rule: the caller's fp is unknown */
+#define AG_CFI_FP_SAME     0x10u /* the caller's fp is the current fp */
+#define AG_CFI_FP_AT       0x20u /* fp = *(CFA + 8 * fp_off8) */
+/* fp = *(CFA + ra_off - 8): saved beside the RA, out of fp_off8's reach (an aarch64 frame record
+ * at the bottom of a frame larger than 1 KiB: stp x29, x30, [sp, #-N]!) */
+#define AG_CFI_FP_BELOW_RA 0x30u
 
 /*
  * One row covers [addr, next row's addr). addr is relative to the module's load bias, that is
@@ -238,6 +241,11 @@ ag_sig_cfi_apply(const struct ag_cfi_row *rule, struct ag_cfi_regs *regs, ag_cfi
         break;
     case AG_CFI_FP_AT:
         if (read(ctx, cfa + (uint64_t)(int64_t)rule->fp_off8 * 8u, &fp) != 0) {
+            return -EFAULT;
+        }
+        break;
+    case AG_CFI_FP_BELOW_RA:
+        if (read(ctx, cfa + (uint64_t)(int64_t)rule->ra_off - 8u, &fp) != 0) {
             return -EFAULT;
         }
         break;

@@ -282,6 +282,18 @@ PP_SIGSAFE void ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp,
                               int pc_is_ra, uint64_t *frames, uint32_t max,
                               struct ag_unwind_result *out);
 
+/*
+ * Walks the stack of the caller of the function whose frame address (__builtin_frame_address(0))
+ * is fa, from a call made below that frame (an interposer's helpers): frames[0] is the return
+ * address into fa's caller. On x86-64 from fa's frame record (fa + 16 is the caller's sp);
+ * where a record may lie anywhere in its frame (aarch64) from here, through the frames in
+ * between by their CFI, so that the caller's sp is exact and its CFI applies; the record if
+ * that fails. c: initialised with ag_sig_unwind_ctx_init(c, fa, ...). out->depth 0 with
+ * AG_UNWIND_END_READ_FAULT when the record cannot be read. Async-signal-safe.
+ */
+PP_SIGSAFE void ag_sig_unwind_caller(struct ag_unwind_ctx *c, uint64_t fa, uint64_t *frames,
+                                     uint32_t max, struct ag_unwind_result *out);
+
 /* Sets c's direct-read window from sp and the slot's (or TLS) stack bounds. Async-signal-safe. */
 PP_SIGSAFE void ag_sig_unwind_ctx_init(struct ag_unwind_ctx *c, uint64_t sp, uint64_t lo,
                                        uint64_t hi);

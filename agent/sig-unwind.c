@@ -154,16 +154,13 @@ ag_sig_unwind_cfi_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r, int pc_is
     return -1;
 }
 
-void
-ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, int pc_is_ra,
-              uint64_t *frames, uint32_t max, struct ag_unwind_result *out)
+/* The walk from r (see ag_sig_unwind). sp_exact: r.sp is the frame's sp, not only a lower bound
+ * of it. Frames whose sp is at or below skip_to are walked through but not stored (0: none). */
+static void
+ag_sig_unwind_walk(struct ag_unwind_ctx *c, struct ag_cfi_regs r, int pc_is_ra, int sp_exact,
+                   uint64_t skip_to, uint64_t *frames, uint32_t max, struct ag_unwind_result *out)
 {
-    /* A recorded return address (an interposer's frame record) may be signed too. */
-    struct ag_cfi_regs r = { pc_is_ra ? ag_arch_strip_ra(pc) : pc, sp, fp, pc_is_ra ? 0 : c->lr };
     uint32_t depth = 0;
-    /* A walk that starts from a recorded return address (an interposer's caller) was given
-     * its frame record's fp + 16 as sp: exact only where records sit under the caller's sp. */
-    int sp_exact = !pc_is_ra || AG_ARCH_FP_RECORD_AT_CFA;
     uint8_t unwinder = AG_UNWINDER_NONE;
     uint8_t why = AG_UNWIND_END_DEPTH_LIMIT;
     uint32_t cfi_steps = 0;
@@ -174,7 +171,9 @@ ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, in
     if (c->cache != NULL) {
         ag_sig_cfi_cache_begin(c->cache);
     }
-    frames[depth++] = r.pc;
+    if (r.sp > skip_to) {
+        frames[depth++] = r.pc;
+    }
     while (depth < max) {
         struct ag_cfi_regs before = r;
         uint8_t fp_why = AG_UNWIND_END_ROOT, cfi_why = AG_UNWIND_NO_ROW;
@@ -224,7 +223,9 @@ ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, in
                 r.lr = 0;
                 sp_exact = AG_ARCH_FP_RECORD_AT_CFA;
                 unwinder = AG_UNWINDER_FP;
-                frames[depth++] = ra;
+                if (r.sp > skip_to) {
+                    frames[depth++] = ra;
+                }
                 continue;
             }
         }
@@ -266,7 +267,9 @@ ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, in
             why = AG_UNWIND_END_FP_INVALID;
             goto out;
         }
-        frames[depth++] = r.pc;
+        if (r.sp > skip_to) {
+            frames[depth++] = r.pc;
+        }
     }
     why = AG_UNWIND_END_DEPTH_LIMIT;
 out:
@@ -274,4 +277,49 @@ out:
     out->unwinder = unwinder;
     out->end = why;
     out->cfi_steps = cfi_steps;
+}
+
+void
+ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, int pc_is_ra,
+              uint64_t *frames, uint32_t max, struct ag_unwind_result *out)
+{
+    /* A recorded return address (an interposer's frame record) may be signed too. */
+    struct ag_cfi_regs r = { pc_is_ra ? ag_arch_strip_ra(pc) : pc, sp, fp, pc_is_ra ? 0 : c->lr };
+
+    /* A walk that starts from a recorded return address was given its frame record's fp + 16
+     * as sp: exact only where records sit under the caller's sp. */
+    ag_sig_unwind_walk(c, r, pc_is_ra, !pc_is_ra || AG_ARCH_FP_RECORD_AT_CFA, 0, frames, max, out);
+}
+
+__attribute__((noinline)) void
+ag_sig_unwind_caller(struct ag_unwind_ctx *c, uint64_t fa, uint64_t *frames, uint32_t max,
+                     struct ag_unwind_result *out)
+{
+    uint64_t here = (uint64_t)(uintptr_t)__builtin_frame_address(0), fp = 0, ra = 0;
+
+    if (!AG_ARCH_FP_RECORD_AT_CFA && here < fa) {
+        /* From here, with this function's exact CFA as sp, through the agent's own frames and
+         * the one at fa (all built with CFI), so that the first frame kept, fa's caller, has its
+         * exact sp. Those frames lie below fa: the direct-read window starts here. */
+        struct ag_cfi_regs r = { ag_arch_strip_ra((uint64_t)(uintptr_t)__builtin_return_address(0)),
+                                 (uint64_t)(uintptr_t)__builtin_dwarf_cfa(),
+                                 *(const volatile uint64_t *)(uintptr_t)here, 0 };
+
+        if (c->lo == fa && c->hi != 0 && fa - here < 65536) {
+            c->lo = here & ~(uint64_t)7;
+        }
+        ag_sig_unwind_walk(c, r, 1, 1, fa, frames, max, out);
+        if (out->depth != 0) {
+            return;
+        }
+    }
+    /* The frame record at fa: [fa] = its caller's fp, [fa + 8] = the return address. */
+    if (ag_sig_read(c, fa, &fp) != 0 || ag_sig_read(c, fa + 8, &ra) != 0) {
+        out->depth = 0;
+        out->unwinder = AG_UNWINDER_NONE;
+        out->end = AG_UNWIND_END_READ_FAULT;
+        out->cfi_steps = 0;
+        return;
+    }
+    ag_sig_unwind(c, ra, fa + 16, fp, 1, frames, max, out);
 }

@@ -364,16 +364,14 @@ ag_threads_root_stack(void *(*fn)(void *), uint64_t fa, uint64_t *frames,
                       struct ag_unwind_result *res)
 {
     struct ag_unwind_ctx c;
-    uint64_t fp, ra;
 
-    ag_sig_unwind_ctx_init(&c, fa, ag_tls_stack_lo, ag_tls_stack_hi);
-    /* The trampoline's frame record: [fa] = its caller's fp, [fa + 8] = the return address. */
-    if (fa == 0 || ag_sig_read(&c, fa, &fp) != 0 || ag_sig_read(&c, fa + 8, &ra) != 0) {
+    if (fa == 0) {
         return 0;
     }
+    ag_sig_unwind_ctx_init(&c, fa, ag_tls_stack_lo, ag_tls_stack_hi);
     frames[0] = (uint64_t)(uintptr_t)fn;
-    ag_sig_unwind(&c, ra, fa + 16, fp, 1, frames + 1, ag.cfg.max_frames - 1, res);
-    return res->depth + 1;
+    ag_sig_unwind_caller(&c, fa, frames + 1, ag.cfg.max_frames - 1, res); /* the trampoline's */
+    return res->depth != 0 ? res->depth + 1 : 0;
 }
 
 void

@@ -166,6 +166,35 @@ TEST(cfi_chain_unwinds_to_main_like_libgcc)
     ag_modules_fini();
 }
 
+/* A 2 KiB frame that keeps a frame record: gcc puts an aarch64 record at the bottom of such a
+ * frame, x29 saved 2 KiB below the CFA (out of a row's fp_off8), as in the agent's own
+ * ag_thread_blocking_enter; x86-64 saves rbp right under the return address. */
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) static int
+big_frame(void *arg)
+{
+    volatile char big[2048];
+    int r;
+
+    big[0] = 1;
+    r = chain_leaf(arg);
+    return r + big[0];
+}
+
+/* The fp saved far from the CFA must be recovered: cfi_chain_a, above, finds its CFA through
+ * it (alloca). */
+TEST(cfi_fp_saved_far_below_the_cfa_is_recovered)
+{
+    struct trace t = { 0 };
+
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ASSERT_TRUE(cfi_chain_a(3, big_frame, &t) > 0);
+    ASSERT_STR_EQ(frame_name(t.ours[1]), "big_frame");
+    ASSERT_STR_EQ(frame_name(t.ours[2]), "cfi_chain_c");
+    ASSERT_STR_EQ(frame_name(t.ours[4]), "cfi_chain_a");
+    check_against_libgcc(&t);
+    ag_modules_fini();
+}
+
 TEST(cfi_deep_recursion_like_libgcc)
 {
     struct trace t = { 0 };
@@ -549,6 +578,7 @@ TEST(cfi_row_cache_is_emptied_by_a_new_snapshot)
 static const struct test_case cases[] = {
     TEST_CASE(cfi_chain_unwinds_to_main_like_libgcc),
     TEST_CASE(cfi_deep_recursion_like_libgcc),
+    TEST_CASE(cfi_fp_saved_far_below_the_cfa_is_recovered),
     TEST_CASE(cfi_rows_at_function_entry),
     TEST_CASE(cfi_unwinds_from_signal_context),
     TEST_CASE(cfi_build_rejects_corrupt_eh_frame_hdr),
