@@ -8,7 +8,8 @@
 #   - each work function's share of the samples is within 3 points of its share of the CPU time
 #     the threads measured themselves (tests/tools/groundtruth-eval.py);
 #   - 97 % of the samples of the work threads have named stacks that reach the thread's entry
-#     (gt_main, its start routine, under libc's start_thread and clone);
+#     (gt_main, its start routine, under libc's start_thread and clone), in CPU mode and, for
+#     the build without frame pointers, in wall mode too (stacks of blocked calls);
 #   - the recording says which engine ran: qemu-user has no perf_event_open (ENOSYS), so where
 #     auto asks for perf (a rate above the kernel's tick) the agent must fall back to the
 #     CPU-time timers and log it, as on any machine that refuses perf;
@@ -38,6 +39,29 @@ if ((tick >= hz)); then
   echo "NOTE (loud): the kernel ticks at $tick Hz: auto takes the timers at $hz Hz without asking perf"
 fi
 
+# reach FOLDED: 97 % of the samples under a work function have named frames from the leaf down to
+# the thread's entry (gt_main, its start routine, under libc's start_thread and clone).
+reach() {
+  python3 - "$1" <<'PY'
+import re, sys
+work = whole = 0
+for line in open(sys.argv[1]):
+    stack, n = line.rsplit(" ", 1)
+    frames = stack.split(";")[1:]  # the thread first
+    if not any(re.search(r"!gt_(steady|burst_\w+)$", f) for f in frames):
+        continue
+    work += int(n)
+    # named frames from the start routine to the leaf, under libc's entry (start_thread, clone)
+    i = next((k for k, f in enumerate(frames) if f.endswith("!gt_main")), None)
+    if i is not None and i >= 1 and all(f.startswith("libc.so!") for f in frames[:i]) and \
+            all(re.search(r"![A-Za-z_]\w*$", f) for f in frames[i:]):
+        whole += int(n)
+share = 100.0 * whole / work if work else 0
+print("  %d of %d work samples (%.1f%%) reach the thread entry with named frames" % (whole, work, share))
+sys.exit(0 if work > 0 and share >= 97.0 else 1)
+PY
+}
+
 run() {
   local wl=$1 n=$T/$1
   # -L /: the multiarch libc6:arm64 (cmake/aarch64-linux-gnu.cmake says why not the cross one).
@@ -65,24 +89,7 @@ run() {
     "$PP" report --threads --top 12 "$n.nettrace" 2>&1 | sed 's/^/    /'
     fail=1
   }
-  python3 - "$n.folded" "$wl" <<'PY' || fail=1
-import re, sys
-work = whole = 0
-for line in open(sys.argv[1]):
-    stack, n = line.rsplit(" ", 1)
-    frames = stack.split(";")[1:]  # the thread first
-    if not any(re.search(r"!gt_(steady|burst_\w+)$", f) for f in frames):
-        continue
-    work += int(n)
-    # named frames from the start routine to the leaf, under libc's entry (start_thread, clone)
-    i = next((k for k, f in enumerate(frames) if f.endswith("!gt_main")), None)
-    if i is not None and i >= 1 and all(f.startswith("libc.so!") for f in frames[:i]) and \
-            all(re.search(r"![A-Za-z_]\w*$", f) for f in frames[i:]):
-        whole += int(n)
-share = 100.0 * whole / work if work else 0
-print("  %d of %d work samples (%.1f%%) reach the thread entry with named frames" % (whole, work, share))
-sys.exit(0 if work > 0 and share >= 97.0 else 1)
-PY
+  reach "$n.folded" || fail=1
   DT=$(command -v dotnet-trace || true)
   if [[ -n $DT ]]; then
     timeout 180 "$DT" convert --format speedscope -o "$n.speedscope.json" "$n.nettrace" >"$n.convert.log" 2>&1 || {
@@ -107,5 +114,17 @@ PY
 export PATH="$PATH:$HOME/.dotnet/tools"
 run pp-sample-groundtruth
 run pp-sample-groundtruth-nofp
+# Wall mode: the bursty threads' waiting samples come from their interposed nanosleep, walked
+# from the interposer's frame into code without frame pointers (ag_sig_unwind_caller).
+n=$T/wall
+timeout 180 "$PP" collect --diagnostic-port "$n.sock" -o "$n.nettrace" \
+  --providers 'Microsoft-DotNETCore-SampleProfiler:0:4:mode=wall;hz=100,pipeprof:0:4' -- \
+  "$QEMU" -L / -E "LD_PRELOAD=$B/lib/libpipeprof.so" "$B/samples/pp-sample-groundtruth-nofp" 2 \
+  "$n.json" >"$n.log" 2>&1 || { cat "$n.log"; echo "FAIL: wall mode: pipeprof collect"; fail=1; }
+"$PP" convert --format folded -o "$n.folded" "$n.nettrace" 2>/dev/null
+waiting=$("$PP" report --format json "$n.nettrace" | python3 -c 'import json,sys; print(json.load(sys.stdin)["waiting_samples"])')
+echo "wall mode, without frame pointers: $waiting waiting samples"
+((waiting > 50)) || { echo "FAIL: wall mode: only $waiting waiting samples"; fail=1; }
+reach "$n.folded" || fail=1
 [[ $fail == 0 ]] || { echo "arm64-groundtruth: FAILED"; exit 1; }
 echo "arm64-groundtruth: ok"
