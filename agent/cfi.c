@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent/cfi.c - builds the compact DWARF CFI table of a loaded module from its in-memory
- * .eh_frame_hdr and .eh_frame (x86_64). Every FDE's CFA program is run once, here, and each
- * row is reduced to "CFA = sp|fp + off, RA at CFA + off, saved rbp at CFA + off or unchanged";
- * rules the step function cannot evaluate (DWARF expressions, registers other than rsp/rbp)
- * become "other", so the sampler falls back to frame pointers there. Context: outside signal
- * context (modules.c, inside dl_iterate_phdr); allocates. The input is treated as hostile:
- * every read is bounds-checked against the module's PT_LOAD ranges and a corrupt FDE is
- * skipped, never followed outside them. Must not be called from a signal handler.
+ * .eh_frame_hdr and .eh_frame (x86_64 and aarch64: register numbers and the return address's
+ * initial rule from agent/arch.h). Every FDE's CFA program is run once, here, and each row is
+ * reduced to "CFA = sp|fp + off, RA at CFA + off (or still in the link register), saved fp at
+ * CFA + off or unchanged"; rules the step function cannot evaluate (DWARF expressions,
+ * registers other than sp/fp) become "other", so the sampler falls back to frame pointers there.
+ * Context: outside signal context (modules.c, inside dl_iterate_phdr); allocates. The input is
+ * treated as hostile: every read is bounds-checked against the module's PT_LOAD ranges and a
+ * corrupt FDE is skipped, never followed outside them. Must not be called from a signal handler.
  */
 #include "agent/cfi.h"
 
@@ -17,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* DWARF register numbers (System V x86_64 psABI, figure 3.36). */
-#define AG_CFI_REG_RBP 6
-#define AG_CFI_REG_RSP 7
-#define AG_CFI_REG_RA  16
+/* DWARF register numbers of the architecture the agent runs on (agent/arch.h). */
+#define AG_CFI_REG_FP AG_DWARF_REG_FP
+#define AG_CFI_REG_SP AG_DWARF_REG_SP
+#define AG_CFI_REG_RA AG_DWARF_REG_RA
 
 /* Pointer encodings (LSB 4.1, .eh_frame). */
 #define AG_PE_OMIT     0xff
@@ -47,7 +48,7 @@ struct ag_cfi_cur {
 };
 
 enum ag_cfi_rule_kind {
-    AG_RULE_SAME = 0, /* unchanged (also the initial rule of rbp) */
+    AG_RULE_SAME = 0, /* unchanged (the initial rule of fp, and of aarch64's RA in x30) */
     AG_RULE_OFF,      /* saved at CFA + off */
     AG_RULE_UNDEF,    /* undefined: for the RA, the end of the stack */
     AG_RULE_OTHER,    /* register, expression or val_* rule: not supported */
@@ -350,9 +351,9 @@ ag_cfi_row_make(const struct ag_cfi_state *s, uint32_t addr, struct ag_cfi_row *
     r->addr = addr;
     if (s->cfa_expr || s->cfa_off < INT32_MIN || s->cfa_off > INT32_MAX) {
         r->flags = AG_CFI_CFA_OTHER;
-    } else if (s->cfa_reg == AG_CFI_REG_RSP) {
+    } else if (s->cfa_reg == AG_CFI_REG_SP) {
         r->flags = AG_CFI_CFA_SP;
-    } else if (s->cfa_reg == AG_CFI_REG_RBP) {
+    } else if (s->cfa_reg == AG_CFI_REG_FP) {
         r->flags = AG_CFI_CFA_FP;
     } else {
         r->flags = AG_CFI_CFA_OTHER;
@@ -365,6 +366,8 @@ ag_cfi_row_make(const struct ag_cfi_state *s, uint32_t addr, struct ag_cfi_row *
         r->ra_off = (int16_t)s->ra.off;
     } else if (s->ra.kind == AG_RULE_UNDEF) {
         r->flags |= AG_CFI_RA_END;
+    } else if (s->ra.kind == AG_RULE_SAME && AG_ARCH_LINK_REGISTER) {
+        r->flags |= AG_CFI_RA_LR; /* not stored yet: the caller's pc is x30 */
     }
     if (s->fp.kind == AG_RULE_SAME) {
         r->flags |= AG_CFI_FP_SAME;
@@ -372,6 +375,9 @@ ag_cfi_row_make(const struct ag_cfi_state *s, uint32_t addr, struct ag_cfi_row *
                s->fp.off / 8 <= INT8_MAX) {
         r->flags |= AG_CFI_FP_AT;
         r->fp_off8 = (int8_t)(s->fp.off / 8);
+    } else if (s->fp.kind == AG_RULE_OFF && (r->flags & AG_CFI_RA_MASK) == AG_CFI_RA_AT &&
+               s->fp.off == (int64_t)r->ra_off - 8) {
+        r->flags |= AG_CFI_FP_BELOW_RA; /* a frame record far from the CFA */
     }
 }
 
@@ -415,7 +421,7 @@ ag_cfi_emit(struct ag_cfi_builder *b, const struct ag_cfi_state *s, uint64_t loc
 static void
 ag_cfi_set_rule(struct ag_cfi_state *s, uint64_t reg, enum ag_cfi_rule_kind kind, int64_t off)
 {
-    struct ag_cfi_rule *r = reg == AG_CFI_REG_RA ? &s->ra : reg == AG_CFI_REG_RBP ? &s->fp : NULL;
+    struct ag_cfi_rule *r = reg == AG_CFI_REG_RA ? &s->ra : reg == AG_CFI_REG_FP ? &s->fp : NULL;
 
     if (r != NULL) {
         r->kind = kind;
@@ -577,6 +583,11 @@ ag_cfi_run(struct ag_cfi_builder *b, const struct ag_cfi_cie *cie, struct ag_cfi
             (void)ag_cfi_sleb(c);
             ag_cfi_set_rule(s, reg, AG_RULE_OTHER, 0);
             break;
+        case 0x2d: /* DW_CFA_AARCH64_negate_ra_state: x30 is signed from here (or no longer) */
+            if (!AG_DWARF_NEGATE_RA_STATE) {
+                return -EBADMSG; /* DW_CFA_GNU_window_save elsewhere: SPARC register windows */
+            }
+            break; /* the step strips every RA it reads (ag_arch_strip_ra), signed or not */
         case 0x2e: /* DW_CFA_GNU_args_size */
             (void)ag_cfi_uleb(c);
             break;
@@ -647,7 +658,8 @@ ag_cfi_fde(struct ag_cfi_builder *b, uint64_t addr)
         return c.bad ? -EBADMSG : 0;
     }
     ci = (struct ag_cfi_cur){ cie->insns, cie->insns_end, false };
-    init.ra.kind = AG_RULE_OTHER; /* until the CIE says where the RA is */
+    /* x86-64: unknown until the CIE says where the RA is; aarch64: in x30 until saved. */
+    init.ra.kind = AG_DWARF_RA_INITIAL_SAME ? AG_RULE_SAME : AG_RULE_OTHER;
     err = ag_cfi_run(b, cie, &ci, &init, NULL, NULL, 0, false);
     if (err != 0) {
         return err;
@@ -778,14 +790,6 @@ ag_cfi_build_cancellable(uint64_t base, uint64_t hdr, const struct ag_cfi_span *
     int err;
 
     *out = NULL;
-#if !defined(__x86_64__)
-    (void)base;
-    (void)hdr;
-    (void)spans;
-    (void)n_spans;
-    (void)cancel;
-    return -ENOTSUP; /* XXX(Y): aarch64 needs the RA-in-LR rule and its own register numbers */
-#endif
     b = calloc(1, sizeof(*b));
     if (b == NULL) {
         return -ENOMEM;

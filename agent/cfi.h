@@ -6,7 +6,8 @@
  * module list is refreshed; agent/sig-cfi.c looks a pc up in the published module snapshot and
  * computes the caller's {pc, sp, fp}. Context: tables are built on the thread that calls
  * ag_modules_refresh(); ag_sig_* functions run in signal handlers and never allocate, lock or
- * touch errno. Only x86_64 tables are built; elsewhere ag_cfi_build() returns -ENOTSUP.
+ * touch errno. Tables are built for the architecture the agent runs on (x86_64 or aarch64; its
+ * register numbers and return-address rules come from agent/arch.h).
  */
 #ifndef AG_CFI_H
 #define AG_CFI_H
@@ -16,22 +17,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/arch.h"
 #include "common/compiler.h"
 
 /* Row flags: how the CFA is computed and where the caller's RA and frame pointer are. */
-#define AG_CFI_CFA_MASK  0x03u
-#define AG_CFI_CFA_NONE  0x00u /* no FDE covers this address (gap or end of an FDE) */
-#define AG_CFI_CFA_SP    0x01u /* CFA = sp + cfa_off */
-#define AG_CFI_CFA_FP    0x02u /* CFA = fp + cfa_off */
-#define AG_CFI_CFA_OTHER 0x03u /* expression or another register: not supported */
-#define AG_CFI_RA_MASK   0x0cu
-#define AG_CFI_RA_OTHER  0x00u /* register or expression rule: not supported */
-#define AG_CFI_RA_AT     0x04u /* RA = *(CFA + ra_off) */
-#define AG_CFI_RA_END    0x08u /* RA undefined: the outermost frame (_start, clone) */
-#define AG_CFI_FP_MASK   0x30u
-#define AG_CFI_FP_OTHER  0x00u /* unsupported rule: the caller's fp is unknown */
-#define AG_CFI_FP_SAME   0x10u /* the caller's fp is the current fp */
-#define AG_CFI_FP_AT     0x20u /* fp = *(CFA + 8 * fp_off8) */
+#define AG_CFI_CFA_MASK    0x03u
+#define AG_CFI_CFA_NONE    0x00u /* no FDE covers this address (gap or end of an FDE) */
+#define AG_CFI_CFA_SP      0x01u /* CFA = sp + cfa_off */
+#define AG_CFI_CFA_FP      0x02u /* CFA = fp + cfa_off */
+#define AG_CFI_CFA_OTHER   0x03u /* expression or another register: not supported */
+#define AG_CFI_RA_MASK     0x0cu
+#define AG_CFI_RA_OTHER    0x00u /* register or expression rule: not supported */
+#define AG_CFI_RA_AT       0x04u /* RA = *(CFA + ra_off) */
+#define AG_CFI_RA_END      0x08u /* RA undefined: the outermost frame (_start, clone) */
+#define AG_CFI_RA_LR       0x0cu /* RA still in the link register (aarch64 x30, same value) */
+#define AG_CFI_FP_MASK     0x30u
+#define AG_CFI_FP_OTHER    0x00u /* unsupported rule: the caller's fp is unknown */
+#define AG_CFI_FP_SAME     0x10u /* the caller's fp is the current fp */
+#define AG_CFI_FP_AT       0x20u /* fp = *(CFA + 8 * fp_off8) */
+/* fp = *(CFA + ra_off - 8): saved beside the RA, out of fp_off8's reach (an aarch64 frame record
+ * at the bottom of a frame larger than 1 KiB: stp x29, x30, [sp, #-N]!) */
+#define AG_CFI_FP_BELOW_RA 0x30u
 
 /*
  * One row covers [addr, next row's addr). addr is relative to the module's load bias, that is
@@ -64,7 +70,7 @@ struct ag_cfi_span {
  * Builds the CFI table of a loaded module from its in-memory .eh_frame_hdr (the PT_GNU_EH_FRAME
  * segment at runtime address hdr). Every byte read lies inside one of the n_spans readable
  * ranges (the module's PT_LOAD segments); corrupt data ends the parse with -EBADMSG.
- * Returns 0, -ENOENT (no usable .eh_frame_hdr), -EBADMSG, -ENOMEM or -ENOTSUP (not x86_64).
+ * Returns 0, -ENOENT (no usable .eh_frame_hdr), -EBADMSG or -ENOMEM.
  * Ownership: caller owns *out and releases it with ag_cfi_table_free().
  * Context: outside signal context, while the module cannot be unmapped (modules.c calls it
  * inside the dl_iterate_phdr callback, under the loader lock).
@@ -81,11 +87,14 @@ PP_MUST_USE int ag_cfi_build_cancellable(uint64_t base, uint64_t hdr,
 /* Releases a table. Accepts NULL. Only once no signal handler can still read it. */
 void ag_cfi_table_free(struct ag_cfi_table *t);
 
-/* Registers of one frame. pc is an instruction address, sp the stack pointer, fp rbp. */
+/* Registers of one frame. pc is an instruction address, sp the stack pointer, fp the frame
+ * pointer (rbp, x29); lr the link register (aarch64 x30) where it is known, which is only at an
+ * interrupted instruction: 0 otherwise, and after every step (a call overwrote it). */
 struct ag_cfi_regs {
     uint64_t pc;
     uint64_t sp;
     uint64_t fp;
+    uint64_t lr;
 };
 
 /*
@@ -183,7 +192,7 @@ PP_SIGSAFE static inline int
 ag_sig_cfi_apply(const struct ag_cfi_row *rule, struct ag_cfi_regs *regs, ag_cfi_read_fn read,
                  void *ctx)
 {
-    uint64_t cfa, ra, fp;
+    uint64_t cfa, ra = 0, fp;
 
     switch (rule->flags & AG_CFI_CFA_MASK) {
     case AG_CFI_CFA_SP:
@@ -202,17 +211,29 @@ ag_sig_cfi_apply(const struct ag_cfi_row *rule, struct ag_cfi_regs *regs, ag_cfi
     }
     switch (rule->flags & AG_CFI_RA_MASK) {
     case AG_CFI_RA_AT:
+        if (cfa <= regs->sp) {
+            return -EINVAL; /* the caller's frame must be above ours, or we could loop */
+        }
+        if (read(ctx, cfa + (uint64_t)(int64_t)rule->ra_off, &ra) != 0) {
+            return -EFAULT;
+        }
+        break;
+    case AG_CFI_RA_LR:
+        /* A frame that has not stored x30 (a leaf, a prologue): it may have no stack frame at
+         * all (CFA = sp), and progress is the link register consumed, which is known only at
+         * an interrupted instruction. */
+        if (regs->lr == 0) {
+            return -ENOTSUP;
+        }
+        if (cfa < regs->sp) {
+            return -EINVAL;
+        }
+        ra = regs->lr;
         break;
     case AG_CFI_RA_END:
         return AG_CFI_STEP_END;
     default:
         return -ENOTSUP;
-    }
-    if (cfa <= regs->sp) {
-        return -EINVAL; /* the caller's frame must be above ours, or we could loop */
-    }
-    if (read(ctx, cfa + (uint64_t)(int64_t)rule->ra_off, &ra) != 0) {
-        return -EFAULT;
     }
     switch (rule->flags & AG_CFI_FP_MASK) {
     case AG_CFI_FP_SAME:
@@ -223,6 +244,11 @@ ag_sig_cfi_apply(const struct ag_cfi_row *rule, struct ag_cfi_regs *regs, ag_cfi
             return -EFAULT;
         }
         break;
+    case AG_CFI_FP_BELOW_RA:
+        if (read(ctx, cfa + (uint64_t)(int64_t)rule->ra_off - 8u, &fp) != 0) {
+            return -EFAULT;
+        }
+        break;
     default:
         fp = 0; /* unknown: a later FP-based CFA fails cleanly instead of using garbage */
         break;
@@ -230,9 +256,10 @@ ag_sig_cfi_apply(const struct ag_cfi_row *rule, struct ag_cfi_regs *regs, ag_cfi
     if (ra == 0) {
         return AG_CFI_STEP_END; /* a zero return address ends the stack (clone, _start) */
     }
-    regs->pc = ra;
+    regs->pc = ag_arch_strip_ra(ra); /* a signed RA (pointer authentication) */
     regs->sp = cfa;
     regs->fp = fp;
+    regs->lr = 0; /* the call that made this frame overwrote the caller's */
     return 0;
 }
 

@@ -26,7 +26,7 @@ ag_host_walk_caller(struct ag_thread *t, uint64_t fa, uint64_t *frames, uint32_t
                     struct ag_unwind_result *res)
 {
     struct ag_unwind_ctx c;
-    uint64_t lo, hi, fp, ra;
+    uint64_t lo, hi;
 
     lo = atomic_load_explicit(&t->stack_lo, memory_order_acquire);
     hi = atomic_load_explicit(&t->stack_hi, memory_order_acquire);
@@ -35,12 +35,8 @@ ag_host_walk_caller(struct ag_thread *t, uint64_t fa, uint64_t *frames, uint32_t
         hi = ag_tls_stack_hi;
     }
     ag_sig_unwind_ctx_init(&c, fa, lo, hi);
-    /* The interposer's frame record: [fa] = the caller's fp, [fa + 8] = return address. */
-    if (ag_sig_read(&c, fa, &fp) != 0 || ag_sig_read(&c, fa + 8, &ra) != 0) {
-        return -EFAULT;
-    }
-    ag_sig_unwind(&c, ra, fa + 16, fp, 1, frames, max, res);
-    return 0;
+    ag_sig_unwind_caller(&c, fa, frames, max, res); /* from the interposer's frame */
+    return res->depth != 0 ? 0 : -EFAULT;
 }
 
 static void *

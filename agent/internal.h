@@ -159,7 +159,13 @@ enum ag_slot_state {
  * A stack a thread publishes for other threads to copy: a seqlock (odd while written) that only
  * the owning thread writes (ag_seqstack_put) and readers copy with ag_seqstack_get, which retries
  * on a change. Without fences, so TSan can check it: every word is a release store after the odd
- * seq, paired with the reader's acquire loads.
+ * seq, paired with the reader's acquire loads. Why that holds on a weakly ordered processor
+ * (aarch64), where x86's ordering hides nothing: a reader that loads a word of a write in
+ * progress synchronizes with that word's release store, which comes after the odd seq, so its
+ * final load of seq (after its acquire loads, which later loads cannot pass) sees the odd seq or
+ * a later one and the copy is retried; a reader whose first (acquire) load sees an even seq sees
+ * every word stored before it. A relaxed data store behind a release fence would do as well,
+ * but TSan does not model fences.
  */
 struct ag_seqstack {
     _Atomic uint32_t seq;
@@ -302,6 +308,8 @@ struct ag_unwind_ctx {
     int remote_ok;   /* other reads go through process_vm_readv */
     pid_t pid;
     struct ag_cfi_cache *cache; /* the sampled thread's CFI row cache (its handler only), or NULL */
+    uint64_t lr; /* the interrupted context's link register (aarch64 x30), for its first step
+                    only; 0 when unknown or not a signal's (set 0 by ag_sig_unwind_ctx_init) */
 };
 
 struct ag_unwind_result {
@@ -323,6 +331,18 @@ PP_SIGSAFE PP_MUST_USE int ag_sig_read(void *ctx, uint64_t addr, uint64_t *out);
 PP_SIGSAFE void ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp,
                               int pc_is_ra, uint64_t *frames, uint32_t max,
                               struct ag_unwind_result *out);
+
+/*
+ * Walks the stack of the caller of the function whose frame address (__builtin_frame_address(0))
+ * is fa, from a call made below that frame (an interposer's helpers): frames[0] is the return
+ * address into fa's caller. On x86-64 from fa's frame record (fa + 16 is the caller's sp);
+ * where a record may lie anywhere in its frame (aarch64) from here, through the frames in
+ * between by their CFI, so that the caller's sp is exact and its CFI applies; the record if
+ * that fails. c: initialised with ag_sig_unwind_ctx_init(c, fa, ...). out->depth 0 with
+ * AG_UNWIND_END_READ_FAULT when the record cannot be read. Async-signal-safe.
+ */
+PP_SIGSAFE void ag_sig_unwind_caller(struct ag_unwind_ctx *c, uint64_t fa, uint64_t *frames,
+                                     uint32_t max, struct ag_unwind_result *out);
 
 /* Sets c's direct-read window from sp and the slot's (or TLS) stack bounds. Async-signal-safe. */
 PP_SIGSAFE void ag_sig_unwind_ctx_init(struct ag_unwind_ctx *c, uint64_t sp, uint64_t lo,

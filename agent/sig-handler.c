@@ -15,6 +15,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "agent/arch.h"
 #include "agent/internal.h"
 #include "agent/symbols-internal.h"
 
@@ -41,6 +42,12 @@ ag_sig_thread_self(void)
         tid = (int32_t)syscall(SYS_gettid); /* cannot fail, so errno is untouched */
         ag_tls_tid = tid;
     }
+    /* The registry's publication (threads.c): a slot's plain fields (its rings, its CFI cache,
+     * its stack mapping) are written under reg_lock before the release store of state =
+     * ACTIVE; the acquire load of state here makes them visible before the handler uses them,
+     * on weakly ordered processors too. ag.high is published the same way, and ag.threads, a
+     * plain pointer, is set before ag_start() stores running = 1 (seq_cst), which the handler
+     * has read already. */
     if (t != NULL && ag_tls_gen == atomic_load_explicit(&ag.gen, memory_order_relaxed) &&
         atomic_load_explicit(&t->tid, memory_order_acquire) == tid &&
         atomic_load_explicit(&t->state, memory_order_acquire) == AG_SLOT_ACTIVE) {
@@ -58,35 +65,6 @@ ag_sig_thread_self(void)
         }
     }
     return NULL;
-}
-
-/* Registers of the interrupted context, and whether it was a syscall about to return EINTR. */
-static int
-ag_sig_regs(const ucontext_t *uc, uint64_t *pc, uint64_t *sp, uint64_t *fp)
-{
-#if defined(__x86_64__)
-    int64_t ret = (int64_t)uc->uc_mcontext.gregs[REG_RAX];
-
-    *pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-    *sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
-    *fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
-    /* The kernel rewinds restartable syscalls (SA_RESTART) to the syscall instruction; the
-     * others return -EINTR right after it (0f 05). pc - 2 is on pc's page, which is mapped. */
-    /* Byte reads: code is not aligned, and a misaligned u16 load is undefined behaviour. */
-    return ret == -EINTR && (*pc & 4095) >= 2 &&
-           ((const volatile uint8_t *)(uintptr_t)*pc)[-2] == 0x0f &&
-           ((const volatile uint8_t *)(uintptr_t)*pc)[-1] == 0x05;
-#elif defined(__aarch64__)
-    int64_t ret = (int64_t)uc->uc_mcontext.regs[0];
-
-    *pc = (uint64_t)uc->uc_mcontext.pc;
-    *sp = (uint64_t)uc->uc_mcontext.sp;
-    *fp = (uint64_t)uc->uc_mcontext.regs[29];
-    return ret == -EINTR && (*pc & 4095) >= 4 && (*pc & 3) == 0 &&
-           *(const volatile uint32_t *)(uintptr_t)(*pc - 4) == 0xd4000001u;
-#else
-#error "pipeprof: the sampler supports x86_64 and aarch64"
-#endif
 }
 
 uint64_t
@@ -127,12 +105,20 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     struct ag_unwind_ctx c;
     struct ag_thread *t;
     struct ag_sample *s;
-    uint64_t pc, sp, fp, lo, hi, cpu, delta, period;
+    struct ag_arch_regs regs;
+    uint64_t lo, hi, cpu, delta, period;
     uint8_t mode, engine = 0;
     unsigned hz;
     int eintr;
 
     (void)signo;
+    /* Dekker's pattern with ag_stop(): it stores running = 0 and then reads inflight, the handler
+     * increments inflight and then reads running, all sequentially consistent, so on any
+     * processor at least one of the two sees the other's write: ag_stop() waits for this
+     * handler, or this handler sees running == 0 and touches nothing. (Acquire/release would
+     * not do: each side's load could be satisfied before its own store is visible to the other,
+     * as store buffers allow on x86 too.) The decrement at out: is a release, paired with
+     * ag_stop()'s loads of inflight, so the slot written here is complete before it is freed. */
     atomic_fetch_add_explicit(&ag.inflight, 1, memory_order_seq_cst);
     if (!atomic_load_explicit(&ag.running, memory_order_seq_cst)) {
         goto out;
@@ -154,7 +140,9 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         goto out; /* not ours: another sender of this signal */
     }
     atomic_fetch_add_explicit(&ag_tls_signals, 1, memory_order_relaxed);
-    eintr = ag_sig_regs(uctx, &pc, &sp, &fp);
+    /* Registers of the interrupted context, and whether it was a syscall about to return
+     * EINTR (agent/arch.h). */
+    eintr = ag_arch_sig_regs(uctx, &regs);
     if (eintr) {
         atomic_fetch_add_explicit(&ag.n_eintr_seen, 1, memory_order_relaxed);
     }
@@ -221,18 +209,23 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     }
     s->state = AG_STATE_RUNNING;
     s->source = AG_SOURCE_SIGNAL;
-    lo = atomic_load_explicit(&t->stack_lo, memory_order_acquire);
+    /* hi first: its release store (threads.c) comes after lo's, so an acquire load of a nonzero
+     * hi makes the lo stored with it visible. Loaded the other way round (as before), a weakly
+     * ordered processor, or a store landing between the two loads on any, could pair a new hi
+     * with the old lo of 0; harmless only because the window starts at sp anyway. */
     hi = atomic_load_explicit(&t->stack_hi, memory_order_acquire);
+    lo = atomic_load_explicit(&t->stack_lo, memory_order_relaxed);
     if (hi == 0 && ag_tls_stack_hi != 0) {
         lo = ag_tls_stack_lo;
         hi = ag_tls_stack_hi;
     }
     if (hi == 0) {
-        atomic_store_explicit(&t->last_sp, sp, memory_order_relaxed); /* the manager finds bounds */
+        atomic_store_explicit(&t->last_sp, regs.sp, memory_order_relaxed); /* for the manager */
     }
-    ag_sig_unwind_ctx_init(&c, sp, lo, hi);
+    ag_sig_unwind_ctx_init(&c, regs.sp, lo, hi);
     c.cache = t->cfi_cache; /* this thread's: the handler does not nest */
-    ag_sig_unwind(&c, pc, sp, fp, 0, s->frames, ag.cfg.max_frames, &res);
+    c.lr = regs.lr;
+    ag_sig_unwind(&c, regs.pc, regs.sp, regs.fp, 0, s->frames, ag.cfg.max_frames, &res);
     s->depth = res.depth;
     s->unwinder = res.unwinder;
     s->end = res.end;

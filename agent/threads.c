@@ -253,6 +253,38 @@ ag_thread_release_locked(struct ag_thread *t)
 }
 
 /* Key destructor: the thread is exiting. Later signals see EXITING and do nothing. */
+/*
+ * Threads whose exit hook has run (reg_lock). Such a thread is still listed in /proc/self/task
+ * until the kernel has reaped it, and its slot is EXITING, then freed by the drain: a scan in
+ * between would register it again as a new thread, which the drain then announces started and
+ * stopped a second time (seen as "stops announced 2" in test-agent-sampling: once natively in
+ * CI's ASan stage, 1 run in 4 under qemu-user, where a thread takes longer to go). The scan skips
+ * a tid here for a while; a tid the kernel reuses later registers itself again (its
+ * pthread_create trampoline) or is found by a scan once the entry has expired.
+ */
+#define AG_THREADS_EXITED_MAX 64
+#define AG_THREADS_EXITED_NS  2000000000u
+
+static struct {
+    int32_t tid;
+    uint64_t ns; /* CLOCK_MONOTONIC at its exit hook */
+} ag_threads_exited[AG_THREADS_EXITED_MAX];
+static unsigned ag_threads_exited_next;
+
+static int
+ag_thread_exited_locked(int32_t tid, uint64_t now)
+{
+    unsigned i;
+
+    for (i = 0; i < AG_THREADS_EXITED_MAX; i++) {
+        if (ag_threads_exited[i].tid == tid &&
+            now - ag_threads_exited[i].ns < AG_THREADS_EXITED_NS) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void
 ag_threads_on_exit(void *p)
 {
@@ -281,6 +313,9 @@ ag_threads_on_exit(void *p)
         ag_cpu_claim_tail_locked(t, CLOCK_THREAD_CPUTIME_ID);
         ag_timer_delete_locked(t);
         atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_seq_cst);
+        ag_threads_exited[ag_threads_exited_next].tid = ag_gettid();
+        ag_threads_exited[ag_threads_exited_next].ns = ag_now_ns();
+        ag_threads_exited_next = (ag_threads_exited_next + 1) % AG_THREADS_EXITED_MAX;
     }
     pthread_mutex_unlock(&ag.reg_lock);
     host_sigmask_raw(SIG_SETMASK, &old, NULL);
@@ -302,16 +337,14 @@ ag_threads_root_stack(void *(*fn)(void *), uint64_t fa, uint64_t *frames,
                       struct ag_unwind_result *res)
 {
     struct ag_unwind_ctx c;
-    uint64_t fp, ra;
 
-    ag_sig_unwind_ctx_init(&c, fa, ag_tls_stack_lo, ag_tls_stack_hi);
-    /* The trampoline's frame record: [fa] = its caller's fp, [fa + 8] = the return address. */
-    if (fa == 0 || ag_sig_read(&c, fa, &fp) != 0 || ag_sig_read(&c, fa + 8, &ra) != 0) {
+    if (fa == 0) {
         return 0;
     }
+    ag_sig_unwind_ctx_init(&c, fa, ag_tls_stack_lo, ag_tls_stack_hi);
     frames[0] = (uint64_t)(uintptr_t)fn;
-    ag_sig_unwind(&c, ra, fa + 16, fp, 1, frames + 1, ag.cfg.max_frames - 1, res);
-    return res->depth + 1;
+    ag_sig_unwind_caller(&c, fa, frames + 1, ag.cfg.max_frames - 1, res); /* the trampoline's */
+    return res->depth != 0 ? res->depth + 1 : 0;
 }
 
 void
@@ -462,6 +495,7 @@ ag_threads_scan(void)
 {
     struct dirent *de;
     unsigned i, high;
+    uint64_t now = ag_now_ns();
     DIR *d;
 
     pthread_mutex_lock(&ag.reg_lock);
@@ -483,7 +517,7 @@ ag_threads_scan(void)
             continue;
         }
         tid = strtol(de->d_name, &end, 10);
-        if (*end != '\0' || tid <= 0) {
+        if (*end != '\0' || tid <= 0 || ag_thread_exited_locked((int32_t)tid, now)) {
             continue;
         }
         t = ag_thread_register_locked((int32_t)tid, 0);

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "agent/symbols-internal.h"
 
 /* Reads /proc/TID/task/TID/what into buf (NUL-terminated): bytes read, or -errno. */
 static ssize_t
@@ -120,6 +121,12 @@ ag_wall_from_proc(int32_t tid, struct ag_sample *s)
 
     if (ag_wall_syscall_regs(tid, &sp, &pc) != 0) {
         return -EAGAIN;
+    }
+    /* Under an emulator (qemu-user) the file shows the emulator's own registers, not the
+     * program's: a pc in none of the program's modules, while they are known, is not its. */
+    if (atomic_load_explicit(&ag_sig_modules, memory_order_acquire) != NULL &&
+        ag_sig_module_find(pc) == NULL) {
+        return -ENOEXEC;
     }
     ag_sig_unwind_ctx_init(&c, sp, 0, 0); /* the stack moves under us: remote reads only */
     if (c.remote_ok) {
@@ -284,6 +291,10 @@ ag_wall_pass(uint64_t now, uint64_t interval)
         } else {
             s->source = AG_SOURCE_PROC;
             err = ag_wall_from_proc(tid, s);
+        }
+        if (err == -ENOEXEC) { /* its registers cannot be known: a sample lost */
+            atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
         }
         if (err != 0 || atomic_load_explicit(&t->tid, memory_order_acquire) != tid) {
             continue; /* woke up, or the slot changed hands: the slot is not committed */

@@ -1,7 +1,8 @@
 # bench-unwind: DWARF unwinding cost, our compact CFI step (agent/sig-cfi.c) against libgcc's
-# _Unwind_Backtrace, on the same deep -fomit-frame-pointer stack in the same run. x86_64 only.
+# _Unwind_Backtrace, on the same deep -fomit-frame-pointer stack in the same run. x86_64 and
+# aarch64 (cross-built, it runs under qemu-user: figures then are emulated ones).
 # Run: build/bench/bench-unwind [depth] [batches]
-if(TARGET pp_agent AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+if(TARGET pp_agent)
   add_executable(bench-unwind bench-unwind.c ${CMAKE_SOURCE_DIR}/tests/fixtures/agent-cfi-chain.c)
   target_link_libraries(bench-unwind PRIVATE pp_agent)
   set_target_properties(bench-unwind PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)

@@ -62,7 +62,7 @@ bench_ours(struct bench_ctx *b, uint64_t *pcs)
     int n = 0;
 
     cfi_capture_regs(r);
-    regs = (struct ag_cfi_regs){ r[0], r[1], r[2] };
+    regs = (struct ag_cfi_regs){ r[0], r[1], r[2], 0 };
     pcs[n++] = regs.pc;
     while (n < BENCH_MAX_FRAMES && ag_sig_cfi_step(&regs, 1, bench_read, &b->stack) == 0) {
         pcs[n++] = regs.pc;

@@ -17,6 +17,13 @@ function(pp_add_test name)
   endif()
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
     ENVIRONMENT "PP_SOURCE_DIR=${CMAKE_SOURCE_DIR};PP_BINARY_DIR=${CMAKE_BINARY_DIR}")
+  if(CMAKE_CROSSCOMPILING_EMULATOR)
+    # Under qemu-user (tests/test.h: test_emulated()), and given time for it: 5 to 10 times
+    # slower than native here.
+    math(EXPR T_TIMEOUT "${T_TIMEOUT} * 3")
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT})
+    set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT "PP_EMULATED=1")
+  endif()
 endfunction()
 
 # Script tests find python3 first in build/tests/path: the system interpreter when there is

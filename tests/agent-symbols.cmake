@@ -19,7 +19,14 @@ if(TARGET pp_agent)
     WORKING_DIRECTORY ${pp_agent_fix_dir}
     VERBATIM)
 
-  find_program(PP_AGENT_GXX NAMES g++ c++)
+  if(CMAKE_CROSSCOMPILING)
+    # The fixture must be built for the target: the cross g++ (g++-aarch64-linux-gnu), if any.
+    get_filename_component(pp_cc_name ${CMAKE_C_COMPILER} NAME)
+    string(REGEX REPLACE "gcc$" "g++" pp_cross_gxx ${pp_cc_name})
+    find_program(PP_AGENT_GXX NAMES ${pp_cross_gxx})
+  else()
+    find_program(PP_AGENT_GXX NAMES g++ c++)
+  endif()
   set(pp_agent_have_cxx 0)
   if(PP_AGENT_GXX)
     set(pp_agent_cxx_lib ${pp_agent_fix_dir}/libagent-symfix-cpp.so)
@@ -41,11 +48,15 @@ if(TARGET pp_agent)
     add_dependencies(test-agent-symbols agent-symfix-cpp)
   endif()
 
-  if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
-    pp_add_test(test-agent-cfi SOURCES test-agent-cfi.c fixtures/agent-cfi-chain.c
-      LIBS pp_agent LABELS unit)
-    # The last -f flag wins, so this also holds in sanitizer builds (-fno-omit-frame-pointer).
-    set_source_files_properties(fixtures/agent-cfi-chain.c PROPERTIES
-      COMPILE_OPTIONS "-O2;-fomit-frame-pointer;-fno-optimize-sibling-calls")
+  pp_add_test(test-agent-cfi SOURCES test-agent-cfi.c fixtures/agent-cfi-chain.c
+    LIBS pp_agent LABELS unit)
+  # The last -f flag wins, so this also holds in sanitizer builds (-fno-omit-frame-pointer).
+  set(pp_cfi_chain_flags -O2 -fomit-frame-pointer -fno-optimize-sibling-calls)
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
+    # Signed return addresses (paciasp/autiasp; no-ops without FEAT_PAuth) and their
+    # DW_CFA_AARCH64_negate_ra_state in the CFI: the walk must read both.
+    list(APPEND pp_cfi_chain_flags -mbranch-protection=pac-ret)
   endif()
+  set_source_files_properties(fixtures/agent-cfi-chain.c PROPERTIES
+    COMPILE_OPTIONS "${pp_cfi_chain_flags}")
 endif()

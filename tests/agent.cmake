@@ -21,7 +21,7 @@ pp_add_script_test(agent-credentials agent-credentials.sh LABELS integration slo
 
 # Hostile stacks (a junk frame record, a return address into data, a foreign stack pointer):
 # the agent's samples stay clean. The fixture has no unwind tables, so frame pointers are used.
-if(TARGET pp_agent AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+if(TARGET pp_agent AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|aarch64|arm64")
   add_library(pp-hostile-fixture STATIC ${CMAKE_SOURCE_DIR}/tests/fixtures/agent-hostile.c)
   target_compile_options(pp-hostile-fixture PRIVATE -fno-asynchronous-unwind-tables
     -fno-unwind-tables)

@@ -22,7 +22,8 @@ done
 
 # LD_PRELOAD value for a pipeprof host; a sanitizer build needs its runtime preloaded first.
 PRELOAD=$SHIM
-asan=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ {print $3}')
+# (ldd fails on another architecture's library: a cross build's, run under qemu)
+asan=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ {print $3}' || true)
 [[ -n $asan ]] && PRELOAD="$asan:$SHIM"
 # Prefix for `pipeprof record`, which appends the agent to LD_PRELOAD: the sanitizer runtime
 # must come first (and its leak check would report the host's own allocations).

@@ -5,7 +5,8 @@
  * agent-cfi-chain.c) unwinds to main and _start, frame by frame equal to libgcc's
  * _Unwind_Backtrace; known rows of the chain; an interrupted (signal) context; corrupt
  * .eh_frame_hdr input; the per-thread row cache (same walks, emptied by a new snapshot).
- * x86_64 only.
+ * x86_64 and aarch64 (there, the fixture is built with return addresses signed where the
+ * processor has pointer authentication, and a leaf returns through x30).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -105,7 +106,7 @@ chain_leaf(void *arg)
     uint64_t r[3];
 
     cfi_capture_regs(r);
-    cfi_unwind((struct ag_cfi_regs){ r[0], r[1], r[2] }, 1, t);
+    cfi_unwind((struct ag_cfi_regs){ r[0], r[1], r[2], 0 }, 1, t);
     _Unwind_Backtrace(ub_frame, t);
     return t->n_ours;
 }
@@ -165,6 +166,35 @@ TEST(cfi_chain_unwinds_to_main_like_libgcc)
     ag_modules_fini();
 }
 
+/* A 2 KiB frame that keeps a frame record: gcc puts an aarch64 record at the bottom of such a
+ * frame, x29 saved 2 KiB below the CFA (out of a row's fp_off8), as in the agent's own
+ * ag_thread_blocking_enter; x86-64 saves rbp right under the return address. */
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) static int
+big_frame(void *arg)
+{
+    volatile char big[2048];
+    int r;
+
+    big[0] = 1;
+    r = chain_leaf(arg);
+    return r + big[0];
+}
+
+/* The fp saved far from the CFA must be recovered: cfi_chain_a, above, finds its CFA through
+ * it (alloca). */
+TEST(cfi_fp_saved_far_below_the_cfa_is_recovered)
+{
+    struct trace t = { 0 };
+
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ASSERT_TRUE(cfi_chain_a(3, big_frame, &t) > 0);
+    ASSERT_STR_EQ(frame_name(t.ours[1]), "big_frame");
+    ASSERT_STR_EQ(frame_name(t.ours[2]), "cfi_chain_c");
+    ASSERT_STR_EQ(frame_name(t.ours[4]), "cfi_chain_a");
+    check_against_libgcc(&t);
+    ag_modules_fini();
+}
+
 TEST(cfi_deep_recursion_like_libgcc)
 {
     struct trace t = { 0 };
@@ -180,7 +210,8 @@ TEST(cfi_deep_recursion_like_libgcc)
     ag_modules_fini();
 }
 
-/* Rows at the entry of a function: CFA = rsp + 8, RA at CFA - 8, rbp unchanged. */
+/* Rows at the entry of a function: CFA = rsp + 8, RA at CFA - 8, rbp unchanged (x86-64); CFA =
+ * sp, RA still in x30, x29 unchanged (aarch64). */
 TEST(cfi_rows_at_function_entry)
 {
     struct ag_module_info info;
@@ -197,9 +228,14 @@ TEST(cfi_rows_at_function_entry)
     row = ag_sig_cfi_row_find(span->cfi, fn - info.base);
     ASSERT_TRUE(row != NULL);
     ASSERT_EQ(row->flags & AG_CFI_CFA_MASK, AG_CFI_CFA_SP);
-    ASSERT_EQ(row->cfa_off, 8);
-    ASSERT_EQ(row->flags & AG_CFI_RA_MASK, AG_CFI_RA_AT);
-    ASSERT_EQ(row->ra_off, -8);
+    if (AG_ARCH_LINK_REGISTER) {
+        ASSERT_EQ(row->cfa_off, 0);
+        ASSERT_EQ(row->flags & AG_CFI_RA_MASK, AG_CFI_RA_LR);
+    } else {
+        ASSERT_EQ(row->cfa_off, 8);
+        ASSERT_EQ(row->flags & AG_CFI_RA_MASK, AG_CFI_RA_AT);
+        ASSERT_EQ(row->ra_off, -8);
+    }
     ASSERT_EQ(row->flags & AG_CFI_FP_MASK, AG_CFI_FP_SAME);
     /* Inside cfi_chain_a (alloca) some row must use the rbp-based CFA. */
     {
@@ -229,10 +265,8 @@ static volatile sig_atomic_t sig_armed; /* set once the chain is on the stack */
 static void
 on_sigprof(int signo, siginfo_t *info, void *uctx)
 {
-    const ucontext_t *uc = uctx;
-    struct ag_cfi_regs regs = { (uint64_t)uc->uc_mcontext.gregs[REG_RIP],
-                                (uint64_t)uc->uc_mcontext.gregs[REG_RSP],
-                                (uint64_t)uc->uc_mcontext.gregs[REG_RBP] };
+    struct ag_arch_regs ar;
+    struct ag_cfi_regs regs;
     int rc = 0;
 
     (void)signo;
@@ -240,6 +274,8 @@ on_sigprof(int signo, siginfo_t *info, void *uctx)
     if (sig_done || !sig_armed) {
         return;
     }
+    (void)ag_arch_sig_regs(uctx, &ar);
+    regs = (struct ag_cfi_regs){ ar.pc, ar.sp, ar.fp, ar.lr };
     sig_trace.n_ours = 0;
     sig_trace.ours[sig_trace.n_ours++] = regs.pc;
     while (sig_trace.n_ours < MAX_FRAMES) {
@@ -323,25 +359,96 @@ TEST(cfi_build_rejects_corrupt_eh_frame_hdr)
     }
 }
 
+/* The first address in fn's first 256 bytes whose row reads the return address from the stack
+ * (after the prologue stored x30 on aarch64; fn itself on x86-64), or 0. */
+static uint64_t
+pc_with_ra_on_stack(uint64_t fn)
+{
+    const struct ag_module_span *span = ag_sig_module_find(fn);
+
+    if (span == NULL || span->cfi == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < span->cfi->n; i++) {
+        const struct ag_cfi_row *r = &span->cfi->rows[i];
+        uint64_t at = span->cfi->base + r->addr;
+
+        if (at >= fn && at < fn + 256 && (r->flags & AG_CFI_RA_MASK) == AG_CFI_RA_AT) {
+            return at;
+        }
+    }
+    return 0;
+}
+
 /* Bad registers fail cleanly and leave regs unchanged. */
 TEST(cfi_step_rejects_bad_registers)
 {
     struct stack_bounds b;
-    uint64_t fn = (uint64_t)(uintptr_t)&cfi_chain_c;
-    struct ag_cfi_regs regs = { 8, 0, 0 };
+    uint64_t fn;
+    struct ag_cfi_regs regs = { 8, 0, 0, 0 };
 
     ASSERT_TRUE(ag_modules_refresh() >= 0);
+    fn = pc_with_ra_on_stack((uint64_t)(uintptr_t)&cfi_chain_c);
+    ASSERT_TRUE(fn != 0);
     stack_bounds_get(&b);
     ASSERT_EQ(ag_sig_cfi_step(&regs, 0, read_stack, &b), -ENOENT); /* pc in no module */
-    regs = (struct ag_cfi_regs){ fn, 8, 0 };                       /* sp outside the stack */
+    regs = (struct ag_cfi_regs){ fn, 8, 0, 0 };                    /* sp outside the stack */
     ASSERT_EQ(ag_sig_cfi_step(&regs, 0, read_stack, &b), -EFAULT);
     ASSERT_U64_EQ(regs.pc, fn);
     ASSERT_U64_EQ(regs.sp, 8);
-    regs = (struct ag_cfi_regs){ fn, UINT64_MAX - 4, 0 }; /* CFA wraps below sp */
+    regs = (struct ag_cfi_regs){ fn, UINT64_MAX - 4, 0, 0 }; /* CFA wraps below sp */
     ASSERT_EQ(ag_sig_cfi_step(&regs, 0, read_stack, &b), -EINVAL);
     ag_modules_fini();
-    regs = (struct ag_cfi_regs){ fn, b.hi - 64, 0 }; /* no snapshot after fini */
+    regs = (struct ag_cfi_regs){ fn, b.hi - 64, 0, 0 }; /* no snapshot after fini */
     ASSERT_EQ(ag_sig_cfi_step(&regs, 0, read_stack, &b), -ENOENT);
+}
+
+/* aarch64: a frame whose row leaves the RA in x30 (a function's entry, a leaf) steps to x30 with
+ * sp unchanged when the link register is known (an interrupted instruction's), and is refused
+ * without it (every later frame: a call overwrote x30), so the walker falls back. */
+TEST(cfi_leaf_returns_through_the_link_register)
+{
+    struct stack_bounds b;
+    uint64_t fn = (uint64_t)(uintptr_t)&cfi_chain_c;
+    struct ag_cfi_regs regs;
+
+    if (!AG_ARCH_LINK_REGISTER) {
+        test_skip("x86-64 has no link register: every return address is on the stack");
+    }
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    stack_bounds_get(&b);
+    regs = (struct ag_cfi_regs){ fn, b.hi - 64, 0x7000, 0x5000 };
+    ASSERT_EQ(ag_sig_cfi_step(&regs, 0, read_stack, &b), 0);
+    ASSERT_U64_EQ(regs.pc, 0x5000);
+    ASSERT_U64_EQ(regs.sp, b.hi - 64); /* no frame yet: the caller's sp */
+    ASSERT_U64_EQ(regs.fp, 0x7000);    /* x29 unchanged */
+    ASSERT_U64_EQ(regs.lr, 0);         /* consumed */
+    regs = (struct ag_cfi_regs){ fn, b.hi - 64, 0x7000, 0 };
+    ASSERT_EQ(ag_sig_cfi_step(&regs, 0, read_stack, &b), -ENOTSUP);
+    ASSERT_U64_EQ(regs.pc, fn);
+    ag_modules_fini();
+}
+
+/* aarch64: a return address signed with pointer authentication comes back whole. */
+TEST(cfi_signed_return_address_is_stripped)
+{
+#if defined(__aarch64__)
+    register uint64_t x17 __asm__("x17") = (uint64_t)(uintptr_t)&cfi_chain_c + 4;
+    register uint64_t x16 __asm__("x16") = 0x1234; /* the modifier (a stack pointer, in code) */
+    uint64_t plain = x17, signed_ra;
+
+    __asm__("hint #8" : "+r"(x17) : "r"(x16)); /* pacia1716: signs x17 with the A key */
+    signed_ra = x17;
+    printf("# %#llx signed: %#llx\n", (unsigned long long)plain, (unsigned long long)signed_ra);
+    ASSERT_U64_EQ(ag_arch_strip_ra(plain), plain);
+    if (signed_ra == plain) {
+        test_skip("no pointer authentication here (FEAT_PAuth absent or disabled): nothing to "
+                  "strip");
+    }
+    ASSERT_U64_EQ(ag_arch_strip_ra(signed_ra), plain);
+#else
+    test_skip("pointer authentication is aarch64's");
+#endif
 }
 
 /* ---- the per-thread row cache ---- */
@@ -384,11 +491,11 @@ chain_leaf_cached(void *arg)
     uint64_t r[3];
 
     cfi_capture_regs(r);
-    cfi_unwind((struct ag_cfi_regs){ r[0], r[1], r[2] }, 1, &c->plain);
-    cfi_unwind_cached((struct ag_cfi_regs){ r[0], r[1], r[2] }, &c->cold);
+    cfi_unwind((struct ag_cfi_regs){ r[0], r[1], r[2], 0 }, 1, &c->plain);
+    cfi_unwind_cached((struct ag_cfi_regs){ r[0], r[1], r[2], 0 }, &c->cold);
     c->cold_hits = row_cache.hits;
     row_cache.hits = row_cache.misses = 0;
-    cfi_unwind_cached((struct ag_cfi_regs){ r[0], r[1], r[2] }, &c->warm);
+    cfi_unwind_cached((struct ag_cfi_regs){ r[0], r[1], r[2], 0 }, &c->warm);
     c->warm_hits = row_cache.hits;
     c->warm_misses = row_cache.misses;
     return c->plain.n_ours;
@@ -471,10 +578,13 @@ TEST(cfi_row_cache_is_emptied_by_a_new_snapshot)
 static const struct test_case cases[] = {
     TEST_CASE(cfi_chain_unwinds_to_main_like_libgcc),
     TEST_CASE(cfi_deep_recursion_like_libgcc),
+    TEST_CASE(cfi_fp_saved_far_below_the_cfa_is_recovered),
     TEST_CASE(cfi_rows_at_function_entry),
     TEST_CASE(cfi_unwinds_from_signal_context),
     TEST_CASE(cfi_build_rejects_corrupt_eh_frame_hdr),
     TEST_CASE(cfi_step_rejects_bad_registers),
+    TEST_CASE(cfi_leaf_returns_through_the_link_register),
+    TEST_CASE(cfi_signed_return_address_is_stripped),
     TEST_CASE(cfi_row_cache_walks_like_the_tables),
     TEST_CASE(cfi_row_cache_is_emptied_by_a_new_snapshot),
 };

@@ -295,7 +295,13 @@ TEST(wall_holds_no_fd_per_thread_and_leaves_with_its_session)
          * lap move may leave partly behind. */
         ASSERT_TRUE((size_t)worst_pages * (size_t)page <=
                     (max_batch + 2) * slot + 2 * (size_t)page);
-        ASSERT_EQ(after, 0);
+        if (test_emulated()) {
+            /* qemu-user 7.2 answers madvise() with success and does nothing (a hint it may
+             * ignore), so a ring's pages stay resident after MADV_DONTNEED there. */
+            printf("# NOTE (loud): emulated: the pages left after the session are not checked\n");
+        } else {
+            ASSERT_EQ(after, 0);
+        }
     }
     ASSERT_TRUE(fds_max <= fds_before + 4);
     ASSERT_EQ(count_threads_named("pipeprof-wall"), 0);

@@ -442,8 +442,17 @@ TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
     ASSERT_EQ(atomic_load(&sleeps_done), 40);
     ASSERT_TRUE(s->waiting > 100); /* 0.8 s asleep at 1 kHz */
     ASSERT_TRUE(s->hits[1] > s->waiting / 2);
-    ASSERT_TRUE(r->waiting > 100);
-    ASSERT_TRUE(r->proc_src > 0);
+    if (test_emulated()) {
+        /* /proc/TID/syscall shows qemu's own registers: the raw sleeper's waiting samples are
+         * refused and counted as lost, never given a stack that is not its. */
+        printf("# NOTE (loud): emulated: the /proc path is not checked; lost %llu\n",
+               (unsigned long long)st.lost);
+        ASSERT_EQ(r->proc_src, 0);
+        ASSERT_TRUE(st.lost > 100);
+    } else {
+        ASSERT_TRUE(r->waiting > 100);
+        ASSERT_TRUE(r->proc_src > 0);
+    }
     ASSERT_TRUE(b->running > 0 && b->hits[0] > 0);
     ag_stop();
 }
@@ -605,6 +614,13 @@ TEST(stop_while_signals_in_flight_is_safe)
     pthread_t t[4];
     int round, i;
 
+    if (test_emulated()) {
+        /* qemu-user keeps a signal it has taken from the kernel in a queue of its own until the
+         * thread next runs guest code, and setting SIG_IGN (ag_signal_restore) does not empty
+         * that queue as the kernel empties its own: one still there when SIG_DFL returns
+         * kills the process (seen under load: "killed by signal 27"). A kernel's behaviour. */
+        test_skip("under qemu-user a signal queued by the emulator outlives SIG_IGN");
+    }
     atomic_store(&stop_flag, 0);
     for (i = 0; i < 4; i++) {
         a[i].fn = busy_a;
@@ -706,7 +722,8 @@ tail_main(void *p)
 static void
 check_tail(enum ag_cpu_engine engine, int flush)
 {
-    const int64_t slack = 1500000;
+    /* Under qemu the thread's first run translates its code, on its CPU clock: milliseconds. */
+    const int64_t slack = test_emulated() ? 8000000 : 1500000;
     struct tail_arg a = { 175000000u, flush, 0, 0, 0 };
     struct ag_config cfg;
     struct ag_stats st;
@@ -793,7 +810,8 @@ TEST(final_sample_of_an_unsampled_thread_has_its_start_routine)
      * tables on its manager thread after it starts, and this thread starts at once) */
     ASSERT_TRUE(t->tail_depth >= 2);
     ASSERT_TRUE(t->cpu_delta_sum >= atomic_load(&a.cpu_ns));
-    ASSERT_TRUE(t->cpu_delta_sum < atomic_load(&a.cpu_ns) + 1500000u);
+    ASSERT_TRUE(t->cpu_delta_sum <
+                atomic_load(&a.cpu_ns) + (test_emulated() ? 8000000u : 1500000u));
     ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 10));
     ag_stop();
 }
@@ -875,7 +893,7 @@ TEST(final_sample_of_a_thread_only_the_scan_found)
      * rounds up). Before, the engine sample at 100 ms was all: 75 ms short. */
     weights_ns = (int64_t)t->weight_sum * 100000000 - (int64_t)atomic_load(&a.cpu_ns);
     ASSERT_EQ(t->stopped, 1);
-    ASSERT_TRUE(diff > -50000000 && diff < 1500000);
+    ASSERT_TRUE(diff > -50000000 && diff < (test_emulated() ? 8000000 : 1500000));
     ASSERT_TRUE(weights_ns >= -50000000 && weights_ns <= 50000000);
     ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 10));
     ag_stop();

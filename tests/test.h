@@ -43,6 +43,17 @@ void test_fail(const char *file, int line, const char *fmt, ...)
 /* Ends the running case as skipped, with the reason printed loudly; never returns. */
 void test_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
+/* Nonzero when the test runs under an emulator (qemu-user for a cross build: cmake/tests.cmake
+ * sets PP_EMULATED): code is translated as it first runs, on the thread's CPU clock, and
+ * /proc/TID/syscall shows the emulator's registers. */
+static inline int
+test_emulated(void)
+{
+    const char *v = getenv("PP_EMULATED");
+
+    return v != NULL && v[0] == '1';
+}
+
 /* Copies len bytes so that the byte after the copy is on a PROT_NONE page. Never freed. */
 const uint8_t *test_guarded_copy(const void *bytes, size_t len);
 /* Path under the source tree: test_source_path("tests/data/x"). Static buffer. */

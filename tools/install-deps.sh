@@ -43,6 +43,29 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# Linux arm64, cross-built and tested under qemu-user (cmake/aarch64-linux-gnu.cmake), only when
+# asked for: `tools/install-deps.sh --arm64` or PP_ARM64=1. The :arm64 libraries come through
+# Debian's multiarch; libhttp-parser-dev is not co-installable for two architectures (installing
+# its :arm64 copy removes the host's), so only the :arm64 runtime is installed and the toolchain
+# file links it directly (the header is the host's, the same for both).
+if [[ ${1:-} == --arm64 || ${PP_ARM64:-0} == 1 ]]; then
+    arm64=(gcc-aarch64-linux-gnu qemu-user libc6:arm64 libuv1-dev:arm64 libelf-dev:arm64
+           libcjson-dev:arm64 zlib1g-dev:arm64 libhttp-parser2.9:arm64)
+    missing=()
+    for p in "${arm64[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo=sudo
+        echo "install-deps: installing for arm64: ${missing[*]}"
+        dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+            "${missing[@]}" >/dev/null
+    fi
+fi
+
 # The .NET diagnostic tools are optional: interop tests use them where they can be installed,
 # and say so loudly where not. (dotnet-monitor is not served by NuGet here.)
 if [ "$tests" -eq 1 ] && command -v dotnet >/dev/null 2>&1; then

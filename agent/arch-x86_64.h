@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/arch-x86_64.h - x86-64 for agent/arch.h (include that, not this). A call pushes the
+ * return address, so every frame's RA is in memory; rbp frame records sit right under the
+ * caller's sp (push rbp; mov rsp, rbp). Async-signal-safe, inline.
+ */
+#ifndef AG_ARCH_X86_64_H
+#define AG_ARCH_X86_64_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <ucontext.h>
+
+#define AG_ARCH_NAME "x86_64"
+
+/* DWARF register numbers (System V x86-64 psABI, figure 3.36). */
+#define AG_DWARF_REG_FP 6  /* rbp */
+#define AG_DWARF_REG_SP 7  /* rsp */
+#define AG_DWARF_REG_RA 16 /* the return-address column */
+
+#define AG_DWARF_RA_INITIAL_SAME 0 /* the CIE says where the RA is (CFA - 8) */
+#define AG_DWARF_NEGATE_RA_STATE 0 /* 0x2d is DW_CFA_GNU_window_save (SPARC): not ours */
+#define AG_ARCH_LINK_REGISTER    0
+#define AG_ARCH_FP_RECORD_AT_CFA 1
+
+static inline int
+ag_arch_sig_regs(const ucontext_t *uc, struct ag_arch_regs *r)
+{
+    int64_t ret = (int64_t)uc->uc_mcontext.gregs[REG_RAX];
+    const volatile uint8_t *pc;
+
+    r->pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    r->sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+    r->fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
+    r->lr = 0;
+    /* The kernel rewinds restartable syscalls (SA_RESTART) to the syscall instruction; the
+     * others return -EINTR right after it (0f 05). pc - 2 is on pc's page, which is mapped.
+     * Byte reads: code is not aligned, and a misaligned u16 load is undefined behaviour. */
+    pc = (const volatile uint8_t *)(uintptr_t)r->pc;
+    return ret == -EINTR && (r->pc & 4095) >= 2 && pc[-2] == 0x0f && pc[-1] == 0x05;
+}
+
+static inline uint64_t
+ag_arch_strip_ra(uint64_t ra)
+{
+    return ra; /* no pointer authentication */
+}
+
+#endif /* AG_ARCH_X86_64_H */
