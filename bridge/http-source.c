@@ -145,13 +145,16 @@ bridge_http_namer(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int
 static void
 bridge_http_name_threads(struct pp_profile *p)
 {
-    char path[64], name[64];
+    char path[96], name[64];
     size_t i;
 
     for (i = 0; i < p->thread_count; i++) {
         FILE *f;
 
-        snprintf(path, sizeof(path), "/proc/self/task/%llu/comm",
+        /* Not /proc/self/task/TID: that entry stays and costs whoever reaps this process
+         * (docs/architecture.md, "Resources"). */
+        snprintf(path, sizeof(path), "/proc/%llu/task/%llu/comm",
+                 (unsigned long long)p->threads[i].thread_id,
                  (unsigned long long)p->threads[i].thread_id);
         f = fopen(path, "re");
         if (f == NULL) {

@@ -404,10 +404,10 @@ struct ipc_server_options {
      * forwarding it to the runtime's server, and merges the runtime's event stream with the
      * source's events in every CollectTracing session. With the default listen path, the
      * runtime's bind of that name is redirected to a private one (ipc_redirect_path(), called by
-     * the shim's interposers), so clients find one server per process. Connect ports of
-     * diagnostic_ports wait for the runtime to advertise on them (its connects are redirected to
-     * private listeners) and then advertise with the runtime's cookie; start-up is never held
-     * by this server then (the runtime holds it itself).
+     * the interposers of host/sockets.c through the shim), so clients find one server per process.
+     * Connect ports of diagnostic_ports wait for the runtime to advertise on them (its connects are
+     * redirected to private listeners) and then advertise with the runtime's cookie; start-up is
+     * never held by this server then (the runtime holds it itself).
      */
     int dotnet_host;
     uint32_t runtime_wait_ms; /* how long commands wait for the runtime's server; 0: 10000 */
@@ -489,6 +489,14 @@ enum ipc_redirect_op {
  * Context: any thread; lock-free, no allocation; the table it reads lives as long as the process.
  */
 int ipc_redirect_path(enum ipc_redirect_op op, const char *path, char *out, size_t cap);
+
+/*
+ * 1 when this process is a .NET host (ipc/dotnet-host.c): PIPEPROF_DOTNET_HOST=0|1 when set, else
+ * the executable is `dotnet` or an apphost (its ELF image names libhostfxr.so; a single-file
+ * app's too, before the bundle appended to it). A runtime this misses is still found when it
+ * binds its socket (ipc_redirect_path()), only later. Context: any thread; reads the executable.
+ */
+int ipc_dotnet_host_detect(void);
 
 /*
  * Computes the runtime's default socket path for this process into out:

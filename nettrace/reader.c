@@ -26,7 +26,10 @@
 #define NT_MAX_THREADS                (1u << 20) /* capture threads / V6 thread indexes held */
 #define NT_MAX_TYPE_NAME              64         /* longest FastSerialization type name */
 #define NT_MAX_FIELD_DEPTH            8          /* nesting of object / array field types */
-#define NT_READ_CHUNK                 (256u << 10)
+#define NT_READ_CHUNK                 (1u << 20)
+
+/* Keeps a rare path out of the per-event loop it is called from. */
+#define NT_NOINLINE __attribute__((noinline))
 
 /* An open-addressing hash from a 64-bit key to a 64-bit value (stack, label, thread, metadata). */
 struct nt_map_slot {
@@ -97,6 +100,7 @@ struct nt_reader {
     int in_block;
     int md_block; /* the open block is a V4/V5 MetadataBlock */
     int compressed;
+    int fast_block; /* compressed V4/V5 events: nt_reader_event_fast() may take them */
     struct nt_cursor blk;
     struct nt_header_state hdr;
 
@@ -804,21 +808,27 @@ nt_reader_metadata(const struct nt_reader *r, uint32_t metadata_id)
 /* Threads and sequence numbers (format doc 4.4)                                              */
 /* ------------------------------------------------------------------------------------------ */
 
-static struct nt_thread_entry *
-nt_reader_thread(struct nt_reader *r, uint64_t key)
+static NT_NOINLINE struct nt_thread_entry *
+nt_reader_thread_lookup(struct nt_reader *r, uint64_t key)
 {
-    uint64_t v;
+    uint64_t v = nt_map_get(&r->thread_map, key);
 
-    if (r->last_thread != 0 && r->last_thread_key == key) {
-        return &r->threads[r->last_thread - 1];
-    }
-    v = nt_map_get(&r->thread_map, key);
     if (v == 0) {
         return NULL;
     }
     r->last_thread_key = key;
     r->last_thread = (size_t)v;
     return &r->threads[v - 1];
+}
+
+/* The entry of a thread key, or NULL; consecutive events mostly share their capture thread. */
+static inline struct nt_thread_entry *
+nt_reader_thread(struct nt_reader *r, uint64_t key)
+{
+    if (r->last_thread != 0 && r->last_thread_key == key) {
+        return &r->threads[r->last_thread - 1];
+    }
+    return nt_reader_thread_lookup(r, key);
 }
 
 static struct nt_thread_entry *
@@ -1212,13 +1222,145 @@ nt_reader_event_block_begin(struct nt_reader *r, struct nt_cursor *c)
     r->blk = *c;
     r->blk.short_reason = "event runs past the end of its block";
     r->compressed = (flags & NT_BLOCK_FLAG_COMPRESSED) != 0;
+    r->fast_block = r->compressed && r->major < 6;
     memset(&r->hdr, 0, sizeof(r->hdr));
     r->in_block = 1;
     return 0;
 }
 
-/* Decodes one event header (format doc 4.1, 4.2) into r->hdr; stores the payload. */
-static int
+/*
+ * The longest compressed event header (format doc 4.2): flags, metadata id, sequence delta,
+ * capture thread, processor, thread, stack id, timestamp delta, two V4/V5 GUIDs, payload size.
+ */
+#define NT_MAX_COMPRESSED_HEADER (1 + 5 + 5 + 10 + 5 + 10 + 5 + 10 + 16 + 16 + 5)
+
+/*
+ * LEB128 of at most max_len bytes (5 for 32 bits, 10 for 64) whose last byte may be at most
+ * last_max, from memory that holds max_len bytes, so that no byte needs a bounds check. Returns
+ * the byte after it, or NULL for a too-long or out-of-range encoding (the cursor's checked
+ * reader then records why). One or two bytes are the common case.
+ */
+static inline const uint8_t *
+nt_varuint_unchecked(const uint8_t *p, int max_len, uint8_t last_max, uint64_t *out)
+{
+    uint64_t v;
+    int i;
+
+    if (p[0] < 0x80) {
+        *out = p[0];
+        return p + 1;
+    }
+    v = (p[0] & 0x7Fu) | (uint64_t)(p[1] & 0x7F) << 7;
+    if (p[1] < 0x80) {
+        *out = v;
+        return p + 2;
+    }
+    for (i = 2; i < max_len; i++) {
+        v |= (uint64_t)(p[i] & 0x7F) << (7 * i);
+        if (p[i] < 0x80) {
+            *out = v;
+            return i == max_len - 1 && p[i] > last_max ? NULL : p + i + 1;
+        }
+    }
+    return NULL;
+}
+
+static inline const uint8_t *
+nt_varu32_unchecked(const uint8_t *p, uint32_t *out)
+{
+    uint64_t v = 0;
+
+    p = nt_varuint_unchecked(p, 5, 0x0F, &v);
+    *out = (uint32_t)v;
+    return p;
+}
+
+static inline const uint8_t *
+nt_varu64_unchecked(const uint8_t *p, uint64_t *out)
+{
+    return nt_varuint_unchecked(p, 10, 0x01, out);
+}
+
+/*
+ * Decodes a compressed header (format doc 4.2) into r->hdr and consumes its event. The caller
+ * checked that the block is compressed and still holds the longest header, so that the fields
+ * need no bounds check each. Returns the payload, or NULL for an invalid encoding or a payload
+ * past the block: the cursor has not moved, and nt_reader_event_header() reads the same bytes
+ * with every check and stops at the same place with the error, which ends the stream (so the
+ * fields already decoded into r->hdr do not matter).
+ */
+static inline __attribute__((always_inline)) const uint8_t *
+nt_reader_header_decode(struct nt_reader *r, int *sorted)
+{
+    struct nt_header_state *h = &r->hdr;
+    struct nt_cursor *c = &r->blk;
+    const uint8_t *p = c->p;
+    uint8_t flags = *p++;
+    uint32_t delta;
+    uint64_t ts;
+
+    if ((flags & NT_HDR_METADATA_ID) && (p = nt_varu32_unchecked(p, &h->metadata_id)) == NULL) {
+        return NULL;
+    }
+    if (flags & NT_HDR_CAPTURE_THREAD_AND_SEQUENCE) {
+        if ((p = nt_varu32_unchecked(p, &delta)) == NULL ||
+            (p = nt_varu64_unchecked(p, &h->capture_thread)) == NULL ||
+            (p = nt_varu32_unchecked(p, &h->processor)) == NULL) {
+            return NULL;
+        }
+        h->seq += delta + 1u; /* wraps, as the runtime writes it */
+    } else if (h->metadata_id != 0 || r->major >= 6) {
+        h->seq++;
+    }
+    if ((flags & NT_HDR_THREAD_ID) && (p = nt_varu64_unchecked(p, &h->thread)) == NULL) {
+        return NULL;
+    }
+    if ((flags & NT_HDR_STACK_ID) && (p = nt_varu32_unchecked(p, &h->stack_id)) == NULL) {
+        return NULL;
+    }
+    if ((p = nt_varu64_unchecked(p, &ts)) == NULL) {
+        return NULL;
+    }
+    h->timestamp += ts;
+    if (r->major >= 6) {
+        if ((flags & NT_HDR_ACTIVITY_ID) && (p = nt_varu32_unchecked(p, &h->label_list)) == NULL) {
+            return NULL;
+        }
+    } else {
+        if (flags & NT_HDR_ACTIVITY_ID) {
+            memcpy(h->activity, p, 16);
+            p += 16;
+        }
+        if (flags & NT_HDR_RELATED_ACTIVITY_ID) {
+            memcpy(h->related, p, 16);
+            p += 16;
+        }
+    }
+    if ((flags & NT_HDR_PAYLOAD_SIZE) && (p = nt_varu32_unchecked(p, &h->payload_size)) == NULL) {
+        return NULL;
+    }
+    if (h->payload_size > (size_t)(c->end - p)) {
+        return NULL;
+    }
+    *sorted = (flags & NT_HDR_SORTED) != 0;
+    c->p = p + h->payload_size;
+    return p;
+}
+
+/* Whether nt_reader_header_decode() may decode the block's next header. */
+static inline int
+nt_reader_header_fits(const struct nt_reader *r)
+{
+    return r->compressed && r->blk.err == NULL &&
+           nt_cursor_left(&r->blk) >= NT_MAX_COMPRESSED_HEADER;
+}
+
+/*
+ * Decodes one event header (format doc 4.1, 4.2) into r->hdr; stores the payload. Out of line:
+ * event_next() calls it only for uncompressed blocks and the last events of a block, and
+ * inlined it made the per-event path spill registers.
+ */
+static NT_NOINLINE int
 nt_reader_event_header(struct nt_reader *r, struct nt_cursor *c, int *sorted,
                        const uint8_t **payload)
 {
@@ -1323,6 +1465,175 @@ nt_reader_v6_tid(struct nt_reader *r, uint64_t index, uint64_t at, uint64_t *tid
     return 0;
 }
 
+/*
+ * A metadata record where event_next() met one: everything in a MetadataBlock (TraceEvent does
+ * not look at the id there), or an id-0 record inline in an event block.
+ */
+static NT_NOINLINE int
+nt_reader_event_metadata(struct nt_reader *r, const uint8_t *payload, uint64_t at)
+{
+    const struct nt_cursor *c = &r->blk;
+
+    if (r->major >= 6) {
+        return nt_reader_fail_at(r, -EBADMSG, at, "V6 event with metadata id 0");
+    }
+    return nt_reader_add_metadata(r, payload, r->hdr.payload_size,
+                                  c->base + (uint64_t)(payload - c->start));
+}
+
+/*
+ * Fills *ev from the header state of the event just decoded, with r->last_md as its metadata,
+ * all but the stack (nt_reader_event_stack()). Every field is assigned (no memset): at 25+ M
+ * events/s the clearing of the whole struct was a measurable share of the time per event.
+ */
+static inline void
+nt_reader_event_fill(const struct nt_reader *r, struct nt_event *ev, const uint8_t *payload,
+                     int sorted)
+{
+    const struct nt_header_state *h = &r->hdr;
+
+    ev->metadata_id = h->metadata_id;
+    ev->sequence = h->seq;
+    ev->thread_id = h->thread;
+    ev->capture_thread_id = h->capture_thread;
+    ev->processor = h->processor;
+    ev->timestamp = h->timestamp;
+    memcpy(ev->activity_id, h->activity, 16);
+    memcpy(ev->related_activity_id, h->related, 16);
+    ev->is_sorted = sorted;
+    ev->stack_id = h->stack_id;
+    ev->payload = payload;
+    ev->payload_size = h->payload_size;
+    ev->desc = r->last_md;
+}
+
+/* Gives ev its stack: none for stack id 0, else the one at index in r->stacks (resolved). */
+static inline void
+nt_reader_event_stack(const struct nt_reader *r, struct nt_event *ev, size_t index)
+{
+    const uint64_t *ips = NULL;
+    uint32_t depth = 0;
+
+    if (r->hdr.stack_id != 0) {
+        depth = r->stacks[index].depth;
+        /* only empty stacks so far: stack_ips is still NULL, and NULL + 0 is undefined */
+        ips = depth != 0 ? r->stack_ips + r->stacks[index].off : NULL;
+    }
+    ev->stack = ips;
+    ev->stack_depth = depth;
+}
+
+/*
+ * The rest of nt_reader_event_next() after the header (at: its stream offset): a metadata
+ * record is consumed (returns 0); an event gets its metadata, threads, activity and stack
+ * looked up and checked (returns 1 with *ev filled, or a negative errno).
+ */
+static NT_NOINLINE int
+nt_reader_event_finish(struct nt_reader *r, struct nt_event *ev, const uint8_t *payload, int sorted,
+                       uint64_t at)
+{
+    const struct nt_header_state *h = &r->hdr;
+    struct nt_thread_entry *t;
+    uint64_t seq_key;
+
+    if (h->metadata_id == 0 || r->md_block) {
+        return nt_reader_event_metadata(r, payload, at) != 0 ? r->err : 0;
+    }
+    if (h->metadata_id != r->last_md_id) {
+        r->last_md_id = h->metadata_id;
+        r->last_md = nt_reader_metadata(r, h->metadata_id);
+    }
+    nt_reader_event_fill(r, ev, payload, sorted);
+    if (r->major >= 6) {
+        if (nt_reader_v6_tid(r, h->thread, at, &ev->thread_id) != 0 ||
+            nt_reader_v6_tid(r, h->capture_thread, at, &ev->capture_thread_id) != 0) {
+            return r->err;
+        }
+        if (h->label_list != 0) {
+            uint64_t v = nt_map_get(&r->label_map, h->label_list);
+
+            if (v == 0) {
+                return nt_reader_fail_at(r, -EBADMSG, at,
+                                         "event refers to an undefined label list");
+            }
+            memcpy(ev->activity_id, r->labels[v - 1].activity, 16);
+            memcpy(ev->related_activity_id, r->labels[v - 1].related, 16);
+        }
+    }
+    if (h->stack_id != 0) {
+        if (r->stacks_dense && h->stack_id <= r->nstacks) {
+            r->last_stack_id = h->stack_id;
+            r->last_stack = h->stack_id - 1u;
+        } else if (h->stack_id != r->last_stack_id) {
+            uint64_t v = nt_map_get(&r->stack_map, h->stack_id);
+
+            if (v == 0) {
+                return nt_reader_fail_at(r, -EBADMSG, at, "event refers to an undefined stack id");
+            }
+            r->last_stack_id = h->stack_id;
+            r->last_stack = (size_t)v - 1;
+        }
+    }
+    nt_reader_event_stack(r, ev, r->last_stack);
+    seq_key = h->capture_thread;
+    t = nt_reader_thread(r, seq_key);
+    if (t == NULL) {
+        t = nt_reader_thread_add(r, seq_key, at);
+        if (t == NULL) {
+            return r->err;
+        }
+        t->seq = h->seq - 1;
+    }
+    nt_reader_seq_check(r, t, h->seq - 1);
+    t->seq = h->seq;
+    r->stats.events++;
+    return 1;
+}
+
+/*
+ * nt_reader_event_next() for the common event, inline in nt_reader_next(): a V4/V5 compressed
+ * header (nt_reader_header_decode()), and when it has the metadata id and the capture thread of
+ * the event before it and a stack id seen before or dense, the event without a lookup. Returns
+ * 1 with *ev filled, 0 when event_next() is to go on (a V6 or uncompressed block, the end of
+ * the block or its last bytes, an invalid header, a metadata record consumed), or a negative
+ * errno.
+ */
+static inline int
+nt_reader_event_fast(struct nt_reader *r, struct nt_event *ev)
+{
+    const struct nt_header_state *h = &r->hdr;
+    const uint8_t *start = r->blk.p;
+    const uint8_t *payload;
+    struct nt_thread_entry *t;
+    size_t stack = r->last_stack;
+    int sorted = 0;
+
+    /* A fast block is compressed, and r->err (checked by the caller) covers the cursor's. */
+    if (!r->fast_block || nt_cursor_left(&r->blk) < NT_MAX_COMPRESSED_HEADER ||
+        (payload = nt_reader_header_decode(r, &sorted)) == NULL) {
+        return 0;
+    }
+    if (h->metadata_id == 0 || h->metadata_id != r->last_md_id || r->last_thread == 0 ||
+        h->capture_thread != r->last_thread_key ||
+        (h->stack_id != 0 && h->stack_id != r->last_stack_id &&
+         (!r->stacks_dense || h->stack_id > r->nstacks))) {
+        return nt_reader_event_finish(r, ev, payload, sorted,
+                                      r->blk.base + (uint64_t)(start - r->blk.start));
+    }
+    if (h->stack_id != 0 && h->stack_id != r->last_stack_id) {
+        stack = h->stack_id - 1u;
+        r->last_stack_id = h->stack_id;
+        r->last_stack = stack;
+    }
+    nt_reader_event_fill(r, ev, payload, sorted);
+    nt_reader_event_stack(r, ev, stack);
+    t = &r->threads[r->last_thread - 1];
+    nt_reader_seq_check(r, t, h->seq - 1);
+    t->seq = h->seq;
+    r->stats.events++;
+    return 1;
+}
+
 /* Returns 1 with *ev filled, 0 at the end of the block, or a negative errno. */
 static int
 nt_reader_event_next(struct nt_reader *r, struct nt_event *ev)
@@ -1331,101 +1642,19 @@ nt_reader_event_next(struct nt_reader *r, struct nt_event *ev)
 
     while (nt_cursor_left(c) > 0) {
         uint64_t at = nt_cursor_offset(c);
-        const struct nt_header_state *h = &r->hdr;
         const uint8_t *payload = NULL;
-        struct nt_thread_entry *t;
-        uint64_t seq_key;
         int sorted = 0;
+        int rc;
 
-        if (nt_reader_event_header(r, c, &sorted, &payload) != 0) {
+        if ((!nt_reader_header_fits(r) ||
+             (payload = nt_reader_header_decode(r, &sorted)) == NULL) &&
+            nt_reader_event_header(r, c, &sorted, &payload) != 0) {
             return nt_reader_fail_cursor(r, c);
         }
-        if (h->metadata_id == 0 || r->md_block) {
-            /*
-             * A metadata record: everything in a MetadataBlock (TraceEvent does not look at the
-             * id there), or an id-0 record inline in an event block.
-             */
-            if (r->major >= 6) {
-                return nt_reader_fail_at(r, -EBADMSG, at, "V6 event with metadata id 0");
-            }
-            if (nt_reader_add_metadata(r, payload, h->payload_size,
-                                       c->base + (uint64_t)(payload - c->start)) != 0) {
-                return r->err;
-            }
-            continue;
+        rc = nt_reader_event_finish(r, ev, payload, sorted, at);
+        if (rc != 0) {
+            return rc;
         }
-        /* Every field is assigned below (no memset): at 25+ M events/s the clearing of the
-         * whole struct was a measurable share of the time per event. */
-        ev->metadata_id = h->metadata_id;
-        ev->stack = NULL;
-        ev->stack_depth = 0;
-        ev->sequence = h->seq;
-        ev->processor = h->processor;
-        ev->timestamp = h->timestamp;
-        ev->is_sorted = sorted;
-        ev->payload = payload;
-        ev->payload_size = h->payload_size;
-        ev->stack_id = h->stack_id;
-        if (h->metadata_id != r->last_md_id) {
-            r->last_md_id = h->metadata_id;
-            r->last_md = nt_reader_metadata(r, h->metadata_id);
-        }
-        ev->desc = r->last_md;
-        if (r->major >= 6) {
-            if (nt_reader_v6_tid(r, h->thread, at, &ev->thread_id) != 0 ||
-                nt_reader_v6_tid(r, h->capture_thread, at, &ev->capture_thread_id) != 0) {
-                return r->err;
-            }
-            if (h->label_list != 0) {
-                uint64_t v = nt_map_get(&r->label_map, h->label_list);
-
-                if (v == 0) {
-                    return nt_reader_fail_at(r, -EBADMSG, at,
-                                             "event refers to an undefined label list");
-                }
-                memcpy(ev->activity_id, r->labels[v - 1].activity, 16);
-                memcpy(ev->related_activity_id, r->labels[v - 1].related, 16);
-            } else {
-                memset(ev->activity_id, 0, sizeof(ev->activity_id));
-                memset(ev->related_activity_id, 0, sizeof(ev->related_activity_id));
-            }
-        } else {
-            ev->thread_id = h->thread;
-            ev->capture_thread_id = h->capture_thread;
-            memcpy(ev->activity_id, h->activity, 16);
-            memcpy(ev->related_activity_id, h->related, 16);
-        }
-        if (h->stack_id != 0) {
-            if (r->stacks_dense && h->stack_id <= r->nstacks) {
-                r->last_stack_id = h->stack_id;
-                r->last_stack = h->stack_id - 1u;
-            } else if (h->stack_id != r->last_stack_id) {
-                uint64_t v = nt_map_get(&r->stack_map, h->stack_id);
-
-                if (v == 0) {
-                    return nt_reader_fail_at(r, -EBADMSG, at,
-                                             "event refers to an undefined stack id");
-                }
-                r->last_stack_id = h->stack_id;
-                r->last_stack = (size_t)v - 1;
-            }
-            ev->stack_depth = r->stacks[r->last_stack].depth;
-            /* only empty stacks so far: stack_ips is still NULL, and NULL + 0 is undefined */
-            ev->stack = ev->stack_depth != 0 ? r->stack_ips + r->stacks[r->last_stack].off : NULL;
-        }
-        seq_key = h->capture_thread;
-        t = nt_reader_thread(r, seq_key);
-        if (t == NULL) {
-            t = nt_reader_thread_add(r, seq_key, at);
-            if (t == NULL) {
-                return r->err;
-            }
-            t->seq = h->seq - 1;
-        }
-        nt_reader_seq_check(r, t, h->seq - 1);
-        t->seq = h->seq;
-        r->stats.events++;
-        return 1;
     }
     return 0;
 }
@@ -1516,7 +1745,7 @@ nt_reader_object_begin(struct nt_reader *r, char name[NT_MAX_TYPE_NAME + 1], int
 }
 
 /* Reads the next V4/V5 object; event blocks are left open for iteration. */
-static int
+static NT_NOINLINE int
 nt_reader_next_object(struct nt_reader *r)
 {
     char name[NT_MAX_TYPE_NAME + 1];
@@ -1692,7 +1921,7 @@ nt_reader_metadata_block_v6(struct nt_reader *r, struct nt_cursor *c)
 }
 
 /* Reads the next V6 block; event blocks are left open for iteration. */
-static int
+static NT_NOINLINE int
 nt_reader_next_block_v6(struct nt_reader *r)
 {
     const uint8_t *p;
@@ -1885,8 +2114,9 @@ nt_reader_info(const struct nt_reader *r)
     return &r->info;
 }
 
-int
-nt_reader_next(struct nt_reader *r, struct nt_event *ev)
+/* nt_reader_next() for every event and block that nt_reader_event_fast() leaves. */
+static NT_NOINLINE int
+nt_reader_next_any(struct nt_reader *r, struct nt_event *ev)
 {
     for (;;) {
         int rc;
@@ -1914,6 +2144,20 @@ nt_reader_next(struct nt_reader *r, struct nt_event *ev)
             return rc;
         }
     }
+}
+
+int
+nt_reader_next(struct nt_reader *r, struct nt_event *ev)
+{
+    /* Most events, without the frame of the loop that reads blocks. */
+    if (r->in_block && r->err == 0) {
+        int rc = nt_reader_event_fast(r, ev);
+
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return nt_reader_next_any(r, ev);
 }
 
 void

@@ -7,7 +7,7 @@
  * ends the runtime's session first, a client that leaves ends it too, a runtime's refusal
  * reaches the client as it was, a process whose runtime never comes is served natively, and a
  * connect port advertises the runtime's cookie and carries ResumeRuntime through the runtime's
- * own connection.
+ * own connection. A host's start removes the private sockets a killed host left behind.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,11 +21,13 @@
 #include <strings.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "ipc/internal.h"
 #include "ipc/ipc.h"
 #include "nettrace/nettrace.h"
 #include "tests/test.h"
@@ -353,6 +355,7 @@ quiet_log(void *ctx, const char *line)
     (void)line;
 }
 
+static int dir_ready = 0;         /* the next server_start_opts() uses dir as it is */
 static int dotnet_host = 1;       /* what the next server_start_opts() tells the server */
 static uint64_t key_override = 0; /* likewise */
 
@@ -361,8 +364,11 @@ server_start_opts(const char *ports, uint32_t wait_ms)
 {
     struct ipc_server_options o;
 
-    snprintf(dir, sizeof(dir), "/tmp/pp-up-XXXXXX");
-    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    if (!dir_ready) {
+        snprintf(dir, sizeof(dir), "/tmp/pp-up-XXXXXX");
+        ASSERT_TRUE(mkdtemp(dir) != NULL);
+    }
+    dir_ready = 0;
     setenv("TMPDIR", dir, 1);
     ASSERT_OK(ipc_default_socket_path(public_path, sizeof(public_path), 0));
     memset(&o, 0, sizeof(o));
@@ -915,6 +921,90 @@ TEST(connect_port_advertises_the_runtime_and_resumes_through_it)
     unlink(tool);
 }
 
+/* A socket file at dir/name: bound, then listening (returns the fd) or closed (returns -1). */
+static int
+stale_socket(const char *name, int listening)
+{
+    struct sockaddr_un sa;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, name);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        (listening && listen(fd, 1) != 0)) {
+        abort();
+    }
+    if (!listening) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static int
+stale_exists(const char *name)
+{
+    char path[300];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return lstat(path, &st) == 0;
+}
+
+/* A killed .NET host leaves pipeprof-port-PID-N-socket and pipeprof-runtime-PID-KEY-socket
+ * behind; the next host's start removes them: only ours, of a process gone, sockets nobody
+ * listens on. */
+TEST(a_killed_hosts_sockets_are_removed_at_the_next_start)
+{
+    char names[8][96];
+    pid_t dead = fork();
+    int listening, fd, i;
+
+    if (dead == 0) {
+        _exit(0);
+    }
+    ASSERT_TRUE(dead > 0 && waitpid(dead, NULL, 0) == dead);
+    snprintf(dir, sizeof(dir), "/tmp/pp-up-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    snprintf(names[0], sizeof(names[0]), "pipeprof-port-%d-0-socket", (int)dead);      /* goes */
+    snprintf(names[1], sizeof(names[1]), "pipeprof-runtime-%d-77-socket", (int)dead);  /* goes */
+    snprintf(names[2], sizeof(names[2]), "pipeprof-port-%d-1-socket", (int)dead);      /* listens */
+    snprintf(names[3], sizeof(names[3]), "pipeprof-port-%d-0-socket", (int)getppid()); /* alive */
+    snprintf(names[4], sizeof(names[4]), "pipeprof-port-%d-2-socket", (int)dead);      /* a file */
+    snprintf(names[5], sizeof(names[5]), "dotnet-diagnostic-%d-9-socket", (int)dead); /* not ours */
+    snprintf(names[6], sizeof(names[6]), "pipeprof-port-%d-socket", (int)dead); /* other shape */
+    stale_socket(names[0], 0);
+    stale_socket(names[1], 0);
+    listening = stale_socket(names[2], 1);
+    stale_socket(names[3], 0);
+    {
+        char path[300];
+
+        snprintf(path, sizeof(path), "%s/%s", dir, names[4]);
+        fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+        ASSERT_TRUE(fd >= 0);
+        close(fd);
+    }
+    stale_socket(names[5], 0);
+    stale_socket(names[6], 0);
+    dir_ready = 1;
+    server_start_opts(NULL, 0);
+    ASSERT_TRUE(!stale_exists(names[0]));
+    ASSERT_TRUE(!stale_exists(names[1]));
+    for (i = 2; i < 7; i++) {
+        ASSERT_TRUE(stale_exists(names[i]));
+    }
+    close(listening);
+    for (i = 2; i < 7; i++) {
+        char path[300];
+
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    server_stop();
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(redirects_only_the_runtime_default_name_and_ports),
     TEST_CASE(commands_are_answered_by_the_runtime),
@@ -929,5 +1019,6 @@ static const struct test_case cases[] = {
     TEST_CASE(a_runtime_in_an_undetected_host_is_found_when_it_binds),
     TEST_CASE(stepping_aside_leaves_the_runtime_alone),
     TEST_CASE(connect_port_advertises_the_runtime_and_resumes_through_it),
+    TEST_CASE(a_killed_hosts_sockets_are_removed_at_the_next_start),
 };
 TEST_MAIN(cases)

@@ -459,6 +459,116 @@ TEST(varuint_too_long)
     tb_free(&t);
 }
 
+enum hostile_long_defect {
+    HL_NONE,
+    HL_TIMESTAMP_TOO_LONG, /* an 11-byte timestamp varuint */
+    HL_STACK_ID_RANGE,     /* a 5-byte stack id varuint above 32 bits */
+    HL_PAYLOAD_PAST_BLOCK, /* a payload size past the end of the block */
+};
+
+/*
+ * A V5 stream whose EventBlock holds 40 events: the first sets every field, the others carry a
+ * timestamp delta and a 4-byte payload. Event 10, far enough from the block's end for the
+ * reader's unchecked header decoding, carries the defect; *defect_at is the offset of the field
+ * the reader must name.
+ */
+static void
+hostile_build_long(struct tb *t, enum hostile_long_defect defect, size_t *defect_at)
+{
+    struct tb md = { 0 };
+    size_t at;
+    int i;
+
+    tb_v4_header(t);
+    tb_v4_trace(t, 4242);
+    at = tb_v4_block_begin(t, "MetadataBlock");
+    tb_event_block_header(t);
+    tb_md_head(&md, 1, "P", 7, "E");
+    tb_u32(&md, 0); /* no fields */
+    tb_md_event(t, &md);
+    tb_v4_block_end(t, at);
+    at = tb_v4_block_begin(t, "EventBlock");
+    tb_event_block_header(t);
+    tb_u8(t, 0xC7); /* metadata, seq/capture/proc, thread, sorted, size */
+    tb_var(t, 1);
+    tb_var(t, 0);
+    tb_var(t, 100);
+    tb_var(t, 3);
+    tb_var(t, 200);
+    tb_var(t, 1000);
+    tb_var(t, 4);
+    tb_u32(t, 0);
+    for (i = 1; i < 40; i++) {
+        uint8_t flags = 0x00;
+
+        if (i == 10 && defect == HL_STACK_ID_RANGE) {
+            flags = 0x08;
+        } else if (i == 10 && defect == HL_PAYLOAD_PAST_BLOCK) {
+            flags = 0x80;
+        }
+        tb_u8(t, flags);
+        if (i == 10) {
+            *defect_at = t->n;
+        }
+        if (flags == 0x08) {
+            static const uint8_t above_32_bits[5] = { 0xFF, 0xFF, 0xFF, 0xFF, 0x1F };
+
+            tb_bytes(t, above_32_bits, sizeof(above_32_bits));
+        }
+        if (i == 10 && defect == HL_TIMESTAMP_TOO_LONG) {
+            static const uint8_t eleven[11] = { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                                0x80, 0x80, 0x80, 0x80, 0x01 };
+
+            tb_bytes(t, eleven, sizeof(eleven));
+        } else {
+            tb_var(t, 10);
+        }
+        if (flags == 0x80) {
+            tb_var(t, 1000);
+            *defect_at = t->n; /* the payload, which the block does not hold */
+        }
+        tb_u32(t, (uint32_t)i);
+    }
+    tb_v4_block_end(t, at);
+    tb_u8(t, 1);
+    tb_free(&md);
+}
+
+/*
+ * Defects in the middle of a long event block, where the reader decodes headers without a
+ * bounds check per field: the same reason and offset as at the end of a block, and every event
+ * before the defect returned.
+ */
+TEST(defects_inside_a_long_block)
+{
+    static const struct {
+        enum hostile_long_defect defect;
+        const char *reason;
+    } cases[] = {
+        { HL_TIMESTAMP_TOO_LONG, "varuint64 too long or out of range" },
+        { HL_STACK_ID_RANGE, "varuint32 too long or out of range" },
+        { HL_PAYLOAD_PAST_BLOCK, "event runs past the end of its block" },
+    };
+    struct nt_reader_error e;
+    uint64_t events;
+    size_t defect_at = 0;
+    size_t i;
+    struct tb t = { 0 };
+
+    hostile_build_long(&t, HL_NONE, &defect_at);
+    ASSERT_OK(hostile_read(test_guarded_copy(t.b, t.n), t.n, NULL, &e, &events));
+    ASSERT_U64_EQ(events, 40);
+    tb_free(&t);
+    for (i = 0; i < PP_ARRAY_SIZE(cases); i++) {
+        hostile_build_long(&t, cases[i].defect, &defect_at);
+        ASSERT_EQ(hostile_read(test_guarded_copy(t.b, t.n), t.n, NULL, &e, &events), -EBADMSG);
+        ASSERT_U64_EQ(events, 10);
+        ASSERT_STR_EQ(e.reason, cases[i].reason);
+        ASSERT_U64_EQ(e.offset, defect_at);
+        tb_free(&t);
+    }
+}
+
 TEST(undefined_stack_id)
 {
     struct hostile_offsets o;
@@ -589,6 +699,7 @@ static const struct test_case cases[] = {
     TEST_CASE(metadata_count_limit),
     TEST_CASE(huge_field_count_means_no_fields),
     TEST_CASE(varuint_too_long),
+    TEST_CASE(defects_inside_a_long_block),
     TEST_CASE(undefined_stack_id),
     TEST_CASE(trace_version_and_type_checks),
     TEST_CASE(bytes_after_end_tag_are_not_read),

@@ -1,21 +1,39 @@
 #!/usr/bin/env bash
-# Installs what building and testing pipeprof needs on Debian/Ubuntu. Idempotent; needs root
-# (or sudo). Skips apt-get entirely when everything is already there.
+# Installs what pipeprof needs on Debian/Ubuntu. Idempotent; needs root (or sudo). Skips apt-get
+# entirely when everything is already there.
+#   tools/install-deps.sh          building, recording and every test (tools/test.sh, CI)
+#   tools/install-deps.sh --build  building and recording only (tools/quickstart.sh)
 set -euo pipefail
 
-# Build: libuv, libelf, cJSON, zlib (pprof's gzip), http-parser (the HTTP endpoints).
+# Build and record: libuv, libelf, cJSON, zlib (pprof's gzip), http-parser (the HTTP endpoints).
+build_packages=(build-essential cmake pkg-config libuv1-dev libelf-dev libcjson-dev zlib1g-dev
+                libhttp-parser-dev)
 # Tests: clang (libFuzzer, sanitizer runtimes), curl (HTTP endpoints), golang-go (`go tool
 # pprof` reads our pprof files), chromium (renders speedscope's view of our files), Node.js
 # and npm (speedscope's package and its schema; Debian's, unless a node with npm is there),
 # libdevel-nytprof-perl (ships FlameGraph's flamegraph.pl, which draws our folded stacks),
-# libgoogle-perftools-dev (bench/overhead.sh compares against gperftools).
-packages=(build-essential cmake pkg-config libuv1-dev libelf-dev libcjson-dev zlib1g-dev
-          libhttp-parser-dev clang libclang-rt-14-dev curl golang-go chromium
-          libdevel-nytprof-perl libgoogle-perftools-dev)
-command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+# libgoogle-perftools-dev (bench/overhead.sh compares against gperftools); and the .NET
+# diagnostic tools, below.
+test_packages=(clang libclang-rt-14-dev curl golang-go chromium libdevel-nytprof-perl
+               libgoogle-perftools-dev)
+command -v npm >/dev/null 2>&1 || test_packages+=(nodejs npm)
+
+# Other options are left to the sections that take them.
+tests=1
+for arg in "$@"; do
+    [[ $arg != --build ]] || tests=0
+done
+packages=("${build_packages[@]}")
+[ "$tests" -eq 0 ] || packages+=("${test_packages[@]}")
+
+# Installed for this machine's architecture: another architecture's copy (a cross-compiling
+# setup) does not build here, and the -dev packages that cannot stand side by side replace
+# each other.
+native=$(dpkg --print-architecture)
 missing=()
 for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    dpkg-query -W -f='${Architecture} ${Status}\n' "$p" 2>/dev/null |
+        grep -Eq "^($native|all) install ok installed$" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     sudo=""
@@ -27,7 +45,7 @@ fi
 
 # The .NET diagnostic tools are optional: interop tests use them where they can be installed,
 # and say so loudly where not. (dotnet-monitor is not served by NuGet here.)
-if command -v dotnet >/dev/null 2>&1; then
+if [ "$tests" -eq 1 ] && command -v dotnet >/dev/null 2>&1; then
     export PATH="$PATH:$HOME/.dotnet/tools"
     for tool in dotnet-trace dotnet-counters dotnet-stack; do
         if ! command -v "$tool" >/dev/null 2>&1; then
