@@ -40,6 +40,10 @@
 #define HTTP_SAMPLE_GRACE_MS 30000u     /* a recording may overrun its duration this much */
 #define HTTP_READ_BUF        4096u
 #define HTTP_REJECT_FACTOR   4u /* connections over the limit still answered 503, per allowed one */
+/* A connection silent this long while its request is incomplete may be closed for a newcomer:
+ * a client sends its request within milliseconds of connecting, so a burst of real clients is
+ * never closed (they get 503), while connections held open to block others are. */
+#define HTTP_IDLE_EVICT_MS   1000u
 
 enum http_conn_state {
     HTTP_CONN_READING,  /* receiving the request; request deadline */
@@ -65,11 +69,12 @@ struct http_conn {
     struct http_server *server;
     struct http_conn *prev, *next; /* server->conns */
     enum http_conn_state state;
-    int open_handles;  /* 2 until the close callbacks ran */
-    int received;      /* any byte arrived */
-    int continue_sent; /* "100 Continue" was written */
-    int peer_eof;      /* the client has finished sending (half-closed or gone) */
-    int sampling;      /* counted in server->sampling; the backend owes done or a cancel */
+    int open_handles;   /* 2 until the close callbacks ran */
+    int received;       /* any byte arrived */
+    uint64_t active_ms; /* uv_now() at accept and at the last byte received */
+    int continue_sent;  /* "100 Continue" was written */
+    int peer_eof;       /* the client has finished sending (half-closed or gone) */
+    int sampling;       /* counted in server->sampling; the backend owes done or a cancel */
     void *sample_handle;
     uint64_t sample_end_ms; /* uv_now() when the recording should be over (Retry-After) */
     struct http_sample_request sample; /* what is being recorded, and in which format */
@@ -502,6 +507,7 @@ http_conn_on_bytes(struct http_conn *c, const char *data, size_t len)
     int e;
 
     c->received = 1;
+    c->active_ms = uv_now(c->server->loop);
     e = http_request_feed(&c->req, data, len);
     if (e == 1) {
         http_conn_dispatch(c);
@@ -622,18 +628,23 @@ http_reject(struct http_server *s)
 }
 
 /*
- * At the limit: closes the oldest connection that is still waiting for its request, one that
- * sent nothing first. A client cannot hold the endpoint with idle connections; one that is
- * slow to send its request may lose its place to a newcomer. Returns 1 if one was closed.
+ * At the limit: closes a connection that has been silent for HTTP_IDLE_EVICT_MS while still
+ * waiting for its request, one that sent nothing first, else the one silent longest. A client
+ * cannot hold the endpoint with idle connections; one that stalls mid-request for a second may
+ * lose its place to a newcomer. Returns 1 if one was closed.
  */
 static int
 http_drop_idle(struct http_server *s)
 {
+    uint64_t now = uv_now(s->loop);
     struct http_conn *c, *victim = NULL;
 
-    /* conns is newest first: a later one of the same kind is older */
     for (c = s->conns; c != NULL; c = c->next) {
-        if (c->state == HTTP_CONN_READING && (victim == NULL || !c->received || victim->received)) {
+        if (c->state != HTTP_CONN_READING || now - c->active_ms < HTTP_IDLE_EVICT_MS) {
+            continue;
+        }
+        if (victim == NULL || (!c->received && victim->received) ||
+            (c->received == victim->received && c->active_ms <= victim->active_ms)) {
             victim = c;
         }
     }
@@ -682,6 +693,7 @@ http_on_connection(uv_stream_t *listener, int status)
     s->conns = c;
     s->conn_count++;
     c->state = HTTP_CONN_READING;
+    c->active_ms = uv_now(s->loop);
     if (uv_accept(listener, &c->h.stream) != 0 ||
         uv_read_start(&c->h.stream, http_on_alloc, http_on_read) != 0) {
         http_conn_close(c);

@@ -961,10 +961,12 @@ expect_status(const char *req, int status)
     free(r.raw);
 }
 
-/* A newcomer's GET / is answered, then its connection is gone from the server's count. */
+/* After the others were silent for over a second (HTTP_IDLE_EVICT_MS), a newcomer's GET / is
+ * answered, then its connection is gone from the server's count. */
 static void
 newcomer_served(void)
 {
+    usleep(1100000);
     expect_status("GET / HTTP/1.1\r\n\r\n", 200);
     usleep(100000); /* the server sees it leave */
 }
@@ -985,19 +987,18 @@ TEST(server_idle_connections_make_room)
     client_send(a, "GE", 2);
     busy = busy_client();
     wait_for(&fake.starts, 1);
-    b = client_connect(); /* a, busy, b: full */
-    usleep(50000);
+    b = client_connect();                         /* a, busy, b: full */
+    expect_status("GET / HTTP/1.1\r\n\r\n", 503); /* nobody idle long enough yet */
     newcomer_served();
     ASSERT_TRUE(closed_within(b, 2000)); /* sent nothing: the first to go */
     ASSERT_TRUE(!closed_within(a, 100));
     d = client_connect(); /* a, busy, d */
-    usleep(50000);
     newcomer_served();
     ASSERT_TRUE(closed_within(d, 2000)); /* newer than a, but sent nothing */
     ASSERT_TRUE(!closed_within(a, 100));
     e = client_connect();
     client_send(e, "G", 1); /* a, busy, e: both started a request */
-    usleep(50000);
+    usleep(300000);         /* a has been silent longer */
     newcomer_served();
     ASSERT_TRUE(closed_within(a, 2000)); /* the oldest */
     ASSERT_TRUE(!closed_within(e, 100));
