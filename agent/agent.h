@@ -174,6 +174,17 @@ enum ag_sample_source {
                               of the call that opens it, else its start routine under its
                               callers, else nothing). Counted, never given to a stack it did
                               not run. */
+    AG_SOURCE_KERNEL =
+            6, /* CPU mode: CPU time the thread spent in the kernel, split off a
+                  perf_event sample (an unprivileged event skips the overflows that
+                  fall in the kernel, so a sample's weight beyond one interval is
+                  kernel time: timer.c). frames[0] is ag_kernel_pc() (named
+                  "[kernel]"), then the stack of the latest system call the thread's
+                  kernel locator (a CPU-time timer, whose signal arrives as the call
+                  returns) saw it in; when none is known, ag_kernel_unplaced_pc()
+                  over its start routine under its callers, or alone: kernel time
+                  not placed, counted in ag_stats.cpu_kernel_unplaced_ns. (Timer-engine samples
+                  taken as a system call returns are AG_SOURCE_SIGNAL with the same leaf.) */
 };
 
 /* One sample. Frames are instruction addresses, leaf first; frames[0] is the interrupted pc (of
@@ -253,8 +264,12 @@ struct ag_stats {
     uint64_t cpu_tails;        /* final samples (AG_SOURCE_TAIL) claimed at exits and flushes */
     uint64_t cpu_unseen_ns;    /* CPU time burned with the sampling signal blocked (in
                                   AG_SOURCE_UNSEEN samples: where it went is not known) */
-    uint64_t memory_bytes;     /* mapped by the agent: the thread registry and every ring */
-    unsigned requested_hz_cpu; /* current CPU rate (max over requests), 0 when off */
+    uint64_t cpu_kernel_ns;    /* CPU time sampled in the kernel (under a [kernel] leaf frame) */
+    uint64_t cpu_kernel_unplaced_ns; /* of it, time no system call's stack could be given to
+                                        (perf engine: no locator sample yet; under the thread's
+                                        start routine) */
+    uint64_t memory_bytes;           /* mapped by the agent: the thread registry and every ring */
+    unsigned requested_hz_cpu;       /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;
     double effective_hz_cpu;  /* CPU samples per CPU-second of sampled threads (timers: about
                                  the kernel tick at most; weights make up the rest) */
@@ -268,6 +283,16 @@ struct ag_stats {
  * unseen. Consumers that hide the agent's own frames keep this one.
  */
 uint64_t ag_unseen_pc(void);
+
+/*
+ * The leaf frame of CPU time spent in the kernel: the entry of an agent function that never runs
+ * (pipeprof_cpu_in_kernel), which ag_symbolize() names "[kernel]", over the user stack that made
+ * the system call. Consumers that hide the agent's own frames keep this one.
+ */
+uint64_t ag_kernel_pc(void);
+/* The leaf of kernel time that no system call's stack could be given to (named "[kernel, not
+ * placed]"), over the thread's start routine: shown and counted, never given to other code. */
+uint64_t ag_kernel_unplaced_pc(void);
 
 /*
  * Ends every thread's CPU accounting at now, without stopping sampling: the CPU each thread

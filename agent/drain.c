@@ -30,7 +30,7 @@ ag_drain_check_frames(struct ag_sample *s)
         uint64_t pc = s->frames[i];
 
         if (i > 0 || (s->source != AG_SOURCE_SIGNAL && s->source != AG_SOURCE_TAIL &&
-                      s->source != AG_SOURCE_UNSEEN)) {
+                      s->source != AG_SOURCE_UNSEEN && s->source != AG_SOURCE_KERNEL)) {
             pc -= pc != 0;
         }
         if (pc < 4096 || !ag_codemap_contains(pc)) {
@@ -56,6 +56,146 @@ static union {
     unsigned char bytes[sizeof(struct ag_sample) + AG_MAX_FRAMES * sizeof(uint64_t)];
 } ag_drain_tail_buf;
 
+/* How long the stack of a thread's latest system call stands for its kernel time: after that,
+ * kernel time waits for the next one (it may have moved on to other calls). */
+#define AG_KERNEL_SITE_NS 1000000000u
+
+/* Kernel time split off a perf sample, or waiting for a stack (drain.c's own). */
+struct ag_drain_kernel {
+    uint64_t ts, cpu_time_ns, cpu_ns;
+    uint32_t weight;
+};
+
+/* Puts marker over the frames every stack of t shares (its start routine under its callers, when
+ * its last walk reached them) into s: where a thread's time went is not known, only whose. */
+static void
+ag_drain_marker_over_root(const struct ag_thread *t, struct ag_sample *s, uint64_t marker)
+{
+    uint32_t max = ag.cfg.max_frames - 1u;
+    uint32_t depth = t->last_depth < max ? t->last_depth : max;
+    uint32_t from = depth, keep = 0;
+
+    if (t->root_depth != 0 && depth >= t->root_depth && t->last_end == AG_UNWIND_END_ROOT) {
+        from = depth - t->root_depth;
+        keep = t->root_depth;
+    }
+    s->frames[0] = marker;
+    memcpy(s->frames + 1, t->last_frames + from, keep * sizeof(uint64_t));
+    /* A leaf (interrupted pc, start routine entry) becoming a caller is looked up at address
+     * - 1 by consumers: + 1 keeps it in its function. */
+    s->frames[1] += keep != 0 && from == 0;
+    s->depth = keep + 1;
+}
+
+/* The drain's own sample (a final sample, kernel time) in ag_drain_tail_buf: a running CPU
+ * sample of thread tid at ts, standing for cpu_ns in weight intervals, without frames yet. */
+static struct ag_sample *
+ag_drain_own_sample(int32_t tid, uint64_t ts, uint64_t cpu_time_ns, uint8_t source, uint8_t engine,
+                    uint32_t weight, uint64_t cpu_ns)
+{
+    struct ag_sample *s = &ag_drain_tail_buf.s;
+
+    memset(s, 0, sizeof(*s));
+    s->timestamp_ns = ts;
+    s->cpu_time_ns = cpu_time_ns;
+    s->tid = tid;
+    s->mode = AG_MODE_CPU;
+    s->state = AG_STATE_RUNNING;
+    s->source = source;
+    s->engine = engine;
+    s->weight = (uint16_t)(weight < UINT16_MAX ? weight : UINT16_MAX);
+    s->cpu_delta_ns = cpu_ns;
+    return s;
+}
+
+/* Hands the drain's own sample s to fn. Returns fn's value. */
+static int
+ag_drain_own_deliver(const struct ag_sample *s, ag_record_fn fn, void *ctx, int *n)
+{
+    struct ag_record rec;
+
+    memset(&rec, 0, sizeof(rec));
+    rec.kind = AG_RECORD_SAMPLE;
+    rec.tid = s->tid;
+    rec.u.sample = s;
+    (*n)++;
+    return fn(&rec, ctx);
+}
+
+/* Delivers kernel time k under the stack of t's latest system call, or (unplaced) under its
+ * start routine. Returns fn's value. */
+static int
+ag_drain_kernel_deliver(struct ag_thread *t, int32_t tid, const struct ag_drain_kernel *k,
+                        int placed, ag_record_fn fn, void *ctx, int *n)
+{
+    struct ag_sample *s = ag_drain_own_sample(tid, k->ts, k->cpu_time_ns, AG_SOURCE_KERNEL,
+                                              AG_CPU_ENGINE_PERF, k->weight, k->cpu_ns);
+
+    if (placed) {
+        memcpy(s->frames, t->kern_frames, t->kern_depth * sizeof(uint64_t));
+        s->depth = t->kern_depth;
+        s->unwinder = t->kern_unwinder;
+        s->end = t->kern_end;
+        if (s->end == AG_UNWIND_END_NOT_CODE) { /* another stack delivered cut: counted again */
+            atomic_fetch_add_explicit(&ag.n_not_code, 1, memory_order_relaxed);
+        }
+    } else {
+        ag_drain_marker_over_root(t, s, ag_kernel_unplaced_pc());
+        s->unwinder = s->depth > 1 ? t->last_unwinder : AG_UNWINDER_NONE;
+        s->end = s->depth > 1 ? AG_UNWIND_END_ROOT : AG_UNWIND_END_LEAF_ONLY;
+        atomic_fetch_add_explicit(&ag.cpu_kernel_unplaced_ns, k->cpu_ns, memory_order_relaxed);
+    }
+    return ag_drain_own_deliver(s, fn, ctx, n);
+}
+
+/* Delivers the kernel time of t that waited for a stack, as if taken at ts: under the latest
+ * system call's stack (placed), or as not placed. Returns fn's value. */
+static int
+ag_drain_kernel_waiting(struct ag_thread *t, int32_t tid, uint64_t ts, uint64_t cpu_time_ns,
+                        int placed, ag_record_fn fn, void *ctx, int *n)
+{
+    struct ag_drain_kernel k = { ts, cpu_time_ns, t->kern_pend_ns, t->kern_pend_w };
+
+    if (k.weight == 0) {
+        return 0;
+    }
+    t->kern_pend_w = 0;
+    t->kern_pend_ns = 0;
+    return ag_drain_kernel_deliver(t, tid, &k, placed, fn, ctx, n);
+}
+
+/*
+ * An AG_SOURCE_KERNEL record of t's ring: a locator's (weight 0) records the stack of the latest
+ * system call and takes the kernel time that waited for one; a split-off one goes under that
+ * stack while it is recent, else waits (timer.c, "Kernel time on perf_event"). Returns fn's
+ * value.
+ */
+static int
+ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_record_fn fn,
+                void *ctx, int *n)
+{
+    struct ag_drain_kernel k = { s->timestamp_ns, s->cpu_time_ns, s->cpu_delta_ns, s->weight };
+
+    if (s->weight == 0) {
+        t->kern_depth = s->depth < AG_MAX_FRAMES ? s->depth : AG_MAX_FRAMES;
+        memcpy(t->kern_frames, s->frames, t->kern_depth * sizeof(uint64_t));
+        t->kern_unwinder = s->unwinder;
+        t->kern_end = s->end;
+        t->kern_ts = s->timestamp_ns;
+        return t->kern_depth == 0 ? 0
+                                  : ag_drain_kernel_waiting(t, tid, s->timestamp_ns, s->cpu_time_ns,
+                                                            1, fn, ctx, n);
+    }
+    if (t->kern_depth != 0 && s->timestamp_ns < t->kern_ts + AG_KERNEL_SITE_NS) {
+        return ag_drain_kernel_deliver(t, tid, &k, 1, fn, ctx, n);
+    }
+    t->kern_pend_w += s->weight;
+    t->kern_pend_ns += s->cpu_delta_ns;
+    t->kern_pend_ts = s->timestamp_ns;
+    t->kern_pend_cpu_time = s->cpu_time_ns;
+    return 0;
+}
+
 /*
  * Delivers one ring's pending samples, up to those taken at `until` (UINT64_MAX: all). The
  * stack of each CPU sample is kept in t->last_frames for the thread's final sample. Returns 0,
@@ -79,6 +219,14 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
             continue;
         }
         ag_drain_check_frames((struct ag_sample *)(uintptr_t)s);
+        if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_KERNEL) {
+            rc = ag_drain_kernel(t, tid, s, fn, ctx, n);
+            ag_ring_release(r);
+            if (rc != 0) {
+                return rc;
+            }
+            continue;
+        }
         if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_SIGNAL) {
             memcpy(t->last_frames, s->frames, s->depth * sizeof(uint64_t));
             t->last_depth = s->depth;
@@ -123,26 +271,18 @@ static int
 ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail, ag_record_fn fn,
               void *ctx, int *n)
 {
-    struct ag_sample *s = &ag_drain_tail_buf.s;
-    struct ag_record rec;
+    struct ag_sample *s;
     uint32_t max = ag.cfg.max_frames - (tail->unseen ? 1u : 0u);
     uint32_t depth = t->last_depth < max ? t->last_depth : max;
 
     if (depth == 0 && !tail->unseen) {
         return 0; /* no stack is known for it (a thread found by the scan, never sampled) */
     }
-    memset(s, 0, sizeof(*s));
-    s->timestamp_ns = tail->ts;
-    s->cpu_time_ns = tail->cpu_time_ns;
-    s->tid = tid;
-    s->mode = AG_MODE_CPU;
-    s->state = AG_STATE_RUNNING;
-    s->source = tail->unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL;
+    s = ag_drain_own_sample(tid, tail->ts, tail->cpu_time_ns,
+                            tail->unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL, tail->engine,
+                            tail->weight, tail->cpu_ns);
     s->unwinder = t->last_unwinder;
     s->end = t->last_end;
-    s->engine = tail->engine;
-    s->weight = (uint16_t)(tail->weight < UINT16_MAX ? tail->weight : UINT16_MAX);
-    s->cpu_delta_ns = tail->cpu_ns;
     if (!tail->unseen) {
         s->depth = depth;
         memcpy(s->frames, t->last_frames, depth * sizeof(uint64_t));
@@ -152,27 +292,10 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
         s->depth++;
     } else {
         /* It started with the signal blocked: where it was is not known, and of the last stack
-         * only the frames every stack of the thread shares (its start routine under its
-         * callers, when the last walk reached them) go under the marker. */
-        uint32_t from = depth, keep = 0;
-
-        if (t->root_depth != 0 && depth >= t->root_depth && t->last_end == AG_UNWIND_END_ROOT) {
-            from = depth - t->root_depth;
-            keep = t->root_depth;
-        }
-        s->frames[0] = ag_unseen_pc();
-        memcpy(s->frames + 1, t->last_frames + from, keep * sizeof(uint64_t));
-        /* A leaf (interrupted pc, start routine entry) becoming a caller is looked up at address
-         * - 1 by consumers: + 1 keeps it in its function. */
-        s->frames[1] += keep != 0 && from == 0;
-        s->depth = keep + 1;
+         * only the frames every stack of the thread shares go under the marker. */
+        ag_drain_marker_over_root(t, s, ag_unseen_pc());
     }
-    memset(&rec, 0, sizeof(rec));
-    rec.kind = AG_RECORD_SAMPLE;
-    rec.tid = tid;
-    rec.u.sample = s;
-    (*n)++;
-    return fn(&rec, ctx);
+    return ag_drain_own_deliver(s, fn, ctx, n);
 }
 
 int
@@ -193,7 +316,7 @@ ag_drain(ag_record_fn fn, void *ctx)
         struct ag_drain_tail tail;
         struct ag_record rec;
         char name[AG_NAME_MAX];
-        int state, announce;
+        int state, announce, kern_flush;
         int32_t tid;
         uint64_t dropped;
 
@@ -218,6 +341,8 @@ ag_drain(ag_record_fn fn, void *ctx)
         tail.engine = t->tail_engine;
         tail.unseen = t->tail_unseen;
         t->tail_unseen = 0;
+        kern_flush = t->kern_flush;
+        t->kern_flush = 0;
         t->tail_weight = 0;
         t->tail_cpu_ns = 0;
         pthread_mutex_unlock(&ag.reg_lock);
@@ -256,6 +381,11 @@ ag_drain(ag_record_fn fn, void *ctx)
         }
         if (rc == 0) {
             rc = ag_drain_ring(t, &t->wring, tid, UINT64_MAX, fn, ctx, &n);
+        }
+        if (rc == 0 && (kern_flush || state == AG_SLOT_EXITING)) {
+            /* Kernel time that waited for a stack in vain: under the start routine, not placed. */
+            rc = ag_drain_kernel_waiting(t, tid, t->kern_pend_ts, t->kern_pend_cpu_time, 0, fn, ctx,
+                                         &n);
         }
         if (rc != 0) {
             break;

@@ -144,6 +144,14 @@ ag_module_new(const struct dl_phdr_info *info, int is_exe, struct ag_module **ou
         m->path = strdup(m->name[0] != '\0' ? m->name : "[vdso]");
     } else if (is_exe) {
         m->path = ag_modules_exe_path();
+    } else if (m->name[0] != '/' && m->name[0] != '\0') {
+        /* A relative path (LD_PRELOAD=build/lib/libpipeprof.so) names the file only from the
+         * loader's working directory: resolved now, or the module's symbols (pipeprof's own
+         * markers, [kernel] among them) would go unnamed. */
+        m->path = realpath(m->name, NULL);
+        if (m->path == NULL && errno != ENOMEM) {
+            m->path = strdup(m->name);
+        }
     } else {
         m->path = strdup(m->name);
     }
@@ -542,6 +550,11 @@ ag_symbolize(uint64_t pc, struct ag_symbol *out)
     out->raw_name = m->symtab->strings + s->name_off;
     out->name = s->demangled != NULL ? s->demangled : out->raw_name;
     out->start = m->base + s->addr;
+    if (out->start == ag_kernel_pc()) {
+        out->name = "[kernel]"; /* the marker of CPU time in the kernel, as perf names it */
+    } else if (out->start == ag_kernel_unplaced_pc()) {
+        out->name = "[kernel, not placed]";
+    }
     out->size = s->size;
     out->offset = pc - out->start;
     err = 0;

@@ -89,6 +89,23 @@ ag_sig_regs(const ucontext_t *uc, uint64_t *pc, uint64_t *sp, uint64_t *fp)
 #endif
 }
 
+int
+ag_sig_in_syscall(uint64_t pc)
+{
+    /* Byte and word reads of the interrupted code: mapped, since it was executing. An instruction
+     * that crosses a page is left out rather than read across the boundary. */
+#if defined(__x86_64__)
+    const volatile uint8_t *c = (const volatile uint8_t *)(uintptr_t)pc;
+
+    return ((pc & 4095) >= 2 && c[-2] == 0x0f && c[-1] == 0x05) ||
+           ((pc & 4095) <= 4094 && c[0] == 0x0f && c[1] == 0x05);
+#elif defined(__aarch64__)
+    const volatile uint32_t *c = (const volatile uint32_t *)(uintptr_t)pc;
+
+    return (pc & 3) == 0 && (((pc & 4095) >= 4 && c[-1] == 0xd4000001u) || c[0] == 0xd4000001u);
+#endif
+}
+
 uint64_t
 ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t period, int at_least_one,
                  uint64_t *delta_out)
@@ -127,10 +144,11 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     struct ag_unwind_ctx c;
     struct ag_thread *t;
     struct ag_sample *s;
-    uint64_t pc, sp, fp, lo, hi, cpu, delta, period;
+    uint64_t pc, sp, fp, lo, hi, cpu, delta, period, kernel_ns = 0;
     uint8_t mode, engine = 0;
     unsigned hz;
-    int eintr;
+    int eintr, in_kernel = 0, site = 0;
+    uint32_t skip = 0, kernel_w = 0;
 
     (void)signo;
     atomic_fetch_add_explicit(&ag.inflight, 1, memory_order_seq_cst);
@@ -176,8 +194,21 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     if (hz == 0) {
         goto out; /* a signal still in flight after the mode was switched off */
     }
+    if (engine == AG_CPU_ENGINE_TIMER) {
+        /* A CPU-time timer's expiry is seen at a tick and its signal sent as the thread returns
+         * to user space: from a system call when the tick found it in the kernel. */
+        in_kernel = ag_sig_in_syscall(pc);
+        if (atomic_load_explicit(&t->kern_locating, memory_order_relaxed)) {
+            /* The kernel locator of a perf thread: only where its system calls are (timer.c). */
+            if (!in_kernel) {
+                goto out;
+            }
+            site = 1;
+        }
+    }
     cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
-    if (mode == AG_MODE_CPU && atomic_load_explicit(&t->sigblk_claimed, memory_order_relaxed)) {
+    if (mode == AG_MODE_CPU && !site &&
+        atomic_load_explicit(&t->sigblk_claimed, memory_order_relaxed)) {
         /* The signal left pending while the thread blocked it, delivered as the mask opened,
          * after the interposer claimed its span: a sample of it would count an interval that
          * ran nowhere near this stack. The little since goes to the next sample. */
@@ -199,7 +230,11 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     s->engine = engine;
     s->weight = 1;
     s->cpu_delta_ns = 0;
-    if (mode == AG_MODE_CPU) {
+    s->source = AG_SOURCE_SIGNAL;
+    if (site) {
+        s->weight = 0; /* a stack for the kernel time of the thread's perf samples (drain.c) */
+        s->source = AG_SOURCE_KERNEL;
+    } else if (mode == AG_MODE_CPU) {
         /* The sample stands for the thread's CPU time since its previous one (the baseline set
          * when it was armed): merged timer expiries, ticks that found the thread in the kernel
          * (the perf event counts user space only) and coalesced signals all come back here. */
@@ -208,6 +243,19 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
          * up to the thread's CPU time in intervals (every sample counts at least once). */
         s->weight = (uint16_t)ag_sig_cpu_weigh(t, cpu, period, 1, &delta);
         s->cpu_delta_ns = delta != 0 ? delta : period;
+        if (engine == AG_CPU_ENGINE_PERF && s->weight > 1 &&
+            !atomic_exchange_explicit(&t->perf_fresh, 0, memory_order_relaxed)) {
+            /* The overflows the event skipped in the kernel: all but this sample's own interval
+             * is kernel time, split off below (timer.c says why). */
+            kernel_w = s->weight - 1u;
+            kernel_ns = s->cpu_delta_ns / s->weight * kernel_w;
+            s->weight = 1;
+            s->cpu_delta_ns -= kernel_ns;
+            atomic_fetch_add_explicit(&t->kern_w, kernel_w, memory_order_relaxed);
+        } else if (in_kernel) {
+            kernel_ns = s->cpu_delta_ns;
+        }
+        atomic_fetch_add_explicit(&ag.cpu_kernel_ns, kernel_ns, memory_order_relaxed);
         atomic_store_explicit(&t->last_claim_ns, s->timestamp_ns, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.n_cpu_weight, s->weight, memory_order_relaxed);
         if (engine == AG_CPU_ENGINE_TIMER) { /* what auto's check reads (timer.c) */
@@ -220,7 +268,10 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         }
     }
     s->state = AG_STATE_RUNNING;
-    s->source = AG_SOURCE_SIGNAL;
+    if (in_kernel) {
+        s->frames[0] = (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel; /* the [kernel] leaf */
+        skip = 1;
+    }
     lo = atomic_load_explicit(&t->stack_lo, memory_order_acquire);
     hi = atomic_load_explicit(&t->stack_hi, memory_order_acquire);
     if (hi == 0 && ag_tls_stack_hi != 0) {
@@ -232,11 +283,30 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     }
     ag_sig_unwind_ctx_init(&c, sp, lo, hi);
     c.cache = t->cfi_cache; /* this thread's: the handler does not nest */
-    ag_sig_unwind(&c, pc, sp, fp, 0, s->frames, ag.cfg.max_frames, &res);
-    s->depth = res.depth;
+    ag_sig_unwind(&c, pc, sp, fp, 0, s->frames + skip, ag.cfg.max_frames - skip, &res);
+    s->depth = res.depth + skip;
     s->unwinder = res.unwinder;
     s->end = res.end;
     ag_ring_commit(&t->ring);
+    if (kernel_w != 0) {
+        struct ag_sample *k = ag_ring_reserve(&t->ring);
+
+        /* The kernel time, ending where this sample's own interval begins; the drain gives it
+         * the stack of the thread's latest system call. */
+        if (k == NULL) {
+            atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+        } else {
+            *k = *s;
+            k->timestamp_ns = s->timestamp_ns - s->cpu_delta_ns;
+            k->cpu_time_ns = cpu - s->cpu_delta_ns;
+            k->source = AG_SOURCE_KERNEL;
+            k->weight = (uint16_t)kernel_w;
+            k->cpu_delta_ns = kernel_ns;
+            k->depth = 0;
+            ag_ring_commit(&t->ring);
+        }
+    }
     atomic_fetch_add_explicit(&ag.n_samples, 1, memory_order_relaxed);
     if (atomic_load_explicit(&ag_sig_unknown_code, memory_order_relaxed) == 1) {
         int seen = 1;
