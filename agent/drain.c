@@ -56,9 +56,11 @@ static union {
     unsigned char bytes[sizeof(struct ag_sample) + AG_MAX_FRAMES * sizeof(uint64_t)];
 } ag_drain_tail_buf;
 
-/* How long the stack of a thread's latest system call stands for its kernel time: after that,
- * kernel time waits for the next one (it may have moved on to other calls). */
-#define AG_KERNEL_SITE_NS 1000000000u
+/* How much of a thread's CPU time the stack of its latest system call stands for its kernel
+ * time: the locator sees a call every few ms of CPU in a thread that makes many (its expiry every
+ * tick, in the kernel one time in k); kernel time further from any seen call is not placed there
+ * (a thread that made a call long ago and is now preempted in its own code). */
+#define AG_KERNEL_SITE_CPU_NS 50000000u
 
 /* Kernel time split off a perf sample, or waiting for a stack (drain.c's own). */
 struct ag_drain_kernel {
@@ -122,53 +124,75 @@ ag_drain_own_deliver(const struct ag_sample *s, ag_record_fn fn, void *ctx, int 
     return fn(&rec, ctx);
 }
 
-/* Delivers kernel time k under the stack of t's latest system call, or (unplaced) under its
- * start routine. Returns fn's value. */
+/* How kernel time is delivered: under the stack of the latest system call, or (not placed)
+ * over the stack of the sample that follows it, or over the thread's start routine. */
+enum ag_drain_kernel_place {
+    AG_KERNEL_AT_CALL,
+    AG_KERNEL_OVER_NEXT,
+    AG_KERNEL_OVER_ROOT,
+};
+
+/* Delivers kernel time k of t (next: the sample that follows it, for AG_KERNEL_OVER_NEXT).
+ * Returns fn's value. */
 static int
 ag_drain_kernel_deliver(struct ag_thread *t, int32_t tid, const struct ag_drain_kernel *k,
-                        int placed, ag_record_fn fn, void *ctx, int *n)
+                        enum ag_drain_kernel_place place, const struct ag_sample *next,
+                        ag_record_fn fn, void *ctx, int *n)
 {
     struct ag_sample *s = ag_drain_own_sample(tid, k->ts, k->cpu_time_ns, AG_SOURCE_KERNEL,
                                               AG_CPU_ENGINE_PERF, k->weight, k->cpu_ns);
 
-    if (placed) {
+    if (place == AG_KERNEL_AT_CALL) {
         memcpy(s->frames, t->kern_frames, t->kern_depth * sizeof(uint64_t));
         s->depth = t->kern_depth;
         s->unwinder = t->kern_unwinder;
         s->end = t->kern_end;
-        if (s->end == AG_UNWIND_END_NOT_CODE) { /* another stack delivered cut: counted again */
-            atomic_fetch_add_explicit(&ag.n_not_code, 1, memory_order_relaxed);
-        }
+    } else if (place == AG_KERNEL_OVER_NEXT) {
+        uint32_t depth = next->depth < ag.cfg.max_frames ? next->depth : ag.cfg.max_frames - 1u;
+
+        s->frames[0] = ag_kernel_unplaced_pc();
+        memcpy(s->frames + 1, next->frames, depth * sizeof(uint64_t));
+        s->frames[1] += depth != 0; /* an interrupted pc becomes a caller: looked up at - 1 */
+        s->depth = depth + 1;
+        s->unwinder = next->unwinder;
+        s->end = next->end;
     } else {
         ag_drain_marker_over_root(t, s, ag_kernel_unplaced_pc());
         s->unwinder = s->depth > 1 ? t->last_unwinder : AG_UNWINDER_NONE;
         s->end = s->depth > 1 ? AG_UNWIND_END_ROOT : AG_UNWIND_END_LEAF_ONLY;
+    }
+    if (place != AG_KERNEL_AT_CALL) {
         atomic_fetch_add_explicit(&ag.cpu_kernel_unplaced_ns, k->cpu_ns, memory_order_relaxed);
+    }
+    if (place != AG_KERNEL_OVER_ROOT && s->end == AG_UNWIND_END_NOT_CODE) {
+        atomic_fetch_add_explicit(&ag.n_not_code, 1, memory_order_relaxed); /* delivered cut */
     }
     return ag_drain_own_deliver(s, fn, ctx, n);
 }
 
-/* Delivers the kernel time of t that waited for a stack, as if taken at ts: under the latest
- * system call's stack (placed), or as not placed. Returns fn's value. */
+/* Delivers the kernel time of t that waits for a place (t->kern_pend_*), if any. Returns fn's
+ * value. */
 static int
-ag_drain_kernel_waiting(struct ag_thread *t, int32_t tid, uint64_t ts, uint64_t cpu_time_ns,
-                        int placed, ag_record_fn fn, void *ctx, int *n)
+ag_drain_kernel_waiting(struct ag_thread *t, int32_t tid, enum ag_drain_kernel_place place,
+                        const struct ag_sample *next, ag_record_fn fn, void *ctx, int *n)
 {
-    struct ag_drain_kernel k = { ts, cpu_time_ns, t->kern_pend_ns, t->kern_pend_w };
+    struct ag_drain_kernel k = { t->kern_pend_ts, t->kern_pend_cpu_time, t->kern_pend_ns,
+                                 t->kern_pend_w };
 
     if (k.weight == 0) {
         return 0;
     }
     t->kern_pend_w = 0;
     t->kern_pend_ns = 0;
-    return ag_drain_kernel_deliver(t, tid, &k, placed, fn, ctx, n);
+    return ag_drain_kernel_deliver(t, tid, &k, place, next, fn, ctx, n);
 }
 
 /*
  * An AG_SOURCE_KERNEL record of t's ring: a locator's (weight 0) records the stack of the latest
- * system call and takes the kernel time that waited for one; a split-off one goes under that
- * stack while it is recent, else waits (timer.c, "Kernel time on perf_event"). Returns fn's
- * value.
+ * system call; a split-off one (which the handler writes just before the perf sample it came
+ * from) goes under that stack when the call was seen within AG_KERNEL_SITE_CPU_NS of the thread's
+ * CPU time, else waits for the next record: that perf sample, over whose stack it goes as not
+ * placed (timer.c, "Kernel time on perf_event"). Returns fn's value.
  */
 static int
 ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_record_fn fn,
@@ -181,13 +205,13 @@ ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_
         memcpy(t->kern_frames, s->frames, t->kern_depth * sizeof(uint64_t));
         t->kern_unwinder = s->unwinder;
         t->kern_end = s->end;
-        t->kern_ts = s->timestamp_ns;
-        return t->kern_depth == 0 ? 0
-                                  : ag_drain_kernel_waiting(t, tid, s->timestamp_ns, s->cpu_time_ns,
-                                                            1, fn, ctx, n);
+        t->kern_cpu = s->cpu_time_ns;
+        return t->kern_depth == 0
+                       ? 0
+                       : ag_drain_kernel_waiting(t, tid, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
     }
-    if (t->kern_depth != 0 && s->timestamp_ns < t->kern_ts + AG_KERNEL_SITE_NS) {
-        return ag_drain_kernel_deliver(t, tid, &k, 1, fn, ctx, n);
+    if (t->kern_depth != 0 && s->cpu_time_ns < t->kern_cpu + AG_KERNEL_SITE_CPU_NS) {
+        return ag_drain_kernel_deliver(t, tid, &k, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
     }
     t->kern_pend_w += s->weight;
     t->kern_pend_ns += s->cpu_delta_ns;
@@ -228,6 +252,11 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
             continue;
         }
         if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_SIGNAL) {
+            rc = ag_drain_kernel_waiting(t, tid, AG_KERNEL_OVER_NEXT, s, fn, ctx, n);
+            if (rc != 0) {
+                ag_ring_release(r);
+                return rc;
+            }
             memcpy(t->last_frames, s->frames, s->depth * sizeof(uint64_t));
             t->last_depth = s->depth;
             t->last_unwinder = s->unwinder;
@@ -383,9 +412,8 @@ ag_drain(ag_record_fn fn, void *ctx)
             rc = ag_drain_ring(t, &t->wring, tid, UINT64_MAX, fn, ctx, &n);
         }
         if (rc == 0 && (kern_flush || state == AG_SLOT_EXITING)) {
-            /* Kernel time that waited for a stack in vain: under the start routine, not placed. */
-            rc = ag_drain_kernel_waiting(t, tid, t->kern_pend_ts, t->kern_pend_cpu_time, 0, fn, ctx,
-                                         &n);
+            /* Kernel time that waited for a sample in vain: over the start routine, not placed. */
+            rc = ag_drain_kernel_waiting(t, tid, AG_KERNEL_OVER_ROOT, NULL, fn, ctx, &n);
         }
         if (rc != 0) {
             break;

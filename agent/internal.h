@@ -192,11 +192,11 @@ struct ag_thread {
     int kern_flush; /* reg: ag_cpu_flush() asks the drain to deliver kernel time waiting for a
                        stack now, as not placed */
     /* drain: the stack of the latest system call a locator saw (in the same mapping), and
-     * kernel time waiting for one */
+     * kernel time waiting for the record after it */
     uint64_t *kern_frames;
     uint32_t kern_depth;
     uint8_t kern_unwinder, kern_end;
-    uint64_t kern_ts;
+    uint64_t kern_cpu; /* the thread's CPU time at that call */
     uint64_t kern_pend_ns, kern_pend_ts, kern_pend_cpu_time;
     uint32_t kern_pend_w;
     /* self (the handler): resolved CFI rows (agent/cfi.h), in the same mapping; set at

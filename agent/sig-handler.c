@@ -249,8 +249,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
              * is kernel time, split off below (timer.c says why). */
             kernel_w = s->weight - 1u;
             kernel_ns = s->cpu_delta_ns / s->weight * kernel_w;
-            s->weight = 1;
-            s->cpu_delta_ns -= kernel_ns;
+            delta = s->cpu_delta_ns;
             atomic_fetch_add_explicit(&t->kern_w, kernel_w, memory_order_relaxed);
         } else if (in_kernel) {
             kernel_ns = s->cpu_delta_ns;
@@ -268,6 +267,36 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         }
     }
     s->state = AG_STATE_RUNNING;
+    if (kernel_w != 0) {
+        /* The kernel time goes first, ending where this sample's own interval begins; the drain
+         * gives it the stack of the thread's latest system call, or this sample's. */
+        struct ag_sample *u;
+        uint64_t ts = s->timestamp_ns, own = delta - kernel_ns;
+
+        s->source = AG_SOURCE_KERNEL;
+        s->weight = (uint16_t)kernel_w;
+        s->cpu_delta_ns = kernel_ns;
+        s->timestamp_ns = ts - own;
+        s->cpu_time_ns = cpu - own;
+        s->depth = 0;
+        ag_ring_commit(&t->ring);
+        u = ag_ring_reserve(&t->ring);
+        if (u == NULL) {
+            atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+            goto out;
+        }
+        u->timestamp_ns = ts;
+        u->cpu_time_ns = cpu;
+        u->tid = ag_tls_tid;
+        u->mode = mode;
+        u->engine = engine;
+        u->weight = 1;
+        u->cpu_delta_ns = own;
+        u->state = AG_STATE_RUNNING;
+        u->source = AG_SOURCE_SIGNAL;
+        s = u;
+    }
     if (in_kernel) {
         s->frames[0] = (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel; /* the [kernel] leaf */
         skip = 1;
@@ -288,25 +317,6 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     s->unwinder = res.unwinder;
     s->end = res.end;
     ag_ring_commit(&t->ring);
-    if (kernel_w != 0) {
-        struct ag_sample *k = ag_ring_reserve(&t->ring);
-
-        /* The kernel time, ending where this sample's own interval begins; the drain gives it
-         * the stack of the thread's latest system call. */
-        if (k == NULL) {
-            atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
-        } else {
-            *k = *s;
-            k->timestamp_ns = s->timestamp_ns - s->cpu_delta_ns;
-            k->cpu_time_ns = cpu - s->cpu_delta_ns;
-            k->source = AG_SOURCE_KERNEL;
-            k->weight = (uint16_t)kernel_w;
-            k->cpu_delta_ns = kernel_ns;
-            k->depth = 0;
-            ag_ring_commit(&t->ring);
-        }
-    }
     atomic_fetch_add_explicit(&ag.n_samples, 1, memory_order_relaxed);
     if (atomic_load_explicit(&ag_sig_unknown_code, memory_order_relaxed) == 1) {
         int seen = 1;
