@@ -64,6 +64,8 @@ enum ag_log_level {
 struct ag_config {
     int disabled;         /* PIPEPROF_DISABLE=1: ag_start() does nothing */
     enum ag_mode mode;    /* PIPEPROF_MODE=cpu|wall (default cpu): the default session mode */
+    int mode_set;         /* PIPEPROF_MODE was given: it also holds for sessions of other tools
+                             that ask for thread time (bridge/agent-source.c) */
     unsigned hz;          /* PIPEPROF_HZ=1..AG_HZ_MAX (default 99): the default session rate */
     int signo;            /* PIPEPROF_SIGNAL=SIGPROF|PROF|27|SIGRTMIN+3 (default SIGPROF) */
     unsigned ring_slots;  /* PIPEPROF_RING_SLOTS: samples per thread ring, power of two,

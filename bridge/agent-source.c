@@ -362,29 +362,43 @@ bridge_owner_claim(struct bridge_source *src)
     return 0;
 }
 
-/* The session's mode and rate: the defaults, or the filter data of either provider. */
+/*
+ * The session's mode and rate: the defaults, or the filter data of either provider. A session of
+ * another tool that asks for the SampleProfiler (dotnet-trace's default profile, a runtime
+ * sampler's semantics: every thread's state and stack every interval, running, runnable or
+ * blocked, which TraceEvent's thread-time view charges) gets wall mode, its thread time: CPU mode
+ * left a runnable thread's time without a stack (88 % on a bare "Threads" node with 6 busy
+ * threads on 2 cores). pipeprof's own clients name their mode (the pipeprof provider), and
+ * PIPEPROF_MODE, when set, or mode= in the filter data hold for every session.
+ */
 static void
 bridge_session_rate(const struct bridge_source *src, const struct ipc_session_config *cfg,
                     enum ag_mode *mode, unsigned *hz, int log)
 {
     const char *why = NULL;
+    enum ag_mode asked = (enum ag_mode)0;
     uint32_t i;
 
-    *mode = src->defaults.mode;
     *hz = src->defaults.hz;
     for (i = 0; i < cfg->provider_count; i++) {
         const struct ipc_provider *p = &cfg->providers[i];
 
         if (p->args != NULL && (strcmp(p->name, NT_PROVIDER_SAMPLE_PROFILER) == 0 ||
                                 strcmp(p->name, BRIDGE_PROVIDER_PIPEPROF) == 0)) {
-            if (bridge_filter_parse(p->args, mode, hz, &why) != 0) {
+            if (bridge_filter_parse(p->args, &asked, hz, &why) != 0) {
                 if (log) {
                     bridge_log_session(cfg->session_id, "filter data ignored", why);
                 }
-                *mode = src->defaults.mode;
+                asked = 0;
                 *hz = src->defaults.hz;
             }
         }
+    }
+    *mode = asked != 0 ? asked : src->defaults.mode;
+    if (asked == 0 && !src->defaults.mode_set &&
+        ipc_session_config_enables(cfg, NT_PROVIDER_SAMPLE_PROFILER, 0, 4) &&
+        !ipc_session_config_enables(cfg, BRIDGE_PROVIDER_PIPEPROF, 0, 4)) {
+        *mode = AG_MODE_WALL; /* thread time */
     }
 }
 

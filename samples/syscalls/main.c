@@ -6,14 +6,18 @@
  * it is right when each function's share of the samples (its kernel time included) equals its
  * share of that CPU time.
  *
- *   sc_write / sc_compute  one thread, 2 ms of write(2) calls to /dev/null (mostly kernel time),
- *                          then 2 ms of arithmetic, in turn
- *   sc_io_write / sc_io_parse  an I/O-like thread: 0.6 ms of write(2) calls, 0.4 ms of
- *                          arithmetic, 3 ms asleep (bursty, in step with a 250 Hz tick)
- *   sc_zero                read(2) of /dev/zero, 16 KiB at a time, always (nearly all kernel)
- *   sc_busy                arithmetic, always
+ *   sc_write / sc_compute  one thread, 5000 write(2) calls of 512 bytes to /dev/null (mostly
+ *                          kernel time), then 1 M steps of arithmetic, in turn
+ *   sc_io_write / sc_io_parse  an I/O-like thread: 2700 write(2) calls, 360 k steps of
+ *                          arithmetic, 3 ms asleep (bursty)
+ *   sc_zero                read(2) of /dev/zero, 16 KiB at a time, 9500 a phase (nearly all
+ *                          kernel time)
+ *   sc_busy                arithmetic, 4.5 M steps a phase
  *
- * Each phase and sleep lasts from half to one and a half times its mean (sc_jitter).
+ * On the 2-vCPU VM of docs/performance.md a write costs about 220 ns of CPU, a read 530 ns, a
+ * step 1.1 ns (a cycle of the first thread, 2.2 ms, is no multiple of a 1 or 4 ms interval): the
+ * phases last about 1.1, 1.1, 0.6, 0.4, 5 and 5 ms when the thread has a core. Each phase's work
+ * and each sleep is from half to one and a half times its mean (sc_jitter).
  *
  * usage: pp-sample-syscalls [SECONDS [OUT.json [MASK]]] (default 3 s; MASK, a number, runs only the
  * threads whose bit is set, in the order above, default all): {"sc_write": ns, ...} plus
@@ -54,83 +58,81 @@ sc_sleep(uint64_t ns)
 }
 
 /* The work, inlined into each function a profile must name (a function under another would
- * count for both). Each runs for about ns of wall time. */
+ * count for both). A phase is an amount of work, not of time: a phase timed by the clock is cut
+ * short when its thread waits for a core, so on a loaded machine which phase a thread resumes in
+ * would depend on the sampler's own timing, and a sample's weight (the CPU since the previous
+ * one) would carry the other phase's time (up to 15 % of the thread's CPU moved between its two
+ * functions with three busy loops beside it, under either engine). */
 static inline __attribute__((always_inline)) void
-sc_write_for(uint64_t ns)
+sc_write_n(uint64_t n)
 {
     static const char buf[512];
-    uint64_t end = sc_now(CLOCK_MONOTONIC) + ns;
 
-    do {
-        for (int i = 0; i < 16; i++) {
-            if (write(sc_null, buf, sizeof(buf)) < 0) {
-                abort();
-            }
+    for (uint64_t i = 0; i < n; i++) {
+        if (write(sc_null, buf, sizeof(buf)) < 0) {
+            abort();
         }
-    } while (sc_now(CLOCK_MONOTONIC) < end);
+    }
 }
 
 static inline __attribute__((always_inline)) void
-sc_compute_for(uint64_t ns)
+sc_compute_n(uint64_t n)
 {
-    uint64_t end = sc_now(CLOCK_MONOTONIC) + ns, x = sc_sink;
+    uint64_t x = sc_sink;
 
-    do {
-        for (int i = 0; i < 2000; i++) {
-            x = x * 6364136223846793005u + 1442695040888963407u;
-        }
-    } while (sc_now(CLOCK_MONOTONIC) < end);
+    for (uint64_t i = 0; i < n; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+    }
     sc_sink = x;
 }
 
 SC_NOINLINE static void
-sc_write(uint64_t ns)
+sc_write(uint64_t n)
 {
-    sc_write_for(ns);
+    sc_write_n(n);
 }
 
 SC_NOINLINE static void
-sc_compute(uint64_t ns)
+sc_compute(uint64_t n)
 {
-    sc_compute_for(ns);
+    sc_compute_n(n);
 }
 
 SC_NOINLINE static void
-sc_io_write(uint64_t ns)
+sc_io_write(uint64_t n)
 {
-    sc_write_for(ns);
+    sc_write_n(n);
 }
 
 SC_NOINLINE static void
-sc_io_parse(uint64_t ns)
+sc_io_parse(uint64_t n)
 {
-    sc_compute_for(ns);
+    sc_compute_n(n);
 }
 
 SC_NOINLINE static void
-sc_zero(uint64_t ns)
+sc_zero(uint64_t n)
 {
     static char buf[16384];
-    uint64_t end = sc_now(CLOCK_MONOTONIC) + ns;
 
-    do {
+    for (uint64_t i = 0; i < n; i++) {
         if (read(sc_zero_fd, buf, sizeof(buf)) < 0) {
             abort();
         }
-    } while (sc_now(CLOCK_MONOTONIC) < end);
+    }
 }
 
 SC_NOINLINE static void
-sc_busy(uint64_t ns)
+sc_busy(uint64_t n)
 {
-    sc_compute_for(ns);
+    sc_compute_n(n);
 }
 
 /* One thread: its phases in turn, each function's CPU time summed. */
 struct sc_phase {
     const char *name;
     void (*fn)(uint64_t ns);
-    uint64_t ns;  /* mean wall time per call */
+    uint64_t n;   /* mean units of work per call (about 1 ns of CPU each: see main) */
     uint64_t cpu; /* CPU time burned in it */
 };
 
@@ -150,7 +152,7 @@ sc_stime(void)
     return (uint64_t)ru.ru_stime.tv_sec * 1000000000u + (uint64_t)ru.ru_stime.tv_usec * 1000u;
 }
 
-/* A duration from half to one and a half times mean: work in step with the sampling interval
+/* An amount from half to one and a half times mean: work in step with the sampling interval
  * (a 250 Hz tick, a perf period) would put every sample in the same phase of it, and a profile's
  * error would measure that beat instead of the profiler. */
 static uint64_t
@@ -170,7 +172,7 @@ sc_main(void *p)
         for (int i = 0; i < t->phases; i++) {
             uint64_t c0 = sc_now(CLOCK_THREAD_CPUTIME_ID);
 
-            t->phase[i].fn(sc_jitter(t->phase[i].ns, &seed));
+            t->phase[i].fn(sc_jitter(t->phase[i].n, &seed));
             t->phase[i].cpu += sc_now(CLOCK_THREAD_CPUTIME_ID) - c0;
         }
         if (t->sleep_ns != 0) {
@@ -185,16 +187,16 @@ int
 main(int argc, char **argv)
 {
     struct sc_thread threads[] = {
-        { { { "sc_write", sc_write, 2000000, 0 }, { "sc_compute", sc_compute, 2000000, 0 } },
+        { { { "sc_write", sc_write, 5000, 0 }, { "sc_compute", sc_compute, 1000000, 0 } },
           2,
           0,
           0 },
-        { { { "sc_io_write", sc_io_write, 600000, 0 }, { "sc_io_parse", sc_io_parse, 400000, 0 } },
+        { { { "sc_io_write", sc_io_write, 2700, 0 }, { "sc_io_parse", sc_io_parse, 360000, 0 } },
           2,
           3000000,
           0 },
-        { { { "sc_zero", sc_zero, 5000000, 0 } }, 1, 0, 0 },
-        { { { "sc_busy", sc_busy, 5000000, 0 } }, 1, 0, 0 },
+        { { { "sc_zero", sc_zero, 9500, 0 } }, 1, 0, 0 },
+        { { { "sc_busy", sc_busy, 4500000, 0 } }, 1, 0, 0 },
     };
     enum { N = sizeof(threads) / sizeof(threads[0]) };
     pthread_t th[N];
