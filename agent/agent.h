@@ -381,7 +381,8 @@ struct ag_symbol {
  * Resolves pc to module and function. Symbols of a module are loaded from its file (.symtab,
  * separate debug file by build-id or .gnu_debuglink, else .dynsym) on its first lookup and
  * cached. Returns 0; -ESRCH when pc lies in a module but no symbol covers it (module fields
- * are filled, name is NULL); -ENOENT when pc is in no module. Context: not signal-safe (drain
+ * are filled, name is NULL; start, size and offset too when the module's .eh_frame_hdr knows
+ * the function, else 0); -ENOENT when pc is in no module. Context: not signal-safe (drain
  * or IPC thread); takes the module lock; the first lookup in a module reads its file.
  */
 PP_MUST_USE int ag_symbolize(uint64_t pc, struct ag_symbol *out);

@@ -1412,10 +1412,11 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
              * debug symbols): named by its module and its address in the ELF file, which
              * addr2line and a debug file resolve later, instead of nothing at all. An address
              * in no module (JIT code) is left to the runtime's rundown. */
-            fns[fn_count].start = s->addrs.slots[i];
-            /* two bytes: the address kept is a return address - 1 (the call), and TraceEvent
+            fns[fn_count].start = sym.start != 0 ? sym.start : s->addrs.slots[i];
+            /* its function from the unwind tables (a row per function, lib.so!0x912b0), else
+             * two bytes: the address kept is a return address - 1 (the call), and TraceEvent
              * looks the return address itself up */
-            fns[fn_count].size = 2;
+            fns[fn_count].size = sym.start != 0 ? sym.size : 2;
             fns[fn_count].module_id = sym.module_id;
             fns[fn_count].module_path = sym.module_path;
             fns[fn_count].module_base = sym.module_base;
