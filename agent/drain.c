@@ -304,15 +304,17 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
     uint32_t max = ag.cfg.max_frames - (tail->unseen ? 1u : 0u);
     uint32_t depth = t->last_depth < max ? t->last_depth : max;
 
-    if (depth == 0 && !tail->unseen) {
-        return 0; /* no stack is known for it (a thread found by the scan, never sampled) */
-    }
     s = ag_drain_own_sample(tid, tail->ts, tail->cpu_time_ns,
                             tail->unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL, tail->engine,
                             tail->weight, tail->cpu_ns);
     s->unwinder = t->last_unwinder;
     s->end = t->last_end;
-    if (!tail->unseen) {
+    if (!tail->unseen && depth == 0) {
+        /* No stack is known for it (a thread the scan found, never sampled): its CPU is still
+         * the thread's, shown at its root (stackless) rather than left out. */
+        s->unwinder = AG_UNWINDER_NONE;
+        s->end = AG_UNWIND_END_LEAF_ONLY;
+    } else if (!tail->unseen) {
         s->depth = depth;
         memcpy(s->frames, t->last_frames, depth * sizeof(uint64_t));
     } else if (ag_seqstack_get(&t->sigblk, s->frames + 1, max, &s->depth, &s->unwinder, &s->end) ==
