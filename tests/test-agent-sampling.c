@@ -846,28 +846,39 @@ scan_only_main(void *p)
     return NULL;
 }
 
-TEST(final_sample_of_a_thread_only_the_scan_found)
+/* Runs scan_only_main on a (timer engine, 10 Hz, 20 ms scans) and drains until its STOP; the
+ * agent keeps sampling. Returns the thread's figures. */
+static struct tid_stats *
+run_scan_only(struct tail_arg *a)
 {
-    struct tail_arg a = { 175000000u, 0, 0, 0, 0 };
     struct ag_config cfg;
     struct tid_stats *t;
     pthread_t th;
-    int64_t diff, weights_ns;
     int i;
 
-    want[0] = (const void *)busy_a;
     ag_config_init(&cfg);
     cfg.scan_ms = 20;
     cfg.cpu_engine = AG_CPU_ENGINE_TIMER;
     ASSERT_OK(ag_start(&cfg));
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10));
-    ASSERT_OK(ag_real_pthread_create()(&th, NULL, scan_only_main, &a));
+    ASSERT_OK(ag_real_pthread_create()(&th, NULL, scan_only_main, a));
     ASSERT_OK(pthread_join(th, NULL));
-    t = col_get(atomic_load(&a.tid));
+    t = col_get(atomic_load(&a->tid));
     for (i = 0; i < 100 && !t->stopped; i++) {
         col_drain();
         usleep(20000);
     }
+    return t;
+}
+
+TEST(final_sample_of_a_thread_only_the_scan_found)
+{
+    struct tail_arg a = { 175000000u, 0, 0, 0, 0 };
+    struct tid_stats *t;
+    int64_t diff, weights_ns;
+
+    want[0] = (const void *)busy_a;
+    t = run_scan_only(&a);
     diff = (int64_t)t->cpu_delta_sum - (int64_t)atomic_load(&a.cpu_ns);
     printf("# scan-only: %u samples (%u final), CPU %.2f ms, measured %.2f ms, weights %llu\n",
            t->samples, t->tails, (double)t->cpu_delta_sum / 1e6,
@@ -889,23 +900,8 @@ TEST(final_sample_of_a_thread_only_the_scan_found)
 TEST(final_sample_of_a_never_sampled_scan_only_thread)
 {
     struct tail_arg a = { 70000000u, 0, 0, 0, 0 };
-    struct ag_config cfg;
-    struct tid_stats *t;
-    pthread_t th;
-    int i;
+    struct tid_stats *t = run_scan_only(&a);
 
-    ag_config_init(&cfg);
-    cfg.scan_ms = 20;
-    cfg.cpu_engine = AG_CPU_ENGINE_TIMER;
-    ASSERT_OK(ag_start(&cfg));
-    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10));
-    ASSERT_OK(ag_real_pthread_create()(&th, NULL, scan_only_main, &a));
-    ASSERT_OK(pthread_join(th, NULL));
-    t = col_get(atomic_load(&a.tid));
-    for (i = 0; i < 100 && !t->stopped; i++) {
-        col_drain();
-        usleep(20000);
-    }
     printf("# never sampled: %u samples (%u final, %u with a stack), CPU %.2f ms, measured %.2f "
            "ms\n",
            t->samples, t->tails, t->tails_with_stack, (double)t->cpu_delta_sum / 1e6,
