@@ -278,7 +278,9 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         s->cpu_delta_ns = kernel_ns;
         s->timestamp_ns = ts - own;
         s->cpu_time_ns = cpu - own;
-        s->depth = 0;
+        s->depth = 0; /* the drain gives it a stack */
+        s->unwinder = AG_UNWINDER_NONE;
+        s->end = AG_UNWIND_END_LEAF_ONLY;
         ag_ring_commit(&t->ring);
         u = ag_ring_reserve(&t->ring);
         if (u == NULL) {
