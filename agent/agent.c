@@ -124,6 +124,7 @@ ag_agent_forked_child(void)
     pthread_mutex_init(&ag_modules_mutex, NULL); /* taken by ag_agent_before_fork() */
     ag_threads_forked_child();
     ag_timers_forked_child();
+    ag_wall_forked_child();
     /* Only the forking thread exists here, timers are not inherited, and the agent's threads
      * are gone: the agent is off. Locks held by vanished threads are reinitialised. */
     if (atomic_load(&ag.running)) {
@@ -171,12 +172,38 @@ ag_agent_atfork_register(void)
     pthread_atfork(ag_agent_before_fork, ag_agent_after_fork_parent, ag_agent_forked_child);
 }
 
+/*
+ * The one teardown of a run, for ag_stop() and for an ag_start() that fails once sampling could
+ * begin: sampling off, the signal handler gone, the manager's eventfd closed and the registry's
+ * timers and rings freed. The agent's threads are gone already. life_lock held.
+ */
+static void
+ag_teardown_locked(void)
+{
+    atomic_store(&ag.running, 0);
+    ag_signal_restore();
+    /* A handler that saw running == 1 may still be writing into a ring. */
+    while (atomic_load(&ag.inflight) != 0) {
+        sched_yield();
+    }
+    /* Only now: a handler still in flight may have been writing to it, and a closed number can
+     * be reused by the host. */
+    if (ag.manager_fd >= 0) {
+        close(ag.manager_fd);
+        ag.manager_fd = -1;
+    }
+    /* A drain on another thread may be reading the rings. */
+    pthread_mutex_lock(&ag.drain_lock);
+    ag_threads_stop();
+    pthread_mutex_unlock(&ag.drain_lock);
+}
+
 int
 ag_start(const struct ag_config *cfg)
 {
     static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     pthread_condattr_t ca;
-    int err = 0;
+    int err = 0, remote_read_ok;
 
     pthread_once(&atfork_once, ag_agent_atfork_register);
     ag_interpose_init();
@@ -184,7 +211,11 @@ ag_start(const struct ag_config *cfg)
     if (atomic_load(&ag.running) || cfg->disabled) {
         goto out;
     }
-    ag.cfg = *cfg;
+    /* Interposers on host threads read ag.cfg without a lock, also across a stop and a start:
+     * a restart with the same settings leaves it untouched. */
+    if (memcmp(&ag.cfg, cfg, sizeof(*cfg)) != 0) {
+        ag.cfg = *cfg;
+    }
     if (ag.cfg.max_frames == 0 || ag.cfg.max_frames > AG_MAX_FRAMES || ag.cfg.max_threads == 0 ||
         ag.cfg.max_threads > AG_MAX_THREADS || ag.cfg.ring_slots < 2 ||
         (ag.cfg.ring_slots & (ag.cfg.ring_slots - 1)) != 0 || ag.cfg.scan_ms == 0) {
@@ -195,8 +226,15 @@ ag_start(const struct ag_config *cfg)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&ag.wake_cond, &ca);
     pthread_condattr_destroy(&ca);
-    ag.pid = getpid();
-    ag.remote_read_ok = ag_remote_read_probe();
+    /* Written only when they change (a forked child's first start): a stale interposer's walk
+     * reads both without a lock. */
+    if (ag.pid != getpid()) {
+        ag.pid = getpid();
+    }
+    remote_read_ok = ag_remote_read_probe();
+    if (ag.remote_read_ok != remote_read_ok) {
+        ag.remote_read_ok = remote_read_ok;
+    }
     atomic_store(&ag.stopping, 0);
     atomic_fetch_add(&ag.gen, 1);
     ag.req_n = 0;
@@ -221,6 +259,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_cpu_tails, 0);
     atomic_store(&ag.cpu_unseen_ns, 0);
     atomic_store(&ag.n_not_code, 0);
+    atomic_store(&ag.n_wall_unsampled, 0);
     ag.perf_unavailable = 0;
     ag.tick_hz = ag_kernel_tick_hz();
     atomic_store(&ag.wall_passes, 0);
@@ -249,16 +288,7 @@ ag_start(const struct ag_config *cfg)
     ag_threads_scan();
     err = ag_thread_spawn(&ag.manager, ag_manager_main, NULL);
     if (err != 0) {
-        atomic_store(&ag.running, 0);
-        ag_signal_restore();
-        while (atomic_load(&ag.inflight) != 0) {
-            sched_yield();
-        }
-        if (ag.manager_fd >= 0) {
-            close(ag.manager_fd);
-            ag.manager_fd = -1;
-        }
-        ag_threads_stop();
+        ag_teardown_locked();
         goto out;
     }
     ag.manager_started = 1;
@@ -287,21 +317,7 @@ ag_stop(void)
     pthread_mutex_lock(&ag.reg_lock);
     ag_timers_update_locked(); /* hz 0: deletes every timer */
     pthread_mutex_unlock(&ag.reg_lock);
-    atomic_store(&ag.running, 0);
-    ag_signal_restore();
-    /* A handler that saw running == 1 may still be writing into a ring. */
-    while (atomic_load(&ag.inflight) != 0) {
-        sched_yield();
-    }
-    /* Only now: a handler still in flight may have been writing to it, and a closed number can
-     * be reused by the host. */
-    if (ag.manager_fd >= 0) {
-        close(ag.manager_fd);
-        ag.manager_fd = -1;
-    }
-    pthread_mutex_lock(&ag.drain_lock);
-    ag_threads_stop();
-    pthread_mutex_unlock(&ag.drain_lock);
+    ag_teardown_locked();
     pthread_cond_destroy(&ag.wake_cond);
     ag.req_n = 0;
     pthread_mutex_unlock(&ag.life_lock);
@@ -332,6 +348,8 @@ ag_sampling_apply_locked(void)
     pthread_mutex_unlock(&ag.reg_lock);
     if (wall != 0) {
         err = ag_wall_start();
+    } else {
+        ag_wall_stop(); /* a session's thread and memory go with it */
     }
     ag_wake_all();
     return err;
@@ -440,6 +458,7 @@ ag_stats_get(struct ag_stats *out)
     out->samples_wall = atomic_load(&ag.n_wall);
     out->samples_waiting = atomic_load(&ag.n_waiting);
     out->lost = atomic_load(&ag.n_lost);
+    out->wall_unsampled = atomic_load(&ag.n_wall_unsampled);
     out->timer_overruns = atomic_load(&ag.n_overruns);
     out->threads_seen = atomic_load(&ag.n_threads);
     out->threads_dropped = atomic_load(&ag.n_threads_dropped);

@@ -5,19 +5,19 @@
  * thread. The agent samples every thread of the process except its own, from a signal handler
  * that writes into preallocated per-thread rings; it never allocates or locks in that handler.
  * Context: the functions below run on ordinary threads (never in a signal handler); each says
- * which locks it takes. The agent depends on libc, pthread and libelf only.
+ * which locks it takes. The agent depends on libc, pthread, libelf and host/ only.
  *
- * Ownership of the lower section: agent/agent.c, config.c, threads.c, timer.c, ring.c, drain.c,
- * wall.c, sig-handler.c, sig-unwind.c (helper S). The "modules and symbols" section at the end is
- * owned by agent/modules.c and agent/symtab.c.
+ * The file names the owner of each section: agent/agent.c, config.c, threads.c, timer.c,
+ * ring.c, drain.c, wall.c and the sig-*.c files for the sampler above; agent/modules.c and
+ * agent/symtab.c for "modules and symbols" at the end.
  *
- * Interposition: the agent defines pthread_create and a set of blocking calls (nanosleep, usleep,
- * sleep, clock_nanosleep, poll, ppoll, select, epoll_wait, epoll_pwait, read, recv, recvfrom,
- * accept, accept4, pthread_cond_wait, pthread_cond_timedwait, pthread_join) with default
- * visibility. They take effect for the whole process when the agent is inside an LD_PRELOADed
- * library that exports them (its version script must list them), and, when pp_agent is linked
- * into an executable, for that executable's own calls. Elsewhere threads are still found by
- * scanning /proc/self/task, and blocked threads fall back to /proc/self/task/TID/syscall.
+ * Interposition: the libc calls the agent needs to see (pthread_create, the blocking calls, the
+ * signal mask) are defined in host/ (host/host.h), which calls back into the agent through the
+ * hooks of agent/host-hooks.c. They take effect for the whole process when they are inside an
+ * LD_PRELOADed library that exports them (its version script must list them), and, when pp_agent
+ * (which links them) is linked into an executable, for that executable's own calls. Elsewhere
+ * threads are still found by scanning /proc/self/task, and blocked threads fall back to
+ * /proc/self/task/TID/syscall.
  */
 #ifndef AG_AGENT_H
 #define AG_AGENT_H
@@ -247,7 +247,10 @@ struct ag_stats {
     uint64_t samples_cpu;      /* produced by CPU timers */
     uint64_t samples_wall;     /* produced by the wall sampler, running + waiting */
     uint64_t samples_waiting;  /* wall samples of blocked threads */
-    uint64_t lost;             /* dropped because a ring was full */
+    uint64_t lost;             /* dropped because a ring was full, and wall_unsampled */
+    uint64_t wall_unsampled;   /* wall intervals a thread went without a sample: the wall pass
+                                  came late (many threads at a high rate); in lost too and in
+                                  the LOST records of the thread */
     uint64_t timer_overruns;   /* CPU-timer expiries the kernel merged (si_overrun) */
     uint64_t cpu_weight;       /* sum of CPU samples' weights (>= samples_cpu) */
     uint64_t threads_perf;     /* threads sampled by the perf_event engine now */
@@ -311,13 +314,6 @@ void ag_cpu_flush(void);
  * interposed calls pass straight through. Works before and after ag_start(). Context: the thread.
  */
 void ag_thread_exclude_self(void);
-
-/*
- * The next definition of an interposed libc function (dlsym(RTLD_NEXT)), looked up once and kept
- * in *slot: for the agent's interposers and the shim's. NULL when there is none.
- * Context: any thread but a signal handler (the first call takes the loader's lock).
- */
-void *ag_interpose_real(_Atomic(void *) *slot, const char *name);
 
 /* Copies the current counters. Context: any ordinary thread; lock-free reads. */
 void ag_stats_get(struct ag_stats *out);

@@ -412,6 +412,7 @@ ag_drain(ag_record_fn fn, void *ctx)
         }
         if (rc == 0) {
             rc = ag_drain_ring(t, &t->wring, tid, UINT64_MAX, fn, ctx, &n);
+            ag_wall_trim_drained(t); /* a wall session's memory goes with it */
         }
         if (rc == 0 && (kern_flush || state == AG_SLOT_EXITING)) {
             /* Kernel time that waited for a sample in vain: over the start routine, not placed. */

@@ -19,6 +19,7 @@
 
 #include "agent/agent.h"
 #include "common/compiler.h"
+#include "host/host.h"
 
 /* uint64_t is long or long long depending on the ABI; both must be lock-free. */
 _Static_assert(ATOMIC_LONG_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2, "lock-free u64");
@@ -41,31 +42,58 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free int");
  *
  *   B pairs with C: the consumer never sees a slot before its contents.
  *   D pairs with A: the producer never reuses a slot that is still being read.
+ *
+ * A consumer that finds the ring empty away from its first slot moves both indices to the next
+ * lap's first slot (E: a compare-and-swap of head, which fails if a sample came in meanwhile;
+ * then tail). So a ring drained as fast as it fills keeps reusing its first slots: the memory it
+ * touches is its largest backlog, not every slot in turn (256 slots of 1 KB, all touched within
+ * seconds at wall mode's rate, were 278 KB of every thread's memory). The producer publishes
+ * with a compare-and-swap (B); one that fails found its slot moved by E while it filled it: the
+ * ring is empty, and it copies the sample to the new first slot and publishes that.
+ *
+ * The mapping outlives the agent's sessions (ag_ring_discard gives the memory back and keeps the
+ * addresses): a producer that read the ring just before a stop (an interposer paused in a claim,
+ * one re-entered from a host's signal handler) writes into mapped memory.
  */
 struct ag_ring {
-    _Alignas(64) _Atomic uint64_t head; /* written by the producer only */
+    _Alignas(64) _Atomic uint64_t head; /* the producer; the consumer's lap move of an empty ring */
+    uint64_t reserved;                  /* producer: the index ag_ring_reserve() returned */
     _Alignas(64) _Atomic uint64_t tail; /* written by the consumer only */
     uint64_t mask;                      /* slot count - 1; a power of two */
     size_t slot_size;                   /* bytes: struct ag_sample + max_frames words */
     unsigned char *slots;               /* mmap'ed by ag_ring_init(); NULL when unset */
     size_t map_len;
+    uint64_t trimmed_at; /* ag_ring_trim()'s caller: head when the memory last went back */
 };
 
-/* Maps the slots of an empty ring (outside signal context). Returns 0 or -ENOMEM. */
+/* Makes r an empty ring of slots samples (outside signal context), in its current mapping when
+ * that is large enough, else in a new one (the old one stays mapped: a producer may hold it).
+ * Only while no producer uses r. Returns 0, -EINVAL or -ENOMEM. */
 PP_MUST_USE int ag_ring_init(struct ag_ring *r, unsigned slots, unsigned max_frames);
-/* Unmaps; accepts a zeroed ring. Only when no producer can run any more. */
+/* 1 when r is a ring of slots samples of max_frames frames (ag_ring_init() would not change it). */
+int ag_ring_fits(const struct ag_ring *r, unsigned slots, unsigned max_frames);
+/* Empties r (as its consumer: no other consumer may run meanwhile) and gives its memory back to
+ * the kernel; its addresses stay mapped, so a stale producer writes harmlessly. Accepts a
+ * zeroed ring. */
+void ag_ring_discard(struct ag_ring *r);
+/* Gives the memory of an empty ring's slots back to the kernel (none are read: the consumer may
+ * run meanwhile, no producer may), once per use. Returns 1 when it did. Callers serialise. */
+int ag_ring_trim(struct ag_ring *r);
+/* Unmaps; accepts a zeroed ring. Only when no producer can ever touch it again (tests). */
 void ag_ring_fini(struct ag_ring *r);
 
 /* Returns the next free slot, or NULL when the ring is full. Producer only. */
 PP_SIGSAFE static inline struct ag_sample *
 ag_ring_reserve(struct ag_ring *r)
 {
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    /* Acquire: after E, the consumer's reads of the slots before the lap came first. */
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire); /* A */
 
     if (r->slots == NULL || head - tail > r->mask) {
         return NULL;
     }
+    r->reserved = head;
     return (struct ag_sample *)(void *)(r->slots + (head & r->mask) * r->slot_size);
 }
 
@@ -73,9 +101,20 @@ ag_ring_reserve(struct ag_ring *r)
 PP_SIGSAFE static inline void
 ag_ring_commit(struct ag_ring *r)
 {
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t head = r->reserved;
 
-    atomic_store_explicit(&r->head, head + 1, memory_order_release); /* B */
+    while (!atomic_compare_exchange_strong_explicit(&r->head, &head, head + 1,
+                                                    memory_order_release, /* B */
+                                                    memory_order_acquire)) {
+        /* E moved the empty ring on while the slot was filled: the sample goes to the new
+         * first slot (at most once: E moves only a ring away from its first slot). */
+        const struct ag_sample *from =
+                (const void *)(r->slots + (r->reserved & r->mask) * r->slot_size);
+
+        __builtin_memcpy(r->slots + (head & r->mask) * r->slot_size, from,
+                         sizeof(*from) + from->depth * sizeof(uint64_t));
+        r->reserved = head;
+    }
 }
 
 /* Returns the oldest unread slot, or NULL when empty. Consumer only. */
@@ -85,7 +124,17 @@ ag_ring_peek(struct ag_ring *r)
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire); /* C */
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 
-    if (r->slots == NULL || head == tail) {
+    if (r->slots == NULL) {
+        return NULL;
+    }
+    if (head == tail) {
+        uint64_t lap = (tail | r->mask) + 1;
+
+        if ((tail & r->mask) != 0 &&
+            atomic_compare_exchange_strong_explicit(&r->head, &head, lap, memory_order_release,
+                                                    memory_order_relaxed)) { /* E */
+            atomic_store_explicit(&r->tail, lap, memory_order_release);
+        }
         return NULL;
     }
     return (const struct ag_sample *)(const void *)(r->slots + (tail & r->mask) * r->slot_size);
@@ -244,7 +293,8 @@ struct ag_agent {
     /* Counters (relaxed atomics). */
     _Atomic uint64_t n_samples, n_cpu, n_wall, n_waiting, n_lost, n_overruns;
     _Atomic uint64_t n_threads, n_threads_dropped, n_eintr_seen, n_eintr_absorbed, n_cfi_steps;
-    _Atomic uint64_t n_not_code; /* stacks cut at a frame outside every executable mapping */
+    _Atomic uint64_t n_not_code;       /* stacks cut at a frame outside every executable mapping */
+    _Atomic uint64_t n_wall_unsampled; /* wall intervals a thread missed (also in n_lost) */
     _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused, n_cpu_tails;
     _Atomic uint64_t cpu_unseen_ns; /* CPU burned with the sampling signal blocked */
     _Atomic uint64_t cpu_kernel_ns, cpu_kernel_unplaced_ns; /* CPU time under [kernel] frames */
@@ -339,30 +389,26 @@ void ag_thread_attach_started(void *(*fn)(void *), uint64_t fa);
 struct ag_thread *ag_thread_register_locked(int32_t tid, int self);
 void ag_thread_release_locked(struct ag_thread *t); /* EXITING -> FREE (drain) */
 int32_t ag_gettid(void);
-/* Records the caller's stack into its slot before a blocking call; fa is the interposer's
- * __builtin_frame_address(0). Returns the slot to pass to leave, or NULL (interpose.c). */
-struct ag_thread *ag_thread_blocking_enter(uint64_t fa);
-void ag_thread_blocking_leave(struct ag_thread *t);
 /* The owner publishes a stack (res: its walk's result); another thread copies it into frames (up
  * to max), 0, or -EAGAIN when it is empty or kept changing (threads.c). */
 void ag_seqstack_put(struct ag_seqstack *st, const uint64_t *frames,
                      const struct ag_unwind_result *res);
 int ag_seqstack_get(struct ag_seqstack *st, uint64_t *frames, uint32_t max, uint32_t *depth,
                     uint8_t *unwinder, uint8_t *end);
-/* At a thread's registration: notes that it starts with the sampling signal blocked (interpose.c,
- * where pthread_sigmask and sigprocmask keep t->sigblk_ns). */
+/* At a thread's registration: notes that it starts with the sampling signal blocked
+ * (host-hooks.c, where the sigmask hook keeps t->sigblk_ns). */
 void ag_thread_sigmask_started(struct ag_thread *t);
-/* The real pthread_sigmask, for the agent's own masking on host threads (its exit hook): the
- * interposer's bookkeeping is for the host's. */
-int ag_sigmask_raw(int how, const sigset_t *set, sigset_t *old);
 
-/* Links the interposers (agent/interpose.c) into whatever starts the agent; see there. */
+/* Installs the agent's hooks in the host contract (host/host.h) and links its interposers into
+ * whatever starts the agent; see agent/host-hooks.c. */
 void ag_interpose_init(void);
-/* The real pthread_create (dlsym RTLD_NEXT, cached), or NULL (threads.c). */
-typedef int (*ag_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-ag_pthread_create_fn ag_real_pthread_create(void);
-/* Creates an agent thread (real pthread_create, all signals blocked). 0 or -errno. */
-PP_MUST_USE int ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg);
+/* Creates an agent thread (host/host.h: the real pthread_create, all signals blocked). 0 or
+ * -errno. */
+PP_MUST_USE static inline int
+ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+    return host_thread_spawn(th, NULL, fn, arg);
+}
 /* fork() child: forget the calling thread's cached identity (threads.c; called by agent.c's
  * atfork handler, which then turns the agent off there). */
 void ag_threads_forked_child(void);
@@ -398,13 +444,14 @@ void ag_codemap_begin_drain(void);
 int ag_codemap_contains(uint64_t pc); /* 1 when pc lies in an executable mapping */
 void ag_codemap_fini(void);
 
-/* Wall sampler (agent/wall.c). */
+/* Wall sampler (agent/wall.c): the wall thread runs from ag_wall_start() (a wall request) to
+ * ag_wall_stop() (the last one released, or ag_stop()); life_lock held. */
 PP_MUST_USE int ag_wall_start(void);
 void ag_wall_stop(void);
-
-/* agent/modules.c (helper Y's section of agent/agent.h declares it too; repeated here so the
- * sampler does not depend on the order the two halves land in). Returns 1, 0 or -errno. */
-PP_MUST_USE int ag_modules_refresh(void);
+/* The drain, after it emptied t's wall ring: while no wall thread runs, its memory goes back. */
+void ag_wall_trim_drained(struct ag_thread *t);
+/* fork() child (agent.c's atfork handler). */
+void ag_wall_forked_child(void);
 
 /* Logging (agent/config.c). */
 void ag_log(enum ag_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

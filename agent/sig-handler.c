@@ -46,7 +46,7 @@ ag_sig_thread_self(void)
         atomic_load_explicit(&t->state, memory_order_acquire) == AG_SLOT_ACTIVE) {
         return t;
     }
-    all = ag.threads;
+    all = __atomic_load_n(&ag.threads, __ATOMIC_ACQUIRE); /* published by ag_threads_start */
     high = atomic_load_explicit(&ag.high, memory_order_acquire);
     for (i = 0; all != NULL && i < high; i++) {
         t = &all[i];

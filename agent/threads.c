@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent/threads.c - the thread registry: pthread_create interposition (the start routine is
+ * agent/threads.c - the thread registry: registration from host/threads.c (the start routine is
  * wrapped so the thread registers itself, records its stack bounds and gets its CPU timer
  * before user code runs), a pthread key destructor that retires the slot at thread exit, and
  * the manager's periodic /proc/self/task scan for threads created otherwise (and for threads
@@ -45,8 +45,6 @@ static int ag_threads_key_ok;
 static int32_t ag_threads_excluded[AG_EXCLUDED_MAX]; /* reg_lock: tids excluded before start */
 static unsigned ag_threads_n_excluded;               /* reg_lock */
 
-static _Atomic(ag_pthread_create_fn) ag_threads_real_create;
-
 int32_t
 ag_gettid(void)
 {
@@ -54,36 +52,6 @@ ag_gettid(void)
         ag_tls_tid = (int32_t)syscall(SYS_gettid);
     }
     return ag_tls_tid;
-}
-
-ag_pthread_create_fn
-ag_real_pthread_create(void)
-{
-    ag_pthread_create_fn fn = atomic_load_explicit(&ag_threads_real_create, memory_order_acquire);
-
-    if (fn == NULL) {
-        fn = (ag_pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
-        atomic_store_explicit(&ag_threads_real_create, fn, memory_order_release);
-    }
-    return fn;
-}
-
-/* Creates an agent thread: the real pthread_create, every signal blocked in the new thread. */
-int
-ag_thread_spawn(pthread_t *th, void *(*fn)(void *), void *arg)
-{
-    ag_pthread_create_fn real = ag_real_pthread_create();
-    sigset_t all, old;
-    int rc;
-
-    if (real == NULL) {
-        return -ENOSYS;
-    }
-    sigfillset(&all);
-    ag_sigmask_raw(SIG_SETMASK, &all, &old);
-    rc = real(th, NULL, fn, arg);
-    ag_sigmask_raw(SIG_SETMASK, &old, NULL);
-    return -rc;
 }
 
 static void
@@ -128,7 +96,9 @@ ag_thread_name_read(int32_t tid, char *name)
     ssize_t n;
     int fd;
 
-    snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
+    /* Not /proc/self/task/TID: the dentries left there cost the reaper of this process
+     * (agent/wall.c says how much). */
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)tid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         return;
@@ -195,10 +165,13 @@ ag_thread_register_locked(int32_t tid, int self)
         }
         t = &ag.threads[high];
     }
-    if (t->ring.slots == NULL &&
-        (ag_ring_init(&t->ring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0 ||
+    /* Rings stay mapped from one session to the next (internal.h says why); a new geometry
+     * (another PIPEPROF_RING_SLOTS or _MAX_FRAMES) can only come with a new ag_start(), when no
+     * producer runs but a stale one. */
+    if ((!ag_ring_fits(&t->ring, ag.cfg.ring_slots, ag.cfg.max_frames) &&
+         ag_ring_init(&t->ring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0) ||
+        (!ag_ring_fits(&t->wring, ag.cfg.ring_slots, ag.cfg.max_frames) &&
          ag_ring_init(&t->wring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0)) {
-        ag_ring_fini(&t->ring);
         atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
         return NULL;
     }
@@ -306,7 +279,7 @@ ag_threads_on_exit(void *p)
     /* No sample between the final claim and the engine's end: the claim is the last span. */
     sigemptyset(&sig);
     sigaddset(&sig, ag.signo);
-    ag_sigmask_raw(SIG_BLOCK, &sig, &old);
+    host_sigmask_raw(SIG_BLOCK, &sig, &old);
     pthread_mutex_lock(&ag.reg_lock);
     if (atomic_load_explicit(&t->tid, memory_order_relaxed) == ag_gettid() &&
         atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE) {
@@ -320,7 +293,7 @@ ag_threads_on_exit(void *p)
         atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_seq_cst);
     }
     pthread_mutex_unlock(&ag.reg_lock);
-    ag_sigmask_raw(SIG_SETMASK, &old, NULL);
+    host_sigmask_raw(SIG_SETMASK, &old, NULL);
 }
 
 static void
@@ -599,16 +572,18 @@ ag_threads_start(void)
     }
     pthread_mutex_lock(&ag.reg_lock);
     if (p != NULL) {
-        ag.threads = p;
         ag.threads_cap = ag.cfg.max_threads;
+        /* Released: host threads in an interposer look it up without the lock. */
+        __atomic_store_n(&ag.threads, (struct ag_thread *)p, __ATOMIC_RELEASE);
     }
     atomic_store(&ag.high, 0);
     pthread_mutex_unlock(&ag.reg_lock);
     return 0;
 }
 
-/* Called after the handler is gone and no handler is in flight: deletes the timers and unmaps
- * the rings (only handlers, the wall thread and the drain touch those); slots stay. */
+/* Called after the handler is gone and no handler is in flight: deletes the timers and empties
+ * the rings, giving their memory back; slots and ring mappings stay, for an interposer that read
+ * a slot just before the stop (ag_ip_claim writes into the ring) may still write there. */
 void
 ag_threads_stop(void)
 {
@@ -620,8 +595,8 @@ ag_threads_stop(void)
     high = atomic_load(&ag.high);
     for (i = 0; all != NULL && i < high; i++) {
         ag_timer_delete_locked(&all[i]);
-        ag_ring_fini(&all[i].ring);
-        ag_ring_fini(&all[i].wring);
+        ag_ring_discard(&all[i].ring);
+        ag_ring_discard(&all[i].wring);
         all[i].last_depth = 0;
         all[i].tail_weight = 0;
         all[i].tail_cpu_ns = 0;

@@ -49,7 +49,9 @@ ag_signal_install(int signo)
     if (sigaction(signo, &sa, NULL) != 0) {
         return -errno;
     }
-    ag.signo = signo;
+    if (ag.signo != signo) {
+        ag.signo = signo; /* interposers read it unlocked, across a stop and a start too */
+    }
     ag.old_sa = old;
     return 0;
 }
@@ -201,7 +203,7 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
     }
     since = atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed);
     if (since != 0 && ag_now_ns() >= since + period / 2) {
-        /* It ends with the signal blocked: no sample saw that span (interpose.c). */
+        /* It ends with the signal blocked: no sample saw that span (host-hooks.c). */
         t->tail_unseen = 1;
         atomic_fetch_add_explicit(&ag.cpu_unseen_ns, delta, memory_order_relaxed);
     }

@@ -1,14 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent/wall.c - wall-clock sampling without EINTR. The wall thread wakes at the wall rate and,
- * for every registered thread, reads /proc/self/task/TID/stat (a cached fd, re-read with pread):
- * a running thread gets the sampling signal (its handler records the stack); a blocked thread
- * is never signalled, so its syscall is not interrupted: its sample is the stack it recorded on
- * entry to an interposed blocking call, else the pc/sp of /proc/self/task/TID/syscall walked
- * with non-faulting reads. The interposers of agent/interpose.c record that stack (only while
- * wall sampling is on) and retry the sleeps and polls that one of our signals interrupted anyway
- * (a thread that entered the call between the state check and the delivery), counting both.
- * Context: the wall thread.
+ * for every registered thread, reads /proc/TID/task/TID/stat (opened, read and closed each time:
+ * no fd is held per thread, the host keeps its RLIMIT_NOFILE; a thread still inside the blocking
+ * call it was in at the last pass is known to sleep and not read): a running thread gets the
+ * sampling signal (its handler records the stack); a blocked thread is never signalled, so its
+ * syscall is not interrupted: its sample is the stack it recorded on entry to an interposed
+ * blocking call, else the pc/sp of its syscall file walked with non-faulting reads. The
+ * interposers of host/blocking.c record that stack (only while wall sampling is on) and retry
+ * the sleeps and polls that one of our signals interrupted anyway (a thread that entered the
+ * call between the state check and the delivery), counting both. Passes the thread could not
+ * make in time (a thousand threads at 100 Hz) are counted per thread as lost, so the trace says
+ * so.
+ *
+ * The path: not /proc/self/task/TID/..., whose dentries stay under the process's own
+ * /proc/PID/task and cost the parent that reaps the process (release_task ->
+ * proc_invalidate_siblings_dcache -> d_walk: 2-5 ms per child here, 20-55 ms on a loaded
+ * machine, against 20 us bare; bench/bench-reap.c); nor /proc/TID/stat, the process-wide view,
+ * which sums the CPU time of every thread (O(threads) a read). /proc/TID/task/TID lives under
+ * the thread's own entry, flushed at the thread's exit. A thread id reused by another process
+ * would read that process's state: the wall thread signals only with rt_tgsigqueueinfo, which
+ * checks the process, and walks stacks with checked reads.
+ *
+ * The wall thread runs while a wall request is held (ag_wall_start/ag_wall_stop follow the
+ * requests) and gives back the memory of the rings it filled when it ends. Context: the wall
+ * thread.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -28,51 +44,57 @@
 
 #include "agent/internal.h"
 
-struct ag_wall_fd {
-    int32_t tid; /* the thread the fds belong to; 0 = none */
-    int stat_fd;
-    int sys_fd;
-};
-
-static struct ag_wall_fd *ag_wall_fds; /* wall thread; one per registry slot */
-
-static void
-ag_wall_fd_close(struct ag_wall_fd *f)
-{
-    if (f->stat_fd >= 0) {
-        close(f->stat_fd);
-    }
-    if (f->sys_fd >= 0) {
-        close(f->sys_fd);
-    }
-    f->tid = 0;
-    f->stat_fd = -1;
-    f->sys_fd = -1;
-}
-
-static int
-ag_wall_open(int32_t tid, const char *what)
+/* Reads /proc/TID/task/TID/what into buf (NUL-terminated): bytes read, or -errno. */
+static ssize_t
+ag_wall_read(int32_t tid, const char *what, char *buf, size_t size)
 {
     char path[64];
+    ssize_t n;
+    int fd;
 
-    snprintf(path, sizeof(path), "/proc/self/task/%d/%s", (int)tid, what);
-    return open(path, O_RDONLY | O_CLOEXEC);
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/%s", (int)tid, (int)tid, what);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    n = read(fd, buf, size - 1);
+    n = n < 0 ? -errno : n;
+    close(fd);
+    if (n >= 0) {
+        buf[n] = '\0';
+    }
+    return n;
 }
 
-/* The one-letter state of /proc/.../stat, or 0 when the thread is gone. */
+/* The one-letter state of the thread's stat, or 0 when the thread is gone. */
 static char
-ag_wall_state(struct ag_wall_fd *f)
+ag_wall_state(int32_t tid)
 {
-    char buf[256];
-    ssize_t n = pread(f->stat_fd, buf, sizeof(buf) - 1, 0);
-    char *p;
+    char buf[256], *p;
 
-    if (n <= 0) {
+    if (ag_wall_read(tid, "stat", buf, sizeof(buf)) <= 0) {
         return 0;
     }
-    buf[n] = '\0';
     p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
     return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+/* The sp and pc of the thread's syscall file ("nr a1 a2 a3 a4 a5 a6 sp pc"; "running" or "-1 sp pc"
+ * otherwise): 0, or -EAGAIN. */
+static int
+ag_wall_syscall_regs(int32_t tid, uint64_t *sp, uint64_t *pc)
+{
+    unsigned long long v[9];
+    char buf[256];
+
+    if (ag_wall_read(tid, "syscall", buf, sizeof(buf)) <= 0 ||
+        sscanf(buf, "%lld %llx %llx %llx %llx %llx %llx %llx %llx", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7], &v[8]) != 9) {
+        return -EAGAIN;
+    }
+    *sp = v[7];
+    *pc = v[8];
+    return 0;
 }
 
 /* Copies the stack a thread recorded on entry to an interposed call. Returns 0 or -EAGAIN. */
@@ -90,35 +112,20 @@ ag_wall_copy_blocked(struct ag_thread *t, struct ag_sample *s)
 
 /* pc and sp of a thread blocked in a syscall, walked with non-faulting reads. */
 static int
-ag_wall_from_proc(struct ag_wall_fd *f, int32_t tid, struct ag_sample *s)
+ag_wall_from_proc(int32_t tid, struct ag_sample *s)
 {
-    unsigned long long v[9];
     struct ag_unwind_result res;
     struct ag_unwind_ctx c;
-    char buf[256];
-    ssize_t n;
+    uint64_t sp, pc;
 
-    if (f->sys_fd < 0) {
-        f->sys_fd = ag_wall_open(tid, "syscall");
-        if (f->sys_fd < 0) {
-            return -errno;
-        }
-    }
-    n = pread(f->sys_fd, buf, sizeof(buf) - 1, 0);
-    if (n <= 0) {
-        return -ESRCH;
-    }
-    buf[n] = '\0';
-    /* "nr a1 a2 a3 a4 a5 a6 sp pc"; "running" or "-1 sp pc" otherwise. */
-    if (sscanf(buf, "%lld %llx %llx %llx %llx %llx %llx %llx %llx", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7], &v[8]) != 9) {
+    if (ag_wall_syscall_regs(tid, &sp, &pc) != 0) {
         return -EAGAIN;
     }
-    ag_sig_unwind_ctx_init(&c, v[7], 0, 0); /* the stack moves under us: remote reads only */
+    ag_sig_unwind_ctx_init(&c, sp, 0, 0); /* the stack moves under us: remote reads only */
     if (c.remote_ok) {
-        ag_sig_unwind(&c, v[8], v[7], 0, 0, s->frames, ag.cfg.max_frames, &res);
+        ag_sig_unwind(&c, pc, sp, 0, 0, s->frames, ag.cfg.max_frames, &res);
     } else {
-        s->frames[0] = v[8];
+        s->frames[0] = pc;
         res.depth = 1;
         res.unwinder = AG_UNWINDER_NONE;
         res.end = AG_UNWIND_END_LEAF_ONLY;
@@ -132,48 +139,33 @@ ag_wall_from_proc(struct ag_wall_fd *f, int32_t tid, struct ag_sample *s)
 uint32_t
 ag_thread_wait_stack(int32_t tid, uint64_t *frames, uint32_t max)
 {
-    struct ag_wall_fd f = { tid, -1, -1 };
     struct ag_unwind_result res;
     struct ag_unwind_ctx c;
-    unsigned long long v[9];
-    char buf[256], state;
-    uint32_t i, depth = 0;
-    ssize_t n;
+    uint64_t sp, pc;
+    uint32_t i;
+    char state;
 
-    if (max == 0 || (f.stat_fd = ag_wall_open(tid, "stat")) < 0) {
+    if (max == 0) {
         return 0;
     }
-    state = ag_wall_state(&f);
-    if (state != 'S' && state != 'D') {
-        goto out; /* running, runnable or gone: nothing waits */
+    state = ag_wall_state(tid);
+    if ((state != 'S' && state != 'D') || ag_wall_syscall_regs(tid, &sp, &pc) != 0) {
+        return 0; /* running, runnable or gone: nothing waits */
     }
-    f.sys_fd = ag_wall_open(tid, "syscall");
-    n = f.sys_fd >= 0 ? pread(f.sys_fd, buf, sizeof(buf) - 1, 0) : -1;
-    if (n <= 0) {
-        goto out;
-    }
-    buf[n] = '\0';
-    if (sscanf(buf, "%lld %llx %llx %llx %llx %llx %llx %llx %llx", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7], &v[8]) != 9) {
-        goto out;
-    }
-    ag_sig_unwind_ctx_init(&c, v[7], 0, 0); /* the stack moves under us: remote reads only */
+    ag_sig_unwind_ctx_init(&c, sp, 0, 0); /* the stack moves under us: remote reads only */
     if (!c.remote_ok) {
-        goto out;
+        return 0;
     }
-    ag_sig_unwind(&c, v[8], v[7], 0, 0, frames, max, &res);
+    ag_sig_unwind(&c, pc, sp, 0, 0, frames, max, &res);
     /* As the drain does: the walk stops at the first frame outside executable code. */
     for (i = 0; i < res.depth; i++) {
-        uint64_t pc = frames[i] - (i > 0 && frames[i] != 0);
+        uint64_t f = frames[i] - (i > 0 && frames[i] != 0);
 
-        if (pc < 4096 || !ag_codemap_contains(pc)) {
+        if (f < 4096 || !ag_codemap_contains(f)) {
             break;
         }
     }
-    depth = i;
-out:
-    ag_wall_fd_close(&f);
-    return depth;
+    return i;
 }
 
 static void
@@ -190,14 +182,56 @@ ag_wall_signal(int32_t tid)
     syscall(SYS_rt_tgsigqueueinfo, (long)ag.pid, (long)tid, (long)ag.signo, &si);
 }
 
+/* The wall thread's note of when it last visited a registry slot, to count the passes a thread
+ * missed (one calloc per wall session, 16 bytes a slot, freed when the session ends). */
+struct ag_wall_visit {
+    int32_t tid;      /* 0: not visited since the rate was set */
+    uint32_t blk_seq; /* the thread's blk.seq then, when it sat in a blocking call; else 0 */
+    uint64_t ns;      /* when (CLOCK_MONOTONIC) */
+};
+
+static struct ag_wall_visit *ag_wall_visits; /* wall thread */
+static _Atomic int ag_wall_quit;             /* ag_wall_stop(): the last wall request went */
+/* Whether a wall thread may produce: a wall ring's memory goes back only while none does. */
+static pthread_mutex_t ag_wall_trim_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int ag_wall_producing; /* written under ag_wall_trim_lock */
+
+/* Notes a visit to thread t of slot i at now, and counts the intervals since its last visit
+ * (rounded: a pass a little late misses nothing) that it went without a wall sample (the pass came
+ * late or not at all: a thousand threads take longer than an interval). blk_seq: its blk.seq when
+ * it sits in an interposed blocking call, else 0. Returns 1 when it sat in that same call at the
+ * last visit too: asleep in it (a call that returns at once, in a loop, records a new stack each
+ * time). */
+static int
+ag_wall_visit(unsigned i, struct ag_thread *t, int32_t tid, uint64_t now, uint64_t interval,
+              uint32_t blk_seq)
+{
+    struct ag_wall_visit *v = &ag_wall_visits[i];
+    int same_call = v->tid == tid && blk_seq != 0 && v->blk_seq == blk_seq;
+
+    uint64_t gaps = v->tid == tid && now > v->ns ? (now - v->ns + interval / 2) / interval : 0;
+
+    if (gaps > 1) {
+        uint64_t missed = gaps - 1;
+
+        atomic_fetch_add_explicit(&t->dropped, missed, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.n_lost, missed, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.n_wall_unsampled, missed, memory_order_relaxed);
+    }
+    v->tid = tid;
+    v->ns = now;
+    v->blk_seq = blk_seq;
+    return same_call;
+}
+
+/* One pass over the registry, at now, every interval ns. */
 static void
-ag_wall_pass(void)
+ag_wall_pass(uint64_t now, uint64_t interval)
 {
     unsigned i, high = atomic_load_explicit(&ag.high, memory_order_acquire);
 
     for (i = 0; i < high && i < ag.cfg.max_threads; i++) {
         struct ag_thread *t = &ag.threads[i];
-        struct ag_wall_fd *f = &ag_wall_fds[i];
         struct ag_sample *s;
         int32_t tid;
         char st;
@@ -208,16 +242,14 @@ ag_wall_pass(void)
             continue;
         }
         tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
-        if (f->tid != tid) {
-            ag_wall_fd_close(f);
-            f->stat_fd = ag_wall_open(tid, "stat");
-            if (f->stat_fd < 0) {
-                continue;
-            }
-            f->tid = tid;
-        }
-        st = ag_wall_state(f);
         blocked = atomic_load_explicit(&t->blocked, memory_order_acquire);
+        /* A thread still in the blocking call it was in at the last pass sleeps there: its
+         * state is not read (three system calls a thread: 1000 idle threads made 15 of 100
+         * passes a second instead of 55). */
+        st = ag_wall_visit(i, t, tid, now, interval,
+                           blocked ? atomic_load_explicit(&t->blk.seq, memory_order_acquire) : 0)
+                     ? 'S'
+                     : ag_wall_state(tid);
         if (st == 'R' && !blocked) {
             ag_wall_signal(tid);
             continue;
@@ -235,9 +267,8 @@ ag_wall_pass(void)
         s->cpu_time_ns = 0;
         {
             struct timespec ts;
-            clockid_t clk = (clockid_t)((~(unsigned)tid << 3) | 6u);
 
-            if (clock_gettime(clk, &ts) == 0) {
+            if (clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0) {
                 s->cpu_time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
             }
         }
@@ -252,7 +283,7 @@ ag_wall_pass(void)
             err = 0;
         } else {
             s->source = AG_SOURCE_PROC;
-            err = ag_wall_from_proc(f, tid, s);
+            err = ag_wall_from_proc(tid, s);
         }
         if (err != 0 || atomic_load_explicit(&t->tid, memory_order_acquire) != tid) {
             continue; /* woke up, or the slot changed hands: the slot is not committed */
@@ -273,7 +304,7 @@ ag_wall_sleep_until(uint64_t until)
     struct timespec ts = { (time_t)(until / 1000000000u), (long)(until % 1000000000u) };
 
     pthread_mutex_lock(&ag.wake_lock);
-    if (!atomic_load(&ag.stopping)) {
+    if (!atomic_load(&ag.stopping) && !atomic_load(&ag_wall_quit)) {
         pthread_cond_timedwait(&ag.wake_cond, &ag.wake_lock, &ts);
     }
     pthread_mutex_unlock(&ag.wake_lock);
@@ -283,16 +314,18 @@ static void *
 ag_wall_main(void *arg)
 {
     uint64_t next = ag_now_ns(), prev = 0;
+    unsigned epoch_hz = 0;
 
     (void)arg;
     ag_thread_exclude_self();
     pthread_setname_np(pthread_self(), "pipeprof-wall");
-    while (!atomic_load(&ag.stopping)) {
+    while (!atomic_load(&ag.stopping) && !atomic_load(&ag_wall_quit)) {
         unsigned hz = atomic_load(&ag.hz_wall);
         uint64_t now = ag_now_ns(), interval;
 
         if (hz == 0) {
             prev = 0;
+            epoch_hz = 0;
             (void)ag_wait_ms(100);
             next = ag_now_ns();
             continue;
@@ -302,12 +335,17 @@ ag_wall_main(void *arg)
         }
         prev = now;
         interval = 1000000000u / hz;
+        if (hz != epoch_hz) {
+            /* A new rate: missed passes are counted in its intervals from here. */
+            memset(ag_wall_visits, 0, ag.cfg.max_threads * sizeof(*ag_wall_visits));
+            epoch_hz = hz;
+        }
         if (now >= next) {
-            ag_wall_pass();
+            ag_wall_pass(now, interval);
             atomic_fetch_add(&ag.wall_passes, 1);
             next += interval;
             if (next < now) {
-                next = now + interval; /* fell behind: skip, do not burst */
+                next = now + interval; /* fell behind: skip, do not burst (counted as missed) */
             }
         }
         ag_wall_sleep_until(next);
@@ -318,44 +356,80 @@ ag_wall_main(void *arg)
 int
 ag_wall_start(void)
 {
-    unsigned i;
     int err;
 
     if (ag.wall_started) {
         return 0;
     }
-    ag_wall_fds = calloc(ag.cfg.max_threads, sizeof(*ag_wall_fds));
-    if (ag_wall_fds == NULL) {
+    ag_wall_visits = calloc(ag.cfg.max_threads, sizeof(*ag_wall_visits));
+    if (ag_wall_visits == NULL) {
         return -ENOMEM;
     }
-    for (i = 0; i < ag.cfg.max_threads; i++) {
-        ag_wall_fds[i].stat_fd = -1;
-        ag_wall_fds[i].sys_fd = -1;
-    }
+    atomic_store(&ag_wall_quit, 0);
+    pthread_mutex_lock(&ag_wall_trim_lock);
+    atomic_store(&ag_wall_producing, 1);
+    pthread_mutex_unlock(&ag_wall_trim_lock);
     err = ag_thread_spawn(&ag.wall, ag_wall_main, NULL);
     if (err != 0) {
-        free(ag_wall_fds);
-        ag_wall_fds = NULL;
+        atomic_store(&ag_wall_producing, 0);
+        free(ag_wall_visits);
+        ag_wall_visits = NULL;
         return err;
     }
     ag.wall_started = 1;
     return 0;
 }
 
-/* Called by ag_stop() with ag.stopping set. */
+/*
+ * Ends the wall thread: by ag_stop() with ag.stopping set, or when the last wall request went
+ * (life_lock held either way). The memory of the wall rings it filled goes back to the kernel
+ * as they are drained (now, or at the drain that empties them: ag_wall_trim_drained): with no
+ * producer left, an empty ring's slots are read by nobody (the consumer looks at its indices).
+ */
 void
 ag_wall_stop(void)
 {
-    unsigned i;
+    unsigned i, high;
 
     if (!ag.wall_started) {
         return;
     }
+    pthread_mutex_lock(&ag.wake_lock);
+    atomic_store(&ag_wall_quit, 1);
+    ag.wake_seq++; /* ends an idle ag_wait_ms() too */
+    pthread_cond_broadcast(&ag.wake_cond);
+    pthread_mutex_unlock(&ag.wake_lock);
     pthread_join(ag.wall, NULL);
     ag.wall_started = 0;
-    for (i = 0; i < ag.cfg.max_threads; i++) {
-        ag_wall_fd_close(&ag_wall_fds[i]);
+    free(ag_wall_visits);
+    ag_wall_visits = NULL;
+    pthread_mutex_lock(&ag_wall_trim_lock);
+    atomic_store(&ag_wall_producing, 0);
+    high = atomic_load(&ag.high);
+    for (i = 0; ag.threads != NULL && i < high; i++) {
+        (void)ag_ring_trim(&ag.threads[i].wring);
     }
-    free(ag_wall_fds);
-    ag_wall_fds = NULL;
+    pthread_mutex_unlock(&ag_wall_trim_lock);
+}
+
+void
+ag_wall_trim_drained(struct ag_thread *t)
+{
+    if (atomic_load_explicit(&ag_wall_producing, memory_order_relaxed)) {
+        return;
+    }
+    pthread_mutex_lock(&ag_wall_trim_lock);
+    if (!atomic_load_explicit(&ag_wall_producing, memory_order_relaxed)) {
+        (void)ag_ring_trim(&t->wring);
+    }
+    pthread_mutex_unlock(&ag_wall_trim_lock);
+}
+
+/* fork() child: the wall thread is gone; a lock a parent's drain held is free again. */
+void
+ag_wall_forked_child(void)
+{
+    pthread_mutex_init(&ag_wall_trim_lock, NULL);
+    atomic_store(&ag_wall_producing, 0);
+    ag_wall_visits = NULL; /* the parent's, not freed: its thread may have been using it */
 }

@@ -2,7 +2,7 @@
 /*
  * bench/bench-sigmask.c - what the agent's pthread_sigmask interposer costs a host that masks
  * signals, 16 frames deep, in pairs of block + unblock:
- *   libc          the real pthread_sigmask (ag_sigmask_raw), no interposer;
+ *   libc          the real pthread_sigmask (host_sigmask_raw), no interposer;
  *   agent-off     the interposer with the agent stopped (a pass-through);
  *   other-signal  the agent sampling in CPU mode at 100 Hz, the pair masking SIGUSR1 (the
  *                 interposer looks and passes through);
@@ -55,8 +55,8 @@ bench_pairs(int depth, int k, int sig, unsigned pairs)
     t0 = bench_now_ns();
     for (i = 0; i < pairs; i++) {
         if (k == 0) {
-            ag_sigmask_raw(SIG_BLOCK, &set, NULL);
-            ag_sigmask_raw(SIG_UNBLOCK, &set, NULL);
+            host_sigmask_raw(SIG_BLOCK, &set, NULL);
+            host_sigmask_raw(SIG_UNBLOCK, &set, NULL);
         } else {
             pthread_sigmask(SIG_BLOCK, &set, NULL);
             pthread_sigmask(SIG_UNBLOCK, &set, NULL);

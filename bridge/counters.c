@@ -188,7 +188,7 @@ bridge_counters_threads(unsigned *threads, uint64_t *agent_cpu_ns)
         return;
     }
     while ((de = readdir(d)) != NULL) {
-        char path[300], buf[512];
+        char path[600], buf[512];
         const char *comm, *after;
         unsigned long long utime, stime;
 
@@ -196,7 +196,9 @@ bridge_counters_threads(unsigned *threads, uint64_t *agent_cpu_ns)
             continue;
         }
         (*threads)++;
-        snprintf(path, sizeof(path), "/proc/self/task/%s/stat", de->d_name);
+        /* The thread's own entry: one under /proc/self/task stays and costs whoever reaps this
+         * process (docs/architecture.md, "Resources"). */
+        snprintf(path, sizeof(path), "/proc/%s/task/%s/stat", de->d_name, de->d_name);
         if (bridge_counters_read(path, buf, sizeof(buf)) == 0 ||
             (comm = strchr(buf, '(')) == NULL || (after = strrchr(buf, ')')) == NULL ||
             strncmp(comm + 1, "pipeprof", 8) != 0) {

@@ -47,7 +47,9 @@ struct bridge_http_rec {
 static struct {
     char url[512];
     int allow_remote;
-    int sampling; /* the agent runs: recordings are possible */
+    int allow_tcp;                  /* PIPEPROF_SAMPLING_SERVER_TCP_OPEN_TO_LOCAL_USERS=1 */
+    char token[HTTP_MAX_TOKEN + 1]; /* PIPEPROF_SAMPLING_SERVER_TOKEN, or "" */
+    int sampling;                   /* the agent runs: recordings are possible */
     struct http_server *server;
     uv_loop_t *loop;
 } bridge_http;
@@ -144,13 +146,16 @@ bridge_http_namer(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int
 static void
 bridge_http_name_threads(struct pp_profile *p)
 {
-    char path[64], name[64];
+    char path[96], name[64];
     size_t i;
 
     for (i = 0; i < p->thread_count; i++) {
         FILE *f;
 
-        snprintf(path, sizeof(path), "/proc/self/task/%llu/comm",
+        /* Not /proc/self/task/TID: that entry stays and costs whoever reaps this process
+         * (docs/architecture.md, "Resources"). */
+        snprintf(path, sizeof(path), "/proc/%llu/task/%llu/comm",
+                 (unsigned long long)p->threads[i].thread_id,
                  (unsigned long long)p->threads[i].thread_id);
         f = fopen(path, "re");
         if (f == NULL) {
@@ -332,6 +337,8 @@ bridge_http_loop_start(void *ctx, void *loop)
     memset(&opts, 0, sizeof(opts));
     opts.url = bridge_http.url;
     opts.allow_remote = bridge_http.allow_remote;
+    opts.allow_tcp = bridge_http.allow_tcp;
+    opts.token = bridge_http.token;
     /* Recordings are taps that keep their own rate and mode, so a few can run at once. */
     opts.max_sampling = BRIDGE_HTTP_MAX_RECORDINGS;
     bridge_http.loop = loop;
@@ -383,7 +390,7 @@ bridge_http_configure(struct ipc_server_options *opts, int sampling)
     static const char *const pattern_names[] = { "PIPEPROF_SAMPLING_SERVER_URL_PATTERN",
                                                  "SWIPR_SAMPLING_SERVER_URL_PATTERN",
                                                  "PROFILE_RECORDER_SERVER_URL_PATTERN", NULL };
-    const char *url = bridge_http_env(url_names), *remote;
+    const char *url = bridge_http_env(url_names), *remote, *tcp, *token;
     struct http_url parsed;
     char err[256];
 
@@ -403,6 +410,24 @@ bridge_http_configure(struct ipc_server_options *opts, int sampling)
         fprintf(stderr, "pipeprof: sampling server not started: %s\n", err);
         return -EINVAL;
     }
+    /* TCP is opt-in by a name that says what it exposes; a Unix socket is 0600 */
+    tcp = getenv("PIPEPROF_SAMPLING_SERVER_TCP_OPEN_TO_LOCAL_USERS");
+    bridge_http.allow_tcp = tcp != NULL && strcmp(tcp, "1") == 0;
+    if (parsed.family != AF_UNIX && !bridge_http.allow_tcp) {
+        fprintf(stderr,
+                "pipeprof: sampling server not started: on TCP (%s) every local user could make "
+                "this process sample itself and read its stacks, thread names and module paths; "
+                "use unix:///PATH, or set PIPEPROF_SAMPLING_SERVER_TCP_OPEN_TO_LOCAL_USERS=1\n",
+                url);
+        return -EACCES;
+    }
+    token = getenv("PIPEPROF_SAMPLING_SERVER_TOKEN");
+    if (token != NULL && strlen(token) >= sizeof(bridge_http.token)) {
+        fprintf(stderr, "pipeprof: sampling server not started: the token is longer than %u\n",
+                HTTP_MAX_TOKEN);
+        return -EINVAL;
+    }
+    snprintf(bridge_http.token, sizeof(bridge_http.token), "%s", token != NULL ? token : "");
     snprintf(bridge_http.url, sizeof(bridge_http.url), "%s", url);
     bridge_http.sampling = sampling;
     opts->loop_start = bridge_http_loop_start;

@@ -23,6 +23,7 @@
 
 #include "cli/cli.h"
 #include "cli/diag.h"
+#include "cli/output.h"
 #include "ipc/ipc.h"
 
 /*
@@ -47,11 +48,45 @@ struct pp_collect {
     int pid;
     const char *port; /* --diagnostic-port: we listen, the target connects */
     int listen_fd;
-    uint64_t ad_pid; /* reverse mode: the pid whose advertises we take */
-    char sock[4096]; /* -p: the target's socket */
-    double duration; /* 0: until Ctrl-C */
-    int child;       /* pid of the command after `--`, or 0 */
+    struct ipc_sockfile port_file; /* the file of our listening socket */
+    uint64_t ad_pid;               /* reverse mode: the pid whose advertises we take */
+    char sock[4096];               /* -p: the target's socket */
+    double duration;               /* 0: until Ctrl-C */
+    int child;                     /* pid of the command after `--`, or 0 */
 };
+
+/*
+ * Whom a connection reaches: with -p, the listening process must be the target itself (a
+ * socket of the right name can be planted by anyone who may write the directory); in reverse
+ * mode the connecting process must be ours (our uid, or root) or the child we started. The
+ * refusal is said on stderr. Returns 0 or -EPERM.
+ */
+static int
+pp_collect_check_peer(const struct pp_collect *c, int fd)
+{
+    struct ipc_peer peer;
+
+    if (ipc_client_peer(fd, &peer) < 0) {
+        fprintf(stderr, "pipeprof collect: cannot tell who serves the connection\n");
+        return -EPERM;
+    }
+    if (c->port == NULL && c->pid > 0 && peer.pid != c->pid) {
+        fprintf(stderr,
+                "pipeprof collect: refusing %s: it is served by process %ld of uid %ld, not by "
+                "process %d\n",
+                c->sock, peer.pid, peer.uid, c->pid);
+        return -EPERM;
+    }
+    if (c->port != NULL && peer.uid != (long)geteuid() && peer.uid != 0 &&
+        !(c->child > 0 && peer.pid == c->child)) {
+        fprintf(stderr,
+                "pipeprof collect: refused a connection on %s from process %ld of uid %ld (not "
+                "ours)\n",
+                c->port, peer.pid, peer.uid);
+        return -EPERM;
+    }
+    return 0;
+}
 
 /* A fresh connection to the target: connect (-p) or the next advertised one (reverse mode). */
 static int
@@ -70,12 +105,25 @@ pp_collect_open(struct pp_collect *c, int timeout_ms, int *fd)
         for (tries = 0;; tries++) {
             err = ipc_client_connect(c->sock, fd);
             if (err != -ECONNREFUSED || tries == 50) {
-                return err;
+                break;
             }
             usleep(20000);
         }
+        if (err == 0 && pp_collect_check_peer(c, *fd) < 0) {
+            close(*fd);
+            *fd = -1;
+            err = -EPERM;
+        }
+        return err;
     }
-    err = ipc_client_accept_advertise(c->listen_fd, timeout_ms, c->ad_pid, fd, cookie, &pid);
+    for (;;) {
+        err = ipc_client_accept_advertise(c->listen_fd, timeout_ms, c->ad_pid, fd, cookie, &pid);
+        if (err < 0 || pp_collect_check_peer(c, *fd) == 0) {
+            break;
+        }
+        close(*fd); /* an outsider: keep waiting for the target */
+        *fd = -1;
+    }
     if (err == 0 && c->ad_pid == 0) {
         c->ad_pid = pid; /* later connections must come from the same process */
     }
@@ -172,7 +220,8 @@ pp_collect_copy(int stream, int out, uint64_t *bytes, int *eof)
 int
 pp_cmd_collect(int argc, char **argv)
 {
-    struct pp_collect c = { 0, NULL, -1, 0, "", 0, 0 };
+    struct pp_collect c = { 0, NULL, -1, { 0, 0 }, 0, "", 0, 0 };
+    struct ipc_peer impostor;
     const char *providers = PP_COLLECT_DEFAULT_PROVIDERS, *output = "trace.nettrace", *why;
     struct ipc_collect req;
     struct ipc_response r;
@@ -182,6 +231,8 @@ pp_cmd_collect(int argc, char **argv)
     int stream = -1, fd = -1, out = -1, eof = 0, tty = isatty(2), rc = 1, err, i, n;
     uint64_t bytes = 0, start, last_progress = 0, session;
     struct sigaction sa;
+    struct pp_output o = { .fd = -1 };
+    char why_out[PATH_MAX + 64];
 
     memset(&req, 0, sizeof(req));
     for (i = 1; i < argc; i++) {
@@ -232,9 +283,10 @@ pp_cmd_collect(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     if (c.port != NULL) {
-        err = ipc_client_listen(c.port, &c.listen_fd);
+        err = ipc_client_listen(c.port, &c.listen_fd, &c.port_file);
         if (err < 0) {
-            fprintf(stderr, "pipeprof collect: cannot listen on %s: %s\n", c.port, strerror(-err));
+            fprintf(stderr, "pipeprof collect: cannot listen on %s: %s\n", c.port,
+                    ipc_sockfile_refusal(err));
             goto out;
         }
         if (cmd != NULL) {
@@ -250,15 +302,27 @@ pp_cmd_collect(int argc, char **argv)
                     "DOTNET_DiagnosticPorts=%s\n",
                     c.port, c.port);
         }
-    } else if (c.sock[0] == '\0' && ipc_client_find_socket(c.pid, c.sock, sizeof(c.sock)) < 0) {
-        fprintf(stderr, "pipeprof collect: process %d serves no diagnostic port\n", c.pid);
-        goto out;
+    } else if (c.sock[0] == '\0') {
+        err = ipc_client_find_socket(c.pid, c.sock, sizeof(c.sock), &impostor);
+        if (err == -EPERM) {
+            fprintf(stderr,
+                    "pipeprof collect: refusing %s: it belongs to uid %ld, not to the user of "
+                    "process %d\n",
+                    c.sock, impostor.uid, c.pid);
+            goto out;
+        }
+        if (err < 0) {
+            fprintf(stderr, "pipeprof collect: process %d serves no diagnostic port\n", c.pid);
+            goto out;
+        }
     }
 
     /* Connection A: CollectTracing2; it becomes the stream. */
     err = pp_collect_open(&c, c.child ? 10000 : -1, &stream);
     if (err < 0) {
-        fprintf(stderr, "pipeprof collect: cannot connect: %s\n", strerror(-err));
+        if (err != -EPERM) { /* a refused peer was named already */
+            fprintf(stderr, "pipeprof collect: cannot connect: %s\n", strerror(-err));
+        }
         goto out;
     }
     n = ipc_collect_encode(&req, buf, sizeof(buf));
@@ -281,11 +345,12 @@ pp_cmd_collect(int argc, char **argv)
         fprintf(stderr, "pipeprof collect: ResumeRuntime failed\n");
         goto out;
     }
-    out = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0) {
-        fprintf(stderr, "pipeprof collect: cannot create %s: %s\n", output, strerror(errno));
+    /* written beside and renamed into place: an earlier trace there stays whole until then */
+    if (pp_output_open(&o, output, NULL, 0, why_out, sizeof(why_out)) != 0) {
+        fprintf(stderr, "pipeprof collect: %s\n", why_out);
         goto out;
     }
+    out = o.fd;
     fprintf(stderr, "Output File    : %s\n", output);
     start = ipc_client_ms();
     while (!eof && !pp_collect_interrupted &&
@@ -334,6 +399,11 @@ pp_cmd_collect(int argc, char **argv)
             fprintf(stderr, "pipeprof collect: StopTracing was not acknowledged\n");
         }
     }
+    out = -1;
+    if (pp_output_commit(&o, why_out, sizeof(why_out)) != 0) {
+        fprintf(stderr, "pipeprof collect: %s\n", why_out);
+        goto out;
+    }
     fprintf(stderr, "Trace completed: %s (%llu bytes)\n", output, (unsigned long long)bytes);
     rc = 0;
 out:
@@ -343,12 +413,17 @@ out:
     if (stream >= 0) {
         close(stream);
     }
-    if (out >= 0) {
-        close(out);
+    if (out >= 0 && bytes > 0) {
+        /* what arrived is kept, also after a failure (said above) */
+        if (pp_output_commit(&o, why_out, sizeof(why_out)) != 0) {
+            fprintf(stderr, "pipeprof collect: %s\n", why_out);
+            rc = 1;
+        }
     }
+    pp_output_abort(&o);
     if (c.listen_fd >= 0) {
         close(c.listen_fd);
-        unlink(c.port);
+        ipc_sockfile_remove(c.port, &c.port_file);
     }
     if (c.child > 0) {
         int status;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/output.h"
 #include "cli/profile.h"
 
 static void
@@ -63,7 +64,10 @@ pp_cmd_convert(int argc, char **argv)
     struct pp_profile *p = NULL;
     enum pp_profile_format fmt = PP_PROFILE_FOLDED;
     const char *format = NULL, *output = NULL;
-    FILE *out = stdout;
+    const char *const *inputs;
+    struct pp_output o;
+    size_t n_inputs;
+    FILE *out = NULL;
     char err[512], *end;
     int c, rc = 1;
 
@@ -117,14 +121,23 @@ pp_cmd_convert(int argc, char **argv)
                 format);
         return 2;
     }
-    if (pp_profile_load_many((const char *const *)argv + optind, (size_t)(argc - optind), &filter,
-                             &p, err, sizeof(err)) != 0) {
+    inputs = (const char *const *)argv + optind;
+    n_inputs = (size_t)(argc - optind);
+    if (output == NULL && pp_output_is_input("/dev/stdout", inputs, n_inputs)) {
+        fprintf(stderr, "pipeprof convert: standard output is also an input; use -o\n");
+        return 1;
+    }
+    if (output != NULL && pp_output_open(&o, output, inputs, n_inputs, err, sizeof(err)) != 0) {
         fprintf(stderr, "pipeprof convert: %s\n", err);
         return 1;
     }
-    if (output != NULL && (out = fopen(output, "w")) == NULL) {
-        fprintf(stderr, "pipeprof convert: %s: %s\n", output, strerror(errno));
-        out = NULL;
+    if (pp_profile_load_many(inputs, n_inputs, &filter, &p, err, sizeof(err)) != 0) {
+        fprintf(stderr, "pipeprof convert: %s\n", err);
+        goto out;
+    }
+    out = output != NULL ? pp_output_file(&o) : stdout;
+    if (out == NULL) {
+        fprintf(stderr, "pipeprof convert: %s: %s\n", output, strerror(ENOMEM));
         goto out;
     }
     if (pp_profile_write(p, fmt, out, err, sizeof(err)) != 0) {
@@ -132,11 +145,14 @@ pp_cmd_convert(int argc, char **argv)
                 output != NULL ? output : "standard output", err);
         goto out;
     }
+    if (output != NULL && pp_output_commit(&o, err, sizeof(err)) != 0) {
+        fprintf(stderr, "pipeprof convert: %s\n", err);
+        goto out;
+    }
     rc = 0;
 out:
-    if (out != NULL && out != stdout && fclose(out) != 0 && rc == 0) {
-        fprintf(stderr, "pipeprof convert: %s: %s\n", output, strerror(errno));
-        rc = 1;
+    if (output != NULL) {
+        pp_output_abort(&o); /* nothing after a commit; else the previous file stays */
     }
     pp_profile_free(p);
     return rc;

@@ -41,6 +41,8 @@ pp_diag_hr_name(uint32_t hr)
         return "UNKNOWN_MAGIC";
     case IPC_HR_FAIL:
         return "FAIL (too many sessions?)";
+    case IPC_HR_BUSY:
+        return "BUSY (the target is at its limit of connections; try again)";
     default:
         return "error";
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/output.h"
 #include "common/compiler.h"
 
 struct pp_command {
@@ -48,15 +49,22 @@ main(int argc, char **argv)
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         pp_usage(stdout);
-        return 0;
+        return pp_output_stdout_failed("help");
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("pipeprof %s\n", PP_VERSION);
-        return 0;
+        return pp_output_stdout_failed("--version");
     }
     for (i = 0; i < PP_ARRAY_SIZE(pp_commands); i++) {
         if (strcmp(argv[1], pp_commands[i].name) == 0) {
-            return pp_commands[i].fn(argc - 1, argv + 1);
+            int rc = pp_commands[i].fn(argc - 1, argv + 1);
+
+            /* a report to a full disk is a failure, whatever the command (a failed one has
+             * said why already) */
+            if (rc == 0 && pp_output_stdout_failed(argv[1])) {
+                rc = 1;
+            }
+            return rc;
         }
     }
     fprintf(stderr, "pipeprof: unknown command '%s'\n", argv[1]);

@@ -2,7 +2,8 @@
 /*
  * cli/ps.c - `pipeprof ps`: lists the processes that serve a diagnostic port, the way
  * `dotnet-trace ps` does: a glob of $TMPDIR (or /tmp) for dotnet-diagnostic-PID-KEY-socket,
- * keeping live pids, with the name and command line from /proc. It never connects to anyone.
+ * keeping live pids whose socket `collect -p` would trust (a socket owned by the process's user),
+ * with the name and command line from /proc. It never connects to anyone.
  * Context: the CLI's single thread.
  */
 #include <dirent.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "ipc/ipc.h"
 
 /* Parses "dotnet-diagnostic-PID-KEY-socket" (digits only, as the .NET client's regex). */
 static int
@@ -77,7 +79,8 @@ pp_cmd_ps(int argc, char **argv)
         printf("usage: pipeprof ps\n"
                "\n"
                "Lists processes serving a .NET diagnostic port: every\n"
-               "dotnet-diagnostic-PID-KEY-socket in $TMPDIR (or /tmp) whose process is alive.\n"
+               "dotnet-diagnostic-PID-KEY-socket in $TMPDIR (or /tmp) whose process is alive\n"
+               "and owns it (another user's socket at that name is not listed).\n"
                "pipeprof agents and .NET runtimes alike, one line each:\n"
                "\n"
                "  PID  NAME  COMMAND LINE\n"
@@ -100,7 +103,8 @@ pp_cmd_ps(int argc, char **argv)
         return 1;
     }
     while ((de = readdir(d)) != NULL) {
-        char path[64], name[256], cmd[4096];
+        char path[64], name[256], cmd[4096], full[4096];
+        struct ipc_peer owner;
         int pid, dup = 0;
 
         if (pp_ps_parse_name(de->d_name, &pid) < 0 || pid == (int)getpid()) {
@@ -109,9 +113,11 @@ pp_cmd_ps(int argc, char **argv)
         for (i = 0; i < nseen; i++) {
             dup |= seen[i] == pid;
         }
-        snprintf(path, sizeof(path), "/proc/%d", pid);
-        if (dup || access(path, F_OK) != 0) {
-            continue; /* listed once; stale files of dead processes are skipped */
+        snprintf(full, sizeof(full), "%s/%s", dir, de->d_name);
+        if (dup || ipc_sockfile_trusted(full, pid, &owner) != 0) {
+            /* listed once; files of dead processes, and sockets `collect -p` would refuse
+             * (another user's, or no socket at all), are skipped */
+            continue;
         }
         if (nseen < (int)(sizeof(seen) / sizeof(seen[0]))) {
             seen[nseen++] = pid;

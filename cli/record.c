@@ -30,6 +30,7 @@
 
 #include "cli/cli.h"
 #include "cli/diag.h"
+#include "cli/output.h"
 #include "cli/profile.h"
 #include "common/grow.h"
 #include "nettrace/format.h"
@@ -87,13 +88,16 @@ struct pp_record {
     enum pp_profile_format format;
     int nettrace; /* the output is the trace itself */
     int quiet;
+    int verbose;  /* -v: each process's trouble on its own line (else counted in the summary) */
     int children; /* follow the process tree (default), or CMD's pid only */
     char **cmd;
     /* state */
     char dir[160]; /* a socket path must fit sockaddr_un's 108 bytes anyway */
     char sock[PATH_MAX];
-    char trace[PATH_MAX]; /* CMD's own trace: the output, or a file in dir to convert */
+    char trace[PATH_MAX];      /* CMD's own trace: root_out's file, or a file in dir to convert */
+    struct pp_output root_out; /* nettrace: the output, renamed into place at the end */
     int listen_fd;
+    struct ipc_sockfile sock_file;
     pid_t child;
     int child_status, child_done;
     uint64_t start_ms, stopping_ms, exited_ms;
@@ -103,6 +107,8 @@ struct pp_record {
     size_t image_count, image_cap;
     uint64_t skipped;     /* processes resumed but not recorded (stopping, or too many) */
     uint64_t refused;     /* connections from outside the tree */
+    uint64_t failed;      /* processes whose session or resume failed while they lived */
+    uint64_t incomplete;  /* processes other than CMD whose trace was cut */
     struct rlimit nofile; /* the fd limit CMD inherits (ours is raised) */
     pthread_mutex_t tid_lock;
     uint64_t *tids; /* open-addressing set of thread ids seen (0 = empty) */
@@ -120,16 +126,12 @@ struct pp_record {
  * early (cut) contributes what it holds. Returns 0 or a negative errno.
  */
 static int
-pp_record_join(const char *const *in, int n, const char *out)
+pp_record_join(const char *const *in, int n, int ofd)
 {
     struct nt_writer *w = NULL;
     struct nt_sink sink;
-    int ofd, err = 0, i;
+    int err = 0, i;
 
-    ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (ofd < 0) {
-        return -errno;
-    }
     nt_sink_fd(&sink, &ofd);
     for (i = 0; i < n && err == 0; i++) {
         struct nt_reader *r = NULL;
@@ -180,9 +182,24 @@ pp_record_join(const char *const *in, int n, const char *out)
         err = nt_writer_finish(w);
     }
     nt_writer_free(w);
-    if (close(ofd) != 0 && err == 0) {
-        err = -errno;
+    return err;
+}
+
+/* Joins in[0, n) into path through a file beside it, renamed into place when complete. */
+static int
+pp_record_join_into(const char *const *in, int n, const char *path)
+{
+    struct pp_output o;
+    char why[PATH_MAX + 64];
+    int err = pp_output_open(&o, path, NULL, 0, why, sizeof(why));
+
+    if (err == 0) {
+        err = pp_record_join(in, n, o.fd);
     }
+    if (err == 0) {
+        err = pp_output_commit(&o, why, sizeof(why));
+    }
+    pp_output_abort(&o);
     return err;
 }
 
@@ -190,7 +207,7 @@ static void
 pp_record_usage(FILE *out)
 {
     fprintf(out, "usage: pipeprof record [--mode cpu|wall] [--hz N] [--duration S] [-o FILE]\n"
-                 "                       [--format F] [--no-children] [-q] -- CMD [ARGS...]\n"
+                 "                       [--format F] [--no-children] [-q] [-v] -- CMD [ARGS...]\n"
                  "\n"
                  "Runs CMD with the pipeprof agent preloaded and records its native call stacks,\n"
                  "and those of every process it starts, from their first instruction until CMD\n"
@@ -210,6 +227,8 @@ pp_record_usage(FILE *out)
                  "                     folded, perf, speedscope, pprof, chromium\n"
                  "  --no-children      record CMD's process only (through its execs)\n"
                  "  -q, --quiet        no live line and no summary\n"
+                 "  -v, --verbose      a line for each process's file and each process that\n"
+                 "                     could not be recorded (else counted in the summary)\n"
                  "  -h, --help         this text\n"
                  "\n"
                  "What is followed: CMD's process through exec (env, nice, sh -c 'exec ...',\n"
@@ -568,9 +587,29 @@ pp_record_worth_saying(uint64_t pid)
     return after != NULL && sscanf(after + 1, " %c", &state) == 1 && state != 'Z' && state != 'X';
 }
 
-/* Sends a request that is answered and then closes fd. Returns 0 or an error said on stderr. */
+/*
+ * A request to process pid failed (err: negative errno, or positive with the HRESULT in r):
+ * counted when the process still lives, and said on its own line only with -v. The host's
+ * stderr is shared with CMD: a shell's hundreds of short children must not fill it.
+ */
+static void
+pp_record_failed(struct pp_record *rc, const char *what, uint64_t pid, int err,
+                 const struct ipc_response *r)
+{
+    if (err < 0 && !pp_record_worth_saying(pid)) {
+        return; /* it exited as it started: nothing was lost */
+    }
+    rc->failed++;
+    if (rc->verbose) {
+        fprintf(stderr, "pipeprof record: %s of process %llu failed: %s\n", what,
+                (unsigned long long)pid, err > 0 ? pp_diag_hr_name(r->hresult) : strerror(-err));
+    }
+}
+
+/* Sends a request that is answered and then closes fd. Returns 0 or -EPROTO (counted). */
 static int
-pp_record_command(int fd, const uint8_t *msg, size_t len, const char *what, uint64_t pid)
+pp_record_command(struct pp_record *rc, int fd, const uint8_t *msg, size_t len, const char *what,
+                  uint64_t pid)
 {
     static uint8_t buf[IPC_MAX_MESSAGE + 1];
     struct ipc_response r;
@@ -578,22 +617,19 @@ pp_record_command(int fd, const uint8_t *msg, size_t len, const char *what, uint
 
     close(fd);
     if (err != 0) {
-        if (err > 0 || pp_record_worth_saying(pid)) {
-            fprintf(stderr, "pipeprof record: %s of process %llu failed: %s\n", what,
-                    (unsigned long long)pid, err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
-        }
+        pp_record_failed(rc, what, pid, err, &r);
         return -EPROTO;
     }
     return 0;
 }
 
 static void
-pp_record_resume(int fd, uint64_t pid)
+pp_record_resume(struct pp_record *rc, int fd, uint64_t pid)
 {
     uint8_t msg[IPC_HEADER_SIZE];
 
     ipc_header_encode(msg, IPC_HEADER_SIZE, IPC_SET_PROCESS, IPC_PROC_RESUME_RUNTIME);
-    (void)pp_record_command(fd, msg, sizeof(msg), "ResumeRuntime", pid);
+    (void)pp_record_command(rc, fd, msg, sizeof(msg), "ResumeRuntime", pid);
 }
 
 /* StopTracing on fd; the answer comes after the stream's end and is not awaited. */
@@ -639,11 +675,7 @@ pp_record_start_image(struct pp_record *rc, struct pp_image *img, int fd)
                 : pp_diag_request(fd, buf, (size_t)n, &r, buf, sizeof(buf), PP_RECORD_REQUEST_MS);
     ipc_collect_fini(&req);
     if (err != 0) {
-        if (err > 0 || pp_record_worth_saying(img->pid)) {
-            fprintf(stderr, "pipeprof record: CollectTracing of process %llu failed: %s\n",
-                    (unsigned long long)img->pid,
-                    err > 0 ? pp_diag_hr_name(r.hresult) : strerror(-err));
-        }
+        pp_record_failed(rc, "CollectTracing", img->pid, err, &r);
         close(fd);
         return -EPROTO;
     }
@@ -733,7 +765,7 @@ pp_record_on_connection(struct pp_record *rc, int fd, uint64_t pid, const uint8_
                           sizeof(*rc->images)) != 0 ||
             (img = calloc(1, sizeof(*img))) == NULL) {
             rc->skipped++;
-            pp_record_resume(fd, pid); /* never left waiting */
+            pp_record_resume(rc, fd, pid); /* never left waiting */
             return;
         }
         img->pid = pid;
@@ -749,7 +781,7 @@ pp_record_on_connection(struct pp_record *rc, int fd, uint64_t pid, const uint8_
     }
     if (img->need_resume) {
         img->need_resume = 0;
-        pp_record_resume(fd, pid);
+        pp_record_resume(rc, fd, pid);
     } else if (rc->stopping && img->stop_fd < 0 && !atomic_load(&img->done)) {
         pp_record_send_stop(img, fd);
     } else {
@@ -946,12 +978,11 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
                       size_t *no_samples)
 {
     const char **in = calloc(rc->image_count + 1, sizeof(*in));
-    char *joined = malloc(PATH_MAX);
     size_t i, j, n = 0;
     int err = 0;
 
     *no_samples = 0;
-    if (in == NULL || joined == NULL) {
+    if (in == NULL) {
         err = -ENOMEM;
         goto out;
     }
@@ -1006,12 +1037,7 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
             continue;
         }
         if (segs > 1 || cut || !root) {
-            snprintf(joined, PATH_MAX, "%s/joined.nettrace", rc->dir);
-            err = pp_record_join(in, segs, joined);
-            if (err == 0 && rename(joined, files[n].path) != 0) {
-                err = pp_record_join(in, segs, files[n].path); /* another file system */
-            }
-            unlink(joined);
+            err = pp_record_join_into(in, segs, files[n].path);
             if (err != 0) {
                 fprintf(stderr, "pipeprof record: cannot write the trace of process %llu: %s\n",
                         (unsigned long long)img->pid, strerror(-err));
@@ -1027,7 +1053,6 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
     }
 out:
     free(in);
-    free(joined);
     return err < 0 ? err : (int)n;
 }
 
@@ -1038,8 +1063,9 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
 {
     struct pp_profile *p = NULL;
     const char **paths = calloc(n + 1, sizeof(*paths));
-    FILE *out = NULL;
-    char err[512];
+    struct pp_output o = { .fd = -1 };
+    FILE *out;
+    char err[PATH_MAX + 512];
     int rcode = -1, sampled = 0;
     double secs, busiest = 0;
     size_t i;
@@ -1055,21 +1081,20 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
         goto out;
     }
     if (!rc->nettrace) {
-        out = fopen(rc->output, "w");
-        if (out == NULL) {
-            fprintf(stderr, "pipeprof record: %s: %s\n", rc->output, strerror(errno));
+        if (pp_output_open(&o, rc->output, NULL, 0, err, sizeof(err)) != 0) {
+            fprintf(stderr, "pipeprof record: %s\n", err);
             goto out;
         }
-        if (pp_profile_write(p, rc->format, out, err, sizeof(err)) != 0) {
-            fprintf(stderr, "pipeprof record: writing %s: %s\n", rc->output, err);
+        out = pp_output_file(&o);
+        if (out == NULL || pp_profile_write(p, rc->format, out, err, sizeof(err)) != 0) {
+            fprintf(stderr, "pipeprof record: writing %s: %s\n", rc->output,
+                    out == NULL ? strerror(ENOMEM) : err);
             goto out;
         }
-        if (fclose(out) != 0) {
-            out = NULL;
-            fprintf(stderr, "pipeprof record: %s: %s\n", rc->output, strerror(errno));
+        if (pp_output_commit(&o, err, sizeof(err)) != 0) {
+            fprintf(stderr, "pipeprof record: %s\n", err);
             goto out;
         }
-        out = NULL;
     }
     rcode = 0;
     if (rc->quiet) {
@@ -1086,17 +1111,28 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
     }
     fprintf(stderr, "pipeprof: %s written (%s format)\n", rc->output,
             rc->nettrace ? "nettrace" : pp_profile_format_name(rc->format));
-    if (n > 1 || no_samples > 0 || rc->skipped > 0) {
+    if (n > 1 || no_samples > 0 || rc->skipped > 0 || rc->failed > 0 || rc->incomplete > 0) {
+        /* one line for the whole tree; -v names each process */
         fprintf(stderr, "pipeprof: %zu process%s recorded", n, n == 1 ? "" : "es");
         if (no_samples > 0) {
-            fprintf(stderr, ", %zu without (no file written)", no_samples);
+            fprintf(stderr, ", %zu without samples (no file written)", no_samples);
         }
         if (rc->skipped > 0) {
             fprintf(stderr, ", %llu started after the recording ended (not recorded)",
                     (unsigned long long)rc->skipped);
         }
-        fprintf(stderr, "\n");
-        for (i = 0; i < n && rc->nettrace; i++) {
+        if (rc->failed > 0) {
+            fprintf(stderr, ", %llu not recorded (a request failed)",
+                    (unsigned long long)rc->failed);
+        }
+        if (rc->incomplete > 0) {
+            fprintf(stderr, ", %llu with an incomplete trace (kept)",
+                    (unsigned long long)rc->incomplete);
+        }
+        fprintf(stderr, "%s\n",
+                !rc->verbose && (n > 1 || rc->failed > 0 || rc->incomplete > 0) ? "; -v for each"
+                                                                                : "");
+        for (i = 0; i < n && rc->nettrace && rc->verbose; i++) {
             fprintf(stderr, "pipeprof:   %s: pid %llu, %llu samples\n", files[i].path,
                     (unsigned long long)files[i].pid, (unsigned long long)files[i].samples);
         }
@@ -1135,9 +1171,7 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
         (void)pp_report_brief(p, 10, stderr);
     }
 out:
-    if (out != NULL) {
-        fclose(out);
-    }
+    pp_output_abort(&o); /* after a failure: an earlier file at the output is left as it was */
     free(paths);
     pp_profile_free(p);
     return rcode;
@@ -1161,6 +1195,8 @@ pp_record_parse(struct pp_record *rc, int argc, char **argv)
             return 0;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             rc->quiet = 1;
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            rc->verbose = 1;
         } else if (strcmp(a, "--no-children") == 0) {
             rc->children = 0;
         } else if (i + 1 >= argc) {
@@ -1211,6 +1247,30 @@ pp_record_parse(struct pp_record *rc, int argc, char **argv)
         rc->output = pp_record_default_output(rc->format, rc->nettrace);
     }
     return -1;
+}
+
+/*
+ * Renames CMD's trace into place as the output when it holds anything (also after an error:
+ * what was recorded is kept), else removes it. Returns 0 when the output was written.
+ */
+static int
+pp_record_keep_root(struct pp_record *rc)
+{
+    struct stat st;
+    char why[PATH_MAX + 64];
+
+    if (rc->root_out.fd < 0 && rc->root_out.tmp[0] == '\0') {
+        return -EALREADY;
+    }
+    if (stat(rc->trace, &st) != 0 || st.st_size == 0) {
+        pp_output_abort(&rc->root_out);
+        return -ENODATA;
+    }
+    if (pp_output_commit(&rc->root_out, why, sizeof(why)) != 0) {
+        fprintf(stderr, "pipeprof record: %s\n", why);
+        return -EIO;
+    }
+    return 0;
 }
 
 static int
@@ -1269,8 +1329,19 @@ pp_cmd_record(int argc, char **argv)
      * passed but not listed, and each connection's process is checked (pp_record_in_tree). */
     chmod(rc.dir, 0711);
     snprintf(rc.sock, sizeof(rc.sock), "%s/port.sock", rc.dir);
+    rc.root_out.fd = -1;
     if (rc.nettrace) {
-        snprintf(rc.trace, sizeof(rc.trace), "%s", rc.output);
+        char why[PATH_MAX + 64];
+
+        /* CMD's trace streams into a file beside the output, renamed into place at the end:
+         * an earlier recording there stays whole until this one is */
+        if (pp_output_open(&rc.root_out, rc.output, NULL, 0, why, sizeof(why)) != 0) {
+            fprintf(stderr, "pipeprof record: %s\n", why);
+            rmdir(rc.dir);
+            return 1;
+        }
+        snprintf(rc.trace, sizeof(rc.trace), "%s",
+                 rc.root_out.tmp[0] != '\0' ? rc.root_out.tmp : rc.output);
     } else {
         snprintf(rc.trace, sizeof(rc.trace), "%s/trace.nettrace", rc.dir);
     }
@@ -1295,7 +1366,7 @@ pp_cmd_record(int argc, char **argv)
     sigaction(SIGHUP, &sa, &old_hup);
     signal(SIGPIPE, SIG_IGN);
 
-    err = ipc_client_listen(rc.sock, &rc.listen_fd);
+    err = ipc_client_listen(rc.sock, &rc.listen_fd, &rc.sock_file);
     if (err < 0) {
         fprintf(stderr, "pipeprof record: cannot listen on %s: %s\n", rc.sock, strerror(-err));
         goto out;
@@ -1334,7 +1405,8 @@ pp_cmd_record(int argc, char **argv)
             close(img->file_fd);
             img->file_fd = -1;
         }
-        if (img->cut) {
+        rc.incomplete += img->cut && !img->root; /* a child killed with CMD, usually */
+        if (img->cut && (img->root || rc.verbose)) {
             fprintf(stderr,
                     "pipeprof record: the trace of process %llu is incomplete: %s%s; what "
                     "arrived is kept, closed properly\n",
@@ -1347,6 +1419,11 @@ pp_cmd_record(int argc, char **argv)
     files = calloc(rc.image_count + 1, sizeof(*files));
     nfiles = files == NULL ? -ENOMEM
                            : pp_record_write_files(&rc, files, rc.image_count + 1, &no_samples);
+    for (i = 0; rc.nettrace && nfiles > 0 && i < (size_t)nfiles; i++) {
+        if (strcmp(files[i].path, rc.trace) == 0 && pp_record_keep_root(&rc) == 0) {
+            snprintf(files[i].path, sizeof(files[i].path), "%s", rc.output);
+        }
+    }
     if (nfiles > 0) {
         recorded = pp_record_finish(&rc, files, (size_t)nfiles, no_samples) == 0;
     } else if (nfiles == 0) {
@@ -1383,7 +1460,10 @@ out:
     if (rc.listen_fd >= 0) {
         close(rc.listen_fd);
     }
-    unlink(rc.sock);
+    ipc_sockfile_remove(rc.sock, &rc.sock_file);
+    if (rc.nettrace) {
+        (void)pp_record_keep_root(&rc); /* what CMD's stream brought is kept, also on errors */
+    }
     if (!rc.nettrace) {
         unlink(rc.trace);
     }

@@ -50,6 +50,7 @@ struct http_server; /* opaque; see http/server.c */
 #define HTTP_DEFAULT_MAX_HEADER      (8u * 1024u)
 #define HTTP_DEFAULT_REQUEST_TIMEOUT 10000u /* ms to send request line, headers and body */
 #define HTTP_DEFAULT_WRITE_TIMEOUT   60000u /* ms to read the whole response */
+#define HTTP_MAX_TOKEN               128u   /* bytes of a bearer token */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Listen URLs (http/url.c)                                                                   */
@@ -119,8 +120,19 @@ struct http_backend {
 
 /* Zero fields take the HTTP_DEFAULT_* values. */
 struct http_server_options {
-    const char *url;             /* listen URL, see http_url_parse(); {PID} patterns allowed */
-    int allow_remote;            /* listen on a non-loopback address (no authentication!) */
+    const char *url; /* listen URL, see http_url_parse(); {PID} patterns allowed */
+    /*
+     * 1: a TCP URL may be served. Any local user can connect to a TCP port (a Unix socket is
+     * 0600) and make the process sample itself and read its stacks, thread names and module
+     * paths, so TCP is refused (-EACCES) unless the caller opts in.
+     */
+    int allow_tcp;
+    int allow_remote; /* listen on a non-loopback address too (needs allow_tcp) */
+    /*
+     * A bearer token (copied; NULL or "": none). Every request must then carry
+     * "Authorization: Bearer TOKEN", compared in constant time; others get 401.
+     */
+    const char *token;
     unsigned max_connections;    /* open connections; more are answered 503 */
     unsigned max_sampling;       /* concurrent recordings; more are answered 429 */
     size_t max_body;             /* request body bytes; more: 413 */

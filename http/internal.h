@@ -56,6 +56,10 @@ struct http_request {
     int field_done;   /* the value of the current header has started */
     char value[32];
     size_t value_len;
+    char start[3]; /* the first bytes: "PRI" opens HTTP/2's preface, which http-parser rejects */
+    char auth[HTTP_MAX_TOKEN + 16]; /* the Authorization header's value, as far as it fits */
+    size_t auth_len;                /* > sizeof(auth): longer than any token we accept */
+    size_t start_len;
     struct http_error err;
 };
 
@@ -96,6 +100,14 @@ struct http_route {
 void http_route_request(const struct http_request *r, struct http_route *out);
 
 /*
+ * Whether the request carries "Authorization: Bearer TOKEN" with token[0, token_len) (the
+ * scheme in any case). The comparison takes the same time wherever the first difference is.
+ * Returns 1, or 0 with a 401 "unauthorized" in *err.
+ */
+int http_request_authorized(const struct http_request *r, const char *token, size_t token_len,
+                            struct http_error *err);
+
+/*
  * Parses a swift-profile-recorder interval: a decimal number, optional whitespace, and a unit
  * ns, us, ms, s, min, h or hr (any case; none means ms). Returns 0 with *ns, or -EINVAL.
  */
@@ -122,7 +134,8 @@ PP_MUST_USE int http_response_build(struct http_response *out, int status, const
 
 /*
  * Builds the JSON error answer of e: {"error": e->error, "detail": e->detail}, with Allow when
- * allow is set (405) and Retry-After when retry_after_s is nonzero (429, 503).
+ * allow is set (405), Retry-After when retry_after_s is nonzero (429, 503), and
+ * WWW-Authenticate for a 401.
  */
 PP_MUST_USE int http_response_error(struct http_response *out, const struct http_error *e,
                                     const char *allow, unsigned retry_after_s);

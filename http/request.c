@@ -148,6 +148,16 @@ http_on_header_value(http_parser *p, const char *at, size_t len)
         return 0;
     }
     r->field_done = 1;
+    if (r->field_len == 13 && memcmp(r->field, "authorization", 13) == 0) {
+        /* a value longer than the buffer is marked so, and never matches a token */
+        if (len > sizeof(r->auth) - r->auth_len || r->auth_len > sizeof(r->auth)) {
+            r->auth_len = sizeof(r->auth) + 1;
+            return 0;
+        }
+        memcpy(r->auth + r->auth_len, at, len);
+        r->auth_len += len;
+        return 0;
+    }
     if (r->field_len != 6 || memcmp(r->field, "expect", 6) != 0) {
         return 0;
     }
@@ -263,18 +273,26 @@ http_request_feed(struct http_request *r, const char *data, size_t len)
     }
     while (off < len) {
         size_t n = len - off;
-        size_t got;
+        size_t got, k;
         int in_head = !r->headers_done;
         enum http_errno e;
 
         if (in_head && n > r->max_header - r->header_bytes) {
             n = r->max_header - r->header_bytes; /* never parse a head past the limit */
         }
+        for (k = 0; r->start_len < sizeof(r->start) && k < n; k++) {
+            r->start[r->start_len++] = data[off + k];
+        }
         got = http_parser_execute(&r->parser, &r->settings, data + off, n);
         if (r->err.status != 0 || r->complete) {
             return http_request_status(r);
         }
         e = HTTP_PARSER_ERRNO(&r->parser);
+        if (e != HPE_OK && r->start_len == sizeof(r->start) && memcmp(r->start, "PRI", 3) == 0) {
+            /* "PRI * HTTP/2.0": no HTTP/1 method starts so; http-parser 2.9 knows no PRI */
+            return http_error_set(&r->err, 505, "version_not_supported",
+                                  "HTTP/2 is not supported; use HTTP/1.1");
+        }
         if (e != HPE_OK) {
             return http_error_set(&r->err, 400, "malformed_request", "bad HTTP request: %s",
                                   http_errno_description(e));

@@ -492,6 +492,43 @@ http_route_request(const struct http_request *r, struct http_route *out)
 
 /* ------------------------------------------------------------------------------------------ */
 /* Responses                                                                                  */
+int
+http_request_authorized(const struct http_request *r, const char *token, size_t token_len,
+                        struct http_error *err)
+{
+    const char *v = r->auth;
+    size_t n = r->auth_len <= sizeof(r->auth) ? r->auth_len : 0, i;
+    volatile unsigned char diff = 0;
+
+    while (n > 0 && (*v == ' ' || *v == '\t')) {
+        v++;
+        n--;
+    }
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t')) {
+        n--;
+    }
+    if (n > 7 && strncasecmp(v, "bearer ", 7) == 0) {
+        v += 7;
+        n -= 7;
+        while (n > 0 && *v == ' ') {
+            v++;
+            n--;
+        }
+        /* every byte of the token is compared, whatever the first difference */
+        diff = (unsigned char)(n != token_len);
+        for (i = 0; i < token_len; i++) {
+            diff |= (unsigned char)(token[i] ^ (i < n ? v[i] : ~token[i]));
+        }
+        if (diff == 0) {
+            return 1;
+        }
+    }
+    http_error_set(err, 401, "unauthorized",
+                   "this endpoint needs the header \"Authorization: Bearer TOKEN\" with the "
+                   "token it was started with");
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 const char *
@@ -502,6 +539,8 @@ http_status_text(int status)
         return "OK";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 404:
         return "Not Found";
     case 405:
@@ -592,6 +631,8 @@ http_response_error(struct http_response *out, const struct http_error *e, const
         snprintf(extra, sizeof(extra), "Allow: %s\r\n", allow);
     } else if (retry_after_s != 0) {
         snprintf(extra, sizeof(extra), "Retry-After: %u\r\n", retry_after_s);
+    } else if (e->status == 401) {
+        snprintf(extra, sizeof(extra), "WWW-Authenticate: Bearer realm=\"pipeprof\"\r\n");
     }
     err = http_response_build(out, e->status, "application/json", extra, body, len);
     body = NULL;

@@ -9,10 +9,13 @@
  * overrun its duration by HTTP_SAMPLE_GRACE_MS (else 500), the response must be read within
  * write_timeout_ms, and after the response the connection lingers at most HTTP_LINGER_MS,
  * reading and dropping what the client still sends so that closing does not reset the
- * connection before the client has read an early error answer. Nothing queues: beyond
- * max_connections a client is answered 503 through the same write-and-linger path (so it reads
- * the answer rather than a reset), beyond HTTP_REJECT_FACTOR times that it is closed at once,
- * and beyond max_sampling a request is answered 429.
+ * connection before the client has read an early error answer. Nothing queues: at
+ * max_connections the oldest idle connection (still reading its request, preferably one that
+ * sent nothing) is closed to make room, so that clients holding connections open cannot keep
+ * others out; only when none is idle a client is answered 503 through the same write-and-linger
+ * path (so it reads the answer rather than a reset), beyond HTTP_REJECT_FACTOR times that it is
+ * closed at once, and beyond max_sampling a request is answered 429. With a token, a request
+ * without it is answered 401 before anything else.
  *
  * Context: the loop thread only (see http/http.h). Memory of a connection is released in the
  * close callbacks of its two handles, never earlier.
@@ -85,7 +88,10 @@ struct http_server {
     struct http_server_options opts; /* defaults filled in; url not kept */
     struct http_backend backend;
     struct http_conn *conns;
-    unsigned conn_count;
+    unsigned conn_count; /* in conns, closing ones included */
+    unsigned closing;    /* of those, closed and waiting for their close callbacks */
+    char token[HTTP_MAX_TOKEN + 1];
+    size_t token_len; /* 0: no token required */
     unsigned sampling;
     dev_t sock_dev; /* the Unix socket file we created, to remove only our own */
     ino_t sock_ino;
@@ -131,6 +137,7 @@ http_on_conn_handle_closed(uv_handle_t *h)
         c->next->prev = c->prev;
     }
     s->conn_count--;
+    s->closing--;
     http_request_fini(&c->req);
     http_response_fini(&c->resp);
     free(c);
@@ -162,6 +169,7 @@ http_conn_close(struct http_conn *c)
     }
     http_conn_cancel_sampling(c);
     c->state = HTTP_CONN_CLOSING;
+    c->server->closing++;
     uv_close(&c->h.handle, http_on_conn_handle_closed);
     uv_close((uv_handle_t *)&c->timer, http_on_conn_handle_closed);
 }
@@ -449,6 +457,14 @@ http_conn_dispatch(struct http_conn *c)
     char *body;
 
     (void)uv_timer_stop(&c->timer);
+    if (c->server->token_len != 0) {
+        struct http_error denied = { 0 };
+
+        if (!http_request_authorized(&c->req, c->server->token, c->server->token_len, &denied)) {
+            http_conn_respond_error(c, &denied, NULL, 0);
+            return;
+        }
+    }
     http_route_request(&c->req, &route);
     switch (route.action) {
     case HTTP_ACTION_INDEX:
@@ -605,6 +621,29 @@ http_reject(struct http_server *s)
     uv_close(&r->h.handle, http_on_reject_closed);
 }
 
+/*
+ * At the limit: closes the oldest connection that is still waiting for its request, one that
+ * sent nothing first. A client cannot hold the endpoint with idle connections; one that is
+ * slow to send its request may lose its place to a newcomer. Returns 1 if one was closed.
+ */
+static int
+http_drop_idle(struct http_server *s)
+{
+    struct http_conn *c, *victim = NULL;
+
+    /* conns is newest first: a later one of the same kind is older */
+    for (c = s->conns; c != NULL; c = c->next) {
+        if (c->state == HTTP_CONN_READING && (victim == NULL || !c->received || victim->received)) {
+            victim = c;
+        }
+    }
+    if (victim == NULL) {
+        return 0;
+    }
+    http_conn_close(victim);
+    return 1;
+}
+
 static void
 http_on_connection(uv_stream_t *listener, int status)
 {
@@ -614,7 +653,10 @@ http_on_connection(uv_stream_t *listener, int status)
     if (status < 0 || s->stopping) {
         return;
     }
-    if (s->conn_count >= s->opts.max_connections * HTTP_REJECT_FACTOR) {
+    if (s->conn_count - s->closing >= s->opts.max_connections) {
+        (void)http_drop_idle(s);
+    }
+    if (s->conn_count - s->closing >= s->opts.max_connections * HTTP_REJECT_FACTOR) {
         http_reject(s);
         return;
     }
@@ -645,7 +687,7 @@ http_on_connection(uv_stream_t *listener, int status)
         http_conn_close(c);
         return;
     }
-    if (s->conn_count > s->opts.max_connections) {
+    if (s->conn_count - s->closing > s->opts.max_connections) {
         struct http_error e = { 0 };
 
         http_error_set(&e, 503, "too_many_connections",
@@ -661,8 +703,8 @@ http_on_connection(uv_stream_t *listener, int status)
 /* ------------------------------------------------------------------------------------------ */
 
 /*
- * Makes room for a Unix socket at path: nothing there, or a socket nobody accepts on (left by
- * a process that died), which is removed. Returns 0 or a negative errno with err set.
+ * Makes room for a Unix socket at path: nothing there, or a socket of our uid nobody accepts on
+ * (left by a process that died), which is removed. Returns 0 or a negative errno with err set.
  */
 static int
 http_unix_clear(const char *path, char *err, size_t errlen)
@@ -681,6 +723,10 @@ http_unix_clear(const char *path, char *err, size_t errlen)
     }
     if (!S_ISSOCK(st.st_mode)) {
         snprintf(err, errlen, "%s exists and is not a socket; not replacing it", path);
+        return -EEXIST;
+    }
+    if (st.st_uid != geteuid()) {
+        snprintf(err, errlen, "%s is a socket of uid %ld; not replacing it", path, (long)st.st_uid);
         return -EEXIST;
     }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -827,6 +873,24 @@ http_server_start(uv_loop_t *loop, const struct http_server_options *opts,
     s->backend = *backend;
     s->opts = *opts;
     s->opts.url = NULL; /* not kept: the caller's string need not outlive the server */
+    s->opts.token = NULL;
+    if (s->url.family != AF_UNIX && !opts->allow_tcp) {
+        snprintf(err, errlen,
+                 "TCP is not enabled: every local user could connect to it, make this process "
+                 "sample itself and read its stacks, thread names and module paths; use a "
+                 "unix:// URL (mode 0600) or opt in to TCP");
+        e = -EACCES;
+        goto out;
+    }
+    if (opts->token != NULL && strlen(opts->token) > HTTP_MAX_TOKEN) {
+        snprintf(err, errlen, "the token is longer than %u bytes", HTTP_MAX_TOKEN);
+        e = -EINVAL;
+        goto out;
+    }
+    if (opts->token != NULL) {
+        s->token_len = strlen(opts->token);
+        memcpy(s->token, opts->token, s->token_len + 1);
+    }
     if (s->opts.max_connections == 0) {
         s->opts.max_connections = HTTP_DEFAULT_MAX_CONNECTIONS;
     }

@@ -58,20 +58,30 @@ ipc_client_connect(const char *path, int *fd)
 }
 
 int
-ipc_client_listen(const char *path, int *fd)
+ipc_client_listen(const char *path, int *fd, struct ipc_sockfile *f)
 {
     struct sockaddr_un addr;
-    int s;
+    long owner;
+    int s, err;
 
     *fd = -1;
+    f->dev = f->ino = 0;
     s = ipc_client_unix_socket(path, &addr);
     if (s < 0) {
         return s;
     }
-    unlink(path); /* a stale socket of an earlier run */
-    if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(s, 16) < 0) {
-        int err = -errno;
-
+    err = ipc_sockfile_make_room(path, &owner); /* a stale socket of an earlier run only */
+    if (err == 0 && bind(s, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        err = -errno;
+    }
+    if (err == 0) {
+        (void)ipc_sockfile_note(path, f);
+        if (listen(s, 16) < 0) {
+            err = -errno;
+            ipc_sockfile_remove(path, f);
+        }
+    }
+    if (err < 0) {
         close(s);
         return err;
     }
@@ -225,14 +235,25 @@ ipc_client_target_tmpdir(int pid, char *out, size_t cap)
     return found;
 }
 
+/* Whether mtime a is at least as new as b (on a tie the later entry wins). */
 static int
-ipc_client_glob(const char *dir, int pid, char *out, size_t cap)
+ipc_client_newer(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec >= b->tv_nsec);
+}
+
+/*
+ * The newest dotnet-diagnostic-PID-*-socket of dir that pid's user owns, as the .NET client
+ * picks the newest; the newest refused one goes to *impostor when none is trusted.
+ */
+static int
+ipc_client_glob(const char *dir, int pid, char *out, size_t cap, struct ipc_peer *impostor)
 {
     char prefix[64], full[4096];
-    struct timespec best = { 0, 0 };
+    struct timespec best = { 0, 0 }, best_refused = { 0, 0 };
     struct dirent *de;
     struct stat st;
-    int found = 0;
+    int found = 0, refused = 0;
     DIR *d;
 
     snprintf(prefix, sizeof(prefix), "dotnet-diagnostic-%d-", pid);
@@ -242,41 +263,75 @@ ipc_client_glob(const char *dir, int pid, char *out, size_t cap)
     }
     while ((de = readdir(d)) != NULL) {
         size_t n = strlen(de->d_name);
+        struct ipc_peer who;
+        int trust;
 
         if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 || n < 7 ||
             strcmp(de->d_name + n - 7, "-socket") != 0) {
             continue;
         }
         snprintf(full, sizeof(full), "%s/%s", dir, de->d_name);
-        if (stat(full, &st) < 0) {
+        if (lstat(full, &st) < 0) {
+            continue;
+        }
+        trust = ipc_sockfile_trusted(full, pid, &who);
+        if (trust == -EPERM || trust == -ENOTSOCK) {
+            /* the newest impostor is named when nothing trusted is found */
+            if (!refused || ipc_client_newer(&st.st_mtim, &best_refused)) {
+                best_refused = st.st_mtim;
+                *impostor = who;
+                impostor->uid = (long)st.st_uid;
+                if (!found) {
+                    snprintf(out, cap, "%s", full);
+                }
+                refused = 1;
+            }
+            continue;
+        }
+        if (trust != 0) {
             continue;
         }
         /* the newest file wins, as in the .NET client */
-        if (!found || st.st_mtim.tv_sec > best.tv_sec ||
-            (st.st_mtim.tv_sec == best.tv_sec && st.st_mtim.tv_nsec >= best.tv_nsec)) {
+        if (!found || ipc_client_newer(&st.st_mtim, &best)) {
             best = st.st_mtim;
             snprintf(out, cap, "%s", full);
             found = 1;
         }
     }
     closedir(d);
-    return found ? 0 : -ENOENT;
+    return found ? 0 : refused ? -EPERM : -ENOENT;
 }
 
 int
-ipc_client_find_socket(int pid, char *out, size_t cap)
+ipc_client_find_socket(int pid, char *out, size_t cap, struct ipc_peer *impostor)
 {
     char tmp[4096];
     const char *dir = ipc_client_target_tmpdir(pid, tmp, sizeof(tmp));
+    int err = -ENOENT, e;
 
-    if (dir != NULL && ipc_client_glob(dir, pid, out, cap) == 0) {
-        return 0;
+    impostor->pid = impostor->uid = -1;
+    if (dir != NULL) {
+        err = ipc_client_glob(dir, pid, out, cap, impostor);
+        if (err == 0) {
+            return 0;
+        }
     }
     dir = getenv("TMPDIR");
     if (dir == NULL || dir[0] == '\0') {
         dir = "/tmp";
     }
-    return ipc_client_glob(dir, pid, out, cap);
+    if (err == -EPERM) {
+        char other[4096];
+        struct ipc_peer o;
+
+        /* keep naming the first impostor unless a trusted socket turns up here */
+        e = ipc_client_glob(dir, pid, other, sizeof(other), &o);
+        if (e == 0) {
+            snprintf(out, cap, "%s", other);
+        }
+        return e == 0 ? 0 : err;
+    }
+    return ipc_client_glob(dir, pid, out, cap, impostor);
 }
 
 int

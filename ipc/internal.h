@@ -10,8 +10,9 @@
  * that asked (respond, close, read the next request) and logs through the server. All three
  * run on the one loop thread and share one struct ipc_server, so a callback interface between
  * them would add an indirection with no second implementation behind it. The rule that keeps
- * it small: only these three files see each other's internals (this header); everything
- * outside ipc/ sees ipc/ipc.h alone.
+ * it small: only these three files and upstream.c (the .NET runtime behind the server, in a
+ * host it fronts) see each other's internals (this header); everything outside ipc/ sees
+ * ipc/ipc.h alone.
  *
  * Context: everything here runs on the loop thread, except the fields under srv->lock.
  * Handle lifetime: a struct holding uv handles is freed only in the last close callback.
@@ -43,7 +44,8 @@ struct ipc_listener {
     uv_pipe_t pipe;
     struct ipc_server *srv;
     char *path;
-    int open; /* the handle was initialized (must be closed) */
+    struct ipc_sockfile file; /* the socket file bound, removed at stop if still ours */
+    int open;                 /* the handle was initialized (must be closed) */
 };
 
 /* A connect port of DOTNET_DiagnosticPorts (reverse mode). */
@@ -141,6 +143,7 @@ struct ipc_server {
     const struct ipc_event_source *source;
     size_t queue_cap;
     uint32_t request_timeout_ms;
+    size_t max_connections;
     void (*log)(void *ctx, const char *line);
     void *log_ctx;
     int (*loop_start)(void *ctx, void *loop); /* ipc_server_options; run on the loop thread */
@@ -158,6 +161,7 @@ struct ipc_server {
     /* .NET host (upstream.c; docs/dotnet-hosts.md) */
     int dotnet;
     char *rt_path;           /* the runtime's own listen socket */
+    int rt_impostor_said;    /* a stranger answered on rt_path (said once) */
     uint64_t rt_deadline_ms; /* ipc_client_ms() until which commands wait for the runtime */
     int rt_seen;             /* the runtime answered once: a failure now is final */
     uv_timer_t rt_timer;     /* at the deadline, ports stop waiting for the runtime */
@@ -216,6 +220,10 @@ PP_MUST_USE int ipc_upstream_init(struct ipc_server *s, const struct ipc_server_
  * but the StopTracing requests of merged sessions (all=0), or all of them (all=1). */
 void ipc_upstream_shutdown(struct ipc_server *s, int all);
 void ipc_upstream_free(struct ipc_server *s);
+/* Removes from dir the private socket files a killed process of this user left behind
+ * (pipeprof-port-PID-N-socket, pipeprof-runtime-PID-KEY-socket of a PID that no longer runs,
+ * sockets this user owns that nobody listens on). Returns how many; never fails. */
+unsigned ipc_upstream_remove_stale(const char *dir);
 /* 1 when commands go to the runtime: a .NET host, or a runtime that appeared in another
  * process (its bind was redirected); then this server is a .NET host's from that moment on. */
 int ipc_upstream_active(struct ipc_server *s);

@@ -78,6 +78,9 @@ enum ipc_response_id {
 #define IPC_HR_NOTSUPPORTED    0x80131515u
 #define IPC_HR_FAIL            0x80004005u
 #define IPC_HR_INVALIDARG      0x80070057u
+/* pipeprof's own: HRESULT_FROM_WIN32(ERROR_BUSY), sent to a connection above the server's cap
+ * before it is closed (the runtime has no cap), so the client can say why. */
+#define IPC_HR_BUSY            0x800700AAu
 
 /* The rundown keyword the runtime uses when a client asks for "rundown" (section 7.1). */
 #define IPC_DEFAULT_RUNDOWN_KEYWORD 0x80020139ull
@@ -363,7 +366,7 @@ struct ipc_event_source {
 /* ------------------------------------------------------------------------------------------ */
 
 #define IPC_MAX_SESSIONS          64         /* the runtime's limit; beyond -> FAIL */
-#define IPC_MAX_CONNECTIONS       4096       /* command connections at once; beyond: closed */
+#define IPC_MAX_CONNECTIONS       4096       /* command connections; beyond: BUSY, closed */
 #define IPC_SESSION_QUEUE_BYTES   (4u << 20) /* per-session bytes queued for the client */
 #define IPC_REQUEST_TIMEOUT_MS    10000      /* a listen connection must send its request */
 #define IPC_STOP_DRAIN_TIMEOUT_MS 5000       /* stop waits this long for the client to read */
@@ -382,6 +385,7 @@ struct ipc_server_options {
     /* Overrides for tests; 0: the defaults above. */
     size_t session_queue_bytes;
     uint32_t request_timeout_ms;
+    size_t max_connections; /* command connections at once (IPC_MAX_CONNECTIONS) */
     /* Log hook (one line, no newline); NULL: stderr with a "pipeprof: " prefix. */
     void (*log)(void *ctx, const char *line);
     void *log_ctx;
@@ -400,10 +404,10 @@ struct ipc_server_options {
      * forwarding it to the runtime's server, and merges the runtime's event stream with the
      * source's events in every CollectTracing session. With the default listen path, the
      * runtime's bind of that name is redirected to a private one (ipc_redirect_path(), called by
-     * the shim's interposers), so clients find one server per process. Connect ports of
-     * diagnostic_ports wait for the runtime to advertise on them (its connects are redirected to
-     * private listeners) and then advertise with the runtime's cookie; start-up is never held
-     * by this server then (the runtime holds it itself).
+     * the interposers of host/sockets.c through the shim), so clients find one server per process.
+     * Connect ports of diagnostic_ports wait for the runtime to advertise on them (its connects are
+     * redirected to private listeners) and then advertise with the runtime's cookie; start-up is
+     * never held by this server then (the runtime holds it itself).
      */
     int dotnet_host;
     uint32_t runtime_wait_ms; /* how long commands wait for the runtime's server; 0: 10000 */
@@ -487,6 +491,14 @@ enum ipc_redirect_op {
 int ipc_redirect_path(enum ipc_redirect_op op, const char *path, char *out, size_t cap);
 
 /*
+ * 1 when this process is a .NET host (ipc/dotnet-host.c): PIPEPROF_DOTNET_HOST=0|1 when set, else
+ * the executable is `dotnet` or an apphost (its ELF image names libhostfxr.so; a single-file
+ * app's too, before the bundle appended to it). A runtime this misses is still found when it
+ * binds its socket (ipc_redirect_path()), only later. Context: any thread; reads the executable.
+ */
+int ipc_dotnet_host_detect(void);
+
+/*
  * Computes the runtime's default socket path for this process into out:
  * "<TMPDIR or /tmp>/dotnet-diagnostic-<pid>-<key>-socket". Returns 0 or -ENAMETOOLONG (longer
  * than sun_path).
@@ -510,12 +522,60 @@ const char *ipc_process_stat(int pid, char *buf, size_t cap);
 /* Milliseconds on the monotonic clock (for the clients' deadlines and progress). */
 uint64_t ipc_client_ms(void);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Socket files in shared directories (ipc/sockfile.c): whom to trust, what to replace         */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A process on the other side of a socket, or the owner of a socket file (-1: unknown). */
+struct ipc_peer {
+    long pid;
+    long uid;
+};
+
+/*
+ * Makes room for a listening socket at path: 0 when nothing is there, or when a socket of our
+ * own uid nobody accepts on (connect is refused: its server died) was removed. Anything else
+ * stays: -EEXIST (not a socket: a file, a directory, a symbolic link), -EPERM (another user's
+ * socket), -EADDRINUSE (somebody accepts on it), or another negative errno. *owner is the uid
+ * of what was found there (-1: nothing).
+ */
+PP_MUST_USE int ipc_sockfile_make_room(const char *path, long *owner);
+
+/* Why ipc_sockfile_make_room() left a path alone, in words. Static string. */
+const char *ipc_sockfile_refusal(int err);
+
+/* The identity of a socket file this process bound, to remove it and nothing else later. */
+struct ipc_sockfile {
+    uint64_t dev;
+    uint64_t ino; /* 0: not noted; nothing is removed */
+};
+
+/* Notes the file at path right after bind(). Returns 0 or a negative errno (f then empty). */
+int ipc_sockfile_note(const char *path, struct ipc_sockfile *f);
+
+/* Unlinks path only if it is still the file noted in f. */
+void ipc_sockfile_remove(const char *path, const struct ipc_sockfile *f);
+
+/*
+ * Whether a client may trust the socket file at path as pid's diagnostic socket: a socket (not
+ * followed when it is a symbolic link) whose owner is one of pid's uids (real, effective, saved,
+ * file system: /proc/PID/status) or root. Returns 0, -EPERM (another user's: who->uid names
+ * it), -ENOTSOCK, -ESRCH (pid gone) or the lstat errno.
+ */
+PP_MUST_USE int ipc_sockfile_trusted(const char *path, int pid, struct ipc_peer *who);
+
+/* The process at the other end of a connected Unix socket (SO_PEERCRED: for a client, the
+ * process that called listen()). Returns 0 or a negative errno. */
+PP_MUST_USE int ipc_client_peer(int fd, struct ipc_peer *who);
+
 /* Connects to a Unix socket path; *fd is CLOEXEC. Returns 0 or a negative errno. */
 PP_MUST_USE int ipc_client_connect(const char *path, int *fd);
 
-/* Listens on a Unix socket path (reverse mode: targets connect and advertise), replacing a file
- * left there; *fd is CLOEXEC. Returns 0 or a negative errno. */
-PP_MUST_USE int ipc_client_listen(const char *path, int *fd);
+/* Listens on a Unix socket path (reverse mode: targets connect and advertise), replacing only a
+ * stale socket of our own left there (ipc_sockfile_make_room(): -EEXIST, -EPERM, -EADDRINUSE
+ * otherwise); *fd is CLOEXEC and *f identifies the file for ipc_sockfile_remove(). Returns 0 or
+ * a negative errno. */
+PP_MUST_USE int ipc_client_listen(const char *path, int *fd, struct ipc_sockfile *f);
 
 /* Writes all of buf (MSG_NOSIGNAL). Returns 0 or a negative errno. */
 PP_MUST_USE int ipc_client_send(int fd, const void *buf, size_t len);
@@ -530,9 +590,11 @@ PP_MUST_USE int ipc_client_read_response(int fd, uint8_t *buf, size_t cap, int t
 /*
  * Finds the diagnostic socket of pid the way the .NET client does: the newest
  * dotnet-diagnostic-{pid}-*-socket in the target's initial TMPDIR (from /proc/pid/environ), else
- * in our own $TMPDIR or /tmp. Returns 0 or -ENOENT.
+ * in our own $TMPDIR or /tmp; but only a socket ipc_sockfile_trusted() accepts (owned by pid's
+ * user, not followed through a symbolic link). Returns 0, -ENOENT, or -EPERM when every candidate
+ * belongs to another user: out is then the newest of them and impostor->uid its owner.
  */
-PP_MUST_USE int ipc_client_find_socket(int pid, char *out, size_t cap);
+PP_MUST_USE int ipc_client_find_socket(int pid, char *out, size_t cap, struct ipc_peer *impostor);
 
 /*
  * Accepts connections on listen_fd until one sends a valid ADVR_V1 (within 250 ms of accept) or

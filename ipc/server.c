@@ -217,8 +217,17 @@ ipc_listener_accept(uv_stream_t *server, int status)
         return;
     }
     IPC_STAT(s, connections, 1);
-    if (s->conn_count > IPC_MAX_CONNECTIONS) {
-        ipc_conn_close(c); /* too many pending requests: shed load, never grow without bound */
+    if (s->conn_count > s->max_connections) {
+        uint8_t busy[24];
+        uv_os_fd_t fd;
+
+        /* Too many pending requests: shed load, never grow without bound. The answer to the
+         * request the client is about to send goes first, so that it can say why; a Unix
+         * socket keeps it readable after the close. */
+        if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0) {
+            (void)send(fd, busy, ipc_error_encode(busy, IPC_HR_BUSY), MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
+        ipc_conn_close(c);
         return;
     }
     ipc_conn_start_reading(c, s->request_timeout_ms);
@@ -226,22 +235,26 @@ ipc_listener_accept(uv_stream_t *server, int status)
 
 /*
  * Creates path as the runtime does on Linux: fchmod 0600 before bind, so the file is never
- * accessible to others, then listen(255). A stale file of the same name (same pid and start
- * time: only a previous life of this very process) is removed first.
+ * accessible to others, then listen(255). Only a stale socket of our own at path (nobody
+ * accepts on it: a previous life of this process, or of another of this user's) is replaced;
+ * anything else there (ipc_sockfile_make_room()) is left alone and the open fails. *owner is the
+ * uid of what was found at path, or -1.
  */
 static int
-ipc_listener_open(struct ipc_server *s, struct ipc_listener *l, const char *path)
+ipc_listener_open(struct ipc_server *s, struct ipc_listener *l, const char *path, long *owner)
 {
     struct sockaddr_un addr;
     int fd = -1, err;
 
     memset(&addr, 0, sizeof(addr));
     addr.sun_family = AF_UNIX;
+    *owner = -1;
     if (strlen(path) >= sizeof(addr.sun_path)) {
         return -ENAMETOOLONG;
     }
     strcpy(addr.sun_path, path);
     l->srv = s;
+    free(l->path);
     l->path = strdup(path);
     if (l->path == NULL) {
         return -ENOMEM;
@@ -255,32 +268,34 @@ ipc_listener_open(struct ipc_server *s, struct ipc_listener *l, const char *path
         err = -errno;
         goto out;
     }
-    unlink(path);
+    err = ipc_sockfile_make_room(path, owner);
+    if (err < 0) {
+        goto out;
+    }
     if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
         err = -errno;
         goto out;
     }
+    (void)ipc_sockfile_note(path, &l->file);
     if (listen(fd, 255) < 0) {
         err = -errno;
-        unlink(path);
-        goto out;
+        goto out_bound;
     }
     err = uv_pipe_init(&s->loop, &l->pipe, 0);
     if (err < 0) {
-        unlink(path);
-        goto out;
+        goto out_bound;
     }
     l->open = 1;
     l->pipe.data = l;
     err = uv_pipe_open(&l->pipe, fd);
     if (err < 0) {
-        unlink(path);
-        goto out;
+        goto out_bound;
     }
     fd = -1; /* owned by the handle */
     err = uv_listen((uv_stream_t *)&l->pipe, 255, ipc_listener_accept);
+out_bound:
     if (err < 0) {
-        unlink(path);
+        ipc_sockfile_remove(path, &l->file);
     }
 out:
     if (fd >= 0) {
@@ -510,7 +525,7 @@ ipc_server_wake(uv_async_t *a)
         if (s->listeners[i].open && !uv_is_closing((uv_handle_t *)&s->listeners[i].pipe)) {
             uv_close((uv_handle_t *)&s->listeners[i].pipe, NULL);
             if (s->owner_pid == getpid()) {
-                unlink(s->listeners[i].path);
+                ipc_sockfile_remove(s->listeners[i].path, &s->listeners[i].file);
             }
         }
     }
@@ -600,11 +615,67 @@ static int
 ipc_server_add_listener(struct ipc_server *s, const char *path)
 {
     struct ipc_listener *l = &s->listeners[s->listener_count];
+    long owner;
     int err;
 
-    err = ipc_listener_open(s, l, path);
+    err = ipc_listener_open(s, l, path, &owner);
     s->listener_count++; /* counted even on failure so that the path and handle are released */
+    if (err == -EEXIST || err == -EPERM || err == -EADDRINUSE) {
+        ipc_log(s, "cannot listen on %s: %s (uid %ld); it is left alone", path,
+                ipc_sockfile_refusal(err), owner);
+    } else if (err < 0) {
+        ipc_log(s, "cannot listen on %s: %s", path, strerror(-err));
+    }
+    return err;
+}
+
+#define IPC_DEFAULT_NAME_TRIES 8
+
+/*
+ * The runtime's default name, dotnet-diagnostic-PID-KEY-socket, is predictable: in a shared
+ * /tmp another user may hold it (a file, a directory, a socket). The server then takes the same
+ * name with another key, which the tools' glob of dotnet-diagnostic-PID-*-socket still finds,
+ * and says so in one line.
+ */
+static int
+ipc_server_add_default_listener(struct ipc_server *s, uint64_t key_override)
+{
+    struct ipc_listener *l = &s->listeners[s->listener_count];
+    char path[256], taken[256];
+    uint64_t key = key_override;
+    long owner, taken_owner = -1;
+    int err, i, taken_err = 0;
+
+    err = ipc_default_socket_path(path, sizeof(path), key);
     if (err < 0) {
+        return err;
+    }
+    s->listener_count++; /* counted even on failure so that the path and handle are released */
+    for (i = 0;; i++) {
+        err = ipc_listener_open(s, l, path, &owner);
+        if (!(err == -EEXIST || err == -EPERM || err == -EADDRINUSE) ||
+            i == IPC_DEFAULT_NAME_TRIES) {
+            break;
+        }
+        if (i == 0) {
+            snprintf(taken, sizeof(taken), "%s", path);
+            taken_err = err;
+            taken_owner = owner;
+        }
+        /* a random key: another user who took one name cannot take the next in advance */
+        if (getrandom(&key, sizeof(key), GRND_NONBLOCK) != (ssize_t)sizeof(key)) {
+            key = nt_clock_now();
+        }
+        key = (key & 0xFFFFFFFFFFFFull) | 1;
+        err = ipc_default_socket_path(path, sizeof(path), key);
+        if (err < 0) {
+            break;
+        }
+    }
+    if (err == 0 && i > 0) {
+        ipc_log(s, "%s is taken (%s, uid %ld): listening on %s instead", taken,
+                ipc_sockfile_refusal(taken_err), taken_owner, path);
+    } else if (err < 0) {
         ipc_log(s, "cannot listen on %s: %s", path, strerror(-err));
     }
     return err;
@@ -617,7 +688,6 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     struct ipc_server *s;
     pthread_condattr_t ca;
     sigset_t all, old;
-    char path[256];
     size_t i;
     int err, loop_ok = 0;
 
@@ -635,6 +705,7 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     s->queue_cap = opts->session_queue_bytes ? opts->session_queue_bytes : IPC_SESSION_QUEUE_BYTES;
     s->request_timeout_ms =
             opts->request_timeout_ms ? opts->request_timeout_ms : IPC_REQUEST_TIMEOUT_MS;
+    s->max_connections = opts->max_connections ? opts->max_connections : IPC_MAX_CONNECTIONS;
     s->log = opts->log;
     s->loop_start = opts->loop_start;
     s->loop_stop = opts->loop_stop;
@@ -669,10 +740,7 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     s->stop_timer.data = s;
 
     if (opts->listen_path == NULL) {
-        err = ipc_default_socket_path(path, sizeof(path), opts->key_override);
-        if (err == 0) {
-            err = ipc_server_add_listener(s, path);
-        }
+        err = ipc_server_add_default_listener(s, opts->key_override);
     } else if (opts->listen_path[0] != '\0') {
         err = ipc_server_add_listener(s, opts->listen_path);
     }

@@ -3,7 +3,7 @@
  * ipc/upstream.c - the runtime behind the server in a .NET host (docs/dotnet-hosts.md).
  *
  * The runtime's own diagnostic server is moved out of the way: its bind of the public name is
- * redirected to a private path by the shim's interposer (ipc_redirect_path()), so every client
+ * redirected to a private path by host/sockets.c's bind (ipc_redirect_path()), so every client
  * finds this server, once per process. What only the runtime can answer (ProcessInfo, resume,
  * environment, dumps, profiler commands...) is forwarded to it and its answer relayed byte for
  * byte. A CollectTracing starts the same session in the runtime, without the SampleProfiler
@@ -24,6 +24,7 @@
  * of the server and talk to the loop through struct ipc_merge under its lock) and
  * ipc_redirect_path(), which any thread may call.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -33,6 +34,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,7 +57,7 @@
 
 /*
  * Written by ipc_upstream_init() (the constructor, before the runtime exists, or a restart of the
- * server) and read by the shim's interposers on any thread. Fixed storage that is never freed,
+ * server) and read by the socket interposers on any thread. Fixed storage that is never freed,
  * so an interposer can never read freed memory.
  */
 static struct {
@@ -589,6 +591,7 @@ ipc_up_connect(struct ipc_upstream *up)
 {
     struct ipc_server *s = up->srv;
     struct sockaddr_un addr;
+    struct ipc_peer peer;
     int fd, err;
 
     if (s->rt_path == NULL || strlen(s->rt_path) >= sizeof(addr.sun_path)) {
@@ -605,6 +608,17 @@ ipc_up_connect(struct ipc_upstream *up)
         err = -errno;
         close(fd);
         return err;
+    }
+    /* The runtime's private name lies in a shared directory: only this very process (the
+     * runtime's server is one of its threads) may answer on it, never a socket planted there. */
+    if (ipc_client_peer(fd, &peer) == 0 && peer.pid != (long)getpid()) {
+        if (!s->rt_impostor_said) {
+            s->rt_impostor_said = 1;
+            ipc_log(s, "%s is served by process %ld of uid %ld, not by this process: not used",
+                    s->rt_path, peer.pid, peer.uid);
+        }
+        close(fd);
+        return -EPERM;
     }
     err = uv_pipe_open(&up->pipe, fd);
     if (err < 0) {
@@ -841,6 +855,7 @@ static int
 ipc_up_port_listen(struct ipc_server *s, struct ipc_port *port)
 {
     struct sockaddr_un addr;
+    long owner;
     int fd, err;
 
     memset(&addr, 0, sizeof(addr));
@@ -853,12 +868,18 @@ ipc_up_port_listen(struct ipc_server *s, struct ipc_port *port)
     if (fd < 0) {
         return -errno;
     }
-    unlink(port->rt_path);
-    if (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-        listen(fd, 16) < 0) {
+    /* a predictable name in a shared directory: only a stale socket of ours is replaced */
+    err = ipc_sockfile_make_room(port->rt_path, &owner);
+    if (err == 0 &&
+        (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)) {
         err = -errno;
-        close(fd);
+    }
+    if (err == 0 && listen(fd, 16) < 0) {
+        err = -errno;
         unlink(port->rt_path);
+    }
+    if (err < 0) {
+        close(fd);
         return err;
     }
     err = uv_pipe_init(&s->loop, &port->rt_listen, 0);
@@ -897,6 +918,86 @@ ipc_up_deadline(uv_timer_t *t)
     }
 }
 
+/* 1 unless a connect to the socket at path is refused: someone listens, or it cannot tell. */
+static int
+ipc_up_someone_listens(const char *path)
+{
+    struct sockaddr_un sa;
+    int fd, rc, err;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        return 1;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        return 1;
+    }
+    rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    err = errno;
+    close(fd);
+    return rc == 0 || err != ECONNREFUSED;
+}
+
+/* The PID of a name PREFIX-PID-...-socket, or 0. */
+static long
+ipc_up_stale_pid(const char *name, const char *prefix)
+{
+    size_t plen = strlen(prefix), len = strlen(name);
+    char *end;
+    long pid;
+
+    if (strncmp(name, prefix, plen) != 0 || len < plen + 8 ||
+        strcmp(name + len - 7, "-socket") != 0) {
+        return 0;
+    }
+    pid = strtol(name + plen, &end, 10);
+    /* Something (N, KEY) between the pid and "-socket". */
+    return end != name + plen && *end == '-' && end < name + len - 7 && pid > 0 ? pid : 0;
+}
+
+/*
+ * A killed .NET host leaves its private sockets behind (no shutdown unlinked them); the next
+ * host of this user removes them. Only names of ours, of a process gone (kill(pid, 0) says
+ * ESRCH: a live or foreign process is left alone), sockets this user owns, and only when a
+ * connect is refused: one a live process listens on (a reused pid) stays.
+ */
+unsigned
+ipc_upstream_remove_stale(const char *dir)
+{
+    static const char *const prefixes[] = { "pipeprof-port-", "pipeprof-runtime-" };
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    unsigned removed = 0;
+
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        char path[IPC_PATH_MAX];
+        struct stat st;
+        long pid = 0;
+        size_t i;
+        int n;
+
+        for (i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]) && pid == 0; i++) {
+            pid = ipc_up_stale_pid(de->d_name, prefixes[i]);
+        }
+        if (pid == 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
+            continue;
+        }
+        n = snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (n < 0 || (size_t)n >= sizeof(path) || lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+            st.st_uid != geteuid() || ipc_up_someone_listens(path)) {
+            continue;
+        }
+        removed += unlink(path) == 0;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return removed;
+}
+
 int
 ipc_upstream_init(struct ipc_server *s, const struct ipc_server_options *o)
 {
@@ -922,6 +1023,9 @@ ipc_upstream_init(struct ipc_server *s, const struct ipc_server_options *o)
     dlen = ipc_dir_len(pub, base);
     memcpy(ipc_redirects.dir, pub, dlen);
     ipc_redirects.dir[dlen] = '\0';
+    if (o->dotnet_host) {
+        (void)ipc_upstream_remove_stale(ipc_redirects.dir); /* a killed host's, before ours */
+    }
     if (o->listen_path == NULL) {
         /* this server takes the default name; the runtime's server goes to a private one */
         n = snprintf(path, sizeof(path), "%s/pipeprof-runtime-%ld-%llu-socket", ipc_redirects.dir,

@@ -1409,8 +1409,9 @@ nt_reader_event_next(struct nt_reader *r, struct nt_event *ev)
                 r->last_stack_id = h->stack_id;
                 r->last_stack = (size_t)v - 1;
             }
-            ev->stack = r->stack_ips + r->stacks[r->last_stack].off;
             ev->stack_depth = r->stacks[r->last_stack].depth;
+            /* only empty stacks so far: stack_ips is still NULL, and NULL + 0 is undefined */
+            ev->stack = ev->stack_depth != 0 ? r->stack_ips + r->stacks[r->last_stack].off : NULL;
         }
         seq_key = h->capture_thread;
         t = nt_reader_thread(r, seq_key);

@@ -914,6 +914,16 @@ nt_strdup(const char *s)
     return copy;
 }
 
+/* Whether w takes more events: 0, its sticky error, or -EINVAL (none, or finished). */
+static int
+nt_writer_check_open(const struct nt_writer *w)
+{
+    if (w == NULL) {
+        return -EINVAL;
+    }
+    return w->err != 0 ? w->err : w->finished ? -EINVAL : 0;
+}
+
 int
 nt_writer_define(struct nt_writer *w, const struct nt_event_desc *desc, uint32_t *metadata_id)
 {
@@ -931,11 +941,9 @@ nt_writer_define(struct nt_writer *w, const struct nt_event_desc *desc, uint32_t
     if (w == NULL || desc == NULL || metadata_id == NULL || desc->provider == NULL) {
         return -EINVAL;
     }
-    if (w->err != 0) {
-        return w->err;
-    }
-    if (w->finished) {
-        return -EINVAL;
+    rc = nt_writer_check_open(w);
+    if (rc != 0) {
+        return rc;
     }
     name = desc->name != NULL ? desc->name : "";
     for (i = 0; i < w->meta_count; i++) {
@@ -1363,10 +1371,11 @@ nt_writer_write(struct nt_writer *w, const struct nt_event *ev)
     if (w == NULL || ev == NULL) {
         return -EINVAL;
     }
-    if (w->err != 0) {
-        return w->err;
+    rc = nt_writer_check_open(w);
+    if (rc != 0) {
+        return rc;
     }
-    if (w->finished || ev->metadata_id == 0 || ev->metadata_id > w->meta_count ||
+    if (ev->metadata_id == 0 || ev->metadata_id > w->meta_count ||
         ev->payload_size > NT_MAX_PAYLOAD || (ev->payload_size > 0 && ev->payload == NULL) ||
         ev->stack_depth > NT_MAX_STACK_DEPTH || (ev->stack_depth > 0 && ev->stack == NULL)) {
         return -EINVAL;
@@ -1418,31 +1427,18 @@ nt_writer_note_lost(struct nt_writer *w, uint64_t capture_thread_id, uint32_t co
 int
 nt_writer_flush(struct nt_writer *w)
 {
-    if (w == NULL) {
-        return -EINVAL;
-    }
-    if (w->err != 0) {
-        return w->err;
-    }
-    if (w->finished) {
-        return -EINVAL;
-    }
-    return nt_writer_flush_all(w);
+    int rc = nt_writer_check_open(w);
+
+    return rc != 0 ? rc : nt_writer_flush_all(w);
 }
 
 int
 nt_writer_poll(struct nt_writer *w, uint64_t now)
 {
-    int rc;
+    int rc = nt_writer_check_open(w);
 
-    if (w == NULL) {
-        return -EINVAL;
-    }
-    if (w->err != 0) {
-        return w->err;
-    }
-    if (w->finished) {
-        return -EINVAL;
+    if (rc != 0) {
+        return rc;
     }
     if (w->reorder_window_ns != 0 && now >= w->reorder_window_ns) {
         rc = nt_writer_release(w, now - w->reorder_window_ns);
@@ -1458,46 +1454,33 @@ nt_writer_poll(struct nt_writer *w, uint64_t now)
     return rc;
 }
 
+/* Releases every held event and writes a sequence point after them. */
+static int
+nt_writer_release_all(struct nt_writer *w)
+{
+    int rc = nt_writer_release(w, UINT64_MAX);
+
+    return rc != 0 ? rc : nt_writer_write_sequence_point(w);
+}
+
 int
 nt_writer_sequence_point(struct nt_writer *w)
 {
-    int rc;
+    int rc = nt_writer_check_open(w);
 
-    if (w == NULL) {
-        return -EINVAL;
-    }
-    if (w->err != 0) {
-        return w->err;
-    }
-    if (w->finished) {
-        return -EINVAL;
-    }
-    rc = nt_writer_release(w, UINT64_MAX);
-    if (rc != 0) {
-        return rc;
-    }
-    return nt_writer_write_sequence_point(w);
+    return rc != 0 ? rc : nt_writer_release_all(w);
 }
 
 int
 nt_writer_finish(struct nt_writer *w)
 {
     static const uint8_t end = NT_TAG_NULL_REFERENCE;
-    int rc;
+    int rc = nt_writer_check_open(w);
 
-    if (w == NULL) {
-        return -EINVAL;
+    if (rc != 0) {
+        return rc;
     }
-    if (w->err != 0) {
-        return w->err;
-    }
-    if (w->finished) {
-        return -EINVAL;
-    }
-    rc = nt_writer_release(w, UINT64_MAX);
-    if (rc == 0) {
-        rc = nt_writer_write_sequence_point(w);
-    }
+    rc = nt_writer_release_all(w);
     if (rc == 0) {
         rc = nt_writer_emit(w, &end, 1);
     }

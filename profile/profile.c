@@ -207,8 +207,10 @@ pp_stack_index(struct pp_profile *p, uint64_t thread_id, const uint64_t *ips, ui
     /* Walk the chain of stacks with this hash for an exact match. */
     for (idx = pv->stack_map.values[slot]; idx != 0; idx = pv->stack_next[idx - 1]) {
         st = &p->stacks[idx - 1];
+        /* an empty stack has no ips to compare (pv->ips may still be NULL) */
         if (st->thread_id == thread_id && st->depth == depth &&
-            memcmp(pv->ips + pv->stack_ip_offset[idx - 1], ips, depth * sizeof(*ips)) == 0) {
+            (depth == 0 ||
+             memcmp(pv->ips + pv->stack_ip_offset[idx - 1], ips, depth * sizeof(*ips)) == 0)) {
             *index = idx - 1;
             return 0;
         }

@@ -4,7 +4,9 @@
  * environment and starts the diagnostic server (ipc/), and one destructor that ends every
  * session cleanly at exit. Context: the host's main thread, before main() (constructor) and at
  * exit() (destructor). It must never abort, exit or print to stdout in the host; every failure
- * becomes one line on stderr and the host runs on untouched. The library exports nothing.
+ * becomes one line on stderr and the host runs on untouched. The library exports the public API
+ * (shim/api.c, include/pipeprof.h), the libc calls of the host contract (host/: this file installs
+ * the server's hooks they call back) and one marker name (tests/check-host-exports.sh lists them).
  *
  * Environment (docs/ipc.md):
  *   PIPEPROF_DISABLE=1                  do nothing
@@ -25,29 +27,20 @@
  *                                       agent and server of its own (set by `pipeprof record`,
  *                                       which follows the process tree)
  */
-#include <dlfcn.h>
-#include <elf.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <grp.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
 #include "bridge/agent-source.h"
 #include "common/platform.h"
+#include "host/host.h"
 #include "ipc/ipc.h"
 #ifdef PP_HAVE_HTTP
 #include "bridge/http-source.h"
@@ -59,7 +52,8 @@ static struct ipc_server *shim_server;
 
 /*
  * 1 on the server's own threads (ipc_server_options.thread_init) and while this thread starts or
- * stops the server: the socket interposers below leave its calls alone.
+ * stops the server: the socket interposers (host/sockets.c, through shim_socket_redirect) leave
+ * its calls alone.
  */
 static __thread int shim_tls_internal;
 
@@ -109,84 +103,6 @@ shim_env_is(const char *name, const char *value)
     return v != NULL && strcmp(v, value) == 0;
 }
 
-/* How much of an executable the apphost test below reads: an apphost is tens of KB, a
- * single-file app's host (the runtime linked in) about 12 MB of ELF image before its bundle. */
-#define SHIM_HOST_SCAN_MAX (64u << 20)
-
-/* The end of the ELF image in a file (its last PT_LOAD byte): what follows is appended data,
- * such as a single-file app's bundle of assemblies. 0 when this is not a 64-bit ELF file. */
-static size_t
-shim_elf_image_end(const unsigned char *p, size_t size)
-{
-    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)(const void *)p;
-    size_t end = 0, i;
-
-    if (size < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_phentsize != sizeof(Elf64_Phdr) ||
-        eh->e_phoff > size || (size - eh->e_phoff) / sizeof(Elf64_Phdr) < eh->e_phnum) {
-        return 0;
-    }
-    for (i = 0; i < eh->e_phnum; i++) {
-        const Elf64_Phdr *ph = (const Elf64_Phdr *)(const void *)(p + eh->e_phoff) + i;
-
-        if (ph->p_type == PT_LOAD && ph->p_offset <= size && ph->p_filesz <= size - ph->p_offset &&
-            ph->p_offset + ph->p_filesz > end) {
-            end = ph->p_offset + ph->p_filesz;
-        }
-    }
-    return end;
-}
-
-/*
- * A .NET host runs its own diagnostic server under the very name we would use. At constructor
- * time libcoreclr.so is not loaded yet, so look at the executable: `dotnet` itself, or an
- * apphost (which names libhostfxr.so in its ELF image; a single-file app's host too, before the
- * bundle appended to it). A runtime this misses is still found when it binds its socket
- * (ipc_redirect_path()), only later.
- */
-static int
-shim_dotnet_host_detect(void)
-{
-    const char *forced = getenv("PIPEPROF_DOTNET_HOST");
-    char exe[4096];
-    const char *base;
-    struct stat st;
-    void *map;
-    size_t len;
-    ssize_t n;
-    int fd, found = 0;
-
-    if (forced != NULL && forced[0] != '\0') {
-        return strcmp(forced, "0") != 0;
-    }
-    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0) {
-        return 0;
-    }
-    exe[n] = '\0';
-    base = strrchr(exe, '/');
-    base = base != NULL ? base + 1 : exe;
-    if (strcmp(base, "dotnet") == 0) {
-        return 1;
-    }
-    fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return 0;
-    }
-    if (fstat(fd, &st) == 0 && st.st_size > 0) {
-        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map != MAP_FAILED) {
-            len = shim_elf_image_end(map, (size_t)st.st_size);
-            if (len > 0 && len <= SHIM_HOST_SCAN_MAX) { /* a large program is not a host */
-                found = memmem(map, len, "libhostfxr.so", 13) != NULL;
-            }
-            munmap(map, (size_t)st.st_size);
-        }
-    }
-    close(fd);
-    return found;
-}
-
 /* PIPEPROF_TARGET_PID, when set, names the only process that profiles itself. */
 static int
 shim_is_target(void)
@@ -234,7 +150,6 @@ shim_atfork_child(void)
 {
     pthread_attr_t attr;
     pthread_t thread;
-    sigset_t all, old;
     int was_running = __atomic_load_n(&shim_server, __ATOMIC_ACQUIRE) != NULL;
 
     /* The child has no loop thread; the parent owns the socket. Exec'd children get their own
@@ -246,18 +161,15 @@ shim_atfork_child(void)
     }
     /* Most children of a shell exec at once, and their new image starts its own agent; a
      * child that is still this image a few milliseconds later is a worker, and starts one
-     * here. The thread blocks every signal, as the agent's threads do. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+     * here, on a thread that blocks every signal, as the agent's threads do. */
     if (pthread_attr_init(&attr) == 0) {
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&thread, &attr, shim_forked_start_main, NULL) != 0) {
+        if (host_thread_spawn(&thread, &attr, shim_forked_start_main, NULL) != 0) {
             fprintf(stderr, "pipeprof: the forked child %ld is not profiled: no thread\n",
                     (long)getpid());
         }
         pthread_attr_destroy(&attr);
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /*
@@ -296,7 +208,7 @@ shim_start_process(int running)
     if (opts.listen_path != NULL && opts.listen_path[0] == '\0') {
         opts.listen_path = NULL;
     }
-    dotnet_host = shim_dotnet_host_detect();
+    dotnet_host = ipc_dotnet_host_detect();
     opts.thread_init = shim_thread_init;
     if (dotnet_host && shim_env_is("PIPEPROF_DOTNET_MERGE", "0")) {
         /* Stepping aside: the runtime serves the default name and acts on
@@ -304,10 +216,10 @@ shim_start_process(int running)
          * `-p` picks the runtime's newer file, and PIPEPROF_DIAGNOSTIC_PORT reaches pipeprof. */
         opts.key_override = ipc_process_start_key(getpid()) + 1;
     } else if (dotnet_host) {
-        /* The runtime's own server moves to a private name when it binds (the interposers
-         * below); this server answers under the public one, forwards what only the runtime can
-         * answer and merges its events into every session (docs/dotnet-hosts.md). The runtime
-         * holds its start-up for suspend ports itself, so the constructor does not. */
+        /* The runtime's own server moves to a private name when it binds (host/sockets.c); this
+         * server answers under the public one, forwards what only the runtime can answer and merges
+         * its events into every session (docs/dotnet-hosts.md). The runtime holds its start-up for
+         * suspend ports itself, so the constructor does not. */
         opts.dotnet_host = 1;
         opts.diagnostic_ports = getenv("DOTNET_DiagnosticPorts");
         if (opts.diagnostic_ports == NULL) {
@@ -356,21 +268,25 @@ shim_start_process(int running)
     }
 }
 
+static const struct host_server_hooks shim_host_hooks;
+
+/* The load hook; also the restart after a credential change. The host contract's interposers
+ * call back into this file from the start (_exit, exec and the rest pass through while no
+ * server runs). */
 static void
 shim_start(void)
 {
+    host_set_server_hooks(&shim_host_hooks);
     shim_start_process(0);
 }
 
 #define SHIM_QUICK_EXIT_MS 3000 /* how long _exit() waits for the sessions to end */
 
 /*
- * _exit and _Exit skip the destructor below, and shells and forked workers end that way. They
- * are interposed so that every session still gets its rundown and end tag, within a bounded
- * wait (a lock held by the exiting thread cannot hang the exit), and the process then ends with
- * the system call itself. A fork()ed or vfork()ed child finds no server of its own here.
+ * host/exit.c and host/exec.c: every session gets its rundown and end tag before an _exit or an
+ * exec, within a bounded wait (a lock held by the exiting thread cannot hang the exit). Returns 1
+ * when this process's own server was stopped; a fork()ed or vfork()ed child finds none here.
  */
-/* Returns 1 when this process's own server was stopped. */
 static int
 shim_quick_stop(void)
 {
@@ -381,155 +297,6 @@ shim_quick_stop(void)
         return 0;
     }
     return s != NULL;
-}
-
-__attribute__((visibility("default"), noreturn)) void
-_exit(int status)
-{
-    shim_quick_stop();
-    for (;;) {
-        syscall(SYS_exit_group, status);
-    }
-}
-
-__attribute__((visibility("default"), noreturn)) void
-_Exit(int status)
-{
-    shim_quick_stop();
-    for (;;) {
-        syscall(SYS_exit_group, status);
-    }
-}
-
-/*
- * The exec family: the image is replaced, and with it the agent. Every session is ended first,
- * rundown included (as for _exit), so a recording holds this image's samples with their names,
- * and the new image's agent starts the next one. After a failed exec the server starts again.
- */
-typedef int (*shim_execve_fn)(const char *, char *const[], char *const[]);
-
-static int
-shim_exec_real(const char *name, const char *path, char *const argv[], char *const envp[])
-{
-    void *fn = dlsym(RTLD_NEXT, name);
-    int stopped = shim_quick_stop(), rc, err;
-
-    if (fn == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if (envp == NULL) {
-        rc = ((int (*)(const char *, char *const[]))fn)(path, argv);
-    } else {
-        rc = ((shim_execve_fn)fn)(path, argv, envp);
-    }
-    /* Here the exec failed and this image runs on: it serves and samples again (a new agent
-     * instance to its clients, so `pipeprof record` takes it as the next image). Not in a vfork
-     * child, which shares its parent's memory and threads. */
-    err = errno;
-    if (stopped) {
-        shim_start_process(1);
-    }
-    errno = err;
-    return rc;
-}
-
-__attribute__((visibility("default"))) int
-execve(const char *path, char *const argv[], char *const envp[])
-{
-    return shim_exec_real("execve", path, argv, envp);
-}
-
-__attribute__((visibility("default"))) int
-execv(const char *path, char *const argv[])
-{
-    return shim_exec_real("execv", path, argv, NULL);
-}
-
-__attribute__((visibility("default"))) int
-execvp(const char *file, char *const argv[])
-{
-    return shim_exec_real("execvp", file, argv, NULL);
-}
-
-__attribute__((visibility("default"))) int
-execvpe(const char *file, char *const argv[], char *const envp[])
-{
-    return shim_exec_real("execvpe", file, argv, envp);
-}
-
-#define SHIM_EXECL_MAX 4096 /* arguments of an execl* call (the kernel's limit is on bytes) */
-
-/* Collects the NULL-terminated variadic arguments after arg0 into argv; -1 when too many. */
-static int
-shim_execl_args(const char *arg0, va_list ap, char **argv)
-{
-    int n = 0;
-
-    argv[n++] = (char *)arg0;
-    while (arg0 != NULL && (argv[n] = va_arg(ap, char *)) != NULL) {
-        if (++n == SHIM_EXECL_MAX) {
-            return -1;
-        }
-    }
-    return n;
-}
-
-/* execl and execlp: the list becomes an argv for execv or execvp (interposed above). */
-static int
-shim_execl_to_v(int (*execv_fn)(const char *, char *const[]), const char *path, const char *arg0,
-                va_list ap)
-{
-    char *argv[SHIM_EXECL_MAX + 1];
-
-    if (shim_execl_args(arg0, ap, argv) < 0) {
-        errno = E2BIG;
-        return -1;
-    }
-    return execv_fn(path, argv);
-}
-
-__attribute__((visibility("default"))) int
-execl(const char *path, const char *arg0, ...)
-{
-    va_list ap;
-    int rc;
-
-    va_start(ap, arg0);
-    rc = shim_execl_to_v(execv, path, arg0, ap);
-    va_end(ap);
-    return rc;
-}
-
-__attribute__((visibility("default"))) int
-execlp(const char *file, const char *arg0, ...)
-{
-    va_list ap;
-    int rc;
-
-    va_start(ap, arg0);
-    rc = shim_execl_to_v(execvp, file, arg0, ap);
-    va_end(ap);
-    return rc;
-}
-
-__attribute__((visibility("default"))) int
-execle(const char *path, const char *arg0, ...)
-{
-    char *argv[SHIM_EXECL_MAX + 1];
-    char *const *envp;
-    va_list ap;
-    int n;
-
-    va_start(ap, arg0);
-    n = shim_execl_args(arg0, ap, argv);
-    envp = n < 0 ? NULL : va_arg(ap, char *const *);
-    va_end(ap);
-    if (n < 0) {
-        errno = E2BIG;
-        return -1;
-    }
-    return execve(path, argv, envp);
 }
 
 static void
@@ -543,106 +310,32 @@ shim_stop(void)
     ag_stop();
 }
 
-/*
- * The .NET runtime's socket names, in a .NET host this server fronts (docs/dotnet-hosts.md):
- * the runtime's bind of its default name dotnet-diagnostic-PID-KEY-socket, which this server
- * holds, goes to a private path, and so does its unlink of that name at shutdown; its connects
- * to a DOTNET_DiagnosticPorts address go to this server's private listener for that port.
- * libcoreclr calls bind, connect and unlink through the PLT, so these reach them. Everything
- * else, and the server's own calls, pass through unchanged.
- */
-/* A sockaddr_un redirected by ipc_redirect_path(); 0 when addr is left as it is. */
+/* host/sockets.c: a .NET runtime's socket names (ipc_redirect_path()); the server's own calls
+ * pass through. */
 static int
-shim_redirect_sockaddr(enum ipc_redirect_op op, const struct sockaddr *addr, socklen_t len,
-                       struct sockaddr_un *out)
+shim_socket_redirect(enum host_socket_op op, const char *path, char *out, size_t size)
 {
-    char path[sizeof(out->sun_path) + 1];
-    size_t n;
+    static const enum ipc_redirect_op ops[] = {
+        [HOST_SOCKET_BIND] = IPC_REDIRECT_BIND,
+        [HOST_SOCKET_CONNECT] = IPC_REDIRECT_CONNECT,
+        [HOST_SOCKET_UNLINK] = IPC_REDIRECT_UNLINK,
+    };
 
-    if (shim_tls_internal || addr == NULL || addr->sa_family != AF_UNIX ||
-        len <= (socklen_t)offsetof(struct sockaddr_un, sun_path)) {
-        return 0;
-    }
-    n = (size_t)len - offsetof(struct sockaddr_un, sun_path);
-    if (n > sizeof(out->sun_path)) {
-        n = sizeof(out->sun_path);
-    }
-    memcpy(path, ((const struct sockaddr_un *)(const void *)addr)->sun_path, n);
-    path[n] = '\0';
-    if (path[0] == '\0') {
-        return 0; /* an abstract socket */
-    }
-    memset(out, 0, sizeof(*out));
-    out->sun_family = AF_UNIX;
-    return ipc_redirect_path(op, path, out->sun_path, sizeof(out->sun_path));
+    return !shim_tls_internal && ipc_redirect_path(ops[op], path, out, size);
 }
 
-__attribute__((visibility("default"))) int
-bind(int fd, const struct sockaddr *addr, socklen_t len)
+/* host/exec.c: an exec failed and this image runs on: it serves and samples again (a new agent
+ * instance to its clients, so `pipeprof record` takes it as the next image). */
+static void
+shim_exec_failed(void)
 {
-    static _Atomic(void *) real;
-    int (*fn)(int, const struct sockaddr *, socklen_t) =
-            (int (*)(int, const struct sockaddr *, socklen_t))ag_interpose_real(&real, "bind");
-    struct sockaddr_un to;
-
-    if (fn == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if (shim_redirect_sockaddr(IPC_REDIRECT_BIND, addr, len, &to)) {
-        unlink(to.sun_path); /* a stale socket of this very process's runtime */
-        return fn(fd, (struct sockaddr *)&to, sizeof(to));
-    }
-    return fn(fd, addr, len);
+    shim_start_process(1);
 }
 
-__attribute__((visibility("default"))) int
-connect(int fd, const struct sockaddr *addr, socklen_t len)
-{
-    static _Atomic(void *) real;
-    int (*fn)(int, const struct sockaddr *, socklen_t) =
-            (int (*)(int, const struct sockaddr *, socklen_t))ag_interpose_real(&real, "connect");
-    struct sockaddr_un to;
-
-    if (fn == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if (shim_redirect_sockaddr(IPC_REDIRECT_CONNECT, addr, len, &to)) {
-        return fn(fd, (struct sockaddr *)&to, sizeof(to));
-    }
-    return fn(fd, addr, len);
-}
-
-__attribute__((visibility("default"))) int
-unlink(const char *path)
-{
-    static _Atomic(void *) real;
-    int (*fn)(const char *) = (int (*)(const char *))ag_interpose_real(&real, "unlink");
-    char to[sizeof(((struct sockaddr_un *)0)->sun_path)];
-
-    if (fn == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if (!shim_tls_internal && ipc_redirect_path(IPC_REDIRECT_UNLINK, path, to, sizeof(to))) {
-        return fn(to);
-    }
-    return fn(path);
-}
-
-/*
- * Credential changes. glibc applies setuid() and its kin to every thread of the process (a
- * signal to each, then the system call there), and aborts the process when one thread fails.
- * The agent's threads do not share what the caller prepared on its own thread alone
- * (prctl(PR_SET_KEEPCAPS), capset(): setpriv does both), so after a first change they may lack
- * the capability the next one needs, and the host died in glibc's setxid_error. Here the agent
- * and its server stop before the change (sessions end with rundown) and start again after it:
- * the new threads are created by the caller with its new credentials, and the diagnostic
- * socket is created again, owned by the new uid (the old one is removed while still privileged).
- */
+/* host/creds.c: the agent and the server stop before a credential change and start again after
+ * it, with threads and a socket of the new credentials (host/creds.c says why). */
 static int
-shim_cred_begin(void)
+shim_creds_before(void)
 {
     if (__atomic_load_n(&shim_server, __ATOMIC_ACQUIRE) == NULL) {
         return 0;
@@ -651,41 +344,14 @@ shim_cred_begin(void)
     return 1;
 }
 
-static void
-shim_cred_end(int restart, int saved_errno)
-{
-    if (restart) {
-        shim_start();
-    }
-    errno = saved_errno;
-}
-
-#define SHIM_CRED_CALL(name, type, args, call)                  \
-    __attribute__((visibility("default"))) int name type        \
-    {                                                           \
-        int(*real) type = (int(*) type)dlsym(RTLD_NEXT, #name); \
-        int restart, rc, err;                                   \
-                                                                \
-        if (real == NULL) {                                     \
-            errno = ENOSYS;                                     \
-            return -1;                                          \
-        }                                                       \
-        restart = shim_cred_begin();                            \
-        rc = real call;                                         \
-        err = errno;                                            \
-        shim_cred_end(restart, err);                            \
-        return rc;                                              \
-    }
-
-SHIM_CRED_CALL(setuid, (uid_t u), args, (u))
-SHIM_CRED_CALL(setgid, (gid_t g), args, (g))
-SHIM_CRED_CALL(seteuid, (uid_t u), args, (u))
-SHIM_CRED_CALL(setegid, (gid_t g), args, (g))
-SHIM_CRED_CALL(setreuid, (uid_t r, uid_t e), args, (r, e))
-SHIM_CRED_CALL(setregid, (gid_t r, gid_t e), args, (r, e))
-SHIM_CRED_CALL(setresuid, (uid_t r, uid_t e, uid_t s), args, (r, e, s))
-SHIM_CRED_CALL(setresgid, (gid_t r, gid_t e, gid_t s), args, (r, e, s))
-SHIM_CRED_CALL(setgroups, (size_t n, const gid_t *list), args, (n, list))
+/* What the host contract's interposers call back (host/host.h). */
+static const struct host_server_hooks shim_host_hooks = {
+    .sessions_end = shim_quick_stop,
+    .exec_failed = shim_exec_failed,
+    .creds_before = shim_creds_before,
+    .creds_after = shim_start,
+    .socket_redirect = shim_socket_redirect,
+};
 
 /* .init_array / .fini_array on Linux, __mod_init_func / __mod_term_func on macOS. */
 PP_LOAD_HOOK(shim_start);

@@ -33,3 +33,10 @@ endif()
 # Accuracy against the threads' own CPU time: alone, not beside ctest's other jobs on a 2-core
 # machine (timer expiries under full contention drift by more than the 1-point limit).
 set_tests_properties(agent-groundtruth agent-groundtruth-syscalls PROPERTIES RUN_SERIAL TRUE)
+
+# What the agent holds of the host's resources: fds and memory of wall mode, the wall thread's
+# lifetime, unsampled intervals, rings kept mapped across sessions under a masking host.
+if(TARGET pp_agent)
+  pp_add_test(test-agent-resources LIBS pp_agent pthread LABELS unit TIMEOUT 120)
+  target_compile_options(test-agent-resources PRIVATE -fno-omit-frame-pointer)
+endif()

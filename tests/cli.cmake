@@ -4,7 +4,8 @@ pp_add_test(test-cli-report LIBS pp_nettrace PkgConfig::PP_TEST_CJSON LABELS int
 add_dependencies(test-cli-report pipeprof)
 pp_add_script_test(cli-record cli-record.sh LABELS integration TIMEOUT 180)
 pp_add_script_test(golden-replay golden-replay.sh LABELS integration TIMEOUT 120)
+pp_add_script_test(cli-outputs cli-outputs.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-commands cli-record-commands.sh LABELS integration slow TIMEOUT 180)
 pp_add_script_test(dump-runtime-names dump-runtime-names.sh LABELS integration TIMEOUT 60)
-# Wall-time bounds against a bare run: alone.
+# Forked workers' shares of the samples against their measured CPU time: alone.
 set_tests_properties(cli-record-commands PROPERTIES RUN_SERIAL TRUE)

@@ -6,14 +6,17 @@
 # with the workload's hot functions (folded by FlameGraph's stackcollapse-perf.pl where it is
 # installed), `go tool pprof -top` reads /debug/pprof/profile, swift-profile-recorder's own
 # request examples work verbatim, and 100 concurrent requests, a client that hangs up
-# mid-recording and a bad configuration leave the host unharmed.
+# mid-recording and a bad configuration leave the host unharmed. TCP needs its opt-in
+# (PIPEPROF_SAMPLING_SERVER_TCP_OPEN_TO_LOCAL_USERS=1), and with PIPEPROF_SAMPLING_SERVER_TOKEN
+# a request without "Authorization: Bearer TOKEN" gets 401.
 source "$(dirname "$0")/ipc-lib.sh"
 WORKLOAD=$B/samples/pp-sample-workload
 command -v curl >/dev/null || skip "curl is not installed"
 
-# start_host SECONDS VAR=URL: the workload with the sampling server configured by VAR; sets HOST.
+# start_host SECONDS VAR=URL [VAR=VALUE...]: the workload with the sampling server configured by
+# the variables; sets HOST.
 start_host() {
-  env "$2" LD_PRELOAD="$PRELOAD" "$WORKLOAD" "$1" \
+  env "${@:2}" LD_PRELOAD="$PRELOAD" "$WORKLOAD" "$1" \
     >"$T/host.$HOSTS.out" 2>"$T/host.$HOSTS.err" &
   HOST=$!
   PP_PIDS+=($HOST)
@@ -137,7 +140,7 @@ code=$(curl -sS -o /dev/null -w '%{http_code}' -d '{"numberOfSamples":5,"timeInt
 kill -0 "$HOST" || fail "the host died"
 
 # 2. TCP loopback, ephemeral port: Go's pprof reads /debug/pprof/profile.
-start_host 12 "SWIPR_SAMPLING_SERVER_URL=http://127.0.0.1:0"
+start_host 12 "SWIPR_SAMPLING_SERVER_URL=http://127.0.0.1:0" PIPEPROF_SAMPLING_SERVER_TCP_OPEN_TO_LOCAL_USERS=1
 TCP_HOST=$HOST
 for _ in $(seq 100); do
   URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$T/host.1.err" | head -1 || true)
@@ -172,6 +175,24 @@ rc=$?
 set -e
 [[ $rc == 0 ]] || fail "host with a non-loopback URL exited $rc"
 grep -q "sampling server not started" "$T/remote.err" || fail "no message for a non-loopback URL"
+# TCP without its opt-in: refused with the reason, the host runs on.
+PIPEPROF_SAMPLING_SERVER_URL=http://127.0.0.1:0 LD_PRELOAD=$PRELOAD "$WORKLOAD" 1 \
+  >"$T/tcp-no.out" 2>"$T/tcp-no.err" || fail "host with a TCP URL and no opt-in failed"
+grep -q "every local user could .* PIPEPROF_SAMPLING_SERVER_TCP_OPEN_TO_LOCAL_USERS=1" "$T/tcp-no.err" ||
+  fail "TCP without the opt-in: $(cat "$T/tcp-no.err")"
+grep -q checksum "$T/tcp-no.out" || fail "the host without TCP did not run to its end"
+
+# 4. A bearer token: refused without it (401, WWW-Authenticate), answered with it.
+start_host 6 "PIPEPROF_SAMPLING_SERVER_URL=unix://$T/tok.sock" PIPEPROF_SAMPLING_SERVER_TOKEN=s3cret-t0ken
+for _ in $(seq 100); do [[ -S $T/tok.sock ]] && break; sleep 0.05; done
+code=$(curl -sS -o "$T/tok.json" -D "$T/tok.head" -w '%{http_code}' --unix-socket "$T/tok.sock" http://localhost/)
+[[ $code == 401 ]] && grep -q unauthorized "$T/tok.json" && grep -qi "^WWW-Authenticate: Bearer" "$T/tok.head" ||
+  fail "no token: HTTP $code $(cat "$T/tok.json")"
+code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer s3cret-t0kem" --unix-socket "$T/tok.sock" http://localhost/)
+[[ $code == 401 ]] || fail "a wrong token: HTTP $code"
+code=$(curl -sS -o "$T/tok.perf" -w '%{http_code}' -H "Authorization: Bearer s3cret-t0ken" \
+  -sd '{"numberOfSamples":20,"timeInterval":"10 ms"}' --unix-socket "$T/tok.sock" http://localhost/sample)
+[[ $code == 200 ]] && grep -q pp_workload_fn "$T/tok.perf" || fail "with the token: HTTP $code"
 
 for h in "$TCP_HOST" "${PP_PIDS[0]}"; do
   wait "$h" || fail "a host exited with $?"

@@ -3,6 +3,9 @@
 add_executable(ipc-send ${CMAKE_SOURCE_DIR}/tests/tools/ipc-send.c)
 set_target_properties(ipc-send PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 target_link_libraries(ipc-send PRIVATE pp_ipc)
+add_executable(ipc-impostor ${CMAKE_SOURCE_DIR}/tests/tools/ipc-impostor.c)
+set_target_properties(ipc-impostor PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_link_libraries(ipc-impostor PRIVATE pp_ipc)
 
 pp_add_test(test-ipc-codec SOURCES ${CMAKE_SOURCE_DIR}/tests/test-ipc-codec.c LIBS pp_ipc LABELS unit)
 pp_add_test(test-ipc-server SOURCES ${CMAKE_SOURCE_DIR}/tests/test-ipc-server.c LIBS pp_ipc
@@ -22,6 +25,7 @@ pp_add_script_test(ipc-differential ipc-differential.sh LABELS integration TIMEO
 pp_add_script_test(ipc-dotnet ipc-dotnet.sh LABELS integration TIMEOUT 180)
 pp_add_script_test(ipc-faults ipc-faults.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(ipc-access ipc-access.sh LABELS integration TIMEOUT 60)
+pp_add_script_test(ipc-trust ipc-trust.sh LABELS integration TIMEOUT 90)
 pp_add_script_test(ipc-dotnet-trace ipc-dotnet-trace.sh LABELS integration TIMEOUT 300)
 # The C# app is built under a lock, but two first builds at once would only wait: run the
 # dotnet-based scripts one after the other.

@@ -861,7 +861,7 @@ run_scan_only(struct tail_arg *a)
     cfg.cpu_engine = AG_CPU_ENGINE_TIMER;
     ASSERT_OK(ag_start(&cfg));
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10));
-    ASSERT_OK(ag_real_pthread_create()(&th, NULL, scan_only_main, a));
+    ASSERT_OK(host_real_pthread_create()(&th, NULL, scan_only_main, a));
     ASSERT_OK(pthread_join(th, NULL));
     t = col_get(atomic_load(&a->tid));
     for (i = 0; i < 100 && !t->stopped; i++) {

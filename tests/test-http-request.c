@@ -315,6 +315,28 @@ TEST(request_http2_505)
     http_request_fini(&r);
 }
 
+/* HTTP/2's connection preface (prior knowledge, h2c) gets the 505 of any other version, in
+ * one piece or byte by byte; a method merely starting with P is still a 400. */
+TEST(request_http2_preface_505)
+{
+    static const char raw[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    struct http_request r;
+
+    http_request_init(&r, 0, 0);
+    ASSERT_EQ(feed_all(&r, raw, sizeof(raw) - 1), -EBADMSG);
+    ASSERT_EQ(r.err.status, 505);
+    ASSERT_STR_EQ(r.err.error, "version_not_supported");
+    http_request_fini(&r);
+    http_request_init(&r, 0, 0);
+    ASSERT_EQ(feed_bytes(&r, raw, sizeof(raw) - 1), -EBADMSG);
+    ASSERT_EQ(r.err.status, 505);
+    http_request_fini(&r);
+    http_request_init(&r, 0, 0);
+    ASSERT_EQ(feed_all(&r, "PRX / HTTP/1.1\r\n\r\n", 18), -EBADMSG);
+    ASSERT_EQ(r.err.status, 400);
+    http_request_fini(&r);
+}
+
 TEST(request_http10_accepted)
 {
     static const char raw[] = "GET / HTTP/1.0\r\n\r\n";
@@ -827,6 +849,7 @@ static const struct test_case cases[] = {
     TEST_CASE(request_head_just_under_limit),
     TEST_CASE(request_malformed_400),
     TEST_CASE(request_http2_505),
+    TEST_CASE(request_http2_preface_505),
     TEST_CASE(request_http10_accepted),
     TEST_CASE(request_expect_continue),
     TEST_CASE(request_expect_other_417),

@@ -207,6 +207,7 @@ fixture_start(struct http_server_options *opts)
     if (opts->url == NULL) {
         opts->url = "http://127.0.0.1:0";
     }
+    opts->allow_tcp = 1; /* the tests' clients are this process: TCP exposes nothing here */
     e = http_server_start(&loop, opts, &be, &server, err, sizeof(err));
     if (e != 0) {
         test_fail(__FILE__, __LINE__, "http_server_start: %d %s", e, err);
@@ -696,6 +697,9 @@ TEST(server_error_replies)
     exchange_str("GET / HTTP/2.0\r\n\r\n", &r);
     assert_error_reply(&r, 505, "version_not_supported");
     free(r.raw);
+    exchange_str("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", &r);
+    assert_error_reply(&r, 505, "version_not_supported");
+    free(r.raw);
     exchange_str("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", &r);
     assert_error_reply(&r, 400, "malformed_request");
     free(r.raw);
@@ -919,6 +923,94 @@ TEST(server_100_concurrent)
     fixture_stop();
 }
 
+/* Starts a long recording on a new connection (a connection that is not idle). */
+static int
+busy_client(void)
+{
+    static const char body[] = "{\"numberOfSamples\":100,\"timeInterval\":\"100ms\"}";
+    char req[256];
+    int fd = client_connect();
+
+    snprintf(req, sizeof(req), "POST /sample HTTP/1.1\r\nContent-Length: %zu\r\n\r\n%s",
+             sizeof(body) - 1, body);
+    client_send(fd, req, strlen(req));
+    return fd;
+}
+
+/* 1 when the server closed fd within ms (EOF or a reset), 0 when it is still open and silent. */
+static int
+closed_within(int fd, int ms)
+{
+    struct pollfd p = { fd, POLLIN, 0 };
+    char byte;
+
+    if (poll(&p, 1, ms) <= 0) {
+        return 0;
+    }
+    return recv(fd, &byte, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* Sends req on a new connection; the answer has this status. */
+static void
+expect_status(const char *req, int status)
+{
+    struct reply r;
+
+    exchange_str(req, &r);
+    ASSERT_EQ(r.status, status);
+    free(r.raw);
+}
+
+/* A newcomer's GET / is answered, then its connection is gone from the server's count. */
+static void
+newcomer_served(void)
+{
+    expect_status("GET / HTTP/1.1\r\n\r\n", 200);
+    usleep(100000); /* the server sees it leave */
+}
+
+/* Connections that hold the endpoint idle are closed for a newcomer (issue 20: 64 idle
+ * connections re-opened every 9 s kept everyone else at 503): first one that sent nothing,
+ * else the oldest still reading; never a recording. */
+TEST(server_idle_connections_make_room)
+{
+    struct http_server_options o = { 0 };
+    int a, b, d, e, busy;
+
+    fake_reset();
+    fake.delay_ms = 10000;
+    o.max_connections = 3;
+    fixture_start(&o);
+    a = client_connect();
+    client_send(a, "GE", 2);
+    busy = busy_client();
+    wait_for(&fake.starts, 1);
+    b = client_connect(); /* a, busy, b: full */
+    usleep(50000);
+    newcomer_served();
+    ASSERT_TRUE(closed_within(b, 2000)); /* sent nothing: the first to go */
+    ASSERT_TRUE(!closed_within(a, 100));
+    d = client_connect(); /* a, busy, d */
+    usleep(50000);
+    newcomer_served();
+    ASSERT_TRUE(closed_within(d, 2000)); /* newer than a, but sent nothing */
+    ASSERT_TRUE(!closed_within(a, 100));
+    e = client_connect();
+    client_send(e, "G", 1); /* a, busy, e: both started a request */
+    usleep(50000);
+    newcomer_served();
+    ASSERT_TRUE(closed_within(a, 2000)); /* the oldest */
+    ASSERT_TRUE(!closed_within(e, 100));
+    ASSERT_EQ(fake.cancels, 0); /* the recording was never a victim */
+    close(a);
+    close(b);
+    close(d);
+    close(e);
+    close(busy);
+    fixture_stop();
+}
+
+/* With no idle connection to close, a client beyond the limit is told so. */
 TEST(server_connection_limit_503)
 {
     struct http_server_options o = { 0 };
@@ -926,11 +1018,13 @@ TEST(server_connection_limit_503)
     int a, b, c;
 
     fake_reset();
+    fake.delay_ms = 10000;
     o.max_connections = 2;
+    o.max_sampling = 2;
     fixture_start(&o);
-    a = client_connect();
-    b = client_connect();
-    usleep(100000); /* both accepted */
+    a = busy_client();
+    b = busy_client();
+    wait_for(&fake.starts, 2);
     c = client_connect();
     r.raw = client_read_all(c, &r.len);
     close(c);
@@ -939,10 +1033,8 @@ TEST(server_connection_limit_503)
     free(r.raw);
     close(a);
     close(b);
-    usleep(100000); /* the server notices both leaving */
-    exchange_str("GET / HTTP/1.1\r\n\r\n", &r);
-    ASSERT_EQ(r.status, 200);
-    free(r.raw);
+    wait_for(&fake.cancels, 2); /* the server notices both leaving */
+    expect_status("GET / HTTP/1.1\r\n\r\n", 200);
     fixture_stop();
 }
 
@@ -1106,11 +1198,58 @@ TEST(server_unix_stale_and_live_sockets)
         ASSERT_OK(uv_loop_init(&l2));
         ASSERT_EQ(http_server_start(&l2, &o, &be, &second, err, sizeof(err)), -EEXIST);
         ASSERT_TRUE(strstr(err, "is not a socket") != NULL);
+        /* nor another user's stale socket (root could remove it) */
+        if (geteuid() == 0) {
+            unlink(sock_path);
+            fd = socket(AF_UNIX, SOCK_STREAM, 0);
+            ASSERT_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+            close(fd);
+            ASSERT_OK(chown(sock_path, 65534, 65534));
+            ASSERT_EQ(http_server_start(&l2, &o, &be, &second, err, sizeof(err)), -EEXIST);
+            ASSERT_TRUE(strstr(err, "uid 65534") != NULL);
+            ASSERT_OK(access(sock_path, F_OK));
+        }
         ASSERT_OK(uv_loop_close(&l2));
     }
     remove_dir();
 }
 
+/* A bearer token: every request needs it, compared whole. */
+TEST(server_token_required)
+{
+    static const char *const wrong[] = {
+        "GET / HTTP/1.1\r\n\r\n",
+        "GET / HTTP/1.1\r\nAuthorization: Bearer s3cret-tokeN\r\n\r\n",
+        "GET / HTTP/1.1\r\nAuthorization: Bearer s3cret-toke\r\n\r\n",
+        "GET / HTTP/1.1\r\nAuthorization: Bearer s3cret-tokenn\r\n\r\n",
+        "GET / HTTP/1.1\r\nAuthorization: Basic s3cret-token\r\n\r\n",
+        "GET / HTTP/1.1\r\nAuthorization: s3cret-token\r\n\r\n",
+    };
+    struct http_server_options o = { 0 };
+    struct reply r;
+    char v[128];
+    size_t i;
+
+    fake_reset();
+    o.token = "s3cret-token";
+    fixture_start(&o);
+    for (i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
+        exchange_str(wrong[i], &r);
+        assert_error_reply(&r, 401, "unauthorized");
+        ASSERT_TRUE(strncmp(reply_header(&r, "WWW-Authenticate", v, sizeof(v)), "Bearer", 6) == 0);
+        free(r.raw);
+    }
+    exchange_str("POST /sample HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", &r);
+    assert_error_reply(&r, 401, "unauthorized"); /* before the body is even looked at */
+    free(r.raw);
+    ASSERT_EQ(fake.starts, 0);
+    expect_status("GET / HTTP/1.1\r\nAuthorization: Bearer s3cret-token\r\n\r\n", 200);
+    expect_status("GET / HTTP/1.1\r\nauthorization:  bearer   s3cret-token \r\n\r\n", 200);
+    fixture_stop();
+}
+
+/* TCP is served only when the caller opts in (any local user can connect to it), and a
+ * non-loopback address only with allow_remote too. */
 TEST(server_refuses_remote_without_opt_in)
 {
     struct http_server_options o = { 0 };
@@ -1120,7 +1259,12 @@ TEST(server_refuses_remote_without_opt_in)
     char err[256];
 
     ASSERT_OK(uv_loop_init(&l));
+    o.url = "http://127.0.0.1:0";
+    ASSERT_EQ(http_server_start(&l, &o, &be, &s, err, sizeof(err)), -EACCES);
+    ASSERT_TRUE(s == NULL);
+    ASSERT_TRUE(strstr(err, "every local user") != NULL);
     o.url = "http://0.0.0.0:0";
+    o.allow_tcp = 1;
     ASSERT_EQ(http_server_start(&l, &o, &be, &s, err, sizeof(err)), -EINVAL);
     ASSERT_TRUE(s == NULL);
     ASSERT_TRUE(strstr(err, "not a loopback address") != NULL);
@@ -1146,7 +1290,9 @@ static const struct test_case cases[] = {
     TEST_CASE(server_expect_continue),
     TEST_CASE(server_slowloris_408),
     TEST_CASE(server_100_concurrent),
+    TEST_CASE(server_idle_connections_make_room),
     TEST_CASE(server_connection_limit_503),
+    TEST_CASE(server_token_required),
     TEST_CASE(server_disconnect_mid_sample_cancels),
     TEST_CASE(server_disconnect_mid_response),
     TEST_CASE(server_client_never_reads),

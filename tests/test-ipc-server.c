@@ -296,6 +296,164 @@ TEST(default_socket_named_like_the_runtime_0600_and_removed)
     rmdir(dir);
 }
 
+/* ----- what is at a socket's name before the server binds it ---------------------------- */
+
+static char last_log[512];
+
+static void
+test_keep_log(void *ctx, const char *line)
+{
+    (void)ctx;
+    snprintf(last_log, sizeof(last_log), "%s", line);
+}
+
+/* A Unix socket bound at path, listening (live) or closed right away (stale). */
+static int
+bind_socket_at(const char *path, int live)
+{
+    struct sockaddr_un a;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    ASSERT_TRUE(fd >= 0);
+    memset(&a, 0, sizeof(a));
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+    if (!live) {
+        close(fd);
+        return -1;
+    }
+    ASSERT_OK(listen(fd, 4));
+    return fd;
+}
+
+static int
+start_listening_at(const char *listen_path, const char *ports, struct ipc_server **s)
+{
+    struct ipc_server_options o;
+
+    memset(&o, 0, sizeof(o));
+    o.listen_path = listen_path;
+    o.diagnostic_ports = ports;
+    o.log = test_keep_log;
+    last_log[0] = '\0';
+    return ipc_server_start(&o, s);
+}
+
+/* The file at path is still a regular file holding "precious". */
+static void
+assert_precious(const char *path)
+{
+    size_t len;
+    uint8_t *b = test_read_file(path, &len);
+
+    ASSERT_TRUE(b != NULL);
+    ASSERT_EQ(len, 8);
+    ASSERT_MEM_EQ(b, "precious", 8);
+    free(b);
+}
+
+static void
+write_precious(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+    ASSERT_TRUE(fd >= 0);
+    ASSERT_EQ(write(fd, "precious", 8), 8);
+    close(fd);
+}
+
+/* PIPEPROF_DIAGNOSTIC_PORT=FILE and DOTNET_DiagnosticPorts=FILE,listen used to unlink FILE. */
+TEST(listen_path_replaces_only_a_stale_socket_of_ours)
+{
+    char path[160], ports[200], sub[160];
+    struct ipc_server *s = NULL;
+    struct stat sb;
+    int live;
+
+    snprintf(dir, sizeof(dir), "/tmp/pp-ipc-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof(path), "%s/file", dir);
+    write_precious(path);
+    ASSERT_EQ(start_listening_at(path, NULL, &s), -EEXIST);
+    assert_precious(path);
+    ASSERT_TRUE(strstr(last_log, "not a socket") != NULL);
+    /* the listen port of DOTNET_DiagnosticPorts: the server runs on, the file stays */
+    snprintf(ports, sizeof(ports), "%s,listen", path);
+    snprintf(sub, sizeof(sub), "%s/main.sock", dir);
+    ASSERT_OK(start_listening_at(sub, ports, &s));
+    ipc_server_stop(s);
+    assert_precious(path);
+    unlink(path);
+    /* a directory */
+    ASSERT_OK(mkdir(path, 0700));
+    ASSERT_EQ(start_listening_at(path, NULL, &s), -EEXIST);
+    ASSERT_OK(stat(path, &sb));
+    ASSERT_TRUE(S_ISDIR(sb.st_mode));
+    rmdir(path);
+    /* a live socket: somebody serves it */
+    live = bind_socket_at(path, 1);
+    ASSERT_EQ(start_listening_at(path, NULL, &s), -EADDRINUSE);
+    ASSERT_OK(stat(path, &sb));
+    ASSERT_TRUE(S_ISSOCK(sb.st_mode));
+    close(live);
+    /* now stale (nobody accepts): replaced, and removed at stop */
+    ASSERT_OK(start_listening_at(path, NULL, &s));
+    ipc_server_stop(s);
+    ASSERT_EQ(lstat(path, &sb), -1);
+    /* another user's stale socket (made as root, then given away) */
+    if (geteuid() == 0) {
+        (void)bind_socket_at(path, 0);
+        ASSERT_OK(chown(path, 65534, 65534));
+        ASSERT_EQ(start_listening_at(path, NULL, &s), -EPERM);
+        ASSERT_TRUE(strstr(last_log, "uid 65534") != NULL);
+        ASSERT_OK(lstat(path, &sb));
+        unlink(path);
+    }
+    /* a name we bound but that was replaced before the stop is not removed at stop */
+    ASSERT_OK(start_listening_at(path, NULL, &s));
+    unlink(path);
+    write_precious(path);
+    ipc_server_stop(s);
+    assert_precious(path);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Another user can take dotnet-diagnostic-PID-KEY-socket in a shared /tmp (PID and KEY are in
+ * /proc): the server takes another key, says so, and leaves the file alone. */
+TEST(default_name_taken_moves_to_another_key)
+{
+    char want[256], prefix[256];
+    struct ipc_server *s = NULL;
+    const char *got;
+    int live;
+
+    snprintf(dir, sizeof(dir), "/tmp/pp-ipc-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    setenv("TMPDIR", dir, 1);
+    ASSERT_OK(ipc_default_socket_path(want, sizeof(want), 0));
+    snprintf(prefix, sizeof(prefix), "%s/dotnet-diagnostic-%d-", dir, (int)getpid());
+    write_precious(want);
+    ASSERT_OK(start_listening_at(NULL, NULL, &s));
+    got = ipc_server_listen_path(s);
+    ASSERT_TRUE(strcmp(got, want) != 0);
+    ASSERT_TRUE(strncmp(got, prefix, strlen(prefix)) == 0);
+    ASSERT_TRUE(strcmp(got + strlen(got) - 7, "-socket") == 0);
+    ASSERT_TRUE(strstr(last_log, "is taken") != NULL && strstr(last_log, got) != NULL);
+    ipc_server_stop(s);
+    assert_precious(want);
+    unlink(want);
+    /* a live socket of somebody else at the name */
+    live = bind_socket_at(want, 1);
+    ASSERT_OK(start_listening_at(NULL, NULL, &s));
+    ASSERT_TRUE(strcmp(ipc_server_listen_path(s), want) != 0);
+    ipc_server_stop(s);
+    close(live);
+    unlink(want);
+    rmdir(dir);
+}
+
 TEST(environment_resume_and_disable_perfmap)
 {
     struct ipc_response r;
@@ -569,6 +727,45 @@ TEST(thousand_connections_opened_and_closed)
     server_stop();
 }
 
+/* Above the cap a client is told so (BUSY), instead of finding its connection closed (which a
+ * client reports as "No data available"). */
+TEST(connection_above_the_cap_is_told_busy)
+{
+    struct ipc_server_options o;
+    struct ipc_response r;
+    uint8_t h[20];
+    int held[2], fd, n, i;
+
+    snprintf(dir, sizeof(dir), "/tmp/pp-ipc-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    snprintf(sock_path, sizeof(sock_path), "%s/diag.sock", dir);
+    memset(&o, 0, sizeof(o));
+    o.listen_path = sock_path;
+    o.max_connections = 2;
+    o.log = test_quiet_log;
+    ASSERT_OK(ipc_server_start(&o, &srv));
+    for (i = 0; i < 2; i++) {
+        held[i] = connect_server(); /* idle: no request yet */
+    }
+    usleep(100000); /* both accepted */
+    fd = connect_server();
+    ipc_header_encode(h, 20, IPC_SET_PROCESS, IPC_PROC_INFO);
+    n = ipc_client_send(fd, h, 20); /* may fail once the server has closed: the answer stays */
+    ASSERT_TRUE(n == 0 || n == -EPIPE || n == -ECONNRESET);
+    n = ipc_client_read_response(fd, resp, sizeof(resp), 5000);
+    ASSERT_EQ(n, 24);
+    ASSERT_OK(ipc_response_decode(resp, (size_t)n, &r));
+    ASSERT_EQ(r.status, IPC_RESPONSE_ERROR);
+    ASSERT_U64_EQ(r.hresult, IPC_HR_BUSY);
+    close(fd);
+    close(held[0]);
+    usleep(100000);
+    r = simple(IPC_SET_PROCESS, IPC_PROC_INFO); /* a place is free again */
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    close(held[1]);
+    server_stop();
+}
+
 TEST(client_that_never_reads_is_bounded_and_loses_events)
 {
     struct ipc_server_stats s;
@@ -678,11 +875,14 @@ static const struct test_case cases[] = {
     TEST_CASE(default_socket_named_like_the_runtime_0600_and_removed),
     TEST_CASE(environment_resume_and_disable_perfmap),
     TEST_CASE(errors_match_the_runtime),
+    TEST_CASE(listen_path_replaces_only_a_stale_socket_of_ours),
+    TEST_CASE(default_name_taken_moves_to_another_key),
     TEST_CASE(collect_stop_streams_and_answers_after_the_end),
     TEST_CASE(collect_versions_1_to_5_and_no_rundown_and_6_unknown),
     TEST_CASE(client_disconnect_ends_its_session),
     TEST_CASE(sixty_four_sessions_then_fail),
     TEST_CASE(thousand_connections_opened_and_closed),
+    TEST_CASE(connection_above_the_cap_is_told_busy),
     TEST_CASE(client_that_never_reads_is_bounded_and_loses_events),
     TEST_CASE(connect_port_advertises_reconnects_and_resumes),
     TEST_CASE(server_stop_ends_live_sessions_with_an_end_tag),

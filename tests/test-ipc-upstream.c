@@ -7,22 +7,27 @@
  * ends the runtime's session first, a client that leaves ends it too, a runtime's refusal
  * reaches the client as it was, a process whose runtime never comes is served natively, and a
  * connect port advertises the runtime's cookie and carries ResumeRuntime through the runtime's
- * own connection.
+ * own connection. A host's start removes the private sockets a killed host left behind.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "ipc/internal.h"
 #include "ipc/ipc.h"
 #include "nettrace/nettrace.h"
 #include "tests/test.h"
@@ -306,14 +311,12 @@ fake_main(void *arg)
     return NULL;
 }
 
-/* Binds where the runtime's bind of its default name is redirected, as libcoreclr would. */
+/* Listens at fk.path as the fake runtime (its thread serves the connections). */
 static void
-fake_start(void)
+fake_listen(void)
 {
     struct sockaddr_un a;
 
-    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, public_path, fk.path, sizeof(fk.path)), 1);
-    ASSERT_TRUE(strcmp(fk.path, public_path) != 0);
     memset(&a, 0, sizeof(a));
     a.sun_family = AF_UNIX;
     strcpy(a.sun_path, fk.path);
@@ -323,6 +326,15 @@ fake_start(void)
     ASSERT_OK(listen(fk.listen_fd, 16));
     memset(fk.cookie, 0xAB, sizeof(fk.cookie));
     ASSERT_OK(pthread_create(&fk.thread, NULL, fake_main, NULL));
+}
+
+/* Binds where the runtime's bind of its default name is redirected, as libcoreclr would. */
+static void
+fake_start(void)
+{
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, public_path, fk.path, sizeof(fk.path)), 1);
+    ASSERT_TRUE(strcmp(fk.path, public_path) != 0);
+    fake_listen();
 }
 
 static void
@@ -343,6 +355,7 @@ quiet_log(void *ctx, const char *line)
     (void)line;
 }
 
+static int dir_ready = 0;         /* the next server_start_opts() uses dir as it is */
 static int dotnet_host = 1;       /* what the next server_start_opts() tells the server */
 static uint64_t key_override = 0; /* likewise */
 
@@ -351,8 +364,11 @@ server_start_opts(const char *ports, uint32_t wait_ms)
 {
     struct ipc_server_options o;
 
-    snprintf(dir, sizeof(dir), "/tmp/pp-up-XXXXXX");
-    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    if (!dir_ready) {
+        snprintf(dir, sizeof(dir), "/tmp/pp-up-XXXXXX");
+        ASSERT_TRUE(mkdtemp(dir) != NULL);
+    }
+    dir_ready = 0;
     setenv("TMPDIR", dir, 1);
     ASSERT_OK(ipc_default_socket_path(public_path, sizeof(public_path), 0));
     memset(&o, 0, sizeof(o));
@@ -768,6 +784,45 @@ TEST(no_runtime_means_native_answers_after_the_wait)
     server_stop();
 }
 
+/* The runtime's private name lies in the shared TMPDIR: another process listening there (an
+ * impostor, which SO_PEERCRED shows) is never forwarded to; the server answers natively. */
+TEST(a_stranger_at_the_runtime_name_is_not_forwarded_to)
+{
+    struct ipc_process_info pi;
+    struct ipc_response r;
+    int status, path_pipe[2];
+    pid_t child;
+
+    /* forked before the server has threads (TSan cannot follow a multi-threaded fork); it
+     * learns the name through a pipe */
+    ASSERT_OK(pipe(path_pipe));
+    child = fork();
+    ASSERT_TRUE(child >= 0);
+    if (child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives a failed case */
+        close(path_pipe[1]);
+        if (read(path_pipe[0], fk.path, sizeof(fk.path)) == (ssize_t)sizeof(fk.path)) {
+            fake_listen(); /* in another process: a stranger */
+            sleep(30);
+        }
+        _exit(0);
+    }
+    close(path_pipe[0]);
+    server_start_opts(NULL, 300);
+    ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, public_path, fk.path, sizeof(fk.path)), 1);
+    ASSERT_EQ(write(path_pipe[1], fk.path, sizeof(fk.path)), (ssize_t)sizeof(fk.path));
+    close(path_pipe[1]);
+    usleep(200000); /* it listens */
+    r = simple(IPC_SET_PROCESS, IPC_PROC_INFO);
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_OK(ipc_process_info_decode(r.payload, r.payload_len, 1, &pi));
+    ASSERT_TRUE(strstr(pi.command_line, "fake-runtime") == NULL);
+    ipc_process_info_fini(&pi);
+    kill(child, SIGKILL);
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    server_stop();
+}
+
 /* A process not taken for a .NET host starts a runtime all the same: its bind still goes
  * aside (it keeps a server), and from then on its commands are forwarded to it. */
 TEST(a_runtime_in_an_undetected_host_is_found_when_it_binds)
@@ -814,11 +869,12 @@ TEST(connect_port_advertises_the_runtime_and_resumes_through_it)
     uint8_t cookie[16], adv[IPC_ADVERTISE_SIZE], h[20];
     struct sockaddr_un a;
     struct ipc_response r;
+    struct ipc_sockfile tool_file;
     uint64_t pid;
     int lfd, tfd, rfd;
 
     snprintf(tool, sizeof(tool), "/tmp/pp-up-tool-%d.sock", (int)getpid());
-    ASSERT_OK(ipc_client_listen(tool, &lfd));
+    ASSERT_OK(ipc_client_listen(tool, &lfd, &tool_file));
     {
         char ports[160];
 
@@ -865,6 +921,90 @@ TEST(connect_port_advertises_the_runtime_and_resumes_through_it)
     unlink(tool);
 }
 
+/* A socket file at dir/name: bound, then listening (returns the fd) or closed (returns -1). */
+static int
+stale_socket(const char *name, int listening)
+{
+    struct sockaddr_un sa;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, name);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        (listening && listen(fd, 1) != 0)) {
+        abort();
+    }
+    if (!listening) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static int
+stale_exists(const char *name)
+{
+    char path[300];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return lstat(path, &st) == 0;
+}
+
+/* A killed .NET host leaves pipeprof-port-PID-N-socket and pipeprof-runtime-PID-KEY-socket
+ * behind; the next host's start removes them: only ours, of a process gone, sockets nobody
+ * listens on. */
+TEST(a_killed_hosts_sockets_are_removed_at_the_next_start)
+{
+    char names[8][96];
+    pid_t dead = fork();
+    int listening, fd, i;
+
+    if (dead == 0) {
+        _exit(0);
+    }
+    ASSERT_TRUE(dead > 0 && waitpid(dead, NULL, 0) == dead);
+    snprintf(dir, sizeof(dir), "/tmp/pp-up-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    snprintf(names[0], sizeof(names[0]), "pipeprof-port-%d-0-socket", (int)dead);      /* goes */
+    snprintf(names[1], sizeof(names[1]), "pipeprof-runtime-%d-77-socket", (int)dead);  /* goes */
+    snprintf(names[2], sizeof(names[2]), "pipeprof-port-%d-1-socket", (int)dead);      /* listens */
+    snprintf(names[3], sizeof(names[3]), "pipeprof-port-%d-0-socket", (int)getppid()); /* alive */
+    snprintf(names[4], sizeof(names[4]), "pipeprof-port-%d-2-socket", (int)dead);      /* a file */
+    snprintf(names[5], sizeof(names[5]), "dotnet-diagnostic-%d-9-socket", (int)dead); /* not ours */
+    snprintf(names[6], sizeof(names[6]), "pipeprof-port-%d-socket", (int)dead); /* other shape */
+    stale_socket(names[0], 0);
+    stale_socket(names[1], 0);
+    listening = stale_socket(names[2], 1);
+    stale_socket(names[3], 0);
+    {
+        char path[300];
+
+        snprintf(path, sizeof(path), "%s/%s", dir, names[4]);
+        fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+        ASSERT_TRUE(fd >= 0);
+        close(fd);
+    }
+    stale_socket(names[5], 0);
+    stale_socket(names[6], 0);
+    dir_ready = 1;
+    server_start_opts(NULL, 0);
+    ASSERT_TRUE(!stale_exists(names[0]));
+    ASSERT_TRUE(!stale_exists(names[1]));
+    for (i = 2; i < 7; i++) {
+        ASSERT_TRUE(stale_exists(names[i]));
+    }
+    close(listening);
+    for (i = 2; i < 7; i++) {
+        char path[300];
+
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    server_stop();
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(redirects_only_the_runtime_default_name_and_ports),
     TEST_CASE(commands_are_answered_by_the_runtime),
@@ -875,8 +1015,10 @@ static const struct test_case cases[] = {
     TEST_CASE(runtime_refusal_reaches_the_client_as_it_was),
     TEST_CASE(client_leaving_ends_the_runtime_session),
     TEST_CASE(no_runtime_means_native_answers_after_the_wait),
+    TEST_CASE(a_stranger_at_the_runtime_name_is_not_forwarded_to),
     TEST_CASE(a_runtime_in_an_undetected_host_is_found_when_it_binds),
     TEST_CASE(stepping_aside_leaves_the_runtime_alone),
     TEST_CASE(connect_port_advertises_the_runtime_and_resumes_through_it),
+    TEST_CASE(a_killed_hosts_sockets_are_removed_at_the_next_start),
 };
 TEST_MAIN(cases)

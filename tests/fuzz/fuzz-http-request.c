@@ -67,6 +67,15 @@ fuzz_request(uint8_t mode, const char *in, size_t len)
         fuzz_check_error_response(&r.err, NULL);
     }
     if (e == 1) {
+        struct http_error auth = { 0 };
+
+        /* whatever Authorization says: a verdict, and a 401 answer when refused */
+        if (!http_request_authorized(&r, "s3cret", 6, &auth)) {
+            if (auth.status != 401) {
+                abort();
+            }
+            fuzz_check_error_response(&auth, NULL);
+        }
         http_route_request(&r, &route);
         if (route.action == HTTP_ACTION_ERROR) {
             fuzz_check_error_response(&route.err, route.allow);

@@ -90,7 +90,9 @@ main(int argc, char **argv)
         }
     }
     if (path == NULL && pid > 0) {
-        if (ipc_client_find_socket(pid, found, sizeof(found)) < 0) {
+        struct ipc_peer impostor;
+
+        if (ipc_client_find_socket(pid, found, sizeof(found), &impostor) < 0) {
             printf("nosocket\n");
             return 1;
         }

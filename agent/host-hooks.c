@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/host-hooks.c - the agent's side of the host contract (host/host.h): the hooks that the
+ * interposers of host/threads.c, host/blocking.c and host/signals.c call on host threads, and
+ * their installation. Here the agent registers a thread pthread_create started, records the
+ * stack of a thread that enters a blocking call (read by the wall sampler, agent/wall.c), and
+ * keeps the note of a thread that blocks the sampling signal: the CPU it burns meanwhile is
+ * claimed as it unblocks, as an AG_SOURCE_UNSEEN sample under the stack of the call that
+ * blocked it. Context: host threads, in any state the host calls the interposers from; the hooks
+ * stay cheap, never allocate, and leave errno as the real call left it.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/internal.h"
+#include "common/platform.h"
+#include "host/host.h"
+
+/* Walks the stack of an interposer's caller into frames; fa is the interposer's frame address.
+ * -EFAULT when its frame record cannot be read. */
+static int
+ag_host_walk_caller(struct ag_thread *t, uint64_t fa, uint64_t *frames, uint32_t max,
+                    struct ag_unwind_result *res)
+{
+    struct ag_unwind_ctx c;
+    uint64_t lo, hi, fp, ra;
+
+    lo = atomic_load_explicit(&t->stack_lo, memory_order_acquire);
+    hi = atomic_load_explicit(&t->stack_hi, memory_order_acquire);
+    if (hi == 0) {
+        lo = ag_tls_stack_lo;
+        hi = ag_tls_stack_hi;
+    }
+    ag_sig_unwind_ctx_init(&c, fa, lo, hi);
+    /* The interposer's frame record: [fa] = the caller's fp, [fa + 8] = return address. */
+    if (ag_sig_read(&c, fa, &fp) != 0 || ag_sig_read(&c, fa + 8, &ra) != 0) {
+        return -EFAULT;
+    }
+    ag_sig_unwind(&c, ra, fa + 16, fp, 1, frames, max, res);
+    return 0;
+}
+
+static void *
+ag_host_blocking_enter(uint64_t fa)
+{
+    uint64_t frames[AG_MAX_FRAMES];
+    struct ag_unwind_result res;
+    struct ag_thread *t;
+
+    if (atomic_load_explicit(&ag.hz_wall, memory_order_relaxed) == 0) {
+        return NULL;
+    }
+    t = ag_sig_thread_self();
+    if (t == NULL || t->blk.frames == NULL ||
+        ag_host_walk_caller(t, fa, frames, ag.cfg.max_frames, &res) != 0) {
+        return NULL;
+    }
+    ag_seqstack_put(&t->blk, frames, &res);
+    atomic_store_explicit(&t->blocked, 1, memory_order_release);
+    return t;
+}
+
+static void
+ag_host_blocking_leave(void *token)
+{
+    struct ag_thread *t = token;
+
+    if (t != NULL) {
+        atomic_store_explicit(&t->blocked, 0, memory_order_release);
+    }
+}
+
+/* The agent runs and the caller is a host thread. */
+static int
+ag_host_active(void)
+{
+    return atomic_load_explicit(&ag.running, memory_order_relaxed) && !ag_tls_excluded;
+}
+
+/*
+ * Claims the CPU thread t burned since its last sample as a sample of its own ring, while the
+ * sampling signal is blocked (this thread is the ring's only producer then). frames/res: a stack
+ * walked from an interposer's caller (its leaf a return address, which symbolizes to the caller,
+ * as a pc just after the call would). unseen: AG_SOURCE_UNSEEN, the marker over that stack; else
+ * AG_SOURCE_TAIL, what a sample at the moment would have stood for. Spans under half an interval
+ * are left to the next sample or claim.
+ */
+static void
+ag_host_claim(struct ag_thread *t, uint64_t cpu, int unseen, const uint64_t *frames,
+              const struct ag_unwind_result *res)
+{
+    unsigned hz = atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed);
+    uint32_t depth = res->depth, skip = unseen ? 1 : 0;
+    uint64_t delta, weight;
+    struct ag_sample *s;
+
+    if (hz == 0 || atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed) == 0) {
+        return; /* not sampled in CPU mode */
+    }
+    weight = ag_sig_cpu_weigh(t, cpu, 1000000000u / hz, 0, &delta);
+    if (weight == 0) {
+        return;
+    }
+    atomic_fetch_add_explicit(&ag.n_cpu_weight, weight, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);
+    atomic_fetch_add_explicit(unseen ? &ag.cpu_unseen_ns : &ag.n_cpu_tails, unseen ? delta : 1,
+                              memory_order_relaxed);
+    s = ag_ring_reserve(&t->ring);
+    if (s == NULL) {
+        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+        return;
+    }
+    s->timestamp_ns = ag_sig_now_ns(CLOCK_MONOTONIC);
+    s->cpu_time_ns = cpu;
+    s->tid = ag_tls_tid;
+    s->mode = AG_MODE_CPU;
+    s->state = AG_STATE_RUNNING;
+    s->source = unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL;
+    s->engine = atomic_load_explicit(&t->perf_fd, memory_order_relaxed) >= 0 ? AG_CPU_ENGINE_PERF
+                                                                             : AG_CPU_ENGINE_TIMER;
+    s->weight = (uint16_t)weight;
+    s->cpu_delta_ns = delta;
+    s->frames[0] = ag_unseen_pc();
+    depth = depth < ag.cfg.max_frames - skip ? depth : ag.cfg.max_frames - skip;
+    memcpy(s->frames + skip, frames, depth * sizeof(uint64_t));
+    s->depth = depth + skip;
+    s->unwinder = res->unwinder;
+    s->end = res->end;
+    ag_ring_commit(&t->ring);
+}
+
+/* Both interposers: real's result and errno, as they are. */
+static int
+ag_host_sigmask(host_sigmask_fn real, int how, const sigset_t *set, sigset_t *old, uint64_t fa)
+{
+    uint64_t frames[AG_MAX_FRAMES], since, half;
+    struct ag_unwind_result res = { 0, 0, 0, 0 };
+    unsigned hz;
+    struct ag_thread *t;
+    sigset_t prev, now;
+    int rc, signo, in_set, unblocks, blocks;
+
+    /* Kept while CPU sampling is off too, so that a note is never stale when it starts. */
+    if (set == NULL || !ag_host_active() ||
+        (how != SIG_BLOCK && how != SIG_UNBLOCK && how != SIG_SETMASK) ||
+        (t = ag_sig_thread_self()) == NULL) {
+        return real(how, set, old);
+    }
+    signo = ag.signo;
+    in_set = sigismember(set, signo) == 1;
+    unblocks = in_set ? how == SIG_UNBLOCK : how == SIG_SETMASK;
+    blocks = in_set && how != SIG_UNBLOCK;
+    since = atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed);
+    hz = atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed);
+    half = hz != 0 ? 500000000u / hz : UINT64_MAX;
+    if (unblocks && since != 0) {
+        /* A span under half an interval of wall time is under half an interval of CPU: left to
+         * the next sample, without a system call. Else, only while the signal is blocked indeed
+         * (a raw system call may have opened it) is this thread the ring's only producer. The
+         * span goes under the call that blocked the signal (or, when the thread started with it
+         * blocked, the one that opens it). */
+        if (ag_sig_now_ns(CLOCK_MONOTONIC) - since >= half && real(SIG_BLOCK, NULL, &now) == 0 &&
+            sigismember(&now, signo) == 1) {
+            if (ag_seqstack_get(&t->sigblk, frames, ag.cfg.max_frames, &res.depth, &res.unwinder,
+                                &res.end) != 0 &&
+                ag_host_walk_caller(t, fa, frames, ag.cfg.max_frames, &res) != 0) {
+                res.depth = 0;
+            }
+            ag_host_claim(t, ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID), 1, frames, &res);
+            atomic_store_explicit(&t->sigblk_claimed, 1, memory_order_relaxed);
+        }
+        atomic_store_explicit(&t->sigblk_ns, 0, memory_order_relaxed);
+    }
+    rc = real(how, set, &prev);
+    if (rc == 0) {
+        if (old != NULL) {
+            *old = prev;
+        }
+        if (blocks && sigismember(&prev, signo) == 0) {
+            uint64_t wall = ag_sig_now_ns(CLOCK_MONOTONIC);
+
+            if (ag_host_walk_caller(t, fa, frames, ag.cfg.max_frames, &res) != 0) {
+                res.depth = 0;
+            }
+            /* The CPU up to here ran with the signal open, and a sample now would have seen
+             * this stack: it is claimed as such (when it may reach half an interval), so that
+             * only what follows is unseen. Later claims show the unseen time under this call,
+             * the one that hid it. */
+            if (wall - atomic_load_explicit(&t->last_claim_ns, memory_order_relaxed) >= half) {
+                ag_host_claim(t, ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID), 0, frames, &res);
+                atomic_store_explicit(&t->last_claim_ns, wall, memory_order_relaxed);
+            }
+            ag_seqstack_put(&t->sigblk, frames, &res);
+            atomic_store_explicit(&t->sigblk_ns, wall != 0 ? wall : 1, memory_order_relaxed);
+        }
+    }
+    return rc;
+}
+
+void
+ag_thread_sigmask_started(struct ag_thread *t)
+{
+    sigset_t now;
+
+    /* A thread inherits its creator's mask: one created with the signal blocked (a server that
+     * keeps signals for a sigwait thread) burns unseen CPU from its first instruction. */
+    if (t != NULL && pthread_sigmask(SIG_BLOCK, NULL, &now) == 0 &&
+        sigismember(&now, ag.signo) == 1) {
+        uint64_t wall = ag_sig_now_ns(CLOCK_MONOTONIC);
+        struct ag_unwind_result none = { 0, 0, 0, 0 };
+
+        ag_seqstack_put(&t->sigblk, NULL, &none); /* no call hid it: its start routine shows */
+        atomic_store_explicit(&t->sigblk_ns, wall != 0 ? wall : 1, memory_order_relaxed);
+    }
+}
+
+static uint32_t
+ag_host_signals_handled(void)
+{
+    return atomic_load_explicit(&ag_tls_signals, memory_order_relaxed);
+}
+
+static void
+ag_host_eintr_absorbed(void)
+{
+    atomic_fetch_add_explicit(&ag.n_eintr_absorbed, 1, memory_order_relaxed);
+}
+
+static const struct host_agent_hooks ag_host_hooks = {
+    .active = ag_host_active,
+    .thread_started = ag_thread_attach_started,
+    .blocking_enter = ag_host_blocking_enter,
+    .blocking_leave = ag_host_blocking_leave,
+    .signals_handled = ag_host_signals_handled,
+    .eintr_absorbed = ag_host_eintr_absorbed,
+    .change_mask = ag_host_sigmask,
+};
+
+/*
+ * Called by ag_start(), and at load (below). The call from ag_start() is what links this file,
+ * and through host_set_agent_hooks() the interposers of host/, into whatever starts the agent: a
+ * static archive's member is linked only when something references it (host/internal.h). At
+ * load, so that threads the host creates before the agent's first start are wrapped as they
+ * were when the interposers lived in the agent: each learns its stack bounds at its start. Also
+ * resolves the real pthread_create before the agent creates its first thread.
+ */
+void
+ag_interpose_init(void)
+{
+    host_set_agent_hooks(&ag_host_hooks);
+    (void)host_real_pthread_create();
+}
+
+static void
+ag_host_hooks_load(void)
+{
+    host_set_agent_hooks(&ag_host_hooks);
+}
+
+PP_LOAD_HOOK(ag_host_hooks_load);

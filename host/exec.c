@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * host/exec.c - replacing the image.
+ *
+ *   execve execv execvp execvpe execl execlp execle
+ *                    interposed because the image is replaced, and with it the agent: the
+ *                    server's sessions_end hook ends every session first, rundown included (as
+ *                    for _exit), so a recording holds this image's samples with their names, and
+ *                    the new image's agent starts the next one. After an exec that failed, the
+ *                    exec_failed hook makes the image serve and sample again.
+ *
+ * What the host may rely on: the program, arguments and environment libc's call would get; on
+ * failure libc's result and errno (E2BIG for an execl* list of more than 4096 arguments, ENOSYS
+ * when libc has no such call). execl and execlp become execv and execvp; execle becomes
+ * execve. A vfork child, which shares its parent's memory, stops and starts nothing. Without the
+ * server's hooks the call goes straight to libc.
+ *
+ * Held by: cli-record-commands (env, nice, sh -c 'exec ...', a chain of three execs, a script
+ * that execs: each image's samples are in the recording; failexec: after a failed execv the
+ * image is recorded again), agent-torture (fork + exec under the agent).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#include "host/internal.h"
+
+HOST_ANCHOR(exec);
+
+typedef int (*host_execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*host_execv_fn)(const char *, char *const[]);
+
+/* envp NULL: the execv form (execv, execvp), which takes no environment. */
+static int
+host_exec(_Atomic(void *) *slot, const char *name, const char *path, char *const argv[],
+          char *const envp[])
+{
+    const struct host_server_hooks *h = host_server();
+    void *fn = host_real(slot, name);
+    int stopped, rc, err;
+
+    stopped = h != NULL ? h->sessions_end() : 0;
+    if (fn == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (envp == NULL) {
+        rc = ((host_execv_fn)fn)(path, argv);
+    } else {
+        rc = ((host_execve_fn)fn)(path, argv, envp);
+    }
+    /* Here the exec failed and this image runs on. Not in a vfork child (stopped is 0 there),
+     * which shares its parent's memory and threads. */
+    err = errno;
+    if (stopped) {
+        h->exec_failed();
+    }
+    errno = err;
+    return rc;
+}
+
+HOST_EXPORT int
+execve(const char *path, char *const argv[], char *const envp[])
+{
+    static _Atomic(void *) real;
+
+    return host_exec(&real, "execve", path, argv, envp);
+}
+
+HOST_EXPORT int
+execv(const char *path, char *const argv[])
+{
+    static _Atomic(void *) real;
+
+    return host_exec(&real, "execv", path, argv, NULL);
+}
+
+HOST_EXPORT int
+execvp(const char *file, char *const argv[])
+{
+    static _Atomic(void *) real;
+
+    return host_exec(&real, "execvp", file, argv, NULL);
+}
+
+HOST_EXPORT int
+execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    static _Atomic(void *) real;
+
+    return host_exec(&real, "execvpe", file, argv, envp);
+}
+
+#define HOST_EXECL_MAX 4096 /* arguments of an execl* call (the kernel's limit is on bytes) */
+
+/* Collects the NULL-terminated variadic arguments after arg0 into argv; -1 when too many. */
+static int
+host_execl_args(const char *arg0, va_list ap, char **argv)
+{
+    int n = 0;
+
+    argv[n++] = (char *)arg0;
+    while (arg0 != NULL && (argv[n] = va_arg(ap, char *)) != NULL) {
+        if (++n == HOST_EXECL_MAX) {
+            return -1;
+        }
+    }
+    return n;
+}
+
+/* execl and execlp: the list becomes an argv for execv or execvp (interposed above). */
+static int
+host_execl_to_v(host_execv_fn execv_fn, const char *path, const char *arg0, va_list ap)
+{
+    char *argv[HOST_EXECL_MAX + 1];
+
+    if (host_execl_args(arg0, ap, argv) < 0) {
+        errno = E2BIG;
+        return -1;
+    }
+    return execv_fn(path, argv);
+}
+
+HOST_EXPORT int
+execl(const char *path, const char *arg0, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, arg0);
+    rc = host_execl_to_v(execv, path, arg0, ap);
+    va_end(ap);
+    return rc;
+}
+
+HOST_EXPORT int
+execlp(const char *file, const char *arg0, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, arg0);
+    rc = host_execl_to_v(execvp, file, arg0, ap);
+    va_end(ap);
+    return rc;
+}
+
+HOST_EXPORT int
+execle(const char *path, const char *arg0, ...)
+{
+    char *argv[HOST_EXECL_MAX + 1];
+    char *const *envp;
+    va_list ap;
+    int n;
+
+    va_start(ap, arg0);
+    n = host_execl_args(arg0, ap, argv);
+    envp = n < 0 ? NULL : va_arg(ap, char *const *);
+    va_end(ap);
+    if (n < 0) {
+        errno = E2BIG;
+        return -1;
+    }
+    return execve(path, argv, envp);
+}

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * host/host.h - the host contract: every libc function libpipeprof.so interposes lives in host/,
+ * one file per concern, and each file's header says what the host may rely on:
+ *
+ *   threads.c    pthread_create
+ *   blocking.c   nanosleep clock_nanosleep usleep sleep poll ppoll select epoll_wait epoll_pwait
+ *                read recv recvfrom accept accept4 pthread_cond_wait pthread_cond_timedwait
+ *                pthread_join
+ *   signals.c    pthread_sigmask sigprocmask
+ *   exit.c       _exit _Exit
+ *   exec.c       execve execv execvp execvpe execl execlp execle
+ *   creds.c      setuid setgid seteuid setegid setreuid setregid setresuid setresgid setgroups
+ *   sockets.c    bind connect unlink
+ *   (fds.c       file-descriptor calls: planned, issue 23)
+ *
+ * Direction: host/ depends on libc only. The agent, the shim (and through the shim the IPC
+ * server) call into it through this header; host/ calls back into them only through the two
+ * hook tables below, which they install. Without hooks every interposer passes its call
+ * through to libc unchanged. Context: the interposers run on the host's threads, in whatever
+ * state the host calls them from; they pass errno and results through unchanged.
+ */
+#ifndef HOST_HOST_H
+#define HOST_HOST_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The real pthread_sigmask or sigprocmask, as the signals.c interposers found it. */
+typedef int (*host_sigmask_fn)(int how, const sigset_t *set, sigset_t *old);
+
+/*
+ * What the sampling agent adds to threads.c, blocking.c and signals.c (agent/host-hooks.c).
+ * Every hook is called on the host thread that made the interposed call, never in a signal
+ * handler; fa is the interposer's (or the new thread's trampoline's) __builtin_frame_address(0),
+ * whose frame record leads to the host's call site.
+ */
+struct host_agent_hooks {
+    /* 1 when the interposers do the agent's work for the calling thread (the agent runs and the
+     * thread is the host's). Read on every interposed call: cheap and lock-free. */
+    int (*active)(void);
+    /* A thread pthread_create started, before its start routine fn: registers it. */
+    void (*thread_started)(void *(*fn)(void *), uint64_t fa);
+    /* Before a blocking call: records the caller's stack; the token goes to blocking_leave. */
+    void *(*blocking_enter)(uint64_t fa);
+    void (*blocking_leave)(void *token);
+    /* How many of the agent's signals the calling thread has handled: a count that changed
+     * across a call that failed with EINTR says the agent interrupted it. */
+    uint32_t (*signals_handled)(void);
+    /* Counts one EINTR the interposers retried instead of returning. */
+    void (*eintr_absorbed)(void);
+    /* Changes the calling thread's mask through real, with the agent's bookkeeping of its
+     * sampling signal around it; returns real's result (errno as real left it). Called only
+     * while active() and for a change (set not NULL): else the call goes straight to real. */
+    int (*change_mask)(host_sigmask_fn real, int how, const sigset_t *set, sigset_t *old,
+                       uint64_t fa);
+};
+
+/* Which call a socket name is for (sockets.c). */
+enum host_socket_op {
+    HOST_SOCKET_BIND,
+    HOST_SOCKET_CONNECT,
+    HOST_SOCKET_UNLINK,
+};
+
+/*
+ * What the diagnostic server's owner (shim/shim.c) adds to exit.c, exec.c, creds.c and
+ * sockets.c. Called on the host thread that made the call.
+ */
+struct host_server_hooks {
+    /* Ends every session with rundown within a bounded wait (exit, exec); 1 when this
+     * process's own server was stopped (a vfork child finds its parent's: 0). */
+    int (*sessions_end)(void);
+    /* After an exec that failed, when sessions_end returned 1: the image serves again. */
+    void (*exec_failed)(void);
+    /* Before a credential change: stops the agent and the server; 1 when they were running. */
+    int (*creds_before)(void);
+    /* After it, when creds_before returned 1: starts them again with the new credentials. */
+    void (*creds_after)(void);
+    /* The path a socket name of a bind, connect or unlink goes to instead, written into out
+     * (size bytes); 1 when it is redirected, 0 to leave the call alone. */
+    int (*socket_redirect)(enum host_socket_op op, const char *path, char *out, size_t size);
+};
+
+/*
+ * Install a hook table (static storage, never freed); the last one installed is used. Each
+ * also links the concern files it serves into a program that uses host/ as a static archive
+ * (host/host.c says why). Context: any thread; an atomic store.
+ */
+void host_set_agent_hooks(const struct host_agent_hooks *hooks);
+void host_set_server_hooks(const struct host_server_hooks *hooks);
+
+/*
+ * The next definition of a libc function after ours (dlsym(RTLD_NEXT)), looked up once and kept
+ * in *slot; NULL when there is none. Context: any thread but a signal handler (the first call
+ * takes the loader's lock).
+ */
+void *host_real(_Atomic(void *) *slot, const char *name);
+
+/* The real pthread_create (threads.c), for threads of the library's own. */
+typedef int (*host_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                                      void *);
+host_pthread_create_fn host_real_pthread_create(void);
+
+/*
+ * Starts a thread of the library's own (the agent's, the shim's): the real pthread_create, every
+ * signal blocked in the new thread (it inherits the mask), never registered with the agent.
+ * attr may be NULL. Returns 0 or -errno. Context: any thread but a signal handler.
+ */
+int host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+
+/* The real pthread_sigmask (signals.c), for the library's own masking on host threads: the
+ * interposer's bookkeeping is for the host's. Returns 0 or an error number, as libc's. */
+int host_sigmask_raw(int how, const sigset_t *set, sigset_t *old);
+
+#endif /* HOST_HOST_H */

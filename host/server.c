@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * host/server.c - the server's hook table of host/host.h (struct host_server_hooks), which
+ * exit.c, exec.c, creds.c and sockets.c call. These five files are the archive pp_host_server,
+ * linked into libpipeprof.so only (host/CMakeLists.txt says why); installing the table links the
+ * four interposer files (host/internal.h says why). Context: any thread.
+ */
+#include "host/internal.h"
+
+_Atomic(const struct host_server_hooks *) host_server_hooks_installed;
+
+static const char *
+host_server_anchors(void)
+{
+    static const char *const volatile anchors[] = { &host_anchor_exit, &host_anchor_exec,
+                                                    &host_anchor_creds, &host_anchor_sockets };
+
+    return anchors[0];
+}
+
+void
+host_set_server_hooks(const struct host_server_hooks *hooks)
+{
+    (void)host_server_anchors();
+    atomic_store_explicit(&host_server_hooks_installed, hooks, memory_order_release);
+}

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * host/sockets.c - the .NET runtime's socket names, in a .NET host the diagnostic server fronts
+ * (docs/dotnet-hosts.md).
+ *
+ *   bind connect unlink
+ *                    interposed because libcoreclr calls them through the PLT: the runtime's bind
+ *                    of its default name dotnet-diagnostic-PID-KEY-socket, which pipeprof's server
+ *                    holds, goes to a private path, and so does its unlink of that name at
+ *                    shutdown; its connects to a DOTNET_DiagnosticPorts address go to the server's
+ *                    private listener for that port. The server's socket_redirect hook
+ *                    (ipc_redirect_path() behind it) names the new path.
+ *
+ * What the host may rely on: every other name, abstract and non-Unix sockets, and every call
+ * while no .NET runtime is fronted pass through unchanged, with libc's result and errno (-1 and
+ * ENOSYS when libc has no such call). A redirected bind first removes a stale socket at the
+ * private path (one of this very process's runtime). Without the server's hooks every call goes
+ * straight to libc.
+ *
+ * Held by: dotnet-runtime-intact (a preloaded .NET app: every socket of the pid answers as the
+ * bare runtime's), dotnet-host-forms (dotnet app.dll, an apphost, a single-file app, a runtime
+ * found only when it binds: one public socket, the runtime's moved to its private name). Both
+ * need the .NET SDK and skip, loudly, without it; no test holds connect's redirect of a
+ * DOTNET_DiagnosticPorts address on its own.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "host/internal.h"
+
+HOST_ANCHOR(sockets);
+
+typedef int (*host_sockaddr_fn)(int, const struct sockaddr *, socklen_t);
+
+/* The redirect of a Unix socket address into *out; 0 when addr is left as it is. */
+static int
+host_redirect_sockaddr(const struct host_server_hooks *h, enum host_socket_op op,
+                       const struct sockaddr *addr, socklen_t len, struct sockaddr_un *out)
+{
+    char path[sizeof(out->sun_path) + 1];
+    size_t n;
+
+    if (h == NULL || addr == NULL || addr->sa_family != AF_UNIX ||
+        len <= (socklen_t)offsetof(struct sockaddr_un, sun_path)) {
+        return 0;
+    }
+    n = (size_t)len - offsetof(struct sockaddr_un, sun_path);
+    if (n > sizeof(out->sun_path)) {
+        n = sizeof(out->sun_path);
+    }
+    memcpy(path, ((const struct sockaddr_un *)(const void *)addr)->sun_path, n);
+    path[n] = '\0';
+    if (path[0] == '\0') {
+        return 0; /* an abstract socket */
+    }
+    memset(out, 0, sizeof(*out));
+    out->sun_family = AF_UNIX;
+    return h->socket_redirect(op, path, out->sun_path, sizeof(out->sun_path));
+}
+
+HOST_EXPORT int
+bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    static _Atomic(void *) real;
+    host_sockaddr_fn fn = (host_sockaddr_fn)host_real(&real, "bind");
+    struct sockaddr_un to;
+
+    if (fn == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (host_redirect_sockaddr(host_server(), HOST_SOCKET_BIND, addr, len, &to)) {
+        unlink(to.sun_path); /* a stale socket of this very process's runtime */
+        return fn(fd, (struct sockaddr *)&to, sizeof(to));
+    }
+    return fn(fd, addr, len);
+}
+
+HOST_EXPORT int
+connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    static _Atomic(void *) real;
+    host_sockaddr_fn fn = (host_sockaddr_fn)host_real(&real, "connect");
+    struct sockaddr_un to;
+
+    if (fn == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (host_redirect_sockaddr(host_server(), HOST_SOCKET_CONNECT, addr, len, &to)) {
+        return fn(fd, (struct sockaddr *)&to, sizeof(to));
+    }
+    return fn(fd, addr, len);
+}
+
+HOST_EXPORT int
+unlink(const char *path)
+{
+    static _Atomic(void *) real;
+    int (*fn)(const char *) = (int (*)(const char *))host_real(&real, "unlink");
+    const struct host_server_hooks *h = host_server();
+    char to[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+    if (fn == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (h != NULL && h->socket_redirect(HOST_SOCKET_UNLINK, path, to, sizeof(to))) {
+        return fn(to);
+    }
+    return fn(path);
+}

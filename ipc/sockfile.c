@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ipc/sockfile.c - the files of listening Unix sockets, in directories other users share
+ * (/tmp): what may be replaced before a bind (only a stale socket of our own), which file is
+ * ours to remove at the end, and whom a client may trust (the target's user, the target's pid).
+ * Context: any thread; plain system calls, no allocation.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+
+int
+ipc_sockfile_make_room(const char *path, long *owner)
+{
+    struct sockaddr_un sa;
+    struct stat st;
+    int fd, err;
+
+    *owner = -1;
+    if (lstat(path, &st) != 0) {
+        return errno == ENOENT ? 0 : -errno;
+    }
+    *owner = (long)st.st_uid;
+    if (!S_ISSOCK(st.st_mode)) {
+        return -EEXIST; /* a file, a directory, a symbolic link: never ours to delete */
+    }
+    if (st.st_uid != geteuid()) {
+        return -EPERM; /* another user's socket, stale or not */
+    }
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        return -ENAMETOOLONG;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        return -errno;
+    }
+    err = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : -errno;
+    close(fd);
+    if (err != -ECONNREFUSED) {
+        return -EADDRINUSE; /* served (or a full backlog, or unknown): not stale */
+    }
+    if (unlink(path) != 0 && errno != ENOENT) {
+        return -errno;
+    }
+    return 0;
+}
+
+const char *
+ipc_sockfile_refusal(int err)
+{
+    switch (err) {
+    case -EEXIST:
+        return "it is not a socket";
+    case -EPERM:
+        return "it is another user's socket";
+    case -EADDRINUSE:
+        return "another server accepts on it";
+    default:
+        return strerror(-err);
+    }
+}
+
+int
+ipc_sockfile_note(const char *path, struct ipc_sockfile *f)
+{
+    struct stat st;
+
+    f->dev = 0;
+    f->ino = 0;
+    if (lstat(path, &st) != 0) {
+        return -errno;
+    }
+    f->dev = (uint64_t)st.st_dev;
+    f->ino = (uint64_t)st.st_ino;
+    return 0;
+}
+
+void
+ipc_sockfile_remove(const char *path, const struct ipc_sockfile *f)
+{
+    struct stat st;
+
+    /* only the file we made: a successor (or anyone else) may hold the name by now */
+    if (f->ino != 0 && lstat(path, &st) == 0 && (uint64_t)st.st_dev == f->dev &&
+        (uint64_t)st.st_ino == f->ino) {
+        (void)unlink(path);
+    }
+}
+
+/* The uids of /proc/PID/status (real, effective, saved, file system). Returns 0 or -ESRCH. */
+static int
+ipc_process_uids(int pid, long uids[4])
+{
+    char path[64], buf[4096], *line;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -ESRCH;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) {
+        return -ESRCH;
+    }
+    buf[n] = '\0';
+    line = strstr(buf, "\nUid:");
+    if (line == NULL ||
+        sscanf(line + 5, "%ld %ld %ld %ld", &uids[0], &uids[1], &uids[2], &uids[3]) != 4) {
+        return -ESRCH;
+    }
+    return 0;
+}
+
+int
+ipc_sockfile_trusted(const char *path, int pid, struct ipc_peer *who)
+{
+    struct stat st;
+    long uids[4];
+    int i;
+
+    who->pid = -1;
+    who->uid = -1;
+    if (lstat(path, &st) != 0) {
+        return -errno;
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+        return -ENOTSOCK; /* a symbolic link is not followed, nor anything else taken */
+    }
+    who->uid = (long)st.st_uid;
+    if (ipc_process_uids(pid, uids) < 0) {
+        return -ESRCH;
+    }
+    /* The process made it with one of its uids (a daemon may have dropped root since) */
+    if (st.st_uid == 0) {
+        return 0;
+    }
+    for (i = 0; i < 4; i++) {
+        if ((long)st.st_uid == uids[i]) {
+            return 0;
+        }
+    }
+    return -EPERM;
+}
+
+int
+ipc_client_peer(int fd, struct ipc_peer *who)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+
+    who->pid = -1;
+    who->uid = -1;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        return -errno;
+    }
+    who->pid = (long)cred.pid;
+    who->uid = (long)cred.uid;
+    return 0;
+}

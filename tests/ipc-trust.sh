@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/ipc-trust.sh - pipeprof's clients check whom they talk to, and never delete what is not
+# theirs (issue 20). In a shared sticky directory (as /tmp) an impostor listens at the target's
+# socket name: `collect -p` refuses it (SO_PEERCRED: another process; as root also: a socket of
+# another user, nobody), writes no trace, and `ps` does not list the target for it; a real host
+# is still found beside a newer impostor; `collect --diagnostic-port` refuses an outsider's
+# advertise and leaves a regular file at its path alone. The cases with a second user need root
+# and setpriv, and skip loudly otherwise.
+source "$(dirname "$0")/ipc-lib.sh"
+IMP=$B/tests/ipc-impostor
+[[ -x $IMP ]] || fail "missing $IMP"
+cp "$IMP" "$T/ipc-impostor" && chmod 755 "$T/ipc-impostor"
+chmod 1777 "$T" # shared and sticky, as /tmp
+as_nobody=()
+if [[ $(id -u) -eq 0 ]] && command -v setpriv >/dev/null; then
+  as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  chmod 755 "$B" "$B/tests" 2>/dev/null || true
+else
+  note "SKIP (loud): the other-user cases need root and setpriv"
+fi
+
+# wait_line FILE TEXT: TEXT appears in FILE within 5 s.
+wait_line() {
+  local i
+  for i in $(seq 50); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  fail "no '$2' in $1: $(cat "$1" 2>/dev/null)"
+}
+
+# collect_refused N PID TEXT: `collect -p PID` fails saying TEXT and writes no trace tN.
+collect_refused() {
+  if "$PIPEPROF" collect -p "$2" --duration 1 -o "$T/t$1.nettrace" 2>"$T/c$1.err"; then
+    fail "collect -p $2 trusted an impostor: $(cat "$T/c$1.err")"
+  fi
+  grep -q "$3" "$T/c$1.err" || fail "the refusal does not say '$3': $(cat "$T/c$1.err")"
+  [[ ! -e $T/t$1.nettrace ]] || fail "a trace was written from the impostor's bytes"
+}
+
+# 1. Same user, another process at the target's name: the peer's pid gives it away.
+sleep 60 & PP_PIDS+=($!); Q=$!
+"$T/ipc-impostor" listen "$T/dotnet-diagnostic-$Q-1-socket" 20 >"$T/imp1.out" & PP_PIDS+=($!); I=$!
+wait_line "$T/imp1.out" listening
+collect_refused 1 "$Q" "served by process $I of uid $(id -u), not by process $Q"
+kill "$I"; wait "$I" 2>/dev/null || true
+grep -q "served 0" "$T/imp1.out" || fail "the impostor got requests: $(cat "$T/imp1.out")"
+rm -f "$T/dotnet-diagnostic-$Q-1-socket"
+note "same-user impostor refused by its pid"
+
+if [[ ${#as_nobody[@]} -gt 0 ]]; then
+  # 2. Another user's socket at the target's name: refused by its owner, not listed by ps.
+  "${as_nobody[@]}" "$T/ipc-impostor" listen "$T/dotnet-diagnostic-$Q-2-socket" 20 >"$T/imp2.out" &
+  PP_PIDS+=($!); I=$!
+  wait_line "$T/imp2.out" listening
+  collect_refused 2 "$Q" "belongs to uid 65534, not to the user of process $Q"
+  "$PIPEPROF" ps >"$T/ps2.out"
+  ! grep -q "^ *$Q " "$T/ps2.out" || fail "ps lists $Q for nobody's socket: $(cat "$T/ps2.out")"
+
+  # 3. A real host, and a newer impostor of another user at another key: the host is found.
+  LD_PRELOAD=$PRELOAD "$BUSY" 4 >"$T/host.out" & PP_PIDS+=($!); W=$!
+  wait_socket "$W" >/dev/null
+  sleep 0.05
+  "${as_nobody[@]}" "$T/ipc-impostor" listen "$T/dotnet-diagnostic-$W-99-socket" 20 >"$T/imp3.out" &
+  PP_PIDS+=($!); I3=$!
+  wait_line "$T/imp3.out" listening
+  "$PIPEPROF" collect -p "$W" --duration 1 -o "$T/t3.nettrace" 2>"$T/c3.err" ||
+    fail "collect -p of a real host beside an impostor: $(cat "$T/c3.err")"
+  check_trace "$T/t3.nettrace"
+  check_process_info "$T/t3.nettrace"
+  "$PIPEPROF" ps >"$T/ps3.out"
+  grep -q "^ *$W " "$T/ps3.out" || fail "ps does not list the real host $W: $(cat "$T/ps3.out")"
+  kill "$I" "$I3"; wait "$I" "$I3" 2>/dev/null || true
+  grep -q "served 0" "$T/imp3.out" || fail "the impostor got requests: $(cat "$T/imp3.out")"
+  wait "$W" || fail "the host failed"
+  note "another user's socket refused by its owner; the real host found beside it"
+
+  # 4. Reverse mode: an outsider who can reach the port advertises; it is refused by its uid.
+  "$PIPEPROF" collect --diagnostic-port "$T/port.sock" -o "$T/t4.nettrace" 2>"$T/c4.err" &
+  PP_PIDS+=($!); C=$!
+  for i in $(seq 50); do [[ -S $T/port.sock ]] && break; sleep 0.1; done
+  chmod 777 "$T/port.sock" # as a permissive umask would leave it
+  "${as_nobody[@]}" "$T/ipc-impostor" advertise "$T/port.sock" "$Q" 2 >"$T/imp4.out" ||
+    fail "the advertising impostor failed"
+  wait_line "$T/c4.err" "refused a connection on $T/port.sock from process .* of uid 65534"
+  kill -INT "$C"; wait "$C" 2>/dev/null || true
+  grep -q "served 0" "$T/imp4.out" || fail "the outsider was answered: $(cat "$T/imp4.out")"
+  note "an outsider's advertise refused"
+fi
+
+# 5. collect --diagnostic-port FILE: a regular file is not deleted to make room.
+echo precious >"$T/keep"
+if "$PIPEPROF" collect --diagnostic-port "$T/keep" -o "$T/t5.nettrace" 2>"$T/c5.err"; then
+  fail "collect listened over a regular file"
+fi
+grep -q "not a socket" "$T/c5.err" || fail "no reason given: $(cat "$T/c5.err")"
+[[ $(cat "$T/keep") == precious ]] || fail "the file at --diagnostic-port was replaced"
+
+# 6. PIPEPROF_DIAGNOSTIC_PORT=FILE: the host runs, the file stays.
+PIPEPROF_DIAGNOSTIC_PORT=$T/keep LD_PRELOAD=$PRELOAD "$BUSY" 1 >"$T/host6.out" 2>"$T/host6.err" ||
+  fail "the host failed with PIPEPROF_DIAGNOSTIC_PORT on a file"
+[[ $(cat "$T/keep") == precious ]] || fail "PIPEPROF_DIAGNOSTIC_PORT replaced a regular file"
+grep -q "not a socket" "$T/host6.err" || fail "the host did not say why: $(cat "$T/host6.err")"
+echo "ipc-trust: ok"
