@@ -183,9 +183,10 @@ enum ag_sample_source {
                   kernel time: timer.c). frames[0] is ag_kernel_pc() (named
                   "[kernel]"), then the stack of the latest system call the thread's
                   kernel locator (a CPU-time timer, whose signal arrives as the call
-                  returns) saw it in; when none is known, ag_kernel_unplaced_pc()
-                  over its start routine under its callers, or alone: kernel time
-                  not placed, counted in ag_stats.cpu_kernel_unplaced_ns. (Timer-engine samples
+                  returns) saw within 50 ms of the thread's CPU; when none is,
+                  ag_kernel_unplaced_pc() over the stack of the perf sample it was
+                  split from (at the thread's end: over its start routine): kernel
+                  time not placed, counted in ag_stats.cpu_kernel_unplaced_ns. (Timer-engine samples
                   taken as a system call returns are AG_SOURCE_SIGNAL with the same leaf.) */
 };
 
@@ -271,8 +272,8 @@ struct ag_stats {
                                   AG_SOURCE_UNSEEN samples: where it went is not known) */
     uint64_t cpu_kernel_ns;    /* CPU time sampled in the kernel (under a [kernel] leaf frame) */
     uint64_t cpu_kernel_unplaced_ns; /* of it, time no system call's stack could be given to
-                                        (perf engine: no locator sample yet; under the thread's
-                                        start routine) */
+                                        (perf engine: no call seen near it; under [kernel, not
+                                        placed]) */
     uint64_t memory_bytes;           /* mapped by the agent: the thread registry and every ring */
     unsigned requested_hz_cpu;       /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;
@@ -296,7 +297,7 @@ uint64_t ag_unseen_pc(void);
  */
 uint64_t ag_kernel_pc(void);
 /* The leaf of kernel time that no system call's stack could be given to (named "[kernel, not
- * placed]"), over the thread's start routine: shown and counted, never given to other code. */
+ * placed]"), over the stack the thread ran on in, or its start routine: shown and counted. */
 uint64_t ag_kernel_unplaced_pc(void);
 
 /*

@@ -390,10 +390,11 @@ ag_perf_note_refusal(int err)
  * period, more than the handler's own signal delivery makes) gets such a timer as its kernel
  * locator, at the rate up to the tick's: its signals that come from a system call record the
  * call's stack, the others are dropped at once; the drain gives each split the stack of the
- * latest call (drain.c). A thread moved from the timers keeps its timer as the locator. The
- * amount is perf's (exact), the place the tick's (a sample of where kernel time goes); kernel
- * time that no call's stack is known for is delivered under the thread's start routine and
- * counted as not placed. On the timer engine a sample taken as a call returns is the call's
+ * latest call seen within 50 ms of the thread's CPU (drain.c). A thread moved from the timers
+ * keeps its timer as the locator. The amount is perf's (exact), the place the tick's (a sample of
+ * where kernel time goes); kernel time with no call seen near it (preemption, page faults, a
+ * thread that makes no calls) goes as [kernel, not placed] over the stack of the sample it was
+ * split from, counted. On the timer engine a sample taken as a call returns is the call's
  * already, and gets the [kernel] leaf.
  */
 static void
