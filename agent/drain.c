@@ -125,18 +125,25 @@ ag_drain_own_deliver(const struct ag_sample *s, ag_record_fn fn, void *ctx, int 
 }
 
 /* How kernel time is delivered: under the stack of the latest system call, or (not placed)
- * over the stack of the sample that follows it, or over the thread's start routine. */
+ * over the stack of the sample it was split from (the thread's last one at its end), or over
+ * the thread's start routine when it had none. */
 enum ag_drain_kernel_place {
     AG_KERNEL_AT_CALL,
-    AG_KERNEL_OVER_NEXT,
+    AG_KERNEL_OVER_STACK,
     AG_KERNEL_OVER_ROOT,
 };
 
-/* Delivers kernel time k of t (next: the sample that follows it, for AG_KERNEL_OVER_NEXT).
- * Returns fn's value. */
+/* A stack kernel time not placed goes over: the sample it was split from, or the last one. */
+struct ag_drain_stack {
+    const uint64_t *frames;
+    uint32_t depth;
+    uint8_t unwinder, end;
+};
+
+/* Delivers kernel time k of t (over: the stack for AG_KERNEL_OVER_STACK). Returns fn's value. */
 static int
 ag_drain_kernel_deliver(struct ag_thread *t, int32_t tid, const struct ag_drain_kernel *k,
-                        enum ag_drain_kernel_place place, const struct ag_sample *next,
+                        enum ag_drain_kernel_place place, const struct ag_drain_stack *over,
                         ag_record_fn fn, void *ctx, int *n)
 {
     struct ag_sample *s = ag_drain_own_sample(tid, k->ts, k->cpu_time_ns, AG_SOURCE_KERNEL,
@@ -147,15 +154,15 @@ ag_drain_kernel_deliver(struct ag_thread *t, int32_t tid, const struct ag_drain_
         s->depth = t->kern_depth;
         s->unwinder = t->kern_unwinder;
         s->end = t->kern_end;
-    } else if (place == AG_KERNEL_OVER_NEXT) {
-        uint32_t depth = next->depth < ag.cfg.max_frames ? next->depth : ag.cfg.max_frames - 1u;
+    } else if (place == AG_KERNEL_OVER_STACK) {
+        uint32_t depth = over->depth < ag.cfg.max_frames ? over->depth : ag.cfg.max_frames - 1u;
 
         s->frames[0] = ag_kernel_unplaced_pc();
-        memcpy(s->frames + 1, next->frames, depth * sizeof(uint64_t));
+        memcpy(s->frames + 1, over->frames, depth * sizeof(uint64_t));
         s->frames[1] += depth != 0; /* an interrupted pc becomes a caller: looked up at - 1 */
         s->depth = depth + 1;
-        s->unwinder = next->unwinder;
-        s->end = next->end;
+        s->unwinder = over->unwinder;
+        s->end = over->end;
     } else {
         ag_drain_marker_over_root(t, s, ag_kernel_unplaced_pc());
         s->unwinder = s->depth > 1 ? t->last_unwinder : AG_UNWINDER_NONE;
@@ -174,7 +181,7 @@ ag_drain_kernel_deliver(struct ag_thread *t, int32_t tid, const struct ag_drain_
  * value. */
 static int
 ag_drain_kernel_waiting(struct ag_thread *t, int32_t tid, enum ag_drain_kernel_place place,
-                        const struct ag_sample *next, ag_record_fn fn, void *ctx, int *n)
+                        const struct ag_drain_stack *over, ag_record_fn fn, void *ctx, int *n)
 {
     struct ag_drain_kernel k = { t->kern_pend_ts, t->kern_pend_cpu_time, t->kern_pend_ns,
                                  t->kern_pend_w };
@@ -184,7 +191,7 @@ ag_drain_kernel_waiting(struct ag_thread *t, int32_t tid, enum ag_drain_kernel_p
     }
     t->kern_pend_w = 0;
     t->kern_pend_ns = 0;
-    return ag_drain_kernel_deliver(t, tid, &k, place, next, fn, ctx, n);
+    return ag_drain_kernel_deliver(t, tid, &k, place, over, fn, ctx, n);
 }
 
 /*
@@ -252,7 +259,9 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
             continue;
         }
         if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_SIGNAL) {
-            rc = ag_drain_kernel_waiting(t, tid, AG_KERNEL_OVER_NEXT, s, fn, ctx, n);
+            struct ag_drain_stack over = { s->frames, s->depth, s->unwinder, s->end };
+
+            rc = ag_drain_kernel_waiting(t, tid, AG_KERNEL_OVER_STACK, &over, fn, ctx, n);
             if (rc != 0) {
                 ag_ring_release(r);
                 return rc;
@@ -415,8 +424,14 @@ ag_drain(ag_record_fn fn, void *ctx)
             ag_wall_trim_drained(t); /* a wall session's memory goes with it */
         }
         if (rc == 0 && (kern_flush || state == AG_SLOT_EXITING)) {
-            /* Kernel time that waited for a sample in vain: over the start routine, not placed. */
-            rc = ag_drain_kernel_waiting(t, tid, AG_KERNEL_OVER_ROOT, NULL, fn, ctx, &n);
+            /* Kernel time that waited for a sample in vain: over the thread's last CPU stack (as
+             * its final sample), else its start routine; not placed. */
+            struct ag_drain_stack last = { t->last_frames, t->last_depth, t->last_unwinder,
+                                           t->last_end };
+
+            rc = ag_drain_kernel_waiting(
+                    t, tid, last.depth != 0 ? AG_KERNEL_OVER_STACK : AG_KERNEL_OVER_ROOT, &last, fn,
+                    ctx, &n);
         }
         if (rc != 0) {
             break;
