@@ -417,6 +417,34 @@ ag_unseen_pc(void)
     return (uint64_t)(uintptr_t)pipeprof_cpu_while_signal_blocked;
 }
 
+/* Never called: its entry is the leaf frame of CPU time in the kernel (AG_SOURCE_KERNEL samples,
+ * timer samples taken as a system call returns); ag_symbolize() names it "[kernel]". Exported
+ * like the marker above. */
+__attribute__((visibility("default"), noinline, used)) void
+pipeprof_cpu_in_kernel(void)
+{
+    __asm__ volatile("nop" ::: "memory"); /* a body unlike the marker's: no identical folding */
+}
+
+/* The leaf of kernel time no system call's stack was found for: named "[kernel, not placed]". */
+__attribute__((visibility("default"), noinline, used)) void
+pipeprof_cpu_in_kernel_unplaced(void)
+{
+    __asm__ volatile("nop\n\tnop" ::: "memory");
+}
+
+uint64_t
+ag_kernel_pc(void)
+{
+    return (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel;
+}
+
+uint64_t
+ag_kernel_unplaced_pc(void)
+{
+    return (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel_unplaced;
+}
+
 void
 ag_stats_get(struct ag_stats *out)
 {
@@ -448,6 +476,8 @@ ag_stats_get(struct ag_stats *out)
     out->perf_promoted = atomic_load(&ag.n_perf_promoted);
     out->cpu_tails = atomic_load(&ag.n_cpu_tails);
     out->cpu_unseen_ns = atomic_load(&ag.cpu_unseen_ns);
+    out->cpu_kernel_ns = atomic_load(&ag.cpu_kernel_ns);
+    out->cpu_kernel_unplaced_ns = atomic_load(&ag.cpu_kernel_unplaced_ns);
     pthread_mutex_lock(&ag.reg_lock);
     if (ag.threads != NULL) {
         unsigned i, high = atomic_load(&ag.high);

@@ -64,6 +64,8 @@ enum ag_log_level {
 struct ag_config {
     int disabled;         /* PIPEPROF_DISABLE=1: ag_start() does nothing */
     enum ag_mode mode;    /* PIPEPROF_MODE=cpu|wall (default cpu): the default session mode */
+    int mode_set;         /* PIPEPROF_MODE was given: it also holds for sessions of other tools
+                             that ask for thread time (bridge/agent-source.c) */
     unsigned hz;          /* PIPEPROF_HZ=1..AG_HZ_MAX (default 99): the default session rate */
     int signo;            /* PIPEPROF_SIGNAL=SIGPROF|PROF|27|SIGRTMIN+3 (default SIGPROF) */
     unsigned ring_slots;  /* PIPEPROF_RING_SLOTS: samples per thread ring, power of two,
@@ -174,6 +176,18 @@ enum ag_sample_source {
                               of the call that opens it, else its start routine under its
                               callers, else nothing). Counted, never given to a stack it did
                               not run. */
+    AG_SOURCE_KERNEL =
+            6, /* CPU mode: CPU time the thread spent in the kernel, split off a
+                  perf_event sample (an unprivileged event skips the overflows that
+                  fall in the kernel, so a sample's weight beyond one interval is
+                  kernel time: timer.c). frames[0] is ag_kernel_pc() (named
+                  "[kernel]"), then the stack of the latest system call the thread's
+                  kernel locator (a CPU-time timer, whose signal arrives as the call
+                  returns) saw within 50 ms of the thread's CPU; when none is,
+                  ag_kernel_unplaced_pc() over the stack of the perf sample it was
+                  split from (at the thread's end: over its start routine): kernel
+                  time not placed, counted in ag_stats.cpu_kernel_unplaced_ns. (Timer-engine samples
+                  taken as a system call returns are AG_SOURCE_SIGNAL with the same leaf.) */
 };
 
 /* One sample. Frames are instruction addresses, leaf first; frames[0] is the interrupted pc (of
@@ -256,8 +270,12 @@ struct ag_stats {
     uint64_t cpu_tails;        /* final samples (AG_SOURCE_TAIL) claimed at exits and flushes */
     uint64_t cpu_unseen_ns;    /* CPU time burned with the sampling signal blocked (in
                                   AG_SOURCE_UNSEEN samples: where it went is not known) */
-    uint64_t memory_bytes;     /* mapped by the agent: the thread registry and every ring */
-    unsigned requested_hz_cpu; /* current CPU rate (max over requests), 0 when off */
+    uint64_t cpu_kernel_ns;    /* CPU time sampled in the kernel (under a [kernel] leaf frame) */
+    uint64_t cpu_kernel_unplaced_ns; /* of it, time no system call's stack could be given to
+                                        (perf engine: no call seen near it; under [kernel, not
+                                        placed]) */
+    uint64_t memory_bytes;           /* mapped by the agent: the thread registry and every ring */
+    unsigned requested_hz_cpu;       /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;
     double effective_hz_cpu;  /* CPU samples per CPU-second of sampled threads (timers: about
                                  the kernel tick at most; weights make up the rest) */
@@ -271,6 +289,16 @@ struct ag_stats {
  * unseen. Consumers that hide the agent's own frames keep this one.
  */
 uint64_t ag_unseen_pc(void);
+
+/*
+ * The leaf frame of CPU time spent in the kernel: the entry of an agent function that never runs
+ * (pipeprof_cpu_in_kernel), which ag_symbolize() names "[kernel]", over the user stack that made
+ * the system call. Consumers that hide the agent's own frames keep this one.
+ */
+uint64_t ag_kernel_pc(void);
+/* The leaf of kernel time that no system call's stack could be given to (named "[kernel, not
+ * placed]"), over the stack the thread ran on in, or its start routine: shown and counted. */
+uint64_t ag_kernel_unplaced_pc(void);
 
 /*
  * Ends every thread's CPU accounting at now, without stopping sampling: the CPU each thread
@@ -350,7 +378,8 @@ struct ag_symbol {
  * Resolves pc to module and function. Symbols of a module are loaded from its file (.symtab,
  * separate debug file by build-id or .gnu_debuglink, else .dynsym) on its first lookup and
  * cached. Returns 0; -ESRCH when pc lies in a module but no symbol covers it (module fields
- * are filled, name is NULL); -ENOENT when pc is in no module. Context: not signal-safe (drain
+ * are filled, name is NULL; start, size and offset too when the module's .eh_frame_hdr knows
+ * the function, else 0); -ENOENT when pc is in no module. Context: not signal-safe (drain
  * or IPC thread); takes the module lock; the first lookup in a module reads its file.
  */
 PP_MUST_USE int ag_symbolize(uint64_t pc, struct ag_symbol *out);

@@ -41,6 +41,18 @@ ag_arch_sig_regs(const ucontext_t *uc, struct ag_arch_regs *r)
     return ret == -EINTR && (r->pc & 4095) >= 2 && pc[-2] == 0x0f && pc[-1] == 0x05;
 }
 
+/* 1 when pc stands on a syscall instruction (0f 05) or right after one: the thread was in, or
+ * entering or leaving, a system call. Byte reads of code that was executing, so mapped; an
+ * instruction that would cross a page is left out rather than read across the boundary. */
+static inline int
+ag_arch_at_syscall(uint64_t pc)
+{
+    const volatile uint8_t *c = (const volatile uint8_t *)(uintptr_t)pc;
+
+    return ((pc & 4095) >= 2 && c[-2] == 0x0f && c[-1] == 0x05) ||
+           ((pc & 4095) <= 4094 && c[0] == 0x0f && c[1] == 0x05);
+}
+
 static inline uint64_t
 ag_arch_strip_ra(uint64_t ra)
 {

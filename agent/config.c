@@ -166,6 +166,7 @@ ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen)
         }
     }
     v = getenv("PIPEPROF_MODE");
+    cfg->mode_set |= v != NULL;
     if (v != NULL) {
         if (strcasecmp(v, "cpu") == 0) {
             cfg->mode = AG_MODE_CPU;

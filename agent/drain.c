@@ -30,7 +30,7 @@ ag_drain_check_frames(struct ag_sample *s)
         uint64_t pc = s->frames[i];
 
         if (i > 0 || (s->source != AG_SOURCE_SIGNAL && s->source != AG_SOURCE_TAIL &&
-                      s->source != AG_SOURCE_UNSEEN)) {
+                      s->source != AG_SOURCE_UNSEEN && s->source != AG_SOURCE_KERNEL)) {
             pc -= pc != 0;
         }
         if (pc < 4096 || !ag_codemap_contains(pc)) {
@@ -56,6 +56,177 @@ static union {
     unsigned char bytes[sizeof(struct ag_sample) + AG_MAX_FRAMES * sizeof(uint64_t)];
 } ag_drain_tail_buf;
 
+/* How much of a thread's CPU time the stack of its latest system call stands for its kernel
+ * time: the locator sees a call every few ms of CPU in a thread that makes many (its expiry every
+ * tick, in the kernel one time in k); kernel time further from any seen call is not placed there
+ * (a thread that made a call long ago and is now preempted in its own code). */
+#define AG_KERNEL_SITE_CPU_NS 50000000u
+
+/* Kernel time split off a perf sample, or waiting for a stack (drain.c's own). */
+struct ag_drain_kernel {
+    uint64_t ts, cpu_time_ns, cpu_ns;
+    uint32_t weight;
+};
+
+/* Puts marker over the frames every stack of t shares (its start routine under its callers, when
+ * its last walk reached them) into s: where a thread's time went is not known, only whose. */
+static void
+ag_drain_marker_over_root(const struct ag_thread *t, struct ag_sample *s, uint64_t marker)
+{
+    uint32_t max = ag.cfg.max_frames - 1u;
+    uint32_t depth = t->last_depth < max ? t->last_depth : max;
+    uint32_t from = depth, keep = 0;
+
+    if (t->root_depth != 0 && depth >= t->root_depth && t->last_end == AG_UNWIND_END_ROOT) {
+        from = depth - t->root_depth;
+        keep = t->root_depth;
+    }
+    s->frames[0] = marker;
+    memcpy(s->frames + 1, t->last_frames + from, keep * sizeof(uint64_t));
+    /* A leaf (interrupted pc, start routine entry) becoming a caller is looked up at address
+     * - 1 by consumers: + 1 keeps it in its function. */
+    s->frames[1] += keep != 0 && from == 0;
+    s->depth = keep + 1;
+}
+
+/* The drain's own sample (a final sample, kernel time) in ag_drain_tail_buf: a running CPU
+ * sample of thread tid at ts, standing for cpu_ns in weight intervals, without frames yet. */
+static struct ag_sample *
+ag_drain_own_sample(int32_t tid, uint64_t ts, uint64_t cpu_time_ns, uint8_t source, uint8_t engine,
+                    uint32_t weight, uint64_t cpu_ns)
+{
+    struct ag_sample *s = &ag_drain_tail_buf.s;
+
+    memset(s, 0, sizeof(*s));
+    s->timestamp_ns = ts;
+    s->cpu_time_ns = cpu_time_ns;
+    s->tid = tid;
+    s->mode = AG_MODE_CPU;
+    s->state = AG_STATE_RUNNING;
+    s->source = source;
+    s->engine = engine;
+    s->weight = (uint16_t)(weight < UINT16_MAX ? weight : UINT16_MAX);
+    s->cpu_delta_ns = cpu_ns;
+    return s;
+}
+
+/* Hands the drain's own sample s to fn. Returns fn's value. */
+static int
+ag_drain_own_deliver(const struct ag_sample *s, ag_record_fn fn, void *ctx, int *n)
+{
+    struct ag_record rec;
+
+    memset(&rec, 0, sizeof(rec));
+    rec.kind = AG_RECORD_SAMPLE;
+    rec.tid = s->tid;
+    rec.u.sample = s;
+    (*n)++;
+    return fn(&rec, ctx);
+}
+
+/* How kernel time is delivered: under the stack of the latest system call, or (not placed)
+ * over the stack of the sample it was split from (the thread's last one at its end), or over
+ * the thread's start routine when it had none. */
+enum ag_drain_kernel_place {
+    AG_KERNEL_AT_CALL,
+    AG_KERNEL_OVER_STACK,
+    AG_KERNEL_OVER_ROOT,
+};
+
+/* A stack kernel time not placed goes over: the sample it was split from, or the last one. */
+struct ag_drain_stack {
+    const uint64_t *frames;
+    uint32_t depth;
+    uint8_t unwinder, end;
+};
+
+/* Delivers kernel time k of t (over: the stack for AG_KERNEL_OVER_STACK). Returns fn's value. */
+static int
+ag_drain_kernel_deliver(struct ag_thread *t, int32_t tid, const struct ag_drain_kernel *k,
+                        enum ag_drain_kernel_place place, const struct ag_drain_stack *over,
+                        ag_record_fn fn, void *ctx, int *n)
+{
+    struct ag_sample *s = ag_drain_own_sample(tid, k->ts, k->cpu_time_ns, AG_SOURCE_KERNEL,
+                                              AG_CPU_ENGINE_PERF, k->weight, k->cpu_ns);
+
+    if (place == AG_KERNEL_AT_CALL) {
+        memcpy(s->frames, t->kern_frames, t->kern_depth * sizeof(uint64_t));
+        s->depth = t->kern_depth;
+        s->unwinder = t->kern_unwinder;
+        s->end = t->kern_end;
+    } else if (place == AG_KERNEL_OVER_STACK) {
+        uint32_t depth = over->depth < ag.cfg.max_frames ? over->depth : ag.cfg.max_frames - 1u;
+
+        s->frames[0] = ag_kernel_unplaced_pc();
+        memcpy(s->frames + 1, over->frames, depth * sizeof(uint64_t));
+        s->frames[1] += depth != 0; /* an interrupted pc becomes a caller: looked up at - 1 */
+        s->depth = depth + 1;
+        s->unwinder = over->unwinder;
+        s->end = over->end;
+    } else {
+        ag_drain_marker_over_root(t, s, ag_kernel_unplaced_pc());
+        s->unwinder = s->depth > 1 ? t->last_unwinder : AG_UNWINDER_NONE;
+        s->end = s->depth > 1 ? AG_UNWIND_END_ROOT : AG_UNWIND_END_LEAF_ONLY;
+    }
+    if (place != AG_KERNEL_AT_CALL) {
+        atomic_fetch_add_explicit(&ag.cpu_kernel_unplaced_ns, k->cpu_ns, memory_order_relaxed);
+    }
+    if (place != AG_KERNEL_OVER_ROOT && s->end == AG_UNWIND_END_NOT_CODE) {
+        atomic_fetch_add_explicit(&ag.n_not_code, 1, memory_order_relaxed); /* delivered cut */
+    }
+    return ag_drain_own_deliver(s, fn, ctx, n);
+}
+
+/* Delivers the kernel time of t that waits for a place (t->kern_pend_*), if any. Returns fn's
+ * value. */
+static int
+ag_drain_kernel_waiting(struct ag_thread *t, int32_t tid, enum ag_drain_kernel_place place,
+                        const struct ag_drain_stack *over, ag_record_fn fn, void *ctx, int *n)
+{
+    struct ag_drain_kernel k = { t->kern_pend_ts, t->kern_pend_cpu_time, t->kern_pend_ns,
+                                 t->kern_pend_w };
+
+    if (k.weight == 0) {
+        return 0;
+    }
+    t->kern_pend_w = 0;
+    t->kern_pend_ns = 0;
+    return ag_drain_kernel_deliver(t, tid, &k, place, over, fn, ctx, n);
+}
+
+/*
+ * An AG_SOURCE_KERNEL record of t's ring: a locator's (weight 0) records the stack of the latest
+ * system call; a split-off one (which the handler writes just before the perf sample it came
+ * from) goes under that stack when the call was seen within AG_KERNEL_SITE_CPU_NS of the thread's
+ * CPU time, else waits for the next record: that perf sample, over whose stack it goes as not
+ * placed (timer.c, "Kernel time on perf_event"). Returns fn's value.
+ */
+static int
+ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_record_fn fn,
+                void *ctx, int *n)
+{
+    struct ag_drain_kernel k = { s->timestamp_ns, s->cpu_time_ns, s->cpu_delta_ns, s->weight };
+
+    if (s->weight == 0) {
+        t->kern_depth = s->depth < AG_MAX_FRAMES ? s->depth : AG_MAX_FRAMES;
+        memcpy(t->kern_frames, s->frames, t->kern_depth * sizeof(uint64_t));
+        t->kern_unwinder = s->unwinder;
+        t->kern_end = s->end;
+        t->kern_cpu = s->cpu_time_ns;
+        return t->kern_depth == 0
+                       ? 0
+                       : ag_drain_kernel_waiting(t, tid, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
+    }
+    if (t->kern_depth != 0 && s->cpu_time_ns < t->kern_cpu + AG_KERNEL_SITE_CPU_NS) {
+        return ag_drain_kernel_deliver(t, tid, &k, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
+    }
+    t->kern_pend_w += s->weight;
+    t->kern_pend_ns += s->cpu_delta_ns;
+    t->kern_pend_ts = s->timestamp_ns;
+    t->kern_pend_cpu_time = s->cpu_time_ns;
+    return 0;
+}
+
 /*
  * Delivers one ring's pending samples, up to those taken at `until` (UINT64_MAX: all). The
  * stack of each CPU sample is kept in t->last_frames for the thread's final sample. Returns 0,
@@ -79,7 +250,22 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
             continue;
         }
         ag_drain_check_frames((struct ag_sample *)(uintptr_t)s);
+        if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_KERNEL) {
+            rc = ag_drain_kernel(t, tid, s, fn, ctx, n);
+            ag_ring_release(r);
+            if (rc != 0) {
+                return rc;
+            }
+            continue;
+        }
         if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_SIGNAL) {
+            struct ag_drain_stack over = { s->frames, s->depth, s->unwinder, s->end };
+
+            rc = ag_drain_kernel_waiting(t, tid, AG_KERNEL_OVER_STACK, &over, fn, ctx, n);
+            if (rc != 0) {
+                ag_ring_release(r);
+                return rc;
+            }
             memcpy(t->last_frames, s->frames, s->depth * sizeof(uint64_t));
             t->last_depth = s->depth;
             t->last_unwinder = s->unwinder;
@@ -123,27 +309,21 @@ static int
 ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail, ag_record_fn fn,
               void *ctx, int *n)
 {
-    struct ag_sample *s = &ag_drain_tail_buf.s;
-    struct ag_record rec;
+    struct ag_sample *s;
     uint32_t max = ag.cfg.max_frames - (tail->unseen ? 1u : 0u);
     uint32_t depth = t->last_depth < max ? t->last_depth : max;
 
-    if (depth == 0 && !tail->unseen) {
-        return 0; /* no stack is known for it (a thread found by the scan, never sampled) */
-    }
-    memset(s, 0, sizeof(*s));
-    s->timestamp_ns = tail->ts;
-    s->cpu_time_ns = tail->cpu_time_ns;
-    s->tid = tid;
-    s->mode = AG_MODE_CPU;
-    s->state = AG_STATE_RUNNING;
-    s->source = tail->unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL;
+    s = ag_drain_own_sample(tid, tail->ts, tail->cpu_time_ns,
+                            tail->unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL, tail->engine,
+                            tail->weight, tail->cpu_ns);
     s->unwinder = t->last_unwinder;
     s->end = t->last_end;
-    s->engine = tail->engine;
-    s->weight = (uint16_t)(tail->weight < UINT16_MAX ? tail->weight : UINT16_MAX);
-    s->cpu_delta_ns = tail->cpu_ns;
-    if (!tail->unseen) {
+    if (!tail->unseen && depth == 0) {
+        /* No stack is known for it (a thread the scan found, never sampled): its CPU is still
+         * the thread's, shown at its root (stackless) rather than left out. */
+        s->unwinder = AG_UNWINDER_NONE;
+        s->end = AG_UNWIND_END_LEAF_ONLY;
+    } else if (!tail->unseen) {
         s->depth = depth;
         memcpy(s->frames, t->last_frames, depth * sizeof(uint64_t));
     } else if (ag_seqstack_get(&t->sigblk, s->frames + 1, max, &s->depth, &s->unwinder, &s->end) ==
@@ -152,27 +332,10 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
         s->depth++;
     } else {
         /* It started with the signal blocked: where it was is not known, and of the last stack
-         * only the frames every stack of the thread shares (its start routine under its
-         * callers, when the last walk reached them) go under the marker. */
-        uint32_t from = depth, keep = 0;
-
-        if (t->root_depth != 0 && depth >= t->root_depth && t->last_end == AG_UNWIND_END_ROOT) {
-            from = depth - t->root_depth;
-            keep = t->root_depth;
-        }
-        s->frames[0] = ag_unseen_pc();
-        memcpy(s->frames + 1, t->last_frames + from, keep * sizeof(uint64_t));
-        /* A leaf (interrupted pc, start routine entry) becoming a caller is looked up at address
-         * - 1 by consumers: + 1 keeps it in its function. */
-        s->frames[1] += keep != 0 && from == 0;
-        s->depth = keep + 1;
+         * only the frames every stack of the thread shares go under the marker. */
+        ag_drain_marker_over_root(t, s, ag_unseen_pc());
     }
-    memset(&rec, 0, sizeof(rec));
-    rec.kind = AG_RECORD_SAMPLE;
-    rec.tid = tid;
-    rec.u.sample = s;
-    (*n)++;
-    return fn(&rec, ctx);
+    return ag_drain_own_deliver(s, fn, ctx, n);
 }
 
 int
@@ -193,7 +356,7 @@ ag_drain(ag_record_fn fn, void *ctx)
         struct ag_drain_tail tail;
         struct ag_record rec;
         char name[AG_NAME_MAX];
-        int state, announce;
+        int state, announce, kern_flush;
         int32_t tid;
         uint64_t dropped;
 
@@ -218,6 +381,8 @@ ag_drain(ag_record_fn fn, void *ctx)
         tail.engine = t->tail_engine;
         tail.unseen = t->tail_unseen;
         t->tail_unseen = 0;
+        kern_flush = t->kern_flush;
+        t->kern_flush = 0;
         t->tail_weight = 0;
         t->tail_cpu_ns = 0;
         pthread_mutex_unlock(&ag.reg_lock);
@@ -257,6 +422,16 @@ ag_drain(ag_record_fn fn, void *ctx)
         if (rc == 0) {
             rc = ag_drain_ring(t, &t->wring, tid, UINT64_MAX, fn, ctx, &n);
             ag_wall_trim_drained(t); /* a wall session's memory goes with it */
+        }
+        if (rc == 0 && (kern_flush || state == AG_SLOT_EXITING)) {
+            /* Kernel time that waited for a sample in vain: over the thread's last CPU stack (as
+             * its final sample), else its start routine; not placed. */
+            struct ag_drain_stack last = { t->last_frames, t->last_depth, t->last_unwinder,
+                                           t->last_end };
+
+            rc = ag_drain_kernel_waiting(
+                    t, tid, last.depth != 0 ? AG_KERNEL_OVER_STACK : AG_KERNEL_OVER_ROOT, &last, fn,
+                    ctx, &n);
         }
         if (rc != 0) {
             break;

@@ -234,6 +234,26 @@ struct ag_thread {
     uint32_t root_depth; /* reg: frames of its start routine under its callers (0: unknown), the
                             outermost frames every stack of the thread that reaches its root
                             shares: all an unseen final sample may claim of its stack */
+    /* Kernel time on the perf engine (timer.c says why): the intervals a perf sample stands for
+     * beyond its own are kernel time, split off as an AG_SOURCE_KERNEL sample, and a CPU-time
+     * timer, the kernel locator, finds where: its signal arrives as a system call returns. */
+    int has_locator;           /* reg: locator is armed */
+    timer_t locator;           /* reg */
+    _Atomic int kern_locating; /* reg: the handler takes a timer signal as the locator's */
+    _Atomic int perf_fresh;    /* reg sets it for a thread moved from the timers, self clears it:
+                                  its first perf sample carries what they missed, not kernel time */
+    _Atomic uint32_t kern_w;   /* self: intervals split off as kernel time */
+    uint32_t scan_kern_w;      /* reg: kern_w at the previous scan */
+    int kern_flush; /* reg: ag_cpu_flush() asks the drain to deliver kernel time waiting for a
+                       stack now, as not placed */
+    /* drain: the stack of the latest system call a locator saw (in the same mapping), and
+     * kernel time waiting for the record after it */
+    uint64_t *kern_frames;
+    uint32_t kern_depth;
+    uint8_t kern_unwinder, kern_end;
+    uint64_t kern_cpu; /* the thread's CPU time at that call */
+    uint64_t kern_pend_ns, kern_pend_ts, kern_pend_cpu_time;
+    uint32_t kern_pend_w;
     /* self (the handler): resolved CFI rows (agent/cfi.h), in the same mapping; set at
      * registration. */
     struct ag_cfi_cache *cfi_cache;
@@ -283,6 +303,7 @@ struct ag_agent {
     _Atomic uint64_t n_wall_unsampled; /* wall intervals a thread missed (also in n_lost) */
     _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused, n_cpu_tails;
     _Atomic uint64_t cpu_unseen_ns; /* CPU burned with the sampling signal blocked */
+    _Atomic uint64_t cpu_kernel_ns, cpu_kernel_unplaced_ns; /* CPU time under [kernel] frames */
     _Atomic uint64_t n_perf_promoted;
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
     unsigned tick_hz;     /* the kernel's scheduler tick rate (ag_kernel_tick_hz()), 0 unknown */
@@ -348,6 +369,11 @@ PP_SIGSAFE void ag_sig_unwind_caller(struct ag_unwind_ctx *c, uint64_t fa, uint6
 PP_SIGSAFE void ag_sig_unwind_ctx_init(struct ag_unwind_ctx *c, uint64_t sp, uint64_t lo,
                                        uint64_t hi);
 
+/* The [kernel] markers (agent.c, ag_kernel_pc(), ag_kernel_unplaced_pc()): never called; the
+ * handler takes the first one's address. */
+void pipeprof_cpu_in_kernel(void);
+void pipeprof_cpu_in_kernel_unplaced(void);
+
 /* The handler (agent/sig-handler.c). */
 void ag_sig_handler(int signo, siginfo_t *info, void *uctx);
 /*
@@ -363,6 +389,10 @@ PP_SIGSAFE uint64_t ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t
                                      int at_least_one, uint64_t *delta_out);
 /* Finds the calling thread's slot (TLS cache, else by tid). Async-signal-safe. */
 PP_SIGSAFE struct ag_thread *ag_sig_thread_self(void);
+/* 1 when pc, the interrupted pc of a signal, says it came as a system call returned (just after
+ * the system call instruction) or as one is restarted (on it): the thread was in the kernel when
+ * the signal was sent. Async-signal-safe. */
+PP_SIGSAFE int ag_sig_in_syscall(uint64_t pc);
 PP_SIGSAFE uint64_t ag_sig_now_ns(clockid_t clk);
 
 /* Threads (agent/threads.c). */

@@ -144,6 +144,14 @@ ag_module_new(const struct dl_phdr_info *info, int is_exe, struct ag_module **ou
         m->path = strdup(m->name[0] != '\0' ? m->name : "[vdso]");
     } else if (is_exe) {
         m->path = ag_modules_exe_path();
+    } else if (m->name[0] != '/' && m->name[0] != '\0') {
+        /* A relative path (LD_PRELOAD=build/lib/libpipeprof.so) names the file only from the
+         * loader's working directory: resolved now, or the module's symbols (pipeprof's own
+         * markers, [kernel] among them) would go unnamed. */
+        m->path = realpath(m->name, NULL);
+        if (m->path == NULL && errno != ENOMEM) {
+            m->path = strdup(m->name);
+        }
     } else {
         m->path = strdup(m->name);
     }
@@ -155,6 +163,7 @@ ag_module_new(const struct dl_phdr_info *info, int is_exe, struct ag_module **ou
             ag_modules_read_build_id(m, &info->dlpi_phdr[i], m->base);
         }
     }
+    m->eh_frame_hdr = hdr;
     if (hdr != 0 && ag_modules_defer_cfi) {
         m->cfi_err = -EINPROGRESS; /* ag_modules_build_cfi() */
     } else if (hdr != 0) {
@@ -508,6 +517,53 @@ ag_module_find(uint64_t pc, struct ag_module_info *out)
     return m != NULL ? 0 : -ENOENT;
 }
 
+/*
+ * The function that pc lies in, from the unwind tables of a module without a symbol for it (a
+ * stripped library): the .eh_frame_hdr search table sorts every FDE by its function's start, and
+ * the FDE gives the length. Only the encodings every x86_64 and arm64 toolchain writes are read
+ * (version 1, a udata4 count, a datarel sdata4 table, FDEs with 32-bit length and pcrel sdata4
+ * addresses). Without it a stripped library's hot function was one row per instruction address.
+ * m is live (mapped). 0 with [*start, *end), or -ENOENT.
+ */
+static int
+ag_modules_fde_range(const struct ag_module *m, uint64_t pc, uint64_t *start, uint64_t *end)
+{
+    const uint8_t *h = (const uint8_t *)(uintptr_t)m->eh_frame_hdr;
+    uint32_t count, fde_len;
+    int32_t loc, fde_off, range;
+    size_t lo = 0, hi;
+
+    if (h == NULL || !m->live || h[0] != 1 || h[2] != 0x03 || h[3] != 0x3b ||
+        ((h[1] & 0x0f) != 0x0b && (h[1] & 0x0f) != 0x03)) {
+        return -ENOENT;
+    }
+    memcpy(&count, h + 8, sizeof(count));
+    hi = count;
+    while (lo < hi) { /* the first entry whose start is above pc */
+        size_t mid = lo + (hi - lo) / 2;
+
+        memcpy(&loc, h + 12 + 8 * mid, sizeof(loc));
+        if (m->eh_frame_hdr + (uint64_t)(int64_t)loc <= pc) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo == 0) {
+        return -ENOENT;
+    }
+    memcpy(&loc, h + 12 + 8 * (lo - 1), sizeof(loc));
+    memcpy(&fde_off, h + 12 + 8 * (lo - 1) + 4, sizeof(fde_off));
+    memcpy(&fde_len, h + fde_off, sizeof(fde_len));
+    if (fde_len == 0xffffffffu || fde_len < 12) {
+        return -ENOENT;
+    }
+    memcpy(&range, h + fde_off + 12, sizeof(range)); /* length, CIE pointer, pc_begin, pc_range */
+    *start = m->eh_frame_hdr + (uint64_t)(int64_t)loc;
+    *end = *start + (uint64_t)(uint32_t)range;
+    return pc < *end ? 0 : -ENOENT;
+}
+
 int
 ag_symbolize(uint64_t pc, struct ag_symbol *out)
 {
@@ -528,11 +584,15 @@ ag_symbolize(uint64_t pc, struct ag_symbol *out)
     if (m->symtab == NULL && m->symtab_err == 0) {
         m->symtab_err = ag_symtab_load(m, &m->symtab);
     }
-    if (m->symtab == NULL) {
-        goto out;
-    }
-    s = ag_symtab_lookup(m->symtab, pc - m->base);
+    s = m->symtab != NULL ? ag_symtab_lookup(m->symtab, pc - m->base) : NULL;
     if (s == NULL) {
+        uint64_t start, end;
+
+        if (ag_modules_fde_range(m, pc, &start, &end) == 0) {
+            out->start = start; /* unnamed, but its function is known */
+            out->size = end - start;
+            out->offset = pc - start;
+        }
         goto out;
     }
     if (!s->demangle_done) { /* cached under the mutex */
@@ -542,6 +602,11 @@ ag_symbolize(uint64_t pc, struct ag_symbol *out)
     out->raw_name = m->symtab->strings + s->name_off;
     out->name = s->demangled != NULL ? s->demangled : out->raw_name;
     out->start = m->base + s->addr;
+    if (out->start == ag_kernel_pc()) {
+        out->name = "[kernel]"; /* the marker of CPU time in the kernel, as perf names it */
+    } else if (out->start == ag_kernel_unplaced_pc()) {
+        out->name = "[kernel, not placed]";
+    }
     out->size = s->size;
     out->offset = pc - out->start;
     err = 0;

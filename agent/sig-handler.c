@@ -67,6 +67,12 @@ ag_sig_thread_self(void)
     return NULL;
 }
 
+int
+ag_sig_in_syscall(uint64_t pc)
+{
+    return ag_arch_at_syscall(pc);
+}
+
 uint64_t
 ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t period, int at_least_one,
                  uint64_t *delta_out)
@@ -106,10 +112,11 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     struct ag_thread *t;
     struct ag_sample *s;
     struct ag_arch_regs regs;
-    uint64_t lo, hi, cpu, delta, period;
+    uint64_t lo, hi, cpu, delta, period, kernel_ns = 0;
     uint8_t mode, engine = 0;
     unsigned hz;
-    int eintr;
+    int eintr, in_kernel = 0, site = 0;
+    uint32_t skip = 0, kernel_w = 0;
 
     (void)signo;
     /* Dekker's pattern with ag_stop(): it stores running = 0 and then reads inflight, the handler
@@ -164,8 +171,21 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     if (hz == 0) {
         goto out; /* a signal still in flight after the mode was switched off */
     }
+    if (engine == AG_CPU_ENGINE_TIMER) {
+        /* A CPU-time timer's expiry is seen at a tick and its signal sent as the thread returns
+         * to user space: from a system call when the tick found it in the kernel. */
+        in_kernel = ag_sig_in_syscall(regs.pc);
+        if (atomic_load_explicit(&t->kern_locating, memory_order_relaxed)) {
+            /* The kernel locator of a perf thread: only where its system calls are (timer.c). */
+            if (!in_kernel) {
+                goto out;
+            }
+            site = 1;
+        }
+    }
     cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
-    if (mode == AG_MODE_CPU && atomic_load_explicit(&t->sigblk_claimed, memory_order_relaxed)) {
+    if (mode == AG_MODE_CPU && !site &&
+        atomic_load_explicit(&t->sigblk_claimed, memory_order_relaxed)) {
         /* The signal left pending while the thread blocked it, delivered as the mask opened,
          * after the interposer claimed its span: a sample of it would count an interval that
          * ran nowhere near this stack. The little since goes to the next sample. */
@@ -187,7 +207,11 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     s->engine = engine;
     s->weight = 1;
     s->cpu_delta_ns = 0;
-    if (mode == AG_MODE_CPU) {
+    s->source = AG_SOURCE_SIGNAL;
+    if (site) {
+        s->weight = 0; /* a stack for the kernel time of the thread's perf samples (drain.c) */
+        s->source = AG_SOURCE_KERNEL;
+    } else if (mode == AG_MODE_CPU) {
         /* The sample stands for the thread's CPU time since its previous one (the baseline set
          * when it was armed): merged timer expiries, ticks that found the thread in the kernel
          * (the perf event counts user space only) and coalesced signals all come back here. */
@@ -196,6 +220,18 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
          * up to the thread's CPU time in intervals (every sample counts at least once). */
         s->weight = (uint16_t)ag_sig_cpu_weigh(t, cpu, period, 1, &delta);
         s->cpu_delta_ns = delta != 0 ? delta : period;
+        if (engine == AG_CPU_ENGINE_PERF && s->weight > 1 &&
+            !atomic_exchange_explicit(&t->perf_fresh, 0, memory_order_relaxed)) {
+            /* The overflows the event skipped in the kernel: all but this sample's own interval
+             * is kernel time, split off below (timer.c says why). */
+            kernel_w = s->weight - 1u;
+            kernel_ns = s->cpu_delta_ns / s->weight * kernel_w;
+            delta = s->cpu_delta_ns;
+            atomic_fetch_add_explicit(&t->kern_w, kernel_w, memory_order_relaxed);
+        } else if (in_kernel) {
+            kernel_ns = s->cpu_delta_ns;
+        }
+        atomic_fetch_add_explicit(&ag.cpu_kernel_ns, kernel_ns, memory_order_relaxed);
         atomic_store_explicit(&t->last_claim_ns, s->timestamp_ns, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.n_cpu_weight, s->weight, memory_order_relaxed);
         if (engine == AG_CPU_ENGINE_TIMER) { /* what auto's check reads (timer.c) */
@@ -208,6 +244,42 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         }
     }
     s->state = AG_STATE_RUNNING;
+    if (kernel_w != 0) {
+        /* The kernel time goes first, ending where this sample's own interval begins; the drain
+         * gives it the stack of the thread's latest system call, or this sample's. */
+        struct ag_sample *u;
+        uint64_t ts = s->timestamp_ns, own = delta - kernel_ns;
+
+        s->source = AG_SOURCE_KERNEL;
+        s->weight = (uint16_t)kernel_w;
+        s->cpu_delta_ns = kernel_ns;
+        s->timestamp_ns = ts - own;
+        s->cpu_time_ns = cpu - own;
+        s->depth = 0; /* the drain gives it a stack */
+        s->unwinder = AG_UNWINDER_NONE;
+        s->end = AG_UNWIND_END_LEAF_ONLY;
+        ag_ring_commit(&t->ring);
+        u = ag_ring_reserve(&t->ring);
+        if (u == NULL) {
+            atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+            goto out;
+        }
+        u->timestamp_ns = ts;
+        u->cpu_time_ns = cpu;
+        u->tid = ag_tls_tid;
+        u->mode = mode;
+        u->engine = engine;
+        u->weight = 1;
+        u->cpu_delta_ns = own;
+        u->state = AG_STATE_RUNNING;
+        u->source = AG_SOURCE_SIGNAL;
+        s = u;
+    }
+    if (in_kernel) {
+        s->frames[0] = (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel; /* the [kernel] leaf */
+        skip = 1;
+    }
     s->source = AG_SOURCE_SIGNAL;
     /* hi first: its release store (threads.c) comes after lo's, so an acquire load of a nonzero
      * hi makes the lo stored with it visible. Loaded the other way round (as before), a weakly
@@ -225,8 +297,9 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     ag_sig_unwind_ctx_init(&c, regs.sp, lo, hi);
     c.cache = t->cfi_cache; /* this thread's: the handler does not nest */
     c.lr = regs.lr;
-    ag_sig_unwind(&c, regs.pc, regs.sp, regs.fp, 0, s->frames, ag.cfg.max_frames, &res);
-    s->depth = res.depth;
+    ag_sig_unwind(&c, regs.pc, regs.sp, regs.fp, 0, s->frames + skip, ag.cfg.max_frames - skip,
+                  &res);
+    s->depth = res.depth + skip;
     s->unwinder = res.unwinder;
     s->end = res.end;
     ag_ring_commit(&t->ring);

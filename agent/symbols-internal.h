@@ -40,6 +40,7 @@ struct ag_module {
     uint8_t build_id[AG_BUILD_ID_MAX];
     size_t build_id_len;
     int is_vdso;              /* the kernel's vdso: symbols are read from memory */
+    uint64_t eh_frame_hdr;    /* runtime address of its .eh_frame_hdr, 0 when none */
     struct ag_cfi_table *cfi; /* NULL when the module has no usable .eh_frame_hdr */
     int cfi_err;              /* 0 or why cfi is NULL; -EINPROGRESS: not built yet */
     int live;                 /* mutex: still in the loader's list at the last refresh */

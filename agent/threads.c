@@ -36,8 +36,8 @@ __thread _Atomic uint32_t ag_tls_signals AG_TLS;
 
 #define AG_EXCLUDED_MAX 32
 
-/* A thread's own mapping: blk.frames, sigblk.frames, last_frames, cfi_cache. */
-#define AG_THREAD_MAP_LEN (3 * AG_MAX_FRAMES * sizeof(uint64_t) + sizeof(struct ag_cfi_cache))
+/* A thread's own mapping: blk.frames, sigblk.frames, last_frames, kern_frames, cfi_cache. */
+#define AG_THREAD_MAP_LEN (4 * AG_MAX_FRAMES * sizeof(uint64_t) + sizeof(struct ag_cfi_cache))
 
 static pthread_once_t ag_threads_once = PTHREAD_ONCE_INIT;
 static pthread_key_t ag_threads_key;
@@ -179,8 +179,8 @@ ag_thread_register_locked(int32_t tid, int self)
         /* Mapped, like the registry that points to it and outlives ag_stop() (an interposed call
          * may still write here): heap memory referenced only from a mapping would look leaked
          * to LeakSanitizer, which does not scan mappings. Sized for any later config: the
-         * blocking-call stack, the signal-blocking call's, the drain's copy of the last CPU
-         * stack, the CFI row cache. */
+         * blocking-call stack, the signal-blocking call's, the drain's copies of the last CPU
+         * stack and of the last system call's, the CFI row cache. */
         void *m = mmap(NULL, AG_THREAD_MAP_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                        -1, 0);
 
@@ -192,7 +192,11 @@ ag_thread_register_locked(int32_t tid, int self)
         t->sigblk.frames = t->blk.frames + AG_MAX_FRAMES;
     }
     t->last_frames = (uint64_t *)(uintptr_t)(t->sigblk.frames + AG_MAX_FRAMES);
-    t->cfi_cache = (struct ag_cfi_cache *)(void *)(t->last_frames + AG_MAX_FRAMES);
+    t->kern_frames = t->last_frames + AG_MAX_FRAMES;
+    t->kern_depth = 0;
+    t->kern_pend_w = 0;
+    t->kern_pend_ns = 0;
+    t->cfi_cache = (struct ag_cfi_cache *)(void *)(t->kern_frames + AG_MAX_FRAMES);
     t->cfi_cache->generation = 0; /* empty: the previous thread's rows may not be this one's */
     t->last_depth = 0;
     t->root_depth = 0;
@@ -216,6 +220,12 @@ ag_thread_register_locked(int32_t tid, int self)
     t->exit_hooked = 0;
     t->scan_cpu_ns = 0;
     t->perf_promoted = 0;
+    t->has_locator = 0;
+    atomic_store_explicit(&t->kern_locating, 0, memory_order_relaxed);
+    t->kern_flush = 0;
+    t->scan_kern_w = 0;
+    atomic_store_explicit(&t->kern_w, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->perf_fresh, 0, memory_order_relaxed);
     atomic_store_explicit(&t->timer_samples, 0, memory_order_relaxed);
     atomic_store_explicit(&t->timer_weight, 0, memory_order_relaxed);
     t->scan_samples = 0;

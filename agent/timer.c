@@ -75,6 +75,11 @@ ag_signal_restore(void)
 void
 ag_timer_delete_locked(struct ag_thread *t)
 {
+    if (t->has_locator) {
+        atomic_store_explicit(&t->kern_locating, 0, memory_order_relaxed);
+        timer_delete(t->locator);
+        t->has_locator = 0;
+    }
     if (t->has_timer) {
         timer_delete(t->timer);
         t->has_timer = 0;
@@ -110,7 +115,23 @@ ag_timers_forked_child(void)
             t->has_perf = 0;
         }
         t->has_timer = 0; /* POSIX timers are not inherited by a child */
+        t->has_locator = 0;
+        atomic_store_explicit(&t->kern_locating, 0, memory_order_relaxed);
     }
+}
+
+/* A CPU-time timer on thread tid's clock that signals that thread (the timer engine's, or a
+ * kernel locator). 0 or -errno: EINVAL when the thread is gone. */
+static int
+ag_cpu_timer_create(int32_t tid, timer_t *out)
+{
+    struct sigevent sev;
+
+    memset(&sev, 0, sizeof(sev));
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = ag.signo;
+    sev.sigev_notify_thread_id = tid;
+    return timer_create(ag_thread_cpu_clock(tid), &sev, out) == 0 ? 0 : -errno;
 }
 
 static int
@@ -210,6 +231,7 @@ ag_cpu_flush(void)
         struct ag_thread *t = &ag.threads[i];
 
         if (atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE) {
+            t->kern_flush = 1; /* kernel time still waiting for a stack ends now too */
             ag_cpu_claim_tail_locked(
                     t, ag_thread_cpu_clock(atomic_load_explicit(&t->tid, memory_order_relaxed)));
         }
@@ -353,6 +375,52 @@ ag_perf_note_refusal(int err)
  * burn little; steady threads, the expensive ones, stay on the tick. The baseline is kept: the
  * first perf sample carries the CPU the timers missed.
  */
+/*
+ * Kernel time on perf_event. An unprivileged event excludes the kernel (perf_event_paranoid 2):
+ * its hrtimer still fires every interval of the thread's CPU time, but an overflow that falls in
+ * the kernel (a system call, a page fault) is skipped, so the next user-mode sample, up to an
+ * interval later and in whatever code runs then, would carry that time as weight (a thread
+ * alternating write(2) calls and arithmetic, 50/50, read 17/83). The count is still right: a
+ * perf sample that stands for k intervals saw k - 1 overflows skipped in the kernel. So the
+ * handler keeps one interval for the sample's own stack and splits the rest off as kernel time
+ * (AG_SOURCE_KERNEL), and the question left is where. A CPU-time timer answers it: its expiry is
+ * seen at the tick and its signal is sent as the thread goes back to user space, from the system
+ * call it was in when the tick found it in the kernel, so that signal's stack is the call's
+ * (ag_sig_in_syscall). A thread whose perf samples split off kernel time (two intervals in a scan
+ * period, more than the handler's own signal delivery makes) gets such a timer as its kernel
+ * locator, at the rate up to the tick's: its signals that come from a system call record the
+ * call's stack, the others are dropped at once; the drain gives each split the stack of the
+ * latest call seen within 50 ms of the thread's CPU (drain.c). A thread moved from the timers
+ * keeps its timer as the locator. The amount is perf's (exact), the place the tick's (a sample of
+ * where kernel time goes); kernel time with no call seen near it (preemption, page faults, a
+ * thread that makes no calls) goes as [kernel, not placed] over the stack of the sample it was
+ * split from, counted. On the timer engine a sample taken as a call returns is the call's
+ * already, and gets the [kernel] leaf.
+ */
+static void
+ag_locator_check_locked(struct ag_thread *t, int32_t tid)
+{
+    uint32_t kw = atomic_load_explicit(&t->kern_w, memory_order_relaxed);
+    uint32_t dk = kw - t->scan_kern_w;
+    unsigned hz;
+
+    t->scan_kern_w = kw;
+    if (!t->has_perf || t->has_locator || t->timer_hz == 0 || dk < 2) {
+        return;
+    }
+    hz = ag.tick_hz != 0 && t->timer_hz > ag.tick_hz ? ag.tick_hz : t->timer_hz;
+    if (ag_cpu_timer_create(tid, &t->locator) != 0) {
+        return; /* gone, or out of signal queue entries: its kernel time stays unplaced */
+    }
+    if (ag_timer_arm(t->locator, hz) != 0) {
+        timer_delete(t->locator);
+        return;
+    }
+    t->has_locator = 1;
+    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
+    ag_log(AG_LOG_DEBUG, "cpu engine: thread %d gets a kernel locator", (int)tid);
+}
+
 void
 ag_cpu_engine_check_locked(struct ag_thread *t)
 {
@@ -366,6 +434,7 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
 
     t->scan_samples = n;
     t->scan_weight = w;
+    ag_locator_check_locked(t, tid);
     if (!t->has_timer || t->timer_hz == 0 || ag.cfg.cpu_engine != AG_CPU_ENGINE_AUTO ||
         ag.perf_unavailable || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
         atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed) != 0) {
@@ -382,12 +451,18 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
     if (!late) {
         return;
     }
+    /* Its first perf sample carries what the timers missed: no kernel time to split off. */
+    atomic_store_explicit(&t->perf_fresh, 1, memory_order_relaxed);
     err = ag_perf_sync_locked(t, tid, t->timer_hz, 1);
     if (err != 0) {
+        atomic_store_explicit(&t->perf_fresh, 0, memory_order_relaxed);
         ag_perf_note_refusal(err); /* it stays on the timers; a passing error is tried again */
         return;
     }
-    timer_delete(t->timer);
+    /* Its timer stays as the kernel locator (above): a bursty thread's system calls. */
+    t->locator = t->timer;
+    t->has_locator = 1;
+    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
     t->has_timer = 0;
     t->perf_promoted = 1;
     atomic_fetch_add_explicit(&ag.n_perf_promoted, 1, memory_order_relaxed);
@@ -398,7 +473,6 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
 static void
 ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
 {
-    struct sigevent sev;
     int32_t tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
     enum ag_cpu_engine engine;
     int err;
@@ -443,16 +517,13 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
         return;
     }
     if (!t->has_timer) {
-        memset(&sev, 0, sizeof(sev));
-        sev.sigev_notify = SIGEV_THREAD_ID;
-        sev.sigev_signo = ag.signo;
-        sev.sigev_notify_thread_id = tid;
-        if (timer_create(ag_thread_cpu_clock(tid), &sev, &t->timer) != 0) {
+        err = ag_cpu_timer_create(tid, &t->timer);
+        if (err != 0) {
             /* The thread exited under us (EINVAL), or RLIMIT_SIGPENDING is exhausted. */
-            if (errno != EINVAL) {
+            if (err != -EINVAL) {
                 atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
                 ag_log(AG_LOG_WARN, "timer: timer_create for thread %d: %s", (int)tid,
-                       strerror(errno));
+                       strerror(-err));
             }
             return;
         }

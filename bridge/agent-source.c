@@ -362,29 +362,43 @@ bridge_owner_claim(struct bridge_source *src)
     return 0;
 }
 
-/* The session's mode and rate: the defaults, or the filter data of either provider. */
+/*
+ * The session's mode and rate: the defaults, or the filter data of either provider. A session of
+ * another tool that asks for the SampleProfiler (dotnet-trace's default profile, a runtime
+ * sampler's semantics: every thread's state and stack every interval, running, runnable or
+ * blocked, which TraceEvent's thread-time view charges) gets wall mode, its thread time: CPU mode
+ * left a runnable thread's time without a stack (88 % on a bare "Threads" node with 6 busy
+ * threads on 2 cores). pipeprof's own clients name their mode (the pipeprof provider), and
+ * PIPEPROF_MODE, when set, or mode= in the filter data hold for every session.
+ */
 static void
 bridge_session_rate(const struct bridge_source *src, const struct ipc_session_config *cfg,
                     enum ag_mode *mode, unsigned *hz, int log)
 {
     const char *why = NULL;
+    enum ag_mode asked = (enum ag_mode)0;
     uint32_t i;
 
-    *mode = src->defaults.mode;
     *hz = src->defaults.hz;
     for (i = 0; i < cfg->provider_count; i++) {
         const struct ipc_provider *p = &cfg->providers[i];
 
         if (p->args != NULL && (strcmp(p->name, NT_PROVIDER_SAMPLE_PROFILER) == 0 ||
                                 strcmp(p->name, BRIDGE_PROVIDER_PIPEPROF) == 0)) {
-            if (bridge_filter_parse(p->args, mode, hz, &why) != 0) {
+            if (bridge_filter_parse(p->args, &asked, hz, &why) != 0) {
                 if (log) {
                     bridge_log_session(cfg->session_id, "filter data ignored", why);
                 }
-                *mode = src->defaults.mode;
+                asked = 0;
                 *hz = src->defaults.hz;
             }
         }
+    }
+    *mode = asked != 0 ? asked : src->defaults.mode;
+    if (asked == 0 && !src->defaults.mode_set &&
+        ipc_session_config_enables(cfg, NT_PROVIDER_SAMPLE_PROFILER, 0, 4) &&
+        !ipc_session_config_enables(cfg, BRIDGE_PROVIDER_PIPEPROF, 0, 4)) {
+        *mode = AG_MODE_WALL; /* thread time */
     }
 }
 
@@ -593,8 +607,9 @@ bridge_collect_record(const struct ag_record *rec, void *ctx)
     s->frames = src->frame_count;
     s->depth = 0;
     for (i = 0; i < as->depth; i++) {
-        /* The agent's own frames are hidden, but for the marker of unseen CPU time. */
-        if ((i == 0 && as->frames[0] == ag_unseen_pc()) ||
+        /* The agent's own frames are hidden, but for the markers of unseen and kernel time. */
+        if ((i == 0 && (as->frames[0] == ag_unseen_pc() || as->frames[0] == ag_kernel_pc() ||
+                        as->frames[0] == ag_kernel_unplaced_pc())) ||
             !bridge_is_self(i == 0 ? as->frames[i] : as->frames[i] - 1)) {
             src->frames[src->frame_count + s->depth++] = as->frames[i];
         }
@@ -1397,10 +1412,11 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
              * debug symbols): named by its module and its address in the ELF file, which
              * addr2line and a debug file resolve later, instead of nothing at all. An address
              * in no module (JIT code) is left to the runtime's rundown. */
-            fns[fn_count].start = s->addrs.slots[i];
-            /* two bytes: the address kept is a return address - 1 (the call), and TraceEvent
+            fns[fn_count].start = sym.start != 0 ? sym.start : s->addrs.slots[i];
+            /* its function from the unwind tables (a row per function, lib.so!0x912b0), else
+             * two bytes: the address kept is a return address - 1 (the call), and TraceEvent
              * looks the return address itself up */
-            fns[fn_count].size = 2;
+            fns[fn_count].size = sym.start != 0 ? sym.size : 2;
             fns[fn_count].module_id = sym.module_id;
             fns[fn_count].module_path = sym.module_path;
             fns[fn_count].module_base = sym.module_base;

@@ -134,7 +134,8 @@ bridge_http_namer(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int
         *resolved = 1;
     } else if (sym.module_path != NULL) {
         bridge_http_module_label(sym.module_path, label, sizeof(label));
-        snprintf(buf, len, "%s!0x%llx", label, (unsigned long long)(ip - sym.module_base));
+        snprintf(buf, len, "%s!0x%llx", label, /* the function's start when known */
+                 (unsigned long long)((sym.start != 0 ? sym.start : ip) - sym.module_base));
     } else {
         snprintf(buf, len, "?!0x%llx", (unsigned long long)ip);
     }

@@ -360,10 +360,12 @@ pp_on_sample(struct pp_loader *ld, const struct nt_event *ev, const struct pp_pr
     uint32_t i;
     int err;
 
-    if (pp_sample_is_marker(ev)) {
+    if (flt != NULL && flt->thread_id != 0 && flt->thread_id != ev->thread_id) {
         return 0;
     }
-    if (flt != NULL && flt->thread_id != 0 && flt->thread_id != ev->thread_id) {
+    if (pp_sample_is_marker(ev)) {
+        ld->p->markers++;
+        ld->p->wait_markers += ev->stack_depth != 0;
         return 0;
     }
     if (ld->tag == 0) {

@@ -44,11 +44,19 @@ pp_report_usage(FILE *out)
                  "The figures: samples (running and waiting), the mode (wall when the trace\n"
                  "holds waiting samples), the sampling interval from the trace header, the\n"
                  "effective rate per sampled thread, the samples the agent dropped, the\n"
-                 "events lost in the trace (sequence gaps), the share of named frames, and\n"
-                 "whether the trace ends early. JSON has \"samples\", \"running_samples\",\n"
+                 "events lost in the trace (sequence gaps), the share of named frames,\n"
+                 "whether the trace ends early, the CPU samples in the kernel ([kernel] leaf;\n"
+                 "[kernel, not placed]: no system call's stack known) and with the sampling\n"
+                 "signal blocked, and the not-running markers. JSON has \"samples\", "
+                 "\"running_samples\",\n"
                  "\"waiting_samples\", \"lost_events\", \"lost_samples\", \"duration_s\",\n"
                  "\"threads\", \"process_id\", \"sampling_interval_ns\", \"mode\",\n"
-                 "\"truncated\", \"top_self\" and \"top_total\" ([{\"function\", \"self\",\n"
+                 "\"truncated\", \"cpu_engine\", \"kernel_samples\" (leaf [kernel] or [kernel,\n"
+                 "not placed]), \"kernel_unplaced_samples\", \"unseen_samples\" (CPU with the\n"
+                 "sampling signal blocked), \"not_running_markers\" and \"wait_markers\" (what a\n"
+                 "CPU-mode trace writes for TraceEvent's thread-time view where a thread stopped\n"
+                 "running, with the stack it waited in: not samples here), \"top_self\" and\n"
+                 "\"top_total\" ([{\"function\", \"self\",\n"
                  "\"self_pct\", \"total\", \"total_pct\"}]), \"per_thread\" and \"processes\"\n"
                  "([{\"process_id\", \"name\", \"samples\"}], one per file).\n"
                  "Works on traces a .NET runtime wrote: managed frames are named from its\n"
@@ -136,15 +144,76 @@ pp_report_stats(const struct pp_profile *p)
     return stats;
 }
 
+/* Samples by what their leaf says of the time: in the kernel (placed under a system call's stack,
+ * or not placed), or with the sampling signal blocked (the agent's markers, agent/agent.h). */
+struct pp_report_time {
+    uint64_t kernel, kernel_unplaced, unseen;
+};
+
+static int
+pp_name_ends(const char *name, const char *tail)
+{
+    size_t n = strlen(name), t = strlen(tail);
+
+    return n >= t && strcmp(name + n - t, tail) == 0 && (n == t || name[n - t - 1] == '!');
+}
+
+static void
+pp_report_time(const struct pp_profile *p, struct pp_report_time *out)
+{
+    size_t s;
+
+    memset(out, 0, sizeof(*out));
+    for (s = 0; s < p->stack_count; s++) {
+        const struct pp_profile_stack *st = &p->stacks[s];
+        const char *leaf = st->depth > 0 ? p->names[st->names[0]] : "";
+
+        if (pp_name_ends(leaf, "[kernel]")) {
+            out->kernel += st->samples;
+        } else if (pp_name_ends(leaf, "[kernel, not placed]")) {
+            out->kernel += st->samples;
+            out->kernel_unplaced += st->samples;
+        } else if (pp_name_ends(leaf, "pipeprof_cpu_while_signal_blocked")) {
+            out->unseen += st->samples;
+        }
+    }
+}
+
+/* What the samples say of where the time went that no stack of the host's own shows: kernel
+ * time (placed under a system call or not), CPU with the signal blocked, and the not-running
+ * markers a CPU-mode trace holds, each line with prefix. */
+static void
+pp_report_time_lines(const struct pp_profile *p, const struct pp_report_time *tm,
+                     const char *prefix, FILE *out)
+{
+    if (p->markers != 0) {
+        fprintf(out,
+                "%snot-running markers: %llu, %llu with the stack the thread waited in "
+                "(TraceEvent's thread time counts them; they are no samples here)\n",
+                prefix, (unsigned long long)p->markers, (unsigned long long)p->wait_markers);
+    }
+    if (tm->kernel != 0 || tm->unseen != 0) {
+        fprintf(out,
+                "%sCPU in the kernel: %llu samples (%.1f%% of running), %llu of them not placed "
+                "under a system call; with the sampling signal blocked: %llu (%.1f%%)\n",
+                prefix, (unsigned long long)tm->kernel, pp_pct(tm->kernel, p->running_samples),
+                (unsigned long long)tm->kernel_unplaced, (unsigned long long)tm->unseen,
+                pp_pct(tm->unseen, p->running_samples));
+    }
+}
+
 int
 pp_report_brief(const struct pp_profile *p, unsigned top, FILE *out)
 {
     struct pp_func_stat *stats = pp_report_stats(p);
+    struct pp_report_time tm;
     size_t i;
 
     if (stats == NULL) {
         return -ENOMEM;
     }
+    pp_report_time(p, &tm);
+    pp_report_time_lines(p, &tm, "pipeprof: ", out);
     if (p->name_count > 1) {
         qsort(stats, p->name_count, sizeof(*stats), pp_stat_self_cmp);
     }
@@ -181,6 +250,7 @@ pp_cmd_report(int argc, char **argv)
     struct pp_profile_filter filter = { 0 };
     struct pp_profile *p = NULL;
     struct pp_func_stat *stats = NULL;
+    struct pp_report_time tm;
     unsigned long top = 20;
     int threads = 0, json = 0, c, rc = 1;
     size_t sampled_threads = 0;
@@ -262,22 +332,28 @@ pp_cmd_report(int argc, char **argv)
     for (i = 0; i < p->thread_count; i++) {
         sampled_threads += p->threads[i].samples != 0;
     }
+    pp_report_time(p, &tm);
     if (json) {
         printf("{\"samples\":%llu,\"running_samples\":%llu,\"waiting_samples\":%llu,"
                "\"lost_events\":%llu,\"duration_s\":%.6f,\"threads\":%zu,\"process_id\":%u,"
                "\"sampling_interval_ns\":%u,\"mode\":\"%s\",\"lost_samples\":%llu,"
-               "\"truncated\":%s,\"cpu_engine\":\"%s\",",
+               "\"truncated\":%s,\"cpu_engine\":\"%s\",\"kernel_samples\":%llu,"
+               "\"kernel_unplaced_samples\":%llu,\"unseen_samples\":%llu,"
+               "\"not_running_markers\":%llu,\"wait_markers\":%llu,",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples),
                (unsigned long long)p->lost_events, duration_s, p->thread_count, p->process_id,
                p->sampling_interval_ns, p->mode != NULL ? p->mode : "cpu",
                (unsigned long long)p->lost_samples, p->truncated ? "true" : "false",
-               p->engine != NULL ? p->engine : "");
+               p->engine != NULL ? p->engine : "", (unsigned long long)tm.kernel,
+               (unsigned long long)tm.kernel_unplaced, (unsigned long long)tm.unseen,
+               (unsigned long long)p->markers, (unsigned long long)p->wait_markers);
     } else {
         printf("samples: %llu (running %llu, waiting %llu) in %.3f s, %zu threads, pid %u\n",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples), duration_s, p->thread_count,
                p->process_id);
+        pp_report_time_lines(p, &tm, "", stdout);
         printf("mode: %s%s%s; sampling interval: %u ns%s\n",
                p->mode != NULL ? p->mode : "cpu (no waiting samples)",
                p->engine != NULL ? "; cpu engine: " : "", p->engine != NULL ? p->engine : "",

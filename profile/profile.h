@@ -69,6 +69,9 @@ struct pp_profile {
     uint64_t running_samples;
     uint64_t lost_events;       /* events the trace lost (sequence-number gaps) */
     uint64_t lost_samples;      /* samples the agent dropped (pipeprof LostSamples events) */
+    uint64_t markers;           /* loaders: not-running ThreadSamples a CPU-mode trace holds for
+                                   TraceEvent's thread-time view, which are not samples */
+    uint64_t wait_markers;      /* of those, with the stack the thread waited in */
     uint64_t first_ts, last_ts; /* ticks, of the samples */
     uint64_t ticks_per_second;  /* the builder sets 1e9 (nanoseconds); a loader may change it */
     uint64_t start_ts;          /* ticks: the trace's start, 0 when unknown */

@@ -21,24 +21,14 @@ chmod 1777 "$T" # the unprivileged runs write here too
 trap 'rm -rf "$T"' EXIT
 fail=0
 
-# run NAME HZ ENGINE-CHECK EVAL-ARGS -- COMMAND-PREFIX...: one recording and its evaluation.
+. "$S/tests/groundtruth-lib.sh"
+
+# run NAME HZ ENGINE-CHECK WORKLOAD PREFIX...: one recording and its evaluation.
 run() {
   local name=$1 hz=$2 engine=$3 wl=$4
   shift 4
-  "$@" "$PP" record -q --hz "$hz" -o "$T/$name.nettrace" -- "$B/samples/$wl" "${SECS:-3}" "$T/$name.json"
-  "$PP" convert --format folded -o "$T/$name.folded" "$T/$name.nettrace" 2>/dev/null
-  got=$("$PP" report --format json "$T/$name.nettrace" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_engine"])')
-  echo "$name: $wl at $hz Hz, engine $got"
-  # "timer" for auto at or below the tick's rate may be "mixed": auto moves a thread the tick
-  # misses (a bursty one) to perf_event.
-  [[ $got == "$engine" || ($engine == timer-or-mixed && ($got == timer || $got == mixed)) ]] ||
-    { echo "FAIL: $name ran engine '$got', expected '$engine'"; fail=1; }
-  python3 "$EVAL" "$T/$name.json" "$T/$name.folded" --hz "$hz" --max-error "${MAX_ERROR:-1.0}" \
-    --min-capture "${MIN_CAPTURE:-0}" || {
-    echo "FAIL: $name; its measured CPU: $(cat "$T/$name.json"); the recording:"
-    "$PP" report --threads --top 12 "$T/$name.nettrace" 2>&1 | sed 's/^/    /'
-    fail=1
-  }
+  gt_record "$name" "$hz" "$engine" "$wl" "" -- "$@" || fail=1
+  gt_eval "$name" "$hz" || fail=1
 }
 
 perf_ok=1

@@ -16,6 +16,9 @@ endif()
 add_executable(no-perf ${CMAKE_SOURCE_DIR}/tests/tools/no-perf.c)
 set_target_properties(no-perf PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 pp_add_script_test(agent-groundtruth agent-groundtruth.sh LABELS integration slow TIMEOUT 300)
+# The same with much of the CPU in system calls: kernel time under the calls' stacks.
+pp_add_script_test(agent-groundtruth-syscalls agent-groundtruth-syscalls.sh LABELS integration slow
+  TIMEOUT 400)
 pp_add_script_test(agent-stacks agent-stacks.sh LABELS integration slow TIMEOUT 180)
 pp_add_script_test(agent-credentials agent-credentials.sh LABELS integration slow TIMEOUT 120)
 
@@ -29,7 +32,7 @@ if(TARGET pp_agent AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|aarch64|arm6
 endif()
 # Accuracy against the threads' own CPU time: alone, not beside ctest's other jobs on a 2-core
 # machine (timer expiries under full contention drift by more than the 1-point limit).
-set_tests_properties(agent-groundtruth PROPERTIES RUN_SERIAL TRUE)
+set_tests_properties(agent-groundtruth agent-groundtruth-syscalls PROPERTIES RUN_SERIAL TRUE)
 
 # What the agent holds of the host's resources: fds and memory of wall mode, the wall thread's
 # lifetime, unsampled intervals, rings kept mapped across sessions under a masking host.

@@ -80,7 +80,8 @@ done
 
 # dotnet-trace report on a CPU-mode trace: real functions, no event fields taken for frames.
 if command -v dotnet-trace >/dev/null; then
-  LD_PRELOAD=$PRELOAD "$GT" 30 /dev/null >/dev/null &
+  # (PIPEPROF_MODE=cpu: dotnet-trace's default session otherwise gets thread time, wall mode.)
+  PIPEPROF_MODE=cpu LD_PRELOAD=$PRELOAD "$GT" 30 /dev/null >/dev/null &
   host=$!
   PP_PIDS+=($host)
   wait_socket "$host" >/dev/null

@@ -11,6 +11,10 @@ pp_add_script_test(dotnet-traceevent dotnet-traceevent.sh LABELS integration TIM
 # dotnet-trace's thread-time view (TraceEvent) of a CPU-mode host against its own CPU time.
 pp_add_script_test(dotnet-trace-cputime dotnet-trace-cputime.sh LABELS integration slow TIMEOUT 300)
 set_tests_properties(dotnet-trace-cputime PROPERTIES RUN_SERIAL TRUE)
+# dotnet-trace's default (thread-time) profile with the agent: runnable threads keep their stacks,
+# each method's thread time as without the agent.
+pp_add_script_test(dotnet-threadtime dotnet-threadtime.sh LABELS integration slow TIMEOUT 400)
+set_tests_properties(dotnet-threadtime PROPERTIES RUN_SERIAL TRUE)
 
 # dotnet-counters' session (System.Runtime and pipeprof EventCounters) through the real client
 # libraries, against a native host and a real .NET app.

@@ -299,6 +299,10 @@ check_fixture(void *h, const char *hidden_name)
     } else {
         ASSERT_EQ(ag_symbolize(hidden + 1, &s), -ESRCH);
         ASSERT_TRUE(s.module_path != NULL && strstr(s.module_path, "symfix") != NULL);
+        /* Unnamed, but its function is known from the .eh_frame_hdr: one row per function. */
+        ASSERT_U64_EQ(s.start, hidden);
+        ASSERT_U64_EQ(s.offset, 1);
+        ASSERT_TRUE(s.size > 1);
     }
 }
 

@@ -1,28 +1,41 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# tests/tools/groundtruth-eval.py TRUTH.json PROFILE [--speedscope] [--hz N] [--max-error P]
-#                                  [--min-capture R]
+# tests/tools/groundtruth-eval.py TRUTH.json PROFILE [TRUTH.json PROFILE...] [--speedscope]
+#                                  [--hz N] [--max-error P] [--min-capture R] [--min-kernel F]
 # Compares a profile of pp-sample-groundtruth with the CPU time its threads measured themselves.
 # PROFILE is pipeprof's folded output (counts), or with --speedscope the speedscope file that
 # `dotnet-trace convert` wrote from TraceEvent's thread-time computer (CPU_TIME durations). For
-# each work function: its share of the profile against its share of the measured CPU time.
+# each work function: its share of the profile against its share of the measured CPU time. Several
+# pairs (runs of the same workload) are pooled: their samples and their CPU times are added up,
+# which shrinks the sampling error of a split inside one thread by the square root of the runs.
 # Exits 1 when the worst difference exceeds --max-error points, or when the samples fall short of
-# --min-capture of (measured CPU seconds x --hz).
+# --min-capture of (measured CPU seconds x --hz), or when the profile's [kernel] frames hold less
+# than --min-kernel times the share of the threads' system time (the truth's "_stime", which the
+# kernel samples at its tick: a loose check that kernel time is shown as such).
 import argparse, collections, json, re, sys
 
 ap = argparse.ArgumentParser()
-ap.add_argument("truth")
-ap.add_argument("profile")
+ap.add_argument("files", nargs="+", help="TRUTH.json PROFILE pairs")
 ap.add_argument("--speedscope", action="store_true")
 ap.add_argument("--hz", type=float, default=0)
 ap.add_argument("--max-error", type=float, default=1.0)
 ap.add_argument("--min-capture", type=float, default=0)
+ap.add_argument("--min-kernel", type=float, default=0)
 a = ap.parse_args()
-truth = json.load(open(a.truth))
+if len(a.files) % 2 != 0:
+    sys.exit("groundtruth-eval: TRUTH.json and PROFILE come in pairs")
+truth = collections.Counter()
+# Keys that start with "_" are not functions: "_stime", the threads' kernel time as the kernel
+# reports it (tick-sampled), is compared loosely with the profile's [kernel] frames.
+stime = None
+kernel = 0.0
 got = collections.Counter()
 total = 0.0
-if a.speedscope:
-    d = json.load(open(a.profile))
+
+
+def read_speedscope(path):
+    global total, kernel
+    d = json.load(open(path))
     frames = [f["name"] for f in d["shared"]["frames"]]
     for p in d["profiles"]:
         stack = []
@@ -34,16 +47,31 @@ if a.speedscope:
             if name != "CPU_TIME":  # TraceEvent puts CPU_TIME on top of the stack it charges
                 continue
             total += e["at"] - at
-            for k in truth:
+            if stack and stack[-1][0].endswith("[kernel]"):
+                kernel += e["at"] - at
+            for k in run_truth:
                 if any(re.search(r"[.!]%s$" % k, n) for n, _ in stack):
                     got[k] += e["at"] - at
-else:
-    for line in open(a.profile):
+
+
+def read_folded(path):
+    global total, kernel
+    for line in open(path):
         stack, n = line.rsplit(" ", 1)
         total += int(n)
-        for k in truth:
+        if stack.endswith("[kernel]"):
+            kernel += int(n)
+        for k in run_truth:
             if re.search(r"!%s(;|$)" % k, stack):
                 got[k] += int(n)
+
+
+for i in range(0, len(a.files), 2):
+    run_truth = json.load(open(a.files[i]))
+    if "_stime" in run_truth:
+        stime = (stime or 0) + run_truth.pop("_stime")
+    truth.update(run_truth)
+    (read_speedscope if a.speedscope else read_folded)(a.files[i + 1])
 cpu = sum(truth.values())
 if total <= 0 or cpu <= 0:
     sys.exit("groundtruth-eval: empty profile or truth")
@@ -63,5 +91,11 @@ if a.hz > 0 and not a.speedscope:
 other = total - sum(got.values())
 if other > 0.005 * total:
     line += "; %.1f%% of the profile under no work function" % (100.0 * other / total)
+if stime is not None:
+    line += "; [kernel] %.1f%% of the profile, the kernel's tick-sampled system time %.1f%%" % (
+        100.0 * kernel / total, 100.0 * stime / cpu)
+    if kernel / total < a.min_kernel * stime / cpu:
+        line += " (too little [kernel]: at least %.2f of it)" % a.min_kernel
+        ok = False
 print(line)
 sys.exit(0 if ok else 1)

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/dotnet-threadtime.sh - dotnet-trace's default profile (thread time: the SampleProfiler and
+# the runtime's keywords) keeps the stacks of runnable threads with the agent preloaded. The app
+# (tests/dotnet/threadtime) runs six busy threads on fewer cores: three in Hot, two in Warm, one
+# in Cold, the main thread asleep. `dotnet-trace collect -p PID` with its defaults records it
+# without the agent and with it; in each, `dotnet-trace report TRACE topN` must hold no stackless
+# "Threads" node above 5 % exclusive (CPU mode left runnable time without a stack: 88 %), and each
+# of Hot, Warm, Cold and Thread.Sleep must take within 3 points the same share of the app's
+# managed threads' time (the sum of the four) with the agent as without it: native frames and
+# the runtime's native threads, which only the agent samples, aside.
+source "$(dirname "$0")/ipc-lib.sh"
+command -v dotnet-trace >/dev/null || skip "dotnet-trace is not installed (dotnet tool install -g dotnet-trace)"
+APP=$(dotnet_project threadtime)
+
+# record NAME ENV...: dotnet-trace's defaults for 4 s, 1.5 s into a 7 s run, then its report.
+record() {
+  local name=$1 app
+  shift
+  env "$@" dotnet "$APP" 7 >"$T/$name.out" &
+  app=$!
+  PP_PIDS+=($app)
+  for _ in $(seq 100); do grep -q ready "$T/$name.out" 2>/dev/null && break; sleep 0.1; done
+  sleep 1.5
+  timeout 90 dotnet-trace collect -p "$app" --duration 00:00:00:04 -o "$T/$name.nettrace" \
+    >"$T/$name.collect.log" 2>&1 || { cat "$T/$name.collect.log"; fail "$name: dotnet-trace collect"; }
+  wait "$app" || true
+  timeout 180 dotnet-trace report "$T/$name.nettrace" topN -n 60 --inclusive >"$T/$name.incl" 2>&1 &&
+    timeout 180 dotnet-trace report "$T/$name.nettrace" topN -n 60 >"$T/$name.excl" 2>&1 ||
+    { cat "$T/$name.incl" "$T/$name.excl"; fail "$name: dotnet-trace report"; }
+}
+
+record bare
+record agent LD_PRELOAD="$PRELOAD"
+python3 - "$T" <<'PY' || fail "thread time with the agent differs from the runtime's own"
+import re, sys
+t = sys.argv[1]
+
+def table(path):
+    rows = {}
+    for line in open(path):
+        m = re.match(r"\s*\d+\.\s+(.*?)\s{2,}([\d.]+)%\s+([\d.]+)%\s*$", line)
+        if m:
+            rows[m.group(1)] = (float(m.group(2)), float(m.group(3)))
+    return rows
+
+want = {"Hot": r"Program\.Hot\(", "Warm": r"Program\.Warm\(", "Cold": r"Program\.Cold\(",
+        "Sleep": r"Thread\.Sleep\("}
+shares, bad = {}, []
+for name in ("bare", "agent"):
+    incl, excl = table("%s/%s.incl" % (t, name)), table("%s/%s.excl" % (t, name))
+    threads = max([e for f, (i, e) in list(incl.items()) + list(excl.items()) if f == "Threads"] or [0.0])
+    if threads > 5.0:
+        bad.append("%s: a stackless Threads node holds %.1f %% exclusive" % (name, threads))
+    got = {k: max([i for f, (i, e) in incl.items() if re.search(p, f)] or [0.0]) for k, p in want.items()}
+    total = sum(got.values())
+    if total <= 0:
+        bad.append("%s: none of %s in the report" % (name, ", ".join(want)))
+        continue
+    shares[name] = {k: 100.0 * v / total for k, v in got.items()}
+    print("  %-6s Threads exclusive %4.1f %%; of the managed threads' time: %s" % (
+        name, threads, ", ".join("%s %.1f %%" % (k, v) for k, v in shares[name].items())))
+if len(shares) == 2:
+    for k in want:
+        d = shares["agent"][k] - shares["bare"][k]
+        if abs(d) > 3.0:
+            bad.append("%s: %.1f %% with the agent, %.1f %% without" % (k, shares["agent"][k], shares["bare"][k]))
+for b in bad:
+    print("FAIL: " + b)
+sys.exit(1 if bad else 0)
+PY
+echo "dotnet-threadtime: ok"
