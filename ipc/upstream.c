@@ -918,29 +918,6 @@ ipc_up_deadline(uv_timer_t *t)
     }
 }
 
-/* 1 unless a connect to the socket at path is refused: someone listens, or it cannot tell. */
-static int
-ipc_up_someone_listens(const char *path)
-{
-    struct sockaddr_un sa;
-    int fd, rc, err;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    if (strlen(path) >= sizeof(sa.sun_path)) {
-        return 1;
-    }
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-        return 1;
-    }
-    rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-    err = errno;
-    close(fd);
-    return rc == 0 || err != ECONNREFUSED;
-}
-
 /* The PID of a name PREFIX-PID-...-socket, or 0. */
 static long
 ipc_up_stale_pid(const char *name, const char *prefix)
@@ -974,8 +951,7 @@ ipc_upstream_remove_stale(const char *dir)
 
     while (d != NULL && (de = readdir(d)) != NULL) {
         char path[IPC_PATH_MAX];
-        struct stat st;
-        long pid = 0;
+        long pid = 0, owner;
         size_t i;
         int n;
 
@@ -986,11 +962,11 @@ ipc_upstream_remove_stale(const char *dir)
             continue;
         }
         n = snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        if (n < 0 || (size_t)n >= sizeof(path) || lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-            st.st_uid != geteuid() || ipc_up_someone_listens(path)) {
+        if (n < 0 || (size_t)n >= sizeof(path)) {
             continue;
         }
-        removed += unlink(path) == 0;
+        /* a socket of this user that refuses a connection, or nothing is removed */
+        removed += ipc_sockfile_make_room(path, &owner) == 0 && owner >= 0;
     }
     if (d != NULL) {
         closedir(d);
