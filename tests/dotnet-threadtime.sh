@@ -13,17 +13,21 @@ source "$(dirname "$0")/ipc-lib.sh"
 command -v dotnet-trace >/dev/null || skip "dotnet-trace is not installed (dotnet tool install -g dotnet-trace)"
 APP=$(dotnet_project threadtime)
 
-# record NAME ENV...: dotnet-trace's defaults for 4 s, 1.5 s into a 7 s run, then its report.
+# record NAME ENV...: dotnet-trace's defaults for 4 s, 1.5 s into the app's run, then its report.
+# The app runs for up to 60 s and is stopped once the trace is written: a fixed run length
+# raced dotnet-trace's own start-up and its Stop on a loaded machine ("The target process may
+# have exited").
 record() {
   local name=$1 app
   shift
-  env "$@" dotnet "$APP" 7 >"$T/$name.out" &
+  env "$@" dotnet "$APP" 60 >"$T/$name.out" &
   app=$!
   PP_PIDS+=($app)
   for _ in $(seq 100); do grep -q ready "$T/$name.out" 2>/dev/null && break; sleep 0.1; done
   sleep 1.5
   timeout 90 dotnet-trace collect -p "$app" --duration 00:00:00:04 -o "$T/$name.nettrace" \
     >"$T/$name.collect.log" 2>&1 || { cat "$T/$name.collect.log"; fail "$name: dotnet-trace collect"; }
+  kill "$app" 2>/dev/null || true
   wait "$app" || true
   timeout 180 dotnet-trace report "$T/$name.nettrace" topN -n 60 --inclusive >"$T/$name.incl" 2>&1 &&
     timeout 180 dotnet-trace report "$T/$name.nettrace" topN -n 60 >"$T/$name.excl" 2>&1 ||
