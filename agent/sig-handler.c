@@ -280,7 +280,6 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         s->frames[0] = (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel; /* the [kernel] leaf */
         skip = 1;
     }
-    s->source = AG_SOURCE_SIGNAL;
     /* hi first: its release store (threads.c) comes after lo's, so an acquire load of a nonzero
      * hi makes the lo stored with it visible. Loaded the other way round (as before), a weakly
      * ordered processor, or a store landing between the two loads on any, could pair a new hi

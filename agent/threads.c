@@ -527,10 +527,14 @@ ag_threads_scan(void)
             continue;
         }
         tid = strtol(de->d_name, &end, 10);
-        if (*end != '\0' || tid <= 0 || ag_thread_exited_locked((int32_t)tid, now)) {
+        if (*end != '\0' || tid <= 0) {
             continue;
         }
-        t = ag_thread_register_locked((int32_t)tid, 0);
+        /* A tid whose exit hook ran lately is not registered again; but a slot that is active
+         * under it (the tid reused by a thread that registered itself since) is still seen,
+         * or the loop below would take it for gone and stop sampling it. */
+        t = ag_thread_exited_locked((int32_t)tid, now) ? ag_thread_find_locked((int32_t)tid)
+                                                       : ag_thread_register_locked((int32_t)tid, 0);
         if (t != NULL) {
             t->scan_seen = 1;
         }
