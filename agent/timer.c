@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "host/host.h"
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
@@ -278,6 +279,7 @@ ag_perf_open(int32_t tid, unsigned hz, int *fd_out)
     if (fd < 0) {
         return -errno;
     }
+    fd = host_fd_take(fd); /* high, and a host's close cannot take it (host/fds.c) */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         (rlim_t)fd + 64 > rl.rlim_cur) {
         err = -EMFILE;

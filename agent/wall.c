@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "host/host.h"
 
 struct ag_wall_fd {
     int32_t tid; /* the thread the fds belong to; 0 = none */
@@ -56,7 +57,8 @@ ag_wall_open(int32_t tid, const char *what)
     char path[64];
 
     snprintf(path, sizeof(path), "/proc/self/task/%d/%s", (int)tid, what);
-    return open(path, O_RDONLY | O_CLOEXEC);
+    return host_fd_take(open(path, O_RDONLY | O_CLOEXEC)); /* high, and the host's close cannot
+                                                                take it (host/fds.c) */
 }
 
 /* The one-letter state of /proc/.../stat, or 0 when the thread is gone. */

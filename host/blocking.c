@@ -9,6 +9,7 @@
  *                        without a signal, agent/wall.c), and an EINTR that one of the agent's
  *                        signals caused is retried with the time left, so the host never sees it
  *   read recv recvfrom accept accept4
+ *                        (an fd accept or accept4 gives the library moves high, fds.c)
  *   pthread_cond_wait pthread_cond_timedwait pthread_join
  *                        interposed for the recorded stack only: these are restarted by
  *                        SA_RESTART (the agent's handler has it) or never fail with EINTR
@@ -431,15 +432,19 @@ accept(int fd, struct sockaddr *sa, socklen_t *salen)
     void *t;
     int rc, err;
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(fd, sa, salen) : (errno = ENOSYS, -1);
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if ((h = host_agent_active()) == NULL) {
+        return host_fds_created(real(fd, sa, salen), __builtin_return_address(0));
     }
     t = h->blocking_enter(HOST_FA);
     rc = real(fd, sa, salen);
     err = errno;
     h->blocking_leave(t);
     errno = err;
-    return rc;
+    return host_fds_created(rc, __builtin_return_address(0));
 }
 
 HOST_EXPORT int
@@ -452,15 +457,19 @@ accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
     void *t;
     int rc, err;
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(fd, sa, salen, flags) : (errno = ENOSYS, -1);
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if ((h = host_agent_active()) == NULL) {
+        return host_fds_created(real(fd, sa, salen, flags), __builtin_return_address(0));
     }
     t = h->blocking_enter(HOST_FA);
     rc = real(fd, sa, salen, flags);
     err = errno;
     h->blocking_leave(t);
     errno = err;
-    return rc;
+    return host_fds_created(rc, __builtin_return_address(0));
 }
 
 HOST_EXPORT int

@@ -18,7 +18,7 @@ static const char *
 host_agent_anchors(void)
 {
     static const char *const volatile anchors[] = { &host_anchor_threads, &host_anchor_blocking,
-                                                    &host_anchor_signals };
+                                                    &host_anchor_signals, &host_anchor_fds };
 
     return anchors[0];
 }

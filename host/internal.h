@@ -53,6 +53,11 @@ host_agent_active(void)
  */
 #define HOST_ANCHOR(file) const char host_anchor_##file = 1
 extern const char host_anchor_threads, host_anchor_blocking, host_anchor_signals;
+extern const char host_anchor_fds;
 extern const char host_anchor_exit, host_anchor_exec, host_anchor_creds, host_anchor_sockets;
+
+/* fd came from a call whose return address is ra: the library's fds move high and are
+ * registered (fds.c); returns the fd to hand back. */
+int host_fds_created(int fd, const void *ra);
 
 #endif /* HOST_INTERNAL_H */

@@ -1,0 +1,25 @@
+# The host contract (host/, docs/architecture.md "The host contract"): small hosts of our own
+# (tests/hosts/*.c) run bare and under the agent by tests/host-contract.sh, which compares their
+# output (their per-call results) and exit status. Not labelled slow: CI's ASan+UBSan stage runs
+# them against the sanitized library too.
+foreach(host fds)
+  add_executable(host-${host} ${CMAKE_SOURCE_DIR}/tests/hosts/${host}.c)
+  set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
+  target_link_libraries(host-${host} PRIVATE pthread)
+endforeach()
+
+# pp_add_host_contract(NAME HOST ARGS...): one case, run bare, recorded in CPU and wall mode and
+# collected in listen mode.
+function(pp_add_host_contract name host)
+  add_test(NAME host-contract-${name}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/host-contract.sh ${host} ${ARGN})
+  set_tests_properties(host-contract-${name} PROPERTIES TIMEOUT 180
+    LABELS "integration;host-contract"
+    ENVIRONMENT "PP_SOURCE_DIR=${CMAKE_SOURCE_DIR};PP_BINARY_DIR=${CMAKE_BINARY_DIR};PATH=${PP_TEST_PATH_DIR}:$ENV{PATH}"
+    SKIP_RETURN_CODE 77)
+endfunction()
+
+pp_add_host_contract(fds-closeloop fds closeloop)
+pp_add_host_contract(fds-range fds range)
+pp_add_host_contract(fds-from fds from)
+pp_add_host_contract(fds-dup2 fds dup2)
