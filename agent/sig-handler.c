@@ -5,8 +5,8 @@
  * rt_tgsigqueueinfo), finds the thread's slot
  * through initial-exec TLS (or by tid, lock-free), walks the interrupted stack into a free slot
  * of the thread's preallocated ring and publishes it. A full ring counts a drop. It ignores
- * signals it did not request (there is no chaining to a previous handler: ag_start() refuses a
- * signal that already has one). Must not allocate, lock, log, or leave errno changed.
+ * instances of its signal it did not send to the host's disposition (host_signal_chain, which
+ * host/sig-chain.c keeps async-signal-safe). Must not allocate, lock, log, or leave errno changed.
  */
 #include <errno.h>
 #include <signal.h>
@@ -17,6 +17,7 @@
 
 #include "agent/internal.h"
 #include "agent/symbols-internal.h"
+#include "host/host.h"
 
 uint64_t
 ag_sig_now_ns(clockid_t clk)
@@ -132,15 +133,11 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     unsigned hz;
     int eintr;
 
-    (void)signo;
     atomic_fetch_add_explicit(&ag.inflight, 1, memory_order_seq_cst);
-    if (!atomic_load_explicit(&ag.running, memory_order_seq_cst)) {
-        goto out;
-    }
     if (info->si_code == POLL_IN) {
         mode = AG_MODE_CPU; /* a perf_event overflow (F_SETSIG); si_fd is checked below */
         engine = AG_CPU_ENGINE_PERF;
-    } else if (info->si_code == SI_TIMER) {
+    } else if (info->si_code == SI_TIMER && info->si_value.sival_int == AG_TIMER_SIVAL) {
         mode = AG_MODE_CPU;
         engine = AG_CPU_ENGINE_TIMER;
         if (info->si_overrun > 0) {
@@ -151,7 +148,21 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
                info->si_pid == ag.pid) {
         mode = AG_MODE_WALL;
     } else {
-        goto out; /* not ours: another sender of this signal */
+        /* Not ours: the host's (kill, raise, its timer, setitimer): its disposition decides. */
+        atomic_fetch_sub_explicit(&ag.inflight, 1, memory_order_release);
+        errno = saved_errno;
+        host_signal_chain(signo, info, uctx);
+        return;
+    }
+    if (!atomic_load_explicit(&ag.running, memory_order_seq_cst)) {
+        goto out;
+    }
+    if (((const ucontext_t *)uctx)->uc_stack.ss_flags & SS_ONSTACK) {
+        /* The interrupted code runs on an alternate signal stack (a host handler installed
+         * where host/ could not add the signal to its mask): too small a stack to walk from, and
+         * not the thread's. No sample; counted. */
+        atomic_fetch_add_explicit(&ag.n_offstack, 1, memory_order_relaxed);
+        goto out;
     }
     atomic_fetch_add_explicit(&ag_tls_signals, 1, memory_order_relaxed);
     eintr = ag_sig_regs(uctx, &pc, &sp, &fp);

@@ -7,9 +7,10 @@
  *   blocking.c   nanosleep clock_nanosleep usleep sleep poll ppoll select epoll_wait epoll_pwait
  *                read recv recvfrom accept accept4 pthread_cond_wait pthread_cond_timedwait
  *                pthread_join
- *   signals.c    pthread_sigmask sigprocmask
+ *   signals.c    pthread_sigmask sigprocmask sigaction signal bsd_signal sysv_signal
  *   exit.c       _exit _Exit
- *   exec.c       execve execv execvp execvpe execl execlp execle
+ *   exec.c       execve execv execvp execvpe execl execlp execle posix_spawn posix_spawnp
+ *                system
  *   creds.c      setuid setgid seteuid setegid setreuid setregid setresuid setresgid setgroups
  *   sockets.c    bind connect unlink
  *   fds.c        close close_range closefrom dup2 dup3 syscall eventfd epoll_create
@@ -111,6 +112,23 @@ host_pthread_create_fn host_real_pthread_create(void);
  * attr may be NULL. Returns 0 or -errno. Context: any thread but a signal handler.
  */
 int host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+
+/*
+ * The library's signal (signals.c, sig-chain.c). host_signal_claim installs handler for signo
+ * (SA_SIGINFO | SA_RESTART) with the real sigaction; the disposition found there (SIG_DFL, an
+ * inherited SIG_IGN, a handler installed before) becomes the host's, and so does every later
+ * sigaction, signal, bsd_signal or sysv_signal of signo by the host: recorded and reported back
+ * in oldact, never installed. Host handlers with SA_ONSTACK get signo added to their mask, so
+ * that it never lands on a small alternate stack. Returns 0 or -errno. host_signal_release puts
+ * the host's disposition in place (pending instances discarded). Context: any thread but a
+ * signal handler, one caller at a time (the agent's life lock).
+ */
+int host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *));
+void host_signal_release(int signo);
+/* SIGNAL CONTEXT: the library's handler got an instance of its signal it did not send (a kill,
+ * the host's timer or setitimer): it goes where the host's disposition says (its handler with
+ * its mask and flags, nothing for SIG_IGN, the default action for SIG_DFL). */
+void host_signal_chain(int signo, siginfo_t *info, void *uctx);
 
 /* The real pthread_sigmask (signals.c), for the library's own masking on host threads: the
  * interposer's bookkeeping is for the host's. Returns 0 or an error number, as libc's. */
