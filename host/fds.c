@@ -17,10 +17,10 @@
  *                    eventfd, signal pipes and the spare /dev/null it keeps for EMFILE, the IPC
  *                    sockets, the manager's eventfd, the files it reads; accept and accept4 of
  *                    blocking.c do the same for connections) moves to a high number
- *                    (F_DUPFD_CLOEXEC from a quarter below RLIMIT_NOFILE or 1024, host_fds_base) and is
- *                    registered in a lock-free set: the host's low numbers are its own, as bare.
- *                    host_fd_take() does the same for fds the library opens by other means
- *                    (perf_event_open). fopen's fds are libc's own and are not seen.
+ *                    (F_DUPFD_CLOEXEC from a quarter below RLIMIT_NOFILE or 1024, host_fds_base)
+ * and is registered in a lock-free set: the host's low numbers are its own, as bare. host_fd_take()
+ * does the same for fds the library opens by other means (perf_event_open). fopen's fds are libc's
+ * own and are not seen.
  *
  * A call is the library's when it comes from one of the library's threads
  * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts

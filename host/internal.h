@@ -54,7 +54,7 @@ host_agent_active(void)
  */
 #define HOST_ANCHOR(file) const char host_anchor_##file = 1
 extern const char host_anchor_threads, host_anchor_blocking, host_anchor_signals;
-extern const char host_anchor_fds;
+extern const char host_anchor_fds, host_anchor_eintr;
 extern const char host_anchor_exit, host_anchor_exec, host_anchor_creds, host_anchor_sockets;
 
 /*

@@ -9,6 +9,8 @@
  *   signals ignore    signal(SIGPROF, SIG_IGN), then raise() 5 times: it lives
  *   signals spawn     started with SIGPROF ignored (as under nohup-style parents): children by
  *                     posix_spawn, system() and fork+exec send themselves SIGPROF and live
+ *   signals sleep     sleep(2) cut short by its own SIGALRM after 0.3, 1.3 and 1.7 s: what
+ *                     sleep() returns (glibc: the whole seconds left, 1, 0, 0)
  *   signals altstack  SIGUSR1 and SIGSEGV-style handlers with SA_ONSTACK on a 6 KiB
  *                     sigaltstack, raised 2000 times while burning CPU
  */
@@ -167,6 +169,31 @@ altstack(void)
     return 0;
 }
 
+static void
+on_alarm(int sig)
+{
+    (void)sig;
+}
+
+static int
+sleep_left(void)
+{
+    static const long us[] = { 300000, 1300000, 1700000 };
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_alarm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    for (int i = 0; i < 3; i++) {
+        struct itimerval it = { { 0, 0 }, { us[i] / 1000000, us[i] % 1000000 } };
+
+        setitimer(ITIMER_REAL, &it, NULL);
+        printf("sleep(2) interrupted after %ld ms: returned %u\n", us[i] / 1000, sleep(2));
+    }
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -183,9 +210,12 @@ main(int argc, char **argv)
     if (strcmp(how, "spawn") == 0) {
         return spawn(argv);
     }
+    if (strcmp(how, "sleep") == 0) {
+        return sleep_left();
+    }
     if (strcmp(how, "altstack") == 0) {
         return altstack();
     }
-    fprintf(stderr, "usage: signals handler|ignore|spawn|altstack\n");
+    fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack\n");
     return 2;
 }
