@@ -9,6 +9,8 @@
  *   fds range       close_range(3, ~0U, 0)
  *   fds from        closefrom(3)
  *   fds dup2        dup2() of a log file over 3..40, then a line written through each
+ *   fds dup2high    the same over 768..800, where the library keeps its fds (host/fds.c): it
+ *                   gives them up and stops, and the host's calls work as bare
  *
  * Then a pipe carries 4 MiB from a thread to the main thread while both burn CPU, and a file is
  * written and read back; every count is printed.
@@ -70,7 +72,7 @@ close_loop(void)
 }
 
 static void
-dup2_log(const char *dir)
+dup2_log(const char *dir, int lo, int hi)
 {
     char path[4096];
     struct stat st;
@@ -79,13 +81,13 @@ dup2_log(const char *dir)
 
     snprintf(path, sizeof(path), "%s/host-fds-%d.log", dir, (int)getpid());
     log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
-    for (fd = 3; fd <= 40; fd++) {
+    for (fd = lo; fd <= hi; fd++) {
         if (fd != log && dup2(log, fd) != fd) {
             fails++;
         }
     }
-    printf("dup2 over 3..40: %d failed\n", fails);
-    for (fd = 3; fd <= 40; fd++) {
+    printf("dup2 over %d..%d: %d failed\n", lo, hi, fails);
+    for (fd = lo; fd <= hi; fd++) {
         char line[32];
         int n = snprintf(line, sizeof(line), "line through fd %d\n", fd);
 
@@ -94,8 +96,11 @@ dup2_log(const char *dir)
         }
     }
     host_burn_us(300000); /* the profiler samples, drains and writes meanwhile */
-    for (fd = 3; fd <= 40; fd++) {
+    for (fd = lo; fd <= hi; fd++) {
         close(fd);
+    }
+    if (lo > log || hi < log) {
+        close(log);
     }
     printf("log: %s\n", stat(path, &st) == 0 && (size_t)st.st_size == want
                                 ? "exactly the host's lines"
@@ -122,9 +127,11 @@ main(int argc, char **argv)
         closefrom(3);
         printf("closefrom(3)\n");
     } else if (strcmp(how, "dup2") == 0) {
-        dup2_log(getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
+        dup2_log(getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp", 3, 40);
+    } else if (strcmp(how, "dup2high") == 0) {
+        dup2_log(getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp", 768, 800);
     } else {
-        fprintf(stderr, "usage: fds closeloop|range|from|dup2\n");
+        fprintf(stderr, "usage: fds closeloop|range|from|dup2|dup2high\n");
         return 2;
     }
     if (pipe(p) != 0) {
