@@ -2,7 +2,7 @@
 # (tests/hosts/*.c) run bare and under the agent by tests/host-contract.sh, which compares their
 # output (their per-call results) and exit status. Not labelled slow: CI's ASan+UBSan stage runs
 # them against the sanitized library too.
-foreach(host fds signals eintr)
+foreach(host fds signals eintr stress)
   add_executable(host-${host} ${CMAKE_SOURCE_DIR}/tests/hosts/${host}.c)
   set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
   target_link_libraries(host-${host} PRIVATE pthread)
@@ -30,3 +30,7 @@ pp_add_host_contract(signals-spawn signals spawn)
 pp_add_host_contract(signals-altstack signals altstack)
 pp_add_host_contract(signals-sleep signals sleep)
 pp_add_host_contract(eintr eintr)
+# Sessions start and stop in a loop while host threads and a host signal handler call the
+# interposers: CPU and wall mode, record, listen, and the loop of sessions.
+pp_add_host_contract(stress stress)
+set_property(TEST host-contract-stress APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall sessions")

@@ -5,7 +5,9 @@
 # included) runs bare, under `pipeprof record` in CPU and in wall mode at 1000 Hz, and preloaded
 # in listen mode with `pipeprof collect -p` sampling it in wall mode at 1000 Hz. Its standard
 # output and exit status must be the bare run's every time, and each recording must be readable.
-# HC_MODES (default "cpu wall listen") picks the runs.
+# HC_MODES (default "cpu wall listen") picks the runs; "sessions" runs the host preloaded while
+# sessions of `pipeprof collect -p` start and stop against it in a loop, CPU and wall mode in
+# turn, until it exits.
 source "$(dirname "$0")/ipc-lib.sh"
 NAME=$1
 shift
@@ -20,6 +22,11 @@ set -e
 same() { # RUN RC: RUN's output and status are the bare run's
   [[ $2 == "$rc_bare" ]] || { cat "$T/$1.err" >&2; fail "$NAME $*: exit status $2, bare $rc_bare"; }
   diff -u "$T/bare.out" "$T/$1.out" >&2 || { cat "$T/$1.err" >&2; fail "$NAME $*: the output changed"; }
+}
+
+alive() { # PID runs (an exited child stays a zombie until waited for: kill -0 succeeds on it)
+  local st
+  st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ $st != Z && $st != X ]]
 }
 
 readable() { # TRACE: pipeprof reads it
@@ -61,6 +68,35 @@ for run in ${HC_MODES:-cpu wall listen}; do
     same listen "$rc"
     [[ $rc_c == 0 ]] || { cat "$T/collect.log" >&2; fail "$NAME $*: pipeprof collect -p failed"; }
     readable "$T/listen.nettrace"
+    ;;
+  sessions)
+    set +e
+    LD_PRELOAD=$PRELOAD "$HOST" "$@" >"$T/sessions.out" 2>"$T/sessions.err" &
+    H=$!
+    set -e
+    PP_PIDS+=($H)
+    wait_socket "$H" >/dev/null
+    n=0
+    while alive "$H"; do
+      mode=cpu
+      ((n % 2)) && mode=wall
+      if ! "$PIPEPROF" collect -p "$H" --duration 0.3 -o "$T/s$n.nettrace" \
+        --providers "Microsoft-DotNETCore-SampleProfiler:0:4:mode=$mode;hz=1000,pipeprof:0:4" \
+        >"$T/s$n.log" 2>&1; then
+        # A session the host's exit cut short is no failure; one refused while it runs is.
+        if alive "$H"; then
+          cat "$T/s$n.log" "$T/sessions.err" >&2
+          fail "$NAME: session $n failed while the host ran"
+        fi
+      fi
+      n=$((n + 1))
+    done
+    set +e
+    wait "$H"
+    rc=$?
+    set -e
+    same sessions "$rc"
+    note "$NAME: $n sessions started and stopped while it ran"
     ;;
   esac
   note "$NAME $* ($run): output and status as bare"
