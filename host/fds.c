@@ -279,7 +279,10 @@ close(int fd)
     return real != NULL ? real(fd) : (int)syscall(SYS_close, fd);
 }
 
-HOST_EXPORT long
+/* Six arguments are read whatever the call takes, as libc's syscall() passes six registers: the
+ * last ones may lie past what the caller pushed (AddressSanitizer would call that a stack
+ * underflow; the memory is the caller's stack, and the values are never used). */
+HOST_EXPORT __attribute__((no_sanitize_address)) long
 syscall(long n, ...)
 {
     host_syscall_fn real = HOST_REAL(host_syscall_fn, syscall);
