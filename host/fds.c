@@ -201,6 +201,18 @@ host_fds_base(void)
     return top < 64 ? -1 : (int)(top - top / 4);
 }
 
+static _Atomic(void *) host_fds_real_close;
+
+/* libc's close, so that a sanitizer's interceptor sees the fd go (ThreadSanitizer tracks fds, and
+ * a number closed behind its back and reused looked like a race between its two owners). */
+static int
+host_fds_close_real(int fd)
+{
+    int (*real)(int) = (int (*)(int))host_real(&host_fds_real_close, "close");
+
+    return real != NULL ? real(fd) : (int)syscall(SYS_close, fd);
+}
+
 int
 host_fd_take(int fd)
 {
@@ -213,10 +225,10 @@ host_fd_take(int fd)
     base = host_fds_base();
     high = base > fd ? fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
     if (high >= 0 && high < HOST_FDS_MAX) {
-        syscall(SYS_close, fd);
+        host_fds_close_real(fd);
         fd = high;
     } else if (high >= 0) {
-        syscall(SYS_close, high);
+        host_fds_close_real(high);
     }
     if (fd < HOST_FDS_MAX) {
         host_fd_mark(fd, 1);
@@ -266,9 +278,6 @@ host_fds_init(void)
 HOST_EXPORT int
 close(int fd)
 {
-    static _Atomic(void *) real_close;
-    int (*real)(int) = HOST_REAL(int (*)(int), close);
-
     if (host_fd_is_owned(fd)) {
         if (!host_fds_library_call(__builtin_return_address(0))) {
             errno = EBADF; /* the number was free in the bare run */
@@ -276,7 +285,7 @@ close(int fd)
         }
         host_fd_mark(fd, 0);
     }
-    return real != NULL ? real(fd) : (int)syscall(SYS_close, fd);
+    return host_fds_close_real(fd);
 }
 
 /* Six arguments are read whatever the call takes, as libc's syscall() passes six registers: the
@@ -382,7 +391,7 @@ closefrom(int lo)
     max = (int)sysconf(_SC_OPEN_MAX);
     for (fd = lo; fd < max; fd++) {
         if (!host_fd_is_owned(fd)) {
-            syscall(SYS_close, fd);
+            host_fds_close_real(fd);
         }
     }
 }
