@@ -9,6 +9,10 @@
  *                    read the host's new pipe (8 to 41 % of its bytes lost), libuv aborted at
  *                    exit on its closed epoll fd (status 134), and nettrace bytes or an eventfd
  *                    counter went into the host's log file.
+ *   fopen fclose opendir closedir
+ *                    interposed for the library's own reads of /proc files and directories:
+ *                    its read-only fopen and its opendir open the fd here (high, registered),
+ *                    and fclose and closedir forget it; the host's calls are libc's.
  *   syscall          interposed for SYS_close only: libuv closes its fds with syscall(SYS_close),
  *                    and a host's raw close of a library fd gets the EBADF of close() too; every
  *                    other system call passes through with its six arguments.
@@ -42,11 +46,14 @@
  * dup2 over 3..40, then a pipe and files of the host's own, bare against preloaded, CPU and
  * wall, record and listen mode: same output, same per-call error counts, exit 0).
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -534,4 +541,99 @@ pipe2(int fds[2], int flags)
         fds[1] = host_fd_take(fds[1]);
     }
     return rc;
+}
+
+/*
+ * The library reads /proc files and directories through stdio and dirent, whose fds libc opens
+ * and closes without the calls above: a host closing every fd meanwhile closed them, and the
+ * library's fclose or closedir would then close the number the host had reused. For the library's
+ * own read-only fopen and its opendir the fd is opened here instead (high, registered), and
+ * fclose and closedir forget it first. Every other call is libc's.
+ */
+HOST_EXPORT FILE *
+fopen(const char *path, const char *mode)
+{
+    static _Atomic(void *) real_p;
+    FILE *(*real)(const char *, const char *) =
+            (FILE * (*)(const char *, const char *)) host_real(&real_p, "fopen");
+    FILE *f;
+    int fd;
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return NULL;
+    }
+    if (mode[0] != 'r' || strchr(mode, '+') != NULL ||
+        !host_fds_library_call(__builtin_return_address(0))) {
+        return real(path, mode);
+    }
+    fd = host_fd_take(open(path, O_RDONLY | O_CLOEXEC));
+    if (fd < 0) {
+        return NULL;
+    }
+    f = fdopen(fd, mode);
+    if (f == NULL) {
+        host_fd_forget(fd);
+        host_fds_close_real(fd);
+    }
+    return f;
+}
+
+HOST_EXPORT int
+fclose(FILE *f)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(FILE *) = (int (*)(FILE *))host_real(&real_p, "fclose");
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return EOF;
+    }
+    if (host_fd_is_owned(fileno(f)) && host_fds_library_call(__builtin_return_address(0))) {
+        host_fd_forget(fileno(f));
+    }
+    return real(f);
+}
+
+HOST_EXPORT DIR *
+opendir(const char *path)
+{
+    static _Atomic(void *) real_p;
+    DIR *(*real)(const char *) = (DIR * (*)(const char *)) host_real(&real_p, "opendir");
+    DIR *d;
+    int fd;
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return NULL;
+    }
+    if (!host_fds_library_call(__builtin_return_address(0))) {
+        return real(path);
+    }
+    fd = host_fd_take(open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (fd < 0) {
+        return NULL;
+    }
+    d = fdopendir(fd);
+    if (d == NULL) {
+        host_fd_forget(fd);
+        host_fds_close_real(fd);
+    }
+    return d;
+}
+
+HOST_EXPORT int
+closedir(DIR *d)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(DIR *) = (int (*)(DIR *))host_real(&real_p, "closedir");
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (host_fd_is_owned(dirfd(d)) && host_fds_library_call(__builtin_return_address(0))) {
+        host_fd_forget(dirfd(d));
+    }
+    return real(d);
 }
