@@ -276,7 +276,8 @@ ag_start(const struct ag_config *cfg)
     }
     err = ag_signal_install(cfg->signo);
     if (err != 0) {
-        ag_log(AG_LOG_ERROR, "signal %d already has a handler; not sampling", cfg->signo);
+        ag_log(AG_LOG_ERROR, "signal %d cannot be installed (%s); not sampling", cfg->signo,
+               strerror(-err));
         ag_threads_stop();
         goto out;
     }

@@ -28,7 +28,9 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free int");
 #define AG_TLS __attribute__((tls_model("initial-exec")))
 
 /* si_value of the wall sampler's rt_tgsigqueueinfo(): tells the handler it is a wall sample. */
-#define AG_WALL_SIVAL 0x70707770
+#define AG_WALL_SIVAL  0x70707770
+/* si_value of the agent's CPU-time timers: a timer of the host's with the same signal is not. */
+#define AG_TIMER_SIVAL 0x70707771
 
 /*
  * Per-thread single-producer/single-consumer ring of fixed-size sample slots.
@@ -275,7 +277,6 @@ struct ag_agent {
     unsigned threads_cap;
     _Atomic unsigned high; /* slots [0, high) have been used */
     int signo;
-    struct sigaction old_sa;
     pid_t pid;
     int remote_read_ok; /* process_vm_readv on self works (no seccomp block) */
     pthread_t manager;
@@ -298,7 +299,8 @@ struct ag_agent {
     _Atomic unsigned hz_wall;
     /* Counters (relaxed atomics). */
     _Atomic uint64_t n_samples, n_cpu, n_wall, n_waiting, n_lost, n_overruns;
-    _Atomic uint64_t n_threads, n_threads_dropped, n_eintr_seen, n_eintr_absorbed, n_cfi_steps;
+    _Atomic uint64_t n_threads, n_threads_dropped, n_eintr_seen, n_offstack, n_eintr_absorbed,
+            n_cfi_steps;
     _Atomic uint64_t n_not_code;       /* stacks cut at a frame outside every executable mapping */
     _Atomic uint64_t n_wall_unsampled; /* wall intervals a thread missed (also in n_lost) */
     _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused, n_cpu_tails;

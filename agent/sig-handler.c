@@ -5,8 +5,8 @@
  * rt_tgsigqueueinfo), finds the thread's slot
  * through initial-exec TLS (or by tid, lock-free), walks the interrupted stack into a free slot
  * of the thread's preallocated ring and publishes it. A full ring counts a drop. It ignores
- * signals it did not request (there is no chaining to a previous handler: ag_start() refuses a
- * signal that already has one). Must not allocate, lock, log, or leave errno changed.
+ * instances of its signal it did not send to the host's disposition (host_signal_chain, which
+ * host/sig-chain.c keeps async-signal-safe). Must not allocate, lock, log, or leave errno changed.
  */
 #include <errno.h>
 #include <signal.h>
@@ -18,6 +18,7 @@
 #include "agent/arch.h"
 #include "agent/internal.h"
 #include "agent/symbols-internal.h"
+#include "host/host.h"
 
 uint64_t
 ag_sig_now_ns(clockid_t clk)
@@ -118,7 +119,6 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     int eintr, in_kernel = 0, site = 0;
     uint32_t skip = 0, kernel_w = 0;
 
-    (void)signo;
     /* Dekker's pattern with ag_stop(): it stores running = 0 and then reads inflight, the handler
      * increments inflight and then reads running, all sequentially consistent, so on any
      * processor at least one of the two sees the other's write: ag_stop() waits for this
@@ -127,13 +127,10 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
      * as store buffers allow on x86 too.) The decrement at out: is a release, paired with
      * ag_stop()'s loads of inflight, so the slot written here is complete before it is freed. */
     atomic_fetch_add_explicit(&ag.inflight, 1, memory_order_seq_cst);
-    if (!atomic_load_explicit(&ag.running, memory_order_seq_cst)) {
-        goto out;
-    }
     if (info->si_code == POLL_IN) {
         mode = AG_MODE_CPU; /* a perf_event overflow (F_SETSIG); si_fd is checked below */
         engine = AG_CPU_ENGINE_PERF;
-    } else if (info->si_code == SI_TIMER) {
+    } else if (info->si_code == SI_TIMER && info->si_value.sival_int == AG_TIMER_SIVAL) {
         mode = AG_MODE_CPU;
         engine = AG_CPU_ENGINE_TIMER;
         if (info->si_overrun > 0) {
@@ -144,7 +141,21 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
                info->si_pid == ag.pid) {
         mode = AG_MODE_WALL;
     } else {
-        goto out; /* not ours: another sender of this signal */
+        /* Not ours: the host's (kill, raise, its timer, setitimer): its disposition decides. */
+        atomic_fetch_sub_explicit(&ag.inflight, 1, memory_order_release);
+        errno = saved_errno;
+        host_signal_chain(signo, info, uctx);
+        return;
+    }
+    if (!atomic_load_explicit(&ag.running, memory_order_seq_cst)) {
+        goto out;
+    }
+    if (((const ucontext_t *)uctx)->uc_stack.ss_flags & SS_ONSTACK) {
+        /* The interrupted code runs on an alternate signal stack (a host handler installed
+         * where host/ could not add the signal to its mask): too small a stack to walk from, and
+         * not the thread's. No sample; counted. */
+        atomic_fetch_add_explicit(&ag.n_offstack, 1, memory_order_relaxed);
+        goto out;
     }
     atomic_fetch_add_explicit(&ag_tls_signals, 1, memory_order_relaxed);
     /* Registers of the interrupted context, and whether it was a syscall about to return

@@ -25,6 +25,7 @@
 
 #include "agent/cfi.h"
 #include "agent/internal.h"
+#include "host/host.h"
 
 __thread struct ag_thread *ag_tls_thread AG_TLS;
 __thread int32_t ag_tls_tid AG_TLS;
@@ -460,6 +461,7 @@ ag_thread_exclude_self(void)
     struct ag_thread *t;
 
     ag_tls_excluded = 1;
+    host_thread_mark_library(); /* its fds are the library's (host/fds.c) */
     pthread_mutex_lock(&ag.reg_lock);
     if (!ag_thread_is_excluded_locked(tid) && ag_threads_n_excluded < AG_EXCLUDED_MAX) {
         ag_threads_excluded[ag_threads_n_excluded++] = tid;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "host/host.h"
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
@@ -32,44 +33,21 @@
 int
 ag_signal_install(int signo)
 {
-    struct sigaction sa, old;
+    /* A disposition the host has (its handler, SIG_IGN, SIG_DFL) stays the host's: host/ records
+     * it, reports it to the host's sigaction, and the handler passes it every instance of the
+     * signal the agent did not send (host_signal_chain). */
+    int err = host_signal_claim(signo, ag_sig_handler);
 
-    if (sigaction(signo, NULL, &old) != 0) {
-        return -errno;
-    }
-    /* There is no chaining: a handler someone else installed would lose its signals. */
-    if ((old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != ag_sig_handler
-                                    : (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)) {
-        return -EBUSY;
-    }
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = ag_sig_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(signo, &sa, NULL) != 0) {
-        return -errno;
-    }
-    if (ag.signo != signo) {
+    if (err == 0 && ag.signo != signo) {
         ag.signo = signo; /* interposers read it unlocked, across a stop and a start too */
     }
-    ag.old_sa = old;
-    return 0;
+    return err;
 }
 
 void
 ag_signal_restore(void)
 {
-    struct sigaction ign;
-
-    /* A wall signal may still be queued for a thread that has not run yet; under the previous
-     * disposition (SIG_DFL for SIGPROF terminates) it would kill the host. Setting SIG_IGN
-     * discards every pending instance, in every thread, before the old disposition returns.
-     * (Deleted timers already withdrew theirs.) */
-    memset(&ign, 0, sizeof(ign));
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    sigaction(ag.signo, &ign, NULL);
-    sigaction(ag.signo, &ag.old_sa, NULL);
+    host_signal_release(ag.signo);
 }
 
 void
@@ -131,6 +109,7 @@ ag_cpu_timer_create(int32_t tid, timer_t *out)
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = ag.signo;
     sev.sigev_notify_thread_id = tid;
+    sev.sigev_value.sival_int = AG_TIMER_SIVAL; /* the agent's, told from a host timer's */
     return timer_create(ag_thread_cpu_clock(tid), &sev, out) == 0 ? 0 : -errno;
 }
 
@@ -302,6 +281,7 @@ ag_perf_open(int32_t tid, unsigned hz, int *fd_out)
     if (fd < 0) {
         return -errno;
     }
+    fd = host_fd_take(fd); /* high, and a host's close cannot take it (host/fds.c) */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         (rlim_t)fd + 64 > rl.rlim_cur) {
         err = -EMFILE;

@@ -44,6 +44,7 @@
 
 #include "agent/internal.h"
 #include "agent/symbols-internal.h"
+#include "host/host.h"
 
 /* Reads /proc/TID/task/TID/what into buf (NUL-terminated): bytes read, or -errno. */
 static ssize_t
@@ -54,7 +55,8 @@ ag_wall_read(int32_t tid, const char *what, char *buf, size_t size)
     int fd;
 
     snprintf(path, sizeof(path), "/proc/%d/task/%d/%s", (int)tid, (int)tid, what);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = host_fd_take(open(path, O_RDONLY | O_CLOEXEC)); /* high: the host's close cannot
+                                                          take it (host/fds.c) */
     if (fd < 0) {
         return -errno;
     }

@@ -8,14 +8,20 @@
  *                        thread's stack (the wall sampler reports a blocked thread from it,
  *                        without a signal, agent/wall.c), and an EINTR that one of the agent's
  *                        signals caused is retried with the time left, so the host never sees it
- *   read recv recvfrom accept accept4
+ *   read recv recvfrom   interposed for the recorded stack; restarted by SA_RESTART (the agent's
+ *                        handler has it) except on a socket with SO_RCVTIMEO, where an EINTR
+ *                        the agent caused is retried (the timeout then starts again)
+ *   accept accept4
  *   pthread_cond_wait pthread_cond_timedwait pthread_join
  *                        interposed for the recorded stack only: these are restarted by
- *                        SA_RESTART (the agent's handler has it) or never fail with EINTR
+ *                        SA_RESTART or never fail with EINTR (an fd accept or accept4 gives the
+ *                        library moves high, fds.c)
+ *   (eintr.c has the calls the kernel never restarts beyond these)
  *
  * What the host may rely on: results, errno and out-parameters (rem, the fd sets, revents) are
  * libc's; a sleep or wait takes its full time however often the agent samples (timeouts are
- * recomputed from CLOCK_MONOTONIC across a retry); an EINTR from a signal of the host's own
+ * recomputed from CLOCK_MONOTONIC across a retry); sleep() cut short returns glibc's whole
+ * seconds left (truncated, host-contract-signals-sleep); an EINTR from a signal of the host's own
  * reaches it, unless one of the agent's arrived during the same call (XXX below). Without the
  * agent's hooks, or on the agent's own threads, every call goes straight to libc.
  *
@@ -175,7 +181,8 @@ sleep(unsigned int s)
     if (host_nanosleep(&ts, &rem, HOST_FA) == 0) {
         return 0;
     }
-    return (unsigned)rem.tv_sec + (rem.tv_nsec > 0 ? 1u : 0u);
+    /* glibc returns the whole seconds left (truncated): interrupted 0.3 s into sleep(3), 2. */
+    return (unsigned)rem.tv_sec;
 }
 
 /*
@@ -363,14 +370,18 @@ read(int fd, void *buf, size_t len)
     const struct host_agent_hooks *h;
     void *t;
     ssize_t rc;
+    uint32_t sig0;
     int err;
 
     if (real == NULL || (h = host_agent_active()) == NULL) {
         return real != NULL ? real(fd, buf, len) : (errno = ENOSYS, -1);
     }
     t = h->blocking_enter(HOST_FA);
-    rc = real(fd, buf, len);
-    err = errno;
+    do { /* restarted by SA_RESTART, unless the socket has SO_RCVTIMEO */
+        sig0 = h->signals_handled();
+        rc = real(fd, buf, len);
+        err = errno;
+    } while (host_absorb(h, (int)rc, err, sig0));
     h->blocking_leave(t);
     errno = err;
     return rc;
@@ -385,14 +396,18 @@ recv(int fd, void *buf, size_t len, int flags)
     const struct host_agent_hooks *h;
     void *t;
     ssize_t rc;
+    uint32_t sig0;
     int err;
 
     if (real == NULL || (h = host_agent_active()) == NULL) {
         return real != NULL ? real(fd, buf, len, flags) : (errno = ENOSYS, -1);
     }
     t = h->blocking_enter(HOST_FA);
-    rc = real(fd, buf, len, flags);
-    err = errno;
+    do { /* restarted by SA_RESTART, unless the socket has SO_RCVTIMEO */
+        sig0 = h->signals_handled();
+        rc = real(fd, buf, len, flags);
+        err = errno;
+    } while (host_absorb(h, (int)rc, err, sig0));
     h->blocking_leave(t);
     errno = err;
     return rc;
@@ -408,14 +423,18 @@ recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_
     const struct host_agent_hooks *h;
     void *t;
     ssize_t rc;
+    uint32_t sig0;
     int err;
 
     if (real == NULL || (h = host_agent_active()) == NULL) {
         return real != NULL ? real(fd, buf, len, flags, sa, salen) : (errno = ENOSYS, -1);
     }
     t = h->blocking_enter(HOST_FA);
-    rc = real(fd, buf, len, flags, sa, salen);
-    err = errno;
+    do { /* restarted by SA_RESTART, unless the socket has SO_RCVTIMEO */
+        sig0 = h->signals_handled();
+        rc = real(fd, buf, len, flags, sa, salen);
+        err = errno;
+    } while (host_absorb(h, (int)rc, err, sig0));
     h->blocking_leave(t);
     errno = err;
     return rc;
@@ -431,15 +450,19 @@ accept(int fd, struct sockaddr *sa, socklen_t *salen)
     void *t;
     int rc, err;
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(fd, sa, salen) : (errno = ENOSYS, -1);
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if ((h = host_agent_active()) == NULL) {
+        return host_fds_created(real(fd, sa, salen), __builtin_return_address(0));
     }
     t = h->blocking_enter(HOST_FA);
     rc = real(fd, sa, salen);
     err = errno;
     h->blocking_leave(t);
     errno = err;
-    return rc;
+    return host_fds_created(rc, __builtin_return_address(0));
 }
 
 HOST_EXPORT int
@@ -452,15 +475,19 @@ accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
     void *t;
     int rc, err;
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(fd, sa, salen, flags) : (errno = ENOSYS, -1);
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if ((h = host_agent_active()) == NULL) {
+        return host_fds_created(real(fd, sa, salen, flags), __builtin_return_address(0));
     }
     t = h->blocking_enter(HOST_FA);
     rc = real(fd, sa, salen, flags);
     err = errno;
     h->blocking_leave(t);
     errno = err;
-    return rc;
+    return host_fds_created(rc, __builtin_return_address(0));
 }
 
 HOST_EXPORT int

@@ -2,12 +2,18 @@
 /*
  * host/exec.c - replacing the image.
  *
- *   execve execv execvp execvpe execl execlp execle
+ *   execve execv execvp execvpe execl execlp execle posix_spawn posix_spawnp system
  *                    interposed because the image is replaced, and with it the agent: the
  *                    server's sessions_end hook ends every session first, rundown included (as
  *                    for _exit), so a recording holds this image's samples with their names, and
  *                    the new image's agent starts the next one. After an exec that failed, the
  *                    exec_failed hook makes the image serve and sample again.
+ *
+ *                    All of them (posix_spawn, posix_spawnp and system for this alone) keep a
+ *                    SIG_IGN the host has for the library's signal (inherited from a nohup-style
+ *                    parent, or set with signal()) for the program they start: the library's
+ *                    handler would reach it as SIG_DFL, and a child that sends itself SIGPROF
+ *                    would die where bare it lives (host/signals.c, host_signals_spawn_begin).
  *
  * What the host may rely on: the program, arguments and environment libc's call would get; on
  * failure libc's result and errno (E2BIG for an execl* list of more than 4096 arguments, ENOSYS
@@ -15,12 +21,16 @@
  * execve. A vfork child, which shares its parent's memory, stops and starts nothing. Without the
  * server's hooks the call goes straight to libc.
  *
- * Held by: cli-record-commands (env, nice, sh -c 'exec ...', a chain of three execs, a script
- * that execs: each image's samples are in the recording; failexec: after a failed execv the
- * image is recorded again), agent-torture (fork + exec under the agent).
+ * Held by: host-contract-sigign (tests/hosts/sigign.c: a SIGPROF-ignoring parent's children
+ * through posix_spawn, system and fork+exec send themselves SIGPROF and live), cli-record-commands
+ * (env, nice, sh -c 'exec ...', a chain of three execs, a script that execs: each image's samples
+ * are in the recording; failexec: after a failed execv the image is recorded again), agent-torture
+ * (fork + exec under the agent).
  */
 #include <errno.h>
+#include <spawn.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "host/internal.h"
@@ -37,13 +47,14 @@ host_exec(_Atomic(void *) *slot, const char *name, const char *path, char *const
 {
     const struct host_server_hooks *h = host_server();
     void *fn = host_real(slot, name);
-    int stopped, rc, err;
+    int stopped, ignored, rc, err;
 
     stopped = h != NULL ? h->sessions_end() : 0;
     if (fn == NULL) {
         errno = ENOSYS;
         return -1;
     }
+    ignored = host_signals_spawn_begin(); /* the host's SIG_IGN, not the handler's SIG_DFL */
     if (envp == NULL) {
         rc = ((host_execv_fn)fn)(path, argv);
     } else {
@@ -52,6 +63,7 @@ host_exec(_Atomic(void *) *slot, const char *name, const char *path, char *const
     /* Here the exec failed and this image runs on. Not in a vfork child (stopped is 0 there),
      * which shares its parent's memory and threads. */
     err = errno;
+    host_signals_spawn_end(ignored);
     if (stopped) {
         h->exec_failed();
     }
@@ -162,4 +174,59 @@ execle(const char *path, const char *arg0, ...)
         return -1;
     }
     return execve(path, argv, envp);
+}
+
+typedef int (*host_spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                             const posix_spawnattr_t *, char *const[], char *const[]);
+
+static int
+host_spawn(_Atomic(void *) *slot, const char *name, pid_t *pid, const char *path,
+           const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr, char *const argv[],
+           char *const envp[])
+{
+    host_spawn_fn real = (host_spawn_fn)host_real(slot, name);
+    int ignored, rc;
+
+    if (real == NULL) {
+        return ENOSYS;
+    }
+    ignored = host_signals_spawn_begin();
+    rc = real(pid, path, fa, attr, argv, envp);
+    host_signals_spawn_end(ignored);
+    return rc;
+}
+
+HOST_EXPORT int
+posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+            const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+    static _Atomic(void *) real;
+
+    return host_spawn(&real, "posix_spawn", pid, path, fa, attr, argv, envp);
+}
+
+HOST_EXPORT int
+posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+             const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+    static _Atomic(void *) real;
+
+    return host_spawn(&real, "posix_spawnp", pid, file, fa, attr, argv, envp);
+}
+
+HOST_EXPORT int
+system(const char *command)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(const char *) = (int (*)(const char *))host_real(&real_p, "system");
+    int ignored, rc;
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    ignored = host_signals_spawn_begin();
+    rc = real(command);
+    host_signals_spawn_end(ignored);
+    return rc;
 }

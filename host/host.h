@@ -7,12 +7,17 @@
  *   blocking.c   nanosleep clock_nanosleep usleep sleep poll ppoll select epoll_wait epoll_pwait
  *                read recv recvfrom accept accept4 pthread_cond_wait pthread_cond_timedwait
  *                pthread_join
- *   signals.c    pthread_sigmask sigprocmask
+ *   eintr.c      pselect sigtimedwait sigwaitinfo sem_wait sem_timedwait sem_clockwait
+ *                epoll_pwait2 recvmsg pause sigsuspend
+ *   signals.c    pthread_sigmask sigprocmask sigaction signal bsd_signal sysv_signal
  *   exit.c       _exit _Exit
- *   exec.c       execve execv execvp execvpe execl execlp execle
+ *   exec.c       execve execv execvp execvpe execl execlp execle posix_spawn posix_spawnp
+ *                system
  *   creds.c      setuid setgid seteuid setegid setreuid setregid setresuid setresgid setgroups
  *   sockets.c    bind connect unlink
- *   (fds.c       file-descriptor calls: planned, issue 23)
+ *   fds.c        close close_range closefrom dup2 dup3 syscall eventfd epoll_create
+ *                epoll_create1 socket pipe2 open open64 __open_2 __open64_2 fopen fclose opendir
+ *                closedir
  *
  * Direction: host/ depends on libc only. The agent, the shim (and through the shim the IPC
  * server) call into it through this header; host/ calls back into them only through the two
@@ -112,8 +117,49 @@ host_pthread_create_fn host_real_pthread_create(void);
  */
 int host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 
+/*
+ * The library's signal (signals.c, sig-chain.c). host_signal_claim installs handler for signo
+ * (SA_SIGINFO | SA_RESTART) with the real sigaction; the disposition found there (SIG_DFL, an
+ * inherited SIG_IGN, a handler installed before) becomes the host's, and so does every later
+ * sigaction, signal, bsd_signal or sysv_signal of signo by the host: recorded and reported back
+ * in oldact, never installed. Host handlers with SA_ONSTACK get signo added to their mask, so
+ * that it never lands on a small alternate stack. Returns 0 or -errno. host_signal_release puts
+ * the host's disposition in place (pending instances discarded). Context: any thread but a
+ * signal handler, one caller at a time (the agent's life lock).
+ */
+int host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *));
+void host_signal_release(int signo);
+/* SIGNAL CONTEXT: the library's handler got an instance of its signal it did not send (a kill,
+ * the host's timer or setitimer): it goes where the host's disposition says (its handler with
+ * its mask and flags, nothing for SIG_IGN, the default action for SIG_DFL). */
+void host_signal_chain(int signo, siginfo_t *info, void *uctx);
+
 /* The real pthread_sigmask (signals.c), for the library's own masking on host threads: the
  * interposer's bookkeeping is for the host's. Returns 0 or an error number, as libc's. */
 int host_sigmask_raw(int how, const sigset_t *set, sigset_t *old);
+
+/*
+ * The library's own file descriptors (fds.c). An fd the library creates through eventfd,
+ * epoll_create*, socket, pipe2, open, open64, accept or accept4 (from its own code, from an object
+ * it trusts, or on one of its threads) is moved to a high number and registered by the interposers
+ * themselves; one it opens otherwise goes through host_fd_take(). A registered fd is closed by
+ * the library with close() or syscall(SYS_close), which forget it; host_fd_forget() is for one
+ * closed another way. Context: any thread but a signal handler.
+ */
+/* Moves fd to a high number (close-on-exec) and registers it; returns the fd to use from now on
+ * (fd itself, registered, when it cannot move). A negative fd is returned unchanged. */
+int host_fd_take(int fd);
+void host_fd_forget(int fd);
+/* The calls made from code of the object that holds code are the library's (libuv). */
+void host_fds_trust(const void *code);
+/* In a fork()ed child: the parent's fds are inherited copies the child's host may close (the
+ * child's own agent registers its new ones). Context: the child's only thread. */
+void host_fds_forked_child(void);
+/* The calling thread is the library's: its calls are the library's. */
+void host_thread_mark_library(void);
+/* What fds.c calls on the host's thread when the host dup2()s or dup3()s onto fd, one of the
+ * library's: stop whatever holds it (one line on stderr); the host's call proceeds after. The
+ * shim installs it; without it the fd is only forgotten. */
+void host_fds_set_taken(void (*taken)(int fd));
 
 #endif /* HOST_HOST_H */

@@ -6,6 +6,7 @@
 #ifndef HOST_INTERNAL_H
 #define HOST_INTERNAL_H
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -53,6 +54,38 @@ host_agent_active(void)
  */
 #define HOST_ANCHOR(file) const char host_anchor_##file = 1
 extern const char host_anchor_threads, host_anchor_blocking, host_anchor_signals;
+extern const char host_anchor_fds, host_anchor_eintr;
 extern const char host_anchor_exit, host_anchor_exec, host_anchor_creds, host_anchor_sockets;
+
+/*
+ * The library's signal and the host's disposition of it (sig-chain.c, written by signals.c).
+ * signo is 0 while the library holds no signal; act[cur] is what the host installed, as bare
+ * would have it; onstack_added has bit s-1 set when the host's handler of signal s got signo
+ * added to its mask (hidden from its oldact).
+ */
+typedef int (*host_sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+struct host_sig_record {
+    _Atomic int signo;
+    _Atomic unsigned cur;
+    struct sigaction act[2];
+    struct sigaction library_act;
+    _Atomic(host_sigaction_fn) real_sigaction;
+    _Atomic uint64_t onstack_added;
+};
+extern struct host_sig_record host_sig;
+
+/* Publishes the host's disposition (a writer at a time); reads it. Async-signal-safe. */
+void host_sig_publish(const struct sigaction *act);
+void host_sig_current(struct sigaction *out);
+
+/* posix_spawn, system and exec (exec.c): a child must inherit the host's SIG_IGN of the
+ * library's signal, which a handler would turn into SIG_DFL. begin returns 1 when it set the
+ * real disposition to SIG_IGN; end(1) puts the library's handler back. */
+int host_signals_spawn_begin(void);
+void host_signals_spawn_end(int began);
+
+/* fd came from a call whose return address is ra: the library's fds move high and are
+ * registered (fds.c); returns the fd to hand back. */
+int host_fds_created(int fd, const void *ra);
 
 #endif /* HOST_INTERNAL_H */

@@ -13,12 +13,45 @@
  * is libc's. Without the agent's hooks the call goes straight to libc. host_sigmask_raw() is the
  * library's own way around the interposer (the agent's threads and exit hook).
  *
- * Held by: test-agent-sampling (cpu_with_the_signal_blocked_is_marked_unseen_timer and _perf,
+ *   sigaction signal bsd_signal sysv_signal
+ *                    interposed for the library's own signal (SIGPROF by default) and for
+ *                    handlers on alternate stacks. Before, a handler the host installed for it
+ *                    after the agent started replaced the agent's (sampling silently stopped)
+ *                    and received the agent's signals (1653 to 2207 where bare has 0); its
+ *                    signal(SIG_IGN) stopped sampling without a word; and the sampling signal
+ *                    landed on top of a host handler running on a 4.5 KiB sigaltstack (SIGSEGV
+ *                    4 of 4 runs). Now, while the library holds the signal (host_signal_claim),
+ *                    the host's disposition of it is recorded, reported back in oldact exactly
+ *                    as bare, and never installed: the library's handler stays, and passes
+ *                    every instance it did not send to the host's disposition
+ *                    (host_signal_chain: the host's handler with its mask and flags, nothing
+ *                    for SIG_IGN, the default action for SIG_DFL). A host handler of another
+ *                    signal with SA_ONSTACK gets the library's signal added to its mask (its
+ *                    oldact does not show it), at claim time for handlers installed before.
+ *
+ * What the host may rely on: the mask changes exactly as libc would change it, with libc's
+ * result and errno (ENOSYS, or -1 and ENOSYS for sigprocmask, when libc has none); the old mask
+ * is libc's. Without the agent's hooks the call goes straight to libc. host_sigmask_raw() is the
+ * library's own way around the interposer (the agent's threads and exit hook). Its sigaction of
+ * the library's signal returns what bare would, and its handler gets exactly its own signals:
+ * those of kill, raise, sigqueue, its timers and setitimer(ITIMER_PROF). Not kept: SA_ONSTACK
+ * and SA_RESTART of the host's handler of the library's signal (the library's flags apply: its
+ * handler runs on the interrupted stack, and calls it interrupts restart); two threads that
+ * change that disposition at the same instant may each see the other's as old. sigset() and raw
+ * rt_sigaction system calls are not seen.
+ *
+ * Held by: host-contract-signals-* (tests/hosts/signals.c: the host's own handler, setitimer,
+ * SIG_IGN and SIG_DFL of SIGPROF after the agent started; host-contract-altstack-*: a handler on
+ * a small alternate stack; host-contract-sigign-*: an inherited SIG_IGN through posix_spawn,
+ * system and fork+exec), and test-agent-sampling
+ * (cpu_with_the_signal_blocked_is_marked_unseen_timer and _perf,
  * a_long_blocked_span_reaches_the_consumer_in_pieces, a_note_of_a_blocked_signal_does_not_outlive
  * _the_block: CPU burned with the signal blocked by either call is marked unseen, with no sample
  * in the interposer itself); bench-sigmask times the interposer against libc.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <string.h>
 
 #include "host/internal.h"
 
@@ -69,4 +102,233 @@ sigprocmask(int how, const sigset_t *set, sigset_t *old)
     rc = h->change_mask(real, how, set, old, HOST_FA);
     HOST_NO_TAIL_CALL();
     return rc;
+}
+
+/* Serialises the library's claim, release and the spawn brackets; never taken by a handler. */
+static pthread_mutex_t host_sig_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(void *) host_sig_real_p;
+static int host_sig_spawners;
+
+static host_sigaction_fn
+host_sig_real(void)
+{
+    host_sigaction_fn real = (host_sigaction_fn)host_real(&host_sig_real_p, "sigaction");
+
+    atomic_store_explicit(&host_sig.real_sigaction, real, memory_order_release);
+    return real;
+}
+
+static int
+host_sig_is_handler(const struct sigaction *a)
+{
+    return (a->sa_flags & SA_SIGINFO) || (a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN);
+}
+
+static uint64_t
+host_sig_bit(int s)
+{
+    return s > 0 && s <= 64 ? (uint64_t)1 << (unsigned)(s - 1) : 0;
+}
+
+/* Handlers installed before the claim: those with SA_ONSTACK get signo in their mask. */
+static void
+host_sig_guard_onstack_locked(host_sigaction_fn real, int signo)
+{
+    struct sigaction a;
+    int s;
+
+    for (s = 1; s < NSIG && s <= 64; s++) {
+        if (s == signo || s == SIGKILL || s == SIGSTOP || real(s, NULL, &a) != 0) {
+            continue;
+        }
+        if (host_sig_is_handler(&a) && (a.sa_flags & SA_ONSTACK) &&
+            !sigismember(&a.sa_mask, signo)) {
+            sigaddset(&a.sa_mask, signo);
+            if (real(s, &a, NULL) == 0) {
+                atomic_fetch_or_explicit(&host_sig.onstack_added, host_sig_bit(s),
+                                         memory_order_relaxed);
+            }
+        }
+    }
+}
+
+int
+host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *))
+{
+    host_sigaction_fn real = host_sig_real();
+    struct sigaction sa, old;
+    int err = 0;
+
+    if (real == NULL) {
+        return -ENOSYS;
+    }
+    pthread_mutex_lock(&host_sig_lock);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (atomic_load_explicit(&host_sig.signo, memory_order_acquire) != signo) {
+        if (real(signo, NULL, &old) != 0) {
+            err = -errno;
+            goto out;
+        }
+        host_sig_publish(&old);
+    }
+    host_sig.library_act = sa;
+    if (real(signo, &sa, NULL) != 0) {
+        err = -errno;
+        goto out;
+    }
+    atomic_store_explicit(&host_sig.signo, signo, memory_order_release);
+    host_sig_guard_onstack_locked(real, signo);
+out:
+    pthread_mutex_unlock(&host_sig_lock);
+    return err;
+}
+
+void
+host_signal_release(int signo)
+{
+    host_sigaction_fn real = host_sig_real();
+    struct sigaction ign, host;
+
+    pthread_mutex_lock(&host_sig_lock);
+    if (real != NULL && atomic_load_explicit(&host_sig.signo, memory_order_acquire) == signo) {
+        /* SIG_IGN first discards every pending instance (a wall signal still queued for a
+         * thread that has not run would meet the host's SIG_DFL and end the process). */
+        memset(&ign, 0, sizeof(ign));
+        ign.sa_handler = SIG_IGN;
+        sigemptyset(&ign.sa_mask);
+        real(signo, &ign, NULL);
+        host_sig_current(&host);
+        real(signo, &host, NULL);
+        atomic_store_explicit(&host_sig.signo, 0, memory_order_release);
+    }
+    pthread_mutex_unlock(&host_sig_lock);
+}
+
+int
+host_signals_spawn_begin(void)
+{
+    host_sigaction_fn real = host_sig_real();
+    struct sigaction host;
+    int signo = atomic_load_explicit(&host_sig.signo, memory_order_acquire);
+
+    if (signo == 0 || real == NULL) {
+        return 0;
+    }
+    host_sig_current(&host);
+    if (host_sig_is_handler(&host) || host.sa_handler != SIG_IGN) {
+        return 0;
+    }
+    pthread_mutex_lock(&host_sig_lock);
+    if (host_sig_spawners++ == 0) {
+        real(signo, &host, NULL);
+    }
+    pthread_mutex_unlock(&host_sig_lock);
+    return 1;
+}
+
+void
+host_signals_spawn_end(int began)
+{
+    host_sigaction_fn real = host_sig_real();
+    int signo;
+
+    if (!began) {
+        return;
+    }
+    pthread_mutex_lock(&host_sig_lock);
+    signo = atomic_load_explicit(&host_sig.signo, memory_order_acquire);
+    if (--host_sig_spawners == 0 && signo != 0 && real != NULL) {
+        real(signo, &host_sig.library_act, NULL);
+    }
+    pthread_mutex_unlock(&host_sig_lock);
+}
+
+HOST_EXPORT int
+sigaction(int signo, const struct sigaction *act, struct sigaction *old)
+{
+    host_sigaction_fn real = host_sig_real();
+    int claimed = atomic_load_explicit(&host_sig.signo, memory_order_acquire);
+    uint64_t bit = host_sig_bit(signo), was;
+    struct sigaction guarded;
+    int rc;
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (claimed == 0) {
+        return real(signo, act, old);
+    }
+    if (signo == claimed) {
+        if (old != NULL) {
+            host_sig_current(old);
+        }
+        if (act != NULL) {
+            host_sig_publish(act);
+        }
+        return 0;
+    }
+    was = atomic_load_explicit(&host_sig.onstack_added, memory_order_relaxed) & bit;
+    if (act != NULL && host_sig_is_handler(act) && (act->sa_flags & SA_ONSTACK) &&
+        !sigismember(&act->sa_mask, claimed)) {
+        guarded = *act;
+        sigaddset(&guarded.sa_mask, claimed);
+        rc = real(signo, &guarded, old);
+        if (rc == 0) {
+            atomic_fetch_or_explicit(&host_sig.onstack_added, bit, memory_order_relaxed);
+        }
+    } else {
+        rc = real(signo, act, old);
+        if (rc == 0 && act != NULL) {
+            atomic_fetch_and_explicit(&host_sig.onstack_added, ~bit, memory_order_relaxed);
+        }
+    }
+    if (rc == 0 && old != NULL && was) {
+        sigdelset(&old->sa_mask, claimed);
+    }
+    return rc;
+}
+
+/* signal() and its two historical forms, as glibc builds them, through sigaction above. */
+static sighandler_t
+host_signal_set(int signo, sighandler_t handler, int flags, int mask_self)
+{
+    struct sigaction act, old;
+
+    if (handler == SIG_ERR || signo <= 0 || signo >= NSIG) {
+        errno = EINVAL;
+        return SIG_ERR;
+    }
+    memset(&act, 0, sizeof(act));
+    act.sa_handler = handler;
+    sigemptyset(&act.sa_mask);
+    if (mask_self) {
+        sigaddset(&act.sa_mask, signo);
+    }
+    act.sa_flags = flags;
+    return sigaction(signo, &act, &old) == 0 ? old.sa_handler : SIG_ERR;
+}
+
+HOST_EXPORT sighandler_t
+signal(int signo, sighandler_t handler)
+{
+    return host_signal_set(signo, handler, SA_RESTART, 1);
+}
+
+sighandler_t bsd_signal(int signo, sighandler_t handler);
+sighandler_t sysv_signal(int signo, sighandler_t handler);
+
+HOST_EXPORT sighandler_t
+bsd_signal(int signo, sighandler_t handler)
+{
+    return host_signal_set(signo, handler, SA_RESTART, 1);
+}
+
+HOST_EXPORT sighandler_t
+sysv_signal(int signo, sighandler_t handler)
+{
+    return host_signal_set(signo, handler, SA_RESETHAND | SA_NODEFER, 0);
 }

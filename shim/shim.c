@@ -37,6 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <uv.h>
+
 #include "agent/agent.h"
 #include "bridge/agent-source.h"
 #include "common/platform.h"
@@ -122,6 +124,7 @@ shim_is_target(void)
 
 static void shim_start_process(int running);
 static void shim_atfork_child(void);
+static void shim_stop(void);
 
 static void
 shim_atfork_register(void)
@@ -155,6 +158,7 @@ shim_atfork_child(void)
     /* The child has no loop thread; the parent owns the socket. Exec'd children get their own
      * server through LD_PRELOAD. */
     shim_server = NULL;
+    host_fds_forked_child();
     bridge_agent_source_forked_child();
     if (!was_running || !shim_follow_forks) {
         return;
@@ -273,9 +277,25 @@ static const struct host_server_hooks shim_host_hooks;
 /* The load hook; also the restart after a credential change. The host contract's interposers
  * call back into this file from the start (_exit, exec and the rest pass through while no
  * server runs). */
+/* host/fds.c: the host dup2()s onto one of the library's fds, which cannot move: the library
+ * gives the number up, as the host asked, and stops. */
+static void
+shim_fd_taken(int fd)
+{
+    if (__atomic_load_n(&shim_server, __ATOMIC_ACQUIRE) == NULL) {
+        return;
+    }
+    fprintf(stderr,
+            "pipeprof: the program takes fd %d, which the profiler holds: profiling stops\n", fd);
+    shim_stop();
+}
+
 static void
 shim_start(void)
 {
+    /* libuv's fds are the library's: its calls move them high and its closes forget them. */
+    host_fds_trust((const void *)uv_version);
+    host_fds_set_taken(shim_fd_taken);
     host_set_server_hooks(&shim_host_hooks);
     shim_start_process(0);
 }

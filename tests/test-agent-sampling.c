@@ -531,10 +531,24 @@ TEST(handler_preserves_errno)
     ag_stop();
 }
 
+static _Atomic int foreign_calls;
+
 static void
 foreign_handler(int sig)
 {
     (void)sig;
+    atomic_fetch_add(&foreign_calls, 1);
+}
+
+/* The real disposition, around the sigaction interposer (which shows the host its own). */
+static void
+real_sigaction_of(int signo, struct sigaction *out)
+{
+    int (*real)(int, const struct sigaction *, struct sigaction *) =
+            (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT,
+                                                                              "sigaction");
+
+    real(signo, NULL, out);
 }
 
 TEST(start_stop_idempotent_and_restore_signal)
@@ -544,25 +558,46 @@ TEST(start_stop_idempotent_and_restore_signal)
 
     start_agent();
     start_agent(); /* already started: 0, no second handler */
-    sigaction(SIGPROF, NULL, &cur);
+    real_sigaction_of(SIGPROF, &cur);
     ASSERT_TRUE((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == ag_sig_handler);
     ASSERT_TRUE(cur.sa_flags & SA_RESTART);
+    sigaction(SIGPROF, NULL, &cur); /* the host sees its own disposition */
+    ASSERT_TRUE(!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL);
     ASSERT_EQ(ag_sampling_acquire(AG_MODE_CPU, 0), -EINVAL);
     ASSERT_EQ(ag_sampling_acquire(AG_MODE_CPU, 5000), -EINVAL);
     ag_stop();
     ag_stop();
-    sigaction(SIGPROF, NULL, &cur);
+    real_sigaction_of(SIGPROF, &cur);
     ASSERT_TRUE(!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL);
     ASSERT_EQ(ag_drain(col_cb, NULL), -ESRCH);
     ASSERT_EQ(ag_sampling_acquire(AG_MODE_CPU, 99), -ESRCH);
-    /* Someone else's handler: refused, and left in place. */
+    /* Someone else's handler: it stays theirs, gets only their signals, and is back after. */
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = foreign_handler;
     sigaction(SIGPROF, &sa, NULL);
     ag_config_init(&cfg);
-    ASSERT_EQ(ag_start(&cfg), -EBUSY);
+    ASSERT_OK(ag_start(&cfg));
     sigaction(SIGPROF, NULL, &cur);
     ASSERT_TRUE(cur.sa_handler == foreign_handler);
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
+    {
+        uint64_t c0 = cpu_ns();
+
+        while (cpu_ns() - c0 < 100000000u) { /* 100 ms of CPU: about 100 of the agent's */
+            busy_a();
+        }
+    }
+    ASSERT_TRUE(atomic_load(&ag.n_samples) > 0);
+    ASSERT_EQ(atomic_load(&foreign_calls), 0);
+    raise(SIGPROF);
+    ASSERT_EQ(atomic_load(&foreign_calls), 1);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 1000));
+    ag_stop();
+    real_sigaction_of(SIGPROF, &cur);
+    ASSERT_TRUE(cur.sa_handler == foreign_handler);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    sigaction(SIGPROF, &sa, NULL);
     /* Another signal works. */
     cfg.signo = SIGRTMIN + 2;
     ASSERT_OK(ag_start(&cfg));

@@ -1,0 +1,36 @@
+# The host contract (host/, docs/architecture.md "The host contract"): small hosts of our own
+# (tests/hosts/*.c) run bare and under the agent by tests/host-contract.sh, which compares their
+# output (their per-call results) and exit status. Not labelled slow: CI's ASan+UBSan stage runs
+# them against the sanitized library too.
+foreach(host fds signals eintr stress)
+  add_executable(host-${host} ${CMAKE_SOURCE_DIR}/tests/hosts/${host}.c)
+  set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
+  target_link_libraries(host-${host} PRIVATE pthread)
+endforeach()
+
+# pp_add_host_contract(NAME HOST ARGS...): one case, run bare, recorded in CPU and wall mode and
+# collected in listen mode.
+function(pp_add_host_contract name host)
+  add_test(NAME host-contract-${name}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/host-contract.sh ${host} ${ARGN})
+  set_tests_properties(host-contract-${name} PROPERTIES TIMEOUT 180
+    LABELS "integration;host-contract"
+    ENVIRONMENT "PP_SOURCE_DIR=${CMAKE_SOURCE_DIR};PP_BINARY_DIR=${CMAKE_BINARY_DIR};PATH=${PP_TEST_PATH_DIR}:$ENV{PATH}"
+    SKIP_RETURN_CODE 77)
+endfunction()
+
+pp_add_host_contract(fds-closeloop fds closeloop)
+pp_add_host_contract(fds-range fds range)
+pp_add_host_contract(fds-from fds from)
+pp_add_host_contract(fds-dup2 fds dup2)
+pp_add_host_contract(fds-dup2high fds dup2high)
+pp_add_host_contract(signals-handler signals handler)
+pp_add_host_contract(signals-ignore signals ignore)
+pp_add_host_contract(signals-spawn signals spawn)
+pp_add_host_contract(signals-altstack signals altstack)
+pp_add_host_contract(signals-sleep signals sleep)
+pp_add_host_contract(eintr eintr)
+# Sessions start and stop in a loop while host threads and a host signal handler call the
+# interposers: CPU and wall mode, record, listen, and the loop of sessions.
+pp_add_host_contract(stress stress)
+set_property(TEST host-contract-stress APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall sessions")

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/host-contract.sh HOST [ARGS...] - the host contract's promise, that a host cannot tell the
+# profiler is there: tests/hosts/HOST (which prints every result it gets, per-call error counts
+# included) runs bare, under `pipeprof record` in CPU and in wall mode at 1000 Hz, and preloaded
+# in listen mode with `pipeprof collect -p` sampling it in wall mode at 1000 Hz. Its standard
+# output and exit status must be the bare run's every time, and each recording must be readable.
+# HC_MODES (default "cpu wall listen") picks the runs; "sessions" runs the host preloaded while
+# sessions of `pipeprof collect -p` start and stop against it in a loop, CPU and wall mode in
+# turn, until it exits.
+source "$(dirname "$0")/ipc-lib.sh"
+NAME=$1
+shift
+HOST=$B/tests/hosts/host-$NAME
+[[ -x $HOST ]] || fail "missing $HOST"
+
+set +e
+"$HOST" "$@" >"$T/bare.out" 2>"$T/bare.err"
+rc_bare=$?
+set -e
+
+same() { # RUN RC: RUN's output and status are the bare run's
+  [[ $2 == "$rc_bare" ]] || { cat "$T/$1.err" >&2; fail "$NAME $*: exit status $2, bare $rc_bare"; }
+  diff -u "$T/bare.out" "$T/$1.out" >&2 || { cat "$T/$1.err" >&2; fail "$NAME $*: the output changed"; }
+}
+
+alive() { # PID runs (an exited child stays a zombie until waited for: kill -0 succeeds on it)
+  local st
+  st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ $st != Z && $st != X ]]
+}
+
+readable() { # TRACE: pipeprof reads it
+  "$PIPEPROF" report "$1" >"$1.report" 2>&1 || { cat "$1.report" >&2; fail "$NAME: $1 is unreadable"; }
+}
+
+for run in ${HC_MODES:-cpu wall listen}; do
+  case $run in
+  cpu | wall)
+    set +e
+    "${RECORD_ENV[@]}" "$PIPEPROF" record --mode "$run" --hz 1000 -q --no-children \
+      -o "$T/$run.nettrace" -- "$HOST" "$@" >"$T/$run.out" 2>"$T/$run.err"
+    rc=$?
+    set -e
+    same "$run" "$rc"
+    readable "$T/$run.nettrace"
+    ;;
+  listen)
+    rm -f "$T/go"
+    set +e
+    HOST_GO=$T/go LD_PRELOAD=$PRELOAD "$HOST" "$@" >"$T/listen.out" 2>"$T/listen.err" &
+    H=$!
+    set -e
+    PP_PIDS+=($H)
+    wait_socket "$H" >/dev/null
+    "$PIPEPROF" collect -p "$H" --duration 60 -o "$T/listen.nettrace" \
+      --providers "Microsoft-DotNETCore-SampleProfiler:0:4:mode=wall;hz=1000,pipeprof:0:4" \
+      >"$T/collect.log" 2>&1 &
+    C=$!
+    PP_PIDS+=($C)
+    sleep 1 # the session starts
+    touch "$T/go"
+    set +e
+    wait "$H"
+    rc=$?
+    wait "$C"
+    rc_c=$?
+    set -e
+    same listen "$rc"
+    [[ $rc_c == 0 ]] || { cat "$T/collect.log" >&2; fail "$NAME $*: pipeprof collect -p failed"; }
+    readable "$T/listen.nettrace"
+    ;;
+  sessions)
+    set +e
+    LD_PRELOAD=$PRELOAD "$HOST" "$@" >"$T/sessions.out" 2>"$T/sessions.err" &
+    H=$!
+    set -e
+    PP_PIDS+=($H)
+    wait_socket "$H" >/dev/null
+    n=0
+    while alive "$H"; do
+      mode=cpu
+      ((n % 2)) && mode=wall
+      if ! "$PIPEPROF" collect -p "$H" --duration 0.3 -o "$T/s$n.nettrace" \
+        --providers "Microsoft-DotNETCore-SampleProfiler:0:4:mode=$mode;hz=1000,pipeprof:0:4" \
+        >"$T/s$n.log" 2>&1; then
+        # A session the host's exit cut short is no failure; one refused while it runs is.
+        if alive "$H"; then
+          cat "$T/s$n.log" "$T/sessions.err" >&2
+          fail "$NAME: session $n failed while the host ran"
+        fi
+      fi
+      n=$((n + 1))
+    done
+    set +e
+    wait "$H"
+    rc=$?
+    set -e
+    same sessions "$rc"
+    note "$NAME: $n sessions started and stopped while it ran"
+    ;;
+  esac
+  note "$NAME $* ($run): output and status as bare"
+done
+echo "host-contract $NAME $*: ok"

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/hosts/fds.c - a host that takes every file descriptor for itself after the profiler
+ * started, as daemons do, then uses fds of its own: host-contract.sh runs it bare and under the
+ * agent and compares its output, which holds its per-call results. host/fds.c is what keeps it
+ * the same.
+ *
+ *   fds closeloop   close(3..4095)
+ *   fds range       close_range(3, ~0U, 0)
+ *   fds from        closefrom(3)
+ *   fds dup2        dup2() of a log file over 3..40, then a line written through each
+ *   fds dup2high    the same over 768..800, where the library keeps its fds (host/fds.c): it
+ *                   gives them up and stops, and the host's calls work as bare
+ *
+ * Then a pipe carries 4 MiB from a thread to the main thread while both burn CPU, and a file is
+ * written and read back; every count is printed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hosts.h"
+
+#define PIPE_BYTES (4u << 20)
+
+static int pipe_w;
+
+static void *
+writer(void *arg)
+{
+    char buf[4096];
+    size_t sent = 0;
+
+    (void)arg;
+    memset(buf, 'x', sizeof(buf));
+    while (sent < PIPE_BYTES) {
+        ssize_t n = write(pipe_w, buf, sizeof(buf));
+
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        sent += (size_t)n;
+        host_burn_us(20);
+    }
+    close(pipe_w);
+    return NULL;
+}
+
+static void
+close_loop(void)
+{
+    int fd, ok = 0, ebadf = 0, other = 0;
+
+    for (fd = 3; fd < 4096; fd++) {
+        if (close(fd) == 0) {
+            ok++;
+        } else if (errno == EBADF) {
+            ebadf++;
+        } else {
+            other++;
+        }
+    }
+    printf("close 3..4095: %d closed, %d EBADF, %d other\n", ok, ebadf, other);
+}
+
+static void
+dup2_log(const char *dir, int lo, int hi)
+{
+    char path[4096];
+    struct stat st;
+    int fd, log, fails = 0;
+    size_t want = 0;
+
+    snprintf(path, sizeof(path), "%s/host-fds-%d.log", dir, (int)getpid());
+    log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+    for (fd = lo; fd <= hi; fd++) {
+        if (fd != log && dup2(log, fd) != fd) {
+            fails++;
+        }
+    }
+    printf("dup2 over %d..%d: %d failed\n", lo, hi, fails);
+    for (fd = lo; fd <= hi; fd++) {
+        char line[32];
+        int n = snprintf(line, sizeof(line), "line through fd %d\n", fd);
+
+        if (write(fd, line, (size_t)n) == n) {
+            want += (size_t)n;
+        }
+    }
+    host_burn_us(300000); /* the profiler samples, drains and writes meanwhile */
+    for (fd = lo; fd <= hi; fd++) {
+        close(fd);
+    }
+    if (lo > log || hi < log) {
+        close(log);
+    }
+    printf("log: %s\n", stat(path, &st) == 0 && (size_t)st.st_size == want
+                                ? "exactly the host's lines"
+                                : "holds bytes the host did not write");
+    unlink(path);
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *how = argc > 1 ? argv[1] : "closeloop";
+    char path[4096], buf[65536];
+    pthread_t th;
+    size_t got = 0;
+    int p[2], fd, rc;
+
+    host_wait_go();
+    if (strcmp(how, "closeloop") == 0) {
+        close_loop();
+    } else if (strcmp(how, "range") == 0) {
+        rc = close_range(3, ~0U, 0);
+        printf("close_range(3, ~0U, 0): %d\n", rc);
+    } else if (strcmp(how, "from") == 0) {
+        closefrom(3);
+        printf("closefrom(3)\n");
+    } else if (strcmp(how, "dup2") == 0) {
+        dup2_log(getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp", 3, 40);
+    } else if (strcmp(how, "dup2high") == 0) {
+        dup2_log(getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp", 768, 800);
+    } else {
+        fprintf(stderr, "usage: fds closeloop|range|from|dup2|dup2high\n");
+        return 2;
+    }
+    if (pipe(p) != 0) {
+        perror("pipe");
+        return 1;
+    }
+    printf("pipe: fds %d %d\n", p[0], p[1]);
+    pipe_w = p[1];
+    pthread_create(&th, NULL, writer, NULL);
+    for (;;) {
+        ssize_t n = read(p[0], buf, sizeof(buf));
+
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        got += (size_t)n;
+        host_burn_us(10);
+    }
+    pthread_join(th, NULL);
+    close(p[0]);
+    printf("pipe: %zu of %u bytes\n", got, PIPE_BYTES);
+    snprintf(path, sizeof(path), "%s/host-fds-file-%d",
+             getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    rc = fd >= 0 && write(fd, "hello", 5) == 5 && lseek(fd, 0, SEEK_SET) == 0 &&
+         read(fd, buf, 5) == 5 && memcmp(buf, "hello", 5) == 0;
+    printf("file: fd %d, %s\n", fd, rc ? "read back" : "lost");
+    close(fd);
+    unlink(path);
+    return 0;
+}

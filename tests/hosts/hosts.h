@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/hosts/hosts.h - shared by the host-contract hosts (the .c files of tests/hosts): small
+ * programs that do ordinary, if unusual, things and print every result they get, so that
+ * host-contract.sh can compare a bare run with runs under the agent line by line.
+ */
+#ifndef TESTS_HOSTS_H
+#define TESTS_HOSTS_H
+
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Burns about us microseconds of CPU on the calling thread. */
+static inline void
+host_burn_us(long us)
+{
+    struct timespec t0, t;
+    volatile unsigned long x = 0;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    do {
+        for (int i = 0; i < 1000; i++) {
+            x += (unsigned long)i * 7u;
+        }
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 < us);
+}
+
+/* With HOST_GO set (listen mode), waits until that file exists: the session has started. */
+static inline void
+host_wait_go(void)
+{
+    const char *go = getenv("HOST_GO");
+    struct timespec ms = { 0, 10000000L };
+
+    for (int i = 0; go != NULL && i < 2000 && access(go, F_OK) != 0; i++) {
+        nanosleep(&ms, NULL);
+    }
+}
+
+#endif /* TESTS_HOSTS_H */

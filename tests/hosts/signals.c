@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/hosts/signals.c - a host that owns SIGPROF (the profiler's default signal) after the
+ * profiler started, or runs handlers on a small alternate stack; host-contract.sh compares its
+ * output with a bare run. host/signals.c and host/sig-chain.c are what keep it the same.
+ *
+ *   signals handler   its own SIGPROF handler: raise() 5 times, then setitimer(ITIMER_PROF) at
+ *                     100 Hz for 40 intervals of CPU; oldact shows its handler
+ *   signals ignore    signal(SIGPROF, SIG_IGN), then raise() 5 times: it lives
+ *   signals spawn     started with SIGPROF ignored (as under nohup-style parents): children by
+ *                     posix_spawn, system() and fork+exec send themselves SIGPROF and live
+ *   signals sleep     sleep(2) cut short by its own SIGALRM after 0.3, 1.3 and 1.7 s: what
+ *                     sleep() returns (glibc: the whole seconds left, 1, 0, 0)
+ *   signals altstack  SIGUSR1 and SIGSEGV-style handlers with SA_ONSTACK on a 6 KiB
+ *                     sigaltstack, raised 2000 times while burning CPU
+ */
+#include <errno.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hosts.h"
+
+extern char **environ;
+static volatile sig_atomic_t got;
+
+static void
+on_prof(int sig)
+{
+    (void)sig;
+    got++;
+}
+
+static int
+own_handler(void)
+{
+    struct sigaction sa, old;
+    struct itimerval it = { { 0, 10000 }, { 0, 10000 } }, off = { { 0, 0 }, { 0, 0 } };
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_prof;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGPROF, &sa, &old);
+    printf("old disposition: %s\n", old.sa_handler == SIG_DFL ? "SIG_DFL" : "other");
+    host_burn_us(200000);
+    printf("deliveries while burning 200 ms: %d\n", (int)got);
+    for (int i = 0; i < 5; i++) {
+        raise(SIGPROF);
+    }
+    printf("deliveries after 5 raise(): %d\n", (int)got);
+    got = 0;
+    setitimer(ITIMER_PROF, &it, NULL);
+    while (got < 40) {
+        host_burn_us(1000);
+    }
+    setitimer(ITIMER_PROF, &off, NULL);
+    printf("setitimer: 40 deliveries\n");
+    sigaction(SIGPROF, NULL, &old);
+    printf("current disposition: %s\n", old.sa_handler == on_prof ? "its handler" : "other");
+    return 0;
+}
+
+static int
+ignore(void)
+{
+    void (*prev)(int) = signal(SIGPROF, SIG_IGN);
+
+    printf("signal() returned %s\n", prev == SIG_DFL ? "SIG_DFL" : "other");
+    for (int i = 0; i < 5; i++) {
+        raise(SIGPROF);
+    }
+    host_burn_us(100000);
+    printf("alive after 5 raise() with SIG_IGN\n");
+    printf("SIG_IGN reported: %s\n", signal(SIGPROF, SIG_IGN) == SIG_IGN ? "yes" : "no");
+    return 0;
+}
+
+static const char *const child_cmd = "kill -PROF $$; echo child alive";
+
+static void
+report(const char *how, int status)
+{
+    if (WIFEXITED(status)) {
+        printf("%s: child exited %d\n", how, WEXITSTATUS(status));
+    } else {
+        printf("%s: child killed by signal %d\n", how, WTERMSIG(status));
+    }
+}
+
+static int
+spawn(char **argv)
+{
+    char *sh[] = { "sh", "-c", (char *)child_cmd, NULL };
+    pid_t pid;
+    int status;
+
+    if (argv[2] == NULL) { /* first: become a process that starts with SIGPROF ignored */
+        char *again[] = { argv[0], argv[1], "ignored", NULL };
+
+        signal(SIGPROF, SIG_IGN);
+        execv("/proc/self/exe", again);
+        perror("execv");
+        return 1;
+    }
+    host_burn_us(100000);
+    fflush(stdout);
+    if (posix_spawn(&pid, "/bin/sh", NULL, NULL, sh, environ) == 0 &&
+        waitpid(pid, &status, 0) == pid) {
+        report("posix_spawn", status);
+    }
+    fflush(stdout);
+    status = system(child_cmd);
+    report("system", status);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        execv("/bin/sh", sh);
+        _exit(127);
+    }
+    if (waitpid(pid, &status, 0) == pid) {
+        report("fork+exec", status);
+    }
+    return 0;
+}
+
+static volatile sig_atomic_t usr1;
+
+static void
+on_usr1(int sig)
+{
+    volatile unsigned long x = 0;
+
+    (void)sig;
+    for (int i = 0; i < 20000; i++) { /* tens of microseconds: the sampling signal comes */
+        x += (unsigned long)i;
+    }
+    usr1++;
+}
+
+static int
+altstack(void)
+{
+    static char stack[6 * 1024];
+    stack_t ss = { .ss_sp = stack, .ss_size = sizeof(stack), .ss_flags = 0 };
+    struct sigaction sa, old;
+
+    if (sigaltstack(&ss, NULL) != 0) {
+        perror("sigaltstack");
+        return 1;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_ONSTACK | SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    for (int i = 0; i < 2000; i++) {
+        raise(SIGUSR1);
+        host_burn_us(100);
+    }
+    sigaction(SIGUSR1, NULL, &old);
+    printf("SIGUSR1 on a 6 KiB alternate stack: %d handled\n", (int)usr1);
+    printf("its mask as reported: %s\n", sigismember(&old.sa_mask, SIGPROF) ? "SIGPROF" : "empty");
+    return 0;
+}
+
+static void
+on_alarm(int sig)
+{
+    (void)sig;
+}
+
+static int
+sleep_left(void)
+{
+    static const long us[] = { 300000, 1300000, 1700000 };
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_alarm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    for (int i = 0; i < 3; i++) {
+        struct itimerval it = { { 0, 0 }, { us[i] / 1000000, us[i] % 1000000 } };
+
+        setitimer(ITIMER_REAL, &it, NULL);
+        printf("sleep(2) interrupted after %ld ms: returned %u\n", us[i] / 1000, sleep(2));
+    }
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *how = argc > 1 ? argv[1] : "handler";
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    host_wait_go();
+    if (strcmp(how, "handler") == 0) {
+        return own_handler();
+    }
+    if (strcmp(how, "ignore") == 0) {
+        return ignore();
+    }
+    if (strcmp(how, "spawn") == 0) {
+        return spawn(argv);
+    }
+    if (strcmp(how, "sleep") == 0) {
+        return sleep_left();
+    }
+    if (strcmp(how, "altstack") == 0) {
+        return altstack();
+    }
+    fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack\n");
+    return 2;
+}
