@@ -26,6 +26,9 @@
  *   PIPEPROF_FOLLOW_FORKS=1             a fork()ed child that does not exec soon starts an
  *                                       agent and server of its own (set by `pipeprof record`,
  *                                       which follows the process tree)
+ *   PIPEPROF_OUTPUT=PATH                record from the start to the exit into a nettrace file
+ *                                       (shim/output.c names it: %p the pid); forked children
+ *                                       are followed as with PIPEPROF_FOLLOW_FORKS=1
  */
 #include <errno.h>
 #include <pthread.h>
@@ -42,6 +45,7 @@
 #include "common/platform.h"
 #include "host/host.h"
 #include "ipc/ipc.h"
+#include "shim/internal.h"
 #ifdef PP_HAVE_HTTP
 #include "bridge/http-source.h"
 #endif
@@ -194,6 +198,7 @@ static void
 shim_start_process(int running)
 {
     struct ipc_server_options opts;
+    struct ipc_output_options output;
     const char *timeout_env = getenv("PIPEPROF_SUSPEND_TIMEOUT_MS");
     int timeout_ms = SHIM_SUSPEND_TIMEOUT_MS, dotnet_host, err;
 
@@ -241,6 +246,9 @@ shim_start_process(int running)
 #ifdef PP_HAVE_HTTP
     (void)bridge_http_configure(&opts, opts.source != NULL);
 #endif
+    output.fd = shim_output_open(running);
+    output.providers = SHIM_OUTPUT_PROVIDERS;
+    opts.output = output.fd >= 0 ? &output : NULL;
     shim_tls_internal++;
     err = ipc_server_start(&opts, &shim_server);
     shim_tls_internal--;
@@ -248,7 +256,7 @@ shim_start_process(int running)
         fprintf(stderr, "pipeprof: diagnostic server not started: %s\n", strerror(-err));
         return;
     }
-    shim_follow_forks = shim_env_is("PIPEPROF_FOLLOW_FORKS", "1");
+    shim_follow_forks = shim_env_is("PIPEPROF_FOLLOW_FORKS", "1") || opts.output != NULL;
     if (!running) {
         static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 

@@ -107,7 +107,7 @@ test_source_stop(void *ctx, const struct ipc_session_config *cfg)
 }
 
 static const struct ipc_event_source test_source = {
-    test_source_start, test_source_drain, test_source_rundown, test_source_stop, NULL, NULL
+    test_source_start, test_source_drain, test_source_rundown, test_source_stop, NULL, NULL, NULL
 };
 
 /* ----- helpers --------------------------------------------------------------------------- */
