@@ -454,12 +454,13 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
             bridge_log_session(s->id, "counters not started", why);
         }
     }
-    if (s->samples && cfg->provider_count == 1 &&
+    err = s->samples || s->pipeprof ? bridge_agent_start() : 0;
+    if (err == 0 && s->samples && cfg->provider_count == 1 &&
         ag_sampling_acquire(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) == 0) {
         s->snapshot = 1;
     }
     if (s->samples || s->pipeprof) {
-        err = ag_sampling_acquire(s->mode, s->hz);
+        err = err != 0 ? err : ag_sampling_acquire(s->mode, s->hz);
         if (err != 0) {
             bridge_log_session(s->id, "sampling not started", strerror(-err));
             memset(s, 0, sizeof(*s));
@@ -1534,6 +1535,23 @@ bridge_agent_source_forked_child(void)
     bridge_source.active_sessions = 0;
     bridge_source.taps = NULL;
     atomic_store(&bridge_source.owner, 0);
+}
+
+int
+bridge_agent_start(void)
+{
+    /* A first start takes the module list with every CFI table built here, not left to the
+     * manager thread (ag_start's way, for a constructor that must not wait): the first pass
+     * of a stack snapshot walks threads blocked since before the agent ran through libc's
+     * frames, which frame pointers do not cross. Cheap once the list is taken (each drain
+     * calls it too). */
+    int err = ag_modules_refresh();
+
+    if (err < 0) {
+        fprintf(stderr, "pipeprof: modules: %s; unwinding uses frame pointers only\n",
+                strerror(-err));
+    }
+    return ag_start(&bridge_source.defaults);
 }
 
 void

@@ -69,14 +69,20 @@ shim_thread_init(void)
 }
 
 /*
- * The sampler: the agent is started before the server, so that the first session finds it. An
- * invalid PIPEPROF_* setting is one line on stderr; the server then runs without samples (every
- * trace still names its process), and the host runs on.
+ * The sampler. eager: a session comes at once (a connect port: `record`, `collect -- CMD`; or
+ * PIPEPROF_OUTPUT), or the host is a .NET runtime's (whose own start-up dwarfs the agent's, and
+ * whose sessions merge with the runtime's from their first event), and the agent starts here,
+ * before the server, with the host's threads registered as they start. Otherwise it starts when the
+ * first session or HTTP recording asks for samples (bridge_agent_start()): a process preloaded
+ * everywhere and never profiled binds its socket and waits, without the agent's /proc scans, module
+ * list and manager thread (about 4.5 ms of CPU per process; bench/idle-preload.sh). An invalid
+ * PIPEPROF_* setting is one line on stderr; the server then runs without samples (every trace still
+ * names its process), and the host runs on.
  */
 static struct ipc_event_source shim_source;
 
 static const struct ipc_event_source *
-shim_event_source_get(void)
+shim_event_source_get(int eager)
 {
     struct ag_config cfg;
     char why[256];
@@ -90,7 +96,7 @@ shim_event_source_get(void)
     if (cfg.disabled) {
         return NULL;
     }
-    err = ag_start(&cfg);
+    err = eager ? ag_start(&cfg) : 0;
     if (err != 0) {
         fprintf(stderr, "pipeprof: sampling disabled: agent not started: %s\n", strerror(-err));
         return NULL;
@@ -208,7 +214,6 @@ shim_start_process(int running)
         return;
     }
     memset(&opts, 0, sizeof(opts));
-    opts.source = shim_event_source_get();
     opts.listen_path = getenv("PIPEPROF_DIAGNOSTIC_PORT");
     if (opts.listen_path != NULL && opts.listen_path[0] == '\0') {
         opts.listen_path = NULL;
@@ -243,12 +248,14 @@ shim_start_process(int running)
     if (shim_resumed_before() || running) {
         timeout_ms = 0;
     }
-#ifdef PP_HAVE_HTTP
-    (void)bridge_http_configure(&opts, opts.source != NULL);
-#endif
     output.fd = shim_output_open(running);
     output.providers = SHIM_OUTPUT_PROVIDERS;
     opts.output = output.fd >= 0 ? &output : NULL;
+    opts.source = shim_event_source_get(opts.diagnostic_ports != NULL || opts.output != NULL ||
+                                        dotnet_host);
+#ifdef PP_HAVE_HTTP
+    (void)bridge_http_configure(&opts, opts.source != NULL);
+#endif
     shim_tls_internal++;
     err = ipc_server_start(&opts, &shim_server);
     shim_tls_internal--;
