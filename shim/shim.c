@@ -139,6 +139,35 @@ shim_atfork_register(void)
     pthread_atfork(NULL, NULL, shim_atfork_child);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+
+/*
+ * In a fork()ed child glibc hands a new thread the stack of a parent thread that does not exist
+ * here (the IPC loop's), and host_thread_spawn's real pthread_create bypasses ASan's
+ * interceptor, so the shadow of that stack still marks the dead thread's frames: clear it.
+ */
+static void
+shim_asan_clear_own_stack(void)
+{
+    pthread_attr_t attr;
+    size_t size;
+    void *addr;
+
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+            __asan_unpoison_memory_region(addr, size);
+        }
+        pthread_attr_destroy(&attr);
+    }
+}
+#else
+static void
+shim_asan_clear_own_stack(void)
+{
+}
+#endif
+
 /* The deferred start of a fork()ed child's agent (PIPEPROF_FOLLOW_FORKS). */
 static void *
 shim_forked_start_main(void *arg)
@@ -146,6 +175,7 @@ shim_forked_start_main(void *arg)
     struct timespec delay = { 0, SHIM_FORK_START_DELAY_MS * 1000000L };
 
     (void)arg;
+    shim_asan_clear_own_stack();
     /* The raw system call: the library's own nanosleep is an interposer. */
     syscall(SYS_nanosleep, &delay, NULL);
     ag_thread_exclude_self(); /* this thread only starts the agent; it is not the host's */
