@@ -28,9 +28,12 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free int");
 #define AG_TLS __attribute__((tls_model("initial-exec")))
 
 /* si_value of the wall sampler's rt_tgsigqueueinfo(): tells the handler it is a wall sample. */
-#define AG_WALL_SIVAL  0x70707770
+#define AG_WALL_SIVAL      0x70707770
 /* si_value of the agent's CPU-time timers: a timer of the host's with the same signal is not. */
-#define AG_TIMER_SIVAL 0x70707771
+/* How many /proc stat files, and as many syscall files, the wall thread keeps open at most
+ * (agent/wall.c says why). */
+#define AG_WALL_STAT_CACHE 32
+#define AG_TIMER_SIVAL     0x70707771
 
 /*
  * Per-thread single-producer/single-consumer ring of fixed-size sample slots.

@@ -46,25 +46,79 @@
 #include "agent/symbols-internal.h"
 #include "host/host.h"
 
-/* Reads /proc/TID/task/TID/what into buf (NUL-terminated): bytes read, or -errno. */
+/*
+ * A few stat files stay open (the wall thread's only, direct-mapped by tid, closed when it ends):
+ * every new fd is born at the lowest free number before host/fds.c moves it high, and a pass that
+ * opened one per thread 1000 times a second kept a low number busy for a moment again and again,
+ * where a host's close loop or dup2 over its low fds would meet it. A host with up to this many
+ * threads opens nothing per pass; more threads share the entries (still at most
+ * AG_WALL_STAT_CACHE fds, agent/internal.h).
+ */
+static struct {
+    int32_t tid;
+    int fd;
+} ag_wall_stat_cache[2][AG_WALL_STAT_CACHE]; /* stat, syscall */
+
+static int
+ag_wall_open(int32_t tid, const char *what)
+{
+    char path[64];
+
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/%s", (int)tid, (int)tid, what);
+    return open(path, O_RDONLY | O_CLOEXEC); /* high and the library's: host/fds.c */
+}
+
+static void
+ag_wall_stat_cache_close(void)
+{
+    unsigned i, k;
+
+    for (k = 0; k < 2; k++) {
+        for (i = 0; i < AG_WALL_STAT_CACHE; i++) {
+            if (ag_wall_stat_cache[k][i].tid != 0) {
+                close(ag_wall_stat_cache[k][i].fd);
+                ag_wall_stat_cache[k][i].tid = 0;
+            }
+        }
+    }
+}
+
+/* Reads /proc/TID/task/TID/what ("stat" or "syscall") into buf (NUL-terminated): bytes read, or
+ * -errno. */
 static ssize_t
 ag_wall_read(int32_t tid, const char *what, char *buf, size_t size)
 {
-    char path[64];
+    unsigned slot = (unsigned)tid % AG_WALL_STAT_CACHE;
+    int kind = strcmp(what, "stat") == 0 ? 0 : 1;
     ssize_t n;
     int fd;
 
-    snprintf(path, sizeof(path), "/proc/%d/task/%d/%s", (int)tid, (int)tid, what);
-    fd = host_fd_take(open(path, O_RDONLY | O_CLOEXEC)); /* high: the host's close cannot
-                                                          take it (host/fds.c) */
+    if (ag_wall_stat_cache[kind][slot].tid == tid) {
+        n = pread(ag_wall_stat_cache[kind][slot].fd, buf, size - 1, 0);
+        if (n > 0) {
+            buf[n] = '\0';
+            return n;
+        }
+        /* gone (ESRCH), or its tid taken by a new thread: open it again */
+    }
+    fd = ag_wall_open(tid, what);
     if (fd < 0) {
         return -errno;
     }
     n = read(fd, buf, size - 1);
     n = n < 0 ? -errno : n;
-    close(fd);
-    if (n >= 0) {
+    if (n > 0) {
         buf[n] = '\0';
+        if (ag_wall_stat_cache[kind][slot].tid != 0) {
+            close(ag_wall_stat_cache[kind][slot].fd);
+        }
+        ag_wall_stat_cache[kind][slot].tid = tid;
+        ag_wall_stat_cache[kind][slot].fd = fd;
+    } else {
+        if (n == 0) {
+            buf[0] = '\0';
+        }
+        close(fd);
     }
     return n;
 }
@@ -363,6 +417,7 @@ ag_wall_main(void *arg)
         }
         ag_wall_sleep_until(next);
     }
+    ag_wall_stat_cache_close(); /* the session's fds go with it */
     return NULL;
 }
 
@@ -444,5 +499,6 @@ ag_wall_forked_child(void)
 {
     pthread_mutex_init(&ag_wall_trim_lock, NULL);
     atomic_store(&ag_wall_producing, 0);
-    ag_wall_visits = NULL; /* the parent's, not freed: its thread may have been using it */
+    ag_wall_visits = NULL;      /* the parent's, not freed: its thread may have been using it */
+    ag_wall_stat_cache_close(); /* the parent's threads' files */
 }

@@ -51,6 +51,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -228,17 +229,27 @@ host_fd_take(int fd)
     if (fd < 0) {
         return fd;
     }
+    /* Marked at once, low as it is: a host thread's close loop running meanwhile gets EBADF for
+     * it, as bare, instead of closing it between the creating call and the move (a wall
+     * session opens a /proc file per thread and pass, so such a loop met one often). */
+    if (fd < HOST_FDS_MAX) {
+        host_fd_mark(fd, 1);
+    }
     host_fds_trust_self();
     base = host_fds_base();
     high = base > fd ? fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
     if (high >= 0 && high < HOST_FDS_MAX) {
-        host_fds_close_real(fd);
+        host_fd_mark(high, 1);
+        host_fds_close_real(fd); /* closed before it is unmarked: never a number of the host's */
+        host_fd_mark(fd, 0);
         fd = high;
     } else if (high >= 0) {
         host_fds_close_real(high);
-    }
-    if (fd < HOST_FDS_MAX) {
-        host_fd_mark(fd, 1);
+    } else if (errno == EBADF) {
+        /* Closed before it was marked, by a host thread's close loop: the number may be the
+         * host's again already, and is not touched. */
+        host_fd_mark(fd, 0);
+        return -1;
     }
     errno = err;
     return fd;
@@ -443,28 +454,60 @@ host_fds_dup_check(int oldfd, int newfd, const void *ra)
     return 0;
 }
 
-HOST_EXPORT int
-dup2(int oldfd, int newfd)
+/*
+ * The kernel answers EBUSY to a dup2 or dup3 onto a number another thread is opening at that
+ * moment; the library's threads open files (and move them high) while the host's run, so the
+ * host could see an EBUSY the bare run never would. Retried while it lasts (an open's moment).
+ */
+static int
+host_fds_dup_retry(int rc, int (*again)(int, int, int), int oldfd, int newfd, int flags)
+{
+    int tries = 0;
+
+    while (rc < 0 && errno == EBUSY && tries++ < 1000) {
+        sched_yield();
+        rc = again(oldfd, newfd, flags);
+    }
+    return rc;
+}
+
+static int
+host_fds_dup2_once(int oldfd, int newfd, int flags)
 {
     static _Atomic(void *) real_dup2;
     int (*real)(int, int) = HOST_REAL(int (*)(int, int), dup2);
 
+    (void)flags;
+    return real != NULL ? real(oldfd, newfd) : (int)syscall(SYS_dup2, oldfd, newfd);
+}
+
+static int
+host_fds_dup3_once(int oldfd, int newfd, int flags)
+{
+    static _Atomic(void *) real_dup3;
+    int (*real)(int, int, int) = HOST_REAL(int (*)(int, int, int), dup3);
+
+    return real != NULL ? real(oldfd, newfd, flags) : (int)syscall(SYS_dup3, oldfd, newfd, flags);
+}
+
+HOST_EXPORT int
+dup2(int oldfd, int newfd)
+{
     if (host_fds_dup_check(oldfd, newfd, __builtin_return_address(0)) != 0) {
         return -1;
     }
-    return real != NULL ? real(oldfd, newfd) : (int)syscall(SYS_dup2, oldfd, newfd);
+    return host_fds_dup_retry(host_fds_dup2_once(oldfd, newfd, 0), host_fds_dup2_once, oldfd, newfd,
+                              0);
 }
 
 HOST_EXPORT int
 dup3(int oldfd, int newfd, int flags)
 {
-    static _Atomic(void *) real_dup3;
-    int (*real)(int, int, int) = HOST_REAL(int (*)(int, int, int), dup3);
-
     if (host_fds_dup_check(oldfd, newfd, __builtin_return_address(0)) != 0) {
         return -1;
     }
-    return real != NULL ? real(oldfd, newfd, flags) : (int)syscall(SYS_dup3, oldfd, newfd, flags);
+    return host_fds_dup_retry(host_fds_dup3_once(oldfd, newfd, flags), host_fds_dup3_once, oldfd,
+                              newfd, flags);
 }
 
 /* open and open64 are one function in glibc on 64-bit targets, but both names are called. */
