@@ -29,8 +29,8 @@ record() {
     >"$T/$name.collect.log" 2>&1 || { cat "$T/$name.collect.log"; fail "$name: dotnet-trace collect"; }
   kill "$app" 2>/dev/null || true
   wait "$app" || true
-  timeout 180 dotnet-trace report "$T/$name.nettrace" topN -n 60 --inclusive >"$T/$name.incl" 2>&1 &&
-    timeout 180 dotnet-trace report "$T/$name.nettrace" topN -n 60 >"$T/$name.excl" 2>&1 ||
+  timeout 180 dotnet-trace report "$T/$name.nettrace" topN -n 1000 --inclusive >"$T/$name.incl" 2>&1 &&
+    timeout 180 dotnet-trace report "$T/$name.nettrace" topN -n 1000 >"$T/$name.excl" 2>&1 ||
     { cat "$T/$name.incl" "$T/$name.excl"; fail "$name: dotnet-trace report"; }
 }
 
