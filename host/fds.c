@@ -229,27 +229,21 @@ host_fd_take(int fd)
     if (fd < 0) {
         return fd;
     }
-    /* Marked at once, low as it is: a host thread's close loop running meanwhile gets EBADF for
-     * it, as bare, instead of closing it between the creating call and the move (a wall
-     * session opens a /proc file per thread and pass, so such a loop met one often). */
-    if (fd < HOST_FDS_MAX) {
-        host_fd_mark(fd, 1);
-    }
     host_fds_trust_self();
     base = host_fds_base();
     high = base > fd ? fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
     if (high >= 0 && high < HOST_FDS_MAX) {
-        host_fd_mark(high, 1);
-        host_fds_close_real(fd); /* closed before it is unmarked: never a number of the host's */
-        host_fd_mark(fd, 0);
+        host_fds_close_real(fd);
         fd = high;
     } else if (high >= 0) {
         host_fds_close_real(high);
     } else if (errno == EBADF) {
-        /* Closed before it was marked, by a host thread's close loop: the number may be the
+        /* Closed before it could move, by a host thread's close loop: the number may be the
          * host's again already, and is not touched. */
-        host_fd_mark(fd, 0);
         return -1;
+    }
+    if (fd < HOST_FDS_MAX) {
+        host_fd_mark(fd, 1);
     }
     errno = err;
     return fd;
