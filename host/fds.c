@@ -472,7 +472,15 @@ host_fds_dup2_once(int oldfd, int newfd, int flags)
     int (*real)(int, int) = HOST_REAL(int (*)(int, int), dup2);
 
     (void)flags;
-    return real != NULL ? real(oldfd, newfd) : (int)syscall(SYS_dup2, oldfd, newfd);
+    if (real != NULL) {
+        return real(oldfd, newfd);
+    }
+#ifdef SYS_dup2
+    return (int)syscall(SYS_dup2, oldfd, newfd);
+#else /* aarch64 has dup3 only, which refuses oldfd == newfd where dup2 checks it */
+    return oldfd == newfd ? (fcntl(oldfd, F_GETFD) < 0 ? -1 : newfd)
+                          : (int)syscall(SYS_dup3, oldfd, newfd, 0);
+#endif
 }
 
 static int
