@@ -40,6 +40,7 @@ if ((tick >= hz)); then
 fi
 
 # reach FOLDED: 97 % of the samples under a work function have named frames from the leaf down to
+# (a [kernel] leaf, time in a system call under its caller since issue 19, counts as named)
 # the thread's entry (gt_main, its start routine, under libc's start_thread and clone).
 reach() {
   python3 - "$1" <<'PY'
@@ -54,7 +55,7 @@ for line in open(sys.argv[1]):
     # named frames from the start routine to the leaf, under libc's entry (start_thread, clone)
     i = next((k for k, f in enumerate(frames) if f.endswith("!gt_main")), None)
     if i is not None and i >= 1 and all(f.startswith("libc.so!") for f in frames[:i]) and \
-            all(re.search(r"![A-Za-z_]\w*$", f) for f in frames[i:]):
+            all(re.search(r"![A-Za-z_]\w*$", f) or f.endswith("![kernel]") for f in frames[i:]):
         whole += int(n)
 share = 100.0 * whole / work if work else 0
 print("  %d of %d work samples (%.1f%%) reach the thread entry with named frames" % (whole, work, share))
