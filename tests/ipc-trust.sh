@@ -5,8 +5,10 @@
 # socket name: `collect -p` refuses it (SO_PEERCRED: another process; as root also: a socket of
 # another user, nobody), writes no trace, and `ps` does not list the target for it; a real host
 # is still found beside a newer impostor; `collect --diagnostic-port` refuses an outsider's
-# advertise and leaves a regular file at its path alone. The cases with a second user need root
-# and setpriv, and skip loudly otherwise.
+# advertise and leaves a regular file at its path alone; `collect --socket PATH` refuses another
+# user's socket (by its owner, also through a link) and a server of another user (SO_PEERCRED)
+# unless --allow-other-user, and names the process it reaches. The cases with a second user need
+# root and setpriv, and skip loudly otherwise.
 source "$(dirname "$0")/ipc-lib.sh"
 IMP=$B/tests/ipc-impostor
 [[ -x $IMP ]] || fail "missing $IMP"
@@ -84,7 +86,37 @@ if [[ ${#as_nobody[@]} -gt 0 ]]; then
   kill -INT "$C"; wait "$C" 2>/dev/null || true
   grep -q "served 0" "$T/imp4.out" || fail "the outsider was answered: $(cat "$T/imp4.out")"
   note "an outsider's advertise refused"
+
+  # 7. collect --socket PATH: another user's socket is refused by its owner, also through a
+  # link of ours; a socket file of root's served by another user is refused by SO_PEERCRED; with
+  # --allow-other-user it is reached, and its server is named.
+  "${as_nobody[@]}" "$T/ipc-impostor" listen "$T/nobody.sock" 20 >"$T/imp7.out" & PP_PIDS+=($!); I=$!
+  wait_line "$T/imp7.out" listening
+  ln -s "$T/nobody.sock" "$T/link.sock"
+  for s in nobody link; do
+    if "$PIPEPROF" collect --socket "$T/$s.sock" --duration 1 -o "$T/t7$s.nettrace" 2>"$T/c7$s.err"; then
+      fail "collect --socket $s.sock trusted nobody's socket: $(cat "$T/c7$s.err")"
+    fi
+    grep -q "refusing $T/$s.sock: it belongs to uid 65534, not you (uid 0) or root; --allow-other-user" \
+      "$T/c7$s.err" || fail "the refusal of $s.sock does not name uid 65534: $(cat "$T/c7$s.err")"
+    [[ ! -e $T/t7$s.nettrace ]] || fail "a trace was written from nobody's socket ($s.sock)"
+  done
+  chown root "$T/nobody.sock"
+  if "$PIPEPROF" collect --socket "$T/nobody.sock" --duration 1 -o "$T/t7p.nettrace" 2>"$T/c7p.err"; then
+    fail "collect --socket trusted a server of uid 65534: $(cat "$T/c7p.err")"
+  fi
+  grep -q "refusing $T/nobody.sock: it is served by process $I of uid 65534, not you (uid 0) or root" \
+    "$T/c7p.err" || fail "the refusal does not name the server: $(cat "$T/c7p.err")"
+  [[ ! -e $T/t7p.nettrace ]] || fail "a trace was written from a server of uid 65534"
+  "$PIPEPROF" collect --socket "$T/nobody.sock" --allow-other-user --duration 1 \
+    -o "$T/t7a.nettrace" 2>"$T/c7a.err" || true
+  grep -q "Process        : $I (uid 65534), serving $T/nobody.sock" "$T/c7a.err" ||
+    fail "--allow-other-user did not reach and name the server: $(cat "$T/c7a.err")"
+  kill "$I"; wait "$I" 2>/dev/null || true
+  grep -q "served [1-9]" "$T/imp7.out" || fail "--allow-other-user sent nothing: $(cat "$T/imp7.out")"
+  note "collect --socket: another user's socket and server refused; --allow-other-user reaches it"
 fi
+
 
 # 5. collect --diagnostic-port FILE: a regular file is not deleted to make room.
 echo precious >"$T/keep"
@@ -99,4 +131,20 @@ PIPEPROF_DIAGNOSTIC_PORT=$T/keep LD_PRELOAD=$PRELOAD "$BUSY" 1 >"$T/host6.out" 2
   fail "the host failed with PIPEPROF_DIAGNOSTIC_PORT on a file"
 [[ $(cat "$T/keep") == precious ]] || fail "PIPEPROF_DIAGNOSTIC_PORT replaced a regular file"
 grep -q "not a socket" "$T/host6.err" || fail "the host did not say why: $(cat "$T/host6.err")"
+
+# 8. collect --socket PATH of our own host: it is recorded, and its server named by its pid.
+PIPEPROF_DIAGNOSTIC_PORT=$T/own.sock LD_PRELOAD=$PRELOAD "$BUSY" 3 >"$T/host8.out" &
+PP_PIDS+=($!); W=$!
+for i in $(seq 50); do [[ -S $T/own.sock ]] && break; sleep 0.1; done
+"$PIPEPROF" collect --socket "$T/own.sock" --duration 1 -o "$T/t8.nettrace" 2>"$T/c8.err" ||
+  fail "collect --socket of our own host: $(cat "$T/c8.err")"
+grep -q "Process        : $W (uid $(id -u)), serving $T/own.sock" "$T/c8.err" ||
+  fail "the server of --socket is not named: $(cat "$T/c8.err")"
+check_trace "$T/t8.nettrace"
+wait "$W" || fail "the host failed"
+if "$PIPEPROF" collect --socket "$T/keep" -o "$T/t8b.nettrace" 2>"$T/c8b.err"; then
+  fail "collect --socket connected to a regular file"
+fi
+grep -q "is not a socket" "$T/c8b.err" || fail "no reason given: $(cat "$T/c8b.err")"
+note "collect --socket of our own host names its server"
 echo "ipc-trust: ok"
