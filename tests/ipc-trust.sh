@@ -3,7 +3,8 @@
 # tests/ipc-trust.sh - pipeprof's clients check whom they talk to, and never delete what is not
 # theirs (issue 20). In a shared sticky directory (as /tmp) an impostor listens at the target's
 # socket name: `collect -p` refuses it (SO_PEERCRED: another process; as root also: a socket of
-# another user, nobody), writes no trace, and `ps` does not list the target for it; a real host
+# another user, nobody), writes no trace, and `ps` does not list the target for it (neither for
+# another user's socket nor for one another process listens on); a real host
 # is still found beside a newer impostor; `collect --diagnostic-port` refuses an outsider's
 # advertise and leaves a regular file at its path alone; `collect --socket PATH` refuses another
 # user's socket (by its owner, also through a link) and a server of another user (SO_PEERCRED)
@@ -43,6 +44,13 @@ sleep 60 & PP_PIDS+=($!); Q=$!
 "$T/ipc-impostor" listen "$T/dotnet-diagnostic-$Q-1-socket" 20 >"$T/imp1.out" & PP_PIDS+=($!); I=$!
 wait_line "$T/imp1.out" listening
 collect_refused 1 "$Q" "served by process $I of uid $(id -u), not by process $Q"
+# ps leaves it out too (the listener is not Q: /proc/net/unix and Q's fds), and lists a real host
+LD_PRELOAD=$PRELOAD "$BUSY" 2 >"$T/host1.out" & PP_PIDS+=($!); R=$!
+wait_socket "$R" >/dev/null
+"$PIPEPROF" ps >"$T/ps1.out"
+! grep -q "^ *$Q " "$T/ps1.out" || fail "ps lists $Q for another process's socket: $(cat "$T/ps1.out")"
+grep -q "^ *$R " "$T/ps1.out" || fail "ps does not list the real host $R: $(cat "$T/ps1.out")"
+wait "$R" || fail "the host failed"
 kill "$I"; wait "$I" 2>/dev/null || true
 grep -q "served 0" "$T/imp1.out" || fail "the impostor got requests: $(cat "$T/imp1.out")"
 rm -f "$T/dotnet-diagnostic-$Q-1-socket"
