@@ -99,4 +99,16 @@ PIPEPROF_DIAGNOSTIC_PORT=$T/keep LD_PRELOAD=$PRELOAD "$BUSY" 1 >"$T/host6.out" 2
   fail "the host failed with PIPEPROF_DIAGNOSTIC_PORT on a file"
 [[ $(cat "$T/keep") == precious ]] || fail "PIPEPROF_DIAGNOSTIC_PORT replaced a regular file"
 grep -q "not a socket" "$T/host6.err" || fail "the host did not say why: $(cat "$T/host6.err")"
+
+# 7. record's working directory can be passed by every uid (a tree may change credentials), so
+#    the children's segment files in it must be readable by the recording user alone: another
+#    user who reads /tmp sees the directory's name and could guess segment-N.nettrace.
+"$PIPEPROF" record --hz 99 -o "$T/t7.nettrace" -- sh -c \
+  '"$1" 1 >/dev/null; stat -c "%a %n" "$(dirname "${DOTNET_DiagnosticPorts%%,*}")"/segment-*.nettrace' \
+  sh "$BUSY" >"$T/rec7.out" 2>"$T/rec7.err" || { cat "$T/rec7.err"; fail "record of a child failed"; }
+grep -q 'segment-' "$T/rec7.out" || fail "no segment file seen: $(cat "$T/rec7.out")"
+if grep -v '^600 ' "$T/rec7.out"; then
+  fail "a child's segment file is readable by other users"
+fi
+note "record's segment files are the recording user's alone"
 echo "ipc-trust: ok"
