@@ -686,7 +686,7 @@ pp_record_start_image(struct pp_record *rc, struct pp_image *img, int fd)
     } else {
         snprintf(img->path, sizeof(img->path), "%s/segment-%zu.nettrace", rc->dir, rc->image_count);
     }
-    img->file_fd = open(img->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    img->file_fd = open(img->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     sc = malloc(sizeof(*sc));
     if (img->file_fd < 0 || sc == NULL) {
         err = img->file_fd < 0 ? -errno : -ENOMEM;

@@ -95,36 +95,35 @@ if [[ ${#as_nobody[@]} -gt 0 ]]; then
   grep -q "served 0" "$T/imp4.out" || fail "the outsider was answered: $(cat "$T/imp4.out")"
   note "an outsider's advertise refused"
 
-  # 7. collect --socket PATH: another user's socket is refused by its owner, also through a
+  # 8. collect --socket PATH: another user's socket is refused by its owner, also through a
   # link of ours; a socket file of root's served by another user is refused by SO_PEERCRED; with
   # --allow-other-user it is reached, and its server is named.
-  "${as_nobody[@]}" "$T/ipc-impostor" listen "$T/nobody.sock" 20 >"$T/imp7.out" & PP_PIDS+=($!); I=$!
-  wait_line "$T/imp7.out" listening
+  "${as_nobody[@]}" "$T/ipc-impostor" listen "$T/nobody.sock" 20 >"$T/imp8.out" & PP_PIDS+=($!); I=$!
+  wait_line "$T/imp8.out" listening
   ln -s "$T/nobody.sock" "$T/link.sock"
   for s in nobody link; do
-    if "$PIPEPROF" collect --socket "$T/$s.sock" --duration 1 -o "$T/t7$s.nettrace" 2>"$T/c7$s.err"; then
-      fail "collect --socket $s.sock trusted nobody's socket: $(cat "$T/c7$s.err")"
+    if "$PIPEPROF" collect --socket "$T/$s.sock" --duration 1 -o "$T/t8$s.nettrace" 2>"$T/c8$s.err"; then
+      fail "collect --socket $s.sock trusted nobody's socket: $(cat "$T/c8$s.err")"
     fi
     grep -q "refusing $T/$s.sock: it belongs to uid 65534, not you (uid 0) or root; --allow-other-user" \
-      "$T/c7$s.err" || fail "the refusal of $s.sock does not name uid 65534: $(cat "$T/c7$s.err")"
-    [[ ! -e $T/t7$s.nettrace ]] || fail "a trace was written from nobody's socket ($s.sock)"
+      "$T/c8$s.err" || fail "the refusal of $s.sock does not name uid 65534: $(cat "$T/c8$s.err")"
+    [[ ! -e $T/t8$s.nettrace ]] || fail "a trace was written from nobody's socket ($s.sock)"
   done
   chown root "$T/nobody.sock"
-  if "$PIPEPROF" collect --socket "$T/nobody.sock" --duration 1 -o "$T/t7p.nettrace" 2>"$T/c7p.err"; then
-    fail "collect --socket trusted a server of uid 65534: $(cat "$T/c7p.err")"
+  if "$PIPEPROF" collect --socket "$T/nobody.sock" --duration 1 -o "$T/t8p.nettrace" 2>"$T/c8p.err"; then
+    fail "collect --socket trusted a server of uid 65534: $(cat "$T/c8p.err")"
   fi
   grep -q "refusing $T/nobody.sock: it is served by process $I of uid 65534, not you (uid 0) or root" \
-    "$T/c7p.err" || fail "the refusal does not name the server: $(cat "$T/c7p.err")"
-  [[ ! -e $T/t7p.nettrace ]] || fail "a trace was written from a server of uid 65534"
+    "$T/c8p.err" || fail "the refusal does not name the server: $(cat "$T/c8p.err")"
+  [[ ! -e $T/t8p.nettrace ]] || fail "a trace was written from a server of uid 65534"
   "$PIPEPROF" collect --socket "$T/nobody.sock" --allow-other-user --duration 1 \
-    -o "$T/t7a.nettrace" 2>"$T/c7a.err" || true
-  grep -q "Process        : $I (uid 65534), serving $T/nobody.sock" "$T/c7a.err" ||
-    fail "--allow-other-user did not reach and name the server: $(cat "$T/c7a.err")"
+    -o "$T/t8a.nettrace" 2>"$T/c8a.err" || true
+  grep -q "Process        : $I (uid 65534), serving $T/nobody.sock" "$T/c8a.err" ||
+    fail "--allow-other-user did not reach and name the server: $(cat "$T/c8a.err")"
   kill "$I"; wait "$I" 2>/dev/null || true
-  grep -q "served [1-9]" "$T/imp7.out" || fail "--allow-other-user sent nothing: $(cat "$T/imp7.out")"
+  grep -q "served [1-9]" "$T/imp8.out" || fail "--allow-other-user sent nothing: $(cat "$T/imp8.out")"
   note "collect --socket: another user's socket and server refused; --allow-other-user reaches it"
 fi
-
 
 # 5. collect --diagnostic-port FILE: a regular file is not deleted to make room.
 echo precious >"$T/keep"
@@ -140,19 +139,31 @@ PIPEPROF_DIAGNOSTIC_PORT=$T/keep LD_PRELOAD=$PRELOAD "$BUSY" 1 >"$T/host6.out" 2
 [[ $(cat "$T/keep") == precious ]] || fail "PIPEPROF_DIAGNOSTIC_PORT replaced a regular file"
 grep -q "not a socket" "$T/host6.err" || fail "the host did not say why: $(cat "$T/host6.err")"
 
-# 8. collect --socket PATH of our own host: it is recorded, and its server named by its pid.
-PIPEPROF_DIAGNOSTIC_PORT=$T/own.sock LD_PRELOAD=$PRELOAD "$BUSY" 3 >"$T/host8.out" &
+# 7. record's working directory can be passed by every uid (a tree may change credentials), so
+#    the children's segment files in it must be readable by the recording user alone: another
+#    user who reads /tmp sees the directory's name and could guess segment-N.nettrace.
+"$PIPEPROF" record --hz 99 -o "$T/t7.nettrace" -- sh -c \
+  '"$1" 1 >/dev/null; stat -c "%a %n" "$(dirname "${DOTNET_DiagnosticPorts%%,*}")"/segment-*.nettrace' \
+  sh "$BUSY" >"$T/rec7.out" 2>"$T/rec7.err" || { cat "$T/rec7.err"; fail "record of a child failed"; }
+grep -q 'segment-' "$T/rec7.out" || fail "no segment file seen: $(cat "$T/rec7.out")"
+if grep -v '^600 ' "$T/rec7.out"; then
+  fail "a child's segment file is readable by other users"
+fi
+note "record's segment files are the recording user's alone"
+
+# 9. collect --socket PATH of our own host: it is recorded, and its server named by its pid.
+PIPEPROF_DIAGNOSTIC_PORT=$T/own.sock LD_PRELOAD=$PRELOAD "$BUSY" 3 >"$T/host9.out" &
 PP_PIDS+=($!); W=$!
 for i in $(seq 50); do [[ -S $T/own.sock ]] && break; sleep 0.1; done
-"$PIPEPROF" collect --socket "$T/own.sock" --duration 1 -o "$T/t8.nettrace" 2>"$T/c8.err" ||
-  fail "collect --socket of our own host: $(cat "$T/c8.err")"
-grep -q "Process        : $W (uid $(id -u)), serving $T/own.sock" "$T/c8.err" ||
-  fail "the server of --socket is not named: $(cat "$T/c8.err")"
-check_trace "$T/t8.nettrace"
+"$PIPEPROF" collect --socket "$T/own.sock" --duration 1 -o "$T/t9.nettrace" 2>"$T/c9.err" ||
+  fail "collect --socket of our own host: $(cat "$T/c9.err")"
+grep -q "Process        : $W (uid $(id -u)), serving $T/own.sock" "$T/c9.err" ||
+  fail "the server of --socket is not named: $(cat "$T/c9.err")"
+check_trace "$T/t9.nettrace"
 wait "$W" || fail "the host failed"
-if "$PIPEPROF" collect --socket "$T/keep" -o "$T/t8b.nettrace" 2>"$T/c8b.err"; then
+if "$PIPEPROF" collect --socket "$T/keep" -o "$T/t9b.nettrace" 2>"$T/c9b.err"; then
   fail "collect --socket connected to a regular file"
 fi
-grep -q "is not a socket" "$T/c8b.err" || fail "no reason given: $(cat "$T/c8b.err")"
+grep -q "is not a socket" "$T/c9b.err" || fail "no reason given: $(cat "$T/c9b.err")"
 note "collect --socket of our own host names its server"
 echo "ipc-trust: ok"
