@@ -8,8 +8,9 @@
 # is still found beside a newer impostor; `collect --diagnostic-port` refuses an outsider's
 # advertise and leaves a regular file at its path alone; `collect --socket PATH` refuses another
 # user's socket (by its owner, also through a link) and a server of another user (SO_PEERCRED)
-# unless --allow-other-user, and names the process it reaches. The cases with a second user need
-# root and setpriv, and skip loudly otherwise.
+# unless --allow-other-user, and names the process it reaches; a server's BUSY answer (above its
+# connection cap) is named. The cases with a second user need root and setpriv, and skip loudly
+# otherwise.
 source "$(dirname "$0")/ipc-lib.sh"
 IMP=$B/tests/ipc-impostor
 [[ -x $IMP ]] || fail "missing $IMP"
@@ -166,4 +167,15 @@ if "$PIPEPROF" collect --socket "$T/keep" -o "$T/t9b.nettrace" 2>"$T/c9b.err"; t
 fi
 grep -q "is not a socket" "$T/c9b.err" || fail "no reason given: $(cat "$T/c9b.err")"
 note "collect --socket of our own host names its server"
+
+# 10. A server above its connection cap answers BUSY: collect says so, not 'No data available'.
+"$T/ipc-impostor" busy "$T/busy.sock" 20 >"$T/imp10.out" & PP_PIDS+=($!); I=$!
+wait_line "$T/imp10.out" listening
+if "$PIPEPROF" collect --socket "$T/busy.sock" --duration 1 -o "$T/t10.nettrace" 2>"$T/c10.err"; then
+  fail "collect succeeded against a busy server"
+fi
+grep -q "CollectTracing failed: BUSY (the target is at its limit of connections" "$T/c10.err" ||
+  fail "collect does not say the target is busy: $(cat "$T/c10.err")"
+kill "$I"; wait "$I" 2>/dev/null || true
+note "a busy server's answer is named"
 echo "ipc-trust: ok"
