@@ -143,7 +143,7 @@ grep -q "not a socket" "$T/host6.err" || fail "the host did not say why: $(cat "
 # 7. record's working directory can be passed by every uid (a tree may change credentials), so
 #    the children's segment files in it must be readable by the recording user alone: another
 #    user who reads /tmp sees the directory's name and could guess segment-N.nettrace.
-"$PIPEPROF" record --hz 99 -o "$T/t7.nettrace" -- sh -c \
+"${RECORD_ENV[@]}" "$PIPEPROF" record --hz 99 -o "$T/t7.nettrace" -- sh -c \
   '"$1" 1 >/dev/null; stat -c "%a %n" "$(dirname "${DOTNET_DiagnosticPorts%%,*}")"/segment-*.nettrace' \
   sh "$BUSY" >"$T/rec7.out" 2>"$T/rec7.err" || { cat "$T/rec7.err"; fail "record of a child failed"; }
 grep -q 'segment-' "$T/rec7.out" || fail "no segment file seen: $(cat "$T/rec7.out")"
