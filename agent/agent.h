@@ -215,7 +215,8 @@ enum ag_record_kind {
     AG_RECORD_SAMPLE = 1,
     AG_RECORD_THREAD_START = 2, /* first record of a thread; also when its name changed */
     AG_RECORD_THREAD_STOP = 3,
-    AG_RECORD_LOST = 4, /* samples dropped (ring full) since the last LOST record */
+    AG_RECORD_LOST = 4, /* samples dropped (ring full) and wall intervals missed since the last
+                           LOST record (struct ag_record's unsampled tells them apart) */
 };
 
 /* One drained record. Borrowed: valid only during the callback. */
@@ -227,6 +228,13 @@ struct ag_record {
         const char *name;               /* AG_RECORD_THREAD_START: NUL-terminated */
         uint64_t lost;                  /* AG_RECORD_LOST */
     } u;
+    /*
+     * AG_RECORD_LOST: how many of u.lost are wall intervals the thread went without a sample
+     * because the wall pass came late. No sample was taken, so none was dropped: a consumer
+     * that reports dropped events (a nettrace's sequence gaps) leaves them out; one that counts
+     * a sample per interval counts them. Else 0.
+     */
+    uint64_t unsampled;
 };
 
 /* Drain callback: returns 0 to continue, nonzero to stop (ag_drain returns it). */

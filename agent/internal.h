@@ -195,8 +195,10 @@ struct ag_thread {
      * or ag_cpu_flush() on another thread) each take their span with an exchange. */
     _Atomic uint64_t last_cpu_ns; /* self or claim: CPU time at the last sample or claim */
     _Atomic int64_t cpu_carry_ns; /* self or claim: CPU time not yet in weights (may be < 0) */
-    _Atomic uint64_t dropped;     /* self and wall: samples lost to a full ring */
+    _Atomic uint64_t dropped;     /* self and wall: samples lost to a full ring, and unsampled */
+    _Atomic uint64_t unsampled;   /* wall: intervals a late pass missed (also in dropped) */
     uint64_t dropped_reported;    /* drain */
+    uint64_t unsampled_reported;  /* drain */
     int has_timer;                /* reg */
     timer_t timer;                /* reg */
     unsigned timer_hz;            /* reg: rate the timer or the perf event is armed at */

@@ -278,6 +278,7 @@ ag_wall_visit(unsigned i, struct ag_thread *t, int32_t tid, uint64_t now, uint64
         uint64_t missed = gaps - 1;
 
         atomic_fetch_add_explicit(&t->dropped, missed, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->unsampled, missed, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.n_lost, missed, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.n_wall_unsampled, missed, memory_order_relaxed);
     }

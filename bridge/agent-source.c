@@ -80,7 +80,8 @@ static const struct nt_field bridge_sampling_fields[] = {
 };
 static const struct nt_field bridge_lost_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
-    { "Count", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "Count", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },     /* dropped + unsampled */
+    { "Unsampled", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 }, /* wall intervals missed */
 };
 
 /* Stack-less EventSource events, written from the agent's own thread (the subject thread is in
@@ -96,7 +97,7 @@ static const struct nt_event_desc bridge_pipeprof_events[] = {
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_CPU_SAMPLE, "CpuSample", 0, 1, BRIDGE_LEVEL_VERBOSE, 0,
       bridge_cpu_sample_fields, 7, 0 },
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_LOST_SAMPLES, "LostSamples", 0, 1, 4, 0,
-      bridge_lost_fields, 2, 0 },
+      bridge_lost_fields, 3, 0 },
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_SAMPLING, "Sampling", 0, 1, 4, 0, bridge_sampling_fields,
       5, 0 },
 };
@@ -185,6 +186,7 @@ struct bridge_thread_event {
     enum ag_record_kind kind;
     int32_t tid;
     uint64_t lost;
+    uint64_t unsampled; /* of lost: wall intervals missed, no sample dropped (ag_record) */
     char name[AG_NAME_MAX];
 };
 
@@ -584,6 +586,7 @@ bridge_collect_record(const struct ag_record *rec, void *ctx)
             snprintf(te->name, sizeof(te->name), "%s", rec->u.name);
         } else if (rec->kind == AG_RECORD_LOST) {
             te->lost = rec->u.lost;
+            te->unsampled = rec->unsampled;
         }
         return 0;
     }
@@ -1114,10 +1117,17 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
     for (i = 0; i < src->thread_count && err == 0; i++) {
         const struct bridge_thread_event *te = &src->threads[i];
 
-        if (te->kind == AG_RECORD_LOST) {
-            /* Samples lost in a full ring never reached us: a gap every reader reports. */
+        if (te->kind == AG_RECORD_LOST && te->lost > te->unsampled) {
+            /*
+             * Samples lost in a full ring never reached us: a gap every reader reports. An
+             * interval a late wall pass missed is no event dropped (the runtime's sampler, late,
+             * counts nothing; TraceEvent charges the gap to the next sample): no gap, or every
+             * loaded machine's trace would read "events lost". LostSamples below tells both.
+             */
+            uint64_t dropped = te->lost - te->unsampled;
+
             err = nt_writer_note_lost(w, src->capture_tid,
-                                      te->lost > UINT32_MAX ? UINT32_MAX : (uint32_t)te->lost);
+                                      dropped > UINT32_MAX ? UINT32_MAX : (uint32_t)dropped);
         }
         if (err != 0 || !s->pipeprof) {
             continue;
@@ -1133,6 +1143,7 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
                                        src->capture_tid, batch_ts, &p);
         } else {
             nt_payload_u64(&p, te->lost);
+            nt_payload_u64(&p, te->unsampled);
             err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_LOST_SAMPLES - 1],
                                        src->capture_tid, batch_ts, &p);
         }
