@@ -147,6 +147,10 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         host_signal_chain(signo, info, uctx);
         return;
     }
+    /* Counted before anything else: whatever this handler does with it, the signal may have cut
+     * a host's blocking call short, which host/ retries by this count (also when a session's end
+     * cleared running, or the thread runs on an alternate stack). */
+    atomic_fetch_add_explicit(&ag_tls_signals, 1, memory_order_relaxed);
     if (!atomic_load_explicit(&ag.running, memory_order_seq_cst)) {
         goto out;
     }
@@ -157,7 +161,6 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         atomic_fetch_add_explicit(&ag.n_offstack, 1, memory_order_relaxed);
         goto out;
     }
-    atomic_fetch_add_explicit(&ag_tls_signals, 1, memory_order_relaxed);
     /* Registers of the interrupted context, and whether it was a syscall about to return
      * EINTR (agent/arch.h). */
     eintr = ag_arch_sig_regs(uctx, &regs);

@@ -274,7 +274,6 @@ host_fds_created(int fd, const void *ra)
     return fd >= 0 && host_fds_library_call(ra) ? host_fd_take(fd) : fd;
 }
 
-typedef long (*host_syscall_fn)(long, long, long, long, long, long, long);
 static _Atomic(void *) real_syscall;
 
 /* Resolved before any signal handler can call syscall() (the first lookup takes a lock). */
@@ -326,6 +325,12 @@ syscall(long n, ...)
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
+    }
+    if (host_syscall_is_wait(n, a)) {
+        long rc = host_syscall_wait(real, n, a, HOST_FA);
+
+        HOST_NO_TAIL_CALL();
+        return rc;
     }
     return real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
