@@ -29,6 +29,8 @@ pp_add_host_contract(signals-ignore signals ignore)
 pp_add_host_contract(signals-spawn signals spawn)
 pp_add_host_contract(signals-altstack signals altstack)
 pp_add_host_contract(signals-sleep signals sleep)
+pp_add_host_contract(signals-offstack signals offstack)
+set_property(TEST host-contract-signals-offstack APPEND PROPERTY ENVIRONMENT "HC_EXPECT_LOST=1")
 pp_add_host_contract(eintr eintr)
 # Sessions start and stop in a loop while host threads and a host signal handler call the
 # interposers: CPU and wall mode, record, listen, and the loop of sessions.

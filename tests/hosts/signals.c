@@ -13,6 +13,10 @@
  *                     sleep() returns (glibc: the whole seconds left, 1, 0, 0)
  *   signals altstack  SIGUSR1 and SIGSEGV-style handlers with SA_ONSTACK on a 6 KiB
  *                     sigaltstack, raised 2000 times while burning CPU
+ *   signals offstack  burns 300 ms of CPU in a coroutine (swapcontext) whose stack is its
+ *                     sigaltstack, as green-thread libraries may: the kernel reports that code
+ *                     as on the alternate stack, the agent takes no sample there and says so
+ *                     (host-contract.sh checks the recording's lost samples: HC_EXPECT_LOST)
  */
 #include <errno.h>
 #include <signal.h>
@@ -22,6 +26,7 @@
 #include <string.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "hosts.h"
@@ -194,6 +199,35 @@ sleep_left(void)
     return 0;
 }
 
+static ucontext_t main_ctx, burn_ctx;
+
+static void
+burn_there(void)
+{
+    host_burn_us(300000);
+}
+
+static int
+offstack(void)
+{
+    static char stack[256 * 1024];
+    stack_t ss = { .ss_sp = stack, .ss_size = sizeof(stack), .ss_flags = 0 };
+
+    if (sigaltstack(&ss, NULL) != 0 || getcontext(&burn_ctx) != 0) {
+        perror("sigaltstack");
+        return 1;
+    }
+    burn_ctx.uc_stack = ss;
+    burn_ctx.uc_link = &main_ctx;
+    makecontext(&burn_ctx, burn_there, 0);
+    if (swapcontext(&main_ctx, &burn_ctx) != 0) {
+        perror("swapcontext");
+        return 1;
+    }
+    printf("burned 300 ms on its alternate stack\n");
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -216,6 +250,9 @@ main(int argc, char **argv)
     if (strcmp(how, "altstack") == 0) {
         return altstack();
     }
-    fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack\n");
+    if (strcmp(how, "offstack") == 0) {
+        return offstack();
+    }
+    fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack|offstack\n");
     return 2;
 }
