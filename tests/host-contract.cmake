@@ -37,3 +37,9 @@ pp_add_host_contract(eintr eintr)
 # interposers: CPU and wall mode, record, listen, and the loop of sessions.
 pp_add_host_contract(stress stress)
 set_property(TEST host-contract-stress APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall sessions")
+
+# exit() of a preloaded host whose diagnostic server's loop is stuck as it stops: bounded.
+add_library(pp-stuck-loop SHARED ${CMAKE_SOURCE_DIR}/tests/fixtures/stuck-loop.c)
+set_target_properties(pp-stuck-loop PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_link_libraries(pp-stuck-loop PRIVATE dl pthread)
+pp_add_script_test(exit-bounded exit-bounded.sh TIMEOUT 120)
