@@ -815,7 +815,7 @@ ipc_server_stop_quick(struct ipc_server *s, int timeout_ms)
     }
     atomic_store(&s->stopping, 1);
     uv_async_send(&s->wake); /* async-signal-safe */
-    /* By the clock: on a loaded machine a 1 ms sleep lasts several (500 of them took 1.6 s). */
+    /* By the clock: on a loaded machine each 1 ms sleep lasts longer. */
     deadline = ipc_client_ms() + (uint64_t)timeout_ms;
     while (!atomic_load(&s->loop_done)) {
         struct timespec ms = { 0, 1000000 };
