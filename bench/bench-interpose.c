@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
 #include "host/host.h"
 
 #define BENCH_OPS    5
@@ -33,15 +34,6 @@ static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
 static int (*libc_sigaction)(int, const struct sigaction *, struct sigaction *);
 static int (*libc_sigmask)(int, const sigset_t *, sigset_t *);
-
-static uint64_t
-bench_now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void
 bench_on_signal(int sig, siginfo_t *info, void *uc)
@@ -91,14 +83,6 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
     return (double)(bench_now_ns() - t0) / calls;
 }
 
-static int
-bench_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -142,8 +126,8 @@ main(int argc, char **argv)
     for (op = 0; op < BENCH_OPS; op++) {
         double libc, ours;
 
-        qsort(ns[op][1], (size_t)rounds, sizeof(double), bench_cmp);
-        qsort(ns[op][0], (size_t)rounds, sizeof(double), bench_cmp);
+        qsort(ns[op][1], (size_t)rounds, sizeof(double), bench_cmp_double);
+        qsort(ns[op][0], (size_t)rounds, sizeof(double), bench_cmp_double);
         libc = ns[op][1][rounds / 2];
         ours = ns[op][0][rounds / 2];
         printf("  %-16s libc %7.1f ns  interposed %7.1f ns  %.2fx\n", bench_ops[op], libc, ours,
