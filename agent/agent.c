@@ -250,6 +250,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_threads_dropped, 0);
     atomic_store(&ag.n_eintr_seen, 0);
     atomic_store(&ag.n_eintr_absorbed, 0);
+    atomic_store(&ag.n_offstack, 0);
     atomic_store(&ag.n_cfi_steps, 0);
     atomic_store(&ag.cpu_sampled_ns, 0);
     atomic_store(&ag.cpu_sampled_n, 0);
@@ -460,6 +461,7 @@ ag_stats_get(struct ag_stats *out)
     out->samples_waiting = atomic_load(&ag.n_waiting);
     out->lost = atomic_load(&ag.n_lost);
     out->wall_unsampled = atomic_load(&ag.n_wall_unsampled);
+    out->offstack = atomic_load(&ag.n_offstack);
     out->timer_overruns = atomic_load(&ag.n_overruns);
     out->threads_seen = atomic_load(&ag.n_threads);
     out->threads_dropped = atomic_load(&ag.n_threads_dropped);

@@ -260,6 +260,9 @@ struct ag_stats {
     uint64_t wall_unsampled;   /* wall intervals a thread went without a sample: the wall pass
                                   came late (many threads at a high rate); in lost too and in
                                   the LOST records of the thread */
+    uint64_t offstack;         /* samples skipped because the interrupted code ran on an
+                                  alternate signal stack (not the thread's, maybe too small to
+                                  walk); in lost too and in the LOST records of the thread */
     uint64_t timer_overruns;   /* CPU-timer expiries the kernel merged (si_overrun) */
     uint64_t cpu_weight;       /* sum of CPU samples' weights (>= samples_cpu) */
     uint64_t threads_perf;     /* threads sampled by the perf_event engine now */

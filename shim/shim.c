@@ -330,6 +330,40 @@ shim_stop(void)
     ag_stop();
 }
 
+#define SHIM_IDLE_EXIT_MS     500   /* how long exit() waits for a server with no session */
+#define SHIM_SESSIONS_EXIT_MS 10000 /* and for one whose sessions get their rundown */
+
+/*
+ * At exit() (the unload hook): every session gets its rundown and end tag within
+ * SHIM_SESSIONS_EXIT_MS (a large trace's rundown on a loaded machine takes seconds), and a server
+ * with no session gets SHIM_IDLE_EXIT_MS to end its loop. A loop
+ * that has not ended by then is stuck (in a callback, on a handle that does not close) and is left
+ * to the process's end, with the agent: one line on stderr, no join, nothing freed. Before, the
+ * join waited as long as the loop did (an idle .NET app once took 12 s to exit after SIGTERM).
+ */
+static void
+shim_exit(void)
+{
+    struct ipc_server *s = __atomic_load_n(&shim_server, __ATOMIC_ACQUIRE);
+    struct ipc_server_stats st;
+    int bound, err;
+
+    if (s != NULL) {
+        ipc_server_get_stats(s, &st);
+        bound = st.active_sessions > 0 ? SHIM_SESSIONS_EXIT_MS : SHIM_IDLE_EXIT_MS;
+        err = ipc_server_stop_quick(s, bound);
+        if (err == -ETIMEDOUT && __atomic_compare_exchange_n(&shim_server, &s, NULL, 0,
+                                                             __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            fprintf(stderr,
+                    "pipeprof: the diagnostic server did not stop within %d ms at exit: left to "
+                    "the process's end\n",
+                    bound);
+            return;
+        }
+    }
+    shim_stop(); /* the loop has ended: the join returns at once (a fork()ed child's: none) */
+}
+
 /* host/sockets.c: a .NET runtime's socket names (ipc_redirect_path()); the server's own calls
  * pass through. */
 static int
@@ -375,4 +409,4 @@ static const struct host_server_hooks shim_host_hooks = {
 
 /* .init_array / .fini_array on Linux, __mod_init_func / __mod_term_func on macOS. */
 PP_LOAD_HOOK(shim_start);
-PP_UNLOAD_HOOK(shim_stop);
+PP_UNLOAD_HOOK(shim_exit);
