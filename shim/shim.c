@@ -330,13 +330,14 @@ shim_stop(void)
     ag_stop();
 }
 
-#define SHIM_IDLE_EXIT_MS     500   /* how long exit() waits for a server with no session */
+#define SHIM_IDLE_EXIT_MS     2000  /* how long exit() waits for a server with no session */
 #define SHIM_SESSIONS_EXIT_MS 10000 /* and for one whose sessions get their rundown */
 
 /*
  * At exit() (the unload hook): every session gets its rundown and end tag within
  * SHIM_SESSIONS_EXIT_MS (a large trace's rundown on a loaded machine takes seconds), and a server
- * with no session gets SHIM_IDLE_EXIT_MS to end its loop. A loop
+ * with no session gets SHIM_IDLE_EXIT_MS to end its loop (it needs about a millisecond; the
+ * bound is for a loaded machine, where a woken thread can wait hundreds of ms for a CPU). A loop
  * that has not ended by then is stuck (in a callback, on a handle that does not close) and is left
  * to the process's end, with the agent: one line on stderr, no join, nothing freed. Before, the
  * join waited as long as the loop did (an idle .NET app once took 12 s to exit after SIGTERM).
