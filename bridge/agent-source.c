@@ -154,6 +154,7 @@ struct bridge_session {
     uint64_t start_ns;              /* samples older than the session are not its own */
     uint32_t modules_announced;     /* highest module id written as ModuleLoad */
     struct bridge_addr_set addrs;   /* addresses of this session's frames, for the rundown */
+    struct bridge_addr_set named;   /* those already named by bridge_names() */
     struct bridge_cpu_runs runs;    /* CPU mode: each thread's open interval */
     struct bridge_pending *pending; /* CPU mode: events held back, unsorted */
     size_t pending_count, pending_cap;
@@ -255,6 +256,20 @@ bridge_addr_set_add(struct bridge_addr_set *s, uint64_t addr)
     }
     s->slots[i] = addr;
     s->count++;
+    return 0;
+}
+
+static int
+bridge_addr_set_has(const struct bridge_addr_set *s, uint64_t addr)
+{
+    size_t i;
+
+    for (i = s->cap != 0 ? bridge_hash(addr) & (s->cap - 1) : 0; s->cap != 0 && s->slots[i] != 0;
+         i = (i + 1) & (s->cap - 1)) {
+        if (s->slots[i] == addr) {
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -453,12 +468,13 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
             bridge_log_session(s->id, "counters not started", why);
         }
     }
-    if (s->samples && cfg->provider_count == 1 &&
+    err = s->samples || s->pipeprof ? bridge_agent_start() : 0;
+    if (err == 0 && s->samples && cfg->provider_count == 1 &&
         ag_sampling_acquire(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) == 0) {
         s->snapshot = 1;
     }
     if (s->samples || s->pipeprof) {
-        err = ag_sampling_acquire(s->mode, s->hz);
+        err = err != 0 ? err : ag_sampling_acquire(s->mode, s->hz);
         if (err != 0) {
             bridge_log_session(s->id, "sampling not started", strerror(-err));
             memset(s, 0, sizeof(*s));
@@ -491,6 +507,7 @@ bridge_session_stop(void *ctx, const struct ipc_session_config *cfg)
         bridge_log_session(s->id, "release", "no snapshot sampling request");
     }
     bridge_addr_set_fini(&s->addrs);
+    bridge_addr_set_fini(&s->named);
     free(s->runs.slots);
     for (size_t i = 0; i < s->pending_count; i++) {
         free(s->pending[i].frames);
@@ -1350,38 +1367,26 @@ bridge_rundown_fn_cmp(const void *a, const void *b)
  * session referenced: TraceEvent then names those frames module!function. The namespace is
  * empty: TraceEvent always joins namespace and name with a dot, so frames read
  * "libc.so.6!.clone3" there (the module is no longer repeated), and pipeprof's own readers show
- * "libc.so.6!clone3".
+ * "libc.so.6!clone3". named NULL: the rundown at the session's end, every address, between the
+ * runtime's bounds; else only the addresses not in named, which are added to it.
  */
 static int
-bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w)
+bridge_write_names(struct bridge_session *s, struct nt_writer *w, uint64_t ts,
+                   struct bridge_addr_set *named)
 {
-    struct bridge_session *s = bridge_session_find(cfg->session_id);
     struct bridge_rundown_fn *fns = NULL;
     uint32_t *modules_done = NULL;
     size_t fn_count = 0, i, mod_count = 0;
-    uint64_t ts = nt_clock_now();
     uint8_t *buf = NULL;
     struct nt_payload p;
     int err = 0;
 
-    if (atomic_load(&((struct bridge_source *)ctx)->owner) != (int64_t)gettid() || s == NULL) {
-        return 0;
-    }
-    if (s->mode == AG_MODE_CPU) { /* the threads' last CPU intervals end, all is written */
-        err = s->samples ? bridge_close_cpu_runs(s, 1) : 0;
-        if (err == 0) {
-            err = bridge_release_pending(s, w, UINT64_MAX);
-        }
-        if (err != 0) {
-            return err;
-        }
-    }
     if (s->addrs.count == 0) {
         return 0;
     }
     /* The runtime opens its rundown with MethodDCEndInit and closes it with MethodDCEndComplete:
      * TraceEvent's readers take the pair as the rundown's bounds. */
-    {
+    if (named == NULL) {
         uint8_t init[8];
 
         nt_payload_init(&p, init, sizeof(init));
@@ -1403,8 +1408,12 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
         struct ag_symbol sym;
         int rc;
 
-        if (s->addrs.slots[i] == 0) {
+        if (s->addrs.slots[i] == 0 ||
+            (named != NULL && bridge_addr_set_has(named, s->addrs.slots[i]))) {
             continue;
+        }
+        if (named != NULL && (err = bridge_addr_set_add(named, s->addrs.slots[i])) != 0) {
+            goto out;
         }
         rc = ag_symbolize(s->addrs.slots[i], &sym);
         if (rc == -ESRCH) {
@@ -1475,7 +1484,7 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
         err = bridge_write_payload(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END),
                                    bridge_source.capture_tid, ts, &p);
     }
-    if (err == 0) {
+    if (err == 0 && named == NULL) {
         nt_payload_init(&p, buf, NT_MAX_PAYLOAD);
         nt_payload_rundown_complete(&p);
         err = bridge_write_payload(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_COMPLETE),
@@ -1486,6 +1495,48 @@ out:
     free(modules_done);
     free(fns);
     return err;
+}
+
+/* The session's end: every event held back is written, then every address is named. */
+static int
+bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w)
+{
+    struct bridge_session *s = bridge_session_find(cfg->session_id);
+    uint64_t ts = nt_clock_now();
+    int err;
+
+    if (atomic_load(&((struct bridge_source *)ctx)->owner) != (int64_t)gettid() || s == NULL) {
+        return 0;
+    }
+    if (s->mode == AG_MODE_CPU) { /* the threads' last CPU intervals end, all is written */
+        err = s->samples ? bridge_close_cpu_runs(s, 1) : 0;
+        if (err == 0) {
+            err = bridge_release_pending(s, w, UINT64_MAX);
+        }
+        if (err != 0) {
+            return err;
+        }
+    }
+    return bridge_write_names(s, w, ts, NULL);
+}
+
+/*
+ * ipc_event_source's names: the addresses referenced since the last call, named now, so that a
+ * file cut short by the process's death names its frames. Stamped with the time up to which a
+ * CPU-mode session's events are written (the writer keeps the stream in time order).
+ */
+static int
+bridge_names(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w)
+{
+    struct bridge_session *s = bridge_session_find(cfg->session_id);
+    uint64_t ts;
+
+    if (atomic_load(&((struct bridge_source *)ctx)->owner) != (int64_t)gettid() || s == NULL ||
+        s->named.count == s->addrs.count) {
+        return 0; /* every address is named (named only ever holds addresses of addrs) */
+    }
+    ts = s->mode == AG_MODE_CPU && s->released_ns != 0 ? s->released_ns : nt_clock_now();
+    return bridge_write_names(s, w, ts, &s->named);
 }
 
 void
@@ -1502,6 +1553,23 @@ bridge_agent_source_forked_child(void)
     atomic_store(&bridge_source.owner, 0);
 }
 
+int
+bridge_agent_start(void)
+{
+    /* A first start takes the module list with every CFI table built here, not left to the
+     * manager thread (ag_start's way, for a constructor that must not wait): the first pass
+     * of a stack snapshot walks threads blocked since before the agent ran through libc's
+     * frames, which frame pointers do not cross. Cheap once the list is taken (each drain
+     * calls it too). */
+    int err = ag_modules_refresh();
+
+    if (err < 0) {
+        fprintf(stderr, "pipeprof: modules: %s; unwinding uses frame pointers only\n",
+                strerror(-err));
+    }
+    return ag_start(&bridge_source.defaults);
+}
+
 void
 bridge_agent_source_init(struct ipc_event_source *out, const struct ag_config *defaults)
 {
@@ -1512,4 +1580,5 @@ bridge_agent_source_init(struct ipc_event_source *out, const struct ag_config *d
     out->session_stop = bridge_session_stop;
     out->sampling_interval_ns = bridge_session_interval;
     out->ctx = &bridge_source;
+    out->names = bridge_names;
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/idle-agent.sh - a preloaded process that nobody profiles runs the diagnostic server's
+# loop thread only: the agent (its /proc scans, module list, manager thread) starts when the
+# first session asks for samples, and that session samples the host's work functions. The cost
+# it saves is measured by bench/idle-preload.sh (docs/performance.md).
+source "$(dirname "$0")/ipc-lib.sh"
+HOST=$B/tests/output-host
+[[ -x $HOST ]] || fail "missing $HOST"
+
+threads() { ls "/proc/$1/task" | wc -l; }
+
+env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 "$HOST" serve 200 >"$T/svc.out" &
+pid=$!
+PP_PIDS+=("$pid")
+for i in $(seq 200); do grep -q ready "$T/svc.out" && break; sleep 0.1; done
+grep -q ready "$T/svc.out" || fail "the host never got ready"
+wait_socket "$pid" >/dev/null
+idle=$(threads "$pid")
+names=$(cat /proc/"$pid"/task/*/comm | sort | tr '\n' ' ')
+[[ $idle == 2 ]] || fail "idle: $idle threads ($names); want the host's and pipeprof-ipc"
+note "idle: $idle threads: $names"
+
+"$PIPEPROF" collect -p "$pid" --duration 2 -o "$T/c.nettrace" >/dev/null 2>"$T/collect.err" ||
+  { cat "$T/collect.err" >&2; fail "collect failed"; }
+busy=$(threads "$pid")
+[[ $busy -gt 2 ]] || fail "the agent did not start for the session ($busy threads)"
+n=$("$PIPEPROF" report --top 200 --format json "$T/c.nettrace" | python3 -c 'import json,sys
+d = json.load(sys.stdin)
+print(sum(f["total"] for f in d["top_total"] if f["function"].endswith("!out_serve_work")))')
+[[ $n -ge 5 ]] || fail "the first session got $n samples in out_serve_work"
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[[ $rc == 0 ]] || fail "the host ended with $rc after the session"
+note "the agent started for the first session: $busy threads, $n samples in out_serve_work"
