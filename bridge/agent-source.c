@@ -28,10 +28,13 @@
 
 /*
  * The stack snapshot of a CPU-mode session that asks for SampleProfiler alone: the wall sampler
- * runs at this rate until its first pass (one sample of every thread, a few ms at most) is taken.
+ * runs at this rate until it has one sample of every thread (ag_wall_settle: a few ms, more for
+ * a running thread a loaded machine does not schedule at once).
  */
-#define BRIDGE_SNAPSHOT_HZ      1000      /* the first pass within about 1 ms */
-#define BRIDGE_SNAPSHOT_PASS_NS 10000000u /* a thread a busy machine delays gets a later pass */
+#define BRIDGE_SNAPSHOT_HZ        1000 /* the first pass within about 1 ms */
+/* The longest a snapshot's last drain waits for it: a session stopped at once (dotnet-stack's,
+ * 10 ms) after the agent started with it (a late start takes tens of ms) must still hold it. */
+#define BRIDGE_SNAPSHOT_SETTLE_MS 2000
 
 /* A pending ThreadSample type of our own: a "stopped running" marker with the stack the thread
  * waits in (NT_SAMPLE_WAIT_TAG). */
@@ -165,9 +168,9 @@ struct bridge_session {
     struct bridge_counters counters; /* EventCounters (bridge/counters.h) */
     /* A stack snapshot (CPU mode, SampleProfiler alone: dotnet-stack's session): the first pass
      * of a wall sampler started for it gives every thread one waiting-type sample with its stack,
-     * running or blocked. 0 none, 1 waiting for the pass, 2 taking it. */
+     * running or blocked. 0 none (or taken), 1 taking it. */
     int snapshot;
-    uint64_t snapshot_first_ns; /* the pass's first sample */
+    int snapshot_settled; /* every thread's sample is in the rings now (ag_wall_settle) */
 };
 
 /* One drained sample, copied so that samples of all threads can be sorted by time. */
@@ -876,10 +879,10 @@ bridge_write_cpu_sample(struct bridge_session *s, const struct bridge_sample *sm
 }
 
 /*
- * A sample of the wall sampler's first pass in a session that takes a stack snapshot: every
- * thread's stack once, as a waiting-type sample (TraceEvent's thread-time computer charges it as
- * time not on the CPU, until the thread's next sample), unless the thread is already in an open
- * CPU interval. Samples of later passes are not the snapshot's.
+ * A wall sample in a session that takes a stack snapshot, until the wall sampler has one of
+ * every thread: every thread's stack once (its first), as a waiting-type sample (TraceEvent's
+ * thread-time computer charges it as time not on the CPU, until the thread's next sample),
+ * unless the thread is already in an open CPU interval.
  */
 static int
 bridge_take_snapshot(struct bridge_session *s, const struct bridge_sample *sm,
@@ -889,11 +892,7 @@ bridge_take_snapshot(struct bridge_session *s, const struct bridge_sample *sm,
     uint32_t d;
     int err;
 
-    if (s->snapshot == 1) {
-        s->snapshot = 2;
-        s->snapshot_first_ns = sm->timestamp_ns;
-    }
-    if (sm->timestamp_ns > s->snapshot_first_ns + 2 * BRIDGE_SNAPSHOT_PASS_NS || sm->depth == 0) {
+    if (sm->depth == 0) {
         return 0;
     }
     run = bridge_cpu_run_get(&s->runs, sm->tid);
@@ -1166,10 +1165,7 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
             err = bridge_take_snapshot(s, sm, frames);
             continue;
         }
-        if (s->snapshot == 1 && sm->mode == AG_MODE_WALL && sm->timestamp_ns >= s->start_ns) {
-            s->snapshot = 2; /* wall mode: the fast passes are the session's own samples */
-            s->snapshot_first_ns = sm->timestamp_ns;
-        }
+        /* (Wall mode: the fast passes are the session's own samples.) */
         /* Only the session's own mode: another session's CPU samples would read as this wall
          * session's (and the reverse), and the two encodings differ. */
         if (sm->timestamp_ns < s->start_ns || sm->mode != s->mode) {
@@ -1201,9 +1197,8 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
             err = bridge_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1);
         }
     }
-    if (s->snapshot == 2 &&
-        (final || nt_clock_now() > s->snapshot_first_ns + 2 * BRIDGE_SNAPSHOT_PASS_NS)) {
-        if (ag_sampling_release(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) != 0) { /* the pass is taken */
+    if (s->snapshot != 0 && (final || s->snapshot_settled)) {
+        if (ag_sampling_release(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) != 0) { /* every thread's in */
             bridge_log_session(s->id, "release", "no snapshot sampling request");
         }
         s->snapshot = 0;
@@ -1303,6 +1298,30 @@ bridge_tap_pump(void)
     return bridge_drain_records(src, &modules_changed);
 }
 
+/*
+ * Before a drain of a session taking a stack snapshot: whether the wall sampler has one sample
+ * of every thread since the session started, so that this drain completes the snapshot. Its
+ * last drain waits for that (bounded): the agent and the wall thread may have started with the
+ * session, which a client stops 10 ms later (dotnet-stack), and a running thread's sample comes
+ * when the machine schedules it. Giving up is one line on stderr, with a count.
+ */
+static void
+bridge_snapshot_settle(struct bridge_session *s, int final)
+{
+    static unsigned late; /* the consumer's thread only */
+    int err = ag_wall_settle(s->start_ns, final ? BRIDGE_SNAPSHOT_SETTLE_MS : 0);
+    char why[160];
+
+    s->snapshot_settled = err != -ETIMEDOUT;
+    if (err == -ETIMEDOUT && final) {
+        snprintf(why, sizeof(why),
+                 "not every thread's stack came within %d ms: threads may be missing "
+                 "(%u such snapshots in this process)",
+                 BRIDGE_SNAPSHOT_SETTLE_MS, ++late);
+        bridge_log_session(s->id, "stack snapshot", why);
+    }
+}
+
 static int
 bridge_drain(void *ctx, const struct ipc_session_view *views, size_t n)
 {
@@ -1312,6 +1331,13 @@ bridge_drain(void *ctx, const struct ipc_session_view *views, size_t n)
 
     if (atomic_load(&src->owner) != (int64_t)gettid()) {
         return 0; /* not the owner: the records are another recording's */
+    }
+    for (i = 0; i < n; i++) {
+        struct bridge_session *s = bridge_session_find(views[i].config->session_id);
+
+        if (s != NULL && s->snapshot != 0) {
+            bridge_snapshot_settle(s, views[i].final);
+        }
     }
     for (i = 0; i < n; i++) {
         if (views[i].final) {

@@ -3,7 +3,10 @@
 # tests/idle-agent.sh - a preloaded process that nobody profiles runs the diagnostic server's
 # loop thread only: the agent (its /proc scans, module list, manager thread) starts when the
 # first session asks for samples, and that session samples the host's work functions. The cost
-# it saves is measured by bench/idle-preload.sh (docs/performance.md).
+# it saves is measured by bench/idle-preload.sh (docs/performance.md). A stack snapshot
+# (dotnet-stack's session: SampleProfiler alone, stopped at once) as the first session of an
+# idle host holds a stack of every thread of the host, in CPU and in wall mode, though the agent
+# and its wall sampler start with that session.
 source "$(dirname "$0")/ipc-lib.sh"
 HOST=$B/tests/output-host
 [[ -x $HOST ]] || fail "missing $HOST"
@@ -34,3 +37,26 @@ rc=0
 wait "$pid" || rc=$?
 [[ $rc == 0 ]] || fail "the host ended with $rc after the session"
 note "the agent started for the first session: $busy threads, $n samples in out_serve_work"
+
+# The snapshot as the first session, stopped at once (--duration 0.001: the stop follows the
+# start as the client's next request), three fresh hosts per mode.
+GT=$B/samples/pp-sample-groundtruth
+for mode in cpu wall; do
+  for run in 1 2 3; do
+    env PIPEPROF_MODE=$mode LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 "$GT" 30 /dev/null >/dev/null 2>"$T/gt.err" &
+    host=$!
+    PP_PIDS+=("$host")
+    wait_socket "$host" >/dev/null
+    sleep 0.3 # the workers exist
+    want=$(for t in /proc/"$host"/task/*; do [[ $(cat "$t/comm") == pipeprof-* ]] || basename "$t"; done | sort -n | tr '\n' ' ')
+    [[ $(wc -w <<<"$want") == 5 ]] || fail "the ground-truth host has threads $want"
+    "$PIPEPROF" collect -p "$host" --providers Microsoft-DotNETCore-SampleProfiler:0:4 --duration 0.001 \
+      -o "$T/snap.nettrace" >/dev/null 2>"$T/collect.err" || { cat "$T/collect.err" >&2; fail "collect failed"; }
+    got=$("$PIPEPROF" dump "$T/snap.nettrace" | awk '/Thread\/Sample/ && !/ stack=0 / {
+        for (i = 1; i <= NF; i++) if ($i ~ /^tid=/) print substr($i, 5) }' | sort -nu | tr '\n' ' ')
+    kill "$host" 2>/dev/null || true
+    wait "$host" 2>/dev/null || true
+    [[ $got == "$want" ]] || { cat "$T/gt.err" >&2; fail "snapshot ($mode mode, host $run) has stacks of threads '$got', the host has '$want'"; }
+  done
+  note "the first session, a snapshot stopped at once, has every thread's stack ($mode mode, 3 hosts)"
+done
