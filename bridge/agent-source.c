@@ -1312,8 +1312,11 @@ bridge_snapshot_settle(struct bridge_session *s, int final)
     int err = ag_wall_settle(s->start_ns, final ? BRIDGE_SNAPSHOT_SETTLE_MS : 0);
     char why[160];
 
-    s->snapshot_settled = err != -ETIMEDOUT;
-    if (err == -ETIMEDOUT && final) {
+    /* A thread that never answers (it keeps the signal blocked) ends it at the bound too, so
+     * that the fast wall passes do not run for the whole session. */
+    s->snapshot_settled = err != -ETIMEDOUT ||
+                          nt_clock_now() - s->start_ns > BRIDGE_SNAPSHOT_SETTLE_MS * 1000000ull;
+    if (err == -ETIMEDOUT && (final || s->snapshot_settled)) {
         snprintf(why, sizeof(why),
                  "not every thread's stack came within %d ms: threads may be missing "
                  "(%u such snapshots in this process)",
