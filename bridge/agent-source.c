@@ -171,6 +171,11 @@ struct bridge_session {
      * running or blocked. 0 none (or taken), 1 taking it. */
     int snapshot;
     int snapshot_settled; /* every thread's sample is in the rings now (ag_wall_settle) */
+    /* Rounds of one sample of every thread still to wait for, each since snapshot_since: two in
+     * wall mode, where TraceEvent's thread time charges a thread from one sample to its next
+     * (CPU mode's snapshot sample gets its next from the session's end). */
+    int snapshot_rounds;
+    uint64_t snapshot_since;
 };
 
 /* One drained sample, copied so that samples of all threads can be sorted by time. */
@@ -475,6 +480,8 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
     if (err == 0 && s->samples && cfg->provider_count == 1 &&
         ag_sampling_acquire(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) == 0) {
         s->snapshot = 1;
+        s->snapshot_rounds = s->mode == AG_MODE_WALL ? 2 : 1;
+        s->snapshot_since = s->start_ns;
     }
     if (s->samples || s->pipeprof) {
         err = err != 0 ? err : ag_sampling_acquire(s->mode, s->hz);
@@ -1300,17 +1307,31 @@ bridge_tap_pump(void)
 
 /*
  * Before a drain of a session taking a stack snapshot: whether the wall sampler has one sample
- * of every thread since the session started, so that this drain completes the snapshot. Its
- * last drain waits for that (bounded): the agent and the wall thread may have started with the
- * session, which a client stops 10 ms later (dotnet-stack), and a running thread's sample comes
- * when the machine schedules it. Giving up is one line on stderr, with a count.
+ * of every thread since the session started (two in wall mode), so that this drain completes the
+ * snapshot. Its last drain waits for that (bounded): the agent and the wall thread may have
+ * started with the session, which a client stops 10 ms later (dotnet-stack), and a running
+ * thread's sample comes when the machine schedules it. Giving up is one line on stderr, with a
+ * count.
  */
 static void
 bridge_snapshot_settle(struct bridge_session *s, int final)
 {
     static unsigned late; /* the consumer's thread only */
-    int err = ag_wall_settle(s->start_ns, final ? BRIDGE_SNAPSHOT_SETTLE_MS : 0);
     char why[160];
+    int err;
+
+    for (;;) {
+        err = ag_wall_settle(s->snapshot_since, final ? BRIDGE_SNAPSHOT_SETTLE_MS : 0);
+        if (err == -ETIMEDOUT || s->snapshot_rounds <= 1) {
+            break;
+        }
+        s->snapshot_rounds--;
+        s->snapshot_since = nt_clock_now(); /* the next round: samples after this one's */
+        if (!final) {
+            err = -ETIMEDOUT; /* looked at again at the next drain */
+            break;
+        }
+    }
 
     /* A thread that never answers (it keeps the signal blocked) ends it at the bound too, so
      * that the fast wall passes do not run for the whole session. */
