@@ -176,6 +176,7 @@ struct bridge_session {
      * (CPU mode's snapshot sample gets its next from the session's end). */
     int snapshot_rounds;
     uint64_t snapshot_since;
+    uint64_t snapshot_deadline_ns; /* the wall sampling started plus the bound: when to give up */
 };
 
 /* One drained sample, copied so that samples of all threads can be sorted by time. */
@@ -482,6 +483,9 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
         s->snapshot = 1;
         s->snapshot_rounds = s->mode == AG_MODE_WALL ? 2 : 1;
         s->snapshot_since = s->start_ns;
+        /* From here, not from the session's start: a late agent start (the CFI tables of every
+         * module, under ASan about 2 s) is no time the sampler had. */
+        s->snapshot_deadline_ns = nt_clock_now() + BRIDGE_SNAPSHOT_SETTLE_MS * 1000000ull;
     }
     if (s->samples || s->pipeprof) {
         err = err != 0 ? err : ag_sampling_acquire(s->mode, s->hz);
@@ -1335,8 +1339,7 @@ bridge_snapshot_settle(struct bridge_session *s, int final)
 
     /* A thread that never answers (it keeps the signal blocked) ends it at the bound too, so
      * that the fast wall passes do not run for the whole session. */
-    s->snapshot_settled = err != -ETIMEDOUT ||
-                          nt_clock_now() - s->start_ns > BRIDGE_SNAPSHOT_SETTLE_MS * 1000000ull;
+    s->snapshot_settled = err != -ETIMEDOUT || nt_clock_now() > s->snapshot_deadline_ns;
     if (err == -ETIMEDOUT && (final || s->snapshot_settled)) {
         snprintf(why, sizeof(why),
                  "not every thread's stack came within %d ms: threads may be missing "
