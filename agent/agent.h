@@ -122,6 +122,17 @@ PP_MUST_USE int ag_sampling_acquire(enum ag_mode mode, unsigned hz);
 PP_MUST_USE int ag_sampling_release(enum ag_mode mode, unsigned hz);
 
 /*
+ * Waits until the wall sampler has, since since_ns (CLOCK_MONOTONIC), a sample of every thread
+ * it samples in a ring (or found nothing to take: a stopped thread, a full ring, counted): a
+ * running thread's is taken by its signal handler when the thread next runs, which on a loaded
+ * machine can be tens of ms after the pass. The next ag_drain() then holds every thread: a stack
+ * snapshot stopped at once after the agent started still has all of them. Returns 0, -ESRCH
+ * when no wall sampling runs, or -ETIMEDOUT after timeout_ms (0: only looks). Context: the
+ * consumer thread; polls every 0.5 ms.
+ */
+PP_MUST_USE int ag_wall_settle(uint64_t since_ns, unsigned timeout_ms);
+
+/*
  * The stack of thread tid if it waits now (state S or D), walked from its registers in
  * /proc/self/task/TID/syscall with non-faulting reads, as the wall sampler walks a blocked
  * thread; frames outside executable code end it. Returns the depth, 0 when the thread runs, is

@@ -191,6 +191,10 @@ struct ag_thread {
     _Atomic uint64_t stack_lo; /* reg: stack bounds, 0 while unknown */
     _Atomic uint64_t stack_hi;
     _Atomic uint64_t last_sp; /* self: sp of the last signal, to find unknown bounds */
+    /* wall or self: when (CLOCK_MONOTONIC) the wall sampler last had this thread's sample in a
+     * ring (a running thread's, taken by its handler on the wall thread's signal) or found
+     * nothing to take; ag_wall_settle() reads it */
+    _Atomic uint64_t wall_seen_ns;
     /* CPU-mode accounting (ag_sig_cpu_weigh): the handler and a tail claim (the exiting thread,
      * or ag_cpu_flush() on another thread) each take their span with an exchange. */
     _Atomic uint64_t last_cpu_ns; /* self or claim: CPU time at the last sample or claim */

@@ -359,6 +359,8 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         atomic_fetch_add_explicit(&ag.n_cpu, 1, memory_order_relaxed);
     } else {
         atomic_fetch_add_explicit(&ag.n_wall, 1, memory_order_relaxed);
+        /* Release, after the commit: ag_wall_settle() then drains a ring that holds it. */
+        atomic_store_explicit(&t->wall_seen_ns, s->timestamp_ns, memory_order_release);
     }
 out:
     atomic_fetch_sub_explicit(&ag.inflight, 1, memory_order_release);

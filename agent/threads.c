@@ -245,6 +245,7 @@ ag_thread_register_locked(int32_t tid, int self)
     atomic_store_explicit(&t->stack_hi, 0, memory_order_relaxed);
     atomic_store_explicit(&t->last_sp, 0, memory_order_relaxed);
     atomic_store_explicit(&t->last_cpu_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->wall_seen_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->excluded, ag_thread_is_excluded_locked(tid), memory_order_relaxed);
     atomic_store_explicit(&t->tid, tid, memory_order_relaxed);
     atomic_store_explicit(&t->state, AG_SLOT_ACTIVE, memory_order_release);
