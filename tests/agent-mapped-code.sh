@@ -8,15 +8,12 @@
 # executable after them) and spends its time in a loop there: recorded with `pipeprof record`,
 # at least 90 % of the samples must have the loop's frame, named pp-mapped-code!0x10NN (its
 # offset from the image's first byte, as a PE's RVA), and no frame may be in no module.
-set -euo pipefail
-B=${PP_BINARY_DIR:?}
-PP=$B/bin/pipeprof
-T=$(mktemp -d /tmp/pp-mapped.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+source "$(dirname "$0")/ipc-lib.sh"
 
-"$PP" record -q --hz 1000 -o "$T/mapped.nettrace" -- "$B/samples/pp-sample-mapped" 2 "$T" >/dev/null
-"$PP" convert --format folded -o "$T/mapped.folded" "$T/mapped.nettrace" 2>/dev/null
-python3 - "$T/mapped.folded" <<'PY'
+"${RECORD_ENV[@]}" "$PIPEPROF" record -q --hz 1000 -o "$T/mapped.nettrace" -- \
+  "$B/samples/pp-sample-mapped" 2 "$T" >/dev/null || fail "record"
+"$PIPEPROF" convert --format folded -o "$T/mapped.folded" "$T/mapped.nettrace" 2>/dev/null
+python3 - "$T/mapped.folded" <<'PY' || fail "the mapped file's code is not named by its file and offset"
 import re, sys
 total = loop = 0
 nowhere = []
@@ -30,8 +27,6 @@ for line in open(sys.argv[1]):
     nowhere += [f for f in frames if f.startswith("?!")]
 print("agent-mapped-code: %d samples, %d in the mapped loop; frames in no module: %s"
       % (total, loop, sorted(set(nowhere))[:5] or "none"))
-if total < 20 or loop < 0.9 * total or nowhere:
-    print("FAIL: the mapped file's code is not named by its file and offset")
-    sys.exit(1)
+sys.exit(1 if total < 20 or loop < 0.9 * total or nowhere else 0)
 PY
 echo "agent-mapped-code: ok"
