@@ -102,7 +102,9 @@ ag_codemap_read(void)
         if (perms[2] != 'x') {
             continue;
         }
-        if (path_at > 0 && line[path_at] == '/' &&
+        /* memfd's files are memory: the .NET runtime maps its JIT code twice from one (W^X),
+         * and that code is named by the runtime's events, not by a file. */
+        if (path_at > 0 && line[path_at] == '/' && strncmp(line + path_at, "/memfd:", 7) != 0 &&
             ag_codemap_file_add(files, lo, hi, offset, line + path_at) != 0) {
             err = -ENOMEM;
             goto out;
