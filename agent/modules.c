@@ -277,6 +277,21 @@ ag_modules_publish(void)
     return 0;
 }
 
+/* Whether mapped files came or went since the last ordinary refresh: the consumer's, which
+ * announces modules (bridge/agent-source.c). The manager's deferred refreshes and the code map's
+ * leave the news to it. */
+static int
+ag_modules_files_take_locked(void)
+{
+    int changed = ag_modules_files_changed;
+
+    if (ag_modules_defer_cfi) {
+        return 0;
+    }
+    ag_modules_files_changed = 0;
+    return changed;
+}
+
 /* The refresh itself; the caller holds the mutex. */
 static int
 ag_modules_refresh_locked(void)
@@ -288,9 +303,7 @@ ag_modules_refresh_locked(void)
 
     dl_iterate_phdr(ag_modules_counters_cb, c);
     if (ag_modules_scanned && c[0] == ag_modules_adds && c[1] == ag_modules_subs && c[0] != ~0ull) {
-        scan.changed = ag_modules_files_changed;
-        ag_modules_files_changed = 0;
-        return scan.changed;
+        return ag_modules_files_take_locked();
     }
     for (m = ag_modules_all; m != NULL; m = m->next) {
         m->seen = 0;
@@ -314,9 +327,7 @@ ag_modules_refresh_locked(void)
     ag_modules_adds = c[0];
     ag_modules_subs = c[1];
     ag_modules_scanned = 1;
-    scan.changed |= ag_modules_files_changed;
-    ag_modules_files_changed = 0;
-    return scan.changed;
+    return scan.changed | ag_modules_files_take_locked();
 }
 
 int
@@ -695,10 +706,13 @@ int
 ag_modules_note_file_code(const struct ag_file_code *code, size_t n)
 {
     struct ag_module *m;
-    int err = 0;
+    int err = 0, known;
 
     pthread_mutex_lock(&ag_modules_mutex);
-    if (ag_modules_refresh_locked() < 0) {
+    ag_modules_defer_cfi = 1; /* new ELF modules' tables: the manager's to build, not the drain's */
+    known = ag_modules_refresh_locked() >= 0;
+    ag_modules_defer_cfi = 0;
+    if (!known) {
         goto out; /* the loader's list is unknown: nothing can be told apart from it */
     }
     for (m = ag_modules_all; m != NULL; m = m->next) {
