@@ -76,24 +76,30 @@ ag_codemap_read(void)
     struct ag_codemap_files *files = calloc(1, sizeof(*files));
     char line[PATH_MAX + 128];
     size_t n = 0;
-    int err = 0;
+    int err = 0, in_tail = 0;
 
     if (f == NULL || files == NULL) {
         err = f == NULL ? -errno : -ENOMEM;
         goto out;
     }
     while (fgets(line, sizeof(line), f) != NULL) {
-        unsigned long lo, hi, offset;
+        unsigned long lo, hi, offset = 0;
         char perms[8];
         size_t len = strlen(line);
-        int path_at = 0;
+        int path_at = 0, whole = len > 0 && line[len - 1] == '\n', tail = in_tail;
 
-        if (len == 0 || line[len - 1] != '\n') {
-            continue; /* longer than a path can be: not a file's */
+        in_tail = !whole;
+        if (tail) {
+            continue; /* the rest of a line longer than the buffer */
         }
-        line[len - 1] = '\0';
-        if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perms, &offset, &path_at) < 4) {
+        if (whole) {
+            line[len - 1] = '\0';
+        }
+        if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perms, &offset, &path_at) < 3) {
             continue;
+        }
+        if (!whole) {
+            path_at = 0; /* a path longer than PATH_MAX: the range is code, unnamed */
         }
         if (path_at > 0 && line[path_at] == '/' && offset == 0) {
             snprintf(files->image_path, sizeof(files->image_path), "%s", line + path_at);
