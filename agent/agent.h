@@ -394,6 +394,8 @@ struct ag_symbol {
     uint64_t start;       /* runtime address of the function */
     uint64_t size;        /* from the symbol table, or up to the next symbol when it had none */
     uint64_t offset;      /* pc - start */
+    int mapped_file;      /* a mapping of a file the loader does not know (a PE image the .NET
+                           * runtime mapped): module fields only, module_base its first byte */
 };
 
 /*
@@ -401,8 +403,11 @@ struct ag_symbol {
  * separate debug file by build-id or .gnu_debuglink, else .dynsym) on its first lookup and
  * cached. Returns 0; -ESRCH when pc lies in a module but no symbol covers it (module fields
  * are filled, name is NULL; start, size and offset too when the module's .eh_frame_hdr knows
- * the function, else 0); -ENOENT when pc is in no module. Context: not signal-safe (drain
- * or IPC thread); takes the module lock; the first lookup in a module reads its file.
+ * the function, else 0); -ENOENT when pc is in no module. Code the loader does not know but
+ * a file backs (ReadyToRun code in a PE image the .NET runtime mapped) is a module once the
+ * consumer's map of code has seen it (agent/codemap.c): -ESRCH with mapped_file set. Context: not
+ * signal-safe (drain or IPC thread); takes the module lock; the first lookup in a module reads its
+ * file.
  */
 PP_MUST_USE int ag_symbolize(uint64_t pc, struct ag_symbol *out);
 

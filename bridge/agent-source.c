@@ -1480,6 +1480,12 @@ bridge_write_names(struct bridge_session *s, struct nt_writer *w, uint64_t ts,
             goto out;
         }
         rc = ag_symbolize(s->addrs.slots[i], &sym);
+        if (rc == -ESRCH && sym.mapped_file) {
+            /* Code in a file the runtime mapped (ReadyToRun): the runtime's rundown names its
+             * methods, and a name here would hide theirs; pipeprof's readers fall back to the
+             * module announced for it (file and offset). */
+            continue;
+        }
         if (rc == -ESRCH) {
             /* A stripped library's internal function (libcoreclr's, Debian's libraries without
              * debug symbols): named by its module and its address in the ELF file, which
