@@ -67,10 +67,23 @@ ag_manager_sleep(unsigned ms)
  */
 #define AG_NEW_CODE_HOLD_NS (50u * 1000000u)
 
+/*
+ * The CFI tables wait until the first sample, or this long after the start: building libc's
+ * alone takes a few ms of CPU, which a short process (each of `make`'s or a shell's children
+ * under `record`) paid in full while its whole life took less (bench/startup.sh: 2 ms of its
+ * 4.8 ms per child over bare). Until then a sample unwinds by frame pointers; the first of them
+ * asks for the tables, which the manager, looking every AG_CFI_POLL_MS, builds at once.
+ */
+#define AG_CFI_DEFER_NS (50u * 1000000u)
+#define AG_CFI_POLL_MS  5u
+
 static void *
 ag_manager_main(void *arg)
 {
-    uint64_t next_scan = 0, hold_until = 0, now, until;
+    /* ag_start() scanned the threads just now. */
+    uint64_t next_scan = ag_now_ns() + (uint64_t)ag.cfg.scan_ms * 1000000u, hold_until = 0, now,
+             until, cfi_after = ag_now_ns() + AG_CFI_DEFER_NS;
+    int cfi_wanted = 0;
 
     (void)arg;
     ag_thread_exclude_self();
@@ -87,9 +100,10 @@ ag_manager_main(void *arg)
             scanned = 1;
         }
         err = ag_modules_refresh_deferred(); /* cheap unless dlopen/dlclose changed it */
+        cfi_wanted = cfi_wanted || atomic_load(&ag.n_samples) != 0 || ag_now_ns() >= cfi_after;
         if (err >= 0) {
             changed = err > 0;
-            err = ag_modules_build_cfi(&ag.stopping); /* the new modules' tables */
+            err = cfi_wanted ? ag_modules_build_cfi(&ag.stopping) : 0; /* the new modules' */
         }
         if (err < 0) {
             ag_log(AG_LOG_DEBUG, "modules: refresh: %s", strerror(-err));
@@ -103,6 +117,9 @@ ag_manager_main(void *arg)
             hold_until = now + AG_NEW_CODE_HOLD_NS; /* a false alarm: held, then let go */
         }
         until = hold_until != 0 && hold_until < next_scan ? hold_until : next_scan;
+        if (!cfi_wanted && until > now + AG_CFI_POLL_MS * 1000000u) {
+            until = now + AG_CFI_POLL_MS * 1000000u;
+        }
     } while (!ag_manager_sleep(until > now ? (unsigned)((until - now + 999999) / 1000000) : 0));
     return NULL;
 }
@@ -250,6 +267,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_threads_dropped, 0);
     atomic_store(&ag.n_eintr_seen, 0);
     atomic_store(&ag.n_eintr_absorbed, 0);
+    atomic_store(&ag.n_offstack, 0);
     atomic_store(&ag.n_cfi_steps, 0);
     atomic_store(&ag.cpu_sampled_ns, 0);
     atomic_store(&ag.cpu_sampled_n, 0);
@@ -460,6 +478,7 @@ ag_stats_get(struct ag_stats *out)
     out->samples_waiting = atomic_load(&ag.n_waiting);
     out->lost = atomic_load(&ag.n_lost);
     out->wall_unsampled = atomic_load(&ag.n_wall_unsampled);
+    out->offstack = atomic_load(&ag.n_offstack);
     out->timer_overruns = atomic_load(&ag.n_overruns);
     out->threads_seen = atomic_load(&ag.n_threads);
     out->threads_dropped = atomic_load(&ag.n_threads_dropped);

@@ -122,6 +122,17 @@ PP_MUST_USE int ag_sampling_acquire(enum ag_mode mode, unsigned hz);
 PP_MUST_USE int ag_sampling_release(enum ag_mode mode, unsigned hz);
 
 /*
+ * Waits until the wall sampler has, since since_ns (CLOCK_MONOTONIC), a sample of every thread
+ * it samples in a ring (or found nothing to take: a stopped thread, a full ring, counted): a
+ * running thread's is taken by its signal handler when the thread next runs, which on a loaded
+ * machine can be tens of ms after the pass. The next ag_drain() then holds every thread: a stack
+ * snapshot stopped at once after the agent started still has all of them. Returns 0, -ESRCH
+ * when no wall sampling runs, or -ETIMEDOUT after timeout_ms (0: only looks). Context: the
+ * consumer thread; polls every 0.5 ms.
+ */
+PP_MUST_USE int ag_wall_settle(uint64_t since_ns, unsigned timeout_ms);
+
+/*
  * The stack of thread tid if it waits now (state S or D), walked from its registers in
  * /proc/self/task/TID/syscall with non-faulting reads, as the wall sampler walks a blocked
  * thread; frames outside executable code end it. Returns the depth, 0 when the thread runs, is
@@ -215,7 +226,8 @@ enum ag_record_kind {
     AG_RECORD_SAMPLE = 1,
     AG_RECORD_THREAD_START = 2, /* first record of a thread; also when its name changed */
     AG_RECORD_THREAD_STOP = 3,
-    AG_RECORD_LOST = 4, /* samples dropped (ring full) since the last LOST record */
+    AG_RECORD_LOST = 4, /* samples dropped (ring full) and wall intervals missed since the last
+                           LOST record (struct ag_record's unsampled tells them apart) */
 };
 
 /* One drained record. Borrowed: valid only during the callback. */
@@ -227,6 +239,13 @@ struct ag_record {
         const char *name;               /* AG_RECORD_THREAD_START: NUL-terminated */
         uint64_t lost;                  /* AG_RECORD_LOST */
     } u;
+    /*
+     * AG_RECORD_LOST: how many of u.lost are wall intervals the thread went without a sample
+     * because the wall pass came late. No sample was taken, so none was dropped: a consumer
+     * that reports dropped events (a nettrace's sequence gaps) leaves them out; one that counts
+     * a sample per interval counts them. Else 0.
+     */
+    uint64_t unsampled;
 };
 
 /* Drain callback: returns 0 to continue, nonzero to stop (ag_drain returns it). */
@@ -252,6 +271,9 @@ struct ag_stats {
     uint64_t wall_unsampled;   /* wall intervals a thread went without a sample: the wall pass
                                   came late (many threads at a high rate); in lost too and in
                                   the LOST records of the thread */
+    uint64_t offstack;         /* samples skipped because the interrupted code ran on an
+                                  alternate signal stack (not the thread's, maybe too small to
+                                  walk); in lost too and in the LOST records of the thread */
     uint64_t timer_overruns;   /* CPU-timer expiries the kernel merged (si_overrun) */
     uint64_t cpu_weight;       /* sum of CPU samples' weights (>= samples_cpu) */
     uint64_t threads_perf;     /* threads sampled by the perf_event engine now */
@@ -384,6 +406,8 @@ struct ag_symbol {
     uint64_t start;       /* runtime address of the function */
     uint64_t size;        /* from the symbol table, or up to the next symbol when it had none */
     uint64_t offset;      /* pc - start */
+    int mapped_file;      /* a mapping of a file the loader does not know (a PE image the .NET
+                           * runtime mapped): module fields only, module_base its first byte */
 };
 
 /*
@@ -391,8 +415,11 @@ struct ag_symbol {
  * separate debug file by build-id or .gnu_debuglink, else .dynsym) on its first lookup and
  * cached. Returns 0; -ESRCH when pc lies in a module but no symbol covers it (module fields
  * are filled, name is NULL; start, size and offset too when the module's .eh_frame_hdr knows
- * the function, else 0); -ENOENT when pc is in no module. Context: not signal-safe (drain
- * or IPC thread); takes the module lock; the first lookup in a module reads its file.
+ * the function, else 0); -ENOENT when pc is in no module. Code the loader does not know but
+ * a file backs (ReadyToRun code in a PE image the .NET runtime mapped) is a module once the
+ * consumer's map of code has seen it (agent/codemap.c): -ESRCH with mapped_file set. Context: not
+ * signal-safe (drain or IPC thread); takes the module lock; the first lookup in a module reads its
+ * file.
  */
 PP_MUST_USE int ag_symbolize(uint64_t pc, struct ag_symbol *out);
 

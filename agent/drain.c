@@ -275,6 +275,7 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
         rec.kind = AG_RECORD_SAMPLE;
         rec.tid = tid;
         rec.u.sample = s;
+        rec.unsampled = 0;
         rc = fn(&rec, ctx);
         ag_ring_release(r); /* consumed even when fn stops the drain */
         (*n)++;
@@ -358,7 +359,7 @@ ag_drain(ag_record_fn fn, void *ctx)
         char name[AG_NAME_MAX];
         int state, announce, kern_flush;
         int32_t tid;
-        uint64_t dropped;
+        uint64_t dropped, unsampled;
 
         pthread_mutex_lock(&ag.reg_lock);
         state = atomic_load_explicit(&t->state, memory_order_acquire);
@@ -437,10 +438,16 @@ ag_drain(ag_record_fn fn, void *ctx)
             break;
         }
         dropped = atomic_load_explicit(&t->dropped, memory_order_relaxed);
+        unsampled = atomic_load_explicit(&t->unsampled, memory_order_relaxed);
         if (dropped != t->dropped_reported) {
             rec.kind = AG_RECORD_LOST;
             rec.u.lost = dropped - t->dropped_reported;
+            /* The wall thread adds to both; one it has added to unsampled only waits a drain. */
+            rec.unsampled = unsampled - t->unsampled_reported < rec.u.lost
+                                    ? unsampled - t->unsampled_reported
+                                    : rec.u.lost;
             t->dropped_reported = dropped;
+            t->unsampled_reported += rec.unsampled;
             n++;
             rc = fn(&rec, ctx);
             if (rc != 0) {
@@ -453,6 +460,7 @@ ag_drain(ag_record_fn fn, void *ctx)
             rc = ag_drain_ring(t, &t->wring, tid, UINT64_MAX, fn, ctx, &n);
             rec.kind = AG_RECORD_THREAD_STOP;
             rec.u.name = NULL;
+            rec.unsampled = 0;
             n++;
             if (rc == 0) {
                 rc = fn(&rec, ctx);

@@ -191,12 +191,18 @@ struct ag_thread {
     _Atomic uint64_t stack_lo; /* reg: stack bounds, 0 while unknown */
     _Atomic uint64_t stack_hi;
     _Atomic uint64_t last_sp; /* self: sp of the last signal, to find unknown bounds */
+    /* wall or self: when (CLOCK_MONOTONIC) the wall sampler last had this thread's sample in a
+     * ring (a running thread's, taken by its handler on the wall thread's signal) or found
+     * nothing to take; ag_wall_settle() reads it */
+    _Atomic uint64_t wall_seen_ns;
     /* CPU-mode accounting (ag_sig_cpu_weigh): the handler and a tail claim (the exiting thread,
      * or ag_cpu_flush() on another thread) each take their span with an exchange. */
     _Atomic uint64_t last_cpu_ns; /* self or claim: CPU time at the last sample or claim */
     _Atomic int64_t cpu_carry_ns; /* self or claim: CPU time not yet in weights (may be < 0) */
-    _Atomic uint64_t dropped;     /* self and wall: samples lost to a full ring */
+    _Atomic uint64_t dropped;     /* self and wall: samples lost to a full ring, and unsampled */
+    _Atomic uint64_t unsampled;   /* wall: intervals a late pass missed (also in dropped) */
     uint64_t dropped_reported;    /* drain */
+    uint64_t unsampled_reported;  /* drain */
     int has_timer;                /* reg */
     timer_t timer;                /* reg */
     unsigned timer_hz;            /* reg: rate the timer or the perf event is armed at */

@@ -29,6 +29,7 @@ static unsigned long long ag_modules_subs;            /* mutex */
 static int ag_modules_scanned;                        /* mutex */
 static int ag_modules_defer_cfi;                      /* mutex: new modules' tables wait */
 static uint64_t ag_modules_generation;                /* mutex */
+static int ag_modules_files_changed;                  /* mutex: mapped files came or went */
 
 struct ag_modules_scan {
     int err;
@@ -210,7 +211,7 @@ ag_modules_scan_cb(struct dl_phdr_info *info, size_t size, void *ctx)
         return 0;
     }
     for (m = ag_modules_all; m != NULL; m = m->next) {
-        if (m->live && !m->seen && m->base == info->dlpi_addr &&
+        if (m->live && !m->seen && !m->mapped_file && m->base == info->dlpi_addr &&
             strcmp(m->name, info->dlpi_name != NULL ? info->dlpi_name : "") == 0) {
             m->seen = 1;
             return 0;
@@ -242,15 +243,17 @@ ag_modules_publish(void)
     struct ag_module_snapshot *snap, *old;
     size_t n = 0, k = 0;
 
+    /* Mapped files stay out: the handler walks their code as it walks a JIT's, and tells the
+     * manager of code outside every module as before. */
     for (struct ag_module *m = ag_modules_all; m != NULL; m = m->next) {
-        n += m->live ? m->n_exec : 0;
+        n += m->live && !m->mapped_file ? m->n_exec : 0;
     }
     snap = calloc(1, sizeof(*snap) + n * sizeof(snap->spans[0]));
     if (snap == NULL) {
         return -ENOMEM;
     }
     for (struct ag_module *m = ag_modules_all; m != NULL; m = m->next) {
-        for (size_t i = 0; m->live && i < m->n_exec; i++) {
+        for (size_t i = 0; m->live && !m->mapped_file && i < m->n_exec; i++) {
             snap->spans[k++] = (struct ag_module_span){ m->exec[i].lo, m->exec[i].hi, m, m->cfi };
         }
     }
@@ -274,6 +277,21 @@ ag_modules_publish(void)
     return 0;
 }
 
+/* Whether mapped files came or went since the last ordinary refresh: the consumer's, which
+ * announces modules (bridge/agent-source.c). The manager's deferred refreshes and the code map's
+ * leave the news to it. */
+static int
+ag_modules_files_take_locked(void)
+{
+    int changed = ag_modules_files_changed;
+
+    if (ag_modules_defer_cfi) {
+        return 0;
+    }
+    ag_modules_files_changed = 0;
+    return changed;
+}
+
 /* The refresh itself; the caller holds the mutex. */
 static int
 ag_modules_refresh_locked(void)
@@ -285,7 +303,7 @@ ag_modules_refresh_locked(void)
 
     dl_iterate_phdr(ag_modules_counters_cb, c);
     if (ag_modules_scanned && c[0] == ag_modules_adds && c[1] == ag_modules_subs && c[0] != ~0ull) {
-        return 0;
+        return ag_modules_files_take_locked();
     }
     for (m = ag_modules_all; m != NULL; m = m->next) {
         m->seen = 0;
@@ -295,7 +313,7 @@ ag_modules_refresh_locked(void)
         return scan.err; /* counters not recorded: the next call rescans */
     }
     for (m = ag_modules_all; m != NULL; m = m->next) {
-        if (m->live && !m->seen) {
+        if (m->live && !m->seen && !m->mapped_file) {
             m->live = 0; /* dlclose'd; kept until ag_modules_fini() */
             scan.changed = 1;
         }
@@ -309,7 +327,7 @@ ag_modules_refresh_locked(void)
     ag_modules_adds = c[0];
     ag_modules_subs = c[1];
     ag_modules_scanned = 1;
-    return scan.changed;
+    return scan.changed | ag_modules_files_take_locked();
 }
 
 int
@@ -581,6 +599,10 @@ ag_symbolize(uint64_t pc, struct ag_symbol *out)
     out->module_id = m->id;
     out->module_path = m->path;
     out->module_base = m->base;
+    out->mapped_file = m->mapped_file;
+    if (m->mapped_file) {
+        goto out; /* no ELF symbols or unwind tables to read: -ESRCH, named by offset */
+    }
     if (m->symtab == NULL && m->symtab_err == 0) {
         m->symtab_err = ag_symtab_load(m, &m->symtab);
     }
@@ -615,6 +637,103 @@ out:
     return err;
 }
 
+/* A live module of the loader's whose executable ranges meet [lo, hi). */
+static int
+ag_modules_elf_overlaps_locked(uint64_t lo, uint64_t hi)
+{
+    for (struct ag_module *m = ag_modules_all; m != NULL; m = m->next) {
+        for (size_t i = 0; m->live && !m->mapped_file && i < m->n_exec; i++) {
+            if (lo < m->exec[i].hi && m->exec[i].lo < hi) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Adds [lo, hi) to the live mapped-file module of path at image (created when absent). */
+static int
+ag_modules_file_add_locked(const struct ag_file_code *fc)
+{
+    struct ag_module *m;
+    struct ag_cfi_span *exec;
+
+    for (m = ag_modules_all; m != NULL; m = m->next) {
+        if (m->mapped_file && m->live && m->base == fc->image && strcmp(m->path, fc->path) == 0) {
+            break;
+        }
+    }
+    if (m == NULL) {
+        m = calloc(1, sizeof(*m));
+        if (m == NULL || (m->path = strdup(fc->path)) == NULL ||
+            (m->name = strdup(fc->path)) == NULL) {
+            if (m != NULL) {
+                free(m->path);
+            }
+            free(m);
+            return -ENOMEM;
+        }
+        m->mapped_file = 1;
+        m->base = m->lo = fc->image;
+        m->hi = fc->hi;
+        m->cfi_err = m->symtab_err = -ENOENT;
+        m->live = 1;
+        m->id = ag_modules_next_id++;
+        m->next = ag_modules_all;
+        ag_modules_all = m;
+        ag_modules_files_changed = 1;
+    }
+    m->seen = 1;
+    for (size_t i = 0; i < m->n_exec; i++) {
+        if (m->exec[i].lo == fc->lo && m->exec[i].hi == fc->hi) {
+            return 0;
+        }
+    }
+    exec = realloc(m->exec, (m->n_exec + 1) * sizeof(*exec));
+    if (exec == NULL) {
+        return -ENOMEM;
+    }
+    m->exec = exec;
+    m->exec[m->n_exec++] = (struct ag_cfi_span){ fc->lo, fc->hi };
+    if (fc->hi > m->hi) {
+        m->hi = fc->hi;
+    }
+    ag_modules_files_changed = 1;
+    return 0;
+}
+
+int
+ag_modules_note_file_code(const struct ag_file_code *code, size_t n)
+{
+    struct ag_module *m;
+    int err = 0, known;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    ag_modules_defer_cfi = 1; /* new ELF modules' tables: the manager's to build, not the drain's */
+    known = ag_modules_refresh_locked() >= 0;
+    ag_modules_defer_cfi = 0;
+    if (!known) {
+        goto out; /* the loader's list is unknown: nothing can be told apart from it */
+    }
+    for (m = ag_modules_all; m != NULL; m = m->next) {
+        m->seen = 0;
+    }
+    for (size_t i = 0; i < n && err == 0; i++) {
+        if (!ag_modules_elf_overlaps_locked(code[i].lo, code[i].hi)) {
+            err = ag_modules_file_add_locked(&code[i]);
+        }
+    }
+    for (m = ag_modules_all; err == 0 && m != NULL; m = m->next) {
+        if (m->mapped_file && m->live && !m->seen) {
+            m->live = 0; /* unmapped; kept for the samples taken before */
+            ag_modules_files_changed = 1;
+        }
+    }
+out:
+    pthread_mutex_unlock(&ag_modules_mutex);
+    return err;
+}
+
 void
 ag_modules_fini(void)
 {
@@ -635,6 +754,7 @@ ag_modules_fini(void)
         ag_module_free(m);
     }
     ag_modules_scanned = 0;
+    ag_modules_files_changed = 0;
     ag_modules_adds = ag_modules_subs = 0;
     pthread_mutex_unlock(&ag_modules_mutex);
 }

@@ -104,6 +104,24 @@ ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t period, int at_leas
     return weight;
 }
 
+/*
+ * Whether sp is on the alternate signal stack the thread had registered when the signal came.
+ * The signal frame's uc_stack is that registration (since Linux 4.7 its ss_flags are the
+ * registration's flags, never SS_ONSTACK), so the range is compared here, as the kernel's
+ * on_sig_stack() does.
+ */
+static int
+ag_sig_on_altstack(const void *uctx, uint64_t sp)
+{
+    const stack_t *ss = &((const ucontext_t *)uctx)->uc_stack;
+    uint64_t lo = (uint64_t)(uintptr_t)ss->ss_sp;
+
+    if (ss->ss_flags & SS_ONSTACK) {
+        return 1;
+    }
+    return !(ss->ss_flags & SS_DISABLE) && ss->ss_size != 0 && sp > lo && sp - lo <= ss->ss_size;
+}
+
 void
 ag_sig_handler(int signo, siginfo_t *info, void *uctx)
 {
@@ -147,22 +165,31 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         host_signal_chain(signo, info, uctx);
         return;
     }
+    /* Counted before anything else: whatever this handler does with it, the signal may have cut
+     * a host's blocking call short, which host/ retries by this count (also when a session's end
+     * cleared running, or the thread runs on an alternate stack). */
+    atomic_fetch_add_explicit(&ag_tls_signals, 1, memory_order_relaxed);
     if (!atomic_load_explicit(&ag.running, memory_order_seq_cst)) {
         goto out;
     }
-    if (((const ucontext_t *)uctx)->uc_stack.ss_flags & SS_ONSTACK) {
-        /* The interrupted code runs on an alternate signal stack (a host handler installed
-         * where host/ could not add the signal to its mask): too small a stack to walk from, and
-         * not the thread's. No sample; counted. */
-        atomic_fetch_add_explicit(&ag.n_offstack, 1, memory_order_relaxed);
-        goto out;
-    }
-    atomic_fetch_add_explicit(&ag_tls_signals, 1, memory_order_relaxed);
     /* Registers of the interrupted context, and whether it was a syscall about to return
      * EINTR (agent/arch.h). */
     eintr = ag_arch_sig_regs(uctx, &regs);
     if (eintr) {
         atomic_fetch_add_explicit(&ag.n_eintr_seen, 1, memory_order_relaxed);
+    }
+    if (ag_sig_on_altstack(uctx, regs.sp)) {
+        /* The interrupted code runs on the thread's alternate signal stack (a host handler
+         * installed where host/ could not add the signal to its mask, or code the host runs
+         * there): maybe too small a stack to walk from, and not the thread's. No sample:
+         * counted, and lost for the thread (its LOST record). */
+        atomic_fetch_add_explicit(&ag.n_offstack, 1, memory_order_relaxed);
+        t = ag_sig_thread_self();
+        if (t != NULL) {
+            atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+        }
+        goto out;
     }
     t = ag_sig_thread_self();
     if (t == NULL || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
@@ -334,6 +361,8 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         atomic_fetch_add_explicit(&ag.n_cpu, 1, memory_order_relaxed);
     } else {
         atomic_fetch_add_explicit(&ag.n_wall, 1, memory_order_relaxed);
+        /* Release, after the commit: ag_wall_settle() then drains a ring that holds it. */
+        atomic_store_explicit(&t->wall_seen_ns, s->timestamp_ns, memory_order_release);
     }
 out:
     atomic_fetch_sub_explicit(&ag.inflight, 1, memory_order_release);

@@ -40,6 +40,9 @@ struct ag_module {
     uint8_t build_id[AG_BUILD_ID_MAX];
     size_t build_id_len;
     int is_vdso;              /* the kernel's vdso: symbols are read from memory */
+    int mapped_file;          /* no ELF object: a file mapped executable by other code than the
+                               * loader (ag_modules_note_file_code); named by offset only, and
+                               * left out of the signal handler's snapshot */
     uint64_t eh_frame_hdr;    /* runtime address of its .eh_frame_hdr, 0 when none */
     struct ag_cfi_table *cfi; /* NULL when the module has no usable .eh_frame_hdr */
     int cfi_err;              /* 0 or why cfi is NULL; -EINPROGRESS: not built yet */
@@ -153,5 +156,22 @@ PP_MUST_USE int ag_modules_refresh_deferred(void);
  * Stops early when *cancel (may be NULL) becomes nonzero. Returns the tables built or -errno.
  */
 PP_MUST_USE int ag_modules_build_cfi(_Atomic int *cancel);
+
+/* An executable mapping of a file, as /proc/self/maps lists it (agent/codemap.c). */
+struct ag_file_code {
+    uint64_t lo, hi;
+    uint64_t
+            image; /* the file's first byte in memory (its mapping at offset 0), else lo - offset */
+    const char *path;
+};
+
+/*
+ * Makes modules of the file-backed executable mappings no loaded ELF object covers (the .NET
+ * runtime maps the PE images of ReadyToRun assemblies itself), from a complete read of the map
+ * (code[0..n), in address order); mapped-file modules absent from it are marked gone. The next
+ * ag_modules_refresh() returns 1 when that changed the list. Context: the consumer thread; takes
+ * the module lock. Returns 0 or -ENOMEM.
+ */
+PP_MUST_USE int ag_modules_note_file_code(const struct ag_file_code *code, size_t n);
 
 #endif /* AG_SYMBOLS_INTERNAL_H */

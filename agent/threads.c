@@ -239,11 +239,13 @@ ag_thread_register_locked(int32_t tid, int self)
     atomic_store_explicit(&t->sigblk_claimed, 0, memory_order_relaxed);
     atomic_store_explicit(&t->sigblk.info, 0, memory_order_relaxed); /* no stack yet */
     t->dropped_reported = atomic_load_explicit(&t->dropped, memory_order_relaxed);
+    t->unsampled_reported = atomic_load_explicit(&t->unsampled, memory_order_relaxed);
     atomic_store_explicit(&t->blocked, 0, memory_order_relaxed);
     atomic_store_explicit(&t->stack_lo, 0, memory_order_relaxed);
     atomic_store_explicit(&t->stack_hi, 0, memory_order_relaxed);
     atomic_store_explicit(&t->last_sp, 0, memory_order_relaxed);
     atomic_store_explicit(&t->last_cpu_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->wall_seen_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->excluded, ag_thread_is_excluded_locked(tid), memory_order_relaxed);
     atomic_store_explicit(&t->tid, tid, memory_order_relaxed);
     atomic_store_explicit(&t->state, AG_SLOT_ACTIVE, memory_order_release);

@@ -278,6 +278,7 @@ ag_wall_visit(unsigned i, struct ag_thread *t, int32_t tid, uint64_t now, uint64
         uint64_t missed = gaps - 1;
 
         atomic_fetch_add_explicit(&t->dropped, missed, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->unsampled, missed, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.n_lost, missed, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.n_wall_unsampled, missed, memory_order_relaxed);
     }
@@ -323,12 +324,14 @@ ag_wall_pass(uint64_t now, uint64_t interval)
             continue;
         }
         if (st != 'R' && st != 'S' && st != 'D') {
-            continue; /* stopped, traced, zombie or gone */
+            atomic_store_explicit(&t->wall_seen_ns, now, memory_order_release);
+            continue; /* stopped, traced, zombie or gone: nothing to take */
         }
         s = ag_ring_reserve(&t->wring);
         if (s == NULL) {
             atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+            atomic_store_explicit(&t->wall_seen_ns, now, memory_order_release); /* counted */
             continue;
         }
         s->timestamp_ns = ag_now_ns();
@@ -356,6 +359,7 @@ ag_wall_pass(uint64_t now, uint64_t interval)
         if (err == -ENOEXEC) { /* its registers cannot be known: a sample lost */
             atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+            atomic_store_explicit(&t->wall_seen_ns, now, memory_order_release);
         }
         if (err != 0 || atomic_load_explicit(&t->tid, memory_order_acquire) != tid ||
             ag_in_own_code(tid)) {
@@ -364,6 +368,7 @@ ag_wall_pass(uint64_t now, uint64_t interval)
             continue;
         }
         ag_ring_commit(&t->wring);
+        atomic_store_explicit(&t->wall_seen_ns, now, memory_order_release);
         atomic_fetch_add_explicit(&ag.n_samples, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.n_wall, 1, memory_order_relaxed);
         if (s->state == AG_STATE_WAITING) {
@@ -486,6 +491,45 @@ ag_wall_stop(void)
         (void)ag_ring_trim(&ag.threads[i].wring);
     }
     pthread_mutex_unlock(&ag_wall_trim_lock);
+}
+
+/* 1 when every sampled thread's wall_seen_ns is since_ns or later. */
+static int
+ag_wall_all_seen(uint64_t since_ns)
+{
+    unsigned i, high = atomic_load_explicit(&ag.high, memory_order_acquire);
+
+    for (i = 0; i < high && i < ag.cfg.max_threads; i++) {
+        struct ag_thread *t = &ag.threads[i];
+
+        if (atomic_load_explicit(&t->state, memory_order_acquire) == AG_SLOT_ACTIVE &&
+            !atomic_load_explicit(&t->excluded, memory_order_relaxed) &&
+            atomic_load_explicit(&t->wall_seen_ns, memory_order_acquire) < since_ns) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int
+ag_wall_settle(uint64_t since_ns, unsigned timeout_ms)
+{
+    uint64_t deadline = ag_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    struct timespec step = { 0, 500000 };
+
+    for (;;) {
+        if (!atomic_load(&ag.running) || atomic_load(&ag.hz_wall) == 0) {
+            return -ESRCH;
+        }
+        if (ag_wall_all_seen(since_ns)) {
+            return 0;
+        }
+        if (timeout_ms == 0 || ag_now_ns() >= deadline) {
+            return -ETIMEDOUT;
+        }
+        /* The caller is the consumer, excluded from sampling: the host's nanosleep, straight. */
+        nanosleep(&step, NULL);
+    }
 }
 
 void

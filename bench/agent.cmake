@@ -24,3 +24,10 @@ if(TARGET pp_agent)
   target_compile_options(bench-sigmask PRIVATE -fno-omit-frame-pointer -fno-optimize-sibling-calls)
   set_target_properties(bench-sigmask PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 endif()
+
+# bench-interpose: what host/'s fd and signal interposers (close, dup2, sigaction, pthread_sigmask)
+# cost per call against libc's own, the library holding fds and SIGPROF.
+# Run: build/bench/bench-interpose [ROUNDS [CALLS]]
+add_executable(bench-interpose ${CMAKE_CURRENT_LIST_DIR}/bench-interpose.c)
+target_link_libraries(bench-interpose PRIVATE pp_host pthread dl)
+set_target_properties(bench-interpose PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)

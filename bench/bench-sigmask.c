@@ -21,21 +21,13 @@
 
 #include "agent/agent.h"
 #include "agent/internal.h"
+#include "bench/bench.h"
 
 #define BENCH_CONFIGS 4
 
 static const char *const bench_names[BENCH_CONFIGS] = { "libc", "agent-off", "other-signal",
                                                         "sampling-sig" };
 static volatile uint64_t bench_sink;
-
-static uint64_t
-bench_now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* pairs block + unblock of sig, depth frames down; returns the ns they took. */
 __attribute__((noinline)) static uint64_t
@@ -63,14 +55,6 @@ bench_pairs(int depth, int k, int sig, unsigned pairs)
         }
     }
     return bench_now_ns() - t0;
-}
-
-static int
-bench_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
 }
 
 int
@@ -109,7 +93,7 @@ main(int argc, char **argv)
            "pair\n",
            pairs, rounds);
     for (i = 0; i < BENCH_CONFIGS; i++) {
-        qsort(ns[i], (size_t)rounds, sizeof(double), bench_cmp);
+        qsort(ns[i], (size_t)rounds, sizeof(double), bench_cmp_double);
         med[i] = ns[i][rounds / 2];
         printf("  %-13s %8.0f ns  [%.0f .. %.0f]  %.2fx libc\n", bench_names[i], med[i],
                ns[i][rounds / 4], ns[i][rounds - 1 - rounds / 4], med[0] > 0 ? med[i] / med[0] : 0);

@@ -28,10 +28,13 @@
 
 /*
  * The stack snapshot of a CPU-mode session that asks for SampleProfiler alone: the wall sampler
- * runs at this rate until its first pass (one sample of every thread, a few ms at most) is taken.
+ * runs at this rate until it has one sample of every thread (ag_wall_settle: a few ms, more for
+ * a running thread a loaded machine does not schedule at once).
  */
-#define BRIDGE_SNAPSHOT_HZ      1000      /* the first pass within about 1 ms */
-#define BRIDGE_SNAPSHOT_PASS_NS 10000000u /* a thread a busy machine delays gets a later pass */
+#define BRIDGE_SNAPSHOT_HZ        1000 /* the first pass within about 1 ms */
+/* The longest a snapshot's last drain waits for it: a session stopped at once (dotnet-stack's,
+ * 10 ms) after the agent started with it (a late start takes tens of ms) must still hold it. */
+#define BRIDGE_SNAPSHOT_SETTLE_MS 2000
 
 /* A pending ThreadSample type of our own: a "stopped running" marker with the stack the thread
  * waits in (NT_SAMPLE_WAIT_TAG). */
@@ -80,7 +83,8 @@ static const struct nt_field bridge_sampling_fields[] = {
 };
 static const struct nt_field bridge_lost_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
-    { "Count", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "Count", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },     /* dropped + unsampled */
+    { "Unsampled", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 }, /* wall intervals missed */
 };
 
 /* Stack-less EventSource events, written from the agent's own thread (the subject thread is in
@@ -96,7 +100,7 @@ static const struct nt_event_desc bridge_pipeprof_events[] = {
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_CPU_SAMPLE, "CpuSample", 0, 1, BRIDGE_LEVEL_VERBOSE, 0,
       bridge_cpu_sample_fields, 7, 0 },
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_LOST_SAMPLES, "LostSamples", 0, 1, 4, 0,
-      bridge_lost_fields, 2, 0 },
+      bridge_lost_fields, 3, 0 },
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_SAMPLING, "Sampling", 0, 1, 4, 0, bridge_sampling_fields,
       5, 0 },
 };
@@ -154,6 +158,7 @@ struct bridge_session {
     uint64_t start_ns;              /* samples older than the session are not its own */
     uint32_t modules_announced;     /* highest module id written as ModuleLoad */
     struct bridge_addr_set addrs;   /* addresses of this session's frames, for the rundown */
+    struct bridge_addr_set named;   /* those already named by bridge_names() */
     struct bridge_cpu_runs runs;    /* CPU mode: each thread's open interval */
     struct bridge_pending *pending; /* CPU mode: events held back, unsorted */
     size_t pending_count, pending_cap;
@@ -164,9 +169,15 @@ struct bridge_session {
     struct bridge_counters counters; /* EventCounters (bridge/counters.h) */
     /* A stack snapshot (CPU mode, SampleProfiler alone: dotnet-stack's session): the first pass
      * of a wall sampler started for it gives every thread one waiting-type sample with its stack,
-     * running or blocked. 0 none, 1 waiting for the pass, 2 taking it. */
+     * running or blocked. 0 none (or taken), 1 taking it. */
     int snapshot;
-    uint64_t snapshot_first_ns; /* the pass's first sample */
+    int snapshot_settled; /* every thread's sample is in the rings now (ag_wall_settle) */
+    /* Rounds of one sample of every thread still to wait for, each since snapshot_since: two in
+     * wall mode, where TraceEvent's thread time charges a thread from one sample to its next
+     * (CPU mode's snapshot sample gets its next from the session's end). */
+    int snapshot_rounds;
+    uint64_t snapshot_since;
+    uint64_t snapshot_deadline_ns; /* the wall sampling started plus the bound: when to give up */
 };
 
 /* One drained sample, copied so that samples of all threads can be sorted by time. */
@@ -185,6 +196,7 @@ struct bridge_thread_event {
     enum ag_record_kind kind;
     int32_t tid;
     uint64_t lost;
+    uint64_t unsampled; /* of lost: wall intervals missed, no sample dropped (ag_record) */
     char name[AG_NAME_MAX];
 };
 
@@ -255,6 +267,20 @@ bridge_addr_set_add(struct bridge_addr_set *s, uint64_t addr)
     }
     s->slots[i] = addr;
     s->count++;
+    return 0;
+}
+
+static int
+bridge_addr_set_has(const struct bridge_addr_set *s, uint64_t addr)
+{
+    size_t i;
+
+    for (i = s->cap != 0 ? bridge_hash(addr) & (s->cap - 1) : 0; s->cap != 0 && s->slots[i] != 0;
+         i = (i + 1) & (s->cap - 1)) {
+        if (s->slots[i] == addr) {
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -453,12 +479,18 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
             bridge_log_session(s->id, "counters not started", why);
         }
     }
-    if (s->samples && cfg->provider_count == 1 &&
+    err = s->samples || s->pipeprof ? bridge_agent_start() : 0;
+    if (err == 0 && s->samples && cfg->provider_count == 1 &&
         ag_sampling_acquire(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) == 0) {
         s->snapshot = 1;
+        s->snapshot_rounds = s->mode == AG_MODE_WALL ? 2 : 1;
+        s->snapshot_since = s->start_ns;
+        /* From here, not from the session's start: a late agent start (the CFI tables of every
+         * module, under ASan about 2 s) is no time the sampler had. */
+        s->snapshot_deadline_ns = nt_clock_now() + BRIDGE_SNAPSHOT_SETTLE_MS * 1000000ull;
     }
     if (s->samples || s->pipeprof) {
-        err = ag_sampling_acquire(s->mode, s->hz);
+        err = err != 0 ? err : ag_sampling_acquire(s->mode, s->hz);
         if (err != 0) {
             bridge_log_session(s->id, "sampling not started", strerror(-err));
             memset(s, 0, sizeof(*s));
@@ -491,6 +523,7 @@ bridge_session_stop(void *ctx, const struct ipc_session_config *cfg)
         bridge_log_session(s->id, "release", "no snapshot sampling request");
     }
     bridge_addr_set_fini(&s->addrs);
+    bridge_addr_set_fini(&s->named);
     free(s->runs.slots);
     for (size_t i = 0; i < s->pending_count; i++) {
         free(s->pending[i].frames);
@@ -584,6 +617,7 @@ bridge_collect_record(const struct ag_record *rec, void *ctx)
             snprintf(te->name, sizeof(te->name), "%s", rec->u.name);
         } else if (rec->kind == AG_RECORD_LOST) {
             te->lost = rec->u.lost;
+            te->unsampled = rec->unsampled;
         }
         return 0;
     }
@@ -859,10 +893,10 @@ bridge_write_cpu_sample(struct bridge_session *s, const struct bridge_sample *sm
 }
 
 /*
- * A sample of the wall sampler's first pass in a session that takes a stack snapshot: every
- * thread's stack once, as a waiting-type sample (TraceEvent's thread-time computer charges it as
- * time not on the CPU, until the thread's next sample), unless the thread is already in an open
- * CPU interval. Samples of later passes are not the snapshot's.
+ * A wall sample in a session that takes a stack snapshot, until the wall sampler has one of
+ * every thread: every thread's stack once (its first), as a waiting-type sample (TraceEvent's
+ * thread-time computer charges it as time not on the CPU, until the thread's next sample),
+ * unless the thread is already in an open CPU interval.
  */
 static int
 bridge_take_snapshot(struct bridge_session *s, const struct bridge_sample *sm,
@@ -872,11 +906,7 @@ bridge_take_snapshot(struct bridge_session *s, const struct bridge_sample *sm,
     uint32_t d;
     int err;
 
-    if (s->snapshot == 1) {
-        s->snapshot = 2;
-        s->snapshot_first_ns = sm->timestamp_ns;
-    }
-    if (sm->timestamp_ns > s->snapshot_first_ns + 2 * BRIDGE_SNAPSHOT_PASS_NS || sm->depth == 0) {
+    if (sm->depth == 0) {
         return 0;
     }
     run = bridge_cpu_run_get(&s->runs, sm->tid);
@@ -1114,10 +1144,17 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
     for (i = 0; i < src->thread_count && err == 0; i++) {
         const struct bridge_thread_event *te = &src->threads[i];
 
-        if (te->kind == AG_RECORD_LOST) {
-            /* Samples lost in a full ring never reached us: a gap every reader reports. */
+        if (te->kind == AG_RECORD_LOST && te->lost > te->unsampled) {
+            /*
+             * Samples lost in a full ring never reached us: a gap every reader reports. An
+             * interval a late wall pass missed is no event dropped (the runtime's sampler, late,
+             * counts nothing; TraceEvent charges the gap to the next sample): no gap, or every
+             * loaded machine's trace would read "events lost". LostSamples below tells both.
+             */
+            uint64_t dropped = te->lost - te->unsampled;
+
             err = nt_writer_note_lost(w, src->capture_tid,
-                                      te->lost > UINT32_MAX ? UINT32_MAX : (uint32_t)te->lost);
+                                      dropped > UINT32_MAX ? UINT32_MAX : (uint32_t)dropped);
         }
         if (err != 0 || !s->pipeprof) {
             continue;
@@ -1133,6 +1170,7 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
                                        src->capture_tid, batch_ts, &p);
         } else {
             nt_payload_u64(&p, te->lost);
+            nt_payload_u64(&p, te->unsampled);
             err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_LOST_SAMPLES - 1],
                                        src->capture_tid, batch_ts, &p);
         }
@@ -1149,10 +1187,7 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
             err = bridge_take_snapshot(s, sm, frames);
             continue;
         }
-        if (s->snapshot == 1 && sm->mode == AG_MODE_WALL && sm->timestamp_ns >= s->start_ns) {
-            s->snapshot = 2; /* wall mode: the fast passes are the session's own samples */
-            s->snapshot_first_ns = sm->timestamp_ns;
-        }
+        /* (Wall mode: the fast passes are the session's own samples.) */
         /* Only the session's own mode: another session's CPU samples would read as this wall
          * session's (and the reverse), and the two encodings differ. */
         if (sm->timestamp_ns < s->start_ns || sm->mode != s->mode) {
@@ -1184,9 +1219,8 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
             err = bridge_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1);
         }
     }
-    if (s->snapshot == 2 &&
-        (final || nt_clock_now() > s->snapshot_first_ns + 2 * BRIDGE_SNAPSHOT_PASS_NS)) {
-        if (ag_sampling_release(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) != 0) { /* the pass is taken */
+    if (s->snapshot != 0 && (final || s->snapshot_settled)) {
+        if (ag_sampling_release(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) != 0) { /* every thread's in */
             bridge_log_session(s->id, "release", "no snapshot sampling request");
         }
         s->snapshot = 0;
@@ -1286,6 +1320,46 @@ bridge_tap_pump(void)
     return bridge_drain_records(src, &modules_changed);
 }
 
+/*
+ * Before a drain of a session taking a stack snapshot: whether the wall sampler has one sample
+ * of every thread since the session started (two in wall mode), so that this drain completes the
+ * snapshot. Its last drain waits for that (bounded): the agent and the wall thread may have
+ * started with the session, which a client stops 10 ms later (dotnet-stack), and a running
+ * thread's sample comes when the machine schedules it. Giving up is one line on stderr, with a
+ * count.
+ */
+static void
+bridge_snapshot_settle(struct bridge_session *s, int final)
+{
+    static unsigned late; /* the consumer's thread only */
+    char why[160];
+    int err;
+
+    for (;;) {
+        err = ag_wall_settle(s->snapshot_since, final ? BRIDGE_SNAPSHOT_SETTLE_MS : 0);
+        if (err == -ETIMEDOUT || s->snapshot_rounds <= 1) {
+            break;
+        }
+        s->snapshot_rounds--;
+        s->snapshot_since = nt_clock_now(); /* the next round: samples after this one's */
+        if (!final) {
+            err = -ETIMEDOUT; /* looked at again at the next drain */
+            break;
+        }
+    }
+
+    /* A thread that never answers (it keeps the signal blocked) ends it at the bound too, so
+     * that the fast wall passes do not run for the whole session. */
+    s->snapshot_settled = err != -ETIMEDOUT || nt_clock_now() > s->snapshot_deadline_ns;
+    if (err == -ETIMEDOUT && (final || s->snapshot_settled)) {
+        snprintf(why, sizeof(why),
+                 "not every thread's stack came within %d ms: threads may be missing "
+                 "(%u such snapshots in this process)",
+                 BRIDGE_SNAPSHOT_SETTLE_MS, ++late);
+        bridge_log_session(s->id, "stack snapshot", why);
+    }
+}
+
 static int
 bridge_drain(void *ctx, const struct ipc_session_view *views, size_t n)
 {
@@ -1295,6 +1369,13 @@ bridge_drain(void *ctx, const struct ipc_session_view *views, size_t n)
 
     if (atomic_load(&src->owner) != (int64_t)gettid()) {
         return 0; /* not the owner: the records are another recording's */
+    }
+    for (i = 0; i < n; i++) {
+        struct bridge_session *s = bridge_session_find(views[i].config->session_id);
+
+        if (s != NULL && s->snapshot != 0) {
+            bridge_snapshot_settle(s, views[i].final);
+        }
     }
     for (i = 0; i < n; i++) {
         if (views[i].final) {
@@ -1350,38 +1431,26 @@ bridge_rundown_fn_cmp(const void *a, const void *b)
  * session referenced: TraceEvent then names those frames module!function. The namespace is
  * empty: TraceEvent always joins namespace and name with a dot, so frames read
  * "libc.so.6!.clone3" there (the module is no longer repeated), and pipeprof's own readers show
- * "libc.so.6!clone3".
+ * "libc.so.6!clone3". named NULL: the rundown at the session's end, every address, between the
+ * runtime's bounds; else only the addresses not in named, which are added to it.
  */
 static int
-bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w)
+bridge_write_names(struct bridge_session *s, struct nt_writer *w, uint64_t ts,
+                   struct bridge_addr_set *named)
 {
-    struct bridge_session *s = bridge_session_find(cfg->session_id);
     struct bridge_rundown_fn *fns = NULL;
     uint32_t *modules_done = NULL;
     size_t fn_count = 0, i, mod_count = 0;
-    uint64_t ts = nt_clock_now();
     uint8_t *buf = NULL;
     struct nt_payload p;
     int err = 0;
 
-    if (atomic_load(&((struct bridge_source *)ctx)->owner) != (int64_t)gettid() || s == NULL) {
-        return 0;
-    }
-    if (s->mode == AG_MODE_CPU) { /* the threads' last CPU intervals end, all is written */
-        err = s->samples ? bridge_close_cpu_runs(s, 1) : 0;
-        if (err == 0) {
-            err = bridge_release_pending(s, w, UINT64_MAX);
-        }
-        if (err != 0) {
-            return err;
-        }
-    }
     if (s->addrs.count == 0) {
         return 0;
     }
     /* The runtime opens its rundown with MethodDCEndInit and closes it with MethodDCEndComplete:
      * TraceEvent's readers take the pair as the rundown's bounds. */
-    {
+    if (named == NULL) {
         uint8_t init[8];
 
         nt_payload_init(&p, init, sizeof(init));
@@ -1403,10 +1472,20 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
         struct ag_symbol sym;
         int rc;
 
-        if (s->addrs.slots[i] == 0) {
+        if (s->addrs.slots[i] == 0 ||
+            (named != NULL && bridge_addr_set_has(named, s->addrs.slots[i]))) {
             continue;
         }
+        if (named != NULL && (err = bridge_addr_set_add(named, s->addrs.slots[i])) != 0) {
+            goto out;
+        }
         rc = ag_symbolize(s->addrs.slots[i], &sym);
+        if (rc == -ESRCH && sym.mapped_file) {
+            /* Code in a file the runtime mapped (ReadyToRun): the runtime's rundown names its
+             * methods, and a name here would hide theirs; pipeprof's readers fall back to the
+             * module announced for it (file and offset). */
+            continue;
+        }
         if (rc == -ESRCH) {
             /* A stripped library's internal function (libcoreclr's, Debian's libraries without
              * debug symbols): named by its module and its address in the ELF file, which
@@ -1475,7 +1554,7 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
         err = bridge_write_payload(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END),
                                    bridge_source.capture_tid, ts, &p);
     }
-    if (err == 0) {
+    if (err == 0 && named == NULL) {
         nt_payload_init(&p, buf, NT_MAX_PAYLOAD);
         nt_payload_rundown_complete(&p);
         err = bridge_write_payload(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_COMPLETE),
@@ -1486,6 +1565,48 @@ out:
     free(modules_done);
     free(fns);
     return err;
+}
+
+/* The session's end: every event held back is written, then every address is named. */
+static int
+bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w)
+{
+    struct bridge_session *s = bridge_session_find(cfg->session_id);
+    uint64_t ts = nt_clock_now();
+    int err;
+
+    if (atomic_load(&((struct bridge_source *)ctx)->owner) != (int64_t)gettid() || s == NULL) {
+        return 0;
+    }
+    if (s->mode == AG_MODE_CPU) { /* the threads' last CPU intervals end, all is written */
+        err = s->samples ? bridge_close_cpu_runs(s, 1) : 0;
+        if (err == 0) {
+            err = bridge_release_pending(s, w, UINT64_MAX);
+        }
+        if (err != 0) {
+            return err;
+        }
+    }
+    return bridge_write_names(s, w, ts, NULL);
+}
+
+/*
+ * ipc_event_source's names: the addresses referenced since the last call, named now, so that a
+ * file cut short by the process's death names its frames. Stamped with the time up to which a
+ * CPU-mode session's events are written (the writer keeps the stream in time order).
+ */
+static int
+bridge_names(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w)
+{
+    struct bridge_session *s = bridge_session_find(cfg->session_id);
+    uint64_t ts;
+
+    if (atomic_load(&((struct bridge_source *)ctx)->owner) != (int64_t)gettid() || s == NULL ||
+        s->named.count == s->addrs.count) {
+        return 0; /* every address is named (named only ever holds addresses of addrs) */
+    }
+    ts = s->mode == AG_MODE_CPU && s->released_ns != 0 ? s->released_ns : nt_clock_now();
+    return bridge_write_names(s, w, ts, &s->named);
 }
 
 void
@@ -1502,6 +1623,23 @@ bridge_agent_source_forked_child(void)
     atomic_store(&bridge_source.owner, 0);
 }
 
+int
+bridge_agent_start(void)
+{
+    /* A first start takes the module list with every CFI table built here, not left to the
+     * manager thread (ag_start's way, for a constructor that must not wait): the first pass
+     * of a stack snapshot walks threads blocked since before the agent ran through libc's
+     * frames, which frame pointers do not cross. Cheap once the list is taken (each drain
+     * calls it too). */
+    int err = ag_modules_refresh();
+
+    if (err < 0) {
+        fprintf(stderr, "pipeprof: modules: %s; unwinding uses frame pointers only\n",
+                strerror(-err));
+    }
+    return ag_start(&bridge_source.defaults);
+}
+
 void
 bridge_agent_source_init(struct ipc_event_source *out, const struct ag_config *defaults)
 {
@@ -1512,4 +1650,5 @@ bridge_agent_source_init(struct ipc_event_source *out, const struct ag_config *d
     out->session_stop = bridge_session_stop;
     out->sampling_interval_ns = bridge_session_interval;
     out->ctx = &bridge_source;
+    out->names = bridge_names;
 }

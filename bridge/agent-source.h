@@ -23,6 +23,15 @@
 void bridge_agent_source_init(struct ipc_event_source *out, const struct ag_config *defaults);
 
 /*
+ * Starts the agent with the defaults of bridge_agent_source_init() unless it runs: the shim
+ * leaves it stopped until something asks for samples, so that a preloaded process nobody
+ * profiles pays for no /proc scan, module list or manager thread. Called before every sampling
+ * request of a session or an HTTP recording. Returns 0 or ag_start()'s error.
+ * Context: the consumer's thread (the IPC loop), never a signal handler.
+ */
+PP_MUST_USE int bridge_agent_start(void);
+
+/*
  * In the child of fork(): the parent's sessions and taps do not exist here (their server and
  * threads stayed in the parent); forgets them so that a server started in the child begins
  * empty. Their memory is left as it is. Context: the child's atfork handler, single-threaded.

@@ -290,7 +290,8 @@ bridge_http_sample_start(void *ctx, const struct http_sample_request *req, http_
         free(r);
         return err; /* -EBUSY: a pipeprof_start() recording owns the agent: 429 */
     }
-    err = ag_sampling_acquire(r->mode, r->hz);
+    err = bridge_agent_start();
+    err = err != 0 ? err : ag_sampling_acquire(r->mode, r->hz);
     if (err != 0) {
         bridge_tap_remove(&r->tap);
         pp_profile_free(r->profile);

@@ -18,6 +18,10 @@
  *                        library moves high, fds.c)
  *   (eintr.c has the calls the kernel never restarts beyond these)
  *
+ * Every retry here and in eintr.c goes through one helper (host_wait_begin, host_wait_again,
+ * host_wait_end and HOST_WAIT_RETRY, declared in internal.h, defined here with the timeouts'
+ * arithmetic host_timeout_start and host_timeout_next).
+ *
  * What the host may rely on: results, errno and out-parameters (rem, the fd sets, revents) are
  * libc's; a sleep or wait takes its full time however often the agent samples (timeouts are
  * recomputed from CLOCK_MONOTONIC across a retry); sleep() cut short returns glibc's whole
@@ -46,7 +50,7 @@
 
 HOST_ANCHOR(blocking);
 
-static uint64_t
+uint64_t
 host_now_ns(void)
 {
     struct timespec ts;
@@ -56,16 +60,63 @@ host_now_ns(void)
                    : 0;
 }
 
-/* An EINTR with one of the agent's signals handled during the call: retry it. XXX(S): a host
- * signal delivered in the very same call would be swallowed too; both would have to coincide. */
-static int
-host_absorb(const struct host_agent_hooks *h, int rc, int err, uint32_t sig0)
+int
+host_wait_begin(struct host_wait *w, uint64_t fa)
 {
-    if (rc == -1 && err == EINTR && h->signals_handled() != sig0) {
-        h->eintr_absorbed();
-        return 1;
+    /* While the agent is installed, whether it runs or not: a call made before a session
+     * started, or as one ends, may meet one of its signals all the same. */
+    w->h = host_agent();
+    if (w->h == NULL) {
+        return 0;
     }
-    return 0;
+    w->token = w->h->active() ? w->h->blocking_enter(fa) : NULL;
+    w->sig0 = w->h->signals_handled();
+    return 1;
+}
+
+int
+host_wait_again(struct host_wait *w, long rc, int err)
+{
+    uint32_t now = w->h->signals_handled();
+
+    if (rc != -1 || err != EINTR || now == w->sig0) {
+        return 0;
+    }
+    w->h->eintr_absorbed();
+    w->sig0 = now;
+    return 1;
+}
+
+void
+host_wait_end(const struct host_wait *w, int err)
+{
+    w->h->blocking_leave(w->token);
+    errno = err;
+}
+
+const struct timespec *
+host_timeout_start(struct host_timeout *t, const struct timespec *tmo)
+{
+    t->set = tmo != NULL;
+    if (tmo == NULL) {
+        return NULL;
+    }
+    t->left = *tmo;
+    t->deadline = host_now_ns() + (uint64_t)tmo->tv_sec * 1000000000u + (uint64_t)tmo->tv_nsec;
+    return &t->left;
+}
+
+void
+host_timeout_next(struct host_timeout *t)
+{
+    uint64_t now = host_now_ns(), d;
+
+    if (!t->set) {
+        return;
+    }
+    d = now >= t->deadline ? 0 : t->deadline - now;
+    t->left.tv_sec = (time_t)(d / 1000000000u);
+    t->left.tv_nsec = (long)(d % 1000000000u);
 }
 
 static uint64_t
@@ -94,27 +145,22 @@ host_nanosleep(const struct timespec *req, struct timespec *rem, uint64_t fa)
     int (*real)(const struct timespec *, struct timespec *) =
             (int (*)(const struct timespec *, struct timespec *))host_real(&real_p, "nanosleep");
     struct timespec left, r2 = { 0, 0 };
-    const struct host_agent_hooks *h;
-    void *t;
-    uint32_t sig0;
+    struct host_wait w;
     int rc, err;
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
+    if (real == NULL || !host_wait_begin(&w, fa)) {
         return real != NULL ? real(req, rem) : (errno = ENOSYS, -1);
     }
-    t = h->blocking_enter(fa);
     left = *req;
     do {
-        sig0 = h->signals_handled();
         rc = real(&left, &r2);
         err = errno;
         left = r2;
-    } while (host_absorb(h, rc, err, sig0));
-    h->blocking_leave(t);
+    } while (host_wait_again(&w, rc, err));
+    host_wait_end(&w, err);
     if (rc == -1 && err == EINTR && rem != NULL) {
         *rem = r2;
     }
-    errno = err;
     return rc;
 }
 
@@ -135,27 +181,23 @@ clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct tim
             (int (*)(clockid_t, int, const struct timespec *, struct timespec *))host_real(
                     &real_p, "clock_nanosleep");
     struct timespec left, r2;
-    const struct host_agent_hooks *h;
-    void *t;
-    uint32_t sig0;
+    struct host_wait w;
     int rc;
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
+    if (real == NULL || !host_wait_begin(&w, HOST_FA)) {
         return real != NULL ? real(clk, flags, req, rem) : ENOSYS;
     }
-    t = h->blocking_enter(HOST_FA);
     left = *req;
     for (;;) {
-        sig0 = h->signals_handled();
         rc = real(clk, flags, &left, &r2); /* returns the error number, not -1 */
-        if (!host_absorb(h, rc == EINTR ? -1 : 0, EINTR, sig0)) {
+        if (!host_wait_again(&w, rc == EINTR ? -1 : 0, EINTR)) {
             break;
         }
         if (!(flags & TIMER_ABSTIME)) {
             left = r2;
         }
     }
-    h->blocking_leave(t);
+    host_wait_end(&w, errno);
     if (rc == EINTR && rem != NULL && !(flags & TIMER_ABSTIME)) {
         *rem = r2;
     }
@@ -201,30 +243,25 @@ struct host_ms_wait {
 
 /* fa: the interposer's frame, so that the recorded stack starts at the host's call site. */
 static int
-host_wait_ms(const struct host_ms_wait *w, int timeout, uint64_t fa)
+host_wait_ms(const struct host_ms_wait *mw, int timeout, uint64_t fa)
 {
-    const struct host_agent_hooks *h;
+    struct host_wait w;
     uint64_t deadline;
-    void *t;
-    uint32_t sig0;
     int rc, err, left = timeout;
 
-    if (w->real == NULL || (h = host_agent_active()) == NULL) {
-        return w->real != NULL ? w->once(w, timeout) : (errno = ENOSYS, -1);
+    if (mw->real == NULL || !host_wait_begin(&w, fa)) {
+        return mw->real != NULL ? mw->once(mw, timeout) : (errno = ENOSYS, -1);
     }
     deadline = host_deadline(timeout);
-    t = h->blocking_enter(fa);
     for (;;) {
-        sig0 = h->signals_handled();
-        rc = w->once(w, left);
+        rc = mw->once(mw, left);
         err = errno;
-        if (!host_absorb(h, rc, err, sig0)) {
+        if (!host_wait_again(&w, rc, err)) {
             break;
         }
         left = host_left_ms(deadline);
     }
-    h->blocking_leave(t);
-    errno = err;
+    host_wait_end(&w, err);
     return rc;
 }
 
@@ -250,69 +287,21 @@ poll(struct pollfd *fds, nfds_t n, int timeout)
 HOST_EXPORT int
 ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
-    static _Atomic(void *) real_p;
-    int (*real)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *) =
-            (int (*)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *))host_real(
-                    &real_p, "ppoll");
-    struct timespec left;
-    uint64_t deadline = 0;
-    const struct host_agent_hooks *h;
-    void *t;
-    uint32_t sig0;
-    int rc, err;
+    HOST_REAL_OR_ENOSYS(int, (struct pollfd *, nfds_t, const struct timespec *, const sigset_t *),
+                        ppoll)
+    struct host_timeout t;
+    const struct timespec *left = host_timeout_start(&t, tmo);
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(fds, n, tmo, mask) : (errno = ENOSYS, -1);
-    }
-    if (tmo != NULL) {
-        deadline = host_now_ns() + (uint64_t)tmo->tv_sec * 1000000000u + (uint64_t)tmo->tv_nsec;
-        left = *tmo;
-    }
-    t = h->blocking_enter(HOST_FA);
-    for (;;) {
-        sig0 = h->signals_handled();
-        rc = real(fds, n, tmo != NULL ? &left : NULL, mask);
-        err = errno;
-        if (!host_absorb(h, rc, err, sig0)) {
-            break;
-        }
-        if (tmo != NULL) {
-            uint64_t now = host_now_ns(), d = now >= deadline ? 0 : deadline - now;
-
-            left.tv_sec = (time_t)(d / 1000000000u);
-            left.tv_nsec = (long)(d % 1000000000u);
-        }
-    }
-    h->blocking_leave(t);
-    errno = err;
-    return rc;
+    HOST_WAIT_RETRY(int, real(fds, n, tmo, mask), real(fds, n, left, mask), host_timeout_next(&t));
 }
 
 HOST_EXPORT int
 select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
 {
-    static _Atomic(void *) real_p;
-    int (*real)(int, fd_set *, fd_set *, fd_set *, struct timeval *) =
-            (int (*)(int, fd_set *, fd_set *, fd_set *, struct timeval *))host_real(&real_p,
-                                                                                    "select");
-    const struct host_agent_hooks *h;
-    void *t;
-    uint32_t sig0;
-    int rc, err;
+    HOST_REAL_OR_ENOSYS(int, (int, fd_set *, fd_set *, fd_set *, struct timeval *), select)
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(nfds, r, w, e, tv) : (errno = ENOSYS, -1);
-    }
-    t = h->blocking_enter(HOST_FA);
-    do {
-        /* Linux leaves the sets untouched on EINTR and updates tv to the time left. */
-        sig0 = h->signals_handled();
-        rc = real(nfds, r, w, e, tv);
-        err = errno;
-    } while (host_absorb(h, rc, err, sig0));
-    h->blocking_leave(t);
-    errno = err;
-    return rc;
+    /* Linux leaves the sets untouched on EINTR and updates tv to the time left. */
+    HOST_WAIT_RETRY(int, real(nfds, r, w, e, tv), real(nfds, r, w, e, tv), (void)0);
 }
 
 static int
@@ -360,190 +349,108 @@ epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset
     return rc;
 }
 
-/* Calls restarted by SA_RESTART: only the stack is recorded. */
+/* Restarted by SA_RESTART, unless the fd is a socket with SO_RCVTIMEO: then retried. */
 HOST_EXPORT ssize_t
 read(int fd, void *buf, size_t len)
 {
-    static _Atomic(void *) real_p;
-    ssize_t (*real)(int, void *, size_t) =
-            (ssize_t(*)(int, void *, size_t))host_real(&real_p, "read");
-    const struct host_agent_hooks *h;
-    void *t;
-    ssize_t rc;
-    uint32_t sig0;
-    int err;
+    HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t), read)
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(fd, buf, len) : (errno = ENOSYS, -1);
-    }
-    t = h->blocking_enter(HOST_FA);
-    do { /* restarted by SA_RESTART, unless the socket has SO_RCVTIMEO */
-        sig0 = h->signals_handled();
-        rc = real(fd, buf, len);
-        err = errno;
-    } while (host_absorb(h, (int)rc, err, sig0));
-    h->blocking_leave(t);
-    errno = err;
-    return rc;
+    HOST_WAIT_RETRY(ssize_t, real(fd, buf, len), real(fd, buf, len), (void)0);
 }
 
 HOST_EXPORT ssize_t
 recv(int fd, void *buf, size_t len, int flags)
 {
-    static _Atomic(void *) real_p;
-    ssize_t (*real)(int, void *, size_t, int) =
-            (ssize_t(*)(int, void *, size_t, int))host_real(&real_p, "recv");
-    const struct host_agent_hooks *h;
-    void *t;
-    ssize_t rc;
-    uint32_t sig0;
-    int err;
+    HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t, int), recv)
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(fd, buf, len, flags) : (errno = ENOSYS, -1);
-    }
-    t = h->blocking_enter(HOST_FA);
-    do { /* restarted by SA_RESTART, unless the socket has SO_RCVTIMEO */
-        sig0 = h->signals_handled();
-        rc = real(fd, buf, len, flags);
-        err = errno;
-    } while (host_absorb(h, (int)rc, err, sig0));
-    h->blocking_leave(t);
-    errno = err;
-    return rc;
+    HOST_WAIT_RETRY(ssize_t, real(fd, buf, len, flags), real(fd, buf, len, flags), (void)0);
 }
 
 HOST_EXPORT ssize_t
 recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *salen)
 {
-    static _Atomic(void *) real_p;
-    ssize_t (*real)(int, void *, size_t, int, struct sockaddr *, socklen_t *) =
-            (ssize_t(*)(int, void *, size_t, int, struct sockaddr *, socklen_t *))host_real(
-                    &real_p, "recvfrom");
-    const struct host_agent_hooks *h;
-    void *t;
-    ssize_t rc;
-    uint32_t sig0;
-    int err;
+    HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t, int, struct sockaddr *, socklen_t *),
+                        recvfrom)
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(fd, buf, len, flags, sa, salen) : (errno = ENOSYS, -1);
-    }
-    t = h->blocking_enter(HOST_FA);
-    do { /* restarted by SA_RESTART, unless the socket has SO_RCVTIMEO */
-        sig0 = h->signals_handled();
-        rc = real(fd, buf, len, flags, sa, salen);
-        err = errno;
-    } while (host_absorb(h, (int)rc, err, sig0));
-    h->blocking_leave(t);
-    errno = err;
-    return rc;
+    HOST_WAIT_RETRY(ssize_t, real(fd, buf, len, flags, sa, salen),
+                    real(fd, buf, len, flags, sa, salen), (void)0);
 }
 
+/* The fd is the library's when its code accepted it (fds.c moves it high). */
 HOST_EXPORT int
 accept(int fd, struct sockaddr *sa, socklen_t *salen)
 {
-    static _Atomic(void *) real_p;
-    int (*real)(int, struct sockaddr *, socklen_t *) =
-            (int (*)(int, struct sockaddr *, socklen_t *))host_real(&real_p, "accept");
-    const struct host_agent_hooks *h;
-    void *t;
-    int rc, err;
+    HOST_REAL_OR_ENOSYS(int, (int, struct sockaddr *, socklen_t *), accept)
+    struct host_wait w;
+    int rc;
 
-    if (real == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if ((h = host_agent_active()) == NULL) {
+    if (!host_wait_begin(&w, HOST_FA)) {
         return host_fds_created(real(fd, sa, salen), __builtin_return_address(0));
     }
-    t = h->blocking_enter(HOST_FA);
     rc = real(fd, sa, salen);
-    err = errno;
-    h->blocking_leave(t);
-    errno = err;
+    host_wait_end(&w, errno);
     return host_fds_created(rc, __builtin_return_address(0));
 }
 
 HOST_EXPORT int
 accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
 {
-    static _Atomic(void *) real_p;
-    int (*real)(int, struct sockaddr *, socklen_t *, int) =
-            (int (*)(int, struct sockaddr *, socklen_t *, int))host_real(&real_p, "accept4");
-    const struct host_agent_hooks *h;
-    void *t;
-    int rc, err;
+    HOST_REAL_OR_ENOSYS(int, (int, struct sockaddr *, socklen_t *, int), accept4)
+    struct host_wait w;
+    int rc;
 
-    if (real == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
-    if ((h = host_agent_active()) == NULL) {
+    if (!host_wait_begin(&w, HOST_FA)) {
         return host_fds_created(real(fd, sa, salen, flags), __builtin_return_address(0));
     }
-    t = h->blocking_enter(HOST_FA);
     rc = real(fd, sa, salen, flags);
-    err = errno;
-    h->blocking_leave(t);
-    errno = err;
+    host_wait_end(&w, errno);
     return host_fds_created(rc, __builtin_return_address(0));
 }
+
+/* The real function ret (*real) params, or ENOSYS returned (the pthread calls' way). */
+#define HOST_REAL_OR_ENOSYS_RC(ret, params, name)                 \
+    static _Atomic(void *) real_p;                                \
+    ret(*real) params = (ret(*) params)host_real(&real_p, #name); \
+                                                                  \
+    if (real == NULL) {                                           \
+        return ENOSYS;                                            \
+    }
+
+/* These return an error number and are never cut short by a handler: only the stack is kept. */
+#define HOST_WAIT_RECORD(call)                \
+    do {                                      \
+        struct host_wait w_;                  \
+        int rc_;                              \
+                                              \
+        if (!host_wait_begin(&w_, HOST_FA)) { \
+            return call;                      \
+        }                                     \
+        rc_ = call;                           \
+        host_wait_end(&w_, errno);            \
+        return rc_;                           \
+    } while (0)
 
 HOST_EXPORT int
 pthread_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex)
 {
-    static _Atomic(void *) real_p;
-    int (*real)(pthread_cond_t *, pthread_mutex_t *) =
-            (int (*)(pthread_cond_t *, pthread_mutex_t *))host_real(&real_p, "pthread_cond_wait");
-    const struct host_agent_hooks *h;
-    void *t;
-    int rc;
+    HOST_REAL_OR_ENOSYS_RC(int, (pthread_cond_t *, pthread_mutex_t *), pthread_cond_wait)
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(cond, mutex) : ENOSYS;
-    }
-    t = h->blocking_enter(HOST_FA);
-    rc = real(cond, mutex);
-    h->blocking_leave(t);
-    return rc;
+    HOST_WAIT_RECORD(real(cond, mutex));
 }
 
 HOST_EXPORT int
 pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex, const struct timespec *ts)
 {
-    static _Atomic(void *) real_p;
-    int (*real)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *) =
-            (int (*)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *))host_real(
-                    &real_p, "pthread_cond_timedwait");
-    const struct host_agent_hooks *h;
-    void *t;
-    int rc;
+    HOST_REAL_OR_ENOSYS_RC(int, (pthread_cond_t *, pthread_mutex_t *, const struct timespec *),
+                           pthread_cond_timedwait)
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(cond, mutex, ts) : ENOSYS;
-    }
-    t = h->blocking_enter(HOST_FA);
-    rc = real(cond, mutex, ts);
-    h->blocking_leave(t);
-    return rc;
+    HOST_WAIT_RECORD(real(cond, mutex, ts));
 }
 
 HOST_EXPORT int
 pthread_join(pthread_t th, void **ret)
 {
-    static _Atomic(void *) real_p;
-    int (*real)(pthread_t, void **) =
-            (int (*)(pthread_t, void **))host_real(&real_p, "pthread_join");
-    const struct host_agent_hooks *h;
-    void *t;
-    int rc;
+    HOST_REAL_OR_ENOSYS_RC(int, (pthread_t, void **), pthread_join)
 
-    if (real == NULL || (h = host_agent_active()) == NULL) {
-        return real != NULL ? real(th, ret) : ENOSYS;
-    }
-    t = h->blocking_enter(HOST_FA);
-    rc = real(th, ret);
-    h->blocking_leave(t);
-    return rc;
+    HOST_WAIT_RECORD(real(th, ret));
 }

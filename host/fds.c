@@ -39,8 +39,26 @@
  * server's fd_taken hook) and the host's dup2 then proceeds on a free number; without the hook
  * the fd is forgotten and the host's call proceeds. Not covered: system calls made without
  * libc's functions (inline assembly, the Go runtime) see the library's fds as any other, and
- * syscall(2) is watched for SYS_close only; fcntl(F_DUPFD) onto a high number simply gets the
- * next free one.
+ * syscall(2) is watched for SYS_close only (and hands eintr.c the waits it retries);
+ * fcntl(F_DUPFD) onto a high number simply gets the next free one.
+ *
+ * The moment of a move (not closed): the kernel gives every new fd the lowest free number, and no
+ * call creates one at a chosen number, so a library fd is low from its creation until
+ * host_fd_take() has duplicated it high and closed the low number (two system calls, a few
+ * microseconds; the wall thread keeps its /proc files open, so after a session's first passes
+ * this happens at thread starts, connections and session starts). A host thread acting on that
+ * number in that moment can see: its own open, pipe or socket get the next number instead of
+ * that one; its close of it succeed where bare it fails with EBADF (the library then finds the
+ * number gone and forgets the fd, or has already moved it). Two orders harm the host: a host
+ * close and a host open that takes the same number again, or a host dup2 onto that number, both
+ * before the library's close of the low number, which then closes the host's new file (after a
+ * dup2, before the duplication, the library also keeps a copy of the host's file). Ways to be
+ * born high were weighed: a private fd table for the library's threads (unshare(CLONE_FILES))
+ * would hide their fds from the host, but the server's loop and sockets are created on the host
+ * thread that starts it (the constructor) and used from the loop thread; checking the low number
+ * with kcmp(KCMP_FILE) before the close only moves the window to the next system call.
+ * host-contract-stress (host threads closing, dup2ing and creating fds while sessions start and
+ * stop in a loop) has not met either order in any run.
  *
  * Held by: host-contract-fds (tests/hosts/fds.c: closing loops, close_range, closefrom and a
  * dup2 over 3..40, then a pipe and files of the host's own, bare against preloaded, CPU and
@@ -274,7 +292,6 @@ host_fds_created(int fd, const void *ra)
     return fd >= 0 && host_fds_library_call(ra) ? host_fd_take(fd) : fd;
 }
 
-typedef long (*host_syscall_fn)(long, long, long, long, long, long, long);
 static _Atomic(void *) real_syscall;
 
 /* Resolved before any signal handler can call syscall() (the first lookup takes a lock). */
@@ -326,6 +343,12 @@ syscall(long n, ...)
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
+    }
+    if (host_syscall_is_wait(n, a)) {
+        long rc = host_syscall_wait(real, n, a, HOST_FA);
+
+        HOST_NO_TAIL_CALL();
+        return rc;
     }
     return real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

@@ -8,7 +8,8 @@
  *                read recv recvfrom accept accept4 pthread_cond_wait pthread_cond_timedwait
  *                pthread_join
  *   eintr.c      pselect sigtimedwait sigwaitinfo sem_wait sem_timedwait sem_clockwait
- *                epoll_pwait2 recvmsg pause sigsuspend
+ *                epoll_pwait2 recvmsg pause sigsuspend semop semtimedop msgrcv msgsnd
+ *                (and the waits fds.c's syscall passes to it)
  *   signals.c    pthread_sigmask sigprocmask sigaction signal bsd_signal sysv_signal
  *   exit.c       _exit _Exit
  *   exec.c       execve execv execvp execvpe execl execlp execle posix_spawn posix_spawnp

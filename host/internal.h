@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "host/host.h"
 
@@ -83,6 +84,80 @@ void host_sig_current(struct sigaction *out);
  * real disposition to SIG_IGN; end(1) puts the library's handler back. */
 int host_signals_spawn_begin(void);
 void host_signals_spawn_end(int began);
+
+/*
+ * One blocking call made for the host (blocking.c, eintr.c), retried while it fails with an EINTR
+ * one of the agent's signals caused. host_wait_begin returns 0 when the call goes straight to
+ * libc (no agent, or one of the agent's threads); else 1, with the caller's stack recorded for the
+ * wall sampler (fa: the interposer's frame). After each try host_wait_again says whether to make
+ * it again (an EINTR the agent caused: counted, and the next try's baseline taken); host_wait_end
+ * ends the record and leaves errno at err. XXX(S): a host signal delivered in the very same try
+ * as one of the agent's is swallowed with it; both would have to coincide.
+ */
+struct host_wait {
+    const struct host_agent_hooks *h;
+    void *token;
+    uint32_t sig0;
+};
+int host_wait_begin(struct host_wait *w, uint64_t fa);
+int host_wait_again(struct host_wait *w, long rc, int err);
+void host_wait_end(const struct host_wait *w, int err);
+
+/* A relative timeout carried across retries: what is left of it, from CLOCK_MONOTONIC.
+ * host_timeout_start returns what to pass to the first try (NULL for NULL: no timeout). */
+struct host_timeout {
+    struct timespec left;
+    uint64_t deadline;
+    int set;
+};
+const struct timespec *host_timeout_start(struct host_timeout *t, const struct timespec *tmo);
+void host_timeout_next(struct host_timeout *t);
+uint64_t host_now_ns(void);
+
+/*
+ * The body of an interposer that is a blocking call and nothing else: without the agent returns
+ * pass; else makes call (which fails with -1 and errno) until it returns something other than an
+ * EINTR the agent caused, running next between tries, and returns its result.
+ */
+#define HOST_WAIT_RETRY(type, pass, call, next)           \
+    do {                                                  \
+        struct host_wait w_;                              \
+        type rc_;                                         \
+        int err_;                                         \
+                                                          \
+        if (!host_wait_begin(&w_, HOST_FA)) {             \
+            return pass;                                  \
+        }                                                 \
+        for (;;) {                                        \
+            rc_ = call;                                   \
+            err_ = errno;                                 \
+            if (!host_wait_again(&w_, (long)rc_, err_)) { \
+                break;                                    \
+            }                                             \
+            next;                                         \
+        }                                                 \
+        host_wait_end(&w_, err_);                         \
+        return rc_;                                       \
+    } while (0)
+
+/* In an interposer: ret (*real) params is the next definition of name, or it returns -1 with
+ * ENOSYS. */
+#define HOST_REAL_OR_ENOSYS(ret, params, name)                    \
+    static _Atomic(void *) real_p;                                \
+    ret(*real) params = (ret(*) params)host_real(&real_p, #name); \
+                                                                  \
+    if (real == NULL) {                                           \
+        errno = ENOSYS;                                           \
+        return -1;                                                \
+    }
+
+/* syscall()'s six arguments (fds.c's interposer) and the real syscall. */
+typedef long (*host_syscall_fn)(long, long, long, long, long, long, long);
+/* 1 when system call n with arguments a is a wait the kernel does not restart after a handler
+ * (eintr.c: futex waits, io_getevents, System V IPC): fds.c's syscall() then makes it through
+ * host_syscall_wait with its own frame address fa. */
+int host_syscall_is_wait(long n, const long a[6]);
+long host_syscall_wait(host_syscall_fn real, long n, const long a[6], uint64_t fa);
 
 /* fd came from a call whose return address is ra: the library's fds move high and are
  * registered (fds.c); returns the fd to hand back. */

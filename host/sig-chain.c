@@ -46,7 +46,7 @@ host_signal_chain(int signo, siginfo_t *info, void *uctx)
     int (*real)(int, const struct sigaction *, struct sigaction *) =
             atomic_load_explicit(&host_sig.real_sigaction, memory_order_acquire);
     struct sigaction act, dfl;
-    sigset_t mask, old;
+    sigset_t mask, old, self;
     int saved = errno;
 
     host_sig_current(&act);
@@ -72,12 +72,18 @@ host_signal_chain(int signo, siginfo_t *info, void *uctx)
         errno = saved;
         return;
     }
-    /* The host's handler, with the host's mask added for its duration. */
+    /* The host's handler, with the host's mask added for its duration; with SA_NODEFER the
+     * signal itself is open inside it, as bare (the library's handler runs with it blocked). */
     mask = act.sa_mask;
     if (!(act.sa_flags & SA_NODEFER)) {
         sigaddset(&mask, signo);
     }
     host_sig_mask(SIG_BLOCK, &mask, &old);
+    if ((act.sa_flags & SA_NODEFER) && !sigismember(&act.sa_mask, signo)) {
+        sigemptyset(&self);
+        sigaddset(&self, signo);
+        host_sig_mask(SIG_UNBLOCK, &self, NULL);
+    }
     if (act.sa_flags & SA_RESETHAND) {
         memset(&dfl, 0, sizeof(dfl));
         dfl.sa_handler = SIG_DFL;

@@ -34,14 +34,16 @@
  * is libc's. Without the agent's hooks the call goes straight to libc. host_sigmask_raw() is the
  * library's own way around the interposer (the agent's threads and exit hook). Its sigaction of
  * the library's signal returns what bare would, and its handler gets exactly its own signals:
- * those of kill, raise, sigqueue, its timers and setitimer(ITIMER_PROF). Not kept: SA_ONSTACK
- * and SA_RESTART of the host's handler of the library's signal (the library's flags apply: its
- * handler runs on the interrupted stack, and calls it interrupts restart); two threads that
+ * those of kill, raise, sigqueue, its timers and setitimer(ITIMER_PROF), with its sa_mask,
+ * SA_NODEFER and SA_RESETHAND (sig-chain.c). Not kept: SA_ONSTACK and SA_RESTART of the host's
+ * handler of the library's signal (the library's flags apply: its handler runs on the interrupted
+ * stack, and calls it interrupts restart; docs/architecture.md says why); two threads that
  * change that disposition at the same instant may each see the other's as old. sigset() and raw
  * rt_sigaction system calls are not seen.
  *
  * Held by: host-contract-signals-* (tests/hosts/signals.c: the host's own handler, setitimer,
- * SIG_IGN and SIG_DFL of SIGPROF after the agent started; host-contract-altstack-*: a handler on
+ * SIG_IGN and SIG_DFL of SIGPROF after the agent started; its SA_NODEFER, sa_mask and
+ * SA_RESETHAND (-flags); host-contract-altstack-*: a handler on
  * a small alternate stack; host-contract-sigign-*: an inherited SIG_IGN through posix_spawn,
  * system and fork+exec), and test-agent-sampling
  * (cpu_with_the_signal_blocked_is_marked_unseen_timer and _perf,

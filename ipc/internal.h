@@ -118,6 +118,10 @@ struct ipc_session {
     int merge_stopping;
     int merge_done;           /* the runtime's stream has ended */
     int runtime_process_info; /* the runtime's stream carried its ProcessInfo event */
+    /* A file session (ipc_server_options.output): the file its sink writes into (-1 for a
+     * connection's session), and when it last wrote the names of new addresses. */
+    int fd;
+    uint64_t names_ns;
     struct ipc_session *prev, *next;
 };
 
@@ -170,10 +174,13 @@ struct ipc_server {
     uv_async_t merge_wake;    /* a runtime stream's reader has news for the loop */
     struct ipc_upstream *ups; /* live connections to the runtime */
     void (*thread_init)(void);
+    int output_fd;          /* the output session's file until it starts; -1: none */
+    char *output_providers; /* its providers */
 
     pthread_mutex_t lock; /* protects the fields below (read by other threads) */
     pthread_cond_t resumed;
     int suspended_ports; /* suspend ports that have not received ResumeRuntime */
+    int output_waiting;  /* the output session is not started yet (the cond resumed says when) */
     struct ipc_server_stats stats;
 };
 
@@ -202,6 +209,8 @@ void ipc_conn_respond_error(struct ipc_conn *c, uint32_t hresult);
 void ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merge *merge,
                          uint64_t runtime_id);
 void ipc_session_stop_request(struct ipc_conn *c, uint64_t id);
+/* Starts the output session into s->output_fd (taken, also on failure). */
+void ipc_session_output_start(struct ipc_server *s);
 void ipc_session_conn_closed(struct ipc_session *ss);
 void ipc_session_drain_all(struct ipc_server *s);
 void ipc_session_shutdown_all(struct ipc_server *s);

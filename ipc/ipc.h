@@ -353,6 +353,12 @@ struct ipc_event_source {
      * session_start. */
     uint32_t (*sampling_interval_ns)(void *ctx, const struct ipc_session_config *cfg);
     void *ctx;
+    /* Optional: writes names (module and method rundown events) for the code addresses that
+     * the session's events referenced since the previous call, so that a stream cut short by
+     * the death of its process still names its frames. Called for the file session of
+     * ipc_server_options.output every IPC_OUTPUT_NAMES_MS; the rundown at its end names
+     * everything again. */
+    int (*names)(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w);
 };
 
 /* 50 ms: each drain wakes the loop thread, which on a busy host takes a core from one of its
@@ -360,6 +366,9 @@ struct ipc_event_source {
  * bench/overhead.sh (2-core VM, docs/performance.md). A thread's ring (256 samples by default)
  * holds five drains' worth at 1000 Hz. */
 #define IPC_DRAIN_INTERVAL_MS 50
+
+/* How often a file session (ipc_server_options.output) writes the names of new addresses. */
+#define IPC_OUTPUT_NAMES_MS 250
 
 /* ------------------------------------------------------------------------------------------ */
 /* Server                                                                                     */
@@ -417,14 +426,31 @@ struct ipc_server_options {
      * interposers. May be NULL.
      */
     void (*thread_init)(void);
+    /* A session into a file from the server's start to its stop (PIPEPROF_OUTPUT); NULL: none. */
+    const struct ipc_output_options *output;
+};
+
+/*
+ * A tracing session whose stream goes into a file instead of a connection: started on the loop
+ * thread before ipc_server_start() returns (so sampling runs from then on), ended with rundown,
+ * ProcessInfo and the end tag by ipc_server_stop() or ipc_server_stop_quick(). No client can stop
+ * it. Its writer flushes whole blocks every 100 ms (nt_writer_poll) straight into the file, and
+ * names new addresses every IPC_OUTPUT_NAMES_MS (struct ipc_event_source's names), so a process
+ * that dies leaves a trace cut after its last flush that readers take up to the cut. A server
+ * with an output runs even when it can listen on no socket.
+ */
+struct ipc_output_options {
+    int fd;                /* open for writing; the server owns it from ipc_server_start() on */
+    const char *providers; /* dotnet-trace's provider syntax (ipc_providers_parse) */
 };
 
 struct ipc_server; /* opaque; ipc/server.c */
 
 /*
  * Starts the server: computes the process info, creates the listen socket (mode 0600) and the
- * connect ports, and starts the loop thread (all signals blocked in it). Returns 0 and stores
- * the server in *out, or a negative errno (nothing left behind).
+ * connect ports, starts the loop thread (all signals blocked in it) and waits until the output
+ * session, when asked for, has started. Returns 0 and stores the server in *out, or a negative
+ * errno (nothing left behind; opts->output's fd is closed).
  * Ownership: caller owns *out; release with ipc_server_stop().
  */
 PP_MUST_USE int ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out);

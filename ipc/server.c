@@ -558,6 +558,13 @@ ipc_server_run(void *arg)
     struct ipc_server *s = arg;
     int err;
 
+    if (s->output_fd >= 0 && !atomic_load(&s->stopping)) {
+        ipc_session_output_start(s); /* sampling runs before ipc_server_start() returns */
+    }
+    pthread_mutex_lock(&s->lock);
+    s->output_waiting = 0;
+    pthread_cond_broadcast(&s->resumed);
+    pthread_mutex_unlock(&s->lock);
     if (s->loop_start != NULL && !atomic_load(&s->stopping)) {
         err = s->loop_start(s->loop_ctx, &s->loop);
         if (err != 0) {
@@ -606,6 +613,10 @@ ipc_server_free(struct ipc_server *s)
     free(s->ports);
     free(s->command_line);
     free(s->entrypoint);
+    if (s->output_fd >= 0) {
+        close(s->output_fd); /* the output session never started */
+    }
+    free(s->output_providers);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->resumed);
     free(s);
@@ -681,6 +692,23 @@ ipc_server_add_default_listener(struct ipc_server *s, uint64_t key_override)
     return err;
 }
 
+#define IPC_OUTPUT_START_WAIT_MS 5000 /* a loop thread that cannot start never holds the host */
+
+/* The output session started (or failed) on the loop thread: the host may run now. */
+static void
+ipc_server_wait_output(struct ipc_server *s)
+{
+    struct timespec deadline;
+
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += IPC_OUTPUT_START_WAIT_MS / 1000;
+    pthread_mutex_lock(&s->lock);
+    while (s->output_waiting &&
+           pthread_cond_timedwait(&s->resumed, &s->lock, &deadline) != ETIMEDOUT) {
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 int
 ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
 {
@@ -694,6 +722,9 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     *out = NULL;
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
+        if (opts->output != NULL) {
+            close(opts->output->fd);
+        }
         return -ENOMEM;
     }
     pthread_mutex_init(&s->lock, NULL);
@@ -713,6 +744,16 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     s->log_ctx = opts->log_ctx;
     s->thread_init = opts->thread_init;
     s->owner_pid = getpid();
+    s->output_fd = -1;
+    if (opts->output != NULL) {
+        s->output_fd = opts->output->fd;
+        s->output_waiting = 1;
+        s->output_providers = strdup(opts->output->providers);
+        if (s->output_providers == NULL) {
+            err = -ENOMEM;
+            goto out;
+        }
+    }
     err = ipc_server_info_init(s);
     if (err < 0) {
         goto out;
@@ -763,8 +804,8 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
         }
         s->port_count++;
     }
-    if (err < 0 && s->port_count == 0) {
-        goto out; /* no way to reach this server */
+    if (err < 0 && s->port_count == 0 && opts->output == NULL) {
+        goto out; /* no way to reach this server, and nothing to write */
     }
     err = ipc_upstream_init(s, opts);
     if (err < 0) {
@@ -786,6 +827,7 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
         goto out;
     }
     s->thread_started = 1;
+    ipc_server_wait_output(s);
 out:
     ipc_port_list_fini(&ports);
     if (err < 0) {
@@ -805,7 +847,7 @@ out:
 int
 ipc_server_stop_quick(struct ipc_server *s, int timeout_ms)
 {
-    int waited = 0;
+    uint64_t deadline;
 
     if (s == NULL) {
         return 0;
@@ -815,10 +857,12 @@ ipc_server_stop_quick(struct ipc_server *s, int timeout_ms)
     }
     atomic_store(&s->stopping, 1);
     uv_async_send(&s->wake); /* async-signal-safe */
+    /* By the clock: on a loaded machine each 1 ms sleep lasts longer. */
+    deadline = ipc_client_ms() + (uint64_t)timeout_ms;
     while (!atomic_load(&s->loop_done)) {
         struct timespec ms = { 0, 1000000 };
 
-        if (waited++ >= timeout_ms) {
+        if (ipc_client_ms() >= deadline) {
             return -ETIMEDOUT;
         }
         /* The raw system call: the library's own nanosleep is an interposer. */

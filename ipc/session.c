@@ -37,11 +37,35 @@ ipc_session_unref(struct ipc_session *ss)
     free(ss);
 }
 
+/* A file session's sink: whole blocks go straight into the file, so that what a process that
+ * dies has flushed is there. */
+static int
+ipc_session_file_write(struct ipc_session *ss, const uint8_t *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(ss->fd, buf, len);
+
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            ss->sink_err = n < 0 ? -errno : -EIO;
+            return ss->sink_err;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 static int
 ipc_session_sink_write(void *ctx, const void *buf, size_t len)
 {
     struct ipc_session *ss = ctx;
 
+    if (ss->fd >= 0) {
+        return ipc_session_file_write(ss, buf, len);
+    }
     if (ss->pend_cap - ss->pend_len < len) {
         size_t cap = ss->pend_cap ? ss->pend_cap : 64 * 1024;
         uint8_t *grown;
@@ -149,6 +173,26 @@ ipc_session_drain_some(struct ipc_server *s, struct ipc_session *only)
     }
 }
 
+/* A file session names the addresses its new events referenced, every IPC_OUTPUT_NAMES_MS. */
+static void
+ipc_session_write_names(struct ipc_session *ss, uint64_t now)
+{
+    struct ipc_server *s = ss->srv;
+    int err;
+
+    if (s->source == NULL || s->source->names == NULL ||
+        now - ss->names_ns < IPC_OUTPUT_NAMES_MS * 1000000ull) {
+        return;
+    }
+    ss->names_ns = now;
+    err = s->source->names(s->source->ctx, &ss->cfg, ss->w);
+    if (err < 0) {
+        ipc_log(s, "event source: names failed: %s", strerror(-err));
+    }
+}
+
+static void ipc_session_close_stream(struct ipc_session *ss);
+
 void
 ipc_session_drain_all(struct ipc_server *s)
 {
@@ -162,10 +206,15 @@ ipc_session_drain_all(struct ipc_server *s)
             ipc_session_merge_ended(ss); /* the runtime's rundown is in: ours follows */
             continue;
         }
+        if (!ss->finished && ss->fd >= 0) {
+            ipc_session_write_names(ss, now);
+        }
         if (!ss->finished && ss->w != NULL && nt_writer_poll(ss->w, now) < 0) {
             ipc_log(s, "session %llx: stream failed", (unsigned long long)ss->cfg.session_id);
             if (ss->conn != NULL) {
                 ipc_conn_close(ss->conn);
+            } else if (ss->fd >= 0) {
+                ipc_session_close_stream(ss);
             }
             continue;
         }
@@ -223,12 +272,21 @@ ipc_session_shutdown_done(uv_shutdown_t *req, int status)
     ipc_conn_close(c); /* no-op when it is already closing */
 }
 
-/* Closes the stream after every queued byte has been written. */
+/* Closes the stream after every queued byte has been written (a file session: now). */
 static void
 ipc_session_close_stream(struct ipc_session *ss)
 {
     uv_shutdown_t *req;
 
+    if (ss->fd >= 0) { /* a file session: its bytes are written; it ends here */
+        if (close(ss->fd) < 0 && ss->sink_err == 0) {
+            ipc_log(ss->srv, "session %llx: closing the output file: %s",
+                    (unsigned long long)ss->cfg.session_id, strerror(errno));
+        }
+        ss->fd = -1;
+        ipc_session_conn_closed(ss);
+        return;
+    }
     if (ss->conn == NULL || ss->conn->state == IPC_CONN_CLOSING) {
         return;
     }
@@ -328,30 +386,31 @@ ipc_session_write_process_info(struct ipc_session *ss)
     return nt_writer_write(ss->w, &ev);
 }
 
-void
-ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merge *merge,
-                    uint64_t runtime_id)
+/*
+ * A new session of s for req (taken), fed by merge when it is not NULL (the session takes its
+ * reference). Its stream goes into the file fd, or, when fd < 0, queues for a connection behind
+ * the OK response. Returns 0 with the session in s's list, or a negative errno (-EBUSY: the
+ * runtime's 64 sessions; req and merge are released, fd is left to the caller).
+ */
+static int
+ipc_session_create(struct ipc_server *s, struct ipc_collect *req, struct ipc_merge *merge,
+                   uint64_t runtime_id, int fd, struct ipc_session **out)
 {
-    struct ipc_server *s = c->srv;
+    struct nt_writer_options wo;
     struct ipc_session *ss;
     uint8_t msg[28];
-    int err;
+    int err = 0;
 
-    if (s->session_count >= IPC_MAX_SESSIONS) {
-        ipc_collect_fini(req);
-        ipc_merge_release(merge);
-        ipc_conn_respond_error(c, IPC_HR_FAIL); /* what the runtime answers past 64 sessions */
-        return;
-    }
-    ss = calloc(1, sizeof(*ss));
+    *out = NULL;
+    ss = s->session_count < IPC_MAX_SESSIONS ? calloc(1, sizeof(*ss)) : NULL;
     if (ss == NULL) {
         ipc_collect_fini(req);
         ipc_merge_release(merge);
-        ipc_conn_respond_error(c, IPC_HR_FAIL);
-        return;
+        return s->session_count < IPC_MAX_SESSIONS ? -ENOMEM : -EBUSY;
     }
     ss->srv = s;
     ss->refs = 1;
+    ss->fd = fd;
     ss->merge = merge;
     ss->runtime_session_id = runtime_id;
     ss->req = *req;
@@ -365,13 +424,12 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merg
     ss->cfg.runtime_merged = merge != NULL;
     ss->sink.write = ipc_session_sink_write;
     ss->sink.ctx = ss;
-
-    /* The OK response goes first in the same byte queue, so it always precedes the stream. */
-    ipc_ok_u64_encode(msg, ss->cfg.session_id);
-    err = ipc_session_sink_write(ss, msg, sizeof(msg));
+    if (fd < 0) {
+        /* The OK response goes first in the same byte queue, so it always precedes the stream. */
+        ipc_ok_u64_encode(msg, ss->cfg.session_id);
+        err = ipc_session_sink_write(ss, msg, sizeof(msg));
+    }
     if (err == 0) {
-        struct nt_writer_options wo;
-
         memset(&wo, 0, sizeof(wo));
         if (merge != NULL) {
             /* the runtime's events arrive up to a few hundred ms after the agent's samples, and
@@ -385,10 +443,9 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merg
         err = nt_writer_new(&wo, &ss->sink, &ss->w);
     }
     if (err < 0) {
-        ipc_log(s, "cannot start a session: %s", strerror(-err));
+        ss->fd = -1;
         ipc_session_unref(ss);
-        ipc_conn_respond_error(c, IPC_HR_FAIL);
-        return;
+        return err;
     }
     ss->next = s->sessions;
     if (s->sessions != NULL) {
@@ -398,14 +455,17 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merg
     s->session_count++;
     IPC_STAT(s, sessions, 1);
     IPC_STAT(s, active_sessions, 1);
-    ss->conn = c;
-    c->session = ss;
-    c->state = IPC_CONN_STREAMING;
-    ipc_conn_start_reading(c, 0); /* only to notice the client leaving */
-    if (c->state == IPC_CONN_CLOSING) {
-        return;
-    }
-    ipc_session_kick(ss);
+    *out = ss;
+    return 0;
+}
+
+/* The event source learns of the session, and the drain timer runs. */
+static void
+ipc_session_begin(struct ipc_session *ss)
+{
+    struct ipc_server *s = ss->srv;
+    int err;
+
     if (s->source != NULL && s->source->session_start != NULL) {
         err = s->source->session_start(s->source->ctx, &ss->cfg);
         if (err < 0) {
@@ -418,6 +478,62 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merg
         uv_timer_start(&s->drain, ipc_session_drain_tick, IPC_DRAIN_INTERVAL_MS,
                        IPC_DRAIN_INTERVAL_MS);
     }
+}
+
+void
+ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merge *merge,
+                    uint64_t runtime_id)
+{
+    struct ipc_server *s = c->srv;
+    struct ipc_session *ss;
+    int err;
+
+    err = ipc_session_create(s, req, merge, runtime_id, -1, &ss);
+    if (err < 0) {
+        if (err != -EBUSY) {
+            ipc_log(s, "cannot start a session: %s", strerror(-err));
+        }
+        ipc_conn_respond_error(c, IPC_HR_FAIL); /* what the runtime answers past 64 sessions */
+        return;
+    }
+    ss->conn = c;
+    c->session = ss;
+    c->state = IPC_CONN_STREAMING;
+    ipc_conn_start_reading(c, 0); /* only to notice the client leaving */
+    if (c->state == IPC_CONN_CLOSING) {
+        return;
+    }
+    ipc_session_kick(ss);
+    ipc_session_begin(ss);
+}
+
+void
+ipc_session_output_start(struct ipc_server *s)
+{
+    struct ipc_collect req;
+    struct ipc_session *ss;
+    const char *why = NULL;
+    int fd = s->output_fd, err;
+
+    s->output_fd = -1;
+    memset(&req, 0, sizeof(req));
+    req.command_id = IPC_EP_COLLECT_TRACING2;
+    req.buffer_mb = 256;
+    req.format = 1;
+    req.request_rundown = 1;
+    req.rundown_keyword = IPC_DEFAULT_RUNDOWN_KEYWORD;
+    err = ipc_providers_parse(s->output_providers, &req, &why);
+    if (err == 0) {
+        err = ipc_session_create(s, &req, NULL, 0, fd, &ss);
+    } else {
+        ipc_collect_fini(&req);
+    }
+    if (err < 0) {
+        ipc_log(s, "the output file is not written: %s", why != NULL ? why : strerror(-err));
+        close(fd);
+        return;
+    }
+    ipc_session_begin(ss);
 }
 
 static void

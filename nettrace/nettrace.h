@@ -208,7 +208,9 @@ PP_MUST_USE int nt_writer_write(struct nt_writer *w, const struct nt_event *ev);
 
 /*
  * Records that count events of capture_thread_id were lost before they reached the writer. Its
- * sequence number advances by count, so every reader sees the gap. Returns 0 or -EINVAL.
+ * sequence number advances by count, so every reader sees the gap (TraceEvent's EventsLost
+ * too): losses before the thread's first event are numbered right after that event, those of a
+ * thread that writes none at the end's sequence point. Returns 0 or -EINVAL.
  */
 PP_MUST_USE int nt_writer_note_lost(struct nt_writer *w, uint64_t capture_thread_id,
                                     uint32_t count);

@@ -1059,8 +1059,10 @@ nt_reader_checkpoint(struct nt_reader *r, uint64_t key, uint32_t seq, uint64_t a
         /*
          * V4/V5: sequence numbers start at 1 with a thread's first event, so a thread that a
          * sequence point lists before any of its events were seen lost all seq of them (the
-         * sequence point exists to catch exactly that). V6 writers may list a thread before
-         * its first event block, so there it starts at seq without a loss.
+         * sequence point exists to catch exactly that; TraceEvent 4.0 counts none of them, so
+         * pipeprof's writer numbers such losses after the thread's first event, or lists them
+         * only when it wrote none). V6 writers may list a thread before its first event block,
+         * so there it starts at seq without a loss.
          */
         if (r->info.format_version != 6) {
             r->stats.lost_events += seq;

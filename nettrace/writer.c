@@ -76,8 +76,9 @@ struct nt_event_block {
 
 struct nt_capture_thread {
     uint64_t id;
-    uint32_t sequence; /* last sequence number attempted (written or lost) */
-    int written;       /* an event of this thread is in the stream */
+    uint32_t sequence;    /* last sequence number attempted (written or lost) */
+    int written;          /* an event of this thread is in the stream */
+    uint32_t lost_before; /* lost before its first event: numbered after it (note_lost) */
 };
 
 struct nt_stack_entry {
@@ -126,7 +127,6 @@ struct nt_writer {
      */
     uint64_t last_ts;
     uint64_t last_flush_time; /* for nt_writer_poll() */
-    int sp_pending;           /* a loss must be shown by a sequence point (see note_lost) */
 
     struct nt_event_block meta;
     struct nt_event_block events;
@@ -159,6 +159,12 @@ struct nt_writer {
     size_t held_bytes;
     uint64_t held_arrivals;
     uint64_t newest_ts; /* the newest timestamp nt_writer_write() was given */
+    /*
+     * The capture thread TraceEvent charges an unsorted (late) event's sequence number to: the
+     * pending event block's first event's, then that of its last sorted event. It takes no
+     * other from an unsorted event's header (the runtime's are its own thread's).
+     */
+    uint64_t block_capture;
 
     struct nt_stack_entry *stack_entries; /* stack id = position + 1 */
     uint32_t stack_count;
@@ -471,7 +477,6 @@ nt_writer_write_sequence_point(struct nt_writer *w)
     }
     w->stats.sequence_points++;
     w->sp_offset = w->offset;
-    w->sp_pending = 0;
     nt_writer_stacks_clear(w);
     return 0;
 }
@@ -562,6 +567,7 @@ nt_writer_thread(struct nt_writer *w, uint64_t id, uint32_t *pos)
     w->threads[i].id = id;
     w->threads[i].sequence = 0;
     w->threads[i].written = 0;
+    w->threads[i].lost_before = 0;
     w->thread_index[slot] = i + 1;
     *pos = w->last_thread = i;
     return 0;
@@ -1098,15 +1104,18 @@ nt_writer_put(struct nt_writer *w, const struct nt_event *ev)
     int sorted = 1;
     int rc;
 
-    if (w->sp_pending) {
-        rc = nt_writer_write_sequence_point(w);
+    need = NT_EVENT_HEADER_MAX + ev->payload_size;
+    if (w->events.count > 0 && w->events.buf.len + need > w->block_bytes) {
+        rc = nt_writer_flush_all(w);
         if (rc != 0) {
             return rc;
         }
     }
-    need = NT_EVENT_HEADER_MAX + ev->payload_size;
-    if (w->events.count > 0 && w->events.buf.len + need > w->block_bytes) {
-        rc = nt_writer_flush_all(w);
+    if (w->events.count > 0 && w->reorder_window_ns != 0 && ev->timestamp < w->last_ts &&
+        ev->capture_thread_id != w->block_capture) {
+        /* A late event of another capture thread starts a block: TraceEvent would check its
+         * sequence number against that thread's and count thousands of events lost. */
+        rc = nt_writer_flush_blocks(w);
         if (rc != 0) {
             return rc;
         }
@@ -1133,6 +1142,9 @@ nt_writer_put(struct nt_writer *w, const struct nt_event *ev)
     } else if (ev->timestamp > w->last_ts) {
         w->last_ts = ev->timestamp;
     }
+    if (sorted || w->events.count == 0) {
+        w->block_capture = ev->capture_thread_id;
+    }
     hdr.metadata_id = ev->metadata_id;
     hdr.sequence = t->sequence;
     hdr.capture_thread_id = ev->capture_thread_id;
@@ -1144,6 +1156,8 @@ nt_writer_put(struct nt_writer *w, const struct nt_event *ev)
     memcpy(hdr.related_activity_id, ev->related_activity_id, 16);
     hdr.payload_size = ev->payload_size;
     nt_event_block_append(&w->events, &hdr, sorted, ev->payload);
+    t->sequence += t->lost_before; /* the next event shows them as a gap */
+    t->lost_before = 0;
     w->stats.events++;
     return 0;
 }
@@ -1412,15 +1426,19 @@ nt_writer_note_lost(struct nt_writer *w, uint64_t capture_thread_id, uint32_t co
     if (rc != 0) {
         return rc;
     }
-    w->threads[pos].sequence += count;
-    w->stats.lost += count;
     /*
-     * Readers start a new capture thread at its first sequence number, so a loss before the
-     * first event is invisible in the events; a sequence point listing the thread shows it.
+     * Readers start a new capture thread at its first sequence number, so a loss before its
+     * first event is no gap; nor does TraceEvent (4.0) count one that a sequence point shows
+     * before that event. Such losses are numbered right after the first event, where every
+     * reader counts them; a thread that never writes one shows them at the end's sequence
+     * point (nt_writer_finish).
      */
-    if (count > 0 && !w->threads[pos].written) {
-        w->sp_pending = 1;
+    if (w->threads[pos].written) {
+        w->threads[pos].sequence += count;
+    } else {
+        w->threads[pos].lost_before += count;
     }
+    w->stats.lost += count;
     return 0;
 }
 
@@ -1476,11 +1494,20 @@ nt_writer_finish(struct nt_writer *w)
 {
     static const uint8_t end = NT_TAG_NULL_REFERENCE;
     int rc = nt_writer_check_open(w);
+    uint32_t i;
 
     if (rc != 0) {
         return rc;
     }
-    rc = nt_writer_release_all(w);
+    rc = nt_writer_release(w, UINT64_MAX);
+    for (i = 0; i < w->thread_count; i++) {
+        /* A thread that lost events but wrote none: the last sequence point lists them. */
+        w->threads[i].sequence += w->threads[i].lost_before;
+        w->threads[i].lost_before = 0;
+    }
+    if (rc == 0) {
+        rc = nt_writer_write_sequence_point(w);
+    }
     if (rc == 0) {
         rc = nt_writer_emit(w, &end, 1);
     }

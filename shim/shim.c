@@ -26,6 +26,9 @@
  *   PIPEPROF_FOLLOW_FORKS=1             a fork()ed child that does not exec soon starts an
  *                                       agent and server of its own (set by `pipeprof record`,
  *                                       which follows the process tree)
+ *   PIPEPROF_OUTPUT=PATH                record from the start to the exit into a nettrace file
+ *                                       (shim/output.c names it: %p the pid); forked children
+ *                                       are followed as with PIPEPROF_FOLLOW_FORKS=1
  */
 #include <errno.h>
 #include <pthread.h>
@@ -44,6 +47,7 @@
 #include "common/platform.h"
 #include "host/host.h"
 #include "ipc/ipc.h"
+#include "shim/internal.h"
 #ifdef PP_HAVE_HTTP
 #include "bridge/http-source.h"
 #endif
@@ -67,14 +71,20 @@ shim_thread_init(void)
 }
 
 /*
- * The sampler: the agent is started before the server, so that the first session finds it. An
- * invalid PIPEPROF_* setting is one line on stderr; the server then runs without samples (every
- * trace still names its process), and the host runs on.
+ * The sampler. eager: a session comes at once (a connect port: `record`, `collect -- CMD`; or
+ * PIPEPROF_OUTPUT), or the host is a .NET runtime's (whose own start-up dwarfs the agent's, and
+ * whose sessions merge with the runtime's from their first event), and the agent starts here,
+ * before the server, with the host's threads registered as they start. Otherwise it starts when the
+ * first session or HTTP recording asks for samples (bridge_agent_start()): a process preloaded
+ * everywhere and never profiled binds its socket and waits, without the agent's /proc scans, module
+ * list and manager thread (about 4.5 ms of CPU per process; bench/idle-preload.sh). An invalid
+ * PIPEPROF_* setting is one line on stderr; the server then runs without samples (every trace still
+ * names its process), and the host runs on.
  */
 static struct ipc_event_source shim_source;
 
 static const struct ipc_event_source *
-shim_event_source_get(void)
+shim_event_source_get(int eager)
 {
     struct ag_config cfg;
     char why[256];
@@ -88,7 +98,7 @@ shim_event_source_get(void)
     if (cfg.disabled) {
         return NULL;
     }
-    err = ag_start(&cfg);
+    err = eager ? ag_start(&cfg) : 0;
     if (err != 0) {
         fprintf(stderr, "pipeprof: sampling disabled: agent not started: %s\n", strerror(-err));
         return NULL;
@@ -132,6 +142,35 @@ shim_atfork_register(void)
     pthread_atfork(NULL, NULL, shim_atfork_child);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+
+/*
+ * In a fork()ed child glibc hands a new thread the stack of a parent thread that does not exist
+ * here (the IPC loop's), and host_thread_spawn's real pthread_create bypasses ASan's
+ * interceptor, so the shadow of that stack still marks the dead thread's frames: clear it.
+ */
+static void
+shim_asan_clear_own_stack(void)
+{
+    pthread_attr_t attr;
+    size_t size;
+    void *addr;
+
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+            __asan_unpoison_memory_region(addr, size);
+        }
+        pthread_attr_destroy(&attr);
+    }
+}
+#else
+static void
+shim_asan_clear_own_stack(void)
+{
+}
+#endif
+
 /* The deferred start of a fork()ed child's agent (PIPEPROF_FOLLOW_FORKS). */
 static void *
 shim_forked_start_main(void *arg)
@@ -139,6 +178,7 @@ shim_forked_start_main(void *arg)
     struct timespec delay = { 0, SHIM_FORK_START_DELAY_MS * 1000000L };
 
     (void)arg;
+    shim_asan_clear_own_stack();
     /* The raw system call: the library's own nanosleep is an interposer. */
     syscall(SYS_nanosleep, &delay, NULL);
     ag_thread_exclude_self(); /* this thread only starts the agent; it is not the host's */
@@ -198,6 +238,7 @@ static void
 shim_start_process(int running)
 {
     struct ipc_server_options opts;
+    struct ipc_output_options output;
     const char *timeout_env = getenv("PIPEPROF_SUSPEND_TIMEOUT_MS");
     int timeout_ms = SHIM_SUSPEND_TIMEOUT_MS, dotnet_host, err;
 
@@ -207,7 +248,6 @@ shim_start_process(int running)
         return;
     }
     memset(&opts, 0, sizeof(opts));
-    opts.source = shim_event_source_get();
     opts.listen_path = getenv("PIPEPROF_DIAGNOSTIC_PORT");
     if (opts.listen_path != NULL && opts.listen_path[0] == '\0') {
         opts.listen_path = NULL;
@@ -242,6 +282,11 @@ shim_start_process(int running)
     if (shim_resumed_before() || running) {
         timeout_ms = 0;
     }
+    output.fd = shim_output_open(running);
+    output.providers = SHIM_OUTPUT_PROVIDERS;
+    opts.output = output.fd >= 0 ? &output : NULL;
+    opts.source = shim_event_source_get(opts.diagnostic_ports != NULL || opts.output != NULL ||
+                                        dotnet_host);
 #ifdef PP_HAVE_HTTP
     (void)bridge_http_configure(&opts, opts.source != NULL);
 #endif
@@ -252,7 +297,7 @@ shim_start_process(int running)
         fprintf(stderr, "pipeprof: diagnostic server not started: %s\n", strerror(-err));
         return;
     }
-    shim_follow_forks = shim_env_is("PIPEPROF_FOLLOW_FORKS", "1");
+    shim_follow_forks = shim_env_is("PIPEPROF_FOLLOW_FORKS", "1") || opts.output != NULL;
     if (!running) {
         static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
@@ -342,6 +387,44 @@ shim_stop(void)
     ag_thread_own_code(0); /* a restart (creds_after) samples this thread again */
 }
 
+#define SHIM_IDLE_EXIT_MS     2000  /* how long exit() waits for a server with no session */
+#define SHIM_SESSIONS_EXIT_MS 10000 /* and for one whose sessions get their rundown */
+
+/*
+ * At exit() (the unload hook): every session gets its rundown and end tag within
+ * SHIM_SESSIONS_EXIT_MS (a large trace's rundown on a loaded machine takes seconds), and a server
+ * with no session gets SHIM_IDLE_EXIT_MS to end its loop (it needs about a millisecond; the
+ * bound is for a loaded machine, where a woken thread can wait hundreds of ms for a CPU). A loop
+ * that has not ended by then is stuck (in a callback, on a handle that does not close) and is left
+ * to the process's end, with the agent: one line on stderr, no join, nothing freed. Before, the
+ * join waited as long as the loop did (an idle .NET app once took 12 s to exit after SIGTERM).
+ */
+static void
+shim_exit(void)
+{
+    struct ipc_server *s = __atomic_load_n(&shim_server, __ATOMIC_ACQUIRE);
+    struct ipc_server_stats st;
+    int bound, err;
+
+    ag_thread_own_code(1); /* the wait for the sessions' end is not the host's time */
+    if (s != NULL) {
+        ipc_server_get_stats(s, &st);
+        bound = st.active_sessions > 0 ? SHIM_SESSIONS_EXIT_MS : SHIM_IDLE_EXIT_MS;
+        err = ipc_server_stop_quick(s, bound);
+        if (err == -ETIMEDOUT && __atomic_compare_exchange_n(&shim_server, &s, NULL, 0,
+                                                             __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            fprintf(stderr,
+                    "pipeprof: the diagnostic server did not stop within %d ms at exit: left to "
+                    "the process's end\n",
+                    bound);
+            ag_thread_own_code(0);
+            return;
+        }
+    }
+    shim_stop(); /* the loop has ended: the join returns at once (a fork()ed child's: none) */
+    ag_thread_own_code(0);
+}
+
 /* host/sockets.c: a .NET runtime's socket names (ipc_redirect_path()); the server's own calls
  * pass through. */
 static int
@@ -389,4 +472,4 @@ static const struct host_server_hooks shim_host_hooks = {
 
 /* .init_array / .fini_array on Linux, __mod_init_func / __mod_term_func on macOS. */
 PP_LOAD_HOOK(shim_start);
-PP_UNLOAD_HOOK(shim_stop);
+PP_UNLOAD_HOOK(shim_exit);

@@ -19,6 +19,10 @@ pp_add_script_test(agent-groundtruth agent-groundtruth.sh LABELS integration slo
 # The same with much of the CPU in system calls: kernel time under the calls' stacks.
 pp_add_script_test(agent-groundtruth-syscalls agent-groundtruth-syscalls.sh LABELS integration slow
   TIMEOUT 400)
+# Code in a file mapped by hand (as .NET maps ReadyToRun images) is named by file and offset.
+if(TARGET pp-sample-mapped)
+  pp_add_script_test(agent-mapped-code agent-mapped-code.sh LABELS integration TIMEOUT 60)
+endif()
 pp_add_script_test(agent-stacks agent-stacks.sh LABELS integration slow TIMEOUT 180)
 pp_add_script_test(agent-credentials agent-credentials.sh LABELS integration slow TIMEOUT 120)
 

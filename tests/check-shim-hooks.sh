@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # tests/check-shim-hooks.sh - libpipeprof.so's load-time hooks (common/platform.h) are where the
-# loader looks: a pointer to shim_start in .init_array and one to shim_stop in .fini_array. What
+# loader looks: a pointer to shim_start in .init_array and one to shim_exit in .fini_array. What
 # the library exports is checked by tests/check-host-exports.sh.
 set -euo pipefail
 LIB=${PP_BINARY_DIR:?}/lib/libpipeprof.so
@@ -21,9 +21,9 @@ slots() {
   return 0
 }
 start=$(addr shim_start)
-stop=$(addr shim_stop)
-[[ -n $start && -n $stop ]] || fail "shim_start/shim_stop not in the symbol table"
+stop=$(addr shim_exit)
+[[ -n $start && -n $stop ]] || fail "shim_start/shim_exit not in the symbol table"
 slots .init_array | grep -qx "$start" || fail ".init_array does not point at shim_start ($start)"
-slots .fini_array | grep -qx "$stop" || fail ".fini_array does not point at shim_stop ($stop)"
-echo "check-shim-hooks: .init_array -> shim_start@$start, .fini_array -> shim_stop@$stop"
+slots .fini_array | grep -qx "$stop" || fail ".fini_array does not point at shim_exit ($stop)"
+echo "check-shim-hooks: .init_array -> shim_start@$start, .fini_array -> shim_exit@$stop"
 

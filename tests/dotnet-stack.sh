@@ -53,7 +53,7 @@ PY
 }
 
 for mode in cpu wall; do
-  PIPEPROF_MODE=$mode LD_PRELOAD=$PRELOAD "$GT" 30 /dev/null >/dev/null &
+  PIPEPROF_MODE=$mode LD_PRELOAD=$PRELOAD "$GT" 30 /dev/null >/dev/null 2>"$T/host.$mode.err" &
   host=$!
   PP_PIDS+=($host)
   wait_socket "$host" >/dev/null
@@ -62,7 +62,8 @@ for mode in cpu wall; do
   for run in 1 2 3; do
     timeout 120 dotnet "$CLIENT" "$host" "$T/stack.$mode.$run.json" >"$T/client.log" 2>&1 ||
       { cat "$T/client.log"; fail "the stack client failed ($mode mode)"; }
-    check "$T/stack.$mode.$run.json" "$tids" "$mode mode, run $run" || fail "stack snapshot"
+    check "$T/stack.$mode.$run.json" "$tids" "$mode mode, run $run" ||
+      { cat "$T/host.$mode.err" >&2; fail "stack snapshot"; }
   done
   if command -v dotnet-stack >/dev/null; then
     timeout 60 dotnet-stack report -p "$host" >"$T/ds.$mode.txt" 2>&1 || { cat "$T/ds.$mode.txt"; fail "dotnet-stack report"; }

@@ -5,7 +5,9 @@
 # wrote (tests/tools/nt-gen.c): every event, its provider, id, name, thread, fields, stack and
 # timestamp must be identical to what the writer was given. Twice: events written in order, and
 # events given out of order to a writer with a reorder window, two of them later than the window
-# (written with their true time and IsSorted clear, which TraceEvent must still deliver).
+# (written with their true time and IsSorted clear, which TraceEvent must still deliver). Both
+# traces have events noted lost (before a capture thread's first event, and in the middle): the
+# writer's count, TraceEvent's EventsLost and `pipeprof dump`'s must be the same.
 # Skips loudly without the .NET SDK or when the package cannot be restored.
 set -euo pipefail
 B=${PP_BINARY_DIR:?PP_BINARY_DIR is not set}
@@ -57,10 +59,28 @@ print("dotnet-traceevent (%s): TraceEvent read all %d events identically" % (mod
 PY
 }
 
-"$B/tests/nt-gen" "$T/gen.nettrace" "$T/expected.jsonl"
-timeout 180 dotnet "$out/app/traceevent-dump.dll" "$T/gen.nettrace" "$T/traceevent.jsonl"
-check in-order
+# check_lost MODE: the writer's lost count ($T/gen.out), TraceEvent's ($T/traceevent.out) and
+# pipeprof's agree (before: TraceEvent counted none lost before a capture thread's first event,
+# and 537 for the late events of another capture thread).
+check_lost() {
+  local written te ours
+  written=$(sed -n 's/^lost //p' "$T/gen.out")
+  te=$(sed -n 's/^EventsLost //p' "$T/traceevent.out")
+  ours=$("$B/bin/pipeprof" dump --format json --summary "$T/gen.nettrace" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["lost_events"])')
+  if [[ -z $written || $written == 0 || $te != "$written" || $ours != "$written" ]]; then
+    echo "FAIL ($1): lost events: the writer noted '$written', TraceEvent counts '$te', pipeprof dump '$ours'" >&2
+    exit 1
+  fi
+  echo "dotnet-traceevent ($1): $written events lost, counted alike by TraceEvent and pipeprof"
+}
 
-"$B/tests/nt-gen" --reorder "$T/gen.nettrace" "$T/expected.jsonl"
-timeout 180 dotnet "$out/app/traceevent-dump.dll" "$T/gen.nettrace" "$T/traceevent.jsonl"
+"$B/tests/nt-gen" "$T/gen.nettrace" "$T/expected.jsonl" >"$T/gen.out"
+timeout 180 dotnet "$out/app/traceevent-dump.dll" "$T/gen.nettrace" "$T/traceevent.jsonl" >"$T/traceevent.out"
+check in-order
+check_lost in-order
+
+"$B/tests/nt-gen" --reorder "$T/gen.nettrace" "$T/expected.jsonl" >"$T/gen.out"
+timeout 180 dotnet "$out/app/traceevent-dump.dll" "$T/gen.nettrace" "$T/traceevent.jsonl" >"$T/traceevent.out"
 check by-time
+check_lost by-time

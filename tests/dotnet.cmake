@@ -29,6 +29,8 @@ set_tests_properties(dotnet-stack PROPERTIES RESOURCE_LOCK pp-dotnet-ipc-build)
 # Issue 11, step 1: the agent's stacks in a real .NET process go from P/Invoke'd native code
 # through the JIT's frames into the runtime (docs/dotnet-hosts.md).
 pp_add_script_test(dotnet-mixed-stacks dotnet-mixed-stacks.sh LABELS integration TIMEOUT 400)
+# Issue 19: ReadyToRun code (a PE image the runtime mapped) is named by its image, not `?!0x...`.
+pp_add_script_test(dotnet-r2r-frames dotnet-r2r-frames.sh LABELS integration TIMEOUT 400)
 
 # Issue 11, step 3: unmodified dotnet-trace (-p with default and explicit providers, -- CMD,
 # --diagnostic-port) gets one trace with pipeprof's native frames and the runtime's managed frames

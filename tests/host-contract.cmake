@@ -29,8 +29,17 @@ pp_add_host_contract(signals-ignore signals ignore)
 pp_add_host_contract(signals-spawn signals spawn)
 pp_add_host_contract(signals-altstack signals altstack)
 pp_add_host_contract(signals-sleep signals sleep)
+pp_add_host_contract(signals-flags signals flags)
+pp_add_host_contract(signals-offstack signals offstack)
+set_property(TEST host-contract-signals-offstack APPEND PROPERTY ENVIRONMENT "HC_EXPECT_LOST=1")
 pp_add_host_contract(eintr eintr)
 # Sessions start and stop in a loop while host threads and a host signal handler call the
 # interposers: CPU and wall mode, record, listen, and the loop of sessions.
 pp_add_host_contract(stress stress)
 set_property(TEST host-contract-stress APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall sessions")
+
+# exit() of a preloaded host whose diagnostic server's loop is stuck as it stops: bounded.
+add_library(pp-stuck-loop SHARED ${CMAKE_SOURCE_DIR}/tests/fixtures/stuck-loop.c)
+set_target_properties(pp-stuck-loop PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+target_link_libraries(pp-stuck-loop PRIVATE dl pthread)
+pp_add_script_test(exit-bounded exit-bounded.sh TIMEOUT 120)

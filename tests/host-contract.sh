@@ -7,7 +7,8 @@
 # output and exit status must be the bare run's every time, and each recording must be readable.
 # HC_MODES (default "cpu wall listen") picks the runs; "sessions" runs the host preloaded while
 # sessions of `pipeprof collect -p` start and stop against it in a loop, CPU and wall mode in
-# turn, until it exits.
+# turn, until it exits. HC_EXPECT_LOST=1: each recording must also report lost samples (a host
+# whose code the agent cannot sample, and must say so).
 source "$(dirname "$0")/ipc-lib.sh"
 NAME=$1
 shift
@@ -30,7 +31,12 @@ alive() { # PID runs (an exited child stays a zombie until waited for: kill -0 s
 }
 
 readable() { # TRACE: pipeprof reads it
+  local lost
   "$PIPEPROF" report "$1" >"$1.report" 2>&1 || { cat "$1.report" >&2; fail "$NAME: $1 is unreadable"; }
+  [[ -z ${HC_EXPECT_LOST:-} ]] && return 0
+  lost=$("$PIPEPROF" report --format json "$1" | grep -o '"lost_samples":[0-9]*' | head -1 | cut -d: -f2)
+  [[ ${lost:-0} -gt 0 ]] || { cat "$1.report" >&2; fail "$NAME: $1 reports no lost samples"; }
+  note "$NAME: $1 reports $lost lost samples"
 }
 
 for run in ${HC_MODES:-cpu wall listen}; do

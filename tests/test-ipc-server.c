@@ -107,7 +107,7 @@ test_source_stop(void *ctx, const struct ipc_session_config *cfg)
 }
 
 static const struct ipc_event_source test_source = {
-    test_source_start, test_source_drain, test_source_rundown, test_source_stop, NULL, NULL
+    test_source_start, test_source_drain, test_source_rundown, test_source_stop, NULL, NULL, NULL
 };
 
 /* ----- helpers --------------------------------------------------------------------------- */
@@ -144,10 +144,16 @@ server_start(void)
 }
 
 static void
-server_stop(void)
+server_stop_keep_dir(void)
 {
     ipc_server_stop(srv);
     srv = NULL;
+}
+
+static void
+server_stop(void)
+{
+    server_stop_keep_dir();
     rmdir(dir);
 }
 
@@ -608,6 +614,49 @@ TEST(collect_stop_streams_and_answers_after_the_end)
     server_stop();
 }
 
+/* PIPEPROF_OUTPUT's session: running when ipc_server_start() returns, with no socket at all, and
+ * a complete file (rundown, ProcessInfo, end tag) once the server stops. */
+TEST(output_session_runs_from_start_to_stop_into_a_file)
+{
+    struct ipc_output_options out;
+    struct ipc_server_options o;
+    char path[160];
+    uint8_t *bytes;
+    size_t len;
+    int starts = st.starts, drains = st.drains, rundowns = st.rundowns, stops = st.stops;
+
+    snprintf(dir, sizeof(dir), "/tmp/pp-ipc-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof(path), "%s/out.nettrace", dir);
+    out.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_TRUE(out.fd >= 0);
+    out.providers = "Test-Source:0:4";
+    memset(&o, 0, sizeof(o));
+    o.listen_path = ""; /* no socket: the file is reason enough to run */
+    o.source = &test_source;
+    o.log = test_quiet_log;
+    o.output = &out;
+    ASSERT_OK(ipc_server_start(&o, &srv));
+    ASSERT_EQ(st.starts, starts + 1); /* before start returned: the host's main runs sampled */
+    wait_for(&st.drains, drains + 4);
+    bytes = test_read_file(path, &len);
+    ASSERT_TRUE(bytes != NULL && len > 9); /* blocks reach the file while the session runs */
+    ASSERT_MEM_EQ(bytes, "Nettrace", 8);
+    free(bytes);
+    server_stop_keep_dir();
+    ASSERT_EQ(st.rundowns, rundowns + 1);
+    ASSERT_EQ(st.stops, stops + 1);
+    bytes = test_read_file(path, &len);
+    ASSERT_TRUE(bytes != NULL && len > 9);
+    ASSERT_EQ(bytes[len - 1], 0x01); /* the end-of-stream tag */
+#ifdef PP_HAVE_NT_READER
+    check_stream_with_reader(bytes, len);
+#endif
+    free(bytes);
+    unlink(path);
+    rmdir(dir);
+}
+
 TEST(collect_versions_1_to_5_and_no_rundown_and_6_unknown)
 {
     uint8_t v, stop[28];
@@ -878,6 +927,7 @@ static const struct test_case cases[] = {
     TEST_CASE(listen_path_replaces_only_a_stale_socket_of_ours),
     TEST_CASE(default_name_taken_moves_to_another_key),
     TEST_CASE(collect_stop_streams_and_answers_after_the_end),
+    TEST_CASE(output_session_runs_from_start_to_stop_into_a_file),
     TEST_CASE(collect_versions_1_to_5_and_no_rundown_and_6_unknown),
     TEST_CASE(client_disconnect_ends_its_session),
     TEST_CASE(sixty_four_sessions_then_fail),

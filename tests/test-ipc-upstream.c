@@ -76,7 +76,7 @@ source_drain(void *ctx, const struct ipc_session_view *v, size_t n)
     return 0;
 }
 
-static const struct ipc_event_source source = { NULL, source_drain, NULL, NULL, NULL, NULL };
+static const struct ipc_event_source source = { NULL, source_drain, NULL, NULL, NULL, NULL, NULL };
 
 /* ----- the fake runtime ------------------------------------------------------------------- */
 
@@ -456,6 +456,7 @@ collect(const char *first_provider, struct ipc_response *r)
 
 struct stream_counts {
     int ticks, work, process_info, fake_process_info, stacks_ok, out_of_order, times_kept;
+    int late;        /* events later than the merge's reorder window: out of order by design */
     int before_sync; /* events stamped before the trace's sync time (TraceEvent misplaces them) */
 };
 
@@ -467,6 +468,7 @@ count_stream(const uint8_t *bytes, size_t len, struct stream_counts *c)
     struct nt_reader *r = NULL;
     struct nt_event ev;
     uint64_t last = 0;
+    double window;
     int fd, rc;
 
     memset(c, 0, sizeof(*c));
@@ -477,13 +479,19 @@ count_stream(const uint8_t *bytes, size_t len, struct stream_counts *c)
     lseek(fd, 0, SEEK_SET);
     nt_source_fd(&src, &fd);
     ASSERT_OK(nt_reader_new(&src, NULL, &r));
+    window = (double)IPC_MERGE_REORDER_NS * (double)nt_reader_info(r)->ticks_per_second / 1e9;
     while ((rc = nt_reader_next(r, &ev)) == 1) {
         if (ev.desc == NULL) {
             continue;
         }
         c->before_sync += ev.timestamp < nt_reader_info(r)->sync_time_ticks;
-        if (ev.timestamp < last) {
+        /* The merge sorts what arrives within its window; an event held up longer (a thread
+         * of either side not scheduled for half a second on a loaded machine) is written late,
+         * by design, and is no disorder of the merge's */
+        if (ev.timestamp < last && (double)(last - ev.timestamp) < window) {
             c->out_of_order++;
+        } else if (ev.timestamp < last) {
+            c->late++;
         }
         last = ev.timestamp > last ? ev.timestamp : last;
         if (strcmp(ev.desc->provider, "Test-Source") == 0) {
@@ -635,6 +643,9 @@ TEST(collect_merges_the_runtime_session_and_stop_ends_it_first)
     ASSERT_EQ(c.process_info, 1);
     ASSERT_EQ(c.fake_process_info, 1);
     ASSERT_EQ(c.out_of_order, 0);
+    if (c.late > 0) {
+        printf("# %d events came later than the merge's window (a loaded machine)\n", c.late);
+    }
     ASSERT_EQ(c.before_sync, 0); /* the runtime's first events precede the server's session */
     fake_stop();
     server_stop();

@@ -253,7 +253,8 @@ roundtrip(uint64_t seed, uint32_t n, uint32_t threads, size_t block_bytes, uint6
     struct nt_reader_stats rs;
     struct nt_writer_stats ws;
     struct expect *ex = calloc(n, sizeof(*ex));
-    uint32_t seq[4] = { 0 }, i, d, got = 0;
+    /* before: lost before the thread's first event, numbered right after it */
+    uint32_t seq[4] = { 0 }, before[4] = { 0 }, i, d, got = 0;
     uint64_t lost = 0, ts = 1000, values = 0;
     static uint64_t stack_pool[8][NT_MAX_STACK_DEPTH];
     static uint8_t buf[NT_MAX_PAYLOAD];
@@ -284,7 +285,7 @@ roundtrip(uint64_t seed, uint32_t n, uint32_t threads, size_t block_bytes, uint6
             uint32_t k = 1 + rnd_below(5);
 
             ASSERT_OK(nt_writer_note_lost(w, 100 + cap_index, k));
-            seq[cap_index] += k;
+            *(seq[cap_index] != 0 ? &seq[cap_index] : &before[cap_index]) += k;
             lost += k;
         }
         e->desc = rnd_below(MAX_DESCS);
@@ -314,6 +315,8 @@ roundtrip(uint64_t seed, uint32_t n, uint32_t threads, size_t block_bytes, uint6
         }
         e->stack = stack_pool[pool];
         e->sequence = ++seq[cap_index];
+        seq[cap_index] += before[cap_index];
+        before[cap_index] = 0;
         memset(&ev, 0, sizeof(ev));
         ev.metadata_id = descs[e->desc].id;
         ev.thread_id = e->thread;

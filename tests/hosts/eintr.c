@@ -4,15 +4,28 @@
  * signal, each in a loop of 40 waits of 25 ms, and count how each wait ended: bare none ends in
  * EINTR (the host sends no signal), and under the agent sampling in wall mode at 1000 Hz none
  * may either. host-contract.sh compares the counts; host/eintr.c and host/blocking.c keep them.
+ * Besides libc's waits: System V semaphores and message queues (semtimedop, semop, msgrcv), a
+ * POSIX message queue (mq_timedreceive: the kernel restarts it under SA_RESTART, held here so
+ * that it stays so), and raw system calls made with syscall() as other libraries make them
+ * (libaio's io_getevents, futex FUTEX_WAIT with a relative timeout and FUTEX_WAIT_BITSET with
+ * an absolute one). Waits that need a counterpart are fed by one poster thread, every 25 ms.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/aio_abi.h>
+#include <linux/futex.h>
+#include <mqueue.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
 #include <sys/select.h>
+#include <sys/sem.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +50,9 @@ tally(struct counts *c, int rc, int err, int timeout_err)
     } else {
         c->other++;
     }
+    /* Running when it enters the next wait, as a busy thread does: the wall sampler reads it as
+     * running and signals it, and the signal meets the wait that has just begun. */
+    host_burn_us(1000);
 }
 
 static const struct timespec wait25 = { 0, 25000000L };
@@ -82,38 +98,174 @@ t_sem_timedwait(void *p)
 }
 
 static sem_t posted;
+static int sysv_sem = -1, sysv_msg = -1;
 
+struct message {
+    long type;
+    char text[8];
+};
+
+/* Feeds the waits that need a counterpart: a POSIX and a System V semaphore, a message. */
 static void *
 poster(void *p)
 {
+    struct sembuf up = { 0, 1, 0 };
+    struct message m = { 1, "tick" };
+
     (void)p;
     for (int i = 0; i < ROUNDS; i++) {
         nanosleep(&wait25, NULL);
         sem_post(&posted);
+        if (sysv_sem >= 0) {
+            semop(sysv_sem, &up, 1);
+        }
+        if (sysv_msg >= 0) {
+            msgsnd(sysv_msg, &m, sizeof(m.text), 0);
+        }
     }
     return NULL;
+}
+
+/* Waits until ROUNDS of the poster's items came (or too many failures), tallying each try. */
+#define UNTIL_POSTED(c, call, timeout_err)           \
+    for (int got_ = 0; got_ < ROUNDS;) {             \
+        int rc_ = (call);                            \
+                                                     \
+        tally((c), rc_, errno, (timeout_err));       \
+        got_ += rc_ >= 0;                            \
+        if ((c)->eintr + (c)->other > 10 * ROUNDS) { \
+            break;                                   \
+        }                                            \
+    }
+
+/* An absolute CLOCK clk time 25 ms from now. */
+static struct timespec
+in25(clockid_t clk)
+{
+    struct timespec abs;
+
+    clock_gettime(clk, &abs);
+    abs.tv_nsec += wait25.tv_nsec;
+    if (abs.tv_nsec >= 1000000000L) {
+        abs.tv_sec++;
+        abs.tv_nsec -= 1000000000L;
+    }
+    return abs;
 }
 
 static void *
 t_sem_wait(void *p)
 {
-    struct counts *c = p;
-    pthread_t th;
-    int got = 0;
+    UNTIL_POSTED((struct counts *)p, sem_wait(&posted), ETIMEDOUT);
+    return NULL;
+}
 
-    sem_init(&posted, 0, 0);
-    pthread_create(&th, NULL, poster, NULL);
-    while (got < ROUNDS) {
-        int rc = sem_wait(&posted);
+static void *
+t_semop(void *p)
+{
+    struct sembuf down = { 0, -1, 0 };
+
+    UNTIL_POSTED((struct counts *)p, semop(sysv_sem, &down, 1), ETIMEDOUT);
+    return NULL;
+}
+
+static void *
+t_msgrcv(void *p)
+{
+    struct message m;
+
+    UNTIL_POSTED((struct counts *)p, (int)msgrcv(sysv_msg, &m, sizeof(m.text), 0, 0), ETIMEDOUT);
+    return NULL;
+}
+
+static void *
+t_semtimedop(void *p)
+{
+    struct counts *c = p;
+    struct sembuf down = { 0, -1, 0 };
+    int id = semget(IPC_PRIVATE, 1, 0600);
+
+    for (int i = 0; id >= 0 && i < ROUNDS; i++) {
+        int rc = semtimedop(id, &down, 1, &wait25);
+
+        tally(c, rc, errno, EAGAIN);
+    }
+    if (id >= 0) {
+        semctl(id, 0, IPC_RMID);
+    }
+    return NULL;
+}
+
+static void *
+t_mq_timedreceive(void *p)
+{
+    struct counts *c = p;
+    struct mq_attr attr = { .mq_maxmsg = 4, .mq_msgsize = 8 };
+    char name[64], buf[8];
+    mqd_t q;
+
+    snprintf(name, sizeof(name), "/pipeprof-host-eintr-%d", (int)getpid());
+    q = mq_open(name, O_CREAT | O_RDWR, 0600, &attr);
+    mq_unlink(name);
+    for (int i = 0; q != (mqd_t)-1 && i < ROUNDS; i++) {
+        struct timespec abs = in25(CLOCK_REALTIME);
+        int rc = (int)mq_timedreceive(q, buf, sizeof(buf), NULL, &abs);
 
         tally(c, rc, errno, ETIMEDOUT);
-        got += rc == 0;
-        if (c->eintr + c->other > 10 * ROUNDS) {
-            break;
-        }
     }
-    pthread_join(th, NULL);
+    if (q != (mqd_t)-1) {
+        mq_close(q);
+    }
     return NULL;
+}
+
+static void *
+t_io_getevents(void *p)
+{
+    struct counts *c = p;
+    aio_context_t ctx = 0;
+    struct io_event ev;
+
+    if (syscall(SYS_io_setup, 1, &ctx) != 0) {
+        return NULL;
+    }
+    for (int i = 0; i < ROUNDS; i++) {
+        struct timespec left = wait25;
+        int rc = (int)syscall(SYS_io_getevents, ctx, 1, 1, &ev, &left);
+
+        tally(c, rc == 0 ? -1 : rc, rc == 0 ? ETIMEDOUT : errno, ETIMEDOUT);
+    }
+    syscall(SYS_io_destroy, ctx);
+    return NULL;
+}
+
+/* FUTEX_WAIT takes a relative timeout, FUTEX_WAIT_BITSET an absolute one. */
+static void *
+t_futex(struct counts *c, int bitset)
+{
+    int word = 0;
+
+    for (int i = 0; i < ROUNDS; i++) {
+        struct timespec tmo = bitset ? in25(CLOCK_MONOTONIC) : wait25;
+        int rc = (int)syscall(SYS_futex, &word,
+                              bitset ? FUTEX_WAIT_BITSET_PRIVATE : FUTEX_WAIT_PRIVATE, 0, &tmo,
+                              NULL, FUTEX_BITSET_MATCH_ANY);
+
+        tally(c, rc, errno, ETIMEDOUT);
+    }
+    return NULL;
+}
+
+static void *
+t_futex_wait(void *p)
+{
+    return t_futex(p, 0);
+}
+
+static void *
+t_futex_bitset(void *p)
+{
+    return t_futex(p, 1);
 }
 
 static void *
@@ -156,23 +308,49 @@ t_sigtimedwait(void *p)
 int
 main(void)
 {
-    static const char *const names[] = { "pselect", "sem_timedwait", "sem_wait", "recv SO_RCVTIMEO",
-                                         "sigtimedwait" };
-    struct counts c[5];
-    void *(*fn[])(void *) = { t_pselect, t_sem_timedwait, t_sem_wait, t_recv, t_sigtimedwait };
-    pthread_t th[5];
+    static const struct {
+        const char *name;
+        void *(*fn)(void *);
+    } waits[] = {
+        { "pselect", t_pselect },
+        { "sem_timedwait", t_sem_timedwait },
+        { "sem_wait", t_sem_wait },
+        { "recv SO_RCVTIMEO", t_recv },
+        { "sigtimedwait", t_sigtimedwait },
+        { "semop", t_semop },
+        { "semtimedop", t_semtimedop },
+        { "msgrcv", t_msgrcv },
+        { "mq_timedreceive", t_mq_timedreceive },
+        { "syscall io_getevents", t_io_getevents },
+        { "syscall futex FUTEX_WAIT", t_futex_wait },
+        { "syscall futex FUTEX_WAIT_BITSET", t_futex_bitset },
+    };
+    enum { N = sizeof(waits) / sizeof(waits[0]) };
+    struct counts c[N];
+    pthread_t th[N], post;
 
     memset(c, 0, sizeof(c));
+    sem_init(&posted, 0, 0);
+    sysv_sem = semget(IPC_PRIVATE, 1, 0600);
+    sysv_msg = msgget(IPC_PRIVATE, 0600);
     host_wait_go();
-    for (int i = 0; i < 5; i++) {
-        c[i].name = names[i];
-        pthread_create(&th[i], NULL, fn[i], &c[i]);
+    for (int i = 0; i < N; i++) {
+        c[i].name = waits[i].name;
+        pthread_create(&th[i], NULL, waits[i].fn, &c[i]);
     }
+    pthread_create(&post, NULL, poster, NULL);
     host_burn_us(300000);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < N; i++) {
         pthread_join(th[i], NULL);
         printf("%s: %d done, %d EINTR, %d timed out, %d other\n", c[i].name, c[i].done, c[i].eintr,
                c[i].timeout, c[i].other);
+    }
+    pthread_join(post, NULL);
+    if (sysv_sem >= 0) {
+        semctl(sysv_sem, 0, IPC_RMID);
+    }
+    if (sysv_msg >= 0) {
+        msgctl(sysv_msg, IPC_RMID, NULL);
     }
     return 0;
 }

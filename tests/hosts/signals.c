@@ -13,8 +13,16 @@
  *                     sleep() returns (glibc: the whole seconds left, 1, 0, 0)
  *   signals altstack  SIGUSR1 and SIGSEGV-style handlers with SA_ONSTACK on a 6 KiB
  *                     sigaltstack, raised 2000 times while burning CPU
+ *   signals flags     its own SIGPROF handler with SA_NODEFER (SIGPROF open inside it), with
+ *                     sa_mask (SIGUSR2 blocked inside it), with SA_RESETHAND (SIG_DFL after one
+ *                     delivery; a forked child that raises it twice dies by SIGPROF)
+ *   signals offstack  burns 300 ms of CPU in a coroutine (swapcontext) whose stack is its
+ *                     sigaltstack, as green-thread libraries may: the kernel reports that code
+ *                     as on the alternate stack, the agent takes no sample there and says so
+ *                     (host-contract.sh checks the recording's lost samples: HC_EXPECT_LOST)
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -22,6 +30,7 @@
 #include <string.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "hosts.h"
@@ -194,6 +203,95 @@ sleep_left(void)
     return 0;
 }
 
+static volatile sig_atomic_t prof_open, usr2_blocked;
+
+static void
+on_prof_mask(int sig)
+{
+    sigset_t now;
+
+    (void)sig;
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    prof_open = !sigismember(&now, SIGPROF);
+    usr2_blocked = sigismember(&now, SIGUSR2);
+    got++;
+}
+
+/* Installs on_prof_mask for SIGPROF with flags and mask, raises it once, says what it saw. */
+static void
+raise_with(const char *what, int flags, int mask_usr2)
+{
+    struct sigaction sa, old;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_prof_mask;
+    sigemptyset(&sa.sa_mask);
+    if (mask_usr2) {
+        sigaddset(&sa.sa_mask, SIGUSR2);
+    }
+    sa.sa_flags = flags;
+    sigaction(SIGPROF, &sa, NULL);
+    got = 0;
+    raise(SIGPROF);
+    sigaction(SIGPROF, NULL, &old);
+    printf("%s: %d delivery, SIGPROF %s and SIGUSR2 %s inside, then %s\n", what, (int)got,
+           prof_open ? "open" : "blocked", usr2_blocked ? "blocked" : "open",
+           old.sa_handler == SIG_DFL ? "SIG_DFL" : "its handler");
+}
+
+static int
+flags(void)
+{
+    pid_t pid;
+    int status;
+
+    host_burn_us(50000);
+    raise_with("no flags", 0, 0);
+    raise_with("SA_NODEFER", SA_NODEFER, 0);
+    raise_with("sa_mask SIGUSR2", SA_RESTART, 1);
+    raise_with("SA_RESETHAND", SA_RESETHAND, 0);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        raise_with("child, SA_RESETHAND", SA_RESETHAND, 0);
+        fflush(stdout);
+        raise(SIGPROF); /* the default action: ends the child */
+        _exit(0);
+    }
+    waitpid(pid, &status, 0);
+    report("child raising SIGPROF twice", status);
+    return 0;
+}
+
+static ucontext_t main_ctx, burn_ctx;
+
+static void
+burn_there(void)
+{
+    host_burn_us(300000);
+}
+
+static int
+offstack(void)
+{
+    static char stack[256 * 1024];
+    stack_t ss = { .ss_sp = stack, .ss_size = sizeof(stack), .ss_flags = 0 };
+
+    if (sigaltstack(&ss, NULL) != 0 || getcontext(&burn_ctx) != 0) {
+        perror("sigaltstack");
+        return 1;
+    }
+    burn_ctx.uc_stack = ss;
+    burn_ctx.uc_link = &main_ctx;
+    makecontext(&burn_ctx, burn_there, 0);
+    if (swapcontext(&main_ctx, &burn_ctx) != 0) {
+        perror("swapcontext");
+        return 1;
+    }
+    printf("burned 300 ms on its alternate stack\n");
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -216,6 +314,12 @@ main(int argc, char **argv)
     if (strcmp(how, "altstack") == 0) {
         return altstack();
     }
-    fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack\n");
+    if (strcmp(how, "flags") == 0) {
+        return flags();
+    }
+    if (strcmp(how, "offstack") == 0) {
+        return offstack();
+    }
+    fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack|flags|offstack\n");
     return 2;
 }

@@ -7,9 +7,11 @@
  * named and decoded the way TraceEvent's built-in parser shows it (Thread/Sample, Type), and the
  * timestamp. With --reorder the events reach a writer with a 20 ms reorder window out of order:
  * some a little late (it sorts them), two 40 ms late from another capture thread (written late,
- * with their true time and IsSorted clear), as the runtime's re-read events will be.
- * tests/dotnet-traceevent.sh has TraceEvent read the trace and compares. Usage: nt-gen
- * [--reorder] OUT.nettrace EXPECTED.jsonl
+ * with their true time and IsSorted clear), as the runtime's re-read events will be. Events are
+ * noted lost (nt_writer_note_lost) before each capture thread's first event and now and then
+ * after (none of a capture thread that writes no event: TraceEvent counts those nowhere); the total
+ * goes to standard output as "lost N". tests/dotnet-traceevent.sh has TraceEvent read the trace and
+ * compares. Usage: nt-gen [--reorder] OUT.nettrace EXPECTED.jsonl
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -192,7 +194,17 @@ main(int argc, char **argv)
         }
         order[j] = i;
     }
+    /* Lost before the first event of capture threads 7 and (with --reorder) 8: a reader starts
+     * a thread there. And in the middle of 7's. */
+    if (nt_writer_note_lost(w, 7, 5) != 0 || (reorder && nt_writer_note_lost(w, 8, 3) != 0)) {
+        fprintf(stderr, "nt-gen: note_lost failed\n");
+        return 1;
+    }
     for (i = 0; i < GEN_EVENTS; i++) {
+        if (i % 40 == 20 && nt_writer_note_lost(w, 7, 2) != 0) {
+            fprintf(stderr, "nt-gen: note_lost failed\n");
+            return 1;
+        }
         if (nt_writer_write(w, &events[order[i]]) != 0) {
             fprintf(stderr, "nt-gen: write failed at event %d\n", order[i]);
             return 1;
@@ -208,6 +220,7 @@ main(int argc, char **argv)
                 reorder ? 2 : 0);
         return 1;
     }
+    printf("lost %" PRIu64 "\n", st.lost);
     nt_writer_free(w);
     close(fd);
     return fclose(expect) == 0 ? 0 : 1;

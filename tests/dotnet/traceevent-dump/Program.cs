@@ -1,7 +1,8 @@
 // tests/dotnet/traceevent-dump: reads a nettrace file with TraceEvent's TraceLog, the way
 // PerfView and dotnet-trace do, and prints one JSON object per event: provider, id, name,
 // thread, payload fields (names and values), the call stack (addresses, leaf first) and the
-// timestamp in the trace's own ticks (TimeStampQPC).
+// timestamp in the trace's own ticks (TimeStampQPC); and on standard output "EventsLost N", the
+// events TraceEvent counts lost (sequence gaps).
 // tests/dotnet-traceevent.sh compares that with what pipeprof's writer was asked to write.
 using System;
 using System.Collections.Generic;
@@ -52,6 +53,7 @@ public static class Program
             };
             output.WriteLine(JsonSerializer.Serialize(row));
         }
+        Console.WriteLine("EventsLost " + log.EventsLost.ToString(CultureInfo.InvariantCulture));
         return 0;
     }
 }

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench/bench-interpose.c - what host/'s fd and signal interposers cost the host per call,
+ * against libc's own function (dlsym(RTLD_NEXT)), in the same run:
+ *   close             dup() of an fd and close() of the copy (the pair; dup is not interposed)
+ *   dup2              dup2() onto an open fd of the host's
+ *   sigaction-other   sigaction(SIGUSR1) set and query, while the library holds SIGPROF
+ *   sigaction-own     sigaction(SIGPROF), the library's signal: recorded, never installed
+ *   sigmask           pthread_sigmask block + unblock of SIGUSR1 (no agent: a pass-through)
+ * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling.
+ * Libc and the interposer alternate within each round; prints per call the median ns of each
+ * over the rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
+ */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "host/host.h"
+
+#define BENCH_OPS    5
+#define BENCH_ROUNDS 64
+
+static const char *const bench_ops[BENCH_OPS] = { "close", "dup2", "sigaction-other",
+                                                  "sigaction-own", "sigmask" };
+
+static int (*libc_close)(int);
+static int (*libc_dup2)(int, int);
+static int (*libc_sigaction)(int, const struct sigaction *, struct sigaction *);
+static int (*libc_sigmask)(int, const sigset_t *, sigset_t *);
+
+static void
+bench_on_signal(int sig, siginfo_t *info, void *uc)
+{
+    (void)sig;
+    (void)info;
+    (void)uc;
+}
+
+/* calls of op, through libc (real) or the interposer; ns per call. */
+static double
+bench_run(int op, int real, unsigned calls, int fd, int fd2)
+{
+    struct sigaction act, old;
+    sigset_t set;
+    uint64_t t0;
+    unsigned i;
+
+    memset(&act, 0, sizeof(act));
+    act.sa_handler = SIG_IGN;
+    sigemptyset(&act.sa_mask);
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    t0 = bench_now_ns();
+    for (i = 0; i < calls; i++) {
+        switch (op) {
+        case 0: {
+            int c = dup(fd);
+
+            real ? libc_close(c) : close(c);
+            break;
+        }
+        case 1:
+            real ? libc_dup2(fd, fd2) : dup2(fd, fd2);
+            break;
+        case 2:
+        case 3:
+            real ? libc_sigaction(op == 2 ? SIGUSR1 : SIGPROF, &act, &old)
+                 : sigaction(op == 2 ? SIGUSR1 : SIGPROF, &act, &old);
+            break;
+        default:
+            real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
+            real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+            break;
+        }
+    }
+    return (double)(bench_now_ns() - t0) / calls;
+}
+
+int
+main(int argc, char **argv)
+{
+    int rounds = argc > 1 ? atoi(argv[1]) : 11, r, op, i;
+    unsigned calls = argc > 2 ? (unsigned)atoi(argv[2]) : 200000;
+    static double ns[BENCH_OPS][2][BENCH_ROUNDS];
+    int fd = open("/dev/null", O_RDONLY), fd2 = open("/dev/null", O_RDONLY);
+
+    if (rounds < 1 || rounds > BENCH_ROUNDS || calls == 0 || fd < 0 || fd2 < 0) {
+        fprintf(stderr, "usage: bench-interpose [ROUNDS 1..%d [CALLS]]\n", BENCH_ROUNDS);
+        return 2;
+    }
+    libc_close = (int (*)(int))dlsym(RTLD_NEXT, "close");
+    libc_dup2 = (int (*)(int, int))dlsym(RTLD_NEXT, "dup2");
+    libc_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT,
+                                                                                       "sigaction");
+    libc_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
+    if (!libc_close || !libc_dup2 || !libc_sigaction || !libc_sigmask) {
+        fprintf(stderr, "bench-interpose: libc's functions not found\n");
+        return 1;
+    }
+    for (i = 0; i < 8; i++) {
+        (void)host_fd_take(open("/dev/null", O_RDONLY)); /* the library's own fds */
+    }
+    if (host_signal_claim(SIGPROF, bench_on_signal) != 0) {
+        fprintf(stderr, "bench-interpose: SIGPROF not claimed\n");
+        return 1;
+    }
+    for (r = 0; r < rounds; r++) {
+        for (op = 0; op < BENCH_OPS; op++) {
+            for (i = 0; i < 2; i++) {
+                int real = (i + r) % 2; /* which goes first alternates */
+
+                ns[op][real][r] = bench_run(op, real, calls, fd, fd2);
+            }
+        }
+    }
+    host_signal_release(SIGPROF);
+    printf("bench-interpose: %u calls x %d rounds; median ns per call (sigmask: per pair)\n", calls,
+           rounds);
+    for (op = 0; op < BENCH_OPS; op++) {
+        double libc, ours;
+
+        qsort(ns[op][1], (size_t)rounds, sizeof(double), bench_cmp_double);
+        qsort(ns[op][0], (size_t)rounds, sizeof(double), bench_cmp_double);
+        libc = ns[op][1][rounds / 2];
+        ours = ns[op][0][rounds / 2];
+        printf("  %-16s libc %7.1f ns  interposed %7.1f ns  %.2fx\n", bench_ops[op], libc, ours,
+               libc > 0 ? ours / libc : 0);
+    }
+    return 0;
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/output-file.sh - PIPEPROF_OUTPUT=PATH records a process from its start to its exit into a
+# nettrace file without a wrapper: a service stopped by SIGTERM, forked and exec'd children (each
+# image a file of its own, never one that another image wrote), and crashes (SIGKILL, abort),
+# which leave a partial file that `pipeprof report` reads up to the cut, with the host's work
+# functions named. Hosts: tests/tools/output-host.c.
+source "$(dirname "$0")/ipc-lib.sh"
+HOST=$B/tests/output-host
+[[ -x $HOST ]] || fail "missing $HOST"
+export PIPEPROF_HZ=200 # PIPEPROF_MODE and PIPEPROF_HZ set the file session's sampling
+
+# The hosts run as env's exec: a background one's $! is the host itself.
+RUN=(env LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0)
+
+# report FILE EXPR: a field of `pipeprof report --format json` (python over the parsed object d).
+report() {
+  "$PIPEPROF" report --top 200 --format json "$1" 2>"$T/report.err" >"$T/report.json" ||
+    { cat "$T/report.err" >&2; fail "pipeprof report $1 failed"; }
+  python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+def total(fn):
+    return sum(f["total"] for f in d["top_total"] if f["function"].endswith("!" + fn))
+print(eval(sys.argv[2]))' "$T/report.json" "$2"
+}
+
+# expect FILE FUNC [complete|cut]: FILE names FUNC on at least 10 samples and is complete or cut.
+expect() {
+  local file=$1 fn=$2 want=${3:-complete} n truncated
+  [[ -s $file ]] || fail "$file was not written"
+  n=$(report "$file" "total('$fn')")
+  [[ $n -ge 10 ]] || { cat "$T/report.json" >&2; fail "$file: $n samples in $fn"; }
+  truncated=$(report "$file" 'd["truncated"]')
+  if [[ $want == complete ]]; then
+    [[ $truncated == False ]] || fail "$file: the trace of a process that exited ends early"
+  else
+    [[ $truncated == True ]] || fail "$file: the trace of a killed process claims its end"
+    grep -q "ends early" "$T/report.err" || fail "$file: report does not say the trace is cut"
+  fi
+  note "$file: $n samples in $fn, $want"
+}
+
+# unwanted FILE FUNC: FILE holds no sample in FUNC (another image's work).
+unwanted() {
+  local n
+  n=$(report "$1" "total('$2')")
+  [[ $n -eq 0 ]] || fail "$1: $n samples in $2, which another image ran"
+}
+
+# wait_ready FILE: FILE says "ready" (20 s at most).
+wait_ready() {
+  local i
+  for i in $(seq 200); do
+    grep -q ready "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "the host never got ready ($1)"
+}
+
+# 1. A service: records from its start, stops on SIGTERM through its handler and exit().
+"${RUN[@]}" PIPEPROF_OUTPUT="$T/svc-%p.nettrace" "$HOST" serve 400 >"$T/svc.out" &
+pid=$!
+PP_PIDS+=("$pid")
+wait_ready "$T/svc.out"
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[[ $rc == 0 ]] && grep -q stopped "$T/svc.out" || fail "the service did not stop cleanly ($rc)"
+expect "$T/svc-$pid.nettrace" out_serve_work
+[[ $(report "$T/svc-$pid.nettrace" 'd["sampling_interval_ns"]') == 5000000 ]] ||
+  fail "PIPEPROF_HZ=200 is not the file session's rate"
+"$PIPEPROF" dump --summary --format json "$T/svc-$pid.nettrace" | python3 -c 'import json,sys
+d = json.load(sys.stdin)
+assert any(e["id"] == 144 for e in d["events"]), "no rundown"' || fail "the service's trace has no rundown"
+
+# 2. fork without exec, a fixed PATH: the parent writes PATH, the child PATH.PID.
+"${RUN[@]}" PIPEPROF_OUTPUT="$T/fork.nettrace" "$HOST" fork 400 || fail "fork host failed"
+children=("$T"/fork.*.nettrace)
+[[ ${#children[@]} == 1 && -f ${children[0]} ]] || fail "fork: child files: ${children[*]}"
+expect "$T/fork.nettrace" out_fork_parent_work
+unwanted "$T/fork.nettrace" out_fork_child_work
+expect "${children[0]}" out_fork_child_work
+unwanted "${children[0]}" out_fork_parent_work
+
+# 3. An exec in place with %p: the same pid's second image takes the next free name.
+"${RUN[@]}" PIPEPROF_OUTPUT="$T/ex-%p.nettrace" "$HOST" exec 300 &
+pid=$!
+wait "$pid" || fail "exec host failed"
+expect "$T/ex-$pid.nettrace" out_exec_before_work
+unwanted "$T/ex-$pid.nettrace" out_exec_after_work
+expect "$T/ex-$pid.2.nettrace" out_exec_after_work
+
+# 4. fork + exec of another program image, a fixed PATH that an earlier run left: the first
+# image replaces it (as CPUPROFILE does), the exec'd child writes PATH.PID.
+echo "an earlier run's file" >"$T/sp.nettrace"
+"${RUN[@]}" PIPEPROF_OUTPUT="$T/sp.nettrace" "$HOST" spawn 300 || fail "spawn host failed"
+children=("$T"/sp.*.nettrace)
+[[ ${#children[@]} == 1 && -f ${children[0]} ]] || fail "spawn: child files: ${children[*]}"
+expect "$T/sp.nettrace" out_spawn_parent_work
+expect "${children[0]}" out_spawned_work
+
+# 5. SIGKILL: the blocks flushed before it are there, and their frames are named.
+"${RUN[@]}" PIPEPROF_OUTPUT="$T/kill.nettrace" "$HOST" crash 400 >"$T/kill.out" &
+pid=$!
+PP_PIDS+=("$pid")
+wait_ready "$T/kill.out"
+sleep 0.3
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+expect "$T/kill.nettrace" out_crash_work cut
+
+# 6. abort(): the same.
+rc=0
+"${RUN[@]}" PIPEPROF_OUTPUT="$T/abort.nettrace" "$HOST" abort 500 2>/dev/null || rc=$?
+[[ $rc -gt 128 ]] || fail "the abort host ended with $rc"
+expect "$T/abort.nettrace" out_abort_work cut
+
+# 7. A bad PATH: one line on stderr, the host runs untouched.
+out=$("${RUN[@]}" PIPEPROF_OUTPUT="$T/bad-%x.nettrace" "$HOST" spawned 10 2>&1) || fail "bad PATH: the host failed"
+[[ $(grep -c "PIPEPROF_OUTPUT" <<<"$out") == 1 ]] || fail "bad PATH: stderr was: $out"
+note "PIPEPROF_OUTPUT: service, fork, exec, spawn, SIGKILL and abort files as expected"
