@@ -338,6 +338,18 @@ void ag_cpu_flush(void);
  */
 void ag_thread_exclude_self(void);
 
+/*
+ * Marks (on != 0) or unmarks the calling thread as running the profiler's own code on the host's
+ * thread for a while: the constructor's wait for ResumeRuntime, the exit handler's and exec's
+ * wait for the sessions' end. Wall mode takes no sample of it meanwhile (its stack there is the
+ * profiler's, not the host's: a short-lived child of `pipeprof record --mode wall` got a trace
+ * of those alone). CPU mode is not changed: CPU the thread burns there is the process's. Works
+ * before ag_start() and across a restart; calls nest; at most 8 marks at a time are held, more
+ * are sampled as before. Context: the thread; lock-free (async-signal-safe: the exit path may
+ * run in a signal handler).
+ */
+void ag_thread_own_code(int on);
+
 /* Copies the current counters. Context: any ordinary thread; lock-free reads. */
 void ag_stats_get(struct ag_stats *out);
 

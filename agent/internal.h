@@ -273,6 +273,8 @@ struct ag_thread {
 };
 
 /* Global agent state; one instance, `ag`. Lock order: life_lock, then reg_lock. */
+#define AG_OWN_CODE_MAX 8
+
 struct ag_agent {
     pthread_mutex_t life_lock; /* start/stop/acquire/release */
     pthread_mutex_t reg_lock;  /* the registry: slot state transitions, timers, names */
@@ -282,6 +284,10 @@ struct ag_agent {
     _Atomic int stopping; /* tells the agent threads to leave */
     _Atomic int inflight; /* handlers between entry and exit; ag_stop() waits for 0 */
     _Atomic unsigned gen; /* bumped per start: invalidates TLS slot caches of an old registry */
+    /* Tids of the threads inside ag_thread_own_code(1), 0 in a free entry (a thread in twice
+     * holds two). Lock-free: the exit path may run in a signal handler that interrupted a holder
+     * of reg_lock. Read by the wall thread and the signal handler (ag_in_own_code). */
+    _Atomic int32_t own_code_tids[AG_OWN_CODE_MAX];
     struct ag_thread *threads; /* threads_cap slots, mmap'ed at the first start, never freed */
     unsigned threads_cap;
     _Atomic unsigned high; /* slots [0, high) have been used */
@@ -322,6 +328,20 @@ struct ag_agent {
 };
 
 extern struct ag_agent ag;
+
+/* Whether thread tid runs the profiler's own code (async-signal-safe). */
+static inline int
+ag_in_own_code(int32_t tid)
+{
+    unsigned i;
+
+    for (i = 0; i < AG_OWN_CODE_MAX; i++) {
+        if (atomic_load_explicit(&ag.own_code_tids[i], memory_order_relaxed) == tid) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 /* Initial-exec TLS: the handler never enters __tls_get_addr. */
 extern __thread struct ag_thread *ag_tls_thread AG_TLS; /* slot cache, checked against tid */

@@ -192,8 +192,10 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         goto out;
     }
     t = ag_sig_thread_self();
-    if (t == NULL || atomic_load_explicit(&t->excluded, memory_order_relaxed)) {
-        goto out;
+    if (t == NULL || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
+        (mode == AG_MODE_WALL &&
+         ag_in_own_code(atomic_load_explicit(&t->tid, memory_order_relaxed)))) {
+        goto out; /* the profiler's threads; a wall signal sent just before own code began */
     }
     if (engine == AG_CPU_ENGINE_PERF &&
         atomic_load_explicit(&t->perf_fd, memory_order_acquire) != info->si_fd) {

@@ -476,6 +476,22 @@ ag_thread_exclude_self(void)
     pthread_mutex_unlock(&ag.reg_lock);
 }
 
+void
+ag_thread_own_code(int on)
+{
+    /* Not ag_gettid(): in a vfork()ed child (exec's path) its cache is the parent's memory. */
+    int32_t tid = (int32_t)syscall(SYS_gettid);
+    unsigned i;
+
+    for (i = 0; i < AG_OWN_CODE_MAX; i++) {
+        int32_t expected = on ? 0 : tid;
+
+        if (atomic_compare_exchange_strong(&ag.own_code_tids[i], &expected, on ? tid : 0)) {
+            return;
+        }
+    }
+}
+
 /* Finds the mapping of /proc/self/maps that contains sp: the stack of a thread we did not
  * create. Returns 0 and the range, or -ENOENT. */
 static int
@@ -593,8 +609,13 @@ ag_threads_scan(void)
 void
 ag_threads_forked_child(void)
 {
+    unsigned i;
+
     ag_tls_tid = 0;
     ag_tls_thread = NULL;
+    for (i = 0; i < AG_OWN_CODE_MAX; i++) {
+        atomic_store(&ag.own_code_tids[i], 0); /* the parent's threads' */
+    }
 }
 
 int

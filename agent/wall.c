@@ -306,6 +306,11 @@ ag_wall_pass(uint64_t now, uint64_t interval)
             continue;
         }
         tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
+        if (ag_in_own_code(tid)) {
+            /* The profiler's own wait on the host's thread: no sample, and none missed */
+            (void)ag_wall_visit(i, t, tid, now, interval, 0);
+            continue;
+        }
         blocked = atomic_load_explicit(&t->blocked, memory_order_acquire);
         /* A thread still in the blocking call it was in at the last pass sleeps there: its
          * state is not read (three system calls a thread: 1000 idle threads made 15 of 100
@@ -356,8 +361,11 @@ ag_wall_pass(uint64_t now, uint64_t interval)
             atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
             atomic_store_explicit(&t->wall_seen_ns, now, memory_order_release);
         }
-        if (err != 0 || atomic_load_explicit(&t->tid, memory_order_acquire) != tid) {
-            continue; /* woke up, or the slot changed hands: the slot is not committed */
+        if (err != 0 || atomic_load_explicit(&t->tid, memory_order_acquire) != tid ||
+            ag_in_own_code(tid)) {
+            /* woke up, the slot changed hands, or own code began while /proc was read (its wait
+             * is what was read): the slot is not committed */
+            continue;
         }
         ag_ring_commit(&t->wring);
         atomic_store_explicit(&t->wall_seen_ns, now, memory_order_release);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -53,21 +54,76 @@ struct pp_collect {
     char sock[4096];               /* -p: the target's socket */
     double duration;               /* 0: until Ctrl-C */
     int child;                     /* pid of the command after `--`, or 0 */
+    int other_users;               /* --allow-other-user: --socket may be another user's */
+    long sock_pid;                 /* --socket: the process that served the first connection */
 };
+
+/* The end of a refusal of --socket's file or server for its user. */
+#define PP_COLLECT_NOT_OURS "not you (uid %ld) or root; --allow-other-user connects anyway\n"
+
+/*
+ * --socket PATH: a socket file (followed when a link: the path is the user's own choice) that
+ * the caller's uid or root owns, unless --allow-other-user; its server is checked at connect
+ * (pp_collect_check_peer). Said on stderr. Returns 0, -EPERM or another negative errno.
+ */
+static int
+pp_collect_check_socket_file(const struct pp_collect *c)
+{
+    struct stat st;
+
+    if (stat(c->sock, &st) != 0) {
+        int err = -errno;
+
+        fprintf(stderr, "pipeprof collect: %s: %s\n", c->sock, strerror(-err));
+        return err;
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+        fprintf(stderr, "pipeprof collect: %s is not a socket\n", c->sock);
+        return -ENOTSOCK;
+    }
+    if (st.st_uid != geteuid() && st.st_uid != 0 && !c->other_users) {
+        fprintf(stderr,
+                "pipeprof collect: refusing %s: it belongs to uid %ld, " PP_COLLECT_NOT_OURS,
+                c->sock, (long)st.st_uid, (long)geteuid());
+        return -EPERM;
+    }
+    return 0;
+}
 
 /*
  * Whom a connection reaches: with -p, the listening process must be the target itself (a
- * socket of the right name can be planted by anyone who may write the directory); in reverse
- * mode the connecting process must be ours (our uid, or root) or the child we started. The
+ * socket of the right name can be planted by anyone who may write the directory); with --socket
+ * its server must be ours (our uid, or root: --allow-other-user lifts that), and the same process
+ * every time; in reverse mode the connecting process must be ours or the child we started. The
  * refusal is said on stderr. Returns 0 or -EPERM.
  */
 static int
-pp_collect_check_peer(const struct pp_collect *c, int fd)
+pp_collect_check_peer(struct pp_collect *c, int fd)
 {
     struct ipc_peer peer;
 
     if (ipc_client_peer(fd, &peer) < 0) {
         fprintf(stderr, "pipeprof collect: cannot tell who serves the connection\n");
+        return -EPERM;
+    }
+    if (c->port == NULL && c->pid == 0 && c->sock_pid < 0) {
+        /* --socket: the first connection names its server, which must be ours; the later
+         * ones (ResumeRuntime, StopTracing) must reach the same process */
+        if (peer.uid != (long)geteuid() && peer.uid != 0 && !c->other_users) {
+            fprintf(stderr,
+                    "pipeprof collect: refusing %s: it is served by process %ld of uid "
+                    "%ld, " PP_COLLECT_NOT_OURS,
+                    c->sock, peer.pid, peer.uid, (long)geteuid());
+            return -EPERM;
+        }
+        c->sock_pid = peer.pid;
+        fprintf(stderr, "Process        : %ld (uid %ld), serving %s\n", peer.pid, peer.uid,
+                c->sock);
+    } else if (c->port == NULL && c->pid == 0 && peer.pid != c->sock_pid) {
+        fprintf(stderr,
+                "pipeprof collect: refusing %s: it is served by process %ld of uid %ld now, not "
+                "by process %ld\n",
+                c->sock, peer.pid, peer.uid, c->sock_pid);
         return -EPERM;
     }
     if (c->port == NULL && c->pid > 0 && peer.pid != c->pid) {
@@ -136,13 +192,17 @@ static void
 pp_collect_usage(FILE *out)
 {
     fprintf(out,
-            "usage: pipeprof collect (-p PID | --socket PATH | --diagnostic-port PATH)\n"
-            "                        [--providers SPEC]\n"
+            "usage: pipeprof collect (-p PID | --socket PATH [--allow-other-user] |\n"
+            "                         --diagnostic-port PATH) [--providers SPEC]\n"
             "                        [--duration SECONDS] [-o FILE] [-- COMMAND [ARGS...]]\n\n"
             "Records a .nettrace from a process serving the .NET diagnostic protocol.\n"
             "  -p, --process-id PID      the target (its socket is found in $TMPDIR or /tmp)\n"
             "  --socket PATH             the target's listening socket itself (in a .NET host,\n"
-            "                            the agent's own: PIPEPROF_DIAGNOSTIC_PORT)\n"
+            "                            the agent's own: PIPEPROF_DIAGNOSTIC_PORT); it must be\n"
+            "                            yours or root's, and be served by a process of yours\n"
+            "                            or root's, which is printed\n"
+            "  --allow-other-user        with --socket: connect to another user's socket too\n"
+            "                            (root recording a daemon's socket, say)\n"
             "  --diagnostic-port PATH    listen on PATH; the target connects "
             "(DOTNET_DiagnosticPorts=PATH)\n"
             "  --providers SPEC          Provider[:keywords[:level[:key=value;...]]],... "
@@ -220,7 +280,7 @@ pp_collect_copy(int stream, int out, uint64_t *bytes, int *eof)
 int
 pp_cmd_collect(int argc, char **argv)
 {
-    struct pp_collect c = { 0, NULL, -1, { 0, 0 }, 0, "", 0, 0 };
+    struct pp_collect c = { 0, NULL, -1, { 0, 0 }, 0, "", 0, 0, 0, -1 };
     struct ipc_peer impostor;
     const char *providers = PP_COLLECT_DEFAULT_PROVIDERS, *output = "trace.nettrace", *why;
     struct ipc_collect req;
@@ -249,6 +309,8 @@ pp_cmd_collect(int argc, char **argv)
                 fprintf(stderr, "pipeprof collect: --socket path too long\n");
                 return 2;
             }
+        } else if (strcmp(argv[i], "--allow-other-user") == 0) {
+            c.other_users = 1;
         } else if (strcmp(argv[i], "--providers") == 0 && i + 1 < argc) {
             providers = argv[++i];
         } else if (strcmp(argv[i], "--duration") == 0 && i + 1 < argc) {
@@ -266,7 +328,7 @@ pp_cmd_collect(int argc, char **argv)
         }
     }
     if ((c.pid > 0) + (c.port != NULL) + (c.sock[0] != '\0') != 1 ||
-        (cmd != NULL && (c.port == NULL || !cmd[0]))) {
+        (c.other_users && c.sock[0] == '\0') || (cmd != NULL && (c.port == NULL || !cmd[0]))) {
         pp_collect_usage(stderr);
         return 2;
     }
@@ -302,7 +364,9 @@ pp_cmd_collect(int argc, char **argv)
                     "DOTNET_DiagnosticPorts=%s\n",
                     c.port, c.port);
         }
-    } else if (c.sock[0] == '\0') {
+    } else if (c.pid == 0 && pp_collect_check_socket_file(&c) < 0) {
+        goto out;
+    } else if (c.pid > 0) {
         err = ipc_client_find_socket(c.pid, c.sock, sizeof(c.sock), &impostor);
         if (err == -EPERM) {
             fprintf(stderr,

@@ -2,8 +2,9 @@
 /*
  * cli/ps.c - `pipeprof ps`: lists the processes that serve a diagnostic port, the way
  * `dotnet-trace ps` does: a glob of $TMPDIR (or /tmp) for dotnet-diagnostic-PID-KEY-socket,
- * keeping live pids whose socket `collect -p` would trust (a socket owned by the process's user),
- * with the name and command line from /proc. It never connects to anyone.
+ * keeping live pids whose socket `collect -p` would trust (a socket owned by the process's user,
+ * on which the process itself listens: /proc/net/unix and /proc/PID/fd), with the name and
+ * command line from /proc. It never connects to anyone.
  * Context: the CLI's single thread.
  */
 #include <dirent.h>
@@ -80,7 +81,8 @@ pp_cmd_ps(int argc, char **argv)
                "\n"
                "Lists processes serving a .NET diagnostic port: every\n"
                "dotnet-diagnostic-PID-KEY-socket in $TMPDIR (or /tmp) whose process is alive\n"
-               "and owns it (another user's socket at that name is not listed).\n"
+               "and owns it and listens on it (another user's socket at that name, or one\n"
+               "another process listens on, is not listed).\n"
                "pipeprof agents and .NET runtimes alike, one line each:\n"
                "\n"
                "  PID  NAME  COMMAND LINE\n"
@@ -114,9 +116,11 @@ pp_cmd_ps(int argc, char **argv)
             dup |= seen[i] == pid;
         }
         snprintf(full, sizeof(full), "%s/%s", dir, de->d_name);
-        if (dup || ipc_sockfile_trusted(full, pid, &owner) != 0) {
+        if (dup || ipc_sockfile_trusted(full, pid, &owner) != 0 ||
+            ipc_sockfile_held_by(dir, de->d_name, pid) == 0) {
             /* listed once; files of dead processes, and sockets `collect -p` would refuse
-             * (another user's, or no socket at all), are skipped */
+             * (another user's, no socket at all, or one another process listens on) are
+             * skipped; another user's process whose fds cannot be read is listed */
             continue;
         }
         if (nseen < (int)(sizeof(seen) / sizeof(seen[0]))) {

@@ -590,6 +590,14 @@ void ipc_sockfile_remove(const char *path, const struct ipc_sockfile *f);
  */
 PP_MUST_USE int ipc_sockfile_trusted(const char *path, int pid, struct ipc_peer *who);
 
+/*
+ * Whether process pid holds a listening Unix socket bound at dir/name, found without connecting
+ * to it (`ps` disturbs nobody): /proc/net/unix names what each listening socket was bound to,
+ * /proc/PID/fd which sockets pid holds. Returns 1, 0 (it does not: another process listens
+ * there, or nobody), or -EACCES when pid's fds cannot be read (another user's process).
+ */
+PP_MUST_USE int ipc_sockfile_held_by(const char *dir, const char *name, int pid);
+
 /* The process at the other end of a connected Unix socket (SO_PEERCRED: for a client, the
  * process that called listen()). Returns 0 or a negative errno. */
 PP_MUST_USE int ipc_client_peer(int fd, struct ipc_peer *who);

@@ -5,9 +5,12 @@
  * ours to remove at the end, and whom a client may trust (the target's user, the target's pid).
  * Context: any thread; plain system calls, no allocation.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -153,6 +156,88 @@ ipc_sockfile_trusted(const char *path, int pid, struct ipc_peer *who)
         }
     }
     return -EPERM;
+}
+
+#define IPC_HELD_MAX 16 /* listening sockets bound at one name (a stale one and a new one) */
+
+/* The inodes of the listening sockets /proc/net/unix shows bound at dir/name (rdir: dir's real
+ * path). Returns how many, at most IPC_HELD_MAX. */
+static int
+ipc_sockfile_listeners(const char *rdir, const char *name, unsigned long *inodes)
+{
+    char line[4096 + 128], where[PATH_MAX];
+    FILE *f = fopen("/proc/net/unix", "re");
+    int n = 0;
+
+    if (f == NULL) {
+        return 0;
+    }
+    while (n < IPC_HELD_MAX && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long flags, inode;
+        char *path, *slash;
+        int at = 0;
+
+        line[strcspn(line, "\n")] = '\0';
+        /* Num RefCount Protocol Flags Type St Inode Path; __SO_ACCEPTCON (0x10000): listening */
+        if (sscanf(line, "%*s %*s %*s %lx %*s %*s %lu %n", &flags, &inode, &at) != 2 || at == 0 ||
+            !(flags & 0x10000UL)) {
+            continue;
+        }
+        path = line + at;
+        slash = strrchr(path, '/');
+        if (slash == NULL || strcmp(slash + 1, name) != 0) {
+            continue;
+        }
+        *slash = '\0'; /* the directory as it was bound (relative, or through a link) */
+        if (realpath(slash == path ? "/" : path, where) != NULL && strcmp(where, rdir) == 0) {
+            inodes[n++] = inode;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+int
+ipc_sockfile_held_by(const char *dir, const char *name, int pid)
+{
+    unsigned long inodes[IPC_HELD_MAX];
+    char rdir[PATH_MAX], fds[64], link[64], target[64];
+    struct dirent *de;
+    int n, i, held = 0;
+    DIR *d;
+
+    if (realpath(dir, rdir) == NULL) {
+        return 0;
+    }
+    n = ipc_sockfile_listeners(rdir, name, inodes);
+    if (n == 0) {
+        return 0;
+    }
+    snprintf(fds, sizeof(fds), "/proc/%d/fd", pid);
+    d = opendir(fds);
+    if (d == NULL) {
+        return errno == EACCES || errno == EPERM ? -EACCES : 0;
+    }
+    while (!held && (de = readdir(d)) != NULL) {
+        ssize_t len;
+
+        if (snprintf(link, sizeof(link), "%s/%s", fds, de->d_name) >= (int)sizeof(link)) {
+            continue;
+        }
+        len = readlink(link, target, sizeof(target) - 1);
+        if (len <= 0) {
+            continue;
+        }
+        target[len] = '\0';
+        for (i = 0; i < n && !held; i++) {
+            char want[40];
+
+            snprintf(want, sizeof(want), "socket:[%lu]", inodes[i]);
+            held = strcmp(target, want) == 0;
+        }
+    }
+    closedir(d);
+    return held;
 }
 
 int

@@ -342,7 +342,11 @@ shim_start(void)
     host_fds_trust((const void *)uv_version);
     host_fds_set_taken(shim_fd_taken);
     host_set_server_hooks(&shim_host_hooks);
+    /* The start-up, and its wait for ResumeRuntime, is the profiler's time on the host's thread:
+     * a wall session that begins meanwhile samples it not. */
+    ag_thread_own_code(1);
     shim_start_process(0);
+    ag_thread_own_code(0);
 }
 
 #define SHIM_QUICK_EXIT_MS 3000 /* how long _exit() waits for the sessions to end */
@@ -356,8 +360,14 @@ static int
 shim_quick_stop(void)
 {
     struct ipc_server *s = __atomic_exchange_n(&shim_server, NULL, __ATOMIC_ACQ_REL);
+    int err = 0;
 
-    if (s != NULL && ipc_server_stop_quick(s, SHIM_QUICK_EXIT_MS) == -ESRCH) {
+    if (s != NULL) {
+        ag_thread_own_code(1); /* the wait for the sessions' end is not the host's time */
+        err = ipc_server_stop_quick(s, SHIM_QUICK_EXIT_MS);
+        ag_thread_own_code(0);
+    }
+    if (err == -ESRCH) {
         __atomic_store_n(&shim_server, s, __ATOMIC_RELEASE); /* a vfork child: not ours */
         return 0;
     }
@@ -369,10 +379,12 @@ shim_stop(void)
 {
     struct ipc_server *s = __atomic_exchange_n(&shim_server, NULL, __ATOMIC_ACQ_REL);
 
+    ag_thread_own_code(1); /* the sessions' end and rundown are not the host's time */
     shim_tls_internal++;
     ipc_server_stop(s); /* sessions end (and release sampling) before the agent stops */
     shim_tls_internal--;
     ag_stop();
+    ag_thread_own_code(0); /* a restart (creds_after) samples this thread again */
 }
 
 #define SHIM_IDLE_EXIT_MS     2000  /* how long exit() waits for a server with no session */
@@ -394,6 +406,7 @@ shim_exit(void)
     struct ipc_server_stats st;
     int bound, err;
 
+    ag_thread_own_code(1); /* the wait for the sessions' end is not the host's time */
     if (s != NULL) {
         ipc_server_get_stats(s, &st);
         bound = st.active_sessions > 0 ? SHIM_SESSIONS_EXIT_MS : SHIM_IDLE_EXIT_MS;
@@ -404,10 +417,12 @@ shim_exit(void)
                     "pipeprof: the diagnostic server did not stop within %d ms at exit: left to "
                     "the process's end\n",
                     bound);
+            ag_thread_own_code(0);
             return;
         }
     }
     shim_stop(); /* the loop has ended: the join returns at once (a fork()ed child's: none) */
+    ag_thread_own_code(0);
 }
 
 /* host/sockets.c: a .NET runtime's socket names (ipc_redirect_path()); the server's own calls
@@ -429,7 +444,9 @@ shim_socket_redirect(enum host_socket_op op, const char *path, char *out, size_t
 static void
 shim_exec_failed(void)
 {
+    ag_thread_own_code(1);
     shim_start_process(1);
+    ag_thread_own_code(0);
 }
 
 /* host/creds.c: the agent and the server stop before a credential change and start again after

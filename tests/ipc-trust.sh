@@ -3,10 +3,14 @@
 # tests/ipc-trust.sh - pipeprof's clients check whom they talk to, and never delete what is not
 # theirs (issue 20). In a shared sticky directory (as /tmp) an impostor listens at the target's
 # socket name: `collect -p` refuses it (SO_PEERCRED: another process; as root also: a socket of
-# another user, nobody), writes no trace, and `ps` does not list the target for it; a real host
+# another user, nobody), writes no trace, and `ps` does not list the target for it (neither for
+# another user's socket nor for one another process listens on); a real host
 # is still found beside a newer impostor; `collect --diagnostic-port` refuses an outsider's
-# advertise and leaves a regular file at its path alone. The cases with a second user need root
-# and setpriv, and skip loudly otherwise.
+# advertise and leaves a regular file at its path alone; `collect --socket PATH` refuses another
+# user's socket (by its owner, also through a link) and a server of another user (SO_PEERCRED)
+# unless --allow-other-user, and names the process it reaches; a server's BUSY answer (above its
+# connection cap) is named. The cases with a second user need root and setpriv, and skip loudly
+# otherwise.
 source "$(dirname "$0")/ipc-lib.sh"
 IMP=$B/tests/ipc-impostor
 [[ -x $IMP ]] || fail "missing $IMP"
@@ -41,6 +45,13 @@ sleep 60 & PP_PIDS+=($!); Q=$!
 "$T/ipc-impostor" listen "$T/dotnet-diagnostic-$Q-1-socket" 20 >"$T/imp1.out" & PP_PIDS+=($!); I=$!
 wait_line "$T/imp1.out" listening
 collect_refused 1 "$Q" "served by process $I of uid $(id -u), not by process $Q"
+# ps leaves it out too (the listener is not Q: /proc/net/unix and Q's fds), and lists a real host
+LD_PRELOAD=$PRELOAD "$BUSY" 2 >"$T/host1.out" & PP_PIDS+=($!); R=$!
+wait_socket "$R" >/dev/null
+"$PIPEPROF" ps >"$T/ps1.out"
+! grep -q "^ *$Q " "$T/ps1.out" || fail "ps lists $Q for another process's socket: $(cat "$T/ps1.out")"
+grep -q "^ *$R " "$T/ps1.out" || fail "ps does not list the real host $R: $(cat "$T/ps1.out")"
+wait "$R" || fail "the host failed"
 kill "$I"; wait "$I" 2>/dev/null || true
 grep -q "served 0" "$T/imp1.out" || fail "the impostor got requests: $(cat "$T/imp1.out")"
 rm -f "$T/dotnet-diagnostic-$Q-1-socket"
@@ -84,6 +95,35 @@ if [[ ${#as_nobody[@]} -gt 0 ]]; then
   kill -INT "$C"; wait "$C" 2>/dev/null || true
   grep -q "served 0" "$T/imp4.out" || fail "the outsider was answered: $(cat "$T/imp4.out")"
   note "an outsider's advertise refused"
+
+  # 8. collect --socket PATH: another user's socket is refused by its owner, also through a
+  # link of ours; a socket file of root's served by another user is refused by SO_PEERCRED; with
+  # --allow-other-user it is reached, and its server is named.
+  "${as_nobody[@]}" "$T/ipc-impostor" listen "$T/nobody.sock" 20 >"$T/imp8.out" & PP_PIDS+=($!); I=$!
+  wait_line "$T/imp8.out" listening
+  ln -s "$T/nobody.sock" "$T/link.sock"
+  for s in nobody link; do
+    if "$PIPEPROF" collect --socket "$T/$s.sock" --duration 1 -o "$T/t8$s.nettrace" 2>"$T/c8$s.err"; then
+      fail "collect --socket $s.sock trusted nobody's socket: $(cat "$T/c8$s.err")"
+    fi
+    grep -q "refusing $T/$s.sock: it belongs to uid 65534, not you (uid 0) or root; --allow-other-user" \
+      "$T/c8$s.err" || fail "the refusal of $s.sock does not name uid 65534: $(cat "$T/c8$s.err")"
+    [[ ! -e $T/t8$s.nettrace ]] || fail "a trace was written from nobody's socket ($s.sock)"
+  done
+  chown root "$T/nobody.sock"
+  if "$PIPEPROF" collect --socket "$T/nobody.sock" --duration 1 -o "$T/t8p.nettrace" 2>"$T/c8p.err"; then
+    fail "collect --socket trusted a server of uid 65534: $(cat "$T/c8p.err")"
+  fi
+  grep -q "refusing $T/nobody.sock: it is served by process $I of uid 65534, not you (uid 0) or root" \
+    "$T/c8p.err" || fail "the refusal does not name the server: $(cat "$T/c8p.err")"
+  [[ ! -e $T/t8p.nettrace ]] || fail "a trace was written from a server of uid 65534"
+  "$PIPEPROF" collect --socket "$T/nobody.sock" --allow-other-user --duration 1 \
+    -o "$T/t8a.nettrace" 2>"$T/c8a.err" || true
+  grep -q "Process        : $I (uid 65534), serving $T/nobody.sock" "$T/c8a.err" ||
+    fail "--allow-other-user did not reach and name the server: $(cat "$T/c8a.err")"
+  kill "$I"; wait "$I" 2>/dev/null || true
+  grep -q "served [1-9]" "$T/imp8.out" || fail "--allow-other-user sent nothing: $(cat "$T/imp8.out")"
+  note "collect --socket: another user's socket and server refused; --allow-other-user reaches it"
 fi
 
 # 5. collect --diagnostic-port FILE: a regular file is not deleted to make room.
@@ -103,7 +143,7 @@ grep -q "not a socket" "$T/host6.err" || fail "the host did not say why: $(cat "
 # 7. record's working directory can be passed by every uid (a tree may change credentials), so
 #    the children's segment files in it must be readable by the recording user alone: another
 #    user who reads /tmp sees the directory's name and could guess segment-N.nettrace.
-"$PIPEPROF" record --hz 99 -o "$T/t7.nettrace" -- sh -c \
+"${RECORD_ENV[@]}" "$PIPEPROF" record --hz 99 -o "$T/t7.nettrace" -- sh -c \
   '"$1" 1 >/dev/null; stat -c "%a %n" "$(dirname "${DOTNET_DiagnosticPorts%%,*}")"/segment-*.nettrace' \
   sh "$BUSY" >"$T/rec7.out" 2>"$T/rec7.err" || { cat "$T/rec7.err"; fail "record of a child failed"; }
 grep -q 'segment-' "$T/rec7.out" || fail "no segment file seen: $(cat "$T/rec7.out")"
@@ -111,4 +151,31 @@ if grep -v '^600 ' "$T/rec7.out"; then
   fail "a child's segment file is readable by other users"
 fi
 note "record's segment files are the recording user's alone"
+
+# 9. collect --socket PATH of our own host: it is recorded, and its server named by its pid.
+PIPEPROF_DIAGNOSTIC_PORT=$T/own.sock LD_PRELOAD=$PRELOAD "$BUSY" 3 >"$T/host9.out" &
+PP_PIDS+=($!); W=$!
+for i in $(seq 50); do [[ -S $T/own.sock ]] && break; sleep 0.1; done
+"$PIPEPROF" collect --socket "$T/own.sock" --duration 1 -o "$T/t9.nettrace" 2>"$T/c9.err" ||
+  fail "collect --socket of our own host: $(cat "$T/c9.err")"
+grep -q "Process        : $W (uid $(id -u)), serving $T/own.sock" "$T/c9.err" ||
+  fail "the server of --socket is not named: $(cat "$T/c9.err")"
+check_trace "$T/t9.nettrace"
+wait "$W" || fail "the host failed"
+if "$PIPEPROF" collect --socket "$T/keep" -o "$T/t9b.nettrace" 2>"$T/c9b.err"; then
+  fail "collect --socket connected to a regular file"
+fi
+grep -q "is not a socket" "$T/c9b.err" || fail "no reason given: $(cat "$T/c9b.err")"
+note "collect --socket of our own host names its server"
+
+# 10. A server above its connection cap answers BUSY: collect says so, not 'No data available'.
+"$T/ipc-impostor" busy "$T/busy.sock" 20 >"$T/imp10.out" & PP_PIDS+=($!); I=$!
+wait_line "$T/imp10.out" listening
+if "$PIPEPROF" collect --socket "$T/busy.sock" --duration 1 -o "$T/t10.nettrace" 2>"$T/c10.err"; then
+  fail "collect succeeded against a busy server"
+fi
+grep -q "CollectTracing failed: BUSY (the target is at its limit of connections" "$T/c10.err" ||
+  fail "collect does not say the target is busy: $(cat "$T/c10.err")"
+kill "$I"; wait "$I" 2>/dev/null || true
+note "a busy server's answer is named"
 echo "ipc-trust: ok"

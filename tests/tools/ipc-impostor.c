@@ -4,6 +4,8 @@
  * as if it were the target.
  *   ipc-impostor listen PATH SECONDS      listen at PATH; answer every request OK (session 1)
  *                                         and close: a client that trusts it records a "trace"
+ *   ipc-impostor busy PATH SECONDS        the same, answering every request BUSY, as a server
+ *                                         above its connection cap does (what the client says)
  *   ipc-impostor advertise PATH PID N     connect to PATH N times, advertise PID, answer OK
  * Prints "served N" (requests answered) at the end, also at SIGTERM. Never used outside the
  * tests.
@@ -20,7 +22,10 @@
 
 #include "ipc/ipc.h"
 
-/* Reads one request and answers OK with session 1; returns 1 when a request was answered. */
+static int impostor_busy; /* answer BUSY instead of OK */
+
+/* Reads one request and answers OK with session 1 (or BUSY); returns 1 when a request was
+ * answered. */
 static int
 impostor_answer(int fd)
 {
@@ -29,6 +34,9 @@ impostor_answer(int fd)
 
     if (n < IPC_HEADER_SIZE) {
         return 0;
+    }
+    if (impostor_busy) {
+        return ipc_client_send(fd, ok, ipc_error_encode(ok, IPC_HR_BUSY)) == 0;
     }
     ipc_ok_u64_encode(ok, 1);
     return ipc_client_send(fd, ok, sizeof(ok)) == 0;
@@ -47,13 +55,14 @@ main(int argc, char **argv)
     int served = 0, i;
 
     if (argc < 4) {
-        fprintf(stderr, "usage: ipc-impostor listen PATH SECONDS | advertise PATH PID N\n");
+        fprintf(stderr, "usage: ipc-impostor listen|busy PATH SECONDS | advertise PATH PID N\n");
         return 2;
     }
     memset(&a, 0, sizeof(a));
     a.sun_family = AF_UNIX;
     snprintf(a.sun_path, sizeof(a.sun_path), "%s", argv[2]);
-    if (strcmp(argv[1], "listen") == 0) {
+    impostor_busy = strcmp(argv[1], "busy") == 0;
+    if (strcmp(argv[1], "listen") == 0 || impostor_busy) {
         int l = socket(AF_UNIX, SOCK_STREAM, 0), ms = atoi(argv[3]) * 1000;
         struct sigaction sa;
 
