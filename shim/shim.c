@@ -31,6 +31,7 @@
  *                                       are followed as with PIPEPROF_FOLLOW_FORKS=1
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -277,7 +278,19 @@ shim_start_process(int running)
         }
     }
     if (timeout_env != NULL && timeout_env[0] != '\0' && !opts.dotnet_host) {
-        timeout_ms = atoi(timeout_env);
+        char *end;
+        long v;
+
+        errno = 0;
+        v = strtol(timeout_env, &end, 10);
+        if (errno != 0 || *end != '\0' || v < -1 || v > INT_MAX) {
+            fprintf(stderr,
+                    "pipeprof: PIPEPROF_SUSPEND_TIMEOUT_MS=%s: expected -1 (forever) or a number "
+                    "of ms; the default, %d ms, holds\n",
+                    timeout_env, timeout_ms);
+        } else {
+            timeout_ms = (int)v;
+        }
     }
     if (shim_resumed_before() || running) {
         timeout_ms = 0;
@@ -338,6 +351,8 @@ shim_fd_taken(int fd)
 static void
 shim_start(void)
 {
+    int saved_errno = errno; /* main() sees the errno it would see bare (0 from the loader) */
+
     /* libuv's fds are the library's: its calls move them high and its closes forget them. */
     host_fds_trust((const void *)uv_version);
     host_fds_set_taken(shim_fd_taken);
@@ -347,6 +362,7 @@ shim_start(void)
     ag_thread_own_code(1);
     shim_start_process(0);
     ag_thread_own_code(0);
+    errno = saved_errno;
 }
 
 #define SHIM_QUICK_EXIT_MS 3000 /* how long _exit() waits for the sessions to end */
@@ -404,7 +420,7 @@ shim_exit(void)
 {
     struct ipc_server *s = __atomic_load_n(&shim_server, __ATOMIC_ACQUIRE);
     struct ipc_server_stats st;
-    int bound, err;
+    int bound, err, saved_errno = errno; /* the host's later destructors see its own errno */
 
     ag_thread_own_code(1); /* the wait for the sessions' end is not the host's time */
     if (s != NULL) {
@@ -417,12 +433,13 @@ shim_exit(void)
                     "pipeprof: the diagnostic server did not stop within %d ms at exit: left to "
                     "the process's end\n",
                     bound);
-            ag_thread_own_code(0);
-            return;
+            goto out;
         }
     }
     shim_stop(); /* the loop has ended: the join returns at once (a fork()ed child's: none) */
+out:
     ag_thread_own_code(0);
+    errno = saved_errno;
 }
 
 /* host/sockets.c: a .NET runtime's socket names (ipc_redirect_path()); the server's own calls

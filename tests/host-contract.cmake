@@ -2,7 +2,7 @@
 # (tests/hosts/*.c) run bare and under the agent by tests/host-contract.sh, which compares their
 # output (their per-call results) and exit status. Not labelled slow: CI's ASan+UBSan stage runs
 # them against the sanitized library too.
-foreach(host fds signals eintr stress)
+foreach(host fds signals eintr stress start)
   add_executable(host-${host} ${CMAKE_SOURCE_DIR}/tests/hosts/${host}.c)
   set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
   target_link_libraries(host-${host} PRIVATE pthread)
@@ -33,6 +33,8 @@ pp_add_host_contract(signals-flags signals flags)
 pp_add_host_contract(signals-offstack signals offstack)
 set_property(TEST host-contract-signals-offstack APPEND PROPERTY ENVIRONMENT "HC_EXPECT_LOST=1")
 pp_add_host_contract(eintr eintr)
+# errno as the loader leaves it, in the host's constructor and at main()
+pp_add_host_contract(start-errno start)
 # Sessions start and stop in a loop while host threads and a host signal handler call the
 # interposers: CPU and wall mode, record, listen, and the loop of sessions.
 pp_add_host_contract(stress stress)
