@@ -349,6 +349,16 @@ ag_perf_note_refusal(int err)
     }
 }
 
+/* t's locator (already created and armed) starts: its signals are counted from here. */
+static void
+ag_locator_start_locked(struct ag_thread *t)
+{
+    t->loc.armed_signals = atomic_load_explicit(&t->loc.signals, memory_order_relaxed);
+    t->loc.armed_hits = atomic_load_explicit(&t->loc.hits, memory_order_relaxed);
+    t->has_locator = 1;
+    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
+}
+
 /*
  * The timers' weak spot: an expiry is noticed only at a tick that finds the thread running, so a
  * thread whose short bursts fall between ticks (a periodic thread in step with the tick) gets its
@@ -384,16 +394,6 @@ ag_perf_note_refusal(int err)
  * split from, counted. On the timer engine a sample taken as a call returns is the call's
  * already, and gets the [kernel] leaf.
  */
-/* t's locator (already created and armed) starts: its signals are counted from here. */
-static void
-ag_locator_start_locked(struct ag_thread *t)
-{
-    t->loc.armed_signals = atomic_load_explicit(&t->loc.signals, memory_order_relaxed);
-    t->loc.armed_hits = atomic_load_explicit(&t->loc.hits, memory_order_relaxed);
-    t->has_locator = 1;
-    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
-}
-
 static void
 ag_locator_check_locked(struct ag_thread *t, int32_t tid)
 {
@@ -406,10 +406,10 @@ ag_locator_check_locked(struct ag_thread *t, int32_t tid)
         /* A locator whose signals never come from a system call places nothing, and each of
          * them costs the thread a signal delivery: a thread that makes no calls still splits off
          * kernel time (interrupts, its own signals' delivery, overflows a preemption lost; on a
-         * loaded machine two intervals a scan), and a perf thread at 100 Hz paid for two
-         * signals per sample (bench/overhead.sh: 1.03 % against 0.22 % for gperftools). So it
-         * goes after AG_LOCATOR_TRIES signals without a call, and another is armed only after
-         * a wait that doubles each time. One that has found a call stays. */
+         * loaded machine two intervals a scan), and kept its locator: at 100 Hz two signals
+         * per sample where one places the stack. So it goes after AG_LOCATOR_TRIES signals without
+         * a call, and another is armed only after a wait that doubles each time. One that has found
+         * a call stays. */
         if (atomic_load_explicit(&t->loc.hits, memory_order_relaxed) == t->loc.armed_hits &&
             atomic_load_explicit(&t->loc.signals, memory_order_relaxed) - t->loc.armed_signals >=
                     AG_LOCATOR_TRIES) {
