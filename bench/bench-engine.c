@@ -21,13 +21,21 @@
  *   hrtimer-bare the same cpu-clock event counting neither user nor kernel mode: its
  *               high-resolution timer still fires at RATE while the thread runs, but no overflow
  *               is taken, so this is the timer interrupt alone, what any sampler that beats the
- *               tick pays per sample ("signals" here is the expiries the run's CPU time implies).
+ *               tick pays per sample ("signals" here is the expiries the run's CPU time implies);
+ *   gperftools  gperftools' CPU profiler itself (libprofiler.so.0, loaded at run time:
+ *               ProfilerStart at CPUPROFILE_FREQUENCY=RATE, ITIMER_PROF, its handler walks the
+ *               stack with libunwind into its hash table; "signals" is its samples_gathered),
+ *               skipped when the library is not installed;
+ *   timer-clock timer-empty whose handler reads the two clocks the agent's handler reads (the
+ *               thread CPU clock, a system call the vDSO does not serve, and CLOCK_MONOTONIC).
+ * BENCH_ENGINE_ONLY=NAME,NAME,... runs only those configurations (bare always runs).
  * Cost per signal = (CPU per unit - bare CPU per unit of the same round) x units / signals.
  * Configurations run in rotating order within a round. Prints, per configuration, the median
  * and the quartiles over the rounds, and the ratio agent-perf / perf-empty both of the medians
  * and as the median of the per-round ratios. usage: bench-engine [RATE [ROUNDS [UNITS]]] (1000,
  * 11, 20000: about 0.45 s per run; at lower rates more units give each run more signals).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -48,6 +56,7 @@
 #include "agent/internal.h"
 
 static volatile uint64_t bench_sink;
+static int bench_depth = 32; /* BENCH_ENGINE_DEPTH */
 static _Atomic unsigned bench_signals;
 
 static uint64_t
@@ -59,19 +68,126 @@ bench_cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Each signal's whole price in the thread's CPU time: the unit loop reads the thread CPU clock
+ * every 256 multiplications, and a handler counts that its signal came; the CPU time between
+ * the two reads around a signal is the normal step plus the interrupt that carried it, the
+ * kernel's delivery, the handler and sigreturn (interrupts are charged to the interrupted
+ * thread: no CONFIG_IRQ_TIME_ACCOUNTING here). Time the thread spent off the CPU does not count,
+ * and the median of those steps does not move with the machine's load or speed as the CPU time
+ * per unit does, so it resolves a microsecond where the CPU time needs thousands of signals.
+ * Steps without a signal give the normal step (their median) and, above it by 1 us or more, the
+ * interrupts that sent none (the tick; the hrtimer of perf-nosig and hrtimer-bare). */
+#define BENCH_STEPS (1u << 21)
+#define BENCH_GAPS  4096
+static uint64_t bench_prev_ns, bench_in_ns, bench_out_ns; /* the handler's entry and exit */
+static volatile sig_atomic_t bench_marks;
+static unsigned bench_seen_marks;
+static float *bench_steps, bench_sig_gap[BENCH_GAPS], bench_hnd_gap[BENCH_GAPS];
+static unsigned bench_n_steps, bench_n_sig_gap;
+static void (*bench_inner)(int, siginfo_t *, void *); /* what bench_wrap runs */
+
+static uint64_t
+bench_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 __attribute__((noinline)) static void
 bench_unit(void)
 {
-    uint64_t x = bench_sink;
-    int i;
+    uint64_t x = bench_sink, now;
+    int i, j;
 
-    for (i = 0; i < 20000; i++) {
-        x = x * 6364136223846793005u + 1442695040888963407u;
+    for (i = 0; i < 20000; i += 256) {
+        unsigned m1, m2;
+
+        for (j = 0; j < 256; j++) {
+            x = x * 6364136223846793005u + 1442695040888963407u;
+        }
+        m1 = (unsigned)bench_marks;
+        now = bench_cpu_ns();
+        m2 = (unsigned)bench_marks;
+        if (m1 != m2) {
+            bench_seen_marks = m2; /* a signal around the read: its step is not whole */
+        } else if (m1 != bench_seen_marks) {
+            unsigned n = m1 - bench_seen_marks; /* one signal in the step, or more */
+
+            bench_seen_marks = m1;
+            if (n == 1 && bench_n_sig_gap < BENCH_GAPS) {
+                bench_hnd_gap[bench_n_sig_gap] =
+                        bench_out_ns > bench_in_ns ? (float)(bench_out_ns - bench_in_ns) : 0;
+                bench_sig_gap[bench_n_sig_gap++] = (float)(now - bench_prev_ns);
+            }
+        } else if (bench_steps != NULL && bench_n_steps < BENCH_STEPS) {
+            bench_steps[bench_n_steps++] = (float)(now - bench_prev_ns);
+        }
+        bench_prev_ns = now;
     }
     bench_sink = x;
 }
 
-/* Burns `units` units 32 frames deep; returns the thread CPU ns it took. */
+static int
+bench_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Runs the handler a profiler installed for SIGPROF, marking the gap and timing the handler. */
+static void
+bench_wrap(int sig, siginfo_t *si, void *uc)
+{
+    bench_in_ns = bench_now_ns();
+    bench_inner(sig, si, uc);
+    bench_out_ns = bench_now_ns();
+    bench_marks = bench_marks + 1;
+}
+
+/* Puts bench_wrap around the SIGPROF handler in place, through libc's sigaction: the agent's
+ * library interposes sigaction (host/signals.c) and would keep the agent's handler. */
+static void
+bench_wrap_install(void)
+{
+    int (*real)(int, const struct sigaction *, struct sigaction *);
+    struct sigaction sa;
+
+    *(void **)&real = dlsym(RTLD_NEXT, "sigaction");
+    if (real == NULL) {
+        real = sigaction;
+    }
+    real(SIGPROF, NULL, &sa);
+    if ((sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction != bench_wrap) {
+        bench_inner = sa.sa_sigaction;
+        sa.sa_sigaction = bench_wrap;
+        real(SIGPROF, &sa, NULL);
+    }
+}
+
+/* The q-quantile of v[0..n) (sorts v), 0 when empty. */
+static int
+bench_cmpf(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+static double
+bench_quantile(float *v, unsigned n, double q)
+{
+    if (n == 0) {
+        return 0;
+    }
+    qsort(v, n, sizeof(*v), bench_cmpf);
+    return v[(unsigned)(q * (n - 1))];
+}
+
+/* Burns `units` units `depth` frames deep; returns the thread CPU ns it took (and sets
+ * the gaps). */
 __attribute__((noinline)) static uint64_t
 bench_deep(int depth, unsigned units)
 {
@@ -84,6 +200,10 @@ bench_deep(int depth, unsigned units)
         return r;
     }
     t0 = bench_cpu_ns();
+    bench_n_sig_gap = 0;
+    bench_n_steps = 0;
+    bench_seen_marks = (unsigned)bench_marks;
+    bench_prev_ns = bench_cpu_ns();
     for (i = 0; i < units; i++) {
         bench_unit();
     }
@@ -96,6 +216,9 @@ bench_empty(int sig, siginfo_t *si, void *uc)
     (void)sig;
     (void)si;
     (void)uc;
+    bench_in_ns = 0;
+    bench_out_ns = 0;
+    bench_marks = bench_marks + 1;
     atomic_fetch_add_explicit(&bench_signals, 1, memory_order_relaxed);
 }
 
@@ -146,7 +269,22 @@ bench_perf_open(unsigned hz, enum bench_delivery how)
     return fd;
 }
 
-/* Starts configuration k's bare clock (5..9) with bench_empty on its signal. 0, 1 to skip the
+/* timer-clock's handler: the empty one and the two clock reads of the agent's handler (the
+ * thread CPU clock, a system call; CLOCK_MONOTONIC, the vDSO). */
+static void
+bench_clock_handler(int sig, siginfo_t *si, void *uc)
+{
+    uint64_t t0 = bench_now_ns();
+    volatile uint64_t cpu = bench_cpu_ns();
+    uint64_t t1 = bench_now_ns();
+
+    (void)cpu;
+    bench_empty(sig, si, uc);
+    bench_in_ns = t0; /* the handler time shown is the CPU clock's read */
+    bench_out_ns = t1;
+}
+
+/* Starts configuration k's bare clock (5..9, 11) with bench_empty on its signal. 0, 1 to skip the
  * configuration (the kernel refuses it), -1 on error. */
 static int
 bench_clock_start(int k, unsigned hz, int *fd, timer_t *timer)
@@ -158,7 +296,7 @@ bench_clock_start(int k, unsigned hz, int *fd, timer_t *timer)
     long ns = 1000000000L / (long)hz;
 
     memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = bench_empty;
+    sa.sa_sigaction = k == 11 ? bench_clock_handler : bench_empty;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigaction(SIGPROF, &sa, NULL);
     sigaction(SIGTRAP, &sa, NULL);
@@ -173,6 +311,7 @@ bench_clock_start(int k, unsigned hz, int *fd, timer_t *timer)
         }
         return ioctl(*fd, PERF_EVENT_IOC_ENABLE, 0) == 0 ? 0 : -1;
     case 7:
+    case 11:
         memset(&sev, 0, sizeof(sev));
         sev.sigev_notify = SIGEV_THREAD_ID;
         sev.sigev_signo = SIGPROF;
@@ -204,7 +343,7 @@ bench_clock_stop(int k, unsigned hz, int fd, timer_t timer, uint64_t ns, unsigne
     if (k == 5 || k == 6 || k == 9) {
         ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
         close(fd);
-    } else if (k == 7) {
+    } else if (k == 7 || k == 11) {
         timer_delete(timer);
     } else {
         memset(&zero, 0, sizeof(zero));
@@ -220,14 +359,6 @@ bench_clock_stop(int k, unsigned hz, int fd, timer_t timer, uint64_t ns, unsigne
     sigaction(SIGTRAP, &sa, NULL);
 }
 
-static int
-bench_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
-}
-
 static double
 bench_median(double *v, int n)
 {
@@ -235,12 +366,76 @@ bench_median(double *v, int n)
     return v[n / 2];
 }
 
-#define BENCH_CONFIGS 10
+#define BENCH_CONFIGS    12
+#define BENCH_GPERFTOOLS 10
 
 static const char *const bench_names[BENCH_CONFIGS] = {
-    "bare",       "perf-empty",   "agent-perf",  "agent-nocache", "agent-timer",
-    "perf-nosig", "perf-sigtrap", "timer-empty", "itimer-empty",  "hrtimer-bare",
+    "bare",         "perf-empty",  "agent-perf",   "agent-nocache", "agent-timer", "perf-nosig",
+    "perf-sigtrap", "timer-empty", "itimer-empty", "hrtimer-bare",  "gperftools",  "timer-clock",
 };
+
+/* gperftools' profiler.h, declared here so that the bench builds without it. */
+struct bench_gperf_state {
+    int enabled;
+    time_t start_time;
+    char profile_name[1024];
+    int samples_gathered;
+};
+
+static struct {
+    int (*start)(const char *fname);
+    void (*stop)(void);
+    void (*state)(struct bench_gperf_state *st);
+    struct sigaction act; /* its SIGPROF handler, put back before each start */
+    int have_act;
+} bench_gperf;
+
+/* Runs the units under gperftools' CPU profiler at hz. 0, 1 to skip (not installed), -1. */
+static int
+bench_gperf_run(unsigned hz, unsigned units, uint64_t *ns, unsigned *sigs)
+{
+    char path[64], rate[16];
+    struct bench_gperf_state st;
+    void *lib;
+
+    if (bench_gperf.start == NULL) {
+        /* read once, when the library's profile handler is first made */
+        snprintf(rate, sizeof(rate), "%u", hz);
+        setenv("CPUPROFILE_FREQUENCY", rate, 1);
+        lib = dlopen("libprofiler.so.0", RTLD_NOW);
+        if (lib == NULL) {
+            fprintf(stderr, "bench-engine: gperftools: %s\n", dlerror());
+            return 1;
+        }
+        *(void **)&bench_gperf.start = dlsym(lib, "ProfilerStart");
+        *(void **)&bench_gperf.stop = dlsym(lib, "ProfilerStop");
+        *(void **)&bench_gperf.state = dlsym(lib, "ProfilerGetCurrentState");
+        if (bench_gperf.start == NULL || bench_gperf.stop == NULL || bench_gperf.state == NULL) {
+            bench_gperf.start = NULL;
+            return 1;
+        }
+    }
+    /* the other configurations leave SIGPROF at SIG_DFL: its handler goes back first */
+    if (bench_gperf.have_act) {
+        sigaction(SIGPROF, &bench_gperf.act, NULL);
+    }
+    snprintf(path, sizeof(path), "/tmp/bench-engine-gperf.%d", (int)getpid());
+    if (!bench_gperf.start(path)) {
+        fprintf(stderr, "bench-engine: gperftools' ProfilerStart failed\n");
+        return -1;
+    }
+    if (!bench_gperf.have_act) {
+        sigaction(SIGPROF, NULL, &bench_gperf.act);
+        bench_gperf.have_act = 1;
+    }
+    bench_wrap_install();
+    *ns = bench_deep(bench_depth, units);
+    bench_gperf.state(&st);
+    bench_gperf.stop();
+    unlink(path);
+    *sigs = st.samples_gathered > 0 ? (unsigned)st.samples_gathered : 0;
+    return 0;
+}
 
 /* One run of configuration k: burns the units and returns the CPU ns; *sigs gets the signals. */
 static int
@@ -254,6 +449,9 @@ bench_run(int k, unsigned hz, unsigned units, uint64_t *ns, unsigned *sigs)
 
     *sigs = 0;
     memset(&sa, 0, sizeof(sa));
+    if (k == BENCH_GPERFTOOLS) {
+        return bench_gperf_run(hz, units, ns, sigs);
+    }
     if (k >= 5) {
         err = bench_clock_start(k, hz, &fd, &timer);
         if (err != 0) {
@@ -262,7 +460,7 @@ bench_run(int k, unsigned hz, unsigned units, uint64_t *ns, unsigned *sigs)
             }
             return err;
         }
-        *ns = bench_deep(32, units);
+        *ns = bench_deep(bench_depth, units);
         bench_clock_stop(k, hz, fd, timer, *ns, sigs);
         return 0;
     }
@@ -293,8 +491,9 @@ bench_run(int k, unsigned hz, unsigned units, uint64_t *ns, unsigned *sigs)
             }
             t->cfi_cache = NULL;
         }
+        bench_wrap_install();
     }
-    *ns = bench_deep(32, units);
+    *ns = bench_deep(bench_depth, units);
     if (k == 1) {
         ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
         close(fd);
@@ -320,12 +519,33 @@ main(int argc, char **argv)
     int rounds = argc > 2 ? atoi(argv[2]) : 11, r, k, i;
     const unsigned units = argc > 3 ? (unsigned)atoi(argv[3]) : 20000;
     double per_unit[BENCH_CONFIGS][64], cost[BENCH_CONFIGS][64], sigs[BENCH_CONFIGS][64];
-    double ratio[64], med_cost[BENCH_CONFIGS];
+    double sig_gap[BENCH_CONFIGS][64], irq_gap[BENCH_CONFIGS][64], hnd_gap[BENCH_CONFIGS][64];
+    double ratio[64], med_cost[BENCH_CONFIGS], med_gap[BENCH_CONFIGS];
     int skipped[BENCH_CONFIGS] = { 0 };
+    const char *only = getenv("BENCH_ENGINE_ONLY");
+    const char *depth = getenv("BENCH_ENGINE_DEPTH");
 
     if (rounds < 1 || rounds > 64 || hz == 0 || hz > 1000 || units == 0) {
         fprintf(stderr, "usage: bench-engine [RATE 1..1000 [ROUNDS 1..64 [UNITS]]]\n");
         return 2;
+    }
+    bench_steps = malloc(BENCH_STEPS * sizeof(*bench_steps));
+    if (depth != NULL) {
+        bench_depth = atoi(depth);
+        if (bench_depth < 0 || bench_depth > 200) {
+            fprintf(stderr, "bench-engine: BENCH_ENGINE_DEPTH is 0..200\n");
+            return 2;
+        }
+    }
+    for (k = 1; only != NULL && k < BENCH_CONFIGS; k++) {
+        const char *p = strstr(only, bench_names[k]);
+        size_t len = strlen(bench_names[k]);
+
+        /* a whole name of the list: perf-empty is not agent-perf's tail */
+        while (p != NULL && ((p != only && p[-1] != ',') || (p[len] != '\0' && p[len] != ','))) {
+            p = strstr(p + 1, bench_names[k]);
+        }
+        skipped[k] = p == NULL ? 2 : 0;
     }
     for (r = 0; r < rounds; r++) {
         for (i = 0; i < BENCH_CONFIGS; i++) {
@@ -340,7 +560,8 @@ main(int argc, char **argv)
             } else if ((err = bench_run(k, hz, units, &ns, &n)) < 0) {
                 return 1;
             } else if (err > 0) {
-                fprintf(stderr, "bench-engine: %s refused by this kernel: skipped\n",
+                fprintf(stderr,
+                        "bench-engine: %s refused by this kernel or not installed: skipped\n",
                         bench_names[k]);
                 skipped[k] = 1;
                 ns = 0;
@@ -348,6 +569,25 @@ main(int argc, char **argv)
             }
             per_unit[k][r] = (double)ns / units;
             sigs[k][r] = n;
+            if (ns != 0) {
+                double step = bench_quantile(bench_steps, bench_n_steps, 0.5);
+                unsigned lo = 0;
+
+                /* steps sorted: the ones 1 us or more above the median are interrupts */
+                while (lo < bench_n_steps && bench_steps[lo] < step + 1000) {
+                    lo++;
+                }
+                irq_gap[k][r] =
+                        lo < bench_n_steps
+                                ? bench_quantile(bench_steps + lo, bench_n_steps - lo, 0.5) - step
+                                : 0;
+                sig_gap[k][r] = bench_n_sig_gap > 0
+                                        ? bench_quantile(bench_sig_gap, bench_n_sig_gap, 0.5) - step
+                                        : 0;
+                hnd_gap[k][r] = bench_quantile(bench_hnd_gap, bench_n_sig_gap, 0.5);
+            } else {
+                sig_gap[k][r] = irq_gap[k][r] = hnd_gap[k][r] = 0;
+            }
         }
         for (k = 1; k < BENCH_CONFIGS; k++) {
             /* against the bare run of the same round */
@@ -356,27 +596,42 @@ main(int argc, char **argv)
         }
         ratio[r] = cost[1][r] != 0 ? cost[2][r] / cost[1][r] : 0;
     }
-    printf("bench-engine: %u units x %d rounds per configuration, %u Hz, 32 frames deep; "
-           "medians [quartiles] over the rounds\n",
-           units, rounds, hz);
+    printf("bench-engine: %u units x %d rounds per configuration, %u Hz, %d frames deep; "
+           "medians [quartiles] over the rounds; per signal from the CPU time per unit; irq: the "
+           "median interruption without a signal; gap: the median step of the unit loop that "
+           "took a signal (interrupt, delivery, handler, sigreturn), both above the normal step, "
+           "in the thread's CPU time; handler: the median time in the handler\n",
+           units, rounds, hz, bench_depth);
     for (k = 0; k < BENCH_CONFIGS; k++) {
-        double u[64], c[64], n[64];
+        double u[64], c[64], n[64], g[64], q[64], h[64];
 
         for (r = 0; r < rounds; r++) {
             u[r] = per_unit[k][r];
             c[r] = cost[k][r];
             n[r] = sigs[k][r];
+            g[r] = sig_gap[k][r];
+            q[r] = irq_gap[k][r];
+            h[r] = hnd_gap[k][r];
         }
         if (skipped[k]) {
-            printf("  %-13s refused by this kernel\n", bench_names[k]);
+            if (skipped[k] == 1) {
+                printf("  %-13s refused by this kernel or not installed\n", bench_names[k]);
+            }
             med_cost[k] = 0;
+            med_gap[k] = 0;
             continue;
         }
         printf("  %-13s %8.1f ns/unit", bench_names[k], bench_median(u, rounds));
+        printf("  irq %5.0f ns", bench_median(q, rounds));
         if (k > 0) {
             med_cost[k] = bench_median(c, rounds); /* sorts c */
             printf("  %6.0f signals  %7.0f ns per signal [%.0f .. %.0f]", bench_median(n, rounds),
                    med_cost[k], c[rounds / 4], c[rounds - 1 - rounds / 4]);
+            med_gap[k] = bench_median(g, rounds);
+            if (med_gap[k] > 0) {
+                printf("  gap %6.0f ns [%.0f .. %.0f] handler %5.0f ns", med_gap[k], g[rounds / 4],
+                       g[rounds - 1 - rounds / 4], bench_median(h, rounds));
+            }
         }
         printf("\n");
     }
@@ -393,5 +648,11 @@ main(int argc, char **argv)
     printf("  the timer interrupt alone (hrtimer-bare) %.0f ns: %.2f %% of a CPU at %u Hz before "
            "any sample is taken\n",
            med_cost[9], med_cost[9] * hz / 1e7, hz);
+    printf("  per sample against gperftools (of the medians), CPU time: agent-timer %.2f, "
+           "agent-perf %.2f; gap: agent-timer %.2f, agent-perf %.2f\n",
+           med_cost[10] > 0 ? med_cost[4] / med_cost[10] : 0.0,
+           med_cost[10] > 0 ? med_cost[2] / med_cost[10] : 0.0,
+           med_gap[10] > 0 ? med_gap[4] / med_gap[10] : 0.0,
+           med_gap[10] > 0 ? med_gap[2] / med_gap[10] : 0.0);
     return 0;
 }

@@ -12,7 +12,12 @@
 # configuration the median over REPS runs (default 5) of SECONDS each (default 3), the overhead
 # relative to the bare median, the samples each profiler took per worker CPU-second (a profiler
 # that takes more samples pays more), and the cost per sample: overhead x CPU time / samples.
-# See docs/performance.md.
+# PP_OVERHEAD_PAIRED=1: each run has a bare twin started beside it, and its overhead is taken
+# against its twin (median of those per-run overheads): the two share the machine's moments
+# (another engineer's build, a busy sibling hyperthread), which moves units per CPU-second by
+# +-1.5 % between runs here and so hides a few microseconds per sample; the bare row then gives
+# the noise of a twin pair. PP_OVERHEAD_CONFIGS="CONFIG ..." runs only those (and bare): bare,
+# pipeprof@HZ, pipeprof-timer@HZ, pipeprof-perf@HZ, gperftools@HZ. See docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${PP_BINARY_DIR:-build}
@@ -54,9 +59,15 @@ print(n)' "$T/g.prof" ;;
   esac
 }
 
-run() { # run CONFIG: prints "UNITS_PER_CPU_S CPU_S SAMPLES"
-  local cfg=$1 hz=${1#*@} r engine
-  rm -f "$T/p.nettrace" "$T/g.prof"
+PAIRED=${PP_OVERHEAD_PAIRED:-0}
+
+run() { # run CONFIG: prints "UNITS_PER_CPU_S CPU_S SAMPLES [TWIN_UNITS_PER_CPU_S]"
+  local cfg=$1 hz=${1#*@} r engine twin=
+  rm -f "$T/p.nettrace" "$T/g.prof" "$T/twin"
+  if [[ $PAIRED == 1 ]]; then
+    "$WORKLOAD" "$SECS" >"$T/twin" 2>/dev/null &
+    twin=$!
+  fi
   case $cfg in
     bare) r=$("$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
     pipeprof@*) r=$("$B/bin/pipeprof" record -q --mode cpu --hz "$hz" -o "$T/p.nettrace" -- \
@@ -68,7 +79,12 @@ run() { # run CONFIG: prints "UNITS_PER_CPU_S CPU_S SAMPLES"
     gperftools@*) r=$(LD_PRELOAD=$GPERF CPUPROFILE=$T/g.prof CPUPROFILE_FREQUENCY=$hz \
       "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
   esac
-  echo "$r $(samples "$cfg")"
+  if [[ -n $twin ]]; then
+    wait "$twin"
+    echo "$r $(samples "$cfg") $(rate <"$T/twin" | cut -d' ' -f1)"
+  else
+    echo "$r $(samples "$cfg")"
+  fi
 }
 
 configs=(bare pipeprof@100 pipeprof@250 pipeprof@1000 pipeprof-perf@100 pipeprof-perf@250
@@ -77,6 +93,9 @@ if [[ -n $GPERF ]]; then
   configs+=(gperftools@100 gperftools@250 gperftools@1000)
 else
   echo "gperftools not installed (apt-get install libgoogle-perftools-dev): pipeprof only" >&2
+fi
+if [[ -n ${PP_OVERHEAD_CONFIGS:-} ]]; then # e.g. "pipeprof-timer@250 gperftools@250"; bare stays
+  read -ra configs <<<"bare $PP_OVERHEAD_CONFIGS"
 fi
 for ((r = 0; r < REPS; r++)); do
   # rotate the order each repetition, so that drift in the machine's load spreads evenly
@@ -87,21 +106,28 @@ for ((r = 0; r < REPS; r++)); do
 done
 python3 - "$T/results" "$REPS" "$SECS" <<'PY'
 import statistics, sys
-by = {}
+by, twin = {}, {}
 for l in open(sys.argv[1]):
-    c, rate, cpu, n = l.split()
+    f = l.split()
+    c, rate, cpu, n = f[:4]
     by.setdefault(c, []).append((float(rate), float(cpu), int(n)))
+    if len(f) > 4:
+        twin.setdefault(c, []).append(float(f[4]))
 med = lambda v: statistics.median(v)
 base = med([r for r, _, _ in by["bare"]])
-print("%d runs of %s s per configuration, in rotating order; medians" % (int(sys.argv[2]), sys.argv[3]))
+print("%d runs of %s s per configuration, in rotating order; medians%s" % (int(sys.argv[2]),
+      sys.argv[3], "; overhead against a bare twin run beside each run" if twin else ""))
 print("%-20s %11s %9s %15s %12s   %s" % ("config", "units/cpu-s", "overhead", "samples/cpu-s",
-                                        "us/sample", "runs (units/cpu-s)"))
+      "us/sample", "runs (overhead against the twin)" if twin else "runs (units/cpu-s)"))
 for c in by:
     rate = med([r for r, _, _ in by[c]])
     over = 1 - rate / base
+    if c in twin:
+        over = med([1 - r / t for (r, _, _), t in zip(by[c], twin[c])])
     # samples per worker CPU-second, and the overhead each one costs: overhead x CPU / samples
     per = med([n / cpu for _, cpu, n in by[c]]) if c != "bare" else 0
     cost = "%.1f" % (over * 1e6 / per) if per > 0 else "-"
-    print("%-20s %11.1f %8.2f%% %15.0f %12s   %s" % (c, rate, 100 * over, per, cost,
-          " ".join("%.0f" % r for r, _, _ in by[c])))
+    runs = (" ".join("%.2f%%" % (100 - 100 * r / t) for (r, _, _), t in zip(by[c], twin[c]))
+            if c in twin else " ".join("%.0f" % r for r, _, _ in by[c]))
+    print("%-20s %11.1f %8.2f%% %15.0f %12s   %s" % (c, rate, 100 * over, per, cost, runs))
 PY
