@@ -38,10 +38,13 @@ ag_sig_unwind_ctx_init(struct ag_unwind_ctx *c, uint64_t sp, uint64_t lo, uint64
     c->lr = 0;
 }
 
-/* Reads the interrupted thread's stack wherever its frames lead, redzones of an
- * AddressSanitizer-built host included (a host of tests/hosts in build-asan: a stack-buffer
- * overflow reported inside this handler): not instrumented. */
-__attribute__((no_sanitize_address)) int
+/* Every function here that reads the interrupted thread's stack wherever its frames lead does
+ * it uninstrumented: the redzones of an AddressSanitizer-built host lie in that stack (a host of
+ * tests/hosts in build-asan: a stack-buffer overflow reported inside this handler, first in
+ * ag_sig_read, then in the walk's direct read of a frame record). */
+#define AG_SIG_READS_FOREIGN_STACK __attribute__((no_sanitize_address))
+
+AG_SIG_READS_FOREIGN_STACK int
 ag_sig_read(void *ctx, uint64_t addr, uint64_t *out)
 {
     const struct ag_unwind_ctx *c = ctx;
@@ -71,7 +74,7 @@ ag_sig_read(void *ctx, uint64_t addr, uint64_t *out)
 }
 
 /* ag_sig_read() with its common case inlined: an aligned word inside the stack's window. */
-static inline int
+AG_SIG_READS_FOREIGN_STACK static inline int
 ag_sig_unwind_read(void *ctx, uint64_t addr, uint64_t *out)
 {
     const struct ag_unwind_ctx *c = ctx;
@@ -86,7 +89,7 @@ ag_sig_unwind_read(void *ctx, uint64_t addr, uint64_t *out)
 /* One frame-pointer step: {pc, sp, fp} of the frame whose frame pointer is fp -> its caller.
  * The record is {caller's fp, return address} on both architectures; the caller's sp is fp + 16
  * on x86-64 and at least that on aarch64 (AG_ARCH_FP_RECORD_AT_CFA). */
-static int
+AG_SIG_READS_FOREIGN_STACK static int
 ag_sig_unwind_fp_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r, uint8_t *why)
 {
     uint64_t next_fp, ra;
@@ -123,7 +126,7 @@ ag_sig_unwind_fp_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r, uint8_t *w
 /* One CFI step; maps ag_sig_cfi_step's result onto an end reason. sp_exact is 0 when sp is only
  * a lower bound (after a frame-pointer step on aarch64): an sp-based row would then read the
  * wrong words, so only an fp-based one is applied. */
-static int
+AG_SIG_READS_FOREIGN_STACK static int
 ag_sig_unwind_cfi_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r, int pc_is_ra, int sp_exact,
                        uint8_t *why)
 {
@@ -159,7 +162,7 @@ ag_sig_unwind_cfi_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r, int pc_is
 
 /* The walk from r (see ag_sig_unwind). sp_exact: r.sp is the frame's sp, not only a lower bound
  * of it. Frames whose sp is at or below skip_to are walked through but not stored (0: none). */
-static void
+AG_SIG_READS_FOREIGN_STACK static void
 ag_sig_unwind_walk(struct ag_unwind_ctx *c, struct ag_cfi_regs r, int pc_is_ra, int sp_exact,
                    uint64_t skip_to, uint64_t *frames, uint32_t max, struct ag_unwind_result *out)
 {
@@ -294,7 +297,7 @@ ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp, uint64_t fp, in
     ag_sig_unwind_walk(c, r, pc_is_ra, !pc_is_ra || AG_ARCH_FP_RECORD_AT_CFA, 0, frames, max, out);
 }
 
-__attribute__((noinline)) void
+AG_SIG_READS_FOREIGN_STACK __attribute__((noinline)) void
 ag_sig_unwind_caller(struct ag_unwind_ctx *c, uint64_t fa, uint64_t *frames, uint32_t max,
                      struct ag_unwind_result *out)
 {
