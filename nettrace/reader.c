@@ -451,6 +451,42 @@ enum nt_layout {
 static int nt_md_fields(struct nt_cursor *c, struct nt_mdb *b, enum nt_layout layout,
                         unsigned depth, const struct nt_field **out, uint32_t *count);
 
+/*
+ * Reads one name in the layout's encoding (V6: UTF-8 after its length; V3-V5: UTF-16 up to a
+ * NUL) and copies it into b as UTF-8. *name is left as it was when the name does not parse.
+ */
+static int
+nt_md_name(struct nt_cursor *c, struct nt_mdb *b, enum nt_layout layout, const char **name)
+{
+    const uint8_t *s;
+    size_t len;
+
+    if (layout == NT_LAYOUT_V6) {
+        if (nt_cursor_str6(c, &s, &len) != 0) {
+            return -EBADMSG;
+        }
+        *name = nt_mdb_utf8(b, s, len);
+    } else {
+        if (nt_cursor_utf16z(c, &s, &len) != 0) {
+            return -EBADMSG;
+        }
+        *name = nt_mdb_utf16(b, s, len);
+    }
+    return 0;
+}
+
+/* The head V5 and V6 metadata share (format doc 5.1, 5.3): ids and names, in d. */
+static int
+nt_md_head(struct nt_cursor *c, struct nt_mdb *b, enum nt_layout layout, struct nt_event_desc *d)
+{
+    d->metadata_id = layout == NT_LAYOUT_V6 ? nt_cursor_varu32(c) : nt_cursor_u32(c);
+    if (nt_md_name(c, b, layout, &d->provider) != 0) {
+        return -EBADMSG;
+    }
+    d->event_id = layout == NT_LAYOUT_V6 ? nt_cursor_varu32(c) : nt_cursor_u32(c);
+    return nt_md_name(c, b, layout, &d->name);
+}
+
 static int
 nt_md_type_ok(uint32_t code, enum nt_layout layout)
 {
@@ -530,15 +566,13 @@ nt_md_fields(struct nt_cursor *c, struct nt_mdb *b, enum nt_layout layout, unsig
     fields = nt_mdb_alloc(b, (size_t)n * sizeof(*fields), _Alignof(struct nt_field));
     for (i = 0; i < n; i++) {
         struct nt_field f;
-        const uint8_t *s = NULL;
-        size_t len = 0;
 
         memset(&f, 0, sizeof(f));
         if (layout == NT_LAYOUT_V1) {
-            if (nt_md_type(c, b, layout, depth, &f, 0) != 0 || nt_cursor_utf16z(c, &s, &len) != 0) {
+            if (nt_md_type(c, b, layout, depth, &f, 0) != 0 ||
+                nt_md_name(c, b, layout, &f.name) != 0) {
                 return -EBADMSG;
             }
-            f.name = nt_mdb_utf16(b, s, len);
         } else {
             struct nt_cursor sub;
             uint64_t fat = nt_cursor_offset(c);
@@ -557,13 +591,7 @@ nt_md_fields(struct nt_cursor *c, struct nt_mdb *b, enum nt_layout layout, unsig
             }
             nt_cursor_init(&sub, body, size, nt_cursor_offset(c) - size,
                            "metadata field runs past its size");
-            if (layout == NT_LAYOUT_V2) {
-                if (nt_cursor_utf16z(&sub, &s, &len) == 0) {
-                    f.name = nt_mdb_utf16(b, s, len);
-                }
-            } else if (nt_cursor_str6(&sub, &s, &len) == 0) {
-                f.name = nt_mdb_utf8(b, s, len);
-            }
+            (void)nt_md_name(&sub, b, layout, &f.name); /* a bad name fails the cursor */
             if (nt_cursor_ok(&sub)) {
                 nt_md_type(&sub, b, layout, depth, &f, 0);
             }
@@ -586,21 +614,12 @@ nt_md_parse_v5(struct nt_cursor *c, struct nt_mdb *b)
 {
     struct nt_event_desc *d = nt_mdb_alloc(b, sizeof(*d), _Alignof(struct nt_event_desc));
     struct nt_event_desc tmp;
-    const uint8_t *s;
-    size_t len;
 
     memset(&tmp, 0, sizeof(tmp));
     c->short_reason = "metadata record truncated";
-    tmp.metadata_id = nt_cursor_u32(c);
-    if (nt_cursor_utf16z(c, &s, &len) != 0) {
+    if (nt_md_head(c, b, NT_LAYOUT_V1, &tmp) != 0) {
         return -EBADMSG;
     }
-    tmp.provider = nt_mdb_utf16(b, s, len);
-    tmp.event_id = nt_cursor_u32(c);
-    if (nt_cursor_utf16z(c, &s, &len) != 0) {
-        return -EBADMSG;
-    }
-    tmp.name = nt_mdb_utf16(b, s, len);
     tmp.keywords = nt_cursor_u64(c);
     tmp.version = nt_cursor_u32(c);
     tmp.level = nt_cursor_u32(c);
@@ -670,20 +689,11 @@ nt_md_parse_v6(struct nt_cursor *c, struct nt_mdb *b)
 {
     struct nt_event_desc *d = nt_mdb_alloc(b, sizeof(*d), _Alignof(struct nt_event_desc));
     struct nt_event_desc tmp;
-    const uint8_t *s;
-    size_t len;
 
     memset(&tmp, 0, sizeof(tmp));
-    tmp.metadata_id = nt_cursor_varu32(c);
-    if (nt_cursor_str6(c, &s, &len) != 0) {
+    if (nt_md_head(c, b, NT_LAYOUT_V6, &tmp) != 0) {
         return -EBADMSG;
     }
-    tmp.provider = nt_mdb_utf8(b, s, len);
-    tmp.event_id = nt_cursor_varu32(c);
-    if (nt_cursor_str6(c, &s, &len) != 0) {
-        return -EBADMSG;
-    }
-    tmp.name = nt_mdb_utf8(b, s, len);
     tmp.level = 5;
     if (nt_md_fields(c, b, NT_LAYOUT_V6, 0, &tmp.fields, &tmp.field_count) != 0) {
         return -EBADMSG;
