@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../clock.h"
+#include "common/clock.h"
 
 #define GT_NOINLINE __attribute__((noinline, used))
 
@@ -28,14 +28,14 @@ static double gt_seconds = 3.0;
 static void
 gt_burn(uint64_t ns)
 {
-    uint64_t end = sample_clock_ns(CLOCK_MONOTONIC) + ns, x = gt_sink;
+    uint64_t end = pp_clock_ns(CLOCK_MONOTONIC) + ns, x = gt_sink;
     int i;
 
     do {
         for (i = 0; i < 2000; i++) {
             x = x * 6364136223846793005u + 1442695040888963407u;
         }
-    } while (sample_clock_ns(CLOCK_MONOTONIC) < end);
+    } while (pp_clock_ns(CLOCK_MONOTONIC) < end);
     gt_sink = x;
 }
 
@@ -48,7 +48,7 @@ struct gt_thread {
 GT_NOINLINE static void
 gt_steady(uint64_t until)
 {
-    while (sample_clock_ns(CLOCK_MONOTONIC) < until) {
+    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
         gt_burn(1000000);
     }
 }
@@ -56,27 +56,27 @@ gt_steady(uint64_t until)
 GT_NOINLINE static void
 gt_burst_short(uint64_t until)
 {
-    while (sample_clock_ns(CLOCK_MONOTONIC) < until) {
+    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
         gt_burn(1500000);
-        sample_sleep_ns(2500000);
+        pp_sleep_ns(2500000);
     }
 }
 
 GT_NOINLINE static void
 gt_burst_long(uint64_t until)
 {
-    while (sample_clock_ns(CLOCK_MONOTONIC) < until) {
+    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
         gt_burn(7000000);
-        sample_sleep_ns(1000000);
+        pp_sleep_ns(1000000);
     }
 }
 
 GT_NOINLINE static void
 gt_burst_tiny(uint64_t until)
 {
-    while (sample_clock_ns(CLOCK_MONOTONIC) < until) {
+    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
         gt_burn(600000);
-        sample_sleep_ns(5400000);
+        pp_sleep_ns(5400000);
     }
 }
 
@@ -84,10 +84,10 @@ static void *
 gt_main(void *p)
 {
     struct gt_thread *t = p;
-    uint64_t c0 = sample_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    uint64_t c0 = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 
-    t->fn(sample_clock_ns(CLOCK_MONOTONIC) + (uint64_t)(gt_seconds * 1e9));
-    t->cpu_ns = sample_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    t->fn(pp_clock_ns(CLOCK_MONOTONIC) + (uint64_t)(gt_seconds * 1e9));
+    t->cpu_ns = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
     return NULL;
 }
 

@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../clock.h"
+#include "common/clock.h"
 
 #define SC_NOINLINE __attribute__((noinline, used))
 
@@ -150,18 +150,18 @@ static void *
 sc_main(void *p)
 {
     struct sc_thread *t = p;
-    uint64_t until = sample_clock_ns(CLOCK_MONOTONIC) + (uint64_t)(sc_seconds * 1e9);
+    uint64_t until = pp_clock_ns(CLOCK_MONOTONIC) + (uint64_t)(sc_seconds * 1e9);
     unsigned seed = (unsigned)(uintptr_t)t;
 
-    while (sample_clock_ns(CLOCK_MONOTONIC) < until) {
+    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
         for (int i = 0; i < t->phases; i++) {
-            uint64_t c0 = sample_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+            uint64_t c0 = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 
             t->phase[i].fn(sc_jitter(t->phase[i].n, &seed));
-            t->phase[i].cpu += sample_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+            t->phase[i].cpu += pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
         }
         if (t->sleep_ns != 0) {
-            sample_sleep_ns(sc_jitter(t->sleep_ns, &seed));
+            pp_sleep_ns(sc_jitter(t->sleep_ns, &seed));
         }
     }
     t->stime = sc_stime();
