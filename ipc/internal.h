@@ -253,7 +253,8 @@ PP_MUST_USE int ipc_merge_new(struct ipc_server *s, int fd, struct ipc_merge **o
 void ipc_merge_sync(const struct ipc_merge *m, uint64_t *ticks, int64_t *unix_ns);
 /* Ends the reading of the runtime's stream and drops the session's reference. */
 void ipc_merge_release(struct ipc_merge *m);
-/* thread.c: starts a detached thread with every signal blocked. */
-PP_MUST_USE int ipc_thread_start(void *(*fn)(void *), void *arg);
+/* thread.c: starts fn(arg) on a new thread with every signal blocked in it; joinable NULL: the
+ * thread is detached, else *joinable is it (uv_thread_join). Returns 0 or -errno. */
+PP_MUST_USE int ipc_thread_start(uv_thread_t *joinable, void (*fn)(void *), void *arg);
 
 #endif /* IPC_INTERNAL_H */

@@ -177,7 +177,7 @@ ipc_merge_queue_event(struct ipc_merge *m, const struct nt_event *ev)
     pthread_mutex_unlock(&m->lock);
 }
 
-static void *
+static void
 ipc_merge_main(void *arg)
 {
     struct ipc_merge *m = arg;
@@ -227,7 +227,6 @@ ipc_merge_main(void *arg)
     m->done = 1;
     pthread_mutex_unlock(&m->lock);
     ipc_merge_unref(m);
-    return NULL;
 }
 
 int
@@ -247,7 +246,7 @@ ipc_merge_new(struct ipc_server *s, int fd, struct ipc_merge **out)
     m->tail = &m->head;
     m->rt_freq = 1000000000u;
     m->thread_init = s->thread_init;
-    err = ipc_thread_start(ipc_merge_main, m);
+    err = ipc_thread_start(NULL, ipc_merge_main, m);
     if (err < 0) {
         m->refs = 1;
         ipc_merge_unref(m);

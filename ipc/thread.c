@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ipc/thread.c - how ipc/ starts its helper threads (the runtime stream's readers, merge.c):
- * with every signal blocked, so no SIGPIPE from a vanished peer, no sampling signal and no host
- * handler ever runs on a thread the host does not know.
+ * ipc/thread.c - how ipc/ starts its threads (the loop thread, server.c; the runtime stream's
+ * readers, merge.c): with every signal blocked, so no SIGPIPE from a vanished peer, no sampling
+ * signal and no host handler ever runs on a thread the host does not know.
  * Context: any thread.
  */
 #include <pthread.h>
@@ -11,22 +11,19 @@
 #include "ipc/internal.h"
 
 int
-ipc_thread_start(void *(*fn)(void *), void *arg)
+ipc_thread_start(uv_thread_t *joinable, void (*fn)(void *), void *arg)
 {
-    pthread_attr_t attr;
-    pthread_t thread;
+    uv_thread_t detached;
     sigset_t all, old;
     int err;
 
-    /* As the loop thread: no signal of the host's or of the sampler's ever lands here. */
+    /* The new thread inherits the mask: blocked from its first instruction. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    err = pthread_attr_init(&attr);
-    if (err == 0) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        err = pthread_create(&thread, &attr, fn, arg);
-        pthread_attr_destroy(&attr);
-    }
+    err = uv_thread_create(joinable != NULL ? joinable : &detached, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return -err;
+    if (err == 0 && joinable == NULL) {
+        pthread_detach(detached); /* uv_thread_t is a pthread_t on Unix */
+    }
+    return err;
 }
