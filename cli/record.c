@@ -1076,7 +1076,7 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
     for (i = 0; i < n; i++) {
         paths[i] = files[i].path;
     }
-    if (pp_profile_load_many(paths, n, NULL, &p, err, sizeof(err)) != 0) {
+    if (pp_load_profiles(paths, n, NULL, &p, err, sizeof(err)) != 0) {
         fprintf(stderr, "pipeprof record: reading the trace: %s\n", err);
         goto out;
     }
