@@ -457,19 +457,18 @@ nt_walk_scalar(struct nt_walk *w, struct nt_value *v)
         }
         break;
     case NT_TYPE_SINGLE:
-        u32 = nt_load_u32le(p);
-        memcpy(&f, &u32, 4);
-        v->f = f;
-        if (t != NULL) {
-            nt_text_double(t, v->f, 1);
-        }
-        break;
     case NT_TYPE_DOUBLE:
-        u64 = nt_load_u64le(p);
-        memcpy(&d, &u64, 8);
-        v->f = d;
+        if (n == 4) {
+            u32 = nt_load_u32le(p);
+            memcpy(&f, &u32, 4);
+            v->f = f;
+        } else {
+            u64 = nt_load_u64le(p);
+            memcpy(&d, &u64, 8);
+            v->f = d;
+        }
         if (t != NULL) {
-            nt_text_double(t, v->f, 0);
+            nt_text_double(t, v->f, n == 4);
         }
         break;
     case NT_TYPE_DECIMAL:

@@ -608,21 +608,13 @@ nt_md_fields(struct nt_cursor *c, struct nt_mdb *b, enum nt_layout layout, unsig
     return 0;
 }
 
-/* Parses a V3-V5 metadata payload (format doc 5.1) into b. */
+/* The rest of a V3-V5 metadata payload after its head (format doc 5.1), into md and b. */
 static int
-nt_md_parse_v5(struct nt_cursor *c, struct nt_mdb *b)
+nt_md_rest_v5(struct nt_cursor *c, struct nt_mdb *b, struct nt_event_desc *md)
 {
-    struct nt_event_desc *d = nt_mdb_alloc(b, sizeof(*d), _Alignof(struct nt_event_desc));
-    struct nt_event_desc tmp;
-
-    memset(&tmp, 0, sizeof(tmp));
-    c->short_reason = "metadata record truncated";
-    if (nt_md_head(c, b, NT_LAYOUT_V1, &tmp) != 0) {
-        return -EBADMSG;
-    }
-    tmp.keywords = nt_cursor_u64(c);
-    tmp.version = nt_cursor_u32(c);
-    tmp.level = nt_cursor_u32(c);
+    md->keywords = nt_cursor_u64(c);
+    md->version = nt_cursor_u32(c);
+    md->level = nt_cursor_u32(c);
     if (!nt_cursor_ok(c)) {
         return -EBADMSG;
     }
@@ -634,9 +626,9 @@ nt_md_parse_v5(struct nt_cursor *c, struct nt_mdb *b)
         struct nt_cursor v1 = *c;
 
         v1.short_reason = "metadata field list truncated";
-        if (nt_md_fields(&v1, b, NT_LAYOUT_V1, 0, &tmp.fields, &tmp.field_count) != 0) {
-            tmp.fields = NULL;
-            tmp.field_count = 0;
+        if (nt_md_fields(&v1, b, NT_LAYOUT_V1, 0, &md->fields, &md->field_count) != 0) {
+            md->fields = NULL;
+            md->field_count = 0;
             c->p = c->end;
         } else {
             c->p = v1.p;
@@ -659,7 +651,7 @@ nt_md_parse_v5(struct nt_cursor *c, struct nt_mdb *b)
         body = nt_cursor_take(c, size);
         nt_cursor_init(&tag, body, size, nt_cursor_offset(c) - size, "metadata tag truncated");
         if (kind == NT_METADATA_TAG_OPCODE) {
-            tmp.opcode = nt_cursor_u8(&tag);
+            md->opcode = nt_cursor_u8(&tag);
             if (!nt_cursor_ok(&tag)) {
                 return nt_cursor_fail_at(c, tag.err_offset, tag.err);
             }
@@ -668,34 +660,24 @@ nt_md_parse_v5(struct nt_cursor *c, struct nt_mdb *b)
             uint32_t n;
 
             if (nt_md_fields(&tag, b, NT_LAYOUT_V2, 0, &f, &n) == 0) {
-                tmp.fields = f;
-                tmp.field_count = n;
+                md->fields = f;
+                md->field_count = n;
             } else {
-                tmp.fields = NULL; /* as TraceEvent: unparsable parameters = no fields */
-                tmp.field_count = 0;
+                md->fields = NULL; /* as TraceEvent: unparsable parameters = no fields */
+                md->field_count = 0;
             }
         }
         /* Unknown tags are skipped by size (format doc 5.1). */
     }
-    if (d != NULL) {
-        *d = tmp;
-    }
     return 0;
 }
 
-/* Parses one V6 metadata row body (format doc 5.3) into b. */
+/* The rest of a V6 metadata row after its head (format doc 5.3), into md and b. */
 static int
-nt_md_parse_v6(struct nt_cursor *c, struct nt_mdb *b)
+nt_md_rest_v6(struct nt_cursor *c, struct nt_mdb *b, struct nt_event_desc *md)
 {
-    struct nt_event_desc *d = nt_mdb_alloc(b, sizeof(*d), _Alignof(struct nt_event_desc));
-    struct nt_event_desc tmp;
-
-    memset(&tmp, 0, sizeof(tmp));
-    if (nt_md_head(c, b, NT_LAYOUT_V6, &tmp) != 0) {
-        return -EBADMSG;
-    }
-    tmp.level = 5;
-    if (nt_md_fields(c, b, NT_LAYOUT_V6, 0, &tmp.fields, &tmp.field_count) != 0) {
+    md->level = 5;
+    if (nt_md_fields(c, b, NT_LAYOUT_V6, 0, &md->fields, &md->field_count) != 0) {
         return -EBADMSG;
     }
     if (nt_cursor_left(c) > 0) {
@@ -712,10 +694,10 @@ nt_md_parse_v6(struct nt_cursor *c, struct nt_mdb *b)
 
             switch (kind) {
             case 1:
-                tmp.opcode = nt_cursor_u8(&opt);
+                md->opcode = nt_cursor_u8(&opt);
                 break;
             case 3:
-                tmp.keywords = nt_cursor_u64(&opt);
+                md->keywords = nt_cursor_u64(&opt);
                 break;
             case 4:
             case 5:
@@ -729,10 +711,10 @@ nt_md_parse_v6(struct nt_cursor *c, struct nt_mdb *b)
                 (void)nt_cursor_take(&opt, 16);
                 break;
             case 8:
-                tmp.level = nt_cursor_u8(&opt);
+                md->level = nt_cursor_u8(&opt);
                 break;
             case 9:
-                tmp.version = nt_cursor_u8(&opt);
+                md->version = nt_cursor_u8(&opt);
                 break;
             default:
                 nt_cursor_fail_at(&opt, nt_cursor_offset(&opt) - 1,
@@ -745,10 +727,33 @@ nt_md_parse_v6(struct nt_cursor *c, struct nt_mdb *b)
         }
     }
     /* The rest of the row is reserved for future versions. */
-    if (d != NULL) {
+    return 0;
+}
+
+/*
+ * Parses one metadata record into b: the event description first (nt_reader_add_metadata reads
+ * it back at b's start), then what it points to. The head is the same in every version; the
+ * rest is V3-V5's (format doc 5.1) or V6's (5.3).
+ */
+static int
+nt_md_parse(struct nt_cursor *c, struct nt_mdb *b, int v6)
+{
+    struct nt_event_desc *d = nt_mdb_alloc(b, sizeof(*d), _Alignof(struct nt_event_desc));
+    struct nt_event_desc tmp;
+    int err;
+
+    memset(&tmp, 0, sizeof(tmp));
+    if (!v6) {
+        c->short_reason = "metadata record truncated";
+    }
+    if (nt_md_head(c, b, v6 ? NT_LAYOUT_V6 : NT_LAYOUT_V1, &tmp) != 0) {
+        return -EBADMSG;
+    }
+    err = v6 ? nt_md_rest_v6(c, b, &tmp) : nt_md_rest_v5(c, b, &tmp);
+    if (err == 0 && d != NULL) {
         *d = tmp;
     }
-    return 0;
+    return err;
 }
 
 /* Parses one metadata record at [p, p + n) (stream offset off) and adds it to the table. */
@@ -761,7 +766,7 @@ nt_reader_add_metadata(struct nt_reader *r, const uint8_t *p, size_t n, uint64_t
     int err;
 
     nt_cursor_init(&c, p, n, off, "metadata record truncated");
-    err = r->major == 6 ? nt_md_parse_v6(&c, &b) : nt_md_parse_v5(&c, &b);
+    err = nt_md_parse(&c, &b, r->major == 6);
     if (err != 0) {
         return nt_reader_fail_cursor(r, &c);
     }
@@ -781,7 +786,7 @@ nt_reader_add_metadata(struct nt_reader *r, const uint8_t *p, size_t n, uint64_t
     b.cap = b.used;
     b.used = 0;
     nt_cursor_init(&c, p, n, off, "metadata record truncated");
-    err = r->major == 6 ? nt_md_parse_v6(&c, &b) : nt_md_parse_v5(&c, &b);
+    err = nt_md_parse(&c, &b, r->major == 6);
     d = (void *)b.out; /* malloc memory: aligned for any type */
     if (err != 0 || b.used != b.cap) {
         free(b.out); /* cannot happen: both passes see the same bytes */
