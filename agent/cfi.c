@@ -128,31 +128,12 @@ ag_cfi_fixed(struct ag_cfi_cur *c, size_t n)
     return v;
 }
 
+/*
+ * Reads the 7-bit groups of one LEB128 number: *bits gets how many bits they hold and *last the
+ * final byte, whose bit 6 is the sign of a signed one.
+ */
 static uint64_t
-ag_cfi_uleb(struct ag_cfi_cur *c)
-{
-    uint64_t v = 0;
-    unsigned shift = 0;
-
-    while (!c->bad) {
-        uint8_t byte;
-
-        if (c->p >= c->end || shift > 63) {
-            c->bad = true;
-            break;
-        }
-        byte = *c->p++;
-        v |= (uint64_t)(byte & 0x7f) << shift;
-        shift += 7;
-        if (!(byte & 0x80)) {
-            break;
-        }
-    }
-    return c->bad ? 0 : v;
-}
-
-static int64_t
-ag_cfi_sleb(struct ag_cfi_cur *c)
+ag_cfi_leb128(struct ag_cfi_cur *c, unsigned *bits, uint8_t *last)
 {
     uint64_t v = 0;
     unsigned shift = 0;
@@ -170,11 +151,32 @@ ag_cfi_sleb(struct ag_cfi_cur *c)
             break;
         }
     }
+    *bits = shift;
+    *last = byte;
+    return c->bad ? 0 : v;
+}
+
+static uint64_t
+ag_cfi_uleb(struct ag_cfi_cur *c)
+{
+    unsigned bits;
+    uint8_t last;
+
+    return ag_cfi_leb128(c, &bits, &last);
+}
+
+static int64_t
+ag_cfi_sleb(struct ag_cfi_cur *c)
+{
+    unsigned bits;
+    uint8_t last;
+    uint64_t v = ag_cfi_leb128(c, &bits, &last);
+
     if (c->bad) {
         return 0;
     }
-    if (shift < 64 && (byte & 0x40)) {
-        v |= ~(uint64_t)0 << shift;
+    if (bits < 64 && (last & 0x40)) {
+        v |= ~(uint64_t)0 << bits;
     }
     return (int64_t)v;
 }

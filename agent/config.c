@@ -16,6 +16,7 @@
 
 #include "agent/agent.h"
 #include "agent/internal.h"
+#include "common/errmsg.h"
 
 static _Atomic(ag_log_fn) ag_log_hook;
 static _Atomic int ag_log_level_cur = AG_LOG_WARN;
@@ -32,22 +33,6 @@ ag_config_init(struct ag_config *cfg)
     cfg->max_threads = 1024;
     cfg->scan_ms = 100;
     cfg->log_level = AG_LOG_WARN;
-}
-
-static int ag_config_fail(char *err, size_t errlen, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static int
-ag_config_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err != NULL && errlen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
 }
 
 /* Strict unsigned decimal: digits only, no sign, no trailing text, no overflow. */
@@ -83,8 +68,8 @@ ag_config_uint(const char *name, unsigned long lo, unsigned long hi, unsigned *o
         return 0;
     }
     if (ag_config_parse_uint(v, hi, &x) != 0 || x < lo) {
-        return ag_config_fail(err, errlen, "%s=%s: expected an integer in %lu..%lu", name, v, lo,
-                              hi);
+        return pp_errmsg_einval(err, errlen, "%s=%s: expected an integer in %lu..%lu", name, v, lo,
+                                hi);
     }
     *out = (unsigned)x;
     return 0;
@@ -162,7 +147,7 @@ ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen)
                    v[0] == '\0') {
             cfg->disabled = 0;
         } else {
-            return ag_config_fail(err, errlen, "PIPEPROF_DISABLE=%s: expected 1 or 0", v);
+            return pp_errmsg_einval(err, errlen, "PIPEPROF_DISABLE=%s: expected 1 or 0", v);
         }
     }
     v = getenv("PIPEPROF_MODE");
@@ -173,7 +158,7 @@ ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen)
         } else if (strcasecmp(v, "wall") == 0) {
             cfg->mode = AG_MODE_WALL;
         } else {
-            return ag_config_fail(err, errlen, "PIPEPROF_MODE=%s: expected cpu or wall", v);
+            return pp_errmsg_einval(err, errlen, "PIPEPROF_MODE=%s: expected cpu or wall", v);
         }
     }
     err2 = ag_config_uint("PIPEPROF_HZ", 1, AG_HZ_MAX, &cfg->hz, err, errlen);
@@ -182,15 +167,15 @@ ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen)
     }
     v = getenv("PIPEPROF_SIGNAL");
     if (v != NULL && ag_config_parse_signal(v, &cfg->signo) != 0) {
-        return ag_config_fail(err, errlen,
-                              "PIPEPROF_SIGNAL=%s: expected PROF, VTALRM, ALRM, USR1, USR2, "
-                              "RTMIN+n, RTMAX-n or their number",
-                              v);
+        return pp_errmsg_einval(err, errlen,
+                                "PIPEPROF_SIGNAL=%s: expected PROF, VTALRM, ALRM, USR1, USR2, "
+                                "RTMIN+n, RTMAX-n or their number",
+                                v);
     }
     v = getenv("PIPEPROF_RING_SLOTS");
     if (v != NULL) {
         if (ag_config_parse_uint(v, 65536, &x) != 0 || x < 16 || (x & (x - 1)) != 0) {
-            return ag_config_fail(
+            return pp_errmsg_einval(
                     err, errlen, "PIPEPROF_RING_SLOTS=%s: expected a power of two in 16..65536", v);
         }
         cfg->ring_slots = (unsigned)x;
@@ -215,8 +200,8 @@ ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen)
         } else if (strcasecmp(v, "timer") == 0) {
             cfg->cpu_engine = AG_CPU_ENGINE_TIMER;
         } else {
-            return ag_config_fail(err, errlen,
-                                  "PIPEPROF_CPU_ENGINE=%s: expected auto, perf or timer", v);
+            return pp_errmsg_einval(err, errlen,
+                                    "PIPEPROF_CPU_ENGINE=%s: expected auto, perf or timer", v);
         }
     }
     v = getenv("PIPEPROF_LOG_LEVEL");
@@ -231,10 +216,10 @@ ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen)
             }
         }
         if (i == PP_ARRAY_SIZE(names)) {
-            return ag_config_fail(err, errlen,
-                                  "PIPEPROF_LOG_LEVEL=%s: expected error, warn, info, debug "
-                                  "or 0..3",
-                                  v);
+            return pp_errmsg_einval(err, errlen,
+                                    "PIPEPROF_LOG_LEVEL=%s: expected error, warn, info, debug "
+                                    "or 0..3",
+                                    v);
         }
     }
     atomic_store(&ag_log_level_cur, (int)cfg->log_level);

@@ -279,9 +279,14 @@ struct ag_thread {
     struct ag_ring wring; /* producer: the wall thread (waiting samples) */
 };
 
-/* Global agent state; one instance, `ag`. Lock order: life_lock, then reg_lock. */
 #define AG_OWN_CODE_MAX 8
 
+/*
+ * Global agent state; one instance, `ag`. Lock order: life_lock, then drain_lock, then reg_lock;
+ * wake_lock, ag_modules_mutex and ag_wall_trim_lock are leaves (held while taking no other).
+ * The library's whole order, and where each pair nests: docs/architecture.md, "Locks and their
+ * order".
+ */
 struct ag_agent {
     pthread_mutex_t life_lock; /* start/stop/acquire/release */
     pthread_mutex_t reg_lock;  /* the registry: slot state transitions, timers, names */

@@ -141,6 +141,61 @@ ag_thread_is_excluded_locked(int32_t tid)
     return 0;
 }
 
+/*
+ * The one list of what a slot keeps of its thread, emptied: engines and their counters, the
+ * pending final sample and kernel time, the stacks recorded for it, its stack bounds, drops
+ * reported, THREAD_START sent. For a slot a new thread takes (ag_thread_register_locked) and one
+ * given back (ag_thread_release_locked, also for every slot at ag_threads_stop). Not here: the
+ * rings and mappings (they stay for stale writers), the name, tid, excluded and state (the
+ * callers'). reg_lock held, the slot's timers deleted (ag_timer_delete_locked) or never armed.
+ */
+static void
+ag_thread_reset_locked(struct ag_thread *t)
+{
+    t->kern_depth = 0;
+    t->kern_pend_w = 0;
+    t->kern_pend_ns = 0;
+    t->last_depth = 0; /* the drain's: no last CPU stack yet */
+    t->root_depth = 0;
+    t->announced = 0;
+    t->has_timer = 0;
+    t->has_perf = 0;
+    t->timer_hz = 0;
+    t->scan_seen = 0;
+    t->exit_hooked = 0;
+    t->scan_cpu_ns = 0;
+    t->perf_promoted = 0;
+    t->has_locator = 0;
+    atomic_store_explicit(&t->kern_locating, 0, memory_order_relaxed);
+    t->kern_flush = 0;
+    t->scan_kern_w = 0;
+    atomic_store_explicit(&t->loc.signals, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->loc.hits, 0, memory_order_relaxed);
+    t->loc.armed_signals = t->loc.armed_hits = 0;
+    t->loc.drops = t->loc.wait = 0;
+    atomic_store_explicit(&t->kern_w, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->perf_fresh, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->timer_samples, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->timer_weight, 0, memory_order_relaxed);
+    t->scan_samples = 0;
+    t->scan_weight = 0;
+    t->tail_weight = 0;
+    t->tail_cpu_ns = 0;
+    t->tail_unseen = 0;
+    atomic_store_explicit(&t->sigblk_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->last_claim_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->sigblk_claimed, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->sigblk.info, 0, memory_order_relaxed); /* no stack yet */
+    t->dropped_reported = atomic_load_explicit(&t->dropped, memory_order_relaxed);
+    t->unsampled_reported = atomic_load_explicit(&t->unsampled, memory_order_relaxed);
+    atomic_store_explicit(&t->blocked, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->stack_lo, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->stack_hi, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->last_sp, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->last_cpu_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->wall_seen_ns, 0, memory_order_relaxed);
+}
+
 struct ag_thread *
 ag_thread_register_locked(int32_t tid, int self)
 {
@@ -194,13 +249,9 @@ ag_thread_register_locked(int32_t tid, int self)
     }
     t->last_frames = (uint64_t *)(uintptr_t)(t->sigblk.frames + AG_MAX_FRAMES);
     t->kern_frames = t->last_frames + AG_MAX_FRAMES;
-    t->kern_depth = 0;
-    t->kern_pend_w = 0;
-    t->kern_pend_ns = 0;
     t->cfi_cache = (struct ag_cfi_cache *)(void *)(t->kern_frames + AG_MAX_FRAMES);
     t->cfi_cache->generation = 0; /* empty: the previous thread's rows may not be this one's */
-    t->last_depth = 0;
-    t->root_depth = 0;
+    ag_thread_reset_locked(t);
     if (t == &ag.threads[high]) {
         atomic_store_explicit(&ag.high, high + 1, memory_order_release);
     }
@@ -213,43 +264,7 @@ ag_thread_register_locked(int32_t tid, int self)
     t->name_gen = 1;
     t->name_gen_reported = 0;
     ag_thread_name_set_locked(t, name);
-    t->announced = 0;
-    t->has_timer = 0;
-    t->has_perf = 0;
-    t->timer_hz = 0;
     t->scan_seen = 1;
-    t->exit_hooked = 0;
-    t->scan_cpu_ns = 0;
-    t->perf_promoted = 0;
-    t->has_locator = 0;
-    atomic_store_explicit(&t->kern_locating, 0, memory_order_relaxed);
-    t->kern_flush = 0;
-    t->scan_kern_w = 0;
-    atomic_store_explicit(&t->loc.signals, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->loc.hits, 0, memory_order_relaxed);
-    t->loc.armed_signals = t->loc.armed_hits = 0;
-    t->loc.drops = t->loc.wait = 0;
-    atomic_store_explicit(&t->kern_w, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->perf_fresh, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->timer_samples, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->timer_weight, 0, memory_order_relaxed);
-    t->scan_samples = 0;
-    t->scan_weight = 0;
-    t->tail_weight = 0;
-    t->tail_cpu_ns = 0;
-    t->tail_unseen = 0;
-    atomic_store_explicit(&t->sigblk_ns, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->last_claim_ns, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->sigblk_claimed, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->sigblk.info, 0, memory_order_relaxed); /* no stack yet */
-    t->dropped_reported = atomic_load_explicit(&t->dropped, memory_order_relaxed);
-    t->unsampled_reported = atomic_load_explicit(&t->unsampled, memory_order_relaxed);
-    atomic_store_explicit(&t->blocked, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->stack_lo, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->stack_hi, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->last_sp, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->last_cpu_ns, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->wall_seen_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->excluded, ag_thread_is_excluded_locked(tid), memory_order_relaxed);
     atomic_store_explicit(&t->tid, tid, memory_order_relaxed);
     atomic_store_explicit(&t->state, AG_SLOT_ACTIVE, memory_order_release);
@@ -262,9 +277,7 @@ void
 ag_thread_release_locked(struct ag_thread *t)
 {
     ag_timer_delete_locked(t);
-    t->last_depth = 0; /* the drain's, which frees the slot */
-    t->tail_weight = 0;
-    t->tail_cpu_ns = 0;
+    ag_thread_reset_locked(t);
     atomic_store_explicit(&t->tid, 0, memory_order_relaxed);
     atomic_store_explicit(&t->state, AG_SLOT_FREE, memory_order_release);
 }
@@ -661,14 +674,9 @@ ag_threads_stop(void)
     all = ag.threads;
     high = atomic_load(&ag.high);
     for (i = 0; all != NULL && i < high; i++) {
-        ag_timer_delete_locked(&all[i]);
         ag_ring_discard(&all[i].ring);
         ag_ring_discard(&all[i].wring);
-        all[i].last_depth = 0;
-        all[i].tail_weight = 0;
-        all[i].tail_cpu_ns = 0;
-        atomic_store(&all[i].tid, 0);
-        atomic_store(&all[i].state, AG_SLOT_FREE);
+        ag_thread_release_locked(&all[i]);
     }
     atomic_store(&ag.high, 0);
     pthread_mutex_unlock(&ag.reg_lock);

@@ -21,16 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 extern char **environ;
-
-static uint64_t
-bench_cpu_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void *
 bench_child_thread(void *arg)
@@ -108,11 +101,11 @@ bench_one(const char *self, const char *lib, int agent, const char *life, const 
     memset(&si, 0, sizeof(si));
     while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
     }
-    t0 = bench_cpu_ns();
+    t0 = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (waitpid(pid, &status, 0) != pid) {
         return -errno;
     }
-    *ns = bench_cpu_ns() - t0;
+    *ns = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -ECHILD;
 }
 

@@ -23,17 +23,9 @@
 #include "agent/agent.h"
 #include "agent/cfi.h"
 #include "agent/internal.h"
+#include "common/clock.h"
 
 static unsigned bench_iters = 20000;
-
-static uint64_t
-bench_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void
 bench_empty_handler(int sig, siginfo_t *si, void *uc)
@@ -118,13 +110,13 @@ bench_batch(enum bench_kind kind)
         t->cfi_cache = kind == BENCH_CPU_NC ? NULL : bench_cache;
     }
     for (i = 0; i < bench_iters;) {
-        uint64_t c0 = bench_now();
+        uint64_t c0 = pp_clock_ns(CLOCK_MONOTONIC);
         unsigned j;
 
         for (j = 0; j < 1024 && i < bench_iters; j++, i++) {
             bench_send(SIGPROF, kind);
         }
-        total += bench_now() - c0;
+        total += pp_clock_ns(CLOCK_MONOTONIC) - c0;
         if (kind != BENCH_EMPTY) {
             bench_drain(); /* untimed: keeps the ring from filling */
         }
@@ -181,13 +173,13 @@ bench_unwind(struct ag_cfi_cache *cache, uint32_t *depth)
     ag_sig_unwind_ctx_init(&c, sp, (uint64_t)(uintptr_t)lo, (uint64_t)(uintptr_t)lo + size);
     c.cache = cache;
     for (b = 0; b < bench_batches; b++) {
-        uint64_t t0 = bench_now();
+        uint64_t t0 = pp_clock_ns(CLOCK_MONOTONIC);
         unsigned i;
 
         for (i = 0; i < bench_iters * 10; i++) {
             ag_sig_unwind(&c, (uint64_t)(uintptr_t)bench_unwind, sp, fp, 1, frames, 128, &res);
         }
-        r[b] = (double)(bench_now() - t0) / (bench_iters * 10);
+        r[b] = (double)(pp_clock_ns(CLOCK_MONOTONIC) - t0) / (bench_iters * 10);
     }
     qsort(r, bench_batches, sizeof(r[0]), bench_cmp);
     *depth = res.depth;

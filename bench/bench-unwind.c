@@ -16,6 +16,7 @@
 
 #include "agent/cfi.h"
 #include "agent/symbols-internal.h"
+#include "common/clock.h"
 #include "tests/fixtures/agent-cfi-chain.h"
 
 #define BENCH_MAX_FRAMES 1024
@@ -43,15 +44,6 @@ bench_read(void *ctx, uint64_t addr, uint64_t *out)
     }
     memcpy(out, (const void *)(uintptr_t)addr, 8);
     return 0;
-}
-
-static uint64_t
-bench_now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 __attribute__((noinline)) static int
@@ -104,21 +96,21 @@ bench_leaf(void *arg)
     static uint64_t pcs[BENCH_MAX_FRAMES];
 
     for (int i = 0; i < b->batches; i++) {
-        uint64_t t0 = bench_now_ns();
+        uint64_t t0 = pp_clock_ns(CLOCK_MONOTONIC);
         int n = 0;
 
         for (int k = 0; k < BENCH_REPS; k++) {
             n = bench_ours(b, pcs);
             b->sink += pcs[n - 1];
         }
-        b->ours_ns[i] = (double)(bench_now_ns() - t0) / BENCH_REPS / n;
+        b->ours_ns[i] = (double)(pp_clock_ns(CLOCK_MONOTONIC) - t0) / BENCH_REPS / n;
         b->frames_ours = n;
-        t0 = bench_now_ns();
+        t0 = pp_clock_ns(CLOCK_MONOTONIC);
         for (int k = 0; k < BENCH_REPS; k++) {
             n = bench_libgcc(pcs);
             b->sink += pcs[n - 1];
         }
-        b->ub_ns[i] = (double)(bench_now_ns() - t0) / BENCH_REPS / n;
+        b->ub_ns[i] = (double)(pp_clock_ns(CLOCK_MONOTONIC) - t0) / BENCH_REPS / n;
         b->frames_ub = n;
     }
     return 0;

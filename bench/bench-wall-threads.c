@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/clock.h"
 
 static _Atomic int bench_stop;
 static uint64_t bench_samples, bench_lost;
@@ -87,15 +88,6 @@ bench_record(const struct ag_record *rec, void *ctx)
     return 0;
 }
 
-static uint64_t
-bench_now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -131,12 +123,12 @@ main(int argc, char **argv)
     rss0 = bench_rss_mb();
     open0 = bench_openable();
     fds0 = bench_fds(open0);
-    t0 = bench_now_ns();
+    t0 = pp_clock_ns(CLOCK_MONOTONIC);
     if (ag_sampling_acquire(AG_MODE_WALL, hz) != 0) {
         fprintf(stderr, "bench-wall-threads: no wall sampling\n");
         return 1;
     }
-    while (bench_now_ns() - t0 < (uint64_t)seconds * 1000000000u) {
+    while (pp_clock_ns(CLOCK_MONOTONIC) - t0 < (uint64_t)seconds * 1000000000u) {
         usleep(50000);
         (void)!ag_drain(bench_record, NULL);
     }
@@ -144,7 +136,7 @@ main(int argc, char **argv)
     open1 = bench_openable();
     fds1 = bench_fds(open1);
     (void)!ag_sampling_release(AG_MODE_WALL, hz);
-    t1 = bench_now_ns();
+    t1 = pp_clock_ns(CLOCK_MONOTONIC);
     (void)!ag_drain(bench_record, NULL);
     usleep(300000);
     (void)!ag_drain(bench_record, NULL);

@@ -9,13 +9,12 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/clock.h"
+
 static inline uint64_t
 bench_now_ns(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return pp_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* For qsort of doubles, ascending. */

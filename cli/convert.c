@@ -60,7 +60,7 @@ pp_cmd_convert(int argc, char **argv)
         { "from", required_argument, NULL, 'A' },   { "to", required_argument, NULL, 'B' },
         { "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
     };
-    struct pp_profile_filter filter = { 0 };
+    struct pp_load_filter filter = { 0 };
     struct pp_profile *p = NULL;
     enum pp_profile_format fmt = PP_PROFILE_FOLDED;
     const char *format = NULL, *output = NULL;
@@ -131,7 +131,7 @@ pp_cmd_convert(int argc, char **argv)
         fprintf(stderr, "pipeprof convert: %s\n", err);
         return 1;
     }
-    if (pp_profile_load_many(inputs, n_inputs, &filter, &p, err, sizeof(err)) != 0) {
+    if (pp_load_profiles(inputs, n_inputs, &filter, &p, err, sizeof(err)) != 0) {
         fprintf(stderr, "pipeprof convert: %s\n", err);
         goto out;
     }

@@ -353,7 +353,7 @@ pp_sample_is_marker(const struct nt_event *ev)
 }
 
 static int
-pp_on_sample(struct pp_loader *ld, const struct nt_event *ev, const struct pp_profile_filter *flt)
+pp_on_sample(struct pp_loader *ld, const struct nt_event *ev, const struct pp_load_filter *flt)
 {
     int running = ev->payload_size >= 4 && pp_le32(ev->payload) == NT_SAMPLE_MANAGED;
     uint64_t ts = ev->timestamp;
@@ -491,7 +491,7 @@ pp_loader_fini(struct pp_loader *ld)
 }
 
 static ssize_t
-pp_profile_read_fd(void *ctx, void *buf, size_t len)
+pp_load_read_fd(void *ctx, void *buf, size_t len)
 {
     int fd = *(int *)ctx;
     ssize_t n;
@@ -540,10 +540,10 @@ pp_on_process_info(struct pp_loader *ld, const struct nt_event *ev)
  * message in err_msg.
  */
 static int
-pp_load_trace(struct pp_loader *ld, const char *path, const struct pp_profile_filter *filter,
+pp_load_trace(struct pp_loader *ld, const char *path, const struct pp_load_filter *filter,
               int first, char *err_msg, size_t errlen)
 {
-    struct nt_source src = { pp_profile_read_fd, NULL };
+    struct nt_source src = { pp_load_read_fd, NULL };
     struct pp_profile *p = ld->p;
     struct nt_reader *r = NULL;
     struct nt_reader_error rerr;
@@ -670,15 +670,15 @@ pp_loaders_name(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *
 }
 
 int
-pp_profile_load(const char *path, const struct pp_profile_filter *filter, struct pp_profile **out,
+pp_load_profile(const char *path, const struct pp_load_filter *filter, struct pp_profile **out,
                 char *err_msg, size_t errlen)
 {
-    return pp_profile_load_many(&path, 1, filter, out, err_msg, errlen);
+    return pp_load_profiles(&path, 1, filter, out, err_msg, errlen);
 }
 
 int
-pp_profile_load_many(const char *const *paths, size_t n, const struct pp_profile_filter *filter,
-                     struct pp_profile **out, char *err_msg, size_t errlen)
+pp_load_profiles(const char *const *paths, size_t n, const struct pp_load_filter *filter,
+                 struct pp_profile **out, char *err_msg, size_t errlen)
 {
     struct pp_profile *p = NULL;
     struct pp_loader *lds = NULL;

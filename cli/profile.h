@@ -13,7 +13,7 @@
 #include "profile/profile.h"
 
 /* Filters applied while loading. A zeroed struct keeps everything. */
-struct pp_profile_filter {
+struct pp_load_filter {
     uint64_t thread_id;  /* 0: all threads */
     double start_ms;     /* keep samples at or after this time since the trace start */
     double end_ms;       /* 0: no end */
@@ -24,7 +24,7 @@ struct pp_profile_filter {
  * Loads path ("-" for standard input). Returns 0 and stores the profile in *out, or a negative
  * errno with a message in err. Ownership: caller owns *out, release with pp_profile_free().
  */
-PP_MUST_USE int pp_profile_load(const char *path, const struct pp_profile_filter *filter,
+PP_MUST_USE int pp_load_profile(const char *path, const struct pp_load_filter *filter,
                                 struct pp_profile **out, char *err, size_t errlen);
 
 /*
@@ -32,10 +32,10 @@ PP_MUST_USE int pp_profile_load(const char *path, const struct pp_profile_filter
  * trace's frames are named by its own rundown, and each thread is put under its process
  * (pp_profile.processes). Timestamps keep the first trace's clock (pipeprof's traces share the
  * monotonic clock); the filter's times count from each trace's own start. n == 1 is
- * pp_profile_load(). Returns 0 or a negative errno with a message in err.
+ * pp_load_profile(). Returns 0 or a negative errno with a message in err.
  */
-PP_MUST_USE int pp_profile_load_many(const char *const *paths, size_t n,
-                                     const struct pp_profile_filter *filter,
-                                     struct pp_profile **out, char *err, size_t errlen);
+PP_MUST_USE int pp_load_profiles(const char *const *paths, size_t n,
+                                 const struct pp_load_filter *filter, struct pp_profile **out,
+                                 char *err, size_t errlen);
 
 #endif /* PP_CLI_PROFILE_H */

@@ -1076,7 +1076,7 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
     for (i = 0; i < n; i++) {
         paths[i] = files[i].path;
     }
-    if (pp_profile_load_many(paths, n, NULL, &p, err, sizeof(err)) != 0) {
+    if (pp_load_profiles(paths, n, NULL, &p, err, sizeof(err)) != 0) {
         fprintf(stderr, "pipeprof record: reading the trace: %s\n", err);
         goto out;
     }
@@ -1287,115 +1287,133 @@ pp_record_exit_code(const struct pp_record *rc, int recorded)
     return code;
 }
 
-int
-pp_cmd_record(int argc, char **argv)
+/* Makes the private directory the socket lives in (rc->dir, rc->sock). Returns 0, or 1 (said). */
+static int
+pp_record_make_dir(struct pp_record *rc)
 {
-    struct pp_record rc;
-    struct sigaction sa, old_int, old_term, old_hup;
-    struct pp_record_file *files = NULL;
-    char lib[PATH_MAX];
     const char *tmp = getenv("TMPDIR");
-    size_t i, no_samples = 0;
-    int err, recorded = 0, rcode, nfiles;
 
-    memset(&rc, 0, sizeof(rc));
-    rc.mode = "cpu";
-    rc.hz = 100;
-    rc.children = 1;
-    rc.listen_fd = -1;
-    pthread_mutex_init(&rc.tid_lock, NULL);
-    rcode = pp_record_parse(&rc, argc, argv);
-    if (rcode >= 0) {
-        return rcode;
-    }
-    err = pp_record_find_library(lib, sizeof(lib));
-    if (err < 0) {
-        fprintf(stderr,
-                "pipeprof record: the agent library was not found (%s); set PIPEPROF_LIBRARY "
-                "to libpipeprof.so\n",
-                strerror(-err));
-        return 1;
-    }
     if (tmp == NULL || tmp[0] == '\0' || strlen(tmp) > 80) {
         tmp = "/tmp"; /* a longer directory would not leave room for the socket's name */
     }
-    snprintf(rc.dir, sizeof(rc.dir), "%s/pipeprof-record-XXXXXX", tmp);
-    if (mkdtemp(rc.dir) == NULL) {
+    snprintf(rc->dir, sizeof(rc->dir), "%s/pipeprof-record-XXXXXX", tmp);
+    if (mkdtemp(rc->dir) == NULL) {
         fprintf(stderr, "pipeprof record: cannot create a directory in %s: %s\n", tmp,
                 strerror(errno));
         return 1;
     }
     /* Processes of the tree that change their uid still reach the socket: the directory can be
      * passed but not listed, and each connection's process is checked (pp_record_in_tree). */
-    chmod(rc.dir, 0711);
-    snprintf(rc.sock, sizeof(rc.sock), "%s/port.sock", rc.dir);
-    rc.root_out.fd = -1;
-    if (rc.nettrace) {
+    chmod(rc->dir, 0711);
+    snprintf(rc->sock, sizeof(rc->sock), "%s/port.sock", rc->dir);
+    return 0;
+}
+
+/* Opens where CMD's trace streams (rc->trace). Returns 0, or 1 (said; rc->dir removed). */
+static int
+pp_record_open_trace(struct pp_record *rc)
+{
+    rc->root_out.fd = -1;
+    if (rc->nettrace) {
         char why[PATH_MAX + 64];
 
         /* CMD's trace streams into a file beside the output, renamed into place at the end:
          * an earlier recording there stays whole until this one is */
-        if (pp_output_open(&rc.root_out, rc.output, NULL, 0, why, sizeof(why)) != 0) {
+        if (pp_output_open(&rc->root_out, rc->output, NULL, 0, why, sizeof(why)) != 0) {
             fprintf(stderr, "pipeprof record: %s\n", why);
-            rmdir(rc.dir);
+            rmdir(rc->dir);
             return 1;
         }
-        snprintf(rc.trace, sizeof(rc.trace), "%s",
-                 rc.root_out.tmp[0] != '\0' ? rc.root_out.tmp : rc.output);
+        snprintf(rc->trace, sizeof(rc->trace), "%s",
+                 rc->root_out.tmp[0] != '\0' ? rc->root_out.tmp : rc->output);
     } else {
-        snprintf(rc.trace, sizeof(rc.trace), "%s/trace.nettrace", rc.dir);
+        snprintf(rc->trace, sizeof(rc->trace), "%s/trace.nettrace", rc->dir);
     }
-    rc.tids = calloc(PP_RECORD_MAX_THREADS, sizeof(*rc.tids));
-    rc.tty = isatty(2);
-    {
-        /* Every process of the tree holds a few of our fds while its session runs: take the
-         * hard limit (CMD gets the soft one back below, before it starts). */
-        struct rlimit rl;
+    return 0;
+}
 
-        if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-            rc.nofile = rl;
-            rl.rlim_cur = rl.rlim_max;
-            (void)setrlimit(RLIMIT_NOFILE, &rl);
-        }
+/*
+ * Every process of the tree holds a few of our fds while its session runs: take the hard limit
+ * (CMD gets the soft one, rc->nofile, back before it starts).
+ */
+static void
+pp_record_raise_nofile(struct pp_record *rc)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rc->nofile = rl;
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
     }
+}
+
+/* The dispositions of SIGINT, SIGTERM and SIGHUP record replaces while it runs. */
+struct pp_record_sigs {
+    struct sigaction old_int, old_term, old_hup;
+};
+
+static void
+pp_record_sigs_catch(struct pp_record_sigs *old)
+{
+    struct sigaction sa;
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = pp_record_on_signal; /* no SA_RESTART: poll and accept return EINTR */
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    sigaction(SIGHUP, &sa, &old_hup);
-    signal(SIGPIPE, SIG_IGN);
+    sigaction(SIGINT, &sa, &old->old_int);
+    sigaction(SIGTERM, &sa, &old->old_term);
+    sigaction(SIGHUP, &sa, &old->old_hup);
+}
 
-    err = ipc_client_listen(rc.sock, &rc.listen_fd, &rc.sock_file);
+static void
+pp_record_sigs_restore(const struct pp_record_sigs *old)
+{
+    sigaction(SIGINT, &old->old_int, NULL);
+    sigaction(SIGTERM, &old->old_term, NULL);
+    sigaction(SIGHUP, &old->old_hup, NULL);
+}
+
+/*
+ * Listens on rc->sock and forks CMD (with lib preloaded) in its own process group. Returns 0,
+ * or -1 (said). In the child, never returns.
+ */
+static int
+pp_record_start_child(struct pp_record *rc, const char *lib, const struct pp_record_sigs *old)
+{
+    int err = ipc_client_listen(rc->sock, &rc->listen_fd, &rc->sock_file);
+
     if (err < 0) {
-        fprintf(stderr, "pipeprof record: cannot listen on %s: %s\n", rc.sock, strerror(-err));
-        goto out;
+        fprintf(stderr, "pipeprof record: cannot listen on %s: %s\n", rc->sock, strerror(-err));
+        return -1;
     }
-    chmod(rc.sock, 0777);
+    chmod(rc->sock, 0777);
     fflush(NULL);
-    rc.child = fork();
-    if (rc.child < 0) {
+    rc->child = fork();
+    if (rc->child < 0) {
         fprintf(stderr, "pipeprof record: fork: %s\n", strerror(errno));
-        goto out;
+        return -1;
     }
-    if (rc.child == 0) {
-        if (rc.nofile.rlim_cur != 0) {
-            (void)setrlimit(RLIMIT_NOFILE, &rc.nofile);
+    if (rc->child == 0) {
+        if (rc->nofile.rlim_cur != 0) {
+            (void)setrlimit(RLIMIT_NOFILE, &rc->nofile);
         }
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
-        sigaction(SIGHUP, &old_hup, NULL);
+        pp_record_sigs_restore(old);
         signal(SIGPIPE, SIG_DFL);
-        pp_record_spawn_child(&rc, lib);
+        pp_record_spawn_child(rc, lib);
     }
-    setpgid(rc.child, rc.child); /* also here, so that no signal races the child's own call */
-    rc.start_ms = ipc_client_ms();
-    if (pp_record_run(&rc) != 0) {
-        goto out;
-    }
-    pp_record_progress(&rc, 1);
-    for (i = 0; i < rc.image_count; i++) {
-        struct pp_image *img = rc.images[i];
+    setpgid(rc->child, rc->child); /* also here, so that no signal races the child's own call */
+    rc->start_ms = ipc_client_ms();
+    return 0;
+}
+
+/* Once the sessions have ended: joins the stream threads and says which traces are cut. */
+static void
+pp_record_join_images(struct pp_record *rc)
+{
+    size_t i;
+
+    for (i = 0; i < rc->image_count; i++) {
+        struct pp_image *img = rc->images[i];
 
         if (img->thread_started == 1) {
             pthread_join(img->thread, NULL);
@@ -1405,37 +1423,61 @@ pp_cmd_record(int argc, char **argv)
             close(img->file_fd);
             img->file_fd = -1;
         }
-        rc.incomplete += img->cut && !img->root; /* a child killed with CMD, usually */
-        if (img->cut && (img->root || rc.verbose)) {
+        rc->incomplete += img->cut && !img->root; /* a child killed with CMD, usually */
+        if (img->cut && (img->root || rc->verbose)) {
             fprintf(stderr,
                     "pipeprof record: the trace of process %llu is incomplete: %s%s; what "
                     "arrived is kept, closed properly\n",
                     (unsigned long long)img->pid, img->why,
-                    img->root && rc.child_done && WIFSIGNALED(rc.child_status)
+                    img->root && rc->child_done && WIFSIGNALED(rc->child_status)
                             ? " (CMD was killed before it could end the session)"
                             : "");
         }
     }
-    files = calloc(rc.image_count + 1, sizeof(*files));
-    nfiles = files == NULL ? -ENOMEM
-                           : pp_record_write_files(&rc, files, rc.image_count + 1, &no_samples);
-    for (i = 0; rc.nettrace && nfiles > 0 && i < (size_t)nfiles; i++) {
-        if (strcmp(files[i].path, rc.trace) == 0 && pp_record_keep_root(&rc) == 0) {
-            snprintf(files[i].path, sizeof(files[i].path), "%s", rc.output);
+}
+
+/*
+ * Writes the output files from the images' segments (*files: calloc'ed, the caller's to free)
+ * and prints the summary. Returns 1 when something was recorded, else 0.
+ */
+static int
+pp_record_write_outputs(struct pp_record *rc, struct pp_record_file **files)
+{
+    size_t i, no_samples = 0;
+    int nfiles, recorded = 0;
+
+    *files = calloc(rc->image_count + 1, sizeof(**files));
+    nfiles = *files == NULL ? -ENOMEM
+                            : pp_record_write_files(rc, *files, rc->image_count + 1, &no_samples);
+    for (i = 0; rc->nettrace && nfiles > 0 && i < (size_t)nfiles; i++) {
+        if (strcmp((*files)[i].path, rc->trace) == 0 && pp_record_keep_root(rc) == 0) {
+            snprintf((*files)[i].path, sizeof((*files)[i].path), "%s", rc->output);
         }
     }
     if (nfiles > 0) {
-        recorded = pp_record_finish(&rc, files, (size_t)nfiles, no_samples) == 0;
+        recorded = pp_record_finish(rc, *files, (size_t)nfiles, no_samples) == 0;
     } else if (nfiles == 0) {
         fprintf(stderr, "pipeprof record: no session of %s started; nothing was recorded\n",
-                rc.cmd[0]);
+                rc->cmd[0]);
     }
-out:
-    for (i = 0; i < rc.image_count; i++) {
-        struct pp_image *img = rc.images[i];
+    return recorded;
+}
+
+/*
+ * Everything record holds, given back whatever the step it stopped at: stream threads, fds,
+ * segments, the socket and directory, CMD's trace (kept when it holds anything), and CMD itself
+ * (passed the signal that stopped record, then reaped).
+ */
+static void
+pp_record_cleanup(struct pp_record *rc)
+{
+    size_t i;
+
+    for (i = 0; i < rc->image_count; i++) {
+        struct pp_image *img = rc->images[i];
 
         if (img->thread_started == 1) {
-            atomic_store(&rc.abort, 1);
+            atomic_store(&rc->abort, 1);
             pthread_join(img->thread, NULL);
         }
         if (img->stream_fd >= 0) {
@@ -1455,30 +1497,71 @@ out:
         }
         free(img);
     }
-    free(rc.images);
-    free(files);
-    if (rc.listen_fd >= 0) {
-        close(rc.listen_fd);
+    free(rc->images);
+    if (rc->listen_fd >= 0) {
+        close(rc->listen_fd);
     }
-    ipc_sockfile_remove(rc.sock, &rc.sock_file);
-    if (rc.nettrace) {
-        (void)pp_record_keep_root(&rc); /* what CMD's stream brought is kept, also on errors */
+    ipc_sockfile_remove(rc->sock, &rc->sock_file);
+    if (rc->nettrace) {
+        (void)pp_record_keep_root(rc); /* what CMD's stream brought is kept, also on errors */
     }
-    if (!rc.nettrace) {
-        unlink(rc.trace);
+    if (!rc->nettrace) {
+        unlink(rc->trace);
     }
-    rmdir(rc.dir);
-    if (rc.child > 0) {
+    rmdir(rc->dir);
+    if (rc->child > 0) {
         /* Ctrl-C or a termination request: pass it on once the session has ended. */
-        if (pp_record_signal != 0 && !rc.child_done) {
-            kill(-rc.child, pp_record_signal);
+        if (pp_record_signal != 0 && !rc->child_done) {
+            kill(-rc->child, pp_record_signal);
         }
-        pp_record_reap(&rc, 1);
+        pp_record_reap(rc, 1);
     }
-    free(rc.tids);
-    pthread_mutex_destroy(&rc.tid_lock);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    sigaction(SIGHUP, &old_hup, NULL);
+    free(rc->tids);
+    pthread_mutex_destroy(&rc->tid_lock);
+}
+
+int
+pp_cmd_record(int argc, char **argv)
+{
+    struct pp_record rc;
+    struct pp_record_sigs old;
+    struct pp_record_file *files = NULL;
+    char lib[PATH_MAX];
+    int err, recorded = 0, rcode;
+
+    memset(&rc, 0, sizeof(rc));
+    rc.mode = "cpu";
+    rc.hz = 100;
+    rc.children = 1;
+    rc.listen_fd = -1;
+    pthread_mutex_init(&rc.tid_lock, NULL);
+    rcode = pp_record_parse(&rc, argc, argv);
+    if (rcode >= 0) {
+        return rcode;
+    }
+    err = pp_record_find_library(lib, sizeof(lib));
+    if (err < 0) {
+        fprintf(stderr,
+                "pipeprof record: the agent library was not found (%s); set PIPEPROF_LIBRARY "
+                "to libpipeprof.so\n",
+                strerror(-err));
+        return 1;
+    }
+    if (pp_record_make_dir(&rc) != 0 || pp_record_open_trace(&rc) != 0) {
+        return 1;
+    }
+    rc.tids = calloc(PP_RECORD_MAX_THREADS, sizeof(*rc.tids));
+    rc.tty = isatty(2);
+    pp_record_raise_nofile(&rc);
+    pp_record_sigs_catch(&old);
+    signal(SIGPIPE, SIG_IGN);
+    if (pp_record_start_child(&rc, lib, &old) == 0 && pp_record_run(&rc) == 0) {
+        pp_record_progress(&rc, 1);
+        pp_record_join_images(&rc);
+        recorded = pp_record_write_outputs(&rc, &files);
+    }
+    pp_record_cleanup(&rc);
+    free(files);
+    pp_record_sigs_restore(&old);
     return rc.child > 0 ? pp_record_exit_code(&rc, recorded) : 1;
 }

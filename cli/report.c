@@ -247,7 +247,7 @@ pp_cmd_report(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    struct pp_profile_filter filter = { 0 };
+    struct pp_load_filter filter = { 0 };
     struct pp_profile *p = NULL;
     struct pp_func_stat *stats = NULL;
     struct pp_report_time tm;
@@ -313,8 +313,8 @@ pp_cmd_report(int argc, char **argv)
         pp_report_usage(stderr);
         return 2;
     }
-    if (pp_profile_load_many((const char *const *)argv + optind, (size_t)(argc - optind), &filter,
-                             &p, err, sizeof(err)) != 0) {
+    if (pp_load_profiles((const char *const *)argv + optind, (size_t)(argc - optind), &filter, &p,
+                         err, sizeof(err)) != 0) {
         fprintf(stderr, "pipeprof report: %s\n", err);
         return 1;
     }

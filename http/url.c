@@ -8,7 +8,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,23 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/errmsg.h"
 #include "http/http.h"
-
-static int http_url_fail(char *err, size_t errlen, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static int
-http_url_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err != NULL && errlen > 0) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
 
 static void
 http_uuid(char out[37])
@@ -144,16 +128,16 @@ static int
 http_url_unix(const char *path, size_t len, struct http_url *out, char *err, size_t errlen)
 {
     if (len == 0 || path[0] != '/') {
-        return http_url_fail(err, errlen, "the socket path must be absolute (unix:///abs/path)");
+        return pp_errmsg_einval(err, errlen, "the socket path must be absolute (unix:///abs/path)");
     }
     if (len >= sizeof(out->path)) {
-        return http_url_fail(err, errlen, "the socket path is longer than %zu bytes",
-                             sizeof(out->path) - 1);
+        return pp_errmsg_einval(err, errlen, "the socket path is longer than %zu bytes",
+                                sizeof(out->path) - 1);
     }
     memcpy(out->path, path, len);
     out->path[len] = '\0';
     if (memchr(out->path, '\0', len) != NULL) {
-        return http_url_fail(err, errlen, "the socket path contains a NUL byte");
+        return pp_errmsg_einval(err, errlen, "the socket path contains a NUL byte");
     }
     out->family = AF_UNIX;
     out->loopback = 1;
@@ -173,7 +157,7 @@ http_url_inet(const char *hostport, struct http_url *out, int allow_remote, char
     if (hostport[0] == '[') {
         p = strchr(hostport, ']');
         if (p == NULL) {
-            return http_url_fail(err, errlen, "missing ']' after the IPv6 address");
+            return pp_errmsg_einval(err, errlen, "missing ']' after the IPv6 address");
         }
         hostport++;
         hlen = (size_t)(p - hostport);
@@ -185,24 +169,24 @@ http_url_inet(const char *hostport, struct http_url *out, int allow_remote, char
         port_at = p;
     }
     if (hlen == 0 || hlen >= sizeof(host)) {
-        return http_url_fail(err, errlen, "missing or overlong host in the URL");
+        return pp_errmsg_einval(err, errlen, "missing or overlong host in the URL");
     }
     memcpy(host, hostport, hlen);
     host[hlen] = '\0';
     if (*port_at != ':' || port_at[1] < '0' || port_at[1] > '9') {
-        return http_url_fail(err, errlen, "the URL needs a port, as in http://127.0.0.1:7377");
+        return pp_errmsg_einval(err, errlen, "the URL needs a port, as in http://127.0.0.1:7377");
     }
     for (p = port_at + 1; *p >= '0' && *p <= '9'; p++) {
         port = port * 10 + (unsigned long)(*p - '0');
         if (port > 65535) {
-            return http_url_fail(err, errlen, "the port must be 0..65535");
+            return pp_errmsg_einval(err, errlen, "the port must be 0..65535");
         }
     }
     if (*p == '/') {
         p++;
     }
     if (*p != '\0') {
-        return http_url_fail(err, errlen, "the listen URL takes no path, query or user info");
+        return pp_errmsg_einval(err, errlen, "the listen URL takes no path, query or user info");
     }
 
     memset(&out->addr, 0, sizeof(out->addr));
@@ -213,7 +197,7 @@ http_url_inet(const char *hostport, struct http_url *out, int allow_remote, char
         struct sockaddr_in6 *a = (struct sockaddr_in6 *)&out->addr;
 
         if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1) {
-            return http_url_fail(err, errlen, "\"%s\" is not an IPv6 address", host);
+            return pp_errmsg_einval(err, errlen, "\"%s\" is not an IPv6 address", host);
         }
         a->sin6_family = AF_INET6;
         a->sin6_port = htons((uint16_t)port);
@@ -224,10 +208,10 @@ http_url_inet(const char *hostport, struct http_url *out, int allow_remote, char
         struct sockaddr_in *a = (struct sockaddr_in *)&out->addr;
 
         if (inet_pton(AF_INET, host, &a->sin_addr) != 1) {
-            return http_url_fail(err, errlen,
-                                 "\"%s\" is not an IP address (host names are not resolved; "
-                                 "use 127.0.0.1, [::1] or localhost)",
-                                 host);
+            return pp_errmsg_einval(err, errlen,
+                                    "\"%s\" is not an IP address (host names are not resolved; "
+                                    "use 127.0.0.1, [::1] or localhost)",
+                                    host);
         }
         a->sin_family = AF_INET;
         a->sin_port = htons((uint16_t)port);
@@ -235,10 +219,10 @@ http_url_inet(const char *hostport, struct http_url *out, int allow_remote, char
         out->loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
     }
     if (!out->loopback && !allow_remote) {
-        return http_url_fail(err, errlen,
-                             "refusing to listen on %s, which is not a loopback address: the "
-                             "endpoints have no authentication (set allow_remote to insist)",
-                             host);
+        return pp_errmsg_einval(err, errlen,
+                                "refusing to listen on %s, which is not a loopback address: the "
+                                "endpoints have no authentication (set allow_remote to insist)",
+                                host);
     }
     return 0;
 }
@@ -251,10 +235,10 @@ http_url_parse(const char *url, int allow_remote, struct http_url *out, char *er
 
     memset(out, 0, sizeof(*out));
     if (url == NULL || url[0] == '\0') {
-        return http_url_fail(err, errlen, "no listen URL");
+        return pp_errmsg_einval(err, errlen, "no listen URL");
     }
     if (http_url_expand(url, buf, sizeof(buf)) != 0) {
-        return http_url_fail(err, errlen, "the listen URL is too long");
+        return pp_errmsg_einval(err, errlen, "the listen URL is too long");
     }
     if (strncmp(buf, "unix://", 7) == 0) {
         rest = buf + 7;
@@ -264,15 +248,15 @@ http_url_parse(const char *url, int allow_remote, struct http_url *out, char *er
         /* swift-profile-recorder's form: the percent-encoded path is the host */
         rest = buf + 12;
         if (http_unescape(rest, strcspn(rest, "/"), path, sizeof(path)) != 0) {
-            return http_url_fail(err, errlen, "bad percent-encoded socket path in \"%s\"", buf);
+            return pp_errmsg_einval(err, errlen, "bad percent-encoded socket path in \"%s\"", buf);
         }
         return http_url_unix(path, strlen(path), out, err, errlen);
     }
     if (strncmp(buf, "http://", 7) == 0) {
         return http_url_inet(buf + 7, out, allow_remote, err, errlen);
     }
-    return http_url_fail(err, errlen,
-                         "unsupported listen URL \"%.200s\": use http://127.0.0.1:PORT, "
-                         "http://[::1]:PORT or unix:///path",
-                         buf);
+    return pp_errmsg_einval(err, errlen,
+                            "unsupported listen URL \"%.200s\": use http://127.0.0.1:PORT, "
+                            "http://[::1]:PORT or unix:///path",
+                            buf);
 }

@@ -10,9 +10,9 @@
  * that asked (respond, close, read the next request) and logs through the server. All three
  * run on the one loop thread and share one struct ipc_server, so a callback interface between
  * them would add an indirection with no second implementation behind it. The rule that keeps
- * it small: only these three files and upstream.c (the .NET runtime behind the server, in a
- * host it fronts) see each other's internals (this header); everything outside ipc/ sees
- * ipc/ipc.h alone.
+ * it small: only these three files, thread.c, and upstream.c, redirect.c and merge.c (the .NET
+ * runtime behind the server, in a host it fronts; ipc/upstream-internal.h) see each other's
+ * internals (this header); everything outside ipc/ sees ipc/ipc.h alone.
  *
  * Context: everything here runs on the loop thread, except the fields under srv->lock.
  * Handle lifetime: a struct holding uv handles is freed only in the last close callback.
@@ -37,7 +37,7 @@
 struct ipc_session;
 struct ipc_conn;
 struct ipc_upstream; /* upstream.c: one connection to the runtime's own server */
-struct ipc_merge;    /* upstream.c: the runtime's event stream of one merged session */
+struct ipc_merge;    /* merge.c: the runtime's event stream of one merged session */
 
 /* A listening socket: the default one, PIPEPROF_DIAGNOSTIC_PORT, or a ",listen" port. */
 struct ipc_listener {
@@ -244,7 +244,8 @@ void ipc_upstream_collect(struct ipc_conn *c, struct ipc_collect *req);
 void ipc_upstream_stop_session(struct ipc_session *ss);
 /* c is closing while the runtime answers its command. */
 void ipc_upstream_conn_closed(struct ipc_conn *c);
-/* Writes the runtime events queued for ss; returns 1 once its stream has ended, else 0. */
+/* merge.c: the runtime's stream of a merged session, read by a thread of its own.
+ * Writes the runtime events queued for ss; returns 1 once its stream has ended, else 0. */
 int ipc_merge_pump(struct ipc_session *ss, int congested);
 /* Starts reading the runtime's stream on fd (taken, also on failure) in a thread of its own. */
 PP_MUST_USE int ipc_merge_new(struct ipc_server *s, int fd, struct ipc_merge **out);
@@ -252,7 +253,8 @@ PP_MUST_USE int ipc_merge_new(struct ipc_server *s, int fd, struct ipc_merge **o
 void ipc_merge_sync(const struct ipc_merge *m, uint64_t *ticks, int64_t *unix_ns);
 /* Ends the reading of the runtime's stream and drops the session's reference. */
 void ipc_merge_release(struct ipc_merge *m);
-/* Starts a detached thread with every signal blocked. */
-PP_MUST_USE int ipc_thread_start(void *(*fn)(void *), void *arg);
+/* thread.c: starts fn(arg) on a new thread with every signal blocked in it; joinable NULL: the
+ * thread is detached, else *joinable is it (uv_thread_join). Returns 0 or -errno. */
+PP_MUST_USE int ipc_thread_start(uv_thread_t *joinable, void (*fn)(void *), void *arg);
 
 #endif /* IPC_INTERNAL_H */

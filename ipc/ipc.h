@@ -2,8 +2,9 @@
 /*
  * ipc/ipc.h - pp_ipc: the .NET diagnostic IPC protocol, as a pure codec (protocol.c, ports.c:
  * no I/O, fuzzable) and as a server that impersonates the runtime's diagnostic server (server.c,
- * conn.c, session.c: libuv, on its own thread). Byte reference: the shared ipc-protocol.md; the
- * design (threads, state machine, limits, environment) is in docs/ipc.md.
+ * conn.c, session.c: libuv, on its own thread). Byte reference: the shared ipc-protocol.md, whose
+ * sections the comments cite (docs/formats.md maps them to dotnet/diagnostics' public
+ * ipc-protocol.md); the design (threads, state machine, limits, environment) is in docs/ipc.md.
  *
  * Codec functions work on caller buffers, never allocate except where a function says so, and
  * treat every input as hostile: they return -EBADMSG (malformed), -EPROTO (wrong magic) or

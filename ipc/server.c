@@ -715,7 +715,6 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     struct ipc_port_list ports = { NULL, 0 };
     struct ipc_server *s;
     pthread_condattr_t ca;
-    sigset_t all, old;
     size_t i;
     int err, loop_ok = 0;
 
@@ -817,12 +816,7 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
             ipc_port_connect(&s->ports[i]);
         }
     }
-    /* The loop thread takes no signal: no SIGPIPE from a vanished client, no sampling signal,
-     * no host handler running on a thread the host does not know. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    err = uv_thread_create(&s->thread, ipc_server_thread_main, s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    err = ipc_thread_start(&s->thread, ipc_server_thread_main, s); /* takes no signal */
     if (err < 0) {
         goto out;
     }

@@ -378,11 +378,27 @@ nt_walk_emit(struct nt_walk *w, const struct nt_value *v)
     return w->fn != NULL ? w->fn(w->ctx, v) : 0;
 }
 
+/* The n-byte (1, 2, 4 or 8) little-endian unsigned integer at p. */
+static uint64_t
+nt_load_le(const uint8_t *p, size_t n)
+{
+    return n == 1 ? p[0] : n == 2 ? nt_load_u16le(p) : n == 4 ? nt_load_u32le(p) : nt_load_u64le(p);
+}
+
+/* u, an n-byte two's complement integer, widened with its sign. */
+static int64_t
+nt_sign_extend(uint64_t u, size_t n)
+{
+    return n == 1 ? (int8_t)u : n == 2 ? (int16_t)u : n == 4 ? (int32_t)u : (int64_t)u;
+}
+
 /* Reads one scalar of type into v and formats it in format mode. */
 static int
 nt_walk_scalar(struct nt_walk *w, struct nt_value *v)
 {
     const uint8_t *start = w->p;
+    /* Fixed-size types take their bytes here once; the cases below only interpret p. */
+    size_t n = nt_type_fixed_size(v->type, NULL, 0, 0);
     const uint8_t *p = NULL;
     struct nt_text *t = w->text;
     char guid[37];
@@ -391,33 +407,27 @@ nt_walk_scalar(struct nt_walk *w, struct nt_value *v)
     float f;
     double d;
 
-    switch (v->type) {
-    case NT_TYPE_BOOLEAN:
-    case NT_TYPE_BOOLEAN8:
-        p = nt_walk_take(w, v->type == NT_TYPE_BOOLEAN ? 4 : 1);
+    if (n > 0) {
+        p = nt_walk_take(w, n);
         if (p == NULL) {
             return -EBADMSG;
         }
-        v->i = v->type == NT_TYPE_BOOLEAN ? nt_load_u32le(p) != 0 : p[0] != 0;
+    }
+    switch (v->type) {
+    case NT_TYPE_BOOLEAN:
+    case NT_TYPE_BOOLEAN8:
+        v->i = nt_load_le(p, n) != 0;
         if (t != NULL) {
             nt_text_str(t, v->i ? "true" : "false");
         }
         break;
     case NT_TYPE_CHAR:
-        p = nt_walk_take(w, 2);
-        if (p == NULL) {
-            return -EBADMSG;
-        }
         v->i = nt_load_u16le(p);
         if (t != NULL) {
             nt_text_utf16(t, p, 2);
         }
         break;
     case NT_TYPE_UTF8_CODE_UNIT:
-        p = nt_walk_take(w, 1);
-        if (p == NULL) {
-            return -EBADMSG;
-        }
         v->u = p[0];
         v->i = p[0];
         if (t != NULL) {
@@ -431,95 +441,48 @@ nt_walk_scalar(struct nt_walk *w, struct nt_value *v)
     case NT_TYPE_SBYTE:
     case NT_TYPE_INT16:
     case NT_TYPE_INT32:
-    case NT_TYPE_INT64: {
-        size_t n = v->type == NT_TYPE_SBYTE   ? 1
-                   : v->type == NT_TYPE_INT16 ? 2
-                   : v->type == NT_TYPE_INT32 ? 4
-                                              : 8;
-
-        p = nt_walk_take(w, n);
-        if (p == NULL) {
-            return -EBADMSG;
-        }
-        v->i = n == 1   ? (int8_t)p[0]
-               : n == 2 ? (int16_t)nt_load_u16le(p)
-               : n == 4 ? (int32_t)nt_load_u32le(p)
-                        : (int64_t)nt_load_u64le(p);
+    case NT_TYPE_INT64:
+        v->i = nt_sign_extend(nt_load_le(p, n), n);
         if (t != NULL) {
             nt_text_printf(t, "%" PRId64, v->i);
         }
         break;
-    }
     case NT_TYPE_BYTE:
     case NT_TYPE_UINT16:
     case NT_TYPE_UINT32:
-    case NT_TYPE_UINT64: {
-        size_t n = v->type == NT_TYPE_BYTE     ? 1
-                   : v->type == NT_TYPE_UINT16 ? 2
-                   : v->type == NT_TYPE_UINT32 ? 4
-                                               : 8;
-
-        p = nt_walk_take(w, n);
-        if (p == NULL) {
-            return -EBADMSG;
-        }
-        v->u = n == 1   ? p[0]
-               : n == 2 ? nt_load_u16le(p)
-               : n == 4 ? nt_load_u32le(p)
-                        : nt_load_u64le(p);
+    case NT_TYPE_UINT64:
+        v->u = nt_load_le(p, n);
         if (t != NULL) {
             nt_text_printf(t, "%" PRIu64, v->u);
         }
         break;
-    }
     case NT_TYPE_SINGLE:
-        p = nt_walk_take(w, 4);
-        if (p == NULL) {
-            return -EBADMSG;
-        }
-        u32 = nt_load_u32le(p);
-        memcpy(&f, &u32, 4);
-        v->f = f;
-        if (t != NULL) {
-            nt_text_double(t, v->f, 1);
-        }
-        break;
     case NT_TYPE_DOUBLE:
-        p = nt_walk_take(w, 8);
-        if (p == NULL) {
-            return -EBADMSG;
+        if (n == 4) {
+            u32 = nt_load_u32le(p);
+            memcpy(&f, &u32, 4);
+            v->f = f;
+        } else {
+            u64 = nt_load_u64le(p);
+            memcpy(&d, &u64, 8);
+            v->f = d;
         }
-        u64 = nt_load_u64le(p);
-        memcpy(&d, &u64, 8);
-        v->f = d;
         if (t != NULL) {
-            nt_text_double(t, v->f, 0);
+            nt_text_double(t, v->f, n == 4);
         }
         break;
     case NT_TYPE_DECIMAL:
-        p = nt_walk_take(w, 16);
-        if (p == NULL) {
-            return -EBADMSG;
-        }
         if (t != NULL) {
             nt_text_decimal(t, p);
         }
         break;
     case NT_TYPE_DATETIME:
-        p = nt_walk_take(w, 8);
-        if (p == NULL) {
-            return -EBADMSG;
-        }
         v->u = nt_load_u64le(p);
         if (t != NULL) {
             nt_text_filetime(t, v->u);
         }
         break;
     case NT_TYPE_GUID:
-        p = nt_walk_take(w, 16);
-        if (p == NULL) {
-            return -EBADMSG;
-        }
         if (t != NULL) {
             nt_guid_format(p, guid);
             nt_text_str(t, guid);

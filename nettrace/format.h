@@ -2,7 +2,8 @@
 /*
  * nettrace/format.h - wire constants of the nettrace format, shared by the writer and the
  * reader. Each group names the section of the format notes (docs/nettrace-format.md of the
- * shared reference) it comes from. Public: tools and tests may include it.
+ * shared reference; docs/formats.md maps its sections to the public specification) it comes
+ * from. Public: tools and tests may include it.
  */
 #ifndef NT_FORMAT_H
 #define NT_FORMAT_H

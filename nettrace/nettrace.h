@@ -2,7 +2,8 @@
 /*
  * nettrace/nettrace.h - libnettrace: a streaming writer for NetTrace V5 and a streaming reader
  * for V4, V5 and V6 (V3 "netperf" optional). Byte-level reference: docs/nettrace-format.md of
- * the shared notes, and docs/architecture.md.
+ * the shared notes, whose sections "format doc N" cites (docs/formats.md says what each covers
+ * and links the public specification), and docs/architecture.md.
  *
  * The writer appends blocks to a sink and never seeks, so a file and a socket are the same to
  * it. Its memory is bounded by the block size plus the stack-intern table of one

@@ -451,6 +451,42 @@ enum nt_layout {
 static int nt_md_fields(struct nt_cursor *c, struct nt_mdb *b, enum nt_layout layout,
                         unsigned depth, const struct nt_field **out, uint32_t *count);
 
+/*
+ * Reads one name in the layout's encoding (V6: UTF-8 after its length; V3-V5: UTF-16 up to a
+ * NUL) and copies it into b as UTF-8. *name is left as it was when the name does not parse.
+ */
+static int
+nt_md_name(struct nt_cursor *c, struct nt_mdb *b, enum nt_layout layout, const char **name)
+{
+    const uint8_t *s;
+    size_t len;
+
+    if (layout == NT_LAYOUT_V6) {
+        if (nt_cursor_str6(c, &s, &len) != 0) {
+            return -EBADMSG;
+        }
+        *name = nt_mdb_utf8(b, s, len);
+    } else {
+        if (nt_cursor_utf16z(c, &s, &len) != 0) {
+            return -EBADMSG;
+        }
+        *name = nt_mdb_utf16(b, s, len);
+    }
+    return 0;
+}
+
+/* The head V5 and V6 metadata share (format doc 5.1, 5.3): ids and names, in d. */
+static int
+nt_md_head(struct nt_cursor *c, struct nt_mdb *b, enum nt_layout layout, struct nt_event_desc *d)
+{
+    d->metadata_id = layout == NT_LAYOUT_V6 ? nt_cursor_varu32(c) : nt_cursor_u32(c);
+    if (nt_md_name(c, b, layout, &d->provider) != 0) {
+        return -EBADMSG;
+    }
+    d->event_id = layout == NT_LAYOUT_V6 ? nt_cursor_varu32(c) : nt_cursor_u32(c);
+    return nt_md_name(c, b, layout, &d->name);
+}
+
 static int
 nt_md_type_ok(uint32_t code, enum nt_layout layout)
 {
@@ -530,15 +566,13 @@ nt_md_fields(struct nt_cursor *c, struct nt_mdb *b, enum nt_layout layout, unsig
     fields = nt_mdb_alloc(b, (size_t)n * sizeof(*fields), _Alignof(struct nt_field));
     for (i = 0; i < n; i++) {
         struct nt_field f;
-        const uint8_t *s = NULL;
-        size_t len = 0;
 
         memset(&f, 0, sizeof(f));
         if (layout == NT_LAYOUT_V1) {
-            if (nt_md_type(c, b, layout, depth, &f, 0) != 0 || nt_cursor_utf16z(c, &s, &len) != 0) {
+            if (nt_md_type(c, b, layout, depth, &f, 0) != 0 ||
+                nt_md_name(c, b, layout, &f.name) != 0) {
                 return -EBADMSG;
             }
-            f.name = nt_mdb_utf16(b, s, len);
         } else {
             struct nt_cursor sub;
             uint64_t fat = nt_cursor_offset(c);
@@ -557,13 +591,7 @@ nt_md_fields(struct nt_cursor *c, struct nt_mdb *b, enum nt_layout layout, unsig
             }
             nt_cursor_init(&sub, body, size, nt_cursor_offset(c) - size,
                            "metadata field runs past its size");
-            if (layout == NT_LAYOUT_V2) {
-                if (nt_cursor_utf16z(&sub, &s, &len) == 0) {
-                    f.name = nt_mdb_utf16(b, s, len);
-                }
-            } else if (nt_cursor_str6(&sub, &s, &len) == 0) {
-                f.name = nt_mdb_utf8(b, s, len);
-            }
+            (void)nt_md_name(&sub, b, layout, &f.name); /* a bad name fails the cursor */
             if (nt_cursor_ok(&sub)) {
                 nt_md_type(&sub, b, layout, depth, &f, 0);
             }
@@ -580,30 +608,13 @@ nt_md_fields(struct nt_cursor *c, struct nt_mdb *b, enum nt_layout layout, unsig
     return 0;
 }
 
-/* Parses a V3-V5 metadata payload (format doc 5.1) into b. */
+/* The rest of a V3-V5 metadata payload after its head (format doc 5.1), into md and b. */
 static int
-nt_md_parse_v5(struct nt_cursor *c, struct nt_mdb *b)
+nt_md_rest_v5(struct nt_cursor *c, struct nt_mdb *b, struct nt_event_desc *md)
 {
-    struct nt_event_desc *d = nt_mdb_alloc(b, sizeof(*d), _Alignof(struct nt_event_desc));
-    struct nt_event_desc tmp;
-    const uint8_t *s;
-    size_t len;
-
-    memset(&tmp, 0, sizeof(tmp));
-    c->short_reason = "metadata record truncated";
-    tmp.metadata_id = nt_cursor_u32(c);
-    if (nt_cursor_utf16z(c, &s, &len) != 0) {
-        return -EBADMSG;
-    }
-    tmp.provider = nt_mdb_utf16(b, s, len);
-    tmp.event_id = nt_cursor_u32(c);
-    if (nt_cursor_utf16z(c, &s, &len) != 0) {
-        return -EBADMSG;
-    }
-    tmp.name = nt_mdb_utf16(b, s, len);
-    tmp.keywords = nt_cursor_u64(c);
-    tmp.version = nt_cursor_u32(c);
-    tmp.level = nt_cursor_u32(c);
+    md->keywords = nt_cursor_u64(c);
+    md->version = nt_cursor_u32(c);
+    md->level = nt_cursor_u32(c);
     if (!nt_cursor_ok(c)) {
         return -EBADMSG;
     }
@@ -615,9 +626,9 @@ nt_md_parse_v5(struct nt_cursor *c, struct nt_mdb *b)
         struct nt_cursor v1 = *c;
 
         v1.short_reason = "metadata field list truncated";
-        if (nt_md_fields(&v1, b, NT_LAYOUT_V1, 0, &tmp.fields, &tmp.field_count) != 0) {
-            tmp.fields = NULL;
-            tmp.field_count = 0;
+        if (nt_md_fields(&v1, b, NT_LAYOUT_V1, 0, &md->fields, &md->field_count) != 0) {
+            md->fields = NULL;
+            md->field_count = 0;
             c->p = c->end;
         } else {
             c->p = v1.p;
@@ -640,7 +651,7 @@ nt_md_parse_v5(struct nt_cursor *c, struct nt_mdb *b)
         body = nt_cursor_take(c, size);
         nt_cursor_init(&tag, body, size, nt_cursor_offset(c) - size, "metadata tag truncated");
         if (kind == NT_METADATA_TAG_OPCODE) {
-            tmp.opcode = nt_cursor_u8(&tag);
+            md->opcode = nt_cursor_u8(&tag);
             if (!nt_cursor_ok(&tag)) {
                 return nt_cursor_fail_at(c, tag.err_offset, tag.err);
             }
@@ -649,43 +660,24 @@ nt_md_parse_v5(struct nt_cursor *c, struct nt_mdb *b)
             uint32_t n;
 
             if (nt_md_fields(&tag, b, NT_LAYOUT_V2, 0, &f, &n) == 0) {
-                tmp.fields = f;
-                tmp.field_count = n;
+                md->fields = f;
+                md->field_count = n;
             } else {
-                tmp.fields = NULL; /* as TraceEvent: unparsable parameters = no fields */
-                tmp.field_count = 0;
+                md->fields = NULL; /* as TraceEvent: unparsable parameters = no fields */
+                md->field_count = 0;
             }
         }
         /* Unknown tags are skipped by size (format doc 5.1). */
     }
-    if (d != NULL) {
-        *d = tmp;
-    }
     return 0;
 }
 
-/* Parses one V6 metadata row body (format doc 5.3) into b. */
+/* The rest of a V6 metadata row after its head (format doc 5.3), into md and b. */
 static int
-nt_md_parse_v6(struct nt_cursor *c, struct nt_mdb *b)
+nt_md_rest_v6(struct nt_cursor *c, struct nt_mdb *b, struct nt_event_desc *md)
 {
-    struct nt_event_desc *d = nt_mdb_alloc(b, sizeof(*d), _Alignof(struct nt_event_desc));
-    struct nt_event_desc tmp;
-    const uint8_t *s;
-    size_t len;
-
-    memset(&tmp, 0, sizeof(tmp));
-    tmp.metadata_id = nt_cursor_varu32(c);
-    if (nt_cursor_str6(c, &s, &len) != 0) {
-        return -EBADMSG;
-    }
-    tmp.provider = nt_mdb_utf8(b, s, len);
-    tmp.event_id = nt_cursor_varu32(c);
-    if (nt_cursor_str6(c, &s, &len) != 0) {
-        return -EBADMSG;
-    }
-    tmp.name = nt_mdb_utf8(b, s, len);
-    tmp.level = 5;
-    if (nt_md_fields(c, b, NT_LAYOUT_V6, 0, &tmp.fields, &tmp.field_count) != 0) {
+    md->level = 5;
+    if (nt_md_fields(c, b, NT_LAYOUT_V6, 0, &md->fields, &md->field_count) != 0) {
         return -EBADMSG;
     }
     if (nt_cursor_left(c) > 0) {
@@ -702,10 +694,10 @@ nt_md_parse_v6(struct nt_cursor *c, struct nt_mdb *b)
 
             switch (kind) {
             case 1:
-                tmp.opcode = nt_cursor_u8(&opt);
+                md->opcode = nt_cursor_u8(&opt);
                 break;
             case 3:
-                tmp.keywords = nt_cursor_u64(&opt);
+                md->keywords = nt_cursor_u64(&opt);
                 break;
             case 4:
             case 5:
@@ -719,10 +711,10 @@ nt_md_parse_v6(struct nt_cursor *c, struct nt_mdb *b)
                 (void)nt_cursor_take(&opt, 16);
                 break;
             case 8:
-                tmp.level = nt_cursor_u8(&opt);
+                md->level = nt_cursor_u8(&opt);
                 break;
             case 9:
-                tmp.version = nt_cursor_u8(&opt);
+                md->version = nt_cursor_u8(&opt);
                 break;
             default:
                 nt_cursor_fail_at(&opt, nt_cursor_offset(&opt) - 1,
@@ -735,10 +727,33 @@ nt_md_parse_v6(struct nt_cursor *c, struct nt_mdb *b)
         }
     }
     /* The rest of the row is reserved for future versions. */
-    if (d != NULL) {
+    return 0;
+}
+
+/*
+ * Parses one metadata record into b: the event description first (nt_reader_add_metadata reads
+ * it back at b's start), then what it points to. The head is the same in every version; the
+ * rest is V3-V5's (format doc 5.1) or V6's (5.3).
+ */
+static int
+nt_md_parse(struct nt_cursor *c, struct nt_mdb *b, int v6)
+{
+    struct nt_event_desc *d = nt_mdb_alloc(b, sizeof(*d), _Alignof(struct nt_event_desc));
+    struct nt_event_desc tmp;
+    int err;
+
+    memset(&tmp, 0, sizeof(tmp));
+    if (!v6) {
+        c->short_reason = "metadata record truncated";
+    }
+    if (nt_md_head(c, b, v6 ? NT_LAYOUT_V6 : NT_LAYOUT_V1, &tmp) != 0) {
+        return -EBADMSG;
+    }
+    err = v6 ? nt_md_rest_v6(c, b, &tmp) : nt_md_rest_v5(c, b, &tmp);
+    if (err == 0 && d != NULL) {
         *d = tmp;
     }
-    return 0;
+    return err;
 }
 
 /* Parses one metadata record at [p, p + n) (stream offset off) and adds it to the table. */
@@ -751,7 +766,7 @@ nt_reader_add_metadata(struct nt_reader *r, const uint8_t *p, size_t n, uint64_t
     int err;
 
     nt_cursor_init(&c, p, n, off, "metadata record truncated");
-    err = r->major == 6 ? nt_md_parse_v6(&c, &b) : nt_md_parse_v5(&c, &b);
+    err = nt_md_parse(&c, &b, r->major == 6);
     if (err != 0) {
         return nt_reader_fail_cursor(r, &c);
     }
@@ -771,7 +786,7 @@ nt_reader_add_metadata(struct nt_reader *r, const uint8_t *p, size_t n, uint64_t
     b.cap = b.used;
     b.used = 0;
     nt_cursor_init(&c, p, n, off, "metadata record truncated");
-    err = r->major == 6 ? nt_md_parse_v6(&c, &b) : nt_md_parse_v5(&c, &b);
+    err = nt_md_parse(&c, &b, r->major == 6);
     d = (void *)b.out; /* malloc memory: aligned for any type */
     if (err != 0 || b.used != b.cap) {
         free(b.out); /* cannot happen: both passes see the same bytes */

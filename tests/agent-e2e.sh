@@ -6,11 +6,9 @@
 # dotnet-trace is installed, it records the same host and `dotnet-trace convert` to speedscope
 # shows the native function names; otherwise that part skips loudly.
 source "$(dirname "$0")/ipc-lib.sh"
+source "$(dirname "$0")/workload-lib.sh"
 WORKLOAD=$B/samples/pp-sample-workload
 [[ -x $WORKLOAD ]] || fail "missing $WORKLOAD"
-
-# json_get FILE PYTHON-EXPR: evaluates EXPR with r = the report's JSON.
-json_get() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 # CPU mode: worker-a splits its CPU 3:1 between fn_a and fn_b, worker-b runs fn_c only.
 LD_PRELOAD=$PRELOAD "$WORKLOAD" 4 >"$T/cpu.out" & PP_PIDS+=($!); W=$!
@@ -18,17 +16,7 @@ wait_socket "$W" >/dev/null
 "$PIPEPROF" collect -p "$W" --duration 2 -o "$T/cpu.nettrace" >"$T/collect.log" 2>&1 ||
   { cat "$T/collect.log"; fail "pipeprof collect -p"; }
 wait "$W" || fail "the workload failed under the agent"
-grep -q "^worker-a cpu .* checksum " "$T/cpu.out" || fail "the workload's output changed: $(cat "$T/cpu.out")"
-"$PIPEPROF" report --format json --top 50 "$T/cpu.nettrace" >"$T/cpu.json"
-samples=$(json_get "$T/cpu.json" "r['samples']")
-[[ $samples -ge 50 ]] || fail "only $samples samples in 2 s of two busy threads"
-for fn in fn_a fn_b fn_c; do
-  n=$(json_get "$T/cpu.json" "sum(f['self'] for f in r['top_self'] if f['function'] == 'pp-sample-workload!pp_workload_$fn')")
-  [[ $n -gt 0 ]] || fail "pp_workload_$fn is not named in the report"
-done
-a=$(json_get "$T/cpu.json" "sum(f['self'] for f in r['top_self'] if f['function'].endswith('!pp_workload_fn_a'))")
-b=$(json_get "$T/cpu.json" "sum(f['self'] for f in r['top_self'] if f['function'].endswith('!pp_workload_fn_b'))")
-[[ $a -gt $b ]] || fail "fn_a ($a) should have about 3 times the samples of fn_b ($b)"
+workload_check_cpu 50 2
 waiting=$(json_get "$T/cpu.json" "r['waiting_samples']")
 [[ $waiting -eq 0 ]] || fail "CPU mode reported $waiting waiting samples"
 note "cpu mode: $samples samples, fn_a $a, fn_b $b"
@@ -44,11 +32,7 @@ grep -q "^worker-a cpu .* checksum " "$T/wall.out" || fail "the workload's outpu
 "$PIPEPROF" report --format json --threads "$T/wall.nettrace" >"$T/wall.json"
 waiting=$(json_get "$T/wall.json" "r['waiting_samples']")
 [[ $waiting -gt 50 ]] || fail "wall mode: only $waiting waiting samples of the sleeping main thread"
-names=$(json_get "$T/wall.json" "' '.join(t['name'] for t in r['per_thread'])")
-[[ $names == *worker-a* && $names == *worker-b* ]] || fail "thread names missing: $names"
-"$PIPEPROF" convert --format folded "$T/wall.nettrace" >"$T/wall.folded"
-grep -q "^worker-b ([0-9]*);.*pp-sample-workload!pp_workload_fn_c [0-9]*$" "$T/wall.folded" ||
-  fail "folded output lacks worker-b's stack"
+workload_check_wall_threads
 note "wall mode: $waiting waiting samples; threads: $names"
 
 DT=$(command -v dotnet-trace || true)

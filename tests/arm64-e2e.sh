@@ -9,13 +9,13 @@
 # natively). The
 # workload's own output must be unchanged by the agent.
 source "$(dirname "$0")/ipc-lib.sh"
+source "$(dirname "$0")/workload-lib.sh"
 H=${PP_HOST_BINARY_DIR:-$S/build}
 QEMU=${PP_QEMU_AARCH64:-qemu-aarch64}
 command -v "$QEMU" >/dev/null || skip "$QEMU is not installed (qemu-user)"
 [[ -x $H/bin/pipeprof ]] || skip "no host build at $H (build it first, or set PP_HOST_BINARY_DIR)"
 PIPEPROF=$H/bin/pipeprof
 WORKLOAD=$B/samples/pp-sample-workload
-json_get() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"; }
 # emulated NAME SECONDS: the workload under qemu with the agent; sets W to its pid.
 emulated() {
   "$QEMU" -L / -E "LD_PRELOAD=$SHIM" -E "TMPDIR=$TMPDIR" "$WORKLOAD" "$2" >"$T/$1.out" 2>"$T/$1.err" &
@@ -28,17 +28,7 @@ emulated cpu 5
 "$PIPEPROF" collect -p "$W" --duration 3 -o "$T/cpu.nettrace" >"$T/collect.log" 2>&1 ||
   { cat "$T/collect.log"; fail "pipeprof collect -p (cpu)"; }
 wait "$W" || { cat "$T/cpu.err"; fail "the workload failed under the agent"; }
-grep -q "^worker-a cpu .* checksum " "$T/cpu.out" || fail "the workload's output changed: $(cat "$T/cpu.out")"
-"$PIPEPROF" report --format json --top 50 "$T/cpu.nettrace" >"$T/cpu.json"
-samples=$(json_get "$T/cpu.json" "r['samples']")
-[[ $samples -ge 30 ]] || fail "only $samples samples in 3 s of two busy threads"
-for fn in fn_a fn_b fn_c; do
-  n=$(json_get "$T/cpu.json" "sum(f['self'] for f in r['top_self'] if f['function'] == 'pp-sample-workload!pp_workload_$fn')")
-  [[ $n -gt 0 ]] || fail "pp_workload_$fn is not named in the report"
-done
-a=$(json_get "$T/cpu.json" "sum(f['self'] for f in r['top_self'] if f['function'].endswith('!pp_workload_fn_a'))")
-b=$(json_get "$T/cpu.json" "sum(f['self'] for f in r['top_self'] if f['function'].endswith('!pp_workload_fn_b'))")
-[[ $a -gt $b ]] || fail "fn_a ($a) should have about 3 times the samples of fn_b ($b)"
+workload_check_cpu 30 3
 note "cpu mode under qemu: $samples samples, fn_a $a, fn_b $b"
 
 emulated wall 5
@@ -56,10 +46,6 @@ lost=$(json_get "$T/wall.json" "r['lost_samples']")
 [[ $((waiting + lost)) -gt 30 ]] ||
   fail "wall mode: only $waiting waiting samples and $lost lost of the sleeping main thread"
 ((lost == 0)) || note "NOTE (loud): $lost waiting samples lost: /proc/TID/syscall is qemu's, not the program's"
-names=$(json_get "$T/wall.json" "' '.join(t['name'] for t in r['per_thread'])")
-[[ $names == *worker-a* && $names == *worker-b* ]] || fail "thread names missing: $names"
-"$PIPEPROF" convert --format folded "$T/wall.nettrace" >"$T/wall.folded"
-grep -q "^worker-b ([0-9]*);.*pp-sample-workload!pp_workload_fn_c [0-9]*$" "$T/wall.folded" ||
-  fail "folded output lacks worker-b's stack"
+workload_check_wall_threads
 note "wall mode under qemu: $waiting waiting samples; threads: $names"
 echo "arm64-e2e: ok"

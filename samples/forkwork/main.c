@@ -17,32 +17,25 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 #define FW_WORKERS  3
 #define FW_NOINLINE __attribute__((noinline, used))
 
 static volatile uint64_t fw_sink;
 
-static uint64_t
-fw_cpu_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Burns until this process has used `ns` more CPU time. */
 static void
 fw_burn(uint64_t ns)
 {
-    uint64_t end = fw_cpu_ns() + ns, x = fw_sink;
+    uint64_t end = pp_clock_ns(CLOCK_PROCESS_CPUTIME_ID) + ns, x = fw_sink;
     int i;
 
     do {
         for (i = 0; i < 20000; i++) {
             x = x * 6364136223846793005u + 1442695040888963407u;
         }
-    } while (fw_cpu_ns() < end);
+    } while (pp_clock_ns(CLOCK_PROCESS_CPUTIME_ID) < end);
     fw_sink = x;
 }
 
@@ -93,7 +86,7 @@ main(int argc, char **argv)
 
             close(fds[i][0]);
             fw_workers[i]((uint64_t)(i + 1) * ms * 1000000u);
-            used = fw_cpu_ns();
+            used = pp_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
             if (write(fds[i][1], &used, sizeof(used)) != (ssize_t)sizeof(used)) {
                 _exit(3);
             }

@@ -17,41 +17,26 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/clock.h"
+
 #define GT_NOINLINE __attribute__((noinline, used))
 
 static volatile uint64_t gt_sink;
 static double gt_seconds = 3.0;
 
-static uint64_t
-gt_now(clockid_t clk)
-{
-    struct timespec ts;
-
-    clock_gettime(clk, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Burns CPU for about ns nanoseconds of wall time in user space. */
 static void
 gt_burn(uint64_t ns)
 {
-    uint64_t end = gt_now(CLOCK_MONOTONIC) + ns, x = gt_sink;
+    uint64_t end = pp_clock_ns(CLOCK_MONOTONIC) + ns, x = gt_sink;
     int i;
 
     do {
         for (i = 0; i < 2000; i++) {
             x = x * 6364136223846793005u + 1442695040888963407u;
         }
-    } while (gt_now(CLOCK_MONOTONIC) < end);
+    } while (pp_clock_ns(CLOCK_MONOTONIC) < end);
     gt_sink = x;
-}
-
-static void
-gt_sleep(uint64_t ns)
-{
-    struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
-
-    nanosleep(&ts, NULL);
 }
 
 struct gt_thread {
@@ -63,7 +48,7 @@ struct gt_thread {
 GT_NOINLINE static void
 gt_steady(uint64_t until)
 {
-    while (gt_now(CLOCK_MONOTONIC) < until) {
+    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
         gt_burn(1000000);
     }
 }
@@ -71,27 +56,27 @@ gt_steady(uint64_t until)
 GT_NOINLINE static void
 gt_burst_short(uint64_t until)
 {
-    while (gt_now(CLOCK_MONOTONIC) < until) {
+    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
         gt_burn(1500000);
-        gt_sleep(2500000);
+        pp_sleep_ns(2500000);
     }
 }
 
 GT_NOINLINE static void
 gt_burst_long(uint64_t until)
 {
-    while (gt_now(CLOCK_MONOTONIC) < until) {
+    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
         gt_burn(7000000);
-        gt_sleep(1000000);
+        pp_sleep_ns(1000000);
     }
 }
 
 GT_NOINLINE static void
 gt_burst_tiny(uint64_t until)
 {
-    while (gt_now(CLOCK_MONOTONIC) < until) {
+    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
         gt_burn(600000);
-        gt_sleep(5400000);
+        pp_sleep_ns(5400000);
     }
 }
 
@@ -99,10 +84,10 @@ static void *
 gt_main(void *p)
 {
     struct gt_thread *t = p;
-    uint64_t c0 = gt_now(CLOCK_THREAD_CPUTIME_ID);
+    uint64_t c0 = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 
-    t->fn(gt_now(CLOCK_MONOTONIC) + (uint64_t)(gt_seconds * 1e9));
-    t->cpu_ns = gt_now(CLOCK_THREAD_CPUTIME_ID) - c0;
+    t->fn(pp_clock_ns(CLOCK_MONOTONIC) + (uint64_t)(gt_seconds * 1e9));
+    t->cpu_ns = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
     return NULL;
 }
 

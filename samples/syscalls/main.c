@@ -34,28 +34,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 #define SC_NOINLINE __attribute__((noinline, used))
 
 static volatile uint64_t sc_sink;
 static double sc_seconds = 3.0;
 static int sc_null = -1, sc_zero_fd = -1;
-
-static uint64_t
-sc_now(clockid_t clk)
-{
-    struct timespec ts;
-
-    clock_gettime(clk, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void
-sc_sleep(uint64_t ns)
-{
-    struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
-
-    nanosleep(&ts, NULL);
-}
 
 /* The work, inlined into each function a profile must name (a function under another would
  * count for both). A phase is an amount of work, not of time: a phase timed by the clock is cut
@@ -165,18 +150,18 @@ static void *
 sc_main(void *p)
 {
     struct sc_thread *t = p;
-    uint64_t until = sc_now(CLOCK_MONOTONIC) + (uint64_t)(sc_seconds * 1e9);
+    uint64_t until = pp_clock_ns(CLOCK_MONOTONIC) + (uint64_t)(sc_seconds * 1e9);
     unsigned seed = (unsigned)(uintptr_t)t;
 
-    while (sc_now(CLOCK_MONOTONIC) < until) {
+    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
         for (int i = 0; i < t->phases; i++) {
-            uint64_t c0 = sc_now(CLOCK_THREAD_CPUTIME_ID);
+            uint64_t c0 = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 
             t->phase[i].fn(sc_jitter(t->phase[i].n, &seed));
-            t->phase[i].cpu += sc_now(CLOCK_THREAD_CPUTIME_ID) - c0;
+            t->phase[i].cpu += pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
         }
         if (t->sleep_ns != 0) {
-            sc_sleep(sc_jitter(t->sleep_ns, &seed));
+            pp_sleep_ns(sc_jitter(t->sleep_ns, &seed));
         }
     }
     t->stime = sc_stime();

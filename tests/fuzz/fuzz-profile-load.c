@@ -40,7 +40,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         off += (size_t)n;
     }
     snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    if (pp_profile_load(path, NULL, &p, err, sizeof(err)) == 0) {
+    if (pp_load_profile(path, NULL, &p, err, sizeof(err)) == 0) {
         for (i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
             FILE *out = fopen("/dev/null", "w");
 
