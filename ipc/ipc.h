@@ -447,6 +447,32 @@ struct ipc_output_options {
 
 struct ipc_server; /* opaque; ipc/server.c */
 
+/* The providers of a PIPEPROF_OUTPUT session: pipeprof's samples and events, at the mode and
+ * rate PIPEPROF_MODE and PIPEPROF_HZ give the agent's defaults. */
+#define IPC_OUTPUT_PROVIDERS "Microsoft-DotNETCore-SampleProfiler:0:4,pipeprof:0:4"
+
+/*
+ * PIPEPROF_OUTPUT=PATH (ipc/env.c): opens the file this image records into, named by the rules
+ * ipc/env.c gives (the first image of a process tree writes PATH, every later one a name of its
+ * own and never an existing file). The first image marks the environment (PIPEPROF_OUTPUT_ROOT)
+ * unless running (the host runs already, and its threads may read the environment). Returns the
+ * descriptor (close-on-exec), -1 when the variable is unset or empty, or -1 after one line on
+ * stderr saying why nothing is written. Context: the constructor, or the thread that starts a
+ * fork()ed child's agent.
+ */
+int ipc_output_file_open(int running);
+
+/*
+ * Fills opts' listen_path, diagnostic_ports, dotnet_host and key_override from the environment
+ * (ipc/env.c lists the variables; the other fields are left alone). running: the host runs
+ * already (a fork()ed child, an exec that failed), so its start-up is not held. Returns how long
+ * start-up waits for ResumeRuntime on a suspend port: 0 not at all (a .NET host, whose runtime
+ * holds it itself; running; an image after an exec whose first one was resumed), -1 forever, else
+ * ms. A bad PIPEPROF_SUSPEND_TIMEOUT_MS is one line on stderr and the default. Context: the
+ * constructor, or the thread that starts a fork()ed child's agent.
+ */
+int ipc_server_options_from_env(struct ipc_server_options *opts, int running);
+
 /*
  * Starts the server: computes the process info, creates the listen socket (mode 0600) and the
  * connect ports, starts the loop thread (all signals blocked in it) and waits until the output

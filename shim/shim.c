@@ -8,27 +8,16 @@
  * (shim/api.c, include/pipeprof.h), the libc calls of the host contract (host/: this file installs
  * the server's hooks they call back) and one marker name (tests/check-host-exports.sh lists them).
  *
- * Environment (docs/ipc.md):
+ * Environment (docs/ipc.md; what the server takes from it is ipc/env.c's):
  *   PIPEPROF_DISABLE=1                  do nothing
  *   DOTNET_EnableDiagnostics=0          do nothing (also COMPlus_, and _IPC=0), as the runtime
- *   PIPEPROF_DIAGNOSTIC_PORT=PATH       listen on PATH instead of the runtime's default name
- *   DOTNET_DiagnosticPorts=...          connect ports (advertise, suspend/nosuspend)
- *   PIPEPROF_SUSPEND_TIMEOUT_MS=N       how long a suspend port holds start-up (default 30000;
- *                                       -1 waits forever, 0 does not wait)
- *   PIPEPROF_DOTNET_HOST=0|1            override the .NET-host detection
- *   PIPEPROF_DOTNET_MERGE=0             in a .NET host, step aside (a second socket, key+1)
- *                                       instead of serving the runtime's commands and merging
- *                                       its events (docs/dotnet-hosts.md)
- *   PIPEPROF_SAMPLING_SERVER_URL=...      the HTTP pull endpoints (bridge/http-source.h)
+ *   PIPEPROF_SAMPLING_SERVER_URL=...    the HTTP pull endpoints (bridge/http-source.h)
  *   PIPEPROF_TARGET_PID=N               only process N starts; its exec'd children, which
  *                                       inherit the environment, stay untouched (set by
  *                                       `pipeprof record --no-children`)
  *   PIPEPROF_FOLLOW_FORKS=1             a fork()ed child that does not exec soon starts an
  *                                       agent and server of its own (set by `pipeprof record`,
- *                                       which follows the process tree)
- *   PIPEPROF_OUTPUT=PATH                record from the start to the exit into a nettrace file
- *                                       (shim/output.c names it: %p the pid); forked children
- *                                       are followed as with PIPEPROF_FOLLOW_FORKS=1
+ *                                       which follows the process tree; PIPEPROF_OUTPUT too)
  */
 #include <errno.h>
 #include <limits.h>
@@ -46,14 +35,12 @@
 #include "agent/agent.h"
 #include "bridge/agent-source.h"
 #include "common/platform.h"
+#include "common/sanitizer.h"
 #include "host/host.h"
 #include "ipc/ipc.h"
-#include "shim/internal.h"
 #ifdef PP_HAVE_HTTP
 #include "bridge/http-source.h"
 #endif
-
-#define SHIM_SUSPEND_TIMEOUT_MS 30000
 
 static struct ipc_server *shim_server;
 
@@ -143,35 +130,6 @@ shim_atfork_register(void)
     pthread_atfork(NULL, NULL, shim_atfork_child);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-
-/*
- * In a fork()ed child glibc hands a new thread the stack of a parent thread that does not exist
- * here (the IPC loop's), and host_thread_spawn's real pthread_create bypasses ASan's
- * interceptor, so the shadow of that stack still marks the dead thread's frames: clear it.
- */
-static void
-shim_asan_clear_own_stack(void)
-{
-    pthread_attr_t attr;
-    size_t size;
-    void *addr;
-
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-            __asan_unpoison_memory_region(addr, size);
-        }
-        pthread_attr_destroy(&attr);
-    }
-}
-#else
-static void
-shim_asan_clear_own_stack(void)
-{
-}
-#endif
-
 /* The deferred start of a fork()ed child's agent (PIPEPROF_FOLLOW_FORKS). */
 static void *
 shim_forked_start_main(void *arg)
@@ -179,7 +137,7 @@ shim_forked_start_main(void *arg)
     struct timespec delay = { 0, SHIM_FORK_START_DELAY_MS * 1000000L };
 
     (void)arg;
-    shim_asan_clear_own_stack();
+    pp_asan_clear_own_stack(); /* glibc gave it a dead parent thread's stack */
     /* The raw system call: the library's own nanosleep is an interposer. */
     syscall(SYS_nanosleep, &delay, NULL);
     ag_thread_exclude_self(); /* this thread only starts the agent; it is not the host's */
@@ -218,19 +176,6 @@ shim_atfork_child(void)
 }
 
 /*
- * An exec keeps the pid, and the new image's shim starts again. A process whose start-up was
- * already held for a suspend port must not be held a second time (a recording resumes it once):
- * the first image leaves its pid in PIPEPROF_RESUMED_PID, which exec passes on.
- */
-static int
-shim_resumed_before(void)
-{
-    const char *v = getenv("PIPEPROF_RESUMED_PID");
-
-    return v != NULL && v[0] != '\0' && strtol(v, NULL, 10) == (long)getpid();
-}
-
-/*
  * Starts the agent and the server of this process. running: the host runs already (a fork()ed
  * child, where a thread of our own calls this, or an exec that failed): it is never held for a
  * suspend port, and the environment, which the host's threads may be reading, is left alone.
@@ -240,8 +185,7 @@ shim_start_process(int running)
 {
     struct ipc_server_options opts;
     struct ipc_output_options output;
-    const char *timeout_env = getenv("PIPEPROF_SUSPEND_TIMEOUT_MS");
-    int timeout_ms = SHIM_SUSPEND_TIMEOUT_MS, dotnet_host, err;
+    int timeout_ms, err;
 
     if (shim_env_is("PIPEPROF_DISABLE", "1") || shim_env_is("DOTNET_EnableDiagnostics", "0") ||
         shim_env_is("COMPlus_EnableDiagnostics", "0") ||
@@ -249,57 +193,13 @@ shim_start_process(int running)
         return;
     }
     memset(&opts, 0, sizeof(opts));
-    opts.listen_path = getenv("PIPEPROF_DIAGNOSTIC_PORT");
-    if (opts.listen_path != NULL && opts.listen_path[0] == '\0') {
-        opts.listen_path = NULL;
-    }
-    dotnet_host = ipc_dotnet_host_detect();
+    timeout_ms = ipc_server_options_from_env(&opts, running);
     opts.thread_init = shim_thread_init;
-    if (dotnet_host && shim_env_is("PIPEPROF_DOTNET_MERGE", "0")) {
-        /* Stepping aside: the runtime serves the default name and acts on
-         * DOTNET_DiagnosticPorts itself. We take the same name with key+1: `ps` lists the pid,
-         * `-p` picks the runtime's newer file, and PIPEPROF_DIAGNOSTIC_PORT reaches pipeprof. */
-        opts.key_override = ipc_process_start_key(getpid()) + 1;
-    } else if (dotnet_host) {
-        /* The runtime's own server moves to a private name when it binds (host/sockets.c); this
-         * server answers under the public one, forwards what only the runtime can answer and merges
-         * its events into every session (docs/dotnet-hosts.md). The runtime holds its start-up for
-         * suspend ports itself, so the constructor does not. */
-        opts.dotnet_host = 1;
-        opts.diagnostic_ports = getenv("DOTNET_DiagnosticPorts");
-        if (opts.diagnostic_ports == NULL) {
-            opts.diagnostic_ports = getenv("COMPlus_DiagnosticPorts");
-        }
-        timeout_ms = 0;
-    } else {
-        opts.diagnostic_ports = getenv("DOTNET_DiagnosticPorts");
-        if (opts.diagnostic_ports == NULL) {
-            opts.diagnostic_ports = getenv("COMPlus_DiagnosticPorts");
-        }
-    }
-    if (timeout_env != NULL && timeout_env[0] != '\0' && !opts.dotnet_host) {
-        char *end;
-        long v;
-
-        errno = 0;
-        v = strtol(timeout_env, &end, 10);
-        if (errno != 0 || *end != '\0' || v < -1 || v > INT_MAX) {
-            fprintf(stderr,
-                    "pipeprof: PIPEPROF_SUSPEND_TIMEOUT_MS=%s: expected -1 (forever) or a number "
-                    "of ms; the default, %d ms, holds\n",
-                    timeout_env, timeout_ms);
-        } else {
-            timeout_ms = (int)v;
-        }
-    }
-    if (shim_resumed_before() || running) {
-        timeout_ms = 0;
-    }
-    output.fd = shim_output_open(running);
-    output.providers = SHIM_OUTPUT_PROVIDERS;
+    output.fd = ipc_output_file_open(running);
+    output.providers = IPC_OUTPUT_PROVIDERS;
     opts.output = output.fd >= 0 ? &output : NULL;
     opts.source = shim_event_source_get(opts.diagnostic_ports != NULL || opts.output != NULL ||
-                                        dotnet_host);
+                                        opts.dotnet_host || opts.key_override != 0);
 #ifdef PP_HAVE_HTTP
     (void)bridge_http_configure(&opts, opts.source != NULL);
 #endif

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ipc/env.c - what a preloaded library's server takes from the environment (docs/ipc.md): the
+ * listen path, the connect ports, the .NET host's way of serving, the suspend wait, and the file
+ * PIPEPROF_OUTPUT names. The shim calls it from its constructor; nothing here keeps state.
+ *
+ *   PIPEPROF_DIAGNOSTIC_PORT=PATH       listen on PATH instead of the runtime's default name
+ *   DOTNET_DiagnosticPorts=...          connect ports (advertise, suspend/nosuspend); also COMPlus_
+ *   PIPEPROF_SUSPEND_TIMEOUT_MS=N       how long a suspend port holds start-up (default 30000;
+ *                                       -1 waits forever, 0 does not wait)
+ *   PIPEPROF_DOTNET_HOST=0|1            override the .NET-host detection (ipc/dotnet-host.c)
+ *   PIPEPROF_DOTNET_MERGE=0             in a .NET host, step aside (a second socket, key+1)
+ *                                       instead of serving the runtime's commands and merging
+ *                                       its events (docs/dotnet-hosts.md)
+ *   PIPEPROF_OUTPUT=PATH                record from the start to the exit into a nettrace file:
+ *                                       "%p" the pid, "%%" a percent sign; any other '%' is
+ *                                       refused. The first image of a process tree
+ *                                       (PIPEPROF_OUTPUT_ROOT not set) writes PATH, replacing a
+ *                                       file of an earlier run, as gperftools' CPUPROFILE does;
+ *                                       every later image (an exec'd or forked child, the same
+ *                                       process after an exec) never replaces a file: a PATH
+ *                                       without "%p" gets ".PID", and a name that exists gets
+ *                                       ".2", ".3", ... (before a ".nettrace" extension, as
+ *                                       `pipeprof record` names its children's traces)
+ * Context: the constructor, or the thread that starts a fork()ed child's agent.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+
+#define IPC_SUSPEND_TIMEOUT_MS 30000
+
+static int
+ipc_env_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && strcmp(v, value) == 0;
+}
+
+/*
+ * An exec keeps the pid, and the new image's library starts again. A process whose start-up was
+ * already held for a suspend port must not be held a second time (a recording resumes it once):
+ * the first image leaves its pid in PIPEPROF_RESUMED_PID, which exec passes on.
+ */
+static int
+ipc_env_resumed_before(void)
+{
+    const char *v = getenv("PIPEPROF_RESUMED_PID");
+
+    return v != NULL && v[0] != '\0' && strtol(v, NULL, 10) == (long)getpid();
+}
+
+/* PIPEPROF_SUSPEND_TIMEOUT_MS, or its default with one line on stderr when it is no number. */
+static int
+ipc_env_suspend_timeout(void)
+{
+    const char *env = getenv("PIPEPROF_SUSPEND_TIMEOUT_MS");
+    char *end;
+    long v;
+
+    if (env == NULL || env[0] == '\0') {
+        return IPC_SUSPEND_TIMEOUT_MS;
+    }
+    errno = 0;
+    v = strtol(env, &end, 10);
+    if (errno != 0 || *end != '\0' || v < -1 || v > INT_MAX) {
+        fprintf(stderr,
+                "pipeprof: PIPEPROF_SUSPEND_TIMEOUT_MS=%s: expected -1 (forever) or a number of "
+                "ms; the default, %d ms, holds\n",
+                env, IPC_SUSPEND_TIMEOUT_MS);
+        return IPC_SUSPEND_TIMEOUT_MS;
+    }
+    return (int)v;
+}
+
+int
+ipc_server_options_from_env(struct ipc_server_options *opts, int running)
+{
+    int dotnet_host = ipc_dotnet_host_detect();
+
+    opts->listen_path = getenv("PIPEPROF_DIAGNOSTIC_PORT");
+    if (opts->listen_path != NULL && opts->listen_path[0] == '\0') {
+        opts->listen_path = NULL;
+    }
+    opts->diagnostic_ports = getenv("DOTNET_DiagnosticPorts");
+    if (opts->diagnostic_ports == NULL) {
+        opts->diagnostic_ports = getenv("COMPlus_DiagnosticPorts");
+    }
+    if (dotnet_host && ipc_env_is("PIPEPROF_DOTNET_MERGE", "0")) {
+        /* Stepping aside: the runtime serves the default name and acts on
+         * DOTNET_DiagnosticPorts itself. We take the same name with key+1: `ps` lists the pid,
+         * `-p` picks the runtime's newer file, and PIPEPROF_DIAGNOSTIC_PORT reaches pipeprof. */
+        opts->key_override = ipc_process_start_key(getpid()) + 1;
+        opts->diagnostic_ports = NULL;
+    } else if (dotnet_host) {
+        /* The runtime's own server moves to a private name when it binds (host/sockets.c); this
+         * server answers under the public one, forwards what only the runtime can answer and merges
+         * its events into every session (docs/dotnet-hosts.md). The runtime holds its start-up for
+         * suspend ports itself, so the constructor does not. */
+        opts->dotnet_host = 1;
+        return 0;
+    }
+    return running || ipc_env_resumed_before() ? 0 : ipc_env_suspend_timeout();
+}
+
+#define IPC_OUTPUT_TRIES 100 /* names a later image tries before it gives up */
+#define IPC_OUTPUT_EXT   ".nettrace"
+
+/* Expands %p and %%. Returns 1 when the pid was named, 0 when not, -EINVAL or -ENAMETOOLONG. */
+static int
+ipc_output_expand(const char *tmpl, char *out, size_t cap)
+{
+    size_t o = 0;
+    int named = 0, n;
+
+    for (; *tmpl != '\0'; tmpl++) {
+        if (*tmpl != '%') {
+            n = snprintf(out + o, cap - o, "%c", *tmpl);
+        } else if (tmpl[1] == 'p') {
+            n = snprintf(out + o, cap - o, "%ld", (long)getpid());
+            named = 1;
+            tmpl++;
+        } else if (tmpl[1] == '%') {
+            n = snprintf(out + o, cap - o, "%%");
+            tmpl++;
+        } else {
+            return -EINVAL;
+        }
+        if (n < 0 || (size_t)n >= cap - o) {
+            return -ENAMETOOLONG;
+        }
+        o += (size_t)n;
+    }
+    return named;
+}
+
+/* path with ".SUFFIX" before its ".nettrace" extension (or at its end) into out. */
+static int
+ipc_output_suffix(const char *path, const char *suffix, char *out, size_t cap)
+{
+    size_t len = strlen(path), ext = strlen(IPC_OUTPUT_EXT);
+    size_t stem = len > ext && strcmp(path + len - ext, IPC_OUTPUT_EXT) == 0 ? len - ext : len;
+    int n = snprintf(out, cap, "%.*s.%s%s", (int)stem, path, suffix, path + stem);
+
+    return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+int
+ipc_output_file_open(int running)
+{
+    const char *tmpl = getenv("PIPEPROF_OUTPUT"), *root = getenv("PIPEPROF_OUTPUT_ROOT");
+    char base[4096], path[4096 + 32], num[24];
+    int first = root == NULL || root[0] == '\0', named, fd = -1, tries, err;
+
+    if (tmpl == NULL || tmpl[0] == '\0') {
+        return -1;
+    }
+    named = ipc_output_expand(tmpl, base, sizeof(base));
+    if (named == -EINVAL) {
+        fprintf(stderr,
+                "pipeprof: PIPEPROF_OUTPUT=%s: '%%' must be followed by p or %%; not "
+                "recording\n",
+                tmpl);
+        return -1;
+    }
+    if (named == 0 && !first) {
+        snprintf(num, sizeof(num), "%ld", (long)getpid());
+        named = ipc_output_suffix(base, num, path, sizeof(base));
+        if (named == 0) {
+            memcpy(base, path, strlen(path) + 1);
+        }
+    }
+    if (named < 0) {
+        fprintf(stderr, "pipeprof: PIPEPROF_OUTPUT=%s: %s; not recording\n", tmpl,
+                strerror(-named));
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s", base);
+    if (first) {
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
+    for (tries = 1; !first && fd < 0 && tries <= IPC_OUTPUT_TRIES; tries++) {
+        if (tries > 1) {
+            snprintf(num, sizeof(num), "%d", tries);
+            if (ipc_output_suffix(base, num, path, sizeof(path)) < 0) {
+                errno = ENAMETOOLONG;
+                break;
+            }
+        }
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) {
+            break;
+        }
+    }
+    if (fd < 0) {
+        err = errno;
+        fprintf(stderr, "pipeprof: PIPEPROF_OUTPUT: %s: %s; not recording\n", path,
+                err == EEXIST ? "every name taken" : strerror(err));
+        return -1;
+    }
+    if (first && !running) {
+        snprintf(num, sizeof(num), "%ld", (long)getpid());
+        setenv("PIPEPROF_OUTPUT_ROOT", num, 1); /* before main: no other thread reads environ */
+    }
+    return fd;
+}
