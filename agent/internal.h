@@ -257,13 +257,6 @@ struct ag_thread {
     uint32_t scan_kern_w;      /* reg: kern_w at the previous scan */
     int kern_flush; /* reg: ag_cpu_flush() asks the drain to deliver kernel time waiting for a
                        stack now, as not placed */
-    /* The locator's own signals (self) and those that came as a system call returned: a locator
-     * that finds none is dropped (timer.c), and reg waits `wait` scans before another. */
-    struct {
-        _Atomic uint32_t signals, hits;
-        uint32_t armed_signals, armed_hits; /* reg: the counts when it was armed */
-        unsigned drops, wait;               /* reg */
-    } loc;
     /* drain: the stack of the latest system call a locator saw (in the same mapping), and
      * kernel time waiting for the record after it */
     uint64_t *kern_frames;

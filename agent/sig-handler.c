@@ -216,13 +216,10 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
          * to user space: from a system call when the tick found it in the kernel. */
         in_kernel = ag_sig_in_syscall(regs.pc);
         if (atomic_load_explicit(&t->kern_locating, memory_order_relaxed)) {
-            /* The kernel locator of a perf thread: only where its system calls are (timer.c),
-             * counted so that a locator that never finds one goes. */
-            atomic_fetch_add_explicit(&t->loc.signals, 1, memory_order_relaxed);
+            /* The kernel locator of a perf thread: only where its system calls are (timer.c). */
             if (!in_kernel) {
                 goto out;
             }
-            atomic_fetch_add_explicit(&t->loc.hits, 1, memory_order_relaxed);
             site = 1;
         }
     }

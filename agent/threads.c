@@ -169,10 +169,6 @@ ag_thread_reset_locked(struct ag_thread *t)
     atomic_store_explicit(&t->kern_locating, 0, memory_order_relaxed);
     t->kern_flush = 0;
     t->scan_kern_w = 0;
-    atomic_store_explicit(&t->loc.signals, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->loc.hits, 0, memory_order_relaxed);
-    t->loc.armed_signals = t->loc.armed_hits = 0;
-    t->loc.drops = t->loc.wait = 0;
     atomic_store_explicit(&t->kern_w, 0, memory_order_relaxed);
     atomic_store_explicit(&t->perf_fresh, 0, memory_order_relaxed);
     atomic_store_explicit(&t->timer_samples, 0, memory_order_relaxed);

@@ -26,13 +26,6 @@
 #include "agent/internal.h"
 #include "host/host.h"
 
-/* A kernel locator goes after this many signals without a system call (timer.c's
- * ag_locator_check_locked): at 42 % of a thread's CPU in calls, as in the syscall ground truth,
- * one that should stay misses that often by chance once in 500,000 tries; and the scans to wait
- * before the next one, doubled at each drop up to 64 times. */
-#define AG_LOCATOR_TRIES      24u
-#define AG_LOCATOR_WAIT_SCANS 16u
-
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
 #endif
@@ -349,16 +342,6 @@ ag_perf_note_refusal(int err)
     }
 }
 
-/* t's locator (already created and armed) starts: its signals are counted from here. */
-static void
-ag_locator_start_locked(struct ag_thread *t)
-{
-    t->loc.armed_signals = atomic_load_explicit(&t->loc.signals, memory_order_relaxed);
-    t->loc.armed_hits = atomic_load_explicit(&t->loc.hits, memory_order_relaxed);
-    t->has_locator = 1;
-    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
-}
-
 /*
  * The timers' weak spot: an expiry is noticed only at a tick that finds the thread running, so a
  * thread whose short bursts fall between ticks (a periodic thread in step with the tick) gets its
@@ -402,32 +385,7 @@ ag_locator_check_locked(struct ag_thread *t, int32_t tid)
     unsigned hz;
 
     t->scan_kern_w = kw;
-    if (t->has_locator) {
-        /* A locator whose signals never come from a system call places nothing, and each of
-         * them costs the thread a signal delivery: a thread that makes no calls still splits off
-         * kernel time (interrupts, its own signals' delivery, overflows a preemption lost; on a
-         * loaded machine two intervals a scan), and kept its locator: at 100 Hz two signals
-         * per sample where one places the stack. So it goes after AG_LOCATOR_TRIES signals without
-         * a call, and another is armed only after a wait that doubles each time. One that has found
-         * a call stays. */
-        if (atomic_load_explicit(&t->loc.hits, memory_order_relaxed) == t->loc.armed_hits &&
-            atomic_load_explicit(&t->loc.signals, memory_order_relaxed) - t->loc.armed_signals >=
-                    AG_LOCATOR_TRIES) {
-            atomic_store_explicit(&t->kern_locating, 0, memory_order_relaxed);
-            timer_delete(t->locator);
-            t->has_locator = 0;
-            t->loc.wait = AG_LOCATOR_WAIT_SCANS << (t->loc.drops < 6 ? t->loc.drops : 6);
-            t->loc.drops++;
-            ag_log(AG_LOG_DEBUG, "cpu engine: thread %d's kernel locator found no system call",
-                   (int)tid);
-        }
-        return;
-    }
-    if (t->loc.wait > 0) {
-        t->loc.wait--;
-        return;
-    }
-    if (!t->has_perf || t->timer_hz == 0 || dk < 2) {
+    if (!t->has_perf || t->has_locator || t->timer_hz == 0 || dk < 2) {
         return;
     }
     hz = ag.tick_hz != 0 && t->timer_hz > ag.tick_hz ? ag.tick_hz : t->timer_hz;
@@ -438,7 +396,8 @@ ag_locator_check_locked(struct ag_thread *t, int32_t tid)
         timer_delete(t->locator);
         return;
     }
-    ag_locator_start_locked(t);
+    t->has_locator = 1;
+    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
     ag_log(AG_LOG_DEBUG, "cpu engine: thread %d gets a kernel locator", (int)tid);
 }
 
@@ -482,7 +441,8 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
     }
     /* Its timer stays as the kernel locator (above): a bursty thread's system calls. */
     t->locator = t->timer;
-    ag_locator_start_locked(t);
+    t->has_locator = 1;
+    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
     t->has_timer = 0;
     t->perf_promoted = 1;
     atomic_fetch_add_explicit(&ag.n_perf_promoted, 1, memory_order_relaxed);

@@ -1504,107 +1504,6 @@ TEST(auto_moves_a_thread_the_tick_misses_to_perf)
     ASSERT_TRUE(st.perf_promoted >= 1);
 }
 
-/* Busy until stop_flag without a system call (busy_main reads its CPU clock: a call). */
-static void *
-nocall_main(void *p)
-{
-    _Atomic int32_t *tid = p;
-
-    atomic_store(tid, (int32_t)syscall(SYS_gettid));
-    while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
-        busy_a();
-    }
-    return NULL;
-}
-
-/* System calls back to back until stop_flag. */
-static void *
-calls_main(void *p)
-{
-    _Atomic int32_t *tid = p;
-
-    atomic_store(tid, (int32_t)syscall(SYS_gettid));
-    while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
-        (void)syscall(SYS_getppid);
-    }
-    return NULL;
-}
-
-/* Thread tid's active slot (reg_lock held), or NULL. */
-static struct ag_thread *
-slot_of_locked(int32_t tid)
-{
-    unsigned i;
-
-    for (i = 0; i < atomic_load(&ag.high); i++) {
-        if (atomic_load(&ag.threads[i].tid) == tid &&
-            atomic_load(&ag.threads[i].state) == AG_SLOT_ACTIVE) {
-            return &ag.threads[i];
-        }
-    }
-    return NULL;
-}
-
-/*
- * A perf thread's kernel locator stays only if its signals find system calls: one on a thread
- * that makes none places nothing and costs a signal delivery each time (on a loaded machine such
- * a thread splits off kernel time too, and at 100 Hz paid two signals per sample). Both threads
- * here are given the kernel time that arms a locator; the one that makes no calls loses it,
- * the one that calls getppid() keeps it.
- */
-TEST(a_kernel_locator_that_finds_no_system_call_goes)
-{
-    struct ag_config cfg;
-    _Atomic int32_t quiet_tid = 0, calls_tid = 0;
-    pthread_t tq, tc;
-    int i, armed = 0, quiet_gone = 0, calls_hit = 0;
-    unsigned quiet_signals = 0, calls_drops = 0;
-
-    if (!perf_allowed()) {
-        return;
-    }
-    ag_config_init(&cfg);
-    cfg.scan_ms = 20;
-    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
-    ASSERT_OK(ag_start(&cfg));
-    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
-    atomic_store(&stop_flag, 0);
-    ASSERT_OK(pthread_create(&tq, NULL, nocall_main, &quiet_tid));
-    ASSERT_OK(pthread_create(&tc, NULL, calls_main, &calls_tid));
-    for (i = 0; i < 1000 && !(quiet_gone && calls_hit); i++) {
-        struct ag_thread *q, *c;
-
-        usleep(10000);
-        pthread_mutex_lock(&ag.reg_lock);
-        q = slot_of_locked(atomic_load(&quiet_tid));
-        c = slot_of_locked(atomic_load(&calls_tid));
-        if (!armed && q != NULL && c != NULL && q->has_perf && c->has_perf) {
-            /* what two intervals of kernel time in a scan period do (the handler's split) */
-            atomic_fetch_add(&q->kern_w, 2);
-            atomic_fetch_add(&c->kern_w, 2);
-            armed = 1;
-        } else if (armed && q != NULL && c != NULL) {
-            quiet_gone = q->loc.drops > 0 && !q->has_locator;
-            quiet_signals = atomic_load(&q->loc.signals);
-            calls_hit = c->has_locator && atomic_load(&c->loc.hits) > 0;
-            calls_drops = c->loc.drops;
-        }
-        pthread_mutex_unlock(&ag.reg_lock);
-    }
-    atomic_store(&stop_flag, 1);
-    ASSERT_OK(pthread_join(tq, NULL));
-    ASSERT_OK(pthread_join(tc, NULL));
-    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
-    ag_stop();
-    printf("# after %d ms: the quiet thread's locator gone %d after %u signals; the calling "
-           "thread's found calls %d, dropped %u times\n",
-           i * 10, quiet_gone, quiet_signals, calls_hit, calls_drops);
-    ASSERT_EQ(armed, 1);
-    ASSERT_EQ(quiet_gone, 1);
-    ASSERT_EQ(calls_hit, 1);
-    ASSERT_EQ(calls_drops, 0u);
-}
-
 /* dl_iterate_phdr: the first executable address of the module loaded at base (in *pc). */
 static int
 exec_addr_cb(struct dl_phdr_info *info, size_t size, void *ctx)
@@ -1694,7 +1593,6 @@ static const struct test_case cases[] = {
     TEST_CASE(a_long_blocked_span_reaches_the_consumer_in_pieces),
     TEST_CASE(auto_engine_takes_timers_up_to_the_tick),
     TEST_CASE(auto_moves_a_thread_the_tick_misses_to_perf),
-    TEST_CASE(a_kernel_locator_that_finds_no_system_call_goes),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
