@@ -2,19 +2,24 @@
 /*
  * tests/test-bridge-source.c - the agent event source's parsing of a session's filter data
  * (mode and rate per session, dotnet-trace's `Provider:keywords:level:key=value;...` syntax),
- * the EventCounters it writes: the interval, and the runtime's payload shape read back; and what
- * a session's trace counts as lost when the wall sampler falls behind.
+ * the EventCounters it writes: the interval, and the runtime's payload shape read back; what
+ * a session's trace counts as lost when the wall sampler falls behind; and the CPU time a
+ * thread-time view reads from a CPU session whose samples reach back further than the holdback.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bridge/agent-source.h"
 #include "bridge/counters.h"
+#include "common/clock.h"
 #include "nettrace/nettrace.h"
 #include "tests/test.h"
 
@@ -301,9 +306,151 @@ TEST(late_wall_passes_are_no_lost_events)
     ASSERT_U64_EQ(rs.lost_events, lost.count - lost.unsampled);
 }
 
+/* The worker of cpu_spans_reaching_back_keep_their_time: its id and the CPU it burned. */
+struct reach_worker {
+    int signo; /* 0: spins all along, its samples released while the other's signal waits */
+    int hold;  /* read end of a pipe it waits on at its end, until the test has drained */
+    _Atomic int32_t tid;
+    _Atomic uint64_t cpu_ns;
+};
+
+static void
+reach_spin(uint64_t ns)
+{
+    volatile uint64_t x = 1;
+    uint64_t end = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
+
+    while (pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) < end) {
+        x = x * 6364136223846793005ULL + 1;
+    }
+}
+
+/* Spins 20 ms, 150 ms with the sampling signal blocked by a raw system call (no interposer sees
+ * it: the signal waits, and its one sample stands for the whole 150 ms), and 20 ms more; without
+ * a signal number, spins as long with nothing blocked. */
+static void *
+reach_worker_main(void *arg)
+{
+    struct reach_worker *w = arg;
+    sigset_t set, old;
+    uint64_t c0;
+
+    usleep(200000); /* registered by the scan (every 20 ms), its timer armed */
+    w->tid = (int32_t)syscall(SYS_gettid);
+    c0 = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    reach_spin(20000000u);
+    sigemptyset(&set);
+    sigaddset(&set, w->signo != 0 ? w->signo : SIGPROF);
+    if (w->signo != 0) {
+        syscall(SYS_rt_sigprocmask, SIG_BLOCK, &set, &old, 8);
+    }
+    reach_spin(150000000u);
+    if (w->signo != 0) {
+        syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8);
+    }
+    reach_spin(20000000u);
+    w->cpu_ns = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    blocked_reader_main(&w->hold); /* no CPU after it measured, until the drains are done */
+    return NULL;
+}
+
+/* One ThreadSample of a thread: its time, and whether it says running (Managed). */
+struct reach_event {
+    uint64_t ts;
+    int running;
+};
+
+/*
+ * A CPU session as dotnet-trace opens it (SampleProfiler alone, 250 Hz), drained every 10 ms: a
+ * spinning thread's events older than the holdback (about 42 ms) are written while another runs
+ * 150 ms with the signal blocked: its next sample stands for all of it, back-dated over more than
+ * was held. The time TraceEvent's thread-time computer charges it (each running sample until the
+ * thread's next sample) is the CPU it burned. Before: the span was clamped to what had been
+ * written, and its samples stood at one instant: the thread-time view lost most of the 150 ms (a
+ * thread in system calls on perf_event lost 15 % of its CPU_TIME so, in dotnet-trace-cputime).
+ */
+TEST(cpu_spans_reaching_back_keep_their_time)
+{
+    struct ipc_provider prov = {
+        0, 4, (char *)NT_PROVIDER_SAMPLE_PROFILER, (char *)"mode=cpu;hz=250", 0, NULL, 0
+    };
+    struct ipc_session_config cfg = { 9, &prov, 1, 0, 0, 0 };
+    struct ipc_event_source es;
+    struct ipc_session_view view = { &cfg, NULL, 0, 0 };
+    struct ag_config ac;
+    struct reach_worker wk = { 0, -1, 0, 0 }, beside = { 0, -1, 0, 0 };
+    static struct reach_event evs[4096];
+    struct nt_reader *r = NULL;
+    struct nt_event ev;
+    pthread_t th, th2;
+    size_t n = 0, i, j;
+    uint64_t charged = 0;
+    int fd, done = 0, hold[2];
+
+    ag_config_init(&ac);
+    ac.scan_ms = 20;
+    wk.signo = ac.signo;
+    ASSERT_OK(pipe(hold));
+    wk.hold = beside.hold = hold[0];
+    ASSERT_OK(ag_start(&ac));
+    bridge_agent_source_init(&es, &ac);
+    fd = trace_file_writer(&view.writer);
+    ASSERT_OK(es.session_start(es.ctx, &cfg));
+    ASSERT_OK(pthread_create(&th, NULL, reach_worker_main, &wk));
+    ASSERT_OK(pthread_create(&th2, NULL, reach_worker_main, &beside));
+    while (!done) {
+        usleep(10000);
+        ASSERT_OK(es.drain(es.ctx, &view, 1));
+        done = wk.cpu_ns != 0 && beside.cpu_ns != 0;
+    }
+    usleep(20000);
+    view.final = 1;
+    ASSERT_OK(es.drain(es.ctx, &view, 1));
+    es.session_stop(es.ctx, &cfg);
+    close(hold[1]);
+    pthread_join(th, NULL);
+    pthread_join(th2, NULL);
+    close(hold[0]);
+    ASSERT_OK(nt_writer_finish(view.writer));
+    nt_writer_free(view.writer);
+    ag_stop();
+
+    r = trace_file_reader(fd);
+    while (nt_reader_next(r, &ev) == 1) {
+        if (ev.desc != NULL && strcmp(ev.desc->provider, NT_PROVIDER_SAMPLE_PROFILER) == 0 &&
+            ev.thread_id == (uint64_t)wk.tid && ev.payload_size >= 4) {
+            ASSERT_TRUE(n < sizeof(evs) / sizeof(evs[0]));
+            evs[n].ts = ev.timestamp;
+            evs[n].running = ev.payload[0] == 2; /* Managed: running */
+            n++;
+        }
+    }
+    nt_reader_free(r);
+    close(fd);
+    for (i = 1; i < n; i++) { /* in time order, equal times as written (a stable sort) */
+        struct reach_event e = evs[i];
+
+        for (j = i; j > 0 && evs[j - 1].ts > e.ts; j--) {
+            evs[j] = evs[j - 1];
+        }
+        evs[j] = e;
+    }
+    for (i = 0; i + 1 < n; i++) {
+        charged += evs[i].running ? evs[i + 1].ts - evs[i].ts : 0;
+    }
+    printf("# %zu events of the worker: %.1f ms charged as CPU, %.1f ms burned\n", n,
+           (double)charged / 1e6, (double)wk.cpu_ns / 1e6);
+    ASSERT_TRUE(n > 2);
+    /* 20 ms of slack: the time before the scan armed its timer, were it late, is no sample's
+     * (before the fix about 70 ms of 190 were charged). */
+    ASSERT_TRUE(charged + 20000000u >= wk.cpu_ns);
+    ASSERT_TRUE(charged <= wk.cpu_ns + 20000000u);
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(counters_interval_parse),
     TEST_CASE(counters_written_as_the_runtime_writes_them),
+    TEST_CASE(cpu_spans_reaching_back_keep_their_time),
     TEST_CASE(filter_sets_mode_and_rate),
     TEST_CASE(filter_rejects_bad_values),
     TEST_CASE(late_wall_passes_are_no_lost_events),
