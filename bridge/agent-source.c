@@ -1121,7 +1121,12 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
     if (cpu) {
         uint64_t now = nt_clock_now(), hold = bridge_holdback_ns(s);
 
-        batch_ts = now > hold ? now - hold : 0;
+        /* Not past the end of a thread's open interval either: the drain that finds the thread
+         * stopped writes its not-running sample there (a late drain sees samples older than the
+         * holdback; clamped later, the interval would take in the time after). */
+        if (batch_ts > now - (now > hold ? hold : now)) {
+            batch_ts = now - (now > hold ? hold : now);
+        }
         if (batch_ts < s->released_ns) {
             batch_ts = s->released_ns;
         }
