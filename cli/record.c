@@ -11,6 +11,7 @@
  * first (so the trace keeps its rundown) and then passes the signal on to CMD.
  * Context: the CLI's single thread; SIGINT/SIGTERM/SIGHUP only set a flag.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -94,6 +95,7 @@ struct pp_record {
     /* state */
     char dir[160]; /* a socket path must fit sockaddr_un's 108 bytes anyway */
     char sock[PATH_MAX];
+    char cfi_cache[PATH_MAX];  /* dir/cfi: unwind tables the children share, or "" */
     char trace[PATH_MAX];      /* CMD's own trace: root_out's file, or a file in dir to convert */
     struct pp_output root_out; /* nettrace: the output, renamed into place at the end */
     int listen_fd;
@@ -333,6 +335,11 @@ pp_record_spawn_child(struct pp_record *rc, const char *lib)
     unsetenv("PIPEPROF_RESUMED_PID"); /* one of an enclosing recording */
     /* The listen socket is private to this recording; CMD needs only the connect port. */
     setenv("PIPEPROF_DIAGNOSTIC_PORT", "", 1);
+    if (rc->cfi_cache[0] != '\0') {
+        setenv("PIPEPROF_CFI_CACHE", rc->cfi_cache, 1);
+    } else {
+        unsetenv("PIPEPROF_CFI_CACHE"); /* an enclosing recording's */
+    }
     execvp(rc->cmd[0], rc->cmd);
     fprintf(stderr, "pipeprof record: cannot run %s: %s\n", rc->cmd[0], strerror(errno));
     _exit(127);
@@ -1306,7 +1313,33 @@ pp_record_make_dir(struct pp_record *rc)
      * passed but not listed, and each connection's process is checked (pp_record_in_tree). */
     chmod(rc->dir, 0711);
     snprintf(rc->sock, sizeof(rc->sock), "%s/port.sock", rc->dir);
+    /* The children's unwind tables, built by the first process that loads a library and mapped
+     * by the others (agent/cfi.h): most of a short child's CPU under record was building libc's
+     * again. Private to this user: a child of another uid builds its own. */
+    snprintf(rc->cfi_cache, sizeof(rc->cfi_cache), "%s/cfi", rc->dir);
+    if (mkdir(rc->cfi_cache, 0700) != 0) {
+        rc->cfi_cache[0] = '\0';
+    }
     return 0;
+}
+
+/* Removes the children's unwind tables and their directory. */
+static void
+pp_record_cfi_cache_remove(struct pp_record *rc)
+{
+    DIR *d = rc->cfi_cache[0] != '\0' ? opendir(rc->cfi_cache) : NULL;
+    struct dirent *e;
+
+    if (d == NULL) {
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+            unlinkat(dirfd(d), e->d_name, 0);
+        }
+    }
+    closedir(d);
+    rmdir(rc->cfi_cache);
 }
 
 /* Opens where CMD's trace streams (rc->trace). Returns 0, or 1 (said; rc->dir removed). */
@@ -1321,6 +1354,7 @@ pp_record_open_trace(struct pp_record *rc)
          * an earlier recording there stays whole until this one is */
         if (pp_output_open(&rc->root_out, rc->output, NULL, 0, why, sizeof(why)) != 0) {
             fprintf(stderr, "pipeprof record: %s\n", why);
+            pp_record_cfi_cache_remove(rc);
             rmdir(rc->dir);
             return 1;
         }
@@ -1508,6 +1542,7 @@ pp_record_cleanup(struct pp_record *rc)
     if (!rc->nettrace) {
         unlink(rc->trace);
     }
+    pp_record_cfi_cache_remove(rc);
     rmdir(rc->dir);
     if (rc->child > 0) {
         /* Ctrl-C or a termination request: pass it on once the session has ended. */
