@@ -20,7 +20,7 @@
 
 #include "agent/cfi.h"
 
-#define AG_CFI_CACHE_MAGIC "PPCFI\001\000\000" /* 8 bytes: name and layout version */
+#define AG_CFI_CACHE_MAGIC "PPCFI\002\000\000" /* 8 bytes: name and layout version */
 #if defined(__x86_64__)
 #define AG_CFI_CACHE_MACHINE EM_X86_64
 #else
@@ -33,6 +33,7 @@ struct ag_cfi_cache_head {
     uint32_t machine;  /* ELF e_machine: the register rules are the architecture's */
     uint64_t n;        /* rows that follow the header */
     uint64_t fdes;
+    uint64_t unsupported;
 };
 
 /* DIR/cfi-<hex build-id>. Returns 0, or -ENAMETOOLONG (or -ENOENT: no usable build-id). */
@@ -95,13 +96,14 @@ ag_cfi_cache_load(const char *dir, const uint8_t *id, size_t id_len, uint64_t ba
         goto out;
     }
     rows = (const struct ag_cfi_row *)(head + 1);
-    /* The signal handler's binary search needs rows sorted by address. */
-    for (size_t i = 0; i < head->n; i++) {
-        if (i > 0 && rows[i].addr <= rows[i - 1].addr) {
-            goto out;
-        }
-        t->unsupported += (rows[i].flags & AG_CFI_CFA_MASK) == AG_CFI_CFA_OTHER;
+    /* The file is this user's, in a directory only this user can write, renamed into place
+     * whole: its shape is checked, not every row (reading them all would touch every page of a
+     * table a short process mostly never looks at). The last pair stands for the order the
+     * handler's binary search needs. */
+    if (head->n > 1 && rows[head->n - 1].addr <= rows[head->n - 2].addr) {
+        goto out;
     }
+    t->unsupported = head->unsupported;
     t->base = base;
     t->n = head->n;
     t->fdes = head->fdes;
@@ -159,6 +161,7 @@ ag_cfi_cache_store(const char *dir, const uint8_t *id, size_t id_len, const stru
     head.machine = AG_CFI_CACHE_MACHINE;
     head.n = t->n;
     head.fdes = t->fdes;
+    head.unsupported = t->unsupported;
     ok = ag_cfi_cache_write(fd, &head, sizeof(head)) == 0 &&
          ag_cfi_cache_write(fd, t->rows, t->n * sizeof(t->rows[0])) == 0;
     ok = close(fd) == 0 && ok;

@@ -92,11 +92,12 @@ PP_MUST_USE int ag_cfi_build_cancellable(uint64_t base, uint64_t hdr,
  * by `pipeprof record` to a private directory): a process whose module's table is in DIR maps it
  * instead of building it again (about 1.5 ms of CPU per short child, most of it libc's table).
  * Files are named by the module's build-id (the tables do not depend on where a module is
- * mapped); one is read only when it is a regular file of this user with a well-formed header and
- * sorted rows. ag_cfi_cache_load returns 0 (*out set, base applied), -ENOENT or -EBADMSG;
- * ag_cfi_cache_store writes a table under a temporary name and renames it into place (two
- * processes storing the same module's table at once both succeed); its failure only costs the
- * next process a build. Context: outside signal context (files, malloc).
+ * mapped); one is read only when it is a regular file of this user whose header matches its size
+ * and layout (agent/cfi-cache.c says why its rows are not all read). ag_cfi_cache_load returns 0
+ * (*out set, base applied), -ENOENT or -EBADMSG; ag_cfi_cache_store writes a table under a
+ * temporary name and renames it into place (two processes storing the same module's table at once
+ * both succeed); its failure only costs the next process a build. Context: outside signal context
+ * (files, malloc).
  */
 PP_MUST_USE int ag_cfi_cache_load(const char *dir, const uint8_t *id, size_t id_len, uint64_t base,
                                   struct ag_cfi_table **out);
