@@ -272,6 +272,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.wall_active_ns, 0);
     /* The module list before the first sample; their CFI tables are built by the manager
      * thread, which starts below, so that a short-lived process does not wait for them. */
+    ag_modules_set_cfi_cache(ag.cfg.cfi_cache);
     err = ag_modules_refresh_deferred();
     if (err < 0) {
         ag_log(AG_LOG_WARN, "modules: %s; unwinding uses frame pointers only", strerror(-err));

@@ -61,6 +61,8 @@ enum ag_log_level {
 };
 
 /* Configuration; fill with ag_config_init() then ag_config_from_env(). Caller's storage. */
+#define AG_CFI_CACHE_DIR_MAX 256 /* PIPEPROF_CFI_CACHE's length, NUL included */
+
 struct ag_config {
     int disabled;         /* PIPEPROF_DISABLE=1: ag_start() does nothing */
     enum ag_mode mode;    /* PIPEPROF_MODE=cpu|wall (default cpu): the default session mode */
@@ -77,6 +79,9 @@ struct ag_config {
                                       does not fall back: a thread it cannot open is counted
                                       in threads_dropped */
     enum ag_log_level log_level; /* PIPEPROF_LOG_LEVEL=error|warn|info|debug|0..3 (default warn) */
+    char cfi_cache[AG_CFI_CACHE_DIR_MAX]; /* PIPEPROF_CFI_CACHE=DIR (default ""): a directory
+                                             whose unwind tables this process shares with the
+                                             others of a recording (agent/cfi.h) */
 };
 
 /* Fills cfg with the defaults above. */

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* DWARF register numbers of the architecture the agent runs on (agent/arch.h). */
 #define AG_CFI_REG_FP AG_DWARF_REG_FP
@@ -788,6 +789,7 @@ ag_cfi_build_cancellable(uint64_t base, uint64_t hdr, const struct ag_cfi_span *
 {
     struct ag_cfi_builder *b;
     struct ag_cfi_table *t = NULL;
+    struct ag_cfi_row *rows;
     size_t k = 0;
     int err;
 
@@ -825,17 +827,19 @@ ag_cfi_build_cancellable(uint64_t base, uint64_t hdr, const struct ag_cfi_span *
         err = -ENOENT;
         goto out;
     }
-    t = malloc(sizeof(*t) + k * sizeof(t->rows[0]));
+    t = calloc(1, sizeof(*t) + k * sizeof(struct ag_cfi_row));
     if (t == NULL) {
         err = -ENOMEM;
         goto out;
     }
+    rows = (struct ag_cfi_row *)(t + 1);
+    t->rows = rows;
     t->base = base;
     t->n = k;
     t->fdes = b->fdes;
     t->unsupported = 0;
     for (size_t i = 0; i < k; i++) {
-        t->rows[i] = b->rows[i].row;
+        rows[i] = b->rows[i].row;
         t->unsupported += (t->rows[i].flags & AG_CFI_CFA_MASK) == AG_CFI_CFA_OTHER;
     }
     *out = t;
@@ -848,5 +852,8 @@ out:
 void
 ag_cfi_table_free(struct ag_cfi_table *t)
 {
+    if (t != NULL && t->map != NULL) {
+        munmap(t->map, t->map_len);
+    }
     free(t);
 }

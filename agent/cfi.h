@@ -52,13 +52,16 @@ struct ag_cfi_row {
 };
 _Static_assert(sizeof(struct ag_cfi_row) == 12, "compact CFI row");
 
-/* Immutable after ag_cfi_build() returns; read concurrently by signal handlers. */
+/* Immutable after ag_cfi_build() or ag_cfi_cache_load() returns; read concurrently by signal
+ * handlers. */
 struct ag_cfi_table {
-    uint64_t base;      /* load bias of the module: runtime address = base + row addr */
-    size_t n;           /* rows, sorted by addr */
-    size_t fdes;        /* FDEs parsed (statistics) */
-    size_t unsupported; /* rows whose CFA rule is AG_CFI_CFA_OTHER (statistics) */
-    struct ag_cfi_row rows[];
+    uint64_t base;                 /* load bias of the module: runtime address = base + row addr */
+    size_t n;                      /* rows, sorted by addr */
+    size_t fdes;                   /* FDEs parsed (statistics) */
+    size_t unsupported;            /* rows whose CFA rule is AG_CFI_CFA_OTHER (statistics) */
+    const struct ag_cfi_row *rows; /* after the struct, or inside map */
+    void *map;                     /* a cache file's mapping (ag_cfi_cache_load), or NULL */
+    size_t map_len;
 };
 
 /* A readable address range of the module image, used to bound every read of .eh_frame. */
@@ -83,6 +86,23 @@ PP_MUST_USE int ag_cfi_build(uint64_t base, uint64_t hdr, const struct ag_cfi_sp
 PP_MUST_USE int ag_cfi_build_cancellable(uint64_t base, uint64_t hdr,
                                          const struct ag_cfi_span *spans, size_t n_spans,
                                          _Atomic int *cancel, struct ag_cfi_table **out);
+
+/*
+ * A cache of built tables shared by the processes of one recording (PIPEPROF_CFI_CACHE=DIR, set
+ * by `pipeprof record` to a private directory): a process whose module's table is in DIR maps it
+ * instead of building it again (about 1.5 ms of CPU per short child, most of it libc's table).
+ * Files are named by the module's build-id (the tables do not depend on where a module is
+ * mapped); one is read only when it is a regular file of this user whose header matches its size
+ * and layout (agent/cfi-cache.c says why its rows are not all read). ag_cfi_cache_load returns 0
+ * (*out set, base applied), -ENOENT or -EBADMSG; ag_cfi_cache_store writes a table under a
+ * temporary name and renames it into place (two processes storing the same module's table at once
+ * both succeed); its failure only costs the next process a build. Context: outside signal context
+ * (files, malloc).
+ */
+PP_MUST_USE int ag_cfi_cache_load(const char *dir, const uint8_t *id, size_t id_len, uint64_t base,
+                                  struct ag_cfi_table **out);
+void ag_cfi_cache_store(const char *dir, const uint8_t *id, size_t id_len,
+                        const struct ag_cfi_table *t);
 
 /* Releases a table. Accepts NULL. Only once no signal handler can still read it. */
 void ag_cfi_table_free(struct ag_cfi_table *t);

@@ -222,6 +222,16 @@ ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen)
                                     v);
         }
     }
+    v = getenv("PIPEPROF_CFI_CACHE");
+    if (v != NULL) {
+        if (strlen(v) >= sizeof(cfg->cfi_cache) || (v[0] != '/' && v[0] != '\0')) {
+            return pp_errmsg_einval(err, errlen,
+                                    "PIPEPROF_CFI_CACHE=%.64s: expected an absolute directory of "
+                                    "at most %zu bytes",
+                                    v, sizeof(cfg->cfi_cache) - 1);
+        }
+        snprintf(cfg->cfi_cache, sizeof(cfg->cfi_cache), "%s", v);
+    }
     atomic_store(&ag_log_level_cur, (int)cfg->log_level);
     return 0;
 }

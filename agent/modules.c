@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <link.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -30,6 +31,34 @@ static int ag_modules_scanned;                        /* mutex */
 static int ag_modules_defer_cfi;                      /* mutex: new modules' tables wait */
 static uint64_t ag_modules_generation;                /* mutex */
 static int ag_modules_files_changed;                  /* mutex: mapped files came or went */
+static char ag_modules_cfi_dir[AG_CFI_CACHE_DIR_MAX]; /* mutex: PIPEPROF_CFI_CACHE, or "" */
+
+void
+ag_modules_set_cfi_cache(const char *dir)
+{
+    pthread_mutex_lock(&ag_modules_mutex);
+    snprintf(ag_modules_cfi_dir, sizeof(ag_modules_cfi_dir), "%s", dir);
+    pthread_mutex_unlock(&ag_modules_mutex);
+}
+
+/* A module's table from the recording's cache when it holds it, else built (and stored there).
+ * Called with the mutex held. */
+static int
+ag_modules_cfi_get(struct ag_module *m, uint64_t hdr, const struct ag_cfi_span *loads,
+                   size_t n_loads, _Atomic int *cancel)
+{
+    int err;
+
+    if (ag_cfi_cache_load(ag_modules_cfi_dir, m->build_id, m->build_id_len, m->base, &m->cfi) ==
+        0) {
+        return 0;
+    }
+    err = ag_cfi_build_cancellable(m->base, hdr, loads, n_loads, cancel, &m->cfi);
+    if (err == 0) {
+        ag_cfi_cache_store(ag_modules_cfi_dir, m->build_id, m->build_id_len, m->cfi);
+    }
+    return err;
+}
 
 struct ag_modules_scan {
     int err;
@@ -168,7 +197,7 @@ ag_module_new(const struct dl_phdr_info *info, int is_exe, struct ag_module **ou
     if (hdr != 0 && ag_modules_defer_cfi) {
         m->cfi_err = -EINPROGRESS; /* ag_modules_build_cfi() */
     } else if (hdr != 0) {
-        m->cfi_err = ag_cfi_build(m->base, hdr, loads, n_loads, &m->cfi);
+        m->cfi_err = ag_modules_cfi_get(m, hdr, loads, n_loads, NULL);
     } else {
         m->cfi_err = -ENOENT;
     }
@@ -396,9 +425,7 @@ ag_modules_build_cb(struct dl_phdr_info *info, size_t size, void *ctx)
             hdr = lo;
         }
     }
-    m->cfi_err =
-            hdr != 0 ? ag_cfi_build_cancellable(m->base, hdr, loads, n_loads, b->cancel, &m->cfi)
-                     : -ENOENT;
+    m->cfi_err = hdr != 0 ? ag_modules_cfi_get(m, hdr, loads, n_loads, b->cancel) : -ENOENT;
     free(loads);
     if (m->cfi_err == -ECANCELED) {
         m->cfi_err = -EINPROGRESS; /* built at the next refresh, if the agent runs on */

@@ -4,11 +4,16 @@
  * else a separate debug file found by build-id or .gnu_debuglink, else .dynsym; sorted by
  * address, one symbol per address, missing sizes filled from the next symbol. Context: the
  * drain or IPC thread, under ag_modules_mutex (modules.c); reads files, allocates. Must never
- * run in a signal handler and never keeps a file open after a load.
+ * run in a signal handler and never keeps a file open after a load. libelf is opened with dlopen at
+ * the first load, not linked: a process preloaded everywhere, or a short child under `record`,
+ * mostly never reads a symbol table, and mapping libelf and its libz at every start cost each
+ * process two more libraries to load and relocate.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +26,56 @@
 #include "agent/symbols-internal.h"
 
 static char ag_symtab_debug_root[PATH_MAX] = "/usr/lib/debug";
+
+/* The libelf calls this file makes, from libelf.so.1 (ag_elf_open). */
+static struct {
+    unsigned (*version)(unsigned);
+    Elf *(*begin)(int, Elf_Cmd, Elf *);
+    Elf *(*memory)(char *, size_t);
+    int (*end)(Elf *);
+    Elf_Kind (*kind)(Elf *);
+    Elf_Scn *(*nextscn)(Elf *, Elf_Scn *);
+    int (*getshdrstrndx)(Elf *, size_t *);
+    char *(*strptr)(Elf *, size_t, size_t);
+    Elf_Data *(*getdata)(Elf_Scn *, Elf_Data *);
+    GElf_Shdr *(*getshdr)(Elf_Scn *, GElf_Shdr *);
+    GElf_Sym *(*getsym)(Elf_Data *, int, GElf_Sym *);
+} ag_elf;
+static int ag_elf_err = -ENOTSUP; /* 0 once every call above is found */
+static pthread_once_t ag_elf_once = PTHREAD_ONCE_INIT;
+
+/* Stores the address of symbol name of h into *fn (a function pointer, as POSIX's dlsym allows).
+ * Returns 1 when found. */
+static int
+ag_elf_call(void *h, const char *name, void *fn)
+{
+    void *sym = dlsym(h, name);
+
+    memcpy(fn, &sym, sizeof(sym));
+    return sym != NULL;
+}
+
+static void
+ag_elf_open(void)
+{
+    void *h = dlopen("libelf.so.1", RTLD_NOW | RTLD_LOCAL);
+
+    if (h == NULL) {
+        return; /* symbols stay unnamed: ag_symtab_load() says -ENOTSUP */
+    }
+    if (ag_elf_call(h, "elf_version", &ag_elf.version) &&
+        ag_elf_call(h, "elf_begin", &ag_elf.begin) &&
+        ag_elf_call(h, "elf_memory", &ag_elf.memory) && ag_elf_call(h, "elf_end", &ag_elf.end) &&
+        ag_elf_call(h, "elf_kind", &ag_elf.kind) &&
+        ag_elf_call(h, "elf_nextscn", &ag_elf.nextscn) &&
+        ag_elf_call(h, "elf_getshdrstrndx", &ag_elf.getshdrstrndx) &&
+        ag_elf_call(h, "elf_strptr", &ag_elf.strptr) &&
+        ag_elf_call(h, "elf_getdata", &ag_elf.getdata) &&
+        ag_elf_call(h, "gelf_getshdr", &ag_elf.getshdr) &&
+        ag_elf_call(h, "gelf_getsym", &ag_elf.getsym) && ag_elf.version(EV_CURRENT) != EV_NONE) {
+        ag_elf_err = 0;
+    }
+}
 
 void
 ag_symtab_set_debug_root(const char *root)
@@ -43,9 +98,9 @@ ag_symtab_file_open(const char *path, struct ag_symtab_file *f)
     if (f->fd < 0) {
         return -errno;
     }
-    f->elf = elf_begin(f->fd, ELF_C_READ_MMAP, NULL);
-    if (f->elf == NULL || elf_kind(f->elf) != ELF_K_ELF) {
-        elf_end(f->elf);
+    f->elf = ag_elf.begin(f->fd, ELF_C_READ_MMAP, NULL);
+    if (f->elf == NULL || ag_elf.kind(f->elf) != ELF_K_ELF) {
+        ag_elf.end(f->elf);
         f->elf = NULL;
         close(f->fd);
         f->fd = -1;
@@ -57,7 +112,7 @@ ag_symtab_file_open(const char *path, struct ag_symtab_file *f)
 static void
 ag_symtab_file_close(struct ag_symtab_file *f)
 {
-    elf_end(f->elf); /* accepts NULL */
+    ag_elf.end(f->elf); /* accepts NULL */
     f->elf = NULL;
     if (f->fd >= 0) {
         close(f->fd);
@@ -72,8 +127,8 @@ ag_symtab_find_section(Elf *elf, Elf64_Word type)
     Elf_Scn *scn = NULL;
     GElf_Shdr sh;
 
-    while ((scn = elf_nextscn(elf, scn)) != NULL) {
-        if (gelf_getshdr(scn, &sh) != NULL && sh.sh_type == type) {
+    while ((scn = ag_elf.nextscn(elf, scn)) != NULL) {
+        if (ag_elf.getshdr(scn, &sh) != NULL && sh.sh_type == type) {
             return scn;
         }
     }
@@ -88,16 +143,16 @@ ag_symtab_find_named(Elf *elf, const char *name)
     size_t shstrndx;
     GElf_Shdr sh;
 
-    if (elf_getshdrstrndx(elf, &shstrndx) != 0) {
+    if (ag_elf.getshdrstrndx(elf, &shstrndx) != 0) {
         return NULL;
     }
-    while ((scn = elf_nextscn(elf, scn)) != NULL) {
+    while ((scn = ag_elf.nextscn(elf, scn)) != NULL) {
         const char *n;
 
-        if (gelf_getshdr(scn, &sh) == NULL) {
+        if (ag_elf.getshdr(scn, &sh) == NULL) {
             continue;
         }
-        n = elf_strptr(elf, shstrndx, sh.sh_name);
+        n = ag_elf.strptr(elf, shstrndx, sh.sh_name);
         if (n != NULL && strcmp(n, name) == 0) {
             return scn;
         }
@@ -109,17 +164,17 @@ ag_symtab_find_named(Elf *elf, const char *name)
 static size_t
 ag_symtab_count_funcs(Elf_Scn *scn)
 {
-    Elf_Data *data = elf_getdata(scn, NULL);
+    Elf_Data *data = ag_elf.getdata(scn, NULL);
     GElf_Shdr sh;
     size_t n = 0;
 
-    if (data == NULL || gelf_getshdr(scn, &sh) == NULL || sh.sh_entsize == 0) {
+    if (data == NULL || ag_elf.getshdr(scn, &sh) == NULL || sh.sh_entsize == 0) {
         return 0;
     }
     for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
         GElf_Sym sym;
 
-        if (gelf_getsym(data, (int)i, &sym) == NULL) {
+        if (ag_elf.getsym(data, (int)i, &sym) == NULL) {
             break;
         }
         if ((GELF_ST_TYPE(sym.st_info) == STT_FUNC || GELF_ST_TYPE(sym.st_info) == STT_GNU_IFUNC) &&
@@ -166,12 +221,12 @@ ag_symtab_rank(const GElf_Sym *sym, const char *name)
 static int
 ag_symtab_fill(struct ag_symtab *t, Elf *elf, Elf_Scn *scn)
 {
-    Elf_Data *data = elf_getdata(scn, NULL);
+    Elf_Data *data = ag_elf.getdata(scn, NULL);
     size_t cap = ag_symtab_count_funcs(scn);
     size_t strcap = 0, k = 0;
     GElf_Shdr sh;
 
-    if (data == NULL || gelf_getshdr(scn, &sh) == NULL || sh.sh_entsize == 0) {
+    if (data == NULL || ag_elf.getshdr(scn, &sh) == NULL || sh.sh_entsize == 0) {
         return -EBADMSG;
     }
     if (cap == 0) {
@@ -186,7 +241,7 @@ ag_symtab_fill(struct ag_symtab *t, Elf *elf, Elf_Scn *scn)
         const char *name;
         size_t len;
 
-        if (gelf_getsym(data, (int)i, &sym) == NULL) {
+        if (ag_elf.getsym(data, (int)i, &sym) == NULL) {
             break;
         }
         if (!(GELF_ST_TYPE(sym.st_info) == STT_FUNC ||
@@ -194,7 +249,7 @@ ag_symtab_fill(struct ag_symtab *t, Elf *elf, Elf_Scn *scn)
             sym.st_shndx == SHN_UNDEF || sym.st_value == 0) {
             continue;
         }
-        name = elf_strptr(elf, sh.sh_link, sym.st_name);
+        name = ag_elf.strptr(elf, sh.sh_link, sym.st_name);
         if (name == NULL || name[0] == '\0') {
             continue;
         }
@@ -318,14 +373,14 @@ ag_symtab_load_vdso(struct ag_symtab *t, const struct ag_module *m)
         return -ENOMEM;
     }
     memcpy(copy, (const void *)(uintptr_t)m->lo, size);
-    elf = elf_memory(copy, size);
-    if (elf == NULL || elf_kind(elf) != ELF_K_ELF) {
+    elf = ag_elf.memory(copy, size);
+    if (elf == NULL || ag_elf.kind(elf) != ELF_K_ELF) {
         err = -EBADMSG;
         goto out;
     }
     err = ag_symtab_load_elf(t, elf, m->path, 1);
 out:
-    elf_end(elf);
+    ag_elf.end(elf);
     free(copy);
     return err;
 }
@@ -343,7 +398,7 @@ ag_symtab_debuglink(const char *path, char *buf, size_t cap)
         return -ENOENT;
     }
     scn = ag_symtab_find_named(f.elf, ".gnu_debuglink");
-    data = scn != NULL ? elf_getdata(scn, NULL) : NULL;
+    data = scn != NULL ? ag_elf.getdata(scn, NULL) : NULL;
     if (data != NULL && data->d_buf != NULL && data->d_size > 0) {
         size_t len = strnlen(data->d_buf, data->d_size);
 
@@ -425,8 +480,9 @@ ag_symtab_load(const struct ag_module *m, struct ag_symtab **out)
     int err;
 
     *out = NULL;
-    if (elf_version(EV_CURRENT) == EV_NONE) {
-        return -ENOTSUP;
+    pthread_once(&ag_elf_once, ag_elf_open);
+    if (ag_elf_err != 0) {
+        return ag_elf_err;
     }
     if (!m->is_vdso && (m->path == NULL || m->path[0] != '/')) {
         return -ENOENT; /* anonymous images have no file */

@@ -11,6 +11,7 @@
  * first (so the trace keeps its rundown) and then passes the signal on to CMD.
  * Context: the CLI's single thread; SIGINT/SIGTERM/SIGHUP only set a flag.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -60,8 +61,14 @@ struct pp_image {
     uint64_t pid;
     uint8_t cookie[16];
     uint64_t session;
-    int stream_fd;   /* the session's connection, read by the thread */
-    int file_fd;     /* the segment file, written by the thread */
+    int stream_fd; /* the session's connection, read by the thread */
+    int file_fd;   /* the segment file, written by the thread; -1 while it is pending */
+    int has_file;  /* the segment file exists (path) */
+    char *pending; /* what arrived before the segment file: a child's stream is kept in
+                      memory until its first sample, and a child that had none never gets
+                      a file (creating and removing one was 0.3 ms of the recorder's CPU per
+                      short child) */
+    size_t pending_len, pending_cap;
     int idle_fd;     /* an advertised connection kept for StopTracing, or -1 */
     int stop_fd;     /* StopTracing was sent on it, or -1 */
     int need_resume; /* ResumeRuntime not sent yet: the image may be held at its start */
@@ -94,6 +101,7 @@ struct pp_record {
     /* state */
     char dir[160]; /* a socket path must fit sockaddr_un's 108 bytes anyway */
     char sock[PATH_MAX];
+    char cfi_cache[PATH_MAX];  /* dir/cfi: unwind tables the children share, or "" */
     char trace[PATH_MAX];      /* CMD's own trace: root_out's file, or a file in dir to convert */
     struct pp_output root_out; /* nettrace: the output, renamed into place at the end */
     int listen_fd;
@@ -333,6 +341,11 @@ pp_record_spawn_child(struct pp_record *rc, const char *lib)
     unsetenv("PIPEPROF_RESUMED_PID"); /* one of an enclosing recording */
     /* The listen socket is private to this recording; CMD needs only the connect port. */
     setenv("PIPEPROF_DIAGNOSTIC_PORT", "", 1);
+    if (rc->cfi_cache[0] != '\0') {
+        setenv("PIPEPROF_CFI_CACHE", rc->cfi_cache, 1);
+    } else {
+        unsetenv("PIPEPROF_CFI_CACHE"); /* an enclosing recording's */
+    }
     execvp(rc->cmd[0], rc->cmd);
     fprintf(stderr, "pipeprof record: cannot run %s: %s\n", rc->cmd[0], strerror(errno));
     _exit(127);
@@ -424,6 +437,49 @@ struct pp_stream_ctx {
     struct pp_image *img;
 };
 
+#define PP_RECORD_PENDING_MAX (1u << 20) /* a stream this long gets its file anyway */
+
+/* Creates the image's segment file and writes what was pending into it. Returns 0 or -errno. */
+static int
+pp_record_segment_open(struct pp_image *img)
+{
+    int err = 0;
+
+    img->file_fd = open(img->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (img->file_fd < 0) {
+        return -errno;
+    }
+    img->has_file = 1;
+    if (img->pending_len > 0 &&
+        write(img->file_fd, img->pending, img->pending_len) != (ssize_t)img->pending_len) {
+        err = -EIO;
+    }
+    free(img->pending);
+    img->pending = NULL;
+    img->pending_len = img->pending_cap = 0;
+    return err;
+}
+
+/* Keeps n bytes of the stream: in the segment file, or pending until the image's first sample.
+ * Returns 0 or -errno. */
+static int
+pp_record_keep(struct pp_image *img, const void *buf, size_t n)
+{
+    if (img->file_fd < 0) {
+        if (pp_grow_array((void **)&img->pending, &img->pending_cap, img->pending_len + n, 1) !=
+            0) {
+            return -ENOMEM;
+        }
+        memcpy(img->pending + img->pending_len, buf, n);
+        img->pending_len += n;
+        if (atomic_load(&img->samples) == 0 && img->pending_len < PP_RECORD_PENDING_MAX) {
+            return 0;
+        }
+        return pp_record_segment_open(img);
+    }
+    return write(img->file_fd, buf, n) == (ssize_t)n ? 0 : -EIO;
+}
+
 /* The reader's source: copies the stream into the segment file as the reader pulls it. */
 static ssize_t
 pp_record_read(void *ctx, void *buf, size_t len)
@@ -450,7 +506,7 @@ pp_record_read(void *ctx, void *buf, size_t len)
         if (n < 0) {
             return -errno;
         }
-        if (n > 0 && write(img->file_fd, buf, (size_t)n) != n) {
+        if (n > 0 && pp_record_keep(img, buf, (size_t)n) != 0) {
             return -EIO;
         }
         atomic_fetch_add(&img->bytes, (uint64_t)n);
@@ -539,6 +595,18 @@ pp_record_stream_main(void *arg)
             snprintf(img->why, sizeof(img->why), "%s", strerror(-err));
         }
     }
+    /* A child's image without samples leaves no file (the files below leave it out anyway);
+     * CMD's own images are all kept, for its exec chain's trace. */
+    if (img->file_fd < 0 &&
+        (atomic_load(&img->samples) > 0 || img->pid == (uint64_t)sc->rc->child)) {
+        err = pp_record_segment_open(img);
+        if (err != 0 && !img->cut) {
+            img->cut = 1;
+            snprintf(img->why, sizeof(img->why), "its segment file: %s", strerror(-err));
+        }
+    }
+    free(img->pending);
+    img->pending = NULL;
     nt_reader_free(r);
     free(sc);
     atomic_store(&img->done, 1);
@@ -686,10 +754,11 @@ pp_record_start_image(struct pp_record *rc, struct pp_image *img, int fd)
     } else {
         snprintf(img->path, sizeof(img->path), "%s/segment-%zu.nettrace", rc->dir, rc->image_count);
     }
-    img->file_fd = open(img->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* A child's segment file waits for its first sample (pp_record_keep). */
+    err = img->pid == (uint64_t)rc->child ? pp_record_segment_open(img) : 0;
     sc = malloc(sizeof(*sc));
-    if (img->file_fd < 0 || sc == NULL) {
-        err = img->file_fd < 0 ? -errno : -ENOMEM;
+    if (err != 0 || sc == NULL) {
+        err = err != 0 ? err : -ENOMEM;
         fprintf(stderr, "pipeprof record: %s: %s\n", img->path, strerror(-err));
         goto fail;
     }
@@ -989,7 +1058,7 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
     for (i = 0; i < rc->image_count; i++) {
         struct pp_image *img = rc->images[i];
         uint64_t samples = 0;
-        int segs = 0, cut = 0, root = 0;
+        int images = 0, segs = 0, cut = 0, root = 0;
 
         for (j = 0; j < i && rc->images[j]->pid != img->pid; j++) {
         }
@@ -1000,13 +1069,16 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
             struct pp_image *o = rc->images[j];
 
             if (o->pid == img->pid && o->thread_started) {
-                in[segs++] = o->path;
+                if (o->has_file) {
+                    in[segs++] = o->path;
+                }
+                images++;
                 samples += atomic_load(&o->samples);
                 cut |= o->cut;
                 root |= o->root;
             }
         }
-        if (segs == 0) {
+        if (images == 0) {
             continue;
         }
         if (!root && samples == 0) {
@@ -1015,6 +1087,9 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
                 unlink(in[j]);
             }
             continue;
+        }
+        if (segs == 0) {
+            continue; /* its segment file could not be made: said at the stream's end */
         }
         if (n == cap) {
             err = -ENOSPC;
@@ -1306,7 +1381,33 @@ pp_record_make_dir(struct pp_record *rc)
      * passed but not listed, and each connection's process is checked (pp_record_in_tree). */
     chmod(rc->dir, 0711);
     snprintf(rc->sock, sizeof(rc->sock), "%s/port.sock", rc->dir);
+    /* The children's unwind tables, built by the first process that loads a library and mapped
+     * by the others (agent/cfi.h): most of a short child's CPU under record was building libc's
+     * again. Private to this user: a child of another uid builds its own. */
+    snprintf(rc->cfi_cache, sizeof(rc->cfi_cache), "%s/cfi", rc->dir);
+    if (mkdir(rc->cfi_cache, 0700) != 0) {
+        rc->cfi_cache[0] = '\0';
+    }
     return 0;
+}
+
+/* Removes the children's unwind tables and their directory. */
+static void
+pp_record_cfi_cache_remove(struct pp_record *rc)
+{
+    DIR *d = rc->cfi_cache[0] != '\0' ? opendir(rc->cfi_cache) : NULL;
+    struct dirent *e;
+
+    if (d == NULL) {
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+            unlinkat(dirfd(d), e->d_name, 0);
+        }
+    }
+    closedir(d);
+    rmdir(rc->cfi_cache);
 }
 
 /* Opens where CMD's trace streams (rc->trace). Returns 0, or 1 (said; rc->dir removed). */
@@ -1321,6 +1422,7 @@ pp_record_open_trace(struct pp_record *rc)
          * an earlier recording there stays whole until this one is */
         if (pp_output_open(&rc->root_out, rc->output, NULL, 0, why, sizeof(why)) != 0) {
             fprintf(stderr, "pipeprof record: %s\n", why);
+            pp_record_cfi_cache_remove(rc);
             rmdir(rc->dir);
             return 1;
         }
@@ -1495,6 +1597,7 @@ pp_record_cleanup(struct pp_record *rc)
         if (!img->root) {
             unlink(img->path); /* a segment left over after an error */
         }
+        free(img->pending);
         free(img);
     }
     free(rc->images);
@@ -1508,6 +1611,7 @@ pp_record_cleanup(struct pp_record *rc)
     if (!rc->nettrace) {
         unlink(rc->trace);
     }
+    pp_record_cfi_cache_remove(rc);
     rmdir(rc->dir);
     if (rc->child > 0) {
         /* Ctrl-C or a termination request: pass it on once the session has ended. */

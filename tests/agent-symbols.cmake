@@ -40,7 +40,7 @@ if(TARGET pp_agent)
     set(pp_agent_have_cxx 1)
   endif()
 
-  pp_add_test(test-agent-symbols LIBS pp_agent LABELS unit)
+  pp_add_test(test-agent-symbols LIBS pp_agent elf LABELS unit)
   target_compile_definitions(test-agent-symbols PRIVATE
     PP_AGENT_FIXTURE_DIR="${pp_agent_fix_dir}" PP_AGENT_HAVE_CXX=${pp_agent_have_cxx})
   add_dependencies(test-agent-symbols agent-symfix)

@@ -10,11 +10,16 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <ucontext.h>
+#include <unistd.h>
 #include <unwind.h>
 
 #include "agent/cfi.h"
@@ -359,6 +364,78 @@ TEST(cfi_build_rejects_corrupt_eh_frame_hdr)
     }
 }
 
+/* Writes len bytes of buf to path (replacing it). */
+static void
+cache_file_put(const char *path, const void *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+    ASSERT_TRUE(fd >= 0);
+    ASSERT_TRUE(write(fd, buf, len) == (ssize_t)len);
+    close(fd);
+}
+
+/* A table stored in a recording's cache comes back row for row at another load bias; a file that
+ * is truncated, unsorted, of another layout or a symlink is refused, and a missing file or a
+ * module without a usable build-id is a miss. */
+TEST(cfi_cache_round_trip_and_bad_files)
+{
+    static const uint8_t id[20] = { 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6 };
+    uint64_t fn = (uint64_t)(uintptr_t)&cfi_chain_c;
+    char dir[] = "/tmp/pp-test-cfi-cache.XXXXXX", path[PATH_MAX], other[PATH_MAX];
+    const struct ag_module_span *span;
+    struct ag_cfi_table *t = NULL;
+    uint8_t *file;
+    size_t len;
+    int fd;
+
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    span = ag_sig_module_find(fn);
+    ASSERT_TRUE(span != NULL && span->cfi != NULL && span->cfi->n > 2);
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    ASSERT_EQ(ag_cfi_cache_load(dir, id, sizeof(id), 0, &t), -ENOENT);
+    ag_cfi_cache_store(dir, id, sizeof(id), span->cfi);
+    ASSERT_OK(ag_cfi_cache_load(dir, id, sizeof(id), 0x1000, &t));
+    ASSERT_TRUE(t != NULL && t->map != NULL);
+    ASSERT_U64_EQ(t->base, 0x1000);
+    ASSERT_EQ(t->n, span->cfi->n);
+    ASSERT_EQ(t->fdes, span->cfi->fdes);
+    ASSERT_EQ(t->unsupported, span->cfi->unsupported);
+    ASSERT_TRUE(memcmp(t->rows, span->cfi->rows, t->n * sizeof(t->rows[0])) == 0);
+    ag_cfi_table_free(t);
+    ASSERT_EQ(ag_cfi_cache_load(dir, id, 4, 0, &t), -ENOENT); /* too short to name content */
+
+    /* The file as stored, then spoilt in each way. */
+    len = (size_t)snprintf(path, sizeof(path), "%s/cfi-", dir);
+    for (size_t i = 0; i < sizeof(id); i++) {
+        len += (size_t)snprintf(path + len, sizeof(path) - len, "%02x", id[i]);
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    ASSERT_TRUE(fd >= 0);
+    len = (size_t)lseek(fd, 0, SEEK_END);
+    file = malloc(len);
+    ASSERT_TRUE(file != NULL && pread(fd, file, len, 0) == (ssize_t)len);
+    close(fd);
+    cache_file_put(path, file, len - 1); /* truncated */
+    ASSERT_EQ(ag_cfi_cache_load(dir, id, sizeof(id), 0, &t), -EBADMSG);
+    memcpy(file + len - 12, file + len - 24, 12); /* the last row repeats an address */
+    cache_file_put(path, file, len);
+    ASSERT_EQ(ag_cfi_cache_load(dir, id, sizeof(id), 0, &t), -EBADMSG);
+    file[8] = 16; /* another row layout */
+    cache_file_put(path, file, len);
+    ASSERT_EQ(ag_cfi_cache_load(dir, id, sizeof(id), 0, &t), -EBADMSG);
+    ASSERT_TRUE(t == NULL);
+    snprintf(other, sizeof(other), "%s/elsewhere", dir);
+    ASSERT_OK(rename(path, other));
+    ASSERT_OK(symlink(other, path));
+    ASSERT_EQ(ag_cfi_cache_load(dir, id, sizeof(id), 0, &t), -ENOENT);
+    unlink(path);
+    unlink(other);
+    ASSERT_OK(rmdir(dir)); /* the store left no temporary file behind */
+    free(file);
+    ag_modules_fini();
+}
+
 /* The first address in fn's first 256 bytes whose row reads the return address from the stack
  * (after the prologue stored x30 on aarch64; fn itself on x86-64), or 0. */
 static uint64_t
@@ -582,6 +659,7 @@ static const struct test_case cases[] = {
     TEST_CASE(cfi_rows_at_function_entry),
     TEST_CASE(cfi_unwinds_from_signal_context),
     TEST_CASE(cfi_build_rejects_corrupt_eh_frame_hdr),
+    TEST_CASE(cfi_cache_round_trip_and_bad_files),
     TEST_CASE(cfi_step_rejects_bad_registers),
     TEST_CASE(cfi_leaf_returns_through_the_link_register),
     TEST_CASE(cfi_signed_return_address_is_stripped),
