@@ -1287,13 +1287,16 @@ bridge_drain_records(struct bridge_source *src, int *modules_changed)
         }
         for (i = 0; i < src->sample_count; i++) {
             const struct bridge_sample *sm = &src->samples[i];
-            uint16_t k;
+            struct bridge_tap_sample ts = { sm->tid,
+                                            (enum ag_mode)sm->mode,
+                                            sm->timestamp_ns,
+                                            sm->state == AG_STATE_RUNNING,
+                                            sm->weight,
+                                            sm->cpu_delta_ns,
+                                            src->frames + sm->frames,
+                                            sm->depth };
 
-            /* A CPU sample of weight k counts k times in the taps' profiles too (HTTP pprof). */
-            for (k = 0; k < (sm->weight != 0 ? sm->weight : 1); k++) {
-                t->on_sample(t->ctx, sm->tid, (enum ag_mode)sm->mode, sm->timestamp_ns,
-                             sm->state == AG_STATE_RUNNING, src->frames + sm->frames, sm->depth);
-            }
+            t->on_sample(t->ctx, &ts);
         }
     }
     return err < 0 && err != -ESRCH ? err : 0;
