@@ -11,6 +11,10 @@
 # final samples the short threads' share was 17.6 points short and the samples 75 % of the CPU;
 # with one sample per thread and interval kept (before), the masked thread's 15.5 points, 75 %.
 source "$(dirname "$0")/ipc-lib.sh"
+# Preloaded first, a sanitizer's pthread_create starts every thread in its own routine, which the
+# agent's interposer then records as the thread's: a never-sampled thread's final sample stands
+# under asan_thread_start, not under st_short.
+[[ -z ${asan:-} ]] || skip "under a sanitizer a thread's start routine is the sanitizer's; run in the plain build"
 HOST_BIN=$B/samples/pp-sample-shortthreads
 EVAL=$S/tests/tools/groundtruth-eval.py
 command -v curl >/dev/null || skip "curl is not installed"
