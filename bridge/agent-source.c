@@ -1287,13 +1287,16 @@ bridge_drain_records(struct bridge_source *src, int *modules_changed)
         }
         for (i = 0; i < src->sample_count; i++) {
             const struct bridge_sample *sm = &src->samples[i];
-            uint16_t k;
+            struct bridge_tap_sample ts = { sm->tid,
+                                            (enum ag_mode)sm->mode,
+                                            sm->timestamp_ns,
+                                            sm->state == AG_STATE_RUNNING,
+                                            sm->weight,
+                                            sm->cpu_delta_ns,
+                                            src->frames + sm->frames,
+                                            sm->depth };
 
-            /* A CPU sample of weight k counts k times in the taps' profiles too (HTTP pprof). */
-            for (k = 0; k < (sm->weight != 0 ? sm->weight : 1); k++) {
-                t->on_sample(t->ctx, sm->tid, (enum ag_mode)sm->mode, sm->timestamp_ns,
-                             sm->state == AG_STATE_RUNNING, src->frames + sm->frames, sm->depth);
-            }
+            t->on_sample(t->ctx, &ts);
         }
     }
     return err < 0 && err != -ESRCH ? err : 0;
@@ -1506,17 +1509,20 @@ bridge_write_names(struct bridge_session *s, struct nt_writer *w, uint64_t ts,
             goto out;
         }
         rc = ag_symbolize(s->addrs.slots[i], &sym);
-        if (rc == -ESRCH && sym.mapped_file) {
-            /* Code in a file the runtime mapped (ReadyToRun): the runtime's rundown names its
-             * methods, and a name here would hide theirs; pipeprof's readers fall back to the
-             * module announced for it (file and offset). */
+        if (rc == -ESRCH && sym.mapped_file && named != NULL) {
+            /* Code in a file the runtime mapped (ReadyToRun) is named at the rundown only:
+             * TraceEvent names an address by the first method event that covers it, and the
+             * runtime's rundown, which names the image's methods, comes just before ours. */
             continue;
         }
         if (rc == -ESRCH) {
             /* A stripped library's internal function (libcoreclr's, Debian's libraries without
              * debug symbols): named by its module and its address in the ELF file, which
-             * addr2line and a debug file resolve later, instead of nothing at all. An address
-             * in no module (JIT code) is left to the runtime's rundown. */
+             * addr2line and a debug file resolve later, instead of nothing at all. The same
+             * for code in a file the runtime mapped itself (a ReadyToRun image): by the file
+             * and the offset, where the runtime's rundown did not name a method (its stubs,
+             * or no rundown at all); pipeprof's readers also take the first name of an
+             * address. An address in no module (JIT code) is left to the runtime's rundown. */
             fns[fn_count].start = sym.start != 0 ? sym.start : s->addrs.slots[i];
             /* its function from the unwind tables (a row per function, lib.so!0x912b0), else
              * two bytes: the address kept is a return address - 1 (the call), and TraceEvent

@@ -46,9 +46,19 @@ void bridge_agent_source_forked_child(void);
  * call; lost counts samples the agent dropped meanwhile.
  * Ownership: the caller owns the tap and keeps it alive until bridge_tap_remove().
  */
+struct bridge_tap_sample {
+    int32_t tid;
+    enum ag_mode mode;
+    uint64_t timestamp_ns;
+    int running;
+    uint32_t weight;        /* intervals it stands for, at the agent's rate then (1 in wall mode) */
+    uint64_t cpu_ns;        /* CPU mode: the CPU time it stands for (its weight's, exactly) */
+    const uint64_t *frames; /* leaf first */
+    uint32_t depth;
+};
+
 struct bridge_tap {
-    void (*on_sample)(void *ctx, int32_t tid, enum ag_mode mode, uint64_t timestamp_ns, int running,
-                      const uint64_t *frames, uint32_t depth);
+    void (*on_sample)(void *ctx, const struct bridge_tap_sample *s);
     void *ctx;
     uint64_t lost;           /* written by the source */
     struct bridge_tap *next; /* the source's list */

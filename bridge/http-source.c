@@ -39,7 +39,8 @@ struct bridge_http_rec {
     uint64_t start_ns, end_ns;
     int add_err; /* the first failure to add a sample (the profile is then incomplete) */
     int32_t kept_tid[BRIDGE_HTTP_THREADS];
-    uint64_t due_ts[BRIDGE_HTTP_THREADS]; /* next sample time per thread */
+    uint64_t due_ts[BRIDGE_HTTP_THREADS];   /* wall mode: next sample time per thread */
+    int64_t credit_ns[BRIDGE_HTTP_THREADS]; /* CPU mode: CPU per thread not yet in a sample */
     http_sample_done_fn done;
     void *token;
 };
@@ -55,49 +56,70 @@ static struct {
 } bridge_http;
 
 /*
- * Keeps one sample per thread and interval: while a diagnostic session or another recording
- * asks for a higher rate, the agent samples faster than this recording asked. Each thread has a
- * due time that advances by the interval, so the kept rate is the asked one on average; a
- * quarter interval of slack absorbs the jitter of an agent sampling at this very rate. The
- * table is open addressing on the tid (0 = empty).
+ * How many samples of this recording a drained sample makes for thread tid at ts. A recording
+ * keeps its own rate while a diagnostic session or another recording asks the agent for a higher
+ * one. Wall mode keeps one sample per thread and interval: each thread has a due time that
+ * advances by the interval, so the kept rate is the asked one on average; a quarter interval of
+ * slack absorbs the jitter of an agent sampling at this very rate. CPU mode counts CPU time
+ * instead: each thread's credit gathers the CPU its samples stand for (a sample of several
+ * intervals, a final sample claimed as the thread exits soon after its last one) and pays one
+ * sample per interval of it, rounded as the agent rounds its weights. Keeping one sample per
+ * interval there dropped the CPU of every sample but the interval's first: the final samples of
+ * threads that exit within an interval of their last sample, and all but one of a weighted
+ * sample's intervals. The table is open addressing on the tid (0 = empty).
  */
-static int
-bridge_http_keep(struct bridge_http_rec *r, int32_t tid, uint64_t ts)
+static uint32_t
+bridge_http_keep(struct bridge_http_rec *r, const struct bridge_tap_sample *s)
 {
     uint64_t interval = 1000000000u / r->hz, slack = interval / 4;
-    size_t i, n;
+    uint64_t cpu = s->cpu_ns != 0 ? s->cpu_ns : (uint64_t)s->weight * interval;
+    int64_t credit;
+    uint32_t n;
+    size_t i, k;
 
-    for (n = 0, i = ((uint32_t)tid * 2654435761u) & (BRIDGE_HTTP_THREADS - 1);
-         n < BRIDGE_HTTP_THREADS; n++, i = (i + 1) & (BRIDGE_HTTP_THREADS - 1)) {
-        if (r->kept_tid[i] == tid) {
-            if (ts + slack < r->due_ts[i]) {
-                return 0;
-            }
-            /* Behind by more than an interval (the thread was not sampled): start afresh. */
-            r->due_ts[i] = ts > r->due_ts[i] + interval ? ts + interval : r->due_ts[i] + interval;
-            return 1;
-        }
+    for (k = 0, i = ((uint32_t)s->tid * 2654435761u) & (BRIDGE_HTTP_THREADS - 1);
+         k < BRIDGE_HTTP_THREADS; k++, i = (i + 1) & (BRIDGE_HTTP_THREADS - 1)) {
         if (r->kept_tid[i] == 0) {
-            r->kept_tid[i] = tid;
-            r->due_ts[i] = ts + interval;
-            return 1;
+            r->kept_tid[i] = s->tid;
+            r->due_ts[i] = s->timestamp_ns; /* due now: the thread's first sample is kept */
         }
+        if (r->kept_tid[i] != s->tid) {
+            continue;
+        }
+        if (r->mode == AG_MODE_CPU) {
+            credit = r->credit_ns[i] + (int64_t)cpu;
+            n = credit > (int64_t)(interval / 2) ? (uint32_t)((credit + interval / 2) / interval)
+                                                 : 0;
+            r->credit_ns[i] = credit - (int64_t)n * (int64_t)interval;
+            return n;
+        }
+        if (s->timestamp_ns + slack < r->due_ts[i]) {
+            return 0;
+        }
+        /* Behind by more than an interval (the thread was not sampled): start afresh. */
+        r->due_ts[i] = s->timestamp_ns > r->due_ts[i] + interval ? s->timestamp_ns + interval
+                                                                 : r->due_ts[i] + interval;
+        return 1;
     }
-    return 1; /* more threads than slots: keep, rather than lose samples */
+    /* More threads than slots: keep, rather than lose samples. */
+    return r->mode == AG_MODE_CPU ? (uint32_t)((cpu + interval / 2) / interval) : 1;
 }
 
 static void
-bridge_http_on_sample(void *ctx, int32_t tid, enum ag_mode mode, uint64_t timestamp_ns, int running,
-                      const uint64_t *frames, uint32_t depth)
+bridge_http_on_sample(void *ctx, const struct bridge_tap_sample *s)
 {
     struct bridge_http_rec *r = ctx;
-    int err;
+    uint32_t n;
+    int err = 0;
 
-    if (mode != r->mode || timestamp_ns < r->start_ns || timestamp_ns > r->end_ns ||
-        r->add_err != 0 || !bridge_http_keep(r, tid, timestamp_ns)) {
+    if (s->mode != r->mode || s->timestamp_ns < r->start_ns || s->timestamp_ns > r->end_ns ||
+        r->add_err != 0) {
         return;
     }
-    err = pp_profile_add_sample(r->profile, (uint64_t)tid, timestamp_ns, running, frames, depth);
+    for (n = bridge_http_keep(r, s); n > 0 && err == 0; n--) {
+        err = pp_profile_add_sample(r->profile, (uint64_t)s->tid, s->timestamp_ns, s->running,
+                                    s->frames, s->depth);
+    }
     if (err != 0) {
         r->add_err = err;
     }
@@ -212,14 +234,18 @@ bridge_http_end_cb(uv_timer_t *t)
 {
     struct bridge_http_rec *r = t->data;
     struct pp_profile *p = r->profile;
+    uint64_t now;
     char name[64];
     FILE *f;
     int err;
 
     if (r->mode == AG_MODE_CPU) {
         /* The CPU each thread burned since its last sample comes in as a final sample, so the
-         * profile holds all of the threads' CPU time (as a session's last drain does). */
+         * profile holds all of the threads' CPU time (as a session's last drain does). Claimed
+         * now, after the end this timer was set for: they are the recording's, not late. */
         ag_cpu_flush();
+        now = nt_clock_now();
+        r->end_ns = now > r->end_ns ? now : r->end_ns;
     }
     err = bridge_tap_pump(); /* the last samples */
     if (err < 0 && err != -EBUSY && r->add_err == 0) {

@@ -29,6 +29,7 @@ struct pp_method {
     uint64_t start;
     uint64_t size;
     uint64_t module_id;
+    size_t seq; /* the order the trace gave it in */
     char *ns;   /* MethodNamespace */
     char *name; /* name(signature) */
 };
@@ -177,6 +178,7 @@ pp_add_method(struct pp_loader *pv, const uint8_t *p, uint32_t size)
     }
     m = &pv->methods[pv->method_count];
     m->module_id = pp_le64(p + 8);
+    m->seq = pv->method_count;
     m->start = pp_le64(p + 16);
     m->size = pp_le32(p + 24);
     paren = strchr(sig, '(');
@@ -400,7 +402,41 @@ pp_method_cmp(const void *a, const void *b)
 {
     const struct pp_method *x = a, *y = b;
 
-    return x->start < y->start ? -1 : x->start > y->start;
+    if (x->start != y->start) {
+        return x->start < y->start ? -1 : 1;
+    }
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/*
+ * Sorts the methods by start and drops each that lies inside one the trace gave earlier: an
+ * address is named by the first method event that covers it, as TraceEvent's rundown handling
+ * does (a MethodDCEndVerbose names only addresses no earlier one named). pipeprof names code in
+ * the runtime's ReadyToRun images by file offset after the runtime's rundown named its methods:
+ * inside one of them, the runtime's name stays.
+ */
+static void
+pp_methods_sort(struct pp_loader *ld)
+{
+    size_t i, kept = 0, cover = 0;
+
+    qsort(ld->methods, ld->method_count, sizeof(*ld->methods), pp_method_cmp);
+    for (i = 0; i < ld->method_count; i++) {
+        struct pp_method *m = &ld->methods[i];
+
+        if (kept > 0 && m->start + m->size <= ld->methods[cover].start + ld->methods[cover].size &&
+            m->seq > ld->methods[cover].seq) {
+            free(m->ns);
+            free(m->name);
+            continue;
+        }
+        ld->methods[kept] = *m;
+        if (kept == 0 || m->start + m->size > ld->methods[cover].start + ld->methods[cover].size) {
+            cover = kept;
+        }
+        kept++;
+    }
+    ld->method_count = kept;
 }
 
 static const struct pp_module *
@@ -629,7 +665,7 @@ finish:
         goto out;
     }
     if (ld->method_count > 1) {
-        qsort(ld->methods, ld->method_count, sizeof(*ld->methods), pp_method_cmp);
+        pp_methods_sort(ld);
     }
     goto out;
 reader_error:

@@ -4,10 +4,15 @@
 # `dotnet-trace collect --diagnostic-port` records pp-sample-groundtruth (agent preloaded, CPU
 # mode at 250 Hz) from its start to its exit, `dotnet-trace convert --format speedscope` runs
 # TraceEvent's thread-time computer (the one PerfView's Thread Time view uses), and each work
-# function's CPU_TIME share must be within 2 points of its share of the CPU time the threads
+# function's CPU_TIME share must be within 1.5 points of its share of the CPU time the threads
 # measured themselves; CPU_TIME in all must be within 5 % of the measured total. A second case
-# records pp-sample-syscalls (much of its CPU in system calls): the same, and TraceEvent's
-# CPU_TIME under the [kernel] frames at least half the threads' tick-sampled system time.
+# records pp-sample-syscalls (much of its CPU in system calls): the same within 2 points, and
+# TraceEvent's CPU_TIME under the [kernel] frames at least half the threads' tick-sampled system
+# time. In both, each function's share of CPU_TIME must be within 0.5 points of its share of the
+# samples pipeprof counts in the same trace (`pipeprof convert --format folded`): what TraceEvent
+# shows is what was sampled. (The syscall case's 2 points: on a machine at load 10 to 14 the
+# sampling itself gives a call's kernel time to the code beside it, 2.3 to 3.8 points in 4 of 10
+# runs, the folded counts as far off as CPU_TIME; that is the agent's part of issue 19.)
 set -euo pipefail
 B=${PP_BINARY_DIR:?}
 S=${PP_SOURCE_DIR:?}
@@ -20,11 +25,11 @@ fi
 T=$(mktemp -d /tmp/pp-dtcpu.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; [[ -n ${KEEP:-} ]] || rm -rf "$T"' EXIT
 
-# case NAME WORKLOAD ENV...: one recording from the workload's start to its exit, converted, and
-# its CPU_TIME per work function against the truth.
+# case NAME WORKLOAD MAX_ERROR ENV...: one recording from the workload's start to its exit,
+# converted, and its CPU_TIME per work function against the truth and the counted samples.
 case_() {
-  local name=$1 wl=$2 ss
-  shift 2
+  local name=$1 wl=$2 max=$3 ss
+  shift 3
   timeout 120 "$DT" collect --diagnostic-port "$T/$name.sock" -o "$T/$name.nettrace" \
     >"$T/$name.collect.log" 2>&1 &
   local D=$!
@@ -38,9 +43,10 @@ case_() {
   timeout 180 "$DT" convert --format speedscope -o "$T/$name.speedscope.json" "$T/$name.nettrace" \
     >"$T/$name.convert.log" 2>&1 || { cat "$T/$name.convert.log"; echo "FAIL: dotnet-trace convert"; exit 1; }
   ss=$(ls "$T/$name".speedscope*.json | head -1)
+  "$B/bin/pipeprof" convert --format folded -o "$T/$name.folded" "$T/$name.nettrace"
   echo "$name:"
   python3 "$S/tests/tools/groundtruth-eval.py" "$T/$name.truth.json" "$ss" --speedscope \
-    --max-error 2.0 --min-kernel 0.5
+    --max-error "$max" --min-kernel 0.5 --layout "$T/$name.folded"
   python3 - "$T/$name.truth.json" "$ss" <<'PY'
 import json, sys
 truth = sum(v for k, v in json.load(open(sys.argv[1])).items() if not k.startswith("_")) / 1e6
@@ -61,8 +67,8 @@ sys.exit(0 if abs(cpu - truth) <= 0.05 * truth else 1)
 PY
 }
 
-case_ compute pp-sample-groundtruth
+case_ compute pp-sample-groundtruth 1.5
 # Much of the CPU in system calls, the engine auto chooses at 250 Hz (timers; bursty threads on
 # perf_event with a kernel locator): kernel time under [kernel] over the calls' stacks.
-case_ syscalls pp-sample-syscalls
+case_ syscalls pp-sample-syscalls 2.0
 echo "dotnet-trace-cputime: ok"

@@ -1,4 +1,6 @@
 # The agent's HTTP pull endpoints in a real host (bridge/http-source.c, http/).
 if(TARGET pp_http)
   pp_add_script_test(http-agent http-agent.sh LABELS integration TIMEOUT 240)
+  # Final samples and samples of several intervals in an HTTP CPU recording.
+  pp_add_script_test(http-final-samples http-final-samples.sh LABELS integration TIMEOUT 120)
 endif()

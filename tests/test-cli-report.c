@@ -123,6 +123,11 @@ make_trace(void)
         nt_payload_method_dc_end(&p, MODULE_ID, fns[f].start, fns[f].size, "", fns[f].name, "");
         write_payload_event(w, m_method, ts += 1000, &p);
     }
+    /* A later name of a few bytes inside fn_a, as pipeprof's rundown names code in a ReadyToRun
+     * image after the runtime's: the first name of an address stays (fn_a keeps its samples). */
+    nt_payload_init(&p, buf, sizeof(buf));
+    nt_payload_method_dc_end(&p, MODULE_ID, MODULE_BASE + 0x100f, 2, "", "0x100f", "");
+    write_payload_event(w, m_method, ts += 1000, &p);
     ASSERT_OK(nt_writer_finish(w));
     nt_writer_free(w);
     close(fd);
