@@ -60,9 +60,10 @@
  * host-contract-stress (host threads closing, dup2ing and creating fds while sessions start and
  * stop in a loop) has not met either order in any run.
  *
- * Held by: host-contract-fds (tests/hosts/fds.c: closing loops, close_range, closefrom and a
- * dup2 over 3..40, then a pipe and files of the host's own, bare against preloaded, CPU and
- * wall, record and listen mode: same output, same per-call error counts, exit 0).
+ * Held by: host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
+ * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, then a
+ * pipe and files of the host's own, bare against preloaded, CPU and wall, record, listen mode
+ * and no session: same output, same per-call error counts, exit 0).
  */
 #include <dirent.h>
 #include <dlfcn.h>
