@@ -141,14 +141,17 @@ host_sig_is_handler(const struct sigaction *a)
      SA_RESETHAND | SA_EXPOSE_TAGBITS)
 
 /* act as the kernel keeps it and a query reports it: SIGKILL and SIGSTOP out of its mask, flags it
- * does not know cleared (Linux 5.11 and later), libc's restorer added. */
+ * does not know cleared (Linux 5.11 and later), libc's restorer added where libc adds one (where
+ * it does not, as on aarch64, libc leaves the caller's sa_restorer as it was). */
 static void
 host_sig_as_kernel_keeps(struct sigaction *act)
 {
     sigdelset(&act->sa_mask, SIGKILL);
     sigdelset(&act->sa_mask, SIGSTOP);
     act->sa_flags = (act->sa_flags & (int)HOST_SA_KNOWN) | host_sig.restorer_flag;
-    act->sa_restorer = host_sig.restorer;
+    if (host_sig.restorer_flag) {
+        act->sa_restorer = host_sig.restorer;
+    }
 }
 
 static uint64_t
@@ -183,7 +186,7 @@ int
 host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *))
 {
     host_sigaction_fn real = host_sig_real();
-    struct sigaction sa, old;
+    struct sigaction sa, old, back;
     int err = 0;
 
     if (real == NULL) {
@@ -202,12 +205,13 @@ host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *))
         host_sig_publish(&old);
     }
     host_sig.library_act = sa;
-    if (real(signo, &sa, NULL) != 0 || real(signo, NULL, &old) != 0) {
+    memset(&back, 0, sizeof(back));
+    if (real(signo, &sa, NULL) != 0 || real(signo, NULL, &back) != 0) {
         err = -errno;
         goto out;
     }
-    host_sig.restorer_flag = old.sa_flags & SA_RESTORER;
-    host_sig.restorer = old.sa_restorer;
+    host_sig.restorer_flag = back.sa_flags & SA_RESTORER;
+    host_sig.restorer = back.sa_restorer;
     atomic_store_explicit(&host_sig.signo, signo, memory_order_release);
     host_sig_guard_onstack_locked(real, signo);
 out:
