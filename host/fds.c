@@ -56,7 +56,10 @@
  * born high were weighed: a private fd table for the library's threads (unshare(CLONE_FILES))
  * would hide their fds from the host, but the server's loop and sockets are created on the host
  * thread that starts it (the constructor) and used from the loop thread; checking the low number
- * with kcmp(KCMP_FILE) before the close only moves the window to the next system call.
+ * with kcmp(KCMP_FILE) before the close only moves the window to the next system call; an fd
+ * received by SCM_RIGHTS or taken by pidfd_getfd gets the lowest free number too (only dup2, dup3
+ * and F_DUPFD choose one, and they need the fd in the table already), so fds created after the
+ * start (sessions, accepted connections, output files) have the same moment.
  * host-contract-stress (host threads closing, dup2ing and creating fds while sessions start and
  * stop in a loop) has not met either order in any run.
  *
