@@ -32,9 +32,9 @@
  * Held by: test-agent-sampling (wall_mode_sleeps_are_complete_and_sampled_waiting: usleep at
  * 1000 Hz wall sampling returns no early EINTR and its stack is recorded from the interposer),
  * agent-torture (usleep, nanosleep and poll wait their full time and read blocks until data
- * arrives in a preloaded host sampled at 1000 Hz in wall mode). No test holds clock_nanosleep,
- * ppoll, select, epoll_wait, epoll_pwait, recv, recvfrom, accept, accept4 or the condition and
- * join waits one by one.
+ * arrives in a preloaded host sampled at 1000 Hz in wall mode), host-contract-eintr (recv, read
+ * and recvfrom on a socket with SO_RCVTIMEO). No test holds clock_nanosleep, ppoll, select,
+ * epoll_wait, epoll_pwait, accept, accept4 or the condition and join waits one by one.
  */
 #include <errno.h>
 #include <poll.h>

@@ -40,9 +40,11 @@
  * agent's own threads, every call goes straight to libc.
  *
  * Held by: host-contract-eintr (tests/hosts/eintr.c: pselect, sem_timedwait, sem_wait,
- * sigtimedwait, recv with SO_RCVTIMEO, semop, semtimedop, msgrcv, mq_timedreceive and, through
- * syscall(), io_getevents and both futex waits, each in a loop of 40 waits while sampled at
- * 1000 Hz in wall mode, with its count of EINTR, bare against sampled).
+ * sem_clockwait, sigtimedwait, recv, recvmsg, read and recvfrom with SO_RCVTIMEO, epoll_pwait2,
+ * semop, semtimedop, msgrcv, mq_timedreceive, through syscall() io_getevents and both futex
+ * waits, and sigwaitinfo, pause and sigsuspend ended by the host's own signal, each in a loop of
+ * 40 waits while sampled at 1000 Hz in wall mode, with its count of EINTR, bare against
+ * sampled).
  */
 #include <errno.h>
 #include <linux/futex.h>

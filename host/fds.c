@@ -56,13 +56,17 @@
  * born high were weighed: a private fd table for the library's threads (unshare(CLONE_FILES))
  * would hide their fds from the host, but the server's loop and sockets are created on the host
  * thread that starts it (the constructor) and used from the loop thread; checking the low number
- * with kcmp(KCMP_FILE) before the close only moves the window to the next system call.
+ * with kcmp(KCMP_FILE) before the close only moves the window to the next system call; an fd
+ * received by SCM_RIGHTS or taken by pidfd_getfd gets the lowest free number too (only dup2, dup3
+ * and F_DUPFD choose one, and they need the fd in the table already), so fds created after the
+ * start (sessions, accepted connections, output files) have the same moment.
  * host-contract-stress (host threads closing, dup2ing and creating fds while sessions start and
  * stop in a loop) has not met either order in any run.
  *
- * Held by: host-contract-fds (tests/hosts/fds.c: closing loops, close_range, closefrom and a
- * dup2 over 3..40, then a pipe and files of the host's own, bare against preloaded, CPU and
- * wall, record and listen mode: same output, same per-call error counts, exit 0).
+ * Held by: host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
+ * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, then a
+ * pipe and files of the host's own, bare against preloaded, CPU and wall, record, listen mode
+ * and no session: same output, same per-call error counts, exit 0).
  */
 #include <dirent.h>
 #include <dlfcn.h>

@@ -132,7 +132,9 @@ int host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *));
 void host_signal_release(int signo);
 /* SIGNAL CONTEXT: the library's handler got an instance of its signal it did not send (a kill,
  * the host's timer or setitimer): it goes where the host's disposition says (its handler with
- * its mask and flags, nothing for SIG_IGN, the default action for SIG_DFL). */
+ * its mask and flags, on its alternate stack for SA_ONSTACK; nothing for SIG_IGN, the default
+ * action for SIG_DFL). Without the host's SA_RESTART, *uctx of a call the kernel restarted is
+ * turned into the EINTR bare returns (x86-64). */
 void host_signal_chain(int signo, siginfo_t *info, void *uctx);
 
 /* The real pthread_sigmask (signals.c), for the library's own masking on host threads: the

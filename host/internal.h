@@ -62,7 +62,10 @@ extern const char host_anchor_exit, host_anchor_exec, host_anchor_creds, host_an
  * The library's signal and the host's disposition of it (sig-chain.c, written by signals.c).
  * signo is 0 while the library holds no signal; act[cur] is what the host installed, as bare
  * would have it; onstack_added has bit s-1 set when the host's handler of signal s got signo
- * added to its mask (hidden from its oldact).
+ * added to its mask (hidden from its oldact). restorer_flag and restorer are what libc adds to
+ * every disposition it installs (SA_RESTORER and its trampoline on x86-64; 0 and NULL where the
+ * kernel provides it), as the library's own handler reads back: a recorded disposition gets them
+ * too, as the kernel would report it.
  */
 typedef int (*host_sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 struct host_sig_record {
@@ -72,6 +75,8 @@ struct host_sig_record {
     struct sigaction library_act;
     _Atomic(host_sigaction_fn) real_sigaction;
     _Atomic uint64_t onstack_added;
+    int restorer_flag;
+    void (*restorer)(void);
 };
 extern struct host_sig_record host_sig;
 

@@ -34,16 +34,18 @@
  * is libc's. Without the agent's hooks the call goes straight to libc. host_sigmask_raw() is the
  * library's own way around the interposer (the agent's threads and exit hook). Its sigaction of
  * the library's signal returns what bare would, and its handler gets exactly its own signals:
- * those of kill, raise, sigqueue, its timers and setitimer(ITIMER_PROF), with its sa_mask,
- * SA_NODEFER and SA_RESETHAND (sig-chain.c). Not kept: SA_ONSTACK and SA_RESTART of the host's
- * handler of the library's signal (the library's flags apply: its handler runs on the interrupted
- * stack, and calls it interrupts restart; docs/architecture.md says why); two threads that
- * change that disposition at the same instant may each see the other's as old. sigset() and raw
- * rt_sigaction system calls are not seen.
+ * those of kill, raise, sigqueue, its timers and setitimer(ITIMER_PROF), with its sa_mask and
+ * flags (sig-chain.c): SA_NODEFER, SA_RESETHAND, SA_ONSTACK (its handler moved to the alternate
+ * stack), a missing SA_RESTART (the call the kernel restarted for the library's handler turned
+ * back into EINTR, x86-64 only; docs/architecture.md says what stays different and why); a query
+ * reads it back as the kernel keeps it. Two threads that change that disposition at the same
+ * instant may each see the other's as old. sigset() and raw rt_sigaction system calls are not
+ * seen.
  *
  * Held by: host-contract-signals-* (tests/hosts/signals.c: the host's own handler, setitimer,
- * SIG_IGN and SIG_DFL of SIGPROF after the agent started; its SA_NODEFER, sa_mask and
- * SA_RESETHAND (-flags); host-contract-altstack-*: a handler on
+ * SIG_IGN and SIG_DFL of SIGPROF after the agent started; its SA_NODEFER, sa_mask, SA_RESETHAND
+ * and flags read back (-flags), SA_ONSTACK (-onstack), SA_RESTART or not under its own
+ * ITIMER_PROF (-restart, -norestart); host-contract-altstack-*: a handler on
  * a small alternate stack; host-contract-sigign-*: an inherited SIG_IGN through posix_spawn,
  * system and fork+exec), and test-agent-sampling
  * (cpu_with_the_signal_blocked_is_marked_unseen_timer and _perf,
@@ -120,10 +122,36 @@ host_sig_real(void)
     return real;
 }
 
+/* The handler's value decides, whatever the flags (the kernel's rule: SA_SIGINFO with SIG_DFL, as
+ * SA_RESETHAND leaves it, is the default action). */
 static int
 host_sig_is_handler(const struct sigaction *a)
 {
-    return (a->sa_flags & SA_SIGINFO) || (a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN);
+    return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+}
+
+#ifndef SA_RESTORER
+#define SA_RESTORER 0x04000000 /* the kernel's; glibc's headers keep it to themselves */
+#endif
+#ifndef SA_EXPOSE_TAGBITS
+#define SA_EXPOSE_TAGBITS 0x00000800
+#endif
+#define HOST_SA_KNOWN                                                                  \
+    (SA_NOCLDSTOP | SA_NOCLDWAIT | SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER | \
+     SA_RESETHAND | SA_EXPOSE_TAGBITS)
+
+/* act as the kernel keeps it and a query reports it: SIGKILL and SIGSTOP out of its mask, flags it
+ * does not know cleared (Linux 5.11 and later), libc's restorer added where libc adds one (where
+ * it does not, as on aarch64, libc leaves the caller's sa_restorer as it was). */
+static void
+host_sig_as_kernel_keeps(struct sigaction *act)
+{
+    sigdelset(&act->sa_mask, SIGKILL);
+    sigdelset(&act->sa_mask, SIGSTOP);
+    act->sa_flags = (act->sa_flags & (int)HOST_SA_KNOWN) | host_sig.restorer_flag;
+    if (host_sig.restorer_flag) {
+        act->sa_restorer = host_sig.restorer;
+    }
 }
 
 static uint64_t
@@ -158,7 +186,7 @@ int
 host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *))
 {
     host_sigaction_fn real = host_sig_real();
-    struct sigaction sa, old;
+    struct sigaction sa, old, back;
     int err = 0;
 
     if (real == NULL) {
@@ -177,10 +205,13 @@ host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *))
         host_sig_publish(&old);
     }
     host_sig.library_act = sa;
-    if (real(signo, &sa, NULL) != 0) {
+    memset(&back, 0, sizeof(back));
+    if (real(signo, &sa, NULL) != 0 || real(signo, NULL, &back) != 0) {
         err = -errno;
         goto out;
     }
+    host_sig.restorer_flag = back.sa_flags & SA_RESTORER;
+    host_sig.restorer = back.sa_restorer;
     atomic_store_explicit(&host_sig.signo, signo, memory_order_release);
     host_sig_guard_onstack_locked(real, signo);
 out:
@@ -254,7 +285,7 @@ sigaction(int signo, const struct sigaction *act, struct sigaction *old)
     host_sigaction_fn real = host_sig_real();
     int claimed = atomic_load_explicit(&host_sig.signo, memory_order_acquire);
     uint64_t bit = host_sig_bit(signo), was;
-    struct sigaction guarded;
+    struct sigaction guarded, kept;
     int rc;
 
     if (real == NULL) {
@@ -269,7 +300,9 @@ sigaction(int signo, const struct sigaction *act, struct sigaction *old)
             host_sig_current(old);
         }
         if (act != NULL) {
-            host_sig_publish(act);
+            kept = *act;
+            host_sig_as_kernel_keeps(&kept);
+            host_sig_publish(&kept);
         }
         return 0;
     }

@@ -3,12 +3,15 @@
 # tests/host-contract.sh HOST [ARGS...] - the host contract's promise, that a host cannot tell the
 # profiler is there: tests/hosts/HOST (which prints every result it gets, per-call error counts
 # included) runs bare, under `pipeprof record` in CPU and in wall mode at 1000 Hz, and preloaded
-# in listen mode with `pipeprof collect -p` sampling it in wall mode at 1000 Hz. Its standard
-# output and exit status must be the bare run's every time, and each recording must be readable.
-# HC_MODES (default "cpu wall listen") picks the runs; "sessions" runs the host preloaded while
+# in listen mode with `pipeprof collect -p` sampling it in wall mode at 1000 Hz, and preloaded with
+# no session at all. Its standard output and exit status must be the bare run's every time, and
+# each recording must be readable. HC_MODES (default "cpu wall listen preload") picks the runs; "sessions" runs the host preloaded while
 # sessions of `pipeprof collect -p` start and stop against it in a loop, CPU and wall mode in
 # turn, until it exits. HC_EXPECT_LOST=1: each recording must also report lost samples (a host
-# whose code the agent cannot sample, and must say so).
+# whose code the agent cannot sample, and must say so). HC_PROC_TASKS=1: the record runs go
+# under strace, and neither pipeprof nor the host's agent may open an entry of another thread
+# under a process's /proc/PID/task/ (each such lookup leaves a dentry there that the reaping
+# parent's kernel walks: 2 to 55 ms of its CPU per child; docs/architecture.md, Resources).
 source "$(dirname "$0")/ipc-lib.sh"
 NAME=$1
 shift
@@ -30,6 +33,21 @@ alive() { # PID runs (an exited child stays a zombie until waited for: kill -0 s
   st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ $st != Z && $st != X ]]
 }
 
+tracer=()
+if [[ -n ${HC_PROC_TASKS:-} ]]; then
+  command -v strace >/dev/null || skip "strace is missing: cannot see the /proc entries opened"
+  strace -f -qq -o /dev/null true 2>/dev/null || skip "strace cannot trace here (ptrace refused)"
+  tracer=(strace -f -qq -e trace=%file -o)
+fi
+
+no_proc_tasks() { # STRACE_LOG: no /proc/A/task/B with B another thread than A; no thread-self
+  local bad
+  bad=$(grep -oE '"/proc/(self|thread-self|[0-9]+)/task/[0-9]+|"/proc/thread-self' "$1" |
+    awk -F/ '$3 == "thread-self" || $3 == "self" || $3 != $5' | sort -u || true)
+  [[ -z $bad ]] || fail "$NAME: $1 opens other threads' entries under /proc/PID/task: $bad"
+  note "$NAME: $(grep -c '"/proc/' "$1") /proc opens, none under another thread's task entry"
+}
+
 readable() { # TRACE: pipeprof reads it
   local lost
   "$PIPEPROF" report "$1" >"$1.report" 2>&1 || { cat "$1.report" >&2; fail "$NAME: $1 is unreadable"; }
@@ -39,15 +57,17 @@ readable() { # TRACE: pipeprof reads it
   note "$NAME: $1 reports $lost lost samples"
 }
 
-for run in ${HC_MODES:-cpu wall listen}; do
+for run in ${HC_MODES:-cpu wall listen preload}; do
   case $run in
   cpu | wall)
     set +e
-    "${RECORD_ENV[@]}" "$PIPEPROF" record --mode "$run" --hz 1000 -q --no-children \
+    "${tracer[@]}" ${tracer:+"$T/$run.strace"} "${RECORD_ENV[@]}" "$PIPEPROF" record \
+      --mode "$run" --hz 1000 -q --no-children \
       -o "$T/$run.nettrace" -- "$HOST" "$@" >"$T/$run.out" 2>"$T/$run.err"
     rc=$?
     set -e
     same "$run" "$rc"
+    [[ -z ${tracer[*]} ]] || no_proc_tasks "$T/$run.strace"
     readable "$T/$run.nettrace"
     ;;
   listen)
@@ -75,6 +95,13 @@ for run in ${HC_MODES:-cpu wall listen}; do
     [[ $rc_c == 0 ]] || { cat "$T/collect.log" >&2; fail "$NAME $*: pipeprof collect -p failed"; }
     readable "$T/listen.nettrace"
     ;;
+  preload)
+    set +e
+    LD_PRELOAD=$PRELOAD "$HOST" "$@" >"$T/preload.out" 2>"$T/preload.err"
+    rc=$?
+    set -e
+    same preload "$rc"
+    ;;
   sessions)
     set +e
     LD_PRELOAD=$PRELOAD "$HOST" "$@" >"$T/sessions.out" 2>"$T/sessions.err" &
@@ -89,11 +116,18 @@ for run in ${HC_MODES:-cpu wall listen}; do
       if ! "$PIPEPROF" collect -p "$H" --duration 0.3 -o "$T/s$n.nettrace" \
         --providers "Microsoft-DotNETCore-SampleProfiler:0:4:mode=$mode;hz=1000,pipeprof:0:4" \
         >"$T/s$n.log" 2>&1; then
-        # A session the host's exit cut short is no failure; one refused while it runs is.
+        # A session the host's exit cut short is no failure; one refused while it runs is. The
+        # host removes its socket as it exits, before it is gone (an ASan build's exit takes a
+        # while): one that ends within 2 s was exiting.
+        for _ in {1..20}; do
+          alive "$H" || break
+          sleep 0.1
+        done
         if alive "$H"; then
           cat "$T/s$n.log" "$T/sessions.err" >&2
           fail "$NAME: session $n failed while the host ran"
         fi
+        note "$NAME: session $n refused as the host exited"
       fi
       n=$((n + 1))
     done

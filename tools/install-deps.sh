@@ -12,10 +12,10 @@ build_packages=(build-essential cmake pkg-config libuv1-dev libelf-dev libcjson-
 # pprof` reads our pprof files), chromium (renders speedscope's view of our files), Node.js
 # and npm (speedscope's package and its schema; Debian's, unless a node with npm is there),
 # libdevel-nytprof-perl (ships FlameGraph's flamegraph.pl, which draws our folded stacks),
-# libgoogle-perftools-dev (bench/overhead.sh compares against gperftools); and the .NET
-# diagnostic tools, below.
+# libgoogle-perftools-dev (bench/overhead.sh compares against gperftools), strace
+# (host-contract-proc-tasks lists the /proc entries opened); and the .NET diagnostic tools, below.
 test_packages=(clang libclang-rt-14-dev curl golang-go chromium libdevel-nytprof-perl
-               libgoogle-perftools-dev)
+               libgoogle-perftools-dev strace)
 command -v npm >/dev/null 2>&1 || test_packages+=(nodejs npm)
 
 # Other options are left to the sections that take them.

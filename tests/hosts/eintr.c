@@ -9,6 +9,8 @@
  * that it stays so), and raw system calls made with syscall() as other libraries make them
  * (libaio's io_getevents, futex FUTEX_WAIT with a relative timeout and FUTEX_WAIT_BITSET with
  * an absolute one). Waits that need a counterpart are fed by one poster thread, every 25 ms.
+ * Waits that only a signal ends (sigwaitinfo, pause, sigsuspend) get a real-time signal of the
+ * host's own every 25 ms (queued: none is lost), and count a return without it as EINTR.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,8 +20,10 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ipc.h>
 #include <sys/msg.h>
 #include <sys/select.h>
@@ -35,6 +39,7 @@
 
 struct counts {
     const char *name;
+    int how; /* which call, for a thread that makes one of several */
     int done, eintr, timeout, other;
 };
 
@@ -70,30 +75,6 @@ t_pselect(void *p)
         rc = pselect(0, &r, NULL, NULL, &wait25, NULL);
         tally(c, rc == 0 ? -1 : rc, rc == 0 ? ETIMEDOUT : errno, ETIMEDOUT);
     }
-    return NULL;
-}
-
-static void *
-t_sem_timedwait(void *p)
-{
-    struct counts *c = p;
-    sem_t sem;
-
-    sem_init(&sem, 0, 0);
-    for (int i = 0; i < ROUNDS; i++) {
-        struct timespec abs;
-        int rc;
-
-        clock_gettime(CLOCK_REALTIME, &abs);
-        abs.tv_nsec += wait25.tv_nsec;
-        if (abs.tv_nsec >= 1000000000L) {
-            abs.tv_sec++;
-            abs.tv_nsec -= 1000000000L;
-        }
-        rc = sem_timedwait(&sem, &abs);
-        tally(c, rc, errno, ETIMEDOUT);
-    }
-    sem_destroy(&sem);
     return NULL;
 }
 
@@ -268,18 +249,25 @@ t_futex_bitset(void *p)
     return t_futex(p, 1);
 }
 
+/* A socket with SO_RCVTIMEO, read by recv (how 0), read (1), recvfrom (2) or recvmsg (3). */
 static void *
-t_recv(void *p)
+t_rcvtimeo(void *p)
 {
     struct counts *c = p;
+    int how = c->how;
     struct timeval tv = { 0, 25000 };
     char b;
+    struct iovec iov = { &b, 1 };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
     int sv[2];
 
     socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
     setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     for (int i = 0; i < ROUNDS; i++) {
-        ssize_t rc = recv(sv[0], &b, 1, 0);
+        ssize_t rc = how == 0   ? recv(sv[0], &b, 1, 0)
+                     : how == 1 ? read(sv[0], &b, 1)
+                     : how == 2 ? recvfrom(sv[0], &b, 1, 0, NULL, NULL)
+                                : recvmsg(sv[0], &m, 0);
 
         tally(c, (int)rc, errno, EAGAIN);
     }
@@ -305,37 +293,161 @@ t_sigtimedwait(void *p)
     return NULL;
 }
 
+static void *
+t_epoll_pwait2(void *p)
+{
+    struct counts *c = p;
+    struct epoll_event ev;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+
+    for (int i = 0; ep >= 0 && i < ROUNDS; i++) {
+        int rc = epoll_pwait2(ep, &ev, 1, &wait25, NULL);
+
+        if (rc < 0 && errno == ENOSYS) {
+            c->done = ROUNDS; /* a kernel before 5.11: the same line bare and sampled */
+            break;
+        }
+        tally(c, rc == 0 ? -1 : rc, rc == 0 ? ETIMEDOUT : errno, ETIMEDOUT);
+    }
+    if (ep >= 0) {
+        close(ep);
+    }
+    return NULL;
+}
+
+/* sem_timedwait (how 0) or sem_clockwait (1) on a semaphore nobody posts. */
+static void *
+t_sem_timed(void *p)
+{
+    struct counts *c = p;
+    sem_t sem;
+
+    sem_init(&sem, 0, 0);
+    for (int i = 0; i < ROUNDS; i++) {
+        struct timespec abs = in25(c->how == 0 ? CLOCK_REALTIME : CLOCK_MONOTONIC);
+        int rc = c->how == 0 ? sem_timedwait(&sem, &abs)
+                             : sem_clockwait(&sem, CLOCK_MONOTONIC, &abs);
+
+        tally(c, rc, errno, ETIMEDOUT);
+    }
+    sem_destroy(&sem);
+    return NULL;
+}
+
+/* The host's own real-time signals: SIG_WAITED is blocked everywhere and taken by sigwaitinfo;
+ * SIG_HANDLED has a handler that counts it per thread. */
+#define SIG_WAITED  (SIGRTMIN + 2)
+#define SIG_HANDLED (SIGRTMIN + 3)
+
+static __thread volatile sig_atomic_t handled;
+
+static void
+on_handled(int sig)
+{
+    (void)sig;
+    handled++;
+}
+
+struct pinger {
+    pthread_t target;
+    int sig;
+    atomic_int done;
+};
+
+/* Queues sig to target every 25 ms until done. */
+static void *
+pinger(void *p)
+{
+    struct pinger *pg = p;
+    union sigval v = { 0 };
+
+    while (!atomic_load(&pg->done)) {
+        nanosleep(&wait25, NULL);
+        pthread_sigqueue(pg->target, pg->sig, v);
+    }
+    return NULL;
+}
+
+/* ROUNDS waits that only the host's signal ends: how = 0 sigwaitinfo, 1 pause, 2 sigsuspend.
+ * A return without the host's signal counts as EINTR. */
+static void *
+t_signal_waits(void *p)
+{
+    struct counts *c = p;
+    int how = c->how;
+    struct pinger pg = { .target = pthread_self(), .sig = how == 0 ? SIG_WAITED : SIG_HANDLED };
+    sigset_t set, open;
+    pthread_t th;
+
+    sigemptyset(&set);
+    sigaddset(&set, pg.sig);
+    if (how == 2) {
+        pthread_sigmask(SIG_BLOCK, &set, &open);
+        sigdelset(&open, pg.sig);
+    }
+    pthread_create(&th, NULL, pinger, &pg);
+    for (int i = 0; i < ROUNDS; i++) {
+        sig_atomic_t before = handled;
+        int rc = how == 0 ? sigwaitinfo(&set, NULL) : how == 1 ? pause() : sigsuspend(&open);
+
+        if (how == 0) {
+            tally(c, rc, errno, ETIMEDOUT);
+        } else {
+            tally(c, handled != before ? 0 : -1, handled != before ? 0 : errno, ETIMEDOUT);
+        }
+    }
+    atomic_store(&pg.done, 1);
+    pthread_join(th, NULL);
+    return NULL;
+}
+
 int
 main(void)
 {
     static const struct {
         const char *name;
         void *(*fn)(void *);
+        int how;
     } waits[] = {
-        { "pselect", t_pselect },
-        { "sem_timedwait", t_sem_timedwait },
-        { "sem_wait", t_sem_wait },
-        { "recv SO_RCVTIMEO", t_recv },
-        { "sigtimedwait", t_sigtimedwait },
-        { "semop", t_semop },
-        { "semtimedop", t_semtimedop },
-        { "msgrcv", t_msgrcv },
-        { "mq_timedreceive", t_mq_timedreceive },
-        { "syscall io_getevents", t_io_getevents },
-        { "syscall futex FUTEX_WAIT", t_futex_wait },
-        { "syscall futex FUTEX_WAIT_BITSET", t_futex_bitset },
+        { "pselect", t_pselect, 0 },
+        { "sem_timedwait", t_sem_timed, 0 },
+        { "sem_wait", t_sem_wait, 0 },
+        { "recv SO_RCVTIMEO", t_rcvtimeo, 0 },
+        { "sigtimedwait", t_sigtimedwait, 0 },
+        { "semop", t_semop, 0 },
+        { "semtimedop", t_semtimedop, 0 },
+        { "msgrcv", t_msgrcv, 0 },
+        { "mq_timedreceive", t_mq_timedreceive, 0 },
+        { "syscall io_getevents", t_io_getevents, 0 },
+        { "syscall futex FUTEX_WAIT", t_futex_wait, 0 },
+        { "syscall futex FUTEX_WAIT_BITSET", t_futex_bitset, 0 },
+        { "recvmsg SO_RCVTIMEO", t_rcvtimeo, 3 },
+        { "read SO_RCVTIMEO", t_rcvtimeo, 1 },
+        { "recvfrom SO_RCVTIMEO", t_rcvtimeo, 2 },
+        { "epoll_pwait2", t_epoll_pwait2, 0 },
+        { "sem_clockwait", t_sem_timed, 1 },
+        { "sigwaitinfo", t_signal_waits, 0 },
+        { "pause", t_signal_waits, 1 },
+        { "sigsuspend", t_signal_waits, 2 },
     };
     enum { N = sizeof(waits) / sizeof(waits[0]) };
     struct counts c[N];
     pthread_t th[N], post;
 
+    sigset_t waited;
+
     memset(c, 0, sizeof(c));
+    sigemptyset(&waited);
+    sigaddset(&waited, SIG_WAITED);
+    pthread_sigmask(SIG_BLOCK, &waited, NULL); /* every thread: sigwaitinfo's alone takes it */
+    signal(SIG_HANDLED, on_handled);
     sem_init(&posted, 0, 0);
     sysv_sem = semget(IPC_PRIVATE, 1, 0600);
     sysv_msg = msgget(IPC_PRIVATE, 0600);
     host_wait_go();
     for (int i = 0; i < N; i++) {
         c[i].name = waits[i].name;
+        c[i].how = waits[i].how;
         pthread_create(&th[i], NULL, waits[i].fn, &c[i]);
     }
     pthread_create(&post, NULL, poster, NULL);

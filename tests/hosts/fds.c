@@ -6,11 +6,13 @@
  * the same.
  *
  *   fds closeloop   close(3..4095)
+ *   fds sysclose    the same through syscall(SYS_close), as libraries that bypass libc do
  *   fds range       close_range(3, ~0U, 0)
  *   fds from        closefrom(3)
  *   fds dup2        dup2() of a log file over 3..40, then a line written through each
  *   fds dup2high    the same over 768..800, where the library keeps its fds (host/fds.c): it
  *                   gives them up and stops, and the host's calls work as bare
+ *   fds dup3, dup3high  the same two through dup3(O_CLOEXEC)
  *
  * Then a pipe carries 4 MiB from a thread to the main thread while both burn CPU, and a file is
  * written and read back; every count is printed.
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "hosts.h"
@@ -55,12 +58,12 @@ writer(void *arg)
 }
 
 static void
-close_loop(void)
+close_loop(int raw)
 {
     int fd, ok = 0, ebadf = 0, other = 0;
 
     for (fd = 3; fd < 4096; fd++) {
-        if (close(fd) == 0) {
+        if ((raw ? (int)syscall(SYS_close, fd) : close(fd)) == 0) {
             ok++;
         } else if (errno == EBADF) {
             ebadf++;
@@ -68,12 +71,15 @@ close_loop(void)
             other++;
         }
     }
-    printf("close 3..4095: %d closed, %d EBADF, %d other\n", ok, ebadf, other);
+    printf("%s 3..4095: %d closed, %d EBADF, %d other\n", raw ? "syscall(SYS_close)" : "close", ok,
+           ebadf, other);
 }
 
+/* dup2 (or dup3 with O_CLOEXEC) of a log file over lo..hi, a line written through each. */
 static void
-dup2_log(const char *dir, int lo, int hi)
+dup_log(int lo, int hi, int three)
 {
+    const char *dir = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
     char path[4096];
     struct stat st;
     int fd, log, fails = 0;
@@ -82,11 +88,11 @@ dup2_log(const char *dir, int lo, int hi)
     snprintf(path, sizeof(path), "%s/host-fds-%d.log", dir, (int)getpid());
     log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
     for (fd = lo; fd <= hi; fd++) {
-        if (fd != log && dup2(log, fd) != fd) {
+        if (fd != log && (three ? dup3(log, fd, O_CLOEXEC) : dup2(log, fd)) != fd) {
             fails++;
         }
     }
-    printf("dup2 over %d..%d: %d failed\n", lo, hi, fails);
+    printf("%s over %d..%d: %d failed\n", three ? "dup3" : "dup2", lo, hi, fails);
     for (fd = lo; fd <= hi; fd++) {
         char line[32];
         int n = snprintf(line, sizeof(line), "line through fd %d\n", fd);
@@ -118,20 +124,19 @@ main(int argc, char **argv)
     int p[2], fd, rc;
 
     host_wait_go();
-    if (strcmp(how, "closeloop") == 0) {
-        close_loop();
+    if (strcmp(how, "closeloop") == 0 || strcmp(how, "sysclose") == 0) {
+        close_loop(strcmp(how, "sysclose") == 0);
     } else if (strcmp(how, "range") == 0) {
         rc = close_range(3, ~0U, 0);
         printf("close_range(3, ~0U, 0): %d\n", rc);
     } else if (strcmp(how, "from") == 0) {
         closefrom(3);
         printf("closefrom(3)\n");
-    } else if (strcmp(how, "dup2") == 0) {
-        dup2_log(getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp", 3, 40);
-    } else if (strcmp(how, "dup2high") == 0) {
-        dup2_log(getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp", 768, 800);
+    } else if (strncmp(how, "dup", 3) == 0 && (how[3] == '2' || how[3] == '3') &&
+               (how[4] == '\0' || strcmp(how + 4, "high") == 0)) {
+        dup_log(how[4] ? 768 : 3, how[4] ? 800 : 40, how[3] == '3');
     } else {
-        fprintf(stderr, "usage: fds closeloop|range|from|dup2|dup2high\n");
+        fprintf(stderr, "usage: fds closeloop|sysclose|range|from|dup2|dup2high|dup3|dup3high\n");
         return 2;
     }
     if (pipe(p) != 0) {

@@ -14,8 +14,17 @@
  *   signals altstack  SIGUSR1 and SIGSEGV-style handlers with SA_ONSTACK on a 6 KiB
  *                     sigaltstack, raised 2000 times while burning CPU
  *   signals flags     its own SIGPROF handler with SA_NODEFER (SIGPROF open inside it), with
- *                     sa_mask (SIGUSR2 blocked inside it), with SA_RESETHAND (SIG_DFL after one
- *                     delivery; a forked child that raises it twice dies by SIGPROF)
+ *                     sa_mask (SIGUSR2 blocked inside it: one raised there runs after it), with
+ *                     SA_RESETHAND (SIG_DFL after one delivery, its flags and mask kept; a forked
+ *                     child that raises it twice dies by SIGPROF); the flags a query reports
+ *   signals onstack   its own SIGPROF handler with SA_ONSTACK on a 16 KiB sigaltstack, raised
+ *                     and driven by setitimer(ITIMER_PROF): where each delivery runs, what
+ *                     sigaltstack() says inside, a SA_ONSTACK SIGUSR1 raised inside it (below it
+ *                     on the same stack), and an SS_AUTODISARM registration (disarmed inside)
+ *   signals restart   its own SIGPROF handler with SA_RESTART, setitimer(ITIMER_PROF) driven by
+ *                     a thread that burns CPU (SIGPROF blocked there) and writes a pipe the main
+ *                     thread reads: no read fails with EINTR
+ *   signals norestart the same without SA_RESTART: reads fail with EINTR, as the kernel says
  *   signals offstack  burns 300 ms of CPU in a coroutine (swapcontext) whose stack is its
  *                     sigaltstack, as green-thread libraries may: the kernel reports that code
  *                     as on the alternate stack, the agent takes no sample there and says so
@@ -43,6 +52,19 @@ on_prof(int sig)
 {
     (void)sig;
     got++;
+}
+
+/* sigaction(sig) with handler, flags and an empty mask. */
+static void
+set_handler(int sig, void (*handler)(int), int flags)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = flags;
+    sigaction(sig, &sa, NULL);
 }
 
 static int
@@ -157,17 +179,13 @@ altstack(void)
 {
     static char stack[6 * 1024];
     stack_t ss = { .ss_sp = stack, .ss_size = sizeof(stack), .ss_flags = 0 };
-    struct sigaction sa, old;
+    struct sigaction old;
 
     if (sigaltstack(&ss, NULL) != 0) {
         perror("sigaltstack");
         return 1;
     }
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_usr1;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_ONSTACK | SA_RESTART;
-    sigaction(SIGUSR1, &sa, NULL);
+    set_handler(SIGUSR1, on_usr1, SA_ONSTACK | SA_RESTART);
     for (int i = 0; i < 2000; i++) {
         raise(SIGUSR1);
         host_burn_us(100);
@@ -188,12 +206,8 @@ static int
 sleep_left(void)
 {
     static const long us[] = { 300000, 1300000, 1700000 };
-    struct sigaction sa;
 
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_alarm;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
+    set_handler(SIGALRM, on_alarm, 0);
     for (int i = 0; i < 3; i++) {
         struct itimerval it = { { 0, 0 }, { us[i] / 1000000, us[i] % 1000000 } };
 
@@ -203,7 +217,14 @@ sleep_left(void)
     return 0;
 }
 
-static volatile sig_atomic_t prof_open, usr2_blocked;
+static volatile sig_atomic_t prof_open, usr2_blocked, usr2_got, usr2_inside;
+
+static void
+on_usr2(int sig)
+{
+    (void)sig;
+    usr2_got++;
+}
 
 static void
 on_prof_mask(int sig)
@@ -214,6 +235,9 @@ on_prof_mask(int sig)
     pthread_sigmask(SIG_BLOCK, NULL, &now);
     prof_open = !sigismember(&now, SIGPROF);
     usr2_blocked = sigismember(&now, SIGUSR2);
+    usr2_got = 0;
+    raise(SIGUSR2);
+    usr2_inside = usr2_got;
     got++;
 }
 
@@ -231,12 +255,17 @@ raise_with(const char *what, int flags, int mask_usr2)
     }
     sa.sa_flags = flags;
     sigaction(SIGPROF, &sa, NULL);
+    sigaction(SIGPROF, NULL, &old);
+    printf("%s: flags read back %#x\n", what, (unsigned)old.sa_flags);
     got = 0;
     raise(SIGPROF);
     sigaction(SIGPROF, NULL, &old);
-    printf("%s: %d delivery, SIGPROF %s and SIGUSR2 %s inside, then %s\n", what, (int)got,
-           prof_open ? "open" : "blocked", usr2_blocked ? "blocked" : "open",
-           old.sa_handler == SIG_DFL ? "SIG_DFL" : "its handler");
+    printf("%s: %d delivery, SIGPROF %s and SIGUSR2 %s inside (raised there: ran %s), then %s, "
+           "flags %#x, SIGUSR2 %s its mask\n",
+           what, (int)got, prof_open ? "open" : "blocked", usr2_blocked ? "blocked" : "open",
+           usr2_inside ? "inside" : "after it",
+           old.sa_handler == SIG_DFL ? "SIG_DFL" : "its handler", (unsigned)old.sa_flags,
+           sigismember(&old.sa_mask, SIGUSR2) ? "in" : "not in");
 }
 
 static int
@@ -245,11 +274,13 @@ flags(void)
     pid_t pid;
     int status;
 
+    signal(SIGUSR2, on_usr2);
     host_burn_us(50000);
     raise_with("no flags", 0, 0);
     raise_with("SA_NODEFER", SA_NODEFER, 0);
     raise_with("sa_mask SIGUSR2", SA_RESTART, 1);
     raise_with("SA_RESETHAND", SA_RESETHAND, 0);
+    raise_with("SA_RESETHAND, sa_mask SIGUSR2, unknown flag 0x400000", SA_RESETHAND | 0x400000, 1);
     fflush(stdout);
     pid = fork();
     if (pid == 0) {
@@ -292,6 +323,163 @@ offstack(void)
     return 0;
 }
 
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1u << 31)
+#endif
+
+static char alt[16 * 1024];
+static volatile sig_atomic_t on_alt, off_alt, usr1_below, usr1_off, ss_onstack, ss_disabled;
+
+static int
+on_alt_stack(const void *p)
+{
+    return (const char *)p > alt && (const char *)p <= alt + sizeof(alt);
+}
+
+static const char *volatile prof_frame;
+
+static void
+on_usr1_nested(int sig)
+{
+    char here = 0;
+
+    (void)sig;
+    if (on_alt_stack(&here) && prof_frame != NULL && &here < prof_frame) {
+        usr1_below++;
+    } else {
+        usr1_off++;
+    }
+}
+
+static void
+on_prof_onstack(int sig)
+{
+    char here = 0;
+    stack_t cur;
+
+    (void)sig;
+    if (on_alt_stack(&here)) {
+        on_alt++;
+    } else {
+        off_alt++;
+    }
+    if (sigaltstack(NULL, &cur) == 0) {
+        ss_onstack += (cur.ss_flags & SS_ONSTACK) != 0;
+        ss_disabled += (cur.ss_flags & SS_DISABLE) != 0;
+    }
+    prof_frame = &here;
+    raise(SIGUSR1);
+    prof_frame = NULL;
+    got++;
+}
+
+/* Deliveries of SIGPROF by raise() and by setitimer(ITIMER_PROF): where they ran. */
+static void
+onstack_deliveries(const char *what)
+{
+    struct itimerval it = { { 0, 10000 }, { 0, 10000 } }, off = { { 0, 0 }, { 0, 0 } };
+
+    on_alt = off_alt = usr1_below = usr1_off = ss_onstack = ss_disabled = 0;
+    got = 0;
+    for (int i = 0; i < 5; i++) {
+        raise(SIGPROF);
+    }
+    setitimer(ITIMER_PROF, &it, NULL);
+    while (got < 25) {
+        host_burn_us(1000);
+    }
+    setitimer(ITIMER_PROF, &off, NULL);
+    printf("%s: every delivery on the alternate stack: %s; sigaltstack() inside says "
+           "SS_ONSTACK: %s, SS_DISABLE: %s; SIGUSR1 raised inside ran below it there: %s\n",
+           what, off_alt == 0 && on_alt == got ? "yes" : "no",
+           ss_onstack == got ? "always"
+           : ss_onstack == 0 ? "never"
+                             : "sometimes",
+           ss_disabled == got ? "always"
+           : ss_disabled == 0 ? "never"
+                              : "sometimes",
+           usr1_off == 0 && usr1_below == got ? "yes" : "no");
+}
+
+static int
+onstack(void)
+{
+    stack_t ss = { .ss_sp = alt, .ss_size = sizeof(alt), .ss_flags = 0 };
+
+    if (sigaltstack(&ss, NULL) != 0) {
+        perror("sigaltstack");
+        return 1;
+    }
+    set_handler(SIGUSR1, on_usr1_nested, SA_ONSTACK);
+    set_handler(SIGPROF, on_prof_onstack, SA_ONSTACK | SA_RESTART);
+    onstack_deliveries("SA_ONSTACK");
+    ss.ss_flags = (int)SS_AUTODISARM;
+    if (sigaltstack(&ss, NULL) != 0) {
+        printf("SS_AUTODISARM: not supported\n");
+        return 0;
+    }
+    onstack_deliveries("SA_ONSTACK, SS_AUTODISARM");
+    sigaltstack(NULL, &ss);
+    printf("after the handlers: %s\n", ss.ss_flags & SS_DISABLE ? "disarmed" : "armed");
+    return 0;
+}
+
+static int pipe_fds[2];
+
+static void *
+burn_and_write(void *arg)
+{
+    sigset_t prof;
+
+    (void)arg;
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pthread_sigmask(SIG_BLOCK, &prof, NULL); /* the process's ITIMER_PROF goes to the reader */
+    for (int i = 0; i < 40; i++) {
+        host_burn_us(10000);
+        if (write(pipe_fds[1], "x", 1) != 1) {
+            perror("write");
+        }
+    }
+    close(pipe_fds[1]);
+    return NULL;
+}
+
+/* Reads a pipe while setitimer(ITIMER_PROF) interrupts the reads: how many fail with EINTR. */
+static int
+pipe_reads(int restart)
+{
+    struct itimerval it = { { 0, 2000 }, { 0, 2000 } }, off = { { 0, 0 }, { 0, 0 } };
+    pthread_t th;
+    int bytes = 0, eintr = 0, other = 0;
+    char c;
+    ssize_t r;
+
+    set_handler(SIGPROF, on_prof, restart ? SA_RESTART : 0);
+    if (pipe(pipe_fds) != 0 || pthread_create(&th, NULL, burn_and_write, NULL) != 0) {
+        perror("pipe");
+        return 1;
+    }
+    setitimer(ITIMER_PROF, &it, NULL);
+    while ((r = read(pipe_fds[0], &c, 1)) != 0) {
+        if (r > 0) {
+            bytes++;
+        } else if (errno == EINTR) {
+            eintr++;
+        } else {
+            other++;
+            break;
+        }
+    }
+    setitimer(ITIMER_PROF, &off, NULL);
+    pthread_join(th, NULL);
+    fprintf(stderr, "%s: %d reads failed with EINTR, %d deliveries\n",
+            restart ? "SA_RESTART" : "no SA_RESTART", eintr, (int)got);
+    printf("%s: read %d bytes, other errors %d, reads failed with EINTR: %s\n",
+           restart ? "SA_RESTART" : "no SA_RESTART", bytes, other, eintr > 0 ? "some" : "none");
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -320,6 +508,13 @@ main(int argc, char **argv)
     if (strcmp(how, "offstack") == 0) {
         return offstack();
     }
-    fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack|flags|offstack\n");
+    if (strcmp(how, "onstack") == 0) {
+        return onstack();
+    }
+    if (strcmp(how, "restart") == 0 || strcmp(how, "norestart") == 0) {
+        return pipe_reads(strcmp(how, "restart") == 0);
+    }
+    fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack|flags|offstack|onstack|"
+                    "restart|norestart\n");
     return 2;
 }
