@@ -277,11 +277,15 @@ ag_perf_open(int32_t tid, unsigned hz, int *fd_out)
     attr.exclude_hv = 1;
     attr.disabled = 1;
     attr.wakeup_events = 1;
+    host_fds_hold(); /* high before a host's close can take its number (host/fds.c) */
     fd = (int)syscall(SYS_perf_event_open, &attr, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) {
-        return -errno;
+        err = -errno;
+        host_fds_release();
+        return err;
     }
-    fd = host_fd_take(fd); /* high, and a host's close cannot take it (host/fds.c) */
+    fd = host_fd_take(fd);
+    host_fds_release();
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         (rlim_t)fd + 64 > rl.rlim_cur) {
         err = -EMFILE;

@@ -37,6 +37,7 @@
  * epoll_wait, epoll_pwait, accept, accept4 or the condition and join waits one by one.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -376,7 +377,25 @@ recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_
                     real(fd, buf, len, flags, sa, salen), (void)0);
 }
 
-/* The fd is the library's when its code accepted it (fds.c moves it high). */
+/* The fd is the library's when its code accepted it (fds.c moves it high). A library's accept on
+ * a non-blocking socket (libuv's) holds the gate of fds.c meanwhile; a blocking one does not (the
+ * host's closes would wait for a connection), and keeps the moment of the move. */
+static int
+host_fds_accept_held(int fd, const void *ra)
+{
+    int fl;
+
+    if (!host_fds_create_begin(ra)) {
+        return 0;
+    }
+    fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && (fl & O_NONBLOCK)) {
+        return 1;
+    }
+    (void)host_fds_create_end(1, -1); /* leaves the gate */
+    return 0;
+}
+
 HOST_EXPORT int
 accept(int fd, struct sockaddr *sa, socklen_t *salen)
 {
@@ -384,6 +403,9 @@ accept(int fd, struct sockaddr *sa, socklen_t *salen)
     struct host_wait w;
     int rc;
 
+    if (host_fds_accept_held(fd, __builtin_return_address(0))) {
+        return host_fds_create_end(1, real(fd, sa, salen));
+    }
     if (!host_wait_begin(&w, HOST_FA)) {
         return host_fds_created(real(fd, sa, salen), __builtin_return_address(0));
     }
@@ -399,6 +421,9 @@ accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
     struct host_wait w;
     int rc;
 
+    if (host_fds_accept_held(fd, __builtin_return_address(0))) {
+        return host_fds_create_end(1, real(fd, sa, salen, flags));
+    }
     if (!host_wait_begin(&w, HOST_FA)) {
         return host_fds_created(real(fd, sa, salen, flags), __builtin_return_address(0));
     }

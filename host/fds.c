@@ -42,26 +42,27 @@
  * syscall(2) is watched for SYS_close only (and hands eintr.c the waits it retries);
  * fcntl(F_DUPFD) onto a high number simply gets the next free one.
  *
- * The moment of a move (not closed): the kernel gives every new fd the lowest free number, and no
- * call creates one at a chosen number, so a library fd is low from its creation until
- * host_fd_take() has duplicated it high and closed the low number (two system calls, a few
- * microseconds; the wall thread keeps its /proc files open, so after a session's first passes
- * this happens at thread starts, connections and session starts). A host thread acting on that
- * number in that moment can see: its own open, pipe or socket get the next number instead of
- * that one; its close of it succeed where bare it fails with EBADF (the library then finds the
- * number gone and forgets the fd, or has already moved it). Two orders harm the host: a host
- * close and a host open that takes the same number again, or a host dup2 onto that number, both
- * before the library's close of the low number, which then closes the host's new file (after a
- * dup2, before the duplication, the library also keeps a copy of the host's file). Ways to be
- * born high were weighed: a private fd table for the library's threads (unshare(CLONE_FILES))
- * would hide their fds from the host, but the server's loop and sockets are created on the host
- * thread that starts it (the constructor) and used from the loop thread; checking the low number
- * with kcmp(KCMP_FILE) before the close only moves the window to the next system call; an fd
- * received by SCM_RIGHTS or taken by pidfd_getfd gets the lowest free number too (only dup2, dup3
- * and F_DUPFD choose one, and they need the fd in the table already), so fds created after the
- * start (sessions, accepted connections, output files) have the same moment.
- * host-contract-stress (host threads closing, dup2ing and creating fds while sessions start and
- * stop in a loop) has not met either order in any run.
+ * The moment of a move: the kernel gives every new fd the lowest free number, and no call creates
+ * one at a chosen number, so a library fd is low from its creation until host_fd_take() has
+ * duplicated it high and closed the low number (two system calls, a few microseconds; the wall
+ * thread keeps its /proc files open, so after a session's first passes this happens at thread
+ * starts, connections and session starts). The host's closes are kept out of that moment by a
+ * gate (host_fds_gate): while the library creates and moves fds the host's close, syscall
+ * (SYS_close), close_range, closefrom, dup2 and dup3 wait, and while one of those runs the
+ * library's creations wait. Without it a daemon's close_range(3, ~0U, 0) at its start met the
+ * session's first fds under `record --mode wall` in 13 of 30 runs at a load of 20: the low
+ * number closed before it moved, libuv got -1 from eventfd or epoll_create and aborted the host
+ * (status 134). Each side waits at most a bound (HOST_FDS_GATE_HOST_NS for the host, whose
+ * signal handler may interrupt the library's creation on the same thread; the library's longer,
+ * as a host's close of a lingering socket may block), then goes ahead as before the gate. Still
+ * open: a host thread's own open, pipe or socket in that moment gets the next number instead of
+ * the low one (the kernel's choice; an fd received by SCM_RIGHTS or taken by pidfd_getfd gets the
+ * lowest free number too, and only dup2, dup3 and F_DUPFD choose one, which need the fd in the
+ * table already). Ways to be born high were weighed: a private fd table for the library's threads
+ * (unshare(CLONE_FILES)) would hide their fds from the host, but the server's loop and sockets
+ * are created on the host thread that starts it (the constructor) and used from the loop thread;
+ * checking the low number with kcmp(KCMP_FILE) before the close only moves the window to the
+ * next system call.
  *
  * Held by: host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
  * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, then a
@@ -243,6 +244,92 @@ host_fds_close_real(int fd)
     return real != NULL ? real(fd) : (int)syscall(SYS_close, fd);
 }
 
+/*
+ * The gate between the library's fd creations and the host's closes (the moment of a move, above):
+ * how many library creations are between their system call and the move of the new fd high, and
+ * how many host closes (close, close_range, closefrom, dup2, dup3) are under way. A host close
+ * counts itself in, then waits for the library's to finish; a library creation goes in only when
+ * no host close is counted (it steps back and waits while one is). Each side enters regardless
+ * after its bound: the host's is short, as its signal handler may interrupt a creation on the
+ * same thread; the library's longer, as a host's close of a lingering socket may block.
+ * Sequentially consistent: each side's count is stored before the other's is read.
+ */
+static _Atomic int host_fds_gate_library, host_fds_gate_host;
+#define HOST_FDS_GATE_HOST_NS    50000000u  /* 50 ms */
+#define HOST_FDS_GATE_LIBRARY_NS 500000000u /* 500 ms */
+
+/* Whether the bound that *until holds (0: not started yet) has passed. */
+static int
+host_fds_gate_waited(uint64_t *until, uint64_t bound)
+{
+    struct timespec ts;
+    uint64_t now;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (*until == 0) {
+        *until = now + bound;
+    }
+    return now >= *until;
+}
+
+static void
+host_fds_gate_host_enter(void)
+{
+    uint64_t until = 0;
+
+    atomic_fetch_add(&host_fds_gate_host, 1);
+    while (atomic_load(&host_fds_gate_library) != 0 &&
+           !host_fds_gate_waited(&until, HOST_FDS_GATE_HOST_NS)) {
+        sched_yield();
+    }
+}
+
+static void
+host_fds_gate_host_leave(void)
+{
+    atomic_fetch_sub(&host_fds_gate_host, 1);
+}
+
+static void
+host_fds_gate_library_enter(void)
+{
+    uint64_t until = 0;
+
+    for (;;) {
+        atomic_fetch_add(&host_fds_gate_library, 1);
+        if (atomic_load(&host_fds_gate_host) == 0) {
+            return;
+        }
+        atomic_fetch_sub(&host_fds_gate_library, 1);
+        while (atomic_load(&host_fds_gate_host) != 0) {
+            if (host_fds_gate_waited(&until, HOST_FDS_GATE_LIBRARY_NS)) {
+                atomic_fetch_add(&host_fds_gate_library, 1);
+                return;
+            }
+            sched_yield();
+        }
+    }
+}
+
+static void
+host_fds_gate_library_leave(void)
+{
+    atomic_fetch_sub(&host_fds_gate_library, 1);
+}
+
+void
+host_fds_hold(void)
+{
+    host_fds_gate_library_enter();
+}
+
+void
+host_fds_release(void)
+{
+    host_fds_gate_library_leave();
+}
+
 int
 host_fd_take(int fd)
 {
@@ -259,9 +346,9 @@ host_fd_take(int fd)
         fd = high;
     } else if (high >= 0) {
         host_fds_close_real(high);
-    } else if (errno == EBADF) {
-        /* Closed before it could move, by a host thread's close loop: the number may be the
-         * host's again already, and is not touched. */
+    } else if (base > fd && errno == EBADF) {
+        /* Closed before it could move, by a host thread's close past the gate's bound: the
+         * number may be the host's again already, and is not touched. */
         return -1;
     }
     if (fd < HOST_FDS_MAX) {
@@ -288,12 +375,40 @@ host_fds_forked_child(void)
         atomic_store_explicit(&host_fds_owned[i], 0, memory_order_relaxed);
     }
     atomic_store_explicit(&host_fds_count, 0, memory_order_release);
+    atomic_store(&host_fds_gate_library, 0); /* held by threads the child does not have */
+    atomic_store(&host_fds_gate_host, 0);
 }
 
 int
 host_fds_created(int fd, const void *ra)
 {
     return fd >= 0 && host_fds_library_call(ra) ? host_fd_take(fd) : fd;
+}
+
+int
+host_fds_create_begin(const void *ra)
+{
+    int library = host_fds_library_call(ra);
+
+    if (library) {
+        host_fds_gate_library_enter();
+    }
+    return library;
+}
+
+int
+host_fds_create_end(int library, int fd)
+{
+    if (library) {
+        int err = errno;
+
+        fd = host_fd_take(fd);
+        host_fds_gate_library_leave();
+        if (fd < 0) {
+            errno = err;
+        }
+    }
+    return fd;
 }
 
 static _Atomic(void *) real_syscall;
@@ -311,14 +426,23 @@ host_fds_init(void)
 HOST_EXPORT int
 close(int fd)
 {
-    if (host_fd_is_owned(fd)) {
-        if (!host_fds_library_call(__builtin_return_address(0))) {
-            errno = EBADF; /* the number was free in the bare run */
-            return -1;
+    int rc;
+
+    if (host_fds_library_call(__builtin_return_address(0))) {
+        if (host_fd_is_owned(fd)) {
+            host_fd_mark(fd, 0);
         }
-        host_fd_mark(fd, 0);
+        return host_fds_close_real(fd);
     }
-    return host_fds_close_real(fd);
+    host_fds_gate_host_enter();
+    if (host_fd_is_owned(fd)) {
+        errno = EBADF; /* the number was free in the bare run */
+        rc = -1;
+    } else {
+        rc = host_fds_close_real(fd);
+    }
+    host_fds_gate_host_leave();
+    return rc;
 }
 
 /* Six arguments are read whatever the call takes, as libc's syscall() passes six registers: the
@@ -337,16 +461,24 @@ syscall(long n, ...)
         a[i] = va_arg(ap, long);
     }
     va_end(ap);
-    if (n == SYS_close && host_fd_is_owned((int)a[0])) {
-        if (!host_fds_library_call(__builtin_return_address(0))) {
-            errno = EBADF;
-            return -1;
-        }
-        host_fd_mark((int)a[0], 0);
-    }
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
+    }
+    if (n == SYS_close && !host_fds_library_call(__builtin_return_address(0))) {
+        long rc = -1;
+
+        host_fds_gate_host_enter();
+        if (host_fd_is_owned((int)a[0])) {
+            errno = EBADF;
+        } else {
+            rc = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+        }
+        host_fds_gate_host_leave();
+        return rc;
+    }
+    if (n == SYS_close && host_fd_is_owned((int)a[0])) {
+        host_fd_mark((int)a[0], 0);
     }
     if (host_syscall_is_wait(n, a)) {
         long rc = host_syscall_wait(real, n, a, HOST_FA);
@@ -409,10 +541,15 @@ host_close_range_around(unsigned lo, unsigned hi, int flags)
 HOST_EXPORT int
 close_range(unsigned lo, unsigned hi, int flags)
 {
+    int rc;
+
     if (host_fds_library_call(__builtin_return_address(0))) {
         return host_close_range_raw(lo, hi, flags);
     }
-    return host_close_range_around(lo, hi, flags);
+    host_fds_gate_host_enter();
+    rc = host_close_range_around(lo, hi, flags);
+    host_fds_gate_host_leave();
+    return rc;
 }
 
 HOST_EXPORT void
@@ -423,16 +560,17 @@ closefrom(int lo)
     if (lo < 0) {
         lo = 0;
     }
-    if (host_close_range_around((unsigned)lo, ~0U, 0) == 0) {
-        return;
-    }
-    /* No close_range (a kernel before 5.9): one by one, as glibc's fallback would. */
-    max = (int)sysconf(_SC_OPEN_MAX);
-    for (fd = lo; fd < max; fd++) {
-        if (!host_fd_is_owned(fd)) {
-            host_fds_close_real(fd);
+    host_fds_gate_host_enter();
+    if (host_close_range_around((unsigned)lo, ~0U, 0) != 0) {
+        /* No close_range (a kernel before 5.9): one by one, as glibc's fallback would. */
+        max = (int)sysconf(_SC_OPEN_MAX);
+        for (fd = lo; fd < max; fd++) {
+            if (!host_fd_is_owned(fd)) {
+                host_fds_close_real(fd);
+            }
         }
     }
+    host_fds_gate_host_leave();
 }
 
 static _Atomic(void (*)(int)) host_fds_taken;
@@ -519,24 +657,34 @@ host_fds_dup3_once(int oldfd, int newfd, int flags)
     return real != NULL ? real(oldfd, newfd, flags) : (int)syscall(SYS_dup3, oldfd, newfd, flags);
 }
 
+/* dup2 or dup3 (once: one of the two) of the host's, in the gate; the library's, as they are. */
+static int
+host_fds_dup(int (*once)(int, int, int), int oldfd, int newfd, int flags, const void *ra)
+{
+    int rc = -1, host = !host_fds_library_call(ra);
+
+    if (host) {
+        host_fds_gate_host_enter();
+    }
+    if (host_fds_dup_check(oldfd, newfd, ra) == 0) {
+        rc = host_fds_dup_retry(once(oldfd, newfd, flags), once, oldfd, newfd, flags);
+    }
+    if (host) {
+        host_fds_gate_host_leave();
+    }
+    return rc;
+}
+
 HOST_EXPORT int
 dup2(int oldfd, int newfd)
 {
-    if (host_fds_dup_check(oldfd, newfd, __builtin_return_address(0)) != 0) {
-        return -1;
-    }
-    return host_fds_dup_retry(host_fds_dup2_once(oldfd, newfd, 0), host_fds_dup2_once, oldfd, newfd,
-                              0);
+    return host_fds_dup(host_fds_dup2_once, oldfd, newfd, 0, __builtin_return_address(0));
 }
 
 HOST_EXPORT int
 dup3(int oldfd, int newfd, int flags)
 {
-    if (host_fds_dup_check(oldfd, newfd, __builtin_return_address(0)) != 0) {
-        return -1;
-    }
-    return host_fds_dup_retry(host_fds_dup3_once(oldfd, newfd, flags), host_fds_dup3_once, oldfd,
-                              newfd, flags);
+    return host_fds_dup(host_fds_dup3_once, oldfd, newfd, flags, __builtin_return_address(0));
 }
 
 /* open and open64 are one function in glibc on 64-bit targets, but both names are called. */
@@ -547,11 +695,14 @@ host_fds_open(_Atomic(void *) *slot, const char *name, const char *path, int fla
     int (*real)(const char *, int, ...) = (int (*)(const char *, int, ...))host_real(slot, name);
     mode_t mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, mode_t) : 0;
 
+    int library;
+
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
     }
-    return host_fds_created(real(path, flags, mode), ra);
+    library = host_fds_create_begin(ra);
+    return host_fds_create_end(library, real(path, flags, mode));
 }
 
 #define HOST_FDS_OPEN(name)                                                               \
@@ -571,17 +722,19 @@ HOST_FDS_OPEN(open)
 HOST_FDS_OPEN(open64)
 
 /* An interposer of a call that returns one new fd (or -1): a library's fd moves high. */
-#define HOST_FDS_CREATOR(name, types, params, args)                      \
-    HOST_EXPORT int name params                                          \
-    {                                                                    \
-        static _Atomic(void *) real_p;                                   \
-        int(*real) types = (int(*) types)host_real(&real_p, #name);      \
-                                                                         \
-        if (real == NULL) {                                              \
-            errno = ENOSYS;                                              \
-            return -1;                                                   \
-        }                                                                \
-        return host_fds_created(real args, __builtin_return_address(0)); \
+#define HOST_FDS_CREATOR(name, types, params, args)                   \
+    HOST_EXPORT int name params                                       \
+    {                                                                 \
+        static _Atomic(void *) real_p;                                \
+        int(*real) types = (int(*) types)host_real(&real_p, #name);   \
+        int library;                                                  \
+                                                                      \
+        if (real == NULL) {                                           \
+            errno = ENOSYS;                                           \
+            return -1;                                                \
+        }                                                             \
+        library = host_fds_create_begin(__builtin_return_address(0)); \
+        return host_fds_create_end(library, real args);               \
     }
 
 /* The _FORTIFY_SOURCE forms of open without a mode (libuv opens its spare /dev/null so). */
@@ -601,16 +754,20 @@ pipe2(int fds[2], int flags)
     static _Atomic(void *) real_pipe2;
     int (*real)(int *, int) = HOST_REAL(int (*)(int *, int), pipe2);
     const void *ra = __builtin_return_address(0);
-    int rc;
+    int rc, library;
 
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
     }
+    library = host_fds_create_begin(ra);
     rc = real(fds, flags);
-    if (rc == 0 && host_fds_library_call(ra)) {
+    if (rc == 0 && library) {
         fds[0] = host_fd_take(fds[0]);
         fds[1] = host_fd_take(fds[1]);
+    }
+    if (library) {
+        host_fds_gate_library_leave();
     }
     return rc;
 }

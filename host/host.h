@@ -153,6 +153,11 @@ int host_sigmask_raw(int how, const sigset_t *set, sigset_t *old);
  * (fd itself, registered, when it cannot move). A negative fd is returned unchanged. */
 int host_fd_take(int fd);
 void host_fd_forget(int fd);
+/* Around a creation the interposers do not see (perf_event_open through syscall()) up to its
+ * host_fd_take(): the host's closes wait meanwhile, so none takes the new fd's low number before
+ * it moves (fds.c, "the moment of a move"). Not across a blocking call. */
+void host_fds_hold(void);
+void host_fds_release(void);
 /* The calls made from code of the object that holds code are the library's (libuv). */
 void host_fds_trust(const void *code);
 /* In a fork()ed child: the parent's fds are inherited copies the child's host may close (the

@@ -167,5 +167,10 @@ long host_syscall_wait(host_syscall_fn real, long n, const long a[6], uint64_t f
 /* fd came from a call whose return address is ra: the library's fds move high and are
  * registered (fds.c); returns the fd to hand back. */
 int host_fds_created(int fd, const void *ra);
+/* Around an fd-creating call of the interposer whose return address is ra: returns whether it is
+ * the library's, and then holds the gate (fds.c) until host_fds_create_end(), which moves the new
+ * fd high and returns it (a negative fd as it is, errno kept). Not across a blocking call. */
+int host_fds_create_begin(const void *ra);
+int host_fds_create_end(int library, int fd);
 
 #endif /* HOST_INTERNAL_H */
