@@ -279,8 +279,9 @@ TEST(cpu_mode_samples_both_busy_threads)
     sa = col_get(atomic_load(&a.tid));
     sb = col_get(atomic_load(&b.tid));
     /* The thread scan sees an exit within a few of its periods; under TSan on
-     * a loaded machine that can take seconds, so wait for it with a bound. */
-    for (i = 0; i < 100 && !(sa->stopped && sb->stopped && strcmp(sa->name, "busy-a") == 0 &&
+     * a loaded machine that can take seconds (more than 5 at a load of 20), so wait for it with
+     * a bound. */
+    for (i = 0; i < 400 && !(sa->stopped && sb->stopped && strcmp(sa->name, "busy-a") == 0 &&
                              strcmp(sb->name, "busy-b") == 0);
          i++) {
         usleep(50000);
@@ -877,25 +878,52 @@ perf_allowed(void)
     return 1;
 }
 
+/* Waits (up to 20 s) until the agent's slot of tid is armed and its last scan read the thread's
+ * CPU clock at cpu or later (0: any), reading the slot under the registry lock. */
+static void
+scan_slot_wait(int32_t tid, uint64_t cpu)
+{
+    int i, done = 0;
+    unsigned j;
+
+    for (i = 0; i < 4000 && !done; i++) {
+        pthread_mutex_lock(&ag.reg_lock);
+        for (j = 0; j < atomic_load(&ag.high); j++) {
+            struct ag_thread *t = &ag.threads[j];
+
+            if (atomic_load(&t->state) == AG_SLOT_ACTIVE && atomic_load(&t->tid) == tid &&
+                (t->has_timer || t->has_perf) && t->scan_cpu_ns >= cpu) {
+                done = 1;
+            }
+        }
+        pthread_mutex_unlock(&ag.reg_lock);
+        if (!done) {
+            usleep(5000);
+        }
+    }
+}
+
 /* A thread the agent knows only from its /proc scan (created with the real pthread_create, as a
  * raw clone or a thread older than the agent would be): no key destructor claims its last CPU at
- * its exit. It sleeps (found and armed), burns 175 ms at 10 Hz, sleeps 100 ms (scans read its CPU
- * clock) and exits: the scan that finds it gone claims the CPU up to the scan before. Before,
- * the 75 ms after its one engine sample were never counted. */
+ * its exit. It waits until the scan found and armed it, burns 175 ms at 10 Hz, waits until a
+ * scan read its CPU clock after that, and exits: the scan that finds it gone claims the CPU up to
+ * the scan before. Before, the 75 ms after its one engine sample were never counted. (Fixed
+ * sleeps for both waits missed the scan under TSan on a loaded machine.) */
 static void *
 scan_only_main(void *p)
 {
     struct tail_arg *a = p;
+    int32_t tid = (int32_t)syscall(SYS_gettid);
     uint64_t c0;
 
-    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
-    usleep(100000);
+    atomic_store(&a->tid, tid);
+    scan_slot_wait(tid, 0);
     c0 = cpu_ns();
     while (cpu_ns() - c0 < a->budget_ns) {
         busy_a();
     }
     atomic_store(&a->cpu_ns, cpu_ns() - c0);
-    usleep(100000);
+    scan_slot_wait(tid, cpu_ns());
     return NULL;
 }
 
