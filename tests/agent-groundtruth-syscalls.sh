@@ -14,7 +14,8 @@
 #   - with two busy loops running beside the recording: auto at 250 and 1000 Hz, perf_event
 #     forced at 250 Hz (its kernel locator armed at the thread's first kernel time, not at the
 #     next scan: the kernel time a starved thread split off before its first call was seen went
-#     over its compute function, 2-7 points over a pool of 4); auto above the tick is perf.
+#     over its compute function, 2-7 points over a pool of 4) and the timers forced at 1000 Hz
+#     (steady threads, as below); auto above the tick is perf, auto at the tick mostly the timers.
 # A split between two functions of one thread is a sampling estimate: at 250 Hz a 4 s run on a
 # loaded 2-core machine gives such a thread 70-400 samples, a standard error of 2.5-6 % of its CPU,
 # 0.7-1.7 points of the profile. So a case that misses pools its runs (samples and measured CPU
@@ -61,8 +62,10 @@ pooled() {
   "$PP" report --threads --top 12 "$T/$name-4.nettrace" 2>&1 | sed 's/^/    /'
 }
 
-# Two busy loops beside the recording: the threads wait for a core, the samples must not care.
+# Two busy loops beside the recording (once): the threads wait for a core, the samples must not
+# care.
 start_busy() {
+  ((${#busy[@]} == 0)) || return 0
   for _ in 1 2; do
     (while :; do :; done) &
     busy+=($!)
@@ -94,5 +97,7 @@ if [[ $perf_ok == 1 ]]; then
   SECS=4 pooled loaded-perf-250-nofp 250 perf_event pp-sample-syscalls-nofp $all \
     env PIPEPROF_CPU_ENGINE=perf
 fi
+start_busy
+SECS=4 pooled loaded-timer-1000 1000 timer pp-sample-syscalls $steady env PIPEPROF_CPU_ENGINE=timer
 [[ $fail == 0 ]] || { echo "agent-groundtruth-syscalls: FAILED"; exit 1; }
 echo "agent-groundtruth-syscalls: ok"
