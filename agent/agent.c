@@ -91,6 +91,11 @@ ag_manager_main(void *arg)
             next_scan = ag_now_ns() + (uint64_t)ag.cfg.scan_ms * 1000000u;
             scanned = 1;
         }
+        if (atomic_exchange_explicit(&ag.kern_asked, 0, memory_order_acquire)) {
+            pthread_mutex_lock(&ag.reg_lock);
+            ag_locators_arm_asked_locked();
+            pthread_mutex_unlock(&ag.reg_lock);
+        }
         err = ag_modules_refresh_deferred(); /* cheap unless dlopen/dlclose changed it */
         if (err >= 0) {
             changed = err > 0;

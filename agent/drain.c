@@ -56,10 +56,10 @@ static union {
     unsigned char bytes[sizeof(struct ag_sample) + AG_MAX_FRAMES * sizeof(uint64_t)];
 } ag_drain_tail_buf;
 
-/* How much of a thread's CPU time the stack of its latest system call stands for its kernel
- * time: the locator sees a call every few ms of CPU in a thread that makes many (its expiry every
- * tick, in the kernel one time in k); kernel time further from any seen call is not placed there
- * (a thread that made a call long ago and is now preempted in its own code). */
+/* How much of a thread's CPU time the stack of a system call stands for its kernel time, before
+ * and after the call: the locator sees a call every few ms of CPU in a thread that makes many (its
+ * expiry every tick, in the kernel one time in k); kernel time further from any seen call is not
+ * placed there (a thread that made a call long ago and is now preempted in its own code). */
 #define AG_KERNEL_SITE_CPU_NS 50000000u
 
 /* Kernel time split off a perf sample, or waiting for a stack (drain.c's own). */
@@ -194,31 +194,63 @@ ag_drain_kernel_waiting(struct ag_thread *t, int32_t tid, enum ag_drain_kernel_p
     return ag_drain_kernel_deliver(t, tid, &k, place, over, fn, ctx, n);
 }
 
+/* Delivers the kernel time of t that waited for a call in vain, once the thread's CPU time (a
+ * record's at cpu; UINT64_MAX: the wait ends now) is AG_KERNEL_SITE_CPU_NS past the first split
+ * that waits: not placed, over the stack of that record when it has one (over), else the stack of
+ * the thread's last CPU sample, else its start routine. Returns fn's value. */
+static int
+ag_drain_kernel_expired(struct ag_thread *t, int32_t tid, uint64_t cpu,
+                        const struct ag_drain_stack *over, ag_record_fn fn, void *ctx, int *n)
+{
+    struct ag_drain_stack last = { t->last_frames, t->last_depth, t->last_unwinder, t->last_end };
+
+    if (t->kern_pend_w == 0 ||
+        (cpu != UINT64_MAX && cpu < t->kern_pend_first_cpu + AG_KERNEL_SITE_CPU_NS)) {
+        return 0;
+    }
+    if (over == NULL || over->depth == 0) {
+        over = &last;
+    }
+    return ag_drain_kernel_waiting(t, tid,
+                                   over->depth != 0 ? AG_KERNEL_OVER_STACK : AG_KERNEL_OVER_ROOT,
+                                   over, fn, ctx, n);
+}
+
 /*
  * An AG_SOURCE_KERNEL record of t's ring: a locator's (weight 0) records the stack of the latest
  * system call; a split-off one (which the handler writes just before the perf sample it came
  * from) goes under that stack when the call was seen within AG_KERNEL_SITE_CPU_NS of the thread's
- * CPU time, else waits for the next record: that perf sample, over whose stack it goes as not
- * placed (timer.c, "Kernel time on perf_event"). Returns fn's value.
+ * CPU time before it, else waits for a call seen within that much after the first split that
+ * waits (ag_drain_kernel_expired delivers what waited in vain, as not placed; timer.c, "Kernel
+ * time on perf_event"). The wait is for a thread's first calls: its locator is armed only after
+ * its first kernel time, and on a loaded machine its first call was seen 30 to 60 ms of the
+ * thread's CPU after that, kernel time that went over the stack of the sample it was split from
+ * (the compute function beside the calls). Returns fn's value.
  */
 static int
 ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_record_fn fn,
                 void *ctx, int *n)
 {
     struct ag_drain_kernel k = { s->timestamp_ns, s->cpu_time_ns, s->cpu_delta_ns, s->weight };
+    int rc;
 
     if (s->weight == 0) {
+        rc = ag_drain_kernel_expired(t, tid, s->cpu_time_ns, NULL, fn, ctx, n);
         t->kern_depth = s->depth < AG_MAX_FRAMES ? s->depth : AG_MAX_FRAMES;
         memcpy(t->kern_frames, s->frames, t->kern_depth * sizeof(uint64_t));
         t->kern_unwinder = s->unwinder;
         t->kern_end = s->end;
         t->kern_cpu = s->cpu_time_ns;
-        return t->kern_depth == 0
-                       ? 0
+        return rc != 0 || t->kern_depth == 0
+                       ? rc
                        : ag_drain_kernel_waiting(t, tid, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
     }
-    if (t->kern_depth != 0 && s->cpu_time_ns < t->kern_cpu + AG_KERNEL_SITE_CPU_NS) {
+    if (t->kern_pend_w == 0 && t->kern_depth != 0 &&
+        s->cpu_time_ns < t->kern_cpu + AG_KERNEL_SITE_CPU_NS) {
         return ag_drain_kernel_deliver(t, tid, &k, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
+    }
+    if (t->kern_pend_w == 0) {
+        t->kern_pend_first_cpu = s->cpu_time_ns;
     }
     t->kern_pend_w += s->weight;
     t->kern_pend_ns += s->cpu_delta_ns;
@@ -261,7 +293,7 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
         if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_SIGNAL) {
             struct ag_drain_stack over = { s->frames, s->depth, s->unwinder, s->end };
 
-            rc = ag_drain_kernel_waiting(t, tid, AG_KERNEL_OVER_STACK, &over, fn, ctx, n);
+            rc = ag_drain_kernel_expired(t, tid, s->cpu_time_ns, &over, fn, ctx, n);
             if (rc != 0) {
                 ag_ring_release(r);
                 return rc;
@@ -425,14 +457,9 @@ ag_drain(ag_record_fn fn, void *ctx)
             ag_wall_trim_drained(t); /* a wall session's memory goes with it */
         }
         if (rc == 0 && (kern_flush || state == AG_SLOT_EXITING)) {
-            /* Kernel time that waited for a sample in vain: over the thread's last CPU stack (as
+            /* Kernel time that waited for a call in vain: over the thread's last CPU stack (as
              * its final sample), else its start routine; not placed. */
-            struct ag_drain_stack last = { t->last_frames, t->last_depth, t->last_unwinder,
-                                           t->last_end };
-
-            rc = ag_drain_kernel_waiting(
-                    t, tid, last.depth != 0 ? AG_KERNEL_OVER_STACK : AG_KERNEL_OVER_ROOT, &last, fn,
-                    ctx, &n);
+            rc = ag_drain_kernel_expired(t, tid, UINT64_MAX, NULL, fn, ctx, &n);
         }
         if (rc != 0) {
             break;

@@ -254,16 +254,20 @@ struct ag_thread {
     _Atomic int perf_fresh;    /* reg sets it for a thread moved from the timers, self clears it:
                                   its first perf sample carries what they missed, not kernel time */
     _Atomic uint32_t kern_w;   /* self: intervals split off as kernel time */
+    _Atomic int kern_asked;    /* self sets it at its first split without a locator (then wakes the
+                                  manager, which arms one: ag_locators_arm_asked_locked); reg
+                                  clears it at registration */
     uint32_t scan_kern_w;      /* reg: kern_w at the previous scan */
     int kern_flush; /* reg: ag_cpu_flush() asks the drain to deliver kernel time waiting for a
                        stack now, as not placed */
     /* drain: the stack of the latest system call a locator saw (in the same mapping), and
-     * kernel time waiting for the record after it */
+     * kernel time waiting for a call seen after it (drain.c, ag_drain_kernel) */
     uint64_t *kern_frames;
     uint32_t kern_depth;
     uint8_t kern_unwinder, kern_end;
     uint64_t kern_cpu; /* the thread's CPU time at that call */
     uint64_t kern_pend_ns, kern_pend_ts, kern_pend_cpu_time;
+    uint64_t kern_pend_first_cpu; /* the CPU time of the first split that waits */
     uint32_t kern_pend_w;
     /* self (the handler): resolved CFI rows (agent/cfi.h), in the same mapping; set at
      * registration. */
@@ -305,8 +309,11 @@ struct ag_agent {
     int wall_started;
     pthread_mutex_t wake_lock; /* manager/wall sleep: lets stop and acquire wake them */
     pthread_cond_t wake_cond;
-    int manager_fd;    /* eventfd the manager sleeps on (-1: none, it sleeps on wake_cond): written
-                          by ag_wake_all() and by a handler that met unknown code */
+    int manager_fd; /* eventfd the manager sleeps on (-1: none, it sleeps on wake_cond): written
+                       by ag_wake_all() and by a handler that met unknown code or split off a
+                       thread's first kernel time */
+    _Atomic int kern_asked; /* a handler set a thread's kern_asked: the manager clears it and arms
+                               those threads' locators */
     unsigned wake_seq; /* wake_lock: bumped by every wake, so a sleeper tells it from a spurious
                           return of the condition wait */
     /* Sampling requests (life_lock). */
@@ -488,6 +495,8 @@ void ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock);
 /* Auto's check, each scan, of a thread on the timers: one the tick does not sample as it should
  * moves to perf (timer.c says why). */
 void ag_cpu_engine_check_locked(struct ag_thread *t);
+/* Arms the kernel locator of every perf thread that asked for one (kern_asked) and has none. */
+void ag_locators_arm_asked_locked(void);
 /* The same with the thread's CPU time cpu read earlier (a thread that has exited since). */
 void ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu);
 /* A thread's CPU clock from its tid (the kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */

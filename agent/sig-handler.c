@@ -122,6 +122,17 @@ ag_sig_on_altstack(const void *uctx, uint64_t sp)
     return !(ss->ss_flags & SS_DISABLE) && ss->ss_size != 0 && sp > lo && sp - lo <= ss->ss_size;
 }
 
+/* Wakes the manager thread (write(2) is async-signal-safe; the handler restores errno). */
+static void
+ag_sig_wake_manager(void)
+{
+    if (ag.manager_fd >= 0) {
+        uint64_t one = 1;
+
+        (void)!write(ag.manager_fd, &one, sizeof(one));
+    }
+}
+
 void
 ag_sig_handler(int signo, siginfo_t *info, void *uctx)
 {
@@ -268,6 +279,13 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
             kernel_ns = s->cpu_delta_ns / s->weight * kernel_w;
             delta = s->cpu_delta_ns;
             atomic_fetch_add_explicit(&t->kern_w, kernel_w, memory_order_relaxed);
+            if (!atomic_load_explicit(&t->kern_locating, memory_order_relaxed) &&
+                !atomic_exchange_explicit(&t->kern_asked, 1, memory_order_relaxed)) {
+                /* Its first kernel time and no locator yet: the manager arms one now, not at
+                 * its next scan (timer.c). Once per thread; write(2) is async-signal-safe. */
+                atomic_store_explicit(&ag.kern_asked, 1, memory_order_release);
+                ag_sig_wake_manager();
+            }
         } else if (in_kernel) {
             kernel_ns = s->cpu_delta_ns;
         }
@@ -348,10 +366,8 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
 
         /* Code outside every known module: wake the manager to look for a new one, once until
          * it has looked (write(2) is async-signal-safe; errno is restored below). */
-        if (atomic_compare_exchange_strong(&ag_sig_unknown_code, &seen, 2) && ag.manager_fd >= 0) {
-            uint64_t one = 1;
-
-            (void)!write(ag.manager_fd, &one, sizeof(one));
+        if (atomic_compare_exchange_strong(&ag_sig_unknown_code, &seen, 2)) {
+            ag_sig_wake_manager();
         }
     }
     if (res.cfi_steps != 0) {

@@ -370,29 +370,28 @@ ag_perf_note_refusal(int err)
  * (AG_SOURCE_KERNEL), and the question left is where. A CPU-time timer answers it: its expiry is
  * seen at the tick and its signal is sent as the thread goes back to user space, from the system
  * call it was in when the tick found it in the kernel, so that signal's stack is the call's
- * (ag_sig_in_syscall). A thread whose perf samples split off kernel time (two intervals in a scan
- * period, more than the handler's own signal delivery makes) gets such a timer as its kernel
- * locator, at the rate up to the tick's: its signals that come from a system call record the
- * call's stack, the others are dropped at once; the drain gives each split the stack of the
- * latest call seen within 50 ms of the thread's CPU (drain.c). A thread moved from the timers
- * keeps its timer as the locator. The amount is perf's (exact), the place the tick's (a sample of
- * where kernel time goes); kernel time with no call seen near it (preemption, page faults, a
- * thread that makes no calls) goes as [kernel, not placed] over the stack of the sample it was
- * split from, counted. On the timer engine a sample taken as a call returns is the call's
- * already, and gets the [kernel] leaf.
+ * (ag_sig_in_syscall). A thread whose perf samples split off kernel time gets such a timer as its
+ * kernel locator, at the rate up to the tick's: its signals that come from a system call record
+ * the call's stack, the others are dropped at once; the drain gives each split the stack of the
+ * call seen nearest before it within 50 ms of the thread's CPU, else of the first one seen within
+ * 50 ms after (drain.c). The locator is armed at the thread's first split: its handler wakes the
+ * manager (ag_locators_arm_asked_locked), and a scan arms one for a thread that split off two
+ * intervals since the previous scan and still has none. Armed by the scan alone, a starved
+ * thread's first call was seen 30 to 60 ms of its CPU after its first kernel time (100 to 800 ms
+ * of wall time at a load of 12 on 2 cores), 10 to 15 % of the CPU such a thread got in a 4 s run,
+ * and that kernel time went over its compute function. A thread moved from the timers keeps its
+ * timer as the locator. The amount is perf's (exact), the place the tick's (a sample of where
+ * kernel time goes); kernel time with no call seen near it (preemption, page faults, a thread
+ * that makes no calls) goes as [kernel, not placed] over the stack of the sample it was split
+ * from, or of the sample that ended its wait, counted. On the timer engine a sample taken as a
+ * call returns is the call's already, and gets the [kernel] leaf.
  */
+/* Arms t's kernel locator: a CPU-time timer on the thread at its rate, up to the tick's. */
 static void
-ag_locator_check_locked(struct ag_thread *t, int32_t tid)
+ag_locator_arm_locked(struct ag_thread *t, int32_t tid)
 {
-    uint32_t kw = atomic_load_explicit(&t->kern_w, memory_order_relaxed);
-    uint32_t dk = kw - t->scan_kern_w;
-    unsigned hz;
+    unsigned hz = ag.tick_hz != 0 && t->timer_hz > ag.tick_hz ? ag.tick_hz : t->timer_hz;
 
-    t->scan_kern_w = kw;
-    if (!t->has_perf || t->has_locator || t->timer_hz == 0 || dk < 2) {
-        return;
-    }
-    hz = ag.tick_hz != 0 && t->timer_hz > ag.tick_hz ? ag.tick_hz : t->timer_hz;
     if (ag_cpu_timer_create(tid, &t->locator) != 0) {
         return; /* gone, or out of signal queue entries: its kernel time stays unplaced */
     }
@@ -403,6 +402,38 @@ ag_locator_check_locked(struct ag_thread *t, int32_t tid)
     t->has_locator = 1;
     atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
     ag_log(AG_LOG_DEBUG, "cpu engine: thread %d gets a kernel locator", (int)tid);
+}
+
+/* The scan's look: a perf thread that split off two intervals since the previous scan and has no
+ * locator (its first split's request failed, or came before the manager ran) gets one. */
+static void
+ag_locator_check_locked(struct ag_thread *t, int32_t tid)
+{
+    uint32_t kw = atomic_load_explicit(&t->kern_w, memory_order_relaxed);
+    uint32_t dk = kw - t->scan_kern_w;
+
+    t->scan_kern_w = kw;
+    if (!t->has_perf || t->has_locator || t->timer_hz == 0 || dk < 2) {
+        return;
+    }
+    ag_locator_arm_locked(t, tid);
+}
+
+void
+ag_locators_arm_asked_locked(void)
+{
+    unsigned i, high = atomic_load_explicit(&ag.high, memory_order_relaxed);
+
+    for (i = 0; ag.threads != NULL && i < high; i++) {
+        struct ag_thread *t = &ag.threads[i];
+
+        if (atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE &&
+            atomic_load_explicit(&t->kern_asked, memory_order_relaxed) && t->has_perf &&
+            !t->has_locator && t->timer_hz != 0 &&
+            !atomic_load_explicit(&t->excluded, memory_order_relaxed)) {
+            ag_locator_arm_locked(t, atomic_load_explicit(&t->tid, memory_order_relaxed));
+        }
+    }
 }
 
 void

@@ -11,7 +11,11 @@
 #     and without frame pointers (perf_event: kernel time split off its samples, placed by a
 #     CPU-time timer's signal at the system call's return; timers: a sample taken as a system
 #     call returns is the call's);
-#   - auto at 250 and 1000 Hz with two busy loops running beside the recording.
+#   - with two busy loops running beside the recording: auto at 250 and 1000 Hz, perf_event
+#     forced at 250 Hz (its kernel locator armed at the thread's first kernel time, not at the
+#     next scan: the kernel time a starved thread split off before its first call was seen went
+#     over its compute function, 2-7 points over a pool of 4) and the timers forced at 1000 Hz
+#     (steady threads, as below); auto above the tick is perf, auto at the tick mostly the timers.
 # A split between two functions of one thread is a sampling estimate: at 250 Hz a 4 s run on a
 # loaded 2-core machine gives such a thread 70-400 samples, a standard error of 2.5-6 % of its CPU,
 # 0.7-1.7 points of the profile. So a case that misses pools its runs (samples and measured CPU
@@ -58,6 +62,16 @@ pooled() {
   "$PP" report --threads --top 12 "$T/$name-4.nettrace" 2>&1 | sed 's/^/    /'
 }
 
+# Two busy loops beside the recording (once): the threads wait for a core, the samples must not
+# care.
+start_busy() {
+  ((${#busy[@]} == 0)) || return 0
+  for _ in 1 2; do
+    (while :; do :; done) &
+    busy+=($!)
+  done
+}
+
 if ! "$B/tests/no-perf" --probe; then
   echo "SKIP (loud): perf_event_open is refused here; the perf engine and auto above the tick are not checked"
   perf_ok=0
@@ -77,13 +91,13 @@ pooled timer-1000 1000 timer pp-sample-syscalls $steady env PIPEPROF_CPU_ENGINE=
 if [[ $perf_ok == 1 ]]; then
   SECS=5 pooled auto-250-nofp 250 "$(auto_at 250)" pp-sample-syscalls-nofp $all env
   pooled auto-1000 1000 "$(auto_at 1000)" pp-sample-syscalls $all env
-  # Two busy loops beside the recording: the threads wait for a core, the samples must not care.
-  for _ in 1 2; do
-    (while :; do :; done) &
-    busy+=($!)
-  done
+  start_busy
   SECS=5 pooled loaded-250 250 "$(auto_at 250)" pp-sample-syscalls $all env
   pooled loaded-1000-nofp 1000 "$(auto_at 1000)" pp-sample-syscalls-nofp $all env
+  SECS=4 pooled loaded-perf-250-nofp 250 perf_event pp-sample-syscalls-nofp $all \
+    env PIPEPROF_CPU_ENGINE=perf
 fi
+start_busy
+SECS=4 pooled loaded-timer-1000 1000 timer pp-sample-syscalls $steady env PIPEPROF_CPU_ENGINE=timer
 [[ $fail == 0 ]] || { echo "agent-groundtruth-syscalls: FAILED"; exit 1; }
 echo "agent-groundtruth-syscalls: ok"
