@@ -583,6 +583,15 @@ ag_threads_scan(void)
         if (atomic_load_explicit(&t->state, memory_order_relaxed) != AG_SLOT_ACTIVE) {
             continue;
         }
+        if (!t->scan_seen &&
+            syscall(SYS_tgkill, (long)getpid(),
+                    (long)atomic_load_explicit(&t->tid, memory_order_relaxed), 0L) == 0) {
+            /* Alive, though the listing missed it: a thread listed before it that exits while
+             * the directory is read shifts the rest back by one (the listing goes by position),
+             * and the one after is skipped. Taken for gone, it was stopped and found again as a
+             * new thread: its STOP came twice (test-agent-sampling under ASan at -j2). */
+            t->scan_seen = 1;
+        }
         if (!t->scan_seen) {
             /* Gone without our key destructor (raw clone, or created before the agent): its
              * CPU up to the previous scan still comes in as a final sample. */
