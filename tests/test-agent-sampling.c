@@ -1365,6 +1365,13 @@ TEST(a_note_of_a_blocked_signal_does_not_outlive_the_block)
     struct ag_config cfg;
     pthread_t th;
 
+#ifdef __SANITIZE_THREAD__
+    /* The note is cleared by the first sample after the raw unblock; ThreadSanitizer holds an
+     * asynchronous signal back until the thread calls a function it intercepts, which the burn
+     * does not, so under TSan that sample came after the flush (2 of 3 runs at load 3, one CI
+     * run). Checked in the other builds. */
+    test_skip("ThreadSanitizer delays the sampling signal past the burn it must land in");
+#endif
     memset(col, 0, sizeof(col));
     ag_config_init(&cfg);
     cfg.scan_ms = 20;
