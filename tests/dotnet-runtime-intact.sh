@@ -27,7 +27,7 @@ wait_socket "$app" >/dev/null
 sleep 1 # both runtimes' servers are up
 
 # ps: the pid once.
-"$DT" ps >"$T/dt-ps.out" 2>&1 || { cat "$T/dt-ps.out"; fail "dotnet-trace ps"; }
+dotnet_trace_ps "$T/dt-ps.out" || { cat "$T/dt-ps.out"; fail "dotnet-trace ps"; }
 "$PIPEPROF" ps >"$T/pp-ps.out" 2>&1 || { cat "$T/pp-ps.out"; fail "pipeprof ps"; }
 for tool in dt-ps pp-ps; do
   n=$(grep -cE "^ *$app( |$)" "$T/$tool.out" || true)

@@ -14,7 +14,7 @@ wait_socket "$Q" >/dev/null
 # give it a second try before calling it a failure.
 ps_ok=0
 for try in 1 2; do
-  if "$DT" ps >"$T/ps.out" 2>&1 && grep -q "^ *$Q .*pp-sample-busy" "$T/ps.out"; then
+  if dotnet_trace_ps "$T/ps.out" && grep -q "^ *$Q .*pp-sample-busy" "$T/ps.out"; then
     ps_ok=1
     break
   fi

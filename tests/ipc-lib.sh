@@ -54,6 +54,21 @@ wait_socket() {
   fail "no diagnostic socket for pid $1"
 }
 
+# dotnet_trace_ps OUT: `dotnet-trace ps` into OUT, 0 when it succeeded. dotnet-trace 10.x reads
+# each process's name after listing them and throws "Process has exited" when any process on the
+# machine exits in between (CI, 2026-11-26: a parallel test's child). That race is the tool's and
+# says nothing of the host, so it is tried again, loudly, up to 4 times; any other failure is not.
+dotnet_trace_ps() {
+  local out=$1 try
+  for try in 1 2 3 4; do
+    "$DT" ps >"$out" 2>&1 && return 0
+    grep -q "Process has exited" "$out" || return 1
+    note "dotnet-trace ps, try $try: a process exited while it listed them; again"
+    sleep 0.3
+  done
+  return 1
+}
+
 # dotnet_app: prints the path of the C# target (built once per build directory).
 dotnet_app() {
   command -v dotnet >/dev/null || skip "dotnet is not installed"
