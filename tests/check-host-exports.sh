@@ -11,7 +11,8 @@
 # or a host/ file left out of the link (host/internal.h's anchors) all fail. docs/architecture.md's
 # table of host/'s files names each export in its file's row, and its "Exported symbols" counts
 # are the library's. The comparison then checks itself: with a stray libc name and a stray
-# function added to the exports, or a name taken out of the page's table, it must fail.
+# function added to the exports, or a name taken out of the page's table, it must fail. Every
+# interposer is also called by tests/hosts/stress.c, the host of host-contract-stress.
 set -euo pipefail
 B=${PP_BINARY_DIR:?}
 S=${PP_SOURCE_DIR:?}
@@ -106,6 +107,14 @@ fi
 n_host=$(wc -l <"$T/host")
 echo "check-host-exports: $(wc -l <"$T/exports") exports = $n_host from host/ + $(wc -l <"$T/api") API + $(wc -l <"$T/markers") marker"
 awk '{by[$1] = by[$1] " " $2} END {for (f in by) printf "  host/%s:%s\n", f, by[f]}' "$T/host" | sort
+
+# The stress host (host-contract-stress) calls every interposer while sessions start and stop: a
+# new interposer joins it.
+missing=$(awk '{print $2}' "$T/host" | while read -r name; do
+  grep -qw -- "$name" "$S/tests/hosts/stress.c" || printf ' %s' "$name"
+done)
+[[ -z $missing ]] || { echo "FAIL: tests/hosts/stress.c never calls:$missing" >&2; exit 1; }
+echo "check-host-exports: tests/hosts/stress.c calls each of the $n_host interposers"
 
 # The check must be able to fail: a libc name defined outside host/ and a stray function.
 for stray in fsync pipeprof_stray_helper; do
