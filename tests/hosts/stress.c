@@ -168,9 +168,7 @@ struct handoff {
 
 /*
  * Ends the waiter's pthread_cond_wait, then its sigsuspend() and pause(): SIGUSR1 every
- * millisecond until both returned, as a host whose waits end by its own signals sends them (one
- * signal may come before pause() began, and one that arrives in the same call as the agent's is
- * swallowed with it: host/internal.h's XXX).
+ * millisecond until both returned (a signal that came before pause() began does not end it).
  */
 static void *
 signaller(void *p)
