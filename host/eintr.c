@@ -210,7 +210,10 @@ pause(void)
     sigset_t cur;
 
     /* pause() is sigsuspend() with the mask the thread has */
-    host_sigmask_raw(SIG_BLOCK, NULL, &cur);
+    if (host_sigmask_raw(SIG_BLOCK, NULL, &cur) != 0) {
+        errno = ENOSYS;
+        return -1;
+    }
     return host_suspend(real, &cur, HOST_FA);
 }
 
