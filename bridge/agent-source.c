@@ -8,7 +8,10 @@
  * CPU and waiting time correctly), and pipeprof's own events for threads, modules, per-sample CPU
  * time and lost samples. A congested session gets no events; its losses become sequence gaps.
  * At StopTracing the rundown names every function a stack of that session referenced.
- * Context: the IPC loop thread only (no locking needed here); never a signal handler.
+ * Context: one thread at a time, the source's owner: the IPC loop thread, or the drain thread of
+ * a public-API recording (shim/api.c). The owner is claimed with a compare-and-swap while it has
+ * sessions or taps; another thread's start is refused (-EBUSY) and its drains do nothing, so the
+ * state below needs no lock. Never a signal handler.
  */
 #include "bridge/agent-source.h"
 

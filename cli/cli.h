@@ -20,4 +20,10 @@ struct pp_profile;
 /* Prints the top functions by self samples to out (record's closing summary). 0 or -ENOMEM. */
 int pp_report_brief(const struct pp_profile *p, unsigned top, FILE *out);
 
+/* Writes s (len bytes of UTF-8) to out as a JSON string: quotes, backslashes and control
+ * characters escaped (dump's and report's JSON; cli/dump.c). */
+void pp_json_text(FILE *out, const char *s, size_t len);
+/* The same for a C string; NULL is written as "". */
+void pp_json_string(FILE *out, const char *s);
+
 #endif /* PP_CLI_H */

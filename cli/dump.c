@@ -258,9 +258,8 @@ pp_dump_print_event(const struct nt_event *ev, const struct nt_trace_info *info,
            ev->stack_depth, fields);
 }
 
-/* Writes s (len bytes of UTF-8) as a JSON string. */
-static void
-pp_dump_json_text(FILE *out, const char *s, size_t len)
+void
+pp_json_text(FILE *out, const char *s, size_t len)
 {
     size_t i;
 
@@ -279,6 +278,12 @@ pp_dump_json_text(FILE *out, const char *s, size_t len)
     fputc('"', out);
 }
 
+void
+pp_json_string(FILE *out, const char *s)
+{
+    pp_json_text(out, s != NULL ? s : "", s != NULL ? strlen(s) : 0);
+}
+
 static void
 pp_dump_json_utf16(FILE *out, const uint8_t *p, size_t len)
 {
@@ -291,7 +296,7 @@ pp_dump_json_utf16(FILE *out, const uint8_t *p, size_t len)
         return;
     }
     nt_utf16_to_utf8(p, len, s, need);
-    pp_dump_json_text(out, s, strlen(s));
+    pp_json_text(out, s, strlen(s));
     if (s != small) {
         free(s);
     }
@@ -337,8 +342,8 @@ pp_dump_json_value(void *ctx, const struct nt_value *v)
         j->open[j->depth - 1].remaining--;
     }
     if (!in_array) {
-        pp_dump_json_text(out, v->field != NULL && v->field->name != NULL ? v->field->name : "",
-                          v->field != NULL && v->field->name != NULL ? strlen(v->field->name) : 0);
+        pp_json_text(out, v->field != NULL && v->field->name != NULL ? v->field->name : "",
+                     v->field != NULL && v->field->name != NULL ? strlen(v->field->name) : 0);
         fputc(':', out);
     }
     switch (v->type) {
@@ -378,7 +383,7 @@ pp_dump_json_value(void *ctx, const struct nt_value *v)
     case NT_TYPE_GUID:
         if (v->size == 16) {
             nt_guid_format(v->data, guid);
-            pp_dump_json_text(out, guid, strlen(guid));
+            pp_json_text(out, guid, strlen(guid));
         } else {
             fputs("null", out);
         }
@@ -407,9 +412,9 @@ pp_dump_print_event_json(const struct nt_event *ev, const struct nt_trace_info *
     const char *name = pp_dump_event_name(d);
 
     printf("{\"time_ms\":%.6f,\"provider\":", ms);
-    pp_dump_json_text(stdout, provider, strlen(provider));
+    pp_json_text(stdout, provider, strlen(provider));
     printf(",\"id\":%u,\"name\":", d != NULL ? d->event_id : ev->metadata_id);
-    pp_dump_json_text(stdout, name, strlen(name));
+    pp_json_text(stdout, name, strlen(name));
     printf(",\"thread\":%" PRIu64 ",\"sequence\":%u,\"stack_depth\":%u,\"payload_size\":%u,",
            ev->thread_id, ev->sequence, ev->stack_depth, ev->payload_size);
     if ((d == NULL || d->field_count == 0) && ev->payload_size > 0) {

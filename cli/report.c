@@ -89,24 +89,6 @@ pp_stat_total_cmp(const void *a, const void *b)
     return pp_stat_self_cmp(a, b);
 }
 
-static void
-pp_json_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (c == '"' || c == '\\') {
-            fprintf(out, "\\%c", c);
-        } else if (c < 0x20) {
-            fprintf(out, "\\u%04x", c);
-        } else {
-            fputc(c, out);
-        }
-    }
-    fputc('"', out);
-}
-
 static double
 pp_pct(uint64_t n, uint64_t d)
 {
@@ -409,7 +391,7 @@ pp_cmd_report(int argc, char **argv)
         if (json) {
             printf("%s{\"thread_id\":%llu,\"process_id\":%u,\"name\":", i > 0 ? "," : "",
                    (unsigned long long)t->thread_id, pp_profile_thread_pid(p, t->thread_id));
-            pp_json_string(stdout, t->name != NULL ? t->name : "");
+            pp_json_string(stdout, t->name);
             printf(",\"samples\":%llu,\"running_samples\":%llu}", (unsigned long long)t->samples,
                    (unsigned long long)t->running_samples);
         } else {
@@ -429,7 +411,7 @@ pp_cmd_report(int argc, char **argv)
 
         if (json) {
             printf("%s{\"process_id\":%u,\"name\":", i > 0 ? "," : "", pr->process_id);
-            pp_json_string(stdout, pr->name != NULL ? pr->name : "");
+            pp_json_string(stdout, pr->name);
             printf(",\"samples\":%llu}", (unsigned long long)pr->samples);
         } else {
             printf("%10llu %6.2f%%  %s\n", (unsigned long long)pr->samples,

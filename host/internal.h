@@ -97,7 +97,8 @@ void host_signals_spawn_end(int began);
  * wall sampler (fa: the interposer's frame). After each try host_wait_again says whether to make
  * it again (an EINTR the agent caused: counted, and the next try's baseline taken); host_wait_end
  * ends the record and leaves errno at err. XXX(S): a host signal delivered in the very same try
- * as one of the agent's is swallowed with it; both would have to coincide.
+ * as one of the agent's is swallowed with it; both would have to coincide. A wait that only a
+ * signal ends (sigsuspend, pause) must not be retried so: eintr.c's host_suspend.
  */
 struct host_wait {
     const struct host_agent_hooks *h;

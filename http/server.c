@@ -631,7 +631,8 @@ http_reject(struct http_server *s)
  * At the limit: closes a connection that has been silent for HTTP_IDLE_EVICT_MS while still
  * waiting for its request, one that sent nothing first, else the one silent longest. A client
  * cannot hold the endpoint with idle connections; one that stalls mid-request for a second may
- * lose its place to a newcomer. Returns 1 if one was closed.
+ * lose its place to a newcomer. Returns 1 if one was closed; the caller closes as many as it
+ * takes to make room (connections answered 503 linger, count, and cannot be closed).
  */
 static int
 http_drop_idle(struct http_server *s)
@@ -664,8 +665,8 @@ http_on_connection(uv_stream_t *listener, int status)
     if (status < 0 || s->stopping) {
         return;
     }
-    if (s->conn_count - s->closing >= s->opts.max_connections) {
-        (void)http_drop_idle(s);
+    /* as many idle connections as keep the newcomer out: the limit's 503s linger and count too */
+    while (s->conn_count - s->closing >= s->opts.max_connections && http_drop_idle(s)) {
     }
     if (s->conn_count - s->closing >= s->opts.max_connections * HTTP_REJECT_FACTOR) {
         http_reject(s);

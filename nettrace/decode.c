@@ -664,9 +664,10 @@ nt_walk_fields(struct nt_walk *w, const struct nt_field *fields, uint32_t n, uin
     return 0;
 }
 
-int
-nt_payload_decode(const struct nt_event_desc *desc, const uint8_t *payload, uint32_t size,
-                  nt_value_fn fn, void *ctx)
+/* Walks payload's fields by desc, each value to fn or into text: decode's and format's walk. */
+static int
+nt_walk_payload(const struct nt_event_desc *desc, const uint8_t *payload, uint32_t size,
+                nt_value_fn fn, void *ctx, struct nt_text *text)
 {
     struct nt_walk w;
 
@@ -679,9 +680,16 @@ nt_payload_decode(const struct nt_event_desc *desc, const uint8_t *payload, uint
     w.end = payload + size;
     w.fn = fn;
     w.ctx = ctx;
-    w.text = NULL;
+    w.text = text;
     w.budget = NT_DECODE_BUDGET(size);
     return nt_walk_fields(&w, desc->fields, desc->field_count, 0);
+}
+
+int
+nt_payload_decode(const struct nt_event_desc *desc, const uint8_t *payload, uint32_t size,
+                  nt_value_fn fn, void *ctx)
+{
+    return nt_walk_payload(desc, payload, size, fn, ctx, NULL);
 }
 
 int
@@ -689,21 +697,9 @@ nt_payload_format(const struct nt_event_desc *desc, const uint8_t *payload, uint
                   char *out, size_t cap)
 {
     struct nt_text t = { out, cap, 0 };
-    struct nt_walk w;
-    int rc;
+    int rc = nt_walk_payload(desc, payload, size, NULL, NULL, &t);
 
-    if (desc == NULL || (desc->field_count > 0 && desc->fields == NULL) ||
-        (payload == NULL && size > 0)) {
-        return -EINVAL;
-    }
-    w.payload = payload;
-    w.p = payload;
-    w.end = payload + size;
-    w.fn = NULL;
-    w.ctx = NULL;
-    w.text = &t;
-    w.budget = NT_DECODE_BUDGET(size);
-    rc = nt_walk_fields(&w, desc->fields, desc->field_count, 0);
+    /* terminated on every return, a refused call's too (empty) */
     if (out != NULL && cap > 0) {
         out[t.len < cap ? t.len : cap - 1] = '\0';
     }

@@ -6,7 +6,7 @@
  * exit() (destructor). It must never abort, exit or print to stdout in the host; every failure
  * becomes one line on stderr and the host runs on untouched. The library exports the public API
  * (shim/api.c, include/pipeprof.h), the libc calls of the host contract (host/: this file installs
- * the server's hooks they call back) and one marker name (tests/check-host-exports.sh lists them).
+ * the server's hooks they call back) and three marker names (tests/check-host-exports.sh).
  *
  * Environment (docs/ipc.md; what the server takes from it is ipc/env.c's):
  *   PIPEPROF_DISABLE=1                  do nothing

@@ -1011,6 +1011,36 @@ TEST(server_idle_connections_make_room)
     fixture_stop();
 }
 
+/* A client refused with 503 lingers for a while (the server waits for it to hang up), and still
+ * counts against the limit: every idle connection goes for a newcomer, not one (before, 2 idle
+ * connections beside one refused kept a newcomer at 503 until the refused one's linger ended). */
+TEST(server_idle_connections_make_room_beside_refused_ones)
+{
+    struct http_server_options o = { 0 };
+    struct pollfd pc;
+    char head[13] = "";
+    int a, b, c;
+
+    fake_reset();
+    o.max_connections = 2;
+    fixture_start(&o);
+    a = client_connect();
+    b = client_connect();
+    c = client_connect(); /* over the limit, nobody idle yet: 503, and it lingers */
+    pc.fd = c;
+    pc.events = POLLIN;
+    ASSERT_TRUE(poll(&pc, 1, 10000) == 1);
+    ASSERT_TRUE(recv(c, head, sizeof(head) - 1, 0) == (ssize_t)sizeof(head) - 1);
+    ASSERT_TRUE(strcmp(head, "HTTP/1.1 503") == 0);
+    newcomer_served(); /* a and b silent for a second, c still lingering (2 s) */
+    ASSERT_TRUE(closed_within(a, 2000));
+    ASSERT_TRUE(closed_within(b, 2000));
+    close(a);
+    close(b);
+    close(c);
+    fixture_stop();
+}
+
 /* With no idle connection to close, a client beyond the limit is told so. */
 TEST(server_connection_limit_503)
 {
@@ -1292,6 +1322,7 @@ static const struct test_case cases[] = {
     TEST_CASE(server_slowloris_408),
     TEST_CASE(server_100_concurrent),
     TEST_CASE(server_idle_connections_make_room),
+    TEST_CASE(server_idle_connections_make_room_beside_refused_ones),
     TEST_CASE(server_connection_limit_503),
     TEST_CASE(server_token_required),
     TEST_CASE(server_disconnect_mid_sample_cancels),

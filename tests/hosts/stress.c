@@ -3,23 +3,35 @@
  * tests/hosts/stress.c - host threads call the interposed functions of every concern of host/ in
  * a loop (signal masks and dispositions, fds made and closed, short waits, thread creation) while
  * a SIGALRM handler of the host's calls the async-signal-safe ones too; host-contract.sh's
- * "sessions" run starts and stops sessions against it meanwhile. Every result that is not what
- * bare gives is counted and printed: the output must stay bare's ("unexpected: 0").
+ * "sessions" run starts and stops sessions against it meanwhile. every_call() reaches each libc
+ * function libpipeprof.so interposes (tests/check-host-exports.sh holds that this file names
+ * them all): the waits with results known in advance, the exec family, posix_spawn, system and
+ * the exits once per thread in children. Every result that is not what bare gives is counted and
+ * printed: the output must stay bare's ("unexpected: 0").
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/msg.h>
 #include <sys/select.h>
+#include <sys/sem.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +39,16 @@
 
 #define THREADS 4
 
-static _Atomic int stop, unexpected, alarms;
+static _Atomic int stop, unexpected, alarms, usr1s;
+static int sem_id = -1, msg_id = -1; /* System V IPC objects of this process, removed at its end */
+
+extern char **environ;
+/* glibc's fortified open (what open() becomes with _FORTIFY_SOURCE and a flags value unknown at
+ * compile time); interposed as such */
+extern int __open_2(const char *path, int flags);
+extern int __open64_2(const char *path, int flags);
+/* glibc still exports the BSD name of signal(), no longer declared */
+extern __sighandler_t bsd_signal(int sig, __sighandler_t handler);
 
 static void
 check(int ok, const char *what)
@@ -53,8 +74,283 @@ on_alarm(int sig)
     sigprocmask(SIG_BLOCK, NULL, &cur);
     sigaction(SIGUSR2, NULL, &old);
     poll(NULL, 0, 0);
+    fd = eventfd(0, EFD_CLOEXEC);
+    if (fd >= 0) {
+        char b;
+        struct timespec zero = { 0, 0 };
+
+        (void)read(fd, &b, 0);
+        (void)dup2(fd, fd);
+        (void)ppoll(NULL, 0, &zero, NULL);
+        (void)nanosleep(&zero, NULL);
+        close(fd);
+    }
     atomic_fetch_add(&alarms, 1);
     errno = saved;
+}
+
+static void
+on_usr1(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&usr1s, 1);
+}
+
+/* A child that execs /bin/true by call `how`, or ends by _exit/_Exit: its status must be 0. */
+static void
+child_exec(int how)
+{
+    char *argv[] = { "true", NULL };
+    pid_t pid = fork();
+    int status = -1;
+
+    if (pid == 0) {
+        switch (how) {
+        case 0:
+            execve("/bin/true", argv, environ);
+            break;
+        case 1:
+            execv("/bin/true", argv);
+            break;
+        case 2:
+            execvp("true", argv);
+            break;
+        case 3:
+            execvpe("true", argv, environ);
+            break;
+        case 4:
+            execl("/bin/true", "true", (char *)NULL);
+            break;
+        case 5:
+            execlp("true", "true", (char *)NULL);
+            break;
+        case 6:
+            execle("/bin/true", "true", (char *)NULL, environ);
+            break;
+        case 7:
+            _Exit(0);
+        default:
+            break;
+        }
+        _exit(how == 8 ? 0 : 127);
+    }
+    check(pid > 0 && waitpid(pid, &status, 0) == pid && status == 0, "fork/exec/_exit child");
+}
+
+/* The processes: once per thread (under record each exec'd child is one more recording). */
+static void
+every_process_call(void)
+{
+    char *argv[] = { "true", NULL };
+    pid_t pid;
+    int status = -1;
+
+    for (int how = 0; how <= 8; how++) {
+        child_exec(how);
+    }
+    check(posix_spawn(&pid, "/bin/true", NULL, NULL, argv, environ) == 0 &&
+                  waitpid(pid, &status, 0) == pid && status == 0,
+          "posix_spawn");
+    status = -1;
+    check(posix_spawnp(&pid, "true", NULL, NULL, argv, environ) == 0 &&
+                  waitpid(pid, &status, 0) == pid && status == 0,
+          "posix_spawnp");
+    check(system("exit 0") == 0, "system");
+}
+
+struct handoff {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int ready;
+    _Atomic int waiting; /* 1 while the waiter may sit in sigsuspend() or pause() */
+    pthread_t waiter;
+};
+
+/*
+ * Ends the waiter's pthread_cond_wait, then its sigsuspend() and pause(): SIGUSR1 every
+ * millisecond until both returned (a signal that came before pause() began does not end it).
+ */
+static void *
+signaller(void *p)
+{
+    struct handoff *h = p;
+    struct timespec ms = { 0, 1000000L };
+
+    pthread_mutex_lock(&h->lock);
+    h->ready = 1;
+    pthread_cond_signal(&h->cond);
+    pthread_mutex_unlock(&h->lock);
+    while (atomic_load(&h->waiting)) {
+        pthread_kill(h->waiter, SIGUSR1);
+        nanosleep(&ms, NULL);
+    }
+    return NULL;
+}
+
+/* The calls that wait for another thread: pthread_cond_wait, sigsuspend, pause, pthread_join. */
+static void
+every_handoff_call(void)
+{
+    struct handoff h = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 1,
+                         pthread_self() };
+    sigset_t usr1, old, open_usr1;
+    pthread_t th;
+    int n0 = atomic_load(&usr1s);
+
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, &old);
+    open_usr1 = old;
+    sigdelset(&open_usr1, SIGUSR1);
+    check(pthread_create(&th, NULL, signaller, &h) == 0, "pthread_create signaller");
+    pthread_mutex_lock(&h.lock);
+    while (!h.ready) {
+        pthread_cond_wait(&h.cond, &h.lock);
+    }
+    pthread_mutex_unlock(&h.lock);
+    check(sigsuspend(&open_usr1) == -1 && errno == EINTR, "sigsuspend");
+    pthread_sigmask(SIG_SETMASK, &open_usr1, NULL);
+    check(pause() == -1 && errno == EINTR, "pause");
+    atomic_store(&h.waiting, 0);
+    check(pthread_join(th, NULL) == 0, "pthread_join signaller");
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    check(atomic_load(&usr1s) > n0, "SIGUSR1 handled");
+}
+
+/*
+ * The credential calls, set to what they are, on the main thread once the workers are done: glibc
+ * makes every thread of the process change its credentials (a SIGSETXID to each, with a handler),
+ * which ends another thread's nanosleep or pselect with EINTR, bare as well; and each change stops
+ * the agent and its server and starts them again (host/creds.c), ending the sessions of the time.
+ */
+static void
+every_credential_call(void)
+{
+    gid_t groups[64];
+    int n;
+
+    check(setuid(getuid()) == 0 && setgid(getgid()) == 0 && seteuid(geteuid()) == 0 &&
+                  setegid(getegid()) == 0,
+          "setuid/setgid/seteuid/setegid");
+    check(setreuid((uid_t)-1, (uid_t)-1) == 0 && setregid((gid_t)-1, (gid_t)-1) == 0 &&
+                  setresuid((uid_t)-1, (uid_t)-1, (uid_t)-1) == 0 &&
+                  setresgid((gid_t)-1, (gid_t)-1, (gid_t)-1) == 0,
+          "setreuid/setregid/setresuid/setresgid");
+    n = getgroups(64, groups);
+    /* setgroups needs CAP_SETGID: EPERM for another user, bare or not */
+    check(n >= 0 && (setgroups((size_t)n, groups) == 0 || errno == EPERM), "setgroups");
+}
+
+/* Each remaining interposer of host/ once, each with the result bare gives. */
+static void
+every_call(int idx)
+{
+    struct timespec zero = { 0, 0 }, tiny = { 0, 10000 }, past = { 0, 0 };
+    struct timeval tv0 = { 0, 0 };
+    struct epoll_event ev;
+    /* one semaphore of the set per thread: the others never take this thread's unit */
+    struct sembuf up = { (unsigned short)idx, 1, 0 }, down = { (unsigned short)idx, -1, 0 },
+                  none = { (unsigned short)idx, -1, IPC_NOWAIT };
+    struct {
+        long type;
+        char text[4];
+    } msg = { idx + 1, "abc" };
+    struct sockaddr_un addr;
+    socklen_t alen = sizeof(addr);
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    sigset_t usr1, old;
+    siginfo_t info;
+    sem_t sem;
+    char b[4];
+    int sv[2], ls, cs, as, ep, fd, fd2, n;
+    FILE *f;
+    DIR *d;
+    struct iovec iov = { b, 1 };
+    struct msghdr mh = { 0 };
+
+    /* sleeps and readiness waits that return at once */
+    check(clock_nanosleep(CLOCK_MONOTONIC, 0, &tiny, NULL) == 0, "clock_nanosleep");
+    check(usleep(10) == 0 && sleep(0) == 0, "usleep/sleep");
+    check(select(0, NULL, NULL, NULL, &tv0) == 0, "select");
+    check(ppoll(NULL, 0, &zero, NULL) == 0, "ppoll");
+    ep = epoll_create(1);
+    check(ep >= 0, "epoll_create");
+    check(epoll_wait(ep, &ev, 1, 0) == 0 && epoll_pwait(ep, &ev, 1, 0, NULL) == 0, "epoll_wait");
+    n = epoll_pwait2(ep, &ev, 1, &zero, NULL);
+    check(n == 0 || (n == -1 && errno == ENOSYS), "epoll_pwait2");
+    close(ep);
+
+    /* sockets: a listener of an autobound abstract name, bind, connect, accept, the receives */
+    check(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
+    check(write(sv[1], "wxyz", 4) == 4, "write");
+    check(recv(sv[0], b, 1, MSG_DONTWAIT) == 1 &&
+                  recvfrom(sv[0], b, 1, MSG_DONTWAIT, NULL, NULL) == 1,
+          "recv/recvfrom");
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    check(recvmsg(sv[0], &mh, MSG_DONTWAIT) == 1 && read(sv[0], b, 1) == 1, "recvmsg/read");
+    close(sv[0]);
+    close(sv[1]);
+    ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    check(ls >= 0 && bind(ls, (struct sockaddr *)&addr, sizeof(sa_family_t)) == 0 &&
+                  listen(ls, 4) == 0 && getsockname(ls, (struct sockaddr *)&addr, &alen) == 0,
+          "bind/listen");
+    check(accept(ls, NULL, NULL) == -1 && errno == EAGAIN, "accept, nobody there");
+    cs = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    check(connect(cs, (struct sockaddr *)&addr, alen) == 0, "connect");
+    as = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+    check(as >= 0, "accept4");
+    close(as);
+    close(cs);
+    close(ls);
+    check(unlink("/nonexistent/pp-stress") == -1 && errno == ENOENT, "unlink");
+
+    /* semaphores, signals waited for, System V IPC */
+    sem_init(&sem, 0, 0);
+    check(sem_post(&sem) == 0 && sem_wait(&sem) == 0, "sem_wait");
+    check(sem_timedwait(&sem, &past) == -1 && errno == ETIMEDOUT, "sem_timedwait");
+    check(sem_post(&sem) == 0 && sem_clockwait(&sem, CLOCK_MONOTONIC, &past) == 0, "sem_clockwait");
+    sem_destroy(&sem);
+    pthread_mutex_lock(&m);
+    check(pthread_cond_timedwait(&cv, &m, &past) == ETIMEDOUT, "pthread_cond_timedwait");
+    pthread_mutex_unlock(&m);
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, &old);
+    check(sigtimedwait(&usr1, &info, &zero) == -1 && errno == EAGAIN, "sigtimedwait");
+    pthread_kill(pthread_self(), SIGUSR1);
+    check(sigwaitinfo(&usr1, &info) == SIGUSR1, "sigwaitinfo");
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    check(semop(sem_id, &up, 1) == 0 && semtimedop(sem_id, &down, 1, &tiny) == 0 &&
+                  semop(sem_id, &none, 1) == -1 && errno == EAGAIN,
+          "semop/semtimedop");
+    check(msgsnd(msg_id, &msg, sizeof(msg.text), 0) == 0 &&
+                  msgrcv(msg_id, &msg, sizeof(msg.text), idx + 1, 0) == (ssize_t)sizeof(msg.text),
+          "msgsnd/msgrcv");
+
+    /* fds: the opens, pipes, dups and closes of fds.c; syscall() */
+    fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    fd2 = open64("/dev/null", O_RDONLY | O_CLOEXEC);
+    check(fd >= 0 && fd2 >= 0 && dup3(fd, fd2, O_CLOEXEC) == fd2, "open/open64/dup3");
+    check(close_range((unsigned)fd2, (unsigned)fd2, 0) == 0 && syscall(SYS_close, fd) == 0,
+          "close_range/syscall(SYS_close)");
+    fd = __open_2("/dev/null", O_RDONLY | O_CLOEXEC);
+    fd2 = __open64_2("/dev/null", O_RDONLY | O_CLOEXEC);
+    check(fd >= 0 && fd2 >= 0 && close(fd) == 0 && close(fd2) == 0, "__open_2/__open64_2");
+    check(pipe2(sv, O_CLOEXEC) == 0 && close(sv[0]) == 0 && close(sv[1]) == 0, "pipe2");
+    closefrom(60000); /* nothing of the host's up there */
+    f = fopen("/dev/null", "re");
+    check(f != NULL && fclose(f) == 0, "fopen/fclose");
+    d = opendir("/");
+    check(d != NULL && closedir(d) == 0, "opendir/closedir");
+    check(syscall(SYS_getpid) == getpid(), "syscall(SYS_getpid)");
+
+    /* dispositions by the old calls */
+    check(bsd_signal(SIGWINCH, SIG_DFL) != SIG_ERR && sysv_signal(SIGWINCH, SIG_DFL) != SIG_ERR,
+          "bsd_signal/sysv_signal");
 }
 
 static void *
@@ -106,6 +402,13 @@ worker(void *p)
         check(pselect(0, &r, NULL, NULL, &zero, NULL) == 0, "pselect");
         check(nanosleep(&tiny, NULL) == 0, "nanosleep");
         check(sem_trywait(&sem) == -1 && errno == EAGAIN, "sem_trywait");
+        if (i == 0) {
+            every_process_call();
+        }
+        if (i % 25 == 0) {
+            every_call((int)(intptr_t)p);
+            every_handoff_call();
+        }
         if (++i % 50 == 0) {
             check(pthread_create(&th, NULL, nothing, NULL) == 0 && pthread_join(th, NULL) == 0,
                   "pthread_create/join");
@@ -127,9 +430,18 @@ main(void)
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     sigaction(SIGALRM, &sa, NULL);
+    sa.sa_handler = on_usr1;
+    sa.sa_flags = 0; /* sigsuspend and pause end with EINTR */
+    sigaction(SIGUSR1, &sa, NULL);
+    sem_id = semget(IPC_PRIVATE, THREADS, 0600);
+    msg_id = msgget(IPC_PRIVATE, 0600);
+    if (sem_id < 0 || msg_id < 0) {
+        perror("semget/msgget");
+        return 1;
+    }
     host_wait_go();
     for (int i = 0; i < THREADS; i++) {
-        pthread_create(&th[i], NULL, worker, NULL);
+        pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
     }
     setitimer(ITIMER_REAL, &it, NULL);
     for (int i = 0; i < 40; i++) { /* 4 s */
@@ -143,6 +455,9 @@ main(void)
     for (int i = 0; i < THREADS; i++) {
         pthread_join(th[i], NULL);
     }
+    every_credential_call();
+    semctl(sem_id, 0, IPC_RMID);
+    msgctl(msg_id, IPC_RMID, NULL);
     printf("alarm handler ran: %s\n", atomic_load(&alarms) > 0 ? "yes" : "no");
     printf("unexpected: %d\n", atomic_load(&unexpected));
     return 0;
