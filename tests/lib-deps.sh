@@ -29,9 +29,17 @@ if ! readelf -h "$LIB" | grep -q 'X86-64' || [[ $(uname -m) != x86_64 ]]; then
   echo "SKIP (loud): the preloaded run needs a native x86-64 build; readelf's check above ran" >&2
   exit 0
 fi
+if grep -q '^libtsan' <<<"$needed"; then
+  # ThreadSanitizer runs no uninstrumented program with the instrumented library preloaded.
+  echo "SKIP (loud): the preloaded run under TSan; readelf's check above ran" >&2
+  exit 0
+fi
+preload=$LIB
+asan=$(ldd "$LIB" 2>/dev/null | awk '/libasan/ {print $3}' || true)
+[[ -n $asan ]] && preload="$asan:$LIB" # a sanitizer runtime comes first
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-TMPDIR=$T LD_PRELOAD=$LIB cat /proc/self/maps >"$T/maps"
+TMPDIR=$T LD_PRELOAD=$preload ASAN_OPTIONS=detect_leaks=0 cat /proc/self/maps >"$T/maps"
 grep -q libpipeprof "$T/maps" || { echo "FAIL: the preloaded cat did not map libpipeprof.so" >&2; exit 1; }
 if grep -E 'libcjson|libz\.so|libhttp_parser' "$T/maps" >&2; then
   echo "FAIL: a preloaded process that made no HTTP request mapped the libraries above" >&2
