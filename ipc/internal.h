@@ -137,6 +137,11 @@ struct ipc_server {
 
     struct ipc_listener *listeners;
     size_t listener_count;
+    /* The default listener of a process that has connect ports opens on the loop thread after
+     * IPC_LISTEN_DEFER_MS (server.c says why); key_override is the one it was started with. */
+    uv_timer_t listen_timer;
+    int listen_deferred; /* the timer was initialized (must be closed) */
+    uint64_t key_override;
     struct ipc_port *ports;
     size_t port_count;
     struct ipc_conn *conns;

@@ -9,3 +9,7 @@ set_tests_properties(check-shim-hooks PROPERTIES LABELS unit TIMEOUT 60 SKIP_RET
 add_test(NAME check-host-exports COMMAND bash ${CMAKE_SOURCE_DIR}/tests/check-host-exports.sh)
 set_tests_properties(check-host-exports PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77
   ENVIRONMENT "PP_BINARY_DIR=${CMAKE_BINARY_DIR};PP_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+# libpipeprof.so loads only libuv and libc at start (shim/lazy-deps.c: the HTTP side's libraries).
+add_test(NAME lib-deps COMMAND bash ${CMAKE_SOURCE_DIR}/tests/lib-deps.sh)
+set_tests_properties(lib-deps PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77
+  ENVIRONMENT "PP_BINARY_DIR=${CMAKE_BINARY_DIR};PP_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
