@@ -111,6 +111,7 @@ struct nt_reader {
      * nt_reader_fast_open(), cleared by every error, block and metadata record.
      */
     uintptr_t fast_end;
+    uint32_t *fast_seq; /* while fast_end is open: &threads[last_thread - 1].seq */
 
     /* Metadata: id -> index into descs (descs are never freed before the reader). */
     struct nt_map md_map;
@@ -1654,6 +1655,7 @@ nt_reader_fast_open(struct nt_reader *r)
 
     if (r->fast_block && r->err == 0 && c->end - c->start >= NT_MAX_COMPRESSED_HEADER) {
         r->fast_end = (uintptr_t)c->end - (NT_MAX_COMPRESSED_HEADER - 1);
+        r->fast_seq = &r->threads[r->last_thread - 1].seq;
     }
 }
 
@@ -1782,7 +1784,7 @@ nt_reader_event_fast(struct nt_reader *r, struct nt_event *ev, const uint8_t *st
     }
     nt_reader_event_fill(r, ev, payload, sorted);
     nt_reader_event_stack(r, ev, stack);
-    r->threads[r->last_thread - 1].seq = h->seq;
+    *r->fast_seq = h->seq;
     r->stats.events++;
     return 1;
 }
