@@ -111,7 +111,8 @@ struct nt_reader {
      * nt_reader_fast_open(), cleared by every error, block and metadata record.
      */
     uintptr_t fast_end;
-    uint32_t *fast_seq; /* while fast_end is open: &threads[last_thread - 1].seq */
+    uintptr_t block_fast_end; /* fast_end while in this block, or 0 for a block never fast */
+    uint32_t *fast_seq;       /* while fast_end is open: &threads[last_thread - 1].seq */
 
     /* Metadata: id -> index into descs (descs are never freed before the reader). */
     struct nt_map md_map;
@@ -1231,6 +1232,12 @@ nt_reader_remove_thread_block(struct nt_reader *r, struct nt_cursor *c)
 /* Event blocks                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
+/*
+ * The longest compressed event header (format doc 4.2): flags, metadata id, sequence delta,
+ * capture thread, processor, thread, stack id, timestamp delta, two V4/V5 GUIDs, payload size.
+ */
+#define NT_MAX_COMPRESSED_HEADER (1 + 5 + 5 + 10 + 5 + 10 + 5 + 10 + 16 + 16 + 5)
+
 /* Parses the 20-byte event/metadata block header and starts iterating (format doc 3.5). */
 static int
 nt_reader_event_block_begin(struct nt_reader *r, struct nt_cursor *c)
@@ -1253,16 +1260,13 @@ nt_reader_event_block_begin(struct nt_reader *r, struct nt_cursor *c)
     r->compressed = (flags & NT_BLOCK_FLAG_COMPRESSED) != 0;
     r->fast_block = r->compressed && r->major < 6;
     r->fast_end = 0;
+    r->block_fast_end = r->fast_block && nt_cursor_left(c) >= NT_MAX_COMPRESSED_HEADER
+                                ? (uintptr_t)c->end - (NT_MAX_COMPRESSED_HEADER - 1)
+                                : 0;
     memset(&r->hdr, 0, sizeof(r->hdr));
     r->in_block = 1;
     return 0;
 }
-
-/*
- * The longest compressed event header (format doc 4.2): flags, metadata id, sequence delta,
- * capture thread, processor, thread, stack id, timestamp delta, two V4/V5 GUIDs, payload size.
- */
-#define NT_MAX_COMPRESSED_HEADER (1 + 5 + 5 + 10 + 5 + 10 + 5 + 10 + 16 + 16 + 5)
 
 /* A LEB128 of one or two bytes at p: returns the byte after it, or NULL when it is longer. */
 static inline __attribute__((always_inline)) const uint8_t *
@@ -1646,17 +1650,13 @@ nt_reader_event_stack(const struct nt_reader *r, struct nt_event *ev, size_t ind
 
 /*
  * Opens nt_reader_next()'s own path for the next event of the block (see fast_end), after an
- * event of last_md_id and last_thread whose sequence number was stored.
+ * event of last_md_id and last_thread (t) whose sequence number was stored.
  */
-static void
-nt_reader_fast_open(struct nt_reader *r)
+static inline void
+nt_reader_fast_open(struct nt_reader *r, struct nt_thread_entry *t)
 {
-    const struct nt_cursor *c = &r->blk;
-
-    if (r->fast_block && r->err == 0 && c->end - c->start >= NT_MAX_COMPRESSED_HEADER) {
-        r->fast_end = (uintptr_t)c->end - (NT_MAX_COMPRESSED_HEADER - 1);
-        r->fast_seq = &r->threads[r->last_thread - 1].seq;
-    }
+    r->fast_end = r->block_fast_end;
+    r->fast_seq = &t->seq;
 }
 
 /*
@@ -1726,7 +1726,7 @@ nt_reader_event_finish(struct nt_reader *r, struct nt_event *ev, const uint8_t *
     nt_reader_seq_check(r, t, h->seq - 1);
     t->seq = h->seq;
     r->stats.events++;
-    nt_reader_fast_open(r);
+    nt_reader_fast_open(r, t);
     return 1;
 }
 
@@ -1748,6 +1748,24 @@ nt_reader_event_lookup(struct nt_reader *r, struct nt_event *ev, const uint8_t *
     int rc = nt_reader_event_finish(r, ev, payload, sorted, at);
 
     return rc != 0 ? rc : nt_reader_next_any(r, ev);
+}
+
+/*
+ * nt_reader_event_next() for one event where fast_end lets nt_reader_next() decode the header
+ * unchecked but its flags leave it to the lookups (a new metadata id or capture thread, activity
+ * ids). Returns what nt_reader_next() returns.
+ */
+static NT_NOINLINE int
+nt_reader_event_other(struct nt_reader *r, struct nt_event *ev)
+{
+    uint64_t at = nt_cursor_offset(&r->blk);
+    int sorted = 0;
+    const uint8_t *payload = nt_reader_header_decode(r, &sorted);
+
+    if (payload == NULL) {
+        return nt_reader_next_any(r, ev);
+    }
+    return nt_reader_event_lookup(r, ev, payload, sorted, at);
 }
 
 /*
@@ -2306,8 +2324,11 @@ nt_reader_next(struct nt_reader *r, struct nt_event *ev)
     const uint8_t *p = r->blk.p;
 
     /* Most events, without the frame of the loop that reads blocks. */
-    if ((uintptr_t)p < r->fast_end && (*p & NT_HDR_NOT_FAST) == 0) {
-        return nt_reader_event_fast(r, ev, p);
+    if ((uintptr_t)p < r->fast_end) {
+        if ((*p & NT_HDR_NOT_FAST) == 0) {
+            return nt_reader_event_fast(r, ev, p);
+        }
+        return nt_reader_event_other(r, ev);
     }
     return nt_reader_next_any(r, ev);
 }
