@@ -108,7 +108,8 @@ struct nt_reader {
      * fast block still holding the longest compressed header, no error, and the event before
      * it in the block returned with the metadata id last_md_id and the capture thread
      * last_thread, whose sequence number was set to hdr.seq. 0 closes the path; set by
-     * nt_reader_fast_open(), cleared by every error, block and metadata record.
+     * nt_reader_fast_open(), cleared by every error, the start and end of a block and every
+     * event nt_reader_event_finish() takes (it opens it again after an event).
      */
     uintptr_t fast_end;
     uintptr_t block_fast_end; /* fast_end while in this block, or 0 for a block never fast */
@@ -2302,6 +2303,7 @@ nt_reader_next_any(struct nt_reader *r, struct nt_event *ev)
                 return rc;
             }
             r->in_block = 0;
+            r->fast_end = 0; /* blk.p is at the end already; the threads may move from here */
             if (r->major < 6 && nt_reader_expect(r, NT_TAG_END_OBJECT,
                                                  "stream ends before the EndObject of a block",
                                                  "expected the EndObject tag after a block") != 0) {
