@@ -1278,7 +1278,7 @@ nt_varuint_short(const uint8_t *p, uint64_t *out)
         return p + 1;
     }
     if (p[1] < 0x80) {
-        *out = (p[0] & 0x7Fu) | (uint64_t)p[1] << 7;
+        *out = (uint64_t)p[0] - 0x80 + ((uint64_t)p[1] << 7); /* p[0] has its high bit */
         return p + 2;
     }
     return NULL;
