@@ -103,6 +103,17 @@ struct nt_reader {
     int fast_block; /* compressed V4/V5 events: nt_reader_event_fast() may take them */
     struct nt_cursor blk;
     struct nt_header_state hdr;
+    /*
+     * nt_reader_next() decodes the event at blk.p itself while (uintptr_t)blk.p < fast_end: a
+     * fast block still holding the longest compressed header, no error, and the event before
+     * it in the block returned with the metadata id last_md_id and the capture thread
+     * last_thread, whose sequence number was set to hdr.seq. 0 closes the path; set by
+     * nt_reader_fast_open(), cleared by every error, the start and end of a block and every
+     * event nt_reader_event_finish() takes (it opens it again after an event).
+     */
+    uintptr_t fast_end;
+    uintptr_t block_fast_end; /* fast_end while in this block, or 0 for a block never fast */
+    uint32_t *fast_seq;       /* while fast_end is open: &threads[last_thread - 1].seq */
 
     /* Metadata: id -> index into descs (descs are never freed before the reader). */
     struct nt_map md_map;
@@ -119,7 +130,7 @@ struct nt_reader {
     uint64_t *stack_ips;
     size_t nips;
     size_t ips_cap;
-    int stacks_dense; /* ids so far are 1, 2, 3...: stacks[id - 1] without the map */
+    size_t dense_stacks; /* stacks[0, dense_stacks) have the ids 1, 2, 3...: no map needed */
 
     /* V6 label lists of the current region. */
     struct nt_map label_map;
@@ -272,6 +283,7 @@ nt_vec_reserve(void **v, size_t *cap, size_t n, size_t need, size_t elem)
 static int
 nt_reader_fail_at(struct nt_reader *r, int err, uint64_t offset, const char *reason)
 {
+    r->fast_end = 0;
     if (r->err == 0) {
         r->err = err;
         r->err_offset = offset;
@@ -902,7 +914,7 @@ nt_reader_region_clear(struct nt_reader *r)
     nt_map_clear(&r->stack_map);
     r->nstacks = 0;
     r->nips = 0;
-    r->stacks_dense = 1;
+    r->dense_stacks = 0;
     nt_map_clear(&r->label_map);
     r->nlabels = 0;
     r->last_stack_id = 0;
@@ -961,7 +973,9 @@ nt_reader_stack_block(struct nt_reader *r, struct nt_cursor *c)
             r->stack_ips[r->nips + k] = psize == 8 ? nt_load_u64le(ips + (size_t)k * 8)
                                                    : nt_load_u32le(ips + (size_t)k * 4);
         }
-        r->stacks_dense = r->stacks_dense && id == r->nstacks + 1;
+        if (r->dense_stacks == r->nstacks && id == r->nstacks + 1) {
+            r->dense_stacks++;
+        }
         r->stacks[r->nstacks].off = r->nips;
         r->stacks[r->nstacks].depth = depth;
         r->nstacks++;
@@ -1219,6 +1233,12 @@ nt_reader_remove_thread_block(struct nt_reader *r, struct nt_cursor *c)
 /* Event blocks                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
+/*
+ * The longest compressed event header (format doc 4.2): flags, metadata id, sequence delta,
+ * capture thread, processor, thread, stack id, timestamp delta, two V4/V5 GUIDs, payload size.
+ */
+#define NT_MAX_COMPRESSED_HEADER (1 + 5 + 5 + 10 + 5 + 10 + 5 + 10 + 16 + 16 + 5)
+
 /* Parses the 20-byte event/metadata block header and starts iterating (format doc 3.5). */
 static int
 nt_reader_event_block_begin(struct nt_reader *r, struct nt_cursor *c)
@@ -1240,16 +1260,29 @@ nt_reader_event_block_begin(struct nt_reader *r, struct nt_cursor *c)
     r->blk.short_reason = "event runs past the end of its block";
     r->compressed = (flags & NT_BLOCK_FLAG_COMPRESSED) != 0;
     r->fast_block = r->compressed && r->major < 6;
+    r->fast_end = 0;
+    r->block_fast_end = r->fast_block && nt_cursor_left(c) >= NT_MAX_COMPRESSED_HEADER
+                                ? (uintptr_t)c->end - (NT_MAX_COMPRESSED_HEADER - 1)
+                                : 0;
     memset(&r->hdr, 0, sizeof(r->hdr));
     r->in_block = 1;
     return 0;
 }
 
-/*
- * The longest compressed event header (format doc 4.2): flags, metadata id, sequence delta,
- * capture thread, processor, thread, stack id, timestamp delta, two V4/V5 GUIDs, payload size.
- */
-#define NT_MAX_COMPRESSED_HEADER (1 + 5 + 5 + 10 + 5 + 10 + 5 + 10 + 16 + 16 + 5)
+/* A LEB128 of one or two bytes at p: returns the byte after it, or NULL when it is longer. */
+static inline __attribute__((always_inline)) const uint8_t *
+nt_varuint_short(const uint8_t *p, uint64_t *out)
+{
+    if (p[0] < 0x80) {
+        *out = p[0];
+        return p + 1;
+    }
+    if (p[1] < 0x80) {
+        *out = (uint64_t)p[0] - 0x80 + ((uint64_t)p[1] << 7); /* p[0] has its high bit */
+        return p + 2;
+    }
+    return NULL;
+}
 
 /*
  * LEB128 of at most max_len bytes (5 for 32 bits, 10 for 64) whose last byte may be at most
@@ -1260,18 +1293,14 @@ nt_reader_event_block_begin(struct nt_reader *r, struct nt_cursor *c)
 static inline const uint8_t *
 nt_varuint_unchecked(const uint8_t *p, int max_len, uint8_t last_max, uint64_t *out)
 {
+    const uint8_t *q = nt_varuint_short(p, out);
     uint64_t v;
     int i;
 
-    if (p[0] < 0x80) {
-        *out = p[0];
-        return p + 1;
+    if (q != NULL) {
+        return q;
     }
     v = (p[0] & 0x7Fu) | (uint64_t)(p[1] & 0x7F) << 7;
-    if (p[1] < 0x80) {
-        *out = v;
-        return p + 2;
-    }
     for (i = 2; i < max_len; i++) {
         v |= (uint64_t)(p[i] & 0x7F) << (7 * i);
         if (p[i] < 0x80) {
@@ -1299,6 +1328,97 @@ nt_varu64_unchecked(const uint8_t *p, uint64_t *out)
 }
 
 /*
+ * nt_reader_event_fast()'s LEB128, from memory that holds 8 bytes: one or two bytes as above,
+ * three to max_len (at most 8) without a loop, the 7-bit groups gathered from one 64-bit load.
+ * Returns the byte after it, or NULL for an encoding of more than max_len bytes or a value
+ * above max: an invalid one, or a 9- or 10-byte one that nt_varuint_unchecked() reads.
+ */
+static inline __attribute__((always_inline)) const uint8_t *
+nt_varuint_fast(const uint8_t *p, unsigned max_len, uint64_t max, uint64_t *out)
+{
+    const uint8_t *q = nt_varuint_short(p, out);
+    uint64_t x, stops;
+    unsigned len;
+
+    if (q != NULL) {
+        return q;
+    }
+    x = nt_load_u64le(p);
+    stops = ~x & 0x8080808080808080ULL; /* the high bit of each byte that ends an encoding */
+    if (stops == 0) {
+        return NULL;
+    }
+    len = (unsigned)__builtin_ctzll(stops) / 8 + 1;
+    x &= (stops ^ (stops - 1)) & 0x7F7F7F7F7F7F7F7FULL; /* its bytes, without the high bits */
+    x = (x & 0x007F007F007F007FULL) | (x & 0x7F007F007F007F00ULL) >> 1;
+    x = (x & 0x00003FFF00003FFFULL) | (x & 0x3FFF00003FFF0000ULL) >> 2;
+    x = (x & 0x000000000FFFFFFFULL) | (x & 0x0FFFFFFF00000000ULL) >> 4;
+    if (len > max_len || x > max) {
+        return NULL;
+    }
+    *out = x;
+    return p + len;
+}
+
+static inline __attribute__((always_inline)) const uint8_t *
+nt_varu32_fast(const uint8_t *p, uint32_t *out)
+{
+    uint64_t v = 0;
+
+    p = nt_varuint_fast(p, 5, UINT32_MAX, &v);
+    *out = (uint32_t)v;
+    return p;
+}
+
+static inline __attribute__((always_inline)) const uint8_t *
+nt_varu64_fast(const uint8_t *p, uint64_t *out)
+{
+    return nt_varuint_fast(p, 8, UINT64_MAX, out);
+}
+
+/*
+ * The thread id, stack id and timestamp delta of a compressed header (format doc 4.2), from the
+ * byte after its flags, into h. Returns the byte after them, or NULL for an invalid encoding
+ * and, with fast (nt_varuint_fast()), for one longer than 8 bytes: h then holds the same ids
+ * as before or the ones a second decode of the same bytes stores, and the same timestamp.
+ */
+static inline __attribute__((always_inline)) const uint8_t *
+nt_header_ids_unchecked(struct nt_header_state *h, const uint8_t *p, uint8_t flags, int fast)
+{
+    uint64_t ts;
+
+    if ((flags & NT_HDR_THREAD_ID) &&
+        (p = fast ? nt_varu64_fast(p, &h->thread) : nt_varu64_unchecked(p, &h->thread)) == NULL) {
+        return NULL;
+    }
+    if ((flags & NT_HDR_STACK_ID) && (p = fast ? nt_varu32_fast(p, &h->stack_id)
+                                               : nt_varu32_unchecked(p, &h->stack_id)) == NULL) {
+        return NULL;
+    }
+    if ((p = fast ? nt_varu64_fast(p, &ts) : nt_varu64_unchecked(p, &ts)) == NULL) {
+        return NULL;
+    }
+    h->timestamp += ts;
+    return p;
+}
+
+/*
+ * The payload size of a compressed header, the last field, into h. Returns the payload, or NULL
+ * for an invalid encoding or a payload that runs past end.
+ */
+static inline __attribute__((always_inline)) const uint8_t *
+nt_header_payload_unchecked(struct nt_header_state *h, const uint8_t *p, uint8_t flags,
+                            const uint8_t *end, int fast)
+{
+    if ((flags & NT_HDR_PAYLOAD_SIZE) &&
+        (p = fast ? nt_varu32_fast(p, &h->payload_size)
+                  : nt_varu32_unchecked(p, &h->payload_size)) == NULL) {
+        return NULL;
+    }
+    return h->payload_size <= (size_t)(end - p) ? p : NULL;
+}
+
+/*
  * Decodes a compressed header (format doc 4.2) into r->hdr and consumes its event. The caller
  * checked that the block is compressed and still holds the longest header, so that the fields
  * need no bounds check each. Returns the payload, or NULL for an invalid encoding or a payload
@@ -1314,7 +1434,6 @@ nt_reader_header_decode(struct nt_reader *r, int *sorted)
     const uint8_t *p = c->p;
     uint8_t flags = *p++;
     uint32_t delta;
-    uint64_t ts;
 
     if ((flags & NT_HDR_METADATA_ID) && (p = nt_varu32_unchecked(p, &h->metadata_id)) == NULL) {
         return NULL;
@@ -1329,16 +1448,9 @@ nt_reader_header_decode(struct nt_reader *r, int *sorted)
     } else if (h->metadata_id != 0 || r->major >= 6) {
         h->seq++;
     }
-    if ((flags & NT_HDR_THREAD_ID) && (p = nt_varu64_unchecked(p, &h->thread)) == NULL) {
+    if ((p = nt_header_ids_unchecked(h, p, flags, 0)) == NULL) {
         return NULL;
     }
-    if ((flags & NT_HDR_STACK_ID) && (p = nt_varu32_unchecked(p, &h->stack_id)) == NULL) {
-        return NULL;
-    }
-    if ((p = nt_varu64_unchecked(p, &ts)) == NULL) {
-        return NULL;
-    }
-    h->timestamp += ts;
     if (r->major >= 6) {
         if ((flags & NT_HDR_ACTIVITY_ID) && (p = nt_varu32_unchecked(p, &h->label_list)) == NULL) {
             return NULL;
@@ -1353,10 +1465,7 @@ nt_reader_header_decode(struct nt_reader *r, int *sorted)
             p += 16;
         }
     }
-    if ((flags & NT_HDR_PAYLOAD_SIZE) && (p = nt_varu32_unchecked(p, &h->payload_size)) == NULL) {
-        return NULL;
-    }
-    if (h->payload_size > (size_t)(c->end - p)) {
+    if ((p = nt_header_payload_unchecked(h, p, flags, c->end, 0)) == NULL) {
         return NULL;
     }
     *sorted = (flags & NT_HDR_SORTED) != 0;
@@ -1541,6 +1650,17 @@ nt_reader_event_stack(const struct nt_reader *r, struct nt_event *ev, size_t ind
 }
 
 /*
+ * Opens nt_reader_next()'s own path for the next event of the block (see fast_end), after an
+ * event of last_md_id and last_thread (t) whose sequence number was stored.
+ */
+static inline void
+nt_reader_fast_open(struct nt_reader *r, struct nt_thread_entry *t)
+{
+    r->fast_end = r->block_fast_end;
+    r->fast_seq = &t->seq;
+}
+
+/*
  * The rest of nt_reader_event_next() after the header (at: its stream offset): a metadata
  * record is consumed (returns 0); an event gets its metadata, threads, activity and stack
  * looked up and checked (returns 1 with *ev filled, or a negative errno).
@@ -1553,6 +1673,7 @@ nt_reader_event_finish(struct nt_reader *r, struct nt_event *ev, const uint8_t *
     struct nt_thread_entry *t;
     uint64_t seq_key;
 
+    r->fast_end = 0;
     if (h->metadata_id == 0 || r->md_block) {
         return nt_reader_event_metadata(r, payload, at) != 0 ? r->err : 0;
     }
@@ -1578,7 +1699,7 @@ nt_reader_event_finish(struct nt_reader *r, struct nt_event *ev, const uint8_t *
         }
     }
     if (h->stack_id != 0) {
-        if (r->stacks_dense && h->stack_id <= r->nstacks) {
+        if (h->stack_id <= r->dense_stacks) {
             r->last_stack_id = h->stack_id;
             r->last_stack = h->stack_id - 1u;
         } else if (h->stack_id != r->last_stack_id) {
@@ -1600,53 +1721,89 @@ nt_reader_event_finish(struct nt_reader *r, struct nt_event *ev, const uint8_t *
             return r->err;
         }
         t->seq = h->seq - 1;
+        r->last_thread_key = seq_key;
+        r->last_thread = (size_t)(t - r->threads) + 1;
     }
     nt_reader_seq_check(r, t, h->seq - 1);
     t->seq = h->seq;
     r->stats.events++;
+    nt_reader_fast_open(r, t);
     return 1;
 }
 
-/*
- * nt_reader_event_next() for the common event, inline in nt_reader_next(): a V4/V5 compressed
- * header (nt_reader_header_decode()), and when it has the metadata id and the capture thread of
- * the event before it and a stack id seen before or dense, the event without a lookup. Returns
- * 1 with *ev filled, 0 when event_next() is to go on (a V6 or uncompressed block, the end of
- * the block or its last bytes, an invalid header, a metadata record consumed), or a negative
- * errno.
- */
-static inline int
-nt_reader_event_fast(struct nt_reader *r, struct nt_event *ev)
-{
-    const struct nt_header_state *h = &r->hdr;
-    const uint8_t *start = r->blk.p;
-    const uint8_t *payload;
-    struct nt_thread_entry *t;
-    size_t stack = r->last_stack;
-    int sorted = 0;
+/* Header flags that leave an event to nt_reader_event_next(): they change more than the ids. */
+#define NT_HDR_NOT_FAST                                                             \
+    (NT_HDR_METADATA_ID | NT_HDR_CAPTURE_THREAD_AND_SEQUENCE | NT_HDR_ACTIVITY_ID | \
+     NT_HDR_RELATED_ACTIVITY_ID)
 
-    /* A fast block is compressed, and r->err (checked by the caller) covers the cursor's. */
-    if (!r->fast_block || nt_cursor_left(&r->blk) < NT_MAX_COMPRESSED_HEADER ||
-        (payload = nt_reader_header_decode(r, &sorted)) == NULL) {
-        return 0;
+static int nt_reader_next_any(struct nt_reader *r, struct nt_event *ev);
+
+/*
+ * nt_reader_event_finish() for an event of nt_reader_event_fast() whose stack id needs the map,
+ * and nt_reader_next_any() after it when it was none; a call nt_reader_next() can end with.
+ */
+static NT_NOINLINE int
+nt_reader_event_lookup(struct nt_reader *r, struct nt_event *ev, const uint8_t *payload, int sorted,
+                       uint64_t at)
+{
+    int rc = nt_reader_event_finish(r, ev, payload, sorted, at);
+
+    return rc != 0 ? rc : nt_reader_next_any(r, ev);
+}
+
+/*
+ * nt_reader_event_next() for one event where fast_end lets nt_reader_next() decode the header
+ * unchecked but its flags leave it to the lookups (a new metadata id or capture thread, activity
+ * ids). Returns what nt_reader_next() returns.
+ */
+static NT_NOINLINE int
+nt_reader_event_other(struct nt_reader *r, struct nt_event *ev)
+{
+    uint64_t at = nt_cursor_offset(&r->blk);
+    int sorted = 0;
+    const uint8_t *payload = nt_reader_header_decode(r, &sorted);
+
+    if (payload == NULL) {
+        return nt_reader_next_any(r, ev);
     }
-    if (h->metadata_id == 0 || h->metadata_id != r->last_md_id || r->last_thread == 0 ||
-        h->capture_thread != r->last_thread_key ||
-        (h->stack_id != 0 && h->stack_id != r->last_stack_id &&
-         (!r->stacks_dense || h->stack_id > r->nstacks))) {
-        return nt_reader_event_finish(r, ev, payload, sorted,
-                                      r->blk.base + (uint64_t)(start - r->blk.start));
+    return nt_reader_event_lookup(r, ev, payload, sorted, at);
+}
+
+/*
+ * The common event, inline in nt_reader_next() while fast_end lets it: a V4/V5 compressed
+ * header that keeps the metadata id, capture thread and activity ids of the event before it
+ * (none of the NT_HDR_NOT_FAST flags). Then the sequence number is the next one of a thread
+ * with no gap, the metadata is last_md, and only the stack id may need a lookup (a dense or
+ * repeated id does not). Returns what nt_reader_next() returns: the rest, an invalid header
+ * or one with a field of 9 bytes or more (decoded again from the start, which gives the same
+ * state), goes to nt_reader_next_any().
+ */
+static inline __attribute__((always_inline)) int
+nt_reader_event_fast(struct nt_reader *r, struct nt_event *ev, const uint8_t *start)
+{
+    struct nt_header_state *h = &r->hdr;
+    uint8_t flags = *start;
+    const uint8_t *payload = nt_header_ids_unchecked(h, start + 1, flags, 1);
+    size_t stack;
+    int sorted = (flags & NT_HDR_SORTED) != 0;
+
+    if (payload == NULL ||
+        (payload = nt_header_payload_unchecked(h, payload, flags, r->blk.end, 1)) == NULL) {
+        return nt_reader_next_any(r, ev);
     }
-    if (h->stack_id != 0 && h->stack_id != r->last_stack_id) {
-        stack = h->stack_id - 1u;
-        r->last_stack_id = h->stack_id;
-        r->last_stack = stack;
+    h->seq++;
+    r->blk.p = payload + h->payload_size;
+    stack = (size_t)h->stack_id - 1u; /* SIZE_MAX for no stack */
+    if (stack >= r->dense_stacks && h->stack_id != 0) {
+        if (h->stack_id != r->last_stack_id) {
+            return nt_reader_event_lookup(r, ev, payload, sorted,
+                                          r->blk.base + (uint64_t)(start - r->blk.start));
+        }
+        stack = r->last_stack;
     }
     nt_reader_event_fill(r, ev, payload, sorted);
     nt_reader_event_stack(r, ev, stack);
-    t = &r->threads[r->last_thread - 1];
-    nt_reader_seq_check(r, t, h->seq - 1);
-    t->seq = h->seq;
+    *r->fast_seq = h->seq;
     r->stats.events++;
     return 1;
 }
@@ -2117,7 +2274,6 @@ nt_reader_new(const struct nt_source *src, const struct nt_reader_limits *limits
     if (r->lim.max_stack_bytes == 0) {
         r->lim.max_stack_bytes = NT_DEFAULT_MAX_STACK_BYTES;
     }
-    r->stacks_dense = 1;
     *out = r;
     if (nt_reader_open(r) != 0) {
         return r->err;
@@ -2147,6 +2303,7 @@ nt_reader_next_any(struct nt_reader *r, struct nt_event *ev)
                 return rc;
             }
             r->in_block = 0;
+            r->fast_end = 0; /* blk.p is at the end already; the threads may move from here */
             if (r->major < 6 && nt_reader_expect(r, NT_TAG_END_OBJECT,
                                                  "stream ends before the EndObject of a block",
                                                  "expected the EndObject tag after a block") != 0) {
@@ -2166,13 +2323,14 @@ nt_reader_next_any(struct nt_reader *r, struct nt_event *ev)
 int
 nt_reader_next(struct nt_reader *r, struct nt_event *ev)
 {
-    /* Most events, without the frame of the loop that reads blocks. */
-    if (r->in_block && r->err == 0) {
-        int rc = nt_reader_event_fast(r, ev);
+    const uint8_t *p = r->blk.p;
 
-        if (rc != 0) {
-            return rc;
+    /* Most events, without the frame of the loop that reads blocks. */
+    if ((uintptr_t)p < r->fast_end) {
+        if ((*p & NT_HDR_NOT_FAST) == 0) {
+            return nt_reader_event_fast(r, ev, p);
         }
+        return nt_reader_event_other(r, ev);
     }
     return nt_reader_next_any(r, ev);
 }

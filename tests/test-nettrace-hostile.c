@@ -463,6 +463,7 @@ enum hostile_long_defect {
     HL_NONE,
     HL_TIMESTAMP_TOO_LONG, /* an 11-byte timestamp varuint */
     HL_STACK_ID_RANGE,     /* a 5-byte stack id varuint above 32 bits */
+    HL_STACK_ID_TOO_LONG,  /* a 6-byte stack id varuint of a small value */
     HL_PAYLOAD_PAST_BLOCK, /* a payload size past the end of the block */
 };
 
@@ -501,7 +502,7 @@ hostile_build_long(struct tb *t, enum hostile_long_defect defect, size_t *defect
     for (i = 1; i < 40; i++) {
         uint8_t flags = 0x00;
 
-        if (i == 10 && defect == HL_STACK_ID_RANGE) {
+        if (i == 10 && (defect == HL_STACK_ID_RANGE || defect == HL_STACK_ID_TOO_LONG)) {
             flags = 0x08;
         } else if (i == 10 && defect == HL_PAYLOAD_PAST_BLOCK) {
             flags = 0x80;
@@ -510,10 +511,14 @@ hostile_build_long(struct tb *t, enum hostile_long_defect defect, size_t *defect
         if (i == 10) {
             *defect_at = t->n;
         }
-        if (flags == 0x08) {
+        if (defect == HL_STACK_ID_RANGE && flags == 0x08) {
             static const uint8_t above_32_bits[5] = { 0xFF, 0xFF, 0xFF, 0xFF, 0x1F };
 
             tb_bytes(t, above_32_bits, sizeof(above_32_bits));
+        } else if (flags == 0x08) {
+            static const uint8_t six_bytes[6] = { 0x81, 0x80, 0x80, 0x80, 0x80, 0x00 };
+
+            tb_bytes(t, six_bytes, sizeof(six_bytes));
         }
         if (i == 10 && defect == HL_TIMESTAMP_TOO_LONG) {
             static const uint8_t eleven[11] = { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
@@ -547,6 +552,7 @@ TEST(defects_inside_a_long_block)
     } cases[] = {
         { HL_TIMESTAMP_TOO_LONG, "varuint64 too long or out of range" },
         { HL_STACK_ID_RANGE, "varuint32 too long or out of range" },
+        { HL_STACK_ID_TOO_LONG, "varuint32 too long or out of range" },
         { HL_PAYLOAD_PAST_BLOCK, "event runs past the end of its block" },
     };
     struct nt_reader_error e;

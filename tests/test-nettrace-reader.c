@@ -273,6 +273,177 @@ TEST(stacks_live_for_one_sequence_point_region)
     tb_free(&t);
 }
 
+/* What one event of fast_path_block() must read back as. */
+struct fp_event {
+    uint64_t capture;
+    uint32_t seq;
+    uint64_t thread;
+    uint64_t timestamp;
+    uint32_t stack_id;
+    uint32_t payload_size;
+};
+
+#define FP_EVENTS 90
+
+/* A value whose LEB128 takes len bytes (1 to 10), the largest such for odd len. */
+static uint64_t
+fp_value_of_length(unsigned len, unsigned salt)
+{
+    uint64_t low = len == 1 ? 0 : 1ULL << (7 * (len - 1));
+    uint64_t high = len == 10 ? UINT64_MAX : (1ULL << (7 * len)) - 1;
+
+    return salt % 2 != 0 ? high : low + salt;
+}
+
+/* One compressed event with the fields e has and flags says, the header state in *prev. */
+static void
+fp_add_event(struct tb *t, struct fp_event *prev, const struct fp_event *e, uint8_t flags)
+{
+    tb_u8(t, flags);
+    if (flags & 0x01) {
+        tb_var(t, 1);
+    }
+    if (flags & 0x02) {
+        tb_var(t, (uint32_t)(e->seq - prev->seq - 1));
+        tb_var(t, e->capture);
+        tb_var(t, 0);
+    }
+    if (flags & 0x04) {
+        tb_var(t, e->thread);
+    }
+    if (flags & 0x08) {
+        tb_var(t, e->stack_id);
+    }
+    tb_var(t, e->timestamp - prev->timestamp);
+    if (flags & 0x80) {
+        tb_var(t, e->payload_size);
+    }
+    for (uint32_t k = 0; k < e->payload_size; k++) {
+        tb_u8(t, (uint8_t)(e->seq + k));
+    }
+    *prev = *e;
+}
+
+/*
+ * One EventBlock of FP_EVENTS events, long enough for the reader's own path for the common
+ * event: thread ids, timestamp deltas and payload sizes of every LEB128 length, stack ids dense
+ * (1-3), sparse (10, 11: the map), repeated and none, and capture threads 100 and 101 taking
+ * turns (101 new in the middle). *want gets what each event must read back as.
+ */
+static void
+fast_path_block(struct tb *t, struct fp_event *want)
+{
+    static const uint32_t stack_ids[] = { 1, 2, 3, 10, 10, 11, 0, 3, 11, 11, 1 };
+    struct fp_event prev = { 0 };
+    uint32_t seq[2] = { 0, 0 };
+    size_t at = tb_v4_block_begin(t, "EventBlock");
+    unsigned i;
+
+    tb_event_block_header(t);
+    for (i = 0; i < FP_EVENTS; i++) {
+        struct fp_event *e = &want[i];
+        unsigned who = i >= 30 && i < 60 ? 1 : 0;
+        uint8_t flags = 0x04 | 0x08;
+
+        *e = prev;
+        e->capture = 100 + who;
+        e->seq = ++seq[who];
+        e->thread = fp_value_of_length(1 + i % 10, i);
+        e->timestamp += fp_value_of_length(1 + (i / 10) % 9, i + 1);
+        e->stack_id = stack_ids[i % PP_ARRAY_SIZE(stack_ids)];
+        if (i % 7 == 0) {
+            e->payload_size = i % 2 != 0 ? 130 : 3; /* a 2-byte size, then a 1-byte one */
+            flags |= 0x80;
+        }
+        if (i == 0) {
+            flags |= 0x01;
+        }
+        if (i == 0 || i == 30 || i == 60) {
+            flags |= 0x02;
+        }
+        flags |= i % 3 == 0 ? 0x40 : 0;
+        fp_add_event(t, &prev, e, flags);
+    }
+    tb_v4_block_end(t, at);
+}
+
+/* A stack block of count one-frame stacks from first on; frame: 0x1000 + id. */
+static void
+fp_stack_block(struct tb *t, uint32_t first, uint32_t count)
+{
+    size_t at = tb_v4_block_begin(t, "StackBlock");
+
+    tb_u32(t, first);
+    tb_u32(t, count);
+    for (uint32_t id = first; id < first + count; id++) {
+        tb_u32(t, 8);
+        tb_u64(t, 0x1000 + id);
+    }
+    tb_v4_block_end(t, at);
+}
+
+/*
+ * The common event inside a long block, where the reader decodes without a bounds check per
+ * field and without a lookup (nt_reader_next()'s own path): every field as written, whatever
+ * its length, and no event counted lost when the capture thread changes inside the block (the
+ * sequence numbers go to the thread the events belong to; a sequence point then agrees).
+ */
+TEST(every_field_length_inside_a_long_block)
+{
+    static const uint64_t sp_tids[2] = { 100, 101 };
+    static const uint32_t sp_seqs[2] = { 60, 30 };
+    static const size_t chunks[] = { 0, 5, 100 };
+    struct fp_event want[FP_EVENTS];
+    struct tb t = { 0 };
+    size_t c;
+
+    tb_v4_header(&t);
+    tb_v4_trace(&t, 1);
+    add_md_block(&t, 1, 1, "");
+    fp_stack_block(&t, 1, 3);
+    fp_stack_block(&t, 10, 2);
+    fast_path_block(&t, want);
+    add_sp(&t, 2, sp_tids, sp_seqs);
+    tb_u8(&t, 1);
+    for (c = 0; c < PP_ARRAY_SIZE(chunks); c++) {
+        struct nt_reader_stats st;
+        struct nt_event ev;
+        struct tb_mem m;
+        struct nt_reader *r = open_mem(&t, &m, chunks[c]);
+        unsigned i;
+
+        for (i = 0; i < FP_EVENTS; i++) {
+            const struct fp_event *e = &want[i];
+
+            ASSERT_EQ(next_or_fail(r, &ev), 1);
+            ASSERT_EQ(ev.metadata_id, 1);
+            ASSERT_U64_EQ(ev.capture_thread_id, e->capture);
+            ASSERT_EQ(ev.sequence, e->seq);
+            ASSERT_U64_EQ(ev.thread_id, e->thread);
+            ASSERT_U64_EQ(ev.timestamp, e->timestamp);
+            ASSERT_EQ(ev.is_sorted, i % 3 == 0);
+            ASSERT_EQ(ev.stack_id, e->stack_id);
+            ASSERT_EQ(ev.stack_depth, e->stack_id != 0);
+            if (e->stack_id != 0) {
+                ASSERT_U64_EQ(ev.stack[0], 0x1000 + e->stack_id);
+            } else {
+                ASSERT_TRUE(ev.stack == NULL);
+            }
+            ASSERT_EQ(ev.payload_size, e->payload_size);
+            if (e->payload_size != 0) {
+                ASSERT_EQ(ev.payload[0], (uint8_t)e->seq);
+                ASSERT_EQ(ev.payload[e->payload_size - 1], (uint8_t)(e->seq + e->payload_size - 1));
+            }
+        }
+        ASSERT_EQ(next_or_fail(r, &ev), 0);
+        nt_reader_get_stats(r, &st);
+        ASSERT_U64_EQ(st.events, FP_EVENTS);
+        ASSERT_U64_EQ(st.lost_events, 0);
+        nt_reader_free(r);
+    }
+    tb_free(&t);
+}
+
 /* V5 metadata with an opcode tag, an unknown tag and V2Params (arrays, a nested object). */
 TEST(v5_metadata_tags_and_arrays)
 {
@@ -983,6 +1154,7 @@ static const struct test_case cases[] = {
     TEST_CASE(compressed_header_wraps_and_inherits),
     TEST_CASE(lost_events_from_gaps_and_sequence_points),
     TEST_CASE(stacks_live_for_one_sequence_point_region),
+    TEST_CASE(every_field_length_inside_a_long_block),
     TEST_CASE(v5_metadata_tags_and_arrays),
     TEST_CASE(v4_uncompressed_events),
     TEST_CASE(v6_stream),
