@@ -137,7 +137,7 @@ record_env=()
 asan=$(ldd "$B/lib/libpipeprof.so" 2>/dev/null | awk '/libasan/ {print $3}')
 [[ -n $asan ]] && record_env=(env "LD_PRELOAD=$asan" "ASAN_OPTIONS=detect_leaks=0")
 set +e
-"${record_env[@]}" "$PIPEPROF" record --mode wall -o "$T/rec.nettrace" -- dotnet "$out/hotmethods/hotmethods.dll" 2 \
+"${record_env[@]}" "$PIPEPROF" record -v --mode wall -o "$T/rec.nettrace" -- dotnet "$out/hotmethods/hotmethods.dll" 2 \
   >"$T/rec.out" 2>"$T/rec.err"
 st=$?
 set -e
