@@ -1164,6 +1164,8 @@ static void
 pp_record_summary_line(const struct pp_record *rc, const struct pp_profile *p, size_t n,
                        size_t no_samples, double secs, int sampled, double busiest)
 {
+    size_t i, apps = 0, runtimes = 0;
+
     fprintf(stderr,
             "pipeprof: %s written (%s format): %llu samples in %.2f s from %d thread%s, "
             "%.1f Hz effective on the busiest thread (%s mode, %u Hz requested), ",
@@ -1178,7 +1180,28 @@ pp_record_summary_line(const struct pp_record *rc, const struct pp_profile *p, s
     }
     fprintf(stderr, "; %zu process%s recorded", n, n == 1 ? "" : "es");
     pp_record_process_counts(rc, no_samples);
-    fprintf(stderr, "%s\n", n > 1 || rc->failed > 0 || rc->incomplete > 0 ? "; -v for each" : "");
+    for (i = 0; i < rc->image_count; i++) {
+        struct pp_image *img = rc->images[i];
+
+        if (img->thread_started && atomic_load(&img->runtime)) {
+            apps += atomic_load(&img->agent) != 0;
+        }
+        if (img->thread_started && !atomic_load(&img->agent) && atomic_load(&img->samples) > 0) {
+            runtimes++;
+        }
+    }
+    if (apps > 0) {
+        fprintf(stderr, ", %zu .NET app%s (native and managed frames merged)", apps,
+                apps == 1 ? "" : "s");
+    }
+    if (runtimes > 0) {
+        fprintf(stderr, ", %zu .NET runtime%s sampling itself (--mode and --hz do not apply)",
+                runtimes, runtimes == 1 ? "" : "s");
+    }
+    fprintf(stderr, "%s\n",
+            n > 1 || rc->failed > 0 || rc->incomplete > 0 || apps > 0 || runtimes > 0
+                    ? "; -v for each"
+                    : "");
 }
 
 /* Converts the traces if asked, and prints the summary. */

@@ -137,12 +137,12 @@ record_env=()
 asan=$(ldd "$B/lib/libpipeprof.so" 2>/dev/null | awk '/libasan/ {print $3}')
 [[ -n $asan ]] && record_env=(env "LD_PRELOAD=$asan" "ASAN_OPTIONS=detect_leaks=0")
 set +e
-"${record_env[@]}" "$PIPEPROF" record -v --mode wall -o "$T/rec.nettrace" -- dotnet "$out/hotmethods/hotmethods.dll" 2 \
+"${record_env[@]}" "$PIPEPROF" record --mode wall -o "$T/rec.nettrace" -- dotnet "$out/hotmethods/hotmethods.dll" 2 \
   >"$T/rec.out" 2>"$T/rec.err"
 st=$?
 set -e
 [[ $st == 0 ]] || { cat "$T/rec.err"; fail "record -- dotnet: status $st"; }
 grep -q "^hot " "$T/rec.out" || fail "record -- dotnet: the app's output is missing"
-grep -q "is a .NET app" "$T/rec.err" || { cat "$T/rec.err"; fail "record -- dotnet does not say what it recorded"; }
+grep -q "; 1 process recorded, 1 .NET app (native and managed frames merged)" "$T/rec.err" || { cat "$T/rec.err"; fail "record -- dotnet does not say what it recorded"; }
 compare "$T/rec.nettrace" "pipeprof-record" mixed
 echo "dotnet-report-parity: ok"
