@@ -95,7 +95,7 @@ struct pp_record {
     enum pp_profile_format format;
     int nettrace; /* the output is the trace itself */
     int quiet;
-    int verbose;  /* -v: each process's trouble on its own line (else counted in the summary) */
+    int verbose;  /* -v: the full summary, each process's trouble on its own line (else one line) */
     int children; /* follow the process tree (default), or CMD's pid only */
     char **cmd;
     /* state */
@@ -235,8 +235,9 @@ pp_record_usage(FILE *out)
                  "                     folded, perf, speedscope, pprof, chromium\n"
                  "  --no-children      record CMD's process only (through its execs)\n"
                  "  -q, --quiet        no live line and no summary\n"
-                 "  -v, --verbose      a line for each process's file and each process that\n"
-                 "                     could not be recorded (else counted in the summary)\n"
+                 "  -v, --verbose      the full summary and the top functions, a line for each\n"
+                 "                     process's file and each process that could not be\n"
+                 "                     recorded (else one summary line that counts them)\n"
                  "  -h, --help         this text\n"
                  "\n"
                  "What is followed: CMD's process through exec (env, nice, sh -c 'exec ...',\n"
@@ -1131,6 +1132,78 @@ out:
     return err < 0 ? err : (int)n;
 }
 
+/*
+ * Counts the processes of the tree that are not one trace file each: without samples (no file),
+ * started too late, refused a request, or cut short. Prints nothing when there are none.
+ */
+static void
+pp_record_process_counts(const struct pp_record *rc, size_t no_samples)
+{
+    if (no_samples > 0) {
+        fprintf(stderr, ", %zu without samples (no file written)", no_samples);
+    }
+    if (rc->skipped > 0) {
+        fprintf(stderr, ", %llu started after the recording ended (not recorded)",
+                (unsigned long long)rc->skipped);
+    }
+    if (rc->failed > 0) {
+        fprintf(stderr, ", %llu not recorded (a request failed)", (unsigned long long)rc->failed);
+    }
+    if (rc->incomplete > 0) {
+        fprintf(stderr, ", %llu with an incomplete trace (kept)",
+                (unsigned long long)rc->incomplete);
+    }
+}
+
+/*
+ * The summary without -v: one line, since the host's stderr is shared with the recorded
+ * program. It still carries the output, what was sampled, the rate reached, every loss and
+ * every process without a file of its own; -v gives the full summary and the top functions.
+ */
+static void
+pp_record_summary_line(const struct pp_record *rc, const struct pp_profile *p, size_t n,
+                       size_t no_samples, double secs, int sampled, double busiest)
+{
+    size_t i, apps = 0, runtimes = 0;
+
+    fprintf(stderr,
+            "pipeprof: %s written (%s format): %llu samples in %.2f s from %d thread%s, "
+            "%.1f Hz effective on the busiest thread (%s mode, %u Hz requested), ",
+            rc->output, rc->nettrace ? "nettrace" : pp_profile_format_name(rc->format),
+            (unsigned long long)p->samples, secs, sampled, sampled == 1 ? "" : "s", busiest,
+            rc->mode, rc->hz);
+    if (p->lost_samples > 0 || p->lost_events > 0) {
+        fprintf(stderr, "lost %llu samples dropped by the agent and %llu events in the trace",
+                (unsigned long long)p->lost_samples, (unsigned long long)p->lost_events);
+    } else {
+        fprintf(stderr, "nothing lost");
+    }
+    fprintf(stderr, "; %zu process%s recorded", n, n == 1 ? "" : "es");
+    pp_record_process_counts(rc, no_samples);
+    for (i = 0; i < rc->image_count; i++) {
+        struct pp_image *img = rc->images[i];
+
+        if (img->thread_started && atomic_load(&img->runtime)) {
+            apps += atomic_load(&img->agent) != 0;
+        }
+        if (img->thread_started && !atomic_load(&img->agent) && atomic_load(&img->samples) > 0) {
+            runtimes++;
+        }
+    }
+    if (apps > 0) {
+        fprintf(stderr, ", %zu .NET app%s (native and managed frames merged)", apps,
+                apps == 1 ? "" : "s");
+    }
+    if (runtimes > 0) {
+        fprintf(stderr, ", %zu .NET runtime%s sampling itself (--mode and --hz do not apply)",
+                runtimes, runtimes == 1 ? "" : "s");
+    }
+    fprintf(stderr, "%s\n",
+            n > 1 || rc->failed > 0 || rc->incomplete > 0 || apps > 0 || runtimes > 0
+                    ? "; -v for each"
+                    : "");
+}
+
 /* Converts the traces if asked, and prints the summary. */
 static int
 pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_t n,
@@ -1184,30 +1257,18 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
             busiest = (double)p->threads[i].samples / secs;
         }
     }
+    if (!rc->verbose) {
+        pp_record_summary_line(rc, p, n, no_samples, secs, sampled, busiest);
+        goto out;
+    }
     fprintf(stderr, "pipeprof: %s written (%s format)\n", rc->output,
             rc->nettrace ? "nettrace" : pp_profile_format_name(rc->format));
     if (n > 1 || no_samples > 0 || rc->skipped > 0 || rc->failed > 0 || rc->incomplete > 0) {
         /* one line for the whole tree; -v names each process */
         fprintf(stderr, "pipeprof: %zu process%s recorded", n, n == 1 ? "" : "es");
-        if (no_samples > 0) {
-            fprintf(stderr, ", %zu without samples (no file written)", no_samples);
-        }
-        if (rc->skipped > 0) {
-            fprintf(stderr, ", %llu started after the recording ended (not recorded)",
-                    (unsigned long long)rc->skipped);
-        }
-        if (rc->failed > 0) {
-            fprintf(stderr, ", %llu not recorded (a request failed)",
-                    (unsigned long long)rc->failed);
-        }
-        if (rc->incomplete > 0) {
-            fprintf(stderr, ", %llu with an incomplete trace (kept)",
-                    (unsigned long long)rc->incomplete);
-        }
-        fprintf(stderr, "%s\n",
-                !rc->verbose && (n > 1 || rc->failed > 0 || rc->incomplete > 0) ? "; -v for each"
-                                                                                : "");
-        for (i = 0; i < n && rc->nettrace && rc->verbose; i++) {
+        pp_record_process_counts(rc, no_samples);
+        fputc('\n', stderr);
+        for (i = 0; i < n && rc->nettrace; i++) {
             fprintf(stderr, "pipeprof:   %s: pid %llu, %llu samples\n", files[i].path,
                     (unsigned long long)files[i].pid, (unsigned long long)files[i].samples);
         }

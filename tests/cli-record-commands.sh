@@ -121,7 +121,7 @@ t = time.time()
 while time.time() - t < 1.0:
     pass
 PY
-"$PP" record -o "$T/failexec.nettrace" -- python3 "$T/failexec.py" 2>"$T/failexec.err" ||
+"$PP" record -v -o "$T/failexec.nettrace" -- python3 "$T/failexec.py" 2>"$T/failexec.err" ||
   { cat "$T/failexec.err"; fail=1; }
 n=$("$PP" report --format json "$T/failexec.nettrace" | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"])')
 if [[ $n -lt 20 ]] || grep -q "is a .NET runtime" "$T/failexec.err"; then

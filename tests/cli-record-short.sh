@@ -19,9 +19,9 @@ for mode in wall cpu; do
     sh -c 'for i in $(seq 50); do /bin/true; done' 2>"$out/err" ||
     { cat "$out/err" >&2; fail "$mode: record failed"; }
   files=$(find "$out" -name 'kids*.nettrace' | wc -l)
-  # "pipeprof: N processes recorded, M without samples (no file written)"
+  # "pipeprof: ...; N processes recorded, M without samples (no file written)..."
   line=$(grep -m1 'recorded' "$out/err" || true)
-  read -r recorded without < <(sed -n 's/^pipeprof: \([0-9]*\) process[es]* recorded, \([0-9]*\) without samples.*/\1 \2/p' <<<"$line")
+  read -r recorded without < <(sed -n 's/^pipeprof: .*; \([0-9]*\) process[es]* recorded, \([0-9]*\) without samples.*/\1 \2/p' <<<"$line")
   note "$mode: $files files; $line"
   for f in $(find "$out" -name 'kids.[0-9]*.nettrace' | head -5); do
     "$PIPEPROF" convert --format folded -o "$out/one.folded" "$f" 2>/dev/null &&

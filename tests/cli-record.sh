@@ -49,7 +49,7 @@ no_leftovers "exit 7"
 note "forking shell: status 7, output intact, $samples samples, rundown present, ${elapsed}s"
 
 # 2. The main job: a CPU-bound program, summary on stderr, named hot functions.
-"${run_env[@]}" "$PIPEPROF" record --hz 200 -o "$T/w.nettrace" -- "$WORKLOAD" >"$T/w.out" 2>"$T/w.err" ||
+"${run_env[@]}" "$PIPEPROF" record -v --hz 200 -o "$T/w.nettrace" -- "$WORKLOAD" >"$T/w.out" 2>"$T/w.err" ||
   { cat "$T/w.err"; fail "record of the workload failed"; }
 grep -q "checksum" "$T/w.out" || fail "the workload's stdout is missing"
 for want in "samples in" "effective rate" "lost:" "top 10 functions\|top [0-9]* functions" "pp_workload_fn_c"; do

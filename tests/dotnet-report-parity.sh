@@ -143,6 +143,6 @@ st=$?
 set -e
 [[ $st == 0 ]] || { cat "$T/rec.err"; fail "record -- dotnet: status $st"; }
 grep -q "^hot " "$T/rec.out" || fail "record -- dotnet: the app's output is missing"
-grep -q "is a .NET app" "$T/rec.err" || { cat "$T/rec.err"; fail "record -- dotnet does not say what it recorded"; }
+grep -q "; 1 process recorded, 1 .NET app (native and managed frames merged)" "$T/rec.err" || { cat "$T/rec.err"; fail "record -- dotnet does not say what it recorded"; }
 compare "$T/rec.nettrace" "pipeprof-record" mixed
 echo "dotnet-report-parity: ok"
