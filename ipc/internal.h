@@ -145,7 +145,8 @@ struct ipc_server {
     /* One scan of $TMPDIR for the default sockets of this user's killed processes,
      * IPC_STALE_SCAN_MS after the start (server.c says why then). */
     uv_timer_t stale_timer;
-    int stale_scan; /* the timer was initialized (must be closed) */
+    int stale_scan;      /* the timer was initialized (must be closed) */
+    char stale_dir[256]; /* $TMPDIR as the start saw it (the host may change its environment) */
     struct ipc_port *ports;
     size_t port_count;
     struct ipc_conn *conns;

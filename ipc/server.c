@@ -755,17 +755,31 @@ ipc_server_stale_scan(uv_timer_t *t)
 {
     static const char *const prefixes[] = { "dotnet-diagnostic-" };
     struct ipc_server *s = t->data;
-    char dir[256];
-    char *base;
 
     uv_close((uv_handle_t *)t, NULL);
-    if (s->shutting_down || ipc_default_socket_path(dir, sizeof(dir), 1) < 0 ||
-        (base = strrchr(dir, '/')) == NULL) {
+    if (!s->shutting_down) {
+        /* quietly: the host's stderr is the host's, and bare removes nothing either */
+        (void)ipc_sockfile_remove_stale(s->stale_dir, prefixes, 1, 1);
+    }
+}
+
+/* Schedules the scan of the default socket's directory, read now (on the starting thread, as
+ * the default name is: getenv on the loop thread would race the host's setenv). */
+static void
+ipc_server_schedule_stale_scan(struct ipc_server *s)
+{
+    char *base;
+
+    if (ipc_default_socket_path(s->stale_dir, sizeof(s->stale_dir), 1) < 0 ||
+        (base = strrchr(s->stale_dir, '/')) == NULL) {
         return;
     }
-    base[base == dir] = '\0'; /* "/" stays "/" */
-    /* quietly: the host's stderr is the host's, and bare removes nothing either */
-    (void)ipc_sockfile_remove_stale(dir, prefixes, 1, 1);
+    base[base == s->stale_dir] = '\0'; /* "/" stays "/" */
+    uv_timer_init(&s->loop, &s->stale_timer);
+    s->stale_timer.data = s;
+    s->stale_scan = 1;
+    uv_timer_start(&s->stale_timer, ipc_server_stale_scan, IPC_STALE_SCAN_MS, 0);
+    uv_unref((uv_handle_t *)&s->stale_timer);
 }
 
 #define IPC_OUTPUT_START_WAIT_MS 5000 /* a loop thread that cannot start never holds the host */
@@ -867,11 +881,7 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
         err = ipc_server_add_listener(s, opts->listen_path);
     }
     if (opts->listen_path == NULL) {
-        uv_timer_init(&s->loop, &s->stale_timer);
-        s->stale_timer.data = s;
-        s->stale_scan = 1;
-        uv_timer_start(&s->stale_timer, ipc_server_stale_scan, IPC_STALE_SCAN_MS, 0);
-        uv_unref((uv_handle_t *)&s->stale_timer);
+        ipc_server_schedule_stale_scan(s);
     }
     for (i = 0; i < ports.count; i++) {
         if (ports.ports[i].type == IPC_PORT_LISTEN) {
