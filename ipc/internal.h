@@ -142,6 +142,11 @@ struct ipc_server {
     uv_timer_t listen_timer;
     int listen_deferred; /* the timer was initialized (must be closed) */
     uint64_t key_override;
+    /* One scan of $TMPDIR for the default sockets of this user's killed processes,
+     * IPC_STALE_SCAN_MS after the start (server.c says why then). */
+    uv_timer_t stale_timer;
+    int stale_scan;      /* the timer was initialized (must be closed) */
+    char stale_dir[256]; /* $TMPDIR as the start saw it (the host may change its environment) */
     struct ipc_port *ports;
     size_t port_count;
     struct ipc_conn *conns;
@@ -234,6 +239,18 @@ PP_MUST_USE int ipc_upstream_init(struct ipc_server *s, const struct ipc_server_
  * but the StopTracing requests of merged sessions (all=0), or all of them (all=1). */
 void ipc_upstream_shutdown(struct ipc_server *s, int all);
 void ipc_upstream_free(struct ipc_server *s);
+/* The PID of a file name PREFIX-PID-X-socket (X: anything not empty), or 0. */
+long ipc_sockfile_name_pid(const char *name, const char *prefix);
+/*
+ * Removes from dir the socket files named PREFIX-PID-X-socket (one of prefixes) that a killed
+ * process of this user left behind: only of a PID that no longer runs (kill(pid, 0) says ESRCH:
+ * a live or another user's process is left alone), not this process's, sockets this user owns
+ * (lstat: a symbolic link is not followed) on which a connect is refused (one a process listens
+ * on, a reused pid's, stays), and when marked_only, only those ipc_sockfile_mark() marked.
+ * Returns how many; never fails. Context: any thread; reads the whole directory.
+ */
+unsigned ipc_sockfile_remove_stale(const char *dir, const char *const *prefixes, size_t n_prefixes,
+                                   int marked_only);
 /* Removes from dir the private socket files a killed process of this user left behind
  * (pipeprof-port-PID-N-socket, pipeprof-runtime-PID-KEY-socket of a PID that no longer runs,
  * sockets this user owns that nobody listens on). Returns how many; never fails. */

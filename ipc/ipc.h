@@ -609,6 +609,11 @@ int ipc_sockfile_note(const char *path, struct ipc_sockfile *f);
 /* Unlinks path only if it is still the file noted in f. */
 void ipc_sockfile_remove(const char *path, const struct ipc_sockfile *f);
 
+/* Marks the socket file at path as the server's default socket (its mtime; sockfile.c says how
+ * and why), for ipc_sockfile_remove_stale() to know it from a bare runtime's once its process is
+ * killed. Returns 0 or a negative errno (then it stays unmarked: never removed). */
+int ipc_sockfile_mark(const char *path);
+
 /*
  * Whether a client may trust the socket file at path as pid's diagnostic socket: a socket (not
  * followed when it is a symbolic link) whose owner is one of pid's uids (real, effective, saved,

@@ -532,6 +532,9 @@ ipc_server_wake(uv_async_t *a)
     if (s->listen_deferred && !uv_is_closing((uv_handle_t *)&s->listen_timer)) {
         uv_close((uv_handle_t *)&s->listen_timer, NULL);
     }
+    if (s->stale_scan && !uv_is_closing((uv_handle_t *)&s->stale_timer)) {
+        uv_close((uv_handle_t *)&s->stale_timer, NULL);
+    }
     for (i = 0; i < s->port_count; i++) {
         uv_close((uv_handle_t *)&s->ports[i].retry, NULL);
     }
@@ -686,6 +689,9 @@ ipc_server_add_default_listener(struct ipc_server *s, uint64_t key_override)
             break;
         }
     }
+    if (err == 0) {
+        (void)ipc_sockfile_mark(path); /* unmarked, a leftover of this process merely stays */
+    }
     if (err == 0 && i > 0) {
         ipc_log(s, "%s is taken (%s, uid %ld): listening on %s instead", taken,
                 ipc_sockfile_refusal(taken_err), taken_owner, path);
@@ -730,6 +736,50 @@ ipc_server_listen_deferred(uv_timer_t *t)
     if (!s->shutting_down) {
         (void)ipc_server_add_default_listener(s, s->key_override); /* it says why it failed */
     }
+}
+
+/*
+ * A process killed by SIGKILL leaves its default socket (dotnet-diagnostic-PID-KEY-socket) in
+ * $TMPDIR, where bare leaves nothing: the next process of this user that runs the agent removes
+ * such leftovers (ipc_sockfile_remove_stale(): a dead pid's, this user's, connect refused, and
+ * carrying ipc_sockfile_mark()'s mark, so that a bare .NET runtime's stays). Not at the start:
+ * reading a shared /tmp would cost every short child and the idle preload (issue 22). Once, on the
+ * loop thread, IPC_STALE_SCAN_MS after the start, with the timer unref'd: it never keeps the loop
+ * alive nor delays a stop, and a process that lives less than this never scans (the next
+ * longer-lived one does). Not at the first session: a process nobody profiles would never scan.
+ */
+#define IPC_STALE_SCAN_MS 1000
+
+static void
+ipc_server_stale_scan(uv_timer_t *t)
+{
+    static const char *const prefixes[] = { "dotnet-diagnostic-" };
+    struct ipc_server *s = t->data;
+
+    uv_close((uv_handle_t *)t, NULL);
+    if (!s->shutting_down) {
+        /* quietly: the host's stderr is the host's, and bare removes nothing either */
+        (void)ipc_sockfile_remove_stale(s->stale_dir, prefixes, 1, 1);
+    }
+}
+
+/* Schedules the scan of the default socket's directory, read now (on the starting thread, as
+ * the default name is: getenv on the loop thread would race the host's setenv). */
+static void
+ipc_server_schedule_stale_scan(struct ipc_server *s)
+{
+    char *base;
+
+    if (ipc_default_socket_path(s->stale_dir, sizeof(s->stale_dir), 1) < 0 ||
+        (base = strrchr(s->stale_dir, '/')) == NULL) {
+        return;
+    }
+    base[base == s->stale_dir] = '\0'; /* "/" stays "/" */
+    uv_timer_init(&s->loop, &s->stale_timer);
+    s->stale_timer.data = s;
+    s->stale_scan = 1;
+    uv_timer_start(&s->stale_timer, ipc_server_stale_scan, IPC_STALE_SCAN_MS, 0);
+    uv_unref((uv_handle_t *)&s->stale_timer);
 }
 
 #define IPC_OUTPUT_START_WAIT_MS 5000 /* a loop thread that cannot start never holds the host */
@@ -829,6 +879,9 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
         err = ipc_server_add_default_listener(s, opts->key_override);
     } else if (opts->listen_path[0] != '\0') {
         err = ipc_server_add_listener(s, opts->listen_path);
+    }
+    if (opts->listen_path == NULL) {
+        ipc_server_schedule_stale_scan(s);
     }
     for (i = 0; i < ports.count; i++) {
         if (ports.ports[i].type == IPC_PORT_LISTEN) {

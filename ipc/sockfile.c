@@ -9,15 +9,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "ipc/ipc.h"
+#include "ipc/internal.h"
 
 int
 ipc_sockfile_make_room(const char *path, long *owner)
@@ -56,6 +58,87 @@ ipc_sockfile_make_room(const char *path, long *owner)
         return -errno;
     }
     return 0;
+}
+
+/*
+ * The mark of the server's default socket (dotnet-diagnostic-PID-KEY-socket): the nanoseconds of
+ * its mtime. A killed process cannot unlink its socket, and a bare .NET runtime's leftover has the
+ * same name and must stay (only what is our own is removed): the mark tells them apart where no
+ * client looks (the .NET client and `ps` glob the name, and among several names of one pid take
+ * the newest). Its seconds are the current ones, so the file never looks older than it is. A
+ * multiple of a microsecond survives file systems of coarser timestamps down to that; one of
+ * 1 s granularity loses it, and such a leftover stays, as bare. Cheap: one utimensat after bind.
+ */
+#define IPC_SOCKFILE_MARK_NSEC 999999000L
+
+int
+ipc_sockfile_mark(const char *path)
+{
+    struct timespec t[2];
+
+    clock_gettime(CLOCK_REALTIME, &t[1]);
+    t[1].tv_nsec = IPC_SOCKFILE_MARK_NSEC;
+    t[0].tv_sec = 0;
+    t[0].tv_nsec = UTIME_OMIT;
+    return utimensat(AT_FDCWD, path, t, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+}
+
+long
+ipc_sockfile_name_pid(const char *name, const char *prefix)
+{
+    size_t plen = strlen(prefix), len = strlen(name);
+    char *end;
+    long pid;
+
+    if (strncmp(name, prefix, plen) != 0 || len < plen + 8 ||
+        strcmp(name + len - 7, "-socket") != 0) {
+        return 0;
+    }
+    pid = strtol(name + plen, &end, 10);
+    /* Something (N, KEY) between the pid and "-socket". */
+    return end != name + plen && *end == '-' && end < name + len - 7 && pid > 0 ? pid : 0;
+}
+
+/* Whether dir/name carries ipc_sockfile_mark()'s mark (lstat: a link's target is not looked at). */
+static int
+ipc_sockfile_marked(const char *path)
+{
+    struct stat st;
+
+    return lstat(path, &st) == 0 && st.st_mtim.tv_nsec == IPC_SOCKFILE_MARK_NSEC;
+}
+
+unsigned
+ipc_sockfile_remove_stale(const char *dir, const char *const *prefixes, size_t n_prefixes,
+                          int marked_only)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    unsigned removed = 0;
+
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        char path[PATH_MAX];
+        long pid = 0, owner;
+        size_t i;
+        int n;
+
+        for (i = 0; i < n_prefixes && pid == 0; i++) {
+            pid = ipc_sockfile_name_pid(de->d_name, prefixes[i]);
+        }
+        if (pid == 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
+            continue;
+        }
+        n = snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (n < 0 || (size_t)n >= sizeof(path) || (marked_only && !ipc_sockfile_marked(path))) {
+            continue;
+        }
+        /* a socket of this user that refuses a connection, or nothing is removed */
+        removed += ipc_sockfile_make_room(path, &owner) == 0 && owner >= 0;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return removed;
 }
 
 const char *

@@ -819,60 +819,17 @@ ipc_up_deadline(uv_timer_t *t)
     }
 }
 
-/* The PID of a name PREFIX-PID-...-socket, or 0. */
-static long
-ipc_up_stale_pid(const char *name, const char *prefix)
-{
-    size_t plen = strlen(prefix), len = strlen(name);
-    char *end;
-    long pid;
-
-    if (strncmp(name, prefix, plen) != 0 || len < plen + 8 ||
-        strcmp(name + len - 7, "-socket") != 0) {
-        return 0;
-    }
-    pid = strtol(name + plen, &end, 10);
-    /* Something (N, KEY) between the pid and "-socket". */
-    return end != name + plen && *end == '-' && end < name + len - 7 && pid > 0 ? pid : 0;
-}
-
 /*
  * A killed .NET host leaves its private sockets behind (no shutdown unlinked them); the next
- * host of this user removes them. Only names of ours, of a process gone (kill(pid, 0) says
- * ESRCH: a live or foreign process is left alone), sockets this user owns, and only when a
- * connect is refused: one a live process listens on (a reused pid) stays.
+ * host of this user removes them (ipc_sockfile_remove_stale(): names of ours, of a process gone,
+ * sockets this user owns that refuse a connection). They carry no mark: no client globs them.
  */
 unsigned
 ipc_upstream_remove_stale(const char *dir)
 {
     static const char *const prefixes[] = { "pipeprof-port-", "pipeprof-runtime-" };
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    unsigned removed = 0;
 
-    while (d != NULL && (de = readdir(d)) != NULL) {
-        char path[IPC_PATH_MAX];
-        long pid = 0, owner;
-        size_t i;
-        int n;
-
-        for (i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]) && pid == 0; i++) {
-            pid = ipc_up_stale_pid(de->d_name, prefixes[i]);
-        }
-        if (pid == 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
-            continue;
-        }
-        n = snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        if (n < 0 || (size_t)n >= sizeof(path)) {
-            continue;
-        }
-        /* a socket of this user that refuses a connection, or nothing is removed */
-        removed += ipc_sockfile_make_room(path, &owner) == 0 && owner >= 0;
-    }
-    if (d != NULL) {
-        closedir(d);
-    }
-    return removed;
+    return ipc_sockfile_remove_stale(dir, prefixes, sizeof(prefixes) / sizeof(prefixes[0]), 0);
 }
 
 int

@@ -98,6 +98,16 @@ out:
     return buf;
 }
 
+int
+test_file_in(const char *dir, const char *name)
+{
+    char path[512];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return lstat(path, &st) == 0;
+}
+
 uint64_t
 test_ms_now(void)
 {

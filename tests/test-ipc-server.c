@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -457,6 +458,97 @@ TEST(default_name_taken_moves_to_another_key)
     ipc_server_stop(s);
     close(live);
     unlink(want);
+    rmdir(dir);
+}
+
+/* dir/name, bound and closed (stale, or live and listening), marked as a server's default socket
+ * when mark is set. Returns the listening fd or -1. */
+static int
+leftover_at(const char *name, int live, int mark)
+{
+    char path[256];
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    fd = bind_socket_at(path, live);
+    if (mark) {
+        ASSERT_OK(ipc_sockfile_mark(path));
+    }
+    return fd;
+}
+
+/* A process killed by SIGKILL leaves its default socket behind, where bare leaves nothing: a
+ * server removes such leftovers about a second after its start, and only those: of a pid gone,
+ * marked as the agent's (a bare .NET runtime's stays), sockets of this user nobody listens on. */
+TEST(a_killed_processes_socket_is_removed_a_second_after_the_next_start)
+{
+    enum { N = 8 };
+    char names[N][96], path[256], target[256];
+    struct ipc_server *s = NULL;
+    struct stat own, marked;
+    pid_t dead = fork();
+    int listening, fd, i, waited;
+
+    if (dead == 0) {
+        _exit(0);
+    }
+    ASSERT_TRUE(dead > 0 && waitpid(dead, NULL, 0) == dead);
+    snprintf(dir, sizeof(dir), "/tmp/pp-ipc-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    setenv("TMPDIR", dir, 1);
+    snprintf(names[0], sizeof(names[0]), "dotnet-diagnostic-%d-1-socket", (int)dead); /* goes */
+    snprintf(names[1], sizeof(names[1]), "dotnet-diagnostic-%d-2-socket", (int)dead); /* bare's */
+    snprintf(names[2], sizeof(names[2]), "dotnet-diagnostic-%d-3-socket", (int)dead); /* a file */
+    snprintf(names[3], sizeof(names[3]), "dotnet-diagnostic-%d-1-socket", (int)getppid());
+    snprintf(names[4], sizeof(names[4]), "dotnet-diagnostic-%d-4-socket", (int)dead); /* listens */
+    snprintf(names[5], sizeof(names[5]), "dotnet-diagnostic-%d-5-socket", (int)dead); /* a link */
+    snprintf(names[6], sizeof(names[6]), "marked-target-%d-socket", (int)dead);       /* other */
+    snprintf(names[7], sizeof(names[7]), "dotnet-diagnostic-%d-6-socket", (int)dead); /* uid */
+    (void)leftover_at(names[0], 0, 1);
+    (void)leftover_at(names[1], 0, 0);
+    snprintf(path, sizeof(path), "%s/%s", dir, names[2]);
+    fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    ASSERT_TRUE(fd >= 0);
+    close(fd);
+    ASSERT_OK(ipc_sockfile_mark(path));
+    (void)leftover_at(names[3], 0, 1);
+    listening = leftover_at(names[4], 1, 1);
+    (void)leftover_at(names[6], 0, 1);
+    snprintf(path, sizeof(path), "%s/%s", dir, names[5]);
+    snprintf(target, sizeof(target), "%s/%s", dir, names[6]);
+    ASSERT_OK(symlink(target, path));
+    (void)leftover_at(names[7], 0, 1);
+    snprintf(path, sizeof(path), "%s/%s", dir, names[7]);
+    if (geteuid() == 0) {
+        ASSERT_OK(lchown(path, 65534, 65534)); /* mtime, and so the mark, stay */
+    } else {
+        printf("# SKIP (loud): not root, another user's leftover is not checked\n");
+        unlink(path);
+    }
+    ASSERT_OK(start_listening_at(NULL, NULL, &s));
+    /* the server's own default socket carries the mark */
+    ASSERT_OK(lstat(ipc_server_listen_path(s), &own));
+    snprintf(path, sizeof(path), "%s/%s", dir, names[6]);
+    ASSERT_OK(lstat(path, &marked));
+    ASSERT_EQ(own.st_mtim.tv_nsec, marked.st_mtim.tv_nsec);
+    /* not at the start (issue 22: short children and the idle preload pay nothing) */
+    ASSERT_TRUE(test_file_in(dir, names[0]));
+    for (waited = 0; test_file_in(dir, names[0]) && waited < 200; waited++) {
+        struct timespec ms100 = { 0, 100000000 };
+
+        nanosleep(&ms100, NULL);
+    }
+    ASSERT_TRUE(!test_file_in(dir, names[0]));
+    ipc_server_stop(s); /* the scan, on the loop thread, is over */
+    for (i = 1; i < N; i++) {
+        if (i == 7 && geteuid() != 0) {
+            continue;
+        }
+        ASSERT_TRUE(test_file_in(dir, names[i]));
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    close(listening);
     rmdir(dir);
 }
 
@@ -926,6 +1018,7 @@ static const struct test_case cases[] = {
     TEST_CASE(errors_match_the_runtime),
     TEST_CASE(listen_path_replaces_only_a_stale_socket_of_ours),
     TEST_CASE(default_name_taken_moves_to_another_key),
+    TEST_CASE(a_killed_processes_socket_is_removed_a_second_after_the_next_start),
     TEST_CASE(collect_stop_streams_and_answers_after_the_end),
     TEST_CASE(output_session_runs_from_start_to_stop_into_a_file),
     TEST_CASE(collect_versions_1_to_5_and_no_rundown_and_6_unknown),

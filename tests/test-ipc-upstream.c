@@ -953,16 +953,6 @@ stale_socket(const char *name, int listening)
     return fd;
 }
 
-static int
-stale_exists(const char *name)
-{
-    char path[300];
-    struct stat st;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    return lstat(path, &st) == 0;
-}
-
 /* A killed .NET host leaves pipeprof-port-PID-N-socket and pipeprof-runtime-PID-KEY-socket
  * behind; the next host's start removes them: only ours, of a process gone, sockets nobody
  * listens on. */
@@ -1001,10 +991,10 @@ TEST(a_killed_hosts_sockets_are_removed_at_the_next_start)
     stale_socket(names[6], 0);
     dir_ready = 1;
     server_start_opts(NULL, 0);
-    ASSERT_TRUE(!stale_exists(names[0]));
-    ASSERT_TRUE(!stale_exists(names[1]));
+    ASSERT_TRUE(!test_file_in(dir, names[0]));
+    ASSERT_TRUE(!test_file_in(dir, names[1]));
     for (i = 2; i < 7; i++) {
-        ASSERT_TRUE(stale_exists(names[i]));
+        ASSERT_TRUE(test_file_in(dir, names[i]));
     }
     close(listening);
     for (i = 2; i < 7; i++) {

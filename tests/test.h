@@ -60,6 +60,8 @@ const uint8_t *test_guarded_copy(const void *bytes, size_t len);
 const char *test_source_path(const char *rel);
 /* Reads a whole file; returns malloc'd bytes (caller frees) and stores its size, or NULL. */
 uint8_t *test_read_file(const char *path, size_t *len);
+/* 1 when something (a symbolic link not followed) is at dir/name, else 0. */
+int test_file_in(const char *dir, const char *name);
 /* Milliseconds on the monotonic clock. */
 uint64_t test_ms_now(void);
 /* Reads fd until EOF (a stream's end); fails the case after timeout_ms. Returns malloc'd bytes
