@@ -5,6 +5,7 @@
  * never as exact numbers. Built with frame pointers; pp_agent's interposers apply here. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
@@ -1673,6 +1674,110 @@ TEST(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place)
     ASSERT_TRUE((double)st->hit_weight[0] >= (double)a.cpu_a / (double)period - 2.0);
 }
 
+/* Kernel time as the drain delivers it: weights under a call ([kernel] over the stack), and not
+ * placed ([kernel, not placed]). */
+static uint64_t kern_at_call_w, kern_unplaced_w;
+
+static int
+kern_cb(const struct ag_record *rec, void *ctx)
+{
+    (void)ctx;
+    if (rec->kind == AG_RECORD_SAMPLE && rec->u.sample->source == AG_SOURCE_KERNEL &&
+        rec->u.sample->weight != 0 && rec->u.sample->depth != 0) {
+        if (rec->u.sample->frames[0] == ag_kernel_pc()) {
+            kern_at_call_w += rec->u.sample->weight;
+        } else if (rec->u.sample->frames[0] == ag_kernel_unplaced_pc()) {
+            kern_unplaced_w += rec->u.sample->weight;
+        }
+    }
+    return 0;
+}
+
+/* write(2) calls to /dev/null and arithmetic in turn, 2 ms of CPU each, for 400 ms of CPU. */
+static void *
+writer_main(void *p)
+{
+    static const char buf[512];
+    _Atomic int32_t *tid = p;
+    int fd = open("/dev/null", O_WRONLY);
+    uint64_t c0 = cpu_ns(), c;
+
+    atomic_store(tid, (int32_t)syscall(SYS_gettid));
+    while (fd >= 0 && cpu_ns() - c0 < 400000000u) {
+        for (c = cpu_ns(); cpu_ns() - c < 2000000u;) {
+            if (write(fd, buf, sizeof(buf)) < 0) {
+                break;
+            }
+        }
+        for (c = cpu_ns(); cpu_ns() - c < 2000000u;) {
+            busy_a();
+        }
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return NULL;
+}
+
+/*
+ * Kernel time split off perf samples goes under a system call the thread was seen in. A perf
+ * overflow due in a call's exit path (interrupts off until the return) comes in user mode at the
+ * instruction after the call, its stack the call's: such a sample is a call seen, as the kernel
+ * locator's are, which matters for a bursty thread whose calls fall between the ticks that time
+ * the locator. Here the thread gets no locator at all (the handler takes it as armed, and no
+ * scan runs): its kernel time must still be placed under its calls.
+ */
+TEST(a_perf_sample_at_a_call_return_places_kernel_time)
+{
+    _Atomic int32_t tid = 0;
+    struct ag_config cfg;
+    struct ag_thread *t;
+    pthread_t th;
+    int i, armed = 0;
+
+    if (!perf_allowed()) {
+        return;
+    }
+    ag_config_init(&cfg);
+    cfg.scan_ms = 10000;
+    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
+    ASSERT_OK(ag_start(&cfg));
+    kern_at_call_w = kern_unplaced_w = 0;
+    ASSERT_OK(pthread_create(&th, NULL, writer_main, &tid));
+    while (atomic_load(&tid) == 0) {
+        usleep(1000);
+    }
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(atomic_load(&tid));
+    if (t != NULL) {
+        /* No locator for it: the handler takes it as armed (and asks for none), no scan runs. */
+        atomic_store(&t->kern_locating, 1);
+        armed = 1;
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(armed);
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
+    armed = 0;
+    for (i = 0; i < 4000 && pthread_tryjoin_np(th, NULL) != 0; i++) {
+        usleep(10000);
+        ASSERT_TRUE(ag_drain(kern_cb, NULL) >= 0);
+        pthread_mutex_lock(&ag.reg_lock);
+        t = slot_of(atomic_load(&tid));
+        armed |= t != NULL && t->has_locator;
+        pthread_mutex_unlock(&ag.reg_lock);
+    }
+    ag_cpu_flush();
+    ASSERT_TRUE(ag_drain(kern_cb, NULL) >= 0);
+    printf("# kernel time under a call %llu intervals, not placed %llu; locator %d\n",
+           (unsigned long long)kern_at_call_w, (unsigned long long)kern_unplaced_w, armed);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 1000));
+    ag_stop();
+    ASSERT_TRUE(!armed);
+    ASSERT_TRUE(kern_at_call_w + kern_unplaced_w >= 50); /* 400 ms, most of it in write(2) */
+    /* (with the locator the only source of calls: 0 to 7 under a call, 190 to 200 not placed) */
+    ASSERT_TRUE(kern_at_call_w >= 3 * kern_unplaced_w);
+}
+
 /* dl_iterate_phdr: the first executable address of the module loaded at base (in *pc). */
 static int
 exec_addr_cb(struct dl_phdr_info *info, size_t size, void *ctx)
@@ -1763,6 +1868,7 @@ static const struct test_case cases[] = {
     TEST_CASE(auto_engine_takes_timers_up_to_the_tick),
     TEST_CASE(auto_moves_a_thread_the_tick_misses_to_perf),
     TEST_CASE(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place),
+    TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
