@@ -380,8 +380,10 @@ ag_perf_note_refusal(int err)
  * thread's first call was seen 30 to 60 ms of its CPU after its first kernel time (100 to 800 ms
  * of wall time at a load of 12 on 2 cores), 10 to 15 % of the CPU such a thread got in a 4 s run,
  * and that kernel time went over its compute function. A thread moved from the timers keeps its
- * timer as the locator. The amount is perf's (exact), the place the tick's (a sample of where
- * kernel time goes); kernel time with no call seen near it (preemption, page faults, a thread
+ * timer as the locator. The locator's tick misses a bursty thread's calls as it misses its runs;
+ * a perf sample taken at a call's return (an overflow due in the call's exit path) is a call seen
+ * too (sig-handler.c, drain.c). The amount is perf's (exact), the place the tick's (a sample of
+ * where kernel time goes); kernel time with no call seen near it (preemption, page faults, a thread
  * that makes no calls) goes as [kernel, not placed] over the stack of the sample it was split
  * from, or of the sample that ended its wait, counted. On the timer engine a sample taken as a
  * call returns is the call's already, and gets the [kernel] leaf.

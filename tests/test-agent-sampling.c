@@ -1735,6 +1735,11 @@ TEST(a_perf_sample_at_a_call_return_places_kernel_time)
     pthread_t th;
     int i, armed = 0;
 
+#ifdef __SANITIZE_THREAD__
+    /* ThreadSanitizer runs the handler at its next interceptor, not where the overflow came: no
+     * sample stands at a call's return there. */
+    test_skip("ThreadSanitizer delivers the signal away from the call's return");
+#endif
     if (!perf_allowed()) {
         return;
     }
