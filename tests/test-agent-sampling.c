@@ -1626,7 +1626,7 @@ TEST(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place)
     want[0] = (const void *)busy_a;
     want[1] = (const void *)busy_b;
     ag_config_init(&cfg);
-    cfg.scan_ms = 10000; /* no scan moves it: the test does, at a known point */
+    cfg.scan_ms = 3600000; /* no scan moves it: the test does, at a known point */
     ASSERT_OK(ag_start(&cfg));
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100)); /* auto at or below the tick: timers */
     ASSERT_OK(pthread_create(&th, NULL, promo_main, &a));
@@ -1744,7 +1744,7 @@ TEST(a_perf_sample_at_a_call_return_places_kernel_time)
         return;
     }
     ag_config_init(&cfg);
-    cfg.scan_ms = 10000;
+    cfg.scan_ms = 3600000; /* no scan arms a locator, however slow the machine */
     cfg.cpu_engine = AG_CPU_ENGINE_PERF;
     ASSERT_OK(ag_start(&cfg));
     kern_at_call_w = kern_unplaced_w = 0;
