@@ -277,7 +277,8 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
          * up to the thread's CPU time in intervals (every sample counts at least once). */
         s->weight = (uint16_t)ag_sig_cpu_weigh(t, cpu, period, 1, &delta);
         s->cpu_delta_ns = delta != 0 ? delta : period;
-        if (engine == AG_CPU_ENGINE_PERF && s->weight > 1) {
+        if (engine == AG_CPU_ENGINE_PERF && s->weight > 1 &&
+            !atomic_exchange_explicit(&t->perf_fresh, 0, memory_order_relaxed)) {
             /* The overflows the event skipped in the kernel: all but this sample's own interval
              * is kernel time, split off below (timer.c says why). */
             kernel_w = s->weight - 1u;

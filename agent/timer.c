@@ -474,9 +474,17 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
      * into the first perf sample instead (unsplit), it all went to that sample's stack, which
      * perf puts in user code only: the I/O-like thread's parser and the write/compute thread's
      * sc_compute got a starved thread's 2 to 21 intervals (docs/architecture.md). */
-    ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
+    if (n != 0) {
+        ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
+    } else {
+        /* No timer sample yet, so no stack to put it under but the start routine's (a thread
+         * starved from its start: at load 40, 13 of a run's 43 samples stood there). Its first
+         * perf sample takes it, unsplit, as before. */
+        atomic_store_explicit(&t->perf_fresh, 1, memory_order_relaxed);
+    }
     err = ag_perf_sync_locked(t, tid, t->timer_hz, 1);
     if (err != 0) {
+        atomic_store_explicit(&t->perf_fresh, 0, memory_order_relaxed);
         ag_perf_note_refusal(err); /* it stays on the timers; a passing error is tried again */
         return;
     }
