@@ -227,23 +227,33 @@ ag_drain_kernel_expired(struct ag_thread *t, int32_t tid, uint64_t cpu,
  * thread's CPU after that, kernel time that went over the stack of the sample it was split from
  * (the compute function beside the calls). Returns fn's value.
  */
+/* A system call seen at s (a locator's record, or a sample taken as a call returned: its
+ * [kernel] leaf over the call's stack): its stack stands for the kernel time near it, and what
+ * waited for one goes under it. Returns fn's value. */
+static int
+ag_drain_kernel_site(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_record_fn fn,
+                     void *ctx, int *n)
+{
+    int rc = ag_drain_kernel_expired(t, tid, s->cpu_time_ns, NULL, fn, ctx, n);
+
+    t->kern_depth = s->depth < AG_MAX_FRAMES ? s->depth : AG_MAX_FRAMES;
+    memcpy(t->kern_frames, s->frames, t->kern_depth * sizeof(uint64_t));
+    t->kern_unwinder = s->unwinder;
+    t->kern_end = s->end;
+    t->kern_cpu = s->cpu_time_ns;
+    return rc != 0 || t->kern_depth == 0
+                   ? rc
+                   : ag_drain_kernel_waiting(t, tid, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
+}
+
 static int
 ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_record_fn fn,
                 void *ctx, int *n)
 {
     struct ag_drain_kernel k = { s->timestamp_ns, s->cpu_time_ns, s->cpu_delta_ns, s->weight };
-    int rc;
 
     if (s->weight == 0) {
-        rc = ag_drain_kernel_expired(t, tid, s->cpu_time_ns, NULL, fn, ctx, n);
-        t->kern_depth = s->depth < AG_MAX_FRAMES ? s->depth : AG_MAX_FRAMES;
-        memcpy(t->kern_frames, s->frames, t->kern_depth * sizeof(uint64_t));
-        t->kern_unwinder = s->unwinder;
-        t->kern_end = s->end;
-        t->kern_cpu = s->cpu_time_ns;
-        return rc != 0 || t->kern_depth == 0
-                       ? rc
-                       : ag_drain_kernel_waiting(t, tid, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
+        return ag_drain_kernel_site(t, tid, s, fn, ctx, n);
     }
     if (t->kern_pend_w == 0 && t->kern_depth != 0 &&
         s->cpu_time_ns < t->kern_cpu + AG_KERNEL_SITE_CPU_NS) {
@@ -293,7 +303,12 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
         if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_SIGNAL) {
             struct ag_drain_stack over = { s->frames, s->depth, s->unwinder, s->end };
 
-            rc = ag_drain_kernel_expired(t, tid, s->cpu_time_ns, &over, fn, ctx, n);
+            /* Taken as a system call returned: a call seen, as the locator's are (a bursty
+             * thread's calls fall between the ticks that time the locator; its perf samples
+             * at a call's return come every few ms of its calls). */
+            rc = s->depth != 0 && s->frames[0] == ag_kernel_pc()
+                         ? ag_drain_kernel_site(t, tid, s, fn, ctx, n)
+                         : ag_drain_kernel_expired(t, tid, s->cpu_time_ns, &over, fn, ctx, n);
             if (rc != 0) {
                 ag_ring_release(r);
                 return rc;

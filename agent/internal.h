@@ -251,8 +251,9 @@ struct ag_thread {
     int has_locator;           /* reg: locator is armed */
     timer_t locator;           /* reg */
     _Atomic int kern_locating; /* reg: the handler takes a timer signal as the locator's */
-    _Atomic int perf_fresh;    /* reg sets it for a thread moved from the timers, self clears it:
-                                  its first perf sample carries what they missed, not kernel time */
+    _Atomic int perf_fresh;    /* reg sets it for a thread moved from the timers before any timer
+                                  sample, self clears it: its first perf sample carries all its
+                                  CPU so far, not kernel time (timer.c) */
     _Atomic uint32_t kern_w;   /* self: intervals split off as kernel time */
     _Atomic int kern_asked;    /* self sets it at its first split without a locator (then wakes the
                                   manager, which arms one: ag_locators_arm_asked_locked); reg

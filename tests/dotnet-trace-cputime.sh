@@ -6,13 +6,17 @@
 # TraceEvent's thread-time computer (the one PerfView's Thread Time view uses), and each work
 # function's CPU_TIME share must be within 1.5 points of its share of the CPU time the threads
 # measured themselves; CPU_TIME in all must be within 5 % of the measured total. A second case
-# records pp-sample-syscalls (much of its CPU in system calls): the same within 2 points, and
-# TraceEvent's CPU_TIME under the [kernel] frames at least half the threads' tick-sampled system
-# time. In both, each function's share of CPU_TIME must be within 0.5 points of its share of the
-# samples pipeprof counts in the same trace (`pipeprof convert --format folded`): what TraceEvent
-# shows is what was sampled. (The syscall case's 2 points: on a machine at load 10 to 14 the
-# sampling itself gives a call's kernel time to the code beside it, 2.3 to 3.8 points in 4 of 10
-# runs, the folded counts as far off as CPU_TIME; that is the agent's part of issue 19.)
+# records pp-sample-syscalls (much of its CPU in system calls): the same limit, and TraceEvent's
+# CPU_TIME under the [kernel] frames at least half the threads' tick-sampled system time. In both,
+# each function's share of CPU_TIME must be within 0.5 points of its share of the samples pipeprof
+# counts in the same trace (`pipeprof convert --format folded`): what TraceEvent shows is what was
+# sampled (pooled as the truth is). Each case is judged on a pool of up to 3 recordings (CPU_TIME,
+# counted samples and measured CPU added up), as issue 19 allows where one run is too few samples:
+# on a loaded machine (load 13 to 20) a 4 s run of the compute case got 93 samples in all, and the
+# syscall case's I/O-like thread 30 to 75, whose write/parse split then has a standard error of
+# 6 to 9 % of its CPU, one to two points of the profile, so single runs missed 1.5 points by
+# chance alone (and by 2 to 3 points in CI before the fix to auto's move to perf_event, which
+# gave the timers' missed CPU to the first perf sample's user-code stack; docs/architecture.md).
 set -euo pipefail
 B=${PP_BINARY_DIR:?}
 S=${PP_SOURCE_DIR:?}
@@ -25,17 +29,16 @@ fi
 T=$(mktemp -d /tmp/pp-dtcpu.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; [[ -n ${KEEP:-} ]] || rm -rf "$T"' EXIT
 
-# case NAME WORKLOAD MAX_ERROR ENV...: one recording from the workload's start to its exit,
-# converted, and its CPU_TIME per work function against the truth and the counted samples.
-case_() {
-  local name=$1 wl=$2 max=$3 ss
-  shift 3
+# record NAME WORKLOAD: one recording from the workload's start to its exit, converted and counted
+# (folded); CPU_TIME in all within 5 % of the CPU the threads measured.
+record() {
+  local name=$1 wl=$2 ss
   timeout 120 "$DT" collect --diagnostic-port "$T/$name.sock" -o "$T/$name.nettrace" \
     >"$T/$name.collect.log" 2>&1 &
   local D=$!
   for _ in $(seq 300); do [[ -S $T/$name.sock ]] && break; sleep 0.1; done
   [[ -S $T/$name.sock ]] || { cat "$T/$name.collect.log"; echo "FAIL: dotnet-trace did not listen"; exit 1; }
-  env "$@" PIPEPROF_HZ=250 PIPEPROF_MODE=cpu DOTNET_DiagnosticPorts=$T/$name.sock \
+  env PIPEPROF_HZ=250 PIPEPROF_MODE=cpu DOTNET_DiagnosticPorts=$T/$name.sock \
     LD_PRELOAD=$B/lib/libpipeprof.so "$B/samples/$wl" 4 "$T/$name.truth.json"
   wait "$D" || { cat "$T/$name.collect.log"; echo "FAIL: dotnet-trace collect"; exit 1; }
   grep -q "Trace completed" "$T/$name.collect.log" ||
@@ -43,11 +46,10 @@ case_() {
   timeout 180 "$DT" convert --format speedscope -o "$T/$name.speedscope.json" "$T/$name.nettrace" \
     >"$T/$name.convert.log" 2>&1 || { cat "$T/$name.convert.log"; echo "FAIL: dotnet-trace convert"; exit 1; }
   ss=$(ls "$T/$name".speedscope*.json | head -1)
+  [[ $ss == "$T/$name.speedscope.json" ]] || mv "$ss" "$T/$name.speedscope.json"
   "$B/bin/pipeprof" convert --format folded -o "$T/$name.folded" "$T/$name.nettrace"
   echo "$name:"
-  python3 "$S/tests/tools/groundtruth-eval.py" "$T/$name.truth.json" "$ss" --speedscope \
-    --max-error "$max" --min-kernel 0.5 --layout "$T/$name.folded"
-  python3 - "$T/$name.truth.json" "$ss" <<'PY'
+  python3 - "$T/$name.truth.json" "$T/$name.speedscope.json" <<'PY' || { echo "FAIL: $name's CPU_TIME"; exit 1; }
 import json, sys
 truth = sum(v for k, v in json.load(open(sys.argv[1])).items() if not k.startswith("_")) / 1e6
 d = json.load(open(sys.argv[2]))
@@ -67,8 +69,25 @@ sys.exit(0 if abs(cpu - truth) <= 0.05 * truth else 1)
 PY
 }
 
-case_ compute pp-sample-groundtruth 1.5
+# case NAME WORKLOAD RUNS: recordings until the pool of them (CPU_TIME, counted samples and
+# measured CPU added up) is within 1.5 points of the truth per work function, with [kernel] at
+# least half the system time, and within 0.5 points of the counted samples, at most RUNS.
+case_() {
+  local name=$1 wl=$2 runs=$3 i pool=() layout=()
+  for ((i = 1; i <= runs; i++)); do
+    record "$name-$i" "$wl"
+    pool+=("$T/$name-$i.truth.json" "$T/$name-$i.speedscope.json")
+    layout+=(--layout "$T/$name-$i.folded")
+    echo "  $name, pool of $i:"
+    python3 "$S/tests/tools/groundtruth-eval.py" "${pool[@]}" --speedscope --max-error 1.5 \
+      --min-kernel 0.5 "${layout[@]}" && return
+  done
+  echo "FAIL: $name: CPU_TIME of the pool of $runs is off"
+  exit 1
+}
+
+case_ compute pp-sample-groundtruth 3
 # Much of the CPU in system calls, the engine auto chooses at 250 Hz (timers; bursty threads on
 # perf_event with a kernel locator): kernel time under [kernel] over the calls' stacks.
-case_ syscalls pp-sample-syscalls 2.0
+case_ syscalls pp-sample-syscalls 3
 echo "dotnet-trace-cputime: ok"

@@ -5,6 +5,7 @@
  * never as exact numbers. Built with frame pointers; pp_agent's interposers apply here. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
@@ -1539,6 +1540,249 @@ TEST(auto_moves_a_thread_the_tick_misses_to_perf)
     ASSERT_TRUE(st.perf_promoted >= 1);
 }
 
+/* The promoted thread: busy_a until phase 1, then busy_b for 60 ms of CPU (its CPU in each). */
+struct promo_arg {
+    _Atomic int phase;
+    _Atomic int32_t tid;
+    uint64_t cpu_a, cpu_b;
+};
+
+static void *
+promo_main(void *p)
+{
+    struct promo_arg *a = p;
+    uint64_t c0 = cpu_ns(), c1;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (atomic_load(&a->phase) == 0) {
+        busy_a();
+    }
+    c1 = cpu_ns();
+    while (cpu_ns() - c1 < 60000000u) {
+        busy_b();
+    }
+    a->cpu_a = c1 - c0;
+    a->cpu_b = cpu_ns() - c1;
+    return NULL;
+}
+
+/* The slot of thread tid (reg_lock held), or NULL. */
+static struct ag_thread *
+slot_of(int32_t tid)
+{
+    unsigned i;
+
+    for (i = 0; i < atomic_load(&ag.high); i++) {
+        if (atomic_load(&ag.threads[i].tid) == tid &&
+            atomic_load(&ag.threads[i].state) == AG_SLOT_ACTIVE) {
+            return &ag.threads[i];
+        }
+    }
+    return NULL;
+}
+
+/* Polls until thread tid has burned at least ns of CPU. */
+static void
+wait_thread_cpu(int32_t tid, uint64_t ns)
+{
+    struct timespec ts;
+    int i;
+
+    for (i = 0; i < 6000; i++) {
+        if (clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0 &&
+            (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec >= ns) {
+            return;
+        }
+        usleep(5000);
+    }
+    test_fail(__FILE__, __LINE__, "thread %d did not burn %llu ns of CPU in 30 s", (int)tid,
+              (unsigned long long)ns);
+}
+
+/*
+ * What the timers missed before auto moves a thread to perf is claimed at the move, under the
+ * stack of the thread's last timer sample, not carried into its first perf sample: perf samples
+ * land in user code only, so that sample's stack got CPU that ran elsewhere (a starved bursty
+ * thread's 2 to 21 intervals, most of them in system calls, went to its parser in
+ * pp-sample-syscalls). Here the thread's timer is stopped while it burns 60 ms in busy_a (what
+ * the tick missed), it is moved, and it runs busy_b after: busy_b's weight must be its own.
+ */
+TEST(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place)
+{
+    struct promo_arg a = { 0, 0, 0, 0 };
+    struct itimerspec off;
+    struct ag_config cfg;
+    struct ag_thread *t;
+    struct tid_stats *st;
+    uint64_t period = 10000000u, missed0 = 0;
+    int32_t tid;
+    pthread_t th;
+    int i, moved = 0;
+
+    if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
+        return;
+    }
+    memset(col, 0, sizeof(col));
+    want[0] = (const void *)busy_a;
+    want[1] = (const void *)busy_b;
+    ag_config_init(&cfg);
+    cfg.scan_ms = 3600000; /* no scan moves it: the test does, at a known point */
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100)); /* auto at or below the tick: timers */
+    ASSERT_OK(pthread_create(&th, NULL, promo_main, &a));
+    while ((tid = atomic_load(&a.tid)) == 0) {
+        usleep(1000);
+    }
+    wait_thread_cpu(tid, 100000000u); /* 10 timer samples in busy_a */
+    memset(&off, 0, sizeof(off));
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL && t->has_timer && !t->has_perf);
+    ASSERT_OK(timer_settime(t->timer, 0, &off, NULL)); /* the tick misses it from here */
+    missed0 = atomic_load(&t->last_cpu_ns);
+    pthread_mutex_unlock(&ag.reg_lock);
+    wait_thread_cpu(tid, missed0 + 6 * period);
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL);
+    /* Its samples since the previous scan look late (1 standing for 3 intervals): auto moves it. */
+    t->scan_samples = atomic_load(&t->timer_samples) - 1u;
+    t->scan_weight = atomic_load(&t->timer_weight) - 3u;
+    ag_cpu_engine_check_locked(t);
+    moved = t->has_perf && t->perf_promoted;
+    pthread_mutex_unlock(&ag.reg_lock);
+    /* A consumer drains every 50 ms or so: the claim is delivered before the thread's final one
+     * (claimed at its exit, it would join this one, and a merged claim takes the later stack). */
+    col_drain();
+    atomic_store(&a.phase, 1);
+    ASSERT_OK(pthread_join(th, NULL));
+    st = col_get(tid);
+    for (i = 0; i < 400 && !st->stopped; i++) {
+        usleep(10000);
+        col_drain();
+    }
+    printf("# moved %d; busy_a %.1f intervals burned, weight %llu; busy_b %.1f burned, weight "
+           "%llu; final samples %u\n",
+           moved, (double)a.cpu_a / (double)period, (unsigned long long)st->hit_weight[0],
+           (double)a.cpu_b / (double)period, (unsigned long long)st->hit_weight[1], st->tails);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+    ASSERT_TRUE(moved);
+    ASSERT_TRUE(st->stopped == 1);
+    /* Rounding and the carry move at most an interval or so between the two. */
+    ASSERT_TRUE((double)st->hit_weight[1] <= (double)a.cpu_b / (double)period + 2.0);
+    ASSERT_TRUE((double)st->hit_weight[0] >= (double)a.cpu_a / (double)period - 2.0);
+}
+
+/* Kernel time as the drain delivers it: weights under a call ([kernel] over the stack), and not
+ * placed ([kernel, not placed]). */
+static uint64_t kern_at_call_w, kern_unplaced_w;
+
+static int
+kern_cb(const struct ag_record *rec, void *ctx)
+{
+    (void)ctx;
+    if (rec->kind == AG_RECORD_SAMPLE && rec->u.sample->source == AG_SOURCE_KERNEL &&
+        rec->u.sample->weight != 0 && rec->u.sample->depth != 0) {
+        if (rec->u.sample->frames[0] == ag_kernel_pc()) {
+            kern_at_call_w += rec->u.sample->weight;
+        } else if (rec->u.sample->frames[0] == ag_kernel_unplaced_pc()) {
+            kern_unplaced_w += rec->u.sample->weight;
+        }
+    }
+    return 0;
+}
+
+/* write(2) calls to /dev/null and arithmetic in turn, 2 ms of CPU each, for 400 ms of CPU. */
+static void *
+writer_main(void *p)
+{
+    static const char buf[512];
+    _Atomic int32_t *tid = p;
+    int fd = open("/dev/null", O_WRONLY);
+    uint64_t c0 = cpu_ns(), c;
+
+    atomic_store(tid, (int32_t)syscall(SYS_gettid));
+    while (fd >= 0 && cpu_ns() - c0 < 400000000u) {
+        for (c = cpu_ns(); cpu_ns() - c < 2000000u;) {
+            if (write(fd, buf, sizeof(buf)) < 0) {
+                break;
+            }
+        }
+        for (c = cpu_ns(); cpu_ns() - c < 2000000u;) {
+            busy_a();
+        }
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return NULL;
+}
+
+/*
+ * Kernel time split off perf samples goes under a system call the thread was seen in. A perf
+ * overflow due in a call's exit path (interrupts off until the return) comes in user mode at the
+ * instruction after the call, its stack the call's: such a sample is a call seen, as the kernel
+ * locator's are, which matters for a bursty thread whose calls fall between the ticks that time
+ * the locator. Here the thread gets no locator at all (the handler takes it as armed, and no
+ * scan runs): its kernel time must still be placed under its calls.
+ */
+TEST(a_perf_sample_at_a_call_return_places_kernel_time)
+{
+    _Atomic int32_t tid = 0;
+    struct ag_config cfg;
+    struct ag_thread *t;
+    pthread_t th;
+    int i, armed = 0;
+
+#ifdef __SANITIZE_THREAD__
+    /* ThreadSanitizer runs the handler at its next interceptor, not where the overflow came: no
+     * sample stands at a call's return there. */
+    test_skip("ThreadSanitizer delivers the signal away from the call's return");
+#endif
+    if (!perf_allowed()) {
+        return;
+    }
+    ag_config_init(&cfg);
+    cfg.scan_ms = 3600000; /* no scan arms a locator, however slow the machine */
+    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
+    ASSERT_OK(ag_start(&cfg));
+    kern_at_call_w = kern_unplaced_w = 0;
+    ASSERT_OK(pthread_create(&th, NULL, writer_main, &tid));
+    while (atomic_load(&tid) == 0) {
+        usleep(1000);
+    }
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(atomic_load(&tid));
+    if (t != NULL) {
+        /* No locator for it: the handler takes it as armed (and asks for none), no scan runs. */
+        atomic_store(&t->kern_locating, 1);
+        armed = 1;
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(armed);
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
+    armed = 0;
+    for (i = 0; i < 4000 && pthread_tryjoin_np(th, NULL) != 0; i++) {
+        usleep(10000);
+        ASSERT_TRUE(ag_drain(kern_cb, NULL) >= 0);
+        pthread_mutex_lock(&ag.reg_lock);
+        t = slot_of(atomic_load(&tid));
+        armed |= t != NULL && t->has_locator;
+        pthread_mutex_unlock(&ag.reg_lock);
+    }
+    ag_cpu_flush();
+    ASSERT_TRUE(ag_drain(kern_cb, NULL) >= 0);
+    printf("# kernel time under a call %llu intervals, not placed %llu; locator %d\n",
+           (unsigned long long)kern_at_call_w, (unsigned long long)kern_unplaced_w, armed);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 1000));
+    ag_stop();
+    ASSERT_TRUE(!armed);
+    ASSERT_TRUE(kern_at_call_w + kern_unplaced_w >= 50); /* 400 ms, most of it in write(2) */
+    /* (with the locator the only source of calls: 0 to 7 under a call, 190 to 200 not placed) */
+    ASSERT_TRUE(kern_at_call_w >= 3 * kern_unplaced_w);
+}
+
 /* dl_iterate_phdr: the first executable address of the module loaded at base (in *pc). */
 static int
 exec_addr_cb(struct dl_phdr_info *info, size_t size, void *ctx)
@@ -1628,6 +1872,8 @@ static const struct test_case cases[] = {
     TEST_CASE(a_long_blocked_span_reaches_the_consumer_in_pieces),
     TEST_CASE(auto_engine_takes_timers_up_to_the_tick),
     TEST_CASE(auto_moves_a_thread_the_tick_misses_to_perf),
+    TEST_CASE(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place),
+    TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # tests/tools/groundtruth-eval.py TRUTH.json PROFILE [TRUTH.json PROFILE...] [--speedscope]
 #                                  [--hz N] [--max-error P] [--min-capture R] [--min-kernel F]
-#                                  [--layout FOLDED [--max-layout P]]
+#                                  [--layout FOLDED... [--max-layout P]]
 # Compares a profile of pp-sample-groundtruth with the CPU time its threads measured themselves.
 # PROFILE is pipeprof's folded output (counts), or with --speedscope the speedscope file that
 # `dotnet-trace convert` wrote from TraceEvent's thread-time computer (CPU_TIME durations). For
@@ -13,10 +13,11 @@
 # --min-capture of (measured CPU seconds x --hz), or when the profile's [kernel] frames hold less
 # than --min-kernel times the share of the threads' system time (the truth's "_stime", which the
 # kernel samples at its tick: a loose check that kernel time is shown as such).
-# --layout FOLDED (one pair, --speedscope): the folded counts of the same trace (`pipeprof convert
-# --format folded`); each work function's share of CPU_TIME must be within --max-layout points of
-# its share of the counted samples: TraceEvent's time view shows what was sampled, so a miss there
-# is the bridge's layout of the samples, whatever the sampling's own error.
+# --layout FOLDED (with --speedscope, once per pair, in the pairs' order): the folded counts of the
+# same traces (`pipeprof convert --format folded`); each work function's share of the pooled
+# CPU_TIME must be within --max-layout points of its share of the pooled counted samples:
+# TraceEvent's time view shows what was sampled, so a miss there is the bridge's layout of the
+# samples, whatever the sampling's own error.
 import argparse, collections, json, re, sys
 
 ap = argparse.ArgumentParser()
@@ -26,7 +27,7 @@ ap.add_argument("--hz", type=float, default=0)
 ap.add_argument("--max-error", type=float, default=1.0)
 ap.add_argument("--min-capture", type=float, default=0)
 ap.add_argument("--min-kernel", type=float, default=0)
-ap.add_argument("--layout")
+ap.add_argument("--layout", action="append", default=[])
 ap.add_argument("--max-layout", type=float, default=0.5)
 a = ap.parse_args()
 if len(a.files) % 2 != 0:
@@ -109,7 +110,10 @@ if a.layout:
     shown = {k: 100.0 * got[k] / total for k in truth}
     got.clear()
     total = 0.0
-    read_folded(a.layout)
+    if len(a.layout) * 2 != len(a.files):
+        sys.exit("groundtruth-eval: one --layout per TRUTH.json PROFILE pair")
+    for path in a.layout:
+        read_folded(path)
     layout = max(abs(shown[k] - 100.0 * got[k] / max(total, 1)) for k in truth)
     print("  CPU_TIME shares against the counted samples: worst %.2f points (limit %.2f)" %
           (layout, a.max_layout))
