@@ -42,10 +42,11 @@ pp_cleanup() {
 }
 trap pp_cleanup EXIT
 
-# wait_socket PID: the path of PID's diagnostic socket once it exists (10 s at most).
+# wait_socket PID: the path of PID's diagnostic socket once it exists (60 s at most: a .NET
+# runtime's start-up took over 10 s at load 20 on 2 cores).
 wait_socket() {
   local i f
-  for i in $(seq 100); do
+  for i in $(seq 600); do
     for f in "$TMPDIR"/dotnet-diagnostic-"$1"-*-socket; do
       [[ -S $f ]] && { echo "$f"; return 0; }
     done
