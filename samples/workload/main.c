@@ -5,14 +5,17 @@
  * pp_workload_fn_b (each work unit, all of the same cost, goes to fn_a with probability 3/4;
  * the output gives the units actually done), thread
  * "worker-b" spends all of its CPU in pp_workload_fn_c, and the main thread sleeps in
- * pp_workload_wait. Usage: pp-sample-workload [SECONDS] (default 5). Prints the CPU seconds of
- * each worker and the units done. Context: any; must not depend on pipeprof.
+ * pp_workload_wait. Usage: pp-sample-workload [SECONDS [--until FILE]] (default 5 s; --until
+ * ends the run as soon as FILE exists, SECONDS at most, for a test that records until enough
+ * CPU time was sampled on a loaded machine). Prints the CPU seconds of each worker and the units
+ * done. Context: any; must not depend on pipeprof.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,7 +24,7 @@
 PP_WORKLOAD_FN uint64_t pp_workload_fn_a(uint64_t x);
 PP_WORKLOAD_FN uint64_t pp_workload_fn_b(uint64_t x);
 PP_WORKLOAD_FN uint64_t pp_workload_fn_c(uint64_t x);
-PP_WORKLOAD_FN void pp_workload_wait(double seconds);
+PP_WORKLOAD_FN void pp_workload_wait(double seconds, const char *until);
 
 static _Atomic int pp_workload_stop;
 
@@ -56,12 +59,23 @@ pp_workload_fn_c(uint64_t x)
     return pp_workload_unit(x, 3935559000370003845u);
 }
 
+/* Sleeps seconds, or with until until that file exists (looked for every 20 ms). */
 PP_WORKLOAD_FN void
-pp_workload_wait(double seconds)
+pp_workload_wait(double seconds, const char *until)
 {
     struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
+    struct timespec step = { 0, 20000000 }, left;
+    long steps;
 
-    while (nanosleep(&ts, &ts) != 0) {
+    if (until == NULL) {
+        while (nanosleep(&ts, &ts) != 0) {
+        }
+        return;
+    }
+    for (steps = (long)(seconds * 50.0); steps > 0 && access(until, F_OK) != 0; steps--) {
+        left = step;
+        while (nanosleep(&left, &left) != 0) {
+        }
     }
 }
 
@@ -129,14 +143,21 @@ main(int argc, char **argv)
 {
     struct pp_workload_result ra = { 0 }, rb = { 0 };
     double seconds = 5.0;
+    const char *until = NULL;
     pthread_t ta, tb;
 
+    if (argc == 4 && strcmp(argv[2], "--until") == 0) {
+        until = argv[3];
+    } else if (argc > 2) {
+        fprintf(stderr, "usage: %s [SECONDS (0..3600] [--until FILE]]\n", argv[0]);
+        return 2;
+    }
     if (argc > 1) {
         char *end;
 
         seconds = strtod(argv[1], &end);
         if (*end != '\0' || seconds <= 0 || seconds > 3600) {
-            fprintf(stderr, "usage: %s [SECONDS (0..3600]]\n", argv[0]);
+            fprintf(stderr, "usage: %s [SECONDS (0..3600] [--until FILE]]\n", argv[0]);
             return 2;
         }
     }
@@ -145,7 +166,7 @@ main(int argc, char **argv)
         fprintf(stderr, "pp-sample-workload: pthread_create failed\n");
         return 1;
     }
-    pp_workload_wait(seconds);
+    pp_workload_wait(seconds, until);
     atomic_store(&pp_workload_stop, 1);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
