@@ -55,6 +55,27 @@ wait_socket() {
   fail "no diagnostic socket for pid $1"
 }
 
+# cpu_ticks PID: the CPU time PID's threads have used so far, in clock ticks (/proc/PID/stat's
+# utime + stime; getconf CLK_TCK ticks a second), 0 once PID is gone.
+cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0; }
+
+# wait_cpu PID SECONDS MAX: returns once PID has used SECONDS more CPU time (all its threads
+# together) than when called, or after MAX seconds of wall time, or when PID is gone; prints
+# "CPU WALL", the CPU seconds it used and the wall seconds waited. For a recording whose samples
+# must cover a given amount of CPU time: the wall time that takes on a loaded machine is unknown.
+wait_cpu() {
+  local tck t0 t start=$SECONDS
+  tck=$(getconf CLK_TCK)
+  t0=$(cpu_ticks "$1")
+  t=$t0
+  while ((SECONDS - start < $3)) && [[ -e /proc/$1 ]]; do
+    t=$(cpu_ticks "$1")
+    ((t - t0 < $2 * tck)) || break
+    sleep 0.1
+  done
+  echo "$(((t - t0) / tck)) $((SECONDS - start))"
+}
+
 # dotnet_trace_ps OUT: `dotnet-trace ps` into OUT, 0 when it succeeded. dotnet-trace 10.x reads
 # each process's name after listing them and throws "Process has exited" when any process on the
 # machine exits in between (CI, 2026-11-26: a parallel test's child). That race is the tool's and
