@@ -59,7 +59,7 @@ wait_socket() {
 # utime + stime; getconf CLK_TCK ticks a second), 0 once PID is gone.
 cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0; }
 
-# wait_cpu PID SECONDS MAX: returns once PID has used SECONDS more CPU time (all its threads
+# wait_cpu PID SECONDS MAX: returns once PID has used SECONDS (whole) more CPU time (all its threads
 # together) than when called, or after MAX seconds of wall time, or when PID is gone; prints
 # "CPU WALL", the CPU seconds it used and the wall seconds waited. For a recording whose samples
 # must cover a given amount of CPU time: the wall time that takes on a loaded machine is unknown.
