@@ -195,6 +195,13 @@ struct ag_thread {
      * ring (a running thread's, taken by its handler on the wall thread's signal) or found
      * nothing to take; ag_wall_settle() reads it */
     _Atomic uint64_t wall_seen_ns;
+    /* wall and self: 1 from a wall pass's signal to this thread until its handler takes it
+     * (any sampling signal's handler: one pending stands for all). A pass that finds it still 1
+     * sends none and counts the interval lost: the sampling signal is a standard one, and the
+     * kernel merged a second one sent while the first was pending (a running thread not
+     * scheduled for an interval on a loaded machine, or blocking the signal) into one sample,
+     * the rest lost silently. */
+    _Atomic int wall_signalled;
     /* CPU-mode accounting (ag_sig_cpu_weigh): the handler and a tail claim (the exiting thread,
      * or ag_cpu_flush() on another thread) each take their span with an exchange. */
     _Atomic uint64_t last_cpu_ns; /* self or claim: CPU time at the last sample or claim */

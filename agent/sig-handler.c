@@ -133,6 +133,22 @@ ag_sig_wake_manager(void)
     }
 }
 
+/* The sampling signal was taken on thread t (its handler runs): no sampling signal is pending
+ * for it now, so the next wall pass may signal it again (wall.c holds the next back while one
+ * is). A wall signal sent while a CPU timer's was pending merged into it: that pass's interval
+ * got no wall sample, and is counted lost. */
+static void
+ag_sig_wall_taken(struct ag_thread *t, enum ag_mode mode)
+{
+    if (atomic_exchange_explicit(&t->wall_signalled, 0, memory_order_acq_rel) &&
+        mode != AG_MODE_WALL) {
+        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->unsampled, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.n_wall_unsampled, 1, memory_order_relaxed);
+    }
+}
+
 void
 ag_sig_handler(int signo, siginfo_t *info, void *uctx)
 {
@@ -199,10 +215,14 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         if (t != NULL) {
             atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+            ag_sig_wall_taken(t, mode);
         }
         goto out;
     }
     t = ag_sig_thread_self();
+    if (t != NULL) {
+        ag_sig_wall_taken(t, mode);
+    }
     if (t == NULL || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
         (mode == AG_MODE_WALL &&
          ag_in_own_code(atomic_load_explicit(&t->tid, memory_order_relaxed)))) {

@@ -259,38 +259,47 @@ static _Atomic int ag_wall_quit;             /* ag_wall_stop(): the last wall re
 static pthread_mutex_t ag_wall_trim_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int ag_wall_producing; /* written under ag_wall_trim_lock */
 
-/* Notes a visit to thread t of slot i at now, and counts the intervals since its last visit
- * (rounded: a pass a little late misses nothing) that it went without a wall sample (the pass came
- * late or not at all: a thousand threads take longer than an interval). blk_seq: its blk.seq when
- * it sits in an interposed blocking call, else 0. Returns 1 when it sat in that same call at the
- * last visit too: asleep in it (a call that returns at once, in a loop, records a new stack each
- * time). */
+/* Counts n intervals of thread t that got no wall sample. */
+static void
+ag_wall_count_unsampled(struct ag_thread *t, uint64_t n)
+{
+    atomic_fetch_add_explicit(&t->dropped, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->unsampled, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.n_lost, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.n_wall_unsampled, n, memory_order_relaxed);
+}
+
+/* Notes a visit to thread t of slot i by the pass for the interval that began at slot (on the
+ * pass grid: ag_wall_main), and counts the intervals since its last visit that it went without a
+ * wall sample (the pass came late or not at all: a thousand threads take longer than an
+ * interval). Counted in the grid's intervals, not by the visits' times: one pass per interval
+ * and each interval counted once, however late the passes (by the visits' times, rounded, passes
+ * 1.4 intervals apart counted 1 each and 1.6 apart 2 each, and a late pass and the next on time
+ * fell into one: 90 to 110 % of a thread's intervals accounted for at load 15-20). blk_seq: its
+ * blk.seq when it sits in an interposed blocking call, else 0. Returns 1 when it sat in that same
+ * call at the last visit too: asleep in it (a call that returns at once, in a loop, records a new
+ * stack each time). */
 static int
-ag_wall_visit(unsigned i, struct ag_thread *t, int32_t tid, uint64_t now, uint64_t interval,
+ag_wall_visit(unsigned i, struct ag_thread *t, int32_t tid, uint64_t slot, uint64_t interval,
               uint32_t blk_seq)
 {
     struct ag_wall_visit *v = &ag_wall_visits[i];
     int same_call = v->tid == tid && blk_seq != 0 && v->blk_seq == blk_seq;
 
-    uint64_t gaps = v->tid == tid && now > v->ns ? (now - v->ns + interval / 2) / interval : 0;
+    uint64_t gaps = v->tid == tid && slot > v->ns ? (slot - v->ns + interval / 2) / interval : 0;
 
     if (gaps > 1) {
-        uint64_t missed = gaps - 1;
-
-        atomic_fetch_add_explicit(&t->dropped, missed, memory_order_relaxed);
-        atomic_fetch_add_explicit(&t->unsampled, missed, memory_order_relaxed);
-        atomic_fetch_add_explicit(&ag.n_lost, missed, memory_order_relaxed);
-        atomic_fetch_add_explicit(&ag.n_wall_unsampled, missed, memory_order_relaxed);
+        ag_wall_count_unsampled(t, gaps - 1);
     }
     v->tid = tid;
-    v->ns = now;
+    v->ns = slot;
     v->blk_seq = blk_seq;
     return same_call;
 }
 
-/* One pass over the registry, at now, every interval ns. */
+/* One pass over the registry, at now, for the interval of interval ns that began at slot. */
 static void
-ag_wall_pass(uint64_t now, uint64_t interval)
+ag_wall_pass(uint64_t now, uint64_t slot, uint64_t interval)
 {
     unsigned i, high = atomic_load_explicit(&ag.high, memory_order_acquire);
 
@@ -308,18 +317,24 @@ ag_wall_pass(uint64_t now, uint64_t interval)
         tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
         if (ag_in_own_code(tid)) {
             /* The profiler's own wait on the host's thread: no sample, and none missed */
-            (void)ag_wall_visit(i, t, tid, now, interval, 0);
+            (void)ag_wall_visit(i, t, tid, slot, interval, 0);
             continue;
         }
         blocked = atomic_load_explicit(&t->blocked, memory_order_acquire);
         /* A thread still in the blocking call it was in at the last pass sleeps there: its
          * state is not read (three system calls a thread: 1000 idle threads made 15 of 100
          * passes a second instead of 55). */
-        st = ag_wall_visit(i, t, tid, now, interval,
+        st = ag_wall_visit(i, t, tid, slot, interval,
                            blocked ? atomic_load_explicit(&t->blk.seq, memory_order_acquire) : 0)
                      ? 'S'
                      : ag_wall_state(tid);
         if (st == 'R' && !blocked) {
+            if (atomic_exchange_explicit(&t->wall_signalled, 1, memory_order_acq_rel)) {
+                /* The last pass's signal is not taken yet: another would merge into it (or
+                 * come after its handler began, and be taken twice). This interval is lost. */
+                ag_wall_count_unsampled(t, 1);
+                continue;
+            }
             ag_wall_signal(tid);
             continue;
         }
@@ -416,17 +431,23 @@ ag_wall_main(void *arg)
         prev = now;
         interval = 1000000000u / hz;
         if (hz != epoch_hz) {
-            /* A new rate: missed passes are counted in its intervals from here. */
+            /* A new rate: missed passes are counted in its intervals from here, and a signal
+             * of an earlier session's that no handler took (the session ended first) holds no
+             * thread's signals back. */
             memset(ag_wall_visits, 0, ag.cfg.max_threads * sizeof(*ag_wall_visits));
+            for (unsigned i = 0; i < atomic_load(&ag.high) && i < ag.cfg.max_threads; i++) {
+                atomic_store_explicit(&ag.threads[i].wall_signalled, 0, memory_order_relaxed);
+            }
             epoch_hz = hz;
         }
         if (now >= next) {
-            ag_wall_pass(now, interval);
+            /* The pass is for the last interval on the grid that began by now: fell behind, the
+             * ones skipped are not made up (no burst) and are counted as missed. */
+            uint64_t slot = next + (now - next) / interval * interval;
+
+            ag_wall_pass(now, slot, interval);
             atomic_fetch_add(&ag.wall_passes, 1);
-            next += interval;
-            if (next < now) {
-                next = now + interval; /* fell behind: skip, do not burst (counted as missed) */
-            }
+            next = slot + interval;
         }
         ag_wall_sleep_until(next);
     }

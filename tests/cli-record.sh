@@ -20,7 +20,9 @@ json() { "$PIPEPROF" report --format json "$1" | python3 -c "import json,sys; pr
 
 # 1. Exit status, stdout and stderr of a shell that forks and execs children and ends with
 # `exit 7` (dash leaves through _exit, which skips exit handlers).
-cmd=(sh -c 'echo out-1; ls / >/dev/null; echo err-1 >&2; sleep 0.5; echo out-2; exit 7')
+# (sleep 2, not 0.5: the wall samples of the shell's wait, over 20 asked, were 15 at load 20 with
+# 0.5, record's and the agent's start-up taking part of it; 1 of 3 -Werror runs)
+cmd=(sh -c 'echo out-1; ls / >/dev/null; echo err-1 >&2; sleep 2; echo out-2; exit 7')
 set +e
 "${cmd[@]}" >"$T/bare.out" 2>"$T/bare.err"
 bare_rc=$?
@@ -63,9 +65,11 @@ top=$(json "$T/w.nettrace" '["top_self"][0]["function"]')
 [[ $top == *pp_workload_fn_* ]] || fail "top function is $top"
 no_leftovers workload
 
-# 3. Formats written directly agree with the trace's report, to the sample.
+# 3. Formats written directly agree with the trace's report, to the sample. The workload runs
+# until each worker has used 1.5 s of CPU (about 300 samples at 99 Hz, 120 s at most): its
+# default 5 s of wall time held 71 samples under ASan at load 15-20, under the 100 asked for.
 total=$(json "$T/w.nettrace" '["samples"]')
-"${run_env[@]}" "$PIPEPROF" record -q --format folded -o "$T/w.folded" -- "$WORKLOAD" >/dev/null ||
+"${run_env[@]}" "$PIPEPROF" record -q --format folded -o "$T/w.folded" -- "$WORKLOAD" 120 --cpu 1.5 >/dev/null ||
   fail "record --format folded"
 folded=$(awk '{s += $NF} END {print s}' "$T/w.folded")
 [[ $folded -gt 100 ]] || fail "folded output holds $folded samples"
@@ -84,6 +88,14 @@ naptime=30.$$
 "${run_env[@]}" "${dfl_int[@]}" "$PIPEPROF" record -q --mode wall -o "$T/int.nettrace" -- sleep "$naptime" &
 rp=$!
 PP_PIDS+=($rp)
+# 2 s of sampling, counted from when sleep's wall sampler (its agent's pipeprof-wall thread)
+# runs: counted from the start, the start-up of record and the agent took most of the 2 s at
+# load 15-20 and the trace held 35 samples, under the 50 asked for.
+for _ in $(seq 600); do
+  sp=$(pgrep -f "^sleep $naptime$" || true)
+  [[ -n $sp ]] && grep -qx pipeprof-wall /proc/"$sp"/task/*/comm 2>/dev/null && break
+  sleep 0.1
+done
 sleep 2
 kill -INT "$rp"
 wait "$rp"
@@ -93,6 +105,7 @@ set -e
 [[ $(json "$T/int.nettrace" '["truncated"]') == False ]] || fail "Ctrl-C trace truncated"
 s=$(json "$T/int.nettrace" '["samples"]')
 [[ $s -gt 50 ]] || fail "Ctrl-C trace has $s samples"
+note "Ctrl-C: status 130, complete trace, $s samples"
 no_leftovers "Ctrl-C"
 pgrep -f "^sleep $naptime$" >/dev/null && fail "sleep $naptime survived Ctrl-C"
 

@@ -13,26 +13,50 @@ command -v dotnet >/dev/null || skip "the .NET SDK (dotnet) is not installed"
 
 CLIENT=$(dotnet_project counters-client)
 
+# The hosts run until the clients are done with them ($T/stop.*, 300 s at most; the .NET app
+# 60 s, killed when done): fixed 10 s runs were gone before the second dotnet-counters collect
+# had read them at load 20 (its CSV held 1 row), the .NET start-ups taking the time.
 # 1. The native host: one thread burning CPU, the agent preloaded, CPU mode.
-LD_PRELOAD=$PRELOAD "$BUSY" 10 >/dev/null &
+LD_PRELOAD=$PRELOAD "$BUSY" 300 --until "$T/stop.1" >/dev/null &
 host=$!
 PP_PIDS+=($host)
 wait_socket "$host" >/dev/null
-# The host's own CPU time (/proc/PID/stat, the kernel's accounting) over the client's run is the
-# truth cpu-usage is held to: on a loaded machine one busy thread gets less than a whole CPU.
-cputime() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-c0=$(cputime "$host")
-t0=$(date +%s.%N)
+# The host's own CPU time (/proc/PID/stat, the kernel's accounting) over the counters' own
+# intervals is the truth cpu-usage and samples are held to: on a loaded machine one busy thread
+# gets less than a whole CPU, and how much changes from second to second. Read every 0.1 s
+# beside the client ("UNIX_TIME TICKS") and taken over the intervals the client's rows cover (its
+# "t" counts from the start it prints): over the client's whole run, its .NET start-up included,
+# the rate was 0.06 CPUs at load 20 and the intervals' samples 3.3/s, under 0.6 of it.
+( while [[ -e /proc/$host ]]; do
+    echo "$(date +%s.%N) $(awk '{print $14 + $15}' "/proc/$host/stat" 2>/dev/null)"
+    sleep 0.1
+  done ) >"$T/cpu.series" 2>/dev/null &
+sampler=$!
+PP_PIDS+=($sampler)
 timeout 120 dotnet "$CLIENT" "$host" 4.5 "$T/native.json" >"$T/native.log" 2>&1 ||
   { cat "$T/native.log"; fail "the counters client failed on the native host"; }
-c1=$(cputime "$host")
-t1=$(date +%s.%N)
-python3 - "$T/native.json" "$c0" "$c1" "$t0" "$t1" "$(getconf CLK_TCK)" <<'PY' || fail "native host counters"
+kill "$sampler" 2>/dev/null || true
+touch "$T/stop.1"
+start=$(awk '/^counters-client: start / {print $3}' "$T/native.log")
+[[ -n $start ]] || { cat "$T/native.log"; fail "the counters client did not say when it started"; }
+python3 - "$T/native.json" "$T/cpu.series" "$start" "$(getconf CLK_TCK)" <<'PY' || fail "native host counters"
 import json, os, sys
 rows = json.load(open(sys.argv[1]))
-c0, c1, t0, t1, tck = (float(x) for x in sys.argv[2:7])
+series = [tuple(map(float, l.split())) for l in open(sys.argv[2]) if len(l.split()) == 2]
+start, tck = float(sys.argv[3]), float(sys.argv[4])
 cpus = len(os.sched_getaffinity(0))
-cpu_s = (c1 - c0) / tck / (t1 - t0)      # CPUs the host used, on average
+# The window of the intervals checked below (all but the first of each counter), in Unix time.
+ivs = [(start + r["t"] - r["interval"], start + r["t"]) for r in rows
+       if (r["provider"], r["name"]) == ("pipeprof", "samples")][1:]
+if not ivs or len(series) < 2:
+    sys.exit("FAIL: no intervals (%d) or CPU readings (%d)" % (len(ivs), len(series)))
+t0, t1 = min(a for a, _ in ivs), max(b for _, b in ivs)
+def ticks_at(t):  # the host's CPU ticks at time t, from the readings around it
+    before = [s for s in series if s[0] <= t] or series[:1]
+    after = [s for s in series if s[0] >= t] or series[-1:]
+    (ta, ca), (tb, cb) = before[-1], after[0]
+    return ca if tb == ta else ca + (cb - ca) * (t - ta) / (tb - ta)
+cpu_s = (ticks_at(t1) - ticks_at(t0)) / tck / (t1 - t0)  # CPUs the host used, on average
 truth = 100.0 * cpu_s / cpus              # cpu-usage's definition: percent of all CPUs
 print("# measured by the kernel: %.2f CPUs, %.1f%% of %d" % (cpu_s, truth, cpus), file=sys.stderr)
 want = {
@@ -79,7 +103,7 @@ note "native host: every counter every interval, values plausible"
 # 2. The same client on a real .NET app: the runtime's payload reads the same way, and the
 # System.Runtime counters pipeprof publishes are among the runtime's.
 app=$(dotnet_app)
-dotnet "$app" 10 >/dev/null &
+dotnet "$app" 60 >/dev/null &
 dn=$!
 PP_PIDS+=($dn)
 wait_socket "$dn" >/dev/null
@@ -106,7 +130,8 @@ note "the real runtime's counters read the same way; names and units agree"
 # 3. dotnet-counters itself, where it is installed (tools/install-deps.sh tries): its JSON and
 # CSV files must be valid and hold the counters with plausible values.
 if command -v dotnet-counters >/dev/null; then
-  LD_PRELOAD=$PRELOAD "$BUSY" 10 >/dev/null &
+  kill "$dn" 2>/dev/null || true
+  LD_PRELOAD=$PRELOAD "$BUSY" 300 --until "$T/stop.2" >/dev/null &
   host2=$!
   PP_PIDS+=($host2)
   wait_socket "$host2" >/dev/null
@@ -114,6 +139,7 @@ if command -v dotnet-counters >/dev/null; then
     timeout 60 dotnet-counters collect -p "$host2" --format "$fmt" -o "$T/dc.$fmt" \
       --duration 00:00:04 >"$T/dc.$fmt.log" 2>&1 || { cat "$T/dc.$fmt.log"; fail "dotnet-counters collect --format $fmt"; }
   done
+  touch "$T/stop.2"
   python3 - "$T/dc.json" "$T/dc.csv" <<'PY' || fail "dotnet-counters' files"
 import csv, json, os, sys
 d = json.load(open(sys.argv[1]))  # invalid JSON fails here

@@ -38,8 +38,12 @@ form() {
   shift
   while [[ $1 != -- ]]; do envs+=("$1"); shift; done
   shift
-  env "${envs[@]}" PIPEPROF_MODE=cpu PIPEPROF_HZ=250 LD_PRELOAD="$PRELOAD" "$@" 8 \
-    >"$T/$name.out" 2>"$T/$name.err" &
+  # The app runs until its recording is done ($T/NAME.stop, 300 s at most), and the recording
+  # until the app has burnt 0.4 s in burn_native (its --progress file; 100 samples at 250 Hz,
+  # 120 s at most): a fixed 3 s held 18 samples at load 20 (1 of 3 -Werror runs), under the 20
+  # asked for.
+  env "${envs[@]}" PIPEPROF_MODE=cpu PIPEPROF_HZ=250 LD_PRELOAD="$PRELOAD" "$@" 300 \
+    --until "$T/$name.stop" --progress "$T/$name.progress" >"$T/$name.out" 2>"$T/$name.err" &
   pid=$!
   PP_PIDS+=("$pid")
   sock=$(wait_socket "$pid")
@@ -58,8 +62,20 @@ form() {
   else
     why+=" no ProcessInfo: $(cat "$T/$name.pi");"
   fi
+  for _ in $(seq 600); do [[ -s $T/$name.progress ]] && break; sleep 0.1; done
+  "$PIPEPROF" collect -p "$pid" -o "$T/$name.nettrace" >"$T/$name.collect" 2>&1 &
+  local collect=$! p0 p start=$SECONDS
+  PP_PIDS+=("$collect")
+  # the progress file's last complete line's PINVOKE_NS (its third field)
+  p0=$(tail -n 2 "$T/$name.progress" | head -n 1 | awk '{print $3 + 0}')
   sleep 1
-  if "$PIPEPROF" collect -p "$pid" --duration 3 -o "$T/$name.nettrace" >"$T/$name.collect" 2>&1; then
+  while :; do
+    p=$(tail -n 2 "$T/$name.progress" | head -n 1 | awk '{print $3 + 0}')
+    ((p - p0 >= 400000000 || SECONDS - start >= 120)) && break
+    sleep 0.2
+  done
+  kill -INT "$collect" 2>/dev/null || true
+  if wait "$collect"; then
     "$PIPEPROF" convert --format folded -o "$T/$name.folded" "$T/$name.nettrace" 2>/dev/null
     python3 - "$T/$name.folded" >"$T/$name.eval" 2>&1 <<'PY' || why+=" $(cat "$T/$name.eval");"
 import sys
@@ -77,6 +93,7 @@ PY
   else
     why+=" pipeprof collect -p failed: $(tail -2 "$T/$name.collect");"
   fi
+  touch "$T/$name.stop"
   wait "$pid" || why+=" the app failed: $(tail -2 "$T/$name.err");"
   if [[ -n $why ]]; then
     echo "FAIL $name:$why" >&2

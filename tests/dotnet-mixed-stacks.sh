@@ -18,15 +18,38 @@ command -v dotnet >/dev/null || skip "the .NET SDK (dotnet) is not installed"
 APP=$(mixed_app)
 
 sock=$T/agent.sock
-PIPEPROF_DIAGNOSTIC_PORT=$sock LD_PRELOAD=$PRELOAD dotnet "$APP" 6 >"$T/app.out" 2>"$T/app.err" &
+# The app runs until the recording is done ($T/stop), and the recording until the app has burnt
+# in burn_native and on its native thread the CPU time 2 s of a quiet machine give (0.93 s and
+# 0.67 s, its --progress file says: 233 and 166 samples at 250 Hz), 120 s at most. A fixed 2 s
+# window 0.5 s into a 6 s run held 28 and 19 samples at load 20 (the app had a tenth of a CPU,
+# part of it still starting up), under the 50 asked for.
+PIPEPROF_DIAGNOSTIC_PORT=$sock LD_PRELOAD=$PRELOAD dotnet "$APP" 300 --until "$T/stop" \
+  --progress "$T/progress" >"$T/app.out" 2>"$T/app.err" &
 app=$!
 PP_PIDS+=($app)
-for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
+for _ in $(seq 600); do [[ -S $sock && -s $T/progress ]] && break; sleep 0.1; done
 [[ -S $sock ]] || fail "the agent's socket did not appear"
-sleep 0.5 # the app's loop has started
+[[ -s $T/progress ]] || fail "the app's rounds did not start"
 "$PIPEPROF" collect --socket "$sock" \
   --providers 'Microsoft-DotNETCore-SampleProfiler:0:4:mode=cpu;hz=250,pipeprof:0:4' \
-  --duration 2 -o "$T/mixed.nettrace" >"$T/collect.log" 2>&1 || { cat "$T/collect.log"; fail "collect"; }
+  -o "$T/mixed.nettrace" >"$T/collect.log" 2>&1 &
+collect=$!
+PP_PIDS+=($collect)
+# burnt: "PINVOKE_NS NATIVE_THREAD_NS" so far, from the progress file's last complete line
+# (MONOTONIC_NS MANAGED_NS PINVOKE_NS NATIVE_THREAD_NS PROCESS_CPU_NS, one every 100 ms).
+burnt() { tail -n 2 "$T/progress" | head -n 1 | awk '{print $3, $4}'; }
+read -r pinvoke0 native0 <<<"$(burnt)"
+start=$SECONDS
+sleep 2
+while :; do
+  read -r pinvoke native <<<"$(burnt)"
+  ((pinvoke - pinvoke0 >= 930000000 && native - native0 >= 670000000 || SECONDS - start >= 120)) && break
+  sleep 0.2
+done
+note "recorded $((SECONDS - start)) s: $(((pinvoke - pinvoke0) / 1000000)) ms in burn_native, $(((native - native0) / 1000000)) ms on the native thread"
+kill -INT "$collect"
+wait "$collect" || { cat "$T/collect.log"; fail "collect"; }
+touch "$T/stop"
 "$PIPEPROF" convert --format folded -o "$T/mixed.folded" "$T/mixed.nettrace"
 python3 - "$T/mixed.folded" <<'PY' || fail "mixed stacks"
 import sys

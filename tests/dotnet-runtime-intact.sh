@@ -16,10 +16,14 @@ source "$(dirname "$0")/ipc-lib.sh"
 mixed_setup
 bad=()
 
-dotnet "$APP" 7 --exit 3 >"$T/bare.out" 2>"$T/bare.err" &
+# Both run until the collection below is done ($T/stop), 300 s at most: with a fixed 7 s, a loaded
+# machine's dotnet-trace start-ups used them up and the app had exited when the collection
+# began (dotnet-trace: Broken pipe, CI-like run at load 20).
+args=(300 --until "$T/stop" --exit 3)
+dotnet "$APP" "${args[@]}" >"$T/bare.out" 2>"$T/bare.err" &
 bare=$!
 PP_PIDS+=($bare)
-LD_PRELOAD=$PRELOAD dotnet "$APP" 7 --exit 3 >"$T/agent.out" 2>"$T/agent.err" &
+LD_PRELOAD=$PRELOAD dotnet "$APP" "${args[@]}" >"$T/agent.out" 2>"$T/agent.err" &
 app=$!
 PP_PIDS+=($app)
 wait_socket "$bare" >/dev/null
@@ -65,6 +69,7 @@ done
 # The app's own EventSource through dotnet-trace.
 timeout 60 "$DT" collect -p "$app" --providers Pipeprof-Test-Mixed --duration 00:00:00:03 -o "$T/ticks.nettrace" \
   >"$T/collect.log" 2>&1 || { cat "$T/collect.log"; fail "dotnet-trace collect -p --providers Pipeprof-Test-Mixed"; }
+touch "$T/stop"
 grep -q "Trace completed" "$T/collect.log" || { cat "$T/collect.log"; fail "dotnet-trace collect: no trace"; }
 timeout 300 dotnet "$CHECK" "$T/ticks.nettrace" "$T/ticks.json" "$T/ticks.etlx" >"$T/check.log" 2>&1 ||
   { cat "$T/check.log"; fail "TraceEvent cannot read the trace"; }

@@ -52,8 +52,11 @@ print("# %s: %d threads, e.g. %s" % (label, len(got), " <- ".join(got[sorted(got
 PY
 }
 
+# The hosts run until killed below (600 s, longer than the clients' timeouts together): with 30 s,
+# three stack clients' .NET start-ups at load 20 outlasted the host and dotnet-stack found no
+# process ("No process with ID ... is currently running").
 for mode in cpu wall; do
-  PIPEPROF_MODE=$mode LD_PRELOAD=$PRELOAD "$GT" 30 /dev/null >/dev/null 2>"$T/host.$mode.err" &
+  PIPEPROF_MODE=$mode LD_PRELOAD=$PRELOAD "$GT" 600 /dev/null >/dev/null 2>"$T/host.$mode.err" &
   host=$!
   PP_PIDS+=($host)
   wait_socket "$host" >/dev/null
@@ -82,12 +85,13 @@ done
 # dotnet-trace report on a CPU-mode trace: real functions, no event fields taken for frames.
 if command -v dotnet-trace >/dev/null; then
   # (PIPEPROF_MODE=cpu: dotnet-trace's default session otherwise gets thread time, wall mode.)
-  PIPEPROF_MODE=cpu LD_PRELOAD=$PRELOAD "$GT" 30 /dev/null >/dev/null &
+  PIPEPROF_MODE=cpu LD_PRELOAD=$PRELOAD "$GT" 600 /dev/null >/dev/null &
   host=$!
   PP_PIDS+=($host)
   wait_socket "$host" >/dev/null
   timeout 60 dotnet-trace collect -p "$host" --duration 00:00:00:02 -o "$T/dt.nettrace" >"$T/dt.log" 2>&1 ||
     { cat "$T/dt.log"; fail "dotnet-trace collect"; }
+  kill "$host" 2>/dev/null || true
   timeout 120 dotnet-trace report "$T/dt.nettrace" topN -n 12 >"$T/report.txt" 2>&1 ||
     { cat "$T/report.txt"; fail "dotnet-trace report"; }
   if grep -q "EventData\|EventName\|OSInformation" "$T/report.txt"; then

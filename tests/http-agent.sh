@@ -13,10 +13,12 @@ source "$(dirname "$0")/ipc-lib.sh"
 WORKLOAD=$B/samples/pp-sample-workload
 command -v curl >/dev/null || skip "curl is not installed"
 
-# start_host SECONDS VAR=URL [VAR=VALUE...]: the workload with the sampling server configured by
-# the variables; sets HOST.
+# start_host VAR=URL [VAR=VALUE...]: the workload with the sampling server configured by the
+# variables, running until $T/stop.N exists (N: the count of hosts before it; 300 s at most);
+# sets HOST. A fixed 12 s was gone before the requests to it were done under ASan at load 15-20
+# (curl: Couldn't connect, before the recording beside a session).
 start_host() {
-  env "${@:2}" LD_PRELOAD="$PRELOAD" "$WORKLOAD" "$1" \
+  env "$@" LD_PRELOAD="$PRELOAD" "$WORKLOAD" 300 --until "$T/stop.$HOSTS" \
     >"$T/host.$HOSTS.out" 2>"$T/host.$HOSTS.err" &
   HOST=$!
   PP_PIDS+=($HOST)
@@ -30,9 +32,9 @@ leaf_functions() {
 }
 
 # 1. Unix socket, configured with swift-profile-recorder's pattern variable ({PID}).
-start_host 12 "PROFILE_RECORDER_SERVER_URL_PATTERN=unix://$T/swipr-pid-{PID}.sock"
+start_host "PROFILE_RECORDER_SERVER_URL_PATTERN=unix://$T/swipr-pid-{PID}.sock"
 SOCK=$T/swipr-pid-$HOST.sock
-for _ in $(seq 100); do [[ -S $SOCK ]] && break; sleep 0.05; done
+for _ in $(seq 600); do [[ -S $SOCK ]] && break; sleep 0.05; done
 [[ -S $SOCK ]] || fail "no sampling socket at $SOCK"
 mode=$(stat -c %a "$SOCK")
 [[ $mode == 600 ]] || fail "sampling socket mode $mode, expected 600"
@@ -52,7 +54,27 @@ blocks=$(grep -c 'cpu-clock:$' "$T/s1.perf")
 note "POST /sample (unix): $blocks samples; leaves: $(head -3 "$T/s1.leaves" | tr -s ' \n' ' ')"
 # Every thread was sampled about 100 times (wall mode at 1/interval): 3 threads; a loaded
 # machine may make the sampler skip passes, never add them.
-[[ $blocks -ge 150 && $blocks -le 420 ]] || fail "100 samples x 3 threads gave $blocks samples"
+[[ $blocks -le 420 ]] || fail "100 samples x 3 threads gave $blocks samples"
+if ((blocks < 150)); then
+  # The sampler fell behind and skipped passes (agent/wall.c: counted lost, never made up): at
+  # load 17-19 the perf answer held 128 to 173 of 300 (2 of 3 runs under 150). That is the
+  # machine's, not a loss, when a pprof answer to the same request accounts for the intervals
+  # of its 3 threads over its duration: sampled + lost within 85 to 110 % of them
+  # (test-agent-resources's bounds).
+  command -v go >/dev/null || fail "100 samples x 3 threads gave $blocks samples (no go to read a pprof answer's lost count)"
+  code=$(curl -sS -o "$T/s1.pb.gz" -w '%{http_code}' \
+    -d '{"numberOfSamples":100,"timeInterval":"10 ms","format":"pprof"}' --unix-socket "$SOCK" http://localhost/sample)
+  [[ $code == 200 ]] || fail "POST /sample (pprof): HTTP $code"
+  HOME=$T PPROF_TMPDIR=$T go tool pprof -raw "$T/s1.pb.gz" >"$T/s1.raw" 2>&1 || fail "go tool pprof -raw: $(head -3 "$T/s1.raw")"
+  read -r taken lost ms < <(awk '/^Comment: lost [0-9]+ samples/ {lost = $3} /^Duration:/ {ms = $2 + 0}
+    /^Samples:/ {in_samples = 1} /^Locations/ {in_samples = 0}
+    in_samples && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+:$/ {taken += $1}
+    END {print taken + 0, lost + 0, ms + 0}' "$T/s1.raw")
+  intervals=$((3 * ms / 10))
+  ((100 * (taken + lost) >= 85 * intervals && 100 * (taken + lost) <= 110 * intervals)) ||
+    fail "100 samples x 3 threads gave $blocks samples; a pprof answer of the same: $taken sampled + $lost lost of $intervals intervals in $ms ms"
+  note "NOTE (loud): the sampler fell behind on this machine: $blocks of 300 passes in the perf answer; a pprof answer's $taken sampled + $lost lost account for its $intervals intervals"
+fi
 
 # FlameGraph's folding, where it is installed (tools/install-deps.sh).
 STACKCOLLAPSE=$(command -v stackcollapse-perf.pl || true)
@@ -140,9 +162,9 @@ code=$(curl -sS -o /dev/null -w '%{http_code}' -d '{"numberOfSamples":5,"timeInt
 kill -0 "$HOST" || fail "the host died"
 
 # 2. TCP loopback, ephemeral port: Go's pprof reads /debug/pprof/profile.
-start_host 12 "SWIPR_SAMPLING_SERVER_URL=http://127.0.0.1:0" PIPEPROF_SAMPLING_SERVER_TCP_OPEN_TO_LOCAL_USERS=1
+start_host "SWIPR_SAMPLING_SERVER_URL=http://127.0.0.1:0" PIPEPROF_SAMPLING_SERVER_TCP_OPEN_TO_LOCAL_USERS=1
 TCP_HOST=$HOST
-for _ in $(seq 100); do
+for _ in $(seq 600); do
   URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$T/host.1.err" | head -1 || true)
   [[ -n $URL ]] && break
   sleep 0.05
@@ -183,8 +205,8 @@ grep -q "every local user could .* PIPEPROF_SAMPLING_SERVER_TCP_OPEN_TO_LOCAL_US
 grep -q checksum "$T/tcp-no.out" || fail "the host without TCP did not run to its end"
 
 # 4. A bearer token: refused without it (401, WWW-Authenticate), answered with it.
-start_host 6 "PIPEPROF_SAMPLING_SERVER_URL=unix://$T/tok.sock" PIPEPROF_SAMPLING_SERVER_TOKEN=s3cret-t0ken
-for _ in $(seq 100); do [[ -S $T/tok.sock ]] && break; sleep 0.05; done
+start_host "PIPEPROF_SAMPLING_SERVER_URL=unix://$T/tok.sock" PIPEPROF_SAMPLING_SERVER_TOKEN=s3cret-t0ken
+for _ in $(seq 600); do [[ -S $T/tok.sock ]] && break; sleep 0.05; done
 code=$(curl -sS -o "$T/tok.json" -D "$T/tok.head" -w '%{http_code}' --unix-socket "$T/tok.sock" http://localhost/)
 [[ $code == 401 ]] && grep -q unauthorized "$T/tok.json" && grep -qi "^WWW-Authenticate: Bearer" "$T/tok.head" ||
   fail "no token: HTTP $code $(cat "$T/tok.json")"
@@ -194,6 +216,7 @@ code=$(curl -sS -o "$T/tok.perf" -w '%{http_code}' -H "Authorization: Bearer s3c
   -sd '{"numberOfSamples":20,"timeInterval":"10 ms"}' --unix-socket "$T/tok.sock" http://localhost/sample)
 [[ $code == 200 ]] && grep -q pp_workload_fn "$T/tok.perf" || fail "with the token: HTTP $code"
 
+touch "$T/stop.0" "$T/stop.1" "$T/stop.2"
 for h in "$TCP_HOST" "${PP_PIDS[0]}"; do
   wait "$h" || fail "a host exited with $?"
 done

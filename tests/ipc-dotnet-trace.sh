@@ -8,7 +8,10 @@ source "$(dirname "$0")/ipc-lib.sh"
 DT=$(command -v dotnet-trace || true)
 [[ -n $DT ]] || skip "dotnet-trace is not installed (dotnet tool install -g dotnet-trace)"
 
-LD_PRELOAD=$PRELOAD "$BUSY" 8 >"$T/busy.out" & PP_PIDS+=($!); Q=$!
+# The host runs until dotnet-trace's ps and collect -p are done ($T/stop, 300 s at most): a fixed
+# 8 s was gone before dotnet-trace ps listed the processes at load 20 (its .NET start-up), and
+# ps then did not list it.
+LD_PRELOAD=$PRELOAD "$BUSY" 300 --until "$T/stop" >"$T/busy.out" & PP_PIDS+=($!); Q=$!
 wait_socket "$Q" >/dev/null
 # dotnet-trace ps once failed here without a word (CI, 2026-11-24): say what it printed, and
 # give it a second try before calling it a failure.
@@ -28,6 +31,7 @@ timeout 60 "$DT" collect -p "$Q" --duration 00:00:00:03 -o "$T/dt-p.nettrace" >"
 grep -q "Trace completed" "$T/c1.log" || { cat "$T/c1.log"; fail "dotnet-trace collect -p did not complete"; }
 check_trace "$T/dt-p.nettrace"
 check_process_info "$T/dt-p.nettrace"
+touch "$T/stop"
 
 timeout 60 "$DT" collect --duration 00:00:00:02 -o "$T/dt-child.nettrace" \
   -- env LD_PRELOAD="$PRELOAD" "$BUSY" 3 >"$T/c2.log" 2>&1 || { cat "$T/c2.log"; fail "dotnet-trace collect -- CMD"; }

@@ -6,8 +6,11 @@
 source "$(dirname "$0")/ipc-lib.sh"
 APP=$(dotnet_app)
 
-dotnet "$APP" 6 >"$T/app.out" & PP_PIDS+=($!); P=$!
-LD_PRELOAD=$PRELOAD "$BUSY" 6 >"$T/busy.out" & PP_PIDS+=($!); Q=$!
+# Both run until the collections from them are done ($T/stop, 300 s at most), not 6 s: at load
+# 20 the host had exited before the Ctrl-C case's collect was interrupted (kill: No such process;
+# 2 of 2 runs, -Werror and ASan).
+dotnet "$APP" 300 --until "$T/stop" >"$T/app.out" & PP_PIDS+=($!); P=$!
+LD_PRELOAD=$PRELOAD "$BUSY" 300 --until "$T/stop" >"$T/busy.out" & PP_PIDS+=($!); Q=$!
 wait_socket "$P" >/dev/null
 wait_socket "$Q" >/dev/null
 "$PIPEPROF" ps >"$T/ps.out"
@@ -27,6 +30,7 @@ kill -INT "$C"
 wait "$C" || { cat "$T/c5.log"; fail "collect stopped by SIGINT"; }
 check_trace "$T/pp-int.nettrace"
 check_process_info "$T/pp-int.nettrace"
+touch "$T/stop"
 
 # reverse mode: the child connects to us (suspended until ResumeRuntime)
 "$PIPEPROF" collect --diagnostic-port "$T/port1.sock" --duration 2 -o "$T/dotnet-port.nettrace" \

@@ -42,16 +42,38 @@ pp_cleanup() {
 }
 trap pp_cleanup EXIT
 
-# wait_socket PID: the path of PID's diagnostic socket once it exists (10 s at most).
+# wait_socket PID: the path of PID's diagnostic socket once it exists (60 s at most: a .NET
+# runtime's start-up took over 10 s at load 20 on 2 cores).
 wait_socket() {
   local i f
-  for i in $(seq 100); do
+  for i in $(seq 600); do
     for f in "$TMPDIR"/dotnet-diagnostic-"$1"-*-socket; do
       [[ -S $f ]] && { echo "$f"; return 0; }
     done
     sleep 0.1
   done
   fail "no diagnostic socket for pid $1"
+}
+
+# cpu_ticks PID: the CPU time PID's threads have used so far, in clock ticks (/proc/PID/stat's
+# utime + stime; getconf CLK_TCK ticks a second), 0 once PID is gone.
+cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0; }
+
+# wait_cpu PID SECONDS MAX: returns once PID has used SECONDS (whole) more CPU time (all its threads
+# together) than when called, or after MAX seconds of wall time, or when PID is gone; prints
+# "CPU WALL", the CPU seconds it used and the wall seconds waited. For a recording whose samples
+# must cover a given amount of CPU time: the wall time that takes on a loaded machine is unknown.
+wait_cpu() {
+  local tck t0 t start=$SECONDS
+  tck=$(getconf CLK_TCK)
+  t0=$(cpu_ticks "$1")
+  t=$t0
+  while ((SECONDS - start < $3)) && [[ -e /proc/$1 ]]; do
+    t=$(cpu_ticks "$1")
+    ((t - t0 < $2 * tck)) || break
+    sleep 0.1
+  done
+  echo "$(((t - t0) / tck)) $((SECONDS - start))"
 }
 
 # dotnet_trace_ps OUT: `dotnet-trace ps` into OUT, 0 when it succeeded. dotnet-trace 10.x reads

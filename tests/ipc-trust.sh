@@ -46,11 +46,12 @@ sleep 60 & PP_PIDS+=($!); Q=$!
 wait_line "$T/imp1.out" listening
 collect_refused 1 "$Q" "served by process $I of uid $(id -u), not by process $Q"
 # ps leaves it out too (the listener is not Q: /proc/net/unix and Q's fds), and lists a real host
-LD_PRELOAD=$PRELOAD "$BUSY" 2 >"$T/host1.out" & PP_PIDS+=($!); R=$!
+LD_PRELOAD=$PRELOAD "$BUSY" 300 --until "$T/stop1" >"$T/host1.out" & PP_PIDS+=($!); R=$!
 wait_socket "$R" >/dev/null
 "$PIPEPROF" ps >"$T/ps1.out"
 ! grep -q "^ *$Q " "$T/ps1.out" || fail "ps lists $Q for another process's socket: $(cat "$T/ps1.out")"
 grep -q "^ *$R " "$T/ps1.out" || fail "ps does not list the real host $R: $(cat "$T/ps1.out")"
+touch "$T/stop1"
 wait "$R" || fail "the host failed"
 kill "$I"; wait "$I" 2>/dev/null || true
 grep -q "served 0" "$T/imp1.out" || fail "the impostor got requests: $(cat "$T/imp1.out")"
@@ -67,7 +68,9 @@ if [[ ${#as_nobody[@]} -gt 0 ]]; then
   ! grep -q "^ *$Q " "$T/ps2.out" || fail "ps lists $Q for nobody's socket: $(cat "$T/ps2.out")"
 
   # 3. A real host, and a newer impostor of another user at another key: the host is found.
-  LD_PRELOAD=$PRELOAD "$BUSY" 4 >"$T/host.out" & PP_PIDS+=($!); W=$!
+  # (until its checks are done, 300 s at most, not 4 s: under ASan at load 20 it was exiting
+  # during the collect, ResumeRuntime failed, 1 of 2 ASan runs)
+  LD_PRELOAD=$PRELOAD "$BUSY" 300 --until "$T/stop3" >"$T/host.out" & PP_PIDS+=($!); W=$!
   wait_socket "$W" >/dev/null
   sleep 0.05
   "${as_nobody[@]}" "$T/ipc-impostor" listen "$T/dotnet-diagnostic-$W-99-socket" 20 >"$T/imp3.out" &
@@ -81,6 +84,7 @@ if [[ ${#as_nobody[@]} -gt 0 ]]; then
   grep -q "^ *$W " "$T/ps3.out" || fail "ps does not list the real host $W: $(cat "$T/ps3.out")"
   kill "$I" "$I3"; wait "$I" "$I3" 2>/dev/null || true
   grep -q "served 0" "$T/imp3.out" || fail "the impostor got requests: $(cat "$T/imp3.out")"
+  touch "$T/stop3"
   wait "$W" || fail "the host failed"
   note "another user's socket refused by its owner; the real host found beside it"
 

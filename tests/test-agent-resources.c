@@ -375,6 +375,141 @@ TEST(wall_counts_the_intervals_it_could_not_sample)
     ag_stop();
 }
 
+/* ---- a running thread whose sampling signal stays pending ---- */
+
+struct masked_burner {
+    uint64_t start_ns; /* CLOCK_MONOTONIC, when it began */
+    _Atomic int32_t tid;
+    int go_pipe[2];    /* written when it may begin */
+    int burnt_pipe[2]; /* written when it has burnt */
+    int stop_pipe[2];  /* written when it may go */
+};
+
+static void
+burn_until_ns(uint64_t end)
+{
+    volatile uint64_t x = 1;
+
+    while (ag_now_ns() < end) {
+        for (int i = 0; i < 20000; i++) {
+            x = x * 6364136223846793005u + 1442695040888963407u;
+        }
+    }
+}
+
+/* Whether the agent's registry has thread tid. */
+static int
+registered(int32_t tid)
+{
+    unsigned i, high = atomic_load(&ag.high);
+
+    for (i = 0; tid != 0 && i < high && i < ag.cfg.max_threads; i++) {
+        if (atomic_load(&ag.threads[i].state) == AG_SLOT_ACTIVE &&
+            atomic_load(&ag.threads[i].tid) == tid) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Waits to be told to begin, runs 300 ms with the sampling signal blocked by a raw rt_sigprocmask
+ * (no interposer sees it), then 100 ms with it open, then sleeps in a raw read until told (so that
+ * the session ends before it does: the slot of a thread gone is visited until the scan sees it
+ * gone). */
+static void *
+masked_burner_main(void *arg)
+{
+    struct masked_burner *b = arg;
+    sigset_t prof;
+    char c;
+
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    atomic_store(&b->tid, (int32_t)syscall(SYS_gettid));
+    syscall(SYS_read, b->go_pipe[0], &c, 1); /* until the agent knows it and the session began */
+    b->start_ns = ag_now_ns();
+    syscall(SYS_rt_sigprocmask, SIG_BLOCK, &prof, NULL, (long)(_NSIG / 8));
+    burn_until_ns(b->start_ns + 300000000u);
+    syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &prof, NULL, (long)(_NSIG / 8));
+    burn_until_ns(b->start_ns + 400000000u);
+    c = 'b';
+    syscall(SYS_write, b->burnt_pipe[1], &c, 1);
+    syscall(SYS_read, b->stop_pipe[0], &c, 1); /* asleep until told, all the time */
+    return NULL;
+}
+
+/*
+ * A running thread is sampled by its handler on the wall thread's signal, a standard signal:
+ * the kernel merges the passes' signals sent while one is pending (here the thread blocks it for
+ * 300 ms; on a loaded machine, a runnable thread not scheduled for an interval) into one sample.
+ * Each pass that finds its last signal not yet taken counts an interval lost: the thread's
+ * samples and LOST records add up to its intervals in the session (before: 21 of 80 at 200 Hz;
+ * a pprof recording of 100 x 10 ms over HTTP at load 17 had 195 of 297 intervals accounted).
+ */
+TEST(wall_counts_the_passes_whose_signal_merged)
+{
+    struct masked_burner b = { 0 };
+    pthread_t th;
+    struct per_tid *p;
+    uint64_t session_ns, end_ns, gone_ns;
+    double intervals, got;
+    char c;
+
+#ifdef __SANITIZE_THREAD__
+    /* TSan takes the signal for the thread and runs the handler at the thread's next call it
+     * intercepts, which the burn does not make: what is counted is TSan's queue, not the
+     * kernel's merge. */
+    test_skip("under ThreadSanitizer, which holds the wall signals back (it runs in the -Werror "
+              "and ASan builds)");
+#endif
+    memset(seen, 0, sizeof(seen));
+    start_agent();
+    ASSERT_EQ(pipe(b.go_pipe), 0);
+    ASSERT_EQ(pipe(b.stop_pipe), 0);
+    ASSERT_EQ(pipe(b.burnt_pipe), 0);
+    ASSERT_EQ(pthread_create(&th, NULL, masked_burner_main, &b), 0);
+    /* Counted from when the agent knows the thread (its scan may be late on a loaded machine:
+     * 10 of 82 intervals were accounted for when the count began at the thread's start). */
+    for (int i = 0; i < 2000 && !registered(atomic_load(&b.tid)); i++) {
+        usleep(5000);
+    }
+    ASSERT_TRUE(registered(atomic_load(&b.tid)));
+    session_ns = ag_now_ns();
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 200));
+    ASSERT_EQ(write(b.go_pipe[1], "g", 1), 1);
+    ASSERT_EQ(read(b.burnt_pipe[0], &c, 1), 1);
+    end_ns = ag_now_ns();
+    ASSERT_OK(ag_sampling_release(AG_MODE_WALL, 200));
+    for (int i = 0; i < 1000 && count_threads_named("pipeprof-wall") != 0; i++) {
+        usleep(5000);
+    }
+    gone_ns = ag_now_ns(); /* no pass after this */
+    ASSERT_EQ(write(b.stop_pipe[1], "x", 1), 1);
+    ASSERT_EQ(pthread_join(th, NULL), 0);
+    close(b.stop_pipe[0]);
+    close(b.stop_pipe[1]);
+    close(b.burnt_pipe[0]);
+    close(b.burnt_pipe[1]);
+    close(b.go_pipe[0]);
+    close(b.go_pipe[1]);
+    seen_drain();
+    p = seen_get(atomic_load(&b.tid));
+    intervals = (double)(end_ns - b.start_ns) / 5e6;
+    got = (double)p->samples + (double)p->lost;
+    printf("# a thread %.0f ms in the session (%.0f until the wall thread was gone), 300 of them "
+           "with the signal blocked, at 200 Hz: %u wall samples, %llu lost (%llu unsampled); "
+           "%.1f%% of %.0f intervals accounted for\n",
+           (double)(end_ns - b.start_ns) / 1e6, (double)(gone_ns - b.start_ns) / 1e6, p->samples,
+           (unsigned long long)p->lost, (unsigned long long)p->unsampled, 100.0 * got / intervals,
+           intervals);
+    /* At least its intervals until the release was asked for (less the first and last, which
+     * may fall outside), at most those until the wall thread was gone. */
+    ASSERT_TRUE(got >= 0.85 * intervals);
+    ASSERT_TRUE(got <= 1.1 * (double)(gone_ns - session_ns) / 5e6);
+    ASSERT_TRUE(p->unsampled <= p->lost);
+    ag_stop();
+}
+
 /* ---- sessions in a loop under a host that masks, blocks and takes its own signal ---- */
 
 static _Atomic int churn_stop;
@@ -519,6 +654,7 @@ TEST(sessions_start_and_stop_under_a_masking_host)
 static const struct test_case cases[] = {
     TEST_CASE(wall_holds_no_fd_per_thread_and_leaves_with_its_session),
     TEST_CASE(wall_counts_the_intervals_it_could_not_sample),
+    TEST_CASE(wall_counts_the_passes_whose_signal_merged),
     TEST_CASE(sessions_start_and_stop_under_a_masking_host),
 };
 TEST_MAIN(cases)

@@ -18,6 +18,38 @@ test_packages=(clang libclang-rt-14-dev curl golang-go chromium libdevel-nytprof
                libgoogle-perftools-dev strace)
 command -v npm >/dev/null 2>&1 || test_packages+=(nodejs npm)
 
+# retry CMD...: runs CMD up to 4 times, 10, 20 and 40 s apart, and says so each time it failed: a
+# fresh machine's apt-get and NuGet meet transient network failures (a mirror's hash-sum mismatch
+# mid-sync, a timeout), which one failed try would make a CI failure or, for the .NET tools, a
+# silent skip of their tests.
+retry() {
+  local try delay=10
+  for try in 1 2 3 4; do
+    "$@" && return 0
+    [[ $try == 4 ]] && break
+    echo "install-deps: '$*' failed (try $try of 4); again in $delay s" >&2
+    sleep "$delay"
+    delay=$((delay * 2))
+  done
+  return 1
+}
+
+# apt_install PACKAGE...: apt-get install, quietly; after a failure the package lists are read
+# again for the next try (a mirror mid-sync). Uses $sudo.
+apt_install() {
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null && return 0
+  $sudo apt-get update -qq || true
+  return 1
+}
+
+# tool_install TOOL: a .NET global tool from NuGet, quietly (its output only when it failed).
+tool_install() {
+  local out
+  out=$(dotnet tool install --global "$1" 2>&1) && return 0
+  echo "$out" | tail -3 >&2
+  return 1
+}
+
 # Other options are left to the sections that take them.
 tests=1
 for arg in "$@"; do
@@ -39,8 +71,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     echo "install-deps: installing ${missing[*]}"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+    retry $sudo apt-get update -qq
+    retry apt_install "${missing[@]}"
 fi
 
 # Linux arm64, cross-built and tested under qemu-user (cmake/aarch64-linux-gnu.cmake), only when
@@ -60,9 +92,8 @@ if [[ ${1:-} == --arm64 || ${PP_ARM64:-0} == 1 ]]; then
         [ "$(id -u)" -eq 0 ] || sudo=sudo
         echo "install-deps: installing for arm64: ${missing[*]}"
         dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64
-        $sudo apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-            "${missing[@]}" >/dev/null
+        retry $sudo apt-get update -qq
+        retry apt_install --no-install-recommends "${missing[@]}"
     fi
 fi
 
@@ -72,8 +103,8 @@ if [ "$tests" -eq 1 ] && command -v dotnet >/dev/null 2>&1; then
     export PATH="$PATH:$HOME/.dotnet/tools"
     for tool in dotnet-trace dotnet-counters dotnet-stack; do
         if ! command -v "$tool" >/dev/null 2>&1; then
-            dotnet tool install --global "$tool" >/dev/null 2>&1 \
-                || echo "install-deps: $tool could not be installed; its tests will skip"
+            retry tool_install "$tool" ||
+                echo "install-deps: $tool could not be installed (4 tries); its tests will skip"
         fi
     done
 fi

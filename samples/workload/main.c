@@ -5,14 +5,19 @@
  * pp_workload_fn_b (each work unit, all of the same cost, goes to fn_a with probability 3/4;
  * the output gives the units actually done), thread
  * "worker-b" spends all of its CPU in pp_workload_fn_c, and the main thread sleeps in
- * pp_workload_wait. Usage: pp-sample-workload [SECONDS] (default 5). Prints the CPU seconds of
- * each worker and the units done. Context: any; must not depend on pipeprof.
+ * pp_workload_wait. Usage: pp-sample-workload [SECONDS [--until FILE] [--cpu CPU_SECONDS]]
+ * (default 5 s). SECONDS is the wall time of the run, or its upper bound with either option:
+ * --until ends the run as soon as FILE exists (a test that records until enough CPU time was
+ * sampled), --cpu once each worker has used CPU_SECONDS of its own CPU time (a recording of the
+ * whole run holds the same number of CPU-mode samples however loaded the machine is). Prints the
+ * CPU seconds of each worker and the units done. Context: any; must not depend on pipeprof.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,9 +26,13 @@
 PP_WORKLOAD_FN uint64_t pp_workload_fn_a(uint64_t x);
 PP_WORKLOAD_FN uint64_t pp_workload_fn_b(uint64_t x);
 PP_WORKLOAD_FN uint64_t pp_workload_fn_c(uint64_t x);
-PP_WORKLOAD_FN void pp_workload_wait(double seconds);
+PP_WORKLOAD_FN void pp_workload_wait(double seconds, const char *until);
 
 static _Atomic int pp_workload_stop;
+/* --cpu: each worker's CPU time budget (0: none), and how many workers have used theirs. */
+static double pp_workload_cpu_budget;
+static _Atomic int pp_workload_workers_done;
+#define PP_WORKLOAD_WORKERS 2
 
 /* One work unit: the same instruction count in every fn, so units measure CPU share. */
 static uint64_t
@@ -56,12 +65,28 @@ pp_workload_fn_c(uint64_t x)
     return pp_workload_unit(x, 3935559000370003845u);
 }
 
+/* Sleeps seconds; with until, or with a CPU budget, ends sooner once that file exists or every
+ * worker has used its budget (looked at every 20 ms). */
 PP_WORKLOAD_FN void
-pp_workload_wait(double seconds)
+pp_workload_wait(double seconds, const char *until)
 {
     struct timespec ts = { (time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9) };
+    struct timespec step = { 0, 20000000 }, left;
+    long steps;
 
-    while (nanosleep(&ts, &ts) != 0) {
+    if (until == NULL && pp_workload_cpu_budget <= 0) {
+        while (nanosleep(&ts, &ts) != 0) {
+        }
+        return;
+    }
+    for (steps = (long)(seconds * 50.0); steps > 0; steps--) {
+        if ((until != NULL && access(until, F_OK) == 0) ||
+            atomic_load(&pp_workload_workers_done) == PP_WORKLOAD_WORKERS) {
+            return;
+        }
+        left = step;
+        while (nanosleep(&left, &left) != 0) {
+        }
     }
 }
 
@@ -74,6 +99,21 @@ pp_workload_cpu_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Whether this worker is done: asked to stop, or its CPU budget used (then counted, once: the
+ * worker leaves its loop). */
+static int
+pp_workload_worker_done(void)
+{
+    if (atomic_load(&pp_workload_stop)) {
+        return 1;
+    }
+    if (pp_workload_cpu_budget > 0 && pp_workload_cpu_seconds() >= pp_workload_cpu_budget) {
+        atomic_fetch_add(&pp_workload_workers_done, 1);
+        return 1;
+    }
+    return 0;
+}
+
 struct pp_workload_result {
     double cpu;
     unsigned long units_a, units_b, units_c;
@@ -84,12 +124,10 @@ static void *
 pp_workload_thread_a(void *arg)
 {
     struct pp_workload_result *r = arg;
-    uint64_t x = 1;
+    uint64_t x = 1, pick = 0x9e3779b97f4a7c15u;
 
     pthread_setname_np(pthread_self(), "worker-a");
-    uint64_t pick = 0x9e3779b97f4a7c15u;
-
-    while (!atomic_load(&pp_workload_stop)) {
+    while (!pp_workload_worker_done()) {
         /* Each unit goes to fn_a with probability 3/4, chosen at random: a fixed a-a-a-b
          * pattern could alias with the sampling period and bias the measured split. */
         pick ^= pick << 13;
@@ -115,7 +153,7 @@ pp_workload_thread_b(void *arg)
     uint64_t x = 2;
 
     pthread_setname_np(pthread_self(), "worker-b");
-    while (!atomic_load(&pp_workload_stop)) {
+    while (!pp_workload_worker_done()) {
         x = pp_workload_fn_c(x);
         r->units_c += 1;
     }
@@ -129,15 +167,28 @@ main(int argc, char **argv)
 {
     struct pp_workload_result ra = { 0 }, rb = { 0 };
     double seconds = 5.0;
+    const char *until = NULL;
     pthread_t ta, tb;
 
     if (argc > 1) {
         char *end;
+        int i;
 
         seconds = strtod(argv[1], &end);
         if (*end != '\0' || seconds <= 0 || seconds > 3600) {
-            fprintf(stderr, "usage: %s [SECONDS (0..3600]]\n", argv[0]);
-            return 2;
+            goto usage;
+        }
+        for (i = 2; i < argc; i += 2) {
+            if (i + 1 < argc && strcmp(argv[i], "--until") == 0) {
+                until = argv[i + 1];
+            } else if (i + 1 < argc && strcmp(argv[i], "--cpu") == 0) {
+                pp_workload_cpu_budget = strtod(argv[i + 1], &end);
+                if (*end != '\0' || !(pp_workload_cpu_budget > 0)) {
+                    goto usage;
+                }
+            } else {
+                goto usage;
+            }
         }
     }
     if (pthread_create(&ta, NULL, pp_workload_thread_a, &ra) != 0 ||
@@ -145,7 +196,7 @@ main(int argc, char **argv)
         fprintf(stderr, "pp-sample-workload: pthread_create failed\n");
         return 1;
     }
-    pp_workload_wait(seconds);
+    pp_workload_wait(seconds, until);
     atomic_store(&pp_workload_stop, 1);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
@@ -154,4 +205,7 @@ main(int argc, char **argv)
            ra.cpu, ra.units_a, ra.units_b, rb.cpu, rb.units_c,
            (unsigned long long)(ra.checksum ^ rb.checksum));
     return 0;
+usage:
+    fprintf(stderr, "usage: %s [SECONDS (0..3600] [--until FILE] [--cpu CPU_SECONDS]]\n", argv[0]);
+    return 2;
 }

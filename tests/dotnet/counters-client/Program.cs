@@ -28,6 +28,9 @@ public static class Program
         var client = new DiagnosticsClient(pid);
         var rows = new List<string>();
         var start = DateTime.UtcNow;
+        // The rows' "t" counts from here: a caller lines its own clock up with it.
+        Console.WriteLine(string.Format(CultureInfo.InvariantCulture, "counters-client: start {0:F3}",
+            (start - DateTime.UnixEpoch).TotalSeconds));
         using (EventPipeSession session = client.StartEventPipeSession(providers, false, 10))
         {
             var source = new EventPipeEventSource(session.EventStream);

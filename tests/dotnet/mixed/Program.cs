@@ -1,4 +1,4 @@
-// tests/dotnet/mixed SECONDS [TRUTH.json] [--work UNITS] [--progress FILE] [--exit STATUS]
+// tests/dotnet/mixed SECONDS [TRUTH.json] [--work UNITS] [--progress FILE] [--until FILE] [--exit STATUS]
 //
 // Three parts with known CPU time, each measured by the app itself with the thread CPU clock:
 //   managed        ManagedSpin, managed code: 8 ms of the main thread's CPU per round;
@@ -17,6 +17,9 @@
 // --progress FILE: every 100 ms and at exit a line of cumulative values
 //   "MONOTONIC_NS MANAGED_NS PINVOKE_NS NATIVE_THREAD_NS PROCESS_CPU_NS" (CLOCK_MONOTONIC, the
 //   clock of the runtime's event timestamps), so a test can take the truth over any window.
+// --until FILE: the rounds end as soon as FILE exists (checked every round), SECONDS at most; a
+//   test that must find the app still running after steps of unknown length on a loaded
+//   machine (a tool's start-up, a recording) creates FILE when done instead of guessing SECONDS.
 // --exit STATUS: the exit status (default 0).
 // stdout: the same line for the same arguments, whatever the timing; the CPU times go to stderr.
 using System;
@@ -127,7 +130,7 @@ public static class Program
     public static int Main(string[] args)
     {
         double seconds = 3;
-        string truth = null;
+        string truth = null, until = null;
         long work = 0;
         int status = 0, positional = 0;
         for (int i = 0; i < args.Length; i++)
@@ -135,6 +138,7 @@ public static class Program
             string a = args[i];
             if (a == "--work" && i + 1 < args.Length) work = long.Parse(args[++i], CultureInfo.InvariantCulture);
             else if (a == "--progress" && i + 1 < args.Length) progress = new StreamWriter(args[++i]) { AutoFlush = true };
+            else if (a == "--until" && i + 1 < args.Length) until = args[++i];
             else if (a == "--exit" && i + 1 < args.Length) status = int.Parse(args[++i], CultureInfo.InvariantCulture);
             else if (!a.StartsWith("--", StringComparison.Ordinal) && positional == 0)
             {
@@ -148,7 +152,7 @@ public static class Program
             }
             else
             {
-                Console.Error.WriteLine("usage: mixed SECONDS [TRUTH.json] [--work UNITS] [--progress FILE] [--exit STATUS]");
+                Console.Error.WriteLine("usage: mixed SECONDS [TRUTH.json] [--work UNITS] [--progress FILE] [--until FILE] [--exit STATUS]");
                 return 2;
             }
         }
@@ -162,7 +166,7 @@ public static class Program
         var ticker = new Thread(Ticker) { IsBackground = true, Name = "mixed-ticker" };
         ticker.Start();
         var sw = Stopwatch.StartNew();
-        for (long r = 0; work > 0 ? r < rounds : sw.Elapsed.TotalSeconds < seconds; r++)
+        for (long r = 0; work > 0 ? r < rounds : sw.Elapsed.TotalSeconds < seconds && (until == null || !File.Exists(until)); r++)
         {
             ulong c0 = burn_thread_cpu_ns();
             ManagedSpin(ManagedSliceNs, work > 0 ? ManagedUnits : 0);
