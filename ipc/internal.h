@@ -137,11 +137,6 @@ struct ipc_server {
 
     struct ipc_listener *listeners;
     size_t listener_count;
-    /* The default listener of a process that has connect ports opens on the loop thread after
-     * IPC_LISTEN_DEFER_MS (server.c says why); key_override is the one it was started with. */
-    uv_timer_t listen_timer;
-    int listen_deferred; /* the timer was initialized (must be closed) */
-    uint64_t key_override;
     /* One scan of $TMPDIR for the default sockets of this user's killed processes,
      * IPC_STALE_SCAN_MS after the start (server.c says why then). */
     uv_timer_t stale_timer;

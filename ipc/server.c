@@ -529,9 +529,6 @@ ipc_server_wake(uv_async_t *a)
             }
         }
     }
-    if (s->listen_deferred && !uv_is_closing((uv_handle_t *)&s->listen_timer)) {
-        uv_close((uv_handle_t *)&s->listen_timer, NULL);
-    }
     if (s->stale_scan && !uv_is_closing((uv_handle_t *)&s->stale_timer)) {
         uv_close((uv_handle_t *)&s->stale_timer, NULL);
     }
@@ -702,43 +699,6 @@ ipc_server_add_default_listener(struct ipc_server *s, uint64_t key_override)
 }
 
 /*
- * A process started with a connect port (`pipeprof record`'s children, `collect -- CMD`) is
- * reached through that port; its own listen socket, at the runtime's default name, is there for
- * the tools that list and attach (`dotnet-trace ps`, `pipeprof ps`, `collect -p`). It opens
- * IPC_LISTEN_DEFER_MS after the start, on the loop thread, unless the process has stopped by
- * then: binding a socket file in a busy /tmp (ext4's inode allocation) and unlinking it at exit
- * was 0.25 ms of CPU per short child under `record` (perf; docs/performance.md, start-up), and a
- * child that lives less than this was seldom listed anyway. A process with no connect port, a
- * .NET host (whose runtime's socket the tools expect at once) or an explicit
- * PIPEPROF_DIAGNOSTIC_PORT listens at once as before.
- */
-#define IPC_LISTEN_DEFER_MS 50
-
-static int
-ipc_port_list_connects(const struct ipc_port_list *ports)
-{
-    size_t i;
-
-    for (i = 0; i < ports->count; i++) {
-        if (ports->ports[i].type == IPC_PORT_CONNECT) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static void
-ipc_server_listen_deferred(uv_timer_t *t)
-{
-    struct ipc_server *s = t->data;
-
-    uv_close((uv_handle_t *)t, NULL);
-    if (!s->shutting_down) {
-        (void)ipc_server_add_default_listener(s, s->key_override); /* it says why it failed */
-    }
-}
-
-/*
  * A process killed by SIGKILL leaves its default socket (dotnet-diagnostic-PID-KEY-socket) in
  * $TMPDIR, where bare leaves nothing: the next process of this user that runs the agent removes
  * such leftovers (ipc_sockfile_remove_stale(): a dead pid's, this user's, connect refused, and
@@ -869,13 +829,7 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     uv_timer_init(&s->loop, &s->stop_timer);
     s->stop_timer.data = s;
 
-    s->key_override = opts->key_override;
-    if (opts->listen_path == NULL && !opts->dotnet_host && ipc_port_list_connects(&ports)) {
-        uv_timer_init(&s->loop, &s->listen_timer);
-        s->listen_timer.data = s;
-        s->listen_deferred = 1;
-        uv_timer_start(&s->listen_timer, ipc_server_listen_deferred, IPC_LISTEN_DEFER_MS, 0);
-    } else if (opts->listen_path == NULL) {
+    if (opts->listen_path == NULL) {
         err = ipc_server_add_default_listener(s, opts->key_override);
     } else if (opts->listen_path[0] != '\0') {
         err = ipc_server_add_listener(s, opts->listen_path);
