@@ -1779,8 +1779,14 @@ TEST(a_perf_sample_at_a_call_return_places_kernel_time)
     ag_stop();
     ASSERT_TRUE(!armed);
     ASSERT_TRUE(kern_at_call_w + kern_unplaced_w >= 50); /* 400 ms, most of it in write(2) */
-    /* (with the locator the only source of calls: 0 to 7 under a call, 190 to 200 not placed) */
-    ASSERT_TRUE(kern_at_call_w >= 3 * kern_unplaced_w);
+    /* At least a quarter placed under a call. Without call-return samples taken as calls
+     * (the locator the only source), 0 to 7 intervals went under a call and 190 to 200 were not
+     * placed. With them, over 36 runs on a quiet machine, 92 to 185 went under a call and 0 to 92
+     * were not placed: such samples come 20 to 105 ms of the thread's CPU apart, not every few ms.
+     * Kernel time between two that are more than AG_KERNEL_SITE_CPU_NS apart waits in vain and is
+     * shown as not placed. The earlier bound, 3 times more placed than not, failed a fresh-clone
+     * CI run at 118 against 72. */
+    ASSERT_TRUE(4 * kern_at_call_w >= kern_at_call_w + kern_unplaced_w);
 }
 
 /* dl_iterate_phdr: the first executable address of the module loaded at base (in *pc). */
