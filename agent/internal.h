@@ -427,6 +427,7 @@ void pipeprof_cpu_in_kernel_unplaced(void);
 
 /* The handler (agent/sig-handler.c). */
 void ag_sig_handler(int signo, siginfo_t *info, void *uctx);
+void ag_sig_count_unsampled(struct ag_thread *t, uint64_t n);
 /*
  * CPU-mode weight of the span of t's CPU time that ends at cpu (its thread CPU clock now): the
  * time since the previous sample or claim (exchanged in t->last_cpu_ns; *delta_out gets it, 0

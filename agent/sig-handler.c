@@ -133,6 +133,17 @@ ag_sig_wake_manager(void)
     }
 }
 
+/* Counts n intervals of thread t that got no wall sample (the wall thread's passes, and the
+ * handler for a wall signal merged into a CPU one: async-signal-safe, atomics only). */
+void
+ag_sig_count_unsampled(struct ag_thread *t, uint64_t n)
+{
+    atomic_fetch_add_explicit(&t->dropped, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->unsampled, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.n_lost, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.n_wall_unsampled, n, memory_order_relaxed);
+}
+
 /* The sampling signal was taken on thread t (its handler runs): no sampling signal is pending
  * for it now, so the next wall pass may signal it again (wall.c holds the next back while one
  * is). A wall signal sent while a CPU timer's was pending merged into it: that pass's interval
@@ -142,10 +153,7 @@ ag_sig_wall_taken(struct ag_thread *t, enum ag_mode mode)
 {
     if (atomic_exchange_explicit(&t->wall_signalled, 0, memory_order_acq_rel) &&
         mode != AG_MODE_WALL) {
-        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&t->unsampled, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&ag.n_wall_unsampled, 1, memory_order_relaxed);
+        ag_sig_count_unsampled(t, 1);
     }
 }
 

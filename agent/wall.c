@@ -259,16 +259,6 @@ static _Atomic int ag_wall_quit;             /* ag_wall_stop(): the last wall re
 static pthread_mutex_t ag_wall_trim_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int ag_wall_producing; /* written under ag_wall_trim_lock */
 
-/* Counts n intervals of thread t that got no wall sample. */
-static void
-ag_wall_count_unsampled(struct ag_thread *t, uint64_t n)
-{
-    atomic_fetch_add_explicit(&t->dropped, n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&t->unsampled, n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&ag.n_lost, n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&ag.n_wall_unsampled, n, memory_order_relaxed);
-}
-
 /* Notes a visit to thread t of slot i by the pass for the interval that began at slot (on the
  * pass grid: ag_wall_main), and counts the intervals since its last visit that it went without a
  * wall sample (the pass came late or not at all: a thousand threads take longer than an
@@ -289,7 +279,7 @@ ag_wall_visit(unsigned i, struct ag_thread *t, int32_t tid, uint64_t slot, uint6
     uint64_t gaps = v->tid == tid && slot > v->ns ? (slot - v->ns + interval / 2) / interval : 0;
 
     if (gaps > 1) {
-        ag_wall_count_unsampled(t, gaps - 1);
+        ag_sig_count_unsampled(t, gaps - 1);
     }
     v->tid = tid;
     v->ns = slot;
@@ -332,7 +322,7 @@ ag_wall_pass(uint64_t now, uint64_t slot, uint64_t interval)
             if (atomic_exchange_explicit(&t->wall_signalled, 1, memory_order_acq_rel)) {
                 /* The last pass's signal is not taken yet: another would merge into it (or
                  * come after its handler began, and be taken twice). This interval is lost. */
-                ag_wall_count_unsampled(t, 1);
+                ag_sig_count_unsampled(t, 1);
                 continue;
             }
             ag_wall_signal(tid);
