@@ -1672,8 +1672,6 @@ pp_record_cleanup(struct pp_record *rc)
     if (!rc->nettrace) {
         unlink(rc->trace);
     }
-    pp_record_cfi_cache_remove(rc);
-    rmdir(rc->dir);
     if (rc->child > 0) {
         /* Ctrl-C or a termination request: pass it on once the session has ended. */
         if (pp_record_signal != 0 && !rc->child_done) {
@@ -1681,6 +1679,9 @@ pp_record_cleanup(struct pp_record *rc)
         }
         pp_record_reap(rc, 1);
     }
+    /* After the reap: a child still alive may add an unwind table to cfi/ after it was read */
+    pp_record_cfi_cache_remove(rc);
+    rmdir(rc->dir);
     free(rc->tids);
     pthread_mutex_destroy(&rc->tid_lock);
 }
