@@ -29,6 +29,9 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free int");
 
 /* si_value of the wall sampler's rt_tgsigqueueinfo(): tells the handler it is a wall sample. */
 #define AG_WALL_SIVAL      0x70707770
+/* struct ag_thread's wall_signalled, between a wall pass and the handler that takes its signal */
+#define AG_WALL_SENDING    1
+#define AG_WALL_SENT       2
 /* si_value of the agent's CPU-time timers: a timer of the host's with the same signal is not. */
 /* How many /proc stat files, and as many syscall files, the wall thread keeps open at most
  * (agent/wall.c says why). */
@@ -195,12 +198,14 @@ struct ag_thread {
      * ring (a running thread's, taken by its handler on the wall thread's signal) or found
      * nothing to take; ag_wall_settle() reads it */
     _Atomic uint64_t wall_seen_ns;
-    /* wall and self: 1 from a wall pass's signal to this thread until its handler takes it
-     * (any sampling signal's handler: one pending stands for all). A pass that finds it still 1
-     * sends none and counts the interval lost: the sampling signal is a standard one, and the
-     * kernel merged a second one sent while the first was pending (a running thread not
-     * scheduled for an interval on a loaded machine, or blocking the signal) into one sample,
-     * the rest lost silently. */
+    /* wall and self: AG_WALL_SENDING from a wall pass's decision to signal this thread,
+     * AG_WALL_SENT once the signal went out, 0 again when a handler takes it (any sampling
+     * signal's handler: one pending stands for all; also the host's instance of the signal, into
+     * which the kernel merged one sent while it was pending). A pass that finds it set sends
+     * none and counts the interval lost: the sampling signal is a standard one, and the kernel
+     * merged a second one sent while the first was pending (a running thread not scheduled for
+     * an interval on a loaded machine, or blocking the signal) into one sample, the rest lost
+     * silently. */
     _Atomic int wall_signalled;
     /* CPU-mode accounting (ag_sig_cpu_weigh): the handler and a tail claim (the exiting thread,
      * or ag_cpu_flush() on another thread) each take their span with an exchange. */

@@ -144,15 +144,30 @@ ag_sig_count_unsampled(struct ag_thread *t, uint64_t n)
     atomic_fetch_add_explicit(&ag.n_wall_unsampled, n, memory_order_relaxed);
 }
 
-/* The sampling signal was taken on thread t (its handler runs): no sampling signal is pending
- * for it now, so the next wall pass may signal it again (wall.c holds the next back while one
- * is). A wall signal sent while a CPU timer's was pending merged into it: that pass's interval
- * got no wall sample, and is counted lost. */
-static void
-ag_sig_wall_taken(struct ag_thread *t, enum ag_mode mode)
+/* Whether signo is pending for the calling thread (or its process), as it is while a handler of
+ * it runs (the kernel blocks it there) when one was sent after the running one was taken. */
+static int
+ag_sig_pending(int signo)
 {
-    if (atomic_exchange_explicit(&t->wall_signalled, 0, memory_order_acq_rel) &&
-        mode != AG_MODE_WALL) {
+    uint64_t set = 0;
+
+    return syscall(SYS_rt_sigpending, &set, sizeof(set)) == 0 && signo > 0 && signo <= 64 &&
+           ((set >> (unsigned)(signo - 1)) & 1u);
+}
+
+/* The sampling signal was taken on thread t (its handler runs; mode is AG_MODE_WALL for a wall
+ * pass's signal, AG_MODE_CPU for a CPU engine's, and 0 for the host's own instance): no sampling
+ * signal is pending for it now, so the next wall pass may signal it again (wall.c holds the next
+ * back while one is). A wall signal sent while another instance was pending merged into it: that
+ * pass's interval got no wall sample, and is counted lost. One still being sent (the pass has not
+ * sent it yet), or sent after this instance was taken (pending now), comes on its own and is not
+ * counted. Before, a wall signal merged into the host's instance was never counted or cleared:
+ * the thread went without wall samples for the rest of the session. */
+static void
+ag_sig_wall_taken(struct ag_thread *t, int mode, int signo)
+{
+    if (atomic_exchange_explicit(&t->wall_signalled, 0, memory_order_acq_rel) == AG_WALL_SENT &&
+        mode != AG_MODE_WALL && !ag_sig_pending(signo)) {
         ag_sig_count_unsampled(t, 1);
     }
 }
@@ -195,6 +210,10 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         mode = AG_MODE_WALL;
     } else {
         /* Not ours: the host's (kill, raise, its timer, setitimer): its disposition decides. */
+        t = ag_sig_thread_self();
+        if (t != NULL) {
+            ag_sig_wall_taken(t, 0, signo);
+        }
         atomic_fetch_sub_explicit(&ag.inflight, 1, memory_order_release);
         errno = saved_errno;
         host_signal_chain(signo, info, uctx);
@@ -223,13 +242,13 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         if (t != NULL) {
             atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
-            ag_sig_wall_taken(t, mode);
+            ag_sig_wall_taken(t, mode, signo);
         }
         goto out;
     }
     t = ag_sig_thread_self();
     if (t != NULL) {
-        ag_sig_wall_taken(t, mode);
+        ag_sig_wall_taken(t, mode, signo);
     }
     if (t == NULL || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
         (mode == AG_MODE_WALL &&

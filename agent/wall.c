@@ -297,6 +297,7 @@ ag_wall_pass(uint64_t now, uint64_t slot, uint64_t interval)
         struct ag_thread *t = &ag.threads[i];
         struct ag_sample *s;
         int32_t tid;
+        int sent;
         char st;
         int blocked, err;
 
@@ -319,13 +320,18 @@ ag_wall_pass(uint64_t now, uint64_t slot, uint64_t interval)
                      ? 'S'
                      : ag_wall_state(tid);
         if (st == 'R' && !blocked) {
-            if (atomic_exchange_explicit(&t->wall_signalled, 1, memory_order_acq_rel)) {
+            if (atomic_exchange_explicit(&t->wall_signalled, AG_WALL_SENDING,
+                                         memory_order_acq_rel)) {
                 /* The last pass's signal is not taken yet: another would merge into it (or
                  * come after its handler began, and be taken twice). This interval is lost. */
                 ag_sig_count_unsampled(t, 1);
                 continue;
             }
             ag_wall_signal(tid);
+            /* Unless a handler took it already */
+            sent = AG_WALL_SENDING;
+            atomic_compare_exchange_strong_explicit(&t->wall_signalled, &sent, AG_WALL_SENT,
+                                                    memory_order_acq_rel, memory_order_relaxed);
             continue;
         }
         if (st != 'R' && st != 'S' && st != 'D') {

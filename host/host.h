@@ -10,7 +10,8 @@
  *   eintr.c      pselect sigtimedwait sigwaitinfo sem_wait sem_timedwait sem_clockwait
  *                epoll_pwait2 recvmsg pause sigsuspend semop semtimedop msgrcv msgsnd
  *                (and the waits fds.c's syscall passes to it)
- *   signals.c    pthread_sigmask sigprocmask sigaction signal bsd_signal sysv_signal
+ *   signals.c    pthread_sigmask sigprocmask sigaction signal bsd_signal sysv_signal raise
+ *                pthread_kill pthread_sigqueue tgkill
  *   exit.c       _exit _Exit
  *   exec.c       execve execv execvp execvpe execl execlp execle posix_spawn posix_spawnp
  *                system

@@ -42,10 +42,18 @@
  * instant may each see the other's as old. sigset() and raw rt_sigaction system calls are not
  * seen.
  *
+ *   raise pthread_kill pthread_sigqueue tgkill
+ *                    interposed for a send of the library's signal to the calling thread, which
+ *                    the kernel would drop while one of the library's own instances is pending
+ *                    for it (standard signals do not queue): the host's disposition runs at
+ *                    once instead, as bare (host_sig_send_self below). Sends to other threads,
+ *                    and raw tgkill system calls, go to the kernel as they are.
+ *
  * Held by: host-contract-signals-* (tests/hosts/signals.c: the host's own handler, setitimer,
  * SIG_IGN and SIG_DFL of SIGPROF after the agent started; its SA_NODEFER, sa_mask, SA_RESETHAND
  * and flags read back (-flags), SA_ONSTACK (-onstack), SA_RESTART or not under its own
- * ITIMER_PROF (-restart, -norestart); host-contract-altstack-*: a handler on
+ * ITIMER_PROF (-restart, -norestart); 20000 sends to its own thread under sampling, each one
+ * running its handler before the call returns (-raises); host-contract-altstack-*: a handler on
  * a small alternate stack; host-contract-sigign-*: an inherited SIG_IGN through posix_spawn,
  * system and fork+exec), and test-agent-sampling
  * (cpu_with_the_signal_blocked_is_marked_unseen_timer and _perf,
@@ -56,6 +64,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
 
 #include "host/internal.h"
 
@@ -366,4 +376,113 @@ HOST_EXPORT sighandler_t
 sysv_signal(int signo, sighandler_t handler)
 {
     return host_signal_set(signo, handler, SA_RESETHAND | SA_NODEFER, 0);
+}
+
+/*
+ * The library's signal sent by the host to the calling thread (raise, pthread_kill and
+ * pthread_sigqueue of pthread_self(), tgkill of its own tid): run through the host's disposition
+ * at once, as the kernel would run it before the call returns, without a signal. A standard
+ * signal does not queue: a send that finds one of the library's own instances pending for the
+ * thread (a wall pass's, a CPU timer's or perf overflow's, between their send and delivery) is
+ * dropped by the kernel, and the host's handler never ran (host-signals raises: 5 of 6666
+ * raise() calls under wall sampling at 1000 Hz). The host's handler gets what the kernel would
+ * give: si_code SI_TKILL (SI_QUEUE with the value for pthread_sigqueue), its pid and uid, and a
+ * context of the call (getcontext, with the thread's alternate stack as the kernel reports it),
+ * whose registers are those of this function rather than of libc's system call. With the signal
+ * blocked in the thread's mask the send is the real one (it pends as bare; one of the library's
+ * pending then still takes its place). Returns 1 when the send is not the library's to make.
+ */
+#define HOST_SS_AUTODISARM (1u << 31) /* linux/signal.h; glibc's headers lack it */
+
+static int
+host_sig_send_self(int signo, int code, const union sigval *value)
+{
+    siginfo_t info;
+    ucontext_t uc;
+    stack_t off;
+    sigset_t now;
+    int autodisarm;
+
+    if (signo == 0 || signo != atomic_load_explicit(&host_sig.signo, memory_order_acquire) ||
+        host_sigmask_raw(SIG_BLOCK, NULL, &now) != 0 || sigismember(&now, signo)) {
+        return 1;
+    }
+    memset(&info, 0, sizeof(info));
+    info.si_signo = signo;
+    info.si_code = code;
+    info.si_pid = getpid();
+    info.si_uid = getuid();
+    if (value != NULL) {
+        info.si_value = *value;
+    }
+    memset(&uc, 0, sizeof(uc));
+    if (getcontext(&uc) != 0 || sigaltstack(NULL, &uc.uc_stack) != 0) {
+        return 1;
+    }
+    /* The kernel disarms an SS_AUTODISARM registration for a handler's duration (a SA_ONSTACK
+     * signal raised inside it would otherwise start again at the stack's top, over the frames
+     * of a handler running there) and puts it back at its return. */
+    autodisarm = ((unsigned)uc.uc_stack.ss_flags & HOST_SS_AUTODISARM) &&
+                 !(uc.uc_stack.ss_flags & SS_DISABLE);
+    if (autodisarm) {
+        memset(&off, 0, sizeof(off));
+        off.ss_flags = SS_DISABLE;
+        sigaltstack(&off, NULL);
+    }
+    host_signal_chain(signo, &info, &uc);
+    if (autodisarm) {
+        sigaltstack(&uc.uc_stack, NULL);
+    }
+    return 0;
+}
+
+HOST_EXPORT int
+raise(int signo)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(int) = (int (*)(int))host_real(&real_p, "raise");
+
+    if (host_sig_send_self(signo, SI_TKILL, NULL) == 0) {
+        return 0;
+    }
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real(signo);
+}
+
+HOST_EXPORT int
+pthread_kill(pthread_t thread, int signo)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(pthread_t, int) = (int (*)(pthread_t, int))host_real(&real_p, "pthread_kill");
+
+    if (pthread_equal(thread, pthread_self()) && host_sig_send_self(signo, SI_TKILL, NULL) == 0) {
+        return 0;
+    }
+    return real != NULL ? real(thread, signo) : ENOSYS;
+}
+
+HOST_EXPORT int
+pthread_sigqueue(pthread_t thread, int signo, const union sigval value)
+{
+    static _Atomic(void *) real_p;
+    int (*real)(pthread_t, int, const union sigval) =
+            (int (*)(pthread_t, int, const union sigval))host_real(&real_p, "pthread_sigqueue");
+
+    if (pthread_equal(thread, pthread_self()) && host_sig_send_self(signo, SI_QUEUE, &value) == 0) {
+        return 0;
+    }
+    return real != NULL ? real(thread, signo, value) : ENOSYS;
+}
+
+HOST_EXPORT int
+tgkill(pid_t tgid, pid_t tid, int signo)
+{
+    HOST_REAL_OR_ENOSYS(int, (pid_t, pid_t, int), tgkill)
+    if (tgid == getpid() && tid == gettid() && host_sig_send_self(signo, SI_TKILL, NULL) == 0) {
+        return 0;
+    }
+    return real(tgid, tid, signo);
 }

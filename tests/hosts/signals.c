@@ -25,6 +25,11 @@
  *                     a thread that burns CPU (SIGPROF blocked there) and writes a pipe the main
  *                     thread reads: no read fails with EINTR
  *   signals norestart the same without SA_RESTART: reads fail with EINTR, as the kernel says
+ *   signals raises    its own SIGPROF handler (SA_SIGINFO) and 20000 sends of SIGPROF to its own
+ *                     thread, by raise(), pthread_kill(pthread_self()) and tgkill(), each between
+ *                     a few microseconds of CPU (the thread runs, so a wall sampler signals it):
+ *                     how many reached the handler (bare: each one, at once) and with what
+ *                     si_code and si_pid
  *   signals offstack  burns 300 ms of CPU in a coroutine (swapcontext) whose stack is its
  *                     sigaltstack, as green-thread libraries may: the kernel reports that code
  *                     as on the alternate stack, the agent takes no sample there and says so
@@ -480,6 +485,61 @@ pipe_reads(int restart)
     return 0;
 }
 
+static volatile sig_atomic_t raised_tkill, raised_other;
+
+static void
+on_prof_info(int sig, siginfo_t *info, void *uctx)
+{
+    (void)sig;
+    (void)uctx;
+    if (info->si_code == SI_TKILL && info->si_pid == getpid()) {
+        raised_tkill++;
+    } else {
+        raised_other++;
+    }
+}
+
+/* Standard signals do not queue: a send that finds one of the same signal pending for the thread
+ * is dropped. Bare, none of the host's own is pending at a send here (each one ran its handler
+ * before the call returned), so every send runs the handler. */
+static int
+raises(void)
+{
+    const char *how[] = { "raise", "pthread_kill", "tgkill" };
+    struct sigaction sa;
+    int k, i, missed, n = 20000 / 3;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_prof_info;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGPROF, &sa, NULL);
+    for (k = 0; k < 3; k++) {
+        missed = 0;
+        raised_tkill = 0;
+        raised_other = 0;
+        for (i = 0; i < n; i++) {
+            int before = (int)raised_tkill;
+
+            host_burn_us(20);
+            if (k == 0) {
+                raise(SIGPROF);
+            } else if (k == 1) {
+                pthread_kill(pthread_self(), SIGPROF);
+            } else {
+                tgkill(getpid(), gettid(), SIGPROF);
+            }
+            missed += (int)raised_tkill != before + 1;
+        }
+        fprintf(stderr, "%s: %d of %d sends ran the handler at once, %d other deliveries\n", how[k],
+                n - missed, n, (int)raised_other);
+        printf("%s: every send ran the handler before the call returned: %s; SI_TKILL from "
+               "itself: %d of %d\n",
+               how[k], missed == 0 ? "yes" : "no", (int)raised_tkill, n);
+    }
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -511,10 +571,13 @@ main(int argc, char **argv)
     if (strcmp(how, "onstack") == 0) {
         return onstack();
     }
+    if (strcmp(how, "raises") == 0) {
+        return raises();
+    }
     if (strcmp(how, "restart") == 0 || strcmp(how, "norestart") == 0) {
         return pipe_reads(strcmp(how, "restart") == 0);
     }
     fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack|flags|offstack|onstack|"
-                    "restart|norestart\n");
+                    "raises|restart|norestart\n");
     return 2;
 }

@@ -351,6 +351,12 @@ every_call(int idx)
     /* dispositions by the old calls */
     check(bsd_signal(SIGWINCH, SIG_DFL) != SIG_ERR && sysv_signal(SIGWINCH, SIG_DFL) != SIG_ERR,
           "bsd_signal/sysv_signal");
+    /* sends to itself of a signal whose default action is to ignore it */
+    check(raise(SIGWINCH) == 0 && pthread_kill(pthread_self(), SIGWINCH) == 0 &&
+                  pthread_sigqueue(pthread_self(), SIGWINCH, (union sigval){ .sival_int = 1 }) ==
+                          0 &&
+                  tgkill(getpid(), gettid(), SIGWINCH) == 0,
+          "raise/pthread_kill/pthread_sigqueue/tgkill");
 }
 
 static void *
