@@ -26,6 +26,7 @@
 #define BRIDGE_HTTP_PUMP_MS        10 /* how often a recording drains the agent without sessions */
 #define BRIDGE_HTTP_THREADS        1024 /* threads whose sampling rate a recording keeps to its own */
 #define BRIDGE_HTTP_MAX_RECORDINGS 4
+#define BRIDGE_HTTP_FIRST_PASS_MS  5000 /* wall mode: how long a recording waits for its first */
 
 struct bridge_http_rec {
     struct bridge_tap tap;
@@ -36,7 +37,8 @@ struct bridge_http_rec {
     enum ag_mode mode;
     unsigned hz;
     int acquired;
-    uint64_t start_ns, end_ns;
+    int before_first; /* wall mode: no sample of the recording's yet; its window not begun */
+    uint64_t start_ns, end_ns, duration_ns;
     int add_err; /* the first failure to add a sample (the profile is then incomplete) */
     int32_t kept_tid[BRIDGE_HTTP_THREADS];
     uint64_t due_ts[BRIDGE_HTTP_THREADS];   /* wall mode: next sample time per thread */
@@ -105,6 +107,8 @@ bridge_http_keep(struct bridge_http_rec *r, const struct bridge_tap_sample *s)
     return r->mode == AG_MODE_CPU ? (uint32_t)((cpu + interval / 2) / interval) : 1;
 }
 
+static void bridge_http_end_cb(uv_timer_t *t);
+
 static void
 bridge_http_on_sample(void *ctx, const struct bridge_tap_sample *s)
 {
@@ -115,6 +119,19 @@ bridge_http_on_sample(void *ctx, const struct bridge_tap_sample *s)
     if (s->mode != r->mode || s->timestamp_ns < r->start_ns || s->timestamp_ns > r->end_ns ||
         r->add_err != 0) {
         return;
+    }
+    if (r->before_first) {
+        /* The window begins at the wall thread's first pass for this recording: it is started
+         * (or its rate changed) by the request, and on a host starved of CPU, or an agent the
+         * request started, its first pass came after a short recording's end (http-agent: 0.2 s
+         * asked, HTTP 200 with no sample, in a fresh-clone CI run's ASan stage at load 25). */
+        uint64_t now = nt_clock_now(), end;
+
+        r->before_first = 0;
+        r->start_ns = s->timestamp_ns;
+        r->end_ns = r->start_ns + r->duration_ns;
+        end = r->end_ns > now ? (r->end_ns - now) / 1000000u : 0;
+        uv_timer_start(&r->end_timer, bridge_http_end_cb, end, 0);
     }
     for (n = bridge_http_keep(r, s); n > 0 && err == 0; n--) {
         err = pp_profile_add_sample(r->profile, (uint64_t)s->tid, s->timestamp_ns, s->running,
@@ -239,6 +256,7 @@ bridge_http_end_cb(uv_timer_t *t)
     FILE *f;
     int err;
 
+    r->before_first = 0; /* no pass in all that time: what the last pump brings is kept */
     if (r->mode == AG_MODE_CPU) {
         /* The CPU each thread burned since its last sample comes in as a final sample, so the
          * profile holds all of the threads' CPU time (as a session's last drain does). Claimed
@@ -328,14 +346,20 @@ bridge_http_sample_start(void *ctx, const struct http_sample_request *req, http_
     r->done = done;
     r->token = token;
     r->start_ns = nt_clock_now();
-    r->end_ns = r->start_ns + duration_ns;
+    r->duration_ns = duration_ns;
+    /* Wall mode: until the first pass, the window is open-ended, and the end is due at the latest
+     * BRIDGE_HTTP_FIRST_PASS_MS later than asked (the HTTP server allows 30 s more). CPU mode
+     * has no first pass to wait for (an idle process burns no CPU): its window is the request's. */
+    r->before_first = r->mode == AG_MODE_WALL;
+    r->end_ns = r->before_first ? UINT64_MAX : r->start_ns + duration_ns;
     uv_timer_init(bridge_http.loop, &r->end_timer);
     uv_timer_init(bridge_http.loop, &r->pump_timer);
     r->end_timer.data = r;
     r->pump_timer.data = r;
     r->open_handles = 2;
     uv_timer_start(&r->pump_timer, bridge_http_pump_cb, BRIDGE_HTTP_PUMP_MS, BRIDGE_HTTP_PUMP_MS);
-    uv_timer_start(&r->end_timer, bridge_http_end_cb, duration_ns / 1000000, 0);
+    uv_timer_start(&r->end_timer, bridge_http_end_cb,
+                   duration_ns / 1000000 + (r->before_first ? BRIDGE_HTTP_FIRST_PASS_MS : 0), 0);
     *handle = r;
     return 0;
 }
