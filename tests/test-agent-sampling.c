@@ -1029,7 +1029,7 @@ thread_named(const char *name)
 TEST(a_deferred_manager_starts_at_the_first_scan_and_finds_threads)
 {
     char dir[] = "/tmp/pp-test-mgr-cache.XXXXXX";
-    struct tail_arg a = { 150000000u, 0, 0, 0, 0 };
+    struct tail_arg a = { 250000000u, 0, 0, 0, 0 };
     struct ag_config cfg;
     struct tid_stats *t;
     pthread_t th;
