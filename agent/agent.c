@@ -77,7 +77,9 @@ ag_manager_main(void *arg)
     uint64_t next_scan = ag_now_ns() + (uint64_t)ag.cfg.scan_ms * 1000000u, hold_until = 0, now,
              until;
 
-    (void)arg;
+    if (arg != NULL) {
+        next_scan = 0; /* started late (ag_manager_start_due): the scan is due now */
+    }
     ag_thread_exclude_self();
     pthread_setname_np(pthread_self(), "pipeprof-mgr");
     do {
@@ -154,6 +156,7 @@ ag_agent_forked_child(void)
         ag.manager_fd = -1;
     }
     ag.manager_started = 0;
+    atomic_store(&ag.manager_due_ns, 0);
     ag.wall_started = 0;
 }
 
@@ -208,12 +211,54 @@ ag_teardown_locked(void)
     pthread_mutex_unlock(&ag.drain_lock);
 }
 
+/* Starts the manager thread (late: after ag_start(), its scan due at once). On failure at the
+ * start the agent is torn down; a late one leaves the agent sampling the threads it knows, with
+ * one line in the log (a session may be streaming). life_lock held. */
+static int
+ag_manager_spawn_locked(int late)
+{
+    static char late_mark;
+    int err;
+
+    atomic_store(&ag.manager_due_ns, 0);
+    err = ag_thread_spawn(&ag.manager, ag_manager_main, late ? &late_mark : NULL);
+    if (err != 0 && late) {
+        ag_log(AG_LOG_ERROR, "the manager thread did not start (%s): no thread scans",
+               strerror(-err));
+    } else if (err != 0) {
+        ag_teardown_locked();
+    } else {
+        ag.manager_started = 1;
+    }
+    return err;
+}
+
+void
+ag_manager_start_due(void)
+{
+    uint64_t due = atomic_load_explicit(&ag.manager_due_ns, memory_order_relaxed);
+
+    if (due == 0 || (ag_now_ns() < due && !atomic_load(&ag.kern_asked) &&
+                     atomic_load_explicit(&ag_sig_unknown_code, memory_order_relaxed) == 0)) {
+        return;
+    }
+    /* Never waits: a start or a stop holds the lock, and the next drain looks again. */
+    if (pthread_mutex_trylock(&ag.life_lock) != 0) {
+        return;
+    }
+    if (atomic_load(&ag.running) && !atomic_load(&ag.stopping) && !ag.manager_started &&
+        atomic_load(&ag.manager_due_ns) != 0) {
+        (void)ag_manager_spawn_locked(1);
+    }
+    pthread_mutex_unlock(&ag.life_lock);
+}
+
 int
 ag_start(const struct ag_config *cfg)
 {
     static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     pthread_condattr_t ca;
-    int err = 0, remote_read_ok;
+    int err = 0, remote_read_ok, pending;
 
     pthread_once(&atfork_once, ag_agent_atfork_register);
     ag_interpose_init();
@@ -299,12 +344,15 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.running, 1);
     ag_thread_attach_self(); /* the caller, with exact stack bounds */
     ag_threads_scan();
-    err = ag_thread_spawn(&ag.manager, ag_manager_main, NULL);
-    if (err != 0) {
-        ag_teardown_locked();
+    /* Every table in the recording's cache (a `record` child whose libraries an earlier process
+     * of the tree built): mapped here, and the manager, which has nothing to do before its first
+     * scan, starts when that is due (ag_manager_start_due). Otherwise it starts now to build. */
+    pending = ag_modules_map_cached_cfi();
+    if (pending == 0) {
+        atomic_store(&ag.manager_due_ns, ag_now_ns() + (uint64_t)ag.cfg.scan_ms * 1000000u);
         goto out;
     }
-    ag.manager_started = 1;
+    err = ag_manager_spawn_locked(0);
 out:
     pthread_mutex_unlock(&ag.life_lock);
     return err;
@@ -321,6 +369,7 @@ ag_stop(void)
     atomic_store(&ag.hz_cpu, 0);
     atomic_store(&ag.hz_wall, 0);
     atomic_store(&ag.stopping, 1);
+    atomic_store(&ag.manager_due_ns, 0); /* a manager never started stays so */
     ag_wake_all();
     if (ag.manager_started) {
         pthread_join(ag.manager, NULL);

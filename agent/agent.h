@@ -98,10 +98,12 @@ PP_MUST_USE int ag_config_from_env(struct ag_config *cfg, char *err, size_t errl
 /*
  * Starts the agent: installs the signal handler (SA_SIGINFO|SA_RESTART), registers the calling
  * thread and every thread in /proc/self/task, and starts the manager thread (thread discovery,
- * timer arming, wall sampling). No sample is taken until ag_sampling_acquire(). cfg is copied.
- * Returns 0 (also when already started or cfg->disabled), -EBUSY when cfg->signo already has a
- * handler installed by someone else, or a negative errno. Context: any ordinary thread.
- * Locking: takes the agent lifecycle lock; must not be called from a sampled signal handler.
+ * timer arming, wall sampling); when the recording's CFI cache (PIPEPROF_CFI_CACHE) holds every
+ * loaded module's table, the manager starts later, at ag_manager_start_due(). No sample is taken
+ * until ag_sampling_acquire(). cfg is copied. Returns 0 (also when already started or
+ * cfg->disabled), -EBUSY when cfg->signo already has a handler installed by someone else, or a
+ * negative errno. Context: any ordinary thread. Locking: takes the agent lifecycle lock; must not
+ * be called from a sampled signal handler.
  */
 PP_MUST_USE int ag_start(const struct ag_config *cfg);
 
@@ -111,6 +113,14 @@ PP_MUST_USE int ag_start(const struct ag_config *cfg);
  * ag_modules_fini(). Context: any ordinary thread but the consumer inside ag_drain()'s callback.
  */
 void ag_stop(void);
+
+/*
+ * Starts the manager thread that ag_start() left for later once it is due: its first thread scan
+ * (PIPEPROF_SCAN_MS after the start), or a handler's wake before that. A short-lived process,
+ * whose first scan never comes, then creates no thread for it. The consumer calls this at each
+ * drain. Cheap when nothing is due; never waits for a lock. Context: any ordinary thread.
+ */
+void ag_manager_start_due(void);
 
 /*
  * Enables sampling in mode at hz for one consumer (a session). Requests are refcounted: the

@@ -318,6 +318,9 @@ struct ag_agent {
     int remote_read_ok; /* process_vm_readv on self works (no seccomp block) */
     pthread_t manager;
     int manager_started;
+    /* Nonzero: the manager was not started (all CFI tables were cached) and starts at this
+     * ag_now_ns(), its first scan, or at a wake before it (ag_manager_start_due). */
+    _Atomic uint64_t manager_due_ns;
     pthread_t wall;
     int wall_started;
     pthread_mutex_t wake_lock; /* manager/wall sleep: lets stop and acquire wake them */

@@ -385,7 +385,9 @@ ag_modules_refresh_deferred(void)
 
 struct ag_modules_build {
     _Atomic int *cancel;
+    int cached_only; /* map the recording's stored tables, build none (ag_modules_map_cached_cfi) */
     int built;
+    int missing; /* cached_only: modules whose table is not stored */
 };
 
 /* A dl_iterate_phdr callback: the loader lock keeps the module mapped while it is read. */
@@ -425,6 +427,17 @@ ag_modules_build_cb(struct dl_phdr_info *info, size_t size, void *ctx)
             hdr = lo;
         }
     }
+    if (b->cached_only) {
+        free(loads);
+        if (hdr != 0 && ag_cfi_cache_load(ag_modules_cfi_dir, m->build_id, m->build_id_len, m->base,
+                                          &m->cfi) != 0) {
+            b->missing++; /* left -EINPROGRESS for ag_modules_build_cfi() */
+            return 0;
+        }
+        m->cfi_err = hdr != 0 ? 0 : -ENOENT;
+        b->built++;
+        return 0;
+    }
     m->cfi_err = hdr != 0 ? ag_modules_cfi_get(m, hdr, loads, n_loads, b->cancel) : -ENOENT;
     free(loads);
     if (m->cfi_err == -ECANCELED) {
@@ -435,19 +448,43 @@ ag_modules_build_cb(struct dl_phdr_info *info, size_t size, void *ctx)
     return 0;
 }
 
-int
-ag_modules_build_cfi(_Atomic int *cancel)
+/* One pass over the loaded modules for the tables a refresh left; returns b->built or -errno. */
+static int
+ag_modules_build_pass(struct ag_modules_build *b)
 {
-    struct ag_modules_build b = { cancel, 0 };
     int err = 0;
 
     pthread_mutex_lock(&ag_modules_mutex);
-    dl_iterate_phdr(ag_modules_build_cb, &b);
-    if (b.built > 0) {
+    dl_iterate_phdr(ag_modules_build_cb, b);
+    if (b->built > 0) {
         err = ag_modules_publish();
     }
     pthread_mutex_unlock(&ag_modules_mutex);
-    return err < 0 ? err : b.built;
+    return err < 0 ? err : b->built;
+}
+
+int
+ag_modules_build_cfi(_Atomic int *cancel)
+{
+    struct ag_modules_build b = { cancel, 0, 0, 0 };
+
+    return ag_modules_build_pass(&b);
+}
+
+int
+ag_modules_map_cached_cfi(void)
+{
+    struct ag_modules_build b = { NULL, 1, 0, 0 };
+    int err, cached;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    cached = ag_modules_cfi_dir[0] != '\0';
+    pthread_mutex_unlock(&ag_modules_mutex);
+    if (!cached) {
+        return 1; /* every table is still to build */
+    }
+    err = ag_modules_build_pass(&b);
+    return err < 0 ? err : b.missing;
 }
 
 static void

@@ -161,6 +161,13 @@ void ag_modules_set_cfi_cache(const char *dir);
  */
 PP_MUST_USE int ag_modules_build_cfi(_Atomic int *cancel);
 
+/*
+ * Maps the tables ag_modules_refresh_deferred() left that the recording's cache
+ * (ag_modules_set_cfi_cache) holds, builds none: a few mmaps, cheap enough for the start. Returns
+ * how many modules still need ag_modules_build_cfi() (1 without a cache), or -errno.
+ */
+PP_MUST_USE int ag_modules_map_cached_cfi(void);
+
 /* An executable mapping of a file, as /proc/self/maps lists it (agent/codemap.c). */
 struct ag_file_code {
     uint64_t lo, hi;

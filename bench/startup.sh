@@ -13,7 +13,8 @@
 # target: a recording of 200 short children within 1 s + 10 % of the bare run's wall time;
 # issue 22's: at most 1.5 ms of CPU per recorded child over bare in CPU mode, 3 ms in wall mode.
 # PP_BASELINE_DIR=OTHER_BUILD adds base-agent, base-record and base-record-wall with that build's
-# library and recorder, interleaved in the same rounds (before/after in one run).
+# library and recorder, interleaved in the same rounds (before/after in one run), and prints the
+# differences paired by round.
 set -euo pipefail
 B=${PP_BINARY_DIR:-$(cd "$(dirname "$0")/.." && pwd)/build}
 N=${1:-200}
@@ -76,4 +77,11 @@ for k, target in (("record", 1.5), ("record-wall", 3.0)):
     over = (cpu[k] - cpu["bare"]) / 1e6 / n
     print("%s: %.2f ms of CPU per child over bare (issue 22's target: at most %.1f: %s)"
           % (k, over, target, "met" if over <= target else "NOT met"))
+# Paired by round (each round runs both builds within seconds): what the load of the moment
+# adds to one batch it adds to its neighbour, so these vary far less than the medians above.
+for k in ("agent", "record", "record-wall"):
+    if "base-" + k in runs:
+        d = sorted((c - bc) / 1e6 / n for (w, c), (bw, bc) in zip(runs[k], runs["base-" + k]))
+        print("%s minus base-%s, CPU per child, paired by round: median %+.2f ms (%+.2f to %+.2f)"
+              % (k, k, statistics.median(d), d[0], d[-1]))
 PY

@@ -1277,6 +1277,7 @@ bridge_drain_records(struct bridge_source *src, int *modules_changed)
     src->sample_count = 0;
     src->frame_count = 0;
     src->thread_count = 0;
+    ag_manager_start_due();
     *modules_changed = ag_modules_refresh() > 0;
     err = ag_drain(bridge_collect_record, src);
     if (src->sample_count > 1) {

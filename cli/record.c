@@ -955,9 +955,14 @@ pp_record_run(struct pp_record *rc)
 
             int in = 0; /* a peer that is not the pid it advertises is refused too */
 
+            /* An image's later connections (ResumeRuntime's, the one kept for StopTracing) skip
+             * the /proc walk: its first one passed it, and only that process knows the cookie
+             * (16 random bytes of its agent; a fork()ed copy that knows it has another pid). */
             if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 &&
                 (uint64_t)peer.pid == pid) {
-                in = pp_record_in_tree(rc, peer.pid);
+                in = pp_record_find_image(rc, pid, cookie) != NULL
+                             ? 1
+                             : pp_record_in_tree(rc, peer.pid);
             }
             if (in != 1) {
                 if (in == 0 && rc->refused++ == 0) {

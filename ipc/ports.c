@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,14 +150,24 @@ ipc_process_stat(int pid, char *buf, size_t cap)
     return strrchr(buf, ')');
 }
 
+/* This process's key, read once: the default socket's name, the upstream's and a session's
+ * process info each asked /proc for it at every process's start. A fork()ed child has another
+ * pid and reads its own; the key is stored before the pid that says whose it is. */
+static _Atomic uint64_t ipc_own_key;
+static _Atomic int ipc_own_key_pid;
+
 uint64_t
 ipc_process_start_key(int pid)
 {
     char buf[1024];
     unsigned long long v = 0;
-    const char *p = ipc_process_stat(pid, buf, sizeof(buf));
-    int field;
+    const char *p;
+    int field, own = pid == (int)getpid();
 
+    if (own && atomic_load_explicit(&ipc_own_key_pid, memory_order_acquire) == pid) {
+        return atomic_load_explicit(&ipc_own_key, memory_order_relaxed);
+    }
+    p = ipc_process_stat(pid, buf, sizeof(buf));
     if (p == NULL) {
         return 0;
     }
@@ -168,6 +179,10 @@ ipc_process_start_key(int pid)
     }
     if (field != 22 || sscanf(p, "%llu", &v) != 1) {
         return 0;
+    }
+    if (own) {
+        atomic_store_explicit(&ipc_own_key, v, memory_order_relaxed);
+        atomic_store_explicit(&ipc_own_key_pid, pid, memory_order_release);
     }
     return v;
 }

@@ -3,9 +3,11 @@
  * lasts its full time, waiting samples carry the sleeper's stack), fork while sampling, errno
  * preservation, start/stop idempotence and short-lived threads. Counts are asserted as "> 0",
  * never as exact numbers. Built with frame pointers; pp_agent's interposers apply here. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
@@ -1037,6 +1039,95 @@ TEST(final_sample_of_a_thread_only_the_scan_found)
     ag_stop();
 }
 
+/* Removes dir and the table files in it. */
+static void
+cache_dir_remove(const char *dir)
+{
+    char path[PATH_MAX];
+    struct dirent *e;
+    DIR *d = opendir(dir);
+
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] != '.') {
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* Whether a thread of this process is named name (/proc/self/task lists them). */
+static int
+thread_named(const char *name)
+{
+    char path[PATH_MAX], comm[32] = "";
+    struct dirent *e;
+    DIR *d = opendir("/proc/self/task");
+    int found = 0;
+
+    while (!found && d != NULL && (e = readdir(d)) != NULL) {
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        if (e->d_name[0] != '.' && (f = fopen(path, "r")) != NULL) {
+            found = fgets(comm, sizeof(comm), f) != NULL && strncmp(comm, name, strlen(name)) == 0;
+            fclose(f);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return found;
+}
+
+/* A `record` child whose every table the recording's cache holds (PIPEPROF_CFI_CACHE) starts no
+ * manager thread (a short child then pays for none), and the consumer's drain starts it when its
+ * first scan is due: a thread only that scan can find (real pthread_create, as a raw clone would
+ * be) is armed and sampled. Without the late start the thread is never found: no samples. */
+TEST(a_deferred_manager_starts_at_the_first_scan_and_finds_threads)
+{
+    char dir[] = "/tmp/pp-test-mgr-cache.XXXXXX";
+    struct tail_arg a = { 250000000u, 0, 0, 0, 0 };
+    struct ag_config cfg;
+    struct tid_stats *t;
+    pthread_t th;
+    int i;
+
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    ag_config_init(&cfg);
+    cfg.scan_ms = 20;
+    cfg.cpu_engine = AG_CPU_ENGINE_TIMER;
+    snprintf(cfg.cfi_cache, sizeof(cfg.cfi_cache), "%s", dir);
+    /* An earlier process of the recording: builds every table and stores it. */
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_TRUE(ag_modules_build_cfi(NULL) >= 0);
+    ag_stop();
+    ag_modules_fini(); /* a new process: tables come from the cache or not at all */
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_EQ(ag.manager_started, 0);
+    ASSERT_TRUE(!thread_named("pipeprof-mgr"));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10));
+    ASSERT_OK(host_real_pthread_create()(&th, NULL, scan_only_main, &a));
+    for (i = 0; i < 2000 && pthread_tryjoin_np(th, NULL) != 0; i++) {
+        ag_manager_start_due(); /* what the bridge's drain calls */
+        col_drain();
+        usleep(10000);
+    }
+    ASSERT_TRUE(i < 2000);
+    col_drain();
+    t = col_get(atomic_load(&a.tid));
+    printf("# deferred manager: started %d, the scan-only thread %u samples for %.1f ms of CPU\n",
+           ag.manager_started, t->samples, (double)atomic_load(&a.cpu_ns) / 1e6);
+    ASSERT_EQ(ag.manager_started, 1);
+    ASSERT_TRUE(t->samples >= 1);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 10));
+    ag_stop();
+    cache_dir_remove(dir);
+}
+
 /* The same thread burning 70 ms at 10 Hz: less than an interval, so its engine never fires and
  * no stack is known for it; the claim of its CPU still arrives, as a final sample without frames
  * (before, it was dropped: the thread's CPU was counted nowhere). */
@@ -1928,6 +2019,7 @@ static const struct test_case cases[] = {
     TEST_CASE(new_code_wakes_the_manager_to_load_its_module),
     TEST_CASE(final_sample_of_an_unsampled_thread_has_its_start_routine),
     TEST_CASE(final_sample_of_a_thread_only_the_scan_found),
+    TEST_CASE(a_deferred_manager_starts_at_the_first_scan_and_finds_threads),
     TEST_CASE(final_sample_of_a_never_sampled_scan_only_thread),
     TEST_CASE(final_sample_at_exit_timer),
     TEST_CASE(final_sample_at_exit_perf),
