@@ -58,9 +58,18 @@ static union {
 
 /* How much of a thread's CPU time the stack of a system call stands for its kernel time, before
  * and after the call: the locator sees a call every few ms of CPU in a thread that makes many (its
- * expiry every tick, in the kernel one time in k); kernel time further from any seen call is not
- * placed there (a thread that made a call long ago and is now preempted in its own code). */
-#define AG_KERNEL_SITE_CPU_NS 50000000u
+ * expiry every tick, in the kernel one time in k), but perf samples at a call's return, the only
+ * calls seen by a thread whose calls the tick misses, come 20 to 105 ms of CPU apart in a write(2)
+ * loop: at 50 ms, 0 to 32 % of such a thread's kernel time was not placed (test-agent-sampling,
+ * 30 runs), at 200 ms 0 to 5 %. Kernel time further from any seen call is not placed there (a
+ * thread that made a call long ago and is now preempted in its own code); a span that took page
+ * faults never goes under a call (sig-handler.c), so what a wider window could give a call
+ * wrongly is interrupts' and preemption's time, which in a compute thread that writes 0.5 ms
+ * every 50 ms moved its split by under 0.6 points (docs/performance.md). A build may set another
+ * window to measure. */
+#ifndef AG_KERNEL_SITE_CPU_NS
+#define AG_KERNEL_SITE_CPU_NS 200000000u
+#endif
 
 /* Kernel time split off a perf sample, or waiting for a stack (drain.c's own). */
 struct ag_drain_kernel {
@@ -246,6 +255,38 @@ ag_drain_kernel_site(struct ag_thread *t, int32_t tid, const struct ag_sample *s
                    : ag_drain_kernel_waiting(t, tid, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
 }
 
+/* Delivers t's kernel time of spans that took page faults (t->kern_unpl_*), if any: not placed,
+ * over the stack of the sample it was split from (over; a [kernel] leaf of a sample taken as a
+ * call returned left out), else the thread's last CPU stack, else its start routine. Returns
+ * fn's value. */
+static int
+ag_drain_kernel_faulted(struct ag_thread *t, int32_t tid, const struct ag_drain_stack *over,
+                        ag_record_fn fn, void *ctx, int *n)
+{
+    struct ag_drain_kernel k = { t->kern_unpl_ts, t->kern_unpl_cpu_time, t->kern_unpl_ns,
+                                 t->kern_unpl_w };
+    struct ag_drain_stack last = { t->last_frames, t->last_depth, t->last_unwinder, t->last_end };
+    struct ag_drain_stack below;
+
+    if (k.weight == 0) {
+        return 0;
+    }
+    t->kern_unpl_w = 0;
+    t->kern_unpl_ns = 0;
+    if (over == NULL || over->depth == 0) {
+        over = &last;
+    }
+    if (over->depth > 1 && over->frames[0] == ag_kernel_pc()) {
+        below = *over;
+        below.frames++;
+        below.depth--;
+        over = &below;
+    }
+    return ag_drain_kernel_deliver(t, tid, &k,
+                                   over->depth != 0 ? AG_KERNEL_OVER_STACK : AG_KERNEL_OVER_ROOT,
+                                   over, fn, ctx, n);
+}
+
 static int
 ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_record_fn fn,
                 void *ctx, int *n)
@@ -254,6 +295,15 @@ ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_
 
     if (s->weight == 0) {
         return ag_drain_kernel_site(t, tid, s, fn, ctx, n);
+    }
+    if (s->depth == 1 && s->frames[0] == ag_kernel_unplaced_pc()) {
+        /* A span that took page faults (the handler marks it): no call's, whatever was seen
+         * near it; it goes over the stack of the sample that follows it in the ring. */
+        t->kern_unpl_w += s->weight;
+        t->kern_unpl_ns += s->cpu_delta_ns;
+        t->kern_unpl_ts = s->timestamp_ns;
+        t->kern_unpl_cpu_time = s->cpu_time_ns;
+        return 0;
     }
     if (t->kern_pend_w == 0 && t->kern_depth != 0 &&
         s->cpu_time_ns < t->kern_cpu + AG_KERNEL_SITE_CPU_NS) {
@@ -306,9 +356,12 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
             /* Taken as a system call returned: a call seen, as the locator's are (a bursty
              * thread's calls fall between the ticks that time the locator; its perf samples
              * at a call's return come every few ms of its calls). */
-            rc = s->depth != 0 && s->frames[0] == ag_kernel_pc()
-                         ? ag_drain_kernel_site(t, tid, s, fn, ctx, n)
-                         : ag_drain_kernel_expired(t, tid, s->cpu_time_ns, &over, fn, ctx, n);
+            rc = ag_drain_kernel_faulted(t, tid, &over, fn, ctx, n);
+            if (rc == 0) {
+                rc = s->depth != 0 && s->frames[0] == ag_kernel_pc()
+                             ? ag_drain_kernel_site(t, tid, s, fn, ctx, n)
+                             : ag_drain_kernel_expired(t, tid, s->cpu_time_ns, &over, fn, ctx, n);
+            }
             if (rc != 0) {
                 ag_ring_release(r);
                 return rc;
@@ -474,7 +527,10 @@ ag_drain(ag_record_fn fn, void *ctx)
         if (rc == 0 && (kern_flush || state == AG_SLOT_EXITING)) {
             /* Kernel time that waited for a call in vain: over the thread's last CPU stack (as
              * its final sample), else its start routine; not placed. */
-            rc = ag_drain_kernel_expired(t, tid, UINT64_MAX, NULL, fn, ctx, &n);
+            rc = ag_drain_kernel_faulted(t, tid, NULL, fn, ctx, &n);
+            if (rc == 0) {
+                rc = ag_drain_kernel_expired(t, tid, UINT64_MAX, NULL, fn, ctx, &n);
+            }
         }
         if (rc != 0) {
             break;

@@ -270,7 +270,10 @@ struct ag_thread {
     _Atomic int kern_asked;    /* self sets it at its first split without a locator (then wakes the
                                   manager, which arms one: ag_locators_arm_asked_locked); reg
                                   clears it at registration */
-    uint32_t scan_kern_w;      /* reg: kern_w at the previous scan */
+    _Atomic uint64_t kern_faults; /* self: 1 + the thread's page faults (getrusage) at its
+                                     perf sample that last read them (its first, then each one
+                                     once it spends kernel time); 0: none read yet */
+    uint32_t scan_kern_w;         /* reg: kern_w at the previous scan */
     int kern_flush; /* reg: ag_cpu_flush() asks the drain to deliver kernel time waiting for a
                        stack now, as not placed */
     /* drain: the stack of the latest system call a locator saw (in the same mapping), and
@@ -282,6 +285,10 @@ struct ag_thread {
     uint64_t kern_pend_ns, kern_pend_ts, kern_pend_cpu_time;
     uint64_t kern_pend_first_cpu; /* the CPU time of the first split that waits */
     uint32_t kern_pend_w;
+    /* drain: kernel time of a span that took page faults (the handler's split marked
+     * [kernel, not placed]), delivered over the stack of the sample it was split from */
+    uint64_t kern_unpl_ns, kern_unpl_ts, kern_unpl_cpu_time;
+    uint32_t kern_unpl_w;
     /* self (the handler): resolved CFI rows (agent/cfi.h), in the same mapping; set at
      * registration. */
     struct ag_cfi_cache *cfi_cache;

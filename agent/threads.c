@@ -154,6 +154,9 @@ ag_thread_reset_locked(struct ag_thread *t)
 {
     t->kern_depth = 0;
     t->kern_pend_w = 0;
+    t->kern_unpl_w = 0;
+    t->kern_unpl_ns = 0;
+    atomic_store_explicit(&t->kern_faults, 0, memory_order_relaxed);
     t->kern_pend_ns = 0;
     t->last_depth = 0; /* the drain's: no last CPU stack yet */
     t->root_depth = 0;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1931,14 +1932,82 @@ TEST(a_perf_sample_at_a_call_return_places_kernel_time)
     ag_stop();
     ASSERT_TRUE(!armed);
     ASSERT_TRUE(kern_at_call_w + kern_unplaced_w >= 50); /* 400 ms, most of it in write(2) */
-    /* At least a quarter placed under a call. Without call-return samples taken as calls
+    /* At least two thirds placed under a call. Without call-return samples taken as calls
      * (the locator the only source), 0 to 7 intervals went under a call and 190 to 200 were not
-     * placed. With them, over 36 runs on a quiet machine, 92 to 185 went under a call and 0 to 92
-     * were not placed: such samples come 20 to 105 ms of the thread's CPU apart, not every few ms.
-     * Kernel time between two that are more than AG_KERNEL_SITE_CPU_NS apart waits in vain and is
-     * shown as not placed. The earlier bound, 3 times more placed than not, failed a fresh-clone
-     * CI run at 118 against 72. */
-    ASSERT_TRUE(4 * kern_at_call_w >= kern_at_call_w + kern_unplaced_w);
+     * placed. With them, such samples come 20 to 105 ms of the thread's CPU apart, not every few
+     * ms, and kernel time between two further apart than AG_KERNEL_SITE_CPU_NS waits in vain and
+     * is not placed: at 50 ms, over 36 runs on a quiet machine 92 to 185 went under a call and 0
+     * to 92 were not placed (a fresh-clone CI run read 118 against 72); at 200 ms, 30 runs at
+     * a load of 10 to 34, 170 to 223 under a call and 0 to 10 not placed (95 % placed at the
+     * least), and 20 ASan runs beside the whole suite (load 25-29) 83 to 97 %. With the 50 ms
+     * window this bound fails now and then (68 to 99 % placed in the first runs), not always:
+     * the test holds the mechanism, the window's figures are in docs/performance.md. */
+    ASSERT_TRUE(3 * kern_at_call_w >= 2 * (kern_at_call_w + kern_unplaced_w));
+}
+
+/* One madvise(2) call that gives 256 pages back, then a store to each page (a page fault each:
+ * kernel time outside any system call), in turn, for 300 ms of CPU. */
+static void *
+faulter_main(void *p)
+{
+    enum { PAGES = 256 };
+    _Atomic int32_t *tid = p;
+    unsigned char *region =
+            mmap(NULL, PAGES * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint64_t c0 = cpu_ns();
+
+    atomic_store(tid, (int32_t)syscall(SYS_gettid));
+    while (region != MAP_FAILED && cpu_ns() - c0 < 300000000u) {
+        if (madvise(region, PAGES * 4096, MADV_DONTNEED) != 0) {
+            break;
+        }
+        for (unsigned i = 0; i < PAGES; i++) {
+            ((volatile unsigned char *)region)[i * 4096] = (unsigned char)i;
+        }
+    }
+    if (region != MAP_FAILED) {
+        munmap(region, PAGES * 4096);
+    }
+    return NULL;
+}
+
+/*
+ * Page faults are kernel time outside any system call: a thread that gives pages back with one
+ * madvise(2) call (about 12 % of its CPU here) and faults them in again spends the rest in its
+ * own code's faults, and that time must not go under the call its locator saw just before. With
+ * the locator's call as the only place, 62 to 77 % of such a thread's CPU stood under madvise
+ * (pp-sample-syscalls' sc_release/sc_fault, docs/performance.md). A span of a perf sample that
+ * took page faults is not placed.
+ */
+TEST(kernel_time_of_page_faults_is_not_given_to_a_call)
+{
+    _Atomic int32_t tid = 0;
+    struct ag_config cfg;
+    pthread_t th;
+    int i;
+
+    if (!perf_allowed()) {
+        return;
+    }
+    ag_config_init(&cfg);
+    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
+    ASSERT_OK(ag_start(&cfg));
+    kern_at_call_w = kern_unplaced_w = 0;
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
+    ASSERT_OK(pthread_create(&th, NULL, faulter_main, &tid));
+    for (i = 0; i < 4000 && pthread_tryjoin_np(th, NULL) != 0; i++) {
+        usleep(10000);
+        ASSERT_TRUE(ag_drain(kern_cb, NULL) >= 0);
+    }
+    ag_cpu_flush();
+    ASSERT_TRUE(ag_drain(kern_cb, NULL) >= 0);
+    printf("# kernel time under a call %llu intervals, not placed %llu\n",
+           (unsigned long long)kern_at_call_w, (unsigned long long)kern_unplaced_w);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 1000));
+    ag_stop();
+    ASSERT_TRUE(kern_at_call_w + kern_unplaced_w >= 50); /* 300 ms, most of it in the kernel */
+    /* madvise's own share, about an eighth, may be placed: at most a quarter. */
+    ASSERT_TRUE(4 * kern_at_call_w <= kern_at_call_w + kern_unplaced_w);
 }
 
 /* dl_iterate_phdr: the first executable address of the module loaded at base (in *pc). */
@@ -2033,6 +2102,7 @@ static const struct test_case cases[] = {
     TEST_CASE(auto_moves_a_thread_the_tick_misses_to_perf),
     TEST_CASE(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place),
     TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
+    TEST_CASE(kernel_time_of_page_faults_is_not_given_to_a_call),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),

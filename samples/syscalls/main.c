@@ -13,6 +13,16 @@
  *   sc_zero                read(2) of /dev/zero, 16 KiB at a time, 9500 a phase (nearly all
  *                          kernel time)
  *   sc_busy                arithmetic, 4.5 M steps a phase
+ *   sc_release / sc_fault  not run by default (MASK bit 4): one madvise(MADV_DONTNEED) of a
+ *                          256-page region (a system call, some of the thread's kernel time),
+ *                          then a store to each of its pages, each a page fault: kernel time
+ *                          outside any system call, which must not go under the call made just
+ *                          before (what a window that gives kernel time to the latest call seen
+ *                          costs; docs/architecture.md, "Kernel time")
+ *   sc_log / sc_crunch     not run by default (MASK bit 5): 2000 write(2) calls (about 0.5 ms),
+ *                          then 45 M steps of arithmetic (about 50 ms): a compute thread that
+ *                          makes a call now and then, whose kernel time outside the calls
+ *                          (interrupts, preemption, its own samples' delivery) is not theirs
  *
  * On the 2-vCPU VM of docs/performance.md a write costs about 220 ns of CPU, a read 530 ns, a
  * step 1.1 ns (a cycle of the first thread, 2.2 ms, is no multiple of a 1 or 4 ms interval): the
@@ -20,7 +30,7 @@
  * and each sleep is from half to one and a half times its mean (sc_jitter).
  *
  * usage: pp-sample-syscalls [SECONDS [OUT.json [MASK]]] (default 3 s; MASK, a number, runs only the
- * threads whose bit is set, in the order above, default all): {"sc_write": ns, ...} plus
+ * threads whose bit is set, in the order above, default the first four): {"sc_write": ns, ...} plus
  * "_stime": the kernel time of all four threads as getrusage(RUSAGE_THREAD) reports it (sampled by
  * the kernel at its tick, so only roughly what the profile's [kernel] frames should add up to).
  * Built with and without frame pointers (the CMake file builds both).
@@ -30,6 +40,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +52,8 @@
 static volatile uint64_t sc_sink;
 static double sc_seconds = 3.0;
 static int sc_null = -1, sc_zero_fd = -1;
+static unsigned char *sc_region; /* sc_release/sc_fault's pages */
+static const uint64_t sc_region_pages = 256;
 
 /* The work, inlined into each function a profile must name (a function under another would
  * count for both). A phase is an amount of work, not of time: a phase timed by the clock is cut
@@ -105,6 +118,37 @@ sc_zero(uint64_t n)
             abort();
         }
     }
+}
+
+/* n is unused: the region is the amount (its pages are given back whole, then touched). */
+SC_NOINLINE static void
+sc_release(uint64_t n)
+{
+    (void)n;
+    if (madvise(sc_region, sc_region_pages * 4096, MADV_DONTNEED) != 0) {
+        abort();
+    }
+}
+
+SC_NOINLINE static void
+sc_fault(uint64_t n)
+{
+    (void)n;
+    for (uint64_t i = 0; i < sc_region_pages; i++) {
+        ((volatile unsigned char *)sc_region)[i * 4096] = (unsigned char)i;
+    }
+}
+
+SC_NOINLINE static void
+sc_log(uint64_t n)
+{
+    sc_write_n(n);
+}
+
+SC_NOINLINE static void
+sc_crunch(uint64_t n)
+{
+    sc_compute_n(n);
 }
 
 SC_NOINLINE static void
@@ -182,12 +226,14 @@ main(int argc, char **argv)
           0 },
         { { { "sc_zero", sc_zero, 9500, 0 } }, 1, 0, 0 },
         { { { "sc_busy", sc_busy, 4500000, 0 } }, 1, 0, 0 },
+        { { { "sc_release", sc_release, 1, 0 }, { "sc_fault", sc_fault, 1, 0 } }, 2, 0, 0 },
+        { { { "sc_log", sc_log, 2000, 0 }, { "sc_crunch", sc_crunch, 45000000, 0 } }, 2, 0, 0 },
     };
     enum { N = sizeof(threads) / sizeof(threads[0]) };
     pthread_t th[N];
     FILE *out = stdout;
     uint64_t stime = 0;
-    unsigned long mask = argc > 3 ? strtoul(argv[3], NULL, 0) : ~0ul;
+    unsigned long mask = argc > 3 ? strtoul(argv[3], NULL, 0) : 15ul;
 
     if (argc > 1) {
         sc_seconds = atof(argv[1]);
@@ -200,6 +246,12 @@ main(int argc, char **argv)
     sc_zero_fd = open("/dev/zero", O_RDONLY);
     if (sc_null < 0 || sc_zero_fd < 0) {
         perror("/dev/null or /dev/zero");
+        return 1;
+    }
+    sc_region = mmap(NULL, sc_region_pages * 4096, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (sc_region == MAP_FAILED) {
+        perror("mmap");
         return 1;
     }
     for (int i = 0; i < N; i++) {
