@@ -7,11 +7,12 @@
 # burn_inner in libburn.so, a native thread in native_thread_work; about 40/35/25 % of their CPU,
 # each part measured by the app with the thread CPU clock) runs with LD_PRELOAD, PIPEPROF_MODE=cpu
 # and PIPEPROF_HZ=250 and no DOTNET_ setting of ours, and is recorded four ways:
-#   (i)   dotnet-trace collect -p PID, default providers, 4 s;
+#   (i)   dotnet-trace collect -p PID, default providers, until the app has used 5 s of CPU;
 #   (ii)  the same with --providers: the runtime (GC, JIT, ... at level 4), the SampleProfiler and
 #         the app's EventSource Pipeprof-Test-Mixed;
 #   (iii) dotnet-trace collect --profile ... --providers Pipeprof-Test-Mixed -- CMD: connect mode
-#         with suspend, the whole run; the app's exit status comes back through dotnet-trace;
+#         with suspend, the whole run (a fixed amount of work); the app's exit status comes back
+#         through dotnet-trace;
 #   (iv)  dotnet-trace collect --diagnostic-port SOCK, the app started with
 #         DOTNET_DiagnosticPorts=SOCK (default providers), the whole run.
 # Each trace is read by TraceEvent (tests/dotnet/mixed-check) and judged by
@@ -52,21 +53,47 @@ app_done() {
   [[ $(cat "$T/$1.out") == "$LINE" ]] || { cat "$T/$1.out"; fail "$1: the app's output changed"; }
 }
 
-# attach NAME LABEL [collect options]: dotnet-trace collect -p for 4 s, 1.5 s into a 9 s run.
+# attach NAME LABEL [collect options]: dotnet-trace collect -p, 1.5 s into the app's run, until
+# the app has used 5 s of CPU time since the session began (dotnet-trace then stopped with
+# SIGTERM, which it takes as Ctrl-C; 120 s at most); the app runs until then (--until). Not 4 s
+# of wall time: at load 17 that held 200 running samples, and a part's share of 200 samples is
+# 3.4 points off its CPU share by chance alone (one standard deviation at 40 %), over the 3
+# allowed: (ii) read pinvoke at 38.2 % of the samples, 35.1 % measured (1 of 2 runs).
 attach() {
-  local name=$1 label=$2 app
+  local name=$1 label=$2 app dt cpu
   shift 2
-  "${AGENT[@]}" dotnet "$APP" 9 --progress "$T/$name.progress" >"$T/$name.out" 2>"$T/$name.err" &
+  "${AGENT[@]}" dotnet "$APP" 300 --until "$T/$name.stop" --progress "$T/$name.progress" \
+    >"$T/$name.out" 2>"$T/$name.err" &
   app=$!
   PP_PIDS+=($app)
   wait_socket "$app" >/dev/null
   sleep 1.5 # the runtime's server is up, the rounds have started, tiering has settled
-  timeout 90 "$DT" collect -p "$app" --duration 00:00:00:04 -o "$T/$name.nettrace" "$@" \
-    >"$T/$name.collect.log" 2>&1 || { cat "$T/$name.collect.log"; fail "$label: dotnet-trace collect"; }
+  timeout 300 "$DT" collect -p "$app" -o "$T/$name.nettrace" "$@" >"$T/$name.collect.log" 2>&1 &
+  dt=$!
+  PP_PIDS+=($dt)
+  # dotnet-trace names its output file once the session runs
+  for _ in $(seq 1200); do grep -q "^Output File" "$T/$name.collect.log" && break; sleep 0.1; done
+  read -r cpu _ < <(wait_cpu "$app" 5 120)
+  note "$label: the app used $cpu s of CPU time in the session"
+  kill -TERM "$dt" 2>/dev/null || true
+  wait "$dt" || { cat "$T/$name.collect.log"; fail "$label: dotnet-trace collect"; }
   grep -q "Trace completed" "$T/$name.collect.log" || { cat "$T/$name.collect.log"; fail "$label: no trace"; }
+  touch "$T/$name.stop"
   app_done "$name" "$app" 0
 }
 
+# mono_ns: CLOCK_MONOTONIC now, in ns (the clock of the runtime's timestamps and of the app's
+# progress rows).
+mono_ns() { python3 -c 'import time; print(time.monotonic_ns())'; }
+
+# Where dotnet-trace starts the app or the app connects to it, the whole run is recorded: a fixed
+# amount of work (--work; about 3.5 s of the three parts' CPU time, 900 running samples at 250 Hz),
+# not 5 s of wall time, which held 212 running samples at load 17 (shares 4.3 to 4.9 points off,
+# 1 of 2 runs). The samples' window must lie between the moments before the start and after
+# the end, not within 0.5 s of the app's first progress row: the runtime's start-up before it
+# took 0.55 s at load 17 (the same run).
+WORK=(0 --work 300000)
+WORK_LINE="mixed: 300000 work units in ManagedSpin, BurnViaNative and native_thread_work"
 attach i "(i) collect -p, default providers"
 judge i "(i) collect -p, default providers"
 
@@ -75,27 +102,31 @@ judge ii "(ii) collect -p --providers" --ticks
 
 # (iii) dotnet-trace starts the app (its reverse port, suspended until the session runs).
 rc=0
-timeout 120 "$DT" collect --profile dotnet-common,dotnet-sampled-thread-time --providers Pipeprof-Test-Mixed \
-  -o "$T/iii.nettrace" -- "${AGENT[@]}" dotnet "$APP" 5 --progress "$T/iii.progress" --exit 7 \
+t0=$(mono_ns)
+timeout 300 "$DT" collect --profile dotnet-common,dotnet-sampled-thread-time --providers Pipeprof-Test-Mixed \
+  -o "$T/iii.nettrace" -- "${AGENT[@]}" dotnet "$APP" "${WORK[@]}" --progress "$T/iii.progress" --exit 7 \
   >"$T/iii.collect.log" 2>&1 || rc=$?
+t1=$(mono_ns)
 [[ $rc == 7 ]] || { cat "$T/iii.collect.log"; fail "(iii) collect -- CMD: status $rc, not the app's 7"; }
 grep -q "Trace completed" "$T/iii.collect.log" || { cat "$T/iii.collect.log"; fail "(iii): no trace"; }
-judge iii "(iii) collect -- CMD" --ticks
+judge iii "(iii) collect -- CMD" --ticks --run "$t0" "$t1"
 
 # (iv) dotnet-trace listens, the app connects (DOTNET_DiagnosticPorts, suspend by default).
-timeout 120 "$DT" collect --diagnostic-port "$T/dt.sock" -o "$T/iv.nettrace" >"$T/iv.collect.log" 2>&1 &
+timeout 300 "$DT" collect --diagnostic-port "$T/dt.sock" -o "$T/iv.nettrace" >"$T/iv.collect.log" 2>&1 &
 dt=$!
 PP_PIDS+=($dt)
 for _ in $(seq 300); do [[ -S $T/dt.sock ]] && break; sleep 0.1; done
 [[ -S $T/dt.sock ]] || { cat "$T/iv.collect.log"; fail "(iv): dotnet-trace did not listen"; }
-DOTNET_DiagnosticPorts=$T/dt.sock "${AGENT[@]}" dotnet "$APP" 5 --progress "$T/iv.progress" \
+t0=$(mono_ns)
+DOTNET_DiagnosticPorts=$T/dt.sock "${AGENT[@]}" dotnet "$APP" "${WORK[@]}" --progress "$T/iv.progress" \
   >"$T/iv.out" 2>"$T/iv.err" &
 app=$!
 PP_PIDS+=($app)
-app_done iv "$app" 0
+LINE=$WORK_LINE app_done iv "$app" 0
+t1=$(mono_ns)
 wait "$dt" || { cat "$T/iv.collect.log"; fail "(iv) collect --diagnostic-port"; }
 grep -q "Trace completed" "$T/iv.collect.log" || { cat "$T/iv.collect.log"; fail "(iv): no trace"; }
-judge iv "(iv) collect --diagnostic-port"
+judge iv "(iv) collect --diagnostic-port" --run "$t0" "$t1"
 
 if ((${#failed[@]})); then
   printf '%s\n' "${failed[@]}" >&2

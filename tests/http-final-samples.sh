@@ -38,25 +38,34 @@ run() {
 }
 run 1
 run 2
-# The CPU burned from each request's start for 3 s (the recording starts a little later).
+# The CPU burned from each request's start for 3 s (the recording starts a little later), in all
+# and by function: the shares are held to the CPU of the recording's window (wtruthN.json), not
+# of the whole run, whose first half second and last 1.5 s the recording does not see.
 captured=1
 python3 - "$T" <<'PY' || captured=0
-import sys
+import json, sys
 t, samples, cpu = sys.argv[1], 0, 0.0
+names = ("st_steady", "st_short", "st_masked")
 for run in (1, 2):
     start = int(open("%s/start%d" % (t, run)).read())
     series = [tuple(map(int, l.split())) for l in open("%s/series%d" % (t, run))]
 
-    def at(ts):  # the threads' CPU so far at ts, interpolated between two ends of short threads
-        prev = (0, 0, 0)
+    def at(ts):  # each function's CPU so far at ts, interpolated between two ends of short threads
+        prev = (0, 0, 0, 0)
         for cur in series:
             if cur[0] >= ts:
                 f = (ts - prev[0]) / max(cur[0] - prev[0], 1) if prev[0] else 1.0
-                return sum(prev[1:]) + f * (sum(cur[1:]) - sum(prev[1:]))
+                return [p + f * (c - p) for p, c in zip(prev[1:], cur[1:])]
             prev = cur
-        return sum(prev[1:])
+        return list(prev[1:])
 
-    cpu += at(start + 3e9) - at(start)
+    window = [b - a for a, b in zip(at(start), at(start + 3e9))]
+    whole = json.load(open("%s/truth%d.json" % (t, run)))
+    json.dump(dict(zip(names, (int(v) for v in window))), open("%s/wtruth%d.json" % (t, run), "w"))
+    print("  run %d: shares in the window %s, in the whole run %s" % (run,
+          " ".join("%.1f%%" % (100 * v / sum(window)) for v in window),
+          " ".join("%.1f%%" % (100 * whole[n] / sum(whole.values())) for n in names)))
+    cpu += sum(window)
     samples += sum(int(l.rsplit(" ", 1)[1]) for l in open("%s/p%d.folded" % (t, run)))
 capture = samples * 4e6 / cpu
 print("  samples %d x 4 ms for %.0f ms of CPU: %.1f%%" % (samples, cpu / 1e6, 100 * capture))
@@ -64,7 +73,7 @@ sys.exit(0 if abs(capture - 1) <= 0.15 else 1)
 PY
 # Two runs pooled: the rounding of each thread's CPU to whole samples (about 0.3 samples a thread)
 # and the sampling's own error shrink.
-python3 "$EVAL" "$T/truth1.json" "$T/p1.folded" "$T/truth2.json" "$T/p2.folded" --max-error 5 ||
+python3 "$EVAL" "$T/wtruth1.json" "$T/p1.folded" "$T/wtruth2.json" "$T/p2.folded" --max-error 5 ||
   fail "the HTTP profile's shares are not the threads' CPU"
 [[ $captured == 1 ]] || fail "the HTTP profile's samples are not the CPU the threads burned"
 echo "http-final-samples: ok"

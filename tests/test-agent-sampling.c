@@ -73,6 +73,8 @@ struct tid_stats {
     unsigned signal_hits3;               /* CPU signal samples with a frame in want[3] */
     uint64_t unseen_weight, unseen_ns;
     uint64_t hit_weight[4]; /* weights of the CPU samples in hits[k] */
+    uint64_t unsampled;     /* wall intervals it went without a sample (its LOST records) */
+    uint64_t dropped;       /* samples taken and dropped, its ring full (the same records) */
 };
 
 static struct tid_stats col[MAX_TIDS];
@@ -132,6 +134,8 @@ col_cb(const struct ag_record *rec, void *ctx)
         break;
     case AG_RECORD_LOST:
         col_lost += (unsigned)rec->u.lost;
+        t->unsampled += rec->unsampled;
+        t->dropped += rec->u.lost - rec->unsampled;
         break;
     case AG_RECORD_SAMPLE:
         /* (A final sample of a thread no stack is known for is the only one without frames.) */
@@ -369,21 +373,43 @@ sleeper_wait(void)
     atomic_fetch_add(&sleeps_done, 1);
 }
 
-static _Atomic int32_t sleeper_tid, raw_tid;
-static _Atomic int raw_eintr;
+/*
+ * A sleeper of the wall case: the wall passes made while it slept, its sleeps, its id. It sleeps
+ * in 20 ms steps until the wall thread has made SLEEPER_PASSES passes over it (and at least 40
+ * steps), not for a fixed 0.8 s: under TSan at load 50 the wall thread made 260 passes a second
+ * over the whole case, and a sleeper's 0.8 s held 66 of them (66 waiting samples, under the 100
+ * asked for, 1 of 6 runs); the intervals it missed were counted unsampled, as they should be.
+ * Every pass over a sleeper takes a sample (kept, or dropped and counted when the test's drain
+ * came too late for its 256-slot ring: 394 of 650 at load 28): so many passes, so many samples.
+ */
+#define SLEEPER_PASSES 400
+#define SLEEPER_MAX    1000 /* steps: 20 s at least, for a wall thread that makes no passes */
+struct sleeper {
+    void (*wait)(void);
+    _Atomic int32_t tid;
+    unsigned steps;
+    uint64_t passes;
+    _Atomic int done;
+};
 
 static void *
 sleeper_main(void *p)
 {
-    int i;
+    struct sleeper *sl = p;
+    uint64_t p0 = atomic_load(&ag.wall_passes);
 
-    (void)p;
-    atomic_store(&sleeper_tid, (int32_t)syscall(SYS_gettid));
-    for (i = 0; i < 40; i++) {
-        sleeper_wait();
+    atomic_store(&sl->tid, (int32_t)syscall(SYS_gettid));
+    while (sl->steps < 40 ||
+           (atomic_load(&ag.wall_passes) - p0 < SLEEPER_PASSES && sl->steps < SLEEPER_MAX)) {
+        sl->wait();
+        sl->steps++;
     }
+    sl->passes = atomic_load(&ag.wall_passes) - p0;
+    atomic_store(&sl->done, 1);
     return NULL;
 }
+
+static _Atomic int raw_eintr;
 
 /* Sleeps with the raw syscall: not interposed, so its samples come from /proc. */
 EXPORT void
@@ -396,22 +422,10 @@ raw_sleeper_wait(void)
     }
 }
 
-static void *
-raw_main(void *p)
-{
-    int i;
-
-    (void)p;
-    atomic_store(&raw_tid, (int32_t)syscall(SYS_gettid));
-    for (i = 0; i < 40; i++) {
-        raw_sleeper_wait();
-    }
-    return NULL;
-}
-
 TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
 {
     struct busy_arg a = { busy_a, "busy-a", 500000000u, 0 };
+    struct sleeper sleeper = { sleeper_wait, 0, 0, 0, 0 }, raw = { raw_sleeper_wait, 0, 0, 0, 0 };
     pthread_t ts, tr, ta;
     struct ag_stats st;
     struct tid_stats *s, *r, *b;
@@ -422,10 +436,11 @@ TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
     want[2] = (const void *)raw_sleeper_wait;
     start_agent();
     ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 1000));
-    ASSERT_OK(pthread_create(&ts, NULL, sleeper_main, NULL));
-    ASSERT_OK(pthread_create(&tr, NULL, raw_main, NULL));
+    ASSERT_OK(pthread_create(&ts, NULL, sleeper_main, &sleeper));
+    ASSERT_OK(pthread_create(&tr, NULL, sleeper_main, &raw));
     ASSERT_OK(pthread_create(&ta, NULL, busy_main, &a));
-    for (i = 0; i < 30 && atomic_load(&sleeps_done) < 40; i++) {
+    /* drained as they go: 256 slots a ring hold a quarter of a second at 1 kHz */
+    for (i = 0; i < 1000 && !(atomic_load(&sleeper.done) && atomic_load(&raw.done)); i++) {
         usleep(50000);
         col_drain();
     }
@@ -434,20 +449,30 @@ TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
     ASSERT_OK(pthread_join(ta, NULL));
     col_drain();
     ag_stats_get(&st);
-    s = col_get(atomic_load(&sleeper_tid));
-    r = col_get(atomic_load(&raw_tid));
+    s = col_get(atomic_load(&sleeper.tid));
+    r = col_get(atomic_load(&raw.tid));
     b = col_get(atomic_load(&a.tid));
-    printf("# sleeper: %u samples (%u waiting, %u from the interposer, %u in sleeper_wait); "
-           "raw: %u samples (%u waiting, %u from /proc, %u in raw_sleeper_wait, %d EINTR); "
-           "busy: %u running\n",
-           s->samples, s->waiting, s->blocked_src, s->hits[1], r->samples, r->waiting, r->proc_src,
-           r->hits[2], atomic_load(&raw_eintr), b->running);
+    printf("# sleeper: %u steps under %llu passes, %u samples (%u waiting, %u from the "
+           "interposer, %u in sleeper_wait), %llu dropped, %llu unsampled\n",
+           sleeper.steps, (unsigned long long)sleeper.passes, s->samples, s->waiting,
+           s->blocked_src, s->hits[1], (unsigned long long)s->dropped,
+           (unsigned long long)s->unsampled);
+    printf("# raw: %u steps under %llu passes, %u samples (%u waiting, %u from /proc, %u in "
+           "raw_sleeper_wait, %d EINTR), %llu dropped, %llu unsampled; busy: %u running\n",
+           raw.steps, (unsigned long long)raw.passes, r->samples, r->waiting, r->proc_src,
+           r->hits[2], atomic_load(&raw_eintr), (unsigned long long)r->dropped,
+           (unsigned long long)r->unsampled, b->running);
     printf("# wall: requested 1000 Hz, effective %.1f passes/s; eintr seen %llu absorbed %llu\n",
            st.effective_hz_wall, (unsigned long long)st.eintr_seen,
            (unsigned long long)st.eintr_absorbed);
     ASSERT_EQ(atomic_load(&early_returns), 0);
-    ASSERT_EQ(atomic_load(&sleeps_done), 40);
-    ASSERT_TRUE(s->waiting > 100); /* 0.8 s asleep at 1 kHz */
+    ASSERT_EQ(atomic_load(&sleeps_done), (int)sleeper.steps);
+    ASSERT_TRUE(sleeper.passes >= SLEEPER_PASSES && raw.passes >= SLEEPER_PASSES);
+    /* Asleep nearly all of its time, the sleeper is sampled waiting by the passes over it: 97 to
+     * 100 % of them were sampled or dropped at load 15-50 (sampled once per sleep, it would
+     * hold its steps, a tenth of them), and the first drain finds at least 100 in its ring. */
+    ASSERT_TRUE(s->samples + s->dropped >= sleeper.passes * 8 / 10);
+    ASSERT_TRUE(s->waiting > 100 && s->waiting >= s->samples * 9 / 10);
     ASSERT_TRUE(s->hits[1] > s->waiting / 2);
     if (test_emulated()) {
         /* /proc/TID/syscall shows qemu's own registers: the raw sleeper's waiting samples are
@@ -457,7 +482,11 @@ TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
         ASSERT_EQ(r->proc_src, 0);
         ASSERT_TRUE(st.lost > 100);
     } else {
-        ASSERT_TRUE(r->waiting > 100);
+        /* Not interposed, it is signalled when a pass finds it runnable (woken, not yet run):
+         * the passes until its handler runs are unsampled (618 passes: 397 samples, none
+         * dropped, TSan at load 20). */
+        ASSERT_TRUE(r->samples + r->dropped + r->unsampled >= raw.passes * 8 / 10);
+        ASSERT_TRUE(r->waiting > 100 && r->waiting >= r->samples * 9 / 10);
         ASSERT_TRUE(r->proc_src > 0);
     }
     ASSERT_TRUE(b->running > 0 && b->hits[0] > 0);
