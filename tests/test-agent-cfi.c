@@ -582,6 +582,7 @@ chain_leaf_cached(void *arg)
 TEST(cfi_row_cache_walks_like_the_tables)
 {
     static struct cached_traces c;
+    unsigned shared = 0;
 
     memset(&row_cache, 0, sizeof(row_cache));
     ASSERT_TRUE(ag_modules_refresh() >= 0);
@@ -596,12 +597,26 @@ TEST(cfi_row_cache_walks_like_the_tables)
         ASSERT_U64_EQ(c.warm.ours[i], c.plain.ours[i]);
     }
     /* The recursion repeats one return address: the cold walk already hits. The warm walk
-     * misses only where two of its pcs share a slot. */
-    printf("# %d frames: cold walk %llu hits, warm walk %llu hits %llu misses\n", c.plain.n_ours,
-           (unsigned long long)c.cold_hits, (unsigned long long)c.warm_hits,
-           (unsigned long long)c.warm_misses);
+     * misses only at a pc that shares its slot with another pc of the walk; where they fall
+     * depends on the addresses this run was loaded at (4 misses in one ASan run of a
+     * fresh-clone CI, where a fixed bound allowed 3). */
+    for (int i = 0; i < c.plain.n_ours; i++) {
+        for (int j = 0; j < c.plain.n_ours; j++) {
+            if (c.plain.ours[j] != c.plain.ours[i] &&
+                ag_sig_cfi_cache_index(c.plain.ours[j] - 1) ==
+                        ag_sig_cfi_cache_index(c.plain.ours[i] - 1)) {
+                shared++;
+                break;
+            }
+        }
+    }
+    printf("# %d frames: cold walk %llu hits, warm walk %llu hits %llu misses; %u lookups at a "
+           "pc whose slot another pc of the walk shares\n",
+           c.plain.n_ours, (unsigned long long)c.cold_hits, (unsigned long long)c.warm_hits,
+           (unsigned long long)c.warm_misses, shared);
     ASSERT_TRUE(c.cold_hits >= 18);
-    ASSERT_TRUE(c.warm_hits >= (uint64_t)c.plain.n_ours - 3);
+    ASSERT_U64_EQ(c.warm_hits + c.warm_misses, (uint64_t)c.plain.n_ours);
+    ASSERT_TRUE(c.warm_misses <= shared);
     ag_modules_fini();
 }
 
