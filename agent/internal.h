@@ -52,12 +52,13 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free int");
  *   D pairs with A: the producer never reuses a slot that is still being read.
  *
  * A consumer that finds the ring empty away from its first slot moves both indices to the next
- * lap's first slot (E: a compare-and-swap of head, which fails if a sample came in meanwhile;
- * then tail). So a ring drained as fast as it fills keeps reusing its first slots: the memory it
- * touches is its largest backlog, not every slot in turn (256 slots of 1 KB, all touched within
- * seconds at wall mode's rate, were 278 KB of every thread's memory). The producer publishes
- * with a compare-and-swap (B); one that fails found its slot moved by E while it filled it: the
- * ring is empty, and it copies the sample to the new first slot and publishes that.
+ * lap's first slot (E: a compare-and-swap of head, which fails if a sample came in meanwhile:
+ * the consumer reads that one first; then tail). So a ring drained as fast as it fills keeps
+ * reusing its first slots: the memory it touches is its largest backlog, not every slot in turn
+ * (256 slots of 1 KB, all touched within seconds at wall mode's rate, were 278 KB of every thread's
+ * memory). The producer publishes with a compare-and-swap (B); one that fails found its slot moved
+ * by E while it filled it: the ring is empty, and it copies the sample to the new first slot and
+ * publishes that.
  *
  * The mapping outlives the agent's sessions (ag_ring_discard gives the memory back and keeps the
  * addresses): a producer that read the ring just before a stop (an interposer paused in a claim,
@@ -138,12 +139,17 @@ ag_ring_peek(struct ag_ring *r)
     if (head == tail) {
         uint64_t lap = (tail | r->mask) + 1;
 
-        if ((tail & r->mask) != 0 &&
-            atomic_compare_exchange_strong_explicit(&r->head, &head, lap, memory_order_release,
-                                                    memory_order_relaxed)) { /* E */
-            atomic_store_explicit(&r->tail, lap, memory_order_release);
+        if ((tail & r->mask) == 0) {
+            return NULL;
         }
-        return NULL;
+        if (atomic_compare_exchange_strong_explicit(&r->head, &head, lap, memory_order_release,
+                                                    memory_order_acquire)) { /* E */
+            atomic_store_explicit(&r->tail, lap, memory_order_release);
+            return NULL;
+        }
+        /* A sample came in since head was read (acquire, as C): it is read now and the move
+         * tried again after it. Left for the next drain, the ring's next backlog would pile up
+         * behind this one and touch slots past its largest. */
     }
     return (const struct ag_sample *)(const void *)(r->slots + (tail & r->mask) * r->slot_size);
 }

@@ -240,7 +240,7 @@ TEST(wall_holds_no_fd_per_thread_and_leaves_with_its_session)
 {
     enum { N = 64 };
     pthread_t th[N];
-    unsigned fds_before, fds_max = 0, i, k, max_batch = 0, sampled = 0;
+    unsigned fds_before, fds_max = 0, i, k, max_batch = 0, sampled = 0, over = 0;
     int worst_pages = 0;
     long page = sysconf(_SC_PAGESIZE);
 
@@ -259,12 +259,10 @@ TEST(wall_holds_no_fd_per_thread_and_leaves_with_its_session)
         seen_drain();
     }
     ASSERT_EQ(count_threads_named("pipeprof-wall"), 1);
-    /* The backlog waiting since the last drain counts too: the rings' pages are read below, and
-     * a slow pass (TSan) can leave a larger one than any drained before (CI, 1 run) */
-    seen_drain();
     for (i = 0; i < atomic_load(&ag.high); i++) {
         struct ag_thread *t = &ag.threads[i];
         struct per_tid *p;
+        unsigned batch;
         int pages;
 
         if (atomic_load(&t->state) != AG_SLOT_ACTIVE || atomic_load(&t->excluded)) {
@@ -272,13 +270,23 @@ TEST(wall_holds_no_fd_per_thread_and_leaves_with_its_session)
         }
         p = seen_get(atomic_load(&t->tid));
         pages = ring_resident_pages(&t->wring);
+        /* The backlog the wall thread wrote since the last drain touched pages too (a slow pass
+         * under TSan, or this thread held up on a loaded machine): read after the pages, so that
+         * it holds every sample they saw. The drain leaves a ring at its first slot. */
+        batch = (unsigned)(atomic_load(&t->wring.head) - atomic_load(&t->wring.tail));
+        batch = p->max_batch > batch ? p->max_batch : batch;
         if (p->samples > 0) {
             sampled++;
         }
-        if (pages > worst_pages) {
-            worst_pages = pages;
+        /* The ring's pages hold its largest backlog and the slot after it, plus one page the
+         * lap move may leave partly behind. */
+        if (pages > 0 &&
+            (size_t)pages * (size_t)page > (batch + 2) * t->wring.slot_size + 2 * (size_t)page) {
+            printf("# thread %d: %d resident pages, largest batch %u\n", (int)p->tid, pages, batch);
+            over++;
         }
-        max_batch = p->max_batch > max_batch ? p->max_batch : max_batch;
+        worst_pages = pages > worst_pages ? pages : worst_pages;
+        max_batch = batch > max_batch ? batch : max_batch;
     }
     ASSERT_OK(ag_sampling_release(AG_MODE_WALL, 1000));
     seen_drain();
@@ -296,10 +304,7 @@ TEST(wall_holds_no_fd_per_thread_and_leaves_with_its_session)
                "wall ring %d resident pages of %zu-byte slots; %d pages left after the session\n",
                fds_before, fds_max, sampled, max_batch, worst_pages, slot, after);
         ASSERT_TRUE(sampled >= N / 2);
-        /* The ring's pages hold its largest backlog and the slot after it, plus one page the
-         * lap move may leave partly behind. */
-        ASSERT_TRUE((size_t)worst_pages * (size_t)page <=
-                    (max_batch + 2) * slot + 2 * (size_t)page);
+        ASSERT_EQ(over, 0);
         if (test_emulated()) {
             /* qemu-user 7.2 answers madvise() with success and does nothing (a hint it may
              * ignore), so a ring's pages stay resident after MADV_DONTNEED there. */
