@@ -535,7 +535,7 @@ ag_drain(ag_record_fn fn, void *ctx)
         if (rc != 0) {
             break;
         }
-        dropped = atomic_load_explicit(&t->dropped, memory_order_relaxed);
+        dropped = atomic_load_explicit(&t->dropped, memory_order_acquire); /* then unsampled */
         unsampled = atomic_load_explicit(&t->unsampled, memory_order_relaxed);
         if (dropped != t->dropped_reported) {
             rec.kind = AG_RECORD_LOST;

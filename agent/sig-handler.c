@@ -153,8 +153,12 @@ ag_sig_wake_manager(void)
 void
 ag_sig_count_unsampled(struct ag_thread *t, uint64_t n)
 {
-    atomic_fetch_add_explicit(&t->dropped, n, memory_order_relaxed);
+    /* unsampled before dropped, released with it: a drain that reads the new dropped (acquire)
+     * reads these intervals in unsampled too. The other order let a drain report them as lost
+     * but not as unsampled, and nothing reported them later when dropped did not change again
+     * (a thread's last intervals: 19 to 39 of about 200000 in a TSan run). */
     atomic_fetch_add_explicit(&t->unsampled, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->dropped, n, memory_order_release);
     atomic_fetch_add_explicit(&ag.n_lost, n, memory_order_relaxed);
     atomic_fetch_add_explicit(&ag.n_wall_unsampled, n, memory_order_relaxed);
 }

@@ -373,8 +373,31 @@ TEST(wall_counts_the_intervals_it_could_not_sample)
     ASSERT_U64_EQ(unsampled, st.wall_unsampled);
     ASSERT_TRUE(unsampled <= lost);
     /* The first and last intervals of each thread may fall outside; the rest are all there,
-     * and none twice. */
-    ASSERT_TRUE((double)(samples + lost) >= 0.85 * (double)N * (double)(t1 - t0) / 1e6);
+     * and none twice. A thread's intervals are counted at the wall thread's visits, so those
+     * after its last visit are not: up to that visit's time (wall_seen_ns), every one is. Under
+     * TSan at load 20 to 50 a pass over these 300 threads took long enough that the
+     * intervals to the release held only 59.9 to 83.4 % (about 6 of 75 runs). */
+    {
+        uint64_t visited = 0, accounted = 0;
+        unsigned high = atomic_load(&ag.high);
+
+        for (i = 0; i < high && i < ag.cfg.max_threads; i++) {
+            int32_t tid = atomic_load(&ag.threads[i].tid);
+            uint64_t seen_ns = atomic_load(&ag.threads[i].wall_seen_ns);
+
+            for (unsigned k = 0; tid != 0 && k < MAX_TIDS && seen[k].tid != 0; k++) {
+                if (seen[k].tid == tid && seen_ns > t0) {
+                    visited += (seen_ns - t0) / 1000000u;
+                    accounted += seen[k].samples + seen[k].lost;
+                    break;
+                }
+            }
+        }
+        printf("# up to each thread's last visit: %llu thread-intervals, %llu accounted for\n",
+               (unsigned long long)visited, (unsigned long long)accounted);
+        ASSERT_TRUE(visited >= (uint64_t)N * 100u); /* a pass at least 0.1 s into the session */
+        ASSERT_TRUE((double)accounted >= 0.85 * (double)visited);
+    }
     ASSERT_TRUE((double)(samples + lost) <= 1.1 * (double)N * (double)(t1 - t0) / 1e6);
     stop_sleepers(th, N);
     ag_stop();
