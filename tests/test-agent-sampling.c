@@ -1486,7 +1486,7 @@ static void *
 stale_main(void *p)
 {
     struct stale_arg *a = p;
-    uint64_t c0;
+    uint64_t c0, n0;
     sigset_t prof;
 
     atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
@@ -1503,7 +1503,13 @@ stale_main(void *p)
         stale_wait(&a->phase, 4);
     }
     c0 = cpu_ns();
-    while (cpu_ns() - c0 < (a->raw ? 175000000u : 75000000u)) {
+    n0 = atomic_load(&ag.n_samples);
+    /* The raw case burns until a sample has landed after the unblock (that sample clears the
+     * note), 175 ms of CPU at least: the thread is armed by a scan, and on a loaded machine (a
+     * fresh-clone CI run's ASan stage) its first overflow, 100 ms of CPU after the arming, came
+     * after a fixed 175 ms burn, and the flush found the note still set (1 unseen, 0 final). */
+    while (cpu_ns() - c0 < (a->raw ? 175000000u : 75000000u) ||
+           (a->raw && atomic_load(&ag.n_samples) == n0 && cpu_ns() - c0 < 5000000000u)) {
         busy_a();
     }
     atomic_store(&a->phase, 5);
