@@ -67,6 +67,10 @@ extern const char host_anchor_exit, host_anchor_exec, host_anchor_creds, host_an
  * kernel provides it), as the library's own handler reads back: a recorded disposition gets them
  * too, as the kernel would report it.
  */
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1u << 31) /* linux/signal.h; glibc's headers lack it */
+#endif
+
 typedef int (*host_sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 struct host_sig_record {
     _Atomic int signo;

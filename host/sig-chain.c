@@ -119,9 +119,6 @@ host_sig_undo_restart(void *uctx)
  * architecture) calls fn(arg) with the stack pointer at top and returns on the old stack; it
  * keeps a frame record, so unwinders walk from the alternate stack back to the interrupted one.
  */
-#ifndef SS_AUTODISARM
-#define SS_AUTODISARM (1u << 31) /* linux/signal.h; glibc's headers lack it */
-#endif
 #if defined(__x86_64__) || defined(__aarch64__)
 #define HOST_SIG_CAN_SWITCH 1
 void host_sig_call_on_stack(void *top, void (*fn)(void *), void *arg);

@@ -392,8 +392,6 @@ sysv_signal(int signo, sighandler_t handler)
  * blocked in the thread's mask the send is the real one (it pends as bare; one of the library's
  * pending then still takes its place). Returns 1 when the send is not the library's to make.
  */
-#define HOST_SS_AUTODISARM (1u << 31) /* linux/signal.h; glibc's headers lack it */
-
 static int
 host_sig_send_self(int signo, int code, const union sigval *value)
 {
@@ -422,7 +420,7 @@ host_sig_send_self(int signo, int code, const union sigval *value)
     /* The kernel disarms an SS_AUTODISARM registration for a handler's duration (a SA_ONSTACK
      * signal raised inside it would otherwise start again at the stack's top, over the frames
      * of a handler running there) and puts it back at its return. */
-    autodisarm = ((unsigned)uc.uc_stack.ss_flags & HOST_SS_AUTODISARM) &&
+    autodisarm = ((unsigned)uc.uc_stack.ss_flags & SS_AUTODISARM) &&
                  !(uc.uc_stack.ss_flags & SS_DISABLE);
     if (autodisarm) {
         memset(&off, 0, sizeof(off));
@@ -439,15 +437,9 @@ host_sig_send_self(int signo, int code, const union sigval *value)
 HOST_EXPORT int
 raise(int signo)
 {
-    static _Atomic(void *) real_p;
-    int (*real)(int) = (int (*)(int))host_real(&real_p, "raise");
-
+    HOST_REAL_OR_ENOSYS(int, (int), raise)
     if (host_sig_send_self(signo, SI_TKILL, NULL) == 0) {
         return 0;
-    }
-    if (real == NULL) {
-        errno = ENOSYS;
-        return -1;
     }
     return real(signo);
 }

@@ -26,10 +26,11 @@
  *                     thread reads: no read fails with EINTR
  *   signals norestart the same without SA_RESTART: reads fail with EINTR, as the kernel says
  *   signals raises    its own SIGPROF handler (SA_SIGINFO) and 20000 sends of SIGPROF to its own
- *                     thread, by raise(), pthread_kill(pthread_self()) and tgkill(), each between
+ *                     thread, by raise(), pthread_kill(pthread_self()), tgkill() and
+ *                     pthread_sigqueue(pthread_self()) (with a value), each between
  *                     a few microseconds of CPU (the thread runs, so a wall sampler signals it):
  *                     how many reached the handler (bare: each one, at once) and with what
- *                     si_code and si_pid
+ *                     si_code, si_pid and value
  *   signals offstack  burns 300 ms of CPU in a coroutine (swapcontext) whose stack is its
  *                     sigaltstack, as green-thread libraries may: the kernel reports that code
  *                     as on the alternate stack, the agent takes no sample there and says so
@@ -485,14 +486,15 @@ pipe_reads(int restart)
     return 0;
 }
 
-static volatile sig_atomic_t raised_tkill, raised_other;
+static volatile sig_atomic_t raised_tkill, raised_other, raised_code = SI_TKILL;
 
 static void
 on_prof_info(int sig, siginfo_t *info, void *uctx)
 {
     (void)sig;
     (void)uctx;
-    if (info->si_code == SI_TKILL && info->si_pid == getpid()) {
+    if (info->si_code == raised_code && info->si_pid == getpid() &&
+        (raised_code != SI_QUEUE || info->si_value.sival_int == 42)) {
         raised_tkill++;
     } else {
         raised_other++;
@@ -505,17 +507,18 @@ on_prof_info(int sig, siginfo_t *info, void *uctx)
 static int
 raises(void)
 {
-    const char *how[] = { "raise", "pthread_kill", "tgkill" };
+    const char *how[] = { "raise", "pthread_kill", "tgkill", "pthread_sigqueue" };
     struct sigaction sa;
-    int k, i, missed, n = 20000 / 3;
+    int k, i, missed, n = 20000 / 4;
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = on_prof_info;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigaction(SIGPROF, &sa, NULL);
-    for (k = 0; k < 3; k++) {
+    for (k = 0; k < 4; k++) {
         missed = 0;
+        raised_code = k == 3 ? SI_QUEUE : SI_TKILL;
         raised_tkill = 0;
         raised_other = 0;
         for (i = 0; i < n; i++) {
@@ -526,16 +529,19 @@ raises(void)
                 raise(SIGPROF);
             } else if (k == 1) {
                 pthread_kill(pthread_self(), SIGPROF);
-            } else {
+            } else if (k == 2) {
                 tgkill(getpid(), gettid(), SIGPROF);
+            } else {
+                pthread_sigqueue(pthread_self(), SIGPROF, (union sigval){ .sival_int = 42 });
             }
             missed += (int)raised_tkill != before + 1;
         }
         fprintf(stderr, "%s: %d of %d sends ran the handler at once, %d other deliveries\n", how[k],
                 n - missed, n, (int)raised_other);
-        printf("%s: every send ran the handler before the call returned: %s; SI_TKILL from "
+        printf("%s: every send ran the handler before the call returned: %s; %s from "
                "itself: %d of %d\n",
-               how[k], missed == 0 ? "yes" : "no", (int)raised_tkill, n);
+               how[k], missed == 0 ? "yes" : "no", k == 3 ? "SI_QUEUE with its value" : "SI_TKILL",
+               (int)raised_tkill, n);
     }
     return 0;
 }
