@@ -1486,7 +1486,7 @@ static void *
 stale_main(void *p)
 {
     struct stale_arg *a = p;
-    uint64_t c0, n0;
+    uint64_t c0, n0, seen;
     sigset_t prof;
 
     atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
@@ -1505,11 +1505,21 @@ stale_main(void *p)
     c0 = cpu_ns();
     n0 = atomic_load(&ag.n_samples);
     /* The raw case burns until a sample has landed after the unblock (that sample clears the
-     * note), 175 ms of CPU at least: the thread is armed by a scan, and on a loaded machine (a
-     * fresh-clone CI run's ASan stage) its first overflow, 100 ms of CPU after the arming, came
-     * after a fixed 175 ms burn, and the flush found the note still set (1 unseen, 0 final). */
-    while (cpu_ns() - c0 < (a->raw ? 175000000u : 75000000u) ||
-           (a->raw && atomic_load(&ag.n_samples) == n0 && cpu_ns() - c0 < 5000000000u)) {
+     * note; the handler runs on this thread, so the count moves at once), then 70 ms of CPU
+     * more, under the 100 ms to the next, for the flush's final sample. A fixed 175 ms burn
+     * ended before the first sample on a loaded machine (1 unseen, 0 final: the thread is armed
+     * by a scan, its first perf overflow 100 ms of CPU later), and ending at that sample left
+     * the flush nothing (0 final: fresh-clone CI runs' ASan and -Werror stages). */
+    for (seen = 0;;) {
+        uint64_t used = cpu_ns() - c0;
+
+        if (a->raw && seen == 0 && atomic_load(&ag.n_samples) != n0) {
+            seen = used;
+        }
+        if (a->raw ? (seen != 0 && used >= seen + 70000000u) || used >= 5000000000u
+                   : used >= 75000000u) {
+            break;
+        }
         busy_a();
     }
     atomic_store(&a->phase, 5);
