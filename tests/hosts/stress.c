@@ -25,6 +25,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/msg.h>
+#include <sys/random.h>
 #include <sys/select.h>
 #include <sys/sem.h>
 #include <sys/socket.h>
@@ -292,6 +293,7 @@ every_call(int idx)
         struct msghdr out = { .msg_iov = two, .msg_iovlen = 2 };
 
         check(writev(sv[1], two, 2) == 2 && sendmsg(sv[1], &out, 0) == 2, "writev/sendmsg");
+        check(getrandom(b, 1, 0) == 1, "getrandom");
     }
     check(recv(sv[0], b, 1, MSG_DONTWAIT) == 1 &&
                   recvfrom(sv[0], b, 1, MSG_DONTWAIT, NULL, NULL) == 1,

@@ -2,28 +2,30 @@
 /*
  * tests/hosts/writes.c - blocking transfers of 1 MiB that a signal could cut short: write and
  * writev into a pipe; send, sendto and sendmsg into a stream socketpair; recv with MSG_WAITALL
- * out of one. A reader thread drains the other end as it fills, so each call blocks and runs by
- * turns, and a signal that comes while it copies ends it with the bytes moved so far (pipe(7)).
- * The host asks for no signal, so bare no call is ever short. Prints, per call, how many of
- * CALLS came back short and whether every byte arrived in order.
+ * out of one; getrandom of 1 MiB (random(7): a request over 256 bytes can be cut). A reader thread
+ * drains the other end as it fills, so each call blocks and runs by turns, and a signal that comes
+ * while it copies ends it with the bytes moved so far (pipe(7)). The host asks for no signal, so
+ * bare no call is ever short. Prints, per call, how many of CALLS came back short and whether every
+ * byte arrived in order.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "hosts.h"
 
-#define CALLS      128
+#define CALLS      64
 #define CALL_BYTES (1u << 20)
 
-enum { W_WRITE, W_WRITEV, W_SEND, W_SENDTO, W_SENDMSG, W_RECV_WAITALL, W_CASES };
-static const char *const names[W_CASES] = { "write",  "writev",  "send",
-                                            "sendto", "sendmsg", "recv-waitall" };
+enum { W_WRITE, W_WRITEV, W_SEND, W_SENDTO, W_SENDMSG, W_RECV_WAITALL, W_GETRANDOM, W_CASES };
+static const char *const names[W_CASES] = { "write",   "writev",       "send",     "sendto",
+                                            "sendmsg", "recv-waitall", "getrandom" };
 
 struct drain {
     int fd;
@@ -118,6 +120,24 @@ one_call(int c, int fd, unsigned char *buf)
     }
 }
 
+/* getrandom's case: no stream, no reader; a short call is counted and the rest asked for. */
+static int
+getrandom_shorts(unsigned char *buf)
+{
+    int shorts = 0;
+
+    for (int k = 0; k < CALLS; k++) {
+        ssize_t n = getrandom(buf, CALL_BYTES, 0);
+
+        shorts += n != (ssize_t)CALL_BYTES;
+        for (size_t done = n > 0 ? (size_t)n : 0; done < CALL_BYTES;) {
+            n = getrandom(buf + done, CALL_BYTES - done, 0);
+            done += n > 0 ? (size_t)n : 0;
+        }
+    }
+    return shorts;
+}
+
 int
 main(void)
 {
@@ -134,6 +154,12 @@ main(void)
         int fds[2], shorts = 0, fails = 0, in_order = 1;
         size_t off = 0;
 
+        if (c == W_GETRANDOM) {
+            shorts = getrandom_shorts(buf);
+            printf("%s: %d calls of %u bytes, %d short\n", names[c], CALLS, CALL_BYTES, shorts);
+            rc |= shorts != 0;
+            continue;
+        }
         if ((c <= W_WRITEV ? pipe(fds) : socketpair(AF_UNIX, SOCK_STREAM, 0, fds)) != 0) {
             return 2;
         }
