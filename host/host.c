@@ -28,6 +28,9 @@ void
 host_set_agent_hooks(const struct host_agent_hooks *hooks)
 {
     (void)host_agent_anchors();
+    if (hooks != NULL) {
+        host_writes_resolve();
+    }
     atomic_store_explicit(&host_agent_hooks_installed, hooks, memory_order_release);
 }
 

@@ -182,6 +182,10 @@ ssize_t host_recv_waitall(host_recv_fn real, int fd, void *buf, size_t len, int 
 ssize_t host_recvfrom_waitall(host_recvfrom_fn real, int fd, void *buf, size_t len, int flags,
                               struct sockaddr *sa, socklen_t *salen);
 
+/* Resolves writes.c's real functions (host_set_agent_hooks: before the agent's handler can call
+ * write). */
+void host_writes_resolve(void);
+
 /* fd came from a call whose return address is ra: the library's fds move high and are
  * registered (fds.c); returns the fd to hand back. */
 int host_fds_created(int fd, const void *ra);

@@ -57,6 +57,35 @@
 
 HOST_ANCHOR(writes);
 
+/*
+ * The real functions, resolved when the agent's hooks are installed (host_writes_resolve, from
+ * host_set_agent_hooks): the agent's signal handler wakes its manager with a write() to an
+ * eventfd, which comes here, and a handler must never reach dlsym. Until then (a write before
+ * the agent, or with no agent at all) the first call resolves it as the other files' do.
+ */
+static _Atomic(void *) real_write_p, real_writev_p, real_send_p, real_sendto_p, real_sendmsg_p,
+        real_getrandom_p;
+
+void
+host_writes_resolve(void)
+{
+    (void)host_real(&real_write_p, "write");
+    (void)host_real(&real_writev_p, "writev");
+    (void)host_real(&real_send_p, "send");
+    (void)host_real(&real_sendto_p, "sendto");
+    (void)host_real(&real_sendmsg_p, "sendmsg");
+    (void)host_real(&real_getrandom_p, "getrandom");
+}
+
+/* HOST_REAL_OR_ENOSYS with the slot above. */
+#define HOST_WRITES_REAL(ret, params, name)                                \
+    ret(*real) params = (ret(*) params)host_real(&real_##name##_p, #name); \
+                                                                           \
+    if (real == NULL) {                                                    \
+        errno = ENOSYS;                                                    \
+        return -1;                                                         \
+    }
+
 #define HOST_IOV_WINDOW 8
 
 /* One transfer of the call being continued (the interposer's real function and its arguments):
@@ -176,7 +205,7 @@ host_write_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 write(int fd, const void *buf, size_t len)
 {
-    HOST_REAL_OR_ENOSYS(ssize_t, (int, const void *, size_t), write)
+    HOST_WRITES_REAL(ssize_t, (int, const void *, size_t), write)
     const struct host_agent_hooks *h = host_agent();
     struct host_write_call c = { real, fd };
     struct iovec one = { (void *)(uintptr_t)buf, len };
@@ -200,7 +229,7 @@ host_writev_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 writev(int fd, const struct iovec *iov, int cnt)
 {
-    HOST_REAL_OR_ENOSYS(ssize_t, (int, const struct iovec *, int), writev)
+    HOST_WRITES_REAL(ssize_t, (int, const struct iovec *, int), writev)
     const struct host_agent_hooks *h = host_agent();
     struct host_writev_call c = { real, fd };
 
@@ -232,8 +261,8 @@ host_sendto_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t salen)
 {
-    HOST_REAL_OR_ENOSYS(
-            ssize_t, (int, const void *, size_t, int, const struct sockaddr *, socklen_t), sendto)
+    HOST_WRITES_REAL(ssize_t, (int, const void *, size_t, int, const struct sockaddr *, socklen_t),
+                     sendto)
     const struct host_agent_hooks *h = host_agent();
     struct host_sendto_call c = { real, NULL, fd, flags, sa, salen };
     struct iovec one = { (void *)(uintptr_t)buf, len };
@@ -245,7 +274,7 @@ sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa
 HOST_EXPORT ssize_t
 send(int fd, const void *buf, size_t len, int flags)
 {
-    HOST_REAL_OR_ENOSYS(ssize_t, (int, const void *, size_t, int), send)
+    HOST_WRITES_REAL(ssize_t, (int, const void *, size_t, int), send)
     const struct host_agent_hooks *h = host_agent();
     struct host_sendto_call c = { NULL, real, fd, flags, NULL, 0 };
     struct iovec one = { (void *)(uintptr_t)buf, len };
@@ -282,7 +311,7 @@ host_sendmsg_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-    HOST_REAL_OR_ENOSYS(ssize_t, (int, const struct msghdr *, int), sendmsg)
+    HOST_WRITES_REAL(ssize_t, (int, const struct msghdr *, int), sendmsg)
     const struct host_agent_hooks *h = host_agent();
     struct host_sendmsg_call c = { real, msg, fd, flags, 1 };
 
@@ -352,7 +381,7 @@ host_getrandom_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 getrandom(void *buf, size_t len, unsigned int flags)
 {
-    HOST_REAL_OR_ENOSYS(ssize_t, (void *, size_t, unsigned), getrandom)
+    HOST_WRITES_REAL(ssize_t, (void *, size_t, unsigned), getrandom)
     const struct host_agent_hooks *h = host_agent();
     struct host_getrandom_call c = { real, flags };
     struct iovec one = { buf, len };
