@@ -7,6 +7,9 @@
  *   sigaction-other   sigaction(SIGUSR1) set and query, while the library holds SIGPROF
  *   sigaction-own     sigaction(SIGPROF), the library's signal: recorded, never installed
  *   sigmask           pthread_sigmask block + unblock of SIGUSR1 (no agent: a pass-through)
+ *   write             write() of one byte to /dev/null, no agent installed (a pass-through)
+ *   write-agent       the same with agent hooks installed (host/writes.c's fast path: the
+ *                     thread's count of the agent's signals read before and after the call)
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling.
  * Libc and the interposer alternate within each round; prints per call the median ns of each
  * over the rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
@@ -24,16 +27,39 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    5
+#define BENCH_OPS    7
 #define BENCH_ROUNDS 64
 
-static const char *const bench_ops[BENCH_OPS] = { "close", "dup2", "sigaction-other",
-                                                  "sigaction-own", "sigmask" };
+static const char *const bench_ops[BENCH_OPS] = { "close",         "dup2",    "sigaction-other",
+                                                  "sigaction-own", "sigmask", "write",
+                                                  "write-agent" };
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
 static int (*libc_sigaction)(int, const struct sigaction *, struct sigaction *);
 static int (*libc_sigmask)(int, const sigset_t *, sigset_t *);
+static ssize_t (*libc_write)(int, const void *, size_t);
+
+/* write-agent's hooks: an agent that does nothing but count its signals, as agent/host-hooks.c
+ * does (a thread-local read). */
+static _Thread_local uint32_t bench_signals;
+
+static int
+bench_inactive(void)
+{
+    return 0;
+}
+
+static uint32_t
+bench_signals_handled(void)
+{
+    return bench_signals;
+}
+
+static const struct host_agent_hooks bench_hooks = {
+    .active = bench_inactive,
+    .signals_handled = bench_signals_handled,
+};
 
 static void
 bench_on_signal(int sig, siginfo_t *info, void *uc)
@@ -74,6 +100,10 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
             real ? libc_sigaction(op == 2 ? SIGUSR1 : SIGPROF, &act, &old)
                  : sigaction(op == 2 ? SIGUSR1 : SIGPROF, &act, &old);
             break;
+        case 5:
+        case 6:
+            real ? libc_write(fd, "", 1) : write(fd, "", 1);
+            break;
         default:
             real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
             real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -89,7 +119,7 @@ main(int argc, char **argv)
     int rounds = argc > 1 ? atoi(argv[1]) : 11, r, op, i;
     unsigned calls = argc > 2 ? (unsigned)atoi(argv[2]) : 200000;
     static double ns[BENCH_OPS][2][BENCH_ROUNDS];
-    int fd = open("/dev/null", O_RDONLY), fd2 = open("/dev/null", O_RDONLY);
+    int fd = open("/dev/null", O_WRONLY), fd2 = open("/dev/null", O_RDONLY);
 
     if (rounds < 1 || rounds > BENCH_ROUNDS || calls == 0 || fd < 0 || fd2 < 0) {
         fprintf(stderr, "usage: bench-interpose [ROUNDS 1..%d [CALLS]]\n", BENCH_ROUNDS);
@@ -100,7 +130,8 @@ main(int argc, char **argv)
     libc_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT,
                                                                                        "sigaction");
     libc_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
-    if (!libc_close || !libc_dup2 || !libc_sigaction || !libc_sigmask) {
+    libc_write = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+    if (!libc_write || !libc_close || !libc_dup2 || !libc_sigaction || !libc_sigmask) {
         fprintf(stderr, "bench-interpose: libc's functions not found\n");
         return 1;
     }
@@ -113,11 +144,13 @@ main(int argc, char **argv)
     }
     for (r = 0; r < rounds; r++) {
         for (op = 0; op < BENCH_OPS; op++) {
+            host_set_agent_hooks(op == 6 ? &bench_hooks : NULL);
             for (i = 0; i < 2; i++) {
                 int real = (i + r) % 2; /* which goes first alternates */
 
                 ns[op][real][r] = bench_run(op, real, calls, fd, fd2);
             }
+            host_set_agent_hooks(NULL);
         }
     }
     host_signal_release(SIGPROF);

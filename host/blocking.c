@@ -10,7 +10,9 @@
  *                        signals caused is retried with the time left, so the host never sees it
  *   read recv recvfrom   interposed for the recorded stack; restarted by SA_RESTART (the agent's
  *                        handler has it) except on a socket with SO_RCVTIMEO, where an EINTR
- *                        the agent caused is retried (the timeout then starts again)
+ *                        the agent caused is retried (the timeout then starts again); recv and
+ *                        recvfrom with MSG_WAITALL that one of the agent's signals ended short
+ *                        go on for the rest (writes.c's host_recv_waitall)
  *   accept accept4
  *   pthread_cond_wait pthread_cond_timedwait pthread_join
  *                        interposed for the recorded stack only: these are restarted by
@@ -364,6 +366,10 @@ recv(int fd, void *buf, size_t len, int flags)
 {
     HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t, int), recv)
 
+    if (flags & MSG_WAITALL) {
+        HOST_WAIT_RETRY(ssize_t, real(fd, buf, len, flags),
+                        host_recv_waitall(real, fd, buf, len, flags), (void)0);
+    }
     HOST_WAIT_RETRY(ssize_t, real(fd, buf, len, flags), real(fd, buf, len, flags), (void)0);
 }
 
@@ -373,6 +379,10 @@ recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_
     HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t, int, struct sockaddr *, socklen_t *),
                         recvfrom)
 
+    if (flags & MSG_WAITALL) {
+        HOST_WAIT_RETRY(ssize_t, real(fd, buf, len, flags, sa, salen),
+                        host_recvfrom_waitall(real, fd, buf, len, flags, sa, salen), (void)0);
+    }
     HOST_WAIT_RETRY(ssize_t, real(fd, buf, len, flags, sa, salen),
                     real(fd, buf, len, flags, sa, salen), (void)0);
 }

@@ -19,7 +19,7 @@ host_agent_anchors(void)
 {
     static const char *const volatile anchors[] = { &host_anchor_threads, &host_anchor_blocking,
                                                     &host_anchor_signals, &host_anchor_fds,
-                                                    &host_anchor_eintr };
+                                                    &host_anchor_eintr,   &host_anchor_writes };
 
     return anchors[0];
 }
@@ -28,6 +28,9 @@ void
 host_set_agent_hooks(const struct host_agent_hooks *hooks)
 {
     (void)host_agent_anchors();
+    if (hooks != NULL) {
+        host_writes_resolve();
+    }
     atomic_store_explicit(&host_agent_hooks_installed, hooks, memory_order_release);
 }
 

@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "host/host.h"
@@ -55,7 +57,7 @@ host_agent_active(void)
  */
 #define HOST_ANCHOR(file) const char host_anchor_##file = 1
 extern const char host_anchor_threads, host_anchor_blocking, host_anchor_signals;
-extern const char host_anchor_fds, host_anchor_eintr;
+extern const char host_anchor_fds, host_anchor_eintr, host_anchor_writes;
 extern const char host_anchor_exit, host_anchor_exec, host_anchor_creds, host_anchor_sockets;
 
 /*
@@ -168,6 +170,21 @@ typedef long (*host_syscall_fn)(long, long, long, long, long, long, long);
  * host_syscall_wait with its own frame address fa. */
 int host_syscall_is_wait(long n, const long a[6]);
 long host_syscall_wait(host_syscall_fn real, long n, const long a[6], uint64_t fa);
+
+/*
+ * recv and recvfrom with MSG_WAITALL (blocking.c), made once inside HOST_WAIT_RETRY's loop (the
+ * agent installed): a stream's wait for all len bytes that one of the agent's signals ended with
+ * fewer goes on for the rest (writes.c, which says why).
+ */
+typedef ssize_t (*host_recv_fn)(int, void *, size_t, int);
+typedef ssize_t (*host_recvfrom_fn)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+ssize_t host_recv_waitall(host_recv_fn real, int fd, void *buf, size_t len, int flags);
+ssize_t host_recvfrom_waitall(host_recvfrom_fn real, int fd, void *buf, size_t len, int flags,
+                              struct sockaddr *sa, socklen_t *salen);
+
+/* Resolves writes.c's real functions (host_set_agent_hooks: before the agent's handler can call
+ * write). */
+void host_writes_resolve(void);
 
 /* fd came from a call whose return address is ra: the library's fds move high and are
  * registered (fds.c); returns the fd to hand back. */

@@ -2,7 +2,7 @@
 # (tests/hosts/*.c) run bare and under the agent by tests/host-contract.sh, which compares their
 # output (their per-call results) and exit status. Not labelled slow: CI's ASan+UBSan stage runs
 # them against the sanitized library too.
-foreach(host fds signals eintr stress start suspend)
+foreach(host fds signals eintr stress start suspend writes)
   add_executable(host-${host} ${CMAKE_SOURCE_DIR}/tests/hosts/${host}.c)
   set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
   target_link_libraries(host-${host} PRIVATE pthread)
@@ -41,6 +41,8 @@ pp_add_host_contract(signals-raises signals raises)
 pp_add_host_contract(signals-offstack signals offstack)
 set_property(TEST host-contract-signals-offstack APPEND PROPERTY ENVIRONMENT "HC_EXPECT_LOST=1")
 pp_add_host_contract(eintr eintr)
+# blocking writes (and recv with MSG_WAITALL) of 1 MiB the agent's signals must not cut short
+pp_add_host_contract(writes writes)
 # sigsuspend ended by the one signal the host sent itself: never swallowed with the agent's
 pp_add_host_contract(suspend suspend)
 # A child that ran the agent costs its parent no more to reap than bare: no entry of another

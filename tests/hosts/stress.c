@@ -25,11 +25,13 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/msg.h>
+#include <sys/random.h>
 #include <sys/select.h>
 #include <sys/sem.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -283,7 +285,16 @@ every_call(int idx)
 
     /* sockets: a listener of an autobound abstract name, bind, connect, accept, the receives */
     check(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
-    check(write(sv[1], "wxyz", 4) == 4, "write");
+    check(write(sv[1], "wx", 2) == 2 && send(sv[1], "y", 1, 0) == 1 &&
+                  sendto(sv[1], "z", 1, 0, NULL, 0) == 1,
+          "write/send/sendto");
+    {
+        struct iovec two[2] = { { "u", 1 }, { "v", 1 } };
+        struct msghdr out = { .msg_iov = two, .msg_iovlen = 2 };
+
+        check(writev(sv[1], two, 2) == 2 && sendmsg(sv[1], &out, 0) == 2, "writev/sendmsg");
+        check(getrandom(b, 1, 0) == 1, "getrandom");
+    }
     check(recv(sv[0], b, 1, MSG_DONTWAIT) == 1 &&
                   recvfrom(sv[0], b, 1, MSG_DONTWAIT, NULL, NULL) == 1,
           "recv/recvfrom");

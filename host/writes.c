@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * host/writes.c - transfers one of the agent's signals could cut short.
+ *
+ *   write writev send sendto sendmsg
+ *                    interposed because a blocking write to a pipe or a stream socket that has
+ *                    moved some bytes returns the count moved so far when a signal comes before
+ *                    it is done (pipe(7), POSIX's "partial transfer"), and the host has not
+ *                    asked for any signal: bare, its one 4 MiB write() to a pipe moves 4 MiB.
+ *                    Under `record --mode wall` one moved 245488 bytes (host-contract-fds-range,
+ *                    a fresh-clone CI run): a wall pass signals a thread that runs, and a copy
+ *                    into a pipe runs. CPU mode's timers and overflows come while it runs too.
+ *                    When the call returns short, one of the agent's signals was handled by the
+ *                    thread during it and the fd blocks (no O_NONBLOCK, no MSG_DONTWAIT), the
+ *                    rest is written here, as many times as the agent cuts it again, and the
+ *                    total is returned. A short return nobody caused (the reader closed the
+ *                    pipe, SO_SNDTIMEO ran out) or that the host's own signal caused is
+ *                    returned as it is, and so is what was moved before a continuation failed
+ *                    (with errno as the first call left it: a transfer that moved bytes does not
+ *                    fail). XXX(S) of host/internal.h applies: a host signal handled in the same
+ *                    call as one of the agent's is taken for the agent's, and the write goes on.
+ *   getrandom        a request of more than 256 bytes is cut short by a signal the same way
+ *                    (random(7)): 8 MiB asked for, 40 of 40 calls short under `record --mode
+ *                    wall` at 1000 Hz, none bare. The rest is asked for in the same way.
+ *   (recv recvfrom with MSG_WAITALL)
+ *                    the mirror image: a signal ends a stream's wait for all the bytes with what
+ *                    has come (0 or 1 of 128 calls of 1 MiB in wall mode at 1000 Hz). They are
+ *                    blocking.c's, which call host_recv_waitall and host_recvfrom_waitall below.
+ *                    recvmsg with MSG_WAITALL is not covered (its ancillary data and msg_flags
+ *                    would have to be merged over the calls).
+ *
+ * Not interposed: pwrite and pwritev (a pipe or a socket cannot take them, and a regular file's
+ * write is not cut by a signal), sendfile, splice and vmsplice (not seen cut in the hosts here;
+ * they can be, as write can), and the stdio functions (glibc's own loop writes what a cut left).
+ * Without the agent's hooks every call goes straight to libc. The fast path is one read of the
+ * thread's count of the agent's signals, the call and one compare (bench-interpose: write to
+ * /dev/null, docs/performance.md). A vector is continued through a window of HOST_IOV_WINDOW
+ * entries on the interposer's stack (the host may run on a small alternate stack): the kernel
+ * takes the rest of a long vector in more calls, as it would split it anyway.
+ *
+ * Held by: host-contract-writes (tests/hosts/writes.c: write and writev of 1 MiB into a pipe,
+ * send, sendto and sendmsg into a socketpair and recv with MSG_WAITALL out of one, getrandom of
+ * 1 MiB, 64 calls of
+ * each while sampled at 1000 Hz in CPU, wall and listen mode; bare and sampled: none short.
+ * Without this file, wall mode: write 93 of 128 short, writev 85, send 14, sendto 14, sendmsg 11,
+ * recv with MSG_WAITALL 1, getrandom 128).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "host/internal.h"
+
+HOST_ANCHOR(writes);
+
+/*
+ * The real functions, resolved when the agent's hooks are installed (host_writes_resolve, from
+ * host_set_agent_hooks): the agent's signal handler wakes its manager with a write() to an
+ * eventfd, which comes here, and a handler must never reach dlsym. Until then (a write before
+ * the agent, or with no agent at all) the first call resolves it as the other files' do.
+ */
+static _Atomic(void *) real_write_p, real_writev_p, real_send_p, real_sendto_p, real_sendmsg_p,
+        real_getrandom_p;
+
+void
+host_writes_resolve(void)
+{
+    (void)host_real(&real_write_p, "write");
+    (void)host_real(&real_writev_p, "writev");
+    (void)host_real(&real_send_p, "send");
+    (void)host_real(&real_sendto_p, "sendto");
+    (void)host_real(&real_sendmsg_p, "sendmsg");
+    (void)host_real(&real_getrandom_p, "getrandom");
+}
+
+/* HOST_REAL_OR_ENOSYS with the slot above. */
+#define HOST_WRITES_REAL(ret, params, name)                                \
+    ret(*real) params = (ret(*) params)host_real(&real_##name##_p, #name); \
+                                                                           \
+    if (real == NULL) {                                                    \
+        errno = ENOSYS;                                                    \
+        return -1;                                                         \
+    }
+
+#define HOST_IOV_WINDOW 8
+
+/* One transfer of the call being continued (the interposer's real function and its arguments):
+ * moves what iov[0..cnt) holds and returns the real call's result. */
+typedef ssize_t (*host_xfer_fn)(void *call, const struct iovec *iov, int cnt);
+
+/* 1 when the short transfer of a call on fd with flags (its MSG_ flags, 0 for write) that
+ * began when the thread had handled sig0 of the agent's signals is the agent's doing. */
+static int
+host_cut_by_agent(const struct host_agent_hooks *h, uint32_t sig0, int fd, int flags)
+{
+    int fl;
+
+    if (h->signals_handled() == sig0 || (flags & MSG_DONTWAIT)) {
+        return 0;
+    }
+    if (fd < 0) {
+        return 1; /* no fd: getrandom */
+    }
+    fl = fcntl(fd, F_GETFL);
+    return fl >= 0 && !(fl & O_NONBLOCK);
+}
+
+/*
+ * The call moved done bytes of iov[0..cnt) and the agent cut it: moves the rest by xfer, again
+ * after each cut of the agent's (or EINTR of its signal), and returns the total with errno at
+ * err (a call that moved bytes leaves errno as it was). fd and flags as host_cut_by_agent.
+ */
+static ssize_t
+host_xfer_rest(const struct host_agent_hooks *h, host_xfer_fn xfer, void *call,
+               const struct iovec *iov, int cnt, size_t done, int fd, int flags, int err)
+{
+    struct iovec win[HOST_IOV_WINDOW];
+    size_t skip = done, want;
+    uint32_t sig0;
+    ssize_t n;
+    int k;
+
+    h->eintr_absorbed();
+    for (;;) {
+        while (cnt > 0 && skip >= iov->iov_len) {
+            skip -= iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt <= 0) {
+            break;
+        }
+        k = cnt < HOST_IOV_WINDOW ? cnt : HOST_IOV_WINDOW;
+        memcpy(win, iov, (size_t)k * sizeof(*win));
+        win[0].iov_base = (char *)win[0].iov_base + skip;
+        win[0].iov_len -= skip;
+        want = 0;
+        for (int i = 0; i < k; i++) {
+            want += win[i].iov_len;
+        }
+        sig0 = h->signals_handled();
+        n = xfer(call, win, k);
+        if (n < 0) {
+            if (errno == EINTR && h->signals_handled() != sig0) {
+                h->eintr_absorbed();
+                continue;
+            }
+            break; /* what moved before stands; the error is not the host's to see */
+        }
+        done += (size_t)n;
+        skip += (size_t)n;
+        if ((size_t)n < want) {
+            if (n == 0 || !host_cut_by_agent(h, sig0, fd, flags)) {
+                break;
+            }
+            h->eintr_absorbed();
+        }
+    }
+    errno = err;
+    return (ssize_t)done;
+}
+
+/* A call (the agent installed) that moves the cnt buffers of iov by xfer, on fd with flags:
+ * made once, and its rest moved when the agent cut it. */
+static ssize_t
+host_xfer(const struct host_agent_hooks *h, host_xfer_fn xfer, void *call, const struct iovec *iov,
+          int cnt, int fd, int flags)
+{
+    uint32_t sig0 = h->signals_handled();
+    ssize_t n = xfer(call, iov, cnt);
+    size_t want = 0;
+
+    if (n <= 0) {
+        return n;
+    }
+    for (int i = 0; i < cnt; i++) {
+        want += iov[i].iov_len;
+    }
+    if ((size_t)n >= want || !host_cut_by_agent(h, sig0, fd, flags)) {
+        return n;
+    }
+    return host_xfer_rest(h, xfer, call, iov, cnt, (size_t)n, fd, flags, errno);
+}
+
+/* Each interposer's call: its real function and its arguments. The xfer functions make it with
+ * the buffers given (for write, send, sendto and recv one: cnt is 1). */
+struct host_write_call {
+    ssize_t (*real)(int, const void *, size_t);
+    int fd;
+};
+
+static ssize_t
+host_write_xfer(void *call, const struct iovec *iov, int cnt)
+{
+    const struct host_write_call *c = call;
+
+    (void)cnt;
+    return c->real(c->fd, iov[0].iov_base, iov[0].iov_len);
+}
+
+HOST_EXPORT ssize_t
+write(int fd, const void *buf, size_t len)
+{
+    HOST_WRITES_REAL(ssize_t, (int, const void *, size_t), write)
+    const struct host_agent_hooks *h = host_agent();
+    struct host_write_call c = { real, fd };
+    struct iovec one = { (void *)(uintptr_t)buf, len };
+
+    return h == NULL ? real(fd, buf, len) : host_xfer(h, host_write_xfer, &c, &one, 1, fd, 0);
+}
+
+struct host_writev_call {
+    ssize_t (*real)(int, const struct iovec *, int);
+    int fd;
+};
+
+static ssize_t
+host_writev_xfer(void *call, const struct iovec *iov, int cnt)
+{
+    const struct host_writev_call *c = call;
+
+    return c->real(c->fd, iov, cnt);
+}
+
+HOST_EXPORT ssize_t
+writev(int fd, const struct iovec *iov, int cnt)
+{
+    HOST_WRITES_REAL(ssize_t, (int, const struct iovec *, int), writev)
+    const struct host_agent_hooks *h = host_agent();
+    struct host_writev_call c = { real, fd };
+
+    /* the caller's array is only read: host_xfer_rest continues from a copy */
+    return h == NULL ? real(fd, iov, cnt) : host_xfer(h, host_writev_xfer, &c, iov, cnt, fd, 0);
+}
+
+/* send is sendto without an address, and recv recvfrom without one; each keeps its own real
+ * function (a host or a sanitizer may interpose one and not the other). */
+struct host_sendto_call {
+    ssize_t (*real_sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+    ssize_t (*real_send)(int, const void *, size_t, int);
+    int fd, flags;
+    const struct sockaddr *sa;
+    socklen_t salen;
+};
+
+static ssize_t
+host_sendto_xfer(void *call, const struct iovec *iov, int cnt)
+{
+    const struct host_sendto_call *c = call;
+
+    (void)cnt;
+    return c->real_send != NULL ? c->real_send(c->fd, iov[0].iov_base, iov[0].iov_len, c->flags)
+                                : c->real_sendto(c->fd, iov[0].iov_base, iov[0].iov_len, c->flags,
+                                                 c->sa, c->salen);
+}
+
+HOST_EXPORT ssize_t
+sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t salen)
+{
+    HOST_WRITES_REAL(ssize_t, (int, const void *, size_t, int, const struct sockaddr *, socklen_t),
+                     sendto)
+    const struct host_agent_hooks *h = host_agent();
+    struct host_sendto_call c = { real, NULL, fd, flags, sa, salen };
+    struct iovec one = { (void *)(uintptr_t)buf, len };
+
+    return h == NULL ? real(fd, buf, len, flags, sa, salen)
+                     : host_xfer(h, host_sendto_xfer, &c, &one, 1, fd, flags);
+}
+
+HOST_EXPORT ssize_t
+send(int fd, const void *buf, size_t len, int flags)
+{
+    HOST_WRITES_REAL(ssize_t, (int, const void *, size_t, int), send)
+    const struct host_agent_hooks *h = host_agent();
+    struct host_sendto_call c = { NULL, real, fd, flags, NULL, 0 };
+    struct iovec one = { (void *)(uintptr_t)buf, len };
+
+    return h == NULL ? real(fd, buf, len, flags)
+                     : host_xfer(h, host_sendto_xfer, &c, &one, 1, fd, flags);
+}
+
+struct host_sendmsg_call {
+    ssize_t (*real)(int, const struct msghdr *, int);
+    const struct msghdr *msg;
+    int fd, flags, first;
+};
+
+/* The first call sends the host's message; the rest of it goes without its ancillary data,
+ * which went with its first byte. */
+static ssize_t
+host_sendmsg_xfer(void *call, const struct iovec *iov, int cnt)
+{
+    struct host_sendmsg_call *c = call;
+    struct msghdr m = *c->msg;
+
+    if (c->first) {
+        c->first = 0;
+        return c->real(c->fd, c->msg, c->flags);
+    }
+    m.msg_iov = (struct iovec *)(uintptr_t)iov; /* only read */
+    m.msg_iovlen = (size_t)cnt;
+    m.msg_control = NULL;
+    m.msg_controllen = 0;
+    return c->real(c->fd, &m, c->flags);
+}
+
+HOST_EXPORT ssize_t
+sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    HOST_WRITES_REAL(ssize_t, (int, const struct msghdr *, int), sendmsg)
+    const struct host_agent_hooks *h = host_agent();
+    struct host_sendmsg_call c = { real, msg, fd, flags, 1 };
+
+    if (h == NULL || msg == NULL || msg->msg_iovlen > (size_t)INT32_MAX) {
+        return real(fd, msg, flags);
+    }
+    return host_xfer(h, host_sendmsg_xfer, &c, msg->msg_iov, (int)msg->msg_iovlen, fd, flags);
+}
+
+struct host_recvfrom_call {
+    host_recvfrom_fn real_recvfrom;
+    host_recv_fn real_recv;
+    int fd, flags;
+    struct sockaddr *sa;
+    socklen_t *salen;
+};
+
+/* The sender's address comes with the first bytes of a stream: the rest is received without. */
+static ssize_t
+host_recvfrom_xfer(void *call, const struct iovec *iov, int cnt)
+{
+    struct host_recvfrom_call *c = call;
+    struct sockaddr *sa = c->sa;
+    socklen_t *salen = c->salen;
+
+    (void)cnt;
+    c->sa = NULL;
+    c->salen = NULL;
+    return c->real_recv != NULL
+                   ? c->real_recv(c->fd, iov[0].iov_base, iov[0].iov_len, c->flags)
+                   : c->real_recvfrom(c->fd, iov[0].iov_base, iov[0].iov_len, c->flags, sa, salen);
+}
+
+ssize_t
+host_recv_waitall(host_recv_fn real, int fd, void *buf, size_t len, int flags)
+{
+    struct host_recvfrom_call c = { NULL, real, fd, flags, NULL, NULL };
+    struct iovec one = { buf, len };
+
+    return host_xfer(host_agent(), host_recvfrom_xfer, &c, &one, 1, fd, flags);
+}
+
+ssize_t
+host_recvfrom_waitall(host_recvfrom_fn real, int fd, void *buf, size_t len, int flags,
+                      struct sockaddr *sa, socklen_t *salen)
+{
+    struct host_recvfrom_call c = { real, NULL, fd, flags, sa, salen };
+    struct iovec one = { buf, len };
+
+    return host_xfer(host_agent(), host_recvfrom_xfer, &c, &one, 1, fd, flags);
+}
+
+struct host_getrandom_call {
+    ssize_t (*real)(void *, size_t, unsigned);
+    unsigned flags;
+};
+
+static ssize_t
+host_getrandom_xfer(void *call, const struct iovec *iov, int cnt)
+{
+    const struct host_getrandom_call *c = call;
+
+    (void)cnt;
+    return c->real(iov[0].iov_base, iov[0].iov_len, c->flags);
+}
+
+HOST_EXPORT ssize_t
+getrandom(void *buf, size_t len, unsigned int flags)
+{
+    HOST_WRITES_REAL(ssize_t, (void *, size_t, unsigned), getrandom)
+    const struct host_agent_hooks *h = host_agent();
+    struct host_getrandom_call c = { real, flags };
+    struct iovec one = { buf, len };
+
+    return h == NULL ? real(buf, len, flags)
+                     : host_xfer(h, host_getrandom_xfer, &c, &one, 1, -1, 0);
+}
