@@ -499,10 +499,10 @@ void ipc_server_stop(struct ipc_server *s);
 /*
  * For a host that ends without exit handlers (_exit, _Exit): ends every session as
  * ipc_server_stop() does (rundown, end tag, flush) and waits at most timeout_ms for the loop
- * thread to finish. Frees nothing and joins nothing, so that a lock held by the caller's thread
- * cannot hang the exit: takes no lock and allocates nothing in the caller, and may be called
- * from a signal handler. Returns 0, -ETIMEDOUT, or -ESRCH in a child of the server's process.
- * The server must not be used afterwards.
+ * thread to finish (a futex wait the loop thread's end wakes). Frees nothing and joins nothing, so
+ * that a lock held by the caller's thread cannot hang the exit: takes no lock and allocates nothing
+ * in the caller, and may be called from a signal handler. Returns 0, -ETIMEDOUT, or -ESRCH in a
+ * child of the server's process. The server must not be used afterwards.
  */
 int ipc_server_stop_quick(struct ipc_server *s, int timeout_ms);
 

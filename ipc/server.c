@@ -9,6 +9,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -584,6 +586,8 @@ ipc_server_run(void *arg)
     }
     uv_run(&s->loop, UV_RUN_DEFAULT);
     atomic_store(&s->loop_done, 1);
+    /* ipc_server_stop_quick() waits on it: the raw call, as there (async-signal-safe). */
+    syscall(SYS_futex, &s->loop_done, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 static void
@@ -904,16 +908,20 @@ ipc_server_stop_quick(struct ipc_server *s, int timeout_ms)
     }
     atomic_store(&s->stopping, 1);
     uv_async_send(&s->wake); /* async-signal-safe */
-    /* By the clock: on a loaded machine each 1 ms sleep lasts longer. */
+    /*
+     * Woken by the loop thread's end (a futex on loop_done, which a signal handler may wait on
+     * too): polling it every 1 ms held each exit, under `record` every short child's, 1 ms longer
+     * than the loop took. By the clock: on a loaded machine a wait lasts longer than asked.
+     */
     deadline = ipc_client_ms() + (uint64_t)timeout_ms;
     while (!atomic_load(&s->loop_done)) {
-        struct timespec ms = { 0, 1000000 };
+        uint64_t now = ipc_client_ms(), left = deadline - now;
+        struct timespec wait = { (time_t)(left / 1000), (long)(left % 1000) * 1000000L };
 
-        if (ipc_client_ms() >= deadline) {
+        if (now >= deadline) {
             return -ETIMEDOUT;
         }
-        /* The raw system call: the library's own nanosleep is an interposer. */
-        syscall(SYS_nanosleep, &ms, NULL);
+        syscall(SYS_futex, &s->loop_done, FUTEX_WAIT_PRIVATE, 0, &wait, NULL, 0);
     }
     return 0;
 }

@@ -154,4 +154,40 @@ nt_utf16_put(uint8_t *out, const char *utf8)
     return n + 2;
 }
 
+/*
+ * The UTC calendar date of secs since 1970 (proleptic Gregorian, any sign), as the stream
+ * header's SYSTEMTIME wants it. Pure arithmetic on purpose: glibc's gmtime_r() loads the time
+ * zone (/etc/localtime: an open, two reads and its parse) at its first call, and every process
+ * `pipeprof record` runs writes one header.
+ */
+struct nt_utc {
+    int64_t year;
+    int month, day, weekday, hour, minute, second; /* month 1-12, weekday 0 = Sunday */
+};
+
+static inline void
+nt_utc_from_unix(int64_t secs, struct nt_utc *out)
+{
+    int64_t days = secs / 86400, rem = secs % 86400, era, doe, yoe, doy, mp;
+
+    if (rem < 0) {
+        rem += 86400;
+        days -= 1;
+    }
+    out->hour = (int)(rem / 3600);
+    out->minute = (int)(rem % 3600 / 60);
+    out->second = (int)(rem % 60);
+    out->weekday = (int)(((days + 4) % 7 + 7) % 7); /* 1970-01-01 was a Thursday */
+    /* Counted from 0000-03-01, in 400-year eras of 146097 days, so leap days end each year. */
+    days += 719468;
+    era = (days >= 0 ? days : days - 146096) / 146097;
+    doe = days - era * 146097;
+    yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    mp = (5 * doy + 2) / 153; /* months from March */
+    out->day = (int)(doy - (153 * mp + 2) / 5 + 1);
+    out->month = (int)(mp < 10 ? mp + 3 : mp - 9);
+    out->year = yoe + era * 400 + (out->month <= 2);
+}
+
 #endif /* NT_INTERNAL_H */

@@ -1036,16 +1036,15 @@ nt_writer_write_header(struct nt_writer *w)
     uint8_t buf[NT_MAGIC_LEN + 4 + NT_FAST_SERIALIZATION_LEN + 21 + NT_TRACE_OBJECT_SIZE + 1];
     int64_t secs = w->sync_time_unix_ns / 1000000000;
     int64_t nsec = w->sync_time_unix_ns % 1000000000;
-    time_t t;
-    struct tm tm;
+    struct nt_utc tm;
     uint8_t *p = buf;
 
     if (nsec < 0) {
         secs -= 1;
         nsec += 1000000000;
     }
-    t = (time_t)secs;
-    if (gmtime_r(&t, &tm) == NULL || tm.tm_year + 1900 < 1601 || tm.tm_year + 1900 > 30827) {
+    nt_utc_from_unix(secs, &tm);
+    if (tm.year < 1601 || tm.year > 30827) {
         return -EINVAL; /* SYSTEMTIME cannot hold it, and TraceEvent throws on invalid dates */
     }
     memcpy(p, NT_MAGIC, NT_MAGIC_LEN);
@@ -1065,13 +1064,13 @@ nt_writer_write_header(struct nt_writer *w)
     p += sizeof(NT_TYPE_NAME_TRACE) - 1;
     *p++ = NT_TAG_END_OBJECT;
     /* SYSTEMTIME, UTC: year, month, day of week, day, hour, minute, second, millisecond. */
-    nt_store_u16le(p, (uint16_t)(tm.tm_year + 1900));
-    nt_store_u16le(p + 2, (uint16_t)(tm.tm_mon + 1));
-    nt_store_u16le(p + 4, (uint16_t)tm.tm_wday);
-    nt_store_u16le(p + 6, (uint16_t)tm.tm_mday);
-    nt_store_u16le(p + 8, (uint16_t)tm.tm_hour);
-    nt_store_u16le(p + 10, (uint16_t)tm.tm_min);
-    nt_store_u16le(p + 12, (uint16_t)tm.tm_sec);
+    nt_store_u16le(p, (uint16_t)tm.year);
+    nt_store_u16le(p + 2, (uint16_t)tm.month);
+    nt_store_u16le(p + 4, (uint16_t)tm.weekday);
+    nt_store_u16le(p + 6, (uint16_t)tm.day);
+    nt_store_u16le(p + 8, (uint16_t)tm.hour);
+    nt_store_u16le(p + 10, (uint16_t)tm.minute);
+    nt_store_u16le(p + 12, (uint16_t)tm.second);
     nt_store_u16le(p + 14, (uint16_t)(nsec / 1000000));
     nt_store_u64le(p + 16, w->sync_time_ticks);
     nt_store_u64le(p + 24, NT_TICKS_PER_SECOND);

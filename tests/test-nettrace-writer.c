@@ -6,6 +6,7 @@
  * format notes, independent of the library's reader.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -344,6 +345,69 @@ TEST(header_and_trace_object_are_byte_exact)
     ASSERT_EQ(m.writes, 1);
     ASSERT_MEM_EQ(m.data, want, sizeof(want));
     nt_writer_free(w);
+}
+
+/* The header's SYSTEMTIME of a sync time in seconds (and 987654321 ns). */
+static int
+header_date(int64_t secs, uint16_t out[8])
+{
+    const size_t at = NT_MAGIC_LEN + 4 + NT_FAST_SERIALIZATION_LEN + 3 + 12 +
+                      sizeof(NT_TYPE_NAME_TRACE) - 1 + 1;
+    struct nt_writer_options opts;
+    struct mem_sink m;
+    struct nt_sink sink = mem_sink_init(&m);
+    struct nt_writer *w = NULL;
+    int rc, i;
+
+    fixed_options(&opts);
+    opts.sync_time_unix_ns = secs * 1000000000 + 987654321;
+    rc = nt_writer_new(&opts, &sink, &w);
+    if (rc == 0) {
+        for (i = 0; i < 8; i++) {
+            out[i] = (uint16_t)(m.data[at + 2 * i] | m.data[at + 2 * i + 1] << 8);
+        }
+    }
+    nt_writer_free(w);
+    free(m.data);
+    return rc;
+}
+
+/*
+ * The writer works the date out itself (glibc's gmtime_r() reads /etc/localtime at its first
+ * call, in every recorded process): the same calendar as gmtime_r() over the whole range of
+ * sync_time_unix_ns (1677 to 2262), every 7 days, 3 hours and a second so that weekdays, hours and
+ * leap days all come round, and the days around 1900, 1970, 2000 and 2100.
+ */
+TEST(header_date_is_gmtimes_over_the_sync_times_range)
+{
+    static const int64_t edges[] = { -2208988801, -2208988800, -1,         0,         951782400,
+                                     951868799,   4102444799,  4107542400, 4107628799 };
+    const int64_t first = INT64_MIN / 1000000000 + 1, last = INT64_MAX / 1000000000 - 1;
+    int64_t secs = first;
+    size_t k = 0, checked = 0;
+
+    while (secs <= last) {
+        int64_t t = k < sizeof(edges) / sizeof(edges[0]) ? edges[k++] : secs;
+        time_t tt = (time_t)t;
+        struct tm tm;
+        uint16_t got[8];
+
+        ASSERT_OK(header_date(t, got));
+        ASSERT_TRUE(gmtime_r(&tt, &tm) != NULL);
+        ASSERT_EQ(got[0], tm.tm_year + 1900);
+        ASSERT_EQ(got[1], tm.tm_mon + 1);
+        ASSERT_EQ(got[2], tm.tm_wday);
+        ASSERT_EQ(got[3], tm.tm_mday);
+        ASSERT_EQ(got[4], tm.tm_hour);
+        ASSERT_EQ(got[5], tm.tm_min);
+        ASSERT_EQ(got[6], tm.tm_sec);
+        ASSERT_EQ(got[7], 987);
+        checked++;
+        if (t == secs) {
+            secs += 7 * 86400 + 3 * 3600 + 1;
+        }
+    }
+    ASSERT_TRUE(checked > 29000);
 }
 
 TEST(worked_example_of_section_11_is_reproduced)
@@ -2065,6 +2129,7 @@ TEST(late_event_of_another_capture_thread_starts_a_block)
 
 static const struct test_case cases[] = {
     TEST_CASE(header_and_trace_object_are_byte_exact),
+    TEST_CASE(header_date_is_gmtimes_over_the_sync_times_range),
     TEST_CASE(worked_example_of_section_11_is_reproduced),
     TEST_CASE(metadata_record_of_sample_profiler_is_byte_exact),
     TEST_CASE(metadata_with_object_field_uses_v1_list),
