@@ -226,6 +226,60 @@ ag_host_eintr_absorbed(void)
     atomic_fetch_add_explicit(&ag.n_eintr_absorbed, 1, memory_order_relaxed);
 }
 
+/* A host thread's send of the signal to thread tid (host.h): marks its slot for its handler
+ * (ag_sig_host_sends). The mark is stored before the real send, a system call, is made. */
+static void *
+ag_host_send_begin(int32_t tid, int code, const union sigval *value)
+{
+    struct ag_thread *t = ag_sig_thread_of(tid);
+    uint64_t v = 0;
+
+    if (t == NULL) {
+        return NULL;
+    }
+    if (value != NULL) {
+        memcpy(&v, value, sizeof(*value) < sizeof(v) ? sizeof(*value) : sizeof(v));
+    }
+    atomic_store_explicit(&t->host_send_code, code, memory_order_relaxed);
+    atomic_store_explicit(&t->host_send_value, v, memory_order_relaxed);
+    atomic_store_explicit(&t->host_send, AG_HOST_SENDING, memory_order_seq_cst);
+    return t;
+}
+
+/* After the real send: SENT, for the handler of an instance taken from now on. One of the
+ * agent's taken meanwhile (SEEN) may have been the one the kernel merged the send into, or come
+ * before it: which, the handler could not tell; a nudge, a signal of the agent's own that takes
+ * no sample, has a handler look again now that the send is made. A host instance taken
+ * meanwhile cleared the mark: nothing is owed. */
+static void
+ag_host_send_end(void *token, int32_t tid, int sent)
+{
+    struct ag_thread *t = token;
+    int st = AG_HOST_SENDING, saved = errno;
+
+    if (t == NULL) {
+        return;
+    }
+    if (!sent) {
+        if (!atomic_compare_exchange_strong_explicit(&t->host_send, &st, 0, memory_order_acq_rel,
+                                                     memory_order_relaxed) &&
+            st == AG_HOST_SEEN) {
+            atomic_compare_exchange_strong_explicit(&t->host_send, &st, 0, memory_order_acq_rel,
+                                                    memory_order_relaxed);
+        }
+        return;
+    }
+    if (atomic_compare_exchange_strong_explicit(&t->host_send, &st, AG_HOST_SENT,
+                                                memory_order_acq_rel, memory_order_relaxed) ||
+        st != AG_HOST_SEEN ||
+        !atomic_compare_exchange_strong_explicit(&t->host_send, &st, AG_HOST_SENT,
+                                                 memory_order_acq_rel, memory_order_relaxed)) {
+        return;
+    }
+    ag_signal_thread(tid, AG_NUDGE_SIVAL);
+    errno = saved;
+}
+
 static const struct host_agent_hooks ag_host_hooks = {
     .active = ag_host_active,
     .thread_started = ag_thread_attach_started,
@@ -234,6 +288,8 @@ static const struct host_agent_hooks ag_host_hooks = {
     .signals_handled = ag_host_signals_handled,
     .eintr_absorbed = ag_host_eintr_absorbed,
     .change_mask = ag_host_sigmask,
+    .send_begin = ag_host_send_begin,
+    .send_end = ag_host_send_end,
 };
 
 /*

@@ -32,6 +32,13 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free int");
 /* struct ag_thread's wall_signalled, between a wall pass and the handler that takes its signal */
 #define AG_WALL_SENDING    1
 #define AG_WALL_SENT       2
+/* struct ag_thread's host_send, between a host thread's send of the signal to this thread and
+ * the handler that takes it (agent/sig-handler.c, ag_sig_host_sends) */
+#define AG_HOST_SENDING    1
+#define AG_HOST_SENT       2
+#define AG_HOST_SEEN       3 /* one of the agent's instances was taken while SENDING */
+/* si_value of a sender's nudge (agent/host-hooks.c): no sample, only a look at host_send */
+#define AG_NUDGE_SIVAL     0x70707772
 /* si_value of the agent's CPU-time timers: a timer of the host's with the same signal is not. */
 /* How many /proc stat files, and as many syscall files, the wall thread keeps open at most
  * (agent/wall.c says why). */
@@ -213,6 +220,16 @@ struct ag_thread {
      * an interval on a loaded machine, or blocking the signal) into one sample, the rest lost
      * silently. */
     _Atomic int wall_signalled;
+    /* host thread and self: AG_HOST_SENDING from a host thread's send of the signal to this one
+     * (pthread_kill, pthread_sigqueue, tgkill: host/signals.c) until the send returned, then
+     * AG_HOST_SENT; AG_HOST_SEEN when one of the agent's instances was taken meanwhile (the
+     * sender then nudges); 0 again when the host's instance is taken, or when one of the
+     * agent's is taken with nothing pending after the send, into which the kernel merged the
+     * host's: then the handler runs the host's disposition itself, with host_send_code and
+     * host_send_value (the last sender's) */
+    _Atomic int host_send;
+    _Atomic int host_send_code;
+    _Atomic uint64_t host_send_value;
     /* CPU-mode accounting (ag_sig_cpu_weigh): the handler and a tail claim (the exiting thread,
      * or ag_cpu_flush() on another thread) each take their span with an exchange. */
     _Atomic uint64_t last_cpu_ns; /* self or claim: CPU time at the last sample or claim */
@@ -446,6 +463,10 @@ PP_SIGSAFE void ag_sig_unwind_ctx_init(struct ag_unwind_ctx *c, uint64_t sp, uin
 void pipeprof_cpu_in_kernel(void);
 void pipeprof_cpu_in_kernel_unplaced(void);
 
+/* Sends the sampling signal to thread tid of this process with si_value sival (AG_WALL_SIVAL,
+ * AG_NUDGE_SIVAL), as SI_QUEUE from this process (agent/wall.c). */
+void ag_signal_thread(int32_t tid, int sival);
+
 /* The handler (agent/sig-handler.c). */
 void ag_sig_handler(int signo, siginfo_t *info, void *uctx);
 void ag_sig_count_unsampled(struct ag_thread *t, uint64_t n);
@@ -462,6 +483,8 @@ PP_SIGSAFE uint64_t ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t
                                      int at_least_one, uint64_t *delta_out);
 /* Finds the calling thread's slot (TLS cache, else by tid). Async-signal-safe. */
 PP_SIGSAFE struct ag_thread *ag_sig_thread_self(void);
+/* The active slot of thread tid, or NULL; lock-free. Async-signal-safe. */
+PP_SIGSAFE struct ag_thread *ag_sig_thread_of(int32_t tid);
 /* 1 when pc, the interrupted pc of a signal, says it came as a system call returned (just after
  * the system call instruction) or as one is restarted (on it): the thread was in the kernel when
  * the signal was sent. Async-signal-safe. */

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
@@ -33,12 +34,25 @@ ag_sig_now_ns(clockid_t clk)
 }
 
 struct ag_thread *
+ag_sig_thread_of(int32_t tid)
+{
+    struct ag_thread *all = __atomic_load_n(&ag.threads, __ATOMIC_ACQUIRE); /* ag_threads_start */
+    unsigned i, high = atomic_load_explicit(&ag.high, memory_order_acquire);
+
+    for (i = 0; all != NULL && i < high; i++) {
+        if (atomic_load_explicit(&all[i].state, memory_order_acquire) == AG_SLOT_ACTIVE &&
+            atomic_load_explicit(&all[i].tid, memory_order_acquire) == tid) {
+            return &all[i];
+        }
+    }
+    return NULL;
+}
+
+struct ag_thread *
 ag_sig_thread_self(void)
 {
     struct ag_thread *t = ag_tls_thread;
-    struct ag_thread *all;
     int32_t tid = ag_tls_tid;
-    unsigned i, high;
 
     if (tid == 0) {
         tid = (int32_t)syscall(SYS_gettid); /* cannot fail, so errno is untouched */
@@ -55,18 +69,12 @@ ag_sig_thread_self(void)
         atomic_load_explicit(&t->state, memory_order_acquire) == AG_SLOT_ACTIVE) {
         return t;
     }
-    all = __atomic_load_n(&ag.threads, __ATOMIC_ACQUIRE); /* published by ag_threads_start */
-    high = atomic_load_explicit(&ag.high, memory_order_acquire);
-    for (i = 0; all != NULL && i < high; i++) {
-        t = &all[i];
-        if (atomic_load_explicit(&t->state, memory_order_acquire) == AG_SLOT_ACTIVE &&
-            atomic_load_explicit(&t->tid, memory_order_acquire) == tid) {
-            ag_tls_thread = t;
-            ag_tls_gen = atomic_load_explicit(&ag.gen, memory_order_relaxed);
-            return t;
-        }
+    t = ag_sig_thread_of(tid);
+    if (t != NULL) {
+        ag_tls_thread = t;
+        ag_tls_gen = atomic_load_explicit(&ag.gen, memory_order_relaxed);
     }
-    return NULL;
+    return t;
 }
 
 int
@@ -191,6 +199,50 @@ ag_sig_wall_taken(struct ag_thread *t, int mode, int signo)
     }
 }
 
+/*
+ * A host thread's send of the signal to this thread (host/signals.c, through agent/host-hooks.c:
+ * t->host_send). The host's own instance taken (host_instance) is that send's, or one it merged
+ * into: the mark goes. One of the agent's taken while the send is being made leaves it to the
+ * sender (AG_HOST_SEEN: the sender nudges once its send returned). One taken after the send
+ * returned, with no instance of the signal pending now, is the one the kernel merged the host's
+ * into (standard signals do not queue), since the host's would otherwise be pending or taken
+ * already: returns 1, and *host_info is what the host's handler is to get (its code, value, pid
+ * and uid). With one pending, that one comes next and looks again. Async-signal-safe.
+ */
+static int
+ag_sig_host_sends(int signo, int host_instance, siginfo_t *host_info)
+{
+    struct ag_thread *t = ag_sig_thread_self();
+    uint64_t value;
+    int st;
+
+    if (t == NULL || (st = atomic_load_explicit(&t->host_send, memory_order_acquire)) == 0) {
+        return 0;
+    }
+    if (host_instance) {
+        atomic_store_explicit(&t->host_send, 0, memory_order_release);
+        return 0;
+    }
+    if (st == AG_HOST_SENDING) {
+        atomic_compare_exchange_strong_explicit(&t->host_send, &st, AG_HOST_SEEN,
+                                                memory_order_acq_rel, memory_order_relaxed);
+        return 0;
+    }
+    if (st != AG_HOST_SENT || ag_sig_pending(signo) ||
+        !atomic_compare_exchange_strong_explicit(&t->host_send, &st, 0, memory_order_acq_rel,
+                                                 memory_order_relaxed)) {
+        return 0;
+    }
+    value = atomic_load_explicit(&t->host_send_value, memory_order_relaxed);
+    memset(host_info, 0, sizeof(*host_info));
+    host_info->si_signo = signo;
+    host_info->si_code = atomic_load_explicit(&t->host_send_code, memory_order_relaxed);
+    host_info->si_pid = ag.pid;
+    host_info->si_uid = (uid_t)syscall(SYS_getuid);
+    memcpy(&host_info->si_value, &value, sizeof(host_info->si_value));
+    return 1;
+}
+
 void
 ag_sig_handler(int signo, siginfo_t *info, void *uctx)
 {
@@ -203,8 +255,9 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     uint64_t lo, hi, cpu, delta, period, kernel_ns = 0;
     uint8_t mode, engine = 0;
     unsigned hz;
-    int eintr, in_kernel = 0, site = 0, faulted = 0, faults_read = 0;
+    int eintr, in_kernel = 0, site = 0, faulted = 0, faults_read = 0, owed;
     uint32_t skip = 0, kernel_w = 0;
+    siginfo_t host_info;
 
     /* Dekker's pattern with ag_stop(): it stores running = 0 and then reads inflight, the handler
      * increments inflight and then reads running, all sequentially consistent, so on any
@@ -227,12 +280,25 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     } else if (info->si_code == SI_QUEUE && info->si_value.sival_int == AG_WALL_SIVAL &&
                info->si_pid == ag.pid) {
         mode = AG_MODE_WALL;
+    } else if (info->si_code == SI_QUEUE && info->si_value.sival_int == AG_NUDGE_SIVAL &&
+               info->si_pid == ag.pid) {
+        /* A host sender's nudge: no sample, a look at its send (at out) */
+        atomic_fetch_add_explicit(&ag_tls_signals, 1, memory_order_relaxed);
+        t = ag_sig_thread_self();
+        if (t != NULL) {
+            ag_sig_wall_taken(t, 0, signo);
+        }
+        goto out;
     } else {
         /* Not ours: the host's (kill, raise, its timer, setitimer): its disposition decides. */
         t = ag_sig_thread_self();
         if (t != NULL) {
             ag_sig_wall_taken(t, 0, signo);
         }
+        (void)ag_sig_host_sends(signo,
+                                (info->si_code == SI_TKILL || info->si_code == SI_QUEUE) &&
+                                        info->si_pid == ag.pid,
+                                &host_info);
         atomic_fetch_sub_explicit(&ag.inflight, 1, memory_order_release);
         errno = saved_errno;
         host_signal_chain(signo, info, uctx);
@@ -481,6 +547,10 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         atomic_store_explicit(&t->wall_seen_ns, s->timestamp_ns, memory_order_release);
     }
 out:
+    owed = ag_sig_host_sends(signo, 0, &host_info);
     atomic_fetch_sub_explicit(&ag.inflight, 1, memory_order_release);
     errno = saved_errno;
+    if (owed) {
+        host_signal_chain(signo, &host_info, uctx); /* the host's send the kernel merged */
+    }
 }

@@ -231,8 +231,8 @@ ag_thread_wait_stack(int32_t tid, uint64_t *frames, uint32_t max)
     return i;
 }
 
-static void
-ag_wall_signal(int32_t tid)
+void
+ag_signal_thread(int32_t tid, int sival)
 {
     siginfo_t si;
 
@@ -241,7 +241,7 @@ ag_wall_signal(int32_t tid)
     si.si_code = SI_QUEUE;
     si.si_pid = ag.pid;
     si.si_uid = getuid();
-    si.si_value.sival_int = AG_WALL_SIVAL;
+    si.si_value.sival_int = sival;
     syscall(SYS_rt_tgsigqueueinfo, (long)ag.pid, (long)tid, (long)ag.signo, &si);
 }
 
@@ -327,7 +327,7 @@ ag_wall_pass(uint64_t now, uint64_t slot, uint64_t interval)
                 ag_sig_count_unsampled(t, 1);
                 continue;
             }
-            ag_wall_signal(tid);
+            ag_signal_thread(tid, AG_WALL_SIVAL);
             /* Unless a handler took it already */
             sent = AG_WALL_SENDING;
             atomic_compare_exchange_strong_explicit(&t->wall_signalled, &sent, AG_WALL_SENT,

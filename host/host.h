@@ -65,6 +65,15 @@ struct host_agent_hooks {
      * while active() and for a change (set not NULL): else the call goes straight to real. */
     int (*change_mask)(host_sigmask_fn real, int how, const sigset_t *set, sigset_t *old,
                        uint64_t fa);
+    /* Around a send of the library's signal to thread tid of this process, not the caller
+     * (pthread_kill, pthread_sigqueue, tgkill): send_begin before the real send, with the
+     * si_code and value the host's handler is to get (value NULL: none); send_end after it
+     * with its token, the same tid, and whether the send succeeded. The kernel merges the send
+     * into one of the agent's instances pending there, if any; the agent's handler then runs
+     * the host's disposition for it (agent/sig-handler.c). Lock-free and errno left as found: a
+     * host's signal handler may send. A NULL token: not a thread the agent knows. */
+    void *(*send_begin)(int32_t tid, int code, const union sigval *value);
+    void (*send_end)(void *token, int32_t tid, int sent);
 };
 
 /* Which call a socket name is for (sockets.c). */

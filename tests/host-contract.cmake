@@ -38,6 +38,8 @@ pp_add_host_contract(signals-restart signals restart)
 pp_add_host_contract(signals-norestart signals norestart)
 # sends of SIGPROF to its own thread while the agent signals it: none of them swallowed
 pp_add_host_contract(signals-raises signals raises)
+# sends of SIGPROF to another of its threads while the agent signals that one: none swallowed
+pp_add_host_contract(signals-others signals others)
 pp_add_host_contract(signals-offstack signals offstack)
 set_property(TEST host-contract-signals-offstack APPEND PROPERTY ENVIRONMENT "HC_EXPECT_LOST=1")
 pp_add_host_contract(eintr eintr)

@@ -31,6 +31,13 @@
  *                     a few microseconds of CPU (the thread runs, so a wall sampler signals it):
  *                     how many reached the handler (bare: each one, at once) and with what
  *                     si_code, si_pid and value
+ *   signals others    its own SIGPROF handler (SA_SIGINFO) and 3 x 4000 sends of SIGPROF from the
+ *                     main thread to another thread that burns CPU, by pthread_kill,
+ *                     pthread_sigqueue (with a value) and tgkill, then 500 by kill(getpid()), each
+ *                     one sent once the handler took the one before (so the host never merges its
+ *                     own sends): how many reached the handler, on which thread, with what si_code,
+ *                     si_pid and value (bare: each one); then 200 raise() calls with SIGPROF
+ *                     blocked after 3 ms of CPU: each runs the handler once as the mask opens
  *   signals offstack  burns 300 ms of CPU in a coroutine (swapcontext) whose stack is its
  *                     sigaltstack, as green-thread libraries may: the kernel reports that code
  *                     as on the alternate stack, the agent takes no sample there and says so
@@ -546,6 +553,138 @@ raises(void)
     return 0;
 }
 
+static _Atomic int others_seen, others_wrong, others_other_thread, others_code = SI_TKILL;
+static _Atomic int others_stop;
+static _Atomic pid_t others_tid;
+static pthread_t others_target;
+
+static void
+on_prof_other(int sig, siginfo_t *info, void *uctx)
+{
+    (void)sig;
+    (void)uctx;
+    if (info->si_code != others_code || info->si_pid != getpid() ||
+        (others_code == SI_QUEUE && info->si_value.sival_int != 43)) {
+        others_wrong++;
+    } else if (others_code != SI_USER && !pthread_equal(pthread_self(), others_target)) {
+        others_other_thread++;
+    }
+    others_seen++;
+}
+
+static void *
+others_burn(void *arg)
+{
+    (void)arg;
+    others_tid = gettid();
+    while (!others_stop) {
+        host_burn_us(50);
+    }
+    return NULL;
+}
+
+/* The host's send of SIGPROF to another of its threads, while the agent samples that thread (it
+ * runs): one of the agent's instances pending there when the host's comes would take it in
+ * (standard signals do not queue). Each send waits for the handler to take the one before, up to
+ * 2 s (a send the kernel merged never comes); bare, every one comes. */
+static int
+others(void)
+{
+    const char *how[] = { "pthread_kill", "pthread_sigqueue", "tgkill", "kill" };
+    struct sigaction sa;
+    pthread_t th;
+    sigset_t prof;
+    int k, i, n, swallowed;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_prof_other;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGPROF, &sa, NULL);
+    if (pthread_create(&th, NULL, others_burn, NULL) != 0) {
+        perror("pthread_create");
+        return 1;
+    }
+    others_target = th;
+    while (others_tid == 0) {
+        host_burn_us(10);
+    }
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    for (k = 0; k < 4; k++) {
+        n = k == 3 ? 500 : 4000;
+        swallowed = 0;
+        others_code = k == 1 ? SI_QUEUE : k == 3 ? SI_USER : SI_TKILL;
+        others_seen = 0;
+        others_wrong = 0;
+        others_other_thread = 0;
+        if (k == 3) {
+            /* kill() is the process's: the main thread keeps it blocked, so the burner takes it */
+            pthread_sigmask(SIG_BLOCK, &prof, NULL);
+        }
+        for (i = 0; i < n; i++) {
+            int before = others_seen, spins;
+
+            if (k == 0) {
+                pthread_kill(th, SIGPROF);
+            } else if (k == 1) {
+                pthread_sigqueue(th, SIGPROF, (union sigval){ .sival_int = 43 });
+            } else if (k == 2) {
+                tgkill(getpid(), others_tid, SIGPROF);
+            } else {
+                kill(getpid(), SIGPROF);
+            }
+            for (spins = 0; others_seen == before && spins < 200000; spins++) {
+                usleep(10); /* up to 2 s on a loaded machine */
+            }
+            swallowed += others_seen == before;
+            if (swallowed != 0) {
+                break; /* one tells, and each costs the 2 s wait */
+            }
+        }
+        if (k == 3) {
+            pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
+        }
+        fprintf(stderr, "%s: %d of %d sends to the other thread ran its handler, %d swallowed\n",
+                how[k], (int)others_seen, n, swallowed);
+        printf("%s: every send to the other thread ran the handler: %s; %s from itself on that "
+               "thread: %d of %d, other deliveries %d\n",
+               how[k], swallowed == 0 && others_seen == n ? "yes" : "no",
+               k == 1   ? "SI_QUEUE with its value"
+               : k == 3 ? "SI_USER"
+                        : "SI_TKILL",
+               (int)(others_seen - others_wrong - others_other_thread), n,
+               (int)(others_wrong + others_other_thread));
+    }
+    others_stop = 1;
+    pthread_join(th, NULL);
+    /* raise() with SIGPROF blocked, after 3 ms of CPU (one of the agent's instances pending by
+     * then, most of the time): the send pends, and runs the handler once as the mask opens */
+    others_target = pthread_self();
+    others_code = SI_TKILL;
+    others_seen = 0;
+    others_wrong = 0;
+    others_other_thread = 0;
+    swallowed = 0;
+    n = 200;
+    for (i = 0; i < n; i++) {
+        int before = others_seen;
+
+        pthread_sigmask(SIG_BLOCK, &prof, NULL);
+        host_burn_us(3000);
+        raise(SIGPROF);
+        pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
+        swallowed += others_seen != before + 1;
+    }
+    fprintf(stderr, "raise blocked: %d of %d sends ran the handler as the mask opened\n",
+            (int)others_seen, n);
+    printf("raise with SIGPROF blocked: every send ran the handler once as the mask opened: %s; "
+           "SI_TKILL from itself: %d of %d, other deliveries %d\n",
+           swallowed == 0 ? "yes" : "no", (int)(others_seen - others_wrong - others_other_thread),
+           n, (int)(others_wrong + others_other_thread));
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -580,10 +719,13 @@ main(int argc, char **argv)
     if (strcmp(how, "raises") == 0) {
         return raises();
     }
+    if (strcmp(how, "others") == 0) {
+        return others();
+    }
     if (strcmp(how, "restart") == 0 || strcmp(how, "norestart") == 0) {
         return pipe_reads(strcmp(how, "restart") == 0);
     }
     fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack|flags|offstack|onstack|"
-                    "raises|restart|norestart\n");
+                    "raises|others|restart|norestart\n");
     return 2;
 }
