@@ -10,7 +10,7 @@
  *   eintr.c      pselect sigtimedwait sigwaitinfo sem_wait sem_timedwait sem_clockwait
  *                epoll_pwait2 recvmsg pause sigsuspend semop semtimedop msgrcv msgsnd
  *                (and the waits fds.c's syscall passes to it)
- *   writes.c     write writev send sendto sendmsg getrandom
+ *   writes.c     write writev send sendto sendmsg getrandom sendfile sendfile64
  *   signals.c    pthread_sigmask sigprocmask sigaction signal bsd_signal sysv_signal raise
  *                pthread_kill pthread_sigqueue tgkill
  *   exit.c       _exit _Exit

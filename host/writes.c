@@ -22,6 +22,13 @@
  *   getrandom        a request of more than 256 bytes is cut short by a signal the same way
  *                    (random(7)): 8 MiB asked for, 40 of 40 calls short under `record --mode
  *                    wall` at 1000 Hz, none bare. The rest is asked for in the same way.
+ *   sendfile sendfile64
+ *                    the same to a stream socket: a 4 MiB sendfile from a file to a socketpair
+ *                    drained slowly came back short 8 of 12 times under `record --mode wall` at
+ *                    1000 Hz, none bare. The kernel has moved the offset on; the rest is the
+ *                    count left. Only to a socket (fstat, on a short return the agent caused):
+ *                    to a pipe sendfile is short bare too (12 of 12 of those), and going on
+ *                    would wait for a reader where bare it returns.
  *   (recv recvfrom with MSG_WAITALL)
  *                    the mirror image: a signal ends a stream's wait for all the bytes with what
  *                    has come (0 or 1 of 128 calls of 1 MiB in wall mode at 1000 Hz). They are
@@ -30,8 +37,8 @@
  *                    would have to be merged over the calls).
  *
  * Not interposed: pwrite and pwritev (a pipe or a socket cannot take them, and a regular file's
- * write is not cut by a signal), sendfile, splice and vmsplice (not seen cut in the hosts here;
- * they can be, as write can), and the stdio functions (glibc's own loop writes what a cut left).
+ * write is not cut by a signal), splice and vmsplice (short by design: a host loops on them),
+ * and the stdio functions (glibc's own loop writes what a cut left).
  * Without the agent's hooks every call goes straight to libc. The fast path is one read of the
  * thread's count of the agent's signals, the call and one compare (bench-interpose: write to
  * /dev/null, docs/performance.md). A vector is continued through a window of HOST_IOV_WINDOW
@@ -39,17 +46,19 @@
  * takes the rest of a long vector in more calls, as it would split it anyway.
  *
  * Held by: host-contract-writes (tests/hosts/writes.c: write and writev of 1 MiB into a pipe,
- * send, sendto and sendmsg into a socketpair and recv with MSG_WAITALL out of one, getrandom of
- * 1 MiB, 64 calls of
- * each while sampled at 1000 Hz in CPU, wall and listen mode; bare and sampled: none short.
- * Without this file, wall mode: write 93 of 128 short, writev 85, send 14, sendto 14, sendmsg 11,
- * recv with MSG_WAITALL 1, getrandom 128).
+ * send, sendto, sendmsg and sendfile into a socketpair and recv with MSG_WAITALL out of one,
+ * getrandom of 1 MiB, 64 calls of each while sampled at 1000 Hz in CPU, wall and listen mode; bare
+ * and sampled: none short. Without this file, wall mode: write 93 of 128 short, writev 85, send 14,
+ * sendto 14, sendmsg 11, recv with MSG_WAITALL 1, getrandom 128; without sendfile's interposer,
+ * sendfile 25 to 32 of 64).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -64,7 +73,7 @@ HOST_ANCHOR(writes);
  * the agent, or with no agent at all) the first call resolves it as the other files' do.
  */
 static _Atomic(void *) real_write_p, real_writev_p, real_send_p, real_sendto_p, real_sendmsg_p,
-        real_getrandom_p;
+        real_getrandom_p, real_sendfile_p, real_sendfile64_p;
 
 void
 host_writes_resolve(void)
@@ -75,6 +84,8 @@ host_writes_resolve(void)
     (void)host_real(&real_sendto_p, "sendto");
     (void)host_real(&real_sendmsg_p, "sendmsg");
     (void)host_real(&real_getrandom_p, "getrandom");
+    (void)host_real(&real_sendfile_p, "sendfile");
+    (void)host_real(&real_sendfile64_p, "sendfile64");
 }
 
 /* HOST_REAL_OR_ENOSYS with the slot above. */
@@ -87,6 +98,10 @@ host_writes_resolve(void)
     }
 
 #define HOST_IOV_WINDOW 8
+
+/* In host_cut_by_agent's flags: the call goes on only when fd is a socket (sendfile). The bit is
+ * MSG_CMSG_CLOEXEC's, a receive's flag that no send or write passes. */
+#define HOST_XFER_SOCKET_ONLY 0x40000000
 
 /* One transfer of the call being continued (the interposer's real function and its arguments):
  * moves what iov[0..cnt) holds and returns the real call's result. */
@@ -104,6 +119,13 @@ host_cut_by_agent(const struct host_agent_hooks *h, uint32_t sig0, int fd, int f
     }
     if (fd < 0) {
         return 1; /* no fd: getrandom */
+    }
+    if (flags & HOST_XFER_SOCKET_ONLY) {
+        struct stat st;
+
+        if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+            return 0;
+        }
     }
     fl = fcntl(fd, F_GETFL);
     return fl >= 0 && !(fl & O_NONBLOCK);
@@ -136,7 +158,7 @@ host_xfer_rest(const struct host_agent_hooks *h, host_xfer_fn xfer, void *call,
         }
         k = cnt < HOST_IOV_WINDOW ? cnt : HOST_IOV_WINDOW;
         memcpy(win, iov, (size_t)k * sizeof(*win));
-        win[0].iov_base = (char *)win[0].iov_base + skip;
+        win[0].iov_base = (void *)((uintptr_t)win[0].iov_base + skip); /* sendfile's is NULL */
         win[0].iov_len -= skip;
         want = 0;
         for (int i = 0; i < k; i++) {
@@ -388,4 +410,57 @@ getrandom(void *buf, size_t len, unsigned int flags)
 
     return h == NULL ? real(buf, len, flags)
                      : host_xfer(h, host_getrandom_xfer, &c, &one, 1, -1, 0);
+}
+
+/* sendfile and sendfile64 (one function in glibc on 64-bit targets; -D_FILE_OFFSET_BITS=64 makes
+ * a program's sendfile call sendfile64): the kernel has moved the offset (or the file position)
+ * on by what it sent, so the rest is the count left. Only to a socket: to a pipe sendfile moves
+ * what the pipe takes and returns short, bare too, and a continuation would wait for a reader
+ * where bare it returns (a host that reads that pipe itself would hang). */
+struct host_sendfile_call {
+    ssize_t (*real)(int, int, off_t *, size_t);
+    int out, in;
+    off_t *off;
+};
+
+static ssize_t
+host_sendfile_xfer(void *call, const struct iovec *iov, int cnt)
+{
+    const struct host_sendfile_call *c = call;
+
+    (void)cnt; /* 1, of no base: the count left */
+    return c->real(c->out, c->in, c->off, iov[0].iov_len);
+}
+
+static ssize_t
+host_sendfile(ssize_t (*real)(int, int, off_t *, size_t), int out, int in, off_t *off, size_t count)
+{
+    const struct host_agent_hooks *h = host_agent();
+    struct host_sendfile_call c = { real, out, in, off };
+    struct iovec one = { NULL, count };
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return h == NULL ? real(out, in, off, count)
+                     : host_xfer(h, host_sendfile_xfer, &c, &one, 1, out, HOST_XFER_SOCKET_ONLY);
+}
+
+HOST_EXPORT ssize_t
+sendfile(int out, int in, off_t *off, size_t count)
+{
+    return host_sendfile(
+            (ssize_t(*)(int, int, off_t *, size_t))host_real(&real_sendfile_p, "sendfile"), out, in,
+            off, count);
+}
+
+_Static_assert(sizeof(off_t) == sizeof(off64_t), "sendfile64 shares sendfile's body");
+
+HOST_EXPORT ssize_t
+sendfile64(int out, int in, off64_t *off, size_t count)
+{
+    return host_sendfile(
+            (ssize_t(*)(int, int, off_t *, size_t))host_real(&real_sendfile64_p, "sendfile64"), out,
+            in, (off_t *)off, count);
 }

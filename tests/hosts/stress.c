@@ -24,10 +24,12 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/msg.h>
 #include <sys/random.h>
 #include <sys/select.h>
 #include <sys/sem.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -301,6 +303,16 @@ every_call(int idx)
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
     check(recvmsg(sv[0], &mh, MSG_DONTWAIT) == 1 && read(sv[0], b, 1) == 1, "recvmsg/read");
+    fd = memfd_create("stress", MFD_CLOEXEC);
+    check(fd >= 0 && write(fd, "fg", 2) == 2, "memfd");
+    {
+        off_t off = 0;
+        off64_t off64 = 1;
+
+        check(sendfile(sv[1], fd, &off, 1) == 1 && sendfile64(sv[1], fd, &off64, 1) == 1,
+              "sendfile/sendfile64");
+    }
+    close(fd);
     close(sv[0]);
     close(sv[1]);
     ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

@@ -1,19 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tests/hosts/writes.c - blocking transfers of 1 MiB that a signal could cut short: write and
- * writev into a pipe; send, sendto and sendmsg into a stream socketpair; recv with MSG_WAITALL
- * out of one; getrandom of 1 MiB (random(7): a request over 256 bytes can be cut). A reader thread
- * drains the other end as it fills, so each call blocks and runs by turns, and a signal that comes
- * while it copies ends it with the bytes moved so far (pipe(7)). The host asks for no signal, so
- * bare no call is ever short. Prints, per call, how many of CALLS came back short and whether every
- * byte arrived in order.
+ * writev into a pipe; send, sendto, sendmsg and sendfile (from a memfd) into a stream socketpair;
+ * recv with MSG_WAITALL out of one; getrandom of 1 MiB (random(7): a request over 256 bytes can be
+ * cut). A reader thread drains the other end as it fills, so each call blocks and runs by turns,
+ * and a signal that comes while it copies ends it with the bytes moved so far (pipe(7)). The host
+ * asks for no signal, so bare no call is ever short. Prints, per call, how many of CALLS came back
+ * short and whether every byte arrived in order.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -23,9 +25,19 @@
 #define CALLS      64
 #define CALL_BYTES (1u << 20)
 
-enum { W_WRITE, W_WRITEV, W_SEND, W_SENDTO, W_SENDMSG, W_RECV_WAITALL, W_GETRANDOM, W_CASES };
-static const char *const names[W_CASES] = { "write",   "writev",       "send",     "sendto",
-                                            "sendmsg", "recv-waitall", "getrandom" };
+enum {
+    W_WRITE,
+    W_WRITEV,
+    W_SEND,
+    W_SENDTO,
+    W_SENDMSG,
+    W_SENDFILE,
+    W_RECV_WAITALL,
+    W_GETRANDOM,
+    W_CASES
+};
+static const char *const names[W_CASES] = { "write",   "writev",   "send",         "sendto",
+                                            "sendmsg", "sendfile", "recv-waitall", "getrandom" };
 
 struct drain {
     int fd;
@@ -91,6 +103,24 @@ feeder(void *arg)
     return NULL;
 }
 
+/* sendfile of buf's bytes from a memfd of their own: the socket may hold the file's pages
+ * (unix_stream_sendpage takes them without a copy) until the reader has them. */
+static ssize_t
+sendfile_call(int fd, const unsigned char *buf)
+{
+    int src = memfd_create("host-writes", 0);
+    off_t from = 0;
+    ssize_t n = -1;
+
+    if (src >= 0 && write(src, buf, CALL_BYTES) == (ssize_t)CALL_BYTES) {
+        n = sendfile(fd, src, &from, CALL_BYTES);
+    }
+    if (src >= 0) {
+        close(src);
+    }
+    return n;
+}
+
 /* One call of case c moving CALL_BYTES from buf at offset off of the stream. */
 static ssize_t
 one_call(int c, int fd, unsigned char *buf)
@@ -115,6 +145,8 @@ one_call(int c, int fd, unsigned char *buf)
         m.msg_iov = iov;
         m.msg_iovlen = 4;
         return sendmsg(fd, &m, 0);
+    case W_SENDFILE:
+        return sendfile_call(fd, buf);
     default:
         return recv(fd, buf, CALL_BYTES, MSG_WAITALL);
     }
