@@ -11,7 +11,6 @@
 #include <link.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -710,36 +709,6 @@ TEST(wall_signals_a_thread_again_after_its_signal_merged_into_the_hosts)
 
 /* ---- a running thread that waits for a core with its wall signal pending ---- */
 
-struct waiter {
-    int cpu;  /* the one CPU it and the hog share */
-    int idle; /* SCHED_IDLE: it waits for the hog */
-    _Atomic int32_t tid;
-    _Atomic int ready; /* pinned (and idle) */
-    _Atomic int *stop;
-};
-
-static void *
-waiter_main(void *p)
-{
-    struct waiter *w = p;
-    struct sched_param none = { 0 };
-    cpu_set_t one;
-
-    CPU_ZERO(&one);
-    CPU_SET(w->cpu, &one);
-    atomic_store(&w->tid, (int32_t)syscall(SYS_gettid));
-    if (sched_setaffinity(0, sizeof(one), &one) != 0 ||
-        (w->idle && sched_setscheduler(0, SCHED_IDLE, &none) != 0)) {
-        atomic_store(&w->ready, -1);
-        return NULL;
-    }
-    atomic_store(&w->ready, 1);
-    while (!atomic_load_explicit(w->stop, memory_order_relaxed)) {
-        busy_b();
-    }
-    return NULL;
-}
-
 static int
 slot_active(int32_t tid)
 {
@@ -767,13 +736,13 @@ slot_active(int32_t tid)
 TEST(wall_sample_carries_the_intervals_its_thread_waited_for_a_core)
 {
     static _Atomic int stop_waiter, stop_hog;
-    struct waiter waiter = { 0, 1, 0, 0, &stop_waiter }, hog = { 0, 0, 0, 0, &stop_hog };
+    struct test_spinner waiter = { test_first_cpu(), 1, 0, 0, &stop_waiter },
+                        hog = { waiter.cpu, 0, 0, 0, &stop_hog };
     pthread_t tw, th;
     struct tid_stats *me;
     struct ag_stats st;
     uint64_t t0, t1, gone, held = 0;
     double intervals, got;
-    cpu_set_t mask;
     int i;
 
 #ifdef __SANITIZE_THREAD__
@@ -782,17 +751,12 @@ TEST(wall_sample_carries_the_intervals_its_thread_waited_for_a_core)
     test_skip("under ThreadSanitizer, which holds the signals back (it runs in the -Werror and "
               "ASan builds)");
 #endif
-    ASSERT_EQ(sched_getaffinity(0, sizeof(mask), &mask), 0);
-    while (waiter.cpu < CPU_SETSIZE - 1 && !CPU_ISSET(waiter.cpu, &mask)) {
-        waiter.cpu++;
-    }
-    hog.cpu = waiter.cpu;
     memset(col, 0, sizeof(col));
     atomic_store(&stop_waiter, 0);
     atomic_store(&stop_hog, 0);
     start_agent();
-    ASSERT_OK(pthread_create(&th, NULL, waiter_main, &hog));
-    ASSERT_OK(pthread_create(&tw, NULL, waiter_main, &waiter));
+    ASSERT_OK(pthread_create(&th, NULL, test_spinner_main, &hog));
+    ASSERT_OK(pthread_create(&tw, NULL, test_spinner_main, &waiter));
     for (i = 0; i < 2000 && (atomic_load(&waiter.ready) == 0 || atomic_load(&hog.ready) == 0 ||
                              !slot_active(atomic_load(&waiter.tid)));
          i++) {
