@@ -316,6 +316,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.cpu_unseen_ns, 0);
     atomic_store(&ag.n_not_code, 0);
     atomic_store(&ag.n_wall_unsampled, 0);
+    atomic_store(&ag.n_wall_held, 0);
     ag.perf_unavailable = 0;
     ag.tick_hz = ag_kernel_tick_hz();
     atomic_store(&ag.wall_passes, 0);
@@ -521,6 +522,7 @@ ag_stats_get(struct ag_stats *out)
     out->samples_waiting = atomic_load(&ag.n_waiting);
     out->lost = atomic_load(&ag.n_lost);
     out->wall_unsampled = atomic_load(&ag.n_wall_unsampled);
+    out->wall_held = atomic_load(&ag.n_wall_held);
     out->offstack = atomic_load(&ag.n_offstack);
     out->timer_overruns = atomic_load(&ag.n_overruns);
     out->threads_seen = atomic_load(&ag.n_threads);

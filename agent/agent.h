@@ -230,7 +230,10 @@ struct ag_sample {
     uint8_t end;           /* enum ag_unwind_end */
     uint8_t engine;        /* CPU mode: enum ag_cpu_engine that timed it (PERF or TIMER) */
     uint16_t weight;       /* CPU mode: sampling intervals it stands for, >= 1 (cpu_delta_ns divided
-                              by the interval, rounded); wall mode: 1 */
+                              by the interval, rounded); wall mode: 1, and a running thread's
+                              signal sample also the passes that found the signal pending while
+                              the thread waited for a core (its stack unchanged; at most
+                              one second of intervals) */
     uint64_t cpu_delta_ns; /* CPU mode: the thread's CPU time since its previous sample (or since
                               sampling was armed): what this sample stands for; wall mode: 0 */
     uint32_t depth;        /* frames used */
@@ -286,6 +289,9 @@ struct ag_stats {
     uint64_t wall_unsampled;   /* wall intervals a thread went without a sample: the wall pass
                                   came late (many threads at a high rate); in lost too and in
                                   the LOST records of the thread */
+    uint64_t wall_held;        /* wall intervals a running thread waited for a core with its
+                                  sampling signal pending: carried by that signal's sample as
+                                  weight beyond its own interval */
     uint64_t offstack;         /* samples skipped because the interrupted code ran on an
                                   alternate signal stack (not the thread's, maybe too small to
                                   walk); in lost too and in the LOST records of the thread */

@@ -28,22 +28,27 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free int");
 #define AG_TLS __attribute__((tls_model("initial-exec")))
 
 /* si_value of the wall sampler's rt_tgsigqueueinfo(): tells the handler it is a wall sample. */
-#define AG_WALL_SIVAL      0x70707770
-/* struct ag_thread's wall_signalled, between a wall pass and the handler that takes its signal */
-#define AG_WALL_SENDING    1
-#define AG_WALL_SENT       2
+#define AG_WALL_SIVAL       0x70707770
+/* struct ag_thread's wall_signalled, between a wall pass and the handler that takes its signal:
+ * the state in the low two bits, the passes held for the signal's sample above them. */
+#define AG_WALL_SENDING     1u
+#define AG_WALL_SENT        2u
+#define AG_WALL_STATE_MASK  3u
+#define AG_WALL_HELD_ONE    4u
+/* The most a wall sample stands for by the passes held for it, in time (wall.c says why). */
+#define AG_WALL_HELD_MAX_NS 1000000000u
 /* struct ag_thread's host_send, between a host thread's send of the signal to this thread and
  * the handler that takes it (agent/sig-handler.c, ag_sig_host_sends) */
-#define AG_HOST_SENDING    1
-#define AG_HOST_SENT       2
-#define AG_HOST_SEEN       3 /* one of the agent's instances was taken while SENDING */
+#define AG_HOST_SENDING     1
+#define AG_HOST_SENT        2
+#define AG_HOST_SEEN        3 /* one of the agent's instances was taken while SENDING */
 /* si_value of a sender's nudge (agent/host-hooks.c): no sample, only a look at host_send */
-#define AG_NUDGE_SIVAL     0x70707772
+#define AG_NUDGE_SIVAL      0x70707772
 /* si_value of the agent's CPU-time timers: a timer of the host's with the same signal is not. */
 /* How many /proc stat files, and as many syscall files, the wall thread keeps open at most
  * (agent/wall.c says why). */
-#define AG_WALL_STAT_CACHE 32
-#define AG_TIMER_SIVAL     0x70707771
+#define AG_WALL_STAT_CACHE  32
+#define AG_TIMER_SIVAL      0x70707771
 
 /*
  * Per-thread single-producer/single-consumer ring of fixed-size sample slots.
@@ -215,11 +220,14 @@ struct ag_thread {
      * AG_WALL_SENT once the signal went out, 0 again when a handler takes it (any sampling
      * signal's handler: one pending stands for all; also the host's instance of the signal, into
      * which the kernel merged one sent while it was pending). A pass that finds it set sends
-     * none and counts the interval lost: the sampling signal is a standard one, and the kernel
-     * merged a second one sent while the first was pending (a running thread not scheduled for
-     * an interval on a loaded machine, or blocking the signal) into one sample, the rest lost
-     * silently. */
-    _Atomic int wall_signalled;
+     * none: the sampling signal is a standard one, and the kernel would merge a second one sent
+     * while the first is pending. While the thread has had no CPU since, it waits for a core
+     * with its stack unchanged: the pass adds AG_WALL_HELD_ONE, and the handler of the wall
+     * signal takes those held passes into its sample's weight with the same exchange that
+     * clears the state (so no pass falls between the two). Otherwise (it ran with the signal
+     * blocked) the pass counts its interval and the held ones lost; so does a handler of
+     * another instance of the signal (wall.c, ag_wall_hold). */
+    _Atomic uint32_t wall_signalled;
     /* host thread and self: AG_HOST_SENDING from a host thread's send of the signal to this one
      * (pthread_kill, pthread_sigqueue, tgkill: host/signals.c) until the send returned, then
      * AG_HOST_SENT; AG_HOST_SEEN when one of the agent's instances was taken meanwhile (the
@@ -376,6 +384,7 @@ struct ag_agent {
             n_cfi_steps;
     _Atomic uint64_t n_not_code;       /* stacks cut at a frame outside every executable mapping */
     _Atomic uint64_t n_wall_unsampled; /* wall intervals a thread missed (also in n_lost) */
+    _Atomic uint64_t n_wall_held;      /* wall intervals in samples' weights beyond their own */
     _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused, n_cpu_tails;
     _Atomic uint64_t cpu_unseen_ns; /* CPU burned with the sampling signal blocked */
     _Atomic uint64_t cpu_kernel_ns, cpu_kernel_unplaced_ns; /* CPU time under [kernel] frames */

@@ -189,14 +189,25 @@ ag_sig_pending(int signo)
  * pass's interval got no wall sample, and is counted lost. One still being sent (the pass has not
  * sent it yet), or sent after this instance was taken (pending now), comes on its own and is not
  * counted. Before, a wall signal merged into the host's instance was never counted or cleared:
- * the thread went without wall samples for the rest of the session. */
-static void
+ * the thread went without wall samples for the rest of the session. The passes held for the wall
+ * signal (wall.c, ag_wall_hold) are claimed by the same exchange: returned for a wall signal's
+ * sample to carry, else counted lost (no sample of that signal's will carry them). */
+static uint32_t
 ag_sig_wall_taken(struct ag_thread *t, int mode, int signo)
 {
-    if (atomic_exchange_explicit(&t->wall_signalled, 0, memory_order_acq_rel) == AG_WALL_SENT &&
-        mode != AG_MODE_WALL && !ag_sig_pending(signo)) {
-        ag_sig_count_unsampled(t, 1);
+    uint32_t w = atomic_exchange_explicit(&t->wall_signalled, 0, memory_order_acq_rel);
+    uint32_t held = w / AG_WALL_HELD_ONE;
+
+    if (mode == AG_MODE_WALL) {
+        return held;
     }
+    if ((w & AG_WALL_STATE_MASK) == AG_WALL_SENT && !ag_sig_pending(signo)) {
+        held++;
+    }
+    if (held != 0) {
+        ag_sig_count_unsampled(t, held);
+    }
+    return 0;
 }
 
 /*
@@ -256,7 +267,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     uint8_t mode, engine = 0;
     unsigned hz;
     int eintr, in_kernel = 0, site = 0, faulted = 0, faults_read = 0, owed;
-    uint32_t skip = 0, kernel_w = 0;
+    uint32_t skip = 0, kernel_w = 0, held = 0; /* held: wall passes this sample would carry */
     siginfo_t host_info;
 
     /* Dekker's pattern with ag_stop(): it stores running = 0 and then reads inflight, the handler
@@ -327,13 +338,13 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         if (t != NULL) {
             atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
-            ag_sig_wall_taken(t, mode, signo);
+            held = ag_sig_wall_taken(t, mode, signo);
         }
         goto out;
     }
     t = ag_sig_thread_self();
     if (t != NULL) {
-        ag_sig_wall_taken(t, mode, signo);
+        held = ag_sig_wall_taken(t, mode, signo);
     }
     if (t == NULL || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
         (mode == AG_MODE_WALL &&
@@ -397,6 +408,13 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     s->weight = 1;
     s->cpu_delta_ns = 0;
     s->source = AG_SOURCE_SIGNAL;
+    if (held != 0) {
+        /* The intervals the thread waited for a core with this signal pending: its stack has
+         * not changed since the first (wall.c caps them below UINT16_MAX). */
+        s->weight = (uint16_t)(1u + held);
+        atomic_fetch_add_explicit(&ag.n_wall_held, held, memory_order_relaxed);
+        held = 0;
+    }
     if (site) {
         s->weight = 0; /* a stack for the kernel time of the thread's perf samples (drain.c) */
         s->source = AG_SOURCE_KERNEL;
@@ -547,6 +565,9 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         atomic_store_explicit(&t->wall_seen_ns, s->timestamp_ns, memory_order_release);
     }
 out:
+    if (held != 0) {
+        ag_sig_count_unsampled(t, held); /* no sample carries them */
+    }
     owed = ag_sig_host_sends(signo, 0, &host_info);
     atomic_fetch_sub_explicit(&ag.inflight, 1, memory_order_release);
     errno = saved_errno;

@@ -251,6 +251,16 @@ struct ag_wall_visit {
     int32_t tid;      /* 0: not visited since the rate was set */
     uint32_t blk_seq; /* the thread's blk.seq then, when it sat in a blocking call; else 0 */
     uint64_t ns;      /* when (CLOCK_MONOTONIC) */
+    /* Passes held for the thread's pending signal (ag_wall_hold): AG_WALL_HOLD_* since the
+     * signal was sent, and its CPU time at the first held pass. */
+    int hold;
+    uint64_t held_cpu_ns;
+};
+
+enum {
+    AG_WALL_HOLD_NONE, /* no pass found the signal pending yet */
+    AG_WALL_HOLD_WAIT, /* it waits for a core: passes are held for its sample */
+    AG_WALL_HOLD_RAN,  /* it had CPU with the signal pending: passes are counted lost */
 };
 
 static struct ag_wall_visit *ag_wall_visits; /* wall thread */
@@ -287,6 +297,82 @@ ag_wall_visit(unsigned i, struct ag_thread *t, int32_t tid, uint64_t slot, uint6
     return same_call;
 }
 
+/* Counts lost the passes held for thread t's pending signal, if any, from w (its wall_signalled,
+ * reloaded on a lost race with the handler that takes them), and holds no more for it. */
+static void
+ag_wall_unhold(struct ag_thread *t, struct ag_wall_visit *v, uint32_t w)
+{
+    while (w >= AG_WALL_HELD_ONE) {
+        if (atomic_compare_exchange_weak_explicit(&t->wall_signalled, &w, w & AG_WALL_STATE_MASK,
+                                                  memory_order_acq_rel, memory_order_acquire)) {
+            ag_sig_count_unsampled(t, w / AG_WALL_HELD_ONE);
+            break;
+        }
+    }
+    v->hold = w != 0 ? AG_WALL_HOLD_RAN : AG_WALL_HOLD_NONE;
+}
+
+/*
+ * The pass found thread t's last wall signal not taken yet (w, its wall_signalled, not 0): a
+ * second one would merge into it (or come after its handler began, and be taken twice), so none
+ * is sent. A running thread takes a pending signal as soon as it next runs in user mode: while it
+ * has had no CPU since the first pass that found the signal pending, it waits for a core (a
+ * loaded machine) with the stack the signal will find, so this interval is held for that
+ * signal's sample: the pass adds it to wall_signalled, and the handler takes the held passes
+ * into the sample's weight with the exchange that clears the mark. A thread that had CPU
+ * meanwhile ran with the signal blocked (or in a long system call): where it was is not known,
+ * and this interval and those held are counted lost, as are passes beyond AG_WALL_HELD_MAX_NS of
+ * held ones. The CPU time is read from the first pass that holds, not at the send (a clock read
+ * for every send would add a system call per running thread and interval): a thread that blocked
+ * the signal as it came holds one interval, until the next pass sees the CPU it had. Returns 0
+ * when the handler took the signal meanwhile (w is reloaded, 0): the caller signals again.
+ */
+static int
+ag_wall_hold(struct ag_thread *t, struct ag_wall_visit *v, int32_t tid, uint32_t *w,
+             uint64_t interval)
+{
+    uint64_t cap = AG_WALL_HELD_MAX_NS / interval, cpu = 0;
+    struct timespec ts;
+    uint32_t want;
+
+    if (v->hold != AG_WALL_HOLD_RAN) {
+        if (clock_gettime(ag_thread_cpu_clock(tid), &ts) != 0) {
+            v->hold = AG_WALL_HOLD_RAN; /* gone: nothing more to hold */
+        } else {
+            cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+            if (v->hold == AG_WALL_HOLD_NONE) {
+                v->hold = AG_WALL_HOLD_WAIT;
+                v->held_cpu_ns = cpu;
+            } else if (cpu - v->held_cpu_ns > interval / 4) {
+                v->hold = AG_WALL_HOLD_RAN;
+            }
+        }
+    }
+    cap = cap < UINT16_MAX ? cap : UINT16_MAX;
+    if (v->hold == AG_WALL_HOLD_RAN) {
+        ag_wall_unhold(t, v, *w);
+        *w = atomic_load_explicit(&t->wall_signalled, memory_order_acquire);
+        if (*w == 0) {
+            v->hold = AG_WALL_HOLD_NONE;
+            return 0; /* taken meanwhile */
+        }
+        ag_sig_count_unsampled(t, 1);
+        return 1;
+    }
+    if (*w / AG_WALL_HELD_ONE + 1u >= cap) {
+        ag_sig_count_unsampled(t, 1); /* held as long as one sample may stand for */
+        return 1;
+    }
+    want = *w + AG_WALL_HELD_ONE;
+    if (atomic_compare_exchange_strong_explicit(&t->wall_signalled, w, want, memory_order_acq_rel,
+                                                memory_order_acquire)) {
+        return 1;
+    }
+    /* Only the handler changes it besides the passes, to 0 */
+    v->hold = AG_WALL_HOLD_NONE;
+    return 0;
+}
+
 /* One pass over the registry, at now, for the interval of interval ns that began at slot. */
 static void
 ag_wall_pass(uint64_t now, uint64_t slot, uint64_t interval)
@@ -297,7 +383,7 @@ ag_wall_pass(uint64_t now, uint64_t slot, uint64_t interval)
         struct ag_thread *t = &ag.threads[i];
         struct ag_sample *s;
         int32_t tid;
-        int sent;
+        uint32_t sent, w;
         char st;
         int blocked, err;
 
@@ -319,20 +405,30 @@ ag_wall_pass(uint64_t now, uint64_t slot, uint64_t interval)
                            blocked ? atomic_load_explicit(&t->blk.seq, memory_order_acquire) : 0)
                      ? 'S'
                      : ag_wall_state(tid);
+        w = atomic_load_explicit(&t->wall_signalled, memory_order_acquire);
         if (st == 'R' && !blocked) {
-            if (atomic_exchange_explicit(&t->wall_signalled, AG_WALL_SENDING,
-                                         memory_order_acq_rel)) {
-                /* The last pass's signal is not taken yet: another would merge into it (or
-                 * come after its handler began, and be taken twice). This interval is lost. */
-                ag_sig_count_unsampled(t, 1);
-                continue;
+            while (w != 0 ? ag_wall_hold(t, &ag_wall_visits[i], tid, &w, interval) == 0
+                          : !atomic_compare_exchange_weak_explicit(
+                                    &t->wall_signalled, &w, AG_WALL_SENDING, memory_order_acq_rel,
+                                    memory_order_acquire)) {
             }
+            if (w != 0) {
+                continue; /* held or counted */
+            }
+            ag_wall_visits[i].hold = AG_WALL_HOLD_NONE;
             ag_signal_thread(tid, AG_WALL_SIVAL);
-            /* Unless a handler took it already */
+            /* Unless a handler took it already (no pass adds to it between the two) */
             sent = AG_WALL_SENDING;
             atomic_compare_exchange_strong_explicit(&t->wall_signalled, &sent, AG_WALL_SENT,
                                                     memory_order_acq_rel, memory_order_relaxed);
             continue;
+        }
+        if (w >= AG_WALL_HELD_ONE && st != 'T' && st != 't') {
+            /* Asleep, or in a blocking call, with passes held for its signal: it ran to get
+             * there without taking the signal (blocked), so where it waited is not known. A
+             * stopped thread keeps them: stopped while it waited for a core, its signal still
+             * pending, it takes them where it waited when continued. */
+            ag_wall_unhold(t, &ag_wall_visits[i], w);
         }
         if (st != 'R' && st != 'S' && st != 'D') {
             atomic_store_explicit(&t->wall_seen_ns, now, memory_order_release);
@@ -432,7 +528,12 @@ ag_wall_main(void *arg)
              * thread's signals back. */
             memset(ag_wall_visits, 0, ag.cfg.max_threads * sizeof(*ag_wall_visits));
             for (unsigned i = 0; i < atomic_load(&ag.high) && i < ag.cfg.max_threads; i++) {
-                atomic_store_explicit(&ag.threads[i].wall_signalled, 0, memory_order_relaxed);
+                uint32_t w = atomic_exchange_explicit(&ag.threads[i].wall_signalled, 0,
+                                                      memory_order_acq_rel);
+
+                if (w >= AG_WALL_HELD_ONE) { /* passes of the old rate no sample will carry */
+                    ag_sig_count_unsampled(&ag.threads[i], w / AG_WALL_HELD_ONE);
+                }
             }
             epoch_hz = hz;
         }

@@ -167,6 +167,7 @@ struct bridge_session {
     size_t pending_count, pending_cap;
     uint64_t pending_seq;
     uint64_t released_ns;            /* CPU mode: events up to here are written */
+    uint64_t wall_written_ns;        /* wall mode: the latest ThreadSample written */
     uint64_t batches;                /* drains written */
     char engine[16];                 /* the engine last written in a Sampling event */
     struct bridge_counters counters; /* EventCounters (bridge/counters.h) */
@@ -916,6 +917,38 @@ bridge_write_cpu_sample(struct bridge_session *s, const struct bridge_sample *sm
 }
 
 /*
+ * A wall sample as ThreadSample events: one, or k for a running thread's sample of weight k > 1
+ * (it carries the intervals its thread waited for a core with its signal pending, its stack
+ * unchanged: agent/wall.c), spread evenly back over those intervals at the session's rate, not
+ * before the latest event written (an agent sampling faster for another session took them
+ * closer together). TraceEvent's thread-time computer charges each running event's stack the
+ * time until the thread's next event, so the wait goes to this stack and not to the previous
+ * sample's; counting tools see k samples, as the session's rate would have given.
+ */
+static int
+bridge_write_wall_sample(struct nt_writer *w, struct bridge_session *s, uint32_t meta,
+                         const struct bridge_sample *sm, const uint64_t *frames)
+{
+    uint64_t period = s->hz != 0 ? 1000000000u / s->hz : 10000000u;
+    uint32_t i, k = sm->state == AG_STATE_RUNNING && sm->weight > 1 ? sm->weight : 1;
+    uint64_t t = sm->timestamp_ns, back = (uint64_t)(k - 1u) * period, first;
+    int err = 0;
+
+    first = t > back ? t - back : 0;
+    first = first > s->wall_written_ns ? first : s->wall_written_ns;
+    first = first > s->start_ns ? first : s->start_ns;
+    first = first < t ? first : t;
+    for (i = 0; i < k && err == 0; i++) {
+        err = bridge_write_thread_sample(
+                w, meta, sm->tid, k > 1 ? first + (t - first) * i / (k - 1u) : t,
+                sm->state == AG_STATE_RUNNING ? NT_SAMPLE_MANAGED : NT_SAMPLE_EXTERNAL, frames,
+                sm->depth);
+    }
+    s->wall_written_ns = t > s->wall_written_ns ? t : s->wall_written_ns;
+    return err;
+}
+
+/*
  * A wall sample in a session that takes a stack snapshot, until the wall sampler has one of
  * every thread: every thread's stack once (its first), as a waiting-type sample (TraceEvent's
  * thread-time computer charges it as time not on the CPU, until the thread's next sample),
@@ -1225,10 +1258,7 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
         if (s->samples && cpu && sm->state == AG_STATE_RUNNING) {
             err = bridge_write_cpu_sample(s, sm, frames);
         } else if (s->samples) {
-            err = bridge_write_thread_sample(w, sample_meta, sm->tid, sm->timestamp_ns,
-                                             sm->state == AG_STATE_RUNNING ? NT_SAMPLE_MANAGED
-                                                                           : NT_SAMPLE_EXTERNAL,
-                                             frames, sm->depth);
+            err = bridge_write_wall_sample(w, s, sample_meta, sm, frames);
         }
         if (err == 0 && s->cpu_samples) {
             nt_payload_init(&p, buf, sizeof(buf));

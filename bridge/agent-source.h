@@ -51,7 +51,9 @@ struct bridge_tap_sample {
     enum ag_mode mode;
     uint64_t timestamp_ns;
     int running;
-    uint32_t weight;        /* intervals it stands for, at the agent's rate then (1 in wall mode) */
+    uint32_t weight;        /* intervals it stands for, at the agent's rate then (wall mode: 1,
+                               or a running thread's that waited for a core with its signal
+                               pending, its stack unchanged, that many intervals back) */
     uint64_t cpu_ns;        /* CPU mode: the CPU time it stands for (its weight's, exactly) */
     const uint64_t *frames; /* leaf first */
     uint32_t depth;

@@ -95,16 +95,19 @@ bridge_http_keep(struct bridge_http_rec *r, const struct bridge_tap_sample *s)
             r->credit_ns[i] = credit - (int64_t)n * (int64_t)interval;
             return n;
         }
-        if (s->timestamp_ns + slack < r->due_ts[i]) {
-            return 0;
+        /* A sample of weight k stands for the k intervals up to it (its thread waited for a
+         * core with the signal pending, its stack unchanged): it pays the ones due by then. */
+        for (n = 0; n < s->weight && s->timestamp_ns + slack >= r->due_ts[i]; n++) {
+            r->due_ts[i] += interval;
         }
-        /* Behind by more than an interval (the thread was not sampled): start afresh. */
-        r->due_ts[i] = s->timestamp_ns > r->due_ts[i] + interval ? s->timestamp_ns + interval
-                                                                 : r->due_ts[i] + interval;
-        return 1;
+        if (n > 0 && s->timestamp_ns > r->due_ts[i]) {
+            r->due_ts[i] = s->timestamp_ns + interval; /* behind (not sampled): start afresh */
+        }
+        return n;
     }
     /* More threads than slots: keep, rather than lose samples. */
-    return r->mode == AG_MODE_CPU ? (uint32_t)((cpu + interval / 2) / interval) : 1;
+    return r->mode == AG_MODE_CPU ? (uint32_t)((cpu + interval / 2) / interval)
+                                  : (s->weight != 0 ? s->weight : 1);
 }
 
 static void bridge_http_end_cb(uv_timer_t *t);

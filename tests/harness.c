@@ -4,10 +4,14 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -216,4 +220,41 @@ test_main(int argc, char **argv, const struct test_case *cases, size_t n)
     }
     printf("%zu passed, %zu failed, %zu skipped\n", passed, failed, skipped);
     return failed == 0 ? 0 : 1;
+}
+
+void *
+test_spinner_main(void *spinner)
+{
+    struct test_spinner *p = spinner;
+    struct sched_param none = { 0 };
+    volatile uint64_t x = 1;
+    cpu_set_t one;
+
+    CPU_ZERO(&one);
+    CPU_SET(p->cpu, &one);
+    atomic_store(&p->tid, (int32_t)syscall(SYS_gettid));
+    if (sched_setaffinity(0, sizeof(one), &one) != 0 ||
+        (p->idle && sched_setscheduler(0, SCHED_IDLE, &none) != 0)) {
+        atomic_store(&p->ready, -1);
+        return NULL;
+    }
+    atomic_store(&p->ready, 1);
+    while (!atomic_load_explicit(p->stop, memory_order_relaxed)) {
+        x = x * 6364136223846793005ULL + 1;
+    }
+    return NULL;
+}
+
+int
+test_first_cpu(void)
+{
+    cpu_set_t mask;
+    int cpu = 0;
+
+    if (sched_getaffinity(0, sizeof(mask), &mask) == 0) {
+        while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &mask)) {
+            cpu++;
+        }
+    }
+    return cpu;
 }

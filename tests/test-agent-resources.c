@@ -180,6 +180,7 @@ ring_resident_pages(const struct ag_ring *r)
 struct per_tid {
     int32_t tid;
     unsigned samples, batch, max_batch;
+    uint64_t intervals; /* the wall samples' weights: the intervals they stand for */
     uint64_t lost, unsampled;
 };
 
@@ -207,6 +208,7 @@ seen_record(const struct ag_record *rec, void *ctx)
     (void)ctx;
     if (rec->kind == AG_RECORD_SAMPLE && rec->u.sample->mode == AG_MODE_WALL) {
         p->samples++;
+        p->intervals += rec->u.sample->weight;
         p->batch++;
         p->max_batch = p->batch > p->max_batch ? p->batch : p->max_batch;
     } else if (rec->kind == AG_RECORD_LOST) {
@@ -357,11 +359,12 @@ TEST(wall_counts_the_intervals_it_could_not_sample)
     seen_drain();
     ag_stats_get(&st);
     for (i = 0; i < MAX_TIDS && seen[i].tid != 0; i++) {
-        samples += seen[i].samples;
+        samples += seen[i].intervals;
         lost += seen[i].lost;
         unsampled += seen[i].unsampled;
     }
-    printf("# %u threads, %.0f ms at 1000 Hz: %llu wall samples, %llu lost (%llu unsampled "
+    printf("# %u threads, %.0f ms at 1000 Hz: %llu intervals in wall samples, %llu lost (%llu "
+           "unsampled "
            "intervals); %.1f%% of %u thread-intervals accounted for\n",
            N, (double)(t1 - t0) / 1e6, (unsigned long long)samples, (unsigned long long)lost,
            (unsigned long long)st.wall_unsampled,
@@ -388,7 +391,7 @@ TEST(wall_counts_the_intervals_it_could_not_sample)
             for (unsigned k = 0; tid != 0 && k < MAX_TIDS && seen[k].tid != 0; k++) {
                 if (seen[k].tid == tid && seen_ns > t0) {
                     visited += (seen_ns - t0) / 1000000u;
-                    accounted += seen[k].samples + seen[k].lost;
+                    accounted += seen[k].intervals + seen[k].lost;
                     break;
                 }
             }
@@ -523,7 +526,7 @@ TEST(wall_counts_the_passes_whose_signal_merged)
     seen_drain();
     p = seen_get(atomic_load(&b.tid));
     intervals = (double)(end_ns - b.start_ns) / 5e6;
-    got = (double)p->samples + (double)p->lost;
+    got = (double)p->intervals + (double)p->lost;
     printf("# a thread %.0f ms in the session (%.0f until the wall thread was gone), 300 of them "
            "with the signal blocked, at 200 Hz: %u wall samples, %llu lost (%llu unsampled); "
            "%.1f%% of %.0f intervals accounted for\n",

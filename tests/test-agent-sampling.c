@@ -74,6 +74,9 @@ struct tid_stats {
     uint64_t unseen_weight, unseen_ns;
     uint64_t hit_weight[4]; /* weights of the CPU samples in hits[k] */
     uint64_t unsampled;     /* wall intervals it went without a sample (its LOST records) */
+    uint64_t wall_weight;   /* wall samples' weights: the intervals they stand for */
+    unsigned wall_samples;  /* wall samples */
+    unsigned wall_held;     /* wall samples that carry held intervals (weight > 1) */
     uint64_t dropped;       /* samples taken and dropped, its ring full (the same records) */
 };
 
@@ -163,6 +166,10 @@ col_cb(const struct ag_record *rec, void *ctx)
         if (rec->u.sample->mode == AG_MODE_CPU) {
             t->cpu_delta_sum += rec->u.sample->cpu_delta_ns;
             t->weight_sum += rec->u.sample->weight;
+        } else {
+            t->wall_samples++;
+            t->wall_weight += rec->u.sample->weight;
+            t->wall_held += rec->u.sample->weight > 1;
         }
         if (rec->u.sample->source == AG_SOURCE_UNSEEN) {
             t->unseen++;
@@ -471,7 +478,7 @@ TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
     /* Asleep nearly all of its time, the sleeper is sampled waiting by the passes over it: 97 to
      * 100 % of them were sampled or dropped at load 15-50 (sampled once per sleep, it would
      * hold its steps, a tenth of them), and the first drain finds at least 100 in its ring. */
-    ASSERT_TRUE(s->samples + s->dropped >= sleeper.passes * 8 / 10);
+    ASSERT_TRUE(s->wall_weight + s->dropped >= sleeper.passes * 8 / 10);
     ASSERT_TRUE(s->waiting > 100 && s->waiting >= s->samples * 9 / 10);
     ASSERT_TRUE(s->hits[1] > s->waiting / 2);
     if (test_emulated()) {
@@ -484,8 +491,9 @@ TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
     } else {
         /* Not interposed, it is signalled when a pass finds it runnable (woken, not yet run):
          * the passes until its handler runs are unsampled (618 passes: 397 samples, none
-         * dropped, TSan at load 20). */
-        ASSERT_TRUE(r->samples + r->dropped + r->unsampled >= raw.passes * 8 / 10);
+         * dropped, TSan at load 20), or held for its sample's weight while it waits for a
+         * core. */
+        ASSERT_TRUE(r->wall_weight + r->dropped + r->unsampled >= raw.passes * 8 / 10);
         ASSERT_TRUE(r->waiting > 100 && r->waiting >= r->samples * 9 / 10);
         ASSERT_TRUE(r->proc_src > 0);
     }
@@ -697,6 +705,117 @@ TEST(wall_signals_a_thread_again_after_its_signal_merged_into_the_hosts)
     ag_stop();
     sa.sa_handler = SIG_DFL;
     sigaction(SIGPROF, &sa, NULL);
+}
+
+/* ---- a running thread that waits for a core with its wall signal pending ---- */
+
+static int
+slot_active(int32_t tid)
+{
+    unsigned i, high = atomic_load(&ag.high);
+
+    for (i = 0; i < high && i < ag.cfg.max_threads; i++) {
+        if (atomic_load(&ag.threads[i].tid) == tid &&
+            atomic_load(&ag.threads[i].state) == AG_SLOT_ACTIVE) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * A busy thread at SCHED_IDLE shares one CPU with a busy hog: runnable all the time, it waits
+ * for the core most of it, so the wall signal a pass sends it stays pending for many intervals.
+ * Its stack does not change meanwhile: the sample that comes carries those intervals as weight
+ * (before, each pass that found the signal pending counted its interval lost, and a thread
+ * that waited more got less thread time than it spent: dotnet-threadtime's Cold thread had 8.4 %
+ * of the workers' time with the agent against 14.3 % without, at load 20). Every interval of its
+ * time in the session is in a sample's weight or counted lost, and the agent's count of held
+ * intervals is exactly the weights beyond one that the drain delivered.
+ */
+TEST(wall_sample_carries_the_intervals_its_thread_waited_for_a_core)
+{
+    static _Atomic int stop_waiter, stop_hog;
+    struct test_spinner waiter = { test_first_cpu(), 1, 0, 0, &stop_waiter },
+                        hog = { waiter.cpu, 0, 0, 0, &stop_hog };
+    pthread_t tw, th;
+    struct tid_stats *me;
+    struct ag_stats st;
+    uint64_t t0, t1, gone, held = 0;
+    double intervals, got;
+    int i;
+
+#ifdef __SANITIZE_THREAD__
+    /* TSan takes a signal for the thread and runs the handler at the thread's next call it
+     * intercepts, which the burn does not make: the thread runs with it pending. */
+    test_skip("under ThreadSanitizer, which holds the signals back (it runs in the -Werror and "
+              "ASan builds)");
+#endif
+    memset(col, 0, sizeof(col));
+    atomic_store(&stop_waiter, 0);
+    atomic_store(&stop_hog, 0);
+    start_agent();
+    ASSERT_OK(pthread_create(&th, NULL, test_spinner_main, &hog));
+    ASSERT_OK(pthread_create(&tw, NULL, test_spinner_main, &waiter));
+    for (i = 0; i < 2000 && (atomic_load(&waiter.ready) == 0 || atomic_load(&hog.ready) == 0 ||
+                             !slot_active(atomic_load(&waiter.tid)));
+         i++) {
+        usleep(5000);
+    }
+    ASSERT_EQ(atomic_load(&waiter.ready), 1);
+    ASSERT_EQ(atomic_load(&hog.ready), 1);
+    ASSERT_TRUE(slot_active(atomic_load(&waiter.tid)));
+    col_drain();
+    memset(col, 0, sizeof(col));
+    t0 = ag_now_ns();
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 100));
+    for (i = 0; i < 10; i++) {
+        usleep(100000);
+        col_drain();
+    }
+    /* The hog goes: the waiter runs and takes its pending signal with what it held */
+    atomic_store(&stop_hog, 1);
+    ASSERT_OK(pthread_join(th, NULL));
+    usleep(100000);
+    t1 = ag_now_ns();
+    ASSERT_OK(ag_sampling_release(AG_MODE_WALL, 100));
+    /* no pass after this: the count of passes stood still for 50 ms */
+    for (i = 0, held = atomic_load(&ag.wall_passes); i < 100; i++) {
+        usleep(50000);
+        if (atomic_load(&ag.wall_passes) == held) {
+            break;
+        }
+        held = atomic_load(&ag.wall_passes);
+    }
+    held = 0;
+    gone = ag_now_ns();
+    col_drain();
+    atomic_store(&stop_waiter, 1);
+    ASSERT_OK(pthread_join(tw, NULL));
+    col_drain();
+    ag_stats_get(&st);
+    me = col_get(atomic_load(&waiter.tid));
+    for (i = 0; i < MAX_TIDS && col[i].tid != 0; i++) {
+        held += col[i].wall_weight - col[i].wall_samples;
+    }
+    intervals = (double)(t1 - t0) / 1e7;
+    got = (double)(me->wall_weight + me->unsampled + me->dropped);
+    printf("# waiter on CPU %d beside a hog, %.0f ms at 100 Hz: %u wall samples standing for "
+           "%llu intervals (%u of them weighted), %llu unsampled, %llu dropped; %.1f%% of %.0f "
+           "intervals accounted for; held: %llu delivered, %llu counted\n",
+           waiter.cpu, (double)(t1 - t0) / 1e6, me->wall_samples,
+           (unsigned long long)me->wall_weight, me->wall_held, (unsigned long long)me->unsampled,
+           (unsigned long long)me->dropped, 100.0 * got / intervals, intervals,
+           (unsigned long long)held, (unsigned long long)st.wall_held);
+    /* Its waits held intervals for its samples, and each reached the consumer once */
+    ASSERT_TRUE(me->wall_held > 0);
+    ASSERT_TRUE(me->wall_weight > me->wall_samples);
+    ASSERT_U64_EQ(held, st.wall_held);
+    /* Its intervals, less the first and last (outside), at most those until the wall thread
+     * was gone: none counted twice */
+    ASSERT_TRUE(got >= 0.85 * intervals);
+    ASSERT_TRUE(got <= 1.1 * (double)(gone - t0) / 1e7 + 2);
+    ag_stop();
 }
 
 static void *
@@ -2155,6 +2274,7 @@ static const struct test_case cases[] = {
     TEST_CASE(handler_preserves_errno),
     TEST_CASE(start_stop_idempotent_and_restore_signal),
     TEST_CASE(wall_signals_a_thread_again_after_its_signal_merged_into_the_hosts),
+    TEST_CASE(wall_sample_carries_the_intervals_its_thread_waited_for_a_core),
     TEST_CASE(short_lived_threads_start_and_stop),
     TEST_CASE(registry_full_counts_dropped_threads),
     TEST_CASE(stop_while_signals_in_flight_is_safe),
