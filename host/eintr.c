@@ -12,7 +12,9 @@
  *                    signal), and an EINTR that one of the agent's signals caused is retried,
  *                    with the time left for a relative timeout (an absolute one is passed again
  *                    as it was). read, recv and recvfrom of blocking.c retry the same way: on a
- *                    socket with SO_RCVTIMEO the kernel does not restart them.
+ *                    socket with SO_RCVTIMEO the kernel does not restart them. recvmsg with
+ *                    MSG_WAITALL cut short by the agent's signal goes on for the rest, without
+ *                    a control buffer (writes.c's host_recvmsg_waitall).
  *   semop semtimedop msgrcv msgsnd
  *                    System V semaphores and message queues: never restarted after a handler,
  *                    SA_RESTART or not (signal(7)); the same retry.
@@ -145,6 +147,10 @@ recvmsg(int fd, struct msghdr *msg, int flags)
 {
     HOST_REAL_OR_ENOSYS(ssize_t, (int, struct msghdr *, int), recvmsg)
 
+    if (flags & MSG_WAITALL) {
+        HOST_WAIT_RETRY(ssize_t, real(fd, msg, flags), host_recvmsg_waitall(real, fd, msg, flags),
+                        (void)0);
+    }
     HOST_WAIT_RETRY(ssize_t, real(fd, msg, flags), real(fd, msg, flags), (void)0);
 }
 

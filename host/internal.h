@@ -178,7 +178,9 @@ long host_syscall_wait(host_syscall_fn real, long n, const long a[6], uint64_t f
  */
 typedef ssize_t (*host_recv_fn)(int, void *, size_t, int);
 typedef ssize_t (*host_recvfrom_fn)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+typedef ssize_t (*host_recvmsg_fn)(int, struct msghdr *, int);
 ssize_t host_recv_waitall(host_recv_fn real, int fd, void *buf, size_t len, int flags);
+ssize_t host_recvmsg_waitall(host_recvmsg_fn real, int fd, struct msghdr *msg, int flags);
 ssize_t host_recvfrom_waitall(host_recvfrom_fn real, int fd, void *buf, size_t len, int flags,
                               struct sockaddr *sa, socklen_t *salen);
 

@@ -29,12 +29,14 @@
  *                    count left. Only to a socket (fstat, on a short return the agent caused):
  *                    to a pipe sendfile is short bare too (12 of 12 of those), and going on
  *                    would wait for a reader where bare it returns.
- *   (recv recvfrom with MSG_WAITALL)
+ *   (recv recvfrom recvmsg with MSG_WAITALL)
  *                    the mirror image: a signal ends a stream's wait for all the bytes with what
- *                    has come (0 or 1 of 128 calls of 1 MiB in wall mode at 1000 Hz). They are
- *                    blocking.c's, which call host_recv_waitall and host_recvfrom_waitall below.
- *                    recvmsg with MSG_WAITALL is not covered (its ancillary data and msg_flags
- *                    would have to be merged over the calls).
+ *                    has come (0 or 1 of 128 calls of 1 MiB in wall mode at 1000 Hz; rare, as
+ *                    the interposers mark the thread blocked and the wall sampler does not signal
+ *                    it). They are blocking.c's and eintr.c's, which call host_recv_waitall,
+ *                    host_recvfrom_waitall and host_recvmsg_waitall below. A recvmsg with a
+ *                    control buffer stays short: fds or credentials a second call received would
+ *                    be lost with its ancillary data. The continuations ask for no address.
  *
  * Not interposed: pwrite and pwritev (a pipe or a socket cannot take them, and a regular file's
  * write is not cut by a signal), splice and vmsplice (short by design: a host loops on them),
@@ -343,6 +345,42 @@ sendmsg(int fd, const struct msghdr *msg, int flags)
         return real(fd, msg, flags);
     }
     return host_xfer(h, host_sendmsg_xfer, &c, msg->msg_iov, (int)msg->msg_iovlen, fd, flags);
+}
+
+struct host_recvmsg_call {
+    host_recvmsg_fn real;
+    struct msghdr *msg;
+    int fd, flags, first;
+};
+
+/* The first call fills the host's message (its address and flags); the rest of a stream goes
+ * into the buffers left, with nothing else asked. */
+static ssize_t
+host_recvmsg_xfer(void *call, const struct iovec *iov, int cnt)
+{
+    struct host_recvmsg_call *c = call;
+    struct msghdr m = { 0 };
+
+    if (c->first) {
+        c->first = 0;
+        return c->real(c->fd, c->msg, c->flags);
+    }
+    m.msg_iov = (struct iovec *)(uintptr_t)iov; /* only read */
+    m.msg_iovlen = (size_t)cnt;
+    return c->real(c->fd, &m, c->flags);
+}
+
+ssize_t
+host_recvmsg_waitall(host_recvmsg_fn real, int fd, struct msghdr *msg, int flags)
+{
+    struct host_recvmsg_call c = { real, msg, fd, flags, 1 };
+
+    /* fds or credentials a second call received would be lost with its ancillary data */
+    if (msg == NULL || msg->msg_controllen != 0 || msg->msg_iovlen > (size_t)INT32_MAX) {
+        return real(fd, msg, flags);
+    }
+    return host_xfer(host_agent(), host_recvmsg_xfer, &c, msg->msg_iov, (int)msg->msg_iovlen, fd,
+                     flags);
 }
 
 struct host_recvfrom_call {

@@ -808,8 +808,16 @@ TEST(wall_sample_carries_the_intervals_its_thread_waited_for_a_core)
            (unsigned long long)me->dropped, 100.0 * got / intervals, intervals,
            (unsigned long long)held, (unsigned long long)st.wall_held);
     /* Its waits held intervals for its samples, and each reached the consumer once */
-    ASSERT_TRUE(me->wall_held > 0);
-    ASSERT_TRUE(me->wall_weight > me->wall_samples);
+    if (test_emulated()) {
+        /* qemu-user takes the host's signal in its own handler and gives it to the guest at its
+         * own next safe point: in one fresh-clone CI run's arm64 stage the waiter had no wall
+         * sample at all (111 intervals unsampled), and passed its second try */
+        printf("# NOTE (loud): emulated: whether passes were held is not checked, the "
+               "accounting is\n");
+    } else {
+        ASSERT_TRUE(me->wall_held > 0);
+        ASSERT_TRUE(me->wall_weight > me->wall_samples);
+    }
     ASSERT_U64_EQ(held, st.wall_held);
     /* Its intervals, less the first and last (outside), at most those until the wall thread
      * was gone: none counted twice */

@@ -33,11 +33,13 @@ enum {
     W_SENDMSG,
     W_SENDFILE,
     W_RECV_WAITALL,
+    W_RECVMSG_WAITALL,
     W_GETRANDOM,
     W_CASES
 };
-static const char *const names[W_CASES] = { "write",   "writev",   "send",         "sendto",
-                                            "sendmsg", "sendfile", "recv-waitall", "getrandom" };
+static const char *const names[W_CASES] = { "write",        "writev",          "send",
+                                            "sendto",       "sendmsg",         "sendfile",
+                                            "recv-waitall", "recvmsg-waitall", "getrandom" };
 
 struct drain {
     int fd;
@@ -147,6 +149,10 @@ one_call(int c, int fd, unsigned char *buf)
         return sendmsg(fd, &m, 0);
     case W_SENDFILE:
         return sendfile_call(fd, buf);
+    case W_RECVMSG_WAITALL:
+        m.msg_iov = iov;
+        m.msg_iovlen = 4;
+        return recvmsg(fd, &m, MSG_WAITALL);
     default:
         return recv(fd, buf, CALL_BYTES, MSG_WAITALL);
     }
@@ -196,13 +202,13 @@ main(void)
             return 2;
         }
         /* the writing cases drain fds[0]; recv's case reads fds[0] fed from fds[1] */
-        d.fd = c == W_RECV_WAITALL ? fds[1] : fds[0];
-        pthread_create(&th, NULL, c == W_RECV_WAITALL ? feeder : drainer, &d);
+        d.fd = c >= W_RECV_WAITALL ? fds[1] : fds[0];
+        pthread_create(&th, NULL, c >= W_RECV_WAITALL ? feeder : drainer, &d);
         for (int k = 0; k < CALLS; k++) {
-            int fd = c == W_RECV_WAITALL ? fds[0] : fds[1];
+            int fd = c >= W_RECV_WAITALL ? fds[0] : fds[1];
             size_t done = 0;
 
-            if (c != W_RECV_WAITALL) {
+            if (c < W_RECV_WAITALL) {
                 for (size_t i = 0; i < CALL_BYTES; i++) {
                     buf[i] = pattern_at(off + i);
                 }
@@ -210,7 +216,7 @@ main(void)
             /* a short call is counted, and the rest moved so the stream stays whole */
             while (done < CALL_BYTES) {
                 ssize_t n = done == 0 ? one_call(c, fd, buf)
-                                      : (c == W_RECV_WAITALL
+                                      : (c >= W_RECV_WAITALL
                                                  ? recv(fd, buf + done, CALL_BYTES - done, 0)
                                                  : write(fd, buf + done, CALL_BYTES - done));
 
@@ -223,7 +229,7 @@ main(void)
                 }
                 done += (size_t)n;
             }
-            if (c == W_RECV_WAITALL) {
+            if (c >= W_RECV_WAITALL) {
                 for (size_t i = 0; i < done; i++) {
                     in_order &= buf[i] == pattern_at(off + i);
                 }
