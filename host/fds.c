@@ -64,9 +64,9 @@
  * the loop thread; checking the low number with kcmp(KCMP_FILE) before the close only moves the
  * window to the next system call. The host's own creations through the interposers here (open,
  * open64,
- * __open_2, __open64_2, eventfd, epoll_create, epoll_create1, socket, pipe, pipe2) count
- * themselves in at the gate as its closes do (host_fds_creating), so they wait for that moment
- * to end: a host's open after a close loop got fd 4 where bare gets 3 in two fresh-clone CI runs
+ * __open_2, __open64_2, eventfd, epoll_create, epoll_create1, socket, pipe, pipe2) wait for
+ * that moment to end (host_fds_creating, which says why they do not count themselves in): a host's
+ * open after a close loop got fd 4 where bare gets 3 in two fresh-clone CI runs
  * (host-contract-fds-dup3 in CPU mode, -sysclose's pipe in wall mode, ASan stage). Still open:
  * creations made without them (openat, dup, accept, socketpair, inotify_init, memfd_create,
  * libc's own opens inside fopen and opendir).
@@ -420,18 +420,23 @@ host_fds_create_end(int library, int fd)
 
 /*
  * Around one of fds.c's fd-creating interposers: a library call as host_fds_create_begin/_end; a
- * host's call counts itself in at the gate as its closes do, so that it never meets a library fd
- * in its low moment and gets the next number (a host's open after closing every fd got 4 where
- * bare gets 3: host-contract-fds-dup3 and -sysclose in fresh-clone CI runs). A blocking open (a
- * FIFO's) holds the library's creations back for their bound at most.
+ * host's call first waits (at most the host's bound) while a library fd is in its low moment, so
+ * that it does not get the next number (a host's open after closing every fd got 4 where bare
+ * gets 3: host-contract-fds-dup3 and -sysclose in fresh-clone CI runs). It does not count itself
+ * in, as a close does: a host's open may block for good (the .NET runtime opens its debugger
+ * FIFOs so), and the library's creations would then wait their bound at each; a server stop at
+ * exit took over 10 s. So a library creation that begins between the wait and the host's system
+ * call can still meet it, a window of a few instructions instead of the moment.
  */
 static int
 host_fds_creating(const void *ra)
 {
     int library = host_fds_create_begin(ra);
+    uint64_t until = 0;
 
-    if (!library) {
-        host_fds_gate_host_enter();
+    while (!library && atomic_load(&host_fds_gate_library) != 0 &&
+           !host_fds_gate_waited(&until, HOST_FDS_GATE_HOST_NS)) {
+        sched_yield();
     }
     return library;
 }
@@ -439,11 +444,7 @@ host_fds_creating(const void *ra)
 static int
 host_fds_created_by(int library, int fd)
 {
-    if (!library) {
-        host_fds_gate_host_leave(); /* errno untouched */
-        return fd;
-    }
-    return host_fds_create_end(library, fd);
+    return library ? host_fds_create_end(library, fd) : fd;
 }
 
 static _Atomic(void *) real_syscall;
@@ -801,8 +802,6 @@ host_fds_pipe(int (*real)(int *, int), int fds[2], int flags, const void *ra)
     }
     if (library) {
         host_fds_gate_library_leave();
-    } else {
-        host_fds_gate_host_leave();
     }
     return rc;
 }
