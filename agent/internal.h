@@ -557,6 +557,9 @@ void ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock);
 /* Auto's check, each scan, of a thread on the timers: one the tick does not sample as it should
  * moves to perf (timer.c says why). */
 void ag_cpu_engine_check_locked(struct ag_thread *t);
+/* For tests only (0 otherwise): microseconds the move above sleeps between its claim and the
+ * opening of the perf event, as a preempted manager does on a loaded machine. */
+extern _Atomic unsigned ag_test_move_pause_us;
 /* Arms the kernel locator of every perf thread that asked for one (kern_asked) and has none. */
 void ag_locators_arm_asked_locked(void);
 /* The same with the thread's CPU time cpu read earlier (a thread that has exited since). */
