@@ -48,6 +48,7 @@ ag_arch_sig_regs(const ucontext_t *uc, struct ag_arch_regs *r)
     /* A syscall that returns -EINTR (x0) right after its svc #0 (0xd4000001); instructions are
      * 4-byte aligned, and pc - 4 is on pc's page, which is mapped. */
     return ret == -EINTR && (r->pc & 4095) >= 4 && (r->pc & 3) == 0 &&
+           ag_arch_code_readable(r->pc) &&
            *(const volatile uint32_t *)(uintptr_t)(r->pc - 4) == 0xd4000001u;
 }
 
@@ -60,7 +61,8 @@ ag_arch_at_syscall(uint64_t pc)
 {
     const volatile uint32_t *c = (const volatile uint32_t *)(uintptr_t)pc;
 
-    return (pc & 3) == 0 && (((pc & 4095) >= 4 && c[-1] == 0xd4000001u) || c[0] == 0xd4000001u);
+    return (pc & 3) == 0 && ag_arch_code_readable(pc) &&
+           (((pc & 4095) >= 4 && c[-1] == 0xd4000001u) || c[0] == 0xd4000001u);
 }
 
 static inline uint64_t

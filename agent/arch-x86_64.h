@@ -38,7 +38,8 @@ ag_arch_sig_regs(const ucontext_t *uc, struct ag_arch_regs *r)
      * others return -EINTR right after it (0f 05). pc - 2 is on pc's page, which is mapped.
      * Byte reads: code is not aligned, and a misaligned u16 load is undefined behaviour. */
     pc = (const volatile uint8_t *)(uintptr_t)r->pc;
-    return ret == -EINTR && (r->pc & 4095) >= 2 && pc[-2] == 0x0f && pc[-1] == 0x05;
+    return ret == -EINTR && (r->pc & 4095) >= 2 && ag_arch_code_readable(r->pc) && pc[-2] == 0x0f &&
+           pc[-1] == 0x05;
 }
 
 /* 1 when pc stands on a syscall instruction (0f 05) or right after one: the thread was in, or
@@ -49,6 +50,9 @@ ag_arch_at_syscall(uint64_t pc)
 {
     const volatile uint8_t *c = (const volatile uint8_t *)(uintptr_t)pc;
 
+    if (!ag_arch_code_readable(pc)) {
+        return 0; /* (agent/arch.h) */
+    }
     return ((pc & 4095) >= 2 && c[-2] == 0x0f && c[-1] == 0x05) ||
            ((pc & 4095) <= 4094 && c[0] == 0x0f && c[1] == 0x05);
 }
