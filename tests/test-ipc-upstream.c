@@ -456,7 +456,8 @@ collect(const char *first_provider, struct ipc_response *r)
 
 struct stream_counts {
     int ticks, work, process_info, fake_process_info, stacks_ok, out_of_order, times_kept;
-    int late;        /* events later than the merge's reorder window: out of order by design */
+    int late; /* events later than the merge's reorder window: out of order by design */
+    int late_within_window; /* of those, how many lie less than a window behind the last one */
     int before_sync; /* events stamped before the trace's sync time (TraceEvent misplaces them) */
 };
 
@@ -487,11 +488,16 @@ count_stream(const uint8_t *bytes, size_t len, struct stream_counts *c)
         c->before_sync += ev.timestamp < nt_reader_info(r)->sync_time_ticks;
         /* The merge sorts what arrives within its window; an event held up longer (a thread
          * of either side not scheduled for half a second on a loaded machine) is written late,
-         * by design, and is no disorder of the merge's */
-        if (ev.timestamp < last && (double)(last - ev.timestamp) < window) {
+         * by design, and is no disorder of the merge's. Such an event is written unsorted (the
+         * IsSorted flag clear, so TraceEvent places it). Its distance to the last event written
+         * does not tell it apart: what was written had been released because the newest
+         * arrival was a window past it, so a late event may lie just behind it (a fresh-clone
+         * CI run at load 15-20 counted 8 such events as disorder). */
+        if (ev.timestamp < last && ev.is_sorted) {
             c->out_of_order++;
         } else if (ev.timestamp < last) {
             c->late++;
+            c->late_within_window += (double)(last - ev.timestamp) < window;
         }
         last = ev.timestamp > last ? ev.timestamp : last;
         if (strcmp(ev.desc->provider, "Test-Source") == 0) {
@@ -644,7 +650,9 @@ TEST(collect_merges_the_runtime_session_and_stop_ends_it_first)
     ASSERT_EQ(c.fake_process_info, 1);
     ASSERT_EQ(c.out_of_order, 0);
     if (c.late > 0) {
-        printf("# %d events came later than the merge's window (a loaded machine)\n", c.late);
+        printf("# %d events came later than the merge's window (a loaded machine), %d of them "
+               "less than a window behind the last event written\n",
+               c.late, c.late_within_window);
     }
     ASSERT_EQ(c.before_sync, 0); /* the runtime's first events precede the server's session */
     fake_stop();
