@@ -340,6 +340,8 @@ pp_record_spawn_child(struct pp_record *rc, const char *lib)
         unsetenv("PIPEPROF_FOLLOW_FORKS");
     }
     unsetenv("PIPEPROF_RESUMED_PID"); /* one of an enclosing recording */
+    /* A process's start is held until its session runs, not until a ResumeRuntime. */
+    setenv("PIPEPROF_RESUME_AT_SESSION", "1", 1);
     /* The listen socket is private to this recording; CMD needs only the connect port. */
     setenv("PIPEPROF_DIAGNOSTIC_PORT", "", 1);
     if (rc->cfi_cache[0] != '\0') {
@@ -822,10 +824,14 @@ pp_record_in_tree(const struct pp_record *rc, pid_t pid)
 /*
  * Every advertised connection comes here: the first of an image starts its session, the next
  * resumes it, later ones are kept for StopTracing (the agent connects again after each one it
- * used, so an image has at most one waiting).
+ * used, so an image has at most one waiting). An image whose advertise says it resumes itself
+ * once its session runs (IPC_ADVERTISE_RESUMES_AT_SESSION: pipeprof's agent, not a .NET
+ * runtime's own server) gets no ResumeRuntime after a session that started: one connection
+ * fewer per process.
  */
 static void
-pp_record_on_connection(struct pp_record *rc, int fd, uint64_t pid, const uint8_t cookie[16])
+pp_record_on_connection(struct pp_record *rc, int fd, uint64_t pid, const uint8_t cookie[16],
+                        uint16_t flags)
 {
     struct pp_image *img = pp_record_find_image(rc, pid, cookie);
 
@@ -846,6 +852,8 @@ pp_record_on_connection(struct pp_record *rc, int fd, uint64_t pid, const uint8_
         rc->images[rc->image_count++] = img;
         if (pp_record_start_image(rc, img, fd) != 0) {
             atomic_store(&img->done, 1); /* nothing recorded; the next connection resumes it */
+        } else if (flags & IPC_ADVERTISE_RESUMES_AT_SESSION) {
+            img->need_resume = 0;
         }
         return;
     }
@@ -946,10 +954,11 @@ pp_record_run(struct pp_record *rc)
         struct pollfd pfd = { rc->listen_fd, POLLIN, 0 };
         uint64_t now, pid;
         uint8_t cookie[16];
+        uint16_t flags;
         int fd;
 
-        if (poll(&pfd, 1, 50) > 0 &&
-            ipc_client_accept_advertise(rc->listen_fd, 50, 0, &fd, cookie, &pid) == 0) {
+        if (poll(&pfd, 1, 50) > 0 && ipc_client_accept_advertise_flags(rc->listen_fd, 50, 0, &fd,
+                                                                       cookie, &pid, &flags) == 0) {
             struct ucred peer;
             socklen_t len = sizeof(peer);
 
@@ -977,7 +986,7 @@ pp_record_run(struct pp_record *rc)
                 }
                 close(fd);
             } else {
-                pp_record_on_connection(rc, fd, pid, cookie);
+                pp_record_on_connection(rc, fd, pid, cookie, flags);
             }
         }
         pp_record_reap(rc, 0);

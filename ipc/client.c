@@ -338,6 +338,16 @@ int
 ipc_client_accept_advertise(int listen_fd, int timeout_ms, uint64_t want_pid, int *fd,
                             uint8_t cookie[16], uint64_t *pid)
 {
+    uint16_t flags;
+
+    return ipc_client_accept_advertise_flags(listen_fd, timeout_ms, want_pid, fd, cookie, pid,
+                                             &flags);
+}
+
+int
+ipc_client_accept_advertise_flags(int listen_fd, int timeout_ms, uint64_t want_pid, int *fd,
+                                  uint8_t cookie[16], uint64_t *pid, uint16_t *flags)
+{
     uint64_t deadline = timeout_ms >= 0 ? ipc_client_ms() + (uint64_t)timeout_ms : 0;
     uint8_t ad[IPC_ADVERTISE_SIZE];
 
@@ -372,6 +382,7 @@ ipc_client_accept_advertise(int listen_fd, int timeout_ms, uint64_t want_pid, in
         if (ipc_client_read_full(c, ad, sizeof(ad), ipc_client_ms() + 250) == (ssize_t)sizeof(ad) &&
             ipc_advertise_decode(ad, sizeof(ad), cookie, pid) == 0 &&
             (want_pid == 0 || *pid == want_pid)) {
+            *flags = ipc_advertise_flags(ad);
             *fd = c;
             return 0;
         }

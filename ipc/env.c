@@ -107,6 +107,7 @@ ipc_server_options_from_env(struct ipc_server_options *opts, int running)
         opts->dotnet_host = 1;
         return 0;
     }
+    opts->resume_at_session = ipc_env_is("PIPEPROF_RESUME_AT_SESSION", "1");
     return running || ipc_env_resumed_before() ? 0 : ipc_env_suspend_timeout();
 }
 

@@ -54,6 +54,7 @@ struct ipc_port {
     char *path;
     int suspend; /* this port holds the host's start-up until ResumeRuntime arrives on it */
     int resumed;
+    int readvertised;      /* a connection of this port carried a command already */
     struct ipc_conn *idle; /* the advertised connection waiting for a command, or NULL */
     int connecting;        /* a connect is in flight */
     uv_timer_t retry;
@@ -165,7 +166,8 @@ struct ipc_server {
     struct ipc_process_info info;
     char *command_line, *entrypoint;
     uint8_t cookie[16];
-    int owner_pid; /* the process that created it: a fork()ed child must not unlink */
+    int resume_at_session; /* ipc_server_options: a session's start resumes its suspend port */
+    int owner_pid;         /* the process that created it: a fork()ed child must not unlink */
 
     /* .NET host (upstream.c; docs/dotnet-hosts.md) */
     int dotnet;

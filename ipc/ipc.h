@@ -36,6 +36,14 @@ struct nt_writer;
 #define IPC_ADVERTISE_MAGIC "ADVR_V1" /* 8 bytes with the NUL */
 #define IPC_MAX_PROVIDERS   1000      /* the runtime's limit per CollectTracing */
 
+/*
+ * The advertise's last u16, which the runtime sends as 0. pipeprof's server sets this bit when its
+ * start-up is held only until the first session on the port has started
+ * (PIPEPROF_RESUME_AT_SESSION, which `pipeprof record` sets): the tool then needs no ResumeRuntime,
+ * and no connection for it.
+ */
+#define IPC_ADVERTISE_RESUMES_AT_SESSION 0x0001u
+
 enum ipc_command_set {
     IPC_SET_DUMP = 0x01,
     IPC_SET_EVENTPIPE = 0x02,
@@ -261,6 +269,8 @@ PP_MUST_USE int ipc_environment_encode(char *const *envp, size_t max_bytes, uint
 /* ------------------------------------------------------------------------------------------ */
 
 void ipc_advertise_encode(uint8_t out[IPC_ADVERTISE_SIZE], const uint8_t cookie[16], uint64_t pid);
+void ipc_advertise_set_flags(uint8_t out[IPC_ADVERTISE_SIZE], uint16_t flags);
+uint16_t ipc_advertise_flags(const uint8_t buf[IPC_ADVERTISE_SIZE]);
 /* Returns 0 or -EPROTO (magic) / -EBADMSG (len < 34). */
 PP_MUST_USE int ipc_advertise_decode(const uint8_t *buf, size_t len, uint8_t cookie[16],
                                      uint64_t *pid);
@@ -429,6 +439,13 @@ struct ipc_server_options {
     void (*thread_init)(void);
     /* A session into a file from the server's start to its stop (PIPEPROF_OUTPUT); NULL: none. */
     const struct ipc_output_options *output;
+    /*
+     * 1 (PIPEPROF_RESUME_AT_SESSION=1, set by `pipeprof record`): a suspend port is resumed when a
+     * session started on it has begun (its sampling is running), not by a ResumeRuntime; the
+     * advertise says so (IPC_ADVERTISE_RESUMES_AT_SESSION). Never in a .NET host, whose runtime
+     * holds its start-up itself until its ResumeRuntime.
+     */
+    int resume_at_session;
 };
 
 /*
@@ -665,9 +682,13 @@ PP_MUST_USE int ipc_client_find_socket(int pid, char *out, size_t cap, struct ip
 /*
  * Accepts connections on listen_fd until one sends a valid ADVR_V1 (within 250 ms of accept) or
  * timeout_ms passes (< 0: forever). want_pid != 0 skips other pids. Returns 0 with the
- * connection in *fd, -ETIMEDOUT, or a negative errno.
+ * connection in *fd, -ETIMEDOUT, or a negative errno. The _flags form also gives the advertise's
+ * flags (IPC_ADVERTISE_RESUMES_AT_SESSION).
  */
 PP_MUST_USE int ipc_client_accept_advertise(int listen_fd, int timeout_ms, uint64_t want_pid,
                                             int *fd, uint8_t cookie[16], uint64_t *pid);
+PP_MUST_USE int ipc_client_accept_advertise_flags(int listen_fd, int timeout_ms, uint64_t want_pid,
+                                                  int *fd, uint8_t cookie[16], uint64_t *pid,
+                                                  uint16_t *flags);
 
 #endif /* IPC_IPC_H */

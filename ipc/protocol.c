@@ -1035,6 +1035,18 @@ ipc_advertise_encode(uint8_t out[IPC_ADVERTISE_SIZE], const uint8_t cookie[16], 
     ipc_put_u16(out + 32, 0);
 }
 
+void
+ipc_advertise_set_flags(uint8_t out[IPC_ADVERTISE_SIZE], uint16_t flags)
+{
+    ipc_put_u16(out + 32, flags);
+}
+
+uint16_t
+ipc_advertise_flags(const uint8_t buf[IPC_ADVERTISE_SIZE])
+{
+    return (uint16_t)(buf[32] | buf[33] << 8);
+}
+
 int
 ipc_advertise_decode(const uint8_t *buf, size_t len, uint8_t cookie[16], uint64_t *pid)
 {

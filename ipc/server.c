@@ -385,6 +385,9 @@ ipc_port_connected(uv_connect_t *req, int status)
         return;
     }
     ipc_advertise_encode((uint8_t *)(wr + 1), s->cookie, (uint64_t)getpid());
+    if (s->resume_at_session && port->suspend) {
+        ipc_advertise_set_flags((uint8_t *)(wr + 1), IPC_ADVERTISE_RESUMES_AT_SESSION);
+    }
     b = uv_buf_init((char *)(wr + 1), IPC_ADVERTISE_SIZE);
     wr->data = c;
     if (uv_write(wr, (uv_stream_t *)&c->pipe, &b, 1, ipc_port_advertised) < 0) {
@@ -419,12 +422,23 @@ ipc_port_connect(struct ipc_port *port)
     uv_pipe_connect(req, &c->pipe, port->path, ipc_port_connected);
 }
 
+/*
+ * How long a process that resumes at its session's start (`pipeprof record`'s) waits before it
+ * advertises again after its first command: the tool needs that connection only for a later
+ * StopTracing (or a ResumeRuntime after a session that failed), and most of a recorded tree's
+ * processes have ended by then, saving a connection on both sides.
+ */
+#define IPC_PORT_SPARE_DELAY_MS 20
+
 /* The advertised connection carried a command: advertise again at once (tool waits for it). */
 void
 ipc_port_taken(struct ipc_port *port)
 {
+    int spare_later = port->srv->resume_at_session && port->suspend && !port->readvertised;
+
     port->idle = NULL;
-    ipc_port_schedule(port, 0);
+    port->readvertised = 1;
+    ipc_port_schedule(port, spare_later ? IPC_PORT_SPARE_DELAY_MS : 0);
 }
 
 /* The advertised connection was closed by the tool: reconnect after 10 ms. */
@@ -796,6 +810,7 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     s->loop_ctx = opts->loop_ctx;
     s->log_ctx = opts->log_ctx;
     s->thread_init = opts->thread_init;
+    s->resume_at_session = opts->resume_at_session && !opts->dotnet_host;
     s->owner_pid = getpid();
     s->output_fd = -1;
     if (opts->output != NULL) {

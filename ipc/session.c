@@ -485,6 +485,7 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merg
                     uint64_t runtime_id)
 {
     struct ipc_server *s = c->srv;
+    struct ipc_port *port = c->port;
     struct ipc_session *ss;
     int err;
 
@@ -505,6 +506,11 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merg
     }
     ipc_session_kick(ss);
     ipc_session_begin(ss);
+    if (s->resume_at_session && port != NULL) {
+        /* Its sampling runs: the start-up it held need not wait for a ResumeRuntime, which would
+         * cost the tool and this process one more connection each (`record`'s short children). */
+        ipc_port_resume(s, port);
+    }
 }
 
 void

@@ -488,6 +488,11 @@ TEST(advertise_roundtrip)
     ASSERT_OK(ipc_advertise_decode(test_guarded_copy(m, 34), 34, back, &pid));
     ASSERT_U64_EQ(pid, 4242);
     ASSERT_MEM_EQ(back, cookie, 16);
+    ASSERT_EQ(ipc_advertise_flags(m), 0); /* what the runtime sends */
+    ipc_advertise_set_flags(m, IPC_ADVERTISE_RESUMES_AT_SESSION);
+    ASSERT_MEM_EQ(m + 32, "\x01\x00", 2); /* little-endian, as every u16 of the protocol */
+    ASSERT_EQ(ipc_advertise_flags(m), IPC_ADVERTISE_RESUMES_AT_SESSION);
+    ASSERT_OK(ipc_advertise_decode(test_guarded_copy(m, 34), 34, back, &pid)); /* still valid */
     ASSERT_EQ(ipc_advertise_decode(test_guarded_copy(m, 33), 33, back, &pid), -EBADMSG);
     m[0] = 'X';
     ASSERT_EQ(ipc_advertise_decode(test_guarded_copy(m, 34), 34, back, &pid), -EPROTO);
