@@ -81,9 +81,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -262,6 +264,9 @@ host_fds_close_real(int fd)
  * Sequentially consistent: each side's count is stored before the other's is read.
  */
 static _Atomic int host_fds_gate_library, host_fds_gate_host;
+/* Library creations that entered the gate so far (after counting themselves in): a host's
+ * creation compares it across its system call (host_fds_creating). */
+static _Atomic unsigned host_fds_gate_library_entries;
 #define HOST_FDS_GATE_HOST_NS    50000000u  /* 50 ms */
 #define HOST_FDS_GATE_LIBRARY_NS 500000000u /* 500 ms */
 
@@ -306,17 +311,19 @@ host_fds_gate_library_enter(void)
     for (;;) {
         atomic_fetch_add(&host_fds_gate_library, 1);
         if (atomic_load(&host_fds_gate_host) == 0) {
-            return;
+            break;
         }
         atomic_fetch_sub(&host_fds_gate_library, 1);
         while (atomic_load(&host_fds_gate_host) != 0) {
             if (host_fds_gate_waited(&until, HOST_FDS_GATE_LIBRARY_NS)) {
                 atomic_fetch_add(&host_fds_gate_library, 1);
+                atomic_fetch_add(&host_fds_gate_library_entries, 1);
                 return;
             }
             sched_yield();
         }
     }
+    atomic_fetch_add(&host_fds_gate_library_entries, 1);
 }
 
 static void
@@ -337,6 +344,55 @@ host_fds_release(void)
     host_fds_gate_library_leave();
 }
 
+/*
+ * Tests only: PIPEPROF_TEST_FD_LOW_MS=N holds each library fd in its low moment for N ms (read
+ * once, by host_fds_init) and starts a thread of the library's that opens /dev/null, moves and
+ * closes it every 5 ms, so that a host's creation meets a library fd held low on demand:
+ * host-contract-fds-create runs with N=2 (tests/hosts/fds.c's create mode), and fails without the
+ * wait of host_fds_creating. Keep N well below HOST_FDS_GATE_HOST_NS, the host's bound.
+ */
+static unsigned host_fds_test_low_ms;
+
+static void
+host_fds_test_sleep_ms(unsigned ms)
+{
+    struct timespec ts = { 0, (long)ms * 1000000L };
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void *
+host_fds_test_churn(void *arg)
+{
+    (void)arg;
+    host_thread_mark_library();
+    for (;;) {
+        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+        if (fd >= 0) {
+            close(fd);
+        }
+        host_fds_test_sleep_ms(5);
+    }
+    return NULL;
+}
+
+static void
+host_fds_test_start(void)
+{
+    const char *low = getenv("PIPEPROF_TEST_FD_LOW_MS");
+    pthread_t th;
+
+    if (low == NULL || atoi(low) <= 0 || atoi(low) >= 1000) {
+        return;
+    }
+    host_fds_test_low_ms = (unsigned)atoi(low);
+    if (pthread_create(&th, NULL, host_fds_test_churn, NULL) == 0) {
+        pthread_detach(th);
+    }
+}
+
 int
 host_fd_take(int fd)
 {
@@ -347,6 +403,9 @@ host_fd_take(int fd)
     }
     host_fds_trust_self();
     base = host_fds_base();
+    if (base > fd && host_fds_test_low_ms != 0) {
+        host_fds_test_sleep_ms(host_fds_test_low_ms);
+    }
     high = base > fd ? fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
     if (high >= 0 && high < HOST_FDS_MAX) {
         host_fds_close_real(fd);
@@ -425,26 +484,77 @@ host_fds_create_end(int library, int fd)
  * gets 3: host-contract-fds-dup3 and -sysclose in fresh-clone CI runs). It does not count itself
  * in, as a close does: a host's open may block for good (the .NET runtime opens its debugger
  * FIFOs so), and the library's creations would then wait their bound at each; a server stop at
- * exit took over 10 s. So a library creation that begins between the wait and the host's system
- * call can still meet it, a window of a few instructions instead of the moment.
+ * exit took over 10 s. So a library creation that enters the gate between the wait and the host's
+ * system call can still take the low number first; the host's call sees that the gate's entries
+ * moved across it (*entries, read before the last look at the gate) and host_fds_created_lower
+ * then moves its fd down to the lowest free number once the library's has moved away (with
+ * PIPEPROF_TEST_FD_LOW_MS=2, host-contract-fds-create met it a few times per run before this).
  */
 static int
-host_fds_creating(const void *ra)
+host_fds_creating(const void *ra, unsigned *entries)
 {
     int library = host_fds_create_begin(ra);
     uint64_t until = 0;
 
-    while (!library && atomic_load(&host_fds_gate_library) != 0 &&
-           !host_fds_gate_waited(&until, HOST_FDS_GATE_HOST_NS)) {
+    while (!library) {
+        *entries = atomic_load(&host_fds_gate_library_entries);
+        if (atomic_load(&host_fds_gate_library) == 0) {
+            break;
+        }
+        if (host_fds_gate_waited(&until, HOST_FDS_GATE_HOST_NS)) {
+            *entries -= 1; /* went ahead: host_fds_created_met waits again after the call */
+            break;
+        }
         sched_yield();
     }
     return library;
 }
 
+/* The host's new fd, moved down to the lowest free number when one is below it (the library's
+ * that met it has moved away; host_fds_creating). */
 static int
-host_fds_created_by(int library, int fd)
+host_fds_created_lower(int fd)
 {
-    return library ? host_fds_create_end(library, fd) : fd;
+    int err = errno, flags = fcntl(fd, F_GETFD), low;
+
+    if (flags < 0) {
+        return fd;
+    }
+    low = fcntl(fd, (flags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+    if (low >= 0 && low < fd) {
+        host_fds_close_real(fd);
+        fd = low;
+    } else if (low >= 0) {
+        host_fds_close_real(low);
+    }
+    errno = err;
+    return fd;
+}
+
+/* Whether a library creation entered the gate since *entries (the host's call may have met it);
+ * then waits (at most the host's bound) until the library's fds have moved. */
+static int
+host_fds_created_met(unsigned entries)
+{
+    uint64_t until = 0;
+
+    if (atomic_load(&host_fds_gate_library_entries) == entries) {
+        return 0;
+    }
+    while (atomic_load(&host_fds_gate_library) != 0 &&
+           !host_fds_gate_waited(&until, HOST_FDS_GATE_HOST_NS)) {
+        sched_yield();
+    }
+    return 1;
+}
+
+static int
+host_fds_created_by(int library, unsigned entries, int fd)
+{
+    if (library) {
+        return host_fds_create_end(library, fd);
+    }
+    return fd >= 0 && host_fds_created_met(entries) ? host_fds_created_lower(fd) : fd;
 }
 
 static _Atomic(void *) real_syscall;
@@ -455,6 +565,7 @@ host_fds_init(void)
 {
     (void)host_real(&real_syscall, "syscall");
     host_fds_trust_self();
+    host_fds_test_start();
 }
 
 #define HOST_REAL(type, name) ((type)host_real(&real_##name, #name))
@@ -731,14 +842,15 @@ host_fds_open(_Atomic(void *) *slot, const char *name, const char *path, int fla
     int (*real)(const char *, int, ...) = (int (*)(const char *, int, ...))host_real(slot, name);
     mode_t mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, mode_t) : 0;
 
+    unsigned entries = 0;
     int library;
 
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
     }
-    library = host_fds_creating(ra);
-    return host_fds_created_by(library, real(path, flags, mode));
+    library = host_fds_creating(ra, &entries);
+    return host_fds_created_by(library, entries, real(path, flags, mode));
 }
 
 #define HOST_FDS_OPEN(name)                                                               \
@@ -758,19 +870,20 @@ HOST_FDS_OPEN(open)
 HOST_FDS_OPEN(open64)
 
 /* An interposer of a call that returns one new fd (or -1): a library's fd moves high. */
-#define HOST_FDS_CREATOR(name, types, params, args)                 \
-    HOST_EXPORT int name params                                     \
-    {                                                               \
-        static _Atomic(void *) real_p;                              \
-        int(*real) types = (int(*) types)host_real(&real_p, #name); \
-        int library;                                                \
-                                                                    \
-        if (real == NULL) {                                         \
-            errno = ENOSYS;                                         \
-            return -1;                                              \
-        }                                                           \
-        library = host_fds_creating(__builtin_return_address(0));   \
-        return host_fds_created_by(library, real args);             \
+#define HOST_FDS_CREATOR(name, types, params, args)                         \
+    HOST_EXPORT int name params                                             \
+    {                                                                       \
+        static _Atomic(void *) real_p;                                      \
+        int(*real) types = (int(*) types)host_real(&real_p, #name);         \
+        unsigned entries = 0;                                               \
+        int library;                                                        \
+                                                                            \
+        if (real == NULL) {                                                 \
+            errno = ENOSYS;                                                 \
+            return -1;                                                      \
+        }                                                                   \
+        library = host_fds_creating(__builtin_return_address(0), &entries); \
+        return host_fds_created_by(library, entries, real args);            \
     }
 
 /* The _FORTIFY_SOURCE forms of open without a mode (libuv opens its spare /dev/null so). */
@@ -788,17 +901,21 @@ HOST_FDS_CREATOR(socket, (int, int, int), (int domain, int type, int protocol),
 static int
 host_fds_pipe(int (*real)(int *, int), int fds[2], int flags, const void *ra)
 {
+    unsigned entries = 0;
     int rc, library;
 
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
     }
-    library = host_fds_creating(ra);
+    library = host_fds_creating(ra, &entries);
     rc = real(fds, flags);
     if (rc == 0 && library) {
         fds[0] = host_fd_take(fds[0]);
         fds[1] = host_fd_take(fds[1]);
+    } else if (rc == 0 && host_fds_created_met(entries)) {
+        fds[0] = host_fds_created_lower(fds[0]);
+        fds[1] = host_fds_created_lower(fds[1]);
     }
     if (library) {
         host_fds_gate_library_leave();

@@ -13,6 +13,13 @@
  *   fds dup2high    the same over 768..800, where the library keeps its fds (host/fds.c): it
  *                   gives them up and stops, and the host's calls work as bare
  *   fds dup3, dup3high  the same two through dup3(O_CLOEXEC)
+ *   fds create      closefrom(3), then for 150 ms per call that makes fds creates them in a loop
+ *                   and checks each number against the lowest the host left free (what bare gives):
+ *                   one of the library's fds in its low moment takes that number, and the host's
+ *                   creation waits for it to move (host/fds.c, host_fds_creating). Its test runs
+ *                   with PIPEPROF_TEST_FD_LOW_MS=2 (tests only): a thread of the library's opens
+ *                   an fd every 5 ms and holds it low for 2 ms, so that each call's loop meets it
+ *                   about 20 times.
  *
  * Then a pipe carries 4 MiB from a thread to the main thread while both burn CPU, and a file is
  * written and read back; every count is printed.
@@ -23,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -114,6 +123,67 @@ dup_log(int lo, int hi, int three)
     unlink(path);
 }
 
+/* The kinds of creation the create mode checks: each makes one fd (two for pairs) and returns 0. */
+enum { CR_OPEN, CR_SOCKET, CR_EVENTFD, CR_PIPE, CR_COUNT };
+static const char *const cr_names[CR_COUNT] = { "open", "socket", "eventfd", "pipe" };
+
+/* One creation of kind k into fds[0..1] (-1 where none): how many fds it made. */
+static int
+create_one(int k, int fds[2])
+{
+    fds[0] = fds[1] = -1;
+    switch (k) {
+    case CR_OPEN:
+        fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        return 1;
+    case CR_SOCKET:
+        fds[0] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        return 1;
+    case CR_EVENTFD:
+        fds[0] = eventfd(0, EFD_CLOEXEC);
+        return 1;
+    case CR_PIPE:
+        return pipe(fds) == 0 ? 2 : 1;
+    }
+    return 0;
+}
+
+/* Every creation gets the lowest numbers the host left free: 3 (and 4) after closefrom(3). Each
+ * kind in turn for 150 ms: the library's fds held low meet every kind. */
+static void
+create_loop(void)
+{
+    unsigned long made[CR_COUNT] = { 0 }, wrong[CR_COUNT] = { 0 };
+    struct timespec t0, t;
+    int k, fds[2];
+
+    closefrom(3);
+    for (k = 0; k < CR_COUNT; k++) {
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            int n = create_one(k, fds);
+
+            made[k]++;
+            if ((fds[0] != 3 || (n == 2 && fds[1] != 4)) && wrong[k]++ == 0) {
+                fprintf(stderr, "%s: got %d %d where bare gets 3%s\n", cr_names[k], fds[0], fds[1],
+                        n == 2 ? " 4" : "");
+            }
+            if (fds[0] >= 0) {
+                close(fds[0]);
+            }
+            if (fds[1] >= 0) {
+                close(fds[1]);
+            }
+            host_burn_us(50); /* the number free most of the time, for the library to take */
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 150);
+    }
+    for (k = 0; k < CR_COUNT; k++) {
+        printf("%s: %s\n", cr_names[k], wrong[k] == 0 ? "every fd the bare number" : "fds off");
+        fprintf(stderr, "%s: %lu made, %lu not the bare number\n", cr_names[k], made[k], wrong[k]);
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -135,8 +205,11 @@ main(int argc, char **argv)
     } else if (strncmp(how, "dup", 3) == 0 && (how[3] == '2' || how[3] == '3') &&
                (how[4] == '\0' || strcmp(how + 4, "high") == 0)) {
         dup_log(how[4] ? 768 : 3, how[4] ? 800 : 40, how[3] == '3');
+    } else if (strcmp(how, "create") == 0) {
+        create_loop();
     } else {
-        fprintf(stderr, "usage: fds closeloop|sysclose|range|from|dup2|dup2high|dup3|dup3high\n");
+        fprintf(stderr,
+                "usage: fds closeloop|sysclose|range|from|dup2|dup2high|dup3|dup3high|create\n");
         return 2;
     }
     if (pipe(p) != 0) {
