@@ -25,9 +25,15 @@ if(TARGET pp_agent)
   set_target_properties(bench-sigmask PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 endif()
 
-# bench-interpose: what host/'s fd and signal interposers (close, dup2, sigaction, pthread_sigmask)
+# bench-interpose: what host/'s fd and signal interposers (close, dup2, sigaction, pthread_sigmask, open)
 # cost per call against libc's own, the library holding fds and SIGPROF.
 # Run: build/bench/bench-interpose [ROUNDS [CALLS]]
+# Its open cases call through libbench-host-calls.so, code of the host's (host/fds.c's own
+# program is the library's).
+add_library(bench-host-calls SHARED ${CMAKE_CURRENT_LIST_DIR}/bench-host-calls.c)
+# no tail calls: the interposer's return address must be in this object, not the caller's
+target_compile_options(bench-host-calls PRIVATE -fno-optimize-sibling-calls)
+set_target_properties(bench-host-calls PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 add_executable(bench-interpose ${CMAKE_CURRENT_LIST_DIR}/bench-interpose.c)
-target_link_libraries(bench-interpose PRIVATE pp_host pthread dl)
+target_link_libraries(bench-interpose PRIVATE pp_host bench-host-calls pthread dl)
 set_target_properties(bench-interpose PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)

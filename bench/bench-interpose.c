@@ -2,7 +2,7 @@
 /*
  * bench/bench-interpose.c - what host/'s fd and signal interposers cost the host per call,
  * against libc's own function (dlsym(RTLD_NEXT)), in the same run:
- *   close             dup() of an fd and close() of the copy (the pair; dup is not interposed)
+ *   close             dup() of an fd and close() of the copy (the pair, both interposed)
  *   dup2              dup2() onto an open fd of the host's
  *   sigaction-other   sigaction(SIGUSR1) set and query, while the library holds SIGPROF
  *   sigaction-own     sigaction(SIGPROF), the library's signal: recorded, never installed
@@ -10,6 +10,11 @@
  *   write             write() of one byte to /dev/null, no agent installed (a pass-through)
  *   write-agent       the same with agent hooks installed (host/writes.c's fast path: the
  *                     thread's count of the agent's signals read before and after the call)
+ *   open              open() of /dev/null and close() of it (the pair), called from
+ *                     libbench-host-calls.so as a host's are: host/fds.c's look at the gate
+ *                     before the call and its count after it, and the close's gate (the other
+ *                     cases call from this program, which host/fds.c counts as the library's)
+ *   open-agent        the same with agent hooks installed
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling.
  * Libc and the interposer alternate within each round; prints per call the median ns of each
  * over the rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
@@ -27,18 +32,23 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    7
+#define BENCH_OPS    9
 #define BENCH_ROUNDS 64
 
 static const char *const bench_ops[BENCH_OPS] = { "close",         "dup2",    "sigaction-other",
                                                   "sigaction-own", "sigmask", "write",
-                                                  "write-agent" };
+                                                  "write-agent",   "open",    "open-agent" };
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
 static int (*libc_sigaction)(int, const struct sigaction *, struct sigaction *);
 static int (*libc_sigmask)(int, const sigset_t *, sigset_t *);
 static ssize_t (*libc_write)(int, const void *, size_t);
+static int (*libc_open)(const char *, int, ...);
+
+/* bench-host-calls.c: open and close from an object of the host's. */
+int bench_host_open(const char *path, int flags);
+int bench_host_close(int fd);
 
 /* write-agent's hooks: an agent that does nothing but count its signals, as agent/host-hooks.c
  * does (a thread-local read). */
@@ -104,6 +114,14 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
         case 6:
             real ? libc_write(fd, "", 1) : write(fd, "", 1);
             break;
+        case 7:
+        case 8: {
+            int o = real ? libc_open("/dev/null", O_RDONLY | O_CLOEXEC)
+                         : bench_host_open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+            real ? libc_close(o) : bench_host_close(o);
+            break;
+        }
         default:
             real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
             real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -131,7 +149,9 @@ main(int argc, char **argv)
                                                                                        "sigaction");
     libc_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
     libc_write = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
-    if (!libc_write || !libc_close || !libc_dup2 || !libc_sigaction || !libc_sigmask) {
+    libc_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+    if (!libc_open || !libc_write || !libc_close || !libc_dup2 || !libc_sigaction ||
+        !libc_sigmask) {
         fprintf(stderr, "bench-interpose: libc's functions not found\n");
         return 1;
     }
@@ -144,7 +164,7 @@ main(int argc, char **argv)
     }
     for (r = 0; r < rounds; r++) {
         for (op = 0; op < BENCH_OPS; op++) {
-            host_set_agent_hooks(op == 6 ? &bench_hooks : NULL);
+            host_set_agent_hooks(op == 6 || op == 8 ? &bench_hooks : NULL);
             for (i = 0; i < 2; i++) {
                 int real = (i + r) % 2; /* which goes first alternates */
 

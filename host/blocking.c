@@ -411,17 +411,19 @@ accept(int fd, struct sockaddr *sa, socklen_t *salen)
 {
     HOST_REAL_OR_ENOSYS(int, (int, struct sockaddr *, socklen_t *), accept)
     struct host_wait w;
+    unsigned entries;
     int rc;
 
     if (host_fds_accept_held(fd, __builtin_return_address(0))) {
         return host_fds_create_end(1, real(fd, sa, salen));
     }
+    entries = host_fds_accepting(__builtin_return_address(0));
     if (!host_wait_begin(&w, HOST_FA)) {
-        return host_fds_created(real(fd, sa, salen), __builtin_return_address(0));
+        return host_fds_accepted(real(fd, sa, salen), __builtin_return_address(0), entries);
     }
     rc = real(fd, sa, salen);
     host_wait_end(&w, errno);
-    return host_fds_created(rc, __builtin_return_address(0));
+    return host_fds_accepted(rc, __builtin_return_address(0), entries);
 }
 
 HOST_EXPORT int
@@ -429,17 +431,19 @@ accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
 {
     HOST_REAL_OR_ENOSYS(int, (int, struct sockaddr *, socklen_t *, int), accept4)
     struct host_wait w;
+    unsigned entries;
     int rc;
 
     if (host_fds_accept_held(fd, __builtin_return_address(0))) {
         return host_fds_create_end(1, real(fd, sa, salen, flags));
     }
+    entries = host_fds_accepting(__builtin_return_address(0));
     if (!host_wait_begin(&w, HOST_FA)) {
-        return host_fds_created(real(fd, sa, salen, flags), __builtin_return_address(0));
+        return host_fds_accepted(real(fd, sa, salen, flags), __builtin_return_address(0), entries);
     }
     rc = real(fd, sa, salen, flags);
     host_wait_end(&w, errno);
-    return host_fds_created(rc, __builtin_return_address(0));
+    return host_fds_accepted(rc, __builtin_return_address(0), entries);
 }
 
 /* The real function ret (*real) params, or ENOSYS returned (the pthread calls' way). */

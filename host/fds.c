@@ -16,7 +16,8 @@
  *   syscall          interposed for SYS_close only: libuv closes its fds with syscall(SYS_close),
  *                    and a host's raw close of a library fd gets the EBADF of close() too; every
  *                    other system call passes through with its six arguments.
- *   eventfd epoll_create epoll_create1 socket pipe pipe2 open open64 __open_2 __open64_2
+ *   eventfd epoll_create epoll_create1 socket socketpair pipe pipe2 open open64 __open_2
+ *   __open64_2 openat openat64 __openat_2 __openat64_2 creat creat64 dup memfd_create fopen64
  *                    interposed so that an fd the library creates (libuv's epoll fd, async
  *                    eventfd, signal pipes and the spare /dev/null it keeps for EMFILE, the IPC
  *                    sockets, the manager's eventfd, the files it reads; accept and accept4 of
@@ -62,31 +63,35 @@
  * library's threads (unshare(CLONE_FILES)) would hide their fds from the host, but the server's
  * loop and sockets are created on the host thread that starts it (the constructor) and used from
  * the loop thread; checking the low number with kcmp(KCMP_FILE) before the close only moves the
- * window to the next system call. The host's own creations through the interposers here (open,
- * open64,
- * __open_2, __open64_2, eventfd, epoll_create, epoll_create1, socket, pipe, pipe2) wait for
- * that moment to end (host_fds_creating, which says why they do not count themselves in): a host's
- * open after a close loop got fd 4 where bare gets 3 in two fresh-clone CI runs
- * (host-contract-fds-dup3 in CPU mode, -sysclose's pipe in wall mode, ASan stage). Still open:
- * creations made without them (openat, dup, accept, socketpair, inotify_init, memfd_create,
- * libc's own opens inside fopen and opendir).
+ * window to the next system call. The host's own creations through the interposers here (the
+ * creators above, fopen, opendir, and blocking.c's accept and accept4) wait for that moment to
+ * end (host_fds_creating, which says why they do not count themselves in, and how one that a
+ * library creation met anyway has its fd moved down): a host's open after a close loop got fd 4
+ * where bare gets 3 in two fresh-clone CI runs (host-contract-fds-dup3 in CPU mode, -sysclose's
+ * pipe in wall mode, ASan stage). fopen's and opendir's fd, inside a FILE or DIR, is not moved
+ * down. Still open: creations made without them (freopen, tmpfile, mkstemp, timerfd_create,
+ * signalfd, inotify_init, pidfd_open, fcntl(F_DUPFD), fds received by SCM_RIGHTS).
  *
  * Held by: host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
  * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, then a
  * pipe and files of the host's own, bare against preloaded, CPU and wall, record, listen mode
- * and no session: same output, same per-call error counts, exit 0).
+ * and no session: same output, same per-call error counts, exit 0); host-contract-fds-create
+ * (each creator in a loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS).
  */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -262,6 +267,9 @@ host_fds_close_real(int fd)
  * Sequentially consistent: each side's count is stored before the other's is read.
  */
 static _Atomic int host_fds_gate_library, host_fds_gate_host;
+/* Library creations that entered the gate so far (after counting themselves in): a host's
+ * creation compares it across its system call (host_fds_creating). */
+static _Atomic unsigned host_fds_gate_library_entries;
 #define HOST_FDS_GATE_HOST_NS    50000000u  /* 50 ms */
 #define HOST_FDS_GATE_LIBRARY_NS 500000000u /* 500 ms */
 
@@ -306,17 +314,19 @@ host_fds_gate_library_enter(void)
     for (;;) {
         atomic_fetch_add(&host_fds_gate_library, 1);
         if (atomic_load(&host_fds_gate_host) == 0) {
-            return;
+            break;
         }
         atomic_fetch_sub(&host_fds_gate_library, 1);
         while (atomic_load(&host_fds_gate_host) != 0) {
             if (host_fds_gate_waited(&until, HOST_FDS_GATE_LIBRARY_NS)) {
                 atomic_fetch_add(&host_fds_gate_library, 1);
+                atomic_fetch_add(&host_fds_gate_library_entries, 1);
                 return;
             }
             sched_yield();
         }
     }
+    atomic_fetch_add(&host_fds_gate_library_entries, 1);
 }
 
 static void
@@ -337,6 +347,61 @@ host_fds_release(void)
     host_fds_gate_library_leave();
 }
 
+/*
+ * Tests only: PIPEPROF_TEST_FD_LOW_MS=N holds each library fd in its low moment for N ms (read
+ * once, by host_fds_init) and starts a thread of the library's that opens /dev/null, moves and
+ * closes it every 5 ms, so that a host's creation meets a library fd held low on demand:
+ * host-contract-fds-create runs with N=2 (tests/hosts/fds.c's create mode), and fails without the
+ * wait of host_fds_creating. Keep N well below the host's bound.
+ */
+static unsigned host_fds_test_low_ms;
+/* The host's creations' bound (HOST_FDS_GATE_HOST_NS); 2 s with the knob: at a load of 20 on 2
+ * cores the library's thread can be preempted in its low moment for longer than 50 ms, and with
+ * that bound 3 of 3 runs of host-contract-fds-create failed (one creation each), with 2 s 4 of 4
+ * passed. */
+static uint64_t host_fds_create_bound_ns = HOST_FDS_GATE_HOST_NS;
+
+static void
+host_fds_test_sleep_ms(unsigned ms)
+{
+    struct timespec ts = { 0, (long)ms * 1000000L };
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void *
+host_fds_test_churn(void *arg)
+{
+    (void)arg;
+    host_thread_mark_library();
+    for (;;) {
+        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+        if (fd >= 0) {
+            close(fd);
+        }
+        host_fds_test_sleep_ms(5);
+    }
+    return NULL;
+}
+
+static void
+host_fds_test_start(void)
+{
+    const char *low = getenv("PIPEPROF_TEST_FD_LOW_MS");
+    pthread_t th;
+
+    if (low == NULL || atoi(low) <= 0 || atoi(low) >= 1000) {
+        return;
+    }
+    host_fds_test_low_ms = (unsigned)atoi(low);
+    host_fds_create_bound_ns = 2000000000u;
+    if (pthread_create(&th, NULL, host_fds_test_churn, NULL) == 0) {
+        pthread_detach(th);
+    }
+}
+
 int
 host_fd_take(int fd)
 {
@@ -347,6 +412,9 @@ host_fd_take(int fd)
     }
     host_fds_trust_self();
     base = host_fds_base();
+    if (base > fd && host_fds_test_low_ms != 0) {
+        host_fds_test_sleep_ms(host_fds_test_low_ms);
+    }
     high = base > fd ? fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
     if (high >= 0 && high < HOST_FDS_MAX) {
         host_fds_close_real(fd);
@@ -387,12 +455,6 @@ host_fds_forked_child(void)
 }
 
 int
-host_fds_created(int fd, const void *ra)
-{
-    return fd >= 0 && host_fds_library_call(ra) ? host_fd_take(fd) : fd;
-}
-
-int
 host_fds_create_begin(const void *ra)
 {
     int library = host_fds_library_call(ra);
@@ -425,36 +487,93 @@ host_fds_create_end(int library, int fd)
  * gets 3: host-contract-fds-dup3 and -sysclose in fresh-clone CI runs). It does not count itself
  * in, as a close does: a host's open may block for good (the .NET runtime opens its debugger
  * FIFOs so), and the library's creations would then wait their bound at each; a server stop at
- * exit took over 10 s. So a library creation that begins between the wait and the host's system
- * call can still meet it, a window of a few instructions instead of the moment.
+ * exit took over 10 s. So a library creation that enters the gate between the wait and the host's
+ * system call can still take the low number first; the host's call sees that the gate's entries
+ * moved across it (*entries, read before the last look at the gate) and host_fds_created_lower
+ * then moves its fd down to the lowest free number once the library's has moved away (with
+ * PIPEPROF_TEST_FD_LOW_MS=2, host-contract-fds-create met it a few times per run before this).
  */
 static int
-host_fds_creating(const void *ra)
+host_fds_creating(const void *ra, unsigned *entries)
 {
     int library = host_fds_create_begin(ra);
     uint64_t until = 0;
 
-    while (!library && atomic_load(&host_fds_gate_library) != 0 &&
-           !host_fds_gate_waited(&until, HOST_FDS_GATE_HOST_NS)) {
+    while (!library) {
+        *entries = atomic_load(&host_fds_gate_library_entries);
+        if (atomic_load(&host_fds_gate_library) == 0) {
+            break;
+        }
+        if (host_fds_gate_waited(&until, host_fds_create_bound_ns)) {
+            *entries -= 1; /* went ahead: host_fds_created_met waits again after the call */
+            break;
+        }
         sched_yield();
     }
     return library;
 }
 
+/* The host's new fd, moved down to the lowest free number when one is below it (the library's
+ * that met it has moved away; host_fds_creating). The dup holds one more number for a moment: a
+ * creation of another host thread at that instant gets the next one, as it would beside any
+ * creation of the host's own; this runs only after a library creation overlapped the call. */
 static int
-host_fds_created_by(int library, int fd)
+host_fds_created_lower(int fd)
 {
-    return library ? host_fds_create_end(library, fd) : fd;
+    int err = errno, flags, low;
+
+    if ((flags = fcntl(fd, F_GETFD)) < 0) {
+        return fd;
+    }
+    low = fcntl(fd, (flags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+    if (low >= 0 && low < fd) {
+        host_fds_close_real(fd);
+        fd = low;
+    } else if (low >= 0) {
+        host_fds_close_real(low);
+    }
+    errno = err;
+    return fd;
+}
+
+/* Whether a library creation entered the gate since *entries (the host's call may have met it);
+ * then waits (at most the host's bound) until the library's fds have moved. */
+static int
+host_fds_created_met(unsigned entries)
+{
+    uint64_t until = 0;
+
+    if (atomic_load(&host_fds_gate_library_entries) == entries) {
+        return 0;
+    }
+    while (atomic_load(&host_fds_gate_library) != 0 &&
+           !host_fds_gate_waited(&until, host_fds_create_bound_ns)) {
+        sched_yield();
+    }
+    return 1;
+}
+
+static int
+host_fds_created_by(int library, unsigned entries, int fd)
+{
+    if (library) {
+        return host_fds_create_end(library, fd);
+    }
+    return fd >= 0 && host_fds_created_met(entries) ? host_fds_created_lower(fd) : fd;
 }
 
 static _Atomic(void *) real_syscall;
+
+static void host_fds_resolve(void);
 
 /* Resolved before any signal handler can call syscall() (the first lookup takes a lock). */
 __attribute__((constructor)) static void
 host_fds_init(void)
 {
     (void)host_real(&real_syscall, "syscall");
+    host_fds_resolve();
     host_fds_trust_self();
+    host_fds_test_start();
 }
 
 #define HOST_REAL(type, name) ((type)host_real(&real_##name, #name))
@@ -723,82 +842,160 @@ dup3(int oldfd, int newfd, int flags)
     return host_fds_dup(host_fds_dup3_once, oldfd, newfd, flags, __builtin_return_address(0));
 }
 
-/* open and open64 are one function in glibc on 64-bit targets, but both names are called. */
-static int
-host_fds_open(_Atomic(void *) *slot, const char *name, const char *path, int flags, va_list ap,
-              const void *ra)
+/*
+ * The real functions of the creators below, resolved by host_fds_init (host_fds_resolve) before a
+ * host's signal handler can call one (open, openat, creat, dup, socket, socketpair and pipe are
+ * async-signal-safe; the first lookup of host_real takes the loader's lock).
+ */
+static _Atomic(void *) real_open_p, real_open64_p, real___open_2_p, real___open64_2_p,
+        real_openat_p, real_openat64_p, real___openat_2_p, real___openat64_2_p, real_creat_p,
+        real_creat64_p, real_dup_p, real_eventfd_p, real_epoll_create1_p, real_epoll_create_p,
+        real_socket_p, real_socketpair_p, real_memfd_create_p, real_pipe_p, real_pipe2_p,
+        real_fopen_p, real_fopen64_p, real_opendir_p;
+static const struct {
+    _Atomic(void *) *slot;
+    const char *name;
+} host_fds_reals[] = {
+    { &real_open_p, "open" },
+    { &real_open64_p, "open64" },
+    { &real___open_2_p, "__open_2" },
+    { &real___open64_2_p, "__open64_2" },
+    { &real_openat_p, "openat" },
+    { &real_openat64_p, "openat64" },
+    { &real___openat_2_p, "__openat_2" },
+    { &real___openat64_2_p, "__openat64_2" },
+    { &real_creat_p, "creat" },
+    { &real_creat64_p, "creat64" },
+    { &real_dup_p, "dup" },
+    { &real_eventfd_p, "eventfd" },
+    { &real_epoll_create1_p, "epoll_create1" },
+    { &real_epoll_create_p, "epoll_create" },
+    { &real_socket_p, "socket" },
+    { &real_socketpair_p, "socketpair" },
+    { &real_memfd_create_p, "memfd_create" },
+    { &real_pipe_p, "pipe" },
+    { &real_pipe2_p, "pipe2" },
+    { &real_fopen_p, "fopen" },
+    { &real_fopen64_p, "fopen64" },
+    { &real_opendir_p, "opendir" },
+};
+
+static void
+host_fds_resolve(void)
 {
-    int (*real)(const char *, int, ...) = (int (*)(const char *, int, ...))host_real(slot, name);
-    mode_t mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? va_arg(ap, mode_t) : 0;
+    size_t i;
 
-    int library;
-
-    if (real == NULL) {
-        errno = ENOSYS;
-        return -1;
+    for (i = 0; i < sizeof(host_fds_reals) / sizeof(host_fds_reals[0]); i++) {
+        (void)host_real(host_fds_reals[i].slot, host_fds_reals[i].name);
     }
-    library = host_fds_creating(ra);
-    return host_fds_created_by(library, real(path, flags, mode));
 }
 
-#define HOST_FDS_OPEN(name)                                                               \
-    HOST_EXPORT int name(const char *path, int flags, ...)                                \
-    {                                                                                     \
-        static _Atomic(void *) real_p;                                                    \
-        va_list ap;                                                                       \
-        int fd;                                                                           \
-                                                                                          \
-        va_start(ap, flags);                                                              \
-        fd = host_fds_open(&real_p, #name, path, flags, ap, __builtin_return_address(0)); \
-        va_end(ap);                                                                       \
-        return fd;                                                                        \
+#define HOST_FDS_REAL(type, name) ((type)host_real(&real_##name##_p, #name))
+
+/* Around the real call of a creator that makes one fd: the library's moves high, the host's waits
+ * for the moment and moves down if one met it anyway (host_fds_creating). */
+#define HOST_FDS_CREATE(call)                                                     \
+    do {                                                                          \
+        unsigned entries_ = 0;                                                    \
+        int library_ = host_fds_creating(__builtin_return_address(0), &entries_); \
+                                                                                  \
+        return host_fds_created_by(library_, entries_, (call));                   \
+    } while (0)
+
+/* The mode argument of an open whose flags create a file; 0 otherwise. */
+#define HOST_FDS_MODE(ap, flags) \
+    ((flags)&O_CREAT) || ((flags)&O_TMPFILE) == O_TMPFILE ? va_arg(ap, mode_t) : 0
+
+/* open and open64 (one function in glibc on 64-bit targets, but both names are called), and
+ * openat and openat64: glibc's open of a path goes to openat in some programs' builds. */
+#define HOST_FDS_OPENER(name, params, types, args)            \
+    HOST_EXPORT int name params                               \
+    {                                                         \
+        int(*real) types = HOST_FDS_REAL(int(*) types, name); \
+        va_list ap;                                           \
+        mode_t mode;                                          \
+                                                              \
+        va_start(ap, flags);                                  \
+        mode = HOST_FDS_MODE(ap, flags);                      \
+        va_end(ap);                                           \
+        if (real == NULL) {                                   \
+            errno = ENOSYS;                                   \
+            return -1;                                        \
+        }                                                     \
+        HOST_FDS_CREATE(real args);                           \
     }
 
-HOST_FDS_OPEN(open)
-HOST_FDS_OPEN(open64)
+HOST_FDS_OPENER(open, (const char *path, int flags, ...), (const char *, int, ...),
+                (path, flags, mode))
+HOST_FDS_OPENER(open64, (const char *path, int flags, ...), (const char *, int, ...),
+                (path, flags, mode))
+HOST_FDS_OPENER(openat, (int dirfd, const char *path, int flags, ...),
+                (int, const char *, int, ...), (dirfd, path, flags, mode))
+HOST_FDS_OPENER(openat64, (int dirfd, const char *path, int flags, ...),
+                (int, const char *, int, ...), (dirfd, path, flags, mode))
 
-/* An interposer of a call that returns one new fd (or -1): a library's fd moves high. */
-#define HOST_FDS_CREATOR(name, types, params, args)                 \
-    HOST_EXPORT int name params                                     \
-    {                                                               \
-        static _Atomic(void *) real_p;                              \
-        int(*real) types = (int(*) types)host_real(&real_p, #name); \
-        int library;                                                \
-                                                                    \
-        if (real == NULL) {                                         \
-            errno = ENOSYS;                                         \
-            return -1;                                              \
-        }                                                           \
-        library = host_fds_creating(__builtin_return_address(0));   \
-        return host_fds_created_by(library, real args);             \
+/* An interposer of a call that returns one new fd (or -1). */
+#define HOST_FDS_CREATOR(name, types, params, args)           \
+    HOST_EXPORT int name params                               \
+    {                                                         \
+        int(*real) types = HOST_FDS_REAL(int(*) types, name); \
+                                                              \
+        if (real == NULL) {                                   \
+            errno = ENOSYS;                                   \
+            return -1;                                        \
+        }                                                     \
+        HOST_FDS_CREATE(real args);                           \
     }
 
-/* The _FORTIFY_SOURCE forms of open without a mode (libuv opens its spare /dev/null so). */
+/* The _FORTIFY_SOURCE forms of open and openat without a mode (libuv opens its spare /dev/null
+ * so). */
 int __open_2(const char *path, int flags);
 int __open64_2(const char *path, int flags);
+int __openat_2(int dirfd, const char *path, int flags);
+int __openat64_2(int dirfd, const char *path, int flags);
 HOST_FDS_CREATOR(__open_2, (const char *, int), (const char *path, int flags), (path, flags))
 HOST_FDS_CREATOR(__open64_2, (const char *, int), (const char *path, int flags), (path, flags))
+HOST_FDS_CREATOR(__openat_2, (int, const char *, int), (int dirfd, const char *path, int flags),
+                 (dirfd, path, flags))
+HOST_FDS_CREATOR(__openat64_2, (int, const char *, int), (int dirfd, const char *path, int flags),
+                 (dirfd, path, flags))
+HOST_FDS_CREATOR(creat, (const char *, mode_t), (const char *path, mode_t mode), (path, mode))
+HOST_FDS_CREATOR(creat64, (const char *, mode_t), (const char *path, mode_t mode), (path, mode))
 HOST_FDS_CREATOR(eventfd, (unsigned, int), (unsigned int initval, int flags), (initval, flags))
 HOST_FDS_CREATOR(epoll_create1, (int), (int flags), (flags))
 HOST_FDS_CREATOR(epoll_create, (int), (int size), (size))
 HOST_FDS_CREATOR(socket, (int, int, int), (int domain, int type, int protocol),
                  (domain, type, protocol))
+HOST_FDS_CREATOR(memfd_create, (const char *, unsigned), (const char *name, unsigned int flags),
+                 (name, flags))
 
-/* pipe and pipe2 (glibc's pipe does not call pipe2 through the PLT). */
-static int
-host_fds_pipe(int (*real)(int *, int), int fds[2], int flags, const void *ra)
+/* dup of a library fd by the host fails as dup2's does: the number was free in the bare run. */
+HOST_EXPORT int
+dup(int fd)
 {
-    int rc, library;
+    int (*real)(int) = HOST_FDS_REAL(int (*)(int), dup);
 
     if (real == NULL) {
         errno = ENOSYS;
         return -1;
     }
-    library = host_fds_creating(ra);
-    rc = real(fds, flags);
+    if (host_fd_is_owned(fd) && !host_fds_library_call(__builtin_return_address(0))) {
+        errno = EBADF;
+        return -1;
+    }
+    HOST_FDS_CREATE(real(fd));
+}
+
+/* After a call that made the two fds of fds[] (rc 0): as HOST_FDS_CREATE for each. */
+static int
+host_fds_pair_created(int library, unsigned entries, int rc, int fds[2])
+{
     if (rc == 0 && library) {
         fds[0] = host_fd_take(fds[0]);
         fds[1] = host_fd_take(fds[1]);
+    } else if (rc == 0 && host_fds_created_met(entries)) {
+        fds[0] = host_fds_created_lower(fds[0]);
+        fds[1] = host_fds_created_lower(fds[1]);
     }
     if (library) {
         host_fds_gate_library_leave();
@@ -806,33 +1003,49 @@ host_fds_pipe(int (*real)(int *, int), int fds[2], int flags, const void *ra)
     return rc;
 }
 
-HOST_EXPORT int
-pipe2(int fds[2], int flags)
-{
-    static _Atomic(void *) real_pipe2;
-
-    return host_fds_pipe(HOST_REAL(int (*)(int *, int), pipe2), fds, flags,
-                         __builtin_return_address(0));
-}
-
-static int
-host_fds_pipe_flagless(int *fds, int flags)
-{
-    static _Atomic(void *) real_pipe;
-    int (*real)(int *) = HOST_REAL(int (*)(int *), pipe);
-
-    (void)flags; /* 0 */
-    if (real == NULL) {
-        errno = ENOSYS;
-        return -1;
+/* An interposer of a call that makes two fds into fds[] and returns 0. pipe and pipe2 (glibc's pipe
+ * does not call pipe2 through the PLT), and socketpair. */
+#define HOST_FDS_PAIR(name, types, params, args)                            \
+    HOST_EXPORT int name params                                             \
+    {                                                                       \
+        int(*real) types = HOST_FDS_REAL(int(*) types, name);               \
+        unsigned entries = 0;                                               \
+        int library;                                                        \
+                                                                            \
+        if (real == NULL) {                                                 \
+            errno = ENOSYS;                                                 \
+            return -1;                                                      \
+        }                                                                   \
+        library = host_fds_creating(__builtin_return_address(0), &entries); \
+        return host_fds_pair_created(library, entries, real args, fds);     \
     }
-    return real(fds);
+
+HOST_FDS_PAIR(pipe2, (int *, int), (int fds[2], int flags), (fds, flags))
+HOST_FDS_PAIR(pipe, (int *), (int fds[2]), (fds))
+HOST_FDS_PAIR(socketpair, (int, int, int, int *), (int domain, int type, int protocol, int fds[2]),
+              (domain, type, protocol, fds))
+
+/* Around accept and accept4 (blocking.c) of a caller whose return address is ra: the host's
+ * waits for the moment before the call (the entries to pass on), and after it its fd moves down
+ * if one met it anyway; the library's fd moves high. */
+unsigned
+host_fds_accepting(const void *ra)
+{
+    unsigned entries = 0;
+
+    if (!host_fds_library_call(ra)) {
+        (void)host_fds_creating(ra, &entries);
+    }
+    return entries;
 }
 
-HOST_EXPORT int
-pipe(int fds[2])
+int
+host_fds_accepted(int fd, const void *ra, unsigned entries)
 {
-    return host_fds_pipe(host_fds_pipe_flagless, fds, 0, __builtin_return_address(0));
+    if (host_fds_library_call(ra)) {
+        return host_fd_take(fd);
+    }
+    return host_fds_created_by(0, entries, fd);
 }
 
 /*
@@ -842,12 +1055,13 @@ pipe(int fds[2])
  * own read-only fopen and its opendir the fd is opened here instead (high, registered), and
  * fclose and closedir forget it first. Every other call is libc's.
  */
-HOST_EXPORT FILE *
-fopen(const char *path, const char *mode)
+/* fopen and fopen64: the library's read-only opens here, high; the host's wait for the moment
+ * (libc opens the fd inside, without the calls above) and move down with glibc. */
+static FILE *
+host_fds_fopen(FILE *(*real)(const char *, const char *), const char *path, const char *mode,
+               const void *ra)
 {
-    static _Atomic(void *) real_p;
-    FILE *(*real)(const char *, const char *) =
-            (FILE * (*)(const char *, const char *)) host_real(&real_p, "fopen");
+    unsigned entries = 0;
     FILE *f;
     int fd;
 
@@ -855,9 +1069,16 @@ fopen(const char *path, const char *mode)
         errno = ENOSYS;
         return NULL;
     }
-    if (mode[0] != 'r' || strchr(mode, '+') != NULL ||
-        !host_fds_library_call(__builtin_return_address(0))) {
-        return real(path, mode);
+    if (mode[0] != 'r' || strchr(mode, '+') != NULL || !host_fds_library_call(ra)) {
+        (void)host_fds_creating(NULL, &entries);
+        f = real(path, mode);
+#ifdef __GLIBC__
+        /* glibc's FILE names its fd in the public _fileno: moved down as the other creators' */
+        if (f != NULL && f->_fileno >= 0 && host_fds_created_met(entries)) {
+            f->_fileno = host_fds_created_lower(f->_fileno);
+        }
+#endif
+        return f;
     }
     fd = host_fd_take(open(path, O_RDONLY | O_CLOEXEC));
     if (fd < 0) {
@@ -869,6 +1090,20 @@ fopen(const char *path, const char *mode)
         host_fds_close_real(fd);
     }
     return f;
+}
+
+HOST_EXPORT FILE *
+fopen(const char *path, const char *mode)
+{
+    return host_fds_fopen(HOST_FDS_REAL(FILE * (*)(const char *, const char *), fopen), path, mode,
+                          __builtin_return_address(0));
+}
+
+HOST_EXPORT FILE *
+fopen64(const char *path, const char *mode)
+{
+    return host_fds_fopen(HOST_FDS_REAL(FILE * (*)(const char *, const char *), fopen64), path,
+                          mode, __builtin_return_address(0));
 }
 
 HOST_EXPORT int
@@ -890,8 +1125,8 @@ fclose(FILE *f)
 HOST_EXPORT DIR *
 opendir(const char *path)
 {
-    static _Atomic(void *) real_p;
-    DIR *(*real)(const char *) = (DIR * (*)(const char *)) host_real(&real_p, "opendir");
+    DIR *(*real)(const char *) = HOST_FDS_REAL(DIR * (*)(const char *), opendir);
+    unsigned entries = 0;
     DIR *d;
     int fd;
 
@@ -900,7 +1135,30 @@ opendir(const char *path)
         return NULL;
     }
     if (!host_fds_library_call(__builtin_return_address(0))) {
-        return real(path);
+        /* The host's: opened here as glibc's opendir does (O_NONBLOCK: a FIFO does not block), so
+         * that the fd moves down as the other creators' (a DIR's fd cannot be changed after). */
+        int (*open_real)(const char *, int, ...) =
+                HOST_FDS_REAL(int (*)(const char *, int, ...), open);
+        int library;
+
+        if (open_real == NULL) {
+            return real(path);
+        }
+        library = host_fds_creating(NULL, &entries);
+        fd = host_fds_created_by(
+                library, entries,
+                open_real(path, O_RDONLY | O_NONBLOCK | O_DIRECTORY | O_CLOEXEC | O_LARGEFILE));
+        if (fd < 0) {
+            return NULL;
+        }
+        d = fdopendir(fd);
+        if (d == NULL) {
+            int err = errno;
+
+            host_fds_close_real(fd);
+            errno = err;
+        }
+        return d;
     }
     fd = host_fd_take(open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd < 0) {

@@ -19,8 +19,9 @@
  *   creds.c      setuid setgid seteuid setegid setreuid setregid setresuid setresgid setgroups
  *   sockets.c    bind connect unlink
  *   fds.c        close close_range closefrom dup2 dup3 syscall eventfd epoll_create
- *                epoll_create1 socket pipe pipe2 open open64 __open_2 __open64_2 fopen
- *                fclose opendir closedir
+ *                epoll_create1 socket socketpair pipe pipe2 open open64 __open_2 __open64_2
+ *                openat openat64 __openat_2 __openat64_2 creat creat64 dup memfd_create fopen
+ *                fopen64 fclose opendir closedir
  *
  * Direction: host/ depends on libc only. The agent, the shim (and through the shim the IPC
  * server) call into it through this header; host/ calls back into them only through the two

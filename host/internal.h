@@ -188,13 +188,14 @@ ssize_t host_recvfrom_waitall(host_recvfrom_fn real, int fd, void *buf, size_t l
  * write). */
 void host_writes_resolve(void);
 
-/* fd came from a call whose return address is ra: the library's fds move high and are
- * registered (fds.c); returns the fd to hand back. */
-int host_fds_created(int fd, const void *ra);
 /* Around an fd-creating call of the interposer whose return address is ra: returns whether it is
  * the library's, and then holds the gate (fds.c) until host_fds_create_end(), which moves the new
  * fd high and returns it (a negative fd as it is, errno kept). Not across a blocking call. */
 int host_fds_create_begin(const void *ra);
 int host_fds_create_end(int library, int fd);
+/* Around accept and accept4 of the caller whose return address is ra, blocking or not: returns
+ * what host_fds_accepted(), which moves the new fd (the host's down, the library's high), takes. */
+unsigned host_fds_accepting(const void *ra);
+int host_fds_accepted(int fd, const void *ra, unsigned entries);
 
 #endif /* HOST_INTERNAL_H */

@@ -13,18 +13,32 @@
  *   fds dup2high    the same over 768..800, where the library keeps its fds (host/fds.c): it
  *                   gives them up and stops, and the host's calls work as bare
  *   fds dup3, dup3high  the same two through dup3(O_CLOEXEC)
+ *   fds create      closefrom(3) and a listening socket, then for 150 ms per call that makes fds
+ *                   (open, openat, __openat_2, creat, dup, socket, socketpair, accept4, pipe,
+ *                   eventfd, memfd_create, fopen, opendir) creates them in a loop and checks
+ *                   each number against the lowest the host left free (what bare gives):
+ *                   one of the library's fds in its low moment takes that number, and the host's
+ *                   creation waits for it to move (host/fds.c, host_fds_creating). Its test runs
+ *                   with PIPEPROF_TEST_FD_LOW_MS=2 (tests only): a thread of the library's opens
+ *                   an fd every 5 ms and holds it low for 2 ms, so that each call's loop meets it
+ *                   about 20 times.
  *
  * Then a pipe carries 4 MiB from a thread to the main thread while both burn CPU, and a file is
  * written and read back; every count is printed.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "hosts.h"
@@ -114,6 +128,165 @@ dup_log(int lo, int hi, int three)
     unlink(path);
 }
 
+/* The kinds of creation the create mode checks: each makes one fd (two for pairs). */
+enum {
+    CR_OPEN,
+    CR_SOCKET,
+    CR_EVENTFD,
+    CR_PIPE,
+    CR_OPENAT,
+    CR_OPENAT_2,
+    CR_CREAT,
+    CR_DUP,
+    CR_SOCKETPAIR,
+    CR_MEMFD,
+    CR_ACCEPT,
+    CR_FOPEN,
+    CR_OPENDIR,
+    CR_COUNT
+};
+static const char *const cr_names[CR_COUNT] = { "open",       "socket",       "eventfd", "pipe",
+                                                "openat",     "__openat_2",   "creat",   "dup",
+                                                "socketpair", "memfd_create", "accept4", "fopen",
+                                                "opendir" };
+
+extern int __openat_2(int dirfd, const char *path, int flags);
+
+/* A listening socket's address for accept4: abstract, autobound. */
+static struct sockaddr_un cr_addr;
+static socklen_t cr_addr_len;
+
+/* The listening socket, made at the lowest free number 3 before the loop: the kinds' numbers
+ * start above it (every kind is checked against the same two numbers, lo and lo + 1). */
+static int
+create_listener(void)
+{
+    int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    cr_addr.sun_family = AF_UNIX;
+    cr_addr_len = sizeof(cr_addr);
+    if (ls < 0 || bind(ls, (struct sockaddr *)&cr_addr, sizeof(sa_family_t)) != 0 ||
+        listen(ls, 64) != 0 || getsockname(ls, (struct sockaddr *)&cr_addr, &cr_addr_len) != 0) {
+        perror("listener");
+        exit(1);
+    }
+    return ls;
+}
+
+static FILE *cr_file;
+static DIR *cr_dir;
+
+/* One creation of kind k into fds[0..1] (-1 where none): how many fds it made. accept4 needs a
+ * connection first: its socket is the first fd (lo), the accepted one the second. */
+static int
+create_one(int k, int ls, int fds[2])
+{
+    fds[0] = fds[1] = -1;
+    switch (k) {
+    case CR_OPEN:
+        fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        return 1;
+    case CR_SOCKET:
+        fds[0] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        return 1;
+    case CR_EVENTFD:
+        fds[0] = eventfd(0, EFD_CLOEXEC);
+        return 1;
+    case CR_PIPE:
+        return pipe(fds) == 0 ? 2 : 1;
+    case CR_OPENAT:
+        fds[0] = openat(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
+        return 1;
+    case CR_OPENAT_2:
+        fds[0] = __openat_2(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
+        return 1;
+    case CR_CREAT:
+        fds[0] = creat("/dev/null", 0600); /* O_TRUNC does nothing to a device */
+        return 1;
+    case CR_DUP:
+        fds[0] = dup(2);
+        return 1;
+    case CR_SOCKETPAIR:
+        return socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0 ? 2 : 1;
+    case CR_MEMFD:
+        fds[0] = memfd_create("host-fds", MFD_CLOEXEC);
+        return 1;
+    case CR_ACCEPT:
+        fds[0] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fds[0] >= 0 && connect(fds[0], (struct sockaddr *)&cr_addr, cr_addr_len) == 0) {
+            host_burn_us(50); /* as between the loop's calls (create_loop) */
+            fds[1] = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+        }
+        return 2;
+    case CR_FOPEN:
+        cr_file = fopen("/dev/null", "re");
+        fds[0] = cr_file != NULL ? fileno(cr_file) : -1;
+        return 1;
+    case CR_OPENDIR:
+        cr_dir = opendir("/");
+        fds[0] = cr_dir != NULL ? dirfd(cr_dir) : -1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Closes what create_one made. */
+static void
+create_close(int k, int fds[2])
+{
+    if (k == CR_FOPEN && cr_file != NULL) {
+        fclose(cr_file);
+        cr_file = NULL;
+        return;
+    }
+    if (k == CR_OPENDIR && cr_dir != NULL) {
+        closedir(cr_dir);
+        cr_dir = NULL;
+        return;
+    }
+    if (fds[0] >= 0) {
+        close(fds[0]);
+    }
+    if (fds[1] >= 0) {
+        close(fds[1]);
+    }
+}
+
+/* Every creation gets the lowest numbers the host left free: 4 (and 5) after closefrom(3) and its
+ * listening socket at 3. Each kind in turn for 150 ms: the library's fds held low meet every
+ * kind. */
+static void
+create_loop(void)
+{
+    unsigned long made[CR_COUNT] = { 0 }, wrong[CR_COUNT] = { 0 };
+    struct timespec t0, t;
+    int k, ls, fds[2];
+
+    closefrom(3);
+    ls = create_listener();
+    printf("listener: fd %d\n", ls);
+    for (k = 0; k < CR_COUNT; k++) {
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            int n = create_one(k, ls, fds);
+
+            made[k]++;
+            if ((fds[0] != ls + 1 || (n == 2 && fds[1] != ls + 2)) && wrong[k]++ == 0) {
+                fprintf(stderr, "%s: got %d %d where bare gets %d %d\n", cr_names[k], fds[0],
+                        fds[1], ls + 1, n == 2 ? ls + 2 : -1);
+            }
+            create_close(k, fds);
+            host_burn_us(50); /* the number free most of the time, for the library to take */
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 150);
+    }
+    close(ls);
+    for (k = 0; k < CR_COUNT; k++) {
+        printf("%s: %s\n", cr_names[k], wrong[k] == 0 ? "every fd the bare number" : "fds off");
+        fprintf(stderr, "%s: %lu made, %lu not the bare number\n", cr_names[k], made[k], wrong[k]);
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -135,8 +308,11 @@ main(int argc, char **argv)
     } else if (strncmp(how, "dup", 3) == 0 && (how[3] == '2' || how[3] == '3') &&
                (how[4] == '\0' || strcmp(how + 4, "high") == 0)) {
         dup_log(how[4] ? 768 : 3, how[4] ? 800 : 40, how[3] == '3');
+    } else if (strcmp(how, "create") == 0) {
+        create_loop();
     } else {
-        fprintf(stderr, "usage: fds closeloop|sysclose|range|from|dup2|dup2high|dup3|dup3high\n");
+        fprintf(stderr,
+                "usage: fds closeloop|sysclose|range|from|dup2|dup2high|dup3|dup3high|create\n");
         return 2;
     }
     if (pipe(p) != 0) {

@@ -51,6 +51,8 @@ extern char **environ;
  * compile time); interposed as such */
 extern int __open_2(const char *path, int flags);
 extern int __open64_2(const char *path, int flags);
+extern int __openat_2(int dirfd, const char *path, int flags);
+extern int __openat64_2(int dirfd, const char *path, int flags);
 /* glibc still exports the BSD name of signal(), no longer declared */
 extern __sighandler_t bsd_signal(int sig, __sighandler_t handler);
 
@@ -364,6 +366,19 @@ every_call(int idx)
     fd2 = __open64_2("/dev/null", O_RDONLY | O_CLOEXEC);
     check(fd >= 0 && fd2 >= 0 && close(fd) == 0 && close(fd2) == 0, "__open_2/__open64_2");
     check(pipe2(sv, O_CLOEXEC) == 0 && close(sv[0]) == 0 && close(sv[1]) == 0, "pipe2");
+    fd = openat(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
+    fd2 = openat64(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
+    check(fd >= 0 && fd2 >= 0 && close(fd) == 0 && close(fd2) == 0, "openat/openat64");
+    fd = __openat_2(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
+    fd2 = __openat64_2(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
+    check(fd >= 0 && fd2 >= 0 && close(fd) == 0 && close(fd2) == 0, "__openat_2/__openat64_2");
+    fd = creat("/dev/null", 0600); /* O_TRUNC does nothing to a device */
+    fd2 = creat64("/dev/null", 0600);
+    check(fd >= 0 && fd2 >= 0 && close(fd) == 0 && close(fd2) == 0, "creat/creat64");
+    fd = dup(2);
+    check(fd >= 0 && close(fd) == 0, "dup");
+    f = fopen64("/dev/null", "re");
+    check(f != NULL && fclose(f) == 0, "fopen64");
     closefrom(60000); /* nothing of the host's up there */
     f = fopen("/dev/null", "re");
     check(f != NULL && fclose(f) == 0, "fopen/fclose");

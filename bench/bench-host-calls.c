@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench/bench-host-calls.c - libbench-host-calls.so: open and close called from an object of
+ * their own, as a host's are. bench-interpose links host/ into its program, whose code host/fds.c
+ * counts as the library's (host_fds_trust_self); calls made from here are the host's. Exported:
+ * the project builds with -fvisibility=hidden.
+ */
+#include <fcntl.h>
+#include <unistd.h>
+
+__attribute__((visibility("default"))) int bench_host_open(const char *path, int flags);
+__attribute__((visibility("default"))) int bench_host_close(int fd);
+
+int
+bench_host_open(const char *path, int flags)
+{
+    return open(path, flags);
+}
+
+int
+bench_host_close(int fd)
+{
+    return close(fd);
+}
