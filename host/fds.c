@@ -516,6 +516,9 @@ syscall(long n, ...)
     if (n == SYS_close && host_fd_is_owned((int)a[0])) {
         host_fd_mark((int)a[0], 0);
     }
+    if (HOST_SYSCALL_IS_SEND(n)) {
+        return host_syscall_send(real, n, a); /* signals.c: a send of the library's signal */
+    }
     if (host_syscall_is_wait(n, a)) {
         long rc = host_syscall_wait(real, n, a, HOST_FA);
 

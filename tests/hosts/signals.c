@@ -38,6 +38,9 @@
  *                     own sends): how many reached the handler, on which thread, with what si_code,
  *                     si_pid and value (bare: each one); then 200 raise() calls with SIGPROF
  *                     blocked after 3 ms of CPU: each runs the handler once as the mask opens
+ *   signals rawsends  the same sends made by syscall(): 3 x 4000 to the other thread by SYS_tkill,
+ *                     SYS_rt_tgsigqueueinfo (SI_QUEUE with a value) and SYS_tgkill, then 200 each
+ *                     of SYS_tgkill and SYS_rt_tgsigqueueinfo to itself with SIGPROF blocked
  *   signals offstack  burns 300 ms of CPU in a coroutine (swapcontext) whose stack is its
  *                     sigaltstack, as green-thread libraries may: the kernel reports that code
  *                     as on the alternate stack, the agent takes no sample there and says so
@@ -50,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <ucontext.h>
@@ -587,10 +591,26 @@ others_burn(void *arg)
  * runs): one of the agent's instances pending there when the host's comes would take it in
  * (standard signals do not queue). Each send waits for the handler to take the one before, up to
  * 2 s (a send the kernel merged never comes); bare, every one comes. */
+static long
+others_raw_queue(pid_t tid, int value)
+{
+    siginfo_t info;
+
+    memset(&info, 0, sizeof(info)); /* as glibc's pthread_sigqueue fills it */
+    info.si_signo = SIGPROF;
+    info.si_code = SI_QUEUE;
+    info.si_pid = getpid();
+    info.si_uid = getuid();
+    info.si_value.sival_int = value;
+    return syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGPROF, &info);
+}
+
 static int
-others(void)
+others(int raw)
 {
     const char *how[] = { "pthread_kill", "pthread_sigqueue", "tgkill", "kill" };
+    const char *how_raw[] = { "syscall(SYS_tkill)", "syscall(SYS_rt_tgsigqueueinfo)",
+                              "syscall(SYS_tgkill)" };
     struct sigaction sa;
     pthread_t th;
     sigset_t prof;
@@ -611,7 +631,7 @@ others(void)
     }
     sigemptyset(&prof);
     sigaddset(&prof, SIGPROF);
-    for (k = 0; k < 4; k++) {
+    for (k = 0; k < (raw ? 3 : 4); k++) {
         n = k == 3 ? 500 : 4000;
         swallowed = 0;
         others_code = k == 1 ? SI_QUEUE : k == 3 ? SI_USER : SI_TKILL;
@@ -625,7 +645,13 @@ others(void)
         for (i = 0; i < n; i++) {
             int before = others_seen, spins;
 
-            if (k == 0) {
+            if (raw && k == 0) {
+                syscall(SYS_tkill, others_tid, SIGPROF);
+            } else if (raw && k == 1) {
+                others_raw_queue(others_tid, 43);
+            } else if (raw) {
+                syscall(SYS_tgkill, getpid(), others_tid, SIGPROF);
+            } else if (k == 0) {
                 pthread_kill(th, SIGPROF);
             } else if (k == 1) {
                 pthread_sigqueue(th, SIGPROF, (union sigval){ .sival_int = 43 });
@@ -646,10 +672,10 @@ others(void)
             pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
         }
         fprintf(stderr, "%s: %d of %d sends to the other thread ran its handler, %d swallowed\n",
-                how[k], (int)others_seen, n, swallowed);
+                raw ? how_raw[k] : how[k], (int)others_seen, n, swallowed);
         printf("%s: every send to the other thread ran the handler: %s; %s from itself on that "
                "thread: %d of %d, other deliveries %d\n",
-               how[k], swallowed == 0 && others_seen == n ? "yes" : "no",
+               raw ? how_raw[k] : how[k], swallowed == 0 && others_seen == n ? "yes" : "no",
                k == 1   ? "SI_QUEUE with its value"
                : k == 3 ? "SI_USER"
                         : "SI_TKILL",
@@ -659,29 +685,40 @@ others(void)
     others_stop = 1;
     pthread_join(th, NULL);
     /* raise() with SIGPROF blocked, after 3 ms of CPU (one of the agent's instances pending by
-     * then, most of the time): the send pends, and runs the handler once as the mask opens */
+     * then, most of the time): the send pends, and runs the handler once as the mask opens; raw:
+     * syscall(SYS_tgkill) of its own tid, then rt_tgsigqueueinfo with a value */
     others_target = pthread_self();
-    others_code = SI_TKILL;
-    others_seen = 0;
-    others_wrong = 0;
-    others_other_thread = 0;
-    swallowed = 0;
-    n = 200;
-    for (i = 0; i < n; i++) {
-        int before = others_seen;
+    for (k = 0; k < (raw ? 2 : 1); k++) {
+        others_code = k == 1 ? SI_QUEUE : SI_TKILL;
+        others_seen = 0;
+        others_wrong = 0;
+        others_other_thread = 0;
+        swallowed = 0;
+        n = 200;
+        for (i = 0; i < n; i++) {
+            int before = others_seen;
 
-        pthread_sigmask(SIG_BLOCK, &prof, NULL);
-        host_burn_us(3000);
-        raise(SIGPROF);
-        pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
-        swallowed += others_seen != before + 1;
+            pthread_sigmask(SIG_BLOCK, &prof, NULL);
+            host_burn_us(3000);
+            if (k == 1) {
+                others_raw_queue(gettid(), 43);
+            } else if (raw) {
+                syscall(SYS_tgkill, getpid(), gettid(), SIGPROF);
+            } else {
+                raise(SIGPROF);
+            }
+            pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
+            swallowed += others_seen != before + 1;
+        }
+        fprintf(stderr, "%s blocked: %d of %d sends ran the handler as the mask opened\n",
+                raw ? how_raw[2 - k] : "raise", (int)others_seen, n);
+        printf("%s with SIGPROF blocked: every send ran the handler once as the mask opened: %s; "
+               "%s from itself: %d of %d, other deliveries %d\n",
+               raw ? how_raw[2 - k] : "raise", swallowed == 0 ? "yes" : "no",
+               k == 1 ? "SI_QUEUE with its value" : "SI_TKILL",
+               (int)(others_seen - others_wrong - others_other_thread), n,
+               (int)(others_wrong + others_other_thread));
     }
-    fprintf(stderr, "raise blocked: %d of %d sends ran the handler as the mask opened\n",
-            (int)others_seen, n);
-    printf("raise with SIGPROF blocked: every send ran the handler once as the mask opened: %s; "
-           "SI_TKILL from itself: %d of %d, other deliveries %d\n",
-           swallowed == 0 ? "yes" : "no", (int)(others_seen - others_wrong - others_other_thread),
-           n, (int)(others_wrong + others_other_thread));
     return 0;
 }
 
@@ -719,13 +756,13 @@ main(int argc, char **argv)
     if (strcmp(how, "raises") == 0) {
         return raises();
     }
-    if (strcmp(how, "others") == 0) {
-        return others();
+    if (strcmp(how, "others") == 0 || strcmp(how, "rawsends") == 0) {
+        return others(strcmp(how, "rawsends") == 0);
     }
     if (strcmp(how, "restart") == 0 || strcmp(how, "norestart") == 0) {
         return pipe_reads(strcmp(how, "restart") == 0);
     }
     fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack|flags|offstack|onstack|"
-                    "raises|others|restart|norestart\n");
+                    "raises|others|rawsends|restart|norestart\n");
     return 2;
 }
