@@ -41,6 +41,10 @@
  *   signals rawsends  the same sends made by syscall(): 3 x 4000 to the other thread by SYS_tkill,
  *                     SYS_rt_tgsigqueueinfo (SI_QUEUE with a value) and SYS_tgkill, then 200 each
  *                     of SYS_tgkill and SYS_rt_tgsigqueueinfo to itself with SIGPROF blocked
+ *   signals timer     its own POSIX timer on SIGPROF every 500 us for 1.5 s of CPU, to the thread
+ *                     (SIGEV_THREAD_ID), then to the process (SIGEV_SIGNAL): its handler runs
+ *                     plus their si_overrun are the expirations the time says, each with
+ *                     SI_TIMER and its value, si_overrun as timer_getoverrun says
  *   signals offstack  burns 300 ms of CPU in a coroutine (swapcontext) whose stack is its
  *                     sigaltstack, as green-thread libraries may: the kernel reports that code
  *                     as on the alternate stack, the agent takes no sample there and says so
@@ -722,6 +726,95 @@ others(int raw)
     return 0;
 }
 
+/* The host's own POSIX timer on SIGPROF, to the thread (SIGEV_THREAD_ID) or to the process
+ * (SIGEV_SIGNAL), every 500 us for 1.5 s while the thread burns CPU. Each delivery counts
+ * 1 + si_overrun expirations and reads the clock; the kernel computes si_overrun as it takes the
+ * signal, so by the last delivery the count is the expirations since the arming, to one (one may
+ * fall between the kernel's take and the clock read). */
+static timer_t timer_id;
+static struct timespec timer_armed, timer_last;
+static _Atomic long timer_runs, timer_overruns, timer_wrong, timer_overrun_differs;
+
+#define TIMER_PERIOD_NS 500000L
+#define TIMER_SIVAL     0x54494d52
+
+static void
+on_prof_timer(int sig, siginfo_t *info, void *uctx)
+{
+    (void)sig;
+    (void)uctx;
+    if (info->si_code != SI_TIMER || info->si_value.sival_int != TIMER_SIVAL) {
+        timer_wrong++;
+        return;
+    }
+    if (info->si_overrun != timer_getoverrun(timer_id)) {
+        timer_overrun_differs++;
+    }
+    timer_runs++;
+    timer_overruns += info->si_overrun;
+    clock_gettime(CLOCK_MONOTONIC, &timer_last);
+}
+
+static int
+own_timer(void)
+{
+    const char *how[] = { "SIGEV_THREAD_ID", "SIGEV_SIGNAL" };
+    struct itimerspec its = { .it_interval = { 0, TIMER_PERIOD_NS },
+                              .it_value = { 0, TIMER_PERIOD_NS } };
+    struct sigaction sa;
+    struct sigevent sev;
+    sigset_t prof;
+    int k;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_prof_timer;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGPROF, &sa, NULL);
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    for (k = 0; k < 2; k++) {
+        long expirations, counted;
+
+        memset(&sev, 0, sizeof(sev));
+        sev.sigev_notify = k == 0 ? SIGEV_THREAD_ID : SIGEV_SIGNAL;
+        sev.sigev_signo = SIGPROF;
+        sev.sigev_value.sival_int = TIMER_SIVAL;
+        sev._sigev_un._tid = gettid(); /* glibc < 2.35 names no sigev_notify_thread_id */
+        timer_runs = timer_overruns = timer_wrong = timer_overrun_differs = 0;
+        if (timer_create(CLOCK_MONOTONIC, &sev, &timer_id) != 0) {
+            perror("timer_create");
+            return 1;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &timer_armed);
+        timer_last = timer_armed;
+        timer_settime(timer_id, 0, &its, NULL);
+        host_burn_us(1500000);
+        /* a signal pending now is the timer's no more: the count stops at the last delivery */
+        pthread_sigmask(SIG_BLOCK, &prof, NULL);
+        timer_delete(timer_id);
+        pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
+        expirations = ((timer_last.tv_sec - timer_armed.tv_sec) * 1000000000L +
+                       (timer_last.tv_nsec - timer_armed.tv_nsec)) /
+                      TIMER_PERIOD_NS;
+        counted = timer_runs + timer_overruns;
+        fprintf(stderr,
+                "%s timer: %ld handler runs + %ld overruns = %ld of %ld expirations by the last "
+                "run; %ld wrong, %ld si_overrun unlike timer_getoverrun\n",
+                how[k], (long)timer_runs, (long)timer_overruns, counted, expirations,
+                (long)timer_wrong, (long)timer_overrun_differs);
+        printf("%s timer at 2000 Hz: handler runs plus overruns are its expirations: %s; "
+               "SI_TIMER with its value: %s; si_overrun as timer_getoverrun: %s\n",
+               how[k],
+               expirations >= 1000 && counted >= expirations - 1 && counted <= expirations + 1
+                       ? "yes"
+                       : "no",
+               timer_wrong == 0 && timer_runs > 0 ? "yes" : "no",
+               timer_overrun_differs == 0 ? "yes" : "no");
+    }
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -756,6 +849,9 @@ main(int argc, char **argv)
     if (strcmp(how, "raises") == 0) {
         return raises();
     }
+    if (strcmp(how, "timer") == 0) {
+        return own_timer();
+    }
     if (strcmp(how, "others") == 0 || strcmp(how, "rawsends") == 0) {
         return others(strcmp(how, "rawsends") == 0);
     }
@@ -763,6 +859,6 @@ main(int argc, char **argv)
         return pipe_reads(strcmp(how, "restart") == 0);
     }
     fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack|flags|offstack|onstack|"
-                    "raises|others|rawsends|restart|norestart\n");
+                    "raises|others|rawsends|timer|restart|norestart\n");
     return 2;
 }
