@@ -65,9 +65,9 @@
  * running its handler before the call returns (-raises); 12000 sends to another thread and 500
  * kill()s, each one running its handler, and 200 raise()s with the signal blocked, each running
  * it once as the mask opens (-others); the same by syscall(SYS_tkill, SYS_rt_tgsigqueueinfo,
- * SYS_tgkill), and 2 x 200 to itself with the signal blocked (-rawsends); its own POSIX timer at
- * 2 kHz, each expiration a handler run or in si_overrun, as bare (-timer: the kernel queues a
- * timer's signal apart from the library's pending one, nothing to do here);
+ * SYS_tgkill), 2 x 200 to itself with the signal blocked and 3 x 5000 with it open (-rawsends); its
+ * own POSIX timer at 2 kHz, each expiration a handler run or in si_overrun, as bare (-timer: the
+ * kernel queues a timer's signal apart from the library's pending one, nothing to do here);
  * host-contract-altstack-*: a handler on
  * a small alternate stack; host-contract-sigign-*: an inherited SIG_IGN through posix_spawn,
  * system and fork+exec), and test-agent-sampling

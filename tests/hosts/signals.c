@@ -40,7 +40,8 @@
  *                     blocked after 3 ms of CPU: each runs the handler once as the mask opens
  *   signals rawsends  the same sends made by syscall(): 3 x 4000 to the other thread by SYS_tkill,
  *                     SYS_rt_tgsigqueueinfo (SI_QUEUE with a value) and SYS_tgkill, then 200 each
- *                     of SYS_tgkill and SYS_rt_tgsigqueueinfo to itself with SIGPROF blocked
+ *                     of SYS_tgkill and SYS_rt_tgsigqueueinfo to itself with SIGPROF blocked,
+ *                     then 3 x 5000 to itself with it open, as raises does
  *   signals timer     its own POSIX timer on SIGPROF every 500 us for 1.5 s of CPU, to the thread
  *                     (SIGEV_THREAD_ID), then to the process (SIGEV_SIGNAL): its handler runs
  *                     plus their si_overrun are the expirations the time says, each with
@@ -516,13 +517,30 @@ on_prof_info(int sig, siginfo_t *info, void *uctx)
     }
 }
 
+/* syscall(SYS_rt_tgsigqueueinfo) of SIGPROF to thread tid, as glibc's pthread_sigqueue makes it */
+static long
+others_raw_queue(pid_t tid, int value)
+{
+    siginfo_t info;
+
+    memset(&info, 0, sizeof(info)); /* as glibc's pthread_sigqueue fills it */
+    info.si_signo = SIGPROF;
+    info.si_code = SI_QUEUE;
+    info.si_pid = getpid();
+    info.si_uid = getuid();
+    info.si_value.sival_int = value;
+    return syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGPROF, &info);
+}
+
 /* Standard signals do not queue: a send that finds one of the same signal pending for the thread
  * is dropped. Bare, none of the host's own is pending at a send here (each one ran its handler
  * before the call returned), so every send runs the handler. */
 static int
-raises(void)
+raises(int raw)
 {
     const char *how[] = { "raise", "pthread_kill", "tgkill", "pthread_sigqueue" };
+    const char *how_raw[] = { "syscall(SYS_tkill)", "syscall(SYS_tgkill)",
+                              "syscall(SYS_rt_tgsigqueueinfo)" };
     struct sigaction sa;
     int k, i, missed, n = 20000 / 4;
 
@@ -531,16 +549,22 @@ raises(void)
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigaction(SIGPROF, &sa, NULL);
-    for (k = 0; k < 4; k++) {
+    for (k = 0; k < (raw ? 3 : 4); k++) {
         missed = 0;
-        raised_code = k == 3 ? SI_QUEUE : SI_TKILL;
+        raised_code = k == 3 || (raw && k == 2) ? SI_QUEUE : SI_TKILL;
         raised_tkill = 0;
         raised_other = 0;
         for (i = 0; i < n; i++) {
             int before = (int)raised_tkill;
 
             host_burn_us(20);
-            if (k == 0) {
+            if (raw && k == 0) {
+                syscall(SYS_tkill, gettid(), SIGPROF);
+            } else if (raw && k == 1) {
+                syscall(SYS_tgkill, getpid(), gettid(), SIGPROF);
+            } else if (raw) {
+                others_raw_queue(gettid(), 42);
+            } else if (k == 0) {
                 raise(SIGPROF);
             } else if (k == 1) {
                 pthread_kill(pthread_self(), SIGPROF);
@@ -551,12 +575,13 @@ raises(void)
             }
             missed += (int)raised_tkill != before + 1;
         }
-        fprintf(stderr, "%s: %d of %d sends ran the handler at once, %d other deliveries\n", how[k],
-                n - missed, n, (int)raised_other);
+        fprintf(stderr, "%s: %d of %d sends ran the handler at once, %d other deliveries\n",
+                raw ? how_raw[k] : how[k], n - missed, n, (int)raised_other);
         printf("%s: every send ran the handler before the call returned: %s; %s from "
                "itself: %d of %d\n",
-               how[k], missed == 0 ? "yes" : "no", k == 3 ? "SI_QUEUE with its value" : "SI_TKILL",
-               (int)raised_tkill, n);
+               raw ? how_raw[k] : how[k], missed == 0 ? "yes" : "no",
+               raised_code == SI_QUEUE ? "SI_QUEUE with its value" : "SI_TKILL", (int)raised_tkill,
+               n);
     }
     return 0;
 }
@@ -595,20 +620,6 @@ others_burn(void *arg)
  * runs): one of the agent's instances pending there when the host's comes would take it in
  * (standard signals do not queue). Each send waits for the handler to take the one before, up to
  * 2 s (a send the kernel merged never comes); bare, every one comes. */
-static long
-others_raw_queue(pid_t tid, int value)
-{
-    siginfo_t info;
-
-    memset(&info, 0, sizeof(info)); /* as glibc's pthread_sigqueue fills it */
-    info.si_signo = SIGPROF;
-    info.si_code = SI_QUEUE;
-    info.si_pid = getpid();
-    info.si_uid = getuid();
-    info.si_value.sival_int = value;
-    return syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGPROF, &info);
-}
-
 static int
 others(int raw)
 {
@@ -847,13 +858,18 @@ main(int argc, char **argv)
         return onstack();
     }
     if (strcmp(how, "raises") == 0) {
-        return raises();
+        return raises(0);
     }
     if (strcmp(how, "timer") == 0) {
         return own_timer();
     }
-    if (strcmp(how, "others") == 0 || strcmp(how, "rawsends") == 0) {
-        return others(strcmp(how, "rawsends") == 0);
+    if (strcmp(how, "others") == 0) {
+        return others(0);
+    }
+    if (strcmp(how, "rawsends") == 0) {
+        int rc = others(1);
+
+        return rc != 0 ? rc : raises(1);
     }
     if (strcmp(how, "restart") == 0 || strcmp(how, "norestart") == 0) {
         return pipe_reads(strcmp(how, "restart") == 0);
