@@ -56,7 +56,9 @@
  *                    pend, and comes on its own.
  *   syscall          (fds.c's interposer) hands over SYS_tgkill, SYS_tkill and
  *                    SYS_rt_tgsigqueueinfo (host_syscall_send below): the same sends made raw,
- *                    as language runtimes and thread libraries make them.
+ *                    as language runtimes and thread libraries make them; not the library's own
+ *                    (the wall sampler's, a nudge, sig-chain.c's re-raise), which it makes with
+ *                    syscall() too.
  *
  * Held by: host-contract-signals-* (tests/hosts/signals.c: the host's own handler, setitimer,
  * SIG_IGN and SIG_DFL of SIGPROF after the agent started; its SA_NODEFER, sa_mask, SA_RESETHAND
