@@ -15,29 +15,36 @@
  *                     before the call and its count after it, and the close's gate (the other
  *                     cases call from this program, which host/fds.c counts as the library's)
  *   open-agent        the same with agent hooks installed
+ *   syscall-gettid    syscall(SYS_gettid): fds.c's syscall() on its fast path (no close, no
+ *                     wait, no send of a signal)
+ *   syscall-futex     syscall(SYS_futex, FUTEX_WAKE) of a word no thread waits on, as a
+ *                     lock's release makes it
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling.
  * Libc and the interposer alternate within each round; prints per call the median ns of each
  * over the rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
  */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    9
+#define BENCH_OPS    11
 #define BENCH_ROUNDS 64
 
-static const char *const bench_ops[BENCH_OPS] = { "close",         "dup2",    "sigaction-other",
-                                                  "sigaction-own", "sigmask", "write",
-                                                  "write-agent",   "open",    "open-agent" };
+static const char *const bench_ops[BENCH_OPS] = {
+    "close",       "dup2", "sigaction-other", "sigaction-own",  "sigmask",      "write",
+    "write-agent", "open", "open-agent",      "syscall-gettid", "syscall-futex"
+};
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
@@ -49,6 +56,8 @@ static int (*libc_open)(const char *, int, ...);
 /* bench-host-calls.c: open and close from an object of the host's. */
 int bench_host_open(const char *path, int flags);
 int bench_host_close(int fd);
+static long (*libc_syscall)(long, ...);
+static int bench_futex_word;
 
 /* write-agent's hooks: an agent that does nothing but count its signals, as agent/host-hooks.c
  * does (a thread-local read). */
@@ -122,6 +131,12 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
             real ? libc_close(o) : bench_host_close(o);
             break;
         }
+            real ? libc_syscall(SYS_gettid) : syscall(SYS_gettid);
+            break;
+        case 10:
+            real ? libc_syscall(SYS_futex, &bench_futex_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0)
+                 : syscall(SYS_futex, &bench_futex_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+            break;
         default:
             real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
             real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -150,8 +165,9 @@ main(int argc, char **argv)
     libc_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
     libc_write = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
     libc_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
-    if (!libc_open || !libc_write || !libc_close || !libc_dup2 || !libc_sigaction ||
-        !libc_sigmask) {
+    libc_syscall = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+    if (!libc_open || !libc_syscall || !libc_write || !libc_close || !libc_dup2 ||
+        !libc_sigaction || !libc_sigmask) {
         fprintf(stderr, "bench-interpose: libc's functions not found\n");
         return 1;
     }

@@ -635,6 +635,9 @@ syscall(long n, ...)
     if (n == SYS_close && host_fd_is_owned((int)a[0])) {
         host_fd_mark((int)a[0], 0);
     }
+    if (HOST_SYSCALL_IS_SEND(n) && !host_fds_library_call(__builtin_return_address(0))) {
+        return host_syscall_send(real, n, a); /* signals.c; the agent's own sends go as they are */
+    }
     if (host_syscall_is_wait(n, a)) {
         long rc = host_syscall_wait(real, n, a, HOST_FA);
 

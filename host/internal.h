@@ -170,6 +170,11 @@ typedef long (*host_syscall_fn)(long, long, long, long, long, long, long);
  * host_syscall_wait with its own frame address fa. */
 int host_syscall_is_wait(long n, const long a[6]);
 long host_syscall_wait(host_syscall_fn real, long n, const long a[6], uint64_t fa);
+/* syscall()'s sends of a signal to a thread (SYS_tkill, SYS_tgkill, SYS_rt_tgsigqueueinfo), which
+ * host/signals.c treats as tgkill's interposer treats its own (host_syscall_send). */
+#define HOST_SYSCALL_IS_SEND(n) \
+    ((n) == SYS_tgkill || (n) == SYS_tkill || (n) == SYS_rt_tgsigqueueinfo)
+long host_syscall_send(host_syscall_fn real, long n, const long a[6]);
 
 /*
  * recv and recvfrom with MSG_WAITALL (blocking.c), made once inside HOST_WAIT_RETRY's loop (the

@@ -53,8 +53,12 @@
  *                    merged into runs the host's disposition for it (host_sig_send_begin
  *                    below). kill() of the process needs nothing: a process-directed instance
  *                    pends in the process's set, apart from the thread's where the library's
- *                    pend, and comes on its own. Raw tgkill system calls go to the kernel as
- *                    they are.
+ *                    pend, and comes on its own.
+ *   syscall          (fds.c's interposer) hands over SYS_tgkill, SYS_tkill and
+ *                    SYS_rt_tgsigqueueinfo (host_syscall_send below): the same sends made raw,
+ *                    as language runtimes and thread libraries make them; not the library's own
+ *                    (the wall sampler's, a nudge, sig-chain.c's re-raise), which it makes with
+ *                    syscall() too.
  *
  * Held by: host-contract-signals-* (tests/hosts/signals.c: the host's own handler, setitimer,
  * SIG_IGN and SIG_DFL of SIGPROF after the agent started; its SA_NODEFER, sa_mask, SA_RESETHAND
@@ -62,7 +66,11 @@
  * ITIMER_PROF (-restart, -norestart); 20000 sends to its own thread under sampling, each one
  * running its handler before the call returns (-raises); 12000 sends to another thread and 500
  * kill()s, each one running its handler, and 200 raise()s with the signal blocked, each running
- * it once as the mask opens (-others); host-contract-altstack-*: a handler on
+ * it once as the mask opens (-others); the same by syscall(SYS_tkill, SYS_rt_tgsigqueueinfo,
+ * SYS_tgkill), 2 x 200 to itself with the signal blocked and 3 x 5000 with it open (-rawsends); its
+ * own POSIX timer at 2 kHz, each expiration a handler run or in si_overrun, as bare (-timer: the
+ * kernel queues a timer's signal apart from the library's pending one, nothing to do here);
+ * host-contract-altstack-*: a handler on
  * a small alternate stack; host-contract-sigign-*: an inherited SIG_IGN through posix_spawn,
  * system and fork+exec), and test-agent-sampling
  * (cpu_with_the_signal_blocked_is_marked_unseen_timer and _perf,
@@ -73,6 +81,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -402,9 +411,8 @@ sysv_signal(int signo, sighandler_t handler)
  * pending then still takes its place). Returns 1 when the send is not the library's to make.
  */
 static int
-host_sig_send_self(int signo, int code, const union sigval *value)
+host_sig_send_self_info(int signo, siginfo_t *info)
 {
-    siginfo_t info;
     ucontext_t uc;
     stack_t off;
     sigset_t now;
@@ -413,14 +421,6 @@ host_sig_send_self(int signo, int code, const union sigval *value)
     if (signo == 0 || signo != atomic_load_explicit(&host_sig.signo, memory_order_acquire) ||
         host_sigmask_raw(SIG_BLOCK, NULL, &now) != 0 || sigismember(&now, signo)) {
         return 1;
-    }
-    memset(&info, 0, sizeof(info));
-    info.si_signo = signo;
-    info.si_code = code;
-    info.si_pid = getpid();
-    info.si_uid = getuid();
-    if (value != NULL) {
-        info.si_value = *value;
     }
     memset(&uc, 0, sizeof(uc));
     if (getcontext(&uc) != 0 || sigaltstack(NULL, &uc.uc_stack) != 0) {
@@ -436,11 +436,34 @@ host_sig_send_self(int signo, int code, const union sigval *value)
         off.ss_flags = SS_DISABLE;
         sigaltstack(&off, NULL);
     }
-    host_signal_chain(signo, &info, &uc);
+    host_signal_chain(signo, info, &uc);
     if (autodisarm) {
         sigaltstack(&uc.uc_stack, NULL);
     }
     return 0;
+}
+
+/* What the kernel gives a tgkill (SI_TKILL) or sigqueue (SI_QUEUE and value) from this process. */
+static void
+host_sig_info_of(siginfo_t *info, int signo, int code, const union sigval *value)
+{
+    memset(info, 0, sizeof(*info));
+    info->si_signo = signo;
+    info->si_code = code;
+    info->si_pid = getpid();
+    info->si_uid = getuid();
+    if (value != NULL) {
+        info->si_value = *value;
+    }
+}
+
+static int
+host_sig_send_self(int signo, int code, const union sigval *value)
+{
+    siginfo_t info;
+
+    host_sig_info_of(&info, signo, code, value);
+    return host_sig_send_self_info(signo, &info);
 }
 
 /*
@@ -560,4 +583,49 @@ tgkill(pid_t tgid, pid_t tid, int signo)
     }
     host_sig_send_begin(&send, tid, signo, SI_TKILL, NULL);
     return host_sig_send_end(&send, real(tgid, tid, signo));
+}
+
+/*
+ * syscall(SYS_tgkill, tgid, tid, signo), syscall(SYS_tkill, tid, signo) and
+ * syscall(SYS_rt_tgsigqueueinfo, tgid, tid, signo, info), as fds.c's syscall() hands them over:
+ * a send of the library's signal within the process is made as tgkill's interposer makes it
+ * (the kernel would merge it into one of the library's instances pending for the target; a Go
+ * or Rust runtime and hand-written thread libraries send so). rt_tgsigqueueinfo's siginfo is the
+ * caller's: the kernel first checks it with signal 0 (a bad pointer, a forbidden si_code or a
+ * thread that is gone fail as bare, and the real call then makes them fail the same way), and
+ * the host's handler gets its code and value, and all of it when it runs here for the calling
+ * thread. Everything else goes to the real call with its six arguments, its result and errno.
+ */
+long
+host_syscall_send(host_syscall_fn real, long n, const long a[6])
+{
+    int tk = n == SYS_tkill, signo = (int)(tk ? a[1] : a[2]), code = SI_TKILL;
+    pid_t tgid = tk ? getpid() : (pid_t)a[0], tid = (pid_t)(tk ? a[0] : a[1]);
+    const union sigval *value = NULL;
+    struct host_sig_send send;
+    siginfo_t info;
+    long rc;
+
+    if (signo == 0 || signo != atomic_load_explicit(&host_sig.signo, memory_order_acquire) ||
+        tgid != getpid() || tid <= 0) {
+        return real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+    }
+    if (n == SYS_rt_tgsigqueueinfo) {
+        if (real(n, a[0], a[1], 0, a[3], a[4], a[5]) != 0) {
+            return real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+        }
+        memcpy(&info, (const void *)a[3], sizeof(info));
+        info.si_signo = signo;
+        code = info.si_code;
+        value = &info.si_value;
+    } else {
+        host_sig_info_of(&info, signo, SI_TKILL, NULL);
+    }
+    if (tid == gettid() && host_sig_send_self_info(signo, &info) == 0) {
+        return 0;
+    }
+    host_sig_send_begin(&send, tid, signo, code, value);
+    rc = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+    (void)host_sig_send_end(&send, rc == 0 ? 0 : -1);
+    return rc;
 }

@@ -43,6 +43,10 @@ pp_add_host_contract(signals-norestart signals norestart)
 pp_add_host_contract(signals-raises signals raises)
 # sends of SIGPROF to another of its threads while the agent signals that one: none swallowed
 pp_add_host_contract(signals-others signals others)
+# the same sends by syscall(SYS_tkill, SYS_tgkill, SYS_rt_tgsigqueueinfo)
+pp_add_host_contract(signals-rawsends signals rawsends)
+# its own POSIX timer on SIGPROF at 2 kHz: each expiration reaches its handler or its si_overrun
+pp_add_host_contract(signals-timer signals timer)
 pp_add_host_contract(signals-offstack signals offstack)
 set_property(TEST host-contract-signals-offstack APPEND PROPERTY ENVIRONMENT "HC_EXPECT_LOST=1")
 pp_add_host_contract(eintr eintr)

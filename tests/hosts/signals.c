@@ -38,6 +38,14 @@
  *                     own sends): how many reached the handler, on which thread, with what si_code,
  *                     si_pid and value (bare: each one); then 200 raise() calls with SIGPROF
  *                     blocked after 3 ms of CPU: each runs the handler once as the mask opens
+ *   signals rawsends  the same sends made by syscall(): 3 x 4000 to the other thread by SYS_tkill,
+ *                     SYS_rt_tgsigqueueinfo (SI_QUEUE with a value) and SYS_tgkill, then 200 each
+ *                     of SYS_tgkill and SYS_rt_tgsigqueueinfo to itself with SIGPROF blocked,
+ *                     then 3 x 5000 to itself with it open, as raises does
+ *   signals timer     its own POSIX timer on SIGPROF every 500 us for 1.5 s of CPU, to the thread
+ *                     (SIGEV_THREAD_ID), then to the process (SIGEV_SIGNAL): its handler runs
+ *                     plus their si_overrun are the expirations the time says, each with
+ *                     SI_TIMER and its value, si_overrun as timer_getoverrun says
  *   signals offstack  burns 300 ms of CPU in a coroutine (swapcontext) whose stack is its
  *                     sigaltstack, as green-thread libraries may: the kernel reports that code
  *                     as on the alternate stack, the agent takes no sample there and says so
@@ -50,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <ucontext.h>
@@ -508,13 +517,30 @@ on_prof_info(int sig, siginfo_t *info, void *uctx)
     }
 }
 
+/* syscall(SYS_rt_tgsigqueueinfo) of SIGPROF to thread tid, as glibc's pthread_sigqueue makes it */
+static long
+others_raw_queue(pid_t tid, int value)
+{
+    siginfo_t info;
+
+    memset(&info, 0, sizeof(info)); /* as glibc's pthread_sigqueue fills it */
+    info.si_signo = SIGPROF;
+    info.si_code = SI_QUEUE;
+    info.si_pid = getpid();
+    info.si_uid = getuid();
+    info.si_value.sival_int = value;
+    return syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGPROF, &info);
+}
+
 /* Standard signals do not queue: a send that finds one of the same signal pending for the thread
  * is dropped. Bare, none of the host's own is pending at a send here (each one ran its handler
  * before the call returned), so every send runs the handler. */
 static int
-raises(void)
+raises(int raw)
 {
     const char *how[] = { "raise", "pthread_kill", "tgkill", "pthread_sigqueue" };
+    const char *how_raw[] = { "syscall(SYS_tkill)", "syscall(SYS_tgkill)",
+                              "syscall(SYS_rt_tgsigqueueinfo)" };
     struct sigaction sa;
     int k, i, missed, n = 20000 / 4;
 
@@ -523,16 +549,22 @@ raises(void)
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigaction(SIGPROF, &sa, NULL);
-    for (k = 0; k < 4; k++) {
+    for (k = 0; k < (raw ? 3 : 4); k++) {
         missed = 0;
-        raised_code = k == 3 ? SI_QUEUE : SI_TKILL;
+        raised_code = k == 3 || (raw && k == 2) ? SI_QUEUE : SI_TKILL;
         raised_tkill = 0;
         raised_other = 0;
         for (i = 0; i < n; i++) {
             int before = (int)raised_tkill;
 
             host_burn_us(20);
-            if (k == 0) {
+            if (raw && k == 0) {
+                syscall(SYS_tkill, gettid(), SIGPROF);
+            } else if (raw && k == 1) {
+                syscall(SYS_tgkill, getpid(), gettid(), SIGPROF);
+            } else if (raw) {
+                others_raw_queue(gettid(), 42);
+            } else if (k == 0) {
                 raise(SIGPROF);
             } else if (k == 1) {
                 pthread_kill(pthread_self(), SIGPROF);
@@ -543,12 +575,13 @@ raises(void)
             }
             missed += (int)raised_tkill != before + 1;
         }
-        fprintf(stderr, "%s: %d of %d sends ran the handler at once, %d other deliveries\n", how[k],
-                n - missed, n, (int)raised_other);
+        fprintf(stderr, "%s: %d of %d sends ran the handler at once, %d other deliveries\n",
+                raw ? how_raw[k] : how[k], n - missed, n, (int)raised_other);
         printf("%s: every send ran the handler before the call returned: %s; %s from "
                "itself: %d of %d\n",
-               how[k], missed == 0 ? "yes" : "no", k == 3 ? "SI_QUEUE with its value" : "SI_TKILL",
-               (int)raised_tkill, n);
+               raw ? how_raw[k] : how[k], missed == 0 ? "yes" : "no",
+               raised_code == SI_QUEUE ? "SI_QUEUE with its value" : "SI_TKILL", (int)raised_tkill,
+               n);
     }
     return 0;
 }
@@ -588,9 +621,11 @@ others_burn(void *arg)
  * (standard signals do not queue). Each send waits for the handler to take the one before, up to
  * 2 s (a send the kernel merged never comes); bare, every one comes. */
 static int
-others(void)
+others(int raw)
 {
     const char *how[] = { "pthread_kill", "pthread_sigqueue", "tgkill", "kill" };
+    const char *how_raw[] = { "syscall(SYS_tkill)", "syscall(SYS_rt_tgsigqueueinfo)",
+                              "syscall(SYS_tgkill)" };
     struct sigaction sa;
     pthread_t th;
     sigset_t prof;
@@ -611,7 +646,7 @@ others(void)
     }
     sigemptyset(&prof);
     sigaddset(&prof, SIGPROF);
-    for (k = 0; k < 4; k++) {
+    for (k = 0; k < (raw ? 3 : 4); k++) {
         n = k == 3 ? 500 : 4000;
         swallowed = 0;
         others_code = k == 1 ? SI_QUEUE : k == 3 ? SI_USER : SI_TKILL;
@@ -625,7 +660,13 @@ others(void)
         for (i = 0; i < n; i++) {
             int before = others_seen, spins;
 
-            if (k == 0) {
+            if (raw && k == 0) {
+                syscall(SYS_tkill, others_tid, SIGPROF);
+            } else if (raw && k == 1) {
+                others_raw_queue(others_tid, 43);
+            } else if (raw) {
+                syscall(SYS_tgkill, getpid(), others_tid, SIGPROF);
+            } else if (k == 0) {
                 pthread_kill(th, SIGPROF);
             } else if (k == 1) {
                 pthread_sigqueue(th, SIGPROF, (union sigval){ .sival_int = 43 });
@@ -646,10 +687,10 @@ others(void)
             pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
         }
         fprintf(stderr, "%s: %d of %d sends to the other thread ran its handler, %d swallowed\n",
-                how[k], (int)others_seen, n, swallowed);
+                raw ? how_raw[k] : how[k], (int)others_seen, n, swallowed);
         printf("%s: every send to the other thread ran the handler: %s; %s from itself on that "
                "thread: %d of %d, other deliveries %d\n",
-               how[k], swallowed == 0 && others_seen == n ? "yes" : "no",
+               raw ? how_raw[k] : how[k], swallowed == 0 && others_seen == n ? "yes" : "no",
                k == 1   ? "SI_QUEUE with its value"
                : k == 3 ? "SI_USER"
                         : "SI_TKILL",
@@ -659,29 +700,129 @@ others(void)
     others_stop = 1;
     pthread_join(th, NULL);
     /* raise() with SIGPROF blocked, after 3 ms of CPU (one of the agent's instances pending by
-     * then, most of the time): the send pends, and runs the handler once as the mask opens */
+     * then, most of the time): the send pends, and runs the handler once as the mask opens; raw:
+     * syscall(SYS_tgkill) of its own tid, then rt_tgsigqueueinfo with a value */
     others_target = pthread_self();
-    others_code = SI_TKILL;
-    others_seen = 0;
-    others_wrong = 0;
-    others_other_thread = 0;
-    swallowed = 0;
-    n = 200;
-    for (i = 0; i < n; i++) {
-        int before = others_seen;
+    for (k = 0; k < (raw ? 2 : 1); k++) {
+        others_code = k == 1 ? SI_QUEUE : SI_TKILL;
+        others_seen = 0;
+        others_wrong = 0;
+        others_other_thread = 0;
+        swallowed = 0;
+        n = 200;
+        for (i = 0; i < n; i++) {
+            int before = others_seen;
 
-        pthread_sigmask(SIG_BLOCK, &prof, NULL);
-        host_burn_us(3000);
-        raise(SIGPROF);
-        pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
-        swallowed += others_seen != before + 1;
+            pthread_sigmask(SIG_BLOCK, &prof, NULL);
+            host_burn_us(3000);
+            if (k == 1) {
+                others_raw_queue(gettid(), 43);
+            } else if (raw) {
+                syscall(SYS_tgkill, getpid(), gettid(), SIGPROF);
+            } else {
+                raise(SIGPROF);
+            }
+            pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
+            swallowed += others_seen != before + 1;
+        }
+        fprintf(stderr, "%s blocked: %d of %d sends ran the handler as the mask opened\n",
+                raw ? how_raw[2 - k] : "raise", (int)others_seen, n);
+        printf("%s with SIGPROF blocked: every send ran the handler once as the mask opened: %s; "
+               "%s from itself: %d of %d, other deliveries %d\n",
+               raw ? how_raw[2 - k] : "raise", swallowed == 0 ? "yes" : "no",
+               k == 1 ? "SI_QUEUE with its value" : "SI_TKILL",
+               (int)(others_seen - others_wrong - others_other_thread), n,
+               (int)(others_wrong + others_other_thread));
     }
-    fprintf(stderr, "raise blocked: %d of %d sends ran the handler as the mask opened\n",
-            (int)others_seen, n);
-    printf("raise with SIGPROF blocked: every send ran the handler once as the mask opened: %s; "
-           "SI_TKILL from itself: %d of %d, other deliveries %d\n",
-           swallowed == 0 ? "yes" : "no", (int)(others_seen - others_wrong - others_other_thread),
-           n, (int)(others_wrong + others_other_thread));
+    return 0;
+}
+
+/* The host's own POSIX timer on SIGPROF, to the thread (SIGEV_THREAD_ID) or to the process
+ * (SIGEV_SIGNAL), every 500 us for 1.5 s while the thread burns CPU. Each delivery counts
+ * 1 + si_overrun expirations and reads the clock; the kernel computes si_overrun as it takes the
+ * signal, so by the last delivery the count is the expirations since the arming, to one (one may
+ * fall between the kernel's take and the clock read). */
+static timer_t timer_id;
+static struct timespec timer_armed, timer_last;
+static _Atomic long timer_runs, timer_overruns, timer_wrong, timer_overrun_differs;
+
+#define TIMER_PERIOD_NS 500000L
+#define TIMER_SIVAL     0x54494d52
+
+static void
+on_prof_timer(int sig, siginfo_t *info, void *uctx)
+{
+    (void)sig;
+    (void)uctx;
+    if (info->si_code != SI_TIMER || info->si_value.sival_int != TIMER_SIVAL) {
+        timer_wrong++;
+        return;
+    }
+    if (info->si_overrun != timer_getoverrun(timer_id)) {
+        timer_overrun_differs++;
+    }
+    timer_runs++;
+    timer_overruns += info->si_overrun;
+    clock_gettime(CLOCK_MONOTONIC, &timer_last);
+}
+
+static int
+own_timer(void)
+{
+    const char *how[] = { "SIGEV_THREAD_ID", "SIGEV_SIGNAL" };
+    struct itimerspec its = { .it_interval = { 0, TIMER_PERIOD_NS },
+                              .it_value = { 0, TIMER_PERIOD_NS } };
+    struct sigaction sa;
+    struct sigevent sev;
+    sigset_t prof;
+    int k;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_prof_timer;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGPROF, &sa, NULL);
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    for (k = 0; k < 2; k++) {
+        long expirations, counted;
+
+        memset(&sev, 0, sizeof(sev));
+        sev.sigev_notify = k == 0 ? SIGEV_THREAD_ID : SIGEV_SIGNAL;
+        sev.sigev_signo = SIGPROF;
+        sev.sigev_value.sival_int = TIMER_SIVAL;
+        sev._sigev_un._tid = gettid(); /* glibc < 2.35 names no sigev_notify_thread_id */
+        timer_runs = timer_overruns = timer_wrong = timer_overrun_differs = 0;
+        if (timer_create(CLOCK_MONOTONIC, &sev, &timer_id) != 0) {
+            perror("timer_create");
+            return 1;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &timer_armed);
+        timer_last = timer_armed;
+        timer_settime(timer_id, 0, &its, NULL);
+        host_burn_us(1500000);
+        /* a signal pending now is the timer's no more: the count stops at the last delivery */
+        pthread_sigmask(SIG_BLOCK, &prof, NULL);
+        timer_delete(timer_id);
+        pthread_sigmask(SIG_UNBLOCK, &prof, NULL);
+        expirations = ((timer_last.tv_sec - timer_armed.tv_sec) * 1000000000L +
+                       (timer_last.tv_nsec - timer_armed.tv_nsec)) /
+                      TIMER_PERIOD_NS;
+        counted = timer_runs + timer_overruns;
+        fprintf(stderr,
+                "%s timer: %ld handler runs + %ld overruns = %ld of %ld expirations by the last "
+                "run; %ld wrong, %ld si_overrun unlike timer_getoverrun\n",
+                how[k], (long)timer_runs, (long)timer_overruns, counted, expirations,
+                (long)timer_wrong, (long)timer_overrun_differs);
+        printf("%s timer at 2000 Hz: handler runs plus overruns are its expirations: %s; "
+               "SI_TIMER with its value: %s; si_overrun as timer_getoverrun: %s\n",
+               how[k],
+               expirations >= 1000 && counted >= expirations - 1 && counted <= expirations + 1
+                       ? "yes"
+                       : "no",
+               timer_wrong == 0 && timer_runs > 0 ? "yes" : "no",
+               timer_overrun_differs == 0 ? "yes" : "no");
+    }
     return 0;
 }
 
@@ -717,15 +858,23 @@ main(int argc, char **argv)
         return onstack();
     }
     if (strcmp(how, "raises") == 0) {
-        return raises();
+        return raises(0);
+    }
+    if (strcmp(how, "timer") == 0) {
+        return own_timer();
     }
     if (strcmp(how, "others") == 0) {
-        return others();
+        return others(0);
+    }
+    if (strcmp(how, "rawsends") == 0) {
+        int rc = others(1);
+
+        return rc != 0 ? rc : raises(1);
     }
     if (strcmp(how, "restart") == 0 || strcmp(how, "norestart") == 0) {
         return pipe_reads(strcmp(how, "restart") == 0);
     }
     fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack|flags|offstack|onstack|"
-                    "raises|others|restart|norestart\n");
+                    "raises|others|rawsends|timer|restart|norestart\n");
     return 2;
 }
