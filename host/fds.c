@@ -13,9 +13,11 @@
  *                    interposed for the library's own reads of /proc files and directories:
  *                    its read-only fopen and its opendir open the fd here (high, registered),
  *                    and fclose and closedir forget it; the host's calls are libc's.
- *   syscall          interposed for SYS_close only: libuv closes its fds with syscall(SYS_close),
- *                    and a host's raw close of a library fd gets the EBADF of close() too; every
- *                    other system call passes through with its six arguments.
+ *   syscall          interposed for SYS_close: libuv closes its fds with syscall(SYS_close),
+ *                    and a host's raw close of a library fd gets the EBADF of close() too; a
+ *                    host's SYS_tgkill, SYS_tkill and SYS_rt_tgsigqueueinfo go to signals.c's
+ *                    host_syscall_send and the waits to eintr.c; every other system call passes
+ *                    through with its six arguments.
  *   eventfd epoll_create epoll_create1 socket socketpair pipe pipe2 open open64 __open_2
  *   __open64_2 openat openat64 __openat_2 __openat64_2 creat creat64 dup memfd_create fopen64
  *                    interposed so that an fd the library creates (libuv's epoll fd, async
@@ -40,7 +42,7 @@
  * server's fd_taken hook) and the host's dup2 then proceeds on a free number; without the hook
  * the fd is forgotten and the host's call proceeds. Not covered: system calls made without
  * libc's functions (inline assembly, the Go runtime) see the library's fds as any other, and
- * syscall(2) is watched for SYS_close only (and hands eintr.c the waits it retries);
+ * syscall(2) is watched for SYS_close only among the fd calls;
  * fcntl(F_DUPFD) onto a high number simply gets the next free one.
  *
  * The moment of a move: the kernel gives every new fd the lowest free number, and no call creates
