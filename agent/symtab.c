@@ -24,6 +24,7 @@
 #include <libelf.h>
 
 #include "agent/symbols-internal.h"
+#include "host/host.h"
 
 static char ag_symtab_debug_root[PATH_MAX] = "/usr/lib/debug";
 
@@ -58,7 +59,15 @@ ag_elf_call(void *h, const char *name, void *fn)
 static void
 ag_elf_open(void)
 {
-    void *h = dlopen("libelf.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *h;
+
+    /* The loader opens the library and its dependencies at the lowest free numbers, and no
+     * interposer sees those opens: the host's creations and closes wait for them (host/fds.c).
+     * A host's open made while the session's first symbols loaded libelf got 5 where bare gets 4
+     * (host-contract-fds-create, wall mode, in a fresh-clone CI run). */
+    host_fds_hold();
+    h = dlopen("libelf.so.1", RTLD_NOW | RTLD_LOCAL);
+    host_fds_release();
 
     if (h == NULL) {
         return; /* symbols stay unnamed: ag_symtab_load() says -ENOTSUP */

@@ -25,6 +25,8 @@
 #include <http_parser.h>
 #endif
 
+#include "host/host.h"
+
 /* One library opened on demand: its soname (the runtime package's, as the link named it before),
  * what is lost without it (for the stderr line) and the names it must define, in the order of its
  * enum below. fns[i] is filled by the one load; NULL everywhere when the load failed. */
@@ -40,8 +42,12 @@ struct shim_lazy_lib {
 static void
 shim_lazy_open(struct shim_lazy_lib *lib)
 {
-    void *h = dlopen(lib->soname, RTLD_NOW | RTLD_LOCAL);
+    void *h;
     size_t i;
+
+    host_fds_hold(); /* the loader's opens are at low numbers no interposer sees (host/fds.c) */
+    h = dlopen(lib->soname, RTLD_NOW | RTLD_LOCAL);
+    host_fds_release();
 
     if (h == NULL) {
         fprintf(stderr, "pipeprof: %s not loaded (%s): %s\n", lib->soname, dlerror(), lib->lost);
