@@ -329,7 +329,7 @@ TEST(a_runnable_thread_gets_an_event_for_each_interval_it_waited)
     struct ag_config ac;
     struct nt_reader *r;
     struct nt_event ev;
-    uint64_t t0, t1, events = 0, hog_events = 0, last_ts = 0, unordered = 0;
+    uint64_t t0, t1, t2, events = 0, hog_events = 0, last_ts = 0, unordered = 0;
     pthread_t tw, th;
     unsigned i;
     int fd;
@@ -365,6 +365,7 @@ TEST(a_runnable_thread_gets_an_event_for_each_interval_it_waited)
     pthread_join(tw, NULL);
     view.final = 1;
     ASSERT_OK(es.drain(es.ctx, &view, 1));
+    t2 = pp_clock_ns(CLOCK_MONOTONIC);
     es.session_stop(es.ctx, &cfg);
     ASSERT_OK(nt_writer_finish(view.writer));
     nt_writer_free(view.writer);
@@ -381,16 +382,18 @@ TEST(a_runnable_thread_gets_an_event_for_each_interval_it_waited)
     }
     nt_reader_free(r);
     close(fd);
-    printf("# a SCHED_IDLE thread beside a busy one on CPU %d, %.0f ms at 100 Hz: %llu events "
-           "(the busy one %llu), %llu out of time order\n",
-           waiter.cpu, (double)(t1 - t0) / 1e6, (unsigned long long)events,
+    printf("# a SCHED_IDLE thread beside a busy one on CPU %d, %.0f ms at 100 Hz (%.0f to the "
+           "session's stop): %llu events (the busy one %llu), %llu out of time order\n",
+           waiter.cpu, (double)(t1 - t0) / 1e6, (double)(t2 - t0) / 1e6, (unsigned long long)events,
            (unsigned long long)hog_events, (unsigned long long)unordered);
     /* As many as the busy one, which runs all along (a pass the wall thread, starved on a
      * loaded machine, did not make misses both: 47 and 47 of 60 at load 20), and at most its
-     * intervals to the end (the weights are the session's intervals, not more) */
+     * intervals to the end (the weights are the session's intervals, not more). The session runs
+     * on while the threads end and the waiter takes its signal, to t2: on a loaded machine that
+     * took 20 intervals and more (a fresh-clone CI run: 100 events, 98.9 allowed to t1). */
     ASSERT_TRUE(hog_events >= 20);
     ASSERT_TRUE((double)events >= 0.8 * (double)hog_events);
-    ASSERT_TRUE((double)events <= 1.3 * (double)(t1 - t0) / 1e7 + 20);
+    ASSERT_TRUE((double)events <= 1.3 * (double)(t2 - t0) / 1e7 + 20);
     ASSERT_EQ(unordered, 0);
 }
 
