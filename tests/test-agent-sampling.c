@@ -945,6 +945,7 @@ struct tail_arg {
     _Atomic int32_t tid;
     _Atomic int phase; /* 1: burned, waiting; 2: go */
     _Atomic uint64_t cpu_ns;
+    _Atomic int hold; /* set before the start: it burns only once cleared (its engine armed) */
 };
 
 EXPORT void *tail_main(void *p);
@@ -953,9 +954,13 @@ EXPORT void *
 tail_main(void *p)
 {
     struct tail_arg *a = p;
-    uint64_t c0 = cpu_ns();
+    uint64_t c0;
 
     atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (atomic_load(&a->hold)) {
+        usleep(1000);
+    }
+    c0 = cpu_ns();
     while (cpu_ns() - c0 < a->budget_ns) {
         busy_a();
     }
@@ -976,12 +981,37 @@ tail_main(void *p)
  * weights to 2 intervals, and the final sample carries the last sample's stack. Before, the
  * 75 ms were never counted.
  */
+/* Waits until the manager's scan has registered thread tid and armed its engine (timer or perf). */
+static void
+wait_thread_armed(int32_t tid)
+{
+    int i, armed = 0;
+
+    for (i = 0; i < 6000 && !armed; i++) {
+        unsigned k;
+
+        pthread_mutex_lock(&ag.reg_lock);
+        for (k = 0; k < atomic_load(&ag.high); k++) {
+            armed |= atomic_load(&ag.threads[k].tid) == tid &&
+                     atomic_load(&ag.threads[k].state) == AG_SLOT_ACTIVE &&
+                     (ag.threads[k].has_timer || ag.threads[k].has_perf);
+        }
+        pthread_mutex_unlock(&ag.reg_lock);
+        if (!armed) {
+            usleep(5000);
+        }
+    }
+    if (!armed) {
+        test_fail(__FILE__, __LINE__, "thread %d not armed in 30 s", (int)tid);
+    }
+}
+
 static void
 check_tail(enum ag_cpu_engine engine, int flush)
 {
     /* Under qemu the thread's first run translates its code, on its CPU clock: milliseconds. */
     const int64_t slack = test_emulated() ? 8000000 : 1500000;
-    struct tail_arg a = { 175000000u, flush, 0, 0, 0 };
+    struct tail_arg a = { 175000000u, flush, 0, 0, 0, 1 };
     struct ag_config cfg;
     struct ag_stats st;
     struct tid_stats *t;
@@ -996,6 +1026,14 @@ check_tail(enum ag_cpu_engine engine, int flush)
     ASSERT_OK(ag_start(&cfg));
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10));
     ASSERT_OK(pthread_create(&th, NULL, tail_main, &a));
+    /* It burns once its engine is armed: the scan registers it, and a scan that came late (a
+     * loaded machine) left its first 68 ms to a sample at 168 ms, and 7 ms, under half an
+     * interval, to no final sample (a fresh-clone CI run). */
+    while (atomic_load(&a.tid) == 0) {
+        usleep(1000);
+    }
+    wait_thread_armed(atomic_load(&a.tid));
+    atomic_store(&a.hold, 0);
     for (i = 0; i < 2000 && atomic_load(&a.phase) != 1; i++) {
         usleep(5000);
     }
@@ -1038,7 +1076,7 @@ check_tail(enum ag_cpu_engine engine, int flush)
  * its start routine (under start_thread), not lost and not stackless. */
 TEST(final_sample_of_an_unsampled_thread_has_its_start_routine)
 {
-    struct tail_arg a = { 60000000u, 0, 0, 0, 0 };
+    struct tail_arg a = { 60000000u, 0, 0, 0, 0, 0 };
     struct ag_config cfg;
     struct tid_stats *t;
     pthread_t th;
@@ -1173,7 +1211,7 @@ run_scan_only(struct tail_arg *a)
 
 TEST(final_sample_of_a_thread_only_the_scan_found)
 {
-    struct tail_arg a = { 175000000u, 0, 0, 0, 0 };
+    struct tail_arg a = { 175000000u, 0, 0, 0, 0, 0 };
     struct tid_stats *t;
     int64_t diff, weights_ns;
 
@@ -1245,7 +1283,7 @@ thread_named(const char *name)
 TEST(a_deferred_manager_starts_at_the_first_scan_and_finds_threads)
 {
     char dir[] = "/tmp/pp-test-mgr-cache.XXXXXX";
-    struct tail_arg a = { 250000000u, 0, 0, 0, 0 };
+    struct tail_arg a = { 250000000u, 0, 0, 0, 0, 0 };
     struct ag_config cfg;
     struct tid_stats *t;
     pthread_t th;
@@ -1288,7 +1326,7 @@ TEST(a_deferred_manager_starts_at_the_first_scan_and_finds_threads)
  * (before, it was dropped: the thread's CPU was counted nowhere). */
 TEST(final_sample_of_a_never_sampled_scan_only_thread)
 {
-    struct tail_arg a = { 70000000u, 0, 0, 0, 0 };
+    struct tail_arg a = { 70000000u, 0, 0, 0, 0, 0 };
     struct tid_stats *t = run_scan_only(&a);
 
     printf("# never sampled: %u samples (%u final, %u with a stack), CPU %.2f ms, measured %.2f "
