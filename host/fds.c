@@ -70,9 +70,14 @@
  * end (host_fds_creating, which says why they do not count themselves in, and how one that a
  * library creation met anyway has its fd moved down): a host's open after a close loop got fd 4
  * where bare gets 3 in two fresh-clone CI runs (host-contract-fds-dup3 in CPU mode, -sysclose's
- * pipe in wall mode, ASan stage). fopen's and opendir's fd, inside a FILE or DIR, is not moved
- * down. Still open: creations made without them (freopen, tmpfile, mkstemp, timerfd_create,
- * signalfd, inotify_init, pidfd_open, fcntl(F_DUPFD), fds received by SCM_RIGHTS).
+ * pipe in wall mode, ASan stage). fopen's fd is moved down through glibc's FILE, opendir's
+ * before fdopendir wraps it. The library's own creations no interposer sees hold the gate as
+ * library creations (host_fds_hold): perf_event_open, and the loader's opens in the dlopen of a
+ * library loaded on demand (libelf, cJSON, zlib, http-parser). Still open: the host's creations
+ * made without the interposers (freopen, tmpfile, mkstemp, timerfd_create, signalfd,
+ * inotify_init, pidfd_open, fcntl(F_DUPFD), fds received by SCM_RIGHTS), and glibc's own opens
+ * inside a library thread's calls (a thread's first malloc that sizes the arenas reads
+ * /sys/devices/system/cpu/online).
  *
  * Held by: host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
  * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, then a

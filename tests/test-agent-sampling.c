@@ -1026,9 +1026,9 @@ check_tail(enum ag_cpu_engine engine, int flush)
     ASSERT_OK(ag_start(&cfg));
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10));
     ASSERT_OK(pthread_create(&th, NULL, tail_main, &a));
-    /* It burns once its engine is armed: the scan registers it, and a scan that came late (a
-     * loaded machine) left its first 68 ms to a sample at 168 ms, and 7 ms, under half an
-     * interval, to no final sample (a fresh-clone CI run). */
+    /* It burns once its engine is armed: the scan registers it (the interposed pthread_create
+     * that registers a host's thread at its start is not in this test), and what it burned
+     * before is not the engine's to count. */
     while (atomic_load(&a.tid) == 0) {
         usleep(1000);
     }
@@ -1056,13 +1056,22 @@ check_tail(enum ag_cpu_engine engine, int flush)
            flush ? "flush" : "exit", st.threads_perf != 0 ? "perf_event" : "timer", t->samples,
            t->tails, t->tails_with_stack, t->hits[0], (double)t->cpu_delta_sum / 1e6,
            (double)atomic_load(&a.cpu_ns) / 1e6, (unsigned long long)t->weight_sum);
-    ASSERT_EQ(t->tails, 1);
-    ASSERT_TRUE(diff > -slack && diff < slack);
     ASSERT_EQ(t->weight_sum, 2);
-    ASSERT_EQ(st.cpu_tails, 1);
-    ASSERT_EQ(t->tails_with_stack, 1); /* the last sample's, or tail_main under start_thread */
-    if (t->samples > t->tails) {       /* the engine's sample came (TSan may hold one back) */
-        ASSERT_U64_EQ(t->tail_stack, t->last_cpu_stack);
+    if (t->tails == 0 && t->samples == 1 && diff < 0 && -diff < 50000000) {
+        /* The engine's sample came late and left less than half an interval, which no final
+         * sample takes (its weight, rounded up, covers it): a fresh-clone CI run's timer sample
+         * came at 168.58 ms of the thread's CPU, as the tick can miss a thread's runs on a
+         * loaded machine (docs/architecture.md, "The tick's bias"). */
+        printf("# the engine's sample came late: %.2f ms left, no final sample\n",
+               (double)-diff / 1e6);
+    } else {
+        ASSERT_EQ(t->tails, 1);
+        ASSERT_TRUE(diff > -slack && diff < slack);
+        ASSERT_EQ(st.cpu_tails, 1);
+        ASSERT_EQ(t->tails_with_stack, 1); /* the last sample's, or tail_main under start_thread */
+        if (t->samples > t->tails) {       /* the engine's sample came (TSan may hold one back) */
+            ASSERT_U64_EQ(t->tail_stack, t->last_cpu_stack);
+        }
     }
     if (flush) {
         atomic_store(&a.phase, 2);
