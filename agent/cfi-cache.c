@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent/cfi.h"
+#include "host/host.h"
 
 #define AG_CFI_CACHE_MAGIC "PPCFI\002\000\000" /* 8 bytes: name and layout version */
 #if defined(__x86_64__)
@@ -151,7 +152,16 @@ ag_cfi_cache_store(const char *dir, const uint8_t *id, size_t id_len, const stru
         snprintf(tmp, sizeof(tmp), "%s/.tmp-XXXXXX", dir) >= (int)sizeof(tmp)) {
         return;
     }
+    /* mkstemp's open is libc's own, which no interposer sees: made and moved high with the fd
+     * gate held, as a library creation (host/fds.c). Made low and kept there while the table
+     * was written, a host's pipe got fds 4 and 6 where bare gets 4 and 5
+     * (host-contract-fds-create, wall mode, in a fresh-clone CI run). */
+    host_fds_hold();
     fd = mkstemp(tmp);
+    if (fd >= 0) {
+        fd = host_fd_take(fd);
+    }
+    host_fds_release();
     if (fd < 0) {
         return; /* the next process builds the table again */
     }
