@@ -389,10 +389,12 @@ ipc_merge_report(struct ipc_merge *m, struct ipc_session *ss, const char *why)
     if (st.late > 0) {
         ipc_log(ss->srv,
                 "session %llx: %llu events written late (unsorted: a source lagged more than "
-                "the merge waits; the runtime went unwaited for %llu times, silent for %llu ms)",
+                "the merge waits; the runtime went unwaited for %llu times, silent for %llu ms; "
+                "events held at most %llu KB)",
                 (unsigned long long)ss->cfg.session_id, (unsigned long long)st.late,
                 (unsigned long long)m->silences,
-                (unsigned long long)(IPC_MERGE_SILENT_NS / 1000000));
+                (unsigned long long)(IPC_MERGE_SILENT_NS / 1000000),
+                (unsigned long long)(st.held_bytes_max / 1024));
     }
 }
 

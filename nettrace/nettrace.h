@@ -260,6 +260,8 @@ struct nt_writer_stats {
     uint64_t sequence_points; /* sequence-point blocks written */
     uint64_t late;            /* with a reorder window: events written late (see
                                  reorder_window_ns), with their true time, IsSorted clear */
+    uint64_t held_bytes_max;  /* with a reorder window: the most its held events cost at once
+                                 (see reorder_max_bytes) */
 };
 void nt_writer_get_stats(const struct nt_writer *w, struct nt_writer_stats *out);
 

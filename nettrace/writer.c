@@ -1226,6 +1226,9 @@ nt_writer_hold(struct nt_writer *w, const struct nt_event *ev)
     }
     w->held[i] = h;
     w->held_bytes += h->cost;
+    if (w->held_bytes > w->stats.held_bytes_max) {
+        w->stats.held_bytes_max = w->held_bytes;
+    }
     return 0;
 }
 

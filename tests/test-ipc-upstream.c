@@ -387,6 +387,7 @@ quiet_log(void *ctx, const char *line)
     (void)ctx;
     if (strstr(line, "events written late") != NULL) {
         late_reported = 1;
+        printf("# %s\n", line);
     }
 }
 

@@ -1331,6 +1331,8 @@ TEST(reorder_byte_cap_writes_the_oldest_early)
         ASSERT_TRUE(held * PAYLOAD <= CAP);
     }
     ASSERT_TRUE(st.events >= 40 - CAP / PAYLOAD);
+    /* the high-water mark passed the cap (which released the oldest), by less than one event */
+    ASSERT_TRUE(st.held_bytes_max > CAP && st.held_bytes_max < CAP + PAYLOAD + 512);
     /* Written early, so an event older than those is late now. */
     put32(payload, 40);
     sample(&e, id, 1, 2, 5001, NULL, 0, payload);
