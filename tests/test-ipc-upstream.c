@@ -685,11 +685,9 @@ TEST(collect_merges_the_runtime_session_and_stop_ends_it_first)
     ASSERT_EQ(c.process_info, 1);
     ASSERT_EQ(c.fake_process_info, 1);
     ASSERT_EQ(c.out_of_order, 0);
-    if (c.late > 0) {
-        printf("# %d events came later than the merge's window (a loaded machine), %d of them "
-               "less than a window behind the last event written\n",
-               c.late, c.late_within_window);
-    }
+    printf("# %d runtime events, %d ticks, %d late, %d of them less than a "
+           "window behind the last event written\n",
+           c.work, c.ticks, c.late, c.late_within_window);
     ASSERT_EQ(c.before_sync, 0); /* the runtime's first events precede the server's session */
     fake_stop();
     server_stop();
