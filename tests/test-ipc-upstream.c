@@ -716,8 +716,8 @@ TEST(a_runtime_lagging_past_the_window_has_no_event_written_late)
     stop_session(r.value);
     read_counts(a, &c);
     printf("# %d runtime events, %d ticks, %d late\n", c.work, c.ticks, c.late);
-    ASSERT_TRUE(c.work > 100);
-    ASSERT_TRUE(c.ticks > 20);
+    ASSERT_TRUE(c.work > 50); /* 179 to 690 seen at loads 8 to 36 */
+    ASSERT_TRUE(c.ticks > 10);
     ASSERT_EQ(c.times_kept, c.work);
     ASSERT_EQ(c.out_of_order, 0);
     ASSERT_EQ(c.late, 0);
