@@ -22,6 +22,8 @@
 #include "ipc/upstream-internal.h"
 
 #define IPC_MERGE_QUEUE_BYTES (32u << 20) /* runtime events read but not written yet */
+/* A runtime that delivered nothing for this long is not waited for (ipc_merge_watermark()). */
+#define IPC_MERGE_SILENT_NS   (2000ull * 1000000)
 
 /* One event read from the runtime's stream (or a count of events it lost), queued for the loop.
  * The description lives in the reader, which outlives every item. */
@@ -56,10 +58,18 @@ struct ipc_merge {
     /* the merged stream's sync time: when the runtime was asked (struct ipc_up_request) */
     uint64_t sync_ticks;
     int64_t sync_unix_ns;
+    /* Under lock, written by the reader thread: the runtime's watermark, the time below which
+     * no later event of its stream goes (ipc_merge_promise()), and when it last delivered bytes
+     * (nt_clock_now()). */
+    uint64_t promised;
+    uint64_t heard_ns;
     /* loop thread only: metadata ids in the session's writer */
     struct ipc_merge_map_slot *map;
     size_t map_cap, map_count;
     uint64_t written, dropped;
+    uint64_t pumped_ns; /* the last pump, which the event source's drain followed */
+    uint64_t silences;  /* times the runtime, silent past IPC_MERGE_SILENT_NS, was not waited for */
+    int waited;         /* the last pump waited for the runtime */
     int reported;
 };
 
@@ -95,6 +105,12 @@ ipc_merge_read(void *ctx, void *buf, size_t len)
     do {
         n = recv(m->fd, buf, len, 0);
     } while (n < 0 && errno == EINTR);
+    if (n > 0) {
+        /* part of a block is still a delivery: the runtime is not silent, only slow */
+        pthread_mutex_lock(&m->lock);
+        m->heard_ns = nt_clock_now();
+        pthread_mutex_unlock(&m->lock);
+    }
     return n < 0 ? -errno : n;
 }
 
@@ -139,6 +155,25 @@ ipc_merge_clock(struct ipc_merge *m, const struct nt_trace_info *info)
                    (int64_t)((double)info->sync_time_ticks * 1e9 / (double)m->rt_freq);
 }
 
+/*
+ * What the runtime's stream promises once ev is queued: an IsSorted event says that no later
+ * event of the stream is older (format doc 4.3; the runtime marks the first event of each
+ * capture thread's run so). A stream that never marks one is trusted to be disordered by less
+ * than the reorder window, as the window alone trusted every source before. Under lock.
+ */
+static void
+ipc_merge_promise(struct ipc_merge *m, const struct nt_event *ev)
+{
+    uint64_t t = ev->timestamp;
+
+    if (!ev->is_sorted) {
+        t = t > IPC_MERGE_REORDER_NS ? t - IPC_MERGE_REORDER_NS : 0;
+    }
+    if (t > m->promised) {
+        m->promised = t;
+    }
+}
+
 static void
 ipc_merge_queue_event(struct ipc_merge *m, const struct nt_event *ev)
 {
@@ -174,6 +209,7 @@ ipc_merge_queue_event(struct ipc_merge *m, const struct nt_event *ev)
     it->ev.desc = NULL;
     pthread_mutex_lock(&m->lock);
     ipc_merge_push(m, it);
+    ipc_merge_promise(m, &it->ev);
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -245,6 +281,7 @@ ipc_merge_new(struct ipc_server *s, int fd, struct ipc_merge **out)
     m->refs = 2;
     m->tail = &m->head;
     m->rt_freq = 1000000000u;
+    m->heard_ns = nt_clock_now(); /* a runtime silent from the start is waited for as long */
     m->thread_init = s->thread_init;
     err = ipc_thread_start(NULL, ipc_merge_main, m);
     if (err < 0) {
@@ -306,12 +343,68 @@ ipc_merge_is_process_info(const struct nt_event_desc *d)
            strcmp(d->provider, NT_PROVIDER_EVENTPIPE) == 0;
 }
 
+/*
+ * Sets what the session's writer may release: the watermark, the time up to which every source
+ * still waited for has delivered (docs/architecture.md, "Merged sessions: the watermark").
+ * - The event source (the agent): its drain follows each pump on the loop and takes what its
+ *   rings held, so by this pump it has delivered everything sampled before the last one. Its
+ *   own events may lie behind each other by up to the reorder window (a CPU sample's holdback,
+ *   a batch's thread events), which its watermark leaves them.
+ * - The runtime: what its stream promised (ipc_merge_promise()), while it delivers. One that
+ *   delivered nothing for IPC_MERGE_SILENT_NS, or whose stream ended, is not waited for: a
+ *   runtime that stops holds neither the stream nor memory longer (its later events may then
+ *   be late: counted in the writer's late events, reported at the end).
+ * The window still bounds what an arrival or the clock releases, and the writer's byte cap
+ * (reorder_max_bytes) what it holds.
+ */
+static void
+ipc_merge_watermark(struct ipc_merge *m, struct nt_writer *w, uint64_t now, uint64_t promised,
+                    uint64_t heard, int done)
+{
+    uint64_t limit = m->pumped_ns > IPC_MERGE_REORDER_NS ? m->pumped_ns - IPC_MERGE_REORDER_NS : 0;
+    int waited = !done && now - heard < IPC_MERGE_SILENT_NS;
+
+    if (waited && promised < limit) {
+        limit = promised;
+    }
+    if (m->waited && !waited && !done) {
+        m->silences++;
+    }
+    m->waited = waited;
+    m->pumped_ns = now;
+    nt_writer_set_release_limit(w, limit);
+}
+
+/* At the runtime's end: what the session wrote out of order, if anything. */
+static void
+ipc_merge_report(struct ipc_merge *m, struct ipc_session *ss, const char *why)
+{
+    struct nt_writer_stats st;
+
+    if (why[0] != '\0') {
+        ipc_log(ss->srv, "session %llx: the runtime's stream ended early (%s)",
+                (unsigned long long)ss->cfg.session_id, why);
+    }
+    nt_writer_get_stats(ss->w, &st);
+    if (st.late > 0) {
+        ipc_log(ss->srv,
+                "session %llx: %llu events written late (unsorted: a source lagged more than "
+                "the merge waits; the runtime went unwaited for %llu times, silent for %llu ms; "
+                "events held at most %llu KB)",
+                (unsigned long long)ss->cfg.session_id, (unsigned long long)st.late,
+                (unsigned long long)m->silences,
+                (unsigned long long)(IPC_MERGE_SILENT_NS / 1000000),
+                (unsigned long long)(st.held_bytes_max / 1024));
+    }
+}
+
 int
 ipc_merge_pump(struct ipc_session *ss, int congested)
 {
     struct ipc_merge *m = ss->merge;
     struct ipc_merge_item *it, *next;
     char why[sizeof(m->why)];
+    uint64_t promised, heard;
     int done, err;
 
     if (m == NULL) {
@@ -323,6 +416,8 @@ ipc_merge_pump(struct ipc_session *ss, int congested)
     m->tail = &m->head;
     m->bytes = 0;
     done = m->done;
+    promised = m->promised;
+    heard = m->heard_ns;
     memcpy(why, m->why, sizeof(why));
     pthread_mutex_unlock(&m->lock);
     for (; it != NULL; it = next) {
@@ -355,12 +450,13 @@ ipc_merge_pump(struct ipc_session *ss, int congested)
             return err;
         }
     }
+    /* Only now: the promise covers the events just written, which the writer must have before
+     * it may release past them. The clock is read after heard was (the reader may have
+     * stamped it since this pump began). */
+    ipc_merge_watermark(m, ss->w, nt_clock_now(), promised, heard, done);
     if (done && !m->reported) {
         m->reported = 1;
-        if (why[0] != '\0') {
-            ipc_log(ss->srv, "session %llx: the runtime's stream ended early (%s)",
-                    (unsigned long long)ss->cfg.session_id, why);
-        }
+        ipc_merge_report(m, ss, why);
     }
     return done;
 }

@@ -217,6 +217,15 @@ PP_MUST_USE int nt_writer_note_lost(struct nt_writer *w, uint64_t capture_thread
                                     uint32_t count);
 
 /*
+ * With a reorder window: the window releases no held event newer than limit, whatever arrives
+ * and whatever nt_writer_poll()'s clock says, until a later call raises it. The byte cap
+ * (reorder_max_bytes), a sequence point and finish still write them. A writer that merges
+ * sources which may lag sets it to the time up to which every source has delivered (ipc/merge.c's
+ * watermark). UINT64_MAX, the default, leaves the window alone.
+ */
+void nt_writer_set_release_limit(struct nt_writer *w, uint64_t limit);
+
+/*
  * Writes the pending metadata, stack and event blocks (in that order). Events held by a reorder
  * window stay held: only what the window already released is written, so a flush never makes
  * a later event late.
@@ -251,6 +260,8 @@ struct nt_writer_stats {
     uint64_t sequence_points; /* sequence-point blocks written */
     uint64_t late;            /* with a reorder window: events written late (see
                                  reorder_window_ns), with their true time, IsSorted clear */
+    uint64_t held_bytes_max;  /* with a reorder window: the most its held events cost at once
+                                 (see reorder_max_bytes) */
 };
 void nt_writer_get_stats(const struct nt_writer *w, struct nt_writer_stats *out);
 

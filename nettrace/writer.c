@@ -158,7 +158,8 @@ struct nt_writer {
     size_t held_cap;
     size_t held_bytes;
     uint64_t held_arrivals;
-    uint64_t newest_ts; /* the newest timestamp nt_writer_write() was given */
+    uint64_t newest_ts;     /* the newest timestamp nt_writer_write() was given */
+    uint64_t release_limit; /* the window releases nothing newer (nt_writer_set_release_limit) */
     /*
      * The capture thread TraceEvent charges an unsorted (late) event's sequence number to: the
      * pending event block's first event's, then that of its last sorted event. It takes no
@@ -1225,6 +1226,9 @@ nt_writer_hold(struct nt_writer *w, const struct nt_event *ev)
     }
     w->held[i] = h;
     w->held_bytes += h->cost;
+    if (w->held_bytes > w->stats.held_bytes_max) {
+        w->stats.held_bytes_max = w->held_bytes;
+    }
     return 0;
 }
 
@@ -1290,6 +1294,13 @@ nt_writer_release(struct nt_writer *w, uint64_t until)
     return rc;
 }
 
+/* What the window releases: the held events up to until, never past the release limit. */
+static int
+nt_writer_release_window(struct nt_writer *w, uint64_t until)
+{
+    return nt_writer_release(w, until < w->release_limit ? until : w->release_limit);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Public API                                                                                 */
 /* ------------------------------------------------------------------------------------------ */
@@ -1348,6 +1359,7 @@ nt_writer_new(const struct nt_writer_options *opts, const struct nt_sink *sink,
     w->reorder_window_ns = o.reorder_window_ns;
     w->reorder_max_bytes =
             o.reorder_max_bytes != 0 ? o.reorder_max_bytes : NT_DEFAULT_REORDER_BYTES;
+    w->release_limit = UINT64_MAX;
     w->last_ts = w->sync_time_ticks;
     w->last_flush_time = nt_clock_now();
 
@@ -1404,7 +1416,7 @@ nt_writer_write(struct nt_writer *w, const struct nt_event *ev)
         w->newest_ts = ev->timestamp;
     }
     if (w->newest_ts >= w->reorder_window_ns) {
-        rc = nt_writer_release(w, w->newest_ts - w->reorder_window_ns);
+        rc = nt_writer_release_window(w, w->newest_ts - w->reorder_window_ns);
     }
     while (rc == 0 && w->held_bytes > w->reorder_max_bytes) {
         rc = nt_writer_release_first(w);
@@ -1441,6 +1453,14 @@ nt_writer_note_lost(struct nt_writer *w, uint64_t capture_thread_id, uint32_t co
     return 0;
 }
 
+void
+nt_writer_set_release_limit(struct nt_writer *w, uint64_t limit)
+{
+    if (w != NULL) {
+        w->release_limit = limit;
+    }
+}
+
 int
 nt_writer_flush(struct nt_writer *w)
 {
@@ -1458,7 +1478,7 @@ nt_writer_poll(struct nt_writer *w, uint64_t now)
         return rc;
     }
     if (w->reorder_window_ns != 0 && now >= w->reorder_window_ns) {
-        rc = nt_writer_release(w, now - w->reorder_window_ns);
+        rc = nt_writer_release_window(w, now - w->reorder_window_ns);
         if (rc != 0) {
             return rc;
         }

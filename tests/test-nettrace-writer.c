@@ -1331,6 +1331,8 @@ TEST(reorder_byte_cap_writes_the_oldest_early)
         ASSERT_TRUE(held * PAYLOAD <= CAP);
     }
     ASSERT_TRUE(st.events >= 40 - CAP / PAYLOAD);
+    /* the high-water mark passed the cap (which released the oldest), by less than one event */
+    ASSERT_TRUE(st.held_bytes_max > CAP && st.held_bytes_max < CAP + PAYLOAD + 512);
     /* Written early, so an event older than those is late now. */
     put32(payload, 40);
     sample(&e, id, 1, 2, 5001, NULL, 0, payload);
@@ -1396,6 +1398,60 @@ TEST(reorder_poll_releases_by_time_and_flush_does_not)
     nt_reader_free(r);
     nt_writer_free(w);
     free(m.data);
+}
+
+/* Holds a tagged event (tagged_event()) and returns how many events w has written. */
+static uint64_t
+write_tagged(struct nt_writer *w, uint32_t id, uint32_t index, uint64_t ts)
+{
+    struct nt_writer_stats st;
+    struct tagged t;
+
+    tagged_event(&t, id, index, ts);
+    ASSERT_OK(nt_writer_write(w, &t.ev));
+    nt_writer_get_stats(w, &st);
+    return st.events;
+}
+
+/* A merge of sources that lag (ipc/merge.c) bounds what the window releases: newer arrivals
+ * and the clock pass the held events by more than the window, and they stay held until the
+ * limit rises, so a lagging source's event at the limit comes in time. */
+TEST(release_limit_holds_what_the_window_would_release)
+{
+    struct mem_sink mem;
+    struct nt_writer *wr = new_writer_window(&mem, 0, 0, 1000, 0);
+    struct nt_writer_stats st;
+    struct mem_source in;
+    struct nt_reader *rd;
+    struct nt_event ev;
+    uint32_t meta = define_sample(wr), k;
+    static const uint32_t order[] = { 0, 3, 1, 2 };
+    static const uint64_t times[] = { 9000, 10000, 10500, 20000 };
+
+    nt_writer_set_release_limit(wr, 10000);
+    ASSERT_U64_EQ(write_tagged(wr, meta, 0, 9000), 0);
+    ASSERT_U64_EQ(write_tagged(wr, meta, 1, 10500), 1); /* 9000, below the limit */
+    /* the window alone would release 10500 now, and so would the clock */
+    ASSERT_U64_EQ(write_tagged(wr, meta, 2, 20000), 1);
+    ASSERT_OK(nt_writer_poll(wr, 50000));
+    /* the lagging source, at its promise: in time */
+    ASSERT_U64_EQ(write_tagged(wr, meta, 3, 10000), 2);
+    nt_writer_set_release_limit(wr, 15000);
+    ASSERT_OK(nt_writer_poll(wr, 50000)); /* 10500; 20000 waits for the limit */
+    nt_writer_get_stats(wr, &st);
+    ASSERT_U64_EQ(st.events, 3);
+    nt_writer_set_release_limit(wr, UINT64_MAX);
+    ASSERT_OK(nt_writer_finish(wr));
+    nt_writer_get_stats(wr, &st);
+    ASSERT_U64_EQ(st.late, 0);
+    rd = open_reader(&mem, &in);
+    for (k = 0; k < 4; k++) { /* all in time order, each sorted */
+        expect_tagged(rd, order[k], times[k], 1);
+    }
+    ASSERT_EQ(nt_reader_next(rd, &ev), 0);
+    nt_reader_free(rd);
+    nt_writer_free(wr);
+    free(mem.data);
 }
 
 TEST(reorder_sequence_point_and_finish_write_everything_held)
@@ -2148,6 +2204,7 @@ static const struct test_case cases[] = {
     TEST_CASE(event_later_than_the_window_keeps_its_time_unsorted),
     TEST_CASE(reorder_byte_cap_writes_the_oldest_early),
     TEST_CASE(reorder_poll_releases_by_time_and_flush_does_not),
+    TEST_CASE(release_limit_holds_what_the_window_would_release),
     TEST_CASE(reorder_sequence_point_and_finish_write_everything_held),
     TEST_CASE(reorder_window_checks_events_before_holding_them),
     TEST_CASE(reorder_window_random_arrivals_come_back_whole),
