@@ -321,6 +321,8 @@ ag_start(const struct ag_config *cfg)
     ag.tick_hz = ag_kernel_tick_hz();
     atomic_store(&ag.wall_passes, 0);
     atomic_store(&ag.wall_active_ns, 0);
+    atomic_store(&ag.wall_first_ns, 0);
+    atomic_store(&ag.wall_last_ns, 0);
     /* The module list before the first sample; their CFI tables are built by the manager
      * thread, which starts below, so that a short-lived process does not wait for them. */
     ag_modules_set_cfi_cache(ag.cfg.cfi_cache);
@@ -403,6 +405,8 @@ ag_sampling_apply_locked(void)
     atomic_store(&ag.hz_cpu, cpu);
     if (wall != 0 && atomic_load(&ag.hz_wall) == 0) {
         atomic_store(&ag.wall_start_ns, ag_now_ns());
+        atomic_store(&ag.wall_first_ns, 0);
+        atomic_store(&ag.wall_last_ns, 0);
         atomic_store(&ag.wall_passes, 0);
     }
     atomic_store(&ag.hz_wall, wall);

@@ -392,6 +392,10 @@ struct ag_agent {
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
     unsigned tick_hz;     /* the kernel's scheduler tick rate (ag_kernel_tick_hz()), 0 unknown */
     _Atomic uint64_t wall_passes, wall_start_ns, wall_active_ns;
+    /* The grid slots of the wall sampler's first and latest passes since wall_start_ns, 0
+     * before: its intervals begin at the first (the wall thread starts after the request, late
+     * on a loaded machine) and end an interval after the latest */
+    _Atomic uint64_t wall_first_ns, wall_last_ns;
 };
 
 extern struct ag_agent ag;

@@ -543,10 +543,14 @@ ag_threads_scan(void)
 {
     struct dirent *de;
     unsigned i, high;
-    uint64_t now = ag_now_ns();
+    uint64_t now;
     DIR *d;
 
     pthread_mutex_lock(&ag.reg_lock);
+    /* Read under the lock, as the exit hooks' times are: read before it, an exit hook that held
+     * the lock meanwhile noted a later time, now - ns wrapped around, and the thread (still
+     * listed while it exits) was registered again: its stop announced twice. */
+    now = ag_now_ns();
     high = atomic_load_explicit(&ag.high, memory_order_relaxed);
     for (i = 0; i < high; i++) {
         ag.threads[i].scan_seen = 0;

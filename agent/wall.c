@@ -540,8 +540,10 @@ ag_wall_main(void *arg)
         if (now >= next) {
             /* The pass is for the last interval on the grid that began by now: fell behind, the
              * ones skipped are not made up (no burst) and are counted as missed. */
-            uint64_t slot = next + (now - next) / interval * interval;
+            uint64_t slot = next + (now - next) / interval * interval, none = 0;
 
+            atomic_compare_exchange_strong(&ag.wall_first_ns, &none, slot);
+            atomic_store(&ag.wall_last_ns, slot);
             ag_wall_pass(now, slot, interval);
             atomic_fetch_add(&ag.wall_passes, 1);
             next = slot + interval;

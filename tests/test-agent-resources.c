@@ -39,11 +39,13 @@ start_agent(void)
 /* ---- host threads that sleep until told ---- */
 
 static _Atomic int sleepers_stop;
+static _Atomic unsigned sleepers_started; /* registered: the trampoline runs before them */
 
 static void *
 sleeper_main(void *arg)
 {
     (void)arg;
+    atomic_fetch_add(&sleepers_started, 1);
     while (!atomic_load(&sleepers_stop)) {
         usleep(20000);
     }
@@ -56,6 +58,7 @@ static void *
 raw_sleeper_main(void *arg)
 {
     (void)arg;
+    atomic_fetch_add(&sleepers_started, 1);
     while (!atomic_load(&sleepers_stop)) {
         struct timespec ts = { 0, 20000000 };
 
@@ -72,13 +75,20 @@ start_threads(pthread_t *th, unsigned n, void *(*fn)(void *))
     int rc = 0;
 
     atomic_store(&sleepers_stop, 0);
+    atomic_store(&sleepers_started, 0);
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 64 * 1024);
     for (i = 0; i < n && rc == 0; i++) {
         rc = pthread_create(&th[i], &attr, fn, NULL);
     }
     pthread_attr_destroy(&attr);
-    return rc;
+    /* Each one running, so registered: a created thread a loaded machine has not run yet is
+     * found by a scan later, or registers itself later, and has had no interval before (40 of
+     * 300 came 146 ms after the session's first pass at load 25, with 200 ms to start in). */
+    for (i = 0; rc == 0 && i < 2000 && atomic_load(&sleepers_started) < n; i++) {
+        usleep(5000);
+    }
+    return rc != 0 ? rc : atomic_load(&sleepers_started) < n ? -ETIMEDOUT : 0;
 }
 
 static int
@@ -375,31 +385,42 @@ TEST(wall_counts_the_intervals_it_could_not_sample)
      * nettrace's sequence gaps leave them out. */
     ASSERT_U64_EQ(unsampled, st.wall_unsampled);
     ASSERT_TRUE(unsampled <= lost);
-    /* The first and last intervals of each thread may fall outside; the rest are all there,
-     * and none twice. A thread's intervals are counted at the wall thread's visits, so those
-     * after its last visit are not: up to that visit's time (wall_seen_ns), every one is. Under
-     * TSan at load 20 to 50 a pass over these 300 threads took long enough that the
-     * intervals to the release held only 59.9 to 83.4 % (about 6 of 75 runs). */
+    /* Every interval of the wall sampler's is there, and none twice. Its intervals begin at its
+     * first pass (ag.wall_first_ns; an HTTP recording's window too, bridge/http-source.c), not
+     * at the request: under TSan the wall thread's creation alone took 2 to 14 ms at load 17
+     * here, every thread going without a sample meanwhile, and the intervals counted from t0
+     * held 96.6 % at worst (83.0 % in a CI run, 85 % was required); the shortfall was that delay
+     * times N within 10 % in 54 runs. A thread's intervals are counted at the wall thread's
+     * visits, so those after its last visit are not: up to that visit (wall_seen_ns, or the
+     * last pass's slot when a handler took the last pass's signal later), every one is, but for
+     * the one its last visit stands for, one whose signal no handler took yet (under TSan a
+     * signal waits for an interceptor) and a visit that found it waking (no sample, not
+     * counted): 3 a thread. */
     {
-        uint64_t visited = 0, accounted = 0;
+        uint64_t visited = 0, accounted = 0, first = atomic_load(&ag.wall_first_ns);
+        uint64_t end = atomic_load(&ag.wall_last_ns) + 1000000u;
         unsigned high = atomic_load(&ag.high);
 
-        for (i = 0; i < high && i < ag.cfg.max_threads; i++) {
+        for (i = 0; first != 0 && i < high && i < ag.cfg.max_threads; i++) {
             int32_t tid = atomic_load(&ag.threads[i].tid);
             uint64_t seen_ns = atomic_load(&ag.threads[i].wall_seen_ns);
 
+            seen_ns = seen_ns < end ? seen_ns : end;
             for (unsigned k = 0; tid != 0 && k < MAX_TIDS && seen[k].tid != 0; k++) {
-                if (seen[k].tid == tid && seen_ns > t0) {
-                    visited += (seen_ns - t0) / 1000000u;
+                if (seen[k].tid == tid && seen_ns > first) {
+                    visited += (seen_ns - first) / 1000000u;
                     accounted += seen[k].intervals + seen[k].lost;
                     break;
                 }
             }
         }
-        printf("# up to each thread's last visit: %llu thread-intervals, %llu accounted for\n",
-               (unsigned long long)visited, (unsigned long long)accounted);
+        printf("# from the first pass (%.1f ms after the request) to each thread's last visit: "
+               "%llu thread-intervals, %llu accounted for (%.2f%%)\n",
+               first != 0 ? (double)(first - t0) / 1e6 : -1.0, (unsigned long long)visited,
+               (unsigned long long)accounted,
+               visited != 0 ? 100.0 * (double)accounted / (double)visited : 0.0);
         ASSERT_TRUE(visited >= (uint64_t)N * 100u); /* a pass at least 0.1 s into the session */
-        ASSERT_TRUE((double)accounted >= 0.85 * (double)visited);
+        ASSERT_TRUE(accounted + 3u * N >= visited);
     }
     ASSERT_TRUE((double)(samples + lost) <= 1.1 * (double)N * (double)(t1 - t0) / 1e6);
     stop_sleepers(th, N);

@@ -22,14 +22,49 @@
 #include <unistd.h>
 
 static int pp_torture_failures;
+static char pp_torture_why[160]; /* what the first failure of the current check saw, or "" */
 
 static void
 pp_torture_check(int ok, const char *what)
 {
-    printf("%s: %s\n", what, ok ? "ok" : "FAILED");
+    printf("%s: %s%s%s\n", what, ok ? "ok" : "FAILED", !ok && pp_torture_why[0] ? ": " : "",
+           !ok ? pp_torture_why : "");
     if (!ok) {
         pp_torture_failures++;
     }
+    pp_torture_why[0] = '\0';
+}
+
+/* Waits for child pid and says whether it exited with status want; the first child that did not
+ * is described in pp_torture_why (a failure printed as FAILED alone cannot be told apart). */
+static int
+pp_torture_reap(pid_t pid, int want)
+{
+    int status = 0, err = 0;
+    pid_t got = -1;
+
+    if (pid > 0) {
+        got = waitpid(pid, &status, 0);
+        err = errno;
+    }
+    if (got == pid && WIFEXITED(status) && WEXITSTATUS(status) == want) {
+        return 1;
+    }
+    if (pp_torture_why[0] == '\0') {
+        if (pid <= 0) {
+            snprintf(pp_torture_why, sizeof(pp_torture_why), "fork failed");
+        } else if (got != pid) {
+            snprintf(pp_torture_why, sizeof(pp_torture_why), "waitpid returned %d (%s)", (int)got,
+                     strerror(err));
+        } else if (WIFSIGNALED(status)) {
+            snprintf(pp_torture_why, sizeof(pp_torture_why), "a child killed by signal %d (%s)",
+                     WTERMSIG(status), strsignal(WTERMSIG(status)));
+        } else {
+            snprintf(pp_torture_why, sizeof(pp_torture_why), "a child's status 0x%x, %d wanted",
+                     (unsigned)status, want);
+        }
+    }
+    return 0;
 }
 
 static double
@@ -145,7 +180,7 @@ main(void)
     struct sigaction sa;
     pthread_t churn, writer;
     void *churned = NULL;
-    int i, ok, fds[2], status;
+    int i, ok, fds[2];
     double t0, t;
     pid_t pid;
 
@@ -209,8 +244,7 @@ main(void)
         if (pid == 0) {
             _exit(pp_torture_short_thread((void *)7) != NULL ? 7 : 8);
         }
-        ok &= pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-              WEXITSTATUS(status) == 7;
+        ok &= pp_torture_reap(pid, 7);
     }
     pp_torture_check(ok, "fork: 20 children exit with their status");
     for (ok = 1, i = 0; i < 10; i++) {
@@ -224,8 +258,7 @@ main(void)
             execl("/bin/sh", "sh", "-c", "exit 3", (char *)NULL);
             _exit(99);
         }
-        ok &= pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-              WEXITSTATUS(status) == 3;
+        ok &= pp_torture_reap(pid, 3);
     }
     pp_torture_check(ok, "fork+exec: 10 children exit with their status");
 
