@@ -23,7 +23,7 @@ slots() {
 start=$(addr shim_start)
 stop=$(addr shim_exit)
 [[ -n $start && -n $stop ]] || fail "shim_start/shim_exit not in the symbol table"
-slots .init_array | grep -qx "$start" || fail ".init_array does not point at shim_start ($start)"
-slots .fini_array | grep -qx "$stop" || fail ".fini_array does not point at shim_exit ($stop)"
+slots .init_array | grep -x "$start" >/dev/null || fail ".init_array does not point at shim_start ($start)"
+slots .fini_array | grep -x "$stop" >/dev/null || fail ".fini_array does not point at shim_exit ($stop)"
 echo "check-shim-hooks: .init_array -> shim_start@$start, .fini_array -> shim_exit@$stop"
 

@@ -147,7 +147,9 @@ fi
 "$PP" record -q --no-children -o "$T/nochild.nettrace" -- sh -c '"$0" 1 "$1" >/dev/null; true' \
   "$GT" "$T/nochild.json" 2>"$T/nochild.err" || { cat "$T/nochild.err"; fail=1; }
 n=$(traces nochild | wc -l)
-"$PP" convert --format folded "$T/nochild.nettrace" 2>/dev/null | grep -q gt_steady &&
+"$PP" convert --format folded -o "$T/nochild.folded" "$T/nochild.nettrace" 2>/dev/null ||
+  { echo "FAIL --no-children: convert failed"; fail=1; }
+grep -q gt_steady "$T/nochild.folded" &&
   { echo "FAIL --no-children: the child's work was recorded"; fail=1; }
 [[ $n == 1 ]] || { echo "FAIL --no-children: $n trace files"; fail=1; }
 echo "ok   --no-children: one trace, no child's work"
