@@ -82,15 +82,19 @@
  * instead: glibc's dup3 of its new file onto that number replaced a library fd held there (a
  * daemon's close(0), then freopen of stdin), and the library's move then closed the host's fd. The
  * library's own creations no interposer sees hold the gate as library creations
- * (host_fds_hold): perf_event_open, and the loader's opens in the dlopen of a library loaded on
- * demand (libelf, cJSON, zlib, http-parser); a creation the thread makes with it held (an
- * interposed one inside) goes in without waiting (host_fds_gate_depth). Still open: the host's
- * creations made without the interposers: glibc's pidfd_getfd, fanotify_init, open_by_handle_at,
- * posix_openpt and getpt, openpty and forkpty, shm_open, sem_open, mq_open and popen (each opens
- * inside libc), recvmmsg with SCM_RIGHTS, and the creators made by syscall() (userfaultfd,
- * perf_event_open, io_uring_setup, bpf, openat2); and glibc's own opens inside a library
- * thread's calls (a thread's first malloc that sizes the arenas reads
- * /sys/devices/system/cpu/online).
+ * (host_fds_hold): perf_event_open, the loader's opens in the dlopen of a library loaded on
+ * demand (libelf, cJSON, zlib, http-parser), and pthread_getattr_np's read of /proc/self/maps
+ * for the main thread (agent/threads.c); a creation the thread makes with it held (an
+ * interposed one inside) goes in without waiting (host_fds_gate_depth). glibc's other opens
+ * inside the library's calls are avoided: nettrace's writer counted the CPUs with sysconf, which
+ * reads /sys/devices/system/cpu/online, on the IPC loop thread at every session start (fd 3,
+ * never moved; strace -f of a record showed it as the one such open, not an arena's first
+ * malloc); it asks sched_getaffinity now. host-contract-fds-library-opens checks under strace
+ * that every open of the library's threads moves high at once (tests/library-opens.py). Still
+ * open: the host's creations made without the interposers: glibc's pidfd_getfd, fanotify_init,
+ * open_by_handle_at, posix_openpt and getpt, openpty and forkpty, shm_open, sem_open, mq_open
+ * and popen (each opens inside libc), recvmmsg with SCM_RIGHTS, and the creators made by
+ * syscall() (userfaultfd, perf_event_open, io_uring_setup, bpf, openat2).
  *
  * Held by: host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
  * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, then a
