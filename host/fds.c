@@ -25,6 +25,7 @@
  *   __open64_2 openat openat64 __openat_2 __openat64_2 creat creat64 dup memfd_create fopen64
  *   timerfd_create signalfd inotify_init inotify_init1 pidfd_open mkstemp mkstemp64 mkostemp
  *   mkostemp64 mkstemps mkstemps64 mkostemps mkostemps64 tmpfile tmpfile64 fcntl fcntl64
+ *   pidfd_getfd posix_openpt getpt shm_open
  *                    interposed so that an fd the library creates (libuv's epoll fd, async
  *                    eventfd, signal pipes and the spare /dev/null it keeps for EMFILE, the IPC
  *                    sockets, the manager's eventfd, the files it reads; accept and accept4 of
@@ -91,10 +92,11 @@
  * never moved; strace -f of a record showed it as the one such open, not an arena's first
  * malloc); it asks sched_getaffinity now. host-contract-fds-library-opens checks under strace
  * that every open of the library's threads moves high at once (tests/library-opens.py). Still
- * open: the host's creations made without the interposers: glibc's pidfd_getfd, fanotify_init,
- * open_by_handle_at, posix_openpt and getpt, openpty and forkpty, shm_open, sem_open, mq_open
- * and popen (each opens inside libc), recvmmsg with SCM_RIGHTS, and the creators made by
- * syscall() (userfaultfd, perf_event_open, io_uring_setup, bpf, openat2).
+ * open: the host's creations made without the interposers: glibc's fanotify_init,
+ * open_by_handle_at, openpty and forkpty, sem_open, mq_open and popen (each opens inside libc),
+ * recvmmsg with SCM_RIGHTS, and the creators made by syscall() (userfaultfd, perf_event_open,
+ * io_uring_setup, bpf, openat2); and the host's pidfd_getfd of one of the library's fds in its
+ * own process gets a copy where bare it gets EBADF.
  *
  * Held by: host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
  * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, then a
@@ -919,7 +921,8 @@ static _Atomic(void *) real_open_p, real_open64_p, real___open_2_p, real___open6
         real_inotify_init_p, real_inotify_init1_p, real_pidfd_open_p, real_mkstemp_p,
         real_mkstemp64_p, real_mkostemp_p, real_mkostemp64_p, real_mkstemps_p, real_mkstemps64_p,
         real_mkostemps_p, real_mkostemps64_p, real_tmpfile_p, real_tmpfile64_p, real_freopen_p,
-        real_freopen64_p, real_fcntl64_p;
+        real_freopen64_p, real_fcntl64_p, real_pidfd_getfd_p, real_posix_openpt_p, real_getpt_p,
+        real_shm_open_p;
 static const struct {
     _Atomic(void *) *slot;
     const char *name;
@@ -965,6 +968,10 @@ static const struct {
     { &real_freopen64_p, "freopen64" },
     { &real_fcntl_p, "fcntl" },
     { &real_fcntl64_p, "fcntl64" },
+    { &real_pidfd_getfd_p, "pidfd_getfd" },
+    { &real_posix_openpt_p, "posix_openpt" },
+    { &real_getpt_p, "getpt" },
+    { &real_shm_open_p, "shm_open" },
 };
 
 static void
@@ -1062,6 +1069,14 @@ HOST_FDS_CREATOR(inotify_init1, (int), (int flags), (flags))
 /* glibc 2.36's wrapper: a libc without it leaves the name to the host's own (ENOSYS here) */
 int pidfd_open(pid_t pid, unsigned int flags);
 HOST_FDS_CREATOR(pidfd_open, (pid_t, unsigned), (pid_t pid, unsigned int flags), (pid, flags))
+int pidfd_getfd(int pidfd, int targetfd, unsigned int flags);
+HOST_FDS_CREATOR(pidfd_getfd, (int, int, unsigned), (int pidfd, int targetfd, unsigned int flags),
+                 (pidfd, targetfd, flags))
+/* A pseudo-terminal's master and a POSIX shared memory object: opened inside libc. */
+HOST_FDS_CREATOR(posix_openpt, (int), (int flags), (flags))
+HOST_FDS_CREATOR(getpt, (void), (void), ())
+HOST_FDS_CREATOR(shm_open, (const char *, int, mode_t), (const char *name, int flags, mode_t mode),
+                 (name, flags, mode))
 /* mkstemp and its kin open inside libc (no interposer sees it); the 64 names are what programs
  * built with _FILE_OFFSET_BITS=64 call. */
 int mkstemp64(char *tmpl);

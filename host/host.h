@@ -24,7 +24,7 @@
  *                fopen64 fclose opendir closedir timerfd_create signalfd inotify_init
  *                inotify_init1 pidfd_open mkstemp mkstemp64 mkostemp mkostemp64 mkstemps
  *                mkstemps64 mkostemps mkostemps64 tmpfile tmpfile64 freopen freopen64 fcntl
- *                fcntl64
+ *                fcntl64 pidfd_getfd posix_openpt getpt shm_open
  *
  * Direction: host/ depends on libc only. The agent, the shim (and through the shim the IPC
  * server) call into it through this header; host/ calls back into them only through the two

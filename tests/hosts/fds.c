@@ -18,7 +18,8 @@
  *                   accept4, pipe, eventfd, memfd_create, fopen, opendir, timerfd_create,
  *                   signalfd, inotify_init1, mkstemp, mkostemp, tmpfile, freopen of a stream
  *                   whose fd was closed, fcntl(F_DUPFD_CLOEXEC), pidfd_open, recvmsg of an fd
- *                   passed over the socketpair with SCM_RIGHTS) creates them in a loop and checks
+ *                   passed over the socketpair with SCM_RIGHTS, pidfd_getfd, posix_openpt,
+ *                   shm_open) creates them in a loop and checks
  *                   each number against the lowest the host left free (what bare gives):
  *                   one of the library's fds in its low moment takes that number, and the host's
  *                   creation waits for it to move (host/fds.c, host_fds_creating). Its test runs
@@ -161,6 +162,9 @@ enum {
     CR_FCNTL,
     CR_PIDFD,
     CR_RECVMSG,
+    CR_PIDFD_GETFD,
+    CR_OPENPT,
+    CR_SHM,
     CR_COUNT
 };
 static const char *const cr_names[CR_COUNT] = { "open",
@@ -185,7 +189,10 @@ static const char *const cr_names[CR_COUNT] = { "open",
                                                 "freopen",
                                                 "fcntl(F_DUPFD_CLOEXEC)",
                                                 "pidfd_open",
-                                                "recvmsg(SCM_RIGHTS)" };
+                                                "recvmsg(SCM_RIGHTS)",
+                                                "pidfd_getfd",
+                                                "posix_openpt",
+                                                "shm_open" };
 
 extern int __openat_2(int dirfd, const char *path, int flags);
 
@@ -359,6 +366,20 @@ create_one(int k, int ls, int fds[2])
     case CR_RECVMSG:
         fds[0] = create_received();
         return 1;
+    case CR_PIDFD_GETFD:
+        fds[0] = pidfd_open(getpid(), 0);
+        if (fds[0] >= 0) {
+            host_burn_us(50); /* as between the loop's calls (create_loop) */
+            fds[1] = pidfd_getfd(fds[0], 2, 0);
+        }
+        return 2;
+    case CR_OPENPT:
+        fds[0] = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        return 1;
+    case CR_SHM:
+        snprintf(cr_tmp, sizeof(cr_tmp), "/host-fds-%d", (int)getpid());
+        fds[0] = shm_open(cr_tmp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        return 1;
     }
     return 0;
 }
@@ -369,6 +390,9 @@ create_close(int k, int fds[2])
 {
     if (k == CR_MKSTEMP || k == CR_MKOSTEMP) {
         unlink(cr_tmp);
+    }
+    if (k == CR_SHM) {
+        shm_unlink(cr_tmp);
     }
     if ((k == CR_FOPEN || k == CR_TMPFILE || k == CR_FREOPEN) && cr_file != NULL) {
         fclose(cr_file);

@@ -293,6 +293,7 @@ every_call(int idx)
     } msg = { idx + 1, "abc" };
     struct sockaddr_un addr;
     socklen_t alen = sizeof(addr);
+    char shm[64];
     pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
     sigset_t usr1, old;
@@ -418,7 +419,15 @@ every_call(int idx)
     fd2 = inotify_init1(IN_CLOEXEC);
     check(fd >= 0 && fd2 >= 0 && close(fd) == 0 && close(fd2) == 0, "inotify_init/inotify_init1");
     fd = pidfd_open(getpid(), 0);
-    check((fd >= 0 && close(fd) == 0) || errno == ENOSYS, "pidfd_open");
+    fd2 = fd >= 0 ? pidfd_getfd(fd, 2, 0) : -1;
+    check((fd >= 0 && fd2 >= 0 && close(fd2) == 0 && close(fd) == 0) || errno == ENOSYS,
+          "pidfd_open/pidfd_getfd");
+    fd = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    fd2 = getpt();
+    check(fd >= 0 && fd2 >= 0 && close(fd) == 0 && close(fd2) == 0, "posix_openpt/getpt");
+    snprintf(shm, sizeof(shm), "/pp-stress-%d-%d", (int)getpid(), idx);
+    fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    check(fd >= 0 && close(fd) == 0 && shm_unlink(shm) == 0, "shm_open");
     fd = fcntl(2, F_DUPFD_CLOEXEC, 0);
     fd2 = fcntl64(2, F_DUPFD, 10);
     check(fd >= 0 && fd2 >= 10 && fcntl(fd, F_GETFD) == FD_CLOEXEC && close(fd) == 0 &&
