@@ -152,8 +152,8 @@ ag_cfi_cache_store(const char *dir, const uint8_t *id, size_t id_len, const stru
         snprintf(tmp, sizeof(tmp), "%s/.tmp-XXXXXX", dir) >= (int)sizeof(tmp)) {
         return;
     }
-    /* mkstemp's open is libc's own, which no interposer sees: made and moved high with the fd
-     * gate held, as a library creation (host/fds.c). Made low and kept there while the table
+    /* Made and moved high with the fd gate held, as a library creation (host/fds.c, whose mkstemp
+     * interposer moves it too and registers it once). Made low and kept there while the table
      * was written, a host's pipe got fds 4 and 6 where bare gets 4 and 5
      * (host-contract-fds-create, wall mode, in a fresh-clone CI run). */
     host_fds_hold();

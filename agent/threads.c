@@ -61,10 +61,22 @@ ag_threads_bounds_self(uint64_t *lo, uint64_t *hi)
     pthread_attr_t attr;
     void *addr = NULL;
     size_t size = 0;
+    int is_main, rc;
 
     *lo = 0;
     *hi = 0;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0) {
+    /* glibc reads /proc/self/maps for the main thread's stack, opened inside libc at the lowest
+     * free number: a library creation, with the fd gate held (host/fds.c; pipeprof_start of a
+     * host that links the library, on its main thread while its other threads run). */
+    is_main = ag_gettid() == (int32_t)getpid();
+    if (is_main) {
+        host_fds_hold();
+    }
+    rc = pthread_getattr_np(pthread_self(), &attr);
+    if (is_main) {
+        host_fds_release();
+    }
+    if (rc != 0) {
         return;
     }
     if (pthread_attr_getstack(&attr, &addr, &size) == 0 && addr != NULL) {

@@ -19,6 +19,10 @@
  *                     wait, no send of a signal)
  *   syscall-futex     syscall(SYS_futex, FUTEX_WAKE) of a word no thread waits on, as a
  *                     lock's release makes it
+ *   fcntl-getfl       fcntl(F_GETFL): host/fds.c's fcntl on its fast path (every command but
+ *                     F_DUPFD and F_DUPFD_CLOEXEC passes through; the caller is not looked at)
+ *   fcntl-dupfd       fcntl(F_DUPFD_CLOEXEC, 0) and close() of the copy, from
+ *                     libbench-host-calls.so as open's: the host's wait and count, as dup's
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling.
  * Libc and the interposer alternate within each round; prints per call the median ns of each
  * over the rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
@@ -38,12 +42,13 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    11
+#define BENCH_OPS    13
 #define BENCH_ROUNDS 64
 
 static const char *const bench_ops[BENCH_OPS] = {
-    "close",       "dup2", "sigaction-other", "sigaction-own",  "sigmask",      "write",
-    "write-agent", "open", "open-agent",      "syscall-gettid", "syscall-futex"
+    "close",       "dup2", "sigaction-other", "sigaction-own",  "sigmask",       "write",
+    "write-agent", "open", "open-agent",      "syscall-gettid", "syscall-futex", "fcntl-getfl",
+    "fcntl-dupfd"
 };
 
 static int (*libc_close)(int);
@@ -52,12 +57,17 @@ static int (*libc_sigaction)(int, const struct sigaction *, struct sigaction *);
 static int (*libc_sigmask)(int, const sigset_t *, sigset_t *);
 static ssize_t (*libc_write)(int, const void *, size_t);
 static int (*libc_open)(const char *, int, ...);
+static int (*libc_fcntl)(int, int, ...);
 
 /* bench-host-calls.c: open and close from an object of the host's. */
 int bench_host_open(const char *path, int flags);
 int bench_host_close(int fd);
+int bench_host_dupfd(int fd);
 static long (*libc_syscall)(long, ...);
 static int bench_futex_word;
+/* An fd of the host's for fcntl-dupfd (the program's own opens are the library's: moved high and
+ * registered, and the host's F_DUPFD of one gets EBADF). */
+static int bench_host_fd;
 
 /* write-agent's hooks: an agent that does nothing but count its signals, as agent/host-hooks.c
  * does (a thread-local read). */
@@ -131,12 +141,23 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
             real ? libc_close(o) : bench_host_close(o);
             break;
         }
+        case 9:
             real ? libc_syscall(SYS_gettid) : syscall(SYS_gettid);
             break;
         case 10:
             real ? libc_syscall(SYS_futex, &bench_futex_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0)
                  : syscall(SYS_futex, &bench_futex_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
             break;
+        case 11:
+            real ? libc_fcntl(fd, F_GETFL) : fcntl(fd, F_GETFL);
+            break;
+        case 12: {
+            int c = real ? libc_fcntl(bench_host_fd, F_DUPFD_CLOEXEC, 0)
+                         : bench_host_dupfd(bench_host_fd);
+
+            real ? libc_close(c) : bench_host_close(c);
+            break;
+        }
         default:
             real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
             real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -166,11 +187,13 @@ main(int argc, char **argv)
     libc_write = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
     libc_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
     libc_syscall = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
-    if (!libc_open || !libc_syscall || !libc_write || !libc_close || !libc_dup2 ||
+    libc_fcntl = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
+    if (!libc_open || !libc_fcntl || !libc_syscall || !libc_write || !libc_close || !libc_dup2 ||
         !libc_sigaction || !libc_sigmask) {
         fprintf(stderr, "bench-interpose: libc's functions not found\n");
         return 1;
     }
+    bench_host_fd = bench_host_open("/dev/null", O_RDONLY | O_CLOEXEC);
     for (i = 0; i < 8; i++) {
         (void)host_fd_take(open("/dev/null", O_RDONLY)); /* the library's own fds */
     }

@@ -14,7 +14,9 @@
  *                    as it was). read, recv and recvfrom of blocking.c retry the same way: on a
  *                    socket with SO_RCVTIMEO the kernel does not restart them. recvmsg with
  *                    MSG_WAITALL cut short by the agent's signal goes on for the rest, without
- *                    a control buffer (writes.c's host_recvmsg_waitall).
+ *                    a control buffer (writes.c's host_recvmsg_waitall). The fds an SCM_RIGHTS
+ *                    message brings take the lowest free numbers: the host's call waits for a
+ *                    library fd's low moment, as accept does (fds.c, host_fds_received).
  *   semop semtimedop msgrcv msgsnd
  *                    System V semaphores and message queues: never restarted after a handler,
  *                    SA_RESTART or not (signal(7)); the same retry.
@@ -142,16 +144,22 @@ epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *t
                     host_timeout_next(&t));
 }
 
+/* The fds an SCM_RIGHTS message brings take the lowest free numbers: the host's wait for a
+ * library fd's low moment and move down as accept's do (fds.c, host_fds_received). */
+#define HOST_RECEIVED(rc) host_fds_received((rc), msg, __builtin_return_address(0), entries)
+
 HOST_EXPORT ssize_t
 recvmsg(int fd, struct msghdr *msg, int flags)
 {
     HOST_REAL_OR_ENOSYS(ssize_t, (int, struct msghdr *, int), recvmsg)
+    unsigned entries = host_fds_accepting(__builtin_return_address(0));
 
     if (flags & MSG_WAITALL) {
-        HOST_WAIT_RETRY(ssize_t, real(fd, msg, flags), host_recvmsg_waitall(real, fd, msg, flags),
-                        (void)0);
+        HOST_WAIT_RETRY(ssize_t, HOST_RECEIVED(real(fd, msg, flags)),
+                        HOST_RECEIVED(host_recvmsg_waitall(real, fd, msg, flags)), (void)0);
     }
-    HOST_WAIT_RETRY(ssize_t, real(fd, msg, flags), real(fd, msg, flags), (void)0);
+    HOST_WAIT_RETRY(ssize_t, HOST_RECEIVED(real(fd, msg, flags)),
+                    HOST_RECEIVED(real(fd, msg, flags)), (void)0);
 }
 
 /*

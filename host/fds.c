@@ -12,7 +12,10 @@
  *   fopen fclose opendir closedir
  *                    interposed for the library's own reads of /proc files and directories:
  *                    its read-only fopen and its opendir open the fd here (high, registered),
- *                    and fclose and closedir forget it; the host's calls are libc's.
+ *                    and fclose and closedir forget it; the host's are libc's, in the gate below.
+ *   freopen freopen64
+ *                    interposed because glibc's dup3()s its new file onto the stream's number,
+ *                    a close of whatever holds it: the host's counts itself in as a close.
  *   syscall          interposed for SYS_close: libuv closes its fds with syscall(SYS_close),
  *                    and a host's raw close of a library fd gets the EBADF of close() too; a
  *                    host's SYS_tgkill, SYS_tkill and SYS_rt_tgsigqueueinfo go to signals.c's
@@ -20,14 +23,18 @@
  *                    through with its six arguments.
  *   eventfd epoll_create epoll_create1 socket socketpair pipe pipe2 open open64 __open_2
  *   __open64_2 openat openat64 __openat_2 __openat64_2 creat creat64 dup memfd_create fopen64
+ *   timerfd_create signalfd inotify_init inotify_init1 pidfd_open mkstemp mkstemp64 mkostemp
+ *   mkostemp64 mkstemps mkstemps64 mkostemps mkostemps64 tmpfile tmpfile64 fcntl fcntl64
+ *   pidfd_getfd posix_openpt getpt shm_open
  *                    interposed so that an fd the library creates (libuv's epoll fd, async
  *                    eventfd, signal pipes and the spare /dev/null it keeps for EMFILE, the IPC
  *                    sockets, the manager's eventfd, the files it reads; accept and accept4 of
- *                    blocking.c do the same for connections) moves to a high number
- *                    (F_DUPFD_CLOEXEC from a quarter below RLIMIT_NOFILE or 1024, host_fds_base)
+ *                    blocking.c do the same for connections, eintr.c's recvmsg for fds an
+ *                    SCM_RIGHTS message brings) moves to a high number (F_DUPFD_CLOEXEC from a
+ *                    quarter below RLIMIT_NOFILE or 1024, host_fds_base); fcntl and signalfd
+ *                    create only for F_DUPFD* and for fd -1, and pass everything else through
  * and is registered in a lock-free set: the host's low numbers are its own, as bare. host_fd_take()
- * does the same for fds the library opens by other means (perf_event_open). fopen's fds are libc's
- * own and are not seen.
+ * does the same for fds the library opens by other means (perf_event_open).
  *
  * A call is the library's when it comes from one of the library's threads
  * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
@@ -66,24 +73,38 @@
  * loop and sockets are created on the host thread that starts it (the constructor) and used from
  * the loop thread; checking the low number with kcmp(KCMP_FILE) before the close only moves the
  * window to the next system call. The host's own creations through the interposers here (the
- * creators above, fopen, opendir, and blocking.c's accept and accept4) wait for that moment to
- * end (host_fds_creating, which says why they do not count themselves in, and how one that a
- * library creation met anyway has its fd moved down): a host's open after a close loop got fd 4
- * where bare gets 3 in two fresh-clone CI runs (host-contract-fds-dup3 in CPU mode, -sysclose's
- * pipe in wall mode, ASan stage). fopen's fd is moved down through glibc's FILE, opendir's
- * before fdopendir wraps it. The library's own creations no interposer sees hold the gate as
- * library creations (host_fds_hold): perf_event_open, and the loader's opens in the dlopen of a
- * library loaded on demand (libelf, cJSON, zlib, http-parser). Still open: the host's creations
- * made without the interposers (freopen, tmpfile, mkstemp, timerfd_create, signalfd,
- * inotify_init, pidfd_open, fcntl(F_DUPFD), fds received by SCM_RIGHTS), and glibc's own opens
- * inside a library thread's calls (a thread's first malloc that sizes the arenas reads
- * /sys/devices/system/cpu/online).
+ * creators above, fopen, opendir, tmpfile, blocking.c's accept and accept4, eintr.c's recvmsg)
+ * wait for that moment to end (host_fds_creating, which says why they do not count themselves in,
+ * and how one that a library creation met anyway has its fd moved down): a host's open after a
+ * close loop got fd 4 where bare gets 3 in two fresh-clone CI runs (host-contract-fds-dup3 in CPU
+ * mode, -sysclose's pipe in wall mode, ASan stage). fopen's and tmpfile's fd is moved down through
+ * glibc's FILE, opendir's before fdopendir wraps it, F_DUPFD's to the lowest free number from its
+ * minimum. The host's freopen keeps the stream's number (bare's) and counts itself in as a close
+ * instead: glibc's dup3 of its new file onto that number replaced a library fd held there (a
+ * daemon's close(0), then freopen of stdin), and the library's move then closed the host's fd. The
+ * library's own creations no interposer sees hold the gate as library creations
+ * (host_fds_hold): perf_event_open, the loader's opens in the dlopen of a library loaded on
+ * demand (libelf, cJSON, zlib, http-parser), and pthread_getattr_np's read of /proc/self/maps
+ * for the main thread (agent/threads.c); a creation the thread makes with it held (an
+ * interposed one inside) goes in without waiting (host_fds_gate_depth). glibc's other opens
+ * inside the library's calls are avoided: nettrace's writer counted the CPUs with sysconf, which
+ * reads /sys/devices/system/cpu/online, on the IPC loop thread at every session start (fd 3,
+ * never moved; strace -f of a record showed it as the one such open, not an arena's first
+ * malloc); it asks sched_getaffinity now. host-contract-fds-library-opens checks under strace
+ * that every open of the library's threads moves high at once (tests/library-opens.py). Still
+ * open: the host's creations made without the interposers: glibc's fanotify_init,
+ * open_by_handle_at, openpty and forkpty, sem_open, mq_open and popen (each opens inside libc),
+ * recvmmsg with SCM_RIGHTS, and the creators made by syscall() (userfaultfd, perf_event_open,
+ * io_uring_setup, bpf, openat2); and the host's pidfd_getfd of one of the library's fds in its
+ * own process gets a copy where bare it gets EBADF.
  *
  * Held by: host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
  * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, then a
  * pipe and files of the host's own, bare against preloaded, CPU and wall, record, listen mode
  * and no session: same output, same per-call error counts, exit 0); host-contract-fds-create
- * (each creator in a loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS).
+ * (each creator in a loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 23
+ * kinds, freopen of a stream whose fd was closed and recvmsg of an fd passed by SCM_RIGHTS
+ * among them).
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -98,10 +119,13 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "host/internal.h"
@@ -142,8 +166,12 @@ host_fd_mark(int fd, int owned)
     uint64_t bit = (uint64_t)1 << (unsigned)(fd % 64);
 
     if (owned) {
-        atomic_fetch_or_explicit(&host_fds_owned[fd / 64], bit, memory_order_release);
-        atomic_fetch_add_explicit(&host_fds_count, 1, memory_order_relaxed);
+        /* counted once: a creation the interposers moved high may be taken again by its caller
+         * (agent/cfi-cache.c's mkstemp) */
+        if (!(atomic_fetch_or_explicit(&host_fds_owned[fd / 64], bit, memory_order_acq_rel) &
+              bit)) {
+            atomic_fetch_add_explicit(&host_fds_count, 1, memory_order_relaxed);
+        }
     } else if (atomic_fetch_and_explicit(&host_fds_owned[fd / 64], ~bit, memory_order_acq_rel) &
                bit) {
         atomic_fetch_sub_explicit(&host_fds_count, 1, memory_order_relaxed);
@@ -263,6 +291,17 @@ host_fds_close_real(int fd)
     return real != NULL ? real(fd) : (int)syscall(SYS_close, fd);
 }
 
+static _Atomic(void *) real_fcntl_p;
+
+/* libc's fcntl with an integer argument: fds.c's own moves do not pass through its interposer. */
+static int
+host_fds_fcntl(int fd, int cmd, long arg)
+{
+    int (*real)(int, int, ...) = (int (*)(int, int, ...))host_real(&real_fcntl_p, "fcntl");
+
+    return real != NULL ? real(fd, cmd, arg) : (int)syscall(SYS_fcntl, fd, cmd, arg);
+}
+
 /*
  * The gate between the library's fd creations and the host's closes (the moment of a move, above):
  * how many library creations are between their system call and the move of the new fd high, and
@@ -313,11 +352,21 @@ host_fds_gate_host_leave(void)
     atomic_fetch_sub(&host_fds_gate_host, 1);
 }
 
+/* How deep the calling thread is in the gate as a library creation: a creation made with the gate
+ * held already (host_fds_hold, then an interposed mkstemp) goes in without waiting, since a host
+ * close counted in meanwhile waits for this thread's hold to end. */
+static _Thread_local int host_fds_gate_depth;
+
 static void
 host_fds_gate_library_enter(void)
 {
     uint64_t until = 0;
 
+    if (host_fds_gate_depth++ > 0) {
+        atomic_fetch_add(&host_fds_gate_library, 1);
+        atomic_fetch_add(&host_fds_gate_library_entries, 1);
+        return;
+    }
     for (;;) {
         atomic_fetch_add(&host_fds_gate_library, 1);
         if (atomic_load(&host_fds_gate_host) == 0) {
@@ -339,6 +388,7 @@ host_fds_gate_library_enter(void)
 static void
 host_fds_gate_library_leave(void)
 {
+    host_fds_gate_depth--;
     atomic_fetch_sub(&host_fds_gate_library, 1);
 }
 
@@ -422,7 +472,7 @@ host_fd_take(int fd)
     if (base > fd && host_fds_test_low_ms != 0) {
         host_fds_test_sleep_ms(host_fds_test_low_ms);
     }
-    high = base > fd ? fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
+    high = base > fd ? host_fds_fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
     if (high >= 0 && high < HOST_FDS_MAX) {
         host_fds_close_real(fd);
         fd = high;
@@ -520,19 +570,19 @@ host_fds_creating(const void *ra, unsigned *entries)
     return library;
 }
 
-/* The host's new fd, moved down to the lowest free number when one is below it (the library's
- * that met it has moved away; host_fds_creating). The dup holds one more number for a moment: a
- * creation of another host thread at that instant gets the next one, as it would beside any
- * creation of the host's own; this runs only after a library creation overlapped the call. */
+/* The host's new fd, moved down to the lowest free number from min when one is below it (the
+ * library's that met it has moved away; host_fds_creating). The dup holds one more number for a
+ * moment: a creation of another host thread at that instant gets the next one, as it would beside
+ * any creation of the host's own; this runs only after a library creation overlapped the call. */
 static int
-host_fds_created_lower(int fd)
+host_fds_created_lower_from(int fd, int min)
 {
     int err = errno, flags, low;
 
-    if ((flags = fcntl(fd, F_GETFD)) < 0) {
+    if ((flags = host_fds_fcntl(fd, F_GETFD, 0)) < 0) {
         return fd;
     }
-    low = fcntl(fd, (flags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+    low = host_fds_fcntl(fd, (flags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, min);
     if (low >= 0 && low < fd) {
         host_fds_close_real(fd);
         fd = low;
@@ -541,6 +591,12 @@ host_fds_created_lower(int fd)
     }
     errno = err;
     return fd;
+}
+
+static int
+host_fds_created_lower(int fd)
+{
+    return host_fds_created_lower_from(fd, 0);
 }
 
 /* Whether a library creation entered the gate since *entries (the host's call may have met it);
@@ -808,7 +864,7 @@ host_fds_dup2_once(int oldfd, int newfd, int flags)
 #ifdef SYS_dup2
     return (int)syscall(SYS_dup2, oldfd, newfd);
 #else /* aarch64 has dup3 only, which refuses oldfd == newfd where dup2 checks it */
-    return oldfd == newfd ? (fcntl(oldfd, F_GETFD) < 0 ? -1 : newfd)
+    return oldfd == newfd ? (host_fds_fcntl(oldfd, F_GETFD, 0) < 0 ? -1 : newfd)
                           : (int)syscall(SYS_dup3, oldfd, newfd, 0);
 #endif
 }
@@ -861,7 +917,12 @@ static _Atomic(void *) real_open_p, real_open64_p, real___open_2_p, real___open6
         real_openat_p, real_openat64_p, real___openat_2_p, real___openat64_2_p, real_creat_p,
         real_creat64_p, real_dup_p, real_eventfd_p, real_epoll_create1_p, real_epoll_create_p,
         real_socket_p, real_socketpair_p, real_memfd_create_p, real_pipe_p, real_pipe2_p,
-        real_fopen_p, real_fopen64_p, real_opendir_p;
+        real_fopen_p, real_fopen64_p, real_opendir_p, real_timerfd_create_p, real_signalfd_p,
+        real_inotify_init_p, real_inotify_init1_p, real_pidfd_open_p, real_mkstemp_p,
+        real_mkstemp64_p, real_mkostemp_p, real_mkostemp64_p, real_mkstemps_p, real_mkstemps64_p,
+        real_mkostemps_p, real_mkostemps64_p, real_tmpfile_p, real_tmpfile64_p, real_freopen_p,
+        real_freopen64_p, real_fcntl64_p, real_pidfd_getfd_p, real_posix_openpt_p, real_getpt_p,
+        real_shm_open_p;
 static const struct {
     _Atomic(void *) *slot;
     const char *name;
@@ -888,6 +949,29 @@ static const struct {
     { &real_fopen_p, "fopen" },
     { &real_fopen64_p, "fopen64" },
     { &real_opendir_p, "opendir" },
+    { &real_timerfd_create_p, "timerfd_create" },
+    { &real_signalfd_p, "signalfd" },
+    { &real_inotify_init_p, "inotify_init" },
+    { &real_inotify_init1_p, "inotify_init1" },
+    { &real_pidfd_open_p, "pidfd_open" },
+    { &real_mkstemp_p, "mkstemp" },
+    { &real_mkstemp64_p, "mkstemp64" },
+    { &real_mkostemp_p, "mkostemp" },
+    { &real_mkostemp64_p, "mkostemp64" },
+    { &real_mkstemps_p, "mkstemps" },
+    { &real_mkstemps64_p, "mkstemps64" },
+    { &real_mkostemps_p, "mkostemps" },
+    { &real_mkostemps64_p, "mkostemps64" },
+    { &real_tmpfile_p, "tmpfile" },
+    { &real_tmpfile64_p, "tmpfile64" },
+    { &real_freopen_p, "freopen" },
+    { &real_freopen64_p, "freopen64" },
+    { &real_fcntl_p, "fcntl" },
+    { &real_fcntl64_p, "fcntl64" },
+    { &real_pidfd_getfd_p, "pidfd_getfd" },
+    { &real_posix_openpt_p, "posix_openpt" },
+    { &real_getpt_p, "getpt" },
+    { &real_shm_open_p, "shm_open" },
 };
 
 static void
@@ -979,6 +1063,110 @@ HOST_FDS_CREATOR(socket, (int, int, int), (int domain, int type, int protocol),
 HOST_FDS_CREATOR(memfd_create, (const char *, unsigned), (const char *name, unsigned int flags),
                  (name, flags))
 
+HOST_FDS_CREATOR(timerfd_create, (clockid_t, int), (clockid_t clock, int flags), (clock, flags))
+HOST_FDS_CREATOR(inotify_init, (void), (void), ())
+HOST_FDS_CREATOR(inotify_init1, (int), (int flags), (flags))
+/* glibc 2.36's wrapper: a libc without it leaves the name to the host's own (ENOSYS here) */
+int pidfd_open(pid_t pid, unsigned int flags);
+HOST_FDS_CREATOR(pidfd_open, (pid_t, unsigned), (pid_t pid, unsigned int flags), (pid, flags))
+int pidfd_getfd(int pidfd, int targetfd, unsigned int flags);
+HOST_FDS_CREATOR(pidfd_getfd, (int, int, unsigned), (int pidfd, int targetfd, unsigned int flags),
+                 (pidfd, targetfd, flags))
+/* A pseudo-terminal's master and a POSIX shared memory object: opened inside libc. */
+HOST_FDS_CREATOR(posix_openpt, (int), (int flags), (flags))
+HOST_FDS_CREATOR(getpt, (void), (void), ())
+HOST_FDS_CREATOR(shm_open, (const char *, int, mode_t), (const char *name, int flags, mode_t mode),
+                 (name, flags, mode))
+/* mkstemp and its kin open inside libc (no interposer sees it); the 64 names are what programs
+ * built with _FILE_OFFSET_BITS=64 call. */
+int mkstemp64(char *tmpl);
+int mkostemp64(char *tmpl, int flags);
+int mkstemps64(char *tmpl, int suffixlen);
+int mkostemps64(char *tmpl, int suffixlen, int flags);
+HOST_FDS_CREATOR(mkstemp, (char *), (char *tmpl), (tmpl))
+HOST_FDS_CREATOR(mkstemp64, (char *), (char *tmpl), (tmpl))
+HOST_FDS_CREATOR(mkostemp, (char *, int), (char *tmpl, int flags), (tmpl, flags))
+HOST_FDS_CREATOR(mkostemp64, (char *, int), (char *tmpl, int flags), (tmpl, flags))
+HOST_FDS_CREATOR(mkstemps, (char *, int), (char *tmpl, int suffixlen), (tmpl, suffixlen))
+HOST_FDS_CREATOR(mkstemps64, (char *, int), (char *tmpl, int suffixlen), (tmpl, suffixlen))
+HOST_FDS_CREATOR(mkostemps, (char *, int, int), (char *tmpl, int suffixlen, int flags),
+                 (tmpl, suffixlen, flags))
+HOST_FDS_CREATOR(mkostemps64, (char *, int, int), (char *tmpl, int suffixlen, int flags),
+                 (tmpl, suffixlen, flags))
+
+/* signalfd makes an fd only when given -1; with an fd of the caller's it changes that one's mask.
+ */
+HOST_EXPORT int
+signalfd(int fd, const sigset_t *mask, int flags)
+{
+    int (*real)(int, const sigset_t *, int) =
+            HOST_FDS_REAL(int (*)(int, const sigset_t *, int), signalfd);
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (fd != -1) {
+        return real(fd, mask, flags);
+    }
+    HOST_FDS_CREATE(real(fd, mask, flags));
+}
+
+/*
+ * fcntl and fcntl64 (what programs built with _FILE_OFFSET_BITS=64 call): every command but
+ * F_DUPFD and F_DUPFD_CLOEXEC passes straight through with its argument, read as libc reads it
+ * (one word: an int or a pointer, per command). F_DUPFD* is dup's: the host's waits for the
+ * moment and moves down (to the lowest free number from its minimum) if one met it, and gets
+ * EBADF for a library fd; the library's below its high numbers moves high (ipc/upstream.c's
+ * duplicate of a runtime's connection), and at or above them it is left as it is (host_fd_take's
+ * callers place their fds there and register them).
+ */
+static int
+host_fds_dupfd(int (*real)(int, int, ...), int fd, int cmd, int min, const void *ra)
+{
+    unsigned entries = 0;
+    int library, newfd;
+
+    if (host_fds_library_call(ra)) {
+        if (min >= host_fds_base()) {
+            return real(fd, cmd, min);
+        }
+    } else if (host_fd_is_owned(fd)) {
+        errno = EBADF; /* the number was free in the bare run */
+        return -1;
+    }
+    library = host_fds_creating(ra, &entries);
+    newfd = real(fd, cmd, min);
+    if (library) {
+        return host_fds_create_end(library, newfd);
+    }
+    return newfd >= 0 && host_fds_created_met(entries) ? host_fds_created_lower_from(newfd, min)
+                                                       : newfd;
+}
+
+#define HOST_FDS_FCNTL(name)                                                                   \
+    HOST_EXPORT int name(int fd, int cmd, ...)                                                 \
+    {                                                                                          \
+        int (*real)(int, int, ...) = HOST_FDS_REAL(int (*)(int, int, ...), name);              \
+        va_list ap;                                                                            \
+        void *arg;                                                                             \
+                                                                                               \
+        va_start(ap, cmd);                                                                     \
+        arg = va_arg(ap, void *);                                                              \
+        va_end(ap);                                                                            \
+        if (real == NULL) {                                                                    \
+            errno = ENOSYS;                                                                    \
+            return -1;                                                                         \
+        }                                                                                      \
+        if (__builtin_expect(cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC, 1)) {                   \
+            return real(fd, cmd, arg);                                                         \
+        }                                                                                      \
+        return host_fds_dupfd(real, fd, cmd, (int)(intptr_t)arg, __builtin_return_address(0)); \
+    }
+
+HOST_FDS_FCNTL(fcntl)
+HOST_FDS_FCNTL(fcntl64)
+
 /* dup of a library fd by the host fails as dup2's does: the number was free in the bare run. */
 HOST_EXPORT int
 dup(int fd)
@@ -1058,6 +1246,42 @@ host_fds_accepted(int fd, const void *ra, unsigned entries)
     return host_fds_created_by(0, entries, fd);
 }
 
+ssize_t
+host_fds_received(ssize_t rc, struct msghdr *msg, const void *ra, unsigned entries)
+{
+    int library, met = -1, err = errno;
+    struct cmsghdr *cm;
+
+    if (rc < 0 || msg->msg_control == NULL || msg->msg_controllen < sizeof(struct cmsghdr)) {
+        return rc;
+    }
+    library = host_fds_library_call(ra);
+    for (cm = CMSG_FIRSTHDR(msg); cm != NULL; cm = CMSG_NXTHDR(msg, cm)) {
+        size_t i, n;
+
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+            cm->cmsg_len < CMSG_LEN(0)) {
+            continue;
+        }
+        n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (i = 0; i < n; i++) {
+            int fd;
+
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+            if (library) {
+                fd = host_fd_take(fd);
+            } else if (met == 1 || (met < 0 && (met = host_fds_created_met(entries)) == 1)) {
+                fd = host_fds_created_lower(fd);
+            }
+            if (fd >= 0) {
+                memcpy(CMSG_DATA(cm) + i * sizeof(int), &fd, sizeof(int));
+            }
+        }
+    }
+    errno = err;
+    return rc;
+}
+
 /*
  * The library reads /proc files and directories through stdio and dirent, whose fds libc opens
  * and closes without the calls above: a host closing every fd meanwhile closed them, and the
@@ -1114,6 +1338,92 @@ fopen64(const char *path, const char *mode)
 {
     return host_fds_fopen(HOST_FDS_REAL(FILE * (*)(const char *, const char *), fopen64), path,
                           mode, __builtin_return_address(0));
+}
+
+/* tmpfile and tmpfile64 open inside libc: as fopen's, the host's waits and moves down through
+ * glibc's FILE, the library's moves high. */
+static FILE *
+host_fds_tmpfile(FILE *(*real)(void), const void *ra)
+{
+    unsigned entries = 0;
+    int library;
+    FILE *f;
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return NULL;
+    }
+    library = host_fds_creating(ra, &entries);
+    f = real();
+#ifdef __GLIBC__
+    if (f != NULL && f->_fileno >= 0 && library) {
+        int fd = host_fd_take(f->_fileno);
+
+        f->_fileno = fd >= 0 ? fd : f->_fileno;
+    } else if (f != NULL && f->_fileno >= 0 && host_fds_created_met(entries)) {
+        f->_fileno = host_fds_created_lower(f->_fileno);
+    }
+#endif
+    if (library) {
+        host_fds_gate_library_leave();
+    }
+    return f;
+}
+
+HOST_EXPORT FILE *
+tmpfile(void)
+{
+    return host_fds_tmpfile(HOST_FDS_REAL(FILE * (*)(void), tmpfile), __builtin_return_address(0));
+}
+
+HOST_EXPORT FILE *
+tmpfile64(void)
+{
+    return host_fds_tmpfile(HOST_FDS_REAL(FILE * (*)(void), tmpfile64),
+                            __builtin_return_address(0));
+}
+
+/*
+ * freopen and freopen64: glibc opens the new file at the lowest free number and dup3()s it onto
+ * the stream's own number, which the stream keeps (its old file is not closed first). That dup3
+ * is a close of whatever holds the number: a host that closed the stream's fd (a daemon's
+ * close(0), then freopen("/dev/null", "r", stdin)) while a library fd sat at that number in its
+ * low moment had it taken over, and the library's move then closed the host's new fd. So the
+ * host's freopen counts itself in as the closes do (host_fds_gate_host_enter); its number is the
+ * stream's, as bare, and is never moved. The library's are libc's.
+ */
+static FILE *
+host_fds_freopen(FILE *(*real)(const char *, const char *, FILE *), const char *path,
+                 const char *mode, FILE *stream, const void *ra)
+{
+    FILE *f;
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return NULL;
+    }
+    if (host_fds_library_call(ra)) {
+        return real(path, mode, stream);
+    }
+    host_fds_gate_host_enter();
+    f = real(path, mode, stream);
+    host_fds_gate_host_leave();
+    return f;
+}
+
+HOST_EXPORT FILE *
+freopen(const char *path, const char *mode, FILE *stream)
+{
+    return host_fds_freopen(HOST_FDS_REAL(FILE * (*)(const char *, const char *, FILE *), freopen),
+                            path, mode, stream, __builtin_return_address(0));
+}
+
+HOST_EXPORT FILE *
+freopen64(const char *path, const char *mode, FILE *stream)
+{
+    return host_fds_freopen(
+            HOST_FDS_REAL(FILE * (*)(const char *, const char *, FILE *), freopen64), path, mode,
+            stream, __builtin_return_address(0));
 }
 
 HOST_EXPORT int

@@ -202,5 +202,8 @@ int host_fds_create_end(int library, int fd);
  * what host_fds_accepted(), which moves the new fd (the host's down, the library's high), takes. */
 unsigned host_fds_accepting(const void *ra);
 int host_fds_accepted(int fd, const void *ra, unsigned entries);
+/* After recvmsg (eintr.c; host_fds_accepting before it): moves the fds an SCM_RIGHTS message
+ * of msg brought as accept's, and returns rc (msg is read only when rc >= 0, errno kept). */
+ssize_t host_fds_received(ssize_t rc, struct msghdr *msg, const void *ra, unsigned entries);
 
 #endif /* HOST_INTERNAL_H */

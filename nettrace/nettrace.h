@@ -144,7 +144,7 @@ void nt_sink_fd(struct nt_sink *sink, int *fd);
 
 struct nt_writer_options {
     uint32_t process_id;           /* 0: getpid() */
-    uint32_t number_of_processors; /* 0: sysconf(_SC_NPROCESSORS_ONLN) */
+    uint32_t number_of_processors; /* 0: the CPUs it may run on (sched_getaffinity) */
     uint32_t sampling_interval_ns; /* the Trace object's ExpectedCPUSamplingRate; 0: 1 ms */
     uint64_t sync_time_ticks;      /* 0: now (nt_clock_now()) */
     int64_t sync_time_unix_ns;     /* 0: now (CLOCK_REALTIME); the Trace object's SYSTEMTIME */

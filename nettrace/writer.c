@@ -12,6 +12,7 @@
  * stacks, then events, and every stack id after the last sequence point.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1303,6 +1304,23 @@ nt_writer_release_window(struct nt_writer *w, uint64_t until)
 
 /* ------------------------------------------------------------------------------------------ */
 /* Public API                                                                                 */
+/*
+ * The CPUs this process may run on (sched_getaffinity, a system call), or sysconf's count of those
+ * online when that fails. Not sysconf first: glibc reads /sys/devices/system/cpu/online for it, an
+ * open at the lowest free number inside libc that no fd interposer of host/ sees, and a writer is
+ * made at each session start of the library's while the host runs (host/fds.c).
+ */
+static long
+nt_writer_cpus(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) {
+        return CPU_COUNT(&set);
+    }
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 int
@@ -1333,10 +1351,8 @@ nt_writer_new(const struct nt_writer_options *opts, const struct nt_sink *sink,
     }
     w->sink = *sink;
     w->process_id = o.process_id != 0 ? o.process_id : (uint32_t)getpid();
-    ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    w->number_of_processors = o.number_of_processors != 0 ? o.number_of_processors
-                              : ncpu > 0                  ? (uint32_t)ncpu
-                                                          : 1;
+    ncpu = o.number_of_processors != 0 ? (long)o.number_of_processors : nt_writer_cpus();
+    w->number_of_processors = ncpu > 0 ? (uint32_t)ncpu : 1;
     w->sampling_interval_ns =
             o.sampling_interval_ns != 0 ? o.sampling_interval_ns : NT_DEFAULT_INTERVAL_NS;
     w->sync_time_ticks = o.sync_time_ticks != 0 ? o.sync_time_ticks : nt_clock_now();

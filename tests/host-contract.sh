@@ -12,6 +12,8 @@
 # under strace, and neither pipeprof nor the host's agent may open an entry of another thread
 # under a process's /proc/PID/task/ (each such lookup leaves a dentry there that the reaping
 # parent's kernel walks: 2 to 55 ms of its CPU per child; docs/architecture.md, Resources).
+# HC_LIBRARY_OPENS=1: the record runs go under strace, and every open of the library's threads
+# below fd 768 must move high at once (tests/library-opens.py; host/fds.c).
 source "$(dirname "$0")/ipc-lib.sh"
 NAME=$1
 shift
@@ -38,6 +40,12 @@ if [[ -n ${HC_PROC_TASKS:-} ]]; then
   command -v strace >/dev/null || skip "strace is missing: cannot see the /proc entries opened"
   strace -f -qq -o /dev/null true 2>/dev/null || skip "strace cannot trace here (ptrace refused)"
   tracer=(strace -f -qq -e trace=%file -o)
+fi
+if [[ -n ${HC_LIBRARY_OPENS:-} ]]; then
+  command -v strace >/dev/null || skip "strace is missing: cannot see the library's opens"
+  command -v python3 >/dev/null || skip "python3 is missing: cannot read the library's opens"
+  strace -f -qq -o /dev/null true 2>/dev/null || skip "strace cannot trace here (ptrace refused)"
+  tracer=(strace -f -qq -e trace=openat,open,fcntl,close,clone,clone3,execve -o)
 fi
 
 no_proc_tasks() { # STRACE_LOG: no /proc/A/task/B with B another thread than A; no thread-self
@@ -67,7 +75,12 @@ for run in ${HC_MODES:-cpu wall listen preload}; do
     rc=$?
     set -e
     same "$run" "$rc"
-    [[ -z ${tracer[*]} ]] || no_proc_tasks "$T/$run.strace"
+    [[ -z ${HC_PROC_TASKS:-} ]] || no_proc_tasks "$T/$run.strace"
+    if [[ -n ${HC_LIBRARY_OPENS:-} ]]; then
+      python3 "$S/tests/library-opens.py" "$T/$run.strace" "$HOST" >"$T/$run.opens" ||
+        fail "$NAME $run: a library thread's open stayed at a low number outside the fd gate"
+      note "$NAME $run: $(cat "$T/$run.opens")"
+    fi
     readable "$T/$run.nettrace"
     ;;
   listen)

@@ -13,9 +13,13 @@
  *   fds dup2high    the same over 768..800, where the library keeps its fds (host/fds.c): it
  *                   gives them up and stops, and the host's calls work as bare
  *   fds dup3, dup3high  the same two through dup3(O_CLOEXEC)
- *   fds create      closefrom(3) and a listening socket, then for 150 ms per call that makes fds
- *                   (open, openat, __openat_2, creat, dup, socket, socketpair, accept4, pipe,
- *                   eventfd, memfd_create, fopen, opendir) creates them in a loop and checks
+ *   fds create      closefrom(3), a socketpair and a listening socket, then for 150 ms per call
+ *                   that makes fds (open, openat, __openat_2, creat, dup, socket, socketpair,
+ *                   accept4, pipe, eventfd, memfd_create, fopen, opendir, timerfd_create,
+ *                   signalfd, inotify_init1, mkstemp, mkostemp, tmpfile, freopen of a stream
+ *                   whose fd was closed, fcntl(F_DUPFD_CLOEXEC), pidfd_open, recvmsg of an fd
+ *                   passed over the socketpair with SCM_RIGHTS, pidfd_getfd, posix_openpt,
+ *                   shm_open) creates them in a loop and checks
  *                   each number against the lowest the host left free (what bare gives):
  *                   one of the library's fds in its low moment takes that number, and the host's
  *                   creation waits for it to move (host/fds.c, host_fds_creating). Its test runs
@@ -30,14 +34,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
+#include <sys/pidfd.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -143,12 +152,47 @@ enum {
     CR_ACCEPT,
     CR_FOPEN,
     CR_OPENDIR,
+    CR_TIMERFD,
+    CR_SIGNALFD,
+    CR_INOTIFY,
+    CR_MKSTEMP,
+    CR_MKOSTEMP,
+    CR_TMPFILE,
+    CR_FREOPEN,
+    CR_FCNTL,
+    CR_PIDFD,
+    CR_RECVMSG,
+    CR_PIDFD_GETFD,
+    CR_OPENPT,
+    CR_SHM,
     CR_COUNT
 };
-static const char *const cr_names[CR_COUNT] = { "open",       "socket",       "eventfd", "pipe",
-                                                "openat",     "__openat_2",   "creat",   "dup",
-                                                "socketpair", "memfd_create", "accept4", "fopen",
-                                                "opendir" };
+static const char *const cr_names[CR_COUNT] = { "open",
+                                                "socket",
+                                                "eventfd",
+                                                "pipe",
+                                                "openat",
+                                                "__openat_2",
+                                                "creat",
+                                                "dup",
+                                                "socketpair",
+                                                "memfd_create",
+                                                "accept4",
+                                                "fopen",
+                                                "opendir",
+                                                "timerfd_create",
+                                                "signalfd",
+                                                "inotify_init1",
+                                                "mkstemp",
+                                                "mkostemp",
+                                                "tmpfile",
+                                                "freopen",
+                                                "fcntl(F_DUPFD_CLOEXEC)",
+                                                "pidfd_open",
+                                                "recvmsg(SCM_RIGHTS)",
+                                                "pidfd_getfd",
+                                                "posix_openpt",
+                                                "shm_open" };
 
 extern int __openat_2(int dirfd, const char *path, int flags);
 
@@ -175,6 +219,69 @@ create_listener(void)
 
 static FILE *cr_file;
 static DIR *cr_dir;
+static char cr_tmp[4096];
+/* The socketpair recvmsg's fds pass over, made before the listener. */
+static int cr_pass[2] = { -1, -1 };
+
+/* fd 2 sent over cr_pass and received: the received fd, or -1. */
+static int
+create_received(void)
+{
+    char byte = 'x', cbuf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = { &byte, 1 };
+    struct msghdr msg = { 0 };
+    struct cmsghdr *cm;
+    int fd = 2;
+
+    memset(cbuf, 0, sizeof(cbuf));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf;
+    msg.msg_controllen = sizeof(cbuf);
+    cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    if (sendmsg(cr_pass[0], &msg, 0) != 1) {
+        return -1;
+    }
+    host_burn_us(50); /* as between the loop's calls (create_loop) */
+    msg.msg_controllen = sizeof(cbuf);
+    if (recvmsg(cr_pass[1], &msg, MSG_CMSG_CLOEXEC) != 1 || (cm = CMSG_FIRSTHDR(&msg)) == NULL ||
+        cm->cmsg_type != SCM_RIGHTS) {
+        return -1;
+    }
+    memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+    return fd;
+}
+
+/* A stream reopened over the fd it had, closed first (a daemon's close(0), then freopen of
+ * stdin): its number, if it is still open 3 ms later. glibc's freopen dup3()s its new fd onto the
+ * stream's number: a library fd held low there (1 ms of every 4 here) was replaced, and its move
+ * high then closed the host's fd, within the 2 ms the test's knob holds it. */
+static int
+create_reopened(void)
+{
+    cr_file = fopen("/dev/null", "re");
+    if (cr_file == NULL) {
+        return -1;
+    }
+    close(fileno(cr_file));
+    host_burn_us(1000);
+    cr_file = freopen("/dev/null", "re", cr_file);
+    host_burn_us(3000);
+    return cr_file != NULL && fcntl(fileno(cr_file), F_GETFD) >= 0 ? fileno(cr_file) : -1;
+}
+
+static int
+create_temporary(int flags)
+{
+    const char *dir = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
+
+    snprintf(cr_tmp, sizeof(cr_tmp), "%s/host-fds-XXXXXX", dir);
+    return flags < 0 ? mkstemp(cr_tmp) : mkostemp(cr_tmp, flags);
+}
 
 /* One creation of kind k into fds[0..1] (-1 where none): how many fds it made. accept4 needs a
  * connection first: its socket is the first fd (lo), the accepted one the second. */
@@ -226,6 +333,53 @@ create_one(int k, int ls, int fds[2])
         cr_dir = opendir("/");
         fds[0] = cr_dir != NULL ? dirfd(cr_dir) : -1;
         return 1;
+    case CR_TIMERFD:
+        fds[0] = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+        return 1;
+    case CR_SIGNALFD: {
+        sigset_t none;
+
+        sigemptyset(&none);
+        fds[0] = signalfd(-1, &none, SFD_CLOEXEC);
+        return 1;
+    }
+    case CR_INOTIFY:
+        fds[0] = inotify_init1(IN_CLOEXEC);
+        return 1;
+    case CR_MKSTEMP:
+    case CR_MKOSTEMP:
+        fds[0] = create_temporary(k == CR_MKSTEMP ? -1 : O_CLOEXEC);
+        return 1;
+    case CR_TMPFILE:
+        cr_file = tmpfile();
+        fds[0] = cr_file != NULL ? fileno(cr_file) : -1;
+        return 1;
+    case CR_FREOPEN:
+        fds[0] = create_reopened();
+        return 1;
+    case CR_FCNTL:
+        fds[0] = fcntl(2, F_DUPFD_CLOEXEC, 0);
+        return 1;
+    case CR_PIDFD:
+        fds[0] = pidfd_open(getpid(), 0);
+        return 1;
+    case CR_RECVMSG:
+        fds[0] = create_received();
+        return 1;
+    case CR_PIDFD_GETFD:
+        fds[0] = pidfd_open(getpid(), 0);
+        if (fds[0] >= 0) {
+            host_burn_us(50); /* as between the loop's calls (create_loop) */
+            fds[1] = pidfd_getfd(fds[0], 2, 0);
+        }
+        return 2;
+    case CR_OPENPT:
+        fds[0] = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        return 1;
+    case CR_SHM:
+        snprintf(cr_tmp, sizeof(cr_tmp), "/host-fds-%d", (int)getpid());
+        fds[0] = shm_open(cr_tmp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        return 1;
     }
     return 0;
 }
@@ -234,7 +388,13 @@ create_one(int k, int ls, int fds[2])
 static void
 create_close(int k, int fds[2])
 {
-    if (k == CR_FOPEN && cr_file != NULL) {
+    if (k == CR_MKSTEMP || k == CR_MKOSTEMP) {
+        unlink(cr_tmp);
+    }
+    if (k == CR_SHM) {
+        shm_unlink(cr_tmp);
+    }
+    if ((k == CR_FOPEN || k == CR_TMPFILE || k == CR_FREOPEN) && cr_file != NULL) {
         fclose(cr_file);
         cr_file = NULL;
         return;
@@ -263,6 +423,10 @@ create_loop(void)
     int k, ls, fds[2];
 
     closefrom(3);
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, cr_pass) != 0) {
+        perror("socketpair");
+        exit(1);
+    }
     ls = create_listener();
     printf("listener: fd %d\n", ls);
     for (k = 0; k < CR_COUNT; k++) {
@@ -281,6 +445,8 @@ create_loop(void)
         } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 150);
     }
     close(ls);
+    close(cr_pass[0]);
+    close(cr_pass[1]);
     for (k = 0; k < CR_COUNT; k++) {
         printf("%s: %s\n", cr_names[k], wrong[k] == 0 ? "every fd the bare number" : "fds off");
         fprintf(stderr, "%s: %lu made, %lu not the bare number\n", cr_names[k], made[k], wrong[k]);

@@ -21,18 +21,23 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/msg.h>
+#include <sys/pidfd.h>
 #include <sys/random.h>
 #include <sys/select.h>
 #include <sys/sem.h>
 #include <sys/sendfile.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -247,6 +252,31 @@ every_credential_call(void)
     check(n >= 0 && (setgroups((size_t)n, groups) == 0 || errno == EPERM), "setgroups");
 }
 
+/* mkstemp and its kin (fds.c's interposers), each file removed: 0 when all worked. */
+static int
+stress_temporary(int fails)
+{
+    const char *dir = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
+    char path[4096];
+    int i, fd;
+
+    for (i = 0; i < 8; i++) {
+        int sfx = i >= 4 ? 2 : 0;
+
+        snprintf(path, sizeof(path), "%s/pp-stress-XXXXXX%s", dir, sfx ? ".t" : "");
+        fd = i == 0   ? mkstemp(path)
+             : i == 1 ? mkstemp64(path)
+             : i == 2 ? mkostemp(path, O_CLOEXEC)
+             : i == 3 ? mkostemp64(path, O_CLOEXEC)
+             : i == 4 ? mkstemps(path, sfx)
+             : i == 5 ? mkstemps64(path, sfx)
+             : i == 6 ? mkostemps(path, sfx, O_CLOEXEC)
+                      : mkostemps64(path, sfx, O_CLOEXEC);
+        fails += fd < 0 || close(fd) != 0 || unlink(path) != 0;
+    }
+    return fails;
+}
+
 /* Each remaining interposer of host/ once, each with the result bare gives. */
 static void
 every_call(int idx)
@@ -263,6 +293,7 @@ every_call(int idx)
     } msg = { idx + 1, "abc" };
     struct sockaddr_un addr;
     socklen_t alen = sizeof(addr);
+    char shm[64];
     pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
     sigset_t usr1, old;
@@ -379,6 +410,36 @@ every_call(int idx)
     check(fd >= 0 && close(fd) == 0, "dup");
     f = fopen64("/dev/null", "re");
     check(f != NULL && fclose(f) == 0, "fopen64");
+    fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    fd2 = signalfd(-1, &usr1, SFD_CLOEXEC);
+    check(fd >= 0 && fd2 >= 0 && signalfd(fd2, &usr1, 0) == fd2 && close(fd) == 0 &&
+                  close(fd2) == 0,
+          "timerfd_create/signalfd");
+    fd = inotify_init();
+    fd2 = inotify_init1(IN_CLOEXEC);
+    check(fd >= 0 && fd2 >= 0 && close(fd) == 0 && close(fd2) == 0, "inotify_init/inotify_init1");
+    fd = pidfd_open(getpid(), 0);
+    fd2 = fd >= 0 ? pidfd_getfd(fd, 2, 0) : -1;
+    check((fd >= 0 && fd2 >= 0 && close(fd2) == 0 && close(fd) == 0) || errno == ENOSYS,
+          "pidfd_open/pidfd_getfd");
+    fd = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    fd2 = getpt();
+    check(fd >= 0 && fd2 >= 0 && close(fd) == 0 && close(fd2) == 0, "posix_openpt/getpt");
+    snprintf(shm, sizeof(shm), "/pp-stress-%d-%d", (int)getpid(), idx);
+    fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    check(fd >= 0 && close(fd) == 0 && shm_unlink(shm) == 0, "shm_open");
+    fd = fcntl(2, F_DUPFD_CLOEXEC, 0);
+    fd2 = fcntl64(2, F_DUPFD, 10);
+    check(fd >= 0 && fd2 >= 10 && fcntl(fd, F_GETFD) == FD_CLOEXEC && close(fd) == 0 &&
+                  fcntl64(fd2, F_GETFD) == 0 && close(fd2) == 0,
+          "fcntl/fcntl64");
+    check(stress_temporary(0) == 0, "mkstemp kin");
+    f = tmpfile();
+    check(f != NULL && fclose(f) == 0, "tmpfile");
+    f = tmpfile64();
+    check(f != NULL && (f = freopen("/dev/null", "re", f)) != NULL &&
+                  (f = freopen64("/dev/null", "re", f)) != NULL && fclose(f) == 0,
+          "tmpfile64/freopen/freopen64");
     closefrom(60000); /* nothing of the host's up there */
     f = fopen("/dev/null", "re");
     check(f != NULL && fclose(f) == 0, "fopen/fclose");
