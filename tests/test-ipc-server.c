@@ -107,9 +107,10 @@ test_source_stop(void *ctx, const struct ipc_session_config *cfg)
     st.stops++;
 }
 
-static const struct ipc_event_source test_source = {
-    test_source_start, test_source_drain, test_source_rundown, test_source_stop, NULL, NULL, NULL
-};
+static const struct ipc_event_source test_source = { .session_start = test_source_start,
+                                                     .drain = test_source_drain,
+                                                     .rundown = test_source_rundown,
+                                                     .session_stop = test_source_stop };
 
 /* ----- helpers --------------------------------------------------------------------------- */
 
