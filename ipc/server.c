@@ -423,13 +423,11 @@ ipc_port_connected(uv_connect_t *req, int status)
     wr->data = c;
     if (uv_write(wr, (uv_stream_t *)&c->pipe, &b, 1, ipc_port_advertised) < 0) {
         free(wr);
-        if (stream == NULL) {
-            ipc_conn_close(c);
-        } else {
-            c->port = NULL;
-            ipc_conn_close(c);
+        if (stream != NULL) {
+            c->port = NULL; /* the stream is tried again by the port's retry */
             ipc_port_failed(port);
         }
+        ipc_conn_close(c);
         return;
     }
     IPC_STAT(s, advertises, 1);
