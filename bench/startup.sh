@@ -5,8 +5,9 @@
 # drivers). Each round runs, interleaved on the same machine:
 #   bare    N x /bin/true from a shell
 #   agent   the same with LD_PRELOAD=libpipeprof.so (no client: start-up and exit only)
-#   record  `pipeprof record -q -- sh -c <the bare loop>` (every child recorded: connect,
-#           session, resume, rundown at exit), in CPU mode
+#   record  `pipeprof record -q -- sh -c <the bare loop>` (every child recorded: a session of
+#           its own; a child that samples connects and streams, one that does not only counts
+#           itself in record's tally), in CPU mode
 #   record-wall  the same in wall mode (PIPEPROF_MODE=wall)
 # and prints per-child medians over the rounds of the wall time and of the CPU time of the whole
 # tree (user + system of every process, the recorder included), and the ratios. Issue 10's

@@ -166,10 +166,12 @@ struct bridge_session {
     struct bridge_pending *pending; /* CPU mode: events held back, unsorted */
     size_t pending_count, pending_cap;
     uint64_t pending_seq;
-    uint64_t released_ns;            /* CPU mode: events up to here are written */
-    uint64_t wall_written_ns;        /* wall mode: the latest ThreadSample written */
-    uint64_t batches;                /* drains written */
-    char engine[16];                 /* the engine last written in a Sampling event */
+    uint64_t released_ns;     /* CPU mode: events up to here are written */
+    uint64_t wall_written_ns; /* wall mode: the latest ThreadSample written */
+    uint64_t batches;         /* drains written */
+    int sampled;     /* a drain brought a sample of its own: a stack in its mode (running, in CPU
+                        mode), as `record` counts them (ipc_event_source's sampled) */
+    char engine[16]; /* the engine last written in a Sampling event */
     struct bridge_counters counters; /* EventCounters (bridge/counters.h) */
     /* A stack snapshot (CPU mode, SampleProfiler alone: dotnet-stack's session): the first pass
      * of a wall sampler started for it gives every thread one waiting-type sample with its stack,
@@ -1177,6 +1179,7 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
         for (i = 0; i < src->sample_count; i++) {
             dropped += src->samples[i].timestamp_ns >= s->start_ns;
         }
+        s->sampled |= dropped > 0;
         while (dropped > 0 && err == 0) {
             uint32_t n = dropped > UINT32_MAX ? UINT32_MAX : (uint32_t)dropped;
 
@@ -1255,6 +1258,7 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
         if (sm->timestamp_ns < s->start_ns || sm->mode != s->mode) {
             continue;
         }
+        s->sampled |= sm->depth > 0 && (!cpu || sm->state == AG_STATE_RUNNING);
         if (s->samples && cpu && sm->state == AG_STATE_RUNNING) {
             err = bridge_write_cpu_sample(s, sm, frames);
         } else if (s->samples) {
@@ -1469,6 +1473,15 @@ bridge_drain(void *ctx, const struct ipc_session_view *views, size_t n)
         }
     }
     return first_err;
+}
+
+static int
+bridge_sampled(void *ctx, const struct ipc_session_config *cfg)
+{
+    const struct bridge_session *s = bridge_session_find(cfg->session_id);
+
+    (void)ctx;
+    return s != NULL && s->sampled;
 }
 
 /* A function or module named by the rundown. */
@@ -1717,4 +1730,5 @@ bridge_agent_source_init(struct ipc_event_source *out, const struct ag_config *d
     out->sampling_interval_ns = bridge_session_interval;
     out->ctx = &bridge_source;
     out->names = bridge_names;
+    out->sampled = bridge_sampled;
 }

@@ -14,9 +14,14 @@ pp_diag_request(int fd, const void *req, size_t len, struct ipc_response *r, uin
 {
     int n = ipc_client_send(fd, req, len);
 
-    if (n == 0) {
-        n = ipc_client_read_response(fd, buf, cap, timeout_ms);
-    }
+    return n < 0 ? n : pp_diag_response(fd, r, buf, cap, timeout_ms);
+}
+
+int
+pp_diag_response(int fd, struct ipc_response *r, uint8_t *buf, size_t cap, int timeout_ms)
+{
+    int n = ipc_client_read_response(fd, buf, cap, timeout_ms);
+
     if (n < 0) {
         return n;
     }

@@ -18,6 +18,10 @@
 int pp_diag_request(int fd, const void *req, size_t len, struct ipc_response *r, uint8_t *buf,
                     size_t cap, int timeout_ms);
 
+/* Reads the response on fd to a request made before (or none: a peer that answers by itself), as
+ * pp_diag_request() does after its send. */
+int pp_diag_response(int fd, struct ipc_response *r, uint8_t *buf, size_t cap, int timeout_ms);
+
 /*
  * Fills *req as dotnet-trace asks: CollectTracing2, 256 MB buffer, nettrace, rundown and stack
  * walks on, with providers in dotnet-trace's syntax. Returns 0, or a negative errno with a

@@ -25,6 +25,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,11 +103,14 @@ struct pp_record {
     char dir[160]; /* a socket path must fit sockaddr_un's 108 bytes anyway */
     char sock[PATH_MAX];
     char cfi_cache[PATH_MAX];  /* dir/cfi: unwind tables the children share, or "" */
+    char tally[PATH_MAX];      /* dir/tally: pids of children that ended without a sample (and
+                                  never connected: PIPEPROF_RECORD_TALLY), or "" */
     char trace[PATH_MAX];      /* CMD's own trace: root_out's file, or a file in dir to convert */
     struct pp_output root_out; /* nettrace: the output, renamed into place at the end */
     int listen_fd;
     struct ipc_sockfile sock_file;
     pid_t child;
+    int child_fd; /* a pidfd of CMD, readable once it exits (it wakes the loop), or -1 */
     int child_status, child_done;
     uint64_t start_ms, stopping_ms, exited_ms;
     int stopping;      /* a signal, the duration or CMD's exit: no new sessions */
@@ -245,7 +249,8 @@ pp_record_usage(FILE *out)
                  "CMD's tree starts, by exec or by fork (a forked child that does not exec within\n"
                  "a few milliseconds is recorded from then on). nettrace holds one process:\n"
                  "-o X.nettrace is CMD's trace, and each other process with samples gets\n"
-                 "X.<pid>.nettrace beside it (processes without samples leave no file). Other\n"
+                 "X.<pid>.nettrace beside it (processes without samples leave no file; the\n"
+                 "summary counts them, but not one that changed to another uid). Other\n"
                  "formats hold every process in the one output file. The recording ends when CMD\n"
                  "exits; processes it left running are no longer recorded and run on.\n"
                  "\n"
@@ -308,11 +313,20 @@ pp_record_find_library(char *out, size_t cap)
     return access(out, R_OK) == 0 ? 0 : -errno;
 }
 
+/* The providers every image's session gets: SampleProfiler at the mode and rate asked for, and
+ * pipeprof's own events. */
+static void
+pp_record_providers(const struct pp_record *rc, char *out, size_t cap)
+{
+    snprintf(out, cap, "Microsoft-DotNETCore-SampleProfiler:0:4:mode=%s;hz=%u,pipeprof:0:4",
+             rc->mode, rc->hz);
+}
+
 static void
 pp_record_spawn_child(struct pp_record *rc, const char *lib)
 {
     const char *old = getenv("LD_PRELOAD");
-    char port[PATH_MAX + 32], pid[32], *preload;
+    char port[PATH_MAX + 32], pid[32], lazy[320], *preload;
     size_t need;
 
     /* Own process group: the terminal's Ctrl-C goes to pipeprof, which stops the session
@@ -338,6 +352,17 @@ pp_record_spawn_child(struct pp_record *rc, const char *lib)
     } else {
         setenv("PIPEPROF_TARGET_PID", pid, 1);
         unsetenv("PIPEPROF_FOLLOW_FORKS");
+    }
+    /* Every process but CMD's own starts its session by itself and connects only once it has a
+     * sample (IPC_ADVERTISE_STREAM_FOLLOWS): most children of a build or a shell script take
+     * none, and made two connections and a session for a trace that was dropped. */
+    snprintf(lazy, sizeof(lazy), "%s:", pid);
+    pp_record_providers(rc, lazy + strlen(lazy), sizeof(lazy) - strlen(lazy));
+    setenv("PIPEPROF_RECORD_LAZY", lazy, 1);
+    if (rc->tally[0] != '\0') {
+        setenv("PIPEPROF_RECORD_TALLY", rc->tally, 1);
+    } else {
+        unsetenv("PIPEPROF_RECORD_TALLY"); /* an enclosing recording's */
     }
     unsetenv("PIPEPROF_RESUMED_PID"); /* one of an enclosing recording */
     /* A process's start is held until its session runs, not until a ResumeRuntime. */
@@ -719,10 +744,12 @@ pp_record_send_stop(struct pp_image *img, int fd)
 
 /*
  * A new image connected: starts its session on this connection and its stream thread. The
- * image stays held (suspend port) until ResumeRuntime on its next connection.
+ * image stays held (suspend port) until ResumeRuntime on its next connection. One whose
+ * advertise says its stream follows (IPC_ADVERTISE_STREAM_FOLLOWS) started its session by
+ * itself: its answer is read as a CollectTracing's, with no request sent.
  */
 static int
-pp_record_start_image(struct pp_record *rc, struct pp_image *img, int fd)
+pp_record_start_image(struct pp_record *rc, struct pp_image *img, int fd, uint16_t flags)
 {
     static uint8_t buf[IPC_MAX_MESSAGE + 1];
     struct ipc_collect req;
@@ -732,9 +759,11 @@ pp_record_start_image(struct pp_record *rc, struct pp_image *img, int fd)
     const char *why = NULL;
     int err, n;
 
-    snprintf(spec, sizeof(spec),
-             "Microsoft-DotNETCore-SampleProfiler:0:4:mode=%s;hz=%u,pipeprof:0:4", rc->mode,
-             rc->hz);
+    if (flags & IPC_ADVERTISE_STREAM_FOLLOWS) {
+        err = pp_diag_response(fd, &r, buf, sizeof(buf), PP_RECORD_REQUEST_MS);
+        goto answered;
+    }
+    pp_record_providers(rc, spec, sizeof(spec));
     err = pp_diag_collect_init(&req, spec, &why);
     if (err < 0) {
         fprintf(stderr, "pipeprof record: %s\n", why != NULL ? why : strerror(-err));
@@ -745,6 +774,7 @@ pp_record_start_image(struct pp_record *rc, struct pp_image *img, int fd)
     err = n < 0 ? n
                 : pp_diag_request(fd, buf, (size_t)n, &r, buf, sizeof(buf), PP_RECORD_REQUEST_MS);
     ipc_collect_fini(&req);
+answered:
     if (err != 0) {
         pp_record_failed(rc, "CollectTracing", img->pid, err, &r);
         close(fd);
@@ -834,23 +864,34 @@ pp_record_on_connection(struct pp_record *rc, int fd, uint64_t pid, const uint8_
                         uint16_t flags)
 {
     struct pp_image *img = pp_record_find_image(rc, pid, cookie);
+    int streams = (flags & IPC_ADVERTISE_STREAM_FOLLOWS) != 0;
 
+    if (streams && img != NULL) {
+        close(fd); /* one stream per image: a second is a confused or hostile peer */
+        return;
+    }
     if (img == NULL) {
-        if (rc->stopping || rc->image_count >= PP_RECORD_MAX_IMAGES ||
+        /* A stream that follows is taken after the stop too: the process ran, and sampled,
+         * while the recording did (it is stopped as soon as its spare connection comes). */
+        if ((rc->stopping && !streams) || rc->image_count >= PP_RECORD_MAX_IMAGES ||
             pp_grow_array((void **)&rc->images, &rc->image_cap, rc->image_count + 1,
                           sizeof(*rc->images)) != 0 ||
             (img = calloc(1, sizeof(*img))) == NULL) {
             rc->skipped++;
-            pp_record_resume(rc, fd, pid); /* never left waiting */
+            if (streams) {
+                close(fd); /* it ends its session and goes on: it was never held */
+            } else {
+                pp_record_resume(rc, fd, pid); /* never left waiting */
+            }
             return;
         }
         img->pid = pid;
         memcpy(img->cookie, cookie, 16);
         img->stream_fd = img->file_fd = img->idle_fd = img->stop_fd = -1;
-        img->need_resume = 1;
         img->root = pid == (uint64_t)rc->child && !pp_record_has_pid(rc, pid);
         rc->images[rc->image_count++] = img;
-        if (pp_record_start_image(rc, img, fd) != 0) {
+        img->need_resume = !streams; /* a lazy image was never held */
+        if (pp_record_start_image(rc, img, fd, flags) != 0) {
             atomic_store(&img->done, 1); /* nothing recorded; the next connection resumes it */
         } else if (flags & IPC_ADVERTISE_RESUMES_AT_SESSION) {
             img->need_resume = 0;
@@ -951,14 +992,16 @@ pp_record_run(struct pp_record *rc)
     uint64_t deadline = ipc_client_ms() + PP_RECORD_CONNECT_MS, last_sweep = 0;
 
     for (;;) {
-        struct pollfd pfd = { rc->listen_fd, POLLIN, 0 };
+        struct pollfd pfd[2] = { { rc->listen_fd, POLLIN, 0 },
+                                 { rc->child_done ? -1 : rc->child_fd, POLLIN, 0 } };
         uint64_t now, pid;
         uint8_t cookie[16];
         uint16_t flags;
         int fd;
 
-        if (poll(&pfd, 1, 50) > 0 && ipc_client_accept_advertise_flags(rc->listen_fd, 50, 0, &fd,
-                                                                       cookie, &pid, &flags) == 0) {
+        if (poll(pfd, 2, 50) > 0 && (pfd[0].revents & POLLIN) &&
+            ipc_client_accept_advertise_flags(rc->listen_fd, 50, 0, &fd, cookie, &pid, &flags) ==
+                    0) {
             struct ucred peer;
             socklen_t len = sizeof(peer);
 
@@ -972,6 +1015,13 @@ pp_record_run(struct pp_record *rc)
                 in = pp_record_find_image(rc, pid, cookie) != NULL
                              ? 1
                              : pp_record_in_tree(rc, peer.pid);
+                /* A child's stream that follows is often sent at its exit, its first sample in
+                 * its last drain: the process may be gone before its /proc entry is read. One of
+                 * this user's is taken (it could do as much to this process anyway); another
+                 * user's cannot be placed in the tree any more. */
+                if (in == -1 && (flags & IPC_ADVERTISE_STREAM_FOLLOWS) && peer.uid == geteuid()) {
+                    in = 1;
+                }
             }
             if (in != 1) {
                 if (in == 0 && rc->refused++ == 0) {
@@ -1051,6 +1101,49 @@ struct pp_record_file {
     char path[PATH_MAX];
 };
 
+static int
+pp_record_pid_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * The processes that took no sample and therefore never connected (PIPEPROF_RECORD_LAZY): the
+ * distinct pids of the tally that no image has (an exec chain appends once per image, and a
+ * process whose other image sampled is counted with its file).
+ */
+static size_t
+pp_record_tally_count(const struct pp_record *rc)
+{
+    uint64_t *pids = NULL, pid;
+    size_t n = 0, cap = 0, i, count = 0;
+    FILE *f = rc->tally[0] != '\0' ? fopen(rc->tally, "re") : NULL;
+    unsigned long long v;
+
+    if (f == NULL) {
+        return 0;
+    }
+    while (fscanf(f, "%llu", &v) == 1) {
+        pid = v;
+        if (pp_record_has_pid(rc, pid) ||
+            pp_grow_array((void **)&pids, &cap, n + 1, sizeof(*pids)) != 0) {
+            continue;
+        }
+        pids[n++] = pid;
+    }
+    fclose(f);
+    if (n > 1) {
+        qsort(pids, n, sizeof(*pids), pp_record_pid_cmp);
+    }
+    for (i = 0; i < n; i++) {
+        count += i == 0 || pids[i] != pids[i - 1];
+    }
+    free(pids);
+    return count;
+}
+
 /*
  * Writes one trace per process: CMD's (its first image streamed into it already) and every
  * other process that has samples, each of its images' segments joined in order. Processes
@@ -1065,7 +1158,7 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
     size_t i, j, n = 0;
     int err = 0;
 
-    *no_samples = 0;
+    *no_samples = pp_record_tally_count(rc);
     if (in == NULL) {
         err = -ENOMEM;
         goto out;
@@ -1442,6 +1535,7 @@ static int
 pp_record_make_dir(struct pp_record *rc)
 {
     const char *tmp = getenv("TMPDIR");
+    int fd;
 
     if (tmp == NULL || tmp[0] == '\0' || strlen(tmp) > 80) {
         tmp = "/tmp"; /* a longer directory would not leave room for the socket's name */
@@ -1462,6 +1556,14 @@ pp_record_make_dir(struct pp_record *rc)
     snprintf(rc->cfi_cache, sizeof(rc->cfi_cache), "%s/cfi", rc->dir);
     if (mkdir(rc->cfi_cache, 0700) != 0) {
         rc->cfi_cache[0] = '\0';
+    }
+    /* Appended to by this user's children only: one of another uid is not counted. */
+    snprintf(rc->tally, sizeof(rc->tally), "%s/tally", rc->dir);
+    fd = open(rc->tally, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        rc->tally[0] = '\0';
+    } else {
+        close(fd);
     }
     return 0;
 }
@@ -1570,6 +1672,14 @@ pp_record_start_child(struct pp_record *rc, const char *lib, const struct pp_rec
         fprintf(stderr, "pipeprof record: fork: %s\n", strerror(errno));
         return -1;
     }
+#ifdef SYS_pidfd_open
+    /* The loop learns of CMD's exit at once, not at its next 50 ms poll: children that take no
+     * sample never connect, so no connection wakes it any more (0.5 ms a child in a batch of a
+     * hundred short ones). Without pidfds (Linux < 5.3) the poll's timeout still bounds it. */
+    if (rc->child > 0) {
+        rc->child_fd = (int)syscall(SYS_pidfd_open, rc->child, 0);
+    }
+#endif
     if (rc->child == 0) {
         if (rc->nofile.rlim_cur != 0) {
             (void)setrlimit(RLIMIT_NOFILE, &rc->nofile);
@@ -1679,6 +1789,9 @@ pp_record_cleanup(struct pp_record *rc)
     if (rc->listen_fd >= 0) {
         close(rc->listen_fd);
     }
+    if (rc->child_fd >= 0) {
+        close(rc->child_fd);
+    }
     ipc_sockfile_remove(rc->sock, &rc->sock_file);
     if (rc->nettrace) {
         (void)pp_record_keep_root(rc); /* what CMD's stream brought is kept, also on errors */
@@ -1695,6 +1808,9 @@ pp_record_cleanup(struct pp_record *rc)
     }
     /* After the reap: a child still alive may add an unwind table to cfi/ after it was read */
     pp_record_cfi_cache_remove(rc);
+    if (rc->tally[0] != '\0') {
+        unlink(rc->tally);
+    }
     rmdir(rc->dir);
     free(rc->tids);
     pthread_mutex_destroy(&rc->tid_lock);
@@ -1714,6 +1830,7 @@ pp_cmd_record(int argc, char **argv)
     rc.hz = 100;
     rc.children = 1;
     rc.listen_fd = -1;
+    rc.child_fd = -1;
     pthread_mutex_init(&rc.tid_lock, NULL);
     rcode = pp_record_parse(&rc, argc, argv);
     if (rcode >= 0) {

@@ -22,6 +22,14 @@
  *                                       without "%p" gets ".PID", and a name that exists gets
  *                                       ".2", ".3", ... (before a ".nettrace" extension, as
  *                                       `pipeprof record` names its children's traces)
+ *   PIPEPROF_RECORD_LAZY=PID:PROVIDERS  set by `pipeprof record` for its tree (with
+ *                                       PIPEPROF_RESUME_AT_SESSION=1): every image of a process
+ *                                       other than PID (CMD's own) starts a session with
+ *                                       PROVIDERS by itself, held in memory, and connects to the
+ *                                       recording only once it has a sample; it is not held at
+ *                                       its start (ipc_server_options.lazy_providers)
+ *   PIPEPROF_RECORD_TALLY=PATH          with it: an image that ends without a sample appends
+ *                                       its pid to PATH, for the recording's summary
  * Context: the constructor, or the thread that starts a fork()ed child's agent.
  */
 #include <errno.h>
@@ -80,6 +88,27 @@ ipc_env_suspend_timeout(void)
     return (int)v;
 }
 
+/* The providers of PIPEPROF_RECORD_LAZY=PID:PROVIDERS when this process is not PID, else NULL.
+ * CMD's own images (PID) connect at their start, as `record` needs CMD's trace even without a
+ * sample. */
+static const char *
+ipc_env_lazy_providers(void)
+{
+    const char *v = getenv("PIPEPROF_RECORD_LAZY");
+    char *end;
+    long pid;
+
+    if (v == NULL || v[0] == '\0') {
+        return NULL;
+    }
+    errno = 0;
+    pid = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != ':' || end[1] == '\0' || pid == (long)getpid()) {
+        return NULL;
+    }
+    return end + 1;
+}
+
 int
 ipc_server_options_from_env(struct ipc_server_options *opts, int running)
 {
@@ -108,7 +137,11 @@ ipc_server_options_from_env(struct ipc_server_options *opts, int running)
         return 0;
     }
     opts->resume_at_session = ipc_env_is("PIPEPROF_RESUME_AT_SESSION", "1");
-    return running || ipc_env_resumed_before() ? 0 : ipc_env_suspend_timeout();
+    opts->lazy_providers = opts->resume_at_session ? ipc_env_lazy_providers() : NULL;
+    opts->lazy_tally = opts->lazy_providers != NULL ? getenv("PIPEPROF_RECORD_TALLY") : NULL;
+    return running || ipc_env_resumed_before() || opts->lazy_providers != NULL
+                   ? 0
+                   : ipc_env_suspend_timeout();
 }
 
 #define IPC_OUTPUT_TRIES 100 /* names a later image tries before it gives up */

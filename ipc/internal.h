@@ -57,6 +57,9 @@ struct ipc_port {
     int readvertised;      /* a connection of this port carried a command already */
     struct ipc_conn *idle; /* the advertised connection waiting for a command, or NULL */
     int connecting;        /* a connect is in flight */
+    /* A lazy session (ipc_server_options.lazy_providers) to stream on the connection being
+     * made, advertised with IPC_ADVERTISE_STREAM_FOLLOWS; NULL: the port advertises for commands */
+    struct ipc_session *stream;
     uv_timer_t retry;
     unsigned backoff_ms; /* 10 ms, x1.25 per failure, capped at 500 ms (the runtime's) */
     /* .NET host (upstream.c): the runtime's connects to path are redirected to rt_path, where
@@ -123,6 +126,9 @@ struct ipc_session {
      * connection's session), and when it last wrote the names of new addresses. */
     int fd;
     uint64_t names_ns;
+    /* A lazy session (ipc_server_options.lazy_providers): 1 while it waits for its first sample
+     * with no connection (its bytes queue in pend), 2 while its connection is being made. */
+    int lazy;
     struct ipc_session *prev, *next;
 };
 
@@ -181,8 +187,11 @@ struct ipc_server {
     uv_async_t merge_wake;    /* a runtime stream's reader has news for the loop */
     struct ipc_upstream *ups; /* live connections to the runtime */
     void (*thread_init)(void);
-    int output_fd;          /* the output session's file until it starts; -1: none */
-    char *output_providers; /* its providers */
+    int output_fd;              /* the output session's file until it starts; -1: none */
+    char *output_providers;     /* its providers */
+    char *lazy_providers;       /* ipc_server_options.lazy_providers, until its session starts */
+    struct ipc_port *lazy_port; /* the port a lazy session streams on: connected only then */
+    char *lazy_tally;           /* ipc_server_options.lazy_tally, or NULL */
 
     pthread_mutex_t lock; /* protects the fields below (read by other threads) */
     pthread_cond_t resumed;
@@ -199,6 +208,9 @@ void ipc_port_taken(struct ipc_port *port);
 void ipc_port_lost(struct ipc_port *port);
 void ipc_port_resume(struct ipc_server *s, struct ipc_port *port);
 void ipc_port_start(struct ipc_port *port); /* connect and advertise (and again when needed) */
+/* Connects the port to stream ss (a lazy session), then advertises its spare connection
+ * IPC_PORT_SPARE_DELAY_MS later; ipc_session_attach() once connected. Also during the stop. */
+void ipc_port_stream(struct ipc_port *port, struct ipc_session *ss);
 
 /* conn.c */
 PP_MUST_USE int ipc_conn_new(struct ipc_server *s, struct ipc_port *port, struct ipc_conn **out);
@@ -218,6 +230,11 @@ void ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc
 void ipc_session_stop_request(struct ipc_conn *c, uint64_t id);
 /* Starts the output session into s->output_fd (taken, also on failure). */
 void ipc_session_output_start(struct ipc_server *s);
+/* Starts the lazy session of s->lazy_providers (ipc_server_options.lazy_providers); returns 0
+ * or a negative errno (then the port connects as for any session). */
+PP_MUST_USE int ipc_session_lazy_start(struct ipc_server *s);
+/* The lazy session's connection is made: c streams it from now on (what it queued first). */
+void ipc_session_attach(struct ipc_session *ss, struct ipc_conn *c);
 void ipc_session_conn_closed(struct ipc_session *ss);
 void ipc_session_drain_all(struct ipc_server *s);
 void ipc_session_shutdown_all(struct ipc_server *s);

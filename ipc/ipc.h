@@ -43,6 +43,14 @@ struct nt_writer;
  * and no connection for it.
  */
 #define IPC_ADVERTISE_RESUMES_AT_SESSION 0x0001u
+/*
+ * Set by a process that started its session by itself (PIPEPROF_RECORD_LAZY, set by `pipeprof
+ * record` for the children of its tree) and connects only once that session has a sample: the
+ * advertise is followed at once, on the same connection, by what a CollectTracing would have been
+ * answered with (the OK response with the session's id, then the nettrace stream). The tool sends
+ * no command on it.
+ */
+#define IPC_ADVERTISE_STREAM_FOLLOWS     0x0002u
 
 enum ipc_command_set {
     IPC_SET_DUMP = 0x01,
@@ -370,6 +378,10 @@ struct ipc_event_source {
      * ipc_server_options.output every IPC_OUTPUT_NAMES_MS; the rundown at its end names
      * everything again. */
     int (*names)(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w);
+    /* Optional: 1 once a drain handed the session a sample of its own (a thread's stack, in the
+     * session's mode), else 0. A session started with ipc_server_options.lazy_providers connects
+     * only then; NULL: at its first drain. */
+    int (*sampled)(void *ctx, const struct ipc_session_config *cfg);
 };
 
 /* 50 ms: each drain wakes the loop thread, which on a busy host takes a core from one of its
@@ -446,6 +458,19 @@ struct ipc_server_options {
      * holds its start-up itself until its ResumeRuntime.
      */
     int resume_at_session;
+    /*
+     * Not NULL (PIPEPROF_RECORD_LAZY, which `pipeprof record` sets for the children of its tree):
+     * a session with these providers (dotnet-trace's syntax) starts at the server's start, its
+     * stream held in memory, and the first connect port is connected only once the session has a
+     * sample (struct ipc_event_source's sampled), or at the stop if it had one by then; it then
+     * advertises with IPC_ADVERTISE_STREAM_FOLLOWS and streams. A process that took no sample
+     * never connects. Start-up is not held for that port. Never in a .NET host.
+     */
+    const char *lazy_providers;
+    /* With lazy_providers (PIPEPROF_RECORD_TALLY): a file to which an image whose lazy session
+     * ends without a sample appends its pid and a newline, so that the tool can count the
+     * processes it never heard of. NULL: none. */
+    const char *lazy_tally;
 };
 
 /*

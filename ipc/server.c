@@ -352,12 +352,27 @@ ipc_port_advertised(uv_write_t *req, int status)
     }
 }
 
+/* The lazy session that was to stream on port's connection cannot (the server stops): it ends
+ * without a word, as one that never took a sample. */
+static void
+ipc_port_stream_lost(struct ipc_port *port)
+{
+    struct ipc_session *ss = port->stream;
+
+    if (ss != NULL) {
+        port->stream = NULL;
+        ipc_session_conn_closed(ss);
+    }
+}
+
 static void
 ipc_port_connected(uv_connect_t *req, int status)
 {
     struct ipc_conn *c = req->data;
     struct ipc_port *port = c->port;
     struct ipc_server *s = c->srv;
+    struct ipc_session *stream;
+    uint16_t flags = 0;
     uv_write_t *wr;
     uv_buf_t b;
     free(req);
@@ -367,17 +382,29 @@ ipc_port_connected(uv_connect_t *req, int status)
     /* A connect cancelled by a stop (ECANCELED) finds its connection closing or detached from
      * its port (port NULL): nothing to retry. */
     if (c->state == IPC_CONN_CLOSING || port == NULL) {
+        if (port != NULL) {
+            ipc_port_stream_lost(port);
+        }
         return;
     }
-    if (status < 0 || s->stopping) {
+    stream = port->stream;
+    if (status < 0 || (s->stopping && stream == NULL)) {
         c->port = NULL; /* not the idle connection: closing it must not reconnect */
         ipc_conn_close(c);
+        if (s->stopping || status == UV_ENOENT || status == UV_ECONNREFUSED) {
+            /* No retry during a stop; and a recording that has ended (its socket is gone) would
+             * never take the stream: the session stops sampling, and the port reconnects as
+             * any does. A full backlog (EAGAIN) is tried again, the session queued meanwhile. */
+            ipc_port_stream_lost(port);
+        }
         ipc_port_failed(port);
         return;
     }
     IPC_STAT(s, connections, 1);
-    port->idle = c;
     port->backoff_ms = 10;
+    if (stream == NULL) {
+        port->idle = c;
+    }
     /* The 34 bytes go in one write right after connect: the tool waits 250 ms for them. */
     wr = malloc(sizeof(*wr) + IPC_ADVERTISE_SIZE);
     if (wr == NULL) {
@@ -386,16 +413,33 @@ ipc_port_connected(uv_connect_t *req, int status)
     }
     ipc_advertise_encode((uint8_t *)(wr + 1), s->cookie, (uint64_t)getpid());
     if (s->resume_at_session && port->suspend) {
-        ipc_advertise_set_flags((uint8_t *)(wr + 1), IPC_ADVERTISE_RESUMES_AT_SESSION);
+        flags |= IPC_ADVERTISE_RESUMES_AT_SESSION;
     }
+    if (stream != NULL) {
+        flags |= IPC_ADVERTISE_STREAM_FOLLOWS;
+    }
+    ipc_advertise_set_flags((uint8_t *)(wr + 1), flags);
     b = uv_buf_init((char *)(wr + 1), IPC_ADVERTISE_SIZE);
     wr->data = c;
     if (uv_write(wr, (uv_stream_t *)&c->pipe, &b, 1, ipc_port_advertised) < 0) {
         free(wr);
+        if (stream != NULL) {
+            c->port = NULL; /* the stream is tried again by the port's retry */
+            ipc_port_failed(port);
+        }
         ipc_conn_close(c);
         return;
     }
     IPC_STAT(s, advertises, 1);
+    if (stream != NULL) {
+        /* The session's queued bytes follow the advertise; the tool takes this connection for
+         * its stream. The spare, for StopTracing, comes later as after a first command. */
+        port->stream = NULL;
+        c->port = NULL;
+        ipc_session_attach(stream, c);
+        ipc_port_taken(port);
+        return;
+    }
     c->state = IPC_CONN_READING;
     ipc_conn_start_reading(c, 0); /* an advertised connection waits for its command forever */
 }
@@ -407,16 +451,21 @@ ipc_port_connect(struct ipc_port *port)
     uv_connect_t *req;
     struct ipc_conn *c;
 
-    if (s->stopping || port->idle != NULL || port->connecting) {
+    /* A lazy session's stream is connected during the stop too: its samples are sent at exit */
+    if ((s->stopping && port->stream == NULL) || port->idle != NULL || port->connecting) {
         return;
     }
     req = malloc(sizeof(*req));
     if (req == NULL || ipc_conn_new(s, port, &c) < 0) {
         free(req);
+        if (s->stopping) {
+            ipc_port_stream_lost(port);
+        }
         ipc_port_failed(port);
         return;
     }
-    c->state = IPC_CONN_CONNECTING;
+    /* A stream's connection is left open by the stop (ipc_server_wake()), as a stream is. */
+    c->state = port->stream != NULL ? IPC_CONN_STREAMING : IPC_CONN_CONNECTING;
     req->data = c;
     port->connecting = 1;
     uv_pipe_connect(req, &c->pipe, port->path, ipc_port_connected);
@@ -453,6 +502,13 @@ ipc_port_lost(struct ipc_port *port)
 void
 ipc_port_start(struct ipc_port *port)
 {
+    ipc_port_connect(port);
+}
+
+void
+ipc_port_stream(struct ipc_port *port, struct ipc_session *ss)
+{
+    port->stream = ss;
     ipc_port_connect(port);
 }
 
@@ -580,6 +636,9 @@ ipc_server_run(void *arg)
     if (s->output_fd >= 0 && !atomic_load(&s->stopping)) {
         ipc_session_output_start(s); /* sampling runs before ipc_server_start() returns */
     }
+    if (s->lazy_providers != NULL && !atomic_load(&s->stopping) && ipc_session_lazy_start(s) < 0) {
+        ipc_port_connect(s->lazy_port); /* the tool starts a session on it, as without */
+    }
     pthread_mutex_lock(&s->lock);
     s->output_waiting = 0;
     pthread_cond_broadcast(&s->resumed);
@@ -638,6 +697,8 @@ ipc_server_free(struct ipc_server *s)
         close(s->output_fd); /* the output session never started */
     }
     free(s->output_providers);
+    free(s->lazy_providers);
+    free(s->lazy_tally);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->resumed);
     free(s);
@@ -822,6 +883,15 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
             goto out;
         }
     }
+    if (opts->lazy_providers != NULL && !opts->dotnet_host) {
+        s->output_waiting = 1; /* its sampling runs before ipc_server_start() returns */
+        s->lazy_providers = strdup(opts->lazy_providers);
+        s->lazy_tally = opts->lazy_tally != NULL ? strdup(opts->lazy_tally) : NULL;
+        if (s->lazy_providers == NULL) {
+            err = -ENOMEM;
+            goto out;
+        }
+    }
     err = ipc_server_info_init(s);
     if (err < 0) {
         goto out;
@@ -870,10 +940,20 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
         s->ports[s->port_count].retry.data = &s->ports[s->port_count];
         /* In a .NET host the runtime holds its start-up itself, until the ResumeRuntime that
          * this server forwards to it. */
-        if (ports.ports[i].suspend && !opts->dotnet_host) {
+        if (s->lazy_providers != NULL && s->lazy_port == NULL) {
+            /* It connects once its session has a sample: nothing to hold start-up for. */
+            s->lazy_port = &s->ports[s->port_count];
+            s->lazy_port->resumed = 1;
+        } else if (ports.ports[i].suspend && !opts->dotnet_host) {
             s->suspended_ports++;
         }
         s->port_count++;
+    }
+    if (s->lazy_port == NULL) {
+        free(s->lazy_providers); /* nowhere to stream to */
+        s->lazy_providers = NULL;
+        free(s->lazy_tally);
+        s->lazy_tally = NULL;
     }
     if (err < 0 && s->port_count == 0 && opts->output == NULL) {
         goto out; /* no way to reach this server, and nothing to write */
@@ -884,7 +964,7 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
         goto out;
     }
     for (i = 0; i < s->port_count; i++) {
-        if (!s->ports[i].waits_for_runtime) {
+        if (!s->ports[i].waits_for_runtime && &s->ports[i] != s->lazy_port) {
             ipc_port_connect(&s->ports[i]);
         }
     }

@@ -9,6 +9,8 @@
  * would corrupt it.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -193,6 +195,15 @@ ipc_session_write_names(struct ipc_session *ss, uint64_t now)
 
 static void ipc_session_close_stream(struct ipc_session *ss);
 
+/* Whether a lazy session took a sample: then it has something worth a connection. */
+static int
+ipc_session_sampled(struct ipc_session *ss)
+{
+    const struct ipc_event_source *src = ss->srv->source;
+
+    return src == NULL || src->sampled == NULL || src->sampled(src->ctx, &ss->cfg);
+}
+
 void
 ipc_session_drain_all(struct ipc_server *s)
 {
@@ -202,6 +213,10 @@ ipc_session_drain_all(struct ipc_server *s)
     ipc_session_drain_some(s, NULL);
     for (ss = s->sessions; ss != NULL; ss = next) {
         next = ss->next;
+        if (ss->lazy == 1 && ipc_session_sampled(ss)) {
+            ss->lazy = 2;
+            ipc_port_stream(s->lazy_port, ss);
+        }
         if (ss->merge_stopping && ss->merge_done && !ss->finished) {
             ipc_session_merge_ended(ss); /* the runtime's rundown is in: ours follows */
             continue;
@@ -231,15 +246,11 @@ static int ipc_session_write_process_info(struct ipc_session *ss);
 /* Last drain, optional rundown, ProcessInfo, end tag: the stream is complete once the bytes are
  * written. */
 static void
-ipc_session_finish(struct ipc_session *ss, int rundown)
+ipc_session_finish_drained(struct ipc_session *ss, int rundown)
 {
     struct ipc_server *s = ss->srv;
     int err;
 
-    if (ss->finished) {
-        return;
-    }
-    ipc_session_drain_some(s, ss);
     if (rundown && ss->cfg.rundown_keyword != 0 && s->source != NULL &&
         s->source->rundown != NULL) {
         err = s->source->rundown(s->source->ctx, &ss->cfg, ss->w);
@@ -260,6 +271,16 @@ ipc_session_finish(struct ipc_session *ss, int rundown)
                 strerror(-err));
     }
     ipc_session_kick(ss);
+}
+
+static void
+ipc_session_finish(struct ipc_session *ss, int rundown)
+{
+    if (ss->finished) {
+        return;
+    }
+    ipc_session_drain_some(ss->srv, ss);
+    ipc_session_finish_drained(ss, rundown);
 }
 
 static void
@@ -513,33 +534,86 @@ ipc_session_collect(struct ipc_conn *c, struct ipc_collect *req, struct ipc_merg
     }
 }
 
-void
-ipc_session_output_start(struct ipc_server *s)
+/*
+ * A session this server starts by itself, with providers, as a CollectTracing2 with rundown
+ * would: into the file fd, or (fd < 0) queued in memory for a connection made later. Returns 0
+ * with *out begun, or a negative errno with *why set when the providers were refused.
+ */
+static int
+ipc_session_start_own(struct ipc_server *s, const char *providers, int fd, int stackwalk,
+                      const char **why, struct ipc_session **out)
 {
     struct ipc_collect req;
-    struct ipc_session *ss;
-    const char *why = NULL;
-    int fd = s->output_fd, err;
+    int err;
 
-    s->output_fd = -1;
     memset(&req, 0, sizeof(req));
     req.command_id = IPC_EP_COLLECT_TRACING2;
     req.buffer_mb = 256;
     req.format = 1;
     req.request_rundown = 1;
     req.rundown_keyword = IPC_DEFAULT_RUNDOWN_KEYWORD;
-    err = ipc_providers_parse(s->output_providers, &req, &why);
-    if (err == 0) {
-        err = ipc_session_create(s, &req, NULL, 0, fd, &ss);
-    } else {
+    req.request_stackwalk = (uint8_t)stackwalk;
+    *why = NULL;
+    err = ipc_providers_parse(providers, &req, why);
+    if (err < 0) {
         ipc_collect_fini(&req);
+        return err;
     }
+    err = ipc_session_create(s, &req, NULL, 0, fd, out);
+    if (err == 0) {
+        ipc_session_begin(*out);
+    }
+    return err;
+}
+
+void
+ipc_session_output_start(struct ipc_server *s)
+{
+    struct ipc_session *ss;
+    const char *why = NULL;
+    int fd = s->output_fd, err;
+
+    s->output_fd = -1;
+    err = ipc_session_start_own(s, s->output_providers, fd, 0, &why, &ss);
     if (err < 0) {
         ipc_log(s, "the output file is not written: %s", why != NULL ? why : strerror(-err));
         close(fd);
+    }
+}
+
+int
+ipc_session_lazy_start(struct ipc_server *s)
+{
+    struct ipc_session *ss;
+    const char *why = NULL;
+    int err;
+
+    /* As `record`'s CollectTracing asks (cli/diag.c): stacks, rundown at the end. */
+    err = ipc_session_start_own(s, s->lazy_providers, -1, 1, &why, &ss);
+    if (err < 0) {
+        ipc_log(s, "the recording's session did not start here: %s",
+                why != NULL ? why : strerror(-err));
+        return err;
+    }
+    ss->lazy = 1;
+    return 0;
+}
+
+void
+ipc_session_attach(struct ipc_session *ss, struct ipc_conn *c)
+{
+    ss->lazy = 0;
+    ss->conn = c;
+    c->session = ss;
+    c->state = IPC_CONN_STREAMING;
+    ipc_conn_start_reading(c, 0); /* only to notice the client leaving */
+    if (c->state == IPC_CONN_CLOSING) {
         return;
     }
-    ipc_session_begin(ss);
+    ipc_session_kick(ss);
+    if (ss->finished) {
+        ipc_session_close_stream(ss); /* the stop came first: everything is queued */
+    }
 }
 
 static void
@@ -620,6 +694,57 @@ ipc_session_stop_request(struct ipc_conn *c, uint64_t id)
     ipc_session_close_stream(ss);
 }
 
+/* A lazy session ends without a sample: its pid goes to the tally, in one append (a line is
+ * never split by another process's). Best effort: a process that cannot open it (another uid)
+ * is not counted. */
+static void
+ipc_session_tally(struct ipc_server *s)
+{
+    char line[24];
+    int fd, n;
+
+    if (s->lazy_tally == NULL) {
+        return;
+    }
+    fd = open(s->lazy_tally, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    n = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
+    if (write(fd, line, (size_t)n) != n) {
+        ipc_log(s, "the recording's tally: %s", strerror(errno));
+    }
+    close(fd);
+}
+
+/*
+ * The stop of a lazy session: one that never took a sample ends here with nothing written and
+ * no connection made (no rundown either: it named nothing); one that did is finished, queued
+ * whole, and streamed once its connection is made (ipc_session_attach() closes it then).
+ */
+static void
+ipc_session_lazy_stop(struct ipc_session *ss)
+{
+    struct ipc_server *s = ss->srv;
+
+    if (ss->lazy == 1) {
+        ipc_session_drain_some(s, ss); /* its last samples may be the first */
+        if (!ipc_session_sampled(ss)) {
+            ipc_session_conn_closed(ss);
+            ipc_session_tally(s);
+            return;
+        }
+        ipc_session_finish_drained(ss, 1);
+    } else {
+        ipc_session_finish(ss, 1);
+    }
+    if (!s->lazy_port->connecting) {
+        /* not connecting yet, or waiting for a retry the stop cancelled: connect now */
+        ss->lazy = 2;
+        ipc_port_stream(s->lazy_port, ss);
+    }
+}
+
 void
 ipc_session_shutdown_all(struct ipc_server *s)
 {
@@ -638,6 +763,10 @@ ipc_session_shutdown_all(struct ipc_server *s)
                 ss->merge_stopping = 1;
                 ipc_upstream_stop_session(ss);
             }
+            continue;
+        }
+        if (ss->lazy != 0) {
+            ipc_session_lazy_stop(ss);
             continue;
         }
         ipc_session_finish(ss, 1);

@@ -11,18 +11,34 @@
 #     child on both sides (a third of the connections of a short child);
 #   - advertises its next connection (the one `record` keeps for StopTracing) 20 ms after its
 #     session began, not at once: most short children have ended by then (one connection each
-#     instead of two). A lower bound, which a loaded machine only lengthens.
-# The children still end their sessions: the recording's summary counts all 7 processes.
+#     instead of two). A lower bound, which a loaded machine only lengthens;
+#   - starts its session by itself and connects only once it has a sample (PIPEPROF_RECORD_LAZY;
+#     its advertise says its stream follows): `/bin/true` makes no connection to the recording's
+#     socket at all, while a busy child (a shell loop of about 0.3 s) still gets its file with
+#     its samples. Only CMD's own image is sent a CollectTracing.
+# The children still end their sessions: the recording's summary counts all 8 processes (those
+# that never connected through the tally, PIPEPROF_RECORD_TALLY).
+# Then, without strace: a child killed by SIGKILL after its first samples leaves its samples.
 source "$(dirname "$0")/ipc-lib.sh"
 command -v strace >/dev/null || skip "strace is missing: cannot see the children's calls"
 strace -f -qq -o /dev/null true 2>/dev/null || skip "strace cannot trace here (ptrace refused)"
+
+# The samples in the files of a recording's children (kids.PID.nettrace in $1).
+children_samples() {
+  local f total=0
+  for f in "$1"/kids.[0-9]*.nettrace; do
+    [[ -f $f ]] || continue
+    total=$((total + $("$PIPEPROF" convert --format folded "$f" 2>/dev/null | awk '{ s += $NF } END { print s + 0 }')))
+  done
+  echo "$total"
+}
 
 for mode in cpu wall; do
   out=$T/$mode
   mkdir "$out"
   strace -f -qq -ttt -s 24 -e trace=openat,open,nanosleep,clock_nanosleep,sendto,connect,clone,clone3,execve -o "$out/strace" \
     "${RECORD_ENV[@]}" "$PIPEPROF" record --mode "$mode" -o "$out/kids.nettrace" -- \
-    sh -c 'for i in 1 2 3 4 5; do /bin/true; done; /bin/sleep 0.2' 2>"$out/err" ||
+    sh -c 'for i in 1 2 3 4 5; do /bin/true; done; sh -c "i=0; while [ \$i -lt 150000 ]; do i=\$((i+1)); done"; /bin/sleep 0.2' 2>"$out/err" ||
     { cat "$out/err" >&2; fail "$mode: record failed"; }
   execs=$(grep -c 'libpipeprof' "$out/strace" || true)
   tz=$(grep -c 'localtime' "$out/strace" || true)
@@ -41,18 +57,56 @@ for mode in cpu wall; do
       /connect\(.*port\.sock/ { p = tg($1); n[p]++; if (n[p] == 1) t[p] = $2;
         else if (n[p] == 2) { d = $2 - t[p]; if (c == 0 || d < m) m = d; c++ } }
       END { printf "%.4f %d\n", m, c }' "$out/strace")
+  # connect() calls to record's socket by an image of /bin/true (any of its threads)
+  true_connects=$(awk '
+      function tg(x) { return (x in g) ? g[x] : x }
+      /clone3?\(/ && /CLONE_THREAD/ { if ($NF ~ /^[0-9]+$/) g[$NF] = tg($1); else pend[$1] = 1; next }
+      /<\.\.\. clone3? resumed>/ && pend[$1] { g[$NF] = tg($1); delete pend[$1]; next }
+      /execve\(/ && $NF == "0" { img[tg($1)] = ($0 ~ /execve\("\/bin\/true"/); next }
+      /connect\(.*port\.sock/ && img[tg($1)] { c++ }
+      END { print c + 0 }' "$out/strace")
+  busy_samples=$(children_samples "$out")
   line=$(grep -m1 'recorded' "$out/err" || true)
   read -r recorded without < <(sed -n 's/^pipeprof: .*; \([0-9]*\) process[es]* recorded, \([0-9]*\) without samples.*/\1 \2/p' <<<"$line")
-  note "$mode: $execs opens of the library, $tz of the time zone, $polls 1 ms sleeps, $sessions CollectTracing, $resumes ResumeRuntime, $twice images connected twice (first gap $gap_min s); $line"
-  [[ $execs -ge 7 ]] || fail "$mode: strace saw $execs loads of the library, want 7 or more (sh and 6 children)"
+  note "$mode: $execs opens of the library, $tz of the time zone, $polls 1 ms sleeps, $sessions CollectTracing, $resumes ResumeRuntime, $twice images connected twice (first gap $gap_min s), $true_connects connects by /bin/true, $busy_samples samples in the children's files; $line"
+  [[ $execs -ge 8 ]] || fail "$mode: strace saw $execs loads of the library, want 8 or more (sh and 7 children)"
   [[ $tz == 0 ]] || fail "$mode: $tz opens of the time zone in the recorded tree: $(grep localtime "$out/strace" | head -3)"
-  [[ $sessions -ge 7 ]] || fail "$mode: strace saw $sessions CollectTracing requests, want 7 (the pattern no longer matches?)"
+  [[ $sessions -ge 1 ]] || fail "$mode: strace saw $sessions CollectTracing requests, want 1, CMD's (the pattern no longer matches?)"
+  [[ $sessions == 1 ]] || fail "$mode: record sent $sessions CollectTracing requests, want 1 (CMD's): the children start their own"
+  [[ $true_connects == 0 ]] || fail "$mode: the images of /bin/true made $true_connects connections to the recording (no sample, no connection)"
+  [[ $busy_samples -ge 5 ]] || fail "$mode: $busy_samples samples in the children's files, want 5 or more (the busy child's, about 0.3 s)"
   [[ $twice -ge 1 ]] || fail "$mode: no image connected twice (sh and sleep live past 20 ms)"
   awk -v g="$gap_min" 'BEGIN { exit !(g >= 0.015) }' ||
     fail "$mode: an image connected again $gap_min s after its session's connection, want 0.02 (the spare waits)"
   [[ $resumes == 0 ]] || fail "$mode: record sent $resumes ResumeRuntime to children that resume at their session's start"
   [[ $polls == 0 ]] || fail "$mode: $polls 1 ms sleeps in the recorded tree (the exit's wait for the IPC loop)"
-  [[ $((${recorded:-0} + ${without:-0})) == 7 ]] ||
-    fail "$mode: summary counts ${recorded:-?} + ${without:-?} processes, want 7 (sh and 6 children)"
+  [[ $((${recorded:-0} + ${without:-0})) == 8 ]] ||
+    fail "$mode: summary counts ${recorded:-?} + ${without:-?} processes, want 8 (sh and 7 children)"
 done
-echo "ok   recorded children read no time zone, do not poll at exit, get no ResumeRuntime and connect again only later"
+
+# A child killed by SIGKILL once it has burned 0.4 s of CPU in a busy loop (by its /proc stat, so
+# that a loaded machine only makes it wait longer): it connected at its first samples and streamed
+# from then on, so its file holds the samples of the blocks it had flushed (what its last 100 ms
+# and its rundown would have added is lost: the summary counts it as incomplete).
+out=$T/killed
+mkdir "$out"
+cat >"$T/killer.sh" <<'EOF'
+sh -c 'while :; do :; done' &
+p=$!
+need=$(( $(getconf CLK_TCK) * 4 / 10 ))
+while :; do
+  set -- $(cut -d' ' -f14,15 "/proc/$p/stat")
+  [ $(($1 + $2)) -ge "$need" ] && break
+  sleep 0.05
+done
+kill -9 "$p"
+wait
+true
+EOF
+"${RECORD_ENV[@]}" "$PIPEPROF" record -o "$out/kids.nettrace" -- sh "$T/killer.sh" 2>"$out/err" ||
+  { cat "$out/err" >&2; fail "killed: record failed"; }
+killed_samples=$(children_samples "$out")
+note "killed: $killed_samples samples in the killed child's file; $(grep -m1 recorded "$out/err" || true)"
+[[ $killed_samples -ge 5 ]] || fail "killed: $killed_samples samples kept of a child killed after 0.4 s of CPU, want 5 or more"
+grep -q "1 with an incomplete trace" "$out/err" || fail "killed: the summary does not count the cut trace: $(cat "$out/err")"
+echo "ok   recorded children read no time zone, do not poll at exit, get no ResumeRuntime, connect only with a sample and again only later; a killed child keeps its samples"

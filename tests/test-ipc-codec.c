@@ -493,6 +493,11 @@ TEST(advertise_roundtrip)
     ASSERT_MEM_EQ(m + 32, "\x01\x00", 2); /* little-endian, as every u16 of the protocol */
     ASSERT_EQ(ipc_advertise_flags(m), IPC_ADVERTISE_RESUMES_AT_SESSION);
     ASSERT_OK(ipc_advertise_decode(test_guarded_copy(m, 34), 34, back, &pid)); /* still valid */
+    /* a lazy child's stream connection (PIPEPROF_RECORD_LAZY): bit 1 beside bit 0 */
+    ipc_advertise_set_flags(m, IPC_ADVERTISE_RESUMES_AT_SESSION | IPC_ADVERTISE_STREAM_FOLLOWS);
+    ASSERT_MEM_EQ(m + 32, "\x03\x00", 2);
+    ASSERT_EQ(ipc_advertise_flags(m) & IPC_ADVERTISE_STREAM_FOLLOWS, IPC_ADVERTISE_STREAM_FOLLOWS);
+    ASSERT_OK(ipc_advertise_decode(test_guarded_copy(m, 34), 34, back, &pid));
     ASSERT_EQ(ipc_advertise_decode(test_guarded_copy(m, 33), 33, back, &pid), -EBADMSG);
     m[0] = 'X';
     ASSERT_EQ(ipc_advertise_decode(test_guarded_copy(m, 34), 34, back, &pid), -EPROTO);

@@ -4,7 +4,8 @@
  * directory: ProcessInfo 1/2/3 with real values, environment, resume, every error reply,
  * collect + stop with a trivial event source (the stream read back with nt_reader when libnettrace
  * has its reader), disconnects, 64 sessions, 1000 connections, a client that never reads, and
- * reverse mode (advertise, reconnect, suspend until ResumeRuntime).
+ * reverse mode (advertise, reconnect, suspend until ResumeRuntime), and a lazy session
+ * (PIPEPROF_RECORD_LAZY) that connects only once sampled, its stream following the advertise.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -107,9 +108,10 @@ test_source_stop(void *ctx, const struct ipc_session_config *cfg)
     st.stops++;
 }
 
-static const struct ipc_event_source test_source = {
-    test_source_start, test_source_drain, test_source_rundown, test_source_stop, NULL, NULL, NULL
-};
+static const struct ipc_event_source test_source = { .session_start = test_source_start,
+                                                     .drain = test_source_drain,
+                                                     .rundown = test_source_rundown,
+                                                     .session_stop = test_source_stop };
 
 /* ----- helpers --------------------------------------------------------------------------- */
 
@@ -669,13 +671,34 @@ check_stream_with_reader(const uint8_t *bytes, size_t len)
 }
 #endif
 
+/* StopTracing of session on stop_fd is answered OK, and the stream on stream_fd is complete
+ * (its header, its end tag) within timeout_ms. */
+static void
+stop_and_check_stream(int stream_fd, int stop_fd, uint64_t session, int timeout_ms)
+{
+    struct ipc_response r;
+    uint8_t stop[28], *bytes;
+    size_t len;
+
+    ipc_stop_encode(stop, session);
+    r = roundtrip_fd(stop_fd, stop, sizeof(stop));
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_U64_EQ(r.value, session);
+    bytes = test_read_to_eof(stream_fd, &len, timeout_ms);
+    ASSERT_TRUE(len > 9);
+    ASSERT_MEM_EQ(bytes, "Nettrace", 8);
+    ASSERT_EQ(bytes[len - 1], 0x01); /* the end-of-stream tag */
+#ifdef PP_HAVE_NT_READER
+    check_stream_with_reader(bytes, len);
+#endif
+    free(bytes);
+}
+
 TEST(collect_stop_streams_and_answers_after_the_end)
 {
     uint64_t session;
     uint8_t stop[28];
     struct ipc_response r;
-    size_t len;
-    uint8_t *bytes;
     int a, c;
 
     server_start();
@@ -683,24 +706,14 @@ TEST(collect_stop_streams_and_answers_after_the_end)
     wait_for(&st.starts, 1);
     wait_for(&st.drains, 5);
     c = connect_server();
-    ipc_stop_encode(stop, session);
-    r = roundtrip_fd(c, stop, sizeof(stop));
-    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
-    ASSERT_U64_EQ(r.value, session);
     /* the answer came after the stream was closed: all of it is already here, with its EOF */
-    bytes = test_read_to_eof(a, &len, 200);
-    ASSERT_TRUE(len > 9);
-    ASSERT_MEM_EQ(bytes, "Nettrace", 8);
-    ASSERT_EQ(bytes[len - 1], 0x01); /* the end-of-stream tag */
+    stop_and_check_stream(a, c, session, 200);
     ASSERT_EQ(st.rundowns, 1);
     wait_for(&st.stops, 1);
-#ifdef PP_HAVE_NT_READER
-    check_stream_with_reader(bytes, len);
-#endif
-    free(bytes);
     close(a);
     close(c);
     /* a stop for an unknown id is OK, as in the runtime */
+    ipc_stop_encode(stop, session);
     r = roundtrip(stop, sizeof(stop));
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
     server_stop();
@@ -934,6 +947,23 @@ TEST(client_that_never_reads_is_bounded_and_loses_events)
 }
 
 /* Reverse mode against a listener of ours: advertise, command, reconnect, suspend/resume. */
+/* A tool's listening socket, dir/tool.sock in a fresh dir: its address in *addr, its fd. */
+static int
+tool_listen(struct sockaddr_un *addr)
+{
+    int l;
+
+    snprintf(dir, sizeof(dir), "/tmp/pp-ipc-XXXXXX");
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    memset(addr, 0, sizeof(*addr));
+    addr->sun_family = AF_UNIX;
+    snprintf(addr->sun_path, sizeof(addr->sun_path), "%s/tool.sock", dir);
+    l = socket(AF_UNIX, SOCK_STREAM, 0);
+    ASSERT_OK(bind(l, (struct sockaddr *)addr, sizeof(*addr)));
+    ASSERT_OK(listen(l, 8));
+    return l;
+}
+
 TEST(connect_port_advertises_reconnects_and_resumes)
 {
     struct sockaddr_un addr;
@@ -943,14 +973,7 @@ TEST(connect_port_advertises_reconnects_and_resumes)
     uint64_t pid;
     int l, a, b, c;
 
-    snprintf(dir, sizeof(dir), "/tmp/pp-ipc-XXXXXX");
-    ASSERT_TRUE(mkdtemp(dir) != NULL);
-    memset(&addr, 0, sizeof(addr));
-    addr.sun_family = AF_UNIX;
-    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/tool.sock", dir);
-    l = socket(AF_UNIX, SOCK_STREAM, 0);
-    ASSERT_OK(bind(l, (struct sockaddr *)&addr, sizeof(addr)));
-    ASSERT_OK(listen(l, 8));
+    l = tool_listen(&addr);
     snprintf(ports, sizeof(ports), "%s,suspend", addr.sun_path);
     {
         struct ipc_server_options o;
@@ -993,6 +1016,138 @@ TEST(connect_port_advertises_reconnects_and_resumes)
     rmdir(dir);
 }
 
+/* ----- a lazy session (ipc_server_options.lazy_providers) ----------------------------------- */
+
+static atomic_int lazy_sampled; /* what the source's sampled callback answers */
+
+static int
+lazy_source_sampled(void *ctx, const struct ipc_session_config *cfg)
+{
+    (void)ctx;
+    (void)cfg;
+    return lazy_sampled;
+}
+
+static const struct ipc_event_source lazy_source = { .session_start = test_source_start,
+                                                     .drain = test_source_drain,
+                                                     .rundown = test_source_rundown,
+                                                     .session_stop = test_source_stop,
+                                                     .sampled = lazy_source_sampled };
+
+/* A tool's listening socket in a fresh dir (tool.sock) and a lazy server whose port it is, with
+ * the tally dir/tally. Returns the listening fd. */
+static int
+lazy_server_start(char *tally, size_t cap)
+{
+    struct ipc_server_options o;
+    struct sockaddr_un addr;
+    char ports[256];
+    int l, fd;
+
+    l = tool_listen(&addr);
+    snprintf(ports, sizeof(ports), "%s,connect,suspend", addr.sun_path);
+    snprintf(tally, cap, "%s/tally", dir);
+    fd = open(tally, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    ASSERT_TRUE(fd >= 0);
+    close(fd);
+    memset(&o, 0, sizeof(o));
+    o.listen_path = "";
+    o.diagnostic_ports = ports;
+    o.source = &lazy_source;
+    o.log = test_quiet_log;
+    o.resume_at_session = 1;
+    o.lazy_providers = "Test-Source:0:5";
+    o.lazy_tally = tally;
+    ASSERT_OK(ipc_server_start(&o, &srv));
+    return l;
+}
+
+static void
+lazy_server_end(int l, const char *tally)
+{
+    char sock[160];
+
+    snprintf(sock, sizeof(sock), "%s/tool.sock", dir);
+    close(l);
+    unlink(sock);
+    unlink(tally);
+    rmdir(dir);
+}
+
+/* No connection (nor a suspend hold) until the session has a sample; then one connection whose
+ * advertise says the stream follows, the OK response with the session's id, the stream from the
+ * session's start, and 20 ms later the spare on which StopTracing ends it. */
+TEST(lazy_session_connects_once_sampled_and_streams_from_its_start)
+{
+    struct pollfd pfd;
+    struct ipc_response r;
+    uint8_t cookie[16];
+    char tally[160];
+    uint64_t pid, session;
+    uint16_t flags;
+    uint8_t *bytes;
+    size_t len;
+    int l, a, b, n, starts = st.starts, drains;
+
+    lazy_sampled = 0;
+    l = lazy_server_start(tally, sizeof(tally));
+    ASSERT_EQ(st.starts, starts + 1);          /* before start returned, as an output session */
+    ASSERT_OK(ipc_server_wait_resume(srv, 0)); /* nothing to hold start-up for */
+    drains = st.drains;
+    wait_for(&st.drains, drains + 3);
+    pfd = (struct pollfd){ l, POLLIN, 0 };
+    ASSERT_EQ(poll(&pfd, 1, 100), 0); /* three drains, no sample: no connection */
+    lazy_sampled = 1;
+    ASSERT_OK(ipc_client_accept_advertise_flags(l, 3000, 0, &a, cookie, &pid, &flags));
+    ASSERT_EQ(flags, IPC_ADVERTISE_RESUMES_AT_SESSION | IPC_ADVERTISE_STREAM_FOLLOWS);
+    n = ipc_client_read_response(a, resp, sizeof(resp), 3000);
+    ASSERT_TRUE(n >= 20);
+    ASSERT_OK(ipc_response_decode(resp, (size_t)n, &r));
+    ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    ASSERT_EQ(r.header.size, 28);
+    session = r.value;
+    ASSERT_TRUE(session != 0);
+    ASSERT_OK(ipc_client_accept_advertise_flags(l, 3000, 0, &b, cookie, &pid, &flags));
+    ASSERT_EQ(flags, IPC_ADVERTISE_RESUMES_AT_SESSION); /* the spare: no stream follows */
+    stop_and_check_stream(a, b, session, 3000);
+    close(a);
+    close(b);
+    ipc_server_stop(srv);
+    srv = NULL;
+    bytes = test_read_file(tally, &len);
+    ASSERT_TRUE(bytes != NULL && len == 0); /* it sampled: not in the tally */
+    free(bytes);
+    lazy_server_end(l, tally);
+}
+
+/* A lazy session that never takes a sample ends at the stop with no connection made, and its
+ * pid goes to the tally. */
+TEST(lazy_session_without_a_sample_never_connects_and_is_tallied)
+{
+    struct pollfd pfd;
+    char tally[160], want[32];
+    uint8_t *bytes;
+    size_t len;
+    int l, stops = st.stops, rundowns = st.rundowns, drains;
+
+    lazy_sampled = 0;
+    l = lazy_server_start(tally, sizeof(tally));
+    drains = st.drains;
+    wait_for(&st.drains, drains + 2);
+    ipc_server_stop(srv);
+    srv = NULL;
+    ASSERT_EQ(st.stops, stops + 1);
+    ASSERT_EQ(st.rundowns, rundowns); /* it named nothing: no rundown */
+    pfd = (struct pollfd){ l, POLLIN, 0 };
+    ASSERT_EQ(poll(&pfd, 1, 0), 0);
+    bytes = test_read_file(tally, &len);
+    snprintf(want, sizeof(want), "%ld\n", (long)getpid());
+    ASSERT_TRUE(bytes != NULL && len == strlen(want));
+    ASSERT_MEM_EQ(bytes, want, len);
+    free(bytes);
+    lazy_server_end(l, tally);
+}
+
 TEST(server_stop_ends_live_sessions_with_an_end_tag)
 {
     uint64_t session;
@@ -1029,5 +1184,7 @@ static const struct test_case cases[] = {
     TEST_CASE(client_that_never_reads_is_bounded_and_loses_events),
     TEST_CASE(connect_port_advertises_reconnects_and_resumes),
     TEST_CASE(server_stop_ends_live_sessions_with_an_end_tag),
+    TEST_CASE(lazy_session_connects_once_sampled_and_streams_from_its_start),
+    TEST_CASE(lazy_session_without_a_sample_never_connects_and_is_tallied),
 };
 TEST_MAIN(cases)

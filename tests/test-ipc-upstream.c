@@ -76,7 +76,7 @@ source_drain(void *ctx, const struct ipc_session_view *v, size_t n)
     return 0;
 }
 
-static const struct ipc_event_source source = { NULL, source_drain, NULL, NULL, NULL, NULL, NULL };
+static const struct ipc_event_source source = { .drain = source_drain };
 
 /* ----- the fake runtime ------------------------------------------------------------------- */
 
