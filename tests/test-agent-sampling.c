@@ -79,6 +79,7 @@ struct tid_stats {
     unsigned wall_held;     /* wall samples that carry held intervals (weight > 1) */
     uint64_t dropped;       /* samples taken and dropped, its ring full (the same records) */
     uint64_t kernel_weight; /* CPU samples of kernel time ([kernel] or not placed leaves) */
+    uint64_t tail_weight;   /* final samples' weights (claims: at an exit, a flush, a block) */
 };
 
 static struct tid_stats col[MAX_TIDS];
@@ -161,6 +162,7 @@ col_cb(const struct ag_record *rec, void *ctx)
             t->tails_with_stack += rec->u.sample->depth > 0;
             t->tail_depth = rec->u.sample->depth;
             t->tail_stack = stack_hash(rec->u.sample);
+            t->tail_weight += rec->u.sample->weight;
         } else if (rec->u.sample->mode == AG_MODE_CPU) {
             t->last_cpu_stack = stack_hash(rec->u.sample);
         }
@@ -1547,7 +1549,7 @@ check_sigblk(enum ag_cpu_engine engine)
     struct ag_stats st;
     sigset_t prof, old;
     pthread_t tha, thb;
-    int64_t unseen_a, unseen_b, open_a;
+    int64_t unseen_a, unseen_b, open_a, claimed_a, seen_a;
     int i;
 
     memset(col, 0, sizeof(col));
@@ -1578,16 +1580,18 @@ check_sigblk(enum ag_cpu_engine engine)
     unseen_a = (int64_t)ta->unseen_weight * interval - (int64_t)atomic_load(&a.hidden_ns);
     unseen_b = (int64_t)tb->unseen_weight * interval - (int64_t)atomic_load(&b.hidden_ns);
     open_a = (int64_t)ta->hit_weight[1] * interval - (int64_t)atomic_load(&a.open_ns);
+    claimed_a = (int64_t)ta->tail_weight * interval;
     printf("# %s: A %u samples, weights %llu (unseen %llu in %u, marked %u, %.1f ms; busy_a %llu, "
            "under signal_blocking_main %u); measured %.1f ms hidden, %.1f open; B unseen %llu in "
-           "%u, measured %.1f ms; samples in signal_hidden %u/%u; stats unseen %.1f ms\n",
+           "%u, measured %.1f ms; samples in signal_hidden %u/%u; stats unseen %.1f ms; claimed "
+           "at the blocks %lld ms\n",
            engine == AG_CPU_ENGINE_PERF ? "perf_event" : "timer", ta->samples,
            (unsigned long long)ta->weight_sum, (unsigned long long)ta->unseen_weight, ta->unseen,
            ta->unseen_marked, (double)ta->unseen_ns / 1e6, (unsigned long long)ta->hit_weight[1],
            ta->hits[2], (double)atomic_load(&a.hidden_ns) / 1e6,
            (double)atomic_load(&a.open_ns) / 1e6, (unsigned long long)tb->unseen_weight, tb->unseen,
            (double)atomic_load(&b.hidden_ns) / 1e6, ta->hits[0], tb->hits[0],
-           (double)st.cpu_unseen_ns / 1e6);
+           (double)st.cpu_unseen_ns / 1e6, (long long)(claimed_a / 1000000));
     ASSERT_EQ(ta->stopped, 1);
     ASSERT_EQ(tb->stopped, 1);
     /* two spans (at the unblocking call, at the exit) and B's one (at its exit) */
@@ -1607,10 +1611,18 @@ check_sigblk(enum ag_cpu_engine engine)
     /* within a rounding: the CPU before each block is claimed at the block, as seen */
     ASSERT_TRUE(unseen_a > -3 * interval / 2 && unseen_a < 3 * interval / 2);
     ASSERT_TRUE(unseen_b > -3 * interval / 2 && unseen_b < 3 * interval / 2);
-    /* (the timers' samples come at ticks, late on a loaded machine, and a late one's CPU goes to
-     * the stack it finds: here, as often as not, the call that blocks the signal) */
-    ASSERT_TRUE(open_a > (engine == AG_CPU_ENGINE_TIMER ? -6 : -3) * interval &&
-                open_a < 2 * interval);
+    /* busy_a never gets more than it burned, and A's samples that are not unseen stand for its
+     * open span. Where in that span: a perf sample is due every interval, so busy_a gets all but
+     * a few. The timers' expiries are seen at ticks that find the thread running, and beside two
+     * busy loops they placed 1 to 6 of busy_a's 10 intervals there in 6 of 40 runs: the rest went
+     * to the claim at the second block (under the blocking call's stack, as a sample at that
+     * moment would have) and to samples at the return of the loop's own clock reads (cpu_ns, a
+     * system call), CPU of the span all of it; so under the timers only the sum is held. */
+    ASSERT_TRUE(open_a < 2 * interval);
+    ASSERT_TRUE(engine == AG_CPU_ENGINE_TIMER || open_a > -3 * interval);
+    seen_a = (int64_t)(ta->weight_sum - ta->unseen_weight) * interval -
+             (int64_t)atomic_load(&a.open_ns);
+    ASSERT_TRUE(seen_a > -3 * interval / 2 && seen_a < 5 * interval / 2);
     /* the signal left pending, delivered as the mask opens after its span was claimed, is no
      * sample (it would count an interval at the unblocking call: in the sigprocmask interposer) */
     ASSERT_EQ(ta->signal_hits3, 0);
