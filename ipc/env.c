@@ -103,10 +103,14 @@ ipc_env_lazy_providers(void)
     }
     errno = 0;
     pid = strtol(v, &end, 10);
-    if (errno != 0 || end == v || *end != ':' || end[1] == '\0' || pid == (long)getpid()) {
+    if (errno != 0 || end == v || *end != ':' || end[1] == '\0') {
+        fprintf(stderr,
+                "pipeprof: PIPEPROF_RECORD_LAZY=%s: expected PID:PROVIDERS (set by pipeprof "
+                "record); this process connects at its start instead\n",
+                v);
         return NULL;
     }
-    return end + 1;
+    return pid == (long)getpid() ? NULL : end + 1;
 }
 
 int

@@ -54,4 +54,13 @@ DOTNET_DiagnosticPorts=$T/nobody.sock PIPEPROF_SUSPEND_TIMEOUT_MS=300 LD_PRELOAD
 grep -q "no ResumeRuntime after 300 ms" "$T/susp.err" || { cat "$T/susp.err"; fail "no suspend-timeout line"; }
 [[ $(grep -c . "$T/susp.err") -eq 1 ]] || { cat "$T/susp.err"; fail "more than one line on stderr"; }
 cmp -s "$T/baseline.out" "$T/susp.out" || fail "the suspended host's output changed"
+# a malformed PIPEPROF_RECORD_LAZY (record sets PID:PROVIDERS): one line says so, and the process
+# connects at its start as without it; the host's output is unchanged
+DOTNET_DiagnosticPorts="$T/nobody2.sock,nosuspend" PIPEPROF_RESUME_AT_SESSION=1 \
+  PIPEPROF_RECORD_LAZY=garbage LD_PRELOAD=$PRELOAD "$BUSY" 0.2 >"$T/lazy.out" 2>"$T/lazy.err" ||
+  fail "the host with a malformed PIPEPROF_RECORD_LAZY failed"
+grep -q "PIPEPROF_RECORD_LAZY=garbage: expected PID:PROVIDERS" "$T/lazy.err" ||
+  { cat "$T/lazy.err"; fail "no line for a malformed PIPEPROF_RECORD_LAZY"; }
+[[ $(grep -c . "$T/lazy.err") -eq 1 ]] || { cat "$T/lazy.err"; fail "more than one line on stderr"; }
+cmp -s "$T/baseline.out" "$T/lazy.out" || fail "the host's output changed (malformed PIPEPROF_RECORD_LAZY)"
 echo "ipc-faults: ok"
