@@ -1289,6 +1289,21 @@ host_fds_received(ssize_t rc, struct msghdr *msg, const void *ra, unsigned entri
  * own read-only fopen and its opendir the fd is opened here instead (high, registered), and
  * fclose and closedir forget it first. Every other call is libc's.
  */
+/* A host's stream whose fd libc opened inside while a library creation met the call: moved down
+ * as the other creators' fds, through glibc's FILE, which names its fd in the public _fileno. */
+static void
+host_fds_file_lower(FILE *f, unsigned entries)
+{
+#ifdef __GLIBC__
+    if (f != NULL && f->_fileno >= 0 && host_fds_created_met(entries)) {
+        f->_fileno = host_fds_created_lower(f->_fileno);
+    }
+#else
+    (void)f;
+    (void)entries;
+#endif
+}
+
 /* fopen and fopen64: the library's read-only opens here, high; the host's wait for the moment
  * (libc opens the fd inside, without the calls above) and move down with glibc. */
 static FILE *
@@ -1306,12 +1321,7 @@ host_fds_fopen(FILE *(*real)(const char *, const char *), const char *path, cons
     if (mode[0] != 'r' || strchr(mode, '+') != NULL || !host_fds_library_call(ra)) {
         (void)host_fds_creating(NULL, &entries);
         f = real(path, mode);
-#ifdef __GLIBC__
-        /* glibc's FILE names its fd in the public _fileno: moved down as the other creators' */
-        if (f != NULL && f->_fileno >= 0 && host_fds_created_met(entries)) {
-            f->_fileno = host_fds_created_lower(f->_fileno);
-        }
-#endif
+        host_fds_file_lower(f, entries);
         return f;
     }
     fd = host_fd_take(open(path, O_RDONLY | O_CLOEXEC));
@@ -1360,10 +1370,11 @@ host_fds_tmpfile(FILE *(*real)(void), const void *ra)
         int fd = host_fd_take(f->_fileno);
 
         f->_fileno = fd >= 0 ? fd : f->_fileno;
-    } else if (f != NULL && f->_fileno >= 0 && host_fds_created_met(entries)) {
-        f->_fileno = host_fds_created_lower(f->_fileno);
     }
 #endif
+    if (!library) {
+        host_fds_file_lower(f, entries);
+    }
     if (library) {
         host_fds_gate_library_leave();
     }
