@@ -570,24 +570,68 @@ host_fds_creating(const void *ra, unsigned *entries)
     return library;
 }
 
+/* Waits (at most the host's bound) until no library fd is in its low moment. */
+static void
+host_fds_gate_library_wait(void)
+{
+    uint64_t until = 0;
+
+    while (atomic_load(&host_fds_gate_library) != 0 &&
+           !host_fds_gate_waited(&until, host_fds_create_bound_ns)) {
+        sched_yield();
+    }
+}
+
+/* Tests only (PIPEPROF_TEST_FD_LOW_MS): the move down below waits, before its first dup, for a
+ * library fd to be in its low moment (at most 20 ms), so that the dup meets one every time it
+ * runs, as it did by chance once in a fresh-clone CI run. */
+static void
+host_fds_test_meet(void)
+{
+    uint64_t until = 0;
+
+    while (atomic_load(&host_fds_gate_library) == 0 && !host_fds_gate_waited(&until, 20000000u)) {
+        sched_yield();
+    }
+}
+
+/* Tries of the move down: each needs a library creation to enter in its own few microseconds. */
+#define HOST_FDS_LOWER_TRIES 8
+
 /* The host's new fd, moved down to the lowest free number from min when one is below it (the
  * library's that met it has moved away; host_fds_creating). The dup holds one more number for a
  * moment: a creation of another host thread at that instant gets the next one, as it would beside
- * any creation of the host's own; this runs only after a library creation overlapped the call. */
+ * any creation of the host's own; this runs only after a library creation overlapped the call.
+ * The dup itself can meet a library creation that entered the gate after the wait: the lowest
+ * free number is then above that library fd (timerfd_create got 7 where bare gets 6 once in a
+ * fresh-clone CI run, wall mode). So it is tried again while the gate's entries moved across
+ * it: with the entries unchanged from before the wait to after the dup, no library fd was low
+ * at the dup. */
 static int
 host_fds_created_lower_from(int fd, int min)
 {
-    int err = errno, flags, low;
+    int err = errno, flags, low, tries;
+    unsigned entries;
 
     if ((flags = host_fds_fcntl(fd, F_GETFD, 0)) < 0) {
         return fd;
     }
-    low = host_fds_fcntl(fd, (flags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, min);
-    if (low >= 0 && low < fd) {
-        host_fds_close_real(fd);
-        fd = low;
-    } else if (low >= 0) {
-        host_fds_close_real(low);
+    for (tries = 0; tries < HOST_FDS_LOWER_TRIES; tries++) {
+        entries = atomic_load(&host_fds_gate_library_entries);
+        host_fds_gate_library_wait();
+        if (tries == 0 && host_fds_test_low_ms != 0) {
+            host_fds_test_meet();
+        }
+        low = host_fds_fcntl(fd, (flags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, min);
+        if (low >= 0 && low < fd) {
+            host_fds_close_real(fd);
+            fd = low;
+        } else if (low >= 0) {
+            host_fds_close_real(low);
+        }
+        if (atomic_load(&host_fds_gate_library_entries) == entries) {
+            break;
+        }
     }
     errno = err;
     return fd;
@@ -604,15 +648,10 @@ host_fds_created_lower(int fd)
 static int
 host_fds_created_met(unsigned entries)
 {
-    uint64_t until = 0;
-
     if (atomic_load(&host_fds_gate_library_entries) == entries) {
         return 0;
     }
-    while (atomic_load(&host_fds_gate_library) != 0 &&
-           !host_fds_gate_waited(&until, host_fds_create_bound_ns)) {
-        sched_yield();
-    }
+    host_fds_gate_library_wait();
     return 1;
 }
 
