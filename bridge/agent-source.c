@@ -998,10 +998,10 @@ bridge_close_cpu_runs(struct bridge_session *s, int all)
             uint64_t frames[AG_MAX_FRAMES];
             uint32_t depth = 0, d;
 
-            /* A session of another tool (dotnet-trace's: no pipeprof provider) gets the stack
-             * the thread waits in now, so that its thread-time view charges the time off the CPU
-             * to a place; the walk is a few /proc reads, once per stop. */
-            if (!all && !s->pipeprof) {
+            /* The stack the thread waits in now, so that a thread-time view (dotnet-trace
+             * report, PerfView; of pipeprof record's traces too) charges the time off the CPU to
+             * a place; the walk is a few /proc reads, once per stop. */
+            if (!all) {
                 uint32_t n = ag_thread_wait_stack(run->tid, frames, AG_MAX_FRAMES);
 
                 for (d = 0; d < n; d++) { /* the agent's own interposers are not the host's */
