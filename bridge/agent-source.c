@@ -724,7 +724,7 @@ bridge_announce_module(const struct ag_module_info *m, void *ctx)
     nt_payload_u64(&p, m->end - m->start);
     nt_payload_string(&p, build_id);
     mc->err = bridge_write_payload(mc->w, &bridge_pipeprof_events[BRIDGE_EV_MODULE_LOAD - 1],
-                                   bridge_source.capture_tid, mc->ts, &p);
+                                   BRIDGE_NO_THREAD, mc->ts, &p);
     if (m->id > mc->highest) {
         mc->highest = m->id;
     }
@@ -998,10 +998,10 @@ bridge_close_cpu_runs(struct bridge_session *s, int all)
             uint64_t frames[AG_MAX_FRAMES];
             uint32_t depth = 0, d;
 
-            /* A session of another tool (dotnet-trace's: no pipeprof provider) gets the stack
-             * the thread waits in now, so that its thread-time view charges the time off the CPU
-             * to a place; the walk is a few /proc reads, once per stop. */
-            if (!all && !s->pipeprof) {
+            /* The stack the thread waits in now, so that a thread-time view (dotnet-trace
+             * report, PerfView; of pipeprof record's traces too) charges the time off the CPU to
+             * a place; the walk is a few /proc reads, once per stop. */
+            if (!all) {
                 uint32_t n = ag_thread_wait_stack(run->tid, frames, AG_MAX_FRAMES);
 
                 for (d = 0; d < n; d++) { /* the agent's own interposers are not the host's */
@@ -1062,7 +1062,7 @@ bridge_release_pending(struct bridge_session *s, struct nt_writer *w, uint64_t u
 
             nt_payload_init(&p, (void *)e->payload, sizeof(e->payload));
             p.len = e->payload_len;
-            err = bridge_write_payload(w, cpu_desc, bridge_source.capture_tid, e->ts, &p);
+            err = bridge_write_payload(w, cpu_desc, BRIDGE_NO_THREAD, e->ts, &p);
         }
         if (e->ts > s->released_ns) {
             s->released_ns = e->ts;
@@ -1135,7 +1135,7 @@ bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts
     nt_payload_u32(&p, (uint32_t)st.threads_perf);
     nt_payload_u32(&p, (uint32_t)st.threads_timer);
     return bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_SAMPLING - 1],
-                                bridge_source.capture_tid, ts, &p);
+                                BRIDGE_NO_THREAD, ts, &p);
 }
 
 /*
@@ -1229,15 +1229,15 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
         if (te->kind == AG_RECORD_THREAD_START) {
             nt_payload_string(&p, te->name);
             err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_THREAD_START - 1],
-                                       src->capture_tid, batch_ts, &p);
+                                       BRIDGE_NO_THREAD, batch_ts, &p);
         } else if (te->kind == AG_RECORD_THREAD_STOP) {
             err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_THREAD_STOP - 1],
-                                       src->capture_tid, batch_ts, &p);
+                                       BRIDGE_NO_THREAD, batch_ts, &p);
         } else {
             nt_payload_u64(&p, te->lost);
             nt_payload_u64(&p, te->unsampled);
             err = bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_LOST_SAMPLES - 1],
-                                       src->capture_tid, batch_ts, &p);
+                                       BRIDGE_NO_THREAD, batch_ts, &p);
         }
     }
     if (err == 0 && s->samples) {
@@ -1275,7 +1275,7 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
             nt_payload_u32(&p, sm->depth);
             err = cpu ? bridge_pending_push(s, sm->timestamp_ns, sm->tid, 0, NULL, 0, &p)
                       : bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_CPU_SAMPLE - 1],
-                                             src->capture_tid, sm->timestamp_ns, &p);
+                                             BRIDGE_NO_THREAD, sm->timestamp_ns, &p);
         }
         /* Return addresses point after their call: name the call (address - 1). */
         for (d = 0; d < sm->depth && err == 0; d++) {

@@ -245,7 +245,7 @@ bridge_counters_write(const struct bridge_counter_out *o, int sum, const struct 
     }
     memset(&ev, 0, sizeof(ev));
     ev.metadata_id = meta;
-    ev.thread_id = o->capture_tid;
+    ev.thread_id = BRIDGE_NO_THREAD;
     ev.capture_thread_id = o->capture_tid;
     ev.processor = 0xFFFFFFFFu;
     ev.timestamp = o->now_ns;

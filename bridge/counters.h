@@ -19,6 +19,17 @@
 
 struct nt_writer;
 
+/*
+ * The thread id of pipeprof's own events (the pipeprof provider's and the counters): no thread.
+ * TraceEvent reads the header's thread id as a 32-bit int and gives an event of thread -1 no
+ * TraceThread, so its thread-time computer (dotnet-trace report, PerfView) skips it. Written with
+ * the IPC loop's tid, each such event (an EventSource's, to TraceEvent) began a stretch of that
+ * thread's time charged to "EventName: pipeprof/..." until its next one: 20 % of the report of a
+ * `pipeprof record` trace (docs/architecture.md, "pipeprof's own events in TraceEvent's views").
+ * The capture thread id (sequence numbers) stays the writing thread's.
+ */
+#define BRIDGE_NO_THREAD UINT64_C(0xFFFFFFFF)
+
 #define BRIDGE_COUNTERS_RUNTIME  "System.Runtime"
 #define BRIDGE_COUNTERS_PIPEPROF "pipeprof"
 

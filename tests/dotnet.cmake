@@ -50,3 +50,8 @@ pp_add_script_test(dotnet-runtime-intact dotnet-runtime-intact.sh LABELS integra
 # mixed stacks, one public socket and the runtime's ProcessInfo.
 pp_add_script_test(dotnet-host-forms dotnet-host-forms.sh LABELS integration slow issue11 TIMEOUT 900)
 set_tests_properties(dotnet-host-forms PROPERTIES RESOURCE_LOCK pp-dotnet-mixed-build)
+
+# Issue 19: dotnet-trace report of a `pipeprof record` trace (CPU and wall mode) shows the
+# program's time: no pipeprof/* event nodes, the stackless Threads node no more than the time off
+# the CPU, the ground-truth program's CPU at its measured share.
+pp_add_script_test(dotnet-report-record dotnet-report-record.sh LABELS integration TIMEOUT 400)
