@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench/bench-host-calls.c - libbench-host-calls.so: open, close and fcntl(F_DUPFD_CLOEXEC) called
- * from an object of their own, as a host's are. bench-interpose links host/ into its program, whose
- * code host/fds.c counts as the library's (host_fds_trust_self); calls made from here are the
- * host's. Exported: the project builds with -fvisibility=hidden.
+ * bench/bench-host-calls.c - libbench-host-calls.so: open, close, fcntl(F_DUPFD_CLOEXEC) and
+ * syscall(SYS_eventfd2) called from an object of their own, as a host's are. bench-interpose links
+ * host/ into its program, whose code host/fds.c counts as the library's (host_fds_trust_self);
+ * calls made from here are the host's. Exported: the project builds with -fvisibility=hidden.
  */
 #include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 __attribute__((visibility("default"))) int bench_host_open(const char *path, int flags);
 __attribute__((visibility("default"))) int bench_host_close(int fd);
 __attribute__((visibility("default"))) int bench_host_dupfd(int fd);
+__attribute__((visibility("default"))) int bench_host_sys_eventfd(void);
 
 int
 bench_host_open(const char *path, int flags)
@@ -28,4 +31,10 @@ int
 bench_host_dupfd(int fd)
 {
     return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+}
+
+int
+bench_host_sys_eventfd(void)
+{
+    return (int)syscall(SYS_eventfd2, 0, EFD_CLOEXEC);
 }

@@ -23,6 +23,8 @@
  *                     F_DUPFD and F_DUPFD_CLOEXEC passes through; the caller is not looked at)
  *   fcntl-dupfd       fcntl(F_DUPFD_CLOEXEC, 0) and close() of the copy, from
  *                     libbench-host-calls.so as open's: the host's wait and count, as dup's
+ *   syscall-eventfd   syscall(SYS_eventfd2) and close() of it, from libbench-host-calls.so:
+ *                     syscall()'s creators take the wait and count of the host's creations
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling.
  * Libc and the interposer alternate within each round; prints per call the median ns of each
  * over the rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
@@ -35,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,13 +45,14 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    13
+#define BENCH_OPS    14
 #define BENCH_ROUNDS 64
 
 static const char *const bench_ops[BENCH_OPS] = {
-    "close",       "dup2", "sigaction-other", "sigaction-own",  "sigmask",       "write",
-    "write-agent", "open", "open-agent",      "syscall-gettid", "syscall-futex", "fcntl-getfl",
-    "fcntl-dupfd"
+    "close",       "dup2",           "sigaction-other", "sigaction-own",
+    "sigmask",     "write",          "write-agent",     "open",
+    "open-agent",  "syscall-gettid", "syscall-futex",   "fcntl-getfl",
+    "fcntl-dupfd", "syscall-eventfd"
 };
 
 static int (*libc_close)(int);
@@ -63,6 +67,7 @@ static int (*libc_fcntl)(int, int, ...);
 int bench_host_open(const char *path, int flags);
 int bench_host_close(int fd);
 int bench_host_dupfd(int fd);
+int bench_host_sys_eventfd(void);
 static long (*libc_syscall)(long, ...);
 static int bench_futex_word;
 /* An fd of the host's for fcntl-dupfd (the program's own opens are the library's: moved high and
@@ -156,6 +161,13 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
                          : bench_host_dupfd(bench_host_fd);
 
             real ? libc_close(c) : bench_host_close(c);
+            break;
+        }
+        case 13: {
+            int e = real ? (int)libc_syscall(SYS_eventfd2, 0, EFD_CLOEXEC)
+                         : bench_host_sys_eventfd();
+
+            real ? libc_close(e) : bench_host_close(e);
             break;
         }
         default:

@@ -3,7 +3,7 @@
  * host/eintr.c - blocking calls the kernel never restarts, beyond blocking.c's first set.
  *
  *   pselect sigtimedwait sigwaitinfo sem_wait sem_timedwait sem_clockwait epoll_pwait2
- *   recvmsg pause sigsuspend
+ *   recvmsg recvmmsg pause sigsuspend
  *                    interposed because in wall mode the sampling signal interrupted them and
  *                    they failed with EINTR, which bare they never do: pselect 3 to 7 times per
  *                    run at 100 Hz and 34 to 58 at 1000 Hz, sem_timedwait, sigtimedwait (CPU
@@ -16,7 +16,9 @@
  *                    MSG_WAITALL cut short by the agent's signal goes on for the rest, without
  *                    a control buffer (writes.c's host_recvmsg_waitall). The fds an SCM_RIGHTS
  *                    message brings take the lowest free numbers: the host's call waits for a
- *                    library fd's low moment, as accept does (fds.c, host_fds_received).
+ *                    library fd's low moment, as accept does (fds.c, host_fds_received), and
+ *                    so does recvmmsg's (retried as recvmsg; its timeout, which the kernel
+ *                    checks only after a message, is passed again as it was).
  *   semop semtimedop msgrcv msgsnd
  *                    System V semaphores and message queues: never restarted after a handler,
  *                    SA_RESTART or not (signal(7)); the same retry.
@@ -160,6 +162,31 @@ recvmsg(int fd, struct msghdr *msg, int flags)
     }
     HOST_WAIT_RETRY(ssize_t, HOST_RECEIVED(real(fd, msg, flags)),
                     HOST_RECEIVED(real(fd, msg, flags)), (void)0);
+}
+
+/* recvmmsg: the fds each message's SCM_RIGHTS brings, as recvmsg's (one wait before the call for
+ * all of them); retried after the agent's EINTR, its timeout passed again as it was. */
+static int
+host_recvmmsg_received(int rc, struct mmsghdr *vec, const void *ra, unsigned entries)
+{
+    int i;
+
+    for (i = 0; i < rc; i++) {
+        (void)host_fds_received(0, &vec[i].msg_hdr, ra, entries);
+    }
+    return rc;
+}
+
+HOST_EXPORT int
+recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout)
+{
+    HOST_REAL_OR_ENOSYS(int, (int, struct mmsghdr *, unsigned, int, struct timespec *), recvmmsg)
+    const void *ra = __builtin_return_address(0);
+    unsigned entries = host_fds_accepting(ra);
+
+    HOST_WAIT_RETRY(
+            int, host_recvmmsg_received(real(fd, vec, vlen, flags, timeout), vec, ra, entries),
+            host_recvmmsg_received(real(fd, vec, vlen, flags, timeout), vec, ra, entries), (void)0);
 }
 
 /*

@@ -19,22 +19,30 @@
  *   syscall          interposed for SYS_close: libuv closes its fds with syscall(SYS_close),
  *                    and a host's raw close of a library fd gets the EBADF of close() too; a
  *                    host's SYS_tgkill, SYS_tkill and SYS_rt_tgsigqueueinfo go to signals.c's
- *                    host_syscall_send and the waits to eintr.c; every other system call passes
- *                    through with its six arguments.
+ *                    host_syscall_send and the waits to eintr.c; the system calls that create
+ *                    fds (host_fds_syscall_creates: open, openat, openat2, creat, dup,
+ *                    memfd_create, eventfd, eventfd2, epoll_create*, socket, accept, accept4,
+ *                    pipe, pipe2, socketpair, timerfd_create, signalfd* of -1, inotify_init*,
+ *                    pidfd_open, pidfd_getfd, fanotify_init, open_by_handle_at, mq_open,
+ *                    userfaultfd, perf_event_open, io_uring_setup, memfd_secret, fsopen, fsmount,
+ *                    fspick, open_tree and bpf's commands that return an fd) are creators as the
+ *                    interposers below are; every other system call passes through with its six
+ *                    arguments.
  *   eventfd epoll_create epoll_create1 socket socketpair pipe pipe2 open open64 __open_2
  *   __open64_2 openat openat64 __openat_2 __openat64_2 creat creat64 dup memfd_create fopen64
  *   timerfd_create signalfd inotify_init inotify_init1 pidfd_open mkstemp mkstemp64 mkostemp
  *   mkostemp64 mkstemps mkstemps64 mkostemps mkostemps64 tmpfile tmpfile64 fcntl fcntl64
- *   pidfd_getfd posix_openpt getpt shm_open
+ *   pidfd_getfd posix_openpt getpt shm_open mq_open fanotify_init open_by_handle_at openpty
+ *   forkpty popen
  *                    interposed so that an fd the library creates (libuv's epoll fd, async
  *                    eventfd, signal pipes and the spare /dev/null it keeps for EMFILE, the IPC
  *                    sockets, the manager's eventfd, the files it reads; accept and accept4 of
- *                    blocking.c do the same for connections, eintr.c's recvmsg for fds an
- *                    SCM_RIGHTS message brings) moves to a high number (F_DUPFD_CLOEXEC from a
- *                    quarter below RLIMIT_NOFILE or 1024, host_fds_base); fcntl and signalfd
- *                    create only for F_DUPFD* and for fd -1, and pass everything else through
- * and is registered in a lock-free set: the host's low numbers are its own, as bare. host_fd_take()
- * does the same for fds the library opens by other means (perf_event_open).
+ *                    blocking.c do the same for connections, eintr.c's recvmsg and recvmmsg
+ *                    for fds an SCM_RIGHTS message brings) moves to a high number (F_DUPFD_CLOEXEC
+ * from a quarter below RLIMIT_NOFILE or 1024, host_fds_base); fcntl and signalfd create only for
+ * F_DUPFD* and for fd -1, and pass everything else through and is registered in a lock-free set:
+ * the host's low numbers are its own, as bare. host_fd_take() does the same for fds the library
+ * opens by other means (perf_event_open).
  *
  * A call is the library's when it comes from one of the library's threads
  * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
@@ -49,8 +57,11 @@
  * server's fd_taken hook) and the host's dup2 then proceeds on a free number; without the hook
  * the fd is forgotten and the host's call proceeds. Not covered: system calls made without
  * libc's functions (inline assembly, the Go runtime) see the library's fds as any other, and
- * syscall(2) is watched for SYS_close only among the fd calls;
- * fcntl(F_DUPFD) onto a high number simply gets the next free one.
+ * syscall(2) is watched for SYS_close and the creators above only among the fd calls;
+ * fcntl(F_DUPFD) onto a high number simply gets the next free one. The host's pidfd_getfd (libc's
+ * or syscall()'s) of a library fd in its own process fails with EBADF, as bare, where it got a
+ * copy of the library's file (host_fds_getfd_checked: kcmp tells it is the library's; without
+ * kcmp, as under a seccomp filter that forbids it, the copy is still given).
  *
  * The moment of a move: the kernel gives every new fd the lowest free number, and no call creates
  * one at a chosen number, so a library fd is low from its creation until host_fd_take() has
@@ -73,45 +84,57 @@
  * loop and sockets are created on the host thread that starts it (the constructor) and used from
  * the loop thread; checking the low number with kcmp(KCMP_FILE) before the close only moves the
  * window to the next system call. The host's own creations through the interposers here (the
- * creators above, fopen, opendir, tmpfile, blocking.c's accept and accept4, eintr.c's recvmsg)
- * wait for that moment to end (host_fds_creating, which says why they do not count themselves in,
- * and how one that a library creation met anyway has its fd moved down): a host's open after a
- * close loop got fd 4 where bare gets 3 in two fresh-clone CI runs (host-contract-fds-dup3 in CPU
- * mode, -sysclose's pipe in wall mode, ASan stage). fopen's and tmpfile's fd is moved down through
- * glibc's FILE, opendir's before fdopendir wraps it, F_DUPFD's to the lowest free number from its
- * minimum. The host's freopen keeps the stream's number (bare's) and counts itself in as a close
- * instead: glibc's dup3 of its new file onto that number replaced a library fd held there (a
- * daemon's close(0), then freopen of stdin), and the library's move then closed the host's fd. The
- * library's own creations no interposer sees hold the gate as library creations
- * (host_fds_hold): perf_event_open, the loader's opens in the dlopen of a library loaded on
- * demand (libelf, cJSON, zlib, http-parser), and pthread_getattr_np's read of /proc/self/maps
+ * creators above, syscall()'s, fopen, opendir, tmpfile, blocking.c's accept and accept4, eintr.c's
+ * recvmsg and recvmmsg) wait for that moment to end (host_fds_creating, which says why they do not
+ * count themselves in, and how one that a library creation met anyway has its fd moved down): a
+ * host's open after a close loop got fd 4 where bare gets 3 in two fresh-clone CI runs
+ * (host-contract-fds-dup3 in CPU mode, -sysclose's pipe in wall mode, ASan stage). fopen's and
+ * tmpfile's fd is moved down through glibc's FILE, opendir's before fdopendir wraps it, F_DUPFD's
+ * to the lowest free number from its minimum. The host's freopen keeps the stream's number (bare's)
+ * and counts itself in as a close instead: glibc's dup3 of its new file onto that number replaced a
+ * library fd held there (a daemon's close(0), then freopen of stdin), and the library's move then
+ * closed the host's fd. The library's own creations no interposer sees hold the gate as library
+ * creations (host_fds_hold): perf_event_open, the loader's opens in the dlopen of a library loaded
+ * on demand (libelf, cJSON, zlib, http-parser), and pthread_getattr_np's read of /proc/self/maps
  * for the main thread (agent/threads.c); a creation the thread makes with it held (an
  * interposed one inside) goes in without waiting (host_fds_gate_depth). glibc's other opens
  * inside the library's calls are avoided: nettrace's writer counted the CPUs with sysconf, which
  * reads /sys/devices/system/cpu/online, on the IPC loop thread at every session start (fd 3,
  * never moved; strace -f of a record showed it as the one such open, not an arena's first
  * malloc); it asks sched_getaffinity now. host-contract-fds-library-opens checks under strace
- * that every open of the library's threads moves high at once (tests/library-opens.py). Still
- * open: the host's creations made without the interposers: glibc's fanotify_init,
- * open_by_handle_at, openpty and forkpty, sem_open, mq_open and popen (each opens inside libc),
- * recvmmsg with SCM_RIGHTS, and the creators made by syscall() (userfaultfd, perf_event_open,
- * io_uring_setup, bpf, openat2); and the host's pidfd_getfd of one of the library's fds in its
- * own process gets a copy where bare it gets EBADF.
+ * that every open of the library's threads moves high at once (tests/library-opens.py). openpty
+ * opens its master and slave in two system calls: when a library fd took the master's number and
+ * moved away before the slave's open, the slave is moved above the master before both move down
+ * (host_fds_pair_created), so they keep bare's order. sem_open needs nothing: glibc closes the
+ * file it opens before it returns, so no number of the host's changes. Still open: the host's
+ * creations made without the interposers: other glibc functions that open an fd inside and keep
+ * it (syslog's socket, for one), the fds a read of a fanotify group makes for its events, the fds
+ * io_uring's own opens and accepts install, syscall()'s SYS_fcntl with F_DUPFD, seccomp's
+ * listener, landlock_create_ruleset (whose result may be a version, never moved) and SCM_RIGHTS
+ * through syscall(SYS_recvmsg) or SYS_recvmmsg; and the host's pidfd_getfd of a library fd of
+ * another process that runs the library (its numbers are not known here).
  *
  * Held by: host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
  * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, then a
  * pipe and files of the host's own, bare against preloaded, CPU and wall, record, listen mode
  * and no session: same output, same per-call error counts, exit 0); host-contract-fds-create
- * (each creator in a loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 23
- * kinds, freopen of a stream whose fd was closed and recvmsg of an fd passed by SCM_RIGHTS
- * among them).
+ * (each creator in a loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 38
+ * kinds, freopen of a stream whose fd was closed, recvmsg and recvmmsg of an fd passed by
+ * SCM_RIGHTS, syscall()'s openat, openat2, memfd_create, eventfd2 and pipe2, popen, openpty,
+ * forkpty, mq_open, fanotify_init and open_by_handle_at (each skipped, on the host's output, where
+ * the call fails at once with ENOSYS, EPERM, EOPNOTSUPP, EACCES or EINVAL), and pidfd_getfd of
+ * 64..1023 of the host's own process, EBADF for each as bare, among them).
  */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <linux/bpf.h>
+#include <linux/kcmp.h>
+#include <mqueue.h>
 #include <pthread.h>
+#include <pty.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -119,6 +142,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/fanotify.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -702,6 +726,119 @@ close(int fd)
     return rc;
 }
 
+/* What a system call made through syscall() creates: one fd (its result), or two into the int[2]
+ * of its argument pipe_fds or pair_fds; the numbers of the host's calls that create none pass
+ * through as before. */
+enum { HOST_FDS_SYS_NONE, HOST_FDS_SYS_ONE, HOST_FDS_SYS_PIPE, HOST_FDS_SYS_SOCKETPAIR };
+
+/* bpf(2)'s commands that return a new fd; the others return 0 or a count, never to be moved. */
+static int
+host_fds_bpf_creates(long cmd)
+{
+    switch (cmd) {
+    case BPF_MAP_CREATE:
+    case BPF_PROG_LOAD:
+    case BPF_OBJ_GET:
+    case BPF_PROG_GET_FD_BY_ID:
+    case BPF_MAP_GET_FD_BY_ID:
+    case BPF_RAW_TRACEPOINT_OPEN:
+    case BPF_BTF_LOAD:
+    case BPF_BTF_GET_FD_BY_ID:
+    case BPF_LINK_CREATE:
+    case BPF_LINK_GET_FD_BY_ID:
+    case BPF_ENABLE_STATS:
+    case BPF_ITER_CREATE:
+        return HOST_FDS_SYS_ONE;
+    default:
+        return HOST_FDS_SYS_NONE;
+    }
+}
+
+/* One switch on the number: a system call whose result is always a new fd when it succeeds (not
+ * landlock_create_ruleset, whose result may be a version; seccomp's listener and fcntl's F_DUPFD
+ * are not watched). The names some architectures lack (open, pipe: arm64) are tested for. */
+static int
+host_fds_syscall_creates(long n, const long a[6])
+{
+    switch (n) {
+#ifdef SYS_open
+    case SYS_open:
+#endif
+#ifdef SYS_creat
+    case SYS_creat:
+#endif
+#ifdef SYS_eventfd
+    case SYS_eventfd:
+#endif
+#ifdef SYS_epoll_create
+    case SYS_epoll_create:
+#endif
+#ifdef SYS_inotify_init
+    case SYS_inotify_init:
+#endif
+#ifdef SYS_accept
+    case SYS_accept:
+#endif
+#ifdef SYS_openat2
+    case SYS_openat2:
+#endif
+#ifdef SYS_pidfd_open
+    case SYS_pidfd_open:
+#endif
+#ifdef SYS_pidfd_getfd
+    case SYS_pidfd_getfd:
+#endif
+#ifdef SYS_io_uring_setup
+    case SYS_io_uring_setup:
+#endif
+#ifdef SYS_userfaultfd
+    case SYS_userfaultfd:
+#endif
+#ifdef SYS_fsopen
+    case SYS_fsopen:
+    case SYS_fsmount:
+    case SYS_fspick:
+    case SYS_open_tree:
+#endif
+#ifdef SYS_memfd_secret
+    case SYS_memfd_secret:
+#endif
+    case SYS_openat:
+    case SYS_open_by_handle_at:
+    case SYS_dup:
+    case SYS_memfd_create:
+    case SYS_eventfd2:
+    case SYS_epoll_create1:
+    case SYS_socket:
+    case SYS_accept4:
+    case SYS_timerfd_create:
+    case SYS_inotify_init1:
+    case SYS_fanotify_init:
+    case SYS_perf_event_open:
+    case SYS_mq_open:
+        return HOST_FDS_SYS_ONE;
+#ifdef SYS_signalfd
+    case SYS_signalfd:
+#endif
+    case SYS_signalfd4:
+        return (int)a[0] == -1 ? HOST_FDS_SYS_ONE : HOST_FDS_SYS_NONE;
+    case SYS_bpf:
+        return host_fds_bpf_creates(a[0]);
+#ifdef SYS_pipe
+    case SYS_pipe:
+#endif
+    case SYS_pipe2:
+        return HOST_FDS_SYS_PIPE;
+    case SYS_socketpair:
+        return HOST_FDS_SYS_SOCKETPAIR;
+    default:
+        return HOST_FDS_SYS_NONE;
+    }
+}
+
+static long host_fds_syscall_create(host_syscall_fn real, long n, const long a[6], int kind,
+                                    const void *ra);
+
 /* Six arguments are read whatever the call takes, as libc's syscall() passes six registers: the
  * last ones may lie past what the caller pushed (AddressSanitizer would call that a stack
  * underflow; the memory is the caller's stack, and the values are never used). */
@@ -711,7 +848,7 @@ syscall(long n, ...)
     host_syscall_fn real = HOST_REAL(host_syscall_fn, syscall);
     long a[6];
     va_list ap;
-    int i;
+    int i, kind;
 
     va_start(ap, n);
     for (i = 0; i < 6; i++) {
@@ -745,6 +882,10 @@ syscall(long n, ...)
 
         HOST_NO_TAIL_CALL();
         return rc;
+    }
+    kind = host_fds_syscall_creates(n, a);
+    if (kind != HOST_FDS_SYS_NONE) {
+        return host_fds_syscall_create(real, n, a, kind, __builtin_return_address(0));
     }
     return real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
@@ -961,7 +1102,8 @@ static _Atomic(void *) real_open_p, real_open64_p, real___open_2_p, real___open6
         real_mkstemp64_p, real_mkostemp_p, real_mkostemp64_p, real_mkstemps_p, real_mkstemps64_p,
         real_mkostemps_p, real_mkostemps64_p, real_tmpfile_p, real_tmpfile64_p, real_freopen_p,
         real_freopen64_p, real_fcntl64_p, real_pidfd_getfd_p, real_posix_openpt_p, real_getpt_p,
-        real_shm_open_p;
+        real_shm_open_p, real_mq_open_p, real_fanotify_init_p, real_open_by_handle_at_p,
+        real_openpty_p, real_forkpty_p, real_popen_p;
 static const struct {
     _Atomic(void *) *slot;
     const char *name;
@@ -1011,6 +1153,12 @@ static const struct {
     { &real_posix_openpt_p, "posix_openpt" },
     { &real_getpt_p, "getpt" },
     { &real_shm_open_p, "shm_open" },
+    { &real_mq_open_p, "mq_open" },
+    { &real_fanotify_init_p, "fanotify_init" },
+    { &real_open_by_handle_at_p, "open_by_handle_at" },
+    { &real_openpty_p, "openpty" },
+    { &real_forkpty_p, "forkpty" },
+    { &real_popen_p, "popen" },
 };
 
 static void
@@ -1108,14 +1256,42 @@ HOST_FDS_CREATOR(inotify_init1, (int), (int flags), (flags))
 /* glibc 2.36's wrapper: a libc without it leaves the name to the host's own (ENOSYS here) */
 int pidfd_open(pid_t pid, unsigned int flags);
 HOST_FDS_CREATOR(pidfd_open, (pid_t, unsigned), (pid_t pid, unsigned int flags), (pid, flags))
-int pidfd_getfd(int pidfd, int targetfd, unsigned int flags);
-HOST_FDS_CREATOR(pidfd_getfd, (int, int, unsigned), (int pidfd, int targetfd, unsigned int flags),
-                 (pidfd, targetfd, flags))
 /* A pseudo-terminal's master and a POSIX shared memory object: opened inside libc. */
 HOST_FDS_CREATOR(posix_openpt, (int), (int flags), (flags))
 HOST_FDS_CREATOR(getpt, (void), (void), ())
 HOST_FDS_CREATOR(shm_open, (const char *, int, mode_t), (const char *name, int flags, mode_t mode),
                  (name, flags, mode))
+/* fanotify's group and a file opened by its handle: system calls that may need privileges (the
+ * host's EPERM is libc's). */
+HOST_FDS_CREATOR(fanotify_init, (unsigned, unsigned), (unsigned flags, unsigned event_f_flags),
+                 (flags, event_f_flags))
+HOST_FDS_CREATOR(open_by_handle_at, (int, struct file_handle *, int),
+                 (int mount_fd, struct file_handle *handle, int flags), (mount_fd, handle, flags))
+
+/* A POSIX message queue's descriptor is an fd; its mode and attributes are read only with
+ * O_CREAT, as libc reads them. */
+HOST_EXPORT mqd_t
+mq_open(const char *name, int flags, ...)
+{
+    mqd_t (*real)(const char *, int, ...) =
+            HOST_FDS_REAL(mqd_t(*)(const char *, int, ...), mq_open);
+    struct mq_attr *attr = NULL;
+    mode_t mode = 0;
+    va_list ap;
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (flags & O_CREAT) {
+        va_start(ap, flags);
+        mode = va_arg(ap, mode_t);
+        attr = va_arg(ap, struct mq_attr *);
+        va_end(ap);
+    }
+    HOST_FDS_CREATE(real(name, flags, mode, attr));
+}
+
 /* mkstemp and its kin open inside libc (no interposer sees it); the 64 names are what programs
  * built with _FILE_OFFSET_BITS=64 call. */
 int mkstemp64(char *tmpl);
@@ -1223,7 +1399,28 @@ dup(int fd)
     HOST_FDS_CREATE(real(fd));
 }
 
-/* After a call that made the two fds of fds[] (rc 0): as HOST_FDS_CREATE for each. */
+/* fd moved to the lowest free number above min, its close-on-exec flag kept (fd itself when that
+ * fails). */
+static int
+host_fds_moved_above(int fd, int min)
+{
+    int flags = host_fds_fcntl(fd, F_GETFD, 0), moved;
+
+    if (flags < 0) {
+        return fd;
+    }
+    moved = host_fds_fcntl(fd, (flags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, min + 1);
+    if (moved < 0) {
+        return fd;
+    }
+    host_fds_close_real(fd);
+    return moved;
+}
+
+/* After a call that made the two fds of fds[] (rc 0): as HOST_FDS_CREATE for each, moved down in
+ * their order (fds[0] below fds[1], as bare gives them). openpty makes its two in two system calls:
+ * a library fd that took the master's number and moved away before the slave was opened left the
+ * slave below the master; the slave is first moved above it. */
 static int
 host_fds_pair_created(int library, unsigned entries, int rc, int fds[2])
 {
@@ -1231,6 +1428,9 @@ host_fds_pair_created(int library, unsigned entries, int rc, int fds[2])
         fds[0] = host_fd_take(fds[0]);
         fds[1] = host_fd_take(fds[1]);
     } else if (rc == 0 && host_fds_created_met(entries)) {
+        if (fds[1] < fds[0]) {
+            fds[1] = host_fds_moved_above(fds[1], fds[0]);
+        }
         fds[0] = host_fds_created_lower(fds[0]);
         fds[1] = host_fds_created_lower(fds[1]);
     }
@@ -1261,6 +1461,129 @@ HOST_FDS_PAIR(pipe2, (int *, int), (int fds[2], int flags), (fds, flags))
 HOST_FDS_PAIR(pipe, (int *), (int fds[2]), (fds))
 HOST_FDS_PAIR(socketpair, (int, int, int, int *), (int domain, int type, int protocol, int fds[2]),
               (domain, type, protocol, fds))
+
+/*
+ * pidfd_getfd of a library fd in the caller's own process gets a copy of the library's file, where
+ * bare that number was free (EBADF). So a host's copy that is the library's open file (kcmp
+ * KCMP_FILE: the same in the caller's process, or in a forked child that inherited it) is closed
+ * and the call fails with EBADF, as bare. Without kcmp (ENOSYS, a seccomp filter's EPERM) the copy
+ * stays, as before. Returns the fd to give, or -1 with errno.
+ */
+static int
+host_fds_getfd_checked(int newfd, int targetfd, const void *ra)
+{
+    host_syscall_fn raw = HOST_REAL(host_syscall_fn, syscall);
+    long self = (long)getpid();
+
+    if (newfd < 0 || !host_fd_is_owned(targetfd) || host_fds_library_call(ra) || raw == NULL ||
+        raw(SYS_kcmp, self, self, (long)KCMP_FILE, (long)newfd, (long)targetfd, 0L) != 0) {
+        return newfd;
+    }
+    host_fds_close_real(newfd);
+    errno = EBADF;
+    return -1;
+}
+
+int pidfd_getfd(int pidfd, int targetfd, unsigned int flags);
+
+HOST_EXPORT int
+pidfd_getfd(int pidfd, int targetfd, unsigned int flags)
+{
+    int (*real)(int, int, unsigned) = HOST_FDS_REAL(int (*)(int, int, unsigned), pidfd_getfd);
+    const void *ra = __builtin_return_address(0);
+    unsigned entries = 0;
+    int library;
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    library = host_fds_creating(ra, &entries);
+    return host_fds_created_by(library, entries,
+                               host_fds_getfd_checked(real(pidfd, targetfd, flags), targetfd, ra));
+}
+
+/* A creator made through syscall() (host_fds_syscall_creates): as the interposer of its libc
+ * name; a host's raw dup of a library fd gets EBADF as dup's. */
+static long
+host_fds_syscall_create(host_syscall_fn real, long n, const long a[6], int kind, const void *ra)
+{
+    unsigned entries = 0;
+    int library;
+    long rc;
+
+    if (n == SYS_dup && host_fd_is_owned((int)a[0]) && !host_fds_library_call(ra)) {
+        errno = EBADF;
+        return -1;
+    }
+    library = host_fds_creating(ra, &entries);
+    rc = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+    if (kind == HOST_FDS_SYS_PIPE || kind == HOST_FDS_SYS_SOCKETPAIR) {
+        return host_fds_pair_created(library, entries, rc == 0 ? 0 : -1,
+                                     (int *)a[kind == HOST_FDS_SYS_PIPE ? 0 : 3]);
+    }
+#ifdef SYS_pidfd_getfd
+    if (n == SYS_pidfd_getfd && rc >= 0) {
+        rc = host_fds_getfd_checked((int)rc, (int)a[1], ra);
+    }
+#endif
+    return host_fds_created_by(library, entries, (int)rc);
+}
+
+/* openpty opens a pseudo-terminal's master and slave inside libc (two system calls): the pair is
+ * moved as pipe's. */
+HOST_EXPORT int
+openpty(int *amaster, int *aslave, char *name, const struct termios *termp,
+        const struct winsize *winp)
+{
+    int (*real)(int *, int *, char *, const struct termios *, const struct winsize *) =
+            HOST_FDS_REAL(
+                    int (*)(int *, int *, char *, const struct termios *, const struct winsize *),
+                    openpty);
+    unsigned entries = 0;
+    int library, rc, fds[2];
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    library = host_fds_creating(__builtin_return_address(0), &entries);
+    rc = real(&fds[0], &fds[1], name, termp, winp);
+    rc = host_fds_pair_created(library, entries, rc, fds);
+    if (rc == 0) {
+        *amaster = fds[0];
+        *aslave = fds[1];
+    }
+    return rc;
+}
+
+/* forkpty: openpty inside libc, then a fork; the parent keeps the master (moved as openpty's), the
+ * child (0) keeps only the slave as its 0, 1 and 2, and its gate was emptied at the fork
+ * (host_fds_forked_child). */
+HOST_EXPORT pid_t
+forkpty(int *amaster, char *name, const struct termios *termp, const struct winsize *winp)
+{
+    pid_t (*real)(int *, char *, const struct termios *, const struct winsize *) = HOST_FDS_REAL(
+            pid_t(*)(int *, char *, const struct termios *, const struct winsize *), forkpty);
+    unsigned entries = 0;
+    int library, master = -1;
+    pid_t pid;
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    library = host_fds_creating(__builtin_return_address(0), &entries);
+    pid = real(&master, name, termp, winp);
+    if (pid == 0) {
+        return 0;
+    }
+    master = host_fds_created_by(library, entries, pid > 0 ? master : -1);
+    if (pid > 0) {
+        *amaster = master;
+    }
+    return pid;
+}
 
 /* Around accept and accept4 (blocking.c) of a caller whose return address is ra: the host's
  * waits for the moment before the call (the entries to pass on), and after it its fd moves down
@@ -1343,6 +1666,26 @@ host_fds_file_lower(FILE *f, unsigned entries)
 #endif
 }
 
+/* A stream whose fd libc opened inside (tmpfile, popen), after host_fds_creating: the library's
+ * moves high, the host's down if a library creation met it; the gate left as entered. */
+static FILE *
+host_fds_file_created(FILE *f, int library, unsigned entries)
+{
+    if (!library) {
+        host_fds_file_lower(f, entries);
+        return f;
+    }
+#ifdef __GLIBC__
+    if (f != NULL && f->_fileno >= 0) {
+        int fd = host_fd_take(f->_fileno);
+
+        f->_fileno = fd >= 0 ? fd : f->_fileno;
+    }
+#endif
+    host_fds_gate_library_leave();
+    return f;
+}
+
 /* fopen and fopen64: the library's read-only opens here, high; the host's wait for the moment
  * (libc opens the fd inside, without the calls above) and move down with glibc. */
 static FILE *
@@ -1396,28 +1739,13 @@ host_fds_tmpfile(FILE *(*real)(void), const void *ra)
 {
     unsigned entries = 0;
     int library;
-    FILE *f;
 
     if (real == NULL) {
         errno = ENOSYS;
         return NULL;
     }
     library = host_fds_creating(ra, &entries);
-    f = real();
-#ifdef __GLIBC__
-    if (f != NULL && f->_fileno >= 0 && library) {
-        int fd = host_fd_take(f->_fileno);
-
-        f->_fileno = fd >= 0 ? fd : f->_fileno;
-    }
-#endif
-    if (!library) {
-        host_fds_file_lower(f, entries);
-    }
-    if (library) {
-        host_fds_gate_library_leave();
-    }
-    return f;
+    return host_fds_file_created(real(), library, entries);
 }
 
 HOST_EXPORT FILE *
@@ -1431,6 +1759,29 @@ tmpfile64(void)
 {
     return host_fds_tmpfile(HOST_FDS_REAL(FILE * (*)(void), tmpfile64),
                             __builtin_return_address(0));
+}
+
+/* popen: glibc makes its pipe inside (pipe2) and starts the command with posix_spawn inside (not
+ * exec.c's interposer): the stream's fd moves as tmpfile's, and the command keeps a SIG_IGN the
+ * host has for the library's signal, as posix_spawn's (host_signals_spawn_begin). */
+HOST_EXPORT FILE *
+popen(const char *command, const char *mode)
+{
+    FILE *(*real)(const char *, const char *) =
+            HOST_FDS_REAL(FILE * (*)(const char *, const char *), popen);
+    unsigned entries = 0;
+    int library, ignored;
+    FILE *f;
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return NULL;
+    }
+    library = host_fds_creating(__builtin_return_address(0), &entries);
+    ignored = host_signals_spawn_begin();
+    f = real(command, mode);
+    host_signals_spawn_end(ignored);
+    return host_fds_file_created(f, library, entries);
 }
 
 /*

@@ -8,7 +8,8 @@
  *                read recv recvfrom accept accept4 pthread_cond_wait pthread_cond_timedwait
  *                pthread_join
  *   eintr.c      pselect sigtimedwait sigwaitinfo sem_wait sem_timedwait sem_clockwait
- *                epoll_pwait2 recvmsg pause sigsuspend semop semtimedop msgrcv msgsnd
+ *                epoll_pwait2 recvmsg recvmmsg pause sigsuspend semop semtimedop msgrcv
+ *                msgsnd
  *                (and the waits fds.c's syscall passes to it)
  *   writes.c     write writev send sendto sendmsg getrandom sendfile sendfile64
  *   signals.c    pthread_sigmask sigprocmask sigaction signal bsd_signal sysv_signal raise
@@ -24,7 +25,8 @@
  *                fopen64 fclose opendir closedir timerfd_create signalfd inotify_init
  *                inotify_init1 pidfd_open mkstemp mkstemp64 mkostemp mkostemp64 mkstemps
  *                mkstemps64 mkostemps mkostemps64 tmpfile tmpfile64 freopen freopen64 fcntl
- *                fcntl64 pidfd_getfd posix_openpt getpt shm_open
+ *                fcntl64 pidfd_getfd posix_openpt getpt shm_open mq_open fanotify_init
+ *                open_by_handle_at openpty forkpty popen
  *
  * Direction: host/ depends on libc only. The agent, the shim (and through the shim the IPC
  * server) call into it through this header; host/ calls back into them only through the two

@@ -13,19 +13,26 @@
  *   fds dup2high    the same over 768..800, where the library keeps its fds (host/fds.c): it
  *                   gives them up and stops, and the host's calls work as bare
  *   fds dup3, dup3high  the same two through dup3(O_CLOEXEC)
- *   fds create      closefrom(3), a socketpair and a listening socket, then for 150 ms per call
- *                   that makes fds (open, openat, __openat_2, creat, dup, socket, socketpair,
- *                   accept4, pipe, eventfd, memfd_create, fopen, opendir, timerfd_create,
- *                   signalfd, inotify_init1, mkstemp, mkostemp, tmpfile, freopen of a stream
- *                   whose fd was closed, fcntl(F_DUPFD_CLOEXEC), pidfd_open, recvmsg of an fd
- *                   passed over the socketpair with SCM_RIGHTS, pidfd_getfd, posix_openpt,
- *                   shm_open) creates them in a loop and checks
- *                   each number against the lowest the host left free (what bare gives):
- *                   one of the library's fds in its low moment takes that number, and the host's
- *                   creation waits for it to move (host/fds.c, host_fds_creating). Its test runs
- *                   with PIPEPROF_TEST_FD_LOW_MS=2 (tests only): a thread of the library's opens
- *                   an fd every 5 ms and holds it low for 2 ms, so that each call's loop meets it
- *                   about 20 times.
+ *   fds create      closefrom(3), a socketpair, the root directory's fd (for its file handle)
+ *                   and a listening socket, then for 150 ms per call that makes fds (450 ms for
+ *                   those that start a process) (open, openat, __openat_2, creat, dup, socket,
+ *                   socketpair, accept4, pipe, eventfd, memfd_create, fopen, opendir,
+ *                   timerfd_create, signalfd, inotify_init1, mkstemp, mkostemp, tmpfile,
+ *                   freopen of a stream whose fd was closed, fcntl(F_DUPFD_CLOEXEC), pidfd_open,
+ *                   recvmsg of an fd passed over the socketpair with SCM_RIGHTS, pidfd_getfd,
+ *                   posix_openpt, shm_open, syscall() of SYS_openat, SYS_memfd_create,
+ *                   SYS_eventfd2, SYS_openat2 and SYS_pipe2, popen, openpty, forkpty, mq_open,
+ *                   recvmmsg of an fd passed so, fanotify_init, open_by_handle_at) creates them
+ *                   in a loop and checks each number against the lowest the host left free (what
+ *                   bare gives): one of the library's fds in its low moment takes that number,
+ *                   and the host's creation waits for it to move (host/fds.c,
+ *                   host_fds_creating). A call that fails at its first try here (ENOSYS, EPERM:
+ *                   fanotify_init and open_by_handle_at need privileges) is skipped, and the
+ *                   output says so. Its test runs with PIPEPROF_TEST_FD_LOW_MS=2 (tests only): a
+ *                   thread of the library's opens an fd every 5 ms and holds it low for 2 ms, so
+ *                   that each call's loop meets it about 20 times. Last, pidfd_getfd of every
+ *                   number from 64 to 1023 of its own process, where only the library has fds:
+ *                   EBADF for each, as bare.
  *
  * Then a pipe carries 4 MiB from a thread to the main thread while both burn CPU, and a file is
  * written and read back; every count is printed.
@@ -33,12 +40,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <mqueue.h>
 #include <pthread.h>
+#include <pty.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/fanotify.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
@@ -48,6 +59,7 @@
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hosts.h"
@@ -165,6 +177,18 @@ enum {
     CR_PIDFD_GETFD,
     CR_OPENPT,
     CR_SHM,
+    CR_SYS_OPENAT,
+    CR_SYS_MEMFD,
+    CR_SYS_EVENTFD2,
+    CR_SYS_OPENAT2,
+    CR_SYS_PIPE2,
+    CR_POPEN,
+    CR_OPENPTY,
+    CR_FORKPTY,
+    CR_MQ,
+    CR_RECVMMSG,
+    CR_FANOTIFY,
+    CR_BY_HANDLE,
     CR_COUNT
 };
 static const char *const cr_names[CR_COUNT] = { "open",
@@ -192,7 +216,19 @@ static const char *const cr_names[CR_COUNT] = { "open",
                                                 "recvmsg(SCM_RIGHTS)",
                                                 "pidfd_getfd",
                                                 "posix_openpt",
-                                                "shm_open" };
+                                                "shm_open",
+                                                "syscall(SYS_openat)",
+                                                "syscall(SYS_memfd_create)",
+                                                "syscall(SYS_eventfd2)",
+                                                "syscall(SYS_openat2)",
+                                                "syscall(SYS_pipe2)",
+                                                "popen",
+                                                "openpty",
+                                                "forkpty",
+                                                "mq_open",
+                                                "recvmmsg(SCM_RIGHTS)",
+                                                "fanotify_init",
+                                                "open_by_handle_at" };
 
 extern int __openat_2(int dirfd, const char *path, int flags);
 
@@ -222,10 +258,33 @@ static DIR *cr_dir;
 static char cr_tmp[4096];
 /* The socketpair recvmsg's fds pass over, made before the listener. */
 static int cr_pass[2] = { -1, -1 };
+/* forkpty's child, waited for by create_close. */
+static pid_t cr_child = -1;
+/* open_by_handle_at's: the root directory's handle, and its filesystem's fd made before the
+ * listener (-1, and why, when this filesystem gives no handles). */
+static struct {
+    struct file_handle h;
+    unsigned char bytes[MAX_HANDLE_SZ];
+} cr_handle;
+static int cr_mount = -1, cr_mount_err;
 
-/* fd 2 sent over cr_pass and received: the received fd, or -1. */
+static void
+create_handle(void)
+{
+    int mount_id;
+
+    cr_handle.h.handle_bytes = MAX_HANDLE_SZ;
+    if (name_to_handle_at(AT_FDCWD, "/", &cr_handle.h, &mount_id, 0) != 0) {
+        cr_mount_err = errno;
+        return;
+    }
+    cr_mount = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    cr_mount_err = errno;
+}
+
+/* fd 2 sent over cr_pass and received by recvmsg (or recvmmsg, many): the received fd, or -1. */
 static int
-create_received(void)
+create_received(int many)
 {
     char byte = 'x', cbuf[CMSG_SPACE(sizeof(int))];
     struct iovec iov = { &byte, 1 };
@@ -248,8 +307,17 @@ create_received(void)
     }
     host_burn_us(50); /* as between the loop's calls (create_loop) */
     msg.msg_controllen = sizeof(cbuf);
-    if (recvmsg(cr_pass[1], &msg, MSG_CMSG_CLOEXEC) != 1 || (cm = CMSG_FIRSTHDR(&msg)) == NULL ||
-        cm->cmsg_type != SCM_RIGHTS) {
+    if (many) {
+        struct mmsghdr one = { .msg_hdr = msg };
+
+        if (recvmmsg(cr_pass[1], &one, 1, MSG_CMSG_CLOEXEC, NULL) != 1) {
+            return -1;
+        }
+        msg = one.msg_hdr;
+    } else if (recvmsg(cr_pass[1], &msg, MSG_CMSG_CLOEXEC) != 1) {
+        return -1;
+    }
+    if ((cm = CMSG_FIRSTHDR(&msg)) == NULL || cm->cmsg_type != SCM_RIGHTS) {
         return -1;
     }
     memcpy(&fd, CMSG_DATA(cm), sizeof(int));
@@ -364,7 +432,7 @@ create_one(int k, int ls, int fds[2])
         fds[0] = pidfd_open(getpid(), 0);
         return 1;
     case CR_RECVMSG:
-        fds[0] = create_received();
+        fds[0] = create_received(0);
         return 1;
     case CR_PIDFD_GETFD:
         fds[0] = pidfd_open(getpid(), 0);
@@ -380,6 +448,52 @@ create_one(int k, int ls, int fds[2])
         snprintf(cr_tmp, sizeof(cr_tmp), "/host-fds-%d", (int)getpid());
         fds[0] = shm_open(cr_tmp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         return 1;
+    case CR_SYS_OPENAT:
+        fds[0] = (int)syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
+        return 1;
+    case CR_SYS_MEMFD:
+        fds[0] = (int)syscall(SYS_memfd_create, "host-fds", MFD_CLOEXEC);
+        return 1;
+    case CR_SYS_EVENTFD2:
+        fds[0] = (int)syscall(SYS_eventfd2, 0, EFD_CLOEXEC);
+        return 1;
+    case CR_SYS_OPENAT2: {
+        struct open_how how = { .flags = O_RDONLY | O_CLOEXEC };
+
+        fds[0] = (int)syscall(SYS_openat2, AT_FDCWD, "/dev/null", &how, sizeof(how));
+        return 1;
+    }
+    case CR_SYS_PIPE2:
+        return syscall(SYS_pipe2, fds, O_CLOEXEC) == 0 ? 2 : 1;
+    case CR_POPEN:
+        cr_file = popen("exit 0", "re");
+        fds[0] = cr_file != NULL ? fileno(cr_file) : -1;
+        return 1;
+    case CR_OPENPTY:
+        return openpty(&fds[0], &fds[1], NULL, NULL, NULL) == 0 ? 2 : 1;
+    case CR_FORKPTY:
+        cr_child = forkpty(&fds[0], NULL, NULL, NULL);
+        if (cr_child == 0) {
+            _exit(0);
+        }
+        return 1;
+    case CR_MQ:
+        snprintf(cr_tmp, sizeof(cr_tmp), "/host-fds-%d", (int)getpid());
+        fds[0] = mq_open(cr_tmp, O_RDWR | O_CREAT | O_CLOEXEC, 0600, NULL);
+        return 1;
+    case CR_RECVMMSG:
+        fds[0] = create_received(1);
+        return 1;
+    case CR_FANOTIFY:
+        fds[0] = fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC, O_RDONLY);
+        return 1;
+    case CR_BY_HANDLE:
+        if (cr_mount < 0) {
+            errno = cr_mount_err;
+            return 1;
+        }
+        fds[0] = open_by_handle_at(cr_mount, &cr_handle.h, O_RDONLY | O_CLOEXEC);
+        return 1;
     }
     return 0;
 }
@@ -393,6 +507,18 @@ create_close(int k, int fds[2])
     }
     if (k == CR_SHM) {
         shm_unlink(cr_tmp);
+    }
+    if (k == CR_MQ) {
+        mq_unlink(cr_tmp);
+    }
+    if (k == CR_FORKPTY && cr_child > 0) {
+        waitpid(cr_child, NULL, 0);
+        cr_child = -1;
+    }
+    if (k == CR_POPEN && cr_file != NULL) {
+        pclose(cr_file);
+        cr_file = NULL;
+        return;
     }
     if ((k == CR_FOPEN || k == CR_TMPFILE || k == CR_FREOPEN) && cr_file != NULL) {
         fclose(cr_file);
@@ -412,13 +538,53 @@ create_close(int k, int fds[2])
     }
 }
 
+/* A call this kernel or this process's privileges refuse at its first try: the kind is skipped. */
+static int
+create_unsupported(int err)
+{
+    return err == ENOSYS || err == EPERM || err == EOPNOTSUPP || err == EACCES || err == EINVAL;
+}
+
+/* pidfd_getfd of every number from 64 to 1023 of the host's own process, through libc and through
+ * syscall(): the host has no fd there, so bare each is EBADF; the library keeps its own there
+ * (host/fds.c), which are no copies for the host to get. */
+static void
+create_getfd_scan(void)
+{
+    int pidfd = pidfd_open(getpid(), 0), fd, raw, copies = 0, ebadf = 0, other = 0;
+
+    if (pidfd < 0) {
+        printf("pidfd_getfd of 64..1023: SKIPPED, pidfd_open fails here: %s\n", strerror(errno));
+        return;
+    }
+    for (fd = 64; fd < 1024; fd++) {
+        for (raw = 0; raw < 2; raw++) {
+            int copy =
+                    raw ? (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0) : pidfd_getfd(pidfd, fd, 0);
+
+            if (copy >= 0) {
+                copies++;
+                close(copy);
+            } else if (errno == EBADF) {
+                ebadf++;
+            } else {
+                other++;
+            }
+        }
+    }
+    close(pidfd);
+    printf("pidfd_getfd of 64..1023, libc and syscall(): %d copies, %d EBADF, %d other\n", copies,
+           ebadf, other);
+}
+
 /* Every creation gets the lowest numbers the host left free: 4 (and 5) after closefrom(3) and its
- * listening socket at 3. Each kind in turn for 150 ms: the library's fds held low meet every
- * kind. */
+ * listening socket at 3. Each kind in turn for 150 ms (those that start a process, 450 ms): the
+ * library's fds held low meet every kind. */
 static void
 create_loop(void)
 {
     unsigned long made[CR_COUNT] = { 0 }, wrong[CR_COUNT] = { 0 };
+    int skipped[CR_COUNT] = { 0 };
     struct timespec t0, t;
     int k, ls, fds[2];
 
@@ -427,6 +593,7 @@ create_loop(void)
         perror("socketpair");
         exit(1);
     }
+    create_handle();
     ls = create_listener();
     printf("listener: fd %d\n", ls);
     for (k = 0; k < CR_COUNT; k++) {
@@ -434,20 +601,44 @@ create_loop(void)
         do {
             int n = create_one(k, ls, fds);
 
+            if (made[k] == 0 && fds[0] < 0 && create_unsupported(errno)) {
+                skipped[k] = errno; /* bare and profiled alike: said on stdout */
+                break;
+            }
             made[k]++;
             if ((fds[0] != ls + 1 || (n == 2 && fds[1] != ls + 2)) && wrong[k]++ == 0) {
                 fprintf(stderr, "%s: got %d %d where bare gets %d %d\n", cr_names[k], fds[0],
                         fds[1], ls + 1, n == 2 ? ls + 2 : -1);
             }
             create_close(k, fds);
-            host_burn_us(50); /* the number free most of the time, for the library to take */
+            /* the number free most of the time, for the library to take; forkpty's loop sleeps
+             * a varied time: its wait for the child fell into step with the library's thread
+             * (reaped just after each of its opens, the next openpty just after its move), and
+             * without forkpty's interposer 0 of 19 calls met it a run */
+            if (k == CR_FORKPTY) {
+                struct timespec nap = { 0, (long)(made[k] % 7) * 700000L };
+
+                nanosleep(&nap, NULL);
+            } else {
+                host_burn_us(50);
+            }
             clock_gettime(CLOCK_MONOTONIC, &t);
-        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 150);
+        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 <
+                 (k == CR_FORKPTY || k == CR_POPEN ? 450 : 150));
     }
     close(ls);
     close(cr_pass[0]);
     close(cr_pass[1]);
+    if (cr_mount >= 0) {
+        close(cr_mount);
+    }
+    create_getfd_scan();
     for (k = 0; k < CR_COUNT; k++) {
+        if (skipped[k] != 0) {
+            printf("%s: SKIPPED, the call fails here: %s\n", cr_names[k], strerror(skipped[k]));
+            fprintf(stderr, "%s: SKIPPED (%s)\n", cr_names[k], strerror(skipped[k]));
+            continue;
+        }
         printf("%s: %s\n", cr_names[k], wrong[k] == 0 ? "every fd the bare number" : "fds off");
         fprintf(stderr, "%s: %lu made, %lu not the bare number\n", cr_names[k], made[k], wrong[k]);
     }

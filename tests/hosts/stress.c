@@ -13,8 +13,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <mqueue.h>
 #include <poll.h>
 #include <pthread.h>
+#include <pty.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <spawn.h>
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/fanotify.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/msg.h>
@@ -167,6 +170,23 @@ every_process_call(void)
                   waitpid(pid, &status, 0) == pid && status == 0,
           "posix_spawnp");
     check(system("exit 0") == 0, "system");
+    {
+        FILE *cmd = popen("exit 0", "re");
+
+        check(cmd != NULL && pclose(cmd) == 0, "popen");
+    }
+    {
+        int master = -1;
+
+        status = -1;
+        pid = forkpty(&master, NULL, NULL, NULL);
+        if (pid == 0) {
+            _exit(0);
+        }
+        /* reaped before the master's close, which would hang up its terminal (SIGHUP) */
+        check(pid > 0 && waitpid(pid, &status, 0) == pid && status == 0 && close(master) == 0,
+              "forkpty");
+    }
 }
 
 struct handoff {
@@ -336,6 +356,13 @@ every_call(int idx)
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
     check(recvmsg(sv[0], &mh, MSG_DONTWAIT) == 1 && read(sv[0], b, 1) == 1, "recvmsg/read");
+    {
+        struct mmsghdr one = { .msg_hdr = mh };
+
+        check(write(sv[1], "m", 1) == 1 && recvmmsg(sv[0], &one, 1, MSG_DONTWAIT, NULL) == 1 &&
+                      one.msg_len == 1,
+              "recvmmsg");
+    }
     fd = memfd_create("stress", MFD_CLOEXEC);
     check(fd >= 0 && write(fd, "fg", 2) == 2, "memfd");
     {
@@ -428,6 +455,23 @@ every_call(int idx)
     snprintf(shm, sizeof(shm), "/pp-stress-%d-%d", (int)getpid(), idx);
     fd = shm_open(shm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     check(fd >= 0 && close(fd) == 0 && shm_unlink(shm) == 0, "shm_open");
+    check(openpty(&fd, &fd2, NULL, NULL, NULL) == 0 && close(fd) == 0 && close(fd2) == 0,
+          "openpty");
+    {
+        mqd_t mq = mq_open(shm, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600, NULL);
+
+        check((mq >= 0 && mq_close(mq) == 0 && mq_unlink(shm) == 0) ||
+                      (mq < 0 && (errno == ENOSYS || errno == EACCES)),
+              "mq_open");
+    }
+    fd = fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC, O_RDONLY);
+    check((fd >= 0 && close(fd) == 0) || (fd < 0 && (errno == EPERM || errno == ENOSYS)),
+          "fanotify_init");
+    {
+        struct file_handle empty = { .handle_bytes = 0 };
+
+        check(open_by_handle_at(-1, &empty, O_RDONLY) == -1, "open_by_handle_at (a bad handle)");
+    }
     fd = fcntl(2, F_DUPFD_CLOEXEC, 0);
     fd2 = fcntl64(2, F_DUPFD, 10);
     check(fd >= 0 && fd2 >= 10 && fcntl(fd, F_GETFD) == FD_CLOEXEC && close(fd) == 0 &&
