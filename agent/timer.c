@@ -70,6 +70,7 @@ ag_timer_delete_locked(struct ag_thread *t)
          * as stale (perf_fd no longer matches) and ignored. */
         atomic_store_explicit(&t->perf_fd, -1, memory_order_release);
         close(fd);
+        atomic_store_explicit(&t->kern_retired, 0, memory_order_relaxed); /* perf's alone */
         t->has_perf = 0;
         t->timer_hz = 0;
     }
@@ -388,6 +389,48 @@ ag_perf_note_refusal(int err)
  * from, or of the sample that ended its wait, counted. On the timer engine a sample taken as a
  * call returns is the call's already, and gets the [kernel] leaf.
  */
+/*
+ * A locator goes when its thread stops needing it: AG_LOCATOR_IDLE_SCANS scans in a row (1 s at
+ * the default 100 ms) in which it saw no system call and the thread split off fewer than the two
+ * intervals a scan arms one for. Each locator signal is a full delivery to the thread, and a
+ * thread that makes no calls gets a locator too at its first split (an overflow skipped in an
+ * interrupt's softirq or in a signal's delivery: one interval in 258 samples of a
+ * pp-sample-workload worker), then paid about one signal per perf sample for the rest of its life
+ * to place nothing (docs/performance.md, issue 22). Once retired, its splits no longer ask for a
+ * locator from the handler: the scan arms one again when the thread splits off two intervals in
+ * a scan, as for a thread whose first request failed. One that keeps splitting or calling keeps
+ * its locator: an earlier drop after 24 signals without a call, whatever the splits, took them
+ * from the system-call ground truth's threads under load (8170b44).
+ */
+#define AG_LOCATOR_IDLE_SCANS 10u
+
+/* t's locator (t->locator, armed) starts: idle is counted from here. */
+static void
+ag_locator_start_locked(struct ag_thread *t)
+{
+    t->scan_kern_sites = atomic_load_explicit(&t->kern_sites, memory_order_relaxed);
+    t->locator_idle = 0;
+    t->has_locator = 1;
+    atomic_store_explicit(&t->kern_retired, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
+}
+
+/* Retires t's locator. A signal of it still queued finds kern_locating clear and the thread on
+ * perf, and is dropped (sig-handler.c). Its page faults are read afresh at its next perf sample,
+ * and after that only at its splits: the handler reads them at every sample of a thread that
+ * spends kernel time, which a retired one no longer does. */
+static void
+ag_locator_retire_locked(struct ag_thread *t, int32_t tid)
+{
+    atomic_store_explicit(&t->kern_retired, 1, memory_order_relaxed);
+    atomic_store_explicit(&t->kern_locating, 0, memory_order_relaxed);
+    timer_delete(t->locator);
+    t->has_locator = 0;
+    atomic_store_explicit(&t->kern_faults, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.n_locators_retired, 1, memory_order_relaxed);
+    ag_log(AG_LOG_DEBUG, "cpu engine: thread %d's kernel locator goes (idle)", (int)tid);
+}
+
 /* Arms t's kernel locator: a CPU-time timer on the thread at its rate, up to the tick's. */
 static void
 ag_locator_arm_locked(struct ag_thread *t, int32_t tid)
@@ -401,20 +444,29 @@ ag_locator_arm_locked(struct ag_thread *t, int32_t tid)
         timer_delete(t->locator);
         return;
     }
-    t->has_locator = 1;
-    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
+    ag_locator_start_locked(t);
     ag_log(AG_LOG_DEBUG, "cpu engine: thread %d gets a kernel locator", (int)tid);
 }
 
 /* The scan's look: a perf thread that split off two intervals since the previous scan and has no
- * locator (its first split's request failed, or came before the manager ran) gets one. */
+ * locator (its first split's request failed, or came before the manager ran) gets one; one idle
+ * for AG_LOCATOR_IDLE_SCANS scans goes. */
 static void
 ag_locator_check_locked(struct ag_thread *t, int32_t tid)
 {
     uint32_t kw = atomic_load_explicit(&t->kern_w, memory_order_relaxed);
-    uint32_t dk = kw - t->scan_kern_w;
+    uint32_t sites = atomic_load_explicit(&t->kern_sites, memory_order_relaxed);
+    uint32_t dk = kw - t->scan_kern_w, ds = sites - t->scan_kern_sites;
 
     t->scan_kern_w = kw;
+    t->scan_kern_sites = sites;
+    if (t->has_locator && t->has_perf) {
+        t->locator_idle = dk >= 2 || ds != 0 ? 0 : t->locator_idle + 1;
+        if (t->locator_idle >= AG_LOCATOR_IDLE_SCANS) {
+            ag_locator_retire_locked(t, tid);
+        }
+        return;
+    }
     if (!t->has_perf || t->has_locator || t->timer_hz == 0 || dk < 2) {
         return;
     }
@@ -503,8 +555,7 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
     }
     /* Its timer stays as the kernel locator (above): a bursty thread's system calls. */
     t->locator = t->timer;
-    t->has_locator = 1;
-    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
+    ag_locator_start_locked(t);
     t->has_timer = 0;
     t->perf_promoted = 1;
     atomic_fetch_add_explicit(&ag.n_perf_promoted, 1, memory_order_relaxed);
