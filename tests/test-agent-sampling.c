@@ -2302,6 +2302,26 @@ TEST(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its)
 }
 
 /*
+ * The scan's choice of a locator (ag_locator_wanted, timer.c): two intervals of kernel time in a
+ * scan arm one for a thread that never had one; for one whose locator went idle they must be a
+ * quarter of its CPU in the scan, or come with a call seen. A busy thread that makes no calls
+ * splits off a few per cent (its own signals' delivery), and its locator placed nothing.
+ */
+TEST(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu)
+{
+    uint64_t period = 4000000, scan = 100000000; /* 250 Hz, a 100 ms scan busy throughout */
+
+    ASSERT_EQ(ag_locator_wanted(0, 1, 5, scan, period), 0);
+    ASSERT_EQ(ag_locator_wanted(0, 2, 0, scan, period), 1);
+    ASSERT_EQ(ag_locator_wanted(1, 2, 0, scan, period), 0); /* 8 % of its CPU, no call: noise */
+    ASSERT_EQ(ag_locator_wanted(1, 5, 0, scan, period), 0);
+    ASSERT_EQ(ag_locator_wanted(1, 7, 0, scan, period), 1);    /* 28 %: long calls */
+    ASSERT_EQ(ag_locator_wanted(1, 2, 1, scan, period), 1);    /* a call seen at its return */
+    ASSERT_EQ(ag_locator_wanted(1, 2, 0, 8000000, period), 1); /* all of a short scan's CPU */
+    ASSERT_EQ(ag_locator_wanted(1, 1, 3, scan, period), 0);
+}
+
+/*
  * Kernel time split off perf samples goes under a system call the thread was seen in. A perf
  * overflow due in a call's exit path (interrupts off until the return) comes in user mode at the
  * instruction after the call, its stack the call's: such a sample is a call seen, as the kernel
@@ -2531,6 +2551,7 @@ static const struct test_case cases[] = {
     TEST_CASE(auto_moves_a_thread_the_tick_misses_to_perf),
     TEST_CASE(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place),
     TEST_CASE(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its),
+    TEST_CASE(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu),
     TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
     TEST_CASE(kernel_time_of_page_faults_is_not_given_to_a_call),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
