@@ -312,6 +312,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_cpu_weight, 0);
     atomic_store(&ag.n_perf_refused, 0);
     atomic_store(&ag.n_perf_promoted, 0);
+    atomic_store(&ag.n_locators_retired, 0);
     atomic_store(&ag.n_cpu_tails, 0);
     atomic_store(&ag.cpu_unseen_ns, 0);
     atomic_store(&ag.n_not_code, 0);

@@ -305,6 +305,14 @@ struct ag_thread {
                                      perf sample that last read them (its first, then each one
                                      once it spends kernel time); 0: none read yet */
     uint32_t scan_kern_w;         /* reg: kern_w at the previous scan */
+    _Atomic uint32_t kern_sites;  /* self: signals that came from a system call (its locator's,
+                                     and perf's due in the call's exit path) */
+    uint32_t scan_kern_sites;     /* reg: kern_sites at the previous scan (or the arming) */
+    uint32_t locator_idle;        /* reg: scans in a row without a split or a call seen */
+    uint64_t scan_last_cpu;       /* reg: last_cpu_ns at the previous scan */
+    _Atomic int kern_retired;     /* reg: its locator went idle while on perf (timer.c); self
+                                     then drops a timer signal, asks for no new locator and reads
+                                     page faults only at splits */
     int kern_flush; /* reg: ag_cpu_flush() asks the drain to deliver kernel time waiting for a
                        stack now, as not placed */
     /* drain: the stack of the latest system call a locator saw (in the same mapping), and
@@ -389,6 +397,7 @@ struct ag_agent {
     _Atomic uint64_t cpu_unseen_ns; /* CPU burned with the sampling signal blocked */
     _Atomic uint64_t cpu_kernel_ns, cpu_kernel_unplaced_ns; /* CPU time under [kernel] frames */
     _Atomic uint64_t n_perf_promoted;
+    _Atomic uint64_t n_locators_retired; /* kernel locators that went idle (timer.c) */
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
     unsigned tick_hz;     /* the kernel's scheduler tick rate (ag_kernel_tick_hz()), 0 unknown */
     _Atomic uint64_t wall_passes, wall_start_ns, wall_active_ns;
@@ -566,6 +575,11 @@ void ag_cpu_engine_check_locked(struct ag_thread *t);
 extern _Atomic unsigned ag_test_move_pause_us;
 /* Arms the kernel locator of every perf thread that asked for one (kern_asked) and has none. */
 void ag_locators_arm_asked_locked(void);
+/* The scan's choice for a perf thread without a locator that split off kern_intervals of kernel
+ * time and was seen at calls calls_seen times since the previous scan, in which it ran cpu_ns of
+ * CPU at period_ns a sample; retired: its locator went idle before (timer.c). Pure, for tests. */
+int ag_locator_wanted(int retired, uint32_t kern_intervals, uint32_t calls_seen, uint64_t cpu_ns,
+                      uint64_t period_ns);
 /* The same with the thread's CPU time cpu read earlier (a thread that has exited since). */
 void ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu);
 /* A thread's CPU clock from its tid (the kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */

@@ -371,6 +371,9 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
          * kernel, and its stack is the call's, a call seen for the thread's kernel time (drain.c).
          * (pp-sample-syscalls' write loop: 60 % of its user-mode overflows, bench-less probe.) */
         in_kernel = ag_sig_in_syscall(regs.pc);
+        if (in_kernel) {
+            atomic_fetch_add_explicit(&t->kern_sites, 1, memory_order_relaxed);
+        }
     } else if (engine == AG_CPU_ENGINE_TIMER) {
         /* A CPU-time timer's expiry is seen at a tick and its signal sent as the thread returns
          * to user space: from a system call when the tick found it in the kernel. */
@@ -381,6 +384,9 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
                 goto out;
             }
             site = 1;
+            atomic_fetch_add_explicit(&t->kern_sites, 1, memory_order_relaxed);
+        } else if (atomic_load_explicit(&t->kern_retired, memory_order_relaxed)) {
+            goto out; /* a retired locator's last signal: the thread samples on perf */
         }
     }
     cpu = ag_sig_now_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -429,7 +435,8 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         s->cpu_delta_ns = delta != 0 ? delta : period;
         if (engine == AG_CPU_ENGINE_PERF &&
             (s->weight > 1 || atomic_load_explicit(&t->kern_faults, memory_order_relaxed) == 0 ||
-             atomic_load_explicit(&t->kern_w, memory_order_relaxed) != 0 ||
+             (atomic_load_explicit(&t->kern_w, memory_order_relaxed) != 0 &&
+              !atomic_load_explicit(&t->kern_retired, memory_order_relaxed)) ||
              atomic_load_explicit(&t->kern_locating, memory_order_relaxed))) {
             /* Page faults are kernel time outside any system call, spent by the code that
              * touched the memory: a span that took one is not given to the latest call seen
@@ -454,6 +461,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
             delta = s->cpu_delta_ns;
             atomic_fetch_add_explicit(&t->kern_w, kernel_w, memory_order_relaxed);
             if (!atomic_load_explicit(&t->kern_locating, memory_order_relaxed) &&
+                !atomic_load_explicit(&t->kern_retired, memory_order_relaxed) &&
                 !atomic_exchange_explicit(&t->kern_asked, 1, memory_order_relaxed)) {
                 /* Its first kernel time and no locator yet: the manager arms one now, not at
                  * its next scan (timer.c). Once per thread; write(2) is async-signal-safe. */

@@ -186,6 +186,7 @@ ag_thread_reset_locked(struct ag_thread *t)
     t->scan_kern_w = 0;
     atomic_store_explicit(&t->kern_w, 0, memory_order_relaxed);
     atomic_store_explicit(&t->kern_asked, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->kern_retired, 0, memory_order_relaxed);
     atomic_store_explicit(&t->perf_fresh, 0, memory_order_relaxed);
     atomic_store_explicit(&t->wall_signalled, 0, memory_order_relaxed);
     atomic_store_explicit(&t->timer_samples, 0, memory_order_relaxed);

@@ -70,6 +70,7 @@ ag_timer_delete_locked(struct ag_thread *t)
          * as stale (perf_fd no longer matches) and ignored. */
         atomic_store_explicit(&t->perf_fd, -1, memory_order_release);
         close(fd);
+        atomic_store_explicit(&t->kern_retired, 0, memory_order_relaxed); /* perf's alone */
         t->has_perf = 0;
         t->timer_hz = 0;
     }
@@ -388,6 +389,47 @@ ag_perf_note_refusal(int err)
  * from, or of the sample that ended its wait, counted. On the timer engine a sample taken as a
  * call returns is the call's already, and gets the [kernel] leaf.
  */
+/*
+ * A locator goes when its thread stops needing it: AG_LOCATOR_IDLE_SCANS scans in a row (1 s at
+ * the default 100 ms) in which it saw no system call and the thread's kernel time was not what
+ * would arm a retired thread's locator again (ag_locator_wanted). Each locator signal is a full
+ * delivery to the thread, and a thread that makes no calls gets a locator too at its first split
+ * (an overflow skipped in an interrupt's softirq or in a signal's delivery), then paid about one
+ * more signal per perf sample for the rest of its life to place nothing (docs/performance.md,
+ * issue 22). Once retired, its splits no longer ask for a locator from the handler; the scan
+ * arms one again. One that keeps calling or spending a quarter of its CPU in the kernel keeps
+ * its locator: an earlier drop after 24 signals without a call, whatever the splits, took them
+ * from the system-call ground truth's threads under load (8170b44).
+ */
+#define AG_LOCATOR_IDLE_SCANS 10u
+
+/* t's locator (t->locator, armed) starts: idle is counted from here. */
+static void
+ag_locator_start_locked(struct ag_thread *t)
+{
+    t->scan_kern_sites = atomic_load_explicit(&t->kern_sites, memory_order_relaxed);
+    t->locator_idle = 0;
+    t->has_locator = 1;
+    atomic_store_explicit(&t->kern_retired, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
+}
+
+/* Retires t's locator. A signal of it still queued finds kern_locating clear and the thread on
+ * perf, and is dropped (sig-handler.c). Its page faults are read afresh at its next perf sample,
+ * and after that only at its splits: the handler reads them at every sample of a thread that
+ * spends kernel time, which a retired one no longer does. */
+static void
+ag_locator_retire_locked(struct ag_thread *t, int32_t tid)
+{
+    atomic_store_explicit(&t->kern_retired, 1, memory_order_relaxed);
+    atomic_store_explicit(&t->kern_locating, 0, memory_order_relaxed);
+    timer_delete(t->locator);
+    t->has_locator = 0;
+    atomic_store_explicit(&t->kern_faults, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.n_locators_retired, 1, memory_order_relaxed);
+    ag_log(AG_LOG_DEBUG, "cpu engine: thread %d's kernel locator goes (idle)", (int)tid);
+}
+
 /* Arms t's kernel locator: a CPU-time timer on the thread at its rate, up to the tick's. */
 static void
 ag_locator_arm_locked(struct ag_thread *t, int32_t tid)
@@ -401,21 +443,58 @@ ag_locator_arm_locked(struct ag_thread *t, int32_t tid)
         timer_delete(t->locator);
         return;
     }
-    t->has_locator = 1;
-    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
+    ag_locator_start_locked(t);
     ag_log(AG_LOG_DEBUG, "cpu engine: thread %d gets a kernel locator", (int)tid);
 }
 
-/* The scan's look: a perf thread that split off two intervals since the previous scan and has no
- * locator (its first split's request failed, or came before the manager ran) gets one. */
+/*
+ * Whether the scan arms a locator for a perf thread that has none. Two intervals split off in a
+ * scan do, as before, unless the thread's locator went idle already: then they must be a quarter
+ * of the CPU it ran in the scan, or come with a call seen (a perf sample at a call's return). A
+ * thread that makes no calls splits off a few per cent of its CPU as kernel time on a loaded
+ * machine (2.4 % system time for a pp-sample-workload worker under the perf engine at 250 Hz
+ * against 0.4 % under the timers: its own signals' delivery, interrupts' softirqs), enough for
+ * two intervals in some scan every second or so, and the locator armed for it is a signal at each
+ * tick that adds kernel time of its own. A thread whose calls come back shows either: long calls
+ * take a large share, short ones are seen at their return.
+ */
+int
+ag_locator_wanted(int retired, uint32_t kern_intervals, uint32_t calls_seen, uint64_t cpu_ns,
+                  uint64_t period_ns)
+{
+    if (kern_intervals < 2) {
+        return 0;
+    }
+    return !retired || calls_seen != 0 || 4u * (uint64_t)kern_intervals * period_ns >= cpu_ns;
+}
+
+/* The scan's look: a perf thread that split off kernel time since the previous scan and has no
+ * locator (its first split's request failed, or came before the manager ran, or its locator
+ * retired) gets one as ag_locator_wanted says; one idle for AG_LOCATOR_IDLE_SCANS scans goes. */
 static void
 ag_locator_check_locked(struct ag_thread *t, int32_t tid)
 {
     uint32_t kw = atomic_load_explicit(&t->kern_w, memory_order_relaxed);
-    uint32_t dk = kw - t->scan_kern_w;
+    uint32_t sites = atomic_load_explicit(&t->kern_sites, memory_order_relaxed);
+    uint32_t dk = kw - t->scan_kern_w, ds = sites - t->scan_kern_sites;
+    uint64_t cpu = atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed);
+    uint64_t dcpu = cpu - t->scan_last_cpu;
 
     t->scan_kern_w = kw;
-    if (!t->has_perf || t->has_locator || t->timer_hz == 0 || dk < 2) {
+    t->scan_kern_sites = sites;
+    t->scan_last_cpu = cpu;
+    if (t->has_locator && t->has_perf && t->timer_hz != 0) {
+        t->locator_idle = ag_locator_wanted(1, dk, ds, dcpu, 1000000000u / t->timer_hz) || ds != 0
+                                  ? 0
+                                  : t->locator_idle + 1;
+        if (t->locator_idle >= AG_LOCATOR_IDLE_SCANS) {
+            ag_locator_retire_locked(t, tid);
+        }
+        return;
+    }
+    if (!t->has_perf || t->has_locator || t->timer_hz == 0 ||
+        !ag_locator_wanted(atomic_load_explicit(&t->kern_retired, memory_order_relaxed), dk, ds,
+                           dcpu, 1000000000u / t->timer_hz)) {
         return;
     }
     ag_locator_arm_locked(t, tid);
@@ -503,8 +582,7 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
     }
     /* Its timer stays as the kernel locator (above): a bursty thread's system calls. */
     t->locator = t->timer;
-    t->has_locator = 1;
-    atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
+    ag_locator_start_locked(t);
     t->has_timer = 0;
     t->perf_promoted = 1;
     atomic_fetch_add_explicit(&ag.n_perf_promoted, 1, memory_order_relaxed);

@@ -17,14 +17,15 @@
 # (another engineer's build, a busy sibling hyperthread), which moves units per CPU-second by
 # +-1.5 % between runs here and so hides a few microseconds per sample; the bare row then gives
 # the noise of a twin pair. PP_OVERHEAD_CONFIGS="CONFIG ..." runs only those (and bare): bare,
-# pipeprof@HZ, pipeprof-timer@HZ, pipeprof-perf@HZ, gperftools@HZ. See docs/performance.md.
+# pipeprof@HZ, pipeprof-timer@HZ, pipeprof-perf@HZ, gperftools@HZ, and with
+# PP_BASELINE_DIR=OTHER_BUILD base-pipeprof@HZ, base-pipeprof-timer@HZ, base-pipeprof-perf@HZ:
+# that build's recorder and library on the same workload binary, in the same rotation (before and
+# after in one run). See docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=${PP_BINARY_DIR:-build}
+. bench/workload-env.sh
 REPS=${1:-5}
 SECS=${2:-3}
-WORKLOAD=$B/samples/pp-sample-workload
-GPERF=$(ls /usr/lib/*/libprofiler.so* 2>/dev/null | head -1 || true)
 T=$(mktemp -d /tmp/pp-overhead.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 
@@ -39,22 +40,12 @@ print("%.3f %.3f" % (units / cpu, cpu))'
 }
 
 # Samples in a profile: pipeprof's trace (report's count: a sample of weight k counts k), or
-# gperftools' legacy CPU profile (header of 5 words, records [count, depth, pcs...], trailer
-# [0, 1, 0]).
+# gperftools' legacy CPU profile (bench/gperftools-samples.py).
 samples() {
   case $1 in
     pipeprof*) "$B/bin/pipeprof" report --format json "$T/p.nettrace" |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"])' ;;
-    gperftools*) python3 -c 'import struct,sys
-d = open(sys.argv[1], "rb").read()
-off, n = 40, 0
-while off + 16 <= len(d):
-    cnt, depth = struct.unpack_from("<2Q", d, off)
-    if cnt == 0 and depth == 1:
-        break
-    n += cnt
-    off += 16 + 8 * depth
-print(n)' "$T/g.prof" ;;
+    gperftools*) python3 bench/gperftools-samples.py "$T/g.prof" ;;
     *) echo 0 ;;
   esac
 }
@@ -62,7 +53,11 @@ print(n)' "$T/g.prof" ;;
 PAIRED=${PP_OVERHEAD_PAIRED:-0}
 
 run() { # run CONFIG: prints "UNITS_PER_CPU_S CPU_S SAMPLES [TWIN_UNITS_PER_CPU_S]"
-  local cfg=$1 hz=${1#*@} r engine twin=
+  local cfg=$1 hz=${1#*@} r engine twin= PB=$B
+  if [[ $cfg == base-* ]]; then
+    PB=${PP_BASELINE_DIR:?base-* configurations need PP_BASELINE_DIR}
+    cfg=${cfg#base-}
+  fi
   rm -f "$T/p.nettrace" "$T/g.prof" "$T/twin"
   if [[ $PAIRED == 1 ]]; then
     "$WORKLOAD" "$SECS" >"$T/twin" 2>/dev/null &
@@ -70,11 +65,11 @@ run() { # run CONFIG: prints "UNITS_PER_CPU_S CPU_S SAMPLES [TWIN_UNITS_PER_CPU_
   fi
   case $cfg in
     bare) r=$("$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
-    pipeprof@*) r=$("$B/bin/pipeprof" record -q --mode cpu --hz "$hz" -o "$T/p.nettrace" -- \
+    pipeprof@*) r=$("$PB/bin/pipeprof" record -q --mode cpu --hz "$hz" -o "$T/p.nettrace" -- \
       "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
     pipeprof-timer@* | pipeprof-perf@*)
       engine=${cfg%@*}
-      r=$(PIPEPROF_CPU_ENGINE=${engine#pipeprof-} "$B/bin/pipeprof" record -q --mode cpu \
+      r=$(PIPEPROF_CPU_ENGINE=${engine#pipeprof-} "$PB/bin/pipeprof" record -q --mode cpu \
         --hz "$hz" -o "$T/p.nettrace" -- "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
     gperftools@*) r=$(LD_PRELOAD=$GPERF CPUPROFILE=$T/g.prof CPUPROFILE_FREQUENCY=$hz \
       "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
@@ -117,7 +112,7 @@ med = lambda v: statistics.median(v)
 base = med([r for r, _, _ in by["bare"]])
 print("%d runs of %s s per configuration, in rotating order; medians%s" % (int(sys.argv[2]),
       sys.argv[3], "; overhead against a bare twin run beside each run" if twin else ""))
-print("%-20s %11s %9s %15s %12s   %s" % ("config", "units/cpu-s", "overhead", "samples/cpu-s",
+print("%-24s %11s %9s %15s %12s   %s" % ("config", "units/cpu-s", "overhead", "samples/cpu-s",
       "us/sample", "runs (overhead against the twin)" if twin else "runs (units/cpu-s)"))
 for c in by:
     rate = med([r for r, _, _ in by[c]])
@@ -129,5 +124,5 @@ for c in by:
     cost = "%.1f" % (over * 1e6 / per) if per > 0 else "-"
     runs = (" ".join("%.2f%%" % (100 - 100 * r / t) for (r, _, _), t in zip(by[c], twin[c]))
             if c in twin else " ".join("%.0f" % r for r, _, _ in by[c]))
-    print("%-20s %11.1f %8.2f%% %15.0f %12s   %s" % (c, rate, 100 * over, per, cost, runs))
+    print("%-24s %11.1f %8.2f%% %15.0f %12s   %s" % (c, rate, 100 * over, per, cost, runs))
 PY

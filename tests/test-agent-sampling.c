@@ -2216,6 +2216,111 @@ writer_main(void *p)
     return NULL;
 }
 
+/* A thread of the locator test: busy without a system call (cpu_ns() is one: the thread CPU
+ * clock), or making getppid() calls back to back, until stop_flag. */
+struct locator_thread {
+    _Atomic int32_t tid;
+    int calls;
+};
+
+static void *
+locator_thread_main(void *p)
+{
+    struct locator_thread *lt = p;
+
+    atomic_store(&lt->tid, (int32_t)syscall(SYS_gettid));
+    while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
+        if (lt->calls) {
+            (void)syscall(SYS_getppid);
+        } else {
+            busy_a();
+        }
+    }
+    return NULL;
+}
+
+/*
+ * A perf thread's kernel locator goes when the thread stops needing it (timer.c): 10 scans with
+ * no system call seen and under two intervals of kernel time split off each. Both threads are
+ * given the two intervals of kernel time in a scan that arm a locator; the one that makes no
+ * calls loses it (each of its signals was a delivery that placed nothing), the one that calls
+ * getppid() back to back keeps it for 60 scans and more. With scans every 20 ms the quiet one's
+ * goes after 200 ms.
+ */
+TEST(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its)
+{
+    struct ag_config cfg;
+    struct locator_thread quiet = { 0, 0 }, calls = { 0, 1 };
+    pthread_t tq, tc;
+    int i, armed = 0, quiet_gone = 0, calls_kept = 0, calls_retired = 0;
+    uint32_t calls_sites = 0;
+
+    if (!perf_allowed()) {
+        return;
+    }
+    ag_config_init(&cfg);
+    cfg.scan_ms = 20;
+    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 250));
+    atomic_store(&stop_flag, 0);
+    ASSERT_OK(pthread_create(&tq, NULL, locator_thread_main, &quiet));
+    ASSERT_OK(pthread_create(&tc, NULL, locator_thread_main, &calls));
+    for (i = 0; i < 2000 && !(quiet_gone && calls_kept >= 60); i++) {
+        struct ag_thread *q, *c;
+
+        usleep(10000);
+        pthread_mutex_lock(&ag.reg_lock);
+        q = slot_of(atomic_load(&quiet.tid));
+        c = slot_of(atomic_load(&calls.tid));
+        if (!armed && q != NULL && c != NULL && q->has_perf && c->has_perf) {
+            /* what two intervals of kernel time in a scan do (the handler's split) */
+            atomic_fetch_add(&q->kern_w, 2);
+            atomic_fetch_add(&c->kern_w, 2);
+            armed = 1;
+        } else if (armed && q != NULL && c != NULL) {
+            quiet_gone |= atomic_load(&q->kern_retired) && !q->has_locator;
+            calls_retired |= atomic_load(&c->kern_retired);
+            calls_kept = c->has_locator ? calls_kept + 1 : 0;
+            calls_sites = atomic_load(&c->kern_sites);
+        }
+        pthread_mutex_unlock(&ag.reg_lock);
+    }
+    atomic_store(&stop_flag, 1);
+    ASSERT_OK(pthread_join(tq, NULL));
+    ASSERT_OK(pthread_join(tc, NULL));
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 250));
+    ag_stop();
+    printf("# after %d ms: the quiet thread's locator gone %d; the calling thread's kept through "
+           "%d looks (%u calls seen), retired %d; %llu retired in all\n",
+           i * 10, quiet_gone, calls_kept, calls_sites, calls_retired,
+           (unsigned long long)atomic_load(&ag.n_locators_retired));
+    ASSERT_EQ(armed, 1);
+    ASSERT_EQ(quiet_gone, 1);
+    ASSERT_TRUE(calls_kept >= 60);
+    ASSERT_EQ(calls_retired, 0);
+}
+
+/*
+ * The scan's choice of a locator (ag_locator_wanted, timer.c): two intervals of kernel time in a
+ * scan arm one for a thread that never had one; for one whose locator went idle they must be a
+ * quarter of its CPU in the scan, or come with a call seen. A busy thread that makes no calls
+ * splits off a few per cent (its own signals' delivery), and its locator placed nothing.
+ */
+TEST(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu)
+{
+    uint64_t period = 4000000, scan = 100000000; /* 250 Hz, a 100 ms scan busy throughout */
+
+    ASSERT_EQ(ag_locator_wanted(0, 1, 5, scan, period), 0);
+    ASSERT_EQ(ag_locator_wanted(0, 2, 0, scan, period), 1);
+    ASSERT_EQ(ag_locator_wanted(1, 2, 0, scan, period), 0); /* 8 % of its CPU, no call: noise */
+    ASSERT_EQ(ag_locator_wanted(1, 5, 0, scan, period), 0);
+    ASSERT_EQ(ag_locator_wanted(1, 7, 0, scan, period), 1);    /* 28 %: long calls */
+    ASSERT_EQ(ag_locator_wanted(1, 2, 1, scan, period), 1);    /* a call seen at its return */
+    ASSERT_EQ(ag_locator_wanted(1, 2, 0, 8000000, period), 1); /* all of a short scan's CPU */
+    ASSERT_EQ(ag_locator_wanted(1, 1, 3, scan, period), 0);
+}
+
 /*
  * Kernel time split off perf samples goes under a system call the thread was seen in. A perf
  * overflow due in a call's exit path (interrupts off until the return) comes in user mode at the
@@ -2445,6 +2550,8 @@ static const struct test_case cases[] = {
     TEST_CASE(auto_engine_takes_timers_up_to_the_tick),
     TEST_CASE(auto_moves_a_thread_the_tick_misses_to_perf),
     TEST_CASE(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place),
+    TEST_CASE(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its),
+    TEST_CASE(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu),
     TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
     TEST_CASE(kernel_time_of_page_faults_is_not_given_to_a_call),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
