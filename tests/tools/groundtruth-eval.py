@@ -86,6 +86,8 @@ for i in range(0, len(a.files), 2):
         stime = (stime or 0) + run_truth.pop("_stime")
     if "_outside" in run_truth:
         outside = (outside or 0) + run_truth.pop("_outside")
+    for k in [k for k in run_truth if k.startswith("_")]:
+        run_truth.pop(k)  # the workload's other notes ("_switches", "_at_reads")
     truth.update(run_truth)
     (read_speedscope if a.speedscope else read_folded)(a.files[i + 1])
 cpu = sum(truth.values()) + (outside or 0)
