@@ -82,9 +82,10 @@ start_busy() {
 # functions alone read each of them low by that fraction of its share. Checked on made-up files
 # first: a profile that matches the truth passes, one whose samples went under no function fails.
 echo '{"sc_write": 450, "sc_compute": 450, "_outside": 100}' >"$T/eval.json"
-printf '%s\n' 'p;sc_main;x!sc_write 45' 'p;sc_main;x!sc_compute 45' 'p;sc_main;libc!clock_gettime 10' \
-  >"$T/eval-right.folded"
-printf '%s\n' 'p;sc_main;x!sc_write 41' 'p;sc_main;x!sc_compute 41' 'p;sc_main 18' >"$T/eval-lost.folded"
+printf '%s\n' 'p;sc_main;x!sc_write 45' 'p;sc_main;x!sc_compute 45' \
+  'p;sc_main;libc!clock_gettime 10' >"$T/eval-right.folded"
+printf '%s\n' 'p;sc_main;x!sc_write 41' 'p;sc_main;x!sc_compute 41' 'p;sc_main 18' \
+  >"$T/eval-lost.folded"
 if ! python3 "$EVAL" "$T/eval.json" "$T/eval-right.folded" --max-error 0.01; then
   echo "FAIL: the evaluation does not count the CPU outside the work functions in the total"
   fail=1

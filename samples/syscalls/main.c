@@ -31,8 +31,8 @@
  *
  * usage: pp-sample-syscalls [SECONDS [OUT.json [MASK]]] (default 3 s; MASK, a number, runs only the
  * threads whose bit is set, in the order above, default the first four): {"sc_write": ns, ...} plus
- * "_outside": the threads' CPU time in none of those functions (between the phases: the clock reads
- * that time them, the loop, a sleep's own kernel time), which a profile shows under sc_main,
+ * "_outside": the threads' CPU time in none of those functions (between the phases: the CPU-time
+ * reads that time them, the loop, a sleep's own kernel time), which a profile shows under sc_main,
  * "_switches": their involuntary context switches, "_at_reads": how many of them came across the
  * reads of the CPU time at a phase boundary (see sc_cpu_ns), and
  * "_stime": the kernel time of all the threads as getrusage(RUSAGE_THREAD) reports it (sampled by
@@ -272,7 +272,7 @@ sc_main(void *p)
             pp_sleep_ns(sc_jitter(t->sleep_ns, &seed));
         }
     }
-    /* The CPU between the phases (the two clock reads around each phase, system calls of about
+    /* The CPU between the phases (the two CPU-time reads around each phase, system calls of about
      * 0.5 us, the sleep's own kernel time, the loop) is the thread's too, and a profile shows it
      * under sc_main: 0.1 to 0.4 % of the samples. A truth without it in its total read every
      * function's share low by that fraction of it (sc_busy and sc_zero 0.13 points low over

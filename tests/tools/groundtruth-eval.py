@@ -35,8 +35,8 @@ if len(a.files) % 2 != 0:
 truth = collections.Counter()
 # Keys that start with "_" are not functions: "_stime", the threads' kernel time as the kernel
 # reports it (tick-sampled), is compared loosely with the profile's [kernel] frames; "_outside",
-# the threads' CPU time in none of the work functions (between their phases: the clock reads that
-# time them, the loop), is part of the total the shares are taken of, and stands against the
+# the threads' CPU time in none of the work functions (between their phases: the CPU-time reads
+# that time them, the loop), is part of the total the shares are taken of, and stands against the
 # samples under no work function. Left out of the total, it read every function low by its
 # share of it (pp-sample-syscalls: 0.3 to 0.4 % of the CPU, so its steady functions 0.13 points
 # low over pools of 8 to 10 runs in every engine and in `perf record` as root).
