@@ -147,14 +147,20 @@ else
   echo "FAIL: pp-sample-syscalls failed: $(cat "$T/reads.err")"
   fail=1
 fi
-# The timers forced at the tick's rate beside the busy loops are held to 3 points, not 1.5: in a
+# The timers forced at the tick's rate beside the busy loops were held to 3 points, not 1.5: in a
 # fresh-clone CI run (2026-11-26, 17:10, load 4-13) the write/compute thread's split read 1.94 to
 # 2.52 points off over pools of 1 to 4 (sc_write high, sc_compute low, no kernel time unplaced,
 # the other threads within 0.1), the same sign and size as the tick's bias at 1000 Hz above: a
 # thread that waits for a core is scheduled in at a tick, and its CPU-time timer expires at ticks.
 # auto moves such a thread to perf_event (loaded-250 holds 1.5); 3 points still catches kernel
-# time given to the wrong function, which read 5 to 20 points off before issue 19.
-MAX_ERROR=3.0 SECS=4 pooled loaded-timer-250 250 timer pp-sample-syscalls $steady \
+# time given to the wrong function, which read 5 to 20 points off before issue 19. Most of that
+# was the workload's clock reads, where the starved thread was switched out (see the reads check
+# above): with its phases timed by the task-clock counter, 10 runs of this case at load 8-15 (each
+# up to 4 recordings) passed 2 points by the first pool in 7, the second in 2, the third in 1
+# (pools of 4: 0.26 to 1.36). Held to 2 points; the clock-timed workload also passed 2 in those
+# minutes (pools of 4 0.12 to 1.49, single runs up to 5.31), and failed 3 in 1 of 4 runs at load
+# 10-18 (a pool of 4 at 4.36).
+MAX_ERROR=2.0 SECS=4 pooled loaded-timer-250 250 timer pp-sample-syscalls $steady \
   env PIPEPROF_CPU_ENGINE=timer
 [[ $fail == 0 ]] || { echo "agent-groundtruth-syscalls: FAILED"; exit 1; }
 echo "agent-groundtruth-syscalls: ok"
