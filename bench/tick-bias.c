@@ -9,8 +9,16 @@
  * round it prints the write phase's share of the CPU (truth), of the signals (count) and of the
  * signals weighted by their CPU (what the timer engine shows), and the share of the signals in
  * the first 200 us of a burst against that span's share of the burst CPU. BUSY busy loops run
- * beside it (the test's "two busy loops").
- * usage: tick-bias [SECONDS [HZ [ROUNDS [BUSY]]]] (4, 250, 3, 2)
+ * beside it (the test's "two busy loops"). With "steady" as the fifth argument the thread is
+ * pp-sample-syscalls' write/compute thread instead (about 1.1 ms of write(2) calls, 1.1 ms of
+ * arithmetic, each jittered from half to one and a half times, never asleep): the tick's bias on
+ * a thread that only ever waits for a core (docs/architecture.md, "The tick's bias"). The phases
+ * are timed by a task-clock counter read with read(2) ("counter", the default), or by
+ * clock_gettime(CLOCK_THREAD_CPUTIME_ID) ("clock" as the sixth argument), whose reads of the
+ * thread's own clock are points where the scheduler switches out a thread whose slice is used up:
+ * runs that begin and end at the phase boundaries, which the ticks then see unevenly.
+ * usage: tick-bias [SECONDS [HZ [ROUNDS [BUSY [bursty|steady [counter|clock]]]]]]
+ * (4, 250, 3, 2, bursty, counter)
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 #define TB_MAX 200000
 
 static volatile int tb_phase; /* 1 write, 2 arithmetic, 0 between */
@@ -32,7 +42,7 @@ static struct {
     uint8_t phase, early;
     uint64_t cpu;
 } tb_sig[TB_MAX];
-static int tb_null;
+static int tb_null, tb_task_clock = -1, tb_use_clock;
 
 static uint64_t
 tb_now(clockid_t clk)
@@ -41,6 +51,13 @@ tb_now(clockid_t clk)
 
     clock_gettime(clk, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The measured thread's CPU time for its phases: the counter's, or the clock's (see above). */
+static uint64_t
+tb_cpu(void)
+{
+    return pp_task_clock_ns(tb_task_clock);
 }
 
 static void
@@ -72,6 +89,7 @@ tb_busy(void *arg)
 struct tb_round {
     double seconds;
     unsigned hz;
+    int steady;
     double truth, count, weighted, early_sig, early_cpu;
 };
 
@@ -98,13 +116,17 @@ tb_bursty(void *arg)
     its.it_interval.tv_sec = 0;
     its.it_interval.tv_nsec = 1000000000L / (long)r->hz;
     its.it_value = its.it_interval;
+    if (!tb_use_clock && (tb_task_clock = pp_task_clock_open()) < 0) {
+        perror("tick-bias: no task-clock counter, the phases are timed by the clock");
+    }
     tb_n = 0;
     tb_last = tb_now(CLOCK_THREAD_CPUTIME_ID);
     timer_settime(timer, 0, &its, NULL);
     until = tb_now(CLOCK_MONOTONIC) + (uint64_t)(r->seconds * 1e9);
     while (tb_now(CLOCK_MONOTONIC) < until) {
-        uint64_t c0 = tb_now(CLOCK_THREAD_CPUTIME_ID), c1, c2, k = 1350 + rand_r(&seed) % 2700;
-        uint64_t x = tb_sink;
+        uint64_t writes = r->steady ? 5000 : 2700, steps = r->steady ? 1000000 : 360000;
+        uint64_t c0 = tb_cpu(), c1, c2;
+        uint64_t k = writes / 2 + rand_r(&seed) % writes, x = tb_sink;
         struct timespec nap = { 0, 1500000 + rand_r(&seed) % 3000000 };
 
         tb_burst_cpu = c0;
@@ -115,21 +137,27 @@ tb_bursty(void *arg)
             }
         }
         tb_phase = 0;
-        c1 = tb_now(CLOCK_THREAD_CPUTIME_ID);
+        c1 = tb_cpu();
         tb_phase = 2;
-        for (uint64_t i = 180000 + rand_r(&seed) % 360000; i > 0; i--) {
+        for (uint64_t i = steps / 2 + rand_r(&seed) % steps; i > 0; i--) {
             x = x * 6364136223846793005u + 1442695040888963407u;
         }
         tb_sink = x;
         tb_phase = 0;
-        c2 = tb_now(CLOCK_THREAD_CPUTIME_ID);
+        c2 = tb_cpu();
         cpu[1] += c1 - c0;
         cpu[2] += c2 - c1;
         early_cpu += c2 - c0 < 200000 ? c2 - c0 : 200000;
         burst += c2 - c0;
-        nanosleep(&nap, NULL);
+        if (!r->steady) {
+            nanosleep(&nap, NULL);
+        }
     }
     timer_delete(timer);
+    if (tb_task_clock >= 0) {
+        close(tb_task_clock);
+        tb_task_clock = -1;
+    }
     for (int i = 0; i < tb_n; i++) {
         n[tb_sig[i].phase]++;
         w[tb_sig[i].phase] += (double)tb_sig[i].cpu;
@@ -167,8 +195,13 @@ main(int argc, char **argv)
     memset(&r, 0, sizeof(r));
     r.seconds = argc > 1 ? atof(argv[1]) : 4.0;
     r.hz = argc > 2 ? (unsigned)atoi(argv[2]) : 250;
-    if (rounds < 1 || rounds > 64 || busy < 0 || busy > 16 || r.hz == 0) {
-        fprintf(stderr, "usage: tick-bias [SECONDS [HZ [ROUNDS(1-64) [BUSY(0-16)]]]]\n");
+    r.steady = argc > 5 && strcmp(argv[5], "steady") == 0;
+    tb_use_clock = argc > 6 && strcmp(argv[6], "clock") == 0;
+    if (rounds < 1 || rounds > 64 || busy < 0 || busy > 16 || r.hz == 0 ||
+        (argc > 5 && !r.steady && strcmp(argv[5], "bursty") != 0) ||
+        (argc > 6 && !tb_use_clock && strcmp(argv[6], "counter") != 0)) {
+        fprintf(stderr, "usage: tick-bias [SECONDS [HZ [ROUNDS(1-64) [BUSY(0-16) [bursty|steady "
+                        "[counter|clock]]]]]]\n");
         return 2;
     }
     tb_null = open("/dev/null", O_WRONLY);
@@ -179,7 +212,11 @@ main(int argc, char **argv)
     for (int i = 0; i < busy; i++) {
         pthread_create(&busy_th[i], NULL, tb_busy, NULL);
     }
-    printf("tick-bias: %.1f s rounds at %u Hz, %d busy loops beside\n", r.seconds, r.hz, busy);
+    printf("tick-bias: %.1f s rounds at %u Hz, %s thread, %d busy loops beside, phases timed by "
+           "the "
+           "%s\n",
+           r.seconds, r.hz, r.steady ? "steady" : "bursty", busy,
+           tb_use_clock ? "clock" : "counter");
     for (int i = 0; i < rounds; i++) {
         pthread_create(&th, NULL, tb_bursty, &r);
         pthread_join(th, NULL);
