@@ -184,7 +184,9 @@ enum ag_thread_state {
 /* Where the frames of a sample come from. */
 enum ag_sample_source {
     AG_SOURCE_SIGNAL = 1,  /* the thread's own signal handler (CPU timer or wall signal) */
-    AG_SOURCE_BLOCKED = 2, /* the stack recorded when the thread entered an interposed call */
+    AG_SOURCE_BLOCKED = 2, /* the stack recorded when the thread entered an interposed call:
+                              its leaf the entry of the libc function called, then the caller's
+                              return addresses */
     AG_SOURCE_PROC = 3,    /* /proc/self/task/TID/syscall: pc and sp of a blocked thread */
     AG_SOURCE_TAIL = 4,    /* CPU mode: the CPU a thread burned after its last sample, claimed
                               when it exited or by ag_cpu_flush(); its frames are those of the

@@ -39,20 +39,31 @@ ag_host_walk_caller(struct ag_thread *t, uint64_t fa, uint64_t *frames, uint32_t
     return res->depth != 0 ? 0 : -EFAULT;
 }
 
+/* The stack a wall sample of a thread blocked in the call stands for: leaf (the libc function
+ * the interposer calls, entered: looked up as is) over the caller's, whose return addresses are
+ * looked up at - 1 as any caller's. Without leaf the caller's return address is the leaf. */
 static void *
-ag_host_blocking_enter(uint64_t fa)
+ag_host_blocking_enter(uint64_t fa, uint64_t leaf)
 {
     uint64_t frames[AG_MAX_FRAMES];
     struct ag_unwind_result res;
     struct ag_thread *t;
+    uint32_t at;
 
     if (atomic_load_explicit(&ag.hz_wall, memory_order_relaxed) == 0) {
         return NULL;
     }
     t = ag_sig_thread_self();
-    if (t == NULL || t->blk.frames == NULL ||
-        ag_host_walk_caller(t, fa, frames, ag.cfg.max_frames, &res) != 0) {
+    if (t == NULL || t->blk.frames == NULL) {
         return NULL;
+    }
+    at = leaf != 0 && ag.cfg.max_frames > 1; /* the config is read as the walk's, once t is known */
+    if (ag_host_walk_caller(t, fa, frames + at, ag.cfg.max_frames - at, &res) != 0) {
+        return NULL;
+    }
+    if (at) {
+        frames[0] = leaf;
+        res.depth++;
     }
     ag_seqstack_put(&t->blk, frames, &res);
     atomic_store_explicit(&t->blocked, 1, memory_order_release);

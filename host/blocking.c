@@ -5,9 +5,10 @@
  *   nanosleep clock_nanosleep usleep sleep
  *   poll ppoll select epoll_wait epoll_pwait
  *                        interposed for wall-clock sampling: on entry the agent records the
- *                        thread's stack (the wall sampler reports a blocked thread from it,
- *                        without a signal, agent/wall.c), and an EINTR that one of the agent's
- *                        signals caused is retried with the time left, so the host never sees it
+ *                        thread's stack under the libc function called (real) as its leaf (the
+ *                        wall sampler reports a blocked thread from it, without a signal,
+ *                        agent/wall.c), and an EINTR that one of the agent's signals caused is
+ *                        retried with the time left, so the host never sees it
  *   read recv recvfrom   interposed for the recorded stack; restarted by SA_RESTART (the agent's
  *                        handler has it) except on a socket with SO_RCVTIMEO, where an EINTR
  *                        the agent caused is retried (the timeout then starts again); recv and
@@ -64,7 +65,7 @@ host_now_ns(void)
 }
 
 int
-host_wait_begin(struct host_wait *w, uint64_t fa)
+host_wait_begin(struct host_wait *w, uint64_t fa, const void *callee)
 {
     /* While the agent is installed, whether it runs or not: a call made before a session
      * started, or as one ends, may meet one of its signals all the same. */
@@ -72,7 +73,7 @@ host_wait_begin(struct host_wait *w, uint64_t fa)
     if (w->h == NULL) {
         return 0;
     }
-    w->token = w->h->active() ? w->h->blocking_enter(fa) : NULL;
+    w->token = w->h->active() ? w->h->blocking_enter(fa, (uint64_t)(uintptr_t)callee) : NULL;
     w->sig0 = w->h->signals_handled();
     return 1;
 }
@@ -151,7 +152,7 @@ host_nanosleep(const struct timespec *req, struct timespec *rem, uint64_t fa)
     struct host_wait w;
     int rc, err;
 
-    if (real == NULL || !host_wait_begin(&w, fa)) {
+    if (real == NULL || !host_wait_begin(&w, fa, (void *)real)) {
         return real != NULL ? real(req, rem) : (errno = ENOSYS, -1);
     }
     left = *req;
@@ -187,7 +188,7 @@ clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct tim
     struct host_wait w;
     int rc;
 
-    if (real == NULL || !host_wait_begin(&w, HOST_FA)) {
+    if (real == NULL || !host_wait_begin(&w, HOST_FA, (void *)real)) {
         return real != NULL ? real(clk, flags, req, rem) : ENOSYS;
     }
     left = *req;
@@ -252,7 +253,7 @@ host_wait_ms(const struct host_ms_wait *mw, int timeout, uint64_t fa)
     uint64_t deadline;
     int rc, err, left = timeout;
 
-    if (mw->real == NULL || !host_wait_begin(&w, fa)) {
+    if (mw->real == NULL || !host_wait_begin(&w, fa, mw->real)) {
         return mw->real != NULL ? mw->once(mw, timeout) : (errno = ENOSYS, -1);
     }
     deadline = host_deadline(timeout);
@@ -418,7 +419,7 @@ accept(int fd, struct sockaddr *sa, socklen_t *salen)
         return host_fds_create_end(1, real(fd, sa, salen));
     }
     entries = host_fds_accepting(__builtin_return_address(0));
-    if (!host_wait_begin(&w, HOST_FA)) {
+    if (!host_wait_begin(&w, HOST_FA, (void *)real)) {
         return host_fds_accepted(real(fd, sa, salen), __builtin_return_address(0), entries);
     }
     rc = real(fd, sa, salen);
@@ -438,7 +439,7 @@ accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
         return host_fds_create_end(1, real(fd, sa, salen, flags));
     }
     entries = host_fds_accepting(__builtin_return_address(0));
-    if (!host_wait_begin(&w, HOST_FA)) {
+    if (!host_wait_begin(&w, HOST_FA, (void *)real)) {
         return host_fds_accepted(real(fd, sa, salen, flags), __builtin_return_address(0), entries);
     }
     rc = real(fd, sa, salen, flags);
@@ -456,17 +457,17 @@ accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
     }
 
 /* These return an error number and are never cut short by a handler: only the stack is kept. */
-#define HOST_WAIT_RECORD(call)                \
-    do {                                      \
-        struct host_wait w_;                  \
-        int rc_;                              \
-                                              \
-        if (!host_wait_begin(&w_, HOST_FA)) { \
-            return call;                      \
-        }                                     \
-        rc_ = call;                           \
-        host_wait_end(&w_, errno);            \
-        return rc_;                           \
+#define HOST_WAIT_RECORD(call)                              \
+    do {                                                    \
+        struct host_wait w_;                                \
+        int rc_;                                            \
+                                                            \
+        if (!host_wait_begin(&w_, HOST_FA, (void *)real)) { \
+            return call;                                    \
+        }                                                   \
+        rc_ = call;                                         \
+        host_wait_end(&w_, errno);                          \
+        return rc_;                                         \
     } while (0)
 
 HOST_EXPORT int

@@ -229,7 +229,7 @@ host_suspend(int (*real)(const sigset_t *), const sigset_t *mask, uint64_t fa)
     const sigset_t *blocked;
     int rc, err;
 
-    if (!host_wait_begin(&w, fa)) {
+    if (!host_wait_begin(&w, fa, (void *)real)) {
         return real(mask);
     }
     blocked = host_suspend_mask(mask, &buf);
@@ -363,7 +363,7 @@ host_syscall_wait(host_syscall_fn real, long n, const long a[6], uint64_t fa)
     long args[6], rc;
     int i, err;
 
-    if (!host_wait_begin(&w, fa)) {
+    if (!host_wait_begin(&w, fa, (void *)real)) {
         return real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
     }
     for (i = 0; i < 6; i++) {

@@ -58,8 +58,10 @@ struct host_agent_hooks {
     int (*active)(void);
     /* A thread pthread_create started, before its start routine fn: registers it. */
     void (*thread_started)(void *(*fn)(void *), uint64_t fa);
-    /* Before a blocking call: records the caller's stack; the token goes to blocking_leave. */
-    void *(*blocking_enter)(uint64_t fa);
+    /* Before a blocking call: records the caller's stack under leaf, the address of the libc
+     * function the interposer calls (0: none), so that the stack names the call it waits in; the
+     * token goes to blocking_leave. */
+    void *(*blocking_enter)(uint64_t fa, uint64_t leaf);
     void (*blocking_leave)(void *token);
     /* How many of the agent's signals the calling thread has handled: a count that changed
      * across a call that failed with EINTR says the agent interrupted it. */

@@ -100,18 +100,20 @@ void host_signals_spawn_end(int began);
  * One blocking call made for the host (blocking.c, eintr.c), retried while it fails with an EINTR
  * one of the agent's signals caused. host_wait_begin returns 0 when the call goes straight to
  * libc (no agent, or one of the agent's threads); else 1, with the caller's stack recorded for the
- * wall sampler (fa: the interposer's frame). After each try host_wait_again says whether to make
- * it again (an EINTR the agent caused: counted, and the next try's baseline taken); host_wait_end
- * ends the record and leaves errno at err. XXX(S): a host signal delivered in the very same try
- * as one of the agent's is swallowed with it; both would have to coincide. A wait that only a
- * signal ends (sigsuspend, pause) must not be retried so: eintr.c's host_suspend.
+ * wall sampler (fa: the interposer's frame) under callee, the libc function the interposer
+ * calls (its real), as the stack's leaf: the sample names the call it waits in. After each try
+ * host_wait_again says whether to make it again (an EINTR the agent caused: counted, and the next
+ * try's baseline taken); host_wait_end ends the record and leaves errno at err. XXX(S): a host
+ * signal delivered in the very same try as one of the agent's is swallowed with it; both would have
+ * to coincide. A wait that only a signal ends (sigsuspend, pause) must not be retried so: eintr.c's
+ * host_suspend.
  */
 struct host_wait {
     const struct host_agent_hooks *h;
     void *token;
     uint32_t sig0;
 };
-int host_wait_begin(struct host_wait *w, uint64_t fa);
+int host_wait_begin(struct host_wait *w, uint64_t fa, const void *callee);
 int host_wait_again(struct host_wait *w, long rc, int err);
 void host_wait_end(const struct host_wait *w, int err);
 
@@ -129,27 +131,28 @@ uint64_t host_now_ns(void);
 /*
  * The body of an interposer that is a blocking call and nothing else: without the agent returns
  * pass; else makes call (which fails with -1 and errno) until it returns something other than an
- * EINTR the agent caused, running next between tries, and returns its result.
+ * EINTR the agent caused, running next between tries, and returns its result. The interposer's
+ * real (HOST_REAL_OR_ENOSYS) is the leaf of the stack recorded for the wall sampler.
  */
-#define HOST_WAIT_RETRY(type, pass, call, next)           \
-    do {                                                  \
-        struct host_wait w_;                              \
-        type rc_;                                         \
-        int err_;                                         \
-                                                          \
-        if (!host_wait_begin(&w_, HOST_FA)) {             \
-            return pass;                                  \
-        }                                                 \
-        for (;;) {                                        \
-            rc_ = call;                                   \
-            err_ = errno;                                 \
-            if (!host_wait_again(&w_, (long)rc_, err_)) { \
-                break;                                    \
-            }                                             \
-            next;                                         \
-        }                                                 \
-        host_wait_end(&w_, err_);                         \
-        return rc_;                                       \
+#define HOST_WAIT_RETRY(type, pass, call, next)             \
+    do {                                                    \
+        struct host_wait w_;                                \
+        type rc_;                                           \
+        int err_;                                           \
+                                                            \
+        if (!host_wait_begin(&w_, HOST_FA, (void *)real)) { \
+            return pass;                                    \
+        }                                                   \
+        for (;;) {                                          \
+            rc_ = call;                                     \
+            err_ = errno;                                   \
+            if (!host_wait_again(&w_, (long)rc_, err_)) {   \
+                break;                                      \
+            }                                               \
+            next;                                           \
+        }                                                   \
+        host_wait_end(&w_, err_);                           \
+        return rc_;                                         \
     } while (0)
 
 /* In an interposer: ret (*real) params is the next definition of name, or it returns -1 with

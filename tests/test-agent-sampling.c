@@ -64,6 +64,7 @@ struct tid_stats {
     unsigned samples, waiting, running, stopped;
     unsigned hits[4]; /* samples with a frame in want[k] */
     unsigned blocked_src, proc_src;
+    unsigned blocked_in_sleep;           /* of blocked_src, the leaf libc's nanosleep's entry */
     unsigned tails, tails_with_stack;    /* final samples (AG_SOURCE_TAIL) */
     uint32_t tail_depth;                 /* of the last one */
     uint64_t last_cpu_stack, tail_stack; /* hashes: the last CPU signal sample's, the last final */
@@ -107,6 +108,17 @@ col_frame_is(uint64_t ip, const void *fn)
 
     /* Return addresses point after the call: look up ip - 1. */
     return ip > 1 && dladdr((void *)(uintptr_t)(ip - 1), &di) != 0 && di.dli_saddr == fn;
+}
+
+/* The sample's leaf is the first instruction of a function whose name contains name. */
+static int
+col_leaf_is_entry_of(const struct ag_sample *s, const char *name)
+{
+    Dl_info di;
+
+    return s->depth != 0 && dladdr((void *)(uintptr_t)s->frames[0], &di) != 0 &&
+           (uint64_t)(uintptr_t)di.dli_saddr == s->frames[0] && di.dli_sname != NULL &&
+           strstr(di.dli_sname, name) != NULL;
 }
 
 static uint64_t
@@ -156,6 +168,8 @@ col_cb(const struct ag_record *rec, void *ctx)
             t->running++;
         }
         t->blocked_src += rec->u.sample->source == AG_SOURCE_BLOCKED;
+        t->blocked_in_sleep += rec->u.sample->source == AG_SOURCE_BLOCKED &&
+                               col_leaf_is_entry_of(rec->u.sample, "nanosleep");
         t->proc_src += rec->u.sample->source == AG_SOURCE_PROC;
         if (rec->u.sample->source == AG_SOURCE_TAIL) {
             t->tails++;
@@ -185,10 +199,12 @@ col_cb(const struct ag_record *rec, void *ctx)
         }
         for (k = 0; k < 4; k++) {
             for (i = 0; want[k] != NULL && i < rec->u.sample->depth; i++) {
-                /* A signal's leaf is the interrupted pc itself, not a return address: pc - 1
-                 * of a function's first instruction is the end of the function before it. */
+                /* A signal's leaf is the interrupted pc itself, and a blocked call's the
+                 * entry of the function called, not a return address: pc - 1 of a function's
+                 * first instruction is the end of the function before it. */
                 int leaf_pc = i == 0 && (rec->u.sample->source == AG_SOURCE_SIGNAL ||
-                                         rec->u.sample->source == AG_SOURCE_TAIL);
+                                         rec->u.sample->source == AG_SOURCE_TAIL ||
+                                         rec->u.sample->source == AG_SOURCE_BLOCKED);
 
                 if (col_frame_is(rec->u.sample->frames[i] + (leaf_pc ? 1 : 0), want[k])) {
                     t->hits[k]++;
@@ -465,9 +481,10 @@ TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
     r = col_get(atomic_load(&raw.tid));
     b = col_get(atomic_load(&a.tid));
     printf("# sleeper: %u steps under %llu passes, %u samples (%u waiting, %u from the "
-           "interposer, %u in sleeper_wait), %llu dropped, %llu unsampled\n",
+           "interposer, %u of them in libc's nanosleep, %u in sleeper_wait), %llu dropped, %llu "
+           "unsampled\n",
            sleeper.steps, (unsigned long long)sleeper.passes, s->samples, s->waiting,
-           s->blocked_src, s->hits[1], (unsigned long long)s->dropped,
+           s->blocked_src, s->blocked_in_sleep, s->hits[1], (unsigned long long)s->dropped,
            (unsigned long long)s->unsampled);
     printf("# raw: %u steps under %llu passes, %u samples (%u waiting, %u from /proc, %u in "
            "raw_sleeper_wait, %d EINTR), %llu dropped, %llu unsampled; busy: %u running\n",
@@ -486,6 +503,10 @@ TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
     ASSERT_TRUE(s->wall_weight + s->dropped >= sleeper.passes * 8 / 10);
     ASSERT_TRUE(s->waiting > 100 && s->waiting >= s->samples * 9 / 10);
     ASSERT_TRUE(s->hits[1] > s->waiting / 2);
+    /* The stack recorded at usleep names the call it waits in: libc's nanosleep, which the
+     * interposer calls, over sleeper_wait (usleep's caller). Before, its leaf was the return
+     * address into sleeper_wait. */
+    ASSERT_TRUE(s->blocked_src > 0 && s->blocked_in_sleep == s->blocked_src);
     if (test_emulated()) {
         /* /proc/TID/syscall shows qemu's own registers: the raw sleeper's waiting samples are
          * refused and counted as lost, never given a stack that is not its. */
