@@ -58,8 +58,9 @@ pp_add_host_contract(writes writes)
 # sigsuspend ended by the one signal the host sent itself: never swallowed with the agent's
 pp_add_host_contract(suspend suspend)
 # A child that ran the agent costs its parent no more to reap than bare: no entry of another
-# thread under /proc/PID/task is ever opened (host-eintr: 18 threads that block and run, sampled)
-pp_add_host_contract(proc-tasks eintr)
+# thread under /proc/PID/task is ever opened (host-eintr: 18 threads that block and run, sampled;
+# "few": recvmmsg's 40 waits, not 20000, under strace)
+pp_add_host_contract(proc-tasks eintr few)
 set_property(TEST host-contract-proc-tasks APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall;HC_PROC_TASKS=1")
 # errno as the loader leaves it, in the host's constructor and at main()
 pp_add_host_contract(start-errno start)

@@ -30,9 +30,10 @@
  *                   fanotify_init and open_by_handle_at need privileges) is skipped, and the
  *                   output says so. Its test runs with PIPEPROF_TEST_FD_LOW_MS=2 (tests only): a
  *                   thread of the library's opens an fd every 5 ms and holds it low for 2 ms, so
- *                   that each call's loop meets it about 20 times. Last, pidfd_getfd of every
- *                   number from 64 to 1023 of its own process, where only the library has fds:
- *                   EBADF for each, as bare.
+ *                   that each call's loop meets it about 20 times. Then 12 openpty calls whose
+ *                   slave is opened below the master on demand (create_openpty_split). Last,
+ *                   pidfd_getfd of every number from 64 to 1023 of its own process, where only
+ *                   the library has fds: EBADF for each, as bare.
  *
  * Then a pipe carries 4 MiB from a thread to the main thread while both burn CPU, and a file is
  * written and read back; every count is printed.
@@ -40,19 +41,27 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
 #include <linux/openat2.h>
+#include <linux/seccomp.h>
 #include <mqueue.h>
+#include <poll.h>
 #include <pthread.h>
 #include <pty.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/fanotify.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -577,6 +586,197 @@ create_getfd_scan(void)
            ebadf, other);
 }
 
+/*
+ * openpty with its slave opened below its master, on demand: glibc opens the master
+ * (openat("/dev/ptmx", O_RDWR)) and then the slave (ioctl TIOCGPTPEER) in two system calls. A
+ * library fd in its low moment across the first and gone before the second leaves the slave at
+ * the lower number, and host/fds.c's host_fds_pair_created puts the pair back in bare's order
+ * before moving it down. That needs the library's fd to come and go within microseconds, so a
+ * thread of the host's makes the calls under a seccomp filter that hands both system calls to
+ * this (main) thread first (SECCOMP_RET_USER_NOTIF): the master's open goes on once the number
+ * the host left free (lo) holds a fd it did not make (the library's, PIPEPROF_TEST_FD_LOW_MS),
+ * the slave's once that number is free again, each after OPENPTY_WAIT_MS at most (bare: no fd
+ * ever comes, and the pair gets lo, lo + 1 as usual). Where user notifications are refused
+ * (seccomp off, qemu's user mode) the part is skipped, and the output says so.
+ */
+#define OPENPTY_CALLS   12
+#define OPENPTY_WAIT_MS 30
+
+#if defined(__x86_64__)
+#define OPENPTY_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define OPENPTY_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+struct openpty_split {
+    int lo;       /* the number bare gives the master */
+    int listener; /* the filter's notifications, or -1 and err */
+    int err;
+    int ready; /* the filter is installed (or failed): listener/err are set */
+    int made, wrong;
+    atomic_int done; /* the calls are made: no more to let go */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+};
+
+/* The host thread: installs the filter, then makes OPENPTY_CALLS pairs and checks each. */
+static void *
+openpty_split_calls(void *arg)
+{
+    struct openpty_split *sp = arg;
+#if defined(OPENPTY_ARCH) && defined(TIOCGPTPEER) && defined(SECCOMP_FILTER_FLAG_NEW_LISTENER)
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, OPENPTY_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 2),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, O_RDWR, 3, 4), /* glibc's open of /dev/ptmx */
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCGPTPEER, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof(code) / sizeof(code[0]), code };
+    int listener = -1, err = 0;
+
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        (listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                                 SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)) < 0) {
+        err = errno;
+    } else {
+        /* away from the numbers checked: moved up, its own number closed again */
+        int high = fcntl(listener, F_DUPFD_CLOEXEC, 100);
+
+        close(listener);
+        listener = high;
+        err = errno;
+    }
+#else
+    int listener = -1, err = ENOSYS;
+#endif
+    pthread_mutex_lock(&sp->lock);
+    sp->listener = listener;
+    sp->err = err;
+    sp->ready = 1;
+    pthread_cond_signal(&sp->cond);
+    pthread_mutex_unlock(&sp->lock);
+    for (int i = 0; listener >= 0 && i < OPENPTY_CALLS; i++) {
+        int fds[2] = { -1, -1 };
+
+        if (openpty(&fds[0], &fds[1], NULL, NULL, NULL) == 0) {
+            sp->made++;
+        }
+        if ((fds[0] != sp->lo || fds[1] != sp->lo + 1) && sp->wrong++ == 0) {
+            fprintf(stderr, "openpty (slave below master): got %d %d where bare gets %d %d\n",
+                    fds[0], fds[1], sp->lo, sp->lo + 1);
+        }
+        close(fds[0]);
+        close(fds[1]);
+    }
+    atomic_store(&sp->done, 1);
+    return NULL;
+}
+
+/* Until fd lo is open (want 1) or closed (want 0), OPENPTY_WAIT_MS at most: whether it was. */
+static int
+openpty_split_until(int lo, int want)
+{
+    for (int i = 0; i < OPENPTY_WAIT_MS * 20; i++) {
+        if ((fcntl(lo, F_GETFD) >= 0) == want) {
+            return 1;
+        }
+        struct timespec us50 = { 0, 50000L };
+
+        nanosleep(&us50, NULL);
+    }
+    return 0;
+}
+
+/*
+ * Lets the filtered thread's next held system call go on: its open of /dev/ptmx once lo is open
+ * (*low says whether it was), its ioctl once lo is closed again after a *low open. A call a
+ * signal interrupts while held (the agent's, with SA_RESTART) is made again and held again, as
+ * a new notification: so each is told by its number, never by its order (counted by order, one
+ * restarted call left the last one held for good, and the host hung in a wall run). Returns 1
+ * for an ioctl let go after a *low open, 0 for any other call, -1 when none came in 20 ms.
+ */
+static int
+openpty_split_pass(int listener, int lo, int *low)
+{
+#if defined(SECCOMP_IOCTL_NOTIF_RECV) && defined(SECCOMP_USER_NOTIF_FLAG_CONTINUE)
+    struct pollfd pfd = { listener, POLLIN, 0 };
+    struct seccomp_notif req;
+    struct seccomp_notif_resp resp;
+    int split = 0;
+
+    if (poll(&pfd, 1, 20) != 1 || !(pfd.revents & POLLIN)) {
+        return -1;
+    }
+    memset(&req, 0, sizeof(req));
+    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) {
+        return -1; /* EINTR, or the call went away (ENOENT) */
+    }
+    if (req.data.nr == SYS_openat) {
+        *low = openpty_split_until(lo, 1);
+    } else if (*low) {
+        split = openpty_split_until(lo, 0);
+        *low = 0;
+    }
+    memset(&resp, 0, sizeof(resp));
+    resp.id = req.id;
+    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    while (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno == EINTR) {
+    }
+    return split;
+#else
+    (void)listener;
+    (void)lo;
+    (void)low;
+    return -1;
+#endif
+}
+
+/* The pairs' numbers on stdout (bare's or not); on stderr how many had the slave opened below
+ * the master (none bare; profiled, the case host_fds_pair_created puts in order). */
+static void
+create_openpty_split(int lo)
+{
+    struct openpty_split sp = { .lo = lo,
+                                .listener = -1,
+                                .lock = PTHREAD_MUTEX_INITIALIZER,
+                                .cond = PTHREAD_COND_INITIALIZER };
+    pthread_t th;
+    int split = 0, low = 0;
+
+    pthread_create(&th, NULL, openpty_split_calls, &sp);
+    pthread_mutex_lock(&sp.lock);
+    while (!sp.ready) {
+        pthread_cond_wait(&sp.cond, &sp.lock);
+    }
+    pthread_mutex_unlock(&sp.lock);
+    while (sp.listener >= 0 && !atomic_load(&sp.done)) {
+        split += openpty_split_pass(sp.listener, lo, &low) > 0;
+    }
+    pthread_join(th, NULL);
+    if (sp.listener < 0) {
+        printf("openpty, slave opened below the master: SKIPPED, no seccomp notifications here: "
+               "%s\n",
+               strerror(sp.err));
+        fprintf(stderr, "openpty (slave below master): SKIPPED (%s)\n", strerror(sp.err));
+        return;
+    }
+    close(sp.listener);
+    printf("openpty, slave opened below the master: %s\n",
+           sp.made == OPENPTY_CALLS && sp.wrong == 0 ? "every fd the bare number" : "fds off");
+    fprintf(stderr,
+            "openpty (slave below master): %d made, %d with a library fd across the "
+            "master's open, %d not the bare numbers\n",
+            sp.made, split, sp.wrong);
+}
+
 /* Every creation gets the lowest numbers the host left free: 4 (and 5) after closefrom(3) and its
  * listening socket at 3. Each kind in turn for 150 ms (those that start a process, 450 ms): the
  * library's fds held low meet every kind. */
@@ -626,6 +826,7 @@ create_loop(void)
         } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 <
                  (k == CR_FORKPTY || k == CR_POPEN ? 450 : 150));
     }
+    create_openpty_split(ls + 1);
     close(ls);
     close(cr_pass[0]);
     close(cr_pass[1]);
