@@ -27,6 +27,7 @@ if [[ -z $DT ]]; then
   exit 77
 fi
 T=$(mktemp -d /tmp/pp-dtcpu.XXXXXX)
+. "$S/tests/groundtruth-lib.sh"
 trap 'kill $(jobs -p) 2>/dev/null || true; [[ -n ${KEEP:-} ]] || rm -rf "$T"' EXIT
 
 # record NAME WORKLOAD: one recording from the workload's start to its exit, converted and counted
@@ -71,18 +72,25 @@ PY
 
 # case NAME WORKLOAD RUNS: recordings until the pool of them (CPU_TIME, counted samples and
 # measured CPU added up) is within 1.5 points of the truth per work function, with [kernel] at
-# least half the system time, and within 0.5 points of the counted samples, at most RUNS.
+# least half the system time, and within 0.5 points of the counted samples, at most RUNS, or more
+# while the pool holds fewer samples than a quiet run (gt_pool_more): in a fresh-clone CI run at
+# load 17 to 19 (2026-11-27) the syscall case's runs held 250 samples each, and the write/compute
+# thread's 70 read sc_write 3.00, 2.28 and 1.31 points low over pools of 1 to 3 (1.55 at the
+# limit of 1.5), where nine single runs at that load by hand scattered from -1.94 to +2.60
+# (pooled, -1.07): a sampling error of about 1.6 points per run, not a bias.
 case_() {
-  local name=$1 wl=$2 runs=$3 i pool=() layout=()
-  for ((i = 1; i <= runs; i++)); do
+  local name=$1 wl=$2 runs=$3 i=0 pool=() layout=() folded=()
+  while ((i == 0)) || gt_pool_more "$i" "$runs" "${folded[@]}"; do
+    i=$((i + 1))
     record "$name-$i" "$wl"
     pool+=("$T/$name-$i.truth.json" "$T/$name-$i.speedscope.json")
     layout+=(--layout "$T/$name-$i.folded")
-    echo "  $name, pool of $i:"
+    folded+=("$T/$name-$i.folded")
+    echo "  $name, pool of $i ($(gt_samples "${folded[@]}") samples):"
     python3 "$S/tests/tools/groundtruth-eval.py" "${pool[@]}" --speedscope --max-error 1.5 \
       --min-kernel 0.5 "${layout[@]}" && return
   done
-  echo "FAIL: $name: CPU_TIME of the pool of $runs is off"
+  echo "FAIL: $name: CPU_TIME of the pool of $i is off"
   exit 1
 }
 
