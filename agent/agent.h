@@ -337,8 +337,9 @@ uint64_t ag_unseen_pc(void);
 
 /*
  * The leaf frame of CPU time spent in the kernel: the entry of an agent function that never runs
- * (pipeprof_cpu_in_kernel), which ag_symbolize() names "[kernel]", over the user stack that made
- * the system call. Consumers that hide the agent's own frames keep this one.
+ * (pipeprof_cpu_in_kernel), which ag_symbolize() names "[kernel]" in the module AG_KERNEL_MODULE,
+ * over the user stack that made the system call. Consumers that hide the agent's own frames keep
+ * this one.
  */
 uint64_t ag_kernel_pc(void);
 /* The leaf of kernel time that no system call's stack could be given to (named "[kernel, not
@@ -432,6 +433,13 @@ struct ag_symbol {
     int mapped_file;      /* a mapping of a file the loader does not know (a PE image the .NET
                            * runtime mapped): module fields only, module_base its first byte */
 };
+
+/* The module of the [kernel] markers, as perf shows kernel frames in a module of their own:
+ * "[kernel]![kernel]" in pipeprof's outputs, "[kernel]!.[kernel]" in TraceEvent's (which puts
+ * a dot before every name of a method event), never the agent's library, time a user would take
+ * for the profiler's own. No module of the agent's has its id (they count up from 1). */
+#define AG_KERNEL_MODULE    "[kernel]"
+#define AG_KERNEL_MODULE_ID UINT32_MAX
 
 /*
  * Resolves pc to module and function. Symbols of a module are loaded from its file (.symtab,

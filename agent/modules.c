@@ -688,10 +688,13 @@ ag_symbolize(uint64_t pc, struct ag_symbol *out)
     out->raw_name = m->symtab->strings + s->name_off;
     out->name = s->demangled != NULL ? s->demangled : out->raw_name;
     out->start = m->base + s->addr;
-    if (out->start == ag_kernel_pc()) {
-        out->name = "[kernel]"; /* the marker of CPU time in the kernel, as perf names it */
-    } else if (out->start == ag_kernel_unplaced_pc()) {
-        out->name = "[kernel, not placed]";
+    if (out->start == ag_kernel_pc() || out->start == ag_kernel_unplaced_pc()) {
+        /* the markers of CPU time in the kernel, as perf names it, in a module of their own
+         * (AG_KERNEL_MODULE), not in the agent's library that holds their bytes */
+        out->name = out->start == ag_kernel_pc() ? "[kernel]" : "[kernel, not placed]";
+        out->module_id = AG_KERNEL_MODULE_ID;
+        out->module_path = AG_KERNEL_MODULE;
+        out->module_base = out->start;
     }
     out->size = s->size;
     out->offset = pc - out->start;

@@ -24,6 +24,13 @@
 #   on nanosleep or clock_nanosleep (at least 10 %), and no function of the program but gt_burn
 #   holds more than 3 % exclusive, here and in `pipeprof report`. Before the stack recorded at the
 #   call got the call as its leaf, main held 20 % and gt_burst_tiny 18 % exclusive.
+# - kernel time (pp-sample-syscalls, CPU mode): the frame of CPU time in system calls reads as the
+#   kernel's in both reports: "[kernel]!.[kernel]" in dotnet-trace's (TraceEvent puts a dot before
+#   every native function's name), "[kernel]![kernel]" in pipeprof's; no [kernel] or [kernel, not
+#   placed] row in another module (before, "libpipeprof.so!.[kernel]" and "libpipeprof![kernel]":
+#   the agent's library, as if the profiler had spent the time). The [kernel] module's share of the
+#   CPU rows in dotnet-trace's report (the rows but Threads, (Non-Activities) and the sleeps) is
+#   within 5 points of the share of running samples pipeprof's report counts in the kernel.
 # Wide bounds for a loaded 2-core machine; no wall-clock bound.
 source "$(dirname "$0")/ipc-lib.sh"
 export PATH="$PATH:$HOME/.dotnet/tools"
@@ -120,5 +127,44 @@ for b in bad:
 sys.exit(1 if bad else 0)
 PY
 done
-((${#failed[@]} == 0)) || fail "dotnet-trace report shares the time out wrongly (${failed[*]} mode)"
+
+${RECORD_ENV[@]+"${RECORD_ENV[@]}"} "$PIPEPROF" record -q --mode cpu -o "$T/sys.nettrace" -- \
+  "$B/samples/pp-sample-syscalls" 3 "$T/sys.truth.json" || fail "syscalls: pipeprof record"
+"$PIPEPROF" report --top 1000 "$T/sys.nettrace" >"$T/sys.pp" || fail "syscalls: pipeprof report"
+timeout 180 dotnet-trace report "$T/sys.nettrace" topN -n 1000 >"$T/sys.excl" 2>&1 ||
+  { cat "$T/sys.excl"; fail "syscalls: dotnet-trace report"; }
+python3 - "$T" <<'PY' || failed+=(kernel)
+import re, sys
+t = sys.argv[1]
+rows = []
+for line in open(t + "/sys.excl"):
+    m = re.match(r"\s*\d+\.\s+(.*?)\s{2,}([\d.]+)%\s+([\d.]+)%\s*$", line)
+    if m:
+        rows.append((m.group(1), float(m.group(3))))
+pp = [m.group(1) for m in (re.match(r"\s*\d+\s+[\d.]+%\s+\d+\s+[\d.]+%\s+(\S.*?)\s*$", l)
+                           for l in open(t + "/sys.pp")) if m]
+m = re.search(r"CPU in the kernel: \d+ samples \(([\d.]+)% of running\)", open(t + "/sys.pp").read())
+want = float(m.group(1)) if m else 0.0
+bad = []
+for who, names, form in (("dotnet-trace report", [n for n, e in rows], r"\[kernel\]!\.\["),
+                         ("pipeprof report", pp, r"\[kernel\]!\[")):
+    odd = sorted(set(n for n in names if "[kernel" in n and
+                     not re.match(form + r"kernel(, not placed)?\]$", n)))
+    if odd:
+        bad.append("%s: [kernel] frames not in the [kernel] module: %s" % (who, ", ".join(odd)))
+kernel = sum(e for n, e in rows if re.match(r"\[kernel\]!\.\[kernel(, not placed)?\]$", n))
+cpu = sum(e for n, e in rows if not re.search(r"^Threads$|^\(Non-Activities\)$|nanosleep", n))
+share = 100.0 * kernel / cpu if cpu > 0 else 0.0
+print("  syscalls: the [kernel] module %.1f %% of dotnet-trace's CPU rows (%.1f %%), pipeprof's "
+      "report %.1f %% of running samples in the kernel" % (share, cpu, want))
+if want < 10.0:
+    bad.append("pipeprof's report counts %.1f %% of the samples in the kernel, too few to judge" % want)
+elif abs(share - want) > 5.0:
+    bad.append("the [kernel] module holds %.1f %% of the CPU rows, %.1f %% in pipeprof's report" % (
+        share, want))
+for b in bad:
+    print("FAIL: " + b)
+sys.exit(1 if bad else 0)
+PY
+((${#failed[@]} == 0)) || fail "dotnet-trace report shares the time out wrongly or names it wrongly (${failed[*]})"
 echo "dotnet-report-record: ok"

@@ -227,6 +227,30 @@ TEST(symbolize_function_of_test_binary)
     ag_modules_fini();
 }
 
+/* The [kernel] markers' bytes are the agent's (here the test binary's), but they name kernel
+ * time: they stand in a module of their own, never in the one that holds them. */
+TEST(symbolize_kernel_markers_in_their_own_module)
+{
+    static const struct {
+        uint64_t (*pc)(void);
+        const char *name;
+    } markers[] = { { ag_kernel_pc, "[kernel]" },
+                    { ag_kernel_unplaced_pc, "[kernel, not placed]" } };
+    struct ag_symbol s;
+
+    for (size_t i = 0; i < sizeof(markers) / sizeof(markers[0]); i++) {
+        uint64_t pc = markers[i].pc();
+
+        ASSERT_OK(ag_symbolize(pc, &s));
+        ASSERT_STR_EQ(s.name, markers[i].name);
+        ASSERT_STR_EQ(s.module_path, "[kernel]");
+        ASSERT_U64_EQ(s.module_id, AG_KERNEL_MODULE_ID);
+        ASSERT_U64_EQ(s.module_base, pc);
+        ASSERT_U64_EQ(s.start, pc);
+    }
+    ag_modules_fini();
+}
+
 /* libc functions: dladdr1 (the loader's own view of .dynsym) is the oracle. */
 TEST(symbolize_libc_matches_dladdr)
 {
@@ -525,6 +549,7 @@ static const struct test_case cases[] = {
     TEST_CASE(modules_dlopen_adds_and_dlclose_removes),
     TEST_CASE(modules_snapshot_lookups_during_dlopen_churn),
     TEST_CASE(symbolize_function_of_test_binary),
+    TEST_CASE(symbolize_kernel_markers_in_their_own_module),
     TEST_CASE(symbolize_libc_matches_dladdr),
     TEST_CASE(symbolize_unstripped_library_symtab),
     TEST_CASE(symbolize_stripped_library_falls_back_to_dynsym),

@@ -12,7 +12,10 @@
 # Exits 1 when the worst difference exceeds --max-error points, or when the samples fall short of
 # --min-capture of (measured CPU seconds x --hz), or when the profile's [kernel] frames hold less
 # than --min-kernel times the share of the threads' system time (the truth's "_stime", which the
-# kernel samples at its tick: a loose check that kernel time is shown as such).
+# kernel samples at its tick: a loose check that kernel time is shown as such). A [kernel] frame
+# counts only in the module "[kernel]" ("[kernel]![kernel]", "[kernel]!.[kernel]" in TraceEvent's
+# views, which put a dot before every native function): a [kernel] or [kernel, not placed] frame
+# in another module (the agent's library, whose bytes the markers are) fails the run.
 # --layout FOLDED (with --speedscope, once per pair, in the pairs' order): the folded counts of the
 # same traces (`pipeprof convert --format folded`); each work function's share of the pooled
 # CPU_TIME must be within --max-layout points of its share of the pooled counted samples:
@@ -41,10 +44,19 @@ truth = collections.Counter()
 # share of it (pp-sample-syscalls: 0.3 to 0.4 % of the CPU, so its steady functions 0.13 points
 # low over pools of 8 to 10 runs in every engine and in `perf record` as root).
 stime = None
+misplaced = collections.Counter()  # [kernel] frames in a module not "[kernel]", by name
 outside = None
 kernel = 0.0
 got = collections.Counter()
 total = 0.0
+
+
+def is_kernel(frame):
+    """A [kernel] leaf in the "[kernel]" module; notes one of another module in misplaced."""
+    if re.search(r"\[kernel(, not placed)?\]$", frame) and \
+            not re.match(r"\[kernel\]!\.?\[kernel(, not placed)?\]$", frame):
+        misplaced[frame] += 1
+    return re.match(r"\[kernel\]!\.?\[kernel\]$", frame) is not None
 
 
 def read_speedscope(path):
@@ -61,7 +73,7 @@ def read_speedscope(path):
             if name != "CPU_TIME":  # TraceEvent puts CPU_TIME on top of the stack it charges
                 continue
             total += e["at"] - at
-            if stack and stack[-1][0].endswith("[kernel]"):
+            if stack and is_kernel(stack[-1][0]):
                 kernel += e["at"] - at
             for k in run_truth:
                 if any(re.search(r"[.!]%s$" % k, n) for n, _ in stack):
@@ -73,7 +85,7 @@ def read_folded(path):
     for line in open(path):
         stack, n = line.rsplit(" ", 1)
         total += int(n)
-        if stack.endswith("[kernel]"):
+        if is_kernel(stack.rsplit(";", 1)[-1]):
             kernel += int(n)
         for k in run_truth:
             if re.search(r"!%s(;|$)" % k, stack):
@@ -119,6 +131,9 @@ if stime is not None:
     if kernel / total < a.min_kernel * stime / cpu:
         line += " (too little [kernel]: at least %.2f of it)" % a.min_kernel
         ok = False
+if misplaced:
+    line += "; [kernel] frames not in the [kernel] module: %s" % ", ".join(sorted(misplaced))
+    ok = False
 print(line)
 if a.layout:
     shown = {k: 100.0 * got[k] / total for k in truth}
