@@ -592,6 +592,11 @@ int ipc_redirect_path(enum ipc_redirect_op op, const char *path, char *out, size
  * binds its socket (ipc_redirect_path()), only later. Context: any thread; reads the executable.
  */
 int ipc_dotnet_host_detect(void);
+/* Whether the executable file mapped at file (size bytes) is a .NET host as the above tells it
+ * (an apphost naming libhostfxr.so, or a single-file app's host exporting DotNetRuntimeInfo). */
+int ipc_dotnet_host_image(const void *file, size_t size);
+/* /proc/self/exe's target ("" when unreadable), read once per image. */
+const char *ipc_self_exe(void);
 
 /*
  * Computes the runtime's default socket path for this process into out:

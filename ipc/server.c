@@ -114,24 +114,34 @@ ipc_server_cookie(const struct ipc_server *s, uint8_t out[16])
 #define IPC_RID_OS "linux-musl-"
 #endif
 
-/* "<exe path> arg1 arg2 ...", as the runtime reports it on Unix. */
+#define IPC_CMDLINE_MAX (1 << 20) /* what is read of /proc/self/cmdline at most */
+
+/* "<exe path> arg1 arg2 ...", as the runtime reports it on Unix (exe: /proc/self/exe's target).
+ * The buffer grows from 4 KiB: a first malloc of the whole 1 MiB was an mmap and a munmap in every
+ * process. */
 static char *
-ipc_command_line_read(void)
+ipc_command_line_read(const char *exe)
 {
-    char exe[4096], *out = NULL, *buf;
-    size_t len = 0, cap = 1 << 20, i, skip;
+    char *out = NULL, *buf, *grown;
+    size_t len = 0, cap = 4096, i, skip;
     ssize_t n;
     int fd;
 
-    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    exe[n > 0 ? n : 0] = '\0';
     buf = malloc(cap);
     if (buf == NULL) {
         return strdup(exe);
     }
     fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-    while (fd >= 0 && len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) > 0) {
+    while (fd >= 0 && (n = read(fd, buf + len, cap - 1 - len)) > 0) {
         len += (size_t)n;
+        if (len < cap - 1) {
+            continue;
+        }
+        if (cap >= IPC_CMDLINE_MAX || (grown = realloc(buf, cap * 2)) == NULL) {
+            break;
+        }
+        buf = grown;
+        cap *= 2;
     }
     if (fd >= 0) {
         close(fd);
@@ -161,9 +171,7 @@ ipc_command_line_read(void)
 static int
 ipc_server_info_init(struct ipc_server *s)
 {
-    char exe[4096];
-    const char *base;
-    ssize_t n;
+    const char *exe, *base;
 
     if (getrandom(s->cookie, sizeof(s->cookie), 0) != (ssize_t)sizeof(s->cookie)) {
         /* no entropy source: time and pid still make a per-process value */
@@ -175,9 +183,8 @@ ipc_server_info_init(struct ipc_server *s)
     }
     s->cookie[7] = (uint8_t)((s->cookie[7] & 0x0F) | 0x40); /* a version-4 GUID (Data3) */
     s->cookie[8] = (uint8_t)((s->cookie[8] & 0x3F) | 0x80);
-    s->command_line = ipc_command_line_read();
-    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    exe[n > 0 ? n : 0] = '\0';
+    exe = ipc_self_exe();
+    s->command_line = ipc_command_line_read(exe);
     base = strrchr(exe, '/');
     s->entrypoint = strdup(base != NULL ? base + 1 : exe);
     if (s->command_line == NULL || s->entrypoint == NULL) {
