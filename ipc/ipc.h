@@ -343,6 +343,10 @@ struct ipc_session_view {
     struct nt_writer *writer;
     int congested;
     int final; /* the session's last drain (it is ending): write everything held back */
+    /* A lazy session (ipc_server_options.lazy_providers) that has not taken a sample yet: it is
+     * sent only once the source's sampled() says it has one, so the source may leave its final
+     * batch unwritten when that batch brings none (the stream is dropped whole). */
+    int unsampled;
 };
 
 /*
