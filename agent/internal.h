@@ -527,6 +527,9 @@ void ag_thread_attach_started(void *(*fn)(void *), uint64_t fa);
 struct ag_thread *ag_thread_register_locked(int32_t tid, int self);
 void ag_thread_release_locked(struct ag_thread *t); /* EXITING -> FREE (drain) */
 int32_t ag_gettid(void);
+/* The main thread's stack bounds as pthread_getattr_np() has them, computed without reading
+ * /proc/self/maps; 0, or -1 when they cannot be (threads.c says when). */
+int ag_main_stack_bounds(uint64_t *lo, uint64_t *hi);
 /* The owner publishes a stack (res: its walk's result); another thread copies it into frames (up
  * to max), 0, or -EAGAIN when it is empty or kept changing (threads.c). */
 void ag_seqstack_put(struct ag_seqstack *st, const uint64_t *frames,

@@ -18,8 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -55,6 +57,57 @@ ag_gettid(void)
     return ag_tls_tid;
 }
 
+#ifdef __GLIBC__
+extern void *__libc_stack_end; /* ld.so's: the main thread's stack pointer at its start */
+#endif
+
+#define AG_MAIN_STACK_FAST_MAX (64ull << 20) /* RLIMIT_STACK up to which the fast path holds */
+
+/*
+ * The main thread's stack as pthread_getattr_np() gives it, without glibc's read of
+ * /proc/self/maps (about 50 us of every recorded short child's start-up; docs/performance.md):
+ * the top is __libc_stack_end's page end; the bottom is the stack mapping's end less
+ * RLIMIT_STACK, rounded as glibc rounds it. The mapping's end is found where exec put the
+ * program's file name (AT_EXECFN: the first string it copies, under one null pointer at the very
+ * top). glibc also bounds the size by the mapping below the stack, which only the maps file
+ * tells: the kernel keeps mmap_base at least 128 MiB below the stack, so that bound does not
+ * apply to a limit of 64 MiB or less. Returns 0, or -1 where any of this does not hold (no
+ * glibc, no AT_EXECFN, a misaligned end, a larger or unlimited RLIMIT_STACK): ask glibc then.
+ */
+int
+ag_main_stack_bounds(uint64_t *lo, uint64_t *hi)
+{
+#ifdef __GLIBC__
+    const char *fn = (const char *)getauxval(AT_EXECFN);
+    uintptr_t page = (uintptr_t)getauxval(AT_PAGESZ), end, top, size;
+    struct rlimit rl;
+
+    if (fn == NULL || page == 0 || (page & (page - 1)) != 0 || __libc_stack_end == NULL ||
+        getrlimit(RLIMIT_STACK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > AG_MAIN_STACK_FAST_MAX) {
+        return -1;
+    }
+    end = (uintptr_t)fn + strlen(fn) + 1 + sizeof(void *);
+    top = ((uintptr_t)__libc_stack_end & ~(page - 1)) + page;
+    if ((end & (page - 1)) != 0 || top > end || end - top >= rl.rlim_cur) {
+        return -1;
+    }
+    size = ((uintptr_t)rl.rlim_cur - (end - top)) & ~(page - 1);
+    /* Only the first thread's: a fork()ed child of another thread runs on that thread's stack,
+     * with tid == pid (glibc knows that thread's stack block). */
+    if ((uintptr_t)&rl < top - size || (uintptr_t)&rl >= top) {
+        return -1;
+    }
+    *lo = top - size;
+    *hi = top;
+    return 0;
+#else
+    (void)lo;
+    (void)hi;
+    return -1;
+#endif
+}
+
 static void
 ag_threads_bounds_self(uint64_t *lo, uint64_t *hi)
 {
@@ -69,6 +122,9 @@ ag_threads_bounds_self(uint64_t *lo, uint64_t *hi)
      * free number: a library creation, with the fd gate held (host/fds.c; pipeprof_start of a
      * host that links the library, on its main thread while its other threads run). */
     is_main = ag_gettid() == (int32_t)getpid();
+    if (is_main && ag_main_stack_bounds(lo, hi) == 0) {
+        return;
+    }
     if (is_main) {
         host_fds_hold();
     }
@@ -109,6 +165,11 @@ ag_thread_name_read(int32_t tid, char *name)
     ssize_t n;
     int fd;
 
+    if (tid == ag_gettid()) {
+        /* The calling thread (the main thread in the start's scan): no file to open. */
+        prctl(PR_GET_NAME, name, 0, 0, 0);
+        return;
+    }
     /* Not /proc/self/task/TID: the dentries left there cost the reaper of this process
      * (agent/wall.c says how much). */
     snprintf(path, sizeof(path), "/proc/%d/comm", (int)tid);

@@ -15,7 +15,9 @@
 # issue 22's: at most 1.5 ms of CPU per recorded child over bare in CPU mode, 3 ms in wall mode.
 # PP_BASELINE_DIR=OTHER_BUILD adds base-agent, base-record and base-record-wall with that build's
 # library and recorder, interleaved in the same rounds (before/after in one run), and prints the
-# differences paired by round.
+# differences paired by round. PP_STARTUP_CHILD=COMMAND runs COMMAND (words split by the shell)
+# instead of /bin/true as each child, e.g. "/usr/lib/gcc/x86_64-linux-gnu/12/cc1 --version" (a
+# compiler's 33 MB executable: what the start-up's look at the executable costs a big program).
 set -euo pipefail
 B=${PP_BINARY_DIR:-$(cd "$(dirname "$0")/.." && pwd)/build}
 N=${1:-200}
@@ -25,7 +27,8 @@ PP=$B/bin/pipeprof
 [[ -f $LIB && -x $PP ]] || { echo "build first: cmake --build build" >&2; exit 2; }
 T=$(mktemp -d /tmp/pp-startup.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-loop="i=0; while [ \$i -lt $N ]; do /bin/true; i=\$((i+1)); done"
+CHILD=${PP_STARTUP_CHILD:-/bin/true}
+loop="i=0; while [ \$i -lt $N ]; do $CHILD; i=\$((i+1)); done"
 
 # measure CMD...: "WALL_NS CPU_NS" of CMD and every process it waited for.
 measure() {

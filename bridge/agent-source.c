@@ -1427,6 +1427,24 @@ bridge_snapshot_settle(struct bridge_session *s, int final)
     }
 }
 
+/* Whether the drained batch holds a sample that makes s sampled (as bridge_write_session
+ * counts it: a stack of the session's mode since its start, running in CPU mode). */
+static int
+bridge_batch_samples(const struct bridge_source *src, const struct bridge_session *s)
+{
+    size_t i;
+
+    for (i = 0; i < src->sample_count; i++) {
+        const struct bridge_sample *sm = &src->samples[i];
+
+        if (sm->timestamp_ns >= s->start_ns && sm->mode == s->mode && sm->depth > 0 &&
+            (s->mode != AG_MODE_CPU || sm->state == AG_STATE_RUNNING)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int
 bridge_drain(void *ctx, const struct ipc_session_view *views, size_t n)
 {
@@ -1465,6 +1483,10 @@ bridge_drain(void *ctx, const struct ipc_session_view *views, size_t n)
         }
         if (s == NULL || (!s->samples && !s->pipeprof)) {
             continue;
+        }
+        if (views[i].final && views[i].unsampled && !views[i].congested && !s->sampled &&
+            !bridge_batch_samples(src, s)) {
+            continue; /* a lazy session that ends without a sample: nothing of it is sent */
         }
         err = bridge_write_session(src, s, views[i].writer, views[i].congested, modules_changed,
                                    views[i].final);

@@ -46,6 +46,7 @@ struct ipc_listener {
     char *path;
     struct ipc_sockfile file; /* the socket file bound, removed at stop if still ours */
     int open;                 /* the handle was initialized (must be closed) */
+    int fd;                   /* its socket until the handle takes it at listen, else -1 */
 };
 
 /* A connect port of DOTNET_DiagnosticPorts (reverse mode). */
@@ -144,6 +145,10 @@ struct ipc_server {
 
     struct ipc_listener *listeners;
     size_t listener_count;
+    /* The default listener of a lazy child, bound on the loop thread IPC_LISTEN_DEFER_MS after
+     * the start by listen_timer (server.c says why), or NULL. */
+    struct ipc_listener *listen_later;
+    uv_timer_t listen_timer;
     /* One scan of $TMPDIR for the default sockets of this user's killed processes,
      * IPC_STALE_SCAN_MS after the start (server.c says why then). */
     uv_timer_t stale_timer;

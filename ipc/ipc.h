@@ -343,6 +343,10 @@ struct ipc_session_view {
     struct nt_writer *writer;
     int congested;
     int final; /* the session's last drain (it is ending): write everything held back */
+    /* A lazy session (ipc_server_options.lazy_providers) that has not taken a sample yet: it is
+     * sent only once the source's sampled() says it has one, so the source may leave its final
+     * batch unwritten when that batch brings none (the stream is dropped whole). */
+    int unsampled;
 };
 
 /*
@@ -592,6 +596,11 @@ int ipc_redirect_path(enum ipc_redirect_op op, const char *path, char *out, size
  * binds its socket (ipc_redirect_path()), only later. Context: any thread; reads the executable.
  */
 int ipc_dotnet_host_detect(void);
+/* Whether the executable file mapped at file (size bytes) is a .NET host as the above tells it
+ * (an apphost naming libhostfxr.so, or a single-file app's host exporting DotNetRuntimeInfo). */
+int ipc_dotnet_host_image(const void *file, size_t size);
+/* /proc/self/exe's target ("" when unreadable), read once per image. */
+const char *ipc_self_exe(void);
 
 /*
  * Computes the runtime's default socket path for this process into out:

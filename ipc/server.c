@@ -114,24 +114,34 @@ ipc_server_cookie(const struct ipc_server *s, uint8_t out[16])
 #define IPC_RID_OS "linux-musl-"
 #endif
 
-/* "<exe path> arg1 arg2 ...", as the runtime reports it on Unix. */
+#define IPC_CMDLINE_MAX (1 << 20) /* what is read of /proc/self/cmdline at most */
+
+/* "<exe path> arg1 arg2 ...", as the runtime reports it on Unix (exe: /proc/self/exe's target).
+ * The buffer grows from 4 KiB: a first malloc of the whole 1 MiB was an mmap and a munmap in every
+ * process. */
 static char *
-ipc_command_line_read(void)
+ipc_command_line_read(const char *exe)
 {
-    char exe[4096], *out = NULL, *buf;
-    size_t len = 0, cap = 1 << 20, i, skip;
+    char *out = NULL, *buf, *grown;
+    size_t len = 0, cap = 4096, i, skip;
     ssize_t n;
     int fd;
 
-    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    exe[n > 0 ? n : 0] = '\0';
     buf = malloc(cap);
     if (buf == NULL) {
         return strdup(exe);
     }
     fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-    while (fd >= 0 && len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) > 0) {
+    while (fd >= 0 && (n = read(fd, buf + len, cap - 1 - len)) > 0) {
         len += (size_t)n;
+        if (len < cap - 1) {
+            continue;
+        }
+        if (cap >= IPC_CMDLINE_MAX || (grown = realloc(buf, cap * 2)) == NULL) {
+            break;
+        }
+        buf = grown;
+        cap *= 2;
     }
     if (fd >= 0) {
         close(fd);
@@ -161,9 +171,7 @@ ipc_command_line_read(void)
 static int
 ipc_server_info_init(struct ipc_server *s)
 {
-    char exe[4096];
-    const char *base;
-    ssize_t n;
+    const char *exe, *base;
 
     if (getrandom(s->cookie, sizeof(s->cookie), 0) != (ssize_t)sizeof(s->cookie)) {
         /* no entropy source: time and pid still make a per-process value */
@@ -175,9 +183,8 @@ ipc_server_info_init(struct ipc_server *s)
     }
     s->cookie[7] = (uint8_t)((s->cookie[7] & 0x0F) | 0x40); /* a version-4 GUID (Data3) */
     s->cookie[8] = (uint8_t)((s->cookie[8] & 0x3F) | 0x80);
-    s->command_line = ipc_command_line_read();
-    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    exe[n > 0 ? n : 0] = '\0';
+    exe = ipc_self_exe();
+    s->command_line = ipc_command_line_read(exe);
     base = strrchr(exe, '/');
     s->entrypoint = strdup(base != NULL ? base + 1 : exe);
     if (s->command_line == NULL || s->entrypoint == NULL) {
@@ -236,72 +243,105 @@ ipc_listener_accept(uv_stream_t *server, int status)
 }
 
 /*
- * Creates path as the runtime does on Linux: fchmod 0600 before bind, so the file is never
- * accessible to others, then listen(255). Only a stale socket of our own at path (nobody
- * accepts on it: a previous life of this process, or of another of this user's) is replaced;
- * anything else there (ipc_sockfile_make_room()) is left alone and the open fails. *owner is the
- * uid of what was found at path, or -1.
+ * A listener is made in two steps. ipc_listener_prepare() creates its socket (fchmod 0600 before
+ * bind, as the runtime does, so the file is never accessible to others) and its handle, on the
+ * starting thread: every fd of ours exists before the host's main, where no call of the host can
+ * meet its creation (host/fds.c moves it high). ipc_listener_bind() then binds it at a path and
+ * listens (255): at once, or later on the loop thread for a deferred default socket, which
+ * creates no fd. Only a stale socket of our own at path (nobody accepts on it: a previous life of
+ * this process, or of another of this user's) is replaced; anything else there
+ * (ipc_sockfile_make_room()) is left alone and the bind fails. *owner is the uid of what was
+ * found at path, or -1.
  */
-static int
-ipc_listener_open(struct ipc_server *s, struct ipc_listener *l, const char *path, long *owner)
+/* The socket of a listener that never listened (its bind failed, or the stop came first). */
+static void
+ipc_listener_drop_fd(struct ipc_listener *l)
 {
-    struct sockaddr_un addr;
-    int fd = -1, err;
-
-    memset(&addr, 0, sizeof(addr));
-    addr.sun_family = AF_UNIX;
-    *owner = -1;
-    if (strlen(path) >= sizeof(addr.sun_path)) {
-        return -ENAMETOOLONG;
+    if (l->fd >= 0) {
+        close(l->fd);
+        l->fd = -1;
     }
-    strcpy(addr.sun_path, path);
+}
+
+static int
+ipc_listener_prepare(struct ipc_server *s, struct ipc_listener *l, const char *path)
+{
+    int err;
+
     l->srv = s;
+    l->fd = -1;
     free(l->path);
     l->path = strdup(path);
     if (l->path == NULL) {
         return -ENOMEM;
     }
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
+    l->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (l->fd < 0) {
+        return -errno;
+    }
+    if (fchmod(l->fd, 0600) < 0) {
         err = -errno;
         goto out;
     }
-    if (fchmod(fd, 0600) < 0) {
-        err = -errno;
-        goto out;
-    }
-    err = ipc_sockfile_make_room(path, owner);
+    err = uv_pipe_init(&s->loop, &l->pipe, 0); /* the loop's spare fd for EMFILE comes here */
     if (err < 0) {
         goto out;
-    }
-    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        err = -errno;
-        goto out;
-    }
-    (void)ipc_sockfile_note(path, &l->file);
-    if (listen(fd, 255) < 0) {
-        err = -errno;
-        goto out_bound;
-    }
-    err = uv_pipe_init(&s->loop, &l->pipe, 0);
-    if (err < 0) {
-        goto out_bound;
     }
     l->open = 1;
     l->pipe.data = l;
-    err = uv_pipe_open(&l->pipe, fd);
+    return 0;
+out:
+    ipc_listener_drop_fd(l);
+    return err;
+}
+
+static int
+ipc_listener_bind(struct ipc_listener *l, const char *path, long *owner)
+{
+    struct sockaddr_un addr;
+    char *copy;
+    int err;
+
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    *owner = -1;
+    if (l->fd < 0) {
+        return -EBADF;
+    }
+    if (strlen(path) >= sizeof(addr.sun_path)) {
+        return -ENAMETOOLONG;
+    }
+    strcpy(addr.sun_path, path);
+    if (path != l->path) {
+        copy = strdup(path);
+        if (copy == NULL) {
+            return -ENOMEM;
+        }
+        free(l->path);
+        l->path = copy;
+    }
+    err = ipc_sockfile_make_room(path, owner);
+    if (err < 0) {
+        return err;
+    }
+    if (bind(l->fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        return -errno;
+    }
+    (void)ipc_sockfile_note(path, &l->file);
+    if (listen(l->fd, 255) < 0) {
+        err = -errno;
+        goto out_bound;
+    }
+    err = uv_pipe_open(&l->pipe, l->fd);
     if (err < 0) {
         goto out_bound;
     }
-    fd = -1; /* owned by the handle */
+    l->fd = -1; /* owned by the handle */
     err = uv_listen((uv_stream_t *)&l->pipe, 255, ipc_listener_accept);
 out_bound:
     if (err < 0) {
         ipc_sockfile_remove(path, &l->file);
-    }
-out:
-    if (fd >= 0) {
-        close(fd);
+        ipc_listener_drop_fd(l); /* bound: it cannot bind another name */
     }
     return err;
 }
@@ -593,7 +633,11 @@ ipc_server_wake(uv_async_t *a)
         s->loop_started = 0;
         s->loop_stop(s->loop_ctx);
     }
+    if (s->listen_later != NULL && !uv_is_closing((uv_handle_t *)&s->listen_timer)) {
+        uv_close((uv_handle_t *)&s->listen_timer, NULL); /* never bound: nothing to remove */
+    }
     for (i = 0; i < s->listener_count; i++) {
+        ipc_listener_drop_fd(&s->listeners[i]);
         if (s->listeners[i].open && !uv_is_closing((uv_handle_t *)&s->listeners[i].pipe)) {
             uv_close((uv_handle_t *)&s->listeners[i].pipe, NULL);
             if (s->owner_pid == getpid()) {
@@ -708,11 +752,13 @@ static int
 ipc_server_add_listener(struct ipc_server *s, const char *path)
 {
     struct ipc_listener *l = &s->listeners[s->listener_count];
-    long owner;
+    long owner = -1;
     int err;
 
-    err = ipc_listener_open(s, l, path, &owner);
     s->listener_count++; /* counted even on failure so that the path and handle are released */
+    err = ipc_listener_prepare(s, l, path);
+    err = err < 0 ? err : ipc_listener_bind(l, path, &owner);
+    ipc_listener_drop_fd(l);
     if (err == -EEXIST || err == -EPERM || err == -EADDRINUSE) {
         ipc_log(s, "cannot listen on %s: %s (uid %ld); it is left alone", path,
                 ipc_sockfile_refusal(err), owner);
@@ -724,28 +770,49 @@ ipc_server_add_listener(struct ipc_server *s, const char *path)
 
 #define IPC_DEFAULT_NAME_TRIES 8
 
+/* path, dotnet-diagnostic-PID-KEY-socket, with another KEY (no getenv: the loop thread may
+ * call this, while the host changes its environment). */
+static int
+ipc_default_path_rekey(char *path, size_t cap, uint64_t key)
+{
+    char *dash = strrchr(path, '-'), *k;
+    int n;
+
+    if (dash == NULL) {
+        return -EINVAL;
+    }
+    *dash = '\0';
+    k = strrchr(path, '-');
+    *dash = '-';
+    if (k == NULL) {
+        return -EINVAL;
+    }
+    k++;
+    n = snprintf(k, cap - (size_t)(k - path), "%llu-socket", (unsigned long long)key);
+    if (n < 0 || (size_t)n >= cap - (size_t)(k - path) ||
+        strlen(path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path)) {
+        return -ENAMETOOLONG;
+    }
+    return 0;
+}
+
 /*
  * The runtime's default name, dotnet-diagnostic-PID-KEY-socket, is predictable: in a shared
  * /tmp another user may hold it (a file, a directory, a socket). The server then takes the same
  * name with another key, which the tools' glob of dotnet-diagnostic-PID-*-socket still finds,
- * and says so in one line.
+ * and says so in one line. l is prepared, l->path the first name.
  */
 static int
-ipc_server_add_default_listener(struct ipc_server *s, uint64_t key_override)
+ipc_server_listen_default(struct ipc_server *s, struct ipc_listener *l)
 {
-    struct ipc_listener *l = &s->listeners[s->listener_count];
     char path[256], taken[256];
-    uint64_t key = key_override;
+    uint64_t key;
     long owner, taken_owner = -1;
     int err, i, taken_err = 0;
 
-    err = ipc_default_socket_path(path, sizeof(path), key);
-    if (err < 0) {
-        return err;
-    }
-    s->listener_count++; /* counted even on failure so that the path and handle are released */
+    snprintf(path, sizeof(path), "%s", l->path);
     for (i = 0;; i++) {
-        err = ipc_listener_open(s, l, path, &owner);
+        err = ipc_listener_bind(l, path, &owner);
         if (!(err == -EEXIST || err == -EPERM || err == -EADDRINUSE) ||
             i == IPC_DEFAULT_NAME_TRIES) {
             break;
@@ -760,11 +827,12 @@ ipc_server_add_default_listener(struct ipc_server *s, uint64_t key_override)
             key = nt_clock_now();
         }
         key = (key & 0xFFFFFFFFFFFFull) | 1;
-        err = ipc_default_socket_path(path, sizeof(path), key);
+        err = ipc_default_path_rekey(path, sizeof(path), key);
         if (err < 0) {
             break;
         }
     }
+    ipc_listener_drop_fd(l);
     if (err == 0) {
         (void)ipc_sockfile_mark(path); /* unmarked, a leftover of this process merely stays */
     }
@@ -775,6 +843,57 @@ ipc_server_add_default_listener(struct ipc_server *s, uint64_t key_override)
         ipc_log(s, "cannot listen on %s: %s", path, strerror(-err));
     }
     return err;
+}
+
+/*
+ * A recorded child that starts its session by itself (ipc_server_options.lazy_providers: the
+ * children of `pipeprof record`'s tree, not CMD) is reached through its connect port; its own
+ * socket at the default name is there for the tools that list and attach (`pipeprof ps`,
+ * `dotnet-trace ps`, `collect -p`). It binds that name IPC_LISTEN_DEFER_MS after its start, on
+ * the loop thread, unless it has stopped by then: the socket file's inode (ext4's allocation in
+ * a /tmp where every child makes and removes one) and its removal at exit were the largest
+ * single piece of a short child's CPU under `record` (docs/performance.md). The socket itself
+ * and its handle are made at the start, with every other fd of ours: the bind creates none.
+ */
+#define IPC_LISTEN_DEFER_MS 50
+
+static void
+ipc_server_listen_deferred(uv_timer_t *t)
+{
+    struct ipc_server *s = t->data;
+
+    uv_close((uv_handle_t *)t, NULL);
+    if (!s->shutting_down) {
+        (void)ipc_server_listen_default(s, s->listen_later); /* it says why it failed */
+    }
+}
+
+static int
+ipc_server_add_default_listener(struct ipc_server *s, uint64_t key_override, int defer)
+{
+    struct ipc_listener *l = &s->listeners[s->listener_count];
+    char path[256];
+    int err;
+
+    err = ipc_default_socket_path(path, sizeof(path), key_override);
+    if (err < 0) {
+        return err;
+    }
+    s->listener_count++; /* counted even on failure so that the path and handle are released */
+    err = ipc_listener_prepare(s, l, path);
+    if (err < 0) {
+        ipc_listener_drop_fd(l);
+        ipc_log(s, "cannot listen on %s: %s", path, strerror(-err));
+        return err;
+    }
+    if (!defer) {
+        return ipc_server_listen_default(s, l);
+    }
+    s->listen_later = l;
+    uv_timer_init(&s->loop, &s->listen_timer);
+    s->listen_timer.data = s;
+    uv_timer_start(&s->listen_timer, ipc_server_listen_deferred, IPC_LISTEN_DEFER_MS, 0);
+    return 0;
 }
 
 /*
@@ -836,6 +955,20 @@ ipc_server_wait_output(struct ipc_server *s)
            pthread_cond_timedwait(&s->resumed, &s->lock, &deadline) != ETIMEDOUT) {
     }
     pthread_mutex_unlock(&s->lock);
+}
+
+/* Whether ports has a connect port (where a lazy session streams). */
+static int
+ipc_port_list_connects(const struct ipc_port_list *ports)
+{
+    size_t i;
+
+    for (i = 0; i < ports->count; i++) {
+        if (ports->ports[i].type == IPC_PORT_CONNECT) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int
@@ -911,6 +1044,9 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
         err = -ENOMEM;
         goto out;
     }
+    for (i = 0; i <= ports.count; i++) {
+        s->listeners[i].fd = -1;
+    }
     uv_async_init(&s->loop, &s->wake, ipc_server_wake);
     s->wake.data = s;
     uv_timer_init(&s->loop, &s->drain);
@@ -919,7 +1055,8 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
     s->stop_timer.data = s;
 
     if (opts->listen_path == NULL) {
-        err = ipc_server_add_default_listener(s, opts->key_override);
+        err = ipc_server_add_default_listener(
+                s, opts->key_override, s->lazy_providers != NULL && ipc_port_list_connects(&ports));
     } else if (opts->listen_path[0] != '\0') {
         err = ipc_server_add_listener(s, opts->listen_path);
     }

@@ -165,6 +165,7 @@ ipc_session_drain_some(struct ipc_server *s, struct ipc_session *only)
         views[n].writer = ss->w;
         views[n].congested = ipc_session_congested(ss);
         views[n].final = only != NULL;
+        views[n].unsampled = ss->lazy == 1;
         n++;
     }
     if (n > 0 && s->source != NULL && s->source->drain != NULL) {

@@ -46,7 +46,7 @@ static struct shim_recording shim_rec = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd
 static void
 shim_api_drain_once(struct shim_recording *rec, int final)
 {
-    struct ipc_session_view view = { &rec->cfg, rec->writer, 0, final };
+    struct ipc_session_view view = { &rec->cfg, rec->writer, 0, final, 0 };
     int err = rec->source.drain(rec->source.ctx, &view, 1);
 
     if (err == 0) {

@@ -7,6 +7,7 @@ pp_add_script_test(golden-replay golden-replay.sh LABELS integration TIMEOUT 120
 pp_add_script_test(cli-outputs cli-outputs.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-summary cli-record-summary.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-short cli-record-short.sh LABELS integration TIMEOUT 180)
+pp_add_script_test(cli-record-listen cli-record-listen.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-child-calls cli-record-child-calls.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-commands cli-record-commands.sh LABELS integration slow TIMEOUT 180)
 pp_add_script_test(dump-runtime-names dump-runtime-names.sh LABELS integration TIMEOUT 60)

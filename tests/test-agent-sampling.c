@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -582,6 +583,43 @@ errno_main(void *p)
         }
     }
     return NULL;
+}
+
+/* ag_main_stack_bounds() computes, without /proc/self/maps, what pthread_getattr_np() reads there
+ * for the main thread; another thread gets -1 (its stack is not the main one). */
+static void *
+stack_bounds_other_main(void *arg)
+{
+    uint64_t lo = 0, hi = 0;
+
+    *(int *)arg = ag_main_stack_bounds(&lo, &hi);
+    return NULL;
+}
+
+TEST(main_stack_bounds_match_glibcs)
+{
+    struct rlimit rl;
+    pthread_attr_t attr;
+    pthread_t t;
+    uint64_t lo = 0, hi = 0;
+    void *addr = NULL;
+    size_t size = 0;
+    int other = 0;
+
+    ASSERT_OK(getrlimit(RLIMIT_STACK, &rl));
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (64u << 20)) {
+        test_skip("RLIMIT_STACK is above 64 MiB: the bounds come from glibc's maps read");
+    }
+    ASSERT_EQ(syscall(SYS_gettid), getpid());
+    ASSERT_OK(ag_main_stack_bounds(&lo, &hi));
+    ASSERT_OK(pthread_getattr_np(pthread_self(), &attr));
+    ASSERT_OK(pthread_attr_getstack(&attr, &addr, &size));
+    pthread_attr_destroy(&attr);
+    ASSERT_EQ(lo, (uint64_t)(uintptr_t)addr);
+    ASSERT_EQ(hi, (uint64_t)(uintptr_t)addr + size);
+    ASSERT_OK(pthread_create(&t, NULL, stack_bounds_other_main, &other));
+    ASSERT_OK(pthread_join(t, NULL));
+    ASSERT_EQ(other, -1);
 }
 
 TEST(handler_preserves_errno)
@@ -2580,6 +2618,7 @@ static const struct test_case cases[] = {
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
     TEST_CASE(fork_while_sampling_leaves_child_alone),
     TEST_CASE(handler_preserves_errno),
+    TEST_CASE(main_stack_bounds_match_glibcs),
     TEST_CASE(start_stop_idempotent_and_restore_signal),
     TEST_CASE(wall_signals_a_thread_again_after_its_signal_merged_into_the_hosts),
     TEST_CASE(wall_sample_carries_the_intervals_its_thread_waited_for_a_core),

@@ -250,7 +250,7 @@ TEST(late_wall_passes_are_no_lost_events)
     };
     struct ipc_session_config cfg = { 7, prov, 2, 0, 0, 0 };
     struct ipc_event_source es;
-    struct ipc_session_view view = { &cfg, NULL, 0, 0 };
+    struct ipc_session_view view = { &cfg, NULL, 0, 0, 0 };
     struct ag_config ac;
     struct nt_reader *r = NULL;
     struct nt_reader_stats rs;
@@ -335,7 +335,7 @@ TEST(a_runnable_thread_gets_an_event_for_each_interval_it_waited)
     struct test_spinner waiter = { test_first_cpu(), 1, 0, 0, &stop },
                         hog = { waiter.cpu, 0, 0, 0, &stop };
     struct ipc_event_source es;
-    struct ipc_session_view view = { &cfg, NULL, 0, 0 };
+    struct ipc_session_view view = { &cfg, NULL, 0, 0, 0 };
     struct ag_config ac;
     struct nt_reader *r;
     struct nt_event ev;
@@ -487,7 +487,7 @@ tt_charged(struct tt_worker *wk, unsigned drain_us)
     };
     struct ipc_session_config cfg = { 9, &prov, 1, 0, 0, 0 };
     struct ipc_event_source es;
-    struct ipc_session_view view = { &cfg, NULL, 0, 0 };
+    struct ipc_session_view view = { &cfg, NULL, 0, 0, 0 };
     struct ag_config ac;
     struct tt_worker beside = { 0, -1, wk, 0, 0 };
     static struct tt_event evs[4096];

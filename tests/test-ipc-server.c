@@ -7,13 +7,16 @@
  * reverse mode (advertise, reconnect, suspend until ResumeRuntime), and a lazy session
  * (PIPEPROF_RECORD_LAZY) that connects only once sampled, its stream following the advertise.
  */
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1166,6 +1169,95 @@ TEST(server_stop_ends_live_sessions_with_an_end_tag)
     close(a);
 }
 
+/* A made-up 64-bit ELF executable of size bytes, one PT_LOAD over all of it, "libhostfxr.so" in
+ * its data; with dynstr, a PT_DYNAMIC whose string table holds it. Freed by the caller. */
+static unsigned char *
+fake_elf(size_t size, const char *dynstr)
+{
+    unsigned char *p = calloc(1, size);
+    Elf64_Ehdr *eh = (Elf64_Ehdr *)(void *)p;
+    Elf64_Phdr *ph = (Elf64_Phdr *)(void *)(p + sizeof(*eh));
+    Elf64_Dyn *d = (Elf64_Dyn *)(void *)(p + 4096);
+
+    ASSERT_TRUE(p != NULL);
+    memcpy(eh->e_ident, ELFMAG, SELFMAG);
+    eh->e_ident[EI_CLASS] = ELFCLASS64;
+    eh->e_phoff = sizeof(*eh);
+    eh->e_phentsize = sizeof(*ph);
+    eh->e_phnum = 2;
+    ph[0].p_type = PT_LOAD;
+    ph[0].p_filesz = ph[0].p_memsz = size;
+    ph[1].p_type = PT_DYNAMIC;
+    ph[1].p_offset = ph[1].p_vaddr = 4096;
+    ph[1].p_filesz = 3 * sizeof(*d);
+    memcpy(p + size / 2, "libhostfxr.so", 14);
+    if (dynstr != NULL) {
+        d[0].d_tag = DT_STRTAB;
+        d[0].d_un.d_ptr = 8192;
+        d[1].d_tag = DT_STRSZ;
+        d[1].d_un.d_val = strlen(dynstr) + 2;
+        memcpy(p + 8193, dynstr, strlen(dynstr) + 1);
+    }
+    return p;
+}
+
+/* Maps path (an executable from the .NET packs or gcc, when installed) and tells whether it is a
+ * .NET host; -1 when it is not there. */
+static int
+host_image_of(const char *pattern)
+{
+    glob_t g;
+    struct stat fst;
+    void *map;
+    int fd, found = -1;
+
+    if (glob(pattern, 0, NULL, &g) != 0) {
+        return -1;
+    }
+    fd = open(g.gl_pathv[0], O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fstat(fd, &fst) == 0 &&
+        (map = mmap(NULL, (size_t)fst.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) != MAP_FAILED) {
+        found = ipc_dotnet_host_image(map, (size_t)fst.st_size);
+        munmap(map, (size_t)fst.st_size);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    globfree(&g);
+    return found;
+}
+
+/* The .NET host test reads an apphost-sized image whole for "libhostfxr.so", and a large one only
+ * for the runtime's export in its dynamic strings: reading gcc's 33 MB cc1 whole cost 10 ms of CPU
+ * at every start. */
+TEST(dotnet_host_image_reads_a_large_program_only_for_the_runtimes_export)
+{
+    size_t big = 4u << 20;
+    unsigned char *p;
+    int sfh, ah, cc1;
+
+    p = fake_elf(64 * 1024, NULL);
+    ASSERT_EQ(ipc_dotnet_host_image(p, 64 * 1024), 1); /* an apphost */
+    free(p);
+    p = fake_elf(big, NULL);
+    ASSERT_EQ(ipc_dotnet_host_image(p, big), 0); /* a large program naming it is no host */
+    free(p);
+    p = fake_elf(big, "DotNetRuntimeInfo");
+    ASSERT_EQ(ipc_dotnet_host_image(p, big), 1); /* a single-file app's host */
+    free(p);
+    p = fake_elf(big, "DotNetRuntimeInfoX");
+    ASSERT_EQ(ipc_dotnet_host_image(p, big), 0);
+    free(p);
+    sfh = host_image_of("/usr/share/dotnet/packs/Microsoft.NETCore.App.Host.linux-*/*/runtimes/"
+                        "linux-*/native/singlefilehost");
+    ah = host_image_of("/usr/share/dotnet/packs/Microsoft.NETCore.App.Host.linux-*/*/runtimes/"
+                       "linux-*/native/apphost");
+    cc1 = host_image_of("/usr/lib/gcc/*-linux-gnu/*/cc1");
+    printf("# installed: singlefilehost %d, apphost %d, cc1 %d (-1: not installed)\n", sfh, ah,
+           cc1);
+    ASSERT_TRUE(sfh != 0 && ah != 0 && cc1 != 1);
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(process_info_versions_carry_real_values),
     TEST_CASE(default_socket_named_like_the_runtime_0600_and_removed),
@@ -1186,5 +1278,6 @@ static const struct test_case cases[] = {
     TEST_CASE(server_stop_ends_live_sessions_with_an_end_tag),
     TEST_CASE(lazy_session_connects_once_sampled_and_streams_from_its_start),
     TEST_CASE(lazy_session_without_a_sample_never_connects_and_is_tallied),
+    TEST_CASE(dotnet_host_image_reads_a_large_program_only_for_the_runtimes_export),
 };
 TEST_MAIN(cases)
