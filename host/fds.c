@@ -134,6 +134,7 @@
 #include <link.h>
 #include <linux/bpf.h>
 #include <linux/kcmp.h>
+#include <linux/seccomp.h>
 #include <mqueue.h>
 #include <pthread.h>
 #include <pty.h>
@@ -728,10 +729,24 @@ close(int fd)
     return rc;
 }
 
-/* What a system call made through syscall() creates: one fd (its result), or two into the int[2]
- * of its argument pipe_fds or pair_fds; the numbers of the host's calls that create none pass
- * through as before. */
-enum { HOST_FDS_SYS_NONE, HOST_FDS_SYS_ONE, HOST_FDS_SYS_PIPE, HOST_FDS_SYS_SOCKETPAIR };
+/* What a system call made through syscall() is to the fds: none of them (it passes through with
+ * its six arguments), a creator of one fd (its result) or of two into the int[2] of its argument
+ * pipe_fds or pair_fds, a close, a close_range, a dup2 or dup3 onto a number of the caller's
+ * choice, an fcntl F_DUPFD* (a creator from a minimum), or a receive whose SCM_RIGHTS messages
+ * bring fds. */
+enum {
+    HOST_FDS_SYS_NONE,
+    HOST_FDS_SYS_ONE,
+    HOST_FDS_SYS_PIPE,
+    HOST_FDS_SYS_SOCKETPAIR,
+    HOST_FDS_SYS_CLOSE,
+    HOST_FDS_SYS_CLOSE_RANGE,
+    HOST_FDS_SYS_DUP2,
+    HOST_FDS_SYS_DUP3,
+    HOST_FDS_SYS_DUPFD,
+    HOST_FDS_SYS_RECVMSG,
+    HOST_FDS_SYS_RECVMMSG
+};
 
 /* bpf(2)'s commands that return a new fd; the others return 0 or a count, never to be moved. */
 static int
@@ -756,13 +771,50 @@ host_fds_bpf_creates(long cmd)
     }
 }
 
-/* One switch on the number: a system call whose result is always a new fd when it succeeds (not
- * landlock_create_ruleset, whose result may be a version; seccomp's listener and fcntl's F_DUPFD
- * are not watched). The names some architectures lack (open, pipe: arm64) are tested for. */
+/* One switch on the number, syscall()'s whole dispatch among the fd calls: a system call whose
+ * result is a new fd when it succeeds (seccomp's only with SECCOMP_FILTER_FLAG_NEW_LISTENER, its
+ * notification listener; landlock_create_ruleset's only without flags: with
+ * LANDLOCK_CREATE_RULESET_VERSION or _ERRATA it is a number, never moved), the closes and dups,
+ * fcntl only for F_DUPFD and F_DUPFD_CLOEXEC (every other command passes through, as fcntl's
+ * interposer passes it), and the receives. The names some architectures lack (open, pipe, dup2:
+ * arm64) are tested for. */
 static int
-host_fds_syscall_creates(long n, const long a[6])
+host_fds_syscall_kind(long n, const long a[6])
 {
     switch (n) {
+    case SYS_close:
+        return HOST_FDS_SYS_CLOSE;
+#ifdef SYS_close_range
+    case SYS_close_range:
+        return HOST_FDS_SYS_CLOSE_RANGE;
+#endif
+#ifdef SYS_dup2
+    case SYS_dup2:
+        return HOST_FDS_SYS_DUP2;
+#endif
+    case SYS_dup3:
+        return HOST_FDS_SYS_DUP3;
+    case SYS_fcntl:
+        return (int)a[1] == F_DUPFD || (int)a[1] == F_DUPFD_CLOEXEC ? HOST_FDS_SYS_DUPFD
+                                                                    : HOST_FDS_SYS_NONE;
+#ifdef SYS_recvmsg
+    case SYS_recvmsg:
+        return HOST_FDS_SYS_RECVMSG;
+#endif
+#ifdef SYS_recvmmsg
+    case SYS_recvmmsg:
+        return HOST_FDS_SYS_RECVMMSG;
+#endif
+#if defined(SYS_seccomp) && defined(SECCOMP_FILTER_FLAG_NEW_LISTENER)
+    case SYS_seccomp:
+        return a[0] == SECCOMP_SET_MODE_FILTER && (a[1] & SECCOMP_FILTER_FLAG_NEW_LISTENER)
+                       ? HOST_FDS_SYS_ONE
+                       : HOST_FDS_SYS_NONE;
+#endif
+#ifdef SYS_landlock_create_ruleset
+    case SYS_landlock_create_ruleset:
+        return (unsigned)a[2] == 0 ? HOST_FDS_SYS_ONE : HOST_FDS_SYS_NONE;
+#endif
 #ifdef SYS_open
     case SYS_open:
 #endif
@@ -838,8 +890,8 @@ host_fds_syscall_creates(long n, const long a[6])
     }
 }
 
-static long host_fds_syscall_create(host_syscall_fn real, long n, const long a[6], int kind,
-                                    const void *ra);
+static long host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind,
+                                const void *ra);
 
 /* Six arguments are read whatever the call takes, as libc's syscall() passes six registers: the
  * last ones may lie past what the caller pushed (AddressSanitizer would call that a stack
@@ -861,20 +913,9 @@ syscall(long n, ...)
         errno = ENOSYS;
         return -1;
     }
-    if (n == SYS_close && !host_fds_library_call(__builtin_return_address(0))) {
-        long rc = -1;
-
-        host_fds_gate_host_enter();
-        if (host_fd_is_owned((int)a[0])) {
-            errno = EBADF;
-        } else {
-            rc = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
-        }
-        host_fds_gate_host_leave();
-        return rc;
-    }
-    if (n == SYS_close && host_fd_is_owned((int)a[0])) {
-        host_fd_mark((int)a[0], 0);
+    kind = host_fds_syscall_kind(n, a);
+    if (kind != HOST_FDS_SYS_NONE) {
+        return host_fds_syscall_fd(real, n, a, kind, __builtin_return_address(0));
     }
     if (HOST_SYSCALL_IS_SEND(n) && !host_fds_library_call(__builtin_return_address(0))) {
         return host_syscall_send(real, n, a); /* signals.c; the agent's own sends go as they are */
@@ -885,11 +926,30 @@ syscall(long n, ...)
         HOST_NO_TAIL_CALL();
         return rc;
     }
-    kind = host_fds_syscall_creates(n, a);
-    if (kind != HOST_FDS_SYS_NONE) {
-        return host_fds_syscall_create(real, n, a, kind, __builtin_return_address(0));
-    }
     return real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+/* syscall(SYS_close): libuv closes its fds so; a host's raw close of a library fd gets the EBADF
+ * of close(). */
+static long
+host_fds_syscall_close(host_syscall_fn real, int fd, const void *ra)
+{
+    long rc = -1;
+
+    if (host_fds_library_call(ra)) {
+        if (host_fd_is_owned(fd)) {
+            host_fd_mark(fd, 0);
+        }
+        return real(SYS_close, fd, 0, 0, 0, 0, 0);
+    }
+    host_fds_gate_host_enter();
+    if (host_fd_is_owned(fd)) {
+        errno = EBADF;
+    } else {
+        rc = real(SYS_close, fd, 0, 0, 0, 0, 0);
+    }
+    host_fds_gate_host_leave();
+    return rc;
 }
 
 static int
@@ -897,8 +957,16 @@ host_close_range_raw(unsigned lo, unsigned hi, int flags)
 {
     static _Atomic(void *) real_close_range;
     int (*real)(unsigned, unsigned, int) = HOST_REAL(int (*)(unsigned, unsigned, int), close_range);
+    host_syscall_fn raw = HOST_REAL(host_syscall_fn, syscall);
 
-    return real != NULL ? real(lo, hi, flags) : (int)syscall(SYS_close_range, lo, hi, flags);
+    if (real != NULL) {
+        return real(lo, hi, flags);
+    }
+    if (raw == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return (int)raw(SYS_close_range, (long)lo, (long)hi, (long)flags, 0, 0, 0);
 }
 
 /* close_range over [lo, hi] without the library's fds: the pieces between them. */
@@ -941,18 +1009,26 @@ host_close_range_around(unsigned lo, unsigned hi, int flags)
     return rc;
 }
 
-HOST_EXPORT int
-close_range(unsigned lo, unsigned hi, int flags)
+/* close_range of the caller whose return address is ra (the interposer's, syscall()'s): the
+ * host's in the gate and around the library's fds, the library's as it is. */
+static int
+host_fds_close_range(unsigned lo, unsigned hi, int flags, const void *ra)
 {
     int rc;
 
-    if (host_fds_library_call(__builtin_return_address(0))) {
+    if (host_fds_library_call(ra)) {
         return host_close_range_raw(lo, hi, flags);
     }
     host_fds_gate_host_enter();
     rc = host_close_range_around(lo, hi, flags);
     host_fds_gate_host_leave();
     return rc;
+}
+
+HOST_EXPORT int
+close_range(unsigned lo, unsigned hi, int flags)
+{
+    return host_fds_close_range(lo, hi, flags, __builtin_return_address(0));
 }
 
 HOST_EXPORT void
@@ -1644,6 +1720,85 @@ host_fds_received(ssize_t rc, struct msghdr *msg, const void *ra, unsigned entri
     }
     errno = err;
     return rc;
+}
+
+int
+host_fds_received_many(int rc, struct mmsghdr *vec, const void *ra, unsigned entries)
+{
+    int i;
+
+    for (i = 0; i < rc; i++) {
+        (void)host_fds_received(0, &vec[i].msg_hdr, ra, entries);
+    }
+    return rc;
+}
+
+/* dup2 and dup3 made through syscall(), once (host_fds_dup retries an EBUSY). */
+#ifdef SYS_dup2
+static int
+host_fds_sys_dup2_once(int oldfd, int newfd, int flags)
+{
+    host_syscall_fn raw = HOST_REAL(host_syscall_fn, syscall);
+
+    (void)flags;
+    return (int)raw(SYS_dup2, oldfd, newfd, 0, 0, 0, 0);
+}
+#endif
+
+static int
+host_fds_sys_dup3_once(int oldfd, int newfd, int flags)
+{
+    host_syscall_fn raw = HOST_REAL(host_syscall_fn, syscall);
+
+    return (int)raw(SYS_dup3, oldfd, newfd, flags, 0, 0, 0);
+}
+
+/* fcntl made through syscall() with one int argument: F_DUPFD*'s minimum (host_fds_dupfd). */
+static int
+host_fds_sys_fcntl(int fd, int cmd, ...)
+{
+    host_syscall_fn raw = HOST_REAL(host_syscall_fn, syscall);
+    va_list ap;
+    int arg;
+
+    va_start(ap, cmd);
+    arg = va_arg(ap, int);
+    va_end(ap);
+    return (int)raw(SYS_fcntl, fd, cmd, arg, 0, 0, 0);
+}
+
+/* A system call made through syscall() that closes, takes or creates fds
+ * (host_fds_syscall_kind): as the interposer of its libc name, for the caller whose return
+ * address is ra. */
+static long
+host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, const void *ra)
+{
+    unsigned entries;
+
+    switch (kind) {
+    case HOST_FDS_SYS_CLOSE:
+        return host_fds_syscall_close(real, (int)a[0], ra);
+    case HOST_FDS_SYS_CLOSE_RANGE:
+        return host_fds_close_range((unsigned)a[0], (unsigned)a[1], (int)a[2], ra);
+#ifdef SYS_dup2
+    case HOST_FDS_SYS_DUP2:
+        return host_fds_dup(host_fds_sys_dup2_once, (int)a[0], (int)a[1], 0, ra);
+#endif
+    case HOST_FDS_SYS_DUP3:
+        return host_fds_dup(host_fds_sys_dup3_once, (int)a[0], (int)a[1], (int)a[2], ra);
+    case HOST_FDS_SYS_DUPFD:
+        return host_fds_dupfd(host_fds_sys_fcntl, (int)a[0], (int)a[1], (int)a[2], ra);
+    case HOST_FDS_SYS_RECVMSG:
+        entries = host_fds_accepting(ra);
+        return host_fds_received(real(n, a[0], a[1], a[2], a[3], a[4], a[5]), (struct msghdr *)a[1],
+                                 ra, entries);
+    case HOST_FDS_SYS_RECVMMSG:
+        entries = host_fds_accepting(ra);
+        return host_fds_received_many((int)real(n, a[0], a[1], a[2], a[3], a[4], a[5]),
+                                      (struct mmsghdr *)a[1], ra, entries);
+    default:
+        return host_fds_syscall_create(real, n, a, kind, ra);
+    }
 }
 
 /*
