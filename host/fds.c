@@ -16,18 +16,29 @@
  *   freopen freopen64
  *                    interposed because glibc's dup3()s its new file onto the stream's number,
  *                    a close of whatever holds it: the host's counts itself in as a close.
- *   syscall          interposed for SYS_close: libuv closes its fds with syscall(SYS_close),
- *                    and a host's raw close of a library fd gets the EBADF of close() too; a
- *                    host's SYS_tgkill, SYS_tkill and SYS_rt_tgsigqueueinfo go to signals.c's
- *                    host_syscall_send and the waits to eintr.c; the system calls that create
- *                    fds (host_fds_syscall_creates: open, openat, openat2, creat, dup,
- *                    memfd_create, eventfd, eventfd2, epoll_create*, socket, accept, accept4,
- *                    pipe, pipe2, socketpair, timerfd_create, signalfd* of -1, inotify_init*,
- *                    pidfd_open, pidfd_getfd, fanotify_init, open_by_handle_at, mq_open,
- *                    userfaultfd, perf_event_open, io_uring_setup, memfd_secret, fsopen, fsmount,
- *                    fspick, open_tree and bpf's commands that return an fd) are creators as the
- *                    interposers below are; every other system call passes through with its six
- *                    arguments.
+ *   syscall          interposed for the fd calls that programs make without libc's wrappers,
+ *                    each as the interposer of its libc name (one switch on the number picks
+ *                    them: host_fds_syscall_kind): SYS_close (libuv closes its fds so; a host's
+ *                    raw close of a library fd gets the EBADF of close() too), SYS_close_range
+ *                    (programs built for a glibc before 2.34, which has no close_range: a
+ *                    daemon's syscall(SYS_close_range, 3, ~0U, 0) closed the library's fds and
+ *                    libuv aborted the host, status 134 preloaded, in listen mode and under
+ *                    record in CPU and wall mode, with CLOSE_RANGE_UNSHARE too), SYS_dup2 and
+ *                    SYS_dup3 (onto 768..800 the same abort), SYS_fcntl with F_DUPFD or
+ *                    F_DUPFD_CLOEXEC (every other command passes through, as fcntl's interposer
+ *                    passes it), SYS_recvmsg and SYS_recvmmsg (the fds SCM_RIGHTS brings, as
+ *                    eintr.c's recvmsg's), and the system calls that create fds (open, openat,
+ *                    openat2, creat, dup, memfd_create, eventfd, eventfd2, epoll_create*, socket,
+ *                    accept, accept4, pipe, pipe2, socketpair, timerfd_create, signalfd* of -1,
+ *                    inotify_init*, pidfd_open, pidfd_getfd, fanotify_init, open_by_handle_at,
+ *                    mq_open, userfaultfd, perf_event_open, io_uring_setup, memfd_secret, fsopen,
+ *                    fsmount, fspick, open_tree, bpf's commands that return an fd, seccomp's
+ *                    SECCOMP_SET_MODE_FILTER with SECCOMP_FILTER_FLAG_NEW_LISTENER, whose result
+ *                    is its notification listener, and landlock_create_ruleset without flags,
+ *                    whose result is a ruleset: with LANDLOCK_CREATE_RULESET_VERSION it is a
+ *                    version, never moved); a host's SYS_tgkill, SYS_tkill and
+ *                    SYS_rt_tgsigqueueinfo go to signals.c's host_syscall_send and the waits to
+ *                    eintr.c; every other system call passes through with its six arguments.
  *   eventfd epoll_create epoll_create1 socket socketpair pipe pipe2 open open64 __open_2
  *   __open64_2 openat openat64 __openat_2 __openat64_2 creat creat64 dup memfd_create fopen64
  *   timerfd_create signalfd inotify_init inotify_init1 pidfd_open mkstemp mkstemp64 mkostemp
@@ -55,9 +66,12 @@
  * numbers libc gives. dup2/dup3 onto a library fd is the one call that cannot be hidden: the
  * number is the host's to take, so the library stops (agent and server, one line on stderr, the
  * server's fd_taken hook) and the host's dup2 then proceeds on a free number; without the hook
- * the fd is forgotten and the host's call proceeds. Not covered: system calls made without
- * libc's functions (inline assembly, the Go runtime) see the library's fds as any other, and
- * syscall(2) is watched for SYS_close and the creators above only among the fd calls;
+ * the fd is forgotten and the host's call proceeds. The same holds for these calls made through
+ * syscall(). Not covered: system calls made without libc's functions (inline assembly, the Go
+ * runtime) see the library's fds as any other, and syscall(2) is watched for the closes, dups,
+ * receives and creators above only among the fd calls; fcntl's other commands (libc's or
+ * syscall()'s) reach a library fd as any other: F_GETFD or F_GETFL of its number succeeds where
+ * bare it fails with EBADF (tests/hosts/fds.c's openpty part tells a library fd held low so);
  * fcntl(F_DUPFD) onto a high number simply gets the next free one. The host's pidfd_getfd (libc's
  * or syscall()'s) of a library fd in its own process fails with EBADF, as bare, where it got a
  * copy of the library's file (host_fds_getfd_checked: kcmp tells it is the library's; without
@@ -68,8 +82,8 @@
  * duplicated it high and closed the low number (two system calls, a few microseconds; the wall
  * thread keeps its /proc files open, so after a session's first passes this happens at thread
  * starts, connections and session starts). The host's closes are kept out of that moment by a
- * gate (host_fds_gate): while the library creates and moves fds the host's close, syscall
- * (SYS_close), close_range, closefrom, dup2 and dup3 wait, and while one of those runs the
+ * gate (host_fds_gate): while the library creates and moves fds the host's close, close_range,
+ * closefrom, dup2 and dup3 (libc's or syscall()'s) wait, and while one of those runs the
  * library's creations wait. Without it a daemon's close_range(3, ~0U, 0) at its start met the
  * session's first fds under `record --mode wall` in 13 of 30 runs at a load of 20: the low
  * number closed before it moved, libuv got -1 from eventfd or epoll_create and aborted the host
@@ -109,23 +123,29 @@
  * file it opens before it returns, so no number of the host's changes. Still open: the host's
  * creations made without the interposers: other glibc functions that open an fd inside and keep
  * it (syslog's socket, for one), the fds a read of a fanotify group makes for its events, the fds
- * io_uring's own opens and accepts install, syscall()'s SYS_fcntl with F_DUPFD, seccomp's
- * listener, landlock_create_ruleset (whose result may be a version, never moved) and SCM_RIGHTS
- * through syscall(SYS_recvmsg) or SYS_recvmmsg; and the host's pidfd_getfd of a library fd of
- * another process that runs the library (its numbers are not known here).
+ * io_uring's own opens and accepts install, and those a seccomp listener's
+ * SECCOMP_IOCTL_NOTIF_ADDFD installs in the process it watches; and the host's pidfd_getfd of a
+ * library fd of another process that runs the library (its numbers are not known here).
  *
  * Held by: host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
- * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, then a
- * pipe and files of the host's own, bare against preloaded, CPU and wall, record, listen mode
- * and no session: same output, same per-call error counts, exit 0); host-contract-fds-create
- * (each creator in a loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 38
- * kinds, freopen of a stream whose fd was closed, recvmsg and recvmmsg of an fd passed by
- * SCM_RIGHTS, syscall()'s openat, openat2, memfd_create, eventfd2 and pipe2, popen, openpty,
- * forkpty, mq_open, fanotify_init and open_by_handle_at (each skipped, on the host's output, where
- * the call fails at once with ENOSYS, EPERM, EOPNOTSUPP, EACCES or EINVAL), and pidfd_getfd of
- * 64..1023 of the host's own process, EBADF for each as bare, among them; openpty's slave opened
- * below its master, 12 of 12 calls under a seccomp notifier that holds the two opens until a
- * library fd took and left the host's number, put back in bare's order: host_fds_pair_created).
+ * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, and
+ * syscall()'s close_range (flags 0 and CLOSE_RANGE_UNSHARE), dup2 and dup3 over the same
+ * (-sysrange, -sysrange-unshare, -sysdup2, -sysdup2high, -sysdup3, -sysdup3high: without their
+ * handling here, each but the two low dups aborted the host, status 134), then a pipe and files
+ * of the host's own, bare against preloaded, CPU and wall, record, listen mode and no session:
+ * same output, same per-call error counts, exit 0); host-contract-fds-create (each creator in a
+ * loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 43 kinds, freopen of a
+ * stream whose fd was closed, recvmsg and recvmmsg of an fd passed by SCM_RIGHTS, syscall()'s
+ * openat, openat2, memfd_create, eventfd2, pipe2, fcntl(F_DUPFD_CLOEXEC), recvmsg, recvmmsg,
+ * seccomp's listener and landlock_create_ruleset (11 to 14 of 212 to 451 calls a kind got a
+ * number bare does not give without their handling, CPU mode), popen, openpty, forkpty, mq_open,
+ * fanotify_init and open_by_handle_at (each skipped, on the host's output, where the call fails
+ * at once with ENOSYS, EPERM, EOPNOTSUPP, EACCES or EINVAL), and pidfd_getfd, and syscall()'s
+ * dup and fcntl(F_DUPFD_CLOEXEC), of 64..1023 of the host's own process, EBADF for each as bare
+ * (F_DUPFD_CLOEXEC's 19 copies of the library's fds without its handling here), among them;
+ * openpty's slave opened below its master, 12 of 12 calls under a seccomp notifier that holds the
+ * two opens until a library fd took and left the host's number, put back in bare's order:
+ * host_fds_pair_created).
  */
 #include <dirent.h>
 #include <dlfcn.h>
