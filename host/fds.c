@@ -54,6 +54,12 @@
  * F_DUPFD* and for fd -1, and pass everything else through and is registered in a lock-free set:
  * the host's low numbers are its own, as bare. host_fd_take() does the same for fds the library
  * opens by other means (perf_event_open).
+ *   openlog syslog vsyslog __syslog_chk __vsyslog_chk
+ *                    interposed because glibc opens syslog's socket inside them and keeps it at
+ *                    its number: the host's call counts itself in as a close (the gate below),
+ *                    so that no library fd is low across it and the socket gets bare's number
+ *                    (without it, 190 to 229 of 497 to 634 calls a kind got the next number
+ *                    under host-contract-fds-create's knob, CPU mode).
  *
  * A call is the library's when it comes from one of the library's threads
  * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
@@ -122,8 +128,9 @@
  * (host_fds_pair_created), so they keep bare's order. sem_open needs nothing: glibc closes the
  * file it opens before it returns, so no number of the host's changes. Still open: the host's
  * creations made without the interposers: other glibc functions that open an fd inside and keep
- * it (syslog's socket, for one), the fds a read of a fanotify group makes for its events, the fds
- * io_uring's own opens and accepts install, and those a seccomp listener's
+ * it (such as getutent's utmp file, setpwent's and setmntent's streams, the resolver's socket
+ * with RES_STAYOPEN; syslog's is interposed above), the fds a read of a fanotify group makes for
+ * its events, the fds io_uring's own opens and accepts install, and those a seccomp listener's
  * SECCOMP_IOCTL_NOTIF_ADDFD installs in the process it watches; and the host's pidfd_getfd of a
  * library fd of another process that runs the library (its numbers are not known here).
  *
@@ -134,7 +141,10 @@
  * handling here, each but the two low dups aborted the host, status 134), then a pipe and files
  * of the host's own, bare against preloaded, CPU and wall, record, listen mode and no session:
  * same output, same per-call error counts, exit 0); host-contract-fds-create (each creator in a
- * loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 43 kinds, freopen of a
+ * loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 45 kinds, syslog's
+ * socket by openlog(LOG_NDELAY) and by a first message (syslog, vsyslog, __syslog_chk and
+ * __vsyslog_chk in turn) on a thread whose /dev is a tmpfs with a /dev/log of the host's (root
+ * only, skipped elsewhere), freopen of a
  * stream whose fd was closed, recvmsg and recvmmsg of an fd passed by SCM_RIGHTS, syscall()'s
  * openat, openat2, memfd_create, eventfd2, pipe2, fcntl(F_DUPFD_CLOEXEC), recvmsg, recvmmsg,
  * seccomp's listener and landlock_create_ruleset (11 to 14 of 212 to 451 calls a kind got a
@@ -173,6 +183,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "host/internal.h"
@@ -1201,7 +1212,8 @@ static _Atomic(void *) real_open_p, real_open64_p, real___open_2_p, real___open6
         real_mkostemps_p, real_mkostemps64_p, real_tmpfile_p, real_tmpfile64_p, real_freopen_p,
         real_freopen64_p, real_fcntl64_p, real_pidfd_getfd_p, real_posix_openpt_p, real_getpt_p,
         real_shm_open_p, real_mq_open_p, real_fanotify_init_p, real_open_by_handle_at_p,
-        real_openpty_p, real_forkpty_p, real_popen_p;
+        real_openpty_p, real_forkpty_p, real_popen_p, real_openlog_p, real_vsyslog_p,
+        real___vsyslog_chk_p;
 static const struct {
     _Atomic(void *) *slot;
     const char *name;
@@ -1257,6 +1269,9 @@ static const struct {
     { &real_openpty_p, "openpty" },
     { &real_forkpty_p, "forkpty" },
     { &real_popen_p, "popen" },
+    { &real_openlog_p, "openlog" },
+    { &real_vsyslog_p, "vsyslog" },
+    { &real___vsyslog_chk_p, "__vsyslog_chk" },
 };
 
 static void
@@ -1962,12 +1977,36 @@ popen(const char *command, const char *mode)
 }
 
 /*
+ * A host's call that makes an fd inside libc and keeps it at its number, which cannot be moved
+ * after (freopen's, syslog's): it counts itself in as the closes do (host_fds_gate_host_enter),
+ * so that no library fd is in its low moment across it and the number is bare's. Returns whether
+ * the caller (return address ra) is the host's, for host_fds_kept_end.
+ */
+static int
+host_fds_kept_begin(const void *ra)
+{
+    if (host_fds_library_call(ra)) {
+        return 0;
+    }
+    host_fds_gate_host_enter();
+    return 1;
+}
+
+static void
+host_fds_kept_end(int host)
+{
+    if (host) {
+        host_fds_gate_host_leave();
+    }
+}
+
+/*
  * freopen and freopen64: glibc opens the new file at the lowest free number and dup3()s it onto
  * the stream's own number, which the stream keeps (its old file is not closed first). That dup3
  * is a close of whatever holds the number: a host that closed the stream's fd (a daemon's
  * close(0), then freopen("/dev/null", "r", stdin)) while a library fd sat at that number in its
  * low moment had it taken over, and the library's move then closed the host's new fd. So the
- * host's freopen counts itself in as the closes do (host_fds_gate_host_enter); its number is the
+ * host's freopen counts itself in as the closes do (host_fds_kept_begin); its number is the
  * stream's, as bare, and is never moved. The library's are libc's.
  */
 static FILE *
@@ -1975,17 +2014,15 @@ host_fds_freopen(FILE *(*real)(const char *, const char *, FILE *), const char *
                  const char *mode, FILE *stream, const void *ra)
 {
     FILE *f;
+    int host;
 
     if (real == NULL) {
         errno = ENOSYS;
         return NULL;
     }
-    if (host_fds_library_call(ra)) {
-        return real(path, mode, stream);
-    }
-    host_fds_gate_host_enter();
+    host = host_fds_kept_begin(ra);
     f = real(path, mode, stream);
-    host_fds_gate_host_leave();
+    host_fds_kept_end(host);
     return f;
 }
 
@@ -2002,6 +2039,87 @@ freopen64(const char *path, const char *mode, FILE *stream)
     return host_fds_freopen(
             HOST_FDS_REAL(FILE * (*)(const char *, const char *, FILE *), freopen64), path, mode,
             stream, __builtin_return_address(0));
+}
+
+/*
+ * openlog, syslog, vsyslog, __syslog_chk and __vsyslog_chk (what programs built with
+ * _FORTIFY_SOURCE call): glibc opens its socket to /dev/log inside (openlog with LOG_NDELAY, a
+ * message's call when none is connected, again after a failed send) and keeps it. A library fd in
+ * its low moment then gave the socket the next number, and the host's next creation the one bare
+ * gives the socket; glibc keeps the number, so it cannot be moved down after: the host's call
+ * counts itself in as freopen's does (host_fds_kept_begin). syslog's and __syslog_chk's messages
+ * go to libc's vsyslog and __vsyslog_chk, which make them as syslog's own do; closelog needs
+ * nothing (it closes the host's own socket). errno, which %m prints, is the caller's.
+ */
+HOST_EXPORT void
+openlog(const char *ident, int option, int facility)
+{
+    void (*real)(const char *, int, int) = HOST_FDS_REAL(void (*)(const char *, int, int), openlog);
+    int host;
+
+    if (real != NULL) {
+        host = host_fds_kept_begin(__builtin_return_address(0));
+        real(ident, option, facility);
+        host_fds_kept_end(host);
+    }
+}
+
+/* A message of the caller whose return address is ra, by libc's vsyslog or (chk) its
+ * __vsyslog_chk with flag. */
+static void
+host_fds_vsyslog(const void *ra, int chk, int pri, int flag, const char *fmt, va_list ap)
+{
+    void (*real)(int, const char *, va_list) =
+            HOST_FDS_REAL(void (*)(int, const char *, va_list), vsyslog);
+    void (*real_chk)(int, int, const char *, va_list) =
+            HOST_FDS_REAL(void (*)(int, int, const char *, va_list), __vsyslog_chk);
+    int host;
+
+    if (chk ? real_chk == NULL : real == NULL) {
+        return;
+    }
+    host = host_fds_kept_begin(ra);
+    if (chk) {
+        real_chk(pri, flag, fmt, ap);
+    } else {
+        real(pri, fmt, ap);
+    }
+    host_fds_kept_end(host);
+}
+
+HOST_EXPORT void
+vsyslog(int pri, const char *fmt, va_list ap)
+{
+    host_fds_vsyslog(__builtin_return_address(0), 0, pri, 0, fmt, ap);
+}
+
+HOST_EXPORT void
+syslog(int pri, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    host_fds_vsyslog(__builtin_return_address(0), 0, pri, 0, fmt, ap);
+    va_end(ap);
+}
+
+void __vsyslog_chk(int pri, int flag, const char *fmt, va_list ap);
+void __syslog_chk(int pri, int flag, const char *fmt, ...);
+
+HOST_EXPORT void
+__vsyslog_chk(int pri, int flag, const char *fmt, va_list ap)
+{
+    host_fds_vsyslog(__builtin_return_address(0), 1, pri, flag, fmt, ap);
+}
+
+HOST_EXPORT void
+__syslog_chk(int pri, int flag, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    host_fds_vsyslog(__builtin_return_address(0), 1, pri, flag, fmt, ap);
+    va_end(ap);
 }
 
 HOST_EXPORT int

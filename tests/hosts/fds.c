@@ -30,7 +30,10 @@
  *                   recvmmsg of an fd passed so, fanotify_init, open_by_handle_at, and through
  *                   syscall() fcntl(F_DUPFD_CLOEXEC), recvmsg and recvmmsg of an fd passed so,
  *                   seccomp's notification listener (on a thread of its own, whose filters pile
- *                   up: 1000 calls at most) and landlock_create_ruleset) creates them
+ *                   up: 1000 calls at most) and landlock_create_ruleset, and syslog's socket by
+ *                   openlog(LOG_NDELAY) and by a first message, on a thread whose /dev is a tmpfs
+ *                   of its own mount namespace with a /dev/log of the host's: root only) creates
+ *                   them
  *                   in a loop and checks each number against the lowest the host left free (what
  *                   bare gives): one of the library's fds in its low moment takes that number,
  *                   and the host's creation waits for it to move (host/fds.c,
@@ -60,6 +63,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <pty.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -71,6 +75,7 @@
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -80,6 +85,7 @@
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "hosts.h"
@@ -232,6 +238,8 @@ enum {
     CR_SYS_RECVMMSG,
     CR_SECCOMP,
     CR_LANDLOCK,
+    CR_OPENLOG,
+    CR_SYSLOG,
     CR_COUNT
 };
 static const char *const cr_names[CR_COUNT] = { "open",
@@ -276,7 +284,9 @@ static const char *const cr_names[CR_COUNT] = { "open",
                                                 "syscall(SYS_recvmsg) (SCM_RIGHTS)",
                                                 "syscall(SYS_recvmmsg) (SCM_RIGHTS)",
                                                 "syscall(SYS_seccomp) listener",
-                                                "syscall(SYS_landlock_create_ruleset)" };
+                                                "syscall(SYS_landlock_create_ruleset)",
+                                                "openlog(LOG_NDELAY)",
+                                                "syslog's first message" };
 
 extern int __openat_2(int dirfd, const char *path, int flags);
 
@@ -437,6 +447,66 @@ create_landlock_ruleset(void)
 #endif
 }
 
+/*
+ * syslog's socket: glibc opens it inside openlog(LOG_NDELAY) or a message's call and keeps it,
+ * connected to /dev/log. These kinds run on a thread of their own with a mount namespace of its
+ * own (create_syslog_setup: a tmpfs over /dev holding a datagram socket at /dev/log, which only
+ * that thread sees; root only, skipped elsewhere), and find glibc's socket by its peer's name.
+ */
+static int cr_log = -1; /* the /dev/log the syslog kinds' thread listens on */
+
+static int
+create_syslog_setup(void)
+{
+    struct sockaddr_un a = { .sun_family = AF_UNIX, .sun_path = "/dev/log" };
+    int s, err;
+
+    if (cr_log >= 0) {
+        close(cr_log); /* the last thread's, whose /dev went with it */
+        cr_log = -1;
+    }
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("host-fds", "/dev", "tmpfs", 0, "size=64k") != 0) {
+        return -1;
+    }
+    s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        err = errno;
+        close(s);
+        errno = err;
+        return -1;
+    }
+    cr_log = fcntl(s, F_DUPFD_CLOEXEC, 100); /* away from the numbers checked */
+    close(s);
+    return cr_log < 0 ? -1 : 0;
+}
+
+/* The fd glibc's syslog holds (the one whose peer is /dev/log), or -1 with ENOENT. */
+static int
+create_syslog_fd(void)
+{
+    for (int fd = 3; fd < 64; fd++) {
+        struct sockaddr_un peer = { 0 };
+        socklen_t len = sizeof(peer) - 1; /* sun_path ends with a 0 */
+
+        if (getpeername(fd, (struct sockaddr *)&peer, &len) == 0 && peer.sun_family == AF_UNIX &&
+            strcmp(peer.sun_path, "/dev/log") == 0) {
+            return fd;
+        }
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+/* One message, by syslog, vsyslog, __syslog_chk and __vsyslog_chk in turn. */
+static void
+create_syslog_message(void)
+{
+    static unsigned turn;
+
+    host_syslog_message(turn++, LOG_INFO);
+}
+
 /* One creation of kind k into fds[0..1] (-1 where none): how many fds it made. accept4 needs a
  * connection first: its socket is the first fd (lo), the accepted one the second. */
 static int
@@ -593,6 +663,15 @@ create_one(int k, int ls, int fds[2])
     case CR_LANDLOCK:
         fds[0] = create_landlock_ruleset();
         return 1;
+    case CR_OPENLOG:
+        openlog("host-fds", LOG_NDELAY, LOG_USER);
+        fds[0] = create_syslog_fd();
+        return 1;
+    case CR_SYSLOG:
+        openlog("host-fds", 0, LOG_USER); /* no socket yet: the message opens it */
+        create_syslog_message();
+        fds[0] = create_syslog_fd();
+        return 1;
     }
     return 0;
 }
@@ -609,6 +688,14 @@ create_close(int k, int fds[2])
     }
     if (k == CR_MQ) {
         mq_unlink(cr_tmp);
+    }
+    if (k == CR_OPENLOG || k == CR_SYSLOG) {
+        char msg[512];
+
+        closelog();
+        while (recv(cr_log, msg, sizeof(msg), MSG_DONTWAIT) > 0) {
+        }
+        return;
     }
     if (k == CR_FORKPTY && cr_child > 0) {
         waitpid(cr_child, NULL, 0);
@@ -942,7 +1029,13 @@ create_kind(struct create_run *r)
 static void *
 create_kind_thread(void *arg)
 {
-    create_kind(arg);
+    struct create_run *r = arg;
+
+    if ((r->k == CR_OPENLOG || r->k == CR_SYSLOG) && create_syslog_setup() != 0) {
+        r->skipped = errno;
+        return NULL;
+    }
+    create_kind(r);
     return NULL;
 }
 
@@ -967,7 +1060,8 @@ create_loop(void)
         pthread_t th;
 
         runs[k] = (struct create_run){ .k = k, .ls = ls };
-        if (k == CR_SECCOMP && pthread_create(&th, NULL, create_kind_thread, &runs[k]) == 0) {
+        if ((k == CR_SECCOMP || k == CR_OPENLOG || k == CR_SYSLOG) &&
+            pthread_create(&th, NULL, create_kind_thread, &runs[k]) == 0) {
             pthread_join(th, NULL);
         } else {
             create_kind(&runs[k]);
@@ -979,6 +1073,9 @@ create_loop(void)
     close(cr_pass[1]);
     if (cr_mount >= 0) {
         close(cr_mount);
+    }
+    if (cr_log >= 0) {
+        close(cr_log);
     }
     create_copy_scans();
     for (k = 0; k < CR_COUNT; k++) {
