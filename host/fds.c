@@ -78,9 +78,11 @@
  * receives and creators above only among the fd calls; fcntl's other commands (libc's or
  * syscall()'s) reach a library fd as any other: F_GETFD or F_GETFL of its number succeeds where
  * bare it fails with EBADF (tests/hosts/fds.c's openpty part tells a library fd held low so);
- * fcntl(F_DUPFD) onto a high number simply gets the next free one. The host's pidfd_getfd (libc's
- * or syscall()'s) of a library fd in its own process fails with EBADF, as bare, where it got a
- * copy of the library's file (host_fds_getfd_checked: kcmp tells it is the library's; without
+ * fcntl(F_DUPFD) onto a high number simply gets the next free one; close_range with
+ * CLOSE_RANGE_UNSHARE (libc's or syscall()'s) gives the calling thread an fd table of its own,
+ * which keeps the library's fds of that moment but not those it makes after. The host's pidfd_getfd
+ * (libc's or syscall()'s) of a library fd in its own process fails with EBADF, as bare, where it
+ * got a copy of the library's file (host_fds_getfd_checked: kcmp tells it is the library's; without
  * kcmp, as under a seccomp filter that forbids it, the copy is still given).
  *
  * The moment of a move: the kernel gives every new fd the lowest free number, and no call creates
