@@ -149,12 +149,12 @@
  * only, skipped elsewhere), freopen of a
  * stream whose fd was closed, recvmsg and recvmmsg of an fd passed by SCM_RIGHTS, syscall()'s
  * openat, openat2, memfd_create, eventfd2, pipe2, fcntl(F_DUPFD_CLOEXEC), recvmsg, recvmmsg,
- * seccomp's listener and landlock_create_ruleset (11 to 14 of 212 to 451 calls a kind got a
+ * seccomp's listener and landlock_create_ruleset (3 to 15 of 77 to 453 calls a kind got a
  * number bare does not give without their handling, CPU mode), popen, openpty, forkpty, mq_open,
  * fanotify_init and open_by_handle_at (each skipped, on the host's output, where the call fails
  * at once with ENOSYS, EPERM, EOPNOTSUPP, EACCES or EINVAL), and pidfd_getfd, and syscall()'s
  * dup and fcntl(F_DUPFD_CLOEXEC), of 64..1023 of the host's own process, EBADF for each as bare
- * (F_DUPFD_CLOEXEC's 19 copies of the library's fds without its handling here), among them;
+ * (F_DUPFD_CLOEXEC's 18 and 19 copies of the library's fds without its handling here), among them;
  * openpty's slave opened below its master, 12 of 12 calls under a seccomp notifier that holds the
  * two opens until a library fd took and left the host's number, put back in bare's order:
  * host_fds_pair_created).
