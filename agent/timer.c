@@ -66,8 +66,13 @@ ag_timer_delete_locked(struct ag_thread *t)
     if (t->has_perf) {
         int fd = atomic_load_explicit(&t->perf_fd, memory_order_relaxed);
 
-        /* Closing the event withdraws it; a signal already queued is recognised by the handler
-         * as stale (perf_fd no longer matches) and ignored. */
+        /* Disabled first: closing the event withdraws it only with the last copy of its fd, and
+         * a host thread's close_range(CLOSE_RANGE_UNSHARE) keeps one in the fd table it gets
+         * (host/fds.c), which went on signalling after the agent's handler was gone (the host
+         * died of SIGPROF at exit, 1 run in 10 of host-contract-fds-sysrange-unshare in CPU
+         * mode, 5 in 10 under ASan). A signal already queued is recognised by the handler as
+         * stale (perf_fd no longer matches) and ignored. */
+        (void)ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
         atomic_store_explicit(&t->perf_fd, -1, memory_order_release);
         close(fd);
         atomic_store_explicit(&t->kern_retired, 0, memory_order_relaxed); /* perf's alone */

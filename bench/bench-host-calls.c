@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench/bench-host-calls.c - libbench-host-calls.so: open, close, fcntl(F_DUPFD_CLOEXEC) and
- * syscall(SYS_eventfd2) called from an object of their own, as a host's are. bench-interpose links
- * host/ into its program, whose code host/fds.c counts as the library's (host_fds_trust_self);
- * calls made from here are the host's. Exported: the project builds with -fvisibility=hidden.
+ * bench/bench-host-calls.c - libbench-host-calls.so: open, close, fcntl(F_DUPFD_CLOEXEC),
+ * syscall(SYS_eventfd2) and syscall(SYS_fcntl, F_DUPFD_CLOEXEC) called from an object of their own,
+ * as a host's are. bench-interpose links host/ into its program, whose code host/fds.c counts as
+ * the library's (host_fds_trust_self); calls made from here are the host's. Exported: the project
+ * builds with -fvisibility=hidden.
  */
 #include <fcntl.h>
 #include <sys/eventfd.h>
@@ -14,6 +15,7 @@ __attribute__((visibility("default"))) int bench_host_open(const char *path, int
 __attribute__((visibility("default"))) int bench_host_close(int fd);
 __attribute__((visibility("default"))) int bench_host_dupfd(int fd);
 __attribute__((visibility("default"))) int bench_host_sys_eventfd(void);
+__attribute__((visibility("default"))) int bench_host_sys_dupfd(int fd);
 
 int
 bench_host_open(const char *path, int flags)
@@ -37,4 +39,10 @@ int
 bench_host_sys_eventfd(void)
 {
     return (int)syscall(SYS_eventfd2, 0, EFD_CLOEXEC);
+}
+
+int
+bench_host_sys_dupfd(int fd)
+{
+    return (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
 }

@@ -25,6 +25,10 @@
  *                     libbench-host-calls.so as open's: the host's wait and count, as dup's
  *   syscall-eventfd   syscall(SYS_eventfd2) and close() of it, from libbench-host-calls.so:
  *                     syscall()'s creators take the wait and count of the host's creations
+ *   syscall-getfl     syscall(SYS_fcntl, F_GETFL): a raw fcntl that syscall()'s switch passes
+ *                     through after a look at its command
+ *   syscall-dupfd     syscall(SYS_fcntl, F_DUPFD_CLOEXEC, 0) and close() of the copy, from
+ *                     libbench-host-calls.so: the host's wait and count, as fcntl's F_DUPFD
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling.
  * Libc and the interposer alternate within each round; prints per call the median ns of each
  * over the rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
@@ -45,15 +49,17 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    14
+#define BENCH_OPS    16
 #define BENCH_ROUNDS 64
 
-static const char *const bench_ops[BENCH_OPS] = {
-    "close",       "dup2",           "sigaction-other", "sigaction-own",
-    "sigmask",     "write",          "write-agent",     "open",
-    "open-agent",  "syscall-gettid", "syscall-futex",   "fcntl-getfl",
-    "fcntl-dupfd", "syscall-eventfd"
-};
+static const char *const bench_ops[BENCH_OPS] = { "close",           "dup2",
+                                                  "sigaction-other", "sigaction-own",
+                                                  "sigmask",         "write",
+                                                  "write-agent",     "open",
+                                                  "open-agent",      "syscall-gettid",
+                                                  "syscall-futex",   "fcntl-getfl",
+                                                  "fcntl-dupfd",     "syscall-eventfd",
+                                                  "syscall-getfl",   "syscall-dupfd" };
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
@@ -68,6 +74,7 @@ int bench_host_open(const char *path, int flags);
 int bench_host_close(int fd);
 int bench_host_dupfd(int fd);
 int bench_host_sys_eventfd(void);
+int bench_host_sys_dupfd(int fd);
 static long (*libc_syscall)(long, ...);
 static int bench_futex_word;
 /* An fd of the host's for fcntl-dupfd (the program's own opens are the library's: moved high and
@@ -168,6 +175,16 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
                          : bench_host_sys_eventfd();
 
             real ? libc_close(e) : bench_host_close(e);
+            break;
+        }
+        case 14:
+            real ? libc_syscall(SYS_fcntl, fd, F_GETFL) : syscall(SYS_fcntl, fd, F_GETFL);
+            break;
+        case 15: {
+            int c = real ? (int)libc_syscall(SYS_fcntl, bench_host_fd, F_DUPFD_CLOEXEC, 0)
+                         : bench_host_sys_dupfd(bench_host_fd);
+
+            real ? libc_close(c) : bench_host_close(c);
             break;
         }
         default:

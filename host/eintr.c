@@ -168,17 +168,6 @@ recvmsg(int fd, struct msghdr *msg, int flags)
 
 /* recvmmsg: the fds each message's SCM_RIGHTS brings, as recvmsg's (one wait before the call for
  * all of them); retried after the agent's EINTR, its timeout passed again as it was. */
-static int
-host_recvmmsg_received(int rc, struct mmsghdr *vec, const void *ra, unsigned entries)
-{
-    int i;
-
-    for (i = 0; i < rc; i++) {
-        (void)host_fds_received(0, &vec[i].msg_hdr, ra, entries);
-    }
-    return rc;
-}
-
 HOST_EXPORT int
 recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout)
 {
@@ -187,8 +176,8 @@ recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct times
     unsigned entries = host_fds_accepting(ra);
 
     HOST_WAIT_RETRY(
-            int, host_recvmmsg_received(real(fd, vec, vlen, flags, timeout), vec, ra, entries),
-            host_recvmmsg_received(real(fd, vec, vlen, flags, timeout), vec, ra, entries), (void)0);
+            int, host_fds_received_many(real(fd, vec, vlen, flags, timeout), vec, ra, entries),
+            host_fds_received_many(real(fd, vec, vlen, flags, timeout), vec, ra, entries), (void)0);
 }
 
 /*

@@ -16,18 +16,29 @@
  *   freopen freopen64
  *                    interposed because glibc's dup3()s its new file onto the stream's number,
  *                    a close of whatever holds it: the host's counts itself in as a close.
- *   syscall          interposed for SYS_close: libuv closes its fds with syscall(SYS_close),
- *                    and a host's raw close of a library fd gets the EBADF of close() too; a
- *                    host's SYS_tgkill, SYS_tkill and SYS_rt_tgsigqueueinfo go to signals.c's
- *                    host_syscall_send and the waits to eintr.c; the system calls that create
- *                    fds (host_fds_syscall_creates: open, openat, openat2, creat, dup,
- *                    memfd_create, eventfd, eventfd2, epoll_create*, socket, accept, accept4,
- *                    pipe, pipe2, socketpair, timerfd_create, signalfd* of -1, inotify_init*,
- *                    pidfd_open, pidfd_getfd, fanotify_init, open_by_handle_at, mq_open,
- *                    userfaultfd, perf_event_open, io_uring_setup, memfd_secret, fsopen, fsmount,
- *                    fspick, open_tree and bpf's commands that return an fd) are creators as the
- *                    interposers below are; every other system call passes through with its six
- *                    arguments.
+ *   syscall          interposed for the fd calls that programs make without libc's wrappers,
+ *                    each as the interposer of its libc name (one switch on the number picks
+ *                    them: host_fds_syscall_kind): SYS_close (libuv closes its fds so; a host's
+ *                    raw close of a library fd gets the EBADF of close() too), SYS_close_range
+ *                    (programs built for a glibc before 2.34, which has no close_range: a
+ *                    daemon's syscall(SYS_close_range, 3, ~0U, 0) closed the library's fds and
+ *                    libuv aborted the host, status 134 preloaded, in listen mode and under
+ *                    record in CPU and wall mode, with CLOSE_RANGE_UNSHARE too), SYS_dup2 and
+ *                    SYS_dup3 (onto 768..800 the same abort), SYS_fcntl with F_DUPFD or
+ *                    F_DUPFD_CLOEXEC (every other command passes through, as fcntl's interposer
+ *                    passes it), SYS_recvmsg and SYS_recvmmsg (the fds SCM_RIGHTS brings, as
+ *                    eintr.c's recvmsg's), and the system calls that create fds (open, openat,
+ *                    openat2, creat, dup, memfd_create, eventfd, eventfd2, epoll_create*, socket,
+ *                    accept, accept4, pipe, pipe2, socketpair, timerfd_create, signalfd* of -1,
+ *                    inotify_init*, pidfd_open, pidfd_getfd, fanotify_init, open_by_handle_at,
+ *                    mq_open, userfaultfd, perf_event_open, io_uring_setup, memfd_secret, fsopen,
+ *                    fsmount, fspick, open_tree, bpf's commands that return an fd, seccomp's
+ *                    SECCOMP_SET_MODE_FILTER with SECCOMP_FILTER_FLAG_NEW_LISTENER, whose result
+ *                    is its notification listener, and landlock_create_ruleset without flags,
+ *                    whose result is a ruleset: with LANDLOCK_CREATE_RULESET_VERSION it is a
+ *                    version, never moved); a host's SYS_tgkill, SYS_tkill and
+ *                    SYS_rt_tgsigqueueinfo go to signals.c's host_syscall_send and the waits to
+ *                    eintr.c; every other system call passes through with its six arguments.
  *   eventfd epoll_create epoll_create1 socket socketpair pipe pipe2 open open64 __open_2
  *   __open64_2 openat openat64 __openat_2 __openat64_2 creat creat64 dup memfd_create fopen64
  *   timerfd_create signalfd inotify_init inotify_init1 pidfd_open mkstemp mkstemp64 mkostemp
@@ -43,6 +54,12 @@
  * F_DUPFD* and for fd -1, and pass everything else through and is registered in a lock-free set:
  * the host's low numbers are its own, as bare. host_fd_take() does the same for fds the library
  * opens by other means (perf_event_open).
+ *   openlog syslog vsyslog __syslog_chk __vsyslog_chk
+ *                    interposed because glibc opens syslog's socket inside them and keeps it at
+ *                    its number: the host's call counts itself in as a close (the gate below),
+ *                    so that no library fd is low across it and the socket gets bare's number
+ *                    (without it, 190 to 229 of 497 to 634 calls a kind got the next number
+ *                    under host-contract-fds-create's knob, CPU mode).
  *
  * A call is the library's when it comes from one of the library's threads
  * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
@@ -55,12 +72,17 @@
  * numbers libc gives. dup2/dup3 onto a library fd is the one call that cannot be hidden: the
  * number is the host's to take, so the library stops (agent and server, one line on stderr, the
  * server's fd_taken hook) and the host's dup2 then proceeds on a free number; without the hook
- * the fd is forgotten and the host's call proceeds. Not covered: system calls made without
- * libc's functions (inline assembly, the Go runtime) see the library's fds as any other, and
- * syscall(2) is watched for SYS_close and the creators above only among the fd calls;
- * fcntl(F_DUPFD) onto a high number simply gets the next free one. The host's pidfd_getfd (libc's
- * or syscall()'s) of a library fd in its own process fails with EBADF, as bare, where it got a
- * copy of the library's file (host_fds_getfd_checked: kcmp tells it is the library's; without
+ * the fd is forgotten and the host's call proceeds. The same holds for these calls made through
+ * syscall(). Not covered: system calls made without libc's functions (inline assembly, the Go
+ * runtime) see the library's fds as any other, and syscall(2) is watched for the closes, dups,
+ * receives and creators above only among the fd calls; fcntl's other commands (libc's or
+ * syscall()'s) reach a library fd as any other: F_GETFD or F_GETFL of its number succeeds where
+ * bare it fails with EBADF (tests/hosts/fds.c's openpty part tells a library fd held low so);
+ * fcntl(F_DUPFD) onto a high number simply gets the next free one; close_range with
+ * CLOSE_RANGE_UNSHARE (libc's or syscall()'s) gives the calling thread an fd table of its own,
+ * which keeps the library's fds of that moment but not those it makes after. The host's pidfd_getfd
+ * (libc's or syscall()'s) of a library fd in its own process fails with EBADF, as bare, where it
+ * got a copy of the library's file (host_fds_getfd_checked: kcmp tells it is the library's; without
  * kcmp, as under a seccomp filter that forbids it, the copy is still given).
  *
  * The moment of a move: the kernel gives every new fd the lowest free number, and no call creates
@@ -68,8 +90,8 @@
  * duplicated it high and closed the low number (two system calls, a few microseconds; the wall
  * thread keeps its /proc files open, so after a session's first passes this happens at thread
  * starts, connections and session starts). The host's closes are kept out of that moment by a
- * gate (host_fds_gate): while the library creates and moves fds the host's close, syscall
- * (SYS_close), close_range, closefrom, dup2 and dup3 wait, and while one of those runs the
+ * gate (host_fds_gate): while the library creates and moves fds the host's close, close_range,
+ * closefrom, dup2 and dup3 (libc's or syscall()'s) wait, and while one of those runs the
  * library's creations wait. Without it a daemon's close_range(3, ~0U, 0) at its start met the
  * session's first fds under `record --mode wall` in 13 of 30 runs at a load of 20: the low
  * number closed before it moved, libuv got -1 from eventfd or epoll_create and aborted the host
@@ -108,24 +130,34 @@
  * (host_fds_pair_created), so they keep bare's order. sem_open needs nothing: glibc closes the
  * file it opens before it returns, so no number of the host's changes. Still open: the host's
  * creations made without the interposers: other glibc functions that open an fd inside and keep
- * it (syslog's socket, for one), the fds a read of a fanotify group makes for its events, the fds
- * io_uring's own opens and accepts install, syscall()'s SYS_fcntl with F_DUPFD, seccomp's
- * listener, landlock_create_ruleset (whose result may be a version, never moved) and SCM_RIGHTS
- * through syscall(SYS_recvmsg) or SYS_recvmmsg; and the host's pidfd_getfd of a library fd of
- * another process that runs the library (its numbers are not known here).
+ * it (such as getutent's utmp file, setpwent's and setmntent's streams, the resolver's socket
+ * with RES_STAYOPEN; syslog's is interposed above), the fds a read of a fanotify group makes for
+ * its events, the fds io_uring's own opens and accepts install, and those a seccomp listener's
+ * SECCOMP_IOCTL_NOTIF_ADDFD installs in the process it watches; and the host's pidfd_getfd of a
+ * library fd of another process that runs the library (its numbers are not known here).
  *
  * Held by: host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
- * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, then a
- * pipe and files of the host's own, bare against preloaded, CPU and wall, record, listen mode
- * and no session: same output, same per-call error counts, exit 0); host-contract-fds-create
- * (each creator in a loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 38
- * kinds, freopen of a stream whose fd was closed, recvmsg and recvmmsg of an fd passed by
- * SCM_RIGHTS, syscall()'s openat, openat2, memfd_create, eventfd2 and pipe2, popen, openpty,
- * forkpty, mq_open, fanotify_init and open_by_handle_at (each skipped, on the host's output, where
- * the call fails at once with ENOSYS, EPERM, EOPNOTSUPP, EACCES or EINVAL), and pidfd_getfd of
- * 64..1023 of the host's own process, EBADF for each as bare, among them; openpty's slave opened
- * below its master, 12 of 12 calls under a seccomp notifier that holds the two opens until a
- * library fd took and left the host's number, put back in bare's order: host_fds_pair_created).
+ * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, and
+ * syscall()'s close_range (flags 0 and CLOSE_RANGE_UNSHARE), dup2 and dup3 over the same
+ * (-sysrange, -sysrange-unshare, -sysdup2, -sysdup2high, -sysdup3, -sysdup3high: without their
+ * handling here, each but the two low dups aborted the host, status 134), then a pipe and files
+ * of the host's own, bare against preloaded, CPU and wall, record, listen mode and no session:
+ * same output, same per-call error counts, exit 0); host-contract-fds-create (each creator in a
+ * loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 45 kinds, syslog's
+ * socket by openlog(LOG_NDELAY) and by a first message (syslog, vsyslog, __syslog_chk and
+ * __vsyslog_chk in turn) on a thread whose /dev is a tmpfs with a /dev/log of the host's (root
+ * only, skipped elsewhere), freopen of a
+ * stream whose fd was closed, recvmsg and recvmmsg of an fd passed by SCM_RIGHTS, syscall()'s
+ * openat, openat2, memfd_create, eventfd2, pipe2, fcntl(F_DUPFD_CLOEXEC), recvmsg, recvmmsg,
+ * seccomp's listener and landlock_create_ruleset (3 to 15 of 77 to 453 calls a kind got a
+ * number bare does not give without their handling, CPU mode), popen, openpty, forkpty, mq_open,
+ * fanotify_init and open_by_handle_at (each skipped, on the host's output, where the call fails
+ * at once with ENOSYS, EPERM, EOPNOTSUPP, EACCES or EINVAL), and pidfd_getfd, and syscall()'s
+ * dup and fcntl(F_DUPFD_CLOEXEC), of 64..1023 of the host's own process, EBADF for each as bare
+ * (F_DUPFD_CLOEXEC's 18 and 19 copies of the library's fds without its handling here), among them;
+ * openpty's slave opened below its master, 12 of 12 calls under a seccomp notifier that holds the
+ * two opens until a library fd took and left the host's number, put back in bare's order:
+ * host_fds_pair_created).
  */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -134,6 +166,7 @@
 #include <link.h>
 #include <linux/bpf.h>
 #include <linux/kcmp.h>
+#include <linux/seccomp.h>
 #include <mqueue.h>
 #include <pthread.h>
 #include <pty.h>
@@ -152,6 +185,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "host/internal.h"
@@ -728,10 +762,24 @@ close(int fd)
     return rc;
 }
 
-/* What a system call made through syscall() creates: one fd (its result), or two into the int[2]
- * of its argument pipe_fds or pair_fds; the numbers of the host's calls that create none pass
- * through as before. */
-enum { HOST_FDS_SYS_NONE, HOST_FDS_SYS_ONE, HOST_FDS_SYS_PIPE, HOST_FDS_SYS_SOCKETPAIR };
+/* What a system call made through syscall() is to the fds: none of them (it passes through with
+ * its six arguments), a creator of one fd (its result) or of two into the int[2] of its argument
+ * pipe_fds or pair_fds, a close, a close_range, a dup2 or dup3 onto a number of the caller's
+ * choice, an fcntl F_DUPFD* (a creator from a minimum), or a receive whose SCM_RIGHTS messages
+ * bring fds. */
+enum {
+    HOST_FDS_SYS_NONE,
+    HOST_FDS_SYS_ONE,
+    HOST_FDS_SYS_PIPE,
+    HOST_FDS_SYS_SOCKETPAIR,
+    HOST_FDS_SYS_CLOSE,
+    HOST_FDS_SYS_CLOSE_RANGE,
+    HOST_FDS_SYS_DUP2,
+    HOST_FDS_SYS_DUP3,
+    HOST_FDS_SYS_DUPFD,
+    HOST_FDS_SYS_RECVMSG,
+    HOST_FDS_SYS_RECVMMSG
+};
 
 /* bpf(2)'s commands that return a new fd; the others return 0 or a count, never to be moved. */
 static int
@@ -756,13 +804,50 @@ host_fds_bpf_creates(long cmd)
     }
 }
 
-/* One switch on the number: a system call whose result is always a new fd when it succeeds (not
- * landlock_create_ruleset, whose result may be a version; seccomp's listener and fcntl's F_DUPFD
- * are not watched). The names some architectures lack (open, pipe: arm64) are tested for. */
+/* One switch on the number, syscall()'s whole dispatch among the fd calls: a system call whose
+ * result is a new fd when it succeeds (seccomp's only with SECCOMP_FILTER_FLAG_NEW_LISTENER, its
+ * notification listener; landlock_create_ruleset's only without flags: with
+ * LANDLOCK_CREATE_RULESET_VERSION or _ERRATA it is a number, never moved), the closes and dups,
+ * fcntl only for F_DUPFD and F_DUPFD_CLOEXEC (every other command passes through, as fcntl's
+ * interposer passes it), and the receives. The names some architectures lack (open, pipe, dup2:
+ * arm64) are tested for. */
 static int
-host_fds_syscall_creates(long n, const long a[6])
+host_fds_syscall_kind(long n, const long a[6])
 {
     switch (n) {
+    case SYS_close:
+        return HOST_FDS_SYS_CLOSE;
+#ifdef SYS_close_range
+    case SYS_close_range:
+        return HOST_FDS_SYS_CLOSE_RANGE;
+#endif
+#ifdef SYS_dup2
+    case SYS_dup2:
+        return HOST_FDS_SYS_DUP2;
+#endif
+    case SYS_dup3:
+        return HOST_FDS_SYS_DUP3;
+    case SYS_fcntl:
+        return (int)a[1] == F_DUPFD || (int)a[1] == F_DUPFD_CLOEXEC ? HOST_FDS_SYS_DUPFD
+                                                                    : HOST_FDS_SYS_NONE;
+#ifdef SYS_recvmsg
+    case SYS_recvmsg:
+        return HOST_FDS_SYS_RECVMSG;
+#endif
+#ifdef SYS_recvmmsg
+    case SYS_recvmmsg:
+        return HOST_FDS_SYS_RECVMMSG;
+#endif
+#if defined(SYS_seccomp) && defined(SECCOMP_FILTER_FLAG_NEW_LISTENER)
+    case SYS_seccomp:
+        return a[0] == SECCOMP_SET_MODE_FILTER && (a[1] & SECCOMP_FILTER_FLAG_NEW_LISTENER)
+                       ? HOST_FDS_SYS_ONE
+                       : HOST_FDS_SYS_NONE;
+#endif
+#ifdef SYS_landlock_create_ruleset
+    case SYS_landlock_create_ruleset:
+        return (unsigned)a[2] == 0 ? HOST_FDS_SYS_ONE : HOST_FDS_SYS_NONE;
+#endif
 #ifdef SYS_open
     case SYS_open:
 #endif
@@ -838,8 +923,8 @@ host_fds_syscall_creates(long n, const long a[6])
     }
 }
 
-static long host_fds_syscall_create(host_syscall_fn real, long n, const long a[6], int kind,
-                                    const void *ra);
+static long host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind,
+                                const void *ra);
 
 /* Six arguments are read whatever the call takes, as libc's syscall() passes six registers: the
  * last ones may lie past what the caller pushed (AddressSanitizer would call that a stack
@@ -861,20 +946,9 @@ syscall(long n, ...)
         errno = ENOSYS;
         return -1;
     }
-    if (n == SYS_close && !host_fds_library_call(__builtin_return_address(0))) {
-        long rc = -1;
-
-        host_fds_gate_host_enter();
-        if (host_fd_is_owned((int)a[0])) {
-            errno = EBADF;
-        } else {
-            rc = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
-        }
-        host_fds_gate_host_leave();
-        return rc;
-    }
-    if (n == SYS_close && host_fd_is_owned((int)a[0])) {
-        host_fd_mark((int)a[0], 0);
+    kind = host_fds_syscall_kind(n, a);
+    if (kind != HOST_FDS_SYS_NONE) {
+        return host_fds_syscall_fd(real, n, a, kind, __builtin_return_address(0));
     }
     if (HOST_SYSCALL_IS_SEND(n) && !host_fds_library_call(__builtin_return_address(0))) {
         return host_syscall_send(real, n, a); /* signals.c; the agent's own sends go as they are */
@@ -885,11 +959,30 @@ syscall(long n, ...)
         HOST_NO_TAIL_CALL();
         return rc;
     }
-    kind = host_fds_syscall_creates(n, a);
-    if (kind != HOST_FDS_SYS_NONE) {
-        return host_fds_syscall_create(real, n, a, kind, __builtin_return_address(0));
-    }
     return real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+/* syscall(SYS_close): libuv closes its fds so; a host's raw close of a library fd gets the EBADF
+ * of close(). */
+static long
+host_fds_syscall_close(host_syscall_fn real, int fd, const void *ra)
+{
+    long rc = -1;
+
+    if (host_fds_library_call(ra)) {
+        if (host_fd_is_owned(fd)) {
+            host_fd_mark(fd, 0);
+        }
+        return real(SYS_close, fd, 0, 0, 0, 0, 0);
+    }
+    host_fds_gate_host_enter();
+    if (host_fd_is_owned(fd)) {
+        errno = EBADF;
+    } else {
+        rc = real(SYS_close, fd, 0, 0, 0, 0, 0);
+    }
+    host_fds_gate_host_leave();
+    return rc;
 }
 
 static int
@@ -897,8 +990,16 @@ host_close_range_raw(unsigned lo, unsigned hi, int flags)
 {
     static _Atomic(void *) real_close_range;
     int (*real)(unsigned, unsigned, int) = HOST_REAL(int (*)(unsigned, unsigned, int), close_range);
+    host_syscall_fn raw = HOST_REAL(host_syscall_fn, syscall);
 
-    return real != NULL ? real(lo, hi, flags) : (int)syscall(SYS_close_range, lo, hi, flags);
+    if (real != NULL) {
+        return real(lo, hi, flags);
+    }
+    if (raw == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return (int)raw(SYS_close_range, (long)lo, (long)hi, (long)flags, 0, 0, 0);
 }
 
 /* close_range over [lo, hi] without the library's fds: the pieces between them. */
@@ -941,18 +1042,26 @@ host_close_range_around(unsigned lo, unsigned hi, int flags)
     return rc;
 }
 
-HOST_EXPORT int
-close_range(unsigned lo, unsigned hi, int flags)
+/* close_range of the caller whose return address is ra (the interposer's, syscall()'s): the
+ * host's in the gate and around the library's fds, the library's as it is. */
+static int
+host_fds_close_range(unsigned lo, unsigned hi, int flags, const void *ra)
 {
     int rc;
 
-    if (host_fds_library_call(__builtin_return_address(0))) {
+    if (host_fds_library_call(ra)) {
         return host_close_range_raw(lo, hi, flags);
     }
     host_fds_gate_host_enter();
     rc = host_close_range_around(lo, hi, flags);
     host_fds_gate_host_leave();
     return rc;
+}
+
+HOST_EXPORT int
+close_range(unsigned lo, unsigned hi, int flags)
+{
+    return host_fds_close_range(lo, hi, flags, __builtin_return_address(0));
 }
 
 HOST_EXPORT void
@@ -1105,7 +1214,8 @@ static _Atomic(void *) real_open_p, real_open64_p, real___open_2_p, real___open6
         real_mkostemps_p, real_mkostemps64_p, real_tmpfile_p, real_tmpfile64_p, real_freopen_p,
         real_freopen64_p, real_fcntl64_p, real_pidfd_getfd_p, real_posix_openpt_p, real_getpt_p,
         real_shm_open_p, real_mq_open_p, real_fanotify_init_p, real_open_by_handle_at_p,
-        real_openpty_p, real_forkpty_p, real_popen_p;
+        real_openpty_p, real_forkpty_p, real_popen_p, real_openlog_p, real_vsyslog_p,
+        real___vsyslog_chk_p;
 static const struct {
     _Atomic(void *) *slot;
     const char *name;
@@ -1161,6 +1271,9 @@ static const struct {
     { &real_openpty_p, "openpty" },
     { &real_forkpty_p, "forkpty" },
     { &real_popen_p, "popen" },
+    { &real_openlog_p, "openlog" },
+    { &real_vsyslog_p, "vsyslog" },
+    { &real___vsyslog_chk_p, "__vsyslog_chk" },
 };
 
 static void
@@ -1646,6 +1759,85 @@ host_fds_received(ssize_t rc, struct msghdr *msg, const void *ra, unsigned entri
     return rc;
 }
 
+int
+host_fds_received_many(int rc, struct mmsghdr *vec, const void *ra, unsigned entries)
+{
+    int i;
+
+    for (i = 0; i < rc; i++) {
+        (void)host_fds_received(0, &vec[i].msg_hdr, ra, entries);
+    }
+    return rc;
+}
+
+/* dup2 and dup3 made through syscall(), once (host_fds_dup retries an EBUSY). */
+#ifdef SYS_dup2
+static int
+host_fds_sys_dup2_once(int oldfd, int newfd, int flags)
+{
+    host_syscall_fn raw = HOST_REAL(host_syscall_fn, syscall);
+
+    (void)flags;
+    return (int)raw(SYS_dup2, oldfd, newfd, 0, 0, 0, 0);
+}
+#endif
+
+static int
+host_fds_sys_dup3_once(int oldfd, int newfd, int flags)
+{
+    host_syscall_fn raw = HOST_REAL(host_syscall_fn, syscall);
+
+    return (int)raw(SYS_dup3, oldfd, newfd, flags, 0, 0, 0);
+}
+
+/* fcntl made through syscall() with one int argument: F_DUPFD*'s minimum (host_fds_dupfd). */
+static int
+host_fds_sys_fcntl(int fd, int cmd, ...)
+{
+    host_syscall_fn raw = HOST_REAL(host_syscall_fn, syscall);
+    va_list ap;
+    int arg;
+
+    va_start(ap, cmd);
+    arg = va_arg(ap, int);
+    va_end(ap);
+    return (int)raw(SYS_fcntl, fd, cmd, arg, 0, 0, 0);
+}
+
+/* A system call made through syscall() that closes, takes or creates fds
+ * (host_fds_syscall_kind): as the interposer of its libc name, for the caller whose return
+ * address is ra. */
+static long
+host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, const void *ra)
+{
+    unsigned entries;
+
+    switch (kind) {
+    case HOST_FDS_SYS_CLOSE:
+        return host_fds_syscall_close(real, (int)a[0], ra);
+    case HOST_FDS_SYS_CLOSE_RANGE:
+        return host_fds_close_range((unsigned)a[0], (unsigned)a[1], (int)a[2], ra);
+#ifdef SYS_dup2
+    case HOST_FDS_SYS_DUP2:
+        return host_fds_dup(host_fds_sys_dup2_once, (int)a[0], (int)a[1], 0, ra);
+#endif
+    case HOST_FDS_SYS_DUP3:
+        return host_fds_dup(host_fds_sys_dup3_once, (int)a[0], (int)a[1], (int)a[2], ra);
+    case HOST_FDS_SYS_DUPFD:
+        return host_fds_dupfd(host_fds_sys_fcntl, (int)a[0], (int)a[1], (int)a[2], ra);
+    case HOST_FDS_SYS_RECVMSG:
+        entries = host_fds_accepting(ra);
+        return host_fds_received(real(n, a[0], a[1], a[2], a[3], a[4], a[5]), (struct msghdr *)a[1],
+                                 ra, entries);
+    case HOST_FDS_SYS_RECVMMSG:
+        entries = host_fds_accepting(ra);
+        return host_fds_received_many((int)real(n, a[0], a[1], a[2], a[3], a[4], a[5]),
+                                      (struct mmsghdr *)a[1], ra, entries);
+    default:
+        return host_fds_syscall_create(real, n, a, kind, ra);
+    }
+}
+
 /*
  * The library reads /proc files and directories through stdio and dirent, whose fds libc opens
  * and closes without the calls above: a host closing every fd meanwhile closed them, and the
@@ -1787,12 +1979,36 @@ popen(const char *command, const char *mode)
 }
 
 /*
+ * A host's call that makes an fd inside libc and keeps it at its number, which cannot be moved
+ * after (freopen's, syslog's): it counts itself in as the closes do (host_fds_gate_host_enter),
+ * so that no library fd is in its low moment across it and the number is bare's. Returns whether
+ * the caller (return address ra) is the host's, for host_fds_kept_end.
+ */
+static int
+host_fds_kept_begin(const void *ra)
+{
+    if (host_fds_library_call(ra)) {
+        return 0;
+    }
+    host_fds_gate_host_enter();
+    return 1;
+}
+
+static void
+host_fds_kept_end(int host)
+{
+    if (host) {
+        host_fds_gate_host_leave();
+    }
+}
+
+/*
  * freopen and freopen64: glibc opens the new file at the lowest free number and dup3()s it onto
  * the stream's own number, which the stream keeps (its old file is not closed first). That dup3
  * is a close of whatever holds the number: a host that closed the stream's fd (a daemon's
  * close(0), then freopen("/dev/null", "r", stdin)) while a library fd sat at that number in its
  * low moment had it taken over, and the library's move then closed the host's new fd. So the
- * host's freopen counts itself in as the closes do (host_fds_gate_host_enter); its number is the
+ * host's freopen counts itself in as the closes do (host_fds_kept_begin); its number is the
  * stream's, as bare, and is never moved. The library's are libc's.
  */
 static FILE *
@@ -1800,17 +2016,15 @@ host_fds_freopen(FILE *(*real)(const char *, const char *, FILE *), const char *
                  const char *mode, FILE *stream, const void *ra)
 {
     FILE *f;
+    int host;
 
     if (real == NULL) {
         errno = ENOSYS;
         return NULL;
     }
-    if (host_fds_library_call(ra)) {
-        return real(path, mode, stream);
-    }
-    host_fds_gate_host_enter();
+    host = host_fds_kept_begin(ra);
     f = real(path, mode, stream);
-    host_fds_gate_host_leave();
+    host_fds_kept_end(host);
     return f;
 }
 
@@ -1827,6 +2041,87 @@ freopen64(const char *path, const char *mode, FILE *stream)
     return host_fds_freopen(
             HOST_FDS_REAL(FILE * (*)(const char *, const char *, FILE *), freopen64), path, mode,
             stream, __builtin_return_address(0));
+}
+
+/*
+ * openlog, syslog, vsyslog, __syslog_chk and __vsyslog_chk (what programs built with
+ * _FORTIFY_SOURCE call): glibc opens its socket to /dev/log inside (openlog with LOG_NDELAY, a
+ * message's call when none is connected, again after a failed send) and keeps it. A library fd in
+ * its low moment then gave the socket the next number, and the host's next creation the one bare
+ * gives the socket; glibc keeps the number, so it cannot be moved down after: the host's call
+ * counts itself in as freopen's does (host_fds_kept_begin). syslog's and __syslog_chk's messages
+ * go to libc's vsyslog and __vsyslog_chk, which make them as syslog's own do; closelog needs
+ * nothing (it closes the host's own socket). errno, which %m prints, is the caller's.
+ */
+HOST_EXPORT void
+openlog(const char *ident, int option, int facility)
+{
+    void (*real)(const char *, int, int) = HOST_FDS_REAL(void (*)(const char *, int, int), openlog);
+    int host;
+
+    if (real != NULL) {
+        host = host_fds_kept_begin(__builtin_return_address(0));
+        real(ident, option, facility);
+        host_fds_kept_end(host);
+    }
+}
+
+/* A message of the caller whose return address is ra, by libc's vsyslog or (chk) its
+ * __vsyslog_chk with flag. */
+static void
+host_fds_vsyslog(const void *ra, int chk, int pri, int flag, const char *fmt, va_list ap)
+{
+    void (*real)(int, const char *, va_list) =
+            HOST_FDS_REAL(void (*)(int, const char *, va_list), vsyslog);
+    void (*real_chk)(int, int, const char *, va_list) =
+            HOST_FDS_REAL(void (*)(int, int, const char *, va_list), __vsyslog_chk);
+    int host;
+
+    if (chk ? real_chk == NULL : real == NULL) {
+        return;
+    }
+    host = host_fds_kept_begin(ra);
+    if (chk) {
+        real_chk(pri, flag, fmt, ap);
+    } else {
+        real(pri, fmt, ap);
+    }
+    host_fds_kept_end(host);
+}
+
+HOST_EXPORT void
+vsyslog(int pri, const char *fmt, va_list ap)
+{
+    host_fds_vsyslog(__builtin_return_address(0), 0, pri, 0, fmt, ap);
+}
+
+HOST_EXPORT void
+syslog(int pri, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    host_fds_vsyslog(__builtin_return_address(0), 0, pri, 0, fmt, ap);
+    va_end(ap);
+}
+
+void __vsyslog_chk(int pri, int flag, const char *fmt, va_list ap);
+void __syslog_chk(int pri, int flag, const char *fmt, ...);
+
+HOST_EXPORT void
+__vsyslog_chk(int pri, int flag, const char *fmt, va_list ap)
+{
+    host_fds_vsyslog(__builtin_return_address(0), 1, pri, flag, fmt, ap);
+}
+
+HOST_EXPORT void
+__syslog_chk(int pri, int flag, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    host_fds_vsyslog(__builtin_return_address(0), 1, pri, flag, fmt, ap);
+    va_end(ap);
 }
 
 HOST_EXPORT int

@@ -26,7 +26,8 @@
  *                inotify_init1 pidfd_open mkstemp mkstemp64 mkostemp mkostemp64 mkstemps
  *                mkstemps64 mkostemps mkostemps64 tmpfile tmpfile64 freopen freopen64 fcntl
  *                fcntl64 pidfd_getfd posix_openpt getpt shm_open mq_open fanotify_init
- *                open_by_handle_at openpty forkpty popen
+ *                open_by_handle_at openpty forkpty popen openlog syslog vsyslog __syslog_chk
+ *                __vsyslog_chk
  *
  * Direction: host/ depends on libc only. The agent, the shim (and through the shim the IPC
  * server) call into it through this header; host/ calls back into them only through the two

@@ -208,5 +208,7 @@ int host_fds_accepted(int fd, const void *ra, unsigned entries);
 /* After recvmsg (eintr.c; host_fds_accepting before it): moves the fds an SCM_RIGHTS message
  * of msg brought as accept's, and returns rc (msg is read only when rc >= 0, errno kept). */
 ssize_t host_fds_received(ssize_t rc, struct msghdr *msg, const void *ra, unsigned entries);
+/* The same for the rc messages of vec that recvmmsg received; returns rc. */
+int host_fds_received_many(int rc, struct mmsghdr *vec, const void *ra, unsigned entries);
 
 #endif /* HOST_INTERNAL_H */

@@ -8,11 +8,16 @@
  *   fds closeloop   close(3..4095)
  *   fds sysclose    the same through syscall(SYS_close), as libraries that bypass libc do
  *   fds range       close_range(3, ~0U, 0)
+ *   fds sysrange    the same through syscall(SYS_close_range), as programs built for a glibc
+ *                   without close_range (before 2.34) make it
+ *   fds sysrangeunshare  the same with CLOSE_RANGE_UNSHARE
  *   fds from        closefrom(3)
  *   fds dup2        dup2() of a log file over 3..40, then a line written through each
  *   fds dup2high    the same over 768..800, where the library keeps its fds (host/fds.c): it
  *                   gives them up and stops, and the host's calls work as bare
  *   fds dup3, dup3high  the same two through dup3(O_CLOEXEC)
+ *   fds sysdup2, sysdup2high, sysdup3, sysdup3high
+ *                   the same four through syscall(SYS_dup2) and syscall(SYS_dup3)
  *   fds create      closefrom(3), a socketpair, the root directory's fd (for its file handle)
  *                   and a listening socket, then for 150 ms per call that makes fds (450 ms for
  *                   those that start a process) (open, openat, __openat_2, creat, dup, socket,
@@ -22,7 +27,13 @@
  *                   recvmsg of an fd passed over the socketpair with SCM_RIGHTS, pidfd_getfd,
  *                   posix_openpt, shm_open, syscall() of SYS_openat, SYS_memfd_create,
  *                   SYS_eventfd2, SYS_openat2 and SYS_pipe2, popen, openpty, forkpty, mq_open,
- *                   recvmmsg of an fd passed so, fanotify_init, open_by_handle_at) creates them
+ *                   recvmmsg of an fd passed so, fanotify_init, open_by_handle_at, and through
+ *                   syscall() fcntl(F_DUPFD_CLOEXEC), recvmsg and recvmmsg of an fd passed so,
+ *                   seccomp's notification listener (on a thread of its own, whose filters pile
+ *                   up: 1000 calls at most) and landlock_create_ruleset, and syslog's socket by
+ *                   openlog(LOG_NDELAY) and by a first message, on a thread whose /dev is a tmpfs
+ *                   of its own mount namespace with a /dev/log of the host's: root only) creates
+ *                   them
  *                   in a loop and checks each number against the lowest the host left free (what
  *                   bare gives): one of the library's fds in its low moment takes that number,
  *                   and the host's creation waits for it to move (host/fds.c,
@@ -32,8 +43,9 @@
  *                   thread of the library's opens an fd every 5 ms and holds it low for 2 ms, so
  *                   that each call's loop meets it about 20 times. Then 12 openpty calls whose
  *                   slave is opened below the master on demand (create_openpty_split). Last,
- *                   pidfd_getfd of every number from 64 to 1023 of its own process, where only
- *                   the library has fds: EBADF for each, as bare.
+ *                   pidfd_getfd (libc's and syscall()'s), and syscall()'s dup and
+ *                   fcntl(F_DUPFD_CLOEXEC), of every number from 64 to 1023 of its own process,
+ *                   where only the library has fds: EBADF for each, as bare.
  *
  * Then a pipe carries 4 MiB from a thread to the main thread while both burn CPU, and a file is
  * written and read back; every count is printed.
@@ -42,13 +54,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
+#include <linux/close_range.h>
 #include <linux/filter.h>
+#include <linux/landlock.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <mqueue.h>
 #include <poll.h>
 #include <pthread.h>
 #include <pty.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -60,6 +75,7 @@
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -69,6 +85,7 @@
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "hosts.h"
@@ -119,9 +136,26 @@ close_loop(int raw)
            ebadf, other);
 }
 
-/* dup2 (or dup3 with O_CLOEXEC) of a log file over lo..hi, a line written through each. */
+/* dup2 or dup3 (three) through libc or through syscall() (raw; arm64 has no SYS_dup2: its
+ * SYS_dup3 with no flags, oldfd never newfd here). */
+static int
+dup_onto(int oldfd, int newfd, int three, int raw)
+{
+    if (!raw) {
+        return three ? dup3(oldfd, newfd, O_CLOEXEC) : dup2(oldfd, newfd);
+    }
+#ifdef SYS_dup2
+    if (!three) {
+        return (int)syscall(SYS_dup2, oldfd, newfd);
+    }
+#endif
+    return (int)syscall(SYS_dup3, oldfd, newfd, three ? O_CLOEXEC : 0);
+}
+
+/* dup2 (or dup3 with O_CLOEXEC) of a log file over lo..hi, through libc or syscall() (raw), a
+ * line written through each. */
 static void
-dup_log(int lo, int hi, int three)
+dup_log(int lo, int hi, int three, int raw)
 {
     const char *dir = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
     char path[4096];
@@ -132,11 +166,12 @@ dup_log(int lo, int hi, int three)
     snprintf(path, sizeof(path), "%s/host-fds-%d.log", dir, (int)getpid());
     log = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
     for (fd = lo; fd <= hi; fd++) {
-        if (fd != log && (three ? dup3(log, fd, O_CLOEXEC) : dup2(log, fd)) != fd) {
+        if (fd != log && dup_onto(log, fd, three, raw) != fd) {
             fails++;
         }
     }
-    printf("%s over %d..%d: %d failed\n", three ? "dup3" : "dup2", lo, hi, fails);
+    printf("%s%s over %d..%d: %d failed\n", raw ? "syscall() " : "", three ? "dup3" : "dup2", lo,
+           hi, fails);
     for (fd = lo; fd <= hi; fd++) {
         char line[32];
         int n = snprintf(line, sizeof(line), "line through fd %d\n", fd);
@@ -198,6 +233,13 @@ enum {
     CR_RECVMMSG,
     CR_FANOTIFY,
     CR_BY_HANDLE,
+    CR_SYS_FCNTL,
+    CR_SYS_RECVMSG,
+    CR_SYS_RECVMMSG,
+    CR_SECCOMP,
+    CR_LANDLOCK,
+    CR_OPENLOG,
+    CR_SYSLOG,
     CR_COUNT
 };
 static const char *const cr_names[CR_COUNT] = { "open",
@@ -237,7 +279,14 @@ static const char *const cr_names[CR_COUNT] = { "open",
                                                 "mq_open",
                                                 "recvmmsg(SCM_RIGHTS)",
                                                 "fanotify_init",
-                                                "open_by_handle_at" };
+                                                "open_by_handle_at",
+                                                "syscall(SYS_fcntl, F_DUPFD_CLOEXEC)",
+                                                "syscall(SYS_recvmsg) (SCM_RIGHTS)",
+                                                "syscall(SYS_recvmmsg) (SCM_RIGHTS)",
+                                                "syscall(SYS_seccomp) listener",
+                                                "syscall(SYS_landlock_create_ruleset)",
+                                                "openlog(LOG_NDELAY)",
+                                                "syslog's first message" };
 
 extern int __openat_2(int dirfd, const char *path, int flags);
 
@@ -291,9 +340,10 @@ create_handle(void)
     cr_mount_err = errno;
 }
 
-/* fd 2 sent over cr_pass and received by recvmsg (or recvmmsg, many): the received fd, or -1. */
+/* fd 2 sent over cr_pass and received by recvmsg (or recvmmsg, many; through syscall(), raw):
+ * the received fd, or -1. */
 static int
-create_received(int many)
+create_received(int many, int raw)
 {
     char byte = 'x', cbuf[CMSG_SPACE(sizeof(int))];
     struct iovec iov = { &byte, 1 };
@@ -319,11 +369,13 @@ create_received(int many)
     if (many) {
         struct mmsghdr one = { .msg_hdr = msg };
 
-        if (recvmmsg(cr_pass[1], &one, 1, MSG_CMSG_CLOEXEC, NULL) != 1) {
+        if ((raw ? (int)syscall(SYS_recvmmsg, cr_pass[1], &one, 1, MSG_CMSG_CLOEXEC, NULL)
+                 : recvmmsg(cr_pass[1], &one, 1, MSG_CMSG_CLOEXEC, NULL)) != 1) {
             return -1;
         }
         msg = one.msg_hdr;
-    } else if (recvmsg(cr_pass[1], &msg, MSG_CMSG_CLOEXEC) != 1) {
+    } else if ((raw ? syscall(SYS_recvmsg, cr_pass[1], &msg, MSG_CMSG_CLOEXEC)
+                    : recvmsg(cr_pass[1], &msg, MSG_CMSG_CLOEXEC)) != 1) {
         return -1;
     }
     if ((cm = CMSG_FIRSTHDR(&msg)) == NULL || cm->cmsg_type != SCM_RIGHTS) {
@@ -358,6 +410,101 @@ create_temporary(int flags)
 
     snprintf(cr_tmp, sizeof(cr_tmp), "%s/host-fds-XXXXXX", dir);
     return flags < 0 ? mkstemp(cr_tmp) : mkostemp(cr_tmp, flags);
+}
+
+/* A seccomp filter that allows every call, with a notification listener: the listener's fd. Made
+ * on a thread of its own (create_kind_thread): the filters stay with the thread, and its
+ * no_new_privs too. */
+static int
+create_seccomp_listener(void)
+{
+#ifdef SECCOMP_FILTER_FLAG_NEW_LISTENER
+    struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    struct sock_fprog prog = { 1, &allow };
+
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+        return -1;
+    }
+    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                        &prog);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* A Landlock ruleset (an fd; nothing is restricted until landlock_restrict_self). */
+static int
+create_landlock_ruleset(void)
+{
+#ifdef SYS_landlock_create_ruleset
+    struct landlock_ruleset_attr attr = { .handled_access_fs = LANDLOCK_ACCESS_FS_READ_FILE };
+
+    return (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/*
+ * syslog's socket: glibc opens it inside openlog(LOG_NDELAY) or a message's call and keeps it,
+ * connected to /dev/log. These kinds run on a thread of their own with a mount namespace of its
+ * own (create_syslog_setup: a tmpfs over /dev holding a datagram socket at /dev/log, which only
+ * that thread sees; root only, skipped elsewhere), and find glibc's socket by its peer's name.
+ */
+static int cr_log = -1; /* the /dev/log the syslog kinds' thread listens on */
+
+static int
+create_syslog_setup(void)
+{
+    struct sockaddr_un a = { .sun_family = AF_UNIX, .sun_path = "/dev/log" };
+    int s, err;
+
+    if (cr_log >= 0) {
+        close(cr_log); /* the last thread's, whose /dev went with it */
+        cr_log = -1;
+    }
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("host-fds", "/dev", "tmpfs", 0, "size=64k") != 0) {
+        return -1;
+    }
+    s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        err = errno;
+        close(s);
+        errno = err;
+        return -1;
+    }
+    cr_log = fcntl(s, F_DUPFD_CLOEXEC, 100); /* away from the numbers checked */
+    close(s);
+    return cr_log < 0 ? -1 : 0;
+}
+
+/* The fd glibc's syslog holds (the one whose peer is /dev/log), or -1 with ENOENT. */
+static int
+create_syslog_fd(void)
+{
+    for (int fd = 3; fd < 64; fd++) {
+        struct sockaddr_un peer = { 0 };
+        socklen_t len = sizeof(peer) - 1; /* sun_path ends with a 0 */
+
+        if (getpeername(fd, (struct sockaddr *)&peer, &len) == 0 && peer.sun_family == AF_UNIX &&
+            strcmp(peer.sun_path, "/dev/log") == 0) {
+            return fd;
+        }
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+/* One message, by syslog, vsyslog, __syslog_chk and __vsyslog_chk in turn. */
+static void
+create_syslog_message(void)
+{
+    static unsigned turn;
+
+    host_syslog_message(turn++, LOG_INFO);
 }
 
 /* One creation of kind k into fds[0..1] (-1 where none): how many fds it made. accept4 needs a
@@ -441,7 +588,7 @@ create_one(int k, int ls, int fds[2])
         fds[0] = pidfd_open(getpid(), 0);
         return 1;
     case CR_RECVMSG:
-        fds[0] = create_received(0);
+        fds[0] = create_received(0, 0);
         return 1;
     case CR_PIDFD_GETFD:
         fds[0] = pidfd_open(getpid(), 0);
@@ -491,7 +638,7 @@ create_one(int k, int ls, int fds[2])
         fds[0] = mq_open(cr_tmp, O_RDWR | O_CREAT | O_CLOEXEC, 0600, NULL);
         return 1;
     case CR_RECVMMSG:
-        fds[0] = create_received(1);
+        fds[0] = create_received(1, 0);
         return 1;
     case CR_FANOTIFY:
         fds[0] = fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC, O_RDONLY);
@@ -502,6 +649,28 @@ create_one(int k, int ls, int fds[2])
             return 1;
         }
         fds[0] = open_by_handle_at(cr_mount, &cr_handle.h, O_RDONLY | O_CLOEXEC);
+        return 1;
+    case CR_SYS_FCNTL:
+        fds[0] = (int)syscall(SYS_fcntl, 2, F_DUPFD_CLOEXEC, 0);
+        return 1;
+    case CR_SYS_RECVMSG:
+    case CR_SYS_RECVMMSG:
+        fds[0] = create_received(k == CR_SYS_RECVMMSG, 1);
+        return 1;
+    case CR_SECCOMP:
+        fds[0] = create_seccomp_listener();
+        return 1;
+    case CR_LANDLOCK:
+        fds[0] = create_landlock_ruleset();
+        return 1;
+    case CR_OPENLOG:
+        openlog("host-fds", LOG_NDELAY, LOG_USER);
+        fds[0] = create_syslog_fd();
+        return 1;
+    case CR_SYSLOG:
+        openlog("host-fds", 0, LOG_USER); /* no socket yet: the message opens it */
+        create_syslog_message();
+        fds[0] = create_syslog_fd();
         return 1;
     }
     return 0;
@@ -519,6 +688,14 @@ create_close(int k, int fds[2])
     }
     if (k == CR_MQ) {
         mq_unlink(cr_tmp);
+    }
+    if (k == CR_OPENLOG || k == CR_SYSLOG) {
+        char msg[512];
+
+        closelog();
+        while (recv(cr_log, msg, sizeof(msg), MSG_DONTWAIT) > 0) {
+        }
+        return;
     }
     if (k == CR_FORKPTY && cr_child > 0) {
         waitpid(cr_child, NULL, 0);
@@ -554,22 +731,34 @@ create_unsupported(int err)
     return err == ENOSYS || err == EPERM || err == EOPNOTSUPP || err == EACCES || err == EINVAL;
 }
 
-/* pidfd_getfd of every number from 64 to 1023 of the host's own process, through libc and through
- * syscall(): the host has no fd there, so bare each is EBADF; the library keeps its own there
- * (host/fds.c), which are no copies for the host to get. */
-static void
-create_getfd_scan(void)
+/* A copy of fd of the host's own process: by pidfd_getfd through libc (how 0) or syscall() (1),
+ * or by syscall()'s SYS_dup (2) or SYS_fcntl with F_DUPFD_CLOEXEC (3). */
+static int
+create_copy(int how, int pidfd, int fd)
 {
-    int pidfd = pidfd_open(getpid(), 0), fd, raw, copies = 0, ebadf = 0, other = 0;
-
-    if (pidfd < 0) {
-        printf("pidfd_getfd of 64..1023: SKIPPED, pidfd_open fails here: %s\n", strerror(errno));
-        return;
+    switch (how) {
+    case 0:
+        return pidfd_getfd(pidfd, fd, 0);
+    case 1:
+        return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+    case 2:
+        return (int)syscall(SYS_dup, fd);
+    default:
+        return (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
     }
+}
+
+/* Copies of every number from 64 to 1023 (create_copy's ways how0..how1): the host has no fd
+ * there, so bare each is EBADF; the library keeps its own there (host/fds.c), which are no copies
+ * for the host to get. */
+static void
+create_copy_scan(const char *what, int pidfd, int how0, int how1)
+{
+    int fd, how, copies = 0, ebadf = 0, other = 0;
+
     for (fd = 64; fd < 1024; fd++) {
-        for (raw = 0; raw < 2; raw++) {
-            int copy =
-                    raw ? (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0) : pidfd_getfd(pidfd, fd, 0);
+        for (how = how0; how <= how1; how++) {
+            int copy = create_copy(how, pidfd, fd);
 
             if (copy >= 0) {
                 copies++;
@@ -581,9 +770,22 @@ create_getfd_scan(void)
             }
         }
     }
-    close(pidfd);
-    printf("pidfd_getfd of 64..1023, libc and syscall(): %d copies, %d EBADF, %d other\n", copies,
-           ebadf, other);
+    printf("%s of 64..1023: %d copies, %d EBADF, %d other\n", what, copies, ebadf, other);
+}
+
+/* pidfd_getfd through libc and syscall(), then syscall()'s dup and fcntl(F_DUPFD_CLOEXEC). */
+static void
+create_copy_scans(void)
+{
+    int pidfd = pidfd_open(getpid(), 0);
+
+    if (pidfd < 0) {
+        printf("pidfd_getfd of 64..1023: SKIPPED, pidfd_open fails here: %s\n", strerror(errno));
+    } else {
+        create_copy_scan("pidfd_getfd, libc and syscall(),", pidfd, 0, 1);
+        close(pidfd);
+    }
+    create_copy_scan("syscall() dup and fcntl(F_DUPFD_CLOEXEC)", -1, 2, 3);
 }
 
 /*
@@ -777,16 +979,74 @@ create_openpty_split(int lo)
             sp.made, split, sp.wrong);
 }
 
+/* One kind's loop: its calls for 150 ms (those that start a process, 450 ms), each creation's
+ * numbers checked against the lowest the host left free (ls + 1, and ls + 2 for a pair). */
+struct create_run {
+    int k, ls, skipped;
+    unsigned long made, wrong;
+};
+
+/* Filters a thread can stack (each costs every later system call of the thread a run). */
+#define CREATE_SECCOMP_MAX 1000
+
+static void
+create_kind(struct create_run *r)
+{
+    struct timespec t0, t;
+    int k = r->k, fds[2];
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        int n = create_one(k, r->ls, fds);
+
+        if (r->made == 0 && fds[0] < 0 && create_unsupported(errno)) {
+            r->skipped = errno; /* bare and profiled alike: said on stdout */
+            break;
+        }
+        r->made++;
+        if ((fds[0] != r->ls + 1 || (n == 2 && fds[1] != r->ls + 2)) && r->wrong++ == 0) {
+            fprintf(stderr, "%s: got %d %d where bare gets %d %d\n", cr_names[k], fds[0], fds[1],
+                    r->ls + 1, n == 2 ? r->ls + 2 : -1);
+        }
+        create_close(k, fds);
+        /* the number free most of the time, for the library to take; forkpty's loop sleeps a
+         * varied time: its wait for the child fell into step with the library's thread (reaped
+         * just after each of its opens, the next openpty just after its move), and without
+         * forkpty's interposer 0 of 19 calls met it a run */
+        if (k == CR_FORKPTY) {
+            struct timespec nap = { 0, (long)(r->made % 7) * 700000L };
+
+            nanosleep(&nap, NULL);
+        } else {
+            host_burn_us(50);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 <
+                     (k == CR_FORKPTY || k == CR_POPEN ? 450 : 150) &&
+             (k != CR_SECCOMP || r->made < CREATE_SECCOMP_MAX));
+}
+
+static void *
+create_kind_thread(void *arg)
+{
+    struct create_run *r = arg;
+
+    if ((r->k == CR_OPENLOG || r->k == CR_SYSLOG) && create_syslog_setup() != 0) {
+        r->skipped = errno;
+        return NULL;
+    }
+    create_kind(r);
+    return NULL;
+}
+
 /* Every creation gets the lowest numbers the host left free: 4 (and 5) after closefrom(3) and its
- * listening socket at 3. Each kind in turn for 150 ms (those that start a process, 450 ms): the
- * library's fds held low meet every kind. */
+ * listening socket at 3. Each kind in turn (create_kind): the library's fds held low meet every
+ * kind. seccomp's listeners are made on a thread of their own (create_seccomp_listener). */
 static void
 create_loop(void)
 {
-    unsigned long made[CR_COUNT] = { 0 }, wrong[CR_COUNT] = { 0 };
-    int skipped[CR_COUNT] = { 0 };
-    struct timespec t0, t;
-    int k, ls, fds[2];
+    struct create_run runs[CR_COUNT];
+    int k, ls;
 
     closefrom(3);
     if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, cr_pass) != 0) {
@@ -797,34 +1057,15 @@ create_loop(void)
     ls = create_listener();
     printf("listener: fd %d\n", ls);
     for (k = 0; k < CR_COUNT; k++) {
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do {
-            int n = create_one(k, ls, fds);
+        pthread_t th;
 
-            if (made[k] == 0 && fds[0] < 0 && create_unsupported(errno)) {
-                skipped[k] = errno; /* bare and profiled alike: said on stdout */
-                break;
-            }
-            made[k]++;
-            if ((fds[0] != ls + 1 || (n == 2 && fds[1] != ls + 2)) && wrong[k]++ == 0) {
-                fprintf(stderr, "%s: got %d %d where bare gets %d %d\n", cr_names[k], fds[0],
-                        fds[1], ls + 1, n == 2 ? ls + 2 : -1);
-            }
-            create_close(k, fds);
-            /* the number free most of the time, for the library to take; forkpty's loop sleeps
-             * a varied time: its wait for the child fell into step with the library's thread
-             * (reaped just after each of its opens, the next openpty just after its move), and
-             * without forkpty's interposer 0 of 19 calls met it a run */
-            if (k == CR_FORKPTY) {
-                struct timespec nap = { 0, (long)(made[k] % 7) * 700000L };
-
-                nanosleep(&nap, NULL);
-            } else {
-                host_burn_us(50);
-            }
-            clock_gettime(CLOCK_MONOTONIC, &t);
-        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 <
-                 (k == CR_FORKPTY || k == CR_POPEN ? 450 : 150));
+        runs[k] = (struct create_run){ .k = k, .ls = ls };
+        if ((k == CR_SECCOMP || k == CR_OPENLOG || k == CR_SYSLOG) &&
+            pthread_create(&th, NULL, create_kind_thread, &runs[k]) == 0) {
+            pthread_join(th, NULL);
+        } else {
+            create_kind(&runs[k]);
+        }
     }
     create_openpty_split(ls + 1);
     close(ls);
@@ -833,15 +1074,21 @@ create_loop(void)
     if (cr_mount >= 0) {
         close(cr_mount);
     }
-    create_getfd_scan();
+    if (cr_log >= 0) {
+        close(cr_log);
+    }
+    create_copy_scans();
     for (k = 0; k < CR_COUNT; k++) {
-        if (skipped[k] != 0) {
-            printf("%s: SKIPPED, the call fails here: %s\n", cr_names[k], strerror(skipped[k]));
-            fprintf(stderr, "%s: SKIPPED (%s)\n", cr_names[k], strerror(skipped[k]));
+        if (runs[k].skipped != 0) {
+            printf("%s: SKIPPED, the call fails here: %s\n", cr_names[k],
+                   strerror(runs[k].skipped));
+            fprintf(stderr, "%s: SKIPPED (%s)\n", cr_names[k], strerror(runs[k].skipped));
             continue;
         }
-        printf("%s: %s\n", cr_names[k], wrong[k] == 0 ? "every fd the bare number" : "fds off");
-        fprintf(stderr, "%s: %lu made, %lu not the bare number\n", cr_names[k], made[k], wrong[k]);
+        printf("%s: %s\n", cr_names[k],
+               runs[k].wrong == 0 ? "every fd the bare number" : "fds off");
+        fprintf(stderr, "%s: %lu made, %lu not the bare number\n", cr_names[k], runs[k].made,
+                runs[k].wrong);
     }
 }
 
@@ -853,6 +1100,8 @@ main(int argc, char **argv)
     pthread_t th;
     size_t got = 0;
     int p[2], fd, rc;
+    /* "sys" before a mode's name: its calls made through syscall() */
+    int raw = strncmp(how, "sys", 3) == 0 ? 3 : 0;
 
     host_wait_go();
     if (strcmp(how, "closeloop") == 0 || strcmp(how, "sysclose") == 0) {
@@ -860,17 +1109,21 @@ main(int argc, char **argv)
     } else if (strcmp(how, "range") == 0) {
         rc = close_range(3, ~0U, 0);
         printf("close_range(3, ~0U, 0): %d\n", rc);
+    } else if (strcmp(how, "sysrange") == 0 || strcmp(how, "sysrangeunshare") == 0) {
+        rc = (int)syscall(SYS_close_range, 3, ~0U, how[8] ? CLOSE_RANGE_UNSHARE : 0);
+        printf("syscall(SYS_close_range, 3, ~0U, %s): %d\n", how[8] ? "CLOSE_RANGE_UNSHARE" : "0",
+               rc);
     } else if (strcmp(how, "from") == 0) {
         closefrom(3);
         printf("closefrom(3)\n");
-    } else if (strncmp(how, "dup", 3) == 0 && (how[3] == '2' || how[3] == '3') &&
-               (how[4] == '\0' || strcmp(how + 4, "high") == 0)) {
-        dup_log(how[4] ? 768 : 3, how[4] ? 800 : 40, how[3] == '3');
+    } else if (strncmp(how + raw, "dup", 3) == 0 && (how[raw + 3] == '2' || how[raw + 3] == '3') &&
+               (how[raw + 4] == '\0' || strcmp(how + raw + 4, "high") == 0)) {
+        dup_log(how[raw + 4] ? 768 : 3, how[raw + 4] ? 800 : 40, how[raw + 3] == '3', raw != 0);
     } else if (strcmp(how, "create") == 0) {
         create_loop();
     } else {
-        fprintf(stderr,
-                "usage: fds closeloop|sysclose|range|from|dup2|dup2high|dup3|dup3high|create\n");
+        fprintf(stderr, "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
+                        "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create\n");
         return 2;
     }
     if (pipe(p) != 0) {

@@ -7,7 +7,9 @@
 #ifndef TESTS_HOSTS_H
 #define TESTS_HOSTS_H
 
+#include <stdarg.h>
 #include <stdlib.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +38,45 @@ host_wait_go(void)
 
     for (int i = 0; go != NULL && i < 2000 && access(go, F_OK) != 0; i++) {
         nanosleep(&ms, NULL);
+    }
+}
+
+/* What programs built with _FORTIFY_SOURCE call for syslog and vsyslog. */
+void __syslog_chk(int pri, int flag, const char *fmt, ...);
+void __vsyslog_chk(int pri, int flag, const char *fmt, va_list ap);
+
+/* vsyslog, or __vsyslog_chk (chk), of one message. */
+static inline void
+host_vsyslog(int chk, int pri, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (chk) {
+        __vsyslog_chk(pri, 1, fmt, ap);
+    } else {
+        vsyslog(pri, fmt, ap);
+    }
+    va_end(ap);
+}
+
+/* One message at pri, by syslog, vsyslog, __syslog_chk or __vsyslog_chk as turn % 4 says. */
+static inline void
+host_syslog_message(unsigned turn, int pri)
+{
+    switch (turn % 4) {
+    case 0:
+        syslog(pri, "message %u", turn);
+        break;
+    case 1:
+        host_vsyslog(0, pri, "message %u", turn);
+        break;
+    case 2:
+        __syslog_chk(pri, 1, "message %u", turn);
+        break;
+    default:
+        host_vsyslog(1, pri, "message %u", turn);
+        break;
     }
 }
 

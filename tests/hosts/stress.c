@@ -44,6 +44,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -490,6 +491,14 @@ every_call(int idx)
     d = opendir("/");
     check(d != NULL && closedir(d) == 0, "opendir/closedir");
     check(syscall(SYS_getpid) == getpid(), "syscall(SYS_getpid)");
+    /* syslog's socket opened (where /dev/log exists) and closed; every message below the mask,
+     * so that nothing reaches the machine's log */
+    setlogmask(LOG_MASK(LOG_EMERG));
+    openlog("host-stress", LOG_NDELAY, LOG_USER);
+    for (unsigned turn = 0; turn < 4; turn++) {
+        host_syslog_message(turn, LOG_DEBUG); /* syslog vsyslog __syslog_chk __vsyslog_chk */
+    }
+    closelog();
 
     /* dispositions by the old calls */
     check(bsd_signal(SIGWINCH, SIG_DFL) != SIG_ERR && sysv_signal(SIGWINCH, SIG_DFL) != SIG_ERR,
