@@ -309,6 +309,7 @@ struct ag_thread {
                                      and perf's due in the call's exit path) */
     uint32_t scan_kern_sites;     /* reg: kern_sites at the previous scan (or the arming) */
     uint32_t locator_idle;        /* reg: scans in a row without a split or a call seen */
+    uint64_t locator_idle_cpu;    /* reg: the thread's CPU time (ns) in those scans */
     uint64_t scan_last_cpu;       /* reg: last_cpu_ns at the previous scan */
     _Atomic int kern_retired;     /* reg: its locator went idle while on perf (timer.c); self
                                      then drops a timer signal, asks for no new locator and reads

@@ -395,18 +395,28 @@ ag_perf_note_refusal(int err)
  * call returns is the call's already, and gets the [kernel] leaf.
  */
 /*
- * A locator goes when its thread stops needing it: AG_LOCATOR_IDLE_SCANS scans in a row (1 s at
- * the default 100 ms) in which it saw no system call and the thread's kernel time was not what
- * would arm a retired thread's locator again (ag_locator_wanted). Each locator signal is a full
- * delivery to the thread, and a thread that makes no calls gets a locator too at its first split
- * (an overflow skipped in an interrupt's softirq or in a signal's delivery), then paid about one
- * more signal per perf sample for the rest of its life to place nothing (docs/performance.md,
- * issue 22). Once retired, its splits no longer ask for a locator from the handler; the scan
- * arms one again. One that keeps calling or spending a quarter of its CPU in the kernel keeps
- * its locator: an earlier drop after 24 signals without a call, whatever the splits, took them
- * from the system-call ground truth's threads under load (8170b44).
+ * A locator goes when its thread stops needing it: AG_LOCATOR_IDLE_SCANS scans (1 s at the
+ * default 100 ms, on a thread that runs) in which it saw no system call and the thread's kernel
+ * time was not what would arm a retired thread's locator again (ag_locator_wanted), and in which
+ * the thread ran long enough for its locator to fire many times (AG_LOCATOR_IDLE_PERIODS).
+ * Each locator signal is a full delivery to the thread, and a thread that makes no calls gets a
+ * locator too at its first split (an overflow skipped in an interrupt's softirq or in a signal's
+ * delivery), then paid about one more signal per perf sample for the rest of its life to place
+ * nothing (docs/performance.md, issue 22). Once retired, its splits no longer ask for a locator
+ * from the handler; the scan arms one again. One that keeps calling or spending a quarter of its
+ * CPU in the kernel keeps its locator: an earlier drop after 24 signals without a call, whatever
+ * the splits, took them from the system-call ground truth's threads under load (8170b44).
  */
 #define AG_LOCATOR_IDLE_SCANS 10u
+
+/*
+ * And the thread ran at least this many of the locator's periods of CPU in those scans: a locator
+ * is timed by the thread's CPU, so a thread that waited for a core through the scans gave it no
+ * chance to see a call. Counted in scans alone, a thread that calls getppid() back to back lost
+ * its locator at a load of about 20 on 2 cores (scans 20 ms apart, 10 of them with no call seen:
+ * test-agent-sampling's an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its, in a CI run).
+ */
+#define AG_LOCATOR_IDLE_PERIODS 20u
 
 /* t's locator (t->locator, armed) starts: idle is counted from here. */
 static void
@@ -414,6 +424,7 @@ ag_locator_start_locked(struct ag_thread *t)
 {
     t->scan_kern_sites = atomic_load_explicit(&t->kern_sites, memory_order_relaxed);
     t->locator_idle = 0;
+    t->locator_idle_cpu = 0;
     t->has_locator = 1;
     atomic_store_explicit(&t->kern_retired, 0, memory_order_relaxed);
     atomic_store_explicit(&t->kern_locating, 1, memory_order_relaxed);
@@ -435,11 +446,24 @@ ag_locator_retire_locked(struct ag_thread *t, int32_t tid)
     ag_log(AG_LOG_DEBUG, "cpu engine: thread %d's kernel locator goes (idle)", (int)tid);
 }
 
+/* The rate of t's kernel locator: the thread's, up to the tick's. */
+static unsigned
+ag_locator_hz(const struct ag_thread *t)
+{
+    return ag.tick_hz != 0 && t->timer_hz > ag.tick_hz ? ag.tick_hz : t->timer_hz;
+}
+
+static uint64_t
+ag_locator_period_ns(const struct ag_thread *t)
+{
+    return 1000000000u / ag_locator_hz(t);
+}
+
 /* Arms t's kernel locator: a CPU-time timer on the thread at its rate, up to the tick's. */
 static void
 ag_locator_arm_locked(struct ag_thread *t, int32_t tid)
 {
-    unsigned hz = ag.tick_hz != 0 && t->timer_hz > ag.tick_hz ? ag.tick_hz : t->timer_hz;
+    unsigned hz = ag_locator_hz(t);
 
     if (ag_cpu_timer_create(tid, &t->locator) != 0) {
         return; /* gone, or out of signal queue entries: its kernel time stays unplaced */
@@ -489,10 +513,15 @@ ag_locator_check_locked(struct ag_thread *t, int32_t tid)
     t->scan_kern_sites = sites;
     t->scan_last_cpu = cpu;
     if (t->has_locator && t->has_perf && t->timer_hz != 0) {
-        t->locator_idle = ag_locator_wanted(1, dk, ds, dcpu, 1000000000u / t->timer_hz) || ds != 0
-                                  ? 0
-                                  : t->locator_idle + 1;
-        if (t->locator_idle >= AG_LOCATOR_IDLE_SCANS) {
+        if (ag_locator_wanted(1, dk, ds, dcpu, 1000000000u / t->timer_hz) || ds != 0) {
+            t->locator_idle = 0;
+            t->locator_idle_cpu = 0;
+        } else {
+            t->locator_idle++;
+            t->locator_idle_cpu += dcpu;
+        }
+        if (t->locator_idle >= AG_LOCATOR_IDLE_SCANS &&
+            t->locator_idle_cpu >= AG_LOCATOR_IDLE_PERIODS * ag_locator_period_ns(t)) {
             ag_locator_retire_locked(t, tid);
         }
         return;
