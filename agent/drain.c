@@ -44,8 +44,8 @@ ag_drain_check_frames(struct ag_sample *s)
 
 /* The pending final sample of a thread, taken from its slot under reg_lock. */
 struct ag_drain_tail {
-    uint64_t ts, cpu_time_ns, cpu_ns;
-    uint32_t weight;
+    uint64_t ts, cpu_time_ns, cpu_ns, kern_ns;
+    uint32_t weight, kern_w; /* kern_w of weight: kernel time (a perf thread's, timer.c) */
     uint8_t engine;
     uint8_t unseen; /* run with the signal blocked: AG_SOURCE_UNSEEN */
 };
@@ -287,6 +287,26 @@ ag_drain_kernel_faulted(struct ag_thread *t, int32_t tid, const struct ag_drain_
                                    over, fn, ctx, n);
 }
 
+/* Kernel time k split off a perf sample (or a perf thread's final sample): under the latest
+ * call seen when it is near, else it waits for one. Returns fn's value. */
+static int
+ag_drain_kernel_split(struct ag_thread *t, int32_t tid, const struct ag_drain_kernel *k,
+                      ag_record_fn fn, void *ctx, int *n)
+{
+    if (t->kern_pend_w == 0 && t->kern_depth != 0 &&
+        k->cpu_time_ns < t->kern_cpu + AG_KERNEL_SITE_CPU_NS) {
+        return ag_drain_kernel_deliver(t, tid, k, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
+    }
+    if (t->kern_pend_w == 0) {
+        t->kern_pend_first_cpu = k->cpu_time_ns;
+    }
+    t->kern_pend_w += k->weight;
+    t->kern_pend_ns += k->cpu_ns;
+    t->kern_pend_ts = k->ts;
+    t->kern_pend_cpu_time = k->cpu_time_ns;
+    return 0;
+}
+
 static int
 ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_record_fn fn,
                 void *ctx, int *n)
@@ -305,18 +325,7 @@ ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_
         t->kern_unpl_cpu_time = s->cpu_time_ns;
         return 0;
     }
-    if (t->kern_pend_w == 0 && t->kern_depth != 0 &&
-        s->cpu_time_ns < t->kern_cpu + AG_KERNEL_SITE_CPU_NS) {
-        return ag_drain_kernel_deliver(t, tid, &k, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
-    }
-    if (t->kern_pend_w == 0) {
-        t->kern_pend_first_cpu = s->cpu_time_ns;
-    }
-    t->kern_pend_w += s->weight;
-    t->kern_pend_ns += s->cpu_delta_ns;
-    t->kern_pend_ts = s->timestamp_ns;
-    t->kern_pend_cpu_time = s->cpu_time_ns;
-    return 0;
+    return ag_drain_kernel_split(t, tid, &k, fn, ctx, n);
 }
 
 /*
@@ -399,13 +408,16 @@ ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
     t->tail_unseen |= tail->unseen;
     t->tail_weight += tail->weight;
     t->tail_cpu_ns += tail->cpu_ns;
+    t->tail_kern_w += tail->kern_w;
+    t->tail_kern_ns += tail->kern_ns;
     pthread_mutex_unlock(&ag.reg_lock);
 }
 
 /* Delivers a thread's final sample with the stack of its last CPU sample (else its start routine
- * under its callers; with neither, nothing is delivered). One that ran with the signal blocked
- * is AG_SOURCE_UNSEEN: the marker frame over the stack of the call that blocked it (else over
- * the thread's start routine, or alone). Returns fn's value. */
+ * under its callers; with neither, nothing is delivered), its kernel time (kern_w, a perf
+ * thread's) split off first and placed as a perf sample's split is. One that ran with the signal
+ * blocked is AG_SOURCE_UNSEEN: the marker frame over the stack of the call that blocked it (else
+ * over the thread's start routine, or alone). Returns fn's value. */
 static int
 ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail, ag_record_fn fn,
               void *ctx, int *n)
@@ -413,10 +425,36 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
     struct ag_sample *s;
     uint32_t max = ag.cfg.max_frames - (tail->unseen ? 1u : 0u);
     uint32_t depth = t->last_depth < max ? t->last_depth : max;
+    uint64_t own = tail->cpu_ns;
+    uint32_t weight = tail->weight;
+    int rc;
 
+    if (tail->kern_w != 0 && tail->kern_w < tail->weight && tail->kern_ns < tail->cpu_ns) {
+        /* Its kernel time first, ending where its own last interval begins, placed as a perf
+         * sample's split is (a call seen near it, else waiting, else not placed). */
+        struct ag_drain_kernel k;
+
+        own -= tail->kern_ns;
+        weight -= tail->kern_w;
+        k.ts = tail->ts - own;
+        k.cpu_time_ns = tail->cpu_time_ns - own;
+        k.cpu_ns = tail->kern_ns;
+        k.weight = tail->kern_w;
+        rc = ag_drain_kernel_split(t, tid, &k, fn, ctx, n);
+        if (rc != 0) {
+            struct ag_drain_tail rest = *tail;
+
+            rest.weight = weight; /* the stopped drain's next turn delivers the rest */
+            rest.cpu_ns = own;
+            rest.kern_w = 0;
+            rest.kern_ns = 0;
+            ag_drain_tail_put_back(t, &rest);
+            return rc;
+        }
+    }
     s = ag_drain_own_sample(tid, tail->ts, tail->cpu_time_ns,
-                            tail->unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL, tail->engine,
-                            tail->weight, tail->cpu_ns);
+                            tail->unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL, tail->engine, weight,
+                            own);
     s->unwinder = t->last_unwinder;
     s->end = t->last_end;
     if (!tail->unseen && depth == 0) {
@@ -479,6 +517,8 @@ ag_drain(ag_record_fn fn, void *ctx)
         tail.cpu_time_ns = t->tail_cpu_time_ns;
         tail.cpu_ns = t->tail_cpu_ns;
         tail.weight = state != AG_SLOT_FREE ? t->tail_weight : 0;
+        tail.kern_w = tail.weight != 0 ? t->tail_kern_w : 0;
+        tail.kern_ns = t->tail_kern_ns;
         tail.engine = t->tail_engine;
         tail.unseen = t->tail_unseen;
         t->tail_unseen = 0;
@@ -486,6 +526,8 @@ ag_drain(ag_record_fn fn, void *ctx)
         t->kern_flush = 0;
         t->tail_weight = 0;
         t->tail_cpu_ns = 0;
+        t->tail_kern_w = 0;
+        t->tail_kern_ns = 0;
         pthread_mutex_unlock(&ag.reg_lock);
         if (state == AG_SLOT_FREE) {
             continue;

@@ -268,6 +268,8 @@ struct ag_thread {
      * its exit or by ag_cpu_flush(); ag_drain() delivers it (weight 0: none). */
     uint64_t tail_ts, tail_cpu_time_ns, tail_cpu_ns;
     uint32_t tail_weight;
+    uint32_t tail_kern_w; /* reg: of tail_weight, intervals perf skipped in the kernel (timer.c) */
+    uint64_t tail_kern_ns;
     uint8_t tail_engine;
     uint8_t tail_unseen; /* reg: the final sample's span ran with the signal blocked */
     /* self (written by the sigmask interposers and at thread start, read by tail claims): when

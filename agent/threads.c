@@ -195,6 +195,8 @@ ag_thread_reset_locked(struct ag_thread *t)
     t->scan_weight = 0;
     t->tail_weight = 0;
     t->tail_cpu_ns = 0;
+    t->tail_kern_w = 0;
+    t->tail_kern_ns = 0;
     t->tail_unseen = 0;
     atomic_store_explicit(&t->sigblk_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->last_claim_ns, 0, memory_order_relaxed);

@@ -187,6 +187,21 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
         t->tail_unseen = 1;
         atomic_fetch_add_explicit(&ag.cpu_unseen_ns, delta, memory_order_relaxed);
     }
+    if (weight > 1 && t->has_perf && !t->has_timer && since == 0 &&
+        !atomic_load_explicit(&t->perf_fresh, memory_order_relaxed)) {
+        /* A span perf sampled without a sample: each interval it passed was an overflow skipped
+         * in the kernel, as in a perf sample that stands for several (sig-handler.c). All but
+         * the last, unsampled, interval is kernel time, which the drain places as it places a
+         * sample's split. Left whole under the thread's last stack (the I/O-like thread's last
+         * perf sample: its parser, perf's user-mode samples being there), it moved 0.6 points
+         * of a loaded pool's profile from the write calls to the parser (docs/performance.md). */
+        uint64_t kern_ns = delta / weight * (weight - 1u);
+
+        t->tail_kern_w += (uint32_t)weight - 1u;
+        t->tail_kern_ns += kern_ns;
+        atomic_fetch_add_explicit(&t->kern_w, (uint32_t)weight - 1u, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.cpu_kernel_ns, kern_ns, memory_order_relaxed);
+    }
     t->tail_weight += (uint32_t)weight;
     t->tail_cpu_ns += delta;
     t->tail_cpu_time_ns = cpu;
