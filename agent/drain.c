@@ -47,7 +47,8 @@ struct ag_drain_tail {
     uint64_t ts, cpu_time_ns, cpu_ns, kern_ns;
     uint32_t weight, kern_w; /* kern_w of weight: kernel time (a perf thread's, timer.c) */
     uint8_t engine;
-    uint8_t unseen; /* run with the signal blocked: AG_SOURCE_UNSEEN */
+    uint8_t unseen;      /* run with the signal blocked: AG_SOURCE_UNSEEN */
+    uint8_t not_sampled; /* no sample saw it and no stack is known: [not sampled] */
 };
 
 /* The final sample being delivered (drain_lock): a sample with room for any stack. */
@@ -406,6 +407,7 @@ ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
         t->tail_engine = tail->engine;
     }
     t->tail_unseen |= tail->unseen;
+    t->tail_not_sampled |= tail->not_sampled;
     t->tail_weight += tail->weight;
     t->tail_cpu_ns += tail->cpu_ns;
     t->tail_kern_w += tail->kern_w;
@@ -415,9 +417,10 @@ ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
 
 /* Delivers a thread's final sample with the stack of its last CPU sample (else its start routine
  * under its callers; with neither, nothing is delivered), its kernel time (kern_w, a perf
- * thread's) split off first and placed as a perf sample's split is. One that ran with the signal
- * blocked is AG_SOURCE_UNSEEN: the marker frame over the stack of the call that blocked it (else
- * over the thread's start routine, or alone). Returns fn's value. */
+ * thread's) split off first and placed as a perf sample's split is; one no sample saw (a thread
+ * moved to perf before any timer sample) is [not sampled] over the thread's root. One that ran
+ * with the signal blocked is AG_SOURCE_UNSEEN: the marker frame over the stack of the call that
+ * blocked it (else over the thread's start routine, or alone). Returns fn's value. */
 static int
 ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail, ag_record_fn fn,
               void *ctx, int *n)
@@ -457,7 +460,12 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
                             own);
     s->unwinder = t->last_unwinder;
     s->end = t->last_end;
-    if (!tail->unseen && depth == 0) {
+    if (!tail->unseen && tail->not_sampled) {
+        /* CPU no sample saw, of a thread with no stack known (timer.c): whose, not where */
+        ag_drain_marker_over_root(t, s, ag_not_sampled_pc());
+        s->unwinder = s->depth > 1 ? t->last_unwinder : AG_UNWINDER_NONE;
+        s->end = s->depth > 1 ? AG_UNWIND_END_ROOT : AG_UNWIND_END_LEAF_ONLY;
+    } else if (!tail->unseen && depth == 0) {
         /* No stack is known for it (a thread the scan found, never sampled): its CPU is still
          * the thread's, shown at its root (stackless) rather than left out. */
         s->unwinder = AG_UNWINDER_NONE;
@@ -521,7 +529,9 @@ ag_drain(ag_record_fn fn, void *ctx)
         tail.kern_ns = t->tail_kern_ns;
         tail.engine = t->tail_engine;
         tail.unseen = t->tail_unseen;
+        tail.not_sampled = t->tail_not_sampled;
         t->tail_unseen = 0;
+        t->tail_not_sampled = 0;
         kern_flush = t->kern_flush;
         t->kern_flush = 0;
         t->tail_weight = 0;

@@ -692,6 +692,8 @@ ag_symbolize(uint64_t pc, struct ag_symbol *out)
         out->name = "[kernel]"; /* the marker of CPU time in the kernel, as perf names it */
     } else if (out->start == ag_kernel_unplaced_pc()) {
         out->name = "[kernel, not placed]";
+    } else if (out->start == ag_not_sampled_pc()) {
+        out->name = "[not sampled]";
     }
     out->size = s->size;
     out->offset = pc - out->start;

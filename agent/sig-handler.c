@@ -452,8 +452,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
             faulted = faults != prev || faults == 0;
             faults_read = 1;
         }
-        if (engine == AG_CPU_ENGINE_PERF && s->weight > 1 &&
-            !atomic_exchange_explicit(&t->perf_fresh, 0, memory_order_relaxed)) {
+        if (engine == AG_CPU_ENGINE_PERF && s->weight > 1) {
             /* The overflows the event skipped in the kernel: all but this sample's own interval
              * is kernel time, split off below (timer.c says why). */
             kernel_w = s->weight - 1u;

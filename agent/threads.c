@@ -187,7 +187,6 @@ ag_thread_reset_locked(struct ag_thread *t)
     atomic_store_explicit(&t->kern_w, 0, memory_order_relaxed);
     atomic_store_explicit(&t->kern_asked, 0, memory_order_relaxed);
     atomic_store_explicit(&t->kern_retired, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->perf_fresh, 0, memory_order_relaxed);
     atomic_store_explicit(&t->wall_signalled, 0, memory_order_relaxed);
     atomic_store_explicit(&t->timer_samples, 0, memory_order_relaxed);
     atomic_store_explicit(&t->timer_weight, 0, memory_order_relaxed);
@@ -198,6 +197,7 @@ ag_thread_reset_locked(struct ag_thread *t)
     t->tail_kern_w = 0;
     t->tail_kern_ns = 0;
     t->tail_unseen = 0;
+    t->tail_not_sampled = 0;
     atomic_store_explicit(&t->sigblk_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->last_claim_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->sigblk_claimed, 0, memory_order_relaxed);

@@ -187,8 +187,7 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
         t->tail_unseen = 1;
         atomic_fetch_add_explicit(&ag.cpu_unseen_ns, delta, memory_order_relaxed);
     }
-    if (weight > 1 && t->has_perf && !t->has_timer && since == 0 &&
-        !atomic_load_explicit(&t->perf_fresh, memory_order_relaxed)) {
+    if (weight > 1 && t->has_perf && !t->has_timer && since == 0) {
         /* A span perf sampled without a sample: each interval it passed was an overflow skipped
          * in the kernel, as in a perf sample that stands for several (sig-handler.c). All but
          * the last, unsampled, interval is kernel time, which the drain places as it places a
@@ -534,6 +533,30 @@ ag_locators_arm_asked_locked(void)
 
 _Atomic unsigned ag_test_move_pause_us;
 
+/*
+ * Auto's move claims what the timers missed since their last sample, under that sample's stack
+ * (a final sample's claim). A thread with no timer sample yet (starved from its start: at load
+ * 40, 13 of a run's 43 samples were such) has no stack for it: that CPU no sample saw is
+ * [not sampled] over its start routine (not_sampled), shown and counted. It used to be carried,
+ * unsplit, into the thread's first perf sample, whose stack perf puts in user code: at a load of
+ * 21 to 25 (pools of 8, debug-logged drains) 13 to 16 intervals went so to pp-sample-syscalls'
+ * parser (0.6 points of the profile), 5 to 7 to the write loop's user code, of CPU that was
+ * 60 % write(2) calls.
+ */
+static void
+ag_cpu_claim_move_locked(struct ag_thread *t, int32_t tid, int not_sampled)
+{
+    uint32_t weight = t->tail_weight;
+    uint64_t ns = t->tail_cpu_ns;
+
+    ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
+    if (not_sampled && t->tail_weight != weight) {
+        t->tail_not_sampled = 1;
+        atomic_fetch_add_explicit(&ag.cpu_not_sampled_ns, t->tail_cpu_ns - ns,
+                                  memory_order_relaxed);
+    }
+}
+
 void
 ag_cpu_engine_check_locked(struct ag_thread *t)
 {
@@ -570,31 +593,21 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
      * into the first perf sample instead (unsplit), it all went to that sample's stack, which
      * perf puts in user code only: the I/O-like thread's parser and the write/compute thread's
      * sc_compute got a starved thread's 2 to 21 intervals (docs/architecture.md). */
-    if (n != 0) {
-        ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
-    } else {
-        /* No timer sample yet, so no stack to put it under but the start routine's (a thread
-         * starved from its start: at load 40, 13 of a run's 43 samples stood there). Its first
-         * perf sample takes it, unsplit, as before. */
-        atomic_store_explicit(&t->perf_fresh, 1, memory_order_relaxed);
-    }
+    ag_cpu_claim_move_locked(t, tid, n == 0);
     if (atomic_load_explicit(&ag_test_move_pause_us, memory_order_relaxed) != 0) {
         usleep(atomic_load_explicit(&ag_test_move_pause_us, memory_order_relaxed));
     }
     err = ag_perf_sync_locked(t, tid, t->timer_hz, 1);
     if (err != 0) {
-        atomic_store_explicit(&t->perf_fresh, 0, memory_order_relaxed);
         ag_perf_note_refusal(err); /* it stays on the timers; a passing error is tried again */
         return;
     }
-    if (n != 0) {
-        /* And what it ran while the event was being opened (this thread may be preempted there
-         * on a loaded machine): perf counts only from its opening, so its first sample would
-         * stand for that span too and split it off as kernel time, over the next sample's stack
-         * (test-agent-sampling's move test lost 2.2 of busy_a's 16.2 intervals to busy_b so in a
-         * fresh-clone CI run; with a 30 ms sleep here, 3 of 18.5 in each of 5 runs). */
-        ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
-    }
+    /* And what it ran while the event was being opened (this thread may be preempted there on a
+     * loaded machine): perf counts only from its opening, so its first sample would stand for
+     * that span too and split it off as kernel time, over the next sample's stack
+     * (test-agent-sampling's move test lost 2.2 of busy_a's 16.2 intervals to busy_b so in a
+     * fresh-clone CI run; with a 30 ms sleep here, 3 of 18.5 in each of 5 runs). */
+    ag_cpu_claim_move_locked(t, tid, n == 0);
     /* Its timer stays as the kernel locator (above): a bursty thread's system calls. */
     t->locator = t->timer;
     ag_locator_start_locked(t);

@@ -2200,6 +2200,116 @@ TEST(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place)
     move_to_perf_case(30000);
 }
 
+/* A thread for the move before any timer sample: asleep until go, then busy_a until phase, then
+ * busy_b for 60 ms of CPU. */
+struct fresh_arg {
+    _Atomic int go, phase;
+    _Atomic int32_t tid;
+    _Atomic uint64_t cpu_end;
+};
+
+static void *
+fresh_main(void *p)
+{
+    struct fresh_arg *a = p;
+    uint64_t c;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (!atomic_load(&a->go)) {
+        usleep(1000);
+    }
+    while (atomic_load(&a->phase) == 0) {
+        busy_a();
+    }
+    for (c = cpu_ns(); cpu_ns() - c < 60000000u;) {
+        busy_b();
+    }
+    atomic_store(&a->cpu_end, cpu_ns());
+    return NULL;
+}
+
+/*
+ * A thread auto moves to perf before the timers gave it any sample has no stack for what it ran
+ * until then: that CPU no sample saw is [not sampled] over its start routine, counted, and goes
+ * to no code. It used to be carried, unsplit, into the thread's first perf sample, whose stack
+ * perf puts in user code (pp-sample-syscalls' parser got 13 to 16 intervals so in loaded pools
+ * of 8, 60 % of it write(2) calls' time). Here the thread's timer is stopped before it runs, it
+ * burns 60 ms in busy_a, is moved, and runs busy_b: the 6 intervals must be [not sampled], and
+ * busy_a and busy_b hold only what perf saw of them after the move.
+ */
+TEST(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled)
+{
+    struct fresh_arg a = { 0, 0, 0, 0 };
+    struct itimerspec off;
+    struct ag_config cfg;
+    struct ag_thread *t;
+    struct tid_stats *st;
+    struct ag_stats stats;
+    struct timespec now;
+    uint64_t period = 10000000u, cpu_move = 0, base = 0;
+    int32_t tid;
+    pthread_t th;
+    int i, moved = 0, no_sample = 0;
+
+    if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
+        return;
+    }
+    memset(col, 0, sizeof(col));
+    want[0] = (const void *)busy_a;
+    want[1] = (const void *)busy_b;
+    want[2] = (const void *)pipeprof_cpu_not_sampled;
+    ag_config_init(&cfg);
+    cfg.scan_ms = 3600000; /* no scan moves it: the test does, at a known point */
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(pthread_create(&th, NULL, fresh_main, &a));
+    while ((tid = atomic_load(&a.tid)) == 0) {
+        usleep(1000);
+    }
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100)); /* auto at or below the tick: timers */
+    memset(&off, 0, sizeof(off));
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL && t->has_timer && !t->has_perf);
+    ASSERT_OK(timer_settime(t->timer, 0, &off, NULL)); /* the tick never samples it */
+    base = atomic_load(&t->last_cpu_ns);
+    pthread_mutex_unlock(&ag.reg_lock);
+    atomic_store(&a.go, 1);
+    wait_thread_cpu(tid, base + 6 * period);
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL);
+    no_sample = atomic_load(&t->timer_samples) == 0;
+    ASSERT_OK(clock_gettime(ag_thread_cpu_clock(tid), &now));
+    cpu_move = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    ag_cpu_engine_check_locked(t); /* no sample, two intervals burned: moved */
+    moved = t->has_perf && t->perf_promoted;
+    pthread_mutex_unlock(&ag.reg_lock);
+    col_drain();
+    atomic_store(&a.phase, 1);
+    ASSERT_OK(pthread_join(th, NULL));
+    st = col_get(tid);
+    for (i = 0; i < 400 && !st->stopped; i++) {
+        usleep(10000);
+        col_drain();
+    }
+    ag_stats_get(&stats);
+    printf("# moved %d with no timer sample %d: %.1f intervals before the move, [not sampled] "
+           "weight %llu (%.1f intervals counted); after it %.1f intervals, busy_a and busy_b's "
+           "weight %llu + %llu\n",
+           moved, no_sample, (double)(cpu_move - base) / (double)period,
+           (unsigned long long)st->hit_weight[2], (double)stats.cpu_not_sampled_ns / (double)period,
+           (double)(atomic_load(&a.cpu_end) - cpu_move) / (double)period,
+           (unsigned long long)st->hit_weight[0], (unsigned long long)st->hit_weight[1]);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+    ASSERT_TRUE(moved && no_sample);
+    ASSERT_TRUE(st->stopped == 1);
+    ASSERT_TRUE((double)st->hit_weight[2] >= (double)(cpu_move - base) / (double)period - 1.0);
+    ASSERT_TRUE(stats.cpu_not_sampled_ns >= cpu_move - base - period);
+    ASSERT_TRUE((double)(st->hit_weight[0] + st->hit_weight[1]) <=
+                (double)(atomic_load(&a.cpu_end) - cpu_move) / (double)period + 2.0);
+}
+
 /* Kernel time as the drain delivers it: weights under a call ([kernel] over the stack), and not
  * placed ([kernel, not placed]). */
 static uint64_t kern_at_call_w, kern_unplaced_w;
@@ -2666,6 +2776,7 @@ static const struct test_case cases[] = {
     TEST_CASE(auto_engine_takes_timers_up_to_the_tick),
     TEST_CASE(auto_moves_a_thread_the_tick_misses_to_perf),
     TEST_CASE(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place),
+    TEST_CASE(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled),
     TEST_CASE(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its),
     TEST_CASE(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu),
     TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
