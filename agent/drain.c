@@ -150,7 +150,8 @@ struct ag_drain_stack {
     uint8_t unwinder, end;
 };
 
-/* Delivers kernel time k of t (over: the stack for AG_KERNEL_OVER_STACK). Returns fn's value. */
+/* Delivers kernel time k of t (over: the stack for AG_KERNEL_OVER_STACK, or the call's for
+ * AG_KERNEL_AT_CALL, NULL: the latest call seen). Returns fn's value. */
 static int
 ag_drain_kernel_deliver(struct ag_thread *t, int32_t tid, const struct ag_drain_kernel *k,
                         enum ag_drain_kernel_place place, const struct ag_drain_stack *over,
@@ -159,7 +160,12 @@ ag_drain_kernel_deliver(struct ag_thread *t, int32_t tid, const struct ag_drain_
     struct ag_sample *s = ag_drain_own_sample(tid, k->ts, k->cpu_time_ns, AG_SOURCE_KERNEL,
                                               AG_CPU_ENGINE_PERF, k->weight, k->cpu_ns);
 
-    if (place == AG_KERNEL_AT_CALL) {
+    if (place == AG_KERNEL_AT_CALL && over != NULL) {
+        memcpy(s->frames, over->frames, over->depth * sizeof(uint64_t));
+        s->depth = over->depth;
+        s->unwinder = over->unwinder;
+        s->end = over->end;
+    } else if (place == AG_KERNEL_AT_CALL) {
         memcpy(s->frames, t->kern_frames, t->kern_depth * sizeof(uint64_t));
         s->depth = t->kern_depth;
         s->unwinder = t->kern_unwinder;
@@ -237,6 +243,32 @@ ag_drain_kernel_expired(struct ag_thread *t, int32_t tid, uint64_t cpu,
  * thread's CPU after that, kernel time that went over the stack of the sample it was split from
  * (the compute function beside the calls). Returns fn's value.
  */
+/* Counts the call just seen (t->kern_frames) among those seen since t's last CPU sample: a new
+ * one takes a free entry (none left: it is not counted), one seen before counts again. */
+static void
+ag_drain_kernel_seen(struct ag_thread *t)
+{
+    uint32_t i;
+
+    for (i = 0; i < t->kern_seen_n; i++) {
+        if (t->kern_seen_depth[i] == t->kern_depth &&
+            memcmp(t->kern_seen_frames + (size_t)i * AG_MAX_FRAMES, t->kern_frames,
+                   t->kern_depth * sizeof(uint64_t)) == 0) {
+            t->kern_seen_count[i]++;
+            return;
+        }
+    }
+    if (i < AG_KERN_SEEN) {
+        memcpy(t->kern_seen_frames + (size_t)i * AG_MAX_FRAMES, t->kern_frames,
+               t->kern_depth * sizeof(uint64_t));
+        t->kern_seen_depth[i] = t->kern_depth;
+        t->kern_seen_unwinder[i] = t->kern_unwinder;
+        t->kern_seen_end[i] = t->kern_end;
+        t->kern_seen_count[i] = 1;
+        t->kern_seen_n = i + 1;
+    }
+}
+
 /* A system call seen at s (a locator's record, or a sample taken as a call returned: its
  * [kernel] leaf over the call's stack): its stack stands for the kernel time near it, and what
  * waited for one goes under it. Returns fn's value. */
@@ -251,6 +283,7 @@ ag_drain_kernel_site(struct ag_thread *t, int32_t tid, const struct ag_sample *s
     t->kern_unwinder = s->unwinder;
     t->kern_end = s->end;
     t->kern_cpu = s->cpu_time_ns;
+    ag_drain_kernel_seen(t);
     return rc != 0 || t->kern_depth == 0
                    ? rc
                    : ag_drain_kernel_waiting(t, tid, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
@@ -288,16 +321,10 @@ ag_drain_kernel_faulted(struct ag_thread *t, int32_t tid, const struct ag_drain_
                                    over, fn, ctx, n);
 }
 
-/* Kernel time k split off a perf sample (or a perf thread's final sample): under the latest
- * call seen when it is near, else it waits for one. Returns fn's value. */
-static int
-ag_drain_kernel_split(struct ag_thread *t, int32_t tid, const struct ag_drain_kernel *k,
-                      ag_record_fn fn, void *ctx, int *n)
+/* Kernel time k of t waits for a call seen after it (ag_drain_kernel_site), or in vain. */
+static void
+ag_drain_kernel_wait(struct ag_thread *t, const struct ag_drain_kernel *k)
 {
-    if (t->kern_pend_w == 0 && t->kern_depth != 0 &&
-        k->cpu_time_ns < t->kern_cpu + AG_KERNEL_SITE_CPU_NS) {
-        return ag_drain_kernel_deliver(t, tid, k, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
-    }
     if (t->kern_pend_w == 0) {
         t->kern_pend_first_cpu = k->cpu_time_ns;
     }
@@ -305,6 +332,59 @@ ag_drain_kernel_split(struct ag_thread *t, int32_t tid, const struct ag_drain_ke
     t->kern_pend_ns += k->cpu_ns;
     t->kern_pend_ts = k->ts;
     t->kern_pend_cpu_time = k->cpu_time_ns;
+}
+
+/*
+ * Kernel time k split off a perf sample (or a perf thread's final sample): shared among the
+ * calls seen since the thread's previous CPU sample, by how often each was seen (the locator's
+ * signals are the tick's samples of where the thread's kernel time goes; perf gives the amount),
+ * else under the latest call seen when it is near, else it waits for one. Under the latest call
+ * alone, a span of many calls went to whichever was seen last: on a loaded machine a starved
+ * thread's span is long (pp-sample-syscalls' sc_zero: 60 ms of read(2) calls between two perf
+ * samples), and a call at its end took it all (the close(2) at the thread's end, which the host's
+ * fd interposer gates with sched_yield(2) spins: 26 to 89 intervals, 0.7 to 1.7 % of a pool of
+ * 8 at a load of 13 to 17; the phase boundary's read(2) of the workload's CPU counter: 24).
+ * Returns fn's value.
+ */
+static int
+ag_drain_kernel_split(struct ag_thread *t, int32_t tid, const struct ag_drain_kernel *k,
+                      ag_record_fn fn, void *ctx, int *n)
+{
+    if (t->kern_pend_w == 0 && t->kern_seen_n != 0) {
+        uint32_t i, seen = 0, w_left = k->weight;
+        uint64_t ns_left = k->cpu_ns;
+        int rc = 0;
+
+        for (i = 0; i < t->kern_seen_n; i++) {
+            seen += t->kern_seen_count[i];
+        }
+        for (i = 0; i < t->kern_seen_n && rc == 0 && w_left != 0; i++) {
+            struct ag_drain_stack at = { t->kern_seen_frames + (size_t)i * AG_MAX_FRAMES,
+                                         t->kern_seen_depth[i], t->kern_seen_unwinder[i],
+                                         t->kern_seen_end[i] };
+            struct ag_drain_kernel part = *k;
+
+            seen -= t->kern_seen_count[i];
+            /* rounded, what is left to the last: weights add up to the split's */
+            part.weight = seen == 0 ? w_left
+                                    : (uint32_t)(((uint64_t)w_left * t->kern_seen_count[i] +
+                                                  (seen + t->kern_seen_count[i]) / 2) /
+                                                 (seen + t->kern_seen_count[i]));
+            if (part.weight == 0) {
+                continue;
+            }
+            part.cpu_ns = part.weight == w_left ? ns_left : ns_left / w_left * part.weight;
+            w_left -= part.weight;
+            ns_left -= part.cpu_ns;
+            rc = ag_drain_kernel_deliver(t, tid, &part, AG_KERNEL_AT_CALL, &at, fn, ctx, n);
+        }
+        return rc;
+    }
+    if (t->kern_pend_w == 0 && t->kern_depth != 0 &&
+        k->cpu_time_ns < t->kern_cpu + AG_KERNEL_SITE_CPU_NS) {
+        return ag_drain_kernel_deliver(t, tid, k, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
+    }
+    ag_drain_kernel_wait(t, k);
     return 0;
 }
 
@@ -380,6 +460,7 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
             t->last_depth = s->depth;
             t->last_unwinder = s->unwinder;
             t->last_end = s->end;
+            t->kern_seen_n = 0; /* the calls seen from here are the next span's */
         }
         memset(&rec, 0, sizeof(rec));
         rec.kind = AG_RECORD_SAMPLE;
@@ -434,7 +515,11 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
 
     if (tail->kern_w != 0 && tail->kern_w < tail->weight && tail->kern_ns < tail->cpu_ns) {
         /* Its kernel time first, ending where its own last interval begins, placed as a perf
-         * sample's split is (a call seen near it, else waiting, else not placed). */
+         * sample's split is: among the calls seen since the last sample, not under the last one
+         * alone (a thread's end makes calls that did not spend it: the close(2) of its
+         * descriptors, which the host's fd interposer gates with sched_yield(2) spins on a
+         * loaded machine; pp-sample-syscalls' sc_zero, whose final samples stand for 30 to 125 ms
+         * of read(2) calls, put them there). */
         struct ag_drain_kernel k;
 
         own -= tail->kern_ns;

@@ -205,6 +205,10 @@ struct ag_seqstack {
  * Writers: "reg" = under ag.reg_lock; "self" = the thread itself (handler or interposer);
  * "wall" = the wall thread; "drain" = the consumer.
  */
+/* Distinct system calls a thread's kernel time between two CPU samples is shared among
+ * (drain.c, ag_drain_kernel_split). */
+#define AG_KERN_SEEN 4
+
 struct ag_thread {
     _Atomic int state;         /* reg; enum ag_slot_state */
     _Atomic int32_t tid;       /* reg */
@@ -321,6 +325,13 @@ struct ag_thread {
     uint32_t kern_depth;
     uint8_t kern_unwinder, kern_end;
     uint64_t kern_cpu; /* the thread's CPU time at that call */
+    /* drain: the distinct calls seen since the thread's last CPU sample (kern_seen_n of them,
+     * AG_MAX_FRAMES words each in kern_seen_frames, in the same mapping) and how often each was
+     * seen: the kernel time split off the next sample is shared among them (drain.c) */
+    uint64_t *kern_seen_frames;
+    uint32_t kern_seen_n;
+    uint32_t kern_seen_depth[AG_KERN_SEEN], kern_seen_count[AG_KERN_SEEN];
+    uint8_t kern_seen_unwinder[AG_KERN_SEEN], kern_seen_end[AG_KERN_SEEN];
     uint64_t kern_pend_ns, kern_pend_ts, kern_pend_cpu_time;
     uint64_t kern_pend_first_cpu; /* the CPU time of the first split that waits */
     uint32_t kern_pend_w;

@@ -387,9 +387,10 @@ ag_perf_note_refusal(int err)
  * call it was in when the tick found it in the kernel, so that signal's stack is the call's
  * (ag_sig_in_syscall). A thread whose perf samples split off kernel time gets such a timer as its
  * kernel locator, at the rate up to the tick's: its signals that come from a system call record
- * the call's stack, the others are dropped at once; the drain gives each split the stack of the
- * call seen nearest before it within 50 ms of the thread's CPU, else of the first one seen within
- * 50 ms after (drain.c). The locator is armed at the thread's first split: its handler wakes the
+ * the call's stack, the others are dropped at once; the drain shares each split among the
+ * calls seen since the thread's previous CPU sample, by how often each was seen; with none, it
+ * takes the latest call seen within 200 ms of the thread's CPU, else the first one seen within
+ * 200 ms after (drain.c). The locator is armed at the thread's first split: its handler wakes the
  * manager (ag_locators_arm_asked_locked), and a scan arms one for a thread that split off two
  * intervals since the previous scan and still has none. Armed by the scan alone, a starved
  * thread's first call was seen 30 to 60 ms of its CPU after its first kernel time (100 to 800 ms

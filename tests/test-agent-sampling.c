@@ -33,6 +33,8 @@
 /* Workload functions, exported so that dladdr() can name the frames. */
 EXPORT void busy_a(void);
 EXPORT void busy_b(void);
+EXPORT void reader_a(int fd, char *buf, size_t len, uint64_t ns);
+EXPORT void reader_b(int fd, char *buf, size_t len, uint64_t ns);
 EXPORT void sleeper_wait(void);
 EXPORT void raw_sleeper_wait(void);
 
@@ -68,6 +70,7 @@ struct tid_stats {
     unsigned tails, tails_with_stack;    /* final samples (AG_SOURCE_TAIL) */
     uint32_t tail_depth;                 /* of the last one */
     uint64_t last_cpu_stack, tail_stack; /* hashes: the last CPU signal sample's, the last final */
+    unsigned cpu_signal_samples;         /* CPU samples the engine took (AG_SOURCE_SIGNAL) */
     uint64_t cpu_delta_sum, weight_sum;  /* CPU-mode samples: what they stand for */
     unsigned unseen, unseen_marked;      /* AG_SOURCE_UNSEEN samples, of those with the marker */
     unsigned unseen_bare;                /* of those, the marker alone */
@@ -179,8 +182,11 @@ col_cb(const struct ag_record *rec, void *ctx)
             t->tail_depth = rec->u.sample->depth;
             t->tail_stack = stack_hash(rec->u.sample);
             t->tail_weight += rec->u.sample->weight;
-        } else if (rec->u.sample->mode == AG_MODE_CPU) {
+        } else if (rec->u.sample->mode == AG_MODE_CPU &&
+                   rec->u.sample->source == AG_SOURCE_SIGNAL) {
+            /* (a perf thread's final sample may come with its kernel time split off first) */
             t->last_cpu_stack = stack_hash(rec->u.sample);
+            t->cpu_signal_samples++;
         }
         if (rec->u.sample->mode == AG_MODE_CPU) {
             t->cpu_delta_sum += rec->u.sample->cpu_delta_ns;
@@ -1198,7 +1204,7 @@ check_tail(enum ag_cpu_engine engine, int flush)
         ASSERT_TRUE(diff > -slack && diff < slack);
         ASSERT_EQ(st.cpu_tails, 1);
         ASSERT_EQ(t->tails_with_stack, 1); /* the last sample's, or tail_main under start_thread */
-        if (t->samples > t->tails) {       /* the engine's sample came (TSan may hold one back) */
+        if (t->cpu_signal_samples != 0) {  /* the engine's sample came (TSan may hold one back) */
             ASSERT_U64_EQ(t->tail_stack, t->last_cpu_stack);
         }
     }
@@ -2620,6 +2626,174 @@ TEST(a_perf_threads_final_sample_gives_its_kernel_time_to_no_user_code)
     ASSERT_TRUE((double)user <= (double)atomic_load(&a.cpu_a) / (double)period + 2.0);
 }
 
+/* read(2) calls of len bytes from fd for ns of the thread's CPU: two callers, two stacks. */
+EXPORT void
+reader_a(int fd, char *buf, size_t len, uint64_t ns)
+{
+    uint64_t c = cpu_ns();
+
+    while (cpu_ns() - c < ns && read(fd, buf, len) >= 0) {
+    }
+    __asm__ volatile("" ::: "memory");
+}
+
+EXPORT void
+reader_b(int fd, char *buf, size_t len, uint64_t ns)
+{
+    uint64_t c = cpu_ns();
+
+    while (cpu_ns() - c < ns && read(fd, buf, len) >= 0) {
+    }
+    __asm__ volatile("nop" ::: "memory");
+}
+
+struct share_arg {
+    _Atomic int32_t tid;
+    _Atomic int go;
+    _Atomic uint64_t cpu_a, cpu_b;
+};
+
+/* Asleep until go; busy_a 30 ms, 80 ms of 1 MiB reads of /dev/zero in reader_a, 20 ms in
+ * reader_b, busy_b 30 ms. */
+static void *
+share_main(void *p)
+{
+    static char buf[1u << 20];
+    struct share_arg *a = p;
+    int fd = open("/dev/zero", O_RDONLY);
+    uint64_t c;
+
+    memset(buf, 1, sizeof(buf));
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (!atomic_load(&a->go)) {
+        usleep(1000);
+    }
+    for (c = cpu_ns(); cpu_ns() - c < 30000000u;) {
+        busy_a();
+    }
+    c = cpu_ns();
+    reader_a(fd, buf, sizeof(buf), 80000000u);
+    atomic_store(&a->cpu_a, cpu_ns() - c);
+    c = cpu_ns();
+    reader_b(fd, buf, sizeof(buf), 20000000u);
+    atomic_store(&a->cpu_b, cpu_ns() - c);
+    for (c = cpu_ns(); cpu_ns() - c < 30000000u;) {
+        busy_b();
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return NULL;
+}
+
+/*
+ * The kernel time split off a perf sample is shared among the calls the thread was seen in since
+ * its previous sample, by how often each was seen, not given to the latest alone. Here a perf
+ * thread at 100 Hz with its locator armed spends 80 ms in reader_a's reads and then 20 ms in
+ * reader_b's before busy_b: no user-mode overflow falls in the reads (one at a read's return
+ * would split the span there, which changes nothing here), so busy_b's first sample splits off
+ * about 10 intervals, seen about 8 times in reader_a and 2 in reader_b. Under the latest call
+ * alone, reader_b took all 10 (on a loaded machine: a starved thread's long span, given to the
+ * close(2) it made at its end, docs/performance.md).
+ */
+/* One run of share_main (perf at 100 Hz, its locator armed by hand): its weights under reader_a
+ * and reader_b (w[0], w[1]) and its kernel time not placed, in intervals, with the CPU each
+ * reader burned. Returns whether the locator was armed. */
+static int
+share_case(uint64_t w[2], double *unplaced, double cpu[2])
+{
+    struct share_arg a = { 0, 0, 0, 0 };
+    struct ag_stats stats;
+    uint64_t period = 10000000u, unplaced0;
+    struct ag_config cfg;
+    struct ag_thread *t;
+    struct tid_stats *st;
+    pthread_t th;
+    int32_t tid;
+    int i, armed = 0;
+
+    memset(col, 0, sizeof(col));
+    want[0] = (const void *)reader_a;
+    want[1] = (const void *)reader_b;
+    ag_config_init(&cfg);
+    cfg.scan_ms = 3600000; /* the test arms the locator */
+    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
+    ASSERT_OK(ag_start(&cfg));
+    ag_stats_get(&stats); /* (counted since the process started) */
+    unplaced0 = stats.cpu_kernel_unplaced_ns;
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
+    ASSERT_OK(pthread_create(&th, NULL, share_main, &a));
+    while ((tid = atomic_load(&a.tid)) == 0) {
+        usleep(1000);
+    }
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    if (t != NULL && t->has_perf) {
+        atomic_store(&t->kern_asked, 1);
+        ag_locators_arm_asked_locked();
+        armed = t->has_locator;
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
+    atomic_store(&a.go, 1);
+    ASSERT_OK(pthread_join(th, NULL));
+    st = col_get(tid);
+    for (i = 0; i < 400 && !st->stopped; i++) {
+        col_drain();
+        usleep(10000);
+    }
+    ag_stats_get(&stats);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+    ASSERT_TRUE(st->stopped == 1);
+    w[0] = st->hit_weight[0];
+    w[1] = st->hit_weight[1];
+    *unplaced = (double)(stats.cpu_kernel_unplaced_ns - unplaced0) / (double)period;
+    cpu[0] = (double)atomic_load(&a.cpu_a) / (double)period;
+    cpu[1] = (double)atomic_load(&a.cpu_b) / (double)period;
+    printf("# locator %d; reader_a %.1f intervals, weight %llu; reader_b %.1f, weight %llu; not "
+           "placed %.1f\n",
+           armed, cpu[0], (unsigned long long)w[0], cpu[1], (unsigned long long)w[1], *unplaced);
+    return armed;
+}
+
+/*
+ * The kernel time split off a perf sample is shared among the calls the thread was seen in since
+ * its previous sample, by how often each was seen, not given to the latest alone. Here a perf
+ * thread at 100 Hz with its locator armed spends 80 ms in reader_a's reads and then 20 ms in
+ * reader_b's before busy_b: no user-mode overflow falls in the reads (one at a read's return
+ * would split the span there, which changes nothing here), so busy_b's first sample splits off
+ * about 10 intervals, seen about 8 times in reader_a and 2 in reader_b: 8 and 2 in 8 of 8 runs.
+ * Under the latest call alone, reader_b took all 10 (on a loaded machine: a starved thread's
+ * long span, given to the close(2) it made at its end, docs/performance.md). A span the handler
+ * saw take a page fault is not placed at all (1 run in 5 or so here, 6 to 10 intervals): such a
+ * run says nothing of the sharing, and the case runs again, up to 4 times.
+ */
+TEST(kernel_time_is_shared_among_the_calls_seen_in_its_span)
+{
+    uint64_t w[2] = { 0, 0 };
+    double unplaced = 0, cpu[2] = { 0, 0 };
+    int runs;
+
+#ifdef __SANITIZE_THREAD__
+    test_skip("ThreadSanitizer delivers the locator's signal away from the call's return");
+#endif
+    if (!perf_allowed()) {
+        return;
+    }
+    for (runs = 0; runs < 4; runs++) {
+        ASSERT_TRUE(share_case(w, &unplaced, cpu));
+        if (unplaced < 3.0) {
+            break;
+        }
+    }
+    ASSERT_TRUE(unplaced < 3.0);
+    ASSERT_TRUE((double)(w[0] + w[1]) >= cpu[0] + cpu[1] - 3.0);
+    /* Not all to the latest call. The locator is the tick's: on a loaded machine it misses
+     * more of a thread's calls, and one run beside the whole suite and two busy loops (load
+     * 21) read 3 and 7; quiet, 8 and 2 in 8 runs of 8. */
+    ASSERT_TRUE(w[0] >= 2);
+}
+
 /* One madvise(2) call that gives 256 pages back, then a store to each page (a page fault each:
  * kernel time outside any system call), in turn, for 300 ms of CPU. */
 static void *
@@ -2782,6 +2956,7 @@ static const struct test_case cases[] = {
     TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
     TEST_CASE(kernel_time_of_page_faults_is_not_given_to_a_call),
     TEST_CASE(a_perf_threads_final_sample_gives_its_kernel_time_to_no_user_code),
+    TEST_CASE(kernel_time_is_shared_among_the_calls_seen_in_its_span),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
