@@ -244,12 +244,16 @@ ag_drain_kernel_expired(struct ag_thread *t, int32_t tid, uint64_t cpu,
  * (the compute function beside the calls). Returns fn's value.
  */
 /* Counts the call just seen (t->kern_frames) among those seen since t's last CPU sample: a new
- * one takes a free entry (none left: it is not counted), one seen before counts again. */
+ * one takes a free entry (none left: it is not counted), one seen before counts again. A call
+ * with no stack is not counted (its kernel time has nowhere to go). */
 static void
 ag_drain_kernel_seen(struct ag_thread *t)
 {
     uint32_t i;
 
+    if (t->kern_depth == 0) {
+        return;
+    }
     for (i = 0; i < t->kern_seen_n; i++) {
         if (t->kern_seen_depth[i] == t->kern_depth &&
             memcmp(t->kern_seen_frames + (size_t)i * AG_MAX_FRAMES, t->kern_frames,
