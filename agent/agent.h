@@ -211,9 +211,10 @@ enum ag_sample_source {
                   perf_event sample (an unprivileged event skips the overflows that
                   fall in the kernel, so a sample's weight beyond one interval is
                   kernel time: timer.c). frames[0] is ag_kernel_pc() (named
-                  "[kernel]"), then the stack of the latest system call the thread's
-                  kernel locator (a CPU-time timer, whose signal arrives as the call
-                  returns) saw within 50 ms of the thread's CPU; when none is,
+                  "[kernel]"), then the stack of a system call the thread's kernel
+                  locator (a CPU-time timer, whose signal arrives as the call returns)
+                  saw: the split is shared among the calls seen since the thread's
+                  previous sample, else the latest within 200 ms of its CPU; when none is,
                   ag_kernel_unplaced_pc() over the stack of the perf sample it was
                   split from (at the thread's end: over its start routine): kernel
                   time not placed, counted in ag_stats.cpu_kernel_unplaced_ns. (Timer-engine samples
