@@ -501,6 +501,20 @@ pipeprof_cpu_in_kernel_unplaced(void)
     __asm__ volatile("nop\n\tnop" ::: "memory");
 }
 
+/* The leaf of CPU time no sample saw (a thread auto moved to perf before any timer sample of it):
+ * named "[not sampled]". */
+__attribute__((visibility("default"), noinline, used)) void
+pipeprof_cpu_not_sampled(void)
+{
+    __asm__ volatile("nop\n\tnop\n\tnop" ::: "memory");
+}
+
+uint64_t
+ag_not_sampled_pc(void)
+{
+    return (uint64_t)(uintptr_t)pipeprof_cpu_not_sampled;
+}
+
 uint64_t
 ag_kernel_pc(void)
 {
@@ -548,6 +562,7 @@ ag_stats_get(struct ag_stats *out)
     out->cpu_unseen_ns = atomic_load(&ag.cpu_unseen_ns);
     out->cpu_kernel_ns = atomic_load(&ag.cpu_kernel_ns);
     out->cpu_kernel_unplaced_ns = atomic_load(&ag.cpu_kernel_unplaced_ns);
+    out->cpu_not_sampled_ns = atomic_load(&ag.cpu_not_sampled_ns);
     pthread_mutex_lock(&ag.reg_lock);
     if (ag.threads != NULL) {
         unsigned i, high = atomic_load(&ag.high);

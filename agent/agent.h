@@ -194,7 +194,9 @@ enum ag_sample_source {
                               that had none) its start routine under start_thread. Also claimed
                               as a thread blocks the sampling signal (pthread_sigmask,
                               sigprocmask): then its frames are that call's stack, its leaf the
-                              call's return address */
+                              call's return address. A perf thread's comes with its kernel time
+                              split off first (AG_SOURCE_KERNEL); one auto's move claims before
+                              any timer sample has ag_not_sampled_pc() over the thread's root */
     AG_SOURCE_UNSEEN = 5,  /* CPU mode: CPU the thread burned while it blocked the sampling
                               signal, so no sample saw where: claimed as it opens the signal
                               again, at each ag_drain() while it stays blocked, and at its exit
@@ -209,9 +211,10 @@ enum ag_sample_source {
                   perf_event sample (an unprivileged event skips the overflows that
                   fall in the kernel, so a sample's weight beyond one interval is
                   kernel time: timer.c). frames[0] is ag_kernel_pc() (named
-                  "[kernel]"), then the stack of the latest system call the thread's
-                  kernel locator (a CPU-time timer, whose signal arrives as the call
-                  returns) saw within 50 ms of the thread's CPU; when none is,
+                  "[kernel]"), then the stack of a system call the thread's kernel
+                  locator (a CPU-time timer, whose signal arrives as the call returns)
+                  saw: the split is shared among the calls seen since the thread's
+                  previous sample, else the latest within 200 ms of its CPU; when none is,
                   ag_kernel_unplaced_pc() over the stack of the perf sample it was
                   split from (at the thread's end: over its start routine): kernel
                   time not placed, counted in ag_stats.cpu_kernel_unplaced_ns. (Timer-engine samples
@@ -319,8 +322,11 @@ struct ag_stats {
     uint64_t cpu_kernel_unplaced_ns; /* of it, time no system call's stack could be given to
                                         (perf engine: no call seen near it; under [kernel, not
                                         placed]) */
-    uint64_t memory_bytes;           /* mapped by the agent: the thread registry and every ring */
-    unsigned requested_hz_cpu;       /* current CPU rate (max over requests), 0 when off */
+    uint64_t cpu_not_sampled_ns; /* CPU time no sample saw: under [not sampled] over the thread's
+                                    start routine (a thread auto moved to perf before any timer
+                                    sample of it: timer.c) */
+    uint64_t memory_bytes;       /* mapped by the agent: the thread registry and every ring */
+    unsigned requested_hz_cpu;   /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;
     double effective_hz_cpu;  /* CPU samples per CPU-second of sampled threads (timers: about
                                  the kernel tick at most; weights make up the rest) */
@@ -345,6 +351,9 @@ uint64_t ag_kernel_pc(void);
 /* The leaf of kernel time that no system call's stack could be given to (named "[kernel, not
  * placed]"), over the stack the thread ran on in, or its start routine: shown and counted. */
 uint64_t ag_kernel_unplaced_pc(void);
+/* The leaf of CPU time no sample saw, whose place is not known, only whose (named "[not
+ * sampled]"), over the frames every stack of its thread shares: shown and counted. */
+uint64_t ag_not_sampled_pc(void);
 
 /*
  * Ends every thread's CPU accounting at now, without stopping sampling: the CPU each thread

@@ -44,10 +44,11 @@ ag_drain_check_frames(struct ag_sample *s)
 
 /* The pending final sample of a thread, taken from its slot under reg_lock. */
 struct ag_drain_tail {
-    uint64_t ts, cpu_time_ns, cpu_ns;
-    uint32_t weight;
+    uint64_t ts, cpu_time_ns, cpu_ns, kern_ns;
+    uint32_t weight, kern_w; /* kern_w of weight: kernel time (a perf thread's, timer.c) */
     uint8_t engine;
-    uint8_t unseen; /* run with the signal blocked: AG_SOURCE_UNSEEN */
+    uint8_t unseen;      /* run with the signal blocked: AG_SOURCE_UNSEEN */
+    uint8_t not_sampled; /* no sample saw it and no stack is known: [not sampled] */
 };
 
 /* The final sample being delivered (drain_lock): a sample with room for any stack. */
@@ -149,7 +150,8 @@ struct ag_drain_stack {
     uint8_t unwinder, end;
 };
 
-/* Delivers kernel time k of t (over: the stack for AG_KERNEL_OVER_STACK). Returns fn's value. */
+/* Delivers kernel time k of t (over: the stack for AG_KERNEL_OVER_STACK, or the call's for
+ * AG_KERNEL_AT_CALL, NULL: the latest call seen). Returns fn's value. */
 static int
 ag_drain_kernel_deliver(struct ag_thread *t, int32_t tid, const struct ag_drain_kernel *k,
                         enum ag_drain_kernel_place place, const struct ag_drain_stack *over,
@@ -158,7 +160,12 @@ ag_drain_kernel_deliver(struct ag_thread *t, int32_t tid, const struct ag_drain_
     struct ag_sample *s = ag_drain_own_sample(tid, k->ts, k->cpu_time_ns, AG_SOURCE_KERNEL,
                                               AG_CPU_ENGINE_PERF, k->weight, k->cpu_ns);
 
-    if (place == AG_KERNEL_AT_CALL) {
+    if (place == AG_KERNEL_AT_CALL && over != NULL) {
+        memcpy(s->frames, over->frames, over->depth * sizeof(uint64_t));
+        s->depth = over->depth;
+        s->unwinder = over->unwinder;
+        s->end = over->end;
+    } else if (place == AG_KERNEL_AT_CALL) {
         memcpy(s->frames, t->kern_frames, t->kern_depth * sizeof(uint64_t));
         s->depth = t->kern_depth;
         s->unwinder = t->kern_unwinder;
@@ -236,6 +243,36 @@ ag_drain_kernel_expired(struct ag_thread *t, int32_t tid, uint64_t cpu,
  * thread's CPU after that, kernel time that went over the stack of the sample it was split from
  * (the compute function beside the calls). Returns fn's value.
  */
+/* Counts the call just seen (t->kern_frames) among those seen since t's last CPU sample: a new
+ * one takes a free entry (none left: it is not counted), one seen before counts again. A call
+ * with no stack is not counted (its kernel time has nowhere to go). */
+static void
+ag_drain_kernel_seen(struct ag_thread *t)
+{
+    uint32_t i;
+
+    if (t->kern_depth == 0) {
+        return;
+    }
+    for (i = 0; i < t->kern_seen_n; i++) {
+        if (t->kern_seen_depth[i] == t->kern_depth &&
+            memcmp(t->kern_seen_frames + (size_t)i * AG_MAX_FRAMES, t->kern_frames,
+                   t->kern_depth * sizeof(uint64_t)) == 0) {
+            t->kern_seen_count[i]++;
+            return;
+        }
+    }
+    if (i < AG_KERN_SEEN) {
+        memcpy(t->kern_seen_frames + (size_t)i * AG_MAX_FRAMES, t->kern_frames,
+               t->kern_depth * sizeof(uint64_t));
+        t->kern_seen_depth[i] = t->kern_depth;
+        t->kern_seen_unwinder[i] = t->kern_unwinder;
+        t->kern_seen_end[i] = t->kern_end;
+        t->kern_seen_count[i] = 1;
+        t->kern_seen_n = i + 1;
+    }
+}
+
 /* A system call seen at s (a locator's record, or a sample taken as a call returned: its
  * [kernel] leaf over the call's stack): its stack stands for the kernel time near it, and what
  * waited for one goes under it. Returns fn's value. */
@@ -250,6 +287,7 @@ ag_drain_kernel_site(struct ag_thread *t, int32_t tid, const struct ag_sample *s
     t->kern_unwinder = s->unwinder;
     t->kern_end = s->end;
     t->kern_cpu = s->cpu_time_ns;
+    ag_drain_kernel_seen(t);
     return rc != 0 || t->kern_depth == 0
                    ? rc
                    : ag_drain_kernel_waiting(t, tid, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
@@ -287,6 +325,73 @@ ag_drain_kernel_faulted(struct ag_thread *t, int32_t tid, const struct ag_drain_
                                    over, fn, ctx, n);
 }
 
+/* Kernel time k of t waits for a call seen after it (ag_drain_kernel_site), or in vain. */
+static void
+ag_drain_kernel_wait(struct ag_thread *t, const struct ag_drain_kernel *k)
+{
+    if (t->kern_pend_w == 0) {
+        t->kern_pend_first_cpu = k->cpu_time_ns;
+    }
+    t->kern_pend_w += k->weight;
+    t->kern_pend_ns += k->cpu_ns;
+    t->kern_pend_ts = k->ts;
+    t->kern_pend_cpu_time = k->cpu_time_ns;
+}
+
+/*
+ * Kernel time k split off a perf sample (or a perf thread's final sample): shared among the
+ * calls seen since the thread's previous CPU sample, by how often each was seen (the locator's
+ * signals are the tick's samples of where the thread's kernel time goes; perf gives the amount),
+ * else under the latest call seen when it is near, else it waits for one. Under the latest call
+ * alone, a span of many calls went to whichever was seen last: on a loaded machine a starved
+ * thread's span is long (pp-sample-syscalls' sc_zero: 60 ms of read(2) calls between two perf
+ * samples), and a call at its end took it all (the close(2) at the thread's end, which the host's
+ * fd interposer gates with sched_yield(2) spins: 26 to 89 intervals, 0.7 to 1.7 % of a pool of
+ * 8 at a load of 13 to 17; the phase boundary's read(2) of the workload's CPU counter: 24).
+ * Returns fn's value.
+ */
+static int
+ag_drain_kernel_split(struct ag_thread *t, int32_t tid, const struct ag_drain_kernel *k,
+                      ag_record_fn fn, void *ctx, int *n)
+{
+    if (t->kern_pend_w == 0 && t->kern_seen_n != 0) {
+        uint32_t i, seen = 0, w_left = k->weight;
+        uint64_t ns_left = k->cpu_ns;
+        int rc = 0;
+
+        for (i = 0; i < t->kern_seen_n; i++) {
+            seen += t->kern_seen_count[i];
+        }
+        for (i = 0; i < t->kern_seen_n && rc == 0 && w_left != 0; i++) {
+            struct ag_drain_stack at = { t->kern_seen_frames + (size_t)i * AG_MAX_FRAMES,
+                                         t->kern_seen_depth[i], t->kern_seen_unwinder[i],
+                                         t->kern_seen_end[i] };
+            struct ag_drain_kernel part = *k;
+
+            seen -= t->kern_seen_count[i];
+            /* rounded, what is left to the last: weights add up to the split's */
+            part.weight = seen == 0 ? w_left
+                                    : (uint32_t)(((uint64_t)w_left * t->kern_seen_count[i] +
+                                                  (seen + t->kern_seen_count[i]) / 2) /
+                                                 (seen + t->kern_seen_count[i]));
+            if (part.weight == 0) {
+                continue;
+            }
+            part.cpu_ns = part.weight == w_left ? ns_left : ns_left / w_left * part.weight;
+            w_left -= part.weight;
+            ns_left -= part.cpu_ns;
+            rc = ag_drain_kernel_deliver(t, tid, &part, AG_KERNEL_AT_CALL, &at, fn, ctx, n);
+        }
+        return rc;
+    }
+    if (t->kern_pend_w == 0 && t->kern_depth != 0 &&
+        k->cpu_time_ns < t->kern_cpu + AG_KERNEL_SITE_CPU_NS) {
+        return ag_drain_kernel_deliver(t, tid, k, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
+    }
+    ag_drain_kernel_wait(t, k);
+    return 0;
+}
+
 static int
 ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_record_fn fn,
                 void *ctx, int *n)
@@ -305,18 +410,7 @@ ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_
         t->kern_unpl_cpu_time = s->cpu_time_ns;
         return 0;
     }
-    if (t->kern_pend_w == 0 && t->kern_depth != 0 &&
-        s->cpu_time_ns < t->kern_cpu + AG_KERNEL_SITE_CPU_NS) {
-        return ag_drain_kernel_deliver(t, tid, &k, AG_KERNEL_AT_CALL, NULL, fn, ctx, n);
-    }
-    if (t->kern_pend_w == 0) {
-        t->kern_pend_first_cpu = s->cpu_time_ns;
-    }
-    t->kern_pend_w += s->weight;
-    t->kern_pend_ns += s->cpu_delta_ns;
-    t->kern_pend_ts = s->timestamp_ns;
-    t->kern_pend_cpu_time = s->cpu_time_ns;
-    return 0;
+    return ag_drain_kernel_split(t, tid, &k, fn, ctx, n);
 }
 
 /*
@@ -370,6 +464,7 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
             t->last_depth = s->depth;
             t->last_unwinder = s->unwinder;
             t->last_end = s->end;
+            t->kern_seen_n = 0; /* the calls seen from here are the next span's */
         }
         memset(&rec, 0, sizeof(rec));
         rec.kind = AG_RECORD_SAMPLE;
@@ -397,15 +492,20 @@ ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
         t->tail_engine = tail->engine;
     }
     t->tail_unseen |= tail->unseen;
+    t->tail_not_sampled |= tail->not_sampled;
     t->tail_weight += tail->weight;
     t->tail_cpu_ns += tail->cpu_ns;
+    t->tail_kern_w += tail->kern_w;
+    t->tail_kern_ns += tail->kern_ns;
     pthread_mutex_unlock(&ag.reg_lock);
 }
 
 /* Delivers a thread's final sample with the stack of its last CPU sample (else its start routine
- * under its callers; with neither, nothing is delivered). One that ran with the signal blocked
- * is AG_SOURCE_UNSEEN: the marker frame over the stack of the call that blocked it (else over
- * the thread's start routine, or alone). Returns fn's value. */
+ * under its callers; with neither, nothing is delivered), its kernel time (kern_w, a perf
+ * thread's) split off first and placed as a perf sample's split is; one no sample saw (a thread
+ * moved to perf before any timer sample) is [not sampled] over the thread's root. One that ran
+ * with the signal blocked is AG_SOURCE_UNSEEN: the marker frame over the stack of the call that
+ * blocked it (else over the thread's start routine, or alone). Returns fn's value. */
 static int
 ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail, ag_record_fn fn,
               void *ctx, int *n)
@@ -413,13 +513,48 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
     struct ag_sample *s;
     uint32_t max = ag.cfg.max_frames - (tail->unseen ? 1u : 0u);
     uint32_t depth = t->last_depth < max ? t->last_depth : max;
+    uint64_t own = tail->cpu_ns;
+    uint32_t weight = tail->weight;
+    int rc;
 
+    if (tail->kern_w != 0 && tail->kern_w < tail->weight && tail->kern_ns < tail->cpu_ns) {
+        /* Its kernel time first, ending where its own last interval begins, placed as a perf
+         * sample's split is: among the calls seen since the last sample, not under the last one
+         * alone (a thread's end makes calls that did not spend it: the close(2) of its
+         * descriptors, which the host's fd interposer gates with sched_yield(2) spins on a
+         * loaded machine; pp-sample-syscalls' sc_zero, whose final samples stand for 30 to 125 ms
+         * of read(2) calls, put them there). */
+        struct ag_drain_kernel k;
+
+        own -= tail->kern_ns;
+        weight -= tail->kern_w;
+        k.ts = tail->ts - own;
+        k.cpu_time_ns = tail->cpu_time_ns - own;
+        k.cpu_ns = tail->kern_ns;
+        k.weight = tail->kern_w;
+        rc = ag_drain_kernel_split(t, tid, &k, fn, ctx, n);
+        if (rc != 0) {
+            struct ag_drain_tail rest = *tail;
+
+            rest.weight = weight; /* the stopped drain's next turn delivers the rest */
+            rest.cpu_ns = own;
+            rest.kern_w = 0;
+            rest.kern_ns = 0;
+            ag_drain_tail_put_back(t, &rest);
+            return rc;
+        }
+    }
     s = ag_drain_own_sample(tid, tail->ts, tail->cpu_time_ns,
-                            tail->unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL, tail->engine,
-                            tail->weight, tail->cpu_ns);
+                            tail->unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL, tail->engine, weight,
+                            own);
     s->unwinder = t->last_unwinder;
     s->end = t->last_end;
-    if (!tail->unseen && depth == 0) {
+    if (!tail->unseen && tail->not_sampled) {
+        /* CPU no sample saw, of a thread with no stack known (timer.c): whose, not where */
+        ag_drain_marker_over_root(t, s, ag_not_sampled_pc());
+        s->unwinder = s->depth > 1 ? t->last_unwinder : AG_UNWINDER_NONE;
+        s->end = s->depth > 1 ? AG_UNWIND_END_ROOT : AG_UNWIND_END_LEAF_ONLY;
+    } else if (!tail->unseen && depth == 0) {
         /* No stack is known for it (a thread the scan found, never sampled): its CPU is still
          * the thread's, shown at its root (stackless) rather than left out. */
         s->unwinder = AG_UNWINDER_NONE;
@@ -479,13 +614,19 @@ ag_drain(ag_record_fn fn, void *ctx)
         tail.cpu_time_ns = t->tail_cpu_time_ns;
         tail.cpu_ns = t->tail_cpu_ns;
         tail.weight = state != AG_SLOT_FREE ? t->tail_weight : 0;
+        tail.kern_w = tail.weight != 0 ? t->tail_kern_w : 0;
+        tail.kern_ns = t->tail_kern_ns;
         tail.engine = t->tail_engine;
         tail.unseen = t->tail_unseen;
+        tail.not_sampled = t->tail_not_sampled;
         t->tail_unseen = 0;
+        t->tail_not_sampled = 0;
         kern_flush = t->kern_flush;
         t->kern_flush = 0;
         t->tail_weight = 0;
         t->tail_cpu_ns = 0;
+        t->tail_kern_w = 0;
+        t->tail_kern_ns = 0;
         pthread_mutex_unlock(&ag.reg_lock);
         if (state == AG_SLOT_FREE) {
             continue;

@@ -205,6 +205,10 @@ struct ag_seqstack {
  * Writers: "reg" = under ag.reg_lock; "self" = the thread itself (handler or interposer);
  * "wall" = the wall thread; "drain" = the consumer.
  */
+/* Distinct system calls a thread's kernel time between two CPU samples is shared among
+ * (drain.c, ag_drain_kernel_split). */
+#define AG_KERN_SEEN 4
+
 struct ag_thread {
     _Atomic int state;         /* reg; enum ag_slot_state */
     _Atomic int32_t tid;       /* reg */
@@ -268,8 +272,11 @@ struct ag_thread {
      * its exit or by ag_cpu_flush(); ag_drain() delivers it (weight 0: none). */
     uint64_t tail_ts, tail_cpu_time_ns, tail_cpu_ns;
     uint32_t tail_weight;
+    uint32_t tail_kern_w; /* reg: of tail_weight, intervals perf skipped in the kernel (timer.c) */
+    uint64_t tail_kern_ns;
     uint8_t tail_engine;
-    uint8_t tail_unseen; /* reg: the final sample's span ran with the signal blocked */
+    uint8_t tail_unseen;      /* reg: the final sample's span ran with the signal blocked */
+    uint8_t tail_not_sampled; /* reg: no sample saw it, and no stack is known (timer.c) */
     /* self (written by the sigmask interposers and at thread start, read by tail claims): when
      * (CLOCK_MONOTONIC) the thread blocked the sampling signal, 0 while it does not, and the
      * stack of the call that blocked it (depth 0: it started blocked), read by the drain. Wall
@@ -294,9 +301,6 @@ struct ag_thread {
     int has_locator;           /* reg: locator is armed */
     timer_t locator;           /* reg */
     _Atomic int kern_locating; /* reg: the handler takes a timer signal as the locator's */
-    _Atomic int perf_fresh;    /* reg sets it for a thread moved from the timers before any timer
-                                  sample, self clears it: its first perf sample carries all its
-                                  CPU so far, not kernel time (timer.c) */
     _Atomic uint32_t kern_w;   /* self: intervals split off as kernel time */
     _Atomic int kern_asked;    /* self sets it at its first split without a locator (then wakes the
                                   manager, which arms one: ag_locators_arm_asked_locked); reg
@@ -322,6 +326,13 @@ struct ag_thread {
     uint32_t kern_depth;
     uint8_t kern_unwinder, kern_end;
     uint64_t kern_cpu; /* the thread's CPU time at that call */
+    /* drain: the distinct calls seen since the thread's last CPU sample (kern_seen_n of them,
+     * AG_MAX_FRAMES words each in kern_seen_frames, in the same mapping) and how often each was
+     * seen: the kernel time split off the next sample is shared among them (drain.c) */
+    uint64_t *kern_seen_frames;
+    uint32_t kern_seen_n;
+    uint32_t kern_seen_depth[AG_KERN_SEEN], kern_seen_count[AG_KERN_SEEN];
+    uint8_t kern_seen_unwinder[AG_KERN_SEEN], kern_seen_end[AG_KERN_SEEN];
     uint64_t kern_pend_ns, kern_pend_ts, kern_pend_cpu_time;
     uint64_t kern_pend_first_cpu; /* the CPU time of the first split that waits */
     uint32_t kern_pend_w;
@@ -397,6 +408,7 @@ struct ag_agent {
     _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused, n_cpu_tails;
     _Atomic uint64_t cpu_unseen_ns; /* CPU burned with the sampling signal blocked */
     _Atomic uint64_t cpu_kernel_ns, cpu_kernel_unplaced_ns; /* CPU time under [kernel] frames */
+    _Atomic uint64_t cpu_not_sampled_ns;                    /* under [not sampled] */
     _Atomic uint64_t n_perf_promoted;
     _Atomic uint64_t n_locators_retired; /* kernel locators that went idle (timer.c) */
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
@@ -485,6 +497,7 @@ PP_SIGSAFE void ag_sig_unwind_ctx_init(struct ag_unwind_ctx *c, uint64_t sp, uin
  * handler takes the first one's address. */
 void pipeprof_cpu_in_kernel(void);
 void pipeprof_cpu_in_kernel_unplaced(void);
+void pipeprof_cpu_not_sampled(void);
 
 /* Sends the sampling signal to thread tid of this process with si_value sival (AG_WALL_SIVAL,
  * AG_NUDGE_SIVAL), as SI_QUEUE from this process (agent/wall.c). */

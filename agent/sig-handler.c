@@ -452,8 +452,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
             faulted = faults != prev || faults == 0;
             faults_read = 1;
         }
-        if (engine == AG_CPU_ENGINE_PERF && s->weight > 1 &&
-            !atomic_exchange_explicit(&t->perf_fresh, 0, memory_order_relaxed)) {
+        if (engine == AG_CPU_ENGINE_PERF && s->weight > 1) {
             /* The overflows the event skipped in the kernel: all but this sample's own interval
              * is kernel time, split off below (timer.c says why). */
             kernel_w = s->weight - 1u;
@@ -547,9 +546,17 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     s->unwinder = res.unwinder;
     s->end = res.end;
     ag_ring_commit(&t->ring);
-    if (faults_read && t->ring.reserved <= t->ring.mask + 1u) {
+    if ((faults_read ||
+         (site && atomic_load_explicit(&t->kern_faults, memory_order_relaxed) != 0)) &&
+        t->ring.reserved - t->ring.trimmed_at <= t->ring.mask + 1u) {
         /* The ring's first lap: writing the sample may have faulted its page in. That fault is
-         * the handler's, not the span's that follows: counted from here. */
+         * the handler's, not the span's that follows: counted from here. A locator's record too:
+         * uncounted, its fault marked the span of the perf sample after it as one that took page
+         * faults, whose kernel time then went as not placed over that sample's stack (a fresh
+         * thread's first 256 records, most of a loaded 4 s run's; test-agent-sampling's
+         * kernel_time_is_shared_among_the_calls_seen_in_its_span: all 10 intervals). The lap
+         * counts from the last time the ring's memory went back (ag_stop's ag_ring_discard,
+         * before a later session's thread takes the slot's ring as it is). */
         atomic_store_explicit(&t->kern_faults, ag_sig_faults(), memory_order_relaxed);
     }
     atomic_fetch_add_explicit(&ag.n_samples, 1, memory_order_relaxed);

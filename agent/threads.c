@@ -39,8 +39,10 @@ __thread _Atomic uint32_t ag_tls_signals AG_TLS;
 
 #define AG_EXCLUDED_MAX 32
 
-/* A thread's own mapping: blk.frames, sigblk.frames, last_frames, kern_frames, cfi_cache. */
-#define AG_THREAD_MAP_LEN (4 * AG_MAX_FRAMES * sizeof(uint64_t) + sizeof(struct ag_cfi_cache))
+/* A thread's own mapping: blk.frames, sigblk.frames, last_frames, kern_frames, the calls seen
+ * since its last CPU sample (kern_seen_frames), cfi_cache. */
+#define AG_THREAD_MAP_LEN \
+    ((4 + AG_KERN_SEEN) * AG_MAX_FRAMES * sizeof(uint64_t) + sizeof(struct ag_cfi_cache))
 
 static pthread_once_t ag_threads_once = PTHREAD_ONCE_INIT;
 static pthread_key_t ag_threads_key;
@@ -226,6 +228,7 @@ static void
 ag_thread_reset_locked(struct ag_thread *t)
 {
     t->kern_depth = 0;
+    t->kern_seen_n = 0;
     t->kern_pend_w = 0;
     t->kern_unpl_w = 0;
     t->kern_unpl_ns = 0;
@@ -248,7 +251,6 @@ ag_thread_reset_locked(struct ag_thread *t)
     atomic_store_explicit(&t->kern_w, 0, memory_order_relaxed);
     atomic_store_explicit(&t->kern_asked, 0, memory_order_relaxed);
     atomic_store_explicit(&t->kern_retired, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->perf_fresh, 0, memory_order_relaxed);
     atomic_store_explicit(&t->wall_signalled, 0, memory_order_relaxed);
     atomic_store_explicit(&t->timer_samples, 0, memory_order_relaxed);
     atomic_store_explicit(&t->timer_weight, 0, memory_order_relaxed);
@@ -256,7 +258,10 @@ ag_thread_reset_locked(struct ag_thread *t)
     t->scan_weight = 0;
     t->tail_weight = 0;
     t->tail_cpu_ns = 0;
+    t->tail_kern_w = 0;
+    t->tail_kern_ns = 0;
     t->tail_unseen = 0;
+    t->tail_not_sampled = 0;
     atomic_store_explicit(&t->sigblk_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->last_claim_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->sigblk_claimed, 0, memory_order_relaxed);
@@ -324,7 +329,9 @@ ag_thread_register_locked(int32_t tid, int self)
     }
     t->last_frames = (uint64_t *)(uintptr_t)(t->sigblk.frames + AG_MAX_FRAMES);
     t->kern_frames = t->last_frames + AG_MAX_FRAMES;
-    t->cfi_cache = (struct ag_cfi_cache *)(void *)(t->kern_frames + AG_MAX_FRAMES);
+    t->kern_seen_frames = t->kern_frames + AG_MAX_FRAMES;
+    t->cfi_cache =
+            (struct ag_cfi_cache *)(void *)(t->kern_seen_frames + AG_KERN_SEEN * AG_MAX_FRAMES);
     t->cfi_cache->generation = 0; /* empty: the previous thread's rows may not be this one's */
     ag_thread_reset_locked(t);
     if (t == &ag.threads[high]) {

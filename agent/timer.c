@@ -192,6 +192,20 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
         t->tail_unseen = 1;
         atomic_fetch_add_explicit(&ag.cpu_unseen_ns, delta, memory_order_relaxed);
     }
+    if (weight > 1 && t->has_perf && !t->has_timer && since == 0) {
+        /* A span perf sampled without a sample: each interval it passed was an overflow skipped
+         * in the kernel, as in a perf sample that stands for several (sig-handler.c). All but
+         * the last, unsampled, interval is kernel time, which the drain places as it places a
+         * sample's split. Left whole under the thread's last stack (the I/O-like thread's last
+         * perf sample: its parser, perf's user-mode samples being there), it moved 0.6 points
+         * of a loaded pool's profile from the write calls to the parser (docs/performance.md). */
+        uint64_t kern_ns = delta / weight * (weight - 1u);
+
+        t->tail_kern_w += (uint32_t)weight - 1u;
+        t->tail_kern_ns += kern_ns;
+        atomic_fetch_add_explicit(&t->kern_w, (uint32_t)weight - 1u, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.cpu_kernel_ns, kern_ns, memory_order_relaxed);
+    }
     t->tail_weight += (uint32_t)weight;
     t->tail_cpu_ns += delta;
     t->tail_cpu_time_ns = cpu;
@@ -378,9 +392,10 @@ ag_perf_note_refusal(int err)
  * call it was in when the tick found it in the kernel, so that signal's stack is the call's
  * (ag_sig_in_syscall). A thread whose perf samples split off kernel time gets such a timer as its
  * kernel locator, at the rate up to the tick's: its signals that come from a system call record
- * the call's stack, the others are dropped at once; the drain gives each split the stack of the
- * call seen nearest before it within 50 ms of the thread's CPU, else of the first one seen within
- * 50 ms after (drain.c). The locator is armed at the thread's first split: its handler wakes the
+ * the call's stack, the others are dropped at once; the drain shares each split among the
+ * calls seen since the thread's previous CPU sample, by how often each was seen; with none, it
+ * takes the latest call seen within 200 ms of the thread's CPU, else the first one seen within
+ * 200 ms after (drain.c). The locator is armed at the thread's first split: its handler wakes the
  * manager (ag_locators_arm_asked_locked), and a scan arms one for a thread that split off two
  * intervals since the previous scan and still has none. Armed by the scan alone, a starved
  * thread's first call was seen 30 to 60 ms of its CPU after its first kernel time (100 to 800 ms
@@ -553,6 +568,30 @@ ag_locators_arm_asked_locked(void)
 
 _Atomic unsigned ag_test_move_pause_us;
 
+/*
+ * Auto's move claims what the timers missed since their last sample, under that sample's stack
+ * (a final sample's claim). A thread with no timer sample yet (starved from its start: at load
+ * 40, 13 of a run's 43 samples were such) has no stack for it: that CPU no sample saw is
+ * [not sampled] over its start routine (not_sampled), shown and counted. It used to be carried,
+ * unsplit, into the thread's first perf sample, whose stack perf puts in user code: at a load of
+ * 21 to 25 (pools of 8, debug-logged drains) 13 to 16 intervals went so to pp-sample-syscalls'
+ * parser (0.6 points of the profile), 5 to 7 to the write loop's user code, of CPU that was
+ * 60 % write(2) calls.
+ */
+static void
+ag_cpu_claim_move_locked(struct ag_thread *t, int32_t tid, int not_sampled)
+{
+    uint32_t weight = t->tail_weight;
+    uint64_t ns = t->tail_cpu_ns;
+
+    ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
+    if (not_sampled && t->tail_weight != weight) {
+        t->tail_not_sampled = 1;
+        atomic_fetch_add_explicit(&ag.cpu_not_sampled_ns, t->tail_cpu_ns - ns,
+                                  memory_order_relaxed);
+    }
+}
+
 void
 ag_cpu_engine_check_locked(struct ag_thread *t)
 {
@@ -589,31 +628,21 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
      * into the first perf sample instead (unsplit), it all went to that sample's stack, which
      * perf puts in user code only: the I/O-like thread's parser and the write/compute thread's
      * sc_compute got a starved thread's 2 to 21 intervals (docs/architecture.md). */
-    if (n != 0) {
-        ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
-    } else {
-        /* No timer sample yet, so no stack to put it under but the start routine's (a thread
-         * starved from its start: at load 40, 13 of a run's 43 samples stood there). Its first
-         * perf sample takes it, unsplit, as before. */
-        atomic_store_explicit(&t->perf_fresh, 1, memory_order_relaxed);
-    }
+    ag_cpu_claim_move_locked(t, tid, n == 0);
     if (atomic_load_explicit(&ag_test_move_pause_us, memory_order_relaxed) != 0) {
         usleep(atomic_load_explicit(&ag_test_move_pause_us, memory_order_relaxed));
     }
     err = ag_perf_sync_locked(t, tid, t->timer_hz, 1);
     if (err != 0) {
-        atomic_store_explicit(&t->perf_fresh, 0, memory_order_relaxed);
         ag_perf_note_refusal(err); /* it stays on the timers; a passing error is tried again */
         return;
     }
-    if (n != 0) {
-        /* And what it ran while the event was being opened (this thread may be preempted there
-         * on a loaded machine): perf counts only from its opening, so its first sample would
-         * stand for that span too and split it off as kernel time, over the next sample's stack
-         * (test-agent-sampling's move test lost 2.2 of busy_a's 16.2 intervals to busy_b so in a
-         * fresh-clone CI run; with a 30 ms sleep here, 3 of 18.5 in each of 5 runs). */
-        ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
-    }
+    /* And what it ran while the event was being opened (this thread may be preempted there on a
+     * loaded machine): perf counts only from its opening, so its first sample would stand for
+     * that span too and split it off as kernel time, over the next sample's stack
+     * (test-agent-sampling's move test lost 2.2 of busy_a's 16.2 intervals to busy_b so in a
+     * fresh-clone CI run; with a 30 ms sleep here, 3 of 18.5 in each of 5 runs). */
+    ag_cpu_claim_move_locked(t, tid, n == 0);
     /* Its timer stays as the kernel locator (above): a bursty thread's system calls. */
     t->locator = t->timer;
     ag_locator_start_locked(t);

@@ -647,9 +647,11 @@ bridge_collect_record(const struct ag_record *rec, void *ctx)
     s->frames = src->frame_count;
     s->depth = 0;
     for (i = 0; i < as->depth; i++) {
-        /* The agent's own frames are hidden, but for the markers of unseen and kernel time. */
-        if ((i == 0 && (as->frames[0] == ag_unseen_pc() || as->frames[0] == ag_kernel_pc() ||
-                        as->frames[0] == ag_kernel_unplaced_pc())) ||
+        /* The agent's own frames are hidden, but for the markers of unseen, kernel and not
+         * sampled time. */
+        if ((i == 0 &&
+             (as->frames[0] == ag_unseen_pc() || as->frames[0] == ag_kernel_pc() ||
+              as->frames[0] == ag_kernel_unplaced_pc() || as->frames[0] == ag_not_sampled_pc())) ||
             !bridge_is_self(i == 0 ? as->frames[i] : as->frames[i] - 1)) {
             src->frames[src->frame_count + s->depth++] = as->frames[i];
         }

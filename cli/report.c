@@ -46,14 +46,16 @@ pp_report_usage(FILE *out)
                  "effective rate per sampled thread, the samples the agent dropped, the\n"
                  "events lost in the trace (sequence gaps), the share of named frames,\n"
                  "whether the trace ends early, the CPU samples in the kernel ([kernel] leaf;\n"
-                 "[kernel, not placed]: no system call's stack known) and with the sampling\n"
-                 "signal blocked, and the not-running markers. JSON has \"samples\", "
+                 "[kernel, not placed]: no system call's stack known), with the sampling\n"
+                 "signal blocked, not sampled ([not sampled]: CPU no sample saw), and the\n"
+                 "not-running markers. JSON has \"samples\", "
                  "\"running_samples\",\n"
                  "\"waiting_samples\", \"lost_events\", \"lost_samples\", \"duration_s\",\n"
                  "\"threads\", \"process_id\", \"sampling_interval_ns\", \"mode\",\n"
                  "\"truncated\", \"cpu_engine\", \"kernel_samples\" (leaf [kernel] or [kernel,\n"
                  "not placed]), \"kernel_unplaced_samples\", \"unseen_samples\" (CPU with the\n"
-                 "sampling signal blocked), \"not_running_markers\" and \"wait_markers\" (what a\n"
+                 "sampling signal blocked), \"not_sampled_samples\", \"not_running_markers\"\n"
+                 "and \"wait_markers\" (what a\n"
                  "CPU-mode trace writes for TraceEvent's thread-time view where a thread stopped\n"
                  "running, with the stack it waited in: not samples here), \"top_self\" and\n"
                  "\"top_total\" ([{\"function\", \"self\",\n"
@@ -129,7 +131,7 @@ pp_report_stats(const struct pp_profile *p)
 /* Samples by what their leaf says of the time: in the kernel (placed under a system call's stack,
  * or not placed), or with the sampling signal blocked (the agent's markers, agent/agent.h). */
 struct pp_report_time {
-    uint64_t kernel, kernel_unplaced, unseen;
+    uint64_t kernel, kernel_unplaced, unseen, not_sampled;
 };
 
 static int
@@ -157,6 +159,8 @@ pp_report_time(const struct pp_profile *p, struct pp_report_time *out)
             out->kernel_unplaced += st->samples;
         } else if (pp_name_ends(leaf, "pipeprof_cpu_while_signal_blocked")) {
             out->unseen += st->samples;
+        } else if (pp_name_ends(leaf, "[not sampled]")) {
+            out->not_sampled += st->samples;
         }
     }
 }
@@ -174,13 +178,15 @@ pp_report_time_lines(const struct pp_profile *p, const struct pp_report_time *tm
                 "(TraceEvent's thread time counts them; they are no samples here)\n",
                 prefix, (unsigned long long)p->markers, (unsigned long long)p->wait_markers);
     }
-    if (tm->kernel != 0 || tm->unseen != 0) {
+    if (tm->kernel != 0 || tm->unseen != 0 || tm->not_sampled != 0) {
         fprintf(out,
                 "%sCPU in the kernel: %llu samples (%.1f%% of running), %llu of them not placed "
-                "under a system call; with the sampling signal blocked: %llu (%.1f%%)\n",
+                "under a system call; with the sampling signal blocked: %llu (%.1f%%); not "
+                "sampled: %llu (%.1f%%)\n",
                 prefix, (unsigned long long)tm->kernel, pp_pct(tm->kernel, p->running_samples),
                 (unsigned long long)tm->kernel_unplaced, (unsigned long long)tm->unseen,
-                pp_pct(tm->unseen, p->running_samples));
+                pp_pct(tm->unseen, p->running_samples), (unsigned long long)tm->not_sampled,
+                pp_pct(tm->not_sampled, p->running_samples));
     }
 }
 
@@ -321,7 +327,7 @@ pp_cmd_report(int argc, char **argv)
                "\"sampling_interval_ns\":%u,\"mode\":\"%s\",\"lost_samples\":%llu,"
                "\"truncated\":%s,\"cpu_engine\":\"%s\",\"kernel_samples\":%llu,"
                "\"kernel_unplaced_samples\":%llu,\"unseen_samples\":%llu,"
-               "\"not_running_markers\":%llu,\"wait_markers\":%llu,",
+               "\"not_sampled_samples\":%llu,\"not_running_markers\":%llu,\"wait_markers\":%llu,",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples),
                (unsigned long long)p->lost_events, duration_s, p->thread_count, p->process_id,
@@ -329,7 +335,8 @@ pp_cmd_report(int argc, char **argv)
                (unsigned long long)p->lost_samples, p->truncated ? "true" : "false",
                p->engine != NULL ? p->engine : "", (unsigned long long)tm.kernel,
                (unsigned long long)tm.kernel_unplaced, (unsigned long long)tm.unseen,
-               (unsigned long long)p->markers, (unsigned long long)p->wait_markers);
+               (unsigned long long)tm.not_sampled, (unsigned long long)p->markers,
+               (unsigned long long)p->wait_markers);
     } else {
         printf("samples: %llu (running %llu, waiting %llu) in %.3f s, %zu threads, pid %u\n",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,

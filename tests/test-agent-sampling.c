@@ -34,6 +34,8 @@
 /* Workload functions, exported so that dladdr() can name the frames. */
 EXPORT void busy_a(void);
 EXPORT void busy_b(void);
+EXPORT void reader_a(int fd, char *buf, size_t len, uint64_t ns);
+EXPORT void reader_b(int fd, char *buf, size_t len, uint64_t ns);
 EXPORT void sleeper_wait(void);
 EXPORT void raw_sleeper_wait(void);
 
@@ -69,19 +71,22 @@ struct tid_stats {
     unsigned tails, tails_with_stack;    /* final samples (AG_SOURCE_TAIL) */
     uint32_t tail_depth;                 /* of the last one */
     uint64_t last_cpu_stack, tail_stack; /* hashes: the last CPU signal sample's, the last final */
+    unsigned cpu_signal_samples;         /* CPU samples the engine took (AG_SOURCE_SIGNAL) */
     uint64_t cpu_delta_sum, weight_sum;  /* CPU-mode samples: what they stand for */
     unsigned unseen, unseen_marked;      /* AG_SOURCE_UNSEEN samples, of those with the marker */
     unsigned unseen_bare;                /* of those, the marker alone */
     unsigned signal_hits3;               /* CPU signal samples with a frame in want[3] */
     uint64_t unseen_weight, unseen_ns;
-    uint64_t hit_weight[4]; /* weights of the CPU samples in hits[k] */
-    uint64_t unsampled;     /* wall intervals it went without a sample (its LOST records) */
-    uint64_t wall_weight;   /* wall samples' weights: the intervals they stand for */
-    unsigned wall_samples;  /* wall samples */
-    unsigned wall_held;     /* wall samples that carry held intervals (weight > 1) */
-    uint64_t dropped;       /* samples taken and dropped, its ring full (the same records) */
-    uint64_t kernel_weight; /* CPU samples of kernel time ([kernel] or not placed leaves) */
-    uint64_t tail_weight;   /* final samples' weights (claims: at an exit, a flush, a block) */
+    uint64_t hit_weight[4];      /* weights of the CPU samples in hits[k] */
+    uint64_t unsampled;          /* wall intervals it went without a sample (its LOST records) */
+    uint64_t wall_weight;        /* wall samples' weights: the intervals they stand for */
+    unsigned wall_samples;       /* wall samples */
+    unsigned wall_held;          /* wall samples that carry held intervals (weight > 1) */
+    uint64_t dropped;            /* samples taken and dropped, its ring full (the same records) */
+    uint64_t kernel_weight;      /* CPU samples of kernel time ([kernel] or not placed leaves) */
+    uint64_t kernel_leaf_weight; /* CPU samples with a [kernel] or not placed leaf, of any source
+                                    (a sample at a call's return is AG_SOURCE_SIGNAL) */
+    uint64_t tail_weight;        /* final samples' weights (claims: at an exit, a flush, a block) */
 };
 
 static struct tid_stats col[MAX_TIDS];
@@ -178,14 +183,23 @@ col_cb(const struct ag_record *rec, void *ctx)
             t->tail_depth = rec->u.sample->depth;
             t->tail_stack = stack_hash(rec->u.sample);
             t->tail_weight += rec->u.sample->weight;
-        } else if (rec->u.sample->mode == AG_MODE_CPU) {
+        } else if (rec->u.sample->mode == AG_MODE_CPU &&
+                   rec->u.sample->source == AG_SOURCE_SIGNAL) {
+            /* (a perf thread's final sample may come with its kernel time split off first) */
             t->last_cpu_stack = stack_hash(rec->u.sample);
+            t->cpu_signal_samples++;
         }
         if (rec->u.sample->mode == AG_MODE_CPU) {
             t->cpu_delta_sum += rec->u.sample->cpu_delta_ns;
             t->weight_sum += rec->u.sample->weight;
             t->kernel_weight +=
                     rec->u.sample->source == AG_SOURCE_KERNEL ? rec->u.sample->weight : 0;
+            t->kernel_leaf_weight +=
+                    rec->u.sample->depth != 0 &&
+                                    (rec->u.sample->frames[0] == ag_kernel_pc() ||
+                                     rec->u.sample->frames[0] == ag_kernel_unplaced_pc())
+                            ? rec->u.sample->weight
+                            : 0;
         } else {
             t->wall_samples++;
             t->wall_weight += rec->u.sample->weight;
@@ -1228,7 +1242,7 @@ check_tail(enum ag_cpu_engine engine, int flush)
         ASSERT_TRUE(diff > -slack && diff < slack);
         ASSERT_EQ(st.cpu_tails, 1);
         ASSERT_EQ(t->tails_with_stack, 1); /* the last sample's, or tail_main under start_thread */
-        if (t->samples > t->tails) {       /* the engine's sample came (TSan may hold one back) */
+        if (t->cpu_signal_samples != 0) {  /* the engine's sample came (TSan may hold one back) */
             ASSERT_U64_EQ(t->tail_stack, t->last_cpu_stack);
         }
     }
@@ -2230,6 +2244,116 @@ TEST(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place)
     move_to_perf_case(30000);
 }
 
+/* A thread for the move before any timer sample: asleep until go, then busy_a until phase, then
+ * busy_b for 60 ms of CPU. */
+struct fresh_arg {
+    _Atomic int go, phase;
+    _Atomic int32_t tid;
+    _Atomic uint64_t cpu_end;
+};
+
+static void *
+fresh_main(void *p)
+{
+    struct fresh_arg *a = p;
+    uint64_t c;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (!atomic_load(&a->go)) {
+        usleep(1000);
+    }
+    while (atomic_load(&a->phase) == 0) {
+        busy_a();
+    }
+    for (c = cpu_ns(); cpu_ns() - c < 60000000u;) {
+        busy_b();
+    }
+    atomic_store(&a->cpu_end, cpu_ns());
+    return NULL;
+}
+
+/*
+ * A thread auto moves to perf before the timers gave it any sample has no stack for what it ran
+ * until then: that CPU no sample saw is [not sampled] over its start routine, counted, and goes
+ * to no code. It used to be carried, unsplit, into the thread's first perf sample, whose stack
+ * perf puts in user code (pp-sample-syscalls' parser got 13 to 16 intervals so in loaded pools
+ * of 8, 60 % of it write(2) calls' time). Here the thread's timer is stopped before it runs, it
+ * burns 60 ms in busy_a, is moved, and runs busy_b: the 6 intervals must be [not sampled], and
+ * busy_a and busy_b hold only what perf saw of them after the move.
+ */
+TEST(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled)
+{
+    struct fresh_arg a = { 0, 0, 0, 0 };
+    struct itimerspec off;
+    struct ag_config cfg;
+    struct ag_thread *t;
+    struct tid_stats *st;
+    struct ag_stats stats;
+    struct timespec now;
+    uint64_t period = 10000000u, cpu_move = 0, base = 0;
+    int32_t tid;
+    pthread_t th;
+    int i, moved = 0, no_sample = 0;
+
+    if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
+        return;
+    }
+    memset(col, 0, sizeof(col));
+    want[0] = (const void *)busy_a;
+    want[1] = (const void *)busy_b;
+    want[2] = (const void *)pipeprof_cpu_not_sampled;
+    ag_config_init(&cfg);
+    cfg.scan_ms = 3600000; /* no scan moves it: the test does, at a known point */
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(pthread_create(&th, NULL, fresh_main, &a));
+    while ((tid = atomic_load(&a.tid)) == 0) {
+        usleep(1000);
+    }
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100)); /* auto at or below the tick: timers */
+    memset(&off, 0, sizeof(off));
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL && t->has_timer && !t->has_perf);
+    ASSERT_OK(timer_settime(t->timer, 0, &off, NULL)); /* the tick never samples it */
+    base = atomic_load(&t->last_cpu_ns);
+    pthread_mutex_unlock(&ag.reg_lock);
+    atomic_store(&a.go, 1);
+    wait_thread_cpu(tid, base + 6 * period);
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL);
+    no_sample = atomic_load(&t->timer_samples) == 0;
+    ASSERT_OK(clock_gettime(ag_thread_cpu_clock(tid), &now));
+    cpu_move = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    ag_cpu_engine_check_locked(t); /* no sample, two intervals burned: moved */
+    moved = t->has_perf && t->perf_promoted;
+    pthread_mutex_unlock(&ag.reg_lock);
+    col_drain();
+    atomic_store(&a.phase, 1);
+    ASSERT_OK(pthread_join(th, NULL));
+    st = col_get(tid);
+    for (i = 0; i < 400 && !st->stopped; i++) {
+        usleep(10000);
+        col_drain();
+    }
+    ag_stats_get(&stats);
+    printf("# moved %d with no timer sample %d: %.1f intervals before the move, [not sampled] "
+           "weight %llu (%.1f intervals counted); after it %.1f intervals, busy_a and busy_b's "
+           "weight %llu + %llu\n",
+           moved, no_sample, (double)(cpu_move - base) / (double)period,
+           (unsigned long long)st->hit_weight[2], (double)stats.cpu_not_sampled_ns / (double)period,
+           (double)(atomic_load(&a.cpu_end) - cpu_move) / (double)period,
+           (unsigned long long)st->hit_weight[0], (unsigned long long)st->hit_weight[1]);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+    ASSERT_TRUE(moved && no_sample);
+    ASSERT_TRUE(st->stopped == 1);
+    ASSERT_TRUE((double)st->hit_weight[2] >= (double)(cpu_move - base) / (double)period - 1.0);
+    ASSERT_TRUE(stats.cpu_not_sampled_ns >= cpu_move - base - period);
+    ASSERT_TRUE((double)(st->hit_weight[0] + st->hit_weight[1]) <=
+                (double)(atomic_load(&a.cpu_end) - cpu_move) / (double)period + 2.0);
+}
+
 /* Kernel time as the drain delivers it: weights under a call ([kernel] over the stack), and not
  * placed ([kernel, not placed]). */
 static uint64_t kern_at_call_w, kern_unplaced_w;
@@ -2453,6 +2577,266 @@ TEST(a_perf_sample_at_a_call_return_places_kernel_time)
     ASSERT_TRUE(3 * kern_at_call_w >= 2 * (kern_at_call_w + kern_unplaced_w));
 }
 
+/* busy_a for 50 ms of CPU, then read(2) calls of 1 MiB from /dev/zero for 80 ms (kernel time all
+ * but the loop's few instructions), then it exits. */
+struct tail_kernel_arg {
+    _Atomic int32_t tid;
+    _Atomic uint64_t cpu_a, cpu_read;
+};
+
+static void *
+tail_kernel_main(void *p)
+{
+    static char buf[1u << 20];
+    struct tail_kernel_arg *a = p;
+    int fd = open("/dev/zero", O_RDONLY);
+    uint64_t c0, c1;
+
+    memset(buf, 1, sizeof(buf)); /* its pages faulted in before: no fault in the reads */
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    c0 = cpu_ns();
+    while (cpu_ns() - c0 < 50000000u) {
+        busy_a();
+    }
+    c1 = cpu_ns();
+    atomic_store(&a->cpu_a, c1 - c0);
+    while (fd >= 0 && cpu_ns() - c1 < 80000000u) {
+        if (read(fd, buf, sizeof(buf)) < 0) {
+            break;
+        }
+    }
+    atomic_store(&a->cpu_read, cpu_ns() - c1);
+    if (fd >= 0) {
+        close(fd);
+    }
+    return NULL;
+}
+
+/*
+ * A perf thread's final sample: the CPU since its last perf sample passed each of its
+ * intervals in the kernel (an overflow there is skipped), so all of it but the last interval is
+ * kernel time, placed as a perf sample's split is, and not given to the stack of the thread's
+ * last sample, which perf puts in user code. Here the thread ends with 80 ms of read(2) calls
+ * after 50 ms of busy_a at 100 Hz: its user-code weight must be busy_a's 5 intervals, not 13.
+ * (Before, the I/O-like thread of pp-sample-syscalls gave its last write calls' kernel time to
+ * its parser this way: 0.4 to 0.6 points of a loaded pool, docs/performance.md.) A perf sample
+ * taken at a read's return (an overflow due in its exit path, about one in a hundred here)
+ * would have its stack under [kernel], and the test would pass without the split too.
+ */
+TEST(a_perf_threads_final_sample_gives_its_kernel_time_to_no_user_code)
+{
+    struct tail_kernel_arg a = { 0, 0, 0 };
+    uint64_t period = 10000000u, user;
+    struct ag_config cfg;
+    struct tid_stats *st;
+    pthread_t th;
+    int i;
+
+#ifdef __SANITIZE_THREAD__
+    /* Its interceptors around each read(2) and clock read are user time of their own, where
+     * the overflows land (12 intervals of user code in 14 in one run): no span of kernel time. */
+    test_skip("ThreadSanitizer's interceptors make the read loop's user time");
+#endif
+    if (!perf_allowed()) {
+        return;
+    }
+    memset(col, 0, sizeof(col));
+    ag_config_init(&cfg);
+    cfg.scan_ms = 20;
+    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
+    ASSERT_OK(pthread_create(&th, NULL, tail_kernel_main, &a));
+    ASSERT_OK(pthread_join(th, NULL));
+    st = col_get(atomic_load(&a.tid));
+    for (i = 0; i < 400 && !st->stopped; i++) {
+        col_drain();
+        usleep(10000);
+    }
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+    user = st->weight_sum - st->kernel_leaf_weight;
+    printf("# busy_a %.1f intervals, read(2) %.1f; weight %llu: user code %llu, kernel %llu "
+           "(split off %llu); final samples %u of weight %llu\n",
+           (double)atomic_load(&a.cpu_a) / (double)period,
+           (double)atomic_load(&a.cpu_read) / (double)period, (unsigned long long)st->weight_sum,
+           (unsigned long long)user, (unsigned long long)st->kernel_leaf_weight,
+           (unsigned long long)st->kernel_weight, st->tails, (unsigned long long)st->tail_weight);
+    ASSERT_TRUE(st->stopped == 1);
+    ASSERT_TRUE((double)st->weight_sum >=
+                (double)(atomic_load(&a.cpu_a) + atomic_load(&a.cpu_read)) / (double)period - 2.0);
+    /* busy_a's own, its clock reads' kernel time and the final sample's last interval at most */
+    ASSERT_TRUE((double)user <= (double)atomic_load(&a.cpu_a) / (double)period + 2.0);
+}
+
+/* read(2) calls of len bytes from fd for ns of the thread's CPU: two callers, two stacks. */
+EXPORT void
+reader_a(int fd, char *buf, size_t len, uint64_t ns)
+{
+    uint64_t c = cpu_ns();
+
+    while (cpu_ns() - c < ns && read(fd, buf, len) >= 0) {
+    }
+    __asm__ volatile("" ::: "memory");
+}
+
+EXPORT void
+reader_b(int fd, char *buf, size_t len, uint64_t ns)
+{
+    uint64_t c = cpu_ns();
+
+    while (cpu_ns() - c < ns && read(fd, buf, len) >= 0) {
+    }
+    __asm__ volatile("nop" ::: "memory");
+}
+
+struct share_arg {
+    _Atomic int32_t tid;
+    _Atomic int go;
+    _Atomic uint64_t cpu_a, cpu_b;
+};
+
+/* Asleep until go; busy_a 30 ms, 80 ms of 1 MiB reads of /dev/zero in reader_a, 20 ms in
+ * reader_b, busy_b 30 ms. */
+static void *
+share_main(void *p)
+{
+    static char buf[1u << 20];
+    struct share_arg *a = p;
+    int fd = open("/dev/zero", O_RDONLY);
+    uint64_t c;
+
+    memset(buf, 1, sizeof(buf));
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (!atomic_load(&a->go)) {
+        usleep(1000);
+    }
+    for (c = cpu_ns(); cpu_ns() - c < 30000000u;) {
+        busy_a();
+    }
+    c = cpu_ns();
+    reader_a(fd, buf, sizeof(buf), 80000000u);
+    atomic_store(&a->cpu_a, cpu_ns() - c);
+    c = cpu_ns();
+    reader_b(fd, buf, sizeof(buf), 20000000u);
+    atomic_store(&a->cpu_b, cpu_ns() - c);
+    for (c = cpu_ns(); cpu_ns() - c < 30000000u;) {
+        busy_b();
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return NULL;
+}
+
+/*
+ * The kernel time split off a perf sample is shared among the calls the thread was seen in since
+ * its previous sample, by how often each was seen, not given to the latest alone. Here a perf
+ * thread at 100 Hz with its locator armed spends 80 ms in reader_a's reads and then 20 ms in
+ * reader_b's before busy_b: no user-mode overflow falls in the reads (one at a read's return
+ * would split the span there, which changes nothing here), so busy_b's first sample splits off
+ * about 10 intervals, seen about 8 times in reader_a and 2 in reader_b. Under the latest call
+ * alone, reader_b took all 10 (on a loaded machine: a starved thread's long span, given to the
+ * close(2) it made at its end, docs/performance.md).
+ */
+/* One run of share_main (perf at 100 Hz, its locator armed by hand): its weights under reader_a
+ * and reader_b (w[0], w[1]) and its kernel time not placed, in intervals, with the CPU each
+ * reader burned. Returns whether the locator was armed. */
+static int
+share_case(uint64_t w[2], double *unplaced, double cpu[2])
+{
+    struct share_arg a = { 0, 0, 0, 0 };
+    struct ag_stats stats;
+    uint64_t period = 10000000u, unplaced0;
+    struct ag_config cfg;
+    struct ag_thread *t;
+    struct tid_stats *st;
+    pthread_t th;
+    int32_t tid;
+    int i, armed = 0;
+
+    memset(col, 0, sizeof(col));
+    want[0] = (const void *)reader_a;
+    want[1] = (const void *)reader_b;
+    ag_config_init(&cfg);
+    cfg.scan_ms = 3600000; /* the test arms the locator */
+    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
+    ASSERT_OK(ag_start(&cfg));
+    ag_stats_get(&stats); /* (counted since the process started) */
+    unplaced0 = stats.cpu_kernel_unplaced_ns;
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
+    ASSERT_OK(pthread_create(&th, NULL, share_main, &a));
+    while ((tid = atomic_load(&a.tid)) == 0) {
+        usleep(1000);
+    }
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    if (t != NULL && t->has_perf) {
+        atomic_store(&t->kern_asked, 1);
+        ag_locators_arm_asked_locked();
+        armed = t->has_locator;
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
+    atomic_store(&a.go, 1);
+    ASSERT_OK(pthread_join(th, NULL));
+    st = col_get(tid);
+    for (i = 0; i < 400 && !st->stopped; i++) {
+        col_drain();
+        usleep(10000);
+    }
+    ag_stats_get(&stats);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+    ASSERT_TRUE(st->stopped == 1);
+    w[0] = st->hit_weight[0];
+    w[1] = st->hit_weight[1];
+    *unplaced = (double)(stats.cpu_kernel_unplaced_ns - unplaced0) / (double)period;
+    cpu[0] = (double)atomic_load(&a.cpu_a) / (double)period;
+    cpu[1] = (double)atomic_load(&a.cpu_b) / (double)period;
+    printf("# locator %d; reader_a %.1f intervals, weight %llu; reader_b %.1f, weight %llu; not "
+           "placed %.1f\n",
+           armed, cpu[0], (unsigned long long)w[0], cpu[1], (unsigned long long)w[1], *unplaced);
+    return armed;
+}
+
+/*
+ * The kernel time split off a perf sample is shared among the calls the thread was seen in since
+ * its previous sample, by how often each was seen, not given to the latest alone. Here a perf
+ * thread at 100 Hz with its locator armed spends 80 ms in reader_a's reads and then 20 ms in
+ * reader_b's before busy_b: no user-mode overflow falls in the reads (one at a read's return
+ * would split the span there, which changes nothing here), so busy_b's first sample splits off
+ * about 10 intervals, seen about 8 times in reader_a and 2 in reader_b: 8 and 2 in 8 of 8 runs.
+ * Under the latest call alone, reader_b took all 10 (on a loaded machine: a starved thread's
+ * long span, given to the close(2) it made at its end, docs/performance.md). A span the handler
+ * saw take a page fault is not placed at all (1 run in 5 or so here, 6 to 10 intervals): such a
+ * run says nothing of the sharing, and the case runs again, up to 4 times.
+ */
+TEST(kernel_time_is_shared_among_the_calls_seen_in_its_span)
+{
+    uint64_t w[2] = { 0, 0 };
+    double unplaced = 0, cpu[2] = { 0, 0 };
+    int runs;
+
+#ifdef __SANITIZE_THREAD__
+    test_skip("ThreadSanitizer delivers the locator's signal away from the call's return");
+#endif
+    if (!perf_allowed()) {
+        return;
+    }
+    for (runs = 0; runs < 4; runs++) {
+        ASSERT_TRUE(share_case(w, &unplaced, cpu));
+        if (unplaced < 3.0) {
+            break;
+        }
+    }
+    ASSERT_TRUE(unplaced < 3.0);
+    ASSERT_TRUE((double)(w[0] + w[1]) >= cpu[0] + cpu[1] - 3.0);
+    /* Not all to the latest call. The locator is the tick's: on a loaded machine it misses
+     * more of a thread's calls, and one run beside the whole suite and two busy loops (load
+     * 21) read 3 and 7; quiet, 8 and 2 in 8 runs of 8. */
+    ASSERT_TRUE(w[0] >= 2);
+}
+
 /* One madvise(2) call that gives 256 pages back, then a store to each page (a page fault each:
  * kernel time outside any system call), in turn, for 300 ms of CPU. */
 static void *
@@ -2609,10 +2993,13 @@ static const struct test_case cases[] = {
     TEST_CASE(auto_engine_takes_timers_up_to_the_tick),
     TEST_CASE(auto_moves_a_thread_the_tick_misses_to_perf),
     TEST_CASE(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place),
+    TEST_CASE(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled),
     TEST_CASE(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its),
     TEST_CASE(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu),
     TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
     TEST_CASE(kernel_time_of_page_faults_is_not_given_to_a_call),
+    TEST_CASE(a_perf_threads_final_sample_gives_its_kernel_time_to_no_user_code),
+    TEST_CASE(kernel_time_is_shared_among_the_calls_seen_in_its_span),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),

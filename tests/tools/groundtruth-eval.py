@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # tests/tools/groundtruth-eval.py TRUTH.json PROFILE [TRUTH.json PROFILE...] [--speedscope]
 #                                  [--hz N] [--max-error P] [--min-capture R] [--min-kernel F]
-#                                  [--layout FOLDED... [--max-layout P]]
+#                                  [--layout FOLDED... [--max-layout P]] [--max-not-sampled P]
 # Compares a profile of pp-sample-groundtruth with the CPU time its threads measured themselves.
 # PROFILE is pipeprof's folded output (counts), or with --speedscope the speedscope file that
 # `dotnet-trace convert` wrote from TraceEvent's thread-time computer (CPU_TIME durations). For
@@ -16,6 +16,10 @@
 # counts only in the module "[kernel]" ("[kernel]![kernel]", "[kernel]!.[kernel]" in TraceEvent's
 # views, which put a dot before every native function): a [kernel] or [kernel, not placed] frame
 # in another module (the agent's library, whose bytes the markers are) fails the run.
+# Samples under the agent's [not sampled] leaf (CPU of a thread no sample saw, with no stack
+# known: docs/architecture.md, "Auto's move to perf") are shown as such and not given to any
+# function: they stand apart ("(not sampled)", outside the total the shares are taken of) and
+# fail the check when they pass --max-not-sampled per cent of the samples (default 5).
 # --layout FOLDED (with --speedscope, once per pair, in the pairs' order): the folded counts of the
 # same traces (`pipeprof convert --format folded`); each work function's share of the pooled
 # CPU_TIME must be within --max-layout points of its share of the pooled counted samples:
@@ -32,6 +36,7 @@ ap.add_argument("--min-capture", type=float, default=0)
 ap.add_argument("--min-kernel", type=float, default=0)
 ap.add_argument("--layout", action="append", default=[])
 ap.add_argument("--max-layout", type=float, default=0.5)
+ap.add_argument("--max-not-sampled", type=float, default=5.0)
 a = ap.parse_args()
 if len(a.files) % 2 != 0:
     sys.exit("groundtruth-eval: TRUTH.json and PROFILE come in pairs")
@@ -47,6 +52,7 @@ stime = None
 misplaced = collections.Counter()  # [kernel] frames in a module not "[kernel]", by name
 outside = None
 kernel = 0.0
+not_sampled = 0.0
 got = collections.Counter()
 total = 0.0
 
@@ -60,7 +66,7 @@ def is_kernel(frame):
 
 
 def read_speedscope(path):
-    global total, kernel
+    global total, kernel, not_sampled
     d = json.load(open(path))
     frames = [f["name"] for f in d["shared"]["frames"]]
     for p in d["profiles"]:
@@ -72,6 +78,9 @@ def read_speedscope(path):
             name, at = stack.pop()
             if name != "CPU_TIME":  # TraceEvent puts CPU_TIME on top of the stack it charges
                 continue
+            if stack and stack[-1][0].endswith("[not sampled]"):
+                not_sampled += e["at"] - at
+                continue
             total += e["at"] - at
             if stack and is_kernel(stack[-1][0]):
                 kernel += e["at"] - at
@@ -81,9 +90,12 @@ def read_speedscope(path):
 
 
 def read_folded(path):
-    global total, kernel
+    global total, kernel, not_sampled
     for line in open(path):
         stack, n = line.rsplit(" ", 1)
+        if stack.endswith("[not sampled]"):
+            not_sampled += int(n)
+            continue
         total += int(n)
         if is_kernel(stack.rsplit(";", 1)[-1]):
             kernel += int(n)
@@ -116,7 +128,7 @@ for k, n, t in rows:
 line = "  worst %.2f points (limit %.2f)" % (worst, a.max_error)
 ok = worst <= a.max_error
 if a.hz > 0 and not a.speedscope:
-    capture = total / (cpu / 1e9 * a.hz)
+    capture = (total + not_sampled) / (cpu / 1e9 * a.hz)
     line += "; capture %.1f%% of %.0f CPU-s x %g Hz" % (100 * capture, cpu / 1e9, a.hz)
     ok = ok and capture >= a.min_capture
 # Samples under none of the work functions (a stack cut short, another thread): named when a run
@@ -134,6 +146,11 @@ if stime is not None:
 if misplaced:
     line += "; [kernel] frames not in the [kernel] module: %s" % ", ".join(sorted(misplaced))
     ok = False
+if not_sampled > 0:
+    share = 100.0 * not_sampled / (total + not_sampled)
+    line += "; (not sampled) %.2f%% of the samples, left out of the shares (limit %.2f)" % (
+        share, a.max_not_sampled)
+    ok = ok and share <= a.max_not_sampled
 print(line)
 if a.layout:
     shown = {k: 100.0 * got[k] / total for k in truth}
