@@ -392,7 +392,10 @@ ag_perf_note_refusal(int err)
 /*
  * A locator goes when its thread stops needing it: AG_LOCATOR_IDLE_SCANS scans in a row (1 s at
  * the default 100 ms) in which it saw no system call and the thread's kernel time was not what
- * would arm a retired thread's locator again (ag_locator_wanted). Each locator signal is a full
+ * would arm a retired thread's locator again (ag_locator_wanted). A scan in which the thread had
+ * no sample (no CPU to speak of: a loaded machine kept it off its core) counts neither way: a
+ * calling thread starved so for ten scans lost its locator (test-agent-sampling under TSan at
+ * load 17-20, 2 of 15 runs). Each locator signal is a full
  * delivery to the thread, and a thread that makes no calls gets a locator too at its first split
  * (an overflow skipped in an interrupt's softirq or in a signal's delivery), then paid about one
  * more signal per perf sample for the rest of its life to place nothing (docs/performance.md,
@@ -484,9 +487,11 @@ ag_locator_check_locked(struct ag_thread *t, int32_t tid)
     t->scan_kern_sites = sites;
     t->scan_last_cpu = cpu;
     if (t->has_locator && t->has_perf && t->timer_hz != 0) {
-        t->locator_idle = ag_locator_wanted(1, dk, ds, dcpu, 1000000000u / t->timer_hz) || ds != 0
-                                  ? 0
-                                  : t->locator_idle + 1;
+        if (ag_locator_wanted(1, dk, ds, dcpu, 1000000000u / t->timer_hz) || ds != 0) {
+            t->locator_idle = 0;
+        } else if (dcpu != 0) {
+            t->locator_idle++; /* a scan it had no sample in shows nothing: it did not run */
+        }
         if (t->locator_idle >= AG_LOCATOR_IDLE_SCANS) {
             ag_locator_retire_locked(t, tid);
         }
