@@ -413,7 +413,8 @@ ag_perf_note_refusal(int err)
  * A locator goes when its thread stops needing it: AG_LOCATOR_IDLE_SCANS scans (1 s at the
  * default 100 ms, on a thread that runs) in which it saw no system call and the thread's kernel
  * time was not what would arm a retired thread's locator again (ag_locator_wanted), and in which
- * the thread ran long enough for its locator to fire many times (AG_LOCATOR_IDLE_PERIODS).
+ * the thread ran long enough for its locator to fire many times (AG_LOCATOR_IDLE_PERIODS); a scan
+ * in which the thread had no sample (a loaded machine kept it off its core) counts neither way.
  * Each locator signal is a full delivery to the thread, and a thread that makes no calls gets a
  * locator too at its first split (an overflow skipped in an interrupt's softirq or in a signal's
  * delivery), then paid about one more signal per perf sample for the rest of its life to place
@@ -531,7 +532,7 @@ ag_locator_check_locked(struct ag_thread *t, int32_t tid)
         if (ag_locator_wanted(1, dk, ds, dcpu, 1000000000u / t->timer_hz) || ds != 0) {
             t->locator_idle = 0;
             t->locator_idle_cpu = 0;
-        } else {
+        } else if (dcpu != 0) { /* a scan it had no sample in shows nothing: it did not run */
             t->locator_idle++;
             t->locator_idle_cpu += dcpu;
         }

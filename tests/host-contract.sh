@@ -99,7 +99,17 @@ for run in ${HC_MODES:-cpu wall listen preload}; do
       >"$T/collect.log" 2>&1 &
     C=$!
     PP_PIDS+=($C)
-    sleep 1 # the session starts
+    # The host goes once the session runs: collect names its output file after ResumeRuntime's
+    # answer. A fixed second was short under ASan at load 22: the host, told to go before the
+    # session began, had exited by then, and collect's ResumeRuntime failed (fds-dup3high and
+    # signals-spawn in one ASan pass).
+    for _ in $(seq 1200); do
+      grep -q "^Output File" "$T/collect.log" 2>/dev/null && break
+      alive "$C" || break
+      sleep 0.1
+    done
+    grep -q "^Output File" "$T/collect.log" ||
+      { cat "$T/collect.log" >&2; fail "$NAME $*: pipeprof collect -p did not start its session"; }
     touch "$T/go"
     set +e
     wait "$H"

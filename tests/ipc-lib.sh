@@ -3,6 +3,11 @@
 # a private TMPDIR per test (so sockets never mix with other tests), the C# target app built once
 # per build directory, and cleanup of every process a test started.
 set -euo pipefail
+# A command of the script itself that fails ends it (set -e): it says which (not where a script
+# turned set -e off to take a status). idle-agent failed once under ASan at load 20 with no word
+# at all (13 s in; not reproduced).
+pp_on_err() { [[ $- != *e* ]] || echo "FAIL: ${0##*/} line $2: \"$BASH_COMMAND\" failed ($1)" >&2; }
+trap 'pp_on_err $? $LINENO' ERR
 B=${PP_BINARY_DIR:?PP_BINARY_DIR is not set}
 S=${PP_SOURCE_DIR:?PP_SOURCE_DIR is not set}
 PIPEPROF=$B/bin/pipeprof

@@ -2405,6 +2405,7 @@ struct locator_thread {
     _Atomic int32_t tid;
     int calls;
 };
+static _Atomic int32_t locator_sleeper_tid;
 
 static void *
 locator_thread_main(void *p)
@@ -2422,6 +2423,24 @@ locator_thread_main(void *p)
     return NULL;
 }
 
+/* The locator tests' session: the perf engine at 250 Hz, scans every 20 ms. */
+static int
+locator_session_start(void)
+{
+    struct ag_config cfg;
+    int err;
+
+    ag_config_init(&cfg);
+    cfg.scan_ms = 20;
+    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
+    err = ag_start(&cfg);
+    if (err == 0) {
+        err = ag_sampling_acquire(AG_MODE_CPU, 250);
+    }
+    atomic_store(&stop_flag, 0);
+    return err;
+}
+
 /*
  * A perf thread's kernel locator goes when the thread stops needing it (timer.c): 10 scans with
  * no system call seen and under two intervals of kernel time split off each. Both threads are
@@ -2432,7 +2451,6 @@ locator_thread_main(void *p)
  */
 TEST(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its)
 {
-    struct ag_config cfg;
     struct locator_thread quiet = { 0, 0 }, calls = { 0, 1 };
     pthread_t tq, tc;
     int i, armed = 0, quiet_gone = 0, calls_kept = 0, calls_retired = 0;
@@ -2441,12 +2459,7 @@ TEST(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its)
     if (!perf_allowed()) {
         return;
     }
-    ag_config_init(&cfg);
-    cfg.scan_ms = 20;
-    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
-    ASSERT_OK(ag_start(&cfg));
-    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 250));
-    atomic_store(&stop_flag, 0);
+    ASSERT_OK(locator_session_start());
     ASSERT_OK(pthread_create(&tq, NULL, locator_thread_main, &quiet));
     ASSERT_OK(pthread_create(&tc, NULL, locator_thread_main, &calls));
     for (i = 0; i < 2000 && !(quiet_gone && calls_kept >= 60); i++) {
@@ -2482,6 +2495,75 @@ TEST(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its)
     ASSERT_EQ(quiet_gone, 1);
     ASSERT_TRUE(calls_kept >= 60);
     ASSERT_EQ(calls_retired, 0);
+}
+
+/* A thread of the next test: asleep in a pipe read until told (a byte written). */
+static void *
+locator_sleeper_main(void *p)
+{
+    int *fds = p;
+    char c;
+
+    atomic_store(&locator_sleeper_tid, (int32_t)syscall(SYS_gettid));
+    return read(fds[0], &c, 1) == 1 ? NULL : (void *)1;
+}
+
+/*
+ * A scan in which a thread had no sample counts neither way for its locator's retirement (timer.c):
+ * it did not run. A thread asleep all along keeps the locator armed for it while a busy thread
+ * that makes no calls, armed at the same scan, loses its after 10 scans with samples. Before, a
+ * scan counted idle whatever the thread did, and a calling thread that a loaded machine kept off
+ * its core for 10 scans lost its locator
+ * (an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its under TSan at load 17-20, 2 of 15
+ * runs); here the sleeper's went with the busy one's.
+ */
+TEST(a_scan_without_a_sample_does_not_retire_a_locator)
+{
+    struct locator_thread quiet = { 0, 0 };
+    pthread_t tq, ts;
+    int fds[2], i, armed = 0, quiet_gone = 0, sleeper_kept = 0;
+
+    if (!perf_allowed()) {
+        return;
+    }
+    ASSERT_EQ(pipe(fds), 0);
+    atomic_store(&locator_sleeper_tid, 0);
+    ASSERT_OK(locator_session_start());
+    ASSERT_OK(pthread_create(&tq, NULL, locator_thread_main, &quiet));
+    ASSERT_OK(pthread_create(&ts, NULL, locator_sleeper_main, fds));
+    for (i = 0; i < 2000 && !quiet_gone; i++) {
+        struct ag_thread *q, *z;
+
+        usleep(10000);
+        pthread_mutex_lock(&ag.reg_lock);
+        q = slot_of(atomic_load(&quiet.tid));
+        z = slot_of(atomic_load(&locator_sleeper_tid));
+        if (!armed && q != NULL && z != NULL && q->has_perf && z->has_perf) {
+            /* what two intervals of kernel time in a scan do (the handler's split) */
+            atomic_fetch_add(&q->kern_w, 2);
+            atomic_fetch_add(&z->kern_w, 2);
+            armed = 1;
+        } else if (armed && q != NULL && z != NULL) {
+            quiet_gone = atomic_load(&q->kern_retired) && !q->has_locator;
+            sleeper_kept = z->has_locator && !atomic_load(&z->kern_retired);
+        }
+        pthread_mutex_unlock(&ag.reg_lock);
+    }
+    atomic_store(&stop_flag, 1);
+    ASSERT_EQ(write(fds[1], "x", 1), 1);
+    ASSERT_OK(pthread_join(tq, NULL));
+    ASSERT_OK(pthread_join(ts, NULL));
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 250));
+    ag_stop();
+    close(fds[0]);
+    close(fds[1]);
+    printf("# after %d ms: the busy thread's locator gone %d, the sleeper's kept %d; %llu retired "
+           "in all\n",
+           i * 10, quiet_gone, sleeper_kept,
+           (unsigned long long)atomic_load(&ag.n_locators_retired));
+    ASSERT_EQ(armed, 1);
+    ASSERT_EQ(quiet_gone, 1);
+    ASSERT_EQ(sleeper_kept, 1);
 }
 
 /*
@@ -2995,6 +3077,7 @@ static const struct test_case cases[] = {
     TEST_CASE(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place),
     TEST_CASE(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled),
     TEST_CASE(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its),
+    TEST_CASE(a_scan_without_a_sample_does_not_retire_a_locator),
     TEST_CASE(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu),
     TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
     TEST_CASE(kernel_time_of_page_faults_is_not_given_to_a_call),

@@ -6,12 +6,17 @@
  * time by its own clock (CLOCK_THREAD_CPUTIME_ID). A profile of it is right when each
  * function's share of the samples equals its share of that CPU time.
  *
- * usage: pp-sample-groundtruth [SECONDS [OUT.json]] (default 3 s; the JSON goes to OUT.json or
- * stdout): {"gt_steady": ns, "gt_burst_short": ns, ...}. The burn loop is user-space arithmetic
- * and reads only CLOCK_MONOTONIC (vDSO), so almost all CPU time is in the named functions.
+ * usage: pp-sample-groundtruth [SECONDS [OUT.json [MIN_CPU]]] (default 3 s; the JSON goes to
+ * OUT.json or stdout): {"gt_steady": ns, "gt_burst_short": ns, ...}. The burn loop is user-space
+ * arithmetic and reads only CLOCK_MONOTONIC (vDSO), so almost all CPU time is in the named
+ * functions. MIN_CPU (seconds): the threads go on past SECONDS until the process has used that
+ * much CPU time (at most 10 x SECONDS of wall time), read by the main thread every 20 ms: on a
+ * loaded machine 3 s of wall time gave the four threads 0.07 CPU-s (18 samples at 250 Hz), too
+ * few for a share to be measured to a point.
  * Built with -fno-omit-frame-pointer or without (the CMake file builds both).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +27,18 @@
 #define GT_NOINLINE __attribute__((noinline, used))
 
 static volatile uint64_t gt_sink;
-static double gt_seconds = 3.0;
+static double gt_seconds = 3.0, gt_min_cpu = 0.0;
+static _Atomic int gt_stop; /* with MIN_CPU, set by the main thread: the threads end */
+
+/* Whether a thread goes on: until `until` (CLOCK_MONOTONIC), or with MIN_CPU until told. */
+static int
+gt_running(uint64_t until)
+{
+    if (gt_min_cpu > 0) {
+        return !atomic_load_explicit(&gt_stop, memory_order_relaxed);
+    }
+    return pp_clock_ns(CLOCK_MONOTONIC) < until;
+}
 
 /* Burns CPU for about ns nanoseconds of wall time in user space. */
 static void
@@ -48,7 +64,7 @@ struct gt_thread {
 GT_NOINLINE static void
 gt_steady(uint64_t until)
 {
-    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
+    while (gt_running(until)) {
         gt_burn(1000000);
     }
 }
@@ -56,7 +72,7 @@ gt_steady(uint64_t until)
 GT_NOINLINE static void
 gt_burst_short(uint64_t until)
 {
-    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
+    while (gt_running(until)) {
         gt_burn(1500000);
         pp_sleep_ns(2500000);
     }
@@ -65,7 +81,7 @@ gt_burst_short(uint64_t until)
 GT_NOINLINE static void
 gt_burst_long(uint64_t until)
 {
-    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
+    while (gt_running(until)) {
         gt_burn(7000000);
         pp_sleep_ns(1000000);
     }
@@ -74,7 +90,7 @@ gt_burst_long(uint64_t until)
 GT_NOINLINE static void
 gt_burst_tiny(uint64_t until)
 {
-    while (pp_clock_ns(CLOCK_MONOTONIC) < until) {
+    while (gt_running(until)) {
         gt_burn(600000);
         pp_sleep_ns(5400000);
     }
@@ -102,6 +118,7 @@ main(int argc, char **argv)
     };
     pthread_t th[4];
     FILE *out = stdout;
+    uint64_t t0;
     size_t i;
 
     if (argc > 1) {
@@ -111,11 +128,23 @@ main(int argc, char **argv)
         perror(argv[2]);
         return 1;
     }
+    if (argc > 3) {
+        gt_min_cpu = atof(argv[3]);
+    }
+    t0 = pp_clock_ns(CLOCK_MONOTONIC);
     for (i = 0; i < 4; i++) {
         if (pthread_create(&th[i], NULL, gt_main, &threads[i]) != 0) {
             fprintf(stderr, "pthread_create failed\n");
             return 1;
         }
+    }
+    if (gt_min_cpu > 0) {
+        pp_sleep_ns((uint64_t)(gt_seconds * 1e9));
+        while ((double)pp_clock_ns(CLOCK_PROCESS_CPUTIME_ID) < gt_min_cpu * 1e9 &&
+               (double)(pp_clock_ns(CLOCK_MONOTONIC) - t0) < 10.0 * gt_seconds * 1e9) {
+            pp_sleep_ns(20000000);
+        }
+        atomic_store(&gt_stop, 1);
     }
     for (i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);
