@@ -450,6 +450,11 @@ struct ag_symbol {
 #define AG_KERNEL_MODULE    "[kernel]"
 #define AG_KERNEL_MODULE_ID UINT32_MAX
 
+/* The module of the [not sampled] marker (CPU no sample saw, whose code is not known), as perf
+ * names a frame of no known module: "[unknown]![not sampled]", never the agent's library. */
+#define AG_UNKNOWN_MODULE    "[unknown]"
+#define AG_UNKNOWN_MODULE_ID (UINT32_MAX - 1)
+
 /*
  * Resolves pc to module and function. Symbols of a module are loaded from its file (.symtab,
  * separate debug file by build-id or .gnu_debuglink, else .dynsym) on its first lookup and

@@ -697,6 +697,9 @@ ag_symbolize(uint64_t pc, struct ag_symbol *out)
         out->module_base = out->start;
     } else if (out->start == ag_not_sampled_pc()) {
         out->name = "[not sampled]"; /* CPU no sample saw before auto's move (drain.c) */
+        out->module_id = AG_UNKNOWN_MODULE_ID;
+        out->module_path = AG_UNKNOWN_MODULE;
+        out->module_base = out->start;
     }
     out->size = s->size;
     out->offset = pc - out->start;

@@ -248,6 +248,12 @@ TEST(symbolize_kernel_markers_in_their_own_module)
         ASSERT_U64_EQ(s.module_base, pc);
         ASSERT_U64_EQ(s.start, pc);
     }
+    /* CPU no sample saw: no code of the agent's either, and no known one */
+    ASSERT_OK(ag_symbolize(ag_not_sampled_pc(), &s));
+    ASSERT_STR_EQ(s.name, "[not sampled]");
+    ASSERT_STR_EQ(s.module_path, "[unknown]");
+    ASSERT_U64_EQ(s.module_id, AG_UNKNOWN_MODULE_ID);
+    ASSERT_U64_EQ(s.start, ag_not_sampled_pc());
     ag_modules_fini();
 }
 
