@@ -2936,26 +2936,33 @@ TEST(kernel_time_is_shared_among_the_calls_seen_in_its_span)
     ASSERT_TRUE(w[0] >= 2);
 }
 
+struct faulter_arg {
+    _Atomic int32_t tid;
+    _Atomic uint64_t cpu_madvise; /* the thread's CPU inside its madvise(2) calls */
+};
+
 /* One madvise(2) call that gives 256 pages back, then a store to each page (a page fault each:
  * kernel time outside any system call), in turn, for 300 ms of CPU. */
 static void *
 faulter_main(void *p)
 {
     enum { PAGES = 256 };
-    _Atomic int32_t *tid = p;
+    struct faulter_arg *a = p;
     unsigned char *region =
             mmap(NULL, PAGES * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    uint64_t c0 = cpu_ns();
+    uint64_t c0 = cpu_ns(), c, in_madvise = 0;
 
-    atomic_store(tid, (int32_t)syscall(SYS_gettid));
-    while (region != MAP_FAILED && cpu_ns() - c0 < 300000000u) {
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (region != MAP_FAILED && (c = cpu_ns()) - c0 < 300000000u) {
         if (madvise(region, PAGES * 4096, MADV_DONTNEED) != 0) {
             break;
         }
+        in_madvise += cpu_ns() - c;
         for (unsigned i = 0; i < PAGES; i++) {
             ((volatile unsigned char *)region)[i * 4096] = (unsigned char)i;
         }
     }
+    atomic_store(&a->cpu_madvise, in_madvise);
     if (region != MAP_FAILED) {
         munmap(region, PAGES * 4096);
     }
@@ -2968,11 +2975,12 @@ faulter_main(void *p)
  * own code's faults, and that time must not go under the call its locator saw just before. With
  * the locator's call as the only place, 62 to 77 % of such a thread's CPU stood under madvise
  * (pp-sample-syscalls' sc_release/sc_fault, docs/performance.md). A span of a perf sample that
- * took page faults is not placed.
+ * took page faults is not placed. The thread times its madvise calls by its CPU clock (one read
+ * more per call), which bounds what may stand under them.
  */
 TEST(kernel_time_of_page_faults_is_not_given_to_a_call)
 {
-    _Atomic int32_t tid = 0;
+    struct faulter_arg a = { 0, 0 };
     struct ag_config cfg;
     pthread_t th;
     int i;
@@ -2985,20 +2993,25 @@ TEST(kernel_time_of_page_faults_is_not_given_to_a_call)
     ASSERT_OK(ag_start(&cfg));
     kern_at_call_w = kern_unplaced_w = 0;
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
-    ASSERT_OK(pthread_create(&th, NULL, faulter_main, &tid));
+    ASSERT_OK(pthread_create(&th, NULL, faulter_main, &a));
     for (i = 0; i < 4000 && pthread_tryjoin_np(th, NULL) != 0; i++) {
         usleep(10000);
         ASSERT_TRUE(ag_drain(kern_cb, NULL) >= 0);
     }
     ag_cpu_flush();
     ASSERT_TRUE(ag_drain(kern_cb, NULL) >= 0);
-    printf("# kernel time under a call %llu intervals, not placed %llu\n",
-           (unsigned long long)kern_at_call_w, (unsigned long long)kern_unplaced_w);
+    printf("# kernel time under a call %llu intervals, not placed %llu; madvise %.1f intervals\n",
+           (unsigned long long)kern_at_call_w, (unsigned long long)kern_unplaced_w,
+           (double)atomic_load(&a.cpu_madvise) / 1e6);
     ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 1000));
     ag_stop();
     ASSERT_TRUE(kern_at_call_w + kern_unplaced_w >= 50); /* 300 ms, most of it in the kernel */
-    /* madvise's own share, about an eighth, may be placed: at most a quarter. */
-    ASSERT_TRUE(4 * kern_at_call_w <= kern_at_call_w + kern_unplaced_w);
+    /* madvise's own time may be placed, no more: what the thread measured in its calls, with a
+     * margin for the spans around them. The calls took 44 to 48 intervals of the 300 in 8 runs
+     * beside three busy loops (and 5 to 32 were placed under them); a fixed quarter of the
+     * kernel time, the bound before, failed a loaded CI run at 80 of 281 where madvise's own
+     * share, not measured then, may have been that large. */
+    ASSERT_TRUE((double)kern_at_call_w <= 1.25 * (double)atomic_load(&a.cpu_madvise) / 1e6 + 5.0);
 }
 
 /* dl_iterate_phdr: the first executable address of the module loaded at base (in *pc). */
