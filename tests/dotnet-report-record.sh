@@ -15,9 +15,9 @@
 #   points, and at most three quarters of it: the stacks the threads waited in name the rest (the
 #   drain that finds a thread stopped reads the stack its interposed blocking call noted, else
 #   the one /proc gives a sleeping thread). It was all on Threads before pipeprof's own sessions
-#   read them (73.8 % of 74.1 % off the CPU), 13 to 21 % of it named with the /proc stacks alone
-#   (7 runs at load 7 to 14), 29 to 31 % with the noted ones too (3 runs at load 6 to 8; 31 to
-#   41 % at load 11 to 14: a thread woken in its call but waiting for a core is named now). gt_burn
+#   read them (73.8 % of 74.1 % off the CPU), 13 to 25 % of it named with the /proc stacks alone
+#   (9 runs at load 7 to 15), 28 to 42 % with the noted ones too (9 runs at load 6 to 12: a thread
+#   woken in its call but waiting for a core is named now; docs/performance.md). gt_burn
 #   leads the functions other than the waits. With the IPC loop's thread in the total, the CPU
 #   nodes held 21.7 % where 27.4 % was measured.
 # - wall mode: every thread is sampled every interval, so Threads holds at most 5 %, gt_burn leads,
