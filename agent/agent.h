@@ -148,10 +148,13 @@ PP_MUST_USE int ag_sampling_release(enum ag_mode mode, unsigned hz);
 PP_MUST_USE int ag_wall_settle(uint64_t since_ns, unsigned timeout_ms);
 
 /*
- * The stack of thread tid if it waits now (state S or D), walked from its registers in
+ * The stack thread tid waits in now: the one its interposed blocking call noted at its entry (the
+ * call's libc function over the caller's stack, as a wall sample of the thread has it), whatever
+ * its state; else, if it waits (state S or D), walked from its registers in
  * /proc/self/task/TID/syscall with non-faulting reads, as the wall sampler walks a blocked
- * thread; frames outside executable code end it. Returns the depth, 0 when the thread runs, is
- * runnable or is gone. Context: the agent's consumer (ag_drain's thread); tens of microseconds.
+ * thread, frames outside executable code ending it. Returns the depth, 0 when the thread runs, is
+ * runnable outside such a call or is gone. Context: the agent's consumer (ag_drain's thread); a
+ * copy, or tens of microseconds.
  */
 uint32_t ag_thread_wait_stack(int32_t tid, uint64_t *frames, uint32_t max);
 

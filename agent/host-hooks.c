@@ -3,7 +3,8 @@
  * agent/host-hooks.c - the agent's side of the host contract (host/host.h): the hooks that the
  * interposers of host/threads.c, host/blocking.c and host/signals.c call on host threads, and
  * their installation. Here the agent registers a thread pthread_create started, records the
- * stack of a thread that enters a blocking call (read by the wall sampler, agent/wall.c), and
+ * stack of a thread that enters a blocking call (read by the wall sampler, agent/wall.c; in CPU
+ * mode only the interposer's frame, from which the drain walks it for a stop marker), and
  * keeps the note of a thread that blocks the sampling signal: the CPU it burns meanwhile is
  * claimed as it unblocks, as an AG_SOURCE_UNSEEN sample under the stack of the call that
  * blocked it. Context: host threads, in any state the host calls the interposers from; the hooks
@@ -39,7 +40,8 @@ ag_host_walk_caller(struct ag_thread *t, uint64_t fa, uint64_t *frames, uint32_t
     return res->depth != 0 ? 0 : -EFAULT;
 }
 
-/* The stack a wall sample of a thread blocked in the call stands for: leaf (the libc function
+/* The stack a wall sample of a thread blocked in the call stands for, and in CPU mode the stop
+ * marker of a thread the drain finds in the call (ag_thread_wait_stack): leaf (the libc function
  * the interposer calls, entered: looked up as is) over the caller's, whose return addresses are
  * looked up at - 1 as any caller's. Without leaf the caller's return address is the leaf. */
 static void *
@@ -48,14 +50,26 @@ ag_host_blocking_enter(uint64_t fa, uint64_t leaf)
     uint64_t frames[AG_MAX_FRAMES];
     struct ag_unwind_result res;
     struct ag_thread *t;
-    uint32_t at;
+    unsigned wall = atomic_load_explicit(&ag.hz_wall, memory_order_relaxed);
+    uint32_t at, seq;
 
-    if (atomic_load_explicit(&ag.hz_wall, memory_order_relaxed) == 0) {
+    if (wall == 0 && atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed) == 0) {
         return NULL;
     }
     t = ag_sig_thread_self();
     if (t == NULL || t->blk.frames == NULL) {
         return NULL;
+    }
+    if (wall == 0) {
+        /* CPU mode: a stop marker needs the stack only if the drain finds the thread here; it
+         * walks it from fa then. Stored as ag_seqstack_put stores (internal.h). */
+        seq = atomic_load_explicit(&t->blk.seq, memory_order_relaxed);
+        atomic_store_explicit(&t->blk.seq, seq + 1, memory_order_relaxed);
+        atomic_store_explicit(&t->blk_fa, fa, memory_order_release);
+        atomic_store_explicit(&t->blk_leaf, leaf, memory_order_release);
+        atomic_store_explicit(&t->blk.seq, seq + 2, memory_order_release);
+        atomic_store_explicit(&t->blocked, AG_BLOCKED_FRAME, memory_order_release);
+        return t;
     }
     at = leaf != 0 && ag.cfg.max_frames > 1; /* the config is read as the walk's, once t is known */
     if (ag_host_walk_caller(t, fa, frames + at, ag.cfg.max_frames - at, &res) != 0) {
@@ -66,7 +80,7 @@ ag_host_blocking_enter(uint64_t fa, uint64_t leaf)
         res.depth++;
     }
     ag_seqstack_put(&t->blk, frames, &res);
-    atomic_store_explicit(&t->blocked, 1, memory_order_release);
+    atomic_store_explicit(&t->blocked, AG_BLOCKED_STACK, memory_order_release);
     return t;
 }
 
@@ -76,7 +90,7 @@ ag_host_blocking_leave(void *token)
     struct ag_thread *t = token;
 
     if (t != NULL) {
-        atomic_store_explicit(&t->blocked, 0, memory_order_release);
+        atomic_store_explicit(&t->blocked, AG_BLOCKED_NONE, memory_order_release);
     }
 }
 

@@ -175,6 +175,13 @@ ag_ring_release(struct ag_ring *r)
     atomic_store_explicit(&r->tail, tail + 1, memory_order_release); /* D */
 }
 
+/* What a thread inside an interposed blocking call noted at its entry (ag_thread.blocked). */
+enum ag_blocked {
+    AG_BLOCKED_NONE = 0,  /* not inside such a call */
+    AG_BLOCKED_STACK = 1, /* its stack, in blk (wall sampling runs) */
+    AG_BLOCKED_FRAME = 2, /* only blk_fa and blk_leaf (CPU mode) */
+};
+
 enum ag_slot_state {
     AG_SLOT_FREE = 0,
     AG_SLOT_ACTIVE = 1,
@@ -265,9 +272,14 @@ struct ag_thread {
     unsigned name_gen_reported; /* drain */
     int announced;              /* drain: THREAD_START sent */
     char name[AG_NAME_MAX];     /* reg */
-    /* The stack recorded by an interposed blocking call, read by the wall thread. */
+    /* The stack recorded by an interposed blocking call, read by the wall thread and the drain
+     * (ag_thread_wait_stack). Without wall sampling (CPU mode) the call notes only its libc
+     * function and the interposer's frame address, under blk.seq's protocol: a walk at every
+     * call cost 120 to 630 ns a read() or poll(); the drain walks the caller's stack from that
+     * frame with non-faulting reads when it finds the thread in the call (a stop marker). */
     struct ag_seqstack blk;
-    _Atomic int blocked; /* self: inside an interposed blocking call */
+    _Atomic uint64_t blk_fa, blk_leaf; /* self: AG_BLOCKED_FRAME's note */
+    _Atomic int blocked;               /* self: enum ag_blocked */
     /* A final sample pending (reg): the CPU the thread burned after its last sample, claimed at
      * its exit or by ag_cpu_flush(); ag_drain() delivers it (weight 0: none). */
     uint64_t tail_ts, tail_cpu_time_ns, tail_cpu_ns;
@@ -487,6 +499,12 @@ PP_SIGSAFE void ag_sig_unwind(struct ag_unwind_ctx *c, uint64_t pc, uint64_t sp,
  * AG_UNWIND_END_READ_FAULT when the record cannot be read. Async-signal-safe.
  */
 PP_SIGSAFE void ag_sig_unwind_caller(struct ag_unwind_ctx *c, uint64_t fa, uint64_t *frames,
+                                     uint32_t max, struct ag_unwind_result *out);
+
+/* The same from fa's frame record alone (fa + 16 as the caller's sp), as ag_sig_unwind_caller
+ * does where it does not start from its own frame: what another thread can do, reading the
+ * stack of a thread that sits in a call below fa (ag_thread_wait_stack). Async-signal-safe. */
+PP_SIGSAFE void ag_sig_unwind_record(struct ag_unwind_ctx *c, uint64_t fa, uint64_t *frames,
                                      uint32_t max, struct ag_unwind_result *out);
 
 /* Sets c's direct-read window from sp and the slot's (or TLS) stack bounds. Async-signal-safe. */

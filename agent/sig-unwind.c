@@ -301,7 +301,7 @@ AG_SIG_READS_FOREIGN_STACK __attribute__((noinline)) void
 ag_sig_unwind_caller(struct ag_unwind_ctx *c, uint64_t fa, uint64_t *frames, uint32_t max,
                      struct ag_unwind_result *out)
 {
-    uint64_t here = (uint64_t)(uintptr_t)__builtin_frame_address(0), fp = 0, ra = 0;
+    uint64_t here = (uint64_t)(uintptr_t)__builtin_frame_address(0);
 
     if (!AG_ARCH_FP_RECORD_AT_CFA && here < fa) {
         /* From here, with this function's exact CFA as sp, through the agent's own frames and
@@ -319,6 +319,15 @@ ag_sig_unwind_caller(struct ag_unwind_ctx *c, uint64_t fa, uint64_t *frames, uin
             return;
         }
     }
+    ag_sig_unwind_record(c, fa, frames, max, out);
+}
+
+AG_SIG_READS_FOREIGN_STACK void
+ag_sig_unwind_record(struct ag_unwind_ctx *c, uint64_t fa, uint64_t *frames, uint32_t max,
+                     struct ag_unwind_result *out)
+{
+    uint64_t fp = 0, ra = 0;
+
     /* The frame record at fa: [fa] = its caller's fp, [fa + 8] = the return address. */
     if (ag_sig_read(c, fa, &fp) != 0 || ag_sig_read(c, fa + 8, &ra) != 0) {
         out->depth = 0;

@@ -268,7 +268,7 @@ ag_thread_reset_locked(struct ag_thread *t)
     atomic_store_explicit(&t->sigblk.info, 0, memory_order_relaxed); /* no stack yet */
     t->dropped_reported = atomic_load_explicit(&t->dropped, memory_order_relaxed);
     t->unsampled_reported = atomic_load_explicit(&t->unsampled, memory_order_relaxed);
-    atomic_store_explicit(&t->blocked, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->blocked, AG_BLOCKED_NONE, memory_order_relaxed);
     atomic_store_explicit(&t->stack_lo, 0, memory_order_relaxed);
     atomic_store_explicit(&t->stack_hi, 0, memory_order_relaxed);
     atomic_store_explicit(&t->last_sp, 0, memory_order_relaxed);

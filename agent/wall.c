@@ -199,6 +199,91 @@ ag_wall_from_proc(int32_t tid, struct ag_sample *s)
     return 0;
 }
 
+/* Frames of a walk up to the first outside executable code (as the drain cuts a sample's). */
+static uint32_t
+ag_wall_code_depth(const uint64_t *frames, uint32_t depth)
+{
+    uint32_t i;
+
+    for (i = 0; i < depth; i++) {
+        uint64_t f = frames[i] - (i > 0 && frames[i] != 0);
+
+        if (f < 4096 || !ag_codemap_contains(f)) {
+            break;
+        }
+    }
+    return i;
+}
+
+/* The stack of thread t, inside an interposed call entered in CPU mode (AG_BLOCKED_FRAME) whose
+ * note blk.seq was seq at: the call's libc function over the caller's stack, walked from the
+ * interposer's frame record with non-faulting reads (the thread may return meanwhile: the caller
+ * checks that it did not). 0 or -EAGAIN. */
+static int
+ag_wall_walk_noted(struct ag_thread *t, uint32_t seq, uint64_t *frames, uint32_t max,
+                   uint32_t *depth)
+{
+    uint64_t fa = atomic_load_explicit(&t->blk_fa, memory_order_acquire);
+    uint64_t leaf = atomic_load_explicit(&t->blk_leaf, memory_order_acquire);
+    uint32_t at = leaf != 0 && max > 1;
+    struct ag_unwind_result res;
+    struct ag_unwind_ctx c;
+
+    if ((seq & 1) != 0 || atomic_load_explicit(&t->blk.seq, memory_order_relaxed) != seq) {
+        return -EAGAIN; /* fa and leaf were being written */
+    }
+    ag_sig_unwind_ctx_init(&c, fa, 0, 0); /* another thread's stack: remote reads only */
+    if (!c.remote_ok) {
+        return -EAGAIN;
+    }
+    ag_sig_unwind_record(&c, fa, frames + at, max - at, &res);
+    if (res.depth == 0) {
+        return -EAGAIN;
+    }
+    frames[0] = at ? leaf : frames[0];
+    *depth = ag_wall_code_depth(frames, res.depth + at);
+    return *depth > 0 ? 0 : -EAGAIN;
+}
+
+/* The stack thread tid's interposed blocking call noted (ag_host_blocking_enter), if the thread
+ * sits in such a call: copied as the wall pass copies it, or walked from the interposer's frame
+ * (a call entered in CPU mode); else 0. The slot is found without the registry's lock, as the
+ * wall pass walks it: a slot that changed hands, or a call that ended (or another began) while
+ * it was read, gives nothing. */
+static uint32_t
+ag_thread_blocked_stack(int32_t tid, uint64_t *frames, uint32_t max)
+{
+    struct ag_thread *threads = __atomic_load_n(&ag.threads, __ATOMIC_ACQUIRE);
+    unsigned i, high = atomic_load_explicit(&ag.high, memory_order_acquire);
+
+    for (i = 0; threads != NULL && i < high && i < ag.cfg.max_threads; i++) {
+        struct ag_thread *t = &threads[i];
+        uint32_t depth = 0, seq;
+        uint8_t unwinder, end;
+        int blocked, err;
+
+        if (atomic_load_explicit(&t->state, memory_order_acquire) != AG_SLOT_ACTIVE ||
+            atomic_load_explicit(&t->tid, memory_order_relaxed) != tid) {
+            continue;
+        }
+        blocked = atomic_load_explicit(&t->blocked, memory_order_acquire);
+        if (blocked == AG_BLOCKED_NONE) {
+            return 0;
+        }
+        seq = atomic_load_explicit(&t->blk.seq, memory_order_acquire);
+        err = blocked == AG_BLOCKED_STACK
+                      ? ag_seqstack_get(&t->blk, frames, max, &depth, &unwinder, &end)
+                      : ag_wall_walk_noted(t, seq, frames, max, &depth);
+        if (err != 0 || atomic_load_explicit(&t->tid, memory_order_acquire) != tid ||
+            atomic_load_explicit(&t->blocked, memory_order_acquire) != blocked ||
+            atomic_load_explicit(&t->blk.seq, memory_order_acquire) != seq) {
+            return 0; /* it left the call, or the slot went to another thread */
+        }
+        return depth;
+    }
+    return 0;
+}
+
 uint32_t
 ag_thread_wait_stack(int32_t tid, uint64_t *frames, uint32_t max)
 {
@@ -211,6 +296,10 @@ ag_thread_wait_stack(int32_t tid, uint64_t *frames, uint32_t max)
     if (max == 0) {
         return 0;
     }
+    i = ag_thread_blocked_stack(tid, frames, max);
+    if (i > 0) {
+        return i;
+    }
     state = ag_wall_state(tid);
     if ((state != 'S' && state != 'D') || ag_wall_syscall_regs(tid, &sp, &pc) != 0) {
         return 0; /* running, runnable or gone: nothing waits */
@@ -220,15 +309,7 @@ ag_thread_wait_stack(int32_t tid, uint64_t *frames, uint32_t max)
         return 0;
     }
     ag_sig_unwind(&c, pc, sp, 0, 0, frames, max, &res);
-    /* As the drain does: the walk stops at the first frame outside executable code. */
-    for (i = 0; i < res.depth; i++) {
-        uint64_t f = frames[i] - (i > 0 && frames[i] != 0);
-
-        if (f < 4096 || !ag_codemap_contains(f)) {
-            break;
-        }
-    }
-    return i;
+    return ag_wall_code_depth(frames, res.depth); /* as the drain cuts a sample's */
 }
 
 void
@@ -397,7 +478,8 @@ ag_wall_pass(uint64_t now, uint64_t slot, uint64_t interval)
             (void)ag_wall_visit(i, t, tid, slot, interval, 0);
             continue;
         }
-        blocked = atomic_load_explicit(&t->blocked, memory_order_acquire);
+        /* A call entered in CPU mode noted no stack: read from /proc as any wait */
+        blocked = atomic_load_explicit(&t->blocked, memory_order_acquire) == AG_BLOCKED_STACK;
         /* A thread still in the blocking call it was in at the last pass sleeps there: its
          * state is not read (three system calls a thread: 1000 idle threads made 15 of 100
          * passes a second instead of 55). */

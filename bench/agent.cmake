@@ -37,3 +37,8 @@ set_target_properties(bench-host-calls PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMA
 add_executable(bench-interpose ${CMAKE_CURRENT_LIST_DIR}/bench-interpose.c)
 target_link_libraries(bench-interpose PRIVATE pp_host bench-host-calls pthread dl)
 set_target_properties(bench-interpose PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+# bench-blocking-calls: calls the blocking interposers wrap that return at once (poll, read), per
+# call; bench/blocking-calls.sh runs it bare and under `pipeprof record` in CPU and wall mode.
+add_executable(bench-blocking-calls ${CMAKE_CURRENT_LIST_DIR}/bench-blocking-calls.c)
+target_compile_options(bench-blocking-calls PRIVATE -fno-omit-frame-pointer -fno-optimize-sibling-calls)
+set_target_properties(bench-blocking-calls PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)

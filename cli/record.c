@@ -1265,7 +1265,9 @@ pp_record_process_counts(const struct pp_record *rc, size_t no_samples)
 /*
  * The summary without -v: one line, since the host's stderr is shared with the recorded
  * program. It still carries the output, what was sampled, the rate reached, every loss and
- * every process without a file of its own; -v gives the full summary and the top functions.
+ * every process without a file of its own; a second one, when the trace holds any, says what
+ * no stack of the program's own shows (CPU in the kernel, not placed, not sampled) and counts
+ * the waiting samples and not-running markers. -v gives the full summary and the top functions.
  */
 static void
 pp_record_summary_line(const struct pp_record *rc, const struct pp_profile *p, size_t n,
@@ -1309,6 +1311,7 @@ pp_record_summary_line(const struct pp_record *rc, const struct pp_profile *p, s
             n > 1 || rc->failed > 0 || rc->incomplete > 0 || apps > 0 || runtimes > 0
                     ? "; -v for each"
                     : "");
+    pp_report_time_brief(p, "pipeprof: ", stderr);
 }
 
 /* Converts the traces if asked, and prints the summary. */

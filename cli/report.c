@@ -190,6 +190,45 @@ pp_report_time_lines(const struct pp_profile *p, const struct pp_report_time *tm
     }
 }
 
+void
+pp_report_time_brief(const struct pp_profile *p, const char *prefix, FILE *out)
+{
+    struct pp_report_time tm;
+    const char *sep = prefix;
+
+    pp_report_time(p, &tm);
+    if (tm.kernel != 0) {
+        fprintf(out, "%sCPU in the kernel %.1f%% of running samples", sep,
+                pp_pct(tm.kernel, p->running_samples));
+        if (tm.kernel_unplaced != 0) {
+            fprintf(out, " (%llu of its %llu not placed)", (unsigned long long)tm.kernel_unplaced,
+                    (unsigned long long)tm.kernel);
+        }
+        sep = "; ";
+    }
+    if (tm.not_sampled != 0) {
+        fprintf(out, "%s[not sampled] %.1f%%", sep, pp_pct(tm.not_sampled, p->running_samples));
+        sep = "; ";
+    }
+    if (tm.unseen != 0) {
+        fprintf(out, "%ssignal blocked %.1f%%", sep, pp_pct(tm.unseen, p->running_samples));
+        sep = "; ";
+    }
+    if (p->samples > p->running_samples) {
+        fprintf(out, "%s%llu waiting samples", sep,
+                (unsigned long long)(p->samples - p->running_samples));
+        sep = "; ";
+    }
+    if (p->markers != 0) {
+        fprintf(out, "%s%llu not-running markers (%llu with a wait stack)", sep,
+                (unsigned long long)p->markers, (unsigned long long)p->wait_markers);
+        sep = "; ";
+    }
+    if (sep != prefix) {
+        fputc('\n', out);
+    }
+}
+
 int
 pp_report_brief(const struct pp_profile *p, unsigned top, FILE *out)
 {

@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: MIT
 # tests/cli-record-summary.sh - `pipeprof record` shares its stderr with the recorded program, so
 # its summary is one line (issue 20): the output and its format, samples, seconds, threads, the
-# effective rate, every loss and every process without a file of its own. -v gives the full
-# summary and the top functions; -q none. Before: 5 lines and a top-10 table on every run.
+# effective rate, every loss and every process without a file of its own; and a second one, only
+# when the trace holds any, with CPU in the kernel (and not placed), [not sampled], waiting
+# samples and not-running markers (issue 19). -v gives the full summary and the top functions; -q
+# none. Before: 5 lines and a top-10 table on every run.
 source "$(dirname "$0")/ipc-lib.sh"
 WORKLOAD=$B/samples/pp-sample-workload
 SIGNALS=$B/tests/hosts/host-signals
@@ -18,11 +20,42 @@ record() {
     { cat "$T/$name.err" >&2; fail "$name: record failed"; }
 }
 
-# 1. By default: exactly one line on stderr (the workload writes none), which names the output,
-# the format, the samples, the threads, the rate and that nothing was lost.
+# time_line NAME: the summary's second line as report's JSON figures for $T/NAME.nettrace give it
+# (nothing when they are all 0): CPU in the kernel as a share of running samples and how much of
+# it was not placed, [not sampled] and signal-blocked shares, waiting samples, not-running markers.
+time_line() {
+  "$PIPEPROF" report --format json "$T/$1.nettrace" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+run = j["running_samples"]
+pct = lambda n: "%.1f%%" % (100.0 * n / run if run else 0.0)
+parts = []
+if j["kernel_samples"]:
+    parts.append("CPU in the kernel %s of running samples" % pct(j["kernel_samples"]) +
+                 (" (%d of its %d not placed)" % (j["kernel_unplaced_samples"], j["kernel_samples"])
+                  if j["kernel_unplaced_samples"] else ""))
+if j["not_sampled_samples"]:
+    parts.append("[not sampled] " + pct(j["not_sampled_samples"]))
+if j["unseen_samples"]:
+    parts.append("signal blocked " + pct(j["unseen_samples"]))
+if j["waiting_samples"]:
+    parts.append("%d waiting samples" % j["waiting_samples"])
+if j["not_running_markers"]:
+    parts.append("%d not-running markers (%d with a wait stack)" % (j["not_running_markers"],
+                                                                    j["wait_markers"]))
+print("pipeprof: " + "; ".join(parts) if parts else "")
+'
+}
+
+# 1. By default: one line on stderr (the workload writes none), which names the output, the
+# format, the samples, the threads, the rate and that nothing was lost, and a second one only
+# for what the trace holds beyond that (a CPU-mode trace's not-running markers at least).
 record one --hz 200 -- "$WORKLOAD" 1
-[[ $(wc -l <"$T/one.err") == 1 ]] || { cat "$T/one.err" >&2; fail "the summary is not one line"; }
-line=$(cat "$T/one.err")
+want=$(time_line one)
+[[ $(wc -l <"$T/one.err") == $((${#want} > 0 ? 2 : 1)) ]] ||
+  { cat "$T/one.err" >&2; fail "the summary is not one line and the time line ('$want')"; }
+[[ $(sed -n 2p "$T/one.err") == "$want" ]] || fail "the second line is not '$want': $(cat "$T/one.err")"
+line=$(head -1 "$T/one.err")
 samples=$("$PIPEPROF" report --format json "$T/one.nettrace" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"])')
 for want in "^pipeprof: $T/one.nettrace written (nettrace format): " " $samples samples in [0-9.]* s" \
@@ -35,14 +68,34 @@ note "default: $line"
 # 2. Losses are never left out of that line: host-signals offstack burns CPU on a stack the
 # agent will not walk, and every such sample is dropped and counted.
 record lost -- "$SIGNALS" offstack
-line=$(grep '^pipeprof: ' "$T/lost.err" || true)
-[[ $(grep -c '^pipeprof: ' "$T/lost.err") == 1 ]] || { cat "$T/lost.err" >&2; fail "lost: not one line"; }
+line=$(grep '^pipeprof: ' "$T/lost.err" | head -1 || true)
+[[ $(grep -c '^pipeprof: ' "$T/lost.err") == $(($(time_line lost | wc -c) > 1 ? 2 : 1)) ]] ||
+  { cat "$T/lost.err" >&2; fail "lost: not one line and the time line"; }
 lost=$("$PIPEPROF" report --format json "$T/lost.nettrace" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["lost_samples"])')
 [[ $lost -gt 0 ]] || fail "the offstack host lost no samples (cannot check the summary)"
 grep -q ", lost $lost samples dropped by the agent and [0-9]* events in the trace;" <<<"$line" ||
   fail "the summary line hides the $lost lost samples: $line"
 note "losses: $line"
+
+# 2b. Kernel time and waiting samples are said in the second line: pp-sample-syscalls spends much
+# of its CPU in system calls (CPU mode), and a wall recording of the workload holds waiting samples.
+# Without that line the summary said nothing of either (report and -v did).
+record sys -- "$B/samples/pp-sample-syscalls" 1 "$T/sys.json"
+record wall --mode wall -- "$WORKLOAD" 1
+for name in sys wall; do
+  want=$(time_line "$name")
+  line=$(grep '^pipeprof: ' "$T/$name.err" | sed -n 2p)
+  note "$name: $line"
+  case $name in
+  sys) grep -q "^pipeprof: CPU in the kernel [0-9.]*% of running samples" <<<"$want" ||
+    fail "report counts no kernel time in pp-sample-syscalls ('$want'): cannot check the summary" ;;
+  wall) grep -q "; [1-9][0-9]* waiting samples\|^pipeprof: [1-9][0-9]* waiting samples" <<<"$want" ||
+    fail "report counts no waiting samples in a wall recording ('$want'): cannot check the summary" ;;
+  esac
+  [[ $line == "$want" ]] || { cat "$T/$name.err" >&2; fail "$name: the second line is not '$want'"; }
+  [[ $(grep -c '^pipeprof: ' "$T/$name.err") == 2 ]] || fail "$name: not two summary lines"
+done
 
 # 3. -v: the full summary and the top functions, as before.
 record verbose -v --hz 200 -- "$WORKLOAD" 1

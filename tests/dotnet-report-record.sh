@@ -11,12 +11,15 @@
 # - CPU mode: the nodes where the program's CPU samples land (gt_burn, the [kernel] leaves and the
 #   clock reads) hold within 3 points of its measured CPU time's share of the program threads'
 #   time (each thread's first to last ThreadSample, what TraceEvent shares out); the stackless
-#   Threads node holds no more than the rest (the time the threads were off the CPU where no wait
-#   stack is known) plus 3 points, and at least 5 points less than that: the stacks the threads
-#   waited in (read at the drain that finds them asleep) name some of it, where it was all on
-#   Threads before pipeprof's own sessions read them (73.8 % of 74.1 % off the CPU; after, 52.6 to
-#   66.0 % of 70.5 to 82.3 %); gt_burn leads the functions other than the sleeps. With the IPC
-#   loop's thread in the total, the CPU nodes held 21.7 % where 27.4 % was measured.
+#   Threads node holds no more than the rest (the time the threads were off the CPU) plus 3
+#   points, and at most three quarters of it: the stacks the threads waited in name the rest (the
+#   drain that finds a thread stopped reads the stack its interposed blocking call noted, else
+#   the one /proc gives a sleeping thread). It was all on Threads before pipeprof's own sessions
+#   read them (73.8 % of 74.1 % off the CPU), 13 to 25 % of it named with the /proc stacks alone
+#   (9 runs at load 7 to 15), 28 to 42 % with the noted ones too (9 runs at load 6 to 12: a thread
+#   woken in its call but waiting for a core is named now; docs/performance.md). gt_burn
+#   leads the functions other than the waits. With the IPC loop's thread in the total, the CPU
+#   nodes held 21.7 % where 27.4 % was measured.
 # - wall mode: every thread is sampled every interval, so Threads holds at most 5 %, gt_burn leads,
 #   and the CPU nodes hold at least the measured CPU's share less 3 points (runnable time adds).
 #   A thread blocked in an interposed call is sampled with the call as its leaf: main's time in
@@ -29,13 +32,17 @@
 #   every native function's name), "[kernel]![kernel]" in pipeprof's; no [kernel] or [kernel, not
 #   placed] row in another module (before, "libpipeprof.so!.[kernel]" and "libpipeprof![kernel]":
 #   the agent's library, as if the profiler had spent the time). The [kernel] module's share of the
-#   CPU rows in dotnet-trace's report (the rows but Threads, (Non-Activities) and the sleeps) is
+#   CPU rows in dotnet-trace's report (the rows but Threads, (Non-Activities) and the waits:
+#   exclusive time on a blocking call's leaf, such as pp-sample-syscalls' reader's in read) is
 #   within 5 points of the share of running samples pipeprof's report counts in the kernel.
 # Wide bounds for a loaded 2-core machine; no wall-clock bound.
 source "$(dirname "$0")/ipc-lib.sh"
 export PATH="$PATH:$HOME/.dotnet/tools"
 command -v dotnet-trace >/dev/null || skip "dotnet-trace is not installed (dotnet tool install -g dotnet-trace)"
 
+# The waits: exclusive time on a blocking call's leaf (the stack a thread waited in, noted by the
+# interposed call or read from /proc), as dotnet-trace's report names libc's functions.
+WAITS='nanosleep|!\.?(read|recv|recvfrom|poll|ppoll|select|pselect|epoll_wait|epoll_pwait|accept4?|pthread_join|pthread_cond_(timed)?wait|sem_(timed)?wait|sigtimedwait|sigwaitinfo)$'
 failed=()
 for mode in cpu wall; do
   ${RECORD_ENV[@]+"${RECORD_ENV[@]}"} "$PIPEPROF" record -q --mode "$mode" -o "$T/$mode.nettrace" -- \
@@ -48,7 +55,7 @@ for mode in cpu wall; do
     timeout 180 dotnet-trace report "$T/$mode.nettrace" topN -n 1000 ${opt[@]+"${opt[@]}"} >"$T/$mode.$kind" 2>&1 ||
       { cat "$T/$mode.$kind"; fail "$mode: dotnet-trace report"; }
   done
-  python3 - "$T" "$mode" <<'PY' || failed+=("$mode")
+  python3 - "$T" "$mode" "$WAITS" <<'PY' || failed+=("$mode")
 import json, re, sys
 t, mode = sys.argv[1], sys.argv[2]
 
@@ -80,7 +87,7 @@ for n, i, e in excl + incl:
     if n.startswith("EventName: pipeprof/"):
         events[n] = max(events.get(n, 0.0), i, e)
 cpu = sum(e for n, i, e in excl if re.search(r"gt_burn|\[kernel|clock_gettime", n))
-sleeps = r"nanosleep|Threads|\(Non-Activities\)"
+sleeps = r"^Threads$|^\(Non-Activities\)$|" + sys.argv[3]
 lead = [n for n, i, e in excl if not re.search(sleeps, n)][:1]
 print("  %-4s %d threads, %.0f ms of their time, %.0f ms of CPU measured (%.1f %%): CPU nodes "
       "%.1f %%, Threads %.1f %%, pipeprof's events %.1f %%, first %s" % (
@@ -95,8 +102,8 @@ if mode == "cpu":
     if threads > 100.0 - want + 3.0:
         bad.append("Threads holds %.1f %%, more than the time off the CPU (%.1f %%)" % (
             threads, 100.0 - want))
-    elif threads > 100.0 - want - 5.0:
-        bad.append("Threads holds %.1f %% of %.1f %% off the CPU: less than 5 points named by "
+    elif threads > 0.75 * (100.0 - want):
+        bad.append("Threads holds %.1f %% of %.1f %% off the CPU: less than a quarter named by "
                    "the stacks the threads waited in" % (threads, 100.0 - want))
 else:
     if threads > 5.0:
@@ -133,7 +140,7 @@ ${RECORD_ENV[@]+"${RECORD_ENV[@]}"} "$PIPEPROF" record -q --mode cpu -o "$T/sys.
 "$PIPEPROF" report --top 1000 "$T/sys.nettrace" >"$T/sys.pp" || fail "syscalls: pipeprof report"
 timeout 180 dotnet-trace report "$T/sys.nettrace" topN -n 1000 >"$T/sys.excl" 2>&1 ||
   { cat "$T/sys.excl"; fail "syscalls: dotnet-trace report"; }
-python3 - "$T" <<'PY' || failed+=(kernel)
+python3 - "$T" "$WAITS" <<'PY' || failed+=(kernel)
 import re, sys
 t = sys.argv[1]
 rows = []
@@ -153,7 +160,8 @@ for who, names, form in (("dotnet-trace report", [n for n, e in rows], r"\[kerne
     if odd:
         bad.append("%s: [kernel] frames not in the [kernel] module: %s" % (who, ", ".join(odd)))
 kernel = sum(e for n, e in rows if re.match(r"\[kernel\]!\.\[kernel(, not placed)?\]$", n))
-cpu = sum(e for n, e in rows if not re.search(r"^Threads$|^\(Non-Activities\)$|nanosleep", n))
+# the CPU rows: all but Threads, (Non-Activities) and the waits
+cpu = sum(e for n, e in rows if not re.search(r"^Threads$|^\(Non-Activities\)$|" + sys.argv[2], n))
 share = 100.0 * kernel / cpu if cpu > 0 else 0.0
 print("  syscalls: the [kernel] module %.1f %% of dotnet-trace's CPU rows (%.1f %%), pipeprof's "
       "report %.1f %% of running samples in the kernel" % (share, cpu, want))

@@ -542,6 +542,116 @@ TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
     ag_stop();
 }
 
+/* A thread that waits in an interposed read() of a pipe until the test writes to it. */
+struct pipe_waiter {
+    int fds[2];
+    _Atomic int32_t tid;
+    _Atomic int entered;
+};
+
+EXPORT void pipe_waiter_read(struct pipe_waiter *w);
+
+EXPORT __attribute__((noinline)) void
+pipe_waiter_read(struct pipe_waiter *w)
+{
+    char c;
+
+    atomic_store(&w->entered, 1);
+    if (read(w->fds[0], &c, 1) != 1) {
+        atomic_store(&w->entered, -1);
+    }
+    __asm__ volatile("" ::: "memory"); /* a frame of its own below the call */
+}
+
+static void *
+pipe_waiter_main(void *p)
+{
+    struct pipe_waiter *w = p;
+
+    atomic_store(&w->tid, (int32_t)syscall(SYS_gettid));
+    pipe_waiter_read(w);
+    return NULL;
+}
+
+/* The state letter of thread tid's stat, or 0. */
+static char
+thread_state(int32_t tid)
+{
+    char path[64], buf[256], *p;
+    int fd, n;
+
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+    fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        return 0;
+    }
+    n = (int)read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    p = strrchr(buf, ')');
+    return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+/*
+ * The stack a CPU-mode stop marker gets for a thread the drain finds in an interposed blocking
+ * call (ag_thread_wait_stack) is the one the call noted, as a wall sample has it: the libc
+ * function the interposer calls, at its entry, over the caller (pipe_waiter_read). In CPU mode
+ * alone the call notes only its frame and the drain walks from it; with wall sampling too it
+ * noted the whole stack. Before, the stack was walked from /proc's registers: its leaf an
+ * instruction inside libc's read, never its entry.
+ */
+TEST(cpu_wait_stack_of_a_thread_in_a_blocking_call_is_the_calls)
+{
+    int with_wall;
+
+    start_agent();
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
+    for (with_wall = 0; with_wall < 2; with_wall++) {
+        struct pipe_waiter w = { { -1, -1 }, 0, 0 };
+        uint64_t frames[AG_MAX_FRAMES];
+        uint32_t depth = 0, i, caller = 0, tries;
+        pthread_t th;
+        Dl_info di;
+        int leaf_is_read;
+
+        if (with_wall) {
+            ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 100));
+        }
+        ASSERT_OK(pipe(w.fds));
+        ASSERT_OK(pthread_create(&th, NULL, pipe_waiter_main, &w));
+        /* in the call and asleep: a few tries, for a loaded machine */
+        for (tries = 0; tries < 2000 && depth == 0; tries++) {
+            usleep(5000);
+            if (atomic_load(&w.entered) == 1 && thread_state(atomic_load(&w.tid)) == 'S') {
+                depth = ag_thread_wait_stack(atomic_load(&w.tid), frames, AG_MAX_FRAMES);
+            }
+        }
+        ASSERT_TRUE(write(w.fds[1], "x", 1) == 1);
+        ASSERT_OK(pthread_join(th, NULL));
+        close(w.fds[0]);
+        close(w.fds[1]);
+        leaf_is_read = depth > 0 && dladdr((void *)(uintptr_t)frames[0], &di) != 0 &&
+                       (uint64_t)(uintptr_t)di.dli_saddr == frames[0] && di.dli_sname != NULL &&
+                       strstr(di.dli_sname, "read") != NULL;
+        for (i = 1; i < depth && !caller; i++) {
+            caller = col_frame_is(frames[i], (const void *)pipe_waiter_read);
+        }
+        printf("# %s: depth %u after %u tries, leaf %#llx (%s at its entry), caller %s\n",
+               with_wall ? "CPU and wall" : "CPU alone", depth, tries,
+               depth > 0 ? (unsigned long long)frames[0] : 0ull, leaf_is_read ? "read" : "not read",
+               caller ? "found" : "missing");
+        ASSERT_EQ(atomic_load(&w.entered), 1);
+        ASSERT_TRUE(depth >= 2);
+        ASSERT_TRUE(leaf_is_read);
+        ASSERT_TRUE(caller);
+        if (with_wall) {
+            ASSERT_OK(ag_sampling_release(AG_MODE_WALL, 100));
+        }
+    }
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+}
+
 TEST(fork_while_sampling_leaves_child_alone)
 {
     struct busy_arg a = { busy_a, "busy-a", 300000000u, 0 };
@@ -3116,6 +3226,7 @@ static const struct test_case cases[] = {
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
+    TEST_CASE(cpu_wait_stack_of_a_thread_in_a_blocking_call_is_the_calls),
     TEST_CASE(fork_while_sampling_leaves_child_alone),
     TEST_CASE(handler_preserves_errno),
     TEST_CASE(main_stack_bounds_match_glibcs),
