@@ -266,7 +266,10 @@ struct ag_thread {
     int exit_hooked;              /* reg: its key destructor will claim its final sample */
     int perf_promoted; /* reg: auto moved it from the timers to perf (ag_cpu_engine_check_locked) */
     _Atomic uint32_t timer_samples, timer_weight; /* self: timer-engine samples, their weights */
-    uint32_t scan_samples, scan_weight;           /* reg: those at the previous scan */
+    _Atomic int tick_unseen; /* reg: auto's timers, which move a thread the tick misses to perf:
+                                the handler gives a timer sample's weight beyond its own interval
+                                to [not sampled] (timer.c, "Auto's move") */
+    uint32_t scan_samples, scan_weight; /* reg: those at the previous scan */
     uint64_t scan_cpu_ns;       /* reg: CPU time at the last scan (threads not exit_hooked) */
     unsigned name_gen;          /* reg: bumped when name changes */
     unsigned name_gen_reported; /* drain */
