@@ -337,6 +337,7 @@ struct ag_stats {
     double effective_hz_cpu;  /* CPU samples per CPU-second of sampled threads (timers: about
                                  the kernel tick at most; weights make up the rest) */
     double effective_hz_wall; /* wall passes per second actually achieved */
+    unsigned tick_hz;         /* the kernel's scheduler tick (ag_kernel_tick_hz), 0 unknown */
 };
 
 /*
