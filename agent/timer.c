@@ -602,14 +602,15 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
 {
     uint32_t n = atomic_load_explicit(&t->timer_samples, memory_order_relaxed);
     uint32_t w = atomic_load_explicit(&t->timer_weight, memory_order_relaxed);
-    uint32_t dn = n - t->scan_samples, dw = w - t->scan_weight;
+    uint32_t dn = n - atomic_load_explicit(&t->scan_samples, memory_order_relaxed);
+    uint32_t dw = w - atomic_load_explicit(&t->scan_weight, memory_order_relaxed);
     int32_t tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
     uint64_t period, last;
     struct timespec ts;
     int late, err;
 
-    t->scan_samples = n;
-    t->scan_weight = w;
+    atomic_store_explicit(&t->scan_samples, n, memory_order_relaxed);
+    atomic_store_explicit(&t->scan_weight, w, memory_order_relaxed);
     ag_locator_check_locked(t, tid);
     if (ag.perf_unavailable) {
         /* The timers are all there is now (as with PIPEPROF_CPU_ENGINE=timer): their samples
@@ -623,7 +624,7 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
     }
     period = 1000000000u / t->timer_hz;
     if (dn != 0) {
-        late = dw >= 3 && 2 * (uint64_t)dw >= 3 * (uint64_t)dn;
+        late = ag_timer_late(dn, dw);
     } else {
         last = atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed);
         late = last != 0 && clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0 &&

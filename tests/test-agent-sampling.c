@@ -38,6 +38,7 @@ EXPORT void reader_a(int fd, char *buf, size_t len, uint64_t ns);
 EXPORT void reader_b(int fd, char *buf, size_t len, uint64_t ns);
 EXPORT void sleeper_wait(void);
 EXPORT void raw_sleeper_wait(void);
+EXPORT void late_b_phase(void *arg);
 
 static uint64_t
 now_ns(void)
@@ -2280,10 +2281,10 @@ start_move_case(enum ag_cpu_engine engine)
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100)); /* at or below the tick: timers */
 }
 
-/* Stops the timer of thread tid (on the timers at 100 Hz) and waits until it has burned 6
- * intervals since its last sample: what the tick misses. Returns its CPU time at that sample. */
+/* Stops the timer of thread tid (on the timers) and waits until it has burned ns since its last
+ * sample: what the tick misses. Returns its CPU time at that sample. */
 static uint64_t
-stop_tick_for_six(int32_t tid)
+stop_tick_for(int32_t tid, uint64_t ns)
 {
     struct itimerspec off;
     struct ag_thread *t;
@@ -2296,7 +2297,7 @@ stop_tick_for_six(int32_t tid)
     ASSERT_OK(timer_settime(t->timer, 0, &off, NULL)); /* the tick misses it from here */
     missed0 = atomic_load(&t->last_cpu_ns);
     pthread_mutex_unlock(&ag.reg_lock);
-    wait_thread_cpu(tid, missed0 + 60000000u);
+    wait_thread_cpu(tid, missed0 + ns);
     return missed0;
 }
 
@@ -2336,7 +2337,7 @@ move_to_perf_case(unsigned pause_us)
         usleep(1000);
     }
     wait_thread_cpu(tid, 100000000u); /* 10 timer samples in busy_a */
-    missed0 = stop_tick_for_six(tid);
+    missed0 = stop_tick_for(tid, 6 * period);
     pthread_mutex_lock(&ag.reg_lock);
     t = slot_of(tid);
     ASSERT_TRUE(t != NULL);
@@ -2395,30 +2396,41 @@ struct late_arg {
     uint64_t cpu_b;
 };
 
-static void *
-late_main(void *p)
+/* The second phase: busy_b and the clock reads that time it, all under this function (a tick
+ * finds the thread in the kernel in a clock read now and then, and its sample stands there). */
+EXPORT void
+late_b_phase(void *arg)
 {
-    struct late_arg *a = p;
-    uint64_t c;
+    struct late_arg *a = arg;
+    uint64_t c = cpu_ns();
 
-    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
-    while (atomic_load(&a->phase) == 0) {
-        busy_a();
-    }
-    c = cpu_ns();
     atomic_store(&a->in_b, 1);
     while (cpu_ns() - c < 60000000u) {
         busy_b();
     }
     a->cpu_b = cpu_ns() - c;
+}
+
+static void *
+late_main(void *p)
+{
+    struct late_arg *a = p;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (atomic_load(&a->phase) == 0) {
+        busy_a();
+    }
+    late_b_phase(a);
     return NULL;
 }
 
-/* One run of late_tick_case: returns busy_b's weight and [not sampled]'s in intervals, and how
- * many intervals of busy_a the tick missed, in w_b, w_ns, missed. */
+/* One run of a_late_tick_sample_...: the thread's timer stopped after `before` ns of busy_a
+ * (100 Hz timer samples) for `gap` ns more, set again once it runs busy_b. Returns the weight of
+ * busy_b's phase (late_b_phase) and [not sampled]'s, how many intervals the tick missed and the
+ * phase burned. */
 static void
-late_tick_run(enum ag_cpu_engine engine, uint64_t *w_b, uint64_t *w_ns, double *missed,
-              double *burned_b)
+late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t *w_b,
+              uint64_t *w_ns, double *missed, double *burned_b)
 {
     struct late_arg a = { 0, 0, 0, 0 };
     struct itimerspec on;
@@ -2431,12 +2443,13 @@ late_tick_run(enum ag_cpu_engine engine, uint64_t *w_b, uint64_t *w_ns, double *
     int i;
 
     start_move_case(engine);
+    want[1] = (const void *)late_b_phase;
     ASSERT_OK(pthread_create(&th, NULL, late_main, &a));
     while ((tid = atomic_load(&a.tid)) == 0) {
         usleep(1000);
     }
-    wait_thread_cpu(tid, 50000000u); /* 5 timer samples in busy_a */
-    missed0 = stop_tick_for_six(tid);
+    wait_thread_cpu(tid, before);
+    missed0 = stop_tick_for(tid, gap);
     atomic_store(&a.phase, 1);
     while (!atomic_load(&a.in_b)) {
         usleep(1000);
@@ -2460,6 +2473,11 @@ late_tick_run(enum ag_cpu_engine engine, uint64_t *w_b, uint64_t *w_ns, double *
     ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
     ag_stop();
     ASSERT_TRUE(st->stopped == 1);
+    printf("# %s: weights busy_a %llu, busy_b's phase %llu, [not sampled] %llu, all %llu (cpu "
+           "%.1f intervals)\n",
+           engine == AG_CPU_ENGINE_AUTO ? "auto" : "timer", (unsigned long long)st->hit_weight[0],
+           (unsigned long long)st->hit_weight[1], (unsigned long long)st->hit_weight[2],
+           (unsigned long long)st->weight_sum, (double)st->cpu_delta_sum / (double)period);
     *w_b = st->hit_weight[1];
     *w_ns = st->hit_weight[2];
     *missed = (double)(cpu_re - missed0) / (double)period;
@@ -2478,24 +2496,32 @@ late_tick_run(enum ag_cpu_engine engine, uint64_t *w_b, uint64_t *w_ns, double *
  */
 TEST(a_late_tick_sample_gives_what_the_tick_missed_to_not_sampled)
 {
-    uint64_t w_b = 0, w_ns = 0;
+    uint64_t w_b = 0, w_ns = 0, period = 10000000u;
     double missed = 0, burned_b = 0;
 
     if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
         return; /* auto keeps its timers' weights where a thread cannot move to perf */
     }
-    late_tick_run(AG_CPU_ENGINE_AUTO, &w_b, &w_ns, &missed, &burned_b);
+    /* 5 samples, then one that stands for 7: late, as a thread auto moves looks */
+    late_tick_run(AG_CPU_ENGINE_AUTO, 5 * period, 6 * period, &w_b, &w_ns, &missed, &burned_b);
     printf("# auto: busy_a %.1f intervals missed, busy_b %.1f burned; weight busy_b %llu, "
            "[not sampled] %llu\n",
            missed, burned_b, (unsigned long long)w_b, (unsigned long long)w_ns);
     ASSERT_TRUE((double)w_b <= burned_b + 2.0);
     ASSERT_TRUE((double)w_ns >= missed - 1.5);
-    late_tick_run(AG_CPU_ENGINE_TIMER, &w_b, &w_ns, &missed, &burned_b);
+    late_tick_run(AG_CPU_ENGINE_TIMER, 5 * period, 6 * period, &w_b, &w_ns, &missed, &burned_b);
     printf("# timer: busy_a %.1f intervals missed, busy_b %.1f burned; weight busy_b %llu, "
            "[not sampled] %llu\n",
            missed, burned_b, (unsigned long long)w_b, (unsigned long long)w_ns);
     ASSERT_TRUE((double)w_b >= burned_b + missed - 2.0);
     ASSERT_EQ(w_ns, 0);
+    /* 30 samples, then one that stands for 5: a thread the tick sees steadily keeps it (its
+     * first samples may look late: 0 to 2 intervals [not sampled] beside two busy loops) */
+    late_tick_run(AG_CPU_ENGINE_AUTO, 30 * period, 4 * period, &w_b, &w_ns, &missed, &burned_b);
+    printf("# auto, steady: busy_a %.1f intervals missed, busy_b %.1f burned; weight busy_b "
+           "%llu, [not sampled] %llu\n",
+           missed, burned_b, (unsigned long long)w_b, (unsigned long long)w_ns);
+    ASSERT_TRUE((double)w_b >= burned_b + missed - 2.0);
 }
 
 /* A thread for the move before any timer sample: asleep until go, then busy_a until phase, then
