@@ -583,6 +583,7 @@ ag_stats_get(struct ag_stats *out)
     out->cpu_kernel_ns = atomic_load(&ag.cpu_kernel_ns);
     out->cpu_kernel_unplaced_ns = atomic_load(&ag.cpu_kernel_unplaced_ns);
     out->cpu_not_sampled_ns = atomic_load(&ag.cpu_not_sampled_ns);
+    out->tick_hz = ag.tick_hz;
     pthread_mutex_lock(&ag.reg_lock);
     if (ag.threads != NULL) {
         unsigned i, high = atomic_load(&ag.high);

@@ -204,8 +204,10 @@ enum ag_sample_source {
                               as a thread blocks the sampling signal (pthread_sigmask,
                               sigprocmask): then its frames are that call's stack, its leaf the
                               call's return address. A perf thread's comes with its kernel time
-                              split off first (AG_SOURCE_KERNEL); one auto's move claims before
-                              any timer sample has ag_not_sampled_pc() over the thread's root */
+                              split off first (AG_SOURCE_KERNEL); one auto's move claims, and
+                              what an auto timer sample stands for beyond its own interval (the
+                              handler splits it off), has ag_not_sampled_pc() over the thread's
+                              root */
     AG_SOURCE_UNSEEN = 5,  /* CPU mode: CPU the thread burned while it blocked the sampling
                               signal, so no sample saw where: claimed as it opens the signal
                               again, at each ag_drain() while it stays blocked, and at its exit
@@ -333,14 +335,16 @@ struct ag_stats {
                                         (perf engine: no call seen near it; under [kernel, not
                                         placed]) */
     uint64_t cpu_not_sampled_ns; /* CPU time no sample saw: under [not sampled] over the thread's
-                                    start routine (a thread auto moved to perf before any timer
-                                    sample of it: timer.c) */
+                                    start routine (auto's timers: what a tick sample stands for
+                                    beyond its own interval, and what they missed before auto
+                                    moved the thread to perf: timer.c) */
     uint64_t memory_bytes;       /* mapped by the agent: the thread registry and every ring */
     unsigned requested_hz_cpu;   /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;
     double effective_hz_cpu;  /* CPU samples per CPU-second of sampled threads (timers: about
                                  the kernel tick at most; weights make up the rest) */
     double effective_hz_wall; /* wall passes per second actually achieved */
+    unsigned tick_hz;         /* the kernel's scheduler tick (ag_kernel_tick_hz), 0 unknown */
 };
 
 /*

@@ -113,6 +113,15 @@ ag_drain_marker_over_root(const struct ag_thread *t, struct ag_sample *s, uint64
     s->depth = keep + 1;
 }
 
+/* [not sampled] over the frames every stack of t shares, in s: CPU no sample saw. */
+static void
+ag_drain_not_sampled_over_root(const struct ag_thread *t, struct ag_sample *s)
+{
+    ag_drain_marker_over_root(t, s, ag_not_sampled_pc());
+    s->unwinder = s->depth > 1 ? t->last_unwinder : AG_UNWINDER_NONE;
+    s->end = s->depth > 1 ? AG_UNWIND_END_ROOT : AG_UNWIND_END_LEAF_ONLY;
+}
+
 /* The drain's own sample (a final sample, kernel time) in ag_drain_tail_buf: a running CPU
  * sample of thread tid at ts, standing for cpu_ns in weight intervals, without frames yet. */
 static struct ag_sample *
@@ -427,6 +436,19 @@ ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_
     return ag_drain_kernel_split(t, tid, &k, fn, ctx, n);
 }
 
+/* The CPU of auto's timer sample that its tick did not see, split off by the handler: [not
+ * sampled] over the frames every stack of t shares. Returns fn's value. */
+static int
+ag_drain_not_sampled(struct ag_thread *t, int32_t tid, const struct ag_sample *r, ag_record_fn fn,
+                     void *ctx, int *n)
+{
+    struct ag_sample *s = ag_drain_own_sample(tid, r->timestamp_ns, r->cpu_time_ns, AG_SOURCE_TAIL,
+                                              r->engine, r->weight, r->cpu_delta_ns);
+
+    ag_drain_not_sampled_over_root(t, s);
+    return ag_drain_own_deliver(s, fn, ctx, n);
+}
+
 /*
  * Delivers one ring's pending samples, up to those taken at `until` (UINT64_MAX: all). The
  * stack of each CPU sample is kept in t->last_frames for the thread's final sample. Returns 0,
@@ -447,6 +469,15 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
              * reused: it would follow that thread's STOP. Counted as lost. */
             ag_ring_release(r);
             atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+            continue;
+        }
+        if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_TAIL && s->depth == 1 &&
+            s->frames[0] == ag_not_sampled_pc()) {
+            rc = ag_drain_not_sampled(t, tid, s, fn, ctx, n);
+            ag_ring_release(r);
+            if (rc != 0) {
+                return rc;
+            }
             continue;
         }
         ag_drain_check_frames((struct ag_sample *)(uintptr_t)s);
@@ -565,9 +596,7 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
     s->end = t->last_end;
     if (!tail->unseen && tail->not_sampled) {
         /* CPU no sample saw, of a thread with no stack known (timer.c): whose, not where */
-        ag_drain_marker_over_root(t, s, ag_not_sampled_pc());
-        s->unwinder = s->depth > 1 ? t->last_unwinder : AG_UNWINDER_NONE;
-        s->end = s->depth > 1 ? AG_UNWIND_END_ROOT : AG_UNWIND_END_LEAF_ONLY;
+        ag_drain_not_sampled_over_root(t, s);
     } else if (!tail->unseen && depth == 0) {
         /* No stack is known for it (a thread the scan found, never sampled): its CPU is still
          * the thread's, shown at its root (stackless) rather than left out. */

@@ -266,7 +266,11 @@ struct ag_thread {
     int exit_hooked;              /* reg: its key destructor will claim its final sample */
     int perf_promoted; /* reg: auto moved it from the timers to perf (ag_cpu_engine_check_locked) */
     _Atomic uint32_t timer_samples, timer_weight; /* self: timer-engine samples, their weights */
-    uint32_t scan_samples, scan_weight;           /* reg: those at the previous scan */
+    _Atomic int tick_unseen; /* reg: auto's timers, which move a thread the tick misses to perf:
+                                the handler gives a timer sample's weight beyond its own interval
+                                to [not sampled] (timer.c, "Auto's move") */
+    /* reg writes them at each scan, the handler reads them (ag_timer_late) */
+    _Atomic uint32_t scan_samples, scan_weight; /* those at the previous scan */
     uint64_t scan_cpu_ns;       /* reg: CPU time at the last scan (threads not exit_hooked) */
     unsigned name_gen;          /* reg: bumped when name changes */
     unsigned name_gen_reported; /* drain */
@@ -526,6 +530,19 @@ void ag_signal_thread(int32_t tid, int sival);
 /* The handler (agent/sig-handler.c). */
 void ag_sig_handler(int signo, siginfo_t *info, void *uctx);
 void ag_sig_count_unsampled(struct ag_thread *t, uint64_t n);
+/*
+ * Whether a thread's timer samples look late to auto: dn samples standing for dw intervals, at
+ * least 3 in all and half again as many as there were samples (the tick misses its runs). The
+ * scan moves such a thread to perf (ag_cpu_engine_check_locked, over the samples since the
+ * previous scan); the handler gives a late sample's weight beyond its own interval to [not
+ * sampled] while they do (tick_unseen). Async-signal-safe.
+ */
+static inline int
+ag_timer_late(uint32_t dn, uint32_t dw)
+{
+    return dw >= 3 && 2 * (uint64_t)dw >= 3 * (uint64_t)dn;
+}
+
 /*
  * CPU-mode weight of the span of t's CPU time that ends at cpu (its thread CPU clock now): the
  * time since the previous sample or claim (exchanged in t->last_cpu_ns; *delta_out gets it, 0

@@ -268,6 +268,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     unsigned hz;
     int eintr, in_kernel = 0, site = 0, faulted = 0, faults_read = 0, owed;
     uint32_t skip = 0, kernel_w = 0, held = 0; /* held: wall passes this sample would carry */
+    uint64_t split_pc = 0; /* the split-off record's marker: none (kernel time), not sampled */
     siginfo_t host_info;
 
     /* Dekker's pattern with ag_stop(): it stores running = 0 and then reads inflight, the handler
@@ -468,8 +469,33 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
                 ag_sig_wake_manager();
             }
         }
+        if (engine == AG_CPU_ENGINE_TIMER && s->weight > 1 &&
+            atomic_load_explicit(&t->tick_unseen, memory_order_relaxed) &&
+            ag_timer_late(atomic_load_explicit(&t->timer_samples, memory_order_relaxed) + 1u -
+                                  atomic_load_explicit(&t->scan_samples, memory_order_relaxed),
+                          atomic_load_explicit(&t->timer_weight, memory_order_relaxed) + s->weight -
+                                  atomic_load_explicit(&t->scan_weight, memory_order_relaxed))) {
+            /* Auto's timers, on a thread whose samples since the last scan look late (the scan
+             * moves it to perf): a tick sample that stands for more than its own interval stands
+             * for CPU the tick did not see (its expiry was noticed late: the thread ran between
+             * ticks), and the tick sees a thread that waits for a core unevenly over its runs.
+             * Given to this stack, it was the tick's bias (timer.c, "Auto's move"): all but the
+             * sample's own interval is [not sampled], split off below as kernel time is. A
+             * thread the tick sees steadily keeps its weights (one sample in ten stands for two
+             * intervals beside two busy loops, and on a thread that stays on the timers they
+             * are the tick's unbiased sample of it: 10 to 17 % of such a thread's CPU went to
+             * [not sampled] otherwise). */
+            kernel_w = s->weight - 1u;
+            kernel_ns = s->cpu_delta_ns / s->weight * kernel_w;
+            delta = s->cpu_delta_ns;
+            split_pc = (uint64_t)(uintptr_t)pipeprof_cpu_not_sampled;
+            atomic_fetch_add_explicit(&ag.cpu_not_sampled_ns, kernel_ns, memory_order_relaxed);
+        }
         /* (at a call's return, the sample's own interval is kernel time too) */
-        atomic_fetch_add_explicit(&ag.cpu_kernel_ns, in_kernel ? s->cpu_delta_ns : kernel_ns,
+        atomic_fetch_add_explicit(&ag.cpu_kernel_ns,
+                                  split_pc != 0 ? (in_kernel ? s->cpu_delta_ns - kernel_ns : 0)
+                                  : in_kernel   ? s->cpu_delta_ns
+                                                : kernel_ns,
                                   memory_order_relaxed);
         atomic_store_explicit(&t->last_claim_ns, s->timestamp_ns, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.n_cpu_weight, s->weight, memory_order_relaxed);
@@ -484,18 +510,23 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     }
     s->state = AG_STATE_RUNNING;
     if (kernel_w != 0) {
-        /* The kernel time goes first, ending where this sample's own interval begins; the drain
-         * gives it the stack of the thread's latest system call, or this sample's. */
+        /* The kernel time (or what the tick did not see) goes first, ending where this sample's
+         * own interval begins; the drain gives kernel time the stack of the thread's latest
+         * system call, or this sample's, and [not sampled] the thread's root. */
         struct ag_sample *u;
         uint64_t ts = s->timestamp_ns, own = delta - kernel_ns;
 
-        s->source = AG_SOURCE_KERNEL;
+        s->source = split_pc != 0 ? AG_SOURCE_TAIL : AG_SOURCE_KERNEL;
         s->weight = (uint16_t)kernel_w;
         s->cpu_delta_ns = kernel_ns;
         s->timestamp_ns = ts - own;
         s->cpu_time_ns = cpu - own;
         s->depth = 0; /* the drain gives it a stack */
-        if (faulted) {
+        if (split_pc != 0) {
+            /* [not sampled]: the drain puts the marker over the thread's root */
+            s->frames[0] = split_pc;
+            s->depth = 1;
+        } else if (faulted) {
             /* Not to be placed under a call: the drain puts it over the next sample's stack. */
             s->frames[0] = (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel_unplaced;
             s->depth = 1;

@@ -254,8 +254,8 @@ ag_thread_reset_locked(struct ag_thread *t)
     atomic_store_explicit(&t->wall_signalled, 0, memory_order_relaxed);
     atomic_store_explicit(&t->timer_samples, 0, memory_order_relaxed);
     atomic_store_explicit(&t->timer_weight, 0, memory_order_relaxed);
-    t->scan_samples = 0;
-    t->scan_weight = 0;
+    atomic_store_explicit(&t->scan_samples, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->scan_weight, 0, memory_order_relaxed);
     t->tail_weight = 0;
     t->tail_cpu_ns = 0;
     t->tail_kern_w = 0;

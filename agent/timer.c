@@ -63,6 +63,7 @@ ag_timer_delete_locked(struct ag_thread *t)
         t->has_timer = 0;
         t->timer_hz = 0;
     }
+    atomic_store_explicit(&t->tick_unseen, 0, memory_order_relaxed);
     if (t->has_perf) {
         int fd = atomic_load_explicit(&t->perf_fd, memory_order_relaxed);
 
@@ -377,7 +378,7 @@ ag_perf_note_refusal(int err)
  * though it burned two intervals, auto moves the thread to perf, whose hrtimer follows its own
  * CPU time. That costs little: a perf thread pays per interval of its own CPU, and these threads
  * burn little; steady threads, the expensive ones, stay on the tick. The CPU the timers missed
- * since their last sample is claimed as the move is made, under that sample's stack.
+ * since their last sample is claimed as the move is made, as [not sampled].
  */
 /*
  * Kernel time on perf_event. An unprivileged event excludes the kernel (perf_event_paranoid 2):
@@ -570,23 +571,26 @@ ag_locators_arm_asked_locked(void)
 _Atomic unsigned ag_test_move_pause_us;
 
 /*
- * Auto's move claims what the timers missed since their last sample, under that sample's stack
- * (a final sample's claim). A thread with no timer sample yet (starved from its start: at load
- * 40, 13 of a run's 43 samples were such) has no stack for it: that CPU no sample saw is
- * [not sampled] over its start routine (not_sampled), shown and counted. It used to be carried,
- * unsplit, into the thread's first perf sample, whose stack perf puts in user code: at a load of
- * 21 to 25 (pools of 8, debug-logged drains) 13 to 16 intervals went so to pp-sample-syscalls'
- * parser (0.6 points of the profile), 5 to 7 to the write loop's user code, of CPU that was
- * 60 % write(2) calls.
+ * Auto's move claims what the timers missed since their last sample as [not sampled] over the
+ * thread's start routine: no sample saw that CPU (the last timer sample saw where the thread was
+ * before it), so it is shown and counted, given to no code. It used to be carried, unsplit, into
+ * the thread's first perf sample, whose stack perf puts in user code: at a load of 21 to 25
+ * (pools of 8, debug-logged drains) 13 to 16 intervals went so to pp-sample-syscalls' parser
+ * (0.6 points of the profile), 5 to 7 to the write loop's user code, of CPU that was 60 %
+ * write(2) calls. Then it went to the last timer sample's stack, a tick's sample, which the tick's
+ * bias places unevenly over a thread that waits for a core (docs/architecture.md, "The tick's
+ * bias"): 43 intervals of a pool of 8 beside two busy loops (load 11-12), 11 of them on user
+ * stacks. The handler does the same with what a timer sample stands for beyond its own interval
+ * (tick_unseen): a thread auto moves has such samples before its move (106 intervals of that pool).
  */
 static void
-ag_cpu_claim_move_locked(struct ag_thread *t, int32_t tid, int not_sampled)
+ag_cpu_claim_move_locked(struct ag_thread *t, int32_t tid)
 {
     uint32_t weight = t->tail_weight;
     uint64_t ns = t->tail_cpu_ns;
 
     ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
-    if (not_sampled && t->tail_weight != weight) {
+    if (t->tail_weight != weight) {
         t->tail_not_sampled = 1;
         atomic_fetch_add_explicit(&ag.cpu_not_sampled_ns, t->tail_cpu_ns - ns,
                                   memory_order_relaxed);
@@ -598,15 +602,21 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
 {
     uint32_t n = atomic_load_explicit(&t->timer_samples, memory_order_relaxed);
     uint32_t w = atomic_load_explicit(&t->timer_weight, memory_order_relaxed);
-    uint32_t dn = n - t->scan_samples, dw = w - t->scan_weight;
+    uint32_t dn = n - atomic_load_explicit(&t->scan_samples, memory_order_relaxed);
+    uint32_t dw = w - atomic_load_explicit(&t->scan_weight, memory_order_relaxed);
     int32_t tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
     uint64_t period, last;
     struct timespec ts;
     int late, err;
 
-    t->scan_samples = n;
-    t->scan_weight = w;
+    atomic_store_explicit(&t->scan_samples, n, memory_order_relaxed);
+    atomic_store_explicit(&t->scan_weight, w, memory_order_relaxed);
     ag_locator_check_locked(t, tid);
+    if (ag.perf_unavailable) {
+        /* The timers are all there is now (as with PIPEPROF_CPU_ENGINE=timer): their samples
+         * keep their weights. */
+        atomic_store_explicit(&t->tick_unseen, 0, memory_order_relaxed);
+    }
     if (!t->has_timer || t->timer_hz == 0 || ag.cfg.cpu_engine != AG_CPU_ENGINE_AUTO ||
         ag.perf_unavailable || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
         atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed) != 0) {
@@ -614,7 +624,7 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
     }
     period = 1000000000u / t->timer_hz;
     if (dn != 0) {
-        late = dw >= 3 && 2 * (uint64_t)dw >= 3 * (uint64_t)dn;
+        late = ag_timer_late(dn, dw);
     } else {
         last = atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed);
         late = last != 0 && clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0 &&
@@ -624,12 +634,12 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
         return;
     }
     /* What the timers missed since their last sample is claimed now, as a final sample's span
-     * is, under the stack of that sample (a tick's sample, in user code or at a call's return);
-     * the perf samples after it stand for their own span, their kernel time split off. Carried
-     * into the first perf sample instead (unsplit), it all went to that sample's stack, which
-     * perf puts in user code only: the I/O-like thread's parser and the write/compute thread's
-     * sc_compute got a starved thread's 2 to 21 intervals (docs/architecture.md). */
-    ag_cpu_claim_move_locked(t, tid, n == 0);
+     * is, as [not sampled] (above); the perf samples after it stand for their own span, their
+     * kernel time split off. Carried into the first perf sample instead (unsplit), it all went to
+     * that sample's stack, which perf puts in user code only: the I/O-like thread's parser and
+     * the write/compute thread's sc_compute got a starved thread's 2 to 21 intervals
+     * (docs/architecture.md). */
+    ag_cpu_claim_move_locked(t, tid);
     if (atomic_load_explicit(&ag_test_move_pause_us, memory_order_relaxed) != 0) {
         usleep(atomic_load_explicit(&ag_test_move_pause_us, memory_order_relaxed));
     }
@@ -643,7 +653,7 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
      * that span too and split it off as kernel time, over the next sample's stack
      * (test-agent-sampling's move test lost 2.2 of busy_a's 16.2 intervals to busy_b so in a
      * fresh-clone CI run; with a 30 ms sleep here, 3 of 18.5 in each of 5 runs). */
-    ag_cpu_claim_move_locked(t, tid, n == 0);
+    ag_cpu_claim_move_locked(t, tid);
     /* Its timer stays as the kernel locator (above): a bursty thread's system calls. */
     t->locator = t->timer;
     ag_locator_start_locked(t);
@@ -719,6 +729,12 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
         return;
     }
     t->timer_hz = hz;
+    /* Auto's timers at or below the tick: what the tick did not see goes to [not sampled]
+     * (ag_cpu_engine_check_locked says why), as long as a thread it misses can move to perf. */
+    atomic_store_explicit(&t->tick_unseen,
+                          ag.cfg.cpu_engine == AG_CPU_ENGINE_AUTO &&
+                                  engine == AG_CPU_ENGINE_TIMER && !ag.perf_unavailable,
+                          memory_order_relaxed);
 }
 
 void

@@ -83,6 +83,7 @@ static const struct nt_field bridge_sampling_fields[] = {
     { "Engine", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 }, /* perf_event, timer, mixed, wall */
     { "PerfThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "TimerThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "TickHz", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 }, /* the kernel's tick, 0 unknown */
 };
 static const struct nt_field bridge_lost_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
@@ -105,7 +106,7 @@ static const struct nt_event_desc bridge_pipeprof_events[] = {
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_LOST_SAMPLES, "LostSamples", 0, 1, 4, 0,
       bridge_lost_fields, 3, 0 },
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_SAMPLING, "Sampling", 0, 1, 4, 0, bridge_sampling_fields,
-      5, 0 },
+      6, 0 },
 };
 
 /* An open-addressing set of code addresses (0 is the empty slot; address 0 is never stored). */
@@ -1137,6 +1138,7 @@ bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts
     nt_payload_string(&p, engine);
     nt_payload_u32(&p, (uint32_t)st.threads_perf);
     nt_payload_u32(&p, (uint32_t)st.threads_timer);
+    nt_payload_u32(&p, st.tick_hz); /* the timers' samples come at it (report says so above it) */
     return bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_SAMPLING - 1],
                                 BRIDGE_NO_THREAD, ts, &p);
 }

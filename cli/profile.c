@@ -285,9 +285,13 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
         char *engine;
 
         f.want[0] = "Engine";
+        f.want[1] = "TickHz"; /* since 2026-11-27 */
         if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) != 0 ||
             !f.found[0]) {
             return 0;
+        }
+        if (f.found[1] && f.got[1].u != 0) {
+            ld->p->tick_hz = (unsigned)f.got[1].u;
         }
         engine = pp_value_string(&f.got[0]);
         if (engine == NULL) {

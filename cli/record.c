@@ -1423,6 +1423,36 @@ out:
     return rcode;
 }
 
+/*
+ * Says, whatever -q, when PIPEPROF_CPU_ENGINE=timer is asked above the kernel's tick: CPU-time
+ * timers expire only at a tick that finds the thread running, so the samples come at the tick's
+ * rate, each weighed for the intervals since the last, and where a tick found the thread (a
+ * thread that waits for a core is scheduled in at a tick: docs/architecture.md, "The tick's
+ * bias"). auto takes perf_event there. The tick is CLOCK_MONOTONIC_COARSE's resolution, as the
+ * agent takes it.
+ */
+static void
+pp_record_warn_tick(const struct pp_record *rc)
+{
+    const char *engine = getenv("PIPEPROF_CPU_ENGINE");
+    struct timespec res;
+    unsigned tick;
+
+    if (engine == NULL || strcmp(engine, "timer") != 0 || strcmp(rc->mode, "cpu") != 0 ||
+        clock_getres(CLOCK_MONOTONIC_COARSE, &res) != 0 || res.tv_sec != 0 || res.tv_nsec <= 0) {
+        return;
+    }
+    tick = (unsigned)((1000000000L + res.tv_nsec / 2) / res.tv_nsec);
+    if (rc->hz > tick) {
+        fprintf(stderr,
+                "pipeprof record: PIPEPROF_CPU_ENGINE=timer at %u Hz is above the kernel's tick "
+                "(%u Hz): the timers sample at the tick, each sample standing for about %.1f "
+                "intervals, where a tick found the thread (the default engine takes perf_event "
+                "above the tick)\n",
+                rc->hz, tick, (double)rc->hz / (double)tick);
+    }
+}
+
 static int
 pp_record_parse(struct pp_record *rc, int argc, char **argv)
 {
@@ -1492,6 +1522,7 @@ pp_record_parse(struct pp_record *rc, int argc, char **argv)
     if (rc->output == NULL) {
         rc->output = pp_record_default_output(rc->format, rc->nettrace);
     }
+    pp_record_warn_tick(rc);
     return -1;
 }
 

@@ -48,14 +48,16 @@ pp_report_usage(FILE *out)
                  "whether the trace ends early, the CPU samples in the kernel ([kernel] leaf;\n"
                  "[kernel, not placed]: no system call's stack known), with the sampling\n"
                  "signal blocked, not sampled ([not sampled]: CPU no sample saw), and the\n"
-                 "not-running markers, and the stacks cut short where an unwind table was not\n"
-                 "built yet. JSON has \"samples\", "
+                 "not-running markers, whether the timer engine sampled above the kernel's\n"
+                 "tick (tick-bound: its samples came at the tick), and the stacks cut short\n"
+                 "where an unwind table was not built yet. JSON has \"samples\", "
                  "\"running_samples\",\n"
                  "\"waiting_samples\", \"lost_events\", \"lost_samples\", \"duration_s\",\n"
                  "\"threads\", \"process_id\", \"sampling_interval_ns\", \"mode\",\n"
                  "\"truncated\", \"cpu_engine\", \"kernel_samples\" (leaf [kernel] or [kernel,\n"
                  "not placed]), \"kernel_unplaced_samples\", \"unseen_samples\" (CPU with the\n"
-                 "sampling signal blocked), \"not_sampled_samples\", \"not_running_markers\"\n"
+                 "sampling signal blocked), \"not_sampled_samples\", \"not_running_markers\",\n"
+                 "\"tick_hz\" (the recorded machine's tick, 0 unknown), \"tick_bound\"\n"
                  "and \"wait_markers\" (what a\n"
                  "CPU-mode trace writes for TraceEvent's thread-time view where a thread stopped\n"
                  "running, with the stack it waited in: not samples here),\n"
@@ -173,6 +175,22 @@ pp_report_time(const struct pp_profile *p, struct pp_report_time *out)
     }
 }
 
+/* The rate asked of a CPU trace that the timer engine alone sampled above the recorded
+ * machine's tick (PIPEPROF_CPU_ENGINE=timer): its samples came at the tick, each weighed for the
+ * intervals since the last, and carry the tick's bias (docs/architecture.md). 0 otherwise. */
+static unsigned
+pp_profile_tick_bound(const struct pp_profile *p)
+{
+    unsigned hz;
+
+    if (p->engine == NULL || strcmp(p->engine, "timer") != 0 || p->tick_hz == 0 ||
+        p->sampling_interval_ns == 0) {
+        return 0;
+    }
+    hz = (unsigned)((1000000000u + p->sampling_interval_ns / 2) / p->sampling_interval_ns);
+    return hz > p->tick_hz ? hz : 0;
+}
+
 /* What the samples say of where the time went that no stack of the host's own shows: kernel
  * time (placed under a system call or not), CPU with the signal blocked, and the not-running
  * markers a CPU-mode trace holds, each line with prefix. */
@@ -180,6 +198,15 @@ static void
 pp_report_time_lines(const struct pp_profile *p, const struct pp_report_time *tm,
                      const char *prefix, FILE *out)
 {
+    unsigned hz = pp_profile_tick_bound(p);
+
+    if (hz != 0) {
+        fprintf(out,
+                "%stick-bound: the timer engine samples at the kernel's tick (%u Hz), below the "
+                "%u Hz asked: each sample stands for about %.1f intervals, taken where a tick "
+                "found the thread (PIPEPROF_CPU_ENGINE=auto takes perf_event above the tick)\n",
+                prefix, p->tick_hz, hz, (double)hz / (double)p->tick_hz);
+    }
     if (p->markers != 0) {
         fprintf(out,
                 "%snot-running markers: %llu, %llu with the stack the thread waited in "
@@ -387,7 +414,7 @@ pp_cmd_report(int argc, char **argv)
                "\"truncated\":%s,\"cpu_engine\":\"%s\",\"kernel_samples\":%llu,"
                "\"kernel_unplaced_samples\":%llu,\"unseen_samples\":%llu,"
                "\"not_sampled_samples\":%llu,\"not_running_markers\":%llu,\"wait_markers\":%llu,"
-               "\"tables_pending_samples\":%llu,",
+               "\"tick_hz\":%u,\"tick_bound\":%s,\"tables_pending_samples\":%llu,",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples),
                (unsigned long long)p->lost_events, duration_s, p->thread_count, p->process_id,
@@ -396,7 +423,9 @@ pp_cmd_report(int argc, char **argv)
                p->engine != NULL ? p->engine : "", (unsigned long long)tm.kernel,
                (unsigned long long)tm.kernel_unplaced, (unsigned long long)tm.unseen,
                (unsigned long long)tm.not_sampled, (unsigned long long)p->markers,
-               (unsigned long long)p->wait_markers, (unsigned long long)tm.tables_pending);
+               (unsigned long long)p->wait_markers, p->tick_hz,
+               pp_profile_tick_bound(p) != 0 ? "true" : "false",
+               (unsigned long long)tm.tables_pending);
     } else {
         printf("samples: %llu (running %llu, waiting %llu) in %.3f s, %zu threads, pid %u\n",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,

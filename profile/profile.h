@@ -84,10 +84,12 @@ struct pp_profile {
      * a profile of one process. */
     struct pp_profile_process *processes;
     size_t process_count;
-    char *mode;   /* "cpu", "wall" or NULL; owned */
-    char *engine; /* CPU mode's engine as the trace says ("perf_event", "timer", "mixed") or
-                     NULL; owned */
-    void *priv;   /* builder state, owned by the profile */
+    char *mode;       /* "cpu", "wall" or NULL; owned */
+    char *engine;     /* CPU mode's engine as the trace says ("perf_event", "timer", "mixed") or
+                         NULL; owned */
+    unsigned tick_hz; /* the recorded machine's scheduler tick as the trace says (0: unknown):
+                         the timer engine's samples come at it */
+    void *priv;       /* builder state, owned by the profile */
 };
 
 /*

@@ -107,4 +107,34 @@ done
 # 4. -q: nothing at all.
 record quiet -q -- "$WORKLOAD" 1
 [[ ! -s $T/quiet.err ]] || fail "-q printed: $(cat "$T/quiet.err")"
+# 5. The timers forced above the kernel's tick take their samples at the tick (each weighed for
+# several intervals, where a tick found the thread): record says so on stderr, even with -q, and
+# report says the trace is tick-bound ("tick_bound"); at the tick's rate, or with the default
+# engine (perf_event above the tick), neither does.
+# (CLOCK_MONOTONIC_COARSE, 6 on Linux, ticks at the tick, as the agent and record take it)
+tick=$(python3 -c 'import time; print(round(1 / time.clock_getres(6)))')
+tick_bound() {
+  "$PIPEPROF" report --format json "$T/$1.nettrace" |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["tick_bound"], d["tick_hz"])'
+}
+if ((tick >= 1000 || tick < 10)); then
+  echo "SKIP (loud): the kernel's tick is $tick Hz: no rate up to 1000 Hz lies above it"
+else
+  RECORD_ENV=(env PIPEPROF_CPU_ENGINE=timer)
+  record timerhigh -q --hz 1000 -- "$WORKLOAD" 1
+  grep -q "PIPEPROF_CPU_ENGINE=timer at 1000 Hz is above the kernel's tick ($tick Hz)" \
+    "$T/timerhigh.err" || { cat "$T/timerhigh.err" >&2; fail "no tick-bound warning at 1000 Hz"; }
+  [[ $(tick_bound timerhigh) == "True $tick" ]] ||
+    fail "report: tick_bound/tick_hz $(tick_bound timerhigh) for the timers at 1000 Hz"
+  "$PIPEPROF" report "$T/timerhigh.nettrace" | grep -q "^tick-bound: the timer engine samples at the kernel's tick ($tick Hz), below the 1000 Hz asked" ||
+    fail "report's text does not say the timers were tick-bound"
+  record timertick -q --hz "$tick" -- "$WORKLOAD" 1
+  [[ ! -s $T/timertick.err && $(tick_bound timertick) == "False $tick" ]] ||
+    fail "the timers at the tick's $tick Hz: '$(cat "$T/timertick.err")', $(tick_bound timertick)"
+  RECORD_ENV=()
+  record autohigh -q --hz 1000 -- "$WORKLOAD" 1
+  [[ ! -s $T/autohigh.err && $(tick_bound autohigh) == "False $tick" ]] ||
+    fail "auto at 1000 Hz: '$(cat "$T/autohigh.err")', $(tick_bound autohigh)"
+  note "timers above the tick: $(cat "$T/timerhigh.err")"
+fi
 echo "cli-record-summary: ok"

@@ -38,6 +38,7 @@ EXPORT void reader_a(int fd, char *buf, size_t len, uint64_t ns);
 EXPORT void reader_b(int fd, char *buf, size_t len, uint64_t ns);
 EXPORT void sleeper_wait(void);
 EXPORT void raw_sleeper_wait(void);
+EXPORT void late_b_phase(void *arg);
 
 static uint64_t
 now_ns(void)
@@ -2262,13 +2263,53 @@ wait_thread_cpu(int32_t tid, uint64_t ns)
               (unsigned long long)ns);
 }
 
+/* Clears the collector and starts the agent for the move tests: busy_a, busy_b and [not
+ * sampled] counted, the given engine, no scan (the test moves the thread, at a known point). */
+static void
+start_move_case(enum ag_cpu_engine engine)
+{
+    struct ag_config cfg;
+
+    memset(col, 0, sizeof(col));
+    want[0] = (const void *)busy_a;
+    want[1] = (const void *)busy_b;
+    want[2] = (const void *)pipeprof_cpu_not_sampled;
+    ag_config_init(&cfg);
+    cfg.cpu_engine = engine;
+    cfg.scan_ms = 3600000;
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100)); /* at or below the tick: timers */
+}
+
+/* Stops the timer of thread tid (on the timers) and waits until it has burned ns since its last
+ * sample: what the tick misses. Returns its CPU time at that sample. */
+static uint64_t
+stop_tick_for(int32_t tid, uint64_t ns)
+{
+    struct itimerspec off;
+    struct ag_thread *t;
+    uint64_t missed0;
+
+    memset(&off, 0, sizeof(off));
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL && t->has_timer && !t->has_perf);
+    ASSERT_OK(timer_settime(t->timer, 0, &off, NULL)); /* the tick misses it from here */
+    missed0 = atomic_load(&t->last_cpu_ns);
+    pthread_mutex_unlock(&ag.reg_lock);
+    wait_thread_cpu(tid, missed0 + ns);
+    return missed0;
+}
+
 /*
- * What the timers missed before auto moves a thread to perf is claimed at the move, under the
- * stack of the thread's last timer sample, not carried into its first perf sample: perf samples
- * land in user code only, so that sample's stack got CPU that ran elsewhere (a starved bursty
- * thread's 2 to 21 intervals, most of them in system calls, went to its parser in
- * pp-sample-syscalls). Here the thread's timer is stopped while it burns 60 ms in busy_a (what
- * the tick missed), it is moved, and it runs busy_b after: busy_b's weight must be its own.
+ * What the timers missed before auto moves a thread to perf is claimed at the move as [not
+ * sampled], not carried into its first perf sample (perf samples land in user code only, so that
+ * sample's stack got CPU that ran elsewhere: a starved bursty thread's 2 to 21 intervals, most of
+ * them in system calls, went to its parser in pp-sample-syscalls), nor given to the stack of the
+ * last timer sample (a tick's sample, which saw the thread before that CPU: 5 to 20 intervals of
+ * a loaded pool of 8 so). Here the thread's timer is stopped while it burns 60 ms in busy_a (what
+ * the tick missed), it is moved, and it runs busy_b after: busy_b's weight must be its own,
+ * busy_a's what the timers saw, the 6 missed intervals [not sampled].
  * pause_us: the move's pause between its claim and the perf event's opening (a preempted
  * manager): busy_a's CPU in that pause is the timers' too, not the first perf sample's kernel
  * time (a fresh-clone CI run gave 2.2 of busy_a's 16.2 intervals to busy_b so; with 30 ms and
@@ -2278,11 +2319,10 @@ static void
 move_to_perf_case(unsigned pause_us)
 {
     struct promo_arg a = { 0, 0, 0, 0 };
-    struct itimerspec off;
-    struct ag_config cfg;
     struct ag_thread *t;
     struct tid_stats *st;
-    uint64_t period = 10000000u, missed0 = 0;
+    uint64_t period = 10000000u, missed0 = 0, missed = 0;
+    struct timespec now;
     int32_t tid;
     pthread_t th;
     int i, moved = 0;
@@ -2290,33 +2330,22 @@ move_to_perf_case(unsigned pause_us)
     if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
         return;
     }
-    memset(col, 0, sizeof(col));
-    want[0] = (const void *)busy_a;
-    want[1] = (const void *)busy_b;
-    ag_config_init(&cfg);
-    cfg.scan_ms = 3600000; /* no scan moves it: the test does, at a known point */
-    ASSERT_OK(ag_start(&cfg));
-    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100)); /* auto at or below the tick: timers */
+    start_move_case(AG_CPU_ENGINE_AUTO);
     atomic_store(&ag_test_move_pause_us, pause_us);
     ASSERT_OK(pthread_create(&th, NULL, promo_main, &a));
     while ((tid = atomic_load(&a.tid)) == 0) {
         usleep(1000);
     }
     wait_thread_cpu(tid, 100000000u); /* 10 timer samples in busy_a */
-    memset(&off, 0, sizeof(off));
-    pthread_mutex_lock(&ag.reg_lock);
-    t = slot_of(tid);
-    ASSERT_TRUE(t != NULL && t->has_timer && !t->has_perf);
-    ASSERT_OK(timer_settime(t->timer, 0, &off, NULL)); /* the tick misses it from here */
-    missed0 = atomic_load(&t->last_cpu_ns);
-    pthread_mutex_unlock(&ag.reg_lock);
-    wait_thread_cpu(tid, missed0 + 6 * period);
+    missed0 = stop_tick_for(tid, 6 * period);
     pthread_mutex_lock(&ag.reg_lock);
     t = slot_of(tid);
     ASSERT_TRUE(t != NULL);
     /* Its samples since the previous scan look late (1 standing for 3 intervals): auto moves it. */
     t->scan_samples = atomic_load(&t->timer_samples) - 1u;
     t->scan_weight = atomic_load(&t->timer_weight) - 3u;
+    ASSERT_OK(clock_gettime(ag_thread_cpu_clock(tid), &now));
+    missed = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec - missed0;
     ag_cpu_engine_check_locked(t);
     moved = t->has_perf && t->perf_promoted;
     pthread_mutex_unlock(&ag.reg_lock);
@@ -2331,11 +2360,12 @@ move_to_perf_case(unsigned pause_us)
         col_drain();
     }
     atomic_store(&ag_test_move_pause_us, 0);
-    printf("# pause %u us: moved %d; busy_a %.1f intervals burned, weight %llu; busy_b %.1f "
-           "burned, weight "
+    printf("# pause %u us: moved %d; busy_a %.1f intervals burned (%.1f missed), weight %llu; "
+           "[not sampled] %llu; busy_b %.1f burned, weight "
            "%llu; final samples %u; all samples' weight %llu (%llu unseen, %llu kernel), cpu "
            "%.1f\n",
-           pause_us, moved, (double)a.cpu_a / (double)period, (unsigned long long)st->hit_weight[0],
+           pause_us, moved, (double)a.cpu_a / (double)period, (double)missed / (double)period,
+           (unsigned long long)st->hit_weight[0], (unsigned long long)st->hit_weight[2],
            (double)a.cpu_b / (double)period, (unsigned long long)st->hit_weight[1], st->tails,
            (unsigned long long)st->weight_sum, (unsigned long long)st->unseen_weight,
            (unsigned long long)st->kernel_weight, (double)st->cpu_delta_sum / (double)period);
@@ -2343,15 +2373,155 @@ move_to_perf_case(unsigned pause_us)
     ag_stop();
     ASSERT_TRUE(moved);
     ASSERT_TRUE(st->stopped == 1);
-    /* Rounding and the carry move at most an interval or so between the two. */
+    /* Rounding and the carry move at most an interval or so between them. (A timer sample the
+     * tick took late gives what it missed to [not sampled] too: busy_a's whole CPU is its
+     * weight and [not sampled]'s.) */
     ASSERT_TRUE((double)st->hit_weight[1] <= (double)a.cpu_b / (double)period + 2.0);
-    ASSERT_TRUE((double)st->hit_weight[0] >= (double)a.cpu_a / (double)period - 2.0);
+    ASSERT_TRUE((double)st->hit_weight[2] >= (double)missed / (double)period - 1.5);
+    ASSERT_TRUE((double)st->hit_weight[0] <= (double)(a.cpu_a - missed) / (double)period + 2.0);
+    ASSERT_TRUE((double)(st->hit_weight[0] + st->hit_weight[2]) >=
+                (double)a.cpu_a / (double)period - 2.0);
 }
 
 TEST(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place)
 {
     move_to_perf_case(0);
     move_to_perf_case(30000);
+}
+
+/* A thread that burns busy_a until phase 1, tells so (in_b), then busy_b for 60 ms of CPU. */
+struct late_arg {
+    _Atomic int phase, in_b;
+    _Atomic int32_t tid;
+    uint64_t cpu_b;
+};
+
+/* The second phase: busy_b and the clock reads that time it, all under this function (a tick
+ * finds the thread in the kernel in a clock read now and then, and its sample stands there). */
+EXPORT void
+late_b_phase(void *arg)
+{
+    struct late_arg *a = arg;
+    uint64_t c = cpu_ns();
+
+    atomic_store(&a->in_b, 1);
+    while (cpu_ns() - c < 60000000u) {
+        busy_b();
+    }
+    a->cpu_b = cpu_ns() - c;
+}
+
+static void *
+late_main(void *p)
+{
+    struct late_arg *a = p;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (atomic_load(&a->phase) == 0) {
+        busy_a();
+    }
+    late_b_phase(a);
+    return NULL;
+}
+
+/* One run of a_late_tick_sample_...: the thread's timer stopped after `before` ns of busy_a
+ * (100 Hz timer samples) for `gap` ns more, set again once it runs busy_b. Returns the weight of
+ * busy_b's phase (late_b_phase) and [not sampled]'s, how many intervals the tick missed and the
+ * phase burned. */
+static void
+late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t *w_b,
+              uint64_t *w_ns, double *missed, double *burned_b)
+{
+    struct late_arg a = { 0, 0, 0, 0 };
+    struct itimerspec on;
+    struct ag_thread *t;
+    struct tid_stats *st;
+    uint64_t period = 10000000u, missed0 = 0, cpu_re = 0;
+    struct timespec now;
+    int32_t tid;
+    pthread_t th;
+    int i;
+
+    start_move_case(engine);
+    want[1] = (const void *)late_b_phase;
+    ASSERT_OK(pthread_create(&th, NULL, late_main, &a));
+    while ((tid = atomic_load(&a.tid)) == 0) {
+        usleep(1000);
+    }
+    wait_thread_cpu(tid, before);
+    missed0 = stop_tick_for(tid, gap);
+    atomic_store(&a.phase, 1);
+    while (!atomic_load(&a.in_b)) {
+        usleep(1000);
+    }
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL && t->has_timer);
+    ASSERT_OK(clock_gettime(ag_thread_cpu_clock(tid), &now));
+    cpu_re = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    on.it_value.tv_sec = 0;
+    on.it_value.tv_nsec = (long)period;
+    on.it_interval = on.it_value;
+    ASSERT_OK(timer_settime(t->timer, 0, &on, NULL)); /* its next sample is in busy_b, late */
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_OK(pthread_join(th, NULL));
+    st = col_get(tid);
+    for (i = 0; i < 400 && !st->stopped; i++) {
+        usleep(10000);
+        col_drain();
+    }
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+    ASSERT_TRUE(st->stopped == 1);
+    printf("# %s: weights busy_a %llu, busy_b's phase %llu, [not sampled] %llu, all %llu (cpu "
+           "%.1f intervals)\n",
+           engine == AG_CPU_ENGINE_AUTO ? "auto" : "timer", (unsigned long long)st->hit_weight[0],
+           (unsigned long long)st->hit_weight[1], (unsigned long long)st->hit_weight[2],
+           (unsigned long long)st->weight_sum, (double)st->cpu_delta_sum / (double)period);
+    *w_b = st->hit_weight[1];
+    *w_ns = st->hit_weight[2];
+    *missed = (double)(cpu_re - missed0) / (double)period;
+    *burned_b = (double)a.cpu_b / (double)period;
+}
+
+/*
+ * Auto's timers at or below the tick: a tick sample that stands for more than its own interval
+ * stands for CPU the tick did not see, and gives it to [not sampled], not to its own stack
+ * (pp-sample-syscalls beside two busy loops: 106 intervals of a pool of 8, 2.7 % of the
+ * profile, went so to the stack a tick happened to find, half of them of the threads that mix
+ * calls and user code). Here the thread's timer is stopped while it burns 60 ms in busy_a and
+ * set again once it runs busy_b: busy_b's first sample stands for 7 intervals or so. Under auto
+ * busy_b keeps its own 6, the missed ones are [not sampled]; PIPEPROF_CPU_ENGINE=timer keeps
+ * the weights on the sample (the forced engine is the tick's, as gperftools': README).
+ */
+TEST(a_late_tick_sample_gives_what_the_tick_missed_to_not_sampled)
+{
+    uint64_t w_b = 0, w_ns = 0, period = 10000000u;
+    double missed = 0, burned_b = 0;
+
+    if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
+        return; /* auto keeps its timers' weights where a thread cannot move to perf */
+    }
+    /* 5 samples, then one that stands for 7: late, as a thread auto moves looks */
+    late_tick_run(AG_CPU_ENGINE_AUTO, 5 * period, 6 * period, &w_b, &w_ns, &missed, &burned_b);
+    printf("# auto: busy_a %.1f intervals missed, busy_b %.1f burned; weight busy_b %llu, "
+           "[not sampled] %llu\n",
+           missed, burned_b, (unsigned long long)w_b, (unsigned long long)w_ns);
+    ASSERT_TRUE((double)w_b <= burned_b + 2.0);
+    ASSERT_TRUE((double)w_ns >= missed - 1.5);
+    late_tick_run(AG_CPU_ENGINE_TIMER, 5 * period, 6 * period, &w_b, &w_ns, &missed, &burned_b);
+    printf("# timer: busy_a %.1f intervals missed, busy_b %.1f burned; weight busy_b %llu, "
+           "[not sampled] %llu\n",
+           missed, burned_b, (unsigned long long)w_b, (unsigned long long)w_ns);
+    ASSERT_TRUE((double)w_b >= burned_b + missed - 2.0);
+    ASSERT_EQ(w_ns, 0);
+    /* 30 samples, then one that stands for 5: a thread the tick sees steadily keeps it (its
+     * first samples may look late: 0 to 2 intervals [not sampled] beside two busy loops) */
+    late_tick_run(AG_CPU_ENGINE_AUTO, 30 * period, 4 * period, &w_b, &w_ns, &missed, &burned_b);
+    printf("# auto, steady: busy_a %.1f intervals missed, busy_b %.1f burned; weight busy_b "
+           "%llu, [not sampled] %llu\n",
+           missed, burned_b, (unsigned long long)w_b, (unsigned long long)w_ns);
+    ASSERT_TRUE((double)w_b >= burned_b + missed - 2.0);
 }
 
 /* A thread for the move before any timer sample: asleep until go, then busy_a until phase, then
@@ -3216,6 +3386,7 @@ static const struct test_case cases[] = {
     TEST_CASE(auto_moves_a_thread_the_tick_misses_to_perf),
     TEST_CASE(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place),
     TEST_CASE(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled),
+    TEST_CASE(a_late_tick_sample_gives_what_the_tick_missed_to_not_sampled),
     TEST_CASE(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its),
     TEST_CASE(a_scan_without_a_sample_does_not_retire_a_locator),
     TEST_CASE(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu),
