@@ -76,6 +76,8 @@ ag_manager_main(void *arg)
      * entry (agent-stacks). A short child under `record` pays the build (about 2 ms of CPU). */
     uint64_t next_scan = ag_now_ns() + (uint64_t)ag.cfg.scan_ms * 1000000u, hold_until = 0, now,
              until;
+    /* (tests: the window of stacks cut while a table is pending, made long on purpose) */
+    uint64_t cfi_from = ag_now_ns() + (uint64_t)ag.cfg.test_cfi_delay_ms * 1000000u;
 
     if (arg != NULL) {
         next_scan = 0; /* started late (ag_manager_start_due): the scan is due now */
@@ -101,7 +103,9 @@ ag_manager_main(void *arg)
         err = ag_modules_refresh_deferred(); /* cheap unless dlopen/dlclose changed it */
         if (err >= 0) {
             changed = err > 0;
-            err = ag_modules_build_cfi(&ag.stopping); /* the new modules' tables */
+            if (ag_now_ns() >= cfi_from) {
+                err = ag_modules_build_cfi(&ag.stopping); /* the new modules' tables */
+            }
         }
         if (err < 0) {
             ag_log(AG_LOG_DEBUG, "modules: refresh: %s", strerror(-err));
@@ -316,6 +320,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_cpu_tails, 0);
     atomic_store(&ag.cpu_unseen_ns, 0);
     atomic_store(&ag.n_not_code, 0);
+    atomic_store(&ag.n_tables_pending, 0);
     atomic_store(&ag.n_wall_unsampled, 0);
     atomic_store(&ag.n_wall_held, 0);
     ag.perf_unavailable = 0;
@@ -515,6 +520,20 @@ ag_not_sampled_pc(void)
     return (uint64_t)(uintptr_t)pipeprof_cpu_not_sampled;
 }
 
+/* The root of a stack cut where a module's unwind table was not built yet (the manager builds
+ * them after the start, drain.c): named "[unwind tables not ready]". */
+__attribute__((visibility("default"), noinline, used)) void
+pipeprof_unwind_tables_pending(void)
+{
+    __asm__ volatile("nop\n\tnop\n\tnop\n\tnop" ::: "memory");
+}
+
+uint64_t
+ag_tables_pending_pc(void)
+{
+    return (uint64_t)(uintptr_t)pipeprof_unwind_tables_pending;
+}
+
 uint64_t
 ag_kernel_pc(void)
 {
@@ -550,6 +569,7 @@ ag_stats_get(struct ag_stats *out)
     out->eintr_absorbed = atomic_load(&ag.n_eintr_absorbed);
     out->unwind_cfi_steps = atomic_load(&ag.n_cfi_steps);
     out->unwind_not_code = atomic_load(&ag.n_not_code);
+    out->unwind_pending = atomic_load(&ag.n_tables_pending);
     out->cpu_sampled_ns = cpu_ns;
     out->requested_hz_cpu = atomic_load(&ag.hz_cpu);
     out->requested_hz_wall = atomic_load(&ag.hz_wall);

@@ -75,6 +75,9 @@ struct ag_config {
     unsigned max_frames;  /* PIPEPROF_MAX_FRAMES=4..AG_MAX_FRAMES (default 128) */
     unsigned max_threads; /* PIPEPROF_MAX_THREADS=1..AG_MAX_THREADS (default 1024) */
     unsigned scan_ms;     /* PIPEPROF_SCAN_MS=10..10000: /proc/self/task rescan (default 100) */
+    /* tests only, PIPEPROF_TEST_CFI_DELAY_MS=0..60000: the manager builds no CFI table until
+     * that long after it started */
+    unsigned test_cfi_delay_ms;
     enum ag_cpu_engine cpu_engine; /* PIPEPROF_CPU_ENGINE=auto|perf|timer (default auto); perf
                                       does not fall back: a thread it cannot open is counted
                                       in threads_dropped */
@@ -170,6 +173,9 @@ enum ag_unwind_end {
     AG_UNWIND_END_LEAF_ONLY = 5,   /* only a pc was known (blocked thread seen via /proc) */
     AG_UNWIND_END_NOT_CODE = 6,    /* the next frame lies outside every executable mapping (a
                                       corrupt or foreign stack): the stack is cut there */
+    /* the walk met a module whose unwind table was still being built and stopped short of a CFI
+     * root: the stack is cut, and ag_tables_pending_pc() + 1 stands as its root */
+    AG_UNWIND_END_TABLES_PENDING = 7,
 };
 
 /* Which unwinder produced the last frame. */
@@ -319,6 +325,7 @@ struct ag_stats {
     uint64_t eintr_absorbed;   /* of those, retried by an interposer (the host never saw it) */
     uint64_t unwind_cfi_steps; /* frames recovered by the CFI unwinder */
     uint64_t unwind_not_code;  /* stacks cut at a frame outside every executable mapping */
+    uint64_t unwind_pending;   /* stacks cut where an unwind table was not built yet */
     uint64_t cpu_sampled_ns;   /* CPU time covered by CPU-mode samples (sum of deltas) */
     uint64_t cpu_tails;        /* final samples (AG_SOURCE_TAIL) claimed at exits and flushes */
     uint64_t cpu_unseen_ns;    /* CPU time burned with the sampling signal blocked (in
@@ -361,6 +368,11 @@ uint64_t ag_kernel_unplaced_pc(void);
 /* The leaf of CPU time no sample saw, whose place is not known, only whose (named "[not
  * sampled]"), over the frames every stack of its thread shares: shown and counted. */
 uint64_t ag_not_sampled_pc(void);
+
+/* The root frame of a stack cut short because a module's unwind table was still being built
+ * (AG_UNWIND_END_TABLES_PENDING), stored as this + 1 as a return address is: named
+ * "[unwind tables not ready]" in module AG_UNKNOWN_MODULE. */
+uint64_t ag_tables_pending_pc(void);
 
 /*
  * Ends every thread's CPU accounting at now, without stopping sampling: the CPU each thread

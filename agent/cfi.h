@@ -38,6 +38,9 @@
 /* fp = *(CFA + ra_off - 8): saved beside the RA, out of fp_off8's reach (an aarch64 frame record
  * at the bottom of a frame larger than 1 KiB: stp x29, x30, [sp, #-N]!) */
 #define AG_CFI_FP_BELOW_RA 0x30u
+/* With AG_CFI_CFA_NONE: no row because the module's table is not built yet (a lookup's result
+ * only; no table row has it) */
+#define AG_CFI_NONE_YET    0x40u
 
 /*
  * One row covers [addr, next row's addr). addr is relative to the module's load bias, that is

@@ -188,6 +188,10 @@ ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen)
     if (err2 == 0) {
         err2 = ag_config_uint("PIPEPROF_SCAN_MS", 10, 10000, &cfg->scan_ms, err, errlen);
     }
+    if (err2 == 0) {
+        err2 = ag_config_uint("PIPEPROF_TEST_CFI_DELAY_MS", 0, 60000, &cfg->test_cfi_delay_ms, err,
+                              errlen);
+    }
     if (err2 != 0) {
         return err2;
     }

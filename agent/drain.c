@@ -35,10 +35,24 @@ ag_drain_check_frames(struct ag_sample *s)
         }
         if (pc < 4096 || !ag_codemap_contains(pc)) {
             s->depth = i;
-            s->end = AG_UNWIND_END_NOT_CODE;
-            atomic_fetch_add_explicit(&ag.n_not_code, 1, memory_order_relaxed);
-            return;
+            if (s->end != AG_UNWIND_END_TABLES_PENDING) {
+                s->end = AG_UNWIND_END_NOT_CODE;
+                atomic_fetch_add_explicit(&ag.n_not_code, 1, memory_order_relaxed);
+                return;
+            }
+            break; /* a frame-pointer guess where the table was pending: cut, and marked */
         }
+    }
+    if (s->end == AG_UNWIND_END_TABLES_PENDING && s->depth != 0) {
+        /* A stack cut where a module's table was still being built, early in a process (the
+         * manager builds the tables after the start; 80 ms for python3 at load 17, where its
+         * first samples held one or two frames): its own root says so, so that no consumer
+         * takes the cut stack for a whole one, and `report` counts them. */
+        uint32_t at = s->depth < ag.cfg.max_frames ? s->depth : ag.cfg.max_frames - 1u;
+
+        s->frames[at] = ag_tables_pending_pc() + 1u; /* a return address: named at - 1 */
+        s->depth = at + 1u;
+        atomic_fetch_add_explicit(&ag.n_tables_pending, 1, memory_order_relaxed);
     }
 }
 

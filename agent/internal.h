@@ -419,6 +419,7 @@ struct ag_agent {
     _Atomic uint64_t n_threads, n_threads_dropped, n_eintr_seen, n_offstack, n_eintr_absorbed,
             n_cfi_steps;
     _Atomic uint64_t n_not_code;       /* stacks cut at a frame outside every executable mapping */
+    _Atomic uint64_t n_tables_pending; /* stacks cut where a module's unwind table was pending */
     _Atomic uint64_t n_wall_unsampled; /* wall intervals a thread missed (also in n_lost) */
     _Atomic uint64_t n_wall_held;      /* wall intervals in samples' weights beyond their own */
     _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused, n_cpu_tails;
@@ -520,6 +521,7 @@ PP_SIGSAFE void ag_sig_unwind_ctx_init(struct ag_unwind_ctx *c, uint64_t sp, uin
 void pipeprof_cpu_in_kernel(void);
 void pipeprof_cpu_in_kernel_unplaced(void);
 void pipeprof_cpu_not_sampled(void);
+void pipeprof_unwind_tables_pending(void);
 
 /* Sends the sampling signal to thread tid of this process with si_value sival (AG_WALL_SIVAL,
  * AG_NUDGE_SIVAL), as SI_QUEUE from this process (agent/wall.c). */

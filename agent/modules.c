@@ -283,7 +283,8 @@ ag_modules_publish(void)
     }
     for (struct ag_module *m = ag_modules_all; m != NULL; m = m->next) {
         for (size_t i = 0; m->live && !m->mapped_file && i < m->n_exec; i++) {
-            snap->spans[k++] = (struct ag_module_span){ m->exec[i].lo, m->exec[i].hi, m, m->cfi };
+            snap->spans[k++] = (struct ag_module_span){ m->exec[i].lo, m->exec[i].hi, m, m->cfi,
+                                                        m->cfi_err == -EINPROGRESS };
         }
     }
     qsort(snap->spans, k, sizeof(snap->spans[0]), ag_modules_span_cmp);
@@ -695,8 +696,11 @@ ag_symbolize(uint64_t pc, struct ag_symbol *out)
         out->module_id = AG_KERNEL_MODULE_ID;
         out->module_path = AG_KERNEL_MODULE;
         out->module_base = out->start;
-    } else if (out->start == ag_not_sampled_pc()) {
-        out->name = "[not sampled]"; /* CPU no sample saw before auto's move (drain.c) */
+    } else if (out->start == ag_not_sampled_pc() || out->start == ag_tables_pending_pc()) {
+        /* CPU no sample saw before auto's move; the root of a stack cut where an unwind table
+         * was still being built (drain.c) */
+        out->name =
+                out->start == ag_not_sampled_pc() ? "[not sampled]" : "[unwind tables not ready]";
         out->module_id = AG_UNKNOWN_MODULE_ID;
         out->module_path = AG_UNKNOWN_MODULE;
         out->module_base = out->start;

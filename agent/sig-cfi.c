@@ -109,7 +109,8 @@ ag_sig_cfi_rule_miss(uint64_t pc, struct ag_cfi_cache *cache, struct ag_cfi_row 
         out->cfa_off = 0;
         out->ra_off = 0;
         out->fp_off8 = 0;
-        out->flags = AG_CFI_CFA_NONE;
+        out->flags = AG_CFI_CFA_NONE |
+                     (span != NULL && t == NULL && span->cfi_pending ? AG_CFI_NONE_YET : 0u);
     }
     if (cache == NULL) {
         return;

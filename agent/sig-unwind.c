@@ -19,7 +19,10 @@
 #include "agent/internal.h"
 
 /* Internal to this file: no CFI row covers pc (never stored in a sample). */
-#define AG_UNWIND_NO_ROW 255
+#define AG_UNWIND_NO_ROW     255
+/* (internal) no CFI row because the module's table is not built yet: a walk that goes on by
+ * frame pointers through code that may lack them; ends it as AG_UNWIND_END_TABLES_PENDING */
+#define AG_UNWIND_NO_ROW_YET 254
 
 void
 ag_sig_unwind_ctx_init(struct ag_unwind_ctx *c, uint64_t sp, uint64_t lo, uint64_t hi)
@@ -148,7 +151,7 @@ ag_sig_unwind_cfi_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r, int pc_is
         *why = AG_UNWIND_END_ROOT;
         break;
     case -ENOENT:
-        *why = AG_UNWIND_NO_ROW;
+        *why = (rule.flags & AG_CFI_NONE_YET) != 0 ? AG_UNWIND_NO_ROW_YET : AG_UNWIND_NO_ROW;
         break;
     case -EFAULT:
         *why = AG_UNWIND_END_READ_FAULT;
@@ -170,6 +173,7 @@ ag_sig_unwind_walk(struct ag_unwind_ctx *c, struct ag_cfi_regs r, int pc_is_ra, 
     uint8_t unwinder = AG_UNWINDER_NONE;
     uint8_t why = AG_UNWIND_END_DEPTH_LIMIT;
     uint32_t cfi_steps = 0;
+    int pending = 0, cfi_root = 0; /* a pc met with its table not built; the end was CFI's */
 
     if (max == 0) {
         goto out;
@@ -197,6 +201,10 @@ ag_sig_unwind_walk(struct ag_unwind_ctx *c, struct ag_cfi_regs r, int pc_is_ra, 
             goto stepped;
         }
         r = before;
+        if (cfi_why == AG_UNWIND_NO_ROW_YET) {
+            pending = 1;
+            cfi_why = AG_UNWIND_NO_ROW;
+        }
         if (cfi_why != AG_UNWIND_NO_ROW && cfi_why != AG_UNWIND_END_CFI_FAILED) {
             goto stop; /* the CFI says this is the outermost frame, or a read faulted */
         }
@@ -260,6 +268,7 @@ ag_sig_unwind_walk(struct ag_unwind_ctx *c, struct ag_cfi_regs r, int pc_is_ra, 
     stop:
         if (cfi_why == AG_UNWIND_END_ROOT) {
             why = AG_UNWIND_END_ROOT;
+            cfi_root = 1;
         } else if (cfi_why == AG_UNWIND_NO_ROW) {
             why = fp_why;
         } else {
@@ -279,6 +288,11 @@ ag_sig_unwind_walk(struct ag_unwind_ctx *c, struct ag_cfi_regs r, int pc_is_ra, 
     }
     why = AG_UNWIND_END_DEPTH_LIMIT;
 out:
+    if (pending && !cfi_root && why != AG_UNWIND_END_DEPTH_LIMIT) {
+        /* Frame pointers stood in for a table not built yet (the manager builds them after
+         * the start): in code without them the walk stops early or at a false root. */
+        why = AG_UNWIND_END_TABLES_PENDING;
+    }
     out->depth = depth;
     out->unwinder = unwinder;
     out->end = why;

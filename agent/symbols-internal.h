@@ -57,6 +57,7 @@ struct ag_module_span {
     uint64_t lo, hi;
     const struct ag_module *mod;
     const struct ag_cfi_table *cfi;
+    int cfi_pending; /* cfi is NULL because the manager has not built it yet (-EINPROGRESS) */
 };
 
 /*

@@ -649,10 +649,11 @@ bridge_collect_record(const struct ag_record *rec, void *ctx)
     s->depth = 0;
     for (i = 0; i < as->depth; i++) {
         /* The agent's own frames are hidden, but for the markers of unseen, kernel and not
-         * sampled time. */
+         * sampled time, and the root of a stack cut where an unwind table was pending. */
         if ((i == 0 &&
              (as->frames[0] == ag_unseen_pc() || as->frames[0] == ag_kernel_pc() ||
               as->frames[0] == ag_kernel_unplaced_pc() || as->frames[0] == ag_not_sampled_pc())) ||
+            (i > 0 && as->frames[i] == ag_tables_pending_pc() + 1u) ||
             !bridge_is_self(i == 0 ? as->frames[i] : as->frames[i] - 1)) {
             src->frames[src->frame_count + s->depth++] = as->frames[i];
         }

@@ -48,19 +48,21 @@ pp_report_usage(FILE *out)
                  "whether the trace ends early, the CPU samples in the kernel ([kernel] leaf;\n"
                  "[kernel, not placed]: no system call's stack known), with the sampling\n"
                  "signal blocked, not sampled ([not sampled]: CPU no sample saw), and the\n"
-                 "not-running markers, and whether the timer engine sampled above the\n"
-                 "kernel's tick (tick-bound: its samples came at the tick). JSON has "
-                 "\"samples\", "
+                 "not-running markers, whether the timer engine sampled above the kernel's\n"
+                 "tick (tick-bound: its samples came at the tick), and the stacks cut short\n"
+                 "where an unwind table was not built yet. JSON has \"samples\", "
                  "\"running_samples\",\n"
                  "\"waiting_samples\", \"lost_events\", \"lost_samples\", \"duration_s\",\n"
                  "\"threads\", \"process_id\", \"sampling_interval_ns\", \"mode\",\n"
                  "\"truncated\", \"cpu_engine\", \"kernel_samples\" (leaf [kernel] or [kernel,\n"
                  "not placed]), \"kernel_unplaced_samples\", \"unseen_samples\" (CPU with the\n"
-                 "sampling signal blocked), \"not_sampled_samples\", \"not_running_markers\"\n"
+                 "sampling signal blocked), \"not_sampled_samples\", \"not_running_markers\",\n"
                  "\"tick_hz\" (the recorded machine's tick, 0 unknown), \"tick_bound\"\n"
                  "and \"wait_markers\" (what a\n"
                  "CPU-mode trace writes for TraceEvent's thread-time view where a thread stopped\n"
-                 "running, with the stack it waited in: not samples here), \"top_self\" and\n"
+                 "running, with the stack it waited in: not samples here),\n"
+                 "\"tables_pending_samples\" (stacks cut short, rooted at [unwind tables not\n"
+                 "ready]), \"top_self\" and\n"
                  "\"top_total\" ([{\"function\", \"self\",\n"
                  "\"self_pct\", \"total\", \"total_pct\"}]), \"per_thread\" and \"processes\"\n"
                  "([{\"process_id\", \"name\", \"samples\"}], one per file).\n"
@@ -132,9 +134,10 @@ pp_report_stats(const struct pp_profile *p)
 }
 
 /* Samples by what their leaf says of the time: in the kernel (placed under a system call's stack,
- * or not placed), or with the sampling signal blocked (the agent's markers, agent/agent.h). */
+ * or not placed), or with the sampling signal blocked (the agent's markers, agent/agent.h); and
+ * by their root: stacks cut short where a module's unwind table was still being built. */
 struct pp_report_time {
-    uint64_t kernel, kernel_unplaced, unseen, not_sampled;
+    uint64_t kernel, kernel_unplaced, unseen, not_sampled, tables_pending;
 };
 
 static int
@@ -155,6 +158,10 @@ pp_report_time(const struct pp_profile *p, struct pp_report_time *out)
         const struct pp_profile_stack *st = &p->stacks[s];
         const char *leaf = st->depth > 0 ? p->names[st->names[0]] : "";
 
+        if (st->depth > 0 &&
+            pp_name_ends(p->names[st->names[st->depth - 1]], "[unwind tables not ready]")) {
+            out->tables_pending += st->samples;
+        }
         if (pp_name_ends(leaf, "[kernel]")) {
             out->kernel += st->samples;
         } else if (pp_name_ends(leaf, "[kernel, not placed]")) {
@@ -216,6 +223,13 @@ pp_report_time_lines(const struct pp_profile *p, const struct pp_report_time *tm
                 pp_pct(tm->unseen, p->running_samples), (unsigned long long)tm->not_sampled,
                 pp_pct(tm->not_sampled, p->running_samples));
     }
+    if (tm->tables_pending != 0) {
+        fprintf(out,
+                "%sstacks cut short while a module's unwind table was being built: %llu samples "
+                "(%.1f%%), under [unwind tables not ready]\n",
+                prefix, (unsigned long long)tm->tables_pending,
+                pp_pct(tm->tables_pending, p->samples));
+    }
 }
 
 void
@@ -240,6 +254,11 @@ pp_report_time_brief(const struct pp_profile *p, const char *prefix, FILE *out)
     }
     if (tm.unseen != 0) {
         fprintf(out, "%ssignal blocked %.1f%%", sep, pp_pct(tm.unseen, p->running_samples));
+        sep = "; ";
+    }
+    if (tm.tables_pending != 0) {
+        fprintf(out, "%s%.1f%% of stacks cut short (unwind tables not ready)", sep,
+                pp_pct(tm.tables_pending, p->samples));
         sep = "; ";
     }
     if (p->samples > p->running_samples) {
@@ -395,7 +414,7 @@ pp_cmd_report(int argc, char **argv)
                "\"truncated\":%s,\"cpu_engine\":\"%s\",\"kernel_samples\":%llu,"
                "\"kernel_unplaced_samples\":%llu,\"unseen_samples\":%llu,"
                "\"not_sampled_samples\":%llu,\"not_running_markers\":%llu,\"wait_markers\":%llu,"
-               "\"tick_hz\":%u,\"tick_bound\":%s,",
+               "\"tick_hz\":%u,\"tick_bound\":%s,\"tables_pending_samples\":%llu,",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples),
                (unsigned long long)p->lost_events, duration_s, p->thread_count, p->process_id,
@@ -405,7 +424,8 @@ pp_cmd_report(int argc, char **argv)
                (unsigned long long)tm.kernel_unplaced, (unsigned long long)tm.unseen,
                (unsigned long long)tm.not_sampled, (unsigned long long)p->markers,
                (unsigned long long)p->wait_markers, p->tick_hz,
-               pp_profile_tick_bound(p) != 0 ? "true" : "false");
+               pp_profile_tick_bound(p) != 0 ? "true" : "false",
+               (unsigned long long)tm.tables_pending);
     } else {
         printf("samples: %llu (running %llu, waiting %llu) in %.3f s, %zu threads, pid %u\n",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,

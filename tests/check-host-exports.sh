@@ -27,7 +27,7 @@ done
 
 # agent/agent.h, ag_unseen_pc(): the leaf of CPU samples taken while the signal was blocked;
 # ag_kernel_pc() and ag_kernel_unplaced_pc(): the leaves of CPU time in the kernel.
-MARKERS="pipeprof_cpu_while_signal_blocked pipeprof_cpu_in_kernel pipeprof_cpu_in_kernel_unplaced pipeprof_cpu_not_sampled"
+MARKERS="pipeprof_cpu_while_signal_blocked pipeprof_cpu_in_kernel pipeprof_cpu_in_kernel_unplaced pipeprof_cpu_not_sampled pipeprof_unwind_tables_pending"
 
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT

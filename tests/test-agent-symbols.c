@@ -254,6 +254,13 @@ TEST(symbolize_kernel_markers_in_their_own_module)
     ASSERT_STR_EQ(s.module_path, "[unknown]");
     ASSERT_U64_EQ(s.module_id, AG_UNKNOWN_MODULE_ID);
     ASSERT_U64_EQ(s.start, ag_not_sampled_pc());
+    /* The root of a stack cut where an unwind table was pending (stored + 1, as a return
+     * address, so that consumers look it up here) */
+    ASSERT_OK(ag_symbolize(ag_tables_pending_pc(), &s));
+    ASSERT_STR_EQ(s.name, "[unwind tables not ready]");
+    ASSERT_STR_EQ(s.module_path, "[unknown]");
+    ASSERT_U64_EQ(s.module_id, AG_UNKNOWN_MODULE_ID);
+    ASSERT_U64_EQ(s.start, ag_tables_pending_pc());
     ag_modules_fini();
 }
 
