@@ -45,8 +45,17 @@ $PP convert --format perf -o "$T/out.perf" "$T/in.nettrace"
 [[ $(head -c 7 "$T/out.perf") != earlier && $(stat -c %a "$T/out.perf") == 644 ]] ||
   fail "convert did not replace the output with a 0644 file ($(stat -c %a "$T/out.perf"))"
 
-# 4. record: children killed mid-session leave incomplete traces; the summary counts them.
-kids='for i in 1 2 3; do sh -c "while :; do :; done" & p=$!; sleep 0.4; kill -9 $p; wait $p; done; exit 0'
+# 4. record: children killed mid-session leave incomplete traces; the summary counts them. Each
+# child is killed once it has burned 0.2 s of CPU (utime + stime in /proc/PID/stat, 100 ticks a
+# second here), not after a fixed 0.4 s: at a load of 17 one child of three got too little CPU in
+# 0.4 s to take its first sample, which is when a recorded child connects, and left no trace.
+kids='for i in 1 2 3; do sh -c "while :; do :; done" & p=$!; n=0
+  while [ $n -lt 600 ]; do
+    set -- $(cat /proc/$p/stat 2>/dev/null) 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0
+    [ $((${14} + ${15})) -ge 20 ] && break
+    sleep 0.05; n=$((n + 1))
+  done
+  sleep 0.1; kill -9 $p; wait $p; done; exit 0'
 "${RECORD_ENV[@]}" "$PP" record -o "$T/kids.nettrace" -- sh -c "$kids" 2>"$T/kids.err" ||
   fail "record failed: $(cat "$T/kids.err")"
 ! grep -q "is incomplete\|failed:" "$T/kids.err" ||
