@@ -642,6 +642,38 @@ host_fds_gate_library_wait(void)
     }
 }
 
+/*
+ * fcntl's other commands (F_GETFD, F_SETFL, F_GETLK...) on fd, for the caller whose return address
+ * is ra, when fd is a library fd or a library fd is in its low moment (the fast path's one bit
+ * test and one load said so): the host's on a library fd fails with EBADF, as bare (the number was
+ * free there), and changes nothing of the library's; the host's on any other number first waits
+ * (at most the host's bound) for the library's fds to move, so that it does not answer for one
+ * held low; the library's, as it is. *pass is set when the caller makes the call itself.
+ */
+static int
+host_fds_fcntl_other(int fd, const void *ra, int *pass)
+{
+    *pass = 1;
+    if (host_fds_library_call(ra)) {
+        return 0;
+    }
+    if (!host_fd_is_owned(fd)) {
+        host_fds_gate_library_wait();
+    }
+    if (host_fd_is_owned(fd)) { /* also one registered during the wait */
+        *pass = 0;
+        errno = EBADF;
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether fcntl's other commands on fd take host_fds_fcntl_other: fd is registered, or a library
+ * creation is in the gate. */
+#define HOST_FDS_FCNTL_SLOW(fd) \
+    (host_fd_is_owned(fd) ||    \
+     atomic_load_explicit(&host_fds_gate_library, memory_order_relaxed) != 0)
+
 /* Tests only (PIPEPROF_TEST_FD_LOW_MS): the move down below waits, before its first dup, for a
  * library fd to be in its low moment (at most 20 ms), so that the dup meets one every time it
  * runs, as it did by chance once in a fresh-clone CI run. */
@@ -777,6 +809,7 @@ enum {
     HOST_FDS_SYS_DUP2,
     HOST_FDS_SYS_DUP3,
     HOST_FDS_SYS_DUPFD,
+    HOST_FDS_SYS_FCNTL,
     HOST_FDS_SYS_RECVMSG,
     HOST_FDS_SYS_RECVMMSG
 };
@@ -828,8 +861,10 @@ host_fds_syscall_kind(long n, const long a[6])
     case SYS_dup3:
         return HOST_FDS_SYS_DUP3;
     case SYS_fcntl:
-        return (int)a[1] == F_DUPFD || (int)a[1] == F_DUPFD_CLOEXEC ? HOST_FDS_SYS_DUPFD
-                                                                    : HOST_FDS_SYS_NONE;
+        if ((int)a[1] == F_DUPFD || (int)a[1] == F_DUPFD_CLOEXEC) {
+            return HOST_FDS_SYS_DUPFD;
+        }
+        return HOST_FDS_FCNTL_SLOW((int)a[0]) ? HOST_FDS_SYS_FCNTL : HOST_FDS_SYS_NONE;
 #ifdef SYS_recvmsg
     case SYS_recvmsg:
         return HOST_FDS_SYS_RECVMSG;
@@ -924,7 +959,7 @@ host_fds_syscall_kind(long n, const long a[6])
 }
 
 static long host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind,
-                                const void *ra);
+                                const void *ra, uint64_t fa);
 
 /* Six arguments are read whatever the call takes, as libc's syscall() passes six registers: the
  * last ones may lie past what the caller pushed (AddressSanitizer would call that a stack
@@ -948,7 +983,10 @@ syscall(long n, ...)
     }
     kind = host_fds_syscall_kind(n, a);
     if (kind != HOST_FDS_SYS_NONE) {
-        return host_fds_syscall_fd(real, n, a, kind, __builtin_return_address(0));
+        long rc = host_fds_syscall_fd(real, n, a, kind, __builtin_return_address(0), HOST_FA);
+
+        HOST_NO_TAIL_CALL(); /* a receive's wait records the stack from this frame */
+        return rc;
     }
     if (HOST_SYSCALL_IS_SEND(n) && !host_fds_library_call(__builtin_return_address(0))) {
         return host_syscall_send(real, n, a); /* signals.c; the agent's own sends go as they are */
@@ -1480,6 +1518,7 @@ host_fds_dupfd(int (*real)(int, int, ...), int fd, int cmd, int min, const void 
         int (*real)(int, int, ...) = HOST_FDS_REAL(int (*)(int, int, ...), name);              \
         va_list ap;                                                                            \
         void *arg;                                                                             \
+        int pass, rc;                                                                          \
                                                                                                \
         va_start(ap, cmd);                                                                     \
         arg = va_arg(ap, void *);                                                              \
@@ -1489,7 +1528,11 @@ host_fds_dupfd(int (*real)(int, int, ...), int fd, int cmd, int min, const void 
             return -1;                                                                         \
         }                                                                                      \
         if (__builtin_expect(cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC, 1)) {                   \
-            return real(fd, cmd, arg);                                                         \
+            if (__builtin_expect(!HOST_FDS_FCNTL_SLOW(fd), 1)) {                               \
+                return real(fd, cmd, arg);                                                     \
+            }                                                                                  \
+            rc = host_fds_fcntl_other(fd, __builtin_return_address(0), &pass);                 \
+            return pass ? real(fd, cmd, arg) : rc;                                             \
         }                                                                                      \
         return host_fds_dupfd(real, fd, cmd, (int)(intptr_t)arg, __builtin_return_address(0)); \
     }
@@ -1808,7 +1851,8 @@ host_fds_sys_fcntl(int fd, int cmd, ...)
  * (host_fds_syscall_kind): as the interposer of its libc name, for the caller whose return
  * address is ra. */
 static long
-host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, const void *ra)
+host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, const void *ra,
+                    uint64_t fa)
 {
     unsigned entries;
 
@@ -1825,13 +1869,18 @@ host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, con
         return host_fds_dup(host_fds_sys_dup3_once, (int)a[0], (int)a[1], (int)a[2], ra);
     case HOST_FDS_SYS_DUPFD:
         return host_fds_dupfd(host_fds_sys_fcntl, (int)a[0], (int)a[1], (int)a[2], ra);
-    case HOST_FDS_SYS_RECVMSG:
+    case HOST_FDS_SYS_FCNTL: {
+        int pass, rc = host_fds_fcntl_other((int)a[0], ra, &pass);
+
+        return pass ? real(n, a[0], a[1], a[2], a[3], a[4], a[5]) : rc;
+    }
+    case HOST_FDS_SYS_RECVMSG: /* retried after the agent's EINTR, as eintr.c's recvmsg */
         entries = host_fds_accepting(ra);
-        return host_fds_received(real(n, a[0], a[1], a[2], a[3], a[4], a[5]), (struct msghdr *)a[1],
-                                 ra, entries);
-    case HOST_FDS_SYS_RECVMMSG:
+        return host_fds_received(host_syscall_wait(real, n, a, fa), (struct msghdr *)a[1], ra,
+                                 entries);
+    case HOST_FDS_SYS_RECVMMSG: /* and recvmmsg, its timeout passed again as it was */
         entries = host_fds_accepting(ra);
-        return host_fds_received_many((int)real(n, a[0], a[1], a[2], a[3], a[4], a[5]),
+        return host_fds_received_many((int)host_syscall_wait(real, n, a, fa),
                                       (struct mmsghdr *)a[1], ra, entries);
     default:
         return host_fds_syscall_create(real, n, a, kind, ra);

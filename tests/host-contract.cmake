@@ -35,6 +35,8 @@ pp_add_host_contract(fds-sysdup2 fds sysdup2)
 pp_add_host_contract(fds-sysdup2high fds sysdup2high)
 pp_add_host_contract(fds-sysdup3 fds sysdup3)
 pp_add_host_contract(fds-sysdup3high fds sysdup3high)
+# fcntl's other commands on the library's numbers: EBADF, as bare (before: the library's fds answered)
+pp_add_host_contract(fds-fcntl fds fcntl)
 # the host's fd creations get the numbers bare gives while the library's fds are held low
 pp_add_host_contract(fds-create fds create)
 set_property(TEST host-contract-fds-create APPEND PROPERTY ENVIRONMENT "PIPEPROF_TEST_FD_LOW_MS=2")

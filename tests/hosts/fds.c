@@ -18,6 +18,10 @@
  *   fds dup3, dup3high  the same two through dup3(O_CLOEXEC)
  *   fds sysdup2, sysdup2high, sysdup3, sysdup3high
  *                   the same four through syscall(SYS_dup2) and syscall(SYS_dup3)
+ *   fds fcntl       fcntl's commands other than F_DUPFD* (F_GETFD, F_GETFL, F_SETFD, F_SETFL,
+ *                   F_GETLK, F_OFD_GETLK, F_GETOWN, F_GETSIG) of 3..4095 through fcntl, fcntl64
+ *                   and syscall(SYS_fcntl): EBADF for each, as bare, where the library's fds are
+ *                   (fcntl_scan)
  *   fds create      closefrom(3), a socketpair, the root directory's fd (for its file handle)
  *                   and a listening socket, then for 150 ms per call that makes fds (450 ms for
  *                   those that start a process) (open, openat, __openat_2, creat, dup, socket,
@@ -134,6 +138,67 @@ close_loop(int raw)
     }
     printf("%s 3..4095: %d closed, %d EBADF, %d other\n", raw ? "syscall(SYS_close)" : "close", ok,
            ebadf, other);
+}
+
+/* fcntl's commands other than F_DUPFD* on every number from 3 to 4095, through fcntl (way 0),
+ * fcntl64 (1) and syscall(SYS_fcntl) (2): the host has none there, so bare each fails with EBADF;
+ * the library keeps its own there (host/fds.c), which are no fds of the host's. F_SETFL passes
+ * back the flags F_GETFL read (nothing changes where it succeeds), F_SETFD FD_CLOEXEC (the
+ * library's fds have it already). */
+static int
+fcntl_way(int way, int fd, int cmd, void *arg)
+{
+    switch (way) {
+    case 0:
+        return fcntl(fd, cmd, arg);
+    case 1:
+        return fcntl64(fd, cmd, arg);
+    default:
+        return (int)syscall(SYS_fcntl, fd, cmd, arg);
+    }
+}
+
+static void
+fcntl_scan(void)
+{
+    static const char *const ways[] = { "fcntl", "fcntl64", "syscall(SYS_fcntl)" };
+    static const struct {
+        int cmd;
+        const char *name;
+    } cmds[] = { { F_GETFD, "F_GETFD" },   { F_GETFL, "F_GETFL" },  { F_SETFD, "F_SETFD" },
+                 { F_SETFL, "F_SETFL" },   { F_GETLK, "F_GETLK" },  { F_OFD_GETLK, "F_OFD_GETLK" },
+                 { F_GETOWN, "F_GETOWN" }, { F_GETSIG, "F_GETSIG" } };
+
+    for (int way = 0; way < 3; way++) {
+        for (size_t c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++) {
+            int fd, ok = 0, ebadf = 0, other = 0;
+
+            for (fd = 3; fd < 4096; fd++) {
+                struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+                intptr_t arg = 0;
+                int rc;
+
+                if (cmds[c].cmd == F_SETFD) {
+                    arg = FD_CLOEXEC;
+                } else if (cmds[c].cmd == F_SETFL) {
+                    arg = fcntl_way(way, fd, F_GETFL, NULL);
+                    arg = arg < 0 ? 0 : arg;
+                }
+                rc = cmds[c].cmd == F_GETLK || cmds[c].cmd == F_OFD_GETLK
+                             ? fcntl_way(way, fd, cmds[c].cmd, &lk)
+                             : fcntl_way(way, fd, cmds[c].cmd, (void *)arg);
+                if (rc >= 0) {
+                    ok++;
+                } else if (errno == EBADF) {
+                    ebadf++;
+                } else {
+                    other++;
+                }
+            }
+            printf("%s %s of 3..4095: %d ok, %d EBADF, %d other\n", ways[way], cmds[c].name, ok,
+                   ebadf, other);
+        }
+    }
 }
 
 /* dup2 or dup3 (three) through libc or through syscall() (raw; arm64 has no SYS_dup2: its
@@ -882,12 +947,15 @@ openpty_split_calls(void *arg)
     return NULL;
 }
 
-/* Until fd lo is open (want 1) or closed (want 0), OPENPTY_WAIT_MS at most: whether it was. */
+/* Until fd lo is open (want 1) or closed (want 0), OPENPTY_WAIT_MS at most: whether it was. By
+ * fstat: host/fds.c's fcntl waits for a library fd's low moment to end before it answers. */
 static int
 openpty_split_until(int lo, int want)
 {
+    struct stat st;
+
     for (int i = 0; i < OPENPTY_WAIT_MS * 20; i++) {
-        if ((fcntl(lo, F_GETFD) >= 0) == want) {
+        if ((fstat(lo, &st) == 0) == want) {
             return 1;
         }
         struct timespec us50 = { 0, 50000L };
@@ -1121,9 +1189,11 @@ main(int argc, char **argv)
         dup_log(how[raw + 4] ? 768 : 3, how[raw + 4] ? 800 : 40, how[raw + 3] == '3', raw != 0);
     } else if (strcmp(how, "create") == 0) {
         create_loop();
+    } else if (strcmp(how, "fcntl") == 0) {
+        fcntl_scan();
     } else {
         fprintf(stderr, "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
-                        "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create\n");
+                        "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl\n");
         return 2;
     }
     if (pipe(p) != 0) {
