@@ -49,6 +49,8 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free int");
  * (agent/wall.c says why). */
 #define AG_WALL_STAT_CACHE  32
 #define AG_TIMER_SIVAL      0x70707771
+/* How many threads' comm files the thread scan keeps open at most, by tid (threads.c) */
+#define AG_NAME_CACHE       32
 
 /*
  * Per-thread single-producer/single-consumer ring of fixed-size sample slots.

@@ -168,10 +168,9 @@ ag_thread_find_locked(int32_t tid)
  * io_uring open, getpwent's stream) got the next number when they met one: opened at every scan
  * (100 ms), 4 of 595 getpwent calls and 1 of 897 io_uring opens in one CPU-mode record run of
  * host-contract-fds-uninterposed. Closed with the registry (ag_threads_stop) and in a forked
- * child (the parent's /proc/PID/task).
+ * child (the parent's /proc/PID/task). The slots bound the fds held (AG_NAME_CACHE, internal.h):
+ * one per thread would take a host's RLIMIT_NOFILE with its threads.
  */
-#define AG_NAME_CACHE 32
-
 static DIR *ag_scan_dir;
 static struct {
     int32_t tid; /* 0: empty */

@@ -173,11 +173,14 @@
  * system calls, getpwent, setmntent, getutent, a fanotify event's fd, ADDFD into its own process)
  * once the library's first 1.5 s are past: every number bare's, as the library's fds are above
  * the host's range and none stays low. Fixed for it: the thread scan opened /proc/self/task and
- * each thread's comm every 100 ms (agent/threads.c keeps them open now), and 9 of 80603 such
- * creations met one in 12 record runs (0 of 72417 after). In a low moment they do not wait: with
+ * each thread's comm every 100 ms (agent/threads.c keeps them open now: the directory and at most
+ * AG_NAME_CACHE, 32, comm files by tid, while the agent runs; the directory alone kept open left 9
+ * of 98896 off in 12 runs), and 9 of 80603 such creations met one in 12 record runs (0 of 72417
+ * after; the case itself passed 4 of 4 runs with those opens: it holds that no library fd stays
+ * low, and meets a moment only by chance). In a low moment they do not wait: with
  * PIPEPROF_TEST_FD_LOW_MS=2 (a library fd held low 2 ms in 5) 13 to 20 of 926 to 1357 io_uring
- * opens, 175 to 356 of 710 to 1548 getpwent calls, 361 to 660 setmntent, 259 to 491 getutent and
- * 7 to 13 of 1060 to 1116 ADDFDs got the next number, CPU and wall mode (fanotify's 0: the host's
+ * opens, 175 to 356 of 710 to 1548 getpwent calls, 361 to 660 setmntent, 259 to 491 getutent and 7
+ * to 13 of 1060 to 1116 ADDFDs got the next number, CPU and wall mode (fanotify's 0: the host's
  * open that makes the event waits first). Such moments remain at a session's start, a thread's
  * start (its CPU timer, its stat files), a new module's files (the code of getpwent's NSS modules)
  * and the CFI cache's files. Interposing getpwent, setmntent, getutent and their kin, counted in
