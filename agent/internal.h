@@ -9,13 +9,16 @@
 #ifndef AG_INTERNAL_H
 #define AG_INTERNAL_H
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "common/compiler.h"
@@ -629,8 +632,14 @@ void ag_log(enum ag_log_level level, const char *fmt, ...) __attribute__((format
 /* Sleeps up to ms on ag.wake_cond, until stopping or a wake (a new sampling request); returns
  * nonzero when stopping. */
 int ag_wait_ms(unsigned ms);
-/* Ends the manager's sleep (ag.manager_word): async-signal-safe. */
-void ag_manager_wake(void);
+/* Ends the manager's sleep (ag.manager_word): an atomic store and a futex wake, async-signal-safe
+ * (inline: the signal handler's imports stay syscall and ag, tools/check-sigsafe.sh). */
+static inline void
+ag_manager_wake(void)
+{
+    atomic_store(&ag.manager_word, 1);
+    (void)syscall(SYS_futex, &ag.manager_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
 
 static inline uint64_t
 ag_now_ns(void)

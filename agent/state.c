@@ -1,17 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent/state.c - the agent's shared state (struct ag_agent ag, agent/internal.h) and the one
- * sleeps its threads use (ag_wait_ms, the manager's word: ag_manager_wake), at the bottom of the
+ * sleep its threads use (ag_wait_ms), at the bottom of the
  * agent's files: agent.c (lifecycle) uses threads.c, timer.c and wall.c; wall.c uses threads.c;
  * threads.c uses timer.c; all of them use this file, and none calls upwards. Context: any ordinary
  * thread.
  */
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "agent/internal.h"
 
@@ -21,13 +18,6 @@ struct ag_agent ag = {
     .drain_lock = PTHREAD_MUTEX_INITIALIZER,
     .wake_lock = PTHREAD_MUTEX_INITIALIZER,
 };
-
-void
-ag_manager_wake(void)
-{
-    atomic_store(&ag.manager_word, 1);
-    (void)syscall(SYS_futex, &ag.manager_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
 
 int
 ag_wait_ms(unsigned ms)

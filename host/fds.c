@@ -98,7 +98,7 @@
  * on that thread later (the server's and agent's stop at its exit) needs the copies of its fds
  * (with them closed, libuv aborted at exit: status 134), and the thread sees no
  * fd of the library's made since, as bare. The signal handler, which runs on that thread too,
- * touches no fd: its wake of the manager is a futex (agent/state.c, ag_manager_wake). It was an
+ * touches no fd: its wake of the manager is a futex (agent/internal.h, ag_manager_wake). It was an
  * eventfd's write, to the number the thread's own table held: after a later session started, that
  * could be another file of the library's copied at the unshare, such as a connection's socket,
  * whose gone peer would have raised SIGPIPE in the host. What is left is the library's own
