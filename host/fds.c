@@ -69,7 +69,9 @@
  *
  * A call is the library's when it comes from one of the library's threads
  * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
- * (host_fds_trust: libuv); every other call is the host's.
+ * (host_fds_trust: libuv, and libelf once agent/symtab.c loads it: its elf_begin checks its fd
+ * with fcntl(F_GETFD), which fails for a host's call on a library fd); every other call is the
+ * host's.
  *
  * What the host may rely on: close() of a number it does not own fails with EBADF, exactly as
  * bare (where that number was free), and closes nothing; close_range and closefrom close every
