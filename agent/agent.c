@@ -8,11 +8,10 @@
 #include "agent/agent.h"
 
 #include <errno.h>
-#include <poll.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -28,11 +27,7 @@ ag_wake_all(void)
     ag.wake_seq++;
     pthread_cond_broadcast(&ag.wake_cond);
     pthread_mutex_unlock(&ag.wake_lock);
-    if (ag.manager_fd >= 0) {
-        uint64_t one = 1;
-
-        (void)!write(ag.manager_fd, &one, sizeof(one));
-    }
+    ag_manager_wake();
 }
 
 /* Sleeps up to ms, until a wake (ag_wake_all, or a handler that met unknown code); returns
@@ -40,19 +35,14 @@ ag_wake_all(void)
 static int
 ag_manager_sleep(unsigned ms)
 {
-    struct pollfd p;
-    uint64_t n;
+    struct timespec ts = { (time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L };
 
-    if (ag.manager_fd < 0) {
-        return ag_wait_ms(ms);
+    /* A stop sets stopping before it wakes: either it is seen here or the word is 1, and the
+     * wait returns at once (the kernel compares it with 0 as it begins). */
+    if (!atomic_load(&ag.stopping) && atomic_load(&ag.manager_word) == 0) {
+        (void)syscall(SYS_futex, &ag.manager_word, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
     }
-    p.fd = ag.manager_fd;
-    p.events = POLLIN;
-    p.revents = 0;
-    /* A stop sets stopping before it writes: either it is seen here or the write ends poll. */
-    if (!atomic_load(&ag.stopping) && poll(&p, 1, (int)ms) > 0) {
-        (void)!read(ag.manager_fd, &n, sizeof(n));
-    }
+    atomic_store(&ag.manager_word, 0);
     return atomic_load(&ag.stopping);
 }
 
@@ -155,10 +145,7 @@ ag_agent_forked_child(void)
     pthread_mutex_init(&ag.drain_lock, NULL);
     pthread_mutex_init(&ag.wake_lock, NULL);
     ag.threads = NULL; /* the parent's registry stays mapped in the child but unused */
-    if (ag.manager_fd >= 0) {
-        close(ag.manager_fd); /* the parent's manager's */
-        ag.manager_fd = -1;
-    }
+    atomic_store(&ag.manager_word, 0);
     ag.manager_started = 0;
     atomic_store(&ag.manager_due_ns, 0);
     ag.wall_started = 0;
@@ -191,8 +178,8 @@ ag_agent_atfork_register(void)
 
 /*
  * The one teardown of a run, for ag_stop() and for an ag_start() that fails once sampling could
- * begin: sampling off, the signal handler gone, the manager's eventfd closed and the registry's
- * timers and rings freed. The agent's threads are gone already. life_lock held.
+ * begin: sampling off, the signal handler gone and the registry's timers and rings freed. The
+ * agent's threads are gone already. life_lock held.
  */
 static void
 ag_teardown_locked(void)
@@ -202,12 +189,6 @@ ag_teardown_locked(void)
     /* A handler that saw running == 1 may still be writing into a ring. */
     while (atomic_load(&ag.inflight) != 0) {
         sched_yield();
-    }
-    /* Only now: a handler still in flight may have been writing to it, and a closed number can
-     * be reused by the host. */
-    if (ag.manager_fd >= 0) {
-        close(ag.manager_fd);
-        ag.manager_fd = -1;
     }
     /* A drain on another thread may be reading the rings. */
     pthread_mutex_lock(&ag.drain_lock);
@@ -349,7 +330,7 @@ ag_start(const struct ag_config *cfg)
     }
     /* Before running: a handler reads it once sampling can start. -1: no early wakes. */
     atomic_store(&ag_sig_unknown_code, 0);
-    ag.manager_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    atomic_store(&ag.manager_word, 0);
     atomic_store(&ag.running, 1);
     ag_thread_attach_self(); /* the caller, with exact stack bounds */
     ag_threads_scan();

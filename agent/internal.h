@@ -9,13 +9,16 @@
 #ifndef AG_INTERNAL_H
 #define AG_INTERNAL_H
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "common/compiler.h"
@@ -49,6 +52,8 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free int");
  * (agent/wall.c says why). */
 #define AG_WALL_STAT_CACHE  32
 #define AG_TIMER_SIVAL      0x70707771
+/* How many threads' comm files the thread scan keeps open at most, by tid (threads.c) */
+#define AG_NAME_CACHE       32
 
 /*
  * Per-thread single-producer/single-consumer ring of fixed-size sample slots.
@@ -399,9 +404,12 @@ struct ag_agent {
     int wall_started;
     pthread_mutex_t wake_lock; /* manager/wall sleep: lets stop and acquire wake them */
     pthread_cond_t wake_cond;
-    int manager_fd; /* eventfd the manager sleeps on (-1: none, it sleeps on wake_cond): written
-                       by ag_wake_all() and by a handler that met unknown code or split off a
-                       thread's first kernel time */
+    /* The word the manager sleeps on (a futex; ag_manager_wake): set to 1 and woken by
+       ag_wake_all() and by a handler that met unknown code or split off a thread's first kernel
+       time. It was an eventfd: a handler on a thread whose fd table a close_range with
+       CLOSE_RANGE_UNSHARE made its own wrote to the number that table held, which after a later
+       session started could be another of the library's files copied at the unshare. */
+    _Atomic uint32_t manager_word;
     _Atomic int kern_asked; /* a handler set a thread's kern_asked: the manager clears it and arms
                                those threads' locators */
     unsigned wake_seq; /* wake_lock: bumped by every wake, so a sleeper tells it from a spurious
@@ -661,6 +669,14 @@ void ag_log(enum ag_log_level level, const char *fmt, ...) __attribute__((format
 /* Sleeps up to ms on ag.wake_cond, until stopping or a wake (a new sampling request); returns
  * nonzero when stopping. */
 int ag_wait_ms(unsigned ms);
+/* Ends the manager's sleep (ag.manager_word): an atomic store and a futex wake, async-signal-safe
+ * (inline: the signal handler's imports stay syscall and ag, tools/check-sigsafe.sh). */
+static inline void
+ag_manager_wake(void)
+{
+    atomic_store(&ag.manager_word, 1);
+    (void)syscall(SYS_futex, &ag.manager_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
 
 static inline uint64_t
 ag_now_ns(void)

@@ -145,15 +145,12 @@ ag_sig_faults(void)
     return 1u + (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
 }
 
-/* Wakes the manager thread (write(2) is async-signal-safe; the handler restores errno). */
+/* Wakes the manager thread (ag_manager_wake: an atomic store and a futex wake, async-signal-safe;
+ * the handler restores errno). */
 static void
 ag_sig_wake_manager(void)
 {
-    if (ag.manager_fd >= 0) {
-        uint64_t one = 1;
-
-        (void)!write(ag.manager_fd, &one, sizeof(one));
-    }
+    ag_manager_wake();
 }
 
 /* Counts n intervals of thread t that got no wall sample (the wall thread's passes, and the
@@ -464,7 +461,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
                 !atomic_load_explicit(&t->kern_retired, memory_order_relaxed) &&
                 !atomic_exchange_explicit(&t->kern_asked, 1, memory_order_relaxed)) {
                 /* Its first kernel time and no locator yet: the manager arms one now, not at
-                 * its next scan (timer.c). Once per thread; write(2) is async-signal-safe. */
+                 * its next scan (timer.c). Once per thread; the wake is async-signal-safe. */
                 atomic_store_explicit(&ag.kern_asked, 1, memory_order_release);
                 ag_sig_wake_manager();
             }
@@ -595,7 +592,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         int seen = 1;
 
         /* Code outside every known module: wake the manager to look for a new one, once until
-         * it has looked (write(2) is async-signal-safe; errno is restored below). */
+         * it has looked (the wake is async-signal-safe; errno is restored below). */
         if (atomic_compare_exchange_strong(&ag_sig_unknown_code, &seen, 2)) {
             ag_sig_wake_manager();
         }

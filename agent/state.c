@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent/state.c - the agent's shared state (struct ag_agent ag, agent/internal.h) and the one
- * sleep its threads use (ag_wait_ms), at the bottom of the agent's files: agent.c (lifecycle)
- * uses threads.c, timer.c and wall.c; wall.c uses threads.c; threads.c uses timer.c; all of
- * them use this file, and none calls upwards. Context: any ordinary thread.
+ * sleep its threads use (ag_wait_ms), at the bottom of the
+ * agent's files: agent.c (lifecycle) uses threads.c, timer.c and wall.c; wall.c uses threads.c;
+ * threads.c uses timer.c; all of them use this file, and none calls upwards. Context: any ordinary
+ * thread.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -16,7 +17,6 @@ struct ag_agent ag = {
     .reg_lock = PTHREAD_MUTEX_INITIALIZER,
     .drain_lock = PTHREAD_MUTEX_INITIALIZER,
     .wake_lock = PTHREAD_MUTEX_INITIALIZER,
-    .manager_fd = -1,
 };
 
 int

@@ -82,6 +82,10 @@ ag_elf_open(void)
         ag_elf_call(h, "elf_getdata", &ag_elf.getdata) &&
         ag_elf_call(h, "gelf_getshdr", &ag_elf.getshdr) &&
         ag_elf_call(h, "gelf_getsym", &ag_elf.getsym) && ag_elf.version(EV_CURRENT) != EV_NONE) {
+        /* libelf's calls are the library's: elf_begin checks its fd with fcntl(F_GETFD), which
+         * host/fds.c fails with EBADF for a library fd when the caller is not the library (the
+         * drain at a host's exit runs on the host's thread) */
+        host_fds_trust((const void *)ag_elf.begin);
         ag_elf_err = 0;
     }
 }

@@ -160,27 +160,88 @@ ag_thread_find_locked(int32_t tid)
     return NULL;
 }
 
+/*
+ * The scan's files stay open from one scan to the next (reg_lock): /proc/self/task, read again
+ * from its start, and each thread's comm, read again at offset 0, in AG_NAME_CACHE slots by tid
+ * (as agent/wall.c's stat files). Each open of the library's is a moment in which its fd is low
+ * (host/fds.c, "the moment of a move"), and the host's creations that no interposer sees (an
+ * io_uring open, getpwent's stream) got the next number when they met one: opened at every scan
+ * (100 ms), 4 of 595 getpwent calls and 1 of 897 io_uring opens in one CPU-mode record run of
+ * host-contract-fds-uninterposed. Closed with the registry (ag_threads_stop) and in a forked
+ * child (the parent's /proc/PID/task). The slots bound the fds held (AG_NAME_CACHE, internal.h):
+ * one per thread would take a host's RLIMIT_NOFILE with its threads.
+ */
+static DIR *ag_scan_dir;
+static struct {
+    int32_t tid; /* 0: empty */
+    int fd;
+} ag_name_cache[AG_NAME_CACHE];
+
+static void
+ag_scan_files_close_locked(void)
+{
+    unsigned i;
+
+    if (ag_scan_dir != NULL) {
+        closedir(ag_scan_dir);
+        ag_scan_dir = NULL;
+    }
+    for (i = 0; i < AG_NAME_CACHE; i++) {
+        if (ag_name_cache[i].tid != 0) {
+            close(ag_name_cache[i].fd);
+            ag_name_cache[i].tid = 0;
+        }
+    }
+}
+
+/* Thread tid's comm into buf (not NUL-terminated): bytes read, or -1. */
+static ssize_t
+ag_thread_comm_read(int32_t tid, char *buf, size_t size)
+{
+    unsigned slot = (unsigned)tid % AG_NAME_CACHE;
+    char path[64];
+    ssize_t n;
+    int fd;
+
+    if (ag_name_cache[slot].tid == tid) {
+        n = pread(ag_name_cache[slot].fd, buf, size, 0);
+        if (n > 0) {
+            return n;
+        }
+        /* gone (ESRCH), or its tid taken by a new thread: open it again */
+    }
+    /* Not /proc/self/task/TID: the dentries left there cost the reaper of this process
+     * (agent/wall.c says how much). */
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)tid);
+    fd = open(path, O_RDONLY | O_CLOEXEC); /* high and the library's: host/fds.c */
+    if (fd < 0) {
+        return -1;
+    }
+    n = read(fd, buf, size);
+    if (n <= 0) {
+        close(fd);
+        return -1;
+    }
+    if (ag_name_cache[slot].tid != 0) {
+        close(ag_name_cache[slot].fd);
+    }
+    ag_name_cache[slot].tid = tid;
+    ag_name_cache[slot].fd = fd;
+    return n;
+}
+
 static void
 ag_thread_name_read(int32_t tid, char *name)
 {
-    char path[64], buf[AG_NAME_MAX + 1];
+    char buf[AG_NAME_MAX + 1];
     ssize_t n;
-    int fd;
 
     if (tid == ag_gettid()) {
         /* The calling thread (the main thread in the start's scan): no file to open. */
         prctl(PR_GET_NAME, name, 0, 0, 0);
         return;
     }
-    /* Not /proc/self/task/TID: the dentries left there cost the reaper of this process
-     * (agent/wall.c says how much). */
-    snprintf(path, sizeof(path), "/proc/%d/comm", (int)tid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return;
-    }
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
+    n = ag_thread_comm_read(tid, buf, sizeof(buf) - 1);
     if (n <= 0) {
         return;
     }
@@ -636,7 +697,12 @@ ag_threads_scan(void)
     for (i = 0; i < high; i++) {
         ag.threads[i].scan_seen = 0;
     }
-    d = opendir("/proc/self/task");
+    if (ag_scan_dir != NULL) {
+        rewinddir(ag_scan_dir);
+    } else {
+        ag_scan_dir = opendir("/proc/self/task");
+    }
+    d = ag_scan_dir;
     if (d == NULL) {
         pthread_mutex_unlock(&ag.reg_lock);
         return;
@@ -662,7 +728,6 @@ ag_threads_scan(void)
             t->scan_seen = 1;
         }
     }
-    closedir(d);
     high = atomic_load_explicit(&ag.high, memory_order_relaxed);
     for (i = 0; i < high; i++) {
         struct ag_thread *t = &ag.threads[i];
@@ -728,6 +793,7 @@ ag_threads_forked_child(void)
     for (i = 0; i < AG_OWN_CODE_MAX; i++) {
         atomic_store(&ag.own_code_tids[i], 0); /* the parent's threads' */
     }
+    ag_scan_files_close_locked(); /* the parent's process's (reg_lock is the child's alone) */
 }
 
 int
@@ -774,5 +840,6 @@ ag_threads_stop(void)
         ag_thread_release_locked(&all[i]);
     }
     atomic_store(&ag.high, 0);
+    ag_scan_files_close_locked(); /* the session's fds go with it */
     pthread_mutex_unlock(&ag.reg_lock);
 }

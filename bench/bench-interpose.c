@@ -19,16 +19,20 @@
  *                     wait, no send of a signal)
  *   syscall-futex     syscall(SYS_futex, FUTEX_WAKE) of a word no thread waits on, as a
  *                     lock's release makes it
- *   fcntl-getfl       fcntl(F_GETFL): host/fds.c's fcntl on its fast path (every command but
- *                     F_DUPFD and F_DUPFD_CLOEXEC passes through; the caller is not looked at)
+ *   fcntl-getfl       fcntl(F_GETFL) of one of the library's fds (this program's): host/fds.c's
+ *                     look at the number, then the caller (the library's: passed through)
  *   fcntl-dupfd       fcntl(F_DUPFD_CLOEXEC, 0) and close() of the copy, from
  *                     libbench-host-calls.so as open's: the host's wait and count, as dup's
  *   syscall-eventfd   syscall(SYS_eventfd2) and close() of it, from libbench-host-calls.so:
  *                     syscall()'s creators take the wait and count of the host's creations
- *   syscall-getfl     syscall(SYS_fcntl, F_GETFL): a raw fcntl that syscall()'s switch passes
- *                     through after a look at its command
+ *   syscall-getfl     syscall(SYS_fcntl, F_GETFL) of one of the library's fds: syscall()'s
+ *                     switch looks at the command and the number, then the caller
  *   syscall-dupfd     syscall(SYS_fcntl, F_DUPFD_CLOEXEC, 0) and close() of the copy, from
  *                     libbench-host-calls.so: the host's wait and count, as fcntl's F_DUPFD
+ *   fcntl-getfl-host  fcntl(F_GETFL) of a host's fd: the fast path of fcntl's commands other than
+ *                     F_DUPFD* (a bit test of the number and a load of the gate; the caller is
+ *                     not looked at)
+ *   syscall-getfl-host  the same through syscall(SYS_fcntl)
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling.
  * Libc and the interposer alternate within each round; prints per call the median ns of each
  * over the rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
@@ -49,17 +53,27 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    16
+#define BENCH_OPS    18
 #define BENCH_ROUNDS 64
 
-static const char *const bench_ops[BENCH_OPS] = { "close",           "dup2",
-                                                  "sigaction-other", "sigaction-own",
-                                                  "sigmask",         "write",
-                                                  "write-agent",     "open",
-                                                  "open-agent",      "syscall-gettid",
-                                                  "syscall-futex",   "fcntl-getfl",
-                                                  "fcntl-dupfd",     "syscall-eventfd",
-                                                  "syscall-getfl",   "syscall-dupfd" };
+static const char *const bench_ops[BENCH_OPS] = { "close",
+                                                  "dup2",
+                                                  "sigaction-other",
+                                                  "sigaction-own",
+                                                  "sigmask",
+                                                  "write",
+                                                  "write-agent",
+                                                  "open",
+                                                  "open-agent",
+                                                  "syscall-gettid",
+                                                  "syscall-futex",
+                                                  "fcntl-getfl",
+                                                  "fcntl-dupfd",
+                                                  "syscall-eventfd",
+                                                  "syscall-getfl",
+                                                  "syscall-dupfd",
+                                                  "fcntl-getfl-host",
+                                                  "syscall-getfl-host" };
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
@@ -187,6 +201,13 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
             real ? libc_close(c) : bench_host_close(c);
             break;
         }
+        case 16:
+            real ? libc_fcntl(bench_host_fd, F_GETFL) : fcntl(bench_host_fd, F_GETFL);
+            break;
+        case 17:
+            real ? libc_syscall(SYS_fcntl, bench_host_fd, F_GETFL)
+                 : syscall(SYS_fcntl, bench_host_fd, F_GETFL);
+            break;
         default:
             real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
             real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);

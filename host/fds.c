@@ -24,10 +24,13 @@
  *                    daemon's syscall(SYS_close_range, 3, ~0U, 0) closed the library's fds and
  *                    libuv aborted the host, status 134 preloaded, in listen mode and under
  *                    record in CPU and wall mode, with CLOSE_RANGE_UNSHARE too), SYS_dup2 and
- *                    SYS_dup3 (onto 768..800 the same abort), SYS_fcntl with F_DUPFD or
- *                    F_DUPFD_CLOEXEC (every other command passes through, as fcntl's interposer
- *                    passes it), SYS_recvmsg and SYS_recvmmsg (the fds SCM_RIGHTS brings, as
- *                    eintr.c's recvmsg's), and the system calls that create fds (open, openat,
+ *                    SYS_dup3 (onto 768..800 the same abort), SYS_fcntl (F_DUPFD and
+ *                    F_DUPFD_CLOEXEC as creators; its other commands as fcntl's: EBADF for a
+ *                    library fd), SYS_recvmsg and SYS_recvmmsg (the fds SCM_RIGHTS brings, as
+ *                    eintr.c's recvmsg's, and retried after the agent's EINTR as eintr.c's are:
+ *                    on a socket with SO_RCVTIMEO the wall signal ended 33 and 34 of 40 raw
+ *                    recvmsg waits per run at 1000 Hz, and 1 to 3 of 20000 raw recvmmsg waits),
+ *                    and the system calls that create fds (open, openat,
  *                    openat2, creat, dup, memfd_create, eventfd, eventfd2, epoll_create*, socket,
  *                    accept, accept4, pipe, pipe2, socketpair, timerfd_create, signalfd* of -1,
  *                    inotify_init*, pidfd_open, pidfd_getfd, fanotify_init, open_by_handle_at,
@@ -47,13 +50,16 @@
  *   forkpty popen
  *                    interposed so that an fd the library creates (libuv's epoll fd, async
  *                    eventfd, signal pipes and the spare /dev/null it keeps for EMFILE, the IPC
- *                    sockets, the manager's eventfd, the files it reads; accept and accept4 of
+ *                    sockets, the files it reads; accept and accept4 of
  *                    blocking.c do the same for connections, eintr.c's recvmsg and recvmmsg
  *                    for fds an SCM_RIGHTS message brings) moves to a high number (F_DUPFD_CLOEXEC
  * from a quarter below RLIMIT_NOFILE or 1024, host_fds_base); fcntl and signalfd create only for
  * F_DUPFD* and for fd -1, and pass everything else through and is registered in a lock-free set:
  * the host's low numbers are its own, as bare. host_fd_take() does the same for fds the library
- * opens by other means (perf_event_open).
+ * opens by other means (perf_event_open). fcntl's (and fcntl64's, and syscall()'s SYS_fcntl's)
+ * other commands of the host's on a registered number fail with EBADF, as bare, and change
+ * nothing of the library's (host_fds_fcntl_other): a scan of 3..4095 with F_GETFD, F_GETFL,
+ * F_SETFD, F_SETFL, F_GETLK... got 15 successes a command under record in CPU mode, bare 0.
  *   openlog syslog vsyslog __syslog_chk __vsyslog_chk
  *                    interposed because glibc opens syslog's socket inside them and keeps it at
  *                    its number: the host's call counts itself in as a close (the gate below),
@@ -63,7 +69,9 @@
  *
  * A call is the library's when it comes from one of the library's threads
  * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
- * (host_fds_trust: libuv); every other call is the host's.
+ * (host_fds_trust: libuv, and libelf once agent/symtab.c loads it: its elf_begin checks its fd
+ * with fcntl(F_GETFD), which fails for a host's call on a library fd); every other call is the
+ * host's.
  *
  * What the host may rely on: close() of a number it does not own fails with EBADF, exactly as
  * bare (where that number was free), and closes nothing; close_range and closefrom close every
@@ -73,17 +81,39 @@
  * number is the host's to take, so the library stops (agent and server, one line on stderr, the
  * server's fd_taken hook) and the host's dup2 then proceeds on a free number; without the hook
  * the fd is forgotten and the host's call proceeds. The same holds for these calls made through
- * syscall(). Not covered: system calls made without libc's functions (inline assembly, the Go
- * runtime) see the library's fds as any other, and syscall(2) is watched for the closes, dups,
- * receives and creators above only among the fd calls; fcntl's other commands (libc's or
- * syscall()'s) reach a library fd as any other: F_GETFD or F_GETFL of its number succeeds where
- * bare it fails with EBADF (tests/hosts/fds.c's openpty part tells a library fd held low so);
- * fcntl(F_DUPFD) onto a high number simply gets the next free one; close_range with
- * CLOSE_RANGE_UNSHARE (libc's or syscall()'s) gives the calling thread an fd table of its own,
- * which keeps the library's fds of that moment but not those it makes after. The host's pidfd_getfd
- * (libc's or syscall()'s) of a library fd in its own process fails with EBADF, as bare, where it
- * got a copy of the library's file (host_fds_getfd_checked: kcmp tells it is the library's; without
- * kcmp, as under a seccomp filter that forbids it, the copy is still given).
+ * syscall(). fcntl's commands other than F_DUPFD* on a library fd fail with EBADF, as bare; on
+ * another number the host's call first waits (the host's bound) while a library fd is in its low
+ * moment, so that it does not answer for one held low (a library creation that begins between the
+ * look and the call is still met: a few instants, no wait counted in). Not covered: system calls
+ * made without libc's functions (inline assembly, the Go runtime) see the library's fds as any
+ * other, and syscall(2) is watched for the closes, dups, fcntl, receives and creators above only
+ * among the fd calls; the other calls on an fd's number (fstat, lseek, ioctl, read, write, mmap,
+ * getsockopt...) reach a library fd as any other: fstat of its number succeeds where bare it
+ * fails with EBADF (tests/hosts/fds.c's openpty part tells a library fd held low so). They are
+ * many and some are hot; fcntl(F_GETFD) is the common probe of whether a number is open, and
+ * close the common act on one. fcntl(F_DUPFD) onto a high number simply gets the next free one.
+ * close_range with CLOSE_RANGE_UNSHARE (libc's or syscall()'s) gives the calling thread an fd
+ * table of its own (its threads started after share it), which keeps the library's fds of that
+ * moment (closed around, as with flags 0) but not those the library makes after in the process's
+ * table; and the fds the library makes on such a thread (the CPU timer's perf fd of a thread it
+ * started, which registers itself) are in that table only. Kept so: the library's code that runs
+ * on that thread later (the server's and agent's stop at its exit) needs the copies of its fds
+ * (with them closed, libuv aborted at exit: status 134), and the thread sees no
+ * fd of the library's made since, as bare. The signal handler, which runs on that thread too,
+ * touches no fd: its wake of the manager is a futex (agent/internal.h, ag_manager_wake). It was an
+ * eventfd's write, to the number the thread's own table held: after a later session started, that
+ * could be another file of the library's copied at the unshare, such as a connection's socket,
+ * whose gone peer would have raised SIGPIPE in the host. What is left is the library's own
+ * bookkeeping across the two tables: the manager, in the process's table, may open the perf fd of
+ * such a thread, or a thread may close its own at a number its table holds for another, which
+ * can cost samples (not measured), not the host's fds (its numbers in that table are below the
+ * library's, which are all the library's there). Measured: host-contract-fds-unshare-threads (20
+ * pairs of threads that register from both tables, also while sessions start and stop) and
+ * -unshare-exit (the exit's stop on the unsharing thread while a thread of the process's table
+ * burns), with the perf and the timer CPU engine: output and status as bare in every run. The
+ * host's pidfd_getfd (libc's or syscall()'s) of a library fd in its own process fails with EBADF,
+ * as bare, where it got a copy of the library's file (host_fds_getfd_checked: kcmp tells it is the
+ * library's; without kcmp, as under a seccomp filter that forbids it, the copy is still given).
  *
  * The moment of a move: the kernel gives every new fd the lowest free number, and no call creates
  * one at a chosen number, so a library fd is low from its creation until host_fd_take() has
@@ -129,14 +159,42 @@
  * moved away before the slave's open, the slave is moved above the master before both move down
  * (host_fds_pair_created), so they keep bare's order. sem_open needs nothing: glibc closes the
  * file it opens before it returns, so no number of the host's changes. Still open: the host's
- * creations made without the interposers: other glibc functions that open an fd inside and keep
- * it (such as getutent's utmp file, setpwent's and setmntent's streams, the resolver's socket
- * with RES_STAYOPEN; syslog's is interposed above), the fds a read of a fanotify group makes for
- * its events, the fds io_uring's own opens and accepts install, and those a seccomp listener's
- * SECCOMP_IOCTL_NOTIF_ADDFD installs in the process it watches; and the host's pidfd_getfd of a
- * library fd of another process that runs the library (its numbers are not known here).
+ * creations made without the interposers get bare's number except in a library fd's low moment,
+ * which they do not wait for (they get the next number then): other glibc functions that open an
+ * fd inside and keep it (getutent's utmp file, getpwent's and setmntent's streams, the resolver's
+ * socket with RES_STAYOPEN; syslog's is interposed above), the fds a read of a fanotify group
+ * makes for its events, the fds io_uring's own opens and accepts install (IORING_OP_OPENAT,
+ * _ACCEPT, _SOCKET without a fixed file: the kernel installs them, maybe from its own worker), and
+ * those a seccomp listener's SECCOMP_IOCTL_NOTIF_ADDFD installs in the process it watches (the
+ * host is such a process when a supervisor adds fds to it; without SECCOMP_ADDFD_FLAG_SETFD the
+ * kernel takes the lowest free number, as for an open; with it, at a library fd's number, the
+ * library's file is replaced as by a dup2 no interposer sees). The host's own
+ * ioctl(SECCOMP_IOCTL_NOTIF_ADDFD) as a supervisor needs nothing: its result is the number in the
+ * target's table, which the library here does not touch (a target that runs the library is this
+ * same case on its side). host-contract-fds-uninterposed makes each of these (io_uring by raw
+ * system calls, getpwent, setmntent, getutent, a fanotify event's fd, ADDFD into its own process)
+ * once the library's first 1.5 s are past: every number bare's, as the library's fds are above
+ * the host's range and none stays low. Fixed for it: the thread scan opened /proc/self/task and
+ * each thread's comm every 100 ms (agent/threads.c keeps them open now: the directory and at most
+ * AG_NAME_CACHE, 32, comm files by tid, while the agent runs; the directory alone kept open left 9
+ * of 98896 off in 12 runs), and 9 of 80603 such creations met one in 12 record runs (0 of 72417
+ * after; the case itself passed 4 of 4 runs with those opens: it holds that no library fd stays
+ * low, and meets a moment only by chance). In a low moment they do not wait: with
+ * PIPEPROF_TEST_FD_LOW_MS=2 (a library fd held low 2 ms in 5) 13 to 20 of 926 to 1357 io_uring
+ * opens, 175 to 356 of 710 to 1548 getpwent calls, 361 to 660 setmntent, 259 to 491 getutent and 7
+ * to 13 of 1060 to 1116 ADDFDs got the next number, CPU and wall mode (fanotify's 0: the host's
+ * open that makes the event waits first). Such moments remain at a session's start, a thread's
+ * start (its CPU timer, its stat files), a new module's files (the code of getpwent's NSS modules)
+ * and the CFI cache's files. Interposing getpwent, setmntent, getutent and their kin, counted in
+ * the gate as a close (syslog's way), would cover those three; io_uring's and fanotify's fds are
+ * made by the kernel. Also open: the host's pidfd_getfd of a library fd of another process that
+ * runs the library (its numbers are not known here).
  *
- * Held by: host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
+ * Held by: host-contract-fds-fcntl (fcntl, fcntl64 and syscall(SYS_fcntl) with F_GETFD, F_GETFL,
+ * F_SETFD, F_SETFL, F_GETLK, F_OFD_GETLK, F_GETOWN and F_GETSIG of 3..4095: before, 15 successes
+ * a command under record in CPU mode where bare has 0), host-contract-eintr (syscall()'s recvmsg
+ * and recvmmsg), host-contract-fds-uninterposed and -unshare-* (above), host-contract-fds-*
+ * (tests/hosts/fds.c: closing loops through close and
  * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, and
  * syscall()'s close_range (flags 0 and CLOSE_RANGE_UNSHARE), dup2 and dup3 over the same
  * (-sysrange, -sysrange-unshare, -sysdup2, -sysdup2high, -sysdup3, -sysdup3high: without their
@@ -642,6 +700,38 @@ host_fds_gate_library_wait(void)
     }
 }
 
+/*
+ * fcntl's other commands (F_GETFD, F_SETFL, F_GETLK...) on fd, for the caller whose return address
+ * is ra, when fd is a library fd or a library fd is in its low moment (the fast path's one bit
+ * test and one load said so): the host's on a library fd fails with EBADF, as bare (the number was
+ * free there), and changes nothing of the library's; the host's on any other number first waits
+ * (at most the host's bound) for the library's fds to move, so that it does not answer for one
+ * held low; the library's, as it is. *pass is set when the caller makes the call itself.
+ */
+static int
+host_fds_fcntl_other(int fd, const void *ra, int *pass)
+{
+    *pass = 1;
+    if (host_fds_library_call(ra)) {
+        return 0;
+    }
+    if (!host_fd_is_owned(fd)) {
+        host_fds_gate_library_wait();
+    }
+    if (host_fd_is_owned(fd)) { /* also one registered during the wait */
+        *pass = 0;
+        errno = EBADF;
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether fcntl's other commands on fd take host_fds_fcntl_other: fd is registered, or a library
+ * creation is in the gate. */
+#define HOST_FDS_FCNTL_SLOW(fd) \
+    (host_fd_is_owned(fd) ||    \
+     atomic_load_explicit(&host_fds_gate_library, memory_order_relaxed) != 0)
+
 /* Tests only (PIPEPROF_TEST_FD_LOW_MS): the move down below waits, before its first dup, for a
  * library fd to be in its low moment (at most 20 ms), so that the dup meets one every time it
  * runs, as it did by chance once in a fresh-clone CI run. */
@@ -777,6 +867,7 @@ enum {
     HOST_FDS_SYS_DUP2,
     HOST_FDS_SYS_DUP3,
     HOST_FDS_SYS_DUPFD,
+    HOST_FDS_SYS_FCNTL,
     HOST_FDS_SYS_RECVMSG,
     HOST_FDS_SYS_RECVMMSG
 };
@@ -828,8 +919,10 @@ host_fds_syscall_kind(long n, const long a[6])
     case SYS_dup3:
         return HOST_FDS_SYS_DUP3;
     case SYS_fcntl:
-        return (int)a[1] == F_DUPFD || (int)a[1] == F_DUPFD_CLOEXEC ? HOST_FDS_SYS_DUPFD
-                                                                    : HOST_FDS_SYS_NONE;
+        if ((int)a[1] == F_DUPFD || (int)a[1] == F_DUPFD_CLOEXEC) {
+            return HOST_FDS_SYS_DUPFD;
+        }
+        return HOST_FDS_FCNTL_SLOW((int)a[0]) ? HOST_FDS_SYS_FCNTL : HOST_FDS_SYS_NONE;
 #ifdef SYS_recvmsg
     case SYS_recvmsg:
         return HOST_FDS_SYS_RECVMSG;
@@ -924,7 +1017,7 @@ host_fds_syscall_kind(long n, const long a[6])
 }
 
 static long host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind,
-                                const void *ra);
+                                const void *ra, uint64_t fa);
 
 /* Six arguments are read whatever the call takes, as libc's syscall() passes six registers: the
  * last ones may lie past what the caller pushed (AddressSanitizer would call that a stack
@@ -948,7 +1041,10 @@ syscall(long n, ...)
     }
     kind = host_fds_syscall_kind(n, a);
     if (kind != HOST_FDS_SYS_NONE) {
-        return host_fds_syscall_fd(real, n, a, kind, __builtin_return_address(0));
+        long rc = host_fds_syscall_fd(real, n, a, kind, __builtin_return_address(0), HOST_FA);
+
+        HOST_NO_TAIL_CALL(); /* a receive's wait records the stack from this frame */
+        return rc;
     }
     if (HOST_SYSCALL_IS_SEND(n) && !host_fds_library_call(__builtin_return_address(0))) {
         return host_syscall_send(real, n, a); /* signals.c; the agent's own sends go as they are */
@@ -1480,6 +1576,7 @@ host_fds_dupfd(int (*real)(int, int, ...), int fd, int cmd, int min, const void 
         int (*real)(int, int, ...) = HOST_FDS_REAL(int (*)(int, int, ...), name);              \
         va_list ap;                                                                            \
         void *arg;                                                                             \
+        int pass, rc;                                                                          \
                                                                                                \
         va_start(ap, cmd);                                                                     \
         arg = va_arg(ap, void *);                                                              \
@@ -1489,7 +1586,11 @@ host_fds_dupfd(int (*real)(int, int, ...), int fd, int cmd, int min, const void 
             return -1;                                                                         \
         }                                                                                      \
         if (__builtin_expect(cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC, 1)) {                   \
-            return real(fd, cmd, arg);                                                         \
+            if (__builtin_expect(!HOST_FDS_FCNTL_SLOW(fd), 1)) {                               \
+                return real(fd, cmd, arg);                                                     \
+            }                                                                                  \
+            rc = host_fds_fcntl_other(fd, __builtin_return_address(0), &pass);                 \
+            return pass ? real(fd, cmd, arg) : rc;                                             \
         }                                                                                      \
         return host_fds_dupfd(real, fd, cmd, (int)(intptr_t)arg, __builtin_return_address(0)); \
     }
@@ -1808,7 +1909,8 @@ host_fds_sys_fcntl(int fd, int cmd, ...)
  * (host_fds_syscall_kind): as the interposer of its libc name, for the caller whose return
  * address is ra. */
 static long
-host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, const void *ra)
+host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, const void *ra,
+                    uint64_t fa)
 {
     unsigned entries;
 
@@ -1825,13 +1927,18 @@ host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, con
         return host_fds_dup(host_fds_sys_dup3_once, (int)a[0], (int)a[1], (int)a[2], ra);
     case HOST_FDS_SYS_DUPFD:
         return host_fds_dupfd(host_fds_sys_fcntl, (int)a[0], (int)a[1], (int)a[2], ra);
-    case HOST_FDS_SYS_RECVMSG:
+    case HOST_FDS_SYS_FCNTL: {
+        int pass, rc = host_fds_fcntl_other((int)a[0], ra, &pass);
+
+        return pass ? real(n, a[0], a[1], a[2], a[3], a[4], a[5]) : rc;
+    }
+    case HOST_FDS_SYS_RECVMSG: /* retried after the agent's EINTR, as eintr.c's recvmsg */
         entries = host_fds_accepting(ra);
-        return host_fds_received(real(n, a[0], a[1], a[2], a[3], a[4], a[5]), (struct msghdr *)a[1],
-                                 ra, entries);
-    case HOST_FDS_SYS_RECVMMSG:
+        return host_fds_received(host_syscall_wait(real, n, a, fa), (struct msghdr *)a[1], ra,
+                                 entries);
+    case HOST_FDS_SYS_RECVMMSG: /* and recvmmsg, its timeout passed again as it was */
         entries = host_fds_accepting(ra);
-        return host_fds_received_many((int)real(n, a[0], a[1], a[2], a[3], a[4], a[5]),
+        return host_fds_received_many((int)host_syscall_wait(real, n, a, fa),
                                       (struct mmsghdr *)a[1], ra, entries);
     default:
         return host_fds_syscall_create(real, n, a, kind, ra);

@@ -172,6 +172,8 @@ typedef long (*host_syscall_fn)(long, long, long, long, long, long, long);
  * (eintr.c: futex waits, io_getevents, System V IPC): fds.c's syscall() then makes it through
  * host_syscall_wait with its own frame address fa. */
 int host_syscall_is_wait(long n, const long a[6]);
+/* fds.c's receives through syscall() (SYS_recvmsg, SYS_recvmmsg) are made through it too, with
+ * their arguments passed again as they were at each retry. */
 long host_syscall_wait(host_syscall_fn real, long n, const long a[6], uint64_t fa);
 /* syscall()'s sends of a signal to a thread (SYS_tkill, SYS_tgkill, SYS_rt_tgsigqueueinfo), which
  * host/signals.c treats as tgkill's interposer treats its own (host_syscall_send). */

@@ -8,7 +8,8 @@
  * POSIX message queue (mq_timedreceive: the kernel restarts it under SA_RESTART, held here so
  * that it stays so), and raw system calls made with syscall() as other libraries make them
  * (libaio's io_getevents, futex FUTEX_WAIT with a relative timeout and FUTEX_WAIT_BITSET with
- * an absolute one). Waits that need a counterpart are fed by one poster thread, every 25 ms;
+ * an absolute one, and recvmsg and recvmmsg as recvmsg's and recvmmsg's cases). Waits that need
+ * a counterpart are fed by one poster thread, every 25 ms;
  * recvmmsg, whose missing retry those 40 waits never showed, waits 20000 times, fed by its own.
  * Waits that only a signal ends (sigwaitinfo, pause, sigsuspend) get a real-time signal of the
  * host's own every 25 ms (queued: none is lost), and count a return without it as EINTR.
@@ -206,7 +207,8 @@ t_recvmmsg(void *p)
     setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     pthread_create(&th, NULL, recvmmsg_feeder, &sv[1]);
     for (int got = 0; got < recvmmsg_rounds && c->eintr + c->other <= recvmmsg_rounds;) {
-        int rc = recvmmsg(sv[0], &one, 1, 0, NULL);
+        int rc = c->how ? (int)syscall(SYS_recvmmsg, sv[0], &one, 1, 0, NULL)
+                        : recvmmsg(sv[0], &one, 1, 0, NULL);
 
         if (rc == 1) {
             c->done++;
@@ -315,7 +317,8 @@ t_futex_bitset(void *p)
     return t_futex(p, 1);
 }
 
-/* A socket with SO_RCVTIMEO, read by recv (how 0), read (1), recvfrom (2) or recvmsg (3). */
+/* A socket with SO_RCVTIMEO, read by recv (how 0), read (1), recvfrom (2), recvmsg (3) or
+ * syscall(SYS_recvmsg) (4). */
 static void *
 t_rcvtimeo(void *p)
 {
@@ -333,7 +336,8 @@ t_rcvtimeo(void *p)
         ssize_t rc = how == 0   ? recv(sv[0], &b, 1, 0)
                      : how == 1 ? read(sv[0], &b, 1)
                      : how == 2 ? recvfrom(sv[0], &b, 1, 0, NULL, NULL)
-                                : recvmsg(sv[0], &m, 0);
+                     : how == 3 ? recvmsg(sv[0], &m, 0)
+                                : syscall(SYS_recvmsg, sv[0], &m, 0);
 
         tally(c, (int)rc, errno, EAGAIN);
     }
@@ -484,11 +488,13 @@ main(int argc, char **argv)
         { "semtimedop", t_semtimedop, 0 },
         { "msgrcv", t_msgrcv, 0 },
         { "recvmmsg", t_recvmmsg, 0 },
+        { "syscall recvmmsg", t_recvmmsg, 1 },
         { "mq_timedreceive", t_mq_timedreceive, 0 },
         { "syscall io_getevents", t_io_getevents, 0 },
         { "syscall futex FUTEX_WAIT", t_futex_wait, 0 },
         { "syscall futex FUTEX_WAIT_BITSET", t_futex_bitset, 0 },
         { "recvmsg SO_RCVTIMEO", t_rcvtimeo, 3 },
+        { "syscall recvmsg SO_RCVTIMEO", t_rcvtimeo, 4 },
         { "read SO_RCVTIMEO", t_rcvtimeo, 1 },
         { "recvfrom SO_RCVTIMEO", t_rcvtimeo, 2 },
         { "epoll_pwait2", t_epoll_pwait2, 0 },

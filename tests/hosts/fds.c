@@ -18,6 +18,18 @@
  *   fds dup3, dup3high  the same two through dup3(O_CLOEXEC)
  *   fds sysdup2, sysdup2high, sysdup3, sysdup3high
  *                   the same four through syscall(SYS_dup2) and syscall(SYS_dup3)
+ *   fds fcntl       fcntl's commands other than F_DUPFD* (F_GETFD, F_GETFL, F_SETFD, F_SETFL,
+ *                   F_GETLK, F_OFD_GETLK, F_GETOWN, F_GETSIG) of 3..4095 through fcntl, fcntl64
+ *                   and syscall(SYS_fcntl): EBADF for each, as bare, where the library's fds are
+ *                   (fcntl_scan)
+ *   fds unsharethreads  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE) on the main
+ *                   thread, then 20 pairs of threads that burn CPU, one started from each fd table
+ *                   (unshare_threads)
+ *   fds unshareexit the same unshare, then exit while a thread of the process's table burns
+ *   fds uninterposed  creations no interposer sees: io_uring's IORING_OP_OPENAT, getpwent,
+ *                   setmntent, getutent, a fanotify event's fd and seccomp's
+ *                   SECCOMP_IOCTL_NOTIF_ADDFD, each checked against the lowest
+ *                   free number (uninterposed)
  *   fds create      closefrom(3), a socketpair, the root directory's fd (for its file handle)
  *                   and a listening socket, then for 150 ms per call that makes fds (450 ms for
  *                   those that start a process) (open, openat, __openat_2, creat, dup, socket,
@@ -56,13 +68,16 @@
 #include <linux/audit.h>
 #include <linux/close_range.h>
 #include <linux/filter.h>
+#include <linux/io_uring.h>
 #include <linux/landlock.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
+#include <mntent.h>
 #include <mqueue.h>
 #include <poll.h>
 #include <pthread.h>
 #include <pty.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -87,6 +102,7 @@
 #include <sys/wait.h>
 #include <syslog.h>
 #include <unistd.h>
+#include <utmp.h>
 
 #include "hosts.h"
 
@@ -134,6 +150,583 @@ close_loop(int raw)
     }
     printf("%s 3..4095: %d closed, %d EBADF, %d other\n", raw ? "syscall(SYS_close)" : "close", ok,
            ebadf, other);
+}
+
+/* fcntl's commands other than F_DUPFD* on every number from 3 to 4095, through fcntl (way 0),
+ * fcntl64 (1) and syscall(SYS_fcntl) (2): the host has none there, so bare each fails with EBADF;
+ * the library keeps its own there (host/fds.c), which are no fds of the host's. F_SETFL passes
+ * back the flags F_GETFL read (nothing changes where it succeeds), F_SETFD FD_CLOEXEC (the
+ * library's fds have it already). */
+static int
+fcntl_way(int way, int fd, int cmd, void *arg)
+{
+    switch (way) {
+    case 0:
+        return fcntl(fd, cmd, arg);
+    case 1:
+        return fcntl64(fd, cmd, arg);
+    default:
+        return (int)syscall(SYS_fcntl, fd, cmd, arg);
+    }
+}
+
+static void
+fcntl_scan(void)
+{
+    static const char *const ways[] = { "fcntl", "fcntl64", "syscall(SYS_fcntl)" };
+    static const struct {
+        int cmd;
+        const char *name;
+    } cmds[] = { { F_GETFD, "F_GETFD" },   { F_GETFL, "F_GETFL" },  { F_SETFD, "F_SETFD" },
+                 { F_SETFL, "F_SETFL" },   { F_GETLK, "F_GETLK" },  { F_OFD_GETLK, "F_OFD_GETLK" },
+                 { F_GETOWN, "F_GETOWN" }, { F_GETSIG, "F_GETSIG" } };
+
+    for (int way = 0; way < 3; way++) {
+        for (size_t c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++) {
+            int fd, ok = 0, ebadf = 0, other = 0;
+
+            for (fd = 3; fd < 4096; fd++) {
+                struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+                intptr_t arg = 0;
+                int rc;
+
+                if (cmds[c].cmd == F_SETFD) {
+                    arg = FD_CLOEXEC;
+                } else if (cmds[c].cmd == F_SETFL) {
+                    arg = fcntl_way(way, fd, F_GETFL, NULL);
+                    arg = arg < 0 ? 0 : arg;
+                }
+                rc = cmds[c].cmd == F_GETLK || cmds[c].cmd == F_OFD_GETLK
+                             ? fcntl_way(way, fd, cmds[c].cmd, &lk)
+                             : fcntl_way(way, fd, cmds[c].cmd, (void *)arg);
+                if (rc >= 0) {
+                    ok++;
+                } else if (errno == EBADF) {
+                    ebadf++;
+                } else {
+                    other++;
+                }
+            }
+            printf("%s %s of 3..4095: %d ok, %d EBADF, %d other\n", ways[way], cmds[c].name, ok,
+                   ebadf, other);
+        }
+    }
+}
+
+/* Threads that burn CPU and exit, UNSHARE_ROUNDS pairs: one of each pair started by the main
+ * thread after its close_range(CLOSE_RANGE_UNSHARE) (it shares the main thread's private fd
+ * table), the other by a thread started before it (the process's table). Each thread registers
+ * itself with the agent and may open its CPU timer's fd in its own table. */
+#define UNSHARE_ROUNDS 20
+
+static void *
+unshare_burner(void *arg)
+{
+    (void)arg;
+    host_burn_us(20000);
+    return NULL;
+}
+
+static atomic_int unshare_round;
+
+static void *
+unshare_other(void *arg)
+{
+    (void)arg;
+    for (int r = 0; r < UNSHARE_ROUNDS; r++) {
+        pthread_t th;
+
+        while (atomic_load(&unshare_round) <= r) {
+            sched_yield();
+        }
+        if (pthread_create(&th, NULL, unshare_burner, NULL) == 0) {
+            pthread_join(th, NULL);
+        }
+    }
+    return NULL;
+}
+
+static void
+unshare_threads(void)
+{
+    pthread_t other;
+    int rc, made = 0;
+
+    pthread_create(&other, NULL, unshare_other, NULL);
+    rc = (int)syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE);
+    printf("syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE): %d\n", rc);
+    for (int r = 0; r < UNSHARE_ROUNDS; r++) {
+        pthread_t th;
+
+        atomic_store(&unshare_round, r + 1);
+        if (pthread_create(&th, NULL, unshare_burner, NULL) == 0) {
+            made++;
+            pthread_join(th, NULL);
+        }
+    }
+    pthread_join(other, NULL);
+    printf("threads after the unshare: %d of %d\n", made, UNSHARE_ROUNDS);
+}
+
+static atomic_int unshare_burning;
+
+static void *
+unshare_forever(void *arg)
+{
+    (void)arg;
+    atomic_store(&unshare_burning, 1);
+    for (;;) {
+        host_burn_us(1000);
+    }
+    return NULL;
+}
+
+static void *
+unshare_starter(void *arg)
+{
+    pthread_t th;
+
+    (void)arg;
+    while (atomic_load(&unshare_round) == 0) {
+        sched_yield();
+    }
+    pthread_create(&th, NULL, unshare_forever, NULL);
+    return NULL;
+}
+
+/* The main thread unshares, then a thread of the process's table starts one that burns CPU
+ * until the process exits: the main thread's exit (the agent's stop on it) meets a thread whose
+ * CPU timer's fd is not in the main thread's table. */
+static void
+unshare_exit(void)
+{
+    pthread_t st;
+    int rc;
+
+    pthread_create(&st, NULL, unshare_starter, NULL);
+    rc = (int)syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE);
+    printf("syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE): %d\n", rc);
+    atomic_store(&unshare_round, 1);
+    pthread_join(st, NULL);
+    while (!atomic_load(&unshare_burning)) {
+        sched_yield();
+    }
+    host_burn_us(100000);
+    fflush(stdout);
+    exit(0);
+}
+
+/*
+ * Creations no interposer of host/fds.c sees (its "Still open"): the fd an io_uring
+ * IORING_OP_OPENAT installs (the ring made by raw system calls: no liburing needed), the streams
+ * glibc keeps inside getpwent (/etc/passwd), setmntent and getutent (a utmp file of its own, by
+ * utmpname), the fd a read of a fanotify group makes for an event (root only), and the fd a
+ * seccomp listener's SECCOMP_IOCTL_NOTIF_ADDFD installs (un_addfd). Each in a loop
+ * of 150 ms, its number checked against the lowest the host left free: the library's fds live above
+ * the host's range (host/fds.c), so they get bare's numbers but in a library fd's low moment (a
+ * session's start, a thread's), which they do not wait for. PIPEPROF_TEST_FD_LOW_MS makes such
+ * moments on demand: run so by hand, the counts on stderr say how often they are met (host/fds.c's
+ * header). Their test (host-contract-fds-uninterposed) runs without it, after the library's first
+ * second.
+ */
+enum { UN_IOURING, UN_GETPWENT, UN_SETMNTENT, UN_GETUTENT, UN_FANOTIFY, UN_ADDFD, UN_COUNT };
+static const char *const un_names[UN_COUNT] = {
+    "io_uring IORING_OP_OPENAT",        "getpwent", "setmntent", "getutent", "fanotify event fd",
+    "seccomp SECCOMP_IOCTL_NOTIF_ADDFD"
+};
+
+/*
+ * SECCOMP_IOCTL_NOTIF_ADDFD into this process: a thread of its own (un_addfd_thread) makes
+ * getppid in a loop under a filter that hands each call to the main thread (its listener), which
+ * installs a copy of /dev/null in the caller's table (this process's) and lets the call go on: the
+ * kernel gives the copy the lowest free number, as a supervisor's gives its target's.
+ */
+#if defined(__x86_64__)
+#define NOTIFY_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define NOTIFY_ARCH AUDIT_ARCH_AARCH64
+#endif
+#ifdef NOTIFY_ARCH
+/* A seccomp filter's first statements: calls of another architecture are allowed. */
+#define NOTIFY_ARCH_CHECK                                                    \
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)), \
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NOTIFY_ARCH, 1, 0),          \
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                    \
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
+
+/* The calling thread under the filter prog with a notification listener: the listener, moved
+ * above the numbers checked (its own number closed again), or -1 with *err. */
+static int
+notify_listener(struct sock_fprog *prog, int *err)
+{
+    int listener, high;
+
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        (listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                                 SECCOMP_FILTER_FLAG_NEW_LISTENER, prog)) < 0) {
+        *err = errno;
+        return -1;
+    }
+    high = fcntl(listener, F_DUPFD_CLOEXEC, 100);
+    *err = errno;
+    close(listener);
+    return high;
+}
+#endif
+static struct {
+    int listener, src, err;
+    atomic_int ready, done, exited;
+    pthread_t th;
+} un_addfd = { .listener = -1, .src = -1 };
+
+static void *
+un_addfd_thread(void *arg)
+{
+    (void)arg;
+#if defined(NOTIFY_ARCH) && defined(SECCOMP_IOCTL_NOTIF_ADDFD)
+    struct sock_filter code[] = {
+        NOTIFY_ARCH_CHECK,
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof(code) / sizeof(code[0]), code };
+
+    un_addfd.listener = notify_listener(&prog, &un_addfd.err);
+#else
+    un_addfd.err = ENOSYS;
+#endif
+    atomic_store(&un_addfd.ready, 1);
+    while (un_addfd.listener >= 0 && !atomic_load(&un_addfd.done)) {
+        (void)syscall(SYS_getppid);
+    }
+    atomic_store(&un_addfd.exited, 1);
+    return NULL;
+}
+
+/* The next held getppid (20 ms at most): with add, a copy of un_addfd.src installed in this
+ * process first (its number, or -1 and errno); the call is let go on either way. */
+static int
+un_addfd_pass(int add)
+{
+#if defined(NOTIFY_ARCH) && defined(SECCOMP_IOCTL_NOTIF_ADDFD)
+    struct pollfd pfd = { un_addfd.listener, POLLIN, 0 };
+    struct seccomp_notif req;
+    struct seccomp_notif_resp resp;
+    struct seccomp_notif_addfd addfd;
+    int fd = -1, err = EAGAIN;
+
+    if (poll(&pfd, 1, 20) != 1 || !(pfd.revents & POLLIN)) {
+        errno = EAGAIN;
+        return -1;
+    }
+    memset(&req, 0, sizeof(req));
+    if (ioctl(un_addfd.listener, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) {
+        return -1;
+    }
+    if (add) {
+        memset(&addfd, 0, sizeof(addfd));
+        addfd.id = req.id;
+        addfd.srcfd = (unsigned)un_addfd.src;
+        addfd.newfd_flags = O_CLOEXEC;
+        fd = ioctl(un_addfd.listener, SECCOMP_IOCTL_NOTIF_ADDFD, &addfd);
+        err = errno;
+    }
+    memset(&resp, 0, sizeof(resp));
+    resp.id = req.id;
+    resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    while (ioctl(un_addfd.listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno == EINTR) {
+    }
+    errno = err;
+    return fd;
+#else
+    (void)add;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+static void
+un_addfd_start(void)
+{
+    int src = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+    un_addfd.src = fcntl(src, F_DUPFD_CLOEXEC, 100);
+    close(src);
+    pthread_create(&un_addfd.th, NULL, un_addfd_thread, NULL);
+    while (!atomic_load(&un_addfd.ready)) {
+        sched_yield();
+    }
+}
+
+static void
+un_addfd_stop(void)
+{
+    atomic_store(&un_addfd.done, 1);
+    while (un_addfd.listener >= 0 && !atomic_load(&un_addfd.exited)) {
+        (void)un_addfd_pass(0);
+    }
+    pthread_join(un_addfd.th, NULL);
+    if (un_addfd.listener >= 0) {
+        close(un_addfd.listener);
+    }
+    close(un_addfd.src);
+}
+
+/* An io_uring of one entry, by raw system calls. */
+static struct {
+    int fd;
+    unsigned *sq_tail, *sq_mask, *sq_array, *cq_head, *cq_tail, *cq_mask;
+    struct io_uring_sqe *sqes;
+    struct io_uring_cqe *cqes;
+} un_ring = { .fd = -1 };
+
+static int
+un_ring_setup(void)
+{
+    struct io_uring_params p;
+    unsigned char *sq, *cq;
+    size_t sq_len, cq_len;
+
+    memset(&p, 0, sizeof(p));
+    un_ring.fd = (int)syscall(SYS_io_uring_setup, 4, &p);
+    if (un_ring.fd < 0) {
+        return -1;
+    }
+    sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+    cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+    if ((p.features & IORING_FEAT_SINGLE_MMAP) && cq_len > sq_len) {
+        sq_len = cq_len;
+    }
+    sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, un_ring.fd,
+              IORING_OFF_SQ_RING);
+    cq = (p.features & IORING_FEAT_SINGLE_MMAP)
+                 ? sq
+                 : mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, un_ring.fd,
+                        IORING_OFF_CQ_RING);
+    un_ring.sqes = mmap(NULL, p.sq_entries * sizeof(struct io_uring_sqe), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_POPULATE, un_ring.fd, IORING_OFF_SQES);
+    if (sq == MAP_FAILED || cq == MAP_FAILED || un_ring.sqes == MAP_FAILED) {
+        return -1;
+    }
+    un_ring.sq_tail = (unsigned *)(void *)(sq + p.sq_off.tail);
+    un_ring.sq_mask = (unsigned *)(void *)(sq + p.sq_off.ring_mask);
+    un_ring.sq_array = (unsigned *)(void *)(sq + p.sq_off.array);
+    un_ring.cq_head = (unsigned *)(void *)(cq + p.cq_off.head);
+    un_ring.cq_tail = (unsigned *)(void *)(cq + p.cq_off.tail);
+    un_ring.cq_mask = (unsigned *)(void *)(cq + p.cq_off.ring_mask);
+    un_ring.cqes = (struct io_uring_cqe *)(void *)(cq + p.cq_off.cqes);
+    return 0;
+}
+
+/* /dev/null opened by the ring (not a fixed file): the fd the kernel installed, or -1. */
+static int
+un_ring_openat(void)
+{
+    unsigned tail = atomic_load_explicit((_Atomic unsigned *)un_ring.sq_tail, memory_order_relaxed);
+    unsigned idx = tail & *un_ring.sq_mask, head;
+    struct io_uring_sqe *sqe = &un_ring.sqes[idx];
+    int res;
+
+    memset(sqe, 0, sizeof(*sqe));
+    sqe->opcode = IORING_OP_OPENAT;
+    sqe->fd = AT_FDCWD;
+    sqe->addr = (uint64_t)(uintptr_t) "/dev/null";
+    sqe->open_flags = O_RDONLY | O_CLOEXEC;
+    un_ring.sq_array[idx] = idx;
+    atomic_store_explicit((_Atomic unsigned *)un_ring.sq_tail, tail + 1, memory_order_release);
+    if (syscall(SYS_io_uring_enter, un_ring.fd, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0) {
+        return -1;
+    }
+    head = atomic_load_explicit((_Atomic unsigned *)un_ring.cq_head, memory_order_relaxed);
+    if (head == atomic_load_explicit((_Atomic unsigned *)un_ring.cq_tail, memory_order_acquire)) {
+        return -1;
+    }
+    res = un_ring.cqes[head & *un_ring.cq_mask].res;
+    atomic_store_explicit((_Atomic unsigned *)un_ring.cq_head, head + 1, memory_order_release);
+    if (res < 0) {
+        errno = -res;
+        return -1;
+    }
+    return res;
+}
+
+/* The fd whose file is path (3..63), or -1 with ENOENT. */
+static int
+un_fd_of(const char *path)
+{
+    char link[64], target[4096];
+
+    for (int fd = 3; fd < 64; fd++) {
+        ssize_t n;
+
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        n = readlink(link, target, sizeof(target) - 1);
+        if (n > 0 && (target[n] = '\0', strcmp(target, path) == 0)) {
+            return fd;
+        }
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+static char un_utmp[4096], un_watched[4096];
+static int un_fan = -1;
+static FILE *un_mnt;
+
+/* One creation of kind k: its fd, or -1 (errno set). */
+static int
+un_one(int k)
+{
+    switch (k) {
+    case UN_IOURING:
+        if (un_ring.fd < 0) {
+            errno = ENOSYS;
+            return -1;
+        }
+        return un_ring_openat();
+    case UN_GETPWENT:
+        setpwent();
+        return getpwent() != NULL ? un_fd_of("/etc/passwd") : -1;
+    case UN_SETMNTENT:
+        un_mnt = setmntent("/proc/self/mounts", "re");
+        return un_mnt != NULL ? fileno(un_mnt) : -1;
+    case UN_GETUTENT:
+        setutent();
+        return un_fd_of(un_utmp);
+    case UN_ADDFD:
+        if (un_addfd.listener < 0) {
+            errno = un_addfd.err;
+            return -1;
+        }
+        /* A supervisor takes the next notification when one went away (ENOENT: the caller's
+         * call was interrupted, as a signal of the agent's can, and made again) or none came
+         * yet (EAGAIN: 20 ms on a loaded machine). */
+        for (int tries = 0;; tries++) {
+            int fd = un_addfd_pass(1);
+
+            if (fd >= 0 || (errno != ENOENT && errno != EAGAIN) || tries == 100) {
+                return fd;
+            }
+        }
+    case UN_FANOTIFY: {
+        struct fanotify_event_metadata ev[4];
+        int fd;
+
+        if (un_fan < 0) {
+            errno = EPERM;
+            return -1;
+        }
+        if ((fd = open(un_watched, O_RDONLY | O_CLOEXEC)) < 0) {
+            return -1;
+        }
+        close(fd);
+        if (read(un_fan, ev, sizeof(ev)) < (ssize_t)sizeof(ev[0]) || ev[0].fd < 0) {
+            errno = EIO;
+            return -1;
+        }
+        return ev[0].fd;
+    }
+    }
+    return -1;
+}
+
+static void
+un_undo(int k, int fd)
+{
+    switch (k) {
+    case UN_GETPWENT:
+        endpwent();
+        return;
+    case UN_SETMNTENT:
+        if (un_mnt != NULL) {
+            endmntent(un_mnt);
+            un_mnt = NULL;
+        }
+        return;
+    case UN_GETUTENT:
+        endutent();
+        return;
+    default:
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
+}
+
+static void
+uninterposed(void)
+{
+    const char *dir = getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp";
+    struct timespec settle = { 1, 500000000L };
+    int fd;
+
+    closefrom(3);
+    if (un_ring_setup() != 0 && un_ring.fd >= 0) {
+        close(un_ring.fd);
+        un_ring.fd = -1;
+    }
+    snprintf(un_utmp, sizeof(un_utmp), "%s/host-fds-utmp-%d", dir, (int)getpid());
+    snprintf(un_watched, sizeof(un_watched), "%s/host-fds-watched-%d", dir, (int)getpid());
+    fd = open(un_utmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    close(fd);
+    fd = open(un_watched, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    close(fd);
+    utmpname(un_utmp);
+    un_fan = fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC, O_RDONLY | O_CLOEXEC);
+    if (un_fan >= 0 && fanotify_mark(un_fan, FAN_MARK_ADD, FAN_OPEN, AT_FDCWD, un_watched) != 0) {
+        close(un_fan);
+        un_fan = -1;
+    }
+    un_addfd_start();
+    /* Each kind once, then 1.5 s: past the library's creations of its first second (the
+     * session's start, its scan of killed processes' sockets about 1 s after its own start) and
+     * those the first calls cause (getpwent loads NSS modules, which start a thread: the agent
+     * reads the new code's files and opens the thread's CPU timer), whose low moments these calls
+     * do not wait for. What is checked is that no library fd stays in the host's range. */
+    for (int k = 0; k < UN_COUNT; k++) {
+        un_undo(k, un_one(k));
+    }
+    while (nanosleep(&settle, &settle) != 0 && errno == EINTR) {
+    }
+    for (int k = 0; k < UN_COUNT; k++) {
+        struct timespec t0, t;
+        unsigned long made = 0, wrong = 0;
+        int skipped = 0, lo = open("/dev/null", O_RDONLY | O_CLOEXEC); /* the lowest free */
+
+        close(lo);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            fd = un_one(k);
+            if (made == 0 && fd < 0) {
+                skipped = errno;
+                break;
+            }
+            made++;
+            if (fd != lo && wrong++ == 0) {
+                fprintf(stderr, "%s: got %d where bare gets %d\n", un_names[k], fd, lo);
+            }
+            un_undo(k, fd);
+            host_burn_us(50);
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 150);
+        if (skipped != 0) {
+            printf("%s: SKIPPED, the call fails here: %s\n", un_names[k], strerror(skipped));
+            fprintf(stderr, "%s: SKIPPED (%s)\n", un_names[k], strerror(skipped));
+            continue;
+        }
+        printf("%s: %s\n", un_names[k], wrong == 0 ? "every fd the bare number" : "fds off");
+        fprintf(stderr, "%s: %lu made, %lu not the bare number\n", un_names[k], made, wrong);
+    }
+    un_addfd_stop();
+    if (un_fan >= 0) {
+        close(un_fan);
+    }
+    if (un_ring.fd >= 0) {
+        close(un_ring.fd); /* its mappings stay until exit */
+    }
+    unlink(un_utmp);
+    unlink(un_watched);
 }
 
 /* dup2 or dup3 (three) through libc or through syscall() (raw; arm64 has no SYS_dup2: its
@@ -804,12 +1397,6 @@ create_copy_scans(void)
 #define OPENPTY_CALLS   12
 #define OPENPTY_WAIT_MS 30
 
-#if defined(__x86_64__)
-#define OPENPTY_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define OPENPTY_ARCH AUDIT_ARCH_AARCH64
-#endif
-
 struct openpty_split {
     int lo;       /* the number bare gives the master */
     int listener; /* the filter's notifications, or -1 and err */
@@ -826,12 +1413,9 @@ static void *
 openpty_split_calls(void *arg)
 {
     struct openpty_split *sp = arg;
-#if defined(OPENPTY_ARCH) && defined(TIOCGPTPEER) && defined(SECCOMP_FILTER_FLAG_NEW_LISTENER)
+#if defined(NOTIFY_ARCH) && defined(TIOCGPTPEER) && defined(SECCOMP_FILTER_FLAG_NEW_LISTENER)
     struct sock_filter code[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, OPENPTY_ARCH, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        NOTIFY_ARCH_CHECK,
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 2),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, O_RDWR, 3, 4), /* glibc's open of /dev/ptmx */
@@ -842,20 +1426,7 @@ openpty_split_calls(void *arg)
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     struct sock_fprog prog = { sizeof(code) / sizeof(code[0]), code };
-    int listener = -1, err = 0;
-
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-        (listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                                 SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)) < 0) {
-        err = errno;
-    } else {
-        /* away from the numbers checked: moved up, its own number closed again */
-        int high = fcntl(listener, F_DUPFD_CLOEXEC, 100);
-
-        close(listener);
-        listener = high;
-        err = errno;
-    }
+    int err = 0, listener = notify_listener(&prog, &err);
 #else
     int listener = -1, err = ENOSYS;
 #endif
@@ -882,12 +1453,15 @@ openpty_split_calls(void *arg)
     return NULL;
 }
 
-/* Until fd lo is open (want 1) or closed (want 0), OPENPTY_WAIT_MS at most: whether it was. */
+/* Until fd lo is open (want 1) or closed (want 0), OPENPTY_WAIT_MS at most: whether it was. By
+ * fstat: host/fds.c's fcntl waits for a library fd's low moment to end before it answers. */
 static int
 openpty_split_until(int lo, int want)
 {
+    struct stat st;
+
     for (int i = 0; i < OPENPTY_WAIT_MS * 20; i++) {
-        if ((fcntl(lo, F_GETFD) >= 0) == want) {
+        if ((fstat(lo, &st) == 0) == want) {
             return 1;
         }
         struct timespec us50 = { 0, 50000L };
@@ -1121,9 +1695,18 @@ main(int argc, char **argv)
         dup_log(how[raw + 4] ? 768 : 3, how[raw + 4] ? 800 : 40, how[raw + 3] == '3', raw != 0);
     } else if (strcmp(how, "create") == 0) {
         create_loop();
+    } else if (strcmp(how, "fcntl") == 0) {
+        fcntl_scan();
+    } else if (strcmp(how, "unsharethreads") == 0) {
+        unshare_threads();
+    } else if (strcmp(how, "unshareexit") == 0) {
+        unshare_exit();
+    } else if (strcmp(how, "uninterposed") == 0) {
+        uninterposed();
     } else {
         fprintf(stderr, "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
-                        "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create\n");
+                        "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|"
+                        "unsharethreads|unshareexit|uninterposed\n");
         return 2;
     }
     if (pipe(p) != 0) {
