@@ -95,6 +95,19 @@ shim_event_source_get(int eager)
     return &shim_source;
 }
 
+/* The calling thread's CPU time now: where its first sample's time starts when the session
+ * that samples it starts later (ag_cpu_origin_set()). */
+static void
+shim_cpu_origin(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+        ag_cpu_origin_set((int32_t)syscall(SYS_gettid),
+                          (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+    }
+}
+
 static int
 shim_env_is(const char *name, const char *value)
 {
@@ -198,8 +211,16 @@ shim_start_process(int running)
     output.fd = ipc_output_file_open(running);
     output.providers = IPC_OUTPUT_PROVIDERS;
     opts.output = output.fd >= 0 ? &output : NULL;
-    opts.source = shim_event_source_get(opts.diagnostic_ports != NULL || opts.output != NULL ||
-                                        opts.dotnet_host || opts.key_override != 0);
+    /* A `record` child whose session is deferred (lazy_start_ms) starts its agent with it, on
+     * the loop thread, if it lives that long; its first samples count its CPU time from here. */
+    if (opts.lazy_start_ms != 0 && opts.output == NULL) {
+        shim_cpu_origin();
+    } else {
+        opts.lazy_start_ms = 0;
+    }
+    opts.source = shim_event_source_get(opts.lazy_start_ms == 0 &&
+                                        (opts.diagnostic_ports != NULL || opts.output != NULL ||
+                                         opts.dotnet_host || opts.key_override != 0));
 #ifdef PP_HAVE_HTTP
     (void)bridge_http_configure(&opts, opts.source != NULL);
 #endif
