@@ -360,6 +360,7 @@ ag_stop(void)
     atomic_store(&ag.hz_wall, 0);
     atomic_store(&ag.stopping, 1);
     atomic_store(&ag.manager_due_ns, 0); /* a manager never started stays so */
+    ag_cpu_origin_clear();
     ag_wake_all();
     if (ag.manager_started) {
         pthread_join(ag.manager, NULL);
@@ -431,6 +432,9 @@ ag_sampling_acquire(enum ag_mode mode, unsigned hz)
             ag.req_n--;
             (void)ag_sampling_apply_locked();
         }
+    }
+    if (atomic_load(&ag.hz_cpu) != 0) {
+        ag_cpu_origin_clear(); /* the first CPU arming since ag_cpu_origin_set() is done */
     }
     pthread_mutex_unlock(&ag.life_lock);
     return err;

@@ -136,6 +136,16 @@ void ag_manager_start_due(void);
  */
 PP_MUST_USE int ag_sampling_acquire(enum ag_mode mode, unsigned hz);
 
+/*
+ * Where the CPU time of the next first arming starts (a start that sampling was deferred for: a
+ * `record` child whose session begins on the loop thread a few ms after its constructor): thread
+ * tid's first sample stands for its CPU time since cpu_ns (its clock at the constructor), every
+ * other thread's for its whole CPU time, so that no CPU time the deferral spent unsampled goes
+ * unweighed. Used by the next ag_sampling_acquire() only (and dropped by it and by ag_stop()).
+ * Context: any ordinary thread, before that acquire.
+ */
+void ag_cpu_origin_set(int32_t tid, uint64_t cpu_ns);
+
 /* Releases one request made with the same mode and hz. Returns 0 or -ENOENT. */
 PP_MUST_USE int ag_sampling_release(enum ag_mode mode, unsigned hz);
 
@@ -437,6 +447,10 @@ struct ag_module_info {
  * tables, the loader lock (inside dl_iterate_phdr).
  */
 PP_MUST_USE int ag_modules_refresh(void);
+
+/* The directory of PIPEPROF_CFI_CACHE (agent/cfi.h's ag_cfi_cache_load), or "" for none, for the
+ * tables built or mapped from now on. dir is copied. Context: any thread but a signal handler. */
+void ag_modules_set_cfi_cache(const char *dir);
 
 /*
  * Calls fn for every live module, in load order, until fn returns nonzero (which is returned).

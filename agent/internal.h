@@ -617,6 +617,7 @@ void ag_threads_forked_child(void);
 PP_MUST_USE int ag_signal_install(int signo);
 void ag_signal_restore(void);
 void ag_timers_update_locked(void); /* arm/re-arm/delete CPU timers to match ag.hz_cpu */
+void ag_cpu_origin_clear(void);     /* ag_cpu_origin_set()'s origin is used up (timer.c) */
 void ag_timer_delete_locked(struct ag_thread *t);
 /* The kernel's tick rate: the resolution of CLOCK_MONOTONIC_COARSE is one jiffy. 0 if unknown. */
 unsigned ag_kernel_tick_hz(void);

@@ -152,10 +152,6 @@ char *ag_demangle(const char *raw);
  */
 PP_MUST_USE int ag_modules_refresh_deferred(void);
 
-/* The directory of PIPEPROF_CFI_CACHE (agent/cfi.h's ag_cfi_cache_load), or "" for none, for the
- * tables built from now on. dir is copied. */
-void ag_modules_set_cfi_cache(const char *dir);
-
 /*
  * Builds the tables ag_modules_refresh_deferred() left, module by module, and publishes them.
  * Stops early when *cancel (may be NULL) becomes nonzero. Returns the tables built or -errno.

@@ -120,15 +120,19 @@ ag_cpu_timer_create(int32_t tid, timer_t *out)
     return timer_create(ag_thread_cpu_clock(tid), &sev, out) == 0 ? 0 : -errno;
 }
 
+/* Arms timer every 1/hz of CPU time; the first expiry comes after the interval less elapsed
+ * (CPU time its thread spent since the baseline before this arming: ag_timer_baseline()). */
 static int
-ag_timer_arm(timer_t timer, unsigned hz)
+ag_timer_arm(timer_t timer, unsigned hz, uint64_t elapsed)
 {
     struct itimerspec its;
     long ns = 1000000000L / (long)hz;
+    long first = elapsed < (uint64_t)ns ? ns - (long)elapsed : 1;
 
     its.it_interval.tv_sec = ns / 1000000000L;
     its.it_interval.tv_nsec = ns % 1000000000L;
-    its.it_value = its.it_interval;
+    its.it_value.tv_sec = first / 1000000000L;
+    its.it_value.tv_nsec = first % 1000000000L;
     return timer_settime(timer, 0, &its, NULL) == 0 ? 0 : -errno;
 }
 
@@ -138,20 +142,50 @@ ag_thread_cpu_clock(int32_t tid)
     return (clockid_t)((~(unsigned)tid << 3) | 6u);
 }
 
-/* Starts a thread's CPU-time baseline: its first sample stands for the CPU time since now. */
-static void
+/* ag_cpu_origin_set()'s thread (0: none) and its CPU time then: written before the acquire that
+ * reads them, under no lock (the caller starts that acquire after it). */
+static _Atomic int32_t ag_origin_tid;
+static _Atomic uint64_t ag_origin_ns;
+
+void
+ag_cpu_origin_set(int32_t tid, uint64_t cpu_ns)
+{
+    atomic_store(&ag_origin_ns, cpu_ns);
+    atomic_store(&ag_origin_tid, tid);
+}
+
+void
+ag_cpu_origin_clear(void)
+{
+    atomic_store(&ag_origin_tid, 0);
+}
+
+/* Starts a thread's CPU-time baseline: its first sample stands for the CPU time since now, or,
+ * in the first arming after a deferred start, since the origin (ag_cpu_origin_set()). Returns
+ * the CPU time the thread spent since the baseline (0 but after such a start). */
+static uint64_t
 ag_timer_baseline(struct ag_thread *t, int32_t tid)
 {
+    uint64_t elapsed = 0;
     struct timespec ts;
+    int32_t origin_tid = atomic_load(&ag_origin_tid);
 
     atomic_store_explicit(&t->cpu_carry_ns, 0, memory_order_relaxed);
     if (clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0) {
         uint64_t cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 
+        if (origin_tid == tid && atomic_load(&ag_origin_ns) < cpu) {
+            elapsed = cpu - atomic_load(&ag_origin_ns); /* the constructor's thread: since then */
+        } else if (origin_tid != 0 && origin_tid != tid) {
+            elapsed = cpu; /* started after the constructor: its whole CPU time */
+        }
+        cpu -= elapsed;
+
         /* 0 means "no baseline": a thread that has not run yet (the scan found it as it was
          * created) reads 0, and 1 ns stands for that. */
         atomic_store_explicit(&t->last_cpu_ns, cpu != 0 ? cpu : 1, memory_order_relaxed);
     }
+    return elapsed;
 }
 
 void
@@ -348,7 +382,7 @@ ag_perf_sync_locked(struct ag_thread *t, int32_t tid, unsigned hz, int keep_base
         return err;
     }
     if (!keep_baseline) {
-        ag_timer_baseline(t, tid);
+        (void)ag_timer_baseline(t, tid); /* perf's first overflow: a full period from now */
     }
     atomic_store_explicit(&t->perf_fd, fd, memory_order_release);
     t->has_perf = 1;
@@ -485,7 +519,7 @@ ag_locator_arm_locked(struct ag_thread *t, int32_t tid)
     if (ag_cpu_timer_create(tid, &t->locator) != 0) {
         return; /* gone, or out of signal queue entries: its kernel time stays unplaced */
     }
-    if (ag_timer_arm(t->locator, hz) != 0) {
+    if (ag_timer_arm(t->locator, hz, 0) != 0) {
         timer_delete(t->locator);
         return;
     }
@@ -669,6 +703,7 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
 {
     int32_t tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
     enum ag_cpu_engine engine;
+    uint64_t elapsed = 0;
     int err;
 
     if (hz == 0 || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
@@ -722,9 +757,9 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
             return;
         }
         t->has_timer = 1;
-        ag_timer_baseline(t, tid);
+        elapsed = ag_timer_baseline(t, tid);
     }
-    if (ag_timer_arm(t->timer, hz) != 0) {
+    if (ag_timer_arm(t->timer, hz, elapsed) != 0) {
         ag_timer_delete_locked(t);
         return;
     }

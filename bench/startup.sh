@@ -8,7 +8,9 @@
 #   record  `pipeprof record -q -- sh -c <the bare loop>` (every child recorded: a session of
 #           its own; a child that samples connects and streams, one that does not only counts
 #           itself in record's tally), in CPU mode
-#   record-wall  the same in wall mode (PIPEPROF_MODE=wall)
+#   record-wall  the same in wall mode (--mode wall; before 2026-11-27 this ran PIPEPROF_MODE=wall,
+#           which `record` does not read: its sessions name their mode, and that run sampled in
+#           CPU mode)
 # and prints per-child medians over the rounds of the wall time and of the CPU time of the whole
 # tree (user + system of every process, the recorder included), and the ratios. Issue 10's
 # target: a recording of 200 short children within 1 s + 10 % of the bare run's wall time;
@@ -46,8 +48,8 @@ run() { # run KIND: "WALL_NS CPU_NS" of one batch
   case $1 in
   bare) measure sh -c "$loop" ;;
   agent) measure env LD_PRELOAD="$LIB" PIPEPROF_DIAGNOSTIC_PORT= sh -c "$loop" ;;
-  record) measure env PIPEPROF_MODE=cpu "$PP" record -q -o "$T/r.nettrace" -- sh -c "$loop" ;;
-  record-wall) measure env PIPEPROF_MODE=wall "$PP" record -q -o "$T/r.nettrace" -- sh -c "$loop" ;;
+  record) measure "$PP" record --mode cpu -q -o "$T/r.nettrace" -- sh -c "$loop" ;;
+  record-wall) measure "$PP" record --mode wall -q -o "$T/r.nettrace" -- sh -c "$loop" ;;
   base-*) LIB=$PP_BASELINE_DIR/lib/libpipeprof.so PP=$PP_BASELINE_DIR/bin/pipeprof run "${1#base-}" ;;
   esac
 }

@@ -1737,7 +1737,12 @@ bridge_agent_start(void)
      * of a stack snapshot walks threads blocked since before the agent ran through libc's
      * frames, which frame pointers do not cross. Cheap once the list is taken (each drain
      * calls it too). */
-    int err = ag_modules_refresh();
+    int err;
+
+    /* The recording's stored tables (PIPEPROF_CFI_CACHE) before the list is taken: a `record`
+     * child whose start was deferred maps them instead of building every table again. */
+    ag_modules_set_cfi_cache(bridge_source.defaults.cfi_cache);
+    err = ag_modules_refresh();
 
     if (err < 0) {
         fprintf(stderr, "pipeprof: modules: %s; unwinding uses frame pointers only\n",

@@ -27,9 +27,16 @@
  *                                       other than PID (CMD's own) starts a session with
  *                                       PROVIDERS by itself, held in memory, and connects to the
  *                                       recording only once it has a sample; it is not held at
- *                                       its start (ipc_server_options.lazy_providers)
+ *                                       its start (ipc_server_options.lazy_providers); in CPU
+ *                                       mode an exec'd image starts that session, and its
+ *                                       agent, only IPC_LAZY_START_MS after its constructor
+ *                                       (ipc_server_options.lazy_start_ms)
  *   PIPEPROF_RECORD_TALLY=PATH          with it: an image that ends without a sample appends
  *                                       its pid to PATH, for the recording's summary
+ *   PIPEPROF_LAZY_START_MS=N            for tests: that deferred start after N ms (0: before
+ *                                       main, as in wall mode); default IPC_LAZY_START_MS
+ *   PIPEPROF_LISTEN_DEFER_MS=N          for tests: a lazy child binds its default socket N ms
+ *                                       after its start (0: at once); default 50
  * Context: the constructor, or the thread that starts a fork()ed child's agent.
  */
 #include <errno.h>
@@ -43,6 +50,16 @@
 #include "ipc/ipc.h"
 
 #define IPC_SUSPEND_TIMEOUT_MS 30000
+
+/*
+ * How long after its constructor a `record` child in CPU mode starts its session and agent
+ * (ipc_server_options.lazy_start_ms). Most children of a build or a script have ended by then
+ * (a /bin/true: well under a millisecond after its constructor) and never start them; a child
+ * that lives on loses no CPU time to the wait: its first sample stands for the CPU time since
+ * its constructor (ag_cpu_origin_set()). Kept under a sampling interval (10 ms at the default
+ * 100 Hz). Wall mode starts at once: a wall pass that the wait skipped would be lost.
+ */
+#define IPC_LAZY_START_MS 5
 
 static int
 ipc_env_is(const char *name, const char *value)
@@ -65,27 +82,55 @@ ipc_env_resumed_before(void)
     return v != NULL && v[0] != '\0' && strtol(v, NULL, 10) == (long)getpid();
 }
 
-/* PIPEPROF_SUSPEND_TIMEOUT_MS, or its default with one line on stderr when it is no number. */
-static int
-ipc_env_suspend_timeout(void)
+/* The number in variable name, lo..hi, or dflt when it is unset, or when it is no such number
+ * (then with one line on stderr that says what was expected). */
+static long
+ipc_env_number(const char *name, long lo, long hi, long dflt, const char *expected)
 {
-    const char *env = getenv("PIPEPROF_SUSPEND_TIMEOUT_MS");
+    const char *env = getenv(name);
     char *end;
     long v;
 
     if (env == NULL || env[0] == '\0') {
-        return IPC_SUSPEND_TIMEOUT_MS;
+        return dflt;
     }
     errno = 0;
     v = strtol(env, &end, 10);
-    if (errno != 0 || *end != '\0' || v < -1 || v > INT_MAX) {
-        fprintf(stderr,
-                "pipeprof: PIPEPROF_SUSPEND_TIMEOUT_MS=%s: expected -1 (forever) or a number of "
-                "ms; the default, %d ms, holds\n",
-                env, IPC_SUSPEND_TIMEOUT_MS);
-        return IPC_SUSPEND_TIMEOUT_MS;
+    if (errno != 0 || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "pipeprof: %s=%s: expected %s; the default, %ld ms, holds\n", name, env,
+                expected, dflt);
+        return dflt;
     }
-    return (int)v;
+    return v;
+}
+
+/* PIPEPROF_SUSPEND_TIMEOUT_MS, or its default. */
+static int
+ipc_env_suspend_timeout(void)
+{
+    return (int)ipc_env_number("PIPEPROF_SUSPEND_TIMEOUT_MS", -1, INT_MAX, IPC_SUSPEND_TIMEOUT_MS,
+                               "-1 (forever) or a number of ms");
+}
+
+/* A test's knob of 0..60000 ms, or dflt. */
+static unsigned
+ipc_env_ms(const char *name, unsigned dflt)
+{
+    return (unsigned)ipc_env_number(name, 0, 60000, (long)dflt, "0 to 60000 ms");
+}
+
+/* Whether a lazy session with providers samples in wall mode: mode=wall in their filter data
+ * (`record` names the mode there), or no mode named and PIPEPROF_MODE=wall. */
+static int
+ipc_env_lazy_wall(const char *providers)
+{
+    const char *mode = strstr(providers, "mode=");
+
+    if (mode == NULL) {
+        return ipc_env_is("PIPEPROF_MODE", "wall");
+    }
+    return strncmp(mode + 5, "wall", 4) == 0 &&
+           (mode[9] == '\0' || mode[9] == ';' || mode[9] == ',' || mode[9] == '"');
 }
 
 /* The providers of PIPEPROF_RECORD_LAZY=PID:PROVIDERS when this process is not PID, else NULL.
@@ -143,6 +188,12 @@ ipc_server_options_from_env(struct ipc_server_options *opts, int running)
     opts->resume_at_session = ipc_env_is("PIPEPROF_RESUME_AT_SESSION", "1");
     opts->lazy_providers = opts->resume_at_session ? ipc_env_lazy_providers() : NULL;
     opts->lazy_tally = opts->lazy_providers != NULL ? getenv("PIPEPROF_RECORD_TALLY") : NULL;
+    /* An exec'd image only: a fork()ed child's start already waited (shim.c), as did the host. */
+    opts->lazy_start_ms =
+            opts->lazy_providers != NULL && !running && !ipc_env_lazy_wall(opts->lazy_providers)
+                    ? ipc_env_ms("PIPEPROF_LAZY_START_MS", IPC_LAZY_START_MS)
+                    : 0;
+    opts->listen_defer_ms = ipc_env_ms("PIPEPROF_LISTEN_DEFER_MS", IPC_LISTEN_DEFER_MS);
     return running || ipc_env_resumed_before() || opts->lazy_providers != NULL
                    ? 0
                    : ipc_env_suspend_timeout();

@@ -197,6 +197,9 @@ struct ipc_server {
     char *lazy_providers;       /* ipc_server_options.lazy_providers, until its session starts */
     struct ipc_port *lazy_port; /* the port a lazy session streams on: connected only then */
     char *lazy_tally;           /* ipc_server_options.lazy_tally, or NULL */
+    unsigned lazy_start_ms;     /* ipc_server_options.lazy_start_ms */
+    uv_timer_t lazy_timer;      /* the deferred start of the lazy session */
+    int lazy_pending;           /* lazy_timer runs: the session has not started */
 
     pthread_mutex_t lock; /* protects the fields below (read by other threads) */
     pthread_cond_t resumed;
@@ -238,6 +241,8 @@ void ipc_session_output_start(struct ipc_server *s);
 /* Starts the lazy session of s->lazy_providers (ipc_server_options.lazy_providers); returns 0
  * or a negative errno (then the port connects as for any session). */
 PP_MUST_USE int ipc_session_lazy_start(struct ipc_server *s);
+/* The process stops before its deferred lazy session started: it had no sample; the tally. */
+void ipc_session_lazy_unstarted(struct ipc_server *s);
 /* The lazy session's connection is made: c streams it from now on (what it queued first). */
 void ipc_session_attach(struct ipc_session *ss, struct ipc_conn *c);
 void ipc_session_conn_closed(struct ipc_session *ss);

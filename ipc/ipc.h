@@ -475,6 +475,21 @@ struct ipc_server_options {
      * ends without a sample appends its pid and a newline, so that the tool can count the
      * processes it never heard of. NULL: none. */
     const char *lazy_tally;
+    /*
+     * With lazy_providers: 0, the session starts before ipc_server_start() returns (sampling runs
+     * before the host's main); N, it starts on the loop thread N ms after the server's start,
+     * without holding the host, and a process that stops sooner never starts it (nor the agent:
+     * the caller leaves the event source's agent to its first session) and only counts itself in
+     * lazy_tally. Set for a CPU-mode `record` child (ipc/env.c, IPC_LAZY_START_MS): most children
+     * of a build or a script end sooner, and the agent's start was the largest piece of their CPU
+     * time under `record` (docs/performance.md).
+     */
+    unsigned lazy_start_ms;
+    /* With lazy_providers and a connect port: the default listen socket is bound this many ms
+     * after the start (server.c says why), 0 at once. Read from the environment on the starting
+     * thread (PIPEPROF_LISTEN_DEFER_MS, a test's knob; ipc_server_options_from_env() sets the
+     * default, IPC_LISTEN_DEFER_MS). */
+    unsigned listen_defer_ms;
 };
 
 /*
@@ -507,6 +522,10 @@ struct ipc_server; /* opaque; ipc/server.c */
  * fork()ed child's agent.
  */
 int ipc_output_file_open(int running);
+
+/* How long after its start a lazy child binds its default listen socket, unless its test says
+ * otherwise (ipc_server_options.listen_defer_ms). */
+#define IPC_LISTEN_DEFER_MS 50
 
 /*
  * Fills opts' listen_path, diagnostic_ports, dotnet_host and key_override from the environment

@@ -636,6 +636,12 @@ ipc_server_wake(uv_async_t *a)
     if (s->listen_later != NULL && !uv_is_closing((uv_handle_t *)&s->listen_timer)) {
         uv_close((uv_handle_t *)&s->listen_timer, NULL); /* never bound: nothing to remove */
     }
+    if (s->lazy_pending) {
+        /* Stopped before its session started: no agent ran, no sample was taken. */
+        s->lazy_pending = 0;
+        uv_close((uv_handle_t *)&s->lazy_timer, NULL);
+        ipc_session_lazy_unstarted(s);
+    }
     for (i = 0; i < s->listener_count; i++) {
         ipc_listener_drop_fd(&s->listeners[i]);
         if (s->listeners[i].open && !uv_is_closing((uv_handle_t *)&s->listeners[i].pipe)) {
@@ -671,6 +677,27 @@ ipc_server_wake(uv_async_t *a)
     uv_unref((uv_handle_t *)&s->stop_timer);
 }
 
+/* The lazy session's start (ipc_server_options.lazy_start_ms: deferred, or at once). */
+static void
+ipc_server_lazy_start(struct ipc_server *s)
+{
+    if (ipc_session_lazy_start(s) < 0) {
+        ipc_port_connect(s->lazy_port); /* the tool starts a session on it, as without */
+    }
+}
+
+static void
+ipc_server_lazy_start_due(uv_timer_t *t)
+{
+    struct ipc_server *s = t->data;
+
+    s->lazy_pending = 0;
+    uv_close((uv_handle_t *)t, NULL);
+    if (!s->shutting_down) {
+        ipc_server_lazy_start(s);
+    }
+}
+
 static void
 ipc_server_run(void *arg)
 {
@@ -680,8 +707,19 @@ ipc_server_run(void *arg)
     if (s->output_fd >= 0 && !atomic_load(&s->stopping)) {
         ipc_session_output_start(s); /* sampling runs before ipc_server_start() returns */
     }
-    if (s->lazy_providers != NULL && !atomic_load(&s->stopping) && ipc_session_lazy_start(s) < 0) {
-        ipc_port_connect(s->lazy_port); /* the tool starts a session on it, as without */
+    if (s->lazy_providers != NULL && s->lazy_start_ms != 0) {
+        if (atomic_load(&s->stopping)) {
+            if (!s->shutting_down) {           /* not a failed start's run on the host's thread */
+                ipc_session_lazy_unstarted(s); /* the host ended before this thread ran */
+            }
+        } else {
+            uv_timer_init(&s->loop, &s->lazy_timer);
+            s->lazy_timer.data = s;
+            s->lazy_pending = 1;
+            uv_timer_start(&s->lazy_timer, ipc_server_lazy_start_due, s->lazy_start_ms, 0);
+        }
+    } else if (s->lazy_providers != NULL && !atomic_load(&s->stopping)) {
+        ipc_server_lazy_start(s);
     }
     pthread_mutex_lock(&s->lock);
     s->output_waiting = 0;
@@ -854,8 +892,8 @@ ipc_server_listen_default(struct ipc_server *s, struct ipc_listener *l)
  * a /tmp where every child makes and removes one) and its removal at exit were the largest
  * single piece of a short child's CPU under `record` (docs/performance.md). The socket itself
  * and its handle are made at the start, with every other fd of ours: the bind creates none.
+ * (ipc_server_options.listen_defer_ms: a test's other delay, 0 binds at once.)
  */
-#define IPC_LISTEN_DEFER_MS 50
 
 static void
 ipc_server_listen_deferred(uv_timer_t *t)
@@ -869,7 +907,7 @@ ipc_server_listen_deferred(uv_timer_t *t)
 }
 
 static int
-ipc_server_add_default_listener(struct ipc_server *s, uint64_t key_override, int defer)
+ipc_server_add_default_listener(struct ipc_server *s, uint64_t key_override, unsigned defer_ms)
 {
     struct ipc_listener *l = &s->listeners[s->listener_count];
     char path[256];
@@ -886,13 +924,13 @@ ipc_server_add_default_listener(struct ipc_server *s, uint64_t key_override, int
         ipc_log(s, "cannot listen on %s: %s", path, strerror(-err));
         return err;
     }
-    if (!defer) {
+    if (defer_ms == 0) {
         return ipc_server_listen_default(s, l);
     }
     s->listen_later = l;
     uv_timer_init(&s->loop, &s->listen_timer);
     s->listen_timer.data = s;
-    uv_timer_start(&s->listen_timer, ipc_server_listen_deferred, IPC_LISTEN_DEFER_MS, 0);
+    uv_timer_start(&s->listen_timer, ipc_server_listen_deferred, defer_ms, 0);
     return 0;
 }
 
@@ -1017,7 +1055,9 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
         }
     }
     if (opts->lazy_providers != NULL && !opts->dotnet_host) {
-        s->output_waiting = 1; /* its sampling runs before ipc_server_start() returns */
+        /* Unless deferred, its sampling runs before ipc_server_start() returns. */
+        s->output_waiting = s->output_waiting || opts->lazy_start_ms == 0;
+        s->lazy_start_ms = opts->lazy_start_ms;
         s->lazy_providers = strdup(opts->lazy_providers);
         s->lazy_tally = opts->lazy_tally != NULL ? strdup(opts->lazy_tally) : NULL;
         if (s->lazy_providers == NULL) {
@@ -1056,7 +1096,9 @@ ipc_server_start(const struct ipc_server_options *opts, struct ipc_server **out)
 
     if (opts->listen_path == NULL) {
         err = ipc_server_add_default_listener(
-                s, opts->key_override, s->lazy_providers != NULL && ipc_port_list_connects(&ports));
+                s, opts->key_override,
+                s->lazy_providers != NULL && ipc_port_list_connects(&ports) ? opts->listen_defer_ms
+                                                                            : 0);
     } else if (opts->listen_path[0] != '\0') {
         err = ipc_server_add_listener(s, opts->listen_path);
     }

@@ -718,6 +718,12 @@ ipc_session_tally(struct ipc_server *s)
     close(fd);
 }
 
+void
+ipc_session_lazy_unstarted(struct ipc_server *s)
+{
+    ipc_session_tally(s);
+}
+
 /*
  * The stop of a lazy session: one that never took a sample ends here with nothing written and
  * no connection made (no rundown either: it named nothing); one that did is finished, queued

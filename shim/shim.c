@@ -43,6 +43,8 @@
 #endif
 
 static struct ipc_server *shim_server;
+/* 1 while the load hook runs (the constructor, before main), not at a later start. */
+static int shim_loading;
 
 /*
  * 1 on the server's own threads (ipc_server_options.thread_init) and while this thread starts or
@@ -93,6 +95,19 @@ shim_event_source_get(int eager)
     }
     bridge_agent_source_init(&shim_source, &cfg);
     return &shim_source;
+}
+
+/* The calling thread's CPU time now: where its first sample's time starts when the session
+ * that samples it starts later (ag_cpu_origin_set()). */
+static void
+shim_cpu_origin(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+        ag_cpu_origin_set((int32_t)syscall(SYS_gettid),
+                          (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+    }
 }
 
 static int
@@ -198,8 +213,18 @@ shim_start_process(int running)
     output.fd = ipc_output_file_open(running);
     output.providers = IPC_OUTPUT_PROVIDERS;
     opts.output = output.fd >= 0 ? &output : NULL;
-    opts.source = shim_event_source_get(opts.diagnostic_ports != NULL || opts.output != NULL ||
-                                        opts.dotnet_host || opts.key_override != 0);
+    /* A `record` child whose session is deferred (lazy_start_ms) starts its agent with it, on
+     * the loop thread, if it lives that long; its first samples count its CPU time from here.
+     * Only from the constructor: another start (after a credential change) runs with the host's
+     * threads, whose CPU time so far is not the session's. */
+    if (opts.lazy_start_ms != 0 && opts.output == NULL && shim_loading) {
+        shim_cpu_origin();
+    } else {
+        opts.lazy_start_ms = 0;
+    }
+    opts.source = shim_event_source_get(opts.lazy_start_ms == 0 &&
+                                        (opts.diagnostic_ports != NULL || opts.output != NULL ||
+                                         opts.dotnet_host || opts.key_override != 0));
 #ifdef PP_HAVE_HTTP
     (void)bridge_http_configure(&opts, opts.source != NULL);
 #endif
@@ -248,8 +273,9 @@ shim_fd_taken(int fd)
     shim_stop();
 }
 
+/* The start at load (shim_start) and again after a credential change (creds_after). */
 static void
-shim_start(void)
+shim_start_again(void)
 {
     int saved_errno = errno; /* main() sees the errno it would see bare (0 from the loader) */
 
@@ -383,10 +409,19 @@ static const struct host_server_hooks shim_host_hooks = {
     .sessions_end = shim_quick_stop,
     .exec_failed = shim_exec_failed,
     .creds_before = shim_creds_before,
-    .creds_after = shim_start,
+    .creds_after = shim_start_again,
     .socket_redirect = shim_socket_redirect,
 };
 
 /* .init_array / .fini_array on Linux, __mod_init_func / __mod_term_func on macOS. */
+/* The load hook (the constructor): the process's first start. */
+static void
+shim_start(void)
+{
+    shim_loading = 1;
+    shim_start_again();
+    shim_loading = 0;
+}
+
 PP_LOAD_HOOK(shim_start);
 PP_UNLOAD_HOOK(shim_exit);

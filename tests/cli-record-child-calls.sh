@@ -14,8 +14,14 @@
 #     instead of two). A lower bound, which a loaded machine only lengthens;
 #   - starts its session by itself and connects only once it has a sample (PIPEPROF_RECORD_LAZY;
 #     its advertise says its stream follows): `/bin/true` makes no connection to the recording's
-#     socket at all, while a busy child (a shell loop of about 0.3 s) still gets its file with
-#     its samples. Only CMD's own image is sent a CollectTracing.
+#     socket at all, while a busy child (a shell loop of about 1 s) still gets its file with
+#     its samples. Only CMD's own image is sent a CollectTracing;
+#   - in CPU mode, starts that session and its agent only some ms after its constructor, on its
+#     IPC loop thread (IPC_LAZY_START_MS, 5; 400 here, PIPEPROF_LAZY_START_MS, since strace
+#     slows every system call of a child): `/bin/true`, long gone by then, maps none of the
+#     recording's CFI tables and creates no sampling timer, while the busy child still gets its
+#     samples. In wall mode the session starts at once, as before (a skipped wall pass is lost):
+#     there `/bin/true` maps them (so the pattern below is seen to match).
 # The children still end their sessions: the recording's summary counts all 8 processes (those
 # that never connected through the tally, PIPEPROF_RECORD_TALLY).
 # Then, without strace: a child killed by SIGKILL after its first samples leaves its samples.
@@ -36,9 +42,9 @@ children_samples() {
 for mode in cpu wall; do
   out=$T/$mode
   mkdir "$out"
-  strace -f -qq -ttt -s 24 -e trace=openat,open,nanosleep,clock_nanosleep,sendto,connect,clone,clone3,execve -o "$out/strace" \
-    "${RECORD_ENV[@]}" "$PIPEPROF" record --mode "$mode" -o "$out/kids.nettrace" -- \
-    sh -c 'for i in 1 2 3 4 5; do /bin/true; done; sh -c "i=0; while [ \$i -lt 150000 ]; do i=\$((i+1)); done"; /bin/sleep 0.2' 2>"$out/err" ||
+  strace -f -qq -ttt -s 24 -e trace=openat,open,nanosleep,clock_nanosleep,sendto,connect,clone,clone3,execve,timer_create -o "$out/strace" \
+    env PIPEPROF_LAZY_START_MS=400 "${RECORD_ENV[@]}" "$PIPEPROF" record --mode "$mode" -o "$out/kids.nettrace" -- \
+    sh -c 'for i in 1 2 3 4 5; do /bin/true; done; sh -c "i=0; while [ \$i -lt 600000 ]; do i=\$((i+1)); done"; /bin/sleep 0.2' 2>"$out/err" ||
     { cat "$out/err" >&2; fail "$mode: record failed"; }
   execs=$(grep -c 'libpipeprof' "$out/strace" || true)
   tz=$(grep -c 'localtime' "$out/strace" || true)
@@ -65,16 +71,33 @@ for mode in cpu wall; do
       /execve\(/ && $NF == "0" { img[tg($1)] = ($0 ~ /execve\("\/bin\/true"/); next }
       /connect\(.*port\.sock/ && img[tg($1)] { c++ }
       END { print c + 0 }' "$out/strace")
+  # What the images of /bin/true did of the agent's start: opens of the recording's stored CFI
+  # tables (cfi/cfi-BUILDID) and CPU-time timers created.
+  read -r true_cfi true_timers < <(awk '
+      function tg(x) { return (x in g) ? g[x] : x }
+      /clone3?\(/ && /CLONE_THREAD/ { if ($NF ~ /^[0-9]+$/) g[$NF] = tg($1); else pend[$1] = 1; next }
+      /<\.\.\. clone3? resumed>/ && pend[$1] { g[$NF] = tg($1); delete pend[$1]; next }
+      /execve\(/ && $NF == "0" { img[tg($1)] = ($0 ~ /execve\("\/bin\/true"/); next }
+      /open(at)?\(.*\/cfi\/cfi-/ && img[tg($1)] { c++ }
+      /timer_create\(/ && img[tg($1)] { t++ }
+      END { print c + 0, t + 0 }' "$out/strace")
   busy_samples=$(children_samples "$out")
   line=$(grep -m1 'recorded' "$out/err" || true)
   read -r recorded without < <(sed -n 's/^pipeprof: .*; \([0-9]*\) process[es]* recorded, \([0-9]*\) without samples.*/\1 \2/p' <<<"$line")
-  note "$mode: $execs opens of the library, $tz of the time zone, $polls 1 ms sleeps, $sessions CollectTracing, $resumes ResumeRuntime, $twice images connected twice (first gap $gap_min s), $true_connects connects by /bin/true, $busy_samples samples in the children's files; $line"
+  note "$mode: $execs opens of the library, $tz of the time zone, $polls 1 ms sleeps, $sessions CollectTracing, $resumes ResumeRuntime, $twice images connected twice (first gap $gap_min s), $true_connects connects by /bin/true, $true_cfi opens of stored CFI tables and $true_timers timers by /bin/true, $busy_samples samples in the children's files; $line"
   [[ $execs -ge 8 ]] || fail "$mode: strace saw $execs loads of the library, want 8 or more (sh and 7 children)"
   [[ $tz == 0 ]] || fail "$mode: $tz opens of the time zone in the recorded tree: $(grep localtime "$out/strace" | head -3)"
   [[ $sessions -ge 1 ]] || fail "$mode: strace saw $sessions CollectTracing requests, want 1, CMD's (the pattern no longer matches?)"
   [[ $sessions == 1 ]] || fail "$mode: record sent $sessions CollectTracing requests, want 1 (CMD's): the children start their own"
   [[ $true_connects == 0 ]] || fail "$mode: the images of /bin/true made $true_connects connections to the recording (no sample, no connection)"
-  [[ $busy_samples -ge 5 ]] || fail "$mode: $busy_samples samples in the children's files, want 5 or more (the busy child's, about 0.3 s)"
+  if [[ $mode == cpu ]]; then
+    [[ $true_cfi == 0 && $true_timers == 0 ]] ||
+      fail "$mode: the images of /bin/true started their agent: $true_cfi opens of stored CFI tables, $true_timers timers (their session waits 400 ms)"
+  else
+    [[ $true_cfi -ge 5 ]] ||
+      fail "$mode: the images of /bin/true opened $true_cfi stored CFI tables, want 5 or more (wall mode starts at once; the pattern no longer matches?)"
+  fi
+  [[ $busy_samples -ge 5 ]] || fail "$mode: $busy_samples samples in the children's files, want 5 or more (the busy child's, about 1 s)"
   [[ $twice -ge 1 ]] || fail "$mode: no image connected twice (sh and sleep live past 20 ms)"
   awk -v g="$gap_min" 'BEGIN { exit !(g >= 0.015) }' ||
     fail "$mode: an image connected again $gap_min s after its session's connection, want 0.02 (the spare waits)"

@@ -1525,6 +1525,78 @@ TEST(final_sample_of_a_thread_only_the_scan_found)
     ag_stop();
 }
 
+/* A thread that burned CPU time before the agent started, whose start was deferred with
+ * ag_cpu_origin_set() (a `record` child in CPU mode starts its agent 5 ms after its constructor):
+ * it burns 120 ms from its origin, waits for the start, burns 175 ms more at 10 Hz and waits for a
+ * scan that read its clock. Its samples stand for all 295 ms; without the origin the 120 ms
+ * before the start were never counted (the first sample stood for the CPU since the arming). */
+struct origin_arg {
+    _Atomic int32_t tid;
+    _Atomic int go;
+    _Atomic uint64_t cpu_ns;
+};
+
+static void *
+origin_main(void *p)
+{
+    struct origin_arg *a = p;
+    int32_t tid = (int32_t)syscall(SYS_gettid);
+    uint64_t c0 = cpu_ns(), c1;
+
+    ag_cpu_origin_set(tid, c0);
+    while (cpu_ns() - c0 < 120000000u) {
+        busy_a();
+    }
+    atomic_store(&a->tid, tid);
+    while (!atomic_load(&a->go)) {
+        usleep(2000);
+    }
+    c1 = cpu_ns();
+    while (cpu_ns() - c1 < 175000000u) {
+        busy_a();
+    }
+    atomic_store(&a->cpu_ns, cpu_ns() - c0);
+    scan_slot_wait(tid, cpu_ns());
+    return NULL;
+}
+
+TEST(a_deferred_start_counts_the_cpu_since_the_origin)
+{
+    struct origin_arg a = { 0, 0, 0 };
+    struct ag_config cfg;
+    struct tid_stats *t;
+    pthread_t th;
+    int64_t diff;
+    int i;
+
+    want[0] = (const void *)busy_a;
+    ASSERT_OK(host_real_pthread_create()(&th, NULL, origin_main, &a));
+    while (atomic_load(&a.tid) == 0) {
+        usleep(2000);
+    }
+    ag_config_init(&cfg);
+    cfg.scan_ms = 20;
+    cfg.cpu_engine = AG_CPU_ENGINE_TIMER;
+    ASSERT_OK(ag_start(&cfg)); /* its scan finds the thread */
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10));
+    atomic_store(&a.go, 1);
+    ASSERT_OK(pthread_join(th, NULL));
+    t = col_get(atomic_load(&a.tid));
+    for (i = 0; i < 100 && !t->stopped; i++) {
+        col_drain();
+        usleep(20000);
+    }
+    diff = (int64_t)t->cpu_delta_sum - (int64_t)atomic_load(&a.cpu_ns);
+    printf("# origin: %u samples (%u final), CPU %.2f ms, measured since the origin %.2f ms\n",
+           t->samples, t->tails, (double)t->cpu_delta_sum / 1e6,
+           (double)atomic_load(&a.cpu_ns) / 1e6);
+    ASSERT_EQ(t->stopped, 1);
+    /* As for a scan-only thread: within half an interval (a final claim of less is left out). */
+    ASSERT_TRUE(diff > -50000000 && diff < (test_emulated() ? 8000000 : 1500000));
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 10));
+    ag_stop();
+}
+
 /* Removes dir and the table files in it. */
 static void
 cache_dir_remove(const char *dir)
@@ -3372,6 +3444,7 @@ static const struct test_case cases[] = {
     TEST_CASE(new_code_wakes_the_manager_to_load_its_module),
     TEST_CASE(final_sample_of_an_unsampled_thread_has_its_start_routine),
     TEST_CASE(final_sample_of_a_thread_only_the_scan_found),
+    TEST_CASE(a_deferred_start_counts_the_cpu_since_the_origin),
     TEST_CASE(a_deferred_manager_starts_at_the_first_scan_and_finds_threads),
     TEST_CASE(final_sample_of_a_never_sampled_scan_only_thread),
     TEST_CASE(final_sample_at_exit_timer),
