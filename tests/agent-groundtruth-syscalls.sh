@@ -17,10 +17,12 @@
 #     over its compute function, 2-7 points over a pool of 4) and the timers forced at 250 Hz
 #     (steady threads, as below); auto above the tick is perf, auto at the tick mostly the timers.
 #     The timers forced at 1000 Hz, four times the tick, are not held to it beside the busy
-#     loops: there every sample is taken at a tick, weighs about four intervals, and the
-#     write/compute thread's split read 1.9 to 3.0 points off over pools of 4 runs on a quiet
-#     machine (sc_write high, sc_compute low; no kernel time unplaced), the tick's bias
-#     (docs/architecture.md), which is why auto uses perf_event above the tick.
+#     loops: there every sample is taken at a tick and weighs about four intervals, so a run
+#     holds a quarter of the samples its weights say. Its write/compute split read 1.9 to 3.0
+#     points off over pools of 4 runs when the workload timed its phases by its CPU clock; with
+#     the task-clock counter 0.23 over 32 runs, but this script's rule (below) applied to those
+#     runs failed 4 windows of 25 (pools of 4 at 1.51 to 2.96), and 2 of 25 with pools of up to
+#     8: a flaky case (docs/performance.md, "The forced timers beside busy loops").
 # A split between two functions of one thread is a sampling estimate: at 250 Hz a 4 s run on a
 # loaded 2-core machine gives such a thread 70-400 samples, a standard error of 2.5-6 % of its CPU,
 # 0.7-1.7 points of the profile. So a case that misses pools its runs (samples and measured CPU
@@ -162,8 +164,12 @@ fi
 # up to 4 recordings) passed 2 points by the first pool in 7, the second in 2, the third in 1
 # (pools of 4: 0.26 to 1.36). Held to 2 points; the clock-timed workload also passed 2 in those
 # minutes (pools of 4 0.12 to 1.49, single runs up to 5.31), and failed 3 in 1 of 4 runs at load
-# 10-18 (a pool of 4 at 4.36).
-MAX_ERROR=2.0 SECS=4 pooled loaded-timer-250 250 timer pp-sample-syscalls $steady \
-  env PIPEPROF_CPU_ENGINE=timer
+# 10-18 (a pool of 4 at 4.36). Held to 1.5 since (2026-11-27, timerbias): 48 runs at load 10-26,
+# pooled 0.55 (sc_write +0.40, sc_compute -0.55; single runs up to 8.34 at 62-566 samples), and
+# this rule over them in recording order, from each run, passed 41 windows of 41 (by the first
+# run 21, the second pool 10, the third to seventh 10); the case as run here, 16 times at load
+# 5-8, passed 16 (by the first run 12, the second pool 3, the third 1). autobias's split of late weights, tried
+# on the forced timers too, took the lean out but put 5.2 to 5.7 % under [not sampled]: not kept.
+SECS=4 pooled loaded-timer-250 250 timer pp-sample-syscalls $steady env PIPEPROF_CPU_ENGINE=timer
 [[ $fail == 0 ]] || { echo "agent-groundtruth-syscalls: FAILED"; exit 1; }
 echo "agent-groundtruth-syscalls: ok"
