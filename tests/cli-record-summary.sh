@@ -120,7 +120,10 @@ tick_bound() {
 if ((tick >= 1000 || tick < 10)); then
   echo "SKIP (loud): the kernel's tick is $tick Hz: no rate up to 1000 Hz lies above it"
 else
-  RECORD_ENV=(env PIPEPROF_CPU_ENGINE=timer)
+  # (added to RECORD_ENV, which under ASan preloads its runtime: ipc-lib.sh)
+  base_env=("${RECORD_ENV[@]}")
+  if ((${#base_env[@]} == 0)); then base_env=(env); fi
+  RECORD_ENV=("${base_env[@]}" PIPEPROF_CPU_ENGINE=timer)
   record timerhigh -q --hz 1000 -- "$WORKLOAD" 1
   grep -q "PIPEPROF_CPU_ENGINE=timer at 1000 Hz is above the kernel's tick ($tick Hz)" \
     "$T/timerhigh.err" || { cat "$T/timerhigh.err" >&2; fail "no tick-bound warning at 1000 Hz"; }
@@ -131,7 +134,7 @@ else
   record timertick -q --hz "$tick" -- "$WORKLOAD" 1
   [[ ! -s $T/timertick.err && $(tick_bound timertick) == "False $tick" ]] ||
     fail "the timers at the tick's $tick Hz: '$(cat "$T/timertick.err")', $(tick_bound timertick)"
-  RECORD_ENV=()
+  RECORD_ENV=("${base_env[@]}")
   record autohigh -q --hz 1000 -- "$WORKLOAD" 1
   [[ ! -s $T/autohigh.err && $(tick_bound autohigh) == "False $tick" ]] ||
     fail "auto at 1000 Hz: '$(cat "$T/autohigh.err")', $(tick_bound autohigh)"
