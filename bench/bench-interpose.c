@@ -33,11 +33,12 @@
  *                     F_DUPFD* (a bit test of the number and a load of the gate; the caller is
  *                     not looked at)
  *   syscall-getfl-host  the same through syscall(SYS_fcntl)
- *   fstat-host        fstat() of a host's fd: the fast path of the calls on an fd's number (the
- *                     same bit test and load as fcntl's)
- *   ioctl-host        ioctl(FIONREAD) of a host's fd (/dev/null: ENOTTY, a system call all the
- * same) syscall-fstat-host  fstat through syscall(SYS_fstat): syscall()'s switch, then the same
- * test The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling. Libc
+ *   fstat-host        fstat() of a host's fd (libc's: host/fds.c leaves fstat and ioctl to
+ *                     libc; kept to compare with the harm12 runs that interposed them)
+ *   ioctl-host        ioctl(FIONREAD) of a host's fd (/dev/null: ENOTTY), the same
+ *   syscall-fstat-host  fstat through syscall(SYS_fstat): syscall()'s switch, then the fast
+ *                     path of the calls on an fd's number (fcntl's bit test and load)
+ * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling. Libc
  * and the interposer alternate within each round; prints per call the median ns of each over the
  * rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
  */

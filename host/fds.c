@@ -66,8 +66,8 @@
  *                    so that no library fd is low across it and the socket gets bare's number
  *                    (without it, 190 to 229 of 497 to 634 calls a kind got the next number
  *                    under host-contract-fds-create's knob, CPU mode).
- *   fstat fstat64 fstatat fstatat64 lseek lseek64 ioctl fsync fdatasync fchmod fchown ftruncate
- *   ftruncate64 flock posix_fadvise posix_fadvise64 getsockopt getsockname getpeername
+ *   fstatat fstatat64 lseek lseek64 fsync fdatasync fchmod fchown ftruncate ftruncate64 flock
+ *   posix_fadvise posix_fadvise64
  *                    interposed because a host that probes numbers (a daemon that checks each fd
  *                    before it closes it, a test harness's fstat loop) saw the library's fds where
  *                    bare has none: a scan of 3..4095 under record in CPU mode got 11 to 14 fewer
@@ -81,9 +81,13 @@
  *                    SYS_ioctl, SYS_fsync, SYS_fdatasync, SYS_fchmod, SYS_fchown, SYS_ftruncate,
  *                    SYS_flock, SYS_fadvise64, SYS_getsockopt, SYS_getsockname and SYS_getpeername
  *                    the same (host_fds_syscall_kind). On another number the host's call waits
- *                    (the host's bound) while a library fd is in its low moment, as fcntl's: a
- *                    supervisor's ioctl(SECCOMP_IOCTL_NOTIF_RECV) whose filter holds a library
- *                    thread's open would wait that bound once.
+ *                    (the host's bound) while a library fd is in its low moment, as fcntl's.
+ *                    libc's fstat, fstat64, ioctl, getsockopt, getsockname and getpeername are not
+ *                    interposed: the sanitizers' runtimes intercept them (ASan the last four, TSan
+ *                    all six), and the library's own calls (libuv's) then reach an interposer here
+ *                    from the runtime's code, not told from a host's: under ASan libuv's listen
+ *                    failed with EBADF and no session started. Their syscall() forms have no such
+ *                    runtime in between.
  *
  * A call is the library's when it comes from one of the library's threads
  * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
@@ -106,7 +110,8 @@
  * made without libc's functions (inline assembly, the Go runtime) see the library's fds as any
  * other, and syscall(2) is watched for the closes, dups, fcntl, receives and creators above only
  * among the fd calls and the calls on an fd's number above; the other calls on an fd's number
- * (read, write, pread, readv, mmap, statx, fstatfs, fchdir, fgetxattr, setsockopt, send, shutdown,
+ * (libc's fstat, ioctl, getsockopt, getsockname and getpeername, above; read, write, pread, readv,
+ * mmap, statx, fstatfs, fchdir, fgetxattr, setsockopt, send, shutdown,
  * fchmodat and fchownat with a relative path, the __fxstat and __fxstat64 of binaries built for a
  * glibc before 2.33, syscall()'s SYS_statx...) reach a library fd as any other: statx of its
  * number and an empty path succeeds where bare it fails with EBADF (tests/hosts/fds.c's openpty
@@ -1397,10 +1402,9 @@ static _Atomic(void *) real_open_p, real_open64_p, real___open_2_p, real___open6
         real_freopen64_p, real_fcntl64_p, real_pidfd_getfd_p, real_posix_openpt_p, real_getpt_p,
         real_shm_open_p, real_mq_open_p, real_fanotify_init_p, real_open_by_handle_at_p,
         real_openpty_p, real_forkpty_p, real_popen_p, real_openlog_p, real_vsyslog_p,
-        real___vsyslog_chk_p, real_fstat_p, real_fstat64_p, real_fstatat_p, real_fstatat64_p,
-        real_lseek_p, real_lseek64_p, real_ioctl_p, real_fsync_p, real_fdatasync_p, real_fchmod_p,
-        real_fchown_p, real_ftruncate_p, real_ftruncate64_p, real_flock_p, real_posix_fadvise_p,
-        real_posix_fadvise64_p, real_getsockopt_p, real_getsockname_p, real_getpeername_p;
+        real___vsyslog_chk_p, real_fstatat_p, real_fstatat64_p, real_lseek_p, real_lseek64_p,
+        real_fsync_p, real_fdatasync_p, real_fchmod_p, real_fchown_p, real_ftruncate_p,
+        real_ftruncate64_p, real_flock_p, real_posix_fadvise_p, real_posix_fadvise64_p;
 static const struct {
     _Atomic(void *) *slot;
     const char *name;
@@ -1459,13 +1463,10 @@ static const struct {
     { &real_openlog_p, "openlog" },
     { &real_vsyslog_p, "vsyslog" },
     { &real___vsyslog_chk_p, "__vsyslog_chk" },
-    { &real_fstat_p, "fstat" },
-    { &real_fstat64_p, "fstat64" },
     { &real_fstatat_p, "fstatat" },
     { &real_fstatat64_p, "fstatat64" },
     { &real_lseek_p, "lseek" },
     { &real_lseek64_p, "lseek64" },
-    { &real_ioctl_p, "ioctl" },
     { &real_fsync_p, "fsync" },
     { &real_fdatasync_p, "fdatasync" },
     { &real_fchmod_p, "fchmod" },
@@ -1475,9 +1476,6 @@ static const struct {
     { &real_flock_p, "flock" },
     { &real_posix_fadvise_p, "posix_fadvise" },
     { &real_posix_fadvise64_p, "posix_fadvise64" },
-    { &real_getsockopt_p, "getsockopt" },
-    { &real_getsockname_p, "getsockname" },
-    { &real_getpeername_p, "getpeername" },
 };
 
 static void
@@ -1733,8 +1731,6 @@ HOST_FDS_FCNTL(fcntl64)
         return real args;                                                       \
     }
 
-HOST_FDS_ON_FD(int, fstat, (int fd, struct stat *st), (fd, st), fd, -1)
-HOST_FDS_ON_FD(int, fstat64, (int fd, struct stat64 *st), (fd, st), fd, -1)
 HOST_FDS_ON_FD(off_t, lseek, (int fd, off_t off, int whence), (fd, off, whence), fd, -1)
 HOST_FDS_ON_FD(off64_t, lseek64, (int fd, off64_t off, int whence), (fd, off, whence), fd, -1)
 HOST_FDS_ON_FD(int, fsync, (int fd), (fd), fd, -1)
@@ -1748,13 +1744,6 @@ HOST_FDS_ON_FD(int, posix_fadvise, (int fd, off_t off, off_t len, int advice),
                (fd, off, len, advice), fd, EBADF)
 HOST_FDS_ON_FD(int, posix_fadvise64, (int fd, off64_t off, off64_t len, int advice),
                (fd, off, len, advice), fd, EBADF)
-HOST_FDS_ON_FD(int, getsockopt,
-               (int fd, int level, int opt, void *restrict val, socklen_t *restrict len),
-               (fd, level, opt, val, len), fd, -1)
-HOST_FDS_ON_FD(int, getsockname, (int fd, struct sockaddr *restrict sa, socklen_t *restrict len),
-               (fd, sa, len), fd, -1)
-HOST_FDS_ON_FD(int, getpeername, (int fd, struct sockaddr *restrict sa, socklen_t *restrict len),
-               (fd, sa, len), fd, -1)
 
 HOST_FDS_ON_FD(int, fstatat,
                (int fd, const char *restrict path, struct stat *restrict st, int flags),
@@ -1762,31 +1751,6 @@ HOST_FDS_ON_FD(int, fstatat,
 HOST_FDS_ON_FD(int, fstatat64,
                (int fd, const char *restrict path, struct stat64 *restrict st, int flags),
                (fd, path, st, flags), host_fds_at_fd(fd, path, flags), -1)
-
-/* ioctl's request: glibc's is unsigned long, and its one argument is read as a pointer. */
-HOST_EXPORT int
-ioctl(int fd, unsigned long req, ...)
-{
-    int (*real)(int, unsigned long, ...) = HOST_FDS_REAL(int (*)(int, unsigned long, ...), ioctl);
-    va_list ap;
-    void *arg;
-    int pass;
-
-    va_start(ap, req);
-    arg = va_arg(ap, void *);
-    va_end(ap);
-    if (__builtin_expect(HOST_FDS_FCNTL_SLOW(fd), 0)) {
-        (void)host_fds_fcntl_other(fd, __builtin_return_address(0), &pass);
-        if (!pass) {
-            return -1;
-        }
-    }
-    if (real == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
-    return real(fd, req, arg);
-}
 
 /* dup of a library fd by the host fails as dup2's does: the number was free in the bare run. */
 HOST_EXPORT int
