@@ -33,9 +33,14 @@
  *                     F_DUPFD* (a bit test of the number and a load of the gate; the caller is
  *                     not looked at)
  *   syscall-getfl-host  the same through syscall(SYS_fcntl)
- * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling.
- * Libc and the interposer alternate within each round; prints per call the median ns of each
- * over the rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
+ *   fstat-host        fstat() of a host's fd (libc's: host/fds.c leaves fstat and ioctl to
+ *                     libc; kept to compare with the harm12 runs that interposed them)
+ *   ioctl-host        ioctl(FIONREAD) of a host's fd (/dev/null: ENOTTY), the same
+ *   syscall-fstat-host  fstat through syscall(SYS_fstat): syscall()'s switch, then the fast
+ *                     path of the calls on an fd's number (fcntl's bit test and load)
+ * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling. Libc
+ * and the interposer alternate within each round; prints per call the median ns of each over the
+ * rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -46,6 +51,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,7 +60,7 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    18
+#define BENCH_OPS    21
 #define BENCH_ROUNDS 64
 
 static const char *const bench_ops[BENCH_OPS] = { "close",
@@ -73,7 +80,10 @@ static const char *const bench_ops[BENCH_OPS] = { "close",
                                                   "syscall-getfl",
                                                   "syscall-dupfd",
                                                   "fcntl-getfl-host",
-                                                  "syscall-getfl-host" };
+                                                  "syscall-getfl-host",
+                                                  "fstat-host",
+                                                  "ioctl-host",
+                                                  "syscall-fstat-host" };
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
@@ -82,6 +92,8 @@ static int (*libc_sigmask)(int, const sigset_t *, sigset_t *);
 static ssize_t (*libc_write)(int, const void *, size_t);
 static int (*libc_open)(const char *, int, ...);
 static int (*libc_fcntl)(int, int, ...);
+static int (*libc_fstat)(int, struct stat *);
+static int (*libc_ioctl)(int, unsigned long, ...);
 
 /* bench-host-calls.c: open and close from an object of the host's. */
 int bench_host_open(const char *path, int flags);
@@ -129,9 +141,11 @@ static double
 bench_run(int op, int real, unsigned calls, int fd, int fd2)
 {
     struct sigaction act, old;
+    struct stat st;
     sigset_t set;
     uint64_t t0;
     unsigned i;
+    int n;
 
     memset(&act, 0, sizeof(act));
     act.sa_handler = SIG_IGN;
@@ -208,6 +222,16 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
             real ? libc_syscall(SYS_fcntl, bench_host_fd, F_GETFL)
                  : syscall(SYS_fcntl, bench_host_fd, F_GETFL);
             break;
+        case 18:
+            real ? libc_fstat(bench_host_fd, &st) : fstat(bench_host_fd, &st);
+            break;
+        case 19:
+            real ? libc_ioctl(bench_host_fd, FIONREAD, &n) : ioctl(bench_host_fd, FIONREAD, &n);
+            break;
+        case 20:
+            real ? libc_syscall(SYS_fstat, bench_host_fd, &st)
+                 : syscall(SYS_fstat, bench_host_fd, &st);
+            break;
         default:
             real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
             real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -238,8 +262,10 @@ main(int argc, char **argv)
     libc_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
     libc_syscall = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
     libc_fcntl = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
-    if (!libc_open || !libc_fcntl || !libc_syscall || !libc_write || !libc_close || !libc_dup2 ||
-        !libc_sigaction || !libc_sigmask) {
+    libc_fstat = (int (*)(int, struct stat *))dlsym(RTLD_NEXT, "fstat");
+    libc_ioctl = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
+    if (!libc_open || !libc_fcntl || !libc_fstat || !libc_ioctl || !libc_syscall || !libc_write ||
+        !libc_close || !libc_dup2 || !libc_sigaction || !libc_sigmask) {
         fprintf(stderr, "bench-interpose: libc's functions not found\n");
         return 1;
     }

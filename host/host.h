@@ -27,7 +27,8 @@
  *                mkstemps64 mkostemps mkostemps64 tmpfile tmpfile64 freopen freopen64 fcntl
  *                fcntl64 pidfd_getfd posix_openpt getpt shm_open mq_open fanotify_init
  *                open_by_handle_at openpty forkpty popen openlog syslog vsyslog __syslog_chk
- *                __vsyslog_chk
+ *                __vsyslog_chk fstatat fstatat64 lseek lseek64 fsync fdatasync fchmod fchown
+ *                ftruncate ftruncate64 flock posix_fadvise posix_fadvise64
  *
  * Direction: host/ depends on libc only. The agent, the shim (and through the shim the IPC
  * server) call into it through this header; host/ calls back into them only through the two

@@ -42,6 +42,8 @@ pp_add_host_contract(fds-sysdup3 fds sysdup3)
 pp_add_host_contract(fds-sysdup3high fds sysdup3high)
 # fcntl's other commands on the library's numbers: EBADF, as bare (before: the library's fds answered)
 pp_add_host_contract(fds-fcntl fds fcntl)
+# fstat, lseek, ioctl, fsync... on the library's numbers: EBADF, as bare (before: the library's fds answered)
+pp_add_host_contract(fds-fdcalls fds fdcalls)
 # creations no interposer sees (io_uring's open, getpwent, setmntent, getutent, fanotify's event
 # fds) get bare's numbers: the library's fds are above the host's range once its first second is
 # past (with PIPEPROF_TEST_FD_LOW_MS=2 by hand, a few to 40 % of them do not: host/fds.c)

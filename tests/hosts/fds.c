@@ -22,6 +22,12 @@
  *                   F_GETLK, F_OFD_GETLK, F_GETOWN, F_GETSIG) of 3..4095 through fcntl, fcntl64
  *                   and syscall(SYS_fcntl): EBADF for each, as bare, where the library's fds are
  *                   (fcntl_scan)
+ *   fds fdcalls     the other calls on an fd's number (fstat, fstatat(AT_EMPTY_PATH), lseek,
+ *                   ioctl(FIONREAD), ioctl(TCGETS), fsync, fdatasync, fchmod, fchown, ftruncate,
+ *                   flock, posix_fadvise, getsockopt, getsockname) of 3..4095 through syscall(),
+ *                   and through libc those host/fds.c interposes (not fstat, ioctl, getsockopt,
+ *                   getsockname): EBADF for each, as bare, where the library's fds are
+ *                   (fdcalls_scan)
  *   fds unsharethreads  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE) on the main
  *                   thread, then 20 pairs of threads that burn CPU, one started from each fd table
  *                   (unshare_threads)
@@ -87,6 +93,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/fanotify.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -732,6 +739,116 @@ uninterposed(void)
     }
     unlink(un_utmp);
     unlink(un_watched);
+}
+
+/* One of fdcalls_scan's calls (call) on fd through libc (raw 0) or syscall() (1): its result, -1
+ * with errno on failure as libc's. None changes a file it succeeds on: fchmod passes back the mode
+ * statx (no interposer's) read, fchown -1 and -1, ftruncate a length past any file system's limit
+ * (EFBIG or EINVAL on an open fd, EBADF first on a free number), flock's shared lock is undone. */
+static int
+fdcall(int call, int raw, int fd)
+{
+    struct stat st;
+    struct statx sx;
+    int v = 0, rc = -1;
+    socklen_t len = sizeof(v);
+    struct sockaddr_storage sa;
+    socklen_t salen = sizeof(sa);
+    const off_t huge = (off_t)0x7fffffffffffffffLL;
+
+    switch (call) {
+    case 0:
+        return raw ? (int)syscall(SYS_fstat, fd, &st) : fstat(fd, &st);
+    case 1:
+#ifdef SYS_newfstatat
+        return raw ? (int)syscall(SYS_newfstatat, fd, "", &st, AT_EMPTY_PATH)
+                   : fstatat(fd, "", &st, AT_EMPTY_PATH);
+#else
+        return raw ? (int)syscall(SYS_fstatat64, fd, "", &st, AT_EMPTY_PATH)
+                   : fstatat(fd, "", &st, AT_EMPTY_PATH);
+#endif
+    case 2:
+        return raw ? (int)syscall(SYS_lseek, fd, 0L, SEEK_CUR) : (int)lseek(fd, 0, SEEK_CUR);
+    case 3:
+        return raw ? (int)syscall(SYS_ioctl, fd, FIONREAD, &v) : ioctl(fd, FIONREAD, &v);
+    case 4: {
+        char t[64];
+
+        return raw ? (int)syscall(SYS_ioctl, fd, TCGETS, t) : ioctl(fd, TCGETS, t);
+    }
+    case 5:
+        return raw ? (int)syscall(SYS_fsync, fd) : fsync(fd);
+    case 6:
+        return raw ? (int)syscall(SYS_fdatasync, fd) : fdatasync(fd);
+    case 7: {
+        mode_t m = statx(fd, "", AT_EMPTY_PATH, STATX_MODE, &sx) == 0 ? sx.stx_mode & 07777 : 0600;
+
+        return raw ? (int)syscall(SYS_fchmod, fd, m) : fchmod(fd, m);
+    }
+    case 8:
+        return raw ? (int)syscall(SYS_fchown, fd, -1, -1) : fchown(fd, (uid_t)-1, (gid_t)-1);
+    case 9:
+        return raw ? (int)syscall(SYS_ftruncate, fd, huge) : ftruncate(fd, huge);
+    case 10:
+        rc = raw ? (int)syscall(SYS_flock, fd, LOCK_SH | LOCK_NB) : flock(fd, LOCK_SH | LOCK_NB);
+        if (rc == 0) {
+            flock(fd, LOCK_UN);
+        }
+        return rc;
+    case 11:
+        if (raw) {
+#ifdef SYS_fadvise64
+            return (int)syscall(SYS_fadvise64, fd, 0L, 0L, POSIX_FADV_NORMAL);
+#else
+            return (int)syscall(SYS_fadvise64_64, fd, 0L, 0L, POSIX_FADV_NORMAL);
+#endif
+        }
+        rc = posix_fadvise(fd, 0, 0, POSIX_FADV_NORMAL);
+        errno = rc;
+        return rc == 0 ? 0 : -1;
+    case 12:
+        return raw ? (int)syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_TYPE, &v, &len)
+                   : getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len);
+    default:
+        return raw ? (int)syscall(SYS_getsockname, fd, &sa, &salen)
+                   : getsockname(fd, (struct sockaddr *)&sa, &salen);
+    }
+}
+
+/* fdcall's calls on every number from 3 to 4095: the host has none there, so bare each fails with
+ * EBADF; the library keeps its own there (host/fds.c), which are no fds of the host's. */
+static void
+fdcalls_scan(void)
+{
+    static const char *const names[] = { "fstat",         "fstatat(AT_EMPTY_PATH)",
+                                         "lseek",         "ioctl(FIONREAD)",
+                                         "ioctl(TCGETS)", "fsync",
+                                         "fdatasync",     "fchmod",
+                                         "fchown",        "ftruncate",
+                                         "flock",         "posix_fadvise",
+                                         "getsockopt",    "getsockname" };
+
+    for (int raw = 0; raw < 2; raw++) {
+        for (int call = 0; call < (int)(sizeof(names) / sizeof(names[0])); call++) {
+            int ok = 0, ebadf = 0, other = 0;
+
+            if (!raw && (call == 0 || call == 3 || call == 4 || call >= 12)) {
+                continue; /* libc's fstat, ioctl and getsock*: not interposed (host/fds.c) */
+            }
+
+            for (int fd = 3; fd < 4096; fd++) {
+                if (fdcall(call, raw, fd) >= 0) {
+                    ok++;
+                } else if (errno == EBADF) {
+                    ebadf++;
+                } else {
+                    other++;
+                }
+            }
+            printf("%s%s of 3..4095: %d ok, %d EBADF, %d other\n", raw ? "syscall() " : "",
+                   names[call], ok, ebadf, other);
+        }
+    }
 }
 
 /* dup2 or dup3 (three) through libc or through syscall() (raw; arm64 has no SYS_dup2: its
@@ -1459,14 +1576,15 @@ openpty_split_calls(void *arg)
 }
 
 /* Until fd lo is open (want 1) or closed (want 0), OPENPTY_WAIT_MS at most: whether it was. By
- * fstat: host/fds.c's fcntl waits for a library fd's low moment to end before it answers. */
+ * statx of the empty path, which no interposer sees: host/fds.c's fcntl, fstat and the other calls
+ * on an fd's number wait for a library fd's low moment to end before they answer. */
 static int
 openpty_split_until(int lo, int want)
 {
-    struct stat st;
+    struct statx sx;
 
     for (int i = 0; i < OPENPTY_WAIT_MS * 20; i++) {
-        if ((fstat(lo, &st) == 0) == want) {
+        if ((statx(lo, "", AT_EMPTY_PATH, 0, &sx) == 0) == want) {
             return 1;
         }
         struct timespec us50 = { 0, 50000L };
@@ -1702,6 +1820,8 @@ main(int argc, char **argv)
         create_loop();
     } else if (strcmp(how, "fcntl") == 0) {
         fcntl_scan();
+    } else if (strcmp(how, "fdcalls") == 0) {
+        fdcalls_scan();
     } else if (strcmp(how, "unsharethreads") == 0) {
         unshare_threads();
     } else if (strcmp(how, "unshareexit") == 0) {
@@ -1710,7 +1830,7 @@ main(int argc, char **argv)
         uninterposed();
     } else {
         fprintf(stderr, "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
-                        "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|"
+                        "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|"
                         "unsharethreads|unshareexit|uninterposed\n");
         return 2;
     }

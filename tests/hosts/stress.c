@@ -28,7 +28,9 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/fanotify.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/msg.h>
 #include <sys/pidfd.h>
@@ -38,6 +40,7 @@
 #include <sys/sendfile.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
@@ -479,6 +482,36 @@ every_call(int idx)
                   fcntl64(fd2, F_GETFD) == 0 && close(fd2) == 0,
           "fcntl/fcntl64");
     check(stress_temporary(0) == 0, "mkstemp kin");
+    {
+        /* the calls on an fd's number, on fds of the host's own: as libc's */
+        struct stat st;
+        struct stat64 st64;
+        int v = 0, sp[2] = { -1, -1 };
+        socklen_t len = sizeof(v);
+        struct sockaddr_un sa;
+        socklen_t salen = sizeof(sa);
+        FILE *t = tmpfile();
+
+        fd = t != NULL ? fileno(t) : -1;
+        check(fd >= 0 && fstat(fd, &st) == 0 && fstat64(fd, &st64) == 0 &&
+                      fstatat(fd, "", &st, AT_EMPTY_PATH) == 0 &&
+                      fstatat64(fd, "", &st64, AT_EMPTY_PATH) == 0 && ftruncate(fd, 10) == 0 &&
+                      ftruncate64(fd, 20) == 0 && lseek(fd, 0, SEEK_END) == 10 * 2 &&
+                      lseek64(fd, 0, SEEK_SET) == 0 && ioctl(fd, FIONREAD, &v) == 0 && v == 20 &&
+                      fsync(fd) == 0 && fdatasync(fd) == 0 && fchmod(fd, 0600) == 0 &&
+                      fchown(fd, (uid_t)-1, (gid_t)-1) == 0 && flock(fd, LOCK_EX) == 0 &&
+                      flock(fd, LOCK_UN) == 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_NORMAL) == 0 &&
+                      posix_fadvise64(fd, 0, 0, POSIX_FADV_NORMAL) == 0 && fclose(t) == 0,
+              "fstat/fstat64/fstatat/fstatat64/ftruncate/ftruncate64/lseek/lseek64/ioctl/fsync/"
+              "fdatasync/fchmod/fchown/flock/posix_fadvise/posix_fadvise64");
+        check(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0 &&
+                      getsockopt(sp[0], SOL_SOCKET, SO_TYPE, &v, &len) == 0 && v == SOCK_STREAM &&
+                      getsockname(sp[0], (struct sockaddr *)&sa, &salen) == 0 &&
+                      (salen = sizeof(sa), getpeername(sp[1], (struct sockaddr *)&sa, &salen)) ==
+                              0 &&
+                      close(sp[0]) == 0 && close(sp[1]) == 0,
+              "getsockopt/getsockname/getpeername");
+    }
     f = tmpfile();
     check(f != NULL && fclose(f) == 0, "tmpfile");
     f = tmpfile64();
