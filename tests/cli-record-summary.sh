@@ -22,7 +22,8 @@ record() {
 
 # time_line NAME: the summary's second line as report's JSON figures for $T/NAME.nettrace give it
 # (nothing when they are all 0): CPU in the kernel as a share of running samples and how much of
-# it was not placed, [not sampled] and signal-blocked shares, waiting samples, not-running markers.
+# it was not placed, [not sampled] and signal-blocked shares, the stacks cut short while an unwind
+# table was pending (a share of all samples), waiting samples, not-running markers.
 time_line() {
   "$PIPEPROF" report --format json "$T/$1.nettrace" | python3 -c '
 import json, sys
@@ -38,6 +39,9 @@ if j["not_sampled_samples"]:
     parts.append("[not sampled] " + pct(j["not_sampled_samples"]))
 if j["unseen_samples"]:
     parts.append("signal blocked " + pct(j["unseen_samples"]))
+if j["tables_pending_samples"]:
+    parts.append("%.1f%% of stacks cut short (unwind tables not ready)" %
+                 (100.0 * j["tables_pending_samples"] / j["samples"] if j["samples"] else 0.0))
 if j["waiting_samples"]:
     parts.append("%d waiting samples" % j["waiting_samples"])
 if j["not_running_markers"]:
