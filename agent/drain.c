@@ -21,7 +21,7 @@
  * checked at address - 1 (its call instruction); the leaf of a signal sample is the pc itself.
  * The consumer owns the slot until it releases it, so the sample is changed in place.
  */
-static void
+void
 ag_drain_check_frames(struct ag_sample *s)
 {
     uint32_t i;
@@ -43,11 +43,12 @@ ag_drain_check_frames(struct ag_sample *s)
             break; /* a frame-pointer guess where the table was pending: cut, and marked */
         }
     }
-    if (s->end == AG_UNWIND_END_TABLES_PENDING && s->depth != 0) {
+    if (s->end == AG_UNWIND_END_TABLES_PENDING) {
         /* A stack cut where a module's table was still being built, early in a process (the
          * manager builds the tables after the start; 80 ms for python3 at load 17, where its
          * first samples held one or two frames): its own root says so, so that no consumer
-         * takes the cut stack for a whole one, and `report` counts them. */
+         * takes the cut stack for a whole one, and `report` counts them. A stack cut at its
+         * first frame is the marker alone, not an empty stack no one counts. */
         uint32_t at = s->depth < ag.cfg.max_frames ? s->depth : ag.cfg.max_frames - 1u;
 
         s->frames[at] = ag_tables_pending_pc() + 1u; /* a return address: named at - 1 */

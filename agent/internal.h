@@ -653,6 +653,10 @@ void ag_timers_forked_child(void);
 /* Executable mappings (agent/codemap.c): consumer thread only. */
 void ag_codemap_begin_drain(void);
 int ag_codemap_contains(uint64_t pc); /* 1 when pc lies in an executable mapping */
+/* Cuts s's stack at its first frame outside executable code, counting it (ag.n_not_code), or,
+ * where the walk met a pending unwind table, roots it at the [unwind tables not ready] marker
+ * (ag.n_tables_pending). The drain's; s is the consumer's until released. */
+void ag_drain_check_frames(struct ag_sample *s);
 void ag_codemap_fini(void);
 
 /* Wall sampler (agent/wall.c): the wall thread runs from ag_wall_start() (a wall request) to

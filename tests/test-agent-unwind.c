@@ -219,6 +219,57 @@ TEST(unwind_read_rejects_unaligned_and_null)
     ASSERT_U64_EQ(out, 42);
 }
 
+/* The drain's check of a sample's frames: a frame outside executable code cuts the stack and is
+ * counted; where the walk met a pending unwind table, the cut stack is rooted at the marker,
+ * also when the cut is at its first frame (an empty stack before, counted nowhere). */
+static union {
+    struct ag_sample s;
+    uint64_t words[(sizeof(struct ag_sample) + 8 * sizeof(uint64_t)) / sizeof(uint64_t) + 1];
+} check_buf;
+
+static struct ag_sample *
+check_sample(uint8_t end, uint32_t depth, uint64_t f0, uint64_t f1)
+{
+    struct ag_sample *s = &check_buf.s;
+
+    memset(&check_buf, 0, sizeof(check_buf));
+    s->source = AG_SOURCE_SIGNAL;
+    s->end = end;
+    s->depth = depth;
+    s->frames[0] = f0;
+    s->frames[1] = f1;
+    ag_drain_check_frames(s);
+    return s;
+}
+
+TEST(drain_cut_stack_is_counted_or_rooted_at_the_pending_marker)
+{
+    uint64_t code = (uint64_t)(uintptr_t)&check_sample + 1u, not_code = 0x10u;
+    uint64_t marker = ag_tables_pending_pc() + 1u, nc, tp;
+    struct ag_sample *s;
+
+    ag.cfg.max_frames = 8;
+    nc = atomic_load(&ag.n_not_code);
+    tp = atomic_load(&ag.n_tables_pending);
+
+    s = check_sample(AG_UNWIND_END_FP_INVALID, 2, code, not_code);
+    ASSERT_EQ(s->depth, 1);
+    ASSERT_EQ(s->end, AG_UNWIND_END_NOT_CODE);
+    ASSERT_U64_EQ(atomic_load(&ag.n_not_code), nc + 1);
+
+    s = check_sample(AG_UNWIND_END_TABLES_PENDING, 2, code, not_code);
+    ASSERT_EQ(s->depth, 2);
+    ASSERT_U64_EQ(s->frames[0], code);
+    ASSERT_U64_EQ(s->frames[1], marker);
+    ASSERT_EQ(s->end, AG_UNWIND_END_TABLES_PENDING);
+
+    s = check_sample(AG_UNWIND_END_TABLES_PENDING, 1, not_code, 0);
+    ASSERT_EQ(s->depth, 1);
+    ASSERT_U64_EQ(s->frames[0], marker);
+    ASSERT_U64_EQ(atomic_load(&ag.n_tables_pending), tp + 2);
+    ASSERT_U64_EQ(atomic_load(&ag.n_not_code), nc + 1);
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(unwind_clean_chain_reaches_root),
     TEST_CASE(unwind_stops_at_depth_limit),
@@ -228,5 +279,6 @@ static const struct test_case cases[] = {
     TEST_CASE(unwind_read_rejects_unaligned_and_null),
     TEST_CASE(unwind_leaf_returns_through_the_link_register),
     TEST_CASE(unwind_signed_return_addresses_are_stripped),
+    TEST_CASE(drain_cut_stack_is_counted_or_rooted_at_the_pending_marker),
 };
 TEST_MAIN(cases)
