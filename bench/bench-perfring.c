@@ -289,6 +289,7 @@ bench_ring_sample(struct bench_ring *r, size_t size)
         return;
     }
     dyn = bench_u64(p + sz);
+    dyn = dyn < sz ? dyn : sz;
     sp = regs[__builtin_popcountll(BENCH_REGS_MASK & ((1ull << BENCH_REG_SP) - 1))];
     fp = regs[__builtin_popcountll(BENCH_REGS_MASK & ((1ull << BENCH_REG_FP) - 1))];
     /* the frame-pointer chain inside the copy: how deep a walk of the copy gets */
