@@ -16,18 +16,27 @@
  *   gperftools     gperftools' CPU profiler itself (libprofiler.so.0 at run time, skipped when
  *                  not installed), as bench-engine runs it.
  * Samples are counted exactly: the ring's PERF_RECORD_SAMPLE records (PERF_RECORD_LOST's counts
- * apart), the handlers' signals, gperftools' samples_gathered. Cost per sample = (CPU per unit -
- * bare CPU per unit of the same round) x units / samples. Besides, each sample's own step: the
- * unit loop reads the thread CPU clock every BENCH_STEP multiplications between two
- * CLOCK_MONOTONIC reads; a sample's time (the handler's clock read, or the ring record's TIME
- * in CLOCK_MONOTONIC, attr.use_clockid) places it in one step, whose CPU time above the normal
- * step is the sample's whole price to the thread (interrupt, write or delivery, handler). The
- * reader's own CPU time per sample, the machine's local timer and irq_work interrupts
+ * apart), the handlers' signals, gperftools' samples_gathered. Three prices per sample:
+ *   step    the unit loop reads the thread CPU clock every BENCH_STEP multiplications between two
+ *           CLOCK_MONOTONIC reads; a sample's time (the handler's clock read, or the ring
+ *           record's TIME in CLOCK_MONOTONIC, attr.use_clockid) places it in one step, whose CPU
+ *           time above the normal step is the sample's whole price to the thread (interrupt,
+ *           write or delivery, handler); for the tick-bound ones also less bare's median
+ *           interrupted step (the tick, which bare pays too);
+ *   paired  sampling is on in even windows of BENCH_WINDOW_UNITS units and off in odd ones; the
+ *           CPU time above the normal step (each step's capped) of the windows with it less that
+ *           of the windows without, per sample: all of the price, both halves at the same moment
+ *           of the machine;
+ *   CPU     (CPU per unit - bare CPU per unit of the same round) x units / samples, as
+ *           bench-engine; the noisiest on a loaded machine.
+ * The reader's own CPU time per sample, the machine's local timer and irq_work interrupts
  * (/proc/interrupts LOC, IWI) and the thread's time slices (/proc/thread-self/schedstat) per
- * sample above the bare run's rate are printed too. Unprivileged (perf_event_paranoid 2):
- * exclude_kernel and exclude_hv; a configuration the kernel refuses is skipped, loudly.
- * BENCH_PERFRING_ONLY=NAME,... runs only those (bare always runs); BENCH_PERFRING_DEPTH the
- * frames (default 32). usage: bench-perfring [RATE [ROUNDS [UNITS]]] (250, 7, 2000).
+ * sample above the bare run's rate are printed too, and for stack samples the copy's size, the
+ * stack in use and the frames a frame-pointer walk of the copy reaches. Unprivileged
+ * (perf_event_paranoid 2): exclude_kernel and exclude_hv; a configuration the kernel refuses is
+ * skipped, loudly. BENCH_PERFRING_ONLY=NAME,... runs only those (bare always runs);
+ * BENCH_PERFRING_DEPTH the frames (default 32). usage: bench-perfring [RATE [ROUNDS [UNITS]]]
+ * (250, 7, 25000). Not part of ctest; docs/performance.md has the runs.
  */
 #include <dlfcn.h>
 #include <errno.h>
