@@ -986,7 +986,8 @@ main(int argc, char **argv)
     }
     printf("bench-perfring: %u units x %d rounds, %u Hz, %d frames deep, load average %.2f -> "
            "%.2f; medians [quartiles] over the rounds; per sample: CPU time above bare; gap: the "
-           "median step that took one sample, above the normal step; irq: the median step "
+           "median step that took one sample, above the normal step (the docs' step); paired: the "
+           "windows with sampling less those without; irq: the median step "
            "interrupted without a sample; LOC, IWI: the machine's local timer and irq_work "
            "interrupts, slices: this thread's time slices, per sample above bare's rate\n",
            units, rounds, hz, bench_depth, load0, bench_loadavg());
