@@ -54,6 +54,8 @@
 
 #include "agent/agent.h"
 #include "agent/internal.h"
+#include "bench.h"
+#include "gperf.h"
 
 static volatile uint64_t bench_sink;
 static int bench_depth = 32; /* BENCH_ENGINE_DEPTH */
@@ -85,15 +87,6 @@ static unsigned bench_seen_marks;
 static float *bench_steps, bench_sig_gap[BENCH_GAPS], bench_hnd_gap[BENCH_GAPS];
 static unsigned bench_n_steps, bench_n_sig_gap;
 static void (*bench_inner)(int, siginfo_t *, void *); /* what bench_wrap runs */
-
-static uint64_t
-bench_now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 __attribute__((noinline)) static void
 bench_unit(void)
@@ -374,18 +367,8 @@ static const char *const bench_names[BENCH_CONFIGS] = {
     "perf-sigtrap", "timer-empty", "itimer-empty", "hrtimer-bare",  "gperftools",  "timer-clock",
 };
 
-/* gperftools' profiler.h, declared here so that the bench builds without it. */
-struct bench_gperf_state {
-    int enabled;
-    time_t start_time;
-    char profile_name[1024];
-    int samples_gathered;
-};
-
 static struct {
-    int (*start)(const char *fname);
-    void (*stop)(void);
-    void (*state)(struct bench_gperf_state *st);
+    struct bench_gperf_api api;
     struct sigaction act; /* its SIGPROF handler, put back before each start */
     int have_act;
 } bench_gperf;
@@ -394,33 +377,18 @@ static struct {
 static int
 bench_gperf_run(unsigned hz, unsigned units, uint64_t *ns, unsigned *sigs)
 {
-    char path[64], rate[16];
+    char path[64];
     struct bench_gperf_state st;
-    void *lib;
 
-    if (bench_gperf.start == NULL) {
-        /* read once, when the library's profile handler is first made */
-        snprintf(rate, sizeof(rate), "%u", hz);
-        setenv("CPUPROFILE_FREQUENCY", rate, 1);
-        lib = dlopen("libprofiler.so.0", RTLD_NOW);
-        if (lib == NULL) {
-            fprintf(stderr, "bench-engine: gperftools: %s\n", dlerror());
-            return 1;
-        }
-        *(void **)&bench_gperf.start = dlsym(lib, "ProfilerStart");
-        *(void **)&bench_gperf.stop = dlsym(lib, "ProfilerStop");
-        *(void **)&bench_gperf.state = dlsym(lib, "ProfilerGetCurrentState");
-        if (bench_gperf.start == NULL || bench_gperf.stop == NULL || bench_gperf.state == NULL) {
-            bench_gperf.start = NULL;
-            return 1;
-        }
+    if (bench_gperf_load(&bench_gperf.api, hz, "bench-engine") != 0) {
+        return 1;
     }
     /* the other configurations leave SIGPROF at SIG_DFL: its handler goes back first */
     if (bench_gperf.have_act) {
         sigaction(SIGPROF, &bench_gperf.act, NULL);
     }
     snprintf(path, sizeof(path), "/tmp/bench-engine-gperf.%d", (int)getpid());
-    if (!bench_gperf.start(path)) {
+    if (!bench_gperf.api.start(path)) {
         fprintf(stderr, "bench-engine: gperftools' ProfilerStart failed\n");
         return -1;
     }
@@ -430,8 +398,8 @@ bench_gperf_run(unsigned hz, unsigned units, uint64_t *ns, unsigned *sigs)
     }
     bench_wrap_install();
     *ns = bench_deep(bench_depth, units);
-    bench_gperf.state(&st);
-    bench_gperf.stop();
+    bench_gperf.api.state(&st);
+    bench_gperf.api.stop();
     unlink(path);
     *sigs = st.samples_gathered > 0 ? (unsigned)st.samples_gathered : 0;
     return 0;
@@ -538,14 +506,7 @@ main(int argc, char **argv)
         }
     }
     for (k = 1; only != NULL && k < BENCH_CONFIGS; k++) {
-        const char *p = strstr(only, bench_names[k]);
-        size_t len = strlen(bench_names[k]);
-
-        /* a whole name of the list: perf-empty is not agent-perf's tail */
-        while (p != NULL && ((p != only && p[-1] != ',') || (p[len] != '\0' && p[len] != ','))) {
-            p = strstr(p + 1, bench_names[k]);
-        }
-        skipped[k] = p == NULL ? 2 : 0;
+        skipped[k] = bench_list_has(only, bench_names[k]) ? 0 : 2;
     }
     for (r = 0; r < rounds; r++) {
         for (i = 0; i < BENCH_CONFIGS; i++) {

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench/bench.h - small helpers the benchmarks share (header only): a monotonic clock in ns and
- * the comparison that sorts doubles for a median.
+ * bench/bench.h - small helpers the benchmarks share (header only): a monotonic clock in ns, the
+ * comparison that sorts doubles for a median, and the test of a name in a NAME,NAME,... list.
  */
 #ifndef BENCH_BENCH_H
 #define BENCH_BENCH_H
 
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include "common/clock.h"
@@ -24,6 +25,20 @@ bench_cmp_double(const void *a, const void *b)
     double x = *(const double *)a, y = *(const double *)b;
 
     return x < y ? -1 : x > y;
+}
+
+/* Whether name is a whole item of the comma-separated list (perf-empty is not agent-perf's tail).
+ */
+static inline int
+bench_list_has(const char *list, const char *name)
+{
+    const char *p = strstr(list, name);
+    size_t len = strlen(name);
+
+    while (p != NULL && ((p != list && p[-1] != ',') || (p[len] != '\0' && p[len] != ','))) {
+        p = strstr(p + 1, name);
+    }
+    return p != NULL;
 }
 
 #endif /* BENCH_BENCH_H */
