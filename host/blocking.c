@@ -357,6 +357,9 @@ epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset
 HOST_EXPORT ssize_t
 read(int fd, void *buf, size_t len)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t), read)
 
     HOST_WAIT_RETRY(ssize_t, real(fd, buf, len), real(fd, buf, len), (void)0);
@@ -365,6 +368,9 @@ read(int fd, void *buf, size_t len)
 HOST_EXPORT ssize_t
 recv(int fd, void *buf, size_t len, int flags)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t, int), recv)
 
     if (flags & MSG_WAITALL) {
@@ -377,6 +383,9 @@ recv(int fd, void *buf, size_t len, int flags)
 HOST_EXPORT ssize_t
 recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *salen)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t, int, struct sockaddr *, socklen_t *),
                         recvfrom)
 

@@ -155,6 +155,9 @@ epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *t
 HOST_EXPORT ssize_t
 recvmsg(int fd, struct msghdr *msg, int flags)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_REAL_OR_ENOSYS(ssize_t, (int, struct msghdr *, int), recvmsg)
     unsigned entries = host_fds_accepting(__builtin_return_address(0));
 

@@ -231,6 +231,9 @@ host_write_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 write(int fd, const void *buf, size_t len)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_WRITES_REAL(ssize_t, (int, const void *, size_t), write)
     const struct host_agent_hooks *h = host_agent();
     struct host_write_call c = { real, fd };
@@ -255,6 +258,9 @@ host_writev_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 writev(int fd, const struct iovec *iov, int cnt)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_WRITES_REAL(ssize_t, (int, const struct iovec *, int), writev)
     const struct host_agent_hooks *h = host_agent();
     struct host_writev_call c = { real, fd };
@@ -287,6 +293,9 @@ host_sendto_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t salen)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_WRITES_REAL(ssize_t, (int, const void *, size_t, int, const struct sockaddr *, socklen_t),
                      sendto)
     const struct host_agent_hooks *h = host_agent();
@@ -300,6 +309,9 @@ sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa
 HOST_EXPORT ssize_t
 send(int fd, const void *buf, size_t len, int flags)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_WRITES_REAL(ssize_t, (int, const void *, size_t, int), send)
     const struct host_agent_hooks *h = host_agent();
     struct host_sendto_call c = { NULL, real, fd, flags, NULL, 0 };
@@ -337,6 +349,9 @@ host_sendmsg_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 sendmsg(int fd, const struct msghdr *msg, int flags)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_WRITES_REAL(ssize_t, (int, const struct msghdr *, int), sendmsg)
     const struct host_agent_hooks *h = host_agent();
     struct host_sendmsg_call c = { real, msg, fd, flags, 1 };
