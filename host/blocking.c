@@ -13,7 +13,8 @@
  *                        handler has it) except on a socket with SO_RCVTIMEO, where an EINTR
  *                        the agent caused is retried (the timeout then starts again); recv and
  *                        recvfrom with MSG_WAITALL that one of the agent's signals ended short
- *                        go on for the rest (writes.c's host_recv_waitall)
+ *                        go on for the rest (writes.c's host_recv_waitall). The host's on a
+ *                        library fd fail with EBADF, as bare (fds.c's header, the data calls)
  *   accept accept4
  *   pthread_cond_wait pthread_cond_timedwait pthread_join
  *                        interposed for the recorded stack only: these are restarted by

@@ -19,6 +19,8 @@
  *                    (with errno as the first call left it: a transfer that moved bytes does not
  *                    fail). XXX(S) of host/internal.h applies: a host signal handled in the same
  *                    call as one of the agent's is taken for the agent's, and the write goes on.
+ *                    The host's on a library fd fail with EBADF, as bare, and write nothing
+ *                    (fds.c's header, the data calls: one bit test of the number first).
  *   getrandom        a request of more than 256 bytes is cut short by a signal the same way
  *                    (random(7)): 8 MiB asked for, 40 of 40 calls short under `record --mode
  *                    wall` at 1000 Hz, none bare. The rest is asked for in the same way.

@@ -902,7 +902,7 @@ datacalls_alarm(int sig)
 static int
 datacall(int call, int raw, int fd, int cwd)
 {
-    char b[8];
+    char b[8] = { 0 };
     struct iovec iov = { b, 0 };
     struct stat st;
     struct statx sx;
