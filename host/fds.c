@@ -92,18 +92,20 @@
  *                    interposed as those, for the same host and for a host that acts on a number
  *                    it closed (a stale fd of its own, a bug bare gets EBADF for): its shutdown
  *                    or setsockopt reached the library's sockets, its fchdir a directory the
- *                    library keeps open (the thread scan's /proc/self/task: the host's working
- *                    directory became it). A scan of 3..4095 got 8 fewer EBADF a call than bare
- *                    preloaded without a session and 12 fewer under record in CPU mode, through
- *                    syscall() too (host-contract-fds-datacalls). statx looks at its fd only for a
- *                    relative path or an empty one with AT_EMPTY_PATH, as fstatat. None of the
+ *                    library keeps open (under record one fchdir of the scan below succeeded:
+ *                    the host's working directory moved into the library's directory). A scan
+ *                    of 3..4095 got 8 fewer EBADF a call than bare preloaded without a session
+ *                    and 12 fewer under record in CPU mode, through syscall() too
+ *                    (host-contract-fds-datacalls). statx looks at its fd only for a relative
+ *                    path or an empty one with AT_EMPTY_PATH, as fstatat. None of the
  *                    sanitizers' runtimes intercepts them.
  *   pread pread64 readv fstatfs fstatfs64 fgetxattr __fxstat __fxstat64
  *                    and writes.c's write, writev, send, sendto and sendmsg, blocking.c's read,
  *                    recv and recvfrom and eintr.c's recvmsg, the data calls: a host's write to a
- *                    stale number went into the library's socket or pipe (its protocol's bytes),
- *                    a read took the library's (in the scan above, 2 of its 1-byte reads got a
- *                    byte the library was to read), fstatfs and __fxstat (the fstat of binaries
+ *                    stale number reached the library's socket or pipe (the scan's writes are of
+ *                    0 bytes; a host's bytes would join the library's protocol), a read took the
+ *                    library's (in the scan above, 2 of its 1-byte reads got a byte the library
+ *                    was to read), fstatfs and __fxstat (the fstat of binaries
  *                    built for a glibc before 2.33) answered for its files: 5 to 8 fewer EBADF a
  *                    call than bare preloaded, 7 to 12 under record. The host's call on a library
  *                    fd fails with EBADF and moves nothing; the fast path is one bit test of the
@@ -113,9 +115,11 @@
  *                    data call on a number a library fd holds for those few microseconds reaches
  *                    it. The sanitizers' runtimes intercept these (ASan all but __fxstat, TSan
  *                    all), and their interceptors call the definition here from the runtime's
- *                    code for the library's calls and the host's alike: libuv's write to its
- *                    async eventfd on the host's thread (the stop at exit) looks like the host's,
- *                    and its EBADF would make libuv abort. So a call whose return address is in
+ *                    code for the library's calls and the host's alike: libuv's on the host's
+ *                    threads (the server's start in the constructor, its stop at exit) look like
+ *                    the host's, and an EBADF makes libuv abort (without the rule below the host
+ *                    died at its start under ASan, status 134, in host-contract-fds-closeloop,
+ *                    -datacalls and cli-record). So a call whose return address is in
  *                    an object whose definition of such a name comes before this library's
  *                    (host_fds_ahead_find: a sanitizer's runtime, another preloaded wrapper,
  *                    found once at the constructor) passes as it is: under ASan and TSan the
