@@ -38,6 +38,10 @@
  *   ioctl-host        ioctl(FIONREAD) of a host's fd (/dev/null: ENOTTY), the same
  *   syscall-fstat-host  fstat through syscall(SYS_fstat): syscall()'s switch, then the fast
  *                     path of the calls on an fd's number (fcntl's bit test and load)
+ *   read-host         read() of one byte of a host's fd (/dev/null: end of file), no agent: the
+ *                     data calls' fast path (one bit test of the number) and blocking.c's
+ *   write-host        write() of one byte to a host's fd (/dev/null), no agent: the same bit
+ *                     test and writes.c's pass-through
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling. Libc
  * and the interposer alternate within each round; prints per call the median ns of each over the
  * rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
@@ -60,7 +64,7 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    21
+#define BENCH_OPS    23
 #define BENCH_ROUNDS 64
 
 static const char *const bench_ops[BENCH_OPS] = { "close",
@@ -83,13 +87,16 @@ static const char *const bench_ops[BENCH_OPS] = { "close",
                                                   "syscall-getfl-host",
                                                   "fstat-host",
                                                   "ioctl-host",
-                                                  "syscall-fstat-host" };
+                                                  "syscall-fstat-host",
+                                                  "read-host",
+                                                  "write-host" };
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
 static int (*libc_sigaction)(int, const struct sigaction *, struct sigaction *);
 static int (*libc_sigmask)(int, const sigset_t *, sigset_t *);
 static ssize_t (*libc_write)(int, const void *, size_t);
+static ssize_t (*libc_read)(int, void *, size_t);
 static int (*libc_open)(const char *, int, ...);
 static int (*libc_fcntl)(int, int, ...);
 static int (*libc_fstat)(int, struct stat *);
@@ -106,6 +113,8 @@ static int bench_futex_word;
 /* An fd of the host's for fcntl-dupfd (the program's own opens are the library's: moved high and
  * registered, and the host's F_DUPFD of one gets EBADF). */
 static int bench_host_fd;
+/* The same, open for writing (write-host). */
+static int bench_host_wfd;
 
 /* write-agent's hooks: an agent that does nothing but count its signals, as agent/host-hooks.c
  * does (a thread-local read). */
@@ -232,6 +241,15 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
             real ? libc_syscall(SYS_fstat, bench_host_fd, &st)
                  : syscall(SYS_fstat, bench_host_fd, &st);
             break;
+        case 21: {
+            char b;
+
+            real ? libc_read(bench_host_fd, &b, 1) : read(bench_host_fd, &b, 1);
+            break;
+        }
+        case 22:
+            real ? libc_write(bench_host_wfd, "", 1) : write(bench_host_wfd, "", 1);
+            break;
         default:
             real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
             real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -259,17 +277,23 @@ main(int argc, char **argv)
                                                                                        "sigaction");
     libc_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
     libc_write = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+    libc_read = (ssize_t(*)(int, void *, size_t))dlsym(RTLD_NEXT, "read");
     libc_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
     libc_syscall = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
     libc_fcntl = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
     libc_fstat = (int (*)(int, struct stat *))dlsym(RTLD_NEXT, "fstat");
     libc_ioctl = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
     if (!libc_open || !libc_fcntl || !libc_fstat || !libc_ioctl || !libc_syscall || !libc_write ||
-        !libc_close || !libc_dup2 || !libc_sigaction || !libc_sigmask) {
+        !libc_read || !libc_close || !libc_dup2 || !libc_sigaction || !libc_sigmask) {
         fprintf(stderr, "bench-interpose: libc's functions not found\n");
         return 1;
     }
     bench_host_fd = bench_host_open("/dev/null", O_RDONLY | O_CLOEXEC);
+    bench_host_wfd = bench_host_open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (bench_host_fd < 0 || bench_host_wfd < 0) {
+        fprintf(stderr, "bench-interpose: /dev/null not opened\n");
+        return 1;
+    }
     for (i = 0; i < 8; i++) {
         (void)host_fd_take(open("/dev/null", O_RDONLY)); /* the library's own fds */
     }

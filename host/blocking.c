@@ -13,7 +13,8 @@
  *                        handler has it) except on a socket with SO_RCVTIMEO, where an EINTR
  *                        the agent caused is retried (the timeout then starts again); recv and
  *                        recvfrom with MSG_WAITALL that one of the agent's signals ended short
- *                        go on for the rest (writes.c's host_recv_waitall)
+ *                        go on for the rest (writes.c's host_recv_waitall). The host's on a
+ *                        library fd fail with EBADF, as bare (fds.c's header, the data calls)
  *   accept accept4
  *   pthread_cond_wait pthread_cond_timedwait pthread_join
  *                        interposed for the recorded stack only: these are restarted by
@@ -357,6 +358,9 @@ epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset
 HOST_EXPORT ssize_t
 read(int fd, void *buf, size_t len)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t), read)
 
     HOST_WAIT_RETRY(ssize_t, real(fd, buf, len), real(fd, buf, len), (void)0);
@@ -365,6 +369,9 @@ read(int fd, void *buf, size_t len)
 HOST_EXPORT ssize_t
 recv(int fd, void *buf, size_t len, int flags)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t, int), recv)
 
     if (flags & MSG_WAITALL) {
@@ -377,6 +384,9 @@ recv(int fd, void *buf, size_t len, int flags)
 HOST_EXPORT ssize_t
 recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *salen)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t, int, struct sockaddr *, socklen_t *),
                         recvfrom)
 

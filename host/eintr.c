@@ -18,7 +18,9 @@
  *                    message brings take the lowest free numbers: the host's call waits for a
  *                    library fd's low moment, as accept does (fds.c, host_fds_received), and
  *                    so does recvmmsg's (retried as recvmsg; its timeout, which the kernel
- *                    checks only after a message, is passed again as it was).
+ *                    checks only after a message, is passed again as it was). The host's
+ *                    recvmsg on a library fd fails with EBADF, as bare (fds.c's header, the data
+ *                    calls).
  *   semop semtimedop msgrcv msgsnd
  *                    System V semaphores and message queues: never restarted after a handler,
  *                    SA_RESTART or not (signal(7)); the same retry.
@@ -155,6 +157,9 @@ epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *t
 HOST_EXPORT ssize_t
 recvmsg(int fd, struct msghdr *msg, int flags)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_REAL_OR_ENOSYS(ssize_t, (int, struct msghdr *, int), recvmsg)
     unsigned entries = host_fds_accepting(__builtin_return_address(0));
 

@@ -88,6 +88,50 @@
  *                    from the runtime's code, not told from a host's: under ASan libuv's listen
  *                    failed with EBADF and no session started. Their syscall() forms have no such
  *                    runtime in between.
+ *   shutdown setsockopt fchdir statx
+ *                    interposed as those, for the same host and for a host that acts on a number
+ *                    it closed (a stale fd of its own, a bug bare gets EBADF for): its shutdown
+ *                    or setsockopt reached the library's sockets, its fchdir a directory the
+ *                    library keeps open (under record one fchdir of the scan below succeeded:
+ *                    the host's working directory moved into the library's directory). A scan
+ *                    of 3..4095 got 8 fewer EBADF a call than bare preloaded without a session
+ *                    and 12 fewer under record in CPU mode, through syscall() too
+ *                    (host-contract-fds-datacalls). statx looks at its fd only for a relative
+ *                    path or an empty one with AT_EMPTY_PATH, as fstatat. None of the
+ *                    sanitizers' runtimes intercepts them.
+ *   pread pread64 readv fstatfs fstatfs64 fgetxattr __fxstat __fxstat64
+ *                    and writes.c's write, writev, send, sendto and sendmsg, blocking.c's read,
+ *                    recv and recvfrom and eintr.c's recvmsg, the data calls: a host's write to a
+ *                    stale number reached the library's socket or pipe (the scan's writes are of
+ *                    0 bytes; a host's bytes would join the library's protocol), a read took the
+ *                    library's (in the scan above, 2 of its 1-byte reads got a byte the library
+ *                    was to read), fstatfs and __fxstat (the fstat of binaries
+ *                    built for a glibc before 2.33) answered for its files: 5 to 8 fewer EBADF a
+ *                    call than bare preloaded, 7 to 12 under record. The host's call on a library
+ *                    fd fails with EBADF and moves nothing; the fast path is one bit test of the
+ *                    number (HOST_FD_DATA_REFUSED, host/internal.h: read and write are hot), and
+ *                    the caller is looked at only for a library fd (host_fds_data_refused). There
+ *                    is no wait for a library fd's low moment, unlike the calls above: a host's
+ *                    data call on a number a library fd holds for those few microseconds reaches
+ *                    it. The sanitizers' runtimes intercept these (ASan all but __fxstat, TSan
+ *                    all), and their interceptors call the definition here from the runtime's
+ *                    code for the library's calls and the host's alike: libuv's on the host's
+ *                    threads (the server's start in the constructor, its stop at exit) look like
+ *                    the host's, and an EBADF makes libuv abort (without the rule below the host
+ *                    died at its start under ASan, status 134, in host-contract-fds-closeloop,
+ *                    -datacalls and cli-record). So a call whose return address is in
+ *                    an object whose definition of such a name comes before this library's
+ *                    (host_fds_ahead_find: a sanitizer's runtime, another preloaded wrapper,
+ *                    found once at the constructor) passes as it is: under ASan and TSan the
+ *                    host's libc data calls on a library fd reach it, as before; their syscall()
+ *                    forms are covered there too (SYS_read, SYS_write, SYS_pread64, SYS_readv,
+ *                    SYS_writev, SYS_sendto, SYS_recvfrom, SYS_sendmsg, SYS_shutdown,
+ *                    SYS_setsockopt, SYS_mmap of an fd, SYS_fstatfs, SYS_statx, SYS_fchdir,
+ *                    SYS_fgetxattr: host_fds_syscall_on_fd, with the wait of the calls above).
+ *                    libc's mmap is not interposed: every mapping of the host's allocator would
+ *                    pass here, and one made before the constructor resolves the real mmap (a
+ *                    malloc's arena in another library's constructor) would call dlsym, which may
+ *                    allocate: a malloc that maps with mmap would recurse.
  *
  * A call is the library's when it comes from one of the library's threads
  * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
@@ -110,14 +154,13 @@
  * made without libc's functions (inline assembly, the Go runtime) see the library's fds as any
  * other, and syscall(2) is watched for the closes, dups, fcntl, receives and creators above only
  * among the fd calls and the calls on an fd's number above; the other calls on an fd's number
- * (libc's fstat, ioctl, getsockopt, getsockname and getpeername, above; read, write, pread, readv,
- * mmap, statx, fstatfs, fchdir, fgetxattr, setsockopt, send, shutdown,
- * fchmodat and fchownat with a relative path, the __fxstat and __fxstat64 of binaries built for a
- * glibc before 2.33, syscall()'s SYS_statx...) reach a library fd as any other: statx of its
- * number and an empty path succeeds where bare it fails with EBADF (tests/hosts/fds.c's openpty
- * part tells a library fd held low so). read and write are hot and act on data rather than probe
- * a number; fcntl(F_GETFD) and fstat are the common probes of whether a number is open, and close
- * the common act on one. fcntl(F_DUPFD) onto a high number simply gets the next free one.
+ * (libc's fstat, ioctl, getsockopt, getsockname and getpeername, above; libc's mmap, above; under
+ * the sanitizers libc's data calls, above; pwrite, preadv, pwritev, splice, sendfile, recvmmsg,
+ * sendmmsg, fsetxattr, fstatvfs, fchmodat and fchownat with a relative path, and the same through
+ * syscall()) reach a library fd as any other: fstat of its number succeeds where bare it fails
+ * with EBADF (tests/hosts/fds.c's openpty part tells a library fd held low so).
+ * fcntl(F_GETFD) and fstat are the common probes of whether a number is open, and close the
+ * common act on one. fcntl(F_DUPFD) onto a high number simply gets the next free one.
  * close_range with CLOSE_RANGE_UNSHARE (libc's or syscall()'s) gives the calling thread an fd
  * table of its own (its threads started after share it), which keeps the library's fds of that
  * moment (closed around, as with flags 0) but not those the library makes after in the process's
@@ -223,6 +266,12 @@
  * fstatat(AT_EMPTY_PATH), lseek, ioctl(FIONREAD), ioctl(TCGETS), fsync, fdatasync, fchmod, fchown,
  * ftruncate, flock, posix_fadvise, getsockopt and getsockname of 3..4095, through libc and
  * syscall(): before, 11 to 14 fewer EBADF a call under record in CPU mode than bare's),
+ * host-contract-fds-datacalls (read of 0 bytes and of 1 byte, write, pread, readv and writev of
+ * 0 bytes, send and recv of 0 bytes with MSG_DONTWAIT, shutdown with a `how` no socket takes,
+ * setsockopt at a level no protocol has, mmap of 0 bytes through syscall(), fstatfs,
+ * statx(AT_EMPTY_PATH), fchdir, fgetxattr, __fxstat and __fxstat64 of 3..4095, through libc and
+ * syscall(): before, 5 to 8 fewer EBADF a call than bare preloaded, 7 to 13 under record in CPU
+ * mode; in a sanitized build libc's intercepted ones are not probed, said on the output),
  * host-contract-eintr (syscall()'s recvmsg and recvmmsg), host-contract-fds-uninterposed and
  * -unshare-* (above), host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
  * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, and
@@ -274,8 +323,11 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <sys/uio.h>
+#include <sys/xattr.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -283,16 +335,23 @@
 
 HOST_ANCHOR(fds);
 
-#define HOST_FDS_MAX   65536 /* numbers the set can hold; the library keeps its fds below */
 #define HOST_FDS_WORDS (HOST_FDS_MAX / 64)
 #define HOST_FDS_CODE  4 /* objects whose calls are the library's */
 
-static _Atomic uint64_t host_fds_owned[HOST_FDS_WORDS];
+_Atomic uint64_t host_fds_owned[HOST_FDS_WORDS];
 static _Atomic int host_fds_count;
 
 /* The executable ranges of libpipeprof.so and of the objects it trusts: [lo, hi). */
 static _Atomic uintptr_t host_fds_code_lo[HOST_FDS_CODE], host_fds_code_hi[HOST_FDS_CODE];
 static _Atomic int host_fds_code_n;
+
+/* The executable ranges of the objects whose definition of a data call (HOST_FD_DATA_REFUSED)
+ * the dynamic linker finds before this library's: a sanitizer's runtime (preloaded first, or
+ * linked into the program), another preloaded wrapper. Their definition calls this one from
+ * their own code for the library's calls and the host's alike: [lo, hi). */
+#define HOST_FDS_AHEAD 4
+static _Atomic uintptr_t host_fds_ahead_lo[HOST_FDS_AHEAD], host_fds_ahead_hi[HOST_FDS_AHEAD];
+static _Atomic int host_fds_ahead_n;
 
 static _Thread_local int host_library_thread;
 
@@ -356,12 +415,68 @@ host_fds_find_segment(struct dl_phdr_info *info, size_t size, void *arg)
 
 static void host_fds_trust_one(const void *code);
 
-/* libpipeprof.so itself (or the program host/ is linked into) comes first. */
+static int
+host_fds_in(const _Atomic uintptr_t *lo, const _Atomic uintptr_t *hi, int n, uintptr_t addr)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (addr >= atomic_load_explicit(&lo[i], memory_order_relaxed) &&
+            addr < atomic_load_explicit(&hi[i], memory_order_relaxed)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Adds the executable segment that holds addr to the n ranges [lo, hi) of at most max, unless one
+ * of them holds it already (one thread at a time: the library's starts). */
+static void
+host_fds_range_add(_Atomic uintptr_t *lo, _Atomic uintptr_t *hi, _Atomic int *n, int max,
+                   uintptr_t addr)
+{
+    struct host_fds_find f = { addr, 0, 0 };
+    int i = atomic_load_explicit(n, memory_order_acquire);
+
+    if (addr == 0 || i == max || host_fds_in(lo, hi, i, addr) ||
+        dl_iterate_phdr(host_fds_find_segment, &f) == 0) {
+        return;
+    }
+    atomic_store_explicit(&lo[i], f.lo, memory_order_relaxed);
+    atomic_store_explicit(&hi[i], f.hi, memory_order_relaxed);
+    atomic_store_explicit(n, i + 1, memory_order_release);
+}
+
+/* Finds the objects ahead of this library for the data calls (host_fds_ahead_lo): the object of
+ * each name's first definition, when it is not this library's. */
+static void
+host_fds_ahead_find(void)
+{
+    static const char *const names[] = { "read",      "write",     "readv",     "writev",
+                                         "pread",     "pread64",   "recv",      "recvfrom",
+                                         "recvmsg",   "send",      "sendto",    "sendmsg",
+                                         "fstatfs",   "fstatfs64", "fgetxattr", "__fxstat",
+                                         "__fxstat64" };
+    size_t k;
+
+    for (k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+        uintptr_t addr = (uintptr_t)dlsym(RTLD_DEFAULT, names[k]);
+
+        if (!host_fds_in(host_fds_code_lo, host_fds_code_hi, 1, addr)) {
+            host_fds_range_add(host_fds_ahead_lo, host_fds_ahead_hi, &host_fds_ahead_n,
+                               HOST_FDS_AHEAD, addr);
+        }
+    }
+}
+
+/* libpipeprof.so itself (or the program host/ is linked into) comes first; then the objects ahead
+ * of it for the data calls. */
 static void
 host_fds_trust_self(void)
 {
     if (atomic_load_explicit(&host_fds_code_n, memory_order_acquire) == 0) {
         host_fds_trust_one((const void *)host_fds_trust_self);
+        host_fds_ahead_find();
     }
 }
 
@@ -375,39 +490,36 @@ host_fds_trust(const void *code)
 static void
 host_fds_trust_one(const void *code)
 {
-    struct host_fds_find f = { (uintptr_t)code, 0, 0 };
-    int i, n = atomic_load_explicit(&host_fds_code_n, memory_order_acquire);
-
-    for (i = 0; i < n; i++) {
-        if (f.addr >= atomic_load_explicit(&host_fds_code_lo[i], memory_order_relaxed) &&
-            f.addr < atomic_load_explicit(&host_fds_code_hi[i], memory_order_relaxed)) {
-            return;
-        }
-    }
-    if (n == HOST_FDS_CODE || dl_iterate_phdr(host_fds_find_segment, &f) == 0) {
-        return;
-    }
-    atomic_store_explicit(&host_fds_code_lo[n], f.lo, memory_order_relaxed);
-    atomic_store_explicit(&host_fds_code_hi[n], f.hi, memory_order_relaxed);
-    atomic_store_explicit(&host_fds_code_n, n + 1, memory_order_release);
+    host_fds_range_add(host_fds_code_lo, host_fds_code_hi, &host_fds_code_n, HOST_FDS_CODE,
+                       (uintptr_t)code);
 }
 
 /* ra: the interposer's return address. */
 static int
 host_fds_library_call(const void *ra)
 {
-    int i, n = atomic_load_explicit(&host_fds_code_n, memory_order_acquire);
+    int n = atomic_load_explicit(&host_fds_code_n, memory_order_acquire);
 
-    if (host_library_thread) {
-        return 1;
+    return host_library_thread || host_fds_in(host_fds_code_lo, host_fds_code_hi, n, (uintptr_t)ra);
+}
+
+/* HOST_FD_DATA_REFUSED's slow half, for a library fd: the host's call fails with EBADF. The
+ * library's passes (its thread, its code), and so does one that came through a definition ahead
+ * of this library's (ra in host_fds_ahead_lo): that object's code calls this for the library's
+ * calls as for the host's (under ASan and TSan, libuv's write to its async eventfd in the host's
+ * thread at exit reaches here from the runtime's interceptor), and whose it is cannot be told.
+ * No wait for a library fd's low moment: one bit test is the data calls' whole fast path. */
+int
+host_fds_data_refused(int fd, const void *ra)
+{
+    int n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
+
+    if (!host_fd_is_owned(fd) || host_fds_library_call(ra) ||
+        host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra)) {
+        return 0;
     }
-    for (i = 0; i < n; i++) {
-        if ((uintptr_t)ra >= atomic_load_explicit(&host_fds_code_lo[i], memory_order_relaxed) &&
-            (uintptr_t)ra < atomic_load_explicit(&host_fds_code_hi[i], memory_order_relaxed)) {
-            return 1;
-        }
-    }
-    return 0;
+    errno = EBADF;
+    return 1;
 }
 
 /*
@@ -940,34 +1052,15 @@ host_fds_at_fd(int fd, const char *path, int flags)
     return fd;
 }
 
-/* One switch on the number, syscall()'s whole dispatch among the fd calls: a system call whose
- * result is a new fd when it succeeds (seccomp's only with SECCOMP_FILTER_FLAG_NEW_LISTENER, its
- * notification listener; landlock_create_ruleset's only without flags: with
- * LANDLOCK_CREATE_RULESET_VERSION or _ERRATA it is a number, never moved), the closes and dups,
- * fcntl only for F_DUPFD and F_DUPFD_CLOEXEC (every other command passes through, as fcntl's
- * interposer passes it), and the receives. The names some architectures lack (open, pipe, dup2:
- * arm64) are tested for. */
+/* The number a system call acts on without making an fd (fstat, lseek, ioctl..., and the data
+ * calls: read, write, their vector, positioned and socket forms, shutdown, setsockopt, mmap,
+ * fstatfs, statx, fchdir, fgetxattr), as the interposers of their libc names check it; -1 for
+ * any other call, and where the number is not looked at (an anonymous mapping; an absolute path
+ * for the *at calls). */
 static int
-host_fds_syscall_kind(long n, const long a[6])
+host_fds_syscall_on_fd(long n, const long a[6])
 {
     switch (n) {
-    case SYS_close:
-        return HOST_FDS_SYS_CLOSE;
-#ifdef SYS_close_range
-    case SYS_close_range:
-        return HOST_FDS_SYS_CLOSE_RANGE;
-#endif
-#ifdef SYS_dup2
-    case SYS_dup2:
-        return HOST_FDS_SYS_DUP2;
-#endif
-    case SYS_dup3:
-        return HOST_FDS_SYS_DUP3;
-    case SYS_fcntl:
-        if ((int)a[1] == F_DUPFD || (int)a[1] == F_DUPFD_CLOEXEC) {
-            return HOST_FDS_SYS_DUPFD;
-        }
-        return HOST_FDS_FCNTL_SLOW((int)a[0]) ? HOST_FDS_SYS_FCNTL : HOST_FDS_SYS_NONE;
 #ifdef SYS_fstat
     case SYS_fstat:
 #endif
@@ -1007,14 +1100,91 @@ host_fds_syscall_kind(long n, const long a[6])
 #ifdef SYS_getpeername
     case SYS_getpeername:
 #endif
-        return HOST_FDS_FCNTL_SLOW((int)a[0]) ? HOST_FDS_SYS_FCNTL : HOST_FDS_SYS_NONE;
-#ifdef SYS_newfstatat
-    case SYS_newfstatat: {
-        int fd = host_fds_at_fd((int)a[0], (const char *)a[1], (int)a[3]);
-
-        return HOST_FDS_FCNTL_SLOW(fd) ? HOST_FDS_SYS_FCNTL : HOST_FDS_SYS_NONE;
-    }
+#ifdef SYS_read
+    case SYS_read:
 #endif
+#ifdef SYS_write
+    case SYS_write:
+#endif
+#ifdef SYS_pread64
+    case SYS_pread64:
+#endif
+#ifdef SYS_readv
+    case SYS_readv:
+#endif
+#ifdef SYS_writev
+    case SYS_writev:
+#endif
+#ifdef SYS_sendto
+    case SYS_sendto:
+#endif
+#ifdef SYS_recvfrom
+    case SYS_recvfrom:
+#endif
+#ifdef SYS_sendmsg
+    case SYS_sendmsg:
+#endif
+#ifdef SYS_shutdown
+    case SYS_shutdown:
+#endif
+#ifdef SYS_setsockopt
+    case SYS_setsockopt:
+#endif
+#ifdef SYS_fstatfs
+    case SYS_fstatfs:
+#endif
+#ifdef SYS_fchdir
+    case SYS_fchdir:
+#endif
+#ifdef SYS_fgetxattr
+    case SYS_fgetxattr:
+#endif
+        return (int)a[0];
+#ifdef SYS_mmap
+    case SYS_mmap:
+        return (a[3] & MAP_ANONYMOUS) ? -1 : (int)a[4];
+#endif
+#ifdef SYS_newfstatat
+    case SYS_newfstatat:
+        return host_fds_at_fd((int)a[0], (const char *)a[1], (int)a[3]);
+#endif
+#ifdef SYS_statx
+    case SYS_statx:
+        return host_fds_at_fd((int)a[0], (const char *)a[1], (int)a[2]);
+#endif
+    default:
+        return -1;
+    }
+}
+
+/* One switch on the number, syscall()'s whole dispatch among the fd calls: a system call whose
+ * result is a new fd when it succeeds (seccomp's only with SECCOMP_FILTER_FLAG_NEW_LISTENER, its
+ * notification listener; landlock_create_ruleset's only without flags: with
+ * LANDLOCK_CREATE_RULESET_VERSION or _ERRATA it is a number, never moved), the closes and dups,
+ * fcntl only for F_DUPFD and F_DUPFD_CLOEXEC (every other command passes through, as fcntl's
+ * interposer passes it), and the receives. The names some architectures lack (open, pipe, dup2:
+ * arm64) are tested for. */
+static int
+host_fds_syscall_kind(long n, const long a[6])
+{
+    switch (n) {
+    case SYS_close:
+        return HOST_FDS_SYS_CLOSE;
+#ifdef SYS_close_range
+    case SYS_close_range:
+        return HOST_FDS_SYS_CLOSE_RANGE;
+#endif
+#ifdef SYS_dup2
+    case SYS_dup2:
+        return HOST_FDS_SYS_DUP2;
+#endif
+    case SYS_dup3:
+        return HOST_FDS_SYS_DUP3;
+    case SYS_fcntl:
+        if ((int)a[1] == F_DUPFD || (int)a[1] == F_DUPFD_CLOEXEC) {
+            return HOST_FDS_SYS_DUPFD;
+        }
+        return HOST_FDS_FCNTL_SLOW((int)a[0]) ? HOST_FDS_SYS_FCNTL : HOST_FDS_SYS_NONE;
 #ifdef SYS_recvmsg
     case SYS_recvmsg:
         return HOST_FDS_SYS_RECVMSG;
@@ -1103,8 +1273,11 @@ host_fds_syscall_kind(long n, const long a[6])
         return HOST_FDS_SYS_PIPE;
     case SYS_socketpair:
         return HOST_FDS_SYS_SOCKETPAIR;
-    default:
-        return HOST_FDS_SYS_NONE;
+    default: {
+        int fd = host_fds_syscall_on_fd(n, a);
+
+        return fd >= 0 && HOST_FDS_FCNTL_SLOW(fd) ? HOST_FDS_SYS_FCNTL : HOST_FDS_SYS_NONE;
+    }
     }
 }
 
@@ -1405,7 +1578,10 @@ static _Atomic(void *) real_open_p, real_open64_p, real___open_2_p, real___open6
         real_openpty_p, real_forkpty_p, real_popen_p, real_openlog_p, real_vsyslog_p,
         real___vsyslog_chk_p, real_fstatat_p, real_fstatat64_p, real_lseek_p, real_lseek64_p,
         real_fsync_p, real_fdatasync_p, real_fchmod_p, real_fchown_p, real_ftruncate_p,
-        real_ftruncate64_p, real_flock_p, real_posix_fadvise_p, real_posix_fadvise64_p;
+        real_ftruncate64_p, real_flock_p, real_posix_fadvise_p, real_posix_fadvise64_p,
+        real_shutdown_p, real_setsockopt_p, real_fchdir_p, real_statx_p, real_pread_p,
+        real_pread64_p, real_readv_p, real_fstatfs_p, real_fstatfs64_p, real_fgetxattr_p,
+        real___fxstat_p, real___fxstat64_p;
 static const struct {
     _Atomic(void *) *slot;
     const char *name;
@@ -1477,6 +1653,18 @@ static const struct {
     { &real_flock_p, "flock" },
     { &real_posix_fadvise_p, "posix_fadvise" },
     { &real_posix_fadvise64_p, "posix_fadvise64" },
+    { &real_shutdown_p, "shutdown" },
+    { &real_setsockopt_p, "setsockopt" },
+    { &real_fchdir_p, "fchdir" },
+    { &real_statx_p, "statx" },
+    { &real_pread_p, "pread" },
+    { &real_pread64_p, "pread64" },
+    { &real_readv_p, "readv" },
+    { &real_fstatfs_p, "fstatfs" },
+    { &real_fstatfs64_p, "fstatfs64" },
+    { &real_fgetxattr_p, "fgetxattr" },
+    { &real___fxstat_p, "__fxstat" },
+    { &real___fxstat64_p, "__fxstat64" },
 };
 
 static void
@@ -1752,6 +1940,45 @@ HOST_FDS_ON_FD(int, fstatat,
 HOST_FDS_ON_FD(int, fstatat64,
                (int fd, const char *restrict path, struct stat64 *restrict st, int flags),
                (fd, path, st, flags), host_fds_at_fd(fd, path, flags), -1)
+
+HOST_FDS_ON_FD(int, shutdown, (int fd, int how), (fd, how), fd, -1)
+HOST_FDS_ON_FD(int, setsockopt, (int fd, int level, int name, const void *v, socklen_t len),
+               (fd, level, name, v, len), fd, -1)
+HOST_FDS_ON_FD(int, fchdir, (int fd), (fd), fd, -1)
+HOST_FDS_ON_FD(int, statx,
+               (int fd, const char *restrict path, int flags, unsigned int mask,
+                struct statx *restrict sx),
+               (fd, path, flags, mask, sx), host_fds_at_fd(fd, path, flags), -1)
+
+/*
+ * The data calls the sanitizers' runtimes intercept too, with writes.c's, blocking.c's and
+ * eintr.c's: the host's on a library fd fail with EBADF, as bare, and move nothing; the fast path
+ * is one bit test (HOST_FD_DATA_REFUSED, which says who passes).
+ */
+#define HOST_FDS_DATA(ret, name, params, args) \
+    HOST_EXPORT ret name params                \
+    {                                          \
+        if (HOST_FD_DATA_REFUSED(fd)) {        \
+            return -1;                         \
+        }                                      \
+        HOST_REAL_OR_ENOSYS(ret, params, name) \
+        return real args;                      \
+    }
+
+/* glibc's names for fstat in binaries built for a glibc before 2.33; its headers no longer
+ * declare them. */
+int __fxstat(int ver, int fd, struct stat *st);
+int __fxstat64(int ver, int fd, struct stat64 *st);
+
+HOST_FDS_DATA(ssize_t, pread, (int fd, void *buf, size_t len, off_t off), (fd, buf, len, off))
+HOST_FDS_DATA(ssize_t, pread64, (int fd, void *buf, size_t len, off64_t off), (fd, buf, len, off))
+HOST_FDS_DATA(ssize_t, readv, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt))
+HOST_FDS_DATA(int, fstatfs, (int fd, struct statfs *buf), (fd, buf))
+HOST_FDS_DATA(int, fstatfs64, (int fd, struct statfs64 *buf), (fd, buf))
+HOST_FDS_DATA(ssize_t, fgetxattr, (int fd, const char *name, void *value, size_t size),
+              (fd, name, value, size))
+HOST_FDS_DATA(int, __fxstat, (int ver, int fd, struct stat *st), (ver, fd, st))
+HOST_FDS_DATA(int, __fxstat64, (int ver, int fd, struct stat64 *st), (ver, fd, st))
 
 /* dup of a library fd by the host fails as dup2's does: the number was free in the bare run. */
 HOST_EXPORT int
@@ -2083,7 +2310,8 @@ host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, con
     case HOST_FDS_SYS_DUPFD:
         return host_fds_dupfd(host_fds_sys_fcntl, (int)a[0], (int)a[1], (int)a[2], ra);
     case HOST_FDS_SYS_FCNTL: {
-        int pass, rc = host_fds_fcntl_other((int)a[0], ra, &pass);
+        int pass, rc = host_fds_fcntl_other(
+                          n == SYS_fcntl ? (int)a[0] : host_fds_syscall_on_fd(n, a), ra, &pass);
 
         return pass ? real(n, a[0], a[1], a[2], a[3], a[4], a[5]) : rc;
     }

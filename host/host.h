@@ -28,7 +28,9 @@
  *                fcntl64 pidfd_getfd posix_openpt getpt shm_open mq_open fanotify_init
  *                open_by_handle_at openpty forkpty popen openlog syslog vsyslog __syslog_chk
  *                __vsyslog_chk fstatat fstatat64 lseek lseek64 fsync fdatasync fchmod fchown
- *                ftruncate ftruncate64 flock posix_fadvise posix_fadvise64
+ *                ftruncate ftruncate64 flock posix_fadvise posix_fadvise64 shutdown setsockopt
+ *                fchdir statx pread pread64 readv fstatfs fstatfs64 fgetxattr __fxstat
+ *                __fxstat64
  *
  * Direction: host/ depends on libc only. The agent, the shim (and through the shim the IPC
  * server) call into it through this header; host/ calls back into them only through the two

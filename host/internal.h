@@ -207,6 +207,30 @@ int host_fds_create_end(int library, int fd);
  * what host_fds_accepted(), which moves the new fd (the host's down, the library's high), takes. */
 unsigned host_fds_accepting(const void *ra);
 int host_fds_accepted(int fd, const void *ra, unsigned entries);
+/*
+ * The data calls on an fd's number (read, write, their vector, positioned and socket forms,
+ * fstatfs, fgetxattr, __fxstat): the host's on a library fd fail with EBADF, as bare, and move
+ * nothing (fds.c's header). The fast path is one bit test of the set of library fds:
+ * HOST_FD_DATA_REFUSED(fd) is 1, with errno EBADF, when the caller's call must fail; its slow
+ * half (host_fds_data_refused) runs only for a library fd. Async-signal-safe (loads only).
+ */
+#define HOST_FDS_MAX 65536 /* numbers the set can hold; the library keeps its fds below */
+extern _Atomic uint64_t host_fds_owned[HOST_FDS_MAX / 64];
+int host_fds_data_refused(int fd, const void *ra);
+
+static inline int
+host_fd_is_library(int fd)
+{
+    return (unsigned)fd < HOST_FDS_MAX &&
+           ((atomic_load_explicit(&host_fds_owned[(unsigned)fd / 64], memory_order_relaxed) >>
+             ((unsigned)fd % 64)) &
+            1u);
+}
+
+#define HOST_FD_DATA_REFUSED(fd)                    \
+    (__builtin_expect(host_fd_is_library(fd), 0) && \
+     host_fds_data_refused(fd, __builtin_return_address(0)))
+
 /* After recvmsg (eintr.c; host_fds_accepting before it): moves the fds an SCM_RIGHTS message
  * of msg brought as accept's, and returns rc (msg is read only when rc >= 0, errno kept). */
 ssize_t host_fds_received(ssize_t rc, struct msghdr *msg, const void *ra, unsigned entries);

@@ -19,6 +19,8 @@
  *                    (with errno as the first call left it: a transfer that moved bytes does not
  *                    fail). XXX(S) of host/internal.h applies: a host signal handled in the same
  *                    call as one of the agent's is taken for the agent's, and the write goes on.
+ *                    The host's on a library fd fail with EBADF, as bare, and write nothing
+ *                    (fds.c's header, the data calls: one bit test of the number first).
  *   getrandom        a request of more than 256 bytes is cut short by a signal the same way
  *                    (random(7)): 8 MiB asked for, 40 of 40 calls short under `record --mode
  *                    wall` at 1000 Hz, none bare. The rest is asked for in the same way.
@@ -231,6 +233,9 @@ host_write_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 write(int fd, const void *buf, size_t len)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_WRITES_REAL(ssize_t, (int, const void *, size_t), write)
     const struct host_agent_hooks *h = host_agent();
     struct host_write_call c = { real, fd };
@@ -255,6 +260,9 @@ host_writev_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 writev(int fd, const struct iovec *iov, int cnt)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_WRITES_REAL(ssize_t, (int, const struct iovec *, int), writev)
     const struct host_agent_hooks *h = host_agent();
     struct host_writev_call c = { real, fd };
@@ -287,6 +295,9 @@ host_sendto_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t salen)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_WRITES_REAL(ssize_t, (int, const void *, size_t, int, const struct sockaddr *, socklen_t),
                      sendto)
     const struct host_agent_hooks *h = host_agent();
@@ -300,6 +311,9 @@ sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa
 HOST_EXPORT ssize_t
 send(int fd, const void *buf, size_t len, int flags)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_WRITES_REAL(ssize_t, (int, const void *, size_t, int), send)
     const struct host_agent_hooks *h = host_agent();
     struct host_sendto_call c = { NULL, real, fd, flags, NULL, 0 };
@@ -337,6 +351,9 @@ host_sendmsg_xfer(void *call, const struct iovec *iov, int cnt)
 HOST_EXPORT ssize_t
 sendmsg(int fd, const struct msghdr *msg, int flags)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_WRITES_REAL(ssize_t, (int, const struct msghdr *, int), sendmsg)
     const struct host_agent_hooks *h = host_agent();
     struct host_sendmsg_call c = { real, msg, fd, flags, 1 };

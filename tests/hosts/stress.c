@@ -41,17 +41,24 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "hosts.h"
+
+/* glibc's fstat of binaries built for a glibc before 2.33 (version 1: struct stat); its headers
+ * no longer declare them. */
+int __fxstat(int ver, int fd, struct stat *st);
+int __fxstat64(int ver, int fd, struct stat64 *st);
 
 #define THREADS 4
 
@@ -511,6 +518,39 @@ every_call(int idx)
                               0 &&
                       close(sp[0]) == 0 && close(sp[1]) == 0,
               "getsockopt/getsockname/getpeername");
+    }
+    {
+        /* the data calls on an fd's number, on fds of the host's own: as libc's */
+        char wb[4] = "abc", r[4] = { 0 };
+        struct iovec v3 = { r, 3 };
+        struct statfs sfs;
+        struct statfs64 sfs64;
+        struct statx sx;
+        struct stat st;
+        struct stat64 st64;
+        int v = 1, dir = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+            cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), sp[2] = { -1, -1 };
+        FILE *t = tmpfile();
+
+        fd = t != NULL ? fileno(t) : -1;
+        check(fd >= 0 && write(fd, wb, 3) == 3 && pread(fd, r, 3, 0) == 3 && r[2] == 'c' &&
+                      pread64(fd, r, 2, 1) == 2 && r[0] == 'b' && lseek(fd, 0, SEEK_SET) == 0 &&
+                      readv(fd, &v3, 1) == 3 && fstatfs(fd, &sfs) == 0 &&
+                      fstatfs64(fd, &sfs64) == 0 &&
+                      (fgetxattr(fd, "user.pipeprof", r, sizeof(r)) >= 0 || errno == ENODATA ||
+                       errno == ENOTSUP) &&
+                      statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &sx) == 0 && sx.stx_size == 3 &&
+                      __fxstat(1, fd, &st) == 0 && st.st_size == 3 &&
+                      __fxstat64(1, fd, &st64) == 0 && st64.st_size == 3 && fclose(t) == 0,
+              "pread/pread64/readv/fstatfs/fstatfs64/fgetxattr/statx/__fxstat/__fxstat64");
+        check(dir >= 0 && cwd >= 0 && fchdir(dir) == 0 && fchdir(cwd) == 0 && close(dir) == 0 &&
+                      close(cwd) == 0,
+              "fchdir");
+        check(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0 &&
+                      setsockopt(sp[0], SOL_SOCKET, SO_KEEPALIVE, &v, sizeof(v)) == 0 &&
+                      shutdown(sp[0], SHUT_WR) == 0 && read(sp[1], r, 1) == 0 &&
+                      close(sp[0]) == 0 && close(sp[1]) == 0,
+              "setsockopt/shutdown");
     }
     f = tmpfile();
     check(f != NULL && fclose(f) == 0, "tmpfile");
