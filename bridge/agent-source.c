@@ -902,6 +902,15 @@ bridge_write_cpu_sample(struct bridge_session *s, const struct bridge_sample *sm
         }
         if (run->open) {
             err = bridge_pending_push(s, run->end_ns, sm->tid, NT_SAMPLE_EXTERNAL, NULL, 0, NULL);
+        } else if (run->snapshot == 0 && s->snapshot != 0) {
+            /* A snapshot the wall sampler has not brought this thread into yet (its CPU sample
+             * came first: an idle agent's wall thread starts with the session, 25-45 ms before
+             * its first pass): this sample's stack is the thread's first, said as the waiting
+             * sample just before the span (1 us of time off the CPU). Stackless, TraceEvent's
+             * first stack of the thread was UNMANAGED_CODE_TIME with no frame (dotnet-stack). */
+            err = bridge_pending_push(s, start - 1000u, sm->tid, NT_SAMPLE_EXTERNAL, frames,
+                                      sm->depth, NULL);
+            run->snapshot = 2;
         } else if (run->snapshot != 1) {
             /* TraceEvent charges nothing to a thread whose state it has not seen: say the
              * thread was not running just before. (A snapshot's sample said so already, with
