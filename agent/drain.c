@@ -547,7 +547,7 @@ ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
 }
 
 /* Delivers a thread's final sample with the stack of its last CPU sample (else its start routine
- * under its callers; with neither, nothing is delivered), its kernel time (kern_w, a perf
+ * under its callers; with neither, [not sampled] alone), its kernel time (kern_w, a perf
  * thread's) split off first and placed as a perf sample's split is; one no sample saw (a thread
  * moved to perf before any timer sample) is [not sampled] over the thread's root. One that ran
  * with the signal blocked is AG_SOURCE_UNSEEN: the marker frame over the stack of the call that
