@@ -547,7 +547,7 @@ ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
 }
 
 /* Delivers a thread's final sample with the stack of its last CPU sample (else its start routine
- * under its callers; with neither, nothing is delivered), its kernel time (kern_w, a perf
+ * under its callers; with neither, [not sampled] alone), its kernel time (kern_w, a perf
  * thread's) split off first and placed as a perf sample's split is; one no sample saw (a thread
  * moved to perf before any timer sample) is [not sampled] over the thread's root. One that ran
  * with the signal blocked is AG_SOURCE_UNSEEN: the marker frame over the stack of the call that
@@ -595,14 +595,13 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
                             own);
     s->unwinder = t->last_unwinder;
     s->end = t->last_end;
-    if (!tail->unseen && tail->not_sampled) {
-        /* CPU no sample saw, of a thread with no stack known (timer.c): whose, not where */
+    if (!tail->unseen && (tail->not_sampled || depth == 0)) {
+        /* CPU no sample saw, of a thread with no stack known (timer.c), or a thread no sample
+         * ever saw (one the scan found: every thread of an idle agent's first session that burned
+         * less than an interval in it): whose, not where. As a stackless running sample it was
+         * CPU_TIME without a frame in TraceEvent (dotnet-stack, dotnet-trace's Threads node),
+         * counted nowhere. */
         ag_drain_not_sampled_over_root(t, s);
-    } else if (!tail->unseen && depth == 0) {
-        /* No stack is known for it (a thread the scan found, never sampled): its CPU is still
-         * the thread's, shown at its root (stackless) rather than left out. */
-        s->unwinder = AG_UNWINDER_NONE;
-        s->end = AG_UNWIND_END_LEAF_ONLY;
     } else if (!tail->unseen) {
         s->depth = depth;
         memcpy(s->frames, t->last_frames, depth * sizeof(uint64_t));

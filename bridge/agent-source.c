@@ -124,7 +124,8 @@ struct bridge_addr_set {
 struct bridge_cpu_run {
     int32_t tid;
     int open;
-    int snapshot; /* 1: the session's stack snapshot holds this thread; 2: it ran since */
+    int snapshot;         /* 1: the session's stack snapshot holds this thread; 2: it ran since */
+    uint64_t snapshot_ns; /* when the snapshot's sample of it stands */
     uint64_t end_ns;
     uint64_t batch; /* the drain that last saw a sample of the thread */
 };
@@ -900,8 +901,23 @@ bridge_write_cpu_sample(struct bridge_session *s, const struct bridge_sample *sm
         if (!run->open && start < run->end_ns + 1000u) {
             start = run->end_ns + 1000u; /* its previous span ended late (above) */
         }
+        if (run->snapshot == 1 && start < run->snapshot_ns + 1000u) {
+            /* Its first span after its snapshot's sample, not before it: TraceEvent takes a
+             * thread's first running sample for its first stack (dotnet-stack printed a final
+             * sample's span that reached back past a late snapshot: CPU_TIME, no frame). */
+            start = run->snapshot_ns + 1000u;
+        }
         if (run->open) {
             err = bridge_pending_push(s, run->end_ns, sm->tid, NT_SAMPLE_EXTERNAL, NULL, 0, NULL);
+        } else if (run->snapshot == 0 && s->snapshot != 0) {
+            /* A snapshot the wall sampler has not brought this thread into yet (its CPU sample
+             * came first: an idle agent's wall thread starts with the session, 25-45 ms before
+             * its first pass): this sample's stack is the thread's first, said as the waiting
+             * sample just before the span (1 us of time off the CPU). Stackless, TraceEvent's
+             * first stack of the thread was UNMANAGED_CODE_TIME with no frame (dotnet-stack). */
+            err = bridge_pending_push(s, start - 1000u, sm->tid, NT_SAMPLE_EXTERNAL, frames,
+                                      sm->depth, NULL);
+            run->snapshot = 2;
         } else if (run->snapshot != 1) {
             /* TraceEvent charges nothing to a thread whose state it has not seen: say the
              * thread was not running just before. (A snapshot's sample said so already, with
@@ -979,6 +995,7 @@ bridge_take_snapshot(struct bridge_session *s, const struct bridge_sample *sm,
         return 0;
     }
     run->snapshot = 1;
+    run->snapshot_ns = sm->timestamp_ns > s->released_ns ? sm->timestamp_ns : s->released_ns;
     err = bridge_pending_push(s, sm->timestamp_ns, sm->tid, NT_SAMPLE_EXTERNAL, frames, sm->depth,
                               NULL);
     for (d = 0; d < sm->depth && err == 0; d++) {

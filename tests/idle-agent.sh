@@ -39,11 +39,19 @@ wait "$pid" || rc=$?
 note "the agent started for the first session: $busy threads, $n samples in out_serve_work"
 
 # The snapshot as the first session, stopped at once (--duration 0.001: the stop follows the
-# start as the client's next request), three fresh hosts per mode.
+# start as the client's next request), three fresh hosts per mode. The hosts' manager builds no
+# unwind table for 300 ms (PIPEPROF_TEST_CFI_DELAY_MS): the session's start builds every table of
+# the modules loaded now before the first sample (bridge_agent_start), so no stack may be cut
+# under [unwind tables not ready]. What dotnet-stack prints of a thread is the first sample of
+# its thread time (TraceEvent's computer): that must have a stack of the thread's own functions,
+# and no running sample may be stackless (a thread the snapshot had not reached when its first
+# CPU sample came started with a stackless waiting sample; a thread that ran less than an
+# interval, never sampled, ended with a stackless running one: 1 trace in 40, and 40 in 40).
 GT=$B/samples/pp-sample-groundtruth
 for mode in cpu wall; do
   for run in 1 2 3; do
-    env PIPEPROF_MODE=$mode LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 "$GT" 30 /dev/null >/dev/null 2>"$T/gt.err" &
+    env PIPEPROF_MODE=$mode PIPEPROF_TEST_CFI_DELAY_MS=300 LD_PRELOAD="$PRELOAD" ASAN_OPTIONS=detect_leaks=0 \
+      "$GT" 30 /dev/null >/dev/null 2>"$T/gt.err" &
     host=$!
     PP_PIDS+=("$host")
     wait_socket "$host" >/dev/null
@@ -52,16 +60,50 @@ for mode in cpu wall; do
     [[ $(wc -w <<<"$want") == 5 ]] || fail "the ground-truth host has threads $want"
     "$PIPEPROF" collect -p "$host" --providers Microsoft-DotNETCore-SampleProfiler:0:4 --duration 0.001 \
       -o "$T/snap.nettrace" >/dev/null 2>"$T/collect.err" || { cat "$T/collect.err" >&2; fail "collect failed"; }
-    # A thread counts with a sample that has a stack and a later one (TraceEvent's thread time,
-    # dotnet-stack's view, charges a thread from one sample to its next).
-    got=$("$PIPEPROF" dump "$T/snap.nettrace" | awk '/Thread\/Sample/ {
-        for (i = 1; i <= NF; i++) if ($i ~ /^tid=/) t = substr($i, 5)
-        if (stacked[t]) later[t] = 1
-        if ($0 !~ / stack=0 /) stacked[t] = 1 }
-      END { for (t in later) print t }' | sort -n | tr '\n' ' ')
     kill "$host" 2>/dev/null || true
     wait "$host" 2>/dev/null || true
-    [[ $got == "$want" ]] || { cat "$T/gt.err" >&2; fail "snapshot ($mode mode, host $run) has stacks of threads '$got', the host has '$want'"; }
+    "$PIPEPROF" dump --format json "$T/snap.nettrace" >"$T/snap.jsonl"
+    "$PIPEPROF" convert --format perf -o "$T/snap.perf" "$T/snap.nettrace"
+    "$PIPEPROF" report --format json "$T/snap.nettrace" >"$T/snap.json"
+    python3 - "$T/snap.jsonl" "$T/snap.perf" "$T/snap.json" "$want" "$mode mode, host $run" <<'PY' ||
+import json, re, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+want, label, bad = sys.argv[4].split(), sys.argv[5], []
+samples = [e for e in events if e["name"] == "Thread/Sample"]
+first, later = {}, set()
+for e in sorted(samples, key=lambda e: e["time_ms"]):  # TraceEvent takes them in time order
+    if e["thread"] in first:
+        later.add(e["thread"])
+    else:
+        first[e["thread"]] = e
+for e in samples:
+    if e["payload_hex"].startswith("02") and e["stack_depth"] == 0:
+        bad.append("a running sample of thread %d has no stack" % e["thread"])
+for t in want:
+    e = first.get(int(t))
+    if e is None or int(t) not in later:
+        bad.append("thread %s has %s" % (t, "no sample" if e is None else "one sample"))
+    elif e["stack_depth"] == 0:
+        bad.append("thread %s's first sample (%.3f ms, type %s) has no stack" % (t, e["time_ms"], e["payload_hex"][:2]))
+# The first sample with a stack of each thread, named: the thread's own functions, no cut.
+named = {}
+for block in open(sys.argv[2]).read().split("\n\n"):
+    lines = [l for l in block.splitlines() if l.strip()]
+    m = re.match(r"\S+ \d+/(\d+) ", lines[0]) if lines else None
+    if m and m.group(1) not in named:
+        named[m.group(1)] = [l.split()[1] for l in lines[1:]]
+for t in want:
+    fns = named.get(t, [])
+    if not any(f in ("main", "gt_main") for f in fns):
+        bad.append("thread %s's first stack lacks main or gt_main: %s" % (t, fns))
+pending = json.load(open(sys.argv[3]))["tables_pending_samples"]
+if pending:
+    bad.append("%d stacks cut under [unwind tables not ready]" % pending)
+if bad:
+    print("FAIL: snapshot (%s): %s" % (label, "; ".join(bad)), file=sys.stderr)
+    sys.exit(1)
+PY
+      { cat "$T/gt.err" >&2; fail "the first snapshot"; }
   done
   note "the first session, a snapshot stopped at once, has every thread's stack ($mode mode, 3 hosts)"
 done

@@ -69,8 +69,10 @@ struct tid_stats {
     unsigned hits[4]; /* samples with a frame in want[k] */
     unsigned blocked_src, proc_src;
     unsigned blocked_in_sleep;           /* of blocked_src, the leaf libc's nanosleep's entry */
-    unsigned tails, tails_with_stack;    /* final samples (AG_SOURCE_TAIL) */
+    unsigned tails, tails_with_stack;    /* final samples (AG_SOURCE_TAIL), of those with a
+                                            stack (not the [not sampled] marker alone) */
     uint32_t tail_depth;                 /* of the last one */
+    uint64_t tail_leaf;                  /* of the last one: its frames[0] (0: no frame) */
     uint64_t last_cpu_stack, tail_stack; /* hashes: the last CPU signal sample's, the last final */
     unsigned cpu_signal_samples;         /* CPU samples the engine took (AG_SOURCE_SIGNAL) */
     uint64_t cpu_delta_sum, weight_sum;  /* CPU-mode samples: what they stand for */
@@ -162,9 +164,8 @@ col_cb(const struct ag_record *rec, void *ctx)
         t->dropped += rec->u.lost - rec->unsampled;
         break;
     case AG_RECORD_SAMPLE:
-        /* (A final sample of a thread no stack is known for is the only one without frames.) */
-        if (rec->u.sample->tid != rec->tid ||
-            (rec->u.sample->depth == 0 && rec->u.sample->source != AG_SOURCE_TAIL)) {
+        /* (A final sample of a thread no stack is known for is [not sampled], not stackless.) */
+        if (rec->u.sample->tid != rec->tid || rec->u.sample->depth == 0) {
             test_fail(__FILE__, __LINE__, "bad sample: tid %d/%d depth %u", rec->tid,
                       rec->u.sample->tid, rec->u.sample->depth);
         }
@@ -180,9 +181,12 @@ col_cb(const struct ag_record *rec, void *ctx)
         t->proc_src += rec->u.sample->source == AG_SOURCE_PROC;
         if (rec->u.sample->source == AG_SOURCE_TAIL) {
             t->tails++;
-            t->tails_with_stack += rec->u.sample->depth > 0;
+            t->tails_with_stack +=
+                    rec->u.sample->depth > 1 ||
+                    (rec->u.sample->depth == 1 && rec->u.sample->frames[0] != ag_not_sampled_pc());
             t->tail_depth = rec->u.sample->depth;
             t->tail_stack = stack_hash(rec->u.sample);
+            t->tail_leaf = rec->u.sample->depth > 0 ? rec->u.sample->frames[0] : 0;
             t->tail_weight += rec->u.sample->weight;
         } else if (rec->u.sample->mode == AG_MODE_CPU &&
                    rec->u.sample->source == AG_SOURCE_SIGNAL) {
@@ -1692,8 +1696,10 @@ TEST(a_deferred_manager_starts_at_the_first_scan_and_finds_threads)
 }
 
 /* The same thread burning 70 ms at 10 Hz: less than an interval, so its engine never fires and
- * no stack is known for it; the claim of its CPU still arrives, as a final sample without frames
- * (before, it was dropped: the thread's CPU was counted nowhere). */
+ * no stack is known for it; the claim of its CPU still arrives, as a final sample of the
+ * [not sampled] marker alone (before that it was dropped: the thread's CPU was counted nowhere;
+ * then it came without frames, which TraceEvent shows as CPU_TIME with no frame: the threads of
+ * an idle agent's first dotnet-stack session that burned less than an interval in it). */
 TEST(final_sample_of_a_never_sampled_scan_only_thread)
 {
     struct tail_arg a = { 70000000u, 0, 0, 0, 0, 0 };
@@ -1709,6 +1715,8 @@ TEST(final_sample_of_a_never_sampled_scan_only_thread)
     }
     ASSERT_EQ(t->tails, 1);
     ASSERT_EQ(t->tails_with_stack, 0);
+    ASSERT_EQ(t->tail_depth, 1);
+    ASSERT_EQ(t->tail_leaf, ag_not_sampled_pc());
     ASSERT_TRUE(t->cpu_delta_sum > 40000000 && t->cpu_delta_sum < 100000000);
     ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 10));
     ag_stop();

@@ -467,6 +467,32 @@ tt_worker_main(void *arg)
     return NULL;
 }
 
+/* A CPU session as dotnet-trace and dotnet-stack open it: SampleProfiler alone, at 250 Hz. */
+static struct ipc_provider cpu_session = {
+    0, 4, (char *)NT_PROVIDER_SAMPLE_PROFILER, (char *)"mode=cpu;hz=250", 0, NULL, 0
+};
+
+/* A session's last drain and its stop; then the threads that wait on the pipe hold are let go and
+ * joined, the trace is finished and the agent stopped. */
+static void
+session_end(struct ipc_event_source *es, struct ipc_session_view *view, int hold[2],
+            const pthread_t *th, size_t n)
+{
+    size_t i;
+
+    view->final = 1;
+    ASSERT_OK(es->drain(es->ctx, view, 1));
+    es->session_stop(es->ctx, view->config);
+    close(hold[1]);
+    for (i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+    }
+    close(hold[0]);
+    ASSERT_OK(nt_writer_finish(view->writer));
+    nt_writer_free(view->writer);
+    ag_stop();
+}
+
 /* One ThreadSample of a thread: its time, and whether it says running (Managed). */
 struct tt_event {
     uint64_t ts;
@@ -482,10 +508,7 @@ struct tt_event {
 static uint64_t
 tt_charged(struct tt_worker *wk, unsigned drain_us)
 {
-    struct ipc_provider prov = {
-        0, 4, (char *)NT_PROVIDER_SAMPLE_PROFILER, (char *)"mode=cpu;hz=250", 0, NULL, 0
-    };
-    struct ipc_session_config cfg = { 9, &prov, 1, 0, 0, 0 };
+    struct ipc_session_config cfg = { 9, &cpu_session, 1, 0, 0, 0 };
     struct ipc_event_source es;
     struct ipc_session_view view = { &cfg, NULL, 0, 0, 0 };
     struct ag_config ac;
@@ -517,16 +540,7 @@ tt_charged(struct tt_worker *wk, unsigned drain_us)
         done = wk->cpu_ns != 0 && beside.cpu_ns != 0;
     }
     usleep(20000);
-    view.final = 1;
-    ASSERT_OK(es.drain(es.ctx, &view, 1));
-    es.session_stop(es.ctx, &cfg);
-    close(hold[1]);
-    pthread_join(th, NULL);
-    pthread_join(th2, NULL);
-    close(hold[0]);
-    ASSERT_OK(nt_writer_finish(view.writer));
-    nt_writer_free(view.writer);
-    ag_stop();
+    session_end(&es, &view, hold, (pthread_t[]){ th, th2 }, 2);
 
     r = trace_file_reader(fd);
     while (nt_reader_next(r, &ev) == 1) {
@@ -593,6 +607,153 @@ TEST(cpu_intervals_end_where_they_end_when_drains_are_late)
     ASSERT_TRUE(charged <= wk.cpu_ns + 10000000u);
 }
 
+/* The worker of the case below: it holds the agent's signal back (pthread_sigmask, which the
+ * agent's interposer sees) while it burns, then burns a little more and waits on a pipe. */
+struct snap_worker {
+    int signo, hold;
+    int brief; /* 1: burns 60 ms (less than a 10 Hz interval) with the signal held back by the
+                  raw system call, which the agent does not see, and ends as it lets it go */
+    _Atomic int32_t tid;
+    _Atomic int done;
+};
+
+static void *
+snap_worker_main(void *arg)
+{
+    struct snap_worker *w = arg;
+    sigset_t set, old;
+
+    w->tid = (int32_t)syscall(SYS_gettid);
+    sigemptyset(&set);
+    sigaddset(&set, w->signo);
+    if (w->brief) {
+        syscall(SYS_rt_sigprocmask, SIG_BLOCK, &set, &old, 8);
+        tt_spin(60000000u);
+        syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, 8); /* the pass's signal: now */
+        w->done = 1;
+        return NULL;
+    }
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    tt_spin(150000000u);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    tt_spin(20000000u);
+    w->done = 1;
+    blocked_reader_main(&w->hold);
+    return NULL;
+}
+
+/* What a snapshot session wrote of its worker: the first ThreadSample in time order (the first of
+ * equal times as written), and whether a running one came before the first waiting one. */
+struct snap_seen {
+    uint32_t n, first_depth;
+    int running_before_waiting;
+};
+
+/*
+ * dotnet-stack's session (SampleProfiler alone, CPU mode: a stack snapshot, drained every 10 ms;
+ * at prov's rate) while wk burns.
+ */
+static void
+snap_run(struct snap_worker *wk, struct ipc_provider *prov, struct snap_seen *seen)
+{
+    struct ipc_session_config cfg = { 11, prov, 1, 0, 0, 0 };
+    struct ipc_event_source es;
+    struct ipc_session_view view = { &cfg, NULL, 0, 0, 0 };
+    struct ag_config ac;
+    struct nt_reader *r = NULL;
+    struct nt_event ev;
+    uint64_t first_ts = UINT64_MAX, first_waiting = UINT64_MAX, first_running = UINT64_MAX;
+    pthread_t th;
+    int fd, hold[2], i;
+
+    memset(seen, 0, sizeof(*seen));
+    ag_config_init(&ac);
+    ac.scan_ms = 20;
+    wk->signo = ac.signo;
+    ASSERT_OK(pipe(hold));
+    wk->hold = hold[0];
+    ASSERT_OK(ag_start(&ac));
+    bridge_agent_source_init(&es, &ac);
+    fd = trace_file_writer(&view.writer);
+    ASSERT_OK(es.session_start(es.ctx, &cfg));
+    ASSERT_OK(pthread_create(&th, NULL, snap_worker_main, wk));
+    for (i = 0; i < 3000 && !wk->done; i++) {
+        usleep(10000);
+        ASSERT_OK(es.drain(es.ctx, &view, 1));
+    }
+    ASSERT_TRUE(wk->done);
+    usleep(30000);
+    ASSERT_OK(es.drain(es.ctx, &view, 1));
+    session_end(&es, &view, hold, &th, 1);
+
+    r = trace_file_reader(fd);
+    while (nt_reader_next(r, &ev) == 1) {
+        if (ev.desc != NULL && strcmp(ev.desc->provider, NT_PROVIDER_SAMPLE_PROFILER) == 0 &&
+            ev.thread_id == (uint64_t)wk->tid && ev.payload_size >= 4) {
+            uint64_t *at = ev.payload[0] == 2 ? &first_running : &first_waiting;
+
+            seen->n++;
+            if (ev.timestamp < first_ts) {
+                first_ts = ev.timestamp;
+                seen->first_depth = ev.stack_depth;
+            }
+            *at = ev.timestamp < *at ? ev.timestamp : *at;
+        }
+    }
+    nt_reader_free(r);
+    close(fd);
+    seen->running_before_waiting = first_running < first_waiting;
+    printf("# the worker: %u ThreadSamples, the first with %u frames, running %.1f ms %s the first "
+           "waiting\n",
+           seen->n, seen->first_depth,
+           (double)(first_running > first_waiting ? first_running - first_waiting
+                                                  : first_waiting - first_running) /
+                   1e6,
+           seen->running_before_waiting ? "before" : "after");
+}
+
+/*
+ * A thread whose CPU sample reaches the snapshot session before the wall pass brings it into the
+ * snapshot: it burns with the signal held back by pthread_sigmask, so the pass's signal waits and
+ * its CPU arrives as unseen final samples at each drain (on an idle agent's first session the wall
+ * thread starts with it, 25 to 45 ms before its first pass, and a busy thread's CPU sample may
+ * come first). dotnet-stack prints the thread's first sample in time order: it must have a stack.
+ * Before, a stackless waiting sample came first (UNMANAGED_CODE_TIME with no frame), as in 1 of 40
+ * idle agents' first snapshots of pp-sample-groundtruth.
+ */
+TEST(a_snapshot_thread_whose_cpu_sample_comes_first_starts_with_a_stack)
+{
+    struct snap_worker wk = { 0, -1, 0, 0, 0 };
+    struct snap_seen seen;
+
+    snap_run(&wk, &cpu_session, &seen);
+    ASSERT_TRUE(seen.n >= 2);
+    ASSERT_TRUE(seen.first_depth > 0);
+}
+
+/*
+ * A thread in the snapshot whose first CPU sample reaches back past its snapshot's sample: at
+ * 10 Hz it burns 60 ms with the signal held back and ends as it lets it go, so the pass samples it
+ * late, at its end, and its CPU comes as its final sample, standing for the 60 ms before. No
+ * running sample may come before the snapshot's in time: TraceEvent takes a running sample that
+ * comes first for the thread's first stack (such a final sample of a thread found by the scan,
+ * stackless, was dotnet-stack's "CPU_TIME" with no frame, in a main trace of pp-sample-groundtruth
+ * read by its libraries).
+ */
+TEST(a_snapshot_thread_runs_after_its_snapshot_sample)
+{
+    struct ipc_provider slow = {
+        0, 4, (char *)NT_PROVIDER_SAMPLE_PROFILER, (char *)"mode=cpu;hz=10", 0, NULL, 0
+    };
+    struct snap_worker wk = { 0, -1, 1, 0, 0 };
+    struct snap_seen seen;
+
+    snap_run(&wk, &slow, &seen);
+    ASSERT_TRUE(seen.n >= 2);
+    ASSERT_TRUE(seen.first_depth > 0);
+    ASSERT_TRUE(!seen.running_before_waiting);
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(counters_interval_parse),
     TEST_CASE(counters_written_as_the_runtime_writes_them),
@@ -602,5 +763,7 @@ static const struct test_case cases[] = {
     TEST_CASE(filter_rejects_bad_values),
     TEST_CASE(late_wall_passes_are_no_lost_events),
     TEST_CASE(a_runnable_thread_gets_an_event_for_each_interval_it_waited),
+    TEST_CASE(a_snapshot_thread_whose_cpu_sample_comes_first_starts_with_a_stack),
+    TEST_CASE(a_snapshot_thread_runs_after_its_snapshot_sample),
 };
 TEST_MAIN(cases)
