@@ -176,6 +176,9 @@ recvmsg(int fd, struct msghdr *msg, int flags)
 HOST_EXPORT int
 recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_REAL_OR_ENOSYS(int, (int, struct mmsghdr *, unsigned, int, struct timespec *), recvmmsg)
     const void *ra = __builtin_return_address(0);
     unsigned entries = host_fds_accepting(ra);

@@ -30,7 +30,9 @@
  *                __vsyslog_chk fstatat fstatat64 lseek lseek64 fsync fdatasync fchmod fchown
  *                ftruncate ftruncate64 flock posix_fadvise posix_fadvise64 shutdown setsockopt
  *                fchdir statx pread pread64 readv fstatfs fstatfs64 fgetxattr __fxstat
- *                __fxstat64
+ *                __fxstat64 pwrite pwrite64 preadv preadv64 pwritev pwritev64 preadv2 preadv64v2
+ *                pwritev2 pwritev64v2 splice sendmmsg fsetxattr fstatvfs fstatvfs64 fchmodat
+ *                fchownat
  *
  * Direction: host/ depends on libc only. The agent, the shim (and through the shim the IPC
  * server) call into it through this header; host/ calls back into them only through the two

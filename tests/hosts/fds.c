@@ -101,10 +101,12 @@
 #include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
@@ -886,11 +888,98 @@ fdcalls_scan(void)
 #define DATACALLS_SANITIZED 0
 #endif
 
+/* Whether a sanitizer's runtime defines sym ahead of libc (and of libpipeprof.so preloaded): its
+ * interceptor's calls pass (host/fds.c), so that call is not probed under a sanitizer. Decided
+ * alike bare and preloaded. */
+static int
+datacall_intercepted(const char *sym)
+{
+    void *f = dlsym(RTLD_DEFAULT, sym);
+    Dl_info di;
+    const char *base;
+
+    if (f == NULL || dladdr(f, &di) == 0 || di.dli_fname == NULL) {
+        return 1;
+    }
+    base = strrchr(di.dli_fname, '/') != NULL ? strrchr(di.dli_fname, '/') + 1 : di.dli_fname;
+    return strncmp(base, "libasan", 7) == 0 || strncmp(base, "libtsan", 7) == 0 ||
+           strncmp(base, "libclang_rt.", 12) == 0;
+}
+
 /* datacalls_scan's SIGALRM: a periodic timer that ends a 1-byte read that would block. */
 static void
 datacalls_alarm(int sig)
 {
     (void)sig;
+}
+
+/* datacall's calls from 17 on, as those: positioned and vector writes and reads of 0 bytes,
+ * splice of 1 byte from fd to itself (EINVAL after the fds' EBADF: no pipe, or the same pipe),
+ * sendfile of 0 bytes, recvmmsg and sendmmsg of no message, fsetxattr replacing an attribute no
+ * file has (ENODATA or ENOTSUP after the fd's EBADF), fstatvfs, fchmodat and fchownat of a name
+ * that is not there (ENOENT or ENOTDIR after the fd's EBADF); from 30 on the 64 names of libc's,
+ * libc's only. */
+static int
+datacall_more(int call, int raw, int fd)
+{
+    static const char nosuch[] = "pipeprof-datacalls-no-such-name";
+    char b[8] = { 0 };
+    struct iovec iov = { b, 0 };
+    struct mmsghdr mm;
+    struct statvfs vfs;
+    struct statvfs64 vfs64;
+
+    memset(&mm, 0, sizeof(mm));
+    switch (call) {
+    case 17:
+        return raw ? (int)syscall(SYS_pwrite64, fd, b, 0, 0L) : (int)pwrite(fd, b, 0, 0);
+    case 18:
+        return raw ? (int)syscall(SYS_preadv, fd, &iov, 0, 0L, 0L) : (int)preadv(fd, &iov, 0, 0);
+    case 19:
+        return raw ? (int)syscall(SYS_pwritev, fd, &iov, 0, 0L, 0L) : (int)pwritev(fd, &iov, 0, 0);
+    case 20:
+        return raw ? (int)syscall(SYS_preadv2, fd, &iov, 0, 0L, 0L, 0)
+                   : (int)preadv2(fd, &iov, 0, 0, 0);
+    case 21:
+        return raw ? (int)syscall(SYS_pwritev2, fd, &iov, 0, 0L, 0L, 0)
+                   : (int)pwritev2(fd, &iov, 0, 0, 0);
+    case 22:
+        return raw ? (int)syscall(SYS_splice, fd, NULL, fd, NULL, 1L, SPLICE_F_NONBLOCK)
+                   : (int)splice(fd, NULL, fd, NULL, 1, SPLICE_F_NONBLOCK);
+    case 23:
+        return raw ? (int)syscall(SYS_sendfile, fd, fd, NULL, 0L) : (int)sendfile(fd, fd, NULL, 0);
+    case 24:
+        return raw ? (int)syscall(SYS_recvmmsg, fd, &mm, 0, MSG_DONTWAIT, NULL)
+                   : recvmmsg(fd, &mm, 0, MSG_DONTWAIT, NULL);
+    case 25:
+        return raw ? (int)syscall(SYS_sendmmsg, fd, &mm, 0, MSG_DONTWAIT | MSG_NOSIGNAL)
+                   : sendmmsg(fd, &mm, 0, MSG_DONTWAIT | MSG_NOSIGNAL);
+    case 26:
+        return raw ? (int)syscall(SYS_fsetxattr, fd, "user.pipeprof-datacalls-no-such", b, 0L,
+                                  XATTR_REPLACE)
+                   : fsetxattr(fd, "user.pipeprof-datacalls-no-such", b, 0, XATTR_REPLACE);
+    case 27:
+        return fstatvfs(fd, &vfs); /* no system call of its own: fstatfs's */
+    case 28:
+        return raw ? (int)syscall(SYS_fchmodat, fd, nosuch, 0600) : fchmodat(fd, nosuch, 0600, 0);
+    case 29:
+        return raw ? (int)syscall(SYS_fchownat, fd, nosuch, -1, -1, 0)
+                   : fchownat(fd, nosuch, (uid_t)-1, (gid_t)-1, 0);
+    case 30:
+        return (int)pwrite64(fd, b, 0, 0);
+    case 31:
+        return (int)preadv64(fd, &iov, 0, 0);
+    case 32:
+        return (int)pwritev64(fd, &iov, 0, 0);
+    case 33:
+        return (int)preadv64v2(fd, &iov, 0, 0, 0);
+    case 34:
+        return (int)pwritev64v2(fd, &iov, 0, 0, 0);
+    case 35:
+        return (int)sendfile64(fd, fd, NULL, 0);
+    default:
+        return fstatvfs64(fd, &vfs64);
+    }
 }
 
 /* One of datacalls_scan's calls (call) on fd through libc (raw 0) or syscall() (1): its result,
@@ -954,7 +1043,8 @@ datacall(int call, int raw, int fd, int cwd)
     case 14:
         return raw ? (int)syscall(SYS_fgetxattr, fd, "user.pipeprof", b, 0L)
                    : (int)fgetxattr(fd, "user.pipeprof", b, 0);
-    default: {
+    case 15:
+    case 16: {
         /* binaries built for a glibc before 2.33 call __fxstat (version 1) for fstat */
         int (*fx)(int, int, struct stat *) = (int (*)(int, int, struct stat *))dlsym(
                 RTLD_DEFAULT, call == 15 ? "__fxstat" : "__fxstat64");
@@ -965,6 +1055,8 @@ datacall(int call, int raw, int fd, int cwd)
         }
         return fx(1, fd, &st);
     }
+    default:
+        return datacall_more(call, raw, fd);
     }
 }
 
@@ -990,7 +1082,35 @@ datacalls_scan(void)
                                          "fchdir",
                                          "fgetxattr",
                                          "__fxstat",
-                                         "__fxstat64" };
+                                         "__fxstat64",
+                                         "pwrite(0 bytes)",
+                                         "preadv(0)",
+                                         "pwritev(0)",
+                                         "preadv2(0)",
+                                         "pwritev2(0)",
+                                         "splice(fd to fd)",
+                                         "sendfile(0 bytes)",
+                                         "recvmmsg(0)",
+                                         "sendmmsg(0)",
+                                         "fsetxattr(replace no such)",
+                                         "fstatvfs",
+                                         "fchmodat(relative)",
+                                         "fchownat(relative)",
+                                         "pwrite64(0 bytes)",
+                                         "preadv64(0)",
+                                         "pwritev64(0)",
+                                         "preadv64v2(0)",
+                                         "pwritev64v2(0)",
+                                         "sendfile64(0 bytes)",
+                                         "fstatvfs64" };
+    /* from 17 on: the libc name each probe calls */
+    static const char *const syms[] = { "pwrite",     "preadv",      "pwritev",    "preadv2",
+                                        "pwritev2",   "splice",      "sendfile",   "recvmmsg",
+                                        "sendmmsg",   "fsetxattr",   "fstatvfs",   "fchmodat",
+                                        "fchownat",   "pwrite64",    "preadv64",   "pwritev64",
+                                        "preadv64v2", "pwritev64v2", "sendfile64", "fstatvfs64" };
+    _Static_assert(sizeof(syms) / sizeof(syms[0]) + 17 == sizeof(names) / sizeof(names[0]),
+                   "a libc name for each probe from 17 on");
     struct sigaction sa;
     struct itimerval it = { { 0, 20000 }, { 0, 20000 } }, off = { { 0, 0 }, { 0, 0 } };
     int cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1006,13 +1126,16 @@ datacalls_scan(void)
         for (int call = 0; call < (int)(sizeof(names) / sizeof(names[0])); call++) {
             struct scan_tally t = { 0, 0, 0 };
 
-            if (raw && (call == 1 || call >= 15)) {
-                continue; /* the raw 1-byte read would block; __fxstat is libc's only */
+            if (raw && (call == 1 || call == 15 || call == 16 || call == 27 || call >= 30)) {
+                continue; /* the raw 1-byte read would block; __fxstat, fstatvfs and the 64
+                           * names are libc's only */
             }
             if (!raw && call == 10) {
                 continue; /* libc's mmap: not interposed (host/fds.c) */
             }
-            if (!raw && DATACALLS_SANITIZED && call != 8 && call != 9 && call != 12 && call != 13) {
+            if (!raw && DATACALLS_SANITIZED &&
+                (call < 17 ? call != 8 && call != 9 && call != 12 && call != 13
+                           : datacall_intercepted(syms[call - 17]))) {
                 /* the sanitizer's runtime intercepts it, and its interceptor's calls pass
                  * (host/fds.c): said on each run's output alike */
                 printf("%s of 3..4095: not probed under a sanitizer\n", names[call]);

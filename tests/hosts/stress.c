@@ -42,6 +42,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/timerfd.h>
@@ -551,6 +552,45 @@ every_call(int idx)
                       shutdown(sp[0], SHUT_WR) == 0 && read(sp[1], r, 1) == 0 &&
                       close(sp[0]) == 0 && close(sp[1]) == 0,
               "setsockopt/shutdown");
+    }
+    {
+        /* the positioned and vector data calls, splice, sendmmsg, fsetxattr, fstatvfs, and
+         * fchmodat/fchownat of a relative name, on fds of the host's own: as libc's */
+        static const char nosuch[] = "pipeprof-stress-no-such-name";
+        char r[8] = { 0 }, w[2] = "x";
+        struct iovec rv = { r, 3 }, wv = { w, 1 };
+        struct statvfs vfs;
+        struct statvfs64 vfs64;
+        struct mmsghdr mm;
+        int dir = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC), p[2] = { -1, -1 },
+            q[2] = { -1, -1 }, sp[2] = { -1, -1 };
+        FILE *t = tmpfile();
+
+        fd = t != NULL ? fileno(t) : -1;
+        check(fd >= 0 && pwrite(fd, "abc", 3, 0) == 3 && pwrite64(fd, "d", 1, 3) == 1 &&
+                      preadv(fd, &rv, 1, 0) == 3 && r[0] == 'a' && preadv64(fd, &rv, 1, 1) == 3 &&
+                      r[2] == 'd' && pwritev(fd, &wv, 1, 4) == 1 && pwritev64(fd, &wv, 1, 5) == 1 &&
+                      preadv2(fd, &rv, 1, 3, 0) == 3 && r[1] == 'x' &&
+                      preadv64v2(fd, &rv, 1, 0, 0) == 3 && pwritev2(fd, &wv, 1, 6, 0) == 1 &&
+                      pwritev64v2(fd, &wv, 1, 7, 0) == 1 &&
+                      (fsetxattr(fd, "user.pipeprof", "1", 1, 0) == 0 || errno == ENOTSUP ||
+                       errno == EPERM) &&
+                      fstatvfs(fd, &vfs) == 0 && fstatvfs64(fd, &vfs64) == 0 && fclose(t) == 0,
+              "pwrite/pwrite64/preadv*/pwritev*/fsetxattr/fstatvfs/fstatvfs64");
+        check(dir >= 0 && fchmodat(dir, nosuch, 0600, 0) == -1 && errno == ENOENT &&
+                      fchownat(dir, nosuch, (uid_t)-1, (gid_t)-1, 0) == -1 && errno == ENOENT &&
+                      close(dir) == 0,
+              "fchmodat/fchownat");
+        memset(&mm, 0, sizeof(mm));
+        mm.msg_hdr.msg_iov = &wv;
+        mm.msg_hdr.msg_iovlen = 1;
+        check(pipe2(p, O_CLOEXEC) == 0 && pipe2(q, O_CLOEXEC) == 0 && write(p[1], "yz", 2) == 2 &&
+                      splice(p[0], NULL, q[1], NULL, 2, 0) == 2 && read(q[0], r, 2) == 2 &&
+                      r[1] == 'z' && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0 &&
+                      sendmmsg(sp[0], &mm, 1, MSG_NOSIGNAL) == 1 && read(sp[1], r, 1) == 1 &&
+                      r[0] == 'x' && close(p[0]) == 0 && close(p[1]) == 0 && close(q[0]) == 0 &&
+                      close(q[1]) == 0 && close(sp[0]) == 0 && close(sp[1]) == 0,
+              "splice/sendmmsg");
     }
     f = tmpfile();
     check(f != NULL && fclose(f) == 0, "tmpfile");
