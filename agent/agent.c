@@ -74,6 +74,13 @@ ag_manager_main(void *arg)
     }
     ag_thread_exclude_self();
     pthread_setname_np(pthread_self(), "pipeprof-mgr");
+    /* libelf and its libz are mapped now, while the host's libraries are all still loaded, not
+     * at the first symbol, which is mostly the session's end: there the host may have unloaded
+     * some (the dotnet muxer dlcloses libhostfxr.so before it exits), and libz mapped into the
+     * freed range took the names of that library's frames (libz.so!inflate for
+     * hostfxr_main_startupinfo in every .NET recording from the start). A module list holds a
+     * live library before a gone one at the same address (modules.c). */
+    ag_symtab_prepare();
     do {
         int err, scanned = 0, changed = 0;
 

@@ -486,6 +486,12 @@ ag_symtab_reset(struct ag_symtab *t)
     memset(t, 0, sizeof(*t));
 }
 
+void
+ag_symtab_prepare(void)
+{
+    pthread_once(&ag_elf_once, ag_elf_open);
+}
+
 int
 ag_symtab_load(const struct ag_module *m, struct ag_symtab **out)
 {
