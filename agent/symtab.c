@@ -7,8 +7,8 @@
  * run in a signal handler and never keeps a file open after a load. libelf is opened with dlopen,
  * not linked: a process preloaded everywhere, or a short child under `record`, mostly never reads
  * a symbol table, and mapping libelf and its libz at every start cost each process two more
- * libraries to load and relocate. A session's manager opens it at its start
- * (ag_symtab_prepare(), agent.c says why), else the first load does.
+ * libraries to load and relocate. A session's manager opens it early (its first pass 50 ms in,
+ * ag_symtab_prepare(); agent.c says why), else the first load does.
  */
 #include <dlfcn.h>
 #include <errno.h>
