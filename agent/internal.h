@@ -230,7 +230,9 @@ struct ag_thread {
     _Atomic uint64_t last_sp; /* self: sp of the last signal, to find unknown bounds */
     /* wall or self: when (CLOCK_MONOTONIC) the wall sampler last had this thread's sample in a
      * ring (a running thread's, taken by its handler on the wall thread's signal) or found
-     * nothing to take; ag_wall_settle() reads it */
+     * nothing it could take (stopped, gone, a full ring, registers that cannot be known); not
+     * when it found the thread awake after reading it asleep: the next pass signals it.
+     * ag_wall_settle() reads it */
     _Atomic uint64_t wall_seen_ns;
     /* wall and self: AG_WALL_SENDING from a wall pass's decision to signal this thread,
      * AG_WALL_SENT once the signal went out, 0 again when a handler takes it (any sampling
@@ -667,6 +669,11 @@ void ag_wall_stop(void);
 void ag_wall_trim_drained(struct ag_thread *t);
 /* fork() child (agent.c's atfork handler). */
 void ag_wall_forked_child(void);
+/* Test seam (unit tests only; 0 in a host): the next this-many reads of thread
+ * ag_wall_test_woke_tid's registers from /proc report that it woke meanwhile (-EAGAIN), the
+ * race a thread leaving a short sleep makes with a pass. */
+extern _Atomic int32_t ag_wall_test_woke_tid;
+extern _Atomic unsigned ag_wall_test_woke_reads;
 
 /* Logging (agent/config.c). */
 void ag_log(enum ag_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -167,6 +167,26 @@ ag_wall_copy_blocked(struct ag_thread *t, struct ag_sample *s)
     return err;
 }
 
+_Atomic int32_t ag_wall_test_woke_tid;
+_Atomic unsigned ag_wall_test_woke_reads;
+
+/* Whether the test seam takes this read of tid's registers (internal.h). */
+static int
+ag_wall_test_woke(int32_t tid)
+{
+    unsigned n;
+
+    if (atomic_load_explicit(&ag_wall_test_woke_tid, memory_order_relaxed) != tid || tid == 0) {
+        return 0;
+    }
+    n = atomic_load_explicit(&ag_wall_test_woke_reads, memory_order_relaxed);
+    while (n != 0 &&
+           !atomic_compare_exchange_weak_explicit(&ag_wall_test_woke_reads, &n, n - 1,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
+    return n != 0;
+}
+
 /* pc and sp of a thread blocked in a syscall, walked with non-faulting reads. */
 static int
 ag_wall_from_proc(int32_t tid, struct ag_sample *s)
@@ -543,7 +563,7 @@ ag_wall_pass(uint64_t now, uint64_t slot, uint64_t interval)
             err = 0;
         } else {
             s->source = AG_SOURCE_PROC;
-            err = ag_wall_from_proc(tid, s);
+            err = ag_wall_test_woke(tid) ? -EAGAIN : ag_wall_from_proc(tid, s);
         }
         if (atomic_load_explicit(&t->tid, memory_order_acquire) != tid || ag_in_own_code(tid)) {
             /* the slot changed hands, or own code began while /proc was read (its wait is what
@@ -554,10 +574,15 @@ ag_wall_pass(uint64_t now, uint64_t slot, uint64_t interval)
             /* Its registers cannot be known (ENOEXEC), or it woke while they were read (EAGAIN:
              * not in a system call any more; this pass sent it no signal): no sample for this
              * interval, a sample lost and counted. Left uncounted, a thread that wakes often
-             * lost 1 to 7 intervals a run without a trace saying so. */
+             * lost 1 to 7 intervals a run without a trace saying so. A thread that woke is not
+             * seen: it runs, and the next pass signals it. Counted as seen, it let a stack
+             * snapshot settle without it, and a thread with too little CPU in the session for
+             * a CPU sample was missing from dotnet-stack's threads (CI, once under ASan). */
             atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
-            atomic_store_explicit(&t->wall_seen_ns, now, memory_order_release);
+            if (err != -EAGAIN) {
+                atomic_store_explicit(&t->wall_seen_ns, now, memory_order_release);
+            }
             continue;
         }
         ag_ring_commit(&t->wring);

@@ -179,6 +179,7 @@ struct bridge_session {
      * of a wall sampler started for it gives every thread one waiting-type sample with its stack,
      * running or blocked. 0 none (or taken), 1 taking it. */
     int snapshot;
+    int snapshot_session; /* 1 for the life of a session that took (or takes) a snapshot */
     int snapshot_settled; /* every thread's sample is in the rings now (ag_wall_settle) */
     /* Rounds of one sample of every thread still to wait for, each since snapshot_since: two in
      * wall mode, where TraceEvent's thread time charges a thread from one sample to its next
@@ -491,6 +492,7 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
     if (err == 0 && s->samples && cfg->provider_count == 1 &&
         ag_sampling_acquire(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) == 0) {
         s->snapshot = 1;
+        s->snapshot_session = 1;
         s->snapshot_rounds = s->mode == AG_MODE_WALL ? 2 : 1;
         s->snapshot_since = s->start_ns;
         /* From here, not from the session's start: a late agent start (the CFI tables of every
@@ -909,12 +911,15 @@ bridge_write_cpu_sample(struct bridge_session *s, const struct bridge_sample *sm
         }
         if (run->open) {
             err = bridge_pending_push(s, run->end_ns, sm->tid, NT_SAMPLE_EXTERNAL, NULL, 0, NULL);
-        } else if (run->snapshot == 0 && s->snapshot != 0) {
-            /* A snapshot the wall sampler has not brought this thread into yet (its CPU sample
-             * came first: an idle agent's wall thread starts with the session, 25-45 ms before
-             * its first pass): this sample's stack is the thread's first, said as the waiting
+        } else if (run->snapshot == 0 && s->snapshot_session) {
+            /* A snapshot the wall sampler has not brought this thread into (its CPU sample came
+             * first: an idle agent's wall thread starts with the session, 25-45 ms before its
+             * first pass; or the snapshot settled without it: a thread born after, or one a pass
+             * could not take): this sample's stack is the thread's first, said as the waiting
              * sample just before the span (1 us of time off the CPU). Stackless, TraceEvent's
-             * first stack of the thread was UNMANAGED_CODE_TIME with no frame (dotnet-stack). */
+             * first stack of the thread was UNMANAGED_CODE_TIME with no frame (dotnet-stack;
+             * test-bridge-source's late-snapshot case in a fresh-clone CI run's ASan stage, with
+             * the snapshot already over when the thread's first CPU sample came). */
             err = bridge_pending_push(s, start - 1000u, sm->tid, NT_SAMPLE_EXTERNAL, frames,
                                       sm->depth, NULL);
             run->snapshot = 2;

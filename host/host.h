@@ -142,6 +142,12 @@ host_pthread_create_fn host_real_pthread_create(void);
  * attr may be NULL. Returns 0 or -errno. Context: any thread but a signal handler.
  */
 int host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+/*
+ * In an AddressSanitizer build: clears the shadow of the calling thread's whole stack, which a
+ * thread host_thread_spawn() starts does first (host/threads.c says why); elsewhere nothing.
+ * Context: the start of a thread, before frames of its own are on the stack.
+ */
+void host_thread_clear_stack_shadow(void);
 
 /*
  * The library's signal (signals.c, sig-chain.c). host_signal_claim installs handler for signo

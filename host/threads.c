@@ -24,6 +24,17 @@
 
 #include "host/internal.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define HOST_THREADS_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HOST_THREADS_ASAN 1
+#endif
+#endif
+#ifdef HOST_THREADS_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 HOST_ANCHOR(threads);
 
 static _Atomic(void *) host_threads_real_create;
@@ -32,6 +43,51 @@ host_pthread_create_fn
 host_real_pthread_create(void)
 {
     return (host_pthread_create_fn)host_real(&host_threads_real_create, "pthread_create");
+}
+
+#ifdef HOST_THREADS_ASAN
+/*
+ * Under AddressSanitizer (the project's ASan build): the library's threads come from libc's
+ * pthread_create, past ASan's interceptor, so ASan never clears the shadow of their stacks, as it
+ * does for a thread it creates. libc hands a new thread a cached stack, and the shadow of that
+ * memory can still hold the redzones of frames that were live on it: after fork() libc takes the
+ * stacks of every thread but the caller's into its cache with whatever frames they held. A
+ * manager thread so started in an output-file child had dl_iterate_phdr (libc, not
+ * instrumented) put its dl_phdr_info over such stale redzones, and the agent's callback's read
+ * of it was reported as a stack-buffer-overflow (CI, output-file, ASan stage). The thread clears
+ * its stack's shadow before anything else, as ASan does for its own.
+ */
+struct host_spawn_arg {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+static void *
+host_spawn_trampoline(void *p)
+{
+    struct host_spawn_arg a = *(struct host_spawn_arg *)p;
+
+    free(p);
+    host_thread_clear_stack_shadow();
+    return a.fn(a.arg);
+}
+#endif
+
+void
+host_thread_clear_stack_shadow(void)
+{
+#ifdef HOST_THREADS_ASAN
+    pthread_attr_t attr;
+    void *lo;
+    size_t size;
+
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+            __asan_unpoison_memory_region(lo, size);
+        }
+        pthread_attr_destroy(&attr);
+    }
+#endif
 }
 
 int
@@ -44,11 +100,31 @@ host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *)
     if (real == NULL) {
         return -ENOSYS;
     }
+#ifdef HOST_THREADS_ASAN
+    {
+        struct host_spawn_arg *a = malloc(sizeof(*a));
+
+        if (a == NULL) {
+            return -ENOMEM;
+        }
+        a->fn = fn;
+        a->arg = arg;
+        sigfillset(&all);
+        host_sigmask_raw(SIG_SETMASK, &all, &old);
+        rc = real(th, attr, host_spawn_trampoline, a);
+        host_sigmask_raw(SIG_SETMASK, &old, NULL);
+        if (rc != 0) {
+            free(a);
+        }
+        return -rc;
+    }
+#else
     sigfillset(&all);
     host_sigmask_raw(SIG_SETMASK, &all, &old);
     rc = real(th, attr, fn, arg);
     host_sigmask_raw(SIG_SETMASK, &old, NULL);
     return -rc;
+#endif
 }
 
 struct host_start_arg {

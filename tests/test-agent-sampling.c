@@ -470,6 +470,98 @@ raw_sleeper_wait(void)
     }
 }
 
+/* A thread blocked in a raw read (no interposer: the wall pass reads its registers from /proc). */
+static _Atomic int32_t woke_reader_tid;
+
+static void *
+woke_reader_main(void *p)
+{
+    int *fds = p;
+    char c;
+
+    atomic_store(&woke_reader_tid, (int32_t)syscall(SYS_gettid));
+    return syscall(SYS_read, fds[0], &c, 1) == 1 ? NULL : (void *)1;
+}
+
+struct woke_seen {
+    int32_t tid;
+    uint64_t since_ns, first_ns; /* the thread's first wall sample at or after since_ns */
+};
+
+static int
+woke_seen_cb(const struct ag_record *rec, void *ctx)
+{
+    struct woke_seen *w = ctx;
+
+    if (rec->kind == AG_RECORD_SAMPLE && rec->tid == w->tid &&
+        rec->u.sample->mode == AG_MODE_WALL && rec->u.sample->timestamp_ns >= w->since_ns &&
+        (w->first_ns == 0 || rec->u.sample->timestamp_ns < w->first_ns)) {
+        w->first_ns = rec->u.sample->timestamp_ns;
+    }
+    return 0;
+}
+
+/*
+ * A wall pass that reads a thread asleep and then finds it awake (its registers no longer in a
+ * system call) takes no sample; ag_wall_settle() must not count the thread as seen then, or a
+ * stack snapshot (bridge/agent-source.c) settles without it: a thread leaving a short sleep as
+ * the pass read it, with too little CPU in a 10 ms session for a CPU sample, was missing from
+ * dotnet-stack's threads (dotnet-stack.sh, once in CI under ASan). The seam makes the first
+ * pass's read of the reader's registers report that race; settle must wait for a pass with its
+ * sample. Before, it returned after the first pass and the reader's first sample came after.
+ */
+TEST(a_wall_pass_that_finds_a_sleeper_awake_does_not_settle_it)
+{
+    struct woke_seen w = { 0, 0, 0 };
+    uint64_t settled;
+    pthread_t tr;
+    char state = 0;
+    int fds[2], i, rc;
+
+    if (test_emulated()) {
+        test_skip("under an emulator /proc's registers are the emulator's: no wall sample from "
+                  "/proc is taken at all");
+    }
+    ASSERT_OK(pipe(fds));
+    start_agent();
+    ASSERT_OK(pthread_create(&tr, NULL, woke_reader_main, fds));
+    for (i = 0; i < 2000 && state != 'S'; i++) {
+        char path[64], buf[256], *p;
+        FILE *f;
+
+        usleep(1000);
+        snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)atomic_load(&woke_reader_tid));
+        if (atomic_load(&woke_reader_tid) != 0 && (f = fopen(path, "r")) != NULL) {
+            if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL) {
+                state = p[2];
+            }
+            fclose(f);
+        }
+    }
+    ASSERT_EQ(state, 'S');
+    w.tid = atomic_load(&woke_reader_tid);
+    atomic_store(&ag_wall_test_woke_reads, 1);
+    atomic_store(&ag_wall_test_woke_tid, w.tid);
+    w.since_ns = ag_now_ns();
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 100)); /* a pass every 10 ms */
+    rc = ag_wall_settle(w.since_ns, 5000);
+    settled = ag_now_ns();
+    ASSERT_EQ(rc, 0);
+    ASSERT_EQ(atomic_load(&ag_wall_test_woke_reads), 0u); /* the race was made */
+    ASSERT_TRUE(ag_drain(woke_seen_cb, &w) >= 0);
+    ASSERT_OK(ag_sampling_release(AG_MODE_WALL, 100));
+    atomic_store(&ag_wall_test_woke_tid, 0);
+    printf("# reader %d: first sample %.2f ms after the start, settled at %.2f ms\n", (int)w.tid,
+           w.first_ns != 0 ? (double)(w.first_ns - w.since_ns) / 1e6 : -1.0,
+           (double)(settled - w.since_ns) / 1e6);
+    ASSERT_TRUE(w.first_ns != 0 && w.first_ns <= settled);
+    ASSERT_EQ(write(fds[1], "x", 1), 1);
+    ASSERT_OK(pthread_join(tr, NULL));
+    close(fds[0]);
+    close(fds[1]);
+    ag_stop();
+}
+
 TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
 {
     struct busy_arg a = { busy_a, "busy-a", 500000000u, 0 };
@@ -3503,6 +3595,7 @@ static const struct test_case cases[] = {
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
+    TEST_CASE(a_wall_pass_that_finds_a_sleeper_awake_does_not_settle_it),
     TEST_CASE(cpu_wait_stack_of_a_thread_in_a_blocking_call_is_the_calls),
     TEST_CASE(fork_while_sampling_leaves_child_alone),
     TEST_CASE(handler_preserves_errno),

@@ -613,6 +613,7 @@ struct snap_worker {
     int signo, hold;
     int brief; /* 1: burns 60 ms (less than a 10 Hz interval) with the signal held back by the
                   raw system call, which the agent does not see, and ends as it lets it go */
+    unsigned late_ms; /* made this long after the session's start (drained every 10 ms) */
     _Atomic int32_t tid;
     _Atomic int done;
 };
@@ -676,6 +677,10 @@ snap_run(struct snap_worker *wk, struct ipc_provider *prov, struct snap_seen *se
     bridge_agent_source_init(&es, &ac);
     fd = trace_file_writer(&view.writer);
     ASSERT_OK(es.session_start(es.ctx, &cfg));
+    for (i = 0; i < (int)wk->late_ms / 10; i++) {
+        usleep(10000);
+        ASSERT_OK(es.drain(es.ctx, &view, 1));
+    }
     ASSERT_OK(pthread_create(&th, NULL, snap_worker_main, wk));
     for (i = 0; i < 3000 && !wk->done; i++) {
         usleep(10000);
@@ -723,7 +728,7 @@ snap_run(struct snap_worker *wk, struct ipc_provider *prov, struct snap_seen *se
  */
 TEST(a_snapshot_thread_whose_cpu_sample_comes_first_starts_with_a_stack)
 {
-    struct snap_worker wk = { 0, -1, 0, 0, 0 };
+    struct snap_worker wk = { 0, -1, 0, 0, 0, 0 };
     struct snap_seen seen;
 
     snap_run(&wk, &cpu_session, &seen);
@@ -745,10 +750,29 @@ TEST(a_snapshot_thread_runs_after_its_snapshot_sample)
     struct ipc_provider slow = {
         0, 4, (char *)NT_PROVIDER_SAMPLE_PROFILER, (char *)"mode=cpu;hz=10", 0, NULL, 0
     };
-    struct snap_worker wk = { 0, -1, 1, 0, 0 };
+    struct snap_worker wk = { 0, -1, 1, 0, 0, 0 };
     struct snap_seen seen;
 
     snap_run(&wk, &slow, &seen);
+    ASSERT_TRUE(seen.n >= 2);
+    ASSERT_TRUE(seen.first_depth > 0);
+    ASSERT_TRUE(!seen.running_before_waiting);
+}
+
+/*
+ * A thread born after the snapshot settled (a snapshot session's threads are those of its first
+ * pass; the wall sampler stops then) starts with a stack too: its first CPU sample's, on the
+ * waiting sample before its span. Before, that sample was stackless (UNMANAGED_CODE_TIME with no
+ * frame for dotnet-stack), as it was for a thread the snapshot settled without in a fresh-clone
+ * CI run's ASan stage (a_snapshot_thread_runs_after_its_snapshot_sample: 3 samples, the first
+ * with 0 frames).
+ */
+TEST(a_thread_born_after_the_snapshot_starts_with_a_stack)
+{
+    struct snap_worker wk = { 0, -1, 0, 300, 0, 0 };
+    struct snap_seen seen;
+
+    snap_run(&wk, &cpu_session, &seen);
     ASSERT_TRUE(seen.n >= 2);
     ASSERT_TRUE(seen.first_depth > 0);
     ASSERT_TRUE(!seen.running_before_waiting);
@@ -765,5 +789,6 @@ static const struct test_case cases[] = {
     TEST_CASE(a_runnable_thread_gets_an_event_for_each_interval_it_waited),
     TEST_CASE(a_snapshot_thread_whose_cpu_sample_comes_first_starts_with_a_stack),
     TEST_CASE(a_snapshot_thread_runs_after_its_snapshot_sample),
+    TEST_CASE(a_thread_born_after_the_snapshot_starts_with_a_stack),
 };
 TEST_MAIN(cases)
