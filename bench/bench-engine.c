@@ -55,6 +55,7 @@
 #include "agent/agent.h"
 #include "agent/internal.h"
 #include "bench.h"
+#include "deep.h"
 #include "gperf.h"
 
 static volatile uint64_t bench_sink;
@@ -88,12 +89,19 @@ static float *bench_steps, bench_sig_gap[BENCH_GAPS], bench_hnd_gap[BENCH_GAPS];
 static unsigned bench_n_steps, bench_n_sig_gap;
 static void (*bench_inner)(int, siginfo_t *, void *); /* what bench_wrap runs */
 
+/* The k-th unit of bench_deep_run()'s burn; the first starts the gap and step counts. */
 __attribute__((noinline)) static void
-bench_unit(void)
+bench_unit(unsigned k)
 {
     uint64_t x = bench_sink, now;
     int i, j;
 
+    if (k == 0) {
+        bench_n_sig_gap = 0;
+        bench_n_steps = 0;
+        bench_seen_marks = (unsigned)bench_marks;
+        bench_prev_ns = bench_cpu_ns();
+    }
     for (i = 0; i < 20000; i += 256) {
         unsigned m1, m2;
 
@@ -177,30 +185,6 @@ bench_quantile(float *v, unsigned n, double q)
     }
     qsort(v, n, sizeof(*v), bench_cmpf);
     return v[(unsigned)(q * (n - 1))];
-}
-
-/* Burns `units` units `depth` frames deep; returns the thread CPU ns it took (and sets
- * the gaps). */
-__attribute__((noinline)) static uint64_t
-bench_deep(int depth, unsigned units)
-{
-    uint64_t t0, r;
-    unsigned i;
-
-    if (depth > 0) {
-        r = bench_deep(depth - 1, units);
-        bench_sink += r & 1; /* not a tail call */
-        return r;
-    }
-    t0 = bench_cpu_ns();
-    bench_n_sig_gap = 0;
-    bench_n_steps = 0;
-    bench_seen_marks = (unsigned)bench_marks;
-    bench_prev_ns = bench_cpu_ns();
-    for (i = 0; i < units; i++) {
-        bench_unit();
-    }
-    return bench_cpu_ns() - t0;
 }
 
 static void
@@ -397,7 +381,7 @@ bench_gperf_run(unsigned hz, unsigned units, uint64_t *ns, unsigned *sigs)
         bench_gperf.have_act = 1;
     }
     bench_wrap_install();
-    *ns = bench_deep(bench_depth, units);
+    *ns = bench_deep_run(bench_depth, units, bench_unit, &bench_sink);
     bench_gperf.api.state(&st);
     bench_gperf.api.stop();
     unlink(path);
@@ -428,7 +412,7 @@ bench_run(int k, unsigned hz, unsigned units, uint64_t *ns, unsigned *sigs)
             }
             return err;
         }
-        *ns = bench_deep(bench_depth, units);
+        *ns = bench_deep_run(bench_depth, units, bench_unit, &bench_sink);
         bench_clock_stop(k, hz, fd, timer, *ns, sigs);
         return 0;
     }
@@ -461,7 +445,7 @@ bench_run(int k, unsigned hz, unsigned units, uint64_t *ns, unsigned *sigs)
         }
         bench_wrap_install();
     }
-    *ns = bench_deep(bench_depth, units);
+    *ns = bench_deep_run(bench_depth, units, bench_unit, &bench_sink);
     if (k == 1) {
         ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
         close(fd);

@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "deep.h"
 #include "gperf.h"
 
 #define BENCH_STEP         4096 /* multiplications between two reads of the thread CPU clock */
@@ -147,12 +148,16 @@ bench_cpu_ns(void)
     return pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
+/* The k-th unit of bench_deep_run()'s burn; every BENCH_WINDOW_UNITS the toggle turns. */
 __attribute__((noinline)) static void
-bench_unit(void)
+bench_unit(unsigned k)
 {
     uint64_t x = bench_sink, now, a, b;
     int i, j;
 
+    if (k % BENCH_WINDOW_UNITS == 0 && k > 0) {
+        bench_toggle(((k / BENCH_WINDOW_UNITS) & 1) == 0);
+    }
     for (i = 0; i < BENCH_UNIT_STEPS; i++) {
         for (j = 0; j < BENCH_STEP; j++) {
             x = x * 6364136223846793005u + 1442695040888963407u;
@@ -167,28 +172,6 @@ bench_unit(void)
         }
     }
     bench_sink = x;
-}
-
-/* Burns `units` units `depth` frames deep; returns the thread CPU ns it took. */
-__attribute__((noinline)) static uint64_t
-bench_deep(int depth, unsigned units)
-{
-    uint64_t t0, r;
-    unsigned i;
-
-    if (depth > 0) {
-        r = bench_deep(depth - 1, units);
-        bench_sink += r & 1; /* not a tail call */
-        return r;
-    }
-    t0 = bench_cpu_ns();
-    for (i = 0; i < units; i++) {
-        if (i % BENCH_WINDOW_UNITS == 0 && i > 0) {
-            bench_toggle(((i / BENCH_WINDOW_UNITS) & 1) == 0);
-        }
-        bench_unit();
-    }
-    return bench_cpu_ns() - t0;
 }
 
 static void
@@ -508,7 +491,7 @@ bench_gperf_run(unsigned hz, unsigned units, uint64_t *ns, unsigned *samples)
         sigaction(SIGPROF, &sa, NULL);
     }
     bench_toggle_us = 1000000 / (long)hz; /* its ITIMER_PROF (CPUPROFILE_REALTIME unset) */
-    *ns = bench_deep(bench_depth, units);
+    *ns = bench_deep_run(bench_depth, units, bench_unit, &bench_sink);
     bench_gperf.api.state(&st);
     bench_gperf.api.stop();
     unlink(path);
@@ -776,13 +759,13 @@ bench_run(int k, unsigned hz, unsigned units, struct bench_result *res)
             goto out;
         }
     } else if (k == CFG_BARE) {
-        res->ns = bench_deep(bench_depth, units);
+        res->ns = bench_deep_run(bench_depth, units, bench_unit, &bench_sink);
     } else {
         err = bench_start(k, hz, &r);
         if (err != 0) {
             goto out;
         }
-        res->ns = bench_deep(bench_depth, units);
+        res->ns = bench_deep_run(bench_depth, units, bench_unit, &bench_sink);
         bench_stop(k, &r);
         res->samples = k == CFG_SIGNAL || k == CFG_ITIMER ? (unsigned)bench_smp_n : r.samples;
     }

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -311,6 +312,60 @@ pp_record_find_library(char *out, size_t cap)
         return -ENAMETOOLONG;
     }
     return access(out, R_OK) == 0 ? 0 : -errno;
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define PP_RECORD_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PP_RECORD_TSAN 1
+#endif
+#endif
+
+#ifdef PP_RECORD_TSAN
+static int
+pp_record_find_tsan(struct dl_phdr_info *info, size_t size, void *data)
+{
+    char *out = data;
+
+    (void)size;
+    if (strstr(info->dlpi_name, "/libtsan.so") == NULL) {
+        return 0;
+    }
+    snprintf(out, PATH_MAX, "%s", info->dlpi_name);
+    return 1;
+}
+#endif
+
+/*
+ * A ThreadSanitizer build: the agent (instrumented, it needs libtsan) runs in an uninstrumented
+ * CMD only if the runtime comes right after it in LD_PRELOAD. Preloaded alone, libtsan comes
+ * after libc, so libc's functions are found before its interceptors (it never learns of the
+ * agent's threads), and it resolves its own sigaction to the agent's interposer (host/signals.c),
+ * which, instrumented, it calls during its initialisation: SIGSEGV in __tsan_func_entry. Before
+ * the agent, the runtime's lookups of the next definition find the agent's interposers: the same.
+ * After it, the order is that of an instrumented program (the agent, libtsan, libc). Appends
+ * ":runtime" to lib (cap bytes); 0 or -ENAMETOOLONG. Other builds: 0, lib unchanged.
+ */
+static int
+pp_record_add_sanitizer(char *lib, size_t cap)
+{
+#ifdef PP_RECORD_TSAN
+    char tsan[PATH_MAX] = "";
+    size_t used = strlen(lib);
+
+    if (dl_iterate_phdr(pp_record_find_tsan, tsan) == 0) {
+        return 0; /* linked statically: nothing to add */
+    }
+    if ((size_t)snprintf(lib + used, cap - used, ":%s", tsan) >= cap - used) {
+        lib[used] = '\0';
+        return -ENAMETOOLONG;
+    }
+#else
+    (void)lib;
+    (void)cap;
+#endif
+    return 0;
 }
 
 /* The providers every image's session gets: SampleProfiler at the mode and rate asked for, and
@@ -1856,7 +1911,7 @@ pp_cmd_record(int argc, char **argv)
     struct pp_record rc;
     struct pp_record_sigs old;
     struct pp_record_file *files = NULL;
-    char lib[PATH_MAX];
+    char lib[2 * PATH_MAX]; /* the agent, and a sanitizer runtime after it */
     int err, recorded = 0, rcode;
 
     memset(&rc, 0, sizeof(rc));
@@ -1871,6 +1926,9 @@ pp_cmd_record(int argc, char **argv)
         return rcode;
     }
     err = pp_record_find_library(lib, sizeof(lib));
+    if (err == 0) {
+        err = pp_record_add_sanitizer(lib, sizeof(lib));
+    }
     if (err < 0) {
         fprintf(stderr,
                 "pipeprof record: the agent library was not found (%s); set PIPEPROF_LIBRARY "

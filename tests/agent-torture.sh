@@ -9,15 +9,6 @@ source "$(dirname "$0")/ipc-lib.sh"
 TORTURE=$B/samples/pp-sample-torture
 [[ -x $TORTURE ]] || fail "missing $TORTURE"
 
-# Not `ldd | grep -q` under pipefail: grep -q ends at the match, and ldd, still writing the lines
-# after it, dies of SIGPIPE: the check missed libtsan 87 and 113 times in 1000 at load 18; the children
-# then exec'd sh with the TSan agent preloaded, which died in libtsan (SIGSEGV at 0x600000000008).
-if [[ $(ldd "$SHIM" 2>/dev/null) == *libtsan* ]]; then
-  # ThreadSanitizer cannot run an uninstrumented /bin/sh with the instrumented agent preloaded:
-  # under TSan the host's exec'd children run without LD_PRELOAD (the host itself keeps it).
-  export PP_TORTURE_EXEC_NO_PRELOAD=1
-  note "TSan build: the torture host's exec'd children run without the agent"
-fi
 "$TORTURE" >"$T/bare.out" 2>&1 || fail "pp-sample-torture fails without the agent: $(cat "$T/bare.out")"
 
 for mode in cpu wall; do

@@ -25,7 +25,7 @@ for f in "$PIPEPROF" "$SHIM" "$SEND" "$BUSY"; do
   [[ -x $f || -f $f ]] || fail "missing build output $f"
 done
 
-# LD_PRELOAD value for a pipeprof host; a sanitizer build needs its runtime preloaded first.
+# LD_PRELOAD value for a pipeprof host; a sanitizer build needs its runtime preloaded too.
 PRELOAD=$SHIM
 # (ldd fails on another architecture's library: a cross build's, run under qemu)
 asan=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ {print $3}' || true)
@@ -34,6 +34,15 @@ asan=$(ldd "$SHIM" 2>/dev/null | awk '/libasan/ {print $3}' || true)
 # must come first (and its leak check would report the host's own allocations).
 RECORD_ENV=()
 [[ -n $asan ]] && RECORD_ENV=(env "LD_PRELOAD=$asan" "ASAN_OPTIONS=detect_leaks=0")
+# ThreadSanitizer's runtime comes right after the agent instead (before it, or left to load after
+# libc as the agent's dependency, it crashes an uninstrumented host at start: cli/record.c's
+# pp_record_add_sanitizer, which does the same for `pipeprof record`). The recorded tree's forked
+# children start the agent's threads, which TSan refuses after a multi-threaded fork by default.
+tsan=$(ldd "$SHIM" 2>/dev/null | awk '/libtsan/ {print $3}' || true)
+if [[ -n $tsan ]]; then
+  PRELOAD="$SHIM:$tsan"
+  RECORD_ENV=(env "TSAN_OPTIONS=${TSAN_OPTIONS:-} die_after_fork=0")
+fi
 
 T=$(mktemp -d /tmp/pp-ipc-test.XXXXXX)
 chmod 755 "$T" # only the socket's own mode may keep other users out

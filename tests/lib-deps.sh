@@ -29,14 +29,11 @@ if ! readelf -h "$LIB" | grep 'X86-64' >/dev/null || [[ $(uname -m) != x86_64 ]]
   echo "SKIP (loud): the preloaded run needs a native x86-64 build; readelf's check above ran" >&2
   exit 0
 fi
-if grep -q '^libtsan' <<<"$needed"; then
-  # ThreadSanitizer runs no uninstrumented program with the instrumented library preloaded.
-  echo "SKIP (loud): the preloaded run under TSan; readelf's check above ran" >&2
-  exit 0
-fi
 preload=$LIB
 asan=$(ldd "$LIB" 2>/dev/null | awk '/libasan/ {print $3}' || true)
-[[ -n $asan ]] && preload="$asan:$LIB" # a sanitizer runtime comes first
+[[ -n $asan ]] && preload="$asan:$LIB" # ASan's runtime comes first
+tsan=$(ldd "$LIB" 2>/dev/null | awk '/libtsan/ {print $3}' || true)
+[[ -n $tsan ]] && preload="$LIB:$tsan" # TSan's right after (tests/ipc-lib.sh)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 TMPDIR=$T LD_PRELOAD=$preload ASAN_OPTIONS=detect_leaks=0 cat /proc/self/maps >"$T/maps"

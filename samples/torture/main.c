@@ -250,11 +250,6 @@ main(void)
     for (ok = 1, i = 0; i < 10; i++) {
         pid = fork();
         if (pid == 0) {
-            /* A ThreadSanitizer build's profiler cannot be preloaded into the uninstrumented
-             * /bin/sh; the survival test asks for the children to run without it then. */
-            if (getenv("PP_TORTURE_EXEC_NO_PRELOAD") != NULL) {
-                unsetenv("LD_PRELOAD");
-            }
             execl("/bin/sh", "sh", "-c", "exit 3", (char *)NULL);
             _exit(99);
         }

@@ -430,6 +430,8 @@ every_call(int idx)
     fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     fd2 = open64("/dev/null", O_RDONLY | O_CLOEXEC);
     check(fd >= 0 && fd2 >= 0 && dup3(fd, fd2, O_CLOEXEC) == fd2, "open/open64/dup3");
+    host_tsan_closing(fd2, fd2);
+    host_tsan_closing(fd, fd);
     check(close_range((unsigned)fd2, (unsigned)fd2, 0) == 0 && syscall(SYS_close, fd) == 0,
           "close_range/syscall(SYS_close)");
     fd = __open_2("/dev/null", O_RDONLY | O_CLOEXEC);
