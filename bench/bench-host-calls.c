@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench/bench-host-calls.c - libbench-host-calls.so: open, close, fcntl(F_DUPFD_CLOEXEC),
+ * bench/bench-host-calls.c - libbench-host-calls.so: open, openat, close, fcntl(F_DUPFD_CLOEXEC),
  * syscall(SYS_eventfd2) and syscall(SYS_fcntl, F_DUPFD_CLOEXEC) called from an object of their own,
  * as a host's are. bench-interpose links host/ into its program, whose code host/fds.c counts as
  * the library's (host_fds_trust_self); calls made from here are the host's. Exported: the project
@@ -16,11 +16,19 @@ __attribute__((visibility("default"))) int bench_host_close(int fd);
 __attribute__((visibility("default"))) int bench_host_dupfd(int fd);
 __attribute__((visibility("default"))) int bench_host_sys_eventfd(void);
 __attribute__((visibility("default"))) int bench_host_sys_dupfd(int fd);
+__attribute__((visibility("default"))) int bench_host_openat(int dirfd, const char *path,
+                                                             int flags);
 
 int
 bench_host_open(const char *path, int flags)
 {
     return open(path, flags);
+}
+
+int
+bench_host_openat(int dirfd, const char *path, int flags)
+{
+    return openat(dirfd, path, flags);
 }
 
 int

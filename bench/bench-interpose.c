@@ -42,6 +42,9 @@
  *                     data calls' fast path (one bit test of the number) and blocking.c's
  *   write-host        write() of one byte to a host's fd (/dev/null), no agent: the same bit
  *                     test and writes.c's pass-through
+ *   openat-host       openat() of "null" relative to a host's fd of /dev, and close() of it (the
+ *                     pair), from libbench-host-calls.so as open's: open's path and the bit test
+ *                     of the dirfd (host/fds.c: EBADF for the host's on a library fd)
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling. Libc
  * and the interposer alternate within each round; prints per call the median ns of each over the
  * rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
@@ -64,7 +67,7 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    23
+#define BENCH_OPS    24
 #define BENCH_ROUNDS 64
 
 static const char *const bench_ops[BENCH_OPS] = { "close",
@@ -89,7 +92,8 @@ static const char *const bench_ops[BENCH_OPS] = { "close",
                                                   "ioctl-host",
                                                   "syscall-fstat-host",
                                                   "read-host",
-                                                  "write-host" };
+                                                  "write-host",
+                                                  "openat-host" };
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
@@ -98,6 +102,7 @@ static int (*libc_sigmask)(int, const sigset_t *, sigset_t *);
 static ssize_t (*libc_write)(int, const void *, size_t);
 static ssize_t (*libc_read)(int, void *, size_t);
 static int (*libc_open)(const char *, int, ...);
+static int (*libc_openat)(int, const char *, int, ...);
 static int (*libc_fcntl)(int, int, ...);
 static int (*libc_fstat)(int, struct stat *);
 static int (*libc_ioctl)(int, unsigned long, ...);
@@ -108,6 +113,7 @@ int bench_host_close(int fd);
 int bench_host_dupfd(int fd);
 int bench_host_sys_eventfd(void);
 int bench_host_sys_dupfd(int fd);
+int bench_host_openat(int dirfd, const char *path, int flags);
 static long (*libc_syscall)(long, ...);
 static int bench_futex_word;
 /* An fd of the host's for fcntl-dupfd (the program's own opens are the library's: moved high and
@@ -115,6 +121,8 @@ static int bench_futex_word;
 static int bench_host_fd;
 /* The same, open for writing (write-host). */
 static int bench_host_wfd;
+/* A host's fd of /dev (openat-host). */
+static int bench_host_dirfd;
 
 /* write-agent's hooks: an agent that does nothing but count its signals, as agent/host-hooks.c
  * does (a thread-local read). */
@@ -250,6 +258,13 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
         case 22:
             real ? libc_write(bench_host_wfd, "", 1) : write(bench_host_wfd, "", 1);
             break;
+        case 23: {
+            int o = real ? libc_openat(bench_host_dirfd, "null", O_RDONLY | O_CLOEXEC)
+                         : bench_host_openat(bench_host_dirfd, "null", O_RDONLY | O_CLOEXEC);
+
+            real ? libc_close(o) : bench_host_close(o);
+            break;
+        }
         default:
             real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
             real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -279,18 +294,21 @@ main(int argc, char **argv)
     libc_write = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
     libc_read = (ssize_t(*)(int, void *, size_t))dlsym(RTLD_NEXT, "read");
     libc_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
+    libc_openat = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, "openat");
     libc_syscall = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
     libc_fcntl = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
     libc_fstat = (int (*)(int, struct stat *))dlsym(RTLD_NEXT, "fstat");
     libc_ioctl = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
-    if (!libc_open || !libc_fcntl || !libc_fstat || !libc_ioctl || !libc_syscall || !libc_write ||
-        !libc_read || !libc_close || !libc_dup2 || !libc_sigaction || !libc_sigmask) {
+    if (!libc_open || !libc_openat || !libc_fcntl || !libc_fstat || !libc_ioctl || !libc_syscall ||
+        !libc_write || !libc_read || !libc_close || !libc_dup2 || !libc_sigaction ||
+        !libc_sigmask) {
         fprintf(stderr, "bench-interpose: libc's functions not found\n");
         return 1;
     }
     bench_host_fd = bench_host_open("/dev/null", O_RDONLY | O_CLOEXEC);
     bench_host_wfd = bench_host_open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (bench_host_fd < 0 || bench_host_wfd < 0) {
+    bench_host_dirfd = bench_host_open("/dev", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (bench_host_fd < 0 || bench_host_wfd < 0 || bench_host_dirfd < 0) {
         fprintf(stderr, "bench-interpose: /dev/null not opened\n");
         return 1;
     }

@@ -156,6 +156,43 @@
  *                    bare's EBADF on 8 numbers preloaded (a name that is there, under a
  *                    directory the library keeps open, would have been changed); syscall()'s
  *                    SYS_fchmodat, SYS_fchmodat2 and SYS_fchownat the same.
+ *   tee vmsplice copy_file_range fremovexattr flistxattr futimens futimes fexecve getdents64
+ *   inotify_add_watch inotify_rm_watch epoll_ctl timerfd_gettime sync_file_range fallocate
+ *   fallocate64 syncfs lockf lockf64 fanotify_mark mkdirat unlinkat renameat renameat2 linkat
+ *   symlinkat readlinkat faccessat mknodat mkfifoat utimensat futimesat name_to_handle_at execveat
+ *                    and openat's, openat64's, __openat_2's and __openat64_2's dirfd, and
+ *                    sockets.c's bind and connect: the other calls on an fd's number, as the data
+ *                    calls (HOST_FDS_DATA_AT: HOST_FD_DATA_REFUSED's one bit test, the ahead rule,
+ *                    no wait; tee, copy_file_range, epoll_ctl, renameat* and linkat on either of
+ *                    their two numbers; the *at calls on their dirfd only for a relative path, or
+ *                    an empty one with AT_EMPTY_PATH, readlinkat's empty path always, utimensat's
+ *                    and futimesat's NULL one the fd itself; fanotify_mark on its group and on its
+ *                    dirfd). A scan of 3..4095 (tests/hosts/fds.c's datacalls, fdprobe: a 1-byte
+ *                    tee of a number to itself, vmsplice of no segment, copy_file_range of 0
+ *                    bytes, fremovexattr of an attribute no file has, flistxattr of size 0,
+ *                    futimens of the access time, fexecve with an argv the kernel cannot read,
+ *                    getdents64 of 0 bytes, an inotify watch of a path that is not there and the
+ *                    removal of watch -1, epoll_ctl's DEL of the number from itself,
+ *                    timerfd_gettime, sync_file_range without flags, fallocate of 0 bytes, syncfs,
+ *                    lockf's F_TEST, bind and connect of 0 bytes, fanotify_mark of a path that is
+ *                    not there, and each *at call, openat's and openat2's too, of a relative name
+ *                    that is not there) got 8 fewer EBADF a call than bare preloaded without a
+ *                    session (a relative name: ENOENT or ENOTDIR instead; under a library
+ *                    directory a mkdirat, symlinkat, renameat or unlinkat of a name that is there
+ *                    would have acted on it; vmsplice, flistxattr, syncfs and lockf 10 successes
+ *                    where bare 2), 14 to 17 fewer under record in CPU mode, the same through
+ *                    syscall() (SYS_tee, SYS_vmsplice, SYS_copy_file_range, SYS_fremovexattr,
+ *                    SYS_flistxattr, SYS_utimensat, SYS_futimesat, SYS_execveat, SYS_getdents64,
+ *                    SYS_getdents, SYS_inotify_add_watch, SYS_inotify_rm_watch, SYS_epoll_ctl,
+ *                    SYS_timerfd_gettime, SYS_sync_file_range, SYS_fallocate, SYS_syncfs,
+ *                    SYS_bind, SYS_connect, SYS_fanotify_mark, SYS_mkdirat, SYS_unlinkat,
+ *                    SYS_renameat, SYS_renameat2, SYS_linkat, SYS_symlinkat, SYS_readlinkat,
+ *                    SYS_faccessat, SYS_faccessat2, SYS_mknodat, SYS_name_to_handle_at, and
+ *                    SYS_openat's and SYS_openat2's dirfd: host_fds_syscall_on_fd, with the wait
+ *                    of fstat's, and host_fds_syscall_create). gcc 12's ASan runtime intercepts
+ *                    flistxattr, name_to_handle_at, readlinkat and timerfd_gettime, its TSan
+ *                    runtime those and epoll_ctl, bind and connect: the ahead rule passes the
+ *                    library's calls (and the host's) through their interceptors.
  *
  * A call is the library's when it comes from one of the library's threads
  * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
@@ -179,11 +216,15 @@
  * other, and syscall(2) is watched for the closes, dups, fcntl, receives and creators above only
  * among the fd calls and the calls on an fd's number above; the other calls on an fd's number
  * (libc's fstat, ioctl, getsockopt, getsockname and getpeername, above; libc's mmap, above; under
- * the sanitizers libc's data calls, above; tee, vmsplice, copy_file_range, fremovexattr,
- * flistxattr, futimens, fexecve, mkdirat, unlinkat, renameat, linkat, symlinkat, readlinkat,
- * mknodat, utimensat and the other *at calls with a relative path, and the same through
- * syscall()) reach a library fd as any other: fstat of its number succeeds where bare it fails
- * with EBADF (tests/hosts/fds.c's openpty part tells a library fd held low so).
+ * the sanitizers libc's data calls, above; listen, accept and accept4, epoll_wait and its kin,
+ * signalfd of a number, timerfd_settime, inotify's and fanotify's reads, whose non-acting probe
+ * would still act on a library fd of the kind (a listen changes the backlog, an accept takes a
+ * connection, an epoll_wait may take an edge-triggered event): not measured; glibc's internal
+ * calls, such as posix_fallocate's and the __xmknodat of binaries built for a glibc before 2.33,
+ * no interposer sees; open_by_handle_at's mount fd, privileged; the other *at calls of newer
+ * kernels, such as open_tree, move_mount, mount_setattr, fsconfig and getxattrat) reach a library
+ * fd as any other: fstat of its number succeeds where bare it fails with EBADF (tests/hosts/fds.c's
+ * openpty part tells a library fd held low so).
  * fcntl(F_GETFD) and fstat are the common probes of whether a number is open, and close the
  * common act on one. fcntl(F_DUPFD) onto a high number simply gets the next free one.
  * close_range with CLOSE_RANGE_UNSHARE (libc's or syscall()'s) gives the calling thread an fd
@@ -296,7 +337,10 @@
  * setsockopt at a level no protocol has, mmap of 0 bytes through syscall(), fstatfs,
  * statx(AT_EMPTY_PATH), fchdir, fgetxattr, __fxstat and __fxstat64 of 3..4095, through libc and
  * syscall(): before, 5 to 8 fewer EBADF a call than bare preloaded, 7 to 13 under record in CPU
- * mode; in a sanitized build libc's intercepted ones are not probed, said on the output),
+ * mode; the positioned and vector calls, splice, sendfile, the mmsg calls, fsetxattr, fstatvfs,
+ * fchmodat and fchownat above; and fdprobe's 36 other calls on an fd's number above, before 8
+ * fewer EBADF a call preloaded, 14 to 17 under record; in a sanitized build libc's intercepted
+ * ones are not probed, said on the output),
  * host-contract-eintr (syscall()'s recvmsg and recvmmsg), host-contract-fds-uninterposed and
  * -unshare-* (above), host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
  * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, and
@@ -351,6 +395,7 @@
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
@@ -479,12 +524,19 @@ static void
 host_fds_ahead_find(void)
 {
     static const char *const names[] = {
-        "read",       "write",     "readv",       "writev",   "pread",      "pread64",
-        "recv",       "recvfrom",  "recvmsg",     "send",     "sendto",     "sendmsg",
-        "fstatfs",    "fstatfs64", "fgetxattr",   "__fxstat", "__fxstat64", "pwrite",
-        "pwrite64",   "preadv",    "preadv64",    "pwritev",  "pwritev64",  "preadv2",
-        "preadv64v2", "pwritev2",  "pwritev64v2", "splice",   "sendfile",   "sendfile64",
-        "recvmmsg",   "sendmmsg",  "fsetxattr",   "fstatvfs", "fstatvfs64"
+        "read", "write", "readv", "writev", "pread", "pread64", "recv", "recvfrom", "recvmsg",
+        "send", "sendto", "sendmsg", "fstatfs", "fstatfs64", "fgetxattr", "__fxstat", "__fxstat64",
+        "pwrite", "pwrite64", "preadv", "preadv64", "pwritev", "pwritev64", "preadv2", "preadv64v2",
+        "pwritev2", "pwritev64v2", "splice", "sendfile", "sendfile64", "recvmmsg", "sendmmsg",
+        "fsetxattr", "fstatvfs", "fstatvfs64",
+        /* the other calls on an fd's number (HOST_FDS_DATA_AT) */
+        "tee", "vmsplice", "copy_file_range", "fremovexattr", "flistxattr", "futimens", "futimes",
+        "fexecve", "getdents64", "inotify_add_watch", "inotify_rm_watch", "epoll_ctl",
+        "timerfd_gettime", "sync_file_range", "fallocate", "fallocate64", "syncfs", "lockf",
+        "lockf64", "fanotify_mark", "mkdirat", "unlinkat", "renameat", "renameat2", "linkat",
+        "symlinkat", "readlinkat", "faccessat", "mknodat", "mkfifoat", "utimensat", "futimesat",
+        "name_to_handle_at", "execveat", "openat", "openat64", "__openat_2", "__openat64_2", "bind",
+        "connect"
     };
     size_t k;
 
@@ -1081,6 +1133,13 @@ host_fds_at_fd(int fd, const char *path, int flags)
     return fd;
 }
 
+/* Of a call's two numbers, the one the library holds, if either. */
+static int
+host_fds_either(int a, int b)
+{
+    return host_fd_is_library(a) ? a : b;
+}
+
 /* The number a system call acts on without making an fd (fstat, lseek, ioctl..., and the data
  * calls: read, write, their vector, positioned and socket forms, shutdown, setsockopt, mmap,
  * fstatfs, statx, fchdir, fgetxattr), as the interposers of their libc names check it; -1 for
@@ -1189,14 +1248,124 @@ host_fds_syscall_on_fd(long n, const long a[6])
 #ifdef SYS_fsetxattr
     case SYS_fsetxattr:
 #endif
+#ifdef SYS_vmsplice
+    case SYS_vmsplice:
+#endif
+#ifdef SYS_fremovexattr
+    case SYS_fremovexattr:
+#endif
+#ifdef SYS_flistxattr
+    case SYS_flistxattr:
+#endif
+#ifdef SYS_getdents64
+    case SYS_getdents64:
+#endif
+#ifdef SYS_getdents
+    case SYS_getdents:
+#endif
+#ifdef SYS_inotify_add_watch
+    case SYS_inotify_add_watch:
+#endif
+#ifdef SYS_inotify_rm_watch
+    case SYS_inotify_rm_watch:
+#endif
+#ifdef SYS_timerfd_gettime
+    case SYS_timerfd_gettime:
+#endif
+#ifdef SYS_sync_file_range
+    case SYS_sync_file_range:
+#endif
+#ifdef SYS_fallocate
+    case SYS_fallocate:
+#endif
+#ifdef SYS_syncfs
+    case SYS_syncfs:
+#endif
+#ifdef SYS_bind
+    case SYS_bind:
+#endif
+#ifdef SYS_connect
+    case SYS_connect:
+#endif
         return (int)a[0];
+#ifdef SYS_tee
+    case SYS_tee:
+        return host_fds_either((int)a[0], (int)a[1]);
+#endif
+#ifdef SYS_copy_file_range
+    case SYS_copy_file_range:
+        return host_fds_either((int)a[0], (int)a[2]);
+#endif
+#ifdef SYS_epoll_ctl
+    case SYS_epoll_ctl:
+        return host_fds_either((int)a[0], (int)a[2]);
+#endif
+#ifdef SYS_fanotify_mark
+    case SYS_fanotify_mark:
+        return host_fds_either((int)a[0],
+                               a[4] == 0 ? (int)a[3]
+                                         : host_fds_at_fd((int)a[3], (const char *)a[4], 0));
+#endif
+#ifdef SYS_utimensat
+    case SYS_utimensat: /* a NULL path: the fd itself (futimens) */
+        return a[1] == 0 ? (int)a[0] : host_fds_at_fd((int)a[0], (const char *)a[1], (int)a[3]);
+#endif
+#ifdef SYS_futimesat
+    case SYS_futimesat:
+        return a[1] == 0 ? (int)a[0] : host_fds_at_fd((int)a[0], (const char *)a[1], 0);
+#endif
+#ifdef SYS_mkdirat
+    case SYS_mkdirat:
+#endif
+#ifdef SYS_unlinkat
+    case SYS_unlinkat:
+#endif
+#ifdef SYS_mknodat
+    case SYS_mknodat:
+#endif
+#ifdef SYS_faccessat
+    case SYS_faccessat:
+#endif
+        return host_fds_at_fd((int)a[0], (const char *)a[1], 0);
+#ifdef SYS_readlinkat
+    case SYS_readlinkat: /* an empty path reads the fd's own link */
+        return host_fds_at_fd((int)a[0], (const char *)a[1], AT_EMPTY_PATH);
+#endif
+#ifdef SYS_faccessat2
+    case SYS_faccessat2:
+        return host_fds_at_fd((int)a[0], (const char *)a[1], (int)a[3]);
+#endif
+#ifdef SYS_name_to_handle_at
+    case SYS_name_to_handle_at:
+#endif
+#ifdef SYS_execveat
+    case SYS_execveat:
+#endif
+        return host_fds_at_fd((int)a[0], (const char *)a[1], (int)a[4]);
+#ifdef SYS_symlinkat
+    case SYS_symlinkat:
+        return host_fds_at_fd((int)a[1], (const char *)a[2], 0);
+#endif
+#ifdef SYS_renameat
+    case SYS_renameat:
+#endif
+#ifdef SYS_renameat2
+    case SYS_renameat2:
+#endif
+        return host_fds_either(host_fds_at_fd((int)a[0], (const char *)a[1], 0),
+                               host_fds_at_fd((int)a[2], (const char *)a[3], 0));
+#ifdef SYS_linkat
+    case SYS_linkat:
+        return host_fds_either(host_fds_at_fd((int)a[0], (const char *)a[1], (int)a[4]),
+                               host_fds_at_fd((int)a[2], (const char *)a[3], 0));
+#endif
 #ifdef SYS_splice
-    case SYS_splice: /* two numbers: the one the library holds, if either */
-        return host_fd_is_library((int)a[0]) ? (int)a[0] : (int)a[2];
+    case SYS_splice:
+        return host_fds_either((int)a[0], (int)a[2]);
 #endif
 #ifdef SYS_sendfile
     case SYS_sendfile:
-        return host_fd_is_library((int)a[1]) ? (int)a[1] : (int)a[0];
+        return host_fds_either((int)a[1], (int)a[0]);
 #endif
 #ifdef SYS_fchmodat
     case SYS_fchmodat:
@@ -1761,13 +1930,28 @@ host_fds_resolve(void)
         return host_fds_created_by(library_, entries_, (call));                   \
     } while (0)
 
+/* HOST_FDS_CREATE for an interposer whose real is resolved: ENOSYS without it, and the host's
+ * call fails with EBADF, as the data calls, when dirfd_at (an openat's dirfd for a relative path;
+ * -1: none) is a library fd. */
+#define HOST_FDS_CREATE_AT(dirfd_at, call)    \
+    do {                                      \
+        if (real == NULL) {                   \
+            errno = ENOSYS;                   \
+            return -1;                        \
+        }                                     \
+        if (HOST_FD_DATA_REFUSED(dirfd_at)) { \
+            return -1;                        \
+        }                                     \
+        HOST_FDS_CREATE(call);                \
+    } while (0)
+
 /* The mode argument of an open whose flags create a file; 0 otherwise. */
 #define HOST_FDS_MODE(ap, flags) \
     ((flags)&O_CREAT) || ((flags)&O_TMPFILE) == O_TMPFILE ? va_arg(ap, mode_t) : 0
 
 /* open and open64 (one function in glibc on 64-bit targets, but both names are called), and
  * openat and openat64: glibc's open of a path goes to openat in some programs' builds. */
-#define HOST_FDS_OPENER(name, params, types, args)            \
+#define HOST_FDS_OPENER(name, params, types, args, dirfd_at)  \
     HOST_EXPORT int name params                               \
     {                                                         \
         int(*real) types = HOST_FDS_REAL(int(*) types, name); \
@@ -1777,34 +1961,31 @@ host_fds_resolve(void)
         va_start(ap, flags);                                  \
         mode = HOST_FDS_MODE(ap, flags);                      \
         va_end(ap);                                           \
-        if (real == NULL) {                                   \
-            errno = ENOSYS;                                   \
-            return -1;                                        \
-        }                                                     \
-        HOST_FDS_CREATE(real args);                           \
+        HOST_FDS_CREATE_AT(dirfd_at, real args);              \
     }
 
 HOST_FDS_OPENER(open, (const char *path, int flags, ...), (const char *, int, ...),
-                (path, flags, mode))
+                (path, flags, mode), -1)
 HOST_FDS_OPENER(open64, (const char *path, int flags, ...), (const char *, int, ...),
-                (path, flags, mode))
+                (path, flags, mode), -1)
 HOST_FDS_OPENER(openat, (int dirfd, const char *path, int flags, ...),
-                (int, const char *, int, ...), (dirfd, path, flags, mode))
+                (int, const char *, int, ...), (dirfd, path, flags, mode),
+                host_fds_at_fd(dirfd, path, 0))
 HOST_FDS_OPENER(openat64, (int dirfd, const char *path, int flags, ...),
-                (int, const char *, int, ...), (dirfd, path, flags, mode))
+                (int, const char *, int, ...), (dirfd, path, flags, mode),
+                host_fds_at_fd(dirfd, path, 0))
 
-/* An interposer of a call that returns one new fd (or -1). */
-#define HOST_FDS_CREATOR(name, types, params, args)           \
-    HOST_EXPORT int name params                               \
-    {                                                         \
-        int(*real) types = HOST_FDS_REAL(int(*) types, name); \
-                                                              \
-        if (real == NULL) {                                   \
-            errno = ENOSYS;                                   \
-            return -1;                                        \
-        }                                                     \
-        HOST_FDS_CREATE(real args);                           \
+/* An interposer of a call that returns one new fd (or -1); HOST_FDS_CREATOR_AT's looks at the
+ * number dirfd_at first, as the data calls (an openat's dirfd for a relative path). */
+#define HOST_FDS_CREATOR_AT(name, types, params, args, dirfd_at) \
+    HOST_EXPORT int name params                                  \
+    {                                                            \
+        int(*real) types = HOST_FDS_REAL(int(*) types, name);    \
+                                                                 \
+        HOST_FDS_CREATE_AT(dirfd_at, real args);                 \
     }
+#define HOST_FDS_CREATOR(name, types, params, args) \
+    HOST_FDS_CREATOR_AT(name, types, params, args, -1)
 
 /* The _FORTIFY_SOURCE forms of open and openat without a mode (libuv opens its spare /dev/null
  * so). */
@@ -1814,10 +1995,11 @@ int __openat_2(int dirfd, const char *path, int flags);
 int __openat64_2(int dirfd, const char *path, int flags);
 HOST_FDS_CREATOR(__open_2, (const char *, int), (const char *path, int flags), (path, flags))
 HOST_FDS_CREATOR(__open64_2, (const char *, int), (const char *path, int flags), (path, flags))
-HOST_FDS_CREATOR(__openat_2, (int, const char *, int), (int dirfd, const char *path, int flags),
-                 (dirfd, path, flags))
-HOST_FDS_CREATOR(__openat64_2, (int, const char *, int), (int dirfd, const char *path, int flags),
-                 (dirfd, path, flags))
+HOST_FDS_CREATOR_AT(__openat_2, (int, const char *, int), (int dirfd, const char *path, int flags),
+                    (dirfd, path, flags), host_fds_at_fd(dirfd, path, 0))
+HOST_FDS_CREATOR_AT(__openat64_2, (int, const char *, int),
+                    (int dirfd, const char *path, int flags), (dirfd, path, flags),
+                    host_fds_at_fd(dirfd, path, 0))
 HOST_FDS_CREATOR(creat, (const char *, mode_t), (const char *path, mode_t mode), (path, mode))
 HOST_FDS_CREATOR(creat64, (const char *, mode_t), (const char *path, mode_t mode), (path, mode))
 HOST_FDS_CREATOR(eventfd, (unsigned, int), (unsigned int initval, int flags), (initval, flags))
@@ -2098,6 +2280,95 @@ HOST_FDS_ON_FD(int, fchmodat, (int fd, const char *path, mode_t mode, int flags)
 HOST_FDS_ON_FD(int, fchownat, (int fd, const char *path, uid_t uid, gid_t gid, int flags),
                (fd, path, uid, gid, flags), host_fds_at_fd(fd, path, flags), -1)
 
+/*
+ * The other calls on an fd's number, as the data calls (HOST_FD_DATA_REFUSED: one bit test, the
+ * ahead rule, no wait for a library fd's low moment): the host's on a library fd fail with EBADF,
+ * as bare. a and b are the numbers the call looks at (-1: none), an *at call's dirfd only for a
+ * relative path or an empty one with AT_EMPTY_PATH (host_fds_at_fd). ASan's runtime intercepts
+ * flistxattr, name_to_handle_at, readlinkat and timerfd_gettime, TSan's those and epoll_ctl: the
+ * ahead rule lets the library's calls through their interceptors.
+ */
+#define HOST_FDS_DATA_AT(ret, name, params, args, a, b)           \
+    HOST_EXPORT ret name params                                   \
+    {                                                             \
+        if (HOST_FD_DATA_REFUSED(a) || HOST_FD_DATA_REFUSED(b)) { \
+            return -1;                                            \
+        }                                                         \
+        HOST_REAL_OR_ENOSYS(ret, params, name)                    \
+        return real args;                                         \
+    }
+
+/* glibc declares these only under names of its own choosing, or not at all before 2.34. */
+int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
+
+HOST_FDS_DATA_AT(ssize_t, tee, (int in, int out, size_t len, unsigned int flags),
+                 (in, out, len, flags), in, out)
+HOST_FDS_DATA_AT(ssize_t, vmsplice, (int fd, const struct iovec *iov, size_t n, unsigned flags),
+                 (fd, iov, n, flags), fd, -1)
+HOST_FDS_DATA_AT(ssize_t, copy_file_range,
+                 (int in, off64_t *off_in, int out, off64_t *off_out, size_t len, unsigned flags),
+                 (in, off_in, out, off_out, len, flags), in, out)
+HOST_FDS_DATA_AT(int, fremovexattr, (int fd, const char *name), (fd, name), fd, -1)
+HOST_FDS_DATA_AT(ssize_t, flistxattr, (int fd, char *list, size_t size), (fd, list, size), fd, -1)
+HOST_FDS_DATA_AT(int, futimens, (int fd, const struct timespec ts[2]), (fd, ts), fd, -1)
+HOST_FDS_DATA_AT(int, futimes, (int fd, const struct timeval tv[2]), (fd, tv), fd, -1)
+HOST_FDS_DATA_AT(int, fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp),
+                 fd, -1)
+HOST_FDS_DATA_AT(ssize_t, getdents64, (int fd, void *buf, size_t len), (fd, buf, len), fd, -1)
+HOST_FDS_DATA_AT(int, inotify_add_watch, (int fd, const char *path, uint32_t mask),
+                 (fd, path, mask), fd, -1)
+HOST_FDS_DATA_AT(int, inotify_rm_watch, (int fd, int wd), (fd, wd), fd, -1)
+HOST_FDS_DATA_AT(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev),
+                 (epfd, op, fd, ev), epfd, fd)
+HOST_FDS_DATA_AT(int, timerfd_gettime, (int fd, struct itimerspec *cur), (fd, cur), fd, -1)
+HOST_FDS_DATA_AT(int, sync_file_range, (int fd, off64_t off, off64_t len, unsigned int flags),
+                 (fd, off, len, flags), fd, -1)
+HOST_FDS_DATA_AT(int, fallocate, (int fd, int mode, off_t off, off_t len), (fd, mode, off, len), fd,
+                 -1)
+HOST_FDS_DATA_AT(int, fallocate64, (int fd, int mode, off64_t off, off64_t len),
+                 (fd, mode, off, len), fd, -1)
+HOST_FDS_DATA_AT(int, syncfs, (int fd), (fd), fd, -1)
+HOST_FDS_DATA_AT(int, lockf, (int fd, int cmd, off_t len), (fd, cmd, len), fd, -1)
+HOST_FDS_DATA_AT(int, lockf64, (int fd, int cmd, off64_t len), (fd, cmd, len), fd, -1)
+HOST_FDS_DATA_AT(int, fanotify_mark,
+                 (int fd, unsigned int flags, uint64_t mask, int dirfd, const char *path),
+                 (fd, flags, mask, dirfd, path), fd,
+                 path == NULL ? dirfd : host_fds_at_fd(dirfd, path, 0))
+HOST_FDS_DATA_AT(int, mkdirat, (int fd, const char *path, mode_t mode), (fd, path, mode),
+                 host_fds_at_fd(fd, path, 0), -1)
+HOST_FDS_DATA_AT(int, unlinkat, (int fd, const char *path, int flags), (fd, path, flags),
+                 host_fds_at_fd(fd, path, 0), -1)
+HOST_FDS_DATA_AT(int, renameat, (int oldfd, const char *old, int newfd, const char *new),
+                 (oldfd, old, newfd, new), host_fds_at_fd(oldfd, old, 0),
+                 host_fds_at_fd(newfd, new, 0))
+HOST_FDS_DATA_AT(int, renameat2,
+                 (int oldfd, const char *old, int newfd, const char *new, unsigned int flags),
+                 (oldfd, old, newfd, new, flags), host_fds_at_fd(oldfd, old, 0),
+                 host_fds_at_fd(newfd, new, 0))
+HOST_FDS_DATA_AT(int, linkat, (int oldfd, const char *old, int newfd, const char *new, int flags),
+                 (oldfd, old, newfd, new, flags), host_fds_at_fd(oldfd, old, flags),
+                 host_fds_at_fd(newfd, new, 0))
+HOST_FDS_DATA_AT(int, symlinkat, (const char *target, int fd, const char *path), (target, fd, path),
+                 host_fds_at_fd(fd, path, 0), -1)
+HOST_FDS_DATA_AT(ssize_t, readlinkat, (int fd, const char *path, char *buf, size_t len),
+                 (fd, path, buf, len), host_fds_at_fd(fd, path, AT_EMPTY_PATH), -1)
+HOST_FDS_DATA_AT(int, faccessat, (int fd, const char *path, int mode, int flags),
+                 (fd, path, mode, flags), host_fds_at_fd(fd, path, flags), -1)
+HOST_FDS_DATA_AT(int, mknodat, (int fd, const char *path, mode_t mode, dev_t dev),
+                 (fd, path, mode, dev), host_fds_at_fd(fd, path, 0), -1)
+HOST_FDS_DATA_AT(int, mkfifoat, (int fd, const char *path, mode_t mode), (fd, path, mode),
+                 host_fds_at_fd(fd, path, 0), -1)
+HOST_FDS_DATA_AT(int, utimensat, (int fd, const char *path, const struct timespec ts[2], int flags),
+                 (fd, path, ts, flags), host_fds_at_fd(fd, path, flags), -1)
+HOST_FDS_DATA_AT(int, futimesat, (int fd, const char *path, const struct timeval tv[2]),
+                 (fd, path, tv), path == NULL ? fd : host_fds_at_fd(fd, path, 0), -1)
+HOST_FDS_DATA_AT(int, name_to_handle_at,
+                 (int fd, const char *path, struct file_handle *fh, int *mount_id, int flags),
+                 (fd, path, fh, mount_id, flags), host_fds_at_fd(fd, path, flags), -1)
+HOST_FDS_DATA_AT(int, execveat,
+                 (int fd, const char *path, char *const argv[], char *const envp[], int flags),
+                 (fd, path, argv, envp, flags), host_fds_at_fd(fd, path, flags), -1)
+
 /* dup of a library fd by the host fails as dup2's does: the number was free in the bare run. */
 HOST_EXPORT int
 dup(int fd)
@@ -2221,6 +2492,12 @@ pidfd_getfd(int pidfd, int targetfd, unsigned int flags)
 
 /* A creator made through syscall() (host_fds_syscall_creates): as the interposer of its libc
  * name; a host's raw dup of a library fd gets EBADF as dup's. */
+#ifdef SYS_openat2
+#define HOST_FDS_IS_OPENAT2(n) ((n) == SYS_openat2)
+#else
+#define HOST_FDS_IS_OPENAT2(n) 0
+#endif
+
 static long
 host_fds_syscall_create(host_syscall_fn real, long n, const long a[6], int kind, const void *ra)
 {
@@ -2231,6 +2508,13 @@ host_fds_syscall_create(host_syscall_fn real, long n, const long a[6], int kind,
     if (n == SYS_dup && host_fd_is_owned((int)a[0]) && !host_fds_library_call(ra)) {
         errno = EBADF;
         return -1;
+    }
+    if (n == SYS_openat || HOST_FDS_IS_OPENAT2(n)) { /* the dirfd of a relative path */
+        int dirfd = host_fds_at_fd((int)a[0], (const char *)a[1], 0);
+
+        if (host_fd_is_library(dirfd) && host_fds_data_refused(dirfd, ra)) {
+            return -1;
+        }
     }
     library = host_fds_creating(ra, &entries);
     rc = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);

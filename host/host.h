@@ -32,7 +32,11 @@
  *                fchdir statx pread pread64 readv fstatfs fstatfs64 fgetxattr __fxstat
  *                __fxstat64 pwrite pwrite64 preadv preadv64 pwritev pwritev64 preadv2 preadv64v2
  *                pwritev2 pwritev64v2 splice sendmmsg fsetxattr fstatvfs fstatvfs64 fchmodat
- *                fchownat
+ *                fchownat tee vmsplice copy_file_range fremovexattr flistxattr futimens futimes
+ *                fexecve getdents64 inotify_add_watch inotify_rm_watch epoll_ctl timerfd_gettime
+ *                sync_file_range fallocate fallocate64 syncfs lockf lockf64 fanotify_mark mkdirat
+ *                unlinkat renameat renameat2 linkat symlinkat readlinkat faccessat mknodat mkfifoat
+ *                utimensat futimesat name_to_handle_at execveat
  *
  * Direction: host/ depends on libc only. The agent, the shim (and through the shim the IPC
  * server) call into it through this header; host/ calls back into them only through the two

@@ -9,7 +9,10 @@
  *                    holds, goes to a private path, and so does its unlink of that name at
  *                    shutdown; its connects to a DOTNET_DiagnosticPorts address go to the server's
  *                    private listener for that port. The server's socket_redirect hook
- *                    (ipc_redirect_path() behind it) names the new path.
+ *                    (ipc_redirect_path() behind it) names the new path. The host's bind or
+ *                    connect on a library fd's number fails with EBADF, as bare (host/fds.c's
+ *                    calls on an fd's number: HOST_FD_DATA_REFUSED, whose ahead rule lets the
+ *                    library's through TSan's interceptors of both).
  *
  * What the host may rely on: every other name, abstract and non-Unix sockets, and every call
  * while no .NET runtime is fronted pass through unchanged, with libc's result and errno (-1 and
@@ -73,6 +76,9 @@ bind(int fd, const struct sockaddr *addr, socklen_t len)
         errno = ENOSYS;
         return -1;
     }
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1; /* the host's on a library fd (host/fds.c) */
+    }
     if (host_redirect_sockaddr(host_server(), HOST_SOCKET_BIND, addr, len, &to)) {
         unlink(to.sun_path); /* a stale socket of this very process's runtime */
         return fn(fd, (struct sockaddr *)&to, sizeof(to));
@@ -90,6 +96,9 @@ connect(int fd, const struct sockaddr *addr, socklen_t len)
     if (fn == NULL) {
         errno = ENOSYS;
         return -1;
+    }
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1; /* the host's on a library fd (host/fds.c) */
     }
     if (host_redirect_sockaddr(host_server(), HOST_SOCKET_CONNECT, addr, len, &to)) {
         return fn(fd, (struct sockaddr *)&to, sizeof(to));

@@ -28,6 +28,16 @@
  *                   and through libc those host/fds.c interposes (not fstat, ioctl, getsockopt,
  *                   getsockname): EBADF for each, as bare, where the library's fds are
  *                   (fdcalls_scan)
+ *   fds datacalls  the data calls (read, write, their positioned, vector and socket forms, splice,
+ *                   sendfile, shutdown, setsockopt, mmap through syscall(), fstatfs, statx, fchdir,
+ *                   the xattr calls, __fxstat...) and the other calls on an fd's number (tee,
+ *                   vmsplice, copy_file_range, futimens, fexecve, getdents64, inotify's and
+ *                   epoll_ctl's, timerfd_gettime, sync_file_range, fallocate, syncfs, lockf, bind,
+ *                   connect, fanotify_mark, and openat, mkdirat, unlinkat, renameat*, linkat,
+ *                   symlinkat, readlinkat, faccessat*, mknodat, mkfifoat, utimensat, futimesat,
+ *                   name_to_handle_at, execveat and openat2 of a relative name that is not there)
+ *                   of 3..4095, each non-acting, through libc and syscall(): EBADF for each, as
+ *                   bare, where the library's fds are (datacalls_scan, fdprobes_scan)
  *   fds unsharethreads  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE) on the main
  *                   thread, then 20 pairs of threads that burn CPU, one started from each fd table
  *                   (unshare_threads)
@@ -92,6 +102,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/fanotify.h>
 #include <sys/file.h>
@@ -1060,6 +1071,8 @@ datacall(int call, int raw, int fd, int cwd)
     }
 }
 
+static void fdprobes_scan(int cwd);
+
 /* datacall's calls on every number from 3 to 4095: bare each fails with EBADF (the host has no fd
  * there); the library keeps its own there (host/fds.c). A 1-byte read that would block is ended by
  * a 20 ms SIGALRM (EINTR, counted as other). */
@@ -1159,7 +1172,236 @@ datacalls_scan(void)
             scan_print(&t, raw, names[call]);
         }
     }
+    fdprobes_scan(cwd);
     close(cwd);
+}
+
+/* The later probes of datacalls_scan: the other calls on an fd's number, each non-acting where it
+ * succeeds or fails after its fd's check. The *at calls name a relative path that is not there
+ * (NOSUCH, or a name under it where the call would create: ENOENT or ENOTDIR after the fd's
+ * EBADF); fexecve and execveat pass an argv the kernel cannot read (EFAULT or EACCES after the
+ * fd's EBADF, never an exec); the others are of 0 bytes, of a watch or a mark no fd has, or change
+ * nothing (sync_file_range without flags, lockf's F_TEST), but futimens: its access time now (with
+ * both times UTIME_OMIT the kernel succeeds before it looks at the fd). forms: 1
+ * libc's name (sym), 2 its system call through syscall(), 3 both. */
+#define NOSUCH "pipeprof-datacalls-no-such"
+static const struct {
+    const char *name, *sym;
+    int forms;
+} fdprobes[] = {
+    { "tee(fd to fd)", "tee", 3 },
+    { "vmsplice(0)", "vmsplice", 3 },
+    { "copy_file_range(0 bytes)", "copy_file_range", 3 },
+    { "fremovexattr(no such)", "fremovexattr", 3 },
+    { "flistxattr(size 0)", "flistxattr", 3 },
+    { "futimens(atime now)", "futimens", 3 },
+    { "fexecve(bad argv)", "fexecve", 3 },
+    { "getdents64(0 bytes)", "getdents64", 3 },
+    { "inotify_add_watch(no such)", "inotify_add_watch", 3 },
+    { "inotify_rm_watch(-1)", "inotify_rm_watch", 3 },
+    { "epoll_ctl(DEL of itself)", "epoll_ctl", 3 },
+    { "timerfd_gettime", "timerfd_gettime", 3 },
+    { "sync_file_range(no flags)", "sync_file_range", 3 },
+    { "fallocate(0 bytes)", "fallocate", 3 },
+    { "syncfs", "syncfs", 3 },
+    { "lockf(F_TEST)", "lockf", 1 },
+    { "bind(0 bytes)", "bind", 3 },
+    { "fanotify_mark(no such)", "fanotify_mark", 3 },
+    { "openat(relative)", "openat", 3 },
+    { "mkdirat(relative)", "mkdirat", 3 },
+    { "unlinkat(relative)", "unlinkat", 3 },
+    { "renameat(relative)", "renameat", 3 },
+    { "renameat2(relative)", "renameat2", 3 },
+    { "linkat(relative)", "linkat", 3 },
+    { "symlinkat(relative)", "symlinkat", 3 },
+    { "readlinkat(relative)", "readlinkat", 3 },
+    { "faccessat(relative)", "faccessat", 3 },
+    { "mknodat(relative)", "mknodat", 3 },
+    { "mkfifoat(relative)", "mkfifoat", 1 },
+    { "utimensat(relative)", "utimensat", 3 },
+    { "futimesat(relative)", "futimesat", 3 },
+    { "name_to_handle_at(relative)", "name_to_handle_at", 3 },
+    { "execveat(relative)", "execveat", 3 },
+    { "faccessat2(relative)", "faccessat2", 2 },
+    { "openat2(relative)", "openat2", 2 },
+    { "getdents(0 bytes)", "getdents", 2 },
+    { "connect(0 bytes)", "connect", 3 },
+};
+
+/* fdprobes[call] on fd through libc (raw 0) or syscall() (1): its result, -1 with errno on
+ * failure as libc's (ENOSYS where this machine has no such system call). */
+static int
+fdprobe(int call, int raw, int fd)
+{
+    static char *const bad_argv = NULL;
+    char *const *argv = (char *const *)((uintptr_t)&bad_argv | (uintptr_t)1 << 63); /* unreadable */
+    char *envp[] = { NULL };
+    char b[64] = { 0 };
+    struct iovec iov = { b, 0 };
+    struct timespec now[2] = { { 0, UTIME_NOW }, { 0, UTIME_OMIT } };
+    struct itimerspec its;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct file_handle *fh = (struct file_handle *)b;
+    int mount_id;
+
+    fh->handle_bytes = 0;
+    switch (call) {
+    case 0:
+        return raw ? (int)syscall(SYS_tee, fd, fd, 1L, SPLICE_F_NONBLOCK)
+                   : (int)tee(fd, fd, 1, SPLICE_F_NONBLOCK);
+    case 1:
+        return raw ? (int)syscall(SYS_vmsplice, fd, &iov, 0L, 0) : (int)vmsplice(fd, &iov, 0, 0);
+    case 2:
+        return raw ? (int)syscall(SYS_copy_file_range, fd, NULL, fd, NULL, 0L, 0)
+                   : (int)copy_file_range(fd, NULL, fd, NULL, 0, 0);
+    case 3:
+        return raw ? (int)syscall(SYS_fremovexattr, fd, "user." NOSUCH)
+                   : fremovexattr(fd, "user." NOSUCH);
+    case 4:
+        return raw ? (int)syscall(SYS_flistxattr, fd, NULL, 0L) : (int)flistxattr(fd, NULL, 0);
+    case 5:
+        return raw ? (int)syscall(SYS_utimensat, fd, NULL, now, 0) : futimens(fd, now);
+    case 6:
+        return raw ? (int)syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH)
+                   : fexecve(fd, argv, envp);
+    case 7:
+        return raw ? (int)syscall(SYS_getdents64, fd, b, 0L) : (int)getdents64(fd, b, 0);
+    case 8:
+        return raw ? (int)syscall(SYS_inotify_add_watch, fd, "/" NOSUCH, IN_ACCESS)
+                   : inotify_add_watch(fd, "/" NOSUCH, IN_ACCESS);
+    case 9:
+        return raw ? (int)syscall(SYS_inotify_rm_watch, fd, -1) : inotify_rm_watch(fd, -1);
+    case 10:
+        return raw ? (int)syscall(SYS_epoll_ctl, fd, EPOLL_CTL_DEL, fd, NULL)
+                   : epoll_ctl(fd, EPOLL_CTL_DEL, fd, NULL);
+    case 11:
+        return raw ? (int)syscall(SYS_timerfd_gettime, fd, &its) : timerfd_gettime(fd, &its);
+    case 12:
+        return raw ? (int)syscall(SYS_sync_file_range, fd, 0L, 0L, 0)
+                   : sync_file_range(fd, 0, 0, 0);
+    case 13:
+        return raw ? (int)syscall(SYS_fallocate, fd, 0, 0L, 0L) : fallocate(fd, 0, 0, 0);
+    case 14:
+        return raw ? (int)syscall(SYS_syncfs, fd) : syncfs(fd);
+    case 15:
+        return lockf(fd, F_TEST, 0);
+    case 16:
+        return raw ? (int)syscall(SYS_bind, fd, &sa, 0) : bind(fd, (struct sockaddr *)&sa, 0);
+    case 17:
+        return raw ? (int)syscall(SYS_fanotify_mark, fd, FAN_MARK_ADD, (uint64_t)FAN_ACCESS,
+                                  AT_FDCWD, "/" NOSUCH)
+                   : fanotify_mark(fd, FAN_MARK_ADD, FAN_ACCESS, AT_FDCWD, "/" NOSUCH);
+    case 18:
+        return raw ? (int)syscall(SYS_openat, fd, NOSUCH, O_RDONLY | O_CLOEXEC, 0)
+                   : openat(fd, NOSUCH, O_RDONLY | O_CLOEXEC);
+    case 19:
+        return raw ? (int)syscall(SYS_mkdirat, fd, NOSUCH "/d", 0700)
+                   : mkdirat(fd, NOSUCH "/d", 0700);
+    case 20:
+        return raw ? (int)syscall(SYS_unlinkat, fd, NOSUCH, 0) : unlinkat(fd, NOSUCH, 0);
+    case 21:
+#ifdef SYS_renameat
+        if (raw) {
+            return (int)syscall(SYS_renameat, fd, NOSUCH, fd, NOSUCH "2");
+        }
+#endif
+        return raw ? (int)syscall(SYS_renameat2, fd, NOSUCH, fd, NOSUCH "2", 0)
+                   : renameat(fd, NOSUCH, fd, NOSUCH "2");
+    case 22:
+        return raw ? (int)syscall(SYS_renameat2, fd, NOSUCH, fd, NOSUCH "2", RENAME_NOREPLACE)
+                   : renameat2(fd, NOSUCH, fd, NOSUCH "2", RENAME_NOREPLACE);
+    case 23:
+        return raw ? (int)syscall(SYS_linkat, fd, NOSUCH, fd, NOSUCH "2", 0)
+                   : linkat(fd, NOSUCH, fd, NOSUCH "2", 0);
+    case 24:
+        return raw ? (int)syscall(SYS_symlinkat, "x", fd, NOSUCH "/l")
+                   : symlinkat("x", fd, NOSUCH "/l");
+    case 25:
+        return raw ? (int)syscall(SYS_readlinkat, fd, NOSUCH, b, sizeof(b))
+                   : (int)readlinkat(fd, NOSUCH, b, sizeof(b));
+    case 26:
+        return raw ? (int)syscall(SYS_faccessat, fd, NOSUCH, F_OK) : faccessat(fd, NOSUCH, F_OK, 0);
+    case 27:
+        return raw ? (int)syscall(SYS_mknodat, fd, NOSUCH "/p", S_IFIFO | 0600, 0)
+                   : mknodat(fd, NOSUCH "/p", S_IFIFO | 0600, 0);
+    case 28:
+        return mkfifoat(fd, NOSUCH "/p", 0600);
+    case 29:
+        return raw ? (int)syscall(SYS_utimensat, fd, NOSUCH, now, 0)
+                   : utimensat(fd, NOSUCH, now, 0);
+    case 30:
+#ifdef SYS_futimesat
+        if (raw) {
+            return (int)syscall(SYS_futimesat, fd, NOSUCH, NULL);
+        }
+#endif
+        if (raw) {
+            errno = ENOSYS;
+            return -1;
+        }
+        return futimesat(fd, NOSUCH, NULL);
+    case 31:
+        return raw ? (int)syscall(SYS_name_to_handle_at, fd, NOSUCH, fh, &mount_id, 0)
+                   : name_to_handle_at(fd, NOSUCH, fh, &mount_id, 0);
+    case 32:
+        return raw ? (int)syscall(SYS_execveat, fd, NOSUCH, argv, envp, 0)
+                   : execveat(fd, NOSUCH, argv, envp, 0);
+    case 33:
+#ifdef SYS_faccessat2
+        return (int)syscall(SYS_faccessat2, fd, NOSUCH, F_OK, 0);
+#else
+        errno = ENOSYS;
+        return -1;
+#endif
+    case 34: {
+        struct open_how how = { .flags = O_RDONLY | O_CLOEXEC };
+
+        return (int)syscall(SYS_openat2, fd, NOSUCH, &how, sizeof(how));
+    }
+    case 35:
+#ifdef SYS_getdents
+        return (int)syscall(SYS_getdents, fd, b, 0L);
+#else
+        errno = ENOSYS;
+        return -1;
+#endif
+    default:
+        return raw ? (int)syscall(SYS_connect, fd, &sa, 0) : connect(fd, (struct sockaddr *)&sa, 0);
+    }
+}
+
+/* fdprobe's calls on every number from 3 to 4095 but the host's cwd, each in the forms it has;
+ * under a sanitizer the libc names its runtime defines are not probed (datacall_intercepted). */
+static void
+fdprobes_scan(int cwd)
+{
+    for (int raw = 0; raw < 2; raw++) {
+        for (int call = 0; call < (int)(sizeof(fdprobes) / sizeof(fdprobes[0])); call++) {
+            struct scan_tally t = { 0, 0, 0 };
+
+            if (!(fdprobes[call].forms & (raw ? 2 : 1))) {
+                continue;
+            }
+            if (!raw && DATACALLS_SANITIZED && datacall_intercepted(fdprobes[call].sym)) {
+                printf("%s of 3..4095: not probed under a sanitizer\n", fdprobes[call].name);
+                continue;
+            }
+            for (int fd = 3; fd < 4096; fd++) {
+                int rc;
+
+                if (fd == cwd) {
+                    continue;
+                }
+                rc = fdprobe(call, raw, fd);
+                if (rc >= 0 && call >= 18 && call <= 34) {
+                    fprintf(stderr, "%s on %d succeeded\n", fdprobes[call].name, fd);
+                    exit(1); /* an *at call made what it names: the probe is wrong */
+                }
+                scan_count(&t, rc);
+            }
+            scan_print(&t, raw, fdprobes[call].name);
+        }
+    }
 }
 
 /* dup2 or dup3 (three) through libc or through syscall() (raw; arm64 has no SYS_dup2: its

@@ -594,6 +594,66 @@ every_call(int idx)
                       close(q[1]) == 0 && close(sp[0]) == 0 && close(sp[1]) == 0,
               "splice/sendmmsg");
     }
+    {
+        /* the other calls on an fd's number, on fds of the host's own: as libc's (the *at calls
+         * of a relative name that is not there, fexecve of a directory: their libc errors) */
+        static const char nosuch[] = "pipeprof-stress-no-such-name";
+        char r[512], *argv[] = { "x", NULL };
+        struct iovec wv = { "w", 1 };
+        struct itimerspec its;
+        struct epoll_event pev = { .events = EPOLLIN };
+        struct file_handle *fh = (struct file_handle *)r;
+        off64_t o1 = 0, o2 = 0;
+        int dir = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC), p[2] = { -1, -1 },
+            q[2] = { -1, -1 }, in = inotify_init1(IN_CLOEXEC), pep = epoll_create1(EPOLL_CLOEXEC),
+            tf = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC), wd, mount_id;
+        FILE *t = tmpfile();
+
+        fd = t != NULL ? fileno(t) : -1;
+        fh->handle_bytes = 0;
+        check(fd >= 0 && write(fd, "abcd", 4) == 4 &&
+                      (fallocate(fd, 0, 0, 8) == 0 || errno == EOPNOTSUPP) &&
+                      (fallocate64(fd, 0, 0, 8) == 0 || errno == EOPNOTSUPP) &&
+                      sync_file_range(fd, 0, 0, 0) == 0 && syncfs(fd) == 0 &&
+                      lockf(fd, F_TEST, 0) == 0 && lockf64(fd, F_TEST, 0) == 0 &&
+                      futimens(fd, NULL) == 0 && futimes(fd, NULL) == 0 &&
+                      (flistxattr(fd, NULL, 0) >= 0 || errno == ENOTSUP) &&
+                      fremovexattr(fd, "user.pipeprof-no-such") == -1 &&
+                      (errno == ENODATA || errno == ENOTSUP || errno == EPERM) &&
+                      copy_file_range(fd, &o1, fd, &o2, 0, 0) == 0 && fclose(t) == 0,
+              "fallocate*/sync_file_range/syncfs/lockf*/futimens/futimes/*xattr/copy_file_range");
+        check(pipe2(p, O_CLOEXEC) == 0 && pipe2(q, O_CLOEXEC) == 0 &&
+                      vmsplice(p[1], &wv, 1, 0) == 1 && tee(p[0], q[1], 1, 0) == 1 &&
+                      read(q[0], r, 1) == 1 && r[0] == 'w' && pep >= 0 &&
+                      epoll_ctl(pep, EPOLL_CTL_ADD, p[0], &pev) == 0 && in >= 0 &&
+                      (wd = inotify_add_watch(in, "/", IN_ACCESS)) >= 0 &&
+                      inotify_rm_watch(in, wd) == 0 && tf >= 0 && timerfd_gettime(tf, &its) == 0 &&
+                      fanotify_mark(-1, FAN_MARK_ADD, FAN_ACCESS, AT_FDCWD, "/") == -1 &&
+                      errno == EBADF && close(p[0]) == 0 && close(p[1]) == 0 && close(q[0]) == 0 &&
+                      close(q[1]) == 0 && close(pep) == 0 && close(in) == 0 && close(tf) == 0,
+              "vmsplice/tee/epoll_ctl/inotify_add_watch/inotify_rm_watch/timerfd_gettime/"
+              "fanotify_mark");
+#define STRESS_ENOENT(call) ((call) == -1 && errno == ENOENT)
+        check(dir >= 0 && getdents64(dir, r, sizeof(r)) > 0 &&
+                      STRESS_ENOENT(mkdirat(dir, "pipeprof-stress-no-such-name/d", 0700)) &&
+                      STRESS_ENOENT(unlinkat(dir, nosuch, 0)) &&
+                      STRESS_ENOENT(renameat(dir, nosuch, dir, "pipeprof-stress-2")) &&
+                      STRESS_ENOENT(renameat2(dir, nosuch, dir, "pipeprof-stress-2", 0)) &&
+                      STRESS_ENOENT(linkat(dir, nosuch, dir, "pipeprof-stress-2", 0)) &&
+                      STRESS_ENOENT(symlinkat("x", dir, "pipeprof-stress-no-such-name/l")) &&
+                      STRESS_ENOENT(readlinkat(dir, nosuch, r, sizeof(r))) &&
+                      STRESS_ENOENT(faccessat(dir, nosuch, F_OK, 0)) &&
+                      STRESS_ENOENT(mknodat(dir, "pipeprof-stress-no-such-name/p", S_IFIFO, 0)) &&
+                      STRESS_ENOENT(mkfifoat(dir, "pipeprof-stress-no-such-name/p", 0600)) &&
+                      STRESS_ENOENT(utimensat(dir, nosuch, NULL, 0)) &&
+                      STRESS_ENOENT(futimesat(dir, nosuch, NULL)) &&
+                      STRESS_ENOENT(name_to_handle_at(dir, nosuch, fh, &mount_id, 0)) &&
+                      STRESS_ENOENT(execveat(dir, nosuch, argv, environ, 0)) &&
+                      fexecve(dir, argv, environ) == -1 && errno == EACCES && close(dir) == 0,
+              "getdents64/mkdirat/unlinkat/renameat*/linkat/symlinkat/readlinkat/faccessat/"
+              "mknodat/mkfifoat/utimensat/futimesat/name_to_handle_at/execveat/fexecve");
+#undef STRESS_ENOENT
+    }
     f = tmpfile();
     check(f != NULL && fclose(f) == 0, "tmpfile");
     f = tmpfile64();
