@@ -41,6 +41,7 @@ unwind(int remote, uint32_t max, uint64_t *frames, struct ag_unwind_result *res)
     c.pid = getpid();
     c.cache = NULL;
     c.lr = 0;
+    c.copy = NULL;
     ag_sig_unwind(&c, 0x400000, (uint64_t)(uintptr_t)stack, (uint64_t)(uintptr_t)stack, 0, frames,
                   max, res);
 }
@@ -143,6 +144,7 @@ TEST(unwind_leaf_returns_through_the_link_register)
     c.pid = getpid();
     c.cache = NULL;
     c.lr = 0x402000;
+    c.copy = NULL;
     ag_sig_unwind(&c, 0x400000, (uint64_t)(uintptr_t)stack, (uint64_t)(uintptr_t)stack, 0, frames,
                   32, &res);
     ASSERT_EQ(res.end, AG_UNWIND_END_ROOT);
@@ -205,7 +207,7 @@ remote_read_missing(void)
 
 TEST(unwind_read_rejects_unaligned_and_null)
 {
-    struct ag_unwind_ctx c = { 0, 0, 1, 0, NULL, 0 };
+    struct ag_unwind_ctx c = { 0, 0, 1, 0, NULL, 0, NULL, 0, 0 };
     uint64_t v = 42, out = 0;
 
     c.pid = getpid();
