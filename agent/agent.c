@@ -112,7 +112,7 @@ ag_manager_main(void *arg)
         if (ag.cfg.cpu_engine == AG_CPU_ENGINE_PERF_RING &&
             atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed) != 0) {
             /* The perf rings are read every AG_PRING_READ_MS at most, whatever the scan's rate:
-             * a ring holds about 250 ms of samples at its rate (perf-ring.c). */
+             * a ring holds about 200 ms of samples at its rate (perf-ring.c). */
             if (now >= ag.ring_next_ns) {
                 ag_pring_read_all();
                 now = ag_now_ns();

@@ -32,7 +32,7 @@
 #endif
 /* Ring data pages: about AG_PRING_HOLD_MS of samples at the rate, a power of two in
  * [AG_PRING_PAGES_MIN, AG_PRING_PAGES_MAX] (the pages are locked memory). */
-#define AG_PRING_HOLD_MS   250u
+#define AG_PRING_HOLD_MS   200u
 #define AG_PRING_PAGES_MIN 16u
 #define AG_PRING_PAGES_MAX 256u
 
