@@ -4,7 +4,8 @@
 # agent/perf-ring.c): CPU samples read from each thread's perf ring buffer and unwound from its
 # stack copy by an agent thread, with no signal. Checked:
 #   - pp-sample-groundtruth's functions' shares within 1 point of their measured CPU, with and
-#     without frame pointers (the copy unwound by CFI), at 250 Hz, the trace naming perf_ring;
+#     without frame pointers (the copy unwound by CFI), at 250 Hz, the trace naming perf_ring, and
+#     the report saying its kernel time is not measured;
 #   - no SIGPROF reaches the process while it records (strace counts the deliveries; the same
 #     recording on the perf engine must show some, or the count proves nothing);
 #   - as nobody with no RLIMIT_MEMLOCK, the rings past perf_event_mlock_kb cannot be mapped: those
@@ -36,6 +37,11 @@ run() {
 
 run ring-fp 250 perf_ring pp-sample-groundtruth env PIPEPROF_CPU_ENGINE=perf-ring
 run ring-nofp 250 perf_ring pp-sample-groundtruth-nofp env PIPEPROF_CPU_ENGINE=perf-ring
+# The report does not claim kernel time it did not measure.
+if ! "$PP" report "$T/ring-fp.nettrace" | grep -q 'CPU in the kernel: not measured'; then
+  echo "FAIL: the perf-ring recording's report does not say its kernel time is not measured"
+  fail=1
+fi
 
 # sigprof ENGINE: SIGPROF deliveries to the recorder and its child while pp-sample-busy runs 2 s
 # at 250 Hz on ENGINE.
