@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "agent/arch.h"
+#include "agent/cfi.h"
 #include "agent/internal.h"
 
 /* The user stack each sample copies: 4 KiB reached 35 of a 32-deep stack's 36 frames in
@@ -41,6 +42,10 @@ static union {
     uint64_t align;
     unsigned char b[2 * AG_PRING_STACK + 512];
 } ag_pring_rec;
+
+/* The reader's CFI row cache (reg_lock): a thread's own belongs to its handler, which still runs
+ * for wall samples. */
+static struct ag_cfi_cache ag_pring_cfi;
 
 static unsigned
 ag_pring_pages(unsigned hz)
@@ -195,6 +200,7 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
     s->cpu_delta_ns = delta != 0 ? delta : period;
     ag_sig_unwind_ctx_init(&c, regs.sp, 0, 0);
     c.remote_ok = 0;
+    c.cache = &ag_pring_cfi;
     c.lr = regs.lr;
     if (dyn != 0 && regs.sp != 0) {
         c.copy = p;
