@@ -748,6 +748,11 @@ ag_pring_sync_locked(struct ag_thread *t, int32_t tid, unsigned hz)
         err = ag_perf_sync_locked(t, tid, hz, 0);
         goto out;
     }
+    if (atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
+        /* A new rate: a new ring, sized for it. What the thread ran since its last sample is
+         * claimed first (a final sample's span), or the new baseline would drop it. */
+        ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
+    }
     ag_timer_delete_locked(t);
     err = ag_pring_open_locked(t, tid, hz);
     if (err == 1) {
