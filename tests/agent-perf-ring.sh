@@ -28,6 +28,12 @@ if ! "$B/tests/no-perf" --probe; then
   exit 0
 fi
 
+# A sanitizer build's runtime goes first in the recorded program (tests/ipc-lib.sh), and
+# LeakSanitizer cannot run under strace's ptrace.
+asan=$(ldd "$PP" 2>/dev/null | awk '/libasan/ {print $3}' || true)
+san_env=()
+[[ -n $asan ]] && san_env=("LD_PRELOAD=$asan" "ASAN_OPTIONS=detect_leaks=0")
+
 run() {
   local name=$1 hz=$2 engine=$3 wl=$4
   shift 4
@@ -35,8 +41,9 @@ run() {
   gt_eval "$name" "$hz" || fail=1
 }
 
-run ring-fp 250 perf_ring pp-sample-groundtruth env PIPEPROF_CPU_ENGINE=perf-ring
-run ring-nofp 250 perf_ring pp-sample-groundtruth-nofp env PIPEPROF_CPU_ENGINE=perf-ring
+run ring-fp 250 perf_ring pp-sample-groundtruth env "${san_env[@]}" PIPEPROF_CPU_ENGINE=perf-ring
+run ring-nofp 250 perf_ring pp-sample-groundtruth-nofp env "${san_env[@]}" \
+  PIPEPROF_CPU_ENGINE=perf-ring
 # The report does not claim kernel time it did not measure.
 if ! "$PP" report "$T/ring-fp.nettrace" | grep -q 'CPU in the kernel: not measured'; then
   echo "FAIL: the perf-ring recording's report does not say its kernel time is not measured"
@@ -47,7 +54,7 @@ fi
 # at 250 Hz on ENGINE.
 sigprof() {
   strace -f -qq -e trace=none -e signal=SIGPROF -o "$T/strace-$1" \
-    env PIPEPROF_CPU_ENGINE="$1" "$PP" record -q --hz 250 -o "$T/busy-$1.nettrace" -- \
+    env "${san_env[@]}" PIPEPROF_CPU_ENGINE="$1" "$PP" record -q --hz 250 -o "$T/busy-$1.nettrace" -- \
     "$B/samples/pp-sample-busy" 2 >/dev/null
   grep -c -- '--- SIGPROF' "$T/strace-$1" || true
 }
@@ -73,8 +80,8 @@ if command -v setpriv >/dev/null && command -v prlimit >/dev/null && [[ $(id -u)
   # perf_event_mlock_kb per CPU, then RLIMIT_MEMLOCK: with none, some of the workload's rings
   # (64+1 pages each at 250 Hz) are refused.
   run ring-nobody 250 mixed pp-sample-groundtruth prlimit --memlock=0 \
-    setpriv --reuid=nobody --regid=nogroup --clear-groups env PIPEPROF_CPU_ENGINE=perf-ring \
-    PIPEPROF_LOG_LEVEL=warn
+    setpriv --reuid=nobody --regid=nogroup --clear-groups env "${san_env[@]}" \
+    PIPEPROF_CPU_ENGINE=perf-ring PIPEPROF_LOG_LEVEL=warn
 else
   echo "NOTE (loud): the locked-memory fallback check needs root (to drop to nobody) and prlimit"
 fi
