@@ -672,8 +672,6 @@ void ag_perf_attr_init(struct perf_event_attr *attr, unsigned hz);
 /* perf_event_open of attr on thread tid, its fd taken high (host/fds.c); one close to
  * RLIMIT_NOFILE is given back (-EMFILE). 0 with *fd_out, or -errno (timer.c). */
 PP_MUST_USE int ag_perf_event_open(struct perf_event_attr *attr, int32_t tid, int *fd_out);
-/* Whether perf_event_open's error err (positive) holds for every thread (timer.c). */
-int ag_perf_refused_for_good(int err);
 /* Sets the thread's CPU-time baseline as an engine's arming does (timer.c); returns the CPU time
  * it spent since (0 but after a deferred start). */
 uint64_t ag_timer_baseline(struct ag_thread *t, int32_t tid);

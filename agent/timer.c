@@ -313,7 +313,7 @@ ag_cpu_engine_for_rate(enum ag_cpu_engine configured, unsigned hz, unsigned tick
 }
 
 /* Errors of perf_event_open that say the kernel or policy refuses it for every thread. */
-int
+static int
 ag_perf_refused_for_good(int err)
 {
     return err == EACCES || err == EPERM || err == ENOSYS || err == ENOENT || err == EOPNOTSUPP ||
