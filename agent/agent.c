@@ -109,6 +109,17 @@ ag_manager_main(void *arg)
             hold_until = now + AG_NEW_CODE_HOLD_NS; /* a false alarm: held, then let go */
         }
         until = hold_until != 0 && hold_until < next_scan ? hold_until : next_scan;
+        if (ag.cfg.cpu_engine == AG_CPU_ENGINE_PERF_RING &&
+            atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed) != 0) {
+            /* The perf rings are read every AG_PRING_READ_MS at most, whatever the scan's rate:
+             * a ring holds about 200 ms of samples at its rate (perf-ring.c). */
+            if (now >= ag.ring_next_ns) {
+                ag_pring_read_all();
+                now = ag_now_ns();
+                ag.ring_next_ns = now + AG_PRING_READ_MS * 1000000u;
+            }
+            until = ag.ring_next_ns < until ? ag.ring_next_ns : until;
+        }
     } while (!ag_manager_sleep(until > now ? (unsigned)((until - now + 999999) / 1000000) : 0));
     return NULL;
 }
@@ -298,6 +309,9 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_perf_refused, 0);
     atomic_store(&ag.n_perf_promoted, 0);
     atomic_store(&ag.n_locators_retired, 0);
+    atomic_store(&ag.n_ring_fallbacks, 0);
+    atomic_store(&ag.n_ring_lost, 0);
+    ag.ring_next_ns = 0;
     atomic_store(&ag.n_cpu_tails, 0);
     atomic_store(&ag.cpu_unseen_ns, 0);
     atomic_store(&ag.n_not_code, 0);
@@ -563,6 +577,8 @@ ag_stats_get(struct ag_stats *out)
     out->cpu_weight = atomic_load(&ag.n_cpu_weight);
     out->perf_refused = atomic_load(&ag.n_perf_refused);
     out->perf_promoted = atomic_load(&ag.n_perf_promoted);
+    out->ring_fallbacks = atomic_load(&ag.n_ring_fallbacks);
+    out->ring_lost = atomic_load(&ag.n_ring_lost);
     out->cpu_tails = atomic_load(&ag.n_cpu_tails);
     out->cpu_unseen_ns = atomic_load(&ag.cpu_unseen_ns);
     out->cpu_kernel_ns = atomic_load(&ag.cpu_kernel_ns);
@@ -577,7 +593,9 @@ ag_stats_get(struct ag_stats *out)
         for (i = 0; i < high; i++) {
             out->threads_perf += ag.threads[i].has_perf != 0;
             out->threads_timer += ag.threads[i].has_timer != 0;
-            out->memory_bytes += ag.threads[i].ring.map_len + ag.threads[i].wring.map_len;
+            out->threads_ring += atomic_load(&ag.threads[i].has_ring) != 0;
+            out->memory_bytes += ag.threads[i].ring.map_len + ag.threads[i].wring.map_len +
+                                 ag.threads[i].pring.map_len + ag.threads[i].ring_map_len;
         }
     }
     pthread_mutex_unlock(&ag.reg_lock);

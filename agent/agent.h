@@ -51,6 +51,10 @@ enum ag_cpu_engine {
                                 allowed without privilege at perf_event_paranoid <= 2 */
     AG_CPU_ENGINE_TIMER = 2, /* timer_create(thread CPU clock): expiries are seen at the
                                 scheduler tick, merged ones come back as weight */
+    AG_CPU_ENGINE_PERF_RING = 3, /* prototype, opt-in only: perf's cpu-clock event writing each
+                                    sample (registers, a copy of the user stack) into a ring
+                                    buffer per thread, read and unwound by an agent thread: no
+                                    signal (agent/perf-ring.c); user time only */
 };
 
 enum ag_log_level {
@@ -78,9 +82,10 @@ struct ag_config {
     /* tests only, PIPEPROF_TEST_CFI_DELAY_MS=0..60000: the manager builds no CFI table until
      * that long after it started */
     unsigned test_cfi_delay_ms;
-    enum ag_cpu_engine cpu_engine; /* PIPEPROF_CPU_ENGINE=auto|perf|timer (default auto); perf
-                                      does not fall back: a thread it cannot open is counted
-                                      in threads_dropped */
+    enum ag_cpu_engine cpu_engine; /* PIPEPROF_CPU_ENGINE=auto|perf|timer|perf-ring (default
+                                      auto); perf does not fall back: a thread it cannot open is
+                                      counted in threads_dropped; perf-ring falls back to perf's
+                                      signal for a thread whose ring cannot be mapped */
     enum ag_log_level log_level; /* PIPEPROF_LOG_LEVEL=error|warn|info|debug|0..3 (default warn) */
     char cfi_cache[AG_CFI_CACHE_DIR_MAX]; /* PIPEPROF_CFI_CACHE=DIR (default ""): a directory
                                              whose unwind tables this process shares with the
@@ -325,6 +330,11 @@ struct ag_stats {
     uint64_t cpu_weight;       /* sum of CPU samples' weights (>= samples_cpu) */
     uint64_t threads_perf;     /* threads sampled by the perf_event engine now */
     uint64_t threads_timer;    /* threads sampled by CPU-time timers now */
+    uint64_t threads_ring;     /* threads sampled by the perf-ring engine now (no signal) */
+    uint64_t ring_fallbacks;   /* perf-ring threads whose ring could not be mapped (locked
+                                  memory): sampled by perf's signal instead */
+    uint64_t ring_lost;        /* samples the kernel could not write to a full perf ring
+                                  (PERF_RECORD_LOST; in lost too) */
     uint64_t perf_refused;     /* perf_event_open failures that fell back to a timer */
     uint64_t perf_promoted;    /* threads auto moved from the timers to perf: the tick missed
                                   their runs (a bursty thread in step with the tick) */

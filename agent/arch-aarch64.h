@@ -36,6 +36,20 @@
 #define AG_ARCH_LINK_REGISTER    1
 #define AG_ARCH_FP_RECORD_AT_CFA 0
 
+/* The user registers a perf sample carries for the unwinder (PERF_SAMPLE_REGS_USER,
+ * asm/perf_regs.h's numbers: x29 29, LR 30, SP 31, PC 32); a sample lists them in that order. */
+#define AG_ARCH_PERF_REGS_MASK ((1ull << 29) | (1ull << 30) | (1ull << 31) | (1ull << 32))
+#define AG_ARCH_PERF_REGS_N    4
+
+static inline void
+ag_arch_perf_regs(const uint64_t *v, struct ag_arch_regs *r)
+{
+    r->fp = v[0];
+    r->lr = v[1];
+    r->sp = v[2];
+    r->pc = v[3];
+}
+
 static inline int
 ag_arch_sig_regs(const ucontext_t *uc, struct ag_arch_regs *r)
 {

@@ -24,6 +24,20 @@
 #define AG_ARCH_LINK_REGISTER    0
 #define AG_ARCH_FP_RECORD_AT_CFA 1
 
+/* The user registers a perf sample carries for the unwinder (PERF_SAMPLE_REGS_USER,
+ * asm/perf_regs.h's numbers: BP 6, SP 7, IP 8); a sample lists them in that order. */
+#define AG_ARCH_PERF_REGS_MASK ((1ull << 6) | (1ull << 7) | (1ull << 8))
+#define AG_ARCH_PERF_REGS_N    3
+
+static inline void
+ag_arch_perf_regs(const uint64_t *v, struct ag_arch_regs *r)
+{
+    r->fp = v[0];
+    r->sp = v[1];
+    r->pc = v[2];
+    r->lr = 0;
+}
+
 static inline int
 ag_arch_sig_regs(const ucontext_t *uc, struct ag_arch_regs *r)
 {

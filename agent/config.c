@@ -203,9 +203,12 @@ ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen)
             cfg->cpu_engine = AG_CPU_ENGINE_PERF;
         } else if (strcasecmp(v, "timer") == 0) {
             cfg->cpu_engine = AG_CPU_ENGINE_TIMER;
+        } else if (strcasecmp(v, "perf-ring") == 0) {
+            cfg->cpu_engine = AG_CPU_ENGINE_PERF_RING;
         } else {
-            return pp_errmsg_einval(err, errlen,
-                                    "PIPEPROF_CPU_ENGINE=%s: expected auto, perf or timer", v);
+            return pp_errmsg_einval(
+                    err, errlen, "PIPEPROF_CPU_ENGINE=%s: expected auto, perf, timer or perf-ring",
+                    v);
         }
     }
     v = getenv("PIPEPROF_LOG_LEVEL");

@@ -642,8 +642,10 @@ ag_drain(ag_record_fn fn, void *ctx)
         pthread_mutex_lock(&ag.reg_lock);
         state = atomic_load_explicit(&t->state, memory_order_acquire);
         tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
-        if (state == AG_SLOT_ACTIVE &&
-            atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed) != 0) {
+        if (state == AG_SLOT_ACTIVE && atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
+            ag_pring_read_locked(t); /* perf-ring: what its ring holds now comes in this drain */
+        } else if (state == AG_SLOT_ACTIVE &&
+                   atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed) != 0) {
             /* A thread with the signal blocked has no sample to come: its CPU is claimed at each
              * drain, as unseen final samples that reach the consumer while their time is still
              * open to it (the bridge writes a sample's span only after what it has released). */
@@ -694,12 +696,20 @@ ag_drain(ag_record_fn fn, void *ctx)
                 break;
             }
         }
-        /* The final sample goes after the samples taken before its claim, with their stack. */
+        /* The final sample goes after the samples taken before its claim, with their stack
+         * (the signal's ring, then the perf-ring engine's: a thread has CPU samples in one). */
         rc = ag_drain_ring(t, &t->ring, tid, tail.weight != 0 ? tail.ts : UINT64_MAX, fn, ctx, &n);
+        if (rc == 0) {
+            rc = ag_drain_ring(t, &t->pring, tid, tail.weight != 0 ? tail.ts : UINT64_MAX, fn, ctx,
+                               &n);
+        }
         if (rc == 0 && tail.weight != 0) {
             rc = ag_drain_tail(t, tid, &tail, fn, ctx, &n);
             if (rc == 0) {
                 rc = ag_drain_ring(t, &t->ring, tid, UINT64_MAX, fn, ctx, &n);
+            }
+            if (rc == 0) {
+                rc = ag_drain_ring(t, &t->pring, tid, UINT64_MAX, fn, ctx, &n);
             }
         } else if (tail.weight != 0) {
             ag_drain_tail_put_back(t, &tail); /* the next drain delivers it */

@@ -118,8 +118,9 @@ ag_host_claim(struct ag_thread *t, uint64_t cpu, int unseen, const uint64_t *fra
     uint64_t delta, weight;
     struct ag_sample *s;
 
-    if (hz == 0 || atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed) == 0) {
-        return; /* not sampled in CPU mode */
+    if (hz == 0 || atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed) == 0 ||
+        atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
+        return; /* not sampled in CPU mode, or by perf-ring, which needs no signal */
     }
     weight = ag_sig_cpu_weigh(t, cpu, 1000000000u / hz, 0, &delta);
     if (weight == 0) {

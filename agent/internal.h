@@ -368,6 +368,15 @@ struct ag_thread {
     struct ag_cfi_cache *cfi_cache;
     struct ag_ring ring;  /* producer: the thread's signal handler */
     struct ag_ring wring; /* producer: the wall thread (waiting samples) */
+    /* The perf-ring engine (agent/perf-ring.c): the thread's cpu-clock event with its kernel
+     * ring buffer (reg), and the samples read from it and unwound (producer: whoever holds
+     * reg_lock and reads the kernel's ring: the manager, a flush, the drain, the exit hook). */
+    _Atomic int has_ring;   /* reg (read by the thread's interposers) */
+    int ring_fd;            /* reg */
+    void *ring_base;        /* reg: the event's mapping, its first page the control page */
+    size_t ring_map_len;    /* reg */
+    uint64_t ring_cpu_base; /* reg: the thread's CPU time when its event was enabled */
+    struct ag_ring pring;   /* producer: the perf-ring reader, under reg_lock */
 };
 
 #define AG_OWN_CODE_MAX 8
@@ -438,6 +447,9 @@ struct ag_agent {
     _Atomic uint64_t cpu_not_sampled_ns;                    /* under [not sampled] */
     _Atomic uint64_t n_perf_promoted;
     _Atomic uint64_t n_locators_retired; /* kernel locators that went idle (timer.c) */
+    _Atomic uint64_t n_ring_fallbacks;   /* perf-ring threads sampled by perf's signal instead */
+    _Atomic uint64_t n_ring_lost;        /* PERF_RECORD_LOST counts (also in n_lost) */
+    uint64_t ring_next_ns;               /* manager: when its next read of the perf rings is due */
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
     unsigned tick_hz;     /* the kernel's scheduler tick rate (ag_kernel_tick_hz()), 0 unknown */
     _Atomic uint64_t wall_passes, wall_start_ns, wall_active_ns;
@@ -482,6 +494,10 @@ struct ag_unwind_ctx {
     struct ag_cfi_cache *cache; /* the sampled thread's CFI row cache (its handler only), or NULL */
     uint64_t lr; /* the interrupted context's link register (aarch64 x30), for its first step
                     only; 0 when unknown or not a signal's (set 0 by ag_sig_unwind_ctx_init) */
+    /* A copy of the stack from copy_sp on, copy_len bytes (a perf-ring sample's): when set,
+     * every read is of the copy, and one outside it fails (NULL from ag_sig_unwind_ctx_init) */
+    const unsigned char *copy;
+    uint64_t copy_sp, copy_len;
 };
 
 struct ag_unwind_result {
@@ -651,6 +667,34 @@ void ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu);
 clockid_t ag_thread_cpu_clock(int32_t tid);
 /* fork() child: closes the inherited perf_event fds (the events belong to the parent). */
 void ag_timers_forked_child(void);
+
+/* perf_event_attr of the engines' cpu-clock event at hz, user space only, disabled (timer.c). */
+struct perf_event_attr;
+void ag_perf_attr_init(struct perf_event_attr *attr, unsigned hz);
+/* perf_event_open of attr on thread tid, its fd taken high (host/fds.c); one close to
+ * RLIMIT_NOFILE is given back (-EMFILE). 0 with *fd_out, or -errno (timer.c). */
+PP_MUST_USE int ag_perf_event_open(struct perf_event_attr *attr, int32_t tid, int *fd_out);
+/* Sets the thread's CPU-time baseline as an engine's arming does (timer.c); returns the CPU time
+ * it spent since (0 but after a deferred start). */
+uint64_t ag_timer_baseline(struct ag_thread *t, int32_t tid);
+
+/* The perf-ring engine (agent/perf-ring.c), a prototype behind PIPEPROF_CPU_ENGINE=perf-ring. */
+/* Opens thread tid's cpu-clock event at hz with a ring buffer, no signal; its CPU-time baseline
+ * starts now. 0; 1 when the ring could not be mapped (locked memory: EPERM, ENOMEM), the event
+ * closed again (the caller falls back to perf's signal); or -errno of perf_event_open. reg. */
+PP_MUST_USE int ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz);
+/* Reads every record the kernel wrote to t's ring since the last read into t->pring: each sample
+ * unwound from its stack copy, weighed by the thread's CPU time it carries; PERF_RECORD_LOST's
+ * counts go to t->dropped. reg_lock held. */
+void ag_pring_read_locked(struct ag_thread *t);
+/* Reads t's ring a last time, then unmaps and closes it. reg_lock held. */
+void ag_pring_close_locked(struct ag_thread *t);
+/* The longest the manager leaves the perf rings unread (ms). */
+#define AG_PRING_READ_MS 100u
+/* ag_pring_read_locked() on every thread that has a ring (takes reg_lock). */
+void ag_pring_read_all(void);
+/* fork() child: the parent's rings are unmapped and their fds closed. */
+void ag_pring_forked_child(struct ag_thread *t);
 
 /* Executable mappings (agent/codemap.c): consumer thread only. */
 void ag_codemap_begin_drain(void);

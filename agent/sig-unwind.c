@@ -39,6 +39,9 @@ ag_sig_unwind_ctx_init(struct ag_unwind_ctx *c, uint64_t sp, uint64_t lo, uint64
     c->pid = ag.pid;
     c->cache = NULL;
     c->lr = 0;
+    c->copy = NULL;
+    c->copy_sp = 0;
+    c->copy_len = 0;
 }
 
 /* Every function here that reads the interrupted thread's stack wherever its frames lead does
@@ -57,6 +60,15 @@ ag_sig_read(void *ctx, uint64_t addr, uint64_t *out)
 
     if ((addr & 7) != 0 || addr < 4096) {
         return -EFAULT;
+    }
+    if (c->copy != NULL) {
+        /* A copied stack (perf-ring): the live one has moved on since, and is not read. */
+        if (addr < c->copy_sp || addr - c->copy_sp > c->copy_len ||
+            c->copy_len - (addr - c->copy_sp) < 8) {
+            return -EFAULT;
+        }
+        __builtin_memcpy(out, c->copy + (addr - c->copy_sp), 8);
+        return 0;
     }
     if (addr >= c->lo && addr + 8 <= c->hi && addr + 8 > addr) {
         *out = *(const volatile uint64_t *)(uintptr_t)addr;

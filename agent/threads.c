@@ -368,7 +368,10 @@ ag_thread_register_locked(int32_t tid, int self)
     if ((!ag_ring_fits(&t->ring, ag.cfg.ring_slots, ag.cfg.max_frames) &&
          ag_ring_init(&t->ring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0) ||
         (!ag_ring_fits(&t->wring, ag.cfg.ring_slots, ag.cfg.max_frames) &&
-         ag_ring_init(&t->wring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0)) {
+         ag_ring_init(&t->wring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0) ||
+        (ag.cfg.cpu_engine == AG_CPU_ENGINE_PERF_RING &&
+         !ag_ring_fits(&t->pring, ag.cfg.ring_slots, ag.cfg.max_frames) &&
+         ag_ring_init(&t->pring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0)) {
         atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
         return NULL;
     }
@@ -756,7 +759,7 @@ ag_threads_scan(void)
             atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_release);
             continue;
         }
-        if (!t->exit_hooked && (t->has_timer || t->has_perf)) {
+        if (!t->exit_hooked && (t->has_timer || t->has_perf || t->has_ring)) {
             struct timespec ts;
 
             /* Its CPU clock cannot be read once it has gone. */
@@ -837,7 +840,8 @@ ag_threads_stop(void)
     for (i = 0; all != NULL && i < high; i++) {
         ag_ring_discard(&all[i].ring);
         ag_ring_discard(&all[i].wring);
-        ag_thread_release_locked(&all[i]);
+        ag_thread_release_locked(&all[i]); /* a perf ring read into pring a last time */
+        ag_ring_discard(&all[i].pring);
     }
     atomic_store(&ag.high, 0);
     ag_scan_files_close_locked(); /* the session's fds go with it */

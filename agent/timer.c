@@ -64,6 +64,7 @@ ag_timer_delete_locked(struct ag_thread *t)
         t->timer_hz = 0;
     }
     atomic_store_explicit(&t->tick_unseen, 0, memory_order_relaxed);
+    ag_pring_close_locked(t); /* its samples read first */
     if (t->has_perf) {
         int fd = atomic_load_explicit(&t->perf_fd, memory_order_relaxed);
 
@@ -94,6 +95,7 @@ ag_timers_forked_child(void)
     for (i = 0; i < high; i++) {
         struct ag_thread *t = &ag.threads[i];
 
+        ag_pring_forked_child(t);
         if (t->has_perf) {
             close(atomic_load_explicit(&t->perf_fd, memory_order_relaxed));
             atomic_store_explicit(&t->perf_fd, -1, memory_order_relaxed);
@@ -163,7 +165,7 @@ ag_cpu_origin_clear(void)
 /* Starts a thread's CPU-time baseline: its first sample stands for the CPU time since now, or,
  * in the first arming after a deferred start, since the origin (ag_cpu_origin_set()). Returns
  * the CPU time the thread spent since the baseline (0 but after such a start). */
-static uint64_t
+uint64_t
 ag_timer_baseline(struct ag_thread *t, int32_t tid)
 {
     uint64_t elapsed = 0;
@@ -202,8 +204,12 @@ void
 ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
 {
     uint64_t last, period, delta, weight, since;
+    int ring = atomic_load_explicit(&t->has_ring, memory_order_relaxed);
 
-    if ((!t->has_timer && !t->has_perf) || t->timer_hz == 0 ||
+    if (ring) {
+        ag_pring_read_locked(t); /* the samples before the claim are weighed first */
+    }
+    if ((!t->has_timer && !t->has_perf && !ring) || t->timer_hz == 0 ||
         atomic_load_explicit(&t->excluded, memory_order_relaxed)) {
         return; /* not sampled in CPU mode */
     }
@@ -221,7 +227,8 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
     if (t->tail_weight + weight > UINT16_MAX) {
         weight = UINT16_MAX - t->tail_weight;
     }
-    since = atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed);
+    /* (perf-ring sends no signal: a thread blocking it misses nothing) */
+    since = ring ? 0 : atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed);
     if (since != 0 && ag_now_ns() >= since + period / 2) {
         /* It ends with the signal blocked: no sample saw that span (host-hooks.c). */
         t->tail_unseen = 1;
@@ -245,7 +252,9 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
     t->tail_cpu_ns += delta;
     t->tail_cpu_time_ns = cpu;
     t->tail_ts = ag_now_ns();
-    t->tail_engine = t->has_perf ? AG_CPU_ENGINE_PERF : AG_CPU_ENGINE_TIMER;
+    t->tail_engine = ring          ? AG_CPU_ENGINE_PERF_RING
+                     : t->has_perf ? AG_CPU_ENGINE_PERF
+                                   : AG_CPU_ENGINE_TIMER;
     atomic_fetch_add_explicit(&ag.n_cpu_weight, weight, memory_order_relaxed);
     atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);
     atomic_fetch_add_explicit(&ag.n_cpu_tails, 1, memory_order_relaxed);
@@ -311,29 +320,14 @@ ag_perf_refused_for_good(int err)
            err == EINVAL || err == E2BIG;
 }
 
-/*
- * Opens and arms the cpu-clock perf event of thread tid. Returns 0 with *fd_out, or -errno. An
- * fd close to RLIMIT_NOFILE is given back (-EMFILE): the host's descriptors come first.
- */
-static int
-ag_perf_open(int32_t tid, unsigned hz, int *fd_out)
+int
+ag_perf_event_open(struct perf_event_attr *attr, int32_t tid, int *fd_out)
 {
-    struct perf_event_attr attr;
-    struct f_owner_ex owner;
     struct rlimit rl;
     int fd, err;
 
-    memset(&attr, 0, sizeof(attr));
-    attr.size = sizeof(attr);
-    attr.type = PERF_TYPE_SOFTWARE;
-    attr.config = PERF_COUNT_SW_CPU_CLOCK;
-    attr.sample_period = 1000000000u / hz;
-    attr.exclude_kernel = 1; /* what paranoid 2 allows; kernel time comes back as weight */
-    attr.exclude_hv = 1;
-    attr.disabled = 1;
-    attr.wakeup_events = 1;
     host_fds_hold(); /* high before a host's close can take its number (host/fds.c) */
-    fd = (int)syscall(SYS_perf_event_open, &attr, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    fd = (int)syscall(SYS_perf_event_open, attr, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) {
         err = -errno;
         host_fds_release();
@@ -343,8 +337,42 @@ ag_perf_open(int32_t tid, unsigned hz, int *fd_out)
     host_fds_release();
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         (rlim_t)fd + 64 > rl.rlim_cur) {
-        err = -EMFILE;
-        goto fail;
+        close(fd);
+        return -EMFILE;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+void
+ag_perf_attr_init(struct perf_event_attr *attr, unsigned hz)
+{
+    memset(attr, 0, sizeof(*attr));
+    attr->size = sizeof(*attr);
+    attr->type = PERF_TYPE_SOFTWARE;
+    attr->config = PERF_COUNT_SW_CPU_CLOCK;
+    attr->sample_period = 1000000000u / hz;
+    attr->exclude_kernel = 1; /* what paranoid 2 allows; kernel time comes back as weight */
+    attr->exclude_hv = 1;
+    attr->disabled = 1;
+}
+
+/*
+ * Opens and arms the cpu-clock perf event of thread tid. Returns 0 with *fd_out, or -errno. An
+ * fd close to RLIMIT_NOFILE is given back (-EMFILE): the host's descriptors come first.
+ */
+static int
+ag_perf_open(int32_t tid, unsigned hz, int *fd_out)
+{
+    struct perf_event_attr attr;
+    struct f_owner_ex owner;
+    int fd, err;
+
+    ag_perf_attr_init(&attr, hz);
+    attr.wakeup_events = 1;
+    err = ag_perf_event_open(&attr, tid, &fd);
+    if (err != 0) {
+        return err;
     }
     owner.type = F_OWNER_TID;
     owner.pid = tid;
@@ -698,6 +726,55 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
            (int)tid);
 }
 
+/*
+ * PIPEPROF_CPU_ENGINE=perf-ring (agent/perf-ring.c): thread t on a ring at hz, or, when its ring
+ * cannot be mapped (locked memory), on perf's signal, logged once and counted. A new rate opens
+ * a new ring (its size follows the rate); perf_event_open refused is as under the perf engine.
+ */
+static void
+ag_pring_sync_locked(struct ag_thread *t, int32_t tid, unsigned hz)
+{
+    static int warned;
+    int err;
+
+    if ((atomic_load_explicit(&t->has_ring, memory_order_relaxed) || t->has_perf) &&
+        t->timer_hz == hz) {
+        return;
+    }
+    if (ag.perf_unavailable) {
+        return; /* refused for good: nothing samples (as under the perf engine) */
+    }
+    if (t->has_perf) {
+        err = ag_perf_sync_locked(t, tid, hz, 0);
+        goto out;
+    }
+    if (atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
+        /* A new rate: a new ring, sized for it. What the thread ran since its last sample is
+         * claimed first (a final sample's span), or the new baseline would drop it. */
+        ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
+    }
+    ag_timer_delete_locked(t);
+    err = ag_pring_open_locked(t, tid, hz);
+    if (err == 1) {
+        atomic_fetch_add_explicit(&ag.n_ring_fallbacks, 1, memory_order_relaxed);
+        ag_log(warned ? AG_LOG_DEBUG : AG_LOG_WARN,
+               "cpu engine perf-ring: thread %d's ring cannot be mapped (locked memory): "
+               "sampled by perf's signal%s",
+               (int)tid, warned ? "" : " (logged once; counted in ring_fallbacks)");
+        warned = 1;
+        err = ag_perf_sync_locked(t, tid, hz, 0);
+    }
+out:
+    if (err == 0 || err == -ESRCH) {
+        return; /* armed, or the thread exited under us */
+    }
+    ag_timer_delete_locked(t);
+    ag_perf_note_refusal(err);
+    atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
+    ag_log(AG_LOG_WARN, "cpu engine perf-ring: thread %d not sampled: %s", (int)tid,
+           strerror(-err));
+}
+
 static void
 ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
 {
@@ -709,6 +786,10 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
     if (hz == 0 || atomic_load_explicit(&t->excluded, memory_order_relaxed) ||
         atomic_load_explicit(&t->state, memory_order_relaxed) != AG_SLOT_ACTIVE) {
         ag_timer_delete_locked(t);
+        return;
+    }
+    if (ag.cfg.cpu_engine == AG_CPU_ENGINE_PERF_RING) {
+        ag_pring_sync_locked(t, tid, hz);
         return;
     }
     engine = ag_cpu_engine_for_rate(ag.cfg.cpu_engine, hz, ag.tick_hz);

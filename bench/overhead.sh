@@ -17,10 +17,14 @@
 # (another engineer's build, a busy sibling hyperthread), which moves units per CPU-second by
 # +-1.5 % between runs here and so hides a few microseconds per sample; the bare row then gives
 # the noise of a twin pair. PP_OVERHEAD_CONFIGS="CONFIG ..." runs only those (and bare): bare,
-# pipeprof@HZ, pipeprof-timer@HZ, pipeprof-perf@HZ, gperftools@HZ, and with
+# pipeprof@HZ, pipeprof-timer@HZ, pipeprof-perf@HZ, pipeprof-perf-ring@HZ (the prototype engine
+# without a signal, whose samples are unwound on the agent's manager thread), gperftools@HZ, and
+# with
 # PP_BASELINE_DIR=OTHER_BUILD base-pipeprof@HZ, base-pipeprof-timer@HZ, base-pipeprof-perf@HZ:
 # that build's recorder and library on the same workload binary, in the same rotation (before and
-# after in one run). See docs/performance.md.
+# after in one run). The last column, "other us/sample", is the CPU the run took outside the two
+# workers (/usr/bin/time of the whole command: the recorder, the agent's threads, the main thread)
+# per sample, where perf-ring's reading and unwinding of the rings shows. See docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/workload-env.sh
@@ -52,33 +56,46 @@ samples() {
 
 PAIRED=${PP_OVERHEAD_PAIRED:-0}
 
-run() { # run CONFIG: prints "UNITS_PER_CPU_S CPU_S SAMPLES [TWIN_UNITS_PER_CPU_S]"
+TIME=(/usr/bin/time -f '%U %S' -o "$T/time")
+[[ -x /usr/bin/time ]] || TIME=()
+
+# The CPU seconds the timed command took outside the workers (worker CPU seconds $1).
+other() {
+  if [[ -s $T/time ]]; then
+    awk -v w="$1" '{ printf "%.3f", $1 + $2 - w }' "$T/time"
+  else
+    echo 0
+  fi
+}
+
+run() { # run CONFIG: prints "UNITS_PER_CPU_S CPU_S SAMPLES OTHER_CPU_S [TWIN_UNITS_PER_CPU_S]"
   local cfg=$1 hz=${1#*@} r engine twin= PB=$B
   if [[ $cfg == base-* ]]; then
     PB=${PP_BASELINE_DIR:?base-* configurations need PP_BASELINE_DIR}
     cfg=${cfg#base-}
   fi
-  rm -f "$T/p.nettrace" "$T/g.prof" "$T/twin"
+  rm -f "$T/p.nettrace" "$T/g.prof" "$T/twin" "$T/time"
   if [[ $PAIRED == 1 ]]; then
     "$WORKLOAD" "$SECS" >"$T/twin" 2>/dev/null &
     twin=$!
   fi
   case $cfg in
-    bare) r=$("$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
-    pipeprof@*) r=$("$PB/bin/pipeprof" record -q --mode cpu --hz "$hz" -o "$T/p.nettrace" -- \
-      "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
-    pipeprof-timer@* | pipeprof-perf@*)
+    bare) r=$("${TIME[@]}" "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
+    pipeprof@*) r=$("${TIME[@]}" "$PB/bin/pipeprof" record -q --mode cpu --hz "$hz" \
+      -o "$T/p.nettrace" -- "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
+    pipeprof-timer@* | pipeprof-perf@* | pipeprof-perf-ring@*)
       engine=${cfg%@*}
-      r=$(PIPEPROF_CPU_ENGINE=${engine#pipeprof-} "$PB/bin/pipeprof" record -q --mode cpu \
-        --hz "$hz" -o "$T/p.nettrace" -- "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
-    gperftools@*) r=$(LD_PRELOAD=$GPERF CPUPROFILE=$T/g.prof CPUPROFILE_FREQUENCY=$hz \
-      "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
+      r=$(PIPEPROF_CPU_ENGINE=${engine#pipeprof-} "${TIME[@]}" "$PB/bin/pipeprof" record -q \
+        --mode cpu --hz "$hz" -o "$T/p.nettrace" -- "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
+    gperftools@*) r=$("${TIME[@]}" env LD_PRELOAD="$GPERF" CPUPROFILE="$T/g.prof" \
+      CPUPROFILE_FREQUENCY="$hz" "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
   esac
+  r="$r $(samples "$cfg") $(other "${r#* }")"
   if [[ -n $twin ]]; then
     wait "$twin"
-    echo "$r $(samples "$cfg") $(rate <"$T/twin" | cut -d' ' -f1)"
+    echo "$r $(rate <"$T/twin" | cut -d' ' -f1)"
   else
-    echo "$r $(samples "$cfg")"
+    echo "$r"
   fi
 }
 
@@ -101,19 +118,20 @@ for ((r = 0; r < REPS; r++)); do
 done
 python3 - "$T/results" "$REPS" "$SECS" <<'PY'
 import statistics, sys
-by, twin = {}, {}
+by, twin, other = {}, {}, {}
 for l in open(sys.argv[1]):
     f = l.split()
-    c, rate, cpu, n = f[:4]
+    c, rate, cpu, n, o = f[:5]
     by.setdefault(c, []).append((float(rate), float(cpu), int(n)))
-    if len(f) > 4:
-        twin.setdefault(c, []).append(float(f[4]))
+    other.setdefault(c, []).append((float(o), int(n)))
+    if len(f) > 5:
+        twin.setdefault(c, []).append(float(f[5]))
 med = lambda v: statistics.median(v)
 base = med([r for r, _, _ in by["bare"]])
 print("%d runs of %s s per configuration, in rotating order; medians%s" % (int(sys.argv[2]),
       sys.argv[3], "; overhead against a bare twin run beside each run" if twin else ""))
-print("%-24s %11s %9s %15s %12s   %s" % ("config", "units/cpu-s", "overhead", "samples/cpu-s",
-      "us/sample", "runs (overhead against the twin)" if twin else "runs (units/cpu-s)"))
+print("%-24s %11s %9s %15s %12s %8s   %s" % ("config", "units/cpu-s", "overhead", "samples/cpu-s",
+      "us/sample", "other", "runs (overhead against the twin)" if twin else "runs (units/cpu-s)"))
 for c in by:
     rate = med([r for r, _, _ in by[c]])
     over = 1 - rate / base
@@ -124,5 +142,8 @@ for c in by:
     cost = "%.1f" % (over * 1e6 / per) if per > 0 else "-"
     runs = (" ".join("%.2f%%" % (100 - 100 * r / t) for (r, _, _), t in zip(by[c], twin[c]))
             if c in twin else " ".join("%.0f" % r for r, _, _ in by[c]))
-    print("%-24s %11.1f %8.2f%% %15.0f %12s   %s" % (c, rate, 100 * over, per, cost, runs))
+    # CPU outside the workers per sample (us): the recorder, the agent's threads, the main thread
+    oth = med([o * 1e6 / n for o, n in other[c]]) if c != "bare" and per > 0 else 0
+    print("%-24s %11.1f %8.2f%% %15.0f %12s %8s   %s" % (c, rate, 100 * over, per, cost,
+          "%.1f" % oth if per > 0 else "-", runs))
 PY

@@ -10,7 +10,8 @@
 # rt_sigreturn, timer_create). Counts, unlike overhead.sh's CPU time, do not move with the
 # machine's load, so a change that removes a signal or a call per sample shows in one run.
 # Configurations: pipeprof-perf@HZ, pipeprof-timer@HZ, gperftools@HZ at 100 and 250 Hz (or
-# PP_EVENTS_CONFIGS="CONFIG ..."); with PP_BASELINE_DIR=OTHER_BUILD also base-pipeprof-perf@HZ
+# PP_EVENTS_CONFIGS="CONFIG ...", where pipeprof-perf-ring@HZ is the prototype engine without a
+# signal); with PP_BASELINE_DIR=OTHER_BUILD also base-pipeprof-perf@HZ
 # and base-pipeprof-timer@HZ (that build's recorder and library, the same workload binary).
 # Prints medians over REPS runs (default 3) of SECONDS each (default 3). See docs/performance.md.
 set -euo pipefail

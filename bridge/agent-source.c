@@ -78,9 +78,10 @@ static const struct nt_field bridge_cpu_sample_fields[] = {
     { "Depth", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
 static const struct nt_field bridge_sampling_fields[] = {
-    { "Mode", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },   /* cpu or wall */
-    { "Hz", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },     /* the session's rate */
-    { "Engine", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 }, /* perf_event, timer, mixed, wall */
+    { "Mode", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 }, /* cpu or wall */
+    { "Hz", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },   /* the session's rate */
+    { "Engine", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0,
+      0 }, /* perf_event, timer, perf_ring, mixed, wall */
     { "PerfThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "TimerThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "TickHz", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 }, /* the kernel's tick, 0 unknown */
@@ -1145,10 +1146,13 @@ bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts
 
     ag_stats_get(&st);
     if (s->mode == AG_MODE_CPU) {
-        engine = st.threads_perf != 0 && st.threads_timer != 0 ? "mixed"
-                 : st.threads_perf != 0                        ? "perf_event"
-                 : st.threads_timer != 0                       ? "timer"
-                                                               : "none";
+        unsigned kinds = (st.threads_perf != 0) + (st.threads_timer != 0) + (st.threads_ring != 0);
+
+        engine = kinds > 1               ? "mixed"
+                 : st.threads_perf != 0  ? "perf_event"
+                 : st.threads_timer != 0 ? "timer"
+                 : st.threads_ring != 0  ? "perf_ring"
+                                         : "none";
     }
     if (strcmp(engine, s->engine) == 0 || (strcmp(engine, "none") == 0 && s->engine[0] != '\0')) {
         return 0;

@@ -20,6 +20,8 @@ pp_add_script_test(agent-groundtruth agent-groundtruth.sh LABELS integration slo
 # CI run at load 17; a case that misses on a loaded machine pools up to 8 runs (gt_pool_more).
 pp_add_script_test(agent-groundtruth-syscalls agent-groundtruth-syscalls.sh LABELS integration slow
   TIMEOUT 600)
+# The perf-ring engine (a prototype): shares against the CPU truth, no SIGPROF, the fallback.
+pp_add_script_test(agent-perf-ring agent-perf-ring.sh LABELS integration slow TIMEOUT 300)
 # Code in a file mapped by hand (as .NET maps ReadyToRun images) is named by file and offset.
 if(TARGET pp-sample-mapped)
   pp_add_script_test(agent-mapped-code agent-mapped-code.sh LABELS integration TIMEOUT 60)
@@ -37,7 +39,8 @@ if(TARGET pp_agent AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|aarch64|arm6
 endif()
 # Accuracy against the threads' own CPU time: alone, not beside ctest's other jobs on a 2-core
 # machine (timer expiries under full contention drift by more than the 1-point limit).
-set_tests_properties(agent-groundtruth agent-groundtruth-syscalls PROPERTIES RUN_SERIAL TRUE)
+set_tests_properties(agent-groundtruth agent-groundtruth-syscalls agent-perf-ring PROPERTIES
+  RUN_SERIAL TRUE)
 
 # What the agent holds of the host's resources: fds and memory of wall mode, the wall thread's
 # lifetime, unsampled intervals, rings kept mapped across sessions under a masking host.

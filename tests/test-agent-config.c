@@ -57,6 +57,9 @@ TEST(config_accepts_valid_values)
     setenv("PIPEPROF_CPU_ENGINE", "perf", 1);
     ASSERT_OK(ag_config_from_env(&c, err, sizeof(err)));
     ASSERT_EQ(c.cpu_engine, AG_CPU_ENGINE_PERF);
+    setenv("PIPEPROF_CPU_ENGINE", "perf-ring", 1);
+    ASSERT_OK(ag_config_from_env(&c, NULL, 0));
+    ASSERT_EQ(c.cpu_engine, AG_CPU_ENGINE_PERF_RING);
     unsetenv("PIPEPROF_CPU_ENGINE");
 }
 

@@ -1846,6 +1846,92 @@ TEST(final_sample_of_a_never_sampled_scan_only_thread)
     ag_stop();
 }
 
+/* The perf-ring engine (agent/perf-ring.c): a thread's samples come from its perf ring, read and
+ * unwound by the agent, with no signal on the thread; their weights (and the final sample's) add
+ * up to the thread's CPU time, also across a rate change, which opens a new ring after claiming
+ * what the thread ran since its last sample. */
+struct ring_arg {
+    _Atomic int32_t tid;
+    _Atomic int phase; /* 1: it has burned 0.3 s (the test then raises the rate), 2: done */
+    uint64_t cpu_end;  /* its CPU time as it returns */
+    uint32_t signals;  /* agent signals it handled (ag_tls_signals) */
+};
+
+static void *
+ring_main(void *p)
+{
+    struct ring_arg *a = p;
+
+    pthread_setname_np(pthread_self(), "ring");
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (cpu_ns() < 300000000u) {
+        split_fn();
+    }
+    atomic_store(&a->phase, 1);
+    while (cpu_ns() < 900000000u) {
+        split_fn();
+    }
+    a->cpu_end = cpu_ns();
+    a->signals = atomic_load(&ag_tls_signals);
+    atomic_store(&a->phase, 2);
+    return NULL;
+}
+
+TEST(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu)
+{
+    struct ring_arg a = { 0, 0, 0, 0 };
+    struct ag_config cfg;
+    struct ag_stats st;
+    struct tid_stats *t;
+    pthread_t th;
+    uint64_t ring_threads = 0;
+    double share;
+    int i;
+
+    if (!perf_allowed()) {
+        return;
+    }
+    want[0] = (const void *)busy_a;
+    want[1] = (const void *)busy_b;
+    ag_config_init(&cfg);
+    cfg.scan_ms = 20;
+    cfg.cpu_engine = AG_CPU_ENGINE_PERF_RING;
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
+    ASSERT_OK(pthread_create(&th, NULL, ring_main, &a));
+    for (i = 0; i < 4000 && atomic_load(&a.phase) == 0; i++) {
+        usleep(5000);
+    }
+    ag_stats_get(&st);
+    ring_threads = st.threads_ring;
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 250)); /* a new rate: a new ring */
+    ASSERT_OK(pthread_join(th, NULL));
+    t = col_get(atomic_load(&a.tid));
+    for (i = 0; i < 400 && !t->stopped; i++) {
+        usleep(20000);
+        col_drain();
+    }
+    ag_stats_get(&st);
+    share = (double)t->hit_weight[0] / (double)(t->hit_weight[0] + t->hit_weight[1] +
+                                                (t->hit_weight[0] + t->hit_weight[1] == 0));
+    printf("# ring: %u CPU samples (%u final), weights %llu, CPU %.1f ms sampled of %.1f ms; "
+           "busy_a %.1f%% (75%% expected); signals %u; threads on rings %llu; ring lost %llu, "
+           "fallbacks %llu\n",
+           t->cpu_signal_samples, t->tails, (unsigned long long)t->weight_sum,
+           (double)t->cpu_delta_sum / 1e6, (double)a.cpu_end / 1e6, share * 100.0, a.signals,
+           (unsigned long long)ring_threads, (unsigned long long)st.ring_lost,
+           (unsigned long long)st.ring_fallbacks);
+    ASSERT_EQ(a.signals, 0);                  /* no signal reached the thread */
+    ASSERT_TRUE(ring_threads >= 1);           /* the sampled threads were on rings */
+    ASSERT_TRUE(t->cpu_signal_samples >= 50); /* 0.9 s of CPU at 100-250 Hz */
+    ASSERT_TRUE(t->stopped == 1 && t->dropped == 0);
+    ASSERT_TRUE(share > 0.6 && share < 0.9);
+    /* Its CPU since it was armed (just after its start), all of it in weights, none twice. */
+    ASSERT_TRUE(t->cpu_delta_sum <= a.cpu_end + 4000000u);
+    ASSERT_TRUE(t->cpu_delta_sum + 20000000u >= a.cpu_end);
+    ag_stop();
+}
+
 TEST(final_sample_at_exit_timer)
 {
     check_tail(AG_CPU_ENGINE_TIMER, 0);
@@ -3586,6 +3672,7 @@ static const struct test_case cases[] = {
     TEST_CASE(a_deferred_start_counts_the_cpu_since_the_origin),
     TEST_CASE(a_deferred_manager_starts_at_the_first_scan_and_finds_threads),
     TEST_CASE(final_sample_of_a_never_sampled_scan_only_thread),
+    TEST_CASE(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu),
     TEST_CASE(final_sample_at_exit_timer),
     TEST_CASE(final_sample_at_exit_perf),
     TEST_CASE(final_sample_at_flush_timer),

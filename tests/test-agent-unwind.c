@@ -41,6 +41,7 @@ unwind(int remote, uint32_t max, uint64_t *frames, struct ag_unwind_result *res)
     c.pid = getpid();
     c.cache = NULL;
     c.lr = 0;
+    c.copy = NULL;
     ag_sig_unwind(&c, 0x400000, (uint64_t)(uintptr_t)stack, (uint64_t)(uintptr_t)stack, 0, frames,
                   max, res);
 }
@@ -143,6 +144,7 @@ TEST(unwind_leaf_returns_through_the_link_register)
     c.pid = getpid();
     c.cache = NULL;
     c.lr = 0x402000;
+    c.copy = NULL;
     ag_sig_unwind(&c, 0x400000, (uint64_t)(uintptr_t)stack, (uint64_t)(uintptr_t)stack, 0, frames,
                   32, &res);
     ASSERT_EQ(res.end, AG_UNWIND_END_ROOT);
@@ -205,7 +207,7 @@ remote_read_missing(void)
 
 TEST(unwind_read_rejects_unaligned_and_null)
 {
-    struct ag_unwind_ctx c = { 0, 0, 1, 0, NULL, 0 };
+    struct ag_unwind_ctx c = { 0, 0, 1, 0, NULL, 0, NULL, 0, 0 };
     uint64_t v = 42, out = 0;
 
     c.pid = getpid();
@@ -217,6 +219,55 @@ TEST(unwind_read_rejects_unaligned_and_null)
     }
     ASSERT_OK(ag_sig_read(&c, (uint64_t)(uintptr_t)&v, &out)); /* remote path */
     ASSERT_U64_EQ(out, 42);
+}
+
+/* A perf-ring sample's walk (agent/perf-ring.c): every read is of the stack's copy, at the
+ * addresses the stack had; the live stack, changed since, is not read, nor anything past the
+ * copy's end. */
+static void
+unwind_copy(const uint64_t *copy, uint64_t len, uint64_t *frames, struct ag_unwind_result *res)
+{
+    struct ag_unwind_ctx c;
+
+    ag_sig_unwind_ctx_init(&c, (uint64_t)(uintptr_t)stack, 0, 0);
+    c.remote_ok = 0;
+    c.copy = (const unsigned char *)copy;
+    c.copy_sp = (uint64_t)(uintptr_t)stack;
+    c.copy_len = len;
+    ag_sig_unwind(&c, 0x400000, (uint64_t)(uintptr_t)stack, (uint64_t)(uintptr_t)stack, 0, frames,
+                  32, res);
+}
+
+TEST(unwind_from_a_copy_reads_the_copy_alone)
+{
+    static uint64_t copy[64];
+    uint64_t frames[32], out = 0;
+    struct ag_unwind_result res;
+    struct ag_unwind_ctx c;
+    int k;
+
+    stack_build();
+    memcpy(copy, stack, sizeof(copy));
+    memset(stack, 0, sizeof(stack)); /* the live stack moved on */
+    unwind_copy(copy, sizeof(copy), frames, &res);
+    ASSERT_EQ(res.end, AG_UNWIND_END_ROOT);
+    ASSERT_EQ(res.depth, NFRAMES + 1);
+    for (k = 0; k < NFRAMES; k++) {
+        ASSERT_U64_EQ(frames[k + 1], 0x401000u + (uint64_t)k);
+    }
+    /* A copy that ends inside the fourth frame record: three frames and a read fault. */
+    unwind_copy(copy, 4 * 8 * 2 + 16, frames, &res);
+    ASSERT_EQ(res.end, AG_UNWIND_END_READ_FAULT);
+    ASSERT_EQ(res.depth, 4);
+    /* Outside the copy nothing is read, not even memory the process has mapped. */
+    ag_sig_unwind_ctx_init(&c, 0, 0, 0);
+    c.copy = (const unsigned char *)copy;
+    c.copy_sp = (uint64_t)(uintptr_t)stack;
+    c.copy_len = 16;
+    ASSERT_EQ(ag_sig_read(&c, (uint64_t)(uintptr_t)&out, &out), -EFAULT);
+    ASSERT_EQ(ag_sig_read(&c, (uint64_t)(uintptr_t)stack + 16, &out), -EFAULT);
+    ASSERT_OK(ag_sig_read(&c, (uint64_t)(uintptr_t)stack + 8, &out));
+    ASSERT_U64_EQ(out, 0x401000u);
 }
 
 /* The drain's check of a sample's frames: a frame outside executable code cuts the stack and is
@@ -277,6 +328,7 @@ static const struct test_case cases[] = {
     TEST_CASE(unwind_misaligned_fp_is_fp_invalid),
     TEST_CASE(unwind_unmapped_fp_is_read_fault),
     TEST_CASE(unwind_read_rejects_unaligned_and_null),
+    TEST_CASE(unwind_from_a_copy_reads_the_copy_alone),
     TEST_CASE(unwind_leaf_returns_through_the_link_register),
     TEST_CASE(unwind_signed_return_addresses_are_stripped),
     TEST_CASE(drain_cut_stack_is_counted_or_rooted_at_the_pending_marker),

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent/perf-ring.c - the perf-ring engine, a prototype behind PIPEPROF_CPU_ENGINE=perf-ring
+ * (issue 22; docs/performance.md "A perf engine without a signal"). Each sampled thread's
+ * cpu-clock event (as the perf engine opens it: user space only) writes its samples into a ring
+ * buffer of its own, mapped here, instead of signalling the thread: the instruction pointer, the
+ * time (CLOCK_MONOTONIC), the event's count (the thread's CPU time since the event was enabled),
+ * the registers an unwind starts from and a copy of the user stack from SP. No signal, no
+ * irq_work per sample (the wakeup watermark is half the ring and nobody polls). An agent thread
+ * holding reg_lock reads the rings (the manager every 100 ms at most, ag_cpu_flush, the drain, a
+ * thread's exit hook), unwinds each sample from its copy with the signal handler's unwinder
+ * (reads bounded to the copy) and writes it to the thread's pring as the handler writes a CPU
+ * sample to its ring, so the drain and everything after it see the usual records. Weights come
+ * from the CPU time each sample carries (ag_sig_cpu_weigh, as the handler's), so a thread's
+ * weights add up to its CPU time; its kernel time goes with the next user sample's stack: no
+ * kernel split, no locator (the samples are user-only). Context: ordinary threads, reg_lock.
+ */
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "agent/arch.h"
+#include "agent/cfi.h"
+#include "agent/internal.h"
+
+/* The user stack each sample copies: 4 KiB reached 35 of a 32-deep stack's 36 frames in
+ * bench-perfring, at 2-8 us a sample less than 16 KiB (docs/performance.md). */
+#ifndef AG_PRING_STACK
+#define AG_PRING_STACK 4096u
+#endif
+/* Ring data pages: about AG_PRING_HOLD_MS of samples at the rate, a power of two in
+ * [AG_PRING_PAGES_MIN, AG_PRING_PAGES_MAX] (the pages are locked memory). */
+#define AG_PRING_HOLD_MS   200u
+#define AG_PRING_PAGES_MIN 16u
+#define AG_PRING_PAGES_MAX 256u
+
+/* The record being read (reg_lock): the largest sample the attributes above make, with room. */
+static union {
+    uint64_t align;
+    unsigned char b[2 * AG_PRING_STACK + 512];
+} ag_pring_rec;
+
+/* The reader's CFI row cache (reg_lock): a thread's own belongs to its handler, which still runs
+ * for wall samples. */
+static struct ag_cfi_cache ag_pring_cfi;
+
+static unsigned
+ag_pring_pages(unsigned hz)
+{
+    uint64_t bytes = (uint64_t)hz * (AG_PRING_STACK + 128u) * AG_PRING_HOLD_MS / 1000u;
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned pages = AG_PRING_PAGES_MIN;
+
+    while (pages < AG_PRING_PAGES_MAX && (uint64_t)pages * (uint64_t)page < bytes) {
+        pages *= 2;
+    }
+    return pages;
+}
+
+int
+ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz)
+{
+    struct perf_event_attr attr;
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned pages = ag_pring_pages(hz);
+    size_t len = (size_t)(pages + 1u) * (size_t)page;
+    struct timespec ts;
+    void *base;
+    int fd, err;
+
+    ag_perf_attr_init(&attr, hz);
+    attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_READ |
+                       PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    attr.read_format = 0; /* the count alone: the CPU time since the event was enabled */
+    attr.use_clockid = 1;
+    attr.clockid = CLOCK_MONOTONIC;
+    attr.sample_regs_user = AG_ARCH_PERF_REGS_MASK;
+    attr.sample_stack_user = AG_PRING_STACK;
+    attr.watermark = 1;
+    attr.wakeup_watermark = (uint32_t)((size_t)pages * (size_t)page / 2u);
+    err = ag_perf_event_open(&attr, tid, &fd);
+    if (err != 0) {
+        return err;
+    }
+    base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        err = errno;
+        close(fd);
+        return err == EPERM || err == ENOMEM ? 1 : -err;
+    }
+    if (t->pring.slots == NULL &&
+        ag_ring_init(&t->pring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0) {
+        munmap(base, len);
+        close(fd);
+        return -ENOMEM;
+    }
+    (void)ag_timer_baseline(t, tid);
+    /* The count starts at the enable: the thread's CPU time then is its origin. */
+    t->ring_cpu_base = clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0
+                               ? (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec
+                               : 0;
+    if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+        err = -errno;
+        munmap(base, len);
+        close(fd);
+        return err;
+    }
+    t->ring_fd = fd;
+    t->ring_base = base;
+    t->ring_map_len = len;
+    t->timer_hz = hz;
+    atomic_store_explicit(&t->has_ring, 1, memory_order_release);
+    return 0;
+}
+
+static void
+ag_pring_copy(const struct perf_event_mmap_page *pg, const unsigned char *data, uint64_t pos,
+              void *out, size_t len)
+{
+    uint64_t off = pos % pg->data_size, first = pg->data_size - off;
+
+    if (first >= len) {
+        memcpy(out, data + off, len);
+    } else {
+        memcpy(out, data + off, first);
+        memcpy((unsigned char *)out + first, data, len - first);
+    }
+}
+
+static uint64_t
+ag_pring_u64(const unsigned char *p)
+{
+    uint64_t v;
+
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* One PERF_RECORD_SAMPLE of t (size bytes in ag_pring_rec) into t->pring. */
+static void
+ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
+{
+    const unsigned char *p = ag_pring_rec.b + sizeof(struct perf_event_header);
+    const unsigned char *end = ag_pring_rec.b + size;
+    uint64_t v[AG_ARCH_PERF_REGS_N], ts, count, abi, sz, dyn = 0, cpu, delta, period;
+    struct ag_arch_regs regs;
+    struct ag_unwind_result res;
+    struct ag_unwind_ctx c;
+    struct ag_sample *s;
+    unsigned i;
+
+    if (t->timer_hz == 0 || (size_t)(end - p) < 6 * 8) {
+        return;
+    }
+    /* IP, PID/TID, TIME, READ (the count), REGS_USER (abi, registers), STACK_USER */
+    if ((int32_t)(ag_pring_u64(p + 8) >> 32) != tid) {
+        return; /* cannot happen: the event is this thread's */
+    }
+    ts = ag_pring_u64(p + 16);
+    count = ag_pring_u64(p + 24);
+    abi = ag_pring_u64(p + 32);
+    p += 40;
+    memset(&regs, 0, sizeof(regs));
+    regs.pc = ag_pring_u64(ag_pring_rec.b + sizeof(struct perf_event_header));
+    if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
+        if ((size_t)(end - p) < 8 * AG_ARCH_PERF_REGS_N + 8) {
+            return;
+        }
+        for (i = 0; i < AG_ARCH_PERF_REGS_N; i++) {
+            v[i] = ag_pring_u64(p + 8 * i);
+        }
+        p += 8 * AG_ARCH_PERF_REGS_N;
+        ag_arch_perf_regs(v, &regs);
+    }
+    sz = ag_pring_u64(p);
+    p += 8;
+    if (sz != 0 && sz <= (uint64_t)(end - p) && (uint64_t)(end - p) - sz >= 8) {
+        dyn = ag_pring_u64(p + sz);
+        dyn = dyn < sz ? dyn : sz;
+    }
+    s = ag_ring_reserve(&t->pring);
+    if (s == NULL) {
+        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+        return;
+    }
+    period = 1000000000u / t->timer_hz;
+    cpu = t->ring_cpu_base + count;
+    s->timestamp_ns = ts;
+    s->cpu_time_ns = cpu;
+    s->tid = tid;
+    s->mode = AG_MODE_CPU;
+    s->state = AG_STATE_RUNNING;
+    s->source = AG_SOURCE_SIGNAL; /* a sample of the running thread, as the handler's */
+    s->engine = AG_CPU_ENGINE_PERF_RING;
+    s->weight = (uint16_t)ag_sig_cpu_weigh(t, cpu, period, 1, &delta);
+    s->cpu_delta_ns = delta != 0 ? delta : period;
+    ag_sig_unwind_ctx_init(&c, regs.sp, 0, 0);
+    c.remote_ok = 0;
+    c.cache = &ag_pring_cfi;
+    c.lr = regs.lr;
+    if (dyn != 0 && regs.sp != 0) {
+        c.copy = p;
+        c.copy_sp = regs.sp;
+        c.copy_len = dyn;
+    } else {
+        c.copy = ag_pring_rec.b; /* no copy: nothing but the registers is read */
+        c.copy_sp = 0;
+        c.copy_len = 0;
+    }
+    ag_sig_unwind(&c, regs.pc, regs.sp, regs.fp, 0, s->frames, ag.cfg.max_frames, &res);
+    s->depth = res.depth;
+    s->unwinder = res.unwinder;
+    s->end = res.end;
+    ag_ring_commit(&t->pring);
+    atomic_store_explicit(&t->last_claim_ns, ts, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.n_cpu_weight, s->weight, memory_order_relaxed);
+    if (delta != 0) {
+        atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.cpu_sampled_n, 1, memory_order_relaxed);
+    }
+    if (res.cfi_steps != 0) {
+        atomic_fetch_add_explicit(&ag.n_cfi_steps, res.cfi_steps, memory_order_relaxed);
+    }
+    atomic_fetch_add_explicit(&ag.n_samples, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.n_cpu, 1, memory_order_relaxed);
+}
+
+void
+ag_pring_read_locked(struct ag_thread *t)
+{
+    struct perf_event_mmap_page *pg = t->ring_base;
+    const unsigned char *data;
+    uint64_t head, tail;
+    struct perf_event_header h;
+    int32_t tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
+
+    if (!atomic_load_explicit(&t->has_ring, memory_order_relaxed) || pg == NULL) {
+        return;
+    }
+    data = (const unsigned char *)t->ring_base + pg->data_offset;
+    head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE); /* the kernel's writes before */
+    tail = pg->data_tail;
+    while (tail < head) {
+        ag_pring_copy(pg, data, tail, &h, sizeof(h));
+        if (h.size < sizeof(h)) {
+            tail = head; /* cannot happen; the rest is skipped rather than read forever */
+            break;
+        }
+        if (h.size <= sizeof(ag_pring_rec.b)) {
+            ag_pring_copy(pg, data, tail, ag_pring_rec.b, h.size);
+            if (h.type == PERF_RECORD_SAMPLE) {
+                ag_pring_sample(t, tid, h.size);
+            } else if (h.type == PERF_RECORD_LOST && h.size >= sizeof(h) + 16) {
+                uint64_t lost = ag_pring_u64(ag_pring_rec.b + sizeof(h) + 8); /* id, lost */
+
+                atomic_fetch_add_explicit(&t->dropped, lost, memory_order_relaxed);
+                atomic_fetch_add_explicit(&ag.n_lost, lost, memory_order_relaxed);
+                atomic_fetch_add_explicit(&ag.n_ring_lost, lost, memory_order_relaxed);
+            }
+        }
+        tail += h.size;
+    }
+    __atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE); /* the space is the kernel's */
+}
+
+void
+ag_pring_close_locked(struct ag_thread *t)
+{
+    if (!atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
+        return;
+    }
+    (void)ioctl(t->ring_fd, PERF_EVENT_IOC_DISABLE, 0);
+    ag_pring_read_locked(t);
+    atomic_store_explicit(&t->has_ring, 0, memory_order_release);
+    munmap(t->ring_base, t->ring_map_len);
+    close(t->ring_fd);
+    t->ring_base = NULL;
+    t->ring_map_len = 0;
+    t->ring_fd = -1;
+    t->timer_hz = 0;
+}
+
+void
+ag_pring_read_all(void)
+{
+    unsigned i, high;
+
+    pthread_mutex_lock(&ag.reg_lock);
+    high = atomic_load_explicit(&ag.high, memory_order_relaxed);
+    for (i = 0; ag.threads != NULL && i < high; i++) {
+        struct ag_thread *t = &ag.threads[i];
+
+        if (atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE) {
+            ag_pring_read_locked(t);
+        }
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
+}
+
+void
+ag_pring_forked_child(struct ag_thread *t)
+{
+    if (atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
+        munmap(t->ring_base, t->ring_map_len);
+        close(t->ring_fd);
+        t->ring_base = NULL;
+        t->ring_map_len = 0;
+        t->ring_fd = -1;
+        atomic_store_explicit(&t->has_ring, 0, memory_order_relaxed);
+    }
+}
