@@ -57,6 +57,9 @@ ag_manager_sleep(unsigned ms)
  */
 #define AG_NEW_CODE_HOLD_NS (50u * 1000000u)
 
+/* How long into a session the manager maps libelf (ag_manager_main). */
+#define AG_ELF_EARLY_NS (50u * 1000000u)
+
 static void *
 ag_manager_main(void *arg)
 {
@@ -74,6 +77,15 @@ ag_manager_main(void *arg)
     }
     ag_thread_exclude_self();
     pthread_setname_np(pthread_self(), "pipeprof-mgr");
+    /* libelf and its libz are mapped early in the session, while the host's libraries are all
+     * still loaded, not at the first symbol, which is mostly the session's end: there the host
+     * may have unloaded some (the dotnet muxer dlcloses libhostfxr.so before it exits), and libz
+     * mapped into the freed range took the names of that library's frames (libz.so!inflate for
+     * hostfxr_main_startupinfo in every .NET recording from the start). A module list holds a
+     * live library before a gone one at the same address (modules.c). Not at once: a short
+     * child under `record` (wall mode starts at once) ends first and mostly maps no symbols. */
+    uint64_t elf_from = ag_now_ns() + AG_ELF_EARLY_NS;
+    int elf_ready = 0;
     do {
         int err, scanned = 0, changed = 0;
 
@@ -89,6 +101,10 @@ ag_manager_main(void *arg)
             pthread_mutex_lock(&ag.reg_lock);
             ag_locators_arm_asked_locked();
             pthread_mutex_unlock(&ag.reg_lock);
+        }
+        if (!elf_ready && ag_now_ns() >= elf_from) {
+            ag_symtab_prepare();
+            elf_ready = 1;
         }
         err = ag_modules_refresh_deferred(); /* cheap unless dlopen/dlclose changed it */
         if (err >= 0) {

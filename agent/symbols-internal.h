@@ -122,6 +122,9 @@ struct ag_symtab {
  * Ownership: caller owns *out; release with ag_symtab_free(). Context: not signal-safe.
  */
 PP_MUST_USE int ag_symtab_load(const struct ag_module *m, struct ag_symtab **out);
+/* Maps libelf (and its libz) now, once: see ag_manager_main() for why a session does it early
+ * rather than at its first symbol. Context: not signal-safe; any thread. */
+void ag_symtab_prepare(void);
 
 /* Finds the symbol covering the ELF virtual address addr, or NULL. */
 struct ag_sym *ag_symtab_lookup(struct ag_symtab *t, uint64_t addr);

@@ -4,10 +4,11 @@
  * else a separate debug file found by build-id or .gnu_debuglink, else .dynsym; sorted by
  * address, one symbol per address, missing sizes filled from the next symbol. Context: the
  * drain or IPC thread, under ag_modules_mutex (modules.c); reads files, allocates. Must never
- * run in a signal handler and never keeps a file open after a load. libelf is opened with dlopen at
- * the first load, not linked: a process preloaded everywhere, or a short child under `record`,
- * mostly never reads a symbol table, and mapping libelf and its libz at every start cost each
- * process two more libraries to load and relocate.
+ * run in a signal handler and never keeps a file open after a load. libelf is opened with dlopen,
+ * not linked: a process preloaded everywhere, or a short child under `record`, mostly never reads
+ * a symbol table, and mapping libelf and its libz at every start cost each process two more
+ * libraries to load and relocate. A session's manager opens it early (its first pass 50 ms in,
+ * ag_symtab_prepare(); agent.c says why), else the first load does.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -484,6 +485,12 @@ ag_symtab_reset(struct ag_symtab *t)
     free(t->strings);
     free(t->source);
     memset(t, 0, sizeof(*t));
+}
+
+void
+ag_symtab_prepare(void)
+{
+    pthread_once(&ag_elf_once, ag_elf_open);
 }
 
 int

@@ -14,7 +14,8 @@
  * Clears ASan's shadow of the calling thread's whole stack. In a fork()ed child glibc hands a
  * new thread the stack of a parent thread that does not exist there (the IPC loop's, say), and a
  * thread started with the real pthread_create (host_thread_spawn) bypasses ASan's interceptor,
- * so the shadow still marks the dead thread's frames. Call first thing on such a thread.
+ * so the shadow still marks the dead thread's frames. host_thread_spawn (host/threads.c) calls it
+ * first thing on every library thread.
  */
 static inline void
 pp_asan_clear_own_stack(void)

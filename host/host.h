@@ -143,15 +143,10 @@ host_pthread_create_fn host_real_pthread_create(void);
 /*
  * Starts a thread of the library's own (the agent's, the shim's): the real pthread_create, every
  * signal blocked in the new thread (it inherits the mask), never registered with the agent.
+ * Under ASan the new thread clears its stack's shadow before fn runs (threads.c says why).
  * attr may be NULL. Returns 0 or -errno. Context: any thread but a signal handler.
  */
 int host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
-/*
- * In an AddressSanitizer build: clears the shadow of the calling thread's whole stack, which a
- * thread host_thread_spawn() starts does first (host/threads.c says why); elsewhere nothing.
- * Context: the start of a thread, before frames of its own are on the stack.
- */
-void host_thread_clear_stack_shadow(void);
 
 /*
  * The library's signal (signals.c, sig-chain.c). host_signal_claim installs handler for signo

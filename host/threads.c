@@ -22,18 +22,8 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include "common/sanitizer.h"
 #include "host/internal.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define HOST_THREADS_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HOST_THREADS_ASAN 1
-#endif
-#endif
-#ifdef HOST_THREADS_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
 
 HOST_ANCHOR(threads);
 
@@ -45,51 +35,35 @@ host_real_pthread_create(void)
     return (host_pthread_create_fn)host_real(&host_threads_real_create, "pthread_create");
 }
 
-#ifdef HOST_THREADS_ASAN
-/*
- * Under AddressSanitizer (the project's ASan build): the library's threads come from libc's
- * pthread_create, past ASan's interceptor, so ASan never clears the shadow of their stacks, as it
- * does for a thread it creates. libc hands a new thread a cached stack, and the shadow of that
- * memory can still hold the redzones of frames that were live on it: after fork() libc takes the
- * stacks of every thread but the caller's into its cache with whatever frames they held. A
- * manager thread so started in an output-file child had dl_iterate_phdr (libc, not
- * instrumented) put its dl_phdr_info over such stale redzones, and the agent's callback's read
- * of it was reported as a stack-buffer-overflow (CI, output-file, ASan stage). The thread clears
- * its stack's shadow before anything else, as ASan does for its own.
- */
+#if defined(__SANITIZE_ADDRESS__)
 struct host_spawn_arg {
     void *(*fn)(void *);
     void *arg;
 };
 
+/* A library thread under ASan: its stack's shadow is cleared before its start routine runs
+ * (host_thread_spawn says why). */
 static void *
 host_spawn_trampoline(void *p)
 {
     struct host_spawn_arg a = *(struct host_spawn_arg *)p;
 
     free(p);
-    host_thread_clear_stack_shadow();
+    pp_asan_clear_own_stack();
     return a.fn(a.arg);
 }
 #endif
 
-void
-host_thread_clear_stack_shadow(void)
-{
-#ifdef HOST_THREADS_ASAN
-    pthread_attr_t attr;
-    void *lo;
-    size_t size;
-
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-        if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
-            __asan_unpoison_memory_region(lo, size);
-        }
-        pthread_attr_destroy(&attr);
-    }
-#endif
-}
-
+/*
+ * Under ASan a library thread clears its stack's shadow first: the real pthread_create bypasses
+ * ASan's interceptor, so ASan does not clear it as it does for the threads it starts, and glibc
+ * may hand the thread a stack that held another thread's instrumented frames: one joined before,
+ * or in a fork()ed child any parent thread's (glibc reclaims them there). ASan's redzones of
+ * those dead frames then lay under the new thread's uninstrumented ones (libc's), and an
+ * instrumented read of their data was reported: dl_iterate_phdr's dl_phdr_info, read by the
+ * agent's callback on a forked child's manager thread (output-file in build-asan, about one run
+ * of the fork case in 30).
+ */
 int
 host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
@@ -100,31 +74,27 @@ host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *)
     if (real == NULL) {
         return -ENOSYS;
     }
-#ifdef HOST_THREADS_ASAN
-    {
-        struct host_spawn_arg *a = malloc(sizeof(*a));
+#if defined(__SANITIZE_ADDRESS__)
+    struct host_spawn_arg *a = malloc(sizeof(*a));
 
-        if (a == NULL) {
-            return -ENOMEM;
-        }
-        a->fn = fn;
-        a->arg = arg;
-        sigfillset(&all);
-        host_sigmask_raw(SIG_SETMASK, &all, &old);
-        rc = real(th, attr, host_spawn_trampoline, a);
-        host_sigmask_raw(SIG_SETMASK, &old, NULL);
-        if (rc != 0) {
-            free(a);
-        }
-        return -rc;
+    if (a == NULL) {
+        return -ENOMEM;
     }
-#else
+    a->fn = fn;
+    a->arg = arg;
+    fn = host_spawn_trampoline;
+    arg = a;
+#endif
     sigfillset(&all);
     host_sigmask_raw(SIG_SETMASK, &all, &old);
     rc = real(th, attr, fn, arg);
     host_sigmask_raw(SIG_SETMASK, &old, NULL);
-    return -rc;
+#if defined(__SANITIZE_ADDRESS__)
+    if (rc != 0) {
+        free(a);
+    }
 #endif
+    return -rc;
 }
 
 struct host_start_arg {

@@ -35,7 +35,6 @@
 #include "agent/agent.h"
 #include "bridge/agent-source.h"
 #include "common/platform.h"
-#include "common/sanitizer.h"
 #include "host/host.h"
 #include "ipc/ipc.h"
 #ifdef PP_HAVE_HTTP
@@ -152,7 +151,6 @@ shim_forked_start_main(void *arg)
     struct timespec delay = { 0, SHIM_FORK_START_DELAY_MS * 1000000L };
 
     (void)arg;
-    pp_asan_clear_own_stack(); /* glibc gave it a dead parent thread's stack */
     /* The raw system call: the library's own nanosleep is an interposer. */
     syscall(SYS_nanosleep, &delay, NULL);
     ag_thread_exclude_self(); /* this thread only starts the agent; it is not the host's */

@@ -3,11 +3,9 @@
  * slots its backlog needs; its thread and memory leave with the last wall session; passes the
  * wall thread could not make are counted as lost, per thread; rings stay mapped after a stop;
  * and sessions started and stopped in a loop while host threads mask the sampling signal, block
- * and take a host signal whose handler does the same; in the ASan build, the library's own
- * threads start with a stack ASan sees as clean. Built with frame pointers; pp_agent's
+ * and take a host signal whose handler does the same. Built with frame pointers; pp_agent's
  * interposers apply here. */
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,19 +21,7 @@
 
 #include "agent/agent.h"
 #include "agent/internal.h"
-#include "host/host.h"
 #include "tests/test.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TEST_ASAN 1
-#endif
-#endif
-#ifdef TEST_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
 
 static void
 start_agent(void)
@@ -756,109 +742,10 @@ TEST(sessions_start_and_stop_under_a_masking_host)
     ASSERT_TRUE(atomic_load(&churn_handled) > 0);
 }
 
-#ifdef TEST_ASAN
-typedef int (*libc_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-
-/* Poisons 4 KiB of its stack 64 KiB below its frame, as a frame live there at a fork() leaves
- * it in the child (libc then caches the stack), and ends. */
-static void *
-stale_shadow_main(void *p)
-{
-    char *deep = (char *)__builtin_frame_address(0) - 65536;
-
-    __asan_poison_memory_region(deep, 4096);
-    *(char **)p = deep;
-    return NULL;
-}
-
-struct stack_check {
-    char *deep;
-    int clear, on_this_stack, poisoned;
-};
-
-static void *
-stack_check_main(void *p)
-{
-    struct stack_check *c = p;
-    pthread_attr_t attr;
-    void *lo;
-    size_t size;
-
-    if (c->clear) {
-        host_thread_clear_stack_shadow();
-    }
-    c->on_this_stack = 0;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-        if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
-            c->on_this_stack = c->deep >= (char *)lo && c->deep < (char *)lo + size;
-        }
-        pthread_attr_destroy(&attr);
-    }
-    c->poisoned = __asan_address_is_poisoned(c->deep);
-    return NULL;
-}
-
-/* A thread started by libc's own pthread_create (ASan's interceptor passed, as the library's
- * threads pass it in a host where ASan's runtime is preloaded before the library) on the stack
- * a previous such thread poisoned; 1 when it got that stack. */
-static int
-stale_stack_thread(libc_create_fn create, struct stack_check *c)
-{
-    pthread_t th;
-    int tries;
-
-    for (tries = 0; tries < 20; tries++) {
-        if (create(&th, NULL, stale_shadow_main, &c->deep) != 0 || pthread_join(th, NULL) != 0 ||
-            !__asan_address_is_poisoned(c->deep) || create(&th, NULL, stack_check_main, c) != 0 ||
-            pthread_join(th, NULL) != 0) {
-            return 0;
-        }
-        __asan_unpoison_memory_region(c->deep, 4096); /* whichever stack holds it now */
-        if (c->on_this_stack) {
-            return 1;
-        }
-    }
-    return 0;
-}
-#endif
-
-/*
- * The library's threads (host_thread_spawn: libc's pthread_create, which in a host with ASan's
- * runtime preloaded first is past ASan's interceptor) clear their stack's shadow first, as ASan
- * does for a thread it creates. libc reuses a cached stack, and after fork() the cache holds the
- * other threads' stacks with their live frames' redzones: an output-file child's manager thread
- * met them under dl_iterate_phdr (CI, ASan stage, a stack-buffer-overflow report in
- * ag_modules_counters_cb). Without the clearing, a thread libc starts on a stack a previous one
- * poisoned finds those bytes poisoned (the case checks that too: the hazard is real here).
- */
-TEST(library_threads_start_on_a_clean_stack_shadow)
-{
-#ifdef TEST_ASAN
-    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-    libc_create_fn create = libc != NULL ? (libc_create_fn)dlsym(libc, "pthread_create") : NULL;
-    struct stack_check bare = { NULL, 0, 0, 0 }, cleared = { NULL, 1, 0, 0 };
-
-    if (create == NULL) {
-        test_skip("libc.so.6's pthread_create not found: %s", dlerror());
-    }
-    if (!stale_stack_thread(create, &bare) || !stale_stack_thread(create, &cleared)) {
-        test_skip("libc gave the second thread another stack in 20 tries (no stack cache?)");
-    }
-    printf("# on a reused stack: poisoned %d without the clearing, %d with it\n", bare.poisoned,
-           cleared.poisoned);
-    ASSERT_EQ(bare.poisoned, 1);
-    ASSERT_EQ(cleared.poisoned, 0);
-    dlclose(libc);
-#else
-    test_skip("not an AddressSanitizer build: a stack's shadow is ASan's");
-#endif
-}
-
 static const struct test_case cases[] = {
     TEST_CASE(wall_holds_no_fd_per_thread_and_leaves_with_its_session),
     TEST_CASE(wall_counts_the_intervals_it_could_not_sample),
     TEST_CASE(wall_counts_the_passes_whose_signal_merged),
     TEST_CASE(sessions_start_and_stop_under_a_masking_host),
-    TEST_CASE(library_threads_start_on_a_clean_stack_shadow),
 };
 TEST_MAIN(cases)

@@ -1792,7 +1792,10 @@ TEST(a_deferred_manager_starts_at_the_first_scan_and_finds_threads)
     cfg.scan_ms = 20;
     cfg.cpu_engine = AG_CPU_ENGINE_TIMER;
     snprintf(cfg.cfi_cache, sizeof(cfg.cfi_cache), "%s", dir);
-    /* An earlier process of the recording: builds every table and stores it. */
+    /* An earlier process of the recording: builds every table and stores it. (libelf mapped
+     * first: a manager maps it at its start, which here would add two modules to this process
+     * after the tables were stored, and the "new process" below would miss their tables.) */
+    ag_symtab_prepare();
     ASSERT_OK(ag_start(&cfg));
     ASSERT_TRUE(ag_modules_build_cfi(NULL) >= 0);
     ag_stop();

@@ -145,6 +145,18 @@ for what, pattern in (("burn_inner", r"^libburn[^!]*!(.*[.:])?burn_inner\b"),
 for p in PARTS:
     for e in d["examples"][p][:1]:
         out("%s, %d samples: %s" % (p, e["samples"], e["stack"]))
+# The main thread's frames below the runtime's host (libhostpolicy's corehost_main) are the
+# muxer's and libhostfxr's: a frame named from another module names code that was not there
+# (libz.so!inflate, where the agent mapped libz over libhostfxr.so after the muxer unloaded it,
+# in every recording from the start).
+for p in ("managed", "pinvoke"):
+    for e in d["examples"][p][:3]:
+        frames = e["stack"].split(";")
+        host = [i for i, f in enumerate(frames) if f.startswith("libhostpolicy")]
+        stray = [f for f in frames[:host[0]] if not f.split("!")[0].startswith(("dotnet", "libc", "libhostfxr"))] if host else []
+        if stray:
+            bad.append("%s: frames below libhostpolicy named from other modules: %s" % (p, ", ".join(stray)))
+            break
 
 # The runtime's own events.
 ev = d["events"]
