@@ -15,6 +15,8 @@
  * weights add up to its CPU time; its kernel time goes with the next user sample's stack: no
  * kernel split, no locator (the samples are user-only). Context: ordinary threads, reg_lock.
  */
+#include "common/perf-ring.h"
+
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <string.h>
@@ -116,29 +118,6 @@ ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz)
     return 0;
 }
 
-static void
-ag_pring_copy(const struct perf_event_mmap_page *pg, const unsigned char *data, uint64_t pos,
-              void *out, size_t len)
-{
-    uint64_t off = pos % pg->data_size, first = pg->data_size - off;
-
-    if (first >= len) {
-        memcpy(out, data + off, len);
-    } else {
-        memcpy(out, data + off, first);
-        memcpy((unsigned char *)out + first, data, len - first);
-    }
-}
-
-static uint64_t
-ag_pring_u64(const unsigned char *p)
-{
-    uint64_t v;
-
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
 /* One PERF_RECORD_SAMPLE of t (size bytes in ag_pring_rec) into t->pring. */
 static void
 ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
@@ -156,29 +135,29 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
         return;
     }
     /* IP, PID/TID, TIME, READ (the count), REGS_USER (abi, registers), STACK_USER */
-    if ((int32_t)(ag_pring_u64(p + 8) >> 32) != tid) {
+    if ((int32_t)(pp_perf_ring_u64(p + 8) >> 32) != tid) {
         return; /* cannot happen: the event is this thread's */
     }
-    ts = ag_pring_u64(p + 16);
-    count = ag_pring_u64(p + 24);
-    abi = ag_pring_u64(p + 32);
+    ts = pp_perf_ring_u64(p + 16);
+    count = pp_perf_ring_u64(p + 24);
+    abi = pp_perf_ring_u64(p + 32);
     p += 40;
     memset(&regs, 0, sizeof(regs));
-    regs.pc = ag_pring_u64(ag_pring_rec.b + sizeof(struct perf_event_header));
+    regs.pc = pp_perf_ring_u64(ag_pring_rec.b + sizeof(struct perf_event_header));
     if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
         if ((size_t)(end - p) < 8 * AG_ARCH_PERF_REGS_N + 8) {
             return;
         }
         for (i = 0; i < AG_ARCH_PERF_REGS_N; i++) {
-            v[i] = ag_pring_u64(p + 8 * i);
+            v[i] = pp_perf_ring_u64(p + 8 * i);
         }
         p += 8 * AG_ARCH_PERF_REGS_N;
         ag_arch_perf_regs(v, &regs);
     }
-    sz = ag_pring_u64(p);
+    sz = pp_perf_ring_u64(p);
     p += 8;
     if (sz != 0 && sz <= (uint64_t)(end - p) && (uint64_t)(end - p) - sz >= 8) {
-        dyn = ag_pring_u64(p + sz);
+        dyn = pp_perf_ring_u64(p + sz);
         dyn = dyn < sz ? dyn : sz;
     }
     s = ag_ring_reserve(&t->pring);
@@ -245,17 +224,17 @@ ag_pring_read_locked(struct ag_thread *t)
     head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE); /* the kernel's writes before */
     tail = pg->data_tail;
     while (tail < head) {
-        ag_pring_copy(pg, data, tail, &h, sizeof(h));
+        pp_perf_ring_copy(pg, data, tail, &h, sizeof(h));
         if (h.size < sizeof(h)) {
             tail = head; /* cannot happen; the rest is skipped rather than read forever */
             break;
         }
         if (h.size <= sizeof(ag_pring_rec.b)) {
-            ag_pring_copy(pg, data, tail, ag_pring_rec.b, h.size);
+            pp_perf_ring_copy(pg, data, tail, ag_pring_rec.b, h.size);
             if (h.type == PERF_RECORD_SAMPLE) {
                 ag_pring_sample(t, tid, h.size);
             } else if (h.type == PERF_RECORD_LOST && h.size >= sizeof(h) + 16) {
-                uint64_t lost = ag_pring_u64(ag_pring_rec.b + sizeof(h) + 8); /* id, lost */
+                uint64_t lost = pp_perf_ring_u64(ag_pring_rec.b + sizeof(h) + 8); /* id, lost */
 
                 atomic_fetch_add_explicit(&t->dropped, lost, memory_order_relaxed);
                 atomic_fetch_add_explicit(&ag.n_lost, lost, memory_order_relaxed);

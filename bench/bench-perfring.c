@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "common/perf-ring.h"
 #include "deep.h"
 #include "gperf.h"
 
@@ -211,29 +212,6 @@ struct bench_ring {
     unsigned char rec[BENCH_REC_MAX];
 };
 
-static void
-bench_ring_copy(const struct perf_event_mmap_page *pg, const unsigned char *data, uint64_t pos,
-                void *out, size_t len)
-{
-    uint64_t off = pos % pg->data_size, first = pg->data_size - off;
-
-    if (first >= len) {
-        memcpy(out, data + off, len);
-    } else {
-        memcpy(out, data + off, first);
-        memcpy((unsigned char *)out + first, data, len - first);
-    }
-}
-
-static uint64_t
-bench_u64(const unsigned char *p)
-{
-    uint64_t v;
-
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
 /* One PERF_RECORD_SAMPLE in r->rec: its time, and for stacks what the copy holds. */
 static void
 bench_ring_sample(struct bench_ring *r, size_t size)
@@ -243,7 +221,7 @@ bench_ring_sample(struct bench_ring *r, size_t size)
     unsigned n = 0, i, frames;
 
     p += 8 + 8; /* IP, PID/TID */
-    t = bench_u64(p);
+    t = pp_perf_ring_u64(p);
     p += 8;
     r->samples++;
     if ((unsigned)bench_smp_n < BENCH_MAX_SAMPLES) {
@@ -251,7 +229,7 @@ bench_ring_sample(struct bench_ring *r, size_t size)
         bench_smp_n = bench_smp_n + 1;
     }
     if (r->sample_type & PERF_SAMPLE_CALLCHAIN) {
-        nr = bench_u64(p);
+        nr = pp_perf_ring_u64(p);
         if (nr > (uint64_t)(end - p) / 8) {
             return;
         }
@@ -266,27 +244,27 @@ bench_ring_sample(struct bench_ring *r, size_t size)
     if (!(r->sample_type & PERF_SAMPLE_REGS_USER) || p + 8 > end) {
         return;
     }
-    abi = bench_u64(p);
+    abi = pp_perf_ring_u64(p);
     p += 8;
     if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
         n = (unsigned)__builtin_popcountll(BENCH_REGS_MASK);
         for (i = 0; i < n && i < 64; i++) {
-            regs[i] = bench_u64(p + 8 * i);
+            regs[i] = pp_perf_ring_u64(p + 8 * i);
         }
         p += 8 * n;
     }
-    sz = bench_u64(p);
+    sz = pp_perf_ring_u64(p);
     p += 8;
     if (sz == 0 || n == 0 || p + sz + 8 > end || r->n_stat >= BENCH_MAX_SAMPLES) {
         return;
     }
-    dyn = bench_u64(p + sz);
+    dyn = pp_perf_ring_u64(p + sz);
     dyn = dyn < sz ? dyn : sz;
     sp = regs[__builtin_popcountll(BENCH_REGS_MASK & ((1ull << BENCH_REG_SP) - 1))];
     fp = regs[__builtin_popcountll(BENCH_REGS_MASK & ((1ull << BENCH_REG_FP) - 1))];
     /* the frame-pointer chain inside the copy: how deep a walk of the copy gets */
     for (frames = 1; fp >= sp && fp - sp + 16 <= dyn && frames < 100000; frames++) {
-        uint64_t next = bench_u64(p + (fp - sp));
+        uint64_t next = pp_perf_ring_u64(p + (fp - sp));
 
         if (next <= fp) {
             frames++;
@@ -311,15 +289,15 @@ bench_ring_drain(struct bench_ring *r)
 
     r->drains++;
     while (tail < head) {
-        bench_ring_copy(pg, data, tail, &h, sizeof(h));
+        pp_perf_ring_copy(pg, data, tail, &h, sizeof(h));
         if (h.size < sizeof(h)) {
             break; /* cannot happen; do not loop forever */
         }
-        bench_ring_copy(pg, data, tail, r->rec, h.size);
+        pp_perf_ring_copy(pg, data, tail, r->rec, h.size);
         if (h.type == PERF_RECORD_SAMPLE) {
             bench_ring_sample(r, h.size);
         } else if (h.type == PERF_RECORD_LOST) {
-            r->lost += (unsigned)bench_u64(r->rec + sizeof(h) + 8); /* id, lost */
+            r->lost += (unsigned)pp_perf_ring_u64(r->rec + sizeof(h) + 8); /* id, lost */
         } else if (h.type == PERF_RECORD_THROTTLE) {
             r->throttles++;
         }
