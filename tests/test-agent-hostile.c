@@ -30,7 +30,7 @@ static struct range code[512];
 static size_t ncode;
 static volatile int stop;
 static _Atomic int32_t target_tid;
-static unsigned samples, bad_frames, cut, leaf_only;
+static unsigned samples, bad_frames, cut, leaf_only, pending;
 
 static void
 code_read(void)
@@ -86,6 +86,9 @@ collect(const struct ag_record *rec, void *ctx)
      * the agent's count is of the stacks it cut. */
     cut += rec->u.sample->end == AG_UNWIND_END_NOT_CODE && rec->u.sample->source != AG_SOURCE_TAIL;
     leaf_only += rec->u.sample->depth <= 1;
+    /* Cut before its junk is met: the manager was still building this binary's unwind table (an
+     * ASan build at a load of 20 took over half of a kind's samples so); not judged. */
+    pending += rec->u.sample->end == AG_UNWIND_END_TABLES_PENDING;
     return 0;
 }
 
@@ -139,7 +142,7 @@ run(int kind, uint64_t ra)
         ASSERT_TRUE(stack != MAP_FAILED);
         j.stack_top = (char *)stack + (1 << 20) - 64;
     }
-    samples = bad_frames = cut = leaf_only = 0;
+    samples = bad_frames = cut = leaf_only = pending = 0;
     stop = 0;
     atomic_store(&target_tid, 0);
     ag_config_init(&cfg);
@@ -148,8 +151,9 @@ run(int kind, uint64_t ra)
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
     ASSERT_OK(pthread_create(&th, NULL, job_main, &j));
     /* At least 0.6 s, and on until the job has had enough samples to judge: on a loaded
-     * machine it may get a small share of a CPU (up to 20 s) */
-    for (i = 0; i < 12 || (samples <= 20 && i < 400); i++) {
+     * machine it may get a small share of a CPU, and its first ones may come before the unwind
+     * tables (up to 20 s) */
+    for (i = 0; i < 12 || (samples - pending <= 20 && i < 400); i++) {
         usleep(50000);
         code_read();
         ASSERT_TRUE(ag_drain(collect, NULL) >= 0);
@@ -159,13 +163,14 @@ run(int kind, uint64_t ra)
     code_read();
     ASSERT_TRUE(ag_drain(collect, NULL) >= 0);
     ag_stats_get(&st);
-    printf("# kind %d: %u samples, %u cut at a non-code frame, %u leaf-only, %u bad frames; "
-           "unwind_not_code %llu\n",
-           kind, samples, cut, leaf_only, bad_frames, (unsigned long long)st.unwind_not_code);
-    ASSERT_TRUE(samples > 20);
+    printf("# kind %d: %u samples, %u cut at a non-code frame, %u leaf-only, %u before the unwind "
+           "tables, %u bad frames; unwind_not_code %llu\n",
+           kind, samples, cut, leaf_only, pending, bad_frames,
+           (unsigned long long)st.unwind_not_code);
+    ASSERT_TRUE(samples - pending > 20);
     ASSERT_EQ(bad_frames, 0);
     if (kind != 2) {
-        ASSERT_TRUE(cut > samples / 2); /* the junk return address is cut, and counted */
+        ASSERT_TRUE(cut > (samples - pending) / 2); /* the junk return address is cut, counted */
         ASSERT_TRUE(st.unwind_not_code >= cut);
     }
     ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 1000));

@@ -632,7 +632,12 @@ TEST(wall_mode_sleeps_are_complete_and_sampled_waiting)
          * dropped, TSan at load 20), or held for its sample's weight while it waits for a
          * core. */
         ASSERT_TRUE(r->wall_weight + r->dropped + r->unsampled >= raw.passes * 8 / 10);
-        ASSERT_TRUE(r->waiting > 100 && r->waiting >= r->samples * 9 / 10);
+        /* Its samples while awake are true ones: at most one as a pass finds it woken and one
+         * as it lies preempted before it sleeps again, per 20 ms step. How many passes that is
+         * depends on the load, not on the agent (an ASan build at a load of 19: 38 of 337
+         * samples, 64 steps, where a tenth was the bound); a raw sleep sampled as running
+         * would put nearly every sample here. */
+        ASSERT_TRUE(r->waiting > 100 && r->samples - r->waiting <= 2 * raw.steps);
         ASSERT_TRUE(r->proc_src > 0);
     }
     ASSERT_TRUE(b->running > 0 && b->hits[0] > 0);
