@@ -107,6 +107,10 @@ void ag_ring_discard(struct ag_ring *r);
 int ag_ring_trim(struct ag_ring *r);
 /* Unmaps; accepts a zeroed ring. Only when no producer can ever touch it again (tests). */
 void ag_ring_fini(struct ag_ring *r);
+/* Faults in the memory of up to n slots from the producer's next one and from the ring's first
+ * (MADV_POPULATE_WRITE: contents unchanged, so a producer may run meanwhile; nothing before Linux
+ * 5.14), so that the producer's first lap takes no page fault there. */
+void ag_ring_populate(struct ag_ring *r, unsigned n);
 
 /* Returns the next free slot, or NULL when the ring is full. Producer only. */
 PP_SIGSAFE static inline struct ag_sample *
