@@ -12,8 +12,10 @@
  * (reads bounded to the copy) and writes it to the thread's pring as the handler writes a CPU
  * sample to its ring, so the drain and everything after it see the usual records. Weights come
  * from the CPU time each sample carries (ag_sig_cpu_weigh, as the handler's), so a thread's
- * weights add up to its CPU time; its kernel time goes with the next user sample's stack: no
- * kernel split, no locator (the samples are user-only). Context: ordinary threads, reg_lock.
+ * weights add up to its CPU time; the intervals a sample carries beyond its own were spent in the
+ * kernel (the event counts user mode only) and are split off as the signal perf engine splits
+ * them, for the drain to place among the calls the thread's kernel locator saw (drain.c, by time;
+ * docs/architecture.md, "Kernel time under perf-ring"). Context: ordinary threads, reg_lock.
  */
 #include "common/perf-ring.h"
 
