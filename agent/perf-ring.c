@@ -112,13 +112,11 @@ ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz)
      * with getrusage in its handler, sig-handler.c): a software counter in the event's group,
      * user mode only as the event is, read with each sample. Without it (refused), a span's
      * kernel time is always placed among the calls seen. */
-    memset(&fattr, 0, sizeof(fattr));
-    fattr.size = sizeof(fattr);
-    fattr.type = PERF_TYPE_SOFTWARE;
+    ag_perf_attr_init(&fattr, hz);
     fattr.config = PERF_COUNT_SW_PAGE_FAULTS;
-    fattr.exclude_kernel = 1;
-    fattr.exclude_hv = 1;
-    fattr.use_clockid = 1; /* a group's events share their clock */
+    fattr.sample_period = 0; /* counting only */
+    fattr.disabled = 0;      /* enabled with its leader */
+    fattr.use_clockid = 1;   /* a group's events share their clock */
     fattr.clockid = CLOCK_MONOTONIC;
     if (ag_perf_event_open(&fattr, tid, fd, &t->ring_faults_fd) != 0) {
         t->ring_faults_fd = -1;
@@ -148,15 +146,14 @@ ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz)
 }
 
 /* Its first kernel time and no locator yet (as the signal perf engine's first split asks, but
- * only for a thread seen at a call's return or whose span was mostly kernel time: a thread that
- * makes no calls gets none, where the signal perf engine armed one at its first split and retired
- * it idle a second later): the manager arms one (timer.c). Once per thread. */
+ * only for a split taken at a call's return: a thread that makes no calls gets none, where the
+ * signal perf engine armed one at its first split and retired it idle a second later): the
+ * manager arms one (timer.c). Once per thread. */
 static void
-ag_pring_ask_locator(struct ag_thread *t, int in_kernel, uint32_t kernel_w, uint32_t weight)
+ag_pring_ask_locator(struct ag_thread *t, int in_kernel)
 {
-    if (atomic_load_explicit(&t->kern_locating, memory_order_relaxed) ||
+    if (!in_kernel || atomic_load_explicit(&t->kern_locating, memory_order_relaxed) ||
         atomic_load_explicit(&t->kern_retired, memory_order_relaxed) ||
-        (!in_kernel && 4u * kernel_w < 3u * weight) ||
         atomic_exchange_explicit(&t->kern_asked, 1, memory_order_relaxed)) {
         return;
     }
@@ -273,7 +270,7 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
         kernel_w = weight - 1u;
         kernel_ns = own / weight * kernel_w;
         atomic_fetch_add_explicit(&t->kern_w, kernel_w, memory_order_relaxed);
-        ag_pring_ask_locator(t, in_kernel, kernel_w, weight);
+        ag_pring_ask_locator(t, in_kernel);
         s = ag_ring_reserve(&t->pring);
         s->timestamp_ns = ts - (own - kernel_ns);
         s->cpu_time_ns = cpu - (own - kernel_ns);

@@ -620,12 +620,15 @@ ag_locator_check_locked(struct ag_thread *t, int32_t tid)
         }
         return;
     }
-    /* A perf-ring thread is judged as a retired one from the start: its reader asks for a
-     * locator only when it sees a call (perf-ring.c), and the scan arms one for a thread whose
-     * calls come back or whose kernel time is large; one that makes no calls gets none. */
+    /* A perf-ring thread needs a call seen (a ring sample at a call's return: any overflow due
+     * in a call is taken there, so a thread whose kernel time is in calls shows them), as its
+     * reader asks (perf-ring.c): a thread that makes no calls gets no locator, also when a scan
+     * finds it starved with a quarter of its little CPU split off (a pp-sample-workload worker at
+     * a load of 16 to 20 got one so, 18 signals before it retired). */
     if (!perf || t->has_locator || t->timer_hz == 0 ||
-        !ag_locator_wanted(ring || atomic_load_explicit(&t->kern_retired, memory_order_relaxed), dk,
-                           ds, dcpu, 1000000000u / t->timer_hz)) {
+        (ring ? dk < 2 || ds == 0
+              : !ag_locator_wanted(atomic_load_explicit(&t->kern_retired, memory_order_relaxed), dk,
+                                   ds, dcpu, 1000000000u / t->timer_hz))) {
         return;
     }
     ag_locator_arm_locked(t, tid);
