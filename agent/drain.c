@@ -451,8 +451,71 @@ ag_drain_not_sampled(struct ag_thread *t, int32_t tid, const struct ag_sample *r
 }
 
 /*
- * Delivers one ring's pending samples, up to those taken at `until` (UINT64_MAX: all). The
- * stack of each CPU sample is kept in t->last_frames for the thread's final sample. Returns 0,
+ * Delivers sample s of t, the oldest of its ring r (released here, also when fn stops the
+ * drain). The stack of each CPU sample is kept in t->last_frames for the thread's final sample.
+ * Returns 0, or fn's nonzero value (passed through as is).
+ */
+static int
+ag_drain_one(struct ag_thread *t, struct ag_ring *r, int32_t tid, const struct ag_sample *s,
+             ag_record_fn fn, void *ctx, int *n)
+{
+    struct ag_record rec;
+    int rc;
+
+    if (s->tid != tid) {
+        /* Written by the wall thread for the slot's previous thread just as the slot was
+         * reused: it would follow that thread's STOP. Counted as lost. */
+        ag_ring_release(r);
+        atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+        return 0;
+    }
+    if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_TAIL && s->depth == 1 &&
+        s->frames[0] == ag_not_sampled_pc()) {
+        rc = ag_drain_not_sampled(t, tid, s, fn, ctx, n);
+        ag_ring_release(r);
+        return rc;
+    }
+    ag_drain_check_frames((struct ag_sample *)(uintptr_t)s);
+    if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_KERNEL) {
+        rc = ag_drain_kernel(t, tid, s, fn, ctx, n);
+        ag_ring_release(r);
+        return rc;
+    }
+    if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_SIGNAL) {
+        struct ag_drain_stack over = { s->frames, s->depth, s->unwinder, s->end };
+
+        /* Taken as a system call returned: a call seen, as the locator's are (a bursty
+         * thread's calls fall between the ticks that time the locator; its perf samples
+         * at a call's return come every few ms of its calls). */
+        rc = ag_drain_kernel_faulted(t, tid, &over, fn, ctx, n);
+        if (rc == 0) {
+            rc = s->depth != 0 && s->frames[0] == ag_kernel_pc()
+                         ? ag_drain_kernel_site(t, tid, s, fn, ctx, n)
+                         : ag_drain_kernel_expired(t, tid, s->cpu_time_ns, &over, fn, ctx, n);
+        }
+        if (rc != 0) {
+            ag_ring_release(r);
+            return rc;
+        }
+        memcpy(t->last_frames, s->frames, s->depth * sizeof(uint64_t));
+        t->last_depth = s->depth;
+        t->last_unwinder = s->unwinder;
+        t->last_end = s->end;
+        t->kern_seen_n = 0; /* the calls seen from here are the next span's */
+    }
+    memset(&rec, 0, sizeof(rec));
+    rec.kind = AG_RECORD_SAMPLE;
+    rec.tid = tid;
+    rec.u.sample = s;
+    rec.unsampled = 0;
+    rc = fn(&rec, ctx);
+    ag_ring_release(r); /* consumed even when fn stops the drain */
+    (*n)++;
+    return rc;
+}
+
+/*
+ * Delivers one ring's pending samples, up to those taken at `until` (UINT64_MAX: all). Returns 0,
  * or fn's nonzero value (passed through as is).
  */
 static int
@@ -460,71 +523,79 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
               void *ctx, int *n)
 {
     const struct ag_sample *s;
-    struct ag_record rec;
+    int rc;
 
     while ((s = ag_ring_peek(r)) != NULL && s->timestamp_ns <= until) {
-        int rc;
-
-        if (s->tid != tid) {
-            /* Written by the wall thread for the slot's previous thread just as the slot was
-             * reused: it would follow that thread's STOP. Counted as lost. */
-            ag_ring_release(r);
-            atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
-            continue;
-        }
-        if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_TAIL && s->depth == 1 &&
-            s->frames[0] == ag_not_sampled_pc()) {
-            rc = ag_drain_not_sampled(t, tid, s, fn, ctx, n);
-            ag_ring_release(r);
-            if (rc != 0) {
-                return rc;
-            }
-            continue;
-        }
-        ag_drain_check_frames((struct ag_sample *)(uintptr_t)s);
-        if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_KERNEL) {
-            rc = ag_drain_kernel(t, tid, s, fn, ctx, n);
-            ag_ring_release(r);
-            if (rc != 0) {
-                return rc;
-            }
-            continue;
-        }
-        if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_SIGNAL) {
-            struct ag_drain_stack over = { s->frames, s->depth, s->unwinder, s->end };
-
-            /* Taken as a system call returned: a call seen, as the locator's are (a bursty
-             * thread's calls fall between the ticks that time the locator; its perf samples
-             * at a call's return come every few ms of its calls). */
-            rc = ag_drain_kernel_faulted(t, tid, &over, fn, ctx, n);
-            if (rc == 0) {
-                rc = s->depth != 0 && s->frames[0] == ag_kernel_pc()
-                             ? ag_drain_kernel_site(t, tid, s, fn, ctx, n)
-                             : ag_drain_kernel_expired(t, tid, s->cpu_time_ns, &over, fn, ctx, n);
-            }
-            if (rc != 0) {
-                ag_ring_release(r);
-                return rc;
-            }
-            memcpy(t->last_frames, s->frames, s->depth * sizeof(uint64_t));
-            t->last_depth = s->depth;
-            t->last_unwinder = s->unwinder;
-            t->last_end = s->end;
-            t->kern_seen_n = 0; /* the calls seen from here are the next span's */
-        }
-        memset(&rec, 0, sizeof(rec));
-        rec.kind = AG_RECORD_SAMPLE;
-        rec.tid = tid;
-        rec.u.sample = s;
-        rec.unsampled = 0;
-        rc = fn(&rec, ctx);
-        ag_ring_release(r); /* consumed even when fn stops the drain */
-        (*n)++;
+        rc = ag_drain_one(t, r, tid, s, fn, ctx, n);
         if (rc != 0) {
             return rc;
         }
     }
     return 0;
+}
+
+/* The slot after the oldest unread one of r (a perf-ring split's sample), or NULL. Consumer. */
+static const struct ag_sample *
+ag_drain_peek_second(struct ag_ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire); /* C */
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+    if (r->slots == NULL || head - tail < 2) {
+        return NULL;
+    }
+    return (const struct ag_sample *)(const void *)(r->slots +
+                                                    ((tail + 1) & r->mask) * r->slot_size);
+}
+
+/*
+ * Delivers a thread's CPU samples of both its rings in time order, up to those taken at `until`:
+ * its own ring (signal samples, and its kernel locator's records) and the perf-ring reader's
+ * pring. They must meet in time order: the drain shares a split's kernel time among the calls
+ * the locator saw since the previous CPU sample. A split-off record of pring is ordered by its
+ * sample's time (the reader writes it just before; in the signal engine's ring it comes there
+ * too, after every locator record written before the sample), and waits while its sample is not
+ * yet in pring. Records of the own ring after `hold` (pring_horizon: the reader's last read)
+ * wait for the next drain, as a sample stamped before them may still be in the kernel's ring.
+ * Returns 0, or fn's nonzero value.
+ */
+static int
+ag_drain_cpu(struct ag_thread *t, int32_t tid, uint64_t until, uint64_t hold, ag_record_fn fn,
+             void *ctx, int *n)
+{
+    for (;;) {
+        const struct ag_sample *a = ag_ring_peek(&t->ring), *b = ag_ring_peek(&t->pring), *b2;
+        uint64_t kb = 0;
+        int rc;
+
+        if (a != NULL && (a->timestamp_ns > until || a->timestamp_ns > hold)) {
+            a = NULL;
+        }
+        if (b != NULL && b->timestamp_ns > until) {
+            b = NULL;
+        }
+        if (b != NULL) {
+            kb = b->timestamp_ns;
+            if (b->mode == AG_MODE_CPU && b->source == AG_SOURCE_KERNEL && b->weight != 0) {
+                b2 = ag_drain_peek_second(&t->pring);
+                if (b2 == NULL) {
+                    b = NULL; /* its sample is being written */
+                } else {
+                    kb = b2->timestamp_ns;
+                }
+            }
+        }
+        if (a != NULL && (b == NULL || a->timestamp_ns <= kb)) {
+            rc = ag_drain_one(t, &t->ring, tid, a, fn, ctx, n);
+        } else if (b != NULL) {
+            rc = ag_drain_one(t, &t->pring, tid, b, fn, ctx, n);
+        } else {
+            return 0;
+        }
+        if (rc != 0) {
+            return rc;
+        }
+    }
 }
 
 /* Returns a final sample that a stopped drain did not deliver to its slot. */
@@ -637,13 +708,19 @@ ag_drain(ag_record_fn fn, void *ctx)
         char name[AG_NAME_MAX];
         int state, announce, kern_flush;
         int32_t tid;
+        uint64_t hold; /* the own ring's records up to here: perf-ring's (ag_drain_cpu) */
         uint64_t dropped, unsampled;
 
         pthread_mutex_lock(&ag.reg_lock);
         state = atomic_load_explicit(&t->state, memory_order_acquire);
         tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
+        hold = UINT64_MAX;
         if (state == AG_SLOT_ACTIVE && atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
             ag_pring_read_locked(t); /* perf-ring: what its ring holds now comes in this drain */
+            if (!t->kern_flush) {
+                /* (a flush's drain is a session's last: it takes all) */
+                hold = atomic_load_explicit(&t->pring_horizon, memory_order_acquire);
+            }
         } else if (state == AG_SLOT_ACTIVE &&
                    atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed) != 0) {
             /* A thread with the signal blocked has no sample to come: its CPU is claimed at each
@@ -697,19 +774,12 @@ ag_drain(ag_record_fn fn, void *ctx)
             }
         }
         /* The final sample goes after the samples taken before its claim, with their stack
-         * (the signal's ring, then the perf-ring engine's: a thread has CPU samples in one). */
-        rc = ag_drain_ring(t, &t->ring, tid, tail.weight != 0 ? tail.ts : UINT64_MAX, fn, ctx, &n);
-        if (rc == 0) {
-            rc = ag_drain_ring(t, &t->pring, tid, tail.weight != 0 ? tail.ts : UINT64_MAX, fn, ctx,
-                               &n);
-        }
+         * (both CPU rings in time order: a perf-ring thread's locator writes to its own). */
+        rc = ag_drain_cpu(t, tid, tail.weight != 0 ? tail.ts : UINT64_MAX, hold, fn, ctx, &n);
         if (rc == 0 && tail.weight != 0) {
             rc = ag_drain_tail(t, tid, &tail, fn, ctx, &n);
             if (rc == 0) {
-                rc = ag_drain_ring(t, &t->ring, tid, UINT64_MAX, fn, ctx, &n);
-            }
-            if (rc == 0) {
-                rc = ag_drain_ring(t, &t->pring, tid, UINT64_MAX, fn, ctx, &n);
+                rc = ag_drain_cpu(t, tid, UINT64_MAX, hold, fn, ctx, &n);
             }
         } else if (tail.weight != 0) {
             ag_drain_tail_put_back(t, &tail); /* the next drain delivers it */

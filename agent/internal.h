@@ -107,6 +107,10 @@ void ag_ring_discard(struct ag_ring *r);
 int ag_ring_trim(struct ag_ring *r);
 /* Unmaps; accepts a zeroed ring. Only when no producer can ever touch it again (tests). */
 void ag_ring_fini(struct ag_ring *r);
+/* Faults in the memory of up to n slots from the producer's next one and from the ring's first
+ * (MADV_POPULATE_WRITE: contents unchanged, so a producer may run meanwhile; nothing before Linux
+ * 5.14), so that the producer's first lap takes no page fault there. */
+void ag_ring_populate(struct ag_ring *r, unsigned n);
 
 /* Returns the next free slot, or NULL when the ring is full. Producer only. */
 PP_SIGSAFE static inline struct ag_sample *
@@ -376,7 +380,14 @@ struct ag_thread {
     void *ring_base;        /* reg: the event's mapping, its first page the control page */
     size_t ring_map_len;    /* reg */
     uint64_t ring_cpu_base; /* reg: the thread's CPU time when its event was enabled */
+    int ring_faults_fd;     /* reg: the event's page-fault counter (its group's member), or -1 */
+    uint64_t ring_faults;   /* reg: that count at the last sample read */
     struct ag_ring pring;   /* producer: the perf-ring reader, under reg_lock */
+    /* The drain delivers the thread's own ring (its locator's records) up to here only (CLOCK_
+     * MONOTONIC; UINT64_MAX: all), so that they meet the perf samples in time order: a record
+     * written after the last read of the kernel's ring may come after a sample not yet read
+     * (release by the reader after its writes to pring; drain.c). */
+    _Atomic uint64_t pring_horizon;
 };
 
 #define AG_OWN_CODE_MAX 8
@@ -671,9 +682,11 @@ void ag_timers_forked_child(void);
 /* perf_event_attr of the engines' cpu-clock event at hz, user space only, disabled (timer.c). */
 struct perf_event_attr;
 void ag_perf_attr_init(struct perf_event_attr *attr, unsigned hz);
-/* perf_event_open of attr on thread tid, its fd taken high (host/fds.c); one close to
- * RLIMIT_NOFILE is given back (-EMFILE). 0 with *fd_out, or -errno (timer.c). */
-PP_MUST_USE int ag_perf_event_open(struct perf_event_attr *attr, int32_t tid, int *fd_out);
+/* perf_event_open of attr on thread tid (in group_fd's group, or -1), its fd taken high
+ * (host/fds.c); one close to RLIMIT_NOFILE is given back (-EMFILE). 0 with *fd_out, or -errno
+ * (timer.c). */
+PP_MUST_USE int ag_perf_event_open(struct perf_event_attr *attr, int32_t tid, int group_fd,
+                                   int *fd_out);
 /* Sets the thread's CPU-time baseline as an engine's arming does (timer.c); returns the CPU time
  * it spent since (0 but after a deferred start). */
 uint64_t ag_timer_baseline(struct ag_thread *t, int32_t tid);

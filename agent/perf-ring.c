@@ -12,8 +12,10 @@
  * (reads bounded to the copy) and writes it to the thread's pring as the handler writes a CPU
  * sample to its ring, so the drain and everything after it see the usual records. Weights come
  * from the CPU time each sample carries (ag_sig_cpu_weigh, as the handler's), so a thread's
- * weights add up to its CPU time; its kernel time goes with the next user sample's stack: no
- * kernel split, no locator (the samples are user-only). Context: ordinary threads, reg_lock.
+ * weights add up to its CPU time; the intervals a sample carries beyond its own were spent in the
+ * kernel (the event counts user mode only) and are split off as the signal perf engine splits
+ * them, for the drain to place among the calls the thread's kernel locator saw (drain.c, by time;
+ * docs/architecture.md, "Kernel time under perf-ring"). Context: ordinary threads, reg_lock.
  */
 #include "common/perf-ring.h"
 
@@ -38,6 +40,11 @@
 #define AG_PRING_HOLD_MS   200u
 #define AG_PRING_PAGES_MIN 16u
 #define AG_PRING_PAGES_MAX 256u
+
+/* How long before a read of the ring its horizon ends (pring_horizon): a sample is stamped in
+ * the overflow's interrupt and published there microseconds later; a vCPU preempted in between
+ * takes longer, and then one locator record may be counted in the span next to its own. */
+#define AG_PRING_HORIZON_SLACK_NS 2000000u
 
 /* The record being read (reg_lock): the largest sample the attributes above make, with room. */
 static union {
@@ -65,7 +72,7 @@ ag_pring_pages(unsigned hz)
 int
 ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz)
 {
-    struct perf_event_attr attr;
+    struct perf_event_attr attr, fattr;
     long page = sysconf(_SC_PAGESIZE);
     unsigned pages = ag_pring_pages(hz);
     size_t len = (size_t)(pages + 1u) * (size_t)page;
@@ -76,14 +83,16 @@ ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz)
     ag_perf_attr_init(&attr, hz);
     attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_READ |
                        PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
-    attr.read_format = 0; /* the count alone: the CPU time since the event was enabled */
+    /* The group's counts (the CPU time since the event was enabled, and the page faults the
+     * thread took in user mode, its member's, when it could be opened). */
+    attr.read_format = PERF_FORMAT_GROUP;
     attr.use_clockid = 1;
     attr.clockid = CLOCK_MONOTONIC;
     attr.sample_regs_user = AG_ARCH_PERF_REGS_MASK;
     attr.sample_stack_user = AG_PRING_STACK;
     attr.watermark = 1;
     attr.wakeup_watermark = (uint32_t)((size_t)pages * (size_t)page / 2u);
-    err = ag_perf_event_open(&attr, tid, &fd);
+    err = ag_perf_event_open(&attr, tid, -1, &fd);
     if (err != 0) {
         return err;
     }
@@ -99,13 +108,31 @@ ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz)
         close(fd);
         return -ENOMEM;
     }
+    /* Page faults are kernel time outside any system call (the signal perf engine reads them
+     * with getrusage in its handler, sig-handler.c): a software counter in the event's group,
+     * user mode only as the event is, read with each sample. Without it (refused), a span's
+     * kernel time is always placed among the calls seen. */
+    ag_perf_attr_init(&fattr, hz);
+    fattr.config = PERF_COUNT_SW_PAGE_FAULTS;
+    fattr.sample_period = 0; /* counting only */
+    fattr.disabled = 0;      /* enabled with its leader */
+    fattr.use_clockid = 1;   /* a group's events share their clock */
+    fattr.clockid = CLOCK_MONOTONIC;
+    if (ag_perf_event_open(&fattr, tid, fd, &t->ring_faults_fd) != 0) {
+        t->ring_faults_fd = -1;
+    }
+    t->ring_faults = 0;
     (void)ag_timer_baseline(t, tid);
     /* The count starts at the enable: the thread's CPU time then is its origin. */
     t->ring_cpu_base = clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0
                                ? (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec
                                : 0;
-    if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+    if (ioctl(fd, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) != 0) {
         err = -errno;
+        if (t->ring_faults_fd >= 0) {
+            close(t->ring_faults_fd);
+            t->ring_faults_fd = -1;
+        }
         munmap(base, len);
         close(fd);
         return err;
@@ -118,30 +145,82 @@ ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz)
     return 0;
 }
 
-/* One PERF_RECORD_SAMPLE of t (size bytes in ag_pring_rec) into t->pring. */
+/* Its first kernel time and no locator yet (as the signal perf engine's first split asks, but
+ * only for a split taken at a call's return: a thread that makes no calls gets none, where the
+ * signal perf engine armed one at its first split and retired it idle a second later): the
+ * manager arms one (timer.c). Once per thread. */
+static void
+ag_pring_ask_locator(struct ag_thread *t, int in_kernel)
+{
+    if (!in_kernel || atomic_load_explicit(&t->kern_locating, memory_order_relaxed) ||
+        atomic_load_explicit(&t->kern_retired, memory_order_relaxed) ||
+        atomic_exchange_explicit(&t->kern_asked, 1, memory_order_relaxed)) {
+        return;
+    }
+    atomic_store_explicit(&ag.kern_asked, 1, memory_order_release);
+    ag_manager_wake();
+}
+
+/* Reserves a slot of t->pring for a sample of t, counting a full ring as a lost sample. */
+static struct ag_sample *
+ag_pring_reserve(struct ag_thread *t)
+{
+    struct ag_sample *s = ag_ring_reserve(&t->pring);
+
+    if (s == NULL) {
+        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+    }
+    return s;
+}
+
+/*
+ * One PERF_RECORD_SAMPLE of t (size bytes in ag_pring_rec) into t->pring, with the signal perf
+ * engine's kernel-time split (sig-handler.c): the event counts in user mode only, so a sample that
+ * carries k intervals of CPU saw k-1 overflows skipped in the kernel. They go first, as an
+ * AG_SOURCE_KERNEL record ending where the sample's own interval begins (depth 0: the drain
+ * shares it among the calls the thread's kernel locator saw in the span, which it finds in the
+ * thread's own ring by time), then the sample with its own interval. A sample taken as a system
+ * call returned (its pc just after the call instruction) is the call's: a [kernel] leaf over its
+ * stack, and a call seen. A span whose page-fault count moved (the event's group member, read
+ * with the sample) is kernel time outside any call: not placed, over the next sample's stack.
+ */
 static void
 ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
 {
     const unsigned char *p = ag_pring_rec.b + sizeof(struct perf_event_header);
     const unsigned char *end = ag_pring_rec.b + size;
-    uint64_t v[AG_ARCH_PERF_REGS_N], ts, count, abi, sz, dyn = 0, cpu, delta, period;
+    uint64_t v[AG_ARCH_PERF_REGS_N], ts, count, faults = 0, abi, sz, dyn = 0, cpu, delta, period;
+    uint64_t kernel_ns = 0, own, nr;
     struct ag_arch_regs regs;
     struct ag_unwind_result res;
     struct ag_unwind_ctx c;
     struct ag_sample *s;
+    uint32_t weight, kernel_w = 0, skip = 0;
     unsigned i;
+    int in_kernel, faulted = 0;
 
     if (t->timer_hz == 0 || (size_t)(end - p) < 6 * 8) {
         return;
     }
-    /* IP, PID/TID, TIME, READ (the count), REGS_USER (abi, registers), STACK_USER */
+    /* IP, PID/TID, TIME, READ (the count; with the fault counter, nr and both counts),
+     * REGS_USER (abi, registers), STACK_USER */
     if ((int32_t)(pp_perf_ring_u64(p + 8) >> 32) != tid) {
         return; /* cannot happen: the event is this thread's */
     }
     ts = pp_perf_ring_u64(p + 16);
-    count = pp_perf_ring_u64(p + 24);
-    abi = pp_perf_ring_u64(p + 32);
-    p += 40;
+    p += 24;
+    nr = pp_perf_ring_u64(p);
+    if (nr == 0 || nr > 2 || (size_t)(end - p) < 8 * (nr + 2)) {
+        return;
+    }
+    count = pp_perf_ring_u64(p + 8);
+    if (nr == 2) {
+        faults = pp_perf_ring_u64(p + 16);
+    }
+    p += 8 * (nr + 1);
+    abi = pp_perf_ring_u64(p);
+    p += 8;
     memset(&regs, 0, sizeof(regs));
     regs.pc = pp_perf_ring_u64(ag_pring_rec.b + sizeof(struct perf_event_header));
     if (abi != PERF_SAMPLE_REGS_ABI_NONE) {
@@ -154,20 +233,72 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
         p += 8 * AG_ARCH_PERF_REGS_N;
         ag_arch_perf_regs(v, &regs);
     }
+    if ((size_t)(end - p) < 8) {
+        return;
+    }
     sz = pp_perf_ring_u64(p);
     p += 8;
     if (sz != 0 && sz <= (uint64_t)(end - p) && (uint64_t)(end - p) - sz >= 8) {
         dyn = pp_perf_ring_u64(p + sz);
         dyn = dyn < sz ? dyn : sz;
     }
-    s = ag_ring_reserve(&t->pring);
-    if (s == NULL) {
+    /* Two slots or none: a split-off record is always followed by its sample (the drain orders
+     * the pair by the sample's time). */
+    if (t->pring.slots == NULL ||
+        atomic_load_explicit(&t->pring.head, memory_order_relaxed) -
+                        atomic_load_explicit(&t->pring.tail, memory_order_acquire) >=
+                t->pring.mask) {
         atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
         return;
     }
     period = 1000000000u / t->timer_hz;
     cpu = t->ring_cpu_base + count;
+    weight = (uint32_t)ag_sig_cpu_weigh(t, cpu, period, 1, &delta);
+    own = delta != 0 ? delta : period;
+    /* An overflow due in a system call's exit path, where interrupts are off until the return,
+     * is taken just after it: its interval ended in the kernel (sig-handler.c). */
+    in_kernel = ag_sig_in_syscall(regs.pc);
+    if (in_kernel) {
+        atomic_fetch_add_explicit(&t->kern_sites, 1, memory_order_relaxed);
+    }
+    if (nr == 2) {
+        faulted = faults != t->ring_faults;
+        t->ring_faults = faults;
+    }
+    if (weight > 1) {
+        kernel_w = weight - 1u;
+        kernel_ns = own / weight * kernel_w;
+        atomic_fetch_add_explicit(&t->kern_w, kernel_w, memory_order_relaxed);
+        ag_pring_ask_locator(t, in_kernel);
+        s = ag_ring_reserve(&t->pring);
+        s->timestamp_ns = ts - (own - kernel_ns);
+        s->cpu_time_ns = cpu - (own - kernel_ns);
+        s->tid = tid;
+        s->mode = AG_MODE_CPU;
+        s->state = AG_STATE_RUNNING;
+        s->source = AG_SOURCE_KERNEL;
+        s->engine = AG_CPU_ENGINE_PERF_RING;
+        s->weight = (uint16_t)kernel_w;
+        s->cpu_delta_ns = kernel_ns;
+        s->depth = 0; /* the drain gives it a stack */
+        if (faulted) {
+            /* Not to be placed under a call: the drain puts it over the next sample's stack. */
+            s->frames[0] = (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel_unplaced;
+            s->depth = 1;
+        }
+        s->unwinder = AG_UNWINDER_NONE;
+        s->end = AG_UNWIND_END_LEAF_ONLY;
+        ag_ring_commit(&t->pring);
+        own -= kernel_ns;
+    }
+    /* (at a call's return, the sample's own interval is kernel time too) */
+    atomic_fetch_add_explicit(&ag.cpu_kernel_ns, in_kernel ? own + kernel_ns : kernel_ns,
+                              memory_order_relaxed);
+    s = ag_pring_reserve(t);
+    if (s == NULL) {
+        return; /* cannot happen: two slots were free */
+    }
     s->timestamp_ns = ts;
     s->cpu_time_ns = cpu;
     s->tid = tid;
@@ -175,8 +306,12 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
     s->state = AG_STATE_RUNNING;
     s->source = AG_SOURCE_SIGNAL; /* a sample of the running thread, as the handler's */
     s->engine = AG_CPU_ENGINE_PERF_RING;
-    s->weight = (uint16_t)ag_sig_cpu_weigh(t, cpu, period, 1, &delta);
-    s->cpu_delta_ns = delta != 0 ? delta : period;
+    s->weight = (uint16_t)(weight - kernel_w);
+    s->cpu_delta_ns = own;
+    if (in_kernel) {
+        s->frames[0] = (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel; /* the [kernel] leaf */
+        skip = 1;
+    }
     ag_sig_unwind_ctx_init(&c, regs.sp, 0, 0);
     c.remote_ok = 0;
     c.cache = &ag_pring_cfi;
@@ -190,13 +325,14 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
         c.copy_sp = 0;
         c.copy_len = 0;
     }
-    ag_sig_unwind(&c, regs.pc, regs.sp, regs.fp, 0, s->frames, ag.cfg.max_frames, &res);
-    s->depth = res.depth;
+    ag_sig_unwind(&c, regs.pc, regs.sp, regs.fp, 0, s->frames + skip, ag.cfg.max_frames - skip,
+                  &res);
+    s->depth = res.depth + skip;
     s->unwinder = res.unwinder;
     s->end = res.end;
     ag_ring_commit(&t->pring);
     atomic_store_explicit(&t->last_claim_ns, ts, memory_order_relaxed);
-    atomic_fetch_add_explicit(&ag.n_cpu_weight, s->weight, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.n_cpu_weight, weight, memory_order_relaxed);
     if (delta != 0) {
         atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.cpu_sampled_n, 1, memory_order_relaxed);
@@ -213,13 +349,16 @@ ag_pring_read_locked(struct ag_thread *t)
 {
     struct perf_event_mmap_page *pg = t->ring_base;
     const unsigned char *data;
-    uint64_t head, tail;
+    uint64_t head, tail, now;
     struct perf_event_header h;
     int32_t tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
 
     if (!atomic_load_explicit(&t->has_ring, memory_order_relaxed) || pg == NULL) {
         return;
     }
+    /* The time first: a sample stamped before it (by AG_PRING_HORIZON_SLACK_NS: the kernel
+     * stamps a sample before it publishes it) is in the ring at the head read next. */
+    now = ag_now_ns();
     data = (const unsigned char *)t->ring_base + pg->data_offset;
     head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE); /* the kernel's writes before */
     tail = pg->data_tail;
@@ -244,6 +383,20 @@ ag_pring_read_locked(struct ag_thread *t)
         tail += h.size;
     }
     __atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE); /* the space is the kernel's */
+    /* After the samples' commits: a drain that reads this horizon finds them in pring. */
+    atomic_store_explicit(&t->pring_horizon,
+                          now > AG_PRING_HORIZON_SLACK_NS ? now - AG_PRING_HORIZON_SLACK_NS : 0,
+                          memory_order_release);
+}
+
+/* Closes t's page-fault counter, if it has one. */
+static void
+ag_pring_close_faults(struct ag_thread *t)
+{
+    if (t->ring_faults_fd >= 0) {
+        close(t->ring_faults_fd);
+        t->ring_faults_fd = -1;
+    }
 }
 
 void
@@ -257,6 +410,7 @@ ag_pring_close_locked(struct ag_thread *t)
     atomic_store_explicit(&t->has_ring, 0, memory_order_release);
     munmap(t->ring_base, t->ring_map_len);
     close(t->ring_fd);
+    ag_pring_close_faults(t);
     t->ring_base = NULL;
     t->ring_map_len = 0;
     t->ring_fd = -1;
@@ -286,6 +440,7 @@ ag_pring_forked_child(struct ag_thread *t)
     if (atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
         munmap(t->ring_base, t->ring_map_len);
         close(t->ring_fd);
+        ag_pring_close_faults(t);
         t->ring_base = NULL;
         t->ring_map_len = 0;
         t->ring_fd = -1;

@@ -93,6 +93,39 @@ ag_ring_trim(struct ag_ring *r)
     return 1;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* MADV_POPULATE_WRITE of slots [from, from + n) of r, within the ring's memory. */
+static void
+ag_ring_populate_at(struct ag_ring *r, uint64_t from, uint64_t n)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)(r->slots + from * r->slot_size);
+    uintptr_t hi = (uintptr_t)(r->slots + (from + n) * r->slot_size);
+
+    lo &= ~(uintptr_t)(page - 1);
+    (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+}
+
+void
+ag_ring_populate(struct ag_ring *r, unsigned n)
+{
+    uint64_t at, slots = (uint64_t)r->mask + 1u;
+
+    if (r->slots == NULL) {
+        return;
+    }
+    n = n < slots ? n : (unsigned)slots;
+    at = atomic_load_explicit(&r->head, memory_order_acquire) & r->mask;
+    ag_ring_populate_at(r, at, at + n <= slots ? n : slots - at);
+    if (at + n > slots) {
+        ag_ring_populate_at(r, 0, at + n - slots);
+    }
+    ag_ring_populate_at(r, 0, n); /* an empty ring's consumer moves it to a lap's first slot */
+}
+
 void
 ag_ring_fini(struct ag_ring *r)
 {

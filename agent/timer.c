@@ -234,7 +234,7 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
         t->tail_unseen = 1;
         atomic_fetch_add_explicit(&ag.cpu_unseen_ns, delta, memory_order_relaxed);
     }
-    if (weight > 1 && t->has_perf && !t->has_timer && since == 0) {
+    if (weight > 1 && (t->has_perf || ring) && !t->has_timer && since == 0) {
         /* A span perf sampled without a sample: each interval it passed was an overflow skipped
          * in the kernel, as in a perf sample that stands for several (sig-handler.c). All but
          * the last, unsampled, interval is kernel time, which the drain places as it places a
@@ -321,13 +321,13 @@ ag_perf_refused_for_good(int err)
 }
 
 int
-ag_perf_event_open(struct perf_event_attr *attr, int32_t tid, int *fd_out)
+ag_perf_event_open(struct perf_event_attr *attr, int32_t tid, int group_fd, int *fd_out)
 {
     struct rlimit rl;
     int fd, err;
 
     host_fds_hold(); /* high before a host's close can take its number (host/fds.c) */
-    fd = (int)syscall(SYS_perf_event_open, attr, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    fd = (int)syscall(SYS_perf_event_open, attr, (pid_t)tid, -1, group_fd, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) {
         err = -errno;
         host_fds_release();
@@ -370,7 +370,7 @@ ag_perf_open(int32_t tid, unsigned hz, int *fd_out)
 
     ag_perf_attr_init(&attr, hz);
     attr.wakeup_events = 1;
-    err = ag_perf_event_open(&attr, tid, &fd);
+    err = ag_perf_event_open(&attr, tid, -1, &fd);
     if (err != 0) {
         return err;
     }
@@ -525,6 +525,9 @@ ag_locator_retire_locked(struct ag_thread *t, int32_t tid)
     ag_log(AG_LOG_DEBUG, "cpu engine: thread %d's kernel locator goes (idle)", (int)tid);
 }
 
+/* The slots of a perf-ring thread's own ring that its locator's arming faults in (above). */
+#define AG_LOCATOR_POPULATE 64u
+
 /* The rate of t's kernel locator: the thread's, up to the tick's. */
 static unsigned
 ag_locator_hz(const struct ag_thread *t)
@@ -550,6 +553,16 @@ ag_locator_arm_locked(struct ag_thread *t, int32_t tid)
     if (ag_timer_arm(t->locator, hz, 0) != 0) {
         timer_delete(t->locator);
         return;
+    }
+    if (atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
+        /* Its records are the only writes to the thread's own ring under perf-ring, and a slot
+         * written on the ring's first lap takes a page fault, which the event's fault counter
+         * counts in the perf span around it: that span's kernel time was then not placed (all
+         * 10 intervals of test-agent-sampling's perf_ring_kernel_time_is_shared_among_the_calls_
+         * seen_in_its_span in 4 runs of 4). The signal perf engine reads its faults afresh after
+         * such a write (sig-handler.c); here the manager faults in the slots a locator's backlog
+         * uses (about 25 records per 100 ms at the tick's rate, drained every 100 ms or so). */
+        ag_ring_populate(&t->ring, AG_LOCATOR_POPULATE);
     }
     ag_locator_start_locked(t);
     ag_log(AG_LOG_DEBUG, "cpu engine: thread %d gets a kernel locator", (int)tid);
@@ -587,11 +600,13 @@ ag_locator_check_locked(struct ag_thread *t, int32_t tid)
     uint32_t dk = kw - t->scan_kern_w, ds = sites - t->scan_kern_sites;
     uint64_t cpu = atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed);
     uint64_t dcpu = cpu - t->scan_last_cpu;
+    int ring = atomic_load_explicit(&t->has_ring, memory_order_relaxed);
+    int perf = t->has_perf || ring; /* samples by perf: its kernel time is split off */
 
     t->scan_kern_w = kw;
     t->scan_kern_sites = sites;
     t->scan_last_cpu = cpu;
-    if (t->has_locator && t->has_perf && t->timer_hz != 0) {
+    if (t->has_locator && perf && t->timer_hz != 0) {
         if (ag_locator_wanted(1, dk, ds, dcpu, 1000000000u / t->timer_hz) || ds != 0) {
             t->locator_idle = 0;
             t->locator_idle_cpu = 0;
@@ -605,9 +620,15 @@ ag_locator_check_locked(struct ag_thread *t, int32_t tid)
         }
         return;
     }
-    if (!t->has_perf || t->has_locator || t->timer_hz == 0 ||
-        !ag_locator_wanted(atomic_load_explicit(&t->kern_retired, memory_order_relaxed), dk, ds,
-                           dcpu, 1000000000u / t->timer_hz)) {
+    /* A perf-ring thread needs a call seen (a ring sample at a call's return: any overflow due
+     * in a call is taken there, so a thread whose kernel time is in calls shows them), as its
+     * reader asks (perf-ring.c): a thread that makes no calls gets no locator, also when a scan
+     * finds it starved with a quarter of its little CPU split off (a pp-sample-workload worker at
+     * a load of 16 to 20 got one so, 18 signals before it retired). */
+    if (!perf || t->has_locator || t->timer_hz == 0 ||
+        (ring ? dk < 2 || ds == 0
+              : !ag_locator_wanted(atomic_load_explicit(&t->kern_retired, memory_order_relaxed), dk,
+                                   ds, dcpu, 1000000000u / t->timer_hz))) {
         return;
     }
     ag_locator_arm_locked(t, tid);
@@ -622,7 +643,8 @@ ag_locators_arm_asked_locked(void)
         struct ag_thread *t = &ag.threads[i];
 
         if (atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE &&
-            atomic_load_explicit(&t->kern_asked, memory_order_relaxed) && t->has_perf &&
+            atomic_load_explicit(&t->kern_asked, memory_order_relaxed) &&
+            (t->has_perf || atomic_load_explicit(&t->has_ring, memory_order_relaxed)) &&
             !t->has_locator && t->timer_hz != 0 &&
             !atomic_load_explicit(&t->excluded, memory_order_relaxed)) {
             ag_locator_arm_locked(t, atomic_load_explicit(&t->tid, memory_order_relaxed));

@@ -207,12 +207,6 @@ pp_report_time_lines(const struct pp_profile *p, const struct pp_report_time *tm
                 "found the thread (PIPEPROF_CPU_ENGINE=auto takes perf_event above the tick)\n",
                 prefix, p->tick_hz, hz, (double)hz / (double)p->tick_hz);
     }
-    if (p->engine != NULL && strcmp(p->engine, "perf_ring") == 0) {
-        fprintf(out,
-                "%sCPU in the kernel: not measured (the perf-ring engine, a prototype, samples "
-                "user mode only; a thread's kernel time is weighed into its next sample's stack)\n",
-                prefix);
-    }
     if (p->markers != 0) {
         fprintf(out,
                 "%snot-running markers: %llu, %llu with the stack the thread waited in "

@@ -11,6 +11,9 @@
 #     and without frame pointers (perf_event: kernel time split off its samples, placed by a
 #     CPU-time timer's signal at the system call's return; timers: a sample taken as a system
 #     call returns is the call's);
+#   - perf-ring (PIPEPROF_CPU_ENGINE=perf-ring) at 250 and 1000 Hz, with and without frame
+#     pointers as perf_event, and at 250 Hz beside the busy loops: the same split, read from the
+#     thread's ring buffer by the manager, its locator's records met by time in the drain;
 #   - with two busy loops running beside the recording: auto at 250 and 1000 Hz, perf_event
 #     forced at 250 Hz (its kernel locator armed at the thread's first kernel time, not at the
 #     next scan: the kernel time a starved thread split off before its first call was seen went
@@ -113,6 +116,11 @@ steady=13   # all but the I/O-like thread
 if [[ $perf_ok == 1 ]]; then
   SECS=5 pooled perf-250 250 perf_event pp-sample-syscalls $all env PIPEPROF_CPU_ENGINE=perf
   pooled perf-1000-nofp 1000 perf_event pp-sample-syscalls-nofp $all env PIPEPROF_CPU_ENGINE=perf
+  # perf-ring: the same split, its samples read from the ring by the manager, the locator's
+  # records met by time in the drain (agent/perf-ring.c, drain.c's ag_drain_cpu)
+  SECS=5 pooled ring-250 250 perf_ring pp-sample-syscalls $all env PIPEPROF_CPU_ENGINE=perf-ring
+  pooled ring-1000-nofp 1000 perf_ring pp-sample-syscalls-nofp $all \
+    env PIPEPROF_CPU_ENGINE=perf-ring
 fi
 SECS=5 pooled timer-250-nofp 250 timer pp-sample-syscalls-nofp $steady env PIPEPROF_CPU_ENGINE=timer
 pooled timer-1000 1000 timer pp-sample-syscalls $steady env PIPEPROF_CPU_ENGINE=timer
@@ -124,6 +132,8 @@ if [[ $perf_ok == 1 ]]; then
   pooled loaded-1000-nofp 1000 "$(auto_at 1000)" pp-sample-syscalls-nofp $all env
   SECS=4 pooled loaded-perf-250-nofp 250 perf_event pp-sample-syscalls-nofp $all \
     env PIPEPROF_CPU_ENGINE=perf
+  SECS=4 pooled loaded-ring-250-nofp 250 perf_ring pp-sample-syscalls-nofp $all \
+    env PIPEPROF_CPU_ENGINE=perf-ring
 fi
 start_busy
 # The workload is not switched out at its own CPU-time reads (samples/syscalls/main.c, sc_cpu_ns):

@@ -3423,11 +3423,11 @@ share_main(void *p)
  * alone, reader_b took all 10 (on a loaded machine: a starved thread's long span, given to the
  * close(2) it made at its end, docs/performance.md).
  */
-/* One run of share_main (perf at 100 Hz, its locator armed by hand): its weights under reader_a
- * and reader_b (w[0], w[1]) and its kernel time not placed, in intervals, with the CPU each
- * reader burned. Returns whether the locator was armed. */
+/* One run of share_main (engine, perf or perf-ring, at 100 Hz, its locator armed by hand): its
+ * weights under reader_a and reader_b (w[0], w[1]) and its kernel time not placed, in intervals,
+ * with the CPU each reader burned. Returns whether the locator was armed. */
 static int
-share_case(uint64_t w[2], double *unplaced, double cpu[2])
+share_case(enum ag_cpu_engine engine, uint64_t w[2], double *unplaced, double cpu[2])
 {
     struct share_arg a = { 0, 0, 0, 0 };
     struct ag_stats stats;
@@ -3444,7 +3444,7 @@ share_case(uint64_t w[2], double *unplaced, double cpu[2])
     want[1] = (const void *)reader_b;
     ag_config_init(&cfg);
     cfg.scan_ms = 3600000; /* the test arms the locator */
-    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
+    cfg.cpu_engine = engine;
     ASSERT_OK(ag_start(&cfg));
     ag_stats_get(&stats); /* (counted since the process started) */
     unplaced0 = stats.cpu_kernel_unplaced_ns;
@@ -3455,7 +3455,7 @@ share_case(uint64_t w[2], double *unplaced, double cpu[2])
     }
     pthread_mutex_lock(&ag.reg_lock);
     t = slot_of(tid);
-    if (t != NULL && t->has_perf) {
+    if (t != NULL && (t->has_perf || atomic_load(&t->has_ring))) {
         atomic_store(&t->kern_asked, 1);
         ag_locators_arm_asked_locked();
         armed = t->has_locator;
@@ -3495,7 +3495,9 @@ share_case(uint64_t w[2], double *unplaced, double cpu[2])
  * saw take a page fault is not placed at all (1 run in 5 or so here, 6 to 10 intervals): such a
  * run says nothing of the sharing, and the case runs again, up to 4 times.
  */
-TEST(kernel_time_is_shared_among_the_calls_seen_in_its_span)
+/* The case below for engine (perf or perf-ring). */
+static void
+share_test(enum ag_cpu_engine engine)
 {
     uint64_t w[2] = { 0, 0 };
     double unplaced = 0, cpu[2] = { 0, 0 };
@@ -3508,7 +3510,7 @@ TEST(kernel_time_is_shared_among_the_calls_seen_in_its_span)
         return;
     }
     for (runs = 0; runs < 4; runs++) {
-        ASSERT_TRUE(share_case(w, &unplaced, cpu));
+        ASSERT_TRUE(share_case(engine, w, &unplaced, cpu));
         if (unplaced < 3.0) {
             break;
         }
@@ -3519,6 +3521,20 @@ TEST(kernel_time_is_shared_among_the_calls_seen_in_its_span)
      * more of a thread's calls, and one run beside the whole suite and two busy loops (load
      * 21) read 3 and 7; quiet, 8 and 2 in 8 runs of 8. */
     ASSERT_TRUE(w[0] >= 2);
+}
+
+TEST(kernel_time_is_shared_among_the_calls_seen_in_its_span)
+{
+    share_test(AG_CPU_ENGINE_PERF);
+}
+
+/* The same under perf-ring: the split is the ring reader's (on the manager, up to 100 ms after
+ * the sample), the locator's records are the thread's own, in its own ring, written in real time;
+ * the drain meets them with the samples by time (drain.c, ag_drain_cpu). On main, where perf-ring
+ * split nothing off, no weight stood under either reader. */
+TEST(perf_ring_kernel_time_is_shared_among_the_calls_seen_in_its_span)
+{
+    share_test(AG_CPU_ENGINE_PERF_RING);
 }
 
 struct faulter_arg {
@@ -3563,7 +3579,9 @@ faulter_main(void *p)
  * took page faults is not placed. The thread times its madvise calls by its CPU clock (one read
  * more per call), which bounds what may stand under them.
  */
-TEST(kernel_time_of_page_faults_is_not_given_to_a_call)
+/* The case below for engine (perf or perf-ring). */
+static void
+faulter_test(enum ag_cpu_engine engine)
 {
     struct faulter_arg a = { 0, 0 };
     struct ag_config cfg;
@@ -3574,7 +3592,7 @@ TEST(kernel_time_of_page_faults_is_not_given_to_a_call)
         return;
     }
     ag_config_init(&cfg);
-    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
+    cfg.cpu_engine = engine;
     ASSERT_OK(ag_start(&cfg));
     kern_at_call_w = kern_unplaced_w = 0;
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
@@ -3597,6 +3615,18 @@ TEST(kernel_time_of_page_faults_is_not_given_to_a_call)
      * kernel time, the bound before, failed a loaded CI run at 80 of 281 where madvise's own
      * share, not measured then, may have been that large. */
     ASSERT_TRUE((double)kern_at_call_w <= 1.25 * (double)atomic_load(&a.cpu_madvise) / 1e6 + 5.0);
+}
+
+TEST(kernel_time_of_page_faults_is_not_given_to_a_call)
+{
+    faulter_test(AG_CPU_ENGINE_PERF);
+}
+
+/* The same under perf-ring, whose page faults come from a counter in the event's group, read
+ * with each sample (perf-ring.c). */
+TEST(perf_ring_kernel_time_of_page_faults_is_not_given_to_a_call)
+{
+    faulter_test(AG_CPU_ENGINE_PERF_RING);
 }
 
 /* dl_iterate_phdr: the first executable address of the module loaded at base (in *pc). */
@@ -3699,8 +3729,10 @@ static const struct test_case cases[] = {
     TEST_CASE(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu),
     TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
     TEST_CASE(kernel_time_of_page_faults_is_not_given_to_a_call),
+    TEST_CASE(perf_ring_kernel_time_of_page_faults_is_not_given_to_a_call),
     TEST_CASE(a_perf_threads_final_sample_gives_its_kernel_time_to_no_user_code),
     TEST_CASE(kernel_time_is_shared_among_the_calls_seen_in_its_span),
+    TEST_CASE(perf_ring_kernel_time_is_shared_among_the_calls_seen_in_its_span),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
