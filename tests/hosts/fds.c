@@ -82,6 +82,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <linux/audit.h>
 #include <linux/close_range.h>
 #include <linux/filter.h>
@@ -899,22 +900,52 @@ fdcalls_scan(void)
 #define DATACALLS_SANITIZED 0
 #endif
 
-/* Whether a sanitizer's runtime defines sym ahead of libc (and of libpipeprof.so preloaded): its
- * interceptor's calls pass (host/fds.c), so that call is not probed under a sanitizer. Decided
- * alike bare and preloaded. */
+/* The loaded sanitizer runtime's file name (libasan, libtsan, clang's libclang_rt.*), or NULL. */
+static int
+datacall_runtime_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    const char *base = strrchr(info->dlpi_name, '/');
+
+    (void)size;
+    base = base != NULL ? base + 1 : info->dlpi_name;
+    if (strncmp(base, "libasan", 7) == 0 || strncmp(base, "libtsan", 7) == 0 ||
+        strncmp(base, "libclang_rt.", 12) == 0) {
+        *(const char **)data = info->dlpi_name;
+        return 1;
+    }
+    return 0;
+}
+
+/* Whether a sanitizer's runtime defines sym: its interceptor's calls pass (host/fds.c), so that
+ * call is not probed under a sanitizer. Decided alike bare and preloaded, whatever the order:
+ * ASan's runtime is preloaded ahead of libpipeprof.so, TSan's after it (docs/architecture.md,
+ * "Sanitizers"), so the first definition of a name would differ under TSan (before, the bare run
+ * skipped pwrite, preadv, recvmmsg, fstatvfs... and the preloaded ones probed them). */
 static int
 datacall_intercepted(const char *sym)
 {
-    void *f = dlsym(RTLD_DEFAULT, sym);
+    const char *runtime = NULL;
+    void *h, *f;
     Dl_info di;
-    const char *base;
+    int in;
 
-    if (f == NULL || dladdr(f, &di) == 0 || di.dli_fname == NULL) {
+    dl_iterate_phdr(datacall_runtime_cb, &runtime);
+    if (runtime == NULL) { /* a runtime linked in (clang's default): defined in the executable */
+        Dl_info self;
+
+        f = dlsym(RTLD_DEFAULT, sym);
+        return f == NULL || dladdr(f, &di) == 0 ||
+               (dladdr((void *)datacall_intercepted, &self) != 0 && di.dli_fbase == self.dli_fbase);
+    }
+    if ((h = dlopen(runtime, RTLD_LAZY | RTLD_NOLOAD)) == NULL) {
         return 1;
     }
-    base = strrchr(di.dli_fname, '/') != NULL ? strrchr(di.dli_fname, '/') + 1 : di.dli_fname;
-    return strncmp(base, "libasan", 7) == 0 || strncmp(base, "libtsan", 7) == 0 ||
-           strncmp(base, "libclang_rt.", 12) == 0;
+    /* the runtime's scope: the runtime first, then its dependencies (libc) */
+    f = dlsym(h, sym);
+    in = f != NULL && dladdr(f, &di) != 0 && di.dli_fname != NULL &&
+         strcmp(di.dli_fname, runtime) == 0;
+    dlclose(h);
+    return in;
 }
 
 /* datacalls_scan's SIGALRM: a periodic timer that ends a 1-byte read that would block. */
