@@ -31,13 +31,15 @@ void AnnotateIgnoreReadsEnd(const char *file, int line);
 #endif
 
 /*
- * Under ThreadSanitizer: a probe of whether an fd's number is open, made on purpose on a number
- * another thread (the library's, or the host's own held one) opens and closes: not checked by its
- * fd model, which would report the probe as racing with that thread's open or close (the kernel
- * orders them; no memory is shared). Elsewhere nothing.
+ * Under ThreadSanitizer: this thread's accesses not checked from begin to end, fds included. For
+ * what its fd model, one table per process that sees no synchronisation through the kernel,
+ * reports where no memory is shared: a probe of whether a number is open, made on purpose on a
+ * number another thread (the library's, or the host's own held one) opens and closes; a thread
+ * of a private fd table (CLOSE_RANGE_UNSHARE) using numbers the library's threads use in the
+ * process's table. Elsewhere nothing.
  */
 static inline void
-host_tsan_probe_begin(void)
+host_tsan_unchecked_begin(void)
 {
 #ifdef HOST_TSAN
     AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
@@ -45,7 +47,7 @@ host_tsan_probe_begin(void)
 }
 
 static inline void
-host_tsan_probe_end(void)
+host_tsan_unchecked_end(void)
 {
 #ifdef HOST_TSAN
     AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
