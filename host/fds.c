@@ -755,12 +755,27 @@ host_fds_release(void)
  * host-contract-fds-create runs with N=2 (tests/hosts/fds.c's create mode), and fails without the
  * wait of host_fds_creating. Keep N well below the host's bound.
  */
-static unsigned host_fds_test_low_ms;
+/* Both atomic (relaxed): the knobs are set in host_fds_init, after the shim's constructor may have
+ * started the agent's manager, whose fd creations read them (TSan reported the plain ones as a
+ * data race, host-contract-fds-create, status 66). */
+static _Atomic unsigned host_fds_test_low_ms;
 /* The host's creations' bound (HOST_FDS_GATE_HOST_NS); 2 s with the knob: at a load of 20 on 2
  * cores the library's thread can be preempted in its low moment for longer than 50 ms, and with
  * that bound 3 of 3 runs of host-contract-fds-create failed (one creation each), with 2 s 4 of 4
  * passed. */
-static uint64_t host_fds_create_bound_ns = HOST_FDS_GATE_HOST_NS;
+static _Atomic uint64_t host_fds_create_bound_ns = HOST_FDS_GATE_HOST_NS;
+
+static unsigned
+host_fds_test_low_ms_get(void)
+{
+    return atomic_load_explicit(&host_fds_test_low_ms, memory_order_relaxed);
+}
+
+static uint64_t
+host_fds_create_bound(void)
+{
+    return atomic_load_explicit(&host_fds_create_bound_ns, memory_order_relaxed);
+}
 
 static void
 host_fds_test_sleep_ms(unsigned ms)
@@ -796,8 +811,8 @@ host_fds_test_start(void)
     if (low == NULL || atoi(low) <= 0 || atoi(low) >= 1000) {
         return;
     }
-    host_fds_test_low_ms = (unsigned)atoi(low);
-    host_fds_create_bound_ns = 2000000000u;
+    atomic_store_explicit(&host_fds_create_bound_ns, 2000000000u, memory_order_relaxed);
+    atomic_store_explicit(&host_fds_test_low_ms, (unsigned)atoi(low), memory_order_relaxed);
     if (pthread_create(&th, NULL, host_fds_test_churn, NULL) == 0) {
         pthread_detach(th);
     }
@@ -813,8 +828,8 @@ host_fd_take(int fd)
     }
     host_fds_trust_self();
     base = host_fds_base();
-    if (base > fd && host_fds_test_low_ms != 0) {
-        host_fds_test_sleep_ms(host_fds_test_low_ms);
+    if (base > fd && host_fds_test_low_ms_get() != 0) {
+        host_fds_test_sleep_ms(host_fds_test_low_ms_get());
     }
     high = base > fd ? host_fds_fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
     if (high >= 0 && high < HOST_FDS_MAX) {
@@ -905,7 +920,7 @@ host_fds_creating(const void *ra, unsigned *entries)
         if (atomic_load(&host_fds_gate_library) == 0) {
             break;
         }
-        if (host_fds_gate_waited(&until, host_fds_create_bound_ns)) {
+        if (host_fds_gate_waited(&until, host_fds_create_bound())) {
             *entries -= 1; /* went ahead: host_fds_created_met waits again after the call */
             break;
         }
@@ -921,7 +936,7 @@ host_fds_gate_library_wait(void)
     uint64_t until = 0;
 
     while (atomic_load(&host_fds_gate_library) != 0 &&
-           !host_fds_gate_waited(&until, host_fds_create_bound_ns)) {
+           !host_fds_gate_waited(&until, host_fds_create_bound())) {
         sched_yield();
     }
 }
@@ -995,7 +1010,7 @@ host_fds_created_lower_from(int fd, int min)
     for (tries = 0; tries < HOST_FDS_LOWER_TRIES; tries++) {
         entries = atomic_load(&host_fds_gate_library_entries);
         host_fds_gate_library_wait();
-        if (tries == 0 && host_fds_test_low_ms != 0) {
+        if (tries == 0 && host_fds_test_low_ms_get() != 0) {
             host_fds_test_meet();
         }
         low = host_fds_fcntl(fd, (flags & FD_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, min);

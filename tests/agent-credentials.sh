@@ -12,6 +12,11 @@ PP=$B/bin/pipeprof
 PY=/usr/bin/python3 # the users below cannot run a version manager's shim in root's home
 [[ -x $PY ]] || PY=$(command -v python3)
 LIB=$B/lib/libpipeprof.so
+# A ThreadSanitizer build: its runtime preloaded right after the library, as ipc-lib.sh's PRELOAD
+# (left to load after libc as the library's dependency, it crashed setpriv and python3, which are
+# not instrumented, at their start: status 139)
+tsan=$(ldd "$LIB" 2>/dev/null | awk '/libtsan/ {print $3}' || true)
+[[ -z $tsan ]] || LIB="$LIB:$tsan"
 GT=$B/samples/pp-sample-groundtruth
 if [[ $(id -u) != 0 ]] || ! command -v setpriv >/dev/null; then
   echo "SKIP (loud): needs root and setpriv to change credentials" >&2
@@ -25,14 +30,23 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # 1. setpriv, with and without the agent: the same status and output.
 drop=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
 "${drop[@]}" "$GT" 1 >"$T/bare.out" 2>&1 || fail "setpriv without the agent: $?"
-set +e
-LD_PRELOAD=$LIB "${drop[@]}" "$GT" 1 >"$T/agent.out" 2>"$T/agent.err"
-rc=$?
-set -e
-[[ $rc == 0 ]] || { cat "$T/agent.err"; fail "setpriv with the agent exited with $rc"; }
-[[ $(wc -c <"$T/agent.out") -gt 10 ]] || fail "setpriv with the agent printed nothing"
-grep -q "cannot be preloaded" "$T/agent.err" && fail "the agent was not loaded: $(cat "$T/agent.err")"
-echo "ok: setpriv to nobody with the agent loaded exits 0"
+if [[ -n $tsan ]]; then
+  # setpriv's libcap-ng opens /proc/sys/kernel/cap_last_cap in its constructor, which runs
+  # before a preloaded libtsan's (a dependency's first): the TSan build's open interposer, itself
+  # instrumented, then enters libtsan before it initialised (SIGSEGV in __tsan_func_entry; setpriv
+  # with libtsan alone preloaded runs). The library of a normal build has no such entry.
+  echo "SKIP (loud, part): setpriv with the agent under TSan: libcap-ng's constructor calls the" \
+    "instrumented interposer before libtsan initialises" >&2
+else
+  set +e
+  LD_PRELOAD=$LIB "${drop[@]}" "$GT" 1 >"$T/agent.out" 2>"$T/agent.err"
+  rc=$?
+  set -e
+  [[ $rc == 0 ]] || { cat "$T/agent.err"; fail "setpriv with the agent exited with $rc"; }
+  [[ $(wc -c <"$T/agent.out") -gt 10 ]] || fail "setpriv with the agent printed nothing"
+  grep -q "cannot be preloaded" "$T/agent.err" && fail "the agent was not loaded: $(cat "$T/agent.err")"
+  echo "ok: setpriv to nobody with the agent loaded exits 0"
+fi
 
 # 2. A program that drops privileges itself, in glibc's usual order.
 cat >"$T/drop.py" <<'PY'

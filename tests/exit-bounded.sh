@@ -13,6 +13,9 @@ STUCK=$B/tests/libpp-stuck-loop.so
 [[ -f $STUCK ]] || fail "missing $STUCK"
 preload=$STUCK:$SHIM
 [[ -n $asan ]] && preload="$asan:$STUCK:$SHIM"
+# TSan's runtime after both, as ipc-lib.sh's PRELOAD has it (left to load after libc as their
+# dependency, it crashed the uninstrumented bash at its start: status 139)
+[[ -n $tsan ]] && preload="$STUCK:$SHIM:$tsan"
 
 set +e
 out=$(timeout 60 env LD_PRELOAD="$preload" ASAN_OPTIONS=detect_leaks=0 \

@@ -39,9 +39,13 @@ RECORD_ENV=()
 # pp_record_add_sanitizer, which does the same for `pipeprof record`). The recorded tree's forked
 # children start the agent's threads, which TSan refuses after a multi-threaded fork by default.
 tsan=$(ldd "$SHIM" 2>/dev/null | awk '/libtsan/ {print $3}' || true)
+# The same holds for a preloaded host that forks (output-file's fork host died so under TSan):
+# every process of a test runs with die_after_fork=0, which changes nothing for one that starts
+# no thread after a fork.
 if [[ -n $tsan ]]; then
   PRELOAD="$SHIM:$tsan"
-  RECORD_ENV=(env "TSAN_OPTIONS=${TSAN_OPTIONS:-} die_after_fork=0")
+  export TSAN_OPTIONS="${TSAN_OPTIONS:-} die_after_fork=0"
+  RECORD_ENV=(env "TSAN_OPTIONS=$TSAN_OPTIONS")
 fi
 
 T=$(mktemp -d /tmp/pp-ipc-test.XXXXXX)

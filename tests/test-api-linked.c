@@ -37,6 +37,20 @@ api_busy_function(double seconds)
     return x;
 }
 
+#if defined(__SANITIZE_THREAD__)
+/* Said where the test's output shows: tests/ipc.cmake preloads the library under TSan. */
+__attribute__((constructor)) static void
+api_tsan_note(void)
+{
+    const char *pre = getenv("LD_PRELOAD");
+
+    printf("# under ThreadSanitizer: libpipeprof.so preloaded ahead of libtsan (LD_PRELOAD=%s): "
+           "linked, libtsan comes first and its start-up calls the library's instrumented "
+           "sigaction (tests/ipc.cmake)\n",
+           pre != NULL ? pre : "(unset)");
+}
+#endif
+
 TEST(records_named_stacks_into_a_file)
 {
     struct pipeprof_options opts = { PIPEPROF_MODE_CPU, 250 };

@@ -25,7 +25,34 @@
 /* The sanitizers' hook for a raw close(2) (their linux_syscall_hooks.h, which GCC does not
  * install). */
 void __sanitizer_syscall_pre_impl_close(long fd);
+/* its dynamic annotations: this thread's accesses not checked in between */
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
 #endif
+
+/*
+ * Under ThreadSanitizer: this thread's accesses not checked from begin to end, fds included. For
+ * what its fd model, one table per process that sees no synchronisation through the kernel,
+ * reports where no memory is shared: a probe of whether a number is open, made on purpose on a
+ * number another thread (the library's, or the host's own held one) opens and closes; a thread
+ * of a private fd table (CLOSE_RANGE_UNSHARE) using numbers the library's threads use in the
+ * process's table. Elsewhere nothing.
+ */
+static inline void
+host_tsan_unchecked_begin(void)
+{
+#ifdef HOST_TSAN
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+#endif
+}
+
+static inline void
+host_tsan_unchecked_end(void)
+{
+#ifdef HOST_TSAN
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+#endif
+}
 
 /*
  * Under ThreadSanitizer: fds lo..hi are about to be closed by a call its runtime does not
