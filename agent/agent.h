@@ -512,6 +512,44 @@ struct ag_symbol {
 PP_MUST_USE int ag_symbolize(uint64_t pc, struct ag_symbol *out);
 
 /*
+ * ag_symbolize() of a pc that a sample taken at ts (CLOCK_MONOTONIC ns) held: by the module that
+ * was mapped there at ts, when several have been (a library unloaded and another one loaded at
+ * its address): of the modules whose executable ranges hold pc, the one that went first after
+ * ts (a live one goes never), else the one that went last. ag_symbolize() is ag_symbolize_at()
+ * of now. A module's going is known by the scan that first misses it, or exactly by the host's
+ * dlclose (host/dl.c), whose interposer scans as the call returns. Context: as ag_symbolize().
+ */
+PP_MUST_USE int ag_symbolize_at(uint64_t pc, uint64_t ts, struct ag_symbol *out);
+
+/* A module that went (dlclose'd, or a mapped file unmapped), as ag_module_gone_foreach() gives
+ * it. path stays valid until ag_modules_fini(). */
+struct ag_module_gone {
+    uint32_t id;
+    const char *path;
+    uint64_t text_start, text_end; /* span of its executable ranges */
+    uint64_t gone_ns;              /* CLOCK_MONOTONIC when it was known gone */
+    uint64_t seq;                  /* 1, 2, ... in the order modules went */
+    int mapped_file;               /* a file mapped by other code than the loader */
+};
+
+/*
+ * Calls fn for every module that went with a seq above after, in that order, until fn returns
+ * nonzero (which is returned). Locking: fn runs under the module lock and must not call other
+ * ag_module* or ag_symbolize functions. Context: any thread but a signal handler.
+ */
+PP_MUST_USE int ag_module_gone_foreach(uint64_t after,
+                                       int (*fn)(const struct ag_module_gone *g, void *ctx),
+                                       void *ctx);
+
+/*
+ * After the host's dlclose returned (host/dl.c): rescans the module list, when its lock is free,
+ * so that a module it unloaded is known gone from this time on, before another library can be
+ * loaded at its address (new modules' tables are left to the manager). Context: the host's
+ * thread, outside the loader's lock; never a signal handler.
+ */
+void ag_modules_note_dlclose(void);
+
+/*
  * Frees the module list, symbol caches, CFI tables and retired snapshots. Context: only after
  * the sampler has stopped (no signal handler can be running ag_sig_cfi_step any more).
  */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent/symbols-internal.h"
+#include "common/clock.h"
 
 pthread_mutex_t ag_modules_mutex = PTHREAD_MUTEX_INITIALIZER;
 
@@ -31,7 +32,19 @@ static int ag_modules_scanned;                        /* mutex */
 static int ag_modules_defer_cfi;                      /* mutex: new modules' tables wait */
 static uint64_t ag_modules_generation;                /* mutex */
 static int ag_modules_files_changed;                  /* mutex: mapped files came or went */
+/* ag_symbolize()'s time: after every module's going, before a live one's (UINT64_MAX) */
+#define AG_MODULES_NOW (UINT64_MAX - 1)
 static char ag_modules_cfi_dir[AG_CFI_CACHE_DIR_MAX]; /* mutex: PIPEPROF_CFI_CACHE, or "" */
+static uint64_t ag_modules_gone_count;                /* mutex: the last gone_seq given */
+
+/* Marks m gone as of now (called with the mutex held). */
+static void
+ag_module_gone_now(struct ag_module *m)
+{
+    m->live = 0; /* kept until ag_modules_fini(): samples taken before name its pcs */
+    m->gone_ns = pp_clock_ns(CLOCK_MONOTONIC);
+    m->gone_seq = ++ag_modules_gone_count;
+}
 
 void
 ag_modules_set_cfi_cache(const char *dir)
@@ -203,6 +216,7 @@ ag_module_new(const struct dl_phdr_info *info, int is_exe, struct ag_module **ou
     }
     m->id = ag_modules_next_id++;
     m->live = 1;
+    m->gone_ns = UINT64_MAX;
     *out = m;
     m = NULL;
     err = 0;
@@ -344,9 +358,12 @@ ag_modules_refresh_locked(void)
     }
     for (m = ag_modules_all; m != NULL; m = m->next) {
         if (m->live && !m->seen && !m->mapped_file) {
-            m->live = 0; /* dlclose'd; kept until ag_modules_fini() */
+            ag_module_gone_now(m); /* dlclose'd */
             scan.changed = 1;
         }
+    }
+    if (scan.changed && ag_modules_defer_cfi) {
+        ag_modules_files_changed = 1; /* the news is the consumer's too (it announces modules) */
     }
     if (scan.changed || !ag_modules_scanned) {
         err = ag_modules_publish();
@@ -554,36 +571,53 @@ ag_module_foreach(int (*fn)(const struct ag_module_info *m, void *ctx), void *ct
     return r;
 }
 
-/* Finds a module by pc: live modules first, then dlclose'd ones (samples taken before). */
-static struct ag_module *
-ag_modules_lookup_locked(uint64_t pc, int live)
+static int
+ag_module_holds(const struct ag_module *m, uint64_t pc)
 {
-    for (struct ag_module *m = ag_modules_all; m != NULL; m = m->next) {
-        if (m->live != live) {
-            continue;
-        }
-        for (size_t i = 0; i < m->n_exec; i++) {
-            if (pc >= m->exec[i].lo && pc < m->exec[i].hi) {
-                return m;
-            }
+    for (size_t i = 0; i < m->n_exec; i++) {
+        if (pc >= m->exec[i].lo && pc < m->exec[i].hi) {
+            return 1;
         }
     }
-    return NULL;
+    return 0;
 }
 
-/* Finds the module of pc, rescanning once when no live module contains it (a new dlopen). */
+/*
+ * The module that held pc at ts: of those whose ranges hold it, the one that went first after
+ * ts (a live one's gone_ns is UINT64_MAX), else the one that went last; NULL when none holds it.
+ * Modules at one address follow each other (the loader maps the next one only once the last one
+ * is unmapped), so this is the one mapped at ts, as far as the times they were known gone allow.
+ */
 static struct ag_module *
-ag_modules_find_locked(uint64_t pc, int allow_dead)
+ag_modules_lookup_at_locked(uint64_t pc, uint64_t ts)
 {
-    struct ag_module *m = ag_modules_lookup_locked(pc, 1);
+    struct ag_module *after = NULL, *before = NULL;
 
-    if (m == NULL && ag_modules_refresh_locked() > 0) {
-        m = ag_modules_lookup_locked(pc, 1);
+    for (struct ag_module *m = ag_modules_all; m != NULL; m = m->next) {
+        if (!ag_module_holds(m, pc)) {
+            continue;
+        }
+        if (m->gone_ns > ts) {
+            if (after == NULL || m->gone_ns < after->gone_ns) {
+                after = m;
+            }
+        } else if (before == NULL || m->gone_ns > before->gone_ns) {
+            before = m;
+        }
     }
-    if (m == NULL && allow_dead) {
-        m = ag_modules_lookup_locked(pc, 0);
+    return after != NULL ? after : before;
+}
+
+/* The module of pc at ts, rescanning once when no live module contains pc (a new dlopen). */
+static struct ag_module *
+ag_modules_find_locked(uint64_t pc, uint64_t ts, int allow_dead)
+{
+    struct ag_module *m = ag_modules_lookup_at_locked(pc, ts);
+
+    if ((m == NULL || !m->live) && ag_modules_refresh_locked() > 0) {
+        m = ag_modules_lookup_at_locked(pc, ts);
     }
-    return m;
+    return m != NULL && (m->live || allow_dead) ? m : NULL;
 }
 
 int
@@ -592,7 +626,7 @@ ag_module_find(uint64_t pc, struct ag_module_info *out)
     struct ag_module *m;
 
     pthread_mutex_lock(&ag_modules_mutex);
-    m = ag_modules_find_locked(pc, 0);
+    m = ag_modules_find_locked(pc, AG_MODULES_NOW, 0);
     if (m != NULL) {
         ag_module_info_fill(m, out);
     }
@@ -650,13 +684,19 @@ ag_modules_fde_range(const struct ag_module *m, uint64_t pc, uint64_t *start, ui
 int
 ag_symbolize(uint64_t pc, struct ag_symbol *out)
 {
+    return ag_symbolize_at(pc, AG_MODULES_NOW, out);
+}
+
+int
+ag_symbolize_at(uint64_t pc, uint64_t ts, struct ag_symbol *out)
+{
     struct ag_module *m;
     struct ag_sym *s;
     int err = -ESRCH;
 
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&ag_modules_mutex);
-    m = ag_modules_find_locked(pc, 1);
+    m = ag_modules_find_locked(pc, ts, 1);
     if (m == NULL) {
         err = -ENOENT;
         goto out;
@@ -713,6 +753,63 @@ out:
     return err;
 }
 
+static int
+ag_module_gone_from(uint64_t after, int (*fn)(const struct ag_module_gone *g, void *ctx), void *ctx)
+{
+    struct ag_module *m;
+
+    /* the list is newest first, not in gone order: each call finds the next one */
+    for (uint64_t want = after + 1; want <= ag_modules_gone_count; want++) {
+        for (m = ag_modules_all; m != NULL; m = m->next) {
+            if (m->gone_seq == want) {
+                struct ag_module_gone g = { m->id,       m->path,       0, 0, m->gone_ns,
+                                            m->gone_seq, m->mapped_file };
+                int r;
+
+                if (m->n_exec > 0) {
+                    g.text_start = m->exec[0].lo;
+                    g.text_end = m->exec[m->n_exec - 1].hi;
+                }
+                r = fn(&g, ctx);
+                if (r != 0) {
+                    return r;
+                }
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+int
+ag_module_gone_foreach(uint64_t after, int (*fn)(const struct ag_module_gone *g, void *ctx),
+                       void *ctx)
+{
+    int r;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    r = ag_module_gone_from(after, fn, ctx);
+    pthread_mutex_unlock(&ag_modules_mutex);
+    return r;
+}
+
+void
+ag_modules_note_dlclose(void)
+{
+    /* Not when the lock is held: the agent's own dlclose (the demangler's, under it) would
+     * deadlock, and another holder scans soon anyway; the scan that first misses the module
+     * then dates its going. */
+    if (pthread_mutex_trylock(&ag_modules_mutex) != 0) {
+        return;
+    }
+    if (ag_modules_scanned) {
+        ag_modules_defer_cfi = 1;
+        (void)ag_modules_refresh_locked();
+        ag_modules_defer_cfi = 0;
+    }
+    pthread_mutex_unlock(&ag_modules_mutex);
+}
+
 /* A live module of the loader's whose executable ranges meet [lo, hi). */
 static int
 ag_modules_elf_overlaps_locked(uint64_t lo, uint64_t hi)
@@ -754,6 +851,7 @@ ag_modules_file_add_locked(const struct ag_file_code *fc)
         m->hi = fc->hi;
         m->cfi_err = m->symtab_err = -ENOENT;
         m->live = 1;
+        m->gone_ns = UINT64_MAX;
         m->id = ag_modules_next_id++;
         m->next = ag_modules_all;
         ag_modules_all = m;
@@ -801,7 +899,7 @@ ag_modules_note_file_code(const struct ag_file_code *code, size_t n)
     }
     for (m = ag_modules_all; err == 0 && m != NULL; m = m->next) {
         if (m->mapped_file && m->live && !m->seen) {
-            m->live = 0; /* unmapped; kept for the samples taken before */
+            ag_module_gone_now(m); /* unmapped */
             ag_modules_files_changed = 1;
         }
     }
@@ -830,6 +928,7 @@ ag_modules_fini(void)
         ag_module_free(m);
     }
     ag_modules_scanned = 0;
+    ag_modules_gone_count = 0;
     ag_modules_files_changed = 0;
     ag_modules_adds = ag_modules_subs = 0;
     pthread_mutex_unlock(&ag_modules_mutex);
