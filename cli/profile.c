@@ -2,7 +2,8 @@
 /*
  * cli/profile.c - loads ThreadSample events and the names of code addresses from a nettrace
  * stream into a pp_profile (profile/profile.h). Addresses are named at the end of the stream,
- * because rundown events come after the samples they name, as TraceEvent's TraceLog does.
+ * because rundown events come after the samples they name, as TraceEvent's TraceLog does; a frame
+ * of a sample after a rundown that covered its address is named by a later one (pp_rundown).
  * Context: the CLI's single thread.
  */
 #include "cli/profile.h"
