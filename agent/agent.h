@@ -312,45 +312,48 @@ PP_MUST_USE int ag_drain(ag_record_fn fn, void *ctx);
 
 /* Counters since ag_start(); read with ag_stats_get(). */
 struct ag_stats {
-    uint64_t samples;          /* records produced (all modes) */
-    uint64_t samples_cpu;      /* produced by CPU timers */
-    uint64_t samples_wall;     /* produced by the wall sampler, running + waiting */
-    uint64_t samples_waiting;  /* wall samples of blocked threads */
-    uint64_t lost;             /* dropped because a ring was full, and wall_unsampled */
-    uint64_t wall_unsampled;   /* wall intervals a thread went without a sample: the wall pass
-                                  came late (many threads at a high rate); in lost too and in
-                                  the LOST records of the thread */
-    uint64_t wall_held;        /* wall intervals a running thread waited for a core with its
-                                  sampling signal pending: carried by that signal's sample as
-                                  weight beyond its own interval */
-    uint64_t offstack;         /* samples skipped because the interrupted code ran on an
-                                  alternate signal stack (not the thread's, maybe too small to
-                                  walk); in lost too and in the LOST records of the thread */
-    uint64_t timer_overruns;   /* CPU-timer expiries the kernel merged (si_overrun) */
-    uint64_t cpu_weight;       /* sum of CPU samples' weights (>= samples_cpu) */
-    uint64_t threads_perf;     /* threads sampled by the perf_event engine now */
-    uint64_t threads_timer;    /* threads sampled by CPU-time timers now */
-    uint64_t threads_ring;     /* threads sampled by the perf-ring engine now (no signal) */
-    uint64_t ring_fallbacks;   /* perf-ring threads whose ring could not be mapped (locked
-                                  memory): sampled by perf's signal instead */
-    uint64_t ring_lost;        /* samples the kernel could not write to a full perf ring
-                                  (PERF_RECORD_LOST; in lost too) */
-    uint64_t perf_refused;     /* perf_event_open failures that fell back to a timer */
-    uint64_t perf_promoted;    /* threads auto moved from the timers to perf: the tick missed
-                                  their runs (a bursty thread in step with the tick) */
-    uint64_t threads_seen;     /* threads registered */
-    uint64_t threads_dropped;  /* registrations refused (registry full: counted again on each
-                                  rescan) and timer_create failures */
-    uint64_t eintr_seen;       /* agent signals that made a syscall return EINTR */
-    uint64_t eintr_absorbed;   /* of those, retried by an interposer (the host never saw it) */
-    uint64_t unwind_cfi_steps; /* frames recovered by the CFI unwinder */
-    uint64_t unwind_not_code;  /* stacks cut at a frame outside every executable mapping */
-    uint64_t unwind_pending;   /* stacks cut where an unwind table was not built yet */
-    uint64_t cpu_sampled_ns;   /* CPU time covered by CPU-mode samples (sum of deltas) */
-    uint64_t cpu_tails;        /* final samples (AG_SOURCE_TAIL) claimed at exits and flushes */
-    uint64_t cpu_unseen_ns;    /* CPU time burned with the sampling signal blocked (in
-                                  AG_SOURCE_UNSEEN samples: where it went is not known) */
-    uint64_t cpu_kernel_ns;    /* CPU time sampled in the kernel (under a [kernel] leaf frame) */
+    uint64_t samples;           /* records produced (all modes) */
+    uint64_t samples_cpu;       /* produced by CPU timers */
+    uint64_t samples_wall;      /* produced by the wall sampler, running + waiting */
+    uint64_t samples_waiting;   /* wall samples of blocked threads */
+    uint64_t lost;              /* dropped because a ring was full, and wall_unsampled */
+    uint64_t wall_unsampled;    /* wall intervals a thread went without a sample: the wall pass
+                                   came late (many threads at a high rate); in lost too and in
+                                   the LOST records of the thread */
+    uint64_t wall_held;         /* wall intervals a running thread waited for a core with its
+                                   sampling signal pending: carried by that signal's sample as
+                                   weight beyond its own interval */
+    uint64_t offstack;          /* samples skipped because the interrupted code ran on an
+                                   alternate signal stack (not the thread's, maybe too small to
+                                   walk); in lost too and in the LOST records of the thread */
+    uint64_t timer_overruns;    /* CPU-timer expiries the kernel merged (si_overrun) */
+    uint64_t cpu_weight;        /* sum of CPU samples' weights (>= samples_cpu) */
+    uint64_t threads_perf;      /* threads sampled by the perf_event engine now */
+    uint64_t threads_timer;     /* threads sampled by CPU-time timers now */
+    uint64_t threads_ring;      /* threads sampled by the perf-ring engine now (no signal) */
+    uint64_t ring_fallbacks;    /* perf-ring threads whose ring could not be mapped (locked
+                                   memory): sampled by perf's signal instead */
+    uint64_t ring_lost;         /* samples the kernel could not write to a full perf ring
+                                   (PERF_RECORD_LOST; in lost too) */
+    uint64_t perf_refused;      /* perf_event_open failures that fell back to a timer */
+    uint64_t perf_promoted;     /* threads auto moved from the timers to perf: the tick missed
+                                   their runs (a bursty thread in step with the tick) */
+    uint64_t dlclose_unscanned; /* the host's dlcloses whose rescans (host/dl.c) were skipped: the
+                                   module lock was held, or over 16 dlcloses in 100 ms; a module
+                                   they unloaded is dated by the next scan (agent/modules.c) */
+    uint64_t threads_seen;      /* threads registered */
+    uint64_t threads_dropped;   /* registrations refused (registry full: counted again on each
+                                   rescan) and timer_create failures */
+    uint64_t eintr_seen;        /* agent signals that made a syscall return EINTR */
+    uint64_t eintr_absorbed;    /* of those, retried by an interposer (the host never saw it) */
+    uint64_t unwind_cfi_steps;  /* frames recovered by the CFI unwinder */
+    uint64_t unwind_not_code;   /* stacks cut at a frame outside every executable mapping */
+    uint64_t unwind_pending;    /* stacks cut where an unwind table was not built yet */
+    uint64_t cpu_sampled_ns;    /* CPU time covered by CPU-mode samples (sum of deltas) */
+    uint64_t cpu_tails;         /* final samples (AG_SOURCE_TAIL) claimed at exits and flushes */
+    uint64_t cpu_unseen_ns;     /* CPU time burned with the sampling signal blocked (in
+                                   AG_SOURCE_UNSEEN samples: where it went is not known) */
+    uint64_t cpu_kernel_ns;     /* CPU time sampled in the kernel (under a [kernel] leaf frame) */
     uint64_t cpu_kernel_unplaced_ns; /* of it, time no system call's stack could be given to
                                         (perf engine: no call seen near it; under [kernel, not
                                         placed]) */

@@ -793,19 +793,48 @@ ag_module_gone_foreach(uint64_t after, int (*fn)(const struct ag_module_gone *g,
     return r;
 }
 
+/* At most this many rescans of the dlclose hook (two a dlclose) in a window: each may add a
+ * module and publish a snapshot, neither freed before the agent stops, so a host that loads and
+ * unloads a library in a loop would grow them at its own rate. */
+#define AG_MODULES_DLCLOSE_SCANS     32
+#define AG_MODULES_DLCLOSE_WINDOW_NS 100000000u
+
+static _Atomic uint64_t ag_modules_dlclose_skipped;
+static uint64_t ag_modules_dlclose_window_ns; /* mutex */
+static unsigned ag_modules_dlclose_scans;     /* mutex: in the window */
+
+uint64_t
+ag_modules_dlclose_unscanned(void)
+{
+    return atomic_load(&ag_modules_dlclose_skipped) / 2; /* two a dlclose */
+}
+
 void
 ag_modules_note_dlclose(void)
 {
+    uint64_t now;
+
     /* Not when the lock is held: the agent's own dlclose (the demangler's, under it) would
      * deadlock, and another holder scans soon anyway; the scan that first misses the module
      * then dates its going. */
     if (pthread_mutex_trylock(&ag_modules_mutex) != 0) {
+        atomic_fetch_add(&ag_modules_dlclose_skipped, 1);
         return;
     }
     if (ag_modules_scanned) {
-        ag_modules_defer_cfi = 1;
-        (void)ag_modules_refresh_locked();
-        ag_modules_defer_cfi = 0;
+        now = pp_clock_ns(CLOCK_MONOTONIC);
+        if (now - ag_modules_dlclose_window_ns >= AG_MODULES_DLCLOSE_WINDOW_NS) {
+            ag_modules_dlclose_window_ns = now;
+            ag_modules_dlclose_scans = 0;
+        }
+        if (ag_modules_dlclose_scans < AG_MODULES_DLCLOSE_SCANS) {
+            ag_modules_dlclose_scans++;
+            ag_modules_defer_cfi = 1;
+            (void)ag_modules_refresh_locked();
+            ag_modules_defer_cfi = 0;
+        } else {
+            atomic_fetch_add(&ag_modules_dlclose_skipped, 1);
+        }
     }
     pthread_mutex_unlock(&ag_modules_mutex);
 }

@@ -92,6 +92,9 @@ extern _Atomic int ag_sig_unknown_code;
 /* Finds the span containing pc in the published snapshot, or NULL. Async-signal-safe. */
 PP_SIGSAFE const struct ag_module_span *ag_sig_module_find(uint64_t pc);
 
+/* The host's dlcloses whose rescans ag_modules_note_dlclose() skipped (ag_stats). Any thread. */
+uint64_t ag_modules_dlclose_unscanned(void);
+
 /* Guards the module list and every symtab cache. */
 extern pthread_mutex_t ag_modules_mutex;
 
