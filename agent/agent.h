@@ -524,6 +524,13 @@ PP_MUST_USE int ag_symbolize(uint64_t pc, struct ag_symbol *out);
  */
 PP_MUST_USE int ag_symbolize_at(uint64_t pc, uint64_t ts, struct ag_symbol *out);
 
+/*
+ * 1 when a module that has gone since ts held pc (its code was mapped at ts, as far as the list
+ * knows: the drain's check of frames against the current map of code keeps such a frame).
+ * Context: any thread but a signal handler; takes the module lock.
+ */
+int ag_module_held_at(uint64_t pc, uint64_t ts);
+
 /* A module that went (dlclose'd, or a mapped file unmapped), as ag_module_gone_foreach() gives
  * it. path stays valid until ag_modules_fini(). */
 struct ag_module_gone {

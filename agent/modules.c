@@ -10,12 +10,15 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/symbols-internal.h"
@@ -621,6 +624,17 @@ ag_modules_find_locked(uint64_t pc, uint64_t ts, int allow_dead)
 }
 
 int
+ag_module_held_at(uint64_t pc, uint64_t ts)
+{
+    struct ag_module *m;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    m = ag_modules_lookup_at_locked(pc, ts);
+    pthread_mutex_unlock(&ag_modules_mutex);
+    return m != NULL && !m->live && m->gone_ns > ts;
+}
+
+int
 ag_module_find(uint64_t pc, struct ag_module_info *out)
 {
     struct ag_module *m;
@@ -640,45 +654,146 @@ ag_module_find(uint64_t pc, struct ag_module_info *out)
  * the FDE gives the length. Only the encodings every x86_64 and arm64 toolchain writes are read
  * (version 1, a udata4 count, a datarel sdata4 table, FDEs with 32-bit length and pcrel sdata4
  * addresses). Without it a stripped library's hot function was one row per instruction address.
- * m is live (mapped). 0 with [*start, *end), or -ENOENT.
+ * h is the table's bytes, at runtime address h_addr; every read stays within [lo, hi) (the
+ * mapped image, or the part of the module's file read). 0 with [*start, *end), or -ENOENT.
  */
 static int
-ag_modules_fde_range(const struct ag_module *m, uint64_t pc, uint64_t *start, uint64_t *end)
+ag_fde_range(const uint8_t *h, uint64_t h_addr, const uint8_t *lo, const uint8_t *hi, uint64_t pc,
+             uint64_t *start, uint64_t *end)
 {
-    const uint8_t *h = (const uint8_t *)(uintptr_t)m->eh_frame_hdr;
     uint32_t count, fde_len;
     int32_t loc, fde_off, range;
-    size_t lo = 0, hi;
+    const uint8_t *fde;
+    size_t first = 0, last;
 
-    if (h == NULL || !m->live || h[0] != 1 || h[2] != 0x03 || h[3] != 0x3b ||
+    if (h < lo || hi - h < 12 || h[0] != 1 || h[2] != 0x03 || h[3] != 0x3b ||
         ((h[1] & 0x0f) != 0x0b && (h[1] & 0x0f) != 0x03)) {
         return -ENOENT;
     }
     memcpy(&count, h + 8, sizeof(count));
-    hi = count;
-    while (lo < hi) { /* the first entry whose start is above pc */
-        size_t mid = lo + (hi - lo) / 2;
+    if ((size_t)(hi - h - 12) / 8 < count) {
+        return -ENOENT; /* the table runs past what can be read */
+    }
+    last = count;
+    while (first < last) { /* the first entry whose start is above pc */
+        size_t mid = first + (last - first) / 2;
 
         memcpy(&loc, h + 12 + 8 * mid, sizeof(loc));
-        if (m->eh_frame_hdr + (uint64_t)(int64_t)loc <= pc) {
-            lo = mid + 1;
+        if (h_addr + (uint64_t)(int64_t)loc <= pc) {
+            first = mid + 1;
         } else {
-            hi = mid;
+            last = mid;
         }
     }
-    if (lo == 0) {
+    if (first == 0) {
         return -ENOENT;
     }
-    memcpy(&loc, h + 12 + 8 * (lo - 1), sizeof(loc));
-    memcpy(&fde_off, h + 12 + 8 * (lo - 1) + 4, sizeof(fde_off));
-    memcpy(&fde_len, h + fde_off, sizeof(fde_len));
+    memcpy(&loc, h + 12 + 8 * (first - 1), sizeof(loc));
+    memcpy(&fde_off, h + 12 + 8 * (first - 1) + 4, sizeof(fde_off));
+    if ((fde_off < 0 && (size_t)(h - lo) < (size_t) - (int64_t)fde_off) ||
+        (fde_off >= 0 && (size_t)(hi - h) < (size_t)fde_off + 16u)) {
+        return -ENOENT;
+    }
+    fde = h + fde_off;
+    if (hi - fde < 16) {
+        return -ENOENT;
+    }
+    memcpy(&fde_len, fde, sizeof(fde_len));
     if (fde_len == 0xffffffffu || fde_len < 12) {
         return -ENOENT;
     }
-    memcpy(&range, h + fde_off + 12, sizeof(range)); /* length, CIE pointer, pc_begin, pc_range */
-    *start = m->eh_frame_hdr + (uint64_t)(int64_t)loc;
+    memcpy(&range, fde + 12, sizeof(range)); /* length, CIE pointer, pc_begin, pc_range */
+    *start = h_addr + (uint64_t)(int64_t)loc;
     *end = *start + (uint64_t)(uint32_t)range;
     return pc < *end ? 0 : -ENOENT;
+}
+
+/*
+ * ag_fde_range() of a gone module (its image unmapped), from its file: the loadable segment that
+ * held its .eh_frame_hdr (and, as every linker lays them out, its .eh_frame), read from disk.
+ * Only when the file's build-id is the module's (a library replaced on disk since is not read).
+ * A gone stripped library's frames were named by their pc's offset, one row per address
+ * (libhostfxr.so!0x1ff12): now by their function's start, as when it was mapped.
+ */
+static int
+ag_fde_range_file(const struct ag_module *m, uint64_t pc, uint64_t *start, uint64_t *end)
+{
+    const uint8_t *map = MAP_FAILED;
+    const ElfW(Ehdr) * eh;
+    uint64_t v = m->eh_frame_hdr - m->base;
+    struct ag_module file_id;
+    struct stat st;
+    size_t size = 0;
+    int fd, err = -ENOENT;
+
+    if (m->eh_frame_hdr == 0 || m->is_vdso || m->mapped_file || m->build_id_len == 0) {
+        return -ENOENT;
+    }
+    fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -ENOENT;
+    }
+    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(ElfW(Ehdr))) {
+        size = (size_t)st.st_size;
+        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    }
+    close(fd);
+    if (map == MAP_FAILED) {
+        return -ENOENT;
+    }
+    eh = (const ElfW(Ehdr) *)(const void *)map;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phentsize != sizeof(ElfW(Phdr)) ||
+        eh->e_phoff > size || (size - eh->e_phoff) / sizeof(ElfW(Phdr)) < eh->e_phnum) {
+        goto out;
+    }
+    memset(&file_id, 0, sizeof(file_id));
+    for (size_t i = 0; i < eh->e_phnum; i++) {
+        ElfW(Phdr) ph;
+
+        memcpy(&ph, map + eh->e_phoff + i * sizeof(ph), sizeof(ph));
+        if (ph.p_type == PT_NOTE && file_id.build_id_len == 0 && ph.p_offset <= size &&
+            size - ph.p_offset >= ph.p_filesz) {
+            ph.p_memsz = ph.p_filesz;
+            ph.p_vaddr = ph.p_offset; /* read from the file's bytes */
+            ag_modules_read_build_id(&file_id, &ph, (uint64_t)(uintptr_t)map);
+        }
+    }
+    if (file_id.build_id_len != m->build_id_len ||
+        memcmp(file_id.build_id, m->build_id, m->build_id_len) != 0) {
+        goto out;
+    }
+    for (size_t i = 0; i < eh->e_phnum; i++) {
+        ElfW(Phdr) ph;
+
+        memcpy(&ph, map + eh->e_phoff + i * sizeof(ph), sizeof(ph));
+        if (ph.p_type == PT_LOAD && v >= ph.p_vaddr && v - ph.p_vaddr < ph.p_filesz &&
+            ph.p_offset <= size && size - ph.p_offset >= ph.p_filesz) {
+            const uint8_t *seg = map + ph.p_offset;
+
+            err = ag_fde_range(seg + (v - ph.p_vaddr), m->eh_frame_hdr, seg, seg + ph.p_filesz, pc,
+                               start, end);
+            break;
+        }
+    }
+out:
+    munmap((void *)(uintptr_t)map, size);
+    return err;
+}
+
+/* ag_fde_range() of m: its mapped image while it is live, else its file. */
+static int
+ag_modules_fde_range(const struct ag_module *m, uint64_t pc, uint64_t *start, uint64_t *end)
+{
+    const uint8_t *h = (const uint8_t *)(uintptr_t)m->eh_frame_hdr;
+
+    if (h == NULL) {
+        return -ENOENT;
+    }
+    if (!m->live) {
+        return ag_fde_range_file(m, pc, start, end);
+    }
+    return ag_fde_range(h, m->eh_frame_hdr, (const uint8_t *)(uintptr_t)m->lo,
+                        (const uint8_t *)(uintptr_t)m->hi, pc, start, end);
 }
 
 int

@@ -276,6 +276,36 @@ TEST(symbolize_at_names_a_reused_address_by_the_library_of_its_time)
     ag_modules_fini();
 }
 
+/*
+ * A stripped library's function without a symbol is named by its start from the unwind tables,
+ * also once the library is unloaded: read from its file then. Before, a gone one's pcs had no
+ * function (start 0: one row per address, lib.so!0x11ba0).
+ */
+TEST(symbolize_gone_stripped_library_function_from_its_file)
+{
+    struct ag_symbol live, gone;
+    uint64_t fn;
+    void *h;
+    int rc;
+
+    h = fixture_open("libagent-symfix-stripped.so");
+    fn = (uint64_t)(uintptr_t)((void *(*)(void))(uintptr_t)fixture_sym(h, "symfix_hidden_addr"))();
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    rc = ag_symbolize(fn + 2, &live);
+    ASSERT_EQ(rc, -ESRCH); /* no symbol: the unwind tables give the function */
+    ASSERT_EQ(live.start, fn);
+    ASSERT_TRUE(live.size > 2);
+    ASSERT_OK(dlclose(h));
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ASSERT_EQ(ag_module_find(fn, &(struct ag_module_info){ 0 }), -ENOENT); /* gone */
+    rc = ag_symbolize(fn + 2, &gone);
+    ASSERT_EQ(rc, -ESRCH);
+    ASSERT_TRUE(strstr(gone.module_path, "libagent-symfix-stripped.so") != NULL);
+    ASSERT_EQ(gone.start, live.start);
+    ASSERT_EQ(gone.size, live.size);
+    ag_modules_fini();
+}
+
 TEST(symbolize_function_of_test_binary)
 {
     uint64_t fn = (uint64_t)(uintptr_t)&symbols_known_function;
@@ -629,6 +659,7 @@ static const struct test_case cases[] = {
     TEST_CASE(modules_list_executable_and_libc_with_build_ids),
     TEST_CASE(modules_dlopen_adds_and_dlclose_removes),
     TEST_CASE(symbolize_at_names_a_reused_address_by_the_library_of_its_time),
+    TEST_CASE(symbolize_gone_stripped_library_function_from_its_file),
     TEST_CASE(modules_snapshot_lookups_during_dlopen_churn),
     TEST_CASE(symbolize_function_of_test_binary),
     TEST_CASE(symbolize_kernel_markers_in_their_own_module),
