@@ -1875,10 +1875,13 @@ bridge_flush_gone(struct bridge_session *s, struct nt_writer *w, uint64_t upto, 
         }
         n++;
     }
-    memmove(s->gone, s->gone + n, (s->gone_count - n) * sizeof(*s->gone));
-    s->gone_count -= n;
+    if (n > 0) {
+        memmove(s->gone, s->gone + n, (s->gone_count - n) * sizeof(*s->gone));
+        s->gone_count -= n;
+    }
     return err;
 }
+
 /* The session's end: every event held back is written, then every address is named. */
 static int
 bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *w)
