@@ -604,7 +604,9 @@ pp_methods_sort(struct pp_loader *ld)
     if (ld->epoch_first == NULL) {
         return -ENOMEM;
     }
-    qsort(ld->methods, ld->method_count, sizeof(*ld->methods), pp_method_cmp);
+    if (ld->method_count > 1) {
+        qsort(ld->methods, ld->method_count, sizeof(*ld->methods), pp_method_cmp);
+    }
     for (i = 0; i < ld->method_count; i++) {
         struct pp_method *m = &ld->methods[i];
 
@@ -929,6 +931,11 @@ pp_loaders_name(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *
     struct pp_loaders *all = ctx;
     uint64_t tag = ip >> PP_ADDR_BITS;
 
+    if (tag > all->n + all->alias_count) {
+        /* not a tag: a single trace's frame from before its aliases began (fast path), whose
+         * value is above user space (a garbage frame) */
+        return pp_loader_name(&all->lds[0], ip, caller, buf, len, resolved);
+    }
     if (tag > all->n) {
         const struct pp_alias *a = &all->aliases[tag - all->n - 1];
 
