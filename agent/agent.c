@@ -579,6 +579,7 @@ ag_stats_get(struct ag_stats *out)
     out->offstack = atomic_load(&ag.n_offstack);
     out->timer_overruns = atomic_load(&ag.n_overruns);
     out->threads_seen = atomic_load(&ag.n_threads);
+    out->dlclose_unscanned = ag_modules_dlclose_unscanned();
     out->threads_dropped = atomic_load(&ag.n_threads_dropped);
     out->eintr_seen = atomic_load(&ag.n_eintr_seen);
     out->eintr_absorbed = atomic_load(&ag.n_eintr_absorbed);

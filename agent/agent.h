@@ -312,45 +312,48 @@ PP_MUST_USE int ag_drain(ag_record_fn fn, void *ctx);
 
 /* Counters since ag_start(); read with ag_stats_get(). */
 struct ag_stats {
-    uint64_t samples;          /* records produced (all modes) */
-    uint64_t samples_cpu;      /* produced by CPU timers */
-    uint64_t samples_wall;     /* produced by the wall sampler, running + waiting */
-    uint64_t samples_waiting;  /* wall samples of blocked threads */
-    uint64_t lost;             /* dropped because a ring was full, and wall_unsampled */
-    uint64_t wall_unsampled;   /* wall intervals a thread went without a sample: the wall pass
-                                  came late (many threads at a high rate); in lost too and in
-                                  the LOST records of the thread */
-    uint64_t wall_held;        /* wall intervals a running thread waited for a core with its
-                                  sampling signal pending: carried by that signal's sample as
-                                  weight beyond its own interval */
-    uint64_t offstack;         /* samples skipped because the interrupted code ran on an
-                                  alternate signal stack (not the thread's, maybe too small to
-                                  walk); in lost too and in the LOST records of the thread */
-    uint64_t timer_overruns;   /* CPU-timer expiries the kernel merged (si_overrun) */
-    uint64_t cpu_weight;       /* sum of CPU samples' weights (>= samples_cpu) */
-    uint64_t threads_perf;     /* threads sampled by the perf_event engine now */
-    uint64_t threads_timer;    /* threads sampled by CPU-time timers now */
-    uint64_t threads_ring;     /* threads sampled by the perf-ring engine now (no signal) */
-    uint64_t ring_fallbacks;   /* perf-ring threads whose ring could not be mapped (locked
-                                  memory): sampled by perf's signal instead */
-    uint64_t ring_lost;        /* samples the kernel could not write to a full perf ring
-                                  (PERF_RECORD_LOST; in lost too) */
-    uint64_t perf_refused;     /* perf_event_open failures that fell back to a timer */
-    uint64_t perf_promoted;    /* threads auto moved from the timers to perf: the tick missed
-                                  their runs (a bursty thread in step with the tick) */
-    uint64_t threads_seen;     /* threads registered */
-    uint64_t threads_dropped;  /* registrations refused (registry full: counted again on each
-                                  rescan) and timer_create failures */
-    uint64_t eintr_seen;       /* agent signals that made a syscall return EINTR */
-    uint64_t eintr_absorbed;   /* of those, retried by an interposer (the host never saw it) */
-    uint64_t unwind_cfi_steps; /* frames recovered by the CFI unwinder */
-    uint64_t unwind_not_code;  /* stacks cut at a frame outside every executable mapping */
-    uint64_t unwind_pending;   /* stacks cut where an unwind table was not built yet */
-    uint64_t cpu_sampled_ns;   /* CPU time covered by CPU-mode samples (sum of deltas) */
-    uint64_t cpu_tails;        /* final samples (AG_SOURCE_TAIL) claimed at exits and flushes */
-    uint64_t cpu_unseen_ns;    /* CPU time burned with the sampling signal blocked (in
-                                  AG_SOURCE_UNSEEN samples: where it went is not known) */
-    uint64_t cpu_kernel_ns;    /* CPU time sampled in the kernel (under a [kernel] leaf frame) */
+    uint64_t samples;           /* records produced (all modes) */
+    uint64_t samples_cpu;       /* produced by CPU timers */
+    uint64_t samples_wall;      /* produced by the wall sampler, running + waiting */
+    uint64_t samples_waiting;   /* wall samples of blocked threads */
+    uint64_t lost;              /* dropped because a ring was full, and wall_unsampled */
+    uint64_t wall_unsampled;    /* wall intervals a thread went without a sample: the wall pass
+                                   came late (many threads at a high rate); in lost too and in
+                                   the LOST records of the thread */
+    uint64_t wall_held;         /* wall intervals a running thread waited for a core with its
+                                   sampling signal pending: carried by that signal's sample as
+                                   weight beyond its own interval */
+    uint64_t offstack;          /* samples skipped because the interrupted code ran on an
+                                   alternate signal stack (not the thread's, maybe too small to
+                                   walk); in lost too and in the LOST records of the thread */
+    uint64_t timer_overruns;    /* CPU-timer expiries the kernel merged (si_overrun) */
+    uint64_t cpu_weight;        /* sum of CPU samples' weights (>= samples_cpu) */
+    uint64_t threads_perf;      /* threads sampled by the perf_event engine now */
+    uint64_t threads_timer;     /* threads sampled by CPU-time timers now */
+    uint64_t threads_ring;      /* threads sampled by the perf-ring engine now (no signal) */
+    uint64_t ring_fallbacks;    /* perf-ring threads whose ring could not be mapped (locked
+                                   memory): sampled by perf's signal instead */
+    uint64_t ring_lost;         /* samples the kernel could not write to a full perf ring
+                                   (PERF_RECORD_LOST; in lost too) */
+    uint64_t perf_refused;      /* perf_event_open failures that fell back to a timer */
+    uint64_t perf_promoted;     /* threads auto moved from the timers to perf: the tick missed
+                                   their runs (a bursty thread in step with the tick) */
+    uint64_t dlclose_unscanned; /* the host's dlcloses whose rescans (host/dl.c) were skipped: the
+                                   module lock was held, or over 16 dlcloses in 100 ms; a module
+                                   they unloaded is dated by the next scan (agent/modules.c) */
+    uint64_t threads_seen;      /* threads registered */
+    uint64_t threads_dropped;   /* registrations refused (registry full: counted again on each
+                                   rescan) and timer_create failures */
+    uint64_t eintr_seen;        /* agent signals that made a syscall return EINTR */
+    uint64_t eintr_absorbed;    /* of those, retried by an interposer (the host never saw it) */
+    uint64_t unwind_cfi_steps;  /* frames recovered by the CFI unwinder */
+    uint64_t unwind_not_code;   /* stacks cut at a frame outside every executable mapping */
+    uint64_t unwind_pending;    /* stacks cut where an unwind table was not built yet */
+    uint64_t cpu_sampled_ns;    /* CPU time covered by CPU-mode samples (sum of deltas) */
+    uint64_t cpu_tails;         /* final samples (AG_SOURCE_TAIL) claimed at exits and flushes */
+    uint64_t cpu_unseen_ns;     /* CPU time burned with the sampling signal blocked (in
+                                   AG_SOURCE_UNSEEN samples: where it went is not known) */
+    uint64_t cpu_kernel_ns;     /* CPU time sampled in the kernel (under a [kernel] leaf frame) */
     uint64_t cpu_kernel_unplaced_ns; /* of it, time no system call's stack could be given to
                                         (perf engine: no call seen near it; under [kernel, not
                                         placed]) */
@@ -510,6 +513,51 @@ struct ag_symbol {
  * file.
  */
 PP_MUST_USE int ag_symbolize(uint64_t pc, struct ag_symbol *out);
+
+/*
+ * ag_symbolize() of a pc that a sample taken at ts (CLOCK_MONOTONIC ns) held: by the module that
+ * was mapped there at ts, when several have been (a library unloaded and another one loaded at
+ * its address): of the modules whose executable ranges hold pc, the one that went first after
+ * ts (a live one goes never), else the one that went last. ag_symbolize() is ag_symbolize_at()
+ * of now. A module's going is known by the scan that first misses it, or exactly by the host's
+ * dlclose (host/dl.c), whose interposer scans as the call returns. Context: as ag_symbolize().
+ */
+PP_MUST_USE int ag_symbolize_at(uint64_t pc, uint64_t ts, struct ag_symbol *out);
+
+/*
+ * 1 when a module that has gone since ts held pc (its code was mapped at ts, as far as the list
+ * knows: the drain's check of frames against the current map of code keeps such a frame).
+ * Context: any thread but a signal handler; takes the module lock.
+ */
+int ag_module_held_at(uint64_t pc, uint64_t ts);
+
+/* A module that went (dlclose'd, or a mapped file unmapped), as ag_module_gone_foreach() gives
+ * it. path stays valid until ag_modules_fini(). */
+struct ag_module_gone {
+    uint32_t id;
+    const char *path;
+    uint64_t text_start, text_end; /* span of its executable ranges */
+    uint64_t gone_ns;              /* CLOCK_MONOTONIC when it was known gone */
+    uint64_t seq;                  /* 1, 2, ... in the order modules went */
+    int mapped_file;               /* a file mapped by other code than the loader */
+};
+
+/*
+ * Calls fn for every module that went with a seq above after, in that order, until fn returns
+ * nonzero (which is returned). Locking: fn runs under the module lock and must not call other
+ * ag_module* or ag_symbolize functions. Context: any thread but a signal handler.
+ */
+PP_MUST_USE int ag_module_gone_foreach(uint64_t after,
+                                       int (*fn)(const struct ag_module_gone *g, void *ctx),
+                                       void *ctx);
+
+/*
+ * After the host's dlclose returned (host/dl.c): rescans the module list, when its lock is free,
+ * so that a module it unloaded is known gone from this time on, before another library can be
+ * loaded at its address (new modules' tables are left to the manager). Context: the host's
+ * thread, outside the loader's lock; never a signal handler.
+ */
+void ag_modules_note_dlclose(void);
 
 /*
  * Frees the module list, symbol caches, CFI tables and retired snapshots. Context: only after

@@ -16,7 +16,8 @@
 #include "agent/internal.h"
 
 /*
- * Cuts the stack at its first frame outside every executable mapping: the unwinder's checks are
+ * Cuts the stack at its first frame outside every executable mapping (or a library's that was
+ * mapped at the sample's time, unloaded since): the unwinder's checks are
  * bounds and progress, and a word read from a corrupt stack can pass them. A return address is
  * checked at address - 1 (its call instruction); the leaf of a signal sample is the pc itself.
  * The consumer owns the slot until it releases it, so the sample is changed in place.
@@ -33,7 +34,8 @@ ag_drain_check_frames(struct ag_sample *s)
                       s->source != AG_SOURCE_UNSEEN && s->source != AG_SOURCE_KERNEL)) {
             pc -= pc != 0;
         }
-        if (pc < 4096 || !ag_codemap_contains(pc)) {
+        /* (code unmapped since the sample, a library dlclose'd: kept; its module names it) */
+        if (pc < 4096 || (!ag_codemap_contains(pc) && !ag_module_held_at(pc, s->timestamp_ns))) {
             s->depth = i;
             if (s->end != AG_UNWIND_END_TABLES_PENDING) {
                 s->end = AG_UNWIND_END_NOT_CODE;

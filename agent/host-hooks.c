@@ -316,6 +316,7 @@ static const struct host_agent_hooks ag_host_hooks = {
     .change_mask = ag_host_sigmask,
     .send_begin = ag_host_send_begin,
     .send_end = ag_host_send_end,
+    .dlclosed = ag_modules_note_dlclose,
 };
 
 /*

@@ -10,15 +10,19 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/symbols-internal.h"
+#include "common/clock.h"
 
 pthread_mutex_t ag_modules_mutex = PTHREAD_MUTEX_INITIALIZER;
 
@@ -31,7 +35,19 @@ static int ag_modules_scanned;                        /* mutex */
 static int ag_modules_defer_cfi;                      /* mutex: new modules' tables wait */
 static uint64_t ag_modules_generation;                /* mutex */
 static int ag_modules_files_changed;                  /* mutex: mapped files came or went */
+/* ag_symbolize()'s time: after every module's going, before a live one's (UINT64_MAX) */
+#define AG_MODULES_NOW (UINT64_MAX - 1)
 static char ag_modules_cfi_dir[AG_CFI_CACHE_DIR_MAX]; /* mutex: PIPEPROF_CFI_CACHE, or "" */
+static uint64_t ag_modules_gone_count;                /* mutex: the last gone_seq given */
+
+/* Marks m gone as of now (called with the mutex held). */
+static void
+ag_module_gone_now(struct ag_module *m)
+{
+    m->live = 0; /* kept until ag_modules_fini(): samples taken before name its pcs */
+    m->gone_ns = pp_clock_ns(CLOCK_MONOTONIC);
+    m->gone_seq = ++ag_modules_gone_count;
+}
 
 void
 ag_modules_set_cfi_cache(const char *dir)
@@ -203,6 +219,7 @@ ag_module_new(const struct dl_phdr_info *info, int is_exe, struct ag_module **ou
     }
     m->id = ag_modules_next_id++;
     m->live = 1;
+    m->gone_ns = UINT64_MAX;
     *out = m;
     m = NULL;
     err = 0;
@@ -344,9 +361,12 @@ ag_modules_refresh_locked(void)
     }
     for (m = ag_modules_all; m != NULL; m = m->next) {
         if (m->live && !m->seen && !m->mapped_file) {
-            m->live = 0; /* dlclose'd; kept until ag_modules_fini() */
+            ag_module_gone_now(m); /* dlclose'd */
             scan.changed = 1;
         }
+    }
+    if (scan.changed && ag_modules_defer_cfi) {
+        ag_modules_files_changed = 1; /* the news is the consumer's too (it announces modules) */
     }
     if (scan.changed || !ag_modules_scanned) {
         err = ag_modules_publish();
@@ -554,36 +574,64 @@ ag_module_foreach(int (*fn)(const struct ag_module_info *m, void *ctx), void *ct
     return r;
 }
 
-/* Finds a module by pc: live modules first, then dlclose'd ones (samples taken before). */
-static struct ag_module *
-ag_modules_lookup_locked(uint64_t pc, int live)
+static int
+ag_module_holds(const struct ag_module *m, uint64_t pc)
 {
-    for (struct ag_module *m = ag_modules_all; m != NULL; m = m->next) {
-        if (m->live != live) {
-            continue;
-        }
-        for (size_t i = 0; i < m->n_exec; i++) {
-            if (pc >= m->exec[i].lo && pc < m->exec[i].hi) {
-                return m;
-            }
+    for (size_t i = 0; i < m->n_exec; i++) {
+        if (pc >= m->exec[i].lo && pc < m->exec[i].hi) {
+            return 1;
         }
     }
-    return NULL;
+    return 0;
 }
 
-/* Finds the module of pc, rescanning once when no live module contains it (a new dlopen). */
+/*
+ * The module that held pc at ts: of those whose ranges hold it, the one that went first after
+ * ts (a live one's gone_ns is UINT64_MAX), else the one that went last; NULL when none holds it.
+ * Modules at one address follow each other (the loader maps the next one only once the last one
+ * is unmapped), so this is the one mapped at ts, as far as the times they were known gone allow.
+ */
 static struct ag_module *
-ag_modules_find_locked(uint64_t pc, int allow_dead)
+ag_modules_lookup_at_locked(uint64_t pc, uint64_t ts)
 {
-    struct ag_module *m = ag_modules_lookup_locked(pc, 1);
+    struct ag_module *after = NULL, *before = NULL;
 
-    if (m == NULL && ag_modules_refresh_locked() > 0) {
-        m = ag_modules_lookup_locked(pc, 1);
+    for (struct ag_module *m = ag_modules_all; m != NULL; m = m->next) {
+        if (!ag_module_holds(m, pc)) {
+            continue;
+        }
+        if (m->gone_ns > ts) {
+            if (after == NULL || m->gone_ns < after->gone_ns) {
+                after = m;
+            }
+        } else if (before == NULL || m->gone_ns > before->gone_ns) {
+            before = m;
+        }
     }
-    if (m == NULL && allow_dead) {
-        m = ag_modules_lookup_locked(pc, 0);
+    return after != NULL ? after : before;
+}
+
+/* The module of pc at ts, rescanning once when no live module contains pc (a new dlopen). */
+static struct ag_module *
+ag_modules_find_locked(uint64_t pc, uint64_t ts, int allow_dead)
+{
+    struct ag_module *m = ag_modules_lookup_at_locked(pc, ts);
+
+    if ((m == NULL || !m->live) && ag_modules_refresh_locked() > 0) {
+        m = ag_modules_lookup_at_locked(pc, ts);
     }
-    return m;
+    return m != NULL && (m->live || allow_dead) ? m : NULL;
+}
+
+int
+ag_module_held_at(uint64_t pc, uint64_t ts)
+{
+    struct ag_module *m;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    m = ag_modules_lookup_at_locked(pc, ts);
+    pthread_mutex_unlock(&ag_modules_mutex);
+    return m != NULL && !m->live && m->gone_ns > ts;
 }
 
 int
@@ -592,7 +640,7 @@ ag_module_find(uint64_t pc, struct ag_module_info *out)
     struct ag_module *m;
 
     pthread_mutex_lock(&ag_modules_mutex);
-    m = ag_modules_find_locked(pc, 0);
+    m = ag_modules_find_locked(pc, AG_MODULES_NOW, 0);
     if (m != NULL) {
         ag_module_info_fill(m, out);
     }
@@ -606,49 +654,156 @@ ag_module_find(uint64_t pc, struct ag_module_info *out)
  * the FDE gives the length. Only the encodings every x86_64 and arm64 toolchain writes are read
  * (version 1, a udata4 count, a datarel sdata4 table, FDEs with 32-bit length and pcrel sdata4
  * addresses). Without it a stripped library's hot function was one row per instruction address.
- * m is live (mapped). 0 with [*start, *end), or -ENOENT.
+ * h is the table's bytes, at runtime address h_addr; every read stays within [lo, hi) (the
+ * mapped image, or the part of the module's file read). 0 with [*start, *end), or -ENOENT.
  */
 static int
-ag_modules_fde_range(const struct ag_module *m, uint64_t pc, uint64_t *start, uint64_t *end)
+ag_fde_range(const uint8_t *h, uint64_t h_addr, const uint8_t *lo, const uint8_t *hi, uint64_t pc,
+             uint64_t *start, uint64_t *end)
 {
-    const uint8_t *h = (const uint8_t *)(uintptr_t)m->eh_frame_hdr;
     uint32_t count, fde_len;
     int32_t loc, fde_off, range;
-    size_t lo = 0, hi;
+    const uint8_t *fde;
+    size_t first = 0, last;
 
-    if (h == NULL || !m->live || h[0] != 1 || h[2] != 0x03 || h[3] != 0x3b ||
+    if (h < lo || hi - h < 12 || h[0] != 1 || h[2] != 0x03 || h[3] != 0x3b ||
         ((h[1] & 0x0f) != 0x0b && (h[1] & 0x0f) != 0x03)) {
         return -ENOENT;
     }
     memcpy(&count, h + 8, sizeof(count));
-    hi = count;
-    while (lo < hi) { /* the first entry whose start is above pc */
-        size_t mid = lo + (hi - lo) / 2;
+    if ((size_t)(hi - h - 12) / 8 < count) {
+        return -ENOENT; /* the table runs past what can be read */
+    }
+    last = count;
+    while (first < last) { /* the first entry whose start is above pc */
+        size_t mid = first + (last - first) / 2;
 
         memcpy(&loc, h + 12 + 8 * mid, sizeof(loc));
-        if (m->eh_frame_hdr + (uint64_t)(int64_t)loc <= pc) {
-            lo = mid + 1;
+        if (h_addr + (uint64_t)(int64_t)loc <= pc) {
+            first = mid + 1;
         } else {
-            hi = mid;
+            last = mid;
         }
     }
-    if (lo == 0) {
+    if (first == 0) {
         return -ENOENT;
     }
-    memcpy(&loc, h + 12 + 8 * (lo - 1), sizeof(loc));
-    memcpy(&fde_off, h + 12 + 8 * (lo - 1) + 4, sizeof(fde_off));
-    memcpy(&fde_len, h + fde_off, sizeof(fde_len));
+    memcpy(&loc, h + 12 + 8 * (first - 1), sizeof(loc));
+    memcpy(&fde_off, h + 12 + 8 * (first - 1) + 4, sizeof(fde_off));
+    if ((fde_off < 0 && (size_t)(h - lo) < (size_t) - (int64_t)fde_off) ||
+        (fde_off >= 0 && (size_t)(hi - h) < (size_t)fde_off + 16u)) {
+        return -ENOENT;
+    }
+    fde = h + fde_off;
+    if (hi - fde < 16) {
+        return -ENOENT;
+    }
+    memcpy(&fde_len, fde, sizeof(fde_len));
     if (fde_len == 0xffffffffu || fde_len < 12) {
         return -ENOENT;
     }
-    memcpy(&range, h + fde_off + 12, sizeof(range)); /* length, CIE pointer, pc_begin, pc_range */
-    *start = m->eh_frame_hdr + (uint64_t)(int64_t)loc;
+    memcpy(&range, fde + 12, sizeof(range)); /* length, CIE pointer, pc_begin, pc_range */
+    *start = h_addr + (uint64_t)(int64_t)loc;
     *end = *start + (uint64_t)(uint32_t)range;
     return pc < *end ? 0 : -ENOENT;
 }
 
+/*
+ * ag_fde_range() of a gone module (its image unmapped), from its file: the loadable segment that
+ * held its .eh_frame_hdr (and, as every linker lays them out, its .eh_frame), read from disk.
+ * Only when the file's build-id is the module's (a library replaced on disk since is not read).
+ * A gone stripped library's frames were named by their pc's offset, one row per address
+ * (libhostfxr.so!0x1ff12): now by their function's start, as when it was mapped.
+ */
+static int
+ag_fde_range_file(const struct ag_module *m, uint64_t pc, uint64_t *start, uint64_t *end)
+{
+    const uint8_t *map = MAP_FAILED;
+    const ElfW(Ehdr) * eh;
+    uint64_t v = m->eh_frame_hdr - m->base;
+    struct ag_module file_id;
+    struct stat st;
+    size_t size = 0;
+    int fd, err = -ENOENT;
+
+    if (m->eh_frame_hdr == 0 || m->is_vdso || m->mapped_file || m->build_id_len == 0) {
+        return -ENOENT;
+    }
+    fd = open(m->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -ENOENT;
+    }
+    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(ElfW(Ehdr))) {
+        size = (size_t)st.st_size;
+        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    }
+    close(fd);
+    if (map == MAP_FAILED) {
+        return -ENOENT;
+    }
+    eh = (const ElfW(Ehdr) *)(const void *)map;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phentsize != sizeof(ElfW(Phdr)) ||
+        eh->e_phoff > size || (size - eh->e_phoff) / sizeof(ElfW(Phdr)) < eh->e_phnum) {
+        goto out;
+    }
+    memset(&file_id, 0, sizeof(file_id));
+    for (size_t i = 0; i < eh->e_phnum; i++) {
+        ElfW(Phdr) ph;
+
+        memcpy(&ph, map + eh->e_phoff + i * sizeof(ph), sizeof(ph));
+        if (ph.p_type == PT_NOTE && file_id.build_id_len == 0 && ph.p_offset <= size &&
+            size - ph.p_offset >= ph.p_filesz) {
+            ph.p_memsz = ph.p_filesz;
+            ph.p_vaddr = ph.p_offset; /* read from the file's bytes */
+            ag_modules_read_build_id(&file_id, &ph, (uint64_t)(uintptr_t)map);
+        }
+    }
+    if (file_id.build_id_len != m->build_id_len ||
+        memcmp(file_id.build_id, m->build_id, m->build_id_len) != 0) {
+        goto out;
+    }
+    for (size_t i = 0; i < eh->e_phnum; i++) {
+        ElfW(Phdr) ph;
+
+        memcpy(&ph, map + eh->e_phoff + i * sizeof(ph), sizeof(ph));
+        if (ph.p_type == PT_LOAD && v >= ph.p_vaddr && v - ph.p_vaddr < ph.p_filesz &&
+            ph.p_offset <= size && size - ph.p_offset >= ph.p_filesz) {
+            const uint8_t *seg = map + ph.p_offset;
+
+            err = ag_fde_range(seg + (v - ph.p_vaddr), m->eh_frame_hdr, seg, seg + ph.p_filesz, pc,
+                               start, end);
+            break;
+        }
+    }
+out:
+    munmap((void *)(uintptr_t)map, size);
+    return err;
+}
+
+/* ag_fde_range() of m: its mapped image while it is live, else its file. */
+static int
+ag_modules_fde_range(const struct ag_module *m, uint64_t pc, uint64_t *start, uint64_t *end)
+{
+    const uint8_t *h = (const uint8_t *)(uintptr_t)m->eh_frame_hdr;
+
+    if (h == NULL) {
+        return -ENOENT;
+    }
+    if (!m->live) {
+        return ag_fde_range_file(m, pc, start, end);
+    }
+    return ag_fde_range(h, m->eh_frame_hdr, (const uint8_t *)(uintptr_t)m->lo,
+                        (const uint8_t *)(uintptr_t)m->hi, pc, start, end);
+}
+
 int
 ag_symbolize(uint64_t pc, struct ag_symbol *out)
+{
+    return ag_symbolize_at(pc, AG_MODULES_NOW, out);
+}
+
+int
+ag_symbolize_at(uint64_t pc, uint64_t ts, struct ag_symbol *out)
 {
     struct ag_module *m;
     struct ag_sym *s;
@@ -656,7 +811,7 @@ ag_symbolize(uint64_t pc, struct ag_symbol *out)
 
     memset(out, 0, sizeof(*out));
     pthread_mutex_lock(&ag_modules_mutex);
-    m = ag_modules_find_locked(pc, 1);
+    m = ag_modules_find_locked(pc, ts, 1);
     if (m == NULL) {
         err = -ENOENT;
         goto out;
@@ -713,6 +868,92 @@ out:
     return err;
 }
 
+static int
+ag_module_gone_from(uint64_t after, int (*fn)(const struct ag_module_gone *g, void *ctx), void *ctx)
+{
+    struct ag_module *m;
+
+    /* the list is newest first, not in gone order: each call finds the next one */
+    for (uint64_t want = after + 1; want <= ag_modules_gone_count; want++) {
+        for (m = ag_modules_all; m != NULL; m = m->next) {
+            if (m->gone_seq == want) {
+                struct ag_module_gone g = { m->id,       m->path,       0, 0, m->gone_ns,
+                                            m->gone_seq, m->mapped_file };
+                int r;
+
+                if (m->n_exec > 0) {
+                    g.text_start = m->exec[0].lo;
+                    g.text_end = m->exec[m->n_exec - 1].hi;
+                }
+                r = fn(&g, ctx);
+                if (r != 0) {
+                    return r;
+                }
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+int
+ag_module_gone_foreach(uint64_t after, int (*fn)(const struct ag_module_gone *g, void *ctx),
+                       void *ctx)
+{
+    int r;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    r = ag_module_gone_from(after, fn, ctx);
+    pthread_mutex_unlock(&ag_modules_mutex);
+    return r;
+}
+
+/* At most this many rescans of the dlclose hook (two a dlclose) in a window: each may add a
+ * module and publish a snapshot, neither freed before the agent stops, so a host that loads and
+ * unloads a library in a loop would grow them at its own rate. */
+#define AG_MODULES_DLCLOSE_SCANS     32
+#define AG_MODULES_DLCLOSE_WINDOW_NS 100000000u
+
+static _Atomic uint64_t ag_modules_dlclose_skipped;
+static uint64_t ag_modules_dlclose_window_ns; /* mutex */
+static unsigned ag_modules_dlclose_scans;     /* mutex: in the window */
+
+uint64_t
+ag_modules_dlclose_unscanned(void)
+{
+    return atomic_load(&ag_modules_dlclose_skipped) / 2; /* two a dlclose */
+}
+
+void
+ag_modules_note_dlclose(void)
+{
+    uint64_t now;
+
+    /* Not when the lock is held: the agent's own dlclose (the demangler's, under it) would
+     * deadlock, and another holder scans soon anyway; the scan that first misses the module
+     * then dates its going. */
+    if (pthread_mutex_trylock(&ag_modules_mutex) != 0) {
+        atomic_fetch_add(&ag_modules_dlclose_skipped, 1);
+        return;
+    }
+    if (ag_modules_scanned) {
+        now = pp_clock_ns(CLOCK_MONOTONIC);
+        if (now - ag_modules_dlclose_window_ns >= AG_MODULES_DLCLOSE_WINDOW_NS) {
+            ag_modules_dlclose_window_ns = now;
+            ag_modules_dlclose_scans = 0;
+        }
+        if (ag_modules_dlclose_scans < AG_MODULES_DLCLOSE_SCANS) {
+            ag_modules_dlclose_scans++;
+            ag_modules_defer_cfi = 1;
+            (void)ag_modules_refresh_locked();
+            ag_modules_defer_cfi = 0;
+        } else {
+            atomic_fetch_add(&ag_modules_dlclose_skipped, 1);
+        }
+    }
+    pthread_mutex_unlock(&ag_modules_mutex);
+}
+
 /* A live module of the loader's whose executable ranges meet [lo, hi). */
 static int
 ag_modules_elf_overlaps_locked(uint64_t lo, uint64_t hi)
@@ -754,6 +995,7 @@ ag_modules_file_add_locked(const struct ag_file_code *fc)
         m->hi = fc->hi;
         m->cfi_err = m->symtab_err = -ENOENT;
         m->live = 1;
+        m->gone_ns = UINT64_MAX;
         m->id = ag_modules_next_id++;
         m->next = ag_modules_all;
         ag_modules_all = m;
@@ -801,7 +1043,7 @@ ag_modules_note_file_code(const struct ag_file_code *code, size_t n)
     }
     for (m = ag_modules_all; err == 0 && m != NULL; m = m->next) {
         if (m->mapped_file && m->live && !m->seen) {
-            m->live = 0; /* unmapped; kept for the samples taken before */
+            ag_module_gone_now(m); /* unmapped */
             ag_modules_files_changed = 1;
         }
     }
@@ -830,6 +1072,7 @@ ag_modules_fini(void)
         ag_module_free(m);
     }
     ag_modules_scanned = 0;
+    ag_modules_gone_count = 0;
     ag_modules_files_changed = 0;
     ag_modules_adds = ag_modules_subs = 0;
     pthread_mutex_unlock(&ag_modules_mutex);

@@ -47,6 +47,9 @@ struct ag_module {
     struct ag_cfi_table *cfi; /* NULL when the module has no usable .eh_frame_hdr */
     int cfi_err;              /* 0 or why cfi is NULL; -EINPROGRESS: not built yet */
     int live;                 /* mutex: still in the loader's list at the last refresh */
+    uint64_t gone_ns;         /* mutex: CLOCK_MONOTONIC when first seen gone (UINT64_MAX while
+                               * live): a sample taken before it may lie in this module */
+    uint64_t gone_seq;        /* mutex: 1, 2, ... in the order modules went; 0 while live */
     int seen;                 /* mutex: scratch for one refresh */
     int symtab_err;           /* mutex: 0 until a load failed, then its error */
     struct ag_symtab *symtab; /* mutex: loaded on the first ag_symbolize() in this module */
@@ -88,6 +91,9 @@ extern _Atomic int ag_sig_unknown_code;
 
 /* Finds the span containing pc in the published snapshot, or NULL. Async-signal-safe. */
 PP_SIGSAFE const struct ag_module_span *ag_sig_module_find(uint64_t pc);
+
+/* The host's dlcloses whose rescans ag_modules_note_dlclose() skipped (ag_stats). Any thread. */
+uint64_t ag_modules_dlclose_unscanned(void);
 
 /* Guards the module list and every symtab cache. */
 extern pthread_mutex_t ag_modules_mutex;

@@ -42,3 +42,9 @@ set_target_properties(bench-interpose PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAK
 add_executable(bench-blocking-calls ${CMAKE_CURRENT_LIST_DIR}/bench-blocking-calls.c)
 target_compile_options(bench-blocking-calls PRIVATE -fno-omit-frame-pointer -fno-optimize-sibling-calls)
 set_target_properties(bench-blocking-calls PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+# bench-dlclose: dlopen + dlclose cycles of a small library, timed; bench/dlclose.sh runs it bare,
+# with the agent preloaded idle and under `pipeprof record` (the dlclose interposer's rescans).
+add_executable(bench-dlclose ${CMAKE_CURRENT_LIST_DIR}/bench-dlclose.c)
+target_include_directories(bench-dlclose PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(bench-dlclose PRIVATE dl)
+set_target_properties(bench-dlclose PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)

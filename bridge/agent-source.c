@@ -110,11 +110,22 @@ static const struct nt_event_desc bridge_pipeprof_events[] = {
       6, 0 },
 };
 
-/* An open-addressing set of code addresses (0 is the empty slot; address 0 is never stored). */
+/* An open-addressing set of code addresses (0 is the empty slot; address 0 is never stored),
+ * each with the time of the latest sample that held it: the module mapped then names it. */
 struct bridge_addr_set {
     uint64_t *slots;
-    size_t cap; /* power of two */
+    uint64_t *ts; /* CLOCK_MONOTONIC ns, per slot */
+    size_t cap;   /* power of two */
     size_t count;
+};
+
+/* A module that went during a session whose frames may be in it: its addresses are named, and
+ * taken out of the session's set, at the time it went, before any frame of a library loaded at
+ * its address later (bridge_flush_gone). */
+struct bridge_gone {
+    uint32_t id;
+    uint64_t lo, hi; /* its executable span */
+    uint64_t gone_ns;
 };
 
 /*
@@ -161,11 +172,16 @@ struct bridge_session {
     int acquired;    /* holds an ag_sampling_acquire() request */
     enum ag_mode mode;
     unsigned hz;
-    uint64_t start_ns;              /* samples older than the session are not its own */
-    uint32_t modules_announced;     /* highest module id written as ModuleLoad */
-    struct bridge_addr_set addrs;   /* addresses of this session's frames, for the rundown */
-    struct bridge_addr_set named;   /* those already named by bridge_names() */
-    struct bridge_cpu_runs runs;    /* CPU mode: each thread's open interval */
+    uint64_t start_ns;            /* samples older than the session are not its own */
+    uint32_t modules_announced;   /* highest module id written as ModuleLoad */
+    struct bridge_addr_set addrs; /* addresses of this session's frames, for the rundown */
+    struct bridge_addr_set named; /* those already named by bridge_names() */
+    struct bridge_gone *gone;     /* modules gone since the session started, not named yet */
+    size_t gone_count, gone_cap;
+    uint64_t gone_after;         /* the last ag_module_gone seq taken into gone */
+    uint64_t gone_last_ns;       /* the latest gone_ns taken: no span of a later sample reaches back
+                                    past it (a frame of a library loaded there must not come first) */
+    struct bridge_cpu_runs runs; /* CPU mode: each thread's open interval */
     struct bridge_pending *pending; /* CPU mode: events held back, unsorted */
     size_t pending_count, pending_cap;
     uint64_t pending_seq;
@@ -243,39 +259,59 @@ bridge_hash(uint64_t x)
     return x;
 }
 
+/* Rebuilds s with ncap slots, without the addresses drop says (NULL: none). */
 static int
-bridge_addr_set_add(struct bridge_addr_set *s, uint64_t addr)
+bridge_addr_set_rehash(struct bridge_addr_set *s, size_t ncap,
+                       int (*drop)(uint64_t addr, uint64_t ts, void *ctx), void *ctx)
+{
+    uint64_t *n = calloc(ncap, sizeof(*n)), *nts = calloc(ncap, sizeof(*nts));
+    size_t i, j, count = 0;
+
+    if (n == NULL || nts == NULL) {
+        free(n);
+        free(nts);
+        return -ENOMEM;
+    }
+    for (j = 0; j < s->cap; j++) {
+        if (s->slots[j] != 0 && (drop == NULL || !drop(s->slots[j], s->ts[j], ctx))) {
+            for (i = bridge_hash(s->slots[j]) & (ncap - 1); n[i] != 0; i = (i + 1) & (ncap - 1)) {
+            }
+            n[i] = s->slots[j];
+            nts[i] = s->ts[j];
+            count++;
+        }
+    }
+    free(s->slots);
+    free(s->ts);
+    s->slots = n;
+    s->ts = nts;
+    s->cap = ncap;
+    s->count = count;
+    return 0;
+}
+
+/* Adds addr, seen by a sample at ts (the latest such time is kept). */
+static int
+bridge_addr_set_add(struct bridge_addr_set *s, uint64_t addr, uint64_t ts)
 {
     size_t i;
+    int err;
 
     if (addr == 0) {
         return 0;
     }
-    if ((s->count + 1) * 2 > s->cap) {
-        size_t ncap = s->cap != 0 ? s->cap * 2 : 4096, j;
-        uint64_t *n = calloc(ncap, sizeof(*n));
-
-        if (n == NULL) {
-            return -ENOMEM;
-        }
-        for (j = 0; j < s->cap; j++) {
-            if (s->slots[j] != 0) {
-                for (i = bridge_hash(s->slots[j]) & (ncap - 1); n[i] != 0;
-                     i = (i + 1) & (ncap - 1)) {
-                }
-                n[i] = s->slots[j];
-            }
-        }
-        free(s->slots);
-        s->slots = n;
-        s->cap = ncap;
+    if ((s->count + 1) * 2 > s->cap &&
+        (err = bridge_addr_set_rehash(s, s->cap != 0 ? s->cap * 2 : 4096, NULL, NULL)) != 0) {
+        return err;
     }
     for (i = bridge_hash(addr) & (s->cap - 1); s->slots[i] != 0; i = (i + 1) & (s->cap - 1)) {
         if (s->slots[i] == addr) {
+            s->ts[i] = ts > s->ts[i] ? ts : s->ts[i];
             return 0;
         }
     }
     s->slots[i] = addr;
+    s->ts[i] = ts;
     s->count++;
     return 0;
 }
@@ -298,6 +334,7 @@ static void
 bridge_addr_set_fini(struct bridge_addr_set *s)
 {
     free(s->slots);
+    free(s->ts);
     memset(s, 0, sizeof(*s));
 }
 
@@ -535,6 +572,9 @@ bridge_session_stop(void *ctx, const struct ipc_session_config *cfg)
     }
     bridge_addr_set_fini(&s->addrs);
     bridge_addr_set_fini(&s->named);
+    free(s->gone);
+    s->gone = NULL;
+    s->gone_count = s->gone_cap = 0;
     free(s->runs.slots);
     for (size_t i = 0; i < s->pending_count; i++) {
         free(s->pending[i].frames);
@@ -739,6 +779,40 @@ bridge_announce_module(const struct ag_module_info *m, void *ctx)
     return mc->err;
 }
 
+static int bridge_flush_gone(struct bridge_session *s, struct nt_writer *w, uint64_t upto,
+                             uint64_t at_least);
+
+static int
+bridge_note_gone_cb(const struct ag_module_gone *g, void *ctx)
+{
+    struct bridge_session *s = ctx;
+    int err;
+
+    s->gone_after = g->seq;
+    if (g->mapped_file || g->gone_ns < s->start_ns || g->text_end <= g->text_start) {
+        /* A ReadyToRun image's code is named at the rundown only (bridge_write_names), after
+         * the runtime's names; a module gone before the session has no frame in it. */
+        return 0;
+    }
+    err = pp_grow_array((void **)&s->gone, &s->gone_cap, s->gone_count + 1, sizeof(*s->gone));
+    if (err != 0) {
+        return err;
+    }
+    s->gone[s->gone_count++] =
+            (struct bridge_gone){ g->id, g->text_start, g->text_end, g->gone_ns };
+    if (g->gone_ns > s->gone_last_ns) {
+        s->gone_last_ns = g->gone_ns;
+    }
+    return 0;
+}
+
+/* Takes the modules gone since the last call into the session's list (bridge_flush_gone). */
+static int
+bridge_note_gone(struct bridge_session *s)
+{
+    return s->samples ? ag_module_gone_foreach(s->gone_after, bridge_note_gone_cb, s) : 0;
+}
+
 /* The run of thread tid, created closed when absent; NULL when out of memory. */
 static struct bridge_cpu_run *
 bridge_cpu_run_get(struct bridge_cpu_runs *r, int32_t tid)
@@ -931,6 +1005,14 @@ bridge_write_cpu_sample(struct bridge_session *s, const struct bridge_sample *sm
             err = bridge_pending_push(s, start - 1000u, sm->tid, NT_SAMPLE_EXTERNAL, NULL, 0, NULL);
         }
     }
+    if (sm->timestamp_ns > s->gone_last_ns && start <= s->gone_last_ns) {
+        /* Not back past a module's going: its names come there, and this stack may hold a
+         * frame of a library loaded at its address since (bridge_flush_gone). */
+        uint64_t end = start + delta;
+
+        start = s->gone_last_ns + 1u;
+        delta = end > start ? end - start : 0;
+    }
     for (i = 0; i < k && err == 0; i++) {
         err = bridge_pending_push(s, start + delta * i / k, sm->tid, NT_SAMPLE_MANAGED, frames,
                                   sm->depth, NULL);
@@ -965,6 +1047,9 @@ bridge_write_wall_sample(struct nt_writer *w, struct bridge_session *s, uint32_t
     first = t > back ? t - back : 0;
     first = first > s->wall_written_ns ? first : s->wall_written_ns;
     first = first > s->start_ns ? first : s->start_ns;
+    if (t > s->gone_last_ns && first <= s->gone_last_ns) {
+        first = s->gone_last_ns + 1u; /* as bridge_write_cpu_sample */
+    }
     first = first < t ? first : t;
     for (i = 0; i < k && err == 0; i++) {
         err = bridge_write_thread_sample(
@@ -987,8 +1072,6 @@ bridge_take_snapshot(struct bridge_session *s, const struct bridge_sample *sm,
                      const uint64_t *frames)
 {
     struct bridge_cpu_run *run;
-    uint32_t d;
-    int err;
 
     if (sm->depth == 0) {
         return 0;
@@ -1002,12 +1085,8 @@ bridge_take_snapshot(struct bridge_session *s, const struct bridge_sample *sm,
     }
     run->snapshot = 1;
     run->snapshot_ns = sm->timestamp_ns > s->released_ns ? sm->timestamp_ns : s->released_ns;
-    err = bridge_pending_push(s, sm->timestamp_ns, sm->tid, NT_SAMPLE_EXTERNAL, frames, sm->depth,
-                              NULL);
-    for (d = 0; d < sm->depth && err == 0; d++) {
-        err = bridge_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1);
-    }
-    return err;
+    return bridge_pending_push(s, sm->timestamp_ns, sm->tid, NT_SAMPLE_EXTERNAL, frames, sm->depth,
+                               NULL);
 }
 
 /* Closes the open intervals of threads that had no sample in this drain (or of all, at the end):
@@ -1040,9 +1119,6 @@ bridge_close_cpu_runs(struct bridge_session *s, int all)
             err = bridge_pending_push(s, run->end_ns, run->tid,
                                       depth > 0 ? BRIDGE_SAMPLE_WAIT : NT_SAMPLE_EXTERNAL, frames,
                                       depth, NULL);
-            for (d = 0; d < depth && err == 0; d++) {
-                err = bridge_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1);
-            }
             run->open = 0;
         } else if (run->tid != 0 && all && run->snapshot == 1) {
             /* A thread that never ran after its snapshot waited there to the end. TraceEvent
@@ -1065,12 +1141,12 @@ static int
 bridge_release_pending(struct bridge_session *s, struct nt_writer *w, uint64_t until)
 {
     const struct nt_event_desc *cpu_desc = &bridge_pipeprof_events[BRIDGE_EV_CPU_SAMPLE - 1];
-    uint32_t meta = 0;
+    uint32_t meta = 0, d;
     size_t i, n = 0;
     int err = 0;
 
     if (s->pending_count == 0) {
-        return 0;
+        return s->gone_count > 0 ? bridge_flush_gone(s, w, until, s->released_ns) : 0;
     }
     qsort(s->pending, s->pending_count, sizeof(*s->pending), bridge_pending_cmp);
     while (n < s->pending_count && s->pending[n].ts <= until) {
@@ -1082,8 +1158,18 @@ bridge_release_pending(struct bridge_session *s, struct nt_writer *w, uint64_t u
     for (i = 0; i < n && err == 0; i++) {
         const struct bridge_pending *e = &s->pending[i];
 
+        if (s->gone_count > 0 && s->gone[0].gone_ns <= e->ts) {
+            err = bridge_flush_gone(s, w, e->ts, s->released_ns);
+            if (err != 0) {
+                break;
+            }
+        }
         if (e->type != 0) {
             err = bridge_write_thread_sample(w, meta, e->tid, e->ts, e->type, e->frames, e->depth);
+            for (d = 0; d < e->depth && err == 0; d++) { /* for the names (bridge_write_names) */
+                err = bridge_addr_set_add(&s->addrs, d == 0 ? e->frames[d] : e->frames[d] - 1,
+                                          e->ts);
+            }
         } else {
             struct nt_payload p;
 
@@ -1100,6 +1186,9 @@ bridge_release_pending(struct bridge_session *s, struct nt_writer *w, uint64_t u
     }
     memmove(s->pending, s->pending + n, (s->pending_count - n) * sizeof(*s->pending));
     s->pending_count -= n;
+    if (err == 0 && s->gone_count > 0) {
+        err = bridge_flush_gone(s, w, until, s->released_ns);
+    }
     return err;
 }
 
@@ -1204,6 +1293,10 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
         batch_ts = s->start_ns;
     }
     s->batches++;
+    err = bridge_note_gone(s);
+    if (err != 0) {
+        return err;
+    }
     if (congested) {
         uint64_t dropped = 0;
 
@@ -1290,6 +1383,12 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
             continue;
         }
         s->sampled |= sm->depth > 0 && (!cpu || sm->state == AG_STATE_RUNNING);
+        if (!cpu && s->gone_count > 0 && s->gone[0].gone_ns <= sm->timestamp_ns) {
+            err = bridge_flush_gone(s, w, sm->timestamp_ns, s->wall_written_ns);
+            if (err != 0) {
+                break;
+            }
+        }
         if (s->samples && cpu && sm->state == AG_STATE_RUNNING) {
             err = bridge_write_cpu_sample(s, sm, frames);
         } else if (s->samples) {
@@ -1308,9 +1407,13 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
                       : bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_CPU_SAMPLE - 1],
                                              BRIDGE_NO_THREAD, sm->timestamp_ns, &p);
         }
-        /* Return addresses point after their call: name the call (address - 1). */
-        for (d = 0; d < sm->depth && err == 0; d++) {
-            err = bridge_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1);
+        /* Return addresses point after their call: name the call (address - 1). A stack held
+         * back is taken in when it is written (bridge_release_pending), at its time there. */
+        for (d = 0;
+             d < sm->depth && err == 0 && !(cpu && s->samples && sm->state == AG_STATE_RUNNING);
+             d++) {
+            err = bridge_addr_set_add(&s->addrs, d == 0 ? frames[d] : frames[d] - 1,
+                                      sm->timestamp_ns);
         }
     }
     if (s->snapshot != 0 && (final || s->snapshot_settled)) {
@@ -1541,6 +1644,7 @@ bridge_sampled(void *ctx, const struct ipc_session_config *cfg)
 struct bridge_rundown_fn {
     uint64_t start;
     uint64_t size;
+    uint64_t ts; /* when a sample last held an address of it: the module mapped then names it */
     uint32_t module_id;
     const char *module_path; /* unnamed: valid until ag_modules_fini() */
     uint64_t module_base;    /* unnamed: the module's load bias */
@@ -1555,18 +1659,49 @@ bridge_rundown_fn_cmp(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/* bridge_write_names()'s selection of a gone module's addresses (gone set). */
+static int
+bridge_gone_holds(const struct bridge_gone *gone, uint64_t addr, uint64_t ts)
+{
+    struct ag_symbol sym;
+    int rc;
+
+    if (addr < gone->lo || addr >= gone->hi) {
+        return 0;
+    }
+    rc = ag_symbolize_at(addr, ts, &sym);
+    return (rc == 0 || rc == -ESRCH) && sym.module_id == gone->id;
+}
+
+static int
+bridge_gone_drop(uint64_t addr, uint64_t ts, void *ctx)
+{
+    return bridge_gone_holds(ctx, addr, ts);
+}
+
+static int
+bridge_named_stale(uint64_t addr, uint64_t ts, void *ctx)
+{
+    (void)ts;
+    return !bridge_addr_set_has(ctx, addr);
+}
+
 /*
  * ModuleDCEnd for each module and MethodDCEndVerbose for each function that a stack of this
  * session referenced: TraceEvent then names those frames module!function. The namespace is
  * empty: TraceEvent always joins namespace and name with a dot, so frames read
  * "libc.so.6!.clone3" there (the module is no longer repeated), and pipeprof's own readers show
- * "libc.so.6!clone3". named NULL: the rundown at the session's end, every address, between the
- * runtime's bounds; else only the addresses not in named, which are added to it.
+ * "libc.so.6!clone3". Each address is named by the module mapped when a sample last held it
+ * (ag_symbolize_at). named and gone NULL: the rundown at the session's end, every address,
+ * between the runtime's bounds; named: only the addresses not in named, which are added to it;
+ * gone: the addresses of that module, between the bounds too, which are then taken out of the
+ * session's set (a library loaded at its address later gets its own names at the rundown).
  */
 static int
 bridge_write_names(struct bridge_session *s, struct nt_writer *w, uint64_t ts,
-                   struct bridge_addr_set *named)
+                   struct bridge_addr_set *named, const struct bridge_gone *gone)
 {
+    int bracket = named == NULL;
     struct bridge_rundown_fn *fns = NULL;
     uint32_t *modules_done = NULL;
     size_t fn_count = 0, i, mod_count = 0;
@@ -1577,9 +1712,17 @@ bridge_write_names(struct bridge_session *s, struct nt_writer *w, uint64_t ts,
     if (s->addrs.count == 0) {
         return 0;
     }
+    for (i = 0; gone != NULL && i < s->addrs.cap; i++) {
+        if (s->addrs.slots[i] != 0 && bridge_gone_holds(gone, s->addrs.slots[i], s->addrs.ts[i])) {
+            break;
+        }
+    }
+    if (gone != NULL && i == s->addrs.cap) {
+        return 0; /* no frame in it */
+    }
     /* The runtime opens its rundown with MethodDCEndInit and closes it with MethodDCEndComplete:
      * TraceEvent's readers take the pair as the rundown's bounds. */
-    if (named == NULL) {
+    if (bracket) {
         uint8_t init[8];
 
         nt_payload_init(&p, init, sizeof(init));
@@ -1602,13 +1745,14 @@ bridge_write_names(struct bridge_session *s, struct nt_writer *w, uint64_t ts,
         int rc;
 
         if (s->addrs.slots[i] == 0 ||
-            (named != NULL && bridge_addr_set_has(named, s->addrs.slots[i]))) {
+            (named != NULL && bridge_addr_set_has(named, s->addrs.slots[i])) ||
+            (gone != NULL && !bridge_gone_holds(gone, s->addrs.slots[i], s->addrs.ts[i]))) {
             continue;
         }
-        if (named != NULL && (err = bridge_addr_set_add(named, s->addrs.slots[i])) != 0) {
+        if (named != NULL && (err = bridge_addr_set_add(named, s->addrs.slots[i], 0)) != 0) {
             goto out;
         }
-        rc = ag_symbolize(s->addrs.slots[i], &sym);
+        rc = ag_symbolize_at(s->addrs.slots[i], s->addrs.ts[i], &sym);
         if (rc == -ESRCH && sym.mapped_file && named != NULL) {
             /* Code in a file the runtime mapped (ReadyToRun) is named at the rundown only:
              * TraceEvent names an address by the first method event that covers it, and the
@@ -1628,6 +1772,7 @@ bridge_write_names(struct bridge_session *s, struct nt_writer *w, uint64_t ts,
              * two bytes: the address kept is a return address - 1 (the call), and TraceEvent
              * looks the return address itself up */
             fns[fn_count].size = sym.start != 0 ? sym.size : 2;
+            fns[fn_count].ts = s->addrs.ts[i];
             fns[fn_count].module_id = sym.module_id;
             fns[fn_count].module_path = sym.module_path;
             fns[fn_count].module_base = sym.module_base;
@@ -1640,6 +1785,7 @@ bridge_write_names(struct bridge_session *s, struct nt_writer *w, uint64_t ts,
         }
         fns[fn_count].start = sym.start;
         fns[fn_count].size = sym.size != 0 ? sym.size : 1;
+        fns[fn_count].ts = s->addrs.ts[i];
         fns[fn_count].module_id = sym.module_id;
         fn_count++;
     }
@@ -1661,7 +1807,7 @@ bridge_write_names(struct bridge_session *s, struct nt_writer *w, uint64_t ts,
             sym.module_id = fns[i].module_id;
             sym.module_path = fns[i].module_path;
             sym.name = unnamed;
-        } else if (ag_symbolize(fns[i].start, &sym) != 0 || sym.name == NULL) {
+        } else if (ag_symbolize_at(fns[i].start, fns[i].ts, &sym) != 0 || sym.name == NULL) {
             continue;
         }
         for (m = 0; m < mod_count && modules_done[m] != sym.module_id; m++) {
@@ -1686,7 +1832,13 @@ bridge_write_names(struct bridge_session *s, struct nt_writer *w, uint64_t ts,
         err = bridge_write_payload(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END),
                                    bridge_source.capture_tid, ts, &p);
     }
-    if (err == 0 && named == NULL) {
+    if (err == 0 && gone != NULL) { /* named: later frames at these addresses are another's */
+        err = bridge_addr_set_rehash(&s->addrs, s->addrs.cap, bridge_gone_drop, (void *)gone);
+        if (err == 0 && s->named.cap != 0) {
+            err = bridge_addr_set_rehash(&s->named, s->named.cap, bridge_named_stale, &s->addrs);
+        }
+    }
+    if (err == 0 && bracket) {
         nt_payload_init(&p, buf, NT_MAX_PAYLOAD);
         nt_payload_rundown_complete(&p);
         err = bridge_write_payload(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_COMPLETE),
@@ -1696,6 +1848,37 @@ out:
     free(buf);
     free(modules_done);
     free(fns);
+    return err;
+}
+
+/*
+ * Names the addresses of each module gone by upto (its going, in the order they went), at its
+ * going's time or at_least, whichever is later: after every sample that held it, before any of
+ * a library loaded at its address later. TraceEvent names the addresses a method event covers
+ * among those seen since their last naming, and pipeprof's reader does as TraceEvent does
+ * (cli/profile.c), so the two libraries' frames keep their own names in both.
+ */
+static int
+bridge_flush_gone(struct bridge_session *s, struct nt_writer *w, uint64_t upto, uint64_t at_least)
+{
+    size_t n = 0;
+    int err = 0;
+
+    while (n < s->gone_count && s->gone[n].gone_ns <= upto && err == 0) {
+        uint64_t ts = s->gone[n].gone_ns > at_least ? s->gone[n].gone_ns : at_least;
+
+        err = bridge_write_names(s, w, ts, NULL, &s->gone[n]);
+        if (s->mode == AG_MODE_CPU && ts > s->released_ns) {
+            s->released_ns = ts; /* nothing held back goes before it */
+        } else if (s->mode != AG_MODE_CPU && ts > s->wall_written_ns) {
+            s->wall_written_ns = ts;
+        }
+        n++;
+    }
+    if (n > 0) {
+        memmove(s->gone, s->gone + n, (s->gone_count - n) * sizeof(*s->gone));
+        s->gone_count -= n;
+    }
     return err;
 }
 
@@ -1719,7 +1902,8 @@ bridge_rundown(void *ctx, const struct ipc_session_config *cfg, struct nt_writer
             return err;
         }
     }
-    return bridge_write_names(s, w, ts, NULL);
+    err = bridge_flush_gone(s, w, UINT64_MAX, ts);
+    return err != 0 ? err : bridge_write_names(s, w, ts, NULL, NULL);
 }
 
 /*
@@ -1738,7 +1922,7 @@ bridge_names(void *ctx, const struct ipc_session_config *cfg, struct nt_writer *
         return 0; /* every address is named (named only ever holds addresses of addrs) */
     }
     ts = s->mode == AG_MODE_CPU && s->released_ns != 0 ? s->released_ns : nt_clock_now();
-    return bridge_write_names(s, w, ts, &s->named);
+    return bridge_write_names(s, w, ts, &s->named, NULL);
 }
 
 void

@@ -2,7 +2,8 @@
 /*
  * cli/profile.c - loads ThreadSample events and the names of code addresses from a nettrace
  * stream into a pp_profile (profile/profile.h). Addresses are named at the end of the stream,
- * because rundown events come after the samples they name, as TraceEvent's TraceLog does.
+ * because rundown events come after the samples they name, as TraceEvent's TraceLog does; a frame
+ * of a sample after a rundown that covered its address is named by a later one (pp_rundown).
  * Context: the CLI's single thread.
  */
 #include "cli/profile.h"
@@ -29,9 +30,10 @@ struct pp_method {
     uint64_t start;
     uint64_t size;
     uint64_t module_id;
-    size_t seq; /* the order the trace gave it in */
-    char *ns;   /* MethodNamespace */
-    char *name; /* name(signature) */
+    size_t seq;     /* the order the trace gave it in */
+    uint32_t epoch; /* rundowns (MethodDCEndComplete) the trace gave before it */
+    char *ns;       /* MethodNamespace */
+    char *name;     /* name(signature) */
 };
 
 struct pp_module {
@@ -51,6 +53,28 @@ struct pp_module {
 #define PP_ADDR_MASK  ((1ULL << PP_ADDR_BITS) - 1)
 #define PP_MAX_TRACES 65535
 
+/*
+ * A rundown the trace gave before some of its samples (MethodDCEndInit .. MethodDCEndComplete):
+ * pipeprof's agent writes one for a library that was unloaded during the session, with its
+ * functions, before the samples of a library loaded at its address later. TraceEvent names an
+ * address by the first method event that covers it after the sample, so a frame of a later
+ * sample in one of those ranges is named by a later method event; the loader tags such a frame
+ * (pp_alias) and names it the same way.
+ */
+struct pp_rundown {
+    uint32_t epoch;    /* 1, 2, ...: rundowns the trace completed up to this one */
+    size_t first, end; /* its methods, [first, end) of the loader's methods in trace order */
+    uint64_t *starts;  /* its methods' ranges, sorted by start, set when it completes */
+    uint64_t *ends;
+    size_t n;
+};
+
+/* A tagged address: addr of trace loader, named by methods of epoch >= epoch first. */
+struct pp_alias {
+    size_t loader;
+    uint32_t epoch;
+};
+
 /* What the loader knows beyond the profile: the names of code addresses. */
 struct pp_loader {
     struct pp_profile *p;
@@ -64,6 +88,21 @@ struct pp_loader {
     size_t method_count, method_cap;
     struct pp_module *modules;
     size_t module_count, module_cap;
+    struct pp_rundown *rundowns; /* completed ones, and the one open (open set) */
+    size_t rundown_count, rundown_cap;
+    int rundown_open;
+    size_t *epoch_first; /* methods sorted: epoch e's are [epoch_first[e], epoch_first[e + 1]) */
+    struct pp_loaders *all;
+    size_t index;
+};
+
+/* Every trace's loader, and the tags beyond the traces' own (several traces: index + 1). */
+struct pp_loaders {
+    struct pp_loader *lds;
+    size_t n;
+    struct pp_alias *aliases; /* tag n + 1 + i is aliases[i] */
+    size_t alias_count, alias_cap;
+    int tagged; /* stacks hold tags, to take off after naming */
 };
 
 /* Reads a NUL-terminated UTF-16LE string at *pos as UTF-8 (malloc'd). */
@@ -179,6 +218,7 @@ pp_add_method(struct pp_loader *pv, const uint8_t *p, uint32_t size)
     m = &pv->methods[pv->method_count];
     m->module_id = pp_le64(p + 8);
     m->seq = pv->method_count;
+    m->epoch = (uint32_t)(pv->rundown_count - (size_t)pv->rundown_open);
     m->start = pp_le64(p + 16);
     m->size = pp_le32(p + 24);
     paren = strchr(sig, '(');
@@ -341,6 +381,131 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
     return 0;
 }
 
+static int
+pp_u64_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+
+    return *x < *y ? -1 : *x > *y;
+}
+
+/* MethodDCEndInit (148) opens a rundown, MethodDCEndComplete (146) closes it (one without an
+ * opening takes the methods since the last one). */
+static int
+pp_on_rundown_bound(struct pp_loader *ld, int complete)
+{
+    struct pp_rundown *r;
+    size_t i;
+    int err;
+
+    if (!complete || !ld->rundown_open) {
+        if (!complete && ld->rundown_open) {
+            return 0; /* nested: the first opening holds */
+        }
+        err = pp_grow_array((void **)&ld->rundowns, &ld->rundown_cap, ld->rundown_count + 1,
+                            sizeof(*ld->rundowns));
+        if (err != 0) {
+            return err;
+        }
+        r = &ld->rundowns[ld->rundown_count++];
+        memset(r, 0, sizeof(*r));
+        if (!complete) {
+            r->first = ld->method_count;
+        } else if (ld->rundown_count > 1) {
+            r->first = ld->rundowns[ld->rundown_count - 2].end;
+        }
+        ld->rundown_open = 1;
+    }
+    if (!complete) {
+        return 0;
+    }
+    r = &ld->rundowns[ld->rundown_count - 1];
+    r->end = ld->method_count;
+    r->epoch = (uint32_t)ld->rundown_count;
+    ld->rundown_open = 0;
+    if (r->end > r->first) {
+        uint64_t *pairs = malloc((r->end - r->first) * 2 * sizeof(*pairs));
+
+        if (pairs == NULL) {
+            return -ENOMEM;
+        }
+        r->starts = malloc((r->end - r->first) * sizeof(*r->starts));
+        r->ends = malloc((r->end - r->first) * sizeof(*r->ends));
+        if (r->starts == NULL || r->ends == NULL) {
+            free(pairs);
+            return -ENOMEM;
+        }
+        for (i = r->first; i < r->end; i++) { /* start, end pairs sorted by start */
+            pairs[2 * (i - r->first)] = ld->methods[i].start;
+            pairs[2 * (i - r->first) + 1] = ld->methods[i].start + ld->methods[i].size;
+        }
+        qsort(pairs, r->end - r->first, 2 * sizeof(*pairs), pp_u64_cmp);
+        for (i = 0; i < r->end - r->first; i++) {
+            r->starts[i] = pairs[2 * i];
+            r->ends[i] = pairs[2 * i + 1];
+        }
+        r->n = r->end - r->first;
+        free(pairs);
+    }
+    return 0;
+}
+
+/* The latest completed rundown with a method that covers at (its epoch), or 0. */
+static uint32_t
+pp_rundown_epoch(const struct pp_loader *ld, uint64_t at)
+{
+    size_t k = ld->rundown_count - (size_t)ld->rundown_open;
+
+    while (k > 0) {
+        const struct pp_rundown *r = &ld->rundowns[--k];
+        size_t lo = 0, hi = r->n;
+
+        while (lo < hi) { /* the last method that starts at or below at */
+            size_t mid = lo + (hi - lo) / 2;
+
+            if (r->starts[mid] <= at) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if (lo > 0 && at < r->ends[lo - 1]) {
+            return r->epoch;
+        }
+    }
+    return 0;
+}
+
+/* The tag of the frames of trace ld named from epoch on (pp_alias). */
+static int
+pp_alias_tag(struct pp_loader *ld, uint32_t epoch, uint64_t *tag)
+{
+    struct pp_loaders *all = ld->all;
+    size_t i;
+    int err;
+
+    for (i = 0; i < all->alias_count; i++) {
+        if (all->aliases[i].loader == ld->index && all->aliases[i].epoch == epoch) {
+            break;
+        }
+    }
+    if (i == all->alias_count) {
+        if (all->n + 1 + all->alias_count >= (1u << (64 - PP_ADDR_BITS))) {
+            *tag = ld->tag; /* out of tags: named as any other frame */
+            return 0;
+        }
+        err = pp_grow_array((void **)&all->aliases, &all->alias_cap, all->alias_count + 1,
+                            sizeof(*all->aliases));
+        if (err != 0) {
+            return err;
+        }
+        all->aliases[all->alias_count++] = (struct pp_alias){ ld->index, epoch };
+    }
+    all->tagged = 1;
+    *tag = (uint64_t)(all->n + 1 + i) << PP_ADDR_BITS;
+    return 0;
+}
+
 /*
  * A ThreadSample: type Managed (1) is a running thread, External (2) a waiting one. An External
  * one without a stack, or with NT_SAMPLE_WAIT_TAG, is not a sample: a CPU-mode trace writes it
@@ -374,7 +539,7 @@ pp_on_sample(struct pp_loader *ld, const struct nt_event *ev, const struct pp_lo
         ld->p->wait_markers += ev->stack_depth != 0;
         return 0;
     }
-    if (ld->tag == 0) {
+    if (ld->tag == 0 && ld->rundown_count == (size_t)ld->rundown_open) {
         return pp_profile_add_sample(ld->p, ev->thread_id, ts, running, ev->stack, ev->stack_depth);
     }
     if (ev->stack_depth > ld->scratch_cap) {
@@ -387,13 +552,19 @@ pp_on_sample(struct pp_loader *ld, const struct nt_event *ev, const struct pp_lo
         ld->scratch_cap = ev->stack_depth;
     }
     for (i = 0; i < ev->stack_depth; i++) {
+        uint64_t tag = ld->tag, at = i > 0 && ev->stack[i] > 0 ? ev->stack[i] - 1 : ev->stack[i];
+        uint32_t epoch = pp_rundown_epoch(ld, at);
+
+        if (epoch != 0 && (err = pp_alias_tag(ld, epoch, &tag)) != 0) {
+            return err;
+        }
         /* An address above user space (a garbage frame) keeps its tag and loses its value. */
-        ld->scratch[i] = ld->tag | (ev->stack[i] <= PP_ADDR_MASK ? ev->stack[i] : PP_ADDR_MASK);
+        ld->scratch[i] = tag | (ev->stack[i] <= PP_ADDR_MASK ? ev->stack[i] : PP_ADDR_MASK);
     }
     if (ld->ts_den != 0) {
         ts = (uint64_t)((double)ts * (double)ld->ts_num / (double)ld->ts_den);
     }
-    err = pp_profile_set_thread_process(ld->p, ev->thread_id, ld->process_id);
+    err = ld->all->n > 1 ? pp_profile_set_thread_process(ld->p, ev->thread_id, ld->process_id) : 0;
     if (err == 0) {
         err = pp_profile_add_sample(ld->p, ev->thread_id, ts, running, ld->scratch,
                                     ev->stack_depth);
@@ -406,6 +577,9 @@ pp_method_cmp(const void *a, const void *b)
 {
     const struct pp_method *x = a, *y = b;
 
+    if (x->epoch != y->epoch) {
+        return x->epoch < y->epoch ? -1 : 1;
+    }
     if (x->start != y->start) {
         return x->start < y->start ? -1 : 1;
     }
@@ -413,34 +587,73 @@ pp_method_cmp(const void *a, const void *b)
 }
 
 /*
- * Sorts the methods by start and drops each that lies inside one the trace gave earlier: an
- * address is named by the first method event that covers it, as TraceEvent's rundown handling
- * does (a MethodDCEndVerbose names only addresses no earlier one named). pipeprof names code in
- * the runtime's ReadyToRun images by file offset after the runtime's rundown named its methods:
- * inside one of them, the runtime's name stays.
+ * Sorts the methods by epoch, then start, and drops each that lies inside one the trace gave
+ * earlier in its epoch: an address is named by the first method event that covers it, as
+ * TraceEvent's rundown handling does (a MethodDCEndVerbose names only addresses no earlier one
+ * named). pipeprof names code in the runtime's ReadyToRun images by file offset after the
+ * runtime's rundown named its methods: inside one of them, the runtime's name stays. A frame of
+ * a sample after a rundown that covered its address looks from the next epoch on (pp_alias).
  */
-static void
+static int
 pp_methods_sort(struct pp_loader *ld)
 {
-    size_t i, kept = 0, cover = 0;
+    size_t i, kept = 0, cover = 0, epochs = ld->rundown_count + 2;
+    uint32_t e;
 
-    qsort(ld->methods, ld->method_count, sizeof(*ld->methods), pp_method_cmp);
+    ld->epoch_first = calloc(epochs, sizeof(*ld->epoch_first));
+    if (ld->epoch_first == NULL) {
+        return -ENOMEM;
+    }
+    if (ld->method_count > 1) {
+        qsort(ld->methods, ld->method_count, sizeof(*ld->methods), pp_method_cmp);
+    }
     for (i = 0; i < ld->method_count; i++) {
         struct pp_method *m = &ld->methods[i];
 
-        if (kept > 0 && m->start + m->size <= ld->methods[cover].start + ld->methods[cover].size &&
+        if (kept > 0 && m->epoch == ld->methods[cover].epoch &&
+            m->start + m->size <= ld->methods[cover].start + ld->methods[cover].size &&
             m->seq > ld->methods[cover].seq) {
             free(m->ns);
             free(m->name);
             continue;
         }
         ld->methods[kept] = *m;
-        if (kept == 0 || m->start + m->size > ld->methods[cover].start + ld->methods[cover].size) {
+        if (kept == 0 || m->epoch != ld->methods[cover].epoch ||
+            m->start + m->size > ld->methods[cover].start + ld->methods[cover].size) {
             cover = kept;
         }
         kept++;
     }
     ld->method_count = kept;
+    for (i = 0, e = 0; e + 1 < epochs; e++) { /* epoch_first[e]: the first of epoch e or later */
+        while (i < kept && ld->methods[i].epoch < e) {
+            i++;
+        }
+        ld->epoch_first[e] = i;
+    }
+    ld->epoch_first[epochs - 1] = kept;
+    return 0;
+}
+
+/* The method of epoch e whose [start, start+size) holds at, or NULL. */
+static const struct pp_method *
+pp_method_in_epoch(const struct pp_loader *ld, uint32_t e, uint64_t at)
+{
+    size_t lo = ld->epoch_first[e], hi = ld->epoch_first[e + 1];
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (ld->methods[mid].start <= at) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo > ld->epoch_first[e] && at - ld->methods[lo - 1].start < ld->methods[lo - 1].size) {
+        return &ld->methods[lo - 1];
+    }
+    return NULL;
 }
 
 static const struct pp_module *
@@ -471,27 +684,22 @@ pp_module_by_ip(const struct pp_loader *ld, uint64_t ip)
     return NULL;
 }
 
-/* Names an address: the method whose [start, start+size) holds it, else module+offset. */
+/* Names an address: the method whose [start, start+size) holds it, of epoch `from` or the
+ * first later one that has one, else of the latest earlier one; else module+offset. */
 static int
-pp_loader_name(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *resolved)
+pp_loader_name_from(const struct pp_loader *ld, uint32_t from, uint64_t ip, int caller, char *buf,
+                    size_t len, int *resolved)
 {
-    const struct pp_loader *ld = ctx;
     const struct pp_method *m = NULL;
     const struct pp_module *mod;
     uint64_t at = caller && ip > 0 ? ip - 1 : ip;
-    size_t lo = 0, hi = ld->method_count;
+    uint32_t epochs = (uint32_t)ld->rundown_count + 1, e;
 
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-
-        if (ld->methods[mid].start <= at) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
+    for (e = from; ld->epoch_first != NULL && m == NULL && e < epochs; e++) {
+        m = pp_method_in_epoch(ld, e, at);
     }
-    if (lo > 0 && at - ld->methods[lo - 1].start < ld->methods[lo - 1].size) {
-        m = &ld->methods[lo - 1];
+    for (e = from < epochs ? from : epochs; ld->epoch_first != NULL && m == NULL && e > 0; e--) {
+        m = pp_method_in_epoch(ld, e - 1, at);
     }
     if (m != NULL) {
         /* pipeprof's rundown puts the module's file name in the namespace (TraceEvent shows
@@ -511,6 +719,12 @@ pp_loader_name(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *r
     return 0;
 }
 
+static int
+pp_loader_name(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *resolved)
+{
+    return pp_loader_name_from(ctx, 0, ip, caller, buf, len, resolved);
+}
+
 static void
 pp_loader_fini(struct pp_loader *ld)
 {
@@ -526,6 +740,12 @@ pp_loader_fini(struct pp_loader *ld)
         free(ld->modules[i].basename);
     }
     free(ld->modules);
+    for (i = 0; i < ld->rundown_count; i++) {
+        free(ld->rundowns[i].starts);
+        free(ld->rundowns[i].ends);
+    }
+    free(ld->rundowns);
+    free(ld->epoch_first);
     free(ld->process_name);
     free(ld->scratch);
 }
@@ -639,6 +859,9 @@ pp_load_trace(struct pp_loader *ld, const char *path, const struct pp_load_filte
                    ((ev.desc->event_id == 143 || ev.desc->event_id == 144) &&
                     strcmp(prov, PP_PROVIDER_RUNDOWN) == 0)) {
             err = pp_add_method(ld, ev.payload, ev.payload_size);
+        } else if ((ev.desc->event_id == 146 || ev.desc->event_id == 148) &&
+                   strcmp(prov, PP_PROVIDER_RUNDOWN) == 0) {
+            err = pp_on_rundown_bound(ld, ev.desc->event_id == 146);
         } else if ((ev.desc->event_id == 152 && strcmp(prov, PP_PROVIDER_RUNTIME) == 0) ||
                    ((ev.desc->event_id == 153 || ev.desc->event_id == 154) &&
                     strcmp(prov, PP_PROVIDER_RUNDOWN) == 0)) {
@@ -668,8 +891,9 @@ finish:
         snprintf(err_msg, errlen, "out of memory");
         goto out;
     }
-    if (ld->method_count > 1) {
-        pp_methods_sort(ld);
+    err = pp_methods_sort(ld);
+    if (err != 0) {
+        snprintf(err_msg, errlen, "out of memory");
     }
     goto out;
 reader_error:
@@ -699,14 +923,27 @@ out:
     return err;
 }
 
-/* Names a tagged address with the names of the trace it came from. */
+/* Names a tagged address with the names of the trace it came from (from the epoch its alias
+ * says). A single trace's frames carry no tag but the aliases'. */
 static int
 pp_loaders_name(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *resolved)
 {
-    struct pp_loader *lds = ctx;
-    uint64_t index = (ip >> PP_ADDR_BITS) - 1;
+    struct pp_loaders *all = ctx;
+    uint64_t tag = ip >> PP_ADDR_BITS;
 
-    return pp_loader_name(&lds[index], ip & PP_ADDR_MASK, caller, buf, len, resolved);
+    if (tag > all->n + all->alias_count) {
+        /* not a tag: a single trace's frame from before its aliases began (fast path), whose
+         * value is above user space (a garbage frame) */
+        return pp_loader_name(&all->lds[0], ip, caller, buf, len, resolved);
+    }
+    if (tag > all->n) {
+        const struct pp_alias *a = &all->aliases[tag - all->n - 1];
+
+        return pp_loader_name_from(&all->lds[a->loader], a->epoch, ip & PP_ADDR_MASK, caller, buf,
+                                   len, resolved);
+    }
+    return pp_loader_name(&all->lds[tag != 0 ? tag - 1 : 0], ip & PP_ADDR_MASK, caller, buf, len,
+                          resolved);
 }
 
 int
@@ -722,6 +959,7 @@ pp_load_profiles(const char *const *paths, size_t n, const struct pp_load_filter
 {
     struct pp_profile *p = NULL;
     struct pp_loader *lds = NULL;
+    struct pp_loaders all = { 0 };
     size_t i, t, s;
     int err;
 
@@ -740,8 +978,13 @@ pp_load_profiles(const char *const *paths, size_t n, const struct pp_load_filter
         snprintf(err_msg, errlen, "out of memory");
         goto out;
     }
+    all.lds = lds;
+    all.n = n;
+    all.tagged = n > 1;
     for (i = 0; i < n; i++) {
         lds[i].p = p;
+        lds[i].all = &all;
+        lds[i].index = i;
         lds[i].tag = n > 1 ? (uint64_t)(i + 1) << PP_ADDR_BITS : 0;
         err = pp_load_trace(&lds[i], paths[i], filter, i == 0, err_msg, errlen);
         if (err != 0) {
@@ -755,13 +998,13 @@ pp_load_profiles(const char *const *paths, size_t n, const struct pp_load_filter
             }
         }
     }
-    err = n > 1 ? pp_profile_name_frames(p, pp_loaders_name, lds)
-                : pp_profile_name_frames(p, pp_loader_name, lds);
+    err = all.tagged ? pp_profile_name_frames(p, pp_loaders_name, &all)
+                     : pp_profile_name_frames(p, pp_loader_name, lds);
     if (err != 0) {
         snprintf(err_msg, errlen, "naming frames: %s", strerror(-err));
         goto out;
     }
-    if (n > 1) {
+    if (all.tagged) {
         for (s = 0; s < p->stack_count; s++) { /* the tags are not addresses */
             uint64_t *ips = (uint64_t *)p->stacks[s].ips;
 
@@ -769,6 +1012,8 @@ pp_load_profiles(const char *const *paths, size_t n, const struct pp_load_filter
                 ips[t] &= PP_ADDR_MASK;
             }
         }
+    }
+    if (n > 1) {
         for (t = 0; t < p->thread_count; t++) {
             for (i = 0; i < p->process_count; i++) {
                 if (p->processes[i].process_id == p->threads[t].process_id) {
@@ -793,6 +1038,7 @@ out:
         pp_loader_fini(&lds[i]);
     }
     free(lds);
+    free(all.aliases);
     pp_profile_free(p);
     return err;
 }

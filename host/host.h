@@ -19,6 +19,7 @@
  *                system
  *   creds.c      setuid setgid seteuid setegid setreuid setregid setresuid setresgid setgroups
  *   sockets.c    bind connect unlink
+ *   dl.c         dlclose
  *   fds.c        close close_range closefrom dup2 dup3 syscall eventfd epoll_create
  *                epoll_create1 socket socketpair pipe pipe2 open open64 __open_2 __open64_2
  *                openat openat64 __openat_2 __openat64_2 creat creat64 dup memfd_create fopen
@@ -92,6 +93,10 @@ struct host_agent_hooks {
      * host's signal handler may send. A NULL token: not a thread the agent knows. */
     void *(*send_begin)(int32_t tid, int code, const union sigval *value);
     void (*send_end)(void *token, int32_t tid, int sent);
+    /* Before a dlclose and after it returned (dl.c), whatever it did: the agent rescans its
+     * module list, so that the library is known first and, if the call unloaded it, gone as of
+     * now (agent/modules.c). Called whether or not the agent runs; errno is restored around it. */
+    void (*dlclosed)(void);
 };
 
 /* Which call a socket name is for (sockets.c). */

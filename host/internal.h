@@ -59,6 +59,7 @@ host_agent_active(void)
 extern const char host_anchor_threads, host_anchor_blocking, host_anchor_signals;
 extern const char host_anchor_fds, host_anchor_eintr, host_anchor_writes;
 extern const char host_anchor_exit, host_anchor_exec, host_anchor_creds, host_anchor_sockets;
+extern const char host_anchor_dl;
 
 /*
  * The library's signal and the host's disposition of it (sig-chain.c, written by signals.c).

@@ -42,8 +42,9 @@ if(TARGET pp_agent)
 
   pp_add_test(test-agent-symbols LIBS pp_agent elf LABELS unit)
   target_compile_definitions(test-agent-symbols PRIVATE
-    PP_AGENT_FIXTURE_DIR="${pp_agent_fix_dir}" PP_AGENT_HAVE_CXX=${pp_agent_have_cxx})
-  add_dependencies(test-agent-symbols agent-symfix)
+    PP_AGENT_FIXTURE_DIR="${pp_agent_fix_dir}" PP_AGENT_HAVE_CXX=${pp_agent_have_cxx}
+    PP_MODREUSE_DIR="${CMAKE_BINARY_DIR}/samples")
+  add_dependencies(test-agent-symbols agent-symfix pp-modreuse-a pp-modreuse-b)
   if(pp_agent_have_cxx)
     add_dependencies(test-agent-symbols agent-symfix-cpp)
   endif()

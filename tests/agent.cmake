@@ -26,6 +26,8 @@ pp_add_script_test(agent-perf-ring agent-perf-ring.sh LABELS integration slow TI
 if(TARGET pp-sample-mapped)
   pp_add_script_test(agent-mapped-code agent-mapped-code.sh LABELS integration TIMEOUT 60)
 endif()
+# A library unloaded and another loaded at its address: each named by its own function.
+pp_add_script_test(agent-module-reuse agent-module-reuse.sh LABELS integration TIMEOUT 300)
 pp_add_script_test(agent-stacks agent-stacks.sh LABELS integration slow TIMEOUT 180)
 pp_add_script_test(agent-credentials agent-credentials.sh LABELS integration slow TIMEOUT 120)
 

@@ -5,7 +5,7 @@
 foreach(host fds signals eintr stress start suspend writes)
   add_executable(host-${host} ${CMAKE_SOURCE_DIR}/tests/hosts/${host}.c)
   set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
-  target_link_libraries(host-${host} PRIVATE pthread)
+  target_link_libraries(host-${host} PRIVATE pthread dl)
 endforeach()
 
 # pp_add_host_contract(NAME HOST ARGS...): one case, run bare, recorded in CPU and wall mode and

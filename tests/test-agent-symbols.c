@@ -214,6 +214,98 @@ TEST(modules_dlopen_adds_and_dlclose_removes)
     ag_modules_fini();
 }
 
+static int
+gone_cb(const struct ag_module_gone *g, void *ctx)
+{
+    struct ag_module_gone *last = ctx;
+
+    *last = *g;
+    return 0;
+}
+
+static uint64_t
+now_ns(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/*
+ * A library unloaded and another loaded at its address (samples/modreuse: the same code, so the
+ * same function offsets): a pc there is named by the library mapped at the time asked. Before,
+ * every lookup named it by the live one.
+ */
+TEST(symbolize_at_names_a_reused_address_by_the_library_of_its_time)
+{
+    struct ag_module_gone gone = { 0 };
+    struct ag_symbol s;
+    uint64_t pa, pb, t_a, t_gone;
+    void *ha, *hb;
+
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ha = dlopen(PP_MODREUSE_DIR "/libpp-modreuse-a.so", RTLD_NOW | RTLD_LOCAL);
+    ASSERT_TRUE(ha != NULL);
+    pa = fixture_sym(ha, "pp_modreuse_a_burn");
+    ASSERT_EQ(ag_modules_refresh(), 1);
+    t_a = now_ns();
+    ASSERT_OK(ag_symbolize_at(pa + 3, t_a, &s));
+    ASSERT_STR_EQ(s.name, "pp_modreuse_a_burn");
+    ASSERT_OK(dlclose(ha));
+    t_gone = now_ns();
+    hb = dlopen(PP_MODREUSE_DIR "/libpp-modreuse-b.so", RTLD_NOW | RTLD_LOCAL);
+    ASSERT_TRUE(hb != NULL);
+    pb = fixture_sym(hb, "pp_modreuse_b_burn");
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ASSERT_OK(ag_module_gone_foreach(0, gone_cb, &gone));
+    ASSERT_TRUE(gone.seq > 0 && strstr(gone.path, "libpp-modreuse-a.so") != NULL);
+    ASSERT_TRUE(gone.gone_ns > t_a && gone.gone_ns <= t_gone); /* dated by the dlclose itself */
+    if (pb != pa) {
+        fprintf(stderr, "SKIP (loud): libpp-modreuse-b.so was not loaded where liba was\n");
+    } else {
+        ASSERT_OK(ag_symbolize_at(pa + 3, t_a, &s));
+        ASSERT_STR_EQ(s.name, "pp_modreuse_a_burn");
+        ASSERT_TRUE(strstr(s.module_path, "libpp-modreuse-a.so") != NULL);
+        ASSERT_OK(ag_symbolize_at(pa + 3, now_ns(), &s));
+        ASSERT_STR_EQ(s.name, "pp_modreuse_b_burn");
+        ASSERT_OK(ag_symbolize(pa + 3, &s));
+        ASSERT_STR_EQ(s.name, "pp_modreuse_b_burn");
+    }
+    ASSERT_OK(dlclose(hb));
+    ag_modules_fini();
+}
+
+/*
+ * A stripped library's function without a symbol is named by its start from the unwind tables,
+ * also once the library is unloaded: read from its file then. Before, a gone one's pcs had no
+ * function (start 0: one row per address, lib.so!0x11ba0).
+ */
+TEST(symbolize_gone_stripped_library_function_from_its_file)
+{
+    struct ag_symbol live, gone;
+    uint64_t fn;
+    void *h;
+    int rc;
+
+    h = fixture_open("libagent-symfix-stripped.so");
+    fn = (uint64_t)(uintptr_t)((void *(*)(void))(uintptr_t)fixture_sym(h, "symfix_hidden_addr"))();
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    rc = ag_symbolize(fn + 2, &live);
+    ASSERT_EQ(rc, -ESRCH); /* no symbol: the unwind tables give the function */
+    ASSERT_EQ(live.start, fn);
+    ASSERT_TRUE(live.size > 2);
+    ASSERT_OK(dlclose(h));
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ASSERT_EQ(ag_module_find(fn, &(struct ag_module_info){ 0 }), -ENOENT); /* gone */
+    rc = ag_symbolize(fn + 2, &gone);
+    ASSERT_EQ(rc, -ESRCH);
+    ASSERT_TRUE(strstr(gone.module_path, "libagent-symfix-stripped.so") != NULL);
+    ASSERT_EQ(gone.start, live.start);
+    ASSERT_EQ(gone.size, live.size);
+    ag_modules_fini();
+}
+
 TEST(symbolize_function_of_test_binary)
 {
     uint64_t fn = (uint64_t)(uintptr_t)&symbols_known_function;
@@ -566,6 +658,8 @@ TEST(symbolize_vdso_from_memory)
 static const struct test_case cases[] = {
     TEST_CASE(modules_list_executable_and_libc_with_build_ids),
     TEST_CASE(modules_dlopen_adds_and_dlclose_removes),
+    TEST_CASE(symbolize_at_names_a_reused_address_by_the_library_of_its_time),
+    TEST_CASE(symbolize_gone_stripped_library_function_from_its_file),
     TEST_CASE(modules_snapshot_lookups_during_dlopen_churn),
     TEST_CASE(symbolize_function_of_test_binary),
     TEST_CASE(symbolize_kernel_markers_in_their_own_module),

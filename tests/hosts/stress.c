@@ -10,6 +10,7 @@
  * printed: the output must stay bare's ("unexpected: 0").
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -338,6 +339,10 @@ every_call(int idx)
     struct iovec iov = { b, 1 };
     struct msghdr mh = { 0 };
 
+    void *dl = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
+
+    /* a library loaded and unloaded (the agent rescans its modules around dlclose) */
+    check(dl != NULL && dlclose(dl) == 0, "dlopen/dlclose");
     /* sleeps and readiness waits that return at once */
     check(clock_nanosleep(CLOCK_MONOTONIC, 0, &tiny, NULL) == 0, "clock_nanosleep");
     check(usleep(10) == 0 && sleep(0) == 0, "usleep/sleep");
