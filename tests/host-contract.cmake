@@ -49,6 +49,11 @@ pp_add_host_contract(fds-fdcalls fds fdcalls)
 # (before: 8 to 12 fewer EBADF a call than bare, a 1-byte read took the library's bytes; the
 # other calls 8 fewer preloaded, 14 to 17 under record)
 pp_add_host_contract(fds-datacalls fds datacalls)
+# a server's loop of non-blocking accept4 over 3..1023 while sessions connect to the library's
+# socket: every call fails as bare, and no session's connection is taken (before: 3000 EAGAIN or
+# EINVAL a library fd for the host, and a session's connection was the host's to take)
+pp_add_host_contract(fds-acceptloop fds acceptloop)
+set_property(TEST host-contract-fds-acceptloop APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu preload sessions")
 # creations no interposer sees (io_uring's open, getpwent, setmntent, getutent, fanotify's event
 # fds) get bare's numbers: the library's fds are above the host's range once its first second is
 # past (with PIPEPROF_TEST_FD_LOW_MS=2 by hand, a few to 40 % of them do not: host/fds.c)
