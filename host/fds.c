@@ -377,6 +377,9 @@
  * fewer EBADF a call preloaded, 14 to 17 under record; and its 14 acting calls above, libc's mmap
  * among the data calls; in a sanitized build libc's intercepted ones are not probed, said on the
  * output), host-contract-fds-acceptloop (a server's accept4 loop while sessions start and stop),
+ * host-contract-fds-mmapearly (mmap of a file, an anonymous region, a number not open and an odd
+ * offset from a library's constructor that runs before this one's: bare's results through
+ * host_fds_mmap_sys; with its result replaced by ENOMEM the case fails),
  * host-contract-eintr (syscall()'s recvmsg and recvmmsg), host-contract-fds-uninterposed and
  * -unshare-* (above), host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
  * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, and

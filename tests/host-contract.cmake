@@ -7,6 +7,10 @@ foreach(host fds signals eintr stress start suspend writes)
   set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
   target_link_libraries(host-${host} PRIVATE pthread)
 endforeach()
+# a library of fds's whose constructor maps before libpipeprof.so's has run (fds mmapearly)
+add_library(host-fds-early SHARED ${CMAKE_SOURCE_DIR}/tests/hosts/fds-early.c)
+set_target_properties(host-fds-early PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
+target_link_libraries(host-fds PRIVATE host-fds-early)
 
 # pp_add_host_contract(NAME HOST ARGS...): one case, run bare, recorded in CPU and wall mode and
 # collected in listen mode.
@@ -52,6 +56,9 @@ pp_add_host_contract(fds-datacalls fds datacalls)
 # a server's loop of non-blocking accept4 over 3..1023 while sessions connect to the library's
 # socket: every call fails as bare, and no session's connection is taken (before: 3000 EAGAIN or
 # EINVAL a library fd for the host, and a session's connection was the host's to take)
+# mmap before libpipeprof.so's constructor (host/fds.c's raw system call): a file, an anonymous
+# region, a number not open (EBADF) and an odd offset (EINVAL) as bare
+pp_add_host_contract(fds-mmapearly fds mmapearly)
 pp_add_host_contract(fds-acceptloop fds acceptloop)
 set_property(TEST host-contract-fds-acceptloop APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu preload sessions")
 # creations no interposer sees (io_uring's open, getpwent, setmntent, getutent, fanotify's event

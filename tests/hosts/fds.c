@@ -41,6 +41,8 @@
  *                   libc's mmap, the mount calls), each made so that it changes nothing
  *                   (fdprobe_acting), of 3..4095, through libc and syscall(): EBADF for each, as
  *                   bare, where the library's fds are (datacalls_scan, fdprobes_scan)
+ *   fds mmapearly   what libhost-fds-early.so's constructor got from mmap before libpipeprof.so's
+ *                   constructor ran (tests/hosts/fds-early.c)
  *   fds acceptloop  a server's loop of non-blocking accept4 over 3..1023, 3000 times, libc's and
  *                   syscall()'s in turn, closing nothing: EBADF for each, as bare, and no
  *                   connection to the library's socket taken (accept_loop)
@@ -138,6 +140,9 @@
 #include "hosts.h"
 
 #define PIPE_BYTES (4u << 20)
+
+/* tests/hosts/fds-early.c: what its constructor's mmap calls got */
+const char *host_fds_early(void);
 
 static int pipe_w;
 
@@ -2534,6 +2539,8 @@ main(int argc, char **argv)
         fdcalls_scan();
     } else if (strcmp(how, "datacalls") == 0) {
         datacalls_scan();
+    } else if (strcmp(how, "mmapearly") == 0) {
+        printf("%s\n", host_fds_early()); /* tests/hosts/fds-early.c */
     } else if (strcmp(how, "acceptloop") == 0) {
         accept_loop();
     } else if (strcmp(how, "unsharethreads") == 0) {
@@ -2546,7 +2553,7 @@ main(int argc, char **argv)
         fprintf(stderr,
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
-                "acceptloop|unsharethreads|unshareexit|uninterposed\n");
+                "mmapearly|acceptloop|unsharethreads|unshareexit|uninterposed\n");
         return 2;
     }
     if (pipe(p) != 0) {
