@@ -2420,7 +2420,13 @@ splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len, unsigned in
  */
 typedef void *(*host_mmap_fn)(void *, size_t, int, int, int, off_t);
 
-static void *
+/* Not instrumented by a sanitizer: ThreadSanitizer's runtime maps through mmap from its own
+ * initialisation (its symbolizer's libbacktrace, preloaded after this library), and the function
+ * entry an instrumented mmap reports before that initialisation ended killed every host at its
+ * start (SEGV in __tsan_func_entry, TSan build, host-contract-fds-* and cli-record). */
+#define HOST_FDS_MMAP_PLAIN __attribute__((no_sanitize_address, no_sanitize_thread))
+
+static HOST_FDS_MMAP_PLAIN void *
 host_fds_mmap_sys(_Atomic(void *) *slot, const char *name, void *addr, size_t len, int prot,
                   int flags, int fd, off_t off)
 {
@@ -2471,7 +2477,7 @@ host_fds_mmap_sys(_Atomic(void *) *slot, const char *name, void *addr, size_t le
 }
 
 /* The real mmap (slot) once the constructor resolved it, else the system call. */
-static inline void *
+static inline HOST_FDS_MMAP_PLAIN void *
 host_fds_mmap(_Atomic(void *) *slot, const char *name, void *addr, size_t len, int prot, int flags,
               int fd, off_t off)
 {
@@ -2483,7 +2489,7 @@ host_fds_mmap(_Atomic(void *) *slot, const char *name, void *addr, size_t len, i
     return host_fds_mmap_sys(slot, name, addr, len, prot, flags, fd, off);
 }
 
-HOST_EXPORT void *
+HOST_EXPORT HOST_FDS_MMAP_PLAIN void *
 mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     if (!(flags & MAP_ANONYMOUS) && HOST_FD_DATA_REFUSED(fd)) {
@@ -2492,7 +2498,7 @@ mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
     return host_fds_mmap(&real_mmap_p, "mmap", addr, len, prot, flags, fd, off);
 }
 
-HOST_EXPORT void *
+HOST_EXPORT HOST_FDS_MMAP_PLAIN void *
 mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 {
     if (!(flags & MAP_ANONYMOUS) && HOST_FD_DATA_REFUSED(fd)) {
