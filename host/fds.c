@@ -113,9 +113,14 @@
  *                    the caller is looked at only for a library fd (host_fds_data_refused). There
  *                    is no wait for a library fd's low moment, unlike the calls above: a host's
  *                    data call on a number a library fd holds for those few microseconds reaches
- *                    it. The sanitizers' runtimes intercept these (ASan all but __fxstat, TSan
- *                    all), and their interceptors call the definition here from the runtime's
- *                    code for the library's calls and the host's alike: libuv's on the host's
+ *                    it, and so does one in the instant of the library's close of an fd, whose
+ *                    bit is cleared before the close (2 of 3M accept4 calls of
+ *                    host-contract-fds-acceptloop got ENOTSOCK so in one TSan run; clearing
+ *                    it after the close would race with a library creation that takes the
+ *                    number meanwhile: not done). The sanitizers' runtimes intercept these
+ *                    (ASan all but __fxstat, TSan all), and their interceptors call the
+ *                    definition here from the runtime's code for the library's calls and the
+ *                    host's alike: libuv's on the host's
  *                    threads (the server's start in the constructor, its stop at exit) look like
  *                    the host's, and an EBADF makes libuv abort (without the rule below the host
  *                    died at its start under ASan, status 134, in host-contract-fds-closeloop,
