@@ -45,6 +45,13 @@
  *   openat-host       openat() of "null" relative to a host's fd of /dev, and close() of it (the
  *                     pair), from libbench-host-calls.so as open's: open's path and the bit test
  *                     of the dirfd (host/fds.c: EBADF for the host's on a library fd)
+ *   epoll_wait-host   epoll_wait() of 0 ms on a host's epoll fd with nothing ready, no agent: the
+ *                     bit test of the epoll fd (host/blocking.c; EBADF for the host's on a
+ *                     library fd) and blocking.c's pass-through
+ *   mmap-host         mmap() of a page of a host's file and munmap() of it (the pair; munmap is
+ *                     libc's): the flag test, the bit test of the fd and the call through the
+ *                     real mmap the constructor resolved (host/fds.c)
+ *   mmap-anon-host    the same of an anonymous page, as an allocator maps: the flag test only
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling. Libc
  * and the interposer alternate within each round; prints per call the median ns of each over the
  * rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
@@ -57,8 +64,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -67,7 +76,7 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    24
+#define BENCH_OPS    27
 #define BENCH_ROUNDS 64
 
 static const char *const bench_ops[BENCH_OPS] = { "close",
@@ -93,7 +102,10 @@ static const char *const bench_ops[BENCH_OPS] = { "close",
                                                   "syscall-fstat-host",
                                                   "read-host",
                                                   "write-host",
-                                                  "openat-host" };
+                                                  "openat-host",
+                                                  "epoll_wait-host",
+                                                  "mmap-host",
+                                                  "mmap-anon-host" };
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
@@ -106,6 +118,8 @@ static int (*libc_openat)(int, const char *, int, ...);
 static int (*libc_fcntl)(int, int, ...);
 static int (*libc_fstat)(int, struct stat *);
 static int (*libc_ioctl)(int, unsigned long, ...);
+static int (*libc_epoll_wait)(int, struct epoll_event *, int, int);
+static void *(*libc_mmap)(void *, size_t, int, int, int, off_t);
 
 /* bench-host-calls.c: open and close from an object of the host's. */
 int bench_host_open(const char *path, int flags);
@@ -114,6 +128,8 @@ int bench_host_dupfd(int fd);
 int bench_host_sys_eventfd(void);
 int bench_host_sys_dupfd(int fd);
 int bench_host_openat(int dirfd, const char *path, int flags);
+int bench_host_epoll(void);
+int bench_host_page(void);
 static long (*libc_syscall)(long, ...);
 static int bench_futex_word;
 /* An fd of the host's for fcntl-dupfd (the program's own opens are the library's: moved high and
@@ -123,6 +139,8 @@ static int bench_host_fd;
 static int bench_host_wfd;
 /* A host's fd of /dev (openat-host). */
 static int bench_host_dirfd;
+/* A host's epoll fd with nothing in it (epoll_wait-host), and a page's file (mmap-host). */
+static int bench_host_epfd, bench_host_mapfd;
 
 /* write-agent's hooks: an agent that does nothing but count its signals, as agent/host-hooks.c
  * does (a thread-local read). */
@@ -265,6 +283,25 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
             real ? libc_close(o) : bench_host_close(o);
             break;
         }
+        case 24: {
+            struct epoll_event ev;
+
+            real ? libc_epoll_wait(bench_host_epfd, &ev, 1, 0)
+                 : epoll_wait(bench_host_epfd, &ev, 1, 0);
+            break;
+        }
+        case 25:
+        case 26: {
+            int fl = op == 25 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS;
+            int mfd = op == 25 ? bench_host_mapfd : -1;
+            void *m = real ? libc_mmap(NULL, 4096, PROT_READ, fl, mfd, 0)
+                           : mmap(NULL, 4096, PROT_READ, fl, mfd, 0);
+
+            if (m != MAP_FAILED) {
+                munmap(m, 4096);
+            }
+            break;
+        }
         default:
             real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
             real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -299,16 +336,21 @@ main(int argc, char **argv)
     libc_fcntl = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
     libc_fstat = (int (*)(int, struct stat *))dlsym(RTLD_NEXT, "fstat");
     libc_ioctl = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
-    if (!libc_open || !libc_openat || !libc_fcntl || !libc_fstat || !libc_ioctl || !libc_syscall ||
-        !libc_write || !libc_read || !libc_close || !libc_dup2 || !libc_sigaction ||
-        !libc_sigmask) {
+    libc_epoll_wait = (int (*)(int, struct epoll_event *, int, int))dlsym(RTLD_NEXT, "epoll_wait");
+    libc_mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+    if (!libc_epoll_wait || !libc_mmap || !libc_open || !libc_openat || !libc_fcntl ||
+        !libc_fstat || !libc_ioctl || !libc_syscall || !libc_write || !libc_read || !libc_close ||
+        !libc_dup2 || !libc_sigaction || !libc_sigmask) {
         fprintf(stderr, "bench-interpose: libc's functions not found\n");
         return 1;
     }
     bench_host_fd = bench_host_open("/dev/null", O_RDONLY | O_CLOEXEC);
     bench_host_wfd = bench_host_open("/dev/null", O_WRONLY | O_CLOEXEC);
     bench_host_dirfd = bench_host_open("/dev", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (bench_host_fd < 0 || bench_host_wfd < 0 || bench_host_dirfd < 0) {
+    bench_host_epfd = bench_host_epoll();
+    bench_host_mapfd = bench_host_page();
+    if (bench_host_fd < 0 || bench_host_wfd < 0 || bench_host_dirfd < 0 || bench_host_epfd < 0 ||
+        bench_host_mapfd < 0) {
         fprintf(stderr, "bench-interpose: /dev/null not opened\n");
         return 1;
     }

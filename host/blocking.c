@@ -8,7 +8,9 @@
  *                        thread's stack under the libc function called (real) as its leaf (the
  *                        wall sampler reports a blocked thread from it, without a signal,
  *                        agent/wall.c), and an EINTR that one of the agent's signals caused is
- *                        retried with the time left, so the host never sees it
+ *                        retried with the time left, so the host never sees it. The host's
+ *                        epoll_wait and epoll_pwait on a library fd fail with EBADF, as bare (one
+ *                        may take an edge-triggered event from libuv's epoll: fds.c's header)
  *   read recv recvfrom   interposed for the recorded stack; restarted by SA_RESTART (the agent's
  *                        handler has it) except on a socket with SO_RCVTIMEO, where an EINTR
  *                        the agent caused is retried (the timeout then starts again); recv and
@@ -19,7 +21,9 @@
  *   pthread_cond_wait pthread_cond_timedwait pthread_join
  *                        interposed for the recorded stack only: these are restarted by
  *                        SA_RESTART or never fail with EINTR (an fd accept or accept4 gives the
- *                        library moves high, fds.c)
+ *                        library moves high, fds.c). The host's accept and accept4 on a library
+ *                        fd fail with EBADF, as bare: one took a connection meant for the
+ *                        library's listener (fds.c's header)
  *   (eintr.c has the calls the kernel never restarts beyond these)
  *
  * Every retry here and in eintr.c goes through one helper (host_wait_begin, host_wait_again,
@@ -319,6 +323,9 @@ host_epoll_wait_once(const struct host_ms_wait *w, int timeout_ms)
 HOST_EXPORT int
 epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
+    if (HOST_FD_DATA_REFUSED(epfd)) {
+        return -1;
+    }
     static _Atomic(void *) real_p;
     struct host_ms_wait w = { .real = host_real(&real_p, "epoll_wait"),
                               .once = host_epoll_wait_once,
@@ -341,6 +348,9 @@ host_epoll_pwait_once(const struct host_ms_wait *w, int timeout_ms)
 HOST_EXPORT int
 epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
+    if (HOST_FD_DATA_REFUSED(epfd)) {
+        return -1;
+    }
     static _Atomic(void *) real_p;
     struct host_ms_wait w = { .real = host_real(&real_p, "epoll_pwait"),
                               .once = host_epoll_pwait_once,
@@ -420,6 +430,9 @@ host_fds_accept_held(int fd, const void *ra)
 HOST_EXPORT int
 accept(int fd, struct sockaddr *sa, socklen_t *salen)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_REAL_OR_ENOSYS(int, (int, struct sockaddr *, socklen_t *), accept)
     struct host_wait w;
     unsigned entries;
@@ -440,6 +453,9 @@ accept(int fd, struct sockaddr *sa, socklen_t *salen)
 HOST_EXPORT int
 accept4(int fd, struct sockaddr *sa, socklen_t *salen, int flags)
 {
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
     HOST_REAL_OR_ENOSYS(int, (int, struct sockaddr *, socklen_t *, int), accept4)
     struct host_wait w;
     unsigned entries;

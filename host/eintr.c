@@ -19,8 +19,8 @@
  *                    library fd's low moment, as accept does (fds.c, host_fds_received), and
  *                    so does recvmmsg's (retried as recvmsg; its timeout, which the kernel
  *                    checks only after a message, is passed again as it was). The host's
- *                    recvmsg on a library fd fails with EBADF, as bare (fds.c's header, the data
- *                    calls).
+ *                    recvmsg and epoll_pwait2 on a library fd fail with EBADF, as bare (fds.c's
+ *                    header, the data calls; an epoll wait may take libuv's edge-triggered event).
  *   semop semtimedop msgrcv msgsnd
  *                    System V semaphores and message queues: never restarted after a handler,
  *                    SA_RESTART or not (signal(7)); the same retry.
@@ -140,6 +140,9 @@ HOST_EXPORT int
 epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *tmo,
              const sigset_t *mask)
 {
+    if (HOST_FD_DATA_REFUSED(epfd)) {
+        return -1;
+    }
     HOST_REAL_OR_ENOSYS(int,
                         (int, struct epoll_event *, int, const struct timespec *, const sigset_t *),
                         epoll_pwait2)

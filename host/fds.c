@@ -113,9 +113,14 @@
  *                    the caller is looked at only for a library fd (host_fds_data_refused). There
  *                    is no wait for a library fd's low moment, unlike the calls above: a host's
  *                    data call on a number a library fd holds for those few microseconds reaches
- *                    it. The sanitizers' runtimes intercept these (ASan all but __fxstat, TSan
- *                    all), and their interceptors call the definition here from the runtime's
- *                    code for the library's calls and the host's alike: libuv's on the host's
+ *                    it, and so does one in the instant of the library's close of an fd, whose
+ *                    bit is cleared before the close (2 of 3M accept4 calls of
+ *                    host-contract-fds-acceptloop got ENOTSOCK so in one TSan run; clearing
+ *                    it after the close would race with a library creation that takes the
+ *                    number meanwhile: not done). The sanitizers' runtimes intercept these
+ *                    (ASan all but __fxstat, TSan all), and their interceptors call the
+ *                    definition here from the runtime's code for the library's calls and the
+ *                    host's alike: libuv's on the host's
  *                    threads (the server's start in the constructor, its stop at exit) look like
  *                    the host's, and an EBADF makes libuv abort (without the rule below the host
  *                    died at its start under ASan, status 134, in host-contract-fds-closeloop,
@@ -128,10 +133,7 @@
  *                    SYS_writev, SYS_sendto, SYS_recvfrom, SYS_sendmsg, SYS_shutdown,
  *                    SYS_setsockopt, SYS_mmap of an fd, SYS_fstatfs, SYS_statx, SYS_fchdir,
  *                    SYS_fgetxattr: host_fds_syscall_on_fd, with the wait of the calls above).
- *                    libc's mmap is not interposed: every mapping of the host's allocator would
- *                    pass here, and one made before the constructor resolves the real mmap (a
- *                    malloc's arena in another library's constructor) would call dlsym, which may
- *                    allocate: a malloc that maps with mmap would recurse.
+ *                    libc's mmap is covered below.
  *   pwrite pwrite64 preadv preadv64 pwritev pwritev64 preadv2 preadv64v2 pwritev2 pwritev64v2
  *   splice sendmmsg fsetxattr fstatvfs fstatvfs64
  *                    and writes.c's sendfile and sendfile64 and eintr.c's recvmmsg: the rest of
@@ -193,6 +195,46 @@
  *                    flistxattr, name_to_handle_at, readlinkat and timerfd_gettime, its TSan
  *                    runtime those and epoll_ctl, bind and connect: the ahead rule passes the
  *                    library's calls (and the host's) through their interceptors.
+ *   timerfd_settime move_mount mount_setattr fsconfig fsopen open_tree fspick fsmount mmap mmap64
+ *                    and blocking.c's accept, accept4, epoll_wait and epoll_pwait, eintr.c's
+ *                    epoll_pwait2, sockets.c's listen and signalfd's of a number above: the calls
+ *                    that act on what a library fd's number holds where they succeed, as the
+ *                    data calls (HOST_FD_DATA_REFUSED, the ahead rule, no wait). An accept took a
+ *                    connection meant for the library's listener: a server's loop of non-blocking
+ *                    accept4 over 3..1023 broke the first session of pipeprof collect against it
+ *                    in 2 of 2 runs ("CollectTracing failed: Broken pipe", "ResumeRuntime
+ *                    failed"), and under record got 41834 more errors other than EBADF than bare
+ *                    in its 3000 passes (host-contract-fds-acceptloop). A listen sets the
+ *                    listener's backlog, an epoll wait may take an edge-triggered event of
+ *                    libuv's epoll, signalfd of a number sets a signalfd's mask and
+ *                    timerfd_settime a timer's, an mmap of a perf event fd maps its ring. Their
+ *                    scan (tests/hosts/fds.c's fdprobe_acting: listen with the backlog of the
+ *                    library's own listener, accept and accept4 while no session connects, the
+ *                    epoll waits of 0 ms into a page the kernel cannot write, which puts a ready
+ *                    event back, signalfd and timerfd_settime, which the library keeps none of,
+ *                    mmap of 0 bytes, the mount calls of a relative name that is not there or on
+ *                    a number only fsopen makes) got 8 fewer EBADF a call than bare preloaded
+ *                    without a session (listen and the epoll waits 1 success each: the library's
+ *                    listener, libuv's epoll) and 12 to 15 fewer under record in CPU mode, the
+ *                    same through syscall() (SYS_listen, SYS_accept, SYS_accept4,
+ *                    SYS_epoll_wait, SYS_epoll_pwait, SYS_epoll_pwait2, SYS_signalfd and
+ *                    SYS_signalfd4 of a number, SYS_timerfd_settime, SYS_open_tree, SYS_fspick,
+ *                    SYS_fsmount, SYS_move_mount, SYS_mount_setattr, SYS_fsconfig:
+ *                    host_fds_syscall_on_fd and host_fds_syscall_create_on; and where the
+ *                    headers have their numbers, not these, SYS_getxattrat, SYS_setxattrat,
+ *                    SYS_listxattrat, SYS_removexattrat, SYS_file_getattr and SYS_file_setattr,
+ *                    not measured). The *at ones look at their dirfd only for a relative path,
+ *                    or an empty one with their flag for it (AT_EMPTY_PATH, MOVE_MOUNT_F_ and
+ *                    _T_EMPTY_PATH, FSPICK_EMPTY_PATH); move_mount at either of its two; fsopen,
+ *                    open_tree, fspick and fsmount are creators as openat (glibc 2.36 has them;
+ *                    before, they were made without the creators' wait). mmap looks at its fd
+ *                    only without MAP_ANONYMOUS, and never looks up the real mmap: every mapping
+ *                    of the host's allocators passes here, some before the constructor ran, and
+ *                    dlsym may allocate (host_fds_mmap says how it calls the kernel until then).
+ *                    gcc 12's ASan runtime intercepts accept, accept4, mmap, mmap64 and
+ *                    timerfd_settime, its TSan runtime those and listen, epoll_wait, epoll_pwait
+ *                    and signalfd: under them the host's libc calls of those pass, as the data
+ *                    calls' do.
  *
  * A call is the library's when it comes from one of the library's threads
  * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
@@ -215,16 +257,14 @@
  * made without libc's functions (inline assembly, the Go runtime) see the library's fds as any
  * other, and syscall(2) is watched for the closes, dups, fcntl, receives and creators above only
  * among the fd calls and the calls on an fd's number above; the other calls on an fd's number
- * (libc's fstat, ioctl, getsockopt, getsockname and getpeername, above; libc's mmap, above; under
- * the sanitizers libc's data calls, above; listen, accept and accept4, epoll_wait and its kin,
- * signalfd of a number, timerfd_settime, inotify's and fanotify's reads, whose non-acting probe
- * would still act on a library fd of the kind (a listen changes the backlog, an accept takes a
- * connection, an epoll_wait may take an edge-triggered event): not measured; glibc's internal
- * calls, such as posix_fallocate's and the __xmknodat of binaries built for a glibc before 2.33,
- * no interposer sees; open_by_handle_at's mount fd, privileged; the other *at calls of newer
- * kernels, such as open_tree, move_mount, mount_setattr, fsconfig and getxattrat) reach a library
- * fd as any other: fstat of its number succeeds where bare it fails with EBADF (tests/hosts/fds.c's
- * openpty part tells a library fd held low so).
+ * (libc's fstat, ioctl, getsockopt, getsockname and getpeername, above; under the sanitizers
+ * libc's data calls and the acting calls their runtimes intercept, above; glibc's internal calls,
+ * such as posix_fallocate's and the __xmknodat of binaries built for a glibc before 2.33, no
+ * interposer sees; open_by_handle_at's mount fd, privileged; the calls of kernels newer than the
+ * headers the library was built with, such as open_tree_attr, and getxattrat and its kin with
+ * headers before 6.13; io_uring's operations that name an fd's number, which the kernel makes)
+ * reach a library fd as any other: fstat of its number succeeds where bare it fails with EBADF
+ * (tests/hosts/fds.c's openpty part tells a library fd held low so).
  * fcntl(F_GETFD) and fstat are the common probes of whether a number is open, and close the
  * common act on one. fcntl(F_DUPFD) onto a high number simply gets the next free one.
  * close_range with CLOSE_RANGE_UNSHARE (libc's or syscall()'s) gives the calling thread an fd
@@ -339,8 +379,12 @@
  * syscall(): before, 5 to 8 fewer EBADF a call than bare preloaded, 7 to 13 under record in CPU
  * mode; the positioned and vector calls, splice, sendfile, the mmsg calls, fsetxattr, fstatvfs,
  * fchmodat and fchownat above; and fdprobe's 36 other calls on an fd's number above, before 8
- * fewer EBADF a call preloaded, 14 to 17 under record; in a sanitized build libc's intercepted
- * ones are not probed, said on the output),
+ * fewer EBADF a call preloaded, 14 to 17 under record; and its 14 acting calls above, libc's mmap
+ * among the data calls; in a sanitized build libc's intercepted ones are not probed, said on the
+ * output), host-contract-fds-acceptloop (a server's accept4 loop while sessions start and stop),
+ * host-contract-fds-mmapearly (mmap of a file, an anonymous region, a number not open and an odd
+ * offset from a library's constructor that runs before this one's: bare's results through
+ * host_fds_mmap_sys; with its result replaced by ENOMEM the case fails),
  * host-contract-eintr (syscall()'s recvmsg and recvmmsg), host-contract-fds-uninterposed and
  * -unshare-* (above), host-contract-fds-* (tests/hosts/fds.c: closing loops through close and
  * syscall(SYS_close), close_range, closefrom, dup2 and dup3 over 3..40 and over 768..800, and
@@ -406,8 +450,13 @@
 
 HOST_ANCHOR(fds);
 
-#define HOST_FDS_WORDS (HOST_FDS_MAX / 64)
-#define HOST_FDS_CODE  4 /* objects whose calls are the library's */
+#define HOST_FDS_WORDS              (HOST_FDS_MAX / 64)
+/* <linux/mount.h>'s flags for an empty path: MOVE_MOUNT_F_EMPTY_PATH, MOVE_MOUNT_T_EMPTY_PATH,
+ * FSPICK_EMPTY_PATH (open_tree's and mount_setattr's is AT_EMPTY_PATH) */
+#define HOST_FDS_MOVE_MOUNT_F_EMPTY 0x04u
+#define HOST_FDS_MOVE_MOUNT_T_EMPTY 0x40u
+#define HOST_FDS_FSPICK_EMPTY       0x08u
+#define HOST_FDS_CODE               4 /* objects whose calls are the library's */
 
 _Atomic uint64_t host_fds_owned[HOST_FDS_WORDS];
 static _Atomic int host_fds_count;
@@ -536,7 +585,11 @@ host_fds_ahead_find(void)
         "lockf64", "fanotify_mark", "mkdirat", "unlinkat", "renameat", "renameat2", "linkat",
         "symlinkat", "readlinkat", "faccessat", "mknodat", "mkfifoat", "utimensat", "futimesat",
         "name_to_handle_at", "execveat", "openat", "openat64", "__openat_2", "__openat64_2", "bind",
-        "connect"
+        "connect",
+        /* the calls that act on what a number holds */
+        "listen", "accept", "accept4", "epoll_wait", "epoll_pwait", "epoll_pwait2", "signalfd",
+        "timerfd_settime", "mmap", "mmap64", "move_mount", "mount_setattr", "fsconfig", "open_tree",
+        "fspick", "fsmount"
     };
     size_t k;
 
@@ -1155,9 +1208,11 @@ host_fds_either(int a, int b)
     return host_fd_is_library(a) ? a : b;
 }
 
-/* The number a system call acts on without making an fd (fstat, lseek, ioctl..., and the data
- * calls: read, write, their vector, positioned and socket forms, shutdown, setsockopt, mmap,
- * fstatfs, statx, fchdir, fgetxattr), as the interposers of their libc names check it; -1 for
+/* The number a system call acts on without making an fd (fstat, lseek, ioctl..., the data calls:
+ * read, write, their vector, positioned and socket forms, shutdown, setsockopt, mmap, fstatfs,
+ * statx, fchdir, fgetxattr, and the calls that act on what it holds: listen, the epoll waits,
+ * signalfd of a number, timerfd_settime, the mount calls), as the interposers of their libc names
+ * check it; -1 for
  * any other call, and where the number is not looked at (an anonymous mapping; an absolute path
  * for the *at calls). */
 static int
@@ -1302,7 +1357,60 @@ host_fds_syscall_on_fd(long n, const long a[6])
 #ifdef SYS_connect
     case SYS_connect:
 #endif
+#ifdef SYS_listen
+    case SYS_listen:
+#endif
+#ifdef SYS_epoll_wait
+    case SYS_epoll_wait:
+#endif
+#ifdef SYS_epoll_pwait
+    case SYS_epoll_pwait:
+#endif
+#ifdef SYS_epoll_pwait2
+    case SYS_epoll_pwait2:
+#endif
+#ifdef SYS_timerfd_settime
+    case SYS_timerfd_settime:
+#endif
+#ifdef SYS_signalfd
+    case SYS_signalfd: /* of a number: host_fds_syscall_kind makes -1's a creation */
+#endif
+#ifdef SYS_signalfd4
+    case SYS_signalfd4:
+#endif
+#ifdef SYS_fsconfig
+    case SYS_fsconfig:
+#endif
         return (int)a[0];
+#ifdef SYS_move_mount
+    case SYS_move_mount:
+        return host_fds_either(
+                host_fds_at_fd((int)a[0], (const char *)a[1],
+                               (a[4] & HOST_FDS_MOVE_MOUNT_F_EMPTY) ? AT_EMPTY_PATH : 0),
+                host_fds_at_fd((int)a[2], (const char *)a[3],
+                               (a[4] & HOST_FDS_MOVE_MOUNT_T_EMPTY) ? AT_EMPTY_PATH : 0));
+#endif
+#ifdef SYS_mount_setattr
+    case SYS_mount_setattr:
+#endif
+#ifdef SYS_getxattrat
+    case SYS_getxattrat:
+#endif
+#ifdef SYS_setxattrat
+    case SYS_setxattrat:
+#endif
+#ifdef SYS_listxattrat
+    case SYS_listxattrat:
+#endif
+#ifdef SYS_removexattrat
+    case SYS_removexattrat:
+#endif
+        return host_fds_at_fd((int)a[0], (const char *)a[1], (int)a[2]);
+#ifdef SYS_file_getattr
+    case SYS_file_getattr:
+    case SYS_file_setattr:
+        return host_fds_at_fd((int)a[0], (const char *)a[1], (int)a[4]);
+#endif
 #ifdef SYS_tee
     case SYS_tee:
         return host_fds_either((int)a[0], (int)a[1]);
@@ -1517,7 +1625,10 @@ host_fds_syscall_kind(long n, const long a[6])
     case SYS_signalfd:
 #endif
     case SYS_signalfd4:
-        return (int)a[0] == -1 ? HOST_FDS_SYS_ONE : HOST_FDS_SYS_NONE;
+        if ((int)a[0] == -1) {
+            return HOST_FDS_SYS_ONE;
+        }
+        return HOST_FDS_FCNTL_SLOW((int)a[0]) ? HOST_FDS_SYS_FCNTL : HOST_FDS_SYS_NONE;
     case SYS_bpf:
         return host_fds_bpf_creates(a[0]);
 #ifdef SYS_pipe
@@ -1835,7 +1946,8 @@ static _Atomic(void *) real_open_p, real_open64_p, real___open_2_p, real___open6
         real_ftruncate64_p, real_flock_p, real_posix_fadvise_p, real_posix_fadvise64_p,
         real_shutdown_p, real_setsockopt_p, real_fchdir_p, real_statx_p, real_pread_p,
         real_pread64_p, real_readv_p, real_fstatfs_p, real_fstatfs64_p, real_fgetxattr_p,
-        real___fxstat_p, real___fxstat64_p, real_fchmodat_p, real_fchownat_p;
+        real___fxstat_p, real___fxstat64_p, real_fchmodat_p, real_fchownat_p, real_fsopen_p,
+        real_open_tree_p, real_fspick_p, real_fsmount_p, real_mmap_p, real_mmap64_p;
 static const struct {
     _Atomic(void *) *slot;
     const char *name;
@@ -1921,6 +2033,12 @@ static const struct {
     { &real___fxstat64_p, "__fxstat64" },
     { &real_fchmodat_p, "fchmodat" },
     { &real_fchownat_p, "fchownat" },
+    { &real_fsopen_p, "fsopen" },
+    { &real_open_tree_p, "open_tree" },
+    { &real_fspick_p, "fspick" },
+    { &real_fsmount_p, "fsmount" },
+    { &real_mmap_p, "mmap" }, /* read without host_real: host_fds_mmap */
+    { &real_mmap64_p, "mmap64" },
 };
 
 static void
@@ -2042,6 +2160,25 @@ HOST_FDS_CREATOR(fanotify_init, (unsigned, unsigned), (unsigned flags, unsigned 
                  (flags, event_f_flags))
 HOST_FDS_CREATOR(open_by_handle_at, (int, struct file_handle *, int),
                  (int mount_fd, struct file_handle *handle, int flags), (mount_fd, handle, flags))
+/* glibc 2.36's mount calls that make an fd: an fs context, a mount's tree; open_tree and fspick
+ * on their dirfd as openat (a relative path, or an empty one with their flag for it), fsmount on
+ * its fs context's number. glibc before 2.36 has none of them: the host's own then (ENOSYS here).
+ */
+int open_tree(int dfd, const char *path, unsigned int flags);
+int fspick(int dfd, const char *path, unsigned int flags);
+int fsmount(int fd, unsigned int flags, unsigned int attr_flags);
+int fsopen(const char *fs_name, unsigned int flags);
+HOST_FDS_CREATOR(fsopen, (const char *, unsigned), (const char *fs_name, unsigned int flags),
+                 (fs_name, flags))
+HOST_FDS_CREATOR_AT(open_tree, (int, const char *, unsigned),
+                    (int dfd, const char *path, unsigned int flags), (dfd, path, flags),
+                    host_fds_at_fd(dfd, path, (int)flags))
+HOST_FDS_CREATOR_AT(fspick, (int, const char *, unsigned),
+                    (int dfd, const char *path, unsigned int flags), (dfd, path, flags),
+                    host_fds_at_fd(dfd, path, flags &HOST_FDS_FSPICK_EMPTY ? AT_EMPTY_PATH : 0))
+HOST_FDS_CREATOR_AT(fsmount, (int, unsigned, unsigned),
+                    (int fd, unsigned int flags, unsigned int attr_flags), (fd, flags, attr_flags),
+                    fd)
 
 /* A POSIX message queue's descriptor is an fd; its mode and attributes are read only with
  * O_CREAT, as libc reads them. */
@@ -2097,7 +2234,8 @@ signalfd(int fd, const sigset_t *mask, int flags)
         return -1;
     }
     if (fd != -1) {
-        return real(fd, mask, flags);
+        /* the host's on a library fd would set that signalfd's mask: EBADF, as bare */
+        return HOST_FD_DATA_REFUSED(fd) ? -1 : real(fd, mask, flags);
     }
     HOST_FDS_CREATE(real(fd, mask, flags));
 }
@@ -2288,6 +2426,110 @@ splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len, unsigned in
     return real(in, off_in, out, off_out, len, flags);
 }
 
+/*
+ * mmap and mmap64 (one function in glibc on 64-bit targets): the host's mapping of a library fd's
+ * file (a perf event fd's ring) fails with EBADF, as bare, with the data calls' one bit test; only
+ * a call that names an fd (no MAP_ANONYMOUS) is looked at. Every mapping of the host's allocators
+ * passes here, some before this library's constructor ran (another library's constructor, a
+ * malloc's first arena): the real mmap is never looked up here, where dlsym might allocate and a
+ * malloc that maps would recur. The constructor resolves it (host_fds_resolve); before that the
+ * system call is made directly (host_fds_mmap_sys), as glibc's mmap makes it on x86_64 and arm64,
+ * whose one check of its own (an offset not a multiple of the page: EINVAL) the kernel makes too.
+ * What a call before the constructor misses: an interposer of mmap loaded after this library
+ * (ThreadSanitizer's runtime, preloaded after it) does not see it. Run so: the ASan build's
+ * host-contract-fds-*, -stress, cli-record and output-file, the TSan build's fds cases (with
+ * HOST_FDS_MMAP_PLAIN), and valgrind of a preloaded host (50 mallocs of 1 MiB and a file's map;
+ * host-fds closeloop): as bare, no report.
+ */
+typedef void *(*host_mmap_fn)(void *, size_t, int, int, int, off_t);
+
+/* Not instrumented by a sanitizer: ThreadSanitizer's runtime maps through mmap from its own
+ * initialisation (its symbolizer's libbacktrace, preloaded after this library), and the function
+ * entry an instrumented mmap reports before that initialisation ended killed every host at its
+ * start (SEGV in __tsan_func_entry, TSan build, host-contract-fds-* and cli-record). */
+#define HOST_FDS_MMAP_PLAIN __attribute__((no_sanitize_address, no_sanitize_thread))
+
+static HOST_FDS_MMAP_PLAIN void *
+host_fds_mmap_sys(_Atomic(void *) *slot, const char *name, void *addr, size_t len, int prot,
+                  int flags, int fd, off_t off)
+{
+    long rc;
+
+    (void)slot; /* for the target without a raw call below */
+    (void)name;
+#if defined(__x86_64__)
+    register long r10 __asm__("r10") = flags;
+    register long r8 __asm__("r8") = fd;
+    register long r9 __asm__("r9") = off;
+
+    __asm__ volatile("syscall"
+                     : "=a"(rc)
+                     : "a"((long)SYS_mmap), "D"(addr), "S"(len), "d"((long)prot), "r"(r10), "r"(r8),
+                       "r"(r9)
+                     : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = SYS_mmap;
+    register long x0 __asm__("x0") = (long)addr;
+    register long x1 __asm__("x1") = (long)len;
+    register long x2 __asm__("x2") = prot;
+    register long x3 __asm__("x3") = flags;
+    register long x4 __asm__("x4") = fd;
+    register long x5 __asm__("x5") = off;
+
+    __asm__ volatile("svc 0"
+                     : "+r"(x0)
+                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+                     : "memory");
+    rc = x0;
+#else
+    /* no raw system call written for this target: libc's, looked up here */
+    (void)rc;
+    host_mmap_fn real = (host_mmap_fn)host_real(slot, name);
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return MAP_FAILED;
+    }
+    return real(addr, len, prot, flags, fd, off);
+#endif
+    if (rc < 0 && rc > -4096) {
+        errno = (int)-rc;
+        return MAP_FAILED;
+    }
+    return (void *)rc;
+}
+
+/* The real mmap (slot) once the constructor resolved it, else the system call. */
+static inline HOST_FDS_MMAP_PLAIN void *
+host_fds_mmap(_Atomic(void *) *slot, const char *name, void *addr, size_t len, int prot, int flags,
+              int fd, off_t off)
+{
+    host_mmap_fn real = (host_mmap_fn)atomic_load_explicit(slot, memory_order_acquire);
+
+    if (real != NULL) {
+        return real(addr, len, prot, flags, fd, off);
+    }
+    return host_fds_mmap_sys(slot, name, addr, len, prot, flags, fd, off);
+}
+
+HOST_EXPORT HOST_FDS_MMAP_PLAIN void *
+mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    if (!(flags & MAP_ANONYMOUS) && HOST_FD_DATA_REFUSED(fd)) {
+        return MAP_FAILED;
+    }
+    return host_fds_mmap(&real_mmap_p, "mmap", addr, len, prot, flags, fd, off);
+}
+
+HOST_EXPORT HOST_FDS_MMAP_PLAIN void *
+mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
+{
+    if (!(flags & MAP_ANONYMOUS) && HOST_FD_DATA_REFUSED(fd)) {
+        return MAP_FAILED;
+    }
+    return host_fds_mmap(&real_mmap64_p, "mmap64", addr, len, prot, flags, fd, (off_t)off);
+}
+
 /* fchmodat and fchownat look at their fd only for a relative path (or an empty one with
  * AT_EMPTY_PATH), as fstatat; no sanitizer's runtime intercepts them. */
 HOST_FDS_ON_FD(int, fchmodat, (int fd, const char *path, mode_t mode, int flags),
@@ -2383,6 +2625,33 @@ HOST_FDS_DATA_AT(int, name_to_handle_at,
 HOST_FDS_DATA_AT(int, execveat,
                  (int fd, const char *path, char *const argv[], char *const envp[], int flags),
                  (fd, path, argv, envp, flags), host_fds_at_fd(fd, path, flags), -1)
+
+/* The calls that act on what a number holds where they succeed, as those: timerfd_settime (a
+ * timer's), and glibc 2.36's mount calls on their fd or dirfd (a relative path, or an empty one
+ * with their flag for it); move_mount on either. */
+struct mount_attr;
+int move_mount(int from_dfd, const char *from_path, int to_dfd, const char *to_path,
+               unsigned int flags);
+int mount_setattr(int dfd, const char *path, unsigned int flags, struct mount_attr *attr,
+                  size_t size);
+int fsconfig(int fd, unsigned int cmd, const char *key, const void *value, int aux);
+
+HOST_FDS_DATA_AT(int, timerfd_settime,
+                 (int fd, int flags, const struct itimerspec *value, struct itimerspec *old),
+                 (fd, flags, value, old), fd, -1)
+HOST_FDS_DATA_AT(
+        int, move_mount,
+        (int from_dfd, const char *from_path, int to_dfd, const char *to_path, unsigned int flags),
+        (from_dfd, from_path, to_dfd, to_path, flags),
+        host_fds_at_fd(from_dfd, from_path, flags &HOST_FDS_MOVE_MOUNT_F_EMPTY ? AT_EMPTY_PATH : 0),
+        host_fds_at_fd(to_dfd, to_path, flags &HOST_FDS_MOVE_MOUNT_T_EMPTY ? AT_EMPTY_PATH : 0))
+HOST_FDS_DATA_AT(int, mount_setattr,
+                 (int dfd, const char *path, unsigned int flags, struct mount_attr *attr,
+                  size_t size),
+                 (dfd, path, flags, attr, size), host_fds_at_fd(dfd, path, (int)flags), -1)
+HOST_FDS_DATA_AT(int, fsconfig,
+                 (int fd, unsigned int cmd, const char *key, const void *value, int aux),
+                 (fd, cmd, key, value, aux), fd, -1)
 
 /* dup of a library fd by the host fails as dup2's does: the number was free in the bare run. */
 HOST_EXPORT int
@@ -2513,23 +2782,52 @@ pidfd_getfd(int pidfd, int targetfd, unsigned int flags)
 #define HOST_FDS_IS_OPENAT2(n) 0
 #endif
 
+/* The number a creation made through syscall() looks at, as the interposer of its libc name
+ * (-1: none): openat's and openat2's, open_tree's and fspick's dirfd for a relative path (or an
+ * empty one with their flag for it), accept's listener, fsmount's fs context. */
+static int
+host_fds_syscall_create_on(long n, const long a[6])
+{
+    if (n == SYS_openat || HOST_FDS_IS_OPENAT2(n)) {
+        return host_fds_at_fd((int)a[0], (const char *)a[1], 0);
+    }
+    switch (n) {
+#ifdef SYS_accept
+    case SYS_accept:
+#endif
+    case SYS_accept4:
+#ifdef SYS_fsmount
+    case SYS_fsmount:
+#endif
+        return (int)a[0];
+#ifdef SYS_open_tree
+    case SYS_open_tree:
+        return host_fds_at_fd((int)a[0], (const char *)a[1], (int)a[2]);
+#endif
+#ifdef SYS_fspick
+    case SYS_fspick:
+        return host_fds_at_fd((int)a[0], (const char *)a[1],
+                              (a[2] & HOST_FDS_FSPICK_EMPTY) ? AT_EMPTY_PATH : 0);
+#endif
+    default:
+        return -1;
+    }
+}
+
 static long
 host_fds_syscall_create(host_syscall_fn real, long n, const long a[6], int kind, const void *ra)
 {
     unsigned entries = 0;
-    int library;
+    int library, fd;
     long rc;
 
     if (n == SYS_dup && host_fd_is_owned((int)a[0]) && !host_fds_library_call(ra)) {
         errno = EBADF;
         return -1;
     }
-    if (n == SYS_openat || HOST_FDS_IS_OPENAT2(n)) { /* the dirfd of a relative path */
-        int dirfd = host_fds_at_fd((int)a[0], (const char *)a[1], 0);
-
-        if (host_fd_is_library(dirfd) && host_fds_data_refused(dirfd, ra)) {
-            return -1;
-        }
+    fd = host_fds_syscall_create_on(n, a);
+    if (host_fd_is_library(fd) && host_fds_data_refused(fd, ra)) {
+        return -1;
     }
     library = host_fds_creating(ra, &entries);
     rc = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);

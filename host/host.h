@@ -18,7 +18,7 @@
  *   exec.c       execve execv execvp execvpe execl execlp execle posix_spawn posix_spawnp
  *                system
  *   creds.c      setuid setgid seteuid setegid setreuid setregid setresuid setresgid setgroups
- *   sockets.c    bind connect unlink
+ *   sockets.c    bind connect listen unlink
  *   dl.c         dlclose
  *   fds.c        close close_range closefrom dup2 dup3 syscall eventfd epoll_create
  *                epoll_create1 socket socketpair pipe pipe2 open open64 __open_2 __open64_2
@@ -37,7 +37,8 @@
  *                fexecve getdents64 inotify_add_watch inotify_rm_watch epoll_ctl timerfd_gettime
  *                sync_file_range fallocate fallocate64 syncfs lockf lockf64 fanotify_mark mkdirat
  *                unlinkat renameat renameat2 linkat symlinkat readlinkat faccessat mknodat mkfifoat
- *                utimensat futimesat name_to_handle_at execveat
+ *                utimensat futimesat name_to_handle_at execveat timerfd_settime move_mount
+ *                mount_setattr fsconfig fsopen open_tree fspick fsmount mmap mmap64
  *
  * Direction: host/ depends on libc only. The agent, the shim (and through the shim the IPC
  * server) call into it through this header; host/ calls back into them only through the two

@@ -7,6 +7,10 @@ foreach(host fds signals eintr stress start suspend writes)
   set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
   target_link_libraries(host-${host} PRIVATE pthread dl)
 endforeach()
+# a library of fds's whose constructor maps before libpipeprof.so's has run (fds mmapearly)
+add_library(host-fds-early SHARED ${CMAKE_SOURCE_DIR}/tests/hosts/fds-early.c)
+set_target_properties(host-fds-early PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
+target_link_libraries(host-fds PRIVATE host-fds-early)
 
 # pp_add_host_contract(NAME HOST ARGS...): one case, run bare, recorded in CPU and wall mode and
 # collected in listen mode.
@@ -49,6 +53,14 @@ pp_add_host_contract(fds-fdcalls fds fdcalls)
 # (before: 8 to 12 fewer EBADF a call than bare, a 1-byte read took the library's bytes; the
 # other calls 8 fewer preloaded, 14 to 17 under record)
 pp_add_host_contract(fds-datacalls fds datacalls)
+# a server's loop of non-blocking accept4 over 3..1023 while sessions connect to the library's
+# socket: every call fails as bare, and no session's connection is taken (before: 3000 EAGAIN or
+# EINVAL a library fd for the host, and a session's connection was the host's to take)
+# mmap before libpipeprof.so's constructor (host/fds.c's raw system call): a file, an anonymous
+# region, a number not open (EBADF) and an odd offset (EINVAL) as bare
+pp_add_host_contract(fds-mmapearly fds mmapearly)
+pp_add_host_contract(fds-acceptloop fds acceptloop)
+set_property(TEST host-contract-fds-acceptloop APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu preload sessions")
 # creations no interposer sees (io_uring's open, getpwent, setmntent, getutent, fanotify's event
 # fds) get bare's numbers: the library's fds are above the host's range once its first second is
 # past (with PIPEPROF_TEST_FD_LOW_MS=2 by hand, a few to 40 % of them do not: host/fds.c)

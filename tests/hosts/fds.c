@@ -35,9 +35,17 @@
  *                   epoll_ctl's, timerfd_gettime, sync_file_range, fallocate, syncfs, lockf, bind,
  *                   connect, fanotify_mark, and openat, mkdirat, unlinkat, renameat*, linkat,
  *                   symlinkat, readlinkat, faccessat*, mknodat, mkfifoat, utimensat, futimesat,
- *                   name_to_handle_at, execveat and openat2 of a relative name that is not there)
- *                   of 3..4095, each non-acting, through libc and syscall(): EBADF for each, as
+ *                   name_to_handle_at, execveat and openat2 of a relative name that is not there),
+ *                   and the calls that act on what a number holds where they succeed (listen,
+ *                   accept, accept4, the epoll waits, signalfd of a number, timerfd_settime,
+ *                   libc's mmap, the mount calls), each made so that it changes nothing
+ *                   (fdprobe_acting), of 3..4095, through libc and syscall(): EBADF for each, as
  *                   bare, where the library's fds are (datacalls_scan, fdprobes_scan)
+ *   fds mmapearly   what libhost-fds-early.so's constructor got from mmap before libpipeprof.so's
+ *                   constructor ran (tests/hosts/fds-early.c)
+ *   fds acceptloop  a server's loop of non-blocking accept4 over 3..1023, 3000 times, libc's and
+ *                   syscall()'s in turn, closing nothing: EBADF for each of the first pass, as
+ *                   bare, and no connection to the library's socket taken (accept_loop)
  *   fds unsharethreads  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE) on the main
  *                   thread, then 20 pairs of threads that burn CPU, one started from each fd table
  *                   (unshare_threads)
@@ -133,6 +141,9 @@
 #include "hosts.h"
 
 #define PIPE_BYTES (4u << 20)
+
+/* tests/hosts/fds-early.c: what its constructor's mmap calls got */
+const char *host_fds_early(void);
 
 static int pipe_w;
 /* The main thread made a private fd table (CLOSE_RANGE_UNSHARE): under TSan its fd accesses and
@@ -1184,11 +1195,9 @@ datacalls_scan(void)
                 continue; /* the raw 1-byte read would block; __fxstat, fstatvfs and the 64
                            * names are libc's only */
             }
-            if (!raw && call == 10) {
-                continue; /* libc's mmap: not interposed (host/fds.c) */
-            }
             if (!raw && DATACALLS_SANITIZED &&
-                (call < 17 ? call != 8 && call != 9 && call != 12 && call != 13
+                (call < 17 ? (call == 10 ? datacall_intercepted("mmap")
+                                         : call != 8 && call != 9 && call != 12 && call != 13)
                            : datacall_intercepted(syms[call - 17]))) {
                 /* the sanitizer's runtime intercepts it, and its interceptor's calls pass
                  * (host/fds.c): said on each run's output alike */
@@ -1267,7 +1276,111 @@ static const struct {
     { "openat2(relative)", "openat2", 2 },
     { "getdents(0 bytes)", "getdents", 2 },
     { "connect(0 bytes)", "connect", 3 },
+    { "listen(255)", "listen", 3 },
+    { "accept(no address)", "accept", 3 },
+    { "accept4(SOCK_NONBLOCK)", "accept4", 3 },
+    { "epoll_wait(unmapped, 0 ms)", "epoll_wait", 3 },
+    { "epoll_pwait(unmapped, 0 ms)", "epoll_pwait", 3 },
+    { "epoll_pwait2(unmapped, 0 ns)", "epoll_pwait2", 3 },
+    { "signalfd(of the number)", "signalfd", 3 },
+    { "timerfd_settime(disarm)", "timerfd_settime", 3 },
+    { "open_tree(relative)", "open_tree", 3 },
+    { "move_mount(relative)", "move_mount", 3 },
+    { "mount_setattr(relative)", "mount_setattr", 3 },
+    { "fsconfig(SET_FLAG)", "fsconfig", 3 },
+    { "fsmount", "fsmount", 3 },
+    { "fspick(relative)", "fspick", 3 },
 };
+
+/* The page epoll's probes give for their events: mapped, never readable or writable. */
+static void *
+fdprobe_unmapped(void)
+{
+    static void *page;
+
+    if (page == NULL) {
+        page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (page == MAP_FAILED) {
+            perror("mmap");
+            exit(1);
+        }
+    }
+    return page;
+}
+
+/* fdprobes from 37 on: the calls that act on a number of a kind where they succeed, each made so
+ * that it changes nothing of an fd it does not fail on. listen's backlog is the library's own
+ * listener's (ipc/server.c: 255); accept and accept4 take a connection only where one is pending
+ * (none of the library's while the scan runs but for a session's: host-contract's acceptloop), a
+ * blocking listener's wait ended by datacalls_scan's SIGALRM; the epoll waits return at once and
+ * their events go to a page the kernel cannot write, which puts a ready event back (EFAULT);
+ * signalfd of a number sets the mask only of a signalfd, timerfd_settime disarms only a timer
+ * (the library keeps neither); the mount calls name a relative path that is not there (ENOENT or
+ * ENOTDIR after the fd's EBADF; EPERM before it unprivileged) or an fd of a kind only fsopen makes
+ * (EINVAL). */
+static int
+fdprobe_acting(int call, int raw, int fd)
+{
+    struct epoll_event *ev = fdprobe_unmapped();
+    struct timespec zero = { 0, 0 };
+    struct itimerspec off = { { 0, 0 }, { 0, 0 } };
+    struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+    sigset_t none;
+
+    sigemptyset(&none);
+    switch (call) {
+    case 37:
+        return raw ? (int)syscall(SYS_listen, fd, 255) : listen(fd, 255);
+    case 38:
+#ifdef SYS_accept
+        if (raw) {
+            return (int)syscall(SYS_accept, fd, NULL, NULL);
+        }
+#endif
+        return raw ? (int)syscall(SYS_accept4, fd, NULL, NULL, 0) : accept(fd, NULL, NULL);
+    case 39:
+        return raw ? (int)syscall(SYS_accept4, fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)
+                   : accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    case 40:
+#ifdef SYS_epoll_wait
+        if (raw) {
+            return (int)syscall(SYS_epoll_wait, fd, ev, 1, 0);
+        }
+#endif
+        return raw ? (int)syscall(SYS_epoll_pwait, fd, ev, 1, 0, NULL, 8L)
+                   : epoll_wait(fd, ev, 1, 0);
+    case 41:
+        return raw ? (int)syscall(SYS_epoll_pwait, fd, ev, 1, 0, NULL, 8L)
+                   : epoll_pwait(fd, ev, 1, 0, NULL);
+    case 42:
+        return raw ? (int)syscall(SYS_epoll_pwait2, fd, ev, 1, &zero, NULL, 8L)
+                   : epoll_pwait2(fd, ev, 1, &zero, NULL);
+    case 43:
+        return raw ? (int)syscall(SYS_signalfd4, fd, &none, 8L, 0) : signalfd(fd, &none, 0);
+    case 44:
+        return raw ? (int)syscall(SYS_timerfd_settime, fd, 0, &off, NULL)
+                   : timerfd_settime(fd, 0, &off, NULL);
+    case 45:
+        return raw ? (int)syscall(SYS_open_tree, fd, NOSUCH, OPEN_TREE_CLOEXEC)
+                   : open_tree(fd, NOSUCH, OPEN_TREE_CLOEXEC);
+    case 46:
+        /* the kernel looks up the destination first */
+        return raw ? (int)syscall(SYS_move_mount, AT_FDCWD, "/" NOSUCH, fd, NOSUCH, 0)
+                   : move_mount(AT_FDCWD, "/" NOSUCH, fd, NOSUCH, 0);
+    case 47:
+        return raw ? (int)syscall(SYS_mount_setattr, fd, NOSUCH, 0, &attr, sizeof(attr))
+                   : mount_setattr(fd, NOSUCH, 0, &attr, sizeof(attr));
+    case 48:
+        return raw ? (int)syscall(SYS_fsconfig, fd, FSCONFIG_SET_FLAG, NOSUCH, NULL, 0)
+                   : fsconfig(fd, FSCONFIG_SET_FLAG, NOSUCH, NULL, 0);
+    case 49:
+        return raw ? (int)syscall(SYS_fsmount, fd, FSMOUNT_CLOEXEC, 0)
+                   : fsmount(fd, FSMOUNT_CLOEXEC, 0);
+    default:
+        return raw ? (int)syscall(SYS_fspick, fd, NOSUCH, FSPICK_CLOEXEC)
+                   : fspick(fd, NOSUCH, FSPICK_CLOEXEC);
+    }
+}
 
 /* fdprobes[call] on fd through libc (raw 0) or syscall() (1): its result, -1 with errno on
  * failure as libc's (ENOSYS where this machine has no such system call). */
@@ -1406,8 +1519,10 @@ fdprobe(int call, int raw, int fd)
         errno = ENOSYS;
         return -1;
 #endif
-    default:
+    case 36:
         return raw ? (int)syscall(SYS_connect, fd, &sa, 0) : connect(fd, (struct sockaddr *)&sa, 0);
+    default:
+        return fdprobe_acting(call, raw, fd);
     }
 }
 
@@ -1416,6 +1531,8 @@ fdprobe(int call, int raw, int fd)
 static void
 fdprobes_scan(int cwd)
 {
+    struct itimerval it = { { 0, 20000 }, { 0, 20000 } }, off = { { 0, 0 }, { 0, 0 } };
+
     for (int raw = 0; raw < 2; raw++) {
         for (int call = 0; call < (int)(sizeof(fdprobes) / sizeof(fdprobes[0])); call++) {
             struct scan_tally t = { 0, 0, 0 };
@@ -1433,7 +1550,16 @@ fdprobes_scan(int cwd)
                 if (fd == cwd) {
                     continue;
                 }
+                if (call == 38 || call == 39) {
+                    setitimer(ITIMER_REAL, &it, NULL); /* a blocking listener's wait */
+                }
                 rc = fdprobe(call, raw, fd);
+                if (call == 38 || call == 39) {
+                    setitimer(ITIMER_REAL, &off, NULL);
+                }
+                if (rc >= 0 && (call == 38 || call == 39 || call == 45 || call >= 49)) {
+                    close(rc); /* an fd it made: accept's connection, an open_tree's mount */
+                }
                 if (rc >= 0 && call >= 18 && call <= 34) {
                     fprintf(stderr, "%s on %d succeeded\n", fdprobes[call].name, fd);
                     exit(1); /* an *at call made what it names: the probe is wrong */
@@ -1443,6 +1569,59 @@ fdprobes_scan(int cwd)
             scan_print(&t, raw, fdprobes[call].name);
         }
     }
+}
+
+/* A server's accept loop that takes whatever any of its numbers holds: accept4 of every number
+ * from 3 to 1023 (where the library keeps its fds below a limit of 1024: host/fds.c), non-blocking,
+ * ACCEPT_PASSES times, the calls through libc and syscall() in turn, while host-contract.sh's loop
+ * of sessions connects to the library's socket. Bare, each fails with EBADF (or ENOTSOCK on a
+ * number the test's runner left open): the first pass of each form is counted, and every
+ * connection taken (a session's, from the library's listener: that session fails). A later answer
+ * unlike its number's first goes to stderr, which is not compared: the library's own fds answer
+ * so in the instant of their close (host/fds.c: the bit is cleared before the close), 2 of 3M
+ * calls in one TSan run. A blocking listener's wait is ended by a SIGALRM every 20 ms (EINTR,
+ * counted as other). */
+#define ACCEPT_PASSES 3000
+static void
+accept_loop(void)
+{
+    struct itimerval it = { { 0, 20000 }, { 0, 20000 } }, off = { { 0, 0 }, { 0, 0 } };
+    struct scan_tally t = { 0, 0, 0 };
+    struct sigaction sa;
+    static int first[2][1024]; /* each number's first answer, per form */
+    int odd = 0, taken = 0;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = datacalls_alarm; /* no SA_RESTART */
+    sigaction(SIGALRM, &sa, NULL);
+    setitimer(ITIMER_REAL, &it, NULL);
+    for (int pass = 0; pass < ACCEPT_PASSES; pass++) {
+        for (int fd = 3; fd < 1024; fd++) {
+            int rc = pass % 2 ? (int)syscall(SYS_accept4, fd, NULL, NULL,
+                                             SOCK_NONBLOCK | SOCK_CLOEXEC)
+                              : accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+            int err = rc >= 0 ? 0 : errno;
+
+            if (rc >= 0) {
+                close(rc);
+                taken++;
+            }
+            if (pass < 2) {
+                scan_count(&t, rc);
+                first[pass][fd] = err;
+            } else if (err != first[pass % 2][fd] && odd++ < 16) {
+                /* on stderr, which is not compared: the number that answered otherwise */
+                fprintf(stderr, "accept4 of %d (%s), pass %d: %s, first %s\n", fd,
+                        pass % 2 ? "syscall()" : "libc", pass, err ? strerror(err) : "ok",
+                        first[pass % 2][fd] ? strerror(first[pass % 2][fd]) : "ok");
+            }
+        }
+    }
+    setitimer(ITIMER_REAL, &off, NULL);
+    printf("accept4 of 3..1023, libc's and syscall()'s first: %d ok, %d EBADF, %d other\n", t.ok,
+           t.ebadf, t.other);
+    printf("accept4 of 3..1023, %d passes: %d connections taken\n", ACCEPT_PASSES, taken);
 }
 
 /* dup2 or dup3 (three) through libc or through syscall() (raw; arm64 has no SYS_dup2: its
@@ -2425,6 +2604,10 @@ main(int argc, char **argv)
         fdcalls_scan();
     } else if (strcmp(how, "datacalls") == 0) {
         datacalls_scan();
+    } else if (strcmp(how, "mmapearly") == 0) {
+        printf("%s\n", host_fds_early()); /* tests/hosts/fds-early.c */
+    } else if (strcmp(how, "acceptloop") == 0) {
+        accept_loop();
     } else if (strcmp(how, "unsharethreads") == 0) {
         unshare_threads();
     } else if (strcmp(how, "unshareexit") == 0) {
@@ -2435,7 +2618,7 @@ main(int argc, char **argv)
         fprintf(stderr,
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
-                "unsharethreads|unshareexit|uninterposed\n");
+                "mmapearly|acceptloop|unsharethreads|unshareexit|uninterposed\n");
         return 2;
     }
     fds_unshared = strcmp(how, "sysrangeunshare") == 0 || strcmp(how, "unsharethreads") == 0;

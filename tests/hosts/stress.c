@@ -33,6 +33,7 @@
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/msg.h>
 #include <sys/pidfd.h>
 #include <sys/random.h>
@@ -608,6 +609,7 @@ every_call(int idx)
         struct itimerspec its;
         struct epoll_event pev = { .events = EPOLLIN };
         struct file_handle *fh = (struct file_handle *)r;
+        struct mount_attr mattr = { .attr_set = MOUNT_ATTR_RDONLY };
         off64_t o1 = 0, o2 = 0;
         int dir = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC), p[2] = { -1, -1 },
             q[2] = { -1, -1 }, in = inotify_init1(IN_CLOEXEC), pep = epoll_create1(EPOLL_CLOEXEC),
@@ -657,6 +659,42 @@ every_call(int idx)
                       fexecve(dir, argv, environ) == -1 && errno == EACCES && close(dir) == 0,
               "getdents64/mkdirat/unlinkat/renameat*/linkat/symlinkat/readlinkat/faccessat/"
               "mknodat/mkfifoat/utimensat/futimesat/name_to_handle_at/execveat/fexecve");
+        /* the mount calls on a name that is not there (unprivileged: EPERM first; a seccomp
+         * filter's ENOSYS) */
+#define STRESS_REFUSED(call, err) \
+    ((call) == -1 && (errno == (err) || errno == EPERM || errno == ENOSYS))
+        check(STRESS_REFUSED(open_tree(AT_FDCWD, nosuch, OPEN_TREE_CLOEXEC), ENOENT) &&
+                      STRESS_REFUSED(fspick(AT_FDCWD, nosuch, FSPICK_CLOEXEC), ENOENT) &&
+                      STRESS_REFUSED(move_mount(AT_FDCWD, nosuch, AT_FDCWD, nosuch, 0), ENOENT) &&
+                      STRESS_REFUSED(mount_setattr(AT_FDCWD, nosuch, 0, &mattr, sizeof(mattr)),
+                                     ENOENT) &&
+                      STRESS_REFUSED(fsopen("pipeprof-stress-no-such-fs", FSOPEN_CLOEXEC),
+                                     ENODEV) &&
+                      STRESS_REFUSED(fsconfig(-1, FSCONFIG_SET_FLAG, "ro", NULL, 0), EINVAL) &&
+                      STRESS_REFUSED(fsmount(-1, FSMOUNT_CLOEXEC, 0), EBADF),
+              "open_tree/fspick/move_mount/mount_setattr/fsopen/fsconfig/fsmount");
+#undef STRESS_REFUSED
+        /* a file's page mapped through both names, and a timer armed and disarmed */
+        t = tmpfile();
+        fd = t != NULL ? fileno(t) : -1;
+        tf = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+        its.it_interval = (struct timespec){ 0, 0 };
+        its.it_value = (struct timespec){ 1000, 0 };
+        {
+            void *m1 = fd >= 0 && write(fd, "abcd", 4) == 4
+                               ? mmap(NULL, 4, PROT_READ, MAP_SHARED, fd, 0)
+                               : MAP_FAILED;
+            void *m2 = fd >= 0 ? mmap64(NULL, 4, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+
+            check(m1 != MAP_FAILED && m2 != MAP_FAILED && memcmp(m1, "abcd", 4) == 0 &&
+                          memcmp(m2, "abcd", 4) == 0 && munmap(m1, 4) == 0 && munmap(m2, 4) == 0 &&
+                          fclose(t) == 0 && tf >= 0 && timerfd_settime(tf, 0, &its, NULL) == 0 &&
+                          timerfd_gettime(tf, &its) == 0 && its.it_value.tv_sec > 0 &&
+                          timerfd_settime(tf, 0, &(struct itimerspec){ { 0, 0 }, { 0, 0 } },
+                                          NULL) == 0 &&
+                          close(tf) == 0,
+                  "mmap/mmap64/timerfd_settime");
+        }
 #undef STRESS_ENOENT
     }
     f = tmpfile();
