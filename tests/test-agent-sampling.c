@@ -2624,7 +2624,7 @@ move_to_perf_case(unsigned pause_us)
     struct promo_arg a = { 0, 0, 0, 0 };
     struct ag_thread *t;
     struct tid_stats *st;
-    uint64_t period = 10000000u, missed0 = 0, missed = 0;
+    uint64_t period = 10000000u, missed0 = 0, missed = 0, other;
     struct timespec now;
     int32_t tid;
     pthread_t th;
@@ -2682,7 +2682,13 @@ move_to_perf_case(unsigned pause_us)
     ASSERT_TRUE((double)st->hit_weight[1] <= (double)a.cpu_b / (double)period + 2.0);
     ASSERT_TRUE((double)st->hit_weight[2] >= (double)missed / (double)period - 1.5);
     ASSERT_TRUE((double)st->hit_weight[0] <= (double)(a.cpu_a - missed) / (double)period + 2.0);
-    ASSERT_TRUE((double)(st->hit_weight[0] + st->hit_weight[2]) >=
+    /* None of busy_a's CPU is lost: it stands under busy_a, [not sampled], or the loop around
+     * busy_a's calls, whose own code takes a sample now and then (under TSan its atomic load is a
+     * call into the runtime: 2 intervals of 25 in a fresh-clone CI run, 7 + 10 for busy_a's
+     * 19.2). That loop's weight is bounded: a lost or misplaced span is several intervals. */
+    other = st->weight_sum - st->hit_weight[0] - st->hit_weight[1] - st->hit_weight[2];
+    ASSERT_TRUE(other <= 3);
+    ASSERT_TRUE((double)(st->hit_weight[0] + st->hit_weight[2] + other) >=
                 (double)a.cpu_a / (double)period - 2.0);
 }
 
