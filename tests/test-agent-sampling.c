@@ -3697,7 +3697,10 @@ TEST(new_code_wakes_the_manager_to_load_its_module)
     /* 1, or 2 when a false alarm (a pc outside every module: TSan's runtime makes some) told the
      * manager just before: then it holds for 50 ms and lets go. */
     ASSERT_TRUE(atomic_load(&ag_sig_unknown_code) != 0);
-    for (i = 0; i < 200 && ag_sig_module_find(pc) == NULL; i++) {
+    /* Up to 5 s, half the scan's period: 5-180 ms here beside two busy loops in an ASan build,
+     * but a fresh-clone CI run's ASan stage waited past 1 s (likely its manager still in the
+     * process's first pass: its first case). Only the wake publishes it before the scan. */
+    for (i = 0; i < 1000 && ag_sig_module_find(pc) == NULL; i++) {
         usleep(5000);
     }
     printf("# the new module was published after %d ms\n", i * 5);
