@@ -494,6 +494,9 @@ extern __thread uint64_t ag_tls_stack_lo AG_TLS;        /* set by the pthread_cr
 extern __thread uint64_t ag_tls_stack_hi AG_TLS;
 extern __thread int ag_tls_excluded AG_TLS;             /* agent thread: interposers pass through */
 extern __thread _Atomic uint32_t ag_tls_signals AG_TLS; /* agent signals handled (for EINTR) */
+/* Of them, its kernel locator's (a perf thread's CPU-time timer: timer.c), so a test can tell
+ * them from sampling signals. */
+extern __thread _Atomic uint32_t ag_tls_locator_signals AG_TLS;
 
 /* Unwinding (agent/sig-unwind.c). */
 struct ag_cfi_cache; /* agent/cfi.h */

@@ -378,6 +378,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         in_kernel = ag_sig_in_syscall(regs.pc);
         if (atomic_load_explicit(&t->kern_locating, memory_order_relaxed)) {
             /* The kernel locator of a perf thread: only where its system calls are (timer.c). */
+            atomic_fetch_add_explicit(&ag_tls_locator_signals, 1, memory_order_relaxed);
             if (!in_kernel) {
                 goto out;
             }

@@ -36,6 +36,7 @@ __thread uint64_t ag_tls_stack_lo AG_TLS;
 __thread uint64_t ag_tls_stack_hi AG_TLS;
 __thread int ag_tls_excluded AG_TLS;
 __thread _Atomic uint32_t ag_tls_signals AG_TLS;
+__thread _Atomic uint32_t ag_tls_locator_signals AG_TLS;
 
 #define AG_EXCLUDED_MAX 32
 

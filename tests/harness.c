@@ -228,6 +228,7 @@ test_spinner_main(void *spinner)
     struct test_spinner *p = spinner;
     struct sched_param none = { 0 };
     volatile uint64_t x = 1;
+    struct timespec ts;
     cpu_set_t one;
 
     CPU_ZERO(&one);
@@ -242,6 +243,8 @@ test_spinner_main(void *spinner)
     while (!atomic_load_explicit(p->stop, memory_order_relaxed)) {
         x = x * 6364136223846793005ULL + 1;
     }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    atomic_store(&p->stopped_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
     return NULL;
 }
 

@@ -1031,12 +1031,12 @@ slot_active(int32_t tid)
 TEST(wall_sample_carries_the_intervals_its_thread_waited_for_a_core)
 {
     static _Atomic int stop_waiter, stop_hog;
-    struct test_spinner waiter = { test_first_cpu(), 1, 0, 0, &stop_waiter },
-                        hog = { waiter.cpu, 0, 0, 0, &stop_hog };
+    struct test_spinner waiter = { test_first_cpu(), 1, 0, 0, &stop_waiter, 0 },
+                        hog = { waiter.cpu, 0, 0, 0, &stop_hog, 0 };
     pthread_t tw, th;
     struct tid_stats *me;
     struct ag_stats st;
-    uint64_t t0, t1, gone, held = 0;
+    uint64_t requested, t0, t1, gone, held = 0;
     double intervals, got;
     int i;
 
@@ -1062,8 +1062,16 @@ TEST(wall_sample_carries_the_intervals_its_thread_waited_for_a_core)
     ASSERT_TRUE(slot_active(atomic_load(&waiter.tid)));
     col_drain();
     memset(col, 0, sizeof(col));
-    t0 = ag_now_ns();
+    requested = ag_now_ns();
     ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 100));
+    /* Its time in the session starts at the wall thread's first pass (ag.wall_first_ns), as the
+     * session's own window does: no pass, no interval to hold or count. From the acquire, a
+     * fresh-clone CI run's ASan stage at load 21 found 80.6 % of 130 intervals, none lost. */
+    for (i = 0; i < 4000 && atomic_load(&ag.wall_first_ns) == 0; i++) {
+        usleep(1000);
+    }
+    t0 = atomic_load(&ag.wall_first_ns);
+    ASSERT_TRUE(t0 != 0);
     for (i = 0; i < 10; i++) {
         usleep(100000);
         col_drain();
@@ -1078,7 +1086,9 @@ TEST(wall_sample_carries_the_intervals_its_thread_waited_for_a_core)
     ASSERT_OK(pthread_join(th, NULL));
     atomic_store(&stop_waiter, 1);
     ASSERT_OK(pthread_join(tw, NULL));
-    t1 = ag_now_ns();
+    /* Its time ends as it leaves, not when this thread, which the load can keep off a core for
+     * a while, has joined it. */
+    t1 = atomic_load(&waiter.stopped_ns);
     ASSERT_OK(ag_sampling_release(AG_MODE_WALL, 100));
     /* no pass after this: the count of passes stood still for 50 ms */
     for (i = 0, held = atomic_load(&ag.wall_passes); i < 100; i++) {
@@ -1098,10 +1108,11 @@ TEST(wall_sample_carries_the_intervals_its_thread_waited_for_a_core)
     }
     intervals = (double)(t1 - t0) / 1e7;
     got = (double)(me->wall_weight + me->unsampled + me->dropped);
-    printf("# waiter on CPU %d beside a hog, %.0f ms at 100 Hz: %u wall samples standing for "
+    printf("# waiter on CPU %d beside a hog, %.0f ms at 100 Hz from the first pass (%.1f ms "
+           "after the request): %u wall samples standing for "
            "%llu intervals (%u of them weighted), %llu unsampled, %llu dropped; %.1f%% of %.0f "
            "intervals accounted for; held: %llu delivered, %llu counted\n",
-           waiter.cpu, (double)(t1 - t0) / 1e6, me->wall_samples,
+           waiter.cpu, (double)(t1 - t0) / 1e6, (double)(t0 - requested) / 1e6, me->wall_samples,
            (unsigned long long)me->wall_weight, me->wall_held, (unsigned long long)me->unsampled,
            (unsigned long long)me->dropped, 100.0 * got / intervals, intervals,
            (unsigned long long)held, (unsigned long long)st.wall_held);
@@ -1863,6 +1874,7 @@ struct ring_arg {
     _Atomic int phase; /* 1: it has burned 0.3 s (the test then raises the rate), 2: done */
     uint64_t cpu_end;  /* its CPU time as it returns */
     uint32_t signals;  /* agent signals it handled (ag_tls_signals) */
+    uint32_t located;  /* of them, its kernel locator's (ag_tls_locator_signals) */
 };
 
 static void *
@@ -1881,13 +1893,14 @@ ring_main(void *p)
     }
     a->cpu_end = cpu_ns();
     a->signals = atomic_load(&ag_tls_signals);
+    a->located = atomic_load(&ag_tls_locator_signals);
     atomic_store(&a->phase, 2);
     return NULL;
 }
 
 TEST(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu)
 {
-    struct ring_arg a = { 0, 0, 0, 0 };
+    struct ring_arg a = { 0, 0, 0, 0, 0 };
     struct ag_config cfg;
     struct ag_stats st;
     struct tid_stats *t;
@@ -1923,13 +1936,17 @@ TEST(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu)
     share = (double)t->hit_weight[0] / (double)(t->hit_weight[0] + t->hit_weight[1] +
                                                 (t->hit_weight[0] + t->hit_weight[1] == 0));
     printf("# ring: %u CPU samples (%u final), weights %llu, CPU %.1f ms sampled of %.1f ms; "
-           "busy_a %.1f%% (75%% expected); signals %u; threads on rings %llu; ring lost %llu, "
-           "fallbacks %llu\n",
+           "busy_a %.1f%% (75%% expected); signals %u (%u its kernel locator's); threads on rings "
+           "%llu; ring lost %llu, fallbacks %llu\n",
            t->cpu_signal_samples, t->tails, (unsigned long long)t->weight_sum,
            (double)t->cpu_delta_sum / 1e6, (double)a.cpu_end / 1e6, share * 100.0, a.signals,
-           (unsigned long long)ring_threads, (unsigned long long)st.ring_lost,
+           a.located, (unsigned long long)ring_threads, (unsigned long long)st.ring_lost,
            (unsigned long long)st.ring_fallbacks);
-    ASSERT_EQ(a.signals, 0);                  /* no signal reached the thread */
+    /* No sampling signal reached the thread. Its kernel locator's may: a perf sample that stood
+     * for two intervals (an overflow met the thread in the kernel) arms it, which a loaded
+     * machine's preemptions and interrupts do (109 signals, all the locator's, in a fresh-clone
+     * CI run's ASan stage at load 21; none by hand at load 2). */
+    ASSERT_EQ(a.signals, a.located);
     ASSERT_TRUE(ring_threads >= 1);           /* the sampled threads were on rings */
     ASSERT_TRUE(t->cpu_signal_samples >= 50); /* 0.9 s of CPU at 100-250 Hz */
     ASSERT_TRUE(t->stopped == 1 && t->dropped == 0);

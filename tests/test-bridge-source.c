@@ -332,8 +332,8 @@ TEST(a_runnable_thread_gets_an_event_for_each_interval_it_waited)
         { 0, 4, (char *)BRIDGE_PROVIDER_PIPEPROF, (char *)"mode=wall;hz=100", 0, NULL, 0 },
     };
     struct ipc_session_config cfg = { 8, prov, 2, 0, 0, 0 };
-    struct test_spinner waiter = { test_first_cpu(), 1, 0, 0, &stop },
-                        hog = { waiter.cpu, 0, 0, 0, &stop };
+    struct test_spinner waiter = { test_first_cpu(), 1, 0, 0, &stop, 0 },
+                        hog = { waiter.cpu, 0, 0, 0, &stop, 0 };
     struct ipc_event_source es;
     struct ipc_session_view view = { &cfg, NULL, 0, 0, 0 };
     struct ag_config ac;

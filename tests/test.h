@@ -71,10 +71,11 @@ uint8_t *test_read_to_eof(int fd, size_t *len, int timeout_ms);
 /* A thread that spins on one CPU (test_spinner_main), at SCHED_IDLE when idle: beside a spinner
  * of normal priority on the same CPU it is runnable all the time and waits for the core. */
 struct test_spinner {
-    int cpu, idle;       /* set by the caller (test_first_cpu()) */
-    _Atomic int32_t tid; /* its thread id, once it runs */
-    _Atomic int ready;   /* 1 pinned (and idle), -1 it could not be */
-    _Atomic int *stop;   /* it spins until *stop */
+    int cpu, idle;               /* set by the caller (test_first_cpu()) */
+    _Atomic int32_t tid;         /* its thread id, once it runs */
+    _Atomic int ready;           /* 1 pinned (and idle), -1 it could not be */
+    _Atomic int *stop;           /* it spins until *stop */
+    _Atomic uint64_t stopped_ns; /* CLOCK_MONOTONIC as it saw *stop and left */
 };
 void *test_spinner_main(void *spinner);
 /* The first CPU this process may run on. */

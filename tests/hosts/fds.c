@@ -738,7 +738,7 @@ uninterposed(void)
     }
     for (int k = 0; k < UN_COUNT; k++) {
         struct timespec t0, t;
-        unsigned long made = 0, wrong = 0;
+        unsigned long made = 0, wrong = 0, run = 0, longest = 0;
         int skipped = 0, lo = open("/dev/null", O_RDONLY | O_CLOEXEC); /* the lowest free */
 
         close(lo);
@@ -750,8 +750,13 @@ uninterposed(void)
                 break;
             }
             made++;
-            if (fd != lo && wrong++ == 0) {
-                fprintf(stderr, "%s: got %d where bare gets %d\n", un_names[k], fd, lo);
+            if (fd != lo) {
+                if (wrong++ == 0) {
+                    fprintf(stderr, "%s: got %d where bare gets %d\n", un_names[k], fd, lo);
+                }
+                longest = ++run > longest ? run : longest;
+            } else {
+                run = 0;
             }
             un_undo(k, fd);
             host_burn_us(50);
@@ -763,12 +768,16 @@ uninterposed(void)
             continue;
         }
         /* What is held: no library fd stays in the host's range, which would put every
-         * creation after it off. A creation that meets one of the brief low moments the library
-         * still has (a thread's start: host/fds.c's "Still open") is off by chance, as 1 of 1408
-         * ADDFDs was in a fresh-clone CI run: up to one in 500 is that, and said on stderr. */
+         * creation after it off, one after another. A creation that meets one of the brief low
+         * moments the library still has (a thread's start, the wall sampler's first open of a
+         * thread's stat file: host/fds.c's "Still open") is off by chance and alone: 1 of 1408
+         * ADDFDs in one fresh-clone CI run, 1 of 470 in another (a loaded machine makes fewer).
+         * So: no two in a row, and at most one and one more per 100 made, said on stderr. A rate
+         * bound alone failed on the second run; a stuck fd fails both ways. */
         printf("%s: %s\n", un_names[k],
-               wrong * 500u <= made ? "every fd the bare number" : "fds off");
-        fprintf(stderr, "%s: %lu made, %lu not the bare number\n", un_names[k], made, wrong);
+               longest <= 1 && wrong <= 1 + made / 100 ? "every fd the bare number" : "fds off");
+        fprintf(stderr, "%s: %lu made, %lu not the bare number, at most %lu in a row\n",
+                un_names[k], made, wrong, longest);
     }
     un_addfd_stop();
     if (un_fan >= 0) {
