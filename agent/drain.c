@@ -558,7 +558,9 @@ ag_drain_peek_second(struct ag_ring *r)
  * sample's time (the reader writes it just before; in the signal engine's ring it comes there
  * too, after every locator record written before the sample), and waits while its sample is not
  * yet in pring. Records of the own ring after `hold` (pring_horizon: the reader's last read)
- * wait for the next drain, as a sample stamped before them may still be in the kernel's ring.
+ * wait for the next drain, as a sample stamped before them may still be in the kernel's ring,
+ * and so do the records of pring stamped after the first that waits (delivered before it, they
+ * counted its call in the span after its own).
  * Returns 0, or fn's nonzero value.
  */
 static int
@@ -568,10 +570,12 @@ ag_drain_cpu(struct ag_thread *t, int32_t tid, uint64_t until, uint64_t hold, ag
     for (;;) {
         const struct ag_sample *a = ag_ring_peek(&t->ring), *b = ag_ring_peek(&t->pring), *b2;
         uint64_t kb = 0;
-        int rc;
+        int rc, held = 0;
 
-        if (a != NULL && (a->timestamp_ns > until || a->timestamp_ns > hold)) {
+        if (a != NULL && a->timestamp_ns > until) {
             a = NULL;
+        } else if (a != NULL && a->timestamp_ns > hold) {
+            held = 1; /* it waits, and so does every later record of pring */
         }
         if (b != NULL && b->timestamp_ns > until) {
             b = NULL;
@@ -587,9 +591,9 @@ ag_drain_cpu(struct ag_thread *t, int32_t tid, uint64_t until, uint64_t hold, ag
                 }
             }
         }
-        if (a != NULL && (b == NULL || a->timestamp_ns <= kb)) {
+        if (a != NULL && !held && (b == NULL || a->timestamp_ns <= kb)) {
             rc = ag_drain_one(t, &t->ring, tid, a, fn, ctx, n);
-        } else if (b != NULL) {
+        } else if (b != NULL && (a == NULL || kb < a->timestamp_ns)) {
             rc = ag_drain_one(t, &t->pring, tid, b, fn, ctx, n);
         } else {
             return 0;
