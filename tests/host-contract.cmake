@@ -53,6 +53,10 @@ pp_add_host_contract(fds-fdcalls fds fdcalls)
 # (before: 8 to 12 fewer EBADF a call than bare, a 1-byte read took the library's bytes; the
 # other calls 8 fewer preloaded, 14 to 17 under record)
 pp_add_host_contract(fds-datacalls fds datacalls)
+# signalfd, timerfd_settime, mmap and the mount calls with a bad flag (a bad command, an odd
+# offset), which the kernel or libc checks before the fd, on the library's numbers: EINVAL (or
+# EOPNOTSUPP) as bare (before: EBADF, 8 a call preloaded, through libc and syscall())
+pp_add_host_contract(fds-argsfirst fds argsfirst)
 # a server's loop of non-blocking accept4 over 3..1023 while sessions connect to the library's
 # socket: every call fails as bare, and no session's connection is taken (before: 3000 EAGAIN or
 # EINVAL a library fd for the host, and a session's connection was the host's to take)
