@@ -43,9 +43,10 @@
  *                   bare, where the library's fds are (datacalls_scan, fdprobes_scan)
  *   fds argsfirst   signalfd, timerfd_settime, mmap (an offset of 1), mount_setattr, move_mount,
  *                   fsconfig (a command none has), open_tree, fspick and fsmount, each with a flag
- *                   the kernel refuses before it looks at the fd, of 3..4095, through libc and
- *                   syscall(): EINVAL (EOPNOTSUPP) for each, as bare, where the library's fds are
- *                   (argsfirst_scan)
+ *                   the kernel refuses before it looks at the fd, and epoll_pwait with a mask it
+ *                   cannot read and epoll_pwait2 with a timeout of -1 ns, of 3..4095, through
+ *                   libc and syscall(): EINVAL (EOPNOTSUPP, EFAULT) for each, as bare, where the
+ *                   library's fds are (argsfirst_scan)
  *   fds mmapearly   what libhost-fds-early.so's constructor got from mmap before libpipeprof.so's
  *                   constructor ran (tests/hosts/fds-early.c)
  *   fds acceptloop  a server's loop of non-blocking accept4 over 3..1023, 3000 times, libc's and
@@ -1578,17 +1579,19 @@ fdprobes_scan(int cwd)
 
 /* argsfirst_scan's calls: each with an argument the kernel (or libc, mmap's offset) refuses before
  * it looks at the fd (a flag no kernel has, an fsconfig command none has, an offset not a multiple
- * of the page), so that bare every number fails alike, open or not (EINVAL; EOPNOTSUPP for
- * fsconfig). The mount calls name the fd itself (an empty name with their flag for it). */
+ * of the page, a signal mask it cannot read, a timeout of -1 ns), so that bare every number fails
+ * alike, open or not (EINVAL; EOPNOTSUPP for fsconfig, EFAULT for the mask). The mount calls name
+ * the fd itself (an empty name with their flag for it). */
 static const char *const argsfirst_names[] = {
-    "signalfd(bad flags)",      "timerfd_settime(bad flags)", "mmap(offset 1)",
-    "mount_setattr(bad flags)", "move_mount(bad flags)",      "fsconfig(bad command)",
-    "open_tree(bad flags)",     "fspick(bad flags)",          "fsmount(bad flags)",
+    "signalfd(bad flags)",          "timerfd_settime(bad flags)", "mmap(offset 1)",
+    "mount_setattr(bad flags)",     "move_mount(bad flags)",      "fsconfig(bad command)",
+    "open_tree(bad flags)",         "fspick(bad flags)",          "fsmount(bad flags)",
+    "epoll_pwait(unreadable mask)", "epoll_pwait2(bad timeout)",
 };
 
 static const char *const argsfirst_syms[] = {
-    "signalfd", "timerfd_settime", "mmap",   "mount_setattr", "move_mount",
-    "fsconfig", "open_tree",       "fspick", "fsmount",
+    "signalfd",  "timerfd_settime", "mmap",    "mount_setattr", "move_mount",   "fsconfig",
+    "open_tree", "fspick",          "fsmount", "epoll_pwait",   "epoll_pwait2",
 };
 
 /* move_mount from and to the fds themselves (empty names), with a flag no kernel has */
@@ -1600,6 +1603,8 @@ argsfirst(int call, int raw, int fd)
 {
     struct itimerspec off = { { 0, 0 }, { 0, 0 } };
     struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+    struct timespec bad = { 0, -1 };
+    struct epoll_event ev;
     sigset_t none;
     void *m;
 
@@ -1636,8 +1641,14 @@ argsfirst(int call, int raw, int fd)
     case 7:
         return raw ? (int)syscall(SYS_fspick, fd, "", FSPICK_EMPTY_PATH | 0x40000000)
                    : fspick(fd, "", FSPICK_EMPTY_PATH | 0x40000000);
-    default:
+    case 8:
         return raw ? (int)syscall(SYS_fsmount, fd, 0x40000000, 0) : fsmount(fd, 0x40000000, 0);
+    case 9:
+        return raw ? (int)syscall(SYS_epoll_pwait, fd, &ev, 1, 0, fdprobe_unmapped(), 8L)
+                   : epoll_pwait(fd, &ev, 1, 0, fdprobe_unmapped());
+    default:
+        return raw ? (int)syscall(SYS_epoll_pwait2, fd, &ev, 1, &bad, NULL, 8L)
+                   : epoll_pwait2(fd, &ev, 1, &bad, NULL);
     }
 }
 
