@@ -349,7 +349,7 @@ HOST_EXPORT int
 epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
     if (HOST_FD_DATA_REFUSED(epfd)) {
-        return -1;
+        epfd = HOST_FD_NEVER; /* bare's errno: the mask is read before the fd (EFAULT) */
     }
     static _Atomic(void *) real_p;
     struct host_ms_wait w = { .real = host_real(&real_p, "epoll_pwait"),

@@ -141,7 +141,7 @@ epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *t
              const sigset_t *mask)
 {
     if (HOST_FD_DATA_REFUSED(epfd)) {
-        return -1;
+        epfd = HOST_FD_NEVER; /* bare's errno: the timeout and mask are read before the fd */
     }
     HOST_REAL_OR_ENOSYS(int,
                         (int, struct epoll_event *, int, const struct timespec *, const sigset_t *),

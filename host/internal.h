@@ -232,6 +232,13 @@ host_fd_is_library(int fd)
     (__builtin_expect(host_fd_is_library(fd), 0) && \
      host_fds_data_refused(fd, __builtin_return_address(0)))
 
+/* A number no fd ever has (the kernel's fd table ends below fs.nr_open's maximum, INT_MAX rounded
+ * down): a refused call of those that check other arguments before the fd (signalfd's flags,
+ * timerfd_settime's, mmap's offset, the mount calls' flags and commands) is made with it in the
+ * library fd's place, so that the host gets what bare gets, EINVAL for a bad flag before the fd's
+ * EBADF (fds.c). */
+#define HOST_FD_NEVER 0x7fffffff
+
 /* After recvmsg (eintr.c; host_fds_accepting before it): moves the fds an SCM_RIGHTS message
  * of msg brought as accept's, and returns rc (msg is read only when rc >= 0, errno kept). */
 ssize_t host_fds_received(ssize_t rc, struct msghdr *msg, const void *ra, unsigned entries);
