@@ -97,7 +97,8 @@ set_property(TEST host-contract-signals-offstack APPEND PROPERTY ENVIRONMENT "HC
 pp_add_host_contract(eintr eintr)
 # the timed waits given a timeout the kernel cannot read: EFAULT as bare (libc's ppoll and pselect
 # fault in the host itself, as bare); before, the interposers read it first: sigtimedwait,
-# semtimedop, epoll_pwait2 and syscall()'s futex and semtimedop died of SIGSEGV, preloaded
+# semtimedop, epoll_pwait2, nanosleep, clock_nanosleep and syscall()'s futex and semtimedop died
+# of SIGSEGV, preloaded
 pp_add_host_contract(eintr-badtimeout eintr badtimeout)
 # blocking writes (and recv with MSG_WAITALL) of 1 MiB the agent's signals must not cut short.
 # Its five runs move 2.5 GiB through pipes and sockets: 102 s under ASan at load 5-10, past the

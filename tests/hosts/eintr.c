@@ -489,6 +489,8 @@ static const char *const bad_names[] = {
     "pselect",
     "syscall(SYS_futex, FUTEX_WAIT)",
     "syscall(SYS_semtimedop)",
+    "nanosleep",
+    "clock_nanosleep (its error number)",
 };
 
 static long
@@ -519,8 +521,13 @@ bad_call(int k, const struct timespec *bad)
         return pselect(0, NULL, NULL, NULL, bad, NULL);
     case 6:
         return syscall(SYS_futex, &word, FUTEX_WAIT, 0, bad, NULL, 0);
-    default:
+    case 7:
         return syscall(SYS_semtimedop, sysv_sem, &op, 1L, bad);
+    case 8:
+        return nanosleep(bad, NULL);
+    default:
+        errno = clock_nanosleep(CLOCK_MONOTONIC, 0, bad, NULL);
+        return errno != 0 ? -1 : 0;
     }
 }
 
