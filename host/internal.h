@@ -118,14 +118,17 @@ int host_wait_begin(struct host_wait *w, uint64_t fa, const void *callee);
 int host_wait_again(struct host_wait *w, long rc, int err);
 void host_wait_end(const struct host_wait *w, int err);
 
-/* A relative timeout carried across retries: what is left of it, from CLOCK_MONOTONIC.
- * host_timeout_start returns what to pass to the first try (NULL for NULL: no timeout). */
+/* A relative timeout carried across retries: what is left of it, from CLOCK_MONOTONIC. cur is
+ * what a try passes: the caller's own first (NULL: no timeout), which is read here only after the
+ * kernel read it (a retry: an EINTR), as an unreadable one is the kernel's to refuse (EFAULT), then
+ * what is left. */
 struct host_timeout {
     struct timespec left;
-    uint64_t deadline;
+    const struct timespec *tmo, *cur;
+    uint64_t start, deadline;
     int set;
 };
-const struct timespec *host_timeout_start(struct host_timeout *t, const struct timespec *tmo);
+void host_timeout_start(struct host_timeout *t, const struct timespec *tmo);
 void host_timeout_next(struct host_timeout *t);
 uint64_t host_now_ns(void);
 
