@@ -32,10 +32,13 @@
  *
  * What the host may rely on: results, errno and out-parameters (rem, the fd sets, revents) are
  * libc's; a sleep or wait takes its full time however often the agent samples (timeouts are
- * recomputed from CLOCK_MONOTONIC across a retry); sleep() cut short returns glibc's whole
- * seconds left (truncated, host-contract-signals-sleep); an EINTR from a signal of the host's own
- * reaches it, unless one of the agent's arrived during the same call (XXX below). Without the
- * agent's hooks, or on the agent's own threads, every call goes straight to libc.
+ * recomputed from CLOCK_MONOTONIC across a retry; the caller's timeout goes to the first try as it
+ * is and is read here only after the kernel read it, so that an unreadable one fails with EFAULT,
+ * as bare, where reading it first killed the host: host-contract-eintr-badtimeout); sleep() cut
+ * short returns glibc's whole seconds left (truncated, host-contract-signals-sleep); an EINTR from
+ * a signal of the host's own reaches it, unless one of the agent's arrived during the same call
+ * (XXX below). Without the agent's hooks, or on the agent's own threads, every call goes straight
+ * to libc.
  *
  * Held by: test-agent-sampling (wall_mode_sleeps_are_complete_and_sampled_waiting: usleep at
  * 1000 Hz wall sampling returns no early EINTR and its stack is recorded from the interposer),
