@@ -3672,6 +3672,66 @@ TEST(perf_ring_drain_keeps_time_order_at_its_hold)
     ASSERT_EQ(merge_under[1], 1);
 }
 
+/*
+ * The same for a final sample claimed after the hold (under perf-ring outside a flush: at a change
+ * of rate): its kernel time is shared among the calls seen since the last sample, so it waits for
+ * the records stamped before its claim. Call a before the hold, call b after it, the claim after
+ * b with 2 intervals of kernel time: 1 under each. Before, the claim went in the first drain, all
+ * to a (2 and 0), and b was counted after it.
+ */
+TEST(perf_ring_drain_holds_a_final_sample_claimed_after_its_hold)
+{
+    struct ag_config cfg;
+    struct ag_thread *t;
+    pthread_t th;
+    uint64_t h;
+    int32_t tid;
+
+    atomic_store(&merge_done, 0);
+    atomic_store(&merge_tid, 0);
+    ASSERT_OK(pthread_create(&th, NULL, merge_idle, NULL));
+    while ((tid = atomic_load(&merge_tid)) == 0) {
+        usleep(1000);
+    }
+    ag_config_init(&cfg);
+    ASSERT_OK(ag_start(&cfg));
+    merge_under[0] = merge_under[1] = 0;
+    pthread_mutex_lock(&ag.reg_lock);
+    t = ag_thread_register_locked(tid, 0);
+    ASSERT_TRUE(t != NULL);
+    ASSERT_OK(t->pring.slots == NULL ? ag_ring_init(&t->pring, ag.cfg.ring_slots, ag.cfg.max_frames)
+                                     : 0);
+    h = ag_now_ns();
+    t->ring_fd = -1;
+    t->ring_base = NULL;
+    atomic_store(&t->pring_horizon, h);
+    atomic_store(&t->has_ring, 1);
+    merge_put(&t->ring, tid, h - 1000, AG_SOURCE_KERNEL, 0, (uint64_t)(uintptr_t)merge_call_a);
+    merge_put(&t->ring, tid, h + 1000, AG_SOURCE_KERNEL, 0, (uint64_t)(uintptr_t)merge_call_b);
+    /* the final sample: 3 intervals of 1 ms, 2 of them in the kernel */
+    t->tail_ts = h + 1500;
+    t->tail_cpu_time_ns = 2000000000u;
+    t->tail_cpu_ns = 3000000u;
+    t->tail_weight = 3;
+    t->tail_kern_w = 2;
+    t->tail_kern_ns = 2000000u;
+    t->tail_engine = AG_CPU_ENGINE_PERF_RING;
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
+    atomic_store(&t->pring_horizon, h + 1000000000u);
+    ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
+    printf("# under call a %llu intervals, under call b %llu\n", (unsigned long long)merge_under[0],
+           (unsigned long long)merge_under[1]);
+    pthread_mutex_lock(&ag.reg_lock);
+    atomic_store(&t->has_ring, 0);
+    pthread_mutex_unlock(&ag.reg_lock);
+    atomic_store(&merge_done, 1);
+    pthread_join(th, NULL);
+    ag_stop();
+    ASSERT_EQ(merge_under[0], 1);
+    ASSERT_EQ(merge_under[1], 1);
+}
+
 struct faulter_arg {
     _Atomic int32_t tid;
     _Atomic uint64_t cpu_madvise; /* the thread's CPU inside its madvise(2) calls */
@@ -3872,6 +3932,7 @@ static const struct test_case cases[] = {
     TEST_CASE(kernel_time_is_shared_among_the_calls_seen_in_its_span),
     TEST_CASE(perf_ring_kernel_time_is_shared_among_the_calls_seen_in_its_span),
     TEST_CASE(perf_ring_drain_keeps_time_order_at_its_hold),
+    TEST_CASE(perf_ring_drain_holds_a_final_sample_claimed_after_its_hold),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
