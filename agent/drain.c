@@ -779,6 +779,12 @@ ag_drain(ag_record_fn fn, void *ctx)
                 break;
             }
         }
+        if (tail.weight != 0 && tail.ts > hold) {
+            /* Claimed after the hold (perf-ring's rate change): the records stamped before it
+             * may not all come in this drain, and its kernel time is shared among their calls. */
+            ag_drain_tail_put_back(t, &tail);
+            tail.weight = 0;
+        }
         /* The final sample goes after the samples taken before its claim, with their stack
          * (both CPU rings in time order: a perf-ring thread's locator writes to its own). */
         rc = ag_drain_cpu(t, tid, tail.weight != 0 ? tail.ts : UINT64_MAX, hold, fn, ctx, &n);
