@@ -558,7 +558,9 @@ ag_drain_peek_second(struct ag_ring *r)
  * sample's time (the reader writes it just before; in the signal engine's ring it comes there
  * too, after every locator record written before the sample), and waits while its sample is not
  * yet in pring. Records of the own ring after `hold` (pring_horizon: the reader's last read)
- * wait for the next drain, as a sample stamped before them may still be in the kernel's ring.
+ * wait for the next drain, as a sample stamped before them may still be in the kernel's ring,
+ * and so do the records of pring stamped after the first that waits (delivered before it, they
+ * counted its call in the span after its own).
  * Returns 0, or fn's nonzero value.
  */
 static int
@@ -568,10 +570,12 @@ ag_drain_cpu(struct ag_thread *t, int32_t tid, uint64_t until, uint64_t hold, ag
     for (;;) {
         const struct ag_sample *a = ag_ring_peek(&t->ring), *b = ag_ring_peek(&t->pring), *b2;
         uint64_t kb = 0;
-        int rc;
+        int rc, held = 0;
 
-        if (a != NULL && (a->timestamp_ns > until || a->timestamp_ns > hold)) {
+        if (a != NULL && a->timestamp_ns > until) {
             a = NULL;
+        } else if (a != NULL && a->timestamp_ns > hold) {
+            held = 1; /* it waits, and so does every later record of pring */
         }
         if (b != NULL && b->timestamp_ns > until) {
             b = NULL;
@@ -587,9 +591,9 @@ ag_drain_cpu(struct ag_thread *t, int32_t tid, uint64_t until, uint64_t hold, ag
                 }
             }
         }
-        if (a != NULL && (b == NULL || a->timestamp_ns <= kb)) {
+        if (a != NULL && !held && (b == NULL || a->timestamp_ns <= kb)) {
             rc = ag_drain_one(t, &t->ring, tid, a, fn, ctx, n);
-        } else if (b != NULL) {
+        } else if (b != NULL && (a == NULL || kb < a->timestamp_ns)) {
             rc = ag_drain_one(t, &t->pring, tid, b, fn, ctx, n);
         } else {
             return 0;
@@ -774,6 +778,12 @@ ag_drain(ag_record_fn fn, void *ctx)
             if (rc != 0) {
                 break;
             }
+        }
+        if (tail.weight != 0 && tail.ts > hold) {
+            /* Claimed after the hold (perf-ring's rate change): the records stamped before it
+             * may not all come in this drain, and its kernel time is shared among their calls. */
+            ag_drain_tail_put_back(t, &tail);
+            tail.weight = 0;
         }
         /* The final sample goes after the samples taken before its claim, with their stack
          * (both CPU rings in time order: a perf-ring thread's locator writes to its own). */

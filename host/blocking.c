@@ -32,10 +32,13 @@
  *
  * What the host may rely on: results, errno and out-parameters (rem, the fd sets, revents) are
  * libc's; a sleep or wait takes its full time however often the agent samples (timeouts are
- * recomputed from CLOCK_MONOTONIC across a retry); sleep() cut short returns glibc's whole
- * seconds left (truncated, host-contract-signals-sleep); an EINTR from a signal of the host's own
- * reaches it, unless one of the agent's arrived during the same call (XXX below). Without the
- * agent's hooks, or on the agent's own threads, every call goes straight to libc.
+ * recomputed from CLOCK_MONOTONIC across a retry; the caller's timeout goes to the first try as it
+ * is and is read here only after the kernel read it, so that an unreadable one fails with EFAULT,
+ * as bare, where reading it first killed the host: host-contract-eintr-badtimeout); sleep() cut
+ * short returns glibc's whole seconds left (truncated, host-contract-signals-sleep); an EINTR from
+ * a signal of the host's own reaches it, unless one of the agent's arrived during the same call
+ * (XXX below). Without the agent's hooks, or on the agent's own threads, every call goes straight
+ * to libc.
  *
  * Held by: test-agent-sampling (wall_mode_sleeps_are_complete_and_sampled_waiting: usleep at
  * 1000 Hz wall sampling returns no early EINTR and its stack is recorded from the interposer),
@@ -103,16 +106,14 @@ host_wait_end(const struct host_wait *w, int err)
     errno = err;
 }
 
-const struct timespec *
+void
 host_timeout_start(struct host_timeout *t, const struct timespec *tmo)
 {
     t->set = tmo != NULL;
-    if (tmo == NULL) {
-        return NULL;
-    }
-    t->left = *tmo;
-    t->deadline = host_now_ns() + (uint64_t)tmo->tv_sec * 1000000000u + (uint64_t)tmo->tv_nsec;
-    return &t->left;
+    t->tmo = tmo;
+    t->cur = tmo;
+    t->start = tmo != NULL ? host_now_ns() : 0;
+    t->deadline = 0;
 }
 
 void
@@ -122,6 +123,11 @@ host_timeout_next(struct host_timeout *t)
 
     if (!t->set) {
         return;
+    }
+    if (t->cur == t->tmo) {
+        /* the first retry: the kernel read the caller's timeout, which is read here now */
+        t->deadline = t->start + (uint64_t)t->tmo->tv_sec * 1000000000u + (uint64_t)t->tmo->tv_nsec;
+        t->cur = &t->left;
     }
     d = now >= t->deadline ? 0 : t->deadline - now;
     t->left.tv_sec = (time_t)(d / 1000000000u);
@@ -154,17 +160,18 @@ host_nanosleep(const struct timespec *req, struct timespec *rem, uint64_t fa)
     int (*real)(const struct timespec *, struct timespec *) =
             (int (*)(const struct timespec *, struct timespec *))host_real(&real_p, "nanosleep");
     struct timespec left, r2 = { 0, 0 };
+    const struct timespec *arg = req;
     struct host_wait w;
     int rc, err;
 
     if (real == NULL || !host_wait_begin(&w, fa, (void *)real)) {
         return real != NULL ? real(req, rem) : (errno = ENOSYS, -1);
     }
-    left = *req;
     do {
-        rc = real(&left, &r2);
+        rc = real(arg, &r2); /* the caller's first: the kernel's to read (EFAULT) */
         err = errno;
         left = r2;
+        arg = &left;
     } while (host_wait_again(&w, rc, err));
     host_wait_end(&w, err);
     if (rc == -1 && err == EINTR && rem != NULL) {
@@ -190,21 +197,21 @@ clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct tim
             (int (*)(clockid_t, int, const struct timespec *, struct timespec *))host_real(
                     &real_p, "clock_nanosleep");
     struct timespec left, r2;
+    const struct timespec *arg = req;
     struct host_wait w;
     int rc;
 
     if (real == NULL || !host_wait_begin(&w, HOST_FA, (void *)real)) {
         return real != NULL ? real(clk, flags, req, rem) : ENOSYS;
     }
-    left = *req;
     for (;;) {
-        rc = real(clk, flags, &left, &r2); /* returns the error number, not -1 */
+        rc = real(clk, flags, arg, &r2); /* returns the error number, not -1 */
         if (!host_wait_again(&w, rc == EINTR ? -1 : 0, EINTR)) {
             break;
         }
-        if (!(flags & TIMER_ABSTIME)) {
-            left = r2;
-        }
+        /* (the caller's request is read only once the kernel read it: an EINTR) */
+        left = flags & TIMER_ABSTIME ? *req : r2;
+        arg = &left;
     }
     host_wait_end(&w, errno);
     if (rc == EINTR && rem != NULL && !(flags & TIMER_ABSTIME)) {
@@ -299,9 +306,9 @@ ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *
     HOST_REAL_OR_ENOSYS(int, (struct pollfd *, nfds_t, const struct timespec *, const sigset_t *),
                         ppoll)
     struct host_timeout t;
-    const struct timespec *left = host_timeout_start(&t, tmo);
 
-    HOST_WAIT_RETRY(int, real(fds, n, tmo, mask), real(fds, n, left, mask), host_timeout_next(&t));
+    host_timeout_start(&t, tmo);
+    HOST_WAIT_RETRY(int, real(fds, n, tmo, mask), real(fds, n, t.cur, mask), host_timeout_next(&t));
 }
 
 HOST_EXPORT int
@@ -349,7 +356,7 @@ HOST_EXPORT int
 epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
     if (HOST_FD_DATA_REFUSED(epfd)) {
-        return -1;
+        epfd = HOST_FD_NEVER; /* bare's errno: the mask is read before the fd (EFAULT) */
     }
     static _Atomic(void *) real_p;
     struct host_ms_wait w = { .real = host_real(&real_p, "epoll_pwait"),

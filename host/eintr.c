@@ -82,10 +82,10 @@ pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo, cons
             int, (int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *),
             pselect)
     struct host_timeout t;
-    const struct timespec *left = host_timeout_start(&t, tmo);
 
+    host_timeout_start(&t, tmo);
     /* Linux leaves the sets untouched on EINTR. */
-    HOST_WAIT_RETRY(int, real(n, r, w, e, tmo, mask), real(n, r, w, e, left, mask),
+    HOST_WAIT_RETRY(int, real(n, r, w, e, tmo, mask), real(n, r, w, e, t.cur, mask),
                     host_timeout_next(&t));
 }
 
@@ -94,9 +94,9 @@ sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *tmo)
 {
     HOST_REAL_OR_ENOSYS(int, (const sigset_t *, siginfo_t *, const struct timespec *), sigtimedwait)
     struct host_timeout t;
-    const struct timespec *left = host_timeout_start(&t, tmo);
 
-    HOST_WAIT_RETRY(int, real(set, info, tmo), real(set, info, left), host_timeout_next(&t));
+    host_timeout_start(&t, tmo);
+    HOST_WAIT_RETRY(int, real(set, info, tmo), real(set, info, t.cur), host_timeout_next(&t));
 }
 
 HOST_EXPORT int
@@ -141,15 +141,15 @@ epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *t
              const sigset_t *mask)
 {
     if (HOST_FD_DATA_REFUSED(epfd)) {
-        return -1;
+        epfd = HOST_FD_NEVER; /* bare's errno: the timeout and mask are read before the fd */
     }
     HOST_REAL_OR_ENOSYS(int,
                         (int, struct epoll_event *, int, const struct timespec *, const sigset_t *),
                         epoll_pwait2)
     struct host_timeout t;
-    const struct timespec *left = host_timeout_start(&t, tmo);
 
-    HOST_WAIT_RETRY(int, real(epfd, ev, max, tmo, mask), real(epfd, ev, max, left, mask),
+    host_timeout_start(&t, tmo);
+    HOST_WAIT_RETRY(int, real(epfd, ev, max, tmo, mask), real(epfd, ev, max, t.cur, mask),
                     host_timeout_next(&t));
 }
 
@@ -282,9 +282,9 @@ semtimedop(int id, struct sembuf *ops, size_t n, const struct timespec *tmo)
 {
     HOST_REAL_OR_ENOSYS(int, (int, struct sembuf *, size_t, const struct timespec *), semtimedop)
     struct host_timeout t;
-    const struct timespec *left = host_timeout_start(&t, tmo);
 
-    HOST_WAIT_RETRY(int, real(id, ops, n, tmo), real(id, ops, n, left), host_timeout_next(&t));
+    host_timeout_start(&t, tmo);
+    HOST_WAIT_RETRY(int, real(id, ops, n, tmo), real(id, ops, n, t.cur), host_timeout_next(&t));
 }
 
 HOST_EXPORT ssize_t
@@ -372,7 +372,7 @@ host_syscall_wait(host_syscall_fn real, long n, const long a[6], uint64_t fa)
         args[i] = a[i];
     }
     if (at >= 0) {
-        args[at] = (long)(uintptr_t)host_timeout_start(&t, (const struct timespec *)a[at]);
+        host_timeout_start(&t, (const struct timespec *)a[at]);
     }
     for (;;) {
         rc = real(n, args[0], args[1], args[2], args[3], args[4], args[5]);
@@ -382,6 +382,7 @@ host_syscall_wait(host_syscall_fn real, long n, const long a[6], uint64_t fa)
         }
         if (at >= 0) {
             host_timeout_next(&t);
+            args[at] = (long)(uintptr_t)t.cur;
         }
     }
     host_wait_end(&w, err);

@@ -231,6 +231,16 @@
  *                    only without MAP_ANONYMOUS, and never looks up the real mmap: every mapping
  *                    of the host's allocators passes here, some before the constructor ran, and
  *                    dlsym may allocate (host_fds_mmap says how it calls the kernel until then).
+ *                    signalfd, timerfd_settime, mmap, the mount calls, fsmount, epoll_pwait and
+ *                    epoll_pwait2 (and their system calls through syscall()) check other
+ *                    arguments before their fd: a bad flag, fsconfig's command, mmap's offset
+ *                    (libc's check), the epoll waits' signal mask and timeout. A refused one
+ *                    is made with HOST_FD_NEVER, a number no fd has, in the library fd's place,
+ *                    so that the host gets bare's errno, EINVAL (EOPNOTSUPP) where bare gets it,
+ *                    else EBADF; with EBADF for every library fd, 8 numbers a call preloaded and
+ *                    11 under record answered so where bare answered EINVAL
+ *                    (host-contract-fds-argsfirst). The others here look at their fd first
+ *                    (accept4's flags, epoll_wait's count of events: Linux 6.18).
  *                    gcc 12's ASan runtime intercepts accept, accept4, mmap, mmap64 and
  *                    timerfd_settime, its TSan runtime those and listen, epoll_wait, epoll_pwait
  *                    and signalfd: under them the host's libc calls of those pass, as the data
@@ -1649,6 +1659,62 @@ host_fds_syscall_kind(long n, const long a[6])
 static long host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind,
                                 const void *ra, uint64_t fa);
 
+/*
+ * For a refused syscall() of the calls that check other arguments before their fd (as their
+ * interposers: HOST_FD_NEVER): a's copy in b with HOST_FD_NEVER for each library fd among the
+ * call's fd arguments (one the kernel does not look at, an absolute path's dirfd, is not read
+ * either way). 1 when n is such a call, else 0 (the refusal's EBADF stands: the call looks at its
+ * fd first).
+ */
+static int
+host_fds_syscall_never(long n, const long a[6], long b[6])
+{
+    int at[2] = { 0, -1 };
+
+    switch (n) {
+#ifdef SYS_signalfd
+    case SYS_signalfd:
+#endif
+    case SYS_signalfd4:
+#ifdef SYS_timerfd_settime
+    case SYS_timerfd_settime:
+#endif
+#ifdef SYS_fsconfig
+    case SYS_fsconfig:
+    case SYS_fsmount:
+    case SYS_open_tree:
+    case SYS_fspick:
+#endif
+#ifdef SYS_mount_setattr
+    case SYS_mount_setattr:
+#endif
+#ifdef SYS_epoll_pwait2
+    case SYS_epoll_pwait2:
+#endif
+    case SYS_epoll_pwait:
+        break;
+#ifdef SYS_move_mount
+    case SYS_move_mount:
+        at[1] = 2;
+        break;
+#endif
+#ifdef SYS_mmap
+    case SYS_mmap:
+        at[0] = 4;
+        break;
+#endif
+    default:
+        return 0;
+    }
+    memcpy(b, a, 6 * sizeof(long));
+    for (int i = 0; i < 2; i++) {
+        if (at[i] >= 0 && host_fd_is_library((int)a[at[i]])) {
+            b[at[i]] = HOST_FD_NEVER;
+        }
+    }
+    return 1;
+}
+
 /* Six arguments are read whatever the call takes, as libc's syscall() passes six registers: the
  * last ones may lie past what the caller pushed (AddressSanitizer would call that a stack
  * underflow; the memory is the caller's stack, and the values are never used). */
@@ -2119,6 +2185,18 @@ HOST_FDS_OPENER(openat64, (int dirfd, const char *path, int flags, ...),
     }
 #define HOST_FDS_CREATOR(name, types, params, args) \
     HOST_FDS_CREATOR_AT(name, types, params, args, -1)
+/* HOST_FDS_CREATOR_AT for a call that checks its flags before its fd: a refused call is made with
+ * HOST_FD_NEVER for fd, the parameter fd_at names when it is looked at (bare's errno). */
+#define HOST_FDS_CREATOR_ON(name, types, params, args, fd_at, fd) \
+    HOST_EXPORT int name params                                   \
+    {                                                             \
+        int(*real) types = HOST_FDS_REAL(int(*) types, name);     \
+                                                                  \
+        if (HOST_FD_DATA_REFUSED(fd_at)) {                        \
+            fd = HOST_FD_NEVER;                                   \
+        }                                                         \
+        HOST_FDS_CREATE_AT(-1, real args);                        \
+    }
 
 /* The _FORTIFY_SOURCE forms of open and openat without a mode (libuv opens its spare /dev/null
  * so). */
@@ -2170,15 +2248,16 @@ int fsmount(int fd, unsigned int flags, unsigned int attr_flags);
 int fsopen(const char *fs_name, unsigned int flags);
 HOST_FDS_CREATOR(fsopen, (const char *, unsigned), (const char *fs_name, unsigned int flags),
                  (fs_name, flags))
-HOST_FDS_CREATOR_AT(open_tree, (int, const char *, unsigned),
+HOST_FDS_CREATOR_ON(open_tree, (int, const char *, unsigned),
                     (int dfd, const char *path, unsigned int flags), (dfd, path, flags),
-                    host_fds_at_fd(dfd, path, (int)flags))
-HOST_FDS_CREATOR_AT(fspick, (int, const char *, unsigned),
+                    host_fds_at_fd(dfd, path, (int)flags), dfd)
+HOST_FDS_CREATOR_ON(fspick, (int, const char *, unsigned),
                     (int dfd, const char *path, unsigned int flags), (dfd, path, flags),
-                    host_fds_at_fd(dfd, path, flags &HOST_FDS_FSPICK_EMPTY ? AT_EMPTY_PATH : 0))
-HOST_FDS_CREATOR_AT(fsmount, (int, unsigned, unsigned),
+                    host_fds_at_fd(dfd, path, flags &HOST_FDS_FSPICK_EMPTY ? AT_EMPTY_PATH : 0),
+                    dfd)
+HOST_FDS_CREATOR_ON(fsmount, (int, unsigned, unsigned),
                     (int fd, unsigned int flags, unsigned int attr_flags), (fd, flags, attr_flags),
-                    fd)
+                    fd, fd)
 
 /* A POSIX message queue's descriptor is an fd; its mode and attributes are read only with
  * O_CREAT, as libc reads them. */
@@ -2234,8 +2313,9 @@ signalfd(int fd, const sigset_t *mask, int flags)
         return -1;
     }
     if (fd != -1) {
-        /* the host's on a library fd would set that signalfd's mask: EBADF, as bare */
-        return HOST_FD_DATA_REFUSED(fd) ? -1 : real(fd, mask, flags);
+        /* the host's on a library fd would set that signalfd's mask: bare's EBADF (or EINVAL
+         * first, for bad flags) */
+        return real(HOST_FD_DATA_REFUSED(fd) ? HOST_FD_NEVER : fd, mask, flags);
     }
     HOST_FDS_CREATE(real(fd, mask, flags));
 }
@@ -2516,7 +2596,7 @@ HOST_EXPORT HOST_FDS_MMAP_PLAIN void *
 mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
     if (!(flags & MAP_ANONYMOUS) && HOST_FD_DATA_REFUSED(fd)) {
-        return MAP_FAILED;
+        fd = HOST_FD_NEVER; /* bare's EBADF, or libc's EINVAL first for an odd offset */
     }
     return host_fds_mmap(&real_mmap_p, "mmap", addr, len, prot, flags, fd, off);
 }
@@ -2525,7 +2605,7 @@ HOST_EXPORT HOST_FDS_MMAP_PLAIN void *
 mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 {
     if (!(flags & MAP_ANONYMOUS) && HOST_FD_DATA_REFUSED(fd)) {
-        return MAP_FAILED;
+        fd = HOST_FD_NEVER; /* bare's EBADF, or libc's EINVAL first for an odd offset */
     }
     return host_fds_mmap(&real_mmap64_p, "mmap64", addr, len, prot, flags, fd, (off_t)off);
 }
@@ -2636,22 +2716,41 @@ int mount_setattr(int dfd, const char *path, unsigned int flags, struct mount_at
                   size_t size);
 int fsconfig(int fd, unsigned int cmd, const char *key, const void *value, int aux);
 
-HOST_FDS_DATA_AT(int, timerfd_settime,
-                 (int fd, int flags, const struct itimerspec *value, struct itimerspec *old),
-                 (fd, flags, value, old), fd, -1)
-HOST_FDS_DATA_AT(
+/* These check their flags (fsconfig its command) before their fd: a refused call is made with
+ * HOST_FD_NEVER for fd, the parameter that a (-1: none) names when it is looked at, and b's, fb,
+ * likewise, so that its errno is bare's (EINVAL for a bad flag; else EBADF). */
+#define HOST_FDS_ACTING_ON(ret, name, params, args, a, fa, b, fb) \
+    HOST_EXPORT ret name params                                   \
+    {                                                             \
+        if (HOST_FD_DATA_REFUSED(a)) {                            \
+            fa = HOST_FD_NEVER;                                   \
+        }                                                         \
+        if (HOST_FD_DATA_REFUSED(b)) {                            \
+            fb = HOST_FD_NEVER;                                   \
+        }                                                         \
+        HOST_REAL_OR_ENOSYS(ret, params, name)                    \
+        return real args;                                         \
+    }
+
+HOST_FDS_ACTING_ON(int, timerfd_settime,
+                   (int fd, int flags, const struct itimerspec *value, struct itimerspec *old),
+                   (fd, flags, value, old), fd, fd, -1, fd)
+HOST_FDS_ACTING_ON(
         int, move_mount,
         (int from_dfd, const char *from_path, int to_dfd, const char *to_path, unsigned int flags),
         (from_dfd, from_path, to_dfd, to_path, flags),
         host_fds_at_fd(from_dfd, from_path, flags &HOST_FDS_MOVE_MOUNT_F_EMPTY ? AT_EMPTY_PATH : 0),
-        host_fds_at_fd(to_dfd, to_path, flags &HOST_FDS_MOVE_MOUNT_T_EMPTY ? AT_EMPTY_PATH : 0))
-HOST_FDS_DATA_AT(int, mount_setattr,
-                 (int dfd, const char *path, unsigned int flags, struct mount_attr *attr,
-                  size_t size),
-                 (dfd, path, flags, attr, size), host_fds_at_fd(dfd, path, (int)flags), -1)
-HOST_FDS_DATA_AT(int, fsconfig,
-                 (int fd, unsigned int cmd, const char *key, const void *value, int aux),
-                 (fd, cmd, key, value, aux), fd, -1)
+        from_dfd,
+        host_fds_at_fd(to_dfd, to_path, flags &HOST_FDS_MOVE_MOUNT_T_EMPTY ? AT_EMPTY_PATH : 0),
+        to_dfd)
+HOST_FDS_ACTING_ON(int, mount_setattr,
+                   (int dfd, const char *path, unsigned int flags, struct mount_attr *attr,
+                    size_t size),
+                   (dfd, path, flags, attr, size), host_fds_at_fd(dfd, path, (int)flags), dfd, -1,
+                   dfd)
+HOST_FDS_ACTING_ON(int, fsconfig,
+                   (int fd, unsigned int cmd, const char *key, const void *value, int aux),
+                   (fd, cmd, key, value, aux), fd, fd, -1, fd)
 
 /* dup of a library fd by the host fails as dup2's does: the number was free in the bare run. */
 HOST_EXPORT int
@@ -2817,6 +2916,7 @@ host_fds_syscall_create_on(long n, const long a[6])
 static long
 host_fds_syscall_create(host_syscall_fn real, long n, const long a[6], int kind, const void *ra)
 {
+    long b[6];
     unsigned entries = 0;
     int library, fd;
     long rc;
@@ -2827,7 +2927,10 @@ host_fds_syscall_create(host_syscall_fn real, long n, const long a[6], int kind,
     }
     fd = host_fds_syscall_create_on(n, a);
     if (host_fd_is_library(fd) && host_fds_data_refused(fd, ra)) {
-        return -1;
+        if (!host_fds_syscall_never(n, a, b)) {
+            return -1;
+        }
+        a = b; /* made with HOST_FD_NEVER: bare's errno */
     }
     library = host_fds_creating(ra, &entries);
     rc = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
@@ -3027,7 +3130,11 @@ host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, con
     case HOST_FDS_SYS_FCNTL: {
         int pass, rc = host_fds_fcntl_other(
                           n == SYS_fcntl ? (int)a[0] : host_fds_syscall_on_fd(n, a), ra, &pass);
+        long b[6];
 
+        if (!pass && host_fds_syscall_never(n, a, b)) {
+            return real(n, b[0], b[1], b[2], b[3], b[4], b[5]); /* bare's errno */
+        }
         return pass ? real(n, a[0], a[1], a[2], a[3], a[4], a[5]) : rc;
     }
     case HOST_FDS_SYS_RECVMSG: /* retried after the agent's EINTR, as eintr.c's recvmsg */

@@ -118,14 +118,17 @@ int host_wait_begin(struct host_wait *w, uint64_t fa, const void *callee);
 int host_wait_again(struct host_wait *w, long rc, int err);
 void host_wait_end(const struct host_wait *w, int err);
 
-/* A relative timeout carried across retries: what is left of it, from CLOCK_MONOTONIC.
- * host_timeout_start returns what to pass to the first try (NULL for NULL: no timeout). */
+/* A relative timeout carried across retries: what is left of it, from CLOCK_MONOTONIC. cur is
+ * what a try passes: the caller's own first (NULL: no timeout), which is read here only after the
+ * kernel read it (a retry: an EINTR), as an unreadable one is the kernel's to refuse (EFAULT), then
+ * what is left. */
 struct host_timeout {
     struct timespec left;
-    uint64_t deadline;
+    const struct timespec *tmo, *cur;
+    uint64_t start, deadline;
     int set;
 };
-const struct timespec *host_timeout_start(struct host_timeout *t, const struct timespec *tmo);
+void host_timeout_start(struct host_timeout *t, const struct timespec *tmo);
 void host_timeout_next(struct host_timeout *t);
 uint64_t host_now_ns(void);
 
@@ -231,6 +234,13 @@ host_fd_is_library(int fd)
 #define HOST_FD_DATA_REFUSED(fd)                    \
     (__builtin_expect(host_fd_is_library(fd), 0) && \
      host_fds_data_refused(fd, __builtin_return_address(0)))
+
+/* A number no fd ever has (the kernel's fd table ends below fs.nr_open's maximum, INT_MAX rounded
+ * down): a refused call of those that check other arguments before the fd (signalfd's flags,
+ * timerfd_settime's, mmap's offset, the mount calls' flags and commands) is made with it in the
+ * library fd's place, so that the host gets what bare gets, EINVAL for a bad flag before the fd's
+ * EBADF (fds.c). */
+#define HOST_FD_NEVER 0x7fffffff
 
 /* After recvmsg (eintr.c; host_fds_accepting before it): moves the fds an SCM_RIGHTS message
  * of msg brought as accept's, and returns rc (msg is read only when rc >= 0, errno kept). */

@@ -53,6 +53,10 @@ pp_add_host_contract(fds-fdcalls fds fdcalls)
 # (before: 8 to 12 fewer EBADF a call than bare, a 1-byte read took the library's bytes; the
 # other calls 8 fewer preloaded, 14 to 17 under record)
 pp_add_host_contract(fds-datacalls fds datacalls)
+# signalfd, timerfd_settime, mmap and the mount calls with a bad flag (a bad command, an odd
+# offset), which the kernel or libc checks before the fd, on the library's numbers: EINVAL (or
+# EOPNOTSUPP) as bare (before: EBADF, 8 a call preloaded, through libc and syscall())
+pp_add_host_contract(fds-argsfirst fds argsfirst)
 # a server's loop of non-blocking accept4 over 3..1023 while sessions connect to the library's
 # socket: every call fails as bare, and no session's connection is taken (before: 3000 EAGAIN or
 # EINVAL a library fd for the host, and a session's connection was the host's to take)
@@ -91,6 +95,11 @@ pp_add_host_contract(signals-timer signals timer)
 pp_add_host_contract(signals-offstack signals offstack)
 set_property(TEST host-contract-signals-offstack APPEND PROPERTY ENVIRONMENT "HC_EXPECT_LOST=1")
 pp_add_host_contract(eintr eintr)
+# the timed waits given a timeout the kernel cannot read: EFAULT as bare (libc's ppoll and pselect
+# fault in the host itself, as bare); before, the interposers read it first: sigtimedwait,
+# semtimedop, epoll_pwait2, nanosleep, clock_nanosleep and syscall()'s futex and semtimedop died
+# of SIGSEGV, preloaded
+pp_add_host_contract(eintr-badtimeout eintr badtimeout)
 # blocking writes (and recv with MSG_WAITALL) of 1 MiB the agent's signals must not cut short.
 # Its five runs move 2.5 GiB through pipes and sockets: 102 s under ASan at load 5-10, past the
 # 180 s timeout in 2 of 2 ASan passes of the suite beside two busy loops (load about 20); 59 to

@@ -3563,6 +3563,192 @@ TEST(perf_ring_kernel_time_is_shared_among_the_calls_seen_in_its_span)
     share_test(AG_CPU_ENGINE_PERF_RING);
 }
 
+/* ---- the drain's merge of a perf-ring thread's two rings, at its hold ---- */
+
+static _Atomic int32_t merge_tid;
+static _Atomic int merge_done;
+
+static void *
+merge_idle(void *arg)
+{
+    (void)arg;
+    atomic_store(&merge_tid, (int32_t)syscall(SYS_gettid));
+    while (!atomic_load(&merge_done)) {
+        usleep(1000);
+    }
+    return NULL;
+}
+
+/* Two calls' stacks (their leaves: code of this file, in the code map). */
+static void
+merge_call_a(void)
+{
+}
+
+static void
+merge_call_b(void)
+{
+}
+
+/* The kernel time the drain placed under each call: [0] merge_call_a, [1] merge_call_b. */
+static uint64_t merge_under[2];
+
+static int
+merge_cb(const struct ag_record *rec, void *ctx)
+{
+    const struct ag_sample *s = rec->u.sample;
+
+    (void)ctx;
+    if (rec->kind == AG_RECORD_SAMPLE && rec->tid == atomic_load(&merge_tid) &&
+        s->source == AG_SOURCE_KERNEL && s->weight != 0 && s->depth != 0) {
+        merge_under[0] += s->frames[0] == (uint64_t)(uintptr_t)merge_call_a ? s->weight : 0;
+        merge_under[1] += s->frames[0] == (uint64_t)(uintptr_t)merge_call_b ? s->weight : 0;
+    }
+    return 0;
+}
+
+/* A CPU record of tid at ts into r: a locator's (weight 0, under the call at leaf), a split-off
+ * one (weight w, no stack) or a sample (weight w, at leaf). */
+static void
+merge_put(struct ag_ring *r, int32_t tid, uint64_t ts, uint8_t source, uint16_t w, uint64_t leaf)
+{
+    struct ag_sample *s = ag_ring_reserve(r);
+
+    ASSERT_TRUE(s != NULL);
+    s->timestamp_ns = ts;
+    s->cpu_time_ns = 1000000000u + ts % 1000000u;
+    s->tid = tid;
+    s->mode = AG_MODE_CPU;
+    s->state = AG_STATE_RUNNING;
+    s->source = source;
+    s->engine = AG_CPU_ENGINE_PERF_RING;
+    s->weight = w;
+    s->cpu_delta_ns = (uint64_t)w * 1000000u;
+    s->depth = leaf != 0;
+    s->frames[0] = leaf;
+    s->unwinder = AG_UNWINDER_NONE;
+    s->end = AG_UNWIND_END_LEAF_ONLY;
+    ag_ring_commit(r);
+}
+
+/*
+ * A perf-ring thread's locator records after the hold (pring_horizon) wait for the next drain, as
+ * a perf sample stamped before them may not have been read yet; a perf sample read already but
+ * stamped after such a record must wait with it, or the call is counted in the span after its
+ * own. Built by hand (no perf event): the thread's own ring holds calls a (before the hold) and b
+ * (after it), its pring a split of 2 intervals and its sample, after b. Both calls were seen in
+ * the split's span: one interval under each. Before, the drain passed b's record over for the
+ * split, which went all to a (2 and 0), and b was counted in the next span.
+ */
+TEST(perf_ring_drain_keeps_time_order_at_its_hold)
+{
+    struct ag_config cfg;
+    struct ag_thread *t;
+    pthread_t th;
+    uint64_t h;
+    int32_t tid;
+
+    atomic_store(&merge_done, 0);
+    atomic_store(&merge_tid, 0);
+    ASSERT_OK(pthread_create(&th, NULL, merge_idle, NULL));
+    while ((tid = atomic_load(&merge_tid)) == 0) {
+        usleep(1000);
+    }
+    ag_config_init(&cfg);
+    ASSERT_OK(ag_start(&cfg));
+    merge_under[0] = merge_under[1] = 0;
+    pthread_mutex_lock(&ag.reg_lock);
+    t = ag_thread_register_locked(tid, 0);
+    ASSERT_TRUE(t != NULL);
+    ASSERT_OK(t->pring.slots == NULL ? ag_ring_init(&t->pring, ag.cfg.ring_slots, ag.cfg.max_frames)
+                                     : 0);
+    h = ag_now_ns();
+    /* a perf-ring thread whose kernel ring the drain does not read (no mapping) */
+    t->ring_fd = -1;
+    t->ring_base = NULL;
+    atomic_store(&t->pring_horizon, h);
+    atomic_store(&t->has_ring, 1);
+    merge_put(&t->ring, tid, h - 1000, AG_SOURCE_KERNEL, 0, (uint64_t)(uintptr_t)merge_call_a);
+    merge_put(&t->ring, tid, h + 1000, AG_SOURCE_KERNEL, 0, (uint64_t)(uintptr_t)merge_call_b);
+    merge_put(&t->pring, tid, h + 1500, AG_SOURCE_KERNEL, 2, 0);
+    merge_put(&t->pring, tid, h + 2000, AG_SOURCE_SIGNAL, 1, (uint64_t)(uintptr_t)merge_idle);
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
+    /* the next read's horizon is past them all */
+    atomic_store(&t->pring_horizon, h + 1000000000u);
+    ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
+    printf("# under call a %llu intervals, under call b %llu\n", (unsigned long long)merge_under[0],
+           (unsigned long long)merge_under[1]);
+    pthread_mutex_lock(&ag.reg_lock);
+    atomic_store(&t->has_ring, 0);
+    pthread_mutex_unlock(&ag.reg_lock);
+    atomic_store(&merge_done, 1);
+    pthread_join(th, NULL);
+    ag_stop();
+    ASSERT_EQ(merge_under[0], 1);
+    ASSERT_EQ(merge_under[1], 1);
+}
+
+/*
+ * The same for a final sample claimed after the hold (under perf-ring outside a flush: at a change
+ * of rate): its kernel time is shared among the calls seen since the last sample, so it waits for
+ * the records stamped before its claim. Call a before the hold, call b after it, the claim after
+ * b with 2 intervals of kernel time: 1 under each. Before, the claim went in the first drain, all
+ * to a (2 and 0), and b was counted after it.
+ */
+TEST(perf_ring_drain_holds_a_final_sample_claimed_after_its_hold)
+{
+    struct ag_config cfg;
+    struct ag_thread *t;
+    pthread_t th;
+    uint64_t h;
+    int32_t tid;
+
+    atomic_store(&merge_done, 0);
+    atomic_store(&merge_tid, 0);
+    ASSERT_OK(pthread_create(&th, NULL, merge_idle, NULL));
+    while ((tid = atomic_load(&merge_tid)) == 0) {
+        usleep(1000);
+    }
+    ag_config_init(&cfg);
+    ASSERT_OK(ag_start(&cfg));
+    merge_under[0] = merge_under[1] = 0;
+    pthread_mutex_lock(&ag.reg_lock);
+    t = ag_thread_register_locked(tid, 0);
+    ASSERT_TRUE(t != NULL);
+    ASSERT_OK(t->pring.slots == NULL ? ag_ring_init(&t->pring, ag.cfg.ring_slots, ag.cfg.max_frames)
+                                     : 0);
+    h = ag_now_ns();
+    t->ring_fd = -1;
+    t->ring_base = NULL;
+    atomic_store(&t->pring_horizon, h);
+    atomic_store(&t->has_ring, 1);
+    merge_put(&t->ring, tid, h - 1000, AG_SOURCE_KERNEL, 0, (uint64_t)(uintptr_t)merge_call_a);
+    merge_put(&t->ring, tid, h + 1000, AG_SOURCE_KERNEL, 0, (uint64_t)(uintptr_t)merge_call_b);
+    /* the final sample: 3 intervals of 1 ms, 2 of them in the kernel */
+    t->tail_ts = h + 1500;
+    t->tail_cpu_time_ns = 2000000000u;
+    t->tail_cpu_ns = 3000000u;
+    t->tail_weight = 3;
+    t->tail_kern_w = 2;
+    t->tail_kern_ns = 2000000u;
+    t->tail_engine = AG_CPU_ENGINE_PERF_RING;
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
+    atomic_store(&t->pring_horizon, h + 1000000000u);
+    ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
+    printf("# under call a %llu intervals, under call b %llu\n", (unsigned long long)merge_under[0],
+           (unsigned long long)merge_under[1]);
+    pthread_mutex_lock(&ag.reg_lock);
+    atomic_store(&t->has_ring, 0);
+    pthread_mutex_unlock(&ag.reg_lock);
+    atomic_store(&merge_done, 1);
+    pthread_join(th, NULL);
+    ag_stop();
+    ASSERT_EQ(merge_under[0], 1);
+    ASSERT_EQ(merge_under[1], 1);
+}
+
 struct faulter_arg {
     _Atomic int32_t tid;
     _Atomic uint64_t cpu_madvise; /* the thread's CPU inside its madvise(2) calls */
@@ -3762,6 +3948,8 @@ static const struct test_case cases[] = {
     TEST_CASE(a_perf_threads_final_sample_gives_its_kernel_time_to_no_user_code),
     TEST_CASE(kernel_time_is_shared_among_the_calls_seen_in_its_span),
     TEST_CASE(perf_ring_kernel_time_is_shared_among_the_calls_seen_in_its_span),
+    TEST_CASE(perf_ring_drain_keeps_time_order_at_its_hold),
+    TEST_CASE(perf_ring_drain_holds_a_final_sample_claimed_after_its_hold),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),

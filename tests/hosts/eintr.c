@@ -13,12 +13,16 @@
  * recvmmsg, whose missing retry those 40 waits never showed, waits 20000 times, fed by its own.
  * Waits that only a signal ends (sigwaitinfo, pause, sigsuspend) get a real-time signal of the
  * host's own every 25 ms (queued: none is lost), and count a return without it as EINTR.
+ *
+ * "eintr badtimeout": the timed waits given a timeout the kernel cannot read, each in a child of
+ * its own (bad_timeouts): EFAULT, or libc's own SIGSEGV where it copies the timeout first.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/aio_abi.h>
 #include <linux/futex.h>
 #include <mqueue.h>
+#include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -27,11 +31,13 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ipc.h>
+#include <sys/mman.h>
 #include <sys/msg.h>
 #include <sys/select.h>
 #include <sys/sem.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -471,6 +477,90 @@ t_signal_waits(void *p)
     return NULL;
 }
 
+/* badtimeout's calls, each given a timeout the kernel cannot read (a page mapped without access):
+ * bare, EFAULT where libc passes the pointer on, a SIGSEGV where libc copies it first (each is
+ * made in a child of its own, whose end is printed). */
+static const char *const bad_names[] = {
+    "sigtimedwait",
+    "semtimedop",
+    "epoll_pwait2",
+    "mq_timedreceive",
+    "ppoll",
+    "pselect",
+    "syscall(SYS_futex, FUTEX_WAIT)",
+    "syscall(SYS_semtimedop)",
+    "nanosleep",
+    "clock_nanosleep (its error number)",
+};
+
+static long
+bad_call(int k, const struct timespec *bad)
+{
+    struct epoll_event ev;
+    struct sembuf op = { 0, -1, 0 };
+    sigset_t set;
+    _Atomic int word = 0;
+    char b[64];
+    int ep;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR2);
+    switch (k) {
+    case 0:
+        return sigtimedwait(&set, NULL, bad);
+    case 1:
+        return semtimedop(sysv_sem, &op, 1, bad);
+    case 2:
+        ep = epoll_create1(0);
+        return epoll_pwait2(ep, &ev, 1, bad, NULL);
+    case 3:
+        return mq_timedreceive(-1, b, sizeof(b), NULL, bad);
+    case 4:
+        return ppoll(NULL, 0, bad, NULL);
+    case 5:
+        return pselect(0, NULL, NULL, NULL, bad, NULL);
+    case 6:
+        return syscall(SYS_futex, &word, FUTEX_WAIT, 0, bad, NULL, 0);
+    case 7:
+        return syscall(SYS_semtimedop, sysv_sem, &op, 1L, bad);
+    case 8:
+        return nanosleep(bad, NULL);
+    default:
+        errno = clock_nanosleep(CLOCK_MONOTONIC, 0, bad, NULL);
+        return errno != 0 ? -1 : 0;
+    }
+}
+
+static void
+bad_timeouts(void)
+{
+    const struct timespec *bad = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    for (int k = 0; k < (int)(sizeof(bad_names) / sizeof(bad_names[0])); k++) {
+        pid_t pid;
+        int st;
+
+        fflush(stdout);
+        pid = fork();
+        if (pid == 0) {
+            long rc = bad_call(k, bad);
+
+            printf("%s of an unreadable timeout: %ld, %s\n", bad_names[k], rc,
+                   rc < 0 ? strerror(errno) : "-");
+            fflush(stdout);
+            _exit(0);
+        }
+        if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+            perror("fork");
+            exit(1);
+        }
+        if (WIFSIGNALED(st)) {
+            printf("%s of an unreadable timeout: killed by signal %d\n", bad_names[k],
+                   WTERMSIG(st));
+        }
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -521,6 +611,12 @@ main(int argc, char **argv)
     sysv_sem = semget(IPC_PRIVATE, 1, 0600);
     sysv_msg = msgget(IPC_PRIVATE, 0600);
     host_wait_go();
+    if (argc > 1 && strcmp(argv[1], "badtimeout") == 0) {
+        bad_timeouts();
+        semctl(sysv_sem, 0, IPC_RMID);
+        msgctl(sysv_msg, IPC_RMID, NULL);
+        return 0;
+    }
     for (int i = 0; i < N; i++) {
         c[i].name = waits[i].name;
         c[i].how = waits[i].how;

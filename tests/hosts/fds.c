@@ -41,6 +41,12 @@
  *                   libc's mmap, the mount calls), each made so that it changes nothing
  *                   (fdprobe_acting), of 3..4095, through libc and syscall(): EBADF for each, as
  *                   bare, where the library's fds are (datacalls_scan, fdprobes_scan)
+ *   fds argsfirst   signalfd, timerfd_settime, mmap (an offset of 1), mount_setattr, move_mount,
+ *                   fsconfig (a command none has), open_tree, fspick and fsmount, each with a flag
+ *                   the kernel refuses before it looks at the fd, and epoll_pwait with a mask it
+ *                   cannot read and epoll_pwait2 with a timeout of -1 ns, of 3..4095, through
+ *                   libc and syscall(): EINVAL (EOPNOTSUPP, EFAULT) for each, as bare, where the
+ *                   library's fds are (argsfirst_scan)
  *   fds mmapearly   what libhost-fds-early.so's constructor got from mmap before libpipeprof.so's
  *                   constructor ran (tests/hosts/fds-early.c)
  *   fds acceptloop  a server's loop of non-blocking accept4 over 3..1023, 3000 times, libc's and
@@ -1580,6 +1586,107 @@ fdprobes_scan(int cwd)
     }
 }
 
+/* argsfirst_scan's calls: each with an argument the kernel (or libc, mmap's offset) refuses before
+ * it looks at the fd (a flag no kernel has, an fsconfig command none has, an offset not a multiple
+ * of the page, a signal mask it cannot read, a timeout of -1 ns), so that bare every number fails
+ * alike, open or not (EINVAL; EOPNOTSUPP for fsconfig, EFAULT for the mask). The mount calls name
+ * the fd itself (an empty name with their flag for it). */
+static const char *const argsfirst_names[] = {
+    "signalfd(bad flags)",          "timerfd_settime(bad flags)", "mmap(offset 1)",
+    "mount_setattr(bad flags)",     "move_mount(bad flags)",      "fsconfig(bad command)",
+    "open_tree(bad flags)",         "fspick(bad flags)",          "fsmount(bad flags)",
+    "epoll_pwait(unreadable mask)", "epoll_pwait2(bad timeout)",
+};
+
+static const char *const argsfirst_syms[] = {
+    "signalfd",  "timerfd_settime", "mmap",    "mount_setattr", "move_mount",   "fsconfig",
+    "open_tree", "fspick",          "fsmount", "epoll_pwait",   "epoll_pwait2",
+};
+
+/* move_mount from and to the fds themselves (empty names), with a flag no kernel has */
+#define ARGSFIRST_MOVE_FLAGS (MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH | 0x40000000)
+
+/* argsfirst_names[call] on fd through libc (raw 0) or syscall() (1): its result, -1 with errno. */
+static int
+argsfirst(int call, int raw, int fd)
+{
+    struct itimerspec off = { { 0, 0 }, { 0, 0 } };
+    struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+    struct timespec bad = { 0, -1 };
+    struct epoll_event ev;
+    sigset_t none;
+    void *m;
+
+    sigemptyset(&none);
+    switch (call) {
+    case 0:
+        return raw ? (int)syscall(SYS_signalfd4, fd, &none, 8L, 0x1000000)
+                   : signalfd(fd, &none, 0x1000000);
+    case 1:
+        return raw ? (int)syscall(SYS_timerfd_settime, fd, 0x1000000, &off, NULL)
+                   : timerfd_settime(fd, 0x1000000, &off, NULL);
+    case 2:
+        m = raw ? (void *)syscall(SYS_mmap, NULL, 4096L, (long)PROT_READ, (long)MAP_SHARED,
+                                  (long)fd, 1L)
+                : mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 1);
+        if (m != MAP_FAILED) {
+            munmap(m, 4096);
+            return 0;
+        }
+        return -1;
+    case 3:
+        return raw ? (int)syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | 0x40000000, &attr,
+                                  sizeof(attr))
+                   : mount_setattr(fd, "", AT_EMPTY_PATH | 0x40000000, &attr, sizeof(attr));
+    case 4:
+        return raw ? (int)syscall(SYS_move_mount, fd, "", fd, "", ARGSFIRST_MOVE_FLAGS)
+                   : move_mount(fd, "", fd, "", ARGSFIRST_MOVE_FLAGS);
+    case 5:
+        return raw ? (int)syscall(SYS_fsconfig, fd, 4096, NULL, NULL, 0)
+                   : fsconfig(fd, 4096, NULL, NULL, 0);
+    case 6:
+        return raw ? (int)syscall(SYS_open_tree, fd, "", AT_EMPTY_PATH | 0x40000000)
+                   : open_tree(fd, "", AT_EMPTY_PATH | 0x40000000);
+    case 7:
+        return raw ? (int)syscall(SYS_fspick, fd, "", FSPICK_EMPTY_PATH | 0x40000000)
+                   : fspick(fd, "", FSPICK_EMPTY_PATH | 0x40000000);
+    case 8:
+        return raw ? (int)syscall(SYS_fsmount, fd, 0x40000000, 0) : fsmount(fd, 0x40000000, 0);
+    case 9:
+        return raw ? (int)syscall(SYS_epoll_pwait, fd, &ev, 1, 0, fdprobe_unmapped(), 8L)
+                   : epoll_pwait(fd, &ev, 1, 0, fdprobe_unmapped());
+    default:
+        return raw ? (int)syscall(SYS_epoll_pwait2, fd, &ev, 1, &bad, NULL, 8L)
+                   : epoll_pwait2(fd, &ev, 1, &bad, NULL);
+    }
+}
+
+/* argsfirst's calls on every number from 3 to 4095, in both forms. */
+static void
+argsfirst_scan(void)
+{
+    for (int raw = 0; raw < 2; raw++) {
+        for (int call = 0; call < (int)(sizeof(argsfirst_names) / sizeof(argsfirst_names[0]));
+             call++) {
+            struct scan_tally t = { 0, 0, 0 };
+
+            if (!raw && DATACALLS_SANITIZED && datacall_intercepted(argsfirst_syms[call])) {
+                printf("%s of 3..4095: not probed under a sanitizer\n", argsfirst_names[call]);
+                continue;
+            }
+            for (int fd = 3; fd < 4096; fd++) {
+                int rc = argsfirst(call, raw, fd);
+
+                if (rc >= 0) {
+                    close(rc);
+                }
+                scan_count(&t, rc);
+            }
+            scan_print(&t, raw, argsfirst_names[call]);
+        }
+    }
+}
+
 /* A server's accept loop that takes whatever any of its numbers holds: accept4 of every number
  * from 3 to 1023 (where the library keeps its fds below a limit of 1024: host/fds.c), non-blocking,
  * ACCEPT_PASSES times, the calls through libc and syscall() in turn, while host-contract.sh's loop
@@ -2613,6 +2720,8 @@ main(int argc, char **argv)
         fdcalls_scan();
     } else if (strcmp(how, "datacalls") == 0) {
         datacalls_scan();
+    } else if (strcmp(how, "argsfirst") == 0) {
+        argsfirst_scan();
     } else if (strcmp(how, "mmapearly") == 0) {
         printf("%s\n", host_fds_early()); /* tests/hosts/fds-early.c */
     } else if (strcmp(how, "acceptloop") == 0) {
@@ -2627,7 +2736,7 @@ main(int argc, char **argv)
         fprintf(stderr,
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
-                "mmapearly|acceptloop|unsharethreads|unshareexit|uninterposed\n");
+                "argsfirst|mmapearly|acceptloop|unsharethreads|unshareexit|uninterposed\n");
         return 2;
     }
     fds_unshared = strcmp(how, "sysrangeunshare") == 0 || strcmp(how, "unsharethreads") == 0;
