@@ -87,7 +87,7 @@ ag_manager_main(void *arg)
     uint64_t elf_from = ag_now_ns() + AG_ELF_EARLY_NS;
     int elf_ready = 0;
     do {
-        int err, scanned = 0, changed = 0;
+        int err, changed = 0, asked = 0;
 
         if (ag_now_ns() >= next_scan) {
             ag_threads_scan();
@@ -95,7 +95,7 @@ ag_manager_main(void *arg)
             ag_timers_update_locked();
             pthread_mutex_unlock(&ag.reg_lock);
             next_scan = ag_now_ns() + (uint64_t)ag.cfg.scan_ms * 1000000u;
-            scanned = 1;
+            atomic_fetch_add_explicit(&ag.manager_scans, 1, memory_order_relaxed);
         }
         if (atomic_exchange_explicit(&ag.kern_asked, 0, memory_order_acquire)) {
             pthread_mutex_lock(&ag.reg_lock);
@@ -105,6 +105,18 @@ ag_manager_main(void *arg)
         if (!elf_ready && ag_now_ns() >= elf_from) {
             ag_symtab_prepare();
             elf_ready = 1;
+        }
+        /* The unknown code flag is taken before the refresh looks, not cleared after it: a walk
+         * that meets a library loaded after the refresh looked flags it again, and its handler
+         * wakes us again. Cleared after the refresh (when it or a scan changed something), it
+         * dropped a flag raised in between: the library waited for the next scan (test-agent-
+         * sampling's new-code case in an ASan CI run: its one walk came while the manager built
+         * libelf's table, loaded that pass). While a false alarm holds it, it stays 2 (the last
+         * hold's own 2 is dropped when the hold ends). */
+        if (hold_until == 0 || ag_now_ns() >= hold_until) {
+            asked = atomic_exchange_explicit(&ag_sig_unknown_code, 0, memory_order_acq_rel);
+            asked = hold_until != 0 ? 0 : asked;
+            hold_until = 0;
         }
         err = ag_modules_refresh_deferred(); /* cheap unless dlopen/dlclose changed it */
         if (err >= 0) {
@@ -117,12 +129,11 @@ ag_manager_main(void *arg)
             ag_log(AG_LOG_DEBUG, "modules: refresh: %s", strerror(-err));
         }
         now = ag_now_ns();
-        if (scanned || changed || (hold_until != 0 && now >= hold_until)) {
-            atomic_store_explicit(&ag_sig_unknown_code, 0, memory_order_relaxed);
-            hold_until = 0;
-        } else if (hold_until == 0 &&
-                   atomic_load_explicit(&ag_sig_unknown_code, memory_order_relaxed) == 2) {
-            hold_until = now + AG_NEW_CODE_HOLD_NS; /* a false alarm: held, then let go */
+        if (asked == 2 && !changed) {
+            /* A wake that found no new module (JIT code): held, then let go. A library loaded
+             * since the refresh, whose flag this overwrites, waits for the hold's end. */
+            atomic_store_explicit(&ag_sig_unknown_code, 2, memory_order_relaxed);
+            hold_until = now + AG_NEW_CODE_HOLD_NS;
         }
         until = hold_until != 0 && hold_until < next_scan ? hold_until : next_scan;
         if (ag.cfg.cpu_engine == AG_CPU_ENGINE_PERF_RING &&
@@ -327,6 +338,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_locators_retired, 0);
     atomic_store(&ag.n_ring_fallbacks, 0);
     atomic_store(&ag.n_ring_lost, 0);
+    atomic_store(&ag.manager_scans, 0);
     ag.ring_next_ns = 0;
     atomic_store(&ag.n_cpu_tails, 0);
     atomic_store(&ag.cpu_unseen_ns, 0);

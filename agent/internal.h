@@ -432,6 +432,9 @@ struct ag_agent {
        CLOSE_RANGE_UNSHARE made its own wrote to the number that table held, which after a later
        session started could be another of the library's files copied at the unshare. */
     _Atomic uint32_t manager_word;
+    /* The manager's periodic scans in this session (not ag_start's): a test tells a wake's work
+     * from a scan's by it. */
+    _Atomic uint64_t manager_scans;
     _Atomic int kern_asked; /* a handler set a thread's kern_asked: the manager clears it and arms
                                those threads' locators */
     unsigned wake_seq; /* wake_lock: bumped by every wake, so a sleeper tells it from a spurious

@@ -100,7 +100,8 @@ ag_sig_cfi_rule_miss(uint64_t pc, struct ag_cfi_cache *cache, struct ag_cfi_row 
     }
     if (span == NULL && pc != 0 &&
         atomic_load_explicit(&ag_sig_unknown_code, memory_order_relaxed) == 0) {
-        atomic_store_explicit(&ag_sig_unknown_code, 1, memory_order_relaxed);
+        /* Release: the manager's take (acquire) then sees the loader's list that held pc. */
+        atomic_store_explicit(&ag_sig_unknown_code, 1, memory_order_release);
     }
     if (row != NULL) {
         *out = *row;

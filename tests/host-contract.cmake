@@ -92,6 +92,11 @@ pp_add_host_contract(signals-others signals others)
 pp_add_host_contract(signals-rawsends signals rawsends)
 # its own POSIX timer on SIGPROF at 2 kHz: each expiration reaches its handler or its si_overrun
 pp_add_host_contract(signals-timer signals timer)
+# Those three send thousands of signals in each of their five runs: under ASan beside three busy
+# loops (load 20-29) rawsends and timer passed 180 s with three runs done, others took 130 s;
+# 40 and 50 s at load 16. The timeout guards against a hang, not a speed.
+set_tests_properties(host-contract-signals-others host-contract-signals-rawsends
+  host-contract-signals-timer PROPERTIES TIMEOUT 600)
 pp_add_host_contract(signals-offstack signals offstack)
 set_property(TEST host-contract-signals-offstack APPEND PROPERTY ENVIRONMENT "HC_EXPECT_LOST=1")
 pp_add_host_contract(eintr eintr)

@@ -888,6 +888,7 @@ TEST(thousand_connections_opened_and_closed)
  * client reports as "No data available"). */
 TEST(connection_above_the_cap_is_told_busy)
 {
+    struct ipc_server_stats s;
     struct ipc_server_options o;
     struct ipc_response r;
     uint8_t h[20];
@@ -904,7 +905,16 @@ TEST(connection_above_the_cap_is_told_busy)
     for (i = 0; i < 2; i++) {
         held[i] = connect_server(); /* idle: no request yet */
     }
-    usleep(100000); /* both accepted */
+    /* Both accepted: counted, not slept for (100 ms may pass before the server's thread runs on a
+     * loaded machine, and the third connection would then take a place). 30 s guards a hang. */
+    for (i = 0; i < 6000; i++) {
+        ipc_server_get_stats(srv, &s);
+        if (s.connections >= 2) {
+            break;
+        }
+        usleep(5000);
+    }
+    ASSERT_TRUE(s.connections >= 2);
     fd = connect_server();
     ipc_header_encode(h, 20, IPC_SET_PROCESS, IPC_PROC_INFO);
     n = ipc_client_send(fd, h, 20); /* may fail once the server has closed: the answer stays */
@@ -916,8 +926,21 @@ TEST(connection_above_the_cap_is_told_busy)
     ASSERT_U64_EQ(r.hresult, IPC_HR_BUSY);
     close(fd);
     close(held[0]);
-    usleep(100000);
-    r = simple(IPC_SET_PROCESS, IPC_PROC_INFO); /* a place is free again */
+    /* A place is free again once the server has seen the close: asked until it is not BUSY (each
+     * asking connection is closed by the server at once), for 30 s at most. */
+    for (i = 0; i < 6000; i++) {
+        fd = connect_server();
+        n = ipc_client_send(fd, h, 20);
+        ASSERT_TRUE(n == 0 || n == -EPIPE || n == -ECONNRESET);
+        n = ipc_client_read_response(fd, resp, sizeof(resp), 5000);
+        close(fd);
+        ASSERT_TRUE(n >= 20);
+        ASSERT_OK(ipc_response_decode(resp, (size_t)n, &r));
+        if (r.status == IPC_RESPONSE_OK || r.hresult != IPC_HR_BUSY) {
+            break;
+        }
+        usleep(5000);
+    }
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
     close(held[1]);
     server_stop();
