@@ -3084,7 +3084,8 @@ host_fds_sys_fcntl(int fd, int cmd, ...)
  * its low moment (at a number free bare) while the kernel looks the entries' numbers up: a
  * submission that also waits for completions is made as two calls, the submission in the gate
  * and the wait after it (the kernel's result is the count submitted either way, and it waits only
- * when every entry asked for was submitted). The library's pass.
+ * when every entry asked for was submitted), left out when the completions it asks for are in the
+ * ring already (host_uring_ready: one system call a submission, as bare). The library's pass.
  */
 static long
 host_fds_syscall_uring(host_syscall_fn real, long n, const long a[6], const void *ra)
@@ -3111,7 +3112,8 @@ host_fds_syscall_uring(host_syscall_fn real, long n, const long a[6], const void
     host_fds_gate_host_enter();
     rc = host_uring_submit(real, a);
     host_fds_gate_host_leave();
-    if (rc == a[1] && ((unsigned)a[3] & IORING_ENTER_GETEVENTS)) {
+    if (rc == a[1] && ((unsigned)a[3] & IORING_ENTER_GETEVENTS) &&
+        !host_uring_ready((int)a[0], (unsigned)a[2])) {
         int err = errno;
 
         (void)real(n, a[0], 0, a[2], a[3], a[4], a[5]); /* its error is not the call's */

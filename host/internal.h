@@ -242,13 +242,15 @@ int host_fds_received_many(int rc, struct mmsghdr *vec, const void *ra, unsigned
  * registrations that name a library fd. host_uring_created after the host's io_uring_setup of fd
  * succeeded (p: its parameters as the kernel filled them); host_uring_closed after the host closed
  * the numbers lo..hi; host_uring_tracked says whether fd is such a ring; host_uring_submit makes
- * the host's io_uring_enter's submission (only: no wait) and host_uring_register its
- * io_uring_register (a[0], the ring's fd, already checked) with real. */
+ * the host's io_uring_enter's submission (only: no wait), host_uring_ready says whether
+ * min_complete completions are in fd's ring already (then the wait is left out), and
+ * host_uring_register its io_uring_register (a[0], the ring's fd, already checked) with real. */
 struct io_uring_params;
 void host_uring_created(int fd, const struct io_uring_params *p);
 void host_uring_closed(int lo, int hi);
 int host_uring_tracked(int fd);
 long host_uring_submit(host_syscall_fn real, const long a[6]);
+int host_uring_ready(int fd, unsigned min_complete);
 long host_uring_register(host_syscall_fn real, const long a[6]);
 
 #endif /* HOST_INTERNAL_H */

@@ -85,6 +85,7 @@ struct host_uring {
     _Atomic int users;
     unsigned flags, entries, sqe_size;
     unsigned off_head, off_tail, off_mask, off_array;
+    unsigned off_cq_head, off_cq_tail; /* in sq's mapping; 0 and 0: not looked at */
     unsigned char *sq, *sqes;
     size_t sq_len, sqes_len;
 };
@@ -159,7 +160,16 @@ host_uring_closed(int lo, int hi)
     }
 }
 
-/* The end of the last field of the SQ ring the scan reads. */
+/* Whether a submission's wait may be left out when the completions it asks for are there already
+ * (host_uring_ready): the CQ ring in the SQ ring's mapping, and no completion that only a wait
+ * posts (IORING_SETUP_DEFER_TASKRUN runs its task work there). */
+static int
+host_uring_cq_seen(const struct io_uring_params *p)
+{
+    return (p->features & IORING_FEAT_SINGLE_MMAP) && !(p->flags & IORING_SETUP_DEFER_TASKRUN);
+}
+
+/* The end of the last field of the SQ ring the scan reads (and the CQ ring's head and tail). */
 static size_t
 host_uring_sq_len(const struct io_uring_params *p)
 {
@@ -169,6 +179,11 @@ host_uring_sq_len(const struct io_uring_params *p)
     len = end > len ? end : len;
     end = p->sq_off.ring_mask;
     len = (end > len ? end : len) + sizeof(unsigned);
+    if (host_uring_cq_seen(p)) {
+        end = (p->cq_off.head > p->cq_off.tail ? p->cq_off.head : p->cq_off.tail) +
+              sizeof(unsigned);
+        len = end > len ? end : len;
+    }
     if (!(p->flags & HOST_URING_NO_SQARRAY)) {
         end = p->sq_off.array + (size_t)p->sq_entries * sizeof(unsigned);
         len = end > len ? end : len;
@@ -203,6 +218,8 @@ host_uring_created(int fd, const struct io_uring_params *p)
     r->off_tail = p->sq_off.tail;
     r->off_mask = p->sq_off.ring_mask;
     r->off_array = p->sq_off.array;
+    r->off_cq_head = host_uring_cq_seen(p) ? p->cq_off.head : 0;
+    r->off_cq_tail = host_uring_cq_seen(p) ? p->cq_off.tail : 0;
     r->sq_len = host_uring_sq_len(p);
     r->sqes_len = (size_t)p->sq_entries * r->sqe_size;
     r->sq = host_uring_map(fd, r->sq_len, (long)IORING_OFF_SQ_RING);
@@ -381,6 +398,27 @@ host_uring_tracked(int fd)
     }
     host_uring_put(r);
     return 1;
+}
+
+int
+host_uring_ready(int fd, unsigned min_complete)
+{
+    struct host_uring *r = host_uring_get(fd);
+    unsigned head, tail;
+    int ready = 0;
+
+    if (r == NULL) {
+        return 0;
+    }
+    if (r->off_cq_tail != 0) {
+        head = atomic_load_explicit((_Atomic unsigned *)(void *)(r->sq + r->off_cq_head),
+                                    memory_order_acquire);
+        tail = atomic_load_explicit((_Atomic unsigned *)(void *)(r->sq + r->off_cq_tail),
+                                    memory_order_acquire);
+        ready = tail - head >= min_complete;
+    }
+    host_uring_put(r);
+    return ready;
 }
 
 long

@@ -48,7 +48,8 @@
  *                   bare, and no connection to the library's socket taken (accept_loop)
  *   fds uring       io_uring operations (READ, WRITE, FSYNC, OPENAT's and STATX's dirfd,
  *                   SPLICE's fd_in, RENAMEAT's second dirfd, EPOLL_CTL's target, CLOSE),
- *                   io_uring_register (FILES, FILES_UPDATE, EVENTFD) and io_uring_enter of
+ *                   io_uring_register (FILES, FILES_UPDATE, EVENTFD, FILES_UPDATE2,
+ *                   RING_FDS) and io_uring_enter of
  *                   3..1023, a ring by raw system calls: EBADF for each, as bare (uring_scan)
  *   fds unsharethreads  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE) on the main
  *                   thread, then 20 pairs of threads that burn CPU, one started from each fd table
@@ -1586,7 +1587,8 @@ fdprobes_scan(int cwd)
  * the same, _SPLICE of 0 bytes from the number (its second fd, fd_in), _RENAMEAT to a relative
  * name under the number (its second dirfd, sqe->len), _EPOLL_CTL of the number into an epoll fd
  * of the host's (its target, sqe->off), last _CLOSE; then io_uring_register of the number
- * (IORING_REGISTER_FILES, _FILES_UPDATE into a sparse table, _EVENTFD) and io_uring_enter on it.
+ * (IORING_REGISTER_FILES, _FILES_UPDATE and _FILES_UPDATE2 into a sparse table, _EVENTFD,
+ * _RING_FDS) and io_uring_enter on it.
  * Bare, each fails with EBADF but on the numbers the test's runner left open; the host's own fds
  * (the ring's, the pipe's and the epoll fd's) are left out. Each tally is printed: the library's
  * fds answered for it before host/uring.c (a CLOSE closed them). uring_scan.
@@ -1800,7 +1802,7 @@ uring_scan(void)
         printf("io_uring %s of 3..%d: %d ok, %d EBADF, %d other\n", ur_names[op], UR_TOP - 1, t.ok,
                t.ebadf, t.other);
     }
-    for (op = 0; op < 4; op++) {
+    for (op = 0; op < 6; op++) {
         memset(&t, 0, sizeof(t));
         if (op == 1 && ur_register(IORING_REGISTER_FILES2, &sparse, sizeof(sparse)) != 0) {
             printf("io_uring_register FILES_UPDATE: SKIPPED (%s)\n", strerror(errno));
@@ -1808,6 +1810,8 @@ uring_scan(void)
         }
         for (fd = 3; fd < UR_TOP; fd++) {
             struct io_uring_files_update up = { .offset = 0, .fds = (uint64_t)(uintptr_t)&fd };
+            struct io_uring_rsrc_update2 up2 = { .data = (uint64_t)(uintptr_t)&fd, .nr = 1 };
+            struct io_uring_rsrc_update ring = { .offset = -1U, .data = (uint64_t)fd };
             int rc;
 
             if (fd == ur.fd || fd == p[0] || fd == p[1] || fd == c.epfd) {
@@ -1829,6 +1833,15 @@ uring_scan(void)
                     ur_register(IORING_UNREGISTER_EVENTFD, NULL, 0);
                 }
                 break;
+            case 3:
+                rc = ur_register(IORING_REGISTER_FILES_UPDATE2, &up2, sizeof(up2));
+                break;
+            case 4:
+                rc = ur_register(IORING_REGISTER_RING_FDS, &ring, 1);
+                if (rc == 1) {
+                    ur_register(IORING_UNREGISTER_RING_FDS, &ring, 1);
+                }
+                break;
             default:
                 rc = (int)syscall(SYS_io_uring_enter, fd, 0, 0, 0, NULL, 0);
                 break;
@@ -1839,6 +1852,8 @@ uring_scan(void)
                op == 0   ? "register FILES"
                : op == 1 ? "register FILES_UPDATE"
                : op == 2 ? "register EVENTFD"
+               : op == 3 ? "register FILES_UPDATE2"
+               : op == 4 ? "register RING_FDS"
                          : "enter",
                UR_TOP - 1, t.ok, t.ebadf, t.other);
     }
