@@ -52,6 +52,11 @@
  *                     libc's): the flag test, the bit test of the fd and the call through the
  *                     real mmap the constructor resolved (host/fds.c)
  *   mmap-anon-host    the same of an anonymous page, as an allocator maps: the flag test only
+ *   io_uring-nop-host one IORING_OP_NOP queued in a host's ring (libbench-host-calls.so's, set
+ *                     up through syscall() there) and io_uring_enter(1, 1, GETEVENTS) of it, from
+ *                     there (host/uring.c: the scan of the entry through the library's own
+ *                     mapping, the gate as a close's, the completion already there so no second
+ *                     call) or through libc's syscall
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling. Libc
  * and the interposer alternate within each round; prints per call the median ns of each over the
  * rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
@@ -59,6 +64,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/io_uring.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -76,7 +82,7 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    27
+#define BENCH_OPS    28
 #define BENCH_ROUNDS 64
 
 static const char *const bench_ops[BENCH_OPS] = { "close",
@@ -105,7 +111,8 @@ static const char *const bench_ops[BENCH_OPS] = { "close",
                                                   "openat-host",
                                                   "epoll_wait-host",
                                                   "mmap-host",
-                                                  "mmap-anon-host" };
+                                                  "mmap-anon-host",
+                                                  "io_uring-nop-host" };
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
@@ -130,6 +137,9 @@ int bench_host_sys_dupfd(int fd);
 int bench_host_openat(int dirfd, const char *path, int flags);
 int bench_host_epoll(void);
 int bench_host_page(void);
+int bench_host_uring(void);
+void bench_host_uring_nop(void);
+long bench_host_uring_enter(int fd);
 static long (*libc_syscall)(long, ...);
 static int bench_futex_word;
 /* An fd of the host's for fcntl-dupfd (the program's own opens are the library's: moved high and
@@ -141,6 +151,8 @@ static int bench_host_wfd;
 static int bench_host_dirfd;
 /* A host's epoll fd with nothing in it (epoll_wait-host), and a page's file (mmap-host). */
 static int bench_host_epfd, bench_host_mapfd;
+/* A host's io_uring (io_uring-nop-host). */
+static int bench_host_ring;
 
 /* write-agent's hooks: an agent that does nothing but count its signals, as agent/host-hooks.c
  * does (a thread-local read). */
@@ -302,6 +314,12 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
             }
             break;
         }
+        case 27:
+            bench_host_uring_nop();
+            real ? libc_syscall(SYS_io_uring_enter, bench_host_ring, 1, 1, IORING_ENTER_GETEVENTS,
+                                NULL, 0)
+                 : bench_host_uring_enter(bench_host_ring);
+            break;
         default:
             real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
             real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -349,8 +367,9 @@ main(int argc, char **argv)
     bench_host_dirfd = bench_host_open("/dev", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     bench_host_epfd = bench_host_epoll();
     bench_host_mapfd = bench_host_page();
+    bench_host_ring = bench_host_uring();
     if (bench_host_fd < 0 || bench_host_wfd < 0 || bench_host_dirfd < 0 || bench_host_epfd < 0 ||
-        bench_host_mapfd < 0) {
+        bench_host_mapfd < 0 || bench_host_ring < 0) {
         fprintf(stderr, "bench-interpose: /dev/null not opened\n");
         return 1;
     }

@@ -35,11 +35,10 @@
  *                    accept, accept4, pipe, pipe2, socketpair, timerfd_create, signalfd* of -1,
  *                    inotify_init*, pidfd_open, pidfd_getfd, fanotify_init, open_by_handle_at,
  *                    mq_open, userfaultfd, perf_event_open, io_uring_setup, memfd_secret, fsopen,
- *                    fsmount, fspick, open_tree, bpf's commands that return an fd, seccomp's
- *                    SECCOMP_SET_MODE_FILTER with SECCOMP_FILTER_FLAG_NEW_LISTENER, whose result
- *                    is its notification listener, and landlock_create_ruleset without flags,
- *                    whose result is a ruleset: with LANDLOCK_CREATE_RULESET_VERSION it is a
- *                    version, never moved); a host's SYS_tgkill, SYS_tkill and
+ *                    fsmount, fspick, open_tree, open_tree_attr, bpf's commands that return an fd,
+ * seccomp's SECCOMP_SET_MODE_FILTER with SECCOMP_FILTER_FLAG_NEW_LISTENER, whose result is its
+ * notification listener, and landlock_create_ruleset without flags, whose result is a ruleset: with
+ * LANDLOCK_CREATE_RULESET_VERSION it is a version, never moved); a host's SYS_tgkill, SYS_tkill and
  *                    SYS_rt_tgsigqueueinfo go to signals.c's host_syscall_send and the waits to
  *                    eintr.c; every other system call passes through with its six arguments.
  *   eventfd epoll_create epoll_create1 socket socketpair pipe pipe2 open open64 __open_2
@@ -195,8 +194,8 @@
  *                    flistxattr, name_to_handle_at, readlinkat and timerfd_gettime, its TSan
  *                    runtime those and epoll_ctl, bind and connect: the ahead rule passes the
  *                    library's calls (and the host's) through their interceptors.
- *   timerfd_settime move_mount mount_setattr fsconfig fsopen open_tree fspick fsmount mmap mmap64
- *                    and blocking.c's accept, accept4, epoll_wait and epoll_pwait, eintr.c's
+ *   timerfd_settime move_mount mount_setattr fsconfig fsopen open_tree open_tree_attr fspick
+ * fsmount mmap mmap64 and blocking.c's accept, accept4, epoll_wait and epoll_pwait, eintr.c's
  *                    epoll_pwait2, sockets.c's listen and signalfd's of a number above: the calls
  *                    that act on what a library fd's number holds where they succeed, as the
  *                    data calls (HOST_FD_DATA_REFUSED, the ahead rule, no wait). An accept took a
@@ -227,12 +226,17 @@
  *                    or an empty one with their flag for it (AT_EMPTY_PATH, MOVE_MOUNT_F_ and
  *                    _T_EMPTY_PATH, FSPICK_EMPTY_PATH); move_mount at either of its two; fsopen,
  *                    open_tree, fspick and fsmount are creators as openat (glibc 2.36 has them;
- *                    before, they were made without the creators' wait). mmap looks at its fd
+ *                    before, they were made without the creators' wait), and so is
+ *                    open_tree_attr (Linux 6.15, glibc 2.42; its number, 467 on x86_64 and
+ *                    arm64, is after the headers of 6.1 and written here:
+ *                    HOST_FDS_SYS_OPEN_TREE_ATTR; before, syscall(467) of a relative name at a
+ *                    library directory fd, such as the thread scan's /proc/self/task, passed,
+ *                    where bare it fails with EBADF). mmap looks at its fd
  *                    only without MAP_ANONYMOUS, and never looks up the real mmap: every mapping
  *                    of the host's allocators passes here, some before the constructor ran, and
  *                    dlsym may allocate (host_fds_mmap says how it calls the kernel until then).
- *                    signalfd, timerfd_settime, mmap, the mount calls, fsmount, epoll_pwait and
- *                    epoll_pwait2 (and their system calls through syscall()) check other
+ *                    signalfd, timerfd_settime, mmap, the mount calls (open_tree_attr's too),
+ * fsmount, epoll_pwait and epoll_pwait2 (and their system calls through syscall()) check other
  *                    arguments before their fd: a bad flag, fsconfig's command, mmap's offset
  *                    (libc's check), the epoll waits' signal mask and timeout. A refused one
  *                    is made with HOST_FD_NEVER, a number no fd has, in the library fd's place,
@@ -271,12 +275,12 @@
  * libc's data calls and the acting calls their runtimes intercept, above; glibc's internal calls,
  * such as posix_fallocate's and the __xmknodat of binaries built for a glibc before 2.33, no
  * interposer sees; open_by_handle_at's mount fd, privileged; the calls of kernels newer than the
- * headers the library was built with, such as open_tree_attr, and getxattrat and its kin with
- * headers before 6.13; io_uring's operations that name an fd's number, which the kernel makes)
- * reach a library fd as any other: fstat of its number succeeds where bare it fails with EBADF
- * (tests/hosts/fds.c's openpty part tells a library fd held low so).
- * fcntl(F_GETFD) and fstat are the common probes of whether a number is open, and close the
- * common act on one. fcntl(F_DUPFD) onto a high number simply gets the next free one.
+ * headers the library was built with whose numbers are not written here, such as getxattrat and
+ * its kin with headers before 6.13; io_uring's operations that name an fd's number where uring.c
+ * does not see them: its header's "Not covered") reach a library fd as any other: fstat of its
+ * number succeeds where bare it fails with EBADF (tests/hosts/fds.c's openpty part tells a library
+ * fd held low so). fcntl(F_GETFD) and fstat are the common probes of whether a number is open, and
+ * close the common act on one. fcntl(F_DUPFD) onto a high number simply gets the next free one.
  * close_range with CLOSE_RANGE_UNSHARE (libc's or syscall()'s) gives the calling thread an fd
  * table of its own (its threads started after share it), which keeps the library's fds of that
  * moment (closed around, as with flags 0) but not those the library makes after in the process's
@@ -423,8 +427,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <linux/bpf.h>
+#include <linux/io_uring.h>
 #include <linux/kcmp.h>
 #include <linux/seccomp.h>
 #include <mqueue.h>
@@ -467,6 +473,14 @@ HOST_ANCHOR(fds);
 #define HOST_FDS_MOVE_MOUNT_T_EMPTY 0x40u
 #define HOST_FDS_FSPICK_EMPTY       0x08u
 #define HOST_FDS_CODE               4 /* objects whose calls are the library's */
+/* open_tree_attr (6.15): 467 on x86_64 and arm64 alike, after the headers (6.1) */
+#if defined(SYS_open_tree_attr)
+#define HOST_FDS_SYS_OPEN_TREE_ATTR SYS_open_tree_attr
+#elif defined(__x86_64__) || defined(__aarch64__)
+#define HOST_FDS_SYS_OPEN_TREE_ATTR 467
+#endif
+/* IORING_SETUP_REGISTERED_FD_ONLY (6.5): io_uring_setup's result is an index, not an fd */
+#define HOST_FDS_URING_FD_ONLY (1u << 15)
 
 _Atomic uint64_t host_fds_owned[HOST_FDS_WORDS];
 static _Atomic int host_fds_count;
@@ -599,7 +613,7 @@ host_fds_ahead_find(void)
         /* the calls that act on what a number holds */
         "listen", "accept", "accept4", "epoll_wait", "epoll_pwait", "epoll_pwait2", "signalfd",
         "timerfd_settime", "mmap", "mmap64", "move_mount", "mount_setattr", "fsconfig", "open_tree",
-        "fspick", "fsmount"
+        "open_tree_attr", "fspick", "fsmount"
     };
     size_t k;
 
@@ -1134,6 +1148,23 @@ host_fds_init(void)
 
 #define HOST_REAL(type, name) ((type)host_real(&real_##name, #name))
 
+/* The library's close of its fd (through real, syscall()'s, or libc's close when NULL): in the
+ * gate as a library creation, so that a host's io_uring submission, counted in as a close
+ * (host_fds_syscall_uring), never meets the instant between the bit's clearing and the close,
+ * where the number still holds the library's file (a wall-mode session's stat files, opened and
+ * closed at each look, met 2 FSYNC entries of host-contract-fds-uring's in 1 of 6 runs so). */
+static long
+host_fds_close_library(int fd, host_syscall_fn real)
+{
+    long rc;
+
+    host_fds_gate_library_enter();
+    host_fd_mark(fd, 0);
+    rc = real != NULL ? real(SYS_close, fd, 0, 0, 0, 0, 0) : host_fds_close_real(fd);
+    host_fds_gate_library_leave();
+    return rc;
+}
+
 HOST_EXPORT int
 close(int fd)
 {
@@ -1141,7 +1172,7 @@ close(int fd)
 
     if (host_fds_library_call(__builtin_return_address(0))) {
         if (host_fd_is_owned(fd)) {
-            host_fd_mark(fd, 0);
+            return (int)host_fds_close_library(fd, NULL);
         }
         return host_fds_close_real(fd);
     }
@@ -1151,6 +1182,7 @@ close(int fd)
         rc = -1;
     } else {
         rc = host_fds_close_real(fd);
+        host_uring_closed(fd, fd);
     }
     host_fds_gate_host_leave();
     return rc;
@@ -1173,7 +1205,8 @@ enum {
     HOST_FDS_SYS_DUPFD,
     HOST_FDS_SYS_FCNTL,
     HOST_FDS_SYS_RECVMSG,
-    HOST_FDS_SYS_RECVMMSG
+    HOST_FDS_SYS_RECVMMSG,
+    HOST_FDS_SYS_URING
 };
 
 /* bpf(2)'s commands that return a new fd; the others return 0 or a count, never to be moved. */
@@ -1565,6 +1598,11 @@ host_fds_syscall_kind(long n, const long a[6])
     case SYS_recvmmsg:
         return HOST_FDS_SYS_RECVMMSG;
 #endif
+#ifdef SYS_io_uring_enter
+    case SYS_io_uring_enter: /* the ring's fd, and the entries it submits (uring.c) */
+    case SYS_io_uring_register:
+        return HOST_FDS_SYS_URING;
+#endif
 #if defined(SYS_seccomp) && defined(SECCOMP_FILTER_FLAG_NEW_LISTENER)
     case SYS_seccomp:
         return a[0] == SECCOMP_SET_MODE_FILTER && (a[1] & SECCOMP_FILTER_FLAG_NEW_LISTENER)
@@ -1616,6 +1654,9 @@ host_fds_syscall_kind(long n, const long a[6])
 #endif
 #ifdef SYS_memfd_secret
     case SYS_memfd_secret:
+#endif
+#ifdef HOST_FDS_SYS_OPEN_TREE_ATTR
+    case HOST_FDS_SYS_OPEN_TREE_ATTR:
 #endif
     case SYS_openat:
     case SYS_open_by_handle_at:
@@ -1687,6 +1728,9 @@ host_fds_syscall_never(long n, const long a[6], long b[6])
 #endif
 #ifdef SYS_mount_setattr
     case SYS_mount_setattr:
+#endif
+#ifdef HOST_FDS_SYS_OPEN_TREE_ATTR
+    case HOST_FDS_SYS_OPEN_TREE_ATTR:
 #endif
 #ifdef SYS_epoll_pwait2
     case SYS_epoll_pwait2:
@@ -1763,7 +1807,7 @@ host_fds_syscall_close(host_syscall_fn real, int fd, const void *ra)
 
     if (host_fds_library_call(ra)) {
         if (host_fd_is_owned(fd)) {
-            host_fd_mark(fd, 0);
+            return host_fds_close_library(fd, real);
         }
         return real(SYS_close, fd, 0, 0, 0, 0, 0);
     }
@@ -1772,6 +1816,7 @@ host_fds_syscall_close(host_syscall_fn real, int fd, const void *ra)
         errno = EBADF;
     } else {
         rc = real(SYS_close, fd, 0, 0, 0, 0, 0);
+        host_uring_closed(fd, fd);
     }
     host_fds_gate_host_leave();
     return rc;
@@ -1846,6 +1891,9 @@ host_fds_close_range(unsigned lo, unsigned hi, int flags, const void *ra)
     }
     host_fds_gate_host_enter();
     rc = host_close_range_around(lo, hi, flags);
+    if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC)) {
+        host_uring_closed((int)(lo > INT_MAX ? INT_MAX : lo), (int)(hi > INT_MAX ? INT_MAX : hi));
+    }
     host_fds_gate_host_leave();
     return rc;
 }
@@ -1865,6 +1913,7 @@ closefrom(int lo)
         lo = 0;
     }
     host_fds_gate_host_enter();
+    host_uring_closed(lo, INT_MAX);
     if (host_close_range_around((unsigned)lo, ~0U, 0) != 0) {
         /* No close_range (a kernel before 5.9): one by one, as glibc's fallback would. */
         max = (int)sysconf(_SC_OPEN_MAX);
@@ -1973,6 +2022,9 @@ host_fds_dup(int (*once)(int, int, int), int oldfd, int newfd, int flags, const 
     if (host_fds_dup_check(oldfd, newfd, ra) == 0) {
         rc = host_fds_dup_retry(once(oldfd, newfd, flags), once, oldfd, newfd, flags);
     }
+    if (host && rc >= 0 && oldfd != newfd) {
+        host_uring_closed(newfd, newfd); /* what it held is closed */
+    }
     if (host) {
         host_fds_gate_host_leave();
     }
@@ -2013,7 +2065,8 @@ static _Atomic(void *) real_open_p, real_open64_p, real___open_2_p, real___open6
         real_shutdown_p, real_setsockopt_p, real_fchdir_p, real_statx_p, real_pread_p,
         real_pread64_p, real_readv_p, real_fstatfs_p, real_fstatfs64_p, real_fgetxattr_p,
         real___fxstat_p, real___fxstat64_p, real_fchmodat_p, real_fchownat_p, real_fsopen_p,
-        real_open_tree_p, real_fspick_p, real_fsmount_p, real_mmap_p, real_mmap64_p;
+        real_open_tree_p, real_open_tree_attr_p, real_fspick_p, real_fsmount_p, real_mmap_p,
+        real_mmap64_p;
 static const struct {
     _Atomic(void *) *slot;
     const char *name;
@@ -2101,6 +2154,7 @@ static const struct {
     { &real_fchownat_p, "fchownat" },
     { &real_fsopen_p, "fsopen" },
     { &real_open_tree_p, "open_tree" },
+    { &real_open_tree_attr_p, "open_tree_attr" },
     { &real_fspick_p, "fspick" },
     { &real_fsmount_p, "fsmount" },
     { &real_mmap_p, "mmap" }, /* read without host_real: host_fds_mmap */
@@ -2251,6 +2305,16 @@ HOST_FDS_CREATOR(fsopen, (const char *, unsigned), (const char *fs_name, unsigne
 HOST_FDS_CREATOR_ON(open_tree, (int, const char *, unsigned),
                     (int dfd, const char *path, unsigned int flags), (dfd, path, flags),
                     host_fds_at_fd(dfd, path, (int)flags), dfd)
+/* glibc 2.42's open_tree_attr: open_tree's with a mount's attributes (a kernel before 6.15 answers
+ * ENOSYS; a glibc before 2.42 has none: the host's own then). Its flags are checked before its
+ * dfd, as open_tree's. */
+struct mount_attr;
+int open_tree_attr(int dfd, const char *path, unsigned int flags, struct mount_attr *attr,
+                   size_t size);
+HOST_FDS_CREATOR_ON(open_tree_attr, (int, const char *, unsigned, struct mount_attr *, size_t),
+                    (int dfd, const char *path, unsigned int flags, struct mount_attr *attr,
+                     size_t size),
+                    (dfd, path, flags, attr, size), host_fds_at_fd(dfd, path, (int)flags), dfd)
 HOST_FDS_CREATOR_ON(fspick, (int, const char *, unsigned),
                     (int dfd, const char *path, unsigned int flags), (dfd, path, flags),
                     host_fds_at_fd(dfd, path, flags &HOST_FDS_FSPICK_EMPTY ? AT_EMPTY_PATH : 0),
@@ -2901,6 +2965,11 @@ host_fds_syscall_create_on(long n, const long a[6])
         return (int)a[0];
 #ifdef SYS_open_tree
     case SYS_open_tree:
+#endif
+#ifdef HOST_FDS_SYS_OPEN_TREE_ATTR
+    case HOST_FDS_SYS_OPEN_TREE_ATTR:
+#endif
+#if defined(SYS_open_tree) || defined(HOST_FDS_SYS_OPEN_TREE_ATTR)
         return host_fds_at_fd((int)a[0], (const char *)a[1], (int)a[2]);
 #endif
 #ifdef SYS_fspick
@@ -2941,6 +3010,18 @@ host_fds_syscall_create(host_syscall_fn real, long n, const long a[6], int kind,
 #ifdef SYS_pidfd_getfd
     if (n == SYS_pidfd_getfd && rc >= 0) {
         rc = host_fds_getfd_checked((int)rc, (int)a[1], ra);
+    }
+#endif
+#ifdef SYS_io_uring_setup
+    if (n == SYS_io_uring_setup && rc >= 0 && !library) {
+        const struct io_uring_params *p = (const struct io_uring_params *)a[1];
+
+        if (p->flags & HOST_FDS_URING_FD_ONLY) {
+            return rc; /* a registered ring's index, no fd */
+        }
+        rc = host_fds_created_by(library, entries, (int)rc);
+        host_uring_created((int)rc, p);
+        return rc;
     }
 #endif
     return host_fds_created_by(library, entries, (int)rc);
@@ -3105,6 +3186,60 @@ host_fds_sys_fcntl(int fd, int cmd, ...)
     return (int)raw(SYS_fcntl, fd, cmd, arg, 0, 0, 0);
 }
 
+#ifdef SYS_io_uring_enter
+/*
+ * io_uring_enter and io_uring_register made through syscall(): the host's on a library fd's
+ * number (not a registered ring's index) fail with EBADF, as bare, after a wait for a library
+ * fd's low moment or close (the data calls' one bit test alone let a wall session's stat file
+ * answer 1 io_uring_enter of 1017 with EOPNOTSUPP in 1 of 40 runs); the host's others look at what
+ * they submit or register (uring.c), counted in the gate as a close, so that no library fd is in
+ * its low moment (at a number free bare) while the kernel looks the entries' numbers up: a
+ * submission that also waits for completions is made as two calls, the submission in the gate
+ * and the wait after it (the kernel's result is the count submitted either way, and it waits only
+ * when every entry asked for was submitted), left out when the completions it asks for are in the
+ * ring already (host_uring_ready: one system call a submission, as bare). The library's pass.
+ */
+static long
+host_fds_syscall_uring(host_syscall_fn real, long n, const long a[6], const void *ra)
+{
+    int registered = n == SYS_io_uring_enter ? ((unsigned)a[3] & IORING_ENTER_REGISTERED_RING) != 0
+                                             : ((unsigned long)a[1] & (1ul << 31)) != 0;
+    long rc;
+
+    if (host_fds_library_call(ra)) {
+        return real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+    }
+    if (!registered) {
+        int pass; /* as fcntl's other commands: a library fd's low moment or close waited for */
+
+        rc = host_fds_fcntl_other((int)a[0], ra, &pass);
+        if (!pass) {
+            return rc;
+        }
+    }
+    if (n == SYS_io_uring_register) {
+        host_fds_gate_host_enter();
+        rc = host_uring_register(real, a);
+        host_fds_gate_host_leave();
+        return rc;
+    }
+    if (registered || a[1] <= 0 || !host_uring_tracked((int)a[0])) {
+        return real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+    }
+    host_fds_gate_host_enter();
+    rc = host_uring_submit(real, a);
+    host_fds_gate_host_leave();
+    if (rc == a[1] && ((unsigned)a[3] & IORING_ENTER_GETEVENTS) &&
+        !host_uring_ready((int)a[0], (unsigned)a[2])) {
+        int err = errno;
+
+        (void)real(n, a[0], 0, a[2], a[3], a[4], a[5]); /* its error is not the call's */
+        errno = err;
+    }
+    return rc;
+}
+#endif
+
 /* A system call made through syscall() that closes, takes or creates fds
  * (host_fds_syscall_kind): as the interposer of its libc name, for the caller whose return
  * address is ra. */
@@ -3144,6 +3279,10 @@ host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, con
         entries = host_fds_accepting(ra);
         return host_fds_received(host_syscall_wait(real, n, a, fa), (struct msghdr *)a[1], ra,
                                  entries);
+#ifdef SYS_io_uring_enter
+    case HOST_FDS_SYS_URING:
+        return host_fds_syscall_uring(real, n, a, ra);
+#endif
     case HOST_FDS_SYS_RECVMMSG: /* and recvmmsg, its timeout passed again as it was */
         if (host_fd_is_library((int)a[0]) && host_fds_data_refused((int)a[0], ra)) {
             return -1;

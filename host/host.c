@@ -20,7 +20,7 @@ host_agent_anchors(void)
     static const char *const volatile anchors[] = { &host_anchor_threads, &host_anchor_blocking,
                                                     &host_anchor_signals, &host_anchor_fds,
                                                     &host_anchor_eintr,   &host_anchor_writes,
-                                                    &host_anchor_dl };
+                                                    &host_anchor_dl,      &host_anchor_uring };
 
     return anchors[0];
 }

@@ -59,7 +59,7 @@ host_agent_active(void)
 extern const char host_anchor_threads, host_anchor_blocking, host_anchor_signals;
 extern const char host_anchor_fds, host_anchor_eintr, host_anchor_writes;
 extern const char host_anchor_exit, host_anchor_exec, host_anchor_creds, host_anchor_sockets;
-extern const char host_anchor_dl;
+extern const char host_anchor_dl, host_anchor_uring;
 
 /*
  * The library's signal and the host's disposition of it (sig-chain.c, written by signals.c).
@@ -247,5 +247,20 @@ host_fd_is_library(int fd)
 ssize_t host_fds_received(ssize_t rc, struct msghdr *msg, const void *ra, unsigned entries);
 /* The same for the rc messages of vec that recvmmsg received; returns rc. */
 int host_fds_received_many(int rc, struct mmsghdr *vec, const void *ra, unsigned entries);
+
+/* uring.c: the host's io_uring rings (set up through syscall()) and the submissions and
+ * registrations that name a library fd. host_uring_created after the host's io_uring_setup of fd
+ * succeeded (p: its parameters as the kernel filled them); host_uring_closed after the host closed
+ * the numbers lo..hi; host_uring_tracked says whether fd is such a ring; host_uring_submit makes
+ * the host's io_uring_enter's submission (only: no wait), host_uring_ready says whether
+ * min_complete completions are in fd's ring already (then the wait is left out), and
+ * host_uring_register its io_uring_register (a[0], the ring's fd, already checked) with real. */
+struct io_uring_params;
+void host_uring_created(int fd, const struct io_uring_params *p);
+void host_uring_closed(int lo, int hi);
+int host_uring_tracked(int fd);
+long host_uring_submit(host_syscall_fn real, const long a[6]);
+int host_uring_ready(int fd, unsigned min_complete);
+long host_uring_register(host_syscall_fn real, const long a[6]);
 
 #endif /* HOST_INTERNAL_H */

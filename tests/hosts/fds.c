@@ -52,6 +52,11 @@
  *   fds acceptloop  a server's loop of non-blocking accept4 over 3..1023, 3000 times, libc's and
  *                   syscall()'s in turn, closing nothing: EBADF for each of the first pass, as
  *                   bare, and no connection to the library's socket taken (accept_loop)
+ *   fds uring       io_uring operations (READ, WRITE, FSYNC, OPENAT's and STATX's dirfd,
+ *                   SPLICE's fd_in, RENAMEAT's second dirfd, EPOLL_CTL's target, CLOSE),
+ *                   io_uring_register (FILES, FILES_UPDATE, EVENTFD, FILES_UPDATE2,
+ *                   RING_FDS) and io_uring_enter of
+ *                   3..1023, a ring by raw system calls: EBADF for each, as bare (uring_scan)
  *   fds unsharethreads  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE) on the main
  *                   thread, then 20 pairs of threads that burn CPU, one started from each fd table
  *                   (unshare_threads)
@@ -1305,6 +1310,7 @@ static const struct {
     { "fsconfig(SET_FLAG)", "fsconfig", 3 },
     { "fsmount", "fsmount", 3 },
     { "fspick(relative)", "fspick", 3 },
+    { "open_tree_attr(relative)", "open_tree_attr", 2 }, /* glibc 2.42's: syscall(467) only */
 };
 
 /* The page epoll's probes give for their events: mapped, never readable or writable. */
@@ -1391,9 +1397,11 @@ fdprobe_acting(int call, int raw, int fd)
     case 49:
         return raw ? (int)syscall(SYS_fsmount, fd, FSMOUNT_CLOEXEC, 0)
                    : fsmount(fd, FSMOUNT_CLOEXEC, 0);
-    default:
+    case 50:
         return raw ? (int)syscall(SYS_fspick, fd, NOSUCH, FSPICK_CLOEXEC)
                    : fspick(fd, NOSUCH, FSPICK_CLOEXEC);
+    default: /* open_tree_attr (Linux 6.15): 467 on x86_64 and arm64, after these headers */
+        return (int)syscall(467, fd, NOSUCH, OPEN_TREE_CLOEXEC, NULL, 0);
     }
 }
 
@@ -1685,6 +1693,328 @@ argsfirst_scan(void)
             scan_print(&t, raw, argsfirst_names[call]);
         }
     }
+}
+
+/*
+ * The host's io_uring operations on every number from 3 to 1023 (where the library keeps its fds
+ * below a limit of 1024: host/fds.c), on a ring of UR_ENTRIES set up by raw system calls, UR_BATCH
+ * entries a submission so that the ring's head and tail wrap: IORING_OP_READ and _WRITE of 0
+ * bytes, _FSYNC, _OPENAT of a relative name that is not there (the number as its dirfd), _STATX
+ * the same, _SPLICE of 0 bytes from the number (its second fd, fd_in), _RENAMEAT to a relative
+ * name under the number (its second dirfd, sqe->len), _EPOLL_CTL of the number into an epoll fd
+ * of the host's (its target, sqe->off), last _CLOSE; then io_uring_register of the number
+ * (IORING_REGISTER_FILES, _FILES_UPDATE and _FILES_UPDATE2 into a sparse table, _EVENTFD,
+ * _RING_FDS) and io_uring_enter on it.
+ * Bare, each fails with EBADF but on the numbers the test's runner left open; the host's own fds
+ * (the ring's, the pipe's and the epoll fd's) are left out. A number whose first answer is not
+ * EBADF is submitted once more and that answer counted (the two to stderr when they differ): a
+ * library fd in the instant of its creation or close answered a few entries in a few thousand
+ * under load with the gate held (host/uring.c), the runner's own fds answer alike twice, and the
+ * library's fds answered for it twice before host/uring.c (a CLOSE closed them and libuv then
+ * aborted the host). Each tally is printed. uring_scan.
+ */
+/* ur_setup repeats un_ring_setup's mapping for a ring of its own size (uninterposed's ring is
+ * being changed elsewhere: the two may share one setup once that lands). */
+#define UR_ENTRIES 64
+#define UR_BATCH   48
+#define UR_TOP     1024
+
+static struct {
+    int fd;
+    unsigned *sq_tail, *sq_mask, *sq_array, *cq_head, *cq_tail, *cq_mask;
+    struct io_uring_sqe *sqes;
+    struct io_uring_cqe *cqes;
+} ur = { .fd = -1 };
+
+static void *
+ur_map(size_t len, off_t off)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ur.fd, off);
+
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static int
+ur_setup(void)
+{
+    struct io_uring_params p;
+    unsigned char *sq, *cq;
+    size_t sq_len, cq_len;
+
+    memset(&p, 0, sizeof(p));
+    ur.fd = (int)syscall(SYS_io_uring_setup, UR_ENTRIES, &p);
+    if (ur.fd < 0) {
+        return -1;
+    }
+    sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+    cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+    sq = ur_map(sq_len > cq_len ? sq_len : cq_len, IORING_OFF_SQ_RING);
+    cq = (p.features & IORING_FEAT_SINGLE_MMAP) ? sq : ur_map(cq_len, IORING_OFF_CQ_RING);
+    ur.sqes = ur_map(p.sq_entries * sizeof(struct io_uring_sqe), IORING_OFF_SQES);
+    if (sq == NULL || cq == NULL || ur.sqes == NULL) {
+        return -1;
+    }
+    ur.sq_tail = (unsigned *)(void *)(sq + p.sq_off.tail);
+    ur.sq_mask = (unsigned *)(void *)(sq + p.sq_off.ring_mask);
+    ur.sq_array = (unsigned *)(void *)(sq + p.sq_off.array);
+    ur.cq_head = (unsigned *)(void *)(cq + p.cq_off.head);
+    ur.cq_tail = (unsigned *)(void *)(cq + p.cq_off.tail);
+    ur.cq_mask = (unsigned *)(void *)(cq + p.cq_off.ring_mask);
+    ur.cqes = (struct io_uring_cqe *)(void *)(cq + p.cq_off.cqes);
+    return 0;
+}
+
+/* The next free entry, zeroed, its user_data the number it acts on. */
+static struct io_uring_sqe *
+ur_sqe(unsigned k, int fd)
+{
+    unsigned tail = *ur.sq_tail + k, idx = tail & *ur.sq_mask;
+    struct io_uring_sqe *sqe = &ur.sqes[idx];
+
+    memset(sqe, 0, sizeof(*sqe));
+    sqe->user_data = (uint64_t)fd;
+    ur.sq_array[idx] = idx;
+    return sqe;
+}
+
+struct ur_ctx {
+    int epfd, pipe_w;
+    char nothing[1];
+};
+
+/* Operation op of uring_scan on fd, in sqe. */
+static void
+ur_fill(struct io_uring_sqe *sqe, int op, int fd, struct ur_ctx *c)
+{
+    static struct statx sx;
+
+    switch (op) {
+    case 0:
+        sqe->opcode = IORING_OP_READ;
+        sqe->fd = fd;
+        sqe->addr = (uint64_t)(uintptr_t)c->nothing;
+        sqe->rw_flags = RWF_NOWAIT; /* a library fd's read would wait */
+        break;
+    case 1:
+        sqe->opcode = IORING_OP_WRITE;
+        sqe->fd = fd;
+        sqe->addr = (uint64_t)(uintptr_t)c->nothing;
+        sqe->rw_flags = RWF_NOWAIT; /* a library fd's read would wait */
+        break;
+    case 2:
+        sqe->opcode = IORING_OP_FSYNC;
+        sqe->fd = fd;
+        break;
+    case 3:
+        sqe->opcode = IORING_OP_OPENAT;
+        sqe->fd = fd;
+        sqe->addr = (uint64_t)(uintptr_t)NOSUCH;
+        sqe->open_flags = O_RDONLY | O_CLOEXEC;
+        break;
+    case 4:
+        sqe->opcode = IORING_OP_STATX;
+        sqe->fd = fd;
+        sqe->addr = (uint64_t)(uintptr_t)NOSUCH;
+        sqe->len = STATX_BASIC_STATS;
+        sqe->off = (uint64_t)(uintptr_t)&sx;
+        break;
+    case 5:
+        sqe->opcode = IORING_OP_SPLICE;
+        sqe->fd = c->pipe_w;
+        sqe->splice_fd_in = fd;
+        sqe->off = (uint64_t)-1;
+        sqe->splice_off_in = (uint64_t)-1;
+        break;
+    case 6:
+        sqe->opcode = IORING_OP_RENAMEAT;
+        sqe->fd = AT_FDCWD;
+        sqe->addr = (uint64_t)(uintptr_t)NOSUCH;
+        sqe->len = (uint32_t)fd;
+        sqe->addr2 = (uint64_t)(uintptr_t)NOSUCH;
+        break;
+    case 7:
+        sqe->opcode = IORING_OP_EPOLL_CTL;
+        sqe->fd = c->epfd;
+        sqe->len = EPOLL_CTL_DEL; /* changes nothing where it succeeds */
+        sqe->off = (uint64_t)fd;
+        break;
+    default:
+        sqe->opcode = IORING_OP_CLOSE;
+        sqe->fd = fd;
+        break;
+    }
+}
+
+static const char *const ur_names[] = { "READ",
+                                        "WRITE",
+                                        "FSYNC",
+                                        "OPENAT(dirfd)",
+                                        "STATX(dirfd)",
+                                        "SPLICE(fd_in)",
+                                        "RENAMEAT(newdirfd)",
+                                        "EPOLL_CTL(target)",
+                                        "CLOSE" };
+
+/* Each number's last result (ur_submit). */
+static int ur_res[UR_TOP];
+
+/* Submits n entries and keeps their results by number (user_data). */
+static void
+ur_submit(unsigned n)
+{
+    unsigned done = 0;
+
+    atomic_store_explicit((_Atomic unsigned *)ur.sq_tail, *ur.sq_tail + n, memory_order_release);
+    if (syscall(SYS_io_uring_enter, ur.fd, n, n, IORING_ENTER_GETEVENTS, NULL, 0) < 0) {
+        perror("io_uring_enter");
+        exit(1);
+    }
+    while (done < n) {
+        unsigned head = *ur.cq_head;
+
+        if (head == atomic_load_explicit((_Atomic unsigned *)ur.cq_tail, memory_order_acquire)) {
+            syscall(SYS_io_uring_enter, ur.fd, 0, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+            continue;
+        }
+        ur_res[ur.cqes[head & *ur.cq_mask].user_data % UR_TOP] = ur.cqes[head & *ur.cq_mask].res;
+        atomic_store_explicit((_Atomic unsigned *)ur.cq_head, head + 1, memory_order_release);
+        done++;
+    }
+}
+
+static int
+ur_register(unsigned op, const void *arg, unsigned n)
+{
+    return (int)syscall(SYS_io_uring_register, ur.fd, op, arg, n);
+}
+
+/* uring_scan's registration op (or io_uring_enter, 5) of fd: its result, -1 with errno. */
+static int
+ur_register_one(int op, int fd)
+{
+    struct io_uring_files_update up = { .offset = 0, .fds = (uint64_t)(uintptr_t)&fd };
+    struct io_uring_rsrc_update2 up2 = { .data = (uint64_t)(uintptr_t)&fd, .nr = 1 };
+    struct io_uring_rsrc_update ring = { .offset = -1U, .data = (uint64_t)fd };
+    int rc;
+
+    switch (op) {
+    case 0:
+        rc = ur_register(IORING_REGISTER_FILES, &fd, 1);
+        if (rc == 0) {
+            ur_register(IORING_UNREGISTER_FILES, NULL, 0);
+        }
+        return rc;
+    case 1:
+        return ur_register(IORING_REGISTER_FILES_UPDATE, &up, 1);
+    case 2:
+        rc = ur_register(IORING_REGISTER_EVENTFD, &fd, 1);
+        if (rc == 0) {
+            ur_register(IORING_UNREGISTER_EVENTFD, NULL, 0);
+        }
+        return rc;
+    case 3:
+        return ur_register(IORING_REGISTER_FILES_UPDATE2, &up2, sizeof(up2));
+    case 4:
+        rc = ur_register(IORING_REGISTER_RING_FDS, &ring, 1);
+        if (rc == 1) {
+            ur_register(IORING_UNREGISTER_RING_FDS, &ring, 1);
+        }
+        return rc;
+    default:
+        return (int)syscall(SYS_io_uring_enter, fd, 0, 0, 0, NULL, 0);
+    }
+}
+
+static void
+uring_scan(void)
+{
+    struct ur_ctx c = { -1, -1, { 0 } };
+    struct io_uring_rsrc_register sparse = { .nr = 1, .flags = IORING_RSRC_REGISTER_SPARSE };
+    struct scan_tally t;
+    int p[2], op, fd;
+
+    if (ur_setup() != 0 || pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0 ||
+        (c.epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        printf("io_uring: SKIPPED, no ring here: %s\n", strerror(errno));
+        fprintf(stderr, "SKIP (loud): fds uring: no io_uring here (%s)\n", strerror(errno));
+        return;
+    }
+    c.pipe_w = p[1];
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each tally out before a library that aborts */
+    for (op = 0; op < (int)(sizeof(ur_names) / sizeof(ur_names[0])); op++) {
+        unsigned k = 0;
+
+        memset(&t, 0, sizeof(t));
+        for (fd = 3; fd < UR_TOP; fd++) {
+            if (fd == ur.fd || fd == p[0] || fd == p[1] || fd == c.epfd) {
+                continue;
+            }
+            ur_fill(ur_sqe(k++, fd), op, fd, &c);
+            if (k == UR_BATCH) {
+                ur_submit(k);
+                k = 0;
+            }
+        }
+        if (k > 0) {
+            ur_submit(k);
+        }
+        for (fd = 3; fd < UR_TOP; fd++) {
+            int first = ur_res[fd];
+
+            if (fd == ur.fd || fd == p[0] || fd == p[1] || fd == c.epfd) {
+                continue;
+            }
+            if (first != -EBADF) { /* once more: a library fd's instant (see above) */
+                ur_fill(ur_sqe(0, fd), op, fd, &c);
+                ur_submit(1);
+                if (ur_res[fd] != first) {
+                    fprintf(stderr, "io_uring %s of %d: %d, then %d\n", ur_names[op], fd, first,
+                            ur_res[fd]);
+                }
+            }
+            errno = ur_res[fd] < 0 ? -ur_res[fd] : 0;
+            scan_count(&t, ur_res[fd]);
+        }
+        printf("io_uring %s of 3..%d: %d ok, %d EBADF, %d other\n", ur_names[op], UR_TOP - 1, t.ok,
+               t.ebadf, t.other);
+    }
+    for (op = 0; op < 6; op++) {
+        memset(&t, 0, sizeof(t));
+        if (op == 1 && ur_register(IORING_REGISTER_FILES2, &sparse, sizeof(sparse)) != 0) {
+            printf("io_uring_register FILES_UPDATE: SKIPPED (%s)\n", strerror(errno));
+            continue;
+        }
+        for (fd = 3; fd < UR_TOP; fd++) {
+            int rc, first;
+
+            if (fd == ur.fd || fd == p[0] || fd == p[1] || fd == c.epfd) {
+                continue;
+            }
+            first = rc = ur_register_one(op, fd);
+            if (rc >= 0 || errno != EBADF) { /* once more, as the operations above */
+                int err = rc < 0 ? errno : 0;
+
+                rc = ur_register_one(op, fd);
+                if ((rc < 0 ? errno : 0) != err || (rc >= 0) != (first >= 0)) {
+                    fprintf(stderr, "io_uring_register %d of %d: %d (%d), then %d\n", op, fd, first,
+                            err, rc);
+                }
+            }
+            scan_count(&t, rc);
+        }
+        printf("io_uring_%s of 3..%d: %d ok, %d EBADF, %d other\n",
+               op == 0   ? "register FILES"
+               : op == 1 ? "register FILES_UPDATE"
+               : op == 2 ? "register EVENTFD"
+               : op == 3 ? "register FILES_UPDATE2"
+               : op == 4 ? "register RING_FDS"
+                         : "enter",
+               UR_TOP - 1, t.ok, t.ebadf, t.other);
+    }
+    close(ur.fd); /* its mappings stay until exit */
+    close(p[0]);
+    close(p[1]);
+    close(c.epfd);
 }
 
 /* A server's accept loop that takes whatever any of its numbers holds: accept4 of every number
@@ -2726,6 +3056,8 @@ main(int argc, char **argv)
         printf("%s\n", host_fds_early()); /* tests/hosts/fds-early.c */
     } else if (strcmp(how, "acceptloop") == 0) {
         accept_loop();
+    } else if (strcmp(how, "uring") == 0) {
+        uring_scan();
     } else if (strcmp(how, "unsharethreads") == 0) {
         unshare_threads();
     } else if (strcmp(how, "unshareexit") == 0) {
@@ -2736,7 +3068,7 @@ main(int argc, char **argv)
         fprintf(stderr,
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
-                "argsfirst|mmapearly|acceptloop|unsharethreads|unshareexit|uninterposed\n");
+                "argsfirst|mmapearly|acceptloop|uring|unsharethreads|unshareexit|uninterposed\n");
         return 2;
     }
     fds_unshared = strcmp(how, "sysrangeunshare") == 0 || strcmp(how, "unsharethreads") == 0;

@@ -58,6 +58,11 @@
 
 #include "hosts.h"
 
+/* glibc 2.42's (host/fds.c interposes it): weak, NULL where neither libc nor a preload has it */
+struct mount_attr;
+extern int open_tree_attr(int dfd, const char *path, unsigned int flags, struct mount_attr *attr,
+                          size_t size) __attribute__((weak));
+
 /* glibc's fstat of binaries built for a glibc before 2.33 (version 1: struct stat); its headers
  * no longer declare them. */
 int __fxstat(int ver, int fd, struct stat *st);
@@ -671,8 +676,11 @@ every_call(int idx)
                       STRESS_REFUSED(fsopen("pipeprof-stress-no-such-fs", FSOPEN_CLOEXEC),
                                      ENODEV) &&
                       STRESS_REFUSED(fsconfig(-1, FSCONFIG_SET_FLAG, "ro", NULL, 0), EINVAL) &&
-                      STRESS_REFUSED(fsmount(-1, FSMOUNT_CLOEXEC, 0), EBADF),
-              "open_tree/fspick/move_mount/mount_setattr/fsopen/fsconfig/fsmount");
+                      STRESS_REFUSED(fsmount(-1, FSMOUNT_CLOEXEC, 0), EBADF) &&
+                      (open_tree_attr == NULL || /* glibc before 2.42, bare */
+                       STRESS_REFUSED(open_tree_attr(AT_FDCWD, nosuch, OPEN_TREE_CLOEXEC, NULL, 0),
+                                      ENOENT)),
+              "open_tree/fspick/move_mount/mount_setattr/fsopen/fsconfig/fsmount/open_tree_attr");
 #undef STRESS_REFUSED
         /* a file's page mapped through both names, and a timer armed and disarmed */
         t = tmpfile();
