@@ -243,8 +243,22 @@
  *                    so that the host gets bare's errno, EINVAL (EOPNOTSUPP) where bare gets it,
  *                    else EBADF; with EBADF for every library fd, 8 numbers a call preloaded and
  *                    11 under record answered so where bare answered EINVAL
- *                    (host-contract-fds-argsfirst). The others here look at their fd first
- *                    (accept4's flags, epoll_wait's count of events: Linux 6.18).
+ *                    (host-contract-fds-argsfirst). So are the older calls that check another
+ *                    argument first (Linux 6.18 by its source, and as run bare on a free number:
+ *                    not EBADF): openat, openat64, __openat_2, __openat64_2 and openat2 (flags,
+ *                    O_TMPFILE without a write access, openat2's how), the positioned reads and
+ *                    writes and their 64 names (a negative offset), fstatat, statx, faccessat,
+ *                    fchmodat, fchownat, linkat, unlinkat, renameat2, utimensat,
+ *                    name_to_handle_at, execveat (flags; faccessat's mode), readlinkat (size 0),
+ *                    mknodat (its type), splice, tee, vmsplice, fanotify_mark (flags),
+ *                    inotify_add_watch (mask 0), epoll_ctl (its event, read first), sendfile
+ *                    (its offset, read first: writes.c), lockf (libc's command check),
+ *                    fgetxattr and fsetxattr (the name, flags), and syscall()'s forms of those
+ *                    (host_fds_syscall_never); before, 12 to 14 numbers a call under record
+ *                    answered EBADF where bare answered EINVAL, EFAULT or ERANGE. The others
+ *                    here look at their fd first (accept4's flags, epoll_wait's count of events,
+ *                    copy_file_range's, sync_file_range's and fallocate's flags, futimesat's
+ *                    times, getdents64's size, readv's count: run bare, EBADF).
  *                    gcc 12's ASan runtime intercepts accept, accept4, mmap, mmap64 and
  *                    timerfd_settime, its TSan runtime those and listen, epoll_wait, epoll_pwait
  *                    and signalfd: under them the host's libc calls of those pass, as the data
@@ -1736,12 +1750,56 @@ host_fds_syscall_never(long n, const long a[6], long b[6])
     case SYS_epoll_pwait2:
 #endif
     case SYS_epoll_pwait:
+    case SYS_openat:
+#ifdef SYS_openat2
+    case SYS_openat2:
+#endif
+    case SYS_pread64:
+    case SYS_pwrite64:
+    case SYS_preadv:
+    case SYS_pwritev:
+    case SYS_preadv2:
+    case SYS_pwritev2:
+    case SYS_fgetxattr:
+    case SYS_fsetxattr:
+#ifdef SYS_newfstatat
+    case SYS_newfstatat:
+#endif
+    case SYS_statx:
+    case SYS_faccessat:
+#ifdef SYS_faccessat2
+    case SYS_faccessat2:
+#endif
+    case SYS_fchmodat:
+#ifdef SYS_fchmodat2
+    case SYS_fchmodat2:
+#endif
+    case SYS_fchownat:
+    case SYS_unlinkat:
+    case SYS_utimensat:
+    case SYS_name_to_handle_at:
+    case SYS_readlinkat:
+    case SYS_mknodat:
+    case SYS_execveat:
+    case SYS_vmsplice:
+    case SYS_inotify_add_watch:
+        break;
+    case SYS_sendfile:
+    case SYS_tee:
+        at[1] = 1;
         break;
 #ifdef SYS_move_mount
     case SYS_move_mount:
+#endif
+    case SYS_linkat:
+    case SYS_renameat2:
+    case SYS_splice:
+    case SYS_epoll_ctl:
         at[1] = 2;
         break;
-#endif
+    case SYS_fanotify_mark:
+        at[1] = 3;
+        break;
 #ifdef SYS_mmap
     case SYS_mmap:
         at[0] = 4;
@@ -2203,8 +2261,10 @@ host_fds_resolve(void)
     ((flags)&O_CREAT) || ((flags)&O_TMPFILE) == O_TMPFILE ? va_arg(ap, mode_t) : 0
 
 /* open and open64 (one function in glibc on 64-bit targets, but both names are called), and
- * openat and openat64: glibc's open of a path goes to openat in some programs' builds. */
-#define HOST_FDS_OPENER(name, params, types, args, dirfd_at)  \
+ * openat and openat64: glibc's open of a path goes to openat in some programs' builds. never is
+ * HOST_FD_NEVER_AT for openat's dirfd (its flags are checked first: O_TMPFILE without a write
+ * access, EINVAL), or nothing. */
+#define HOST_FDS_OPENER(name, params, types, args, never)     \
     HOST_EXPORT int name params                               \
     {                                                         \
         int(*real) types = HOST_FDS_REAL(int(*) types, name); \
@@ -2214,19 +2274,20 @@ host_fds_resolve(void)
         va_start(ap, flags);                                  \
         mode = HOST_FDS_MODE(ap, flags);                      \
         va_end(ap);                                           \
-        HOST_FDS_CREATE_AT(dirfd_at, real args);              \
+        never;                                                \
+        HOST_FDS_CREATE_AT(-1, real args);                    \
     }
 
 HOST_FDS_OPENER(open, (const char *path, int flags, ...), (const char *, int, ...),
-                (path, flags, mode), -1)
+                (path, flags, mode), (void)0)
 HOST_FDS_OPENER(open64, (const char *path, int flags, ...), (const char *, int, ...),
-                (path, flags, mode), -1)
+                (path, flags, mode), (void)0)
 HOST_FDS_OPENER(openat, (int dirfd, const char *path, int flags, ...),
                 (int, const char *, int, ...), (dirfd, path, flags, mode),
-                host_fds_at_fd(dirfd, path, 0))
+                HOST_FD_NEVER_AT(host_fds_at_fd(dirfd, path, 0), dirfd))
 HOST_FDS_OPENER(openat64, (int dirfd, const char *path, int flags, ...),
                 (int, const char *, int, ...), (dirfd, path, flags, mode),
-                host_fds_at_fd(dirfd, path, 0))
+                HOST_FD_NEVER_AT(host_fds_at_fd(dirfd, path, 0), dirfd))
 
 /* An interposer of a call that returns one new fd (or -1); HOST_FDS_CREATOR_AT's looks at the
  * number dirfd_at first, as the data calls (an openat's dirfd for a relative path). */
@@ -2246,9 +2307,7 @@ HOST_FDS_OPENER(openat64, (int dirfd, const char *path, int flags, ...),
     {                                                             \
         int(*real) types = HOST_FDS_REAL(int(*) types, name);     \
                                                                   \
-        if (HOST_FD_DATA_REFUSED(fd_at)) {                        \
-            fd = HOST_FD_NEVER;                                   \
-        }                                                         \
+        HOST_FD_NEVER_AT(fd_at, fd);                              \
         HOST_FDS_CREATE_AT(-1, real args);                        \
     }
 
@@ -2260,11 +2319,11 @@ int __openat_2(int dirfd, const char *path, int flags);
 int __openat64_2(int dirfd, const char *path, int flags);
 HOST_FDS_CREATOR(__open_2, (const char *, int), (const char *path, int flags), (path, flags))
 HOST_FDS_CREATOR(__open64_2, (const char *, int), (const char *path, int flags), (path, flags))
-HOST_FDS_CREATOR_AT(__openat_2, (int, const char *, int), (int dirfd, const char *path, int flags),
-                    (dirfd, path, flags), host_fds_at_fd(dirfd, path, 0))
-HOST_FDS_CREATOR_AT(__openat64_2, (int, const char *, int),
+HOST_FDS_CREATOR_ON(__openat_2, (int, const char *, int), (int dirfd, const char *path, int flags),
+                    (dirfd, path, flags), host_fds_at_fd(dirfd, path, 0), dirfd)
+HOST_FDS_CREATOR_ON(__openat64_2, (int, const char *, int),
                     (int dirfd, const char *path, int flags), (dirfd, path, flags),
-                    host_fds_at_fd(dirfd, path, 0))
+                    host_fds_at_fd(dirfd, path, 0), dirfd)
 HOST_FDS_CREATOR(creat, (const char *, mode_t), (const char *path, mode_t mode), (path, mode))
 HOST_FDS_CREATOR(creat64, (const char *, mode_t), (const char *path, mode_t mode), (path, mode))
 HOST_FDS_CREATOR(eventfd, (unsigned, int), (unsigned int initval, int flags), (initval, flags))
@@ -2452,7 +2511,11 @@ HOST_FDS_FCNTL(fcntl64)
  * fail is what the call returns on failure; posix_fadvise returns its error instead (errno as
  * its value).
  */
-#define HOST_FDS_ON_FD(ret, name, params, args, fd, fail)                       \
+#define HOST_FDS_ON_FD(ret, name, params, args, fd, fail) \
+    HOST_FDS_ON_FD_REFUSED(ret, name, params, args, fd, return fail, fail)
+/* HOST_FDS_ON_FD whose refused call does refused instead (HOST_FDS_ON_FD_NEVER: its fd made
+ * HOST_FD_NEVER, for the calls that check their flags first). */
+#define HOST_FDS_ON_FD_REFUSED(ret, name, params, args, fd, refused, fail)      \
     HOST_EXPORT ret name params                                                 \
     {                                                                           \
         ret(*real) params = HOST_FDS_REAL(ret(*) params, name);                 \
@@ -2461,7 +2524,7 @@ HOST_FDS_FCNTL(fcntl64)
         if (__builtin_expect(HOST_FDS_FCNTL_SLOW(fd), 0)) {                     \
             (void)host_fds_fcntl_other(fd, __builtin_return_address(0), &pass); \
             if (!pass) {                                                        \
-                return fail;                                                    \
+                refused;                                                        \
             }                                                                   \
         }                                                                       \
         if (real == NULL) {                                                     \
@@ -2485,21 +2548,26 @@ HOST_FDS_ON_FD(int, posix_fadvise, (int fd, off_t off, off_t len, int advice),
 HOST_FDS_ON_FD(int, posix_fadvise64, (int fd, off64_t off, off64_t len, int advice),
                (fd, off, len, advice), fd, EBADF)
 
-HOST_FDS_ON_FD(int, fstatat,
-               (int fd, const char *restrict path, struct stat *restrict st, int flags),
-               (fd, path, st, flags), host_fds_at_fd(fd, path, flags), -1)
-HOST_FDS_ON_FD(int, fstatat64,
-               (int fd, const char *restrict path, struct stat64 *restrict st, int flags),
-               (fd, path, st, flags), host_fds_at_fd(fd, path, flags), -1)
+/* fstatat, statx, fchmodat and fchownat check their flags (statx its mask) before their fd: a
+ * refused call is made with HOST_FD_NEVER for fd (bare's EINVAL for a bad flag, else EBADF). */
+#define HOST_FDS_ON_FD_NEVER(ret, name, params, args, fd_at, fd) \
+    HOST_FDS_ON_FD_REFUSED(ret, name, params, args, fd_at, (fd) = HOST_FD_NEVER, -1)
+
+HOST_FDS_ON_FD_NEVER(int, fstatat,
+                     (int fd, const char *restrict path, struct stat *restrict st, int flags),
+                     (fd, path, st, flags), host_fds_at_fd(fd, path, flags), fd)
+HOST_FDS_ON_FD_NEVER(int, fstatat64,
+                     (int fd, const char *restrict path, struct stat64 *restrict st, int flags),
+                     (fd, path, st, flags), host_fds_at_fd(fd, path, flags), fd)
 
 HOST_FDS_ON_FD(int, shutdown, (int fd, int how), (fd, how), fd, -1)
 HOST_FDS_ON_FD(int, setsockopt, (int fd, int level, int name, const void *v, socklen_t len),
                (fd, level, name, v, len), fd, -1)
 HOST_FDS_ON_FD(int, fchdir, (int fd), (fd), fd, -1)
-HOST_FDS_ON_FD(int, statx,
-               (int fd, const char *restrict path, int flags, unsigned int mask,
-                struct statx *restrict sx),
-               (fd, path, flags, mask, sx), host_fds_at_fd(fd, path, flags), -1)
+HOST_FDS_ON_FD_NEVER(int, statx,
+                     (int fd, const char *restrict path, int flags, unsigned int mask,
+                      struct statx *restrict sx),
+                     (fd, path, flags, mask, sx), host_fds_at_fd(fd, path, flags), fd)
 
 /*
  * The data calls the sanitizers' runtimes intercept too, with writes.c's, blocking.c's and
@@ -2507,13 +2575,20 @@ HOST_FDS_ON_FD(int, statx,
  * is one bit test (HOST_FD_DATA_REFUSED, which says who passes).
  */
 #define HOST_FDS_DATA(ret, name, params, args) \
-    HOST_EXPORT ret name params                \
-    {                                          \
-        if (HOST_FD_DATA_REFUSED(fd)) {        \
-            return -1;                         \
-        }                                      \
-        HOST_REAL_OR_ENOSYS(ret, params, name) \
-        return real args;                      \
+    HOST_FDS_DATA_REFUSED(ret, name, params, args, return -1)
+/* HOST_FDS_DATA for a call that checks another argument before its fd (the positioned calls'
+ * offset, negative: EINVAL; fgetxattr's and fsetxattr's name and flags): a refused call is made
+ * with HOST_FD_NEVER for fd (bare's errno). */
+#define HOST_FDS_DATA_NEVER(ret, name, params, args) \
+    HOST_FDS_DATA_REFUSED(ret, name, params, args, fd = HOST_FD_NEVER)
+#define HOST_FDS_DATA_REFUSED(ret, name, params, args, refused) \
+    HOST_EXPORT ret name params                                 \
+    {                                                           \
+        if (HOST_FD_DATA_REFUSED(fd)) {                         \
+            refused;                                            \
+        }                                                       \
+        HOST_REAL_OR_ENOSYS(ret, params, name)                  \
+        return real args;                                       \
     }
 
 /* glibc's names for fstat in binaries built for a glibc before 2.33; its headers no longer
@@ -2521,51 +2596,55 @@ HOST_FDS_ON_FD(int, statx,
 int __fxstat(int ver, int fd, struct stat *st);
 int __fxstat64(int ver, int fd, struct stat64 *st);
 
-HOST_FDS_DATA(ssize_t, pread, (int fd, void *buf, size_t len, off_t off), (fd, buf, len, off))
-HOST_FDS_DATA(ssize_t, pread64, (int fd, void *buf, size_t len, off64_t off), (fd, buf, len, off))
+HOST_FDS_DATA_NEVER(ssize_t, pread, (int fd, void *buf, size_t len, off_t off), (fd, buf, len, off))
+HOST_FDS_DATA_NEVER(ssize_t, pread64, (int fd, void *buf, size_t len, off64_t off),
+                    (fd, buf, len, off))
 HOST_FDS_DATA(ssize_t, readv, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt))
 HOST_FDS_DATA(int, fstatfs, (int fd, struct statfs *buf), (fd, buf))
 HOST_FDS_DATA(int, fstatfs64, (int fd, struct statfs64 *buf), (fd, buf))
-HOST_FDS_DATA(ssize_t, fgetxattr, (int fd, const char *name, void *value, size_t size),
-              (fd, name, value, size))
+HOST_FDS_DATA_NEVER(ssize_t, fgetxattr, (int fd, const char *name, void *value, size_t size),
+                    (fd, name, value, size))
 HOST_FDS_DATA(int, __fxstat, (int ver, int fd, struct stat *st), (ver, fd, st))
 HOST_FDS_DATA(int, __fxstat64, (int ver, int fd, struct stat64 *st), (ver, fd, st))
-HOST_FDS_DATA(ssize_t, pwrite, (int fd, const void *buf, size_t len, off_t off),
-              (fd, buf, len, off))
-HOST_FDS_DATA(ssize_t, pwrite64, (int fd, const void *buf, size_t len, off64_t off),
-              (fd, buf, len, off))
-HOST_FDS_DATA(ssize_t, preadv, (int fd, const struct iovec *iov, int cnt, off_t off),
-              (fd, iov, cnt, off))
-HOST_FDS_DATA(ssize_t, preadv64, (int fd, const struct iovec *iov, int cnt, off64_t off),
-              (fd, iov, cnt, off))
-HOST_FDS_DATA(ssize_t, pwritev, (int fd, const struct iovec *iov, int cnt, off_t off),
-              (fd, iov, cnt, off))
-HOST_FDS_DATA(ssize_t, pwritev64, (int fd, const struct iovec *iov, int cnt, off64_t off),
-              (fd, iov, cnt, off))
-HOST_FDS_DATA(ssize_t, preadv2, (int fd, const struct iovec *iov, int cnt, off_t off, int flags),
-              (fd, iov, cnt, off, flags))
-HOST_FDS_DATA(ssize_t, preadv64v2,
-              (int fd, const struct iovec *iov, int cnt, off64_t off, int flags),
-              (fd, iov, cnt, off, flags))
-HOST_FDS_DATA(ssize_t, pwritev2, (int fd, const struct iovec *iov, int cnt, off_t off, int flags),
-              (fd, iov, cnt, off, flags))
-HOST_FDS_DATA(ssize_t, pwritev64v2,
-              (int fd, const struct iovec *iov, int cnt, off64_t off, int flags),
-              (fd, iov, cnt, off, flags))
+HOST_FDS_DATA_NEVER(ssize_t, pwrite, (int fd, const void *buf, size_t len, off_t off),
+                    (fd, buf, len, off))
+HOST_FDS_DATA_NEVER(ssize_t, pwrite64, (int fd, const void *buf, size_t len, off64_t off),
+                    (fd, buf, len, off))
+HOST_FDS_DATA_NEVER(ssize_t, preadv, (int fd, const struct iovec *iov, int cnt, off_t off),
+                    (fd, iov, cnt, off))
+HOST_FDS_DATA_NEVER(ssize_t, preadv64, (int fd, const struct iovec *iov, int cnt, off64_t off),
+                    (fd, iov, cnt, off))
+HOST_FDS_DATA_NEVER(ssize_t, pwritev, (int fd, const struct iovec *iov, int cnt, off_t off),
+                    (fd, iov, cnt, off))
+HOST_FDS_DATA_NEVER(ssize_t, pwritev64, (int fd, const struct iovec *iov, int cnt, off64_t off),
+                    (fd, iov, cnt, off))
+HOST_FDS_DATA_NEVER(ssize_t, preadv2,
+                    (int fd, const struct iovec *iov, int cnt, off_t off, int flags),
+                    (fd, iov, cnt, off, flags))
+HOST_FDS_DATA_NEVER(ssize_t, preadv64v2,
+                    (int fd, const struct iovec *iov, int cnt, off64_t off, int flags),
+                    (fd, iov, cnt, off, flags))
+HOST_FDS_DATA_NEVER(ssize_t, pwritev2,
+                    (int fd, const struct iovec *iov, int cnt, off_t off, int flags),
+                    (fd, iov, cnt, off, flags))
+HOST_FDS_DATA_NEVER(ssize_t, pwritev64v2,
+                    (int fd, const struct iovec *iov, int cnt, off64_t off, int flags),
+                    (fd, iov, cnt, off, flags))
 HOST_FDS_DATA(int, sendmmsg, (int fd, struct mmsghdr *vec, unsigned int vlen, int flags),
               (fd, vec, vlen, flags))
-HOST_FDS_DATA(int, fsetxattr, (int fd, const char *name, const void *value, size_t size, int flags),
-              (fd, name, value, size, flags))
+HOST_FDS_DATA_NEVER(int, fsetxattr,
+                    (int fd, const char *name, const void *value, size_t size, int flags),
+                    (fd, name, value, size, flags))
 HOST_FDS_DATA(int, fstatvfs, (int fd, struct statvfs *buf), (fd, buf))
 HOST_FDS_DATA(int, fstatvfs64, (int fd, struct statvfs64 *buf), (fd, buf))
 
-/* splice's two numbers, either the library's: as the data calls'. */
+/* splice's two numbers, either the library's: as the data calls', made with HOST_FD_NEVER (the
+ * kernel checks its flags, and a length of 0, before its fds: bare's EINVAL, or 0). */
 HOST_EXPORT ssize_t
 splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len, unsigned int flags)
 {
-    if (HOST_FD_DATA_REFUSED(in) || HOST_FD_DATA_REFUSED(out)) {
-        return -1;
-    }
+    HOST_FD_NEVER_AT(in, in);
+    HOST_FD_NEVER_AT(out, out);
     HOST_REAL_OR_ENOSYS(ssize_t, (int, loff_t *, int, loff_t *, size_t, unsigned int), splice)
     return real(in, off_in, out, off_out, len, flags);
 }
@@ -2676,10 +2755,10 @@ mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 
 /* fchmodat and fchownat look at their fd only for a relative path (or an empty one with
  * AT_EMPTY_PATH), as fstatat; no sanitizer's runtime intercepts them. */
-HOST_FDS_ON_FD(int, fchmodat, (int fd, const char *path, mode_t mode, int flags),
-               (fd, path, mode, flags), host_fds_at_fd(fd, path, flags), -1)
-HOST_FDS_ON_FD(int, fchownat, (int fd, const char *path, uid_t uid, gid_t gid, int flags),
-               (fd, path, uid, gid, flags), host_fds_at_fd(fd, path, flags), -1)
+HOST_FDS_ON_FD_NEVER(int, fchmodat, (int fd, const char *path, mode_t mode, int flags),
+                     (fd, path, mode, flags), host_fds_at_fd(fd, path, flags), fd)
+HOST_FDS_ON_FD_NEVER(int, fchownat, (int fd, const char *path, uid_t uid, gid_t gid, int flags),
+                     (fd, path, uid, gid, flags), host_fds_at_fd(fd, path, flags), fd)
 
 /*
  * The other calls on an fd's number, as the data calls (HOST_FD_DATA_REFUSED: one bit test, the
@@ -2699,13 +2778,27 @@ HOST_FDS_ON_FD(int, fchownat, (int fd, const char *path, uid_t uid, gid_t gid, i
         return real args;                                         \
     }
 
+/* The calls of these that check other arguments before their fd (their flags, a path's name, a
+ * count, a buffer they read: Linux 6.18 by its source and as run bare on a free number) are
+ * HOST_FDS_ACTING_ON's: a refused call is made with HOST_FD_NEVER for fa, the parameter that a
+ * (-1: none) names when it is looked at, and for b's, fb, likewise, so that its errno is bare's
+ * (EINVAL for a bad flag, EFAULT, ERANGE; else EBADF). */
+#define HOST_FDS_ACTING_ON(ret, name, params, args, a, fa, b, fb) \
+    HOST_EXPORT ret name params                                   \
+    {                                                             \
+        HOST_FD_NEVER_AT(a, fa);                                  \
+        HOST_FD_NEVER_AT(b, fb);                                  \
+        HOST_REAL_OR_ENOSYS(ret, params, name)                    \
+        return real args;                                         \
+    }
+
 /* glibc declares these only under names of its own choosing, or not at all before 2.34. */
 int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
 
-HOST_FDS_DATA_AT(ssize_t, tee, (int in, int out, size_t len, unsigned int flags),
-                 (in, out, len, flags), in, out)
-HOST_FDS_DATA_AT(ssize_t, vmsplice, (int fd, const struct iovec *iov, size_t n, unsigned flags),
-                 (fd, iov, n, flags), fd, -1)
+HOST_FDS_ACTING_ON(ssize_t, tee, (int in, int out, size_t len, unsigned int flags),
+                   (in, out, len, flags), in, in, out, out)
+HOST_FDS_ACTING_ON(ssize_t, vmsplice, (int fd, const struct iovec *iov, size_t n, unsigned flags),
+                   (fd, iov, n, flags), fd, fd, -1, fd)
 HOST_FDS_DATA_AT(ssize_t, copy_file_range,
                  (int in, off64_t *off_in, int out, off64_t *off_out, size_t len, unsigned flags),
                  (in, off_in, out, off_out, len, flags), in, out)
@@ -2716,11 +2809,11 @@ HOST_FDS_DATA_AT(int, futimes, (int fd, const struct timeval tv[2]), (fd, tv), f
 HOST_FDS_DATA_AT(int, fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp),
                  fd, -1)
 HOST_FDS_DATA_AT(ssize_t, getdents64, (int fd, void *buf, size_t len), (fd, buf, len), fd, -1)
-HOST_FDS_DATA_AT(int, inotify_add_watch, (int fd, const char *path, uint32_t mask),
-                 (fd, path, mask), fd, -1)
+HOST_FDS_ACTING_ON(int, inotify_add_watch, (int fd, const char *path, uint32_t mask),
+                   (fd, path, mask), fd, fd, -1, fd)
 HOST_FDS_DATA_AT(int, inotify_rm_watch, (int fd, int wd), (fd, wd), fd, -1)
-HOST_FDS_DATA_AT(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev),
-                 (epfd, op, fd, ev), epfd, fd)
+HOST_FDS_ACTING_ON(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev),
+                   (epfd, op, fd, ev), epfd, epfd, fd, fd)
 HOST_FDS_DATA_AT(int, timerfd_gettime, (int fd, struct itimerspec *cur), (fd, cur), fd, -1)
 HOST_FDS_DATA_AT(int, sync_file_range, (int fd, off64_t off, off64_t len, unsigned int flags),
                  (fd, off, len, flags), fd, -1)
@@ -2729,46 +2822,47 @@ HOST_FDS_DATA_AT(int, fallocate, (int fd, int mode, off_t off, off_t len), (fd, 
 HOST_FDS_DATA_AT(int, fallocate64, (int fd, int mode, off64_t off, off64_t len),
                  (fd, mode, off, len), fd, -1)
 HOST_FDS_DATA_AT(int, syncfs, (int fd), (fd), fd, -1)
-HOST_FDS_DATA_AT(int, lockf, (int fd, int cmd, off_t len), (fd, cmd, len), fd, -1)
-HOST_FDS_DATA_AT(int, lockf64, (int fd, int cmd, off64_t len), (fd, cmd, len), fd, -1)
-HOST_FDS_DATA_AT(int, fanotify_mark,
-                 (int fd, unsigned int flags, uint64_t mask, int dirfd, const char *path),
-                 (fd, flags, mask, dirfd, path), fd,
-                 path == NULL ? dirfd : host_fds_at_fd(dirfd, path, 0))
+HOST_FDS_ACTING_ON(int, lockf, (int fd, int cmd, off_t len), (fd, cmd, len), fd, fd, -1, fd)
+HOST_FDS_ACTING_ON(int, lockf64, (int fd, int cmd, off64_t len), (fd, cmd, len), fd, fd, -1, fd)
+HOST_FDS_ACTING_ON(int, fanotify_mark,
+                   (int fd, unsigned int flags, uint64_t mask, int dirfd, const char *path),
+                   (fd, flags, mask, dirfd, path), fd, fd,
+                   path == NULL ? dirfd : host_fds_at_fd(dirfd, path, 0), dirfd)
 HOST_FDS_DATA_AT(int, mkdirat, (int fd, const char *path, mode_t mode), (fd, path, mode),
                  host_fds_at_fd(fd, path, 0), -1)
-HOST_FDS_DATA_AT(int, unlinkat, (int fd, const char *path, int flags), (fd, path, flags),
-                 host_fds_at_fd(fd, path, 0), -1)
+HOST_FDS_ACTING_ON(int, unlinkat, (int fd, const char *path, int flags), (fd, path, flags),
+                   host_fds_at_fd(fd, path, 0), fd, -1, fd)
 HOST_FDS_DATA_AT(int, renameat, (int oldfd, const char *old, int newfd, const char *new),
                  (oldfd, old, newfd, new), host_fds_at_fd(oldfd, old, 0),
                  host_fds_at_fd(newfd, new, 0))
-HOST_FDS_DATA_AT(int, renameat2,
-                 (int oldfd, const char *old, int newfd, const char *new, unsigned int flags),
-                 (oldfd, old, newfd, new, flags), host_fds_at_fd(oldfd, old, 0),
-                 host_fds_at_fd(newfd, new, 0))
-HOST_FDS_DATA_AT(int, linkat, (int oldfd, const char *old, int newfd, const char *new, int flags),
-                 (oldfd, old, newfd, new, flags), host_fds_at_fd(oldfd, old, flags),
-                 host_fds_at_fd(newfd, new, 0))
+HOST_FDS_ACTING_ON(int, renameat2,
+                   (int oldfd, const char *old, int newfd, const char *new, unsigned int flags),
+                   (oldfd, old, newfd, new, flags), host_fds_at_fd(oldfd, old, 0), oldfd,
+                   host_fds_at_fd(newfd, new, 0), newfd)
+HOST_FDS_ACTING_ON(int, linkat, (int oldfd, const char *old, int newfd, const char *new, int flags),
+                   (oldfd, old, newfd, new, flags), host_fds_at_fd(oldfd, old, flags), oldfd,
+                   host_fds_at_fd(newfd, new, 0), newfd)
 HOST_FDS_DATA_AT(int, symlinkat, (const char *target, int fd, const char *path), (target, fd, path),
                  host_fds_at_fd(fd, path, 0), -1)
-HOST_FDS_DATA_AT(ssize_t, readlinkat, (int fd, const char *path, char *buf, size_t len),
-                 (fd, path, buf, len), host_fds_at_fd(fd, path, AT_EMPTY_PATH), -1)
-HOST_FDS_DATA_AT(int, faccessat, (int fd, const char *path, int mode, int flags),
-                 (fd, path, mode, flags), host_fds_at_fd(fd, path, flags), -1)
-HOST_FDS_DATA_AT(int, mknodat, (int fd, const char *path, mode_t mode, dev_t dev),
-                 (fd, path, mode, dev), host_fds_at_fd(fd, path, 0), -1)
+HOST_FDS_ACTING_ON(ssize_t, readlinkat, (int fd, const char *path, char *buf, size_t len),
+                   (fd, path, buf, len), host_fds_at_fd(fd, path, AT_EMPTY_PATH), fd, -1, fd)
+HOST_FDS_ACTING_ON(int, faccessat, (int fd, const char *path, int mode, int flags),
+                   (fd, path, mode, flags), host_fds_at_fd(fd, path, flags), fd, -1, fd)
+HOST_FDS_ACTING_ON(int, mknodat, (int fd, const char *path, mode_t mode, dev_t dev),
+                   (fd, path, mode, dev), host_fds_at_fd(fd, path, 0), fd, -1, fd)
 HOST_FDS_DATA_AT(int, mkfifoat, (int fd, const char *path, mode_t mode), (fd, path, mode),
                  host_fds_at_fd(fd, path, 0), -1)
-HOST_FDS_DATA_AT(int, utimensat, (int fd, const char *path, const struct timespec ts[2], int flags),
-                 (fd, path, ts, flags), host_fds_at_fd(fd, path, flags), -1)
+HOST_FDS_ACTING_ON(int, utimensat,
+                   (int fd, const char *path, const struct timespec ts[2], int flags),
+                   (fd, path, ts, flags), host_fds_at_fd(fd, path, flags), fd, -1, fd)
 HOST_FDS_DATA_AT(int, futimesat, (int fd, const char *path, const struct timeval tv[2]),
                  (fd, path, tv), path == NULL ? fd : host_fds_at_fd(fd, path, 0), -1)
-HOST_FDS_DATA_AT(int, name_to_handle_at,
-                 (int fd, const char *path, struct file_handle *fh, int *mount_id, int flags),
-                 (fd, path, fh, mount_id, flags), host_fds_at_fd(fd, path, flags), -1)
-HOST_FDS_DATA_AT(int, execveat,
-                 (int fd, const char *path, char *const argv[], char *const envp[], int flags),
-                 (fd, path, argv, envp, flags), host_fds_at_fd(fd, path, flags), -1)
+HOST_FDS_ACTING_ON(int, name_to_handle_at,
+                   (int fd, const char *path, struct file_handle *fh, int *mount_id, int flags),
+                   (fd, path, fh, mount_id, flags), host_fds_at_fd(fd, path, flags), fd, -1, fd)
+HOST_FDS_ACTING_ON(int, execveat,
+                   (int fd, const char *path, char *const argv[], char *const envp[], int flags),
+                   (fd, path, argv, envp, flags), host_fds_at_fd(fd, path, flags), fd, -1, fd)
 
 /* The calls that act on what a number holds where they succeed, as those: timerfd_settime (a
  * timer's), and glibc 2.36's mount calls on their fd or dirfd (a relative path, or an empty one
@@ -2779,22 +2873,6 @@ int move_mount(int from_dfd, const char *from_path, int to_dfd, const char *to_p
 int mount_setattr(int dfd, const char *path, unsigned int flags, struct mount_attr *attr,
                   size_t size);
 int fsconfig(int fd, unsigned int cmd, const char *key, const void *value, int aux);
-
-/* These check their flags (fsconfig its command) before their fd: a refused call is made with
- * HOST_FD_NEVER for fd, the parameter that a (-1: none) names when it is looked at, and b's, fb,
- * likewise, so that its errno is bare's (EINVAL for a bad flag; else EBADF). */
-#define HOST_FDS_ACTING_ON(ret, name, params, args, a, fa, b, fb) \
-    HOST_EXPORT ret name params                                   \
-    {                                                             \
-        if (HOST_FD_DATA_REFUSED(a)) {                            \
-            fa = HOST_FD_NEVER;                                   \
-        }                                                         \
-        if (HOST_FD_DATA_REFUSED(b)) {                            \
-            fb = HOST_FD_NEVER;                                   \
-        }                                                         \
-        HOST_REAL_OR_ENOSYS(ret, params, name)                    \
-        return real args;                                         \
-    }
 
 HOST_FDS_ACTING_ON(int, timerfd_settime,
                    (int fd, int flags, const struct itimerspec *value, struct itimerspec *old),

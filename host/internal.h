@@ -237,10 +237,22 @@ host_fd_is_library(int fd)
 
 /* A number no fd ever has (the kernel's fd table ends below fs.nr_open's maximum, INT_MAX rounded
  * down): a refused call of those that check other arguments before the fd (signalfd's flags,
- * timerfd_settime's, mmap's offset, the mount calls' flags and commands) is made with it in the
+ * timerfd_settime's, mmap's offset, the mount calls' flags and commands, openat's and the *at
+ * calls' flags, the positioned calls' offset: fds.c's header lists them) is made with it in the
  * library fd's place, so that the host gets what bare gets, EINVAL for a bad flag before the fd's
  * EBADF (fds.c). */
 #define HOST_FD_NEVER 0x7fffffff
+
+/* For a call that checks other arguments before its fd (its flags, its path's name, an offset, a
+ * pointer it reads): fd, the parameter fd_at names when the call looks at it, becomes HOST_FD_NEVER
+ * when the host's call is refused, and the call is made so (bare's errno: EINVAL first for a bad
+ * flag, else EBADF). */
+#define HOST_FD_NEVER_AT(fd_at, fd)        \
+    do {                                   \
+        if (HOST_FD_DATA_REFUSED(fd_at)) { \
+            (fd) = HOST_FD_NEVER;          \
+        }                                  \
+    } while (0)
 
 /* After recvmsg (eintr.c; host_fds_accepting before it): moves the fds an SCM_RIGHTS message
  * of msg brought as accept's, and returns rc (msg is read only when rc >= 0, errno kept). */

@@ -507,9 +507,8 @@ host_sendfile(ssize_t (*real)(int, int, off_t *, size_t), int out, int in, off_t
 HOST_EXPORT ssize_t
 sendfile(int out, int in, off_t *off, size_t count)
 {
-    if (HOST_FD_DATA_REFUSED(out) || HOST_FD_DATA_REFUSED(in)) {
-        return -1;
-    }
+    HOST_FD_NEVER_AT(out, out); /* the kernel reads off first: bare's EFAULT */
+    HOST_FD_NEVER_AT(in, in);
     return host_sendfile(
             (ssize_t(*)(int, int, off_t *, size_t))host_real(&real_sendfile_p, "sendfile"), out, in,
             off, count);
@@ -520,9 +519,8 @@ _Static_assert(sizeof(off_t) == sizeof(off64_t), "sendfile64 shares sendfile's b
 HOST_EXPORT ssize_t
 sendfile64(int out, int in, off64_t *off, size_t count)
 {
-    if (HOST_FD_DATA_REFUSED(out) || HOST_FD_DATA_REFUSED(in)) {
-        return -1;
-    }
+    HOST_FD_NEVER_AT(out, out); /* the kernel reads off first: bare's EFAULT */
+    HOST_FD_NEVER_AT(in, in);
     return host_sendfile(
             (ssize_t(*)(int, int, off_t *, size_t))host_real(&real_sendfile64_p, "sendfile64"), out,
             in, (off_t *)off, count);

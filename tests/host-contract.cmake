@@ -55,7 +55,9 @@ pp_add_host_contract(fds-fdcalls fds fdcalls)
 pp_add_host_contract(fds-datacalls fds datacalls)
 # signalfd, timerfd_settime, mmap and the mount calls with a bad flag (a bad command, an odd
 # offset), which the kernel or libc checks before the fd, on the library's numbers: EINVAL (or
-# EOPNOTSUPP) as bare (before: EBADF, 8 a call preloaded, through libc and syscall())
+# EOPNOTSUPP) as bare (before: EBADF, 8 a call preloaded, through libc and syscall()); and the older
+# calls whose other arguments the kernel checks first (openat's flags, the positioned calls' offset,
+# the *at calls' flags, splice's, tee's...: EINVAL, EFAULT or ERANGE as bare; before, EBADF)
 pp_add_host_contract(fds-argsfirst fds argsfirst)
 # a server's loop of non-blocking accept4 over 3..1023 while sessions connect to the library's
 # socket: every call fails as bare, and no session's connection is taken (before: 3000 EAGAIN or

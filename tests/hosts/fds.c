@@ -46,7 +46,13 @@
  *                   the kernel refuses before it looks at the fd, and epoll_pwait with a mask it
  *                   cannot read and epoll_pwait2 with a timeout of -1 ns, of 3..4095, through
  *                   libc and syscall(): EINVAL (EOPNOTSUPP, EFAULT) for each, as bare, where the
- *                   library's fds are (argsfirst_scan)
+ *                   library's fds are (argsfirst_scan); and the older calls so: openat's O_TMPFILE
+ *                   without a write access, openat2's mode without O_CREAT, the positioned reads
+ *                   and writes at offset -2, the *at calls' bad flags (faccessat's mode,
+ *                   readlinkat's size 0, mknodat's type), splice's, tee's, vmsplice's and
+ *                   fanotify_mark's flags, inotify_add_watch's mask 0, epoll_ctl's event and
+ *                   sendfile's offset unreadable, lockf's command, fgetxattr's empty name and
+ *                   fsetxattr's flags (EINVAL, EFAULT, ERANGE; argsfirst_older)
  *   fds mmapearly   what libhost-fds-early.so's constructor got from mmap before libpipeprof.so's
  *                   constructor ran (tests/hosts/fds-early.c)
  *   fds acceptloop  a server's loop of non-blocking accept4 over 3..1023, 3000 times, libc's and
@@ -1600,21 +1606,254 @@ fdprobes_scan(int cwd)
  * alike, open or not (EINVAL; EOPNOTSUPP for fsconfig, EFAULT for the mask). The mount calls name
  * the fd itself (an empty name with their flag for it). */
 static const char *const argsfirst_names[] = {
-    "signalfd(bad flags)",          "timerfd_settime(bad flags)", "mmap(offset 1)",
-    "mount_setattr(bad flags)",     "move_mount(bad flags)",      "fsconfig(bad command)",
-    "open_tree(bad flags)",         "fspick(bad flags)",          "fsmount(bad flags)",
-    "epoll_pwait(unreadable mask)", "epoll_pwait2(bad timeout)",
+    "signalfd(bad flags)",
+    "timerfd_settime(bad flags)",
+    "mmap(offset 1)",
+    "mount_setattr(bad flags)",
+    "move_mount(bad flags)",
+    "fsconfig(bad command)",
+    "open_tree(bad flags)",
+    "fspick(bad flags)",
+    "fsmount(bad flags)",
+    "epoll_pwait(unreadable mask)",
+    "epoll_pwait2(bad timeout)",
+    /* the older calls (ARGSFIRST_OLDER on): openat's flags, the positioned calls' offset, the *at
+     * calls' flags, and the others the kernel checks before the fd (Linux 6.18, run bare on a free
+     * number: each fails otherwise than EBADF) */
+    "openat(O_TMPFILE read-only)",
+    "openat64(O_TMPFILE read-only)",
+    "openat2(mode, no O_CREAT)",
+    "pread(offset -2)",
+    "pwrite(offset -2)",
+    "preadv(offset -2)",
+    "pwritev(offset -2)",
+    "preadv2(offset -2)",
+    "pwritev2(offset -2)",
+    "pread64(offset -2)",
+    "pwrite64(offset -2)",
+    "preadv64(offset -2)",
+    "pwritev64(offset -2)",
+    "preadv64v2(offset -2)",
+    "pwritev64v2(offset -2)",
+    "fstatat(bad flags)",
+    "statx(bad flags)",
+    "faccessat(bad mode)",
+    "faccessat(bad flags)",
+    "fchmodat(bad flags)",
+    "fchownat(bad flags)",
+    "linkat(bad flags)",
+    "unlinkat(bad flags)",
+    "renameat2(bad flags)",
+    "utimensat(bad flags)",
+    "name_to_handle_at(bad flags)",
+    "readlinkat(size 0)",
+    "mknodat(bad type)",
+    "execveat(bad flags)",
+    "splice(bad flags)",
+    "tee(bad flags)",
+    "vmsplice(bad flags)",
+    "inotify_add_watch(mask 0)",
+    "fanotify_mark(bad flags)",
+    "epoll_ctl(unreadable event)",
+    "sendfile(unreadable offset)",
+    "sendfile64(unreadable offset)",
+    "lockf(bad command)",
+    "fgetxattr(empty name)",
+    "fsetxattr(bad flags)",
 };
 
 static const char *const argsfirst_syms[] = {
-    "signalfd",  "timerfd_settime", "mmap",    "mount_setattr", "move_mount",   "fsconfig",
-    "open_tree", "fspick",          "fsmount", "epoll_pwait",   "epoll_pwait2",
+    "signalfd",
+    "timerfd_settime",
+    "mmap",
+    "mount_setattr",
+    "move_mount",
+    "fsconfig",
+    "open_tree",
+    "fspick",
+    "fsmount",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "openat",
+    "openat64",
+    "openat2",
+    "pread",
+    "pwrite",
+    "preadv",
+    "pwritev",
+    "preadv2",
+    "pwritev2",
+    "pread64",
+    "pwrite64",
+    "preadv64",
+    "pwritev64",
+    "preadv64v2",
+    "pwritev64v2",
+    "fstatat",
+    "statx",
+    "faccessat",
+    "faccessat",
+    "fchmodat",
+    "fchownat",
+    "linkat",
+    "unlinkat",
+    "renameat2",
+    "utimensat",
+    "name_to_handle_at",
+    "readlinkat",
+    "mknodat",
+    "execveat",
+    "splice",
+    "tee",
+    "vmsplice",
+    "inotify_add_watch",
+    "fanotify_mark",
+    "epoll_ctl",
+    "sendfile",
+    "sendfile64",
+    "lockf",
+    "fgetxattr",
+    "fsetxattr",
 };
+
+/* The first of argsfirst_names' older calls, and what argsfirst returns for a form a call lacks
+ * (the 64 names', sendfile64's and lockf's syscall(), openat2's libc name: glibc 2.36 has none). */
+#define ARGSFIRST_OLDER   11
+#define ARGSFIRST_NO_FORM (-2)
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452 /* Linux 6.6's, on every architecture; glibc 2.36's headers lack it */
+#endif
+/* A name the *at calls look up relative to their dirfd, which no directory holds. */
+#define ARGSFIRST_NAME "pp-argsfirst-none"
+
+int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
+
+/* argsfirst's older calls (call counted from ARGSFIRST_OLDER) on fd through libc (raw 0) or
+ * syscall() (1): each fails before the kernel looks at fd (and where it did not, on a name none
+ * has or with nothing to move); its result, -1 with errno, or ARGSFIRST_NO_FORM. */
+static long
+argsfirst_older(int call, int raw, int fd)
+{
+    static char buf[64];
+    struct iovec iov = { buf, 1 };
+    struct open_how how = { .flags = O_RDONLY, .mode = 0600 };
+    struct stat st;
+    struct statx sx;
+    union {
+        struct file_handle fh;
+        char bytes[sizeof(struct file_handle) + 128];
+    } h = { .fh.handle_bytes = 128 };
+    char *const argv[] = { ARGSFIRST_NAME, NULL };
+    int mount_id;
+    const char *n = ARGSFIRST_NAME;
+    void *bad = fdprobe_unmapped();
+
+    switch (call) {
+    case 0:
+        return raw ? syscall(SYS_openat, fd, n, O_TMPFILE | O_RDONLY, 0600)
+                   : openat(fd, n, O_TMPFILE | O_RDONLY, 0600);
+    case 1:
+        return raw ? ARGSFIRST_NO_FORM : openat64(fd, n, O_TMPFILE | O_RDONLY, 0600);
+    case 2:
+        return raw ? syscall(SYS_openat2, fd, n, &how, sizeof(how)) : ARGSFIRST_NO_FORM;
+    case 3:
+        return raw ? syscall(SYS_pread64, fd, buf, 1L, -2L) : pread(fd, buf, 1, -2);
+    case 4:
+        return raw ? syscall(SYS_pwrite64, fd, buf, 1L, -2L) : pwrite(fd, buf, 1, -2);
+    case 5:
+        return raw ? syscall(SYS_preadv, fd, &iov, 1L, -2L, 0L) : preadv(fd, &iov, 1, -2);
+    case 6:
+        return raw ? syscall(SYS_pwritev, fd, &iov, 1L, -2L, 0L) : pwritev(fd, &iov, 1, -2);
+    case 7: /* -1 would be the file's own position (readv) */
+        return raw ? syscall(SYS_preadv2, fd, &iov, 1L, -2L, 0L, 0L) : preadv2(fd, &iov, 1, -2, 0);
+    case 8:
+        return raw ? syscall(SYS_pwritev2, fd, &iov, 1L, -2L, 0L, 0L)
+                   : pwritev2(fd, &iov, 1, -2, 0);
+    case 9:
+        return raw ? ARGSFIRST_NO_FORM : pread64(fd, buf, 1, -2);
+    case 10:
+        return raw ? ARGSFIRST_NO_FORM : pwrite64(fd, buf, 1, -2);
+    case 11:
+        return raw ? ARGSFIRST_NO_FORM : preadv64(fd, &iov, 1, -2);
+    case 12:
+        return raw ? ARGSFIRST_NO_FORM : pwritev64(fd, &iov, 1, -2);
+    case 13:
+        return raw ? ARGSFIRST_NO_FORM : preadv64v2(fd, &iov, 1, -2, 0);
+    case 14:
+        return raw ? ARGSFIRST_NO_FORM : pwritev64v2(fd, &iov, 1, -2, 0);
+    case 15:
+        return raw ? syscall(SYS_newfstatat, fd, n, &st, 0x40000000L)
+                   : fstatat(fd, n, &st, 0x40000000);
+    case 16:
+        return raw ? syscall(SYS_statx, fd, n, 0x40000000L, 0L, &sx)
+                   : statx(fd, n, 0x40000000, 0, &sx);
+    case 17:
+        return raw ? syscall(SYS_faccessat, fd, n, 0x40L) : faccessat(fd, n, 0x40, 0);
+    case 18:
+        return raw ? syscall(SYS_faccessat2, fd, n, (long)R_OK, 0x40000000L)
+                   : faccessat(fd, n, R_OK, 0x40000000);
+    case 19:
+        return raw ? syscall(SYS_fchmodat2, fd, n, 0600L, 0x40000000L)
+                   : fchmodat(fd, n, 0600, 0x40000000);
+    case 20:
+        return raw ? syscall(SYS_fchownat, fd, n, -1L, -1L, 0x40000000L)
+                   : fchownat(fd, n, (uid_t)-1, (gid_t)-1, 0x40000000);
+    case 21:
+        return raw ? syscall(SYS_linkat, fd, n, fd, n, 0x40000000L)
+                   : linkat(fd, n, fd, n, 0x40000000);
+    case 22:
+        return raw ? syscall(SYS_unlinkat, fd, n, 0x40000000L) : unlinkat(fd, n, 0x40000000);
+    case 23:
+        return raw ? syscall(SYS_renameat2, fd, n, fd, n, 0x40000000L)
+                   : renameat2(fd, n, fd, n, 0x40000000);
+    case 24:
+        return raw ? syscall(SYS_utimensat, fd, n, NULL, 0x40000000L)
+                   : utimensat(fd, n, NULL, 0x40000000);
+    case 25:
+        return raw ? syscall(SYS_name_to_handle_at, fd, n, &h.fh, &mount_id, 0x40000000L)
+                   : name_to_handle_at(fd, n, &h.fh, &mount_id, 0x40000000);
+    case 26:
+        return raw ? syscall(SYS_readlinkat, fd, n, buf, 0L) : readlinkat(fd, n, buf, 0);
+    case 27:
+        return raw ? syscall(SYS_mknodat, fd, n, 0170000L, 0L) : mknodat(fd, n, 0170000, 0);
+    case 28:
+        return raw ? syscall(SYS_execveat, fd, n, argv, argv, 0x40000000L)
+                   : execveat(fd, n, argv, argv, 0x40000000);
+    case 29:
+        return raw ? syscall(SYS_splice, fd, NULL, fd, NULL, 1L, 0x40000000L)
+                   : splice(fd, NULL, fd, NULL, 1, 0x40000000);
+    case 30:
+        return raw ? syscall(SYS_tee, fd, fd, 1L, 0x40000000L) : tee(fd, fd, 1, 0x40000000);
+    case 31:
+        return raw ? syscall(SYS_vmsplice, fd, &iov, 1L, 0x40000000L)
+                   : vmsplice(fd, &iov, 1, 0x40000000);
+    case 32:
+        return raw ? syscall(SYS_inotify_add_watch, fd, n, 0L) : inotify_add_watch(fd, n, 0);
+    case 33:
+        return raw ? syscall(SYS_fanotify_mark, fd, 0x40000000L, (long)FAN_OPEN, fd, n)
+                   : fanotify_mark(fd, 0x40000000, FAN_OPEN, fd, n);
+    case 34:
+        return raw ? syscall(SYS_epoll_ctl, fd, (long)EPOLL_CTL_ADD, fd, bad)
+                   : epoll_ctl(fd, EPOLL_CTL_ADD, fd, bad);
+    case 35:
+        return raw ? syscall(SYS_sendfile, fd, fd, bad, 1L) : sendfile(fd, fd, bad, 1);
+    case 36:
+        return raw ? ARGSFIRST_NO_FORM : sendfile64(fd, fd, bad, 1);
+    case 37:
+        return raw ? ARGSFIRST_NO_FORM : lockf(fd, 99, 0);
+    case 38:
+        return raw ? syscall(SYS_fgetxattr, fd, "", buf, 1L) : fgetxattr(fd, "", buf, 1);
+    default:
+        return raw ? syscall(SYS_fsetxattr, fd, "user.pp", "", 0L, 0x40000000L)
+                   : fsetxattr(fd, "user.pp", "", 0, 0x40000000);
+    }
+}
 
 /* move_mount from and to the fds themselves (empty names), with a flag no kernel has */
 #define ARGSFIRST_MOVE_FLAGS (MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH | 0x40000000)
 
-/* argsfirst_names[call] on fd through libc (raw 0) or syscall() (1): its result, -1 with errno. */
+/* argsfirst_names[call] on fd through libc (raw 0) or syscall() (1): its result, -1 with errno
+ * (ARGSFIRST_NO_FORM: none). */
 static int
 argsfirst(int call, int raw, int fd)
 {
@@ -1625,6 +1864,9 @@ argsfirst(int call, int raw, int fd)
     sigset_t none;
     void *m;
 
+    if (call >= ARGSFIRST_OLDER) {
+        return (int)argsfirst_older(call - ARGSFIRST_OLDER, raw, fd);
+    }
     sigemptyset(&none);
     switch (call) {
     case 0:
@@ -1682,11 +1924,15 @@ argsfirst_scan(void)
                 printf("%s of 3..4095: not probed under a sanitizer\n", argsfirst_names[call]);
                 continue;
             }
+            if (call >= ARGSFIRST_OLDER &&
+                argsfirst_older(call - ARGSFIRST_OLDER, raw, 3) == ARGSFIRST_NO_FORM) {
+                continue; /* (the form's call fails on any number, as below) */
+            }
             for (int fd = 3; fd < 4096; fd++) {
                 int rc = argsfirst(call, raw, fd);
 
-                if (rc >= 0) {
-                    close(rc);
+                if (rc >= 0 && call < ARGSFIRST_OLDER) {
+                    close(rc); /* a new fd (the older calls': a count, never an fd) */
                 }
                 scan_count(&t, rc);
             }
