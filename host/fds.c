@@ -1246,13 +1246,36 @@ host_fds_bpf_creates(long cmd)
     }
 }
 
-/* fstatat's fd matters only for a relative path, or an empty one with AT_EMPTY_PATH (an empty one
+/*
+ * fstatat's fd matters only for a relative path, or an empty one with AT_EMPTY_PATH (an empty one
  * without it fails with ENOENT before the fd is looked at): the number to check, or -1 (also for
- * AT_FDCWD, and a NULL path, which the kernel refuses with EFAULT). */
+ * a NULL path or one the kernel cannot read, which it refuses with EFAULT before the fd). Only a
+ * library fd's path is read, and without faulting (host_read_user): the callers check no other
+ * number, and a host's bad pointer is the kernel's EFAULT, as bare. (Before, every call read the
+ * path's first byte: openat(AT_FDCWD, (char *)8, ...) killed a preloaded host with SIGSEGV where
+ * bare gets EFAULT.)
+ */
 static int
 host_fds_at_fd(int fd, const char *path, int flags)
 {
-    if (path == NULL || path[0] == '/' || (path[0] == '\0' && !(flags & AT_EMPTY_PATH))) {
+    char first;
+
+    if (__builtin_expect(!host_fd_is_library(fd), 1)) {
+        return fd;
+    }
+    if (path == NULL) {
+        return -1;
+    }
+    switch (host_read_user(&first, path, 1)) {
+    case 0:
+        break;
+    case -EFAULT:
+        return -1;
+    default:
+        first = path[0]; /* cannot tell: as before */
+        break;
+    }
+    if (first == '/' || (first == '\0' && !(flags & AT_EMPTY_PATH))) {
         return -1;
     }
     return fd;

@@ -5,6 +5,10 @@
  * lives here. Context: any thread but a signal handler.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "host/internal.h"
 
@@ -45,4 +49,22 @@ host_real(_Atomic(void *) *slot, const char *name)
         atomic_store_explicit(slot, p, memory_order_release);
     }
     return p;
+}
+
+int
+host_read_user(void *out, const void *addr, size_t len)
+{
+    static _Atomic(void *) real_syscall;
+    long (*raw)(long, ...) = (long (*)(long, ...))host_real(&real_syscall, "syscall");
+    struct iovec local = { out, len }, remote = { (void *)(uintptr_t)addr, len };
+    int saved = errno, rc;
+    long n;
+
+    if (raw == NULL) {
+        return -ENOSYS;
+    }
+    n = raw(SYS_process_vm_readv, (long)getpid(), (long)&local, 1L, (long)&remote, 1L, 0L);
+    rc = n == (long)len ? 0 : n >= 0 || errno == EFAULT ? -EFAULT : -errno;
+    errno = saved;
+    return rc;
 }

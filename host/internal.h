@@ -231,6 +231,14 @@ host_fd_is_library(int fd)
             1u);
 }
 
+/* Copies len bytes of the host's memory at addr into out without faulting (process_vm_readv of
+ * this process), for an interposer that must look at what a host's pointer points to before the
+ * kernel does: a pointer the kernel answers with EFAULT must not kill the host in the interposer.
+ * 0; -EFAULT when not all of it is readable (the kernel would answer EFAULT); another negative
+ * errno when it cannot tell (a seccomp filter refused the call): the caller then reads it as
+ * before. errno kept. Context: any thread (host.c). */
+int host_read_user(void *out, const void *addr, size_t len);
+
 #define HOST_FD_DATA_REFUSED(fd)                    \
     (__builtin_expect(host_fd_is_library(fd), 0) && \
      host_fds_data_refused(fd, __builtin_return_address(0)))

@@ -42,23 +42,35 @@ HOST_ANCHOR(sockets);
 
 typedef int (*host_sockaddr_fn)(int, const struct sockaddr *, socklen_t);
 
-/* The redirect of a Unix socket address into *out; 0 when addr is left as it is. */
+/* The redirect of a Unix socket address into *out; 0 when addr is left as it is. The host's
+ * address is copied without faulting (host_read_user): one the kernel cannot read is left to it
+ * (EFAULT, as bare; before, bind and connect of a bad pointer killed a host that ran the server
+ * with SIGSEGV). */
 static int
 host_redirect_sockaddr(const struct host_server_hooks *h, enum host_socket_op op,
                        const struct sockaddr *addr, socklen_t len, struct sockaddr_un *out)
 {
+    struct sockaddr_un copy;
     char path[sizeof(out->sun_path) + 1];
     size_t n;
+    int rc;
 
-    if (h == NULL || addr == NULL || addr->sa_family != AF_UNIX ||
-        len <= (socklen_t)offsetof(struct sockaddr_un, sun_path)) {
+    if (h == NULL || addr == NULL || len <= (socklen_t)offsetof(struct sockaddr_un, sun_path)) {
         return 0;
     }
-    n = (size_t)len - offsetof(struct sockaddr_un, sun_path);
-    if (n > sizeof(out->sun_path)) {
-        n = sizeof(out->sun_path);
+    n = (size_t)len < sizeof(copy) ? (size_t)len : sizeof(copy);
+    rc = host_read_user(&copy, addr, n);
+    if (rc == -EFAULT) {
+        return 0;
     }
-    memcpy(path, ((const struct sockaddr_un *)(const void *)addr)->sun_path, n);
+    if (rc != 0) {
+        memcpy(&copy, addr, n); /* cannot tell: as before */
+    }
+    if (copy.sun_family != AF_UNIX) {
+        return 0;
+    }
+    n -= offsetof(struct sockaddr_un, sun_path);
+    memcpy(path, copy.sun_path, n);
     path[n] = '\0';
     if (path[0] == '\0') {
         return 0; /* an abstract socket */

@@ -73,6 +73,7 @@ set_property(TEST host-contract-fds-acceptloop APPEND PROPERTY ENVIRONMENT "HC_M
 # EBADF for each, as bare (host/uring.c; before, preloaded, 6 to 8 fewer EBADF an operation and
 # libuv aborted the host after IORING_OP_CLOSE closed its fds, status 134)
 pp_add_host_contract(fds-uring fds uring)
+pp_add_host_contract(fds-badpointers fds badpointers)
 # creations no interposer sees (io_uring's open, getpwent, setmntent, getutent, fanotify's event
 # fds) get bare's numbers: the library's fds are above the host's range once its first second is
 # past (with PIPEPROF_TEST_FD_LOW_MS=2 by hand, a few to 40 % of them do not: host/fds.c)

@@ -63,6 +63,11 @@
  *                   io_uring_register (FILES, FILES_UPDATE, EVENTFD, FILES_UPDATE2,
  *                   RING_FDS) and io_uring_enter of
  *                   3..1023, a ring by raw system calls: EBADF for each, as bare (uring_scan)
+ *   fds badpointers openat, fstatat, unlinkat, faccessat, readlinkat and mkdirat, libc's and
+ *                   syscall()'s, of a path the kernel cannot read ((char *)8) at AT_FDCWD and
+ *                   at every number 3..1023, and bind and connect of a Unix socket to an
+ *                   address it cannot read: EFAULT for each, as bare (the interposers used to
+ *                   read the path, or the address under a server, themselves: SIGSEGV)
  *   fds unsharethreads  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE) on the main
  *                   thread, then 20 pairs of threads that burn CPU, one started from each fd table
  *                   (unshare_threads)
@@ -2171,6 +2176,98 @@ ur_register_one(int op, int fd)
     }
 }
 
+/* The calls of "fds badpointers": each answer counted by errno (EFAULT expected everywhere). */
+static void
+badpointers_count(const char *what, int rc, int *ok, int *efault, int *other)
+{
+    if (rc >= 0) {
+        (*ok)++;
+        fprintf(stderr, "%s: succeeded\n", what);
+    } else if (errno == EFAULT) {
+        (*efault)++;
+    } else {
+        (*other)++;
+    }
+}
+
+static void
+badpointers(void)
+{
+    const char *bad = (const char *)8;
+    struct sockaddr *badaddr = (struct sockaddr *)(uintptr_t)8;
+    char buf[16];
+    struct stat st;
+    int s, brc;
+
+    for (int call = 0; call < 12; call++) {
+        int ok = 0, efault = 0, other = 0;
+        const char *names[] = {
+            "openat",           "fstatat",           "unlinkat",           "faccessat",
+            "readlinkat",       "mkdirat",           "syscall openat",     "syscall fstatat",
+            "syscall unlinkat", "syscall faccessat", "syscall readlinkat", "syscall mkdirat"
+        };
+
+        for (int fd = 2; fd < 1024; fd++) {
+            int at = fd == 2 ? AT_FDCWD : fd; /* 2 stands for AT_FDCWD */
+            long rc;
+
+            errno = 0;
+            switch (call) {
+            case 0:
+                rc = openat(at, bad, O_RDONLY | O_CLOEXEC);
+                break;
+            case 1:
+                rc = fstatat(at, bad, &st, 0);
+                break;
+            case 2:
+                rc = unlinkat(at, bad, 0);
+                break;
+            case 3:
+                rc = faccessat(at, bad, R_OK, 0);
+                break;
+            case 4:
+                rc = readlinkat(at, bad, buf, sizeof(buf));
+                break;
+            case 5:
+                rc = mkdirat(at, bad, 0700);
+                break;
+            case 6:
+                rc = syscall(SYS_openat, at, bad, O_RDONLY | O_CLOEXEC, 0);
+                break;
+            case 7:
+                rc = syscall(SYS_newfstatat, at, bad, &st, 0);
+                break;
+            case 8:
+                rc = syscall(SYS_unlinkat, at, bad, 0);
+                break;
+            case 9:
+                rc = syscall(SYS_faccessat, at, bad, R_OK);
+                break;
+            case 10:
+                rc = syscall(SYS_readlinkat, at, bad, buf, sizeof(buf));
+                break;
+            default:
+                rc = syscall(SYS_mkdirat, at, bad, 0700);
+                break;
+            }
+            if (rc >= 0 && call == 0) {
+                close((int)rc);
+            }
+            badpointers_count(names[call], rc >= 0 ? 0 : -1, &ok, &efault, &other);
+        }
+        printf("%s of an unreadable path: %d ok, %d EFAULT, %d other\n", names[call], ok, efault,
+               other);
+    }
+    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    errno = 0;
+    brc = bind(s, badaddr, sizeof(struct sockaddr_un));
+    printf("bind of an unreadable address: %d %s\n", brc, strerror(errno));
+    errno = 0;
+    brc = connect(s, badaddr, sizeof(struct sockaddr_un));
+    printf("connect of an unreadable address: %d %s\n", brc, strerror(errno));
+    close(s);
+}
+
 static void
 uring_scan(void)
 {
@@ -3304,6 +3401,8 @@ main(int argc, char **argv)
         accept_loop();
     } else if (strcmp(how, "uring") == 0) {
         uring_scan();
+    } else if (strcmp(how, "badpointers") == 0) {
+        badpointers();
     } else if (strcmp(how, "unsharethreads") == 0) {
         unshare_threads();
     } else if (strcmp(how, "unshareexit") == 0) {
@@ -3314,7 +3413,8 @@ main(int argc, char **argv)
         fprintf(stderr,
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
-                "argsfirst|mmapearly|acceptloop|uring|unsharethreads|unshareexit|uninterposed\n");
+                "argsfirst|mmapearly|acceptloop|uring|badpointers|unsharethreads|unshareexit|"
+                "uninterposed\n");
         return 2;
     }
     fds_unshared = strcmp(how, "sysrangeunshare") == 0 || strcmp(how, "unsharethreads") == 0;
