@@ -190,14 +190,12 @@ host_xfer_rest(const struct host_agent_hooks *h, host_xfer_fn xfer, void *call,
     return (ssize_t)done;
 }
 
-/* A call (the agent installed) that moves the cnt buffers of iov by xfer, on fd with flags:
- * made once, and its rest moved when the agent cut it. */
+/* After a call that moved n bytes of the cnt buffers of iov with sig0 the agent's count of
+ * signals before it: n, or with its rest moved by xfer when the agent cut it. */
 static ssize_t
-host_xfer(const struct host_agent_hooks *h, host_xfer_fn xfer, void *call, const struct iovec *iov,
-          int cnt, int fd, int flags)
+host_xfer_made(const struct host_agent_hooks *h, host_xfer_fn xfer, void *call,
+               const struct iovec *iov, int cnt, int fd, int flags, uint32_t sig0, ssize_t n)
 {
-    uint32_t sig0 = h->signals_handled();
-    ssize_t n = xfer(call, iov, cnt);
     size_t want = 0;
 
     /* The fast path: none of the agent's signals came during the call (a second read of the
@@ -212,6 +210,18 @@ host_xfer(const struct host_agent_hooks *h, host_xfer_fn xfer, void *call, const
         return n;
     }
     return host_xfer_rest(h, xfer, call, iov, cnt, (size_t)n, fd, flags, errno);
+}
+
+/* A call (the agent installed) that moves the cnt buffers of iov by xfer, on fd with flags:
+ * made once, and its rest moved when the agent cut it. */
+static ssize_t
+host_xfer(const struct host_agent_hooks *h, host_xfer_fn xfer, void *call, const struct iovec *iov,
+          int cnt, int fd, int flags)
+{
+    uint32_t sig0 = h->signals_handled();
+    ssize_t n = xfer(call, iov, cnt);
+
+    return host_xfer_made(h, xfer, call, iov, cnt, fd, flags, sig0, n);
 }
 
 /* Each interposer's call: its real function and its arguments. The xfer functions make it with
@@ -335,12 +345,13 @@ static ssize_t
 host_sendmsg_xfer(void *call, const struct iovec *iov, int cnt)
 {
     struct host_sendmsg_call *c = call;
-    struct msghdr m = *c->msg;
+    struct msghdr m;
 
     if (c->first) {
         c->first = 0;
         return c->real(c->fd, c->msg, c->flags);
     }
+    m = *c->msg;
     m.msg_iov = (struct iovec *)(uintptr_t)iov; /* only read */
     m.msg_iovlen = (size_t)cnt;
     m.msg_control = NULL;
@@ -356,12 +367,22 @@ sendmsg(int fd, const struct msghdr *msg, int flags)
     }
     HOST_WRITES_REAL(ssize_t, (int, const struct msghdr *, int), sendmsg)
     const struct host_agent_hooks *h = host_agent();
-    struct host_sendmsg_call c = { real, msg, fd, flags, 1 };
+    struct host_sendmsg_call c = { real, msg, fd, flags, 0 };
+    uint32_t sig0;
+    ssize_t n;
 
-    if (h == NULL || msg == NULL || msg->msg_iovlen > (size_t)INT32_MAX) {
+    if (h == NULL || msg == NULL) {
         return real(fd, msg, flags);
     }
-    return host_xfer(h, host_sendmsg_xfer, &c, msg->msg_iov, (int)msg->msg_iovlen, fd, flags);
+    /* The message is read only once the kernel has read it (it moved bytes): an unreadable one
+     * is the kernel's EFAULT, as bare (reading its iov first killed the host with SIGSEGV). */
+    sig0 = h->signals_handled();
+    n = real(fd, msg, flags);
+    if (n <= 0 || msg->msg_iovlen > (size_t)INT32_MAX) {
+        return n;
+    }
+    return host_xfer_made(h, host_sendmsg_xfer, &c, msg->msg_iov, (int)msg->msg_iovlen, fd, flags,
+                          sig0, n);
 }
 
 struct host_recvmsg_call {

@@ -66,8 +66,9 @@
  *   fds badpointers openat, fstatat, unlinkat, faccessat, readlinkat and mkdirat, libc's and
  *                   syscall()'s, of a path the kernel cannot read ((char *)8) at AT_FDCWD and
  *                   at every number 3..1023, and bind and connect of a Unix socket to an
- *                   address it cannot read: EFAULT for each, as bare (the interposers used to
- *                   read the path, or the address under a server, themselves: SIGSEGV)
+ *                   address it cannot read, and sendmsg of a message it cannot read: EFAULT
+ *                   (ENOTSOCK on stdout) for each, as bare (the interposers used to read the
+ *                   path, the address under a server and the message themselves: SIGSEGV)
  *   fds unsharethreads  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE) on the main
  *                   thread, then 20 pairs of threads that burn CPU, one started from each fd table
  *                   (unshare_threads)
@@ -2265,6 +2266,12 @@ badpointers(void)
     errno = 0;
     brc = connect(s, badaddr, sizeof(struct sockaddr_un));
     printf("connect of an unreadable address: %d %s\n", brc, strerror(errno));
+    errno = 0;
+    brc = (int)sendmsg(s, (const struct msghdr *)(uintptr_t)8, 0);
+    printf("sendmsg of an unreadable message on a socket: %d %s\n", brc, strerror(errno));
+    errno = 0;
+    brc = (int)sendmsg(1, (const struct msghdr *)(uintptr_t)8, 0);
+    printf("sendmsg of an unreadable message on stdout: %d %s\n", brc, strerror(errno));
     close(s);
 }
 
