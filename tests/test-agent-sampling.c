@@ -2730,9 +2730,10 @@ TEST(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place)
     move_to_perf_case(30000);
 }
 
-/* A thread that burns busy_a until phase 1, tells so (in_b), then busy_b for 60 ms of CPU. */
+/* A thread that burns busy_a until phase 1, tells so (in_b), then busy_b until its timer is
+ * re-armed and for 60 ms of CPU after. */
 struct late_arg {
-    _Atomic int phase, in_b;
+    _Atomic int phase, in_b, rearmed;
     _Atomic int32_t tid;
     _Atomic uint64_t cpu_b0; /* its CPU time as busy_b's phase began */
     uint64_t cpu_b;
@@ -2744,11 +2745,18 @@ EXPORT void
 late_b_phase(void *arg)
 {
     struct late_arg *a = arg;
-    uint64_t c = cpu_ns();
+    uint64_t c = cpu_ns(), armed;
 
     atomic_store(&a->cpu_b0, c);
     atomic_store(&a->in_b, 1);
-    while (cpu_ns() - c < 60000000u) {
+    /* 60 ms from the timer's re-arming, not from here: a test thread kept off a core longer than
+     * that re-armed it after the phase (a fresh-clone CI run beside another: busy_b's phase 0,
+     * busy_a all 16 intervals, by the final sample) */
+    while (!atomic_load(&a->rearmed)) {
+        busy_b();
+    }
+    armed = cpu_ns();
+    while (cpu_ns() - armed < 60000000u) {
         busy_b();
     }
     a->cpu_b = cpu_ns() - c;
@@ -2775,7 +2783,7 @@ static void
 late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t *w_b,
               uint64_t *w_ns, double *missed, double *burned_b)
 {
-    struct late_arg a = { 0, 0, 0, 0, 0 };
+    struct late_arg a = { 0, 0, 0, 0, 0, 0 };
     struct itimerspec on;
     struct ag_thread *t;
     struct tid_stats *st;
@@ -2803,6 +2811,7 @@ late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t
     on.it_value.tv_nsec = (long)period;
     on.it_interval = on.it_value;
     ASSERT_OK(timer_settime(t->timer, 0, &on, NULL)); /* its next sample is in busy_b, late */
+    atomic_store(&a.rearmed, 1);
     pthread_mutex_unlock(&ag.reg_lock);
     ASSERT_OK(pthread_join(th, NULL));
     st = col_get(tid);
