@@ -3654,50 +3654,51 @@ merge_put(struct ag_ring *r, int32_t tid, uint64_t ts, uint8_t source, uint16_t 
     ag_ring_commit(r);
 }
 
-/*
- * A perf-ring thread's locator records after the hold (pring_horizon) wait for the next drain, as
- * a perf sample stamped before them may not have been read yet; a perf sample read already but
- * stamped after such a record must wait with it, or the call is counted in the span after its
- * own. Built by hand (no perf event): the thread's own ring holds calls a (before the hold) and b
- * (after it), its pring a split of 2 intervals and its sample, after b. Both calls were seen in
- * the split's span: one interval under each. Before, the drain passed b's record over for the
- * split, which went all to a (2 and 0), and b was counted in the next span.
- */
-TEST(perf_ring_drain_keeps_time_order_at_its_hold)
+/* The start of the merge cases: an idle thread registered as a perf-ring thread whose kernel ring
+ * the drain does not read (no mapping), the drain's hold at *h, its own ring holding call a's
+ * record before the hold and call b's after it. Returns it with reg_lock held (NULL: failed). */
+static struct ag_thread *
+merge_start(pthread_t *th, uint64_t *h)
 {
     struct ag_config cfg;
     struct ag_thread *t;
-    pthread_t th;
-    uint64_t h;
     int32_t tid;
 
     atomic_store(&merge_done, 0);
     atomic_store(&merge_tid, 0);
-    ASSERT_OK(pthread_create(&th, NULL, merge_idle, NULL));
+    if (pthread_create(th, NULL, merge_idle, NULL) != 0) {
+        return NULL;
+    }
     while ((tid = atomic_load(&merge_tid)) == 0) {
         usleep(1000);
     }
     ag_config_init(&cfg);
-    ASSERT_OK(ag_start(&cfg));
+    if (ag_start(&cfg) != 0) {
+        return NULL;
+    }
     merge_under[0] = merge_under[1] = 0;
     pthread_mutex_lock(&ag.reg_lock);
     t = ag_thread_register_locked(tid, 0);
-    ASSERT_TRUE(t != NULL);
-    ASSERT_OK(t->pring.slots == NULL ? ag_ring_init(&t->pring, ag.cfg.ring_slots, ag.cfg.max_frames)
-                                     : 0);
-    h = ag_now_ns();
-    /* a perf-ring thread whose kernel ring the drain does not read (no mapping) */
+    if (t == NULL || (t->pring.slots == NULL &&
+                      ag_ring_init(&t->pring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0)) {
+        pthread_mutex_unlock(&ag.reg_lock);
+        return NULL;
+    }
+    *h = ag_now_ns();
     t->ring_fd = -1;
     t->ring_base = NULL;
-    atomic_store(&t->pring_horizon, h);
+    atomic_store(&t->pring_horizon, *h);
     atomic_store(&t->has_ring, 1);
-    merge_put(&t->ring, tid, h - 1000, AG_SOURCE_KERNEL, 0, (uint64_t)(uintptr_t)merge_call_a);
-    merge_put(&t->ring, tid, h + 1000, AG_SOURCE_KERNEL, 0, (uint64_t)(uintptr_t)merge_call_b);
-    merge_put(&t->pring, tid, h + 1500, AG_SOURCE_KERNEL, 2, 0);
-    merge_put(&t->pring, tid, h + 2000, AG_SOURCE_SIGNAL, 1, (uint64_t)(uintptr_t)merge_idle);
-    pthread_mutex_unlock(&ag.reg_lock);
-    ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
-    /* the next read's horizon is past them all */
+    merge_put(&t->ring, tid, *h - 1000, AG_SOURCE_KERNEL, 0, (uint64_t)(uintptr_t)merge_call_a);
+    merge_put(&t->ring, tid, *h + 1000, AG_SOURCE_KERNEL, 0, (uint64_t)(uintptr_t)merge_call_b);
+    return t;
+}
+
+/* The end of the merge cases: a second drain, its horizon past every record, then the thread let
+ * go; one interval under each call wanted. */
+static void
+merge_finish(struct ag_thread *t, pthread_t th, uint64_t h)
+{
     atomic_store(&t->pring_horizon, h + 1000000000u);
     ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
     printf("# under call a %llu intervals, under call b %llu\n", (unsigned long long)merge_under[0],
@@ -3713,6 +3714,30 @@ TEST(perf_ring_drain_keeps_time_order_at_its_hold)
 }
 
 /*
+ * A perf-ring thread's locator records after the hold (pring_horizon) wait for the next drain, as
+ * a perf sample stamped before them may not have been read yet; a perf sample read already but
+ * stamped after such a record must wait with it, or the call is counted in the span after its
+ * own. Built by hand (no perf event): the thread's own ring holds calls a (before the hold) and b
+ * (after it), its pring a split of 2 intervals and its sample, after b. Both calls were seen in
+ * the split's span: one interval under each. Before, the drain passed b's record over for the
+ * split, which went all to a (2 and 0), and b was counted in the next span.
+ */
+TEST(perf_ring_drain_keeps_time_order_at_its_hold)
+{
+    pthread_t th;
+    uint64_t h;
+    struct ag_thread *t = merge_start(&th, &h);
+
+    ASSERT_TRUE(t != NULL);
+    merge_put(&t->pring, atomic_load(&merge_tid), h + 1500, AG_SOURCE_KERNEL, 2, 0);
+    merge_put(&t->pring, atomic_load(&merge_tid), h + 2000, AG_SOURCE_SIGNAL, 1,
+              (uint64_t)(uintptr_t)merge_idle);
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
+    merge_finish(t, th, h);
+}
+
+/*
  * The same for a final sample claimed after the hold (under perf-ring outside a flush: at a change
  * of rate): its kernel time is shared among the calls seen since the last sample, so it waits for
  * the records stamped before its claim. Call a before the hold, call b after it, the claim after
@@ -3721,33 +3746,11 @@ TEST(perf_ring_drain_keeps_time_order_at_its_hold)
  */
 TEST(perf_ring_drain_holds_a_final_sample_claimed_after_its_hold)
 {
-    struct ag_config cfg;
-    struct ag_thread *t;
     pthread_t th;
     uint64_t h;
-    int32_t tid;
+    struct ag_thread *t = merge_start(&th, &h);
 
-    atomic_store(&merge_done, 0);
-    atomic_store(&merge_tid, 0);
-    ASSERT_OK(pthread_create(&th, NULL, merge_idle, NULL));
-    while ((tid = atomic_load(&merge_tid)) == 0) {
-        usleep(1000);
-    }
-    ag_config_init(&cfg);
-    ASSERT_OK(ag_start(&cfg));
-    merge_under[0] = merge_under[1] = 0;
-    pthread_mutex_lock(&ag.reg_lock);
-    t = ag_thread_register_locked(tid, 0);
     ASSERT_TRUE(t != NULL);
-    ASSERT_OK(t->pring.slots == NULL ? ag_ring_init(&t->pring, ag.cfg.ring_slots, ag.cfg.max_frames)
-                                     : 0);
-    h = ag_now_ns();
-    t->ring_fd = -1;
-    t->ring_base = NULL;
-    atomic_store(&t->pring_horizon, h);
-    atomic_store(&t->has_ring, 1);
-    merge_put(&t->ring, tid, h - 1000, AG_SOURCE_KERNEL, 0, (uint64_t)(uintptr_t)merge_call_a);
-    merge_put(&t->ring, tid, h + 1000, AG_SOURCE_KERNEL, 0, (uint64_t)(uintptr_t)merge_call_b);
     /* the final sample: 3 intervals of 1 ms, 2 of them in the kernel */
     t->tail_ts = h + 1500;
     t->tail_cpu_time_ns = 2000000000u;
@@ -3758,18 +3761,7 @@ TEST(perf_ring_drain_holds_a_final_sample_claimed_after_its_hold)
     t->tail_engine = AG_CPU_ENGINE_PERF_RING;
     pthread_mutex_unlock(&ag.reg_lock);
     ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
-    atomic_store(&t->pring_horizon, h + 1000000000u);
-    ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
-    printf("# under call a %llu intervals, under call b %llu\n", (unsigned long long)merge_under[0],
-           (unsigned long long)merge_under[1]);
-    pthread_mutex_lock(&ag.reg_lock);
-    atomic_store(&t->has_ring, 0);
-    pthread_mutex_unlock(&ag.reg_lock);
-    atomic_store(&merge_done, 1);
-    pthread_join(th, NULL);
-    ag_stop();
-    ASSERT_EQ(merge_under[0], 1);
-    ASSERT_EQ(merge_under[1], 1);
+    merge_finish(t, th, h);
 }
 
 struct faulter_arg {
