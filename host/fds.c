@@ -156,7 +156,9 @@
  *                    them): a relative name that is not there got ENOENT or ENOTDIR instead of
  *                    bare's EBADF on 8 numbers preloaded (a name that is there, under a
  *                    directory the library keeps open, would have been changed); syscall()'s
- *                    SYS_fchmodat, SYS_fchmodat2 and SYS_fchownat the same.
+ *                    SYS_fchmodat, SYS_fchmodat2 and SYS_fchownat the same (fchmodat2 by its
+ *                    number, 452, where the headers lack it: before, syscall(452) of a relative
+ *                    name on a library fd reached the kernel, 14 numbers off bare's EBADF).
  *   tee vmsplice copy_file_range fremovexattr flistxattr futimens futimes fexecve getdents64
  *   inotify_add_watch inotify_rm_watch epoll_ctl timerfd_gettime sync_file_range fallocate
  *   fallocate64 syncfs lockf lockf64 fanotify_mark mkdirat unlinkat renameat renameat2 linkat
@@ -492,6 +494,12 @@ HOST_ANCHOR(fds);
 #define HOST_FDS_SYS_OPEN_TREE_ATTR SYS_open_tree_attr
 #elif defined(__x86_64__) || defined(__aarch64__)
 #define HOST_FDS_SYS_OPEN_TREE_ATTR 467
+#endif
+/* fchmodat2 (6.6): 452 on every architecture, after glibc 2.36's headers */
+#if defined(SYS_fchmodat2)
+#define HOST_FDS_SYS_FCHMODAT2 SYS_fchmodat2
+#elif defined(__x86_64__) || defined(__aarch64__)
+#define HOST_FDS_SYS_FCHMODAT2 452
 #endif
 /* IORING_SETUP_REGISTERED_FD_ONLY (6.5): io_uring_setup's result is an index, not an fd */
 #define HOST_FDS_URING_FD_ONLY (1u << 15)
@@ -1574,8 +1582,8 @@ host_fds_syscall_on_fd(long n, const long a[6])
     case SYS_fchmodat:
         return host_fds_at_fd((int)a[0], (const char *)a[1], 0);
 #endif
-#ifdef SYS_fchmodat2
-    case SYS_fchmodat2:
+#ifdef HOST_FDS_SYS_FCHMODAT2
+    case HOST_FDS_SYS_FCHMODAT2:
         return host_fds_at_fd((int)a[0], (const char *)a[1], (int)a[3]);
 #endif
 #ifdef SYS_fchownat
@@ -1794,8 +1802,8 @@ host_fds_syscall_never(long n, const long a[6], long b[6])
     case SYS_faccessat2:
 #endif
     case SYS_fchmodat:
-#ifdef SYS_fchmodat2
-    case SYS_fchmodat2:
+#ifdef HOST_FDS_SYS_FCHMODAT2
+    case HOST_FDS_SYS_FCHMODAT2:
 #endif
     case SYS_fchownat:
     case SYS_unlinkat:

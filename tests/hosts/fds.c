@@ -1323,6 +1323,7 @@ static const struct {
     { "fsmount", "fsmount", 3 },
     { "fspick(relative)", "fspick", 3 },
     { "open_tree_attr(relative)", "open_tree_attr", 2 }, /* glibc 2.42's: syscall(467) only */
+    { "fchmodat2(relative)", "fchmodat2", 2 },           /* Linux 6.6's: syscall(452) only here */
 };
 
 /* The page epoll's probes give for their events: mapped, never readable or writable. */
@@ -1412,8 +1413,10 @@ fdprobe_acting(int call, int raw, int fd)
     case 50:
         return raw ? (int)syscall(SYS_fspick, fd, NOSUCH, FSPICK_CLOEXEC)
                    : fspick(fd, NOSUCH, FSPICK_CLOEXEC);
-    default: /* open_tree_attr (Linux 6.15): 467 on x86_64 and arm64, after these headers */
+    case 51: /* open_tree_attr (Linux 6.15): 467 on x86_64 and arm64, after these headers */
         return (int)syscall(467, fd, NOSUCH, OPEN_TREE_CLOEXEC, NULL, 0);
+    default: /* fchmodat2 (Linux 6.6): 452 on every architecture, after glibc 2.36's headers */
+        return (int)syscall(452, fd, NOSUCH, 0600L, 0L);
     }
 }
 
@@ -1592,10 +1595,11 @@ fdprobes_scan(int cwd)
                 if (call == 38 || call == 39) {
                     setitimer(ITIMER_REAL, &off, NULL);
                 }
-                if (rc >= 0 && (call == 38 || call == 39 || call == 45 || call >= 49)) {
+                if (rc >= 0 &&
+                    (call == 38 || call == 39 || call == 45 || (call >= 49 && call <= 51))) {
                     close(rc); /* an fd it made: accept's connection, an open_tree's mount */
                 }
-                if (rc >= 0 && call >= 18 && call <= 34) {
+                if (rc >= 0 && ((call >= 18 && call <= 34) || call == 52)) {
                     fprintf(stderr, "%s on %d succeeded\n", fdprobes[call].name, fd);
                     exit(1); /* an *at call made what it names: the probe is wrong */
                 }
