@@ -20,6 +20,7 @@
 
 #include "agent/agent.h"
 #include "bridge/agent-source.h"
+#include "common/grow.h"
 #include "http/http.h"
 #include "nettrace/nettrace.h"
 
@@ -27,6 +28,16 @@
 #define BRIDGE_HTTP_THREADS        1024 /* threads whose sampling rate a recording keeps to its own */
 #define BRIDGE_HTTP_MAX_RECORDINGS 4
 #define BRIDGE_HTTP_FIRST_PASS_MS  5000 /* wall mode: how long a recording waits for its first */
+/* A frame's tag (bridge_http_tag): the index + 1 of a module gone during the recording, in the
+ * bits above user space's 48 (the next bit is the profile's own: pp_profile_name_frames). */
+#define BRIDGE_HTTP_ADDR_BITS      48
+#define BRIDGE_HTTP_ADDR_MASK      ((1ull << BRIDGE_HTTP_ADDR_BITS) - 1)
+#define BRIDGE_HTTP_MAX_TAGS       32767
+
+/* A module gone during the recording: the span of its code, and when it was known gone. */
+struct bridge_http_gone {
+    uint64_t lo, hi, gone_ns;
+};
 
 struct bridge_http_rec {
     struct bridge_tap tap;
@@ -39,7 +50,13 @@ struct bridge_http_rec {
     int acquired;
     int before_first; /* wall mode: no sample of the recording's yet; its window not begun */
     uint64_t start_ns, end_ns, duration_ns;
-    int add_err; /* the first failure to add a sample (the profile is then incomplete) */
+    int add_err;       /* the first failure to add a sample (the profile is then incomplete) */
+    uint64_t names_ns; /* the request's time: untagged frames are named as of it */
+    struct bridge_http_gone *gone; /* modules gone since names_ns, in the order they went */
+    size_t gone_count, gone_cap;
+    uint64_t gone_after;            /* the last ag_module_gone seq taken into gone */
+    uint64_t gone_known_ns;         /* every module known gone by this time is in gone */
+    uint64_t frames[AG_MAX_FRAMES]; /* a sample's frames, tagged */
     int32_t kept_tid[BRIDGE_HTTP_THREADS];
     uint64_t due_ts[BRIDGE_HTTP_THREADS];   /* wall mode: next sample time per thread */
     int64_t credit_ns[BRIDGE_HTTP_THREADS]; /* CPU mode: CPU per thread not yet in a sample */
@@ -112,10 +129,80 @@ bridge_http_keep(struct bridge_http_rec *r, const struct bridge_tap_sample *s)
 
 static void bridge_http_end_cb(uv_timer_t *t);
 
+static int
+bridge_http_note_gone_cb(const struct ag_module_gone *g, void *ctx)
+{
+    struct bridge_http_rec *r = ctx;
+    int err;
+
+    r->gone_after = g->seq;
+    /* Gone before the request, it held no frame of the recording's (named as of names_ns). */
+    if (g->gone_ns <= r->names_ns || g->text_end <= g->text_start ||
+        r->gone_count == BRIDGE_HTTP_MAX_TAGS) {
+        return 0;
+    }
+    err = pp_grow_array((void **)&r->gone, &r->gone_cap, r->gone_count + 1, sizeof(*r->gone));
+    if (err != 0) {
+        return err;
+    }
+    r->gone[r->gone_count++] = (struct bridge_http_gone){ g->text_start, g->text_end, g->gone_ns };
+    return 0;
+}
+
+/*
+ * Frames are named at the recording's end, and the profile keys them by address, but a library
+ * unloaded during the recording and another one loaded at its address (issue 19) make one address
+ * two functions. So a frame of a sample taken after such a going is tagged with the latest module
+ * gone by then whose code spanned it: named as of that going (ag_symbolize_at), it is the code
+ * mapped there next, and the same address in a sample from before keeps its own name. A frame
+ * without a tag has had no module go under it between the request and its sample: named as of
+ * the request. Which modules went is taken when a sample is newer than the last look (once a
+ * pump): a going is known, with its time, before a sample after it is drained (host/dl.c), or
+ * at the scan that missed it, whose time ag_symbolize_at names by too. Without gone modules (the
+ * usual case) a sample costs one comparison; with them, one look at each per frame. Returns the
+ * frames to add (r->frames when any is tagged).
+ */
+static const uint64_t *
+bridge_http_tag(struct bridge_http_rec *r, const struct bridge_tap_sample *s)
+{
+    uint32_t d;
+    int any = 0;
+
+    if (s->timestamp_ns >= r->gone_known_ns) {
+        uint64_t now = nt_clock_now(); /* before the look: a going by now is in it */
+        int err = ag_module_gone_foreach(r->gone_after, bridge_http_note_gone_cb, r);
+
+        if (err != 0 && r->add_err == 0) {
+            r->add_err = err;
+        }
+        r->gone_known_ns = now;
+    }
+    if (r->gone_count == 0 || s->timestamp_ns < r->gone[0].gone_ns) {
+        return s->frames;
+    }
+    for (d = 0; d < s->depth && d < AG_MAX_FRAMES; d++) {
+        uint64_t ip = s->frames[d], at = d > 0 && ip > 0 ? ip - 1 : ip;
+        size_t k;
+
+        r->frames[d] = ip;
+        for (k = r->gone_count; k-- > 0 && ip <= BRIDGE_HTTP_ADDR_MASK;) {
+            const struct bridge_http_gone *g = &r->gone[k];
+
+            if (g->gone_ns <= s->timestamp_ns && at >= g->lo && at < g->hi) {
+                r->frames[d] = ip | (uint64_t)(k + 1) << BRIDGE_HTTP_ADDR_BITS;
+                any = 1;
+                break;
+            }
+        }
+    }
+    return any ? r->frames : s->frames;
+}
+
 static void
 bridge_http_on_sample(void *ctx, const struct bridge_tap_sample *s)
 {
     struct bridge_http_rec *r = ctx;
+    const uint64_t *frames;
     uint32_t n;
     int err = 0;
 
@@ -136,9 +223,11 @@ bridge_http_on_sample(void *ctx, const struct bridge_tap_sample *s)
         end = r->end_ns > now ? (r->end_ns - now) / 1000000u : 0;
         uv_timer_start(&r->end_timer, bridge_http_end_cb, end, 0);
     }
-    for (n = bridge_http_keep(r, s); n > 0 && err == 0; n--) {
+    n = bridge_http_keep(r, s);
+    frames = n > 0 ? bridge_http_tag(r, s) : NULL;
+    for (; n > 0 && err == 0; n--) {
         err = pp_profile_add_sample(r->profile, (uint64_t)s->tid, s->timestamp_ns, s->running,
-                                    s->frames, s->depth);
+                                    frames, s->depth < AG_MAX_FRAMES ? s->depth : AG_MAX_FRAMES);
     }
     if (err != 0) {
         r->add_err = err;
@@ -167,9 +256,15 @@ bridge_http_namer(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int
     char label[256];
     int err;
 
-    (void)ctx;
+    const struct bridge_http_rec *r = ctx;
+    uint64_t tag = ip >> BRIDGE_HTTP_ADDR_BITS, ts = r->names_ns;
+
+    if (tag != 0 && tag <= r->gone_count) { /* bridge_http_tag */
+        ip &= BRIDGE_HTTP_ADDR_MASK;
+        ts = r->gone[tag - 1].gone_ns;
+    }
     memset(&sym, 0, sizeof(sym));
-    err = ag_symbolize(caller && ip > 0 ? ip - 1 : ip, &sym);
+    err = ag_symbolize_at(caller && ip > 0 ? ip - 1 : ip, ts, &sym);
     if (err == 0 && sym.name != NULL) {
         bridge_http_module_label(sym.module_path, label, sizeof(label));
         snprintf(buf, len, "%s!%s", label, sym.name);
@@ -221,6 +316,7 @@ bridge_http_handle_closed(uv_handle_t *h)
 
     if (--r->open_handles == 0) {
         pp_profile_free(r->profile);
+        free(r->gone);
         free(r);
     }
 }
@@ -256,6 +352,8 @@ bridge_http_end_cb(uv_timer_t *t)
     struct pp_profile *p = r->profile;
     uint64_t now;
     char name[64];
+    size_t i;
+    uint32_t d;
     FILE *f;
     int err;
 
@@ -285,7 +383,16 @@ bridge_http_end_cb(uv_timer_t *t)
         fclose(f);
     }
     bridge_http_name_threads(p);
-    err = r->add_err != 0 ? r->add_err : pp_profile_name_frames(p, bridge_http_namer, NULL);
+    err = r->add_err != 0 ? r->add_err : pp_profile_name_frames(p, bridge_http_namer, r);
+    for (i = 0; err == 0 && r->gone_count > 0 && i < p->stack_count; i++) {
+        uint64_t *ips = (uint64_t *)p->stacks[i].ips; /* the tags are not addresses */
+
+        for (d = 0; d < p->stacks[i].depth; d++) {
+            if ((ips[d] >> BRIDGE_HTTP_ADDR_BITS) <= r->gone_count) {
+                ips[d] &= BRIDGE_HTTP_ADDR_MASK;
+            }
+        }
+    }
     r->profile = NULL; /* done takes it, also on failure */
     bridge_http_rec_end(r);
     if (err != 0) {
@@ -349,6 +456,7 @@ bridge_http_sample_start(void *ctx, const struct http_sample_request *req, http_
     r->done = done;
     r->token = token;
     r->start_ns = nt_clock_now();
+    r->names_ns = r->start_ns;
     r->duration_ns = duration_ns;
     /* Wall mode: until the first pass, the window is open-ended, and the end is due at the latest
      * BRIDGE_HTTP_FIRST_PASS_MS later than asked (the HTTP server allows 30 s more). CPU mode
