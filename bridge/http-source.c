@@ -20,7 +20,7 @@
 
 #include "agent/agent.h"
 #include "bridge/agent-source.h"
-#include "common/grow.h"
+#include "bridge/frame-tags.h"
 #include "http/http.h"
 #include "nettrace/nettrace.h"
 
@@ -28,17 +28,6 @@
 #define BRIDGE_HTTP_THREADS        1024 /* threads whose sampling rate a recording keeps to its own */
 #define BRIDGE_HTTP_MAX_RECORDINGS 4
 #define BRIDGE_HTTP_FIRST_PASS_MS  5000 /* wall mode: how long a recording waits for its first */
-/* A frame's tag (bridge_http_tag): the index + 1 of a module gone during the recording, in the
- * bits above user space's 48 (the next bit is the profile's own: pp_profile_name_frames). */
-#define BRIDGE_HTTP_ADDR_BITS      48
-#define BRIDGE_HTTP_ADDR_MASK      ((1ull << BRIDGE_HTTP_ADDR_BITS) - 1)
-#define BRIDGE_HTTP_MAX_TAGS       32767
-
-/* A module gone during the recording: the span of its code, and when it was known gone. */
-struct bridge_http_gone {
-    uint64_t lo, hi, gone_ns;
-};
-
 struct bridge_http_rec {
     struct bridge_tap tap;
     struct pp_profile *profile;
@@ -52,10 +41,9 @@ struct bridge_http_rec {
     uint64_t start_ns, end_ns, duration_ns;
     int add_err;       /* the first failure to add a sample (the profile is then incomplete) */
     uint64_t names_ns; /* the request's time: untagged frames are named as of it */
-    struct bridge_http_gone *gone; /* modules gone since names_ns, in the order they went */
-    size_t gone_count, gone_cap;
-    uint64_t gone_after;            /* the last ag_module_gone seq taken into gone */
-    uint64_t gone_known_ns;         /* every module known gone by this time is in gone */
+    struct bridge_tags tags;        /* modules gone since names_ns (bridge_http_tag) */
+    uint64_t gone_after;            /* the last ag_module_gone seq taken into tags */
+    uint64_t gone_known_ns;         /* every module known gone by this time is in tags */
     uint64_t frames[AG_MAX_FRAMES]; /* a sample's frames, tagged */
     int32_t kept_tid[BRIDGE_HTTP_THREADS];
     uint64_t due_ts[BRIDGE_HTTP_THREADS];   /* wall mode: next sample time per thread */
@@ -133,41 +121,26 @@ static int
 bridge_http_note_gone_cb(const struct ag_module_gone *g, void *ctx)
 {
     struct bridge_http_rec *r = ctx;
-    int err;
 
     r->gone_after = g->seq;
     /* Gone before the request, it held no frame of the recording's (named as of names_ns). */
-    if (g->gone_ns <= r->names_ns || g->text_end <= g->text_start ||
-        r->gone_count == BRIDGE_HTTP_MAX_TAGS) {
-        return 0;
-    }
-    err = pp_grow_array((void **)&r->gone, &r->gone_cap, r->gone_count + 1, sizeof(*r->gone));
-    if (err != 0) {
-        return err;
-    }
-    r->gone[r->gone_count++] = (struct bridge_http_gone){ g->text_start, g->text_end, g->gone_ns };
-    return 0;
+    return g->gone_ns <= r->names_ns
+                   ? 0
+                   : bridge_tags_add(&r->tags, g->text_start, g->text_end, g->gone_ns);
 }
 
 /*
  * Frames are named at the recording's end, and the profile keys them by address, but a library
  * unloaded during the recording and another one loaded at its address (issue 19) make one address
- * two functions. So a frame of a sample taken after such a going is tagged with the latest module
- * gone by then whose code spanned it: named as of that going (ag_symbolize_at), it is the code
- * mapped there next, and the same address in a sample from before keeps its own name. A frame
- * without a tag has had no module go under it between the request and its sample: named as of
- * the request. Which modules went is taken when a sample is newer than the last look (once a
- * pump): a going is known, with its time, before a sample after it is drained (host/dl.c), or
- * at the scan that missed it, whose time ag_symbolize_at names by too. Without gone modules (the
- * usual case) a sample costs one comparison; with them, one look at each per frame. Returns the
- * frames to add (r->frames when any is tagged).
+ * two functions: a frame of a sample taken after a module went is tagged with that going
+ * (bridge/frame-tags.h). Which modules went is taken when a sample is newer than the last look
+ * (once a pump): a going is known, with its time, before a sample after it is drained (the host's
+ * dlclose, host/dl.c), or at the scan that missed it, whose time ag_symbolize_at names by too.
+ * Returns the frames to add.
  */
 static const uint64_t *
-bridge_http_tag(struct bridge_http_rec *r, const struct bridge_tap_sample *s)
+bridge_http_tag(struct bridge_http_rec *r, const struct bridge_tap_sample *s, uint32_t depth)
 {
-    uint32_t d;
-    int any = 0;
-
     if (s->timestamp_ns >= r->gone_known_ns) {
         uint64_t now = nt_clock_now(); /* before the look: a going by now is in it */
         int err = ag_module_gone_foreach(r->gone_after, bridge_http_note_gone_cb, r);
@@ -177,25 +150,7 @@ bridge_http_tag(struct bridge_http_rec *r, const struct bridge_tap_sample *s)
         }
         r->gone_known_ns = now;
     }
-    if (r->gone_count == 0 || s->timestamp_ns < r->gone[0].gone_ns) {
-        return s->frames;
-    }
-    for (d = 0; d < s->depth && d < AG_MAX_FRAMES; d++) {
-        uint64_t ip = s->frames[d], at = d > 0 && ip > 0 ? ip - 1 : ip;
-        size_t k;
-
-        r->frames[d] = ip;
-        for (k = r->gone_count; k-- > 0 && ip <= BRIDGE_HTTP_ADDR_MASK;) {
-            const struct bridge_http_gone *g = &r->gone[k];
-
-            if (g->gone_ns <= s->timestamp_ns && at >= g->lo && at < g->hi) {
-                r->frames[d] = ip | (uint64_t)(k + 1) << BRIDGE_HTTP_ADDR_BITS;
-                any = 1;
-                break;
-            }
-        }
-    }
-    return any ? r->frames : s->frames;
+    return bridge_tags_apply(&r->tags, s->timestamp_ns, s->frames, depth, r->frames);
 }
 
 static void
@@ -203,7 +158,7 @@ bridge_http_on_sample(void *ctx, const struct bridge_tap_sample *s)
 {
     struct bridge_http_rec *r = ctx;
     const uint64_t *frames;
-    uint32_t n;
+    uint32_t n, depth;
     int err = 0;
 
     if (s->mode != r->mode || s->timestamp_ns < r->start_ns || s->timestamp_ns > r->end_ns ||
@@ -224,10 +179,11 @@ bridge_http_on_sample(void *ctx, const struct bridge_tap_sample *s)
         uv_timer_start(&r->end_timer, bridge_http_end_cb, end, 0);
     }
     n = bridge_http_keep(r, s);
-    frames = n > 0 ? bridge_http_tag(r, s) : NULL;
+    depth = s->depth < AG_MAX_FRAMES ? s->depth : AG_MAX_FRAMES;
+    frames = n > 0 ? bridge_http_tag(r, s, depth) : NULL;
     for (; n > 0 && err == 0; n--) {
         err = pp_profile_add_sample(r->profile, (uint64_t)s->tid, s->timestamp_ns, s->running,
-                                    frames, s->depth < AG_MAX_FRAMES ? s->depth : AG_MAX_FRAMES);
+                                    frames, depth);
     }
     if (err != 0) {
         r->add_err = err;
@@ -252,17 +208,13 @@ bridge_http_module_label(const char *path, char *out, size_t len)
 static int
 bridge_http_namer(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *resolved)
 {
+    const struct bridge_http_rec *r = ctx;
+    uint64_t ts = r->names_ns; /* a frame without a tag: as of the request */
     struct ag_symbol sym;
     char label[256];
     int err;
 
-    const struct bridge_http_rec *r = ctx;
-    uint64_t tag = ip >> BRIDGE_HTTP_ADDR_BITS, ts = r->names_ns;
-
-    if (tag != 0 && tag <= r->gone_count) { /* bridge_http_tag */
-        ip &= BRIDGE_HTTP_ADDR_MASK;
-        ts = r->gone[tag - 1].gone_ns;
-    }
+    ip = bridge_tags_address(&r->tags, ip, &ts);
     memset(&sym, 0, sizeof(sym));
     err = ag_symbolize_at(caller && ip > 0 ? ip - 1 : ip, ts, &sym);
     if (err == 0 && sym.name != NULL) {
@@ -316,7 +268,7 @@ bridge_http_handle_closed(uv_handle_t *h)
 
     if (--r->open_handles == 0) {
         pp_profile_free(r->profile);
-        free(r->gone);
+        bridge_tags_fini(&r->tags);
         free(r);
     }
 }
@@ -350,7 +302,7 @@ bridge_http_end_cb(uv_timer_t *t)
 {
     struct bridge_http_rec *r = t->data;
     struct pp_profile *p = r->profile;
-    uint64_t now;
+    uint64_t now, ts;
     char name[64];
     size_t i;
     uint32_t d;
@@ -384,13 +336,11 @@ bridge_http_end_cb(uv_timer_t *t)
     }
     bridge_http_name_threads(p);
     err = r->add_err != 0 ? r->add_err : pp_profile_name_frames(p, bridge_http_namer, r);
-    for (i = 0; err == 0 && r->gone_count > 0 && i < p->stack_count; i++) {
+    for (i = 0; err == 0 && r->tags.gone_count > 0 && i < p->stack_count; i++) {
         uint64_t *ips = (uint64_t *)p->stacks[i].ips; /* the tags are not addresses */
 
         for (d = 0; d < p->stacks[i].depth; d++) {
-            if ((ips[d] >> BRIDGE_HTTP_ADDR_BITS) <= r->gone_count) {
-                ips[d] &= BRIDGE_HTTP_ADDR_MASK;
-            }
+            ips[d] = bridge_tags_address(&r->tags, ips[d], &ts);
         }
     }
     r->profile = NULL; /* done takes it, also on failure */
