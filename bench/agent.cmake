@@ -48,3 +48,12 @@ add_executable(bench-dlclose ${CMAKE_CURRENT_LIST_DIR}/bench-dlclose.c)
 target_include_directories(bench-dlclose PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(bench-dlclose PRIVATE dl)
 set_target_properties(bench-dlclose PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+# bench-http-tags: what an HTTP recording's frame tags (bridge/frame-tags.c) add to a sample
+# against pp_profile_add_sample alone, with 0, 60 and 5000 modules gone.
+# Run: build/bench/bench-http-tags [ROUNDS [SAMPLES]]
+if(TARGET pp_bridge AND TARGET pp_http)
+  add_executable(bench-http-tags ${CMAKE_CURRENT_LIST_DIR}/bench-http-tags.c)
+  target_link_libraries(bench-http-tags PRIVATE pp_bridge)
+  target_include_directories(bench-http-tags PRIVATE ${PROJECT_SOURCE_DIR})
+  set_target_properties(bench-http-tags PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+endif()

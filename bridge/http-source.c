@@ -20,6 +20,7 @@
 
 #include "agent/agent.h"
 #include "bridge/agent-source.h"
+#include "bridge/frame-tags.h"
 #include "http/http.h"
 #include "nettrace/nettrace.h"
 
@@ -27,7 +28,6 @@
 #define BRIDGE_HTTP_THREADS        1024 /* threads whose sampling rate a recording keeps to its own */
 #define BRIDGE_HTTP_MAX_RECORDINGS 4
 #define BRIDGE_HTTP_FIRST_PASS_MS  5000 /* wall mode: how long a recording waits for its first */
-
 struct bridge_http_rec {
     struct bridge_tap tap;
     struct pp_profile *profile;
@@ -39,7 +39,12 @@ struct bridge_http_rec {
     int acquired;
     int before_first; /* wall mode: no sample of the recording's yet; its window not begun */
     uint64_t start_ns, end_ns, duration_ns;
-    int add_err; /* the first failure to add a sample (the profile is then incomplete) */
+    int add_err;       /* the first failure to add a sample (the profile is then incomplete) */
+    uint64_t names_ns; /* the request's time: untagged frames are named as of it */
+    struct bridge_tags tags;        /* modules gone since names_ns (bridge_http_tag) */
+    uint64_t gone_after;            /* the last ag_module_gone seq taken into tags */
+    uint64_t gone_known_ns;         /* every module known gone by this time is in tags */
+    uint64_t frames[AG_MAX_FRAMES]; /* a sample's frames, tagged */
     int32_t kept_tid[BRIDGE_HTTP_THREADS];
     uint64_t due_ts[BRIDGE_HTTP_THREADS];   /* wall mode: next sample time per thread */
     int64_t credit_ns[BRIDGE_HTTP_THREADS]; /* CPU mode: CPU per thread not yet in a sample */
@@ -112,11 +117,48 @@ bridge_http_keep(struct bridge_http_rec *r, const struct bridge_tap_sample *s)
 
 static void bridge_http_end_cb(uv_timer_t *t);
 
+static int
+bridge_http_note_gone_cb(const struct ag_module_gone *g, void *ctx)
+{
+    struct bridge_http_rec *r = ctx;
+
+    r->gone_after = g->seq;
+    /* Gone before the request, it held no frame of the recording's (named as of names_ns). */
+    return g->gone_ns <= r->names_ns
+                   ? 0
+                   : bridge_tags_add(&r->tags, g->text_start, g->text_end, g->gone_ns);
+}
+
+/*
+ * Frames are named at the recording's end, and the profile keys them by address, but a library
+ * unloaded during the recording and another one loaded at its address (issue 19) make one address
+ * two functions: a frame of a sample taken after a module went is tagged with that going
+ * (bridge/frame-tags.h). Which modules went is taken when a sample is newer than the last look
+ * (once a pump): a going is known, with its time, before a sample after it is drained (the host's
+ * dlclose, host/dl.c), or at the scan that missed it, whose time ag_symbolize_at names by too.
+ * Returns the frames to add.
+ */
+static const uint64_t *
+bridge_http_tag(struct bridge_http_rec *r, const struct bridge_tap_sample *s, uint32_t depth)
+{
+    if (s->timestamp_ns >= r->gone_known_ns) {
+        uint64_t now = nt_clock_now(); /* before the look: a going by now is in it */
+        int err = ag_module_gone_foreach(r->gone_after, bridge_http_note_gone_cb, r);
+
+        if (err != 0 && r->add_err == 0) {
+            r->add_err = err;
+        }
+        r->gone_known_ns = now;
+    }
+    return bridge_tags_apply(&r->tags, s->timestamp_ns, s->frames, depth, r->frames);
+}
+
 static void
 bridge_http_on_sample(void *ctx, const struct bridge_tap_sample *s)
 {
     struct bridge_http_rec *r = ctx;
-    uint32_t n;
+    const uint64_t *frames;
+    uint32_t n, depth;
     int err = 0;
 
     if (s->mode != r->mode || s->timestamp_ns < r->start_ns || s->timestamp_ns > r->end_ns ||
@@ -136,9 +178,12 @@ bridge_http_on_sample(void *ctx, const struct bridge_tap_sample *s)
         end = r->end_ns > now ? (r->end_ns - now) / 1000000u : 0;
         uv_timer_start(&r->end_timer, bridge_http_end_cb, end, 0);
     }
-    for (n = bridge_http_keep(r, s); n > 0 && err == 0; n--) {
+    n = bridge_http_keep(r, s);
+    depth = s->depth < AG_MAX_FRAMES ? s->depth : AG_MAX_FRAMES;
+    frames = n > 0 ? bridge_http_tag(r, s, depth) : NULL;
+    for (; n > 0 && err == 0; n--) {
         err = pp_profile_add_sample(r->profile, (uint64_t)s->tid, s->timestamp_ns, s->running,
-                                    s->frames, s->depth);
+                                    frames, depth);
     }
     if (err != 0) {
         r->add_err = err;
@@ -163,13 +208,15 @@ bridge_http_module_label(const char *path, char *out, size_t len)
 static int
 bridge_http_namer(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *resolved)
 {
+    const struct bridge_http_rec *r = ctx;
+    uint64_t ts = r->names_ns; /* a frame without a tag: as of the request */
     struct ag_symbol sym;
     char label[256];
     int err;
 
-    (void)ctx;
+    ip = bridge_tags_address(&r->tags, ip, &ts);
     memset(&sym, 0, sizeof(sym));
-    err = ag_symbolize(caller && ip > 0 ? ip - 1 : ip, &sym);
+    err = ag_symbolize_at(caller && ip > 0 ? ip - 1 : ip, ts, &sym);
     if (err == 0 && sym.name != NULL) {
         bridge_http_module_label(sym.module_path, label, sizeof(label));
         snprintf(buf, len, "%s!%s", label, sym.name);
@@ -221,6 +268,7 @@ bridge_http_handle_closed(uv_handle_t *h)
 
     if (--r->open_handles == 0) {
         pp_profile_free(r->profile);
+        bridge_tags_fini(&r->tags);
         free(r);
     }
 }
@@ -254,8 +302,10 @@ bridge_http_end_cb(uv_timer_t *t)
 {
     struct bridge_http_rec *r = t->data;
     struct pp_profile *p = r->profile;
-    uint64_t now;
+    uint64_t now, ts;
     char name[64];
+    size_t i;
+    uint32_t d;
     FILE *f;
     int err;
 
@@ -285,7 +335,14 @@ bridge_http_end_cb(uv_timer_t *t)
         fclose(f);
     }
     bridge_http_name_threads(p);
-    err = r->add_err != 0 ? r->add_err : pp_profile_name_frames(p, bridge_http_namer, NULL);
+    err = r->add_err != 0 ? r->add_err : pp_profile_name_frames(p, bridge_http_namer, r);
+    for (i = 0; err == 0 && r->tags.gone_count > 0 && i < p->stack_count; i++) {
+        uint64_t *ips = (uint64_t *)p->stacks[i].ips; /* the tags are not addresses */
+
+        for (d = 0; d < p->stacks[i].depth; d++) {
+            ips[d] = bridge_tags_address(&r->tags, ips[d], &ts);
+        }
+    }
     r->profile = NULL; /* done takes it, also on failure */
     bridge_http_rec_end(r);
     if (err != 0) {
@@ -349,6 +406,7 @@ bridge_http_sample_start(void *ctx, const struct http_sample_request *req, http_
     r->done = done;
     r->token = token;
     r->start_ns = nt_clock_now();
+    r->names_ns = r->start_ns;
     r->duration_ns = duration_ns;
     /* Wall mode: until the first pass, the window is open-ended, and the end is due at the latest
      * BRIDGE_HTTP_FIRST_PASS_MS later than asked (the HTTP server allows 30 s more). CPU mode

@@ -34,6 +34,10 @@ set_tests_properties(ipc-differential ipc-dotnet PROPERTIES RESOURCE_LOCK pp-dot
 # The agent's event source (bridge/agent-source.c).
 if(TARGET pp_bridge)
   pp_add_test(test-bridge-source LIBS pp_bridge LABELS unit)
+  if(TARGET pp_http)
+    # an HTTP recording's frame tags (bridge/frame-tags.c)
+    pp_add_test(test-bridge-tags LIBS pp_bridge LABELS unit)
+  endif()
 endif()
 
 # The agent end to end: preloaded workload, pipeprof collect/report/convert, dotnet-trace.

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * samples/modreuse/main.c - pp-sample-modreuse MS_A MS_B LIBDIR: dlopens libpp-modreuse-a.so,
- * burns MS_A ms of CPU in its pp_modreuse_a_burn, dlcloses it, dlopens libpp-modreuse-b.so (the
- * same code, the same size) and burns MS_B ms in its pp_modreuse_b_burn. The loader maps libb
+ * samples/modreuse/main.c - pp-sample-modreuse MS_A MS_B LIBDIR [ROUNDS]: dlopens
+ * libpp-modreuse-a.so, burns MS_A ms of CPU in its pp_modreuse_a_burn, dlcloses it, dlopens
+ * libpp-modreuse-b.so (the same code, the same size), burns MS_B ms in its pp_modreuse_b_burn
+ * and dlcloses it; ROUNDS times (default 1), so that a recording that starts at some time
+ * during the run holds both (tests/http-module-reuse.sh). The loader maps libb
  * into the range liba left (checked and printed: "same address" or "other address"); a profile
  * must name each library's samples by its own function (tests/agent-module-reuse.sh). Exits 0,
  * or 2 when a library cannot be loaded.
@@ -44,30 +46,39 @@ main(int argc, char **argv)
     unsigned ms_a = argc > 1 ? (unsigned)atoi(argv[1]) : 300;
     unsigned ms_b = argc > 2 ? (unsigned)atoi(argv[2]) : 300;
     const char *dir = argc > 3 ? argv[3] : ".";
+    unsigned rounds = argc > 4 ? (unsigned)atoi(argv[4]) : 1;
     uintptr_t base_a, base_b;
     burn_fn a, b;
     void *h;
 
-    h = modreuse_open(dir, "a", "pp_modreuse_a_burn", &a, &base_a);
-    if (h == NULL) {
-        return 2;
+    for (unsigned round = 0; round < rounds; round++) {
+        h = modreuse_open(dir, "a", "pp_modreuse_a_burn", &a, &base_a);
+        if (h == NULL) {
+            return 2;
+        }
+        (void)a(ms_a);
+        if (dlclose(h) != 0) {
+            fprintf(stderr, "pp-sample-modreuse: dlclose: %s\n", dlerror());
+            return 2;
+        }
+        h = modreuse_open(dir, "b", "pp_modreuse_b_burn", &b, &base_b);
+        if (h == NULL) {
+            return 2;
+        }
+        if (round == 0) {
+            printf("pp-sample-modreuse: liba at 0x%" PRIxPTR " (pp_modreuse_a_burn 0x%" PRIxPTR
+                   "), libb at 0x%" PRIxPTR " (pp_modreuse_b_burn 0x%" PRIxPTR "): %s\n",
+                   base_a, (uintptr_t)a, base_b, (uintptr_t)b,
+                   base_a == base_b && (uintptr_t)a - base_a == (uintptr_t)b - base_b
+                           ? "same address"
+                           : "other address");
+            fflush(stdout);
+        }
+        (void)b(ms_b);
+        if (dlclose(h) != 0) {
+            fprintf(stderr, "pp-sample-modreuse: dlclose: %s\n", dlerror());
+            return 2;
+        }
     }
-    (void)a(ms_a);
-    if (dlclose(h) != 0) {
-        fprintf(stderr, "pp-sample-modreuse: dlclose: %s\n", dlerror());
-        return 2;
-    }
-    h = modreuse_open(dir, "b", "pp_modreuse_b_burn", &b, &base_b);
-    if (h == NULL) {
-        return 2;
-    }
-    printf("pp-sample-modreuse: liba at 0x%" PRIxPTR " (pp_modreuse_a_burn 0x%" PRIxPTR
-           "), libb at 0x%" PRIxPTR " (pp_modreuse_b_burn 0x%" PRIxPTR "): %s\n",
-           base_a, (uintptr_t)a, base_b, (uintptr_t)b,
-           base_a == base_b && (uintptr_t)a - base_a == (uintptr_t)b - base_b ? "same address"
-                                                                              : "other address");
-    fflush(stdout);
-    (void)b(ms_b);
-    dlclose(h);
     return 0;
 }
