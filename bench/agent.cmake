@@ -35,7 +35,7 @@ add_library(bench-host-calls SHARED ${CMAKE_CURRENT_LIST_DIR}/bench-host-calls.c
 target_compile_options(bench-host-calls PRIVATE -fno-optimize-sibling-calls)
 set_target_properties(bench-host-calls PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 add_executable(bench-interpose ${CMAKE_CURRENT_LIST_DIR}/bench-interpose.c)
-target_link_libraries(bench-interpose PRIVATE pp_host bench-host-calls pthread dl)
+target_link_libraries(bench-interpose PRIVATE pp_host_server pp_host bench-host-calls pthread dl)
 set_target_properties(bench-interpose PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 # bench-blocking-calls: calls the blocking interposers wrap that return at once (poll, read), per
 # call; bench/blocking-calls.sh runs it bare and under `pipeprof record` in CPU and wall mode.

@@ -4,7 +4,8 @@
  * syscall(SYS_eventfd2) and syscall(SYS_fcntl, F_DUPFD_CLOEXEC) called from an object of their own,
  * as a host's are, and the epoll fd and page file bench-interpose's epoll_wait-host and mmap-host
  * use, made as a host's, and a ring of the host's (io_uring-nop-host) set up and filled here, its
- * io_uring_enter made here or through libc's syscall by bench-interpose. bench-interpose links
+ * io_uring_enter made here or through libc's syscall by bench-interpose, and the sockets of its
+ * connect and bind cases, made as a host's. bench-interpose links
  * host/ into its program, whose code host/fds.c counts as the library's (host_fds_trust_self);
  * calls made from here are the host's. Exported: the project builds with -fvisibility=hidden.
  */
@@ -16,6 +17,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -31,6 +33,14 @@ __attribute__((visibility("default"))) int bench_host_page(void);
 __attribute__((visibility("default"))) int bench_host_uring(void);
 __attribute__((visibility("default"))) void bench_host_uring_nop(void);
 __attribute__((visibility("default"))) long bench_host_uring_enter(int fd);
+__attribute__((visibility("default"))) int bench_host_socket(int domain, int type);
+
+/* A socket of the host's (bench-interpose's connect and bind cases). */
+int
+bench_host_socket(int domain, int type)
+{
+    return socket(domain, type | SOCK_CLOEXEC, 0);
+}
 
 int
 bench_host_open(const char *path, int flags)

@@ -57,11 +57,23 @@
  *                     there (host/uring.c: the scan of the entry through the library's own
  *                     mapping, the gate as a close's, the completion already there so no second
  *                     call) or through libc's syscall
+ *   connect-udp-host  connect() of a host's AF_INET UDP socket to 127.0.0.1:9 (no packet is
+ *                     sent), with the server's hooks installed (a socket_redirect that compares
+ *                     the path with one port's, as ipc_redirect_path does): host/sockets.c's look
+ *                     at the address; the address on the calling thread's stack
+ *   connect-udp-heap-host  the same with the address in malloc()ed memory, as getaddrinfo's
+ *   connect-unix-host connect() of a host's AF_UNIX stream socket to a path that does not exist
+ *                     (ENOENT), the address on the stack: the path copied and handed to the hook
+ *   connect-unix-heap-host  the same with the address in malloc()ed memory
+ *   bind-host         bind() of a host's bound AF_INET UDP socket once more (EINVAL), the
+ *                     address on the stack
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling. Libc
  * and the interposer alternate within each round; prints per call the median ns of each over the
  * rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
  */
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <linux/io_uring.h>
@@ -74,15 +86,17 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    28
+#define BENCH_OPS    33
 #define BENCH_ROUNDS 64
 
 static const char *const bench_ops[BENCH_OPS] = { "close",
@@ -112,7 +126,12 @@ static const char *const bench_ops[BENCH_OPS] = { "close",
                                                   "epoll_wait-host",
                                                   "mmap-host",
                                                   "mmap-anon-host",
-                                                  "io_uring-nop-host" };
+                                                  "io_uring-nop-host",
+                                                  "connect-udp-host",
+                                                  "connect-udp-heap-host",
+                                                  "connect-unix-host",
+                                                  "connect-unix-heap-host",
+                                                  "bind-host" };
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
@@ -127,6 +146,8 @@ static int (*libc_fstat)(int, struct stat *);
 static int (*libc_ioctl)(int, unsigned long, ...);
 static int (*libc_epoll_wait)(int, struct epoll_event *, int, int);
 static void *(*libc_mmap)(void *, size_t, int, int, int, off_t);
+static int (*libc_connect)(int, const struct sockaddr *, socklen_t);
+static int (*libc_bind)(int, const struct sockaddr *, socklen_t);
 
 /* bench-host-calls.c: open and close from an object of the host's. */
 int bench_host_open(const char *path, int flags);
@@ -138,6 +159,7 @@ int bench_host_openat(int dirfd, const char *path, int flags);
 int bench_host_epoll(void);
 int bench_host_page(void);
 int bench_host_uring(void);
+int bench_host_socket(int domain, int type);
 void bench_host_uring_nop(void);
 long bench_host_uring_enter(int fd);
 static long (*libc_syscall)(long, ...);
@@ -153,6 +175,12 @@ static int bench_host_dirfd;
 static int bench_host_epfd, bench_host_mapfd;
 /* A host's io_uring (io_uring-nop-host). */
 static int bench_host_ring;
+/* A host's AF_INET UDP socket, bound (connect-udp-*, bind-host), and AF_UNIX stream socket
+ * (connect-unix-*); their addresses in malloc()ed memory (the *-heap-host cases). */
+static int bench_host_udp, bench_host_unix;
+static struct sockaddr_in *bench_heap_in;
+static struct sockaddr_un *bench_heap_un;
+#define BENCH_MISSING_PATH "/nonexistent/pipeprof-bench-interpose-socket"
 
 /* write-agent's hooks: an agent that does nothing but count its signals, as agent/host-hooks.c
  * does (a thread-local read). */
@@ -175,6 +203,56 @@ static const struct host_agent_hooks bench_hooks = {
     .signals_handled = bench_signals_handled,
 };
 
+/* The server's hooks of the connect and bind cases: a redirect of one connect port, as the
+ * shim's (ipc_redirect_path compares the path with each port's); the others are not called. */
+static int
+bench_sessions_end(void)
+{
+    return 0;
+}
+
+static void
+bench_server_nothing(void)
+{
+}
+
+static int
+bench_socket_redirect(enum host_socket_op op, const char *path, char *out, size_t size)
+{
+    static const char port[] = "/tmp/pipeprof-bench-interpose-port";
+
+    if (op != HOST_SOCKET_CONNECT || strcmp(path, port) != 0 || size < sizeof(port)) {
+        return 0;
+    }
+    memcpy(out, port, sizeof(port));
+    return 1;
+}
+
+static const struct host_server_hooks bench_server_hooks = {
+    .sessions_end = bench_sessions_end,
+    .exec_failed = bench_server_nothing,
+    .creds_before = bench_sessions_end,
+    .creds_after = bench_server_nothing,
+    .socket_redirect = bench_socket_redirect,
+};
+
+static void
+bench_loopback(struct sockaddr_in *in)
+{
+    memset(in, 0, sizeof(*in));
+    in->sin_family = AF_INET;
+    in->sin_port = htons(9);
+    in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+}
+
+static void
+bench_missing(struct sockaddr_un *un)
+{
+    memset(un, 0, sizeof(*un));
+    un->sun_family = AF_UNIX;
+    memcpy(un->sun_path, BENCH_MISSING_PATH, sizeof(BENCH_MISSING_PATH));
+}
+
 static void
 bench_on_signal(int sig, siginfo_t *info, void *uc)
 {
@@ -188,6 +266,8 @@ static double
 bench_run(int op, int real, unsigned calls, int fd, int fd2)
 {
     struct sigaction act, old;
+    struct sockaddr_in in;
+    struct sockaddr_un un;
     struct stat st;
     sigset_t set;
     uint64_t t0;
@@ -199,6 +279,8 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
     sigemptyset(&act.sa_mask);
     sigemptyset(&set);
     sigaddset(&set, SIGUSR1);
+    bench_loopback(&in);
+    bench_missing(&un);
     t0 = bench_now_ns();
     for (i = 0; i < calls; i++) {
         switch (op) {
@@ -320,6 +402,28 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
                                 NULL, 0)
                  : bench_host_uring_enter(bench_host_ring);
             break;
+        case 28:
+        case 29: {
+            const struct sockaddr *a =
+                    op == 28 ? (struct sockaddr *)&in : (struct sockaddr *)bench_heap_in;
+
+            real ? libc_connect(bench_host_udp, a, sizeof(in))
+                 : connect(bench_host_udp, a, sizeof(in));
+            break;
+        }
+        case 30:
+        case 31: {
+            const struct sockaddr *a =
+                    op == 30 ? (struct sockaddr *)&un : (struct sockaddr *)bench_heap_un;
+
+            real ? libc_connect(bench_host_unix, a, sizeof(un))
+                 : connect(bench_host_unix, a, sizeof(un));
+            break;
+        }
+        case 32:
+            real ? libc_bind(bench_host_udp, (struct sockaddr *)&in, sizeof(in))
+                 : bind(bench_host_udp, (struct sockaddr *)&in, sizeof(in));
+            break;
         default:
             real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
             real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -356,9 +460,11 @@ main(int argc, char **argv)
     libc_ioctl = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
     libc_epoll_wait = (int (*)(int, struct epoll_event *, int, int))dlsym(RTLD_NEXT, "epoll_wait");
     libc_mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
-    if (!libc_epoll_wait || !libc_mmap || !libc_open || !libc_openat || !libc_fcntl ||
-        !libc_fstat || !libc_ioctl || !libc_syscall || !libc_write || !libc_read || !libc_close ||
-        !libc_dup2 || !libc_sigaction || !libc_sigmask) {
+    libc_connect = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "connect");
+    libc_bind = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "bind");
+    if (!libc_connect || !libc_bind || !libc_epoll_wait || !libc_mmap || !libc_open ||
+        !libc_openat || !libc_fcntl || !libc_fstat || !libc_ioctl || !libc_syscall || !libc_write ||
+        !libc_read || !libc_close || !libc_dup2 || !libc_sigaction || !libc_sigmask) {
         fprintf(stderr, "bench-interpose: libc's functions not found\n");
         return 1;
     }
@@ -368,6 +474,27 @@ main(int argc, char **argv)
     bench_host_epfd = bench_host_epoll();
     bench_host_mapfd = bench_host_page();
     bench_host_ring = bench_host_uring();
+    bench_host_udp = bench_host_socket(AF_INET, SOCK_DGRAM);
+    bench_host_unix = bench_host_socket(AF_UNIX, SOCK_STREAM);
+    bench_heap_in = malloc(sizeof(*bench_heap_in));
+    bench_heap_un = malloc(sizeof(*bench_heap_un));
+    if (bench_host_udp < 0 || bench_host_unix < 0 || bench_heap_in == NULL ||
+        bench_heap_un == NULL) {
+        fprintf(stderr, "bench-interpose: no sockets\n");
+        return 1;
+    }
+    bench_loopback(bench_heap_in);
+    bench_missing(bench_heap_un);
+    {
+        struct sockaddr_in any;
+
+        bench_loopback(&any);
+        any.sin_port = 0;
+        if (bind(bench_host_udp, (struct sockaddr *)&any, sizeof(any)) != 0) {
+            fprintf(stderr, "bench-interpose: bind: %s\n", strerror(errno));
+            return 1;
+        }
+    }
     if (bench_host_fd < 0 || bench_host_wfd < 0 || bench_host_dirfd < 0 || bench_host_epfd < 0 ||
         bench_host_mapfd < 0 || bench_host_ring < 0) {
         fprintf(stderr, "bench-interpose: /dev/null not opened\n");
@@ -383,12 +510,14 @@ main(int argc, char **argv)
     for (r = 0; r < rounds; r++) {
         for (op = 0; op < BENCH_OPS; op++) {
             host_set_agent_hooks(op == 6 || op == 8 ? &bench_hooks : NULL);
+            host_set_server_hooks(op >= 28 ? &bench_server_hooks : NULL);
             for (i = 0; i < 2; i++) {
                 int real = (i + r) % 2; /* which goes first alternates */
 
                 ns[op][real][r] = bench_run(op, real, calls, fd, fd2);
             }
             host_set_agent_hooks(NULL);
+            host_set_server_hooks(NULL);
         }
     }
     host_signal_release(SIGPROF);

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * host/host.c - the agent's hook table and the real-function cache of host/host.h; the server's
- * table is in server.c, in an archive of its own (host/CMakeLists.txt says why). No interposer
- * lives here. Context: any thread but a signal handler.
+ * table is in server.c, in an archive of its own (host/CMakeLists.txt says why), and the
+ * interposers' non-faulting look at a host's memory (host_read_user, host_stack_readable). No
+ * interposer lives here. Context: any thread; host_raw_syscall, host_read_user and
+ * host_stack_readable also a signal handler (the constructor resolved what they call).
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -51,19 +54,79 @@ host_real(_Atomic(void *) *slot, const char *name)
     return p;
 }
 
+static _Atomic(void *) host_real_syscall_slot;
+
+/* The main thread's stack as far as host_stack_readable trusts it: [lo, hi), lo == hi when
+ * unknown. Set by the constructor, read-only after. */
+static uintptr_t host_main_stack_lo, host_main_stack_hi;
+
+#ifdef __GLIBC__
+extern void *__libc_stack_end; /* ld.so's: the main thread's stack pointer at its start */
+#endif
+
+/*
+ * libc's syscall resolved before any interposer needs it (a host's signal handler's first call
+ * must not take the loader's lock in dlsym), and the main thread's stack: from __libc_stack_end
+ * (everything above it up to the mapping's end is the process's arguments, environment and
+ * auxiliary vector, readable) down RLIMIT_STACK bytes, the most the kernel grows that mapping to
+ * while the limit holds. The kernel puts no mapping of its own choice there (mmap_base lies at
+ * least the stack limit and a guard gap below the stack's top), only a host's MAP_FIXED or hinted
+ * mmap would; an unlimited limit (the legacy layout, no such bound) leaves it unknown, and so does
+ * a limit the host raises later for a stack grown below lo (the fast path is then not taken).
+ */
+__attribute__((constructor)) static void
+host_init(void)
+{
+    (void)host_real(&host_real_syscall_slot, "syscall");
+#ifdef __GLIBC__
+    struct rlimit rl;
+    uintptr_t hi = (uintptr_t)__libc_stack_end;
+
+    if (hi != 0 && getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < hi) {
+        host_main_stack_lo = hi - (uintptr_t)rl.rlim_cur;
+        host_main_stack_hi = hi;
+    }
+#endif
+}
+
+long
+host_raw_syscall(long n, long a, long b, long c, long d, long e, long f)
+{
+    host_syscall_fn raw = (host_syscall_fn)host_real(&host_real_syscall_slot, "syscall");
+
+    if (raw == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return raw(n, a, b, c, d, e, f);
+}
+
+/*
+ * Without a system call: the calling thread runs on the main thread's stack (its frame between
+ * lo and hi: not a signal stack or a stack the host made elsewhere), and [addr, addr + len) lies
+ * between that frame and hi, all of it in the one stack mapping, which is readable from its
+ * lowest page up. A frame is the lowest of the caller's: the host's address on its own stack is
+ * above it.
+ */
+int
+host_stack_readable(const void *addr, size_t len)
+{
+    uintptr_t frame = (uintptr_t)__builtin_frame_address(0), a = (uintptr_t)addr;
+
+    return frame >= host_main_stack_lo && frame < host_main_stack_hi && a >= frame &&
+           a < host_main_stack_hi && len <= host_main_stack_hi - a;
+}
+
 int
 host_read_user(void *out, const void *addr, size_t len)
 {
-    static _Atomic(void *) real_syscall;
-    long (*raw)(long, ...) = (long (*)(long, ...))host_real(&real_syscall, "syscall");
     struct iovec local = { out, len }, remote = { (void *)(uintptr_t)addr, len };
     int saved = errno, rc;
     long n;
 
-    if (raw == NULL) {
-        return -ENOSYS;
-    }
-    n = raw(SYS_process_vm_readv, (long)getpid(), (long)&local, 1L, (long)&remote, 1L, 0L);
+    n = host_raw_syscall(SYS_process_vm_readv, (long)getpid(), (long)&local, 1L, (long)&remote, 1L,
+                         0L);
     rc = n == (long)len ? 0 : n >= 0 || errno == EFAULT ? -EFAULT : -errno;
     errno = saved;
     return rc;

@@ -232,12 +232,20 @@ host_fd_is_library(int fd)
 }
 
 /* Copies len bytes of the host's memory at addr into out without faulting (process_vm_readv of
- * this process), for an interposer that must look at what a host's pointer points to before the
- * kernel does: a pointer the kernel answers with EFAULT must not kill the host in the interposer.
- * 0; -EFAULT when not all of it is readable (the kernel would answer EFAULT); another negative
- * errno when it cannot tell (a seccomp filter refused the call): the caller then reads it as
- * before. errno kept. Context: any thread (host.c). */
+ * this process, and a getpid: two system calls), for an interposer that must look at what a
+ * host's pointer points to before the kernel does: a pointer the kernel answers with EFAULT must
+ * not kill the host in the interposer. 0; -EFAULT when not all of it is readable (the kernel
+ * would answer EFAULT); another negative errno when it cannot tell (a seccomp filter refused the
+ * call): each caller says what it does then. errno kept. Context: any thread, a signal handler
+ * too (host.c). */
 int host_read_user(void *out, const void *addr, size_t len);
+/* 1 when [addr, addr + len) is provably readable without a system call: on the main thread's
+ * stack, between the caller's frame and the stack's top (host.c says how it knows); 0 when it
+ * cannot tell. Loads and compares only. */
+int host_stack_readable(const void *addr, size_t len);
+/* libc's syscall(), resolved by host.c's constructor: -1 with ENOSYS where libc has none.
+ * Context: any thread, a signal handler too. */
+long host_raw_syscall(long n, long a, long b, long c, long d, long e, long f);
 
 #define HOST_FD_DATA_REFUSED(fd)                    \
     (__builtin_expect(host_fd_is_library(fd), 0) && \

@@ -30,9 +30,11 @@
  * DOTNET_DiagnosticPorts address on its own.
  */
 #include <errno.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -42,12 +44,44 @@ HOST_ANCHOR(sockets);
 
 typedef int (*host_sockaddr_fn)(int, const struct sockaddr *, socklen_t);
 
-/* The redirect of a Unix socket address into *out; 0 when addr is left as it is. The host's
- * address is copied without faulting (host_read_user): one the kernel cannot read is left to it
- * (EFAULT, as bare; before, bind and connect of a bad pointer killed a host that ran the server
- * with SIGSEGV). */
+/* 1 when an address of len bytes for socket fd is provably not for a Unix socket's: len is an
+ * AF_INET or AF_INET6 address's and the socket's family (SO_DOMAIN, through the real syscall: one
+ * system call) is known and not AF_UNIX. errno kept. */
 static int
-host_redirect_sockaddr(const struct host_server_hooks *h, enum host_socket_op op,
+host_socket_not_unix(int fd, socklen_t len)
+{
+    int saved = errno, domain = AF_UNIX;
+    socklen_t size = sizeof(domain);
+
+    if (len != sizeof(struct sockaddr_in) && len != sizeof(struct sockaddr_in6)) {
+        return 0;
+    }
+    if (host_raw_syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, (long)&domain, (long)&size,
+                         0) != 0 ||
+        size != sizeof(domain)) {
+        domain = AF_UNIX; /* cannot tell */
+    }
+    errno = saved;
+    return domain != AF_UNIX;
+}
+
+/*
+ * The redirect of a Unix socket address into *out; 0 when addr is left as it is. The host's
+ * address is never read where the kernel could not (fix15: before, bind and connect of a bad
+ * pointer killed a host that ran the server with SIGSEGV, where bare gets EFAULT), and a system
+ * call is spent on it only where it may matter (sockread; docs/performance.md has the figures):
+ *   - on the main thread's stack above the caller's frame (host_stack_readable) it is copied;
+ *   - elsewhere, with the length of an AF_INET or AF_INET6 address (a Unix one of that length has
+ *     a path of 13 or 25 bytes and a NUL, or none), a socket that is not AF_UNIX (SO_DOMAIN:
+ *     getsockopt, one system call) has nothing to redirect and is left to the kernel, the address
+ *     unread; another length is most often a Unix address (sizeof(struct sockaddr_un), SUN_LEN),
+ *     whose socket that look would only cost one call more;
+ *   - else it is copied without faulting (host_read_user: process_vm_readv and getpid); one the
+ *     kernel cannot read is left to it (EFAULT, as bare); where that read is refused (a seccomp
+ *     filter) it is read as before fix15.
+ */
+static int
+host_redirect_sockaddr(const struct host_server_hooks *h, enum host_socket_op op, int fd,
                        const struct sockaddr *addr, socklen_t len, struct sockaddr_un *out)
 {
     struct sockaddr_un copy;
@@ -59,12 +93,18 @@ host_redirect_sockaddr(const struct host_server_hooks *h, enum host_socket_op op
         return 0;
     }
     n = (size_t)len < sizeof(copy) ? (size_t)len : sizeof(copy);
-    rc = host_read_user(&copy, addr, n);
-    if (rc == -EFAULT) {
+    if (host_stack_readable(addr, n)) {
+        memcpy(&copy, addr, n);
+    } else if (host_socket_not_unix(fd, len)) {
         return 0;
-    }
-    if (rc != 0) {
-        memcpy(&copy, addr, n); /* cannot tell: as before */
+    } else {
+        rc = host_read_user(&copy, addr, n);
+        if (rc == -EFAULT) {
+            return 0;
+        }
+        if (rc != 0) {
+            memcpy(&copy, addr, n); /* cannot tell: as before */
+        }
     }
     if (copy.sun_family != AF_UNIX) {
         return 0;
@@ -94,7 +134,7 @@ bind(int fd, const struct sockaddr *addr, socklen_t len)
     if (HOST_FD_DATA_REFUSED(fd)) {
         return -1; /* the host's on a library fd (host/fds.c) */
     }
-    if (host_redirect_sockaddr(host_server(), HOST_SOCKET_BIND, addr, len, &to)) {
+    if (host_redirect_sockaddr(host_server(), HOST_SOCKET_BIND, fd, addr, len, &to)) {
         unlink(to.sun_path); /* a stale socket of this very process's runtime */
         return fn(fd, (struct sockaddr *)&to, sizeof(to));
     }
@@ -115,7 +155,7 @@ connect(int fd, const struct sockaddr *addr, socklen_t len)
     if (HOST_FD_DATA_REFUSED(fd)) {
         return -1; /* the host's on a library fd (host/fds.c) */
     }
-    if (host_redirect_sockaddr(host_server(), HOST_SOCKET_CONNECT, addr, len, &to)) {
+    if (host_redirect_sockaddr(host_server(), HOST_SOCKET_CONNECT, fd, addr, len, &to)) {
         return fn(fd, (struct sockaddr *)&to, sizeof(to));
     }
     return fn(fd, addr, len);

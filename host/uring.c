@@ -27,8 +27,9 @@
  * target (sqe->off), ASYNC_CANCEL's fd with IORING_ASYNC_CANCEL_FD.
  *
  * io_uring_register: the ring's fd, and the fds IORING_REGISTER_FILES, _FILES2, _FILES_UPDATE,
- * _FILES_UPDATE2, _EVENTFD, _EVENTFD_ASYNC and _RING_FDS name (read with process_vm_readv, so
- * that a bad pointer fails with EFAULT in the kernel, as bare, and not here): a whole
+ * _FILES_UPDATE2, _EVENTFD, _EVENTFD_ASYNC and _RING_FDS name (read with host_read_user, so
+ * that a bad pointer fails with EFAULT in the kernel, as bare, and not here; host_uring_read says
+ * what a seccomp filter that refuses that read changes): a whole
  * registration with a library fd fails with EBADF, as bare; an update stops before it (nr_args
  * or nr cut there, so that the kernel returns the count done, or EBADF at the first), as the
  * kernel's loop does at a number not open. io_uring_enter's and io_uring_register's own fd: a
@@ -95,24 +96,11 @@ struct host_uring {
 
 static struct host_uring host_urings[HOST_URING_MAX];
 static _Atomic int host_uring_count; /* slots in use, the fast path's one load */
-static _Atomic(void *) host_uring_real_syscall;
-
-static long
-host_uring_raw(long n, long a, long b, long c, long d, long e, long f)
-{
-    host_syscall_fn raw = (host_syscall_fn)host_real(&host_uring_real_syscall, "syscall");
-
-    if (raw == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
-    return raw(n, a, b, c, d, e, f);
-}
 
 static void *
 host_uring_map(int fd, size_t len, long off)
 {
-    long rc = host_uring_raw(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+    long rc = host_raw_syscall(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
 
     return rc == -1 ? NULL : (void *)rc;
 }
@@ -122,7 +110,6 @@ host_uring_init(void)
 {
     int i;
 
-    (void)host_real(&host_uring_real_syscall, "syscall");
     for (i = 0; i < HOST_URING_MAX; i++) {
         atomic_store_explicit(&host_urings[i].fd, -1, memory_order_relaxed);
     }
@@ -136,10 +123,10 @@ host_uring_empty(struct host_uring *r)
         sched_yield();
     }
     if (r->sq != NULL) {
-        host_uring_raw(SYS_munmap, (long)r->sq, (long)r->sq_len, 0, 0, 0, 0);
+        host_raw_syscall(SYS_munmap, (long)r->sq, (long)r->sq_len, 0, 0, 0, 0);
     }
     if (r->sqes != NULL) {
-        host_uring_raw(SYS_munmap, (long)r->sqes, (long)r->sqes_len, 0, 0, 0, 0);
+        host_raw_syscall(SYS_munmap, (long)r->sqes, (long)r->sqes_len, 0, 0, 0, 0);
     }
     r->sq = r->sqes = NULL;
     atomic_fetch_sub(&host_uring_count, 1);
@@ -432,17 +419,28 @@ host_uring_submit(host_syscall_fn real, const long a[6])
                 (long)((unsigned)a[3] & ~(IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG)), 0, 0);
 }
 
-/* Reads len bytes of the host's memory at addr into out: 0, or -1 (a bad pointer, which the
- * kernel's own read then answers with EFAULT). */
+/*
+ * Reads len bytes of the host's memory at addr into out (host_read_user): 0, or -1 for a bad
+ * pointer, which the kernel's own read then answers with EFAULT. Where the non-faulting read is
+ * refused (a seccomp filter that forbids process_vm_readv) the memory is read directly, as
+ * sockets.c and fds.c do: a registration that names a library fd would otherwise reach the kernel
+ * unchecked (the host's ring would then hold the library's file: IORING_OP_CLOSE of it broke the
+ * session's loop), while a host whose filter refuses the call and that passes an unreadable array
+ * is killed by SIGSEGV where bare gets EFAULT. Before, a refused read was taken as a bad pointer
+ * (the check skipped).
+ */
 static int
 host_uring_read(void *out, const void *addr, size_t len)
 {
-    struct iovec local = { out, len }, remote = { (void *)(uintptr_t)addr, len };
-
-    return host_uring_raw(SYS_process_vm_readv, (long)getpid(), (long)&local, 1, (long)&remote, 1,
-                          0) == (long)len
-                   ? 0
-                   : -1;
+    switch (host_read_user(out, addr, len)) {
+    case 0:
+        return 0;
+    case -EFAULT:
+        return -1;
+    default:
+        memcpy(out, addr, len); /* cannot tell: read it */
+        return 0;
+    }
 }
 
 /* The index of the first library fd among the n ints of the host's array at fds (stride bytes

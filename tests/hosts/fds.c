@@ -66,7 +66,8 @@
  *   fds badpointers openat, fstatat, unlinkat, faccessat, readlinkat and mkdirat, libc's and
  *                   syscall()'s, of a path the kernel cannot read ((char *)8) at AT_FDCWD and
  *                   at every number 3..1023, and bind and connect of a Unix socket to an
- *                   address it cannot read, and sendmsg of a message it cannot read: EFAULT
+ *                   address it cannot read (and of an AF_INET one, with an AF_INET address's
+ *                   length and a Unix one's), and sendmsg of a message it cannot read: EFAULT
  *                   (ENOTSOCK on stdout) for each, as bare (the interposers used to read the
  *                   path, the address under a server and the message themselves: SIGSEGV)
  *   fds unsharethreads  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE) on the main
@@ -123,6 +124,7 @@
 #include <linux/seccomp.h>
 #include <mntent.h>
 #include <mqueue.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <pty.h>
@@ -2270,6 +2272,24 @@ badpointers(void)
     errno = 0;
     brc = connect(s, badaddr, sizeof(struct sockaddr_un));
     printf("connect of an unreadable address: %d %s\n", brc, strerror(errno));
+    close(s);
+    /* an AF_INET socket: with an AF_INET address's length host/sockets.c asks the socket's family
+     * and leaves the address to the kernel; with a Unix one's it reads it without faulting */
+    s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    for (int i = 0; i < 2; i++) {
+        socklen_t len = i == 0 ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_un);
+
+        errno = 0;
+        brc = bind(s, badaddr, len);
+        printf("bind of an unreadable address of %u bytes on an AF_INET socket: %d %s\n",
+               (unsigned)len, brc, strerror(errno));
+        errno = 0;
+        brc = connect(s, badaddr, len);
+        printf("connect of an unreadable address of %u bytes on an AF_INET socket: %d %s\n",
+               (unsigned)len, brc, strerror(errno));
+    }
+    close(s);
+    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     errno = 0;
     brc = (int)sendmsg(s, (const struct msghdr *)(uintptr_t)8, 0);
     printf("sendmsg of an unreadable message on a socket: %d %s\n", brc, strerror(errno));
