@@ -145,4 +145,17 @@ void http_response_fini(struct http_response *r);
 /* The reason phrase of a status ("Not Found"). */
 const char *http_status_text(int status);
 
+/* ------------------------------------------------------------------------------------------ */
+/* server.c                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* What the tests wait on in place of a sleep: the server's state as of now. */
+struct http_server_counts {
+    unsigned conns; /* connections held, closing ones included until their close callbacks */
+    uint64_t reads; /* reads that brought a connection request bytes, since the start */
+};
+
+/* Fills out. Context: any thread (both are atomics the loop thread writes). */
+void http_server_counts(struct http_server *s, struct http_server_counts *out);
+
 #endif /* HTTP_INTERNAL_H */

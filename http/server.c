@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,8 +94,9 @@ struct http_server {
     struct http_server_options opts; /* defaults filled in; url not kept */
     struct http_backend backend;
     struct http_conn *conns;
-    unsigned conn_count; /* in conns, closing ones included */
-    unsigned closing;    /* of those, closed and waiting for their close callbacks */
+    _Atomic unsigned conn_count; /* in conns, closing ones included (read by http_server_counts) */
+    unsigned closing;            /* of those, closed and waiting for their close callbacks */
+    _Atomic uint64_t reads;      /* reads that brought a connection request bytes */
     char token[HTTP_MAX_TOKEN + 1];
     size_t token_len; /* 0: no token required */
     unsigned sampling;
@@ -508,6 +510,7 @@ http_conn_on_bytes(struct http_conn *c, const char *data, size_t len)
 
     c->received = 1;
     c->active_ms = uv_now(c->server->loop);
+    atomic_fetch_add_explicit(&c->server->reads, 1, memory_order_relaxed);
     e = http_request_feed(&c->req, data, len);
     if (e == 1) {
         http_conn_dispatch(c);
@@ -654,6 +657,13 @@ http_drop_idle(struct http_server *s)
     }
     http_conn_close(victim);
     return 1;
+}
+
+void
+http_server_counts(struct http_server *s, struct http_server_counts *out)
+{
+    out->conns = atomic_load(&s->conn_count);
+    out->reads = atomic_load(&s->reads);
 }
 
 static void

@@ -21,6 +21,7 @@
 
 #include "agent/agent.h"
 #include "agent/internal.h"
+#include "tests/agent-wait.h"
 #include "tests/test.h"
 
 static void
@@ -39,12 +40,13 @@ start_agent(void)
 /* ---- host threads that sleep until told ---- */
 
 static _Atomic int sleepers_stop;
-static _Atomic unsigned sleepers_started; /* registered: the trampoline runs before them */
+static _Atomic unsigned sleepers_started;
+static _Atomic int32_t sleeper_tids[512]; /* start_threads' n at most */
 
 static void *
 sleeper_main(void *arg)
 {
-    (void)arg;
+    atomic_store((_Atomic int32_t *)arg, (int32_t)syscall(SYS_gettid));
     atomic_fetch_add(&sleepers_started, 1);
     while (!atomic_load(&sleepers_stop)) {
         usleep(20000);
@@ -57,7 +59,7 @@ sleeper_main(void *arg)
 static void *
 raw_sleeper_main(void *arg)
 {
-    (void)arg;
+    atomic_store((_Atomic int32_t *)arg, (int32_t)syscall(SYS_gettid));
     atomic_fetch_add(&sleepers_started, 1);
     while (!atomic_load(&sleepers_stop)) {
         struct timespec ts = { 0, 20000000 };
@@ -74,21 +76,30 @@ start_threads(pthread_t *th, unsigned n, void *(*fn)(void *))
     unsigned i;
     int rc = 0;
 
+    if (n > sizeof(sleeper_tids) / sizeof(sleeper_tids[0])) {
+        return -EINVAL;
+    }
     atomic_store(&sleepers_stop, 0);
     atomic_store(&sleepers_started, 0);
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 64 * 1024);
     for (i = 0; i < n && rc == 0; i++) {
-        rc = pthread_create(&th[i], &attr, fn, NULL);
+        atomic_store(&sleeper_tids[i], 0);
+        rc = pthread_create(&th[i], &attr, fn, (void *)&sleeper_tids[i]);
     }
     pthread_attr_destroy(&attr);
-    /* Each one running, so registered: a created thread a loaded machine has not run yet is
-     * found by a scan later, or registers itself later, and has had no interval before (40 of
-     * 300 came 146 ms after the session's first pass at load 25, with 200 ms to start in). */
+    /* Each one running, then registered (by the interposer's trampoline or a scan): a created
+     * thread a loaded machine has not run yet is found by a scan later, or registers itself
+     * later, and has had no interval before (40 of 300 came 146 ms after the session's first
+     * pass at load 25, with 200 ms to start in). */
     for (i = 0; rc == 0 && i < 2000 && atomic_load(&sleepers_started) < n; i++) {
         usleep(5000);
     }
-    return rc != 0 ? rc : atomic_load(&sleepers_started) < n ? -ETIMEDOUT : 0;
+    rc = rc != 0 ? rc : atomic_load(&sleepers_started) < n ? -ETIMEDOUT : 0;
+    for (i = 0; rc == 0 && i < n; i++) {
+        rc = test_agent_wait_thread(&sleeper_tids[i], 0);
+    }
+    return rc;
 }
 
 static int
@@ -258,8 +269,7 @@ TEST(wall_holds_no_fd_per_thread_and_leaves_with_its_session)
 
     memset(seen, 0, sizeof(seen));
     start_agent();
-    ASSERT_OK(start_sleepers(th, N));
-    usleep(100000); /* registered by the scan or the interposer */
+    ASSERT_OK(start_sleepers(th, N)); /* registered by the scan or the interposer */
     fds_before = count_fds();
     ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 1000));
     for (k = 0; k < 40; k++) {
@@ -351,8 +361,7 @@ TEST(wall_counts_the_intervals_it_could_not_sample)
 
     memset(seen, 0, sizeof(seen));
     start_agent();
-    ASSERT_OK(start_threads(th, N, raw_sleeper_main));
-    usleep(200000);
+    ASSERT_OK(start_threads(th, N, raw_sleeper_main)); /* each registered */
     seen_drain();
     memset(seen, 0, sizeof(seen));
     t0 = ag_now_ns();
@@ -465,21 +474,6 @@ burn_until_ns(uint64_t end)
     }
 }
 
-/* Whether the agent's registry has thread tid. */
-static int
-registered(int32_t tid)
-{
-    unsigned i, high = atomic_load(&ag.high);
-
-    for (i = 0; tid != 0 && i < high && i < ag.cfg.max_threads; i++) {
-        if (atomic_load(&ag.threads[i].state) == AG_SLOT_ACTIVE &&
-            atomic_load(&ag.threads[i].tid) == tid) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* Waits to be told to begin, runs 300 ms with the sampling signal blocked by a raw rt_sigprocmask
  * (no interposer sees it), then 100 ms with it open, then sleeps in a raw read until told (so that
  * the session ends before it does: the slot of a thread gone is visited until the scan sees it
@@ -538,10 +532,7 @@ TEST(wall_counts_the_passes_whose_signal_merged)
     ASSERT_EQ(pthread_create(&th, NULL, masked_burner_main, &b), 0);
     /* Counted from when the agent knows the thread (its scan may be late on a loaded machine:
      * 10 of 82 intervals were accounted for when the count began at the thread's start). */
-    for (int i = 0; i < 2000 && !registered(atomic_load(&b.tid)); i++) {
-        usleep(5000);
-    }
-    ASSERT_TRUE(registered(atomic_load(&b.tid)));
+    ASSERT_OK(test_agent_wait_thread(&b.tid, 0));
     session_ns = ag_now_ns();
     ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 200));
     /* The session's intervals begin at the wall thread's first pass (ag.wall_first_ns), 30 to

@@ -21,6 +21,7 @@
 #include "bridge/counters.h"
 #include "common/clock.h"
 #include "nettrace/nettrace.h"
+#include "tests/agent-wait.h"
 #include "tests/test.h"
 
 TEST(filter_sets_mode_and_rate)
@@ -213,6 +214,21 @@ blocked_reader_main(void *arg)
     return NULL;
 }
 
+/* A blocked reader that says its thread id first. */
+struct tid_reader {
+    int fd;
+    _Atomic int32_t tid;
+};
+
+static void *
+tid_reader_main(void *arg)
+{
+    struct tid_reader *b = arg;
+
+    atomic_store(&b->tid, (int32_t)syscall(SYS_gettid));
+    return blocked_reader_main(&b->fd);
+}
+
 /* Sums LostSamples' Count and Unsampled fields, by name. */
 struct lost_seen {
     uint64_t count, unsampled;
@@ -244,6 +260,7 @@ TEST(late_wall_passes_are_no_lost_events)
 {
     enum { N = 200 };
     static pthread_t th[N];
+    static struct tid_reader rd[N];
     struct ipc_provider prov[2] = {
         { 0, 4, (char *)NT_PROVIDER_SAMPLE_PROFILER, (char *)"mode=wall;hz=1000", 0, NULL, 0 },
         { 0, 4, (char *)BRIDGE_PROVIDER_PIPEPROF, (char *)"mode=wall;hz=1000", 0, NULL, 0 },
@@ -265,9 +282,14 @@ TEST(late_wall_passes_are_no_lost_events)
     ASSERT_OK(ag_start(&ac));
     ASSERT_OK(pipe(pipefd));
     for (i = 0; i < N; i++) {
-        ASSERT_OK(pthread_create(&th[i], NULL, blocked_reader_main, &pipefd[0]));
+        rd[i].fd = pipefd[0];
+        atomic_store(&rd[i].tid, 0);
+        ASSERT_OK(pthread_create(&th[i], NULL, tid_reader_main, &rd[i]));
     }
-    usleep(100000); /* registered by the scan */
+    /* each one registered by the scan (or the interposer) before the session: a ThreadStart */
+    for (i = 0; i < N; i++) {
+        ASSERT_OK(test_agent_wait_thread(&rd[i].tid, 0));
+    }
     bridge_agent_source_init(&es, &ac);
     fd = trace_file_writer(&view.writer);
     ASSERT_OK(es.session_start(es.ctx, &cfg));
@@ -358,9 +380,10 @@ TEST(a_runnable_thread_gets_an_event_for_each_interval_it_waited)
          i++) {
         usleep(5000);
     }
-    usleep(100000); /* registered by the scan */
     ASSERT_EQ(atomic_load(&waiter.ready), 1);
     ASSERT_EQ(atomic_load(&hog.ready), 1);
+    ASSERT_OK(test_agent_wait_thread(&waiter.tid, 0)); /* registered */
+    ASSERT_OK(test_agent_wait_thread(&hog.tid, 0));
     bridge_agent_source_init(&es, &ac);
     fd = trace_file_writer(&view.writer);
     t0 = pp_clock_ns(CLOCK_MONOTONIC);
@@ -439,8 +462,10 @@ tt_worker_main(void *arg)
     uint64_t c0;
     int i;
 
-    usleep(200000); /* registered by the scan (every 20 ms), its timer armed */
     w->tid = (int32_t)syscall(SYS_gettid);
+    /* registered (the interposer or the scan), its timer or perf event armed: its CPU from here
+     * on is sampled */
+    ASSERT_OK(test_agent_wait_thread(&w->tid, 1));
     c0 = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     for (i = 0; w->signo < 0 && i < 6; i++) {
         tt_spin(30000000u);
@@ -583,8 +608,9 @@ TEST(cpu_spans_reaching_back_keep_their_time)
     struct tt_worker wk = { 1, -1, NULL, 0, 0 };
     uint64_t charged = tt_charged(&wk, 10000);
 
-    /* 20 ms of slack: the time before the scan armed its timer, were it late, is no sample's
-     * (before the fix about 70 ms of 190 were charged). */
+    /* 20 ms of slack: the worker measures from its timer's arming (tt_worker_main), and its
+     * first and last samples' intervals straddle what it measured (before the fix about 70 ms of
+     * 190 were charged). */
     ASSERT_TRUE(charged + 20000000u >= wk.cpu_ns);
     ASSERT_TRUE(charged <= wk.cpu_ns + 20000000u);
 }

@@ -29,6 +29,7 @@
 #include <uv.h>
 
 #include "http/http.h"
+#include "http/internal.h"
 #include "tests/test.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -962,13 +963,46 @@ expect_status(const char *req, int status)
 }
 
 /* After the others were silent for over a second (HTTP_IDLE_EVICT_MS), a newcomer's GET / is
- * answered, then its connection is gone from the server's count. */
+ * answered. (The sleep is a lower bound: the others' silence, counted by the server from what
+ * it has seen of them, is longer on a machine slower to run the test.) */
 static void
 newcomer_served(void)
 {
     usleep(1100000);
     expect_status("GET / HTTP/1.1\r\n\r\n", 200);
-    usleep(100000); /* the server sees it leave */
+}
+
+/* Waits until the server holds n connections (closing ones until their close callbacks): those
+ * the test connected accepted, those gone seen to go. */
+static void
+wait_conns(unsigned n)
+{
+    struct http_server_counts k;
+    uint64_t until = now_ms() + 600000;
+
+    for (http_server_counts(server, &k); k.conns != n; http_server_counts(server, &k)) {
+        if (now_ms() > until) {
+            test_fail(__FILE__, __LINE__, "the server holds %u connections, want %u", k.conns, n);
+        }
+        usleep(2000);
+    }
+}
+
+/* Sends bytes on fd and waits until the server has read them (its only reader meanwhile). */
+static void
+client_send_seen(int fd, const char *bytes, size_t len)
+{
+    struct http_server_counts k0, k;
+    uint64_t until = now_ms() + 600000;
+
+    http_server_counts(server, &k0);
+    client_send(fd, bytes, len);
+    for (http_server_counts(server, &k); k.reads == k0.reads; http_server_counts(server, &k)) {
+        if (now_ms() > until) {
+            test_fail(__FILE__, __LINE__, "the server read nothing of %zu bytes", len);
+        }
+        usleep(2000);
+    }
 }
 
 /* Connections that hold the endpoint idle are closed for a newcomer (issue 20: 64 idle
@@ -984,21 +1018,28 @@ TEST(server_idle_connections_make_room)
     o.max_connections = 3;
     fixture_start(&o);
     a = client_connect();
-    client_send(a, "GE", 2);
+    client_send_seen(a, "GE", 2);
     busy = busy_client();
     wait_for(&fake.starts, 1);
     b = client_connect();                         /* a, busy, b: full */
     expect_status("GET / HTTP/1.1\r\n\r\n", 503); /* nobody idle long enough yet */
+    /* the refused one gone (it lingers until the client's close): else it counts, and the
+     * newcomer's room takes a too */
+    wait_conns(3);
     newcomer_served();
+    /* The server closed them before it answered the newcomer: what is closed is, and what is
+     * open stays so (no later close is due). */
     ASSERT_TRUE(closed_within(b, 2000)); /* sent nothing: the first to go */
     ASSERT_TRUE(!closed_within(a, 100));
+    wait_conns(2);        /* the newcomer gone, seen to leave */
     d = client_connect(); /* a, busy, d */
+    wait_conns(3);        /* d accepted: silent from now on */
     newcomer_served();
     ASSERT_TRUE(closed_within(d, 2000)); /* newer than a, but sent nothing */
     ASSERT_TRUE(!closed_within(a, 100));
+    wait_conns(2);
     e = client_connect();
-    client_send(e, "G", 1); /* a, busy, e: both started a request */
-    usleep(300000);         /* a has been silent longer */
+    client_send_seen(e, "G", 1); /* a, busy, e: both started a request, a silent longer */
     newcomer_served();
     ASSERT_TRUE(closed_within(a, 2000)); /* the oldest */
     ASSERT_TRUE(!closed_within(e, 100));
@@ -1164,9 +1205,13 @@ TEST(server_client_never_reads)
     snprintf(req, sizeof(req), "POST /sample HTTP/1.1\r\nContent-Length: %zu\r\n\r\n%s",
              sizeof(body) - 1, body);
     fd = client_connect_buf(4096);
-    client_send(fd, req, strlen(req));
+    client_send_seen(fd, req, strlen(req)); /* accepted: the count below is after it */
     t0 = now_ms();
-    usleep(1500000); /* the server gives up writing after 300 ms and closes */
+    /* The server builds the response, gives up writing it after 300 ms and closes: read once
+     * its connection is gone. After a fixed 1.5 s, a build slower than that (ASan at load 20:
+     * over 10 s to the EOF) had the client reading while the server wrote, and what 300 ms of
+     * writing brought was the machine's speed. */
+    wait_conns(0);
     r.raw = client_read_all(fd, &r.len);
     close(fd);
     reply_parse(&r);

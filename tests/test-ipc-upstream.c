@@ -100,6 +100,8 @@ struct fake {
     atomic_ullong stall_ns;   /* ...from this time (0: not yet), until */
     atomic_int stall_release; /* this is set, or 20 s have passed: */
     atomic_int stall_timed_out;
+    atomic_int written; /* its Work events written (sent at a flush or at the stream's end) */
+    atomic_int flushes; /* its flushes while the session ran */
 };
 static struct fake fk;
 
@@ -207,10 +209,12 @@ fake_stream(int fd)
         if (nt_writer_write(w, &ev) < 0) {
             goto out;
         }
+        fk.written++;
         if (fake_flush_due(i, nt_clock_now(), start, oldest)) {
             if (nt_writer_flush(w) < 0) {
                 goto out;
             }
+            fk.flushes++;
             oldest = 0;
         }
         i++;
@@ -672,7 +676,8 @@ TEST(collect_merges_the_runtime_session_and_stop_ends_it_first)
     /* the runtime is not asked for the samples the agent takes itself */
     ASSERT_TRUE(strcmp(fk.providers, "Fake-Runtime") == 0);
     wait_for(&drains, 20, 5000);
-    usleep(500000);
+    wait_for(&fk.written, 6, 600000); /* (c.work > 5: all reach the client by the stream's end) */
+    wait_for(&fk.flushes, 1, 600000); /* some of them while the session ran */
     stop_session(id);
     ASSERT_EQ(fk.stop_tracing, 1); /* the runtime was stopped before the answer */
     ASSERT_EQ(fk.stream_ended, 1);
@@ -712,7 +717,10 @@ TEST(a_runtime_lagging_past_the_window_has_no_event_written_late)
     a = collect("Fake-Runtime", &r);
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
     wait_for(&drains, 20, 5000);
-    usleep(2500000);
+    /* the runtime lagged past the window more than once (a flush 800 ms after its oldest), and
+     * wrote enough */
+    wait_for(&fk.flushes, 3, 600000);
+    wait_for(&fk.written, 51, 600000);
     stop_session(r.value);
     read_counts(a, &c);
     printf("# %d runtime events, %d ticks, %d late\n", c.work, c.ticks, c.late);
@@ -790,7 +798,9 @@ TEST(a_silent_runtime_is_not_waited_for_and_its_late_events_are_counted)
     nt_reader_free(rd);
     ASSERT_EQ(fk.stall_timed_out, 0); /* the tick came while the runtime was silent */
     ASSERT_EQ(released_by_client, 1);
-    usleep(300000);
+    /* the events held while it was silent sent, before the session's end (none during the
+     * stall: fake_flush_due) */
+    wait_for(&fk.flushes, fk.flushes + 1, 600000);
     stop_session(r.value);
     rest = test_read_to_eof(t.fd, &rest_len, 5000);
     close(t.fd);
@@ -959,29 +969,38 @@ TEST(a_stranger_at_the_runtime_name_is_not_forwarded_to)
 {
     struct ipc_process_info pi;
     struct ipc_response r;
-    int status, path_pipe[2];
+    int status, path_pipe[2], ready_pipe[2];
+    char ready = 0;
     pid_t child;
 
     /* forked before the server has threads (TSan cannot follow a multi-threaded fork); it
-     * learns the name through a pipe */
+     * learns the name through a pipe and says through another that it listens */
     ASSERT_OK(pipe(path_pipe));
+    ASSERT_OK(pipe(ready_pipe));
     child = fork();
     ASSERT_TRUE(child >= 0);
     if (child == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives a failed case */
         close(path_pipe[1]);
+        close(ready_pipe[0]);
         if (read(path_pipe[0], fk.path, sizeof(fk.path)) == (ssize_t)sizeof(fk.path)) {
             fake_listen(); /* in another process: a stranger */
-            sleep(30);
+            if (write(ready_pipe[1], "L", 1) == 1) {
+                sleep(600); /* until killed */
+            }
         }
         _exit(0);
     }
     close(path_pipe[0]);
+    close(ready_pipe[1]);
     server_start_opts(NULL, 300);
     ASSERT_EQ(ipc_redirect_path(IPC_REDIRECT_BIND, public_path, fk.path, sizeof(fk.path)), 1);
     ASSERT_EQ(write(path_pipe[1], fk.path, sizeof(fk.path)), (ssize_t)sizeof(fk.path));
     close(path_pipe[1]);
-    usleep(200000); /* it listens */
+    /* it listens: a forward would reach it (queued, then served by its thread) */
+    ASSERT_EQ(read(ready_pipe[0], &ready, 1), 1);
+    ASSERT_EQ(ready, 'L');
+    close(ready_pipe[0]);
     r = simple(IPC_SET_PROCESS, IPC_PROC_INFO);
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
     ASSERT_OK(ipc_process_info_decode(r.payload, r.payload_len, 1, &pi));
