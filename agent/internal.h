@@ -304,6 +304,7 @@ struct ag_thread {
     uint8_t tail_engine;
     uint8_t tail_unseen;      /* reg: the final sample's span ran with the signal blocked */
     uint8_t tail_not_sampled; /* reg: no sample saw it, and no stack is known (timer.c) */
+    uint8_t tail_kern_faulted; /* reg: tail_kern_w's span took page faults: not placed (timer.c) */
     /* self (written by the sigmask interposers and at thread start, read by tail claims): when
      * (CLOCK_MONOTONIC) the thread blocked the sampling signal, 0 while it does not, and the
      * stack of the call that blocked it (depth 0: it started blocked), read by the drain. Wall
@@ -605,6 +606,9 @@ PP_SIGSAFE struct ag_thread *ag_sig_thread_of(int32_t tid);
  * the system call instruction) or as one is restarted (on it): the thread was in the kernel when
  * the signal was sent. Async-signal-safe. */
 PP_SIGSAFE int ag_sig_in_syscall(uint64_t pc);
+/* The calling thread's page faults (getrusage(RUSAGE_THREAD)), 1 + the count; 0: unknown.
+ * Async-signal-safe. */
+PP_SIGSAFE uint64_t ag_sig_faults(void);
 PP_SIGSAFE uint64_t ag_sig_now_ns(clockid_t clk);
 
 /* Threads (agent/threads.c). */
