@@ -464,7 +464,7 @@ struct ag_agent {
     _Atomic uint64_t n_locators_retired; /* kernel locators that went idle (timer.c) */
     _Atomic uint64_t n_ring_fallbacks;   /* perf-ring threads sampled by perf's signal instead */
     _Atomic uint64_t n_ring_lost;        /* PERF_RECORD_LOST counts (also in n_lost) */
-    uint64_t ring_next_ns;               /* manager: when its next read of the perf rings is due */
+    uint64_t ring_read_ns;               /* manager: when it last read the perf rings */
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
     unsigned tick_hz;     /* the kernel's scheduler tick rate (ag_kernel_tick_hz()), 0 unknown */
     _Atomic uint64_t wall_passes, wall_start_ns, wall_active_ns;
@@ -714,6 +714,9 @@ void ag_pring_read_locked(struct ag_thread *t);
 void ag_pring_close_locked(struct ag_thread *t);
 /* The longest the manager leaves the perf rings unread (ms). */
 #define AG_PRING_READ_MS 100u
+/* How often the manager reads the perf rings at hz (ns): half of what a ring holds at the rate,
+ * AG_PRING_READ_MS at most. */
+uint64_t ag_pring_read_period_ns(unsigned hz);
 /* ag_pring_read_locked() on every thread that has a ring (takes reg_lock). */
 void ag_pring_read_all(void);
 /* fork() child: the parent's rings are unmapped and their fds closed. */

@@ -1949,7 +1949,11 @@ TEST(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu)
     ASSERT_EQ(a.signals, a.located);
     ASSERT_TRUE(ring_threads >= 1);           /* the sampled threads were on rings */
     ASSERT_TRUE(t->cpu_signal_samples >= 50); /* 0.9 s of CPU at 100-250 Hz */
-    ASSERT_TRUE(t->stopped == 1 && t->dropped == 0);
+    /* Nothing dropped but what the kernel could not write to a full ring (its LOST records):
+     * a ring holds 25 ms of samples, and a manager late by half of that on a loaded machine
+     * loses some (1 of 172-176 in 2 of 5 runs of an ASan build at load 25); their CPU time
+     * comes back in the next sample's weight, as the bounds below hold. */
+    ASSERT_TRUE(t->stopped == 1 && t->dropped <= st.ring_lost);
     ASSERT_TRUE(share > 0.6 && share < 0.9);
     /* Its CPU since it was armed (just after its start), all of it in weights, none twice. The
      * thread burns some after cpu_end: its exit hook reads its ring and unwinds what the ring
