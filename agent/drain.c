@@ -64,8 +64,8 @@ struct ag_drain_tail {
     uint64_t ts, cpu_time_ns, cpu_ns, kern_ns;
     uint32_t weight, kern_w; /* kern_w of weight: kernel time (a perf thread's, timer.c) */
     uint8_t engine;
-    uint8_t unseen;      /* run with the signal blocked: AG_SOURCE_UNSEEN */
-    uint8_t not_sampled; /* no sample saw it and no stack is known: [not sampled] */
+    uint8_t unseen;       /* run with the signal blocked: AG_SOURCE_UNSEEN */
+    uint8_t not_sampled;  /* no sample saw it and no stack is known: [not sampled] */
     uint8_t kern_faulted; /* kern_w's span took page faults: not placed */
 };
 

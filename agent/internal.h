@@ -302,8 +302,8 @@ struct ag_thread {
     uint32_t tail_kern_w; /* reg: of tail_weight, intervals perf skipped in the kernel (timer.c) */
     uint64_t tail_kern_ns;
     uint8_t tail_engine;
-    uint8_t tail_unseen;      /* reg: the final sample's span ran with the signal blocked */
-    uint8_t tail_not_sampled; /* reg: no sample saw it, and no stack is known (timer.c) */
+    uint8_t tail_unseen;       /* reg: the final sample's span ran with the signal blocked */
+    uint8_t tail_not_sampled;  /* reg: no sample saw it, and no stack is known (timer.c) */
     uint8_t tail_kern_faulted; /* reg: tail_kern_w's span took page faults: not placed (timer.c) */
     /* self (written by the sigmask interposers and at thread start, read by tail claims): when
      * (CLOCK_MONOTONIC) the thread blocked the sampling signal, 0 while it does not, and the
