@@ -138,14 +138,22 @@ ag_manager_main(void *arg)
         until = hold_until != 0 && hold_until < next_scan ? hold_until : next_scan;
         if (ag.cfg.cpu_engine == AG_CPU_ENGINE_PERF_RING &&
             atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed) != 0) {
-            /* The perf rings are read every AG_PRING_READ_MS at most, whatever the scan's rate:
-             * a ring holds about 200 ms of samples at its rate (perf-ring.c). */
-            if (now >= ag.ring_next_ns) {
+            /* The perf rings are read when half of what they hold at the rate may have been
+             * written since the last read, whatever the scan's rate (perf-ring.c: 38 ms at
+             * 100 Hz, 15 at 250); a new rate's rings are due by their own period, and their
+             * open wakes the manager to see it. */
+            uint64_t due =
+                    ag.ring_read_ns +
+                    ag_pring_read_period_ns(atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed));
+
+            if (now >= due) {
                 ag_pring_read_all();
                 now = ag_now_ns();
-                ag.ring_next_ns = now + AG_PRING_READ_MS * 1000000u;
+                ag.ring_read_ns = now;
+                due = now + ag_pring_read_period_ns(
+                                    atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed));
             }
-            until = ag.ring_next_ns < until ? ag.ring_next_ns : until;
+            until = due < until ? due : until;
         }
     } while (!ag_manager_sleep(until > now ? (unsigned)((until - now + 999999) / 1000000) : 0));
     return NULL;
@@ -339,7 +347,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_ring_fallbacks, 0);
     atomic_store(&ag.n_ring_lost, 0);
     atomic_store(&ag.manager_scans, 0);
-    ag.ring_next_ns = 0;
+    ag.ring_read_ns = 0;
     atomic_store(&ag.n_cpu_tails, 0);
     atomic_store(&ag.cpu_unseen_ns, 0);
     atomic_store(&ag.n_not_code, 0);

@@ -82,6 +82,11 @@ struct ag_config {
     /* tests only, PIPEPROF_TEST_CFI_DELAY_MS=0..60000: the manager builds no CFI table until
      * that long after it started */
     unsigned test_cfi_delay_ms;
+    /* tests only, PIPEPROF_TEST_RING_HOLD_MS=0..1000: perf-ring's rings are sized to hold that
+     * long of samples at the rate (0: the default, 25 ms); PIPEPROF_TEST_RING_READ_MS=0..10000:
+     * the manager reads them that often (0: half of what they hold) */
+    unsigned test_ring_hold_ms;
+    unsigned test_ring_read_ms;
     enum ag_cpu_engine cpu_engine; /* PIPEPROF_CPU_ENGINE=auto|perf|timer|perf-ring (default
                                       auto); perf does not fall back: a thread it cannot open is
                                       counted in threads_dropped; perf-ring falls back to perf's

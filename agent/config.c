@@ -192,6 +192,14 @@ ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen)
         err2 = ag_config_uint("PIPEPROF_TEST_CFI_DELAY_MS", 0, 60000, &cfg->test_cfi_delay_ms, err,
                               errlen);
     }
+    if (err2 == 0) {
+        err2 = ag_config_uint("PIPEPROF_TEST_RING_HOLD_MS", 0, 1000, &cfg->test_ring_hold_ms, err,
+                              errlen);
+    }
+    if (err2 == 0) {
+        err2 = ag_config_uint("PIPEPROF_TEST_RING_READ_MS", 0, 10000, &cfg->test_ring_read_ms, err,
+                              errlen);
+    }
     if (err2 != 0) {
         return err2;
     }

@@ -64,8 +64,9 @@ struct ag_drain_tail {
     uint64_t ts, cpu_time_ns, cpu_ns, kern_ns;
     uint32_t weight, kern_w; /* kern_w of weight: kernel time (a perf thread's, timer.c) */
     uint8_t engine;
-    uint8_t unseen;      /* run with the signal blocked: AG_SOURCE_UNSEEN */
-    uint8_t not_sampled; /* no sample saw it and no stack is known: [not sampled] */
+    uint8_t unseen;       /* run with the signal blocked: AG_SOURCE_UNSEEN */
+    uint8_t not_sampled;  /* no sample saw it and no stack is known: [not sampled] */
+    uint8_t kern_faulted; /* kern_w's span took page faults: not placed */
 };
 
 /* The final sample being delivered (drain_lock): a sample with room for any stack. */
@@ -616,6 +617,7 @@ ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
     }
     t->tail_unseen |= tail->unseen;
     t->tail_not_sampled |= tail->not_sampled;
+    t->tail_kern_faulted |= tail->kern_faulted;
     t->tail_weight += tail->weight;
     t->tail_cpu_ns += tail->cpu_ns;
     t->tail_kern_w += tail->kern_w;
@@ -655,7 +657,17 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
         k.cpu_time_ns = tail->cpu_time_ns - own;
         k.cpu_ns = tail->kern_ns;
         k.weight = tail->kern_w;
-        rc = ag_drain_kernel_split(t, tid, &k, fn, ctx, n);
+        if (tail->kern_faulted) {
+            /* Its span took page faults (timer.c): no call's, as a perf sample's span that took
+             * them; over the thread's last stack. */
+            t->kern_unpl_w += k.weight;
+            t->kern_unpl_ns += k.cpu_ns;
+            t->kern_unpl_ts = k.ts;
+            t->kern_unpl_cpu_time = k.cpu_time_ns;
+            rc = ag_drain_kernel_faulted(t, tid, NULL, fn, ctx, n);
+        } else {
+            rc = ag_drain_kernel_split(t, tid, &k, fn, ctx, n);
+        }
         if (rc != 0) {
             struct ag_drain_tail rest = *tail;
 
@@ -747,8 +759,10 @@ ag_drain(ag_record_fn fn, void *ctx)
         tail.engine = t->tail_engine;
         tail.unseen = t->tail_unseen;
         tail.not_sampled = t->tail_not_sampled;
+        tail.kern_faulted = t->tail_kern_faulted;
         t->tail_unseen = 0;
         t->tail_not_sampled = 0;
+        t->tail_kern_faulted = 0;
         kern_flush = t->kern_flush;
         t->kern_flush = 0;
         t->tail_weight = 0;

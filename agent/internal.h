@@ -302,8 +302,9 @@ struct ag_thread {
     uint32_t tail_kern_w; /* reg: of tail_weight, intervals perf skipped in the kernel (timer.c) */
     uint64_t tail_kern_ns;
     uint8_t tail_engine;
-    uint8_t tail_unseen;      /* reg: the final sample's span ran with the signal blocked */
-    uint8_t tail_not_sampled; /* reg: no sample saw it, and no stack is known (timer.c) */
+    uint8_t tail_unseen;       /* reg: the final sample's span ran with the signal blocked */
+    uint8_t tail_not_sampled;  /* reg: no sample saw it, and no stack is known (timer.c) */
+    uint8_t tail_kern_faulted; /* reg: tail_kern_w's span took page faults: not placed (timer.c) */
     /* self (written by the sigmask interposers and at thread start, read by tail claims): when
      * (CLOCK_MONOTONIC) the thread blocked the sampling signal, 0 while it does not, and the
      * stack of the call that blocked it (depth 0: it started blocked), read by the drain. Wall
@@ -463,7 +464,7 @@ struct ag_agent {
     _Atomic uint64_t n_locators_retired; /* kernel locators that went idle (timer.c) */
     _Atomic uint64_t n_ring_fallbacks;   /* perf-ring threads sampled by perf's signal instead */
     _Atomic uint64_t n_ring_lost;        /* PERF_RECORD_LOST counts (also in n_lost) */
-    uint64_t ring_next_ns;               /* manager: when its next read of the perf rings is due */
+    uint64_t ring_read_ns;               /* manager: when it last read the perf rings */
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
     unsigned tick_hz;     /* the kernel's scheduler tick rate (ag_kernel_tick_hz()), 0 unknown */
     _Atomic uint64_t wall_passes, wall_start_ns, wall_active_ns;
@@ -605,6 +606,9 @@ PP_SIGSAFE struct ag_thread *ag_sig_thread_of(int32_t tid);
  * the system call instruction) or as one is restarted (on it): the thread was in the kernel when
  * the signal was sent. Async-signal-safe. */
 PP_SIGSAFE int ag_sig_in_syscall(uint64_t pc);
+/* The calling thread's page faults (getrusage(RUSAGE_THREAD)), 1 + the count; 0: unknown.
+ * Async-signal-safe. */
+PP_SIGSAFE uint64_t ag_sig_faults(void);
 PP_SIGSAFE uint64_t ag_sig_now_ns(clockid_t clk);
 
 /* Threads (agent/threads.c). */
@@ -710,6 +714,9 @@ void ag_pring_read_locked(struct ag_thread *t);
 void ag_pring_close_locked(struct ag_thread *t);
 /* The longest the manager leaves the perf rings unread (ms). */
 #define AG_PRING_READ_MS 100u
+/* How often the manager reads the perf rings at hz (ns): half of what a ring holds at the rate,
+ * AG_PRING_READ_MS at most. */
+uint64_t ag_pring_read_period_ns(unsigned hz);
 /* ag_pring_read_locked() on every thread that has a ring (takes reg_lock). */
 void ag_pring_read_all(void);
 /* fork() child: the parent's rings are unmapped and their fds closed. */

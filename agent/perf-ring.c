@@ -35,11 +35,17 @@
 #ifndef AG_PRING_STACK
 #define AG_PRING_STACK 4096u
 #endif
-/* Ring data pages: about AG_PRING_HOLD_MS of samples at the rate, a power of two in
- * [AG_PRING_PAGES_MIN, AG_PRING_PAGES_MAX] (the pages are locked memory). */
-#define AG_PRING_HOLD_MS   200u
-#define AG_PRING_PAGES_MIN 16u
+/* Ring data pages: the fewest (a power of two, at least AG_PRING_BYTES_MIN) that hold
+ * AG_PRING_HOLD_MS of samples at the rate, at most AG_PRING_PAGES_MAX. The pages are locked
+ * memory, which bounds the threads that get a ring unprivileged (perf_event_mlock_kb per CPU,
+ * then RLIMIT_MEMLOCK): at 250 and 100 Hz a ring is 8+1 pages of 4 KiB, 255 threads in the
+ * default 516 KiB x 2 CPUs + 8 MiB, where rings of 200 ms (64+1 pages at 250 Hz) fitted 34. The
+ * manager reads a small ring more often (ag_pring_read_period_ns): half of what it holds. */
+#define AG_PRING_HOLD_MS   25u
+#define AG_PRING_BYTES_MIN 32768u
 #define AG_PRING_PAGES_MAX 256u
+/* A sample's record at most, but its stack copy and its registers (for the sizes above). */
+#define AG_PRING_RECORD    (AG_PRING_STACK + 128u)
 
 /* How long before a read of the ring its horizon ends (pring_horizon): a sample is stamped in
  * the overflow's interrupt and published there microseconds later; a vCPU preempted in between
@@ -59,14 +65,35 @@ static struct ag_cfi_cache ag_pring_cfi;
 static unsigned
 ag_pring_pages(unsigned hz)
 {
-    uint64_t bytes = (uint64_t)hz * (AG_PRING_STACK + 128u) * AG_PRING_HOLD_MS / 1000u;
+    unsigned hold = ag.cfg.test_ring_hold_ms != 0 ? ag.cfg.test_ring_hold_ms : AG_PRING_HOLD_MS;
+    uint64_t bytes = (uint64_t)hz * AG_PRING_RECORD * hold / 1000u;
     long page = sysconf(_SC_PAGESIZE);
-    unsigned pages = AG_PRING_PAGES_MIN;
+    unsigned pages = 1;
 
+    if (bytes < AG_PRING_BYTES_MIN) {
+        bytes = AG_PRING_BYTES_MIN;
+    }
     while (pages < AG_PRING_PAGES_MAX && (uint64_t)pages * (uint64_t)page < bytes) {
         pages *= 2;
     }
     return pages;
+}
+
+uint64_t
+ag_pring_read_period_ns(unsigned hz)
+{
+    uint64_t bytes = (uint64_t)ag_pring_pages(hz) * (uint64_t)sysconf(_SC_PAGESIZE), period;
+
+    if (ag.cfg.test_ring_read_ms != 0) {
+        return (uint64_t)ag.cfg.test_ring_read_ms * 1000000u;
+    }
+    if (hz == 0) {
+        return (uint64_t)AG_PRING_READ_MS * 1000000u;
+    }
+    /* half the samples the ring holds, at the rate */
+    period = bytes / AG_PRING_RECORD * 1000000000u / hz / 2u;
+    return period < (uint64_t)AG_PRING_READ_MS * 1000000u ? period
+                                                          : (uint64_t)AG_PRING_READ_MS * 1000000u;
 }
 
 int
@@ -90,8 +117,11 @@ ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz)
     attr.clockid = CLOCK_MONOTONIC;
     attr.sample_regs_user = AG_ARCH_PERF_REGS_MASK;
     attr.sample_stack_user = AG_PRING_STACK;
+    /* The kernel's irq_work wakes the ring's pollers (none) each time this many bytes more
+     * were written, whatever was read: the whole ring, the fewest it allows (one wakeup per
+     * 7.8 samples of 8 pages, where half the ring asked for two). */
     attr.watermark = 1;
-    attr.wakeup_watermark = (uint32_t)((size_t)pages * (size_t)page / 2u);
+    attr.wakeup_watermark = (uint32_t)((size_t)pages * (size_t)page);
     err = ag_perf_event_open(&attr, tid, -1, &fd);
     if (err != 0) {
         return err;
@@ -142,6 +172,10 @@ ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz)
     t->ring_map_len = len;
     t->timer_hz = hz;
     atomic_store_explicit(&t->has_ring, 1, memory_order_release);
+    ag_log(AG_LOG_DEBUG, "cpu engine perf-ring: thread %d on a ring of %u+1 pages", (int)tid,
+           pages);
+    /* A new rate's ring may be due sooner than the manager's sleep ends (ag_manager_main). */
+    ag_manager_wake();
     return 0;
 }
 

@@ -134,7 +134,7 @@ ag_sig_on_altstack(const void *uctx, uint64_t sp)
 /* The page faults the calling thread has taken (1 + the count, so that 0 means unknown).
  * getrusage(RUSAGE_THREAD) through syscall(), a system call with no lock (1.4 to 1.7 us on the
  * loaded 2-vCPU VM of docs/performance.md). */
-static uint64_t
+uint64_t
 ag_sig_faults(void)
 {
     struct rusage ru;

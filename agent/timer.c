@@ -200,6 +200,40 @@ ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock)
     } /* else already gone */
 }
 
+/*
+ * 1 when the span a final sample of t claims took page faults, whose kernel time is then not
+ * placed, as a perf sample's span that took them (sig-handler.c, perf-ring.c). A thread that
+ * faults much and runs little user code has few perf samples (the faulter of test-agent-sampling:
+ * one every 10 to 60 intervals), so its final sample carried up to 90 intervals of fault time,
+ * and once a call had been seen it all went under that call. perf-ring reads the event's
+ * page-fault counter (the count at its last sample read is t->ring_faults); the signal perf
+ * engine reads getrusage when the claim runs on the thread itself (its exit hook), a span with
+ * no count before it counting as one that took faults, as the handler's. Elsewhere (a flush, a
+ * change of rate, a thread gone without its exit hook) the signal engine cannot read the
+ * thread's count: 0, placed as before. reg_lock.
+ */
+static int
+ag_cpu_tail_faulted(struct ag_thread *t, int ring)
+{
+    uint64_t faults, prev;
+
+    if (ring) {
+        if (t->ring_faults_fd < 0 ||
+            read(t->ring_faults_fd, &faults, sizeof(faults)) != (ssize_t)sizeof(faults)) {
+            return 0; /* no counter: placed, as a ring sample's span then is */
+        }
+        prev = t->ring_faults;
+        t->ring_faults = faults;
+        return faults != prev;
+    }
+    if (atomic_load_explicit(&t->tid, memory_order_relaxed) != ag_gettid()) {
+        return 0;
+    }
+    faults = ag_sig_faults();
+    prev = atomic_exchange_explicit(&t->kern_faults, faults, memory_order_relaxed);
+    return faults == 0 || prev == 0 || faults != prev;
+}
+
 void
 ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
 {
@@ -245,6 +279,7 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
 
         t->tail_kern_w += (uint32_t)weight - 1u;
         t->tail_kern_ns += kern_ns;
+        t->tail_kern_faulted |= (uint8_t)ag_cpu_tail_faulted(t, ring);
         atomic_fetch_add_explicit(&t->kern_w, (uint32_t)weight - 1u, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.cpu_kernel_ns, kern_ns, memory_order_relaxed);
     }

@@ -1949,7 +1949,11 @@ TEST(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu)
     ASSERT_EQ(a.signals, a.located);
     ASSERT_TRUE(ring_threads >= 1);           /* the sampled threads were on rings */
     ASSERT_TRUE(t->cpu_signal_samples >= 50); /* 0.9 s of CPU at 100-250 Hz */
-    ASSERT_TRUE(t->stopped == 1 && t->dropped == 0);
+    /* Nothing dropped but what the kernel could not write to a full ring (its LOST records):
+     * a ring holds 25 ms of samples, and a manager late by half of that on a loaded machine
+     * loses some (1 of 172-176 in 2 of 5 runs of an ASan build at load 25); their CPU time
+     * comes back in the next sample's weight, as the bounds below hold. */
+    ASSERT_TRUE(t->stopped == 1 && t->dropped <= st.ring_lost);
     ASSERT_TRUE(share > 0.6 && share < 0.9);
     /* Its CPU since it was armed (just after its start), all of it in weights, none twice. The
      * thread burns some after cpu_end: its exit hook reads its ring and unwinds what the ring
@@ -2987,15 +2991,17 @@ TEST(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled)
 }
 
 /* Kernel time as the drain delivers it: weights under a call ([kernel] over the stack), and not
- * placed ([kernel, not placed]). */
+ * placed ([kernel, not placed]); of thread kern_tid only, when it is not 0. */
 static uint64_t kern_at_call_w, kern_unplaced_w;
+static int32_t kern_tid;
 
 static int
 kern_cb(const struct ag_record *rec, void *ctx)
 {
     (void)ctx;
     if (rec->kind == AG_RECORD_SAMPLE && rec->u.sample->source == AG_SOURCE_KERNEL &&
-        rec->u.sample->weight != 0 && rec->u.sample->depth != 0) {
+        rec->u.sample->weight != 0 && rec->u.sample->depth != 0 &&
+        (kern_tid == 0 || rec->tid == kern_tid)) {
         if (rec->u.sample->frames[0] == ag_kernel_pc()) {
             kern_at_call_w += rec->u.sample->weight;
         } else if (rec->u.sample->frames[0] == ag_kernel_unplaced_pc()) {
@@ -3613,8 +3619,9 @@ merge_call_b(void)
 {
 }
 
-/* The kernel time the drain placed under each call: [0] merge_call_a, [1] merge_call_b. */
-static uint64_t merge_under[2];
+/* The kernel time the drain placed under each call: [0] merge_call_a, [1] merge_call_b; and not
+ * placed. */
+static uint64_t merge_under[2], merge_unplaced;
 
 static int
 merge_cb(const struct ag_record *rec, void *ctx)
@@ -3626,6 +3633,7 @@ merge_cb(const struct ag_record *rec, void *ctx)
         s->source == AG_SOURCE_KERNEL && s->weight != 0 && s->depth != 0) {
         merge_under[0] += s->frames[0] == (uint64_t)(uintptr_t)merge_call_a ? s->weight : 0;
         merge_under[1] += s->frames[0] == (uint64_t)(uintptr_t)merge_call_b ? s->weight : 0;
+        merge_unplaced += s->frames[0] == ag_kernel_unplaced_pc() ? s->weight : 0;
     }
     return 0;
 }
@@ -3676,7 +3684,7 @@ merge_start(pthread_t *th, uint64_t *h)
     if (ag_start(&cfg) != 0) {
         return NULL;
     }
-    merge_under[0] = merge_under[1] = 0;
+    merge_under[0] = merge_under[1] = merge_unplaced = 0;
     pthread_mutex_lock(&ag.reg_lock);
     t = ag_thread_register_locked(tid, 0);
     if (t == NULL || (t->pring.slots == NULL &&
@@ -3695,20 +3703,28 @@ merge_start(pthread_t *th, uint64_t *h)
 }
 
 /* The end of the merge cases: a second drain, its horizon past every record, then the thread let
- * go; one interval under each call wanted. */
+ * go. */
 static void
-merge_finish(struct ag_thread *t, pthread_t th, uint64_t h)
+merge_end(struct ag_thread *t, pthread_t th, uint64_t h)
 {
     atomic_store(&t->pring_horizon, h + 1000000000u);
     ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
-    printf("# under call a %llu intervals, under call b %llu\n", (unsigned long long)merge_under[0],
-           (unsigned long long)merge_under[1]);
+    printf("# under call a %llu intervals, under call b %llu, not placed %llu\n",
+           (unsigned long long)merge_under[0], (unsigned long long)merge_under[1],
+           (unsigned long long)merge_unplaced);
     pthread_mutex_lock(&ag.reg_lock);
     atomic_store(&t->has_ring, 0);
     pthread_mutex_unlock(&ag.reg_lock);
     atomic_store(&merge_done, 1);
     pthread_join(th, NULL);
     ag_stop();
+}
+
+/* merge_end, and one interval under each call wanted. */
+static void
+merge_finish(struct ag_thread *t, pthread_t th, uint64_t h)
+{
+    merge_end(t, th, h);
     ASSERT_EQ(merge_under[0], 1);
     ASSERT_EQ(merge_under[1], 1);
 }
@@ -3764,6 +3780,62 @@ TEST(perf_ring_drain_holds_a_final_sample_claimed_after_its_hold)
     merge_finish(t, th, h);
 }
 
+/*
+ * A final sample's kernel time is placed as a perf sample's split is, and a span that took page
+ * faults is no call's: a thread that faults much and runs little user code has few perf samples
+ * (the faulter below: one every 10 to 60 intervals), so its final sample carries up to 90
+ * intervals of fault time. Before, the claim did not look at the fault counter, and once a call
+ * had been seen (the thread's locator armed by a sample at madvise's return, about one run in
+ * four) that time all went under the call: the faulter's case read 1 to 42 intervals under
+ * madvise in 9 runs of 40, 0 in the rest. Built by hand as the merge cases: calls a and b in the
+ * thread's own ring, the "event's" page-fault counter one on this thread, which faults pages in
+ * after the count the thread's last sample read; a claim of 3 intervals, 2 of them in the kernel.
+ * Before: 1 and 1 under the calls, 0 not placed.
+ */
+TEST(perf_ring_final_sample_after_page_faults_is_not_placed)
+{
+    enum { PAGES = 16 };
+    struct perf_event_attr attr;
+    pthread_t th;
+    uint64_t h;
+    struct ag_thread *t;
+    unsigned char *region;
+    int fd;
+
+    if (!perf_allowed()) {
+        return;
+    }
+    memset(&attr, 0, sizeof(attr));
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_PAGE_FAULTS;
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    ASSERT_TRUE(fd >= 0);
+    t = merge_start(&th, &h);
+    ASSERT_TRUE(t != NULL);
+    ASSERT_EQ(read(fd, &t->ring_faults, sizeof(t->ring_faults)), (ssize_t)sizeof(t->ring_faults));
+    region = mmap(NULL, PAGES * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_TRUE(region != MAP_FAILED);
+    for (unsigned i = 0; i < PAGES; i++) {
+        ((volatile unsigned char *)region)[i * 4096] = (unsigned char)i;
+    }
+    munmap(region, PAGES * 4096);
+    t->ring_faults_fd = fd;
+    t->timer_hz = 1000;
+    atomic_store(&t->last_cpu_ns, 2000000000u);
+    atomic_store(&t->cpu_carry_ns, 0);
+    ag_cpu_claim_tail_at_locked(t, 2003000000u); /* 3 intervals of 1 ms, 2 in the kernel */
+    t->ring_faults_fd = -1;
+    pthread_mutex_unlock(&ag.reg_lock);
+    close(fd);
+    merge_end(t, th, h);
+    ASSERT_EQ(merge_under[0], 0);
+    ASSERT_EQ(merge_under[1], 0);
+    ASSERT_EQ(merge_unplaced, 2);
+}
+
 struct faulter_arg {
     _Atomic int32_t tid;
     _Atomic uint64_t cpu_madvise; /* the thread's CPU inside its madvise(2) calls */
@@ -3804,7 +3876,10 @@ faulter_main(void *p)
  * the locator's call as the only place, 62 to 77 % of such a thread's CPU stood under madvise
  * (pp-sample-syscalls' sc_release/sc_fault, docs/performance.md). A span of a perf sample that
  * took page faults is not placed. The thread times its madvise calls by its CPU clock (one read
- * more per call), which bounds what may stand under them.
+ * more per call), which bounds what may stand under them. Only the faulter's records count: the
+ * test thread's own kernel time, rightly under its usleep and drain calls, was 2 to 5 intervals
+ * beside two busy loops. The thread's final sample is the largest span (pfault: up to 90
+ * intervals, one perf sample every 10 to 60), and its faults are read at the claim.
  */
 /* The case below for engine (perf or perf-ring). */
 static void
@@ -3824,6 +3899,9 @@ faulter_test(enum ag_cpu_engine engine)
     kern_at_call_w = kern_unplaced_w = 0;
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 1000));
     ASSERT_OK(pthread_create(&th, NULL, faulter_main, &a));
+    while ((kern_tid = atomic_load(&a.tid)) == 0) {
+        usleep(1000);
+    }
     for (i = 0; i < 4000 && pthread_tryjoin_np(th, NULL) != 0; i++) {
         usleep(10000);
         ASSERT_TRUE(ag_drain(kern_cb, NULL) >= 0);
@@ -3833,6 +3911,7 @@ faulter_test(enum ag_cpu_engine engine)
     printf("# kernel time under a call %llu intervals, not placed %llu; madvise %.1f intervals\n",
            (unsigned long long)kern_at_call_w, (unsigned long long)kern_unplaced_w,
            (double)atomic_load(&a.cpu_madvise) / 1e6);
+    kern_tid = 0;
     ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 1000));
     ag_stop();
     ASSERT_TRUE(kern_at_call_w + kern_unplaced_w >= 50); /* 300 ms, most of it in the kernel */
@@ -3962,6 +4041,7 @@ static const struct test_case cases[] = {
     TEST_CASE(a_scan_without_a_sample_does_not_retire_a_locator),
     TEST_CASE(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu),
     TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
+    TEST_CASE(perf_ring_final_sample_after_page_faults_is_not_placed),
     TEST_CASE(kernel_time_of_page_faults_is_not_given_to_a_call),
     TEST_CASE(perf_ring_kernel_time_of_page_faults_is_not_given_to_a_call),
     TEST_CASE(a_perf_threads_final_sample_gives_its_kernel_time_to_no_user_code),
