@@ -57,8 +57,10 @@ host_real(_Atomic(void *) *slot, const char *name)
 static _Atomic(void *) host_real_syscall_slot;
 
 /* The main thread's stack as far as host_stack_readable trusts it: [lo, hi), lo == hi when
- * unknown. Set by the constructor, read-only after. */
-static uintptr_t host_main_stack_lo, host_main_stack_hi;
+ * unknown. Set by the constructor, read-only after; atomic because the library's threads may read
+ * them while it runs (shim.c's constructor, which starts the IPC thread, can run first: its
+ * connect read them as host_init wrote them, a data race under TSan). hi is stored last. */
+static _Atomic uintptr_t host_main_stack_lo, host_main_stack_hi;
 
 #ifdef __GLIBC__
 extern void *__libc_stack_end; /* ld.so's: the main thread's stack pointer at its start */
@@ -84,8 +86,9 @@ host_init(void)
 
     if (hi != 0 && getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         rl.rlim_cur < hi) {
-        host_main_stack_lo = hi - (uintptr_t)rl.rlim_cur;
-        host_main_stack_hi = hi;
+        atomic_store_explicit(&host_main_stack_lo, hi - (uintptr_t)rl.rlim_cur,
+                              memory_order_relaxed);
+        atomic_store_explicit(&host_main_stack_hi, hi, memory_order_release);
     }
 #endif
 }
@@ -113,9 +116,10 @@ int
 host_stack_readable(const void *addr, size_t len)
 {
     uintptr_t frame = (uintptr_t)__builtin_frame_address(0), a = (uintptr_t)addr;
+    uintptr_t hi = atomic_load_explicit(&host_main_stack_hi, memory_order_acquire);
+    uintptr_t lo = atomic_load_explicit(&host_main_stack_lo, memory_order_relaxed);
 
-    return frame >= host_main_stack_lo && frame < host_main_stack_hi && a >= frame &&
-           a < host_main_stack_hi && len <= host_main_stack_hi - a;
+    return frame >= lo && frame < hi && a >= frame && a < hi && len <= hi - a;
 }
 
 int

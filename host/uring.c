@@ -50,7 +50,9 @@
  * operation, IORING_OP_CLOSE closed 8 library fds and libuv aborted the host, status 134). Under
  * load (18 to 23 on 2 cores) 1 to 3 of 35 to 60 runs still had one entry answered by a library fd
  * with the gate held, not explained (docs/architecture.md's row); the test submits such a number
- * once more and counts that answer.
+ * once more and counts that answer. host-contract-fds-uring-seccomp: the registrations under a
+ * seccomp filter of the host's that refuses process_vm_readv (EPERM, ENOSYS), as bare (with a
+ * refused read taken as a bad pointer, 8 library fds registered a file registration).
  *
  * Context: the host's threads, and its signal handlers (loads, stores, and system calls only;
  * host_uring_closed waits for the scans under way of the ring it drops).
@@ -426,8 +428,9 @@ host_uring_submit(host_syscall_fn real, const long a[6])
  * sockets.c and fds.c do: a registration that names a library fd would otherwise reach the kernel
  * unchecked (the host's ring would then hold the library's file: IORING_OP_CLOSE of it broke the
  * session's loop), while a host whose filter refuses the call and that passes an unreadable array
- * is killed by SIGSEGV where bare gets EFAULT. Before, a refused read was taken as a bad pointer
- * (the check skipped).
+ * is killed by SIGSEGV where bare gets EFAULT (tests/hosts/fds.c's "fds uringseccompbad", by
+ * hand: IORING_REGISTER_FILES of (int *)8, bare EFAULT, preloaded status 139). Before, a refused
+ * read was taken as a bad pointer (the check skipped).
  */
 static int
 host_uring_read(void *out, const void *addr, size_t len)

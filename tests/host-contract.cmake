@@ -73,6 +73,11 @@ set_property(TEST host-contract-fds-acceptloop APPEND PROPERTY ENVIRONMENT "HC_M
 # EBADF for each, as bare (host/uring.c; before, preloaded, 6 to 8 fewer EBADF an operation and
 # libuv aborted the host after IORING_OP_CLOSE closed its fds, status 134)
 pp_add_host_contract(fds-uring fds uring)
+# the same registrations of 3..1023 under a seccomp filter of the host's, installed after the
+# library started, that refuses process_vm_readv with EPERM, then ENOSYS: bare's answers, no
+# library fd registered (host/uring.c reads the array directly; with the check skipped on a
+# refused read, 8 library fds registered a file registration, the library's eventfd by EVENTFD)
+pp_add_host_contract(fds-uring-seccomp fds uringseccomp)
 pp_add_host_contract(fds-badpointers fds badpointers)
 # creations no interposer sees (io_uring's open, getpwent, setmntent, getutent, fanotify's event
 # fds) get bare's numbers: the library's fds are above the host's range once its first second is

@@ -63,6 +63,10 @@
  *                   io_uring_register (FILES, FILES_UPDATE, EVENTFD, FILES_UPDATE2,
  *                   RING_FDS) and io_uring_enter of
  *                   3..1023, a ring by raw system calls: EBADF for each, as bare (uring_scan)
+ *   fds uringseccomp  uring's registrations and io_uring_enter of 3..1023 under a seccomp filter
+ *                   that refuses process_vm_readv (EPERM, then ENOSYS), installed on the main
+ *                   thread after the library started: bare's answers (uring_seccomp); fds
+ *                   uringseccompbad (by hand, not a test) registers FILES of (int *)8 instead
  *   fds badpointers openat, fstatat, unlinkat, faccessat, readlinkat and mkdirat, libc's and
  *                   syscall()'s, of a path the kernel cannot read ((char *)8) at AT_FDCWD and
  *                   at every number 3..1023, and bind and connect of a Unix socket to an
@@ -2183,6 +2187,59 @@ ur_register_one(int op, int fd)
     }
 }
 
+/* io_uring_register of every number from 3 to 1023 but the n in own (the host's): FILES,
+ * FILES_UPDATE into a sparse table (unregistered after), EVENTFD, FILES_UPDATE2, RING_FDS, and
+ * io_uring_enter on it. A number whose first answer is not EBADF is tried once more (as
+ * uring_scan's operations). Each tally printed after label. */
+static void
+ur_register_scan(const int *own, int n, const char *label)
+{
+    struct io_uring_rsrc_register sparse = { .nr = 1, .flags = IORING_RSRC_REGISTER_SPARSE };
+    struct scan_tally t;
+    int op, fd, i, files = 0;
+
+    for (op = 0; op < 6; op++) {
+        memset(&t, 0, sizeof(t));
+        if (op == 1 && ur_register(IORING_REGISTER_FILES2, &sparse, sizeof(sparse)) != 0) {
+            printf("%sio_uring_register FILES_UPDATE: SKIPPED (%s)\n", label, strerror(errno));
+            continue;
+        }
+        files |= op == 1;
+        for (fd = 3; fd < UR_TOP; fd++) {
+            int rc, first;
+
+            for (i = 0; i < n && own[i] != fd;) {
+                i++;
+            }
+            if (i < n) {
+                continue;
+            }
+            first = rc = ur_register_one(op, fd);
+            if (rc >= 0 || errno != EBADF) { /* once more, as uring_scan's operations */
+                int err = rc < 0 ? errno : 0;
+
+                rc = ur_register_one(op, fd);
+                if ((rc < 0 ? errno : 0) != err || (rc >= 0) != (first >= 0)) {
+                    fprintf(stderr, "io_uring_register %d of %d: %d (%d), then %d\n", op, fd, first,
+                            err, rc);
+                }
+            }
+            scan_count(&t, rc);
+        }
+        printf("%sio_uring_%s of 3..%d: %d ok, %d EBADF, %d other\n", label,
+               op == 0   ? "register FILES"
+               : op == 1 ? "register FILES_UPDATE"
+               : op == 2 ? "register EVENTFD"
+               : op == 3 ? "register FILES_UPDATE2"
+               : op == 4 ? "register RING_FDS"
+                         : "enter",
+               UR_TOP - 1, t.ok, t.ebadf, t.other);
+    }
+    if (files) {
+        ur_register(IORING_UNREGISTER_FILES, NULL, 0);
+    }
+}
+
 /* The calls of "fds badpointers": each answer counted by errno (EFAULT expected everywhere). */
 static void
 badpointers_count(const char *what, int rc, int *ok, int *efault, int *other)
@@ -2303,9 +2360,8 @@ static void
 uring_scan(void)
 {
     struct ur_ctx c = { -1, -1, { 0 } };
-    struct io_uring_rsrc_register sparse = { .nr = 1, .flags = IORING_RSRC_REGISTER_SPARSE };
     struct scan_tally t;
-    int p[2], op, fd;
+    int p[2], own[4], op, fd;
 
     if (ur_setup() != 0 || pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0 ||
         (c.epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
@@ -2314,6 +2370,10 @@ uring_scan(void)
         return;
     }
     c.pipe_w = p[1];
+    own[0] = ur.fd;
+    own[1] = p[0];
+    own[2] = p[1];
+    own[3] = c.epfd;
     setvbuf(stdout, NULL, _IOLBF, 0); /* each tally out before a library that aborts */
     for (op = 0; op < (int)(sizeof(ur_names) / sizeof(ur_names[0])); op++) {
         unsigned k = 0;
@@ -2352,43 +2412,91 @@ uring_scan(void)
         printf("io_uring %s of 3..%d: %d ok, %d EBADF, %d other\n", ur_names[op], UR_TOP - 1, t.ok,
                t.ebadf, t.other);
     }
-    for (op = 0; op < 6; op++) {
-        memset(&t, 0, sizeof(t));
-        if (op == 1 && ur_register(IORING_REGISTER_FILES2, &sparse, sizeof(sparse)) != 0) {
-            printf("io_uring_register FILES_UPDATE: SKIPPED (%s)\n", strerror(errno));
-            continue;
-        }
-        for (fd = 3; fd < UR_TOP; fd++) {
-            int rc, first;
-
-            if (fd == ur.fd || fd == p[0] || fd == p[1] || fd == c.epfd) {
-                continue;
-            }
-            first = rc = ur_register_one(op, fd);
-            if (rc >= 0 || errno != EBADF) { /* once more, as the operations above */
-                int err = rc < 0 ? errno : 0;
-
-                rc = ur_register_one(op, fd);
-                if ((rc < 0 ? errno : 0) != err || (rc >= 0) != (first >= 0)) {
-                    fprintf(stderr, "io_uring_register %d of %d: %d (%d), then %d\n", op, fd, first,
-                            err, rc);
-                }
-            }
-            scan_count(&t, rc);
-        }
-        printf("io_uring_%s of 3..%d: %d ok, %d EBADF, %d other\n",
-               op == 0   ? "register FILES"
-               : op == 1 ? "register FILES_UPDATE"
-               : op == 2 ? "register EVENTFD"
-               : op == 3 ? "register FILES_UPDATE2"
-               : op == 4 ? "register RING_FDS"
-                         : "enter",
-               UR_TOP - 1, t.ok, t.ebadf, t.other);
-    }
+    ur_register_scan(own, 4, "");
     close(ur.fd); /* its mappings stay until exit */
     close(p[0]);
     close(p[1]);
     close(c.epfd);
+}
+
+/*
+ * uring_scan's registrations under a seccomp filter that refuses process_vm_readv, the call
+ * host/uring.c reads the host's arrays with (host_read_user): installed on this thread once the
+ * library has started, returning EPERM, then a second one returning ENOSYS (the later filter's
+ * answer is the one given). Where the read is refused host/uring.c reads the array directly, so
+ * every answer is still bare's: EBADF for each number not open, no library fd registered. With
+ * the check skipped on a refused read, preloaded, each file registration took the library's 8
+ * fds and EVENTFD its eventfd. The price, not in the test: a bad array pointer under such a
+ * filter faults in host/uring.c where bare gets EFAULT (fds uringseccompbad, by hand:
+ * uring_seccomp(1); on 2026-11-28, bare EFAULT, preloaded SIGSEGV, status 139). uring_seccomp.
+ */
+#ifdef NOTIFY_ARCH
+static int
+refuse_vm_readv(int err)
+{
+    struct sock_filter code[] = {
+        NOTIFY_ARCH_CHECK,
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (unsigned)err),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof(code) / sizeof(code[0]), code };
+
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* process_vm_readv of a word of this process: the filter's answer. */
+static void
+vm_readv_probe(const char *label)
+{
+    long word = 42, got = 0;
+    struct iovec l = { &got, sizeof(got) }, r = { &word, sizeof(word) };
+    long n = syscall(SYS_process_vm_readv, (long)getpid(), &l, 1L, &r, 1L, 0L);
+
+    printf("%sprocess_vm_readv of this process: %ld %s\n", label, n, n < 0 ? strerror(errno) : "");
+}
+#endif
+
+static void
+uring_seccomp(int bad)
+{
+#ifdef NOTIFY_ARCH
+    static const int errs[] = { EPERM, ENOSYS };
+    char label[32];
+
+    if (ur_setup() != 0) {
+        printf("io_uring: SKIPPED, no ring here: %s\n", strerror(errno));
+        fprintf(stderr, "SKIP (loud): fds uringseccomp: no io_uring here (%s)\n", strerror(errno));
+        return;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+        snprintf(label, sizeof(label), "filter of %s: ", strerrorname_np(errs[i]));
+        if (refuse_vm_readv(errs[i]) != 0) {
+            printf("%sSKIPPED (%s)\n", label, strerror(errno));
+            fprintf(stderr, "SKIP (loud): fds uringseccomp: no seccomp filter (%s)\n",
+                    strerror(errno));
+            return;
+        }
+        vm_readv_probe(label);
+        if (bad) {
+            int rc = ur_register(IORING_REGISTER_FILES, (const int *)8, 1);
+
+            printf("%sio_uring_register FILES of (int *)8: %d %s\n", label, rc,
+                   rc < 0 ? strerror(errno) : "");
+            continue;
+        }
+        ur_register_scan(&ur.fd, 1, label);
+    }
+#else
+    (void)bad;
+    printf("io_uring under seccomp: SKIPPED, no architecture check for this machine\n");
+    fprintf(stderr, "SKIP (loud): fds uringseccomp: no seccomp architecture here\n");
+#endif
 }
 
 /* A server's accept loop that takes whatever any of its numbers holds: accept4 of every number
@@ -3432,6 +3540,8 @@ main(int argc, char **argv)
         accept_loop();
     } else if (strcmp(how, "uring") == 0) {
         uring_scan();
+    } else if (strcmp(how, "uringseccomp") == 0 || strcmp(how, "uringseccompbad") == 0) {
+        uring_seccomp(strcmp(how, "uringseccompbad") == 0);
     } else if (strcmp(how, "badpointers") == 0) {
         badpointers();
     } else if (strcmp(how, "unsharethreads") == 0) {
@@ -3444,7 +3554,8 @@ main(int argc, char **argv)
         fprintf(stderr,
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
-                "argsfirst|mmapearly|acceptloop|uring|badpointers|unsharethreads|unshareexit|"
+                "argsfirst|mmapearly|acceptloop|uring|uringseccomp[bad]|badpointers|unsharethreads|"
+                "unshareexit|"
                 "uninterposed\n");
         return 2;
     }
