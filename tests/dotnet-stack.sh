@@ -60,8 +60,17 @@ for mode in cpu wall; do
   host=$!
   PP_PIDS+=($host)
   wait_socket "$host" >/dev/null
-  sleep 0.3 # the workers exist
-  tids=$(host_threads "$host")
+  # The host's main thread and its four workers (and under TSan its runtime's background
+  # thread) exist: up to 600 s, not a fixed 0.3 s, which a loaded machine can outlast.
+  nwant=5
+  [[ -z ${tsan:-} ]] || nwant=6
+  for _ in $(seq 6000); do
+    tids=$(host_threads "$host")
+    [[ $(wc -w <<<"$tids") == "$nwant" ]] && break
+    kill -0 "$host" 2>/dev/null || break
+    sleep 0.1
+  done
+  [[ $(wc -w <<<"$tids") == "$nwant" ]] || fail "the host has threads $tids, not $nwant ($mode mode)"
   for run in 1 2 3; do
     timeout 120 dotnet "$CLIENT" "$host" "$T/stack.$mode.$run.json" >"$T/client.log" 2>&1 ||
       { cat "$T/client.log"; fail "the stack client failed ($mode mode)"; }

@@ -155,14 +155,30 @@ note "100 concurrent requests: $ok answered, $busy refused with 429 or 503"
 
 # A recording beside a diagnostic-port session that samples much faster (wall mode, 1000 Hz):
 # both succeed, and the recording keeps its own rate (about 50 samples per thread, not 1000).
-"$PIPEPROF" collect -p "$HOST" --duration 2 -o "$T/beside.nettrace" \
+# The recording starts once the session has (collect prints "Output File" when its
+# CollectTracing is answered; up to 600 s) and the session is stopped (SIGINT) only once the
+# recording has ended and 2 s have passed, so the two always overlap: a fixed 0.3 s wait
+# before the recording and a 2 s session could miss each other under load, and the case then
+# passed without a session beside the recording.
+"$PIPEPROF" collect -p "$HOST" -o "$T/beside.nettrace" \
   --providers 'Microsoft-DotNETCore-SampleProfiler:0:4:mode=wall;hz=1000,pipeprof:0:4' \
   >"$T/beside.log" 2>&1 &
 collect_pid=$!
-sleep 0.3
+for _ in $(seq 6000); do
+  grep -q "^Output File" "$T/beside.log" && break
+  kill -0 "$collect_pid" 2>/dev/null || break
+  sleep 0.1
+done
+grep -q "^Output File" "$T/beside.log" || { cat "$T/beside.log"; fail "the diagnostic session did not start"; }
+sleep 2 &
+min_pid=$!
 code=$(curl -sS -o "$T/beside.folded" -w '%{http_code}' \
   -d '{"numberOfSamples":50,"timeInterval":"20 ms","format":"collapsed"}' \
   --unix-socket "$SOCK" http://localhost/sample)
+wait "$min_pid"
+state=$(sed 's/^.*) //' "/proc/$collect_pid/stat" 2>/dev/null | awk '{print $1}' || true)
+[[ -n $state && $state != Z ]] || { cat "$T/beside.log"; fail "the diagnostic session ended before the recording beside it"; }
+kill -INT "$collect_pid"
 wait "$collect_pid" || { cat "$T/beside.log"; fail "the diagnostic session beside a recording failed"; }
 [[ $code == 200 ]] || fail "a recording beside a session: HTTP $code"
 beside=$(awk '/worker-b/ {s += $NF} END {print s + 0}' "$T/beside.folded")

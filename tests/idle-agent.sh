@@ -64,8 +64,27 @@ for mode in cpu wall; do
     host=$!
     PP_PIDS+=("$host")
     wait_socket "$host" >/dev/null
-    sleep 0.3 # the workers exist
-    want=$(for t in /proc/"$host"/task/*; do [[ $(cat "$t/comm") == pipeprof-* ]] || basename "$t"; done | sort -n | tr '\n' ' ')
+    # The host's main thread and its four workers exist and each has been on a CPU (its
+    # schedstat's run time is past 0; a thread cloned but never run yet has no stack of its own
+    # to snapshot): up to 600 s, not a fixed 0.3 s, which a loaded machine can outlast.
+    # (builtins only: a process per thread and round made a round take seconds at load 8, and
+    # the 30 s host could end before its snapshot)
+    for _ in $(seq 6000); do
+      want= nt=0 ran=0
+      for t in /proc/"$host"/task/*; do
+        comm= rt=1
+        read -r comm 2>/dev/null <"$t/comm" || true
+        [[ $comm == pipeprof-* ]] && continue
+        want+="${t##*/} "
+        nt=$((nt + 1))
+        [[ -r $t/schedstat ]] && { read -r rt _ 2>/dev/null <"$t/schedstat" || true; }
+        [[ $rt != 0 ]] && ran=$((ran + 1))
+      done
+      ((ran == nt && nt == 5 + tsan_threads)) && break
+      kill -0 "$host" 2>/dev/null || break
+      sleep 0.1
+    done
+    want=$(tr ' ' '\n' <<<"$want" | sed '/^$/d' | sort -n | tr '\n' ' ')
     [[ $(wc -w <<<"$want") == $((5 + tsan_threads)) ]] || fail "the ground-truth host has threads $want"
     "$PIPEPROF" collect -p "$host" --providers Microsoft-DotNETCore-SampleProfiler:0:4 --duration 0.001 \
       -o "$T/snap.nettrace" >/dev/null 2>"$T/collect.err" || { cat "$T/collect.err" >&2; fail "collect failed"; }

@@ -1054,32 +1054,61 @@ TEST(server_idle_connections_make_room)
 
 /* A client refused with 503 lingers for a while (the server waits for it to hang up), and still
  * counts against the limit: every idle connection goes for a newcomer, not one (before, 2 idle
- * connections beside one refused kept a newcomer at 503 until the refused one's linger ended). */
+ * connections beside one refused kept a newcomer at 503 until the refused one's linger ended).
+ * The newcomer must come while the refused one still lingers (server.c's HTTP_LINGER_MS, 2 s,
+ * from its answer, which came after the test's connect): an attempt whose newcomer was answered
+ * later than LINGER_SURE_MS after that connect proves nothing (with the refused one gone, one
+ * idle close makes room) and is made again, up to LINGER_TRIES times, then the case fails. */
+#define LINGER_SURE_MS 1900 /* under HTTP_LINGER_MS, less the loop's clock's lag */
+#define LINGER_TRIES   20
 TEST(server_idle_connections_make_room_beside_refused_ones)
 {
     struct http_server_options o = { 0 };
     struct pollfd pc;
+    struct reply r;
     char head[13] = "";
-    int a, b, c;
+    uint64_t t0, late = 0;
+    int a, b, c, attempt;
 
-    fake_reset();
-    o.max_connections = 2;
-    fixture_start(&o);
-    a = client_connect();
-    b = client_connect();
-    c = client_connect(); /* over the limit, nobody idle yet: 503, and it lingers */
-    pc.fd = c;
-    pc.events = POLLIN;
-    ASSERT_TRUE(poll(&pc, 1, 10000) == 1);
-    ASSERT_TRUE(recv(c, head, sizeof(head) - 1, 0) == (ssize_t)sizeof(head) - 1);
-    ASSERT_TRUE(strcmp(head, "HTTP/1.1 503") == 0);
-    newcomer_served(); /* a and b silent for a second, c still lingering (2 s) */
-    ASSERT_TRUE(closed_within(a, 2000));
-    ASSERT_TRUE(closed_within(b, 2000));
-    close(a);
-    close(b);
-    close(c);
-    fixture_stop();
+    for (attempt = 1; attempt <= LINGER_TRIES; attempt++) {
+        fake_reset();
+        o.max_connections = 2;
+        fixture_start(&o);
+        a = client_connect();
+        b = client_connect();
+        t0 = now_ms();
+        c = client_connect(); /* over the limit, nobody idle yet: 503, and it lingers */
+        pc.fd = c;
+        pc.events = POLLIN;
+        ASSERT_TRUE(poll(&pc, 1, 10000) == 1);
+        ASSERT_TRUE(recv(c, head, sizeof(head) - 1, 0) == (ssize_t)sizeof(head) - 1);
+        ASSERT_TRUE(strcmp(head, "HTTP/1.1 503") == 0);
+        /* a and b silent for over a second (HTTP_IDLE_EVICT_MS), c still lingering */
+        usleep(1100000);
+        exchange_str("GET / HTTP/1.1\r\n\r\n", &r);
+        late = now_ms() - t0;
+        if (late < LINGER_SURE_MS) {
+            ASSERT_EQ(r.status, 200);
+            ASSERT_TRUE(closed_within(a, 2000));
+            ASSERT_TRUE(closed_within(b, 2000));
+        }
+        free(r.raw);
+        close(a);
+        close(b);
+        close(c);
+        fixture_stop();
+        if (late < LINGER_SURE_MS) {
+            return;
+        }
+        fprintf(stderr,
+                "# try %d: the newcomer was answered %llu ms after the refused one's "
+                "connect, not under %d: again\n",
+                attempt, (unsigned long long)late, LINGER_SURE_MS);
+    }
+    test_fail(__FILE__, __LINE__,
+              "in %d tries no newcomer was answered within %d ms of the refused one's connect "
+              "(last %llu ms): the case tested nothing",
+              LINGER_TRIES, LINGER_SURE_MS, (unsigned long long)late);
 }
 
 /* With no idle connection to close, a client beyond the limit is told so. */
