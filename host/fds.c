@@ -734,6 +734,63 @@ host_fds_close_real(int fd)
     return real != NULL ? real(fd) : (int)syscall(SYS_close, fd);
 }
 
+/*
+ * The library's marks and its closes of marked numbers, one at a time. A library fd is marked
+ * while it is open and only then: from its creation's return (its low number too, while it moves
+ * high) until after its close. Before, the low number and the high one until its mark were not
+ * marked, and the close cleared the bit before the close, so a host's data call on that number
+ * (copy_file_range of 0 bytes, in a fresh-clone CI run in wall mode, whose stat files are opened
+ * and closed at each look) reached the library's file in those instants where bare gets EBADF.
+ * Clearing after the close would wipe the mark of another library thread whose creation took the
+ * number just freed; under this lock its mark waits until the clearing is done. Library threads
+ * only, never a signal handler; a fork's child starts it free (host_fds_forked_child).
+ */
+static atomic_flag host_fds_mark_lock = ATOMIC_FLAG_INIT;
+
+static void
+host_fds_mark_lock_take(void)
+{
+    while (atomic_flag_test_and_set_explicit(&host_fds_mark_lock, memory_order_acquire)) {
+        sched_yield();
+    }
+}
+
+static void
+host_fds_mark_lock_drop(void)
+{
+    atomic_flag_clear_explicit(&host_fds_mark_lock, memory_order_release);
+}
+
+/* host_fd_mark(fd, 1) of a library creation's number, under the lock. */
+static void
+host_fds_mark_library(int fd)
+{
+    if (fd >= 0 && fd < HOST_FDS_MAX) {
+        host_fds_mark_lock_take();
+        host_fd_mark(fd, 1);
+        host_fds_mark_lock_drop();
+    }
+}
+
+/* The library's close of its marked fd (through real, syscall()'s, or libc's close when NULL),
+ * the mark cleared after it, both under the lock. */
+static long
+host_fds_close_marked(int fd, host_syscall_fn real)
+{
+    long rc;
+    int err;
+
+    host_fds_mark_lock_take();
+    rc = real != NULL ? real(SYS_close, fd, 0, 0, 0, 0, 0) : host_fds_close_real(fd);
+    err = errno;
+    if (fd >= 0 && fd < HOST_FDS_MAX) {
+        host_fd_mark(fd, 0);
+    }
+    host_fds_mark_lock_drop();
+    errno = err;
+    return rc;
+}
+
 static _Atomic(void *) real_fcntl_p;
 
 /* libc's fcntl with an integer argument: fds.c's own moves do not pass through its interposer. */
@@ -930,19 +987,21 @@ host_fd_take(int fd)
     if (base > fd && host_fds_test_low_ms_get() != 0) {
         host_fds_test_sleep_ms(host_fds_test_low_ms_get());
     }
+    host_fds_mark_library(fd); /* its low number too, while it moves */
     high = base > fd ? host_fds_fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
     if (high >= 0 && high < HOST_FDS_MAX) {
-        host_fds_close_real(fd);
+        host_fds_mark_library(high);
+        (void)host_fds_close_marked(fd, NULL);
         fd = high;
     } else if (high >= 0) {
         host_fds_close_real(high);
     } else if (base > fd && errno == EBADF) {
         /* Closed before it could move, by a host thread's close past the gate's bound: the
-         * number may be the host's again already, and is not touched. */
+         * number may be the host's again already, and is not touched but for the mark. */
+        host_fds_mark_lock_take();
+        host_fd_mark(fd, 0);
+        host_fds_mark_lock_drop();
         return -1;
-    }
-    if (fd < HOST_FDS_MAX) {
-        host_fd_mark(fd, 1);
     }
     errno = err;
     return fd;
@@ -966,6 +1025,7 @@ host_fds_forked_child(void)
     }
     atomic_store_explicit(&host_fds_count, 0, memory_order_release);
     atomic_store(&host_fds_gate_library, 0); /* held by threads the child does not have */
+    host_fds_mark_lock_drop();               /* likewise */
     atomic_store(&host_fds_gate_host, 0);
 }
 
@@ -1172,17 +1232,16 @@ host_fds_init(void)
 
 /* The library's close of its fd (through real, syscall()'s, or libc's close when NULL): in the
  * gate as a library creation, so that a host's io_uring submission, counted in as a close
- * (host_fds_syscall_uring), never meets the instant between the bit's clearing and the close,
- * where the number still holds the library's file (a wall-mode session's stat files, opened and
- * closed at each look, met 2 FSYNC entries of host-contract-fds-uring's in 1 of 6 runs so). */
+ * (host_fds_syscall_uring), never meets the close (a wall-mode session's stat files, opened and
+ * closed at each look, met 2 FSYNC entries of host-contract-fds-uring's in 1 of 6 runs when the
+ * bit was cleared before the close); the bit is cleared after it (host_fds_close_marked). */
 static long
 host_fds_close_library(int fd, host_syscall_fn real)
 {
     long rc;
 
     host_fds_gate_library_enter();
-    host_fd_mark(fd, 0);
-    rc = real != NULL ? real(SYS_close, fd, 0, 0, 0, 0, 0) : host_fds_close_real(fd);
+    rc = host_fds_close_marked(fd, real);
     host_fds_gate_library_leave();
     return rc;
 }
