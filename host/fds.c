@@ -761,13 +761,13 @@ host_fds_mark_lock_drop(void)
     atomic_flag_clear_explicit(&host_fds_mark_lock, memory_order_release);
 }
 
-/* host_fd_mark(fd, 1) of a library creation's number, under the lock. */
+/* host_fd_mark(fd, owned) of a library creation's number, under the lock. */
 static void
-host_fds_mark_library(int fd)
+host_fds_mark_library(int fd, int owned)
 {
     if (fd >= 0 && fd < HOST_FDS_MAX) {
         host_fds_mark_lock_take();
-        host_fd_mark(fd, 1);
+        host_fd_mark(fd, owned);
         host_fds_mark_lock_drop();
     }
 }
@@ -987,10 +987,10 @@ host_fd_take(int fd)
     if (base > fd && host_fds_test_low_ms_get() != 0) {
         host_fds_test_sleep_ms(host_fds_test_low_ms_get());
     }
-    host_fds_mark_library(fd); /* its low number too, while it moves */
+    host_fds_mark_library(fd, 1); /* its low number too, while it moves */
     high = base > fd ? host_fds_fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
     if (high >= 0 && high < HOST_FDS_MAX) {
-        host_fds_mark_library(high);
+        host_fds_mark_library(high, 1);
         (void)host_fds_close_marked(fd, NULL);
         fd = high;
     } else if (high >= 0) {
@@ -998,9 +998,7 @@ host_fd_take(int fd)
     } else if (base > fd && errno == EBADF) {
         /* Closed before it could move, by a host thread's close past the gate's bound: the
          * number may be the host's again already, and is not touched but for the mark. */
-        host_fds_mark_lock_take();
-        host_fd_mark(fd, 0);
-        host_fds_mark_lock_drop();
+        host_fds_mark_library(fd, 0);
         return -1;
     }
     errno = err;
@@ -1333,14 +1331,8 @@ host_fds_at_fd(int fd, const char *path, int flags)
     if (path == NULL) {
         return -1;
     }
-    switch (host_read_user(&first, path, 1)) {
-    case 0:
-        break;
-    case -EFAULT:
+    if (host_read_user(&first, path, 1) != 0) {
         return -1;
-    default:
-        first = path[0]; /* cannot tell: as before */
-        break;
     }
     if (first == '/' || (first == '\0' && !(flags & AT_EMPTY_PATH))) {
         return -1;

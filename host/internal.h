@@ -235,9 +235,11 @@ host_fd_is_library(int fd)
  * this process, and a getpid: two system calls), for an interposer that must look at what a
  * host's pointer points to before the kernel does: a pointer the kernel answers with EFAULT must
  * not kill the host in the interposer. 0; -EFAULT when not all of it is readable (the kernel
- * would answer EFAULT); another negative errno when it cannot tell (a seccomp filter refused the
- * call): each caller says what it does then. errno kept. Context: any thread, a signal handler
- * too (host.c). */
+ * would answer EFAULT). Where it cannot tell (a seccomp filter refused the call) the memory is
+ * read directly and 0 returned: a look the interposer needs (a library fd's number named in an
+ * io_uring registration, a path's first byte, a socket's address to redirect) is never skipped,
+ * and a bad pointer then faults where bare gets EFAULT (docs/architecture.md's rows say where).
+ * errno kept. Context: any thread, a signal handler too (host.c). */
 int host_read_user(void *out, const void *addr, size_t len);
 /* 1 when [addr, addr + len) is provably readable without a system call: on the main thread's
  * stack, between the caller's frame and the stack's top (host.c says how it knows); 0 when it

@@ -87,7 +87,6 @@ host_redirect_sockaddr(const struct host_server_hooks *h, enum host_socket_op op
     struct sockaddr_un copy;
     char path[sizeof(out->sun_path) + 1];
     size_t n;
-    int rc;
 
     if (h == NULL || addr == NULL || len <= (socklen_t)offsetof(struct sockaddr_un, sun_path)) {
         return 0;
@@ -97,14 +96,8 @@ host_redirect_sockaddr(const struct host_server_hooks *h, enum host_socket_op op
         memcpy(&copy, addr, n);
     } else if (host_socket_not_unix(fd, len)) {
         return 0;
-    } else {
-        rc = host_read_user(&copy, addr, n);
-        if (rc == -EFAULT) {
-            return 0;
-        }
-        if (rc != 0) {
-            memcpy(&copy, addr, n); /* cannot tell: as before */
-        }
+    } else if (host_read_user(&copy, addr, n) != 0) {
+        return 0; /* unreadable: the kernel's EFAULT */
     }
     if (copy.sun_family != AF_UNIX) {
         return 0;

@@ -424,26 +424,18 @@ host_uring_submit(host_syscall_fn real, const long a[6])
 /*
  * Reads len bytes of the host's memory at addr into out (host_read_user): 0, or -1 for a bad
  * pointer, which the kernel's own read then answers with EFAULT. Where the non-faulting read is
- * refused (a seccomp filter that forbids process_vm_readv) the memory is read directly, as
- * sockets.c and fds.c do: a registration that names a library fd would otherwise reach the kernel
- * unchecked (the host's ring would then hold the library's file: IORING_OP_CLOSE of it broke the
- * session's loop), while a host whose filter refuses the call and that passes an unreadable array
- * is killed by SIGSEGV where bare gets EFAULT (tests/hosts/fds.c's "fds uringseccompbad", by
- * hand: IORING_REGISTER_FILES of (int *)8, bare EFAULT, preloaded status 139). Before, a refused
- * read was taken as a bad pointer (the check skipped).
+ * refused (a seccomp filter that forbids process_vm_readv) host_read_user reads the memory
+ * directly, for sockets.c and fds.c too: a registration that names a library fd would otherwise
+ * reach the kernel unchecked (the host's ring would then hold the library's file: IORING_OP_CLOSE
+ * of it broke the session's loop), while a host whose filter refuses the call and that passes an
+ * unreadable array is killed by SIGSEGV where bare gets EFAULT (tests/hosts/fds.c's "fds
+ * uringseccompbad", by hand: IORING_REGISTER_FILES of (int *)8, bare EFAULT, preloaded status 139).
+ * Before, a refused read was taken as a bad pointer (the check skipped).
  */
 static int
 host_uring_read(void *out, const void *addr, size_t len)
 {
-    switch (host_read_user(out, addr, len)) {
-    case 0:
-        return 0;
-    case -EFAULT:
-        return -1;
-    default:
-        memcpy(out, addr, len); /* cannot tell: read it */
-        return 0;
-    }
+    return host_read_user(out, addr, len) == 0 ? 0 : -1;
 }
 
 /* The index of the first library fd among the n ints of the host's array at fds (stride bytes

@@ -336,22 +336,17 @@ send(int fd, const void *buf, size_t len, int flags)
 struct host_sendmsg_call {
     ssize_t (*real)(int, const struct msghdr *, int);
     const struct msghdr *msg;
-    int fd, flags, first;
+    int fd, flags;
 };
 
-/* The first call sends the host's message; the rest of it goes without its ancillary data,
- * which went with its first byte. */
+/* The rest of the host's message, after sendmsg's own call sent its first bytes: without its
+ * ancillary data, which went with the first byte. */
 static ssize_t
 host_sendmsg_xfer(void *call, const struct iovec *iov, int cnt)
 {
     struct host_sendmsg_call *c = call;
-    struct msghdr m;
+    struct msghdr m = *c->msg;
 
-    if (c->first) {
-        c->first = 0;
-        return c->real(c->fd, c->msg, c->flags);
-    }
-    m = *c->msg;
     m.msg_iov = (struct iovec *)(uintptr_t)iov; /* only read */
     m.msg_iovlen = (size_t)cnt;
     m.msg_control = NULL;
@@ -367,7 +362,7 @@ sendmsg(int fd, const struct msghdr *msg, int flags)
     }
     HOST_WRITES_REAL(ssize_t, (int, const struct msghdr *, int), sendmsg)
     const struct host_agent_hooks *h = host_agent();
-    struct host_sendmsg_call c = { real, msg, fd, flags, 0 };
+    struct host_sendmsg_call c = { real, msg, fd, flags };
     uint32_t sig0;
     ssize_t n;
 
