@@ -312,13 +312,15 @@
  * bookkeeping across the two tables: the manager, in the process's table, may open the perf fd of
  * such a thread, or a thread may close its own at a number its table holds for another, which
  * can cost samples (not measured), not the host's fds (its numbers in that table are below the
- * library's, which are all the library's there). Measured: host-contract-fds-unshare-threads (20
- * pairs of threads that register from both tables, also while sessions start and stop) and
- * -unshare-exit (the exit's stop on the unsharing thread while a thread of the process's table
- * burns), with the perf and the timer CPU engine: output and status as bare in every run. The
- * host's pidfd_getfd (libc's or syscall()'s) of a library fd in its own process fails with EBADF,
- * as bare, where it got a copy of the library's file (host_fds_getfd_checked: kcmp tells it is the
- * library's; without kcmp, as under a seccomp filter that forbids it, the copy is still given).
+ * library's, which are all the library's there). A library creation's low number is marked in
+ * its moment for the table it was made in only (host_fds_low). Measured:
+ * host-contract-fds-unshare-threads (20 pairs of threads that register from both tables, also while
+ * sessions start and stop) and -unshare-exit (the exit's stop on the unsharing thread while a
+ * thread of the process's table burns), with the perf and the timer CPU engine: output and status
+ * as bare in every run. The host's pidfd_getfd (libc's or syscall()'s) of a library fd in its own
+ * process fails with EBADF, as bare, where it got a copy of the library's file
+ * (host_fds_getfd_checked: kcmp tells it is the library's; without kcmp, as under a seccomp filter
+ * that forbids it, the copy is still given).
  *
  * The moment of a move: the kernel gives every new fd the lowest free number, and no call creates
  * one at a chosen number, so a library fd is low from its creation until host_fd_take() has
@@ -527,13 +529,64 @@ host_thread_mark_library(void)
     host_library_thread = 1;
 }
 
+/*
+ * A library fd's low moment, with the thread whose creation it is: its number is marked from the
+ * creation's return until the move's close (host_fd_take), and that mark is true of the fd table
+ * the creation was made in only. A host thread's close_range(CLOSE_RANGE_UNSHARE) gives it a
+ * table of its own (fds.c's header) whose low numbers are the host's: the pipe that
+ * host-contract-fds-unshare-threads opens at 3 and 4 after its unshare. The manager's open of a
+ * /proc file at 3 in the process's table marked 3, and the host's read of its pipe at 3 in its own
+ * table was refused with EBADF (the host then waited on a full pipe for good, 1 run in 3 with
+ * PIPEPROF_TEST_FD_LOW_MS=2; a write refused so cut the pipe's data at 40960 bytes of 4 MiB in a
+ * fresh-clone CI run under `pipeprof collect -p`). So the slot keeps the creating thread's id, and
+ * a host call on a number marked so asks the kernel whether the caller's fd table is the
+ * creator's (kcmp KCMP_FILES, one system call, made only for a number in its low moment): where
+ * it is not, the number is not the library's there. Where kcmp cannot answer (ENOSYS, a seccomp
+ * filter's EPERM, the creator gone) the number counts as the library's, as before. Slots are set
+ * and cleared under host_fds_mark_lock; read lock-free, a signal handler's too. A creation that
+ * finds no free slot (more than HOST_FDS_LOW_SLOTS library threads in the moment at once) is
+ * marked in every table, as before.
+ */
+#define HOST_FDS_LOW_SLOTS 8
+static struct {
+    _Atomic int fd1; /* the fd + 1; 0 when the slot is free */
+    _Atomic long tid;
+} host_fds_low[HOST_FDS_LOW_SLOTS];
+static _Atomic int host_fds_low_n; /* slots in use */
+
+int
+host_fds_low_elsewhere(int fd)
+{
+    long tid = 0, self, rc;
+    int i, err;
+
+    if (atomic_load_explicit(&host_fds_low_n, memory_order_acquire) == 0) {
+        return 0;
+    }
+    for (i = 0; i < HOST_FDS_LOW_SLOTS; i++) {
+        if (atomic_load_explicit(&host_fds_low[i].fd1, memory_order_acquire) == fd + 1) {
+            tid = atomic_load_explicit(&host_fds_low[i].tid, memory_order_relaxed);
+            break;
+        }
+    }
+    if (tid <= 0) {
+        return 0;
+    }
+    err = errno;
+    self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+    rc = self == tid ? 0 : host_raw_syscall(SYS_kcmp, tid, self, KCMP_FILES, 0, 0, 0);
+    errno = err;
+    return rc > 0; /* 1 or 2: two tables; 0 the same; -1 cannot tell */
+}
+
 static int
 host_fd_is_owned(int fd)
 {
     return fd >= 0 && fd < HOST_FDS_MAX &&
-           (atomic_load_explicit(&host_fds_owned[fd / 64], memory_order_acquire) >>
-            (unsigned)(fd % 64)) &
-                   1u;
+           ((atomic_load_explicit(&host_fds_owned[fd / 64], memory_order_acquire) >>
+             (unsigned)(fd % 64)) &
+            1u) &&
+           !host_fds_low_elsewhere(fd);
 }
 
 static void
@@ -772,10 +825,47 @@ host_fds_mark_library(int fd, int owned)
     }
 }
 
+/* The mark of a library creation's low number (host_fds_low, above), under the lock: the slot it
+ * took, or -1 when none was free (then it is marked in every table). */
+static int
+host_fds_mark_low(int fd)
+{
+    int i, slot = -1;
+
+    if (fd < 0 || fd >= HOST_FDS_MAX) {
+        return -1;
+    }
+    host_fds_mark_lock_take();
+    for (i = 0; i < HOST_FDS_LOW_SLOTS; i++) {
+        if (atomic_load_explicit(&host_fds_low[i].fd1, memory_order_relaxed) == 0) {
+            atomic_store_explicit(&host_fds_low[i].tid,
+                                  host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0),
+                                  memory_order_relaxed);
+            atomic_store_explicit(&host_fds_low[i].fd1, fd + 1, memory_order_release);
+            atomic_fetch_add_explicit(&host_fds_low_n, 1, memory_order_acq_rel);
+            slot = i;
+            break;
+        }
+    }
+    host_fd_mark(fd, 1);
+    host_fds_mark_lock_drop();
+    return slot;
+}
+
+/* Frees slot (-1: none), under the lock. */
+static void
+host_fds_low_free(int slot)
+{
+    if (slot >= 0) {
+        atomic_store_explicit(&host_fds_low[slot].fd1, 0, memory_order_release);
+        atomic_fetch_sub_explicit(&host_fds_low_n, 1, memory_order_acq_rel);
+    }
+}
+
 /* The library's close of its marked fd (through real, syscall()'s, or libc's close when NULL),
- * the mark cleared after it, both under the lock. */
+ * the mark cleared after it and the number's low slot (-1: none) freed, all under the lock. */
 static long
-host_fds_close_marked(int fd, host_syscall_fn real)
+host_fds_close_marked_slot(int fd, host_syscall_fn real, int slot)
 {
     long rc;
     int err;
@@ -786,9 +876,16 @@ host_fds_close_marked(int fd, host_syscall_fn real)
     if (fd >= 0 && fd < HOST_FDS_MAX) {
         host_fd_mark(fd, 0);
     }
+    host_fds_low_free(slot);
     host_fds_mark_lock_drop();
     errno = err;
     return rc;
+}
+
+static long
+host_fds_close_marked(int fd, host_syscall_fn real)
+{
+    return host_fds_close_marked_slot(fd, real, -1);
 }
 
 static _Atomic(void *) real_fcntl_p;
@@ -921,10 +1018,21 @@ static _Atomic unsigned host_fds_test_low_ms;
  * passed. */
 static _Atomic uint64_t host_fds_create_bound_ns = HOST_FDS_GATE_HOST_NS;
 
+/* PIPEPROF_TEST_FD_LOW_MARKED=1 with the knob above (tests only): the N ms fall after the low
+ * number's mark instead of before it, so that a host's call on that number meets the mark
+ * (host_fds_low) on demand: host-contract-fds-unshare-low. */
+static _Atomic int host_fds_test_low_marked;
+
 static unsigned
 host_fds_test_low_ms_get(void)
 {
     return atomic_load_explicit(&host_fds_test_low_ms, memory_order_relaxed);
+}
+
+static int
+host_fds_test_low_marked_get(void)
+{
+    return atomic_load_explicit(&host_fds_test_low_marked, memory_order_relaxed);
 }
 
 static uint64_t
@@ -968,6 +1076,10 @@ host_fds_test_start(void)
         return;
     }
     atomic_store_explicit(&host_fds_create_bound_ns, 2000000000u, memory_order_relaxed);
+    atomic_store_explicit(&host_fds_test_low_marked,
+                          getenv("PIPEPROF_TEST_FD_LOW_MARKED") != NULL &&
+                                  strcmp(getenv("PIPEPROF_TEST_FD_LOW_MARKED"), "1") == 0,
+                          memory_order_relaxed);
     atomic_store_explicit(&host_fds_test_low_ms, (unsigned)atoi(low), memory_order_relaxed);
     if (pthread_create(&th, NULL, host_fds_test_churn, NULL) == 0) {
         pthread_detach(th);
@@ -977,29 +1089,47 @@ host_fds_test_start(void)
 int
 host_fd_take(int fd)
 {
-    int high, base, err = errno;
+    int high, base, slot, err = errno;
 
     if (fd < 0) {
         return fd;
     }
     host_fds_trust_self();
     base = host_fds_base();
-    if (base > fd && host_fds_test_low_ms_get() != 0) {
+    if (base > fd && host_fds_test_low_ms_get() != 0 && !host_fds_test_low_marked_get()) {
         host_fds_test_sleep_ms(host_fds_test_low_ms_get());
     }
-    host_fds_mark_library(fd, 1); /* its low number too, while it moves */
-    high = base > fd ? host_fds_fcntl(fd, F_DUPFD_CLOEXEC, base) : -1;
+    if (base <= fd) {
+        host_fds_mark_library(fd, 1); /* high already */
+        errno = err;
+        return fd;
+    }
+    slot = host_fds_mark_low(fd); /* its low number too, while it moves */
+    if (host_fds_test_low_ms_get() != 0 && host_fds_test_low_marked_get()) {
+        host_fds_test_sleep_ms(host_fds_test_low_ms_get());
+    }
+    high = host_fds_fcntl(fd, F_DUPFD_CLOEXEC, base);
     if (high >= 0 && high < HOST_FDS_MAX) {
         host_fds_mark_library(high, 1);
-        (void)host_fds_close_marked(fd, NULL);
+        (void)host_fds_close_marked_slot(fd, NULL, slot);
         fd = high;
-    } else if (high >= 0) {
-        host_fds_close_real(high);
-    } else if (base > fd && errno == EBADF) {
+    } else if (high < 0 && errno == EBADF) {
         /* Closed before it could move, by a host thread's close past the gate's bound: the
          * number may be the host's again already, and is not touched but for the mark. */
-        host_fds_mark_library(fd, 0);
+        host_fds_mark_lock_take();
+        host_fd_mark(fd, 0);
+        host_fds_low_free(slot);
+        host_fds_mark_lock_drop();
         return -1;
+    } else {
+        /* Stays low (no number free high, or one past the set): the library's in every table,
+         * as before the slots. */
+        if (high >= 0) {
+            host_fds_close_real(high);
+        }
+        host_fds_mark_lock_take();
+        host_fds_low_free(slot);
+        host_fds_mark_lock_drop();
     }
     errno = err;
     return fd;
@@ -1022,8 +1152,12 @@ host_fds_forked_child(void)
         atomic_store_explicit(&host_fds_owned[i], 0, memory_order_relaxed);
     }
     atomic_store_explicit(&host_fds_count, 0, memory_order_release);
-    atomic_store(&host_fds_gate_library, 0); /* held by threads the child does not have */
-    host_fds_mark_lock_drop();               /* likewise */
+    atomic_store(&host_fds_gate_library, 0);   /* held by threads the child does not have */
+    host_fds_mark_lock_drop();                 /* likewise */
+    for (i = 0; i < HOST_FDS_LOW_SLOTS; i++) { /* their creators are not in the child */
+        atomic_store_explicit(&host_fds_low[i].fd1, 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&host_fds_low_n, 0, memory_order_release);
     atomic_store(&host_fds_gate_host, 0);
 }
 

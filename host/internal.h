@@ -222,13 +222,19 @@ int host_fds_accepted(int fd, const void *ra, unsigned entries);
 extern _Atomic uint64_t host_fds_owned[HOST_FDS_MAX / 64];
 int host_fds_data_refused(int fd, const void *ra);
 
+/* 1 when fd's mark is a library creation's low moment made in another fd table than the
+ * caller's (a host thread's close_range(CLOSE_RANGE_UNSHARE): fds.c, host_fds_low): there the
+ * number is not the library's. Async-signal-safe; errno kept. */
+int host_fds_low_elsewhere(int fd);
+
 static inline int
 host_fd_is_library(int fd)
 {
     return (unsigned)fd < HOST_FDS_MAX &&
            ((atomic_load_explicit(&host_fds_owned[(unsigned)fd / 64], memory_order_relaxed) >>
              ((unsigned)fd % 64)) &
-            1u);
+            1u) &&
+           !host_fds_low_elsewhere(fd);
 }
 
 /* Copies len bytes of the host's memory at addr into out without faulting (process_vm_readv of

@@ -39,6 +39,12 @@ pp_add_host_contract(fds-sysrange-unshare fds sysrangeunshare)
 # from either fd table, and an exit that stops the agent while one of the process's table burns
 pp_add_host_contract(fds-unshare-threads fds unsharethreads)
 set_property(TEST host-contract-fds-unshare-threads APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall listen preload sessions")
+# the same while a library thread of the process's table holds a creation's low number marked
+# 2 ms in 7 (PIPEPROF_TEST_FD_LOW_MARKED, tests only): the host's pipe at those numbers in its
+# own table is its own (host/fds.c, host_fds_low)
+pp_add_host_contract(fds-unshare-low fds unsharethreads)
+set_property(TEST host-contract-fds-unshare-low APPEND PROPERTY ENVIRONMENT
+             "HC_MODES=cpu wall listen" "PIPEPROF_TEST_FD_LOW_MS=2" "PIPEPROF_TEST_FD_LOW_MARKED=1")
 pp_add_host_contract(fds-unshare-exit fds unshareexit)
 pp_add_host_contract(fds-sysdup2 fds sysdup2)
 pp_add_host_contract(fds-sysdup2high fds sysdup2high)
