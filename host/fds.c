@@ -387,16 +387,17 @@
  * of 98896 off in 12 runs), and 9 of 80603 such creations met one in 12 record runs (0 of 72417
  * after; the case itself passed 4 of 4 runs with those opens: it holds that no library fd stays
  * low, and meets a moment only by chance, which it allows alone, never two creations in a row,
- * and at most one plus one per 100 made: CI runs had 1 of 1408 and 1 of 470 ADDFDs off). In a low
- * moment they do not wait: with PIPEPROF_TEST_FD_LOW_MS=2 (a library fd held low 2 ms in 5) 13 to
- * 20 of 926 to 1357 io_uring opens, 175 to 356 of 710 to 1548 getpwent calls, 361 to 660 setmntent,
- * 259 to 491 getutent and 7 to 13 of 1060 to 1116 ADDFDs got the next number, CPU and wall mode
- * (fanotify's 0: the host's open that makes the event waits first). Such moments remain at a
- * session's start, a thread's start (its CPU timer, its stat files), a new module's files (the code
- * of getpwent's NSS modules) and the CFI cache's files. Interposing getpwent, setmntent, getutent
- * and their kin, counted in the gate as a close (syslog's way), would cover those three; io_uring's
- * and fanotify's fds are made by the kernel. Also open: the host's pidfd_getfd of a library fd of
- * another process that runs the library (its numbers are not known here).
+ * and at most one plus one per 25 made: CI runs had 1 of 1408 and 1 of 470 ADDFDs off, one at load
+ * 4 to 5 15 of 1088). In a low moment they do not wait: with PIPEPROF_TEST_FD_LOW_MS=2 (a library
+ * fd held low 2 ms in 5) 13 to 20 of 926 to 1357 io_uring opens, 175 to 356 of 710 to 1548 getpwent
+ * calls, 361 to 660 setmntent, 259 to 491 getutent and 7 to 13 of 1060 to 1116 ADDFDs got the next
+ * number, CPU and wall mode (fanotify's 0: the host's open that makes the event waits first). Such
+ * moments remain at a session's start, a thread's start (its CPU timer, its stat files), a new
+ * module's files (the code of getpwent's NSS modules) and the CFI cache's files. Interposing
+ * getpwent, setmntent, getutent and their kin, counted in the gate as a close (syslog's way), would
+ * cover those three; io_uring's and fanotify's fds are made by the kernel. Also open: the host's
+ * pidfd_getfd of a library fd of another process that runs the library (its numbers are not known
+ * here).
  *
  * Held by: host-contract-fds-fcntl (fcntl, fcntl64 and syscall(SYS_fcntl) with F_GETFD, F_GETFL,
  * F_SETFD, F_SETFL, F_GETLK, F_OFD_GETLK, F_GETOWN and F_GETSIG of 3..4095: before, 15 successes
