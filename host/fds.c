@@ -831,17 +831,17 @@ host_fds_mark_library(int fd, int owned)
 static int
 host_fds_mark_low(int fd)
 {
+    long tid;
     int i, slot = -1;
 
     if (fd < 0 || fd >= HOST_FDS_MAX) {
         return -1;
     }
+    tid = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0); /* not under the lock others spin on */
     host_fds_mark_lock_take();
     for (i = 0; i < HOST_FDS_LOW_SLOTS; i++) {
         if (atomic_load_explicit(&host_fds_low[i].fd1, memory_order_relaxed) == 0) {
-            atomic_store_explicit(&host_fds_low[i].tid,
-                                  host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0),
-                                  memory_order_relaxed);
+            atomic_store_explicit(&host_fds_low[i].tid, tid, memory_order_relaxed);
             atomic_store_explicit(&host_fds_low[i].fd1, fd + 1, memory_order_release);
             atomic_fetch_add_explicit(&host_fds_low_n, 1, memory_order_acq_rel);
             slot = i;
@@ -861,6 +861,19 @@ host_fds_low_free(int slot)
         atomic_store_explicit(&host_fds_low[slot].fd1, 0, memory_order_release);
         atomic_fetch_sub_explicit(&host_fds_low_n, 1, memory_order_acq_rel);
     }
+}
+
+/* The end of a low moment that did not move fd high: its slot freed, and its mark cleared when
+ * unmark (the number is no longer the library's), both under the lock. */
+static void
+host_fds_low_end(int fd, int slot, int unmark)
+{
+    host_fds_mark_lock_take();
+    if (unmark) {
+        host_fd_mark(fd, 0);
+    }
+    host_fds_low_free(slot);
+    host_fds_mark_lock_drop();
 }
 
 /* The library's close of its marked fd (through real, syscall()'s, or libc's close when NULL),
@@ -1117,10 +1130,7 @@ host_fd_take(int fd)
     } else if (high < 0 && errno == EBADF) {
         /* Closed before it could move, by a host thread's close past the gate's bound: the
          * number may be the host's again already, and is not touched but for the mark. */
-        host_fds_mark_lock_take();
-        host_fd_mark(fd, 0);
-        host_fds_low_free(slot);
-        host_fds_mark_lock_drop();
+        host_fds_low_end(fd, slot, 1);
         return -1;
     } else {
         /* Stays low (no number free high, or one past the set): the library's in every table,
@@ -1128,9 +1138,7 @@ host_fd_take(int fd)
         if (high >= 0) {
             host_fds_close_real(high);
         }
-        host_fds_mark_lock_take();
-        host_fds_low_free(slot);
-        host_fds_mark_lock_drop();
+        host_fds_low_end(fd, slot, 0);
     }
     errno = err;
     return fd;
