@@ -817,7 +817,10 @@ TEST(server_slowloris_408)
     o.request_timeout_ms = 500;
     fixture_start(&o);
 
-    /* one byte every 40 ms: each byte is progress, but the deadline is for the whole request */
+    /* One byte every 40 ms (2.4 s for all, the request never complete): each byte is progress,
+     * but the deadline is for the whole request, so the 408 comes while bytes still go, not
+     * 500 ms after the last. Not a bound of 3 s on the 408's wall time, which a loaded machine
+     * can miss; the 60 s only catch a server that never answers. */
     fd = client_connect();
     t0 = now_ms();
     pfd.fd = fd;
@@ -829,16 +832,18 @@ TEST(server_slowloris_408)
         if (poll(&pfd, 1, 40) == 1) {
             break;
         }
-        if (now_ms() - t0 > 5000) {
-            test_fail(__FILE__, __LINE__, "no 408 after 5 s");
+        if (now_ms() - t0 > 60000) {
+            test_fail(__FILE__, __LINE__, "no 408 after 60 s");
         }
     }
+    printf("# the 408 came after %zu of %zu bytes, %llu ms\n", i, sizeof(req) - 1,
+           (unsigned long long)(now_ms() - t0));
+    ASSERT_TRUE(i < sizeof(req) - 1);
     r.raw = client_read_all(fd, &r.len);
     close(fd);
     reply_parse(&r);
     assert_error_reply(&r, 408, "request_timeout");
     ASSERT_TRUE(now_ms() - t0 >= 450);
-    ASSERT_TRUE(now_ms() - t0 < 3000);
     free(r.raw);
 
     /* a client that connects and says nothing gets the same */
