@@ -153,9 +153,12 @@ const char *http_status_text(int status);
 struct http_server_counts {
     unsigned conns; /* connections held, closing ones included until their close callbacks */
     uint64_t reads; /* reads that brought a connection request bytes, since the start */
+    /* connections held and not closing as the last newcomer came, before any idle one was
+     * closed for it: a 503'd one still lingering then is among them */
+    unsigned open_at_accept;
 };
 
-/* Fills out. Context: any thread (both are atomics the loop thread writes). */
+/* Fills out. Context: any thread (all are atomics the loop thread writes). */
 void http_server_counts(struct http_server *s, struct http_server_counts *out);
 
 #endif /* HTTP_INTERNAL_H */

@@ -97,6 +97,7 @@ struct http_server {
     _Atomic unsigned conn_count; /* in conns, closing ones included (read by http_server_counts) */
     unsigned closing;            /* of those, closed and waiting for their close callbacks */
     _Atomic uint64_t reads;      /* reads that brought a connection request bytes */
+    _Atomic unsigned open_at_accept; /* conn_count - closing as the last newcomer came */
     char token[HTTP_MAX_TOKEN + 1];
     size_t token_len; /* 0: no token required */
     unsigned sampling;
@@ -664,6 +665,7 @@ http_server_counts(struct http_server *s, struct http_server_counts *out)
 {
     out->conns = atomic_load(&s->conn_count);
     out->reads = atomic_load(&s->reads);
+    out->open_at_accept = atomic_load(&s->open_at_accept);
 }
 
 static void
@@ -675,6 +677,7 @@ http_on_connection(uv_stream_t *listener, int status)
     if (status < 0 || s->stopping) {
         return;
     }
+    atomic_store_explicit(&s->open_at_accept, s->conn_count - s->closing, memory_order_relaxed);
     /* as many idle connections as keep the newcomer out: the limit's 503s linger and count too */
     while (s->conn_count - s->closing >= s->opts.max_connections && http_drop_idle(s)) {
     }

@@ -53,7 +53,7 @@ app_done() {
   [[ $(cat "$T/$1.out") == "$LINE" ]] || { cat "$T/$1.out"; fail "$1: the app's output changed"; }
 }
 
-# attach NAME LABEL [collect options]: dotnet-trace collect -p, 1.5 s into the app's run, until
+# attach NAME LABEL [collect options]: dotnet-trace collect -p, 2 s of CPU into the app's run, until
 # the app has used 5 s of CPU time since the session began (dotnet-trace then stopped with
 # SIGTERM, which it takes as Ctrl-C; 120 s at most); the app runs until then (--until). Not 4 s
 # of wall time: at load 17 that held 200 running samples, and a part's share of 200 samples is
@@ -67,12 +67,17 @@ attach() {
   app=$!
   PP_PIDS+=($app)
   wait_socket "$app" >/dev/null
-  sleep 1.5 # the runtime's server is up, the rounds have started, tiering has settled
+  # The runtime's server is up and the rounds have started (the ticker's first progress row),
+  # and tiering has settled: 2 s of the app's CPU time (1.5 s of wall time unloaded), not a fixed
+  # 1.5 s of wall time, which a loaded machine's start-up outlasts.
+  wait_until 120 "$label: the app's first progress row" test -s "$T/$name.progress"
+  read -r cpu _ < <(wait_cpu "$app" 2 120)
+  ((cpu >= 2)) || fail "$label: the app used $cpu s of CPU time in 120 s, not 2, before the session"
   timeout 300 "$DT" collect -p "$app" -o "$T/$name.nettrace" "$@" >"$T/$name.collect.log" 2>&1 &
   dt=$!
   PP_PIDS+=($dt)
   # dotnet-trace names its output file once the session runs
-  for _ in $(seq 1200); do grep -q "^Output File" "$T/$name.collect.log" && break; sleep 0.1; done
+  wait_until 120 "$label: dotnet-trace's \"Output File\" line" grep -q "^Output File" "$T/$name.collect.log"
   read -r cpu _ < <(wait_cpu "$app" 5 120)
   note "$label: the app used $cpu s of CPU time in the session"
   kill -TERM "$dt" 2>/dev/null || true
@@ -124,8 +129,7 @@ run_iv() {
   timeout 300 "$DT" collect --diagnostic-port "$T/dt.sock" -o "$T/iv.nettrace" >"$T/iv.collect.log" 2>&1 &
   dt=$!
   PP_PIDS+=($dt)
-  for _ in $(seq 300); do [[ -S $T/dt.sock ]] && break; sleep 0.1; done
-  [[ -S $T/dt.sock ]] || { cat "$T/iv.collect.log"; fail "(iv): dotnet-trace did not listen"; }
+  wait_until 120 "(iv): dotnet-trace listening on $T/dt.sock" test -S "$T/dt.sock"
   t0=$(mono_ns)
   DOTNET_DiagnosticPorts=$T/dt.sock "${AGENT[@]}" dotnet "$APP" "${WORK[@]}" --progress "$T/iv.progress" \
     >"$T/iv.out" 2>"$T/iv.err" &

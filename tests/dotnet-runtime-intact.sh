@@ -32,7 +32,10 @@ app=$!
 PP_PIDS+=($app)
 wait_socket "$bare" >/dev/null
 wait_socket "$app" >/dev/null
-sleep 1 # both runtimes' servers are up
+# Both runtimes' servers are up once the apps' Main runs (the runtime starts its server before
+# it): their first progress rows, not a fixed second a loaded machine's start-ups outlast.
+wait_until 120 "the bare app's first progress row" test -s "$T/bare/progress"
+wait_until 120 "the agent's app's first progress row" test -s "$T/agent/progress"
 
 # ps: the pid once.
 dotnet_trace_ps "$T/dt-ps.out" || { cat "$T/dt-ps.out"; fail "dotnet-trace ps"; }

@@ -18,18 +18,22 @@ command -v dotnet-trace >/dev/null || skip "dotnet-trace is not installed (dotne
 APP=$(dotnet_project threadtime)
 TE=$(dotnet_project traceevent-dump)
 
-# record NAME ENV...: dotnet-trace's defaults for 4 s, 1.5 s into the app's run, then its report.
+# record NAME ENV...: dotnet-trace's defaults for 4 s, from 3 s of the app's CPU time after its
+# "ready" line, then its report.
 # The app runs for up to 60 s and is stopped once the trace is written: a fixed run length
 # raced dotnet-trace's own start-up and its Stop on a loaded machine ("The target process may
 # have exited").
 record() {
-  local name=$1 app
+  local name=$1 app cpu
   shift
   env "$@" dotnet "$APP" 60 >"$T/$name.out" &
   app=$!
   PP_PIDS+=($app)
-  for _ in $(seq 100); do grep -q ready "$T/$name.out" 2>/dev/null && break; sleep 0.1; done
-  sleep 1.5
+  wait_until 120 "$name: the app's \"ready\" line (its workers started)" grep -q ready "$T/$name.out"
+  # Tiering settled: 3 s of the workers' CPU time (1.5 s of wall time on 2 cores unloaded), not
+  # a fixed 1.5 s of wall time, which a loaded machine's start-up outlasts.
+  read -r cpu _ < <(wait_cpu "$app" 3 120)
+  ((cpu >= 3)) || fail "$name: the app used $cpu s of CPU time in 120 s, not 3, before the session"
   timeout 90 dotnet-trace collect -p "$app" --duration 00:00:00:04 -o "$T/$name.nettrace" \
     >"$T/$name.collect.log" 2>&1 || { cat "$T/$name.collect.log"; fail "$name: dotnet-trace collect"; }
   kill "$app" 2>/dev/null || true

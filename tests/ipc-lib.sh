@@ -73,6 +73,18 @@ wait_socket() {
   fail "no diagnostic socket for pid $1"
 }
 
+# wait_until MAX WHAT CMD...: runs CMD every 0.1 s until it succeeds; fails saying WHAT did not
+# happen once MAX seconds of wall time have passed first. For the event a step needs (a line
+# printed, samples written), where a fixed sleep is outlasted by a loaded machine's start-ups.
+wait_until() {
+  local max=$1 what=$2 start=$SECONDS
+  shift 2
+  until "$@"; do
+    ((SECONDS - start < max)) || fail "$what: not within $max s"
+    sleep 0.1
+  done
+}
+
 # cpu_ticks PID: the CPU time PID's threads have used so far, in clock ticks (/proc/PID/stat's
 # utime + stime; getconf CLK_TCK ticks a second), 0 once PID is gone.
 cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0; }

@@ -2349,13 +2349,17 @@ static void
 stale_check(struct stale_arg *a, pthread_t th, const char *what)
 {
     struct tid_stats *t;
-    int i;
+    uint64_t until;
 
     ag_cpu_flush();
     t = col_get(atomic_load(&a->tid));
-    for (i = 0; i < 100 && t->tails + t->unseen == 0; i++) {
+    /* The flush's sample, or an unseen one instead, reaches the ring (60 s at most, not a fixed
+     * 2 s: the assertions below tell which came; none is a failure too, after the bound). */
+    for (until = test_ms_now() + 60000; t->tails + t->unseen == 0; usleep(20000)) {
         col_drain();
-        usleep(20000);
+        if (t->tails + t->unseen == 0 && test_ms_now() > until) {
+            test_fail(__FILE__, __LINE__, "%s: no final or unseen sample drained in 60 s", what);
+        }
     }
     printf("# %s: %u samples, %u final, %u unseen\n", what, t->samples, t->tails, t->unseen);
     ASSERT_EQ(t->tails, 1);
