@@ -224,8 +224,9 @@ ag_agent_atfork_register(void)
 
 /*
  * The one teardown of a run, for ag_stop() and for an ag_start() that fails once sampling could
- * begin: sampling off, the signal handler gone and the registry's timers and rings freed. The
- * agent's threads are gone already. life_lock held.
+ * begin: sampling off, the signal given back (its handler stays where the host's disposition is
+ * SIG_DFL, and drops the agent's late instances: host.h, host_signal_release) and the registry's
+ * timers and rings freed. The agent's threads are gone already. life_lock held.
  */
 static void
 ag_teardown_locked(void)
