@@ -210,14 +210,6 @@ host_sig_guard_onstack_locked(host_sigaction_fn real, int signo)
     }
 }
 
-/* Whether the default action of signo is to ignore it (signal(7)): SIG_DFL of those harms
- * nothing when an instance comes late. */
-static int
-host_sig_default_ignores(int signo)
-{
-    return signo == SIGCHLD || signo == SIGURG || signo == SIGWINCH || signo == SIGCONT;
-}
-
 /* SIG_IGN discards every instance of signo pending in the kernel, the process's and each
  * thread's (a wall signal still queued for a thread that has not run, a timer's expiry). */
 static void
@@ -283,29 +275,6 @@ host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *))
 out:
     pthread_mutex_unlock(&host_sig_lock);
     return err;
-}
-
-void
-host_signal_release(int signo)
-{
-    host_sigaction_fn real = host_sig_real();
-    struct sigaction host;
-
-    pthread_mutex_lock(&host_sig_lock);
-    if (real != NULL && atomic_load_explicit(&host_sig.signo, memory_order_acquire) == signo) {
-        host_sig_current(&host);
-        if (host_sig_is_handler(&host) || host.sa_handler == SIG_IGN ||
-            host_sig_default_ignores(signo)) {
-            host_sig_give_back_locked(real, signo);
-        } else {
-            /* Kept (host.h): the kernel's pending instances discarded, and the library's handler
-             * back, which drops one of the agent's delivered after all (from qemu-user's own
-             * queue, which SIG_IGN does not empty) where SIG_DFL would end the process. */
-            host_sig_discard_pending(real, signo);
-            real(signo, &host_sig.library_act, NULL);
-        }
-    }
-    pthread_mutex_unlock(&host_sig_lock);
 }
 
 int
