@@ -178,10 +178,8 @@ ag_agent_forked_child(void)
     ag_timers_forked_child();
     ag_wall_forked_child();
     /* Only the forking thread exists here, timers are not inherited, and the agent's threads
-     * are gone: the agent is off. Locks held by vanished threads are reinitialised. */
-    if (atomic_load(&ag.running)) {
-        ag_signal_restore();
-    }
+     * are gone: the agent is off (its handler stays, as after a stop). Locks held by vanished
+     * threads are reinitialised. */
     atomic_store(&ag.running, 0);
     atomic_store(&ag.hz_cpu, 0);
     atomic_store(&ag.hz_wall, 0);
@@ -224,14 +222,14 @@ ag_agent_atfork_register(void)
 
 /*
  * The one teardown of a run, for ag_stop() and for an ag_start() that fails once sampling could
- * begin: sampling off, the signal handler gone and the registry's timers and rings freed. The
- * agent's threads are gone already. life_lock held.
+ * begin: sampling off (the signal's handler stays, and drops the agent's late instances: host.h)
+ * and the registry's timers and rings freed. The agent's threads are gone already. life_lock
+ * held.
  */
 static void
 ag_teardown_locked(void)
 {
     atomic_store(&ag.running, 0);
-    ag_signal_restore();
     /* A handler that saw running == 1 may still be writing into a ring. */
     while (atomic_load(&ag.inflight) != 0) {
         sched_yield();

@@ -654,7 +654,6 @@ void ag_threads_forked_child(void);
 
 /* Timers and the signal (agent/timer.c). */
 PP_MUST_USE int ag_signal_install(int signo);
-void ag_signal_restore(void);
 void ag_timers_update_locked(void); /* arm/re-arm/delete CPU timers to match ag.hz_cpu */
 void ag_cpu_origin_clear(void);     /* ag_cpu_origin_set()'s origin is used up (timer.c) */
 void ag_timer_delete_locked(struct ag_thread *t);

@@ -35,19 +35,14 @@ ag_signal_install(int signo)
 {
     /* A disposition the host has (its handler, SIG_IGN, SIG_DFL) stays the host's: host/ records
      * it, reports it to the host's sigaction, and the handler passes it every instance of the
-     * signal the agent did not send (host_signal_chain). */
+     * signal the agent did not send (host_signal_chain). The handler stays after a stop (host.h):
+     * ag_sig_handler drops the agent's own then, as running is 0. */
     int err = host_signal_claim(signo, ag_sig_handler);
 
     if (err == 0 && ag.signo != signo) {
         ag.signo = signo; /* interposers read it unlocked, across a stop and a start too */
     }
     return err;
-}
-
-void
-ag_signal_restore(void)
-{
-    host_signal_release(ag.signo);
 }
 
 void

@@ -531,7 +531,6 @@ main(int argc, char **argv)
             host_set_server_hooks(NULL);
         }
     }
-    host_signal_release(SIGPROF);
     printf("bench-interpose: %u calls x %d rounds; median ns per call (sigmask: per pair)\n", calls,
            rounds);
     for (op = 0; op < BENCH_OPS; op++) {

@@ -160,12 +160,18 @@ int host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(voi
  * inherited SIG_IGN, a handler installed before) becomes the host's, and so does every later
  * sigaction, signal, bsd_signal or sysv_signal of signo by the host: recorded and reported back
  * in oldact, never installed. Host handlers with SA_ONSTACK get signo added to their mask, so
- * that it never lands on a small alternate stack. Returns 0 or -errno. host_signal_release puts
- * the host's disposition in place (pending instances discarded). Context: any thread but a
- * signal handler, one caller at a time (the agent's life lock).
+ * that it never lands on a small alternate stack. Returns 0 or -errno. The claim holds for the
+ * life of the process: the agent's stop leaves handler installed, so handler must drop the
+ * library's own instances once it no longer samples and pass the host's to host_signal_chain.
+ * Any change of the real disposition while one of the library's instances may be in flight is a
+ * harm under qemu-user, which takes a signal from the kernel into a queue of its own and acts on
+ * it later (SIG_IGN does not empty that queue), by the disposition of that later moment: SIG_DFL
+ * there ended the process by SIGPROF, and a change between its two reads of the handler sent the
+ * thread to address 1 (SIG_IGN) or 0. A claim of another signal than the one held gives that one
+ * back first (SIG_IGN discards its pending instances, then the host's disposition goes in).
+ * Context: any thread but a signal handler, one caller at a time (the agent's life lock).
  */
 int host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *));
-void host_signal_release(int signo);
 /* SIGNAL CONTEXT: the library's handler got an instance of its signal it did not send (a kill,
  * the host's timer or setitimer): it goes where the host's disposition says (its handler with
  * its mask and flags, on its alternate stack for SA_ONSTACK; nothing for SIG_IGN, the default

@@ -210,12 +210,38 @@ host_sig_guard_onstack_locked(host_sigaction_fn real, int signo)
     }
 }
 
+/* SIG_IGN discards every instance of signo pending in the kernel, the process's and each
+ * thread's (a wall signal still queued for a thread that has not run, a timer's expiry). */
+static void
+host_sig_discard_pending(host_sigaction_fn real, int signo)
+{
+    struct sigaction ign;
+
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    real(signo, &ign, NULL);
+}
+
+/* The host's disposition of signo put in place, the pending instances discarded first, and the
+ * signal no longer the library's. host_sig_lock held. */
+static void
+host_sig_give_back_locked(host_sigaction_fn real, int signo)
+{
+    struct sigaction host;
+
+    host_sig_discard_pending(real, signo);
+    host_sig_current(&host);
+    real(signo, &host, NULL);
+    atomic_store_explicit(&host_sig.signo, 0, memory_order_release);
+}
+
 int
 host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *))
 {
     host_sigaction_fn real = host_sig_real();
     struct sigaction sa, old, back;
-    int err = 0;
+    int err = 0, held;
 
     if (real == NULL) {
         return -ENOSYS;
@@ -225,7 +251,11 @@ host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *))
     sa.sa_sigaction = handler;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    if (atomic_load_explicit(&host_sig.signo, memory_order_acquire) != signo) {
+    held = atomic_load_explicit(&host_sig.signo, memory_order_acquire);
+    if (held != 0 && held != signo) {
+        host_sig_give_back_locked(real, held); /* another signal, kept since a stop */
+    }
+    if (held != signo) {
         if (real(signo, NULL, &old) != 0) {
             err = -errno;
             goto out;
@@ -245,27 +275,6 @@ host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *))
 out:
     pthread_mutex_unlock(&host_sig_lock);
     return err;
-}
-
-void
-host_signal_release(int signo)
-{
-    host_sigaction_fn real = host_sig_real();
-    struct sigaction ign, host;
-
-    pthread_mutex_lock(&host_sig_lock);
-    if (real != NULL && atomic_load_explicit(&host_sig.signo, memory_order_acquire) == signo) {
-        /* SIG_IGN first discards every pending instance (a wall signal still queued for a
-         * thread that has not run would meet the host's SIG_DFL and end the process). */
-        memset(&ign, 0, sizeof(ign));
-        ign.sa_handler = SIG_IGN;
-        sigemptyset(&ign.sa_mask);
-        real(signo, &ign, NULL);
-        host_sig_current(&host);
-        real(signo, &host, NULL);
-        atomic_store_explicit(&host_sig.signo, 0, memory_order_release);
-    }
-    pthread_mutex_unlock(&host_sig_lock);
 }
 
 int
