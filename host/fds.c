@@ -13,6 +13,20 @@
  *                    interposed for the library's own reads of /proc files and directories:
  *                    its read-only fopen and its opendir open the fd here (high, registered),
  *                    and fclose and closedir forget it; the host's are libc's, in the gate below.
+ *   readdir readdir64 readdir_r readdir64_r readlink stat stat64 lstat lstat64 access
+ *                    and the opens, opendir, readlinkat, fstatat, fstatat64, statx, faccessat,
+ *                    getdents64 and syscall()'s SYS_getdents64: this process's own fd directory
+ *                    (/proc/self/fd/N, /proc/thread-self/fd/N, /proc/<pid>/fd/N with the pid or
+ *                    the caller's thread id, /proc/<pid>/task/<tid>/fd/N, /dev/fd/N, and fdinfo/;
+ *                    N alone at a dirfd, or the working directory, that is one) answers ENOENT
+ *                    for a library fd's N, as bare, and its listings leave those entries out
+ *                    ("The fd directory" below). Before, under record in CPU mode each listing
+ *                    held 14 library numbers (768..781), readlink and stat answered for all 14
+ *                    and open opened 8 of them, the library's /proc/PID/task and pipes among them
+ *                    (host-contract-fds-fdlist). Not covered: getdents64 made without libc or
+ *                    syscall() (Go), glibc's internal listings and opens (scandir, nftw, fopen,
+ *                    realpath), a relative path with a directory part, /proc/<tid>/fd of another
+ *                    thread, another thread's private fd table, the path calls not listed.
  *   freopen freopen64
  *                    interposed because glibc's dup3()s its new file onto the stream's number,
  *                    a close of whatever holds it: the host's counts itself in as a close.
