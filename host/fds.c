@@ -14,8 +14,8 @@
  *                    its read-only fopen and its opendir open the fd here (high, registered),
  *                    and fclose and closedir forget it; the host's are libc's, in the gate below.
  *   readdir readdir64 readdir_r readdir64_r readlink stat stat64 lstat lstat64 access
- *                    and the opens, opendir, readlinkat, fstatat, fstatat64, statx, faccessat,
- *                    getdents64 and syscall()'s SYS_getdents64: this process's own fd directory
+ *                    and the opens, fopen, fopen64, opendir, readlinkat, fstatat, fstatat64, statx,
+ * faccessat, getdents64 and syscall()'s SYS_getdents64: this process's own fd directory
  *                    (/proc/self/fd/N, /proc/thread-self/fd/N, /proc/<pid>/fd/N with the pid or
  *                    the caller's thread id, /proc/<pid>/task/<tid>/fd/N, /dev/fd/N, and fdinfo/;
  *                    N alone at a dirfd, or the working directory, that is one) answers ENOENT
@@ -24,10 +24,9 @@
  *                    held 14 library numbers (768..781), readlink and stat answered for all 14
  *                    and open opened 8 of them, the library's /proc/PID/task and pipes among them
  *                    (host-contract-fds-fdlist). Not covered: getdents64 made without libc or
- *                    syscall() (Go), glibc's internal listings and opens (scandir, nftw, fopen,
- *                    realpath), a relative path with a directory part, /proc/<tid>/fd of another
- *                    thread, another thread's private fd table, the path calls not listed.
- *   freopen freopen64
+ *                    syscall() (Go), glibc's internal listings and opens (scandir, nftw,
+ *                    realpath, freopen), a relative path with a directory part, /proc/<tid>/fd of
+ * another thread, another thread's private fd table, the path calls not listed. freopen freopen64
  *                    interposed because glibc's dup3()s its new file onto the stream's number,
  *                    a close of whatever holds it: the host's counts itself in as a close.
  *   syscall          interposed for the fd calls that programs make without libc's wrappers,
@@ -3992,9 +3991,25 @@ host_fds_fopen(FILE *(*real)(const char *, const char *), const char *path, cons
         return NULL;
     }
     if (mode[0] != 'r' || strchr(mode, '+') != NULL || !host_fds_library_call(ra)) {
+        char first;
+
+        /* a path naming a library fd in this process's fd directory: ENOENT, as open's (a "w"
+         * looks first, so that it truncates nothing of the library's) */
+        if (mode[0] == 'w' && host_read_user(&first, path, 1) == 0 &&
+            host_fds_path_hidden(AT_FDCWD, path, 0, 0, ra)) {
+            errno = ENOENT;
+            return NULL;
+        }
         (void)host_fds_creating(NULL, &entries);
         f = real(path, mode);
         host_fds_file_lower(f, entries);
+        if (host_fds_path_hidden(AT_FDCWD, path, f != NULL ? 0 : -1, errno, ra)) {
+            if (f != NULL) {
+                (void)fclose(f);
+            }
+            errno = ENOENT;
+            return NULL;
+        }
         return f;
     }
     fd = host_fd_take(open(path, O_RDONLY | O_CLOEXEC));

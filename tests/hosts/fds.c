@@ -80,7 +80,8 @@
  *   fds unshareexit the same unshare, then exit while a thread of the process's table burns
  *   fds fdlist      this process's fd and fdinfo directories listed (readdir, seekdir,
  *                   getdents64, syscall(SYS_getdents64)) and named (readlink, open, stat, lstat,
- *                   access, openat, and readlinkat, fstatat and faccessat of N at the directory)
+ *                   access, openat, fopen, and readlinkat, fstatat and faccessat of N at the
+ *                   directory)
  *                   for 3..1023: /proc/self/fd/N, /dev/fd/N, /proc/thread-self/fd/N, /proc/PID/
  *                   fd/N, /proc/PID/task/TID/fd/N and fdinfo (fdlist)
  *   fds uninterposed  creations no interposer sees: io_uring's IORING_OP_OPENAT, getpwent,
@@ -3611,8 +3612,10 @@ fdlist_listings(const char *dir, const char *label)
 static void
 fdlist_paths(const char *prefix, const char *dir, const char *label)
 {
-    static const char *const calls[] = { "readlink", "open",       "stat",    "lstat",    "access",
-                                         "openat",   "readlinkat", "fstatat", "faccessat" };
+    static const char *const calls[] = {
+        "readlink", "open",       "stat",    "lstat",     "access",
+        "openat",   "readlinkat", "fstatat", "faccessat", "fopen"
+    };
     static unsigned char seen[sizeof(calls) / sizeof(calls[0])][1024];
     int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     char path[160], name[16], link[256], what[200];
@@ -3644,6 +3647,14 @@ fdlist_paths(const char *prefix, const char *dir, const char *label)
         seen[6][n] = dirfd >= 0 && readlinkat(dirfd, name, link, sizeof(link)) >= 0;
         seen[7][n] = dirfd >= 0 && fstatat(dirfd, name, &st, 0) == 0;
         seen[8][n] = dirfd >= 0 && faccessat(dirfd, name, F_OK, 0) == 0;
+        {
+            FILE *f = fopen(path, "re");
+
+            seen[9][n] = f != NULL;
+            if (f != NULL) {
+                fclose(f);
+            }
+        }
     }
     for (k = 0; k < sizeof(calls) / sizeof(calls[0]); k++) {
         (void)snprintf(what, sizeof(what), "%s %s/N", calls[k], label);
