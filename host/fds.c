@@ -949,6 +949,29 @@ host_fds_path_hidden(int dirfd, const char *path, long rc, int err, const void *
     return !host_fds_library_call(ra);
 }
 
+/* The first size - 1 bytes of the host's path at most, read without faulting (host_read_user, in
+ * two reads where the path crosses a 4 KiB boundary, since one read fails as a whole on an
+ * unmapped page), into buf with its NUL: 0, or -EFAULT when what was read is unreadable or holds
+ * no NUL (no name of this process's fd directory is that long). */
+static int
+host_fds_path_copy(char *buf, size_t size, const char *path)
+{
+    size_t to_boundary = 4096 - ((uintptr_t)path & 4095), n = size - 1;
+
+    if (to_boundary < n) {
+        n = to_boundary;
+    }
+    if (host_read_user(buf, path, n) != 0) {
+        return -EFAULT;
+    }
+    if (memchr(buf, '\0', n) == NULL && n < size - 1 &&
+        host_read_user(buf + n, path + n, size - 1 - n) != 0) {
+        return -EFAULT;
+    }
+    buf[size - 1] = '\0';
+    return memchr(buf, '\0', size - 1) != NULL ? 0 : -EFAULT;
+}
+
 /* A result the host's call of path gets: rc as it is, or -1 with ENOENT when the path names a
  * library fd (rc an fd the call opened: closed). */
 static long
@@ -2714,21 +2737,21 @@ host_fds_resolve(void)
 
 /* HOST_FDS_CREATE_AT for an open of path at dirfd (AT_FDCWD: none): a path that names a library
  * fd in this process's fd directory gets ENOENT, as bare (host_fds_path_result, after the call: the
- * kernel read the path; an O_TRUNC open looks first, when the path's first byte is readable, so
- * that it truncates nothing of the library's). */
+ * kernel read the path; an O_TRUNC open looks first, at a copy read without faulting, so that it
+ * truncates nothing of the library's). */
 #define HOST_FDS_CREATE_PATH(dirfd, path, flags, call)                                             \
     do {                                                                                           \
         const void *ra_ = __builtin_return_address(0);                                             \
         unsigned entries_ = 0;                                                                     \
         int library_;                                                                              \
-        char first_;                                                                               \
+        char path_[64];                                                                            \
                                                                                                    \
         if (real == NULL) {                                                                        \
             errno = ENOSYS;                                                                        \
             return -1;                                                                             \
         }                                                                                          \
-        if (((flags)&O_TRUNC) && host_read_user(&first_, (path), 1) == 0 &&                        \
-            host_fds_path_hidden((dirfd), (path), 0, 0, ra_)) {                                    \
+        if (((flags)&O_TRUNC) && host_fds_path_copy(path_, sizeof(path_), (path)) == 0 &&          \
+            host_fds_path_hidden((dirfd), path_, 0, 0, ra_)) {                                     \
             errno = ENOENT;                                                                        \
             return -1;                                                                             \
         }                                                                                          \
