@@ -13,7 +13,20 @@
  *                    interposed for the library's own reads of /proc files and directories:
  *                    its read-only fopen and its opendir open the fd here (high, registered),
  *                    and fclose and closedir forget it; the host's are libc's, in the gate below.
- *   freopen freopen64
+ *   readdir readdir64 readdir_r readdir64_r readlink stat stat64 lstat lstat64 access
+ *                    and the opens, fopen, fopen64, opendir, readlinkat, fstatat, fstatat64, statx,
+ * faccessat, getdents64 and syscall()'s SYS_getdents64: this process's own fd directory
+ *                    (/proc/self/fd/N, /proc/thread-self/fd/N, /proc/<pid>/fd/N with the pid or
+ *                    the caller's thread id, /proc/<pid>/task/<tid>/fd/N, /dev/fd/N, and fdinfo/;
+ *                    N alone at a dirfd, or the working directory, that is one) answers ENOENT
+ *                    for a library fd's N, as bare, and its listings leave those entries out
+ *                    ("The fd directory" below). Before, under record in CPU mode each listing
+ *                    held 14 library numbers (768..781), readlink and stat answered for all 14
+ *                    and open opened 8 of them, the library's /proc/PID/task and pipes among them
+ *                    (host-contract-fds-fdlist). Not covered: getdents64 made without libc or
+ *                    syscall() (Go), glibc's internal listings and opens (scandir, nftw,
+ *                    realpath, freopen), a relative path with a directory part, /proc/<tid>/fd of
+ * another thread, another thread's private fd table, the path calls not listed. freopen freopen64
  *                    interposed because glibc's dup3()s its new file onto the stream's number,
  *                    a close of whatever holds it: the host's counts itself in as a close.
  *   syscall          interposed for the fd calls that programs make without libc's wrappers,
@@ -786,6 +799,236 @@ host_fds_close_real(int fd)
     int (*real)(int) = (int (*)(int))host_real(&host_fds_real_close, "close");
 
     return real != NULL ? real(fd) : (int)syscall(SYS_close, fd);
+}
+
+/*
+ * The fd directory (fdlist): a path that names a library fd in this process's own fd or fdinfo
+ * directory answers ENOENT to the host's call, as bare (where the number is free), and a listing
+ * of that directory leaves the library's numbers out. Before, /proc/self/fd listed 768..780 under
+ * record, readlink("/proc/self/fd/768") gave "/proc/PID/task" and open("/proc/self/fd/770") gave
+ * the host a second handle on the library's pipe. Fast path: a name that does not begin "/p" or
+ * "/d", or whose last component is not a library number, costs a compare or two; what the
+ * directory is (a readlink of /proc/self/fd/<dirfd> or /proc/self/cwd through the raw system call)
+ * is looked at only for a library number.
+ */
+
+/* The number a directory entry's name is (decimal, no leading zero, as the kernel's fd directory
+ * names them) when it is a library fd's; -1 otherwise. */
+static int
+host_fds_name_library(const char *name)
+{
+    unsigned n = 0;
+    const char *p = name;
+
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '\0')) {
+        return -1;
+    }
+    for (; *p >= '0' && *p <= '9'; p++) {
+        n = n * 10 + (unsigned)(*p - '0');
+        if (n >= HOST_FDS_MAX) {
+            return -1;
+        }
+    }
+    return *p == '\0' && host_fd_is_library((int)n) ? (int)n : -1;
+}
+
+/* A decimal number at *p (advanced past it), or -1. */
+static long
+host_fds_decimal(const char **p)
+{
+    long n = 0;
+    const char *s = *p;
+
+    if (*s < '0' || *s > '9') {
+        return -1;
+    }
+    for (; *s >= '0' && *s <= '9' && n < (1L << 40); s++) {
+        n = n * 10 + (*s - '0');
+    }
+    *p = s;
+    return n;
+}
+
+/* The rest of p after a prefix naming this process's own fd or fdinfo directory and a '/'
+ * ("/proc/self/fd/", "/proc/thread-self/fdinfo/", "/proc/<pid>/task/<tid>/fd/", "/dev/fd/"), or
+ * NULL. The pid is compared last (one getpid), a thread's pid with the caller's only. */
+static const char *
+host_fds_fd_dir_rest(const char *p)
+{
+    long pid = 0;
+
+    if (strncmp(p, "/dev/fd/", 8) == 0) {
+        return p + 8;
+    }
+    if (strncmp(p, "/proc/", 6) != 0) {
+        return NULL;
+    }
+    p += 6;
+    if (strncmp(p, "self/", 5) == 0) {
+        p += 5;
+    } else if (strncmp(p, "thread-self/", 12) == 0) {
+        p += 12;
+        pid = -1;
+    } else if ((pid = host_fds_decimal(&p)) >= 0 && *p == '/') {
+        p++;
+    } else {
+        return NULL;
+    }
+    if (pid >= 0 && strncmp(p, "task/", 5) == 0) {
+        p += 5;
+        if (host_fds_decimal(&p) < 0 || *p != '/') {
+            return NULL;
+        }
+        p++;
+    }
+    if (strncmp(p, "fd/", 3) == 0) {
+        p += 3;
+    } else if (strncmp(p, "fdinfo/", 7) == 0) {
+        p += 7;
+    } else {
+        return NULL;
+    }
+    if (pid > 0 && pid != (long)getpid() && pid != host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0)) {
+        return NULL;
+    }
+    return p;
+}
+
+/* 1 when dirfd (AT_FDCWD: the working directory) is this process's fd or fdinfo directory: its
+ * link, read through the raw system call. errno kept. */
+static int
+host_fds_is_fd_dir(int dirfd)
+{
+    char link[40], target[96];
+    const char *rest;
+    int saved = errno;
+    long n;
+
+    if (dirfd == AT_FDCWD) {
+        memcpy(link, "/proc/self/cwd", sizeof("/proc/self/cwd"));
+    } else {
+        (void)snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+    }
+    n = host_raw_syscall(SYS_readlinkat, AT_FDCWD, (long)link, (long)target,
+                         (long)sizeof(target) - 2, 0, 0);
+    errno = saved;
+    if (n <= 0) {
+        return 0;
+    }
+    target[n] = '/';
+    target[n + 1] = '\0';
+    rest = host_fds_fd_dir_rest(target);
+    return rest != NULL && *rest == '\0';
+}
+
+/* 1 when the host's call of path at dirfd (AT_FDCWD for a call without one) names a library fd in
+ * this process's fd or fdinfo directory. The path is read only after the kernel read it (rc, err:
+ * the real call's result and errno; EFAULT: not readable) or when the caller knows it readable.
+ * The library's calls (ra) pass; a call through a sanitizer's interceptor (ASan's readlink and
+ * readlinkat) is looked at as the host's: the library names no fd of its own so. */
+static int
+host_fds_path_hidden(int dirfd, const char *path, long rc, int err, const void *ra)
+{
+    const char *rest;
+    int n;
+
+    if (path == NULL || (rc < 0 && err == EFAULT)) {
+        return 0;
+    }
+    if (path[0] == '/') {
+        if (path[1] != 'p' && path[1] != 'd') {
+            return 0;
+        }
+        rest = host_fds_fd_dir_rest(path);
+        if (rest == NULL || host_fds_name_library(rest) < 0) {
+            return 0;
+        }
+    } else if ((n = host_fds_name_library(path)) < 0 || !host_fds_is_fd_dir(dirfd)) {
+        return 0;
+    }
+    return !host_fds_library_call(ra);
+}
+
+/* The first size - 1 bytes of the host's path at most, read without faulting (host_read_user, in
+ * two reads where the path crosses a 4 KiB boundary, since one read fails as a whole on an
+ * unmapped page), into buf with its NUL: 0, or -EFAULT when what was read is unreadable or holds
+ * no NUL (no name of this process's fd directory is that long). */
+static int
+host_fds_path_copy(char *buf, size_t size, const char *path)
+{
+    size_t to_boundary = 4096 - ((uintptr_t)path & 4095), n = size - 1;
+
+    if (to_boundary < n) {
+        n = to_boundary;
+    }
+    if (host_read_user(buf, path, n) != 0) {
+        return -EFAULT;
+    }
+    if (memchr(buf, '\0', n) == NULL && n < size - 1 &&
+        host_read_user(buf + n, path + n, size - 1 - n) != 0) {
+        return -EFAULT;
+    }
+    buf[size - 1] = '\0';
+    return memchr(buf, '\0', size - 1) != NULL ? 0 : -EFAULT;
+}
+
+/* A result the host's call of path gets: rc as it is, or -1 with ENOENT when the path names a
+ * library fd (rc an fd the call opened: closed). */
+static long
+host_fds_path_result(int dirfd, const char *path, long rc, int opened, const void *ra)
+{
+    if (!host_fds_path_hidden(dirfd, path, rc, errno, ra)) {
+        return rc;
+    }
+    if (opened && rc >= 0) {
+        host_fds_close_real((int)rc);
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+/* 1 when an entry named name of the directory open at dirfd is a library fd's in this process's
+ * fd or fdinfo directory (the host's listing leaves it out). */
+static int
+host_fds_entry_hidden(int dirfd, const char *name, const void *ra)
+{
+    return host_fds_name_library(name) >= 0 && host_fds_is_fd_dir(dirfd) &&
+           !host_fds_library_call(ra);
+}
+
+/* A getdents64 buffer of rc bytes that the host's call filled from dirfd, with the library's
+ * entries of this process's fd or fdinfo directory taken out in place (each kept entry keeps its
+ * d_off, so telldir and seekdir still find the next): the bytes left. */
+static long
+host_fds_dents_kept(int dirfd, void *buf, long rc, const void *ra)
+{
+    char *p = buf;
+    long in = 0, out = 0;
+    int dir = -1; /* unknown until an entry's name is a library number */
+
+    while (in < rc) {
+        struct dirent64 *e = (struct dirent64 *)(void *)(p + in);
+        unsigned short len = e->d_reclen;
+
+        if (len == 0) {
+            break;
+        }
+        if (host_fds_name_library(e->d_name) >= 0) {
+            if (dir < 0) {
+                dir = host_fds_is_fd_dir(dirfd) && !host_fds_library_call(ra);
+            }
+            if (dir) {
+                in += len;
+                continue;
+            }
+        }
+        if (out != in) {
+            memmove(p + out, p + in, len);
+        }
+        out += len;
+        in += len;
+    }
+    return out;
 }
 
 /*
@@ -2069,6 +2312,17 @@ syscall(long n, ...)
         HOST_NO_TAIL_CALL(); /* a receive's wait records the stack from this frame */
         return rc;
     }
+#ifdef SYS_getdents64
+    if (n == SYS_getdents64) { /* the host's listing of its fd directory: getdents64's */
+        long rc;
+
+        do {
+            rc = real(n, a[0], a[1], a[2], 0, 0, 0);
+        } while (rc > 0 && (rc = host_fds_dents_kept((int)a[0], (void *)a[1], rc,
+                                                     __builtin_return_address(0))) == 0);
+        return rc;
+    }
+#endif
     if (HOST_SYSCALL_IS_SEND(n) && !host_fds_library_call(__builtin_return_address(0))) {
         return host_syscall_send(real, n, a); /* signals.c; the agent's own sends go as they are */
     }
@@ -2481,6 +2735,31 @@ host_fds_resolve(void)
         HOST_FDS_CREATE(call);                \
     } while (0)
 
+/* HOST_FDS_CREATE_AT for an open of path at dirfd (AT_FDCWD: none): a path that names a library
+ * fd in this process's fd directory gets ENOENT, as bare (host_fds_path_result, after the call: the
+ * kernel read the path; an O_TRUNC open looks first, at a copy read without faulting, so that it
+ * truncates nothing of the library's). */
+#define HOST_FDS_CREATE_PATH(dirfd, path, flags, call)                                             \
+    do {                                                                                           \
+        const void *ra_ = __builtin_return_address(0);                                             \
+        unsigned entries_ = 0;                                                                     \
+        int library_;                                                                              \
+        char path_[64];                                                                            \
+                                                                                                   \
+        if (real == NULL) {                                                                        \
+            errno = ENOSYS;                                                                        \
+            return -1;                                                                             \
+        }                                                                                          \
+        if (((flags)&O_TRUNC) && host_fds_path_copy(path_, sizeof(path_), (path)) == 0 &&          \
+            host_fds_path_hidden((dirfd), path_, 0, 0, ra_)) {                                     \
+            errno = ENOENT;                                                                        \
+            return -1;                                                                             \
+        }                                                                                          \
+        library_ = host_fds_creating(ra_, &entries_);                                              \
+        return (int)host_fds_path_result((dirfd), (path),                                          \
+                                         host_fds_created_by(library_, entries_, (call)), 1, ra_); \
+    } while (0)
+
 /* The mode argument of an open whose flags create a file; 0 otherwise. */
 #define HOST_FDS_MODE(ap, flags) \
     ((flags)&O_CREAT) || ((flags)&O_TMPFILE) == O_TMPFILE ? va_arg(ap, mode_t) : 0
@@ -2489,7 +2768,7 @@ host_fds_resolve(void)
  * openat and openat64: glibc's open of a path goes to openat in some programs' builds. never is
  * HOST_FD_NEVER_AT for openat's dirfd (its flags are checked first: O_TMPFILE without a write
  * access, EINVAL), or nothing. */
-#define HOST_FDS_OPENER(name, params, types, args, never)     \
+#define HOST_FDS_OPENER(name, params, types, args, never, at) \
     HOST_EXPORT int name params                               \
     {                                                         \
         int(*real) types = HOST_FDS_REAL(int(*) types, name); \
@@ -2500,19 +2779,19 @@ host_fds_resolve(void)
         mode = HOST_FDS_MODE(ap, flags);                      \
         va_end(ap);                                           \
         never;                                                \
-        HOST_FDS_CREATE_AT(-1, real args);                    \
+        HOST_FDS_CREATE_PATH(at, path, flags, real args);     \
     }
 
 HOST_FDS_OPENER(open, (const char *path, int flags, ...), (const char *, int, ...),
-                (path, flags, mode), (void)0)
+                (path, flags, mode), (void)0, AT_FDCWD)
 HOST_FDS_OPENER(open64, (const char *path, int flags, ...), (const char *, int, ...),
-                (path, flags, mode), (void)0)
+                (path, flags, mode), (void)0, AT_FDCWD)
 HOST_FDS_OPENER(openat, (int dirfd, const char *path, int flags, ...),
                 (int, const char *, int, ...), (dirfd, path, flags, mode),
-                HOST_FD_NEVER_AT(host_fds_at_fd(dirfd, path, 0), dirfd))
+                HOST_FD_NEVER_AT(host_fds_at_fd(dirfd, path, 0), dirfd), dirfd)
 HOST_FDS_OPENER(openat64, (int dirfd, const char *path, int flags, ...),
                 (int, const char *, int, ...), (dirfd, path, flags, mode),
-                HOST_FD_NEVER_AT(host_fds_at_fd(dirfd, path, 0), dirfd))
+                HOST_FD_NEVER_AT(host_fds_at_fd(dirfd, path, 0), dirfd), dirfd)
 
 /* An interposer of a call that returns one new fd (or -1); HOST_FDS_CREATOR_AT's looks at the
  * number dirfd_at first, as the data calls (an openat's dirfd for a relative path). */
@@ -2542,13 +2821,25 @@ int __open_2(const char *path, int flags);
 int __open64_2(const char *path, int flags);
 int __openat_2(int dirfd, const char *path, int flags);
 int __openat64_2(int dirfd, const char *path, int flags);
-HOST_FDS_CREATOR(__open_2, (const char *, int), (const char *path, int flags), (path, flags))
-HOST_FDS_CREATOR(__open64_2, (const char *, int), (const char *path, int flags), (path, flags))
-HOST_FDS_CREATOR_ON(__openat_2, (int, const char *, int), (int dirfd, const char *path, int flags),
-                    (dirfd, path, flags), host_fds_at_fd(dirfd, path, 0), dirfd)
-HOST_FDS_CREATOR_ON(__openat64_2, (int, const char *, int),
-                    (int dirfd, const char *path, int flags), (dirfd, path, flags),
-                    host_fds_at_fd(dirfd, path, 0), dirfd)
+/* The fortified opens, as HOST_FDS_OPENER's (their flags create no file). */
+#define HOST_FDS_OPENER_2(name, types, params, args, never, at) \
+    HOST_EXPORT int name params                                 \
+    {                                                           \
+        int(*real) types = HOST_FDS_REAL(int(*) types, name);   \
+                                                                \
+        never;                                                  \
+        HOST_FDS_CREATE_PATH(at, path, flags, real args);       \
+    }
+HOST_FDS_OPENER_2(__open_2, (const char *, int), (const char *path, int flags), (path, flags),
+                  (void)0, AT_FDCWD)
+HOST_FDS_OPENER_2(__open64_2, (const char *, int), (const char *path, int flags), (path, flags),
+                  (void)0, AT_FDCWD)
+HOST_FDS_OPENER_2(__openat_2, (int, const char *, int), (int dirfd, const char *path, int flags),
+                  (dirfd, path, flags), HOST_FD_NEVER_AT(host_fds_at_fd(dirfd, path, 0), dirfd),
+                  dirfd)
+HOST_FDS_OPENER_2(__openat64_2, (int, const char *, int), (int dirfd, const char *path, int flags),
+                  (dirfd, path, flags), HOST_FD_NEVER_AT(host_fds_at_fd(dirfd, path, 0), dirfd),
+                  dirfd)
 HOST_FDS_CREATOR(creat, (const char *, mode_t), (const char *path, mode_t mode), (path, mode))
 HOST_FDS_CREATOR(creat64, (const char *, mode_t), (const char *path, mode_t mode), (path, mode))
 HOST_FDS_CREATOR(eventfd, (unsigned, int), (unsigned int initval, int flags), (initval, flags))
@@ -2778,21 +3069,43 @@ HOST_FDS_ON_FD(int, posix_fadvise64, (int fd, off64_t off, off64_t len, int advi
 #define HOST_FDS_ON_FD_NEVER(ret, name, params, args, fd_at, fd) \
     HOST_FDS_ON_FD_REFUSED(ret, name, params, args, fd_at, (fd) = HOST_FD_NEVER, -1)
 
-HOST_FDS_ON_FD_NEVER(int, fstatat,
-                     (int fd, const char *restrict path, struct stat *restrict st, int flags),
-                     (fd, path, st, flags), host_fds_at_fd(fd, path, flags), fd)
-HOST_FDS_ON_FD_NEVER(int, fstatat64,
-                     (int fd, const char *restrict path, struct stat64 *restrict st, int flags),
-                     (fd, path, st, flags), host_fds_at_fd(fd, path, flags), fd)
+/* HOST_FDS_ON_FD_NEVER for the calls of a path at fd: a path that names a library fd in this
+ * process's fd directory gets ENOENT, as bare (host_fds_path_result, after the call). */
+#define HOST_FDS_ON_FD_PATH(ret, name, params, args, fd_at, fd)                    \
+    HOST_EXPORT ret name params                                                    \
+    {                                                                              \
+        ret(*real) params = HOST_FDS_REAL(ret(*) params, name);                    \
+        int pass, at = fd;                                                         \
+                                                                                   \
+        if (__builtin_expect(HOST_FDS_FCNTL_SLOW(fd_at), 0)) {                     \
+            (void)host_fds_fcntl_other(fd_at, __builtin_return_address(0), &pass); \
+            if (!pass) {                                                           \
+                (fd) = HOST_FD_NEVER;                                              \
+            }                                                                      \
+        }                                                                          \
+        if (real == NULL) {                                                        \
+            errno = ENOSYS;                                                        \
+            return -1;                                                             \
+        }                                                                          \
+        return (ret)host_fds_path_result(at, path, (long)real args, 0,             \
+                                         __builtin_return_address(0));             \
+    }
+
+HOST_FDS_ON_FD_PATH(int, fstatat,
+                    (int fd, const char *restrict path, struct stat *restrict st, int flags),
+                    (fd, path, st, flags), host_fds_at_fd(fd, path, flags), fd)
+HOST_FDS_ON_FD_PATH(int, fstatat64,
+                    (int fd, const char *restrict path, struct stat64 *restrict st, int flags),
+                    (fd, path, st, flags), host_fds_at_fd(fd, path, flags), fd)
 
 HOST_FDS_ON_FD(int, shutdown, (int fd, int how), (fd, how), fd, -1)
 HOST_FDS_ON_FD(int, setsockopt, (int fd, int level, int name, const void *v, socklen_t len),
                (fd, level, name, v, len), fd, -1)
 HOST_FDS_ON_FD(int, fchdir, (int fd), (fd), fd, -1)
-HOST_FDS_ON_FD_NEVER(int, statx,
-                     (int fd, const char *restrict path, int flags, unsigned int mask,
-                      struct statx *restrict sx),
-                     (fd, path, flags, mask, sx), host_fds_at_fd(fd, path, flags), fd)
+HOST_FDS_ON_FD_PATH(int, statx,
+                    (int fd, const char *restrict path, int flags, unsigned int mask,
+                     struct statx *restrict sx),
+                    (fd, path, flags, mask, sx), host_fds_at_fd(fd, path, flags), fd)
 
 /*
  * The data calls the sanitizers' runtimes intercept too, with writes.c's, blocking.c's and
@@ -3017,6 +3330,38 @@ HOST_FDS_ON_FD_NEVER(int, fchownat, (int fd, const char *path, uid_t uid, gid_t 
         return real args;                                         \
     }
 
+/* HOST_FDS_ACTING_ON for the calls of a path at fd that answer for a library fd named in this
+ * process's fd directory (HOST_FDS_ON_FD_PATH). */
+#define HOST_FDS_ACTING_PATH(ret, name, params, args, a, fa)           \
+    HOST_EXPORT ret name params                                        \
+    {                                                                  \
+        int at = fa;                                                   \
+                                                                       \
+        HOST_FD_NEVER_AT(a, fa);                                       \
+        HOST_REAL_OR_ENOSYS(ret, params, name)                         \
+        return (ret)host_fds_path_result(at, path, (long)real args, 0, \
+                                         __builtin_return_address(0)); \
+    }
+
+/* The same for the calls of a path alone (the working directory for a relative one): the host's
+ * readlink, stat, lstat and access of /proc/self/fd/N (glibc's own go to the kernel, not to
+ * readlinkat or fstatat). */
+#define HOST_FDS_PATH(ret, name, params, args)                               \
+    HOST_EXPORT ret name params                                              \
+    {                                                                        \
+        HOST_REAL_OR_ENOSYS(ret, params, name)                               \
+        return (ret)host_fds_path_result(AT_FDCWD, path, (long)real args, 0, \
+                                         __builtin_return_address(0));       \
+    }
+
+HOST_FDS_PATH(ssize_t, readlink, (const char *restrict path, char *restrict buf, size_t len),
+              (path, buf, len))
+HOST_FDS_PATH(int, stat, (const char *restrict path, struct stat *restrict st), (path, st))
+HOST_FDS_PATH(int, stat64, (const char *restrict path, struct stat64 *restrict st), (path, st))
+HOST_FDS_PATH(int, lstat, (const char *restrict path, struct stat *restrict st), (path, st))
+HOST_FDS_PATH(int, lstat64, (const char *restrict path, struct stat64 *restrict st), (path, st))
+HOST_FDS_PATH(int, access, (const char *path, int mode), (path, mode))
+
 /* glibc declares these only under names of its own choosing, or not at all before 2.34. */
 int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
 
@@ -3033,7 +3378,21 @@ HOST_FDS_DATA_AT(int, futimens, (int fd, const struct timespec ts[2]), (fd, ts),
 HOST_FDS_DATA_AT(int, futimes, (int fd, const struct timeval tv[2]), (fd, tv), fd, -1)
 HOST_FDS_DATA_AT(int, fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp),
                  fd, -1)
-HOST_FDS_DATA_AT(ssize_t, getdents64, (int fd, void *buf, size_t len), (fd, buf, len), fd, -1)
+HOST_EXPORT ssize_t
+getdents64(int fd, void *buf, size_t len)
+{
+    const void *ra = __builtin_return_address(0);
+    ssize_t rc;
+
+    if (HOST_FD_DATA_REFUSED(fd)) {
+        return -1;
+    }
+    HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t), getdents64)
+    do { /* a buffer of library entries only: the next ones */
+        rc = real(fd, buf, len);
+    } while (rc > 0 && (rc = host_fds_dents_kept(fd, buf, rc, ra)) == 0);
+    return rc;
+}
 HOST_FDS_ACTING_ON(int, inotify_add_watch, (int fd, const char *path, uint32_t mask),
                    (fd, path, mask), fd, fd, -1, fd)
 HOST_FDS_DATA_AT(int, inotify_rm_watch, (int fd, int wd), (fd, wd), fd, -1)
@@ -3069,10 +3428,10 @@ HOST_FDS_ACTING_ON(int, linkat, (int oldfd, const char *old, int newfd, const ch
                    host_fds_at_fd(newfd, new, 0), newfd)
 HOST_FDS_DATA_AT(int, symlinkat, (const char *target, int fd, const char *path), (target, fd, path),
                  host_fds_at_fd(fd, path, 0), -1)
-HOST_FDS_ACTING_ON(ssize_t, readlinkat, (int fd, const char *path, char *buf, size_t len),
-                   (fd, path, buf, len), host_fds_at_fd(fd, path, AT_EMPTY_PATH), fd, -1, fd)
-HOST_FDS_ACTING_ON(int, faccessat, (int fd, const char *path, int mode, int flags),
-                   (fd, path, mode, flags), host_fds_at_fd(fd, path, flags), fd, -1, fd)
+HOST_FDS_ACTING_PATH(ssize_t, readlinkat, (int fd, const char *path, char *buf, size_t len),
+                     (fd, path, buf, len), host_fds_at_fd(fd, path, AT_EMPTY_PATH), fd)
+HOST_FDS_ACTING_PATH(int, faccessat, (int fd, const char *path, int mode, int flags),
+                     (fd, path, mode, flags), host_fds_at_fd(fd, path, flags), fd)
 HOST_FDS_ACTING_ON(int, mknodat, (int fd, const char *path, mode_t mode, dev_t dev),
                    (fd, path, mode, dev), host_fds_at_fd(fd, path, 0), fd, -1, fd)
 HOST_FDS_DATA_AT(int, mkfifoat, (int fd, const char *path, mode_t mode), (fd, path, mode),
@@ -3655,9 +4014,25 @@ host_fds_fopen(FILE *(*real)(const char *, const char *), const char *path, cons
         return NULL;
     }
     if (mode[0] != 'r' || strchr(mode, '+') != NULL || !host_fds_library_call(ra)) {
+        char first;
+
+        /* a path naming a library fd in this process's fd directory: ENOENT, as open's (a "w"
+         * looks first, so that it truncates nothing of the library's) */
+        if (mode[0] == 'w' && host_read_user(&first, path, 1) == 0 &&
+            host_fds_path_hidden(AT_FDCWD, path, 0, 0, ra)) {
+            errno = ENOENT;
+            return NULL;
+        }
         (void)host_fds_creating(NULL, &entries);
         f = real(path, mode);
         host_fds_file_lower(f, entries);
+        if (host_fds_path_hidden(AT_FDCWD, path, f != NULL ? 0 : -1, errno, ra)) {
+            if (f != NULL) {
+                (void)fclose(f);
+            }
+            errno = ENOENT;
+            return NULL;
+        }
         return f;
     }
     fd = host_fd_take(open(path, O_RDONLY | O_CLOEXEC));
@@ -3923,9 +4298,12 @@ opendir(const char *path)
             return real(path);
         }
         library = host_fds_creating(NULL, &entries);
-        fd = host_fds_created_by(
-                library, entries,
-                open_real(path, O_RDONLY | O_NONBLOCK | O_DIRECTORY | O_CLOEXEC | O_LARGEFILE));
+        fd = (int)host_fds_path_result(
+                AT_FDCWD, path,
+                host_fds_created_by(library, entries,
+                                    open_real(path, O_RDONLY | O_NONBLOCK | O_DIRECTORY |
+                                                            O_CLOEXEC | O_LARGEFILE)),
+                1, __builtin_return_address(0));
         if (fd < 0) {
             return NULL;
         }
@@ -3965,3 +4343,43 @@ closedir(DIR *d)
     }
     return real(d);
 }
+
+/* The host's listing of this process's fd or fdinfo directory leaves the library's numbers out
+ * (host_fds_entry_hidden: an entry whose name is not a library number passes at once; glibc's
+ * readdir reads through its internal getdents64, which no interposer sees). */
+#define HOST_FDS_READDIR(type, name)                                                               \
+    HOST_EXPORT type *name(DIR *d)                                                                 \
+    {                                                                                              \
+        static _Atomic(void *) real_p;                                                             \
+        type *(*real)(DIR *) = (type * (*)(DIR *)) host_real(&real_p, #name);                      \
+        type *e;                                                                                   \
+                                                                                                   \
+        if (real == NULL) {                                                                        \
+            errno = ENOSYS;                                                                        \
+            return NULL;                                                                           \
+        }                                                                                          \
+        do {                                                                                       \
+            e = real(d);                                                                           \
+        } while (e != NULL &&                                                                      \
+                 host_fds_entry_hidden(dirfd(d), e->d_name, __builtin_return_address(0)));         \
+        return e;                                                                                  \
+    }                                                                                              \
+    HOST_EXPORT int name##_r(DIR *d, type *entry, type **result)                                   \
+    {                                                                                              \
+        static _Atomic(void *) real_p;                                                             \
+        int (*real)(DIR *, type *, type **) =                                                      \
+                (int (*)(DIR *, type *, type **))host_real(&real_p, #name "_r");                   \
+        int rc;                                                                                    \
+                                                                                                   \
+        if (real == NULL) {                                                                        \
+            return ENOSYS;                                                                         \
+        }                                                                                          \
+        do {                                                                                       \
+            rc = real(d, entry, result);                                                           \
+        } while (rc == 0 && *result != NULL &&                                                     \
+                 host_fds_entry_hidden(dirfd(d), (*result)->d_name, __builtin_return_address(0))); \
+        return rc;                                                                                 \
+    }
+
+HOST_FDS_READDIR(struct dirent, readdir)
+HOST_FDS_READDIR(struct dirent64, readdir64)

@@ -150,3 +150,8 @@ add_library(pp-stuck-loop SHARED ${CMAKE_SOURCE_DIR}/tests/fixtures/stuck-loop.c
 set_target_properties(pp-stuck-loop PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 target_link_libraries(pp-stuck-loop PRIVATE dl pthread)
 pp_add_script_test(exit-bounded exit-bounded.sh TIMEOUT 120)
+# this process's fd and fdinfo directories, listed (readdir, seekdir, getdents64 and
+# syscall(SYS_getdents64)) and named (/proc/self/fd/N, /dev/fd/N, /proc/PID/fd/N... through
+# readlink, open, stat, access and the *at calls at the directory): the host's numbers only, as
+# bare (before: 13 library numbers a listing under record, and their paths answered)
+pp_add_host_contract(fds-fdlist fds fdlist)

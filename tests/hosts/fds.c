@@ -78,6 +78,12 @@
  *                   thread, then 20 pairs of threads that burn CPU, one started from each fd table
  *                   (unshare_threads)
  *   fds unshareexit the same unshare, then exit while a thread of the process's table burns
+ *   fds fdlist      this process's fd and fdinfo directories listed (readdir, seekdir,
+ *                   getdents64, syscall(SYS_getdents64)) and named (readlink, open, stat, lstat,
+ *                   access, openat, fopen, and readlinkat, fstatat and faccessat of N at the
+ *                   directory)
+ *                   for 3..1023: /proc/self/fd/N, /dev/fd/N, /proc/thread-self/fd/N, /proc/PID/
+ *                   fd/N, /proc/PID/task/TID/fd/N and fdinfo (fdlist)
  *   fds uninterposed  creations no interposer sees: io_uring's IORING_OP_OPENAT, getpwent,
  *                   setmntent, getutent, a fanotify event's fd and seccomp's
  *                   SECCOMP_IOCTL_NOTIF_ADDFD, each checked against the lowest
@@ -3499,6 +3505,199 @@ create_loop(void)
     }
 }
 
+/* fdlist: this process's fd and fdinfo directories seen by name and by listing (host/fds.c's
+ * "The fd directory"): every listing holds the host's numbers only and every path of a number
+ * 3..1023 answers as bare, the library's numbers ENOENT. Printed: each way's entries and each
+ * call's successes by number (ranges), never a link's text (it holds the pid). */
+static void
+fdlist_print(const char *what, const unsigned char *seen)
+{
+    int n, lo = -1, count = 0;
+
+    printf("%s:", what);
+    for (n = 0; n <= 1024; n++) {
+        if (n < 1024 && seen[n]) {
+            count++;
+            if (lo < 0) {
+                lo = n;
+            }
+        } else if (lo >= 0) {
+            printf(lo == n - 1 ? " %d" : " %d-%d", lo, n - 1);
+            lo = -1;
+        }
+    }
+    printf(" (%d)\n", count);
+}
+
+static void
+fdlist_name(unsigned char *seen, const char *name)
+{
+    char *end;
+    long n = strtol(name, &end, 10);
+
+    if (*end == '\0' && end != name && n >= 0 && n < 1024) {
+        seen[n] = 1;
+    }
+}
+
+/* The entries of dir through readdir, getdents64 and syscall(SYS_getdents64) (a buffer of 3
+ * entries: a buffer of the library's alone is met), and after a seekdir back to the second. */
+static void
+fdlist_listings(const char *dir, const char *label)
+{
+    unsigned char seen[1024];
+    char what[160];
+    _Alignas(8) char buf[96];
+    struct dirent *e;
+    long second = -1;
+    int way, fd;
+    DIR *d;
+
+    memset(seen, 0, sizeof(seen));
+    d = opendir(dir);
+    if (d == NULL) {
+        printf("opendir %s: errno %d\n", label, errno);
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        fdlist_name(seen, e->d_name);
+        if (second == -1 && e->d_name[0] != '.') {
+            second = -2;
+        } else if (second == -2) {
+            second = telldir(d);
+        }
+    }
+    (void)snprintf(what, sizeof(what), "readdir %s", label);
+    fdlist_print(what, seen);
+    if (second >= 0) { /* the entries after the second number, as readdir gave them */
+        memset(seen, 0, sizeof(seen));
+        seekdir(d, second);
+        while ((e = readdir(d)) != NULL) {
+            fdlist_name(seen, e->d_name);
+        }
+        (void)snprintf(what, sizeof(what), "seekdir+readdir %s", label);
+        fdlist_print(what, seen);
+    }
+    closedir(d);
+    for (way = 0; way < 2; way++) {
+        long got;
+
+        memset(seen, 0, sizeof(seen));
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+            printf("open %s: errno %d\n", label, errno);
+            return;
+        }
+        while ((got = way ? syscall(SYS_getdents64, fd, buf, sizeof(buf))
+                          : (long)getdents64(fd, buf, sizeof(buf))) > 0) {
+            long at = 0;
+
+            while (at < got) {
+                unsigned short len; /* the struct is longer than the buffer: by its offsets */
+
+                memcpy(&len, buf + at + offsetof(struct dirent64, d_reclen), sizeof(len));
+                fdlist_name(seen, buf + at + offsetof(struct dirent64, d_name));
+                at += len;
+            }
+        }
+        (void)snprintf(what, sizeof(what), "%s %s (%s)",
+                       way ? "syscall(SYS_getdents64)" : "getdents64", label,
+                       got == 0 ? "to its end" : "failed");
+        fdlist_print(what, seen);
+        close(fd);
+    }
+}
+
+/* Each call of prefix N for N in 3..1023. */
+static void
+fdlist_paths(const char *prefix, const char *dir, const char *label)
+{
+    static const char *const calls[] = {
+        "readlink", "open",       "stat",    "lstat",     "access",
+        "openat",   "readlinkat", "fstatat", "faccessat", "fopen"
+    };
+    static unsigned char seen[sizeof(calls) / sizeof(calls[0])][1024];
+    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char path[160], name[16], link[256], what[200];
+    struct stat st;
+    size_t k;
+    int n, fd;
+
+    memset(seen, 0, sizeof(seen));
+    for (n = 3; n < 1024; n++) {
+        if (n == dirfd) {
+            continue; /* this scan's own */
+        }
+        (void)snprintf(path, sizeof(path), "%s%d", prefix, n);
+        (void)snprintf(name, sizeof(name), "%d", n);
+        seen[0][n] = readlink(path, link, sizeof(link)) >= 0;
+        fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        seen[1][n] = fd >= 0;
+        if (fd >= 0) {
+            close(fd);
+        }
+        seen[2][n] = stat(path, &st) == 0;
+        seen[3][n] = lstat(path, &st) == 0;
+        seen[4][n] = access(path, F_OK) == 0;
+        fd = openat(AT_FDCWD, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        seen[5][n] = fd >= 0;
+        if (fd >= 0) {
+            close(fd);
+        }
+        seen[6][n] = dirfd >= 0 && readlinkat(dirfd, name, link, sizeof(link)) >= 0;
+        seen[7][n] = dirfd >= 0 && fstatat(dirfd, name, &st, 0) == 0;
+        seen[8][n] = dirfd >= 0 && faccessat(dirfd, name, F_OK, 0) == 0;
+        {
+            FILE *f = fopen(path, "re");
+
+            seen[9][n] = f != NULL;
+            if (f != NULL) {
+                fclose(f);
+            }
+        }
+    }
+    for (k = 0; k < sizeof(calls) / sizeof(calls[0]); k++) {
+        (void)snprintf(what, sizeof(what), "%s %s/N", calls[k], label);
+        fdlist_print(what, seen[k]);
+    }
+    if (dirfd >= 0) {
+        close(dirfd);
+    }
+}
+
+static void
+fdlist(void)
+{
+    char pid[64], task[96], task_info[96];
+
+    host_burn_us(300000); /* the library has made its fds meanwhile */
+    (void)snprintf(pid, sizeof(pid), "/proc/%d/fd", (int)getpid());
+    (void)snprintf(task, sizeof(task), "/proc/%d/task/%d/fd", (int)getpid(), (int)gettid());
+    (void)snprintf(task_info, sizeof(task_info), "/proc/%d/task/%d/fdinfo", (int)getpid(),
+                   (int)gettid());
+    fdlist_listings("/proc/self/fd", "/proc/self/fd");
+    fdlist_listings("/proc/self/fdinfo", "/proc/self/fdinfo");
+    fdlist_listings("/dev/fd", "/dev/fd");
+    fdlist_listings("/proc/thread-self/fd", "/proc/thread-self/fd");
+    fdlist_listings(pid, "/proc/PID/fd");
+    fdlist_listings(task_info, "/proc/PID/task/TID/fdinfo");
+    {
+        static const char *const dirs[] = { "/proc/self/fd", "/proc/self/fdinfo", "/dev/fd",
+                                            "/proc/thread-self/fd" };
+        char prefix[128];
+        size_t k;
+
+        for (k = 0; k < sizeof(dirs) / sizeof(dirs[0]); k++) {
+            (void)snprintf(prefix, sizeof(prefix), "%s/", dirs[k]);
+            fdlist_paths(prefix, dirs[k], dirs[k]);
+        }
+        (void)snprintf(prefix, sizeof(prefix), "%s/", pid);
+        fdlist_paths(prefix, pid, "/proc/PID/fd");
+        (void)snprintf(prefix, sizeof(prefix), "%s/", task);
+        fdlist_paths(prefix, task, "/proc/PID/task/TID/fd");
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -3552,12 +3751,14 @@ main(int argc, char **argv)
         unshare_exit();
     } else if (strcmp(how, "uninterposed") == 0) {
         uninterposed();
+    } else if (strcmp(how, "fdlist") == 0) {
+        fdlist();
     } else {
         fprintf(stderr,
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
                 "argsfirst|mmapearly|acceptloop|uring|uringseccomp[bad]|badpointers|unsharethreads|"
-                "unshareexit|"
+                "unshareexit|fdlist|"
                 "uninterposed\n");
         return 2;
     }

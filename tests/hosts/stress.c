@@ -716,6 +716,30 @@ every_call(int idx)
     check(f != NULL && fclose(f) == 0, "fopen/fclose");
     d = opendir("/");
     check(d != NULL && closedir(d) == 0, "opendir/closedir");
+    d = opendir("/proc/self/fd"); /* the host's own entries only, each through its interposer */
+    {
+        struct dirent *e, *er = NULL;
+        struct dirent64 *e64, *er64 = NULL;
+        union {
+            struct dirent e;
+            struct dirent64 e64;
+        } slot;
+        struct stat st;
+        struct stat64 st64;
+        char link[64];
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+        check(d != NULL && (e = readdir(d)) != NULL && (e64 = readdir64(d)) != NULL &&
+                      readdir_r(d, &slot.e, &er) == 0 && er != NULL &&
+                      readdir64_r(d, &slot.e64, &er64) == 0 && er64 != NULL && closedir(d) == 0,
+              "readdir/readdir64/readdir_r/readdir64_r");
+#pragma GCC diagnostic pop
+        check(readlink("/proc/self/fd/0", link, sizeof(link)) > 0 && stat("/", &st) == 0 &&
+                      stat64("/", &st64) == 0 && lstat("/", &st) == 0 && lstat64("/", &st64) == 0 &&
+                      access("/", F_OK) == 0,
+              "readlink/stat/stat64/lstat/lstat64/access");
+    }
     check(syscall(SYS_getpid) == getpid(), "syscall(SYS_getpid)");
     /* syslog's socket opened (where /dev/log exists) and closed; every message below the mask,
      * so that nothing reaches the machine's log */
