@@ -65,6 +65,14 @@
  *                    so that no library fd is low across it and the socket gets bare's number
  *                    (without it, 190 to 229 of 497 to 634 calls a kind got the next number
  *                    under host-contract-fds-create's knob, CPU mode).
+ *   setmntent setutent getutent getutid getutline pututline getutent_r getutid_r getutline_r
+ *   setutxent getutxent getutxid getutxline pututxline setpwent getpwent getpwent_r setgrent
+ *   getgrent getgrent_r setspent getspent getspent_r
+ *                    interposed because glibc opens a file inside them and keeps it at its
+ *                    number (setmntent's stream, the utmp file, NSS's passwd, group and shadow
+ *                    enumeration streams): counted in the gate as a close, as syslog's (without
+ *                    it, under host-contract-fds-create's knob, getpwent, setmntent and getutent
+ *                    calls got the next number: figures in the "Still open" paragraph below).
  *   fstatat fstatat64 lseek lseek64 fsync fdatasync fchmod fchown ftruncate ftruncate64 flock
  *   posix_fadvise posix_fadvise64
  *                    interposed because a host that probes numbers (a daemon that checks each fd
@@ -446,16 +454,20 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <link.h>
 #include <linux/bpf.h>
 #include <linux/io_uring.h>
 #include <linux/kcmp.h>
 #include <linux/seccomp.h>
+#include <mntent.h>
 #include <mqueue.h>
 #include <pthread.h>
 #include <pty.h>
+#include <pwd.h>
 #include <sched.h>
+#include <shadow.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -480,6 +492,8 @@
 #include <sys/xattr.h>
 #include <syslog.h>
 #include <unistd.h>
+#include <utmp.h>
+#include <utmpx.h>
 
 #include "host/internal.h"
 
@@ -3883,6 +3897,93 @@ __syslog_chk(int pri, int flag, const char *fmt, ...)
     host_fds_vsyslog(__builtin_return_address(0), 1, pri, flag, fmt, ap);
     va_end(ap);
 }
+
+/*
+ * glibc's functions that open a file inside and keep it open across calls (held at its number, so
+ * it cannot be moved after): setmntent's stream; the utmp family's file (setutent, getutent,
+ * getutid, getutline, pututline and their _r and utmpx names open it lazily, on a first use or
+ * after utmpname or endutent; utmpname only closes it, updwtmp opens and closes it); and the
+ * enumerations of passwd, group and shadow (setpwent, getpwent, getpwent_r and the group and
+ * shadow ones: NSS's files module keeps its stream across them; the by-name and by-id lookups open
+ * and close theirs in one call, so no number of the host's changes). A library fd in its low
+ * moment gave such a file the next number, and the host's next creation bare's. So the host's
+ * call counts itself in as a close, as syslog's does (host_fds_kept_begin); when no library fd is
+ * low, its cost is two atomic adds and a load. errno is libc's, kept across the gate. fail is
+ * the result when libc has no such function.
+ */
+#define HOST_FDS_KEPT_CALL(real, fail, args)                      \
+    do {                                                          \
+        int host_;                                                \
+        int err_;                                                 \
+                                                                  \
+        if ((real) == NULL) {                                     \
+            errno = ENOSYS;                                       \
+            return fail;                                          \
+        }                                                         \
+        host_ = host_fds_kept_begin(__builtin_return_address(0)); \
+        r_ = (real)args;                                          \
+        err_ = errno;                                             \
+        host_fds_kept_end(host_);                                 \
+        errno = err_;                                             \
+        return r_;                                                \
+    } while (0)
+
+/* An interposer of libc's name returning type, with parameters params and call arguments args. */
+#define HOST_FDS_KEPT(type, name, fail, params, args)                        \
+    static _Atomic(void *) real_##name##_p;                                  \
+    HOST_EXPORT type name params                                             \
+    {                                                                        \
+        type r_;                                                             \
+                                                                             \
+        HOST_FDS_KEPT_CALL(HOST_FDS_REAL(type(*) params, name), fail, args); \
+    }
+
+/* The same for a function of libc's without a result. */
+#define HOST_FDS_KEPT_VOID(name)                                     \
+    static _Atomic(void *) real_##name##_p;                          \
+    HOST_EXPORT void name(void)                                      \
+    {                                                                \
+        void (*real)(void) = HOST_FDS_REAL(void (*)(void), name);    \
+        int host;                                                    \
+        int err;                                                     \
+                                                                     \
+        if (real != NULL) {                                          \
+            host = host_fds_kept_begin(__builtin_return_address(0)); \
+            real();                                                  \
+            err = errno;                                             \
+            host_fds_kept_end(host);                                 \
+            errno = err;                                             \
+        }                                                            \
+    }
+
+HOST_FDS_KEPT(FILE *, setmntent, NULL, (const char *file, const char *mode), (file, mode))
+HOST_FDS_KEPT_VOID(setutent)
+HOST_FDS_KEPT(struct utmp *, getutent, NULL, (void), ())
+HOST_FDS_KEPT(struct utmp *, getutid, NULL, (const struct utmp *ut), (ut))
+HOST_FDS_KEPT(struct utmp *, getutline, NULL, (const struct utmp *ut), (ut))
+HOST_FDS_KEPT(struct utmp *, pututline, NULL, (const struct utmp *ut), (ut))
+HOST_FDS_KEPT(int, getutent_r, -1, (struct utmp * buf, struct utmp **res), (buf, res))
+HOST_FDS_KEPT(int, getutid_r, -1, (const struct utmp *ut, struct utmp *buf, struct utmp **res),
+              (ut, buf, res))
+HOST_FDS_KEPT(int, getutline_r, -1, (const struct utmp *ut, struct utmp *buf, struct utmp **res),
+              (ut, buf, res))
+HOST_FDS_KEPT_VOID(setutxent)
+HOST_FDS_KEPT(struct utmpx *, getutxent, NULL, (void), ())
+HOST_FDS_KEPT(struct utmpx *, getutxid, NULL, (const struct utmpx *ut), (ut))
+HOST_FDS_KEPT(struct utmpx *, getutxline, NULL, (const struct utmpx *ut), (ut))
+HOST_FDS_KEPT(struct utmpx *, pututxline, NULL, (const struct utmpx *ut), (ut))
+HOST_FDS_KEPT_VOID(setpwent)
+HOST_FDS_KEPT(struct passwd *, getpwent, NULL, (void), ())
+HOST_FDS_KEPT(int, getpwent_r, ENOSYS,
+              (struct passwd * pw, char *buf, size_t len, struct passwd **res), (pw, buf, len, res))
+HOST_FDS_KEPT_VOID(setgrent)
+HOST_FDS_KEPT(struct group *, getgrent, NULL, (void), ())
+HOST_FDS_KEPT(int, getgrent_r, ENOSYS,
+              (struct group * gr, char *buf, size_t len, struct group **res), (gr, buf, len, res))
+HOST_FDS_KEPT_VOID(setspent)
+HOST_FDS_KEPT(struct spwd *, getspent, NULL, (void), ())
+HOST_FDS_KEPT(int, getspent_r, ENOSYS, (struct spwd * sp, char *buf, size_t len, struct spwd **res),
+              (sp, buf, len, res))
 
 HOST_EXPORT int
 fclose(FILE *f)
