@@ -78,6 +78,14 @@
  *                    so that no library fd is low across it and the socket gets bare's number
  *                    (without it, 190 to 229 of 497 to 634 calls a kind got the next number
  *                    under host-contract-fds-create's knob, CPU mode).
+ *   setmntent setutent getutent getutid getutline pututline getutent_r getutid_r getutline_r
+ *   setutxent getutxent getutxid getutxline pututxline setpwent getpwent getpwent_r setgrent
+ *   getgrent getgrent_r setspent getspent getspent_r
+ *                    interposed because glibc opens a file inside them and keeps it at its
+ *                    number (setmntent's stream, the utmp file, NSS's passwd, group and shadow
+ *                    enumeration streams): counted in the gate as a close, as syslog's (without
+ *                    it, under host-contract-fds-create's knob, getpwent, setmntent and getutent
+ *                    calls got the next number: figures in the "Still open" paragraph below).
  *   fstatat fstatat64 lseek lseek64 fsync fdatasync fchmod fchown ftruncate ftruncate64 flock
  *   posix_fadvise posix_fadvise64
  *                    interposed because a host that probes numbers (a daemon that checks each fd
@@ -380,17 +388,20 @@
  * (host_fds_pair_created), so they keep bare's order. sem_open needs nothing: glibc closes the
  * file it opens before it returns, so no number of the host's changes. Still open: the host's
  * creations made without the interposers get bare's number except in a library fd's low moment,
- * which they do not wait for (they get the next number then): other glibc functions that open an
- * fd inside and keep it (getutent's utmp file, getpwent's and setmntent's streams, the resolver's
- * socket with RES_STAYOPEN; syslog's is interposed above), the fds a read of a fanotify group
- * makes for its events, the fds io_uring's own opens and accepts install (IORING_OP_OPENAT,
- * _ACCEPT, _SOCKET without a fixed file: the kernel installs them, maybe from its own worker), and
- * those a seccomp listener's SECCOMP_IOCTL_NOTIF_ADDFD installs in the process it watches (the
- * host is such a process when a supervisor adds fds to it; without SECCOMP_ADDFD_FLAG_SETFD the
- * kernel takes the lowest free number, as for an open; with it, at a library fd's number, the
- * library's file is replaced as by a dup2 no interposer sees). The host's own
- * ioctl(SECCOMP_IOCTL_NOTIF_ADDFD) as a supervisor needs nothing: its result is the number in the
- * target's table, which the library here does not touch (a target that runs the library is this
+ * which they do not wait for (they get the next number then): the resolver's socket with
+ * RES_STAYOPEN and glibc's other enumerations that keep a stream (gethostent, getnetent,
+ * getprotoent, getservent, getaliasent; syslog's, setmntent's, the utmp file's and the passwd,
+ * group and shadow enumerations' are interposed above: without that, under
+ * host-contract-fds-create's knob, 18 to 239 of 384 to 1203 getpwent, getgrent, setmntent,
+ * getutent and getutxent calls a kind got the next number, CPU and wall mode; 0 with it), the fds a
+ * read of a fanotify group makes for its events, the fds io_uring's own opens and accepts install
+ * (IORING_OP_OPENAT, _ACCEPT, _SOCKET without a fixed file: the kernel installs them, maybe from
+ * its own worker), and those a seccomp listener's SECCOMP_IOCTL_NOTIF_ADDFD installs in the process
+ * it watches (the host is such a process when a supervisor adds fds to it; without
+ * SECCOMP_ADDFD_FLAG_SETFD the kernel takes the lowest free number, as for an open; with it, at a
+ * library fd's number, the library's file is replaced as by a dup2 no interposer sees). The host's
+ * own ioctl(SECCOMP_IOCTL_NOTIF_ADDFD) as a supervisor needs nothing: its result is the number in
+ * the target's table, which the library here does not touch (a target that runs the library is this
  * same case on its side). host-contract-fds-uninterposed makes each of these (io_uring by raw
  * system calls, getpwent, setmntent, getutent, a fanotify event's fd, ADDFD into its own process)
  * once the library's first 1.5 s are past: every number bare's, as the library's fds are above
@@ -402,15 +413,13 @@
  * low, and meets a moment only by chance, which it allows alone, never two creations in a row,
  * and at most one plus one per 25 made: CI runs had 1 of 1408 and 1 of 470 ADDFDs off, one at load
  * 4 to 5 15 of 1088). In a low moment they do not wait: with PIPEPROF_TEST_FD_LOW_MS=2 (a library
- * fd held low 2 ms in 5) 13 to 20 of 926 to 1357 io_uring opens, 175 to 356 of 710 to 1548 getpwent
- * calls, 361 to 660 setmntent, 259 to 491 getutent and 7 to 13 of 1060 to 1116 ADDFDs got the next
- * number, CPU and wall mode (fanotify's 0: the host's open that makes the event waits first). Such
- * moments remain at a session's start, a thread's start (its CPU timer, its stat files), a new
- * module's files (the code of getpwent's NSS modules) and the CFI cache's files. Interposing
- * getpwent, setmntent, getutent and their kin, counted in the gate as a close (syslog's way), would
- * cover those three; io_uring's and fanotify's fds are made by the kernel. Also open: the host's
- * pidfd_getfd of a library fd of another process that runs the library (its numbers are not known
- * here).
+ * fd held low 2 ms in 5) 13 to 20 of 926 to 1357 io_uring opens and 7 to 13 of 1060 to 1116 ADDFDs
+ * got the next number (getpwent, setmntent and getutent, before their interposers, 175 to 660), CPU
+ * and wall mode (fanotify's 0: the host's open that makes the event waits first). Such moments
+ * remain at a session's start, a thread's start (its CPU timer, its stat files), a new module's
+ * files (the code of getpwent's NSS modules) and the CFI cache's files.  io_uring's and fanotify's
+ * fds are made by the kernel. Also open: the host's pidfd_getfd of a library fd of another process
+ * that runs the library (its numbers are not known here).
  *
  * Held by: host-contract-fds-fcntl (fcntl, fcntl64 and syscall(SYS_fcntl) with F_GETFD, F_GETFL,
  * F_SETFD, F_SETFL, F_GETLK, F_OFD_GETLK, F_GETOWN and F_GETSIG of 3..4095: before, 15 successes
@@ -439,10 +448,11 @@
  * handling here, each but the two low dups aborted the host, status 134), then a pipe and files
  * of the host's own, bare against preloaded, CPU and wall, record, listen mode and no session:
  * same output, same per-call error counts, exit 0); host-contract-fds-create (each creator in a
- * loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 45 kinds, syslog's
+ * loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 50 kinds, syslog's
  * socket by openlog(LOG_NDELAY) and by a first message (syslog, vsyslog, __syslog_chk and
  * __vsyslog_chk in turn) on a thread whose /dev is a tmpfs with a /dev/log of the host's (root
- * only, skipped elsewhere), freopen of a
+ * only, skipped elsewhere), getpwent, getgrent, setmntent, getutent and getutxent (of an empty
+ * utmp file of the host's), freopen of a
  * stream whose fd was closed, recvmsg and recvmmsg of an fd passed by SCM_RIGHTS, syscall()'s
  * openat, openat2, memfd_create, eventfd2, pipe2, fcntl(F_DUPFD_CLOEXEC), recvmsg, recvmmsg,
  * seccomp's listener and landlock_create_ruleset (3 to 15 of 77 to 453 calls a kind got a
@@ -459,16 +469,20 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <link.h>
 #include <linux/bpf.h>
 #include <linux/io_uring.h>
 #include <linux/kcmp.h>
 #include <linux/seccomp.h>
+#include <mntent.h>
 #include <mqueue.h>
 #include <pthread.h>
 #include <pty.h>
+#include <pwd.h>
 #include <sched.h>
+#include <shadow.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -493,6 +507,8 @@
 #include <sys/xattr.h>
 #include <syslog.h>
 #include <unistd.h>
+#include <utmp.h>
+#include <utmpx.h>
 
 #include "host/internal.h"
 
@@ -4258,6 +4274,93 @@ __syslog_chk(int pri, int flag, const char *fmt, ...)
     host_fds_vsyslog(__builtin_return_address(0), 1, pri, flag, fmt, ap);
     va_end(ap);
 }
+
+/*
+ * glibc's functions that open a file inside and keep it open across calls (held at its number, so
+ * it cannot be moved after): setmntent's stream; the utmp family's file (setutent, getutent,
+ * getutid, getutline, pututline and their _r and utmpx names open it lazily, on a first use or
+ * after utmpname or endutent; utmpname only closes it, updwtmp opens and closes it); and the
+ * enumerations of passwd, group and shadow (setpwent, getpwent, getpwent_r and the group and
+ * shadow ones: NSS's files module keeps its stream across them; the by-name and by-id lookups open
+ * and close theirs in one call, so no number of the host's changes). A library fd in its low
+ * moment gave such a file the next number, and the host's next creation bare's. So the host's
+ * call counts itself in as a close, as syslog's does (host_fds_kept_begin); when no library fd is
+ * low, its cost is two atomic adds and a load. errno is libc's, kept across the gate. fail is
+ * the result when libc has no such function.
+ */
+#define HOST_FDS_KEPT_CALL(real, fail, args)                      \
+    do {                                                          \
+        int host_;                                                \
+        int err_;                                                 \
+                                                                  \
+        if ((real) == NULL) {                                     \
+            errno = ENOSYS;                                       \
+            return fail;                                          \
+        }                                                         \
+        host_ = host_fds_kept_begin(__builtin_return_address(0)); \
+        r_ = (real)args;                                          \
+        err_ = errno;                                             \
+        host_fds_kept_end(host_);                                 \
+        errno = err_;                                             \
+        return r_;                                                \
+    } while (0)
+
+/* An interposer of libc's name returning type, with parameters params and call arguments args. */
+#define HOST_FDS_KEPT(type, name, fail, params, args)                        \
+    static _Atomic(void *) real_##name##_p;                                  \
+    HOST_EXPORT type name params                                             \
+    {                                                                        \
+        type r_;                                                             \
+                                                                             \
+        HOST_FDS_KEPT_CALL(HOST_FDS_REAL(type(*) params, name), fail, args); \
+    }
+
+/* The same for a function of libc's without a result. */
+#define HOST_FDS_KEPT_VOID(name)                                     \
+    static _Atomic(void *) real_##name##_p;                          \
+    HOST_EXPORT void name(void)                                      \
+    {                                                                \
+        void (*real)(void) = HOST_FDS_REAL(void (*)(void), name);    \
+        int host;                                                    \
+        int err;                                                     \
+                                                                     \
+        if (real != NULL) {                                          \
+            host = host_fds_kept_begin(__builtin_return_address(0)); \
+            real();                                                  \
+            err = errno;                                             \
+            host_fds_kept_end(host);                                 \
+            errno = err;                                             \
+        }                                                            \
+    }
+
+HOST_FDS_KEPT(FILE *, setmntent, NULL, (const char *file, const char *mode), (file, mode))
+HOST_FDS_KEPT_VOID(setutent)
+HOST_FDS_KEPT(struct utmp *, getutent, NULL, (void), ())
+HOST_FDS_KEPT(struct utmp *, getutid, NULL, (const struct utmp *ut), (ut))
+HOST_FDS_KEPT(struct utmp *, getutline, NULL, (const struct utmp *ut), (ut))
+HOST_FDS_KEPT(struct utmp *, pututline, NULL, (const struct utmp *ut), (ut))
+HOST_FDS_KEPT(int, getutent_r, -1, (struct utmp * buf, struct utmp **res), (buf, res))
+HOST_FDS_KEPT(int, getutid_r, -1, (const struct utmp *ut, struct utmp *buf, struct utmp **res),
+              (ut, buf, res))
+HOST_FDS_KEPT(int, getutline_r, -1, (const struct utmp *ut, struct utmp *buf, struct utmp **res),
+              (ut, buf, res))
+HOST_FDS_KEPT_VOID(setutxent)
+HOST_FDS_KEPT(struct utmpx *, getutxent, NULL, (void), ())
+HOST_FDS_KEPT(struct utmpx *, getutxid, NULL, (const struct utmpx *ut), (ut))
+HOST_FDS_KEPT(struct utmpx *, getutxline, NULL, (const struct utmpx *ut), (ut))
+HOST_FDS_KEPT(struct utmpx *, pututxline, NULL, (const struct utmpx *ut), (ut))
+HOST_FDS_KEPT_VOID(setpwent)
+HOST_FDS_KEPT(struct passwd *, getpwent, NULL, (void), ())
+HOST_FDS_KEPT(int, getpwent_r, ENOSYS,
+              (struct passwd * pw, char *buf, size_t len, struct passwd **res), (pw, buf, len, res))
+HOST_FDS_KEPT_VOID(setgrent)
+HOST_FDS_KEPT(struct group *, getgrent, NULL, (void), ())
+HOST_FDS_KEPT(int, getgrent_r, ENOSYS,
+              (struct group * gr, char *buf, size_t len, struct group **res), (gr, buf, len, res))
+HOST_FDS_KEPT_VOID(setspent)
+HOST_FDS_KEPT(struct spwd *, getspent, NULL, (void), ())
+HOST_FDS_KEPT(int, getspent_r, ENOSYS, (struct spwd * sp, char *buf, size_t len, struct spwd **res),
+              (sp, buf, len, res))
 
 HOST_EXPORT int
 fclose(FILE *f)

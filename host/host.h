@@ -29,7 +29,10 @@
  *                mkstemps64 mkostemps mkostemps64 tmpfile tmpfile64 freopen freopen64 fcntl
  *                fcntl64 pidfd_getfd posix_openpt getpt shm_open mq_open fanotify_init
  *                open_by_handle_at openpty forkpty popen openlog syslog vsyslog __syslog_chk
- *                __vsyslog_chk fstatat fstatat64 lseek lseek64 fsync fdatasync fchmod fchown
+ *                __vsyslog_chk setmntent setutent getutent getutid getutline pututline
+ *                getutent_r getutid_r getutline_r setutxent getutxent getutxid getutxline
+ *                pututxline setpwent getpwent getpwent_r setgrent getgrent getgrent_r setspent
+ *                getspent getspent_r fstatat fstatat64 lseek lseek64 fsync fdatasync fchmod fchown
  *                ftruncate ftruncate64 flock posix_fadvise posix_fadvise64 shutdown setsockopt
  *                fchdir statx pread pread64 readv fstatfs fstatfs64 fgetxattr __fxstat
  *                __fxstat64 pwrite pwrite64 preadv preadv64 pwritev pwritev64 preadv2 preadv64v2

@@ -102,8 +102,10 @@
  *                   seccomp's notification listener (on a thread of its own, whose filters pile
  *                   up: 1000 calls at most) and landlock_create_ruleset, and syslog's socket by
  *                   openlog(LOG_NDELAY) and by a first message, on a thread whose /dev is a tmpfs
- *                   of its own mount namespace with a /dev/log of the host's: root only) creates
- *                   them
+ *                   of its own mount namespace with a /dev/log of the host's: root only, and the
+ *                   files glibc keeps open inside getpwent (/etc/passwd), getgrent (/etc/group),
+ *                   setmntent and getutent and getutxent (an empty utmp file of the host's, by
+ *                   utmpname)) creates them
  *                   in a loop and checks each number against the lowest the host left free (what
  *                   bare gives): one of the library's fds in its low moment takes that number,
  *                   and the host's creation waits for it to move (host/fds.c,
@@ -124,6 +126,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <link.h>
 #include <linux/audit.h>
 #include <linux/close_range.h>
@@ -172,6 +175,7 @@
 #include <syslog.h>
 #include <unistd.h>
 #include <utmp.h>
+#include <utmpx.h>
 
 #include "hosts.h"
 
@@ -2664,6 +2668,11 @@ enum {
     CR_LANDLOCK,
     CR_OPENLOG,
     CR_SYSLOG,
+    CR_GETPWENT,
+    CR_GETGRENT,
+    CR_SETMNTENT,
+    CR_GETUTENT,
+    CR_GETUTXENT,
     CR_COUNT
 };
 static const char *const cr_names[CR_COUNT] = { "open",
@@ -2710,7 +2719,12 @@ static const char *const cr_names[CR_COUNT] = { "open",
                                                 "syscall(SYS_seccomp) listener",
                                                 "syscall(SYS_landlock_create_ruleset)",
                                                 "openlog(LOG_NDELAY)",
-                                                "syslog's first message" };
+                                                "syslog's first message",
+                                                "getpwent",
+                                                "getgrent",
+                                                "setmntent",
+                                                "getutent",
+                                                "getutxent" };
 
 extern int __openat_2(int dirfd, const char *path, int flags);
 
@@ -3096,6 +3110,24 @@ create_one(int k, int ls, int fds[2])
         create_syslog_message();
         fds[0] = create_syslog_fd();
         return 1;
+    case CR_GETPWENT:
+        fds[0] = getpwent() != NULL ? un_fd_of("/etc/passwd") : -1;
+        return 1;
+    case CR_GETGRENT:
+        fds[0] = getgrent() != NULL ? un_fd_of("/etc/group") : -1;
+        return 1;
+    case CR_SETMNTENT:
+        cr_file = setmntent("/proc/self/mounts", "re");
+        fds[0] = cr_file != NULL ? fileno(cr_file) : -1;
+        return 1;
+    case CR_GETUTENT:
+        (void)getutent(); /* an empty file: opened, then its end */
+        fds[0] = un_fd_of(un_utmp);
+        return 1;
+    case CR_GETUTXENT:
+        (void)getutxent();
+        fds[0] = un_fd_of(un_utmp);
+        return 1;
     }
     return 0;
 }
@@ -3119,6 +3151,24 @@ create_close(int k, int fds[2])
         closelog();
         while (recv(cr_log, msg, sizeof(msg), MSG_DONTWAIT) > 0) {
         }
+        return;
+    }
+    switch (k) {
+    case CR_GETPWENT:
+        endpwent();
+        return;
+    case CR_GETGRENT:
+        endgrent();
+        return;
+    case CR_SETMNTENT:
+        endmntent(cr_file);
+        cr_file = NULL;
+        return;
+    case CR_GETUTENT:
+        endutent();
+        return;
+    case CR_GETUTXENT:
+        endutxent();
         return;
     }
     if (k == CR_FORKPTY && cr_child > 0) {
@@ -3459,7 +3509,7 @@ static void
 create_loop(void)
 {
     struct create_run runs[CR_COUNT];
-    int k, ls;
+    int k, ls, fds_utmp;
 
     closefrom(3);
     if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, cr_pass) != 0) {
@@ -3469,6 +3519,12 @@ create_loop(void)
     create_handle();
     ls = create_listener();
     printf("listener: fd %d\n", ls);
+    /* the utmp kinds' file: empty, of the host's own (utmpname) */
+    snprintf(un_utmp, sizeof(un_utmp), "%s/host-fds-utmp-%d",
+             getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    fds_utmp = open(un_utmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    close(fds_utmp);
+    utmpname(un_utmp);
     for (k = 0; k < CR_COUNT; k++) {
         pthread_t th;
 
@@ -3490,6 +3546,7 @@ create_loop(void)
     if (cr_log >= 0) {
         close(cr_log);
     }
+    unlink(un_utmp);
     create_copy_scans();
     for (k = 0; k < CR_COUNT; k++) {
         if (runs[k].skipped != 0) {
