@@ -523,10 +523,129 @@ static _Atomic int host_fds_ahead_n;
 
 static _Thread_local int host_library_thread;
 
+/*
+ * A library thread whose fd table is the one the library's marked numbers are in (the process's):
+ * the first to mark itself (the server's loop thread), another when that one is gone. A host
+ * thread's close_range(CLOSE_RANGE_UNSHARE) gives it a table of its own that holds the library's
+ * fds of that moment and none made since, although those numbers are marked process-wide
+ * (host_fds_table_elsewhere).
+ */
+static _Atomic long host_fds_ref_tid;
+
 void
 host_thread_mark_library(void)
 {
+    long ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire);
+    long self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+
     host_library_thread = 1;
+    if (ref == 0 || host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0),
+                                     ref, 0, 0, 0, 0) < 0) {
+        atomic_compare_exchange_strong_explicit(&host_fds_ref_tid, &ref, self, memory_order_acq_rel,
+                                                memory_order_acquire);
+    }
+}
+
+/* 1 when the caller (a host thread) has an fd table of its own, not the library's (above). */
+static int
+host_fds_table_private(void)
+{
+    long ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire);
+    long self, rc;
+    int err;
+
+    if (ref <= 0 || host_library_thread) {
+        return 0;
+    }
+    err = errno;
+    self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+    /* a reference of this process (not of a fork()ed or vfork()ed child's parent) */
+    rc = self == ref ? 0
+         : host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0), ref, 0, 0,
+                            0, 0) != 0
+                 ? 0
+                 : host_raw_syscall(SYS_kcmp, ref, self, KCMP_FILES, 0, 0, 0);
+    errno = err;
+    return rc > 0;
+}
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL /* Linux 6.9: a pidfd of a thread, not of its process */
+#endif
+
+/*
+ * A host thread with an fd table of its own (its close_range(CLOSE_RANGE_UNSHARE)) that runs the
+ * library's stop (its exit's, its _exit's) wakes the server's loop by a write to the loop's
+ * eventfd by number, in its own table: the copy its unshare kept. Where the host dup2()ed over
+ * that copy and closed it, libuv aborted on the write's EBADF (status 134, host-contract-fds-
+ * unshare-high); where it keeps its own file there, the write would be 8 bytes into the host's
+ * file. So: where the caller's number holds no file the copy is put back from the reference
+ * thread's table (pidfd_open(PIDFD_THREAD), pidfd_getfd, dup3: raw calls, each fd gone before the
+ * return but the copy, close-on-exec); where it holds the host's file, -EBADF and the caller
+ * does not wake.
+ */
+int
+host_fds_library_here(int fd)
+{
+    long ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire), self, rc;
+    long pidfd, copy;
+    int err = errno;
+
+    if (!host_fds_table_private()) {
+        return 0;
+    }
+    self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+    rc = host_raw_syscall(SYS_kcmp, ref, self, KCMP_FILE, fd, fd, 0);
+    if (rc == 0) {
+        goto out; /* the copy is there */
+    }
+    if (host_raw_syscall(SYS_fcntl, fd, F_GETFD, 0, 0, 0, 0) >= 0) {
+        rc = -EBADF; /* the host's own file */
+        goto out;
+    }
+    pidfd = host_raw_syscall(SYS_pidfd_open, ref, PIDFD_THREAD, 0, 0, 0, 0);
+    if (pidfd < 0) {
+        rc = -errno;
+        goto out;
+    }
+    copy = host_raw_syscall(SYS_pidfd_getfd, pidfd, fd, 0, 0, 0, 0);
+    host_raw_syscall(SYS_close, pidfd, 0, 0, 0, 0, 0);
+    if (copy < 0) {
+        rc = -errno;
+        goto out;
+    }
+    rc = host_raw_syscall(SYS_dup3, copy, fd, O_CLOEXEC, 0, 0, 0) < 0 ? -errno : 0;
+    host_raw_syscall(SYS_close, copy, 0, 0, 0, 0, 0);
+out:
+    errno = err;
+    return (int)rc;
+}
+
+/*
+ * 1 when the caller (a host thread) has an fd table other than the library's reference thread's
+ * and its fd at this marked number is not the library's file there (a number the library took
+ * after the caller's unshare, free in the caller's table or holding the host's own fd): the
+ * number is not the library's in the caller's table. Two kcmp calls at most, made only for a
+ * marked number off the library's threads; where kcmp cannot answer (ENOSYS, a seccomp filter's
+ * EPERM, the reference gone) the number counts as the library's, as before.
+ * host-contract-fds-unshare-high.
+ */
+static int
+host_fds_table_elsewhere(int fd)
+{
+    long ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire);
+    long rc;
+    int err;
+
+    if (!host_fds_table_private()) {
+        return 0;
+    }
+    err = errno;
+    /* 0: the caller's copy of the library's file (kept at the unshare): the library's */
+    rc = host_raw_syscall(SYS_kcmp, ref, host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0), KCMP_FILE,
+                          fd, fd, 0);
+    errno = err;
+    return rc != 0;
 }
 
 /*
@@ -586,7 +705,7 @@ host_fd_is_owned(int fd)
            ((atomic_load_explicit(&host_fds_owned[fd / 64], memory_order_acquire) >>
              (unsigned)(fd % 64)) &
             1u) &&
-           !host_fds_low_elsewhere(fd);
+           !host_fds_low_elsewhere(fd) && !host_fds_table_elsewhere(fd);
 }
 
 static void
@@ -2215,6 +2334,11 @@ host_fds_yield(int newfd, const void *ra)
     void (*taken)(int);
 
     if (!host_fd_is_owned(newfd) || host_fds_library_call(ra)) {
+        return;
+    }
+    if (host_fds_table_private()) {
+        /* a copy in the caller's own table (its unshare's): the library's fd at newfd, in its
+         * table, stays; the host's dup replaces the copy only */
         return;
     }
     taken = atomic_load_explicit(&host_fds_taken, memory_order_acquire);
