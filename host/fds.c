@@ -317,7 +317,12 @@
  * host-contract-fds-unshare-threads (20 pairs of threads that register from both tables, also while
  * sessions start and stop) and -unshare-exit (the exit's stop on the unsharing thread while a
  * thread of the process's table burns), with the perf and the timer CPU engine: output and status
- * as bare in every run. The host's pidfd_getfd (libc's or syscall()'s) of a library fd in its own
+ * as bare in every run. The library's high numbers are marked process-wide, and are the
+ * library's in such a table only where they hold its file (host_fds_table_elsewhere): the host's
+ * dup2 or dup3 there replaces what its own table holds, and the profiler goes on (it stopped, and
+ * the host died of SIGPIPE); the exit's stop on that thread puts the wake's eventfd back where the
+ * host closed its copy (host_fds_library_here; libuv aborted on its write). Measured:
+ * host-contract-fds-unshare-high. The host's pidfd_getfd (libc's or syscall()'s) of a library fd in its own
  * process fails with EBADF, as bare, where it got a copy of the library's file
  * (host_fds_getfd_checked: kcmp tells it is the library's; without kcmp, as under a seccomp filter
  * that forbids it, the copy is still given).
