@@ -80,22 +80,27 @@
  *   fds unshareexit the same unshare, then exit while a thread of the process's table burns
  *   fds unsharehigh the same unshare, then 300 ms in which the library makes fds in the
  *                   process's table (marked process-wide, not in the main thread's table), then
- *                   from the main thread's table fcntl(F_GETFD), syscall()'s fstat, 0-byte writes
- * and reads of 3..1023, and dup2 and dup3 (libc's and syscall()'s) of stdout onto each number of
- * 768..1023 free there (a probe's EBADF), each checked to hold stdout's file and closed: as bare
- * (unshare_high) fds uninterposed  creations no interposer sees: io_uring's IORING_OP_OPENAT,
- * getpwent, setmntent, getutent, a fanotify event's fd and seccomp's SECCOMP_IOCTL_NOTIF_ADDFD,
- * each checked against the lowest free number (uninterposed) fds create      closefrom(3), a
- * socketpair, the root directory's fd (for its file handle) and a listening socket, then for 150 ms
- * per call that makes fds (450 ms for those that start a process) (open, openat, __openat_2, creat,
- * dup, socket, socketpair, accept4, pipe, eventfd, memfd_create, fopen, opendir, timerfd_create,
- * signalfd, inotify_init1, mkstemp, mkostemp, tmpfile, freopen of a stream whose fd was closed,
- * fcntl(F_DUPFD_CLOEXEC), pidfd_open, recvmsg of an fd passed over the socketpair with SCM_RIGHTS,
- * pidfd_getfd, posix_openpt, shm_open, syscall() of SYS_openat, SYS_memfd_create, SYS_eventfd2,
- * SYS_openat2 and SYS_pipe2, popen, openpty, forkpty, mq_open, recvmmsg of an fd passed so,
- * fanotify_init, open_by_handle_at, and through syscall() fcntl(F_DUPFD_CLOEXEC), recvmsg and
- * recvmmsg of an fd passed so, seccomp's notification listener (on a thread of its own, whose
- * filters pile up: 1000 calls at most) and landlock_create_ruleset, and syslog's socket by
+ *                   from the main thread's table fcntl(F_GETFD), and syscall()'s fstat and
+ *                   0-byte write and read, of 3..1023, and dup2 and dup3 (libc's and syscall()'s)
+ *                   of stdout onto each number of 768..1023 free there (a probe's EBADF), each
+ *                   checked to hold stdout's file and closed: as bare (unshare_high)
+ *   fds uninterposed  creations no interposer sees: io_uring's IORING_OP_OPENAT, getpwent,
+ *                   setmntent, getutent, a fanotify event's fd and seccomp's
+ *                   SECCOMP_IOCTL_NOTIF_ADDFD, each checked against the lowest
+ *                   free number (uninterposed)
+ *   fds create      closefrom(3), a socketpair, the root directory's fd (for its file handle)
+ *                   and a listening socket, then for 150 ms per call that makes fds (450 ms for
+ *                   those that start a process) (open, openat, __openat_2, creat, dup, socket,
+ *                   socketpair, accept4, pipe, eventfd, memfd_create, fopen, opendir,
+ *                   timerfd_create, signalfd, inotify_init1, mkstemp, mkostemp, tmpfile,
+ *                   freopen of a stream whose fd was closed, fcntl(F_DUPFD_CLOEXEC), pidfd_open,
+ *                   recvmsg of an fd passed over the socketpair with SCM_RIGHTS, pidfd_getfd,
+ *                   posix_openpt, shm_open, syscall() of SYS_openat, SYS_memfd_create,
+ *                   SYS_eventfd2, SYS_openat2 and SYS_pipe2, popen, openpty, forkpty, mq_open,
+ *                   recvmmsg of an fd passed so, fanotify_init, open_by_handle_at, and through
+ *                   syscall() fcntl(F_DUPFD_CLOEXEC), recvmsg and recvmmsg of an fd passed so,
+ *                   seccomp's notification listener (on a thread of its own, whose filters pile
+ *                   up: 1000 calls at most) and landlock_create_ruleset, and syslog's socket by
  *                   openlog(LOG_NDELAY) and by a first message, on a thread whose /dev is a tmpfs
  *                   of its own mount namespace with a /dev/log of the host's: root only) creates
  *                   them
@@ -2623,9 +2628,11 @@ dup_log(int lo, int hi, int three, int raw)
 static void
 unshare_high_probes(void)
 {
-    /* libc's fstat is not interposed (host/fds.c's header): its syscall() form is */
-    static const char *const names[] = { "fcntl(F_GETFD)", "syscall(SYS_fstat)", "write(0 bytes)",
-                                         "read(0 bytes)" };
+    /* through syscall(): libc's fstat is not interposed, and a sanitizer's runtime intercepts
+     * libc's read and write, whose calls then pass (host/fds.c's header) */
+    static const char *const names[] = { "fcntl(F_GETFD)", "syscall(SYS_fstat)",
+                                         "syscall(SYS_write) of 0 bytes",
+                                         "syscall(SYS_read) of 0 bytes" };
 
     for (int c = 0; c < 4; c++) {
         struct scan_tally t = { 0, 0, 0 };
@@ -2635,8 +2642,8 @@ unshare_high_probes(void)
             char b;
             scan_count(&t, c == 0   ? fcntl(fd, F_GETFD)
                            : c == 1 ? (int)syscall(SYS_fstat, fd, &st)
-                           : c == 2 ? (int)write(fd, &b, 0)
-                                    : (int)read(fd, &b, 0));
+                           : c == 2 ? (int)syscall(SYS_write, fd, &b, 0)
+                                    : (int)syscall(SYS_read, fd, &b, 0));
         }
         printf("unshared %s of 3..1023: %d ok, %d EBADF, %d other\n", names[c], t.ok, t.ebadf,
                t.other);
@@ -2650,6 +2657,10 @@ unshare_high(void)
     pthread_t other;
     int rc;
 
+    /* the session's start first: a library fd open at the unshare and closed after it in the
+     * process's table leaves its copy in this table unmarked, seen by the probes (not covered:
+     * docs/architecture.md, the CLOSE_RANGE_UNSHARE row) */
+    host_burn_us(300000);
     pthread_create(&other, NULL, unshare_other, (void *)(intptr_t)1);
     rc = (int)syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE);
     printf("syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE): %d\n", rc);
