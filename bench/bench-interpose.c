@@ -67,6 +67,9 @@
  *   connect-unix-heap-host  the same with the address in malloc()ed memory
  *   bind-host         bind() of a host's bound AF_INET UDP socket once more (EINVAL), the
  *                     address on the stack
+ *   open-library      open() of /dev/null and close() of it from this program, the library's
+ *                     creation: moved high (a dup and a close) and marked while open, its low
+ *                     number in its moment too (host_fd_take), and its close's unmark
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling. Libc
  * and the interposer alternate within each round; prints per call the median ns of each over the
  * rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
@@ -96,7 +99,7 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    33
+#define BENCH_OPS    34
 #define BENCH_ROUNDS 64
 
 static const char *const bench_ops[BENCH_OPS] = { "close",
@@ -131,7 +134,8 @@ static const char *const bench_ops[BENCH_OPS] = { "close",
                                                   "connect-udp-heap-host",
                                                   "connect-unix-host",
                                                   "connect-unix-heap-host",
-                                                  "bind-host" };
+                                                  "bind-host",
+                                                  "open-library" };
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
@@ -302,6 +306,13 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
         case 6:
             real ? libc_write(fd, "", 1) : write(fd, "", 1);
             break;
+        case 33: {
+            int o = real ? libc_open("/dev/null", O_RDONLY | O_CLOEXEC)
+                         : open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+            real ? libc_close(o) : close(o);
+            break;
+        }
         case 7:
         case 8: {
             int o = real ? libc_open("/dev/null", O_RDONLY | O_CLOEXEC)
@@ -510,7 +521,7 @@ main(int argc, char **argv)
     for (r = 0; r < rounds; r++) {
         for (op = 0; op < BENCH_OPS; op++) {
             host_set_agent_hooks(op == 6 || op == 8 ? &bench_hooks : NULL);
-            host_set_server_hooks(op >= 28 ? &bench_server_hooks : NULL);
+            host_set_server_hooks(op >= 28 && op <= 32 ? &bench_server_hooks : NULL);
             for (i = 0; i < 2; i++) {
                 int real = (i + r) % 2; /* which goes first alternates */
 

@@ -295,6 +295,24 @@ pp_value_string(const struct nt_value *v)
     return s;
 }
 
+/* The mode a recording says it was made in; "mixed" when two of its sessions say otherwise. */
+static int
+pp_set_mode(struct pp_profile *p, const char *mode)
+{
+    char *copy;
+
+    if (p->mode != NULL && strcmp(p->mode, mode) == 0) {
+        return 0;
+    }
+    copy = strdup(p->mode != NULL ? "mixed" : mode);
+    if (copy == NULL) {
+        return -ENOMEM;
+    }
+    free(p->mode);
+    p->mode = copy;
+    return 0;
+}
+
 /* pipeprof's own provider: ThreadStart names threads, ModuleLoad gives module ranges. */
 static int
 pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
@@ -322,10 +340,11 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
         return err;
     }
     if (strcmp(ev->desc->name, "Sampling") == 0) {
-        char *engine;
+        char *engine, *mode = NULL;
 
         f.want[0] = "Engine";
         f.want[1] = "TickHz"; /* since 2026-11-27 */
+        f.want[2] = "Mode";
         if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) != 0 ||
             !f.found[0]) {
             return 0;
@@ -337,9 +356,21 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
         if (engine == NULL) {
             return -ENOMEM;
         }
-        if (strcmp(engine, "wall") == 0 || strcmp(engine, "none") == 0) {
+        if (f.found[2] && (mode = pp_value_string(&f.got[2])) == NULL) {
             free(engine);
-            return 0;
+            return -ENOMEM;
+        }
+        /* The recording says its mode: Mode where it is "cpu" or "wall", else the Engine ("wall"
+         * in wall mode, a CPU engine's name or "none" in CPU mode). */
+        err = pp_set_mode(ld->p,
+                          mode != NULL && (strcmp(mode, "cpu") == 0 || strcmp(mode, "wall") == 0)
+                                  ? mode
+                          : strcmp(engine, "wall") == 0 ? "wall"
+                                                        : "cpu");
+        free(mode);
+        if (err != 0 || strcmp(engine, "wall") == 0 || strcmp(engine, "none") == 0) {
+            free(engine);
+            return err;
         }
         if (ld->p->engine != NULL && strcmp(ld->p->engine, engine) != 0) {
             free(engine);
@@ -885,7 +916,8 @@ pp_load_trace(struct pp_loader *ld, const char *path, const struct pp_load_filte
 finish:
     nt_reader_get_stats(r, &stats);
     p->lost_events += stats.lost_events;
-    /* Only wall-mode sampling records waiting threads (SampleProfiler type External). */
+    /* A trace that names no mode (a .NET runtime's, an older pipeprof's): only wall-mode
+     * sampling records waiting threads (SampleProfiler type External). */
     if (waiting && p->mode == NULL && (p->mode = strdup("wall")) == NULL) {
         err = -ENOMEM;
         snprintf(err_msg, errlen, "out of memory");

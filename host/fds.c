@@ -393,16 +393,17 @@
  * of 98896 off in 12 runs), and 9 of 80603 such creations met one in 12 record runs (0 of 72417
  * after; the case itself passed 4 of 4 runs with those opens: it holds that no library fd stays
  * low, and meets a moment only by chance, which it allows alone, never two creations in a row,
- * and at most one plus one per 100 made: CI runs had 1 of 1408 and 1 of 470 ADDFDs off). In a low
- * moment they do not wait: with PIPEPROF_TEST_FD_LOW_MS=2 (a library fd held low 2 ms in 5) 13 to
- * 20 of 926 to 1357 io_uring opens, 175 to 356 of 710 to 1548 getpwent calls, 361 to 660 setmntent,
- * 259 to 491 getutent and 7 to 13 of 1060 to 1116 ADDFDs got the next number, CPU and wall mode
- * (fanotify's 0: the host's open that makes the event waits first). Such moments remain at a
- * session's start, a thread's start (its CPU timer, its stat files), a new module's files (the code
- * of getpwent's NSS modules) and the CFI cache's files. Interposing getpwent, setmntent, getutent
- * and their kin, counted in the gate as a close (syslog's way), would cover those three; io_uring's
- * and fanotify's fds are made by the kernel. Also open: the host's pidfd_getfd of a library fd of
- * another process that runs the library (its numbers are not known here).
+ * and at most one plus one per 25 made: CI runs had 1 of 1408 and 1 of 470 ADDFDs off, one at load
+ * 4 to 5 15 of 1088). In a low moment they do not wait: with PIPEPROF_TEST_FD_LOW_MS=2 (a library
+ * fd held low 2 ms in 5) 13 to 20 of 926 to 1357 io_uring opens, 175 to 356 of 710 to 1548 getpwent
+ * calls, 361 to 660 setmntent, 259 to 491 getutent and 7 to 13 of 1060 to 1116 ADDFDs got the next
+ * number, CPU and wall mode (fanotify's 0: the host's open that makes the event waits first). Such
+ * moments remain at a session's start, a thread's start (its CPU timer, its stat files), a new
+ * module's files (the code of getpwent's NSS modules) and the CFI cache's files. Interposing
+ * getpwent, setmntent, getutent and their kin, counted in the gate as a close (syslog's way), would
+ * cover those three; io_uring's and fanotify's fds are made by the kernel. Also open: the host's
+ * pidfd_getfd of a library fd of another process that runs the library (its numbers are not known
+ * here).
  *
  * Held by: host-contract-fds-fcntl (fcntl, fcntl64 and syscall(SYS_fcntl) with F_GETFD, F_GETFL,
  * F_SETFD, F_SETFL, F_GETLK, F_OFD_GETLK, F_GETOWN and F_GETSIG of 3..4095: before, 15 successes
@@ -955,17 +956,17 @@ host_fds_mark_library(int fd, int owned)
 static int
 host_fds_mark_low(int fd)
 {
+    long tid;
     int i, slot = -1;
 
     if (fd < 0 || fd >= HOST_FDS_MAX) {
         return -1;
     }
+    tid = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0); /* not under the lock others spin on */
     host_fds_mark_lock_take();
     for (i = 0; i < HOST_FDS_LOW_SLOTS; i++) {
         if (atomic_load_explicit(&host_fds_low[i].fd1, memory_order_relaxed) == 0) {
-            atomic_store_explicit(&host_fds_low[i].tid,
-                                  host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0),
-                                  memory_order_relaxed);
+            atomic_store_explicit(&host_fds_low[i].tid, tid, memory_order_relaxed);
             atomic_store_explicit(&host_fds_low[i].fd1, fd + 1, memory_order_release);
             atomic_fetch_add_explicit(&host_fds_low_n, 1, memory_order_acq_rel);
             slot = i;
@@ -985,6 +986,19 @@ host_fds_low_free(int slot)
         atomic_store_explicit(&host_fds_low[slot].fd1, 0, memory_order_release);
         atomic_fetch_sub_explicit(&host_fds_low_n, 1, memory_order_acq_rel);
     }
+}
+
+/* The end of a low moment that did not move fd high: its slot freed, and its mark cleared when
+ * unmark (the number is no longer the library's), both under the lock. */
+static void
+host_fds_low_end(int fd, int slot, int unmark)
+{
+    host_fds_mark_lock_take();
+    if (unmark) {
+        host_fd_mark(fd, 0);
+    }
+    host_fds_low_free(slot);
+    host_fds_mark_lock_drop();
 }
 
 /* The library's close of its marked fd (through real, syscall()'s, or libc's close when NULL),
@@ -1241,10 +1255,7 @@ host_fd_take(int fd)
     } else if (high < 0 && errno == EBADF) {
         /* Closed before it could move, by a host thread's close past the gate's bound: the
          * number may be the host's again already, and is not touched but for the mark. */
-        host_fds_mark_lock_take();
-        host_fd_mark(fd, 0);
-        host_fds_low_free(slot);
-        host_fds_mark_lock_drop();
+        host_fds_low_end(fd, slot, 1);
         return -1;
     } else {
         /* Stays low (no number free high, or one past the set): the library's in every table,
@@ -1252,9 +1263,7 @@ host_fd_take(int fd)
         if (high >= 0) {
             host_fds_close_real(high);
         }
-        host_fds_mark_lock_take();
-        host_fds_low_free(slot);
-        host_fds_mark_lock_drop();
+        host_fds_low_end(fd, slot, 0);
     }
     errno = err;
     return fd;

@@ -84,7 +84,8 @@ struct pp_profile {
      * a profile of one process. */
     struct pp_profile_process *processes;
     size_t process_count;
-    char *mode;       /* "cpu", "wall" or NULL; owned */
+    char *mode;       /* "cpu", "wall", "mixed" (sessions of both) or NULL: CPU mode guessed, the
+                         trace naming no mode and holding no waiting sample; owned */
     char *engine;     /* CPU mode's engine as the trace says ("perf_event", "timer", "mixed") or
                          NULL; owned */
     unsigned tick_hz; /* the recorded machine's scheduler tick as the trace says (0: unknown):

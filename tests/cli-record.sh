@@ -50,6 +50,20 @@ samples=$(json "$T/sh.nettrace" '["samples"]')
 no_leftovers "exit 7"
 note "forking shell: status 7, output intact, $samples samples, rundown present, ${elapsed}s"
 
+# 1b. The report names the mode the recording was made in, from the agent's Sampling event: a
+# wall recording of a program that never waits holds no waiting sample, and the report once took
+# that for CPU mode ("mode: cpu (no waiting samples)").
+BUSY=$B/samples/pp-sample-busy
+[[ -x $BUSY ]] || fail "missing $BUSY"
+"${run_env[@]}" "$PIPEPROF" record -q --mode wall -o "$T/busy.nettrace" -- "$BUSY" 1 >/dev/null ||
+  fail "record --mode wall of the busy program failed"
+busy_waiting=$(json "$T/busy.nettrace" '["waiting_samples"]')
+[[ $(json "$T/busy.nettrace" '["mode"]') == wall ]] ||
+  fail "report --format json of a wall recording says mode $(json "$T/busy.nettrace" '["mode"]')"
+mode_line=$("$PIPEPROF" report "$T/busy.nettrace" | grep '^mode: ')
+[[ $mode_line == "mode: wall; "* ]] || fail "report of a wall recording says '$mode_line'"
+note "wall recording of a busy program ($busy_waiting waiting samples): '$mode_line'"
+
 # 2. The main job: a CPU-bound program, summary on stderr, named hot functions.
 "${run_env[@]}" "$PIPEPROF" record -v --hz 200 -o "$T/w.nettrace" -- "$WORKLOAD" >"$T/w.out" 2>"$T/w.err" ||
   { cat "$T/w.err"; fail "record of the workload failed"; }
@@ -61,6 +75,10 @@ done
 # The trace header names the session's interval (200 Hz: 5 ms), not the runtime's 1 ms.
 interval=$(json "$T/w.nettrace" '["sampling_interval_ns"]')
 [[ $interval == 5000000 ]] || fail "the trace header says a $interval ns interval at 200 Hz"
+# A CPU recording says cpu, as the recording says it (no "(no waiting samples)" guess).
+[[ $(json "$T/w.nettrace" '["mode"]') == cpu ]] || fail "report --format json of a CPU recording says another mode"
+mode_line=$("$PIPEPROF" report "$T/w.nettrace" | grep '^mode: ')
+[[ $mode_line == "mode: cpu; "* ]] || fail "report of a CPU recording says '$mode_line'"
 top=$(json "$T/w.nettrace" '["top_self"][0]["function"]')
 [[ $top == *pp_workload_fn_* ]] || fail "top function is $top"
 no_leftovers workload

@@ -25,6 +25,13 @@ check_process_info "$T/pp-p.nettrace"
 
 # no --duration: Ctrl-C (SIGINT) stops the trace cleanly
 "$PIPEPROF" collect -p "$Q" -o "$T/pp-int.nettrace" 2>"$T/c5.log" & C=$!
+# Interrupted a second after its session began (collect names its file once it runs), not a
+# second after it was started: on a loaded machine the session may not have begun by then.
+for _ in $(seq 600); do
+  grep -q "^Output File" "$T/c5.log" 2>/dev/null && break
+  kill -0 "$C" 2>/dev/null || break
+  sleep 0.1
+done
 sleep 1
 kill -INT "$C"
 wait "$C" || { cat "$T/c5.log"; fail "collect stopped by SIGINT"; }

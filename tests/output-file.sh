@@ -104,7 +104,18 @@ expect "${children[0]}" out_spawned_work
 pid=$!
 PP_PIDS+=("$pid")
 wait_ready "$T/kill.out"
-sleep 0.3
+# Killed once the file holds 10 samples of the work (a fixed 0.3 s was the bet that they would be
+# flushed by then, which a loaded machine can lose); 60 s at most, then killed all the same.
+for _ in $(seq 300); do
+  n=$("$PIPEPROF" report --top 200 --format json "$T/kill.nettrace" 2>/dev/null | python3 -c 'import json,sys
+try:
+    d = json.load(sys.stdin)
+    print(sum(f["total"] for f in d["top_total"] if f["function"].endswith("!out_crash_work")))
+except Exception:
+    print(0)' || echo 0)
+  [[ $n -ge 10 ]] && break
+  sleep 0.2
+done
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
 expect "$T/kill.nettrace" out_crash_work cut

