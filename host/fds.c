@@ -705,14 +705,132 @@ host_fds_low_elsewhere(int fd)
     return rc > 0; /* 1 or 2: two tables; 0 the same; -1 cannot tell */
 }
 
+/*
+ * The library's numbers marked when a host thread unshared its fd table (close_range with
+ * CLOSE_RANGE_UNSHARE, libc's or syscall()'s): its table holds copies of those fds, which stay the
+ * library's there after the library closes its own (the mark cleared) until the thread itself
+ * closes them or dups over them. A small fixed table (no malloc; the unshare is not reachable from
+ * a signal handler); a slot whose thread is gone or no longer has a private table is taken again.
+ * host_fds_unshared_n is 0 until a first unshare, the only cost of the common case.
+ * host-contract-fds-unshare-high.
+ */
+#define HOST_FDS_UNSHARED_SLOTS 4
+
+static struct {
+    _Atomic long tid;
+    _Atomic uint64_t bits[HOST_FDS_WORDS];
+} host_fds_unshared[HOST_FDS_UNSHARED_SLOTS];
+static _Atomic int host_fds_unshared_n;
+
+/* The caller's slot (-1: none); a slot of a reused thread id (a table not private) is freed. */
+static int
+host_fds_unshared_slot(void)
+{
+    long self;
+    int i;
+
+    if (atomic_load_explicit(&host_fds_unshared_n, memory_order_acquire) == 0 ||
+        host_library_thread) {
+        return -1;
+    }
+    self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+    for (i = 0; i < HOST_FDS_UNSHARED_SLOTS; i++) {
+        if (atomic_load_explicit(&host_fds_unshared[i].tid, memory_order_acquire) == self) {
+            if (host_fds_table_private()) {
+                return i;
+            }
+            atomic_store_explicit(&host_fds_unshared[i].tid, 0, memory_order_release);
+            return -1;
+        }
+    }
+    return -1;
+}
+
+/* Records the caller's unshare: before, the marks just before it; the marks after it are added
+ * (a number marked in between is free in the caller's table, and a probe's EBADF there is bare's).
+ */
+static void
+host_fds_unshared_record(const uint64_t *before)
+{
+    long self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+    int i, slot = -1;
+
+    for (i = 0; i < HOST_FDS_UNSHARED_SLOTS && slot < 0; i++) {
+        long tid = atomic_load_explicit(&host_fds_unshared[i].tid, memory_order_acquire);
+
+        if (tid == self) {
+            slot = i;
+        } else if (tid != 0 &&
+                   host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0), tid,
+                                    0, 0, 0, 0) < 0) {
+            atomic_compare_exchange_strong_explicit(&host_fds_unshared[i].tid, &tid, 0,
+                                                    memory_order_acq_rel, memory_order_acquire);
+        }
+    }
+    for (i = 0; i < HOST_FDS_UNSHARED_SLOTS && slot < 0; i++) {
+        long zero = 0;
+
+        if (atomic_compare_exchange_strong_explicit(&host_fds_unshared[i].tid, &zero, -1,
+                                                    memory_order_acq_rel, memory_order_acquire)) {
+            slot = i;
+        }
+    }
+    if (slot < 0) {
+        return; /* no slot: the copies lose their marks with the library's closes, as before */
+    }
+    for (i = 0; i < HOST_FDS_WORDS; i++) {
+        atomic_store_explicit(
+                &host_fds_unshared[slot].bits[i],
+                before[i] | atomic_load_explicit(&host_fds_owned[i], memory_order_acquire),
+                memory_order_relaxed);
+    }
+    atomic_store_explicit(&host_fds_unshared[slot].tid, self, memory_order_release);
+    atomic_fetch_add_explicit(&host_fds_unshared_n, 1, memory_order_acq_rel);
+}
+
+/* 1 when fd is a copy the caller's unshare kept of a library fd (above). */
+static int
+host_fds_unshared_has(int fd)
+{
+    int slot = host_fds_unshared_slot();
+
+    return slot >= 0 &&
+           ((atomic_load_explicit(&host_fds_unshared[slot].bits[fd / 64], memory_order_relaxed) >>
+             (unsigned)(fd % 64)) &
+            1u);
+}
+
+/* The caller (a host thread) replaces or closes fd in its table: no longer the library's copy
+ * there. Returns 1 when it was one. */
+static int
+host_fds_unshared_drop(int fd)
+{
+    int slot;
+
+    if (fd < 0 || fd >= HOST_FDS_MAX || (slot = host_fds_unshared_slot()) < 0) {
+        return 0;
+    }
+    return (atomic_fetch_and_explicit(&host_fds_unshared[slot].bits[fd / 64],
+                                      ~((uint64_t)1 << (unsigned)(fd % 64)),
+                                      memory_order_relaxed) >>
+            (unsigned)(fd % 64)) &
+           1u;
+}
+
 static int
 host_fd_is_owned(int fd)
 {
-    return fd >= 0 && fd < HOST_FDS_MAX &&
-           ((atomic_load_explicit(&host_fds_owned[fd / 64], memory_order_acquire) >>
-             (unsigned)(fd % 64)) &
-            1u) &&
-           !host_fds_low_elsewhere(fd) && !host_fds_table_elsewhere(fd);
+    if (fd < 0 || fd >= HOST_FDS_MAX) {
+        return 0;
+    }
+    if (((atomic_load_explicit(&host_fds_owned[fd / 64], memory_order_acquire) >>
+          (unsigned)(fd % 64)) &
+         1u) &&
+        !host_fds_low_elsewhere(fd) && !host_fds_table_elsewhere(fd)) {
+        return 1;
+    }
+    return atomic_load_explicit(&host_fds_unshared_n, memory_order_relaxed) != 0 &&
+           host_fds_unshared_has(fd);
 }
 
 static void
@@ -999,6 +1117,19 @@ host_fds_low_end(int fd, int slot, int unmark)
     }
     host_fds_low_free(slot);
     host_fds_mark_lock_drop();
+}
+
+/* The host's close of fd, a copy its unshare kept of a library fd (host_fds_unshared_drop): the
+ * copy goes, in its table only; the caller answers EBADF, as bare had no fd there. */
+static void
+host_fds_close_copy(int fd)
+{
+    int err = errno;
+
+    if (host_fds_unshared_drop(fd)) {
+        host_raw_syscall(SYS_close, fd, 0, 0, 0, 0, 0);
+    }
+    errno = err;
 }
 
 /* The library's close of its marked fd (through real, syscall()'s, or libc's close when NULL),
@@ -1525,6 +1656,7 @@ close(int fd)
     }
     host_fds_gate_host_enter();
     if (host_fd_is_owned(fd)) {
+        host_fds_close_copy(fd);
         errno = EBADF; /* the number was free in the bare run */
         rc = -1;
     } else {
@@ -2221,6 +2353,7 @@ host_fds_syscall_close(host_syscall_fn real, int fd, const void *ra)
     }
     host_fds_gate_host_enter();
     if (host_fd_is_owned(fd)) {
+        host_fds_close_copy(fd);
         errno = EBADF;
     } else {
         rc = real(SYS_close, fd, 0, 0, 0, 0, 0);
@@ -2298,7 +2431,17 @@ host_fds_close_range(unsigned lo, unsigned hi, int flags, const void *ra)
         return host_close_range_raw(lo, hi, flags);
     }
     host_fds_gate_host_enter();
-    rc = host_close_range_around(lo, hi, flags);
+    if (flags & CLOSE_RANGE_UNSHARE) {
+        uint64_t before[HOST_FDS_WORDS];
+
+        for (int i = 0; i < HOST_FDS_WORDS; i++) {
+            before[i] = atomic_load_explicit(&host_fds_owned[i], memory_order_acquire);
+        }
+        rc = host_close_range_around(lo, hi, flags);
+        host_fds_unshared_record(before);
+    } else {
+        rc = host_close_range_around(lo, hi, flags);
+    }
     if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC)) {
         host_uring_closed((int)(lo > INT_MAX ? INT_MAX : lo), (int)(hi > INT_MAX ? INT_MAX : hi));
     }
@@ -2353,7 +2496,9 @@ host_fds_yield(int newfd, const void *ra)
     }
     if (host_fds_table_private()) {
         /* a copy in the caller's own table (its unshare's): the library's fd at newfd, in its
-         * table, stays; the host's dup replaces the copy only */
+         * table, stays; the host's dup replaces the copy only, and the number is the host's there
+         */
+        host_fds_unshared_drop(newfd);
         return;
     }
     taken = atomic_load_explicit(&host_fds_taken, memory_order_acquire);
