@@ -322,8 +322,11 @@
  * dup2 or dup3 there replaces what its own table holds, and the profiler goes on (it stopped, and
  * the host died of SIGPIPE); the exit's stop on that thread puts the wake's eventfd back where the
  * host closed its copy (host_fds_library_here; libuv aborted on its write). Measured:
- * host-contract-fds-unshare-high. Not covered: a copy whose fd the library closes after the
- * unshare in its table loses its mark, and the host's calls then reach that copy. The host's
+ * host-contract-fds-unshare-high. A copy whose fd the library closes after the unshare in its
+ * table loses its process-wide mark but stays the library's in the unsharing thread's table
+ * (host_fds_unshared_record: the marks of the unshare's moment, per thread, 4 slots) until that
+ * thread dups over it or closes it (the copy closed there, EBADF as bare). Not covered:
+ * unshare(CLONE_FILES), not interposed. The host's
  * pidfd_getfd (libc's or syscall()'s) of a library fd in its own process fails with EBADF, as bare,
  * where it got a copy of the library's file (host_fds_getfd_checked: kcmp tells it is the
  * library's; without kcmp, as under a seccomp filter that forbids it, the copy is still given).
