@@ -338,10 +338,19 @@
  * host-contract-fds-unshare-threads (20 pairs of threads that register from both tables, also while
  * sessions start and stop) and -unshare-exit (the exit's stop on the unsharing thread while a
  * thread of the process's table burns), with the perf and the timer CPU engine: output and status
- * as bare in every run. The host's pidfd_getfd (libc's or syscall()'s) of a library fd in its own
- * process fails with EBADF, as bare, where it got a copy of the library's file
- * (host_fds_getfd_checked: kcmp tells it is the library's; without kcmp, as under a seccomp filter
- * that forbids it, the copy is still given).
+ * as bare in every run. The library's high numbers are marked process-wide, and are the
+ * library's in such a table only where they hold its file (host_fds_table_elsewhere): the host's
+ * dup2 or dup3 there replaces what its own table holds, and the profiler goes on (it stopped, and
+ * the host died of SIGPIPE); the exit's stop on that thread puts the wake's eventfd back where the
+ * host closed its copy (host_fds_library_here; libuv aborted on its write). Measured:
+ * host-contract-fds-unshare-high. A copy whose fd the library closes after the unshare in its
+ * table loses its process-wide mark but stays the library's in the unsharing thread's table
+ * (host_fds_unshared_record: the marks of the unshare's moment, per thread, 4 slots) until that
+ * thread dups over it or closes it (the copy closed there, EBADF as bare). Not covered:
+ * unshare(CLONE_FILES), not interposed. The host's
+ * pidfd_getfd (libc's or syscall()'s) of a library fd in its own process fails with EBADF, as bare,
+ * where it got a copy of the library's file (host_fds_getfd_checked: kcmp tells it is the
+ * library's; without kcmp, as under a seccomp filter that forbids it, the copy is still given).
  *
  * The moment of a move: the kernel gives every new fd the lowest free number, and no call creates
  * one at a chosen number, so a library fd is low from its creation until host_fd_take() has
@@ -553,10 +562,129 @@ static _Atomic int host_fds_ahead_n;
 
 static _Thread_local int host_library_thread;
 
+/*
+ * A library thread whose fd table is the one the library's marked numbers are in (the process's):
+ * the first to mark itself (the server's loop thread), another when that one is gone. A host
+ * thread's close_range(CLOSE_RANGE_UNSHARE) gives it a table of its own that holds the library's
+ * fds of that moment and none made since, although those numbers are marked process-wide
+ * (host_fds_table_elsewhere).
+ */
+static _Atomic long host_fds_ref_tid;
+
 void
 host_thread_mark_library(void)
 {
+    long ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire);
+    long self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+
     host_library_thread = 1;
+    if (ref == 0 || host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0),
+                                     ref, 0, 0, 0, 0) < 0) {
+        atomic_compare_exchange_strong_explicit(&host_fds_ref_tid, &ref, self, memory_order_acq_rel,
+                                                memory_order_acquire);
+    }
+}
+
+/* 1 when the caller (a host thread) has an fd table of its own, not the library's (above). */
+static int
+host_fds_table_private(void)
+{
+    long ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire);
+    long self, rc;
+    int err;
+
+    if (ref <= 0 || host_library_thread) {
+        return 0;
+    }
+    err = errno;
+    self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+    /* a reference of this process (not of a fork()ed or vfork()ed child's parent) */
+    rc = self == ref ? 0
+         : host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0), ref, 0, 0,
+                            0, 0) != 0
+                 ? 0
+                 : host_raw_syscall(SYS_kcmp, ref, self, KCMP_FILES, 0, 0, 0);
+    errno = err;
+    return rc > 0;
+}
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL /* Linux 6.9: a pidfd of a thread, not of its process */
+#endif
+
+/*
+ * A host thread with an fd table of its own (its close_range(CLOSE_RANGE_UNSHARE)) that runs the
+ * library's stop (its exit's, its _exit's) wakes the server's loop by a write to the loop's
+ * eventfd by number, in its own table: the copy its unshare kept. Where the host dup2()ed over
+ * that copy and closed it, libuv aborted on the write's EBADF (status 134, host-contract-fds-
+ * unshare-high); where it keeps its own file there, the write would be 8 bytes into the host's
+ * file. So: where the caller's number holds no file the copy is put back from the reference
+ * thread's table (pidfd_open(PIDFD_THREAD), pidfd_getfd, dup3: raw calls, each fd gone before the
+ * return but the copy, close-on-exec); where it holds the host's file, -EBADF and the caller
+ * does not wake.
+ */
+int
+host_fds_library_here(int fd)
+{
+    long ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire), self, rc;
+    long pidfd, copy;
+    int err = errno;
+
+    if (!host_fds_table_private()) {
+        return 0;
+    }
+    self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+    rc = host_raw_syscall(SYS_kcmp, ref, self, KCMP_FILE, fd, fd, 0);
+    if (rc == 0) {
+        goto out; /* the copy is there */
+    }
+    if (host_raw_syscall(SYS_fcntl, fd, F_GETFD, 0, 0, 0, 0) >= 0) {
+        rc = -EBADF; /* the host's own file */
+        goto out;
+    }
+    pidfd = host_raw_syscall(SYS_pidfd_open, ref, PIDFD_THREAD, 0, 0, 0, 0);
+    if (pidfd < 0) {
+        rc = -errno;
+        goto out;
+    }
+    copy = host_raw_syscall(SYS_pidfd_getfd, pidfd, fd, 0, 0, 0, 0);
+    host_raw_syscall(SYS_close, pidfd, 0, 0, 0, 0, 0);
+    if (copy < 0) {
+        rc = -errno;
+        goto out;
+    }
+    rc = host_raw_syscall(SYS_dup3, copy, fd, O_CLOEXEC, 0, 0, 0) < 0 ? -errno : 0;
+    host_raw_syscall(SYS_close, copy, 0, 0, 0, 0, 0);
+out:
+    errno = err;
+    return (int)rc;
+}
+
+/*
+ * 1 when the caller (a host thread) has an fd table other than the library's reference thread's
+ * and its fd at this marked number is not the library's file there (a number the library took
+ * after the caller's unshare, free in the caller's table or holding the host's own fd): the
+ * number is not the library's in the caller's table. Two kcmp calls at most, made only for a
+ * marked number off the library's threads; where kcmp cannot answer (ENOSYS, a seccomp filter's
+ * EPERM, the reference gone) the number counts as the library's, as before.
+ * host-contract-fds-unshare-high.
+ */
+static int
+host_fds_table_elsewhere(int fd)
+{
+    long ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire);
+    long rc;
+    int err;
+
+    if (!host_fds_table_private()) {
+        return 0;
+    }
+    err = errno;
+    /* 0: the caller's copy of the library's file (kept at the unshare): the library's */
+    rc = host_raw_syscall(SYS_kcmp, ref, host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0), KCMP_FILE,
+                          fd, fd, 0);
+    errno = err;
+    return rc != 0;
 }
 
 /*
@@ -609,14 +737,132 @@ host_fds_low_elsewhere(int fd)
     return rc > 0; /* 1 or 2: two tables; 0 the same; -1 cannot tell */
 }
 
+/*
+ * The library's numbers marked when a host thread unshared its fd table (close_range with
+ * CLOSE_RANGE_UNSHARE, libc's or syscall()'s): its table holds copies of those fds, which stay the
+ * library's there after the library closes its own (the mark cleared) until the thread itself
+ * closes them or dups over them. A small fixed table (no malloc; the unshare is not reachable from
+ * a signal handler); a slot whose thread is gone or no longer has a private table is taken again.
+ * host_fds_unshared_n is 0 until a first unshare, the only cost of the common case.
+ * host-contract-fds-unshare-high.
+ */
+#define HOST_FDS_UNSHARED_SLOTS 4
+
+static struct {
+    _Atomic long tid;
+    _Atomic uint64_t bits[HOST_FDS_WORDS];
+} host_fds_unshared[HOST_FDS_UNSHARED_SLOTS];
+static _Atomic int host_fds_unshared_n;
+
+/* The caller's slot (-1: none); a slot of a reused thread id (a table not private) is freed. */
+static int
+host_fds_unshared_slot(void)
+{
+    long self;
+    int i;
+
+    if (atomic_load_explicit(&host_fds_unshared_n, memory_order_acquire) == 0 ||
+        host_library_thread) {
+        return -1;
+    }
+    self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+    for (i = 0; i < HOST_FDS_UNSHARED_SLOTS; i++) {
+        if (atomic_load_explicit(&host_fds_unshared[i].tid, memory_order_acquire) == self) {
+            if (host_fds_table_private()) {
+                return i;
+            }
+            atomic_store_explicit(&host_fds_unshared[i].tid, 0, memory_order_release);
+            return -1;
+        }
+    }
+    return -1;
+}
+
+/* Records the caller's unshare: before, the marks just before it; the marks after it are added
+ * (a number marked in between is free in the caller's table, and a probe's EBADF there is bare's).
+ */
+static void
+host_fds_unshared_record(const uint64_t *before)
+{
+    long self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+    int i, slot = -1;
+
+    for (i = 0; i < HOST_FDS_UNSHARED_SLOTS && slot < 0; i++) {
+        long tid = atomic_load_explicit(&host_fds_unshared[i].tid, memory_order_acquire);
+
+        if (tid == self) {
+            slot = i;
+        } else if (tid != 0 &&
+                   host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0), tid,
+                                    0, 0, 0, 0) < 0) {
+            atomic_compare_exchange_strong_explicit(&host_fds_unshared[i].tid, &tid, 0,
+                                                    memory_order_acq_rel, memory_order_acquire);
+        }
+    }
+    for (i = 0; i < HOST_FDS_UNSHARED_SLOTS && slot < 0; i++) {
+        long zero = 0;
+
+        if (atomic_compare_exchange_strong_explicit(&host_fds_unshared[i].tid, &zero, -1,
+                                                    memory_order_acq_rel, memory_order_acquire)) {
+            slot = i;
+        }
+    }
+    if (slot < 0) {
+        return; /* no slot: the copies lose their marks with the library's closes, as before */
+    }
+    for (i = 0; i < HOST_FDS_WORDS; i++) {
+        atomic_store_explicit(
+                &host_fds_unshared[slot].bits[i],
+                before[i] | atomic_load_explicit(&host_fds_owned[i], memory_order_acquire),
+                memory_order_relaxed);
+    }
+    atomic_store_explicit(&host_fds_unshared[slot].tid, self, memory_order_release);
+    atomic_fetch_add_explicit(&host_fds_unshared_n, 1, memory_order_acq_rel);
+}
+
+/* 1 when fd is a copy the caller's unshare kept of a library fd (above). */
+static int
+host_fds_unshared_has(int fd)
+{
+    int slot = host_fds_unshared_slot();
+
+    return slot >= 0 &&
+           ((atomic_load_explicit(&host_fds_unshared[slot].bits[fd / 64], memory_order_relaxed) >>
+             (unsigned)(fd % 64)) &
+            1u);
+}
+
+/* The caller (a host thread) replaces or closes fd in its table: no longer the library's copy
+ * there. Returns 1 when it was one. */
+static int
+host_fds_unshared_drop(int fd)
+{
+    int slot;
+
+    if (fd < 0 || fd >= HOST_FDS_MAX || (slot = host_fds_unshared_slot()) < 0) {
+        return 0;
+    }
+    return (atomic_fetch_and_explicit(&host_fds_unshared[slot].bits[fd / 64],
+                                      ~((uint64_t)1 << (unsigned)(fd % 64)),
+                                      memory_order_relaxed) >>
+            (unsigned)(fd % 64)) &
+           1u;
+}
+
 static int
 host_fd_is_owned(int fd)
 {
-    return fd >= 0 && fd < HOST_FDS_MAX &&
-           ((atomic_load_explicit(&host_fds_owned[fd / 64], memory_order_acquire) >>
-             (unsigned)(fd % 64)) &
-            1u) &&
-           !host_fds_low_elsewhere(fd);
+    if (fd < 0 || fd >= HOST_FDS_MAX) {
+        return 0;
+    }
+    if (((atomic_load_explicit(&host_fds_owned[fd / 64], memory_order_acquire) >>
+          (unsigned)(fd % 64)) &
+         1u) &&
+        !host_fds_low_elsewhere(fd) && !host_fds_table_elsewhere(fd)) {
+        return 1;
+    }
+    return atomic_load_explicit(&host_fds_unshared_n, memory_order_relaxed) != 0 &&
+           host_fds_unshared_has(fd);
 }
 
 static void
@@ -1133,6 +1379,19 @@ host_fds_low_end(int fd, int slot, int unmark)
     }
     host_fds_low_free(slot);
     host_fds_mark_lock_drop();
+}
+
+/* The host's close of fd, a copy its unshare kept of a library fd (host_fds_unshared_drop): the
+ * copy goes, in its table only; the caller answers EBADF, as bare had no fd there. */
+static void
+host_fds_close_copy(int fd)
+{
+    int err = errno;
+
+    if (host_fds_unshared_drop(fd)) {
+        host_raw_syscall(SYS_close, fd, 0, 0, 0, 0, 0);
+    }
+    errno = err;
 }
 
 /* The library's close of its marked fd (through real, syscall()'s, or libc's close when NULL),
@@ -1659,6 +1918,7 @@ close(int fd)
     }
     host_fds_gate_host_enter();
     if (host_fd_is_owned(fd)) {
+        host_fds_close_copy(fd);
         errno = EBADF; /* the number was free in the bare run */
         rc = -1;
     } else {
@@ -2366,6 +2626,7 @@ host_fds_syscall_close(host_syscall_fn real, int fd, const void *ra)
     }
     host_fds_gate_host_enter();
     if (host_fd_is_owned(fd)) {
+        host_fds_close_copy(fd);
         errno = EBADF;
     } else {
         rc = real(SYS_close, fd, 0, 0, 0, 0, 0);
@@ -2443,7 +2704,17 @@ host_fds_close_range(unsigned lo, unsigned hi, int flags, const void *ra)
         return host_close_range_raw(lo, hi, flags);
     }
     host_fds_gate_host_enter();
-    rc = host_close_range_around(lo, hi, flags);
+    if (flags & CLOSE_RANGE_UNSHARE) {
+        uint64_t before[HOST_FDS_WORDS];
+
+        for (int i = 0; i < HOST_FDS_WORDS; i++) {
+            before[i] = atomic_load_explicit(&host_fds_owned[i], memory_order_acquire);
+        }
+        rc = host_close_range_around(lo, hi, flags);
+        host_fds_unshared_record(before);
+    } else {
+        rc = host_close_range_around(lo, hi, flags);
+    }
     if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC)) {
         host_uring_closed((int)(lo > INT_MAX ? INT_MAX : lo), (int)(hi > INT_MAX ? INT_MAX : hi));
     }
@@ -2494,6 +2765,13 @@ host_fds_yield(int newfd, const void *ra)
     void (*taken)(int);
 
     if (!host_fd_is_owned(newfd) || host_fds_library_call(ra)) {
+        return;
+    }
+    if (host_fds_table_private()) {
+        /* a copy in the caller's own table (its unshare's): the library's fd at newfd, in its
+         * table, stays; the host's dup replaces the copy only, and the number is the host's there
+         */
+        host_fds_unshared_drop(newfd);
         return;
     }
     taken = atomic_load_explicit(&host_fds_taken, memory_order_acquire);

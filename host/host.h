@@ -215,5 +215,9 @@ void host_thread_mark_library(void);
  * library's: stop whatever holds it (one line on stderr); the host's call proceeds after. The
  * shim installs it; without it the fd is only forgotten. */
 void host_fds_set_taken(void (*taken)(int fd));
+/* 0 when fd, one of the library's, is the library's file in the caller's fd table too (the same
+ * table, a copy kept at the caller's unshare, or one put back where the caller's number is free);
+ * -errno when it is not (the host's own file there: -EBADF). Async-signal-safe. */
+int host_fds_library_here(int fd);
 
 #endif /* HOST_HOST_H */

@@ -570,6 +570,9 @@ void ipc_server_stop(struct ipc_server *s);
  * child of the server's process. The server must not be used afterwards.
  */
 int ipc_server_stop_quick(struct ipc_server *s, int timeout_ms);
+/* The number the stops' wake of the loop thread writes to (libuv's async fd), in the fd table of
+ * the thread that started the server. */
+int ipc_server_wake_fd(const struct ipc_server *s);
 
 /* The listen path in use ("" when none). Valid until ipc_server_stop(). */
 const char *ipc_server_listen_path(const struct ipc_server *s);

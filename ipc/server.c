@@ -1170,6 +1170,12 @@ out:
 }
 
 int
+ipc_server_wake_fd(const struct ipc_server *s)
+{
+    return s->loop.async_wfd != -1 ? s->loop.async_wfd : s->loop.async_io_watcher.fd;
+}
+
+int
 ipc_server_stop_quick(struct ipc_server *s, int timeout_ms)
 {
     uint64_t deadline;

@@ -304,7 +304,9 @@ shim_quick_stop(void)
 
     if (s != NULL) {
         ag_thread_own_code(1); /* the wait for the sessions' end is not the host's time */
-        err = ipc_server_stop_quick(s, SHIM_QUICK_EXIT_MS);
+        err = host_fds_library_here(ipc_server_wake_fd(s)) < 0
+                      ? -ETIMEDOUT
+                      : ipc_server_stop_quick(s, SHIM_QUICK_EXIT_MS);
         ag_thread_own_code(0);
     }
     if (err == -ESRCH) {
@@ -350,7 +352,9 @@ shim_exit(void)
     if (s != NULL) {
         ipc_server_get_stats(s, &st);
         bound = st.active_sessions > 0 ? SHIM_SESSIONS_EXIT_MS : SHIM_IDLE_EXIT_MS;
-        err = ipc_server_stop_quick(s, bound);
+        /* the wake's eventfd is no file of the library's in this thread's table (host/fds.c) */
+        err = host_fds_library_here(ipc_server_wake_fd(s)) < 0 ? -ETIMEDOUT
+                                                               : ipc_server_stop_quick(s, bound);
         if (err == -ETIMEDOUT && __atomic_compare_exchange_n(&shim_server, &s, NULL, 0,
                                                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
             fprintf(stderr,

@@ -46,6 +46,10 @@ pp_add_host_contract(fds-unshare-low fds unsharethreads)
 set_property(TEST host-contract-fds-unshare-low APPEND PROPERTY ENVIRONMENT
              "HC_MODES=cpu wall listen" "PIPEPROF_TEST_FD_LOW_MS=2" "PIPEPROF_TEST_FD_LOW_MARKED=1")
 pp_add_host_contract(fds-unshare-exit fds unshareexit)
+# the same unshare, then probes of 3..1023 and dup2/dup3 onto 768..1023 from the private table
+# after the library made fds in the process's table at numbers marked process-wide
+pp_add_host_contract(fds-unshare-high fds unsharehigh)
+set_property(TEST host-contract-fds-unshare-high APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall listen preload")
 pp_add_host_contract(fds-sysdup2 fds sysdup2)
 pp_add_host_contract(fds-sysdup2high fds sysdup2high)
 pp_add_host_contract(fds-sysdup3 fds sysdup3)

@@ -84,6 +84,12 @@
  *                   directory)
  *                   for 3..1023: /proc/self/fd/N, /dev/fd/N, /proc/thread-self/fd/N, /proc/PID/
  *                   fd/N, /proc/PID/task/TID/fd/N and fdinfo (fdlist)
+ *   fds unsharehigh the same unshare, then 300 ms in which the library makes fds in the
+ *                   process's table (marked process-wide, not in the main thread's table), then
+ *                   from the main thread's table fcntl(F_GETFD), and syscall()'s fstat and
+ *                   0-byte write and read, of 3..1023, and dup2 and dup3 (libc's and syscall()'s)
+ *                   of stdout onto each number of 768..1023 free there (a probe's EBADF), each
+ *                   checked to hold stdout's file and closed: as bare (unshare_high)
  *   fds uninterposed  creations no interposer sees: io_uring's IORING_OP_OPENAT, getpwent,
  *                   setmntent, getutent, a fanotify event's fd and seccomp's
  *                   SECCOMP_IOCTL_NOTIF_ADDFD, each checked against the lowest
@@ -318,8 +324,9 @@ static atomic_int unshare_round;
 static void *
 unshare_other(void *arg)
 {
-    (void)arg;
-    for (int r = 0; r < UNSHARE_ROUNDS; r++) {
+    int rounds = (int)(intptr_t)arg;
+
+    for (int r = 0; r < rounds; r++) {
         pthread_t th;
 
         while (atomic_load(&unshare_round) <= r) {
@@ -338,7 +345,7 @@ unshare_threads(void)
     pthread_t other;
     int rc, made = 0;
 
-    pthread_create(&other, NULL, unshare_other, NULL);
+    pthread_create(&other, NULL, unshare_other, (void *)(intptr_t)UNSHARE_ROUNDS);
     rc = (int)syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE);
     printf("syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE): %d\n", rc);
     for (int r = 0; r < UNSHARE_ROUNDS; r++) {
@@ -2621,6 +2628,91 @@ dup_log(int lo, int hi, int three, int raw)
     unlink(path);
 }
 
+/*
+ * The main thread unshares (close_range(CLOSE_RANGE_UNSHARE)), then waits 300 ms while a thread of
+ * the process's table (started before the unshare) starts one that burns CPU, and burns itself:
+ * the library makes fds meanwhile in the process's table (the new thread's perf fd and, in wall
+ * mode, its stat file; a session's fds) at numbers its bitmap marks process-wide, which the main
+ * thread's table does not hold. Then from the private table: the probes of 3..1023, and dup2 and
+ * dup3 (libc's and syscall()'s) of stdout onto every number of 768..1023 that is free there as
+ * bare sees it (a probe's EBADF), each checked to be stdout's file and closed (unshare_high).
+ */
+static void
+unshare_high_probes(void)
+{
+    /* through syscall(): libc's fstat is not interposed, and a sanitizer's runtime intercepts
+     * libc's read and write, whose calls then pass (host/fds.c's header) */
+    static const char *const names[] = { "fcntl(F_GETFD)", "syscall(SYS_fstat)",
+                                         "syscall(SYS_write) of 0 bytes",
+                                         "syscall(SYS_read) of 0 bytes" };
+
+    for (int c = 0; c < 4; c++) {
+        struct scan_tally t = { 0, 0, 0 };
+
+        for (int fd = 3; fd < 1024; fd++) {
+            struct stat st;
+            char b;
+            scan_count(&t, c == 0   ? fcntl(fd, F_GETFD)
+                           : c == 1 ? (int)syscall(SYS_fstat, fd, &st)
+                           : c == 2 ? (int)syscall(SYS_write, fd, &b, 0)
+                                    : (int)syscall(SYS_read, fd, &b, 0));
+        }
+        printf("unshared %s of 3..1023: %d ok, %d EBADF, %d other\n", names[c], t.ok, t.ebadf,
+               t.other);
+    }
+}
+
+static void
+unshare_high(void)
+{
+    struct stat out;
+    pthread_t other;
+    int rc;
+
+    /* the session's start first: a library fd open at the unshare and closed after it in the
+     * process's table leaves its copy in this table unmarked, seen by the probes (not covered:
+     * docs/architecture.md, the CLOSE_RANGE_UNSHARE row) */
+    host_burn_us(300000);
+    pthread_create(&other, NULL, unshare_other, (void *)(intptr_t)1);
+    rc = (int)syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE);
+    printf("syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE): %d\n", rc);
+    atomic_store(&unshare_round, 1);
+    host_burn_us(300000);
+    pthread_join(other, NULL);
+    unshare_high_probes();
+    if (fstat(1, &out) != 0) {
+        perror("fstat(1)");
+        exit(1);
+    }
+    for (int way = 0; way < 4; way++) {
+        int three = way & 1, raw = way >> 1, fd, free_n = 0, duped = 0, same = 0, closed = 0;
+
+        for (fd = 768; fd < 1024; fd++) {
+            struct stat st;
+
+            if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) {
+                continue; /* not free here as bare sees it */
+            }
+            free_n++;
+            if (dup_onto(1, fd, three, raw) != fd) {
+                continue;
+            }
+            duped++;
+            if (fstat(fd, &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino) {
+                same++;
+            }
+            if (close(fd) == 0) {
+                closed++;
+            }
+        }
+        printf("unshared %s%s(1, N) of the free numbers of 768..1023: %d free, %d got N, %d "
+               "stdout's file, %d closed\n",
+               raw ? "syscall() " : "", three ? "dup3" : "dup2", free_n, duped, same, closed);
+    }
+    unshare_high_probes();
+    host_burn_us(300000); /* the library goes on sampling, and making fds */
+}
+
 /* The kinds of creation the create mode checks: each makes one fd (two for pairs). */
 enum {
     CR_OPEN,
@@ -3806,6 +3898,8 @@ main(int argc, char **argv)
         unshare_threads();
     } else if (strcmp(how, "unshareexit") == 0) {
         unshare_exit();
+    } else if (strcmp(how, "unsharehigh") == 0) {
+        unshare_high();
     } else if (strcmp(how, "uninterposed") == 0) {
         uninterposed();
     } else if (strcmp(how, "fdlist") == 0) {
@@ -3815,11 +3909,12 @@ main(int argc, char **argv)
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
                 "argsfirst|mmapearly|acceptloop|uring|uringseccomp[bad]|badpointers|unsharethreads|"
-                "unshareexit|fdlist|"
+                "unshareexit|unsharehigh|fdlist|"
                 "uninterposed\n");
         return 2;
     }
-    fds_unshared = strcmp(how, "sysrangeunshare") == 0 || strcmp(how, "unsharethreads") == 0;
+    fds_unshared = strcmp(how, "sysrangeunshare") == 0 || strcmp(how, "unsharethreads") == 0 ||
+                   strcmp(how, "unsharehigh") == 0;
     if (fds_unshared) {
         host_tsan_unchecked_begin(); /* to the end */
     }
