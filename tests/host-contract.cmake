@@ -45,6 +45,12 @@ set_property(TEST host-contract-fds-unshare-threads APPEND PROPERTY ENVIRONMENT 
 pp_add_host_contract(fds-unshare-low fds unsharethreads)
 set_property(TEST host-contract-fds-unshare-low APPEND PROPERTY ENVIRONMENT
              "HC_MODES=cpu wall listen" "PIPEPROF_TEST_FD_LOW_MS=2" "PIPEPROF_TEST_FD_LOW_MARKED=1")
+# the same with each low moment held 150 ms, past the close gate's 50 ms bound for the host: the
+# unshare goes ahead while a library creation's low number is marked, and its new table must not
+# keep the copy (host/fds.c, host_fds_unshared_low; the host counts its open fds after the unshare)
+pp_add_host_contract(fds-unshare-lowlong fds unsharethreads)
+set_property(TEST host-contract-fds-unshare-lowlong APPEND PROPERTY ENVIRONMENT
+             "HC_MODES=cpu wall listen" "PIPEPROF_TEST_FD_LOW_MS=150" "PIPEPROF_TEST_FD_LOW_MARKED=1")
 pp_add_host_contract(fds-unshare-exit fds unshareexit)
 # the same unshare, then probes of 3..1023 and dup2/dup3 onto 768..1023 from the private table
 # after the library made fds in the process's table at numbers marked process-wide
