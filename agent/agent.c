@@ -282,14 +282,21 @@ ag_manager_start_due(void)
     pthread_mutex_unlock(&ag.life_lock);
 }
 
+void
+ag_fork_handlers_register(void)
+{
+    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+    pthread_once(&atfork_once, ag_agent_atfork_register);
+}
+
 int
 ag_start(const struct ag_config *cfg)
 {
-    static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     pthread_condattr_t ca;
     int err = 0, remote_read_ok, pending;
 
-    pthread_once(&atfork_once, ag_agent_atfork_register);
+    ag_fork_handlers_register();
     ag_interpose_init();
     pthread_mutex_lock(&ag.life_lock);
     if (atomic_load(&ag.running) || cfg->disabled) {

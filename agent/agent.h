@@ -121,6 +121,14 @@ PP_MUST_USE int ag_config_from_env(struct ag_config *cfg, char *err, size_t errl
 PP_MUST_USE int ag_start(const struct ag_config *cfg);
 
 /*
+ * Registers the agent's fork() handlers (once; ag_start() does it too): the prepare handler takes
+ * the module lock, the child's resets the agent's locks and state. A library whose own child
+ * handler starts a thread that may call ag_start() registers them first, since child handlers run
+ * in the order they were registered.
+ */
+void ag_fork_handlers_register(void);
+
+/*
  * Stops sampling, joins the agent's threads, deletes every timer and restores the previous
  * handler of the signal. Undrained records are discarded. Idempotent. Call ag_stop() before
  * ag_modules_fini(). Context: any ordinary thread but the consumer inside ag_drain()'s callback.

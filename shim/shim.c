@@ -141,6 +141,16 @@ static void shim_stop(void);
 static void
 shim_atfork_register(void)
 {
+    /* The agent's fork handlers before any thread of the agent can take its locks. Registered
+     * only by a lazily started agent's ag_start() on the loop thread, they came too late for a
+     * fork whose prepare handlers had run: glibc runs in the child only the handlers that were
+     * registered by then, so the child kept the module lock as the loop thread held it, and the
+     * forked start thread (shim_atfork_child) waited for it in ag_start() for good, the life lock
+     * held, and the child's exit() after it (a subshell of a bash script under `record`, once in
+     * about 25 runs at load 5 to 18; gdb: the lock's owner the parent's loop thread, the agent's
+     * handlers third in the list after this file's). Registered first, their child handler also
+     * runs before this file's, which starts that thread. */
+    ag_fork_handlers_register();
     pthread_atfork(NULL, NULL, shim_atfork_child);
 }
 
