@@ -136,10 +136,11 @@ shim_is_target(void)
 
 static void shim_start_process(int running);
 static void shim_atfork_child(void);
+static void shim_atfork_child_reset(void);
 static void shim_stop(void);
 
 static void
-shim_atfork_register(void)
+shim_atfork_register_resets(void)
 {
     /* The agent's fork handlers before any thread of the agent can take its locks. Registered
      * only by a lazily started agent's ag_start() on the loop thread, they came too late for a
@@ -148,9 +149,17 @@ shim_atfork_register(void)
      * forked start thread (shim_atfork_child) waited for it in ag_start() for good, the life lock
      * held, and the child's exit() after it (a subshell of a bash script under `record`, once in
      * about 25 runs at load 5 to 18; gdb: the lock's owner the parent's loop thread, the agent's
-     * handlers third in the list after this file's). Registered first, their child handler also
-     * runs before this file's, which starts that thread. */
+     * handlers third in the list after this file's). This file's reset comes first of all: the
+     * agent's child handler closes the parent's scan files through the close interposer, which
+     * takes the mark lock (with the agent's first, a forked child of pp-sample-torture spun on it
+     * for good, 4 runs of agent-torture in 20). */
+    pthread_atfork(NULL, NULL, shim_atfork_child_reset);
     ag_fork_handlers_register();
+}
+
+static void
+shim_atfork_register(void)
+{
     pthread_atfork(NULL, NULL, shim_atfork_child);
 }
 
@@ -170,19 +179,30 @@ shim_forked_start_main(void *arg)
 
 static int shim_follow_forks;
 
-static void
-shim_atfork_child(void)
-{
-    pthread_attr_t attr;
-    pthread_t thread;
-    int was_running = __atomic_load_n(&shim_server, __ATOMIC_ACQUIRE) != NULL;
+static int shim_forked_was_running; /* the fork()ed child's, by shim_atfork_child_reset() */
 
+/* The child's first handler of this file's (shim_atfork_register_resets()): the locks and state
+ * of the parent's threads, reset before any later handler (libuv's) runs into them. */
+static void
+shim_atfork_child_reset(void)
+{
+    shim_forked_was_running = __atomic_load_n(&shim_server, __ATOMIC_ACQUIRE) != NULL;
     /* The child has no loop thread; the parent owns the socket. Exec'd children get their own
      * server through LD_PRELOAD. */
     shim_server = NULL;
     host_fds_forked_child();
     bridge_agent_source_forked_child();
-    if (!was_running || !shim_follow_forks) {
+}
+
+/* The child's last handler of this file's (shim_atfork_register(), after libuv's, whose reinit
+ * of its signal pipe the start thread's loop would otherwise race). */
+static void
+shim_atfork_child(void)
+{
+    pthread_attr_t attr;
+    pthread_t thread;
+
+    if (!shim_forked_was_running || !shim_follow_forks) {
         return;
     }
     /* Most children of a shell exec at once, and their new image starts its own agent; a
@@ -214,6 +234,18 @@ shim_start_process(int running)
         shim_env_is("COMPlus_EnableDiagnostics", "0") ||
         shim_env_is("DOTNET_EnableDiagnostics_IPC", "0") || !shim_is_target()) {
         return;
+    }
+    if (!running) {
+        static pthread_once_t resets_once = PTHREAD_ONCE_INIT;
+
+        /* Before the server's start, whose uv_loop_init() registers libuv's own child handler:
+         * child handlers run in the order they were registered, and libuv's closes its signal
+         * pipe's fds through syscall(SYS_close), the library's marked fds there, which takes the
+         * mark lock; host_fds_forked_child() frees that lock, which a library thread of the
+         * parent may have held at the fork. Registered after, a forked child of
+         * pp-sample-torture spun on the lock for good (agent-torture timed out in a fresh-clone
+         * CI run, and in 2 of 10 and 1 of 15 runs by hand). */
+        pthread_once(&resets_once, shim_atfork_register_resets);
     }
     memset(&opts, 0, sizeof(opts));
     timeout_ms = ipc_server_options_from_env(&opts, running);
