@@ -36,7 +36,10 @@ check cpu "$T/cpu.nettrace" 0.35 || fail "CPU mode: frames not named by the libr
 
 "${RECORD_ENV[@]}" "$PIPEPROF" record -q --mode wall --hz 1000 -o "$T/wall.nettrace" -- \
   "$HOSTBIN" 200 200 "$B/samples" >/dev/null || fail "record (wall)"
-check wall "$T/wall.nettrace" 0.3 || fail "wall mode: frames not named by the library mapped at their time"
+# Wall mode: each phase is 200 ms of CPU, so its share of wall time follows the machine's load
+# at that moment (http-module-reuse's wall case got 24 % for liba in CI's ASan stage at a load of
+# 22); the failure this holds gave one library every sample (0 %). 0.1 keeps that apart.
+check wall "$T/wall.nettrace" 0.1 || fail "wall mode: frames not named by the library mapped at their time"
 
 # Sessions shorter than 50 ms (the libz case: libelf mapped only at the rundown, after the
 # unload): `record` of a 30 ms run, and `collect` with the providers dotnet-trace's cpu-sampling
