@@ -786,9 +786,9 @@ host_fds_unshared_slot(void)
     long self, ref;
     int i;
 
-    if (!host_fds_unshared_here ||
-        atomic_load_explicit(&host_fds_unshared_n, memory_order_acquire) == 0 ||
-        host_library_thread) {
+    /* the count first: no thread-local access before a first unshare */
+    if (atomic_load_explicit(&host_fds_unshared_n, memory_order_acquire) == 0 ||
+        !host_fds_unshared_here || host_library_thread) {
         return -1;
     }
     ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire);
