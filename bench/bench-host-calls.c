@@ -5,10 +5,13 @@
  * as a host's are, and the epoll fd and page file bench-interpose's epoll_wait-host and mmap-host
  * use, made as a host's, and a ring of the host's (io_uring-nop-host) set up and filled here, its
  * io_uring_enter made here or through libc's syscall by bench-interpose, and the sockets of its
- * connect and bind cases, made as a host's. bench-interpose links
- * host/ into its program, whose code host/fds.c counts as the library's (host_fds_trust_self);
- * calls made from here are the host's. Exported: the project builds with -fvisibility=hidden.
+ * connect and bind cases, made as a host's; a directory's listing (opendir, readdir, closedir;
+ * getdents64 through syscall()) and a thread's close_range(CLOSE_RANGE_UNSHARE), made here.
+ * bench-interpose links host/ into its program, whose code host/fds.c counts as the library's
+ * (host_fds_trust_self); calls made from here are the host's. Exported: the project builds with
+ * -fvisibility=hidden.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/io_uring.h>
 #include <stdatomic.h>
@@ -34,12 +37,48 @@ __attribute__((visibility("default"))) int bench_host_uring(void);
 __attribute__((visibility("default"))) void bench_host_uring_nop(void);
 __attribute__((visibility("default"))) long bench_host_uring_enter(int fd);
 __attribute__((visibility("default"))) int bench_host_socket(int domain, int type);
+__attribute__((visibility("default"))) int bench_host_list(const char *path);
+__attribute__((visibility("default"))) long bench_host_getdents(int fd, void *buf, size_t len);
+__attribute__((visibility("default"))) int bench_host_unshare(void);
 
 /* A socket of the host's (bench-interpose's connect and bind cases). */
 int
 bench_host_socket(int domain, int type)
 {
     return socket(domain, type | SOCK_CLOEXEC, 0);
+}
+
+/* opendir, readdir to the end and closedir of path, as a host lists a directory: the entries
+ * seen, or -1 (bench-interpose's readdir-* cases). */
+int
+bench_host_list(const char *path)
+{
+    DIR *d = opendir(path);
+    int n = 0;
+
+    if (d == NULL) {
+        return -1;
+    }
+    while (readdir(d) != NULL) {
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* syscall(SYS_getdents64) of fd, the host's raw listing (getdents64-dir). */
+long
+bench_host_getdents(int fd, void *buf, size_t len)
+{
+    return syscall(SYS_getdents64, fd, buf, len);
+}
+
+/* close_range(CLOSE_RANGE_UNSHARE) of a range that holds no fd: the calling thread's fd table
+ * made its own, the library's record of its marks then (the *-unshared cases). */
+int
+bench_host_unshare(void)
+{
+    return close_range(0x7ffffff0u, ~0u, CLOSE_RANGE_UNSHARE);
 }
 
 int

@@ -70,17 +70,35 @@
  *   open-library      open() of /dev/null and close() of it from this program, the library's
  *                     creation: moved high (a dup and a close) and marked while open, its low
  *                     number in its moment too (host_fd_take), and its close's unmark
+ *   readdir-procfd    opendir, readdir to the end and closedir of /proc/self/fd from
+ *                     libbench-host-calls.so, as a host lists it (the library's ~10 fds there,
+ *                     left out of the host's listing: host/fds.c's fdlist), the listing timed
+ *   readdir-dir       the same of an ordinary directory of 20 files
+ *   getdents64-dir    syscall(SYS_getdents64) of a host's fd of that directory (its offset put
+ *                     back to 0 by libc's lseek before each, on both sides)
+ *   open-trunc        open(O_WRONLY | O_TRUNC) of a /tmp file and close() of it, from
+ *                     libbench-host-calls.so (the pre-check of the path before a truncation)
+ *   open-plain        the same without O_TRUNC
+ *   fcntl-getfd-host  fcntl(F_GETFD) of a host's fd
+ *   read0-host        read() of 0 bytes of a host's fd
+ * Then fcntl-getfd-host, read0-host and fcntl-dupfd again after a host thread's
+ * close_range(CLOSE_RANGE_UNSHARE), a library thread marked (the server's loop thread, the
+ * reference table): from the main thread ("other") and from the unsharing thread ("unshared").
  * The library holds 8 fds of its own (registered, high) and SIGPROF, as while sampling. Libc
  * and the interposer alternate within each round; prints per call the median ns of each over the
  * rounds and their ratio. usage: bench-interpose [ROUNDS [CALLS]] (11, 200000).
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <linux/io_uring.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,7 +117,7 @@
 #include "bench/bench.h"
 #include "host/host.h"
 
-#define BENCH_OPS    34
+#define BENCH_OPS    41
 #define BENCH_ROUNDS 64
 
 static const char *const bench_ops[BENCH_OPS] = { "close",
@@ -135,7 +153,19 @@ static const char *const bench_ops[BENCH_OPS] = { "close",
                                                   "connect-unix-host",
                                                   "connect-unix-heap-host",
                                                   "bind-host",
-                                                  "open-library" };
+                                                  "open-library",
+                                                  "readdir-procfd",
+                                                  "readdir-dir",
+                                                  "getdents64-dir",
+                                                  "open-trunc",
+                                                  "open-plain",
+                                                  "fcntl-getfd-host",
+                                                  "read0-host" };
+
+/* The cases run again after a host thread's close_range(CLOSE_RANGE_UNSHARE) (main's second
+ * part): from another thread (the record's count no longer 0) and from the unsharing thread. */
+#define BENCH_UNSHARE_OPS 3
+static const int bench_unshare_ops[BENCH_UNSHARE_OPS] = { 39, 40, 12 };
 
 static int (*libc_close)(int);
 static int (*libc_dup2)(int, int);
@@ -152,6 +182,10 @@ static int (*libc_epoll_wait)(int, struct epoll_event *, int, int);
 static void *(*libc_mmap)(void *, size_t, int, int, int, off_t);
 static int (*libc_connect)(int, const struct sockaddr *, socklen_t);
 static int (*libc_bind)(int, const struct sockaddr *, socklen_t);
+static DIR *(*libc_opendir)(const char *);
+static struct dirent *(*libc_readdir)(DIR *);
+static int (*libc_closedir)(DIR *);
+static off_t (*libc_lseek)(int, off_t, int);
 
 /* bench-host-calls.c: open and close from an object of the host's. */
 int bench_host_open(const char *path, int flags);
@@ -165,6 +199,9 @@ int bench_host_page(void);
 int bench_host_uring(void);
 int bench_host_socket(int domain, int type);
 void bench_host_uring_nop(void);
+int bench_host_list(const char *path);
+long bench_host_getdents(int fd, void *buf, size_t len);
+int bench_host_unshare(void);
 long bench_host_uring_enter(int fd);
 static long (*libc_syscall)(long, ...);
 static int bench_futex_word;
@@ -185,6 +222,12 @@ static int bench_host_udp, bench_host_unix;
 static struct sockaddr_in *bench_heap_in;
 static struct sockaddr_un *bench_heap_un;
 #define BENCH_MISSING_PATH "/nonexistent/pipeprof-bench-interpose-socket"
+/* A directory of BENCH_ENTRIES files under a fresh /tmp directory (readdir-dir, getdents64-dir:
+ * bench_host_dirfd2 is a host's fd of it) and a file beside it (open-trunc, open-plain). */
+#define BENCH_ENTRIES      20
+static char bench_tmp[64], bench_list[80], bench_trunc[80];
+static int bench_host_listfd;
+static char bench_dents[4096];
 
 /* write-agent's hooks: an agent that does nothing but count its signals, as agent/host-hooks.c
  * does (a thread-local read). */
@@ -263,6 +306,52 @@ bench_on_signal(int sig, siginfo_t *info, void *uc)
     (void)sig;
     (void)info;
     (void)uc;
+}
+
+/* The files of readdir-dir, getdents64-dir, open-trunc and open-plain (libc's calls: no mark);
+ * 0 or -1. */
+static int
+bench_tmp_make(void)
+{
+    char name[96];
+    int i, f;
+
+    snprintf(bench_tmp, sizeof(bench_tmp), "/tmp/pipeprof-bench-interpose-XXXXXX");
+    if (mkdtemp(bench_tmp) == NULL) {
+        return -1;
+    }
+    snprintf(bench_list, sizeof(bench_list), "%s/list", bench_tmp);
+    snprintf(bench_trunc, sizeof(bench_trunc), "%s/trunc", bench_tmp);
+    if (mkdir(bench_list, 0700) != 0) {
+        return -1;
+    }
+    for (i = 0; i <= BENCH_ENTRIES; i++) {
+        if (i < BENCH_ENTRIES) {
+            snprintf(name, sizeof(name), "%s/entry-%02d.txt", bench_list, i);
+        }
+        f = libc_open(i < BENCH_ENTRIES ? name : bench_trunc, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (f < 0) {
+            return -1;
+        }
+        libc_close(f);
+    }
+    bench_host_listfd = bench_host_open(bench_list, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return bench_host_listfd >= 0 ? 0 : -1;
+}
+
+static void
+bench_tmp_remove(void)
+{
+    char name[96];
+    int i;
+
+    for (i = 0; i < BENCH_ENTRIES; i++) {
+        snprintf(name, sizeof(name), "%s/entry-%02d.txt", bench_list, i);
+        unlink(name);
+    }
+    unlink(bench_trunc);
+    rmdir(bench_list);
+    rmdir(bench_tmp);
 }
 
 /* calls of op, through libc (real) or the interposer; ns per call. */
@@ -435,6 +524,45 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
             real ? libc_bind(bench_host_udp, (struct sockaddr *)&in, sizeof(in))
                  : bind(bench_host_udp, (struct sockaddr *)&in, sizeof(in));
             break;
+        case 34:
+        case 35: {
+            const char *path = op == 34 ? "/proc/self/fd" : bench_list;
+
+            if (real) {
+                DIR *d = libc_opendir(path);
+
+                while (d != NULL && libc_readdir(d) != NULL) {
+                }
+                if (d != NULL) {
+                    libc_closedir(d);
+                }
+            } else {
+                bench_host_list(path);
+            }
+            break;
+        }
+        case 36:
+            libc_lseek(bench_host_listfd, 0, SEEK_SET);
+            real ? libc_syscall(SYS_getdents64, bench_host_listfd, bench_dents, sizeof(bench_dents))
+                 : bench_host_getdents(bench_host_listfd, bench_dents, sizeof(bench_dents));
+            break;
+        case 37:
+        case 38: {
+            int fl = O_WRONLY | O_CLOEXEC | (op == 37 ? O_TRUNC : 0);
+            int o = real ? libc_open(bench_trunc, fl) : bench_host_open(bench_trunc, fl);
+
+            real ? libc_close(o) : bench_host_close(o);
+            break;
+        }
+        case 39:
+            real ? libc_fcntl(bench_host_fd, F_GETFD) : fcntl(bench_host_fd, F_GETFD);
+            break;
+        case 40: {
+            char b;
+
+            real ? libc_read(bench_host_fd, &b, 0) : read(bench_host_fd, &b, 0);
+            break;
+        }
         default:
             real ? libc_sigmask(SIG_BLOCK, &set, NULL) : pthread_sigmask(SIG_BLOCK, &set, NULL);
             real ? libc_sigmask(SIG_UNBLOCK, &set, NULL) : pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -442,6 +570,119 @@ bench_run(int op, int real, unsigned calls, int fd, int fd2)
         }
     }
     return (double)(bench_now_ns() - t0) / calls;
+}
+
+/* The second part: bench_unshare_ops after a host thread's CLOSE_RANGE_UNSHARE, with a library
+ * thread marked (the server's loop thread: the reference table, as while sampling), from the main
+ * thread ([0]: another thread, the record's count not 0) and from the unsharing thread ([1]). */
+struct bench_unshare {
+    int rounds;
+    unsigned calls;
+    int fd, fd2;
+    _Atomic int state; /* 1: library thread marked; 2: unshared; 3: main done; 4: thread done */
+    double ns[BENCH_UNSHARE_OPS][2][2][BENCH_ROUNDS];
+};
+
+static void
+bench_unshare_rounds(struct bench_unshare *u, int who)
+{
+    int r, k, i;
+
+    for (r = 0; r < u->rounds; r++) {
+        for (k = 0; k < BENCH_UNSHARE_OPS; k++) {
+            for (i = 0; i < 2; i++) {
+                int real = (i + r) % 2;
+
+                u->ns[k][who][real][r] =
+                        bench_run(bench_unshare_ops[k], real, u->calls, u->fd, u->fd2);
+            }
+        }
+    }
+}
+
+static void
+bench_wait_state(struct bench_unshare *u, int state)
+{
+    while (atomic_load(&u->state) < state) {
+        sched_yield();
+    }
+}
+
+static void *
+bench_library_thread(void *arg)
+{
+    struct bench_unshare *u = arg;
+
+    host_thread_mark_library();
+    atomic_store(&u->state, 1);
+    bench_wait_state(u, 4);
+    return NULL;
+}
+
+static void *
+bench_unsharing_thread(void *arg)
+{
+    struct bench_unshare *u = arg;
+
+    if (bench_host_unshare() != 0) {
+        fprintf(stderr, "bench-interpose: close_range(CLOSE_RANGE_UNSHARE): %s\n", strerror(errno));
+        exit(1);
+    }
+    atomic_store(&u->state, 2);
+    bench_wait_state(u, 3);
+    bench_unshare_rounds(u, 1);
+    atomic_store(&u->state, 4);
+    return NULL;
+}
+
+/* libc's and the interposer's medians of n rounds of ns[2][...] (real at 1), printed. */
+static void
+bench_print(const char *name, double ns[2][BENCH_ROUNDS], int rounds)
+{
+    double libc, ours;
+
+    qsort(ns[1], (size_t)rounds, sizeof(double), bench_cmp_double);
+    qsort(ns[0], (size_t)rounds, sizeof(double), bench_cmp_double);
+    libc = ns[1][rounds / 2];
+    ours = ns[0][rounds / 2];
+    printf("  %-16s libc %7.1f ns  interposed %7.1f ns  %.2fx\n", name, libc, ours,
+           libc > 0 ? ours / libc : 0);
+}
+
+static int
+bench_unshare_part(int rounds, unsigned calls, int fd, int fd2)
+{
+    static struct bench_unshare u;
+    pthread_t lib, unsharer;
+    char name[40];
+    int k, who;
+
+    u.rounds = rounds;
+    u.calls = calls;
+    u.fd = fd;
+    u.fd2 = fd2;
+    if (pthread_create(&lib, NULL, bench_library_thread, &u) != 0) {
+        return -1;
+    }
+    bench_wait_state(&u, 1);
+    if (pthread_create(&unsharer, NULL, bench_unsharing_thread, &u) != 0) {
+        return -1;
+    }
+    bench_wait_state(&u, 2);
+    bench_unshare_rounds(&u, 0);
+    atomic_store(&u.state, 3);
+    pthread_join(unsharer, NULL);
+    pthread_join(lib, NULL);
+    printf("after a host thread's CLOSE_RANGE_UNSHARE (a library thread marked): from another "
+           "thread (other), from the unsharing thread (unshared)\n");
+    for (k = 0; k < BENCH_UNSHARE_OPS; k++) {
+        for (who = 0; who < 2; who++) {
+            snprintf(name, sizeof(name), "%s %s", bench_ops[bench_unshare_ops[k]],
+                     who ? "unshared" : "other");
+            bench_print(name, u.ns[k][who], rounds);
+        }
+    }
+    return 0;
 }
 
 int
@@ -473,9 +714,14 @@ main(int argc, char **argv)
     libc_mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
     libc_connect = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "connect");
     libc_bind = (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "bind");
+    libc_opendir = (DIR * (*)(const char *)) dlsym(RTLD_NEXT, "opendir");
+    libc_readdir = (struct dirent * (*)(DIR *)) dlsym(RTLD_NEXT, "readdir");
+    libc_closedir = (int (*)(DIR *))dlsym(RTLD_NEXT, "closedir");
+    libc_lseek = (off_t(*)(int, off_t, int))dlsym(RTLD_NEXT, "lseek");
     if (!libc_connect || !libc_bind || !libc_epoll_wait || !libc_mmap || !libc_open ||
         !libc_openat || !libc_fcntl || !libc_fstat || !libc_ioctl || !libc_syscall || !libc_write ||
-        !libc_read || !libc_close || !libc_dup2 || !libc_sigaction || !libc_sigmask) {
+        !libc_read || !libc_close || !libc_dup2 || !libc_sigaction || !libc_sigmask ||
+        !libc_opendir || !libc_readdir || !libc_closedir || !libc_lseek) {
         fprintf(stderr, "bench-interpose: libc's functions not found\n");
         return 1;
     }
@@ -511,6 +757,10 @@ main(int argc, char **argv)
         fprintf(stderr, "bench-interpose: /dev/null not opened\n");
         return 1;
     }
+    if (bench_tmp_make() != 0) {
+        fprintf(stderr, "bench-interpose: %s not made: %s\n", bench_tmp, strerror(errno));
+        return 1;
+    }
     for (i = 0; i < 8; i++) {
         (void)host_fd_take(open("/dev/null", O_RDONLY)); /* the library's own fds */
     }
@@ -534,14 +784,13 @@ main(int argc, char **argv)
     printf("bench-interpose: %u calls x %d rounds; median ns per call (sigmask: per pair)\n", calls,
            rounds);
     for (op = 0; op < BENCH_OPS; op++) {
-        double libc, ours;
-
-        qsort(ns[op][1], (size_t)rounds, sizeof(double), bench_cmp_double);
-        qsort(ns[op][0], (size_t)rounds, sizeof(double), bench_cmp_double);
-        libc = ns[op][1][rounds / 2];
-        ours = ns[op][0][rounds / 2];
-        printf("  %-16s libc %7.1f ns  interposed %7.1f ns  %.2fx\n", bench_ops[op], libc, ours,
-               libc > 0 ? ours / libc : 0);
+        bench_print(bench_ops[op], ns[op], rounds);
     }
+    if (bench_unshare_part(rounds, calls, fd, fd2) != 0) {
+        fprintf(stderr, "bench-interpose: no threads\n");
+        bench_tmp_remove();
+        return 1;
+    }
+    bench_tmp_remove();
     return 0;
 }

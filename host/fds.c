@@ -748,8 +748,9 @@ host_fds_low_elsewhere(int fd)
  * CLOSE_RANGE_UNSHARE, libc's or syscall()'s): its table holds copies of those fds, which stay the
  * library's there after the library closes its own (the mark cleared) until the thread itself
  * closes them or dups over them. A small fixed table (no malloc; the unshare is not reachable from
- * a signal handler); a slot whose thread is gone or no longer has a private table is taken again.
- * host_fds_unshared_n is 0 until a first unshare, the only cost of the common case.
+ * a signal handler); a slot whose thread is gone or shares the library's table (its id reused)
+ * is taken again. host_fds_unshared_n is 0 until a first unshare, and a thread that did not
+ * unshare looks at its own thread-local flag only: the cost of the common case.
  * host-contract-fds-unshare-high.
  */
 #define HOST_FDS_UNSHARED_SLOTS 4
@@ -760,21 +761,50 @@ static struct {
 } host_fds_unshared[HOST_FDS_UNSHARED_SLOTS];
 static _Atomic int host_fds_unshared_n;
 
-/* The caller's slot (-1: none); a slot of a reused thread id (a table not private) is freed. */
+/* 1 once the caller recorded an unshare (or a vfork()ed child did, on its parent's stack and
+ * thread-local memory); 0, the common case: a thread that never unshared looks at no slot, so
+ * that after a first unshare anywhere its fd calls do not pay a gettid each (fdcost: fcntl(F_GETFD)
+ * of a host fd from another thread 1.9x libc's). A fork's child inherits it with its thread,
+ * whose id is not the slot's. */
+static _Thread_local int host_fds_unshared_here;
+
+/* The caller's slot as last found (its thread id and the reference thread's then): while the
+ * slot still holds that id and the reference is the same, the slot is the caller's and its table
+ * private (a thread's table, once its own, stays so) without the four system calls of the look
+ * (fdcost: fcntl(F_GETFD) of a host fd from the unsharing thread 7 to 30x libc's). A fork's child
+ * forgets it (host_fds_forked_child); a vfork()ed child shares it, and its table is a copy of the
+ * private one, with the same copies. */
+static _Thread_local struct {
+    long tid, ref;
+    int slot;
+} host_fds_unshared_seen;
+
+/* The caller's slot (-1: none); a slot of a table no longer private is freed. */
 static int
 host_fds_unshared_slot(void)
 {
-    long self;
+    long self, ref;
     int i;
 
+    /* the count first: no thread-local access before a first unshare */
     if (atomic_load_explicit(&host_fds_unshared_n, memory_order_acquire) == 0 ||
-        host_library_thread) {
+        !host_fds_unshared_here || host_library_thread) {
         return -1;
+    }
+    ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire);
+    i = host_fds_unshared_seen.slot;
+    if (host_fds_unshared_seen.tid > 0 && host_fds_unshared_seen.ref == ref &&
+        atomic_load_explicit(&host_fds_unshared[i].tid, memory_order_acquire) ==
+                host_fds_unshared_seen.tid) {
+        return i;
     }
     self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
     for (i = 0; i < HOST_FDS_UNSHARED_SLOTS; i++) {
         if (atomic_load_explicit(&host_fds_unshared[i].tid, memory_order_acquire) == self) {
             if (host_fds_table_private()) {
+                host_fds_unshared_seen.tid = self;
+                host_fds_unshared_seen.ref = ref;
+                host_fds_unshared_seen.slot = i;
                 return i;
             }
             atomic_store_explicit(&host_fds_unshared[i].tid, 0, memory_order_release);
@@ -782,6 +812,23 @@ host_fds_unshared_slot(void)
         }
     }
     return -1;
+}
+
+/* 1 when the live thread tid shares the library's reference thread's fd table: a thread id an
+ * unsharing thread had, reused by a thread that never unshared (it never looks at the slot). */
+static int
+host_fds_tid_shares_table(long tid)
+{
+    long ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire);
+    int err = errno;
+    long rc;
+
+    if (ref <= 0 || tid <= 0) {
+        return 0;
+    }
+    rc = ref == tid ? 0 : host_raw_syscall(SYS_kcmp, ref, tid, KCMP_FILES, 0, 0, 0);
+    errno = err;
+    return rc == 0;
 }
 
 /* Records the caller's unshare: before, the marks just before it; the marks after it are added
@@ -802,8 +849,9 @@ host_fds_unshared_record(const uint64_t *before)
         if (tid == self) {
             slot = i;
         } else if (tid != 0 &&
-                   host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0), tid,
-                                    0, 0, 0, 0) < 0) {
+                   (host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0),
+                                     tid, 0, 0, 0, 0) < 0 ||
+                    host_fds_tid_shares_table(tid))) {
             atomic_compare_exchange_strong_explicit(&host_fds_unshared[i].tid, &tid, 0,
                                                     memory_order_acq_rel, memory_order_acquire);
         }
@@ -833,6 +881,7 @@ host_fds_unshared_record(const uint64_t *before)
                 memory_order_relaxed);
     }
     atomic_store_explicit(&host_fds_unshared[slot].tid, self, memory_order_release);
+    host_fds_unshared_here = 1;
     atomic_fetch_add_explicit(&host_fds_unshared_n, 1, memory_order_acq_rel);
 }
 
@@ -1265,15 +1314,6 @@ host_fds_path_result(int dirfd, const char *path, long rc, int opened, const voi
     return -1;
 }
 
-/* 1 when an entry named name of the directory open at dirfd is a library fd's in this process's
- * fd or fdinfo directory (the host's listing leaves it out). */
-static int
-host_fds_entry_hidden(int dirfd, const char *name, const void *ra)
-{
-    return host_fds_name_library(name) >= 0 && host_fds_is_fd_dir(dirfd) &&
-           !host_fds_library_call(ra);
-}
-
 /* A getdents64 buffer of rc bytes that the host's call filled from dirfd, with the library's
  * entries of this process's fd or fdinfo directory taken out in place (each kept entry keeps its
  * d_off, so telldir and seekdir still find the next): the bytes left. */
@@ -1702,6 +1742,7 @@ host_fds_forked_child(void)
     }
     atomic_store_explicit(&host_fds_low_n, 0, memory_order_release);
     atomic_store(&host_fds_gate_host, 0);
+    host_fds_unshared_seen.tid = 0; /* the forking thread's: the child's id is another */
 }
 
 int
@@ -4782,6 +4823,40 @@ opendir(const char *path)
     return d;
 }
 
+/* Each closedir (the library's and the host's) counts here: a DIR's memory and its fd number may
+ * be another directory's after it (host_fds_dir_hidden's cache). */
+static _Atomic unsigned host_fds_dir_closes;
+
+/* 1 when an entry named name that readdir read from d is a library fd's in this process's fd or
+ * fdinfo directory. What d's directory is (a readlink) is asked once per listing, not per library
+ * number: the answer is kept per thread for d and its fd until a closedir anywhere (fdcost:
+ * /proc/self/fd listed 2.95x bare's with a readlink for each of the library's 10 entries). */
+static int
+host_fds_dir_hidden(DIR *d, const char *name, const void *ra)
+{
+    static _Thread_local struct {
+        DIR *d;
+        int fd;
+        unsigned closes;
+        int fd_dir;
+    } seen;
+    unsigned closes;
+    int fd;
+
+    if (host_fds_name_library(name) < 0) {
+        return 0;
+    }
+    fd = dirfd(d);
+    closes = atomic_load_explicit(&host_fds_dir_closes, memory_order_acquire);
+    if (seen.d != d || seen.fd != fd || seen.closes != closes) {
+        seen.fd_dir = host_fds_is_fd_dir(fd);
+        seen.d = d;
+        seen.fd = fd;
+        seen.closes = closes;
+    }
+    return seen.fd_dir && !host_fds_library_call(ra);
+}
+
 HOST_EXPORT int
 closedir(DIR *d)
 {
@@ -4795,44 +4870,45 @@ closedir(DIR *d)
     if (host_fd_is_owned(dirfd(d)) && host_fds_library_call(__builtin_return_address(0))) {
         host_fd_forget(dirfd(d));
     }
+    /* before the close: a DIR that takes d's memory or number after it is seen as new */
+    atomic_fetch_add_explicit(&host_fds_dir_closes, 1, memory_order_acq_rel);
     return real(d);
 }
 
 /* The host's listing of this process's fd or fdinfo directory leaves the library's numbers out
- * (host_fds_entry_hidden: an entry whose name is not a library number passes at once; glibc's
+ * (host_fds_dir_hidden: an entry whose name is not a library number passes at once; glibc's
  * readdir reads through its internal getdents64, which no interposer sees). */
-#define HOST_FDS_READDIR(type, name)                                                               \
-    HOST_EXPORT type *name(DIR *d)                                                                 \
-    {                                                                                              \
-        static _Atomic(void *) real_p;                                                             \
-        type *(*real)(DIR *) = (type * (*)(DIR *)) host_real(&real_p, #name);                      \
-        type *e;                                                                                   \
-                                                                                                   \
-        if (real == NULL) {                                                                        \
-            errno = ENOSYS;                                                                        \
-            return NULL;                                                                           \
-        }                                                                                          \
-        do {                                                                                       \
-            e = real(d);                                                                           \
-        } while (e != NULL &&                                                                      \
-                 host_fds_entry_hidden(dirfd(d), e->d_name, __builtin_return_address(0)));         \
-        return e;                                                                                  \
-    }                                                                                              \
-    HOST_EXPORT int name##_r(DIR *d, type *entry, type **result)                                   \
-    {                                                                                              \
-        static _Atomic(void *) real_p;                                                             \
-        int (*real)(DIR *, type *, type **) =                                                      \
-                (int (*)(DIR *, type *, type **))host_real(&real_p, #name "_r");                   \
-        int rc;                                                                                    \
-                                                                                                   \
-        if (real == NULL) {                                                                        \
-            return ENOSYS;                                                                         \
-        }                                                                                          \
-        do {                                                                                       \
-            rc = real(d, entry, result);                                                           \
-        } while (rc == 0 && *result != NULL &&                                                     \
-                 host_fds_entry_hidden(dirfd(d), (*result)->d_name, __builtin_return_address(0))); \
-        return rc;                                                                                 \
+#define HOST_FDS_READDIR(type, name)                                                           \
+    HOST_EXPORT type *name(DIR *d)                                                             \
+    {                                                                                          \
+        static _Atomic(void *) real_p;                                                         \
+        type *(*real)(DIR *) = (type * (*)(DIR *)) host_real(&real_p, #name);                  \
+        type *e;                                                                               \
+                                                                                               \
+        if (real == NULL) {                                                                    \
+            errno = ENOSYS;                                                                    \
+            return NULL;                                                                       \
+        }                                                                                      \
+        do {                                                                                   \
+            e = real(d);                                                                       \
+        } while (e != NULL && host_fds_dir_hidden(d, e->d_name, __builtin_return_address(0))); \
+        return e;                                                                              \
+    }                                                                                          \
+    HOST_EXPORT int name##_r(DIR *d, type *entry, type **result)                               \
+    {                                                                                          \
+        static _Atomic(void *) real_p;                                                         \
+        int (*real)(DIR *, type *, type **) =                                                  \
+                (int (*)(DIR *, type *, type **))host_real(&real_p, #name "_r");               \
+        int rc;                                                                                \
+                                                                                               \
+        if (real == NULL) {                                                                    \
+            return ENOSYS;                                                                     \
+        }                                                                                      \
+        do {                                                                                   \
+            rc = real(d, entry, result);                                                       \
+        } while (rc == 0 && *result != NULL &&                                                 \
+                 host_fds_dir_hidden(d, (*result)->d_name, __builtin_return_address(0)));      \
+        return rc;                                                                             \
     }
 
 HOST_FDS_READDIR(struct dirent, readdir)

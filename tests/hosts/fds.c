@@ -83,7 +83,8 @@
  *                   access, openat, fopen, and readlinkat, fstatat and faccessat of N at the
  *                   directory)
  *                   for 3..1023: /proc/self/fd/N, /dev/fd/N, /proc/thread-self/fd/N, /proc/PID/
- *                   fd/N, /proc/PID/task/TID/fd/N and fdinfo (fdlist)
+ *                   fd/N, /proc/PID/task/TID/fd/N and fdinfo (fdlist); then an ordinary
+ *                   directory of files named 3..1023, listed after /proc/self/fd
  *   fds unsharehigh the same unshare, then 300 ms in which the library makes fds in the
  *                   process's table (marked process-wide, not in the main thread's table), then
  *                   from the main thread's table fcntl(F_GETFD), and syscall()'s fstat and
@@ -3835,6 +3836,38 @@ fdlist_paths(const char *prefix, const char *dir, const char *label)
     }
 }
 
+/* A directory of files named 3..1023 (the library's numbers among them), made under TMPDIR and
+ * listed right after /proc/self/fd (the DIR's memory and fd number likely the same as that
+ * listing's): every name seen, as bare (host/fds.c keeps what a DIR's directory is per listing,
+ * forgotten at a closedir). Removed after. */
+static void
+fdlist_numbered(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[256], path[300];
+    int n, fd;
+
+    (void)snprintf(dir, sizeof(dir), "%s/pp-fdlist-XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        printf("mkdtemp: errno %d\n", errno);
+        return;
+    }
+    for (n = 3; n < 1024; n++) {
+        (void)snprintf(path, sizeof(path), "%s/%d", dir, n);
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
+    fdlist_listings("/proc/self/fd", "/proc/self/fd (before the numbered directory)");
+    fdlist_listings(dir, "a directory of files 3..1023");
+    for (n = 3; n < 1024; n++) {
+        (void)snprintf(path, sizeof(path), "%s/%d", dir, n);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 static void
 fdlist(void)
 {
@@ -3851,6 +3884,7 @@ fdlist(void)
     fdlist_listings("/proc/thread-self/fd", "/proc/thread-self/fd");
     fdlist_listings(pid, "/proc/PID/fd");
     fdlist_listings(task_info, "/proc/PID/task/TID/fdinfo");
+    fdlist_numbered();
     {
         static const char *const dirs[] = { "/proc/self/fd", "/proc/self/fdinfo", "/dev/fd",
                                             "/proc/thread-self/fd" };
