@@ -180,7 +180,9 @@ roundtrip_fd(int fd, const void *req, size_t len)
     int n;
 
     ASSERT_OK(ipc_client_send(fd, req, len));
-    n = ipc_client_read_response(fd, resp, sizeof(resp), 8000);
+    /* a hang guard only: a stop whose client does not read is answered after the 5 s drain
+     * timeout, by a server thread a loaded machine may run late */
+    n = ipc_client_read_response(fd, resp, sizeof(resp), 120000);
     if (n < 20) {
         test_fail(__FILE__, __LINE__, "no response: %d", n);
     }
@@ -620,9 +622,10 @@ TEST(errors_match_the_runtime)
     ASSERT_EQ(n, 24);
     ASSERT_EQ(resp[17], 0xFF);
     close(fd);
-    /* connect, then silence: closed after the request timeout, without an answer */
+    /* connect, then silence: closed after the request timeout (300 ms), without an answer (the
+     * 120 s only guard a hang: a loaded machine's server thread may close it late) */
     fd = connect_server();
-    ASSERT_EQ(ipc_client_read_response(fd, resp, sizeof(resp), 3000), -ENODATA);
+    ASSERT_EQ(ipc_client_read_response(fd, resp, sizeof(resp), 120000), -ENODATA);
     close(fd);
     /* garbage */
     fd = connect_server();
@@ -950,7 +953,7 @@ TEST(connection_above_the_cap_is_told_busy)
 TEST(client_that_never_reads_is_bounded_and_loses_events)
 {
     struct ipc_server_stats s;
-    uint64_t session, t0;
+    uint64_t session;
     uint8_t stop[28];
     int a, bufsz = 4096;
 
@@ -962,12 +965,14 @@ TEST(client_that_never_reads_is_bounded_and_loses_events)
     ASSERT_TRUE(st.lost > 0);
     /* the server still answers while the session is stuck */
     ASSERT_EQ(simple(IPC_SET_PROCESS, IPC_PROC_INFO).status, IPC_RESPONSE_OK);
-    /* stop: the stream cannot drain; the server gives up after its drain timeout and answers */
-    t0 = test_ms_now();
+    /* stop: the stream cannot drain; the server gives up after its drain timeout and answers
+     * (the count says so, not the client's clock, which a loaded machine's late answer passes) */
+    ipc_server_get_stats(srv, &s);
+    ASSERT_U64_EQ(s.stop_drain_timeouts, 0);
     ipc_stop_encode(stop, session);
     ASSERT_EQ(roundtrip(stop, sizeof(stop)).status, IPC_RESPONSE_OK);
-    ASSERT_TRUE(test_ms_now() - t0 < IPC_STOP_DRAIN_TIMEOUT_MS + 2000);
     ipc_server_get_stats(srv, &s);
+    ASSERT_U64_EQ(s.stop_drain_timeouts, 1);
     ASSERT_TRUE(s.lost_events > 0);
     close(a);
     server_stop();
