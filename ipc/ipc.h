@@ -588,6 +588,13 @@ struct ipc_server_stats {
     uint64_t active_sessions;
     uint64_t lost_events; /* dropped for congested sessions, as reported by sources */
     uint64_t advertises;  /* ADVR_V1 messages sent */
+    /* Requests that waited for a .NET runtime's server to come up (runtime_wait_ms), and those of
+     * them the wait's end left to be answered natively (ipc/upstream.c). */
+    uint64_t runtime_waits;
+    uint64_t runtime_wait_timeouts;
+    /* StopTracing answered because its client did not read its stream's end within
+     * IPC_STOP_DRAIN_TIMEOUT_MS (the rest of the stream dropped). */
+    uint64_t stop_drain_timeouts;
 };
 /* Thread-safe snapshot. */
 void ipc_server_get_stats(struct ipc_server *s, struct ipc_server_stats *out);

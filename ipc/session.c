@@ -624,6 +624,7 @@ ipc_session_stop_timeout(uv_timer_t *t)
 
     /* The client does not read its stream: drop what is queued and close it anyway. */
     if (c->stopping != NULL && c->stopping->conn != NULL) {
+        IPC_STAT(c->srv, stop_drain_timeouts, 1); /* before the close answers the stop */
         ipc_conn_close(c->stopping->conn);
     }
 }

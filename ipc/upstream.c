@@ -96,6 +96,7 @@ struct ipc_up_request {
     size_t len;
     struct ipc_collect coll; /* COLLECT: the client's request, for our session */
     uint64_t first_try_ms;
+    int waited; /* it waited for the runtime (counted once: stats.runtime_waits) */
     /* COLLECT: both clocks when the request went to the runtime, which starts its session (and
      * stamps its first events) before this server's session exists: the merged stream's sync
      * time must precede all of them, or TraceEvent misplaces them. */
@@ -536,6 +537,17 @@ ipc_up_retry_cb(uv_timer_t *t)
     ipc_up_begin(t->data);
 }
 
+/* up's request waits for the runtime: asked again in ms. */
+static void
+ipc_up_wait(struct ipc_upstream *up, uint64_t ms)
+{
+    if (!up->rq.waited) {
+        up->rq.waited = 1;
+        IPC_STAT(up->srv, runtime_waits, 1);
+    }
+    uv_timer_start(&up->timer, ipc_up_retry_cb, ms, 0);
+}
+
 /* Finds the way to the runtime for up's request: the port's own runtime connection, the
  * runtime's listen socket, a wait for either, or no runtime at all. */
 static void
@@ -567,7 +579,7 @@ ipc_up_begin(struct ipc_upstream *up)
     }
     if (up->rq.needs_port && via != NULL &&
         (ipc_up_may_wait(s) || now - up->rq.first_try_ms < IPC_UP_PORT_WAIT_MS)) {
-        uv_timer_start(&up->timer, ipc_up_retry_cb, IPC_UP_RETRY_MS / 2, 0);
+        ipc_up_wait(up, IPC_UP_RETRY_MS / 2);
         return;
     }
     if (ipc_up_connect(up) == 0) {
@@ -575,8 +587,11 @@ ipc_up_begin(struct ipc_upstream *up)
         return;
     }
     if (ipc_up_may_wait(s)) {
-        uv_timer_start(&up->timer, ipc_up_retry_cb, IPC_UP_RETRY_MS, 0);
+        ipc_up_wait(up, IPC_UP_RETRY_MS);
         return;
+    }
+    if (up->rq.waited) {
+        IPC_STAT(s, runtime_wait_timeouts, 1); /* the wait ended (deadline, stop): no runtime */
     }
     ipc_up_fallback(up);
 }

@@ -161,7 +161,7 @@ mkdir -p "$T/otmp"
 TMPDIR="$T/otmp" "$PP" record -q -o "$T/outsider.nettrace" -- "$GT" 2 "$T/outsider.json" \
   2>"$T/outsider.err" &
 rp=$!
-for _ in $(seq 50); do
+for _ in $(seq 600); do # 60 s: a hang guard
   sock=$(ls -dt "$T/otmp"/pipeprof-record-*/port.sock 2>/dev/null | head -1 || true)
   [[ -n $sock ]] && break
   sleep 0.1

@@ -18,7 +18,7 @@ run_env=("${RECORD_ENV[@]}") # a sanitizer build's runtime first (tests/ipc-lib.
   sh -c 'echo $$ >"$TMPDIR/cmd"; sleep 3 & echo $! >"$TMPDIR/pid"; wait' 2>"$T/long.err" &
 REC=$!
 PP_PIDS+=("$REC")
-for _ in $(seq 100); do [[ -s $T/pid ]] && break; sleep 0.1; done
+wait_until 60 "the recorded shell wrote its sleep's pid" test -s "$T/pid"
 pid=$(cat "$T/pid")
 cmd=$(cat "$T/cmd")
 sock=$(wait_socket "$pid")

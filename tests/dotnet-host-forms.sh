@@ -47,7 +47,7 @@ form() {
   pid=$!
   PP_PIDS+=("$pid")
   sock=$(wait_socket "$pid")
-  for _ in $(seq 100); do
+  for _ in $(seq 600); do # 60 s: a loaded machine's runtime may start seconds late
     rt=$(ls "$TMPDIR"/pipeprof-runtime-"$pid"-*-socket 2>/dev/null || true)
     [[ -n $rt ]] && break
     sleep 0.1

@@ -26,7 +26,7 @@ run() {
     "$HOST_BIN" 5 4 "$T/truth$1.json" "$T/series$1" 2>"$T/host$1.err" &
   local host=$!
   PP_PIDS+=($host)
-  for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.05; done
+  for _ in $(seq 1200); do [[ -S $sock ]] && break; sleep 0.05; done # 60 s: a hang guard
   [[ -S $sock ]] || fail "no sampling socket: $(cat "$T/host$1.err")"
   date +%s%N >"$T/start$1"
   code=$(curl -sS -o "$T/p$1.pb.gz" -w '%{http_code}' --unix-socket "$sock" \

@@ -32,7 +32,7 @@ record() {
     >"$T/$name.out" 2>"$T/$name.err" &
   local host=$!
   PP_PIDS+=($host)
-  for _ in $(seq 200); do [[ -S $sock ]] && break; sleep 0.05; done
+  for _ in $(seq 1200); do [[ -S $sock ]] && break; sleep 0.05; done # 60 s: a hang guard
   [[ -S $sock ]] || fail "$name: no sampling socket: $(cat "$T/$name.err")"
   code=$(curl -sS -o "$T/$name.body" -w '%{http_code}' --unix-socket "$sock" "$@" \
     "http://localhost$path")

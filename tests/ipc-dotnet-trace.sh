@@ -41,7 +41,7 @@ check_process_info "$T/dt-child.nettrace"
 
 timeout 60 "$DT" collect --diagnostic-port "$T/dt.sock" --duration 00:00:00:02 -o "$T/dt-port.nettrace" \
   >"$T/c3.log" 2>&1 & PP_PIDS+=($!); D=$!
-for i in $(seq 100); do [[ -S $T/dt.sock ]] && break; sleep 0.1; done
+wait_until 60 "dotnet-trace's diagnostic port $T/dt.sock" test -S "$T/dt.sock"
 DOTNET_DiagnosticPorts=$T/dt.sock LD_PRELOAD=$PRELOAD "$BUSY" 4 >"$T/busy2.out"
 wait "$D" || { cat "$T/c3.log"; fail "dotnet-trace collect --diagnostic-port"; }
 grep -q "Trace completed" "$T/c3.log" || { cat "$T/c3.log"; fail "collect --diagnostic-port did not complete"; }

@@ -24,10 +24,11 @@ else
   note "SKIP (loud): the other-user cases need root and setpriv"
 fi
 
-# wait_line FILE TEXT: TEXT appears in FILE within 5 s.
+# wait_line FILE TEXT: TEXT appears in FILE within 60 s (a hang guard: a loaded machine's
+# processes may take seconds to get there).
 wait_line() {
   local i
-  for i in $(seq 50); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  for i in $(seq 600); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
   fail "no '$2' in $1: $(cat "$1" 2>/dev/null)"
 }
 
@@ -91,7 +92,7 @@ if [[ ${#as_nobody[@]} -gt 0 ]]; then
   # 4. Reverse mode: an outsider who can reach the port advertises; it is refused by its uid.
   "$PIPEPROF" collect --diagnostic-port "$T/port.sock" -o "$T/t4.nettrace" 2>"$T/c4.err" &
   PP_PIDS+=($!); C=$!
-  for i in $(seq 50); do [[ -S $T/port.sock ]] && break; sleep 0.1; done
+  wait_until 60 "collect's listening socket $T/port.sock" test -S "$T/port.sock"
   chmod 777 "$T/port.sock" # as a permissive umask would leave it
   "${as_nobody[@]}" "$T/ipc-impostor" advertise "$T/port.sock" "$Q" 2 >"$T/imp4.out" ||
     fail "the advertising impostor failed"
@@ -159,7 +160,7 @@ note "record's segment files are the recording user's alone"
 # 9. collect --socket PATH of our own host: it is recorded, and its server named by its pid.
 PIPEPROF_DIAGNOSTIC_PORT=$T/own.sock LD_PRELOAD=$PRELOAD "$BUSY" 3 >"$T/host9.out" &
 PP_PIDS+=($!); W=$!
-for i in $(seq 50); do [[ -S $T/own.sock ]] && break; sleep 0.1; done
+wait_until 60 "the host's listening socket $T/own.sock" test -S "$T/own.sock"
 "$PIPEPROF" collect --socket "$T/own.sock" --duration 1 -o "$T/t9.nettrace" 2>"$T/c9.err" ||
   fail "collect --socket of our own host: $(cat "$T/c9.err")"
 grep -q "Process        : $W (uid $(id -u)), serving $T/own.sock" "$T/c9.err" ||

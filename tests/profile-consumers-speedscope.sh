@@ -51,7 +51,7 @@ serve() {
   python3 -m http.server "$port" --bind 127.0.0.1 --directory "$1" >/dev/null 2>&1 &
   PP_PIDS+=($!)
   SERVE_URL=http://127.0.0.1:$port
-  for _ in $(seq 50); do curl -s -o /dev/null "$SERVE_URL/" && return 0; sleep 0.1; done
+  for _ in $(seq 600); do curl -s -o /dev/null "$SERVE_URL/" && return 0; sleep 0.1; done # 60 s
   fail "the static server did not start"
 }
 if ((npm_ready)) && [[ -n $CHROMIUM ]]; then

@@ -239,6 +239,25 @@ seen_record(const struct ag_record *rec, void *ctx)
     return 0;
 }
 
+/* Of the first n sleepers, how many have a wall sample in seen. */
+static unsigned
+sleepers_sampled(unsigned n)
+{
+    unsigned i, k, got = 0;
+
+    for (i = 0; i < n; i++) {
+        int32_t tid = atomic_load(&sleeper_tids[i]);
+
+        for (k = 0; k < MAX_TIDS && seen[k].tid != 0; k++) {
+            if (seen[k].tid == tid) {
+                got += seen[k].samples > 0;
+                break;
+            }
+        }
+    }
+    return got;
+}
+
 static void
 seen_drain(void)
 {
@@ -272,7 +291,9 @@ TEST(wall_holds_no_fd_per_thread_and_leaves_with_its_session)
     ASSERT_OK(start_sleepers(th, N)); /* registered by the scan or the interposer */
     fds_before = count_fds();
     ASSERT_OK(ag_sampling_acquire(AG_MODE_WALL, 1000));
-    for (k = 0; k < 40; k++) {
+    /* 40 drains at least, and on until half the threads have a wall sample (the wall thread of a
+     * loaded machine may make few passes in 0.4 s): 60 s for none */
+    for (k = 0; k < 40 || (k < 6000 && sleepers_sampled(N) < N / 2); k++) {
         unsigned fds;
 
         usleep(10000);

@@ -293,6 +293,8 @@ TEST(late_wall_passes_are_no_lost_events)
     bridge_agent_source_init(&es, &ac);
     fd = trace_file_writer(&view.writer);
     ASSERT_OK(es.session_start(es.ctx, &cfg));
+    /* 0.4 s of drains, not a wait for an event: a loaded machine's wall thread only falls
+     * further behind, which the unsampled count below can only gain from */
     for (i = 0; i < 20; i++) {
         usleep(20000);
         ASSERT_OK(es.drain(es.ctx, &view, 1));
@@ -338,6 +340,12 @@ TEST(late_wall_passes_are_no_lost_events)
     ASSERT_U64_EQ(rs.lost_events, lost.count - lost.unsampled);
 }
 
+/* What one session of the case below saw: the waiter's and the busy one's events, the time from
+ * its start to its last drain, and events out of time order. */
+struct runnable_seen {
+    uint64_t events, hog_events, t2_ns, unordered;
+};
+
 /*
  * A wall session's running thread that waits for a core with its signal pending: the sample that
  * comes carries the intervals it waited (agent/wall.c), and the trace has one ThreadSample for
@@ -345,7 +353,8 @@ TEST(late_wall_passes_are_no_lost_events)
  * Before, its events were one per sample: 1 of its 100 intervals here (a SCHED_IDLE thread
  * pinned beside a busy one barely runs).
  */
-TEST(a_runnable_thread_gets_an_event_for_each_interval_it_waited)
+static void
+runnable_run(struct runnable_seen *out)
 {
     static _Atomic int stop;
     /* (with pipeprof's provider: no stack snapshot, whose 1000 Hz passes would come first) */
@@ -366,10 +375,6 @@ TEST(a_runnable_thread_gets_an_event_for_each_interval_it_waited)
     unsigned i;
     int fd;
 
-#ifdef __SANITIZE_THREAD__
-    test_skip("under ThreadSanitizer, which holds the signals back (it runs in the -Werror and "
-              "ASan builds)");
-#endif
     atomic_store(&stop, 0);
     ag_config_init(&ac);
     ac.scan_ms = 20;
@@ -419,15 +424,46 @@ TEST(a_runnable_thread_gets_an_event_for_each_interval_it_waited)
            "session's stop): %llu events (the busy one %llu), %llu out of time order\n",
            waiter.cpu, (double)(t1 - t0) / 1e6, (double)(t2 - t0) / 1e6, (unsigned long long)events,
            (unsigned long long)hog_events, (unsigned long long)unordered);
+    out->events = events;
+    out->hog_events = hog_events;
+    out->t2_ns = t2 - t0;
+    out->unordered = unordered;
+}
+
+#define RUNNABLE_TRIES 5
+TEST(a_runnable_thread_gets_an_event_for_each_interval_it_waited)
+{
+    struct runnable_seen seen = { 0, 0, 0, 0 };
+    int attempt;
+
+#ifdef __SANITIZE_THREAD__
+    test_skip("under ThreadSanitizer, which holds the signals back (it runs in the -Werror and "
+              "ASan builds)");
+#endif
+    /* The busy one's events count the wall thread's passes: under 20 in the 0.6 s (60 asked
+     * for; 57 to 67 beside two busy loops at load 15), the wall thread was starved and the
+     * session says nothing of the waiter's intervals. The session cannot just run longer:
+     * past a second of held intervals a waiting thread's interval is counted lost. Such an
+     * attempt is made again, up to RUNNABLE_TRIES times, then the case fails. */
+    for (attempt = 1; attempt <= RUNNABLE_TRIES; attempt++) {
+        runnable_run(&seen);
+        if (seen.hog_events >= 20) {
+            break;
+        }
+        fprintf(stderr,
+                "# try %d: the busy one had %llu events, 60 asked for (the wall thread "
+                "starved): again\n",
+                attempt, (unsigned long long)seen.hog_events);
+    }
     /* As many as the busy one, which runs all along (a pass the wall thread, starved on a
      * loaded machine, did not make misses both: 47 and 47 of 60 at load 20), and at most its
      * intervals to the end (the weights are the session's intervals, not more). The session runs
      * on while the threads end and the waiter takes its signal, to t2: on a loaded machine that
      * took 20 intervals and more (a fresh-clone CI run: 100 events, 98.9 allowed to t1). */
-    ASSERT_TRUE(hog_events >= 20);
-    ASSERT_TRUE((double)events >= 0.8 * (double)hog_events);
-    ASSERT_TRUE((double)events <= 1.3 * (double)(t2 - t0) / 1e7 + 20);
-    ASSERT_EQ(unordered, 0);
+    ASSERT_TRUE(seen.hog_events >= 20);
+    ASSERT_TRUE((double)seen.events >= 0.8 * (double)seen.hog_events);
+    ASSERT_TRUE((double)seen.events <= 1.3 * (double)seen.t2_ns / 1e7 + 20);
+    ASSERT_EQ(seen.unordered, 0);
 }
 
 /* A worker of the thread-time cases: what it does, its id and the CPU it burned. */

@@ -1016,18 +1016,34 @@ client_send_seen(int fd, const char *bytes, size_t len)
 TEST(server_idle_connections_make_room)
 {
     struct http_server_options o = { 0 };
+    struct reply r;
+    uint64_t quiet_from;
     int a, b, d, e, busy;
 
     fake_reset();
     fake.delay_ms = 10000;
     o.max_connections = 3;
     fixture_start(&o);
+    quiet_from = now_ms(); /* before a's bytes and b's connect: their silence is shorter */
     a = client_connect();
     client_send_seen(a, "GE", 2);
     busy = busy_client();
     wait_for(&fake.starts, 1);
-    b = client_connect();                         /* a, busy, b: full */
-    expect_status("GET / HTTP/1.1\r\n\r\n", 503); /* nobody idle long enough yet */
+    b = client_connect(); /* a, busy, b: full */
+    exchange_str("GET / HTTP/1.1\r\n\r\n", &r);
+    if (r.status == 200 && now_ms() - quiet_from >= 1000) {
+        /* A machine slow enough that b (sent nothing: the first to go) was silent for a second
+         * (HTTP_IDLE_EVICT_MS) by then: the server made room, as it should. b again. */
+        fprintf(stderr, "# the newcomer came %llu ms after a's bytes: b made room; b again\n",
+                (unsigned long long)(now_ms() - quiet_from));
+        ASSERT_TRUE(closed_within(b, 2000));
+        close(b);
+        wait_conns(2);
+        b = client_connect();
+    } else {
+        ASSERT_EQ(r.status, 503); /* nobody idle long enough yet */
+    }
+    free(r.raw);
     /* the refused one gone (it lingers until the client's close): else it counts, and the
      * newcomer's room takes a too */
     wait_conns(3);

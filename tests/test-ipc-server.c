@@ -180,7 +180,9 @@ roundtrip_fd(int fd, const void *req, size_t len)
     int n;
 
     ASSERT_OK(ipc_client_send(fd, req, len));
-    n = ipc_client_read_response(fd, resp, sizeof(resp), 8000);
+    /* a hang guard only: a stop whose client does not read is answered after the 5 s drain
+     * timeout, by a server thread a loaded machine may run late */
+    n = ipc_client_read_response(fd, resp, sizeof(resp), 60000);
     if (n < 20) {
         test_fail(__FILE__, __LINE__, "no response: %d", n);
     }
@@ -235,16 +237,21 @@ collect_start(uint64_t *session, uint8_t version, uint64_t rundown)
     return fd;
 }
 
+/* Waits until the counter *v reaches want: 90 s at most, a hang guard within ctest's 120 s (it
+ * was 5 s, which a loaded machine's server thread may outlast); a failure names the counter. */
 static void
-wait_for(atomic_int *v, int want)
+wait_for_at(atomic_int *v, int want, const char *name, int line)
 {
-    int i;
+    uint64_t end = test_ms_now() + 90000;
 
-    for (i = 0; i < 500 && *v < want; i++) {
+    while (*v < want && test_ms_now() < end) {
         usleep(10000);
     }
-    ASSERT_TRUE(*v >= want);
+    if (*v < want) {
+        test_fail(__FILE__, line, "%s is %d, not %d, after 90 s", name, (int)*v, want);
+    }
 }
+#define wait_for(v, want) wait_for_at((v), (want), #v, __LINE__)
 
 /* ----- cases ----------------------------------------------------------------------------- */
 
@@ -620,9 +627,10 @@ TEST(errors_match_the_runtime)
     ASSERT_EQ(n, 24);
     ASSERT_EQ(resp[17], 0xFF);
     close(fd);
-    /* connect, then silence: closed after the request timeout, without an answer */
+    /* connect, then silence: closed after the request timeout (300 ms), without an answer (the
+     * 60 s only guard a hang: a loaded machine's server thread may close it late) */
     fd = connect_server();
-    ASSERT_EQ(ipc_client_read_response(fd, resp, sizeof(resp), 3000), -ENODATA);
+    ASSERT_EQ(ipc_client_read_response(fd, resp, sizeof(resp), 60000), -ENODATA);
     close(fd);
     /* garbage */
     fd = connect_server();
@@ -819,9 +827,9 @@ TEST(client_disconnect_ends_its_session)
     wait_for(&st.drains, 3);
     close(a);
     wait_for(&st.stops, 1);
-    /* the count drops after the source's stop: waited for up to 600 s, the suite's timeout (it
+    /* the count drops after the source's stop: waited for up to 90 s, within ctest's 120 s (it
      * was 1 s, which a loaded machine's server thread can outlast) */
-    for (end = test_ms_now() + 600000; test_ms_now() < end; usleep(10000)) {
+    for (end = test_ms_now() + 90000; test_ms_now() < end; usleep(10000)) {
         ipc_server_get_stats(srv, &s);
         if (s.active_sessions == 0) {
             break;
@@ -950,7 +958,7 @@ TEST(connection_above_the_cap_is_told_busy)
 TEST(client_that_never_reads_is_bounded_and_loses_events)
 {
     struct ipc_server_stats s;
-    uint64_t session, t0;
+    uint64_t session;
     uint8_t stop[28];
     int a, bufsz = 4096;
 
@@ -962,12 +970,14 @@ TEST(client_that_never_reads_is_bounded_and_loses_events)
     ASSERT_TRUE(st.lost > 0);
     /* the server still answers while the session is stuck */
     ASSERT_EQ(simple(IPC_SET_PROCESS, IPC_PROC_INFO).status, IPC_RESPONSE_OK);
-    /* stop: the stream cannot drain; the server gives up after its drain timeout and answers */
-    t0 = test_ms_now();
+    /* stop: the stream cannot drain; the server gives up after its drain timeout and answers
+     * (the count says so, not the client's clock, which a loaded machine's late answer passes) */
+    ipc_server_get_stats(srv, &s);
+    ASSERT_U64_EQ(s.stop_drain_timeouts, 0);
     ipc_stop_encode(stop, session);
     ASSERT_EQ(roundtrip(stop, sizeof(stop)).status, IPC_RESPONSE_OK);
-    ASSERT_TRUE(test_ms_now() - t0 < IPC_STOP_DRAIN_TIMEOUT_MS + 2000);
     ipc_server_get_stats(srv, &s);
+    ASSERT_U64_EQ(s.stop_drain_timeouts, 1);
     ASSERT_TRUE(s.lost_events > 0);
     close(a);
     server_stop();

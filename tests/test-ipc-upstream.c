@@ -437,7 +437,7 @@ roundtrip_fd(int fd, const void *req, size_t len, int *n_out)
     int n;
 
     ASSERT_OK(ipc_client_send(fd, req, len));
-    n = ipc_client_read_response(fd, resp, sizeof(resp), 8000);
+    n = ipc_client_read_response(fd, resp, sizeof(resp), 60000); /* a hang guard */
     if (n < 20) {
         test_fail(__FILE__, __LINE__, "no response: %d", n);
     }
@@ -564,16 +564,20 @@ count_stream(const uint8_t *bytes, size_t len, struct stream_counts *c)
     unlink(path);
 }
 
+/* Waits until the counter *v reaches want, ms at most; a failure names the counter. */
 static void
-wait_for(atomic_int *v, int want, int ms)
+wait_for_at(atomic_int *v, int want, int ms, const char *name, int line)
 {
     uint64_t end = test_ms_now() + (uint64_t)ms;
 
     while (*v < want && test_ms_now() < end) {
         usleep(5000);
     }
-    ASSERT_TRUE(*v >= want);
+    if (*v < want) {
+        test_fail(__FILE__, line, "%s is %d, not %d, after %d ms", name, (int)*v, want, ms);
+    }
 }
+#define wait_for(v, want, ms) wait_for_at((v), (want), (ms), #v, __LINE__)
 
 /* StopTracing of session id on a connection of its own; the answer must be OK(id). */
 static void
@@ -595,7 +599,7 @@ static void
 read_counts(int a, struct stream_counts *c)
 {
     size_t len;
-    uint8_t *bytes = test_read_to_eof(a, &len, 5000);
+    uint8_t *bytes = test_read_to_eof(a, &len, 60000); /* a hang guard */
 
     close(a);
     count_stream(bytes, len, c);
@@ -675,9 +679,9 @@ TEST(collect_merges_the_runtime_session_and_stop_ends_it_first)
     ASSERT_EQ(fk.collects, 1);
     /* the runtime is not asked for the samples the agent takes itself */
     ASSERT_TRUE(strcmp(fk.providers, "Fake-Runtime") == 0);
-    wait_for(&drains, 20, 5000);
-    wait_for(&fk.written, 6, 600000); /* (c.work > 5: all reach the client by the stream's end) */
-    wait_for(&fk.flushes, 1, 600000); /* some of them while the session ran */
+    wait_for(&drains, 20, 90000);
+    wait_for(&fk.written, 6, 90000); /* (c.work > 5: all reach the client by the stream's end) */
+    wait_for(&fk.flushes, 1, 90000); /* some of them while the session ran */
     stop_session(id);
     ASSERT_EQ(fk.stop_tracing, 1); /* the runtime was stopped before the answer */
     ASSERT_EQ(fk.stream_ended, 1);
@@ -716,11 +720,11 @@ TEST(a_runtime_lagging_past_the_window_has_no_event_written_late)
     fake_start();
     a = collect("Fake-Runtime", &r);
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
-    wait_for(&drains, 20, 5000);
+    wait_for(&drains, 20, 90000);
     /* the runtime lagged past the window more than once (a flush 800 ms after its oldest), and
      * wrote enough */
-    wait_for(&fk.flushes, 3, 600000);
-    wait_for(&fk.written, 51, 600000);
+    wait_for(&fk.flushes, 3, 90000);
+    wait_for(&fk.written, 51, 90000);
     stop_session(r.value);
     read_counts(a, &c);
     printf("# %d runtime events, %d ticks, %d late\n", c.work, c.ticks, c.late);
@@ -800,9 +804,9 @@ TEST(a_silent_runtime_is_not_waited_for_and_its_late_events_are_counted)
     ASSERT_EQ(released_by_client, 1);
     /* the events held while it was silent sent, before the session's end (none during the
      * stall: fake_flush_due) */
-    wait_for(&fk.flushes, fk.flushes + 1, 600000);
+    wait_for(&fk.flushes, fk.flushes + 1, 90000);
     stop_session(r.value);
-    rest = test_read_to_eof(t.fd, &rest_len, 5000);
+    rest = test_read_to_eof(t.fd, &rest_len, 60000);
     close(t.fd);
     t.bytes = realloc(t.bytes, t.len + rest_len + 1);
     ASSERT_TRUE(t.bytes != NULL);
@@ -831,7 +835,7 @@ TEST(exit_waits_for_the_runtime_stream_to_end)
     fake_start();
     a = collect("Fake-Runtime", &r);
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
-    wait_for(&drains, 10, 5000);
+    wait_for(&drains, 10, 90000);
     server_stop();
     ASSERT_EQ(fk.stop_tracing, 1);
     read_counts(a, &c); /* a complete stream */
@@ -841,11 +845,18 @@ TEST(exit_waits_for_the_runtime_stream_to_end)
     fake_stop();
 }
 
+/* The runtime ends its stream once the server's stop has begun (its listening socket's file is
+ * removed just before the sessions are ended), not 200 ms after the thread's start, which a
+ * loaded machine's stop may not have reached: the stream's end must come while the stop waits. */
 static void *
 runtime_shuts_down(void *arg)
 {
+    uint64_t end = test_ms_now() + 90000;
+
     (void)arg;
-    usleep(200000);
+    while (access(public_path, F_OK) == 0 && test_ms_now() < end) {
+        usleep(5000);
+    }
     fk.stop_tracing = 1; /* its shutdown ends the session: rundown, ProcessInfo, end tag */
     return NULL;
 }
@@ -863,7 +874,7 @@ TEST(exit_waits_for_a_runtime_whose_server_is_gone)
     fake_start();
     a = collect("Fake-Runtime", &r);
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
-    wait_for(&drains, 10, 5000);
+    wait_for(&drains, 10, 90000);
     fk.stop_accept = 1; /* the listener goes, the stream stays */
     pthread_join(fk.thread, NULL);
     close(fk.listen_fd);
@@ -889,7 +900,7 @@ TEST(a_malformed_runtime_stream_leaves_the_session_whole)
     fake_start();
     a = collect("Garbage", &r);
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
-    wait_for(&drains, 20, 5000);
+    wait_for(&drains, 20, 90000);
     stop_session(r.value);
     read_counts(a, &c); /* a complete stream */
     ASSERT_TRUE(c.ticks > 5);
@@ -923,20 +934,25 @@ TEST(client_leaving_ends_the_runtime_session)
     fake_start();
     a = collect("Fake-Runtime", &r);
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
-    wait_for(&drains, 5, 5000);
+    wait_for(&drains, 5, 90000);
     close(a);
-    wait_for(&fk.stream_ended, 1, 5000);
+    wait_for(&fk.stream_ended, 1, 90000);
     ASSERT_EQ(fk.client_left, 1);
     ASSERT_EQ(fk.stop_tracing, 0);
     fake_stop();
     server_stop();
 }
 
+/* The wait is told by the server's counts, not by the client's clock (a loaded machine's server
+ * thread may answer late without having waited): the ProcessInfo waited once and its wait ended
+ * at the deadline; the collect after it did not wait at all. The only clock check is a lower
+ * bound, which a slow machine can only exceed: the deadline runs from the server's start. */
 TEST(no_runtime_means_native_answers_after_the_wait)
 {
+    struct ipc_server_stats st;
     struct ipc_process_info pi;
     struct ipc_response r;
-    uint64_t t0 = test_ms_now(), waited;
+    uint64_t t0 = test_ms_now(), waited, waits;
     struct stream_counts c;
     int a;
 
@@ -947,13 +963,23 @@ TEST(no_runtime_means_native_answers_after_the_wait)
     ASSERT_OK(ipc_process_info_decode(r.payload, r.payload_len, 1, &pi));
     ASSERT_TRUE(strstr(pi.command_line, "fake-runtime") == NULL);
     ipc_process_info_fini(&pi);
-    ASSERT_TRUE(waited >= 250 && waited < 5000); /* it waited for the runtime, boundedly */
+    ASSERT_TRUE(waited >= 250); /* not answered before the runtime's 300 ms */
+    ipc_server_get_stats(srv, &st);
+    /* it waited, and the deadline ended the wait (boundedly); a request that a loaded machine
+     * (TSan) brought after the deadline has nothing to wait for, and says so */
+    if (st.runtime_waits == 0) {
+        printf("# NOTE (loud): the ProcessInfo came after the 300 ms: no wait to see\n");
+    }
+    ASSERT_TRUE(st.runtime_waits <= 1);
+    ASSERT_U64_EQ(st.runtime_wait_timeouts, st.runtime_waits);
     /* once the wait is over, no more waiting; a session is the agent's alone */
-    t0 = test_ms_now();
     a = collect("Fake-Runtime", &r);
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
-    ASSERT_TRUE(test_ms_now() - t0 < 200);
-    wait_for(&drains, 5, 5000);
+    waits = st.runtime_waits;
+    ipc_server_get_stats(srv, &st);
+    ASSERT_U64_EQ(st.runtime_waits, waits);
+    ASSERT_U64_EQ(st.runtime_wait_timeouts, waits);
+    wait_for(&drains, 5, 90000);
     stop_session(r.value);
     read_counts(a, &c); /* a complete stream */
     ASSERT_TRUE(c.ticks > 0);
@@ -1098,7 +1124,7 @@ TEST(connect_port_advertises_the_runtime_and_resumes_through_it)
         ASSERT_EQ(write(rfd, ok, ipc_ok_i32_encode(ok, 0)), 24);
         close(rfd);
     }
-    ASSERT_EQ(ipc_client_read_response(tfd, resp, sizeof(resp), 5000), 24);
+    ASSERT_EQ(ipc_client_read_response(tfd, resp, sizeof(resp), 60000), 24);
     ASSERT_OK(ipc_response_decode(resp, 24, &r));
     ASSERT_EQ(r.status, IPC_RESPONSE_OK);
     ASSERT_EQ(fk.resumes, 0); /* not through the runtime's listen socket */
