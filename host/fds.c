@@ -26,7 +26,14 @@
  *                    (host-contract-fds-fdlist). Not covered: getdents64 made without libc or
  *                    syscall() (Go), glibc's internal listings and opens (scandir, nftw,
  *                    realpath, freopen), a relative path with a directory part, /proc/<tid>/fd of
- * another thread, another thread's private fd table, the path calls not listed. freopen freopen64
+ * another thread, another thread's private fd table, the path calls not listed. The same
+ *                    listings of this process's task directory (/proc/self/task, /proc/<pid>/task)
+ *                    leave the library's threads out (host_library_tids): before, the host's 4
+ *                    threads listed 5 entries preloaded and 6 under record (Python's
+ *                    os.listdir('/proc/self/task'); host-contract-fds-tasklist). Not covered
+ *                    there: the thread count of /proc/self/stat and /proc/self/status, a path
+ *                    under a library thread's entry, /proc/<tid> of a library thread.
+ *                    freopen freopen64
  *                    interposed because glibc's dup3()s its new file onto the stream's number,
  *                    a close of whatever holds it: the host's counts itself in as a close.
  *   syscall          interposed for the fd calls that programs make without libc's wrappers,
@@ -577,12 +584,86 @@ static _Thread_local int host_library_thread;
  */
 static _Atomic long host_fds_ref_tid;
 
+/*
+ * The ids of the library's live threads (those host_thread_mark_library marked), for the host's
+ * listings of this process's task directory, which leave them out ("The fd directory" below): a
+ * fixed table, a slot taken at the mark and given back by a thread-specific key's destructor at
+ * the thread's exit; a fork's child keeps only its own thread's (host_fds_forked_child). A
+ * library thread beyond the table's 64 stays listed.
+ */
+#define HOST_LIBRARY_TIDS 64
+static _Atomic long host_library_tids[HOST_LIBRARY_TIDS];
+static _Atomic int host_library_tids_n; /* slots ever used: a listing looks at these */
+static pthread_key_t host_library_tid_key;
+static pthread_once_t host_library_tid_once = PTHREAD_ONCE_INIT;
+static int host_library_tid_key_ok;
+
+static void
+host_library_tid_forget(void *p)
+{
+    int i;
+
+    for (i = 0; i < HOST_LIBRARY_TIDS; i++) {
+        long tid = (long)(intptr_t)p;
+
+        if (atomic_compare_exchange_strong(&host_library_tids[i], &tid, 0)) {
+            return;
+        }
+    }
+}
+
+static void
+host_library_tid_key_init(void)
+{
+    host_library_tid_key_ok =
+            pthread_key_create(&host_library_tid_key, host_library_tid_forget) == 0;
+}
+
+static void
+host_library_tid_add(long tid)
+{
+    int i;
+
+    pthread_once(&host_library_tid_once, host_library_tid_key_init);
+    if (!host_library_tid_key_ok) {
+        return; /* it could not be given back at its exit: listed, as before */
+    }
+    for (i = 0; i < HOST_LIBRARY_TIDS; i++) {
+        long none = 0;
+        int n = atomic_load(&host_library_tids_n);
+
+        if (atomic_compare_exchange_strong(&host_library_tids[i], &none, tid)) {
+            while (n <= i && !atomic_compare_exchange_weak(&host_library_tids_n, &n, i + 1)) {
+            }
+            (void)pthread_setspecific(host_library_tid_key, (void *)(intptr_t)tid);
+            return;
+        }
+    }
+}
+
+/* 1 when tid is one of the library's live threads. */
+static int
+host_library_tid_is(long tid)
+{
+    int i, n = atomic_load_explicit(&host_library_tids_n, memory_order_acquire);
+
+    for (i = 0; i < n; i++) {
+        if (atomic_load_explicit(&host_library_tids[i], memory_order_relaxed) == tid) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void
 host_thread_mark_library(void)
 {
     long ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire);
     long self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
 
+    if (!host_library_thread) {
+        host_library_tid_add(self);
+    }
     host_library_thread = 1;
     if (ref == 0 || host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0),
                                      ref, 0, 0, 0, 0) < 0) {
@@ -1265,12 +1346,55 @@ host_fds_path_result(int dirfd, const char *path, long rc, int opened, const voi
     return -1;
 }
 
+/* 1 when name (decimal, no leading zero, as the kernel's task directory names them) is a library
+ * thread's id. */
+static int
+host_fds_name_library_tid(const char *name)
+{
+    const char *p = name;
+    long n;
+
+    if (p[0] == '0' || (n = host_fds_decimal(&p)) <= 0 || *p != '\0') {
+        return 0;
+    }
+    return host_library_tid_is(n);
+}
+
+/* 1 when dirfd is this process's task directory (/proc/<its pid>/task, which /proc/self/task
+ * names): its link, read through the raw system call. errno kept. */
+static int
+host_fds_is_task_dir(int dirfd)
+{
+    char link[40], target[64];
+    const char *p = target;
+    int saved = errno;
+    long n;
+
+    (void)snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+    n = host_raw_syscall(SYS_readlinkat, AT_FDCWD, (long)link, (long)target,
+                         (long)sizeof(target) - 1, 0, 0);
+    errno = saved;
+    if (n <= 0 || dirfd < 0) {
+        return 0;
+    }
+    target[n] = '\0';
+    if (strncmp(p, "/proc/", 6) != 0) {
+        return 0;
+    }
+    p += 6;
+    return host_fds_decimal(&p) == (long)getpid() && strcmp(p, "/task") == 0;
+}
+
 /* 1 when an entry named name of the directory open at dirfd is a library fd's in this process's
- * fd or fdinfo directory (the host's listing leaves it out). */
+ * fd or fdinfo directory, or a library thread's in its task directory (the host's listing leaves
+ * it out). */
 static int
 host_fds_entry_hidden(int dirfd, const char *name, const void *ra)
 {
-    return host_fds_name_library(name) >= 0 && host_fds_is_fd_dir(dirfd) &&
+    if (host_fds_name_library(name) >= 0) {
+        return host_fds_is_fd_dir(dirfd) && !host_fds_library_call(ra);
+    }
+    return host_fds_name_library_tid(name) && host_fds_is_task_dir(dirfd) &&
            !host_fds_library_call(ra);
 }
 
@@ -1282,7 +1406,7 @@ host_fds_dents_kept(int dirfd, void *buf, long rc, const void *ra)
 {
     char *p = buf;
     long in = 0, out = 0;
-    int dir = -1; /* unknown until an entry's name is a library number */
+    int dir = -1, task = -1; /* unknown until an entry's name is a library number or thread */
 
     while (in < rc) {
         struct dirent64 *e = (struct dirent64 *)(void *)(p + in);
@@ -1296,6 +1420,14 @@ host_fds_dents_kept(int dirfd, void *buf, long rc, const void *ra)
                 dir = host_fds_is_fd_dir(dirfd) && !host_fds_library_call(ra);
             }
             if (dir) {
+                in += len;
+                continue;
+            }
+        } else if (host_fds_name_library_tid(e->d_name)) {
+            if (task < 0) {
+                task = host_fds_is_task_dir(dirfd) && !host_fds_library_call(ra);
+            }
+            if (task) {
                 in += len;
                 continue;
             }
@@ -1702,6 +1834,13 @@ host_fds_forked_child(void)
     }
     atomic_store_explicit(&host_fds_low_n, 0, memory_order_release);
     atomic_store(&host_fds_gate_host, 0);
+    for (i = 0; i < HOST_LIBRARY_TIDS; i++) { /* the child has only the forking thread */
+        atomic_store_explicit(&host_library_tids[i], 0, memory_order_relaxed);
+    }
+    atomic_store(&host_library_tids_n, 0);
+    if (host_library_thread) {
+        host_library_tid_add(host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0));
+    }
 }
 
 int
