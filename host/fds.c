@@ -13,7 +13,8 @@
  *                    interposed for the library's own reads of /proc files and directories:
  *                    its read-only fopen and its opendir open the fd here (high, registered),
  *                    and fclose and closedir forget it; the host's are libc's, in the gate below.
- *   readdir readdir64 readdir_r readdir64_r readlink stat stat64 lstat lstat64 access
+ *   readdir readdir64 readdir_r readdir64_r scandir scandir64 readlink stat stat64 lstat
+ *                    lstat64 access
  *                    and the opens, fopen, fopen64, opendir, readlinkat, fstatat, fstatat64, statx,
  * faccessat, getdents64 and syscall()'s SYS_getdents64: this process's own fd directory
  *                    (/proc/self/fd/N, /proc/thread-self/fd/N, /proc/<pid>/fd/N with the pid or
@@ -24,7 +25,7 @@
  *                    held 14 library numbers (768..781), readlink and stat answered for all 14
  *                    and open opened 8 of them, the library's /proc/PID/task and pipes among them
  *                    (host-contract-fds-fdlist). Not covered: getdents64 made without libc or
- *                    syscall() (Go), glibc's internal listings and opens (scandir, nftw,
+ *                    syscall() (Go), glibc's internal listings and opens (scandirat, nftw,
  *                    realpath, freopen), a relative path with a directory part, /proc/<tid>/fd of
  * another thread, another thread's private fd table, the path calls not listed. The same
  *                    listings of this process's task directory (/proc/self/task, /proc/<pid>/task)
@@ -4976,3 +4977,91 @@ closedir(DIR *d)
 
 HOST_FDS_READDIR(struct dirent, readdir)
 HOST_FDS_READDIR(struct dirent64, readdir64)
+
+/*
+ * scandir and scandir64 list through glibc's internal opendir and readdir, which no interposer
+ * sees (Node's fs.readdirSync, through libuv's uv_fs_scandir): for a path that is this process's
+ * fd, fdinfo or task directory (looked at through a raw open, only for a path under /proc/ or
+ * /dev/), the host's filter is wrapped by one that drops the library's entries. The wrapper's
+ * state is per thread, saved and restored around the call (a filter may list too).
+ */
+enum { HOST_FDS_SCAN_NONE, HOST_FDS_SCAN_FDS, HOST_FDS_SCAN_TASKS };
+static _Thread_local int host_fds_scan_kind;
+static _Thread_local int (*host_fds_scan_filter)(const struct dirent *);
+static _Thread_local int (*host_fds_scan_filter64)(const struct dirent64 *);
+
+static int
+host_fds_scan_kind_of(const char *path, const void *ra)
+{
+    int kind = HOST_FDS_SCAN_NONE, saved = errno;
+    long fd;
+
+    if (path == NULL || (strncmp(path, "/proc/", 6) != 0 && strncmp(path, "/dev/", 5) != 0) ||
+        host_fds_library_call(ra)) {
+        return kind;
+    }
+    fd = host_raw_syscall(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                          0, 0);
+    if (fd >= 0) {
+        kind = host_fds_is_fd_dir((int)fd)     ? HOST_FDS_SCAN_FDS
+               : host_fds_is_task_dir((int)fd) ? HOST_FDS_SCAN_TASKS
+                                               : HOST_FDS_SCAN_NONE;
+        host_raw_syscall(SYS_close, fd, 0, 0, 0, 0, 0);
+    }
+    errno = saved;
+    return kind;
+}
+
+/* 0 when the entry named name is the library's (the listing drops it). */
+static int
+host_fds_scan_library(const char *name)
+{
+    return host_fds_scan_kind == HOST_FDS_SCAN_FDS ? host_fds_name_library(name) >= 0
+                                                   : host_fds_name_library_tid(name);
+}
+
+/* The wrappers of the host's filters: the library's entries dropped, the host's filter asked. */
+static int
+host_fds_scan_keep(const struct dirent *e)
+{
+    return !host_fds_scan_library(e->d_name) &&
+           (host_fds_scan_filter == NULL || host_fds_scan_filter(e));
+}
+
+static int
+host_fds_scan_keep64(const struct dirent64 *e)
+{
+    return !host_fds_scan_library(e->d_name) &&
+           (host_fds_scan_filter64 == NULL || host_fds_scan_filter64(e));
+}
+
+#define HOST_FDS_SCANDIR(type, name, keep, slot)                                           \
+    HOST_EXPORT int name(const char *path, type ***list, int (*filter)(const type *),      \
+                         int (*compar)(const type **, const type **))                      \
+    {                                                                                      \
+        static _Atomic(void *) real_p;                                                     \
+        int (*real)(const char *, type ***, int (*)(const type *),                         \
+                    int (*)(const type **, const type **)) =                               \
+                (int (*)(const char *, type ***, int (*)(const type *),                    \
+                         int (*)(const type **, const type **)))host_real(&real_p, #name); \
+        int kind = host_fds_scan_kind_of(path, __builtin_return_address(0));               \
+        int saved_kind = host_fds_scan_kind, rc;                                           \
+        int (*saved_filter)(const type *) = slot;                                          \
+                                                                                           \
+        if (real == NULL) {                                                                \
+            errno = ENOSYS;                                                                \
+            return -1;                                                                     \
+        }                                                                                  \
+        if (kind == HOST_FDS_SCAN_NONE) {                                                  \
+            return real(path, list, filter, compar);                                       \
+        }                                                                                  \
+        host_fds_scan_kind = kind;                                                         \
+        slot = filter;                                                                     \
+        rc = real(path, list, keep, compar);                                               \
+        host_fds_scan_kind = saved_kind;                                                   \
+        slot = saved_filter;                                                               \
+        return rc;                                                                         \
+    }
+
+HOST_FDS_SCANDIR(struct dirent, scandir, host_fds_scan_keep, host_fds_scan_filter)
+HOST_FDS_SCANDIR(struct dirent64, scandir64, host_fds_scan_keep64, host_fds_scan_filter64)

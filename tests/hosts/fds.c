@@ -3752,6 +3752,19 @@ fdlist_listings(const char *dir, const char *label)
         fdlist_print(what, seen);
     }
     closedir(d);
+    { /* scandir64: glibc lists inside, through its own opendir and readdir */
+        struct dirent64 **list = NULL;
+        int n = scandir64(dir, &list, NULL, NULL), k;
+
+        memset(seen, 0, sizeof(seen));
+        for (k = 0; k < n; k++) {
+            fdlist_name(seen, list[k]->d_name);
+            free(list[k]);
+        }
+        free(list);
+        (void)snprintf(what, sizeof(what), "scandir64 %s%s", label, n < 0 ? " (failed)" : "");
+        fdlist_print(what, seen);
+    }
     for (way = 0; way < 2; way++) {
         long got;
 
@@ -3908,12 +3921,22 @@ tasklist_dir(const char *dir, const char *label)
     struct dirent *e;
     int way;
 
-    for (way = 0; way < 3; way++) {
+    for (way = 0; way < 4; way++) {
         int entries = 0, hosts = 0, fd = -1;
         long got = 0;
         DIR *d = NULL;
 
-        if (way == 0) {
+        if (way == 3) {
+            struct dirent **list = NULL;
+            int n = scandir(dir, &list, NULL, alphasort), k;
+
+            for (k = 0; k < n; k++) {
+                tasklist_count(list[k]->d_name, &entries, &hosts);
+                free(list[k]);
+            }
+            free(list);
+            got = n;
+        } else if (way == 0) {
             d = opendir(dir);
             while (d != NULL && (e = readdir(d)) != NULL) {
                 tasklist_count(e->d_name, &entries, &hosts);
@@ -3935,8 +3958,9 @@ tasklist_dir(const char *dir, const char *label)
         }
         const char *way_name = way == 0   ? "readdir"
                                : way == 1 ? "getdents64"
-                                          : "syscall(SYS_getdents64)";
-        int failed = way == 0 ? d == NULL : fd < 0 || got < 0;
+                               : way == 2 ? "syscall(SYS_getdents64)"
+                                          : "scandir";
+        int failed = way == 0 ? d == NULL : way == 3 ? got < 0 : fd < 0 || got < 0;
 
         printf("%s %s: %d entries, %d of the host's 4 threads%s\n", way_name, label, entries, hosts,
                failed ? " (failed)" : "");

@@ -383,21 +383,34 @@ burn_there(void)
     host_burn_us(300000);
 }
 
+/* Registers alt as its sigaltstack, then burns 300 ms in a coroutine on [sp, sp + size): 0, or
+ * 1 with a line on stderr. */
+static int
+burn_on(const stack_t *alt, void *sp, size_t size)
+{
+    if (sigaltstack(alt, NULL) != 0 || getcontext(&burn_ctx) != 0) {
+        perror("sigaltstack");
+        return 1;
+    }
+    burn_ctx.uc_stack.ss_sp = sp;
+    burn_ctx.uc_stack.ss_size = size;
+    burn_ctx.uc_stack.ss_flags = 0;
+    burn_ctx.uc_link = &main_ctx;
+    makecontext(&burn_ctx, burn_there, 0);
+    if (swapcontext(&main_ctx, &burn_ctx) != 0) {
+        perror("swapcontext");
+        return 1;
+    }
+    return 0;
+}
+
 static int
 offstack(void)
 {
     static char stack[256 * 1024];
     stack_t ss = { .ss_sp = stack, .ss_size = sizeof(stack), .ss_flags = 0 };
 
-    if (sigaltstack(&ss, NULL) != 0 || getcontext(&burn_ctx) != 0) {
-        perror("sigaltstack");
-        return 1;
-    }
-    burn_ctx.uc_stack = ss;
-    burn_ctx.uc_link = &main_ctx;
-    makecontext(&burn_ctx, burn_there, 0);
-    if (swapcontext(&main_ctx, &burn_ctx) != 0) {
-        perror("swapcontext");
+    if (burn_on(&ss, stack, sizeof(stack)) != 0) {
         return 1;
     }
     printf("burned 300 ms on its alternate stack\n");
@@ -410,8 +423,8 @@ offstack(void)
 static int
 smallstack(void)
 {
-    static char alt[32 * 1024];
-    stack_t ss = { .ss_sp = alt, .ss_size = sizeof(alt), .ss_flags = 0 };
+    static char alt_stack[32 * 1024];
+    stack_t ss = { .ss_sp = alt_stack, .ss_size = sizeof(alt_stack), .ss_flags = 0 };
     long page = sysconf(_SC_PAGESIZE);
     char *m = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
                    0);
@@ -420,17 +433,7 @@ smallstack(void)
         perror("mmap");
         return 1;
     }
-    if (sigaltstack(&ss, NULL) != 0 || getcontext(&burn_ctx) != 0) {
-        perror("sigaltstack");
-        return 1;
-    }
-    burn_ctx.uc_stack.ss_sp = m + page;
-    burn_ctx.uc_stack.ss_size = (size_t)page;
-    burn_ctx.uc_stack.ss_flags = 0;
-    burn_ctx.uc_link = &main_ctx;
-    makecontext(&burn_ctx, burn_there, 0);
-    if (swapcontext(&main_ctx, &burn_ctx) != 0) {
-        perror("swapcontext");
+    if (burn_on(&ss, m + page, (size_t)page) != 0) {
         return 1;
     }
     printf("burned 300 ms on a stack of one page with a 32 KiB sigaltstack\n");
