@@ -13,7 +13,8 @@
  *                    interposed for the library's own reads of /proc files and directories:
  *                    its read-only fopen and its opendir open the fd here (high, registered),
  *                    and fclose and closedir forget it; the host's are libc's, in the gate below.
- *   readdir readdir64 readdir_r readdir64_r readlink stat stat64 lstat lstat64 access
+ *   readdir readdir64 readdir_r readdir64_r scandir scandir64 readlink stat stat64 lstat
+ *                    lstat64 access
  *                    and the opens, fopen, fopen64, opendir, readlinkat, fstatat, fstatat64, statx,
  * faccessat, getdents64 and syscall()'s SYS_getdents64: this process's own fd directory
  *                    (/proc/self/fd/N, /proc/thread-self/fd/N, /proc/<pid>/fd/N with the pid or
@@ -24,9 +25,16 @@
  *                    held 14 library numbers (768..781), readlink and stat answered for all 14
  *                    and open opened 8 of them, the library's /proc/PID/task and pipes among them
  *                    (host-contract-fds-fdlist). Not covered: getdents64 made without libc or
- *                    syscall() (Go), glibc's internal listings and opens (scandir, nftw,
+ *                    syscall() (Go), glibc's internal listings and opens (scandirat, nftw,
  *                    realpath, freopen), a relative path with a directory part, /proc/<tid>/fd of
- * another thread, another thread's private fd table, the path calls not listed. freopen freopen64
+ * another thread, another thread's private fd table, the path calls not listed. The same
+ *                    listings of this process's task directory (/proc/self/task, /proc/<pid>/task)
+ *                    leave the library's threads out (host_library_tids): before, the host's 4
+ *                    threads listed 5 entries preloaded and 6 under record (Python's
+ *                    os.listdir('/proc/self/task'); host-contract-fds-tasklist). Not covered
+ *                    there: the thread count of /proc/self/stat and /proc/self/status, a path
+ *                    under a library thread's entry, /proc/<tid> of a library thread.
+ *                    freopen freopen64
  *                    interposed because glibc's dup3()s its new file onto the stream's number,
  *                    a close of whatever holds it: the host's counts itself in as a close.
  *   syscall          interposed for the fd calls that programs make without libc's wrappers,
@@ -577,12 +585,86 @@ static _Thread_local int host_library_thread;
  */
 static _Atomic long host_fds_ref_tid;
 
+/*
+ * The ids of the library's live threads (those host_thread_mark_library marked), for the host's
+ * listings of this process's task directory, which leave them out ("The fd directory" below): a
+ * fixed table, a slot taken at the mark and given back by a thread-specific key's destructor at
+ * the thread's exit; a fork's child keeps only its own thread's (host_fds_forked_child). A
+ * library thread beyond the table's 64 stays listed.
+ */
+#define HOST_LIBRARY_TIDS 64
+static _Atomic long host_library_tids[HOST_LIBRARY_TIDS];
+static _Atomic int host_library_tids_n; /* slots ever used: a listing looks at these */
+static pthread_key_t host_library_tid_key;
+static pthread_once_t host_library_tid_once = PTHREAD_ONCE_INIT;
+static int host_library_tid_key_ok;
+
+static void
+host_library_tid_forget(void *p)
+{
+    int i;
+
+    for (i = 0; i < HOST_LIBRARY_TIDS; i++) {
+        long tid = (long)(intptr_t)p;
+
+        if (atomic_compare_exchange_strong(&host_library_tids[i], &tid, 0)) {
+            return;
+        }
+    }
+}
+
+static void
+host_library_tid_key_init(void)
+{
+    host_library_tid_key_ok =
+            pthread_key_create(&host_library_tid_key, host_library_tid_forget) == 0;
+}
+
+static void
+host_library_tid_add(long tid)
+{
+    int i;
+
+    pthread_once(&host_library_tid_once, host_library_tid_key_init);
+    if (!host_library_tid_key_ok) {
+        return; /* it could not be given back at its exit: listed, as before */
+    }
+    for (i = 0; i < HOST_LIBRARY_TIDS; i++) {
+        long none = 0;
+        int n = atomic_load(&host_library_tids_n);
+
+        if (atomic_compare_exchange_strong(&host_library_tids[i], &none, tid)) {
+            while (n <= i && !atomic_compare_exchange_weak(&host_library_tids_n, &n, i + 1)) {
+            }
+            (void)pthread_setspecific(host_library_tid_key, (void *)(intptr_t)tid);
+            return;
+        }
+    }
+}
+
+/* 1 when tid is one of the library's live threads. */
+static int
+host_library_tid_is(long tid)
+{
+    int i, n = atomic_load_explicit(&host_library_tids_n, memory_order_acquire);
+
+    for (i = 0; i < n; i++) {
+        if (atomic_load_explicit(&host_library_tids[i], memory_order_relaxed) == tid) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void
 host_thread_mark_library(void)
 {
     long ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire);
     long self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
 
+    if (!host_library_thread) {
+        host_library_tid_add(self);
+    }
     host_library_thread = 1;
     if (ref == 0 || host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0),
                                      ref, 0, 0, 0, 0) < 0) {
@@ -1314,6 +1396,45 @@ host_fds_path_result(int dirfd, const char *path, long rc, int opened, const voi
     return -1;
 }
 
+/* 1 when name (decimal, no leading zero, as the kernel's task directory names them) is a library
+ * thread's id. */
+static int
+host_fds_name_library_tid(const char *name)
+{
+    const char *p = name;
+    long n;
+
+    if (p[0] == '0' || (n = host_fds_decimal(&p)) <= 0 || *p != '\0') {
+        return 0;
+    }
+    return host_library_tid_is(n);
+}
+
+/* 1 when dirfd is this process's task directory (/proc/<its pid>/task, which /proc/self/task
+ * names): its link, read through the raw system call. errno kept. */
+static int
+host_fds_is_task_dir(int dirfd)
+{
+    char link[40], target[64];
+    const char *p = target;
+    int saved = errno;
+    long n;
+
+    (void)snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+    n = host_raw_syscall(SYS_readlinkat, AT_FDCWD, (long)link, (long)target,
+                         (long)sizeof(target) - 1, 0, 0);
+    errno = saved;
+    if (n <= 0 || dirfd < 0) {
+        return 0;
+    }
+    target[n] = '\0';
+    if (strncmp(p, "/proc/", 6) != 0) {
+        return 0;
+    }
+    p += 6;
+    return host_fds_decimal(&p) == (long)getpid() && strcmp(p, "/task") == 0;
+}
+
 /* A getdents64 buffer of rc bytes that the host's call filled from dirfd, with the library's
  * entries of this process's fd or fdinfo directory taken out in place (each kept entry keeps its
  * d_off, so telldir and seekdir still find the next): the bytes left. */
@@ -1322,7 +1443,8 @@ host_fds_dents_kept(int dirfd, void *buf, long rc, const void *ra)
 {
     char *p = buf;
     long in = 0, out = 0;
-    int dir = -1; /* unknown until an entry's name is a library number */
+    int dir = -1, task = -1; /* unknown until an entry's name is a library number or thread */
+    int library_fd, library_tid;
 
     while (in < rc) {
         struct dirent64 *e = (struct dirent64 *)(void *)(p + in);
@@ -1331,14 +1453,19 @@ host_fds_dents_kept(int dirfd, void *buf, long rc, const void *ra)
         if (len == 0) {
             break;
         }
-        if (host_fds_name_library(e->d_name) >= 0) {
-            if (dir < 0) {
-                dir = host_fds_is_fd_dir(dirfd) && !host_fds_library_call(ra);
-            }
-            if (dir) {
-                in += len;
-                continue;
-            }
+        /* a number can be both a library fd's and a library thread's (small tids: pid namespaces)
+         */
+        library_fd = host_fds_name_library(e->d_name) >= 0;
+        library_tid = host_fds_name_library_tid(e->d_name);
+        if (library_fd && dir < 0) {
+            dir = host_fds_is_fd_dir(dirfd) && !host_fds_library_call(ra);
+        }
+        if (library_tid && task < 0) {
+            task = host_fds_is_task_dir(dirfd) && !host_fds_library_call(ra);
+        }
+        if ((library_fd && dir > 0) || (library_tid && task > 0)) {
+            in += len;
+            continue;
         }
         if (out != in) {
             memmove(p + out, p + in, len);
@@ -1742,7 +1869,14 @@ host_fds_forked_child(void)
     }
     atomic_store_explicit(&host_fds_low_n, 0, memory_order_release);
     atomic_store(&host_fds_gate_host, 0);
-    host_fds_unshared_seen.tid = 0; /* the forking thread's: the child's id is another */
+    host_fds_unshared_seen.tid = 0;           /* the forking thread's: the child's id is another */
+    for (i = 0; i < HOST_LIBRARY_TIDS; i++) { /* the child has only the forking thread */
+        atomic_store_explicit(&host_library_tids[i], 0, memory_order_relaxed);
+    }
+    atomic_store(&host_library_tids_n, 0);
+    if (host_library_thread) {
+        host_library_tid_add(host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0));
+    }
 }
 
 int
@@ -4828,9 +4962,11 @@ opendir(const char *path)
 static _Atomic unsigned host_fds_dir_closes;
 
 /* 1 when an entry named name that readdir read from d is a library fd's in this process's fd or
- * fdinfo directory. What d's directory is (a readlink) is asked once per listing, not per library
- * number: the answer is kept per thread for d and its fd until a closedir anywhere (fdcost:
- * /proc/self/fd listed 2.95x bare's with a readlink for each of the library's 10 entries). */
+ * fdinfo directory, or a library thread's in its task directory (a number can be both: tids are
+ * small in a pid namespace). What d's directory is (a readlink) is asked once per listing, not per
+ * library number: the answer is kept per thread for d and its fd until a closedir anywhere
+ * (fdcost: /proc/self/fd listed 2.95x bare's with a readlink for each of the library's 10
+ * entries). */
 static int
 host_fds_dir_hidden(DIR *d, const char *name, const void *ra)
 {
@@ -4838,23 +4974,33 @@ host_fds_dir_hidden(DIR *d, const char *name, const void *ra)
         DIR *d;
         int fd;
         unsigned closes;
-        int fd_dir;
+        int fd_dir, task_dir; /* -1: not asked yet */
     } seen;
+    int library_fd = host_fds_name_library(name) >= 0;
+    int library_tid = host_fds_name_library_tid(name);
     unsigned closes;
     int fd;
 
-    if (host_fds_name_library(name) < 0) {
+    if (!library_fd && !library_tid) {
         return 0;
     }
     fd = dirfd(d);
     closes = atomic_load_explicit(&host_fds_dir_closes, memory_order_acquire);
     if (seen.d != d || seen.fd != fd || seen.closes != closes) {
-        seen.fd_dir = host_fds_is_fd_dir(fd);
+        seen.fd_dir = -1;
+        seen.task_dir = -1;
         seen.d = d;
         seen.fd = fd;
         seen.closes = closes;
     }
-    return seen.fd_dir && !host_fds_library_call(ra);
+    if (library_fd && seen.fd_dir < 0) {
+        seen.fd_dir = host_fds_is_fd_dir(fd);
+    }
+    if (library_tid && seen.task_dir < 0) {
+        seen.task_dir = host_fds_is_task_dir(fd);
+    }
+    return ((library_fd && seen.fd_dir > 0) || (library_tid && seen.task_dir > 0)) &&
+           !host_fds_library_call(ra);
 }
 
 HOST_EXPORT int
@@ -4913,3 +5059,91 @@ closedir(DIR *d)
 
 HOST_FDS_READDIR(struct dirent, readdir)
 HOST_FDS_READDIR(struct dirent64, readdir64)
+
+/*
+ * scandir and scandir64 list through glibc's internal opendir and readdir, which no interposer
+ * sees (Node's fs.readdirSync, through libuv's uv_fs_scandir): for a path that is this process's
+ * fd, fdinfo or task directory (looked at through a raw open, only for a path under /proc/ or
+ * /dev/), the host's filter is wrapped by one that drops the library's entries. The wrapper's
+ * state is per thread, saved and restored around the call (a filter may list too).
+ */
+enum { HOST_FDS_SCAN_NONE, HOST_FDS_SCAN_FDS, HOST_FDS_SCAN_TASKS };
+static _Thread_local int host_fds_scan_kind;
+static _Thread_local int (*host_fds_scan_filter)(const struct dirent *);
+static _Thread_local int (*host_fds_scan_filter64)(const struct dirent64 *);
+
+static int
+host_fds_scan_kind_of(const char *path, const void *ra)
+{
+    int kind = HOST_FDS_SCAN_NONE, saved = errno;
+    long fd;
+
+    if (path == NULL || (strncmp(path, "/proc/", 6) != 0 && strncmp(path, "/dev/", 5) != 0) ||
+        host_fds_library_call(ra)) {
+        return kind;
+    }
+    fd = host_raw_syscall(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                          0, 0);
+    if (fd >= 0) {
+        kind = host_fds_is_fd_dir((int)fd)     ? HOST_FDS_SCAN_FDS
+               : host_fds_is_task_dir((int)fd) ? HOST_FDS_SCAN_TASKS
+                                               : HOST_FDS_SCAN_NONE;
+        host_raw_syscall(SYS_close, fd, 0, 0, 0, 0, 0);
+    }
+    errno = saved;
+    return kind;
+}
+
+/* 0 when the entry named name is the library's (the listing drops it). */
+static int
+host_fds_scan_library(const char *name)
+{
+    return host_fds_scan_kind == HOST_FDS_SCAN_FDS ? host_fds_name_library(name) >= 0
+                                                   : host_fds_name_library_tid(name);
+}
+
+/* The wrappers of the host's filters: the library's entries dropped, the host's filter asked. */
+static int
+host_fds_scan_keep(const struct dirent *e)
+{
+    return !host_fds_scan_library(e->d_name) &&
+           (host_fds_scan_filter == NULL || host_fds_scan_filter(e));
+}
+
+static int
+host_fds_scan_keep64(const struct dirent64 *e)
+{
+    return !host_fds_scan_library(e->d_name) &&
+           (host_fds_scan_filter64 == NULL || host_fds_scan_filter64(e));
+}
+
+#define HOST_FDS_SCANDIR(type, name, keep, slot)                                           \
+    HOST_EXPORT int name(const char *path, type ***list, int (*filter)(const type *),      \
+                         int (*compar)(const type **, const type **))                      \
+    {                                                                                      \
+        static _Atomic(void *) real_p;                                                     \
+        int (*real)(const char *, type ***, int (*)(const type *),                         \
+                    int (*)(const type **, const type **)) =                               \
+                (int (*)(const char *, type ***, int (*)(const type *),                    \
+                         int (*)(const type **, const type **)))host_real(&real_p, #name); \
+        int kind = host_fds_scan_kind_of(path, __builtin_return_address(0));               \
+        int saved_kind = host_fds_scan_kind, rc;                                           \
+        int (*saved_filter)(const type *) = slot;                                          \
+                                                                                           \
+        if (real == NULL) {                                                                \
+            errno = ENOSYS;                                                                \
+            return -1;                                                                     \
+        }                                                                                  \
+        if (kind == HOST_FDS_SCAN_NONE) {                                                  \
+            return real(path, list, filter, compar);                                       \
+        }                                                                                  \
+        host_fds_scan_kind = kind;                                                         \
+        slot = filter;                                                                     \
+        rc = real(path, list, keep, compar);                                               \
+        host_fds_scan_kind = saved_kind;                                                   \
+        slot = saved_filter;                                                               \
+        return rc;                                                                         \
+    }
+
+HOST_FDS_SCANDIR(struct dirent, scandir, host_fds_scan_keep, host_fds_scan_filter)
+HOST_FDS_SCANDIR(struct dirent64, scandir64, host_fds_scan_keep64, host_fds_scan_filter64)

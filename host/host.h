@@ -24,8 +24,8 @@
  *                epoll_create1 socket socketpair pipe pipe2 open open64 __open_2 __open64_2
  *                openat openat64 __openat_2 __openat64_2 creat creat64 dup memfd_create fopen
  *                fopen64 fclose opendir closedir readdir readdir64 readdir_r readdir64_r
- *                readlink stat stat64 lstat lstat64 access timerfd_create signalfd inotify_init
- *                inotify_init1 pidfd_open mkstemp mkstemp64 mkostemp mkostemp64 mkstemps
+ *                scandir scandir64 readlink stat stat64 lstat lstat64 access timerfd_create
+ * signalfd inotify_init inotify_init1 pidfd_open mkstemp mkstemp64 mkostemp mkostemp64 mkstemps
  *                mkstemps64 mkostemps mkostemps64 tmpfile tmpfile64 freopen freopen64 fcntl
  *                fcntl64 pidfd_getfd posix_openpt getpt shm_open mq_open fanotify_init
  *                open_by_handle_at openpty forkpty popen openlog syslog vsyslog __syslog_chk

@@ -110,8 +110,9 @@ host_sig_undo_restart(void *uctx)
 #endif
 
 /*
- * SA_ONSTACK of the host's handler. The library's handler runs where the signal found the thread;
- * the host's is moved to the alternate stack the thread had registered when the signal came
+ * SA_ONSTACK of the host's handler. The library's handler has SA_ONSTACK too (signals.c: the Go
+ * runtime's goroutines run on stacks of 2 KiB, too small for it and the kernel's frame); the
+ * host's is moved to the alternate stack the thread had registered when the signal came
  * (uc_stack), where the kernel would have put it: at its top, unless the thread already runs on
  * it (then where it is, as the kernel does), or the registration is disabled (then nowhere else).
  * An SS_AUTODISARM registration is always entered at its top (the kernel disarmed it for the
@@ -185,6 +186,14 @@ host_sig_altstack_top(const void *uctx)
     }
     if (!((unsigned)ss->ss_flags & SS_AUTODISARM) && here > lo && here - lo <= ss->ss_size) {
         return NULL; /* on it already */
+    }
+    /* The library's handler has SA_ONSTACK (signals.c): the kernel may have put its frame, and
+     * the library's, on this stack already (the interrupted code was off it). The host's handler
+     * goes below them, where the kernel would have put it below a frame of its own. */
+    if ((uintptr_t)uctx > lo && (uintptr_t)uctx - lo <= ss->ss_size) {
+        return here > lo && here - lo <= ss->ss_size
+                       ? NULL
+                       : (void *)(((uintptr_t)uctx - 256) & ~(uintptr_t)15);
     }
     return (void *)((lo + ss->ss_size) & ~(uintptr_t)15);
 }

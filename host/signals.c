@@ -249,7 +249,10 @@ host_signal_claim(int signo, void (*handler)(int, siginfo_t *, void *))
     pthread_mutex_lock(&host_sig_lock);
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    /* SA_ONSTACK: on a thread with a sigaltstack that runs elsewhere (a Go goroutine's 2 KiB
+     * stack in its heap, which the kernel's frame and this handler overflowed: the program died
+     * of "unexpected return pc" under record), the kernel puts both on the alternate stack. */
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     held = atomic_load_explicit(&host_sig.signo, memory_order_acquire);
     if (held != 0 && held != signo) {

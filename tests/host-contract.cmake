@@ -165,3 +165,12 @@ pp_add_script_test(exit-bounded exit-bounded.sh TIMEOUT 120)
 # readlink, open, stat, access and the *at calls at the directory): the host's numbers only, as
 # bare (before: 13 library numbers a listing under record, and their paths answered)
 pp_add_host_contract(fds-fdlist fds fdlist)
+# this process's task directory (/proc/self/task, /proc/PID/task) listed by readdir, getdents64
+# and syscall(SYS_getdents64) while 3 host threads wait: the host's 4 threads, as bare (before: 5
+# entries preloaded, the server's loop thread, 6 under record; Python's os.listdir showed them)
+pp_add_host_contract(fds-tasklist fds tasklist)
+# CPU burnt on a stack of one page (above a guard page) with a 32 KiB sigaltstack registered, as
+# the Go runtime runs goroutines: the agent's handler has SA_ONSTACK, so its signals and its
+# frames go to the alternate stack (before: SIGSEGV; a cgo Go program under record crashed with
+# "unexpected return pc for runtime.sigpanic" in 4 of 4 runs)
+pp_add_host_contract(signals-smallstack signals smallstack)

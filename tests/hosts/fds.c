@@ -85,6 +85,9 @@
  *                   for 3..1023: /proc/self/fd/N, /dev/fd/N, /proc/thread-self/fd/N, /proc/PID/
  *                   fd/N, /proc/PID/task/TID/fd/N and fdinfo (fdlist); then an ordinary
  *                   directory of files named 3..1023, listed after /proc/self/fd
+ *   fds tasklist    this process's task directory (/proc/self/task, /proc/PID/task) listed by
+ *                   readdir, getdents64 and syscall(SYS_getdents64) while 3 host threads wait:
+ *                   the host's 4 threads only (tasklist)
  *   fds unsharehigh the same unshare, then 300 ms in which the library makes fds in the
  *                   process's table (marked process-wide, not in the main thread's table), then
  *                   from the main thread's table fcntl(F_GETFD), and syscall()'s fstat and
@@ -3750,6 +3753,19 @@ fdlist_listings(const char *dir, const char *label)
         fdlist_print(what, seen);
     }
     closedir(d);
+    { /* scandir64: glibc lists inside, through its own opendir and readdir */
+        struct dirent64 **list = NULL;
+        int n = scandir64(dir, &list, NULL, NULL), k;
+
+        memset(seen, 0, sizeof(seen));
+        for (k = 0; k < n; k++) {
+            fdlist_name(seen, list[k]->d_name);
+            free(list[k]);
+        }
+        free(list);
+        (void)snprintf(what, sizeof(what), "scandir64 %s%s", label, n < 0 ? " (failed)" : "");
+        fdlist_print(what, seen);
+    }
     for (way = 0; way < 2; way++) {
         long got;
 
@@ -3902,6 +3918,119 @@ fdlist(void)
     }
 }
 
+/* tasklist: this process's task directory listed (readdir, getdents64, syscall(SYS_getdents64))
+ * while 3 host threads wait: the host's 4 threads and nothing else (host/fds.c, the library's
+ * threads' entries left out). Printed: each way's count of entries and of the host's threads. */
+static pthread_barrier_t tasklist_barrier;
+static pid_t tasklist_tids[4];
+
+static void *
+tasklist_thread(void *arg)
+{
+    tasklist_tids[(intptr_t)arg] = gettid();
+    pthread_barrier_wait(&tasklist_barrier); /* started */
+    pthread_barrier_wait(&tasklist_barrier); /* listed */
+    return NULL;
+}
+
+static void
+tasklist_count(const char *name, int *entries, int *hosts)
+{
+    long n = strtol(name, NULL, 10);
+    int k;
+
+    if (name[0] < '0' || name[0] > '9') {
+        return;
+    }
+    (*entries)++;
+    for (k = 0; k < 4; k++) {
+        *hosts += tasklist_tids[k] == n;
+    }
+}
+
+static void
+tasklist_dir(const char *dir, const char *label)
+{
+    _Alignas(8) char buf[96];
+    struct dirent *e;
+    int way;
+
+    for (way = 0; way < 4; way++) {
+        int entries = 0, hosts = 0, fd = -1;
+        long got = 0;
+        DIR *d = NULL;
+
+        if (way == 3) {
+            struct dirent **list = NULL;
+            int n = scandir(dir, &list, NULL, alphasort), k;
+
+            for (k = 0; k < n; k++) {
+                tasklist_count(list[k]->d_name, &entries, &hosts);
+                free(list[k]);
+            }
+            free(list);
+            got = n;
+        } else if (way == 0) {
+            d = opendir(dir);
+            while (d != NULL && (e = readdir(d)) != NULL) {
+                tasklist_count(e->d_name, &entries, &hosts);
+            }
+        } else {
+            fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            while (fd >= 0 && (got = way == 2 ? syscall(SYS_getdents64, fd, buf, sizeof(buf))
+                                              : (long)getdents64(fd, buf, sizeof(buf))) > 0) {
+                long at = 0;
+
+                while (at < got) {
+                    unsigned short len;
+
+                    memcpy(&len, buf + at + offsetof(struct dirent64, d_reclen), sizeof(len));
+                    tasklist_count(buf + at + offsetof(struct dirent64, d_name), &entries, &hosts);
+                    at += len;
+                }
+            }
+        }
+        const char *way_name = way == 0   ? "readdir"
+                               : way == 1 ? "getdents64"
+                               : way == 2 ? "syscall(SYS_getdents64)"
+                                          : "scandir";
+        int failed = way == 0 ? d == NULL : way == 3 ? got < 0 : fd < 0 || got < 0;
+
+        printf("%s %s: %d entries, %d of the host's 4 threads%s\n", way_name, label, entries, hosts,
+               failed ? " (failed)" : "");
+        if (d != NULL) {
+            closedir(d);
+        }
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
+}
+
+static void
+tasklist(void)
+{
+    pthread_t th[3];
+    char pid[64];
+    intptr_t k;
+
+    tasklist_tids[0] = gettid();
+    pthread_barrier_init(&tasklist_barrier, NULL, 4);
+    for (k = 0; k < 3; k++) {
+        pthread_create(&th[k], NULL, tasklist_thread, (void *)(k + 1));
+    }
+    pthread_barrier_wait(&tasklist_barrier);
+    host_burn_us(300000); /* the library's threads have started meanwhile */
+    (void)snprintf(pid, sizeof(pid), "/proc/%d/task", (int)getpid());
+    tasklist_dir("/proc/self/task", "/proc/self/task");
+    tasklist_dir(pid, "/proc/PID/task");
+    pthread_barrier_wait(&tasklist_barrier);
+    for (k = 0; k < 3; k++) {
+        pthread_join(th[k], NULL);
+    }
+    pthread_barrier_destroy(&tasklist_barrier);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -3959,12 +4088,14 @@ main(int argc, char **argv)
         uninterposed();
     } else if (strcmp(how, "fdlist") == 0) {
         fdlist();
+    } else if (strcmp(how, "tasklist") == 0) {
+        tasklist();
     } else {
         fprintf(stderr,
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
                 "argsfirst|mmapearly|acceptloop|uring|uringseccomp[bad]|badpointers|unsharethreads|"
-                "unshareexit|unsharehigh|fdlist|"
+                "unshareexit|unsharehigh|fdlist|tasklist|"
                 "uninterposed\n");
         return 2;
     }

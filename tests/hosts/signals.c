@@ -47,6 +47,9 @@
  *                     (SIGEV_THREAD_ID), then to the process (SIGEV_SIGNAL): its handler runs
  *                     plus their si_overrun are the expirations the time says, each with
  *                     SI_TIMER and its value, si_overrun as timer_getoverrun says
+ *   signals smallstack  burns 300 ms of CPU in a coroutine on a stack of one page above a guard
+ *                     page with a 32 KiB sigaltstack registered, as Go's goroutines run: the
+ *                     agent's signals must go to the alternate stack (its handler SA_ONSTACK)
  *   signals offstack  burns 300 ms of CPU in a coroutine (swapcontext) whose stack is its
  *                     sigaltstack, as green-thread libraries may: the kernel reports that code
  *                     as on the alternate stack, the agent takes no sample there and says so
@@ -59,6 +62,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -379,24 +383,60 @@ burn_there(void)
     host_burn_us(300000);
 }
 
+/* Registers alt as its sigaltstack, then burns 300 ms in a coroutine on [sp, sp + size): 0, or
+ * 1 with a line on stderr. */
 static int
-offstack(void)
+burn_on(const stack_t *alt, void *sp, size_t size)
 {
-    static char stack[256 * 1024];
-    stack_t ss = { .ss_sp = stack, .ss_size = sizeof(stack), .ss_flags = 0 };
-
-    if (sigaltstack(&ss, NULL) != 0 || getcontext(&burn_ctx) != 0) {
+    if (sigaltstack(alt, NULL) != 0 || getcontext(&burn_ctx) != 0) {
         perror("sigaltstack");
         return 1;
     }
-    burn_ctx.uc_stack = ss;
+    burn_ctx.uc_stack.ss_sp = sp;
+    burn_ctx.uc_stack.ss_size = size;
+    burn_ctx.uc_stack.ss_flags = 0;
     burn_ctx.uc_link = &main_ctx;
     makecontext(&burn_ctx, burn_there, 0);
     if (swapcontext(&main_ctx, &burn_ctx) != 0) {
         perror("swapcontext");
         return 1;
     }
+    return 0;
+}
+
+static int
+offstack(void)
+{
+    static char stack[256 * 1024];
+    stack_t ss = { .ss_sp = stack, .ss_size = sizeof(stack), .ss_flags = 0 };
+
+    if (burn_on(&ss, stack, sizeof(stack)) != 0) {
+        return 1;
+    }
     printf("burned 300 ms on its alternate stack\n");
+    return 0;
+}
+
+/* smallstack: burns 300 ms of CPU in a coroutine on a stack of one 4 KiB page above a guard page
+ * while a 32 KiB sigaltstack is registered, as the Go runtime runs goroutines (2 KiB stacks and
+ * up, in its heap) on threads whose signal stack it registers, every handler with SA_ONSTACK. */
+static int
+smallstack(void)
+{
+    static char alt_stack[32 * 1024];
+    stack_t ss = { .ss_sp = alt_stack, .ss_size = sizeof(alt_stack), .ss_flags = 0 };
+    long page = sysconf(_SC_PAGESIZE);
+    char *m = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                   0);
+
+    if (m == MAP_FAILED || mprotect(m, (size_t)page, PROT_NONE) != 0) {
+        perror("mmap");
+        return 1;
+    }
+    if (burn_on(&ss, m + page, (size_t)page) != 0) {
+        return 1;
+    }
+    printf("burned 300 ms on a stack of one page with a 32 KiB sigaltstack\n");
     return 0;
 }
 
@@ -944,6 +984,9 @@ main(int argc, char **argv)
     if (strcmp(how, "onstack") == 0) {
         return onstack();
     }
+    if (strcmp(how, "smallstack") == 0) {
+        return smallstack();
+    }
     if (strcmp(how, "raises") == 0) {
         return raises(0);
     }
@@ -961,7 +1004,8 @@ main(int argc, char **argv)
     if (strcmp(how, "restart") == 0 || strcmp(how, "norestart") == 0) {
         return pipe_reads(strcmp(how, "restart") == 0);
     }
-    fprintf(stderr, "usage: signals handler|ignore|spawn|sleep|altstack|flags|offstack|onstack|"
-                    "raises|others|rawsends|timer|restart|norestart\n");
+    fprintf(stderr,
+            "usage: signals handler|ignore|spawn|sleep|altstack|flags|offstack|onstack|smallstack|"
+            "raises|others|rawsends|timer|restart|norestart\n");
     return 2;
 }

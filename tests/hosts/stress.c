@@ -740,6 +740,23 @@ every_call(int idx)
                       readdir64_r(d, &slot.e64, &er64) == 0 && er64 != NULL && closedir(d) == 0,
               "readdir/readdir64/readdir_r/readdir64_r");
 #pragma GCC diagnostic pop
+        {
+            struct dirent **list = NULL;
+            struct dirent64 **list64 = NULL;
+            int ns = scandir("/proc/self/task", &list, NULL, alphasort);
+            int n64 = scandir64("/proc/self/fd", &list64, NULL, NULL);
+            int k;
+
+            check(ns >= 3 && n64 >= 5, "scandir/scandir64"); /* ., .., a thread; and 0..2 */
+            for (k = 0; k < ns; k++) {
+                free(list[k]);
+            }
+            for (k = 0; k < n64; k++) {
+                free(list64[k]);
+            }
+            free(list);
+            free(list64);
+        }
         check(readlink("/proc/self/fd/0", link, sizeof(link)) > 0 && stat("/", &st) == 0 &&
                       stat64("/", &st64) == 0 && lstat("/", &st) == 0 && lstat64("/", &st64) == 0 &&
                       access("/", F_OK) == 0,
