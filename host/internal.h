@@ -22,6 +22,26 @@
 /* Keeps an interposer's frame (whose address was handed down as fa) alive during the call. */
 #define HOST_NO_TAIL_CALL() __asm__ volatile("" ::: "memory")
 
+/* seccomp.c: before the host's seccomp(op, flags, args) is made (its prctl(PR_SET_SECCOMP), and
+ * fds.c's syscall() of SYS_seccomp through host_seccomp_hook): the server's seccomp_before hook
+ * when the call may install a filter or strict mode. errno kept. */
+void host_seccomp_before(long op, unsigned long flags, const void *args);
+typedef void (*host_seccomp_fn)(long op, unsigned long flags, const void *args);
+/* 1 once seccomp_before stopped the library for a filter (seccomp.c), before the filter is in:
+ * the library makes no system call of the kinds below from then on, in this process and its
+ * fork()ed children. libuv's fork child handler, which it cannot take back, makes a pipe in every
+ * child and writes a byte to it (aborting when either fails, and a filter refuses or kills them):
+ * there the library's pipe, pipe2 and socketpair return HOST_FD_NEVER twice without a system call,
+ * and its write to and close of HOST_FD_NEVER succeed without one (host_fds_sealed_fake). */
+extern _Atomic int host_seccomp_sealed;
+/* 1 when the caller whose return address is ra is the library's, after the seal, and fd is
+ * HOST_FD_NEVER: the call succeeds without a system call. Loads and compares only. */
+int host_fds_sealed_fake(int fd, const void *ra);
+
+/* host_seccomp_before once the server's hooks are installed (server.c), else NULL; defined in
+ * host.c, so that fds.c links without the server's archive. */
+extern _Atomic(host_seccomp_fn) host_seccomp_hook;
+
 /* The installed tables (host.c), NULL until installed. */
 extern _Atomic(const struct host_agent_hooks *) host_agent_hooks_installed;
 extern _Atomic(const struct host_server_hooks *) host_server_hooks_installed;
@@ -59,7 +79,7 @@ host_agent_active(void)
 extern const char host_anchor_threads, host_anchor_blocking, host_anchor_signals;
 extern const char host_anchor_fds, host_anchor_eintr, host_anchor_writes;
 extern const char host_anchor_exit, host_anchor_exec, host_anchor_creds, host_anchor_sockets;
-extern const char host_anchor_dl, host_anchor_uring;
+extern const char host_anchor_dl, host_anchor_uring, host_anchor_seccomp;
 
 /*
  * The library's signal and the host's disposition of it (sig-chain.c, written by signals.c).
