@@ -1031,14 +1031,16 @@ host_fds_library_call(const void *ra)
 }
 
 int
-host_fds_sealed_fake(int fd, const void *ra)
+host_fds_sealed_call(const void *ra)
 {
-    int n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
+    int n;
 
-    return fd == HOST_FD_NEVER &&
-           atomic_load_explicit(&host_seccomp_sealed, memory_order_relaxed) &&
-           (host_fds_library_call(ra) ||
-            host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra));
+    if (__builtin_expect(!atomic_load_explicit(&host_seccomp_sealed, memory_order_relaxed), 1)) {
+        return 0;
+    }
+    n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
+    return host_fds_library_call(ra) ||
+           host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra);
 }
 
 /* HOST_FD_DATA_REFUSED's slow half, for a library fd: the host's call fails with EBADF. The
@@ -1939,9 +1941,8 @@ close(int fd)
 {
     int rc;
 
-    if (__builtin_expect(fd == HOST_FD_NEVER, 0) &&
-        host_fds_sealed_fake(fd, __builtin_return_address(0))) {
-        return 0; /* libuv's fork child handler after a seccomp filter (internal.h) */
+    if (host_fds_sealed_call(__builtin_return_address(0))) {
+        return 0; /* libuv's, after a seccomp filter: no system call (internal.h) */
     }
     if (host_fds_library_call(__builtin_return_address(0))) {
         if (host_fd_is_owned(fd)) {
@@ -2660,6 +2661,9 @@ host_fds_syscall_close(host_syscall_fn real, int fd, const void *ra)
 {
     long rc = -1;
 
+    if (host_fds_sealed_call(ra)) {
+        return 0; /* libuv's, after a seccomp filter: no system call (internal.h) */
+    }
     if (host_fds_library_call(ra)) {
         if (host_fd_is_owned(fd)) {
             return host_fds_close_library(fd, real);
@@ -3931,23 +3935,23 @@ host_fds_pair_created(int library, unsigned entries, int rc, int fds[2])
 
 /* An interposer of a call that makes two fds into fds[] and returns 0. pipe and pipe2 (glibc's pipe
  * does not call pipe2 through the PLT), and socketpair. */
-#define HOST_FDS_PAIR(name, types, params, args)                                \
-    HOST_EXPORT int name params                                                 \
-    {                                                                           \
-        int(*real) types = HOST_FDS_REAL(int(*) types, name);                   \
-        unsigned entries = 0;                                                   \
-        int library;                                                            \
-                                                                                \
-        if (real == NULL) {                                                     \
-            errno = ENOSYS;                                                     \
-            return -1;                                                          \
-        }                                                                       \
-        if (host_fds_sealed_fake(HOST_FD_NEVER, __builtin_return_address(0))) { \
-            fds[0] = fds[1] = HOST_FD_NEVER; /* after a seccomp filter */       \
-            return 0;                                                           \
-        }                                                                       \
-        library = host_fds_creating(__builtin_return_address(0), &entries);     \
-        return host_fds_pair_created(library, entries, real args, fds);         \
+#define HOST_FDS_PAIR(name, types, params, args)                            \
+    HOST_EXPORT int name params                                             \
+    {                                                                       \
+        int(*real) types = HOST_FDS_REAL(int(*) types, name);               \
+        unsigned entries = 0;                                               \
+        int library;                                                        \
+                                                                            \
+        if (real == NULL) {                                                 \
+            errno = ENOSYS;                                                 \
+            return -1;                                                      \
+        }                                                                   \
+        if (host_fds_sealed_call(__builtin_return_address(0))) {            \
+            fds[0] = fds[1] = HOST_FD_NEVER; /* after a seccomp filter */   \
+            return 0;                                                       \
+        }                                                                   \
+        library = host_fds_creating(__builtin_return_address(0), &entries); \
+        return host_fds_pair_created(library, entries, real args, fds);     \
     }
 
 HOST_FDS_PAIR(pipe2, (int *, int), (int fds[2], int flags), (fds, flags))

@@ -29,14 +29,17 @@ void host_seccomp_before(long op, unsigned long flags, const void *args);
 typedef void (*host_seccomp_fn)(long op, unsigned long flags, const void *args);
 /* 1 once seccomp_before stopped the library for a filter (seccomp.c), before the filter is in:
  * the library makes no system call of the kinds below from then on, in this process and its
- * fork()ed children. libuv's fork child handler, which it cannot take back, makes a pipe in every
- * child and writes a byte to it (aborting when either fails, and a filter refuses or kills them):
- * there the library's pipe, pipe2 and socketpair return HOST_FD_NEVER twice without a system call,
- * and its write to and close of HOST_FD_NEVER succeed without one (host_fds_sealed_fake). */
+ * fork()ed children. What of it still runs there is libuv's: its destructor at exit closes its
+ * signal lock's pipe, and its fork child handler, which it cannot take back, closes that pipe in
+ * every child, makes a new one and writes a byte to it, aborting when the pipe or the write fails
+ * (a filter refuses or kills them). So the library's closes succeed without a system call (the
+ * fd stays open: the library is gone), its pipe, pipe2 and socketpair return HOST_FD_NEVER twice
+ * without one, and its write to HOST_FD_NEVER succeeds without one. */
 extern _Atomic int host_seccomp_sealed;
-/* 1 when the caller whose return address is ra is the library's, after the seal, and fd is
- * HOST_FD_NEVER: the call succeeds without a system call. Loads and compares only. */
-int host_fds_sealed_fake(int fd, const void *ra);
+/* 1 when the seal is on and the caller whose return address is ra is the library's (its code,
+ * its thread, or a definition ahead of it: fds.c's host_fds_data_refused says why). One relaxed
+ * load while the seal is off. */
+int host_fds_sealed_call(const void *ra);
 
 /* host_seccomp_before once the server's hooks are installed (server.c), else NULL; defined in
  * host.c, so that fds.c links without the server's archive. */

@@ -467,11 +467,6 @@ shim_seccomp_before(void)
         fprintf(stderr, "pipeprof: the program installs a seccomp filter: profiling stops\n");
     }
     shim_stop(); /* also an agent that runs without a server */
-    /* libuv's global state (its signal lock's pipe, its thread pool's threads) goes now, while
-     * its closes and joins may run: at exit its destructor would close under the filter (a
-     * killing filter lacking close ended the host by SIGSYS). Its fork child handler still runs
-     * in every child: host/ answers its pipe and write there without a system call. */
-    uv_library_shutdown();
 }
 
 /* What the host contract's interposers call back (host/host.h). */
