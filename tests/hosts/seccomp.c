@@ -219,7 +219,7 @@ strict(void)
         return 1;
     }
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 60; /* a thread strict mode killed never ends: say so, not hang */
+    until.tv_sec += 60; /* a strict thread that never ends is said, not waited for */
     if (pthread_timedjoin_np(th, NULL, &until) != 0) {
         printf("the strict thread did not end within 60 s\n");
         return 1;
