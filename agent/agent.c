@@ -426,6 +426,7 @@ ag_stop(void)
     ag_timers_update_locked(); /* hz 0: deletes every timer */
     pthread_mutex_unlock(&ag.reg_lock);
     ag_teardown_locked();
+    ag_wall_files_close();
     pthread_cond_destroy(&ag.wake_cond);
     ag.req_n = 0;
     pthread_mutex_unlock(&ag.life_lock);

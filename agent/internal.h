@@ -738,6 +738,11 @@ void ag_wall_stop(void);
 void ag_wall_trim_drained(struct ag_thread *t);
 /* fork() child (agent.c's atfork handler). */
 void ag_wall_forked_child(void);
+/* ag_stop(), once the server and the agent's threads are gone: the /proc files of threads the
+ * wall thread and ag_thread_wait_stack() (the IPC thread's, after the wall thread ended) keep
+ * open. Left open, a fork()ed child's handler closed them, a system call a host's seccomp filter
+ * installed after the stop refuses or kills (host/seccomp.c). */
+void ag_wall_files_close(void);
 /* Test seam (unit tests only; 0 in a host): the next this-many reads of thread
  * ag_wall_test_woke_tid's registers from /proc report that it woke meanwhile (-EAGAIN), the
  * race a thread leaving a short sleep makes with a pass. */

@@ -776,6 +776,12 @@ ag_wall_trim_drained(struct ag_thread *t)
     pthread_mutex_unlock(&ag_wall_trim_lock);
 }
 
+void
+ag_wall_files_close(void)
+{
+    ag_wall_stat_cache_close();
+}
+
 /* fork() child: the wall thread is gone; a lock a parent's drain held is free again. */
 void
 ag_wall_forked_child(void)

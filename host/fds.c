@@ -61,7 +61,9 @@
  * notification listener, and landlock_create_ruleset without flags, whose result is a ruleset: with
  * LANDLOCK_CREATE_RULESET_VERSION it is a version, never moved); a host's SYS_tgkill, SYS_tkill and
  *                    SYS_rt_tgsigqueueinfo go to signals.c's host_syscall_send and the waits to
- *                    eintr.c; every other system call passes through with its six arguments.
+ *                    eintr.c; SYS_seccomp first goes to seccomp.c (host_seccomp_hook: the library
+ *                    stops before a filter is installed, then the listener's fd as above); every
+ *                    other system call passes through with its six arguments.
  *   eventfd epoll_create epoll_create1 socket socketpair pipe pipe2 open open64 __open_2
  *   __open64_2 openat openat64 __openat_2 __openat64_2 creat creat64 dup memfd_create fopen64
  *   timerfd_create signalfd inotify_init inotify_init1 pidfd_open mkstemp mkstemp64 mkostemp
@@ -1159,6 +1161,19 @@ host_fds_library_call(const void *ra)
     return host_library_thread || host_fds_in(host_fds_code_lo, host_fds_code_hi, n, (uintptr_t)ra);
 }
 
+int
+host_fds_sealed_call(const void *ra)
+{
+    int n;
+
+    if (__builtin_expect(!atomic_load_explicit(&host_seccomp_sealed, memory_order_relaxed), 1)) {
+        return 0;
+    }
+    n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
+    return host_fds_library_call(ra) ||
+           host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra);
+}
+
 /* HOST_FD_DATA_REFUSED's slow half, for a library fd: the host's call fails with EBADF. The
  * library's passes (its thread, its code), and so does one that came through a definition ahead
  * of this library's (ra in host_fds_ahead_lo): that object's code calls this for the library's
@@ -2101,6 +2116,9 @@ close(int fd)
 {
     int rc;
 
+    if (host_fds_sealed_call(__builtin_return_address(0))) {
+        return 0; /* libuv's, after a seccomp filter: no system call (internal.h) */
+    }
     if (host_fds_library_call(__builtin_return_address(0))) {
         if (host_fd_is_owned(fd)) {
             return (int)host_fds_close_library(fd, NULL);
@@ -2772,6 +2790,15 @@ syscall(long n, ...)
         errno = ENOSYS;
         return -1;
     }
+#ifdef SYS_seccomp
+    if (n == SYS_seccomp) { /* seccomp.c: the library stops before a filter is installed */
+        host_seccomp_fn before = atomic_load_explicit(&host_seccomp_hook, memory_order_acquire);
+
+        if (before != NULL) {
+            before(a[0], (unsigned long)a[1], (const void *)a[2]);
+        }
+    }
+#endif
     kind = host_fds_syscall_kind(n, a);
     if (kind != HOST_FDS_SYS_NONE) {
         long rc = host_fds_syscall_fd(real, n, a, kind, __builtin_return_address(0), HOST_FA);
@@ -2809,6 +2836,9 @@ host_fds_syscall_close(host_syscall_fn real, int fd, const void *ra)
 {
     long rc = -1;
 
+    if (host_fds_sealed_call(ra)) {
+        return 0; /* libuv's, after a seccomp filter: no system call (internal.h) */
+    }
     if (host_fds_library_call(ra)) {
         if (host_fd_is_owned(fd)) {
             return host_fds_close_library(fd, real);
@@ -4090,6 +4120,10 @@ host_fds_pair_created(int library, unsigned entries, int rc, int fds[2])
         if (real == NULL) {                                                 \
             errno = ENOSYS;                                                 \
             return -1;                                                      \
+        }                                                                   \
+        if (host_fds_sealed_call(__builtin_return_address(0))) {            \
+            fds[0] = fds[1] = HOST_FD_NEVER; /* after a seccomp filter */   \
+            return 0;                                                       \
         }                                                                   \
         library = host_fds_creating(__builtin_return_address(0), &entries); \
         return host_fds_pair_created(library, entries, real args, fds);     \

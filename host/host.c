@@ -17,6 +17,8 @@
 #include "host/internal.h"
 
 _Atomic(const struct host_agent_hooks *) host_agent_hooks_installed;
+_Atomic(host_seccomp_fn) host_seccomp_hook;
+_Atomic int host_seccomp_sealed;
 
 /*
  * The anchors of the files the agent's hooks serve (internal.h says why): a program that installs

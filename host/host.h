@@ -19,6 +19,7 @@
  *                system
  *   creds.c      setuid setgid seteuid setegid setreuid setregid setresuid setresgid setgroups
  *   sockets.c    bind connect listen unlink
+ *   seccomp.c    prctl (and the SYS_seccomp fds.c's syscall passes to it)
  *   dl.c         dlclose
  *   fds.c        close close_range closefrom dup2 dup3 syscall eventfd epoll_create
  *                epoll_create1 socket socketpair pipe pipe2 open open64 __open_2 __open64_2
@@ -112,8 +113,8 @@ enum host_socket_op {
 };
 
 /*
- * What the diagnostic server's owner (shim/shim.c) adds to exit.c, exec.c, creds.c and
- * sockets.c. Called on the host thread that made the call.
+ * What the diagnostic server's owner (shim/shim.c) adds to exit.c, exec.c, creds.c, sockets.c
+ * and seccomp.c. Called on the host thread that made the call.
  */
 struct host_server_hooks {
     /* Ends every session with rundown within a bounded wait (exit, exec); 1 when this
@@ -125,6 +126,10 @@ struct host_server_hooks {
     int (*creds_before)(void);
     /* After it, when creds_before returned 1: starts them again with the new credentials. */
     void (*creds_after)(void);
+    /* Before a call that may install a seccomp filter or strict mode (seccomp.c): stops the
+     * agent and the server for good, with no later start in this process or its fork()ed
+     * children (creds_after, exec_failed and a fork child's start do nothing after it). */
+    void (*seccomp_before)(void);
     /* The path a socket name of a bind, connect or unlink goes to instead, written into out
      * (size bytes); 1 when it is redirected, 0 to leave the call alone. */
     int (*socket_redirect)(enum host_socket_op op, const char *path, char *out, size_t size);

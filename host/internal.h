@@ -22,6 +22,29 @@
 /* Keeps an interposer's frame (whose address was handed down as fa) alive during the call. */
 #define HOST_NO_TAIL_CALL() __asm__ volatile("" ::: "memory")
 
+/* seccomp.c: before the host's seccomp(op, flags, args) is made (its prctl(PR_SET_SECCOMP), and
+ * fds.c's syscall() of SYS_seccomp through host_seccomp_hook): the server's seccomp_before hook
+ * when the call may install a filter or strict mode. errno kept. */
+void host_seccomp_before(long op, unsigned long flags, const void *args);
+typedef void (*host_seccomp_fn)(long op, unsigned long flags, const void *args);
+/* 1 once seccomp_before stopped the library for a filter (seccomp.c), before the filter is in:
+ * the library makes no system call of the kinds below from then on, in this process and its
+ * fork()ed children. What of it still runs there is libuv's: its destructor at exit closes its
+ * signal lock's pipe, and its fork child handler, which it cannot take back, closes that pipe in
+ * every child, makes a new one and writes a byte to it, aborting when the pipe or the write fails
+ * (a filter refuses or kills them). So the library's closes succeed without a system call (the
+ * fd stays open: the library is gone), its pipe, pipe2 and socketpair return HOST_FD_NEVER twice
+ * without one, and its write to HOST_FD_NEVER succeeds without one. */
+extern _Atomic int host_seccomp_sealed;
+/* 1 when the seal is on and the caller whose return address is ra is the library's (its code,
+ * its thread, or a definition ahead of it: fds.c's host_fds_data_refused says why). One relaxed
+ * load while the seal is off. */
+int host_fds_sealed_call(const void *ra);
+
+/* host_seccomp_before once the server's hooks are installed (server.c), else NULL; defined in
+ * host.c, so that fds.c links without the server's archive. */
+extern _Atomic(host_seccomp_fn) host_seccomp_hook;
+
 /* The installed tables (host.c), NULL until installed. */
 extern _Atomic(const struct host_agent_hooks *) host_agent_hooks_installed;
 extern _Atomic(const struct host_server_hooks *) host_server_hooks_installed;
@@ -59,7 +82,7 @@ host_agent_active(void)
 extern const char host_anchor_threads, host_anchor_blocking, host_anchor_signals;
 extern const char host_anchor_fds, host_anchor_eintr, host_anchor_writes;
 extern const char host_anchor_exit, host_anchor_exec, host_anchor_creds, host_anchor_sockets;
-extern const char host_anchor_dl, host_anchor_uring;
+extern const char host_anchor_dl, host_anchor_uring, host_anchor_seccomp;
 
 /*
  * The library's signal and the host's disposition of it (sig-chain.c, written by signals.c).

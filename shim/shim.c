@@ -42,6 +42,9 @@
 #endif
 
 static struct ipc_server *shim_server;
+/* 1 once the host installed a seccomp filter (shim_seccomp_before): the library never starts
+ * again in this process or its fork()ed children, which inherit the flag. */
+static int shim_sealed;
 /* 1 while the load hook runs (the constructor, before main), not at a later start. */
 static int shim_loading;
 
@@ -202,7 +205,8 @@ shim_atfork_child(void)
     pthread_attr_t attr;
     pthread_t thread;
 
-    if (!shim_forked_was_running || !shim_follow_forks) {
+    if (!shim_forked_was_running || !shim_follow_forks ||
+        __atomic_load_n(&shim_sealed, __ATOMIC_ACQUIRE)) {
         return;
     }
     /* Most children of a shell exec at once, and their new image starts its own agent; a
@@ -230,7 +234,8 @@ shim_start_process(int running)
     struct ipc_output_options output;
     int timeout_ms, err;
 
-    if (shim_env_is("PIPEPROF_DISABLE", "1") || shim_env_is("DOTNET_EnableDiagnostics", "0") ||
+    if (__atomic_load_n(&shim_sealed, __ATOMIC_ACQUIRE) || shim_env_is("PIPEPROF_DISABLE", "1") ||
+        shim_env_is("DOTNET_EnableDiagnostics", "0") ||
         shim_env_is("COMPlus_EnableDiagnostics", "0") ||
         shim_env_is("DOTNET_EnableDiagnostics_IPC", "0") || !shim_is_target()) {
         return;
@@ -448,12 +453,29 @@ shim_creds_before(void)
     return 1;
 }
 
+/* host/seccomp.c: the host is about to install a seccomp filter (or strict mode), which may
+ * apply to the library's threads (SECCOMP_FILTER_FLAG_TSYNC) and does apply to the calling
+ * thread, where the agent's signal handler runs: the library stops for good, and no later start
+ * (creds_after, exec_failed, a fork()ed child's) creates threads under the filter. */
+static void
+shim_seccomp_before(void)
+{
+    if (__atomic_exchange_n(&shim_sealed, 1, __ATOMIC_ACQ_REL)) {
+        return;
+    }
+    if (__atomic_load_n(&shim_server, __ATOMIC_ACQUIRE) != NULL) {
+        fprintf(stderr, "pipeprof: the program installs a seccomp filter: profiling stops\n");
+    }
+    shim_stop(); /* also an agent that runs without a server */
+}
+
 /* What the host contract's interposers call back (host/host.h). */
 static const struct host_server_hooks shim_host_hooks = {
     .sessions_end = shim_quick_stop,
     .exec_failed = shim_exec_failed,
     .creds_before = shim_creds_before,
     .creds_after = shim_start_again,
+    .seccomp_before = shim_seccomp_before,
     .socket_redirect = shim_socket_redirect,
 };
 

@@ -14,6 +14,8 @@
 # parent's kernel walks: 2 to 55 ms of its CPU per child; docs/architecture.md, Resources).
 # HC_LIBRARY_OPENS=1: the record runs go under strace, and every open of the library's threads
 # below fd 768 must move high at once (tests/library-opens.py; host/fds.c).
+# HC_ERR_HAS=ERE: every run but the bare one says it on stderr (the library's, or record's);
+# HC_ERR_LACKS=ERE: none says it. HC_EXPECT_SAMPLES=1: each recording holds samples.
 source "$(dirname "$0")/ipc-lib.sh"
 NAME=$1
 shift
@@ -28,9 +30,17 @@ set -e
 # here too, loudly, where a passing test's output shows.
 grep 'SKIPPED' "$T/bare.out" | while read -r line; do echo "SKIP (loud, part): $NAME: $line" >&2; done || true
 
-same() { # RUN RC: RUN's output and status are the bare run's
+same() { # RUN RC: RUN's output and status are the bare run's, its stderr as HC_ERR_* say
   [[ $2 == "$rc_bare" ]] || { cat "$T/$1.err" >&2; fail "$NAME $*: exit status $2, bare $rc_bare"; }
   diff -u "$T/bare.out" "$T/$1.out" >&2 || { cat "$T/$1.err" >&2; fail "$NAME $*: the output changed"; }
+  if [[ -n ${HC_ERR_HAS:-} ]] && ! grep -Eq -- "$HC_ERR_HAS" "$T/$1.err"; then
+    cat "$T/$1.err" >&2
+    fail "$NAME $*: its stderr does not say: $HC_ERR_HAS"
+  fi
+  if [[ -n ${HC_ERR_LACKS:-} ]] && grep -Eq -- "$HC_ERR_LACKS" "$T/$1.err"; then
+    cat "$T/$1.err" >&2
+    fail "$NAME $*: its stderr says: $HC_ERR_LACKS"
+  fi
 }
 
 alive() { # PID runs (an exited child stays a zombie until waited for: kill -0 succeeds on it)
@@ -62,6 +72,12 @@ no_proc_tasks() { # STRACE_LOG: no /proc/A/task/B with B another thread than A; 
 readable() { # TRACE: pipeprof reads it
   local lost
   "$PIPEPROF" report "$1" >"$1.report" 2>&1 || { cat "$1.report" >&2; fail "$NAME: $1 is unreadable"; }
+  if [[ -n ${HC_EXPECT_SAMPLES:-} ]]; then
+    local n
+    n=$("$PIPEPROF" report --format json "$1" | grep -o '"samples":[0-9]*' | head -1 | cut -d: -f2)
+    [[ ${n:-0} -gt 0 ]] || { cat "$1.report" >&2; fail "$NAME: $1 holds no samples"; }
+    note "$NAME: $1 holds $n samples"
+  fi
   [[ -z ${HC_EXPECT_LOST:-} ]] && return 0
   lost=$("$PIPEPROF" report --format json "$1" | grep -o '"lost_samples":[0-9]*' | head -1 | cut -d: -f2)
   [[ ${lost:-0} -gt 0 ]] || { cat "$1.report" >&2; fail "$NAME: $1 reports no lost samples"; }

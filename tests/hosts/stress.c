@@ -39,6 +39,7 @@
 #include <sys/mount.h>
 #include <sys/msg.h>
 #include <sys/pidfd.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/select.h>
 #include <sys/sem.h>
@@ -294,6 +295,17 @@ every_credential_call(void)
     n = getgroups(64, groups);
     /* setgroups needs CAP_SETGID: EPERM for another user, bare or not */
     check(n >= 0 && (setgroups((size_t)n, groups) == 0 || errno == EPERM), "setgroups");
+}
+
+/* prctl (host/seccomp.c): an option it passes through, and PR_SET_SECCOMP of a mode the kernel
+ * does not know (EINVAL), which installs nothing and stops nothing. */
+static void
+every_prctl_call(void)
+{
+    char name[16] = "";
+
+    check(prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && name[0] != '\0', "prctl(PR_GET_NAME)");
+    check(prctl(PR_SET_SECCOMP, 7, 0, 0, 0) == -1 && errno == EINVAL, "prctl(PR_SET_SECCOMP, 7)");
 }
 
 /* mkstemp and its kin (fds.c's interposers), each file removed: 0 when all worked. */
@@ -925,6 +937,7 @@ main(void)
         pthread_join(th[i], NULL);
     }
     every_credential_call();
+    every_prctl_call();
     semctl(sem_id, 0, IPC_RMID);
     msgctl(msg_id, IPC_RMID, NULL);
     printf("alarm handler ran: %s\n", atomic_load(&alarms) > 0 ? "yes" : "no");
