@@ -91,7 +91,7 @@
  *   getaliasent getaliasent_r
  *                    interposed for the same reason: NSS's other enumeration streams (hosts,
  *                    networks, protocols, services, rpc, aliases), counted in as those above
- *                    (without it, under the knob, 184 to 593 of 917 to 2305 gethostent,
+ *                    (without it, under the knob, 0 to 593 of 103 to 2305 gethostent,
  *                    sethostent(1), getnetent, getprotoent, getservent, setservent(1) and
  *                    getrpcent calls a kind got the next number, CPU and wall mode).
  *   res_query __res_query res_search __res_search res_querydomain __res_querydomain res_send
@@ -101,7 +101,7 @@
  *   getnetbyaddr getnetbyname_r getnetbyaddr_r
  *                    interposed because the resolver keeps its socket open across calls when
  *                    its state has RES_STAYOPEN: counted in as a close only then (without it,
- *                    under the knob, 16 to 464 of 287 to 1960 res_query, gethostbyname and
+ *                    under the knob, 0 to 484 of 32 to 1960 res_query, gethostbyname and
  *                    getaddrinfo calls a kind got the next number, CPU and wall mode).
  *   fstatat fstatat64 lseek lseek64 fsync fdatasync fchmod fchown ftruncate ftruncate64 flock
  *   posix_fadvise posix_fadvise64
@@ -427,15 +427,16 @@
  * syslog's, setmntent's, the utmp file's, NSS's enumerations' and the resolver's socket through
  * its calls are interposed above: without that, under host-contract-fds-create's knob, 18 to 239
  * of 384 to 1203 getpwent, getgrent, setmntent, getutent and getutxent calls a kind got the next
- * number, and 184 to 593 of 917 to 2305 gethostent, sethostent(1), getnetent, getprotoent,
- * getservent, setservent(1) and getrpcent calls and 16 to 464 of 287 to 1960 res_query,
- * gethostbyname and getaddrinfo calls with RES_STAYOPEN, CPU and wall mode; 0 with it in 3 CPU
- * and 3 wall runs but for one wall run at a load average of 19, where 1 of 341 gethostent and 1 of
- * 135 sethostent(1) calls got the next number: the host's wait is bounded, 50 ms), the fds a
- * read of a fanotify group makes for its events, the fds io_uring's own opens and accepts install
- * (IORING_OP_OPENAT, _ACCEPT, _SOCKET without a fixed file: the kernel installs them, maybe from
- * its own worker), and those a seccomp listener's SECCOMP_IOCTL_NOTIF_ADDFD installs in the process
- * it watches (the host is such a process when a supervisor adds fds to it; without
+ * number, CPU and wall mode, 0 with it; and 7049 of 28165 gethostent, sethostent(1), getnetent,
+ * getprotoent, getservent, setservent(1) and getrpcent calls (0 to 593 a kind and run) and 1967 of
+ * 10014 res_query, gethostbyname and getaddrinfo calls with RES_STAYOPEN (0 to 484), two CPU and
+ * two wall runs at a load average of 12 to 20; with it 2 of 26281 and 0 of 14922 in four of each,
+ * 1 of 341 gethostent and 1 of 135 sethostent(1) calls in one wall run at a load average of 19,
+ * where the host's wait, bounded at 50 ms, can end before a preempted library thread moves), the
+ * fds a read of a fanotify group makes for its events, the fds io_uring's own opens and accepts
+ * install (IORING_OP_OPENAT, _ACCEPT, _SOCKET without a fixed file: the kernel installs them, maybe
+ * from its own worker), and those a seccomp listener's SECCOMP_IOCTL_NOTIF_ADDFD installs in the
+ * process it watches (the host is such a process when a supervisor adds fds to it; without
  * SECCOMP_ADDFD_FLAG_SETFD the kernel takes the lowest free number, as for an open; with it, at a
  * library fd's number, the library's file is replaced as by a dup2 no interposer sees). The host's
  * own ioctl(SECCOMP_IOCTL_NOTIF_ADDFD) as a supervisor needs nothing: its result is the number in
