@@ -4805,22 +4805,33 @@ host_fds_stayopen(res_state state)
     return state != NULL && (state->options & RES_STAYOPEN) != 0;
 }
 
-/* An interposer of libc's name (or of alias, calling libc's name) counted in when kept holds. */
-#define HOST_FDS_KEPT_AS(type, alias, name, fail, params, args, kept)                          \
-    static _Atomic(void *) real_##alias##_p;                                                   \
-    HOST_EXPORT type alias params                                                              \
-    {                                                                                          \
-        type r_;                                                                               \
-                                                                                               \
-        HOST_FDS_KEPT_CALL_IF((type(*) params)host_real(&real_##alias##_p, #name), fail, args, \
-                              kept);                                                           \
+/* libc's name, or other where libc has no name (a glibc before 2.34, whose res_* calls are
+ * libresolv's __res_* names alone). */
+static void *
+host_fds_real_or(_Atomic(void *) *slot, const char *name, const char *other)
+{
+    void *p = host_real(slot, name);
+
+    return p != NULL ? p : host_real(slot, other);
+}
+
+/* An interposer named export that calls libc's name (or other where libc has no name), counted in
+ * when kept holds. */
+#define HOST_FDS_KEPT_AS(type, export, name, other, fail, params, args, kept)                      \
+    static _Atomic(void *) real_##export##_p;                                                      \
+    HOST_EXPORT type export params                                                                 \
+    {                                                                                              \
+        type r_;                                                                                   \
+                                                                                                   \
+        HOST_FDS_KEPT_CALL_IF((type(*) params)host_fds_real_or(&real_##export##_p, #name, #other), \
+                              fail, args, kept);                                                   \
     }
 
 /* The resolver's call name, also under its __res_ name, with params (a state first when
  * stateful: state names it) and arguments args. */
-#define HOST_FDS_RES(name, params, args, state)                                   \
-    HOST_FDS_KEPT_AS(int, name, name, -1, params, args, host_fds_stayopen(state)) \
-    HOST_FDS_KEPT_AS(int, __##name, name, -1, params, args, host_fds_stayopen(state))
+#define HOST_FDS_RES(name, params, args, state)                                             \
+    HOST_FDS_KEPT_AS(int, name, name, __##name, -1, params, args, host_fds_stayopen(state)) \
+    HOST_FDS_KEPT_AS(int, __##name, name, __##name, -1, params, args, host_fds_stayopen(state))
 
 int __res_query(const char *dname, int cls, int type, unsigned char *ans, int len);
 int __res_search(const char *dname, int cls, int type, unsigned char *ans, int len);
@@ -4858,7 +4869,7 @@ HOST_FDS_RES(res_nsend,
 
 /* A lookup that may go to DNS through the calling thread's _res. */
 #define HOST_FDS_LOOKUP(type, name, fail, params, args) \
-    HOST_FDS_KEPT_AS(type, name, name, fail, params, args, host_fds_stayopen(__res_state()))
+    HOST_FDS_KEPT_AS(type, name, name, name, fail, params, args, host_fds_stayopen(__res_state()))
 
 HOST_FDS_LOOKUP(struct hostent *, gethostbyname, NULL, (const char *name), (name))
 HOST_FDS_LOOKUP(struct hostent *, gethostbyname2, NULL, (const char *name, int af), (name, af))
