@@ -326,6 +326,9 @@ stress_temporary(int fails)
     return fails;
 }
 
+/* Held across the calls of libc's that are not reentrant (every_call). */
+static pthread_mutex_t stress_nonreentrant = PTHREAD_MUTEX_INITIALIZER;
+
 /* The lookups that go to DNS through the thread's _res (refused there), and those files answer. */
 static void
 stress_lookups(void)
@@ -909,6 +912,10 @@ every_call(int idx)
         char buf[4096];
         FILE *mnt;
 
+        /* one thread at a time: these share one stream (and getpwent's kin one result) in libc,
+         * as a host that calls them from many threads must hold a lock (TSan reported races in
+         * getpwent, getgrent, gethostent, gethostbyname... between the workers) */
+        pthread_mutex_lock(&stress_nonreentrant);
         setpwent();
         check(getpwent() != NULL && getpwent_r(&pw, buf, sizeof(buf), &pwp) == 0,
               "setpwent/getpwent/getpwent_r");
@@ -939,6 +946,7 @@ every_call(int idx)
     /* NSS's other enumerations (hosts, networks, protocols, services, rpc; aliases: none here)
      * and the resolver with RES_STAYOPEN (host/fds.c counts them in the gate) */
     stress_netdb();
+    pthread_mutex_unlock(&stress_nonreentrant);
 
     /* dispositions by the old calls */
     check(bsd_signal(SIGWINCH, SIG_DFL) != SIG_ERR && sysv_signal(SIGWINCH, SIG_DFL) != SIG_ERR,
