@@ -96,6 +96,23 @@
  *                    enumeration streams): counted in the gate as a close, as syslog's (without
  *                    it, under host-contract-fds-create's knob, getpwent, setmntent and getutent
  *                    calls got the next number: figures in the "Still open" paragraph below).
+ *   sethostent gethostent gethostent_r setnetent getnetent getnetent_r setprotoent getprotoent
+ *   getprotoent_r setservent getservent getservent_r setrpcent getrpcent getrpcent_r setaliasent
+ *   getaliasent getaliasent_r
+ *                    interposed for the same reason: NSS's other enumeration streams (hosts,
+ *                    networks, protocols, services, rpc, aliases), counted in as those above
+ *                    (without it, under the knob, 0 to 593 of 103 to 2305 gethostent,
+ *                    sethostent(1), getnetent, getprotoent, getservent, setservent(1) and
+ *                    getrpcent calls a kind got the next number, CPU and wall mode).
+ *   res_query __res_query res_search __res_search res_querydomain __res_querydomain res_send
+ *   __res_send res_nquery __res_nquery res_nsearch __res_nsearch res_nquerydomain
+ *   __res_nquerydomain res_nsend __res_nsend gethostbyname gethostbyname2 gethostbyaddr
+ *   gethostbyname_r gethostbyname2_r gethostbyaddr_r getaddrinfo getnameinfo getnetbyname
+ *   getnetbyaddr getnetbyname_r getnetbyaddr_r
+ *                    interposed because the resolver keeps its socket open across calls when
+ *                    its state has RES_STAYOPEN: counted in as a close only then (without it,
+ *                    under the knob, 0 to 484 of 32 to 1960 res_query, gethostbyname and
+ *                    getaddrinfo calls a kind got the next number, CPU and wall mode).
  *   fstatat fstatat64 lseek lseek64 fsync fdatasync fchmod fchown ftruncate ftruncate64 flock
  *   posix_fadvise posix_fadvise64
  *                    interposed because a host that probes numbers (a daemon that checks each fd
@@ -413,16 +430,23 @@
  * (host_fds_pair_created), so they keep bare's order. sem_open needs nothing: glibc closes the
  * file it opens before it returns, so no number of the host's changes. Still open: the host's
  * creations made without the interposers get bare's number except in a library fd's low moment,
- * which they do not wait for (they get the next number then): the resolver's socket with
- * RES_STAYOPEN and glibc's other enumerations that keep a stream (gethostent, getnetent,
- * getprotoent, getservent, getaliasent; syslog's, setmntent's, the utmp file's and the passwd,
- * group and shadow enumerations' are interposed above: without that, under
- * host-contract-fds-create's knob, 18 to 239 of 384 to 1203 getpwent, getgrent, setmntent,
- * getutent and getutxent calls a kind got the next number, CPU and wall mode; 0 with it), the fds a
- * read of a fanotify group makes for its events, the fds io_uring's own opens and accepts install
- * (IORING_OP_OPENAT, _ACCEPT, _SOCKET without a fixed file: the kernel installs them, maybe from
- * its own worker), and those a seccomp listener's SECCOMP_IOCTL_NOTIF_ADDFD installs in the process
- * it watches (the host is such a process when a supervisor adds fds to it; without
+ * which they do not wait for (they get the next number then): the fds NSS modules other than
+ * files and dns keep across calls (NIS's binding, sssd's socket: any lookup may open them), the
+ * resolver's socket with RES_STAYOPEN when glibc looks up inside another of its calls (rcmd,
+ * rexec and their kin call gethostbyname_r and getaddrinfo inside, past the interposers;
+ * syslog's, setmntent's, the utmp file's, NSS's enumerations' and the resolver's socket through
+ * its calls are interposed above: without that, under host-contract-fds-create's knob, 18 to 239
+ * of 384 to 1203 getpwent, getgrent, setmntent, getutent and getutxent calls a kind got the next
+ * number, CPU and wall mode, 0 with it; and 7049 of 28165 gethostent, sethostent(1), getnetent,
+ * getprotoent, getservent, setservent(1) and getrpcent calls (0 to 593 a kind and run) and 1967 of
+ * 10014 res_query, gethostbyname and getaddrinfo calls with RES_STAYOPEN (0 to 484), two CPU and
+ * two wall runs at a load average of 12 to 20; with it 2 of 26281 and 0 of 14922 in four of each,
+ * 1 of 341 gethostent and 1 of 135 sethostent(1) calls in one wall run at a load average of 19,
+ * where the host's wait, bounded at 50 ms, can end before a preempted library thread moves), the
+ * fds a read of a fanotify group makes for its events, the fds io_uring's own opens and accepts
+ * install (IORING_OP_OPENAT, _ACCEPT, _SOCKET without a fixed file: the kernel installs them, maybe
+ * from its own worker), and those a seccomp listener's SECCOMP_IOCTL_NOTIF_ADDFD installs in the
+ * process it watches (the host is such a process when a supervisor adds fds to it; without
  * SECCOMP_ADDFD_FLAG_SETFD the kernel takes the lowest free number, as for an open; with it, at a
  * library fd's number, the library's file is replaced as by a dup2 no interposer sees). The host's
  * own ioctl(SECCOMP_IOCTL_NOTIF_ADDFD) as a supervisor needs nothing: its result is the number in
@@ -473,14 +497,16 @@
  * handling here, each but the two low dups aborted the host, status 134), then a pipe and files
  * of the host's own, bare against preloaded, CPU and wall, record, listen mode and no session:
  * same output, same per-call error counts, exit 0); host-contract-fds-create (each creator in a
- * loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 50 kinds, syslog's
+ * loop against a library fd held low on demand, PIPEPROF_TEST_FD_LOW_MS: 60 kinds, syslog's
  * socket by openlog(LOG_NDELAY) and by a first message (syslog, vsyslog, __syslog_chk and
  * __vsyslog_chk in turn) on a thread whose /dev is a tmpfs with a /dev/log of the host's (root
  * only, skipped elsewhere), getpwent, getgrent, setmntent, getutent and getutxent (of an empty
- * utmp file of the host's), freopen of a
- * stream whose fd was closed, recvmsg and recvmmsg of an fd passed by SCM_RIGHTS, syscall()'s
- * openat, openat2, memfd_create, eventfd2, pipe2, fcntl(F_DUPFD_CLOEXEC), recvmsg, recvmmsg,
- * seccomp's listener and landlock_create_ruleset (3 to 15 of 77 to 453 calls a kind got a
+ * utmp file of the host's), gethostent, sethostent(1), getnetent, getprotoent, getservent,
+ * setservent(1) with getservbyname, getrpcent, and res_query, gethostbyname and getaddrinfo
+ * with RES_STAYOPEN against a DNS server of the host's own on loopback (NXDOMAIN to all),
+ * freopen of a stream whose fd was closed, recvmsg and recvmmsg of an fd passed by SCM_RIGHTS,
+ * syscall()'s openat, openat2, memfd_create, eventfd2, pipe2, fcntl(F_DUPFD_CLOEXEC), recvmsg,
+ * recvmmsg, seccomp's listener and landlock_create_ruleset (3 to 15 of 77 to 453 calls a kind got a
  * number bare does not give without their handling, CPU mode), popen, openpty, forkpty, mq_open,
  * fanotify_init and open_by_handle_at (each skipped, on the host's output, where the call fails
  * at once with ENOSYS, EPERM, EOPNOTSUPP, EACCES or EINVAL), and pidfd_getfd, and syscall()'s
@@ -490,6 +516,7 @@
  * two opens until a library fd took and left the host's number, put back in bare's order:
  * host_fds_pair_created).
  */
+#include <aliases.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -503,9 +530,12 @@
 #include <linux/seccomp.h>
 #include <mntent.h>
 #include <mqueue.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <pty.h>
 #include <pwd.h>
+#include <resolv.h>
+#include <rpc/netdb.h>
 #include <sched.h>
 #include <shadow.h>
 #include <stdarg.h>
@@ -536,6 +566,9 @@
 #include <utmpx.h>
 
 #include "host/internal.h"
+
+/* <resolv.h> names its printing helpers by macros; p_type is a field of ELF program headers. */
+#undef p_type
 
 HOST_ANCHOR(fds);
 
@@ -4848,21 +4881,24 @@ __syslog_chk(int pri, int flag, const char *fmt, ...)
  * low, its cost is two atomic adds and a load. errno is libc's, kept across the gate. fail is
  * the result when libc has no such function.
  */
-#define HOST_FDS_KEPT_CALL(real, fail, args)                      \
-    do {                                                          \
-        int host_;                                                \
-        int err_;                                                 \
-                                                                  \
-        if ((real) == NULL) {                                     \
-            errno = ENOSYS;                                       \
-            return fail;                                          \
-        }                                                         \
-        host_ = host_fds_kept_begin(__builtin_return_address(0)); \
-        r_ = (real)args;                                          \
-        err_ = errno;                                             \
-        host_fds_kept_end(host_);                                 \
-        errno = err_;                                             \
-        return r_;                                                \
+#define HOST_FDS_KEPT_CALL(real, fail, args) HOST_FDS_KEPT_CALL_IF(real, fail, args, 1)
+
+/* The same, counted in only when the condition kept holds (evaluated before the call). */
+#define HOST_FDS_KEPT_CALL_IF(real, fail, args, kept)                          \
+    do {                                                                       \
+        int host_;                                                             \
+        int err_;                                                              \
+                                                                               \
+        if ((real) == NULL) {                                                  \
+            errno = ENOSYS;                                                    \
+            return fail;                                                       \
+        }                                                                      \
+        host_ = (kept) ? host_fds_kept_begin(__builtin_return_address(0)) : 0; \
+        r_ = (real)args;                                                       \
+        err_ = errno;                                                          \
+        host_fds_kept_end(host_);                                              \
+        errno = err_;                                                          \
+        return r_;                                                             \
     } while (0)
 
 /* An interposer of libc's name returning type, with parameters params and call arguments args. */
@@ -4875,23 +4911,24 @@ __syslog_chk(int pri, int flag, const char *fmt, ...)
         HOST_FDS_KEPT_CALL(HOST_FDS_REAL(type(*) params, name), fail, args); \
     }
 
-/* The same for a function of libc's without a result. */
-#define HOST_FDS_KEPT_VOID(name)                                     \
+/* The same for a function of libc's without a result, with parameters params and arguments args. */
+#define HOST_FDS_KEPT_NONE(name, params, args)                       \
     static _Atomic(void *) real_##name##_p;                          \
-    HOST_EXPORT void name(void)                                      \
+    HOST_EXPORT void name params                                     \
     {                                                                \
-        void (*real)(void) = HOST_FDS_REAL(void (*)(void), name);    \
+        void(*real) params = HOST_FDS_REAL(void(*) params, name);    \
         int host;                                                    \
         int err;                                                     \
                                                                      \
         if (real != NULL) {                                          \
             host = host_fds_kept_begin(__builtin_return_address(0)); \
-            real();                                                  \
+            real args;                                               \
             err = errno;                                             \
             host_fds_kept_end(host);                                 \
             errno = err;                                             \
         }                                                            \
     }
+#define HOST_FDS_KEPT_VOID(name) HOST_FDS_KEPT_NONE(name, (void), ())
 
 HOST_FDS_KEPT(FILE *, setmntent, NULL, (const char *file, const char *mode), (file, mode))
 HOST_FDS_KEPT_VOID(setutent)
@@ -4921,6 +4958,162 @@ HOST_FDS_KEPT_VOID(setspent)
 HOST_FDS_KEPT(struct spwd *, getspent, NULL, (void), ())
 HOST_FDS_KEPT(int, getspent_r, ENOSYS, (struct spwd * sp, char *buf, size_t len, struct spwd **res),
               (sp, buf, len, res))
+
+/*
+ * The other enumerations NSS's files module keeps a stream for across calls: hosts, networks,
+ * protocols, services, rpc and aliases (/etc/hosts, /etc/networks, /etc/protocols, /etc/services,
+ * /etc/rpc, /etc/aliases). Each set*ent opens its file at once, whatever its stayopen; each get*ent
+ * and get*ent_r opens it on a first use or after end*ent. The by-name, by-number and by-port
+ * lookups (getservbyname, getprotobynumber, gethostbyname's files part...) open and close a stream
+ * of their own in one call, even after a set*ent(1): glibc 2.36 under strace and /proc/self/fd.
+ * The netgroup calls keep nothing: the files module reads the group at setnetgrent and closes its
+ * file (NIS's kept binding, as any NSS module's own socket, is not covered).
+ */
+#define HOST_FDS_KEPT_SET(name) HOST_FDS_KEPT_NONE(name, (int stayopen), (stayopen))
+
+/* get<ent> and get<ent>_r of struct <ent>, the _r one with h_errno's pointer last or not. */
+#define HOST_FDS_KEPT_GETENT(ent)                           \
+    HOST_FDS_KEPT(struct ent *, get##ent, NULL, (void), ()) \
+    HOST_FDS_KEPT(int, get##ent##_r, ENOSYS,                \
+                  (struct ent * e, char *buf, size_t len, struct ent **res), (e, buf, len, res))
+#define HOST_FDS_KEPT_GETENT_H(ent)                                                     \
+    HOST_FDS_KEPT(struct ent *, get##ent, NULL, (void), ())                             \
+    HOST_FDS_KEPT(int, get##ent##_r, ENOSYS,                                            \
+                  (struct ent * e, char *buf, size_t len, struct ent **res, int *herr), \
+                  (e, buf, len, res, herr))
+
+HOST_FDS_KEPT_SET(sethostent)
+HOST_FDS_KEPT_GETENT_H(hostent)
+HOST_FDS_KEPT_SET(setnetent)
+HOST_FDS_KEPT_GETENT_H(netent)
+HOST_FDS_KEPT_SET(setprotoent)
+HOST_FDS_KEPT_GETENT(protoent)
+HOST_FDS_KEPT_SET(setservent)
+HOST_FDS_KEPT_GETENT(servent)
+HOST_FDS_KEPT_SET(setrpcent)
+HOST_FDS_KEPT_GETENT(rpcent)
+HOST_FDS_KEPT_VOID(setaliasent)
+HOST_FDS_KEPT_GETENT(aliasent)
+
+/*
+ * The resolver with RES_STAYOPEN in its state's options (res_init, then _res.options |=
+ * RES_STAYOPEN; glibc's sethostent(1) no longer sets it): the socket of its first query, UDP or
+ * TCP, stays open at its number after the call for the next ones (until res_close or
+ * res_nclose), made by the res_* calls and by every lookup that goes to DNS through the calling
+ * thread's _res: gethostbyname and its kin, getaddrinfo, getnameinfo, getnetbyname and
+ * getnetbyaddr (networks: dns). Counted in as a close only when the state has RES_STAYOPEN (the
+ * calling thread's _res, or the res_n* calls' own): without it the socket is closed before the
+ * call returns, and a lookup that waits seconds for a server would hold the library's creations
+ * at their bound. With it, such a wait does: each library creation meanwhile waits its 500 ms.
+ * The __res_* names are those that binaries built before glibc 2.34 call (compat versions,
+ * which dlsym does not give): each calls libc's res_* name.
+ */
+static int
+host_fds_stayopen(res_state state)
+{
+    return state != NULL && (state->options & RES_STAYOPEN) != 0;
+}
+
+/* libc's name, or other where libc has no name (a glibc before 2.34, whose res_* calls are
+ * libresolv's __res_* names alone). */
+static void *
+host_fds_real_or(_Atomic(void *) *slot, const char *name, const char *other)
+{
+    void *p = host_real(slot, name);
+
+    return p != NULL ? p : host_real(slot, other);
+}
+
+/* An interposer named export that calls libc's name (or other where libc has no name), counted in
+ * when kept holds. */
+#define HOST_FDS_KEPT_AS(type, export, name, other, fail, params, args, kept)                      \
+    static _Atomic(void *) real_##export##_p;                                                      \
+    HOST_EXPORT type export params                                                                 \
+    {                                                                                              \
+        type r_;                                                                                   \
+                                                                                                   \
+        HOST_FDS_KEPT_CALL_IF((type(*) params)host_fds_real_or(&real_##export##_p, #name, #other), \
+                              fail, args, kept);                                                   \
+    }
+
+/* The resolver's call name, also under its __res_ name, with params (a state first when
+ * stateful: state names it) and arguments args. */
+#define HOST_FDS_RES(name, params, args, state)                                             \
+    HOST_FDS_KEPT_AS(int, name, name, __##name, -1, params, args, host_fds_stayopen(state)) \
+    HOST_FDS_KEPT_AS(int, __##name, name, __##name, -1, params, args, host_fds_stayopen(state))
+
+int __res_query(const char *dname, int cls, int type, unsigned char *ans, int len);
+int __res_search(const char *dname, int cls, int type, unsigned char *ans, int len);
+int __res_querydomain(const char *name, const char *domain, int cls, int type, unsigned char *ans,
+                      int len);
+int __res_send(const unsigned char *msg, int msglen, unsigned char *ans, int len);
+int __res_nquery(res_state st, const char *dname, int cls, int type, unsigned char *ans, int len);
+int __res_nsearch(res_state st, const char *dname, int cls, int type, unsigned char *ans, int len);
+int __res_nquerydomain(res_state st, const char *name, const char *domain, int cls, int type,
+                       unsigned char *ans, int len);
+int __res_nsend(res_state st, const unsigned char *msg, int msglen, unsigned char *ans, int len);
+
+HOST_FDS_RES(res_query, (const char *dname, int cls, int type, unsigned char *ans, int len),
+             (dname, cls, type, ans, len), __res_state())
+HOST_FDS_RES(res_search, (const char *dname, int cls, int type, unsigned char *ans, int len),
+             (dname, cls, type, ans, len), __res_state())
+HOST_FDS_RES(res_querydomain,
+             (const char *name, const char *domain, int cls, int type, unsigned char *ans, int len),
+             (name, domain, cls, type, ans, len), __res_state())
+HOST_FDS_RES(res_send, (const unsigned char *msg, int msglen, unsigned char *ans, int len),
+             (msg, msglen, ans, len), __res_state())
+HOST_FDS_RES(res_nquery,
+             (res_state st, const char *dname, int cls, int type, unsigned char *ans, int len),
+             (st, dname, cls, type, ans, len), st)
+HOST_FDS_RES(res_nsearch,
+             (res_state st, const char *dname, int cls, int type, unsigned char *ans, int len),
+             (st, dname, cls, type, ans, len), st)
+HOST_FDS_RES(res_nquerydomain,
+             (res_state st, const char *name, const char *domain, int cls, int type,
+              unsigned char *ans, int len),
+             (st, name, domain, cls, type, ans, len), st)
+HOST_FDS_RES(res_nsend,
+             (res_state st, const unsigned char *msg, int msglen, unsigned char *ans, int len),
+             (st, msg, msglen, ans, len), st)
+
+/* A lookup that may go to DNS through the calling thread's _res. */
+#define HOST_FDS_LOOKUP(type, name, fail, params, args) \
+    HOST_FDS_KEPT_AS(type, name, name, name, fail, params, args, host_fds_stayopen(__res_state()))
+
+HOST_FDS_LOOKUP(struct hostent *, gethostbyname, NULL, (const char *name), (name))
+HOST_FDS_LOOKUP(struct hostent *, gethostbyname2, NULL, (const char *name, int af), (name, af))
+HOST_FDS_LOOKUP(struct hostent *, gethostbyaddr, NULL, (const void *addr, socklen_t len, int type),
+                (addr, len, type))
+HOST_FDS_LOOKUP(int, gethostbyname_r, ENOSYS,
+                (const char *name, struct hostent *he, char *buf, size_t len, struct hostent **res,
+                 int *herr),
+                (name, he, buf, len, res, herr))
+HOST_FDS_LOOKUP(int, gethostbyname2_r, ENOSYS,
+                (const char *name, int af, struct hostent *he, char *buf, size_t len,
+                 struct hostent **res, int *herr),
+                (name, af, he, buf, len, res, herr))
+HOST_FDS_LOOKUP(int, gethostbyaddr_r, ENOSYS,
+                (const void *addr, socklen_t alen, int type, struct hostent *he, char *buf,
+                 size_t len, struct hostent **res, int *herr),
+                (addr, alen, type, he, buf, len, res, herr))
+HOST_FDS_LOOKUP(int, getaddrinfo, EAI_SYSTEM,
+                (const char *node, const char *service, const struct addrinfo *hints,
+                 struct addrinfo **res),
+                (node, service, hints, res))
+HOST_FDS_LOOKUP(int, getnameinfo, EAI_SYSTEM,
+                (const struct sockaddr *sa, socklen_t salen, char *host, socklen_t hostlen,
+                 char *serv, socklen_t servlen, int flags),
+                (sa, salen, host, hostlen, serv, servlen, flags))
+HOST_FDS_LOOKUP(struct netent *, getnetbyname, NULL, (const char *name), (name))
+HOST_FDS_LOOKUP(struct netent *, getnetbyaddr, NULL, (uint32_t net, int type), (net, type))
+HOST_FDS_LOOKUP(int, getnetbyname_r, ENOSYS,
+                (const char *name, struct netent *ne, char *buf, size_t len, struct netent **res,
+                 int *herr),
+                (name, ne, buf, len, res, herr))
+HOST_FDS_LOOKUP(int, getnetbyaddr_r, ENOSYS,
+                (uint32_t net, int type, struct netent *ne, char *buf, size_t len,
+                 struct netent **res, int *herr),
+                (net, type, ne, buf, len, res, herr))
 
 HOST_EXPORT int
 fclose(FILE *f)

@@ -33,8 +33,17 @@
  *                __vsyslog_chk setmntent setutent getutent getutid getutline pututline
  *                getutent_r getutid_r getutline_r setutxent getutxent getutxid getutxline
  *                pututxline setpwent getpwent getpwent_r setgrent getgrent getgrent_r setspent
- *                getspent getspent_r fstatat fstatat64 lseek lseek64 fsync fdatasync fchmod fchown
- *                ftruncate ftruncate64 flock posix_fadvise posix_fadvise64 shutdown setsockopt
+ *                getspent getspent_r sethostent gethostent gethostent_r setnetent getnetent
+ *                getnetent_r setprotoent getprotoent getprotoent_r setservent getservent
+ *                getservent_r setrpcent getrpcent getrpcent_r setaliasent getaliasent
+ *                getaliasent_r res_query __res_query res_search __res_search res_querydomain
+ *                __res_querydomain res_send __res_send res_nquery __res_nquery res_nsearch
+ *                __res_nsearch res_nquerydomain __res_nquerydomain res_nsend __res_nsend
+ *                gethostbyname gethostbyname2 gethostbyaddr gethostbyname_r gethostbyname2_r
+ *                gethostbyaddr_r getaddrinfo getnameinfo getnetbyname getnetbyaddr
+ *                getnetbyname_r getnetbyaddr_r fstatat fstatat64 lseek lseek64 fsync fdatasync
+ *                fchmod fchown ftruncate ftruncate64 flock posix_fadvise posix_fadvise64
+ *                shutdown setsockopt
  *                fchdir statx pread pread64 readv fstatfs fstatfs64 fgetxattr __fxstat
  *                __fxstat64 pwrite pwrite64 preadv preadv64 pwritev pwritev64 preadv2 preadv64v2
  *                pwritev2 pwritev64v2 splice sendmmsg fsetxattr fstatvfs fstatvfs64 fchmodat

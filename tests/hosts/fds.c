@@ -115,7 +115,12 @@
  *                   of its own mount namespace with a /dev/log of the host's: root only, and the
  *                   files glibc keeps open inside getpwent (/etc/passwd), getgrent (/etc/group),
  *                   setmntent and getutent and getutxent (an empty utmp file of the host's, by
- *                   utmpname)) creates them
+ *                   utmpname), the netdb files gethostent, sethostent(1), getnetent,
+ *                   getprotoent, getservent, setservent(1) with getservbyname and getrpcent keep,
+ *                   and the resolver's socket res_query, gethostbyname and getaddrinfo keep with
+ *                   RES_STAYOPEN, on a thread whose _res asks a DNS server of the host's own on
+ *                   loopback, which answers NXDOMAIN at once; a lookup an NSS module answers
+ *                   before dns is skipped) creates them
  *                   in a loop and checks each number against the lowest the host left free (what
  *                   bare gives): one of the library's fds in its low moment takes that number,
  *                   and the host's creation waits for it to move (host/fds.c,
@@ -147,11 +152,14 @@
 #include <linux/seccomp.h>
 #include <mntent.h>
 #include <mqueue.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <pty.h>
 #include <pwd.h>
+#include <resolv.h>
+#include <rpc/netdb.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -188,6 +196,9 @@
 #include <utmpx.h>
 
 #include "hosts.h"
+
+/* <resolv.h> names its printing helpers by macros; p_type is a field of ELF program headers. */
+#undef p_type
 
 #define PIPE_BYTES (4u << 20)
 
@@ -2790,6 +2801,16 @@ enum {
     CR_SETMNTENT,
     CR_GETUTENT,
     CR_GETUTXENT,
+    CR_GETHOSTENT,
+    CR_SETHOSTENT,
+    CR_GETNETENT,
+    CR_GETPROTOENT,
+    CR_GETSERVENT,
+    CR_SETSERVENT,
+    CR_GETRPCENT,
+    CR_RES_QUERY,
+    CR_GETHOSTBYNAME,
+    CR_GETADDRINFO,
     CR_COUNT
 };
 static const char *const cr_names[CR_COUNT] = { "open",
@@ -2841,7 +2862,17 @@ static const char *const cr_names[CR_COUNT] = { "open",
                                                 "getgrent",
                                                 "setmntent",
                                                 "getutent",
-                                                "getutxent" };
+                                                "getutxent",
+                                                "gethostent",
+                                                "sethostent(1)",
+                                                "getnetent",
+                                                "getprotoent",
+                                                "getservent",
+                                                "setservent(1), getservbyname",
+                                                "getrpcent",
+                                                "res_query (RES_STAYOPEN)",
+                                                "gethostbyname (RES_STAYOPEN)",
+                                                "getaddrinfo (RES_STAYOPEN)" };
 
 extern int __openat_2(int dirfd, const char *path, int flags);
 
@@ -2893,6 +2924,117 @@ create_handle(void)
     }
     cr_mount = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     cr_mount_err = errno;
+}
+
+/*
+ * The resolver's kinds: a thread of the host's answers every DNS query on a UDP socket of
+ * 127.0.0.1 (made before the listener) with NXDOMAIN at once, and each kind's thread points its
+ * _res there with RES_STAYOPEN (create_resolver_setup), so that the socket of its first query
+ * stays open after the call (the number checked, from _res's own record of it), until
+ * res_nclose.
+ */
+static struct {
+    int fd;
+    struct sockaddr_in addr;
+    pthread_t th;
+} cr_dns = { .fd = -1 };
+
+static void *
+create_resolver_answer(void *arg)
+{
+    unsigned char q[512];
+    struct sockaddr_in from;
+    socklen_t len;
+    ssize_t n;
+
+    (void)arg;
+    for (;;) {
+        len = sizeof(from);
+        n = recvfrom(cr_dns.fd, q, sizeof(q), 0, (struct sockaddr *)&from, &len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 12) { /* create_resolver_stop's byte, or an error */
+            return NULL;
+        }
+        q[2] |= 0x80;                            /* QR: a response */
+        q[3] = (unsigned char)(q[3] & 0xf0) | 3; /* RCODE: NXDOMAIN */
+        (void)sendto(cr_dns.fd, q, (size_t)n, 0, (struct sockaddr *)&from, len);
+    }
+}
+
+static void
+create_resolver_start(void)
+{
+    socklen_t len = sizeof(cr_dns.addr);
+
+    cr_dns.addr = (struct sockaddr_in){ .sin_family = AF_INET,
+                                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    cr_dns.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (cr_dns.fd < 0 || bind(cr_dns.fd, (struct sockaddr *)&cr_dns.addr, len) != 0 ||
+        getsockname(cr_dns.fd, (struct sockaddr *)&cr_dns.addr, &len) != 0 ||
+        pthread_create(&cr_dns.th, NULL, create_resolver_answer, NULL) != 0) {
+        perror("resolver's server");
+        exit(1);
+    }
+}
+
+static void
+create_resolver_stop(void)
+{
+    (void)sendto(cr_dns.fd, "", 1, 0, (struct sockaddr *)&cr_dns.addr, sizeof(cr_dns.addr));
+    pthread_join(cr_dns.th, NULL);
+    close(cr_dns.fd);
+}
+
+static int
+create_resolver_kind(int k)
+{
+    return k == CR_RES_QUERY || k == CR_GETHOSTBYNAME || k == CR_GETADDRINFO;
+}
+
+/* The calling thread's _res: cr_dns's server only, one try of 1 s, the socket kept. */
+static int
+create_resolver_setup(void)
+{
+    if (res_init() != 0) {
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    _res.nsaddr_list[0] = cr_dns.addr;
+    _res.nscount = 1;
+    _res.retrans = 1;
+    _res.retry = 1;
+    _res.options |= RES_STAYOPEN;
+    return 0;
+}
+
+/* One query of kind k (NXDOMAIN): the socket _res keeps, or -1 with EOPNOTSUPP where the lookup
+ * did not reach DNS (an NSS module before dns answered: the kind is skipped). */
+static int
+create_resolver_query(int k)
+{
+    unsigned char answer[512];
+    struct addrinfo hints = { .ai_family = AF_INET }, *ai = NULL;
+
+    switch (k) {
+    case CR_RES_QUERY:
+        (void)res_query("nothing.invalid", C_IN, T_A, answer, sizeof(answer));
+        break;
+    case CR_GETHOSTBYNAME:
+        (void)gethostbyname("nothing.invalid");
+        break;
+    default:
+        if (getaddrinfo("nothing.invalid", NULL, &hints, &ai) == 0) {
+            freeaddrinfo(ai);
+        }
+        break;
+    }
+    if (_res._u._ext.nssocks[0] <= 2) { /* none: -1 once closed, 0 before a first query */
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    return _res._u._ext.nssocks[0];
 }
 
 /* fd 2 sent over cr_pass and received by recvmsg (or recvmmsg, many; through syscall(), raw):
@@ -3245,6 +3387,40 @@ create_one(int k, int ls, int fds[2])
         (void)getutxent();
         fds[0] = un_fd_of(un_utmp);
         return 1;
+    case CR_GETHOSTENT:
+        (void)gethostent();
+        fds[0] = un_fd_of("/etc/hosts");
+        return 1;
+    case CR_SETHOSTENT:
+        sethostent(1);
+        fds[0] = un_fd_of("/etc/hosts");
+        return 1;
+    case CR_GETNETENT:
+        (void)getnetent();
+        fds[0] = un_fd_of("/etc/networks");
+        return 1;
+    case CR_GETPROTOENT:
+        (void)getprotoent();
+        fds[0] = un_fd_of("/etc/protocols");
+        return 1;
+    case CR_GETSERVENT:
+        (void)getservent();
+        fds[0] = un_fd_of("/etc/services");
+        return 1;
+    case CR_SETSERVENT:
+        setservent(1);
+        (void)getservbyname("http", "tcp");
+        fds[0] = un_fd_of("/etc/services");
+        return 1;
+    case CR_GETRPCENT:
+        (void)getrpcent();
+        fds[0] = un_fd_of("/etc/rpc");
+        return 1;
+    case CR_RES_QUERY:
+    case CR_GETHOSTBYNAME:
+    case CR_GETADDRINFO:
+        fds[0] = create_resolver_query(k);
+        return 1;
     }
     return 0;
 }
@@ -3286,6 +3462,29 @@ create_close(int k, int fds[2])
         return;
     case CR_GETUTXENT:
         endutxent();
+        return;
+    case CR_GETHOSTENT:
+    case CR_SETHOSTENT:
+        endhostent();
+        return;
+    case CR_GETNETENT:
+        endnetent();
+        return;
+    case CR_GETPROTOENT:
+        endprotoent();
+        return;
+    case CR_GETSERVENT:
+    case CR_SETSERVENT:
+        endservent();
+        return;
+    case CR_GETRPCENT:
+        endrpcent();
+        return;
+    case CR_RES_QUERY:
+    case CR_GETHOSTBYNAME:
+    case CR_GETADDRINFO:
+        res_nclose(&_res); /* which frees the servers' addresses too: res_init again */
+        (void)create_resolver_setup();
         return;
     }
     if (k == CR_FORKPTY && cr_child > 0) {
@@ -3615,6 +3814,10 @@ create_kind_thread(void *arg)
         r->skipped = errno;
         return NULL;
     }
+    if (create_resolver_kind(r->k) && create_resolver_setup() != 0) {
+        r->skipped = errno;
+        return NULL;
+    }
     create_kind(r);
     return NULL;
 }
@@ -3634,6 +3837,7 @@ create_loop(void)
         exit(1);
     }
     create_handle();
+    create_resolver_start();
     ls = create_listener();
     printf("listener: fd %d\n", ls);
     /* the utmp kinds' file: empty, of the host's own (utmpname) */
@@ -3646,7 +3850,7 @@ create_loop(void)
         pthread_t th;
 
         runs[k] = (struct create_run){ .k = k, .ls = ls };
-        if ((k == CR_SECCOMP || k == CR_OPENLOG || k == CR_SYSLOG) &&
+        if ((k == CR_SECCOMP || k == CR_OPENLOG || k == CR_SYSLOG || create_resolver_kind(k)) &&
             pthread_create(&th, NULL, create_kind_thread, &runs[k]) == 0) {
             pthread_join(th, NULL);
         } else {
@@ -3664,6 +3868,7 @@ create_loop(void)
         close(cr_log);
     }
     unlink(un_utmp);
+    create_resolver_stop();
     create_copy_scans();
     for (k = 0; k < CR_COUNT; k++) {
         if (runs[k].skipped != 0) {

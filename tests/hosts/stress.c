@@ -9,6 +9,7 @@
  * the exits once per thread in children. Every result that is not what bare gives is counted and
  * printed: the output must stay bare's ("unexpected: 0").
  */
+#include <aliases.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -16,10 +17,14 @@
 #include <grp.h>
 #include <mntent.h>
 #include <mqueue.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <pty.h>
 #include <pwd.h>
+#include <resolv.h>
+#include <rpc/netdb.h>
 #include <semaphore.h>
 #include <shadow.h>
 #include <signal.h>
@@ -331,6 +336,147 @@ stress_temporary(int fails)
         fails += fd < 0 || close(fd) != 0 || unlink(path) != 0;
     }
     return fails;
+}
+
+/* Held across the calls of libc's that are not reentrant (every_call). */
+static pthread_mutex_t stress_nonreentrant = PTHREAD_MUTEX_INITIALIZER;
+
+/* The lookups that go to DNS through the thread's _res (refused there), and those files answer. */
+static void
+stress_lookups(void)
+{
+    struct hostent he, *hep;
+    struct netent ne, *nep;
+    struct addrinfo hints = { .ai_family = AF_INET }, *ai = NULL;
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0xc0000201) };
+    struct in_addr addr = sa.sin_addr;
+    char buf[4096], host[256];
+    int herr, rc;
+
+    check(gethostbyname("localhost") != NULL &&
+                  gethostbyname2("nothing.invalid", AF_INET) == NULL &&
+                  gethostbyaddr(&addr, sizeof(addr), AF_INET) == NULL,
+          "gethostbyname/gethostbyname2/gethostbyaddr");
+    check(gethostbyname_r("localhost", &he, buf, sizeof(buf), &hep, &herr) == 0 && hep != NULL &&
+                  (gethostbyname2_r("nothing.invalid", AF_INET, &he, buf, sizeof(buf), &hep, &herr),
+                   hep == NULL) &&
+                  (gethostbyaddr_r(&addr, sizeof(addr), AF_INET, &he, buf, sizeof(buf), &hep,
+                                   &herr),
+                   hep == NULL),
+          "gethostbyname_r/gethostbyname2_r/gethostbyaddr_r");
+    rc = getaddrinfo("nothing.invalid", NULL, &hints, &ai);
+    if (rc == 0) {
+        freeaddrinfo(ai);
+    }
+    check(rc != 0 && getnameinfo((struct sockaddr *)&sa, sizeof(sa), host, sizeof(host), NULL, 0,
+                                 NI_NAMEREQD) != 0,
+          "getaddrinfo/getnameinfo");
+    check(getnetbyname("loopback") != NULL && getnetbyaddr(0x7f000000u, AF_INET) != NULL &&
+                  getnetbyname_r("loopback", &ne, buf, sizeof(buf), &nep, &herr) == 0 &&
+                  getnetbyaddr_r(0x7f000000u, AF_INET, &ne, buf, sizeof(buf), &nep, &herr) == 0,
+          "getnetbyname/getnetbyaddr/getnetbyname_r/getnetbyaddr_r");
+}
+
+/* The resolver's calls of both names (the __res_* ones, compat versions of glibc's, through the
+ * preloaded library's exports: none bare) against a loopback port nothing listens on (each query
+ * refused at once), with RES_STAYOPEN, then _res as resolv.conf says again. */
+typedef int (*stress_res_fn)(const char *, int, int, unsigned char *, int);
+typedef int (*stress_res_domain_fn)(const char *, const char *, int, int, unsigned char *, int);
+typedef int (*stress_res_send_fn)(const unsigned char *, int, unsigned char *, int);
+typedef int (*stress_res_n_fn)(res_state, const char *, int, int, unsigned char *, int);
+typedef int (*stress_res_ndomain_fn)(res_state, const char *, const char *, int, int,
+                                     unsigned char *, int);
+typedef int (*stress_res_nsend_fn)(res_state, const unsigned char *, int, unsigned char *, int);
+
+static void
+stress_resolver(void)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof(a);
+    unsigned char q[512], ans[512];
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), n, ok;
+    stress_res_fn q2 = (stress_res_fn)dlsym(RTLD_DEFAULT, "__res_query");
+    stress_res_fn s2 = (stress_res_fn)dlsym(RTLD_DEFAULT, "__res_search");
+    stress_res_domain_fn d2 = (stress_res_domain_fn)dlsym(RTLD_DEFAULT, "__res_querydomain");
+    stress_res_send_fn send2 = (stress_res_send_fn)dlsym(RTLD_DEFAULT, "__res_send");
+    stress_res_n_fn nq2 = (stress_res_n_fn)dlsym(RTLD_DEFAULT, "__res_nquery");
+    stress_res_n_fn ns2 = (stress_res_n_fn)dlsym(RTLD_DEFAULT, "__res_nsearch");
+    stress_res_ndomain_fn nd2 = (stress_res_ndomain_fn)dlsym(RTLD_DEFAULT, "__res_nquerydomain");
+    stress_res_nsend_fn nsend2 = (stress_res_nsend_fn)dlsym(RTLD_DEFAULT, "__res_nsend");
+
+    /* a port free on loopback: bound, then closed */
+    check(s >= 0 && bind(s, (struct sockaddr *)&a, len) == 0 &&
+                  getsockname(s, (struct sockaddr *)&a, &len) == 0 && close(s) == 0,
+          "resolver's refusing port");
+    check(res_init() == 0, "res_init");
+    _res.nsaddr_list[0] = a;
+    _res.nscount = 1;
+    _res.retrans = 1;
+    _res.retry = 1;
+    _res.options |= RES_STAYOPEN;
+    n = res_mkquery(QUERY, "nothing.invalid", C_IN, T_A, NULL, 0, NULL, q, sizeof(q));
+    check(n > 0, "res_mkquery");
+    ok = res_query("nothing.invalid", C_IN, T_A, ans, sizeof(ans)) < 0 &&
+         res_search("nothing.invalid", C_IN, T_A, ans, sizeof(ans)) < 0 &&
+         res_querydomain("nothing", "invalid", C_IN, T_A, ans, sizeof(ans)) < 0 &&
+         res_send(q, n, ans, sizeof(ans)) < 0 &&
+         res_nquery(&_res, "nothing.invalid", C_IN, T_A, ans, sizeof(ans)) < 0 &&
+         res_nsearch(&_res, "nothing.invalid", C_IN, T_A, ans, sizeof(ans)) < 0 &&
+         res_nquerydomain(&_res, "nothing", "invalid", C_IN, T_A, ans, sizeof(ans)) < 0 &&
+         res_nsend(&_res, q, n, ans, sizeof(ans)) < 0;
+    check(ok, "res_query/res_search/res_querydomain/res_send and their res_n* (refused)");
+    ok = (q2 == NULL || q2("nothing.invalid", C_IN, T_A, ans, sizeof(ans)) < 0) &&
+         (s2 == NULL || s2("nothing.invalid", C_IN, T_A, ans, sizeof(ans)) < 0) &&
+         (d2 == NULL || d2("nothing", "invalid", C_IN, T_A, ans, sizeof(ans)) < 0) &&
+         (send2 == NULL || send2(q, n, ans, sizeof(ans)) < 0) &&
+         (nq2 == NULL || nq2(&_res, "nothing.invalid", C_IN, T_A, ans, sizeof(ans)) < 0) &&
+         (ns2 == NULL || ns2(&_res, "nothing.invalid", C_IN, T_A, ans, sizeof(ans)) < 0) &&
+         (nd2 == NULL || nd2(&_res, "nothing", "invalid", C_IN, T_A, ans, sizeof(ans)) < 0) &&
+         (nsend2 == NULL || nsend2(&_res, q, n, ans, sizeof(ans)) < 0);
+    check(ok, "__res_query/__res_search/__res_querydomain/__res_send and their __res_n*");
+    stress_lookups();
+    res_nclose(&_res);
+    check(res_init() == 0, "res_init again");
+}
+
+/* The enumerations of netdb's files and the resolver's calls. */
+static void
+stress_netdb(void)
+{
+    struct hostent he, *hep;
+    struct netent ne, *nep;
+    struct protoent pe, *pep;
+    struct servent se, *sep;
+    struct rpcent re, *rep;
+    struct aliasent ae, *aep;
+    char buf[8192];
+    int herr;
+
+    sethostent(1);
+    check(gethostent() != NULL && gethostent_r(&he, buf, sizeof(buf), &hep, &herr) == 0,
+          "sethostent/gethostent/gethostent_r");
+    endhostent();
+    setnetent(1);
+    check(getnetent() != NULL && getnetent_r(&ne, buf, sizeof(buf), &nep, &herr) == 0,
+          "setnetent/getnetent/getnetent_r");
+    endnetent();
+    setprotoent(1);
+    check(getprotoent() != NULL && getprotoent_r(&pe, buf, sizeof(buf), &pep) == 0,
+          "setprotoent/getprotoent/getprotoent_r");
+    endprotoent();
+    setservent(1);
+    check(getservent() != NULL && getservent_r(&se, buf, sizeof(buf), &sep) == 0,
+          "setservent/getservent/getservent_r");
+    endservent();
+    setrpcent(1);
+    check(getrpcent() != NULL && getrpcent_r(&re, buf, sizeof(buf), &rep) == 0,
+          "setrpcent/getrpcent/getrpcent_r");
+    endrpcent();
+    setaliasent();
+    (void)getaliasent(); /* no /etc/aliases on most machines */
+    (void)getaliasent_r(&ae, buf, sizeof(buf), &aep);
+    endaliasent();
+    stress_resolver();
 }
 
 /* Each remaining interposer of host/ once, each with the result bare gives. */
@@ -795,6 +941,10 @@ every_call(int idx)
         char buf[4096];
         FILE *mnt;
 
+        /* one thread at a time: these share one stream (and getpwent's kin one result) in libc,
+         * as a host that calls them from many threads must hold a lock (TSan reported races in
+         * getpwent, getgrent, gethostent, gethostbyname... between the workers) */
+        pthread_mutex_lock(&stress_nonreentrant);
         setpwent();
         check(getpwent() != NULL && getpwent_r(&pw, buf, sizeof(buf), &pwp) == 0,
               "setpwent/getpwent/getpwent_r");
@@ -822,6 +972,10 @@ every_call(int idx)
               "setutxent/getutxent/getutxid/getutxline/pututxline");
         endutxent();
     }
+    /* NSS's other enumerations (hosts, networks, protocols, services, rpc; aliases: none here)
+     * and the resolver with RES_STAYOPEN (host/fds.c counts them in the gate) */
+    stress_netdb();
+    pthread_mutex_unlock(&stress_nonreentrant);
 
     /* dispositions by the old calls */
     check(bsd_signal(SIGWINCH, SIG_DFL) != SIG_ERR && sysv_signal(SIGWINCH, SIG_DFL) != SIG_ERR,
