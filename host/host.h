@@ -18,6 +18,7 @@
  *   exec.c       execve execv execvp execvpe execl execlp execle posix_spawn posix_spawnp
  *                system
  *   creds.c      setuid setgid seteuid setegid setreuid setregid setresuid setresgid setgroups
+ *   ns.c         unshare setns
  *   sockets.c    bind connect listen unlink
  *   dl.c         dlclose
  *   fds.c        close close_range closefrom dup2 dup3 syscall eventfd epoll_create
@@ -112,7 +113,7 @@ enum host_socket_op {
 };
 
 /*
- * What the diagnostic server's owner (shim/shim.c) adds to exit.c, exec.c, creds.c and
+ * What the diagnostic server's owner (shim/shim.c) adds to exit.c, exec.c, creds.c, ns.c and
  * sockets.c. Called on the host thread that made the call.
  */
 struct host_server_hooks {

@@ -14,6 +14,8 @@
 # parent's kernel walks: 2 to 55 ms of its CPU per child; docs/architecture.md, Resources).
 # HC_LIBRARY_OPENS=1: the record runs go under strace, and every open of the library's threads
 # below fd 768 must move high at once (tests/library-opens.py; host/fds.c).
+# HC_RECORD_FRAME=NAME: each record run's report must name the function NAME (work the host does
+# after something that restarts the library: host-contract-ns-user).
 source "$(dirname "$0")/ipc-lib.sh"
 NAME=$1
 shift
@@ -85,6 +87,11 @@ for run in ${HC_MODES:-cpu wall listen preload}; do
       note "$NAME $run: $(cat "$T/$run.opens")"
     fi
     readable "$T/$run.nettrace"
+    if [[ -n ${HC_RECORD_FRAME:-} ]]; then
+      grep -qw -- "$HC_RECORD_FRAME" "$T/$run.nettrace.report" ||
+        { cat "$T/$run.nettrace.report" "$T/$run.err" >&2; fail "$NAME $run: no sample in $HC_RECORD_FRAME"; }
+      note "$NAME $run: the report names $HC_RECORD_FRAME"
+    fi
     ;;
   listen)
     rm -f "$T/go"

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <pty.h>
 #include <pwd.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <shadow.h>
 #include <signal.h>
@@ -294,6 +295,12 @@ every_credential_call(void)
     n = getgroups(64, groups);
     /* setgroups needs CAP_SETGID: EPERM for another user, bare or not */
     check(n >= 0 && (setgroups((size_t)n, groups) == 0 || errno == EPERM), "setgroups");
+    /* the namespace calls (host/ns.c) in their forms that need no privilege: no namespace to
+     * leave, and a number that is no fd (the host-contract-ns-* cases make the real ones) */
+    check(unshare(0) == 0 && syscall(SYS_unshare, 0) == 0, "unshare(0)");
+    check(setns(-1, CLONE_NEWNS) == -1 && errno == EBADF &&
+                  syscall(SYS_setns, -1, CLONE_NEWUSER) == -1 && errno == EBADF,
+          "setns(-1)");
 }
 
 /* mkstemp and its kin (fds.c's interposers), each file removed: 0 when all worked. */
