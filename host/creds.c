@@ -31,7 +31,7 @@
 
 HOST_ANCHOR(creds);
 
-static int
+int
 host_creds_before(void)
 {
     const struct host_server_hooks *h = host_server();
@@ -39,7 +39,7 @@ host_creds_before(void)
     return h != NULL && h->creds_before();
 }
 
-static void
+void
 host_creds_after(int restart, int saved_errno)
 {
     if (restart) {

@@ -701,6 +701,7 @@ host_thread_mark_library(void)
         host_library_tid_add(self);
     }
     host_library_thread = 1;
+    host_thread_library_add(self);
     if (ref == 0 || host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0),
                                      ref, 0, 0, 0, 0) < 0) {
         atomic_compare_exchange_strong_explicit(&host_fds_ref_tid, &ref, self, memory_order_acq_rel,
@@ -1205,6 +1206,12 @@ host_fds_sealed_call(const void *ra)
     n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
     return host_fds_library_call(ra) ||
            host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra);
+}
+
+int
+host_fds_is_library_call(const void *ra)
+{
+    return host_fds_library_call(ra);
 }
 
 /* HOST_FD_DATA_REFUSED's slow half, for a library fd: the host's call fails with EBADF. The
@@ -1912,6 +1919,7 @@ host_fds_forked_child(void)
     atomic_store_explicit(&host_fds_count, 0, memory_order_release);
     atomic_store(&host_fds_gate_library, 0);   /* held by threads the child does not have */
     host_fds_mark_lock_drop();                 /* likewise */
+    host_thread_forked_child();                /* likewise */
     for (i = 0; i < HOST_FDS_LOW_SLOTS; i++) { /* their creators are not in the child */
         atomic_store_explicit(&host_fds_low[i].fd1, 0, memory_order_relaxed);
     }
@@ -2803,6 +2811,8 @@ host_fds_syscall_never(long n, const long a[6], long b[6])
     return 1;
 }
 
+_Atomic(host_ns_syscall_fn) host_ns_syscall_installed;
+
 /* Six arguments are read whatever the call takes, as libc's syscall() passes six registers: the
  * last ones may lie past what the caller pushed (AddressSanitizer would call that a stack
  * underflow; the memory is the caller's stack, and the values are never used). */
@@ -2832,6 +2842,14 @@ syscall(long n, ...)
         }
     }
 #endif
+    if (n == SYS_unshare || n == SYS_setns) {
+        host_ns_syscall_fn ns =
+                atomic_load_explicit(&host_ns_syscall_installed, memory_order_acquire);
+
+        if (ns != NULL) {
+            return ns(real, n, a, __builtin_return_address(0));
+        }
+    }
     kind = host_fds_syscall_kind(n, a);
     if (kind != HOST_FDS_SYS_NONE) {
         long rc = host_fds_syscall_fd(real, n, a, kind, __builtin_return_address(0), HOST_FA);

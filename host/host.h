@@ -18,6 +18,7 @@
  *   exec.c       execve execv execvp execvpe execl execlp execle posix_spawn posix_spawnp
  *                system
  *   creds.c      setuid setgid seteuid setegid setreuid setregid setresuid setresgid setgroups
+ *   ns.c         unshare setns
  *   sockets.c    bind connect listen unlink
  *   seccomp.c    prctl (and the SYS_seccomp fds.c's syscall passes to it)
  *   dl.c         dlclose
@@ -122,8 +123,8 @@ enum host_socket_op {
 };
 
 /*
- * What the diagnostic server's owner (shim/shim.c) adds to exit.c, exec.c, creds.c, sockets.c
- * and seccomp.c. Called on the host thread that made the call.
+ * What the diagnostic server's owner (shim/shim.c) adds to exit.c, exec.c, creds.c, ns.c,
+ * sockets.c and seccomp.c. Called on the host thread that made the call.
  */
 struct host_server_hooks {
     /* Ends every session with rundown within a bounded wait (exit, exec); 1 when this

@@ -82,7 +82,7 @@ host_agent_active(void)
 extern const char host_anchor_threads, host_anchor_blocking, host_anchor_signals;
 extern const char host_anchor_fds, host_anchor_eintr, host_anchor_writes;
 extern const char host_anchor_exit, host_anchor_exec, host_anchor_creds, host_anchor_sockets;
-extern const char host_anchor_dl, host_anchor_uring, host_anchor_seccomp;
+extern const char host_anchor_dl, host_anchor_uring, host_anchor_seccomp, host_anchor_ns;
 
 /*
  * The library's signal and the host's disposition of it (sig-chain.c, written by signals.c).
@@ -207,6 +207,29 @@ long host_syscall_wait(host_syscall_fn real, long n, const long a[6], uint64_t f
 #define HOST_SYSCALL_IS_SEND(n) \
     ((n) == SYS_tgkill || (n) == SYS_tkill || (n) == SYS_rt_tgsigqueueinfo)
 long host_syscall_send(host_syscall_fn real, long n, const long a[6]);
+
+/* syscall()'s SYS_unshare and SYS_setns (ns.c, in the server's archive): fds.c's syscall() hands
+ * them to host_ns_syscall_installed, which server.c sets when the server's hooks are installed
+ * (NULL: they pass through); ra is syscall()'s caller. */
+typedef long (*host_ns_syscall_fn)(host_syscall_fn real, long n, const long a[6], const void *ra);
+extern _Atomic(host_ns_syscall_fn) host_ns_syscall_installed;
+long host_ns_syscall(host_syscall_fn real, long n, const long a[6], const void *ra);
+
+/* creds.c: the server's creds_before hook, if installed (1 when it stopped the library); and
+ * creds_after when restart is 1, errno left at saved_errno. ns.c makes its calls with them. */
+int host_creds_before(void);
+void host_creds_after(int restart, int saved_errno);
+
+/* threads.c: the tids of the library's threads (host_thread_mark_library registers the caller),
+ * and how many of them are alive in this process now. A small fixed table: a dead thread's slot
+ * is taken again. */
+void host_thread_library_add(long tid);
+int host_thread_library_live(void);
+/* threads.c: a fork()ed child's reset (host_fds_forked_child calls it). */
+void host_thread_forked_child(void);
+/* fds.c: 1 when the interposer whose return address is ra was called by the library (its code or
+ * one of its threads). */
+int host_fds_is_library_call(const void *ra);
 
 /*
  * recv and recvfrom with MSG_WAITALL (blocking.c), made once inside HOST_WAIT_RETRY's loop (the

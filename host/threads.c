@@ -13,6 +13,10 @@
  * is created unwrapped (the agent's /proc scan still finds it). Without the agent's hooks the
  * call goes straight to libc.
  *
+ * The library's own threads (host_thread_spawn's, and those its code creates through
+ * pthread_create: libuv's) are counted from before their clone and register their tids first thing
+ * (host_thread_library_live): host/ns.c tells the host's threads from them.
+ *
  * Held by: test-agent-sampling (final_sample_of_an_unsampled_thread_has_its_start_routine: the
  * start routine is the root of a thread's first stack; short_lived_threads_start_and_stop:
  * thread churn while sampling), agent-torture (thread churn in a preloaded host whose output
@@ -21,6 +25,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 
 #include "common/sanitizer.h"
 #include "host/internal.h"
@@ -35,24 +40,107 @@ host_real_pthread_create(void)
     return (host_pthread_create_fn)host_real(&host_threads_real_create, "pthread_create");
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-struct host_spawn_arg {
+/* The library's threads by tid (host_thread_library_add), for ns.c's count of the host's threads;
+ * at most HOST_LIBRARY_TIDS live at once (the IPC loop, the manager, the wall sampler, the runtime
+ * stream's readers: a handful). host_library_starting counts those created and not yet
+ * registered: the creator counts the thread in before the clone, the thread registers itself
+ * first thing and counts itself out (host_trampoline), so that the count never misses a library
+ * thread that is in the kernel's thread group. */
+#define HOST_LIBRARY_TIDS 32
+static _Atomic long host_library_tids[HOST_LIBRARY_TIDS];
+static _Atomic int host_library_starting;
+
+/* 1 when tid is a thread of this process now (a fork()ed child's parent's threads are not). */
+static int
+host_thread_alive(long tid)
+{
+    return tid > 0 && host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0),
+                                       tid, 0, 0, 0, 0) == 0;
+}
+
+void
+host_thread_library_add(long tid)
+{
+    int err = errno;
+
+    for (int i = 0; i < HOST_LIBRARY_TIDS; i++) {
+        long cur = atomic_load_explicit(&host_library_tids[i], memory_order_acquire);
+
+        if (cur == tid || ((cur == 0 || !host_thread_alive(cur)) &&
+                           atomic_compare_exchange_strong(&host_library_tids[i], &cur, tid))) {
+            break;
+        }
+    }
+    errno = err;
+}
+
+int
+host_thread_library_live(void)
+{
+    int n = atomic_load_explicit(&host_library_starting, memory_order_acquire), err = errno;
+
+    for (int i = 0; i < HOST_LIBRARY_TIDS; i++) {
+        n += host_thread_alive(atomic_load_explicit(&host_library_tids[i], memory_order_acquire));
+    }
+    errno = err;
+    return n;
+}
+
+void
+host_thread_forked_child(void)
+{
+    atomic_store(&host_library_starting, 0); /* the parent's starting threads are not here */
+}
+
+struct host_start_arg {
     void *(*fn)(void *);
     void *arg;
+    const struct host_agent_hooks *hooks; /* NULL: no thread_started */
+    int library;                          /* a thread of the library's: registered first */
+    int clear_stack;                      /* host_thread_spawn's, under ASan */
 };
 
-/* A library thread under ASan: its stack's shadow is cleared before its start routine runs
- * (host_thread_spawn says why). */
 static void *
-host_spawn_trampoline(void *p)
+host_trampoline(void *p)
 {
-    struct host_spawn_arg a = *(struct host_spawn_arg *)p;
+    struct host_start_arg a = *(struct host_start_arg *)p;
 
     free(p);
-    pp_asan_clear_own_stack();
+#if defined(__SANITIZE_ADDRESS__)
+    if (a.clear_stack) {
+        pp_asan_clear_own_stack(); /* before any instrumented frame of ours */
+    }
+#endif
+    if (a.library) {
+        host_thread_library_add(host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0));
+        atomic_fetch_sub(&host_library_starting, 1);
+    }
+    if (a.hooks != NULL) {
+        a.hooks->thread_started(a.fn, HOST_FA);
+    }
     return a.fn(a.arg);
 }
-#endif
+
+/* real's thread through host_trampoline with a (allocated; freed here when the creation fails),
+ * counted in as starting when it is the library's. Returns real's result. */
+static int
+host_thread_create(host_pthread_create_fn real, pthread_t *th, const pthread_attr_t *attr,
+                   struct host_start_arg *a)
+{
+    int rc;
+
+    if (a->library) {
+        atomic_fetch_add(&host_library_starting, 1);
+    }
+    rc = real(th, attr, host_trampoline, a);
+    if (rc != 0) {
+        if (a->library) {
+            atomic_fetch_sub(&host_library_starting, 1);
+        }
+        free(a);
+    }
+    return rc;
+}
 
 /*
  * Under ASan a library thread clears its stack's shadow first: the real pthread_create bypasses
@@ -68,72 +156,42 @@ int
 host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
     host_pthread_create_fn real = host_real_pthread_create();
+    struct host_start_arg *a;
     sigset_t all, old;
     int rc;
 
     if (real == NULL) {
         return -ENOSYS;
     }
-#if defined(__SANITIZE_ADDRESS__)
-    struct host_spawn_arg *a = malloc(sizeof(*a));
-
+    a = malloc(sizeof(*a));
     if (a == NULL) {
         return -ENOMEM;
     }
-    a->fn = fn;
-    a->arg = arg;
-    fn = host_spawn_trampoline;
-    arg = a;
-#endif
+    *a = (struct host_start_arg){ fn, arg, NULL, 1, 1 };
     sigfillset(&all);
     host_sigmask_raw(SIG_SETMASK, &all, &old);
-    rc = real(th, attr, fn, arg);
+    rc = host_thread_create(real, th, attr, a);
     host_sigmask_raw(SIG_SETMASK, &old, NULL);
-#if defined(__SANITIZE_ADDRESS__)
-    if (rc != 0) {
-        free(a);
-    }
-#endif
     return -rc;
 }
 
-struct host_start_arg {
-    void *(*fn)(void *);
-    void *arg;
-    const struct host_agent_hooks *hooks;
-};
-
-static void *
-host_trampoline(void *p)
-{
-    struct host_start_arg a = *(struct host_start_arg *)p;
-
-    free(p);
-    a.hooks->thread_started(a.fn, HOST_FA);
-    return a.fn(a.arg);
-}
-
+/* A thread the library's code creates (libuv's uv_thread_create: the IPC loop, the runtime stream's
+ * readers) is the library's from its first instruction (host_library_starting). */
 HOST_EXPORT int
 pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
     host_pthread_create_fn real = host_real_pthread_create();
     const struct host_agent_hooks *hooks = host_agent();
+    int library = host_fds_is_library_call(__builtin_return_address(0));
     struct host_start_arg *a;
-    int rc;
 
     if (real == NULL) {
         return EAGAIN;
     }
-    a = hooks != NULL ? malloc(sizeof(*a)) : NULL;
+    a = hooks != NULL || library ? malloc(sizeof(*a)) : NULL;
     if (a == NULL) {
         return real(th, attr, fn, arg); /* unregistered: the /proc scan still finds it */
     }
-    a->fn = fn;
-    a->arg = arg;
-    a->hooks = hooks;
-    rc = real(th, attr, host_trampoline, a);
-    if (rc != 0) {
-        free(a);
-    }
-    return rc;
+    *a = (struct host_start_arg){ fn, arg, hooks, library, 0 };
+    return host_thread_create(real, th, attr, a);
 }

@@ -2,7 +2,7 @@
 # (tests/hosts/*.c) run bare and under the agent by tests/host-contract.sh, which compares their
 # output (their per-call results) and exit status. Not labelled slow: CI's ASan+UBSan stage runs
 # them against the sanitized library too.
-foreach(host fds signals eintr stress start suspend writes seccomp)
+foreach(host fds signals eintr stress start suspend writes seccomp ns)
   add_executable(host-${host} ${CMAKE_SOURCE_DIR}/tests/hosts/${host}.c)
   set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
   target_link_libraries(host-${host} PRIVATE pthread dl)
@@ -167,6 +167,16 @@ pp_add_host_contract(suspend suspend)
 # "few": recvmmsg's 40 waits, not 20000, under strace)
 pp_add_host_contract(proc-tasks eintr few)
 set_property(TEST host-contract-proc-tasks APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall;HC_PROC_TASKS=1")
+# namespace changes the kernel makes only in a process of one thread (host/ns.c): unshare of a user
+# namespace by libc and syscall() (its maps written, getuid(), then CPU the recording samples),
+# setns into a child's mount namespace by its ns file (nstype 0 and CLONE_NEWNS, libc and
+# syscall()) and its pidfd; and the same calls beside a thread of the host's: EINVAL, as bare.
+# Before host/ns.c: EINVAL preloaded and under record where bare succeeds.
+pp_add_host_contract(ns-user ns user)
+pp_add_host_contract(ns-mount ns mount)
+pp_add_host_contract(ns-threads ns threads)
+set_property(TEST host-contract-ns-user APPEND PROPERTY ENVIRONMENT
+             "HC_MODES=cpu wall listen preload sessions" "HC_RECORD_FRAME=burn_after_unshare")
 # errno as the loader leaves it, in the host's constructor and at main()
 pp_add_host_contract(start-errno start)
 # Sessions start and stop in a loop while host threads and a host signal handler call the

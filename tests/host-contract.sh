@@ -16,6 +16,8 @@
 # below fd 768 must move high at once (tests/library-opens.py; host/fds.c).
 # HC_ERR_HAS=ERE: every run but the bare one says it on stderr (the library's, or record's);
 # HC_ERR_LACKS=ERE: none says it. HC_EXPECT_SAMPLES=1: each recording holds samples.
+# HC_RECORD_FRAME=NAME: each record run's report must name the function NAME (work the host does
+# after something that restarts the library: host-contract-ns-user).
 source "$(dirname "$0")/ipc-lib.sh"
 NAME=$1
 shift
@@ -101,6 +103,11 @@ for run in ${HC_MODES:-cpu wall listen preload}; do
       note "$NAME $run: $(cat "$T/$run.opens")"
     fi
     readable "$T/$run.nettrace"
+    if [[ -n ${HC_RECORD_FRAME:-} ]]; then
+      grep -qw -- "$HC_RECORD_FRAME" "$T/$run.nettrace.report" ||
+        { cat "$T/$run.nettrace.report" "$T/$run.err" >&2; fail "$NAME $run: no sample in $HC_RECORD_FRAME"; }
+      note "$NAME $run: the report names $HC_RECORD_FRAME"
+    fi
     ;;
   listen)
     rm -f "$T/go"

@@ -25,6 +25,7 @@
 #include <pwd.h>
 #include <resolv.h>
 #include <rpc/netdb.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <shadow.h>
 #include <signal.h>
@@ -300,6 +301,12 @@ every_credential_call(void)
     n = getgroups(64, groups);
     /* setgroups needs CAP_SETGID: EPERM for another user, bare or not */
     check(n >= 0 && (setgroups((size_t)n, groups) == 0 || errno == EPERM), "setgroups");
+    /* the namespace calls (host/ns.c) in their forms that need no privilege: no namespace to
+     * leave, and a number that is no fd (the host-contract-ns-* cases make the real ones) */
+    check(unshare(0) == 0 && syscall(SYS_unshare, 0) == 0, "unshare(0)");
+    check(setns(-1, CLONE_NEWNS) == -1 && errno == EBADF &&
+                  syscall(SYS_setns, -1, CLONE_NEWUSER) == -1 && errno == EBADF,
+          "setns(-1)");
 }
 
 /* prctl (host/seccomp.c): an option it passes through, and PR_SET_SECCOMP of a mode the kernel
