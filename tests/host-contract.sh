@@ -14,9 +14,17 @@
 # parent's kernel walks: 2 to 55 ms of its CPU per child; docs/architecture.md, Resources).
 # HC_LIBRARY_OPENS=1: the record runs go under strace, and every open of the library's threads
 # below fd 768 must move high at once (tests/library-opens.py; host/fds.c).
+# HC_NOFILE=SOFT[:HARD]: every run (the host, pipeprof and collect) starts with that
+# RLIMIT_NOFILE, the hard limit left as it is without HARD (`pipeprof record` gives CMD the soft
+# one back).
 source "$(dirname "$0")/ipc-lib.sh"
 NAME=$1
 shift
+if [[ -n ${HC_NOFILE:-} ]]; then
+  ulimit -Sn "${HC_NOFILE%%:*}" || fail "cannot set RLIMIT_NOFILE to $HC_NOFILE"
+  [[ $HC_NOFILE != *:* ]] || ulimit -Hn "${HC_NOFILE#*:}" || fail "cannot set RLIMIT_NOFILE to $HC_NOFILE"
+  note "$NAME: RLIMIT_NOFILE $(ulimit -Sn):$(ulimit -Hn)"
+fi
 HOST=$B/tests/hosts/host-$NAME
 [[ -x $HOST ]] || fail "missing $HOST"
 
