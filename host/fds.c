@@ -1082,6 +1082,9 @@ static _Atomic unsigned host_fds_nofile_seq;
 static _Atomic unsigned long host_fds_nofile_soft;
 static _Atomic int host_fds_nofile_refused;
 static atomic_flag host_fds_nofile_lock = ATOMIC_FLAG_INIT;
+/* Set by host_fds_init: before it the host's get and set of the limit skip the gate
+ * (host_fds_prlimit), as a sanitizer's runtime makes them before its own initialisation ends. */
+static _Atomic int host_fds_rlimit_ready;
 /* Tests only: PIPEPROF_TEST_NOFILE_RAISE_MS=N (1..999, read by host_fds_init) holds each raise N
  * ms, so that a host's read or set of the limit meets one on demand: host-contract-fds-nofile-raise
  * (without host_fds_rlimit's gate and check, its reads answered the raised limit). */
@@ -2078,6 +2081,7 @@ host_fds_init(void)
                               memory_order_relaxed);
     }
     host_fds_test_start();
+    atomic_store_explicit(&host_fds_rlimit_ready, 1, memory_order_release);
 }
 
 #define HOST_REAL(type, name) ((type)host_real(&real_##name, #name))
@@ -5028,8 +5032,47 @@ HOST_FDS_READDIR(struct dirent64, readdir64)
  * few microseconds; a vfork or posix_spawn child made then inherits it (a fork child gets the
  * host's back: host_fds_nofile_forked_child).
  */
-static _Atomic(void *) real_getrlimit_p, real_getrlimit64_p, real_setrlimit_p, real_setrlimit64_p,
-        real_prlimit_p, real_prlimit64_p;
+
+/*
+ * prlimit64 of pid's res as the system call, without a lookup and without a sanitizer's
+ * instrumentation: the sanitizers' runtimes call getrlimit and setrlimit (RLIMIT_CORE,
+ * RLIMIT_STACK) from their initialisation, before their shadow exists (host_real there: SEGV in
+ * every ASan host at its start). glibc's getrlimit, setrlimit and prlimit are this system call on
+ * 64-bit targets.
+ */
+static HOST_FDS_MMAP_PLAIN int
+host_fds_prlimit_sys(long pid, long res, const void *set, void *old)
+{
+    long rc;
+
+#if defined(__x86_64__)
+    register long r10 __asm__("r10") = (long)old;
+
+    __asm__ volatile("syscall"
+                     : "=a"(rc)
+                     : "a"((long)SYS_prlimit64), "D"(pid), "S"(res), "d"(set), "r"(r10)
+                     : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = SYS_prlimit64;
+    register long x0 __asm__("x0") = pid;
+    register long x1 __asm__("x1") = res;
+    register long x2 __asm__("x2") = (long)set;
+    register long x3 __asm__("x3") = (long)old;
+
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+    rc = x0;
+#else
+    rc = host_raw_syscall(SYS_prlimit64, pid, res, (long)set, (long)old, 0, 0);
+    if (rc < 0) {
+        return -1; /* errno set */
+    }
+#endif
+    if (rc < 0 && rc > -4096) {
+        errno = (int)-rc;
+        return -1;
+    }
+    return 0;
+}
 
 /* RLIMIT_NOFILE got (old) or set (set) by the caller whose return address is ra. */
 static int
@@ -5049,41 +5092,44 @@ host_fds_rlimit(const struct rlimit *set, struct rlimit *old, const void *ra)
     return rc;
 }
 
-#define HOST_FDS_RLIMIT(name, type, set, old)                                             \
-    HOST_EXPORT int name(__rlimit_resource_t res, type *rl)                               \
-    {                                                                                     \
-        int (*real)(__rlimit_resource_t, type *);                                         \
-                                                                                          \
-        if (res == RLIMIT_NOFILE) {                                                       \
-            return host_fds_rlimit(set, old, __builtin_return_address(0));                \
-        }                                                                                 \
-        if ((real = HOST_FDS_REAL(int (*)(__rlimit_resource_t, type *), name)) == NULL) { \
-            errno = ENOSYS;                                                               \
-            return -1;                                                                    \
-        }                                                                                 \
-        return real(res, rl);                                                             \
+/* pid's res got (old) or set (set) by the caller whose return address is ra: this process's
+ * RLIMIT_NOFILE by host_fds_rlimit once the constructor ran, everything else by the system call. */
+static HOST_FDS_MMAP_PLAIN int
+host_fds_prlimit(pid_t pid, int res, const void *set, void *old, const void *ra)
+{
+    unsigned seq;
+    int rc;
+
+    if (res != RLIMIT_NOFILE || (pid != 0 && pid != getpid())) {
+        return host_fds_prlimit_sys(pid, res, set, old);
+    }
+    if (atomic_load_explicit(&host_fds_rlimit_ready, memory_order_acquire)) {
+        return host_fds_rlimit(set, old, ra);
+    }
+    seq = atomic_load(&host_fds_nofile_seq); /* host_fds_nofile_call's check, without the gate */
+    rc = host_fds_prlimit_sys(0, res, set, old);
+    if (rc == 0 && old != NULL && ((seq & 1u) != 0 || atomic_load(&host_fds_nofile_seq) != seq)) {
+        ((struct rlimit *)old)->rlim_cur = (rlim_t)atomic_load(&host_fds_nofile_soft);
+    }
+    return rc;
+}
+
+#define HOST_FDS_RLIMIT(name, type, set, old)                                        \
+    HOST_EXPORT HOST_FDS_MMAP_PLAIN int name(__rlimit_resource_t res, type *rl)      \
+    {                                                                                \
+        return host_fds_prlimit(0, (int)res, set, old, __builtin_return_address(0)); \
     }
 
 HOST_FDS_RLIMIT(getrlimit, struct rlimit, NULL, rl)
-HOST_FDS_RLIMIT(getrlimit64, struct rlimit64, NULL, (struct rlimit *)rl)
+HOST_FDS_RLIMIT(getrlimit64, struct rlimit64, NULL, rl)
 HOST_FDS_RLIMIT(setrlimit, const struct rlimit, rl, NULL)
-HOST_FDS_RLIMIT(setrlimit64, const struct rlimit64, (const struct rlimit *)rl, NULL)
+HOST_FDS_RLIMIT(setrlimit64, const struct rlimit64, rl, NULL)
 
-#define HOST_FDS_PRLIMIT(name, type)                                                              \
-    HOST_EXPORT int name(pid_t pid, enum __rlimit_resource res, const type *set, type *old)       \
-    {                                                                                             \
-        int (*real)(pid_t, enum __rlimit_resource, const type *, type *);                         \
-                                                                                                  \
-        if (res == RLIMIT_NOFILE && (pid == 0 || pid == getpid())) {                              \
-            return host_fds_rlimit((const struct rlimit *)set, (struct rlimit *)old,              \
-                                   __builtin_return_address(0));                                  \
-        }                                                                                         \
-        real = HOST_FDS_REAL(int (*)(pid_t, enum __rlimit_resource, const type *, type *), name); \
-        if (real == NULL) {                                                                       \
-            errno = ENOSYS;                                                                       \
-            return -1;                                                                            \
-        }                                                                                         \
-        return real(pid, res, set, old);                                                          \
+#define HOST_FDS_PRLIMIT(name, type)                                                   \
+    HOST_EXPORT HOST_FDS_MMAP_PLAIN int name(pid_t pid, enum __rlimit_resource res,    \
+                                             const type *set, type *old)               \
+    {                                                                                  \
+        return host_fds_prlimit(pid, (int)res, set, old, __builtin_return_address(0)); \
     }
 
 HOST_FDS_PRLIMIT(prlimit, struct rlimit)
@@ -5091,25 +5137,25 @@ HOST_FDS_PRLIMIT(prlimit64, struct rlimit64)
 
 /* getdtablesize and sysconf(_SC_OPEN_MAX): the soft limit, as glibc's (which read it through
  * __getrlimit, no interposer); 256, glibc's OPEN_MAX, when it cannot be read. */
-static long
+static HOST_FDS_MMAP_PLAIN long
 host_fds_open_max(const void *ra)
 {
     struct rlimit rl;
 
-    return host_fds_rlimit(NULL, &rl, ra) == 0 ? (long)rl.rlim_cur : 256;
+    return host_fds_prlimit(0, RLIMIT_NOFILE, NULL, &rl, ra) == 0 ? (long)rl.rlim_cur : 256;
 }
 
-HOST_EXPORT int
+HOST_EXPORT HOST_FDS_MMAP_PLAIN int
 getdtablesize(void)
 {
     return (int)host_fds_open_max(__builtin_return_address(0));
 }
 
 #ifdef __GLIBC__
-long __sysconf(int name); /* libc's sysconf: no lookup, as allocators ask it before constructors */
+long __sysconf(int name); /* libc's sysconf: no lookup, as runtimes ask it before constructors */
 #endif
 
-HOST_EXPORT long
+HOST_EXPORT HOST_FDS_MMAP_PLAIN long
 sysconf(int name)
 {
     if (name == _SC_OPEN_MAX) {
