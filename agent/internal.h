@@ -692,8 +692,8 @@ void ag_timers_forked_child(void);
 struct perf_event_attr;
 void ag_perf_attr_init(struct perf_event_attr *attr, unsigned hz);
 /* perf_event_open of attr on thread tid (in group_fd's group, or -1), its fd taken high
- * (host/fds.c); one close to RLIMIT_NOFILE is given back (-EMFILE). 0 with *fd_out, or -errno
- * (timer.c). */
+ * (host/fds.c); one in the host's range close to RLIMIT_NOFILE is given back (-EMFILE), one at
+ * or above the soft limit kept. 0 with *fd_out, or -errno (timer.c). */
 PP_MUST_USE int ag_perf_event_open(struct perf_event_attr *attr, int32_t tid, int group_fd,
                                    int *fd_out);
 /* Sets the thread's CPU-time baseline as an engine's arming does (timer.c); returns the CPU time

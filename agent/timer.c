@@ -365,8 +365,11 @@ ag_perf_event_open(struct perf_event_attr *attr, int32_t tid, int group_fd, int 
     }
     fd = host_fd_take(fd);
     host_fds_release();
+    /* Placed in the host's range (host/fds.c, host_fds_base: soft == hard, or no number free
+     * above the soft limit) and within 64 of its top: given back. At or above the soft limit it
+     * takes no number of the host's. */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        (rlim_t)fd + 64 > rl.rlim_cur) {
+        (rlim_t)fd < rl.rlim_cur && (rlim_t)fd + 64 > rl.rlim_cur) {
         close(fd);
         return -EMFILE;
     }
@@ -389,7 +392,9 @@ ag_perf_attr_init(struct perf_event_attr *attr, unsigned hz)
 
 /*
  * Opens and arms the cpu-clock perf event of thread tid. Returns 0 with *fd_out, or -errno. An
- * fd close to RLIMIT_NOFILE is given back (-EMFILE): the host's descriptors come first.
+ * fd in the host's range close to RLIMIT_NOFILE is given back (-EMFILE): the host's descriptors
+ * come first (one at or above the soft limit, where host/fds.c places them when the hard limit
+ * allows, is kept).
  */
 static int
 ag_perf_open(int32_t tid, unsigned hz, int *fd_out)

@@ -75,7 +75,8 @@
  *                    sockets, the files it reads; accept and accept4 of
  *                    blocking.c do the same for connections, eintr.c's recvmsg and recvmmsg
  *                    for fds an SCM_RIGHTS message brings) moves to a high number (F_DUPFD_CLOEXEC
- * from a quarter below RLIMIT_NOFILE or 1024, host_fds_base); fcntl and signalfd create only for
+ * from the host's soft RLIMIT_NOFILE where the hard limit allows, else a quarter below it or 768:
+ * host_fds_base); fcntl and signalfd create only for
  * F_DUPFD* and for fd -1, and pass everything else through and is registered in a lock-free set:
  * the host's low numbers are its own, as bare. host_fd_take() does the same for fds the library
  * opens by other means (perf_event_open). fcntl's (and fcntl64's, and syscall()'s SYS_fcntl's)
@@ -313,6 +314,13 @@
  *                    timerfd_settime, its TSan runtime those and listen, epoll_wait, epoll_pwait
  *                    and signalfd: under them the host's libc calls of those pass, as the data
  *                    calls' do.
+ *   getrlimit getrlimit64 setrlimit setrlimit64 prlimit prlimit64 getdtablesize sysconf
+ *                    interposed for RLIMIT_NOFILE (sysconf for _SC_OPEN_MAX; the rest passes to
+ *                    libc): the library's fds go at or above the host's soft limit, with the
+ *                    soft limit raised for the moment of their move (host_fds_base), and the
+ *                    host's get and set of the limit count themselves in the gate below as a
+ *                    close does, so that a read never answers the raised limit and a set is
+ *                    never undone by the move's restore (host_fds_rlimit).
  *
  * A call is the library's when it comes from one of the library's threads
  * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
@@ -1234,23 +1242,189 @@ host_fds_data_refused(int fd, const void *ra)
 }
 
 /*
- * Where the library's fds start: a quarter below RLIMIT_NOFILE, and never above
- * HOST_FDS_TOP: the kernel sizes a process's fd table to its highest number (a power of two),
- * and copies it at every fork and frees it at every exit; at 15000 (a 20000 limit) 200 short
- * children of a shell took 4.6 s instead of 2.3.
+ * Where the library's fds go. Where the hard limit allows (the soft RLIMIT_NOFILE below the hard
+ * one, the common 1024:524288, and at most HOST_FDS_ABOVE_SOFT_MAX), at or above the host's soft
+ * limit: the move raises the soft limit for its dup alone (host_fds_move_high), and the host keeps
+ * every number below its limit, as bare (before, a host that opened up to a soft limit of 64 got
+ * EMFILE 8 fds early preloaded, 14 under record: the library's fds took its numbers). Fds above
+ * the soft limit stay valid after the restore: the kernel checks the limit at allocation only.
+ * Otherwise (soft == hard, docker's 1048576:1048576; a raise refused once; a larger soft limit)
+ * a quarter below RLIMIT_NOFILE, and never above HOST_FDS_TOP: the host then loses the library's
+ * numbers at the top of its range. Both bounds are the fd table's: the kernel sizes a process's
+ * table to its highest number (a power of two), and copies it at every fork and frees it at every
+ * exit; at 15000 (a 20000 limit) 200 short children of a shell took 4.6 s instead of 2.3.
  */
-#define HOST_FDS_TOP 1024
+#define HOST_FDS_TOP            1024
+#define HOST_FDS_ABOVE_SOFT_MAX 4096u /* soft limits above which the library's fds go */
+#define HOST_FDS_ABOVE          4096u /* a move's raise: how far above the soft limit */
+
+/*
+ * RLIMIT_NOFILE while a move raises it (host_fds_move_high, under host_fds_nofile_lock): seq is
+ * odd from just before the raise to just after the restore, and soft holds the host's soft limit
+ * across it. refused: a raise failed (a seccomp filter, a security module), today's placement from
+ * then on.
+ */
+static _Atomic unsigned host_fds_nofile_seq;
+static _Atomic unsigned long host_fds_nofile_soft;
+static _Atomic int host_fds_nofile_refused;
+static atomic_flag host_fds_nofile_lock = ATOMIC_FLAG_INIT;
+/* Set by host_fds_init: before it the host's get and set of the limit skip the gate
+ * (host_fds_prlimit), as a sanitizer's runtime makes them before its own initialisation ends. */
+static _Atomic int host_fds_rlimit_ready;
+/* Tests only: PIPEPROF_TEST_NOFILE_RAISE_MS=N (1..999, read by host_fds_init) holds each raise N
+ * ms, so that a host's read or set of the limit meets one on demand: host-contract-fds-nofile-raise
+ * (without host_fds_rlimit's gate and check, its reads answered the raised limit). */
+static _Atomic unsigned host_fds_test_raise_ms;
+static void host_fds_test_sleep_ms(unsigned ms);
+
+/* prlimit64 of this process's RLIMIT_NOFILE: the system call, no interposer's, no libc's. */
+static int
+host_fds_nofile_raw(const struct rlimit *set, struct rlimit *old)
+{
+    return host_raw_syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, (long)set, (long)old, 0, 0) == 0 ? 0
+                                                                                              : -1;
+}
+
+/* prlimit64 of this process's RLIMIT_NOFILE whose old soft limit is the host's: a read that
+ * overlapped a move's raise answers the soft limit from before it. */
+static int
+host_fds_nofile_call(const struct rlimit *set, struct rlimit *old)
+{
+    unsigned seq = atomic_load(&host_fds_nofile_seq);
+
+    if (host_fds_nofile_raw(set, old) != 0) {
+        return -1;
+    }
+    if (old != NULL && ((seq & 1u) != 0 || atomic_load(&host_fds_nofile_seq) != seq)) {
+        old->rlim_cur = (rlim_t)atomic_load(&host_fds_nofile_soft);
+    }
+    return 0;
+}
+
+/* Whether the library's fds go above the soft limit of rl (above). */
+static int
+host_fds_above(const struct rlimit *rl)
+{
+    return !atomic_load_explicit(&host_fds_nofile_refused, memory_order_relaxed) &&
+           rl->rlim_cur < rl->rlim_max && rl->rlim_cur <= HOST_FDS_ABOVE_SOFT_MAX;
+}
+
+/* Today's placement under rl (NULL: not known): a quarter below the soft limit, at most 768. */
+static int
+host_fds_below(const struct rlimit *rl)
+{
+    rlim_t top = HOST_FDS_TOP;
+
+    if (rl != NULL && rl->rlim_cur < top) {
+        top = rl->rlim_cur;
+    }
+    return top < 64 ? -1 : (int)(top - top / 4);
+}
 
 static int
 host_fds_base(void)
 {
     struct rlimit rl;
-    rlim_t top = HOST_FDS_TOP;
 
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < top) {
-        top = rl.rlim_cur;
+    if (host_fds_nofile_call(NULL, &rl) != 0) {
+        return host_fds_below(NULL);
     }
-    return top < 64 ? -1 : (int)(top - top / 4);
+    return host_fds_above(&rl) ? (int)rl.rlim_cur : host_fds_below(&rl);
+}
+
+/* A spin lock of fds.c's (the nofile lock here, the mark lock below): library threads only. */
+static void
+host_fds_spin_take(atomic_flag *lock)
+{
+    while (atomic_flag_test_and_set_explicit(lock, memory_order_acquire)) {
+        sched_yield();
+    }
+}
+
+static void
+host_fds_spin_drop(atomic_flag *lock)
+{
+    atomic_flag_clear_explicit(lock, memory_order_release);
+}
+
+static void
+host_fds_nofile_lock_take(void)
+{
+    host_fds_spin_take(&host_fds_nofile_lock);
+}
+
+static void
+host_fds_nofile_lock_drop(void)
+{
+    host_fds_spin_drop(&host_fds_nofile_lock);
+}
+
+/* fork() child: a fork of another thread inside a move's raise gave the child the raised soft
+ * limit, which its exec'd programs would inherit: the host's is put back. The lock's holder is
+ * not in the child. */
+static void
+host_fds_nofile_forked_child(void)
+{
+    struct rlimit rl;
+
+    if ((atomic_load(&host_fds_nofile_seq) & 1u) != 0 && host_fds_nofile_raw(NULL, &rl) == 0) {
+        rl.rlim_cur = (rlim_t)atomic_load(&host_fds_nofile_soft);
+        (void)host_fds_nofile_raw(&rl, NULL);
+        atomic_fetch_add(&host_fds_nofile_seq, 1);
+    }
+    host_fds_nofile_lock_drop();
+}
+
+static int host_fds_fcntl(int fd, int cmd, long arg);
+
+/*
+ * The move's dup of a library fd (host_fd_take, in its creation's low moment, inside the gate):
+ * F_DUPFD_CLOEXEC to the host's soft limit or above, with the soft limit raised for that one
+ * system call and restored at once, or to today's placement (host_fds_base). Several library
+ * threads move at once: the lock keeps one raise at a time. The host's creations wait while a
+ * library creation is in the gate (host_fds_creating), so they do not meet the raised limit, and
+ * the host's get and set of RLIMIT_NOFILE count themselves in as closes do (host_fds_rlimit);
+ * the restore leaves a limit it did not set (a host's set made past the gate's bound).
+ */
+static int
+host_fds_move_high(int fd)
+{
+    struct rlimit rl, raised, now;
+    int high, err;
+
+    host_fds_nofile_lock_take();
+    if (host_fds_nofile_raw(NULL, &rl) != 0) {
+        host_fds_nofile_lock_drop();
+        return host_fds_fcntl(fd, F_DUPFD_CLOEXEC, host_fds_below(NULL));
+    }
+    if (!host_fds_above(&rl)) {
+        host_fds_nofile_lock_drop();
+        return host_fds_fcntl(fd, F_DUPFD_CLOEXEC, host_fds_below(&rl));
+    }
+    raised = rl;
+    raised.rlim_cur =
+            rl.rlim_max - rl.rlim_cur > HOST_FDS_ABOVE ? rl.rlim_cur + HOST_FDS_ABOVE : rl.rlim_max;
+    atomic_store(&host_fds_nofile_soft, (unsigned long)rl.rlim_cur);
+    atomic_fetch_add(&host_fds_nofile_seq, 1);
+    if (host_fds_nofile_raw(&raised, NULL) != 0) {
+        atomic_store(&host_fds_nofile_refused, 1);
+        atomic_fetch_add(&host_fds_nofile_seq, 1);
+        host_fds_nofile_lock_drop();
+        return host_fds_fcntl(fd, F_DUPFD_CLOEXEC, host_fds_below(&rl));
+    }
+    if (atomic_load_explicit(&host_fds_test_raise_ms, memory_order_relaxed) != 0) {
+        host_fds_test_sleep_ms(atomic_load_explicit(&host_fds_test_raise_ms, memory_order_relaxed));
+    }
+    high = host_fds_fcntl(fd, F_DUPFD_CLOEXEC, (long)rl.rlim_cur);
+    err = errno;
+    if (host_fds_nofile_raw(NULL, &now) == 0 && now.rlim_cur == raised.rlim_cur &&
+        now.rlim_max == raised.rlim_max) {
+        (void)host_fds_nofile_raw(&rl, NULL);
+    }
+    atomic_fetch_add(&host_fds_nofile_seq, 1);
+    host_fds_nofile_lock_drop();
+    errno = err;
+    return high;
 }
 
 static _Atomic(void *) host_fds_real_close;
@@ -1547,15 +1721,13 @@ static atomic_flag host_fds_mark_lock = ATOMIC_FLAG_INIT;
 static void
 host_fds_mark_lock_take(void)
 {
-    while (atomic_flag_test_and_set_explicit(&host_fds_mark_lock, memory_order_acquire)) {
-        sched_yield();
-    }
+    host_fds_spin_take(&host_fds_mark_lock);
 }
 
 static void
 host_fds_mark_lock_drop(void)
 {
-    atomic_flag_clear_explicit(&host_fds_mark_lock, memory_order_release);
+    host_fds_spin_drop(&host_fds_mark_lock);
 }
 
 /* host_fd_mark(fd, owned) of a library creation's number, under the lock. */
@@ -1878,7 +2050,7 @@ host_fd_take(int fd)
     if (host_fds_test_low_ms_get() != 0 && host_fds_test_low_marked_get()) {
         host_fds_test_sleep_ms(host_fds_test_low_ms_get());
     }
-    high = host_fds_fcntl(fd, F_DUPFD_CLOEXEC, base);
+    high = host_fds_move_high(fd);
     if (high >= 0 && high < HOST_FDS_MAX) {
         host_fds_mark_library(high, 1);
         (void)host_fds_close_marked_slot(fd, NULL, slot);
@@ -1933,6 +2105,7 @@ host_fds_forked_child(void)
     if (host_library_thread) {
         host_library_tid_add(host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0));
     }
+    host_fds_nofile_forked_child();
 }
 
 int
@@ -2131,7 +2304,15 @@ host_fds_init(void)
     (void)host_real(&real_syscall, "syscall");
     host_fds_resolve();
     host_fds_trust_self();
+    if (getenv("PIPEPROF_TEST_NOFILE_RAISE_MS") != NULL &&
+        atoi(getenv("PIPEPROF_TEST_NOFILE_RAISE_MS")) > 0 &&
+        atoi(getenv("PIPEPROF_TEST_NOFILE_RAISE_MS")) < 1000) {
+        atomic_store_explicit(&host_fds_test_raise_ms,
+                              (unsigned)atoi(getenv("PIPEPROF_TEST_NOFILE_RAISE_MS")),
+                              memory_order_relaxed);
+    }
     host_fds_test_start();
+    atomic_store_explicit(&host_fds_rlimit_ready, 1, memory_order_release);
 }
 
 #define HOST_REAL(type, name) ((type)host_real(&real_##name, #name))
@@ -5392,3 +5573,159 @@ host_fds_scan_keep64(const struct dirent64 *e)
 
 HOST_FDS_SCANDIR(struct dirent, scandir, host_fds_scan_keep, host_fds_scan_filter)
 HOST_FDS_SCANDIR(struct dirent64, scandir64, host_fds_scan_keep64, host_fds_scan_filter64)
+
+/*
+ * getrlimit getrlimit64 setrlimit setrlimit64 prlimit prlimit64 getdtablesize sysconf: the host's
+ * get and set of this process's RLIMIT_NOFILE (sysconf's _SC_OPEN_MAX), counted in the gate as a
+ * close is, so that no move's raise of the soft limit (host_fds_move_high) is under way across
+ * them: a read answers the host's soft limit, never the raised one, and a set is not undone by a
+ * move's restore. One rule for all, as simple as a close's. Past the gate's bound (a library thread
+ * preempted in its moment for 50 ms) a read still answers the host's soft limit (the raise's
+ * sequence, host_fds_nofile_call) and a set still stays (the restore leaves a limit it did not
+ * set). Other resources and other processes pass to libc. Not covered: /proc/self/limits and the
+ * raw system call (syscall(SYS_prlimit64), the Go runtime) read the raised soft limit in a move's
+ * few microseconds; a vfork or posix_spawn child made then inherits it (a fork child gets the
+ * host's back: host_fds_nofile_forked_child).
+ */
+
+/*
+ * prlimit64 of pid's res as the system call, without a lookup and without a sanitizer's
+ * instrumentation: the sanitizers' runtimes call getrlimit and setrlimit (RLIMIT_CORE,
+ * RLIMIT_STACK) from their initialisation, before their shadow exists (host_real there: SEGV in
+ * every ASan host at its start). glibc's getrlimit, setrlimit and prlimit are this system call on
+ * 64-bit targets.
+ */
+static HOST_FDS_MMAP_PLAIN int
+host_fds_prlimit_sys(long pid, long res, const void *set, void *old)
+{
+    long rc;
+
+#if defined(__x86_64__)
+    register long r10 __asm__("r10") = (long)old;
+
+    __asm__ volatile("syscall"
+                     : "=a"(rc)
+                     : "a"((long)SYS_prlimit64), "D"(pid), "S"(res), "d"(set), "r"(r10)
+                     : "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = SYS_prlimit64;
+    register long x0 __asm__("x0") = pid;
+    register long x1 __asm__("x1") = res;
+    register long x2 __asm__("x2") = (long)set;
+    register long x3 __asm__("x3") = (long)old;
+
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+    rc = x0;
+#else
+    rc = host_raw_syscall(SYS_prlimit64, pid, res, (long)set, (long)old, 0, 0);
+    if (rc < 0) {
+        return -1; /* errno set */
+    }
+#endif
+    if (rc < 0 && rc > -4096) {
+        errno = (int)-rc;
+        return -1;
+    }
+    return 0;
+}
+
+/* RLIMIT_NOFILE got (old) or set (set) by the caller whose return address is ra. */
+static int
+host_fds_rlimit(const struct rlimit *set, struct rlimit *old, const void *ra)
+{
+    int host = !host_fds_library_call(ra), rc, err;
+
+    if (host) {
+        host_fds_gate_host_enter();
+    }
+    rc = host_fds_nofile_call(set, old);
+    err = errno;
+    if (host) {
+        host_fds_gate_host_leave();
+    }
+    errno = err;
+    return rc;
+}
+
+/* pid's res got (old) or set (set) by the caller whose return address is ra: this process's
+ * RLIMIT_NOFILE by host_fds_rlimit once the constructor ran, everything else by the system call. */
+static HOST_FDS_MMAP_PLAIN int
+host_fds_prlimit(pid_t pid, int res, const void *set, void *old, const void *ra)
+{
+    unsigned seq;
+    int rc;
+
+    if (res != RLIMIT_NOFILE || (pid != 0 && pid != getpid())) {
+        return host_fds_prlimit_sys(pid, res, set, old);
+    }
+    if (atomic_load_explicit(&host_fds_rlimit_ready, memory_order_acquire)) {
+        return host_fds_rlimit(set, old, ra);
+    }
+    seq = atomic_load(&host_fds_nofile_seq); /* host_fds_nofile_call's check, without the gate */
+    rc = host_fds_prlimit_sys(0, res, set, old);
+    if (rc == 0 && old != NULL && ((seq & 1u) != 0 || atomic_load(&host_fds_nofile_seq) != seq)) {
+        ((struct rlimit *)old)->rlim_cur = (rlim_t)atomic_load(&host_fds_nofile_soft);
+    }
+    return rc;
+}
+
+#define HOST_FDS_RLIMIT(name, type, set, old)                                        \
+    HOST_EXPORT HOST_FDS_MMAP_PLAIN int name(__rlimit_resource_t res, type *rl)      \
+    {                                                                                \
+        return host_fds_prlimit(0, (int)res, set, old, __builtin_return_address(0)); \
+    }
+
+HOST_FDS_RLIMIT(getrlimit, struct rlimit, NULL, rl)
+HOST_FDS_RLIMIT(getrlimit64, struct rlimit64, NULL, rl)
+HOST_FDS_RLIMIT(setrlimit, const struct rlimit, rl, NULL)
+HOST_FDS_RLIMIT(setrlimit64, const struct rlimit64, rl, NULL)
+
+#define HOST_FDS_PRLIMIT(name, type)                                                   \
+    HOST_EXPORT HOST_FDS_MMAP_PLAIN int name(pid_t pid, enum __rlimit_resource res,    \
+                                             const type *set, type *old)               \
+    {                                                                                  \
+        return host_fds_prlimit(pid, (int)res, set, old, __builtin_return_address(0)); \
+    }
+
+HOST_FDS_PRLIMIT(prlimit, struct rlimit)
+HOST_FDS_PRLIMIT(prlimit64, struct rlimit64)
+
+/* getdtablesize and sysconf(_SC_OPEN_MAX): the soft limit, as glibc's (which read it through
+ * __getrlimit, no interposer); 256, glibc's OPEN_MAX, when it cannot be read. */
+static HOST_FDS_MMAP_PLAIN long
+host_fds_open_max(const void *ra)
+{
+    struct rlimit rl;
+
+    return host_fds_prlimit(0, RLIMIT_NOFILE, NULL, &rl, ra) == 0 ? (long)rl.rlim_cur : 256;
+}
+
+HOST_EXPORT HOST_FDS_MMAP_PLAIN int
+getdtablesize(void)
+{
+    return (int)host_fds_open_max(__builtin_return_address(0));
+}
+
+#ifdef __GLIBC__
+long __sysconf(int name); /* libc's sysconf: no lookup, as runtimes ask it before constructors */
+#endif
+
+HOST_EXPORT HOST_FDS_MMAP_PLAIN long
+sysconf(int name)
+{
+    if (name == _SC_OPEN_MAX) {
+        return host_fds_open_max(__builtin_return_address(0));
+    }
+#ifdef __GLIBC__
+    return __sysconf(name);
+#else
+    static _Atomic(void *) real_p;
+    long (*real)(int) = (long (*)(int))host_real(&real_p, "sysconf");
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return real(name);
+#endif
+}

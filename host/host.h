@@ -54,6 +54,8 @@
  *                unlinkat renameat renameat2 linkat symlinkat readlinkat faccessat mknodat mkfifoat
  *                utimensat futimesat name_to_handle_at execveat timerfd_settime move_mount
  *                mount_setattr fsconfig fsopen open_tree open_tree_attr fspick fsmount mmap mmap64
+ *                getrlimit getrlimit64 setrlimit setrlimit64 prlimit prlimit64 getdtablesize
+ *                sysconf
  *
  * Direction: host/ depends on libc only. The agent, the shim (and through the shim the IPC
  * server) call into it through this header; host/ calls back into them only through the two

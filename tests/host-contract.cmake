@@ -203,3 +203,27 @@ pp_add_host_contract(fds-tasklist fds tasklist)
 # frames go to the alternate stack (before: SIGSEGV; a cgo Go program under record crashed with
 # "unexpected return pc for runtime.sigpanic" in 4 of 4 runs)
 pp_add_host_contract(signals-smallstack signals smallstack)
+# RLIMIT_NOFILE's soft limit 64 with the hard one above it: the host opens until EMFILE as many
+# fds as bare, up to 63, with sessions running too, and every read of the limit answers its own
+# soft limit (host/fds.c, host_fds_base and host_fds_rlimit; before, preloaded the host opened 8
+# fewer, under record 14)
+pp_add_host_contract(fds-nofile fds nofile)
+set_property(TEST host-contract-fds-nofile APPEND PROPERTY ENVIRONMENT
+  "HC_NOFILE=64" "HC_MODES=cpu wall listen preload sessions")
+# The cases that dup onto the library's fds at 768..800 (and 768..1023) need them there: soft ==
+# hard, where no raise is allowed and the library keeps the old placement (host/fds.c,
+# host_fds_base). With a soft limit below the hard one its fds are at or above the soft limit,
+# where the host's dup2 cannot reach (EBADF, as bare).
+foreach(t fds-dup2high fds-dup3high fds-sysdup2high fds-sysdup3high fds-unshare-high)
+  set_property(TEST host-contract-${t} APPEND PROPERTY ENVIRONMENT "HC_NOFILE=1024:1024")
+endforeach()
+# soft == hard: today's placement, the host loses the library's numbers (documented)
+add_test(NAME host-nofile-equal COMMAND bash ${CMAKE_SOURCE_DIR}/tests/host-nofile-equal.sh)
+set_tests_properties(host-nofile-equal PROPERTIES TIMEOUT 120 LABELS "integration;host-contract"
+  ENVIRONMENT "PP_SOURCE_DIR=${CMAKE_SOURCE_DIR};PP_BINARY_DIR=${CMAKE_BINARY_DIR}"
+  SKIP_RETURN_CODE 77)
+# the same with each raise of the soft limit held 2 ms (PIPEPROF_TEST_NOFILE_RAISE_MS): the host's
+# reads of the limit meet raises, and still answer its own soft limit
+pp_add_host_contract(fds-nofile-raise fds nofile)
+set_property(TEST host-contract-fds-nofile-raise APPEND PROPERTY ENVIRONMENT
+  "HC_NOFILE=64" "HC_MODES=cpu wall sessions" "PIPEPROF_TEST_NOFILE_RAISE_MS=2")

@@ -18,9 +18,17 @@
 # HC_ERR_LACKS=ERE: none says it. HC_EXPECT_SAMPLES=1: each recording holds samples.
 # HC_RECORD_FRAME=NAME: each record run's report must name the function NAME (work the host does
 # after something that restarts the library: host-contract-ns-user).
+# HC_NOFILE=SOFT[:HARD]: every run (the host, pipeprof and collect) starts with that
+# RLIMIT_NOFILE, the hard limit left as it is without HARD (`pipeprof record` gives CMD the soft
+# one back).
 source "$(dirname "$0")/ipc-lib.sh"
 NAME=$1
 shift
+if [[ -n ${HC_NOFILE:-} ]]; then
+  ulimit -Sn "${HC_NOFILE%%:*}" || fail "cannot set RLIMIT_NOFILE to $HC_NOFILE"
+  [[ $HC_NOFILE != *:* ]] || ulimit -Hn "${HC_NOFILE#*:}" || fail "cannot set RLIMIT_NOFILE to $HC_NOFILE"
+  note "$NAME: RLIMIT_NOFILE $(ulimit -Sn):$(ulimit -Hn)"
+fi
 HOST=$B/tests/hosts/host-$NAME
 [[ -x $HOST ]] || fail "missing $HOST"
 

@@ -177,6 +177,7 @@
 #include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -4236,6 +4237,104 @@ tasklist(void)
     pthread_barrier_destroy(&tasklist_barrier);
 }
 
+/*
+ * nofile: the host's whole RLIMIT_NOFILE is its own (host/fds.c, host_fds_base: the library's
+ * fds go at or above the soft limit where the hard limit allows). Run under HC_NOFILE (the soft
+ * limit host-contract.sh starts every run with, 64: the library's first fds are placed by it too).
+ * Four threads live through it (the library opens their files and timers), then, 1.5 s on, three
+ * passes open /dev/null until EMFILE and print the count and the last number, as bare; a thread
+ * reads the limit through each reader in a loop meanwhile, and the count of answers that were not
+ * the host's soft limit is printed (0, as bare). The soft == hard case is host-nofile-equal.
+ */
+static _Atomic int nofile_done;
+static rlim_t nofile_soft;
+
+static void *
+nofile_idle(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&nofile_done)) {
+        struct timespec ms = { 0, 10000000L };
+
+        nanosleep(&ms, NULL);
+    }
+    return NULL;
+}
+
+static void *
+nofile_reader(void *arg)
+{
+    unsigned long *off = arg;
+    unsigned i = 0;
+
+    while (!atomic_load(&nofile_done)) {
+        struct rlimit rl = { 0, 0 };
+        struct rlimit64 rl64 = { 0, 0 };
+        long v = -1;
+
+        switch (i++ % 5) {
+        case 0:
+            v = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (long)rl.rlim_cur : -1;
+            break;
+        case 1:
+            v = getrlimit64(RLIMIT_NOFILE, &rl64) == 0 ? (long)rl64.rlim_cur : -1;
+            break;
+        case 2:
+            v = prlimit(0, RLIMIT_NOFILE, NULL, &rl) == 0 ? (long)rl.rlim_cur : -1;
+            break;
+        case 3:
+            v = sysconf(_SC_OPEN_MAX);
+            break;
+        default:
+            v = getdtablesize();
+            break;
+        }
+        *off += v != (long)nofile_soft;
+    }
+    return NULL;
+}
+
+static void
+nofile(void)
+{
+    struct timespec settle = { 1, 500000000L };
+    struct rlimit rl;
+    pthread_t idle[4], reader;
+    unsigned long off = 0;
+    int pass, i, n, last, err, fds[65536];
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur > 65536) {
+        printf("RLIMIT_NOFILE: SKIPPED, soft limit not read or above 65536\n");
+        return;
+    }
+    nofile_soft = rl.rlim_cur;
+    printf("RLIMIT_NOFILE: soft %lu, %s the hard limit\n", (unsigned long)rl.rlim_cur,
+           rl.rlim_cur < rl.rlim_max ? "below" : "at");
+    for (i = 0; i < 4; i++) {
+        pthread_create(&idle[i], NULL, nofile_idle, NULL);
+    }
+    pthread_create(&reader, NULL, nofile_reader, &off);
+    while (nanosleep(&settle, &settle) != 0 && errno == EINTR) {
+    }
+    for (pass = 0; pass < 3; pass++) {
+        for (n = 0, last = -1; n < 65536 && (fds[n] = open("/dev/null", O_RDONLY)) >= 0; n++) {
+            last = fds[n];
+        }
+        err = errno;
+        printf("pass %d: opened %d, last %d, then %s\n", pass, n, last, strerror(err));
+        for (i = 0; i < n; i++) {
+            close(fds[i]);
+        }
+        nanosleep(&(struct timespec){ 0, 600000000L }, NULL);
+    }
+    atomic_store(&nofile_done, 1);
+    for (i = 0; i < 4; i++) {
+        pthread_join(idle[i], NULL);
+    }
+    pthread_join(reader, NULL);
+    printf("RLIMIT_NOFILE reads that were not the host's soft limit: %lu\n", off);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -4295,12 +4394,14 @@ main(int argc, char **argv)
         fdlist();
     } else if (strcmp(how, "tasklist") == 0) {
         tasklist();
+    } else if (strcmp(how, "nofile") == 0) {
+        nofile();
     } else {
         fprintf(stderr,
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
                 "argsfirst|mmapearly|acceptloop|uring|uringseccomp[bad]|badpointers|unsharethreads|"
-                "unshareexit|unsharehigh|fdlist|tasklist|"
+                "unshareexit|unsharehigh|fdlist|tasklist|nofile|"
                 "uninterposed\n");
         return 2;
     }

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <mntent.h>
 #include <mqueue.h>
 #include <netdb.h>
@@ -47,6 +48,7 @@
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/sem.h>
 #include <sys/sendfile.h>
@@ -735,6 +737,23 @@ every_call(int idx)
                       shutdown(sp[0], SHUT_WR) == 0 && read(sp[1], r, 1) == 0 &&
                       close(sp[0]) == 0 && close(sp[1]) == 0,
               "setsockopt/shutdown");
+    }
+    {
+        /* RLIMIT_NOFILE's get and set: the host's soft limit, every time (a library fd's move
+         * raises it for its dup alone), and a set that stays */
+        struct rlimit rl, rl2;
+        struct rlimit64 rl64;
+
+        check(getrlimit(RLIMIT_NOFILE, &rl) == 0 && setrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+                      getrlimit64(RLIMIT_NOFILE, &rl64) == 0 && rl64.rlim_cur == rl.rlim_cur &&
+                      setrlimit64(RLIMIT_NOFILE, &rl64) == 0 &&
+                      prlimit(0, RLIMIT_NOFILE, &rl, &rl2) == 0 && rl2.rlim_cur == rl.rlim_cur &&
+                      prlimit64(0, RLIMIT_NOFILE, NULL, &rl64) == 0 &&
+                      rl64.rlim_cur == rl.rlim_cur &&
+                      (rl.rlim_cur > INT_MAX || getdtablesize() == (int)rl.rlim_cur) &&
+                      (rl.rlim_cur > LONG_MAX || sysconf(_SC_OPEN_MAX) == (long)rl.rlim_cur),
+              "getrlimit/getrlimit64/setrlimit/setrlimit64/prlimit/prlimit64/getdtablesize/"
+              "sysconf");
     }
     {
         /* the positioned and vector data calls, splice, sendmmsg, fsetxattr, fstatvfs, and
