@@ -84,7 +84,7 @@ PY
 # by counting: of threads started after the agent, a short thread's final sample stands under
 # its start routine (the pthread_create interposer recorded it), so at most one thread per run
 # beside main, the busy and the masked thread (the short one the scan found) has any.
-python3 - "$T" <<'PY' || fail "[not sampled] in threads the agent saw start (their final samples lost their start routine)"
+python3 - "$T" <<'PY' || fail "[not sampled] in threads the agent saw start (their final samples lost their start routine), or samples with no thread"
 import collections, sys
 t, bad = sys.argv[1], 0
 for run in (1, 2):
@@ -93,6 +93,8 @@ for run in (1, 2):
     for line in open("%s/p%d.folded" % (t, run)):
         stack, n = line.rsplit(" ", 1)
         th = stack.split(";", 1)[0]
+        if th == "?":  # no thread label: whose a sample is must be known for this check
+            sys.exit("  run %d: a sample without a thread label: %s" % (run, line.strip()))
         if th.endswith("(%s)" % pid) or "!st_steady" in stack or "!st_masked" in stack:
             long_lived.add(th)
         if stack.endswith("[not sampled]"):
