@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# tests/tools/pprof-folded.py PROFILE.pb.gz [SAMPLE_INDEX]: a pprof profile (gzipped protobuf,
+# tests/tools/pprof-folded.py [--threads] PROFILE.pb.gz [SAMPLE_INDEX]: a pprof profile (gzipped protobuf,
 # github.com/google/pprof's profile.proto) as folded stacks, "root;...;leaf COUNT" per line, the
 # count being the samples' value at SAMPLE_INDEX (default 0, pipeprof's "samples"), each frame
 # "module!function" as pipeprof's folded output names it. Reads the wire format itself (no
 # protobuf package): Profile's sample (2), mapping (3), location (4), function (5) and
 # string_table (6); a location is named by its first line's function and its mapping's file.
+# --threads: each stack under its sample's "thread" label ("name (tid)"), the root pipeprof's
+# folded output gives it, which groundtruth-eval.py reads as the thread's.
 import collections, gzip, sys
 
 
@@ -51,18 +53,26 @@ def ints(v):
     return out
 
 
-data = gzip.open(sys.argv[1]).read()
-index = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+args = sys.argv[1:]
+threads = "--threads" in args
+if threads:
+    args.remove("--threads")
+data = gzip.open(args[0]).read()
+index = int(args[1]) if len(args) > 1 else 0
 samples, locations, functions, mappings, strings = [], {}, {}, {}, []
 for num, v in fields(data):
     if num == 2:
-        locs, vals = [], []
+        locs, vals, thread = [], [], None
         for n, x in fields(v):
-            if n == 1:
+            if n == 3:
+                label = dict(fields(x))
+                if label.get(2):  # a string label: key (1) and str (2), indexes of string_table
+                    thread = thread or (label[1], label[2])
+            elif n == 1:
                 locs += ints(x)
             elif n == 2:
                 vals += ints(x)
-        samples.append((locs, vals))
+        samples.append((locs, vals, thread))
     elif num == 3:
         m = dict(fields(v))
         mappings[m.get(1, 0)] = m.get(5, 0)
@@ -90,8 +100,10 @@ def name(loc):
 
 
 folded = collections.Counter()
-for locs, vals in samples:
+for locs, vals, thread in samples:
     names = [name(l) for l in reversed(locs)]
+    if threads:
+        names.insert(0, strings[thread[1]] if thread and strings[thread[0]] == "thread" else "?")
     folded[";".join(names)] += vals[index] if index < len(vals) else 0
 for stack, n in folded.items():
     print("%s %d" % (stack, n))
