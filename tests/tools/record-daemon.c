@@ -10,6 +10,10 @@
  *                                         record_daemon_work and exits. The first process exits
  *                                         once the grandchild has (the end of a pipe it holds),
  *                                         so the recording lasts as long as the daemon
+ *        record-daemon daemon-now PPID_FILE
+ *                                         the same, the child's second fork at once after its
+ *                                         setsid(), before its own agent has started (as most
+ *                                         daemons do it)
  *        record-daemon burn MS            burns MS ms of CPU in record_daemon_outside_work
  */
 #include <stdio.h>
@@ -56,7 +60,7 @@ record_daemon_outside_work(long ms)
 }
 
 static int
-record_daemon_run(const char *ppid_file)
+record_daemon_run(const char *ppid_file, long wait_ns)
 {
     int p[2];
     char c;
@@ -71,12 +75,14 @@ record_daemon_run(const char *ppid_file)
     }
     if (middle == 0) {
         pid_t me = getpid(), daemon;
-        struct timespec wait = { 0, 50000000 };
+        struct timespec wait = { 0, wait_ns };
         FILE *f;
 
         close(p[0]);
         setsid();
-        nanosleep(&wait, NULL);
+        if (wait_ns != 0) {
+            nanosleep(&wait, NULL);
+        }
         daemon = fork();
         if (daemon != 0) {
             _exit(daemon < 0);
@@ -106,12 +112,15 @@ int
 main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "daemon") == 0) {
-        return record_daemon_run(argv[2]);
+        return record_daemon_run(argv[2], 50000000);
+    }
+    if (argc == 3 && strcmp(argv[1], "daemon-now") == 0) {
+        return record_daemon_run(argv[2], 0);
     }
     if (argc == 3 && strcmp(argv[1], "burn") == 0) {
         record_daemon_outside_work(atol(argv[2]));
         return 0;
     }
-    fprintf(stderr, "usage: record-daemon daemon PPID_FILE | burn MS\n");
+    fprintf(stderr, "usage: record-daemon daemon|daemon-now PPID_FILE | burn MS\n");
     return 2;
 }
