@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -106,6 +107,8 @@ struct pp_record {
     char cfi_cache[PATH_MAX];  /* dir/cfi: unwind tables the children share, or "" */
     char tally[PATH_MAX];      /* dir/tally: pids of children that ended without a sample (and
                                   never connected: PIPEPROF_RECORD_TALLY), or "" */
+    char token[48];            /* PIPEPROF_RECORD_TOKEN=<32 hex digits>: in every environment
+                                  of the tree (pp_record_has_token) */
     char trace[PATH_MAX];      /* CMD's own trace: root_out's file, or a file in dir to convert */
     struct pp_output root_out; /* nettrace: the output, renamed into place at the end */
     int listen_fd;
@@ -419,6 +422,9 @@ pp_record_spawn_child(struct pp_record *rc, const char *lib)
     } else {
         unsetenv("PIPEPROF_RECORD_TALLY"); /* an enclosing recording's */
     }
+    /* This recording's, in place of an enclosing one's: what proves a daemon that a double fork
+     * took out of the tree's ancestry (pp_record_has_token). */
+    putenv(rc->token);
     unsetenv("PIPEPROF_RESUMED_PID"); /* one of an enclosing recording */
     /* A process's start is held until its session runs, not until a ResumeRuntime. */
     setenv("PIPEPROF_RESUME_AT_SESSION", "1", 1);
@@ -907,6 +913,56 @@ pp_record_in_tree(const struct pp_record *rc, pid_t pid)
 }
 
 /*
+ * Whether process pid's initial environment (/proc/PID/environ: what it was exec'd with, or its
+ * parent's at a fork) holds this recording's token: 1, or 0 (not there, unreadable, gone).
+ * The proof of a daemon that left the tree's ancestry: a double fork's middle parent exits, its
+ * child is reparented to init or a subreaper and in a session of its own, and neither its
+ * parents nor its process group lead back to CMD any more. Only a peer of record's own uid is
+ * asked: such a process could ptrace one of the tree's and connect from it anyway (reading the
+ * token takes the same access), and another uid's must still descend from record.
+ */
+static int
+pp_record_has_token(const struct pp_record *rc, pid_t pid)
+{
+    char path[64], buf[8192];
+    size_t len = strlen(rc->token), have = 0, i;
+    int fd, found = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    /* Variables are NUL-terminated: a window of whole ones, the last partial one carried over. */
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof(buf) - have);
+        size_t start = 0;
+
+        if (n <= 0) {
+            break;
+        }
+        have += (size_t)n;
+        for (i = 0; i < have && !found; i++) {
+            if (buf[i] == '\0') {
+                found = i - start == len && memcmp(buf + start, rc->token, len) == 0;
+                start = i + 1;
+            }
+        }
+        if (found) {
+            break;
+        }
+        if (start == 0 && have == sizeof(buf)) {
+            have = 0; /* a variable longer than the window: not the token */
+            continue;
+        }
+        memmove(buf, buf + start, have - start);
+        have -= start;
+    }
+    close(fd);
+    return found;
+}
+
+/*
  * Every advertised connection comes here: the first of an image starts its session, the next
  * resumes it, later ones are kept for StopTracing (the agent connects again after each one it
  * used, so an image has at most one waiting). An image whose advertise says it resumes itself
@@ -1075,6 +1131,9 @@ pp_record_run(struct pp_record *rc)
                  * this user's is taken (it could do as much to this process anyway); another
                  * user's cannot be placed in the tree any more. */
                 if (in == -1 && (flags & IPC_ADVERTISE_STREAM_FOLLOWS) && peer.uid == geteuid()) {
+                    in = 1;
+                }
+                if (in == 0 && peer.uid == geteuid() && pp_record_has_token(rc, peer.pid)) {
                     in = 1;
                 }
             }
@@ -1638,6 +1697,20 @@ pp_record_make_dir(struct pp_record *rc)
     /* Processes of the tree that change their uid still reach the socket: the directory can be
      * passed but not listed, and each connection's process is checked (pp_record_in_tree). */
     chmod(rc->dir, 0711);
+    {
+        uint8_t raw[16];
+        size_t i, used;
+
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+            fprintf(stderr, "pipeprof record: no random bytes: %s\n", strerror(errno));
+            rmdir(rc->dir);
+            return 1;
+        }
+        used = (size_t)snprintf(rc->token, sizeof(rc->token), "PIPEPROF_RECORD_TOKEN=");
+        for (i = 0; i < sizeof(raw); i++) {
+            used += (size_t)snprintf(rc->token + used, sizeof(rc->token) - used, "%02x", raw[i]);
+        }
+    }
     snprintf(rc->sock, sizeof(rc->sock), "%s/port.sock", rc->dir);
     /* The children's unwind tables, built by the first process that loads a library and mapped
      * by the others (agent/cfi.h): most of a short child's CPU under record was building libc's

@@ -137,6 +137,11 @@ shim_is_target(void)
 
 #define SHIM_FORK_START_DELAY_MS 5 /* a child that execs sooner costs one thread, no session */
 
+/* Set while a fork()ed child's start thread (shim_forked_start_main) has yet to start its server:
+ * a child that forks again in that time (a daemon's setsid() and second fork at once) is a child
+ * of a profiled process too, though its parent's server is not there yet. */
+static int shim_forked_start_pending;
+
 static void shim_start_process(int running);
 static void shim_atfork_child(void);
 static void shim_atfork_child_reset(void);
@@ -177,6 +182,7 @@ shim_forked_start_main(void *arg)
     syscall(SYS_nanosleep, &delay, NULL);
     ag_thread_exclude_self(); /* this thread only starts the agent; it is not the host's */
     shim_start_process(1);
+    __atomic_store_n(&shim_forked_start_pending, 0, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -189,7 +195,10 @@ static int shim_forked_was_running; /* the fork()ed child's, by shim_atfork_chil
 static void
 shim_atfork_child_reset(void)
 {
-    shim_forked_was_running = __atomic_load_n(&shim_server, __ATOMIC_ACQUIRE) != NULL;
+    shim_forked_was_running = __atomic_load_n(&shim_server, __ATOMIC_ACQUIRE) != NULL ||
+                              __atomic_load_n(&shim_forked_start_pending, __ATOMIC_ACQUIRE);
+    /* The parent's start thread is not the child's: shim_atfork_child() makes it its own. */
+    __atomic_store_n(&shim_forked_start_pending, 0, __ATOMIC_RELEASE);
     /* The child has no loop thread; the parent owns the socket. Exec'd children get their own
      * server through LD_PRELOAD. */
     shim_server = NULL;
@@ -214,7 +223,9 @@ shim_atfork_child(void)
      * here, on a thread that blocks every signal, as the agent's threads do. */
     if (pthread_attr_init(&attr) == 0) {
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        __atomic_store_n(&shim_forked_start_pending, 1, __ATOMIC_RELEASE);
         if (host_thread_spawn(&thread, &attr, shim_forked_start_main, NULL) != 0) {
+            __atomic_store_n(&shim_forked_start_pending, 0, __ATOMIC_RELEASE);
             fprintf(stderr, "pipeprof: the forked child %ld is not profiled: no thread\n",
                     (long)getpid());
         }

@@ -18,3 +18,7 @@ add_executable(output-host ${CMAKE_SOURCE_DIR}/tests/tools/output-host.c)
 set_target_properties(output-host PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 pp_add_script_test(output-file output-file.sh LABELS integration TIMEOUT 180)
 pp_add_script_test(idle-agent idle-agent.sh LABELS integration TIMEOUT 120)
+# A double-forked daemon recorded after its middle parent exited; an outside process refused.
+add_executable(record-daemon ${CMAKE_SOURCE_DIR}/tests/tools/record-daemon.c)
+set_target_properties(record-daemon PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+pp_add_script_test(cli-record-daemon cli-record-daemon.sh LABELS integration TIMEOUT 180)
