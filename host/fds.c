@@ -1450,10 +1450,56 @@ host_fds_close_real(int fd)
  * is looked at only for a library number.
  */
 
-/* The number a directory entry's name is (decimal, no leading zero, as the kernel's fd directory
- * names them) when it is a library fd's; -1 otherwise. */
+/*
+ * A listing is the kernel's picture of the moment it was read, looked at after: a library fd open
+ * then and closed by the library before the look is no longer marked, and was listed (a host of
+ * 1000 threads under record --mode wall, whose stat files the wall thread opens and closes at each
+ * pass: its listing of /proc/self/fd held 852 in 3 of 6 runs). Each close of a marked fd by the
+ * library takes the next number of host_fds_close_seq and leaves it at its fd's host_fds_closed_at
+ * (under the mark lock, host_fds_close_marked_slot); a listing reads the sequence before the kernel
+ * reads the directory, and an entry the library closed since is the library's too. The cost: one
+ * atomic load a listing, and for an entry whose number is not marked, one more (an array of
+ * HOST_FDS_MAX counters, pages touched only at the library's numbers). A host fd at that number
+ * closed, given to the library and closed by it within the one listing was the host's as the kernel
+ * listed it and is left out: the host closed it while listing, where bare lists it or not by the
+ * instant.
+ */
+static _Atomic unsigned host_fds_close_seq;
+static _Atomic unsigned host_fds_closed_at[HOST_FDS_MAX];
+
+/* The sequence a listing begins at (read before the kernel lists). */
+static unsigned
+host_fds_listing_begins(void)
+{
+    return atomic_load_explicit(&host_fds_close_seq, memory_order_acquire);
+}
+
+/* host_fds_close_marked_slot's note of the library's close of fd, under the mark lock. */
+static void
+host_fds_note_library_close(int fd)
+{
+    unsigned seq = atomic_load_explicit(&host_fds_close_seq, memory_order_relaxed) + 1;
+
+    if (seq == 0) { /* 0 is "never closed" */
+        seq = 1;
+    }
+    atomic_store_explicit(&host_fds_closed_at[fd], seq, memory_order_relaxed);
+    atomic_store_explicit(&host_fds_close_seq, seq, memory_order_release);
+}
+
+/* 1 when the library closed fd after a listing that began at since. */
 static int
-host_fds_name_library(const char *name)
+host_fds_closed_since(unsigned fd, unsigned since)
+{
+    unsigned at = atomic_load_explicit(&host_fds_closed_at[fd], memory_order_acquire);
+
+    return at != 0 && (int)(at - since) > 0;
+}
+
+/* The number a directory entry's name is (decimal, no leading zero, as the kernel's fd directory
+ * names them), or -1. */
+static int
+host_fds_name_number(const char *name)
 {
     unsigned n = 0;
     const char *p = name;
@@ -1467,7 +1513,57 @@ host_fds_name_library(const char *name)
             return -1;
         }
     }
-    return *p == '\0' && host_fd_is_library((int)n) ? (int)n : -1;
+    return *p == '\0' ? (int)n : -1;
+}
+
+/* The number a directory entry's name is when it is a library fd's; -1 otherwise. */
+static int
+host_fds_name_library(const char *name)
+{
+    int n = host_fds_name_number(name);
+
+    return n >= 0 && host_fd_is_library(n) ? n : -1;
+}
+
+static int host_fds_creations_waited(void);
+
+/* Whether fd is open in the calling thread's table (the raw fcntl). errno kept. */
+static int
+host_fds_open_now(int fd)
+{
+    int err = errno;
+    long rc = host_raw_syscall(SYS_fcntl, fd, F_GETFD, 0, 0, 0, 0);
+
+    errno = err;
+    return rc >= 0;
+}
+
+/* 1 when a listing that began at since (host_fds_listing_begins) holds name as a library fd's:
+ * marked now, or closed by the library since and not open now (the host's own creation inside
+ * the listing may have taken the number after the library's close: scandir's opendir does). A
+ * number neither may be a library fd the kernel listed before its mark (a creation's return, then
+ * its mark; the loader's opens under host_fds_hold, never marked): with a creation in the gate,
+ * the host's look waits for it to end, and then the number is the library's when it is marked or
+ * no longer open (up to 4 waits while creations follow one another). */
+static int
+host_fds_name_listed_library(const char *name, unsigned since)
+{
+    int n = host_fds_name_number(name);
+
+    if (n < 0) {
+        return 0;
+    }
+    for (int waits = 0;; waits++) {
+        if (host_fd_is_library(n) ||
+            ((waits > 0 || host_fds_closed_since((unsigned)n, since)) && !host_fds_open_now(n))) {
+            return 1;
+        }
+        /* a creation in the gate may hold the number unmarked (again, after a wait: the library
+         * reuses its lowest free high number at each of its opens) */
+        if (waits == 4 || !host_fds_creations_waited()) {
+            return 0;
+        }
+    }
 }
 
 /* A decimal number at *p (advanced past it), or -1. */
@@ -1664,11 +1760,11 @@ host_fds_is_task_dir(int dirfd)
     return host_fds_decimal(&p) == (long)getpid() && strcmp(p, "/task") == 0;
 }
 
-/* A getdents64 buffer of rc bytes that the host's call filled from dirfd, with the library's
- * entries of this process's fd or fdinfo directory taken out in place (each kept entry keeps its
- * d_off, so telldir and seekdir still find the next): the bytes left. */
+/* A getdents64 buffer of rc bytes that the host's call filled from dirfd in a listing that began
+ * at since, with the library's entries of this process's fd or fdinfo directory taken out in place
+ * (each kept entry keeps its d_off, so telldir and seekdir still find the next): the bytes left. */
 static long
-host_fds_dents_kept(int dirfd, void *buf, long rc, const void *ra)
+host_fds_dents_kept(int dirfd, void *buf, long rc, unsigned since, const void *ra)
 {
     char *p = buf;
     long in = 0, out = 0;
@@ -1684,7 +1780,7 @@ host_fds_dents_kept(int dirfd, void *buf, long rc, const void *ra)
         }
         /* a number can be both a library fd's and a library thread's (small tids: pid namespaces)
          */
-        library_fd = host_fds_name_library(e->d_name) >= 0;
+        library_fd = host_fds_name_listed_library(e->d_name, since);
         library_tid = host_fds_name_library_tid(e->d_name);
         if (library_fd && dir < 0) {
             dir = host_fds_is_fd_dir(dirfd) && !host_fds_library_call(ra);
@@ -1816,6 +1912,7 @@ host_fds_close_marked_slot(int fd, host_syscall_fn real, int slot)
     rc = real != NULL ? real(SYS_close, fd, 0, 0, 0, 0, 0) : host_fds_close_real(fd);
     err = errno;
     if (fd >= 0 && fd < HOST_FDS_MAX) {
+        host_fds_note_library_close(fd); /* before the mark goes: a look in between hides it */
         host_fd_mark(fd, 0);
     }
     host_fds_low_free(slot);
@@ -1828,6 +1925,19 @@ static long
 host_fds_close_marked(int fd, host_syscall_fn real)
 {
     return host_fds_close_marked_slot(fd, real, -1);
+}
+
+/* The end of the library's fclose or closedir of its marked fd, made under the mark lock: as
+ * host_fds_close_marked's, the mark cleared after the close and the close noted, the lock dropped
+ * (before, the mark was cleared first, and a listing in between held the number unmarked). */
+static void
+host_fds_library_stream_closed(int fd)
+{
+    if (fd >= 0 && fd < HOST_FDS_MAX) {
+        host_fds_note_library_close(fd);
+        host_fd_mark(fd, 0);
+    }
+    host_fds_mark_lock_drop();
 }
 
 static _Atomic(void *) real_fcntl_p;
@@ -2177,6 +2287,20 @@ host_fds_gate_library_wait(void)
            !host_fds_gate_waited(&until, host_fds_create_bound())) {
         sched_yield();
     }
+}
+
+/* For a listing's look at an entry: 1 after waiting out the library creations in the gate, when
+ * there were any (a creation in flight at the kernel's listing has ended once the count was 0);
+ * 0 when there were none, or the caller is a library thread or holds the gate itself. */
+static int
+host_fds_creations_waited(void)
+{
+    if (atomic_load(&host_fds_gate_library) == 0 || host_fds_gate_depth > 0 ||
+        host_library_thread) {
+        return 0;
+    }
+    host_fds_gate_library_wait();
+    return 1;
 }
 
 /*
@@ -3041,10 +3165,12 @@ syscall(long n, ...)
 #ifdef SYS_getdents64
     if (n == SYS_getdents64) { /* the host's listing of its fd directory: getdents64's */
         long rc;
+        unsigned since;
 
         do {
+            since = host_fds_listing_begins();
             rc = real(n, a[0], a[1], a[2], 0, 0, 0);
-        } while (rc > 0 && (rc = host_fds_dents_kept((int)a[0], (void *)a[1], rc,
+        } while (rc > 0 && (rc = host_fds_dents_kept((int)a[0], (void *)a[1], rc, since,
                                                      __builtin_return_address(0))) == 0);
         return rc;
     }
@@ -4187,14 +4313,16 @@ getdents64(int fd, void *buf, size_t len)
 {
     const void *ra = __builtin_return_address(0);
     ssize_t rc;
+    unsigned since;
 
     if (HOST_FD_DATA_REFUSED(fd)) {
         return -1;
     }
     HOST_REAL_OR_ENOSYS(ssize_t, (int, void *, size_t), getdents64)
     do { /* a buffer of library entries only: the next ones */
+        since = host_fds_listing_begins();
         rc = real(fd, buf, len);
-    } while (rc > 0 && (rc = host_fds_dents_kept(fd, buf, rc, ra)) == 0);
+    } while (rc > 0 && (rc = host_fds_dents_kept(fd, buf, rc, since, ra)) == 0);
     return rc;
 }
 HOST_FDS_ACTING_ON(int, inotify_add_watch, (int fd, const char *path, uint32_t mask),
@@ -5325,7 +5453,12 @@ fclose(FILE *f)
         return EOF;
     }
     if (host_fd_is_owned(fileno(f)) && host_fds_library_call(__builtin_return_address(0))) {
-        host_fd_forget(fileno(f));
+        int fd = fileno(f), rc;
+
+        host_fds_mark_lock_take();
+        rc = real(f);
+        host_fds_library_stream_closed(fd);
+        return rc;
     }
     return real(f);
 }
@@ -5386,6 +5519,9 @@ opendir(const char *path)
 /* Each closedir (the library's and the host's) counts here: a DIR's memory and its fd number may
  * be another directory's after it (host_fds_dir_hidden's cache). */
 static _Atomic unsigned host_fds_dir_closes;
+/* The calling thread's closedirs of its own DIRs: a listing's since (host_fds_dir_hidden) is
+ * kept across the library's closedirs, which change host_fds_dir_closes in the middle of it. */
+static _Thread_local unsigned host_fds_host_closedirs;
 
 /* 1 when an entry named name that readdir read from d is a library fd's in this process's fd or
  * fdinfo directory, or a library thread's in its task directory (a number can be both: tids are
@@ -5394,30 +5530,34 @@ static _Atomic unsigned host_fds_dir_closes;
  * (fdcost: /proc/self/fd listed 2.95x bare's with a readlink for each of the library's 10
  * entries). */
 static int
-host_fds_dir_hidden(DIR *d, const char *name, const void *ra)
+host_fds_dir_hidden(DIR *d, const char *name, unsigned before, const void *ra)
 {
     static _Thread_local struct {
         DIR *d;
         int fd;
         unsigned closes;
-        int fd_dir, task_dir; /* -1: not asked yet */
+        unsigned since;          /* the listing's first readdir began there: glibc's read of it */
+        unsigned host_closedirs; /* host_fds_host_closedirs when since was taken */
+        int fd_dir, task_dir;    /* -1: not asked yet */
     } seen;
-    int library_fd = host_fds_name_library(name) >= 0;
-    int library_tid = host_fds_name_library_tid(name);
-    unsigned closes;
-    int fd;
+    unsigned closes = atomic_load_explicit(&host_fds_dir_closes, memory_order_acquire);
+    int fd = dirfd(d), library_fd, library_tid;
 
-    if (!library_fd && !library_tid) {
-        return 0;
+    if (seen.d != d || seen.fd != fd || seen.host_closedirs != host_fds_host_closedirs) {
+        seen.since = before;
+        seen.host_closedirs = host_fds_host_closedirs;
     }
-    fd = dirfd(d);
-    closes = atomic_load_explicit(&host_fds_dir_closes, memory_order_acquire);
     if (seen.d != d || seen.fd != fd || seen.closes != closes) {
         seen.fd_dir = -1;
         seen.task_dir = -1;
         seen.d = d;
         seen.fd = fd;
         seen.closes = closes;
+    }
+    library_fd = host_fds_name_listed_library(name, seen.since);
+    library_tid = host_fds_name_library_tid(name);
+    if (!library_fd && !library_tid) {
+        return 0;
     }
     if (library_fd && seen.fd_dir < 0) {
         seen.fd_dir = host_fds_is_fd_dir(fd);
@@ -5439,48 +5579,59 @@ closedir(DIR *d)
         errno = ENOSYS;
         return -1;
     }
-    if (host_fd_is_owned(dirfd(d)) && host_fds_library_call(__builtin_return_address(0))) {
-        host_fd_forget(dirfd(d));
-    }
     /* before the close: a DIR that takes d's memory or number after it is seen as new */
     atomic_fetch_add_explicit(&host_fds_dir_closes, 1, memory_order_acq_rel);
+    if (host_fd_is_owned(dirfd(d)) && host_fds_library_call(__builtin_return_address(0))) {
+        int fd = dirfd(d), rc;
+
+        host_fds_mark_lock_take();
+        rc = real(d);
+        host_fds_library_stream_closed(fd);
+        return rc;
+    }
+    host_fds_host_closedirs++;
     return real(d);
 }
 
 /* The host's listing of this process's fd or fdinfo directory leaves the library's numbers out
  * (host_fds_dir_hidden: an entry whose name is not a library number passes at once; glibc's
  * readdir reads through its internal getdents64, which no interposer sees). */
-#define HOST_FDS_READDIR(type, name)                                                           \
-    HOST_EXPORT type *name(DIR *d)                                                             \
-    {                                                                                          \
-        static _Atomic(void *) real_p;                                                         \
-        type *(*real)(DIR *) = (type * (*)(DIR *)) host_real(&real_p, #name);                  \
-        type *e;                                                                               \
-                                                                                               \
-        if (real == NULL) {                                                                    \
-            errno = ENOSYS;                                                                    \
-            return NULL;                                                                       \
-        }                                                                                      \
-        do {                                                                                   \
-            e = real(d);                                                                       \
-        } while (e != NULL && host_fds_dir_hidden(d, e->d_name, __builtin_return_address(0))); \
-        return e;                                                                              \
-    }                                                                                          \
-    HOST_EXPORT int name##_r(DIR *d, type *entry, type **result)                               \
-    {                                                                                          \
-        static _Atomic(void *) real_p;                                                         \
-        int (*real)(DIR *, type *, type **) =                                                  \
-                (int (*)(DIR *, type *, type **))host_real(&real_p, #name "_r");               \
-        int rc;                                                                                \
-                                                                                               \
-        if (real == NULL) {                                                                    \
-            return ENOSYS;                                                                     \
-        }                                                                                      \
-        do {                                                                                   \
-            rc = real(d, entry, result);                                                       \
-        } while (rc == 0 && *result != NULL &&                                                 \
-                 host_fds_dir_hidden(d, (*result)->d_name, __builtin_return_address(0)));      \
-        return rc;                                                                             \
+#define HOST_FDS_READDIR(type, name)                                                              \
+    HOST_EXPORT type *name(DIR *d)                                                                \
+    {                                                                                             \
+        static _Atomic(void *) real_p;                                                            \
+        type *(*real)(DIR *) = (type * (*)(DIR *)) host_real(&real_p, #name);                     \
+        type *e;                                                                                  \
+        unsigned before;                                                                          \
+                                                                                                  \
+        if (real == NULL) {                                                                       \
+            errno = ENOSYS;                                                                       \
+            return NULL;                                                                          \
+        }                                                                                         \
+        do {                                                                                      \
+            before = host_fds_listing_begins();                                                   \
+            e = real(d);                                                                          \
+        } while (e != NULL &&                                                                     \
+                 host_fds_dir_hidden(d, e->d_name, before, __builtin_return_address(0)));         \
+        return e;                                                                                 \
+    }                                                                                             \
+    HOST_EXPORT int name##_r(DIR *d, type *entry, type **result)                                  \
+    {                                                                                             \
+        static _Atomic(void *) real_p;                                                            \
+        int (*real)(DIR *, type *, type **) =                                                     \
+                (int (*)(DIR *, type *, type **))host_real(&real_p, #name "_r");                  \
+        int rc;                                                                                   \
+        unsigned before;                                                                          \
+                                                                                                  \
+        if (real == NULL) {                                                                       \
+            return ENOSYS;                                                                        \
+        }                                                                                         \
+        do {                                                                                      \
+            before = host_fds_listing_begins();                                                   \
+            rc = real(d, entry, result);                                                          \
+        } while (rc == 0 && *result != NULL &&                                                    \
+                 host_fds_dir_hidden(d, (*result)->d_name, before, __builtin_return_address(0))); \
+        return rc;                                                                                \
     }
 
 HOST_FDS_READDIR(struct dirent, readdir)
@@ -5495,6 +5646,7 @@ HOST_FDS_READDIR(struct dirent64, readdir64)
  */
 enum { HOST_FDS_SCAN_NONE, HOST_FDS_SCAN_FDS, HOST_FDS_SCAN_TASKS };
 static _Thread_local int host_fds_scan_kind;
+static _Thread_local unsigned host_fds_scan_since; /* host_fds_listing_begins() at the call */
 static _Thread_local int (*host_fds_scan_filter)(const struct dirent *);
 static _Thread_local int (*host_fds_scan_filter64)(const struct dirent64 *);
 
@@ -5524,8 +5676,9 @@ host_fds_scan_kind_of(const char *path, const void *ra)
 static int
 host_fds_scan_library(const char *name)
 {
-    return host_fds_scan_kind == HOST_FDS_SCAN_FDS ? host_fds_name_library(name) >= 0
-                                                   : host_fds_name_library_tid(name);
+    return host_fds_scan_kind == HOST_FDS_SCAN_FDS
+                   ? host_fds_name_listed_library(name, host_fds_scan_since)
+                   : host_fds_name_library_tid(name);
 }
 
 /* The wrappers of the host's filters: the library's entries dropped, the host's filter asked. */
@@ -5554,6 +5707,7 @@ host_fds_scan_keep64(const struct dirent64 *e)
                          int (*)(const type **, const type **)))host_real(&real_p, #name); \
         int kind = host_fds_scan_kind_of(path, __builtin_return_address(0));               \
         int saved_kind = host_fds_scan_kind, rc;                                           \
+        unsigned saved_since = host_fds_scan_since;                                        \
         int (*saved_filter)(const type *) = slot;                                          \
                                                                                            \
         if (real == NULL) {                                                                \
@@ -5564,9 +5718,11 @@ host_fds_scan_keep64(const struct dirent64 *e)
             return real(path, list, filter, compar);                                       \
         }                                                                                  \
         host_fds_scan_kind = kind;                                                         \
+        host_fds_scan_since = host_fds_listing_begins();                                   \
         slot = filter;                                                                     \
         rc = real(path, list, keep, compar);                                               \
         host_fds_scan_kind = saved_kind;                                                   \
+        host_fds_scan_since = saved_since;                                                 \
         slot = saved_filter;                                                               \
         return rc;                                                                         \
     }
