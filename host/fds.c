@@ -1223,6 +1223,14 @@ host_fds_is_library_call(const void *ra)
     return host_fds_library_call(ra);
 }
 
+int
+host_fds_is_ahead_call(const void *ra)
+{
+    int n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
+
+    return n > 0 && host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra);
+}
+
 /* HOST_FD_DATA_REFUSED's slow half, for a library fd: the host's call fails with EBADF. The
  * library's passes (its thread, its code), and so does one that came through a definition ahead
  * of this library's (ra in host_fds_ahead_lo): that object's code calls this for the library's

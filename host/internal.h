@@ -232,6 +232,9 @@ void host_thread_forked_child(void);
 /* fds.c: 1 when the interposer whose return address is ra was called by the library (its code or
  * one of its threads). */
 int host_fds_is_library_call(const void *ra);
+/* fds.c: 1 when ra is in an object whose definitions come ahead of this library's (a sanitizer
+ * runtime: its interceptors call this library's interposers for the library's calls too). */
+int host_fds_is_ahead_call(const void *ra);
 /* procstat.c: after a host's successful read-only open of path (absolute, under /proc/) at fd
  * with flags, by the interposer whose return address is ra: when path is this process's stat or
  * status and library threads are live, fd's number holds a sealed copy whose thread count is the
