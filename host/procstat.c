@@ -26,7 +26,8 @@
  * process's pid, a /proc/<tid>/ of one of this process's threads, a failure of memfd_create
  * (seccomp, EMFILE at the limit), a text larger than HOST_PROCSTAT_MAX) keeps the real file:
  * the count is then the kernel's. Not covered: a read made through syscall(SYS_open...), through
- * glibc's internal opens, or of other files that count threads (/proc/self/sched, /proc/loadavg).
+ * glibc's internal opens, or of other files that count threads (/proc/self/sched, /proc/loadavg),
+ * and a sanitizer runtime's own threads (TSan's background thread: one more than bare there).
  *
  * Held by: host-contract-procstat (tests/hosts/procstat.c: num_threads by fopen+fread as CPython
  * does, by open+read, and Threads: of status, single-threaded and then with 3 threads; each
