@@ -31,8 +31,9 @@
  *                    listings of this process's task directory (/proc/self/task, /proc/<pid>/task)
  *                    leave the library's threads out (host_library_tids): before, the host's 4
  *                    threads listed 5 entries preloaded and 6 under record (Python's
- *                    os.listdir('/proc/self/task'); host-contract-fds-tasklist). Not covered
- *                    there: the thread count of /proc/self/stat and /proc/self/status, a path
+ *                    os.listdir('/proc/self/task'); host-contract-fds-tasklist); the thread
+ *                    count of /proc/self/stat and /proc/self/status is host/procstat.c's, which
+ *                    the opens and fopen call (host_procstat_maybe). Not covered there: a path
  *                    under a library thread's entry, /proc/<tid> of a library thread.
  *                    freopen freopen64
  *                    interposed because glibc's dup3()s its new file onto the stream's number,
@@ -1220,6 +1221,14 @@ int
 host_fds_is_library_call(const void *ra)
 {
     return host_fds_library_call(ra);
+}
+
+int
+host_fds_is_ahead_call(const void *ra)
+{
+    int n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
+
+    return n > 0 && host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra);
 }
 
 /* HOST_FD_DATA_REFUSED's slow half, for a library fd: the host's call fails with EBADF. The
@@ -3669,25 +3678,27 @@ host_fds_resolve(void)
  * fd in this process's fd directory gets ENOENT, as bare (host_fds_path_result, after the call: the
  * kernel read the path; an O_TRUNC open looks first, at a copy read without faulting, so that it
  * truncates nothing of the library's). */
-#define HOST_FDS_CREATE_PATH(dirfd, path, flags, call)                                             \
-    do {                                                                                           \
-        const void *ra_ = __builtin_return_address(0);                                             \
-        unsigned entries_ = 0;                                                                     \
-        int library_;                                                                              \
-        char path_[64];                                                                            \
-                                                                                                   \
-        if (real == NULL) {                                                                        \
-            errno = ENOSYS;                                                                        \
-            return -1;                                                                             \
-        }                                                                                          \
-        if (((flags)&O_TRUNC) && host_fds_path_copy(path_, sizeof(path_), (path)) == 0 &&          \
-            host_fds_path_hidden((dirfd), path_, 0, 0, ra_)) {                                     \
-            errno = ENOENT;                                                                        \
-            return -1;                                                                             \
-        }                                                                                          \
-        library_ = host_fds_creating(ra_, &entries_);                                              \
-        return (int)host_fds_path_result((dirfd), (path),                                          \
-                                         host_fds_created_by(library_, entries_, (call)), 1, ra_); \
+#define HOST_FDS_CREATE_PATH(dirfd, path, flags, call)                                         \
+    do {                                                                                       \
+        const void *ra_ = __builtin_return_address(0);                                         \
+        unsigned entries_ = 0;                                                                 \
+        int library_;                                                                          \
+        char path_[64];                                                                        \
+                                                                                               \
+        if (real == NULL) {                                                                    \
+            errno = ENOSYS;                                                                    \
+            return -1;                                                                         \
+        }                                                                                      \
+        if (((flags)&O_TRUNC) && host_fds_path_copy(path_, sizeof(path_), (path)) == 0 &&      \
+            host_fds_path_hidden((dirfd), path_, 0, 0, ra_)) {                                 \
+            errno = ENOENT;                                                                    \
+            return -1;                                                                         \
+        }                                                                                      \
+        library_ = host_fds_creating(ra_, &entries_);                                          \
+        return host_procstat_maybe(                                                            \
+                host_fds_path_result((dirfd), (path),                                          \
+                                     host_fds_created_by(library_, entries_, (call)), 1, ra_), \
+                (path), (flags), ra_);                                                         \
     } while (0)
 
 /* The mode argument of an open whose flags create a file; 0 otherwise. */
@@ -4968,6 +4979,10 @@ host_fds_fopen(FILE *(*real)(const char *, const char *), const char *path, cons
             }
             errno = ENOENT;
             return NULL;
+        }
+        if (f != NULL && mode[0] == 'r' && strchr(mode, '+') == NULL) {
+            (void)host_procstat_maybe(fileno(f), path, strchr(mode, 'e') != NULL ? O_CLOEXEC : 0,
+                                      ra);
         }
         return f;
     }

@@ -6,9 +6,11 @@
 #ifndef HOST_INTERNAL_H
 #define HOST_INTERNAL_H
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -230,6 +232,27 @@ void host_thread_forked_child(void);
 /* fds.c: 1 when the interposer whose return address is ra was called by the library (its code or
  * one of its threads). */
 int host_fds_is_library_call(const void *ra);
+/* fds.c: 1 when ra is in an object whose definitions come ahead of this library's (a sanitizer
+ * runtime: its interceptors call this library's interposers for the library's calls too). */
+int host_fds_is_ahead_call(const void *ra);
+/* procstat.c: after a host's successful read-only open of path (absolute, under /proc/) at fd
+ * with flags, by the interposer whose return address is ra: when path is this process's stat or
+ * status and library threads are live, fd's number holds a sealed copy whose thread count is the
+ * bare one. errno kept. */
+void host_procstat_opened(int fd, const char *path, int flags, const void *ra);
+/* The open flags besides O_RDONLY that host_procstat_opened accepts. */
+#define HOST_PROCSTAT_FLAGS (O_CLOEXEC | O_NONBLOCK | O_LARGEFILE | O_NOCTTY | O_NOFOLLOW)
+/* The cheap test of an open's result fd, path and flags before host_procstat_opened: a failed
+ * open, a path not under /proc/ and a write pass with two compares. */
+static inline int
+host_procstat_maybe(long fd, const char *path, int flags, const void *ra)
+{
+    if (__builtin_expect(fd >= 0 && path[0] == '/' && path[1] == 'p', 0) &&
+        strncmp(path, "/proc/", 6) == 0 && (flags & ~HOST_PROCSTAT_FLAGS) == O_RDONLY) {
+        host_procstat_opened((int)fd, path, flags, ra);
+    }
+    return (int)fd;
+}
 
 /*
  * recv and recvfrom with MSG_WAITALL (blocking.c), made once inside HOST_WAIT_RETRY's loop (the

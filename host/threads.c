@@ -14,8 +14,10 @@
  * call goes straight to libc.
  *
  * The library's own threads (host_thread_spawn's, and those its code creates through
- * pthread_create: libuv's) are counted from before their clone and register their tids first thing
- * (host_thread_library_live): host/ns.c tells the host's threads from them.
+ * pthread_create: libuv's, also when a sanitizer runtime's interceptor ahead of this library
+ * passes the call on: a look up the stack, host_thread_library_caller) are counted from before
+ * their clone and register their tids first thing (host_thread_library_live): host/ns.c tells the
+ * host's threads from them, host/procstat.c leaves them out of /proc/self/stat's count.
  *
  * Held by: test-agent-sampling (final_sample_of_an_unsampled_thread_has_its_start_routine: the
  * start routine is the root of a thread's first stack; short_lived_threads_start_and_stop:
@@ -23,6 +25,7 @@
  * must not change).
  */
 #include <errno.h>
+#include <execinfo.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -175,6 +178,40 @@ host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *)
     return -rc;
 }
 
+/* 1 when the pthread_create whose return address is ra is the library's: its code's, or, through
+ * a sanitizer runtime loaded ahead (ASan's interceptor calls this one for libuv's
+ * uv_thread_create), one whose caller a few frames up is the library's code. Without that look
+ * the IPC loop thread counted only from its own registration, and a host that read
+ * /proc/self/stat at once under the ASan build counted it (host/procstat.c). */
+static int
+host_thread_library_caller(const void *ra)
+{
+    void *frames[10];
+    int n;
+
+    if (host_fds_is_library_call(ra)) {
+        return 1;
+    }
+    if (!host_fds_is_ahead_call(ra)) {
+        return 0;
+    }
+    n = backtrace(frames, (int)(sizeof(frames) / sizeof(frames[0])));
+    /* the runtime's backtrace interceptor, this library's frames (this function and
+     * pthread_create), the runtime's pthread_create interceptor, then the caller */
+    for (int i = 0, part = 0; i < n; i++) {
+        int ours = host_fds_is_library_call(frames[i]), ahead = host_fds_is_ahead_call(frames[i]);
+
+        if (part == 0 && ours) {
+            part = 1;
+        } else if (part == 1 && ahead) {
+            part = 2;
+        } else if (part == 2 && !ahead) {
+            return ours;
+        }
+    }
+    return 0;
+}
+
 /* A thread the library's code creates (libuv's uv_thread_create: the IPC loop, the runtime stream's
  * readers) is the library's from its first instruction (host_library_starting). */
 HOST_EXPORT int
@@ -182,7 +219,7 @@ pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), v
 {
     host_pthread_create_fn real = host_real_pthread_create();
     const struct host_agent_hooks *hooks = host_agent();
-    int library = host_fds_is_library_call(__builtin_return_address(0));
+    int library = host_thread_library_caller(__builtin_return_address(0));
     struct host_start_arg *a;
 
     if (real == NULL) {

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/hosts/procstat.c - the process's thread count as the host reads it from /proc
+ * (host/procstat.c): every number must be bare's.
+ *
+ *   procstat counts  num_threads (field 20 of /proc/self/stat) read as CPython 3.12's os.fork()
+ *                    reads it (fopen, one fread of 159 bytes), by open+read, by fopen "re" and
+ *                    open64; of /proc/<pid>/stat, /proc/thread-self/stat and
+ *                    /proc/self/task/<tid>/stat; Threads: of /proc/self/status and
+ *                    /proc/<pid>/status; single-threaded, then with 3 threads of its own waiting
+ *                    (not after a join: the kernel counts a joined thread a moment longer). With
+ * each open also: the fd's number is the lowest free one, a second read after lseek(0) gives the
+ * same count, a write fails with EBADF, and fstat says a regular file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hosts.h"
+
+/* Field 20 of a stat text (after the command's ')'); -1 when not there. */
+static long
+stat_threads(const char *text)
+{
+    const char *p = strrchr(text, ')');
+    int field = 2;
+
+    for (; p != NULL && *p != '\0'; p++) {
+        if (*p == ' ' && ++field == 20) {
+            return strtol(p + 1, NULL, 10);
+        }
+    }
+    return -1;
+}
+
+/* Threads: of a status text; -1 when not there. */
+static long
+status_threads(const char *text)
+{
+    const char *p = strstr(text, "\nThreads:");
+
+    return p != NULL ? strtol(p + 9, NULL, 10) : -1;
+}
+
+/* The count in path by fopen with mode and one fread of at most max bytes (CPython 3.12's read,
+ * Modules/posixmodule.c's warn_about_fork_with_threads: "r", 159 bytes, field 20). */
+static long
+fopen_read(const char *path, const char *mode, int status, size_t max)
+{
+    char buf[4096];
+    FILE *f = fopen(path, mode);
+    size_t n;
+
+    if (f == NULL) {
+        return -errno;
+    }
+    n = fread(buf, 1, max < sizeof(buf) ? max : sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return status ? status_threads(buf) : stat_threads(buf);
+}
+
+/* read() of fd to the end into buf (NUL-terminated); bytes or -errno. */
+static long
+read_all(int fd, char *buf, size_t size)
+{
+    size_t len = 0;
+
+    for (;;) {
+        ssize_t n = read(fd, buf + len, size - 1 - len);
+
+        if (n < 0) {
+            return -errno;
+        }
+        if (n == 0) {
+            break;
+        }
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    return (long)len;
+}
+
+/* The count in path by open (open64 when big) and read; prints what the fd looked like. */
+static long
+open_read(const char *label, const char *path, int flags, int big, int status)
+{
+    char buf[4096];
+    struct stat st;
+    long first, again;
+    int lowest, fd, wrote, werr;
+
+    lowest = dup(0); /* the lowest free number */
+    close(lowest);
+    fd = big ? open64(path, flags) : open(path, flags);
+    if (fd < 0) {
+        return -errno;
+    }
+    if (read_all(fd, buf, sizeof(buf)) < 0) {
+        close(fd);
+        return -1000;
+    }
+    first = status ? status_threads(buf) : stat_threads(buf);
+    again = lseek(fd, 0, SEEK_SET) == 0 && read_all(fd, buf, sizeof(buf)) > 0
+                    ? (status ? status_threads(buf) : stat_threads(buf))
+                    : -1;
+    wrote = (int)write(fd, "x", 1);
+    werr = errno;
+    printf("%s: fd lowest %d, again %s, write %d %s, regular %d, cloexec %d\n", label, fd == lowest,
+           again == first ? "same" : "differs", wrote, strerror(werr),
+           fstat(fd, &st) == 0 && S_ISREG(st.st_mode), (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+    close(fd);
+    return first;
+}
+
+static void
+counts(const char *when)
+{
+    char path[128];
+
+    printf("%s: cpython %ld\n", when, fopen_read("/proc/self/stat", "r", 0, 159));
+    printf("%s: fopen stat %ld\n", when, fopen_read("/proc/self/stat", "r", 0, 4095));
+    printf("%s: fopen-e stat %ld\n", when, fopen_read("/proc/self/stat", "re", 0, 4095));
+    printf("%s: fopen status %ld\n", when, fopen_read("/proc/self/status", "r", 1, 4095));
+    printf("%s: open stat %ld\n", when, open_read(when, "/proc/self/stat", O_RDONLY, 0, 0));
+    printf("%s: open64 stat %ld\n", when,
+           open_read(when, "/proc/self/stat", O_RDONLY | O_CLOEXEC, 1, 0));
+    printf("%s: open status %ld\n", when, open_read(when, "/proc/self/status", O_RDONLY, 0, 1));
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)getpid());
+    printf("%s: open pid stat %ld\n", when, open_read(when, path, O_RDONLY, 0, 0));
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)getpid());
+    printf("%s: fopen pid status %ld\n", when, fopen_read(path, "r", 1, 4095));
+    printf("%s: open thread-self stat %ld\n", when,
+           open_read(when, "/proc/thread-self/stat", O_RDONLY, 0, 0));
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)gettid());
+    printf("%s: open task stat %ld\n", when, open_read(when, path, O_RDONLY, 0, 0));
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)getpid(), (int)gettid());
+    printf("%s: fopen task status %ld\n", when, fopen_read(path, "r", 1, 4095));
+}
+
+static pthread_barrier_t barrier;
+
+static void *
+waiter(void *arg)
+{
+    (void)arg;
+    pthread_barrier_wait(&barrier); /* started */
+    pthread_barrier_wait(&barrier); /* counted */
+    return NULL;
+}
+
+int
+main(int argc, char **argv)
+{
+    pthread_t th[3];
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    host_wait_go();
+    if (argc < 2 || strcmp(argv[1], "counts") != 0) {
+        fprintf(stderr, "usage: host-procstat counts\n");
+        return 2;
+    }
+    counts("alone");
+    pthread_barrier_init(&barrier, NULL, 4);
+    for (int i = 0; i < 3; i++) {
+        if (pthread_create(&th[i], NULL, waiter, NULL) != 0) {
+            fprintf(stderr, "pthread_create failed\n");
+            return 1;
+        }
+    }
+    pthread_barrier_wait(&barrier);
+    counts("threads");
+    pthread_barrier_wait(&barrier);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+    }
+    return 0;
+}
