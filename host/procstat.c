@@ -28,6 +28,10 @@
  * the count is then the kernel's. Not covered: a read made through syscall(SYS_open...), through
  * glibc's internal opens, or of other files that count threads (/proc/self/sched, /proc/loadavg),
  * and a sanitizer runtime's own threads (TSan's background thread: one more than bare there).
+ * Known costs (docs/architecture.md, the thread-count row): the memfd and its reopen take the
+ * lowest free numbers for an instant outside the fd gate (host_fds_create_begin), so a creation
+ * of another host thread in that instant gets a higher number than bare's; and the text is read
+ * into HOST_PROCSTAT_MAX bytes of the host thread's stack.
  *
  * Held by: host-contract-procstat (tests/hosts/procstat.c: num_threads by fopen+fread as CPython
  * does, by open+read, and Threads: of status, single-threaded and then with 3 threads; each
