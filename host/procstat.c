@@ -28,10 +28,8 @@
  * the count is then the kernel's. Not covered: a read made through syscall(SYS_open...), through
  * glibc's internal opens, or of other files that count threads (/proc/self/sched, /proc/loadavg),
  * and a sanitizer runtime's own threads (TSan's background thread: one more than bare there).
- * Known costs (docs/architecture.md, the thread-count row): the memfd and its reopen take the
- * lowest free numbers for an instant outside the fd gate (host_fds_create_begin), so a creation
- * of another host thread in that instant gets a higher number than bare's; and the text is read
- * into HOST_PROCSTAT_MAX bytes of the host thread's stack.
+ * Known cost (docs/architecture.md, the thread-count row): the text is read into
+ * HOST_PROCSTAT_MAX bytes of the host thread's stack.
  *
  * Held by: host-contract-procstat (tests/hosts/procstat.c: num_threads by fopen+fread as CPython
  * does, by open+read, and Threads: of status, single-threaded and then with 3 threads; each
@@ -163,17 +161,23 @@ host_procstat_count_at(const char *text, long len, enum host_procstat_kind kind)
     return -1;
 }
 
-/* A sealed memfd holding text, reopened read-only with the open's status flags; -1 on failure. */
+/* A sealed memfd holding text, reopened read-only with the open's status flags; -1 on failure.
+ * Both are library creations in the fd gate, moved high at once (host_fds_create_begin/_end), so
+ * that no host thread's creation meanwhile gets a number other than bare's; the memfd is closed
+ * through close(), whose library path forgets its mark. */
 static int
 host_procstat_memfd(const char *text, long len, enum host_procstat_kind kind, int flags)
 {
+    const void *self_code = (const void *)host_procstat_memfd;
     char self[40];
-    int mem, fd = -1;
+    int mem, fd = -1, library;
     long off = 0;
 
-    mem = (int)host_raw_syscall(SYS_memfd_create,
-                                (long)(kind == HOST_PROCSTAT_STAT ? "stat" : "status"),
-                                MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0);
+    library = host_fds_create_begin(self_code);
+    mem = host_fds_create_end(
+            library, (int)host_raw_syscall(SYS_memfd_create,
+                                           (long)(kind == HOST_PROCSTAT_STAT ? "stat" : "status"),
+                                           MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0));
     if (mem < 0) {
         return -1;
     }
@@ -190,10 +194,12 @@ host_procstat_memfd(const char *text, long len, enum host_procstat_kind kind, in
         goto out;
     }
     (void)snprintf(self, sizeof(self), "/proc/self/fd/%d", mem);
-    fd = (int)host_raw_syscall(SYS_openat, AT_FDCWD, (long)self,
-                               O_RDONLY | O_CLOEXEC | (flags & O_NONBLOCK), 0, 0, 0);
+    library = host_fds_create_begin(self_code);
+    fd = host_fds_create_end(
+            library, (int)host_raw_syscall(SYS_openat, AT_FDCWD, (long)self,
+                                           O_RDONLY | O_CLOEXEC | (flags & O_NONBLOCK), 0, 0, 0));
 out:
-    host_raw_syscall(SYS_close, mem, 0, 0, 0, 0, 0);
+    close(mem);
     return fd;
 }
 
@@ -243,7 +249,7 @@ host_procstat_opened(int fd, const char *path, int flags, const void *ra)
         goto rewind;
     }
     (void)host_raw_syscall(SYS_dup3, mem, fd, flags & O_CLOEXEC, 0, 0, 0);
-    host_raw_syscall(SYS_close, mem, 0, 0, 0, 0, 0);
+    close(mem);
     goto out;
 rewind:
     (void)host_raw_syscall(SYS_lseek, fd, 0, SEEK_SET, 0, 0, 0);
