@@ -62,7 +62,8 @@ spawner(void *arg)
     return NULL;
 }
 
-static char names[4096]; /* the last listing's, for the message of one that is off */
+static char names[4096];    /* the last listing's, for the message of one that is off */
+static char baseline[8192]; /* the listing before the churn, described */
 
 static void
 name_add(const char *name)
@@ -70,6 +71,30 @@ name_add(const char *name)
     size_t len = strlen(names);
 
     (void)snprintf(names + len, sizeof(names) - len, "%s ", name);
+}
+
+/* names' entries with what each is now (read after the listing, so that the look does not change
+ * its timing): the message of a listing that is off says what the extra or missing entry was. */
+static void
+names_described(char *out, size_t size)
+{
+    char copy[sizeof(names)], *save = NULL;
+    size_t len = 0;
+
+    memcpy(copy, names, sizeof(copy));
+    out[0] = '\0';
+    for (char *name = strtok_r(copy, " ", &save); name != NULL && len + 1 < size;
+         name = strtok_r(NULL, " ", &save)) {
+        char path[64], target[96] = "";
+        ssize_t n = -1;
+
+        if (name[0] != '.') {
+            (void)snprintf(path, sizeof(path), "/proc/self/fd/%s", name);
+            n = readlink(path, target, sizeof(target) - 1);
+        }
+        target[n > 0 ? n : 0] = '\0';
+        len += (size_t)snprintf(out + len, size - len, n > 0 ? "%s(%s) " : "%s ", name, target);
+    }
 }
 
 /* The entries of /proc/self/fd a listing holds, the way (0 readdir, 1 getdents64, 2 scandir). */
@@ -145,6 +170,7 @@ fdchurn(void)
     pthread_create(&sp, NULL, arena, NULL);
     pthread_join(sp, NULL);
     expected = listed(0);
+    names_described(baseline, sizeof(baseline));
 
     for (int i = 0; i < BURNERS; i++) {
         pthread_create(&burners[i], NULL, burner, NULL);
@@ -154,8 +180,12 @@ fdchurn(void)
         int n = listed(i % 3);
 
         if (n != expected && off[i % 3]++ == 0) {
-            fprintf(stderr, "listing %d (way %d): %d entries, %d expected: %s\n", i, i % 3, n,
-                    expected, names);
+            char now[sizeof(names) * 2];
+
+            names_described(now, sizeof(now));
+            fprintf(stderr,
+                    "listing %d (way %d): %d entries, %d expected: %s; before the churn: %s\n", i,
+                    i % 3, n, expected, now, baseline);
         }
     }
     atomic_store(&stop, 1);
