@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "agent/internal.h"
+#include "agent/symbols-internal.h"
 
 /*
  * Cuts the stack at its first frame outside every executable mapping (or a library's that was
@@ -96,34 +97,143 @@ struct ag_drain_kernel {
     uint32_t weight;
 };
 
-/* Puts marker over the frames every stack of t shares (its start routine under its callers, when
- * its last walk reached them) into s: where a thread's time went is not known, only whose. */
-static void
-ag_drain_marker_over_root(const struct ag_thread *t, struct ag_sample *s, uint64_t marker)
-{
-    uint32_t max = ag.cfg.max_frames - 1u;
-    uint32_t depth = t->last_depth < max ? t->last_depth : max;
-    uint32_t from = depth, keep = 0;
+/* A stack: the thread's last CPU stack, the one a marker's root is found in, the one kernel time
+ * not placed goes over (the sample it was split from, or the last one). */
+struct ag_drain_stack {
+    const uint64_t *frames;
+    uint32_t depth;
+    uint8_t unwinder, end;
+};
 
-    if (t->root_depth != 0 && depth >= t->root_depth && t->last_end == AG_UNWIND_END_ROOT) {
-        from = depth - t->root_depth;
-        keep = t->root_depth;
+/* Whether pc lies in the C library or the loader, whose frames stand outside every thread's
+ * own code (clone3 and start_thread, __libc_start_main, _dl_start_user), by the name of its
+ * module in the signal handler's snapshot (no lock, no file). */
+static int
+ag_drain_pc_in_libc(uint64_t pc)
+{
+    static const char *const names[] = { "libc.so", "libc-", "libc.musl", "libpthread", "ld-" };
+    const struct ag_module_span *span = ag_sig_module_find(pc);
+    const char *base;
+    size_t i;
+
+    if (span == NULL || span->mod == NULL || span->mod->name == NULL) {
+        return 0;
     }
+    base = strrchr(span->mod->name, '/');
+    base = base != NULL ? base + 1 : span->mod->name;
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strncmp(base, names[i], strlen(names[i])) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The outermost frames of stack f (n frames, leaf first, walked to its root) that every stack of
+ * its thread shares: counted from the outermost, the C library's and the loader's and the first
+ * frame outside them that one of theirs called (the start routine under clone3 and start_thread,
+ * main under __libc_start_main; the executable's _start outermost is passed over). A [kernel]
+ * leaf is no frame of the thread's. 0: no such frame (a static executable, code under no C
+ * library, a stack of the C library's frames alone). */
+static uint32_t
+ag_drain_root_of(const uint64_t *f, uint32_t n)
+{
+    uint32_t i, lo = n != 0 && f[0] == ag_kernel_pc() ? 1u : 0u;
+    int outer_libc = 0;
+
+    for (i = n; i-- > lo;) {
+        int libc = ag_drain_pc_in_libc(f[i] - (i > 0)); /* a return address: its call's */
+
+        if (!libc && outer_libc) {
+            return n - i;
+        }
+        outer_libc = libc;
+    }
+    return 0;
+}
+
+/*
+ * How many outermost frames of stack st (t's last CPU stack, or the sample a marker was split
+ * from) every stack of t shares (0: not known). A thread the pthread_create interposer registered
+ * has its start routine's (root_depth, from its registration). One the /proc scan found (every
+ * thread of an HTTP recording and of an idle preload's first session, the main thread) or the
+ * thread that started the agent has none from there: its root is found in st once that walk
+ * reached the root, by the C library's frames (ag_drain_root_of), and kept with those frames as
+ * its key: the next stack that has them outermost has the same root without a lookup. Looked for
+ * again only when a stack's outermost frames differ (a main thread sampled in a constructor, then
+ * in main; a ucontext stack), so about once a thread, at its first marker, never per sample. A
+ * thread with no stack known (never sampled) has none: its markers stand alone.
+ */
+static uint32_t
+ag_drain_root(struct ag_thread *t, const struct ag_drain_stack *st)
+{
+    uint32_t n = st->depth, found, key;
+
+    if (t->has_start || t->root_depth != 0) {
+        return t->root_depth;
+    }
+    if (n == 0 || st->end != AG_UNWIND_END_ROOT) {
+        return 0;
+    }
+    if (t->root_key_n != 0 && n >= t->root_key_n + (t->root_found != 0) &&
+        memcmp(st->frames + n - t->root_key_n, t->root_key, t->root_key_n * sizeof(uint64_t)) ==
+                0) {
+        return t->root_found;
+    }
+    found = ag_drain_root_of(st->frames, n);
+    key = found != 0 ? found - 1u : n; /* a root's C library frames, else the stack's outermost */
+    key = key < AG_ROOT_KEY ? key : AG_ROOT_KEY;
+    memcpy(t->root_key, st->frames + n - key, key * sizeof(uint64_t));
+    t->root_key_n = key;
+    t->root_found = found;
+    return found;
+}
+
+/* Puts marker over the frames every stack of t shares (its start routine under its callers, when
+ * the walk of st reached them) into s: where a thread's time went is not known, only whose. */
+static void
+ag_drain_marker_over(struct ag_thread *t, struct ag_sample *s, uint64_t marker,
+                     const struct ag_drain_stack *st)
+{
+    uint32_t keep = ag_drain_root(t, st), from;
+
+    if (keep > st->depth || keep >= ag.cfg.max_frames || st->end != AG_UNWIND_END_ROOT) {
+        keep = 0;
+    }
+    from = st->depth - keep;
     s->frames[0] = marker;
-    memcpy(s->frames + 1, t->last_frames + from, keep * sizeof(uint64_t));
+    memcpy(s->frames + 1, st->frames + from, keep * sizeof(uint64_t));
     /* A leaf (interrupted pc, start routine entry) becoming a caller is looked up at address
      * - 1 by consumers: + 1 keeps it in its function. */
     s->frames[1] += keep != 0 && from == 0;
     s->depth = keep + 1;
 }
 
-/* [not sampled] over the frames every stack of t shares, in s: CPU no sample saw. */
+/* ag_drain_marker_over() of t's last CPU stack. */
 static void
-ag_drain_not_sampled_over_root(const struct ag_thread *t, struct ag_sample *s)
+ag_drain_marker_over_root(struct ag_thread *t, struct ag_sample *s, uint64_t marker)
 {
-    ag_drain_marker_over_root(t, s, ag_not_sampled_pc());
-    s->unwinder = s->depth > 1 ? t->last_unwinder : AG_UNWINDER_NONE;
+    struct ag_drain_stack last = { t->last_frames, t->last_depth, t->last_unwinder, t->last_end };
+
+    ag_drain_marker_over(t, s, marker, &last);
+}
+
+/* [not sampled] over the frames every stack of t shares (found in st), in s: CPU no sample saw. */
+static void
+ag_drain_not_sampled_over(struct ag_thread *t, struct ag_sample *s, const struct ag_drain_stack *st)
+{
+    ag_drain_marker_over(t, s, ag_not_sampled_pc(), st);
+    s->unwinder = s->depth > 1 ? st->unwinder : AG_UNWINDER_NONE;
     s->end = s->depth > 1 ? AG_UNWIND_END_ROOT : AG_UNWIND_END_LEAF_ONLY;
+}
+
+/* ag_drain_not_sampled_over() of t's last CPU stack. */
+static void
+ag_drain_not_sampled_over_root(struct ag_thread *t, struct ag_sample *s)
+{
+    struct ag_drain_stack last = { t->last_frames, t->last_depth, t->last_unwinder, t->last_end };
+
+    ag_drain_not_sampled_over(t, s, &last);
 }
 
 /* The drain's own sample (a final sample, kernel time) in ag_drain_tail_buf: a running CPU
@@ -168,13 +278,6 @@ enum ag_drain_kernel_place {
     AG_KERNEL_AT_CALL,
     AG_KERNEL_OVER_STACK,
     AG_KERNEL_OVER_ROOT,
-};
-
-/* A stack kernel time not placed goes over: the sample it was split from, or the last one. */
-struct ag_drain_stack {
-    const uint64_t *frames;
-    uint32_t depth;
-    uint8_t unwinder, end;
 };
 
 /* Delivers kernel time k of t (over: the stack for AG_KERNEL_OVER_STACK, or the call's for
@@ -440,16 +543,45 @@ ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_
     return ag_drain_kernel_split(t, tid, &k, fn, ctx, n);
 }
 
-/* The CPU of auto's timer sample that its tick did not see, split off by the handler: [not
- * sampled] over the frames every stack of t shares. Returns fn's value. */
+/* The slot after the oldest unread one of r (a perf-ring split's sample), or NULL. Consumer. */
+static const struct ag_sample *
+ag_drain_peek_second(struct ag_ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire); /* C */
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+    if (r->slots == NULL || head - tail < 2) {
+        return NULL;
+    }
+    return (const struct ag_sample *)(const void *)(r->slots +
+                                                    ((tail + 1) & r->mask) * r->slot_size);
+}
+
+/* The CPU of auto's timer sample that its tick did not see, split off by the handler (r, the
+ * oldest record of ring): [not sampled] over the frames every stack of t shares. The sample it
+ * was split from comes next in the ring: a thread with no stack known yet (the first sample the
+ * agent took of it) has its root found in that sample's (a thread that runs with the signal
+ * blocked gets its first samples so: http-final-samples' masked thread). Returns fn's value. */
 static int
-ag_drain_not_sampled(struct ag_thread *t, int32_t tid, const struct ag_sample *r, ag_record_fn fn,
-                     void *ctx, int *n)
+ag_drain_not_sampled(struct ag_thread *t, struct ag_ring *ring, int32_t tid,
+                     const struct ag_sample *r, ag_record_fn fn, void *ctx, int *n)
 {
     struct ag_sample *s = ag_drain_own_sample(tid, r->timestamp_ns, r->cpu_time_ns, AG_SOURCE_TAIL,
                                               r->engine, r->weight, r->cpu_delta_ns);
+    struct ag_sample *next = (struct ag_sample *)(uintptr_t)ag_drain_peek_second(ring);
 
-    ag_drain_not_sampled_over_root(t, s);
+    if (t->last_depth == 0 && next != NULL && next->tid == tid && next->mode == AG_MODE_CPU &&
+        next->source == AG_SOURCE_SIGNAL && next->end == AG_UNWIND_END_ROOT) {
+        /* Checked now as its delivery would (a stack that reached its root is checked the same
+         * twice: a cut leaves no frame outside code). */
+        struct ag_drain_stack st;
+
+        ag_drain_check_frames(next);
+        st = (struct ag_drain_stack){ next->frames, next->depth, next->unwinder, next->end };
+        ag_drain_not_sampled_over(t, s, &st);
+    } else {
+        ag_drain_not_sampled_over_root(t, s);
+    }
     return ag_drain_own_deliver(s, fn, ctx, n);
 }
 
@@ -474,7 +606,7 @@ ag_drain_one(struct ag_thread *t, struct ag_ring *r, int32_t tid, const struct a
     }
     if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_TAIL && s->depth == 1 &&
         s->frames[0] == ag_not_sampled_pc()) {
-        rc = ag_drain_not_sampled(t, tid, s, fn, ctx, n);
+        rc = ag_drain_not_sampled(t, r, tid, s, fn, ctx, n);
         ag_ring_release(r);
         return rc;
     }
@@ -535,20 +667,6 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
         }
     }
     return 0;
-}
-
-/* The slot after the oldest unread one of r (a perf-ring split's sample), or NULL. Consumer. */
-static const struct ag_sample *
-ag_drain_peek_second(struct ag_ring *r)
-{
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire); /* C */
-    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-
-    if (r->slots == NULL || head - tail < 2) {
-        return NULL;
-    }
-    return (const struct ag_sample *)(const void *)(r->slots +
-                                                    ((tail + 1) & r->mask) * r->slot_size);
 }
 
 /*

@@ -225,6 +225,11 @@ struct ag_seqstack {
  * (drain.c, ag_drain_kernel_split). */
 #define AG_KERN_SEEN 4
 
+/* The outermost frames of a stack a thread's root was found in that the drain keeps to know it
+ * again (ag_drain_root): the C library's under the start routine (clone3, start_thread; _start,
+ * __libc_start_main, __libc_start_call_main). */
+#define AG_ROOT_KEY 4
+
 struct ag_thread {
     _Atomic int state;         /* reg; enum ag_slot_state */
     _Atomic int32_t tid;       /* reg */
@@ -323,6 +328,16 @@ struct ag_thread {
     uint32_t root_depth; /* reg: frames of its start routine under its callers (0: unknown), the
                             outermost frames every stack of the thread that reaches its root
                             shares: all an unseen final sample may claim of its stack */
+    uint8_t has_start;   /* reg: registered by the pthread_create interposer, root_depth from its
+                            start routine (0 when that walk did not reach the root): the drain
+                            looks for no other root (ag_drain_root) */
+    /* drain: the root of a thread registered without its start routine (the /proc scan's, the
+     * thread that started the agent), found in its last CPU stack (ag_drain_root): root_found
+     * outermost frames; root_key, the outermost root_key_n frames of the stack it was looked for
+     * in (the C library's frames of that root), finds it again without a module lookup while the
+     * last stack has them (root_key_n 0: not looked for yet). */
+    uint64_t root_key[AG_ROOT_KEY];
+    uint32_t root_key_n, root_found;
     /* Kernel time on the perf engine (timer.c says why): the intervals a perf sample stands for
      * beyond its own are kernel time, split off as an AG_SOURCE_KERNEL sample, and a CPU-time
      * timer, the kernel locator, finds where: its signal arrives as a system call returns. */

@@ -298,6 +298,9 @@ ag_thread_reset_locked(struct ag_thread *t)
     t->kern_pend_ns = 0;
     t->last_depth = 0; /* the drain's: no last CPU stack yet */
     t->root_depth = 0;
+    t->has_start = 0;
+    t->root_key_n = 0; /* the drain's: no root looked for yet */
+    t->root_found = 0;
     t->announced = 0;
     t->has_timer = 0;
     t->has_perf = 0;
@@ -607,6 +610,7 @@ ag_thread_attach_started(void *(*fn)(void *), uint64_t fa)
         memcpy(t->last_frames, root, root_depth * sizeof(root[0]));
         t->last_depth = root_depth;
         t->root_depth = res.end == AG_UNWIND_END_ROOT ? root_depth : 0;
+        t->has_start = fn != NULL;
         t->last_unwinder = res.unwinder;
         t->last_end = res.end;
         atomic_store_explicit(&t->stack_lo, ag_tls_stack_lo, memory_order_relaxed);

@@ -72,40 +72,62 @@ capture = samples * 4e6 / cpu
 print("  samples %d x 4 ms for %.0f ms of CPU: %.1f%%" % (samples, cpu / 1e6, 100 * capture))
 sys.exit(0 if abs(capture - 1) <= 0.15 else 1)
 PY
-# [not sampled] (CPU no sample saw, with no stack known): an HTTP recording starts the agent late
-# (docs/architecture.md, "When the agent starts"), so the threads that existed then (main, the
-# busy and the masked one, the short thread running) were found by the /proc scan and have no
-# start routine known: their tick-missed CPU that auto's move claims, and what a late timer sample
-# stands for beyond its own interval, is [not sampled] alone. It grows with load (fresh-clone CI,
-# moderately loaded: 7.72 % of the samples, over groundtruth-eval's 5 %; docs/performance.md,
-# "[not sampled] of an HTTP recording"), and is honest: it stands under its thread's root (the
-# "thread" label, pprof-folded.py --threads), and the eval shares it among that thread's own
-# samples, so the shares check holds it. What the test holds instead is where it may come from,
-# by counting: of threads started after the agent, a short thread's final sample stands under
-# its start routine (the pthread_create interposer recorded it), so at most one thread per run
-# beside main, the busy and the masked thread (the short one the scan found) has any.
-python3 - "$T" <<'PY' || fail "[not sampled] in threads the agent saw start (their final samples lost their start routine), or samples with no thread"
+# [not sampled] (CPU no sample saw): an HTTP recording starts the agent late (docs/architecture.md,
+# "When the agent starts"), so the threads that existed then (main, the busy and the masked one,
+# the short thread running) were found by the /proc scan, with no start routine recorded: their
+# tick-missed CPU that auto's move claims, and what a late timer sample stands for beyond its own
+# interval, stands over the root the drain finds in their stacks (the C library's frames and the
+# routine they call). It grows with load (fresh-clone CI, moderately loaded: 7.72 % of the
+# samples; docs/performance.md, "[not sampled] of an HTTP recording"), and the eval shares it
+# among its thread's own samples, so the shares check holds it. Held here: where it stands.
+# - the busy and the masked thread: under st_steady or st_masked. Before, all of it stood alone
+#   (9 to 25 samples a pool), under the bare thread node in dotnet-trace's views (issue 19). A
+#   claim that comes before the thread's first sample whose walk reached the root has no stack to
+#   find a root in and stands alone: more than half of the two runs' must stand under the routine
+#   (all of it in 8 pools by hand at loads 1 to 4; 18 of 24 in one pool at a load of 7.6).
+# - main: under main, or alone (main runs under an interval at a time: its claims often come
+#   before any sample of it; printed).
+# - the short threads: the pthread_create interposer recorded the start routine of those started
+#   after the agent, so theirs stands under st_short (a late tick's split, a final sample); alone
+#   in at most one thread per run (the one the scan found, claimed before its first sample).
+python3 - "$T" <<'PY' || fail "[not sampled] of the scan's threads not under their start routine, or alone in threads the agent saw start, or samples with no thread"
 import collections, sys
-t, bad = sys.argv[1], 0
+t, bad, routine, alone_long = sys.argv[1], 0, 0, 0
 for run in (1, 2):
     pid = open("%s/pid%d" % (t, run)).read().strip()
-    ns, long_lived = collections.Counter(), set()
+    roles, ns = {}, collections.defaultdict(collections.Counter)
     for line in open("%s/p%d.folded" % (t, run)):
         stack, n = line.rsplit(" ", 1)
         th = stack.split(";", 1)[0]
         if th == "?":  # no thread label: whose a sample is must be known for this check
             sys.exit("  run %d: a sample without a thread label: %s" % (run, line.strip()))
-        if th.endswith("(%s)" % pid) or "!st_steady" in stack or "!st_masked" in stack:
-            long_lived.add(th)
+        if th.endswith("(%s)" % pid):
+            roles[th] = "main"
+        for r in ("st_steady", "st_masked"):
+            if "!%s;" % r in stack + ";":
+                roles[th] = r
         if stack.endswith("[not sampled]"):
-            ns[th] += int(n)
-    others = {th: n for th, n in ns.items() if th not in long_lived}
-    print("  run %d: [not sampled] of main, the busy and the masked thread: %s; of %d other "
-          "threads: %d" % (run, " ".join("%s %d" % kv for kv in sorted(ns.items())
-                                         if kv[0] in long_lived) or "none",
-                            len(others), sum(others.values())))
-    bad += len(others) > 1
-sys.exit(1 if bad else 0)
+            frames = stack.split(";")
+            ns[th][frames[-2].split("!")[-1] if len(frames) > 2 else "alone"] += int(n)
+    alone_short = 0
+    for th, under in sorted(ns.items()):
+        role = roles.get(th, "short")
+        print("  run %d: [not sampled] of %s, %s: %s" % (run, th, role,
+              " ".join("%s %d" % kv for kv in sorted(under.items()))))
+        if role in ("st_steady", "st_masked"):
+            routine += under[role]
+            alone_long += sum(under.values()) - under[role]
+        elif role == "main":
+            bad += any(k not in ("main", "alone") for k in under)
+        else:
+            bad += any(k not in ("st_short", "alone") for k in under)
+            alone_short += under["alone"] != 0
+    bad += alone_short > 1
+print("  the busy and the masked thread's [not sampled]: %d under their routine, %d not" %
+      (routine, alone_long))
+if routine + alone_long == 0:  # (9 to 65 a pool in every run seen: say so if a pool has none)
+    print("  NOTE: no [not sampled] of the busy and the masked thread: where it stands not checked")
+sys.exit(1 if bad or routine + alone_long > 0 and routine <= alone_long else 0)
 PY
 # Two runs pooled: the rounding of each thread's CPU to whole samples (about 0.3 samples a thread)
 # and the sampling's own error shrink. --max-not-sampled 100: held above by thread instead.

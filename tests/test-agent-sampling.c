@@ -39,6 +39,7 @@ EXPORT void reader_b(int fd, char *buf, size_t len, uint64_t ns);
 EXPORT void sleeper_wait(void);
 EXPORT void raw_sleeper_wait(void);
 EXPORT void late_b_phase(void *arg);
+EXPORT void *scanroot_main(void *arg);
 
 static uint64_t
 now_ns(void)
@@ -241,14 +242,21 @@ col_cb(const struct ag_record *rec, void *ctx)
     return 0;
 }
 
+/* Drains into fn (col_cb, or a case's own callback that passes each record on to it). */
 static void
-col_drain(void)
+drain_into(ag_record_fn fn)
 {
-    int rc = ag_drain(col_cb, NULL);
+    int rc = ag_drain(fn, NULL);
 
     if (rc < 0) {
         test_fail(__FILE__, __LINE__, "ag_drain: %d", rc);
     }
+}
+
+static void
+col_drain(void)
+{
+    drain_into(col_cb);
 }
 
 static void
@@ -3106,6 +3114,201 @@ TEST(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled)
                 (double)(atomic_load(&a.cpu_end) - cpu_move) / (double)period + 2.0);
 }
 
+/* A thread only the /proc scan knows, started before the agent (every thread of an HTTP
+ * recording, of an idle preload's first session): busy_a until phase. */
+struct scanroot_arg {
+    _Atomic int32_t tid;
+    _Atomic int phase;
+};
+
+void *
+scanroot_main(void *p)
+{
+    struct scanroot_arg *a = p;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (atomic_load(&a->phase) == 0) {
+        busy_a();
+    }
+    return NULL;
+}
+
+/* What root_cb saw of thread root_tid: its first [not sampled] sample, and the last CPU signal
+ * sample before it. */
+static int32_t root_tid;
+static uint64_t root_ns_frames[AG_MAX_FRAMES], root_cpu_frames[AG_MAX_FRAMES];
+static uint32_t root_ns_depth, root_cpu_depth, root_ns_weight;
+static uint8_t root_cpu_end;
+static unsigned root_ns_n;
+
+static int
+root_cb(const struct ag_record *rec, void *ctx)
+{
+    const struct ag_sample *s = rec->u.sample;
+
+    if (rec->kind == AG_RECORD_SAMPLE && rec->tid == root_tid && s->mode == AG_MODE_CPU &&
+        s->depth != 0) {
+        if (s->frames[0] == ag_not_sampled_pc() && root_ns_n++ == 0) {
+            memcpy(root_ns_frames, s->frames, s->depth * sizeof(uint64_t));
+            root_ns_depth = s->depth;
+            root_ns_weight = s->weight;
+        } else if (s->source == AG_SOURCE_SIGNAL && root_ns_n == 0) {
+            memcpy(root_cpu_frames, s->frames, s->depth * sizeof(uint64_t));
+            root_cpu_depth = s->depth;
+            root_cpu_end = s->end;
+        }
+    }
+    return col_cb(rec, ctx);
+}
+
+/* Whether the code at pc (a return address: its call's) is in a library whose file name holds
+ * name. */
+static int
+pc_in_lib(uint64_t pc, const char *name)
+{
+    Dl_info di;
+
+    return dladdr((void *)(uintptr_t)(pc - 1), &di) != 0 && di.dli_fname != NULL &&
+           strstr(di.dli_fname, name) != NULL;
+}
+
+/* Whether the code at pc (a return address) is in the C library. */
+static int
+pc_in_libc(uint64_t pc)
+{
+    return pc_in_lib(pc, "libc.so");
+}
+
+/* Whether the code at pc (a return address) is in a sanitizer's runtime. */
+static int
+pc_in_sanitizer(uint64_t pc)
+{
+    return pc_in_lib(pc, "libtsan") || pc_in_lib(pc, "libasan");
+}
+
+/*
+ * A thread the /proc scan found, started before the agent (not through the pthread_create
+ * interposer, so no start routine was recorded for it), whose CPU no sample saw is claimed after
+ * it had samples (auto's move, as in the tests above): its [not sampled] stands over its start
+ * routine, the routine's frame under the marker and the C library's callers under that, the
+ * outermost frames of its last CPU stack. Before, it stood alone for such threads: under the
+ * bare thread node in dotnet-trace's views (issue 19; http-final-samples' main, busy and masked
+ * threads).
+ */
+TEST(a_not_sampled_claim_of_a_thread_the_scan_found_stands_over_its_start_routine)
+{
+    struct scanroot_arg a = { 0, 0 };
+    struct tid_stats *st;
+    struct ag_thread *t;
+    struct timespec now;
+    uint64_t period = 10000000u, stopped_at;
+    uint32_t j;
+    int32_t tid;
+    pthread_t th;
+    int i, moved = 0, registered = 0;
+
+    if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
+        test_skip("auto cannot move a thread to perf here (perf refused or a tick below 100 Hz)");
+    }
+    ASSERT_OK(host_real_pthread_create()(&th, NULL, scanroot_main, &a));
+    while ((tid = atomic_load(&a.tid)) == 0) {
+        usleep(1000);
+    }
+    start_move_case(AG_CPU_ENGINE_AUTO); /* ag_start's scan finds it; timers at 100 Hz */
+    root_tid = tid;
+    root_ns_n = 0;
+    root_cpu_depth = 0;
+    root_cpu_end = AG_UNWIND_END_LEAF_ONLY;
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    registered = t != NULL && !t->has_start && t->has_timer && !t->has_perf;
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(registered);
+    st = col_get(tid);
+    /* Until its walks reach the root: the manager builds the unwind tables after the start, and
+     * a slow build's first samples are cut where libc's was pending (an ASan build: 3 of 4 runs
+     * had only such samples after 3). */
+    for (i = 0; i < 2000 && (st->cpu_signal_samples < 3 || root_cpu_end != AG_UNWIND_END_ROOT);
+         i++) {
+        usleep(10000);
+        drain_into(root_cb);
+    }
+    if (st->cpu_signal_samples < 3 || root_cpu_end != AG_UNWIND_END_ROOT) {
+        test_fail(__FILE__, __LINE__,
+                  "the scan-only thread got %u timer samples in 20 s, the last one's walk ending "
+                  "%u (not at the root)",
+                  st->cpu_signal_samples, root_cpu_end);
+    }
+    /* Its tick stopped; a signal already pending lands within an interval of its CPU, then the
+     * check notes its samples so far (regular: no move), and after 6 intervals more with no
+     * sample the next check moves it, claiming those 6 as [not sampled]. */
+    stopped_at = stop_tick_for(tid, 2 * period);
+    drain_into(root_cb);
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL);
+    ag_cpu_engine_check_locked(t);
+    moved = t->has_perf;
+    pthread_mutex_unlock(&ag.reg_lock);
+    if (moved) {
+        test_skip("the thread's first timer samples looked late (a loaded machine): moved early");
+    }
+    ASSERT_OK(clock_gettime(ag_thread_cpu_clock(tid), &now));
+    wait_thread_cpu(tid, (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec + 6 * period);
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL);
+    ag_cpu_engine_check_locked(t);
+    moved = t->has_perf && t->perf_promoted;
+    pthread_mutex_unlock(&ag.reg_lock);
+    for (i = 0; i < 400 && root_ns_n == 0; i++) {
+        drain_into(root_cb);
+        usleep(10000);
+    }
+    atomic_store(&a.phase, 1);
+    ASSERT_OK(pthread_join(th, NULL));
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+    printf("# scan-only thread: moved %d (tick stopped at %.1f ms of CPU), %u CPU samples, "
+           "[not sampled] %u (first: weight %u, depth %u), last CPU stack before it: depth %u, "
+           "end %u\n",
+           moved, (double)stopped_at / 1e6, st->cpu_signal_samples, root_ns_n, root_ns_weight,
+           root_ns_depth, root_cpu_depth, root_cpu_end);
+    ASSERT_TRUE(moved);
+    ASSERT_TRUE(root_ns_n >= 1 && root_ns_weight >= 1);
+    ASSERT_EQ(root_cpu_end, AG_UNWIND_END_ROOT);
+    /* The routine's frame in the last CPU stack: what stands under the marker, outermost up.
+     * Under a sanitizer, whose pthread_create starts every thread in a routine of its runtime
+     * (as the interposer then records it for a registered thread), that routine's, scanroot_main
+     * called by it. */
+    for (j = 0; j < root_cpu_depth && !col_frame_is(root_cpu_frames[j] + (j == 0), scanroot_main);
+         j++) {
+    }
+    ASSERT_TRUE(j < root_cpu_depth);
+    if (j + 1 < root_cpu_depth && !pc_in_libc(root_cpu_frames[j + 1]) &&
+        pc_in_sanitizer(root_cpu_frames[j + 1])) {
+        j++;
+    }
+    for (i = 0; i < (int)root_ns_depth; i++) {
+        Dl_info di;
+
+        printf("#   [%d] %#llx %s\n", i, (unsigned long long)root_ns_frames[i],
+               dladdr((void *)(uintptr_t)(root_ns_frames[i] - (i > 1)), &di) != 0 &&
+                               di.dli_sname != NULL
+                       ? di.dli_sname
+                       : "?");
+    }
+    ASSERT_EQ(root_ns_depth, 1 + root_cpu_depth - j);
+    ASSERT_TRUE(col_frame_is(root_ns_frames[1], scanroot_main) ||
+                pc_in_sanitizer(root_ns_frames[1]));
+    ASSERT_TRUE(memcmp(root_ns_frames + 1, root_cpu_frames + j,
+                       (root_cpu_depth - j) * sizeof(uint64_t)) == 0);
+    ASSERT_TRUE(root_ns_depth >= 3); /* its callers: start_thread, clone or clone3 */
+    for (i = 2; i < (int)root_ns_depth; i++) {
+        ASSERT_TRUE(pc_in_libc(root_ns_frames[i]));
+    }
+}
+
 /* Kernel time as the drain delivers it: weights under a call ([kernel] over the stack), and not
  * placed ([kernel, not placed]); of thread kern_tid only, when it is not 0. */
 static uint64_t kern_at_call_w, kern_unplaced_w;
@@ -4170,6 +4373,7 @@ static const struct test_case cases[] = {
     TEST_CASE(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place),
     TEST_CASE(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled),
     TEST_CASE(a_late_tick_sample_gives_what_the_tick_missed_to_not_sampled),
+    TEST_CASE(a_not_sampled_claim_of_a_thread_the_scan_found_stands_over_its_start_routine),
     TEST_CASE(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its),
     TEST_CASE(a_scan_without_a_sample_does_not_retire_a_locator),
     TEST_CASE(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu),
