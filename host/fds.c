@@ -388,8 +388,10 @@
  * host-contract-fds-unshare-high. A copy whose fd the library closes after the unshare in its
  * table loses its process-wide mark but stays the library's in the unsharing thread's table
  * (host_fds_unshared_record: the marks of the unshare's moment, per thread, 4 slots) until that
- * thread dups over it or closes it (the copy closed there, EBADF as bare). Not covered:
- * unshare(CLONE_FILES), not interposed. The host's
+ * thread dups over it or closes it (the copy closed there, EBADF as bare); the data calls
+ * (HOST_FD_DATA_REFUSED) look at that record too once a thread unshared. unshare(CLONE_FILES)
+ * (ns.c's unshare, syscall()'s SYS_unshare) is recorded the same way (host_fds_unshare_files). The
+ * host's
  * pidfd_getfd (libc's or syscall()'s) of a library fd in its own process fails with EBADF, as bare,
  * where it got a copy of the library's file (host_fds_getfd_checked: kcmp tells it is the
  * library's; without kcmp, as under a seccomp filter that forbids it, the copy is still given).
@@ -886,7 +888,7 @@ static struct {
     _Atomic long tid;
     _Atomic uint64_t bits[HOST_FDS_WORDS];
 } host_fds_unshared[HOST_FDS_UNSHARED_SLOTS];
-static _Atomic int host_fds_unshared_n;
+_Atomic int host_fds_unshared_n; /* internal.h: host_fd_data_refused_by */
 
 /* 1 once the caller recorded an unshare (or a vfork()ed child did, on its parent's stack and
  * thread-local memory); 0, the common case: a thread that never unshared looks at no slot, so
@@ -3127,6 +3129,13 @@ host_fds_syscall_never(long n, const long a[6], long b[6])
 
 _Atomic(host_ns_syscall_fn) host_ns_syscall_installed;
 
+/* host_fds_unshare_files' call for syscall()'s SYS_unshare, real being libc's syscall(). */
+static long
+host_fds_syscall_call(void *real, long n, const long a[6])
+{
+    return ((host_syscall_fn)real)(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
 /* Six arguments are read whatever the call takes, as libc's syscall() passes six registers: the
  * last ones may lie past what the caller pushed (AddressSanitizer would call that a stack
  * underflow; the memory is the caller's stack, and the values are never used). */
@@ -3162,6 +3171,10 @@ syscall(long n, ...)
 
         if (ns != NULL) {
             return ns(real, n, a, __builtin_return_address(0));
+        }
+        if (n == SYS_unshare && (a[0] & CLONE_FILES)) {
+            return host_fds_unshare_files(host_fds_syscall_call, (void *)real, n, a,
+                                          __builtin_return_address(0));
         }
     }
     kind = host_fds_syscall_kind(n, a);
@@ -3334,6 +3347,71 @@ host_fds_unshared_low(unsigned lo, unsigned hi, const struct host_fds_kept *kept
     errno = err;
 }
 
+/* The marks of the moment before a host thread's unshare of its fd table, into before. */
+static void
+host_fds_marks_before_unshare(uint64_t *before)
+{
+    for (int i = 0; i < HOST_FDS_WORDS; i++) {
+        before[i] = atomic_load_explicit(&host_fds_owned[i], memory_order_acquire);
+    }
+}
+
+/* After a host thread's unshare that kept the numbers of kept in [lo, hi] below the library's
+ * base: their copies closed where they are not the library's (host_fds_unshared_low, before the
+ * record, which holds no low number), and the record of the library's copies made. */
+static void
+host_fds_unshared_now(const uint64_t *before, unsigned lo, unsigned hi,
+                      const struct host_fds_kept *kept)
+{
+    if (kept->n > 0) {
+        host_fds_unshared_low(lo, hi, kept);
+    }
+    host_fds_unshared_record(before);
+}
+
+/*
+ * unshare(2) with CLONE_FILES (libc's unshare, ns.c; syscall()'s, ns.c or fds.c's syscall() before
+ * ns.c's hook is installed): the calling thread's new table is a copy of the process's, as after
+ * close_range's CLOSE_RANGE_UNSHARE with nothing closed, and is recorded the same way (above): the
+ * copies of the library's fds stay the library's in that table after the library closes its own,
+ * and the copy of a library creation's low number is closed there. In the gate, as a host's close
+ * is, so that a creation's low moment is rarely met. call(real, n, a) makes the system call; the
+ * library's own (ra its) passes as it is.
+ */
+long
+host_fds_unshare_files(long (*call)(void *, long, const long[6]), void *real, long n,
+                       const long a[6], const void *ra)
+{
+    uint64_t before[HOST_FDS_WORDS];
+    struct host_fds_kept kept = { .n = 0 };
+    unsigned base;
+    long rc;
+    int err;
+
+    if (host_fds_library_call(ra)) {
+        return call(real, n, a);
+    }
+    host_fds_gate_host_enter();
+    host_fds_marks_before_unshare(before);
+    rc = call(real, n, a);
+    err = errno;
+    if (rc == 0) {
+        base = (unsigned)host_fds_base();
+        for (unsigned fd = 0; fd < base && fd < HOST_FDS_MAX; fd++) {
+            if ((before[fd / 64] >> (fd % 64)) & 1u) {
+                if (kept.n < HOST_FDS_KEPT_LOW) {
+                    kept.fd[kept.n] = fd;
+                }
+                kept.n++;
+            }
+        }
+        host_fds_unshared_now(before, 0, base > 0 ? base - 1 : 0, &kept);
+    }
+    host_fds_gate_host_leave();
+    errno = err;
+    return rc;
+}
+
 /* close_range of the caller whose return address is ra (the interposer's, syscall()'s): the
  * host's in the gate and around the library's fds, the library's as it is. */
 static int
@@ -3349,14 +3427,12 @@ host_fds_close_range(unsigned lo, unsigned hi, int flags, const void *ra)
     if (flags & CLOSE_RANGE_UNSHARE) {
         uint64_t before[HOST_FDS_WORDS];
 
-        for (int i = 0; i < HOST_FDS_WORDS; i++) {
-            before[i] = atomic_load_explicit(&host_fds_owned[i], memory_order_acquire);
-        }
+        host_fds_marks_before_unshare(before);
         rc = host_close_range_around(lo, hi, flags, &kept);
-        if (rc == 0 && kept.n > 0) {
-            host_fds_unshared_low(lo, hi, &kept); /* before the record, which holds no low one */
+        if (rc != 0) {
+            kept.n = 0;
         }
-        host_fds_unshared_record(before);
+        host_fds_unshared_now(before, lo, hi, &kept);
     } else {
         rc = host_close_range_around(lo, hi, flags, &kept);
     }
@@ -4604,7 +4680,7 @@ host_fds_syscall_create(host_syscall_fn real, long n, const long a[6], int kind,
         return -1;
     }
     fd = host_fds_syscall_create_on(n, a);
-    if (host_fd_is_library(fd) && host_fds_data_refused(fd, ra)) {
+    if (host_fd_data_refused_by(fd, ra)) {
         if (!host_fds_syscall_never(n, a, b)) {
             return -1;
         }
@@ -4882,7 +4958,7 @@ host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, con
         return pass ? real(n, a[0], a[1], a[2], a[3], a[4], a[5]) : rc;
     }
     case HOST_FDS_SYS_RECVMSG: /* retried after the agent's EINTR, as eintr.c's recvmsg */
-        if (host_fd_is_library((int)a[0]) && host_fds_data_refused((int)a[0], ra)) {
+        if (host_fd_data_refused_by((int)a[0], ra)) {
             return -1;
         }
         entries = host_fds_accepting(ra);
@@ -4893,7 +4969,7 @@ host_fds_syscall_fd(host_syscall_fn real, long n, const long a[6], int kind, con
         return host_fds_syscall_uring(real, n, a, ra);
 #endif
     case HOST_FDS_SYS_RECVMMSG: /* and recvmmsg, its timeout passed again as it was */
-        if (host_fd_is_library((int)a[0]) && host_fds_data_refused((int)a[0], ra)) {
+        if (host_fd_data_refused_by((int)a[0], ra)) {
             return -1;
         }
         entries = host_fds_accepting(ra);

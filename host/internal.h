@@ -217,6 +217,12 @@ typedef long (*host_ns_syscall_fn)(host_syscall_fn real, long n, const long a[6]
 extern _Atomic(host_ns_syscall_fn) host_ns_syscall_installed;
 long host_ns_syscall(host_syscall_fn real, long n, const long a[6], const void *ra);
 
+/* A host thread's unshare(2) with CLONE_FILES (libc's unshare, syscall()'s SYS_unshare) made by
+ * call(real, n, a), and the calling thread's new fd table recorded as close_range's
+ * CLOSE_RANGE_UNSHARE's is (fds.c); ra is the caller. Returns call's result, errno its. */
+long host_fds_unshare_files(long (*call)(void *, long, const long[6]), void *real, long n,
+                            const long a[6], const void *ra);
+
 /* creds.c: the server's creds_before hook, if installed (1 when it stopped the library); and
  * creds_after when restart is 1, errno left at saved_errno. ns.c makes its calls with them. */
 int host_creds_before(void);
@@ -285,7 +291,8 @@ int host_fds_accepted(int fd, const void *ra, unsigned entries);
  * fstatfs, fgetxattr, __fxstat): the host's on a library fd fail with EBADF, as bare, and move
  * nothing (fds.c's header). The fast path is one bit test of the set of library fds:
  * HOST_FD_DATA_REFUSED(fd) is 1, with errno EBADF, when the caller's call must fail; its slow
- * half (host_fds_data_refused) runs only for a library fd. Async-signal-safe (loads only).
+ * half (host_fds_data_refused) runs only for a library fd, or after a host thread's unshare.
+ * Async-signal-safe (loads only).
  */
 #define HOST_FDS_MAX 65536 /* numbers the set can hold; the library keeps its fds below */
 extern _Atomic uint64_t host_fds_owned[HOST_FDS_MAX / 64];
@@ -324,9 +331,21 @@ int host_stack_readable(const void *addr, size_t len);
  * Context: any thread, a signal handler too. */
 long host_raw_syscall(long n, long a, long b, long c, long d, long e, long f);
 
-#define HOST_FD_DATA_REFUSED(fd)                    \
-    (__builtin_expect(host_fd_is_library(fd), 0) && \
-     host_fds_data_refused(fd, __builtin_return_address(0)))
+/* Whether a data call on fd by the caller whose return address is ra must fail (EBADF, errno
+ * set): a library fd's number, or, once a host thread unshared its fd table (fds.c: a count that
+ * is 0 until then), a copy the caller's unshare kept of a library fd the library has closed since
+ * (its mark gone from the process-wide set). */
+extern _Atomic int host_fds_unshared_n;
+static inline int
+host_fd_data_refused_by(int fd, const void *ra)
+{
+    return (__builtin_expect(host_fd_is_library(fd), 0) ||
+            __builtin_expect(atomic_load_explicit(&host_fds_unshared_n, memory_order_relaxed) != 0,
+                             0)) &&
+           host_fds_data_refused(fd, ra);
+}
+
+#define HOST_FD_DATA_REFUSED(fd) host_fd_data_refused_by((fd), __builtin_return_address(0))
 
 /* A number no fd ever has (the kernel's fd table ends below fs.nr_open's maximum, INT_MAX rounded
  * down): a refused call of those that check other arguments before the fd (signalfd's flags,

@@ -17,8 +17,10 @@
  *                    threads of its own gets EINVAL bare too: its call passes through, its
  *                    sessions go on. Every other call (another namespace type, unshare's
  *                    CLONE_NEWNS or CLONE_FILES, which the kernel makes per thread) passes
- *                    through. syscall(SYS_unshare) and syscall(SYS_setns) come here from fds.c's
- *                    syscall() (host_ns_syscall_installed, set by server.c).
+ *                    through; CLONE_FILES gives the caller a private copy of the fd table,
+ *                    whose copies of the library's fds fds.c records (host_fds_unshare_files,
+ *                    as for close_range's CLOSE_RANGE_UNSHARE). syscall(SYS_unshare) and
+ * syscall(SYS_setns) come here from fds.c's syscall() (host_ns_syscall_installed, set by server.c).
  *
  * What the host may rely on: libc's result and errno (-1 and ENOSYS when libc has no such call),
  * and the call's effect bare's; setns() of a library fd's number fails with EBADF, as bare (the
@@ -175,7 +177,7 @@ host_ns_call(long (*call)(void *, long, const long[6]), void *real, long n, cons
     long rc;
 
     if (n == SYS_setns) {
-        if (host_fd_is_library((int)a[0]) && host_fds_data_refused((int)a[0], ra)) {
+        if (host_fd_data_refused_by((int)a[0], ra)) {
             return -1; /* EBADF: the number is free bare */
         }
         alone = (int)a[0] >= 0 && host_ns_setns_alone((int)a[0], (int)a[1]);
@@ -183,7 +185,9 @@ host_ns_call(long (*call)(void *, long, const long[6]), void *real, long n, cons
         alone = (a[0] & HOST_NS_UNSHARE_ALONE) != 0;
     }
     stopped = alone ? host_ns_before(err) : 0;
-    rc = call(real, n, a);
+    /* a private fd table: fds.c records the copies of the library's fds it holds */
+    rc = n == SYS_unshare && (a[0] & CLONE_FILES) ? host_fds_unshare_files(call, real, n, a, ra)
+                                                  : call(real, n, a);
     err = errno;
     host_creds_after(stopped, err);
     if (stopped) {

@@ -56,6 +56,9 @@ pp_add_host_contract(fds-unshare-exit fds unshareexit)
 # after the library made fds in the process's table at numbers marked process-wide
 pp_add_host_contract(fds-unshare-high fds unsharehigh)
 set_property(TEST host-contract-fds-unshare-high APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall listen preload")
+# the same after unshare(CLONE_FILES) (libc's, host/ns.c's interposer), recorded as the close_range
+pp_add_host_contract(fds-unshare-files-high fds unsharefileshigh)
+set_property(TEST host-contract-fds-unshare-files-high APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall listen preload")
 pp_add_host_contract(fds-sysdup2 fds sysdup2)
 pp_add_host_contract(fds-sysdup2high fds sysdup2high)
 pp_add_host_contract(fds-sysdup3 fds sysdup3)

@@ -94,6 +94,8 @@
  *                   0-byte write and read, of 3..1023, and dup2 and dup3 (libc's and syscall()'s)
  *                   of stdout onto each number of 768..1023 free there (a probe's EBADF), each
  *                   checked to hold stdout's file and closed: as bare (unshare_high)
+ *   fds unsharefileshigh  the same after unshare(CLONE_FILES) instead of the close_range, which
+ *                   closes nothing: the copies of every library fd stay in the private table
  *   fds uninterposed  creations no interposer sees: io_uring's IORING_OP_OPENAT, getpwent,
  *                   setmntent, getutent, a fanotify event's fd and seccomp's
  *                   SECCOMP_IOCTL_NOTIF_ADDFD, each checked against the lowest
@@ -2699,23 +2701,40 @@ unshare_high_probes(void)
     }
 }
 
+/* A thread of the process's table from before the unshare to after it: the library's fds of it
+ * (its perf event in CPU mode, its stat file in wall mode) are copied into the private table and
+ * closed after the unshare in the process's, at its exit (unshare_high). */
+static void *
+unshare_early_burner(void *arg)
+{
+    (void)arg;
+    host_burn_us(500000);
+    return NULL;
+}
+
 static void
-unshare_high(void)
+unshare_high(int clone_files)
 {
     struct stat out;
-    pthread_t other;
+    pthread_t other, early;
     int rc;
 
-    /* the session's start first: a library fd open at the unshare and closed after it in the
-     * process's table leaves its copy in this table unmarked, seen by the probes (not covered:
-     * docs/architecture.md, the CLOSE_RANGE_UNSHARE row) */
+    /* the session's start first; a thread that runs across the unshare, whose fds the library
+     * closes after it (their copies here stay the library's: host/fds.c's unshare record) */
+    pthread_create(&early, NULL, unshare_early_burner, NULL);
     host_burn_us(300000);
     pthread_create(&other, NULL, unshare_other, (void *)(intptr_t)1);
-    rc = (int)syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE);
-    printf("syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE): %d\n", rc);
+    if (clone_files) {
+        rc = unshare(CLONE_FILES);
+        printf("unshare(CLONE_FILES): %d\n", rc);
+    } else {
+        rc = (int)syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE);
+        printf("syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE): %d\n", rc);
+    }
     atomic_store(&unshare_round, 1);
     host_burn_us(300000);
     pthread_join(other, NULL);
+    pthread_join(early, NULL);
     unshare_high_probes();
     if (fstat(1, &out) != 0) {
         perror("fstat(1)");
@@ -4386,8 +4405,8 @@ main(int argc, char **argv)
         unshare_threads();
     } else if (strcmp(how, "unshareexit") == 0) {
         unshare_exit();
-    } else if (strcmp(how, "unsharehigh") == 0) {
-        unshare_high();
+    } else if (strcmp(how, "unsharehigh") == 0 || strcmp(how, "unsharefileshigh") == 0) {
+        unshare_high(strcmp(how, "unsharefileshigh") == 0);
     } else if (strcmp(how, "uninterposed") == 0) {
         uninterposed();
     } else if (strcmp(how, "fdlist") == 0) {
@@ -4401,12 +4420,12 @@ main(int argc, char **argv)
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
                 "argsfirst|mmapearly|acceptloop|uring|uringseccomp[bad]|badpointers|unsharethreads|"
-                "unshareexit|unsharehigh|fdlist|tasklist|nofile|"
+                "unshareexit|unsharehigh|unsharefileshigh|fdlist|tasklist|nofile|"
                 "uninterposed\n");
         return 2;
     }
     fds_unshared = strcmp(how, "sysrangeunshare") == 0 || strcmp(how, "unsharethreads") == 0 ||
-                   strcmp(how, "unsharehigh") == 0;
+                   strcmp(how, "unsharehigh") == 0 || strcmp(how, "unsharefileshigh") == 0;
     if (fds_unshared) {
         host_tsan_unchecked_begin(); /* to the end */
     }
