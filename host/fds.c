@@ -621,6 +621,17 @@ static _Atomic int host_fds_ahead_n;
 static _Thread_local int host_library_thread;
 
 /*
+ * A count, on a host thread, of the library's spans there that run the code of the objects it
+ * trusts (host_fds_library_span: the shim's start, stop and exit, libuv's fork handler in a
+ * child). Outside them that code is the host's: a host may run libuv itself, and where its libuv
+ * is the library's object (linked against the system's libuv.so.1, as Debian's nodejs is) or
+ * exports the uv_* names the library's references bind to (nodesource's node, whose whole text
+ * is then "libuv's"), every fd its own libuv code made was taken as the library's (moved high:
+ * Node's fs.openSync gave 788 where bare gives 18).
+ */
+static _Thread_local int host_library_span;
+
+/*
  * A library thread whose fd table is the one the library's marked numbers are in (the process's):
  * the first to mark itself (the server's loop thread), another when that one is gone. A host
  * thread's close_range(CLOSE_RANGE_UNSHARE) gives it a table of its own that holds the library's
@@ -1195,9 +1206,35 @@ host_fds_trust_one(const void *code)
                        (uintptr_t)code);
 }
 
-/* ra: the interposer's return address. */
+void
+host_fds_library_span(int on)
+{
+    host_library_span += on ? 1 : host_library_span > 0 ? -1 : 0;
+}
+
+/* ra: the interposer's return address. The library's when it comes from one of its threads, from
+ * its own code (range 0), or from the code of an object it trusts inside one of its spans on this
+ * thread (host_library_span). */
 static int
 host_fds_library_call(const void *ra)
+{
+    int n = atomic_load_explicit(&host_fds_code_n, memory_order_acquire);
+
+    if (host_library_thread) {
+        return 1;
+    }
+    return n > 0 &&
+           (host_fds_in(host_fds_code_lo, host_fds_code_hi, 1, (uintptr_t)ra) ||
+            (host_library_span > 0 &&
+             host_fds_in(host_fds_code_lo + 1, host_fds_code_hi + 1, n - 1, (uintptr_t)ra)));
+}
+
+/* A data call's caller: the library's as above, or the code of a trusted object anywhere. libuv's
+ * global signal lock is a pipe that the first loop makes, the library's loop where the host's
+ * libuv is the library's; the host's uv_signal_start and libuv's signal handler read and write it
+ * on the host's threads (refused, libuv aborted). */
+static int
+host_fds_library_data_call(const void *ra)
 {
     int n = atomic_load_explicit(&host_fds_code_n, memory_order_acquire);
 
@@ -1242,7 +1279,7 @@ host_fds_data_refused(int fd, const void *ra)
 {
     int n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
 
-    if (!host_fd_is_owned(fd) || host_fds_library_call(ra) ||
+    if (!host_fd_is_owned(fd) || host_fds_library_data_call(ra) ||
         host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra)) {
         return 0;
     }
