@@ -324,10 +324,15 @@
  *                    never undone by the move's restore (host_fds_rlimit).
  *
  * A call is the library's when it comes from one of the library's threads
- * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
- * (host_fds_trust: libuv, and libelf once agent/symtab.c loads it: its elf_begin checks its fd
- * with fcntl(F_GETFD), which fails for a host's call on a library fd); every other call is the
- * host's.
+ * (host_thread_mark_library), from the code of libpipeprof.so, or from the code of an object it
+ * trusts (host_fds_trust: libuv, and libelf once agent/symtab.c loads it: its elf_begin checks its
+ * fd with fcntl(F_GETFD), which fails for a host's call on a library fd) inside one of the
+ * library's spans on a host thread (host_fds_library_span: the shim's starts and stops, libuv's
+ * fork child handler); every other call is the host's. A host may run libuv itself, the same
+ * object (linked against libuv.so.1) or one whose uv_* names the library's bind to (Node), and
+ * its libuv's fds are its own. The data calls from a trusted object's code pass on a library fd
+ * anywhere: libuv's global signal lock is one pipe, the library's (its loop made it first), that
+ * the host's libuv uses too (host_fds_library_data_call; docs/architecture.md, the fd section).
  *
  * What the host may rely on: close() of a number it does not own fails with EBADF, exactly as
  * bare (where that number was free), and closes nothing; close_range and closefrom close every
@@ -1242,7 +1247,7 @@ host_fds_library_data_call(const void *ra)
 }
 
 int
-host_fds_sealed_call(const void *ra)
+host_fds_sealed_call(int fd, const void *ra)
 {
     int n;
 
@@ -1250,8 +1255,11 @@ host_fds_sealed_call(const void *ra)
         return 0;
     }
     n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
+    /* the bit alone: host_fd_is_owned() may ask the kernel (tgkill, kcmp), which the filter
+     * refuses */
     return host_fds_library_call(ra) ||
-           host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra);
+           host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra) ||
+           ((fd == HOST_FD_NEVER || host_fd_is_library(fd)) && host_fds_library_data_call(ra));
 }
 
 int
@@ -2508,7 +2516,7 @@ close(int fd)
 {
     int rc;
 
-    if (host_fds_sealed_call(__builtin_return_address(0))) {
+    if (host_fds_sealed_call(fd, __builtin_return_address(0))) {
         return 0; /* libuv's, after a seccomp filter: no system call (internal.h) */
     }
     if (host_fds_library_call(__builtin_return_address(0))) {
@@ -3240,7 +3248,7 @@ host_fds_syscall_close(host_syscall_fn real, int fd, const void *ra)
 {
     long rc = -1;
 
-    if (host_fds_sealed_call(ra)) {
+    if (host_fds_sealed_call(fd, ra)) {
         return 0; /* libuv's, after a seccomp filter: no system call (internal.h) */
     }
     if (host_fds_library_call(ra)) {
@@ -4529,7 +4537,7 @@ host_fds_pair_created(int library, unsigned entries, int rc, int fds[2])
             errno = ENOSYS;                                                 \
             return -1;                                                      \
         }                                                                   \
-        if (host_fds_sealed_call(__builtin_return_address(0))) {            \
+        if (host_fds_sealed_call(-1, __builtin_return_address(0))) {        \
             fds[0] = fds[1] = HOST_FD_NEVER; /* after a seccomp filter */   \
             return 0;                                                       \
         }                                                                   \
