@@ -61,6 +61,16 @@ open_count(void)
     return n - base_count;
 }
 
+/* Runs loop without blocking while cond holds, at most about 5 s: a wait that never ends shows as
+ * a wrong line, not a hang (UV_RUN_ONCE blocks for good where nothing is left to come). */
+#define RUN_WHILE(loop, cond)                           \
+    for (int run_ = 0; run_ < 5000 && (cond); run_++) { \
+        uv_run((loop), UV_RUN_NOWAIT);                  \
+        if (cond) {                                     \
+            uv_sleep(1);                                \
+        }                                               \
+    }
+
 static int
 fs_open(uv_loop_t *loop, const char *path, int flags)
 {
@@ -206,9 +216,7 @@ loop_parts(const char *who, int with_process)
         rc = uv_tcp_connect(&t.conn, &t.client, (const struct sockaddr *)&name, on_connect);
     }
     printf("%s: tcp connect %d fd %s\n", who, rc, rel(b1, fileno_of(&t.client)));
-    for (int i = 0; i < 2000 && (t.connected == 0 || t.accepted_fd == -2); i++) {
-        uv_run(&loop, UV_RUN_ONCE);
-    }
+    RUN_WHILE(&loop, t.connected == 0 || t.accepted_fd == -2);
     printf("%s: tcp connected %d accepted fd %s\n", who, t.connected, rel(b1, t.accepted_fd));
 
     /* UDP */
@@ -220,9 +228,7 @@ loop_parts(const char *who, int with_process)
     uv_timer_init(&loop, &timer);
     timer.data = &fired;
     uv_timer_start(&timer, on_timer, 1, 0);
-    for (int i = 0; i < 2000 && fired == 0; i++) {
-        uv_run(&loop, UV_RUN_ONCE);
-    }
+    RUN_WHILE(&loop, fired == 0);
     printf("%s: timer fired %d\n", who, fired);
 
     /* a signal to itself: libuv's handler takes its global lock (a pipe), then writes to the
@@ -232,20 +238,13 @@ loop_parts(const char *who, int with_process)
     rc = uv_signal_start(&sig, on_signal, SIGUSR1);
     printf("%s: signal start %d\n", who, rc);
     rc = uv_kill(getpid(), SIGUSR1);
-    for (int i = 0; i < 2000 && signum == 0; i++) {
-        uv_run(&loop, UV_RUN_NOWAIT);
-        if (signum == 0) {
-            uv_sleep(1);
-        }
-    }
+    RUN_WHILE(&loop, signum == 0);
     printf("%s: kill %d, signal received %d\n", who, rc, signum);
 
     /* an open on libuv's threadpool: its threads are the host's */
     ao.req.data = &ao;
     rc = uv_fs_open(&loop, &ao.req, "/dev/zero", O_RDONLY, 0, on_fs_open);
-    for (int i = 0; i < 2000 && rc == 0 && ao.fd == -1; i++) {
-        uv_run(&loop, UV_RUN_ONCE);
-    }
+    RUN_WHILE(&loop, rc == 0 && ao.fd == -1);
     uv_fs_req_cleanup(&ao.req);
     printf("%s: async open %d fd %s\n", who, rc, rel(b1, ao.fd));
 
@@ -259,9 +258,7 @@ loop_parts(const char *who, int with_process)
         opts.exit_cb = on_exit_cb;
         proc.data = &exit_status;
         rc = uv_spawn(&loop, &proc, &opts);
-        for (int i = 0; i < 2000 && rc == 0 && exit_status == -1; i++) {
-            uv_run(&loop, UV_RUN_ONCE);
-        }
+        RUN_WHILE(&loop, rc == 0 && exit_status == -1);
         printf("%s: spawn %d, exit %lld\n", who, rc, (long long)exit_status);
         uv_close((uv_handle_t *)&proc, on_close);
     }
