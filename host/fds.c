@@ -330,9 +330,10 @@
  * library's spans on a host thread (host_fds_library_span: the shim's starts and stops, libuv's
  * fork child handler); every other call is the host's. A host may run libuv itself, the same
  * object (linked against libuv.so.1) or one whose uv_* names the library's bind to (Node), and
- * its libuv's fds are its own. The data calls from a trusted object's code pass on a library fd
- * anywhere: libuv's global signal lock is one pipe, the library's (its loop made it first), that
- * the host's libuv uses too (host_fds_library_data_call; docs/architecture.md, the fd section).
+ * its libuv's fds are its own. The data calls and fcntl's other commands from a trusted object's
+ * code pass on a library fd anywhere: libelf's F_GETFD wherever the agent symbolizes, and libuv's
+ * global signal lock, one pipe, the library's (its loop made it first), that the host's libuv uses
+ * too (host_fds_library_data_call; docs/architecture.md, the fd section).
  *
  * What the host may rely on: close() of a number it does not own fails with EBADF, exactly as
  * bare (where that number was free), and closes nothing; close_range and closefrom close every
@@ -2374,6 +2375,9 @@ host_fds_fcntl_other(int fd, const void *ra, int *pass)
     }
     if (!host_fd_is_owned(fd)) {
         host_fds_gate_library_wait();
+    } else if (host_fds_library_data_call(ra)) {
+        return 0; /* a trusted object's code anywhere, as a data call: libelf's elf_begin checks
+                   * the library's fd with F_GETFD on whatever thread symbolizes */
     }
     if (host_fd_is_owned(fd)) { /* also one registered during the wait */
         *pass = 0;
