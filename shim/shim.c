@@ -55,6 +55,7 @@ shim_own_code(int on)
     ag_thread_own_code(on);
     host_fds_library_span(on);
 }
+
 /* 1 once the host installed a seccomp filter (shim_seccomp_before): the library never starts
  * again in this process or its fork()ed children, which inherit the flag. */
 static int shim_sealed;
