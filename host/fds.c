@@ -324,10 +324,16 @@
  *                    never undone by the move's restore (host_fds_rlimit).
  *
  * A call is the library's when it comes from one of the library's threads
- * (host_thread_mark_library) or from the code of libpipeprof.so or of an object it trusts
- * (host_fds_trust: libuv, and libelf once agent/symtab.c loads it: its elf_begin checks its fd
- * with fcntl(F_GETFD), which fails for a host's call on a library fd); every other call is the
- * host's.
+ * (host_thread_mark_library), from the code of libpipeprof.so, or from the code of an object it
+ * trusts (host_fds_trust: libuv, and libelf once agent/symtab.c loads it: its elf_begin checks its
+ * fd with fcntl(F_GETFD), which fails for a host's call on a library fd) inside one of the
+ * library's spans on a host thread (host_fds_library_span: the shim's starts and stops, libuv's
+ * fork child handler); every other call is the host's. A host may run libuv itself, the same
+ * object (linked against libuv.so.1) or one whose uv_* names the library's bind to (Node), and
+ * its libuv's fds are its own. The data calls and fcntl's other commands from a trusted object's
+ * code pass on a library fd anywhere: libelf's F_GETFD wherever the agent symbolizes, and libuv's
+ * global signal lock, one pipe, the library's (its loop made it first), that the host's libuv uses
+ * too (host_fds_library_data_call; docs/architecture.md, the fd section).
  *
  * What the host may rely on: close() of a number it does not own fails with EBADF, exactly as
  * bare (where that number was free), and closes nothing; close_range and closefrom close every
@@ -621,6 +627,17 @@ static _Atomic uintptr_t host_fds_ahead_lo[HOST_FDS_AHEAD], host_fds_ahead_hi[HO
 static _Atomic int host_fds_ahead_n;
 
 static _Thread_local int host_library_thread;
+
+/*
+ * A count, on a host thread, of the library's spans there that run the code of the objects it
+ * trusts (host_fds_library_span: the shim's start, stop and exit, libuv's fork handler in a
+ * child). Outside them that code is the host's: a host may run libuv itself, and where its libuv
+ * is the library's object (linked against the system's libuv.so.1, as Debian's nodejs is) or
+ * exports the uv_* names the library's references bind to (nodesource's node, whose whole text
+ * is then "libuv's"), every fd its own libuv code made was taken as the library's (moved high:
+ * Node's fs.openSync gave 788 where bare gives 18).
+ */
+static _Thread_local int host_library_span;
 
 /*
  * A library thread whose fd table is the one the library's marked numbers are in (the process's):
@@ -1197,9 +1214,35 @@ host_fds_trust_one(const void *code)
                        (uintptr_t)code);
 }
 
-/* ra: the interposer's return address. */
+void
+host_fds_library_span(int on)
+{
+    host_library_span += on ? 1 : host_library_span > 0 ? -1 : 0;
+}
+
+/* ra: the interposer's return address. The library's when it comes from one of its threads, from
+ * its own code (range 0), or from the code of an object it trusts inside one of its spans on this
+ * thread (host_library_span). */
 static int
 host_fds_library_call(const void *ra)
+{
+    int n = atomic_load_explicit(&host_fds_code_n, memory_order_acquire);
+
+    if (host_library_thread) {
+        return 1;
+    }
+    return n > 0 &&
+           (host_fds_in(host_fds_code_lo, host_fds_code_hi, 1, (uintptr_t)ra) ||
+            (host_library_span > 0 &&
+             host_fds_in(host_fds_code_lo + 1, host_fds_code_hi + 1, n - 1, (uintptr_t)ra)));
+}
+
+/* A data call's caller: the library's as above, or the code of a trusted object anywhere. libuv's
+ * global signal lock is a pipe that the first loop makes, the library's loop where the host's
+ * libuv is the library's; the host's uv_signal_start and libuv's signal handler read and write it
+ * on the host's threads (refused, libuv aborted). */
+static int
+host_fds_library_data_call(const void *ra)
 {
     int n = atomic_load_explicit(&host_fds_code_n, memory_order_acquire);
 
@@ -1207,7 +1250,7 @@ host_fds_library_call(const void *ra)
 }
 
 int
-host_fds_sealed_call(const void *ra)
+host_fds_sealed_call(int fd, const void *ra)
 {
     int n;
 
@@ -1215,8 +1258,11 @@ host_fds_sealed_call(const void *ra)
         return 0;
     }
     n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
+    /* the bit alone: host_fd_is_owned() may ask the kernel (tgkill, kcmp), which the filter
+     * refuses */
     return host_fds_library_call(ra) ||
-           host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra);
+           host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra) ||
+           ((fd == HOST_FD_NEVER || host_fd_is_library(fd)) && host_fds_library_data_call(ra));
 }
 
 int
@@ -1244,7 +1290,7 @@ host_fds_data_refused(int fd, const void *ra)
 {
     int n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
 
-    if (!host_fd_is_owned(fd) || host_fds_library_call(ra) ||
+    if (!host_fd_is_owned(fd) || host_fds_library_data_call(ra) ||
         host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra)) {
         return 0;
     }
@@ -2331,6 +2377,9 @@ host_fds_fcntl_other(int fd, const void *ra, int *pass)
     }
     if (!host_fd_is_owned(fd)) {
         host_fds_gate_library_wait();
+    } else if (host_fds_library_data_call(ra)) {
+        return 0; /* a trusted object's code anywhere, as a data call: libelf's elf_begin checks
+                   * the library's fd with F_GETFD on whatever thread symbolizes */
     }
     if (host_fd_is_owned(fd)) { /* also one registered during the wait */
         *pass = 0;
@@ -2473,7 +2522,7 @@ close(int fd)
 {
     int rc;
 
-    if (host_fds_sealed_call(__builtin_return_address(0))) {
+    if (host_fds_sealed_call(fd, __builtin_return_address(0))) {
         return 0; /* libuv's, after a seccomp filter: no system call (internal.h) */
     }
     if (host_fds_library_call(__builtin_return_address(0))) {
@@ -3216,7 +3265,7 @@ host_fds_syscall_close(host_syscall_fn real, int fd, const void *ra)
 {
     long rc = -1;
 
-    if (host_fds_sealed_call(ra)) {
+    if (host_fds_sealed_call(fd, ra)) {
         return 0; /* libuv's, after a seccomp filter: no system call (internal.h) */
     }
     if (host_fds_library_call(ra)) {
@@ -4568,7 +4617,7 @@ host_fds_pair_created(int library, unsigned entries, int rc, int fds[2])
             errno = ENOSYS;                                                 \
             return -1;                                                      \
         }                                                                   \
-        if (host_fds_sealed_call(__builtin_return_address(0))) {            \
+        if (host_fds_sealed_call(-1, __builtin_return_address(0))) {        \
             fds[0] = fds[1] = HOST_FD_NEVER; /* after a seccomp filter */   \
             return 0;                                                       \
         }                                                                   \

@@ -221,8 +221,14 @@ void host_fd_forget(int fd);
  * it moves (fds.c, "the moment of a move"). Not across a blocking call. */
 void host_fds_hold(void);
 void host_fds_release(void);
-/* The calls made from code of the object that holds code are the library's (libuv). */
+/* The calls made from code of the object that holds code are the library's (libuv, libelf) on
+ * the library's threads and, on a host thread, between host_fds_library_span(1) and (0): where
+ * the library runs that code there (the shim's start, stop and exit, libuv's fork handler in a
+ * child). Elsewhere that code is the host's, which may run libuv itself; its data calls on the
+ * library's fds pass (libuv's signal lock, one pipe per process). Spans nest. Context: the
+ * calling thread; not a signal handler. */
 void host_fds_trust(const void *code);
+void host_fds_library_span(int on);
 /* In a fork()ed child: the parent's fds are inherited copies the child's host may close (the
  * child's own agent registers its new ones). Context: the child's only thread. */
 void host_fds_forked_child(void);

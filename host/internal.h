@@ -39,9 +39,12 @@ typedef void (*host_seccomp_fn)(long op, unsigned long flags, const void *args);
  * without one, and its write to HOST_FD_NEVER succeeds without one. */
 extern _Atomic int host_seccomp_sealed;
 /* 1 when the seal is on and the caller whose return address is ra is the library's (its code,
- * its thread, or a definition ahead of it: fds.c's host_fds_data_refused says why). One relaxed
+ * its thread, or a definition ahead of it: fds.c's host_fds_data_refused says why), or, for fd a
+ * library fd or HOST_FD_NEVER (-1: no fd), libuv's code anywhere: its destructor's close of its
+ * signal lock's pipe runs on the host's thread outside the library's spans (fds.c,
+ * host_library_span), where a host's own libuv closes and makes its own fds for real. One relaxed
  * load while the seal is off. */
-int host_fds_sealed_call(const void *ra);
+int host_fds_sealed_call(int fd, const void *ra);
 
 /* host_seccomp_before once the server's hooks are installed (server.c), else NULL; defined in
  * host.c, so that fds.c links without the server's archive. */

@@ -247,7 +247,7 @@ write(int fd, const void *buf, size_t len)
         return -1;
     }
     if (__builtin_expect(fd == HOST_FD_NEVER, 0) &&
-        host_fds_sealed_call(__builtin_return_address(0))) {
+        host_fds_sealed_call(fd, __builtin_return_address(0))) {
         return (ssize_t)len; /* libuv's fork child handler after a seccomp filter (internal.h) */
     }
     HOST_WRITES_REAL(ssize_t, (int, const void *, size_t), write)

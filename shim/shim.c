@@ -42,6 +42,20 @@
 #endif
 
 static struct ipc_server *shim_server;
+
+/*
+ * On a host thread, the library's own time and code: the agent does not sample it as the host's,
+ * and the fds that libuv's code (and libelf's) makes or closes there are the library's
+ * (host_fds_library_span). Outside such a span libuv's code on a host thread is the host's own
+ * libuv (a host linked against the same libuv.so.1, or Node's exported copy).
+ */
+static void
+shim_own_code(int on)
+{
+    ag_thread_own_code(on);
+    host_fds_library_span(on);
+}
+
 /* 1 once the host installed a seccomp filter (shim_seccomp_before): the library never starts
  * again in this process or its fork()ed children, which inherit the flag. */
 static int shim_sealed;
@@ -165,10 +179,16 @@ shim_atfork_register_resets(void)
     ag_fork_handlers_register();
 }
 
+/* 1 once shim_atfork_child() is registered, after libuv's child handler: the span that
+ * shim_atfork_child_reset() opens around libuv's handler has its end. */
+static int shim_atfork_child_registered;
+
 static void
 shim_atfork_register(void)
 {
-    pthread_atfork(NULL, NULL, shim_atfork_child);
+    if (pthread_atfork(NULL, NULL, shim_atfork_child) == 0) {
+        __atomic_store_n(&shim_atfork_child_registered, 1, __ATOMIC_RELEASE);
+    }
 }
 
 /* The deferred start of a fork()ed child's agent (PIPEPROF_FOLLOW_FORKS). */
@@ -195,6 +215,11 @@ static int shim_forked_was_running; /* the fork()ed child's, by shim_atfork_chil
 static void
 shim_atfork_child_reset(void)
 {
+    /* libuv's child handler, next, closes and makes again its signal lock pipe: the library's
+     * (its loop made it first), up to shim_atfork_child() */
+    if (__atomic_load_n(&shim_atfork_child_registered, __ATOMIC_ACQUIRE)) {
+        host_fds_library_span(1);
+    }
     shim_forked_was_running = __atomic_load_n(&shim_server, __ATOMIC_ACQUIRE) != NULL ||
                               __atomic_load_n(&shim_forked_start_pending, __ATOMIC_ACQUIRE);
     /* The parent's start thread is not the child's: shim_atfork_child() makes it its own. */
@@ -214,6 +239,7 @@ shim_atfork_child(void)
     pthread_attr_t attr;
     pthread_t thread;
 
+    host_fds_library_span(0); /* libuv's child handler has run (shim_atfork_child_reset()) */
     if (!shim_forked_was_running || !shim_follow_forks ||
         __atomic_load_n(&shim_sealed, __ATOMIC_ACQUIRE)) {
         return;
@@ -335,15 +361,17 @@ shim_start_again(void)
 {
     int saved_errno = errno; /* main() sees the errno it would see bare (0 from the loader) */
 
-    /* libuv's fds are the library's: its calls move them high and its closes forget them. */
+    /* libuv's fds are the library's where the library runs it (its threads, shim_own_code()):
+     * its calls move them high and its closes forget them. uv_version binds to the first
+     * definition: the host's own, where the executable exports libuv (nodesource's node). */
     host_fds_trust((const void *)uv_version);
     host_fds_set_taken(shim_fd_taken);
     host_set_server_hooks(&shim_host_hooks);
     /* The start-up, and its wait for ResumeRuntime, is the profiler's time on the host's thread:
      * a wall session that begins meanwhile samples it not. */
-    ag_thread_own_code(1);
+    shim_own_code(1);
     shim_start_process(0);
-    ag_thread_own_code(0);
+    shim_own_code(0);
     errno = saved_errno;
 }
 
@@ -361,11 +389,11 @@ shim_quick_stop(void)
     int err = 0;
 
     if (s != NULL) {
-        ag_thread_own_code(1); /* the wait for the sessions' end is not the host's time */
+        shim_own_code(1); /* the wait for the sessions' end is not the host's time */
         err = host_fds_library_here(ipc_server_wake_fd(s)) < 0
                       ? -ETIMEDOUT
                       : ipc_server_stop_quick(s, SHIM_QUICK_EXIT_MS);
-        ag_thread_own_code(0);
+        shim_own_code(0);
     }
     if (err == -ESRCH) {
         __atomic_store_n(&shim_server, s, __ATOMIC_RELEASE); /* a vfork child: not ours */
@@ -379,12 +407,12 @@ shim_stop(void)
 {
     struct ipc_server *s = __atomic_exchange_n(&shim_server, NULL, __ATOMIC_ACQ_REL);
 
-    ag_thread_own_code(1); /* the sessions' end and rundown are not the host's time */
+    shim_own_code(1); /* the sessions' end and rundown are not the host's time */
     shim_tls_internal++;
     ipc_server_stop(s); /* sessions end (and release sampling) before the agent stops */
     shim_tls_internal--;
     ag_stop();
-    ag_thread_own_code(0); /* a restart (creds_after) samples this thread again */
+    shim_own_code(0); /* a restart (creds_after) samples this thread again */
 }
 
 #define SHIM_IDLE_EXIT_MS     2000  /* how long exit() waits for a server with no session */
@@ -406,7 +434,7 @@ shim_exit(void)
     struct ipc_server_stats st;
     int bound, err, saved_errno = errno; /* the host's later destructors see its own errno */
 
-    ag_thread_own_code(1); /* the wait for the sessions' end is not the host's time */
+    shim_own_code(1); /* the wait for the sessions' end is not the host's time */
     if (s != NULL) {
         ipc_server_get_stats(s, &st);
         bound = st.active_sessions > 0 ? SHIM_SESSIONS_EXIT_MS : SHIM_IDLE_EXIT_MS;
@@ -424,7 +452,7 @@ shim_exit(void)
     }
     shim_stop(); /* the loop has ended: the join returns at once (a fork()ed child's: none) */
 out:
-    ag_thread_own_code(0);
+    shim_own_code(0);
     errno = saved_errno;
 }
 
@@ -447,9 +475,9 @@ shim_socket_redirect(enum host_socket_op op, const char *path, char *out, size_t
 static void
 shim_exec_failed(void)
 {
-    ag_thread_own_code(1);
+    shim_own_code(1);
     shim_start_process(1);
-    ag_thread_own_code(0);
+    shim_own_code(0);
 }
 
 /* host/creds.c: the agent and the server stop before a credential change and start again after
