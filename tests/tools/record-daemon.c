@@ -25,10 +25,9 @@
 
 static volatile unsigned long record_daemon_sink;
 
-/* The calling thread's CPU, not the process's: under ASan the daemon's agent (its start 5 ms
- * after the fork, its module and unwind tables) took most of a process-CPU budget of 300 ms on
- * its own threads, and the daemon's work ended with no sample in it or before the agent had
- * connected (2 runs of 24 of cli-record-daemon in the ASan build). */
+/* The calling thread's CPU, not the process's: the process's counts the daemon's agent threads
+ * too (their start 5 ms after the fork, their module and unwind tables), which under ASan may
+ * take much of a 300 ms budget and end the work early. */
 static long
 record_daemon_cpu_ms(void)
 {
