@@ -589,15 +589,21 @@ ag_thread_attach_started(void *(*fn)(void *), uint64_t fa)
     int32_t tid = ag_gettid();
     uint32_t root_depth = 0;
 
+    /* Idle (no session yet), nothing: pthread_getattr_np() mallocs, and a host thread's first
+     * allocation sets up glibc's tcache and an arena, which may open
+     * /sys/devices/system/cpu/online at the host's lowest free number (a thread that never
+     * allocates does not, bare: host-contract-fds-fdchurn's preloaded listings held that fd). A
+     * thread started idle is found by the agent's /proc scan when it starts, as one started
+     * before the library was loaded: its bounds come from its samples' stack pointers. */
+    if (!atomic_load(&ag.running) || ag_tls_excluded) {
+        return;
+    }
     if (ag_tls_stack_hi == 0) {
         uint64_t lo, hi;
 
         ag_threads_bounds_self(&lo, &hi);
         ag_tls_stack_lo = lo;
         ag_tls_stack_hi = hi;
-    }
-    if (!atomic_load(&ag.running) || ag_tls_excluded) {
-        return;
     }
     if (fn != NULL) {
         root_depth = ag_threads_root_stack(fn, fa, root, &res);
