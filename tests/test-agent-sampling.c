@@ -3206,6 +3206,7 @@ TEST(a_not_sampled_claim_of_a_thread_the_scan_found_stands_over_its_start_routin
     int32_t tid;
     pthread_t th;
     int i, moved = 0, registered = 0;
+    unsigned early_claims = 0;
 
     if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
         test_skip("auto cannot move a thread to perf here (perf refused or a tick below 100 Hz)");
@@ -3232,12 +3233,20 @@ TEST(a_not_sampled_claim_of_a_thread_the_scan_found_stands_over_its_start_routin
          i++) {
         usleep(10000);
         drain_into(root_cb);
+        /* A claim before any walk reached the root stands alone (no root known yet; issue 19):
+         * a loaded machine's late first ticks (an ASan CI run: weight 1 while libc's table was
+         * pending). Forgotten here, so that the CPU stacks after it are still taken in; the
+         * claim this case judges is the one after the tick stops. */
+        if (root_ns_n != 0 && root_cpu_end != AG_UNWIND_END_ROOT) {
+            early_claims += root_ns_n;
+            root_ns_n = 0;
+        }
     }
     if (st->cpu_signal_samples < 3 || root_cpu_end != AG_UNWIND_END_ROOT) {
         test_fail(__FILE__, __LINE__,
                   "the scan-only thread got %u timer samples in 20 s, the last one's walk ending "
-                  "%u (not at the root)",
-                  st->cpu_signal_samples, root_cpu_end);
+                  "%u (not at the root; %u claims before)",
+                  st->cpu_signal_samples, root_cpu_end, early_claims);
     }
     /* Its tick stopped; a signal already pending lands within an interval of its CPU, then the
      * check notes its samples so far (regular: no move), and after 6 intervals more with no
@@ -3270,10 +3279,10 @@ TEST(a_not_sampled_claim_of_a_thread_the_scan_found_stands_over_its_start_routin
     ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
     ag_stop();
     printf("# scan-only thread: moved %d (tick stopped at %.1f ms of CPU), %u CPU samples, "
-           "[not sampled] %u (first: weight %u, depth %u), last CPU stack before it: depth %u, "
-           "end %u\n",
+           "[not sampled] %u (first: weight %u, depth %u; %u claims before a walk reached the "
+           "root), last CPU stack before it: depth %u, end %u\n",
            moved, (double)stopped_at / 1e6, st->cpu_signal_samples, root_ns_n, root_ns_weight,
-           root_ns_depth, root_cpu_depth, root_cpu_end);
+           root_ns_depth, early_claims, root_cpu_depth, root_cpu_end);
     ASSERT_TRUE(moved);
     ASSERT_TRUE(root_ns_n >= 1 && root_ns_weight >= 1);
     ASSERT_EQ(root_cpu_end, AG_UNWIND_END_ROOT);
