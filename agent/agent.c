@@ -214,9 +214,13 @@ ag_agent_after_fork_parent(void)
     pthread_mutex_unlock(&ag_modules_mutex);
 }
 
+/* The loader lock's handlers first (host/dl.c): prepare handlers run in the reverse order of
+ * registration, so the forking thread takes the module lock, then the loader lock, as the
+ * manager does (its walks of the loader's list run under the module lock). */
 static void
 ag_agent_atfork_register(void)
 {
+    host_loader_atfork_register();
     pthread_atfork(ag_agent_before_fork, ag_agent_after_fork_parent, ag_agent_forked_child);
 }
 

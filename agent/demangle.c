@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "agent/symbols-internal.h"
+#include "host/host.h"
 
 #define AG_DEMANGLE_MAX   4096 /* longer results are abandoned (raw name kept) */
 #define AG_DEMANGLE_DEPTH 64   /* v0 recursion limit */
@@ -661,11 +662,11 @@ ag_demangle_cxa_get(void)
     }
     *(void **)&fn = dlsym(RTLD_DEFAULT, "__cxa_demangle");
     if (fn == NULL) {
-        h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
+        h = host_loader_open("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
         if (h != NULL) {
             *(void **)&fn = dlsym(h, "__cxa_demangle");
             if (fn == NULL) {
-                dlclose(h);
+                host_loader_close(h);
             }
         }
     }

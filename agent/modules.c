@@ -23,6 +23,7 @@
 
 #include "agent/symbols-internal.h"
 #include "common/clock.h"
+#include "host/host.h"
 
 pthread_mutex_t ag_modules_mutex = PTHREAD_MUTEX_INITIALIZER;
 
@@ -348,14 +349,14 @@ ag_modules_refresh_locked(void)
     struct ag_module *m;
     int err;
 
-    dl_iterate_phdr(ag_modules_counters_cb, c);
+    host_loader_iterate(ag_modules_counters_cb, c);
     if (ag_modules_scanned && c[0] == ag_modules_adds && c[1] == ag_modules_subs && c[0] != ~0ull) {
         return ag_modules_files_take_locked();
     }
     for (m = ag_modules_all; m != NULL; m = m->next) {
         m->seen = 0;
     }
-    dl_iterate_phdr(ag_modules_scan_cb, &scan);
+    host_loader_iterate(ag_modules_scan_cb, &scan);
     if (scan.err != 0) {
         return scan.err; /* counters not recorded: the next call rescans */
     }
@@ -476,7 +477,7 @@ ag_modules_build_pass(struct ag_modules_build *b)
     int err = 0;
 
     pthread_mutex_lock(&ag_modules_mutex);
-    dl_iterate_phdr(ag_modules_build_cb, b);
+    host_loader_iterate(ag_modules_build_cb, b);
     if (b->built > 0) {
         err = ag_modules_publish();
     }

@@ -67,7 +67,7 @@ ag_elf_open(void)
      * A host's open made while the session's first symbols loaded libelf got 5 where bare gets 4
      * (host-contract-fds-create, wall mode, in a fresh-clone CI run). */
     host_fds_hold();
-    h = dlopen("libelf.so.1", RTLD_NOW | RTLD_LOCAL);
+    h = host_loader_open("libelf.so.1", RTLD_NOW | RTLD_LOCAL);
     host_fds_release();
 
     if (h == NULL) {

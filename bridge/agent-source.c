@@ -26,6 +26,7 @@
 
 #include "bridge/counters.h"
 #include "common/grow.h"
+#include "host/host.h"
 #include "nettrace/format.h"
 #include "nettrace/nettrace.h"
 
@@ -634,7 +635,7 @@ bridge_is_self(uint64_t pc)
     size_t i;
 
     if (!bridge_self.known) {
-        dl_iterate_phdr(bridge_self_phdr, NULL);
+        host_loader_iterate(bridge_self_phdr, NULL);
         bridge_self.known = 1;
     }
     for (i = 0; i < bridge_self.count; i++) {

@@ -1145,7 +1145,7 @@ host_fds_range_add(_Atomic uintptr_t *lo, _Atomic uintptr_t *hi, _Atomic int *n,
     int i = atomic_load_explicit(n, memory_order_acquire);
 
     if (addr == 0 || i == max || host_fds_in(lo, hi, i, addr) ||
-        dl_iterate_phdr(host_fds_find_segment, &f) == 0) {
+        host_loader_iterate(host_fds_find_segment, &f) == 0) {
         return;
     }
     atomic_store_explicit(&lo[i], f.lo, memory_order_relaxed);

@@ -243,4 +243,21 @@ void host_fds_set_taken(void (*taken)(int fd));
  * -errno when it is not (the host's own file there: -EBADF). Async-signal-safe. */
 int host_fds_library_here(int fd);
 
+/*
+ * The library's calls into the loader that take its list lock (dl.c says why): dl_iterate_phdr,
+ * dlopen and dlclose of the library's own code go through these, never straight to libc, so that
+ * no fork of the host's lands while one of them holds that lock. host_loader_enter and _leave
+ * hold it around other such calls (they nest). host_loader_atfork_register is for a library part
+ * that takes its own lock around the loader's in its fork handlers: called before that part
+ * registers them, so that the loader lock's prepare runs after its own. host_loader_close is the
+ * real dlclose, without the agent's rescan. Context: any thread but a signal handler.
+ */
+struct dl_phdr_info;
+void host_loader_atfork_register(void);
+void host_loader_enter(void);
+void host_loader_leave(void);
+int host_loader_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg);
+void *host_loader_open(const char *file, int flags);
+int host_loader_close(void *handle);
+
 #endif /* HOST_HOST_H */

@@ -46,7 +46,7 @@ shim_lazy_open(struct shim_lazy_lib *lib)
     size_t i;
 
     host_fds_hold(); /* the loader's opens are at low numbers no interposer sees (host/fds.c) */
-    h = dlopen(lib->soname, RTLD_NOW | RTLD_LOCAL);
+    h = host_loader_open(lib->soname, RTLD_NOW | RTLD_LOCAL);
     host_fds_release();
 
     if (h == NULL) {
@@ -58,7 +58,7 @@ shim_lazy_open(struct shim_lazy_lib *lib)
         if (lib->fns[i] == NULL) {
             fprintf(stderr, "pipeprof: %s has no %s: %s\n", lib->soname, lib->names[i], lib->lost);
             memset(lib->fns, 0, lib->count * sizeof(lib->fns[0]));
-            dlclose(h);
+            host_loader_close(h);
             return;
         }
     }

@@ -11,6 +11,8 @@ if(TARGET pp_agent)
   target_compile_options(test-agent-sampling PRIVATE -fno-omit-frame-pointer -O1)
   target_link_options(test-agent-sampling PRIVATE -rdynamic)
   target_compile_options(test-agent-unwind PRIVATE -fno-omit-frame-pointer)
+  # A fork during the library's loader calls (host/dl.c) leaves the child's loader usable.
+  pp_add_test(test-agent-loader-fork LIBS pp_agent pthread LABELS unit)
 endif()
 
 # Ground truth: CPU profiles against the threads' own CPU-time accounting, both engines, with

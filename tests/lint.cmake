@@ -13,3 +13,7 @@ set_tests_properties(check-host-exports PROPERTIES LABELS unit TIMEOUT 60 SKIP_R
 add_test(NAME lib-deps COMMAND bash ${CMAKE_SOURCE_DIR}/tests/lib-deps.sh)
 set_tests_properties(lib-deps PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77
   ENVIRONMENT "PP_BINARY_DIR=${CMAKE_BINARY_DIR};PP_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+# The library's loader calls are host/dl.c's, kept out of the host's forks.
+add_test(NAME check-loader-calls COMMAND bash ${CMAKE_SOURCE_DIR}/tests/check-loader-calls.sh)
+set_tests_properties(check-loader-calls PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77
+  ENVIRONMENT "PP_BINARY_DIR=${CMAKE_BINARY_DIR};PP_SOURCE_DIR=${CMAKE_SOURCE_DIR}")

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/test-agent-loader-fork.c - a fork of the host's while one of the library's threads is
+ * inside a loader call that holds the loader's list lock (dl_iterate_phdr, dlopen, dlclose)
+ * leaves the child's loader usable (host/dl.c): the fork waits for the call. glibc does not
+ * reset that lock in the child, so before, the child's own dl_iterate_phdr waited forever (a
+ * double-forking daemon's middle process hung in its agent's start, then in its next fork).
+ * And the agent's fork handler, which takes the module lock, runs before the loader lock's, the
+ * order the manager takes them in: a fork while the manager holds the module lock and waits for
+ * the loader lock goes through.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/symbols-internal.h"
+#include "host/host.h"
+#include "tests/test.h"
+
+/* How long the library's thread stays inside its loader call, waiting for the fork to return in
+ * the parent: the fork waits for the call (the fix), so this bound is how long the case takes. */
+#define INSIDE_MS 1500
+
+static _Atomic int inside, fork_calling, forked, fork_seen_inside, thread_done;
+
+static void
+sleep_ms(unsigned ms)
+{
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+
+    nanosleep(&ts, NULL);
+}
+
+static int
+noop_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)info;
+    (void)size;
+    (*(int *)arg)++;
+    return 0;
+}
+
+/* Inside the walk (the loader's list lock held): waits for the parent's return from fork, or
+ * INSIDE_MS, whichever comes first. */
+static int
+hold_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)info;
+    (void)size;
+    (void)arg;
+    atomic_store(&inside, 1);
+    for (int i = 0; i < INSIDE_MS && !atomic_load(&forked); i++) {
+        sleep_ms(1);
+    }
+    atomic_store(&fork_seen_inside, atomic_load(&fork_calling));
+    return 1;
+}
+
+static void *
+walker_main(void *arg)
+{
+    (void)arg;
+    host_loader_iterate(hold_cb, NULL);
+    atomic_store(&thread_done, 1);
+    return NULL;
+}
+
+/* Forks; the child walks the loader's list (and dlopens a library already loaded) under a 20 s
+ * alarm and exits 0. Returns the child's wait status. */
+static int
+fork_and_walk(void)
+{
+    int status = 0, n = 0;
+    pid_t pid;
+
+    atomic_store(&fork_calling, 1);
+    pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        void *h;
+
+        alarm(20);
+        dl_iterate_phdr(noop_cb, &n);
+        h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+        _exit(n > 0 && h != NULL ? 0 : 3);
+    }
+    atomic_store(&forked, 1);
+    ASSERT_TRUE(waitpid(pid, &status, 0) == pid);
+    return status;
+}
+
+/* Runs fn on a detached thread (a joinable one the fork's child never joins is a leak to
+ * ThreadSanitizer, in the child); thread_done says it returned. */
+static void
+start_detached(void *(*fn)(void *))
+{
+    pthread_attr_t a;
+    pthread_t th;
+
+    atomic_store(&thread_done, 0);
+    ASSERT_OK(pthread_attr_init(&a));
+    ASSERT_OK(pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED));
+    ASSERT_OK(pthread_create(&th, &a, fn, NULL));
+    pthread_attr_destroy(&a);
+}
+
+static void
+wait_thread_done(void)
+{
+    while (!atomic_load(&thread_done)) {
+        sleep_ms(1);
+    }
+}
+
+static void
+expect_child_walked(int status, const char *what)
+{
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
+        test_fail(__FILE__, __LINE__,
+                  "%s: the child's dl_iterate_phdr waited 20 s (the loader's lock stayed held "
+                  "across the fork)",
+                  what);
+    }
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(a_fork_waits_for_the_librarys_walk_of_the_loaders_list)
+{
+    int status, tries;
+
+    /* A try whose fork came after the walk (a machine too loaded to fork within INSIDE_MS)
+     * proves nothing either way: tried again. */
+    for (tries = 0; tries < 5; tries++) {
+        atomic_store(&inside, 0);
+        atomic_store(&fork_calling, 0);
+        atomic_store(&forked, 0);
+        atomic_store(&fork_seen_inside, 0);
+        start_detached(walker_main);
+        while (!atomic_load(&inside)) {
+            sleep_ms(1);
+        }
+        status = fork_and_walk();
+        wait_thread_done();
+        expect_child_walked(status, "a fork during the library's walk");
+        if (atomic_load(&fork_seen_inside)) {
+            break;
+        }
+    }
+    printf("# %d tries; the fork was called while the walk was inside: %d\n", tries + 1,
+           atomic_load(&fork_seen_inside));
+    ASSERT_TRUE(atomic_load(&fork_seen_inside));
+}
+
+/* The manager's order: the module lock, then the loader's (a walk under the module lock). */
+static void *
+manager_like_main(void *arg)
+{
+    int n = 0;
+
+    (void)arg;
+    pthread_mutex_lock(&ag_modules_mutex);
+    atomic_store(&inside, 1);
+    for (int i = 0; i < 200 && !atomic_load(&fork_calling); i++) {
+        sleep_ms(1);
+    }
+    sleep_ms(50); /* the forking thread is in the prepare handlers by now, mostly */
+    host_loader_iterate(noop_cb, &n);
+    pthread_mutex_unlock(&ag_modules_mutex);
+    atomic_store(&thread_done, 1);
+    return NULL;
+}
+
+TEST(a_fork_while_the_module_lock_waits_for_the_loader_lock_goes_through)
+{
+    int status, n = 0;
+
+    /* As ag_start registers them, and then its first walk. Had the loader lock's handlers been
+     * registered only at that walk, after the agent's, their prepare would run first, and this
+     * fork would take the loader lock and wait for the module lock held by a thread that waits
+     * for the loader lock. They are registered before: at the library's start (host/fds.c's
+     * first walk, in a constructor), and by ag_fork_handlers_register itself. */
+    ag_fork_handlers_register();
+    host_loader_iterate(noop_cb, &n);
+    atomic_store(&inside, 0);
+    atomic_store(&fork_calling, 0);
+    atomic_store(&forked, 0);
+    start_detached(manager_like_main);
+    while (!atomic_load(&inside)) {
+        sleep_ms(1);
+    }
+    alarm(30); /* a deadlock of the prepare handlers: this process itself hangs */
+    status = fork_and_walk();
+    alarm(0);
+    wait_thread_done();
+    expect_child_walked(status, "a fork while the module lock was held");
+}
+
+static const struct test_case cases[] = {
+    TEST_CASE(a_fork_waits_for_the_librarys_walk_of_the_loaders_list),
+    TEST_CASE(a_fork_while_the_module_lock_waits_for_the_loader_lock_goes_through),
+};
+
+TEST_MAIN(cases)
