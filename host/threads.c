@@ -163,18 +163,20 @@ host_thread_forked_child(void)
 }
 
 /*
- * Under ASan every thread clears its stack's shadow first, before any code of the library's runs
- * on it: glibc may hand it a stack that held another thread's instrumented frames (one joined
- * before, or in a fork()ed child any parent thread's: glibc reclaims them there), and ASan's
- * redzones of those dead frames lie under the new thread's uninstrumented frames (libc's, and the
- * agent's unwinder's, no_sanitize_address), whose locals instrumented code reads and writes. A
- * thread started with the real pthread_create (host_thread_spawn's) bypasses ASan's interceptor,
- * which clears a stack only for threads it starts; one the host or libuv starts through that
- * interceptor gets here, in the interceptor's REAL pthread_create, before the interceptor's own
- * start routine clears it: its thread_started hook's walk of the thread's root frames (the agent's
- * unwinder's rule, written by instrumented code into an uninstrumented frame) was reported as a
- * stack-buffer-overflow on thread T-1, then ASan's CHECK failed describing it (a libuv thread of
- * cli-record-daemon's daemon, a fork()ed child, in build-asan: 5 wall runs of 80).
+ * Under ASan every thread clears its stack's shadow first, before any code of the library's runs on
+ * it: glibc may hand it a stack that held another thread's instrumented frames (one joined before,
+ * or in a fork()ed child any parent thread's: glibc reclaims them there), and ASan's redzones of
+ * those dead frames lie under the new thread's frames: an instrumented frame marks only its own
+ * redzones and takes the shadow of its locals as clear, an uninstrumented one (libc's, the agent's
+ * unwinder's, no_sanitize_address) marks nothing, and instrumented code that reads or writes
+ * either's locals over a stale redzone is reported. A thread started with the real pthread_create
+ * (host_thread_spawn's) bypasses ASan's interceptor, which clears a stack only for threads it
+ * starts; one the host or libuv starts through that interceptor gets here, in the interceptor's
+ * REAL pthread_create, before the interceptor's own start routine clears it: its thread_started
+ * hook's walk of the thread's root frames (the agent's unwinder's rule, written by instrumented
+ * code into an uninstrumented frame) was reported as a stack-buffer-overflow on thread T-1, then
+ * ASan's CHECK failed describing it (the IPC loop thread, libuv's, of cli-record-daemon's daemon,
+ * a fork()ed child, in build-asan: 17 of 50 wall runs before, none of 50 after).
  */
 static void *
 host_trampoline(void *p)

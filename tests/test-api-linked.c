@@ -200,8 +200,9 @@ api_stale_stack_main(void *arg)
  * fork()ed child's thread, cli-record-daemon's daemon's libuv thread: here a stack of the test's
  * own, marked by hand). The interceptor calls the library's pthread_create, whose start hook walks
  * the new thread's root frames before the interceptor's start routine clears the shadow: the
- * unwinder's locals in its uninstrumented frames, written by instrumented code, were reported as
- * a stack-buffer-overflow on thread T-1 (every run without host_trampoline's clearing). */
+ * daemon's had a stack-buffer-overflow reported on thread T-1, writing the unwinder's locals;
+ * here, without host_trampoline's clearing, a use-after-poison in ag_sig_unwind_ctx_init writing
+ * the walk's context (5 runs of 5; the poison here is not a stack redzone's). */
 TEST(a_thread_started_on_a_stack_with_stale_redzones_is_walked_cleanly)
 {
 #if defined(__SANITIZE_ADDRESS__)
