@@ -12,10 +12,11 @@
 
 /*
  * Clears ASan's shadow of the calling thread's whole stack. In a fork()ed child glibc hands a
- * new thread the stack of a parent thread that does not exist there (the IPC loop's, say), and a
- * thread started with the real pthread_create (host_thread_spawn) bypasses ASan's interceptor,
- * so the shadow still marks the dead thread's frames. host_thread_spawn (host/threads.c) calls it
- * first thing on every library thread.
+ * new thread the stack of a parent thread that does not exist there (the IPC loop's, say), whose
+ * shadow still marks the dead thread's frames; ASan clears it only in its own thread start, which
+ * a thread started with the real pthread_create (host_thread_spawn) never runs and one started
+ * through ASan's interceptor runs after the library's start hooks. host_trampoline
+ * (host/threads.c) calls it first thing on every thread it starts.
  */
 static inline void
 pp_asan_clear_own_stack(void)

@@ -89,18 +89,11 @@ host_thread_library_live(void)
     return n;
 }
 
-void
-host_thread_forked_child(void)
-{
-    atomic_store(&host_library_starting, 0); /* the parent's starting threads are not here */
-}
-
 struct host_start_arg {
     void *(*fn)(void *);
     void *arg;
     const struct host_agent_hooks *hooks; /* NULL: no thread_started */
     int library;                          /* a thread of the library's: registered first */
-    int clear_stack;                      /* host_thread_spawn's, under ASan */
 };
 
 /*
@@ -160,17 +153,39 @@ host_start_arg_free(struct host_start_arg *p)
     }
 }
 
+void
+host_thread_forked_child(void)
+{
+    atomic_store(&host_library_starting, 0);     /* the parent's starting threads are not here */
+    for (int i = 0; i < HOST_START_SLOTS; i++) { /* nor the threads that took slots */
+        atomic_store_explicit(&host_start_slots[i].busy, 0, memory_order_relaxed);
+    }
+}
+
+/*
+ * Under ASan every thread clears its stack's shadow first, before any code of the library's runs on
+ * it: glibc may hand it a stack that held another thread's instrumented frames (one joined before,
+ * or in a fork()ed child any parent thread's: glibc reclaims them there), and ASan's redzones of
+ * those dead frames lie under the new thread's frames: an instrumented frame marks only its own
+ * redzones and takes the shadow of its locals as clear, an uninstrumented one (libc's, the agent's
+ * unwinder's, no_sanitize_address) marks nothing, and instrumented code that reads or writes
+ * either's locals over a stale redzone is reported. A thread started with the real pthread_create
+ * (host_thread_spawn's) bypasses ASan's interceptor, which clears a stack only for threads it
+ * starts; one the host or libuv starts through that interceptor gets here, in the interceptor's
+ * REAL pthread_create, before the interceptor's own start routine clears it: its thread_started
+ * hook's walk of the thread's root frames (the agent's unwinder's rule, written by instrumented
+ * code into an uninstrumented frame) was reported as a stack-buffer-overflow on thread T-1, then
+ * ASan's CHECK failed describing it (the IPC loop thread, libuv's, of cli-record-daemon's daemon,
+ * a fork()ed child, in build-asan: 17 of 50 wall runs before, none of 50 after).
+ */
 static void *
 host_trampoline(void *p)
 {
-    struct host_start_arg a = *(struct host_start_arg *)p;
+    struct host_start_arg a;
 
+    pp_asan_clear_own_stack(); /* a no-op but under ASan */
+    a = *(struct host_start_arg *)p;
     host_start_arg_free(p);
-#if defined(__SANITIZE_ADDRESS__)
-    if (a.clear_stack) {
-        pp_asan_clear_own_stack(); /* before any instrumented frame of ours */
-    }
-#endif
     if (a.library) {
         host_thread_library_add(host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0));
         atomic_fetch_sub(&host_library_starting, 1);
@@ -204,14 +219,11 @@ host_thread_create(host_pthread_create_fn real, pthread_t *th, const pthread_att
 }
 
 /*
- * Under ASan a library thread clears its stack's shadow first: the real pthread_create bypasses
- * ASan's interceptor, so ASan does not clear it as it does for the threads it starts, and glibc
- * may hand the thread a stack that held another thread's instrumented frames: one joined before,
- * or in a fork()ed child any parent thread's (glibc reclaims them there). ASan's redzones of
- * those dead frames then lay under the new thread's uninstrumented ones (libc's), and an
- * instrumented read of their data was reported: dl_iterate_phdr's dl_phdr_info, read by the
- * agent's callback on a forked child's manager thread (output-file in build-asan, about one run
- * of the fork case in 30).
+ * A library thread, started with the real pthread_create, past a sanitizer's interceptor. Under
+ * ASan it clears its stack's shadow first (host_trampoline): an instrumented read of data that
+ * dl_iterate_phdr's uninstrumented frame put over a dead frame's redzones (its dl_phdr_info, read
+ * by the agent's callback on a forked child's manager thread) was reported before (output-file in
+ * build-asan, about one run of the fork case in 30).
  */
 int
 host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
@@ -224,7 +236,7 @@ host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *)
     if (real == NULL) {
         return -ENOSYS;
     }
-    a = host_start_arg_new((struct host_start_arg){ fn, arg, NULL, 1, 1 });
+    a = host_start_arg_new((struct host_start_arg){ fn, arg, NULL, 1 });
     if (a == NULL) {
         return -ENOMEM;
     }
@@ -283,7 +295,7 @@ pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), v
         return EAGAIN;
     }
     a = hooks != NULL || library
-                ? host_start_arg_new((struct host_start_arg){ fn, arg, hooks, library, 0 })
+                ? host_start_arg_new((struct host_start_arg){ fn, arg, hooks, library })
                 : NULL;
     if (a == NULL) {
         return real(th, attr, fn, arg); /* unregistered: the /proc scan still finds it */
