@@ -635,8 +635,9 @@ void ag_threads_scan(void);             /* manager: /proc/self/task, names, boun
 void ag_thread_attach_self(void);
 /* ag_thread_attach_self() of a thread that the pthread_create interposer started: fn is its
  * start routine and fa the trampoline's frame address; fn under the trampoline's callers is the
- * stack its CPU belongs to until it has a sample (a final sample's stack, drain.c). */
-void ag_thread_attach_started(void *(*fn)(void *), uint64_t fa);
+ * stack its CPU belongs to until it has a sample (a final sample's stack, drain.c); stack_size
+ * the size it was created with (0: not known), which bounds its stack without an allocation. */
+void ag_thread_attach_started(void *(*fn)(void *), uint64_t fa, uint64_t stack_size);
 struct ag_thread *ag_thread_register_locked(int32_t tid, int self);
 void ag_thread_release_locked(struct ag_thread *t); /* EXITING -> FREE (drain) */
 int32_t ag_gettid(void);

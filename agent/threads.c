@@ -531,7 +531,7 @@ ag_threads_root_stack(void *(*fn)(void *), uint64_t fa, uint64_t *frames,
 void
 ag_thread_attach_self(void)
 {
-    ag_thread_attach_started(NULL, 0);
+    ag_thread_attach_started(NULL, 0, 0);
 }
 
 void
@@ -580,8 +580,39 @@ ag_seqstack_get(struct ag_seqstack *st, uint64_t *frames, uint32_t max, uint32_t
     return -EAGAIN;
 }
 
+/*
+ * The stack bounds of a thread glibc started with a stack of size bytes, without
+ * pthread_getattr_np (which allocates its CPU set: a host thread's first allocation gets it a
+ * malloc arena and may open /sys/devices/system/cpu/online, where bare it allocates nothing). The
+ * thread's descriptor (pthread_self()) lies at the top of its stack block, above every frame
+ * (static TLS above it on aarch64, below it on x86-64), and the block holds size bytes and the
+ * guard under the descriptor's end: [self - size, self) holds every frame (the bottom may reach
+ * into the guard, which only bounds where a stack pointer may be). -1 where that does not hold
+ * here (not glibc, a size not known, the caller's frame outside).
+ */
+static int
+ag_threads_bounds_started(uint64_t size, uint64_t *lo, uint64_t *hi)
+{
+#ifdef __GLIBC__
+    uint64_t top = (uint64_t)(uintptr_t)pthread_self(),
+             here = (uint64_t)(uintptr_t)__builtin_frame_address(0);
+
+    if (size == 0 || top < size || here >= top || here < top - size) {
+        return -1;
+    }
+    *lo = top - size;
+    *hi = top;
+    return 0;
+#else
+    (void)size;
+    (void)lo;
+    (void)hi;
+    return -1;
+#endif
+}
+
 void
-ag_thread_attach_started(void *(*fn)(void *), uint64_t fa)
+ag_thread_attach_started(void *(*fn)(void *), uint64_t fa, uint64_t stack_size)
 {
     uint64_t root[AG_MAX_FRAMES];
     struct ag_unwind_result res = { 0, 0, 0, 0 };
@@ -601,7 +632,9 @@ ag_thread_attach_started(void *(*fn)(void *), uint64_t fa)
     if (ag_tls_stack_hi == 0) {
         uint64_t lo, hi;
 
-        ag_threads_bounds_self(&lo, &hi);
+        if (ag_threads_bounds_started(stack_size, &lo, &hi) != 0) {
+            ag_threads_bounds_self(&lo, &hi);
+        }
         ag_tls_stack_lo = lo;
         ag_tls_stack_hi = hi;
     }

@@ -85,8 +85,11 @@ struct host_agent_hooks {
     /* 1 when the interposers do the agent's work for the calling thread (the agent runs and the
      * thread is the host's). Read on every interposed call: cheap and lock-free. */
     int (*active)(void);
-    /* A thread pthread_create started, before its start routine fn: registers it. */
-    void (*thread_started)(void *(*fn)(void *), uint64_t fa);
+    /* A thread pthread_create started, before its start routine fn: registers it. stack_size
+     * is the size of the stack it was created with (its attributes', else the process's
+     * default; 0 when not known), so that its bounds need no pthread_getattr_np (which
+     * allocates, where the host's thread may never allocate). */
+    void (*thread_started)(void *(*fn)(void *), uint64_t fa, uint64_t stack_size);
     /* Before a blocking call: records the caller's stack under leaf, the address of the libc
      * function the interposer calls (0: none), so that the stack names the call it waits in; the
      * token goes to blocking_leave. */

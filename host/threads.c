@@ -93,6 +93,7 @@ struct host_start_arg {
     void *(*fn)(void *);
     void *arg;
     const struct host_agent_hooks *hooks; /* NULL: no thread_started */
+    uint64_t stack_size;                  /* for thread_started (host_thread_stack_size) */
     int library;                          /* a thread of the library's: registered first */
 };
 
@@ -191,7 +192,7 @@ host_trampoline(void *p)
         atomic_fetch_sub(&host_library_starting, 1);
     }
     if (a.hooks != NULL) {
-        a.hooks->thread_started(a.fn, HOST_FA);
+        a.hooks->thread_started(a.fn, HOST_FA, a.stack_size);
     }
     return a.fn(a.arg);
 }
@@ -236,7 +237,7 @@ host_thread_spawn(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *)
     if (real == NULL) {
         return -ENOSYS;
     }
-    a = host_start_arg_new((struct host_start_arg){ fn, arg, NULL, 1 });
+    a = host_start_arg_new((struct host_start_arg){ fn, arg, NULL, 0, 1 });
     if (a == NULL) {
         return -ENOMEM;
     }
@@ -281,6 +282,32 @@ host_thread_library_caller(const void *ra)
     return 0;
 }
 
+/* The size of the stack a thread created with attr (NULL: the defaults) gets, as libc sizes it;
+ * 0 when not known. Allocates nothing (the defaults carry no CPU set unless the host set one). */
+static uint64_t
+host_thread_stack_size(const pthread_attr_t *attr)
+{
+    size_t size = 0;
+#ifdef __GLIBC__
+    pthread_attr_t def;
+
+    if (attr == NULL) {
+        if (pthread_getattr_default_np(&def) != 0) {
+            return 0;
+        }
+        if (pthread_attr_getstacksize(&def, &size) != 0) {
+            size = 0;
+        }
+        pthread_attr_destroy(&def);
+    } else if (pthread_attr_getstacksize(attr, &size) != 0) {
+        size = 0;
+    }
+#else
+    (void)attr;
+#endif
+    return size;
+}
+
 /* A thread the library's code creates (libuv's uv_thread_create: the IPC loop, the runtime stream's
  * readers) is the library's from its first instruction (host_library_starting). */
 HOST_EXPORT int
@@ -295,7 +322,9 @@ pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), v
         return EAGAIN;
     }
     a = hooks != NULL || library
-                ? host_start_arg_new((struct host_start_arg){ fn, arg, hooks, library })
+                ? host_start_arg_new((struct host_start_arg){
+                          fn, arg, hooks, hooks != NULL ? host_thread_stack_size(attr) : 0,
+                          library })
                 : NULL;
     if (a == NULL) {
         return real(th, attr, fn, arg); /* unregistered: the /proc scan still finds it */

@@ -3,11 +3,13 @@
  * slots its backlog needs; its thread and memory leave with the last wall session; passes the
  * wall thread could not make are counted as lost, per thread; rings stay mapped after a stop;
  * and sessions started and stopped in a loop while host threads mask the sampling signal, block
- * and take a host signal whose handler does the same. Built with frame pointers; pp_agent's
- * interposers apply here. */
+ * and take a host signal whose handler does the same; a host thread started during a session
+ * allocates nothing at its start. Built with frame pointers; pp_agent's interposers apply here. */
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -754,10 +756,159 @@ TEST(sessions_start_and_stop_under_a_masking_host)
     ASSERT_TRUE(atomic_load(&churn_handled) > 0);
 }
 
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && defined(__GLIBC__)
+/* glibc malloc's arenas (malloc_info's heaps): a thread's first allocation attaches it to one, a
+ * new one while there are fewer than the limit (8 per core). */
+static int
+arena_count(void)
+{
+    static char buf[1 << 17];
+    FILE *f;
+    const char *p = buf;
+    int n = 0;
+
+    memset(buf, 0, sizeof(buf));
+    f = fmemopen(buf, sizeof(buf) - 1, "w");
+    ASSERT_TRUE(f != NULL);
+    ASSERT_OK(malloc_info(0, f));
+    fclose(f);
+    while ((p = strstr(p, "<heap nr=")) != NULL) {
+        n++;
+        p++;
+    }
+    return n;
+}
+
+static _Atomic int quiet_stop;
+static _Atomic unsigned quiet_started;
+static _Atomic int32_t quiet_tids[4];
+
+/* A host thread that never allocates (as the burners of host-contract-fds-fdchurn). */
+static void *
+quiet_main(void *arg)
+{
+    atomic_store((_Atomic int32_t *)arg, (int32_t)syscall(SYS_gettid));
+    atomic_fetch_add(&quiet_started, 1);
+    while (!atomic_load(&quiet_stop)) {
+        sched_yield();
+    }
+    return NULL;
+}
+
+/* The control: a thread that allocates once. */
+static void *
+allocating_main(void *arg)
+{
+    void *volatile p = malloc(64); /* volatile: kept, not folded away with its free */
+
+    free(p);
+    return quiet_main(arg);
+}
+
+/* The bounds the agent registered for thread i (th), against pthread_getattr_np's (asked here,
+ * on this thread): the same top, give or take the thread's descriptor and TLS, and the bottom at
+ * most the guard and a page away. */
+static void
+expect_bounds(pthread_t th, int i)
+{
+    pthread_attr_t a;
+    void *addr;
+    size_t size, guard;
+    uint64_t lo = 0, hi = 0, real_lo, real_hi;
+    int32_t tid = atomic_load(&quiet_tids[i]);
+
+    pthread_mutex_lock(&ag.reg_lock);
+    for (unsigned k = 0; k < atomic_load(&ag.high); k++) {
+        if (atomic_load(&ag.threads[k].tid) == tid &&
+            atomic_load(&ag.threads[k].state) == AG_SLOT_ACTIVE) {
+            lo = atomic_load(&ag.threads[k].stack_lo);
+            hi = atomic_load(&ag.threads[k].stack_hi);
+        }
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_OK(pthread_getattr_np(th, &a));
+    ASSERT_OK(pthread_attr_getstack(&a, &addr, &size));
+    ASSERT_OK(pthread_attr_getguardsize(&a, &guard));
+    pthread_attr_destroy(&a);
+    real_lo = (uint64_t)(uintptr_t)addr;
+    real_hi = real_lo + size;
+    printf("# thread %d: registered [%#llx, %#llx), pthread_getattr_np [%#llx, %#llx) guard %zu\n",
+           i, (unsigned long long)lo, (unsigned long long)hi, (unsigned long long)real_lo,
+           (unsigned long long)real_hi, guard);
+    ASSERT_TRUE(hi != 0 && hi <= real_hi && hi + 65536 > real_hi);
+    ASSERT_TRUE(lo + guard + 8192 >= real_lo && lo <= real_lo + 8192);
+}
+#endif
+
+/*
+ * A host thread started during a session allocates nothing at its start: the agent's start hook
+ * registers it without malloc (its stack bounds from its thread descriptor and the size it was
+ * created with). Before, pthread_getattr_np() allocated there, so each new thread that never
+ * allocates bare got a malloc arena (a heap reserved per arena) and glibc's read of
+ * /sys/devices/system/cpu/online (an fd the host could see in its listings).
+ */
+TEST(a_host_thread_started_during_a_session_allocates_nothing)
+{
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && defined(__GLIBC__)
+    pthread_t th[4];
+    int before, quiet, control, prev, i, stable = 0;
+
+    start_agent();
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
+    /* The agent's own threads attach to arenas of their own at their first allocations. */
+    prev = arena_count();
+    for (i = 0; i < 100 && stable < 3; i++) {
+        usleep(30000);
+        before = arena_count();
+        stable = before == prev ? stable + 1 : 0;
+        prev = before;
+    }
+    before = prev;
+    atomic_store(&quiet_stop, 0);
+    atomic_store(&quiet_started, 0);
+    for (i = 0; i < 3; i++) {
+        pthread_attr_t small;
+
+        /* the third with a stack size of its own */
+        ASSERT_OK(pthread_attr_init(&small));
+        ASSERT_OK(pthread_attr_setstacksize(&small, 256 * 1024));
+        ASSERT_OK(pthread_create(&th[i], i == 2 ? &small : NULL, quiet_main, &quiet_tids[i]));
+        pthread_attr_destroy(&small);
+    }
+    while (atomic_load(&quiet_started) < 3) {
+        sched_yield();
+    }
+    quiet = arena_count();
+    ASSERT_OK(pthread_create(&th[3], NULL, allocating_main, &quiet_tids[3]));
+    while (atomic_load(&quiet_started) < 4) {
+        sched_yield();
+    }
+    control = arena_count();
+    for (i = 0; i < 3; i++) {
+        expect_bounds(th[i], i);
+    }
+    atomic_store(&quiet_stop, 1);
+    for (i = 0; i < 4; i++) {
+        ASSERT_OK(pthread_join(th[i], NULL));
+    }
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+    printf("# arenas: %d before, %d after 3 host threads started, %d after one that allocates\n",
+           before, quiet, control);
+    if (control == quiet) {
+        test_skip("an allocating thread got no new arena either (glibc's arena limit reached)");
+    }
+    ASSERT_EQ(quiet, before);
+#else
+    test_skip("counts glibc malloc's arenas: not under a sanitizer's allocator, or without glibc");
+#endif
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(wall_holds_no_fd_per_thread_and_leaves_with_its_session),
     TEST_CASE(wall_counts_the_intervals_it_could_not_sample),
     TEST_CASE(wall_counts_the_passes_whose_signal_merged),
     TEST_CASE(sessions_start_and_stop_under_a_masking_host),
+    TEST_CASE(a_host_thread_started_during_a_session_allocates_nothing),
 };
 TEST_MAIN(cases)
