@@ -29,7 +29,8 @@
  * glibc's internal opens, or of other files that count threads (/proc/self/sched, /proc/loadavg),
  * and a sanitizer runtime's own threads (TSan's background thread: one more than bare there).
  * Known cost (docs/architecture.md, the thread-count row): the text is read into
- * HOST_PROCSTAT_MAX bytes of the host thread's stack.
+ * HOST_PROCSTAT_MAX bytes mapped for the call (an mmap and a munmap: not the host's stack, which
+ * may be a small alternate one; a failed mmap keeps the real file).
  *
  * Held by: host-contract-procstat (tests/hosts/procstat.c: num_threads by fopen+fread as CPython
  * does, by open+read, and Threads: of status, single-threaded and then with 3 threads; each
@@ -207,8 +208,8 @@ void
 host_procstat_opened(int fd, const char *path, int flags, const void *ra)
 {
     enum host_procstat_kind kind;
-    char text[HOST_PROCSTAT_MAX];
-    long len = 0, at, live;
+    char *text = NULL;
+    long len = 0, at, live, map;
     int err = errno, mem;
 
     kind = host_procstat_kind(path + 6);
@@ -219,6 +220,15 @@ host_procstat_opened(int fd, const char *path, int flags, const void *ra)
     if (live <= 0) {
         goto out;
     }
+    /* Not on the host's stack: an open is async-signal-safe, and a crash handler on a small
+     * alternate stack (8 KiB, SIGSTKSZ as glibc long had it) that opened /proc/self/status
+     * overflowed it into the page below (host-contract-procstat-altstack: SIGSEGV). */
+    map = host_raw_syscall(SYS_mmap, 0, HOST_PROCSTAT_MAX, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map < 0 && map > -4096) {
+        goto rewind; /* the real file stays: the kernel's count */
+    }
+    text = (char *)map;
     for (;;) {
         long n = host_raw_syscall(SYS_read, fd, (long)(text + len), HOST_PROCSTAT_MAX - len, 0, 0,
                                   0);
@@ -254,5 +264,8 @@ host_procstat_opened(int fd, const char *path, int flags, const void *ra)
 rewind:
     (void)host_raw_syscall(SYS_lseek, fd, 0, SEEK_SET, 0, 0, 0);
 out:
+    if (text != NULL) {
+        (void)host_raw_syscall(SYS_munmap, (long)text, HOST_PROCSTAT_MAX, 0, 0, 0, 0);
+    }
     errno = err;
 }

@@ -250,6 +250,7 @@ add_executable(host-procstat ${CMAKE_SOURCE_DIR}/tests/hosts/procstat.c)
 set_target_properties(host-procstat PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
 target_link_libraries(host-procstat PRIVATE pthread)
 pp_add_host_contract(procstat procstat counts)
+pp_add_host_contract(procstat-altstack procstat altstack)
 # the same count as CPython 3.12's os.fork() reads it (its multi-threaded warning), bare, preloaded
 # and under record; skipped, loudly, without a python of 3.12 or later
 add_test(NAME host-contract-procstat-python COMMAND bash ${CMAKE_SOURCE_DIR}/tests/procstat-python.sh)

@@ -11,13 +11,21 @@
  *                    (not after a join: the kernel counts a joined thread a moment longer). With
  * each open also: the fd's number is the lowest free one, a second read after lseek(0) gives the
  * same count, a write fails with EBADF, and fstat says a regular file.
+ *
+ *   procstat altstack  Threads: of /proc/self/status read by a signal handler that runs on an
+ *                    alternate stack of 8 KiB (SIGSTKSZ as glibc long defined it) with an
+ *                    unmapped page below it, as a crash handler may: whatever the library does
+ *                    in the open must fit there with the kernel's signal frame (an 8 KiB buffer
+ *                    on the stack did not: SIGSEGV).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -154,6 +162,71 @@ waiter(void *arg)
     return NULL;
 }
 
+static volatile long handler_threads = -2;
+
+/* Async-signal-safe: open, read and close of /proc/self/status, its Threads: parsed by hand. */
+static void
+status_handler(int sig)
+{
+    static char text[4096];
+    const char *p;
+    long n = 0, len = 0;
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+    (void)sig;
+    if (fd < 0) {
+        handler_threads = -1;
+        return;
+    }
+    while (len < (long)sizeof(text) - 1 && (n = read(fd, text + len, sizeof(text) - 1 - len)) > 0) {
+        len += n;
+    }
+    close(fd);
+    text[len] = '\0';
+    p = strstr(text, "\nThreads:");
+    if (p == NULL) {
+        handler_threads = -1;
+        return;
+    }
+    for (p += 9, n = 0; *p == '\t' || *p == ' '; p++) {
+    }
+    for (; *p >= '0' && *p <= '9'; p++) {
+        n = n * 10 + (*p - '0');
+    }
+    handler_threads = n;
+}
+
+static int
+altstack(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t size = 8192;
+    char *map = mmap(NULL, size + (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    stack_t ss;
+    struct sigaction sa;
+
+    if (map == MAP_FAILED || mprotect(map, (size_t)page, PROT_NONE) != 0) {
+        fprintf(stderr, "mmap/mprotect failed\n");
+        return 1;
+    }
+    ss.ss_sp = map + page; /* the unmapped page just below it */
+    ss.ss_size = size;
+    ss.ss_flags = 0;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = status_handler;
+    sa.sa_flags = SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaltstack(&ss, NULL) != 0 || sigaction(SIGUSR1, &sa, NULL) != 0) {
+        fprintf(stderr, "sigaltstack/sigaction failed\n");
+        return 1;
+    }
+    raise(SIGUSR1);
+    printf("Threads: of /proc/self/status in a handler on an 8 KiB alternate stack: %ld\n",
+           handler_threads);
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -161,8 +234,11 @@ main(int argc, char **argv)
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     host_wait_go();
+    if (argc == 2 && strcmp(argv[1], "altstack") == 0) {
+        return altstack();
+    }
     if (argc < 2 || strcmp(argv[1], "counts") != 0) {
-        fprintf(stderr, "usage: host-procstat counts\n");
+        fprintf(stderr, "usage: host-procstat counts|altstack\n");
         return 2;
     }
     counts("alone");
