@@ -3397,6 +3397,40 @@ host_fds_unshared_low(unsigned lo, unsigned hi, const struct host_fds_kept *kept
 }
 
 /* The marks of the moment before a host thread's unshare of its fd table, into before. */
+/*
+ * The marks before an unshare are HOST_FDS_WORDS words (8 KiB): mapped for the call, not taken
+ * from the caller's stack, which may be a small alternate one (an async-signal-safe call in a
+ * handler; procstat's 8 KiB buffer overflowed such a stack, host/procstat.c). Where the mapping
+ * fails, a spare in the library's data, one caller at a time.
+ */
+static uint64_t host_fds_marks_spare[HOST_FDS_WORDS];
+static atomic_flag host_fds_marks_spare_busy = ATOMIC_FLAG_INIT;
+
+static uint64_t *
+host_fds_marks_get(void)
+{
+    long p = host_raw_syscall(SYS_mmap, 0, (long)sizeof(host_fds_marks_spare),
+                              PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (p >= 0 || p < -4095) {
+        return (uint64_t *)p;
+    }
+    while (atomic_flag_test_and_set_explicit(&host_fds_marks_spare_busy, memory_order_acquire)) {
+        host_raw_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
+    }
+    return host_fds_marks_spare;
+}
+
+static void
+host_fds_marks_put(uint64_t *marks)
+{
+    if (marks == host_fds_marks_spare) {
+        atomic_flag_clear_explicit(&host_fds_marks_spare_busy, memory_order_release);
+    } else {
+        host_raw_syscall(SYS_munmap, (long)marks, (long)sizeof(host_fds_marks_spare), 0, 0, 0, 0);
+    }
+}
+
 static void
 host_fds_marks_before_unshare(uint64_t *before)
 {
@@ -3431,7 +3465,7 @@ long
 host_fds_unshare_files(long (*call)(void *, long, const long[6]), void *real, long n,
                        const long a[6], const void *ra)
 {
-    uint64_t before[HOST_FDS_WORDS];
+    uint64_t *before;
     struct host_fds_kept kept = { .n = 0 };
     unsigned base;
     long rc;
@@ -3441,6 +3475,7 @@ host_fds_unshare_files(long (*call)(void *, long, const long[6]), void *real, lo
         return call(real, n, a);
     }
     host_fds_gate_host_enter();
+    before = host_fds_marks_get();
     host_fds_marks_before_unshare(before);
     rc = call(real, n, a);
     err = errno;
@@ -3456,6 +3491,7 @@ host_fds_unshare_files(long (*call)(void *, long, const long[6]), void *real, lo
         }
         host_fds_unshared_now(before, 0, base > 0 ? base - 1 : 0, &kept);
     }
+    host_fds_marks_put(before);
     host_fds_gate_host_leave();
     errno = err;
     return rc;
@@ -3474,14 +3510,18 @@ host_fds_close_range(unsigned lo, unsigned hi, int flags, const void *ra)
     }
     host_fds_gate_host_enter();
     if (flags & CLOSE_RANGE_UNSHARE) {
-        uint64_t before[HOST_FDS_WORDS];
+        uint64_t *before = host_fds_marks_get();
+        int err;
 
         host_fds_marks_before_unshare(before);
         rc = host_close_range_around(lo, hi, flags, &kept);
+        err = errno;
         if (rc != 0) {
             kept.n = 0;
         }
         host_fds_unshared_now(before, lo, hi, &kept);
+        host_fds_marks_put(before);
+        errno = err;
     } else {
         rc = host_close_range_around(lo, hi, flags, &kept);
     }
