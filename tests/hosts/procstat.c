@@ -17,11 +17,13 @@
  *                    unmapped page below it, as a crash handler may: whatever the library does
  *                    in the open must fit there with the kernel's signal frame (an 8 KiB buffer
  *                    on the stack did not: SIGSEGV); then close_range(CLOSE_RANGE_UNSHARE) of
- *                    nothing there (the library's record of an unshare: 8 KiB of marks).
+ *                    nothing there (the library's record of an unshare: 8 KiB of marks), and
+ *                    the other interposed async-signal-safe calls (mask, waits, a pipe's I/O).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hosts.h"
@@ -166,6 +169,7 @@ waiter(void *arg)
 
 static volatile long handler_threads = -2;
 static volatile int handler_unshare = -2;
+static volatile int handler_calls = -2;
 
 /* Async-signal-safe: open, read and close of /proc/self/status, its Threads: parsed by hand. */
 static void
@@ -188,6 +192,32 @@ status_handler(int sig)
     /* Nothing closed, the thread's table made its own: async-signal-safe too, and the library's
      * record of it took 8 KiB of the caller's stack as well. */
     handler_unshare = close_range(~0U, ~0U, CLOSE_RANGE_UNSHARE);
+    {
+        /* The other interposers a handler may call (async-signal-safe ones): the mask, a wait
+         * (the agent records a blocked thread's stack there in wall mode), a pipe's write and
+         * read, a dup and its close. */
+        struct timespec ts = { 0, 1000 };
+        sigset_t set, old;
+        int fds[2], ok = 0;
+        char c = 'x';
+
+        sigemptyset(&set);
+        sigaddset(&set, SIGUSR2);
+        ok += sigprocmask(SIG_BLOCK, &set, &old) == 0;
+        ok += sigprocmask(SIG_SETMASK, &old, NULL) == 0;
+        ok += nanosleep(&ts, NULL) == 0;
+        ok += poll(NULL, 0, 1) == 0;
+        if (pipe(fds) == 0) {
+            int d = dup(fds[0]);
+
+            ok += write(fds[1], &c, 1) == 1;
+            ok += read(d, &c, 1) == 1;
+            ok += close(d) == 0;
+            close(fds[0]);
+            close(fds[1]);
+        }
+        handler_calls = ok;
+    }
     text[len] = '\0';
     p = strstr(text, "\nThreads:");
     if (p == NULL) {
@@ -231,6 +261,8 @@ altstack(void)
     printf("Threads: of /proc/self/status in a handler on an 8 KiB alternate stack: %ld\n",
            handler_threads);
     printf("close_range(CLOSE_RANGE_UNSHARE) there: %d\n", handler_unshare);
+    printf("sigprocmask, nanosleep, poll, pipe, dup, write, read, close there: %d of 7 ok\n",
+           handler_calls);
     return 0;
 }
 
