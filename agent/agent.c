@@ -167,7 +167,9 @@ ag_remote_read_probe(void)
     uint64_t got = 0;
     struct iovec l = { &got, 8 }, r = { (void *)&word, 8 };
 
-    return syscall(SYS_process_vm_readv, (long)getpid(), &l, 1L, &r, 1L, 0L) == 8 && got == word;
+    /* (not tried under an inherited seccomp filter: host/host.c) */
+    return !host_filter_refuses(SYS_process_vm_readv) &&
+           syscall(SYS_process_vm_readv, (long)getpid(), &l, 1L, &r, 1L, 0L) == 8 && got == word;
 }
 
 static void

@@ -356,6 +356,9 @@ ag_perf_event_open(struct perf_event_attr *attr, int32_t tid, int group_fd, int 
     struct rlimit rl;
     int fd, err;
 
+    if (host_filter_refuses(SYS_perf_event_open)) {
+        return -EACCES; /* under an inherited seccomp filter (host/host.c): as refused */
+    }
     host_fds_hold(); /* high before a host's close can take its number (host/fds.c) */
     fd = (int)syscall(SYS_perf_event_open, attr, (pid_t)tid, -1, group_fd, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) {

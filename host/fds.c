@@ -737,6 +737,14 @@ host_thread_mark_library(void)
     }
 }
 
+/* kcmp(2) of the library's (raw), left out under an inherited filter (host.c): -1, EPERM, as a
+ * filter that refuses it. */
+static long
+host_fds_kcmp(long a, long b, long type, long c, long d, long e)
+{
+    return host_filter_refuses(SYS_kcmp) ? -1 : host_raw_syscall(SYS_kcmp, a, b, type, c, d, e);
+}
+
 /* 1 when the caller (a host thread) has an fd table of its own, not the library's (above). */
 static int
 host_fds_table_private(void)
@@ -755,7 +763,7 @@ host_fds_table_private(void)
          : host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0), ref, 0, 0,
                             0, 0) != 0
                  ? 0
-                 : host_raw_syscall(SYS_kcmp, ref, self, KCMP_FILES, 0, 0, 0);
+                 : host_fds_kcmp(ref, self, KCMP_FILES, 0, 0, 0);
     errno = err;
     return rc > 0;
 }
@@ -786,7 +794,7 @@ host_fds_library_here(int fd)
         return 0;
     }
     self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
-    rc = host_raw_syscall(SYS_kcmp, ref, self, KCMP_FILE, fd, fd, 0);
+    rc = host_fds_kcmp(ref, self, KCMP_FILE, fd, fd, 0);
     if (rc == 0) {
         goto out; /* the copy is there */
     }
@@ -794,7 +802,9 @@ host_fds_library_here(int fd)
         rc = -EBADF; /* the host's own file */
         goto out;
     }
-    pidfd = host_raw_syscall(SYS_pidfd_open, ref, PIDFD_THREAD, 0, 0, 0, 0);
+    pidfd = host_filter_refuses(SYS_pidfd_open)
+                    ? -1
+                    : host_raw_syscall(SYS_pidfd_open, ref, PIDFD_THREAD, 0, 0, 0, 0);
     if (pidfd < 0) {
         rc = -errno;
         goto out;
@@ -833,8 +843,7 @@ host_fds_table_elsewhere(int fd)
     }
     err = errno;
     /* 0: the caller's copy of the library's file (kept at the unshare): the library's */
-    rc = host_raw_syscall(SYS_kcmp, ref, host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0), KCMP_FILE,
-                          fd, fd, 0);
+    rc = host_fds_kcmp(ref, host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0), KCMP_FILE, fd, fd, 0);
     errno = err;
     return rc != 0;
 }
@@ -884,7 +893,7 @@ host_fds_low_elsewhere(int fd)
     }
     err = errno;
     self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
-    rc = self == tid ? 0 : host_raw_syscall(SYS_kcmp, tid, self, KCMP_FILES, 0, 0, 0);
+    rc = self == tid ? 0 : host_fds_kcmp(tid, self, KCMP_FILES, 0, 0, 0);
     errno = err;
     return rc > 0; /* 1 or 2: two tables; 0 the same; -1 cannot tell */
 }
@@ -972,7 +981,7 @@ host_fds_tid_shares_table(long tid)
     if (ref <= 0 || tid <= 0) {
         return 0;
     }
-    rc = ref == tid ? 0 : host_raw_syscall(SYS_kcmp, ref, tid, KCMP_FILES, 0, 0, 0);
+    rc = ref == tid ? 0 : host_fds_kcmp(ref, tid, KCMP_FILES, 0, 0, 0);
     errno = err;
     return rc == 0;
 }
@@ -2486,6 +2495,7 @@ __attribute__((constructor)) static void
 host_fds_init(void)
 {
     (void)host_real(&real_syscall, "syscall");
+    host_filter_note_start(); /* before any call of the library's it may leave out */
     host_fds_resolve();
     host_fds_trust_self();
     if (getenv("PIPEPROF_TEST_NOFILE_RAISE_MS") != NULL &&
@@ -4684,6 +4694,7 @@ host_fds_getfd_checked(int newfd, int targetfd, const void *ra)
     long self = (long)getpid();
 
     if (newfd < 0 || !host_fd_is_owned(targetfd) || host_fds_library_call(ra) || raw == NULL ||
+        host_filter_refuses(SYS_kcmp) ||
         raw(SYS_kcmp, self, self, (long)KCMP_FILE, (long)newfd, (long)targetfd, 0L) != 0) {
         return newfd;
     }

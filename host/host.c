@@ -8,6 +8,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -125,6 +126,77 @@ host_stack_readable(const void *addr, size_t len)
     return frame >= lo && frame < hi && a >= frame && a < hi && len <= hi - a;
 }
 
+/*
+ * A process that starts under a seccomp filter it inherited (a service manager's
+ * SystemCallFilter=, a sandbox's launcher, a container runtime's profile) runs every call of the
+ * library's under a filter the library cannot read; one that kills a call off its list (systemd's
+ * default action) killed the host by SIGSYS at the library's first process_vm_readv, the server's
+ * read of its own socket address in the constructor, where bare the program runs. So in such a
+ * process the library leaves out the calls a program's own list is least likely to hold (the
+ * debugging ones: process_vm_readv and _writev, perf_event_open, kcmp, pidfd_getfd and
+ * pidfd_open, and memfd_create) and takes the path it takes where a filter refuses them with an
+ * error: reads made directly, the timer engine, no fd-table comparisons, /proc's count unchanged.
+ * A filter the host installs later stops the library instead (host/seccomp.c). Read once, from
+ * /proc/self/status at the library's start (the loader's own calls, which the filter let through);
+ * without /proc, not filtered (as before).
+ */
+static _Atomic int host_filtered_at_start, host_filter_noted;
+
+void
+host_filter_note_start(void)
+{
+    char text[4096];
+    const char *p;
+    long fd, n, len = 0;
+
+    if (atomic_exchange_explicit(&host_filter_noted, 1, memory_order_acq_rel)) {
+        return; /* once: the first of the library's constructors */
+    }
+    fd = host_raw_syscall(SYS_openat, AT_FDCWD, (long)"/proc/self/status", O_RDONLY | O_CLOEXEC, 0,
+                          0, 0);
+    if (fd < 0) {
+        return;
+    }
+    while (len < (long)sizeof(text) - 1 &&
+           (n = host_raw_syscall(SYS_read, fd, (long)(text + len), (long)sizeof(text) - 1 - len, 0,
+                                 0, 0)) > 0) {
+        len += n;
+    }
+    host_raw_syscall(SYS_close, fd, 0, 0, 0, 0, 0);
+    text[len] = '\0';
+    p = strstr(text, "\nSeccomp:");
+    if (p != NULL) {
+        for (p += 9; *p == '\t' || *p == ' '; p++) {
+        }
+        atomic_store_explicit(&host_filtered_at_start, *p == '2', memory_order_release);
+    }
+}
+
+int
+host_filter_refuses(long n)
+{
+    if (!atomic_load_explicit(&host_filtered_at_start, memory_order_acquire)) {
+        return 0;
+    }
+    switch (n) {
+    case SYS_process_vm_readv:
+    case SYS_process_vm_writev:
+    case SYS_perf_event_open:
+    case SYS_kcmp:
+#ifdef SYS_pidfd_getfd
+    case SYS_pidfd_getfd:
+#endif
+#ifdef SYS_pidfd_open
+    case SYS_pidfd_open:
+#endif
+    case SYS_memfd_create:
+        errno = EPERM; /* as a filter that refuses it */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int
 host_read_user(void *out, const void *addr, size_t len)
 {
@@ -132,8 +204,10 @@ host_read_user(void *out, const void *addr, size_t len)
     int saved = errno, rc;
     long n;
 
-    n = host_raw_syscall(SYS_process_vm_readv, (long)getpid(), (long)&local, 1L, (long)&remote, 1L,
-                         0L);
+    n = host_filter_refuses(SYS_process_vm_readv)
+                ? -1
+                : host_raw_syscall(SYS_process_vm_readv, (long)getpid(), (long)&local, 1L,
+                                   (long)&remote, 1L, 0L);
     rc = n == (long)len ? 0 : n >= 0 || errno == EFAULT ? -EFAULT : -errno;
     if (rc != 0 && rc != -EFAULT) {
         memcpy(out, addr, len); /* cannot tell (a seccomp filter refused the read): read it */

@@ -263,4 +263,15 @@ int host_loader_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *
 void *host_loader_open(const char *file, int flags);
 int host_loader_close(void *handle);
 
+/*
+ * A process that started under an inherited seccomp filter (host.c says why): 1 when system call n
+ * is one the library leaves out there, errno then EPERM, as a filter that refuses it; 0 otherwise
+ * (and always where /proc/self/status said no filter). host_filter_note_start reads that once, in
+ * the library's first constructor (the shim's, or fds.c's in a program that links the library);
+ * later calls return at once. Context: host_filter_refuses anywhere, a signal handler too (a load
+ * and a switch); host_filter_note_start a constructor.
+ */
+void host_filter_note_start(void);
+int host_filter_refuses(long n);
+
 #endif /* HOST_HOST_H */

@@ -176,9 +176,12 @@ host_procstat_memfd(const char *text, long len, enum host_procstat_kind kind, in
 
     library = host_fds_create_begin(self_code);
     mem = host_fds_create_end(
-            library, (int)host_raw_syscall(SYS_memfd_create,
-                                           (long)(kind == HOST_PROCSTAT_STAT ? "stat" : "status"),
-                                           MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0));
+            library,
+            (int)host_filter_refuses(SYS_memfd_create)
+                    ? -1
+                    : host_raw_syscall(SYS_memfd_create,
+                                       (long)(kind == HOST_PROCSTAT_STAT ? "stat" : "status"),
+                                       MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0));
     if (mem < 0) {
         return -1;
     }

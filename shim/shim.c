@@ -523,6 +523,7 @@ static const struct host_server_hooks shim_host_hooks = {
 static void
 shim_start(void)
 {
+    host_filter_note_start(); /* before the server's first call (host/host.c) */
     shim_loading = 1;
     shim_start_again();
     shim_loading = 0;

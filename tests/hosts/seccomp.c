@@ -18,6 +18,14 @@
  *                   signal handler could not return
  *   seccomp strict  a worker enters strict mode by prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT),
  *                   burns CPU without a system call, writes a line and ends by SYS_exit
+ *   seccomp inherited  a launcher: a filter that allows everything but the debugging calls a
+ *                   service's list leaves out (process_vm_readv and _writev, perf_event_open, kcmp,
+ *                   pidfd_open, pidfd_getfd, memfd_create), killing the process at any of them (a
+ *                   systemd-like SystemCallFilter=@system-service), then exec of this program as
+ *                   "inherited-child", which starts under that filter: CPU burnt on the main
+ *                   thread and a worker, a pipe's I/O, sleeps (before: SIGSYS at the library's
+ *                   first process_vm_readv, the server's read of its socket address, preloaded
+ *                   with no session)
  *   seccomp none    the calls that install nothing (SECCOMP_GET_ACTION_AVAIL,
  *                   SECCOMP_GET_NOTIF_SIZES, strict mode with flags, an unknown operation, a
  *                   filter of a NULL program), then CPU burnt: the library keeps running
@@ -229,6 +237,75 @@ strict(void)
     return 0;
 }
 
+#define DENY(nr)                                     \
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS)
+
+static int
+inherited(char **argv)
+{
+#ifdef HOST_ARCH
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        DENY(SYS_process_vm_readv),
+        DENY(SYS_process_vm_writev),
+        DENY(SYS_perf_event_open),
+        DENY(SYS_kcmp),
+        DENY(SYS_pidfd_open),
+        DENY(SYS_pidfd_getfd),
+        DENY(SYS_memfd_create),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof(code) / sizeof(code[0]), code };
+    char *child[] = { argv[0], "inherited-child", NULL };
+
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
+        printf("seccomp: %s\n", strerror(errno));
+        return 1;
+    }
+    fflush(stdout);
+    execv("/proc/self/exe", child);
+    printf("exec: %s\n", strerror(errno));
+    return 1;
+#else
+    (void)argv;
+    return 1;
+#endif
+}
+
+static int
+inherited_child(void)
+{
+    pthread_t th;
+    int fds[2];
+    char c = 'x';
+
+    printf("started under the inherited filter\n");
+    if (pthread_create(&th, NULL, worker, NULL) != 0) {
+        printf("pthread_create failed\n");
+        return 1;
+    }
+    host_wait_go();
+    host_burn_us(200000);
+    atomic_store(&phase, 1);
+    pthread_join(th, NULL);
+    if (pipe(fds) == 0) {
+        ssize_t w = write(fds[1], &c, 1), r = read(fds[0], &c, 1);
+
+        printf("pipe: write %zd, read %zd\n", w, r);
+        close(fds[0]);
+        close(fds[1]);
+    }
+    for (int i = 0; i < 10; i++) {
+        struct timespec t = { 0, 20000000L };
+
+        nanosleep(&t, NULL);
+    }
+    printf("done\n");
+    return 0;
+}
+
 static void
 result(const char *what, long rc)
 {
@@ -280,6 +357,12 @@ main(int argc, char **argv)
     if (strcmp(mode, "none") == 0) {
         return none();
     }
-    fprintf(stderr, "usage: host-seccomp tsync|kill|nosync|strict|none\n");
+    if (strcmp(mode, "inherited") == 0) {
+        return inherited(argv);
+    }
+    if (strcmp(mode, "inherited-child") == 0) {
+        return inherited_child();
+    }
+    fprintf(stderr, "usage: host-seccomp tsync|kill|nosync|strict|none|inherited\n");
     return 2;
 }
