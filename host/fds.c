@@ -737,8 +737,8 @@ host_thread_mark_library(void)
     }
 }
 
-/* kcmp(2) of the library's (raw), left out under an inherited filter (host.c): -1, EPERM, as a
- * filter that refuses it. */
+/* kcmp(2) of the library's (raw), left out under an inherited filter (host.c): -1, as a filter
+ * that refuses it (errno untouched: every caller keeps the host's). */
 static long
 host_fds_kcmp(long a, long b, long type, long c, long d, long e)
 {
@@ -802,9 +802,11 @@ host_fds_library_here(int fd)
         rc = -EBADF; /* the host's own file */
         goto out;
     }
-    pidfd = host_filter_refuses(SYS_pidfd_open)
-                    ? -1
-                    : host_raw_syscall(SYS_pidfd_open, ref, PIDFD_THREAD, 0, 0, 0, 0);
+    if (host_filter_refuses(SYS_pidfd_open)) {
+        rc = -EPERM; /* as a filter that refuses it */
+        goto out;
+    }
+    pidfd = host_raw_syscall(SYS_pidfd_open, ref, PIDFD_THREAD, 0, 0, 0, 0);
     if (pidfd < 0) {
         rc = -errno;
         goto out;
@@ -3406,12 +3408,11 @@ host_fds_unshared_low(unsigned lo, unsigned hi, const struct host_fds_kept *kept
     errno = err;
 }
 
-/* The marks of the moment before a host thread's unshare of its fd table, into before. */
 /*
- * The marks before an unshare are HOST_FDS_WORDS words (8 KiB): mapped for the call, not taken
- * from the caller's stack, which may be a small alternate one (an async-signal-safe call in a
- * handler; procstat's 8 KiB buffer overflowed such a stack, host/procstat.c). Where the mapping
- * fails, a spare in the library's data, one caller at a time.
+ * The marks before an unshare are HOST_FDS_WORDS words (8 KiB): mapped for the call
+ * (host_scratch_map), not taken from the caller's stack, which may be a small alternate one (an
+ * async-signal-safe call in a handler). Where the mapping fails, a spare in the library's data,
+ * one caller at a time.
  */
 static uint64_t host_fds_marks_spare[HOST_FDS_WORDS];
 static atomic_flag host_fds_marks_spare_busy = ATOMIC_FLAG_INIT;
@@ -3419,11 +3420,10 @@ static atomic_flag host_fds_marks_spare_busy = ATOMIC_FLAG_INIT;
 static uint64_t *
 host_fds_marks_get(void)
 {
-    long p = host_raw_syscall(SYS_mmap, 0, (long)sizeof(host_fds_marks_spare),
-                              PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint64_t *p = host_scratch_map(sizeof(host_fds_marks_spare));
 
-    if (p >= 0 || p < -4095) {
-        return (uint64_t *)p;
+    if (p != NULL) {
+        return p;
     }
     while (atomic_flag_test_and_set_explicit(&host_fds_marks_spare_busy, memory_order_acquire)) {
         host_raw_syscall(SYS_sched_yield, 0, 0, 0, 0, 0, 0);
@@ -3437,10 +3437,11 @@ host_fds_marks_put(uint64_t *marks)
     if (marks == host_fds_marks_spare) {
         atomic_flag_clear_explicit(&host_fds_marks_spare_busy, memory_order_release);
     } else {
-        host_raw_syscall(SYS_munmap, (long)marks, (long)sizeof(host_fds_marks_spare), 0, 0, 0, 0);
+        host_scratch_unmap(marks, sizeof(host_fds_marks_spare));
     }
 }
 
+/* The marks of the moment before a host thread's unshare of its fd table, into before. */
 static void
 host_fds_marks_before_unshare(uint64_t *before)
 {

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -190,10 +191,26 @@ host_filter_refuses(long n)
     case SYS_pidfd_open:
 #endif
     case SYS_memfd_create:
-        errno = EPERM; /* as a filter that refuses it */
         return 1;
     default:
         return 0;
+    }
+}
+
+void *
+host_scratch_map(size_t len)
+{
+    long p = host_raw_syscall(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    return p == -1 ? NULL : (void *)p; /* syscall()'s failure: -1 (MAP_FAILED) */
+}
+
+void
+host_scratch_unmap(void *p, size_t len)
+{
+    if (p != NULL) {
+        (void)host_raw_syscall(SYS_munmap, (long)p, (long)len, 0, 0, 0, 0);
     }
 }
 
@@ -204,11 +221,13 @@ host_read_user(void *out, const void *addr, size_t len)
     int saved = errno, rc;
     long n;
 
-    n = host_filter_refuses(SYS_process_vm_readv)
-                ? -1
-                : host_raw_syscall(SYS_process_vm_readv, (long)getpid(), (long)&local, 1L,
-                                   (long)&remote, 1L, 0L);
-    rc = n == (long)len ? 0 : n >= 0 || errno == EFAULT ? -EFAULT : -errno;
+    if (host_filter_refuses(SYS_process_vm_readv)) {
+        rc = -EPERM; /* as a filter that refuses it */
+    } else {
+        n = host_raw_syscall(SYS_process_vm_readv, (long)getpid(), (long)&local, 1L, (long)&remote,
+                             1L, 0L);
+        rc = n == (long)len ? 0 : n >= 0 || errno == EFAULT ? -EFAULT : -errno;
+    }
     if (rc != 0 && rc != -EFAULT) {
         memcpy(out, addr, len); /* cannot tell (a seccomp filter refused the read): read it */
         rc = 0;

@@ -265,7 +265,8 @@ int host_loader_close(void *handle);
 
 /*
  * A process that started under an inherited seccomp filter (host.c says why): 1 when system call n
- * is one the library leaves out there, errno then EPERM, as a filter that refuses it; 0 otherwise
+ * is one the library leaves out there (the caller then acts as on a filter's EPERM; errno is not
+ * touched: some callers run in the host's calls); 0 otherwise
  * (and always where /proc/self/status said no filter). host_filter_note_start reads that once, in
  * the library's first constructor (the shim's, or fds.c's in a program that links the library);
  * later calls return at once. Context: host_filter_refuses anywhere, a signal handler too (a load

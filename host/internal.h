@@ -326,6 +326,11 @@ host_fd_is_library(int fd)
  * and a bad pointer then faults where bare gets EFAULT (docs/architecture.md's rows say where).
  * errno kept. Context: any thread, a signal handler too (host.c). */
 int host_read_user(void *out, const void *addr, size_t len);
+/* len bytes of scratch memory mapped for one call (raw mmap), not taken from the caller's stack,
+ * which may be a small alternate one: an async-signal-safe call may run in a handler there (host/
+ * procstat.c, fds.c's unshare record). NULL when the mapping fails. Errno may change. */
+void *host_scratch_map(size_t len);
+void host_scratch_unmap(void *p, size_t len);
 /* 1 when [addr, addr + len) is provably readable without a system call: on the main thread's
  * stack, between the caller's frame and the stack's top (host.c says how it knows); 0 when it
  * cannot tell. Loads and compares only. */

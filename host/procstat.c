@@ -177,11 +177,11 @@ host_procstat_memfd(const char *text, long len, enum host_procstat_kind kind, in
     library = host_fds_create_begin(self_code);
     mem = host_fds_create_end(
             library,
-            (int)host_filter_refuses(SYS_memfd_create)
-                    ? -1
-                    : host_raw_syscall(SYS_memfd_create,
-                                       (long)(kind == HOST_PROCSTAT_STAT ? "stat" : "status"),
-                                       MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0));
+            (int)(host_filter_refuses(SYS_memfd_create)
+                          ? -1
+                          : host_raw_syscall(SYS_memfd_create,
+                                             (long)(kind == HOST_PROCSTAT_STAT ? "stat" : "status"),
+                                             MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0, 0, 0)));
     if (mem < 0) {
         return -1;
     }
@@ -212,7 +212,7 @@ host_procstat_opened(int fd, const char *path, int flags, const void *ra)
 {
     enum host_procstat_kind kind;
     char *text = NULL;
-    long len = 0, at, live, map;
+    long len = 0, at, live;
     int err = errno, mem;
 
     kind = host_procstat_kind(path + 6);
@@ -226,12 +226,10 @@ host_procstat_opened(int fd, const char *path, int flags, const void *ra)
     /* Not on the host's stack: an open is async-signal-safe, and a crash handler on a small
      * alternate stack (8 KiB, SIGSTKSZ as glibc long had it) that opened /proc/self/status
      * overflowed it into the page below (host-contract-procstat-altstack: SIGSEGV). */
-    map = host_raw_syscall(SYS_mmap, 0, HOST_PROCSTAT_MAX, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map < 0 && map > -4096) {
+    text = host_scratch_map(HOST_PROCSTAT_MAX);
+    if (text == NULL) {
         goto rewind; /* the real file stays: the kernel's count */
     }
-    text = (char *)map;
     for (;;) {
         long n = host_raw_syscall(SYS_read, fd, (long)(text + len), HOST_PROCSTAT_MAX - len, 0, 0,
                                   0);
@@ -267,8 +265,6 @@ host_procstat_opened(int fd, const char *path, int flags, const void *ra)
 rewind:
     (void)host_raw_syscall(SYS_lseek, fd, 0, SEEK_SET, 0, 0, 0);
 out:
-    if (text != NULL) {
-        (void)host_raw_syscall(SYS_munmap, (long)text, HOST_PROCSTAT_MAX, 0, 0, 0, 0);
-    }
+    host_scratch_unmap(text, HOST_PROCSTAT_MAX);
     errno = err;
 }

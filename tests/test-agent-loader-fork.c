@@ -111,6 +111,20 @@ start_detached(void *(*fn)(void *))
     pthread_attr_destroy(&a);
 }
 
+/* Runs fn as start_detached does, every flag cleared first, and waits until it is inside. */
+static void
+start_inside(void *(*fn)(void *))
+{
+    atomic_store(&inside, 0);
+    atomic_store(&fork_calling, 0);
+    atomic_store(&forked, 0);
+    atomic_store(&fork_seen_inside, 0);
+    start_detached(fn);
+    while (!atomic_load(&inside)) {
+        sleep_ms(1);
+    }
+}
+
 static void
 wait_thread_done(void)
 {
@@ -138,14 +152,7 @@ TEST(a_fork_waits_for_the_librarys_walk_of_the_loaders_list)
     /* A try whose fork came after the walk (a machine too loaded to fork within INSIDE_MS)
      * proves nothing either way: tried again. */
     for (tries = 0; tries < 5; tries++) {
-        atomic_store(&inside, 0);
-        atomic_store(&fork_calling, 0);
-        atomic_store(&forked, 0);
-        atomic_store(&fork_seen_inside, 0);
-        start_detached(walker_main);
-        while (!atomic_load(&inside)) {
-            sleep_ms(1);
-        }
+        start_inside(walker_main);
         status = fork_and_walk();
         wait_thread_done();
         expect_child_walked(status, "a fork during the library's walk");
@@ -188,13 +195,7 @@ TEST(a_fork_while_the_module_lock_waits_for_the_loader_lock_goes_through)
      * first walk, in a constructor), and by ag_fork_handlers_register itself. */
     ag_fork_handlers_register();
     host_loader_iterate(noop_cb, &n);
-    atomic_store(&inside, 0);
-    atomic_store(&fork_calling, 0);
-    atomic_store(&forked, 0);
-    start_detached(manager_like_main);
-    while (!atomic_load(&inside)) {
-        sleep_ms(1);
-    }
+    start_inside(manager_like_main);
     alarm(30); /* a deadlock of the prepare handlers: this process itself hangs */
     status = fork_and_walk();
     alarm(0);
