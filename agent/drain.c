@@ -82,8 +82,9 @@ static union {
  * calls seen by a thread whose calls the tick misses, come 20 to 105 ms of CPU apart in a write(2)
  * loop: at 50 ms, 0 to 32 % of such a thread's kernel time was not placed (test-agent-sampling,
  * 30 runs), at 200 ms 0 to 5 %. Kernel time further from any seen call is not placed there (a
- * thread that made a call long ago and is now preempted in its own code); a span that took page
- * faults never goes under a call (sig-handler.c), so what a wider window could give a call
+ * thread that made a call long ago and is now preempted in its own code); of a span that took
+ * page faults only what is above their bound goes under a call (ag_sig_split_faulted), so what
+ * a wider window could give a call
  * wrongly is interrupts' and preemption's time, which in a compute thread that writes 0.5 ms
  * every 50 ms moved its split by under 0.6 points (docs/performance.md). A build may set another
  * window to measure. */
@@ -531,14 +532,22 @@ ag_drain_kernel(struct ag_thread *t, int32_t tid, const struct ag_sample *s, ag_
     if (s->weight == 0) {
         return ag_drain_kernel_site(t, tid, s, fn, ctx, n);
     }
-    if (s->depth == 1 && s->frames[0] == ag_kernel_unplaced_pc()) {
-        /* A span that took page faults (the handler marks it): no call's, whatever was seen
-         * near it; it goes over the stack of the sample that follows it in the ring. */
-        t->kern_unpl_w += s->weight;
-        t->kern_unpl_ns += s->cpu_delta_ns;
+    if ((s->depth == 1 || s->depth == 2) && s->frames[0] == ag_kernel_unplaced_pc()) {
+        /* A span that took page faults (the handler marks it, ag_sig_split_faulted): their
+         * bound's part is no call's, whatever was seen near it, and goes over the stack of the
+         * sample that follows it in the ring; the rest (depth 2) is shared as any span's. */
+        uint32_t w = s->depth == 2 && s->frames[1] < s->weight ? (uint32_t)s->frames[1] : s->weight;
+        uint64_t ns = w == s->weight ? s->cpu_delta_ns : s->cpu_delta_ns / s->weight * w;
+
+        t->kern_unpl_w += w;
+        t->kern_unpl_ns += ns;
         t->kern_unpl_ts = s->timestamp_ns;
         t->kern_unpl_cpu_time = s->cpu_time_ns;
-        return 0;
+        if (w == s->weight) {
+            return 0;
+        }
+        k.weight -= w;
+        k.cpu_ns -= ns;
     }
     return ag_drain_kernel_split(t, tid, &k, fn, ctx, n);
 }
@@ -610,7 +619,11 @@ ag_drain_one(struct ag_thread *t, struct ag_ring *r, int32_t tid, const struct a
         ag_ring_release(r);
         return rc;
     }
-    ag_drain_check_frames((struct ag_sample *)(uintptr_t)s);
+    /* (kernel time split off a sample has no stack of its own, only the marks its split
+     * wrote, ag_sig_split_faulted's count among them: not a stack to check) */
+    if (s->mode != AG_MODE_CPU || s->source != AG_SOURCE_KERNEL || s->weight == 0) {
+        ag_drain_check_frames((struct ag_sample *)(uintptr_t)s);
+    }
     if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_KERNEL) {
         rc = ag_drain_kernel(t, tid, s, fn, ctx, n);
         ag_ring_release(r);

@@ -217,7 +217,8 @@ ag_pring_reserve(struct ag_thread *t)
  * thread's own ring by time), then the sample with its own interval. A sample taken as a system
  * call returned (its pc just after the call instruction) is the call's: a [kernel] leaf over its
  * stack, and a call seen. A span whose page-fault count moved (the event's group member, read
- * with the sample) is kernel time outside any call: not placed, over the next sample's stack.
+ * with the sample) took kernel time outside any call: its faults' bound is not placed, over the
+ * next sample's stack (ag_sig_split_faulted).
  */
 static void
 ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
@@ -225,7 +226,7 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
     const unsigned char *p = ag_pring_rec.b + sizeof(struct perf_event_header);
     const unsigned char *end = ag_pring_rec.b + size;
     uint64_t v[AG_ARCH_PERF_REGS_N], ts, count, faults = 0, abi, sz, dyn = 0, cpu, delta, period;
-    uint64_t kernel_ns = 0, own, nr;
+    uint64_t kernel_ns = 0, own, nr, fault_n = 0;
     struct ag_arch_regs regs;
     struct ag_unwind_result res;
     struct ag_unwind_ctx c;
@@ -298,6 +299,7 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
     }
     if (nr == 2) {
         faulted = faults != t->ring_faults;
+        fault_n = faults - t->ring_faults;
         t->ring_faults = faults;
     }
     if (weight > 1) {
@@ -317,9 +319,9 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
         s->cpu_delta_ns = kernel_ns;
         s->depth = 0; /* the drain gives it a stack */
         if (faulted) {
-            /* Not to be placed under a call: the drain puts it over the next sample's stack. */
-            s->frames[0] = (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel_unplaced;
-            s->depth = 1;
+            /* Not to be placed under a call, up to the faults' bound: the drain puts that over
+             * the next sample's stack. */
+            ag_sig_split_faulted(s, fault_n);
         }
         s->unwinder = AG_UNWINDER_NONE;
         s->end = AG_UNWIND_END_LEAF_ONLY;

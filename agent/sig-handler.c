@@ -145,6 +145,24 @@ ag_sig_faults(void)
     return 1u + (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
 }
 
+void
+ag_sig_split_faulted(struct ag_sample *split, uint64_t faults)
+{
+    uint64_t bound, w = split->weight;
+
+    split->frames[0] = (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel_unplaced;
+    split->depth = 1;
+    if (faults == AG_FAULTS_UNKNOWN || faults > UINT64_MAX / AG_FAULT_BOUND_NS || w < 2) {
+        return;
+    }
+    bound = faults * AG_FAULT_BOUND_NS;
+    if (bound < split->cpu_delta_ns) {
+        /* (bound * w cannot overflow: bound < cpu_delta_ns, w < 2^16) */
+        split->frames[1] = (bound * w + split->cpu_delta_ns - 1u) / split->cpu_delta_ns;
+        split->depth = split->frames[1] < w ? 2 : 1;
+    }
+}
+
 /* Wakes the manager thread (ag_manager_wake: an atomic store and a futex wake, async-signal-safe;
  * the handler restores errno). */
 static void
@@ -264,6 +282,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     uint8_t mode, engine = 0;
     unsigned hz;
     int eintr, in_kernel = 0, site = 0, faulted = 0, faults_read = 0, owed;
+    uint64_t fault_n = AG_FAULTS_UNKNOWN;
     uint32_t skip = 0, kernel_w = 0, held = 0; /* held: wall passes this sample would carry */
     uint64_t split_pc = 0; /* the split-off record's marker: none (kernel time), not sampled */
     siginfo_t host_info;
@@ -438,7 +457,8 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
               !atomic_load_explicit(&t->kern_retired, memory_order_relaxed)) ||
              atomic_load_explicit(&t->kern_locating, memory_order_relaxed))) {
             /* Page faults are kernel time outside any system call, spent by the code that
-             * touched the memory: a span that took one is not given to the latest call seen
+             * touched the memory: a span that took some is not given to the calls seen but
+             * for what is left above the faults' bound (ag_sig_split_faulted)
              * (a thread that made one madvise(2) call and then faulted its pages back in had 62
              * to 89 % of its CPU under the call, 12 % being the call's). The count is read at every
              * perf sample of a thread that spends kernel time, so each span has its own, and at the
@@ -449,6 +469,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
             uint64_t prev = atomic_exchange_explicit(&t->kern_faults, faults, memory_order_relaxed);
 
             faulted = faults != prev || faults == 0;
+            fault_n = faults == 0 || prev == 0 ? AG_FAULTS_UNKNOWN : faults - prev;
             faults_read = 1;
         }
         if (engine == AG_CPU_ENGINE_PERF && s->weight > 1) {
@@ -525,9 +546,9 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
             s->frames[0] = split_pc;
             s->depth = 1;
         } else if (faulted) {
-            /* Not to be placed under a call: the drain puts it over the next sample's stack. */
-            s->frames[0] = (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel_unplaced;
-            s->depth = 1;
+            /* Not to be placed under a call, up to the faults' bound: the drain puts that over
+             * the next sample's stack. */
+            ag_sig_split_faulted(s, fault_n);
         }
         s->unwinder = AG_UNWINDER_NONE;
         s->end = AG_UNWIND_END_LEAF_ONLY;

@@ -37,6 +37,7 @@
 #include "cli/output.h"
 #include "cli/profile.h"
 #include "common/grow.h"
+#include "common/proc-start.h"
 #include "nettrace/format.h"
 #include "nettrace/nettrace.h"
 
@@ -62,6 +63,7 @@ pp_record_on_signal(int sig)
  */
 struct pp_image {
     uint64_t pid;
+    uint64_t start; /* the process's start time (common/proc-start.h) as it connected; 0: unknown */
     uint8_t cookie[16];
     uint64_t session;
     int stream_fd; /* the session's connection, read by the thread */
@@ -997,6 +999,7 @@ pp_record_on_connection(struct pp_record *rc, int fd, uint64_t pid, const uint8_
             return;
         }
         img->pid = pid;
+        img->start = pp_proc_start_ticks((long)pid);
         memcpy(img->cookie, cookie, 16);
         img->stream_fd = img->file_fd = img->idle_fd = img->stop_fd = -1;
         img->root = pid == (uint64_t)rc->child && !pp_record_has_pid(rc, pid);
@@ -1215,46 +1218,82 @@ struct pp_record_file {
     char path[PATH_MAX];
 };
 
-static int
-pp_record_pid_cmp(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+/* A process of the tally: its pid and start time (0: not known). */
+struct pp_record_tallied {
+    uint64_t pid, start;
+};
 
-    return x < y ? -1 : x > y;
+static int
+pp_record_tallied_cmp(const void *a, const void *b)
+{
+    const struct pp_record_tallied *x = a, *y = b;
+
+    if (x->pid != y->pid) {
+        return x->pid < y->pid ? -1 : 1;
+    }
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Whether an image of the recording is process pid started at start (either unknown: the pid
+ * decides). */
+static int
+pp_record_has_process(const struct pp_record *rc, uint64_t pid, uint64_t start)
+{
+    size_t i;
+
+    for (i = 0; i < rc->image_count; i++) {
+        const struct pp_image *img = rc->images[i];
+
+        if (img->pid == pid && (img->start == 0 || start == 0 || img->start == start)) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /*
  * The processes that took no sample and therefore never connected (PIPEPROF_RECORD_LAZY): the
- * distinct pids of the tally that no image has (an exec chain appends once per image, and a
- * process whose other image sampled is counted with its file).
+ * distinct processes of the tally, a pid and a start time each, that no image is (an exec chain
+ * appends once per image, and a process whose other image sampled is counted with its file). By
+ * the pid alone, two children a reused pid named counted once: 994 for 1000 children of a shell
+ * loop beside a program that created threads fast (tids wrap the pid space, 32768 here), and 989
+ * in a fresh-clone CI run's cli-record-commands.
  */
 static size_t
 pp_record_tally_count(const struct pp_record *rc)
 {
-    uint64_t *pids = NULL, pid;
+    struct pp_record_tallied *seen = NULL;
     size_t n = 0, cap = 0, i, count = 0;
     FILE *f = rc->tally[0] != '\0' ? fopen(rc->tally, "re") : NULL;
-    unsigned long long v;
+    unsigned long long pid, start;
+    char line[64];
 
     if (f == NULL) {
         return 0;
     }
-    while (fscanf(f, "%llu", &v) == 1) {
-        pid = v;
-        if (pp_record_has_pid(rc, pid) ||
-            pp_grow_array((void **)&pids, &cap, n + 1, sizeof(*pids)) != 0) {
+    while (fgets(line, sizeof(line), f) != NULL) {
+        int got = sscanf(line, "%llu %llu", &pid, &start);
+
+        if (got < 1) {
             continue;
         }
-        pids[n++] = pid;
+        start = got == 2 ? start : 0;
+        if (pp_record_has_process(rc, pid, start) ||
+            pp_grow_array((void **)&seen, &cap, n + 1, sizeof(*seen)) != 0) {
+            continue;
+        }
+        seen[n].pid = pid;
+        seen[n].start = start;
+        n++;
     }
     fclose(f);
     if (n > 1) {
-        qsort(pids, n, sizeof(*pids), pp_record_pid_cmp);
+        qsort(seen, n, sizeof(*seen), pp_record_tallied_cmp);
     }
     for (i = 0; i < n; i++) {
-        count += i == 0 || pids[i] != pids[i - 1];
+        count += i == 0 || pp_record_tallied_cmp(&seen[i], &seen[i - 1]) != 0;
     }
-    free(pids);
+    free(seen);
     return count;
 }
 

@@ -32,7 +32,8 @@
  *                                       agent, only IPC_LAZY_START_MS after its constructor
  *                                       (ipc_server_options.lazy_start_ms)
  *   PIPEPROF_RECORD_TALLY=PATH          with it: an image that ends without a sample appends
- *                                       its pid to PATH, for the recording's summary
+ *                                       its pid and start time to PATH, for the recording's
+ *                                       summary
  *   PIPEPROF_LAZY_START_MS=N            for tests: that deferred start after N ms (0: before
  *                                       main, as in wall mode); default IPC_LAZY_START_MS
  *   PIPEPROF_LISTEN_DEFER_MS=N          for tests: a lazy child binds its default socket N ms

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/proc-start.h"
 #include "ipc/internal.h"
 
 struct ipc_stream_write {
@@ -696,23 +697,25 @@ ipc_session_stop_request(struct ipc_conn *c, uint64_t id)
     ipc_session_close_stream(ss);
 }
 
-/* A lazy session ends without a sample: its pid goes to the tally, in one append (a line is
- * never split by another process's). Best effort: a process that cannot open it (another uid)
- * is not counted. */
+/* A lazy session ends without a sample: its pid and start time go to the tally, in one append (a
+ * line is never split by another process's; the start time tells apart two processes a reused
+ * pid named, common/proc-start.h). Best effort: a process that cannot open it (another uid) is
+ * not counted. */
 static void
 ipc_session_tally(struct ipc_server *s)
 {
-    char line[24];
+    char line[48];
     int fd, n;
 
     if (s->lazy_tally == NULL) {
         return;
     }
+    n = snprintf(line, sizeof(line), "%ld %llu\n", (long)getpid(),
+                 (unsigned long long)pp_proc_start_ticks(0));
     fd = open(s->lazy_tally, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd < 0) {
         return;
     }
-    n = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
     if (write(fd, line, (size_t)n) != n) {
         ipc_log(s, "the recording's tally: %s", strerror(errno));
     }

@@ -13,6 +13,10 @@ pp_add_script_test(cli-record-commands cli-record-commands.sh LABELS integration
 pp_add_script_test(dump-runtime-names dump-runtime-names.sh LABELS integration TIMEOUT 60)
 # Forked workers' shares of the samples against their measured CPU time: alone.
 set_tests_properties(cli-record-commands PROPERTIES RUN_SERIAL TRUE)
+# Its `many-reused` case: a thread churner that wraps the pid space during a recording.
+add_executable(tid-churn ${CMAKE_SOURCE_DIR}/tests/tools/tid-churn.c)
+target_link_libraries(tid-churn PRIVATE Threads::Threads)
+set_target_properties(tid-churn PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 # PIPEPROF_OUTPUT: a service, fork and exec children, crashes (tests/tools/output-host.c).
 add_executable(output-host ${CMAKE_SOURCE_DIR}/tests/tools/output-host.c)
 set_target_properties(output-host PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/proc-start.h"
 #include "ipc/ipc.h"
 #include "nettrace/nettrace.h"
 #include "tests/test.h"
@@ -1162,7 +1163,7 @@ TEST(lazy_session_connects_once_sampled_and_streams_from_its_start)
 TEST(lazy_session_without_a_sample_never_connects_and_is_tallied)
 {
     struct pollfd pfd;
-    char tally[160], want[32];
+    char tally[160], want[48];
     uint8_t *bytes;
     size_t len;
     int l, stops = st.stops, rundowns = st.rundowns, drains;
@@ -1178,7 +1179,10 @@ TEST(lazy_session_without_a_sample_never_connects_and_is_tallied)
     pfd = (struct pollfd){ l, POLLIN, 0 };
     ASSERT_EQ(poll(&pfd, 1, 0), 0);
     bytes = test_read_file(tally, &len);
-    snprintf(want, sizeof(want), "%ld\n", (long)getpid());
+    /* its pid and start time (common/proc-start.h), the start known */
+    ASSERT_TRUE(pp_proc_start_ticks(0) != 0);
+    snprintf(want, sizeof(want), "%ld %llu\n", (long)getpid(),
+             (unsigned long long)pp_proc_start_ticks(0));
     ASSERT_TRUE(bytes != NULL && len == strlen(want));
     ASSERT_MEM_EQ(bytes, want, len);
     free(bytes);
