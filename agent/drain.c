@@ -566,21 +566,49 @@ ag_drain_peek_second(struct ag_ring *r)
                                                     ((tail + 1) & r->mask) * r->slot_size);
 }
 
+/* How far past a marker the drain looks in the ring for a stack that reached its root. */
+#define AG_DRAIN_ROOT_AHEAD 64u
+
+/* The first CPU sample of tid among the AG_DRAIN_ROOT_AHEAD records after the oldest of r whose
+ * walk reached its root, or NULL (none written yet). Consumer. */
+static struct ag_sample *
+ag_drain_root_ahead(struct ag_ring *r, int32_t tid)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire); /* C */
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed), k;
+
+    for (k = 1; r->slots != NULL && k < head - tail && k <= AG_DRAIN_ROOT_AHEAD; k++) {
+        struct ag_sample *s =
+                (struct ag_sample *)(void *)(r->slots + ((tail + k) & r->mask) * r->slot_size);
+
+        if (s->tid == tid && s->mode == AG_MODE_CPU && s->source == AG_SOURCE_SIGNAL &&
+            s->end == AG_UNWIND_END_ROOT) {
+            return s;
+        }
+    }
+    return NULL;
+}
+
 /* The CPU of auto's timer sample that its tick did not see, split off by the handler (r, the
- * oldest record of ring): [not sampled] over the frames every stack of t shares. The sample it
- * was split from comes next in the ring: a thread with no stack known yet (the first sample the
- * agent took of it) has its root found in that sample's (a thread that runs with the signal
- * blocked gets its first samples so: http-final-samples' masked thread). Returns fn's value. */
+ * oldest record of ring): [not sampled] over the frames every stack of t shares. A thread whose
+ * last stack does not show them (none yet: the first sample the agent took of it; or one cut,
+ * its walk short of the root where a module's table was pending early in a process) has its
+ * root found in the first sample after the claim in the ring whose walk reached it (the sample
+ * it was split from comes next, and a thread that runs with the signal blocked gets its first
+ * samples so: http-final-samples' masked thread). Before, only the next sample was looked at,
+ * and only for a thread with no stack yet: a claim after a cut stack stood alone, the marker
+ * without its thread's root. Returns fn's value. */
 static int
 ag_drain_not_sampled(struct ag_thread *t, struct ag_ring *ring, int32_t tid,
                      const struct ag_sample *r, ag_record_fn fn, void *ctx, int *n)
 {
     struct ag_sample *s = ag_drain_own_sample(tid, r->timestamp_ns, r->cpu_time_ns, AG_SOURCE_TAIL,
                                               r->engine, r->weight, r->cpu_delta_ns);
-    struct ag_sample *next = (struct ag_sample *)(uintptr_t)ag_drain_peek_second(ring);
+    struct ag_sample *next = t->last_depth == 0 || t->last_end != AG_UNWIND_END_ROOT
+                                     ? ag_drain_root_ahead(ring, tid)
+                                     : NULL;
 
-    if (t->last_depth == 0 && next != NULL && next->tid == tid && next->mode == AG_MODE_CPU &&
-        next->source == AG_SOURCE_SIGNAL && next->end == AG_UNWIND_END_ROOT) {
+    if (next != NULL) {
         /* Checked now as its delivery would (a stack that reached its root is checked the same
          * twice: a cut leaves no frame outside code). */
         struct ag_drain_stack st;

@@ -4032,10 +4032,11 @@ merge_cb(const struct ag_record *rec, void *ctx)
     return 0;
 }
 
-/* A CPU record of tid at ts into r: a locator's (weight 0, under the call at leaf), a split-off
- * one (weight w, no stack) or a sample (weight w, at leaf). */
+/* A CPU record of tid at ts into r by engine, standing for w intervals of 1 ms: frames f (n of
+ * them), its walk's end. */
 static void
-merge_put(struct ag_ring *r, int32_t tid, uint64_t ts, uint8_t source, uint16_t w, uint64_t leaf)
+ring_put(struct ag_ring *r, int32_t tid, uint64_t ts, uint8_t source, uint8_t engine, uint16_t w,
+         const uint64_t *f, uint32_t n, uint8_t end)
 {
     struct ag_sample *s = ag_ring_reserve(r);
 
@@ -4046,14 +4047,23 @@ merge_put(struct ag_ring *r, int32_t tid, uint64_t ts, uint8_t source, uint16_t 
     s->mode = AG_MODE_CPU;
     s->state = AG_STATE_RUNNING;
     s->source = source;
-    s->engine = AG_CPU_ENGINE_PERF_RING;
+    s->engine = engine;
     s->weight = w;
     s->cpu_delta_ns = (uint64_t)w * 1000000u;
-    s->depth = leaf != 0;
-    s->frames[0] = leaf;
-    s->unwinder = AG_UNWINDER_NONE;
-    s->end = AG_UNWIND_END_LEAF_ONLY;
+    memcpy(s->frames, f, n * sizeof(uint64_t));
+    s->depth = n;
+    s->unwinder = n > 1 ? AG_UNWINDER_CFI : AG_UNWINDER_NONE;
+    s->end = end;
     ag_ring_commit(r);
+}
+
+/* A perf-ring record of tid at ts into r: a locator's (weight 0, under the call at leaf), a
+ * split-off one (weight w, no stack) or a sample (weight w, at leaf). */
+static void
+merge_put(struct ag_ring *r, int32_t tid, uint64_t ts, uint8_t source, uint16_t w, uint64_t leaf)
+{
+    ring_put(r, tid, ts, source, AG_CPU_ENGINE_PERF_RING, w, &leaf, leaf != 0,
+             AG_UNWIND_END_LEAF_ONLY);
 }
 
 /* The start of the merge cases: an idle thread registered as a perf-ring thread whose kernel ring
@@ -4172,6 +4182,87 @@ TEST(perf_ring_drain_holds_a_final_sample_claimed_after_its_hold)
     pthread_mutex_unlock(&ag.reg_lock);
     ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
     merge_finish(t, th, h);
+}
+
+/* The [not sampled] claim the drain delivered for merge_tid: its depth and the frame above the
+ * marker (0: none). */
+static uint32_t claim_depth;
+static uint64_t claim_above;
+
+static int
+claim_cb(const struct ag_record *rec, void *ctx)
+{
+    const struct ag_sample *s = rec->u.sample;
+
+    (void)ctx;
+    if (rec->kind == AG_RECORD_SAMPLE && rec->tid == atomic_load(&merge_tid) &&
+        s->source == AG_SOURCE_TAIL && s->depth != 0 && s->frames[0] == ag_not_sampled_pc()) {
+        claim_depth = s->depth;
+        claim_above = s->depth > 1 ? s->frames[1] : 0;
+    }
+    return 0;
+}
+
+/*
+ * issue 19: a [not sampled] claim stands over its thread's root, which the drain finds in the
+ * thread's stacks. A thread found by the /proc scan early in a process has its first stacks cut
+ * (libc's table still pending) and its claims came before any stack reached the root: they stood
+ * alone, the marker without the thread (test-agent-sampling's scan-root case forgets them). Now
+ * the drain looks ahead in the ring for the thread's first stack that reached its root. Built by
+ * hand: a cut stack, the claim, a stack that reached its root (the start routine under two frames
+ * of the C library). Before: the claim of depth 1.
+ */
+TEST(a_not_sampled_claim_after_a_cut_stack_finds_its_root_further_on)
+{
+    uint64_t cut[1], whole[4], now;
+    struct ag_config cfg;
+    struct ag_thread *t;
+    pthread_t th;
+    int32_t tid;
+    int i;
+
+    atomic_store(&merge_done, 0);
+    atomic_store(&merge_tid, 0);
+    ASSERT_OK(pthread_create(&th, NULL, merge_idle, NULL));
+    while ((tid = atomic_load(&merge_tid)) == 0) {
+        usleep(1000);
+    }
+    ag_config_init(&cfg);
+    ASSERT_OK(ag_start(&cfg));
+    /* the C library's module known to the drain (the manager's first module list) */
+    for (i = 0; i < 500 && ag_sig_module_find((uint64_t)(uintptr_t)getpid) == NULL; i++) {
+        usleep(10000);
+    }
+    ASSERT_TRUE(ag_sig_module_find((uint64_t)(uintptr_t)getpid) != NULL);
+    cut[0] = (uint64_t)(uintptr_t)merge_call_a;
+    whole[0] = (uint64_t)(uintptr_t)merge_call_b;
+    whole[1] = (uint64_t)(uintptr_t)merge_idle + 1u; /* return addresses: in their callers */
+    whole[2] = (uint64_t)(uintptr_t)getpid + 1u;
+    whole[3] = (uint64_t)(uintptr_t)getppid + 1u;
+    claim_depth = 0;
+    claim_above = 0;
+    pthread_mutex_lock(&ag.reg_lock);
+    t = ag_thread_register_locked(tid, 0);
+    ASSERT_TRUE(t != NULL);
+    now = ag_now_ns() - 1000000u;
+    ring_put(&t->ring, tid, now - 3000, AG_SOURCE_SIGNAL, AG_CPU_ENGINE_TIMER, 1, cut, 1,
+             AG_UNWIND_END_TABLES_PENDING);
+    cut[0] = ag_not_sampled_pc();
+    ring_put(&t->ring, tid, now - 2000, AG_SOURCE_TAIL, AG_CPU_ENGINE_TIMER, 2, cut, 1,
+             AG_UNWIND_END_LEAF_ONLY);
+    ring_put(&t->ring, tid, now - 1000, AG_SOURCE_SIGNAL, AG_CPU_ENGINE_TIMER, 1, whole, 4,
+             AG_UNWIND_END_ROOT);
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(ag_drain(claim_cb, NULL) >= 0);
+    printf("# the claim: depth %u, above the marker %s\n", claim_depth,
+           claim_above == whole[1] ? "the start routine"
+           : claim_above == 0      ? "nothing"
+                                   : "another frame");
+    atomic_store(&merge_done, 1);
+    pthread_join(th, NULL);
+    ag_stop();
+    ASSERT_EQ(claim_depth, 4); /* the marker over the start routine and the C library's two */
+    ASSERT_TRUE(claim_above == whole[1]);
 }
 
 /*
@@ -4446,6 +4537,7 @@ static const struct test_case cases[] = {
     TEST_CASE(perf_ring_kernel_time_of_a_span_with_a_few_page_faults_is_placed_but_for_their_bound),
     TEST_CASE(perf_ring_drain_keeps_time_order_at_its_hold),
     TEST_CASE(perf_ring_drain_holds_a_final_sample_claimed_after_its_hold),
+    TEST_CASE(a_not_sampled_claim_after_a_cut_stack_finds_its_root_further_on),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
