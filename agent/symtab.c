@@ -67,7 +67,9 @@ ag_elf_open(void)
      * A host's open made while the session's first symbols loaded libelf got 5 where bare gets 4
      * (host-contract-fds-create, wall mode, in a fresh-clone CI run). */
     host_fds_hold();
+    atomic_fetch_add_explicit(&ag_modules_in_loader, 1, memory_order_relaxed); /* the mutex's */
     h = host_loader_open("libelf.so.1", RTLD_NOW | RTLD_LOCAL);
+    atomic_fetch_sub_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
     host_fds_release();
 
     if (h == NULL) {

@@ -203,9 +203,120 @@ TEST(a_fork_while_the_module_lock_waits_for_the_loader_lock_goes_through)
     expect_child_walked(status, "a fork while the module lock was held");
 }
 
+/* What the SIGALRM of the case below is waiting for: named on stderr when it comes. */
+static const char *volatile alarm_what = "";
+
+static void
+on_alarm(int sig)
+{
+    static const char pre[] = "FAIL: ";
+    size_t n = 0;
+
+    (void)sig;
+    while (alarm_what[n] != '\0') {
+        n++;
+    }
+    (void)!write(2, pre, sizeof(pre) - 1);
+    (void)!write(2, alarm_what, n);
+    (void)!write(2, "\n", 1);
+    _exit(1);
+}
+
+/* The manager's refresh: the module lock, the loader lock, then glibc's walk (its list lock). */
+static void *
+refresher_main(void *arg)
+{
+    (void)arg;
+    atomic_store(&inside, 1);
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    atomic_store(&thread_done, 1);
+    return NULL;
+}
+
+struct walk_fork {
+    int called;
+    int module_lock_held; /* by the refresher, when the fork was called */
+    int stuck;            /* host_loader_fork_stuck() then */
+    int status;           /* the child's */
+};
+
+/* The host's callback: once, starts the refresher, gives it 300 ms to block on the list lock this
+ * thread holds, and forks. The child checks that the locks the refresher held are free in it and
+ * that the module list it was refreshing was dropped; its loader's dlopen of a loaded library
+ * works (its dl_iterate_phdr would wait forever, bare too: glibc's list lock is held there by the
+ * forking thread under its old tid). */
+static int
+fork_in_walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    struct walk_fork *w = arg;
+    pid_t pid;
+
+    (void)info;
+    (void)size;
+    if (w->called++) {
+        return 1;
+    }
+    atomic_store(&inside, 0);
+    start_detached(refresher_main);
+    while (!atomic_load(&inside)) {
+        sleep_ms(1);
+    }
+    sleep_ms(300);
+    w->module_lock_held = pthread_mutex_trylock(&ag_modules_mutex) != 0;
+    if (!w->module_lock_held) {
+        pthread_mutex_unlock(&ag_modules_mutex);
+    }
+    w->stuck = host_loader_fork_stuck();
+    alarm_what = "the fork did not return in 20 s (its prepare handlers waited for a lock held "
+                 "by the manager's refresh, which waits for this walk)";
+    alarm(20);
+    pid = fork();
+    if (pid == 0) {
+        int ok;
+
+        signal(SIGALRM, SIG_DFL);
+        alarm(20);
+        ok = pthread_mutex_trylock(&ag_modules_mutex) == 0;
+        host_loader_enter(); /* waits forever (SIGALRM) if the child's loader lock is held */
+        host_loader_leave();
+        ok = ok && atomic_load(&ag_sig_modules) == NULL;
+        ok = ok && dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD) != NULL;
+        _exit(ok ? 0 : 3);
+    }
+    ASSERT_TRUE(pid > 0);
+    alarm_what = "the child did not exit in 20 s";
+    ASSERT_TRUE(waitpid(pid, &w->status, 0) == pid);
+    alarm(0);
+    return 1;
+}
+
+TEST(a_fork_in_the_hosts_walk_while_the_manager_waits_for_it_goes_through)
+{
+    struct walk_fork w = { 0, 0, 0, 0 };
+
+    signal(SIGALRM, on_alarm);
+    ag_fork_handlers_register();
+    ASSERT_TRUE(ag_modules_refresh() >= 0); /* a list and its snapshot, for the child to drop */
+    ASSERT_TRUE(atomic_load(&ag_sig_modules) != NULL);
+    ASSERT_TRUE(dl_iterate_phdr(fork_in_walk_cb, &w) == 1);
+    wait_thread_done(); /* the refresher's walk, once this one ended */
+    printf("# module lock held by the refresher at the fork: %d; loader lock stuck: %d; child "
+           "status %#x\n",
+           w.module_lock_held, w.stuck, (unsigned)w.status);
+    ASSERT_TRUE(w.module_lock_held && w.stuck);
+    if (WIFSIGNALED(w.status) && WTERMSIG(w.status) == SIGALRM) {
+        test_fail(__FILE__, __LINE__,
+                  "the child waited 20 s for a lock (left held across the fork)");
+    }
+    ASSERT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0);
+    ASSERT_TRUE(atomic_load(&ag_sig_modules) != NULL); /* the parent's list is whole */
+    signal(SIGALRM, SIG_DFL);
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(a_fork_waits_for_the_librarys_walk_of_the_loaders_list),
     TEST_CASE(a_fork_while_the_module_lock_waits_for_the_loader_lock_goes_through),
+    TEST_CASE(a_fork_in_the_hosts_walk_while_the_manager_waits_for_it_goes_through),
 };
 
 TEST_MAIN(cases)
