@@ -81,16 +81,36 @@ static _Atomic(void *) host_real_dlclose;
  * callback) and its dlclose (dl_load_lock, around the destructors). A fork's prepare handlers
  * run on the forking thread and read them (host_loader_fork_stuck). The library's own calls
  * (host_loader_*) call libc's directly and do not count. */
-static _Thread_local unsigned host_dl_walking, host_dl_unloading;
+#define HOST_DL_TLS __attribute__((tls_model("initial-exec")))
+static _Thread_local unsigned host_dl_walking HOST_DL_TLS, host_dl_unloading HOST_DL_TLS;
 
 typedef int (*host_dl_iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
 static _Atomic(void *) host_real_dl_iterate_phdr;
 
-HOST_EXPORT int
+/* Not instrumented, and calling nothing that is: a sanitizer's runtime walks the loaded objects
+ * from its own initialisation, through the first definition (this one, in a library preloaded
+ * after it or a program that links host/ in), before its shadow memory exists (SEGV at the entry
+ * of an instrumented host_real: ASan build, test-agent-loader-fork, host-contract-dlfork-walk).
+ * Its counter is initial-exec TLS for the same reason: the runtime intercepts __tls_get_addr,
+ * whose real one it has not looked up yet (a call to address 0 there). */
+#define HOST_DL_PLAIN __attribute__((no_sanitize("address", "thread", "undefined")))
+
+static HOST_DL_PLAIN host_dl_iterate_fn
+host_dl_real_iterate(void)
+{
+    void *p = atomic_load_explicit(&host_real_dl_iterate_phdr, memory_order_acquire);
+
+    if (p == NULL) {
+        p = dlsym(RTLD_NEXT, "dl_iterate_phdr");
+        atomic_store_explicit(&host_real_dl_iterate_phdr, p, memory_order_release);
+    }
+    return (host_dl_iterate_fn)p;
+}
+
+HOST_EXPORT HOST_DL_PLAIN int
 dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
 {
-    host_dl_iterate_fn real =
-            (host_dl_iterate_fn)host_real(&host_real_dl_iterate_phdr, "dl_iterate_phdr");
+    host_dl_iterate_fn real = host_dl_real_iterate();
     int r;
 
     if (real == NULL) {
@@ -291,8 +311,7 @@ host_loader_call_end(int outer)
 int
 host_loader_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
 {
-    host_dl_iterate_fn real =
-            (host_dl_iterate_fn)host_real(&host_real_dl_iterate_phdr, "dl_iterate_phdr");
+    host_dl_iterate_fn real = host_dl_real_iterate();
     int r = 0, outer;
 
     outer = host_loader_call_begin(HOST_LOADER_ITERATE);
