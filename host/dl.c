@@ -60,7 +60,9 @@
  * caller's object from the return address, for its search path and namespace: a wrapper would
  * change which library a host's dlopen finds); the library's calls still wait there. And a
  * callback that leaves dl_iterate_phdr by longjmp leaves its thread counted as walking. Held by:
- * test-agent-loader-fork (a fork in a walk's callback while the module list's refresh waits).
+ * test-agent-loader-fork (a fork in a walk's callback while the module list's refresh waits; one
+ * in a destructor, in the host's dlclose, while a library thread's dlopen waits under the module
+ * lock), host-contract-dlfork-walk (the walk's fork under record).
  */
 #include <dlfcn.h>
 #include <errno.h>

@@ -15,6 +15,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -203,7 +205,7 @@ TEST(a_fork_while_the_module_lock_waits_for_the_loader_lock_goes_through)
     expect_child_walked(status, "a fork while the module lock was held");
 }
 
-/* What the SIGALRM of the case below is waiting for: named on stderr when it comes. */
+/* What the SIGALRM of the cases below is waiting for: named on stderr when it comes. */
 static const char *volatile alarm_what = "";
 
 static void
@@ -233,42 +235,55 @@ refresher_main(void *arg)
     return NULL;
 }
 
-struct walk_fork {
+/* symtab.c's load of libelf: under the module lock, a dlopen (its dl_load_lock), marked. */
+static void *
+opener_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&ag_modules_mutex);
+    atomic_fetch_add(&ag_modules_in_loader, 1);
+    atomic_store(&inside, 1);
+    ASSERT_TRUE(host_loader_open("libc.so.6", RTLD_NOW | RTLD_NOLOAD) != NULL);
+    atomic_fetch_sub(&ag_modules_in_loader, 1);
+    pthread_mutex_unlock(&ag_modules_mutex);
+    atomic_store(&thread_done, 1);
+    return NULL;
+}
+
+struct own_fork {
+    void *(*holder)(void *); /* the library's thread that waits for the host's loader call */
     int called;
-    int module_lock_held; /* by the refresher, when the fork was called */
+    int module_lock_held; /* by the holder, when the fork was called */
     int stuck;            /* host_loader_fork_stuck() then */
     int status;           /* the child's */
 };
 
-/* The host's callback: once, starts the refresher, gives it 300 ms to block on the list lock this
- * thread holds, and forks. The child checks that the locks the refresher held are free in it and
- * that the module list it was refreshing was dropped; its loader's dlopen of a loaded library
- * works (its dl_iterate_phdr would wait forever, bare too: glibc's list lock is held there by the
- * forking thread under its old tid). */
-static int
-fork_in_walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
+/* From inside the host's loader call (this thread holds one of glibc's loader locks): starts the
+ * holder, gives it 300 ms to block on that lock, and forks. The child checks that the locks the
+ * holder held are free in it and that the module list was dropped; its dlopen of a loaded library
+ * works (after a walk's fork its dl_iterate_phdr would wait forever, bare too: glibc's list lock
+ * is held there by the forking thread under its old tid). */
+static void
+fork_in_own_call(struct own_fork *f)
 {
-    struct walk_fork *w = arg;
     pid_t pid;
 
-    (void)info;
-    (void)size;
-    if (w->called++) {
-        return 1;
+    if (f->called++) {
+        return;
     }
     atomic_store(&inside, 0);
-    start_detached(refresher_main);
+    start_detached(f->holder);
     while (!atomic_load(&inside)) {
         sleep_ms(1);
     }
     sleep_ms(300);
-    w->module_lock_held = pthread_mutex_trylock(&ag_modules_mutex) != 0;
-    if (!w->module_lock_held) {
+    f->module_lock_held = pthread_mutex_trylock(&ag_modules_mutex) != 0;
+    if (!f->module_lock_held) {
         pthread_mutex_unlock(&ag_modules_mutex);
     }
-    w->stuck = host_loader_fork_stuck();
+    f->stuck = host_loader_fork_stuck();
     alarm_what = "the fork did not return in 20 s (its prepare handlers waited for a lock held "
-                 "by the manager's refresh, which waits for this walk)";
+                 "by a library thread, which waits for this thread's loader call)";
     alarm(20);
     pid = fork();
     if (pid == 0) {
@@ -285,38 +300,87 @@ fork_in_walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
     }
     ASSERT_TRUE(pid > 0);
     alarm_what = "the child did not exit in 20 s";
-    ASSERT_TRUE(waitpid(pid, &w->status, 0) == pid);
+    ASSERT_TRUE(waitpid(pid, &f->status, 0) == pid);
     alarm(0);
+}
+
+static void
+own_fork_setup(void)
+{
+    signal(SIGALRM, on_alarm);
+    ag_fork_handlers_register();
+    ASSERT_TRUE(ag_modules_refresh() >= 0); /* a list and its snapshot, for the child to drop */
+    ASSERT_TRUE(atomic_load(&ag_sig_modules) != NULL);
+}
+
+static void
+own_fork_check(const struct own_fork *f)
+{
+    wait_thread_done(); /* the holder's call, once the host's ended */
+    printf("# module lock held at the fork: %d; loader lock stuck: %d; child status %#x\n",
+           f->module_lock_held, f->stuck, (unsigned)f->status);
+    ASSERT_TRUE(f->called == 1 && f->module_lock_held && f->stuck);
+    if (WIFSIGNALED(f->status) && WTERMSIG(f->status) == SIGALRM) {
+        test_fail(__FILE__, __LINE__,
+                  "the child waited 20 s for a lock (left held across the fork)");
+    }
+    ASSERT_TRUE(WIFEXITED(f->status) && WEXITSTATUS(f->status) == 0);
+    ASSERT_TRUE(atomic_load(&ag_sig_modules) != NULL); /* the parent's list is whole */
+    signal(SIGALRM, SIG_DFL);
+}
+
+static int
+fork_in_walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)info;
+    (void)size;
+    fork_in_own_call(arg);
     return 1;
 }
 
 TEST(a_fork_in_the_hosts_walk_while_the_manager_waits_for_it_goes_through)
 {
-    struct walk_fork w = { 0, 0, 0, 0 };
+    struct own_fork f = { refresher_main, 0, 0, 0, 0 };
 
-    signal(SIGALRM, on_alarm);
-    ag_fork_handlers_register();
-    ASSERT_TRUE(ag_modules_refresh() >= 0); /* a list and its snapshot, for the child to drop */
-    ASSERT_TRUE(atomic_load(&ag_sig_modules) != NULL);
-    ASSERT_TRUE(dl_iterate_phdr(fork_in_walk_cb, &w) == 1);
-    wait_thread_done(); /* the refresher's walk, once this one ended */
-    printf("# module lock held by the refresher at the fork: %d; loader lock stuck: %d; child "
-           "status %#x\n",
-           w.module_lock_held, w.stuck, (unsigned)w.status);
-    ASSERT_TRUE(w.module_lock_held && w.stuck);
-    if (WIFSIGNALED(w.status) && WTERMSIG(w.status) == SIGALRM) {
-        test_fail(__FILE__, __LINE__,
-                  "the child waited 20 s for a lock (left held across the fork)");
+    own_fork_setup();
+    ASSERT_TRUE(dl_iterate_phdr(fork_in_walk_cb, &f) == 1);
+    own_fork_check(&f);
+}
+
+static struct own_fork unload_fork = { opener_main, 0, 0, 0, 0 };
+
+static void
+fork_in_unload(void)
+{
+    fork_in_own_call(&unload_fork);
+}
+
+TEST(a_fork_in_the_hosts_dlclose_while_the_library_opens_goes_through)
+{
+    const char *dir = getenv("PP_BINARY_DIR");
+    char path[4096];
+    void (**hook)(void);
+    void *h;
+
+    if (dir == NULL) {
+        test_skip("PP_BINARY_DIR is not set: the fixture library cannot be found");
     }
-    ASSERT_TRUE(WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0);
-    ASSERT_TRUE(atomic_load(&ag_sig_modules) != NULL); /* the parent's list is whole */
-    signal(SIGALRM, SIG_DFL);
+    snprintf(path, sizeof(path), "%s/tests/libpp-dlfork-unload.so", dir);
+    own_fork_setup();
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_TRUE(h != NULL);
+    hook = (void (**)(void))dlsym(h, "pp_dlfork_on_unload");
+    ASSERT_TRUE(hook != NULL);
+    *hook = fork_in_unload;
+    ASSERT_TRUE(dlclose(h) == 0);
+    own_fork_check(&unload_fork);
 }
 
 static const struct test_case cases[] = {
     TEST_CASE(a_fork_waits_for_the_librarys_walk_of_the_loaders_list),
     TEST_CASE(a_fork_while_the_module_lock_waits_for_the_loader_lock_goes_through),
     TEST_CASE(a_fork_in_the_hosts_walk_while_the_manager_waits_for_it_goes_through),
+    TEST_CASE(a_fork_in_the_hosts_dlclose_while_the_library_opens_goes_through),
 };
 
 TEST_MAIN(cases)
