@@ -200,6 +200,12 @@ host_loader_unlock_nested(void)
 }
 
 int
+host_loader_walking(void)
+{
+    return host_dl_walking > 0;
+}
+
+int
 host_loader_fork_stuck(void)
 {
     int kind;

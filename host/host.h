@@ -270,6 +270,11 @@ int host_loader_close(void *handle);
  * child makes it anew; a lock taken around loader calls (the agent's module lock) may be left
  * too when its holder is in one (dl.c's header says why). 0 otherwise, and while it is free. */
 int host_loader_fork_stuck(void);
+/* 1 while the calling thread is inside the host's dl_iterate_phdr (its callback runs). In a
+ * fork()ed child's handler: the child's loader list lock is held for good there (by the forking
+ * thread's old tid), so nothing in that child may walk the loaded objects, or dlopen or dlclose
+ * one (bare, the host's own would wait forever too). */
+int host_loader_walking(void);
 
 /*
  * A process that started under an inherited seccomp filter (host.c says why): 1 when system call n

@@ -192,6 +192,10 @@ pp_add_host_contract(start-errno start)
 # forks inside its dl_iterate_phdr callback while the manager's module refresh waits for the
 # loader's list lock (host/dl.c, host_loader_fork_stuck): before, the fork never returned
 pp_add_host_contract(dlfork-walk dlfork walk)
+# with its children followed by the record runs: a child forked in the walk starts no agent,
+# whose start waited for the list lock for good, and the child's exit() for the agent's life
+# lock (shim.c, shim_atfork_child)
+set_property(TEST host-contract-dlfork-walk APPEND PROPERTY ENVIRONMENT "HC_RECORD_CHILDREN=1")
 # Sessions start and stop in a loop while host threads and a host signal handler call the
 # interposers: CPU and wall mode, record, listen, and the loop of sessions.
 pp_add_host_contract(stress stress)
