@@ -67,9 +67,7 @@ ag_elf_open(void)
      * A host's open made while the session's first symbols loaded libelf got 5 where bare gets 4
      * (host-contract-fds-create, wall mode, in a fresh-clone CI run). */
     host_fds_hold();
-    atomic_fetch_add_explicit(&ag_modules_in_loader, 1, memory_order_relaxed); /* the mutex's */
     h = host_loader_open("libelf.so.1", RTLD_NOW | RTLD_LOCAL);
-    atomic_fetch_sub_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
     host_fds_release();
 
     if (h == NULL) {
@@ -502,7 +500,11 @@ ag_symtab_load(const struct ag_module *m, struct ag_symtab **out)
     int err;
 
     *out = NULL;
+    /* The dlopen of libelf, or a wait for the manager's (ag_symtab_prepare): marked as the
+     * module lock's holder in a loader call, for a fork's prepare handler (agent.c) */
+    atomic_fetch_add_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
     pthread_once(&ag_elf_once, ag_elf_open);
+    atomic_fetch_sub_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
     if (ag_elf_err != 0) {
         return ag_elf_err;
     }
