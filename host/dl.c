@@ -55,7 +55,10 @@
  * lock's purpose is met), a dlopen or dlclose not returned while it unloads (blocked on
  * dl_load_lock, before the list lock); a walk it waits for (it ends). The child then makes the
  * lock anew; the parent's handler releases only what the prepare took. The agent's module lock
- * follows the same rule for a holder inside such a call (agent/agent.c). Not covered: a fork
+ * follows the same rule for a holder inside such a call (agent/agent.c). For the same reason a
+ * library call made on a thread inside the host's walk (from its callback) does not take the
+ * lock (host_loader_call_begin): it waited for a holder that waits for that thread, with no
+ * fork at all. Not covered: a fork
  * from a constructor of the host's dlopen or dlmopen, which are not interposed (libc reads the
  * caller's object from the return address, for its search path and namespace: a wrapper would
  * change which library a host's dlopen finds); the library's calls still wait there. And a
@@ -301,10 +304,18 @@ host_loader_leave(void)
 }
 
 /* host_loader_enter for a call of kind: returns the kind it replaces (the enclosing call's, when
- * it nests), for host_loader_call_end */
+ * it nests), for host_loader_call_end; or -1 without the lock, on a thread inside the host's
+ * dl_iterate_phdr (a library call made in its callback: fds.c's lookup, the agent's rescan in a
+ * dlclose there): it holds glibc's list lock, so no other library call is inside it and the
+ * lock's purpose is met, and its holder may be waiting for that list lock (the manager's
+ * refresh): the call waited for it for good, where bare the walk returns. */
 static int
 host_loader_call_begin(int kind)
 {
+    if (host_dl_walking > 0 &&
+        atomic_load_explicit(&host_loader_owner, memory_order_relaxed) != host_loader_self()) {
+        return -1;
+    }
     host_loader_enter();
     return atomic_exchange_explicit(&host_loader_kind, kind, memory_order_relaxed);
 }
@@ -312,6 +323,9 @@ host_loader_call_begin(int kind)
 static void
 host_loader_call_end(int outer)
 {
+    if (outer < 0) {
+        return;
+    }
     atomic_store_explicit(&host_loader_kind, outer, memory_order_relaxed);
     host_loader_leave();
 }

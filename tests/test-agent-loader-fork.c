@@ -384,11 +384,63 @@ TEST(a_fork_in_the_hosts_dlclose_while_the_library_opens_goes_through)
     own_fork_check(&unload_fork);
 }
 
+/* A library walk that holds the loader lock and waits for the host's walk (glibc's list lock). */
+static void *
+library_walker_main(void *arg)
+{
+    int n = 0;
+
+    (void)arg;
+    atomic_store(&inside, 1);
+    host_loader_iterate(noop_cb, &n);
+    atomic_store(&thread_done, 1);
+    return NULL;
+}
+
+/* The host's callback: a library call of its own on this thread (fds.c's lookup, the agent's
+ * rescan in a dlclose) while another library walk holds the loader lock and waits for this one. */
+static int
+library_walk_in_walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    int *n = arg;
+
+    (void)info;
+    (void)size;
+    if (*n != 0) {
+        return 1;
+    }
+    atomic_store(&inside, 0);
+    start_detached(library_walker_main);
+    while (!atomic_load(&inside)) {
+        sleep_ms(1);
+    }
+    sleep_ms(100); /* it holds the loader lock and waits for the list lock */
+    alarm_what = "a library walk inside the host's walk waited 20 s for the loader lock, held by "
+                 "a library walk that waits for the host's";
+    alarm(20);
+    host_loader_iterate(noop_cb, n);
+    alarm(0);
+    return 1;
+}
+
+TEST(a_library_walk_in_the_hosts_walk_does_not_wait_for_the_loader_lock)
+{
+    int n = 0;
+
+    signal(SIGALRM, on_alarm);
+    ASSERT_TRUE(dl_iterate_phdr(library_walk_in_walk_cb, &n) == 1);
+    wait_thread_done();
+    printf("# objects walked inside the host's walk: %d\n", n);
+    ASSERT_TRUE(n > 0);
+    signal(SIGALRM, SIG_DFL);
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(a_fork_waits_for_the_librarys_walk_of_the_loaders_list),
     TEST_CASE(a_fork_while_the_module_lock_waits_for_the_loader_lock_goes_through),
     TEST_CASE(a_fork_in_the_hosts_walk_while_the_manager_waits_for_it_goes_through),
     TEST_CASE(a_fork_in_the_hosts_dlclose_while_the_library_opens_goes_through),
+    TEST_CASE(a_library_walk_in_the_hosts_walk_does_not_wait_for_the_loader_lock),
 };
 
 TEST_MAIN(cases)
