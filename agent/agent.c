@@ -179,6 +179,7 @@ static void
 ag_agent_forked_child(void)
 {
     pthread_mutex_init(&ag_modules_mutex, NULL); /* taken by ag_agent_before_fork(), or left */
+    atomic_store_explicit(&ag_modules_in_loader, 0, memory_order_relaxed); /* no holder here */
     if (!ag_fork_took_modules) {
         ag_modules_forked_child_untrusted();
     }
@@ -228,12 +229,17 @@ ag_agent_before_fork(void)
         }
         nanosleep(&pause, NULL);
     }
+    /* Marked: this thread goes on to wait for the loader lock (host/dl.c's prepare, next), whose
+     * holder may wait for another thread's walk, whose callback forks too: that fork's prepare
+     * leaves the module lock to this one then (both hung before). */
+    atomic_fetch_add_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
 }
 
 static void
 ag_agent_after_fork_parent(void)
 {
     if (ag_fork_took_modules) {
+        atomic_fetch_sub_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
         pthread_mutex_unlock(&ag_modules_mutex);
     }
 }

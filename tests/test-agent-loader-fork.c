@@ -287,7 +287,7 @@ fork_in_own_call(struct own_fork *f)
     }
     f->stuck = host_loader_fork_stuck();
     alarm_what = "the fork did not return in 20 s (its prepare handlers waited for a lock held "
-                 "by a library thread, which waits for this thread's loader call)";
+                 "by another thread, which waits for this thread's loader call)";
     alarm(20);
     pid = fork();
     if (pid == 0) {
@@ -384,6 +384,68 @@ TEST(a_fork_in_the_hosts_dlclose_while_the_library_opens_goes_through)
     own_fork_check(&unload_fork);
 }
 
+static _Atomic int walker_inside, walker_done;
+
+/* A library walk without the module lock (fds.c's lookup, the bridge's): it holds the loader
+ * lock and waits for the host's walk. */
+static void *
+plain_walker_main(void *arg)
+{
+    int n = 0;
+
+    (void)arg;
+    atomic_store(&walker_inside, 1);
+    host_loader_iterate(noop_cb, &n);
+    atomic_store(&walker_done, 1);
+    return NULL;
+}
+
+/* Another host thread's plain fork at that moment: its prepare handlers take the module lock and
+ * wait for the loader lock, held by plain_walker_main. */
+static void *
+plain_forker_main(void *arg)
+{
+    pthread_attr_t a;
+    pthread_t th;
+    int status = 0;
+    pid_t pid;
+
+    (void)arg;
+    atomic_store(&walker_inside, 0);
+    atomic_store(&walker_done, 0);
+    ASSERT_OK(pthread_attr_init(&a));
+    ASSERT_OK(pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED));
+    ASSERT_OK(pthread_create(&th, &a, plain_walker_main, NULL));
+    pthread_attr_destroy(&a);
+    while (!atomic_load(&walker_inside)) {
+        sleep_ms(1);
+    }
+    sleep_ms(50); /* it holds the loader lock and waits for the list lock */
+    atomic_store(&inside, 1);
+    pid = fork();
+    if (pid == 0) {
+        _exit(0);
+    }
+    ASSERT_TRUE(pid > 0 && waitpid(pid, &status, 0) == pid && status == 0);
+    while (!atomic_load(&walker_done)) {
+        sleep_ms(1);
+    }
+    atomic_store(&thread_done, 1);
+    return NULL;
+}
+
+TEST(a_fork_in_the_hosts_walk_while_another_fork_waits_for_the_loader_lock_goes_through)
+{
+    struct own_fork f = { plain_forker_main, 0, 0, 0, 0, 0 };
+
+#ifdef __SANITIZE_THREAD__
+    f.walk_held = 1;
+#endif
+    own_fork_setup();
+    ASSERT_TRUE(dl_iterate_phdr(fork_in_walk_cb, &f) == 1);
+    own_fork_check(&f);
+}
+
 /* A library walk that holds the loader lock and waits for the host's walk (glibc's list lock). */
 static void *
 library_walker_main(void *arg)
@@ -441,6 +503,7 @@ static const struct test_case cases[] = {
     TEST_CASE(a_fork_in_the_hosts_walk_while_the_manager_waits_for_it_goes_through),
     TEST_CASE(a_fork_in_the_hosts_dlclose_while_the_library_opens_goes_through),
     TEST_CASE(a_library_walk_in_the_hosts_walk_does_not_wait_for_the_loader_lock),
+    TEST_CASE(a_fork_in_the_hosts_walk_while_another_fork_waits_for_the_loader_lock_goes_through),
 };
 
 TEST_MAIN(cases)
