@@ -218,8 +218,6 @@ ag_agent_forked_child(void)
 static void
 ag_agent_before_fork(void)
 {
-    struct timespec pause = { 0, 200000 };
-
     ag_fork_took_modules = 1;
     while (pthread_mutex_trylock(&ag_modules_mutex) != 0) {
         if (atomic_load_explicit(&ag_modules_in_loader, memory_order_relaxed) != 0 &&
@@ -227,7 +225,7 @@ ag_agent_before_fork(void)
             ag_fork_took_modules = 0;
             return;
         }
-        nanosleep(&pause, NULL);
+        host_loader_fork_pause();
     }
     /* Marked: this thread goes on to wait for the loader lock (host/dl.c's prepare, next), whose
      * holder may wait for another thread's walk, whose callback forks too: that fork's prepare

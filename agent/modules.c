@@ -42,8 +42,7 @@ static int ag_modules_files_changed;                  /* mutex: mapped files cam
 static char ag_modules_cfi_dir[AG_CFI_CACHE_DIR_MAX]; /* mutex: PIPEPROF_CFI_CACHE, or "" */
 static uint64_t ag_modules_gone_count;                /* mutex: the last gone_seq given */
 
-/* host_loader_iterate under the mutex, marked for a fork's prepare handler (ag_modules_in_loader)
- */
+/* host_loader_iterate under the mutex, marked for a fork's prepare (ag_modules_in_loader) */
 static int
 ag_modules_iterate_locked(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
 {

@@ -230,11 +230,18 @@ host_loader_fork_stuck(void)
 /* The prepare handler: takes the lock, unless its holder cannot let go before this thread's own
  * loader call returns (host_loader_fork_stuck); then the fork goes ahead without it, and the
  * child makes it anew. Polls: the holder's state may change while it waits. */
+void
+host_loader_fork_pause(void)
+{
+    struct timespec pause = { 0, 200000 };
+
+    host_raw_syscall(SYS_nanosleep, (long)&pause, 0, 0, 0, 0, 0);
+}
+
 static void
 host_loader_before_fork(void)
 {
     long self = host_loader_self();
-    struct timespec pause = { 0, 200000 };
 
     host_loader_fork_took = 1;
     if (atomic_load_explicit(&host_loader_owner, memory_order_relaxed) == self) {
@@ -246,7 +253,7 @@ host_loader_before_fork(void)
             host_loader_fork_took = 0;
             return;
         }
-        nanosleep(&pause, NULL);
+        host_loader_fork_pause();
     }
     atomic_store_explicit(&host_loader_owner, self, memory_order_relaxed);
     host_loader_depth = 1;

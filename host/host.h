@@ -270,6 +270,9 @@ int host_loader_close(void *handle);
  * child makes it anew; a lock taken around loader calls (the agent's module lock) may be left
  * too when its holder is in one (dl.c's header says why). 0 otherwise, and while it is free. */
 int host_loader_fork_stuck(void);
+/* The pause between two looks of a prepare handler that polls a lock: 200 us, by a raw system
+ * call (the host's errno and the library's sleep interposers untouched). */
+void host_loader_fork_pause(void);
 /* 1 while the calling thread is inside the host's dl_iterate_phdr (its callback runs). In a
  * fork()ed child's handler: the child's loader list lock is held for good there (by the forking
  * thread's old tid), so nothing in that child may walk the loaded objects, or dlopen or dlclose
