@@ -172,10 +172,17 @@ ag_remote_read_probe(void)
            syscall(SYS_process_vm_readv, (long)getpid(), &l, 1L, &r, 1L, 0L) == 8 && got == word;
 }
 
+/* The forking thread's: whether ag_agent_before_fork() took the module lock */
+static __thread int ag_fork_took_modules AG_TLS;
+
 static void
 ag_agent_forked_child(void)
 {
-    pthread_mutex_init(&ag_modules_mutex, NULL); /* taken by ag_agent_before_fork() */
+    pthread_mutex_init(&ag_modules_mutex, NULL); /* taken by ag_agent_before_fork(), or left */
+    atomic_store_explicit(&ag_modules_in_loader, 0, memory_order_relaxed); /* no holder here */
+    if (!ag_fork_took_modules) {
+        ag_modules_forked_child_untrusted();
+    }
     ag_threads_forked_child();
     ag_timers_forked_child();
     ag_wall_forked_child();
@@ -203,17 +210,36 @@ ag_agent_forked_child(void)
  * the middle of a change: a forked worker that then started an agent of its own waited forever
  * in ag_start(), and its exit() after it. The forking thread takes the lock around the fork, so
  * the child gets the list whole and the lock free (a fork waits for the build of one table).
+ * Except when the holder is in a loader call that cannot return before the forking thread's own
+ * does (host_loader_fork_stuck: the host forks in its dl_iterate_phdr's callback while the
+ * manager's refresh waits for glibc's list lock): waiting for it never ended. The fork then goes
+ * ahead without the lock, and the child drops what it guarded (ag_modules_forked_child_untrusted).
  */
 static void
 ag_agent_before_fork(void)
 {
-    pthread_mutex_lock(&ag_modules_mutex);
+    ag_fork_took_modules = 1;
+    while (pthread_mutex_trylock(&ag_modules_mutex) != 0) {
+        if (atomic_load_explicit(&ag_modules_in_loader, memory_order_relaxed) != 0 &&
+            host_loader_fork_stuck()) {
+            ag_fork_took_modules = 0;
+            return;
+        }
+        host_loader_fork_pause();
+    }
+    /* Marked: this thread goes on to wait for the loader lock (host/dl.c's prepare, next), whose
+     * holder may wait for another thread's walk, whose callback forks too: that fork's prepare
+     * leaves the module lock to this one then (both hung before). */
+    atomic_fetch_add_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
 }
 
 static void
 ag_agent_after_fork_parent(void)
 {
-    pthread_mutex_unlock(&ag_modules_mutex);
+    if (ag_fork_took_modules) {
+        atomic_fetch_sub_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&ag_modules_mutex);
+    }
 }
 
 /* The loader lock's handlers first (host/dl.c): prepare handlers run in the reverse order of

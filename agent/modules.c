@@ -26,6 +26,7 @@
 #include "host/host.h"
 
 pthread_mutex_t ag_modules_mutex = PTHREAD_MUTEX_INITIALIZER;
+_Atomic int ag_modules_in_loader;
 
 static struct ag_module *ag_modules_all;              /* mutex; newest first */
 static struct ag_module_snapshot *ag_modules_retired; /* mutex; replaced snapshots */
@@ -40,6 +41,18 @@ static int ag_modules_files_changed;                  /* mutex: mapped files cam
 #define AG_MODULES_NOW (UINT64_MAX - 1)
 static char ag_modules_cfi_dir[AG_CFI_CACHE_DIR_MAX]; /* mutex: PIPEPROF_CFI_CACHE, or "" */
 static uint64_t ag_modules_gone_count;                /* mutex: the last gone_seq given */
+
+/* host_loader_iterate under the mutex, marked for a fork's prepare (ag_modules_in_loader) */
+static int
+ag_modules_iterate_locked(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
+{
+    int r;
+
+    atomic_fetch_add_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
+    r = host_loader_iterate(cb, arg);
+    atomic_fetch_sub_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
+    return r;
+}
 
 /* Marks m gone as of now (called with the mutex held). */
 static void
@@ -349,14 +362,14 @@ ag_modules_refresh_locked(void)
     struct ag_module *m;
     int err;
 
-    host_loader_iterate(ag_modules_counters_cb, c);
+    ag_modules_iterate_locked(ag_modules_counters_cb, c);
     if (ag_modules_scanned && c[0] == ag_modules_adds && c[1] == ag_modules_subs && c[0] != ~0ull) {
         return ag_modules_files_take_locked();
     }
     for (m = ag_modules_all; m != NULL; m = m->next) {
         m->seen = 0;
     }
-    host_loader_iterate(ag_modules_scan_cb, &scan);
+    ag_modules_iterate_locked(ag_modules_scan_cb, &scan);
     if (scan.err != 0) {
         return scan.err; /* counters not recorded: the next call rescans */
     }
@@ -477,7 +490,7 @@ ag_modules_build_pass(struct ag_modules_build *b)
     int err = 0;
 
     pthread_mutex_lock(&ag_modules_mutex);
-    host_loader_iterate(ag_modules_build_cb, b);
+    ag_modules_iterate_locked(ag_modules_build_cb, b);
     if (b->built > 0) {
         err = ag_modules_publish();
     }
@@ -1051,6 +1064,22 @@ ag_modules_note_file_code(const struct ag_file_code *code, size_t n)
 out:
     pthread_mutex_unlock(&ag_modules_mutex);
     return err;
+}
+
+void
+ag_modules_forked_child_untrusted(void)
+{
+    /* Not freed: a change the holder had begun may have left them half made. */
+    atomic_store_explicit(&ag_sig_modules, NULL, memory_order_release);
+    ag_modules_retired = NULL;
+    ag_modules_all = NULL;
+    ag_modules_scanned = 0;
+    ag_modules_defer_cfi = 0;
+    ag_modules_files_changed = 0;
+    ag_modules_adds = ag_modules_subs = 0;
+    ag_modules_dlclose_window_ns = 0;
+    ag_modules_dlclose_scans = 0;
+    atomic_store_explicit(&ag_modules_in_loader, 0, memory_order_relaxed);
 }
 
 void

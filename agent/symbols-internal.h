@@ -97,6 +97,15 @@ uint64_t ag_modules_dlclose_unscanned(void);
 
 /* Guards the module list and every symtab cache. */
 extern pthread_mutex_t ag_modules_mutex;
+/* Nonzero while the mutex's holder is in a loader call of host/dl.c's (host_loader_iterate, _open)
+ * or waits to be, or is a fork's prepare handler (which waits for host/dl.c's next): written by
+ * the holder only, read by a fork's prepare handler (agent.c). */
+extern _Atomic int ag_modules_in_loader;
+/* In a fork()ed child whose prepare handler left the mutex to a holder stopped in a loader call
+ * (agent.c): drops the module list, its snapshots and symbol tables (not freed: the holder may
+ * have been in the middle of a change), so that the next refresh rebuilds them from the loader.
+ * Context: the child's fork handler, with the mutex made anew. */
+void ag_modules_forked_child_untrusted(void);
 
 /* --- symtab.c --- */
 

@@ -500,7 +500,11 @@ ag_symtab_load(const struct ag_module *m, struct ag_symtab **out)
     int err;
 
     *out = NULL;
+    /* The dlopen of libelf, or a wait for the manager's (ag_symtab_prepare): marked as the
+     * module lock's holder in a loader call, for a fork's prepare handler (agent.c) */
+    atomic_fetch_add_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
     pthread_once(&ag_elf_once, ag_elf_open);
+    atomic_fetch_sub_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
     if (ag_elf_err != 0) {
         return ag_elf_err;
     }

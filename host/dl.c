@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * host/dl.c - the loader's unloads.
+ * host/dl.c - the loader's unloads, and the host's loader calls a fork may come from.
  *
+ *   dl_iterate_phdr  interposed to know that the calling thread is inside its walk, with glibc's
+ *                    list lock held, while its callback runs (host_loader_fork_stuck, below).
+ *                    Its result and errno are libc's; the callback is the host's, called by libc.
  *   dlclose          interposed so that the agent knows the moment a library is unmapped: as
  *                    the call returns, the agent's dlclosed hook rescans the module list, and a
  *                    library the call unloaded is gone from then on. The hook runs before the
@@ -38,6 +41,31 @@
  * interposers. Its handlers are registered before the agent's (host_loader_atfork_register), so
  * that its prepare runs after theirs: the agent's manager takes its module lock first, then this
  * one, and so does the forking thread. Held by: test-agent-loader-fork, check-loader-calls.
+ *
+ * A fork from inside the host's own loader call is the exception: a host whose dl_iterate_phdr
+ * callback forks holds glibc's list lock across the fork's prepare handlers, and one whose
+ * destructor forks (in its dlclose) holds dl_load_lock. A library call waiting for that lock
+ * under host_loader_lock (the manager's refresh of the module list, every scan, under the module
+ * lock too) waits for the forking thread, which waited for it in the prepare handlers: the host
+ * hung for good, where bare it runs. So the host's dl_iterate_phdr and dlclose count themselves
+ * on their thread, each library call records its kind while it holds the lock (iterate, open,
+ * close), and the prepare handler leaves the lock to a holder that cannot let go before the
+ * forking thread's call returns (host_loader_fork_stuck): any holder while the forking thread
+ * walks (it holds the list lock: no library call is inside glibc's walk or list change, so the
+ * lock's purpose is met), a dlopen or dlclose not returned while it unloads (blocked on
+ * dl_load_lock, before the list lock); a walk it waits for (it ends). The child then makes the
+ * lock anew; the parent's handler releases only what the prepare took. The agent's module lock
+ * follows the same rule for a holder inside such a call (agent/agent.c). For the same reason a
+ * library call made on a thread inside the host's walk (from its callback) does not take the
+ * lock (host_loader_call_begin): it waited for a holder that waits for that thread, with no
+ * fork at all. Not covered: a fork
+ * from a constructor of the host's dlopen or dlmopen, which are not interposed (libc reads the
+ * caller's object from the return address, for its search path and namespace: a wrapper would
+ * change which library a host's dlopen finds); the library's calls still wait there. And a
+ * callback that leaves dl_iterate_phdr by longjmp leaves its thread counted as walking. Held by:
+ * test-agent-loader-fork (a fork in a walk's callback while the module list's refresh waits; one
+ * in a destructor, in the host's dlclose, while a library thread's dlopen waits under the module
+ * lock), host-contract-dlfork-walk (the walk's fork under record).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -52,6 +80,53 @@ HOST_ANCHOR(dl);
 
 typedef int (*host_dlclose_fn)(void *);
 static _Atomic(void *) host_real_dlclose;
+
+/* The host's own loader calls on this thread that hold one of glibc's loader locks while the
+ * host's code runs: its dl_iterate_phdr (the list lock, dl_load_write_lock, around the
+ * callback) and its dlclose (dl_load_lock, around the destructors). A fork's prepare handlers
+ * run on the forking thread and read them (host_loader_fork_stuck). The library's own calls
+ * (host_loader_*) call libc's directly and do not count. */
+#define HOST_DL_TLS __attribute__((tls_model("initial-exec")))
+static _Thread_local unsigned host_dl_walking HOST_DL_TLS, host_dl_unloading HOST_DL_TLS;
+
+typedef int (*host_dl_iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
+static _Atomic(void *) host_real_dl_iterate_phdr;
+
+/* Not instrumented, and calling nothing that is: a sanitizer's runtime walks the loaded objects
+ * from its own initialisation, through the first definition (this one, in a library preloaded
+ * after it or a program that links host/ in), before its shadow memory exists (SEGV at the entry
+ * of an instrumented host_real: ASan build, test-agent-loader-fork, host-contract-dlfork-walk).
+ * Its counter is initial-exec TLS for the same reason: the runtime intercepts __tls_get_addr,
+ * whose real one it has not looked up yet (a call to address 0 there). */
+#define HOST_DL_PLAIN __attribute__((no_sanitize("address", "thread", "undefined")))
+
+static HOST_DL_PLAIN host_dl_iterate_fn
+host_dl_real_iterate(void)
+{
+    void *p = atomic_load_explicit(&host_real_dl_iterate_phdr, memory_order_acquire);
+
+    if (p == NULL) {
+        p = dlsym(RTLD_NEXT, "dl_iterate_phdr");
+        atomic_store_explicit(&host_real_dl_iterate_phdr, p, memory_order_release);
+    }
+    return (host_dl_iterate_fn)p;
+}
+
+HOST_EXPORT HOST_DL_PLAIN int
+dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
+{
+    host_dl_iterate_fn real = host_dl_real_iterate();
+    int r;
+
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    host_dl_walking++;
+    r = real(cb, arg);
+    host_dl_walking--;
+    return r;
+}
 
 HOST_EXPORT int
 dlclose(void *handle)
@@ -70,7 +145,9 @@ dlclose(void *handle)
         h->dlclosed();
         errno = saved;
     }
+    host_dl_unloading++;
     r = real(handle);
+    host_dl_unloading--;
     if (h != NULL && h->dlclosed != NULL) {
         saved = errno;
         h->dlclosed();
@@ -83,16 +160,29 @@ dlclose(void *handle)
  * the forking thread's tid is a new one in the child, whose unlock it would refuse; this one the
  * child unlocks (ThreadSanitizer follows a lock and unlock by one thread, not a re-initialised
  * lock, and took the static recursive initialiser for a plain lock). The owner is read by the
- * thread that may be it: another thread's value is never its own tid. */
+ * thread that may be it: another thread's value is never its own tid. host_loader_kind is the
+ * owner's innermost call whose libc call has not returned (NONE between them); the owner writes
+ * it, a forking thread reads it. */
+enum { HOST_LOADER_NONE, HOST_LOADER_ITERATE, HOST_LOADER_OPEN, HOST_LOADER_CLOSE };
 static pthread_mutex_t host_loader_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic long host_loader_owner;
+static _Atomic int host_loader_kind;
 static unsigned host_loader_depth; /* the owner's */
 static pthread_once_t host_loader_atfork_once = PTHREAD_ONCE_INIT;
+/* The forking thread's: whether its prepare handler took the lock (the parent's and the child's
+ * handlers release only what it took) */
+static _Thread_local int host_loader_fork_took;
+
+static long
+host_loader_self(void)
+{
+    return host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+}
 
 static void
 host_loader_lock_nested(void)
 {
-    long self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+    long self = host_loader_self();
 
     if (atomic_load_explicit(&host_loader_owner, memory_order_relaxed) == self) {
         host_loader_depth++;
@@ -112,19 +202,92 @@ host_loader_unlock_nested(void)
     }
 }
 
+int
+host_loader_walking(void)
+{
+    return host_dl_walking > 0;
+}
+
+int
+host_loader_fork_stuck(void)
+{
+    int kind;
+
+    if (atomic_load_explicit(&host_loader_owner, memory_order_relaxed) == 0) {
+        return 0; /* free, or its holder is only taking it: it gets going */
+    }
+    if (host_dl_walking > 0) {
+        /* This thread holds the list lock: no other is inside a walk, a dlopen's or a dlclose's
+         * change of the list, so the holder waits for it or is past it. */
+        return 1;
+    }
+    kind = atomic_load_explicit(&host_loader_kind, memory_order_relaxed);
+    /* This thread holds dl_load_lock (a destructor): a dlopen or dlclose that has not returned
+     * waits for it before it takes the list lock (a walk needs only the list lock: it ends). */
+    return host_dl_unloading > 0 && (kind == HOST_LOADER_OPEN || kind == HOST_LOADER_CLOSE);
+}
+
+/* The prepare handler: takes the lock, unless its holder cannot let go before this thread's own
+ * loader call returns (host_loader_fork_stuck); then the fork goes ahead without it, and the
+ * child makes it anew. Polls: the holder's state may change while it waits. */
+void
+host_loader_fork_pause(void)
+{
+    struct timespec pause = { 0, 200000 };
+
+    host_raw_syscall(SYS_nanosleep, (long)&pause, 0, 0, 0, 0, 0);
+}
+
+static void
+host_loader_before_fork(void)
+{
+    long self = host_loader_self();
+
+    host_loader_fork_took = 1;
+    if (atomic_load_explicit(&host_loader_owner, memory_order_relaxed) == self) {
+        host_loader_depth++;
+        return;
+    }
+    while (pthread_mutex_trylock(&host_loader_lock) != 0) {
+        if (host_loader_fork_stuck()) {
+            host_loader_fork_took = 0;
+            return;
+        }
+        host_loader_fork_pause();
+    }
+    atomic_store_explicit(&host_loader_owner, self, memory_order_relaxed);
+    host_loader_depth = 1;
+}
+
+static void
+host_loader_after_fork_parent(void)
+{
+    if (host_loader_fork_took) {
+        host_loader_unlock_nested();
+    }
+}
+
 static void
 host_loader_after_fork_child(void)
 {
+    if (!host_loader_fork_took) {
+        /* held by a thread the child does not have, which had not reached libc's call or was
+         * past it: the child's is free */
+        pthread_mutex_init(&host_loader_lock, NULL);
+        atomic_store_explicit(&host_loader_owner, 0, memory_order_relaxed);
+        atomic_store_explicit(&host_loader_kind, HOST_LOADER_NONE, memory_order_relaxed);
+        host_loader_depth = 0;
+        return;
+    }
     /* the prepare handler's hold (and any the forking thread had), under the child's tid */
-    atomic_store_explicit(&host_loader_owner, host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0),
-                          memory_order_relaxed);
+    atomic_store_explicit(&host_loader_owner, host_loader_self(), memory_order_relaxed);
     host_loader_unlock_nested();
 }
 
 static void
 host_loader_atfork_once_fn(void)
 {
-    pthread_atfork(host_loader_lock_nested, host_loader_unlock_nested,
+    pthread_atfork(host_loader_before_fork, host_loader_after_fork_parent,
                    host_loader_after_fork_child);
 }
 
@@ -147,14 +310,44 @@ host_loader_leave(void)
     host_loader_unlock_nested();
 }
 
+/* host_loader_enter for a call of kind: returns the kind it replaces (the enclosing call's, when
+ * it nests), for host_loader_call_end; or -1 without the lock, on a thread inside the host's
+ * dl_iterate_phdr (a library call made in its callback: fds.c's lookup, the agent's rescan in a
+ * dlclose there): it holds glibc's list lock, so no other library call is inside it and the
+ * lock's purpose is met, and its holder may be waiting for that list lock (the manager's
+ * refresh): the call waited for it for good, where bare the walk returns. */
+static int
+host_loader_call_begin(int kind)
+{
+    if (host_dl_walking > 0 &&
+        atomic_load_explicit(&host_loader_owner, memory_order_relaxed) != host_loader_self()) {
+        return -1;
+    }
+    host_loader_enter();
+    return atomic_exchange_explicit(&host_loader_kind, kind, memory_order_relaxed);
+}
+
+static void
+host_loader_call_end(int outer)
+{
+    if (outer < 0) {
+        return;
+    }
+    atomic_store_explicit(&host_loader_kind, outer, memory_order_relaxed);
+    host_loader_leave();
+}
+
 int
 host_loader_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
 {
-    int r;
+    host_dl_iterate_fn real = host_dl_real_iterate();
+    int r = 0, outer;
 
-    host_loader_enter();
-    r = dl_iterate_phdr(cb, arg);
-    host_loader_leave();
+    outer = host_loader_call_begin(HOST_LOADER_ITERATE);
+    if (real != NULL) {
+        r = real(cb, arg); /* the library's own: not counted as the host's walk */
+    }
+    host_loader_call_end(outer);
     return r;
 }
 
@@ -162,10 +355,11 @@ void *
 host_loader_open(const char *file, int flags)
 {
     void *h;
+    int outer;
 
-    host_loader_enter();
+    outer = host_loader_call_begin(HOST_LOADER_OPEN);
     h = dlopen(file, flags);
-    host_loader_leave();
+    host_loader_call_end(outer);
     return h;
 }
 
@@ -173,14 +367,14 @@ int
 host_loader_close(void *handle)
 {
     host_dlclose_fn real = (host_dlclose_fn)host_real(&host_real_dlclose, "dlclose");
-    int r = -1;
+    int r = -1, outer;
 
-    host_loader_enter();
+    outer = host_loader_call_begin(HOST_LOADER_CLOSE);
     if (real != NULL) {
         r = real(handle); /* the library's own: no rescan (the agent's hook is for the host's) */
     } else {
         errno = ENOSYS;
     }
-    host_loader_leave();
+    host_loader_call_end(outer);
     return r;
 }

@@ -21,7 +21,7 @@
  *   ns.c         unshare setns
  *   sockets.c    bind connect listen unlink
  *   seccomp.c    prctl (and the SYS_seccomp fds.c's syscall passes to it)
- *   dl.c         dlclose
+ *   dl.c         dl_iterate_phdr dlclose
  *   fds.c        close close_range closefrom dup2 dup3 syscall eventfd epoll_create
  *                epoll_create1 socket socketpair pipe pipe2 open open64 __open_2 __open64_2
  *                openat openat64 __openat_2 __openat64_2 creat creat64 dup memfd_create fopen
@@ -262,6 +262,22 @@ void host_loader_leave(void);
 int host_loader_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg);
 void *host_loader_open(const char *file, int flags);
 int host_loader_close(void *handle);
+/* For a fork's prepare handler, on the forking thread: 1 when host_loader_lock's holder (a
+ * library call) cannot let go of it before this thread's own loader call returns: this thread is
+ * in the host's dl_iterate_phdr (its callback forks: glibc's list lock is this thread's), or in
+ * the host's dlclose (a destructor forks: dl_load_lock is this thread's) while the holder is in a
+ * dlopen or dlclose of libc's. The prepare handler of host_loader_lock then leaves it and the
+ * child makes it anew; a lock taken around loader calls (the agent's module lock) may be left
+ * too when its holder is in one (dl.c's header says why). 0 otherwise, and while it is free. */
+int host_loader_fork_stuck(void);
+/* The pause between two looks of a prepare handler that polls a lock: 200 us, by a raw system
+ * call (the host's errno and the library's sleep interposers untouched). */
+void host_loader_fork_pause(void);
+/* 1 while the calling thread is inside the host's dl_iterate_phdr (its callback runs). In a
+ * fork()ed child's handler: the child's loader list lock is held for good there (by the forking
+ * thread's old tid), so nothing in that child may walk the loaded objects, or dlopen or dlclose
+ * one (bare, the host's own would wait forever too). */
+int host_loader_walking(void);
 
 /*
  * A process that started under an inherited seccomp filter (host.c says why): 1 when system call n

@@ -244,6 +244,16 @@ shim_atfork_child(void)
         __atomic_load_n(&shim_sealed, __ATOMIC_ACQUIRE)) {
         return;
     }
+    /* Forked inside the host's dl_iterate_phdr: the loader's list lock stays held in this child,
+     * and the agent's start, which walks the loaded objects, waited for it for good, its life
+     * lock held, and the child's exit() after it (host-contract-dlfork-walk; bare, it exits). */
+    if (host_loader_walking()) {
+        fprintf(stderr,
+                "pipeprof: the forked child %ld is not profiled: it was forked inside "
+                "dl_iterate_phdr, whose lock it keeps\n",
+                (long)getpid());
+        return;
+    }
     /* Most children of a shell exec at once, and their new image starts its own agent; a
      * child that is still this image a few milliseconds later is a worker, and starts one
      * here, on a thread that blocks every signal, as the agent's threads do. */

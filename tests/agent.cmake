@@ -11,8 +11,13 @@ if(TARGET pp_agent)
   target_compile_options(test-agent-sampling PRIVATE -fno-omit-frame-pointer -O1)
   target_link_options(test-agent-sampling PRIVATE -rdynamic)
   target_compile_options(test-agent-unwind PRIVATE -fno-omit-frame-pointer)
-  # A fork during the library's loader calls (host/dl.c) leaves the child's loader usable.
-  pp_add_test(test-agent-loader-fork LIBS pp_agent pthread LABELS unit)
+  # A fork during the library's loader calls (host/dl.c) leaves the child's loader usable; one
+  # from the host's own (a walk's callback, the destructor of pp-dlfork-unload) returns.
+  add_library(pp-dlfork-unload SHARED ${CMAKE_SOURCE_DIR}/tests/fixtures/dlfork-unload.c)
+  set_target_properties(pp-dlfork-unload PROPERTIES LIBRARY_OUTPUT_DIRECTORY
+    ${CMAKE_BINARY_DIR}/tests)
+  pp_add_test(test-agent-loader-fork LIBS pp_agent pthread dl LABELS unit)
+  add_dependencies(test-agent-loader-fork pp-dlfork-unload)
 endif()
 
 # Ground truth: CPU profiles against the threads' own CPU-time accounting, both engines, with

@@ -2,7 +2,7 @@
 # (tests/hosts/*.c) run bare and under the agent by tests/host-contract.sh, which compares their
 # output (their per-call results) and exit status. Not labelled slow: CI's ASan+UBSan stage runs
 # them against the sanitized library too.
-foreach(host fds signals eintr stress start suspend writes seccomp ns listings)
+foreach(host fds signals eintr stress start suspend writes seccomp ns listings dlfork)
   add_executable(host-${host} ${CMAKE_SOURCE_DIR}/tests/hosts/${host}.c)
   set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
   target_link_libraries(host-${host} PRIVATE pthread dl)
@@ -189,6 +189,16 @@ set_property(TEST host-contract-ns-user APPEND PROPERTY ENVIRONMENT
              "HC_MODES=cpu wall listen preload sessions" "HC_RECORD_FRAME=burn_after_unshare")
 # errno as the loader leaves it, in the host's constructor and at main()
 pp_add_host_contract(start-errno start)
+# forks inside its dl_iterate_phdr callback while the manager's module refresh waits for the
+# loader's list lock (host/dl.c, host_loader_fork_stuck): before, the fork never returned
+pp_add_host_contract(dlfork-walk dlfork walk)
+# with its children followed by the record runs: a child forked in the walk starts no agent,
+# whose start waited for the list lock for good, and the child's exit() for the agent's life
+# lock (shim.c, shim_atfork_child)
+# (ASan build: without leak detection, whose walk of the loaded objects at the child's exit()
+# waits for the list lock for good, bare too, as every dl_iterate_phdr there does)
+set_property(TEST host-contract-dlfork-walk APPEND PROPERTY ENVIRONMENT "HC_RECORD_CHILDREN=1"
+             "ASAN_OPTIONS=detect_leaks=0")
 # Sessions start and stop in a loop while host threads and a host signal handler call the
 # interposers: CPU and wall mode, record, listen, and the loop of sessions.
 pp_add_host_contract(stress stress)

@@ -18,6 +18,7 @@
 # HC_ERR_LACKS=ERE: none says it. HC_EXPECT_SAMPLES=1: each recording holds samples.
 # HC_RECORD_FRAME=NAME: each record run's report must name the function NAME (work the host does
 # after something that restarts the library: host-contract-ns-user).
+# HC_RECORD_CHILDREN=1: the record runs follow the host's children (without --no-children).
 # HC_NOFILE=SOFT[:HARD]: every run (the host, pipeprof and collect) starts with that
 # RLIMIT_NOFILE, the hard limit left as it is without HARD (`pipeprof record` gives CMD the soft
 # one back).
@@ -94,12 +95,14 @@ readable() { # TRACE: pipeprof reads it
   note "$NAME: $1 reports $lost lost samples"
 }
 
+children=(--no-children)
+[[ -z ${HC_RECORD_CHILDREN:-} ]] || children=()
 for run in ${HC_MODES:-cpu wall listen preload}; do
   case $run in
   cpu | wall)
     set +e
     "${tracer[@]}" ${tracer:+"$T/$run.strace"} "${RECORD_ENV[@]}" "$PIPEPROF" record \
-      --mode "$run" --hz 1000 -q --no-children \
+      --mode "$run" --hz 1000 -q "${children[@]}" \
       -o "$T/$run.nettrace" -- "$HOST" "$@" >"$T/$run.out" 2>"$T/$run.err"
     rc=$?
     set -e

@@ -15,6 +15,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -203,9 +205,305 @@ TEST(a_fork_while_the_module_lock_waits_for_the_loader_lock_goes_through)
     expect_child_walked(status, "a fork while the module lock was held");
 }
 
+/* What the SIGALRM of the cases below is waiting for: named on stderr when it comes. */
+static const char *volatile alarm_what = "";
+
+static void
+on_alarm(int sig)
+{
+    static const char pre[] = "FAIL: ";
+    size_t n = 0;
+
+    (void)sig;
+    while (alarm_what[n] != '\0') {
+        n++;
+    }
+    (void)!write(2, pre, sizeof(pre) - 1);
+    (void)!write(2, alarm_what, n);
+    (void)!write(2, "\n", 1);
+    _exit(1);
+}
+
+/* The manager's refresh: the module lock, the loader lock, then glibc's walk (its list lock). */
+static void *
+refresher_main(void *arg)
+{
+    (void)arg;
+    atomic_store(&inside, 1);
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    atomic_store(&thread_done, 1);
+    return NULL;
+}
+
+/* symtab.c's load of libelf: under the module lock, a dlopen (its dl_load_lock), marked. */
+static void *
+opener_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&ag_modules_mutex);
+    atomic_fetch_add(&ag_modules_in_loader, 1);
+    atomic_store(&inside, 1);
+    ASSERT_TRUE(host_loader_open("libc.so.6", RTLD_NOW | RTLD_NOLOAD) != NULL);
+    atomic_fetch_sub(&ag_modules_in_loader, 1);
+    pthread_mutex_unlock(&ag_modules_mutex);
+    atomic_store(&thread_done, 1);
+    return NULL;
+}
+
+struct own_fork {
+    void *(*holder)(void *); /* the library's thread that waits for the host's loader call */
+    /* The host's call is a walk: glibc's list lock stays held in the child (by the forking
+     * thread's old tid), so the child's dlopen is not tried there under ThreadSanitizer, whose
+     * dlopen walks the loaded objects (it waited forever, as it would bare) */
+    int walk_held;
+    int called;
+    int module_lock_held; /* by the holder, when the fork was called */
+    int stuck;            /* host_loader_fork_stuck() then */
+    int status;           /* the child's */
+};
+
+/* From inside the host's loader call (this thread holds one of glibc's loader locks): starts the
+ * holder, gives it 300 ms to block on that lock, and forks. The child checks that the locks the
+ * holder held are free in it and that the module list was dropped; its dlopen of a loaded library
+ * works (after a walk's fork its dl_iterate_phdr would wait forever, bare too: glibc's list lock
+ * is held there by the forking thread under its old tid). */
+static void
+fork_in_own_call(struct own_fork *f)
+{
+    pid_t pid;
+
+    if (f->called++) {
+        return;
+    }
+    atomic_store(&inside, 0);
+    start_detached(f->holder);
+    while (!atomic_load(&inside)) {
+        sleep_ms(1);
+    }
+    sleep_ms(300);
+    f->module_lock_held = pthread_mutex_trylock(&ag_modules_mutex) != 0;
+    if (!f->module_lock_held) {
+        pthread_mutex_unlock(&ag_modules_mutex);
+    }
+    f->stuck = host_loader_fork_stuck();
+    alarm_what = "the fork did not return in 20 s (its prepare handlers waited for a lock held "
+                 "by another thread, which waits for this thread's loader call)";
+    alarm(20);
+    pid = fork();
+    if (pid == 0) {
+        int ok;
+
+        signal(SIGALRM, SIG_DFL);
+        alarm(20);
+        ok = pthread_mutex_trylock(&ag_modules_mutex) == 0;
+        host_loader_enter(); /* waits forever (SIGALRM) if the child's loader lock is held */
+        host_loader_leave();
+        ok = ok && atomic_load(&ag_sig_modules) == NULL;
+        ok = ok && (f->walk_held || dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD) != NULL);
+        _exit(ok ? 0 : 3);
+    }
+    ASSERT_TRUE(pid > 0);
+    alarm_what = "the child did not exit in 20 s";
+    ASSERT_TRUE(waitpid(pid, &f->status, 0) == pid);
+    alarm(0);
+}
+
+static void
+own_fork_setup(void)
+{
+    signal(SIGALRM, on_alarm);
+    ag_fork_handlers_register();
+    ASSERT_TRUE(ag_modules_refresh() >= 0); /* a list and its snapshot, for the child to drop */
+    ASSERT_TRUE(atomic_load(&ag_sig_modules) != NULL);
+}
+
+static void
+own_fork_check(const struct own_fork *f)
+{
+    wait_thread_done(); /* the holder's call, once the host's ended */
+    printf("# module lock held at the fork: %d; loader lock stuck: %d; child status %#x\n",
+           f->module_lock_held, f->stuck, (unsigned)f->status);
+    ASSERT_TRUE(f->called == 1 && f->module_lock_held && f->stuck);
+    if (WIFSIGNALED(f->status) && WTERMSIG(f->status) == SIGALRM) {
+        test_fail(__FILE__, __LINE__,
+                  "the child waited 20 s for a lock (left held across the fork)");
+    }
+    ASSERT_TRUE(WIFEXITED(f->status) && WEXITSTATUS(f->status) == 0);
+    ASSERT_TRUE(atomic_load(&ag_sig_modules) != NULL); /* the parent's list is whole */
+    signal(SIGALRM, SIG_DFL);
+}
+
+static int
+fork_in_walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)info;
+    (void)size;
+    fork_in_own_call(arg);
+    return 1;
+}
+
+TEST(a_fork_in_the_hosts_walk_while_the_manager_waits_for_it_goes_through)
+{
+#ifdef __SANITIZE_THREAD__
+    struct own_fork f = { refresher_main, 1, 0, 0, 0, 0 };
+#else
+    struct own_fork f = { refresher_main, 0, 0, 0, 0, 0 };
+#endif
+
+    own_fork_setup();
+    ASSERT_TRUE(dl_iterate_phdr(fork_in_walk_cb, &f) == 1);
+    own_fork_check(&f);
+}
+
+static struct own_fork unload_fork = { opener_main, 0, 0, 0, 0, 0 };
+
+static void
+fork_in_unload(void)
+{
+    fork_in_own_call(&unload_fork);
+}
+
+TEST(a_fork_in_the_hosts_dlclose_while_the_library_opens_goes_through)
+{
+    const char *dir = getenv("PP_BINARY_DIR");
+    char path[4096];
+    void (**hook)(void);
+    void *h;
+
+    if (dir == NULL) {
+        test_skip("PP_BINARY_DIR is not set: the fixture library cannot be found");
+    }
+    snprintf(path, sizeof(path), "%s/tests/libpp-dlfork-unload.so", dir);
+    own_fork_setup();
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_TRUE(h != NULL);
+    hook = (void (**)(void))dlsym(h, "pp_dlfork_on_unload");
+    ASSERT_TRUE(hook != NULL);
+    *hook = fork_in_unload;
+    ASSERT_TRUE(dlclose(h) == 0);
+    own_fork_check(&unload_fork);
+}
+
+static _Atomic int walker_inside, walker_done;
+
+/* A library walk without the module lock (fds.c's lookup, the bridge's): it holds the loader
+ * lock and waits for the host's walk. */
+static void *
+plain_walker_main(void *arg)
+{
+    int n = 0;
+
+    (void)arg;
+    atomic_store(&walker_inside, 1);
+    host_loader_iterate(noop_cb, &n);
+    atomic_store(&walker_done, 1);
+    return NULL;
+}
+
+/* Another host thread's plain fork at that moment: its prepare handlers take the module lock and
+ * wait for the loader lock, held by plain_walker_main. */
+static void *
+plain_forker_main(void *arg)
+{
+    pthread_attr_t a;
+    pthread_t th;
+    int status = 0;
+    pid_t pid;
+
+    (void)arg;
+    atomic_store(&walker_inside, 0);
+    atomic_store(&walker_done, 0);
+    ASSERT_OK(pthread_attr_init(&a));
+    ASSERT_OK(pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED));
+    ASSERT_OK(pthread_create(&th, &a, plain_walker_main, NULL));
+    pthread_attr_destroy(&a);
+    while (!atomic_load(&walker_inside)) {
+        sleep_ms(1);
+    }
+    sleep_ms(50); /* it holds the loader lock and waits for the list lock */
+    atomic_store(&inside, 1);
+    pid = fork();
+    if (pid == 0) {
+        _exit(0);
+    }
+    ASSERT_TRUE(pid > 0 && waitpid(pid, &status, 0) == pid && status == 0);
+    while (!atomic_load(&walker_done)) {
+        sleep_ms(1);
+    }
+    atomic_store(&thread_done, 1);
+    return NULL;
+}
+
+TEST(a_fork_in_the_hosts_walk_while_another_fork_waits_for_the_loader_lock_goes_through)
+{
+    struct own_fork f = { plain_forker_main, 0, 0, 0, 0, 0 };
+
+#ifdef __SANITIZE_THREAD__
+    f.walk_held = 1;
+#endif
+    own_fork_setup();
+    ASSERT_TRUE(dl_iterate_phdr(fork_in_walk_cb, &f) == 1);
+    own_fork_check(&f);
+}
+
+/* A library walk that holds the loader lock and waits for the host's walk (glibc's list lock). */
+static void *
+library_walker_main(void *arg)
+{
+    int n = 0;
+
+    (void)arg;
+    atomic_store(&inside, 1);
+    host_loader_iterate(noop_cb, &n);
+    atomic_store(&thread_done, 1);
+    return NULL;
+}
+
+/* The host's callback: a library call of its own on this thread (fds.c's lookup, the agent's
+ * rescan in a dlclose) while another library walk holds the loader lock and waits for this one. */
+static int
+library_walk_in_walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    int *n = arg;
+
+    (void)info;
+    (void)size;
+    if (*n != 0) {
+        return 1;
+    }
+    atomic_store(&inside, 0);
+    start_detached(library_walker_main);
+    while (!atomic_load(&inside)) {
+        sleep_ms(1);
+    }
+    sleep_ms(100); /* it holds the loader lock and waits for the list lock */
+    alarm_what = "a library walk inside the host's walk waited 20 s for the loader lock, held by "
+                 "a library walk that waits for the host's";
+    alarm(20);
+    host_loader_iterate(noop_cb, n);
+    alarm(0);
+    return 1;
+}
+
+TEST(a_library_walk_in_the_hosts_walk_does_not_wait_for_the_loader_lock)
+{
+    int n = 0;
+
+    signal(SIGALRM, on_alarm);
+    ASSERT_TRUE(dl_iterate_phdr(library_walk_in_walk_cb, &n) == 1);
+    wait_thread_done();
+    printf("# objects walked inside the host's walk: %d\n", n);
+    ASSERT_TRUE(n > 0);
+    signal(SIGALRM, SIG_DFL);
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(a_fork_waits_for_the_librarys_walk_of_the_loaders_list),
     TEST_CASE(a_fork_while_the_module_lock_waits_for_the_loader_lock_goes_through),
+    TEST_CASE(a_fork_in_the_hosts_walk_while_the_manager_waits_for_it_goes_through),
+    TEST_CASE(a_fork_in_the_hosts_dlclose_while_the_library_opens_goes_through),
+    TEST_CASE(a_library_walk_in_the_hosts_walk_does_not_wait_for_the_loader_lock),
+    TEST_CASE(a_fork_in_the_hosts_walk_while_another_fork_waits_for_the_loader_lock_goes_through),
 };
 
 TEST_MAIN(cases)

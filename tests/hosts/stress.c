@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <link.h>
 #include <mntent.h>
 #include <mqueue.h>
 #include <netdb.h>
@@ -489,6 +490,15 @@ stress_netdb(void)
 }
 
 /* Each remaining interposer of host/ once, each with the result bare gives. */
+static int
+stress_count_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)info;
+    (void)size;
+    (*(int *)arg)++;
+    return 0;
+}
+
 static void
 every_call(int idx)
 {
@@ -521,6 +531,9 @@ every_call(int idx)
 
     /* a library loaded and unloaded (the agent rescans its modules around dlclose) */
     check(dl != NULL && dlclose(dl) == 0, "dlopen/dlclose");
+    /* a walk of the loaded objects (the interposer counts the host's walks for fork) */
+    n = 0;
+    check(dl_iterate_phdr(stress_count_object, &n) == 0 && n > 0, "dl_iterate_phdr");
     /* sleeps and readiness waits that return at once */
     check(clock_nanosleep(CLOCK_MONOTONIC, 0, &tiny, NULL) == 0, "clock_nanosleep");
     check(usleep(10) == 0 && sleep(0) == 0, "usleep/sleep");
