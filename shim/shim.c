@@ -248,10 +248,14 @@ shim_atfork_child(void)
      * and the agent's start, which walks the loaded objects, waited for it for good, its life
      * lock held, and the child's exit() after it (host-contract-dlfork-walk; bare, it exits). */
     if (host_loader_walking()) {
-        fprintf(stderr,
-                "pipeprof: the forked child %ld is not profiled: it was forked inside "
-                "dl_iterate_phdr, whose lock it keeps\n",
-                (long)getpid());
+        /* Said by one raw write: a fork's child handler must not take stdio's lock, which a
+         * thread of the parent may have held at the fork (errno kept: the host's child runs on). */
+        static const char why[] = "pipeprof: a child forked inside dl_iterate_phdr, whose lock it "
+                                  "keeps, is not profiled\n";
+        int saved = errno;
+
+        (void)syscall(SYS_write, 2, why, sizeof(why) - 1);
+        errno = saved;
         return;
     }
     /* Most children of a shell exec at once, and their new image starts its own agent; a
