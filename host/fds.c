@@ -1290,19 +1290,25 @@ host_fds_is_ahead_call(const void *ra)
     return n > 0 && host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra);
 }
 
+static int host_fds_data_waited(void);
+
 /* HOST_FD_DATA_REFUSED's slow half, for a library fd: the host's call fails with EBADF. The
  * library's passes (its thread, its code), and so does one that came through a definition ahead
  * of this library's (ra in host_fds_ahead_lo): that object's code calls this for the library's
  * calls as for the host's (under ASan and TSan, libuv's write to its async eventfd in the host's
  * thread at exit reaches here from the runtime's interceptor), and whose it is cannot be told.
- * No wait for a library fd's low moment: one bit test is the data calls' whole fast path. */
+ * The host's call on an unmarked number while a library creation is between its system call and
+ * its mark (host_fds_creating_n) first waits for it, then looks at the mark again. */
 int
 host_fds_data_refused(int fd, const void *ra)
 {
     int n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
 
-    if (!host_fd_is_owned(fd) || host_fds_library_data_call(ra) ||
+    if (host_fds_library_data_call(ra) ||
         host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra)) {
+        return 0;
+    }
+    if (!host_fd_is_owned(fd) && !(host_fds_data_waited() && host_fd_is_owned(fd))) {
         return 0;
     }
     errno = EBADF;
@@ -2036,6 +2042,30 @@ static _Atomic unsigned host_fds_gate_library_entries;
 #define HOST_FDS_GATE_HOST_NS    50000000u  /* 50 ms */
 #define HOST_FDS_GATE_LIBRARY_NS 500000000u /* 500 ms */
 
+/*
+ * Library creations between their system call and the mark of their new fds: counted in by
+ * host_fds_create_begin (every creation whose fds host_fd_take, host_fds_pair_created or
+ * host_fds_file_created mark: the interposers', syscall()'s, procstat.c's) after it entered the
+ * gate, before the system call, and out by host_fds_create_leave once the fds are marked. Not
+ * the gate's count, which host_fds_hold also takes across a dlopen (milliseconds). A host's data
+ * call (HOST_FD_DATA_REFUSED, internal.h) loads it before its bit test; while it is not 0 the
+ * slow half (host_fds_data_refused) waits, at most the host's creations' bound, before it tests
+ * an unmarked number again: the number may be a library fd whose creation returned and whose
+ * mark is not made yet (before, a host's pread of a number in that instant reached a library
+ * pipe: ESPIPE in a fresh-clone CI run of host-contract-fds-datacalls).
+ * The order: the creation's increment (sequentially consistent, a locked instruction) comes
+ * before its system call, its mark (acq_rel) after it, its decrement (release) after the mark;
+ * the host's load (acquire) comes before its bit test and its own system call. A 0 read from a
+ * creation's decrement brings that creation's mark with it; a count read as not 0 waits. What is
+ * left is a creation whose increment comes after the host's load: its system call takes the
+ * number the host is about to use only if the whole of it (the increment, the kernel's
+ * allocation) fits between the host's load and the host's own system call, a few instructions
+ * that a preemption of the host's thread alone stretches. Closing that too would need the host's
+ * read and write to count themselves in (a locked instruction each) and the library's creations
+ * to wait for them.
+ */
+_Atomic int host_fds_creating_n; /* internal.h: host_fd_data_refused_by */
+
 /* Whether the bound that *until holds (0: not started yet) has passed. */
 static int
 host_fds_gate_waited(uint64_t *until, uint64_t bound)
@@ -2268,6 +2298,7 @@ host_fds_forked_child(void)
     }
     atomic_store_explicit(&host_fds_count, 0, memory_order_release);
     atomic_store(&host_fds_gate_library, 0);   /* held by threads the child does not have */
+    atomic_store(&host_fds_creating_n, 0);     /* likewise */
     host_fds_mark_lock_drop();                 /* likewise */
     host_thread_forked_child();                /* likewise */
     for (i = 0; i < HOST_FDS_LOW_SLOTS; i++) { /* their creators are not in the child */
@@ -2293,8 +2324,20 @@ host_fds_create_begin(const void *ra)
 
     if (library) {
         host_fds_gate_library_enter();
+        /* after the gate (whose wait for a host's close may last its bound), before the system
+         * call: the host's data calls wait from here (host_fds_creating_n) */
+        atomic_fetch_add(&host_fds_creating_n, 1);
     }
     return library;
+}
+
+/* The end of a library creation that host_fds_create_begin began, once its new fds are marked:
+ * the host's data calls go on, and the gate is left. */
+static void
+host_fds_create_leave(void)
+{
+    atomic_fetch_sub_explicit(&host_fds_creating_n, 1, memory_order_release);
+    host_fds_gate_library_leave();
 }
 
 int
@@ -2304,7 +2347,7 @@ host_fds_create_end(int library, int fd)
         int err = errno;
 
         fd = host_fd_take(fd);
-        host_fds_gate_library_leave();
+        host_fds_create_leave();
         if (fd < 0) {
             errno = err;
         }
@@ -2345,16 +2388,36 @@ host_fds_creating(const void *ra, unsigned *entries)
     return library;
 }
 
+/* Waits (at most the host's creations' bound) until *count is 0. Loads, clock_gettime and
+ * sched_yield only: async-signal-safe. */
+static void
+host_fds_count_wait(_Atomic int *count)
+{
+    uint64_t until = 0;
+
+    while (atomic_load(count) != 0 && !host_fds_gate_waited(&until, host_fds_create_bound())) {
+        sched_yield();
+    }
+}
+
 /* Waits (at most the host's bound) until no library fd is in its low moment. */
 static void
 host_fds_gate_library_wait(void)
 {
-    uint64_t until = 0;
+    host_fds_count_wait(&host_fds_gate_library);
+}
 
-    while (atomic_load(&host_fds_gate_library) != 0 &&
-           !host_fds_gate_waited(&until, host_fds_create_bound())) {
-        sched_yield();
+/* 1 after waiting until *count is 0, when it was not; 0 when it was, or the caller is a library
+ * thread or is inside the gate itself (a host signal handler that interrupted the thread's own
+ * library creation, which cannot end meanwhile). */
+static int
+host_fds_count_waited(_Atomic int *count)
+{
+    if (atomic_load(count) == 0 || host_fds_gate_depth > 0 || host_library_thread) {
+        return 0;
     }
+    host_fds_count_wait(count);
+    return 1;
 }
 
 /* For a listing's look at an entry: 1 after waiting out the library creations in the gate, when
@@ -2363,12 +2426,19 @@ host_fds_gate_library_wait(void)
 static int
 host_fds_creations_waited(void)
 {
-    if (atomic_load(&host_fds_gate_library) == 0 || host_fds_gate_depth > 0 ||
-        host_library_thread) {
-        return 0;
-    }
-    host_fds_gate_library_wait();
-    return 1;
+    return host_fds_count_waited(&host_fds_gate_library);
+}
+
+/* For a data call's look at an unmarked number (host_fds_data_refused): as above for the library
+ * creations between their system call and their mark alone (host_fds_creating_n), not the gate's
+ * holds. errno kept. */
+static int
+host_fds_data_waited(void)
+{
+    int err = errno, waited = host_fds_count_waited(&host_fds_creating_n);
+
+    errno = err;
+    return waited;
 }
 
 /*
@@ -4650,7 +4720,7 @@ host_fds_pair_created(int library, unsigned entries, int rc, int fds[2])
         fds[1] = host_fds_created_lower(fds[1]);
     }
     if (library) {
-        host_fds_gate_library_leave();
+        host_fds_create_leave();
     }
     return rc;
 }
@@ -5119,7 +5189,7 @@ host_fds_file_created(FILE *f, int library, unsigned entries)
         f->_fileno = fd >= 0 ? fd : f->_fileno;
     }
 #endif
-    host_fds_gate_library_leave();
+    host_fds_create_leave();
     return f;
 }
 
