@@ -2206,7 +2206,8 @@ host_fds_test_churn(void *arg)
     (void)arg;
     host_thread_mark_library();
     for (;;) {
-        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        /* read and write: a host's call of either that reaches it succeeds (datalow) */
+        int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 
         if (fd >= 0) {
             close(fd);
