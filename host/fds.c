@@ -159,14 +159,21 @@
  *                    call than bare preloaded, 7 to 12 under record. The host's call on a library
  *                    fd fails with EBADF and moves nothing; the fast path is one bit test of the
  *                    number (HOST_FD_DATA_REFUSED, host/internal.h: read and write are hot), and
- *                    the caller is looked at only for a library fd (host_fds_data_refused). There
- *                    is no wait for a library fd's low moment, unlike the calls above: a host's
- *                    data call on a number a library fd holds for those few microseconds reaches
- *                    it, and so does one in the instant of the library's close of an fd, whose
- *                    bit is cleared before the close (2 of 3M accept4 calls of
- *                    host-contract-fds-acceptloop got ENOTSOCK so in one TSan run; clearing
- *                    it after the close would race with a library creation that takes the
- *                    number meanwhile: not done). The sanitizers' runtimes intercept these
+ *                    the caller is looked at only for a library fd (host_fds_data_refused). A
+ *                    library fd's low moment (marked) is the bit's; the instant before it, from
+ *                    the creating system call's return to host_fd_take's mark, is waited for:
+ *                    the fast path also loads host_fds_creating_n, the library creations in that
+ *                    instant, and while it is not 0 the host's call on an unmarked number waits
+ *                    (sched_yield, at most the host's creations' bound) and looks at the bit
+ *                    again (host-contract-fds-datacalls-lowmoment, each such instant held 2 ms:
+ *                    before, 3000 to 7000 of a call's answers in 1.5 s were not EBADF; a
+ *                    fresh-clone CI run of -datacalls met one unheld, a pread's ESPIPE). Left: a
+ *                    creation that begins after the host's look and whose system call returns
+ *                    before the host's own (the host's thread preempted between the two, as a
+ *                    library thread's wakeup does: 0 or 1 answer in 1.5 s in that test), and the
+ *                    creations outside the gate (a library's blocking accept, its recvmsg of
+ *                    fds). The library's close of a marked fd clears the bit after the close
+ *                    (host_fds_close_marked). The sanitizers' runtimes intercept these
  *                    (ASan all but __fxstat, TSan all), and their interceptors call the
  *                    definition here from the runtime's code for the library's calls and the
  *                    host's alike: libuv's on the host's
@@ -215,8 +222,8 @@
  *   symlinkat readlinkat faccessat mknodat mkfifoat utimensat futimesat name_to_handle_at execveat
  *                    and openat's, openat64's, __openat_2's and __openat64_2's dirfd, and
  *                    sockets.c's bind and connect: the other calls on an fd's number, as the data
- *                    calls (HOST_FDS_DATA_AT: HOST_FD_DATA_REFUSED's one bit test, the ahead rule,
- *                    no wait; tee, copy_file_range, epoll_ctl, renameat* and linkat on either of
+ *                    calls (HOST_FDS_DATA_AT: HOST_FD_DATA_REFUSED's bit test and wait, the ahead
+ *                    rule; tee, copy_file_range, epoll_ctl, renameat* and linkat on either of
  *                    their two numbers; the *at calls on their dirfd only for a relative path, or
  *                    an empty one with AT_EMPTY_PATH, readlinkat's empty path always, utimensat's
  *                    and futimesat's NULL one the fd itself; fanotify_mark on its group and on its
@@ -250,7 +257,7 @@
  * fsmount mmap mmap64 and blocking.c's accept, accept4, epoll_wait and epoll_pwait, eintr.c's
  *                    epoll_pwait2, sockets.c's listen and signalfd's of a number above: the calls
  *                    that act on what a library fd's number holds where they succeed, as the
- *                    data calls (HOST_FD_DATA_REFUSED, the ahead rule, no wait). An accept took a
+ *                    data calls (HOST_FD_DATA_REFUSED, the ahead rule). An accept took a
  *                    connection meant for the library's listener: a server's loop of non-blocking
  *                    accept4 over 3..1023 broke the first session of pipeprof collect against it
  *                    in 2 of 2 runs ("CollectTracing failed: Broken pipe", "ResumeRuntime
@@ -4487,12 +4494,12 @@ HOST_FDS_ON_FD_NEVER(int, fchownat, (int fd, const char *path, uid_t uid, gid_t 
                      (fd, path, uid, gid, flags), host_fds_at_fd(fd, path, flags), fd)
 
 /*
- * The other calls on an fd's number, as the data calls (HOST_FD_DATA_REFUSED: one bit test, the
- * ahead rule, no wait for a library fd's low moment): the host's on a library fd fail with EBADF,
- * as bare. a and b are the numbers the call looks at (-1: none), an *at call's dirfd only for a
- * relative path or an empty one with AT_EMPTY_PATH (host_fds_at_fd). ASan's runtime intercepts
- * flistxattr, name_to_handle_at, readlinkat and timerfd_gettime, TSan's those and epoll_ctl: the
- * ahead rule lets the library's calls through their interceptors.
+ * The other calls on an fd's number, as the data calls (HOST_FD_DATA_REFUSED: one bit test and a
+ * load, the ahead rule, the wait for a creation not marked yet): the host's on a library fd fail
+ * with EBADF, as bare. a and b are the numbers the call looks at (-1: none), an *at call's dirfd
+ * only for a relative path or an empty one with AT_EMPTY_PATH (host_fds_at_fd). ASan's runtime
+ * intercepts flistxattr, name_to_handle_at, readlinkat and timerfd_gettime, TSan's those and
+ * epoll_ctl: the ahead rule lets the library's calls through their interceptors.
  */
 #define HOST_FDS_DATA_AT(ret, name, params, args, a, b)           \
     HOST_EXPORT ret name params                                   \
