@@ -159,14 +159,21 @@
  *                    call than bare preloaded, 7 to 12 under record. The host's call on a library
  *                    fd fails with EBADF and moves nothing; the fast path is one bit test of the
  *                    number (HOST_FD_DATA_REFUSED, host/internal.h: read and write are hot), and
- *                    the caller is looked at only for a library fd (host_fds_data_refused). There
- *                    is no wait for a library fd's low moment, unlike the calls above: a host's
- *                    data call on a number a library fd holds for those few microseconds reaches
- *                    it, and so does one in the instant of the library's close of an fd, whose
- *                    bit is cleared before the close (2 of 3M accept4 calls of
- *                    host-contract-fds-acceptloop got ENOTSOCK so in one TSan run; clearing
- *                    it after the close would race with a library creation that takes the
- *                    number meanwhile: not done). The sanitizers' runtimes intercept these
+ *                    the caller is looked at only for a library fd (host_fds_data_refused). A
+ *                    library fd's low moment (marked) is the bit's; the instant before it, from
+ *                    the creating system call's return to host_fd_take's mark, is waited for:
+ *                    the fast path also loads host_fds_creating_n, the library creations in that
+ *                    instant, and while it is not 0 the host's call on an unmarked number waits
+ *                    (sched_yield, at most the host's creations' bound) and looks at the bit
+ *                    again (host-contract-fds-datacalls-lowmoment, each such instant held 2 ms:
+ *                    before, 3000 to 7000 of a call's answers in 1.5 s were not EBADF; a
+ *                    fresh-clone CI run of -datacalls met one unheld, a pread's ESPIPE). Left: a
+ *                    creation that begins after the host's look and whose system call returns
+ *                    before the host's own (the host's thread preempted between the two, as a
+ *                    library thread's wakeup does: 0 or 1 answer in 1.5 s in that test), and the
+ *                    creations outside the gate (a library's blocking accept, its recvmsg of
+ *                    fds). The library's close of a marked fd clears the bit after the close
+ *                    (host_fds_close_marked). The sanitizers' runtimes intercept these
  *                    (ASan all but __fxstat, TSan all), and their interceptors call the
  *                    definition here from the runtime's code for the library's calls and the
  *                    host's alike: libuv's on the host's
@@ -215,8 +222,8 @@
  *   symlinkat readlinkat faccessat mknodat mkfifoat utimensat futimesat name_to_handle_at execveat
  *                    and openat's, openat64's, __openat_2's and __openat64_2's dirfd, and
  *                    sockets.c's bind and connect: the other calls on an fd's number, as the data
- *                    calls (HOST_FDS_DATA_AT: HOST_FD_DATA_REFUSED's one bit test, the ahead rule,
- *                    no wait; tee, copy_file_range, epoll_ctl, renameat* and linkat on either of
+ *                    calls (HOST_FDS_DATA_AT: HOST_FD_DATA_REFUSED's bit test and wait, the ahead
+ *                    rule; tee, copy_file_range, epoll_ctl, renameat* and linkat on either of
  *                    their two numbers; the *at calls on their dirfd only for a relative path, or
  *                    an empty one with AT_EMPTY_PATH, readlinkat's empty path always, utimensat's
  *                    and futimesat's NULL one the fd itself; fanotify_mark on its group and on its
@@ -250,7 +257,7 @@
  * fsmount mmap mmap64 and blocking.c's accept, accept4, epoll_wait and epoll_pwait, eintr.c's
  *                    epoll_pwait2, sockets.c's listen and signalfd's of a number above: the calls
  *                    that act on what a library fd's number holds where they succeed, as the
- *                    data calls (HOST_FD_DATA_REFUSED, the ahead rule, no wait). An accept took a
+ *                    data calls (HOST_FD_DATA_REFUSED, the ahead rule). An accept took a
  *                    connection meant for the library's listener: a server's loop of non-blocking
  *                    accept4 over 3..1023 broke the first session of pipeprof collect against it
  *                    in 2 of 2 runs ("CollectTracing failed: Broken pipe", "ResumeRuntime
@@ -1290,19 +1297,25 @@ host_fds_is_ahead_call(const void *ra)
     return n > 0 && host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra);
 }
 
+static int host_fds_data_waited(void);
+
 /* HOST_FD_DATA_REFUSED's slow half, for a library fd: the host's call fails with EBADF. The
  * library's passes (its thread, its code), and so does one that came through a definition ahead
  * of this library's (ra in host_fds_ahead_lo): that object's code calls this for the library's
  * calls as for the host's (under ASan and TSan, libuv's write to its async eventfd in the host's
  * thread at exit reaches here from the runtime's interceptor), and whose it is cannot be told.
- * No wait for a library fd's low moment: one bit test is the data calls' whole fast path. */
+ * The host's call on an unmarked number while a library creation is between its system call and
+ * its mark (host_fds_creating_n) first waits for it, then looks at the mark again. */
 int
 host_fds_data_refused(int fd, const void *ra)
 {
     int n = atomic_load_explicit(&host_fds_ahead_n, memory_order_acquire);
 
-    if (!host_fd_is_owned(fd) || host_fds_library_data_call(ra) ||
+    if (host_fds_library_data_call(ra) ||
         host_fds_in(host_fds_ahead_lo, host_fds_ahead_hi, n, (uintptr_t)ra)) {
+        return 0;
+    }
+    if (!host_fd_is_owned(fd) && !(host_fds_data_waited() && host_fd_is_owned(fd))) {
         return 0;
     }
     errno = EBADF;
@@ -2036,6 +2049,30 @@ static _Atomic unsigned host_fds_gate_library_entries;
 #define HOST_FDS_GATE_HOST_NS    50000000u  /* 50 ms */
 #define HOST_FDS_GATE_LIBRARY_NS 500000000u /* 500 ms */
 
+/*
+ * Library creations between their system call and the mark of their new fds: counted in by
+ * host_fds_create_begin (every creation whose fds host_fd_take, host_fds_pair_created or
+ * host_fds_file_created mark: the interposers', syscall()'s, procstat.c's) after it entered the
+ * gate, before the system call, and out by host_fds_create_leave once the fds are marked. Not
+ * the gate's count, which host_fds_hold also takes across a dlopen (milliseconds). A host's data
+ * call (HOST_FD_DATA_REFUSED, internal.h) loads it before its bit test; while it is not 0 the
+ * slow half (host_fds_data_refused) waits, at most the host's creations' bound, before it tests
+ * an unmarked number again: the number may be a library fd whose creation returned and whose
+ * mark is not made yet (before, a host's pread of a number in that instant reached a library
+ * pipe: ESPIPE in a fresh-clone CI run of host-contract-fds-datacalls).
+ * The order: the creation's increment (sequentially consistent, a locked instruction) comes
+ * before its system call, its mark (acq_rel) after it, its decrement (release) after the mark;
+ * the host's load (acquire) comes before its bit test and its own system call. A 0 read from a
+ * creation's decrement brings that creation's mark with it; a count read as not 0 waits. What is
+ * left is a creation whose increment comes after the host's load: its system call takes the
+ * number the host is about to use only if the whole of it (the increment, the kernel's
+ * allocation) fits between the host's load and the host's own system call, a few instructions
+ * that a preemption of the host's thread alone stretches. Closing that too would need the host's
+ * read and write to count themselves in (a locked instruction each) and the library's creations
+ * to wait for them.
+ */
+_Atomic int host_fds_creating_n; /* internal.h: host_fd_data_refused_by */
+
 /* Whether the bound that *until holds (0: not started yet) has passed. */
 static int
 host_fds_gate_waited(uint64_t *until, uint64_t bound)
@@ -2176,7 +2213,8 @@ host_fds_test_churn(void *arg)
     (void)arg;
     host_thread_mark_library();
     for (;;) {
-        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        /* read and write: a host's call of either that reaches it succeeds (datalow) */
+        int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 
         if (fd >= 0) {
             close(fd);
@@ -2268,6 +2306,7 @@ host_fds_forked_child(void)
     }
     atomic_store_explicit(&host_fds_count, 0, memory_order_release);
     atomic_store(&host_fds_gate_library, 0);   /* held by threads the child does not have */
+    atomic_store(&host_fds_creating_n, 0);     /* likewise */
     host_fds_mark_lock_drop();                 /* likewise */
     host_thread_forked_child();                /* likewise */
     for (i = 0; i < HOST_FDS_LOW_SLOTS; i++) { /* their creators are not in the child */
@@ -2293,8 +2332,20 @@ host_fds_create_begin(const void *ra)
 
     if (library) {
         host_fds_gate_library_enter();
+        /* after the gate (whose wait for a host's close may last its bound), before the system
+         * call: the host's data calls wait from here (host_fds_creating_n) */
+        atomic_fetch_add(&host_fds_creating_n, 1);
     }
     return library;
+}
+
+/* The end of a library creation that host_fds_create_begin began, once its new fds are marked:
+ * the host's data calls go on, and the gate is left. */
+static void
+host_fds_create_leave(void)
+{
+    atomic_fetch_sub_explicit(&host_fds_creating_n, 1, memory_order_release);
+    host_fds_gate_library_leave();
 }
 
 int
@@ -2304,7 +2355,7 @@ host_fds_create_end(int library, int fd)
         int err = errno;
 
         fd = host_fd_take(fd);
-        host_fds_gate_library_leave();
+        host_fds_create_leave();
         if (fd < 0) {
             errno = err;
         }
@@ -2345,16 +2396,36 @@ host_fds_creating(const void *ra, unsigned *entries)
     return library;
 }
 
+/* Waits (at most the host's creations' bound) until *count is 0. Loads, clock_gettime and
+ * sched_yield only: async-signal-safe. */
+static void
+host_fds_count_wait(_Atomic int *count)
+{
+    uint64_t until = 0;
+
+    while (atomic_load(count) != 0 && !host_fds_gate_waited(&until, host_fds_create_bound())) {
+        sched_yield();
+    }
+}
+
 /* Waits (at most the host's bound) until no library fd is in its low moment. */
 static void
 host_fds_gate_library_wait(void)
 {
-    uint64_t until = 0;
+    host_fds_count_wait(&host_fds_gate_library);
+}
 
-    while (atomic_load(&host_fds_gate_library) != 0 &&
-           !host_fds_gate_waited(&until, host_fds_create_bound())) {
-        sched_yield();
+/* 1 after waiting until *count is 0, when it was not; 0 when it was, or the caller is a library
+ * thread or is inside the gate itself (a host signal handler that interrupted the thread's own
+ * library creation, which cannot end meanwhile). */
+static int
+host_fds_count_waited(_Atomic int *count)
+{
+    if (atomic_load(count) == 0 || host_fds_gate_depth > 0 || host_library_thread) {
+        return 0;
     }
+    host_fds_count_wait(count);
+    return 1;
 }
 
 /* For a listing's look at an entry: 1 after waiting out the library creations in the gate, when
@@ -2363,12 +2434,19 @@ host_fds_gate_library_wait(void)
 static int
 host_fds_creations_waited(void)
 {
-    if (atomic_load(&host_fds_gate_library) == 0 || host_fds_gate_depth > 0 ||
-        host_library_thread) {
-        return 0;
-    }
-    host_fds_gate_library_wait();
-    return 1;
+    return host_fds_count_waited(&host_fds_gate_library);
+}
+
+/* For a data call's look at an unmarked number (host_fds_data_refused): as above for the library
+ * creations between their system call and their mark alone (host_fds_creating_n), not the gate's
+ * holds. errno kept. */
+static int
+host_fds_data_waited(void)
+{
+    int err = errno, waited = host_fds_count_waited(&host_fds_creating_n);
+
+    errno = err;
+    return waited;
 }
 
 /*
@@ -4416,12 +4494,12 @@ HOST_FDS_ON_FD_NEVER(int, fchownat, (int fd, const char *path, uid_t uid, gid_t 
                      (fd, path, uid, gid, flags), host_fds_at_fd(fd, path, flags), fd)
 
 /*
- * The other calls on an fd's number, as the data calls (HOST_FD_DATA_REFUSED: one bit test, the
- * ahead rule, no wait for a library fd's low moment): the host's on a library fd fail with EBADF,
- * as bare. a and b are the numbers the call looks at (-1: none), an *at call's dirfd only for a
- * relative path or an empty one with AT_EMPTY_PATH (host_fds_at_fd). ASan's runtime intercepts
- * flistxattr, name_to_handle_at, readlinkat and timerfd_gettime, TSan's those and epoll_ctl: the
- * ahead rule lets the library's calls through their interceptors.
+ * The other calls on an fd's number, as the data calls (HOST_FD_DATA_REFUSED: one bit test and a
+ * load, the ahead rule, the wait for a creation not marked yet): the host's on a library fd fail
+ * with EBADF, as bare. a and b are the numbers the call looks at (-1: none), an *at call's dirfd
+ * only for a relative path or an empty one with AT_EMPTY_PATH (host_fds_at_fd). ASan's runtime
+ * intercepts flistxattr, name_to_handle_at, readlinkat and timerfd_gettime, TSan's those and
+ * epoll_ctl: the ahead rule lets the library's calls through their interceptors.
  */
 #define HOST_FDS_DATA_AT(ret, name, params, args, a, b)           \
     HOST_EXPORT ret name params                                   \
@@ -4650,7 +4728,7 @@ host_fds_pair_created(int library, unsigned entries, int rc, int fds[2])
         fds[1] = host_fds_created_lower(fds[1]);
     }
     if (library) {
-        host_fds_gate_library_leave();
+        host_fds_create_leave();
     }
     return rc;
 }
@@ -5119,7 +5197,7 @@ host_fds_file_created(FILE *f, int library, unsigned entries)
         f->_fileno = fd >= 0 ? fd : f->_fileno;
     }
 #endif
-    host_fds_gate_library_leave();
+    host_fds_create_leave();
     return f;
 }
 

@@ -294,8 +294,9 @@ int host_fds_accepted(int fd, const void *ra, unsigned entries);
  * fstatfs, fgetxattr, __fxstat): the host's on a library fd fail with EBADF, as bare, and move
  * nothing (fds.c's header). The fast path is one bit test of the set of library fds:
  * HOST_FD_DATA_REFUSED(fd) is 1, with errno EBADF, when the caller's call must fail; its slow
- * half (host_fds_data_refused) runs only for a library fd, or after a host thread's unshare.
- * Async-signal-safe (loads only).
+ * half (host_fds_data_refused) runs only for a library fd, while a library creation is between
+ * its system call and its mark (a host's call then waits for it), or after a host thread's
+ * unshare. Async-signal-safe (loads, and sched_yield in the wait).
  */
 #define HOST_FDS_MAX 65536 /* numbers the set can hold; the library keeps its fds below */
 extern _Atomic uint64_t host_fds_owned[HOST_FDS_MAX / 64];
@@ -344,10 +345,15 @@ long host_raw_syscall(long n, long a, long b, long c, long d, long e, long f);
  * is 0 until then), a copy the caller's unshare kept of a library fd the library has closed since
  * (its mark gone from the process-wide set). */
 extern _Atomic int host_fds_unshared_n;
+/* Library creations between their system call and their mark (fds.c): loaded before the bit
+ * test (acquire: a 0 from a creation's end brings its mark), the slow half waits while not 0. */
+extern _Atomic int host_fds_creating_n;
 static inline int
 host_fd_data_refused_by(int fd, const void *ra)
 {
-    return (__builtin_expect(host_fd_is_library(fd), 0) ||
+    int creating = atomic_load_explicit(&host_fds_creating_n, memory_order_acquire);
+
+    return (__builtin_expect(creating != 0, 0) || __builtin_expect(host_fd_is_library(fd), 0) ||
             __builtin_expect(atomic_load_explicit(&host_fds_unshared_n, memory_order_relaxed) != 0,
                              0)) &&
            host_fds_data_refused(fd, ra);

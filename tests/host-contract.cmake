@@ -72,6 +72,13 @@ pp_add_host_contract(fds-fdcalls fds fdcalls)
 # (before: 8 to 12 fewer EBADF a call than bare, a 1-byte read took the library's bytes; the
 # other calls 8 fewer preloaded, 14 to 17 under record)
 pp_add_host_contract(fds-datacalls fds datacalls)
+# the same data calls (read, write, pread, fallocate of 0 bytes) of 3..63 for 1.5 s while a
+# library thread's creation leaves its fd at the lowest free number unmarked 2 ms in 7
+# (PIPEPROF_TEST_FD_LOW_MS without _MARKED, tests only): EBADF, as bare (host/fds.c,
+# host_fds_creating_n; before, 3000 to 7000 answers but EBADF a call in 1.5 s, each mode)
+pp_add_host_contract(fds-datacalls-lowmoment fds datalow)
+set_property(TEST host-contract-fds-datacalls-lowmoment APPEND PROPERTY ENVIRONMENT
+             "HC_MODES=cpu wall preload" "PIPEPROF_TEST_FD_LOW_MS=2")
 # signalfd, timerfd_settime, mmap and the mount calls with a bad flag (a bad command, an odd
 # offset), which the kernel or libc checks before the fd, on the library's numbers: EINVAL (or
 # EOPNOTSUPP) as bare (before: EBADF, 8 a call preloaded, through libc and syscall()); and the older

@@ -53,6 +53,10 @@
  *                   fanotify_mark's flags, inotify_add_watch's mask 0, epoll_ctl's event and
  *                   sendfile's offset unreadable, lockf's command, fgetxattr's empty name and
  *                   fsetxattr's flags (EINVAL, EFAULT, ERANGE; argsfirst_older)
+ *   fds datalow     read, write, pread and fallocate of 0 bytes through libc of 3..63, pass
+ *                   after pass for 1.5 s: EBADF for each on a number not open at the start, as
+ *                   bare, while a library creation's new fd waits for its mark at a low number
+ *                   (datalow_scan)
  *   fds mmapearly   what libhost-fds-early.so's constructor got from mmap before libpipeprof.so's
  *                   constructor ran (tests/hosts/fds-early.c)
  *   fds acceptloop  a server's loop of non-blocking accept4 over 3..1023, 3000 times, libc's and
@@ -1221,6 +1225,25 @@ datacall(int call, int raw, int fd, int cwd)
 
 static void fdprobes_scan(int cwd);
 
+/* from 17 on: the libc name each of datacall's probes calls */
+static const char *const datacall_syms[] = {
+    "pwrite",   "preadv",    "pwritev",    "preadv2",     "pwritev2",   "splice",    "sendfile",
+    "recvmmsg", "sendmmsg",  "fsetxattr",  "fstatvfs",    "fchmodat",   "fchownat",  "pwrite64",
+    "preadv64", "pwritev64", "preadv64v2", "pwritev64v2", "sendfile64", "fstatvfs64"
+};
+
+/* Whether datacall's call through raw's form is left out in this run: the sanitizer's runtime
+ * intercepts its libc form, and its interceptor's calls pass (host/fds.c). Said on each run's
+ * output alike. */
+static int
+datacall_sanitized(int call, int raw)
+{
+    return !raw && DATACALLS_SANITIZED &&
+           (call < 17 ? (call == 10 ? datacall_intercepted("mmap")
+                                    : call != 8 && call != 9 && call != 12 && call != 13)
+                      : datacall_intercepted(datacall_syms[call - 17]));
+}
+
 /* datacall's calls on every number from 3 to 4095: bare each fails with EBADF (the host has no fd
  * there); the library keeps its own there (host/fds.c). A 1-byte read that would block is ended by
  * a 20 ms SIGALRM (EINTR, counted as other). */
@@ -1264,13 +1287,8 @@ datacalls_scan(void)
                                          "pwritev64v2(0)",
                                          "sendfile64(0 bytes)",
                                          "fstatvfs64" };
-    /* from 17 on: the libc name each probe calls */
-    static const char *const syms[] = { "pwrite",     "preadv",      "pwritev",    "preadv2",
-                                        "pwritev2",   "splice",      "sendfile",   "recvmmsg",
-                                        "sendmmsg",   "fsetxattr",   "fstatvfs",   "fchmodat",
-                                        "fchownat",   "pwrite64",    "preadv64",   "pwritev64",
-                                        "preadv64v2", "pwritev64v2", "sendfile64", "fstatvfs64" };
-    _Static_assert(sizeof(syms) / sizeof(syms[0]) + 17 == sizeof(names) / sizeof(names[0]),
+    _Static_assert(sizeof(datacall_syms) / sizeof(datacall_syms[0]) + 17 ==
+                           sizeof(names) / sizeof(names[0]),
                    "a libc name for each probe from 17 on");
     struct sigaction sa;
     struct itimerval it = { { 0, 20000 }, { 0, 20000 } }, off = { { 0, 0 }, { 0, 0 } };
@@ -1291,12 +1309,7 @@ datacalls_scan(void)
                 continue; /* the raw 1-byte read would block; __fxstat, fstatvfs and the 64
                            * names are libc's only */
             }
-            if (!raw && DATACALLS_SANITIZED &&
-                (call < 17 ? (call == 10 ? datacall_intercepted("mmap")
-                                         : call != 8 && call != 9 && call != 12 && call != 13)
-                           : datacall_intercepted(syms[call - 17]))) {
-                /* the sanitizer's runtime intercepts it, and its interceptor's calls pass
-                 * (host/fds.c): said on each run's output alike */
+            if (datacall_sanitized(call, raw)) {
                 printf("%s of 3..4095: not probed under a sanitizer\n", names[call]);
                 continue;
             }
@@ -1671,6 +1684,87 @@ fdprobes_scan(int cwd)
             }
             scan_print(&t, raw, fdprobes[call].name);
         }
+    }
+}
+
+/*
+ * datalow: data calls of the host on the number a library creation takes, in the instant between
+ * the creation's system call and its mark (host/fds.c, host_fds_creating_n). read, write and pread
+ * of 0 bytes and fallocate of 0 bytes through libc, the four in turn on each of 3..63, pass
+ * after pass for DATALOW_MS: on a number the host had not open at the start (fcntl's F_GETFD:
+ * EBADF, as bare), EBADF for each, as bare; each call's
+ * count of other answers is printed as a bound (DATALOW_LEFT). Its test runs with
+ * PIPEPROF_TEST_FD_LOW_MS=2 and the low number unmarked (tests only): a thread of the library's
+ * opens an fd every 5 ms at the lowest free number, 3 here, and leaves it unmarked 2 ms, so that a
+ * pass (61 numbers) meets it many times in each of those moments. Not their syscall() forms: those
+ * wait while any library creation is in the gate (host/fds.c, host_fds_fcntl_other), and one in a
+ * pass held the whole pass until each moment ended.
+ */
+#define DATALOW_MS     1500
+/* What host/fds.c leaves (host_fds_creating_n): a creation that begins after the host's look at
+ * the count and whose system call returns before the host's own. The library thread's wakeup
+ * preempts the host's thread, sometimes between the two: 0 to 3 answers a call in 1.5 s here,
+ * where the moments before gave 3000 to 7000. Printed as a bound, the counts on stderr. */
+#define DATALOW_LEFT   20
+#define DATALOW_LEFT_S "20"
+static void
+datalow_scan(void)
+{
+    static const struct {
+        const char *name;
+        int call, raw, probe; /* probe: fdprobes[call], else datacall's */
+    } calls[] = { { "read(0 bytes)", 0, 0, 0 },
+                  { "write(0 bytes)", 2, 0, 0 },
+                  { "pread(0 bytes)", 3, 0, 0 },
+                  { "fallocate(0 bytes)", 13, 0, 1 } };
+    enum { DATALOW_CALLS = sizeof(calls) / sizeof(calls[0]) };
+    unsigned long wrong[DATALOW_CALLS] = { 0 }, passes = 0;
+    int probed[DATALOW_CALLS], closed[64];
+    struct timespec t0, t;
+
+    if (strcmp(fdprobes[13].sym, "fallocate") != 0) {
+        fprintf(stderr, "datalow: fdprobes[13] is %s, not fallocate\n", fdprobes[13].sym);
+        exit(1);
+    }
+    for (int c = 0; c < DATALOW_CALLS; c++) {
+        probed[c] = calls[c].probe ? calls[c].raw || !DATACALLS_SANITIZED ||
+                                             !datacall_intercepted(fdprobes[calls[c].call].sym)
+                                   : !datacall_sanitized(calls[c].call, calls[c].raw);
+    }
+    for (int fd = 3; fd < 64; fd++) {
+        closed[fd] = fcntl(fd, F_GETFD) < 0 && errno == EBADF;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        /* the calls in turn on each number: a moment that one meets, the others meet too */
+        for (int fd = 3; fd < 64; fd++) {
+            for (int c = 0; c < DATALOW_CALLS; c++) {
+                int rc;
+
+                if (!probed[c]) {
+                    continue;
+                }
+                rc = calls[c].probe ? fdprobe(calls[c].call, calls[c].raw, fd)
+                                    : datacall(calls[c].call, calls[c].raw, fd, -1);
+                if (rc != -1 || errno != EBADF) {
+                    wrong[c] += (unsigned long)closed[fd];
+                }
+            }
+        }
+        passes++;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < DATALOW_MS);
+    fprintf(stderr, "datalow: %lu passes of 3..63\n", passes); /* varies: not compared */
+    for (int c = 0; c < DATALOW_CALLS; c++) {
+        if (!probed[c]) {
+            printf("%s%s of 3..63: not probed under a sanitizer\n",
+                   calls[c].raw ? "syscall() " : "", calls[c].name);
+            continue;
+        }
+        fprintf(stderr, "datalow: %s: %lu answers but EBADF\n", calls[c].name, wrong[c]);
+        printf("%s%s of 3..63 not open at the start: %s answers but EBADF\n",
+               calls[c].raw ? "syscall() " : "", calls[c].name,
+               wrong[c] <= DATALOW_LEFT ? "at most " DATALOW_LEFT_S : "more than " DATALOW_LEFT_S);
     }
 }
 
@@ -4389,6 +4483,8 @@ main(int argc, char **argv)
         fdcalls_scan();
     } else if (strcmp(how, "datacalls") == 0) {
         datacalls_scan();
+    } else if (strcmp(how, "datalow") == 0) {
+        datalow_scan();
     } else if (strcmp(how, "argsfirst") == 0) {
         argsfirst_scan();
     } else if (strcmp(how, "mmapearly") == 0) {
@@ -4419,6 +4515,7 @@ main(int argc, char **argv)
         fprintf(stderr,
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
+                "datalow|"
                 "argsfirst|mmapearly|acceptloop|uring|uringseccomp[bad]|badpointers|unsharethreads|"
                 "unshareexit|unsharehigh|unsharefileshigh|fdlist|tasklist|nofile|"
                 "uninterposed\n");
