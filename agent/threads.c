@@ -345,19 +345,23 @@ ag_thread_reset_locked(struct ag_thread *t)
 struct ag_thread *
 ag_thread_register_locked(int32_t tid, int self)
 {
-    struct ag_thread *t = ag_thread_find_locked(tid);
-    unsigned i, high;
+    struct ag_thread *t = NULL;
+    unsigned i, high = atomic_load_explicit(&ag.high, memory_order_relaxed);
     char name[AG_NAME_MAX] = "";
 
-    if (t != NULL) {
-        return t;
-    }
-    high = atomic_load_explicit(&ag.high, memory_order_relaxed);
+    /* One pass over the slots (ag_thread_find_locked's, then the first free one's, went over
+     * every slot twice in a host whose slots are all taken): the thread's own slot, when the scan
+     * or its own start registered it first, else the first freed slot, whose rings are empty (the
+     * consumer drained them before freeing). */
     for (i = 0; i < high; i++) {
-        /* A freed slot: its rings are empty (the consumer drained them before freeing). */
-        if (atomic_load_explicit(&ag.threads[i].state, memory_order_relaxed) == AG_SLOT_FREE) {
-            t = &ag.threads[i];
-            break;
+        struct ag_thread *s = &ag.threads[i];
+        int state = atomic_load_explicit(&s->state, memory_order_relaxed);
+
+        if (state == AG_SLOT_ACTIVE && atomic_load_explicit(&s->tid, memory_order_relaxed) == tid) {
+            return s;
+        }
+        if (state == AG_SLOT_FREE && t == NULL) {
+            t = s;
         }
     }
     if (t == NULL) {
@@ -420,7 +424,10 @@ ag_thread_register_locked(int32_t tid, int self)
     atomic_store_explicit(&t->tid, tid, memory_order_relaxed);
     atomic_store_explicit(&t->state, AG_SLOT_ACTIVE, memory_order_release);
     atomic_fetch_add_explicit(&ag.n_threads, 1, memory_order_relaxed);
-    ag_timers_update_locked();
+    /* Its timer alone: all of them went through every slot up to high, 1024 in a host that
+     * starts threads faster than the drain frees their slots (docs/performance.md, "Thread
+     * creation under a session"). */
+    ag_timer_update_locked(t);
     return t;
 }
 
@@ -617,7 +624,7 @@ ag_thread_attach_started(void *(*fn)(void *), uint64_t fa, uint64_t stack_size)
     uint64_t root[AG_MAX_FRAMES];
     struct ag_unwind_result res = { 0, 0, 0, 0 };
     struct ag_thread *t;
-    int32_t tid = ag_gettid();
+    int32_t tid;
     uint32_t root_depth = 0;
 
     /* Idle (no session yet), nothing: pthread_getattr_np() mallocs, and a host thread's first
@@ -629,6 +636,7 @@ ag_thread_attach_started(void *(*fn)(void *), uint64_t fa, uint64_t stack_size)
     if (!atomic_load(&ag.running) || ag_tls_excluded) {
         return;
     }
+    tid = ag_gettid(); /* a system call in a new thread: not made idle */
     if (ag_tls_stack_hi == 0) {
         uint64_t lo, hi;
 
