@@ -9,8 +9,12 @@
  *   "none-wall NS none-cpu NS work-wall NS work-cpu NS"
  * Run bare, preloaded or under `pipeprof record` by bench/thread-create.sh. It first sleeps
  * SETTLE_MS (a session's start: the module list and its tables, built on the agent's threads)
- * and runs one batch of each kind uncounted, so that a batch measures the steady state.
- * Usage: bench-thread-create [N [BATCHES [WORK_ITERS [SETTLE_MS]]]]
+ * and runs one batch of each kind uncounted, so that a batch measures the steady state. GAP_US
+ * (default 0) sleeps that long after each join to hold the rate of creations down (a session's
+ * thread slots are freed by its drain, every 50 ms): the wall time includes the sleeps, the CPU
+ * time leaves out the creating thread's own in them (about 35 us a sleep here) but keeps the
+ * other threads' (the agent's).
+ * Usage: bench-thread-create [N [BATCHES [WORK_ITERS [SETTLE_MS [GAP_US]]]]]
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +27,8 @@
 #define BENCH_MAX_BATCHES 1000
 
 static long bench_work_iters;
+static struct timespec bench_gap;
+static uint64_t bench_gap_cpu; /* the creating thread's CPU ns in its gaps' sleeps */
 static volatile uint64_t bench_sink;
 
 static void *
@@ -58,7 +64,7 @@ bench_cpu_ns(void)
 static int
 bench_batch(void *(*fn)(void *), long n, double *wall, double *cpu)
 {
-    uint64_t t0 = bench_now_ns(), c0 = bench_cpu_ns();
+    uint64_t t0 = bench_now_ns(), c0 = bench_cpu_ns(), g0 = bench_gap_cpu;
 
     for (long i = 0; i < n; i++) {
         pthread_t th;
@@ -67,9 +73,15 @@ bench_batch(void *(*fn)(void *), long n, double *wall, double *cpu)
             pthread_join(th, NULL) != 0) {
             return -1;
         }
+        if (bench_gap.tv_nsec != 0 || bench_gap.tv_sec != 0) {
+            uint64_t c = pp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+
+            nanosleep(&bench_gap, NULL);
+            bench_gap_cpu += pp_clock_ns(CLOCK_THREAD_CPUTIME_ID) - c;
+        }
     }
     *wall = (double)(bench_now_ns() - t0) / (double)n;
-    *cpu = (double)(bench_cpu_ns() - c0) / (double)n;
+    *cpu = (double)(bench_cpu_ns() - c0 - (bench_gap_cpu - g0)) / (double)n;
     return 0;
 }
 
@@ -77,6 +89,7 @@ int
 main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 2000, settle_ms = argc > 4 ? atol(argv[4]) : 200;
+    long gap_us = argc > 5 ? atol(argv[5]) : 0;
     int batches = argc > 2 ? atoi(argv[2]) : 5;
     static double v[4][BENCH_MAX_BATCHES];
     void *(*fns[2])(void *) = { bench_thread_none, bench_thread_work };
@@ -85,11 +98,15 @@ main(int argc, char **argv)
 
     bench_work_iters = argc > 3 ? atol(argv[3]) : 13000;
     if (n <= 0 || batches <= 0 || batches > BENCH_MAX_BATCHES || bench_work_iters < 0 ||
-        settle_ms < 0) {
-        fprintf(stderr, "usage: bench-thread-create [N [BATCHES(1-%d) [WORK_ITERS [SETTLE_MS]]]]\n",
+        settle_ms < 0 || gap_us < 0) {
+        fprintf(stderr,
+                "usage: bench-thread-create [N [BATCHES(1-%d) [WORK_ITERS [SETTLE_MS "
+                "[GAP_US]]]]]\n",
                 BENCH_MAX_BATCHES);
         return 2;
     }
+    bench_gap.tv_sec = gap_us / 1000000;
+    bench_gap.tv_nsec = gap_us % 1000000 * 1000;
     nanosleep(&settle, NULL);
     for (int b = -1; b < batches; b++) {
         for (int k = 0; k < 2; k++) {

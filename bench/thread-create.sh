@@ -11,6 +11,9 @@
 #   wall   under `pipeprof record --mode wall --hz HZ`
 # PP_BASELINE_DIR=OTHER_BUILD adds base-idle, base-cpu and base-wall: that build's library and
 # recorder around the same bench binary, in the same rounds. PP_HZ sets HZ (default 100).
+# PP_GAP_US=US sleeps US after each join (timed: compare the cost above bare): a session frees a
+# thread's slot at its next drain (every 50 ms) and has 1024 (PIPEPROF_MAX_THREADS), so past
+# about 20 000 thread exits a second every slot is taken and later threads go unregistered.
 # Prints per case the median over the rounds of each figure and its ratio to bare, and with a
 # baseline the paired ratio candidate / baseline (each round's pair, then the median).
 set -euo pipefail
@@ -18,6 +21,7 @@ B=${PP_BINARY_DIR:-$(cd "$(dirname "$0")/.." && pwd)/build}
 ROUNDS=${1:-5}
 N=${2:-2000}
 BATCHES=${3:-5}
+ARGS=("${N}" "${BATCHES}" 13000 200 "${PP_GAP_US:-0}")
 HZ=${PP_HZ:-100}
 PROG=$B/bench/bench-thread-create
 [[ -x $PROG && -x $B/bin/pipeprof && -f $B/lib/libpipeprof.so ]] ||
@@ -32,10 +36,10 @@ for ((r = 0; r < ROUNDS; r++)); do
     dir=$B
     [[ $c == base-* ]] && dir=$PP_BASELINE_DIR
     case ${c#base-} in
-    bare) "$PROG" "$N" "$BATCHES" ;;
-    idle) TMPDIR=$T LD_PRELOAD=$dir/lib/libpipeprof.so "$PROG" "$N" "$BATCHES" ;;
+    bare) "$PROG" "${ARGS[@]}" ;;
+    idle) TMPDIR=$T LD_PRELOAD=$dir/lib/libpipeprof.so "$PROG" "${ARGS[@]}" ;;
     *) "$dir/bin/pipeprof" record -q --mode "${c#base-}" --hz "$HZ" -o "$T/t.nettrace" -- \
-      "$PROG" "$N" "$BATCHES" ;;
+      "$PROG" "${ARGS[@]}" ;;
     esac | sed "s/^/$r /" >>"$T/$c"
   done
 done
