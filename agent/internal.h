@@ -684,7 +684,10 @@ void ag_threads_forked_child(void);
 /* Timers and the signal (agent/timer.c). */
 PP_MUST_USE int ag_signal_install(int signo);
 void ag_timers_update_locked(void); /* arm/re-arm/delete CPU timers to match ag.hz_cpu */
-void ag_cpu_origin_clear(void);     /* ag_cpu_origin_set()'s origin is used up (timer.c) */
+/* The same for t alone: a thread's registration changes no other slot's timer (the rate's
+ * changes and the manager's scans update them all). */
+void ag_timer_update_locked(struct ag_thread *t);
+void ag_cpu_origin_clear(void); /* ag_cpu_origin_set()'s origin is used up (timer.c) */
 void ag_timer_delete_locked(struct ag_thread *t);
 /* The kernel's tick rate: the resolution of CLOCK_MONOTONIC_COARSE is one jiffy. 0 if unknown. */
 unsigned ag_kernel_tick_hz(void);

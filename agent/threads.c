@@ -279,6 +279,15 @@ ag_thread_is_excluded_locked(int32_t tid)
 }
 
 /*
+ * Each slot's tid as its tid field holds it (0: free or never taken), written where that is
+ * (ag_thread_register_locked, ag_thread_release_locked), under reg_lock. The registration's pass
+ * over the slots reads these 4 bytes a slot, not the slots (a cache line or more each): in a host
+ * that starts threads faster than the drain frees their slots, 1024 cache misses a registration.
+ * Indexes at or above ag.high are never read (a new registry starts it at 0).
+ */
+static int32_t ag_slot_tids[AG_MAX_THREADS];
+
+/*
  * The one list of what a slot keeps of its thread, emptied: engines and their counters, the
  * pending final sample and kernel time, the stacks recorded for it, its stack bounds, drops
  * reported, THREAD_START sent. For a slot a new thread takes (ag_thread_register_locked) and one
@@ -345,19 +354,25 @@ ag_thread_reset_locked(struct ag_thread *t)
 struct ag_thread *
 ag_thread_register_locked(int32_t tid, int self)
 {
-    struct ag_thread *t = ag_thread_find_locked(tid);
-    unsigned i, high;
+    struct ag_thread *t = NULL;
+    unsigned i, high = atomic_load_explicit(&ag.high, memory_order_relaxed);
     char name[AG_NAME_MAX] = "";
 
-    if (t != NULL) {
-        return t;
-    }
-    high = atomic_load_explicit(&ag.high, memory_order_relaxed);
+    /* One pass over the slots' tids (ag_thread_find_locked's, then the first free one's, went
+     * over every slot twice in a host whose slots are all taken): the thread's own slot, when the
+     * scan or its own start registered it first (an exited thread's slot keeps its tid, which the
+     * kernel may have given again), else the first freed slot, whose rings are empty (the
+     * consumer drained them before freeing). */
     for (i = 0; i < high; i++) {
-        /* A freed slot: its rings are empty (the consumer drained them before freeing). */
-        if (atomic_load_explicit(&ag.threads[i].state, memory_order_relaxed) == AG_SLOT_FREE) {
-            t = &ag.threads[i];
-            break;
+        struct ag_thread *s = &ag.threads[i];
+
+        if (ag_slot_tids[i] == tid &&
+            atomic_load_explicit(&s->state, memory_order_relaxed) == AG_SLOT_ACTIVE) {
+            return s;
+        }
+        if (ag_slot_tids[i] == 0 && t == NULL &&
+            atomic_load_explicit(&s->state, memory_order_relaxed) == AG_SLOT_FREE) {
+            t = s;
         }
     }
     if (t == NULL) {
@@ -418,9 +433,13 @@ ag_thread_register_locked(int32_t tid, int self)
     t->scan_seen = 1;
     atomic_store_explicit(&t->excluded, ag_thread_is_excluded_locked(tid), memory_order_relaxed);
     atomic_store_explicit(&t->tid, tid, memory_order_relaxed);
+    ag_slot_tids[t - ag.threads] = tid;
     atomic_store_explicit(&t->state, AG_SLOT_ACTIVE, memory_order_release);
     atomic_fetch_add_explicit(&ag.n_threads, 1, memory_order_relaxed);
-    ag_timers_update_locked();
+    /* Its timer alone: all of them went through every slot up to high, 1024 in a host that
+     * starts threads faster than the drain frees their slots (docs/performance.md, "Thread
+     * creation under a session"). */
+    ag_timer_update_locked(t);
     return t;
 }
 
@@ -430,6 +449,9 @@ ag_thread_release_locked(struct ag_thread *t)
     ag_timer_delete_locked(t);
     ag_thread_reset_locked(t);
     atomic_store_explicit(&t->tid, 0, memory_order_relaxed);
+    if (ag.threads != NULL && t >= ag.threads && t < ag.threads + AG_MAX_THREADS) {
+        ag_slot_tids[t - ag.threads] = 0; /* a slot of this registry: all of them */
+    }
     atomic_store_explicit(&t->state, AG_SLOT_FREE, memory_order_release);
 }
 
@@ -617,7 +639,7 @@ ag_thread_attach_started(void *(*fn)(void *), uint64_t fa, uint64_t stack_size)
     uint64_t root[AG_MAX_FRAMES];
     struct ag_unwind_result res = { 0, 0, 0, 0 };
     struct ag_thread *t;
-    int32_t tid = ag_gettid();
+    int32_t tid;
     uint32_t root_depth = 0;
 
     /* Idle (no session yet), nothing: pthread_getattr_np() mallocs, and a host thread's first
@@ -629,6 +651,7 @@ ag_thread_attach_started(void *(*fn)(void *), uint64_t fa, uint64_t stack_size)
     if (!atomic_load(&ag.running) || ag_tls_excluded) {
         return;
     }
+    tid = ag_gettid(); /* a system call in a new thread: not made idle */
     if (ag_tls_stack_hi == 0) {
         uint64_t lo, hi;
 

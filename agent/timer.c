@@ -923,3 +923,9 @@ ag_timers_update_locked(void)
         ag_timer_sync_locked(&ag.threads[i], hz);
     }
 }
+
+void
+ag_timer_update_locked(struct ag_thread *t)
+{
+    ag_timer_sync_locked(t, atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed));
+}

@@ -16,6 +16,7 @@
 
 #include "agent/cfi.h"
 #include "agent/symbols-internal.h"
+#include "bench/bench.h"
 #include "common/clock.h"
 #include "tests/fixtures/agent-cfi-chain.h"
 
@@ -116,21 +117,6 @@ bench_leaf(void *arg)
     return 0;
 }
 
-static int
-bench_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return x < y ? -1 : x > y;
-}
-
-static double
-bench_median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(v[0]), bench_cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -165,8 +151,8 @@ main(int argc, char **argv)
         return 1;
     }
     (void)cfi_chain_recurse(depth, bench_leaf, &b);
-    ours = bench_median(b.ours_ns, b.batches);
-    ub = bench_median(b.ub_ns, b.batches);
+    ours = bench_median_of(b.ours_ns, b.batches);
+    ub = bench_median_of(b.ub_ns, b.batches);
     printf("unwind depth %d: frames ours %d, libgcc %d (%d batches x %d unwinds)\n", depth,
            b.frames_ours, b.frames_ub, b.batches, BENCH_REPS);
     printf("median ns/frame: ours (compact CFI) %.1f, libgcc _Unwind_Backtrace %.1f, "

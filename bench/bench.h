@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench/bench.h - small helpers the benchmarks share (header only): a monotonic clock in ns, the
- * comparison that sorts doubles for a median, and the test of a name in a NAME,NAME,... list.
+ * comparison that sorts doubles and the median of n doubles, and the test of a name in a
+ * NAME,NAME,... list.
  */
 #ifndef BENCH_BENCH_H
 #define BENCH_BENCH_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -25,6 +27,14 @@ bench_cmp_double(const void *a, const void *b)
     double x = *(const double *)a, y = *(const double *)b;
 
     return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (of an even n the mean of the middle two), n > 0; sorts v. */
+static inline double
+bench_median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(v[0]), bench_cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* Whether name is a whole item of the comma-separated list (perf-empty is not agent-perf's tail).

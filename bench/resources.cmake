@@ -13,3 +13,12 @@ if(TARGET pp_agent)
   set_target_properties(bench-wall-threads PROPERTIES RUNTIME_OUTPUT_DIRECTORY
     ${CMAKE_BINARY_DIR}/bench)
 endif()
+# bench-thread-create: pthread_create + pthread_join of a thread that does nothing and of one that
+# burns about 20 us of CPU, wall and process CPU time per creation; bench/thread-create.sh runs it
+# bare, with libpipeprof.so preloaded idle and under `pipeprof record` in CPU and wall mode.
+# Run: build/bench/bench-thread-create [N [BATCHES [WORK_ITERS [SETTLE_MS]]]]
+add_executable(bench-thread-create ${CMAKE_CURRENT_LIST_DIR}/bench-thread-create.c)
+target_include_directories(bench-thread-create PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(bench-thread-create PRIVATE pthread)
+set_target_properties(bench-thread-create PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+  ${CMAKE_BINARY_DIR}/bench)
