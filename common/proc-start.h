@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 /* The start time of process pid (0: the caller's own) in clock ticks after boot, field 22 of
- * /proc/PID/stat; 0 when it cannot be read (the process is gone, /proc is not mounted). Opens
- * and closes one file; errno may change. */
+ * /proc/PID/stat (of its main thread's task entry for the caller's own); 0 when it cannot be read
+ * (the process is gone, /proc is not mounted). Opens and closes one file; errno may change. */
 static inline uint64_t
 pp_proc_start_ticks(long pid)
 {
@@ -31,7 +31,11 @@ pp_proc_start_ticks(long pid)
     int fd, field;
 
     if (pid == 0) {
-        snprintf(path, sizeof(path), "/proc/self/stat");
+        /* The thread group leader's task entry, not /proc/self/stat: qemu-user answers the latter
+         * itself, with the calling thread's start (a library thread's differs from main's), and
+         * passes the former to the kernel, whose answer another process's read of
+         * /proc/PID/stat matches. */
+        snprintf(path, sizeof(path), "/proc/self/task/%ld/stat", (long)getpid());
     } else {
         snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
     }
