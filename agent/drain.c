@@ -67,7 +67,7 @@ struct ag_drain_tail {
     uint8_t engine;
     uint8_t unseen;       /* run with the signal blocked: AG_SOURCE_UNSEEN */
     uint8_t not_sampled;  /* no sample saw it and no stack is known: [not sampled] */
-    uint8_t kern_faulted; /* kern_w's span took page faults: not placed */
+    uint64_t kern_faults; /* page faults in kern_w's span: their bound's part not placed */
 };
 
 /* The final sample being delivered (drain_lock): a sample with room for any stack. */
@@ -776,7 +776,7 @@ ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
     }
     t->tail_unseen |= tail->unseen;
     t->tail_not_sampled |= tail->not_sampled;
-    t->tail_kern_faulted |= tail->kern_faulted;
+    t->tail_kern_faults = ag_faults_add(t->tail_kern_faults, tail->kern_faults);
     t->tail_weight += tail->weight;
     t->tail_cpu_ns += tail->cpu_ns;
     t->tail_kern_w += tail->kern_w;
@@ -809,6 +809,7 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
          * loaded machine; pp-sample-syscalls' sc_zero, whose final samples stand for 30 to 125 ms
          * of read(2) calls, put them there). */
         struct ag_drain_kernel k;
+        uint32_t unpl_w;
 
         own -= tail->kern_ns;
         weight -= tail->kern_w;
@@ -816,24 +817,38 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
         k.cpu_time_ns = tail->cpu_time_ns - own;
         k.cpu_ns = tail->kern_ns;
         k.weight = tail->kern_w;
-        if (tail->kern_faulted) {
-            /* Its span took page faults (timer.c): no call's, as a perf sample's span that took
-             * them; over the thread's last stack. */
-            t->kern_unpl_w += k.weight;
-            t->kern_unpl_ns += k.cpu_ns;
+        unpl_w = ag_fault_unplaced_w(tail->kern_faults, k.weight, k.cpu_ns);
+        rc = 0;
+        if (unpl_w != 0) {
+            /* Its span took page faults (timer.c): their bound's part is no call's, as in a perf
+             * sample's span that took them; over the thread's last stack. The rest is shared
+             * as a span's without faults (before, one fault in a span kept all of it from the
+             * calls seen). */
+            uint64_t unpl_ns = unpl_w == k.weight ? k.cpu_ns : k.cpu_ns / k.weight * unpl_w;
+
+            t->kern_unpl_w += unpl_w;
+            t->kern_unpl_ns += unpl_ns;
             t->kern_unpl_ts = k.ts;
             t->kern_unpl_cpu_time = k.cpu_time_ns;
+            k.weight -= unpl_w;
+            k.cpu_ns -= unpl_ns;
             rc = ag_drain_kernel_faulted(t, tid, NULL, fn, ctx, n);
-        } else {
+        }
+        if (rc == 0 && k.weight != 0) {
             rc = ag_drain_kernel_split(t, tid, &k, fn, ctx, n);
+            k.weight = 0;
+            k.cpu_ns = 0;
         }
         if (rc != 0) {
             struct ag_drain_tail rest = *tail;
 
-            rest.weight = weight; /* the stopped drain's next turn delivers the rest */
-            rest.cpu_ns = own;
-            rest.kern_w = 0;
-            rest.kern_ns = 0;
+            /* the stopped drain's next turn delivers the rest: its own part, and kernel time
+             * not delivered yet (placed as a span's without faults, theirs being counted) */
+            rest.weight = weight + k.weight;
+            rest.cpu_ns = own + k.cpu_ns;
+            rest.kern_w = k.weight;
+            rest.kern_ns = k.cpu_ns;
+            rest.kern_faults = 0;
             ag_drain_tail_put_back(t, &rest);
             return rc;
         }
@@ -918,10 +933,10 @@ ag_drain(ag_record_fn fn, void *ctx)
         tail.engine = t->tail_engine;
         tail.unseen = t->tail_unseen;
         tail.not_sampled = t->tail_not_sampled;
-        tail.kern_faulted = t->tail_kern_faulted;
+        tail.kern_faults = t->tail_kern_faults;
         t->tail_unseen = 0;
         t->tail_not_sampled = 0;
-        t->tail_kern_faulted = 0;
+        t->tail_kern_faults = 0;
         kern_flush = t->kern_flush;
         t->kern_flush = 0;
         t->tail_weight = 0;

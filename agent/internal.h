@@ -307,9 +307,11 @@ struct ag_thread {
     uint32_t tail_kern_w; /* reg: of tail_weight, intervals perf skipped in the kernel (timer.c) */
     uint64_t tail_kern_ns;
     uint8_t tail_engine;
-    uint8_t tail_unseen;       /* reg: the final sample's span ran with the signal blocked */
-    uint8_t tail_not_sampled;  /* reg: no sample saw it, and no stack is known (timer.c) */
-    uint8_t tail_kern_faulted; /* reg: tail_kern_w's span took page faults: not placed (timer.c) */
+    uint8_t tail_unseen;      /* reg: the final sample's span ran with the signal blocked */
+    uint8_t tail_not_sampled; /* reg: no sample saw it, and no stack is known (timer.c) */
+    /* reg: page faults in tail_kern_w's span (AG_FAULTS_UNKNOWN: some, count not known); their
+     * bound's part of it is not placed (timer.c, drain.c) */
+    uint64_t tail_kern_faults;
     /* self (written by the sigmask interposers and at thread start, read by tail claims): when
      * (CLOCK_MONOTONIC) the thread blocked the sampling signal, 0 while it does not, and the
      * stack of the call that blocked it (depth 0: it started blocked), read by the drain. Wall
@@ -637,6 +639,19 @@ PP_SIGSAFE uint64_t ag_sig_faults(void);
 #define AG_FAULT_BOUND_NS 2000000u
 #define AG_FAULTS_UNKNOWN UINT64_MAX
 PP_SIGSAFE void ag_sig_split_faulted(struct ag_sample *split, uint64_t faults);
+/* Of w intervals of kernel time (cpu_ns) whose span took faults page faults (AG_FAULTS_UNKNOWN:
+ * some), how many are not placed: their bound rounded up to whole intervals, all w where it
+ * covers the span, where faults is unknown or where w < 2 (one interval cannot be split). 0 for
+ * no faults. Async-signal-safe (arithmetic only). */
+PP_SIGSAFE uint32_t ag_fault_unplaced_w(uint64_t faults, uint32_t w, uint64_t cpu_ns);
+/* a + b page faults, AG_FAULTS_UNKNOWN if either is or the sum does not fit. */
+static inline uint64_t
+ag_faults_add(uint64_t a, uint64_t b)
+{
+    return a == AG_FAULTS_UNKNOWN || b == AG_FAULTS_UNKNOWN || a > AG_FAULTS_UNKNOWN - 1u - b
+                   ? AG_FAULTS_UNKNOWN
+                   : a + b;
+}
 PP_SIGSAFE uint64_t ag_sig_now_ns(clockid_t clk);
 
 /* Threads (agent/threads.c). */

@@ -145,21 +145,36 @@ ag_sig_faults(void)
     return 1u + (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
 }
 
+uint32_t
+ag_fault_unplaced_w(uint64_t faults, uint32_t w, uint64_t cpu_ns)
+{
+    uint64_t bound;
+
+    if (faults == 0) {
+        return 0;
+    }
+    if (faults == AG_FAULTS_UNKNOWN || faults > UINT64_MAX / AG_FAULT_BOUND_NS || w < 2) {
+        return w;
+    }
+    bound = faults * AG_FAULT_BOUND_NS;
+    if (bound >= cpu_ns || w > UINT16_MAX) {
+        return w;
+    }
+    /* (bound * w cannot overflow: bound < cpu_ns, w < 2^16) */
+    bound = (bound * w + cpu_ns - 1u) / cpu_ns;
+    return bound < w ? (uint32_t)bound : w;
+}
+
 void
 ag_sig_split_faulted(struct ag_sample *split, uint64_t faults)
 {
-    uint64_t bound, w = split->weight;
+    uint32_t unplaced = ag_fault_unplaced_w(faults, split->weight, split->cpu_delta_ns);
 
     split->frames[0] = (uint64_t)(uintptr_t)pipeprof_cpu_in_kernel_unplaced;
     split->depth = 1;
-    if (faults == AG_FAULTS_UNKNOWN || faults > UINT64_MAX / AG_FAULT_BOUND_NS || w < 2) {
-        return;
-    }
-    bound = faults * AG_FAULT_BOUND_NS;
-    if (bound < split->cpu_delta_ns) {
-        /* (bound * w cannot overflow: bound < cpu_delta_ns, w < 2^16) */
-        split->frames[1] = (bound * w + split->cpu_delta_ns - 1u) / split->cpu_delta_ns;
-        split->depth = split->frames[1] < w ? 2 : 1;
+    if (unplaced < split->weight) {
+        split->frames[1] = unplaced;
+        split->depth = 2;
     }
 }
 

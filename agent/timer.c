@@ -196,8 +196,9 @@ ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock)
 }
 
 /*
- * 1 when the span a final sample of t claims took page faults, whose kernel time is then not
- * placed, as a perf sample's span that took them (sig-handler.c, perf-ring.c). A thread that
+ * The page faults in the span a final sample of t claims (AG_FAULTS_UNKNOWN: some, not counted),
+ * whose bound's part of its kernel time is then not placed, as a perf sample's span that took
+ * them (sig-handler.c, perf-ring.c). A thread that
  * faults much and runs little user code has few perf samples (the faulter of test-agent-sampling:
  * one every 10 to 60 intervals), so its final sample carried up to 90 intervals of fault time,
  * and once a call had been seen it all went under that call. perf-ring reads the event's
@@ -207,8 +208,8 @@ ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock)
  * change of rate, a thread gone without its exit hook) the signal engine cannot read the
  * thread's count: 0, placed as before. reg_lock.
  */
-static int
-ag_cpu_tail_faulted(struct ag_thread *t, int ring)
+static uint64_t
+ag_cpu_tail_faults(struct ag_thread *t, int ring)
 {
     uint64_t faults, prev;
 
@@ -219,14 +220,17 @@ ag_cpu_tail_faulted(struct ag_thread *t, int ring)
         }
         prev = t->ring_faults;
         t->ring_faults = faults;
-        return faults != prev;
+        return faults > prev ? faults - prev : 0;
     }
     if (atomic_load_explicit(&t->tid, memory_order_relaxed) != ag_gettid()) {
         return 0;
     }
     faults = ag_sig_faults();
     prev = atomic_exchange_explicit(&t->kern_faults, faults, memory_order_relaxed);
-    return faults == 0 || prev == 0 || faults != prev;
+    if (faults == 0 || prev == 0) {
+        return AG_FAULTS_UNKNOWN; /* no count before the span, or none now: as the handler */
+    }
+    return faults > prev ? faults - prev : 0;
 }
 
 void
@@ -274,7 +278,7 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
 
         t->tail_kern_w += (uint32_t)weight - 1u;
         t->tail_kern_ns += kern_ns;
-        t->tail_kern_faulted |= (uint8_t)ag_cpu_tail_faulted(t, ring);
+        t->tail_kern_faults = ag_faults_add(t->tail_kern_faults, ag_cpu_tail_faults(t, ring));
         atomic_fetch_add_explicit(&t->kern_w, (uint32_t)weight - 1u, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.cpu_kernel_ns, kern_ns, memory_order_relaxed);
     }

@@ -4265,21 +4265,13 @@ TEST(a_not_sampled_claim_after_a_cut_stack_finds_its_root_further_on)
     ASSERT_TRUE(claim_above == whole[1]);
 }
 
-/*
- * A final sample's kernel time is placed as a perf sample's split is, and a span that took page
- * faults is no call's: a thread that faults much and runs little user code has few perf samples
- * (the faulter below: one every 10 to 60 intervals), so its final sample carries up to 90
- * intervals of fault time. Before, the claim did not look at the fault counter, and once a call
- * had been seen (the thread's locator armed by a sample at madvise's return, about one run in
- * four) that time all went under the call: the faulter's case read 1 to 42 intervals under
- * madvise in 9 runs of 40, 0 in the rest. Built by hand as the merge cases: calls a and b in the
- * thread's own ring, the "event's" page-fault counter one on this thread, which faults pages in
- * after the count the thread's last sample read; a claim of 3 intervals, 2 of them in the kernel.
- * Before: 1 and 1 under the calls, 0 not placed.
- */
-TEST(perf_ring_final_sample_after_page_faults_is_not_placed)
+/* A final sample of a thread built by hand as the merge cases (calls a and b in its own ring),
+ * claimed over claim_ns of CPU at hz, all but its last interval in the kernel, after pages fresh
+ * pages the thread faulted in (the "event's" page-fault counter: one on this thread, read before
+ * them as the thread's last sample's). */
+static void
+tail_fault_case(unsigned pages, unsigned hz, uint64_t claim_ns)
 {
-    enum { PAGES = 16 };
     struct perf_event_attr attr;
     pthread_t th;
     uint64_t h;
@@ -4287,9 +4279,6 @@ TEST(perf_ring_final_sample_after_page_faults_is_not_placed)
     unsigned char *region;
     int fd;
 
-    if (!perf_allowed()) {
-        return;
-    }
     memset(&attr, 0, sizeof(attr));
     attr.size = sizeof(attr);
     attr.type = PERF_TYPE_SOFTWARE;
@@ -4301,24 +4290,60 @@ TEST(perf_ring_final_sample_after_page_faults_is_not_placed)
     t = merge_start(&th, &h);
     ASSERT_TRUE(t != NULL);
     ASSERT_EQ(read(fd, &t->ring_faults, sizeof(t->ring_faults)), (ssize_t)sizeof(t->ring_faults));
-    region = mmap(NULL, PAGES * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    region = mmap(NULL, pages * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_TRUE(region != MAP_FAILED);
-    for (unsigned i = 0; i < PAGES; i++) {
+    for (unsigned i = 0; i < pages; i++) {
         ((volatile unsigned char *)region)[i * 4096] = (unsigned char)i;
     }
-    munmap(region, PAGES * 4096);
+    munmap(region, pages * 4096);
     t->ring_faults_fd = fd;
-    t->timer_hz = 1000;
+    t->timer_hz = hz;
     atomic_store(&t->last_cpu_ns, 2000000000u);
     atomic_store(&t->cpu_carry_ns, 0);
-    ag_cpu_claim_tail_at_locked(t, 2003000000u); /* 3 intervals of 1 ms, 2 in the kernel */
+    ag_cpu_claim_tail_at_locked(t, 2000000000u + claim_ns);
     t->ring_faults_fd = -1;
     pthread_mutex_unlock(&ag.reg_lock);
     close(fd);
     merge_end(t, th, h);
+}
+
+/*
+ * A final sample's kernel time is placed as a perf sample's split is, and a span that took page
+ * faults is no call's: a thread that faults much and runs little user code has few perf samples
+ * (the faulter below: one every 10 to 60 intervals), so its final sample carries up to 90
+ * intervals of fault time. Before, the claim did not look at the fault counter, and once a call
+ * had been seen (the thread's locator armed by a sample at madvise's return, about one run in
+ * four) that time all went under the call: the faulter's case read 1 to 42 intervals under
+ * madvise in 9 runs of 40, 0 in the rest. Here 16 faults (their bound 32 ms) in a claim of 3
+ * intervals of 1 ms, 2 of them in the kernel. Before: 1 and 1 under the calls, 0 not placed.
+ */
+TEST(perf_ring_final_sample_after_page_faults_is_not_placed)
+{
+    if (!perf_allowed()) {
+        return;
+    }
+    tail_fault_case(16, 1000, 3000000u);
     ASSERT_EQ(merge_under[0], 0);
     ASSERT_EQ(merge_under[1], 0);
     ASSERT_EQ(merge_unplaced, 2);
+}
+
+/*
+ * A final sample whose span took a few page faults: only their bound (AG_FAULT_BOUND_NS each,
+ * rounded up to whole intervals) is not placed, and the rest is shared among the calls seen, as
+ * in a perf sample's span (ag_sig_split_faulted). Here one fresh page (1 to 5 faults with the
+ * thread's own: a bound of 2 to 10 ms) in a claim of 10 intervals of 10 ms, 9 of them in the
+ * kernel: 1 not placed, 4 under each call. Before, one fault kept all 9 from the calls (0, 0, 9).
+ */
+TEST(perf_ring_final_sample_after_a_few_page_faults_is_placed_but_for_their_bound)
+{
+    if (!perf_allowed()) {
+        return;
+    }
+    tail_fault_case(1, 100, 100000000u);
+    ASSERT_EQ(merge_unplaced, 1);
+    ASSERT_EQ(merge_under[0], 4);
+    ASSERT_EQ(merge_under[1], 4);
 }
 
 struct faulter_arg {
@@ -4528,6 +4553,7 @@ static const struct test_case cases[] = {
     TEST_CASE(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu),
     TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
     TEST_CASE(perf_ring_final_sample_after_page_faults_is_not_placed),
+    TEST_CASE(perf_ring_final_sample_after_a_few_page_faults_is_placed_but_for_their_bound),
     TEST_CASE(kernel_time_of_page_faults_is_not_given_to_a_call),
     TEST_CASE(perf_ring_kernel_time_of_page_faults_is_not_given_to_a_call),
     TEST_CASE(a_perf_threads_final_sample_gives_its_kernel_time_to_no_user_code),
