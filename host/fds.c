@@ -2180,6 +2180,13 @@ static _Atomic uint64_t host_fds_create_bound_ns = HOST_FDS_GATE_HOST_NS;
  * (host_fds_low) on demand: host-contract-fds-unshare-low. */
 static _Atomic int host_fds_test_low_marked;
 
+/* PIPEPROF_TEST_FD_COPY_MEET=1 with PIPEPROF_TEST_FD_LOW_MS (tests only): a host's copy of a number
+ * (host_fds_copy_begin) waits, after its look at the gate and before its system call, for a
+ * library creation to be in the gate (at most 20 ms), so that the copy meets a library fd in its
+ * low moment on demand, as a host thread preempted between the two does by chance:
+ * host-contract-fds-copies-lowmoment. */
+static _Atomic int host_fds_test_copy_meet;
+
 static unsigned
 host_fds_test_low_ms_get(void)
 {
@@ -2237,6 +2244,10 @@ host_fds_test_start(void)
     atomic_store_explicit(&host_fds_test_low_marked,
                           getenv("PIPEPROF_TEST_FD_LOW_MARKED") != NULL &&
                                   strcmp(getenv("PIPEPROF_TEST_FD_LOW_MARKED"), "1") == 0,
+                          memory_order_relaxed);
+    atomic_store_explicit(&host_fds_test_copy_meet,
+                          getenv("PIPEPROF_TEST_FD_COPY_MEET") != NULL &&
+                                  strcmp(getenv("PIPEPROF_TEST_FD_COPY_MEET"), "1") == 0,
                           memory_order_relaxed);
     atomic_store_explicit(&host_fds_test_low_ms, (unsigned)atoi(low), memory_order_relaxed);
     if (pthread_create(&th, NULL, host_fds_test_churn, NULL) == 0) {
@@ -2564,6 +2575,43 @@ host_fds_created_by(int library, unsigned entries, int fd)
         return host_fds_create_end(library, fd);
     }
     return fd >= 0 && host_fds_created_met(entries) ? host_fds_created_lower(fd) : fd;
+}
+
+/* host_fds_creating for a copy of a number (dup, fcntl's F_DUPFD*, syscall()'s SYS_dup), which
+ * host_fds_copy_created ends. */
+static int
+host_fds_copy_begin(const void *ra, unsigned *entries)
+{
+    int library = host_fds_creating(ra, entries);
+
+    if (!library && atomic_load_explicit(&host_fds_test_copy_meet, memory_order_relaxed)) {
+        host_fds_test_meet();
+    }
+    return library;
+}
+
+/*
+ * host_fds_created_by for a copy newfd of srcfd made from min up. The host's look at srcfd (its
+ * mark) and at the gate came before the call: a library creation that entered the gate between
+ * them and the call (the host's thread preempted there) can have had its new fd at srcfd, in its
+ * low moment, when the call copied it. Bare srcfd was free: the copy is closed and the call fails
+ * with EBADF. Once the library's fds have moved (host_fds_created_met), a library fd that was at
+ * srcfd is marked there or gone from it; a host's own fd there is neither (a host thread that
+ * closes it meanwhile races its own copy, and EBADF is one of bare's answers to that). A fresh-
+ * clone CI run's ASan stage: host-contract-fds-create's syscall(SYS_dup) of 64..1023 got 1 copy.
+ */
+static int
+host_fds_copy_created(int library, unsigned entries, int newfd, int srcfd, int min)
+{
+    if (library || newfd < 0 || !host_fds_created_met(entries)) {
+        return host_fds_created_by(library, entries, newfd);
+    }
+    if (host_fd_is_owned(srcfd) || (host_fds_fcntl(srcfd, F_GETFD, 0) < 0 && errno == EBADF)) {
+        host_fds_close_real(newfd);
+        errno = EBADF;
+        return -1;
+    }
+    return host_fds_created_lower_from(newfd, min);
 }
 
 static _Atomic(void *) real_syscall;
@@ -4177,13 +4225,9 @@ host_fds_dupfd(int (*real)(int, int, ...), int fd, int cmd, int min, const void 
         errno = EBADF; /* the number was free in the bare run */
         return -1;
     }
-    library = host_fds_creating(ra, &entries);
+    library = host_fds_copy_begin(ra, &entries);
     newfd = real(fd, cmd, min);
-    if (library) {
-        return host_fds_create_end(library, newfd);
-    }
-    return newfd >= 0 && host_fds_created_met(entries) ? host_fds_created_lower_from(newfd, min)
-                                                       : newfd;
+    return host_fds_copy_created(library, entries, newfd, fd, min);
 }
 
 #define HOST_FDS_FCNTL(name)                                                                   \
@@ -4680,6 +4724,8 @@ HOST_EXPORT int
 dup(int fd)
 {
     int (*real)(int) = HOST_FDS_REAL(int (*)(int), dup);
+    unsigned entries = 0;
+    int library;
 
     if (real == NULL) {
         errno = ENOSYS;
@@ -4689,7 +4735,8 @@ dup(int fd)
         errno = EBADF;
         return -1;
     }
-    HOST_FDS_CREATE(real(fd));
+    library = host_fds_copy_begin(__builtin_return_address(0), &entries);
+    return host_fds_copy_created(library, entries, real(fd), fd, 0);
 }
 
 /* fd moved to the lowest free number above min, its close-on-exec flag kept (fd itself when that
@@ -4865,8 +4912,11 @@ host_fds_syscall_create(host_syscall_fn real, long n, const long a[6], int kind,
         }
         a = b; /* made with HOST_FD_NEVER: bare's errno */
     }
-    library = host_fds_creating(ra, &entries);
+    library = n == SYS_dup ? host_fds_copy_begin(ra, &entries) : host_fds_creating(ra, &entries);
     rc = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+    if (n == SYS_dup) {
+        return host_fds_copy_created(library, entries, (int)rc, (int)a[0], 0);
+    }
     if (kind == HOST_FDS_SYS_PIPE || kind == HOST_FDS_SYS_SOCKETPAIR) {
         return host_fds_pair_created(library, entries, rc == 0 ? 0 : -1,
                                      (int *)a[kind == HOST_FDS_SYS_PIPE ? 0 : 3]);

@@ -79,6 +79,13 @@ pp_add_host_contract(fds-datacalls fds datacalls)
 pp_add_host_contract(fds-datacalls-lowmoment fds datalow)
 set_property(TEST host-contract-fds-datacalls-lowmoment APPEND PROPERTY ENVIRONMENT
              "HC_MODES=cpu wall preload" "PIPEPROF_TEST_FD_LOW_MS=2")
+# dup, fcntl(F_DUPFD_CLOEXEC) and their syscall() forms of 3..63 for 1.5 s, each waiting between
+# its look at the number and its system call for a library creation's fd to be at the lowest free
+# number unmarked (PIPEPROF_TEST_FD_LOW_MS=2, PIPEPROF_TEST_FD_COPY_MEET=1, tests only): no copy,
+# as bare (host/fds.c, host_fds_copy_created)
+pp_add_host_contract(fds-copies-lowmoment fds copylow)
+set_property(TEST host-contract-fds-copies-lowmoment APPEND PROPERTY ENVIRONMENT
+             "HC_MODES=cpu wall preload" "PIPEPROF_TEST_FD_LOW_MS=2" "PIPEPROF_TEST_FD_COPY_MEET=1")
 # signalfd, timerfd_settime, mmap and the mount calls with a bad flag (a bad command, an odd
 # offset), which the kernel or libc checks before the fd, on the library's numbers: EINVAL (or
 # EOPNOTSUPP) as bare (before: EBADF, 8 a call preloaded, through libc and syscall()); and the older

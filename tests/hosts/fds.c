@@ -57,6 +57,9 @@
  *                   after pass for 1.5 s: EBADF for each on a number not open at the start, as
  *                   bare, while a library creation's new fd waits for its mark at a low number
  *                   (datalow_scan)
+ *   fds copylow     dup, fcntl(F_DUPFD_CLOEXEC) and their syscall() forms of 3..63 for 1.5 s:
+ *                   no copy of a number not open at the start, as bare, while a library
+ *                   creation's new fd is in its low moment at the call (copylow_scan)
  *   fds mmapearly   what libhost-fds-early.so's constructor got from mmap before libpipeprof.so's
  *                   constructor ran (tests/hosts/fds-early.c)
  *   fds acceptloop  a server's loop of non-blocking accept4 over 3..1023, 3000 times, libc's and
@@ -1765,6 +1768,70 @@ datalow_scan(void)
         printf("%s%s of 3..63 not open at the start: %s answers but EBADF\n",
                calls[c].raw ? "syscall() " : "", calls[c].name,
                wrong[c] <= DATALOW_LEFT ? "at most " DATALOW_LEFT_S : "more than " DATALOW_LEFT_S);
+    }
+}
+
+/*
+ * copylow: copies the host makes of a number a library creation has its new fd at, in the instant
+ * between the host's look at the number (its mark, the gate) and its system call (host/fds.c,
+ * host_fds_copy_created). dup, fcntl(F_DUPFD_CLOEXEC) and both through syscall(), in turn on each
+ * of 3..63 not open at the start, pass after pass for COPYLOW_MS: no copy, as bare (the number
+ * was free there). Its test runs with PIPEPROF_TEST_FD_LOW_MS=2 and PIPEPROF_TEST_FD_COPY_MEET=1
+ * (tests only): each copy waits between the two for a library thread's creation to hold its fd
+ * at the lowest free number, as a host thread preempted there does by chance. Before: 1 copy in
+ * a fresh-clone CI run (host-contract-fds-create's syscall() dup of 64..1023, ASan).
+ */
+#define COPYLOW_MS 1500
+static int
+copylow_copy(int how, int fd)
+{
+    switch (how) {
+    case 0:
+        return dup(fd);
+    case 1:
+        return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    case 2:
+        return (int)syscall(SYS_dup, fd);
+    default:
+        return (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
+    }
+}
+
+static void
+copylow_scan(void)
+{
+    static const char *const names[] = { "dup", "fcntl(F_DUPFD_CLOEXEC)", "syscall() dup",
+                                         "syscall() fcntl(F_DUPFD_CLOEXEC)" };
+    unsigned long copies[4] = { 0 }, other[4] = { 0 }, passes = 0;
+    int closed[64];
+    struct timespec t0, t;
+
+    for (int fd = 3; fd < 64; fd++) {
+        closed[fd] = fcntl(fd, F_GETFD) < 0 && errno == EBADF;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        for (int fd = 3; fd < 64; fd++) {
+            for (int how = 0; how < 4 && closed[fd]; how++) {
+                int copy = copylow_copy(how, fd);
+
+                if (copy >= 0) {
+                    copies[how]++;
+                    close(copy);
+                } else if (errno != EBADF) {
+                    other[how]++;
+                }
+            }
+        }
+        passes++;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < COPYLOW_MS);
+    fprintf(stderr, "copylow: %lu passes of 3..63\n", passes); /* varies: not compared */
+    for (int how = 0; how < 4; how++) {
+        fprintf(stderr, "copylow: %s: %lu copies, %lu other errors\n", names[how], copies[how],
+                other[how]);
+        printf("%s of 3..63 not open at the start: %lu copies, %lu errors but EBADF\n", names[how],
+               copies[how], other[how]);
     }
 }
 
@@ -4485,6 +4552,8 @@ main(int argc, char **argv)
         datacalls_scan();
     } else if (strcmp(how, "datalow") == 0) {
         datalow_scan();
+    } else if (strcmp(how, "copylow") == 0) {
+        copylow_scan();
     } else if (strcmp(how, "argsfirst") == 0) {
         argsfirst_scan();
     } else if (strcmp(how, "mmapearly") == 0) {
@@ -4515,7 +4584,7 @@ main(int argc, char **argv)
         fprintf(stderr,
                 "usage: fds closeloop|sysclose|range|sysrange|sysrangeunshare|from|"
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
-                "datalow|"
+                "datalow|copylow|"
                 "argsfirst|mmapearly|acceptloop|uring|uringseccomp[bad]|badpointers|unsharethreads|"
                 "unshareexit|unsharehigh|unsharefileshigh|fdlist|tasklist|nofile|"
                 "uninterposed\n");
