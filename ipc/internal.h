@@ -293,6 +293,8 @@ void ipc_upstream_conn_closed(struct ipc_conn *c);
 /* merge.c: the runtime's stream of a merged session, read by a thread of its own.
  * Writes the runtime events queued for ss; returns 1 once its stream has ended, else 0. */
 int ipc_merge_pump(struct ipc_session *ss, int congested);
+/* Logs what ss's writer wrote late, once it has finished (no-op for a session not merged). */
+void ipc_merge_finished(struct ipc_session *ss);
 /* Starts reading the runtime's stream on fd (taken, also on failure) in a thread of its own. */
 PP_MUST_USE int ipc_merge_new(struct ipc_server *s, int fd, struct ipc_merge **out);
 /* The sync time the merged session's writer must use (0 when unknown). */

@@ -70,7 +70,7 @@ struct ipc_merge {
     uint64_t pumped_ns; /* the last pump, which the event source's drain followed */
     uint64_t silences;  /* times the runtime, silent past IPC_MERGE_SILENT_NS, was not waited for */
     int waited;         /* the last pump waited for the runtime */
-    int reported;
+    int reported;       /* the runtime's end was seen (an early end logged) */
 };
 
 static void
@@ -375,15 +375,20 @@ ipc_merge_watermark(struct ipc_merge *m, struct nt_writer *w, uint64_t now, uint
     nt_writer_set_release_limit(w, limit);
 }
 
-/* At the runtime's end: what the session wrote out of order, if anything. */
-static void
-ipc_merge_report(struct ipc_merge *m, struct ipc_session *ss, const char *why)
+/*
+ * At the merged session's end, once its writer has finished (every held event written): what it
+ * wrote out of order, if anything. Not at the runtime's end: the events the last pumps wrote may
+ * still be held then (a runtime heard again after a silence is waited for from its old promise,
+ * which holds its late events until its promise passes them), and are counted as they go out.
+ */
+void
+ipc_merge_finished(struct ipc_session *ss)
 {
+    struct ipc_merge *m = ss->merge;
     struct nt_writer_stats st;
 
-    if (why[0] != '\0') {
-        ipc_log(ss->srv, "session %llx: the runtime's stream ended early (%s)",
-                (unsigned long long)ss->cfg.session_id, why);
+    if (m == NULL) {
+        return;
     }
     nt_writer_get_stats(ss->w, &st);
     if (st.late > 0) {
@@ -454,10 +459,11 @@ ipc_merge_pump(struct ipc_session *ss, int congested)
      * it may release past them. The clock is read after heard was (the reader may have
      * stamped it since this pump began). */
     ipc_merge_watermark(m, ss->w, nt_clock_now(), promised, heard, done);
-    if (done && !m->reported) {
-        m->reported = 1;
-        ipc_merge_report(m, ss, why);
+    if (done && !m->reported && why[0] != '\0') {
+        ipc_log(ss->srv, "session %llx: the runtime's stream ended early (%s)",
+                (unsigned long long)ss->cfg.session_id, why);
     }
+    m->reported |= done;
     return done;
 }
 

@@ -272,6 +272,7 @@ ipc_session_finish_drained(struct ipc_session *ss, int rundown)
         ipc_log(s, "session %llx: end of stream failed: %s", (unsigned long long)ss->cfg.session_id,
                 strerror(-err));
     }
+    ipc_merge_finished(ss); /* every late event counted now, before the stream closes */
     ipc_session_kick(ss);
 }
 
