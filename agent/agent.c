@@ -387,6 +387,7 @@ ag_start(const struct ag_config *cfg)
     ag.ring_read_ns = 0;
     atomic_store(&ag.n_cpu_tails, 0);
     atomic_store(&ag.cpu_unseen_ns, 0);
+    atomic_store(&ag.cpu_rest_ns, 0);
     atomic_store(&ag.n_not_code, 0);
     atomic_store(&ag.n_tables_pending, 0);
     atomic_store(&ag.n_wall_unsampled, 0);
@@ -659,6 +660,7 @@ ag_stats_get(struct ag_stats *out)
     out->cpu_kernel_ns = atomic_load(&ag.cpu_kernel_ns);
     out->cpu_kernel_unplaced_ns = atomic_load(&ag.cpu_kernel_unplaced_ns);
     out->cpu_not_sampled_ns = atomic_load(&ag.cpu_not_sampled_ns);
+    out->cpu_rest_ns = atomic_load(&ag.cpu_rest_ns);
     out->tick_hz = ag.tick_hz;
     pthread_mutex_lock(&ag.reg_lock);
     if (ag.threads != NULL) {

@@ -374,8 +374,11 @@ struct ag_stats {
                                     start routine (auto's timers: what a tick sample stands for
                                     beyond its own interval, and what they missed before auto
                                     moved the thread to perf: timer.c) */
-    uint64_t memory_bytes;       /* mapped by the agent: the thread registry and every ring */
-    unsigned requested_hz_cpu;   /* current CPU rate (max over requests), 0 when off */
+    uint64_t cpu_rest_ns;  /* CPU time threads burned after their last sample that their end left
+                              to no sample: under half an interval, the carry counted (the
+                              weights' rounding covers it; a final sample takes any more) */
+    uint64_t memory_bytes; /* mapped by the agent: the thread registry and every ring */
+    unsigned requested_hz_cpu; /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;
     double effective_hz_cpu;  /* CPU samples per CPU-second of sampled threads (timers: about
                                  the kernel tick at most; weights make up the rest) */

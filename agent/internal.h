@@ -477,6 +477,7 @@ struct ag_agent {
     _Atomic uint64_t cpu_unseen_ns; /* CPU burned with the sampling signal blocked */
     _Atomic uint64_t cpu_kernel_ns, cpu_kernel_unplaced_ns; /* CPU time under [kernel] frames */
     _Atomic uint64_t cpu_not_sampled_ns;                    /* under [not sampled] */
+    _Atomic uint64_t cpu_rest_ns; /* CPU threads' ends left to no sample (ag_cpu_end_rest) */
     _Atomic uint64_t n_perf_promoted;
     _Atomic uint64_t n_locators_retired; /* kernel locators that went idle (timer.c) */
     _Atomic uint64_t n_ring_fallbacks;   /* perf-ring threads sampled by perf's signal instead */
@@ -713,8 +714,10 @@ enum ag_cpu_engine ag_cpu_engine_for_rate(enum ag_cpu_engine configured, unsigne
                                           unsigned tick_hz);
 /* Claims the CPU t burned since its last sample as its pending final sample (t->tail_*), when
  * t is sampled in CPU mode. cpu_clock: the clock to read (CLOCK_THREAD_CPUTIME_ID on the thread
- * itself, else its per-thread clock). reg_lock held. */
-void ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock);
+ * itself, else its per-thread clock). Returns the span it left to the thread's next sample (under
+ * half an interval, the carry counted), 0 when it claimed it or t is not sampled: at a thread's
+ * end the caller counts it (ag_cpu_end_rest). reg_lock held. */
+uint64_t ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock);
 /* Auto's check, each scan, of a thread on the timers: one the tick does not sample as it should
  * moves to perf (timer.c says why). */
 void ag_cpu_engine_check_locked(struct ag_thread *t);
@@ -729,7 +732,10 @@ void ag_locators_arm_asked_locked(void);
 int ag_locator_wanted(int retired, uint32_t kern_intervals, uint32_t calls_seen, uint64_t cpu_ns,
                       uint64_t period_ns);
 /* The same with the thread's CPU time cpu read earlier (a thread that has exited since). */
-void ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu);
+uint64_t ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu);
+/* At a thread's end (its exit hook, the scan that finds it gone): counts the span its final
+ * claim left (ag_cpu_claim_tail_locked's value) in cpu_rest_ns, as no sample will take it. */
+void ag_cpu_end_rest(uint64_t rest);
 /* A thread's CPU clock from its tid (the kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */
 clockid_t ag_thread_cpu_clock(int32_t tid);
 /* fork() child: closes the inherited perf_event fds (the events belong to the parent). */

@@ -185,14 +185,23 @@ ag_timer_baseline(struct ag_thread *t, int32_t tid)
     return elapsed;
 }
 
-void
+uint64_t
 ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock)
 {
     struct timespec ts;
 
-    if (clock_gettime(cpu_clock, &ts) == 0) {
-        ag_cpu_claim_tail_at_locked(t, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
-    } /* else already gone */
+    if (clock_gettime(cpu_clock, &ts) != 0) {
+        return 0; /* already gone */
+    }
+    return ag_cpu_claim_tail_at_locked(t, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+}
+
+void
+ag_cpu_end_rest(uint64_t rest)
+{
+    if (rest != 0) {
+        atomic_fetch_add_explicit(&ag.cpu_rest_ns, rest, memory_order_relaxed);
+    }
 }
 
 /*
@@ -233,7 +242,7 @@ ag_cpu_tail_faults(struct ag_thread *t, int ring)
     return faults > prev ? faults - prev : 0;
 }
 
-void
+uint64_t
 ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
 {
     uint64_t last, period, delta, weight, since;
@@ -244,18 +253,20 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
     }
     if ((!t->has_timer && !t->has_perf && !ring) || t->timer_hz == 0 ||
         atomic_load_explicit(&t->excluded, memory_order_relaxed)) {
-        return; /* not sampled in CPU mode */
+        return 0; /* not sampled in CPU mode */
     }
     period = 1000000000u / t->timer_hz;
     last = atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed);
-    if (last == 0 || cpu <= last ||
-        atomic_load_explicit(&t->cpu_carry_ns, memory_order_relaxed) + (int64_t)(cpu - last) <=
-                (int64_t)(period / 2)) {
-        return; /* under half an interval: a live thread's next sample takes it */
+    if (last == 0 || cpu <= last) {
+        return 0;
+    }
+    if (atomic_load_explicit(&t->cpu_carry_ns, memory_order_relaxed) + (int64_t)(cpu - last) <=
+        (int64_t)(period / 2)) {
+        return cpu - last; /* under half an interval: a live thread's next sample takes it */
     }
     weight = ag_sig_cpu_weigh(t, cpu, period, 0, &delta);
     if (weight == 0) {
-        return; /* a sample came in between: the carry keeps the rest */
+        return delta; /* a sample came in between: the carry keeps the rest */
     }
     if (t->tail_weight + weight > UINT16_MAX) {
         weight = UINT16_MAX - t->tail_weight;
@@ -292,6 +303,7 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
     atomic_fetch_add_explicit(&ag.n_cpu_weight, weight, memory_order_relaxed);
     atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);
     atomic_fetch_add_explicit(&ag.n_cpu_tails, 1, memory_order_relaxed);
+    return 0;
 }
 
 void
