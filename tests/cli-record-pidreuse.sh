@@ -7,22 +7,16 @@
 # Joined by the pid alone, as before the images were grouped by pid and start time, one file
 # held both children's samples and the summary counted 2 processes of 3. tests/tools/pid-reuse.c
 # forces the reuse (its spinner wraps the pid space with threads, unrecorded).
-set -euo pipefail
-B=${PP_BINARY_DIR:?}
-PP=$B/bin/pipeprof
-T=$(mktemp -d /tmp/pp-rpid.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+source "$(dirname "$0")/ipc-lib.sh" # B, T (TMPDIR), RECORD_ENV: a sanitizer's runtime first
+PP=("${RECORD_ENV[@]}" "$PIPEPROF")
 
 pid_max=$(cat /proc/sys/kernel/pid_max)
-if ((pid_max > 131072)); then
-  echo "SKIP cli-record-pidreuse: kernel.pid_max is $pid_max, too large to wrap within a recording here"
-  exit 77
-fi
+((pid_max <= 131072)) || skip "kernel.pid_max is $pid_max, too large to wrap within a recording here"
 fail=0
 # 120 s for the spinner to get the pid back: a wrap of the pid space takes about 3 s of an idle
 # core; the bound is for a loaded machine, and names what did not happen.
-"$PP" record -v -o "$T/r.nettrace" -- "$B/tests/pid-reuse" 120 >"$T/r.out" 2>"$T/r.err" || {
-  echo "FAIL: record or pid-reuse failed"; cat "$T/r.out" "$T/r.err"; exit 1
+"${PP[@]}" record -v -o "$T/r.nettrace" -- "$B/tests/pid-reuse" 120 >"$T/r.out" 2>"$T/r.err" || {
+  echo "FAIL: record or pid-reuse failed (status $?)"; cat "$T/r.out" "$T/r.err"; exit 1
 }
 cat "$T/r.out" | sed 's/^/     /'
 first=$(awk '$1 == "first" {print $2}' "$T/r.out")
@@ -35,7 +29,7 @@ fi
 ls "$T"/r*.nettrace | sed 's/^/     /'
 # Which work functions a trace holds.
 works() {
-  "$PP" convert --format folded -o "$1.folded" "$1" 2>/dev/null || true
+  "$PIPEPROF" convert --format folded -o "$1.folded" "$1" 2>/dev/null || true
   grep -o 'pid_reuse_[a-z]*' "$1.folded" 2>/dev/null | sort -u | tr '\n' ' ' || true
 }
 check() { # FILE WANT: the file exists and holds WANT's samples, not the other child's
@@ -65,8 +59,10 @@ fi
 # recording's directory (process-<pid>.nettrace, process-<pid>-2.nettrace), which are removed
 # with it (they were left there, and the directory with them).
 mkdir "$T/tmp"
-TMPDIR="$T/tmp" "$PP" record --format folded -o "$T/f.folded" -- "$B/tests/pid-reuse" 120 \
-  >"$T/f.out" 2>"$T/f.err" || { echo "FAIL: record --format folded"; cat "$T/f.out" "$T/f.err"; exit 1; }
+TMPDIR="$T/tmp" "${PP[@]}" record --format folded -o "$T/f.folded" -- "$B/tests/pid-reuse" 120 \
+  >"$T/f.out" 2>"$T/f.err" || {
+  echo "FAIL: record --format folded or pid-reuse failed (status $?)"; cat "$T/f.out" "$T/f.err"; exit 1
+}
 first=$(awk '$1 == "first" {print $2}' "$T/f.out")
 second=$(awk '$1 == "second" {print $2}' "$T/f.out")
 got=$(grep -o 'pid_reuse_[a-z]*' "$T/f.folded" | sort -u | tr '\n' ' ' || true)

@@ -111,7 +111,7 @@ pid_reuse_spin(const char *self, long want, double seconds)
 {
     char pre[4096];
     char **env = pid_reuse_env("PID_REUSE_PRELOAD", "LD_PRELOAD", pre, sizeof(pre));
-    unsigned long threads = 0, misses = 0;
+    unsigned long threads = 0, misses = 0, failures = 0;
     time_t end = time(NULL) + (time_t)seconds;
     long tid = 0;
 
@@ -124,7 +124,9 @@ pid_reuse_spin(const char *self, long want, double seconds)
 
         if (tid < want - PID_REUSE_WINDOW || tid >= want) {
             if (pthread_create(&th, NULL, pid_reuse_tid, &tid) != 0) {
-                break;
+                usleep(1000); /* EAGAIN: the pid space or the thread limit is full for now */
+                failures++;
+                continue;
             }
             pthread_join(th, NULL);
             threads++;
@@ -143,20 +145,28 @@ pid_reuse_spin(const char *self, long want, double seconds)
             _exit(42);
         }
         if (pid < 0) {
-            break;
+            usleep(1000);
+            failures++;
+            continue;
         }
         if (pid == want) {
+            int st;
+
             printf("second %ld (after %lu threads, %lu misses)\n", (long)pid, threads, misses);
             fflush(stdout);
             free(env);
-            return pid_reuse_wait(pid);
+            st = pid_reuse_wait(pid);
+            if (st != 0) {
+                fprintf(stderr, "pid-reuse: the second child failed (%d)\n", st);
+            }
+            return st;
         }
         (void)pid_reuse_wait(pid);
         tid = pid;
         misses += pid > want || pid < want - PID_REUSE_WINDOW;
     }
-    printf("no reuse of pid %ld in %.0f s (%lu threads, %lu misses)\n", want, seconds, threads,
-           misses);
+    printf("no reuse of pid %ld in %.0f s (%lu threads, %lu misses, %lu failed creations)\n", want,
+           seconds, threads, misses, failures);
     free(env);
     return 1;
 }
