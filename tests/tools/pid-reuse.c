@@ -7,8 +7,9 @@
  * share the pid space) until the next id would be the first child's pid, and forks: a child that
  * got that pid execs this program, the agent preloaded again, to burn 0.3 s in pid_reuse_second.
  * A fork that missed the pid (another process of the machine took an id between) exits at once,
- * and the spinner goes round the pid space again. Prints `first PID` and `second PID` (or
- * `no reuse ...`, status 1, when SECONDS passed without one).
+ * and the spinner goes round the pid space again; when another program keeps the pid, a new
+ * first child is started (up to 4). Prints `first PID` for each first child and `second PID`
+ * (or `no reuse ...`, status 1, when SECONDS passed without one).
  *
  *   pid-reuse SECONDS             (the recorded command)
  *   pid-reuse burn first|second   (the children)
@@ -27,6 +28,8 @@ extern char **environ;
 
 /* Ids before the wanted pid from which the spinner forks instead of creating threads. */
 #define PID_REUSE_WINDOW 8
+/* First children tried at most, each when another program took the last one's pid. */
+#define PID_REUSE_ROUNDS 4
 
 static double
 pid_reuse_cpu(void)
@@ -163,7 +166,19 @@ pid_reuse_spin(const char *self, long want, double seconds)
         }
         (void)pid_reuse_wait(pid);
         tid = pid;
-        misses += pid > want || pid < want - PID_REUSE_WINDOW;
+        if (pid > want || pid < want - PID_REUSE_WINDOW) {
+            char proc[32];
+
+            /* Passed: a thread or process of another program took the pid meanwhile. One that
+             * keeps it (a long-lived service's thread) would make every round miss. */
+            snprintf(proc, sizeof(proc), "/proc/%ld", want);
+            if (access(proc, F_OK) == 0) {
+                printf("pid %ld taken by another program (after %lu threads)\n", want, threads);
+                free(env);
+                return 2;
+            }
+            misses++;
+        }
     }
     printf("no reuse of pid %ld in %.0f s (%lu threads, %lu misses, %lu failed creations)\n", want,
            seconds, threads, misses, failures);
@@ -179,7 +194,7 @@ main(int argc, char **argv)
     char spin_want[32], spin_secs[32], preload[4096];
     pid_t first, spinner;
     char **env;
-    int st;
+    int st, round;
 
     if (argc == 3 && strcmp(argv[1], "burn") == 0) {
         double until = pid_reuse_cpu() + 0.3;
@@ -194,32 +209,37 @@ main(int argc, char **argv)
     if (argc == 4 && strcmp(argv[1], "spin") == 0) {
         return pid_reuse_spin(self, atol(argv[2]), atof(argv[3]));
     }
-    first = fork();
-    if (first == 0) {
-        execl(self, self, "burn", "first", (char *)NULL);
-        _exit(127);
-    }
-    if (first < 0 || (st = pid_reuse_wait(first)) != 0) {
-        fprintf(stderr, "pid-reuse: the first child failed (%d)\n", first < 0 ? -1 : st);
-        return 1;
-    }
-    printf("first %ld\n", (long)first);
-    fflush(stdout);
     /* The spinner's environment: this one without LD_PRELOAD, which it hands back to the second
      * child through PID_REUSE_PRELOAD. */
     env = pid_reuse_env("LD_PRELOAD", "PID_REUSE_PRELOAD", preload, sizeof(preload));
     if (env == NULL) {
         return 1;
     }
-    snprintf(spin_want, sizeof(spin_want), "%ld", (long)first);
     snprintf(spin_secs, sizeof(spin_secs), "%g", seconds);
-    spinner = fork();
-    if (spinner == 0) {
-        char *sargv[] = { (char *)self, "spin", spin_want, spin_secs, NULL };
+    /* A round per first child, while another program keeps the pid the last one had. */
+    for (round = 0, st = 2; round < PID_REUSE_ROUNDS && st == 2; round++) {
+        first = fork();
+        if (first == 0) {
+            execl(self, self, "burn", "first", (char *)NULL);
+            _exit(127);
+        }
+        if (first < 0 || (st = pid_reuse_wait(first)) != 0) {
+            fprintf(stderr, "pid-reuse: the first child failed (%d)\n", first < 0 ? -1 : st);
+            st = 1;
+            break;
+        }
+        printf("first %ld\n", (long)first);
+        fflush(stdout);
+        snprintf(spin_want, sizeof(spin_want), "%ld", (long)first);
+        spinner = fork();
+        if (spinner == 0) {
+            char *sargv[] = { (char *)self, "spin", spin_want, spin_secs, NULL };
 
-        execve(self, sargv, env);
-        _exit(127);
+            execve(self, sargv, env);
+            _exit(127);
+        }
+        st = spinner < 0 ? 1 : pid_reuse_wait(spinner);
     }
     free(env);
-    return spinner < 0 ? 1 : pid_reuse_wait(spinner);
+    return st;
 }
