@@ -1253,6 +1253,7 @@ struct pp_record_file {
     uint64_t pid;
     uint64_t samples;
     unsigned nth; /* 1 + the files of processes before it that the same pid named (not CMD's) */
+    int by_pid;   /* images joined although one's start time was unknown (by the pid alone) */
     char path[PATH_MAX];
 };
 
@@ -1361,7 +1362,7 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
     for (i = 0; i < rc->image_count; i++) {
         struct pp_image *img = rc->images[i];
         uint64_t samples = 0;
-        int images = 0, segs = 0, cut = 0, root = 0;
+        int images = 0, segs = 0, cut = 0, root = 0, unknown = 0;
 
         if (first[i] != i) {
             continue; /* this process was written with its first image */
@@ -1374,6 +1375,7 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
                     in[segs++] = o->path;
                 }
                 images++;
+                unknown |= o->start == 0;
                 samples += atomic_load(&o->samples);
                 cut |= o->cut;
                 root |= o->root;
@@ -1399,6 +1401,7 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
         files[n].pid = img->pid;
         files[n].samples = samples;
         files[n].nth = 0;
+        files[n].by_pid = images > 1 && unknown;
         if (root) {
             snprintf(files[n].path, sizeof(files[n].path), "%s", rc->trace);
         } else {
@@ -1575,9 +1578,10 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
         pp_record_process_counts(rc, no_samples);
         fputc('\n', stderr);
         for (i = 0; i < n && rc->nettrace; i++) {
-            fprintf(stderr, "pipeprof:   %s: pid %llu%s, %llu samples\n", files[i].path,
+            fprintf(stderr, "pipeprof:   %s: pid %llu%s%s, %llu samples\n", files[i].path,
                     (unsigned long long)files[i].pid,
                     files[i].nth > 1 ? " (reused: another process of the recording had it)" : "",
+                    files[i].by_pid ? " (images joined by the pid: a start time was unknown)" : "",
                     (unsigned long long)files[i].samples);
         }
     }

@@ -14,9 +14,9 @@ PP=("${RECORD_ENV[@]}" "$PIPEPROF")
 pid_max=$(cat /proc/sys/kernel/pid_max)
 ((pid_max <= 131072)) || skip "kernel.pid_max is $pid_max, too large to wrap within a recording here"
 fail=0
-# 60 s a round for the spinner to get the pid back (a wrap of the pid space took 3 s, 9 s in an
+# 30 s a round for the spinner to get the pid back (a wrap of the pid space took 3 s, 9 s in an
 # ASan build beside other work): a bound for a loaded machine, which names what did not happen.
-"${PP[@]}" record -v -o "$T/r.nettrace" -- "$B/tests/pid-reuse" 60 >"$T/r.out" 2>"$T/r.err" || {
+"${PP[@]}" record -v -o "$T/r.nettrace" -- "$B/tests/pid-reuse" 30 >"$T/r.out" 2>"$T/r.err" || {
   echo "FAIL: record or pid-reuse failed (status $?)"; cat "$T/r.out" "$T/r.err"; exit 1
 }
 cat "$T/r.out" | sed 's/^/     /'
@@ -62,7 +62,7 @@ fi
 # recording's directory (process-<pid>.nettrace, process-<pid>-2.nettrace), which are removed
 # with it (they were left there, and the directory with them).
 mkdir "$T/tmp"
-TMPDIR="$T/tmp" "${PP[@]}" record --format folded -o "$T/f.folded" -- "$B/tests/pid-reuse" 60 \
+TMPDIR="$T/tmp" "${PP[@]}" record --format folded -o "$T/f.folded" -- "$B/tests/pid-reuse" 30 \
   >"$T/f.out" 2>"$T/f.err" || {
   echo "FAIL: record --format folded or pid-reuse failed (status $?)"; cat "$T/f.out" "$T/f.err"; exit 1
 }

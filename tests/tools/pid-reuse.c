@@ -8,7 +8,7 @@
  * got that pid execs this program, the agent preloaded again, to burn 0.3 s in pid_reuse_second.
  * A fork that missed the pid (another process of the machine took an id between) exits at once,
  * and the spinner goes round the pid space again; when another program keeps the pid, a new
- * first child is started (up to 4). Prints `first PID` for each first child and `second PID`
+ * first child is started (up to 8). Prints `first PID` for each first child and `second PID`
  * (or `no reuse ...`, status 1, when SECONDS passed without one).
  *
  *   pid-reuse SECONDS             (the recorded command)
@@ -29,7 +29,7 @@ extern char **environ;
 /* Ids before the wanted pid from which the spinner forks instead of creating threads. */
 #define PID_REUSE_WINDOW 8
 /* First children tried at most, each when another program took the last one's pid. */
-#define PID_REUSE_ROUNDS 4
+#define PID_REUSE_ROUNDS 8
 
 static double
 pid_reuse_cpu(void)
@@ -171,9 +171,17 @@ pid_reuse_spin(const char *self, long want, double seconds)
 
             /* Passed: a thread or process of another program took the pid meanwhile. One that
              * keeps it (a long-lived service's thread) would make every round miss. */
-            snprintf(proc, sizeof(proc), "/proc/%ld", want);
+            snprintf(proc, sizeof(proc), "/proc/%ld/stat", want);
             if (access(proc, F_OK) == 0) {
-                printf("pid %ld taken by another program (after %lu threads)\n", want, threads);
+                char line[256] = "";
+                FILE *f = fopen(proc, "re");
+
+                if (f != NULL) {
+                    (void)!fgets(line, sizeof(line), f);
+                    fclose(f);
+                }
+                printf("pid %ld taken by another program (after %lu threads): %.60s\n", want,
+                       threads, line);
                 free(env);
                 return 2;
             }
