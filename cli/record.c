@@ -255,10 +255,12 @@ pp_record_usage(FILE *out)
                  "CMD's tree starts, by exec or by fork (a forked child that does not exec within\n"
                  "a few milliseconds is recorded from then on). nettrace holds one process:\n"
                  "-o X.nettrace is CMD's trace, and each other process with samples gets\n"
-                 "X.<pid>.nettrace beside it (processes without samples leave no file; the\n"
-                 "summary counts them, but not one that changed to another uid). Other\n"
-                 "formats hold every process in the one output file. The recording ends when CMD\n"
-                 "exits; processes it left running are no longer recorded and run on.\n"
+                 "X.<pid>.nettrace beside it (X.<pid>-2.nettrace, -3, ... for later processes\n"
+                 "of the recording that got a pid already used; processes without samples\n"
+                 "leave no file; the summary counts them, but not one that changed to another\n"
+                 "uid). Other formats hold every process in the one output file. The recording\n"
+                 "ends when CMD exits; processes it left running are no longer recorded and run\n"
+                 "on.\n"
                  "\n"
                  "exit status: always CMD's (128+N when a signal N ended it; a problem with the\n"
                  "trace is said on stderr); 1 when CMD could not be started; 2 for a usage error.\n"
@@ -1197,24 +1199,61 @@ pp_record_run(struct pp_record *rc)
 
 /*
  * The trace file of a process other than CMD's: X.<pid>.nettrace beside X.nettrace (X is the
- * output without a .nettrace suffix).
+ * output without a .nettrace suffix) for the first process of the recording that pid named, and
+ * X.<pid>-<nth>.nettrace for the nth (a reused pid: pp_record_process_of). Without nettrace
+ * output, process-<pid>[-<nth>].nettrace in the recording's directory, converted at the end.
  */
 static void
-pp_record_child_path(const struct pp_record *rc, uint64_t pid, char *out, size_t cap)
+pp_record_child_path(const struct pp_record *rc, uint64_t pid, unsigned nth, char *out, size_t cap)
 {
-    const char *base = rc->nettrace ? rc->output : rc->trace;
+    const char *base = rc->nettrace ? rc->output : rc->dir;
+    char seq[16] = "";
     size_t len = strlen(base);
 
+    if (nth > 1) {
+        snprintf(seq, sizeof(seq), "-%u", nth);
+    }
+    if (!rc->nettrace) {
+        snprintf(out, cap, "%s/process-%llu%s.nettrace", base, (unsigned long long)pid, seq);
+        return;
+    }
     if (len > 9 && strcmp(base + len - 9, ".nettrace") == 0) {
         len -= 9;
     }
-    snprintf(out, cap, "%.*s.%llu.nettrace", (int)len, base, (unsigned long long)pid);
+    snprintf(out, cap, "%.*s.%llu%s.nettrace", (int)len, base, (unsigned long long)pid, seq);
+}
+
+/*
+ * The first image of image i's process. An image is of the process of the latest earlier image
+ * of its pid (an exec keeps the pid and the start time), unless both start times are known and
+ * differ: then the pid was reused, by a process that started after that one ended (thread ids
+ * share the pid space, which a program that creates threads fast wraps in seconds). An image
+ * whose start could not be read as it connected (0: it was gone already, or /proc is not
+ * mounted) is joined by its pid alone, as all were before start times were read. first[j] for
+ * j < i is filled already.
+ */
+static size_t
+pp_record_process_of(const struct pp_record *rc, const size_t *first, size_t i)
+{
+    const struct pp_image *img = rc->images[i];
+    size_t j;
+
+    for (j = i; j > 0; j--) {
+        const struct pp_image *o = rc->images[j - 1];
+
+        if (o->pid == img->pid) {
+            return o->start != 0 && img->start != 0 && o->start != img->start ? i : first[j - 1];
+        }
+    }
+    return i;
 }
 
 /* A process's trace file: its images' segments in order, joined. */
 struct pp_record_file {
     uint64_t pid;
     uint64_t samples;
+    unsigned nth; /* 1 + the files of processes before it that the same pid named (not CMD's) */
+    int by_pid;   /* images joined although one's start time was unknown (by the pid alone) */
     char path[PATH_MAX];
 };
 
@@ -1308,32 +1347,35 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
                       size_t *no_samples)
 {
     const char **in = calloc(rc->image_count + 1, sizeof(*in));
+    size_t *first = calloc(rc->image_count + 1, sizeof(*first));
     size_t i, j, n = 0;
     int err = 0;
 
     *no_samples = pp_record_tally_count(rc);
-    if (in == NULL) {
+    if (in == NULL || first == NULL) {
         err = -ENOMEM;
         goto out;
     }
     for (i = 0; i < rc->image_count; i++) {
+        first[i] = pp_record_process_of(rc, first, i);
+    }
+    for (i = 0; i < rc->image_count; i++) {
         struct pp_image *img = rc->images[i];
         uint64_t samples = 0;
-        int images = 0, segs = 0, cut = 0, root = 0;
+        int images = 0, segs = 0, cut = 0, root = 0, unknown = 0;
 
-        for (j = 0; j < i && rc->images[j]->pid != img->pid; j++) {
-        }
-        if (j < i) {
-            continue; /* this pid was written with its first image */
+        if (first[i] != i) {
+            continue; /* this process was written with its first image */
         }
         for (j = i; j < rc->image_count; j++) {
             struct pp_image *o = rc->images[j];
 
-            if (o->pid == img->pid && o->thread_started) {
+            if (first[j] == i && o->thread_started) {
                 if (o->has_file) {
                     in[segs++] = o->path;
                 }
                 images++;
+                unknown |= o->start == 0;
                 samples += atomic_load(&o->samples);
                 cut |= o->cut;
                 root |= o->root;
@@ -1358,13 +1400,16 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
         }
         files[n].pid = img->pid;
         files[n].samples = samples;
+        files[n].nth = 0;
+        files[n].by_pid = images > 1 && unknown;
         if (root) {
             snprintf(files[n].path, sizeof(files[n].path), "%s", rc->trace);
-        } else if (rc->nettrace) {
-            pp_record_child_path(rc, img->pid, files[n].path, sizeof(files[n].path));
         } else {
-            snprintf(files[n].path, sizeof(files[n].path), "%s/process-%llu.nettrace", rc->dir,
-                     (unsigned long long)img->pid);
+            files[n].nth = 1;
+            for (j = 0; j < n; j++) {
+                files[n].nth += files[j].pid == img->pid && files[j].nth > 0;
+            }
+            pp_record_child_path(rc, img->pid, files[n].nth, files[n].path, sizeof(files[n].path));
         }
         /* Several images are joined into one trace, and a stream that was cut (a process
          * killed) is rewritten the same way, so that every file ends with its end tag. */
@@ -1388,6 +1433,7 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
         n++;
     }
 out:
+    free(first);
     free(in);
     return err < 0 ? err : (int)n;
 }
@@ -1532,8 +1578,11 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
         pp_record_process_counts(rc, no_samples);
         fputc('\n', stderr);
         for (i = 0; i < n && rc->nettrace; i++) {
-            fprintf(stderr, "pipeprof:   %s: pid %llu, %llu samples\n", files[i].path,
-                    (unsigned long long)files[i].pid, (unsigned long long)files[i].samples);
+            fprintf(stderr, "pipeprof:   %s: pid %llu%s%s, %llu samples\n", files[i].path,
+                    (unsigned long long)files[i].pid,
+                    files[i].nth > 1 ? " (reused: another process of the recording had it)" : "",
+                    files[i].by_pid ? " (images joined by the pid: a start time was unknown)" : "",
+                    (unsigned long long)files[i].samples);
         }
     }
     fprintf(stderr,
@@ -1944,7 +1993,11 @@ pp_record_write_outputs(struct pp_record *rc, struct pp_record_file **files)
     }
     if (nfiles > 0) {
         recorded = pp_record_finish(rc, *files, (size_t)nfiles, no_samples) == 0;
-    } else if (nfiles == 0) {
+    }
+    for (i = 0; !rc->nettrace && nfiles > 0 && i < (size_t)nfiles; i++) {
+        unlink((*files)[i].path); /* converted: the process-<pid>.nettrace files in rc->dir */
+    }
+    if (nfiles == 0) {
         fprintf(stderr, "pipeprof record: no session of %s started; nothing was recorded\n",
                 rc->cmd[0]);
     }

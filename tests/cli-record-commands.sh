@@ -12,13 +12,11 @@
 # they measured), `report` over all the files equals the sum of the per-process reports, short
 # children without samples leave no file, --no-children keeps to CMD's process, and a process
 # outside the tree cannot join the recording.
-set -euo pipefail
-B=${PP_BINARY_DIR:?}
-PP=$B/bin/pipeprof
+source "$(dirname "$0")/ipc-lib.sh" # B, T (TMPDIR), RECORD_ENV: a sanitizer's runtime first
+PP=$PIPEPROF
+REC=("${RECORD_ENV[@]}" "$PP") # without it an ASan build's every case failed (status 1)
 GT=$B/samples/pp-sample-groundtruth
 FW=$B/samples/pp-sample-forkwork
-T=$(mktemp -d /tmp/pp-rcmd.XXXXXX)
-trap 'rm -rf "$T"' EXIT
 chmod 777 "$T" # setpriv's workload writes here as nobody
 fail=0
 printf '#!/bin/sh\nexec "%s" 1 "$1"\n' "$GT" >"$T/wl.sh"
@@ -41,7 +39,7 @@ case_() {
   "$@" "$T/$name.bare.json" >"$T/$name.bare.out" 2>&1
   st_bare=$?
   t1=$(now)
-  "$PP" record -q -o "$T/$name.nettrace" -- "$@" "$T/$name.rec.json" >"$T/$name.rec.out" 2>"$T/$name.err"
+  "${REC[@]}" record -q -o "$T/$name.nettrace" -- "$@" "$T/$name.rec.json" >"$T/$name.rec.out" 2>"$T/$name.err"
   st_rec=$?
   set -e
   t2=$(now)
@@ -122,7 +120,7 @@ t = time.process_time()
 while time.process_time() - t < 1.0:
     pass
 PY
-"$PP" record -v -o "$T/failexec.nettrace" -- python3 "$T/failexec.py" 2>"$T/failexec.err" ||
+"${REC[@]}" record -v -o "$T/failexec.nettrace" -- python3 "$T/failexec.py" 2>"$T/failexec.err" ||
   { cat "$T/failexec.err"; fail=1; }
 n=$("$PP" report --format json "$T/failexec.nettrace" | python3 -c 'import json,sys; print(json.load(sys.stdin)["samples"])')
 if [[ $n -lt 20 ]] || grep -q "is a .NET runtime" "$T/failexec.err"; then
@@ -135,7 +133,7 @@ fi
 # its thread and fds at once, so none is lost, nobody is refused, and CMD keeps its own limit.
 printf '#!/bin/sh\nulimit -n\ni=0\nwhile [ $i -lt 1000 ]; do /bin/true; i=$((i+1)); done\n' >"$T/many.sh"
 chmod +x "$T/many.sh"
-if (ulimit -Sn 128 && "$PP" record -o "$T/many.nettrace" -- "$T/many.sh" >"$T/many.out" 2>"$T/many.err") &&
+if (ulimit -Sn 128 && "${REC[@]}" record -o "$T/many.nettrace" -- "$T/many.sh" >"$T/many.out" 2>"$T/many.err") &&
   [[ $(cat "$T/many.out") == 128 ]] && ! grep -q "refused\|cannot\|incomplete" "$T/many.err" &&
   grep -q "1000 without" "$T/many.err"; then
   echo "ok   many: 1000 short children under a 128-fd limit"
@@ -153,7 +151,7 @@ else
   "$B/tests/tid-churn" 8 >"$T/churn.out" &
   churn=$!
   sleep 0.5
-  if "$PP" record -o "$T/reused.nettrace" -- "$T/many.sh" >"$T/reused.out" 2>"$T/reused.err" &&
+  if "${REC[@]}" record -o "$T/reused.nettrace" -- "$T/many.sh" >"$T/reused.out" 2>"$T/reused.err" &&
     ! grep -q "refused\|cannot\|incomplete" "$T/reused.err" &&
     grep -q "1000 without" "$T/reused.err"; then
     echo "ok   many-reused: 1000 short children counted while pids are reused"
@@ -165,7 +163,7 @@ else
 fi
 
 # --no-children: CMD's process only (a shell), its child's work is not recorded.
-"$PP" record -q --no-children -o "$T/nochild.nettrace" -- sh -c '"$0" 1 "$1" >/dev/null; true' \
+"${REC[@]}" record -q --no-children -o "$T/nochild.nettrace" -- sh -c '"$0" 1 "$1" >/dev/null; true' \
   "$GT" "$T/nochild.json" 2>"$T/nochild.err" || { cat "$T/nochild.err"; fail=1; }
 n=$(traces nochild | wc -l)
 "$PP" convert --format folded -o "$T/nochild.folded" "$T/nochild.nettrace" 2>/dev/null ||
@@ -179,7 +177,7 @@ echo "ok   --no-children: one trace, no child's work"
 # gets a TMPDIR of its own, so that its socket is the one found (not another recording's on a
 # shared machine).
 mkdir -p "$T/otmp"
-TMPDIR="$T/otmp" "$PP" record -q -o "$T/outsider.nettrace" -- "$GT" 2 "$T/outsider.json" \
+TMPDIR="$T/otmp" "${REC[@]}" record -q -o "$T/outsider.nettrace" -- "$GT" 2 "$T/outsider.json" \
   2>"$T/outsider.err" &
 rp=$!
 for _ in $(seq 600); do # 60 s: a hang guard

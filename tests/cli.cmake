@@ -17,6 +17,14 @@ set_tests_properties(cli-record-commands PROPERTIES RUN_SERIAL TRUE)
 add_executable(tid-churn ${CMAKE_SOURCE_DIR}/tests/tools/tid-churn.c)
 target_link_libraries(tid-churn PRIVATE Threads::Threads)
 set_target_properties(tid-churn PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+# Two sampled children of one recording that get one pid (tests/tools/pid-reuse.c), each its own
+# file: alone, since it wraps the pid space with threads.
+add_executable(pid-reuse ${CMAKE_SOURCE_DIR}/tests/tools/pid-reuse.c)
+target_link_libraries(pid-reuse PRIVATE Threads::Threads)
+target_compile_options(pid-reuse PRIVATE -O2 -fno-omit-frame-pointer)
+set_target_properties(pid-reuse PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+pp_add_script_test(cli-record-pidreuse cli-record-pidreuse.sh LABELS integration slow TIMEOUT 600)
+set_tests_properties(cli-record-pidreuse PROPERTIES RUN_SERIAL TRUE)
 # PIPEPROF_OUTPUT: a service, fork and exec children, crashes (tests/tools/output-host.c).
 add_executable(output-host ${CMAKE_SOURCE_DIR}/tests/tools/output-host.c)
 set_target_properties(output-host PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
