@@ -9,11 +9,15 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "host/internal.h"
@@ -140,8 +144,21 @@ host_stack_readable(const void *addr, size_t len)
  * A filter the host installs later stops the library instead (host/seccomp.c). Read once, from
  * /proc/self/status at the library's start (the loader's own calls, which the filter let through);
  * without /proc, not filtered (as before).
+ *
+ * A filter can kill other calls of the library's too (a list without the sockets the server
+ * binds, without the timers CPU sampling arms), and those have no path without them. So in a
+ * filtered process the library's other calls that a program's list may lack are tried first, with
+ * arguments each refuses before it acts (a bad fd, flag or pointer), in a child that shares no
+ * signal handlers and cannot dump core (host_filter_probe): the child dies at a call the filter
+ * kills (or traps: SIGSYS at its default), and the library then does not start in this process
+ * (host_filter_killed names the call; shim.c says it on stderr). The child is made as
+ * posix_spawn makes one (clone with CLONE_VM and CLONE_VFORK), with no exit signal (the host's
+ * SIGCHLD handler and its waits for any child do not see it), and reaped at once.
  */
 static _Atomic int host_filtered_at_start, host_filter_noted;
+static const char *_Atomic host_filter_killed_name;
+
+static void host_filter_probe(void);
 
 void
 host_filter_note_start(void)
@@ -171,6 +188,175 @@ host_filter_note_start(void)
         }
         atomic_store_explicit(&host_filtered_at_start, *p == '2', memory_order_release);
     }
+    if (atomic_load_explicit(&host_filtered_at_start, memory_order_acquire)) {
+        int saved = errno;
+
+        host_filter_probe();
+        errno = saved;
+    }
+}
+
+/* A call of the library's and arguments it refuses without acting. */
+struct host_filter_call {
+    long nr;
+    const char *name;
+    long a[6];
+};
+
+#define HOST_FILTER_CALL(call, a0, a1, a2, a3) \
+    {                                          \
+        SYS_##call, #call,                     \
+        {                                      \
+            a0, a1, a2, a3, 0, 0               \
+        }                                      \
+    }
+
+/* Not here: the calls every program makes (mmap, read, futex...), the debugging ones the library
+ * leaves out under a filter (host_filter_refuses), rt_sigreturn (tried by a signal of the child's
+ * own, host_filter_probe_child). */
+static const struct host_filter_call host_filter_calls[] = {
+    /* CPU and wall sampling: the timers, the signals to threads, the CPU clocks' limits */
+    HOST_FILTER_CALL(timer_create, 1000, 0, 0, 0),    /* EINVAL: no such clock */
+    HOST_FILTER_CALL(timer_settime, -1, 0, 0, 0),     /* EINVAL: no such timer */
+    HOST_FILTER_CALL(timer_delete, -1, 0, 0, 0),      /* EINVAL */
+    HOST_FILTER_CALL(tgkill, 0, 0, 0, 0),             /* EINVAL: tgid 0 */
+    HOST_FILTER_CALL(rt_tgsigqueueinfo, 0, 0, 0, 0),  /* EINVAL */
+    HOST_FILTER_CALL(rt_sigaction, 0, 0, 0, 8),       /* EINVAL: signal 0 */
+    HOST_FILTER_CALL(sigaltstack, 0, 0, 0, 0),        /* 0, nothing changed */
+    HOST_FILTER_CALL(getrusage, -100, 0, 0, 0),       /* EINVAL */
+    HOST_FILTER_CALL(prlimit64, 0, 1000, 0, 0),       /* EINVAL: no such resource */
+    HOST_FILTER_CALL(prctl, -1, 0, 0, 0),             /* EINVAL */
+    HOST_FILTER_CALL(sched_getaffinity, 0, 0, 0, 0),  /* EINVAL: size 0 */
+    HOST_FILTER_CALL(sched_yield, 0, 0, 0, 0),        /* 0 */
+    HOST_FILTER_CALL(clock_nanosleep, 1000, 0, 0, 0), /* EINVAL */
+    HOST_FILTER_CALL(getrandom, 0, 0, -1, 0),         /* EINVAL: flags */
+    HOST_FILTER_CALL(sysinfo, 0, 0, 0, 0),            /* EFAULT */
+    HOST_FILTER_CALL(madvise, 0, 0, -1, 0),           /* EINVAL: advice */
+    HOST_FILTER_CALL(mremap, 0, 0, 0, -1),            /* EINVAL: flags */
+    HOST_FILTER_CALL(set_robust_list, 0, 0, 0, 0),    /* EINVAL: size */
+    HOST_FILTER_CALL(clone3, 0, 0, 0, 0),             /* EINVAL: size 0 */
+    /* the task and fd directories, symbols, trace files */
+    HOST_FILTER_CALL(openat, -1, 0, 0, 0),      /* EFAULT */
+    HOST_FILTER_CALL(getdents64, -1, 0, 0, 0),  /* EBADF */
+    HOST_FILTER_CALL(pread64, -1, 0, 0, 0),     /* EBADF */
+    HOST_FILTER_CALL(lseek, -1, 0, 0, 0),       /* EBADF */
+    HOST_FILTER_CALL(newfstatat, -1, 0, 0, 0),  /* EFAULT */
+    HOST_FILTER_CALL(readlinkat, -1, 0, 0, 0),  /* EFAULT, EINVAL */
+    HOST_FILTER_CALL(renameat2, -1, 0, -1, 0),  /* EFAULT */
+    HOST_FILTER_CALL(unlinkat, -1, 0, 0, 0),    /* EFAULT */
+    HOST_FILTER_CALL(utimensat, -1, 0, 0, 0),   /* EBADF */
+    HOST_FILTER_CALL(fchmod, -1, 0, 0, 0),      /* EBADF */
+    HOST_FILTER_CALL(faccessat, -1, 0, 0, 0),   /* EFAULT */
+    HOST_FILTER_CALL(fcntl, -1, F_GETFD, 0, 0), /* EBADF */
+    HOST_FILTER_CALL(dup3, -1, -1, 0, 0),       /* EBADF */
+    HOST_FILTER_CALL(ioctl, -1, 0, 0, 0),       /* EBADF */
+    /* the diagnostic server: its socket, its loop, its clients */
+    HOST_FILTER_CALL(socket, -1, -1, -1, 0),      /* EAFNOSUPPORT */
+    HOST_FILTER_CALL(bind, -1, 0, 0, 0),          /* EBADF */
+    HOST_FILTER_CALL(listen, -1, 0, 0, 0),        /* EBADF */
+    HOST_FILTER_CALL(accept4, -1, 0, 0, 0),       /* EBADF */
+    HOST_FILTER_CALL(connect, -1, 0, 0, 0),       /* EBADF */
+    HOST_FILTER_CALL(getsockopt, -1, 0, 0, 0),    /* EBADF */
+    HOST_FILTER_CALL(setsockopt, -1, 0, 0, 0),    /* EBADF */
+    HOST_FILTER_CALL(getsockname, -1, 0, 0, 0),   /* EBADF */
+    HOST_FILTER_CALL(shutdown, -1, 0, 0, 0),      /* EBADF */
+    HOST_FILTER_CALL(sendmsg, -1, 0, 0, 0),       /* EBADF */
+    HOST_FILTER_CALL(recvmsg, -1, 0, 0, 0),       /* EBADF */
+    HOST_FILTER_CALL(pipe2, 0, -1, 0, 0),         /* EINVAL: flags */
+    HOST_FILTER_CALL(eventfd2, 0, -1, 0, 0),      /* EINVAL: flags */
+    HOST_FILTER_CALL(epoll_create1, -1, 0, 0, 0), /* EINVAL: flags */
+    HOST_FILTER_CALL(epoll_ctl, -1, 0, 0, 0),     /* EBADF */
+    HOST_FILTER_CALL(epoll_pwait, -1, 0, 1, 0),   /* EBADF */
+#ifdef SYS_epoll_wait
+    HOST_FILTER_CALL(epoll_wait, -1, 0, 1, 0), /* EBADF */
+#endif
+};
+
+#define HOST_FILTER_CALLS (sizeof(host_filter_calls) / sizeof(host_filter_calls[0]))
+
+/* What the probe's child shares with the library (CLONE_VM): the call it is at. */
+struct host_filter_probe {
+    _Atomic unsigned at; /* an index of host_filter_calls; HOST_FILTER_CALLS: rt_sigreturn */
+    int (*sigaction)(int, const struct sigaction *, struct sigaction *); /* libc's */
+};
+
+static void
+host_filter_probe_handler(int sig)
+{
+    (void)sig; /* its return is rt_sigreturn */
+}
+
+/* The child: raw calls only (it shares the library's memory), its signals its own. Not
+ * instrumented: a sanitizer's runtime does not know this task, whose stack is not a thread's. */
+__attribute__((no_sanitize("address", "thread", "undefined"))) static int
+host_filter_probe_child(void *arg)
+{
+    struct host_filter_probe *p = arg;
+    struct sigaction sa;
+    unsigned i;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    /* a trapping filter's SIGSYS ends the child, not a handler of the host's; and no core */
+    if (p->sigaction(SIGSYS, &sa, NULL) != 0 ||
+        host_raw_syscall(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0, 0) != 0) {
+        return 2;
+    }
+    for (i = atomic_load(&p->at); i < HOST_FILTER_CALLS; i++) {
+        const struct host_filter_call *c = &host_filter_calls[i];
+
+        atomic_store(&p->at, i);
+        host_raw_syscall(c->nr, c->a[0], c->a[1], c->a[2], c->a[3], c->a[4], c->a[5]);
+    }
+    atomic_store(&p->at, i);
+    sa.sa_handler = host_filter_probe_handler;
+    if (p->sigaction(SIGUSR2, &sa, NULL) != 0) {
+        return 2;
+    }
+    host_raw_syscall(SYS_tgkill, host_raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0),
+                     host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0), SIGUSR2, 0, 0, 0);
+    return 0;
+}
+
+/* In a filtered process, before any call of the library's the filter may kill: the first of
+ * host_filter_calls (or rt_sigreturn) that the filter kills, else none. Once. */
+static void
+host_filter_probe(void)
+{
+    enum { STACK = 64 * 1024 };
+    struct host_filter_probe p = { 0, NULL };
+    char *stack;
+    long pid;
+    int status = 0;
+
+    p.sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT,
+                                                                                    "sigaction");
+    stack = host_scratch_map(STACK);
+    if (p.sigaction == NULL || stack == NULL) {
+        host_scratch_unmap(stack, STACK);
+        return;
+    }
+    pid = clone(host_filter_probe_child, stack + STACK, CLONE_VM | CLONE_VFORK, &p);
+    if (pid > 0) {
+        while (host_raw_syscall(SYS_wait4, pid, (long)&status, __WALL, 0, 0, 0) < 0 &&
+               errno == EINTR) {
+        }
+        if (WIFSIGNALED(status)) {
+            unsigned at = atomic_load(&p.at);
+
+            atomic_store_explicit(&host_filter_killed_name,
+                                  at < HOST_FILTER_CALLS ? host_filter_calls[at].name
+                                                         : "rt_sigreturn",
+                                  memory_order_release);
+        }
+    }
+    host_scratch_unmap(stack, STACK);
+}
+
+const char *
+host_filter_killed(void)
+{
+    return atomic_load_explicit(&host_filter_killed_name, memory_order_acquire);
 }
 
 int

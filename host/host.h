@@ -290,5 +290,8 @@ int host_loader_walking(void);
  */
 void host_filter_note_start(void);
 int host_filter_refuses(long n);
+/* Under such a filter: the name of a call of the library's that the filter kills (host.c's probe,
+ * run by host_filter_note_start), where the library must not start; NULL otherwise. */
+const char *host_filter_killed(void);
 
 #endif /* HOST_HOST_H */

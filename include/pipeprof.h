@@ -34,8 +34,9 @@ struct pipeprof_options {
  * Starts sampling every thread of the process and streaming the samples into a nettrace file at
  * path (created or truncated). opts may be NULL for the defaults. Returns 0, or a negative errno:
  * -EBUSY (a recording is already running, or a diagnostic-port session is sampling this
- * process), -EINVAL (bad options or environment), or the error of opening the file or starting
- * the sampler.
+ * process), -EINVAL (bad options or environment), -EPERM (the process started under a seccomp
+ * filter that kills a system call the library needs: nothing is started), or the error of
+ * opening the file or starting the sampler.
  */
 int pipeprof_start(const struct pipeprof_options *opts, const char *path);
 

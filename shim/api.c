@@ -18,6 +18,7 @@
 
 #include "agent/agent.h"
 #include "bridge/agent-source.h"
+#include "host/host.h"
 #include "include/pipeprof.h"
 #include "nettrace/nettrace.h"
 
@@ -94,6 +95,10 @@ pipeprof_start(const struct pipeprof_options *opts, const char *path)
     pthread_mutex_lock(&rec->lock);
     if (rec->active) {
         err = -EBUSY;
+        goto out;
+    }
+    if (host_filter_killed() != NULL) {
+        err = -EPERM; /* a seccomp filter the process inherited kills a call sampling needs */
         goto out;
     }
     ag_config_init(&cfg);

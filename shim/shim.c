@@ -537,7 +537,20 @@ static const struct host_server_hooks shim_host_hooks = {
 static void
 shim_start(void)
 {
+    const char *killed;
+
     host_filter_note_start(); /* before the server's first call (host/host.c) */
+    killed = host_filter_killed();
+    if (killed != NULL) {
+        /* an inherited seccomp filter kills a call the library cannot do without: it stays
+         * out of this process and of its children (host/host.c) */
+        __atomic_store_n(&shim_sealed, 1, __ATOMIC_RELEASE);
+        fprintf(stderr,
+                "pipeprof: the program runs under a seccomp filter that kills %s(2), which "
+                "profiling needs: profiling is off in this process\n",
+                killed);
+        return;
+    }
     shim_loading = 1;
     shim_start_again();
     shim_loading = 0;

@@ -26,6 +26,10 @@
  *                   thread and a worker, a pipe's I/O, sleeps (before: SIGSYS at the library's
  *                   first process_vm_readv, the server's read of its socket address, preloaded
  *                   with no session)
+ *   seccomp inheritedkill  the same launcher with a filter that also kills socket(2) and
+ *                   timer_create(2) (a list without networking or timers): the library, which
+ *                   needs both, stays out of the child (one line on stderr) and the child runs as
+ *                   bare (before: SIGSYS at the server's socket in the library's constructor)
  *   seccomp none    the calls that install nothing (SECCOMP_GET_ACTION_AVAIL,
  *                   SECCOMP_GET_NOTIF_SIZES, strict mode with flags, an unknown operation, a
  *                   filter of a NULL program), then CPU burnt: the library keeps running
@@ -242,11 +246,13 @@ strict(void)
             BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS)
 
 static int
-inherited(char **argv)
+inherited(char **argv, int kill_more)
 {
 #ifdef HOST_ARCH
     struct sock_filter code[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        DENY(kill_more ? SYS_socket : SYS_process_vm_readv),
+        DENY(kill_more ? SYS_timer_create : SYS_process_vm_readv),
         DENY(SYS_process_vm_readv),
         DENY(SYS_process_vm_writev),
         DENY(SYS_perf_event_open),
@@ -357,12 +363,12 @@ main(int argc, char **argv)
     if (strcmp(mode, "none") == 0) {
         return none();
     }
-    if (strcmp(mode, "inherited") == 0) {
-        return inherited(argv);
+    if (strcmp(mode, "inherited") == 0 || strcmp(mode, "inheritedkill") == 0) {
+        return inherited(argv, strcmp(mode, "inheritedkill") == 0);
     }
     if (strcmp(mode, "inherited-child") == 0) {
         return inherited_child();
     }
-    fprintf(stderr, "usage: host-seccomp tsync|kill|nosync|strict|none|inherited\n");
+    fprintf(stderr, "usage: host-seccomp tsync|kill|nosync|strict|none|inherited|inheritedkill\n");
     return 2;
 }
