@@ -4417,13 +4417,13 @@ TEST(a_not_sampled_claim_after_a_cut_stack_finds_its_root_further_on)
 /* A final sample of a thread built by hand as the merge cases (calls a and b in its own ring),
  * claimed over claim_ns of CPU at hz, all but its last interval in the kernel, after pages fresh
  * pages the thread faulted in (the "event's" page-fault counter: one on this thread, read before
- * them as the thread's last sample's). */
-static void
+ * them as the thread's last sample's). Returns the faults the claim counted. */
+static uint64_t
 tail_fault_case(unsigned pages, unsigned hz, uint64_t claim_ns)
 {
     struct perf_event_attr attr;
     pthread_t th;
-    uint64_t h;
+    uint64_t h, before, faults;
     struct ag_thread *t;
     unsigned char *region;
     int fd;
@@ -4439,6 +4439,7 @@ tail_fault_case(unsigned pages, unsigned hz, uint64_t claim_ns)
     t = merge_start(&th, &h);
     ASSERT_TRUE(t != NULL);
     ASSERT_EQ(read(fd, &t->ring_faults, sizeof(t->ring_faults)), (ssize_t)sizeof(t->ring_faults));
+    before = t->ring_faults;
     region = mmap(NULL, pages * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_TRUE(region != MAP_FAILED);
     for (unsigned i = 0; i < pages; i++) {
@@ -4450,10 +4451,13 @@ tail_fault_case(unsigned pages, unsigned hz, uint64_t claim_ns)
     atomic_store(&t->last_cpu_ns, 2000000000u);
     atomic_store(&t->cpu_carry_ns, 0);
     ag_cpu_claim_tail_at_locked(t, 2000000000u + claim_ns);
+    faults = t->ring_faults - before; /* the claim read the counter */
     t->ring_faults_fd = -1;
     pthread_mutex_unlock(&ag.reg_lock);
     close(fd);
     merge_end(t, th, h);
+    printf("# %llu page faults counted\n", (unsigned long long)faults);
+    return faults;
 }
 
 /*
@@ -4480,19 +4484,25 @@ TEST(perf_ring_final_sample_after_page_faults_is_not_placed)
 /*
  * A final sample whose span took a few page faults: only their bound (AG_FAULT_BOUND_NS each,
  * rounded up to whole intervals) is not placed, and the rest is shared among the calls seen, as
- * in a perf sample's span (ag_sig_split_faulted). Here one fresh page (1 to 5 faults with the
- * thread's own: a bound of 2 to 10 ms) in a claim of 10 intervals of 10 ms, 9 of them in the
- * kernel: 1 not placed, 4 under each call. Before, one fault kept all 9 from the calls (0, 0, 9).
+ * in a perf sample's span (ag_sig_split_faulted). Here one fresh page in a claim of 10 intervals
+ * of 10 ms, 9 of them in the kernel: 1 to 5 faults with the thread's own (-Werror and ASan
+ * builds), a bound of 2 to 10 ms, 1 interval not placed, 4 under each call; under TSan, whose
+ * shadow memory faults too, 6 or more (2 not placed, 4 and 3). Before, one fault kept all 9 from
+ * the calls (0, 0, 9).
  */
 TEST(perf_ring_final_sample_after_a_few_page_faults_is_placed_but_for_their_bound)
 {
+    uint64_t faults, unplaced;
+
     if (!perf_allowed()) {
         return;
     }
-    tail_fault_case(1, 100, 100000000u);
-    ASSERT_EQ(merge_unplaced, 1);
-    ASSERT_EQ(merge_under[0], 4);
-    ASSERT_EQ(merge_under[1], 4);
+    faults = tail_fault_case(1, 100, 100000000u);
+    ASSERT_TRUE(faults >= 1 && faults <= 15); /* their bound 30 ms at most: 6 intervals placed */
+    unplaced = (faults * AG_FAULT_BOUND_NS * 9u + 90000000u - 1u) / 90000000u;
+    ASSERT_U64_EQ(merge_unplaced, unplaced);
+    ASSERT_U64_EQ(merge_under[0] + merge_under[1], 9u - unplaced);
+    ASSERT_TRUE(merge_under[0] >= 3 && merge_under[1] >= 3); /* shared, not all to one call */
 }
 
 struct faulter_arg {
