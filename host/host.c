@@ -13,7 +13,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -274,9 +273,14 @@ static const struct host_filter_call host_filter_calls[] = {
 
 #define HOST_FILTER_CALLS (sizeof(host_filter_calls) / sizeof(host_filter_calls[0]))
 
+/* Where the probe's child is before the list: its SIGSYS at its default, its core limit 0. */
+#define HOST_FILTER_SETUP_SIGACTION (HOST_FILTER_CALLS + 1)
+#define HOST_FILTER_SETUP_RLIMIT    (HOST_FILTER_CALLS + 2)
+
 /* What the probe's child shares with the library (CLONE_VM): the call it is at. */
 struct host_filter_probe {
-    _Atomic unsigned at; /* an index of host_filter_calls; HOST_FILTER_CALLS: rt_sigreturn */
+    _Atomic unsigned at; /* an index of host_filter_calls; HOST_FILTER_CALLS: rt_sigreturn;
+                          * HOST_FILTER_SETUP_*: before them */
     int (*sigaction)(int, const struct sigaction *, struct sigaction *); /* libc's */
 };
 
@@ -292,17 +296,25 @@ __attribute__((no_sanitize("address", "thread", "undefined"))) static int
 host_filter_probe_child(void *arg)
 {
     struct host_filter_probe *p = arg;
+    const struct rlimit no_core = { 0, 0 };
     struct sigaction sa;
     unsigned i;
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = SIG_DFL;
-    /* a trapping filter's SIGSYS ends the child, not a handler of the host's; and no core */
-    if (p->sigaction(SIGSYS, &sa, NULL) != 0 ||
-        host_raw_syscall(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0, 0) != 0) {
+    /* A trapping filter's SIGSYS ends the child, not a handler of the host's; and no core file:
+     * its own RLIMIT_CORE (a child of its own has its own limits; not PR_SET_DUMPABLE, whose flag
+     * is the memory's, which it shares with the host: the host lost its own, "dumpable 1" of
+     * host-contract-seccomp-inherited read 0). */
+    atomic_store(&p->at, HOST_FILTER_SETUP_SIGACTION);
+    if (p->sigaction(SIGSYS, &sa, NULL) != 0) {
         return 2;
     }
-    for (i = atomic_load(&p->at); i < HOST_FILTER_CALLS; i++) {
+    atomic_store(&p->at, HOST_FILTER_SETUP_RLIMIT);
+    if (host_raw_syscall(SYS_prlimit64, 0, RLIMIT_CORE, (long)&no_core, 0, 0, 0) != 0) {
+        return 2;
+    }
+    for (i = 0; i < HOST_FILTER_CALLS; i++) {
         const struct host_filter_call *c = &host_filter_calls[i];
 
         atomic_store(&p->at, i);
@@ -324,7 +336,7 @@ static void
 host_filter_probe(void)
 {
     enum { STACK = 64 * 1024 };
-    struct host_filter_probe p = { 0, NULL };
+    struct host_filter_probe p = { HOST_FILTER_SETUP_SIGACTION, NULL };
     char *stack;
     long pid;
     int status = 0;
@@ -345,8 +357,10 @@ host_filter_probe(void)
             unsigned at = atomic_load(&p.at);
 
             atomic_store_explicit(&host_filter_killed_name,
-                                  at < HOST_FILTER_CALLS ? host_filter_calls[at].name
-                                                         : "rt_sigreturn",
+                                  at < HOST_FILTER_CALLS           ? host_filter_calls[at].name
+                                  : at == HOST_FILTER_CALLS        ? "rt_sigreturn"
+                                  : at == HOST_FILTER_SETUP_RLIMIT ? "prlimit64"
+                                                                   : "rt_sigaction",
                                   memory_order_release);
         }
     }

@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -284,10 +285,16 @@ static int
 inherited_child(void)
 {
     pthread_t th;
+    struct rlimit core;
     int fds[2];
     char c = 'x';
 
     printf("started under the inherited filter\n");
+    /* the library's probe of the filter (host/host.c) leaves the process's own flags alone */
+    printf("dumpable %d\n", prctl(PR_GET_DUMPABLE, 0, 0, 0, 0));
+    if (getrlimit(RLIMIT_CORE, &core) == 0) {
+        printf("core limit %s\n", core.rlim_cur == 0 ? "0" : "not 0");
+    }
     if (pthread_create(&th, NULL, worker, NULL) != 0) {
         printf("pthread_create failed\n");
         return 1;
