@@ -54,6 +54,8 @@ enum bridge_pipeprof_event {
     BRIDGE_EV_CPU_SAMPLE = 4,
     BRIDGE_EV_LOST_SAMPLES = 5,
     BRIDGE_EV_SAMPLING = 6,
+    /* 7 and 8 are the EventCounters' (bridge/counters.c) */
+    BRIDGE_EV_AGENT_LOSSES = 9,
 };
 
 static const struct nt_field bridge_thread_start_fields[] = {
@@ -87,6 +89,13 @@ static const struct nt_field bridge_sampling_fields[] = {
     { "TimerThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "TickHz", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 }, /* the kernel's tick, 0 unknown */
 };
+/* What the agent could not put in any sample, since the previous such event (increments; a reader
+ * adds them up): threads it never sampled because its thread table was full, and CPU time
+ * threads burned after their last sample that no final sample took. */
+static const struct nt_field bridge_agent_losses_fields[] = {
+    { "ThreadsDropped", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "CpuRestNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+};
 static const struct nt_field bridge_lost_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "Count", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },     /* dropped + unsampled */
@@ -110,6 +119,17 @@ static const struct nt_event_desc bridge_pipeprof_events[] = {
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_SAMPLING, "Sampling", 0, 1, 4, 0, bridge_sampling_fields,
       6, 0 },
 };
+/* Apart from the table above, which is indexed by id - 1. */
+static const struct nt_event_desc bridge_agent_losses_event = { BRIDGE_PROVIDER_PIPEPROF,
+                                                                BRIDGE_EV_AGENT_LOSSES,
+                                                                "AgentLosses",
+                                                                0,
+                                                                1,
+                                                                4,
+                                                                0,
+                                                                bridge_agent_losses_fields,
+                                                                2,
+                                                                0 };
 
 /* An open-addressing set of code addresses (0 is the empty slot; address 0 is never stored),
  * each with the time of the latest sample that held it: the module mapped then names it. */
@@ -192,6 +212,9 @@ struct bridge_session {
     int sampled;     /* a drain brought a sample of its own: a stack in its mode (running, in CPU
                         mode), as `record` counts them (ipc_event_source's sampled) */
     char engine[16]; /* the engine last written in a Sampling event */
+    /* The agent's loss counters (ag_stats' threads_dropped, cpu_rest_ns) as last taken: an
+     * AgentLosses event carries what they grew by since (bridge_write_losses). */
+    uint64_t losses_threads, losses_rest_ns;
     struct bridge_counters counters; /* EventCounters (bridge/counters.h) */
     /* A stack snapshot (CPU mode, SampleProfiler alone: dotnet-stack's session): the first pass
      * of a wall sampler started for it gives every thread one waiting-type sample with its stack,
@@ -528,6 +551,13 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
         }
     }
     err = s->samples || s->pipeprof ? bridge_agent_start() : 0;
+    if (err == 0) {
+        struct ag_stats st;
+
+        ag_stats_get(&st); /* this session's losses count from here */
+        s->losses_threads = st.threads_dropped;
+        s->losses_rest_ns = st.cpu_rest_ns;
+    }
     if (err == 0 && s->samples && cfg->provider_count == 1 &&
         ag_sampling_acquire(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) == 0) {
         s->snapshot = 1;
@@ -1259,6 +1289,32 @@ bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts
                                 BRIDGE_NO_THREAD, ts, &p);
 }
 
+/* Says what the agent could not put in any sample since the last such event, when anything. A
+ * counter below its last value was reset by a new start of the agent: all of it is new. */
+static int
+bridge_write_losses(struct bridge_session *s, struct nt_writer *w, uint64_t ts)
+{
+    struct ag_stats st;
+    uint8_t buf[32];
+    struct nt_payload p;
+    uint64_t threads, rest;
+
+    ag_stats_get(&st);
+    threads = st.threads_dropped >= s->losses_threads ? st.threads_dropped - s->losses_threads
+                                                      : st.threads_dropped;
+    rest = st.cpu_rest_ns >= s->losses_rest_ns ? st.cpu_rest_ns - s->losses_rest_ns
+                                               : st.cpu_rest_ns;
+    s->losses_threads = st.threads_dropped;
+    s->losses_rest_ns = st.cpu_rest_ns;
+    if (threads == 0 && rest == 0) {
+        return 0;
+    }
+    nt_payload_init(&p, buf, sizeof(buf));
+    nt_payload_u64(&p, threads);
+    nt_payload_u64(&p, rest);
+    return bridge_write_payload(w, &bridge_agent_losses_event, BRIDGE_NO_THREAD, ts, &p);
+}
+
 /*
  * Wall mode: thread, loss and module events first (at the batch's earliest time), then the
  * samples. CPU mode: the samples' events are held back (bridge_release_pending), and the other
@@ -1327,6 +1383,9 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
     }
     if (s->pipeprof) {
         err = bridge_write_sampling(s, w, batch_ts);
+        if (err == 0) {
+            err = bridge_write_losses(s, w, batch_ts);
+        }
         if (err != 0) {
             return err;
         }

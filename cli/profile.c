@@ -383,6 +383,16 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
         ld->p->engine = engine;
         return 0;
     }
+    if (strcmp(ev->desc->name, "AgentLosses") == 0) {
+        f.want[0] = "ThreadsDropped";
+        f.want[1] = "CpuRestNs";
+        if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) == 0 &&
+            f.found[0] && f.found[1]) {
+            ld->p->threads_dropped += f.got[0].u;
+            ld->p->cpu_rest_ns += f.got[1].u;
+        }
+        return 0;
+    }
     if (strcmp(ev->desc->name, "LostSamples") == 0) {
         f.want[0] = "Count";
         if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) == 0 &&

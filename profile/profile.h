@@ -69,6 +69,9 @@ struct pp_profile {
     uint64_t running_samples;
     uint64_t lost_events;       /* events the trace lost (sequence-number gaps) */
     uint64_t lost_samples;      /* samples the agent dropped (pipeprof LostSamples events) */
+    uint64_t threads_dropped;   /* threads the agent never sampled, its thread table full, and */
+    uint64_t cpu_rest_ns;       /* CPU threads burned after their last sample that no sample
+                                   holds (both: pipeprof AgentLosses events) */
     uint64_t markers;           /* loaders: not-running ThreadSamples a CPU-mode trace holds for
                                    TraceEvent's thread-time view, which are not samples */
     uint64_t wait_markers;      /* of those, with the stack the thread waited in */
