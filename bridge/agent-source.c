@@ -1253,8 +1253,9 @@ bridge_batch_time(const struct bridge_source *src, const struct bridge_session *
             t = s->runs.slots[i].end_ns;
         }
     }
-    /* Nor past a claim the agent holds back for its thread's root: its span starts there. */
-    return held < t ? held : t;
+    /* Nor, in CPU mode, past a claim the agent holds back for its thread's root (its span starts
+     * there: written later, it would be shifted after what was released). */
+    return s->mode == AG_MODE_CPU && held < t ? held : t;
 }
 
 /* Tells which CPU engine sampled (or wall), when it changed: report and dump show it. */
