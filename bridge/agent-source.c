@@ -86,6 +86,8 @@ static const struct nt_field bridge_sampling_fields[] = {
     { "PerfThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "TimerThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "TickHz", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 }, /* the kernel's tick, 0 unknown */
+    /* perf samples early by the thread's CPU clock in the session so far (ag_stats.perf_early) */
+    { "PerfEarly", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
 static const struct nt_field bridge_lost_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
@@ -108,7 +110,7 @@ static const struct nt_event_desc bridge_pipeprof_events[] = {
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_LOST_SAMPLES, "LostSamples", 0, 1, 4, 0,
       bridge_lost_fields, 3, 0 },
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_SAMPLING, "Sampling", 0, 1, 4, 0, bridge_sampling_fields,
-      6, 0 },
+      7, 0 },
 };
 
 /* An open-addressing set of code addresses (0 is the empty slot; address 0 is never stored),
@@ -192,6 +194,9 @@ struct bridge_session {
     int sampled;     /* a drain brought a sample of its own: a stack in its mode (running, in CPU
                         mode), as `record` counts them (ipc_event_source's sampled) */
     char engine[16]; /* the engine last written in a Sampling event */
+    /* ag_stats.perf_early at the session's start, and the session's count last written (a
+     * Sampling event says a new count at most once a second, and at the session's end) */
+    uint64_t early_base, early_written, early_ts;
     struct bridge_counters counters; /* EventCounters (bridge/counters.h) */
     /* A stack snapshot (CPU mode, SampleProfiler alone: dotnet-stack's session): the first pass
      * of a wall sampler started for it gives every thread one waiting-type sample with its stack,
@@ -513,6 +518,12 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
     s->id = cfg->session_id;
     s->active = 1;
     s->start_ns = nt_clock_now();
+    {
+        struct ag_stats st;
+
+        ag_stats_get(&st);
+        s->early_base = st.perf_early;
+    }
     s->mode = src->defaults.mode;
     s->hz = src->defaults.hz;
     s->samples = ipc_session_config_enables(cfg, NT_PROVIDER_SAMPLE_PROFILER, 0, 4);
@@ -1225,14 +1236,18 @@ bridge_batch_time(const struct bridge_source *src, const struct bridge_session *
     return t;
 }
 
-/* Tells which CPU engine sampled (or wall), when it changed: report and dump show it. */
+/* Tells which CPU engine sampled (or wall), when it changed, and how many perf samples came early
+ * by the thread's CPU clock (not samples: agent/sig-handler.c, AG_WEIGH_EARLY), when that count
+ * changed: report and dump show them. */
 static int
-bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts)
+bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts, int final)
 {
     const char *engine = "wall";
     struct ag_stats st;
-    uint8_t buf[128];
+    uint8_t buf[160];
     struct nt_payload p;
+    uint64_t early;
+    char was[sizeof(s->engine)];
 
     ag_stats_get(&st);
     if (s->mode == AG_MODE_CPU) {
@@ -1244,10 +1259,18 @@ bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts
                  : st.threads_ring != 0  ? "perf_ring"
                                          : "none";
     }
-    if (strcmp(engine, s->engine) == 0 || (strcmp(engine, "none") == 0 && s->engine[0] != '\0')) {
+    snprintf(was, sizeof(was), "%s", s->engine);
+    if (strcmp(engine, "none") == 0 && was[0] != '\0') {
+        engine = was; /* the threads went: the engine stays what it was */
+    }
+    early = st.perf_early > s->early_base ? st.perf_early - s->early_base : 0;
+    if (strcmp(engine, s->engine) == 0 &&
+        (early == s->early_written || (!final && ts < s->early_ts + 1000000000u))) {
         return 0;
     }
     snprintf(s->engine, sizeof(s->engine), "%s", engine);
+    s->early_written = early;
+    s->early_ts = ts;
     nt_payload_init(&p, buf, sizeof(buf));
     nt_payload_string(&p, s->mode == AG_MODE_CPU ? "cpu" : "wall");
     nt_payload_u32(&p, s->hz);
@@ -1255,6 +1278,7 @@ bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts
     nt_payload_u32(&p, (uint32_t)st.threads_perf);
     nt_payload_u32(&p, (uint32_t)st.threads_timer);
     nt_payload_u32(&p, st.tick_hz); /* the timers' samples come at it (report says so above it) */
+    nt_payload_u64(&p, early);
     return bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_SAMPLING - 1],
                                 BRIDGE_NO_THREAD, ts, &p);
 }
@@ -1326,7 +1350,7 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
         s->modules_announced = mc.highest != 0 ? mc.highest : 1;
     }
     if (s->pipeprof) {
-        err = bridge_write_sampling(s, w, batch_ts);
+        err = bridge_write_sampling(s, w, batch_ts, final);
         if (err != 0) {
             return err;
         }
