@@ -227,8 +227,8 @@ pp_report_time_lines(const struct pp_profile *p, const struct pp_report_time *tm
     if (p->perf_early != 0) {
         fprintf(out,
                 "%sperf samples early by their thread's CPU clock: %llu, left out (perf's "
-                "cpu-clock counts time the hypervisor stole; their CPU went to each thread's "
-                "next sample)\n",
+                "cpu-clock counts time the hypervisor stole and interrupts' time; their CPU went "
+                "to each thread's next sample)\n",
                 prefix, (unsigned long long)p->perf_early);
     }
     if (tm->tables_pending != 0) {
@@ -270,7 +270,7 @@ pp_report_time_brief(const struct pp_profile *p, const char *prefix, FILE *out)
         sep = "; ";
     }
     if (p->perf_early != 0) {
-        fprintf(out, "%s%llu perf samples early by their thread's clock (steal), left out", sep,
+        fprintf(out, "%s%llu perf samples left out, early by their thread's CPU clock", sep,
                 (unsigned long long)p->perf_early);
         sep = "; ";
     }
