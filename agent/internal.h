@@ -778,6 +778,13 @@ PP_MUST_USE int ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned 
  * unwound from its stack copy, weighed by the thread's CPU time it carries; PERF_RECORD_LOST's
  * counts go to t->dropped. reg_lock held. */
 void ag_pring_read_locked(struct ag_thread *t);
+/* Thread t's CPU clock at a perf-ring sample whose event count was count: mapped in proportion
+ * between the (count, clock) pair read at the last ring read and the one read at this read
+ * (ring_count_to, ring_cpu_to; perf's cpu-clock counts stolen time, the thread's clock does not),
+ * one to one from the last pair where none is read or the clock ran ahead. reg_lock held. */
+uint64_t ag_pring_cpu(const struct ag_thread *t, uint64_t count);
+/* At a ring read's end: this read's pair, when read, is the next read's origin. reg_lock held. */
+void ag_pring_pair_next(struct ag_thread *t);
 /* Reads t's ring a last time, then unmaps and closes it. reg_lock held. */
 void ag_pring_close_locked(struct ag_thread *t);
 /* The longest the manager leaves the perf rings unread (ms). */

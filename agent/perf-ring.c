@@ -218,7 +218,7 @@ ag_pring_reserve(struct ag_thread *t)
  * together) and this read's maps to the clock in proportion; a count with no pair after it, or
  * a pair the clock ran ahead of the count in, maps one to one from the last pair.
  */
-static uint64_t
+uint64_t
 ag_pring_cpu(const struct ag_thread *t, uint64_t count)
 {
     uint64_t dc = t->ring_count_to - t->ring_count_base, dt = t->ring_cpu_to - t->ring_cpu_base;
@@ -231,6 +231,17 @@ ag_pring_cpu(const struct ag_thread *t, uint64_t count)
         return t->ring_cpu_base + (count - t->ring_count_base);
     }
     return t->ring_cpu_base + (uint64_t)((unsigned __int128)(count - t->ring_count_base) * dt / dc);
+}
+
+void
+ag_pring_pair_next(struct ag_thread *t)
+{
+    if (t->ring_cpu_to != 0 && t->ring_count_to > t->ring_count_base &&
+        t->ring_cpu_to >= t->ring_cpu_base) {
+        t->ring_count_base = t->ring_count_to;
+        t->ring_cpu_base = t->ring_cpu_to;
+    }
+    t->ring_cpu_to = 0;
 }
 
 /* The event's count and the thread's CPU clock now, for ag_pring_cpu (0 and 0: unknown). */
@@ -471,12 +482,7 @@ ag_pring_read_locked(struct ag_thread *t)
         tail += h.size;
     }
     __atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE); /* the space is the kernel's */
-    if (t->ring_cpu_to != 0 && t->ring_count_to > t->ring_count_base &&
-        t->ring_cpu_to >= t->ring_cpu_base) {
-        t->ring_count_base = t->ring_count_to; /* the next read's samples map from this pair */
-        t->ring_cpu_base = t->ring_cpu_to;
-    }
-    t->ring_cpu_to = 0;
+    ag_pring_pair_next(t); /* the next read's samples map from this read's pair */
     /* After the samples' commits: a drain that reads this horizon finds them in pring. */
     atomic_store_explicit(&t->pring_horizon,
                           now > AG_PRING_HORIZON_SLACK_NS ? now - AG_PRING_HORIZON_SLACK_NS : 0,

@@ -1807,6 +1807,54 @@ TEST(perf_samples_early_by_steal_weigh_the_threads_clock)
     }
 }
 
+/*
+ * perf-ring under steal: its samples carry the event's count, perf's cpu-clock, which counts what
+ * the hypervisor stole. 1000 samples an interval of the count apart, the thread's clock moving
+ * 0.9 (then 0.6) of it, the ring read every 10 samples (a read's count and clock pair 3/4 of an
+ * interval after its last sample): mapped to the thread's clock (ag_pring_cpu), the weights are
+ * its CPU within an interval; read as the count (the clock at the enable plus the count, as
+ * before), they were 1000 intervals.
+ */
+TEST(perf_ring_samples_under_steal_weigh_the_threads_clock)
+{
+    static const uint64_t num[] = { 9, 6 };
+    const uint64_t period = 10000000u, base = 5000000000u;
+    uint64_t sum, delta, clock = 0;
+    unsigned i, k, early;
+    struct ag_thread *t;
+
+    for (i = 0; i < 2; i++) {
+        t = calloc(1, sizeof(*t));
+        ASSERT_TRUE(t != NULL);
+        t->ring_cpu_base = base; /* the enable: count 0 */
+        atomic_store(&t->last_cpu_ns, base);
+        sum = 0;
+        early = 0;
+        for (k = 1; k <= 1000; k++) {
+            uint64_t w;
+
+            if (k % 10 == 1) { /* the read of samples k to k + 9: its pair, after them */
+                t->ring_count_to = (k + 9) * period + period * 3 / 4;
+                t->ring_cpu_to = base + t->ring_count_to / 10 * num[i];
+            }
+            w = ag_sig_cpu_weigh(t, ag_pring_cpu(t, k * period), period, AG_WEIGH_EARLY, &delta);
+            sum += w;
+            early += w == 0;
+            if (k % 10 == 0) {
+                ag_pring_pair_next(t);
+            }
+        }
+        clock = 1000 * period / 10 * num[i]; /* the thread's CPU at the last sample */
+        printf("# perf-ring, the thread's clock at %llu/10 of the count: weights %llu for %.1f "
+               "intervals of its CPU, %u early\n",
+               (unsigned long long)num[i], (unsigned long long)sum, (double)clock / (double)period,
+               early);
+        ASSERT_TRUE(sum * period + period >= clock && sum * period <= clock + period);
+        ASSERT_TRUE(early >= 1);
+        free(t);
+    }
+}
+
 /* A thread that exits before its first sample: its CPU comes in as a final sample whose stack is
  * its start routine (under start_thread), not lost and not stackless. */
 TEST(final_sample_of_an_unsampled_thread_has_its_start_routine)
@@ -4779,6 +4827,7 @@ out:
 static const struct test_case cases[] = {
     TEST_CASE(new_code_wakes_the_manager_to_load_its_module),
     TEST_CASE(perf_samples_early_by_steal_weigh_the_threads_clock),
+    TEST_CASE(perf_ring_samples_under_steal_weigh_the_threads_clock),
     TEST_CASE(final_sample_of_an_unsampled_thread_has_its_start_routine),
     TEST_CASE(final_sample_of_a_thread_only_the_scan_found),
     TEST_CASE(a_deferred_start_counts_the_cpu_since_the_origin),
