@@ -371,6 +371,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_overruns, 0);
     atomic_store(&ag.n_threads, 0);
     atomic_store(&ag.n_threads_dropped, 0);
+    ag_thread_dropped_reset();
     atomic_store(&ag.n_eintr_seen, 0);
     atomic_store(&ag.n_eintr_absorbed, 0);
     atomic_store(&ag.n_offstack, 0);

@@ -359,8 +359,9 @@ struct ag_stats {
                                    module lock was held, or over 16 dlcloses in 100 ms; a module
                                    they unloaded is dated by the next scan (agent/modules.c) */
     uint64_t threads_seen;      /* threads registered */
-    uint64_t threads_dropped;   /* registrations refused (registry full: counted again on each
-                                   rescan) and timer_create failures */
+    uint64_t threads_dropped;   /* threads refused a slot (registry full) or an engine (perf,
+                                   perf-ring, timer_create failures), each once until it
+                                   registers (ag_thread_dropped_locked) */
     uint64_t eintr_seen;        /* agent signals that made a syscall return EINTR */
     uint64_t eintr_absorbed;    /* of those, retried by an interposer (the host never saw it) */
     uint64_t unwind_cfi_steps;  /* frames recovered by the CFI unwinder */

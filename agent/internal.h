@@ -684,6 +684,10 @@ void ag_thread_attach_self(void);
  * the size it was created with (0: not known), which bounds its stack without an allocation. */
 void ag_thread_attach_started(void *(*fn)(void *), uint64_t fa, uint64_t stack_size);
 struct ag_thread *ag_thread_register_locked(int32_t tid, int self);
+/* Counts tid in threads_dropped (the registry or its engine refused it), once until it registers;
+ * reg_lock held. ag_thread_dropped_reset(): every tid counts anew (ag_start). */
+void ag_thread_dropped_locked(int32_t tid);
+void ag_thread_dropped_reset(void);
 void ag_thread_release_locked(struct ag_thread *t); /* EXITING -> FREE (drain) */
 int32_t ag_gettid(void);
 /* The main thread's stack bounds as pthread_getattr_np() has them, computed without reading

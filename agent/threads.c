@@ -288,6 +288,45 @@ ag_thread_is_excluded_locked(int32_t tid)
 static int32_t ag_slot_tids[AG_MAX_THREADS];
 
 /*
+ * The threads counted in threads_dropped, a bit per tid, so that a thread the registry or its
+ * engine refuses is counted once, not again at each scan that finds it: report says how many
+ * threads went unsampled. Mapped at the first refusal (512 KiB of address space for Linux's
+ * highest pid_max, pages only where tids fall), under reg_lock; a registration clears its tid's
+ * bit, so that a later thread with that tid is counted anew.
+ */
+#define AG_DROPPED_TIDS (1u << 22) /* PID_MAX_LIMIT on 64-bit Linux */
+static uint8_t *ag_dropped_tids;
+
+void
+ag_thread_dropped_locked(int32_t tid)
+{
+    if (ag_dropped_tids == NULL) {
+        void *m = mmap(NULL, AG_DROPPED_TIDS / 8, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+        ag_dropped_tids = m != MAP_FAILED ? m : NULL;
+    }
+    if (tid > 0 && (uint32_t)tid < AG_DROPPED_TIDS && ag_dropped_tids != NULL) {
+        uint8_t bit = (uint8_t)(1u << (tid & 7));
+
+        if (ag_dropped_tids[tid >> 3] & bit) {
+            return; /* counted already */
+        }
+        ag_dropped_tids[tid >> 3] |= bit;
+    }
+    atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
+}
+
+/* A new ag_start() counts from 0 (its caller resets threads_dropped): every tid may count anew. */
+void
+ag_thread_dropped_reset(void)
+{
+    if (ag_dropped_tids != NULL) {
+        madvise(ag_dropped_tids, AG_DROPPED_TIDS / 8, MADV_DONTNEED); /* zero pages again */
+    }
+}
+
+/*
  * The one list of what a slot keeps of its thread, emptied: engines and their counters, the
  * pending final sample and kernel time, the stacks recorded for it, its stack bounds, drops
  * reported, THREAD_START sent. For a slot a new thread takes (ag_thread_register_locked) and one
@@ -377,7 +416,7 @@ ag_thread_register_locked(int32_t tid, int self)
     }
     if (t == NULL) {
         if (high >= ag.cfg.max_threads) {
-            atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
+            ag_thread_dropped_locked(tid);
             return NULL;
         }
         t = &ag.threads[high];
@@ -392,7 +431,7 @@ ag_thread_register_locked(int32_t tid, int self)
         (ag.cfg.cpu_engine == AG_CPU_ENGINE_PERF_RING &&
          !ag_ring_fits(&t->pring, ag.cfg.ring_slots, ag.cfg.max_frames) &&
          ag_ring_init(&t->pring, ag.cfg.ring_slots, ag.cfg.max_frames) != 0)) {
-        atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
+        ag_thread_dropped_locked(tid);
         return NULL;
     }
     if (t->blk.frames == NULL) {
@@ -405,7 +444,7 @@ ag_thread_register_locked(int32_t tid, int self)
                        -1, 0);
 
         if (m == MAP_FAILED) {
-            atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
+            ag_thread_dropped_locked(tid);
             return NULL;
         }
         t->blk.frames = m;
@@ -434,6 +473,9 @@ ag_thread_register_locked(int32_t tid, int self)
     atomic_store_explicit(&t->excluded, ag_thread_is_excluded_locked(tid), memory_order_relaxed);
     atomic_store_explicit(&t->tid, tid, memory_order_relaxed);
     ag_slot_tids[t - ag.threads] = tid;
+    if (ag_dropped_tids != NULL && tid > 0 && (uint32_t)tid < AG_DROPPED_TIDS) {
+        ag_dropped_tids[tid >> 3] &= (uint8_t) ~(1u << (tid & 7)); /* its tid may count anew */
+    }
     atomic_store_explicit(&t->state, AG_SLOT_ACTIVE, memory_order_release);
     atomic_fetch_add_explicit(&ag.n_threads, 1, memory_order_relaxed);
     /* Its timer alone: all of them went through every slot up to high, 1024 in a host that

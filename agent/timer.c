@@ -847,7 +847,7 @@ out:
     }
     ag_timer_delete_locked(t);
     ag_perf_note_refusal(err);
-    atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
+    ag_thread_dropped_locked(tid);
     ag_log(AG_LOG_WARN, "cpu engine perf-ring: thread %d not sampled: %s", (int)tid,
            strerror(-err));
 }
@@ -893,7 +893,7 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
         }
         ag_perf_note_refusal(err);
         if (ag.cfg.cpu_engine == AG_CPU_ENGINE_PERF) {
-            atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
+            ag_thread_dropped_locked(tid);
             ag_log(AG_LOG_WARN, "cpu engine perf: thread %d not sampled: %s", (int)tid,
                    strerror(-err));
             return;
@@ -908,7 +908,7 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
         if (err != 0) {
             /* The thread exited under us (EINVAL), or RLIMIT_SIGPENDING is exhausted. */
             if (err != -EINVAL) {
-                atomic_fetch_add_explicit(&ag.n_threads_dropped, 1, memory_order_relaxed);
+                ag_thread_dropped_locked(tid);
                 ag_log(AG_LOG_WARN, "timer: timer_create for thread %d: %s", (int)tid,
                        strerror(-err));
             }

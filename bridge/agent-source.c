@@ -54,6 +54,8 @@ enum bridge_pipeprof_event {
     BRIDGE_EV_CPU_SAMPLE = 4,
     BRIDGE_EV_LOST_SAMPLES = 5,
     BRIDGE_EV_SAMPLING = 6,
+    /* 7 and 8 are the EventCounters' (bridge/counters.c) */
+    BRIDGE_EV_AGENT_LOSSES = 9,
 };
 
 static const struct nt_field bridge_thread_start_fields[] = {
@@ -86,7 +88,15 @@ static const struct nt_field bridge_sampling_fields[] = {
     { "PerfThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "TimerThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "TickHz", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 }, /* the kernel's tick, 0 unknown */
-    /* perf samples early by the thread's CPU clock in the session so far (ag_stats.perf_early) */
+};
+/* What the agent could not put in any sample, since the previous such event (increments; a reader
+ * adds them up): threads it never sampled because its thread table was full, and CPU time
+ * threads burned after their last sample that no final sample took. */
+static const struct nt_field bridge_agent_losses_fields[] = {
+    { "ThreadsDropped", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "CpuRestNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    /* perf samples left out as early by their thread's CPU clock (agent/sig-handler.c,
+     * AG_WEIGH_EARLY): their CPU is in the thread's next sample, none is lost */
     { "PerfEarly", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
 static const struct nt_field bridge_lost_fields[] = {
@@ -110,8 +120,19 @@ static const struct nt_event_desc bridge_pipeprof_events[] = {
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_LOST_SAMPLES, "LostSamples", 0, 1, 4, 0,
       bridge_lost_fields, 3, 0 },
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_SAMPLING, "Sampling", 0, 1, 4, 0, bridge_sampling_fields,
-      7, 0 },
+      6, 0 },
 };
+/* Apart from the table above, which is indexed by id - 1. */
+static const struct nt_event_desc bridge_agent_losses_event = { BRIDGE_PROVIDER_PIPEPROF,
+                                                                BRIDGE_EV_AGENT_LOSSES,
+                                                                "AgentLosses",
+                                                                0,
+                                                                1,
+                                                                4,
+                                                                0,
+                                                                bridge_agent_losses_fields,
+                                                                3,
+                                                                0 };
 
 /* An open-addressing set of code addresses (0 is the empty slot; address 0 is never stored),
  * each with the time of the latest sample that held it: the module mapped then names it. */
@@ -194,10 +215,10 @@ struct bridge_session {
     int sampled;     /* a drain brought a sample of its own: a stack in its mode (running, in CPU
                         mode), as `record` counts them (ipc_event_source's sampled) */
     char engine[16]; /* the engine last written in a Sampling event */
-    /* ag_stats.perf_early at the session's start, and the session's count last written (a
-     * Sampling event says a new count at most once a second, and at the session's end) */
-    uint64_t early_base, early_written, early_ts;
-    struct bridge_counters counters; /* EventCounters (bridge/counters.h) */
+    /* The agent's loss counters (ag_stats' threads_dropped, cpu_rest_ns) as last taken: an
+     * AgentLosses event carries what they grew by since (bridge_write_losses). */
+    uint64_t losses_threads, losses_rest_ns, losses_early; /* (and ag_stats.perf_early) */
+    struct bridge_counters counters;                       /* EventCounters (bridge/counters.h) */
     /* A stack snapshot (CPU mode, SampleProfiler alone: dotnet-stack's session): the first pass
      * of a wall sampler started for it gives every thread one waiting-type sample with its stack,
      * running or blocked. 0 none (or taken), 1 taking it. */
@@ -518,12 +539,6 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
     s->id = cfg->session_id;
     s->active = 1;
     s->start_ns = nt_clock_now();
-    {
-        struct ag_stats st;
-
-        ag_stats_get(&st);
-        s->early_base = st.perf_early;
-    }
     s->mode = src->defaults.mode;
     s->hz = src->defaults.hz;
     s->samples = ipc_session_config_enables(cfg, NT_PROVIDER_SAMPLE_PROFILER, 0, 4);
@@ -539,6 +554,14 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
         }
     }
     err = s->samples || s->pipeprof ? bridge_agent_start() : 0;
+    if (err == 0) {
+        struct ag_stats st;
+
+        ag_stats_get(&st); /* this session's losses count from here */
+        s->losses_threads = st.threads_dropped;
+        s->losses_rest_ns = st.cpu_rest_ns;
+        s->losses_early = st.perf_early;
+    }
     if (err == 0 && s->samples && cfg->provider_count == 1 &&
         ag_sampling_acquire(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) == 0) {
         s->snapshot = 1;
@@ -1236,18 +1259,14 @@ bridge_batch_time(const struct bridge_source *src, const struct bridge_session *
     return t;
 }
 
-/* Tells which CPU engine sampled (or wall), when it changed, and how many perf samples came early
- * by the thread's CPU clock (not samples: agent/sig-handler.c, AG_WEIGH_EARLY), when that count
- * changed: report and dump show them. */
+/* Tells which CPU engine sampled (or wall), when it changed: report and dump show it. */
 static int
-bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts, int final)
+bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts)
 {
     const char *engine = "wall";
     struct ag_stats st;
-    uint8_t buf[160];
+    uint8_t buf[128];
     struct nt_payload p;
-    uint64_t early;
-    char was[sizeof(s->engine)];
 
     ag_stats_get(&st);
     if (s->mode == AG_MODE_CPU) {
@@ -1259,18 +1278,10 @@ bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts
                  : st.threads_ring != 0  ? "perf_ring"
                                          : "none";
     }
-    snprintf(was, sizeof(was), "%s", s->engine);
-    if (strcmp(engine, "none") == 0 && was[0] != '\0') {
-        engine = was; /* the threads went: the engine stays what it was */
-    }
-    early = st.perf_early > s->early_base ? st.perf_early - s->early_base : 0;
-    if (strcmp(engine, s->engine) == 0 &&
-        (early == s->early_written || (!final && ts < s->early_ts + 1000000000u))) {
+    if (strcmp(engine, s->engine) == 0 || (strcmp(engine, "none") == 0 && s->engine[0] != '\0')) {
         return 0;
     }
     snprintf(s->engine, sizeof(s->engine), "%s", engine);
-    s->early_written = early;
-    s->early_ts = ts;
     nt_payload_init(&p, buf, sizeof(buf));
     nt_payload_string(&p, s->mode == AG_MODE_CPU ? "cpu" : "wall");
     nt_payload_u32(&p, s->hz);
@@ -1278,9 +1289,44 @@ bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts
     nt_payload_u32(&p, (uint32_t)st.threads_perf);
     nt_payload_u32(&p, (uint32_t)st.threads_timer);
     nt_payload_u32(&p, st.tick_hz); /* the timers' samples come at it (report says so above it) */
-    nt_payload_u64(&p, early);
     return bridge_write_payload(w, &bridge_pipeprof_events[BRIDGE_EV_SAMPLING - 1],
                                 BRIDGE_NO_THREAD, ts, &p);
+}
+
+/* What counter now grew by since *last (all of it when below: a new start of the agent reset
+ * it); *last becomes now. */
+static uint64_t
+bridge_growth(uint64_t now, uint64_t *last)
+{
+    uint64_t d = now >= *last ? now - *last : now;
+
+    *last = now;
+    return d;
+}
+
+/* Says what the agent could not put in any sample since the last such event, when anything, and
+ * the perf samples it left out as early by their thread's clock (their CPU is in later samples).
+ * A counter below its last value was reset by a new start of the agent: all of it is new. */
+static int
+bridge_write_losses(struct bridge_session *s, struct nt_writer *w, uint64_t ts)
+{
+    struct ag_stats st;
+    uint8_t buf[32];
+    struct nt_payload p;
+    uint64_t threads, rest, early;
+
+    ag_stats_get(&st);
+    threads = bridge_growth(st.threads_dropped, &s->losses_threads);
+    rest = bridge_growth(st.cpu_rest_ns, &s->losses_rest_ns);
+    early = bridge_growth(st.perf_early, &s->losses_early);
+    if (threads == 0 && rest == 0 && early == 0) {
+        return 0;
+    }
+    nt_payload_init(&p, buf, sizeof(buf));
+    nt_payload_u64(&p, threads);
+    nt_payload_u64(&p, rest);
+    nt_payload_u64(&p, early);
+    return bridge_write_payload(w, &bridge_agent_losses_event, BRIDGE_NO_THREAD, ts, &p);
 }
 
 /*
@@ -1350,7 +1396,10 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
         s->modules_announced = mc.highest != 0 ? mc.highest : 1;
     }
     if (s->pipeprof) {
-        err = bridge_write_sampling(s, w, batch_ts, final);
+        err = bridge_write_sampling(s, w, batch_ts);
+        if (err == 0) {
+            err = bridge_write_losses(s, w, batch_ts);
+        }
         if (err != 0) {
             return err;
         }

@@ -39,8 +39,9 @@ struct bridge_http_rec {
     int acquired;
     int before_first; /* wall mode: no sample of the recording's yet; its window not begun */
     uint64_t start_ns, end_ns, duration_ns;
-    int add_err;       /* the first failure to add a sample (the profile is then incomplete) */
-    uint64_t names_ns; /* the request's time: untagged frames are named as of it */
+    struct ag_stats stats0; /* the agent's counters at the start: the losses are the growth */
+    int add_err;            /* the first failure to add a sample (the profile is then incomplete) */
+    uint64_t names_ns;      /* the request's time: untagged frames are named as of it */
     struct bridge_tags tags;        /* modules gone since names_ns (bridge_http_tag) */
     uint64_t gone_after;            /* the last ag_module_gone seq taken into tags */
     uint64_t gone_known_ns;         /* every module known gone by this time is in tags */
@@ -325,6 +326,19 @@ bridge_http_end_cb(uv_timer_t *t)
     p->sampling_interval_ns = (uint32_t)(1000000000u / r->hz);
     p->process_id = (uint32_t)getpid();
     p->lost_samples = r->tap.lost;
+    {
+        struct ag_stats st;
+
+        ag_stats_get(&st); /* a counter below its start was reset by a new start of the agent */
+        p->threads_dropped = st.threads_dropped >= r->stats0.threads_dropped
+                                     ? st.threads_dropped - r->stats0.threads_dropped
+                                     : st.threads_dropped;
+        p->cpu_rest_ns = st.cpu_rest_ns >= r->stats0.cpu_rest_ns
+                                 ? st.cpu_rest_ns - r->stats0.cpu_rest_ns
+                                 : st.cpu_rest_ns;
+        p->perf_early = st.perf_early >= r->stats0.perf_early ? st.perf_early - r->stats0.perf_early
+                                                              : st.perf_early;
+    }
     p->mode = strdup(r->mode == AG_MODE_WALL ? "wall" : "cpu");
     f = fopen("/proc/self/comm", "re");
     if (f != NULL) {
@@ -403,6 +417,7 @@ bridge_http_sample_start(void *ctx, const struct http_sample_request *req, http_
         return err;
     }
     r->acquired = 1;
+    ag_stats_get(&r->stats0);
     r->done = done;
     r->token = token;
     r->start_ns = nt_clock_now();

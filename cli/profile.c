@@ -94,7 +94,6 @@ struct pp_loader {
     size_t *epoch_first; /* methods sorted: epoch e's are [epoch_first[e], epoch_first[e + 1]) */
     struct pp_loaders *all;
     size_t index;
-    uint64_t perf_early; /* this trace's latest Sampling PerfEarly (a count since its start) */
 };
 
 /* Every trace's loader, and the tags beyond the traces' own (several traces: index + 1). */
@@ -346,17 +345,12 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
         f.want[0] = "Engine";
         f.want[1] = "TickHz"; /* since 2026-11-27 */
         f.want[2] = "Mode";
-        f.want[3] = "PerfEarly"; /* since 2026-11-29 */
         if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) != 0 ||
             !f.found[0]) {
             return 0;
         }
         if (f.found[1] && f.got[1].u != 0) {
             ld->p->tick_hz = (unsigned)f.got[1].u;
-        }
-        if (f.found[3] && f.got[3].u > ld->perf_early) {
-            ld->p->perf_early += f.got[3].u - ld->perf_early;
-            ld->perf_early = f.got[3].u;
         }
         engine = pp_value_string(&f.got[0]);
         if (engine == NULL) {
@@ -387,6 +381,18 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
         }
         free(ld->p->engine);
         ld->p->engine = engine;
+        return 0;
+    }
+    if (strcmp(ev->desc->name, "AgentLosses") == 0) {
+        f.want[0] = "ThreadsDropped";
+        f.want[1] = "CpuRestNs";
+        f.want[2] = "PerfEarly"; /* since weigh0 (2026-11-29) */
+        if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) == 0 &&
+            f.found[0] && f.found[1]) {
+            ld->p->threads_dropped += f.got[0].u;
+            ld->p->cpu_rest_ns += f.got[1].u;
+            ld->p->perf_early += f.found[2] ? f.got[2].u : 0;
+        }
         return 0;
     }
     if (strcmp(ev->desc->name, "LostSamples") == 0) {

@@ -1483,8 +1483,15 @@ pp_record_summary_line(const struct pp_record *rc, const struct pp_profile *p, s
     if (p->lost_samples > 0 || p->lost_events > 0) {
         fprintf(stderr, "lost %llu samples dropped by the agent and %llu events in the trace",
                 (unsigned long long)p->lost_samples, (unsigned long long)p->lost_events);
-    } else {
+    } else if (p->threads_dropped == 0) {
         fprintf(stderr, "nothing lost");
+    }
+    if (p->threads_dropped != 0) {
+        fprintf(stderr,
+                "%s%llu threads refused by the agent (its thread table full or their "
+                "engine failed)",
+                p->lost_samples > 0 || p->lost_events > 0 ? ", " : "",
+                (unsigned long long)p->threads_dropped);
     }
     fprintf(stderr, "; %zu process%s recorded", n, n == 1 ? "" : "es");
     pp_record_process_counts(rc, no_samples);
@@ -1588,10 +1595,15 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
     fprintf(stderr,
             "pipeprof: %llu samples in %.2f s from %d threads, %s mode at %u Hz requested\n"
             "pipeprof: effective rate %.1f Hz on the busiest thread%s%s\n"
-            "pipeprof: lost: %llu samples dropped by the agent, %llu events lost in the trace\n",
+            "pipeprof: lost: %llu samples dropped by the agent, %llu events lost in the trace",
             (unsigned long long)p->samples, secs, sampled, rc->mode, rc->hz, busiest,
             p->engine != NULL ? ", cpu engine " : "", p->engine != NULL ? p->engine : "",
             (unsigned long long)p->lost_samples, (unsigned long long)p->lost_events);
+    if (p->threads_dropped != 0) {
+        fprintf(stderr, ", %llu threads refused by the agent",
+                (unsigned long long)p->threads_dropped);
+    }
+    fputc('\n', stderr);
     for (i = 0; i < rc->image_count; i++) {
         if (rc->images[i]->thread_started && atomic_load(&rc->images[i]->agent) &&
             atomic_load(&rc->images[i]->runtime)) {

@@ -44,7 +44,9 @@ pp_report_usage(FILE *out)
                  "The figures: samples (running and waiting), the mode (wall when the trace\n"
                  "holds waiting samples), the sampling interval from the trace header, the\n"
                  "effective rate per sampled thread, the samples the agent dropped, the\n"
-                 "events lost in the trace (sequence gaps), the share of named frames,\n"
+                 "events lost in the trace (sequence gaps), the threads the agent refused\n"
+                 "(not sampled while refused), the CPU threads burned after their last\n"
+                 "sample that no sample holds, the share of named frames,\n"
                  "whether the trace ends early, the CPU samples in the kernel ([kernel] leaf;\n"
                  "[kernel, not placed]: no system call's stack known), with the sampling\n"
                  "signal blocked, not sampled ([not sampled]: CPU no sample saw), and the\n"
@@ -63,7 +65,8 @@ pp_report_usage(FILE *out)
                  "CPU-mode trace writes for TraceEvent's thread-time view where a thread stopped\n"
                  "running, with the stack it waited in: not samples here),\n"
                  "\"tables_pending_samples\" (stacks cut short, rooted at [unwind tables not\n"
-                 "ready]), \"perf_early_samples\", \"top_self\" and\n"
+                 "ready]), \"threads_dropped\" (refused), \"cpu_rest_ms\" (in no sample),\n"
+                 "\"perf_early_samples\", \"top_self\" and\n"
                  "\"top_total\" ([{\"function\", \"self\",\n"
                  "\"self_pct\", \"total\", \"total_pct\"}]), \"per_thread\" and \"processes\"\n"
                  "([{\"process_id\", \"name\", \"samples\"}], one per file).\n"
@@ -224,6 +227,12 @@ pp_report_time_lines(const struct pp_profile *p, const struct pp_report_time *tm
                 pp_pct(tm->unseen, p->running_samples), (unsigned long long)tm->not_sampled,
                 pp_pct(tm->not_sampled, p->running_samples));
     }
+    if (p->cpu_rest_ns != 0) {
+        fprintf(out,
+                "%sCPU in no sample: %.3f ms, what threads burned after their last sample and "
+                "their final one did not take (under half an interval a thread)\n",
+                prefix, (double)p->cpu_rest_ns / 1e6);
+    }
     if (p->perf_early != 0) {
         fprintf(out,
                 "%sperf samples early by their thread's CPU clock: %llu, left out (perf's "
@@ -267,6 +276,11 @@ pp_report_time_brief(const struct pp_profile *p, const char *prefix, FILE *out)
     if (tm.tables_pending != 0) {
         fprintf(out, "%s%.1f%% of stacks cut short (unwind tables not ready)", sep,
                 pp_pct(tm.tables_pending, p->samples));
+        sep = "; ";
+    }
+    if (p->cpu_rest_ns != 0) {
+        fprintf(out, "%s%.1f ms of CPU at the ends of threads in no sample", sep,
+                (double)p->cpu_rest_ns / 1e6);
         sep = "; ";
     }
     if (p->perf_early != 0) {
@@ -428,7 +442,7 @@ pp_cmd_report(int argc, char **argv)
                "\"kernel_unplaced_samples\":%llu,\"unseen_samples\":%llu,"
                "\"not_sampled_samples\":%llu,\"not_running_markers\":%llu,\"wait_markers\":%llu,"
                "\"tick_hz\":%u,\"tick_bound\":%s,\"tables_pending_samples\":%llu,"
-               "\"perf_early_samples\":%llu,",
+               "\"threads_dropped\":%llu,\"cpu_rest_ms\":%.3f,\"perf_early_samples\":%llu,",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples),
                (unsigned long long)p->lost_events, duration_s, p->thread_count, p->process_id,
@@ -439,7 +453,8 @@ pp_cmd_report(int argc, char **argv)
                (unsigned long long)tm.not_sampled, (unsigned long long)p->markers,
                (unsigned long long)p->wait_markers, p->tick_hz,
                pp_profile_tick_bound(p) != 0 ? "true" : "false",
-               (unsigned long long)tm.tables_pending, (unsigned long long)p->perf_early);
+               (unsigned long long)tm.tables_pending, (unsigned long long)p->threads_dropped,
+               (double)p->cpu_rest_ns / 1e6, (unsigned long long)p->perf_early);
     } else {
         printf("samples: %llu (running %llu, waiting %llu) in %.3f s, %zu threads, pid %u\n",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
@@ -458,6 +473,11 @@ pp_cmd_report(int argc, char **argv)
                        : 0.0,
                (unsigned long long)p->lost_samples, (unsigned long long)p->lost_events,
                pp_pct(p->resolved_frames, p->resolved_frames + p->unresolved_frames));
+        if (p->threads_dropped != 0) {
+            printf("threads refused: %llu (the agent's thread table full or their engine "
+                   "failed): not sampled while refused\n",
+                   (unsigned long long)p->threads_dropped);
+        }
     }
     for (c = 0; c < 2; c++) {
         if (p->name_count > 1) {

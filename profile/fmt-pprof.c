@@ -640,6 +640,20 @@ pp_pprof_encode(struct pp_pprof *w, char *err_msg, size_t errlen)
                  (unsigned long long)p->lost_samples, (unsigned long long)p->lost_events);
         err = pp_pprof_comment(w, text);
     }
+    if (err == 0 && (p->threads_dropped != 0 || p->cpu_rest_ns != 0)) {
+        snprintf(text, sizeof(text),
+                 "%llu threads refused by the agent, %.3f ms of CPU at the ends of threads in no "
+                 "sample",
+                 (unsigned long long)p->threads_dropped, (double)p->cpu_rest_ns / 1e6);
+        err = pp_pprof_comment(w, text);
+    }
+    if (err == 0 && p->perf_early != 0) {
+        snprintf(text, sizeof(text),
+                 "%llu perf samples left out, early by their thread's CPU clock (their CPU is in "
+                 "the thread's next sample)",
+                 (unsigned long long)p->perf_early);
+        err = pp_pprof_comment(w, text);
+    }
     if (err == 0) {
         err = pp_pprof_intern(&w->str, time_type, strlen(time_type), &time_index);
     }

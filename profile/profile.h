@@ -69,6 +69,9 @@ struct pp_profile {
     uint64_t running_samples;
     uint64_t lost_events;       /* events the trace lost (sequence-number gaps) */
     uint64_t lost_samples;      /* samples the agent dropped (pipeprof LostSamples events) */
+    uint64_t threads_dropped;   /* threads the agent never sampled, its thread table full, and */
+    uint64_t cpu_rest_ns;       /* CPU threads burned after their last sample that no sample
+                                   holds (both: pipeprof AgentLosses events) */
     uint64_t markers;           /* loaders: not-running ThreadSamples a CPU-mode trace holds for
                                    TraceEvent's thread-time view, which are not samples */
     uint64_t wait_markers;      /* of those, with the stack the thread waited in */
@@ -92,7 +95,7 @@ struct pp_profile {
                             the timer engine's samples come at it */
     uint64_t perf_early; /* perf samples the agent left out as early by their thread's CPU clock
                             (perf's cpu-clock counts stolen time; their CPU went to each
-                            thread's next sample): the traces' Sampling events' PerfEarly */
+                            thread's next sample): pipeprof AgentLosses events' PerfEarly */
     void *priv;          /* builder state, owned by the profile */
 };
 

@@ -42,6 +42,8 @@ if j["unseen_samples"]:
 if j["tables_pending_samples"]:
     parts.append("%.1f%% of stacks cut short (unwind tables not ready)" %
                  (100.0 * j["tables_pending_samples"] / j["samples"] if j["samples"] else 0.0))
+if j["cpu_rest_ms"]:
+    parts.append("%.1f ms of CPU at the ends of threads in no sample" % j["cpu_rest_ms"])
 if j["waiting_samples"]:
     parts.append("%d waiting samples" % j["waiting_samples"])
 if j["not_running_markers"]:
@@ -81,6 +83,29 @@ lost=$("$PIPEPROF" report --format json "$T/lost.nettrace" |
 grep -q ", lost $lost samples dropped by the agent and [0-9]* events in the trace;" <<<"$line" ||
   fail "the summary line hides the $lost lost samples: $line"
 note "losses: $line"
+
+# 2a. What no sample holds is said too (AgentLosses): with 2 thread slots the workload's threads
+# (main, two workers, the library's own) do not all get one; each refused thread is counted once,
+# not again at each scan that finds it (before: 59 for a 2 s run's 5 threads). A recording with
+# the default slots refuses none.
+base_env=("${RECORD_ENV[@]}")
+if ((${#base_env[@]} == 0)); then base_env=(env); fi
+RECORD_ENV=("${base_env[@]}" PIPEPROF_MAX_THREADS=2)
+record refused -- "$WORKLOAD" 1
+RECORD_ENV=("${base_env[@]}")
+refused=$("$PIPEPROF" report --format json "$T/refused.nettrace" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["threads_dropped"])')
+[[ $refused -ge 2 && $refused -le 8 ]] ||
+  fail "2 slots for the workload's 5 or more threads: $refused refused (want 2 to 8, once each)"
+line=$(head -1 "$T/refused.err")
+grep -q "requested), $refused threads refused by the agent (its thread table full" \
+  <<<"$line" || fail "the summary line hides the $refused refused threads: $line"
+"$PIPEPROF" report "$T/refused.nettrace" | grep -q "^threads refused: $refused (the agent's" ||
+  fail "report's text does not say the $refused refused threads"
+none=$("$PIPEPROF" report --format json "$T/one.nettrace" |
+  python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["threads_dropped"], j["cpu_rest_ms"])')
+[[ $none == 0\ * ]] || fail "the default recording says threads were refused: $none"
+note "refused: $line"
 
 # 2b. Kernel time and waiting samples are said in the second line: pp-sample-syscalls spends much
 # of its CPU in system calls (CPU mode), and a wall recording of the workload holds waiting samples.

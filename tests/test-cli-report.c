@@ -35,18 +35,14 @@ static const struct fn fns[] = {
 
 static char trace_path[256];
 
-/* pipeprof's Sampling event as the bridge writes it (bridge/agent-source.c), PerfEarly last. */
-static const struct nt_field sampling_fields[] = {
-    { "Mode", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },
-    { "Hz", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
-    { "Engine", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },
-    { "PerfThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
-    { "TimerThreads", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
-    { "TickHz", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
+/* pipeprof's AgentLosses event as the bridge writes it (bridge/agent-source.c): increments. */
+static const struct nt_field losses_fields[] = {
+    { "ThreadsDropped", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "CpuRestNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "PerfEarly", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
-static const struct nt_event_desc sampling_desc = { "pipeprof", 6, "Sampling",      0, 1,
-                                                    4,          0, sampling_fields, 7, 0 };
+static const struct nt_event_desc losses_desc = { "pipeprof", 9, "AgentLosses", 0, 1,
+                                                  4,          0, losses_fields, 3, 0 };
 
 static void
 write_sample(struct nt_writer *w, uint32_t meta, uint64_t tid, uint64_t ts, const uint64_t *stack,
@@ -89,7 +85,7 @@ write_payload_event(struct nt_writer *w, uint32_t meta, uint64_t ts, struct nt_p
 }
 
 /* 30 + 10 samples on thread 101, 20 running + 5 waiting on thread 202, 2 unnamed on 101; with
- * early, Sampling events of the perf engine whose PerfEarly counts go 3 and then early. */
+ * early, two AgentLosses events whose PerfEarly increments are 3 and early - 3. */
 static void
 make_trace_early(uint64_t early)
 {
@@ -118,20 +114,16 @@ make_trace_early(uint64_t early)
     ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_MODULE_DC_END), &m_module));
     ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END), &m_method));
     if (early != 0) {
-        uint32_t m_sampling;
-        uint64_t n[2] = { 3, early };
+        uint32_t m_losses;
+        uint64_t n[2] = { 3, early - 3 };
 
-        ASSERT_OK(nt_writer_define(w, &sampling_desc, &m_sampling));
+        ASSERT_OK(nt_writer_define(w, &losses_desc, &m_losses));
         for (i = 0; i < 2; i++) {
             nt_payload_init(&p, buf, sizeof(buf));
-            nt_payload_string(&p, "cpu");
-            nt_payload_u32(&p, 1000);
-            nt_payload_string(&p, "perf_event");
-            nt_payload_u32(&p, 2);
-            nt_payload_u32(&p, 0);
-            nt_payload_u32(&p, 250);
+            nt_payload_u64(&p, 0);
+            nt_payload_u64(&p, 0);
             nt_payload_u64(&p, n[i]);
-            write_payload_event(w, m_sampling, ts += 1000, &p);
+            write_payload_event(w, m_losses, ts += 1000, &p);
         }
     }
     for (i = 0; i < 30; i++) {
@@ -318,9 +310,9 @@ TEST(report_filters_thread_and_folds_frames)
     unlink(trace_path);
 }
 
-/* The perf samples the agent left out as early by their thread's CPU clock (its Sampling events'
- * PerfEarly, a count since the session's start: the latest is the trace's) are said, in JSON and
- * in the text; a trace without them says 0, and nothing in the text. */
+/* The perf samples the agent left out as early by their thread's CPU clock (its AgentLosses
+ * events' PerfEarly increments, added up) are said, in JSON and in the text; a trace without them
+ * says nothing in the text. */
 TEST(report_says_the_perf_samples_left_out_as_early)
 {
     char args[512];

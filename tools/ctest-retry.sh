@@ -12,8 +12,16 @@
 set -uo pipefail
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 ctest --repeat until-pass:2 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
+# ctest killed (by a signal: status above 128), or this script's own run stopped: no summary. A
+# run that was stopped has no verdict, and its names would land in the log of whatever run comes
+# next at that path (a killed CI run's did in a fresh clone's build/flaky-tests.txt).
+if ((rc > 128)); then
+    exit "$rc"
+fi
 # ctest's line for a failed try: "  3/29 Test  #10: NAME ....***Failed  25.94 sec" (or ***Timeout,
 # ***Exception: ...); a second try's line has no "3/29" before it.
 first_failures=$(grep -a -E 'Test +#[0-9]+: [^ ]+ \.*\*\*\*(Failed|Timeout|Exception)' "$log" |
