@@ -1919,6 +1919,99 @@ perf_allowed(void)
     return 1;
 }
 
+/* Sends the calling thread a perf overflow's signal as the kernel fills it (F_SETSIG: POLL_IN and
+ * the event's fd; a process may queue any code to itself). */
+static void
+send_perf_overflow(int fd)
+{
+    siginfo_t si;
+
+    memset(&si, 0, sizeof(si));
+    si.si_signo = ag.signo;
+    si.si_code = POLL_IN;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    si.si_fd = fd;
+    syscall(SYS_rt_tgsigqueueinfo, (long)getpid(), (long)syscall(SYS_gettid), (long)ag.signo, &si);
+}
+
+/* Burns the calling thread's CPU until its clock reads from + ns. */
+static void
+burn_to(uint64_t from, uint64_t ns)
+{
+    while (cpu_ns() < from + ns) {
+        split_fn();
+    }
+}
+
+/*
+ * The perf handler's own path with overflows of our timing (the event disabled, its fd's signals
+ * sent by hand) at 10 Hz: a sample at 60 ms of the thread's CPU (weight 1, 40 ms of debt), one
+ * 60 ms after it (20 ms with the carry: early, weighs 0, no sample, nothing taken), one 200 ms
+ * after the first (160 ms with the carry: weight 2). That last one's second interval is the early
+ * overflow's, which came in user mode: no kernel time is split off it (before the early count,
+ * one interval of kernel time was). The weights are the thread's CPU: 3 intervals for 260 ms.
+ */
+TEST(an_early_perf_sample_leaves_its_span_to_the_next)
+{
+    int32_t tid = (int32_t)syscall(SYS_gettid);
+    struct ag_thread *t = NULL;
+    struct ag_config cfg;
+    struct ag_stats st;
+    struct tid_stats *c;
+    uint64_t first, base;
+    int fd = -1, i;
+
+    if (!perf_allowed()) {
+        return;
+    }
+    ag_config_init(&cfg);
+    cfg.cpu_engine = AG_CPU_ENGINE_PERF;
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10));
+    for (i = 0; i < 2000 && (t == NULL || fd < 0); i++) {
+        t = ag_sig_thread_self();
+        fd = t != NULL ? atomic_load(&t->perf_fd) : -1;
+        if (fd < 0) {
+            usleep(1000);
+        }
+    }
+    ASSERT_TRUE(t != NULL && fd >= 0);
+    ASSERT_OK(ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)); /* its overflows are ours alone */
+    base = atomic_load(&t->last_cpu_ns);
+    ASSERT_TRUE(base != 0);
+    burn_to(base, 60000000u);
+    send_perf_overflow(fd);
+    first = atomic_load(&t->last_cpu_ns);
+    ASSERT_TRUE(first >= base + 60000000u);
+    burn_to(first, 60000000u);
+    send_perf_overflow(fd);
+    ag_stats_get(&st);
+    ASSERT_U64_EQ(st.perf_early, 1);
+    ASSERT_U64_EQ(atomic_load(&t->last_cpu_ns), first); /* nothing taken */
+    burn_to(first, 200000000u);
+    send_perf_overflow(fd);
+    ag_stats_get(&st);
+    ASSERT_U64_EQ(st.perf_early, 1);
+    ag_cpu_flush(); /* kernel time that waits for a stack comes out now */
+    for (i = 0; i < 10; i++) {
+        col_drain();
+        usleep(20000);
+    }
+    c = col_get(tid);
+    printf("# early perf sample: %u samples (%u of the engine), weights %llu for %.1f ms of CPU, "
+           "kernel time split off %llu intervals; %llu early\n",
+           c->samples, c->cpu_signal_samples, (unsigned long long)c->weight_sum,
+           (double)c->cpu_delta_sum / 1e6, (unsigned long long)c->kernel_weight,
+           (unsigned long long)st.perf_early);
+    ASSERT_EQ(c->cpu_signal_samples, 2);
+    ASSERT_U64_EQ(c->weight_sum, 3);
+    ASSERT_U64_EQ(c->kernel_weight, 0);
+    ASSERT_TRUE(c->cpu_delta_sum >= 260000000u && c->cpu_delta_sum < 300000000u);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 10));
+    ag_stop();
+}
+
 /* Waits (up to 20 s) until the agent's slot of tid is armed and its last scan read the thread's
  * CPU clock at cpu or later (0: any), reading the slot under the registry lock. */
 static void
@@ -4829,6 +4922,7 @@ static const struct test_case cases[] = {
     TEST_CASE(new_code_wakes_the_manager_to_load_its_module),
     TEST_CASE(perf_samples_early_by_steal_weigh_the_threads_clock),
     TEST_CASE(perf_ring_samples_under_steal_weigh_the_threads_clock),
+    TEST_CASE(an_early_perf_sample_leaves_its_span_to_the_next),
     TEST_CASE(final_sample_of_an_unsampled_thread_has_its_start_routine),
     TEST_CASE(final_sample_of_a_thread_only_the_scan_found),
     TEST_CASE(a_deferred_start_counts_the_cpu_since_the_origin),
