@@ -348,6 +348,10 @@ struct ag_stats {
                                    memory): sampled by perf's signal instead */
     uint64_t ring_lost;         /* samples the kernel could not write to a full perf ring
                                    (PERF_RECORD_LOST; in lost too) */
+    uint64_t perf_early;        /* perf samples that came under half an interval of the thread's
+                                   CPU clock after its previous one (the carry counted: perf's
+                                   cpu-clock counts stolen time): not samples, their CPU went
+                                   to the thread's next sample or final sample */
     uint64_t perf_refused;      /* perf_event_open failures that fell back to a timer */
     uint64_t perf_promoted;     /* threads auto moved from the timers to perf: the tick missed
                                    their runs (a bursty thread in step with the tick) */
