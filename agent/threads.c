@@ -512,6 +512,9 @@ ag_thread_register_reclaim_locked(int32_t tid, int self)
         freed = ag_drain_reclaim();
         pthread_mutex_lock(&ag.reg_lock);
         full = 0;
+        if (!atomic_load(&ag.running)) {
+            return NULL; /* stopped meanwhile: its registry is gone */
+        }
     }
     if (full) {
         ag_thread_dropped_locked(tid);
@@ -827,36 +830,15 @@ ag_threads_bounds_from_maps(uint64_t sp, uint64_t *lo, uint64_t *hi)
     return err;
 }
 
-/* One scan. Returns 1 when a thread found no free slot and was not counted (counted: with
- * count_full set), else 0. */
-static int
-ag_threads_scan_pass(int count_full)
+/* Registers the threads the listing d holds (read from its start) that have no slot. With full
+ * non-NULL, one that finds the registry full is not counted and *full set. reg_lock held; now:
+ * read under it. */
+static void
+ag_threads_scan_list_locked(DIR *d, uint64_t now, int *full)
 {
     struct dirent *de;
-    unsigned i, high;
-    uint64_t now;
-    int full = 0;
-    DIR *d;
 
-    pthread_mutex_lock(&ag.reg_lock);
-    /* Read under the lock, as the exit hooks' times are: read before it, an exit hook that held
-     * the lock meanwhile noted a later time, now - ns wrapped around, and the thread (still
-     * listed while it exits) was registered again: its stop announced twice. */
-    now = ag_now_ns();
-    high = atomic_load_explicit(&ag.high, memory_order_relaxed);
-    for (i = 0; i < high; i++) {
-        ag.threads[i].scan_seen = 0;
-    }
-    if (ag_scan_dir != NULL) {
-        rewinddir(ag_scan_dir);
-    } else {
-        ag_scan_dir = opendir("/proc/self/task");
-    }
-    d = ag_scan_dir;
-    if (d == NULL) {
-        pthread_mutex_unlock(&ag.reg_lock);
-        return 0;
-    }
+    rewinddir(d);
     while ((de = readdir(d)) != NULL) {
         struct ag_thread *t;
         char *end;
@@ -874,10 +856,49 @@ ag_threads_scan_pass(int count_full)
          * or the loop below would take it for gone and stop sampling it. */
         t = ag_thread_exited_locked((int32_t)tid, now)
                     ? ag_thread_find_locked((int32_t)tid)
-                    : ag_thread_register_locked((int32_t)tid, 0, count_full ? NULL : &full);
+                    : ag_thread_register_locked((int32_t)tid, 0, full);
         if (t != NULL) {
             t->scan_seen = 1;
         }
+    }
+}
+
+void
+ag_threads_scan(void)
+{
+    unsigned i, high;
+    uint64_t now;
+    int full = 0;
+    DIR *d;
+
+    pthread_mutex_lock(&ag.reg_lock);
+    /* Read under the lock, as the exit hooks' times are: read before it, an exit hook that held
+     * the lock meanwhile noted a later time, now - ns wrapped around, and the thread (still
+     * listed while it exits) was registered again: its stop announced twice. */
+    now = ag_now_ns();
+    high = atomic_load_explicit(&ag.high, memory_order_relaxed);
+    for (i = 0; i < high; i++) {
+        ag.threads[i].scan_seen = 0;
+    }
+    if (ag_scan_dir == NULL) {
+        ag_scan_dir = opendir("/proc/self/task");
+    }
+    d = ag_scan_dir;
+    if (d == NULL) {
+        pthread_mutex_unlock(&ag.reg_lock);
+        return;
+    }
+    ag_threads_scan_list_locked(d, now, &full);
+    if (full) {
+        /* A thread it found with every slot taken: the exited threads' are reclaimed, as at a
+         * thread's own registration (the lock let go: drain_lock comes first; the listing is the
+         * manager's alone, and a stop joins the manager before it closes it), and the listing
+         * read again, counting what is left. */
+        pthread_mutex_unlock(&ag.reg_lock);
+        (void)ag_drain_reclaim();
+        pthread_mutex_lock(&ag.reg_lock);
+        now = ag_now_ns();
+        ag_threads_scan_list_locked(d, now, NULL);
     }
     high = atomic_load_explicit(&ag.high, memory_order_relaxed);
     for (i = 0; i < high; i++) {
@@ -930,18 +951,6 @@ ag_threads_scan_pass(int count_full)
         }
     }
     pthread_mutex_unlock(&ag.reg_lock);
-    return full;
-}
-
-void
-ag_threads_scan(void)
-{
-    /* A thread it found with every slot taken: the exited threads' are reclaimed, as at a
-     * thread's own registration, and the scan made again (only then), counting what is left. */
-    if (ag_threads_scan_pass(0)) {
-        (void)ag_drain_reclaim();
-        (void)ag_threads_scan_pass(1);
-    }
 }
 
 /* In the child of fork() (called by the agent's atfork handler, agent.c): only the forking

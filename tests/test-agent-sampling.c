@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -1533,13 +1534,23 @@ churn_main(void *p)
     return NULL;
 }
 
+static int
+churn_tid_cmp(const void *x, const void *y)
+{
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+
+    return (a > b) - (a < b);
+}
+
 static void
 churn_case(enum ag_mode mode)
 {
     enum { N = 2000 };
     static struct churn_arg a[N];
+    static int32_t sorted[N];
     const unsigned n = test_emulated() ? 300 : N;
     unsigned i, k, unregistered = 0, stopped = 0, unstarted = 0, stopped_twice = 0, none = 0;
+    unsigned reused = 0;
     struct ag_stats st;
 
     memset(col, 0, sizeof(col));
@@ -1564,9 +1575,19 @@ churn_case(enum ag_mode mode)
         }
     }
     for (i = 0; i < n; i++) {
-        struct tid_stats *c = col_get(atomic_load(&a[i].tid));
+        sorted[i] = atomic_load(&a[i].tid);
+    }
+    qsort(sorted, n, sizeof(sorted[0]), churn_tid_cmp);
+    for (i = 0; i < n; i++) {
+        int32_t tid = atomic_load(&a[i].tid);
+        const int32_t *at = bsearch(&tid, sorted, n, sizeof(sorted[0]), churn_tid_cmp);
+        struct tid_stats *c = col_get(tid);
 
         unregistered += !atomic_load(&a[i].registered);
+        if ((at > sorted && at[-1] == tid) || (at + 1 < sorted + n && at[1] == tid)) {
+            reused++; /* two threads' records under one tid (pid_max 32768 and a busy machine) */
+            continue;
+        }
         unstarted += c->name[0] == '\0';
         stopped_twice += c->stopped > 1;
         none += mode == AG_MODE_CPU ? c->weight_sum == 0 : c->wall_samples == 0;
@@ -1580,6 +1601,11 @@ churn_case(enum ag_mode mode)
                   mode == AG_MODE_CPU ? "cpu" : "wall", n, st.threads_dropped, unregistered,
                   stopped, unstarted, none);
     }
+    if (reused != 0) {
+        printf("# NOTE (loud): the kernel gave %u of %u tids twice within the test (not counted)\n",
+               reused, n);
+    }
+    ASSERT_TRUE(reused < n / 2);
     ASSERT_EQ(stopped_twice, 0);
     ag_stop();
 }
