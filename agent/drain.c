@@ -5,9 +5,11 @@
  * sample (the CPU it burned after its last one, claimed at its exit, by ag_cpu_flush() or, for a
  * thread with the sampling signal blocked, by the drain itself, given the stack of its last CPU
  * sample), its lost count and, for a thread that exited, its STOP to
- * the callback, then frees the slot. Context: one consumer thread (the IPC loop);
- * ag.drain_lock makes concurrent callers take turns. The rings are read lock-free; ag.reg_lock
- * is held only while a slot's name, state or pending final sample is examined.
+ * the callback, then frees the slot. ag_drain_reclaim() does the same for the slots of exited
+ * threads on a registration that found none free, into records the next ag_drain() hands on
+ * first. Context: one consumer thread (the IPC loop), and registering threads in
+ * ag_drain_reclaim(); ag.drain_lock makes them take turns. The rings are read lock-free;
+ * ag.reg_lock is held only while a slot's name, state or pending final sample is examined.
  */
 #include <errno.h>
 #include <stdint.h>

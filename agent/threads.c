@@ -2,7 +2,8 @@
 /*
  * agent/threads.c - the thread registry: registration from host/threads.c (the start routine is
  * wrapped so the thread registers itself, records its stack bounds and gets its CPU timer
- * before user code runs), a pthread key destructor that retires the slot at thread exit, and
+ * before user code runs; with every slot taken it reclaims those of exited threads, drain.c's
+ * ag_drain_reclaim), a pthread key destructor that retires the slot at thread exit, and
  * the manager's periodic /proc/self/task scan for threads created otherwise (and for threads
  * that vanished), their names and their stack bounds. Context: ordinary threads under
  * ag.reg_lock; never called from a signal handler. Slots are never unmapped while the agent
