@@ -683,7 +683,10 @@ void ag_thread_attach_self(void);
  * stack its CPU belongs to until it has a sample (a final sample's stack, drain.c); stack_size
  * the size it was created with (0: not known), which bounds its stack without an allocation. */
 void ag_thread_attach_started(void *(*fn)(void *), uint64_t fa, uint64_t stack_size);
-struct ag_thread *ag_thread_register_locked(int32_t tid, int self);
+/* Registers thread tid (self: the calling thread) in a free slot, or returns its own. NULL when
+ * none is free (counted in threads_dropped; with full non-NULL, not counted and *full set when
+ * the registry is full: the caller may reclaim the exited threads' slots, ag_drain_reclaim). */
+struct ag_thread *ag_thread_register_locked(int32_t tid, int self, int *full);
 /* Counts tid in threads_dropped (the registry or its engine refused it), once until it registers;
  * reg_lock held. ag_thread_dropped_reset(): every tid counts anew (ag_start). */
 void ag_thread_dropped_locked(int32_t tid);
@@ -808,6 +811,12 @@ int ag_codemap_contains(uint64_t pc); /* 1 when pc lies in an executable mapping
  * where the walk met a pending unwind table, roots it at the [unwind tables not ready] marker
  * (ag.n_tables_pending). The drain's; s is the consumer's until released. */
 void ag_drain_check_frames(struct ag_sample *s);
+/* For a registration that found no free slot (threads.c): drains the slots of exited threads
+ * into records kept for the next ag_drain, which hands them on first, and frees them. Returns
+ * the slots freed. No lock held (takes drain_lock, then reg_lock per slot). */
+unsigned ag_drain_reclaim(void);
+/* Forgets the records ag_drain_reclaim kept (a session's end: drain_lock held; a fork's child). */
+void ag_drain_parked_discard(void);
 void ag_codemap_fini(void);
 
 /* Wall sampler (agent/wall.c): the wall thread runs from ag_wall_start() (a wall request) to
