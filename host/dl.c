@@ -76,8 +76,9 @@
  * child's exit() then waited for. An exec'd image is profiled as usual. The count is read in the
  * child, not in the prepare handlers: a walk may start between those and the fork.
  *
- * Not covered: a callback that leaves dl_iterate_phdr by longjmp leaves its thread counted as
- * walking (its children are then not profiled). A host's dlopen or dlclose on another thread
+ * Not covered: a callback that leaves dl_iterate_phdr by longjmp leaves its thread and the
+ * process counted as walking (no child forked after it is profiled; glibc's list lock stays held
+ * by that thread too, bare). A host's dlopen or dlclose on another thread
  * changes the list under its lock for a moment too; a fork in that moment loses the child's list
  * lock uncounted. Library calls other than these that wait for dl_load_lock (dlsym) under the
  * module lock or the loader lock are not bounded. Held by: test-agent-loader-fork (a fork in a
