@@ -86,7 +86,7 @@
  * dlclose, and one in a constructor, in the host's dlopen, while a library thread's dlopen waits
  * under the module lock), host-contract-dlfork-walk (the walk's fork under record),
  * -walkother and -walkexec (a plain fork beside another thread's walk), -ctor and -ctorburn (a
- * constructor's fork under record: a guard).
+ * constructor's fork while the agent's dlopen of libelf waits for it).
  */
 #include <dlfcn.h>
 #include <errno.h>

@@ -18,15 +18,16 @@
  *              killed after 20 s, in 2 of 3 forks of a record run (the others waited in their
  *              prepare handlers for the walk's end, behind the manager's refresh).
  *   walkexec   the same, and the child then execs /bin/true.
- *   ctor       three times: dlopen() of libhost-dlfork-ctor.so, whose constructor forks (glibc's
- *              dl_load_lock held by this thread); its child says so, burns 100 ms and exit()s 0.
- *              Another thread dlopen()s and dlclose()s libhost-dlfork-other.so meanwhile (each
- *              host dlclose makes the agent rescan its module list).
+ *   ctor       ten times: dlopen() of libhost-dlfork-ctor.so, whose constructor holds glibc's
+ *              dl_load_lock 250 ms (it sleeps) and forks; its child says so, burns 100 ms and
+ *              exit()s 0. Another thread dlopen()s and dlclose()s libhost-dlfork-other.so
+ *              meanwhile (each host dlclose makes the agent rescan its module list).
  *   ctorburn   the same while a third thread burns CPU (sampled).
- *              A guard: a fork there while a library dlopen waits for that lock waited forever in
- *              its prepare handlers before their bound (test-agent-loader-fork makes it happen),
- *              but the library's dlopens are few (libelf and libstdc++ at the first symbols), and
- *              these modes did not hang without the bound (10 runs of each, cpu and wall).
+ *              The agent's dlopen of libelf, at its first symbols (once a process), mostly falls
+ *              in a constructor's 250 ms and waits for it, holding the module lock and the loader
+ *              lock, which the fork's prepare handlers then waited for forever before their bound
+ *              (host/dl.c): "the dlopen whose constructor forks (its fork) did not return in 20 s"
+ *              in 6 of 6 runs (cpu mode, the first of each).
  *
  * A fork or a child that does not return within 20 s is said on stderr (or in the output) and
  * ends the host with status 2: under the library before host/dl.c's host_loader_fork_stuck the
@@ -241,12 +242,12 @@ fork_in_ctor(int burn)
         (burn && pthread_create(&burner, NULL, burner_main, NULL) != 0)) {
         return 3;
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 10; i++) {
         void *h;
         int *status;
 
-        sleep_ms(150); /* the opener and the agent's scans under way */
-        waiting_for = "the dlopen whose constructor forks";
+        sleep_ms(10);
+        waiting_for = "the dlopen whose constructor forks (its fork)";
         alarm(60);
         h = lib_open("libhost-dlfork-ctor.so");
         alarm(0);
