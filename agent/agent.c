@@ -384,6 +384,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_locators_retired, 0);
     atomic_store(&ag.n_ring_fallbacks, 0);
     atomic_store(&ag.n_ring_lost, 0);
+    atomic_store(&ag.n_perf_early, 0);
     atomic_store(&ag.manager_scans, 0);
     ag.ring_read_ns = 0;
     atomic_store(&ag.n_cpu_tails, 0);
@@ -659,6 +660,7 @@ ag_stats_get(struct ag_stats *out)
     out->perf_promoted = atomic_load(&ag.n_perf_promoted);
     out->ring_fallbacks = atomic_load(&ag.n_ring_fallbacks);
     out->ring_lost = atomic_load(&ag.n_ring_lost);
+    out->perf_early = atomic_load(&ag.n_perf_early);
     out->cpu_tails = atomic_load(&ag.n_cpu_tails);
     out->cpu_unseen_ns = atomic_load(&ag.cpu_unseen_ns);
     out->cpu_kernel_ns = atomic_load(&ag.cpu_kernel_ns);

@@ -316,10 +316,11 @@ typedef int (*ag_record_fn)(const struct ag_record *rec, void *ctx);
 /*
  * Hands every pending record to fn, thread by thread: a thread's START precedes its samples,
  * which precede its STOP; records of different threads are not time-ordered (sort by
- * timestamp_ns if needed). Returns the number of records delivered, fn's nonzero value, or
- * -ESRCH when the agent is not started. A record is consumed once: there is one consumer, and
- * fan-out to several sessions is the consumer's job. Context: one consumer thread (the IPC loop);
- * fn must not call ag_stop(). Locking: takes the drain lock and briefly the registry lock.
+ * timestamp_ns if needed). Those of exited threads whose slots a registration reclaimed since
+ * the last drain (threads.c) come first. Returns the number of records delivered, fn's nonzero
+ * value, or -ESRCH when the agent is not started. A record is consumed once: there is one consumer,
+ * and fan-out to several sessions is the consumer's job. Context: one consumer thread (the IPC
+ * loop); fn must not call ag_stop(). Locking: takes the drain lock and briefly the registry lock.
  */
 PP_MUST_USE int ag_drain(ag_record_fn fn, void *ctx);
 
@@ -357,6 +358,10 @@ struct ag_stats {
                                    memory): sampled by perf's signal instead */
     uint64_t ring_lost;         /* samples the kernel could not write to a full perf ring
                                    (PERF_RECORD_LOST; in lost too) */
+    uint64_t perf_early;        /* perf samples that came under half an interval of the thread's
+                                   CPU clock after its previous one (the carry counted: perf's
+                                   cpu-clock counts stolen time): not samples, their CPU went
+                                   to the thread's next sample or final sample */
     uint64_t perf_refused;      /* perf_event_open failures that fell back to a timer */
     uint64_t perf_promoted;     /* threads auto moved from the timers to perf: the tick missed
                                    their runs (a bursty thread in step with the tick) */
@@ -364,9 +369,9 @@ struct ag_stats {
                                    module lock was held, or over 16 dlcloses in 100 ms; a module
                                    they unloaded is dated by the next scan (agent/modules.c) */
     uint64_t threads_seen;      /* threads registered */
-    uint64_t threads_dropped;   /* threads refused a slot (registry full) or an engine (perf,
-                                   perf-ring, timer_create failures), each once until it
-                                   registers (ag_thread_dropped_locked) */
+    uint64_t threads_dropped;   /* threads refused a slot (registry full of live threads) or an
+                                   engine (perf, perf-ring, timer_create failures), each once
+                                   until it registers (ag_thread_dropped_locked) */
     uint64_t eintr_seen;        /* agent signals that made a syscall return EINTR */
     uint64_t eintr_absorbed;    /* of those, retried by an interposer (the host never saw it) */
     uint64_t unwind_cfi_steps;  /* frames recovered by the CFI unwinder */

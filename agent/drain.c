@@ -5,13 +5,16 @@
  * sample (the CPU it burned after its last one, claimed at its exit, by ag_cpu_flush() or, for a
  * thread with the sampling signal blocked, by the drain itself, given the stack of its last CPU
  * sample), its lost count and, for a thread that exited, its STOP to
- * the callback, then frees the slot. Context: one consumer thread (the IPC loop);
- * ag.drain_lock makes concurrent callers take turns. The rings are read lock-free; ag.reg_lock
- * is held only while a slot's name, state or pending final sample is examined.
+ * the callback, then frees the slot. ag_drain_reclaim() does the same for the slots of exited
+ * threads on a registration that found none free, into records the next ag_drain() hands on
+ * first. Context: one consumer thread (the IPC loop), and registering threads in
+ * ag_drain_reclaim(); ag.drain_lock makes them take turns. The rings are read lock-free;
+ * ag.reg_lock is held only while a slot's name, state or pending final sample is examined.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "agent/internal.h"
 #include "agent/symbols-internal.h"
@@ -23,11 +26,18 @@
  * checked at address - 1 (its call instruction); the leaf of a signal sample is the pc itself.
  * The consumer owns the slot until it releases it, so the sample is changed in place.
  */
+/* Set while ag_drain_reclaim runs (drain_lock): the checks wait for the parked records'
+ * delivery (ag_drain_parked). */
+static int ag_drain_deferred;
+
 void
 ag_drain_check_frames(struct ag_sample *s)
 {
     uint32_t i;
 
+    if (ag_drain_deferred) {
+        return;
+    }
     for (i = 0; i < s->depth; i++) {
         uint64_t pc = s->frames[i];
 
@@ -575,8 +585,9 @@ ag_drain_peek_second(struct ag_ring *r)
 #define AG_DRAIN_CLAIM_WAIT_NS 300000000u
 #endif
 
-/* CLOCK_MONOTONIC at the start of the running drain (drain_lock). */
-static uint64_t ag_drain_now;
+/* CLOCK_MONOTONIC at the start of the running drain, and the start of the earliest span of a
+ * claim it held back (UINT64_MAX: none; ag_drain_held_from) (drain_lock). */
+static uint64_t ag_drain_now, ag_drain_held = UINT64_MAX;
 
 /* The first CPU stack of tid among the AG_DRAIN_ROOT_AHEAD records of r from its skip-th oldest
  * (0: the oldest) whose walk reached its root, a sample's or a kernel locator's (a system call's
@@ -980,12 +991,316 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
     return ag_drain_own_deliver(s, fn, ctx, n);
 }
 
+/* Hands on what slot t holds (its START, samples, final sample, LOST and, for a thread that
+ * exited, its STOP, then frees the slot). drain_lock held, reg_lock not. Returns 0, or fn's
+ * nonzero value (the slot keeps what was not handed on). */
+static int
+ag_drain_slot(struct ag_thread *t, ag_record_fn fn, void *ctx, int *np)
+{
+    struct ag_drain_tail tail;
+    struct ag_record rec;
+    char name[AG_NAME_MAX];
+    int state, announce, kern_flush;
+    int32_t tid;
+    uint64_t hold; /* the own ring's records up to here: perf-ring's (ag_drain_cpu) */
+    uint64_t dropped, unsampled;
+    int n = 0, rc = 0;
+
+    pthread_mutex_lock(&ag.reg_lock);
+    state = atomic_load_explicit(&t->state, memory_order_acquire);
+    tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
+    hold = UINT64_MAX;
+    if (state == AG_SLOT_ACTIVE && atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
+        ag_pring_read_locked(t); /* perf-ring: what its ring holds now comes in this drain */
+        if (!t->kern_flush) {
+            /* (a flush's drain is a session's last: it takes all) */
+            hold = atomic_load_explicit(&t->pring_horizon, memory_order_acquire);
+        }
+    } else if (state == AG_SLOT_ACTIVE &&
+               atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed) != 0) {
+        /* A thread with the signal blocked has no sample to come: its CPU is claimed at each
+         * drain, as unseen final samples that reach the consumer while their time is still
+         * open to it (the bridge writes a sample's span only after what it has released). */
+        ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
+    }
+    announce = state != AG_SLOT_FREE && !atomic_load(&t->excluded) &&
+               t->name_gen != t->name_gen_reported;
+    memcpy(name, t->name, sizeof(name));
+    t->name_gen_reported = t->name_gen;
+    tail.ts = t->tail_ts;
+    tail.cpu_time_ns = t->tail_cpu_time_ns;
+    tail.cpu_ns = t->tail_cpu_ns;
+    tail.weight = state != AG_SLOT_FREE ? t->tail_weight : 0;
+    tail.kern_w = tail.weight != 0 ? t->tail_kern_w : 0;
+    tail.kern_ns = t->tail_kern_ns;
+    tail.engine = t->tail_engine;
+    tail.unseen = t->tail_unseen;
+    tail.not_sampled = t->tail_not_sampled;
+    tail.kern_faults = t->tail_kern_faults;
+    t->tail_unseen = 0;
+    t->tail_not_sampled = 0;
+    t->tail_kern_faults = 0;
+    kern_flush = t->kern_flush;
+    t->kern_flush = 0;
+    t->tail_weight = 0;
+    t->tail_cpu_ns = 0;
+    t->tail_kern_w = 0;
+    t->tail_kern_ns = 0;
+    pthread_mutex_unlock(&ag.reg_lock);
+    if (state == AG_SLOT_FREE) {
+        return 0;
+    }
+    /* A claim waits for its thread's root no longer at the thread's end or a flush (the
+     * session's last drain) */
+    t->claim_last = kern_flush || state == AG_SLOT_EXITING;
+    t->claim_wait_from = 0;
+    if (atomic_load(&t->excluded)) {
+        if (state == AG_SLOT_EXITING) {
+            pthread_mutex_lock(&ag.reg_lock);
+            ag_thread_release_locked(t);
+            pthread_mutex_unlock(&ag.reg_lock);
+        }
+        return 0;
+    }
+    memset(&rec, 0, sizeof(rec));
+    rec.tid = tid;
+    if (announce || !t->announced) {
+        t->announced = 1;
+        rec.kind = AG_RECORD_THREAD_START;
+        rec.u.name = name;
+        n++;
+        rc = fn(&rec, ctx);
+        if (rc != 0) {
+            goto out;
+        }
+    }
+    if (tail.weight != 0 && tail.ts > hold) {
+        /* Claimed after the hold (perf-ring's rate change): the records stamped before it
+         * may not all come in this drain, and its kernel time is shared among their calls. */
+        ag_drain_tail_put_back(t, &tail);
+        tail.weight = 0;
+    }
+    /* The final sample goes after the samples taken before its claim, with their stack
+     * (both CPU rings in time order: a perf-ring thread's locator writes to its own). */
+    rc = ag_drain_cpu(t, tid, tail.weight != 0 ? tail.ts : UINT64_MAX, hold, fn, ctx, &n);
+    if (rc == 0 && tail.weight != 0 && t->claim_wait_from == 0) {
+        struct ag_drain_stack root = { t->last_frames, t->last_depth, t->last_unwinder,
+                                       t->last_end };
+        enum ag_drain_claim where = AG_CLAIM_OVER;
+
+        if (!tail.unseen && tail.not_sampled) {
+            /* [not sampled] (auto's move): over its root */
+            where = ag_drain_claim_root(t, tid, ag_drain_span_start(tail.ts, tail.cpu_ns), NULL, 1,
+                                        &root);
+        }
+        if (where == AG_CLAIM_WAIT) {
+            ag_drain_tail_put_back(t, &tail); /* with the records after it */
+            ag_drain_claim_wait(t, ag_drain_span_start(tail.ts, tail.cpu_ns));
+        } else {
+            rc = ag_drain_tail(t, tid, &tail, &root, fn, ctx, &n);
+            if (rc == 0) {
+                rc = ag_drain_cpu(t, tid, UINT64_MAX, hold, fn, ctx, &n);
+            }
+        }
+    } else if (tail.weight != 0) {
+        ag_drain_tail_put_back(t, &tail); /* the next drain delivers it (or a claim before it
+                                             waits for its thread's root: after that) */
+    }
+    if (t->claim_wait_from != 0) {
+        ag_drain_held = t->claim_wait_from < ag_drain_held ? t->claim_wait_from : ag_drain_held;
+        atomic_fetch_add_explicit(&ag.n_not_sampled_held, 1, memory_order_relaxed);
+    }
+    if (rc == 0) {
+        rc = ag_drain_ring(t, &t->wring, tid, UINT64_MAX, fn, ctx, &n);
+        ag_wall_trim_drained(t); /* a wall session's memory goes with it */
+    }
+    if (rc == 0 && (kern_flush || state == AG_SLOT_EXITING)) {
+        /* Kernel time that waited for a call in vain: over the thread's last CPU stack (as
+         * its final sample), else its start routine; not placed. */
+        rc = ag_drain_kernel_faulted(t, tid, NULL, fn, ctx, &n);
+        if (rc == 0) {
+            rc = ag_drain_kernel_expired(t, tid, UINT64_MAX, NULL, fn, ctx, &n);
+        }
+    }
+    if (rc != 0) {
+        goto out;
+    }
+    if (state == AG_SLOT_EXITING) {
+        /* Passes held for a wall signal it never took (it left from inside the kernel):
+         * lost, in its last LOST record. A pass that comes later finds the mark clear. */
+        uint32_t w = atomic_exchange_explicit(&t->wall_signalled, 0, memory_order_acq_rel);
+
+        if (w >= AG_WALL_HELD_ONE) {
+            ag_sig_count_unsampled(t, w / AG_WALL_HELD_ONE);
+        }
+    }
+    dropped = atomic_load_explicit(&t->dropped, memory_order_acquire); /* then unsampled */
+    unsampled = atomic_load_explicit(&t->unsampled, memory_order_relaxed);
+    if (dropped != t->dropped_reported) {
+        rec.kind = AG_RECORD_LOST;
+        rec.u.lost = dropped - t->dropped_reported;
+        /* The wall thread adds to both; one it has added to unsampled only waits a drain. */
+        rec.unsampled = unsampled - t->unsampled_reported < rec.u.lost
+                                ? unsampled - t->unsampled_reported
+                                : rec.u.lost;
+        t->dropped_reported = dropped;
+        t->unsampled_reported += rec.unsampled;
+        n++;
+        rc = fn(&rec, ctx);
+        if (rc != 0) {
+            goto out;
+        }
+    }
+    if (state == AG_SLOT_EXITING) {
+        /* The thread is gone: no producer remains but the wall thread, which skips
+         * non-active slots. Drain what it may have added, then free the slot. */
+        rc = ag_drain_ring(t, &t->wring, tid, UINT64_MAX, fn, ctx, &n);
+        rec.kind = AG_RECORD_THREAD_STOP;
+        rec.u.name = NULL;
+        rec.unsampled = 0;
+        n++;
+        if (rc == 0) {
+            rc = fn(&rec, ctx);
+        }
+        pthread_mutex_lock(&ag.reg_lock);
+        ag_thread_release_locked(t);
+        pthread_mutex_unlock(&ag.reg_lock);
+    }
+out:
+    *np += n;
+    return rc;
+}
+
+/*
+ * What ag_drain_reclaim took from the slots of exited threads, for the next ag_drain to hand on
+ * before any slot's records (drain_lock): each record as the drain made it, in that order. An
+ * entry is struct ag_parked, then a START's name or a sample (struct ag_sample and its frames),
+ * 8-byte aligned. The mapping grows as needed (a registration's thread may not allocate:
+ * threads.c) and goes back once delivered when it grew past AG_PARK_KEEP. AG_PARK_MAX bounds it:
+ * past that, no more slots are reclaimed until a drain, and registrations are dropped as before.
+ */
+struct ag_parked {
+    uint32_t size; /* of the entry, this header included */
+    int32_t tid;
+    uint32_t kind; /* enum ag_record_kind */
+    uint32_t pad;
+    uint64_t lost, unsampled;
+};
+
+#define AG_PARK_KEEP (256u << 10)
+#define AG_PARK_MAX  (16u << 20)
+
+static unsigned char *ag_park;
+static size_t ag_park_len, ag_park_cap, ag_park_at; /* at: handed on up to here */
+
+static int
+ag_drain_park_grow(size_t need)
+{
+    size_t cap = ag_park_cap != 0 ? ag_park_cap * 2 : 64u << 10;
+    void *p;
+
+    while (cap < ag_park_len + need) {
+        cap *= 2;
+    }
+    p = ag_park == NULL
+                ? mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                : mremap(ag_park, ag_park_cap, cap, MREMAP_MAYMOVE);
+    if (p == MAP_FAILED) {
+        return -ENOMEM;
+    }
+    ag_park = p;
+    ag_park_cap = cap;
+    return 0;
+}
+
+/* The reclaim's callback: copies rec to the parked records. 0, or -ENOMEM (rec lost). */
+static int
+ag_drain_park(const struct ag_record *rec, void *ctx)
+{
+    size_t body = 0, room = 0, need;
+    struct ag_parked *p;
+
+    (void)ctx;
+    if (rec->kind == AG_RECORD_SAMPLE) {
+        body = sizeof(struct ag_sample) + rec->u.sample->depth * sizeof(uint64_t);
+        room = sizeof(uint64_t); /* the check at delivery may add a frame (a pending table's) */
+    } else if (rec->kind == AG_RECORD_THREAD_START) {
+        body = strlen(rec->u.name) + 1;
+    }
+    need = (sizeof(*p) + body + room + 7u) & ~(size_t)7u;
+    if (ag_park_len + need > ag_park_cap && ag_drain_park_grow(need) != 0) {
+        atomic_fetch_add_explicit(&ag.n_lost, rec->kind == AG_RECORD_SAMPLE, memory_order_relaxed);
+        return -ENOMEM;
+    }
+    p = (struct ag_parked *)(void *)(ag_park + ag_park_len);
+    memset(p, 0, sizeof(*p));
+    p->size = (uint32_t)need;
+    p->tid = rec->tid;
+    p->kind = rec->kind;
+    p->unsampled = rec->unsampled;
+    if (rec->kind == AG_RECORD_LOST) {
+        p->lost = rec->u.lost;
+    } else if (body != 0) {
+        memcpy(p + 1, rec->kind == AG_RECORD_SAMPLE ? (const void *)rec->u.sample : rec->u.name,
+               body);
+    }
+    ag_park_len += need;
+    return 0;
+}
+
+void
+ag_drain_parked_discard(void)
+{
+    if (ag_park != NULL) {
+        munmap(ag_park, ag_park_cap);
+    }
+    ag_park = NULL;
+    ag_park_len = ag_park_cap = ag_park_at = 0;
+}
+
+/* Hands the parked records on to fn (each consumed, also the one fn stops at), their stacks
+ * checked now. Returns 0, or fn's nonzero value. */
+static int
+ag_drain_parked(ag_record_fn fn, void *ctx, int *n)
+{
+    while (ag_park_at < ag_park_len) {
+        struct ag_parked *p = (struct ag_parked *)(void *)(ag_park + ag_park_at);
+        struct ag_record rec;
+        int rc;
+
+        memset(&rec, 0, sizeof(rec));
+        rec.kind = (enum ag_record_kind)p->kind;
+        rec.tid = p->tid;
+        rec.unsampled = p->unsampled;
+        if (rec.kind == AG_RECORD_SAMPLE) {
+            struct ag_sample *s = (struct ag_sample *)(void *)(p + 1);
+
+            ag_drain_check_frames(s);
+            rec.u.sample = s;
+        } else if (rec.kind == AG_RECORD_THREAD_START) {
+            rec.u.name = (const char *)(p + 1);
+        } else {
+            rec.u.lost = p->lost;
+        }
+        ag_park_at += p->size;
+        (*n)++;
+        rc = fn(&rec, ctx);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    if (ag_park_cap > AG_PARK_KEEP) {
+        ag_drain_parked_discard();
+    }
+    ag_park_len = ag_park_at = 0;
+    return 0;
+}
+
 int
 ag_drain(ag_record_fn fn, void *ctx)
 {
     unsigned i, high;
-    int n = 0, rc = 0;
-    uint64_t held_from = UINT64_MAX; /* the earliest span of a claim that waits */
+    int n = 0, rc;
 
     pthread_mutex_lock(&ag.drain_lock);
     if (!atomic_load(&ag.running) || ag.threads == NULL) {
@@ -995,179 +1310,14 @@ ag_drain(ag_record_fn fn, void *ctx)
     }
     ag_codemap_begin_drain();
     ag_drain_now = ag_now_ns();
+    ag_drain_held = UINT64_MAX;
+    /* Before the slots': a reclaimed slot may hold a new thread of the same tid. */
+    rc = ag_drain_parked(fn, ctx, &n);
     high = atomic_load_explicit(&ag.high, memory_order_acquire);
     for (i = 0; i < high && rc == 0; i++) {
-        struct ag_thread *t = &ag.threads[i];
-        struct ag_drain_tail tail;
-        struct ag_record rec;
-        char name[AG_NAME_MAX];
-        int state, announce, kern_flush;
-        int32_t tid;
-        uint64_t hold; /* the own ring's records up to here: perf-ring's (ag_drain_cpu) */
-        uint64_t dropped, unsampled;
-
-        pthread_mutex_lock(&ag.reg_lock);
-        state = atomic_load_explicit(&t->state, memory_order_acquire);
-        tid = atomic_load_explicit(&t->tid, memory_order_relaxed);
-        hold = UINT64_MAX;
-        if (state == AG_SLOT_ACTIVE && atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
-            ag_pring_read_locked(t); /* perf-ring: what its ring holds now comes in this drain */
-            if (!t->kern_flush) {
-                /* (a flush's drain is a session's last: it takes all) */
-                hold = atomic_load_explicit(&t->pring_horizon, memory_order_acquire);
-            }
-        } else if (state == AG_SLOT_ACTIVE &&
-                   atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed) != 0) {
-            /* A thread with the signal blocked has no sample to come: its CPU is claimed at each
-             * drain, as unseen final samples that reach the consumer while their time is still
-             * open to it (the bridge writes a sample's span only after what it has released). */
-            ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
-        }
-        announce = state != AG_SLOT_FREE && !atomic_load(&t->excluded) &&
-                   t->name_gen != t->name_gen_reported;
-        memcpy(name, t->name, sizeof(name));
-        t->name_gen_reported = t->name_gen;
-        tail.ts = t->tail_ts;
-        tail.cpu_time_ns = t->tail_cpu_time_ns;
-        tail.cpu_ns = t->tail_cpu_ns;
-        tail.weight = state != AG_SLOT_FREE ? t->tail_weight : 0;
-        tail.kern_w = tail.weight != 0 ? t->tail_kern_w : 0;
-        tail.kern_ns = t->tail_kern_ns;
-        tail.engine = t->tail_engine;
-        tail.unseen = t->tail_unseen;
-        tail.not_sampled = t->tail_not_sampled;
-        tail.kern_faults = t->tail_kern_faults;
-        t->tail_unseen = 0;
-        t->tail_not_sampled = 0;
-        t->tail_kern_faults = 0;
-        kern_flush = t->kern_flush;
-        t->kern_flush = 0;
-        t->tail_weight = 0;
-        t->tail_cpu_ns = 0;
-        t->tail_kern_w = 0;
-        t->tail_kern_ns = 0;
-        pthread_mutex_unlock(&ag.reg_lock);
-        if (state == AG_SLOT_FREE) {
-            continue;
-        }
-        /* A claim waits for its thread's root no longer at the thread's end or a flush (the
-         * session's last drain) */
-        t->claim_last = kern_flush || state == AG_SLOT_EXITING;
-        t->claim_wait_from = 0;
-        if (atomic_load(&t->excluded)) {
-            if (state == AG_SLOT_EXITING) {
-                pthread_mutex_lock(&ag.reg_lock);
-                ag_thread_release_locked(t);
-                pthread_mutex_unlock(&ag.reg_lock);
-            }
-            continue;
-        }
-        memset(&rec, 0, sizeof(rec));
-        rec.tid = tid;
-        if (announce || !t->announced) {
-            t->announced = 1;
-            rec.kind = AG_RECORD_THREAD_START;
-            rec.u.name = name;
-            n++;
-            rc = fn(&rec, ctx);
-            if (rc != 0) {
-                break;
-            }
-        }
-        if (tail.weight != 0 && tail.ts > hold) {
-            /* Claimed after the hold (perf-ring's rate change): the records stamped before it
-             * may not all come in this drain, and its kernel time is shared among their calls. */
-            ag_drain_tail_put_back(t, &tail);
-            tail.weight = 0;
-        }
-        /* The final sample goes after the samples taken before its claim, with their stack
-         * (both CPU rings in time order: a perf-ring thread's locator writes to its own). */
-        rc = ag_drain_cpu(t, tid, tail.weight != 0 ? tail.ts : UINT64_MAX, hold, fn, ctx, &n);
-        if (rc == 0 && tail.weight != 0 && t->claim_wait_from == 0) {
-            struct ag_drain_stack root = { t->last_frames, t->last_depth, t->last_unwinder,
-                                           t->last_end };
-            enum ag_drain_claim where = AG_CLAIM_OVER;
-
-            if (!tail.unseen && tail.not_sampled) {
-                /* [not sampled] (auto's move): over its root */
-                where = ag_drain_claim_root(t, tid, ag_drain_span_start(tail.ts, tail.cpu_ns), NULL,
-                                            1, &root);
-            }
-            if (where == AG_CLAIM_WAIT) {
-                ag_drain_tail_put_back(t, &tail); /* with the records after it */
-                ag_drain_claim_wait(t, ag_drain_span_start(tail.ts, tail.cpu_ns));
-            } else {
-                rc = ag_drain_tail(t, tid, &tail, &root, fn, ctx, &n);
-                if (rc == 0) {
-                    rc = ag_drain_cpu(t, tid, UINT64_MAX, hold, fn, ctx, &n);
-                }
-            }
-        } else if (tail.weight != 0) {
-            ag_drain_tail_put_back(t, &tail); /* the next drain delivers it (or a claim before it
-                                                 waits for its thread's root: after that) */
-        }
-        if (t->claim_wait_from != 0) {
-            held_from = t->claim_wait_from < held_from ? t->claim_wait_from : held_from;
-            atomic_fetch_add_explicit(&ag.n_not_sampled_held, 1, memory_order_relaxed);
-        }
-        if (rc == 0) {
-            rc = ag_drain_ring(t, &t->wring, tid, UINT64_MAX, fn, ctx, &n);
-            ag_wall_trim_drained(t); /* a wall session's memory goes with it */
-        }
-        if (rc == 0 && (kern_flush || state == AG_SLOT_EXITING)) {
-            /* Kernel time that waited for a call in vain: over the thread's last CPU stack (as
-             * its final sample), else its start routine; not placed. */
-            rc = ag_drain_kernel_faulted(t, tid, NULL, fn, ctx, &n);
-            if (rc == 0) {
-                rc = ag_drain_kernel_expired(t, tid, UINT64_MAX, NULL, fn, ctx, &n);
-            }
-        }
-        if (rc != 0) {
-            break;
-        }
-        if (state == AG_SLOT_EXITING) {
-            /* Passes held for a wall signal it never took (it left from inside the kernel):
-             * lost, in its last LOST record. A pass that comes later finds the mark clear. */
-            uint32_t w = atomic_exchange_explicit(&t->wall_signalled, 0, memory_order_acq_rel);
-
-            if (w >= AG_WALL_HELD_ONE) {
-                ag_sig_count_unsampled(t, w / AG_WALL_HELD_ONE);
-            }
-        }
-        dropped = atomic_load_explicit(&t->dropped, memory_order_acquire); /* then unsampled */
-        unsampled = atomic_load_explicit(&t->unsampled, memory_order_relaxed);
-        if (dropped != t->dropped_reported) {
-            rec.kind = AG_RECORD_LOST;
-            rec.u.lost = dropped - t->dropped_reported;
-            /* The wall thread adds to both; one it has added to unsampled only waits a drain. */
-            rec.unsampled = unsampled - t->unsampled_reported < rec.u.lost
-                                    ? unsampled - t->unsampled_reported
-                                    : rec.u.lost;
-            t->dropped_reported = dropped;
-            t->unsampled_reported += rec.unsampled;
-            n++;
-            rc = fn(&rec, ctx);
-            if (rc != 0) {
-                break;
-            }
-        }
-        if (state == AG_SLOT_EXITING) {
-            /* The thread is gone: no producer remains but the wall thread, which skips
-             * non-active slots. Drain what it may have added, then free the slot. */
-            rc = ag_drain_ring(t, &t->wring, tid, UINT64_MAX, fn, ctx, &n);
-            rec.kind = AG_RECORD_THREAD_STOP;
-            rec.u.name = NULL;
-            rec.unsampled = 0;
-            n++;
-            if (rc == 0) {
-                rc = fn(&rec, ctx);
-            }
-            pthread_mutex_lock(&ag.reg_lock);
-            ag_thread_release_locked(t);
-            pthread_mutex_unlock(&ag.reg_lock);
-        }
+        rc = ag_drain_slot(&ag.threads[i], fn, ctx, &n);
     }
-    atomic_store_explicit(&ag.drain_held_from, held_from, memory_order_relaxed);
+    atomic_store_explicit(&ag.drain_held_from, ag_drain_held, memory_order_relaxed);
     pthread_mutex_unlock(&ag.drain_lock);
     return rc != 0 ? rc : n;
 }
@@ -1176,4 +1326,41 @@ uint64_t
 ag_drain_held_from(void)
 {
     return atomic_load_explicit(&ag.drain_held_from, memory_order_relaxed);
+}
+
+/*
+ * A registration found no free slot (threads.c): the slots of exited threads are drained here,
+ * as ag_drain would, into the parked records, and freed. The records keep their order: a
+ * thread's START, samples, final sample, LOST and STOP, all before any later drain's. Their
+ * stacks are checked at delivery: the check may read /proc/self/maps (codemap.c), which a host
+ * thread's start does not open. Called with no lock held (drain_lock comes before reg_lock).
+ */
+unsigned
+ag_drain_reclaim(void)
+{
+    unsigned i, high, freed = 0;
+    int n = 0;
+
+    pthread_mutex_lock(&ag.drain_lock);
+    if (!atomic_load(&ag.running) || ag.threads == NULL) {
+        pthread_mutex_unlock(&ag.drain_lock);
+        return 0;
+    }
+    ag_drain_deferred = 1;
+    high = atomic_load_explicit(&ag.high, memory_order_acquire);
+    for (i = 0; i < high && ag_park_len < AG_PARK_MAX; i++) {
+        struct ag_thread *t = &ag.threads[i];
+
+        /* EXITING until a drain frees it, and drains hold drain_lock. */
+        if (atomic_load_explicit(&t->state, memory_order_acquire) != AG_SLOT_EXITING) {
+            continue;
+        }
+        if (ag_drain_slot(t, ag_drain_park, NULL, &n) != 0) {
+            break;
+        }
+        freed += atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_FREE;
+    }
+    ag_drain_deferred = 0;
+    pthread_mutex_unlock(&ag.drain_lock);
+    return freed;
 }

@@ -122,7 +122,7 @@ ag_host_claim(struct ag_thread *t, uint64_t cpu, int unseen, const uint64_t *fra
         atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
         return; /* not sampled in CPU mode, or by perf-ring, which needs no signal */
     }
-    weight = ag_sig_cpu_weigh(t, cpu, 1000000000u / hz, 0, &delta);
+    weight = ag_sig_cpu_weigh(t, cpu, 1000000000u / hz, AG_WEIGH_CLAIM, &delta);
     if (weight == 0) {
         return;
     }

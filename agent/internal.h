@@ -269,6 +269,7 @@ struct ag_thread {
      * or ag_cpu_flush() on another thread) each take their span with an exchange. */
     _Atomic uint64_t last_cpu_ns; /* self or claim: CPU time at the last sample or claim */
     _Atomic int64_t cpu_carry_ns; /* self or claim: CPU time not yet in weights (may be < 0) */
+    _Atomic uint32_t perf_early;  /* self (perf-ring: reg): early perf samples since its last */
     _Atomic uint64_t dropped;     /* self and wall: samples lost to a full ring, and unsampled */
     _Atomic uint64_t unsampled;   /* wall: intervals a late pass missed (also in dropped) */
     uint64_t dropped_reported;    /* drain */
@@ -398,14 +399,17 @@ struct ag_thread {
     /* The perf-ring engine (agent/perf-ring.c): the thread's cpu-clock event with its kernel
      * ring buffer (reg), and the samples read from it and unwound (producer: whoever holds
      * reg_lock and reads the kernel's ring: the manager, a flush, the drain, the exit hook). */
-    _Atomic int has_ring;   /* reg (read by the thread's interposers) */
-    int ring_fd;            /* reg */
-    void *ring_base;        /* reg: the event's mapping, its first page the control page */
-    size_t ring_map_len;    /* reg */
-    uint64_t ring_cpu_base; /* reg: the thread's CPU time when its event was enabled */
-    int ring_faults_fd;     /* reg: the event's page-fault counter (its group's member), or -1 */
-    uint64_t ring_faults;   /* reg: that count at the last sample read */
-    struct ag_ring pring;   /* producer: the perf-ring reader, under reg_lock */
+    _Atomic int has_ring; /* reg (read by the thread's interposers) */
+    int ring_fd;          /* reg */
+    void *ring_base;      /* reg: the event's mapping, its first page the control page */
+    size_t ring_map_len;  /* reg */
+    /* reg: the thread's CPU clock and the event's count together, at its enable (0 then) and at
+     * the last read of its ring (ag_pring_cpu maps a sample's count between them) */
+    uint64_t ring_cpu_base, ring_count_base;
+    uint64_t ring_cpu_to, ring_count_to; /* reg: the same at the read under way (0: unknown) */
+    int ring_faults_fd;   /* reg: the event's page-fault counter (its group's member), or -1 */
+    uint64_t ring_faults; /* reg: that count at the last sample read */
+    struct ag_ring pring; /* producer: the perf-ring reader, under reg_lock */
     /* The drain delivers the thread's own ring (its locator's records) up to here only (CLOCK_
      * MONOTONIC; UINT64_MAX: all), so that they meet the perf samples in time order: a record
      * written after the last read of the kernel's ring may come after a sample not yet read
@@ -489,6 +493,7 @@ struct ag_agent {
     _Atomic uint64_t n_locators_retired; /* kernel locators that went idle (timer.c) */
     _Atomic uint64_t n_ring_fallbacks;   /* perf-ring threads sampled by perf's signal instead */
     _Atomic uint64_t n_ring_lost;        /* PERF_RECORD_LOST counts (also in n_lost) */
+    _Atomic uint64_t n_perf_early;       /* perf samples that weighed 0 (AG_WEIGH_EARLY) */
     uint64_t ring_read_ns;               /* manager: when it last read the perf rings */
     int perf_unavailable; /* reg: perf_event_open was refused for a reason that will not pass */
     unsigned tick_hz;     /* the kernel's scheduler tick rate (ag_kernel_tick_hz()), 0 unknown */
@@ -612,17 +617,28 @@ ag_timer_late(uint32_t dn, uint32_t dw)
     return dw >= 3 && 2 * (uint64_t)dw >= 3 * (uint64_t)dn;
 }
 
+/* How ag_sig_cpu_weigh() treats a span of under half an interval (the carry counted). */
+enum ag_weigh_rule {
+    AG_WEIGH_CLAIM = 0, /* a claim: it may weigh 0, its span carried */
+    AG_WEIGH_ONE = 1,   /* a timer sample: at least one interval, its debt at most one */
+    /* A perf sample: perf's cpu-clock counts stolen time and the thread's clock does not, so an
+     * overflow can come early by the thread's clock. Such a span weighs 0 and nothing is taken
+     * (last_cpu_ns and the carry stay): the thread's next sample or claim takes it. */
+    AG_WEIGH_EARLY = 2,
+};
+
 /*
  * CPU-mode weight of the span of t's CPU time that ends at cpu (its thread CPU clock now): the
  * time since the previous sample or claim (exchanged in t->last_cpu_ns; *delta_out gets it, 0
- * when t had no baseline) plus t's carried remainder, in intervals of period ns, rounded; the
- * remainder is carried to the next one. A sample counts at least once (at_least_one: a span
- * without a baseline counts as one interval); a tail claim may weigh 0. Async-signal-safe and
- * lock-free: concurrent callers on t (its handler, a claim on another thread) each take a
- * disjoint span, and the carry is moved with atomic exchanges, so weights add up.
+ * when t had no baseline or nothing was taken) plus t's carried remainder, in intervals of period
+ * ns, rounded; the remainder is carried to the next one. rule (enum ag_weigh_rule) says what a
+ * span of under half an interval weighs; a span without a baseline counts as one interval but
+ * for a claim. Async-signal-safe and lock-free: concurrent callers on t (its handler, a claim on
+ * another thread) each take a disjoint span, and the carry is moved with atomic exchanges, so
+ * weights add up.
  */
-PP_SIGSAFE uint64_t ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t period,
-                                     int at_least_one, uint64_t *delta_out);
+PP_SIGSAFE uint64_t ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t period, int rule,
+                                     uint64_t *delta_out);
 /* Finds the calling thread's slot (TLS cache, else by tid). Async-signal-safe. */
 PP_SIGSAFE struct ag_thread *ag_sig_thread_self(void);
 /* The active slot of thread tid, or NULL; lock-free. Async-signal-safe. */
@@ -674,7 +690,10 @@ void ag_thread_attach_self(void);
  * stack its CPU belongs to until it has a sample (a final sample's stack, drain.c); stack_size
  * the size it was created with (0: not known), which bounds its stack without an allocation. */
 void ag_thread_attach_started(void *(*fn)(void *), uint64_t fa, uint64_t stack_size);
-struct ag_thread *ag_thread_register_locked(int32_t tid, int self);
+/* Registers thread tid (self: the calling thread) in a free slot, or returns its own. NULL when
+ * none is free (counted in threads_dropped; with full non-NULL, not counted and *full set when
+ * the registry is full: the caller may reclaim the exited threads' slots, ag_drain_reclaim). */
+struct ag_thread *ag_thread_register_locked(int32_t tid, int self, int *full);
 /* Counts tid in threads_dropped (the registry or its engine refused it), once until it registers;
  * reg_lock held. ag_thread_dropped_reset(): every tid counts anew (ag_start). */
 void ag_thread_dropped_locked(int32_t tid);
@@ -773,6 +792,13 @@ PP_MUST_USE int ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned 
  * unwound from its stack copy, weighed by the thread's CPU time it carries; PERF_RECORD_LOST's
  * counts go to t->dropped. reg_lock held. */
 void ag_pring_read_locked(struct ag_thread *t);
+/* Thread t's CPU clock at a perf-ring sample whose event count was count: mapped in proportion
+ * between the (count, clock) pair read at the last ring read and the one read at this read
+ * (ring_count_to, ring_cpu_to; perf's cpu-clock counts stolen time, the thread's clock does not),
+ * one to one from the last pair where none is read or the clock ran ahead. reg_lock held. */
+uint64_t ag_pring_cpu(const struct ag_thread *t, uint64_t count);
+/* At a ring read's end: this read's pair, when read, is the next read's origin. reg_lock held. */
+void ag_pring_pair_next(struct ag_thread *t);
 /* Reads t's ring a last time, then unmaps and closes it. reg_lock held. */
 void ag_pring_close_locked(struct ag_thread *t);
 /* The longest the manager leaves the perf rings unread (ms). */
@@ -792,6 +818,12 @@ int ag_codemap_contains(uint64_t pc); /* 1 when pc lies in an executable mapping
  * where the walk met a pending unwind table, roots it at the [unwind tables not ready] marker
  * (ag.n_tables_pending). The drain's; s is the consumer's until released. */
 void ag_drain_check_frames(struct ag_sample *s);
+/* For a registration that found no free slot (threads.c): drains the slots of exited threads
+ * into records kept for the next ag_drain, which hands them on first, and frees them. Returns
+ * the slots freed. No lock held (takes drain_lock, then reg_lock per slot). */
+unsigned ag_drain_reclaim(void);
+/* Forgets the records ag_drain_reclaim kept (a session's end: drain_lock held; a fork's child). */
+void ag_drain_parked_discard(void);
 void ag_codemap_fini(void);
 
 /* Wall sampler (agent/wall.c): the wall thread runs from ag_wall_start() (a wall request) to

@@ -157,6 +157,8 @@ ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz)
     t->ring_cpu_base = clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0
                                ? (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec
                                : 0;
+    t->ring_count_base = 0;
+    t->ring_cpu_to = 0;
     if (ioctl(fd, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) != 0) {
         err = -errno;
         if (t->ring_faults_fd >= 0) {
@@ -209,6 +211,57 @@ ag_pring_reserve(struct ag_thread *t)
 }
 
 /*
+ * The thread's CPU clock at a sample whose event count was count. The count is perf's cpu-clock,
+ * which runs while the thread is on its CPU, stolen time included (and the interrupts' time);
+ * the thread's clock does not count those, and weights follow the thread's clock (sig-handler.c,
+ * AG_WEIGH_EARLY). So a count between the last read's pair (the count and the clock, read
+ * together) and this read's maps to the clock in proportion; a count with no pair after it, or
+ * a pair the clock ran ahead of the count in, maps one to one from the last pair.
+ */
+uint64_t
+ag_pring_cpu(const struct ag_thread *t, uint64_t count)
+{
+    uint64_t dc = t->ring_count_to - t->ring_count_base, dt = t->ring_cpu_to - t->ring_cpu_base;
+
+    if (count <= t->ring_count_base) {
+        return t->ring_cpu_base;
+    }
+    if (t->ring_cpu_to == 0 || t->ring_count_to <= t->ring_count_base ||
+        t->ring_cpu_to < t->ring_cpu_base || dt >= dc) {
+        return t->ring_cpu_base + (count - t->ring_count_base);
+    }
+    return t->ring_cpu_base + (uint64_t)((unsigned __int128)(count - t->ring_count_base) * dt / dc);
+}
+
+void
+ag_pring_pair_next(struct ag_thread *t)
+{
+    if (t->ring_cpu_to != 0 && t->ring_count_to > t->ring_count_base &&
+        t->ring_cpu_to >= t->ring_cpu_base) {
+        t->ring_count_base = t->ring_count_to;
+        t->ring_cpu_base = t->ring_cpu_to;
+    }
+    t->ring_cpu_to = 0;
+}
+
+/* The event's count and the thread's CPU clock now, for ag_pring_cpu (0 and 0: unknown). */
+static void
+ag_pring_clocks(struct ag_thread *t, int32_t tid)
+{
+    uint64_t v[3] = { 0, 0, 0 };
+    struct timespec ts;
+
+    t->ring_count_to = 0;
+    t->ring_cpu_to = 0;
+    if (read(t->ring_fd, v, sizeof(v)) < (ssize_t)(2 * sizeof(uint64_t)) || v[0] == 0 ||
+        clock_gettime(ag_thread_cpu_clock(tid), &ts) != 0) {
+        return; /* (nr, then the leader's count first) */
+    }
+    t->ring_count_to = v[1];
+    t->ring_cpu_to = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
  * One PERF_RECORD_SAMPLE of t (size bytes in ag_pring_rec) into t->pring, with the signal perf
  * engine's kernel-time split (sig-handler.c): the event counts in user mode only, so a sample that
  * carries k intervals of CPU saw k-1 overflows skipped in the kernel. They go first, as an
@@ -231,7 +284,7 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
     struct ag_unwind_result res;
     struct ag_unwind_ctx c;
     struct ag_sample *s;
-    uint32_t weight, kernel_w = 0, skip = 0;
+    uint32_t weight, kernel_w = 0, skip = 0, early;
     unsigned i;
     int in_kernel, faulted = 0;
 
@@ -288,8 +341,15 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
         return;
     }
     period = 1000000000u / t->timer_hz;
-    cpu = t->ring_cpu_base + count;
-    weight = (uint32_t)ag_sig_cpu_weigh(t, cpu, period, 1, &delta);
+    cpu = ag_pring_cpu(t, count);
+    weight = (uint32_t)ag_sig_cpu_weigh(t, cpu, period, AG_WEIGH_EARLY, &delta);
+    if (weight == 0) {
+        /* Early by the thread's clock (sig-handler.c): no sample, its CPU goes to the next. */
+        atomic_fetch_add_explicit(&t->perf_early, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ag.n_perf_early, 1, memory_order_relaxed);
+        return;
+    }
+    early = atomic_exchange_explicit(&t->perf_early, 0, memory_order_relaxed);
     own = delta != 0 ? delta : period;
     /* An overflow due in a system call's exit path, where interrupts are off until the return,
      * is taken just after it: its interval ended in the kernel (sig-handler.c). */
@@ -302,8 +362,8 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
         fault_n = faults - t->ring_faults;
         t->ring_faults = faults;
     }
-    if (weight > 1) {
-        kernel_w = weight - 1u;
+    if (weight > 1u + early) {
+        kernel_w = weight - 1u - early; /* (the early overflows came in user mode) */
         kernel_ns = own / weight * kernel_w;
         atomic_fetch_add_explicit(&t->kern_w, kernel_w, memory_order_relaxed);
         ag_pring_ask_locator(t, in_kernel);
@@ -398,6 +458,9 @@ ag_pring_read_locked(struct ag_thread *t)
     data = (const unsigned char *)t->ring_base + pg->data_offset;
     head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE); /* the kernel's writes before */
     tail = pg->data_tail;
+    if (tail < head && t->ring_fd >= 0) {
+        ag_pring_clocks(t, tid); /* after the head: the samples before it have smaller counts */
+    }
     while (tail < head) {
         pp_perf_ring_copy(pg, data, tail, &h, sizeof(h));
         if (h.size < sizeof(h)) {
@@ -419,6 +482,7 @@ ag_pring_read_locked(struct ag_thread *t)
         tail += h.size;
     }
     __atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE); /* the space is the kernel's */
+    ag_pring_pair_next(t); /* the next read's samples map from this read's pair */
     /* After the samples' commits: a drain that reads this horizon finds them in pring. */
     atomic_store_explicit(&t->pring_horizon,
                           now > AG_PRING_HORIZON_SLACK_NS ? now - AG_PRING_HORIZON_SLACK_NS : 0,

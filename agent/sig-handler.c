@@ -84,16 +84,27 @@ ag_sig_in_syscall(uint64_t pc)
 }
 
 uint64_t
-ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t period, int at_least_one,
-                 uint64_t *delta_out)
+ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t period, int rule, uint64_t *delta_out)
 {
-    uint64_t last = atomic_exchange_explicit(&t->last_cpu_ns, cpu, memory_order_relaxed);
-    uint64_t delta = last != 0 && cpu > last ? cpu - last : 0;
-    uint64_t weight;
+    uint64_t last = atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed);
+    uint64_t delta, weight;
     int64_t carry;
 
+    /* An early span is left as it is (nothing exchanged): a claim that moves last_cpu_ns in the
+     * meantime makes the exchange fail, and the span is looked at again. */
+    do {
+        if (rule == AG_WEIGH_EARLY && last != 0 &&
+            (cpu <= last ||
+             atomic_load_explicit(&t->cpu_carry_ns, memory_order_relaxed) + (int64_t)(cpu - last) <=
+                     (int64_t)(period / 2))) {
+            *delta_out = 0;
+            return 0;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&t->last_cpu_ns, &last, cpu,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    delta = last != 0 && cpu > last ? cpu - last : 0;
     *delta_out = delta;
-    if (delta == 0 && at_least_one) {
+    if (delta == 0 && rule != AG_WEIGH_CLAIM) {
         delta = period; /* no baseline: the sample stands for one interval */
     }
     /* Taken out and put back with atomic operations: a claim on another thread that runs
@@ -102,7 +113,8 @@ ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t period, int at_leas
     if (carry > (int64_t)(period / 2)) {
         weight = ((uint64_t)carry + period / 2) / period;
     } else {
-        weight = at_least_one ? 1 : 0;
+        /* (an early perf span is taken only when a claim moved the carry since it was looked at) */
+        weight = rule != AG_WEIGH_CLAIM ? 1 : 0;
     }
     weight = weight > UINT16_MAX ? UINT16_MAX : weight;
     carry -= (int64_t)(weight * period);
@@ -299,6 +311,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     int eintr, in_kernel = 0, site = 0, faulted = 0, faults_read = 0, owed;
     uint64_t fault_n = AG_FAULTS_UNKNOWN;
     uint32_t skip = 0, kernel_w = 0, held = 0; /* held: wall passes this sample would carry */
+    uint32_t early = 0;    /* perf: early overflows whose CPU this sample takes (AG_WEIGH_EARLY) */
     uint64_t split_pc = 0; /* the split-off record's marker: none (kernel time), not sampled */
     siginfo_t host_info;
 
@@ -464,7 +477,19 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         period = 1000000000u / hz;
         /* Rounded, with the remainder carried to the thread's next sample, so the weights add
          * up to the thread's CPU time in intervals (every sample counts at least once). */
-        s->weight = (uint16_t)ag_sig_cpu_weigh(t, cpu, period, 1, &delta);
+        s->weight = (uint16_t)ag_sig_cpu_weigh(
+                t, cpu, period, engine == AG_CPU_ENGINE_PERF ? AG_WEIGH_EARLY : AG_WEIGH_ONE,
+                &delta);
+        if (s->weight == 0) {
+            /* An overflow early by the thread's clock (perf's counts stolen time): no sample
+             * (the slot is not committed); its CPU goes to the thread's next. */
+            atomic_fetch_add_explicit(&t->perf_early, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&ag.n_perf_early, 1, memory_order_relaxed);
+            goto out;
+        }
+        early = engine == AG_CPU_ENGINE_PERF
+                        ? atomic_exchange_explicit(&t->perf_early, 0, memory_order_relaxed)
+                        : 0;
         s->cpu_delta_ns = delta != 0 ? delta : period;
         if (engine == AG_CPU_ENGINE_PERF &&
             (s->weight > 1 || atomic_load_explicit(&t->kern_faults, memory_order_relaxed) == 0 ||
@@ -487,10 +512,11 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
             fault_n = faults == 0 || prev == 0 ? AG_FAULTS_UNKNOWN : faults - prev;
             faults_read = 1;
         }
-        if (engine == AG_CPU_ENGINE_PERF && s->weight > 1) {
+        if (engine == AG_CPU_ENGINE_PERF && s->weight > 1u + early) {
             /* The overflows the event skipped in the kernel: all but this sample's own interval
-             * is kernel time, split off below (timer.c says why). */
-            kernel_w = s->weight - 1u;
+             * is kernel time, split off below (timer.c says why), but for the early overflows
+             * whose CPU this sample took: those came in user mode. */
+            kernel_w = s->weight - 1u - early;
             kernel_ns = s->cpu_delta_ns / s->weight * kernel_w;
             delta = s->cpu_delta_ns;
             atomic_fetch_add_explicit(&t->kern_w, kernel_w, memory_order_relaxed);

@@ -2,7 +2,8 @@
 /*
  * agent/threads.c - the thread registry: registration from host/threads.c (the start routine is
  * wrapped so the thread registers itself, records its stack bounds and gets its CPU timer
- * before user code runs), a pthread key destructor that retires the slot at thread exit, and
+ * before user code runs; with every slot taken it reclaims those of exited threads, drain.c's
+ * ag_drain_reclaim), a pthread key destructor that retires the slot at thread exit, and
  * the manager's periodic /proc/self/task scan for threads created otherwise (and for threads
  * that vanished), their names and their stack bounds. Context: ordinary threads under
  * ag.reg_lock; never called from a signal handler. Slots are never unmapped while the agent
@@ -391,7 +392,7 @@ ag_thread_reset_locked(struct ag_thread *t)
 }
 
 struct ag_thread *
-ag_thread_register_locked(int32_t tid, int self)
+ag_thread_register_locked(int32_t tid, int self, int *full)
 {
     struct ag_thread *t = NULL;
     unsigned i, high = atomic_load_explicit(&ag.high, memory_order_relaxed);
@@ -416,7 +417,11 @@ ag_thread_register_locked(int32_t tid, int self)
     }
     if (t == NULL) {
         if (high >= ag.cfg.max_threads) {
-            ag_thread_dropped_locked(tid);
+            if (full != NULL) {
+                *full = 1; /* the caller's to count, or to reclaim */
+            } else {
+                ag_thread_dropped_locked(tid);
+            }
             return NULL;
         }
         t = &ag.threads[high];
@@ -482,6 +487,39 @@ ag_thread_register_locked(int32_t tid, int self)
      * starts threads faster than the drain frees their slots (docs/performance.md, "Thread
      * creation under a session"). */
     ag_timer_update_locked(t);
+    return t;
+}
+
+/*
+ * ag_thread_register_locked() of a thread that may wait for a slot: when none is free, the slots
+ * of threads that exited are reclaimed (ag_drain_reclaim drains what they hold into records that
+ * the next drain hands on first) and the registration tried again; only a registry full of live
+ * threads (or of records not yet handed on past their bound) drops it. An exited thread's slot
+ * is otherwise freed by the next drain (every 50 ms), and past max_threads exits in between
+ * every later thread went unregistered until then (docs/performance.md, "Thread churn past the
+ * registry"). No extra work while a slot is free. reg_lock held; released while reclaiming
+ * (drain_lock comes first), so the registry may have changed meanwhile.
+ */
+static struct ag_thread *
+ag_thread_register_reclaim_locked(int32_t tid, int self)
+{
+    struct ag_thread *t;
+    unsigned freed = 1;
+    int full = 0;
+
+    /* Tried again after a reclaim that freed none too: another thread's may have. */
+    while ((t = ag_thread_register_locked(tid, self, &full)) == NULL && full && freed != 0) {
+        pthread_mutex_unlock(&ag.reg_lock);
+        freed = ag_drain_reclaim();
+        pthread_mutex_lock(&ag.reg_lock);
+        full = 0;
+        if (!atomic_load(&ag.running)) {
+            return NULL; /* stopped meanwhile: its registry is gone */
+        }
+    }
+    if (full) {
+        ag_thread_dropped_locked(tid);
+    }
     return t;
 }
 
@@ -708,7 +746,7 @@ ag_thread_attach_started(void *(*fn)(void *), uint64_t fa, uint64_t stack_size)
     }
     pthread_once(&ag_threads_once, ag_threads_once_init);
     pthread_mutex_lock(&ag.reg_lock);
-    t = ag.threads != NULL ? ag_thread_register_locked(tid, 1) : NULL;
+    t = ag.threads != NULL ? ag_thread_register_reclaim_locked(tid, 1) : NULL;
     if (t != NULL) {
         /* The drain sees the slot only under reg_lock, after this. */
         memcpy(t->last_frames, root, root_depth * sizeof(root[0]));
@@ -793,33 +831,15 @@ ag_threads_bounds_from_maps(uint64_t sp, uint64_t *lo, uint64_t *hi)
     return err;
 }
 
-void
-ag_threads_scan(void)
+/* Registers the threads the listing d holds (read from its start) that have no slot. With full
+ * non-NULL, one that finds the registry full is not counted and *full set. reg_lock held; now:
+ * read under it. */
+static void
+ag_threads_scan_list_locked(DIR *d, uint64_t now, int *full)
 {
     struct dirent *de;
-    unsigned i, high;
-    uint64_t now;
-    DIR *d;
 
-    pthread_mutex_lock(&ag.reg_lock);
-    /* Read under the lock, as the exit hooks' times are: read before it, an exit hook that held
-     * the lock meanwhile noted a later time, now - ns wrapped around, and the thread (still
-     * listed while it exits) was registered again: its stop announced twice. */
-    now = ag_now_ns();
-    high = atomic_load_explicit(&ag.high, memory_order_relaxed);
-    for (i = 0; i < high; i++) {
-        ag.threads[i].scan_seen = 0;
-    }
-    if (ag_scan_dir != NULL) {
-        rewinddir(ag_scan_dir);
-    } else {
-        ag_scan_dir = opendir("/proc/self/task");
-    }
-    d = ag_scan_dir;
-    if (d == NULL) {
-        pthread_mutex_unlock(&ag.reg_lock);
-        return;
-    }
+    rewinddir(d);
     while ((de = readdir(d)) != NULL) {
         struct ag_thread *t;
         char *end;
@@ -835,11 +855,51 @@ ag_threads_scan(void)
         /* A tid whose exit hook ran lately is not registered again; but a slot that is active
          * under it (the tid reused by a thread that registered itself since) is still seen,
          * or the loop below would take it for gone and stop sampling it. */
-        t = ag_thread_exited_locked((int32_t)tid, now) ? ag_thread_find_locked((int32_t)tid)
-                                                       : ag_thread_register_locked((int32_t)tid, 0);
+        t = ag_thread_exited_locked((int32_t)tid, now)
+                    ? ag_thread_find_locked((int32_t)tid)
+                    : ag_thread_register_locked((int32_t)tid, 0, full);
         if (t != NULL) {
             t->scan_seen = 1;
         }
+    }
+}
+
+void
+ag_threads_scan(void)
+{
+    unsigned i, high;
+    uint64_t now;
+    int full = 0;
+    DIR *d;
+
+    pthread_mutex_lock(&ag.reg_lock);
+    /* Read under the lock, as the exit hooks' times are: read before it, an exit hook that held
+     * the lock meanwhile noted a later time, now - ns wrapped around, and the thread (still
+     * listed while it exits) was registered again: its stop announced twice. */
+    now = ag_now_ns();
+    high = atomic_load_explicit(&ag.high, memory_order_relaxed);
+    for (i = 0; i < high; i++) {
+        ag.threads[i].scan_seen = 0;
+    }
+    if (ag_scan_dir == NULL) {
+        ag_scan_dir = opendir("/proc/self/task");
+    }
+    d = ag_scan_dir;
+    if (d == NULL) {
+        pthread_mutex_unlock(&ag.reg_lock);
+        return;
+    }
+    ag_threads_scan_list_locked(d, now, &full);
+    if (full) {
+        /* A thread it found with every slot taken: the exited threads' are reclaimed, as at a
+         * thread's own registration (the lock let go: drain_lock comes first; the listing is the
+         * manager's alone, and a stop joins the manager before it closes it), and the listing
+         * read again, counting what is left. */
+        pthread_mutex_unlock(&ag.reg_lock);
+        (void)ag_drain_reclaim();
+        pthread_mutex_lock(&ag.reg_lock);
+        now = ag_now_ns();
+        ag_threads_scan_list_locked(d, now, NULL);
     }
     high = atomic_load_explicit(&ag.high, memory_order_relaxed);
     for (i = 0; i < high; i++) {
@@ -907,6 +967,7 @@ ag_threads_forked_child(void)
         atomic_store(&ag.own_code_tids[i], 0); /* the parent's threads' */
     }
     ag_scan_files_close_locked(); /* the parent's process's (reg_lock is the child's alone) */
+    ag_drain_parked_discard();    /* the parent's threads' records */
 }
 
 int
@@ -954,6 +1015,7 @@ ag_threads_stop(void)
         ag_ring_discard(&all[i].pring);
     }
     atomic_store(&ag.high, 0);
+    ag_drain_parked_discard();    /* the exited threads' records a reclaim kept */
     ag_scan_files_close_locked(); /* the session's fds go with it */
     pthread_mutex_unlock(&ag.reg_lock);
 }

@@ -168,6 +168,7 @@ ag_timer_baseline(struct ag_thread *t, int32_t tid)
     int32_t origin_tid = atomic_load(&ag_origin_tid);
 
     atomic_store_explicit(&t->cpu_carry_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->perf_early, 0, memory_order_relaxed);
     if (clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0) {
         uint64_t cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 
@@ -264,7 +265,7 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
         (int64_t)(period / 2)) {
         return cpu - last; /* under half an interval: a live thread's next sample takes it */
     }
-    weight = ag_sig_cpu_weigh(t, cpu, period, 0, &delta);
+    weight = ag_sig_cpu_weigh(t, cpu, period, AG_WEIGH_CLAIM, &delta);
     if (weight == 0) {
         return delta; /* a sample came in between: the carry keeps the rest */
     }

@@ -4,7 +4,8 @@
  * the calling thread, 32 frames deep, and times the round trip with: an empty SA_SIGINFO handler;
  * the agent's handler on its wall path (ring slot, clock, unwind); the agent's handler on its CPU
  * path as the perf_event engine takes it (si_code POLL_IN and the thread's own event fd: the
- * thread CPU clock and the weight too), with the thread's CFI row cache and without it. The
+ * thread CPU clock and the weight too), with the thread's CFI row cache and without it, and an
+ * overflow early by the thread's clock, which weighs 0 and is no sample. The
  * configurations alternate batch by batch in one run, and each figure is the median of the
  * batches. Then times ag_sig_unwind() alone at two depths for the per-frame cost of the walk,
  * with and without the cache. usage: bench-sample [SIGNALS-PER-BATCH [BATCHES]] (20000, 9).
@@ -41,10 +42,14 @@ enum bench_kind {
     BENCH_WALL = 1,   /* the agent's wall path */
     BENCH_CPU = 2,    /* the agent's CPU path, perf_event engine, with the CFI row cache */
     BENCH_CPU_NC = 3, /* the same without the cache */
-    BENCH_KINDS = 4,
+    /* The CPU path of an overflow early by the thread's clock (microseconds of CPU after the
+     * previous one at 1 Hz): it weighs 0, no sample (agent/sig-handler.c, AG_WEIGH_EARLY) */
+    BENCH_CPU_EARLY = 4,
+    BENCH_KINDS = 5,
 };
 
 static int bench_perf_fd = -1;
+static struct ag_thread *bench_thread; /* the calling thread's slot, while the agent runs */
 
 static void
 bench_send(int signo, enum bench_kind kind)
@@ -62,6 +67,11 @@ bench_send(int signo, enum bench_kind kind)
         /* As the kernel fills it for F_SETSIG: a process may queue any code to itself. */
         si.si_code = POLL_IN;
         si.si_fd = bench_perf_fd;
+        if (kind != BENCH_CPU_EARLY) {
+            /* No baseline: the overflow stands for one interval, a whole sample (signals
+             * microseconds of CPU apart at 1 Hz are early by the thread's clock, and weigh 0). */
+            atomic_store_explicit(&bench_thread->last_cpu_ns, 0, memory_order_relaxed);
+        }
     }
     syscall(SYS_rt_tgsigqueueinfo, (long)getpid(), (long)syscall(SYS_gettid), (long)signo, &si);
 }
@@ -247,6 +257,7 @@ main(int argc, char **argv)
         return 1;
     }
     bench_cache = t->cfi_cache;
+    bench_thread = t;
     usleep(300000); /* the manager thread builds the CFI tables */
     bench_at_depth(32, &o, 0);
     ag_stats_get(&st);
@@ -260,6 +271,8 @@ main(int argc, char **argv)
            o.sig[BENCH_CPU], o.sig[BENCH_CPU] - o.sig[BENCH_EMPTY]);
     printf("  agent handler, CPU path (perf), no cache  : %5.0f ns/signal (+%.0f ns)\n",
            o.sig[BENCH_CPU_NC], o.sig[BENCH_CPU_NC] - o.sig[BENCH_EMPTY]);
+    printf("  agent handler, CPU path (perf), early     : %5.0f ns/signal (+%.0f ns)\n",
+           o.sig[BENCH_CPU_EARLY], o.sig[BENCH_CPU_EARLY] - o.sig[BENCH_EMPTY]);
     printf("  %llu samples, %llu lost; row cache: %llu hits, %llu misses\n",
            (unsigned long long)st.samples, (unsigned long long)st.lost,
            (unsigned long long)bench_cache->hits, (unsigned long long)bench_cache->misses);

@@ -95,6 +95,9 @@ static const struct nt_field bridge_sampling_fields[] = {
 static const struct nt_field bridge_agent_losses_fields[] = {
     { "ThreadsDropped", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "CpuRestNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    /* perf samples left out as early by their thread's CPU clock (agent/sig-handler.c,
+     * AG_WEIGH_EARLY): their CPU is in the thread's next sample, none is lost */
+    { "PerfEarly", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
 static const struct nt_field bridge_lost_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
@@ -128,7 +131,7 @@ static const struct nt_event_desc bridge_agent_losses_event = { BRIDGE_PROVIDER_
                                                                 4,
                                                                 0,
                                                                 bridge_agent_losses_fields,
-                                                                2,
+                                                                3,
                                                                 0 };
 
 /* An open-addressing set of code addresses (0 is the empty slot; address 0 is never stored),
@@ -214,8 +217,8 @@ struct bridge_session {
     char engine[16]; /* the engine last written in a Sampling event */
     /* The agent's loss counters (ag_stats' threads_dropped, cpu_rest_ns) as last taken: an
      * AgentLosses event carries what they grew by since (bridge_write_losses). */
-    uint64_t losses_threads, losses_rest_ns;
-    struct bridge_counters counters; /* EventCounters (bridge/counters.h) */
+    uint64_t losses_threads, losses_rest_ns, losses_early; /* (and ag_stats.perf_early) */
+    struct bridge_counters counters;                       /* EventCounters (bridge/counters.h) */
     /* A stack snapshot (CPU mode, SampleProfiler alone: dotnet-stack's session): the first pass
      * of a wall sampler started for it gives every thread one waiting-type sample with its stack,
      * running or blocked. 0 none (or taken), 1 taking it. */
@@ -557,6 +560,7 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
         ag_stats_get(&st); /* this session's losses count from here */
         s->losses_threads = st.threads_dropped;
         s->losses_rest_ns = st.cpu_rest_ns;
+        s->losses_early = st.perf_early;
     }
     if (err == 0 && s->samples && cfg->provider_count == 1 &&
         ag_sampling_acquire(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) == 0) {
@@ -1292,29 +1296,39 @@ bridge_write_sampling(struct bridge_session *s, struct nt_writer *w, uint64_t ts
                                 BRIDGE_NO_THREAD, ts, &p);
 }
 
-/* Says what the agent could not put in any sample since the last such event, when anything. A
- * counter below its last value was reset by a new start of the agent: all of it is new. */
+/* What counter now grew by since *last (all of it when below: a new start of the agent reset
+ * it); *last becomes now. */
+static uint64_t
+bridge_growth(uint64_t now, uint64_t *last)
+{
+    uint64_t d = now >= *last ? now - *last : now;
+
+    *last = now;
+    return d;
+}
+
+/* Says what the agent could not put in any sample since the last such event, when anything, and
+ * the perf samples it left out as early by their thread's clock (their CPU is in later samples).
+ * A counter below its last value was reset by a new start of the agent: all of it is new. */
 static int
 bridge_write_losses(struct bridge_session *s, struct nt_writer *w, uint64_t ts)
 {
     struct ag_stats st;
     uint8_t buf[32];
     struct nt_payload p;
-    uint64_t threads, rest;
+    uint64_t threads, rest, early;
 
     ag_stats_get(&st);
-    threads = st.threads_dropped >= s->losses_threads ? st.threads_dropped - s->losses_threads
-                                                      : st.threads_dropped;
-    rest = st.cpu_rest_ns >= s->losses_rest_ns ? st.cpu_rest_ns - s->losses_rest_ns
-                                               : st.cpu_rest_ns;
-    s->losses_threads = st.threads_dropped;
-    s->losses_rest_ns = st.cpu_rest_ns;
-    if (threads == 0 && rest == 0) {
+    threads = bridge_growth(st.threads_dropped, &s->losses_threads);
+    rest = bridge_growth(st.cpu_rest_ns, &s->losses_rest_ns);
+    early = bridge_growth(st.perf_early, &s->losses_early);
+    if (threads == 0 && rest == 0 && early == 0) {
         return 0;
     }
     nt_payload_init(&p, buf, sizeof(buf));
     nt_payload_u64(&p, threads);
     nt_payload_u64(&p, rest);
+    nt_payload_u64(&p, early);
     return bridge_write_payload(w, &bridge_agent_losses_event, BRIDGE_NO_THREAD, ts, &p);
 }
 

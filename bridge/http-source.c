@@ -336,6 +336,8 @@ bridge_http_end_cb(uv_timer_t *t)
         p->cpu_rest_ns = st.cpu_rest_ns >= r->stats0.cpu_rest_ns
                                  ? st.cpu_rest_ns - r->stats0.cpu_rest_ns
                                  : st.cpu_rest_ns;
+        p->perf_early = st.perf_early >= r->stats0.perf_early ? st.perf_early - r->stats0.perf_early
+                                                              : st.perf_early;
     }
     p->mode = strdup(r->mode == AG_MODE_WALL ? "wall" : "cpu");
     f = fopen("/proc/self/comm", "re");

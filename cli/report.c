@@ -52,7 +52,8 @@ pp_report_usage(FILE *out)
                  "signal blocked, not sampled ([not sampled]: CPU no sample saw), and the\n"
                  "not-running markers, whether the timer engine sampled above the kernel's\n"
                  "tick (tick-bound: its samples came at the tick), and the stacks cut short\n"
-                 "where an unwind table was not built yet. JSON has \"samples\", "
+                 "where an unwind table was not built yet, and the perf samples left out as\n"
+                 "early by their thread's CPU clock (stolen time). JSON has \"samples\", "
                  "\"running_samples\",\n"
                  "\"waiting_samples\", \"lost_events\", \"lost_samples\", \"duration_s\",\n"
                  "\"threads\", \"process_id\", \"sampling_interval_ns\", \"mode\",\n"
@@ -65,7 +66,7 @@ pp_report_usage(FILE *out)
                  "running, with the stack it waited in: not samples here),\n"
                  "\"tables_pending_samples\" (stacks cut short, rooted at [unwind tables not\n"
                  "ready]), \"threads_dropped\" (refused), \"cpu_rest_ms\" (in no sample),\n"
-                 "\"top_self\" and\n"
+                 "\"perf_early_samples\", \"top_self\" and\n"
                  "\"top_total\" ([{\"function\", \"self\",\n"
                  "\"self_pct\", \"total\", \"total_pct\"}]), \"per_thread\" and \"processes\"\n"
                  "([{\"process_id\", \"name\", \"samples\"}], one per file).\n"
@@ -232,6 +233,13 @@ pp_report_time_lines(const struct pp_profile *p, const struct pp_report_time *tm
                 "their final one did not take (under half an interval a thread)\n",
                 prefix, (double)p->cpu_rest_ns / 1e6);
     }
+    if (p->perf_early != 0) {
+        fprintf(out,
+                "%sperf samples early by their thread's CPU clock: %llu, left out (perf's "
+                "cpu-clock counts time the hypervisor stole and interrupts' time; their CPU went "
+                "to each thread's next sample)\n",
+                prefix, (unsigned long long)p->perf_early);
+    }
     if (tm->tables_pending != 0) {
         fprintf(out,
                 "%sstacks cut short while a module's unwind table was being built: %llu samples "
@@ -273,6 +281,11 @@ pp_report_time_brief(const struct pp_profile *p, const char *prefix, FILE *out)
     if (p->cpu_rest_ns != 0) {
         fprintf(out, "%s%.1f ms of CPU at the ends of threads in no sample", sep,
                 (double)p->cpu_rest_ns / 1e6);
+        sep = "; ";
+    }
+    if (p->perf_early != 0) {
+        fprintf(out, "%s%llu perf samples left out, early by their thread's CPU clock", sep,
+                (unsigned long long)p->perf_early);
         sep = "; ";
     }
     if (p->samples > p->running_samples) {
@@ -429,7 +442,7 @@ pp_cmd_report(int argc, char **argv)
                "\"kernel_unplaced_samples\":%llu,\"unseen_samples\":%llu,"
                "\"not_sampled_samples\":%llu,\"not_running_markers\":%llu,\"wait_markers\":%llu,"
                "\"tick_hz\":%u,\"tick_bound\":%s,\"tables_pending_samples\":%llu,"
-               "\"threads_dropped\":%llu,\"cpu_rest_ms\":%.3f,",
+               "\"threads_dropped\":%llu,\"cpu_rest_ms\":%.3f,\"perf_early_samples\":%llu,",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples),
                (unsigned long long)p->lost_events, duration_s, p->thread_count, p->process_id,
@@ -441,7 +454,7 @@ pp_cmd_report(int argc, char **argv)
                (unsigned long long)p->wait_markers, p->tick_hz,
                pp_profile_tick_bound(p) != 0 ? "true" : "false",
                (unsigned long long)tm.tables_pending, (unsigned long long)p->threads_dropped,
-               (double)p->cpu_rest_ns / 1e6);
+               (double)p->cpu_rest_ns / 1e6, (unsigned long long)p->perf_early);
     } else {
         printf("samples: %llu (running %llu, waiting %llu) in %.3f s, %zu threads, pid %u\n",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,

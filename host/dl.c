@@ -58,14 +58,35 @@
  * follows the same rule for a holder inside such a call (agent/agent.c). For the same reason a
  * library call made on a thread inside the host's walk (from its callback) does not take the
  * lock (host_loader_call_begin): it waited for a holder that waits for that thread, with no
- * fork at all. Not covered: a fork
- * from a constructor of the host's dlopen or dlmopen, which are not interposed (libc reads the
- * caller's object from the return address, for its search path and namespace: a wrapper would
- * change which library a host's dlopen finds); the library's calls still wait there. And a
- * callback that leaves dl_iterate_phdr by longjmp leaves its thread counted as walking. Held by:
- * test-agent-loader-fork (a fork in a walk's callback while the module list's refresh waits; one
- * in a destructor, in the host's dlclose, while a library thread's dlopen waits under the module
- * lock), host-contract-dlfork-walk (the walk's fork under record).
+ * fork at all. A fork from a constructor of the host's dlopen or dlmopen, which are not
+ * interposed (libc reads the caller's object from the return address, for its search path and
+ * namespace: a wrapper would change which library a host's dlopen finds), holds dl_load_lock as
+ * well, and no counter tells: a library dlopen or dlclose the prepare handler waits for is taken
+ * for stuck after a bound (the same call not returned after 5000 looks 200 us apart, at least
+ * 1 s), and the child then takes its list lock for lost, since that holder may have been anywhere
+ * in its call. The fork waited forever before. A walk holder is not bounded: it needs only the
+ * list lock, which such a fork does not hold.
+ *
+ * A plain fork while another thread of the host's is in its dl_iterate_phdr gives the child that
+ * thread's hold of the list lock, for good (bare too: the child's own walk, dlopen or dlclose
+ * waits forever; it may exit, exec or compute). So the walks are counted for the whole process
+ * too (host_dl_walks, from before libc's call to after it), and the child reads the count as the
+ * fork left it: above 0, its list lock is lost (host_loader_list_lost), and it starts no agent
+ * (shim.c), whose start walked the list and hung, holding the agent's life lock, which the
+ * child's exit() then waited for. An exec'd image is profiled as usual. The count is read in the
+ * child, not in the prepare handlers: a walk may start between those and the fork.
+ *
+ * Not covered: a callback that leaves dl_iterate_phdr by longjmp leaves its thread and the
+ * process counted as walking (no child forked after it is profiled; glibc's list lock stays held
+ * by that thread too, bare). A host's dlopen or dlclose on another thread
+ * changes the list under its lock for a moment too; a fork in that moment loses the child's list
+ * lock uncounted. Library calls other than these that wait for dl_load_lock (dlsym) under the
+ * module lock or the loader lock are not bounded. Held by: test-agent-loader-fork (a fork in a
+ * walk's callback while the module list's refresh waits; one in a destructor, in the host's
+ * dlclose, and one in a constructor, in the host's dlopen, while a library thread's dlopen waits
+ * under the module lock), host-contract-dlfork-walk (the walk's fork under record),
+ * -walkother and -walkexec (a plain fork beside another thread's walk), -ctor and -ctorburn (a
+ * constructor's fork while the agent's dlopen of libelf waits for it).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -88,6 +109,13 @@ static _Atomic(void *) host_real_dlclose;
  * (host_loader_*) call libc's directly and do not count. */
 #define HOST_DL_TLS __attribute__((tls_model("initial-exec")))
 static _Thread_local unsigned host_dl_walking HOST_DL_TLS, host_dl_unloading HOST_DL_TLS;
+/* The host's walks under way on all threads: counted before libc's call takes the list lock and
+ * until after it let go, so that a fork()ed child finds it above 0 whenever a thread held that
+ * lock at the fork (and sometimes when none did yet: the child is then let alone for nothing).
+ * host_loader_list_lost: this process was forked while it was above 0 (or from one that was):
+ * its list lock is held for good by a thread it does not have. */
+static _Atomic unsigned host_dl_walks;
+static int host_loader_list_lost_here;
 
 typedef int (*host_dl_iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
 static _Atomic(void *) host_real_dl_iterate_phdr;
@@ -123,7 +151,9 @@ dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
         return -1;
     }
     host_dl_walking++;
+    atomic_fetch_add_explicit(&host_dl_walks, 1, memory_order_seq_cst);
     r = real(cb, arg);
+    atomic_fetch_sub_explicit(&host_dl_walks, 1, memory_order_seq_cst);
     host_dl_walking--;
     return r;
 }
@@ -172,6 +202,19 @@ static pthread_once_t host_loader_atfork_once = PTHREAD_ONCE_INIT;
 /* The forking thread's: whether its prepare handler took the lock (the parent's and the child's
  * handlers release only what it took) */
 static _Thread_local int host_loader_fork_took;
+/* A library dlopen or dlclose that a fork's prepare handlers wait for may wait in turn for
+ * dl_load_lock held by the forking thread in a constructor of the host's dlopen (not interposed:
+ * host_loader_fork_stuck cannot tell). host_loader_calls numbers the library's calls as they
+ * begin; the forking thread counts its looks at one that has not returned
+ * (host_loader_fork_looks, of call host_loader_fork_call), and after HOST_LOADER_FORK_LOOKS of
+ * them, a pause apart (at least 1 s), takes it for stuck (host_loader_fork_timed): the holder may
+ * then have been anywhere in its call, the list lock's change included, so the child takes its
+ * list lock for lost. The handlers after the fork start the count anew. */
+#define HOST_LOADER_FORK_LOOKS 5000
+static _Atomic unsigned long host_loader_calls;
+static _Thread_local unsigned long host_loader_fork_call;
+static _Thread_local unsigned host_loader_fork_looks;
+static _Thread_local int host_loader_fork_timed;
 
 static long
 host_loader_self(void)
@@ -203,14 +246,16 @@ host_loader_unlock_nested(void)
 }
 
 int
-host_loader_walking(void)
+host_loader_list_lost(void)
 {
-    return host_dl_walking > 0;
+    return host_loader_list_lost_here ||
+           atomic_load_explicit(&host_dl_walks, memory_order_seq_cst) != 0;
 }
 
 int
 host_loader_fork_stuck(void)
 {
+    unsigned long call;
     int kind;
 
     if (atomic_load_explicit(&host_loader_owner, memory_order_relaxed) == 0) {
@@ -222,9 +267,27 @@ host_loader_fork_stuck(void)
         return 1;
     }
     kind = atomic_load_explicit(&host_loader_kind, memory_order_relaxed);
+    if (kind != HOST_LOADER_OPEN && kind != HOST_LOADER_CLOSE) {
+        host_loader_fork_looks = 0;
+        return 0; /* a walk needs only the list lock, which this thread does not hold: it ends */
+    }
     /* This thread holds dl_load_lock (a destructor): a dlopen or dlclose that has not returned
-     * waits for it before it takes the list lock (a walk needs only the list lock: it ends). */
-    return host_dl_unloading > 0 && (kind == HOST_LOADER_OPEN || kind == HOST_LOADER_CLOSE);
+     * waits for it before it takes the list lock. */
+    if (host_dl_unloading > 0) {
+        return 1;
+    }
+    /* Or it holds it in a constructor of the host's dlopen, which no counter tells: bounded */
+    call = atomic_load_explicit(&host_loader_calls, memory_order_relaxed);
+    if (host_loader_fork_looks == 0 || call != host_loader_fork_call) {
+        host_loader_fork_call = call;
+        host_loader_fork_looks = 1;
+        return 0;
+    }
+    if (++host_loader_fork_looks < HOST_LOADER_FORK_LOOKS) {
+        return 0;
+    }
+    host_loader_fork_timed = 1;
+    return 1;
 }
 
 /* The prepare handler: takes the lock, unless its holder cannot let go before this thread's own
@@ -262,6 +325,8 @@ host_loader_before_fork(void)
 static void
 host_loader_after_fork_parent(void)
 {
+    host_loader_fork_looks = 0;
+    host_loader_fork_timed = 0;
     if (host_loader_fork_took) {
         host_loader_unlock_nested();
     }
@@ -270,6 +335,15 @@ host_loader_after_fork_parent(void)
 static void
 host_loader_after_fork_child(void)
 {
+    /* The walks counted are the parent's threads': any but this thread's own is gone with the
+     * list lock it held, and this thread's, which goes on, cannot let go of it under its new tid
+     * (glibc's recursive lock knows the old one). */
+    if (atomic_load_explicit(&host_dl_walks, memory_order_seq_cst) != 0 || host_loader_fork_timed) {
+        host_loader_list_lost_here = 1;
+    }
+    atomic_store_explicit(&host_dl_walks, host_dl_walking, memory_order_seq_cst);
+    host_loader_fork_looks = 0;
+    host_loader_fork_timed = 0;
     if (!host_loader_fork_took) {
         /* held by a thread the child does not have, which had not reached libc's call or was
          * past it: the child's is free */
@@ -324,6 +398,7 @@ host_loader_call_begin(int kind)
         return -1;
     }
     host_loader_enter();
+    atomic_fetch_add_explicit(&host_loader_calls, 1, memory_order_relaxed);
     return atomic_exchange_explicit(&host_loader_kind, kind, memory_order_relaxed);
 }
 

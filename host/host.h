@@ -266,18 +266,25 @@ int host_loader_close(void *handle);
  * library call) cannot let go of it before this thread's own loader call returns: this thread is
  * in the host's dl_iterate_phdr (its callback forks: glibc's list lock is this thread's), or in
  * the host's dlclose (a destructor forks: dl_load_lock is this thread's) while the holder is in a
- * dlopen or dlclose of libc's. The prepare handler of host_loader_lock then leaves it and the
- * child makes it anew; a lock taken around loader calls (the agent's module lock) may be left
- * too when its holder is in one (dl.c's header says why). 0 otherwise, and while it is free. */
+ * dlopen or dlclose of libc's; or this thread has looked at the same library dlopen or dlclose
+ * for 5000 looks a pause apart (at least 1 s): it may be in a constructor of the host's dlopen,
+ * which no counter tells (dl.c). Each call is one look. The prepare handler of host_loader_lock
+ * then leaves it and the child makes it anew; a lock taken around loader calls (the agent's module
+ * lock) may be left too when its holder is in one (dl.c's header says why). 0 otherwise, and while
+ * it is free. */
 int host_loader_fork_stuck(void);
 /* The pause between two looks of a prepare handler that polls a lock: 200 us, by a raw system
  * call (the host's errno and the library's sleep interposers untouched). */
 void host_loader_fork_pause(void);
-/* 1 while the calling thread is inside the host's dl_iterate_phdr (its callback runs). In a
- * fork()ed child's handler: the child's loader list lock is held for good there (by the forking
- * thread's old tid), so nothing in that child may walk the loaded objects, or dlopen or dlclose
- * one (bare, the host's own would wait forever too). */
-int host_loader_walking(void);
+/* For a fork()ed child's handler: 1 when a thread of the parent's (this one included) was inside
+ * the host's dl_iterate_phdr at the fork, or an ancestor's was at an earlier fork this process
+ * comes from. The child's loader list lock is then held for good (by a thread the child does not
+ * have, or by this one under its old tid), so nothing in that child may walk the loaded objects,
+ * or dlopen or dlclose one (bare, the host's own would wait forever too). Also 1 when the fork's
+ * prepare handlers left host_loader_lock to a library dlopen or dlclose after their bound (dl.c:
+ * the holder may have held the list lock). Now and then 1 for a child whose fork fell just
+ * before or after such a walk held the lock. */
+int host_loader_list_lost(void);
 
 /*
  * A process that started under an inherited seccomp filter (host.c says why): 1 when system call n

@@ -647,6 +647,13 @@ pp_pprof_encode(struct pp_pprof *w, char *err_msg, size_t errlen)
                  (unsigned long long)p->threads_dropped, (double)p->cpu_rest_ns / 1e6);
         err = pp_pprof_comment(w, text);
     }
+    if (err == 0 && p->perf_early != 0) {
+        snprintf(text, sizeof(text),
+                 "%llu perf samples left out, early by their thread's CPU clock (their CPU is in "
+                 "the thread's next sample)",
+                 (unsigned long long)p->perf_early);
+        err = pp_pprof_comment(w, text);
+    }
     if (err == 0) {
         err = pp_pprof_intern(&w->str, time_type, strlen(time_type), &time_index);
     }

@@ -87,13 +87,16 @@ struct pp_profile {
      * a profile of one process. */
     struct pp_profile_process *processes;
     size_t process_count;
-    char *mode;       /* "cpu", "wall", "mixed" (sessions of both) or NULL: CPU mode guessed, the
-                         trace naming no mode and holding no waiting sample; owned */
-    char *engine;     /* CPU mode's engine as the trace says ("perf_event", "timer", "mixed") or
-                         NULL; owned */
-    unsigned tick_hz; /* the recorded machine's scheduler tick as the trace says (0: unknown):
-                         the timer engine's samples come at it */
-    void *priv;       /* builder state, owned by the profile */
+    char *mode;          /* "cpu", "wall", "mixed" (sessions of both) or NULL: CPU mode guessed, the
+                            trace naming no mode and holding no waiting sample; owned */
+    char *engine;        /* CPU mode's engine as the trace says ("perf_event", "timer", "mixed") or
+                            NULL; owned */
+    unsigned tick_hz;    /* the recorded machine's scheduler tick as the trace says (0: unknown):
+                            the timer engine's samples come at it */
+    uint64_t perf_early; /* perf samples the agent left out as early by their thread's CPU clock
+                            (perf's cpu-clock counts stolen time; their CPU went to each
+                            thread's next sample): pipeprof AgentLosses events' PerfEarly */
+    void *priv;          /* builder state, owned by the profile */
 };
 
 /*

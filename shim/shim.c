@@ -244,14 +244,17 @@ shim_atfork_child(void)
         __atomic_load_n(&shim_sealed, __ATOMIC_ACQUIRE)) {
         return;
     }
-    /* Forked inside the host's dl_iterate_phdr: the loader's list lock stays held in this child,
-     * and the agent's start, which walks the loaded objects, waited for it for good, its life
-     * lock held, and the child's exit() after it (host-contract-dlfork-walk; bare, it exits). */
-    if (host_loader_walking()) {
+    /* Forked inside the host's dl_iterate_phdr, on this thread or another (or while a library
+     * dlopen waited past its bound for the forking thread's dlopen: host/dl.c): the loader's
+     * list lock stays held in this child, or may, and the agent's start, which walks the loaded
+     * objects, waited for it for good, its life lock held, and the child's exit() after it
+     * (host-contract-dlfork-walk, -walkother; bare, it exits). A child that execs is profiled
+     * in its new image, whose loader is new. */
+    if (host_loader_list_lost()) {
         /* Said by one raw write: a fork's child handler must not take stdio's lock, which a
          * thread of the parent may have held at the fork (errno kept: the host's child runs on). */
-        static const char why[] = "pipeprof: a child forked inside dl_iterate_phdr, whose lock it "
-                                  "keeps, is not profiled\n";
+        static const char why[] = "pipeprof: a child forked during a loader call, whose lock it "
+                                  "may keep, is not profiled\n";
         int saved = errno;
 
         (void)syscall(SYS_write, 2, why, sizeof(why) - 1);

@@ -12,12 +12,19 @@ if(TARGET pp_agent)
   target_link_options(test-agent-sampling PRIVATE -rdynamic)
   target_compile_options(test-agent-unwind PRIVATE -fno-omit-frame-pointer)
   # A fork during the library's loader calls (host/dl.c) leaves the child's loader usable; one
-  # from the host's own (a walk's callback, the destructor of pp-dlfork-unload) returns.
+  # from the host's own (a walk's callback, the destructor of pp-dlfork-unload, the constructor
+  # of pp-dlfork-load) returns.
   add_library(pp-dlfork-unload SHARED ${CMAKE_SOURCE_DIR}/tests/fixtures/dlfork-unload.c)
   set_target_properties(pp-dlfork-unload PROPERTIES LIBRARY_OUTPUT_DIRECTORY
     ${CMAKE_BINARY_DIR}/tests)
+  # and pp-dlfork-load, whose constructor calls the test's pp_dlfork_on_load (exported)
+  add_library(pp-dlfork-load SHARED ${CMAKE_SOURCE_DIR}/tests/fixtures/dlfork-load.c)
+  set_target_properties(pp-dlfork-load PROPERTIES LIBRARY_OUTPUT_DIRECTORY
+    ${CMAKE_BINARY_DIR}/tests)
+  target_link_libraries(pp-dlfork-load PRIVATE dl)
   pp_add_test(test-agent-loader-fork LIBS pp_agent pthread dl LABELS unit)
-  add_dependencies(test-agent-loader-fork pp-dlfork-unload)
+  target_link_options(test-agent-loader-fork PRIVATE -rdynamic)
+  add_dependencies(test-agent-loader-fork pp-dlfork-unload pp-dlfork-load)
 endif()
 
 # Ground truth: CPU profiles against the threads' own CPU-time accounting, both engines, with

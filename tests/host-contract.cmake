@@ -11,6 +11,13 @@ endforeach()
 add_library(host-fds-early SHARED ${CMAKE_SOURCE_DIR}/tests/hosts/fds-early.c)
 set_target_properties(host-fds-early PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
 target_link_libraries(host-fds PRIVATE host-fds-early)
+# the libraries host-dlfork's ctor modes dlopen(): one whose constructor forks, one opened and
+# closed in a loop beside it
+foreach(lib dlfork-ctor dlfork-other)
+  add_library(host-${lib} SHARED ${CMAKE_SOURCE_DIR}/tests/hosts/${lib}.c)
+  set_target_properties(host-${lib} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
+  add_dependencies(host-dlfork host-${lib})
+endforeach()
 
 # pp_add_host_contract(NAME HOST ARGS...): one case, run bare, recorded in CPU and wall mode and
 # collected in listen mode.
@@ -220,6 +227,23 @@ pp_add_host_contract(dlfork-walk dlfork walk)
 # (ASan build: without leak detection, whose walk of the loaded objects at the child's exit()
 # waits for the list lock for good, bare too, as every dl_iterate_phdr there does)
 set_property(TEST host-contract-dlfork-walk APPEND PROPERTY ENVIRONMENT "HC_RECORD_CHILDREN=1"
+             "ASAN_OPTIONS=detect_leaks=0")
+# a plain fork while another host thread is inside its dl_iterate_phdr: the child keeps glibc's
+# list lock held by a thread it does not have, and starts no agent (host/dl.c counts every
+# thread's walk; before, its agent's start waited there for good, and its exit() after it: 2 of 3
+# children killed after 20 s in a record run). walkexec: the child execs /bin/true after it (a
+# guard: it passed before too, the exec ending the stuck start)
+pp_add_host_contract(dlfork-walkother dlfork walkother)
+pp_add_host_contract(dlfork-walkexec dlfork walkexec)
+# a fork from a constructor of the host's dlopen (glibc's dl_load_lock held 250 ms before it),
+# with another thread opening and closing a library in a loop, and one burning CPU (ctorburn): the
+# agent's dlopen of libelf waits for the constructor under the module and loader locks, and the
+# fork's prepare handlers, which waited for those forever (6 of 6 runs: status 2, "did not return
+# in 20 s"), now take it for stuck after their bound (host/dl.c); the child is then not profiled
+pp_add_host_contract(dlfork-ctor dlfork ctor)
+pp_add_host_contract(dlfork-ctorburn dlfork ctorburn)
+set_property(TEST host-contract-dlfork-walkother host-contract-dlfork-walkexec host-contract-dlfork-ctor
+             host-contract-dlfork-ctorburn APPEND PROPERTY ENVIRONMENT "HC_RECORD_CHILDREN=1"
              "ASAN_OPTIONS=detect_leaks=0")
 # Sessions start and stop in a loop while host threads and a host signal handler call the
 # interposers: CPU and wall mode, record, listen, and the loop of sessions.

@@ -260,6 +260,11 @@ struct own_fork {
     int module_lock_held; /* by the holder, when the fork was called */
     int stuck;            /* host_loader_fork_stuck() then */
     int status;           /* the child's */
+    /* The host's call is a dlopen, whose hold of dl_load_lock no counter tells: the prepare
+     * handlers take its holder for stuck after their bound (1 s), not at their first look, and
+     * the child takes its list lock for lost (host_loader_list_lost) */
+    int timed;
+    int lost; /* host_loader_list_lost() in the child, expected */
 };
 
 /* From inside the host's loader call (this thread holds one of glibc's loader locks): starts the
@@ -300,7 +305,7 @@ fork_in_own_call(struct own_fork *f)
         host_loader_leave();
         ok = ok && atomic_load(&ag_sig_modules) == NULL;
         ok = ok && (f->walk_held || dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD) != NULL);
-        _exit(ok ? 0 : 3);
+        _exit(!ok ? 3 : host_loader_list_lost() != f->lost ? 4 : 0);
     }
     ASSERT_TRUE(pid > 0);
     alarm_what = "the child did not exit in 20 s";
@@ -323,7 +328,10 @@ own_fork_check(const struct own_fork *f)
     wait_thread_done(); /* the holder's call, once the host's ended */
     printf("# module lock held at the fork: %d; loader lock stuck: %d; child status %#x\n",
            f->module_lock_held, f->stuck, (unsigned)f->status);
-    ASSERT_TRUE(f->called == 1 && f->module_lock_held && f->stuck);
+    ASSERT_TRUE(f->called == 1 && f->module_lock_held && f->stuck == !f->timed);
+    if (WIFEXITED(f->status) && WEXITSTATUS(f->status) == 4) {
+        test_fail(__FILE__, __LINE__, "the child's host_loader_list_lost() was not %d", f->lost);
+    }
     if (WIFSIGNALED(f->status) && WTERMSIG(f->status) == SIGALRM) {
         test_fail(__FILE__, __LINE__,
                   "the child waited 20 s for a lock (left held across the fork)");
@@ -345,9 +353,9 @@ fork_in_walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
 TEST(a_fork_in_the_hosts_walk_while_the_manager_waits_for_it_goes_through)
 {
 #ifdef __SANITIZE_THREAD__
-    struct own_fork f = { refresher_main, 1, 0, 0, 0, 0 };
+    struct own_fork f = { refresher_main, 1, 0, 0, 0, 0, 0, 1 };
 #else
-    struct own_fork f = { refresher_main, 0, 0, 0, 0, 0 };
+    struct own_fork f = { refresher_main, 0, 0, 0, 0, 0, 0, 1 };
 #endif
 
     own_fork_setup();
@@ -355,7 +363,7 @@ TEST(a_fork_in_the_hosts_walk_while_the_manager_waits_for_it_goes_through)
     own_fork_check(&f);
 }
 
-static struct own_fork unload_fork = { opener_main, 0, 0, 0, 0, 0 };
+static struct own_fork unload_fork = { opener_main, 0, 0, 0, 0, 0, 0, 0 };
 
 static void
 fork_in_unload(void)
@@ -363,25 +371,58 @@ fork_in_unload(void)
     fork_in_own_call(&unload_fork);
 }
 
-TEST(a_fork_in_the_hosts_dlclose_while_the_library_opens_goes_through)
+/* own_fork_setup, then the host's dlopen of the fixture library tests/NAME (skipped without
+ * PP_BINARY_DIR) */
+static void *
+own_fork_open(const char *name)
 {
     const char *dir = getenv("PP_BINARY_DIR");
     char path[4096];
-    void (**hook)(void);
     void *h;
 
     if (dir == NULL) {
         test_skip("PP_BINARY_DIR is not set: the fixture library cannot be found");
     }
-    snprintf(path, sizeof(path), "%s/tests/libpp-dlfork-unload.so", dir);
+    snprintf(path, sizeof(path), "%s/tests/%s", dir, name);
     own_fork_setup();
     h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     ASSERT_TRUE(h != NULL);
+    return h;
+}
+
+TEST(a_fork_in_the_hosts_dlclose_while_the_library_opens_goes_through)
+{
+    void (**hook)(void);
+    void *h = own_fork_open("libpp-dlfork-unload.so");
+
     hook = (void (**)(void))dlsym(h, "pp_dlfork_on_unload");
     ASSERT_TRUE(hook != NULL);
     *hook = fork_in_unload;
     ASSERT_TRUE(dlclose(h) == 0);
     own_fork_check(&unload_fork);
+}
+
+static struct own_fork load_fork = { opener_main, 0, 0, 0, 0, 0, 1, 1 };
+
+/* Called by libpp-dlfork-load.so's constructor, which finds it by name (this program is linked
+ * with -rdynamic). */
+void pp_dlfork_on_load(void) __attribute__((visibility("default")));
+
+void
+pp_dlfork_on_load(void)
+{
+    fork_in_own_call(&load_fork);
+}
+
+/* The constructor forks inside this dlopen, while opener_main's dlopen waits for its
+ * dl_load_lock under the module lock and the loader lock: the prepare handlers' bound lets the
+ * fork go (before, it waited forever) */
+TEST(a_fork_in_the_hosts_dlopen_while_the_library_opens_goes_through)
+{
+    void *h = own_fork_open("libpp-dlfork-load.so");
+
+    own_fork_check(&load_fork);
+    ASSERT_TRUE(dlclose(h) == 0);
 }
 
 static _Atomic int walker_inside, walker_done;
@@ -436,7 +477,7 @@ plain_forker_main(void *arg)
 
 TEST(a_fork_in_the_hosts_walk_while_another_fork_waits_for_the_loader_lock_goes_through)
 {
-    struct own_fork f = { plain_forker_main, 0, 0, 0, 0, 0 };
+    struct own_fork f = { plain_forker_main, 0, 0, 0, 0, 0, 0, 1 };
 
 #ifdef __SANITIZE_THREAD__
     f.walk_held = 1;
@@ -502,6 +543,7 @@ static const struct test_case cases[] = {
     TEST_CASE(a_fork_while_the_module_lock_waits_for_the_loader_lock_goes_through),
     TEST_CASE(a_fork_in_the_hosts_walk_while_the_manager_waits_for_it_goes_through),
     TEST_CASE(a_fork_in_the_hosts_dlclose_while_the_library_opens_goes_through),
+    TEST_CASE(a_fork_in_the_hosts_dlopen_while_the_library_opens_goes_through),
     TEST_CASE(a_library_walk_in_the_hosts_walk_does_not_wait_for_the_loader_lock),
     TEST_CASE(a_fork_in_the_hosts_walk_while_another_fork_waits_for_the_loader_lock_goes_through),
 };

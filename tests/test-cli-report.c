@@ -35,6 +35,15 @@ static const struct fn fns[] = {
 
 static char trace_path[256];
 
+/* pipeprof's AgentLosses event as the bridge writes it (bridge/agent-source.c): increments. */
+static const struct nt_field losses_fields[] = {
+    { "ThreadsDropped", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "CpuRestNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "PerfEarly", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+};
+static const struct nt_event_desc losses_desc = { "pipeprof", 9, "AgentLosses", 0, 1,
+                                                  4,          0, losses_fields, 3, 0 };
+
 static void
 write_sample(struct nt_writer *w, uint32_t meta, uint64_t tid, uint64_t ts, const uint64_t *stack,
              uint32_t depth, int running)
@@ -75,9 +84,10 @@ write_payload_event(struct nt_writer *w, uint32_t meta, uint64_t ts, struct nt_p
     ASSERT_OK(nt_writer_write(w, &ev));
 }
 
-/* 30 + 10 samples on thread 101, 20 running + 5 waiting on thread 202, 2 unnamed on 101. */
+/* 30 + 10 samples on thread 101, 20 running + 5 waiting on thread 202, 2 unnamed on 101; with
+ * early, two AgentLosses events whose PerfEarly increments are 3 and early - 3. */
 static void
-make_trace(void)
+make_trace_early(uint64_t early)
 {
     const uint64_t s_a[] = { MODULE_BASE + 0x1010, MODULE_BASE + 0x1220, MODULE_BASE + 0x1305 };
     const uint64_t s_b[] = { MODULE_BASE + 0x1104, MODULE_BASE + 0x1230, MODULE_BASE + 0x1305 };
@@ -103,6 +113,19 @@ make_trace(void)
     ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), &m_sample));
     ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_MODULE_DC_END), &m_module));
     ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END), &m_method));
+    if (early != 0) {
+        uint32_t m_losses;
+        uint64_t n[2] = { 3, early - 3 };
+
+        ASSERT_OK(nt_writer_define(w, &losses_desc, &m_losses));
+        for (i = 0; i < 2; i++) {
+            nt_payload_init(&p, buf, sizeof(buf));
+            nt_payload_u64(&p, 0);
+            nt_payload_u64(&p, 0);
+            nt_payload_u64(&p, n[i]);
+            write_payload_event(w, m_losses, ts += 1000, &p);
+        }
+    }
     for (i = 0; i < 30; i++) {
         write_sample(w, m_sample, 101, ts += 1000000, s_a, 3, 1);
     }
@@ -131,6 +154,12 @@ make_trace(void)
     ASSERT_OK(nt_writer_finish(w));
     nt_writer_free(w);
     close(fd);
+}
+
+static void
+make_trace(void)
+{
+    make_trace_early(0);
 }
 
 /* Runs the pipeprof CLI and returns its standard output (malloc'd). */
@@ -281,6 +310,38 @@ TEST(report_filters_thread_and_folds_frames)
     unlink(trace_path);
 }
 
+/* The perf samples the agent left out as early by their thread's CPU clock (its AgentLosses
+ * events' PerfEarly increments, added up) are said, in JSON and in the text; a trace without them
+ * says nothing in the text. */
+TEST(report_says_the_perf_samples_left_out_as_early)
+{
+    char args[512];
+    cJSON *root;
+    char *out;
+
+    make_trace_early(7);
+    snprintf(args, sizeof(args), "report --format json %s", trace_path);
+    out = run_cli(args);
+    root = cJSON_Parse(out);
+    ASSERT_TRUE(root != NULL);
+    ASSERT_EQ(num(root, "perf_early_samples"), 7);
+    ASSERT_EQ(num(root, "samples"), 67); /* they are not samples */
+    cJSON_Delete(root);
+    free(out);
+    snprintf(args, sizeof(args), "report %s", trace_path);
+    out = run_cli(args);
+    ASSERT_TRUE(strstr(out, "\nperf samples early by their thread's CPU clock: 7, left out") !=
+                NULL);
+    free(out);
+    unlink(trace_path);
+    make_trace();
+    snprintf(args, sizeof(args), "report %s", trace_path);
+    out = run_cli(args);
+    ASSERT_TRUE(strstr(out, "perf samples early") == NULL);
+    free(out);
+    unlink(trace_path);
+}
+
 TEST(report_rejects_garbage_with_offset)
 {
     char cmd[600];
@@ -303,6 +364,7 @@ static const struct test_case cases[] = {
     TEST_CASE(report_counts_self_and_total),
     TEST_CASE(folded_totals_agree_with_report),
     TEST_CASE(report_filters_thread_and_folds_frames),
+    TEST_CASE(report_says_the_perf_samples_left_out_as_early),
     TEST_CASE(report_rejects_garbage_with_offset),
 };
 TEST_MAIN(cases)

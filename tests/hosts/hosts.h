@@ -7,8 +7,10 @@
 #ifndef TESTS_HOSTS_H
 #define TESTS_HOSTS_H
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,6 +90,28 @@ host_burn_us(long us)
         }
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     } while ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 < us);
+}
+
+/* Waits at most 20 s for child pid: its wait status, -1 for pid < 0 (no fork), or -3 when it did
+ * not exit in time (then killed and reaped). */
+static inline int
+host_wait_child(pid_t pid)
+{
+    struct timespec tick = { 0, 10000000L };
+    int status = 0;
+
+    if (pid < 0) {
+        return -1;
+    }
+    for (int i = 0; i < 2000; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            return status;
+        }
+        nanosleep(&tick, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -3;
 }
 
 /* With HOST_GO set (listen mode), waits until that file exists: the session has started. */
