@@ -388,6 +388,9 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.manager_scans, 0);
     ag.ring_read_ns = 0;
     atomic_store(&ag.n_cpu_tails, 0);
+    atomic_store(&ag.n_not_sampled_alone, 0);
+    atomic_store(&ag.n_not_sampled_held, 0);
+    atomic_store(&ag.drain_held_from, UINT64_MAX);
     atomic_store(&ag.cpu_unseen_ns, 0);
     atomic_store(&ag.cpu_rest_ns, 0);
     atomic_store(&ag.n_not_code, 0);
@@ -663,6 +666,8 @@ ag_stats_get(struct ag_stats *out)
     out->cpu_kernel_ns = atomic_load(&ag.cpu_kernel_ns);
     out->cpu_kernel_unplaced_ns = atomic_load(&ag.cpu_kernel_unplaced_ns);
     out->cpu_not_sampled_ns = atomic_load(&ag.cpu_not_sampled_ns);
+    out->not_sampled_alone = atomic_load(&ag.n_not_sampled_alone);
+    out->not_sampled_held = atomic_load(&ag.n_not_sampled_held);
     out->cpu_rest_ns = atomic_load(&ag.cpu_rest_ns);
     out->tick_hz = ag.tick_hz;
     pthread_mutex_lock(&ag.reg_lock);

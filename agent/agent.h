@@ -324,6 +324,15 @@ typedef int (*ag_record_fn)(const struct ag_record *rec, void *ctx);
  */
 PP_MUST_USE int ag_drain(ag_record_fn fn, void *ctx);
 
+/*
+ * The earliest time (CLOCK_MONOTONIC ns) that a record the last ag_drain() held back for a later
+ * drain reaches back to (the start of the span of CPU a [not sampled] claim stands for, which
+ * waits for its thread's first stack that reaches the thread's root: docs/architecture.md), or
+ * UINT64_MAX when it held none. A consumer that writes events in time order writes none after it
+ * yet. Context: ag_drain()'s thread, after it.
+ */
+uint64_t ag_drain_held_from(void);
+
 /* Counters since ag_start(); read with ag_stats_get(). */
 struct ag_stats {
     uint64_t samples;           /* records produced (all modes) */
@@ -380,6 +389,11 @@ struct ag_stats {
                                     start routine (auto's timers: what a tick sample stands for
                                     beyond its own interval, and what they missed before auto
                                     moved the thread to perf: timer.c) */
+    uint64_t not_sampled_alone;  /* [not sampled] samples that stand alone under their thread: no
+                                    root found (no stack of the thread reached it by the claim's
+                                    bound: its end, a flush, 100 ms, a ring half full) */
+    uint64_t not_sampled_held;   /* drains that held a thread's [not sampled] claim back for its
+                                    root (with the thread's later records) */
     uint64_t cpu_rest_ns;  /* CPU time threads burned after their last sample that their end left
                               to no sample: under half an interval, the carry counted (the
                               weights' rounding covers it; a final sample takes any more) */

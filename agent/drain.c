@@ -236,15 +236,9 @@ ag_drain_not_sampled_over(struct ag_thread *t, struct ag_sample *s, const struct
     ag_drain_marker_over(t, s, ag_not_sampled_pc(), st);
     s->unwinder = s->depth > 1 ? st->unwinder : AG_UNWINDER_NONE;
     s->end = s->depth > 1 ? AG_UNWIND_END_ROOT : AG_UNWIND_END_LEAF_ONLY;
-}
-
-/* ag_drain_not_sampled_over() of t's last CPU stack. */
-static void
-ag_drain_not_sampled_over_root(struct ag_thread *t, struct ag_sample *s)
-{
-    struct ag_drain_stack last = { t->last_frames, t->last_depth, t->last_unwinder, t->last_end };
-
-    ag_drain_not_sampled_over(t, s, &last);
+    if (s->depth == 1) {
+        atomic_fetch_add_explicit(&ag.n_not_sampled_alone, 1, memory_order_relaxed);
+    }
 }
 
 /* The drain's own sample (a final sample, kernel time) in ag_drain_tail_buf: a running CPU
@@ -576,22 +570,41 @@ ag_drain_peek_second(struct ag_ring *r)
                                                     ((tail + 1) & r->mask) * r->slot_size);
 }
 
-/* How far past a marker the drain looks in the ring for a stack that reached its root. */
+/* How far past a marker the drain looks in a ring for a stack that reached its root. */
 #define AG_DRAIN_ROOT_AHEAD 64u
 
-/* The first CPU sample of tid among the AG_DRAIN_ROOT_AHEAD records after the oldest of r whose
- * walk reached its root, or NULL (none written yet). Consumer. */
+/* How long (CLOCK_MONOTONIC, from the start of the span of CPU it stands for) a [not sampled] claim
+ * of a thread with no root known waits at most for the thread's first stack that reaches it
+ * (ag_drain_claim_root): consumers that write in time order hold their output back meanwhile
+ * (ag_drain_held_from), and one that merges the stream with the runtime's waits 500 ms for
+ * stragglers (ipc/internal.h, IPC_MERGE_REORDER_NS), so 300 ms, a drain interval (50 ms) and the
+ * bridge's holdback (42 ms at 250 Hz) stay within it. On a loaded machine (http-final-samples
+ * beside two busy loops, load 12) the claims that waited found their root 15 to 58 ms after
+ * their claim. A build may set another bound to measure. */
+#ifndef AG_DRAIN_CLAIM_WAIT_NS
+#define AG_DRAIN_CLAIM_WAIT_NS 300000000u
+#endif
+
+/* CLOCK_MONOTONIC at the start of the running drain, and the start of the earliest span of a
+ * claim it held back (UINT64_MAX: none; ag_drain_held_from) (drain_lock). */
+static uint64_t ag_drain_now, ag_drain_held = UINT64_MAX;
+
+/* The first CPU stack of tid among the AG_DRAIN_ROOT_AHEAD records of r from its skip-th oldest
+ * (0: the oldest) whose walk reached its root, a sample's or a kernel locator's (a system call's
+ * stack: a thread that runs with the signal blocked gets few samples, and its calls are seen),
+ * or NULL (none written yet). Consumer. */
 static struct ag_sample *
-ag_drain_root_ahead(struct ag_ring *r, int32_t tid)
+ag_drain_root_ahead(struct ag_ring *r, int32_t tid, uint64_t skip)
 {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire); /* C */
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed), k;
 
-    for (k = 1; r->slots != NULL && k < head - tail && k <= AG_DRAIN_ROOT_AHEAD; k++) {
+    for (k = skip; r->slots != NULL && k < head - tail && k < skip + AG_DRAIN_ROOT_AHEAD; k++) {
         struct ag_sample *s =
                 (struct ag_sample *)(void *)(r->slots + ((tail + k) & r->mask) * r->slot_size);
 
-        if (s->tid == tid && s->mode == AG_MODE_CPU && s->source == AG_SOURCE_SIGNAL &&
+        if (s->tid == tid && s->mode == AG_MODE_CPU &&
+            (s->source == AG_SOURCE_SIGNAL || (s->source == AG_SOURCE_KERNEL && s->weight == 0)) &&
             s->end == AG_UNWIND_END_ROOT) {
             return s;
         }
@@ -599,36 +612,115 @@ ag_drain_root_ahead(struct ag_ring *r, int32_t tid)
     return NULL;
 }
 
+/* Whether r holds half its slots or more: what waits in it for a claim's root waits no longer. */
+static int
+ag_drain_ring_half_full(struct ag_ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+
+    return r->slots != NULL &&
+           head - atomic_load_explicit(&r->tail, memory_order_relaxed) > r->mask / 2u;
+}
+
+/* Where a [not sampled] claim goes (ag_drain_claim_root). */
+enum ag_drain_claim {
+    AG_CLAIM_OVER,  /* over the root found in *st */
+    AG_CLAIM_WAIT,  /* for the thread's first stack that reaches its root, in a later drain */
+    AG_CLAIM_ALONE, /* at its bound: over *st, the thread's last stack, where no root is found */
+};
+
+/*
+ * Where a [not sampled] claim of t whose span starts at `from` goes: the oldest record of
+ * claim_ring (a late tick's split), or t's final sample (NULL: auto's move), the records before
+ * it delivered. Its root is found in t's last CPU stack when
+ * that walk reached it, else in the stack of the latest system call seen, else in the first of
+ * t's stacks after the claim in its CPU rings whose walk did, up to AG_DRAIN_ROOT_AHEAD records on
+ * (*st: the stack to find it in). With none, the claim came before the thread's first such stack
+ * was written (a thread the scan found, claimed before the drain saw a sample of it, on a loaded
+ * machine: http-final-samples' busy and masked threads, 3 to 11 of their 11 to 17 claims in a
+ * pool of two recordings beside two busy loops stood alone so): it waits for one (may_wait; the
+ * caller leaves it and every later record of the thread for a later drain), up to a bound: the
+ * thread's end or a flush (t->claim_last), AG_DRAIN_CLAIM_WAIT_NS, a ring half full; then it
+ * stands alone (ag.n_not_sampled_alone). A thread the pthread_create interposer registered does
+ * not wait (its root is its start routine's, or none). Consumer.
+ */
+static enum ag_drain_claim
+ag_drain_claim_root(struct ag_thread *t, int32_t tid, uint64_t from, struct ag_ring *claim_ring,
+                    int may_wait, struct ag_drain_stack *st)
+{
+    struct ag_sample *next = NULL;
+
+    *st = (struct ag_drain_stack){ t->last_frames, t->last_depth, t->last_unwinder, t->last_end };
+    if (t->last_depth != 0 && t->last_end == AG_UNWIND_END_ROOT) {
+        return AG_CLAIM_OVER;
+    }
+    if (t->kern_depth != 0 && t->kern_end == AG_UNWIND_END_ROOT) {
+        /* the stack of the latest system call seen (its locator's) */
+        *st = (struct ag_drain_stack){ t->kern_frames, t->kern_depth, t->kern_unwinder,
+                                       t->kern_end };
+        return AG_CLAIM_OVER;
+    }
+    next = ag_drain_root_ahead(&t->ring, tid, claim_ring == &t->ring ? 1u : 0u);
+    if (next == NULL) {
+        next = ag_drain_root_ahead(&t->pring, tid, claim_ring == &t->pring ? 1u : 0u);
+    }
+    if (next != NULL) {
+        /* Checked now as its delivery would (a stack that reached its root is checked the same
+         * twice: a cut leaves no frame outside code). */
+        ag_drain_check_frames(next);
+        *st = (struct ag_drain_stack){ next->frames, next->depth, next->unwinder, next->end };
+        return AG_CLAIM_OVER;
+    }
+    if (!may_wait || t->has_start || t->claim_last ||
+        ag_drain_now >= from + AG_DRAIN_CLAIM_WAIT_NS || ag_drain_ring_half_full(&t->ring) ||
+        ag_drain_ring_half_full(&t->pring)) {
+        return AG_CLAIM_ALONE;
+    }
+    return AG_CLAIM_WAIT;
+}
+
+/* Whether s is a [not sampled] claim the handler split off a late tick's sample. */
+static int
+ag_drain_is_claim(const struct ag_sample *s)
+{
+    return s->mode == AG_MODE_CPU && s->source == AG_SOURCE_TAIL && s->depth == 1 &&
+           s->frames[0] == ag_not_sampled_pc();
+}
+
+/* The start of the span of CPU a sample at ts that stands for cpu_ns covers (at least 1). */
+static uint64_t
+ag_drain_span_start(uint64_t ts, uint64_t cpu_ns)
+{
+    return ts > cpu_ns ? ts - cpu_ns : 1u;
+}
+
+/* A claim of t whose span starts at `from` waits for a later drain. */
+static void
+ag_drain_claim_wait(struct ag_thread *t, uint64_t from)
+{
+    if (t->claim_wait_from == 0 || from < t->claim_wait_from) {
+        t->claim_wait_from = from;
+    }
+}
+
 /* The CPU of auto's timer sample that its tick did not see, split off by the handler (r, the
  * oldest record of ring): [not sampled] over the frames every stack of t shares. A thread whose
  * last stack does not show them (none yet: the first sample the agent took of it; or one cut,
  * its walk short of the root where a module's table was pending early in a process) has its
- * root found in the first sample after the claim in the ring whose walk reached it (the sample
+ * root found in the first sample after the claim in its rings whose walk reached it (the sample
  * it was split from comes next, and a thread that runs with the signal blocked gets its first
- * samples so: http-final-samples' masked thread). Before, only the next sample was looked at,
- * and only for a thread with no stack yet: a claim after a cut stack stood alone, the marker
- * without its thread's root. Returns fn's value. */
+ * samples so: http-final-samples' masked thread); ag_drain_cpu() let it wait for one while it
+ * could (ag_drain_claim_root). Returns fn's value. */
 static int
 ag_drain_not_sampled(struct ag_thread *t, struct ag_ring *ring, int32_t tid,
                      const struct ag_sample *r, ag_record_fn fn, void *ctx, int *n)
 {
     struct ag_sample *s = ag_drain_own_sample(tid, r->timestamp_ns, r->cpu_time_ns, AG_SOURCE_TAIL,
                                               r->engine, r->weight, r->cpu_delta_ns);
-    struct ag_sample *next = t->last_depth == 0 || t->last_end != AG_UNWIND_END_ROOT
-                                     ? ag_drain_root_ahead(ring, tid)
-                                     : NULL;
+    struct ag_drain_stack st;
 
-    if (next != NULL) {
-        /* Checked now as its delivery would (a stack that reached its root is checked the same
-         * twice: a cut leaves no frame outside code). */
-        struct ag_drain_stack st;
-
-        ag_drain_check_frames(next);
-        st = (struct ag_drain_stack){ next->frames, next->depth, next->unwinder, next->end };
-        ag_drain_not_sampled_over(t, s, &st);
-    } else {
-        ag_drain_not_sampled_over_root(t, s);
-    }
+    (void)ag_drain_claim_root(t, tid, 0, ring, 0, &st);
+    ag_drain_not_sampled_over(t, s, &st);
     return ag_drain_own_deliver(s, fn, ctx, n);
 }
 
@@ -651,8 +743,7 @@ ag_drain_one(struct ag_thread *t, struct ag_ring *r, int32_t tid, const struct a
         atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
         return 0;
     }
-    if (s->mode == AG_MODE_CPU && s->source == AG_SOURCE_TAIL && s->depth == 1 &&
-        s->frames[0] == ag_not_sampled_pc()) {
+    if (ag_drain_is_claim(s)) {
         rc = ag_drain_not_sampled(t, r, tid, s, fn, ctx, n);
         ag_ring_release(r);
         return rc;
@@ -730,7 +821,8 @@ ag_drain_ring(struct ag_thread *t, struct ag_ring *r, int32_t tid, uint64_t unti
  * yet in pring. Records of the own ring after `hold` (pring_horizon: the reader's last read)
  * wait for the next drain, as a sample stamped before them may still be in the kernel's ring,
  * and so do the records of pring stamped after the first that waits (delivered before it, they
- * counted its call in the span after its own).
+ * counted its call in the span after its own). A [not sampled] claim that waits for its thread's
+ * root (ag_drain_claim_root) waits so too, with every later record (t->claim_wait_from).
  * Returns 0, or fn's nonzero value.
  */
 static int
@@ -746,6 +838,14 @@ ag_drain_cpu(struct ag_thread *t, int32_t tid, uint64_t until, uint64_t hold, ag
             a = NULL;
         } else if (a != NULL && a->timestamp_ns > hold) {
             held = 1; /* it waits, and so does every later record of pring */
+        } else if (a != NULL && ag_drain_is_claim(a)) {
+            uint64_t from = ag_drain_span_start(a->timestamp_ns, a->cpu_delta_ns);
+            struct ag_drain_stack st;
+
+            if (ag_drain_claim_root(t, tid, from, &t->ring, 1, &st) == AG_CLAIM_WAIT) {
+                held = 1; /* for its root, as every later record of the thread */
+                ag_drain_claim_wait(t, from);
+            }
         }
         if (b != NULL && b->timestamp_ns > until) {
             b = NULL;
@@ -797,12 +897,13 @@ ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
 /* Delivers a thread's final sample with the stack of its last CPU sample (else its start routine
  * under its callers; with neither, [not sampled] alone), its kernel time (kern_w, a perf
  * thread's) split off first and placed as a perf sample's split is; one no sample saw (a thread
- * moved to perf before any timer sample) is [not sampled] over the thread's root. One that ran
+ * moved to perf before any timer sample) is [not sampled] over the thread's root, found in root
+ * (the last stack, or the one ag_drain_claim_root found). One that ran
  * with the signal blocked is AG_SOURCE_UNSEEN: the marker frame over the stack of the call that
  * blocked it (else over the thread's start routine, or alone). Returns fn's value. */
 static int
-ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail, ag_record_fn fn,
-              void *ctx, int *n)
+ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail,
+              const struct ag_drain_stack *root, ag_record_fn fn, void *ctx, int *n)
 {
     struct ag_sample *s;
     uint32_t max = ag.cfg.max_frames - (tail->unseen ? 1u : 0u);
@@ -874,7 +975,7 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
          * less than an interval in it): whose, not where. As a stackless running sample it was
          * CPU_TIME without a frame in TraceEvent (dotnet-stack, dotnet-trace's Threads node),
          * counted nowhere. */
-        ag_drain_not_sampled_over_root(t, s);
+        ag_drain_not_sampled_over(t, s, root);
     } else if (!tail->unseen) {
         s->depth = depth;
         memcpy(s->frames, t->last_frames, depth * sizeof(uint64_t));
@@ -949,6 +1050,10 @@ ag_drain_slot(struct ag_thread *t, ag_record_fn fn, void *ctx, int *np)
     if (state == AG_SLOT_FREE) {
         return 0;
     }
+    /* A claim waits for its thread's root no longer at the thread's end or a flush (the
+     * session's last drain) */
+    t->claim_last = kern_flush || state == AG_SLOT_EXITING;
+    t->claim_wait_from = 0;
     if (atomic_load(&t->excluded)) {
         if (state == AG_SLOT_EXITING) {
             pthread_mutex_lock(&ag.reg_lock);
@@ -978,13 +1083,32 @@ ag_drain_slot(struct ag_thread *t, ag_record_fn fn, void *ctx, int *np)
     /* The final sample goes after the samples taken before its claim, with their stack
      * (both CPU rings in time order: a perf-ring thread's locator writes to its own). */
     rc = ag_drain_cpu(t, tid, tail.weight != 0 ? tail.ts : UINT64_MAX, hold, fn, ctx, &n);
-    if (rc == 0 && tail.weight != 0) {
-        rc = ag_drain_tail(t, tid, &tail, fn, ctx, &n);
-        if (rc == 0) {
-            rc = ag_drain_cpu(t, tid, UINT64_MAX, hold, fn, ctx, &n);
+    if (rc == 0 && tail.weight != 0 && t->claim_wait_from == 0) {
+        struct ag_drain_stack root = { t->last_frames, t->last_depth, t->last_unwinder,
+                                       t->last_end };
+        enum ag_drain_claim where = AG_CLAIM_OVER;
+
+        if (!tail.unseen && tail.not_sampled) {
+            /* [not sampled] (auto's move): over its root */
+            where = ag_drain_claim_root(t, tid, ag_drain_span_start(tail.ts, tail.cpu_ns), NULL, 1,
+                                        &root);
+        }
+        if (where == AG_CLAIM_WAIT) {
+            ag_drain_tail_put_back(t, &tail); /* with the records after it */
+            ag_drain_claim_wait(t, ag_drain_span_start(tail.ts, tail.cpu_ns));
+        } else {
+            rc = ag_drain_tail(t, tid, &tail, &root, fn, ctx, &n);
+            if (rc == 0) {
+                rc = ag_drain_cpu(t, tid, UINT64_MAX, hold, fn, ctx, &n);
+            }
         }
     } else if (tail.weight != 0) {
-        ag_drain_tail_put_back(t, &tail); /* the next drain delivers it */
+        ag_drain_tail_put_back(t, &tail); /* the next drain delivers it (or a claim before it
+                                             waits for its thread's root: after that) */
+    }
+    if (t->claim_wait_from != 0) {
+        ag_drain_held = t->claim_wait_from < ag_drain_held ? t->claim_wait_from : ag_drain_held;
+        atomic_fetch_add_explicit(&ag.n_not_sampled_held, 1, memory_order_relaxed);
     }
     if (rc == 0) {
         rc = ag_drain_ring(t, &t->wring, tid, UINT64_MAX, fn, ctx, &n);
@@ -1180,18 +1304,28 @@ ag_drain(ag_record_fn fn, void *ctx)
 
     pthread_mutex_lock(&ag.drain_lock);
     if (!atomic_load(&ag.running) || ag.threads == NULL) {
+        atomic_store_explicit(&ag.drain_held_from, UINT64_MAX, memory_order_relaxed);
         pthread_mutex_unlock(&ag.drain_lock);
         return -ESRCH;
     }
     ag_codemap_begin_drain();
+    ag_drain_now = ag_now_ns();
+    ag_drain_held = UINT64_MAX;
     /* Before the slots': a reclaimed slot may hold a new thread of the same tid. */
     rc = ag_drain_parked(fn, ctx, &n);
     high = atomic_load_explicit(&ag.high, memory_order_acquire);
     for (i = 0; i < high && rc == 0; i++) {
         rc = ag_drain_slot(&ag.threads[i], fn, ctx, &n);
     }
+    atomic_store_explicit(&ag.drain_held_from, ag_drain_held, memory_order_relaxed);
     pthread_mutex_unlock(&ag.drain_lock);
     return rc != 0 ? rc : n;
+}
+
+uint64_t
+ag_drain_held_from(void)
+{
+    return atomic_load_explicit(&ag.drain_held_from, memory_order_relaxed);
 }
 
 /*

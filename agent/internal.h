@@ -341,6 +341,11 @@ struct ag_thread {
      * last stack has them (root_key_n 0: not looked for yet). */
     uint64_t root_key[AG_ROOT_KEY];
     uint32_t root_key_n, root_found;
+    /* drain: the running drain is the thread's last or a flush's (a [not sampled] claim waits for
+     * its root no longer: ag_drain_claim_root), and the start of the earliest span of a claim
+     * that waits (0: none) */
+    uint8_t claim_last;
+    uint64_t claim_wait_from;
     /* Kernel time on the perf engine (timer.c says why): the intervals a perf sample stands for
      * beyond its own are kernel time, split off as an AG_SOURCE_KERNEL sample, and a CPU-time
      * timer, the kernel locator, finds where: its signal arrives as a system call returns. */
@@ -479,8 +484,10 @@ struct ag_agent {
     _Atomic uint64_t n_wall_held;      /* wall intervals in samples' weights beyond their own */
     _Atomic uint64_t cpu_sampled_ns, cpu_sampled_n, n_cpu_weight, n_perf_refused, n_cpu_tails;
     _Atomic uint64_t cpu_unseen_ns; /* CPU burned with the sampling signal blocked */
-    _Atomic uint64_t cpu_kernel_ns, cpu_kernel_unplaced_ns; /* CPU time under [kernel] frames */
-    _Atomic uint64_t cpu_not_sampled_ns;                    /* under [not sampled] */
+    _Atomic uint64_t cpu_kernel_ns, cpu_kernel_unplaced_ns;   /* CPU time under [kernel] frames */
+    _Atomic uint64_t cpu_not_sampled_ns;                      /* under [not sampled] */
+    _Atomic uint64_t n_not_sampled_alone, n_not_sampled_held; /* drain.c: claims alone, waits */
+    _Atomic uint64_t drain_held_from;                         /* drain: ag_drain_held_from() */
     _Atomic uint64_t cpu_rest_ns; /* CPU threads' ends left to no sample (ag_cpu_end_rest) */
     _Atomic uint64_t n_perf_promoted;
     _Atomic uint64_t n_locators_retired; /* kernel locators that went idle (timer.c) */

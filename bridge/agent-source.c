@@ -1241,6 +1241,7 @@ static uint64_t
 bridge_batch_time(const struct bridge_source *src, const struct bridge_session *s)
 {
     uint64_t t = src->sample_count > 0 ? src->samples[0].timestamp_ns : nt_clock_now();
+    uint64_t held = ag_drain_held_from();
     size_t i;
 
     for (i = 0; i < src->sample_count; i++) {
@@ -1256,7 +1257,9 @@ bridge_batch_time(const struct bridge_source *src, const struct bridge_session *
             t = s->runs.slots[i].end_ns;
         }
     }
-    return t;
+    /* Nor, in CPU mode, past a claim the agent holds back for its thread's root (its span starts
+     * there: written later, it would be shifted after what was released). */
+    return s->mode == AG_MODE_CPU && held < t ? held : t;
 }
 
 /* Tells which CPU engine sampled (or wall), when it changed: report and dump show it. */

@@ -82,9 +82,13 @@ PY
 # among its thread's own samples, so the shares check holds it. Held here: where it stands.
 # - the busy and the masked thread: under st_steady or st_masked. Before, all of it stood alone
 #   (9 to 25 samples a pool), under the bare thread node in dotnet-trace's views (issue 19). A
-#   claim that comes before the thread's first sample whose walk reached the root has no stack to
-#   find a root in and stands alone: more than half of the two runs' must stand under the routine
-#   (all of it in 8 pools by hand at loads 1 to 4; 18 of 24 in one pool at a load of 7.6).
+#   claim that comes before the thread's first stack whose walk reached the root waits for it, up
+#   to a bound (the drain's AG_DRAIN_CLAIM_WAIT_NS, 300 ms; the thread's end, a flush), and then
+#   stands alone: more than 2 alone and more than a quarter of the two runs' fails. Beside two
+#   busy loops (load 12 to 16), without the wait 0 to 11 a pool stood alone, in 8 of 10 pools
+#   (1/11, 7/8, 14/3, 8/8, 3/8, 6/3, 23/0, 4/5, 7/9, 16/0 under the routine/not; a fresh-clone
+#   CI run 3/11), so more than half under the routine was all that held (6 of those 10 failed
+#   it, 7 fail this rule); with it 0 in 25 of 26 pools of 5 to 29, 2 of 7 in one.
 # - main: under main, or alone (main runs under an interval at a time: its claims often come
 #   before any sample of it; printed).
 # - the short threads: the pthread_create interposer recorded the start routine of those started
@@ -127,7 +131,7 @@ print("  the busy and the masked thread's [not sampled]: %d under their routine,
       (routine, alone_long))
 if routine + alone_long == 0:  # (9 to 65 a pool in every run seen: say so if a pool has none)
     print("  NOTE: no [not sampled] of the busy and the masked thread: where it stands not checked")
-sys.exit(1 if bad or routine + alone_long > 0 and routine <= alone_long else 0)
+sys.exit(1 if bad or alone_long > 2 and 4 * alone_long > routine + alone_long else 0)
 PY
 # Two runs pooled: the rounding of each thread's CPU to whole samples (about 0.3 samples a thread)
 # and the sampling's own error shrink. --max-not-sampled 100: held above by thread instead.

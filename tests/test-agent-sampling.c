@@ -4790,6 +4790,36 @@ claim_cb(const struct ag_record *rec, void *ctx)
     return 0;
 }
 
+/* Starts the agent beside an idle thread (merge_idle, *th) once the C library's module is known to
+ * the drain (the manager's first module list), and fills whole with a stack of that thread that
+ * reached its root: merge_call_b under its start routine under two frames of the C library.
+ * Returns the thread's tid. */
+static int32_t
+claim_start(pthread_t *th, uint64_t whole[4])
+{
+    struct ag_config cfg;
+    int32_t tid;
+    int i;
+
+    atomic_store(&merge_done, 0);
+    atomic_store(&merge_tid, 0);
+    ASSERT_OK(pthread_create(th, NULL, merge_idle, NULL));
+    while ((tid = atomic_load(&merge_tid)) == 0) {
+        usleep(1000);
+    }
+    ag_config_init(&cfg);
+    ASSERT_OK(ag_start(&cfg));
+    for (i = 0; i < 500 && ag_sig_module_find((uint64_t)(uintptr_t)getpid) == NULL; i++) {
+        usleep(10000);
+    }
+    ASSERT_TRUE(ag_sig_module_find((uint64_t)(uintptr_t)getpid) != NULL);
+    whole[0] = (uint64_t)(uintptr_t)merge_call_b;
+    whole[1] = (uint64_t)(uintptr_t)merge_idle + 1u; /* return addresses: in their callers */
+    whole[2] = (uint64_t)(uintptr_t)getpid + 1u;
+    whole[3] = (uint64_t)(uintptr_t)getppid + 1u;
+    return tid;
+}
+
 /*
  * issue 19: a [not sampled] claim stands over its thread's root, which the drain finds in the
  * thread's stacks. A thread found by the /proc scan early in a process has its first stacks cut
@@ -4802,30 +4832,12 @@ claim_cb(const struct ag_record *rec, void *ctx)
 TEST(a_not_sampled_claim_after_a_cut_stack_finds_its_root_further_on)
 {
     uint64_t cut[1], whole[4], now;
-    struct ag_config cfg;
     struct ag_thread *t;
     pthread_t th;
     int32_t tid;
-    int i;
 
-    atomic_store(&merge_done, 0);
-    atomic_store(&merge_tid, 0);
-    ASSERT_OK(pthread_create(&th, NULL, merge_idle, NULL));
-    while ((tid = atomic_load(&merge_tid)) == 0) {
-        usleep(1000);
-    }
-    ag_config_init(&cfg);
-    ASSERT_OK(ag_start(&cfg));
-    /* the C library's module known to the drain (the manager's first module list) */
-    for (i = 0; i < 500 && ag_sig_module_find((uint64_t)(uintptr_t)getpid) == NULL; i++) {
-        usleep(10000);
-    }
-    ASSERT_TRUE(ag_sig_module_find((uint64_t)(uintptr_t)getpid) != NULL);
+    tid = claim_start(&th, whole);
     cut[0] = (uint64_t)(uintptr_t)merge_call_a;
-    whole[0] = (uint64_t)(uintptr_t)merge_call_b;
-    whole[1] = (uint64_t)(uintptr_t)merge_idle + 1u; /* return addresses: in their callers */
-    whole[2] = (uint64_t)(uintptr_t)getpid + 1u;
-    whole[3] = (uint64_t)(uintptr_t)getppid + 1u;
     claim_depth = 0;
     claim_above = 0;
     pthread_mutex_lock(&ag.reg_lock);
@@ -4850,6 +4862,111 @@ TEST(a_not_sampled_claim_after_a_cut_stack_finds_its_root_further_on)
     ag_stop();
     ASSERT_EQ(claim_depth, 4); /* the marker over the start routine and the C library's two */
     ASSERT_TRUE(claim_above == whole[1]);
+}
+
+/* Counts the [not sampled] claims claim_cb saw (claim_n), after which claim_depth is the last's. */
+static unsigned claim_n;
+
+static int
+claim_count_cb(const struct ag_record *rec, void *ctx)
+{
+    const struct ag_sample *s = rec->u.sample;
+
+    claim_n += rec->kind == AG_RECORD_SAMPLE && rec->tid == atomic_load(&merge_tid) &&
+               s->source == AG_SOURCE_TAIL && s->depth != 0 && s->frames[0] == ag_not_sampled_pc();
+    return claim_cb(rec, ctx);
+}
+
+/*
+ * issue 19: a [not sampled] claim drained before its thread's first stack that reaches the root
+ * was written (a thread the scan found, claimed before the drain saw a sample of it: a loaded
+ * machine) waits for that stack and stands over the root it shows; one past its bound stands
+ * alone, counted. Built by hand: a late tick's split (in the ring) and auto's move (the thread's
+ * final sample), each drained once before the thread's whole stack is written (the claim
+ * waits: no claim delivered, the drain says where its span starts), then after. Before (the
+ * claim delivered at once): depth 1, the marker alone.
+ */
+TEST(a_not_sampled_claim_waits_for_its_threads_first_stack_that_reaches_the_root)
+{
+    uint64_t f[4], whole[4], now;
+    struct ag_stats st0, st1;
+    struct ag_thread *t;
+    pthread_t th;
+    int32_t tid;
+    int round;
+
+    tid = claim_start(&th, whole);
+    f[0] = ag_not_sampled_pc();
+    pthread_mutex_lock(&ag.reg_lock);
+    t = ag_thread_register_locked(tid, 0, NULL); /* as the scan finds it: no start routine */
+    ASSERT_TRUE(t != NULL);
+    pthread_mutex_unlock(&ag.reg_lock);
+    for (round = 0; round < 2; round++) {
+        /* round 0: the split of a late tick's sample (2 intervals); 1: auto's move (3) */
+        claim_n = 0;
+        claim_depth = 0;
+        claim_above = 0;
+        ag_stats_get(&st0);
+        pthread_mutex_lock(&ag.reg_lock);
+        now = ag_now_ns() - 1000000u;
+        if (round == 0) {
+            ring_put(&t->ring, tid, now - 2000, AG_SOURCE_TAIL, AG_CPU_ENGINE_TIMER, 2, f, 1,
+                     AG_UNWIND_END_LEAF_ONLY);
+        } else {
+            t->tail_ts = now - 2000;
+            t->tail_cpu_time_ns = 1000000000u;
+            t->tail_cpu_ns = 3000000u;
+            t->tail_weight = 3;
+            t->tail_engine = AG_CPU_ENGINE_TIMER;
+            t->tail_not_sampled = 1;
+        }
+        pthread_mutex_unlock(&ag.reg_lock);
+        ASSERT_TRUE(ag_drain(claim_count_cb, NULL) >= 0);
+        ag_stats_get(&st1);
+        printf("# round %d, before the thread's stack: %u claims delivered, %llu held, held from "
+               "%lld us before the drain\n",
+               round, claim_n, (unsigned long long)(st1.not_sampled_held - st0.not_sampled_held),
+               ag_drain_held_from() == UINT64_MAX ? -1ll
+                                                  : (long long)(now - ag_drain_held_from()) / 1000);
+        ASSERT_EQ(claim_n, 0);
+        ASSERT_EQ(st1.not_sampled_held - st0.not_sampled_held, 1);
+        /* its span's start: 2 (3) intervals of 1 ms before its time */
+        ASSERT_EQ(ag_drain_held_from(), now - 2000 - (round == 0 ? 2000000u : 3000000u));
+        pthread_mutex_lock(&ag.reg_lock);
+        ring_put(&t->ring, tid, now - 1000, AG_SOURCE_SIGNAL, AG_CPU_ENGINE_TIMER, 1, whole, 4,
+                 AG_UNWIND_END_ROOT);
+        pthread_mutex_unlock(&ag.reg_lock);
+        ASSERT_TRUE(ag_drain(claim_count_cb, NULL) >= 0);
+        printf("# round %d, after: %u claims, depth %u, above the marker %s\n", round, claim_n,
+               claim_depth,
+               claim_above == whole[1] ? "the start routine"
+               : claim_above == 0      ? "nothing"
+                                       : "another frame");
+        ASSERT_EQ(claim_n, 1);
+        ASSERT_EQ(claim_depth, 4); /* the marker over the start routine and the C library's two */
+        ASSERT_TRUE(claim_above == whole[1]);
+        ASSERT_TRUE(ag_drain_held_from() == UINT64_MAX);
+        /* the next round's thread has no stack again */
+        t->last_depth = 0;
+    }
+    /* A claim past its bound (its span started 400 ms ago) stands alone, counted. */
+    claim_n = 0;
+    claim_depth = 0;
+    ag_stats_get(&st0);
+    pthread_mutex_lock(&ag.reg_lock);
+    ring_put(&t->ring, tid, ag_now_ns() - 398000000u, AG_SOURCE_TAIL, AG_CPU_ENGINE_TIMER, 2, f, 1,
+             AG_UNWIND_END_LEAF_ONLY);
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(ag_drain(claim_count_cb, NULL) >= 0);
+    ag_stats_get(&st1);
+    printf("# past its bound: %u claims, depth %u, %llu alone\n", claim_n, claim_depth,
+           (unsigned long long)(st1.not_sampled_alone - st0.not_sampled_alone));
+    atomic_store(&merge_done, 1);
+    pthread_join(th, NULL);
+    ag_stop();
+    ASSERT_EQ(claim_n, 1);
+    ASSERT_EQ(claim_depth, 1);
+    ASSERT_EQ(st1.not_sampled_alone - st0.not_sampled_alone, 1);
 }
 
 /* A final sample of a thread built by hand as the merge cases (calls a and b in its own ring),
@@ -5166,6 +5283,7 @@ static const struct test_case cases[] = {
     TEST_CASE(perf_ring_drain_keeps_time_order_at_its_hold),
     TEST_CASE(perf_ring_drain_holds_a_final_sample_claimed_after_its_hold),
     TEST_CASE(a_not_sampled_claim_after_a_cut_stack_finds_its_root_further_on),
+    TEST_CASE(a_not_sampled_claim_waits_for_its_threads_first_stack_that_reaches_the_root),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
