@@ -81,6 +81,8 @@ struct pp_loader {
     uint64_t tag;            /* (index + 1) << PP_ADDR_BITS when several traces load, else 0 */
     uint64_t ts_num, ts_den; /* this trace's ticks to the profile's: * num / den */
     uint32_t process_id;
+    uint32_t instance;  /* 1, or 1 + the traces before it whose process had its pid (several) */
+    uint64_t tid_key;   /* (instance - 1) << PP_PROFILE_INSTANCE_SHIFT: its thread ids' */
     char *process_name; /* from ProcessInfo's CommandLine, or NULL */
     uint64_t *scratch;  /* a tagged stack */
     uint32_t scratch_cap;
@@ -322,6 +324,7 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
 
     memset(&f, 0, sizeof(f));
     if (strcmp(ev->desc->name, "ThreadStart") == 0) {
+        uint64_t tid;
         char *name;
 
         f.want[0] = "ThreadId";
@@ -334,8 +337,11 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
         if (name == NULL) {
             return -ENOMEM;
         }
-        err = pp_profile_set_thread_name(ld->p, f.got[0].u != 0 ? f.got[0].u : (uint64_t)f.got[0].i,
-                                         name);
+        tid = (f.got[0].u != 0 ? f.got[0].u : (uint64_t)f.got[0].i) | ld->tid_key;
+        err = pp_profile_set_thread_name(ld->p, tid, name);
+        if (err == 0 && ld->all->n > 1) {
+            err = pp_profile_set_thread_process(ld->p, tid, ld->process_id, ld->instance);
+        }
         free(name);
         return err;
     }
@@ -607,9 +613,11 @@ pp_on_sample(struct pp_loader *ld, const struct nt_event *ev, const struct pp_lo
     if (ld->ts_den != 0) {
         ts = (uint64_t)((double)ts * (double)ld->ts_num / (double)ld->ts_den);
     }
-    err = ld->all->n > 1 ? pp_profile_set_thread_process(ld->p, ev->thread_id, ld->process_id) : 0;
+    err = ld->all->n > 1 ? pp_profile_set_thread_process(ld->p, ev->thread_id | ld->tid_key,
+                                                         ld->process_id, ld->instance)
+                         : 0;
     if (err == 0) {
-        err = pp_profile_add_sample(ld->p, ev->thread_id, ts, running, ld->scratch,
+        err = pp_profile_add_sample(ld->p, ev->thread_id | ld->tid_key, ts, running, ld->scratch,
                                     ev->stack_depth);
     }
     return err;
@@ -870,6 +878,15 @@ pp_load_trace(struct pp_loader *ld, const char *path, const struct pp_load_filte
     info = nt_reader_info(r);
     tps = info->ticks_per_second != 0 ? info->ticks_per_second : 1000000000ULL;
     ld->process_id = info->process_id;
+    ld->instance = 1;
+    if (ld->all->n > 1) {
+        /* A recording's pid may name two of its processes (thread ids wrap the pid space): the
+         * later one's threads are kept apart, or its main thread (tid = pid) joins the first's. */
+        for (size_t j = 0; j < ld->index; j++) {
+            ld->instance += ld->all->lds[j].process_id == ld->process_id;
+        }
+        ld->tid_key = (uint64_t)(ld->instance - 1u) << PP_PROFILE_INSTANCE_SHIFT;
+    }
     if (first) {
         p->ticks_per_second = tps;
         p->start_ts = info->sync_time_ticks;
@@ -1035,7 +1052,8 @@ pp_load_profiles(const char *const *paths, size_t n, const struct pp_load_filter
             goto out;
         }
         if (n > 1) {
-            err = pp_profile_add_process(p, lds[i].process_id, lds[i].process_name);
+            err = pp_profile_add_process(p, lds[i].process_id, lds[i].instance,
+                                         lds[i].process_name);
             if (err != 0) {
                 snprintf(err_msg, errlen, "out of memory");
                 goto out;
@@ -1060,13 +1078,14 @@ pp_load_profiles(const char *const *paths, size_t n, const struct pp_load_filter
     if (n > 1) {
         for (t = 0; t < p->thread_count; t++) {
             for (i = 0; i < p->process_count; i++) {
-                if (p->processes[i].process_id == p->threads[t].process_id) {
+                if (p->processes[i].process_id == p->threads[t].process_id &&
+                    p->processes[i].instance == p->threads[t].process_instance) {
                     p->processes[i].samples += p->threads[t].samples;
                 }
             }
         }
     } else {
-        err = pp_profile_add_process(p, lds[0].process_id, lds[0].process_name);
+        err = pp_profile_add_process(p, lds[0].process_id, 1, lds[0].process_name);
         if (err != 0) {
             snprintf(err_msg, errlen, "out of memory");
             goto out;

@@ -519,8 +519,13 @@ pp_cmd_report(int argc, char **argv)
         char label[320];
 
         if (json) {
-            printf("%s{\"thread_id\":%llu,\"process_id\":%u,\"name\":", i > 0 ? "," : "",
-                   (unsigned long long)t->thread_id, pp_profile_thread_pid(p, t->thread_id));
+            printf("%s{\"thread_id\":%llu,\"process_id\":%u,", i > 0 ? "," : "",
+                   (unsigned long long)pp_profile_tid(t->thread_id),
+                   pp_profile_thread_pid(p, t->thread_id));
+            if (t->process_instance > 1) {
+                printf("\"process_instance\":%u,", (unsigned)t->process_instance);
+            }
+            printf("\"name\":");
             pp_json_string(stdout, t->name);
             printf(",\"samples\":%llu,\"running_samples\":%llu}", (unsigned long long)t->samples,
                    (unsigned long long)t->running_samples);
@@ -540,13 +545,17 @@ pp_cmd_report(int argc, char **argv)
         char label[320];
 
         if (json) {
-            printf("%s{\"process_id\":%u,\"name\":", i > 0 ? "," : "", pr->process_id);
+            printf("%s{\"process_id\":%u,", i > 0 ? "," : "", pr->process_id);
+            if (pr->instance > 1) {
+                printf("\"instance\":%u,", (unsigned)pr->instance);
+            }
+            printf("\"name\":");
             pp_json_string(stdout, pr->name);
             printf(",\"samples\":%llu}", (unsigned long long)pr->samples);
         } else {
             printf("%10llu %6.2f%%  %s\n", (unsigned long long)pr->samples,
                    pp_pct(pr->samples, p->samples),
-                   pp_profile_process_label(p, pr->process_id, label, sizeof(label)));
+                   pp_profile_process_label(p, pr->process_id, pr->instance, label, sizeof(label)));
         }
     }
     if (json) {

@@ -76,7 +76,7 @@ pp_write_folded(const struct pp_profile *p, FILE *out, char *err_msg, size_t err
             continue;
         }
         /* Several processes: each stack starts at its process, then its thread. */
-        pp_profile_process_label(p, pp_profile_thread_pid(p, st->thread_id), proc, sizeof(proc));
+        pp_profile_thread_process_label(p, st->thread_id, proc, sizeof(proc));
         if (proc[0] != '\0') {
             err = pp_folded_append(&buf, &len, &cap, proc, 1);
             if (err == 0) {

@@ -52,8 +52,9 @@ pp_perf_record(const struct pp_profile *p, const struct pp_profile_stack *st, co
     uint32_t d;
 
     fprintf(out, "%s %u/%llu %.6f: %llu cpu-clock:\n", comm,
-            (unsigned)pp_profile_thread_pid(p, st->thread_id), (unsigned long long)st->thread_id,
-            pp_profile_seconds(p, timestamp), (unsigned long long)period);
+            (unsigned)pp_profile_thread_pid(p, st->thread_id),
+            (unsigned long long)pp_profile_tid(st->thread_id), pp_profile_seconds(p, timestamp),
+            (unsigned long long)period);
     for (d = 0; d < st->depth; d++) {
         const char *name = p->names[st->names[d]];
         size_t module_len;

@@ -545,7 +545,7 @@ pp_pprof_samples(struct pp_pprof *w, uint64_t interval_ns, char *err_msg, size_t
         err = pp_pprof_label(w, "thread",
                              pp_profile_thread_label(p, st->thread_id, label, sizeof(label)), 0);
         if (err == 0) {
-            err = pp_pprof_label(w, "thread_id", NULL, st->thread_id);
+            err = pp_pprof_label(w, "thread_id", NULL, pp_profile_tid(st->thread_id));
         }
         if (err == 0 && p->process_count > 1) {
             err = pp_pprof_label(w, "pid", NULL, pp_profile_thread_pid(p, st->thread_id));

@@ -129,7 +129,7 @@ pp_write_speedscope(const struct pp_profile *p, FILE *out, char *err_msg, size_t
               out);
         /* Several processes: a profile per process and thread, named by both. */
         pp_profile_thread_label(p, th->thread_id, label, sizeof(label));
-        pp_profile_process_label(p, pp_profile_thread_pid(p, th->thread_id), proc, sizeof(proc));
+        pp_profile_thread_process_label(p, th->thread_id, proc, sizeof(proc));
         snprintf(name, sizeof(name), "%s%s%s", proc, proc[0] != '\0' ? ": " : "", label);
         err = pp_profile_json_string(out, name, strlen(name));
         for (e = 0; e < n; e++) {

@@ -488,16 +488,18 @@ pp_profile_thread_label(const struct pp_profile *p, uint64_t thread_id, char *bu
 
     for (i = 0; i < p->thread_count; i++) {
         if (p->threads[i].thread_id == thread_id && p->threads[i].name != NULL) {
-            snprintf(buf, len, "%s (%llu)", p->threads[i].name, (unsigned long long)thread_id);
+            snprintf(buf, len, "%s (%llu)", p->threads[i].name,
+                     (unsigned long long)pp_profile_tid(thread_id));
             return buf;
         }
     }
-    snprintf(buf, len, "Thread (%llu)", (unsigned long long)thread_id);
+    snprintf(buf, len, "Thread (%llu)", (unsigned long long)pp_profile_tid(thread_id));
     return buf;
 }
 
 int
-pp_profile_add_process(struct pp_profile *p, uint32_t process_id, const char *name)
+pp_profile_add_process(struct pp_profile *p, uint32_t process_id, uint32_t instance,
+                       const char *name)
 {
     struct pp_profile_priv *pv = p->priv;
     struct pp_profile_process *pr = NULL;
@@ -505,7 +507,7 @@ pp_profile_add_process(struct pp_profile *p, uint32_t process_id, const char *na
     int err;
 
     for (i = 0; i < p->process_count && pr == NULL; i++) {
-        if (p->processes[i].process_id == process_id) {
+        if (p->processes[i].process_id == process_id && p->processes[i].instance == instance) {
             pr = &p->processes[i];
         }
     }
@@ -518,6 +520,7 @@ pp_profile_add_process(struct pp_profile *p, uint32_t process_id, const char *na
         pr = &p->processes[p->process_count++];
         memset(pr, 0, sizeof(*pr));
         pr->process_id = process_id;
+        pr->instance = instance;
     }
     if (pr->name == NULL && name != NULL && (pr->name = strdup(name)) == NULL) {
         return -ENOMEM;
@@ -526,13 +529,15 @@ pp_profile_add_process(struct pp_profile *p, uint32_t process_id, const char *na
 }
 
 int
-pp_profile_set_thread_process(struct pp_profile *p, uint64_t thread_id, uint32_t process_id)
+pp_profile_set_thread_process(struct pp_profile *p, uint64_t thread_id, uint32_t process_id,
+                              uint32_t instance)
 {
     size_t ti;
     int err = pp_thread_index(p, thread_id, &ti);
 
     if (err == 0) {
         p->threads[ti].process_id = process_id;
+        p->threads[ti].process_instance = instance;
     }
     return err;
 }
@@ -551,20 +556,42 @@ pp_profile_thread_pid(const struct pp_profile *p, uint64_t thread_id)
 }
 
 const char *
-pp_profile_process_label(const struct pp_profile *p, uint32_t process_id, char *buf, size_t len)
+pp_profile_process_label(const struct pp_profile *p, uint32_t process_id, uint32_t instance,
+                         char *buf, size_t len)
 {
+    const char *name = "Process";
+    char nth[16] = "";
     size_t i;
 
     buf[0] = '\0';
     if (p->process_count < 2) {
         return buf;
     }
+    instance = instance != 0 ? instance : 1;
     for (i = 0; i < p->process_count; i++) {
-        if (p->processes[i].process_id == process_id && p->processes[i].name != NULL) {
-            snprintf(buf, len, "%s (%u)", p->processes[i].name, (unsigned)process_id);
-            return buf;
+        if (p->processes[i].process_id == process_id && p->processes[i].instance == instance &&
+            p->processes[i].name != NULL) {
+            name = p->processes[i].name;
         }
     }
-    snprintf(buf, len, "Process (%u)", (unsigned)process_id);
+    if (instance > 1) {
+        snprintf(nth, sizeof(nth), " #%u", (unsigned)instance);
+    }
+    snprintf(buf, len, "%s (%u%s)", name, (unsigned)process_id, nth);
     return buf;
+}
+
+const char *
+pp_profile_thread_process_label(const struct pp_profile *p, uint64_t thread_id, char *buf,
+                                size_t len)
+{
+    uint32_t instance = 0;
+    size_t i;
+
+    for (i = 0; i < p->thread_count; i++) {
+        if (p->threads[i].thread_id == thread_id && p->threads[i].process_id != 0) {
+            instance = p->threads[i].process_instance;
+        }
+    }
+    return pp_profile_process_label(p, pp_profile_thread_pid(p, thread_id), instance, buf, len);
 }

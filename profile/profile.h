@@ -38,14 +38,26 @@ struct pp_profile_thread {
     const char *name; /* or NULL when the trace never named the thread */
     uint64_t samples;
     uint64_t running_samples;
-    uint32_t process_id; /* its process (pp_profile.processes); 0: the profile's process_id */
+    uint32_t process_id;       /* its process (pp_profile.processes); 0: the profile's process_id */
+    uint32_t process_instance; /* which process of that pid (pp_profile_process.instance) */
 };
+
+/* Traces merged whose processes had one pid (a recording's pid reused: thread ids wrap the pid
+ * space) keep their threads apart: a later one's thread ids carry its instance less one above
+ * bit 32 (the kernel's tids fit in 32 bits). pp_profile_tid() is the id as the trace said it. */
+#define PP_PROFILE_INSTANCE_SHIFT 32
+static inline uint64_t
+pp_profile_tid(uint64_t thread_id)
+{
+    return thread_id & ((UINT64_C(1) << PP_PROFILE_INSTANCE_SHIFT) - 1u);
+}
 
 /* A process of a profile merged from several traces (one trace holds one process). */
 struct pp_profile_process {
     uint32_t process_id;
-    char *name;       /* or NULL; owned */
-    uint64_t samples; /* filled by whoever merges the traces */
+    uint32_t instance; /* 1, or 2, 3, ... for later traces whose process had the same pid */
+    char *name;        /* or NULL; owned */
+    uint64_t samples;  /* filled by whoever merges the traces */
 };
 
 /* One sample of the timeline, in the order samples were added. */
@@ -137,27 +149,34 @@ PP_MUST_USE int pp_profile_name_frames(struct pp_profile *p, pp_profile_namer_fn
 void pp_profile_free(struct pp_profile *p);
 
 /*
- * Adds a process (pid and name copied; a known pid gets the name if it had none). Threads are
+ * Adds a process (pid and name copied; a known pid and instance gets the name if it had none):
+ * instance 1, or 2, 3, ... for the later processes of a merge that had the same pid. Threads are
  * put under it with pp_profile_set_thread_process(). Returns 0 or -ENOMEM.
  */
-PP_MUST_USE int pp_profile_add_process(struct pp_profile *p, uint32_t process_id, const char *name);
+PP_MUST_USE int pp_profile_add_process(struct pp_profile *p, uint32_t process_id, uint32_t instance,
+                                       const char *name);
 
 /* Puts a thread under a process added with pp_profile_add_process(). Returns 0 or -ENOMEM. */
 PP_MUST_USE int pp_profile_set_thread_process(struct pp_profile *p, uint64_t thread_id,
-                                              uint32_t process_id);
+                                              uint32_t process_id, uint32_t instance);
 
 /* The process of a thread: its own process_id, else the profile's. */
 uint32_t pp_profile_thread_pid(const struct pp_profile *p, uint64_t thread_id);
 
 /*
- * The display label of a process, "name (pid)" or "Process (pid)", written to buf; buf[0] is
- * '\0' when the profile holds one process (writers then show threads at the top, as before).
- * Returns buf.
+ * The display label of a process, "name (pid)" or "Process (pid)" ("name (pid #2)" for a later
+ * process of the same pid), written to buf; buf[0] is '\0' when the profile holds one process
+ * (writers then show threads at the top, as before). Returns buf.
  */
-const char *pp_profile_process_label(const struct pp_profile *p, uint32_t process_id, char *buf,
-                                     size_t len);
+const char *pp_profile_process_label(const struct pp_profile *p, uint32_t process_id,
+                                     uint32_t instance, char *buf, size_t len);
 
-/* The display label of a thread, "name (tid)" or "Thread (tid)", written to buf. Returns buf. */
+/* pp_profile_process_label() of the process a thread is under. */
+const char *pp_profile_thread_process_label(const struct pp_profile *p, uint64_t thread_id,
+                                            char *buf, size_t len);
+
+/* The display label of a thread, "name (tid)" or "Thread (tid)", written to buf (the tid as the
+ * trace said it, pp_profile_tid). Returns buf. */
 const char *pp_profile_thread_label(const struct pp_profile *p, uint64_t thread_id, char *buf,
                                     size_t len);
 

@@ -32,8 +32,8 @@ static struct pp_profile_stack demo_stacks[] = {
     { 202, 0, 0, 2, s2_names, s2_ips }, /* never sampled: no pprof Sample, no perf record */
 };
 static struct pp_profile_thread demo_threads[] = {
-    { 101, "main", 4, 4, 0 },
-    { 202, NULL, 2, 2, 0 },
+    { 101, "main", 4, 4, 0, 0 },
+    { 202, NULL, 2, 2, 0, 0 },
 };
 static struct pp_profile_sample demo_timeline[] = {
     { 1000000000, 0, 1 }, { 1010000000, 2, 1 }, { 1020000000, 0, 1 },
@@ -809,7 +809,7 @@ TEST(perf_keeps_records_intact)
         { 7, 1, 1, 2, snames, NULL },
         { 8, 1, 1, 0, NULL, NULL }, /* a sample without frames is still a record */
     };
-    static struct pp_profile_thread threads[] = { { 7, "worker 2", 1, 1, 0 } };
+    static struct pp_profile_thread threads[] = { { 7, "worker 2", 1, 1, 0, 0 } };
     static struct pp_profile_sample timeline[] = { { 0, 0, 1 }, { 1500, 1, 0 } };
     static const char expected[] = "worker_2 0/7 0.000000: 1 cpu-clock:\n"
                                    "\t0 operator new(unsigned long) (my lib.so)\n"
@@ -858,11 +858,11 @@ TEST(perf_empty_profile)
 TEST(writers_keep_processes_apart)
 {
     static struct pp_profile_thread threads[] = {
-        { 101, "main", 4, 4, 111 },
-        { 202, NULL, 2, 2, 222 },
+        { 101, "main", 4, 4, 111, 1 },
+        { 202, NULL, 2, 2, 222, 1 },
     };
     static char alpha[] = "alpha", beta[] = "beta";
-    static struct pp_profile_process procs[] = { { 111, alpha, 4 }, { 222, beta, 2 } };
+    static struct pp_profile_process procs[] = { { 111, 1, alpha, 4 }, { 222, 1, beta, 2 } };
     static const struct {
         enum pp_profile_format fmt;
         const char *want[2];
