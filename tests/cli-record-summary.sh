@@ -44,6 +44,9 @@ if j["tables_pending_samples"]:
                  (100.0 * j["tables_pending_samples"] / j["samples"] if j["samples"] else 0.0))
 if j["cpu_rest_ms"]:
     parts.append("%.1f ms of CPU at the ends of threads in no sample" % j["cpu_rest_ms"])
+if j["perf_early_samples"]:  # (chr(39): this program sits in single quotes)
+    parts.append("%d perf samples left out, early by their thread%ss CPU clock" %
+                 (j["perf_early_samples"], chr(39)))
 if j["waiting_samples"]:
     parts.append("%d waiting samples" % j["waiting_samples"])
 if j["not_running_markers"]:
