@@ -62,8 +62,8 @@
  * interposed (libc reads the caller's object from the return address, for its search path and
  * namespace: a wrapper would change which library a host's dlopen finds), holds dl_load_lock as
  * well, and no counter tells: a library dlopen or dlclose the prepare handler waits for is taken
- * for stuck after a bound (the same call not returned after 5000 looks 200 us apart, at least
- * 1 s), and the child then takes its list lock for lost, since that holder may have been anywhere
+ * for stuck after a bound (the same call not returned 1 s, by CLOCK_MONOTONIC, after the first
+ * look), and the child then takes its list lock for lost, since that holder may have been anywhere
  * in its call. The fork waited forever before. A walk holder is not bounded: it needs only the
  * list lock, which such a fork does not hold.
  *
@@ -94,6 +94,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include "host/internal.h"
 
@@ -205,15 +206,17 @@ static _Thread_local int host_loader_fork_took;
 /* A library dlopen or dlclose that a fork's prepare handlers wait for may wait in turn for
  * dl_load_lock held by the forking thread in a constructor of the host's dlopen (not interposed:
  * host_loader_fork_stuck cannot tell). host_loader_calls numbers the library's calls as they
- * begin; the forking thread counts its looks at one that has not returned
- * (host_loader_fork_looks, of call host_loader_fork_call), and after HOST_LOADER_FORK_LOOKS of
- * them, a pause apart (at least 1 s), takes it for stuck (host_loader_fork_timed): the holder may
+ * begin; the forking thread notes when it first looked at one that has not returned
+ * (host_loader_fork_since, of call host_loader_fork_call), and once HOST_LOADER_FORK_STUCK_NS
+ * have passed since by CLOCK_MONOTONIC, takes it for stuck (host_loader_fork_timed). (A count of
+ * 5000 looks 200 us apart was the bound first: on a loaded machine each pause sleeps milliseconds,
+ * so it stretched to seconds, past the tests' own 20 s bound on the fork.) The holder may
  * then have been anywhere in its call, the list lock's change included, so the child takes its
  * list lock for lost. The handlers after the fork start the count anew. */
-#define HOST_LOADER_FORK_LOOKS 5000
+#define HOST_LOADER_FORK_STUCK_NS 1000000000ull
 static _Atomic unsigned long host_loader_calls;
 static _Thread_local unsigned long host_loader_fork_call;
-static _Thread_local unsigned host_loader_fork_looks;
+static _Thread_local unsigned long long host_loader_fork_since; /* ns; 0: not looking */
 static _Thread_local int host_loader_fork_timed;
 
 static long
@@ -252,9 +255,22 @@ host_loader_list_lost(void)
            atomic_load_explicit(&host_dl_walks, memory_order_seq_cst) != 0;
 }
 
+/* CLOCK_MONOTONIC in ns (0 where it cannot be read). */
+static unsigned long long
+host_loader_now_ns(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) {
+        return 0;
+    }
+    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
 int
 host_loader_fork_stuck(void)
 {
+    unsigned long long now;
     unsigned long call;
     int kind;
 
@@ -268,7 +284,7 @@ host_loader_fork_stuck(void)
     }
     kind = atomic_load_explicit(&host_loader_kind, memory_order_relaxed);
     if (kind != HOST_LOADER_OPEN && kind != HOST_LOADER_CLOSE) {
-        host_loader_fork_looks = 0;
+        host_loader_fork_since = 0;
         return 0; /* a walk needs only the list lock, which this thread does not hold: it ends */
     }
     /* This thread holds dl_load_lock (a destructor): a dlopen or dlclose that has not returned
@@ -278,12 +294,13 @@ host_loader_fork_stuck(void)
     }
     /* Or it holds it in a constructor of the host's dlopen, which no counter tells: bounded */
     call = atomic_load_explicit(&host_loader_calls, memory_order_relaxed);
-    if (host_loader_fork_looks == 0 || call != host_loader_fork_call) {
+    now = host_loader_now_ns();
+    if (host_loader_fork_since == 0 || call != host_loader_fork_call) {
         host_loader_fork_call = call;
-        host_loader_fork_looks = 1;
+        host_loader_fork_since = now != 0 ? now : 1;
         return 0;
     }
-    if (++host_loader_fork_looks < HOST_LOADER_FORK_LOOKS) {
+    if (now - host_loader_fork_since < HOST_LOADER_FORK_STUCK_NS) {
         return 0;
     }
     host_loader_fork_timed = 1;
@@ -325,7 +342,7 @@ host_loader_before_fork(void)
 static void
 host_loader_after_fork_parent(void)
 {
-    host_loader_fork_looks = 0;
+    host_loader_fork_since = 0;
     host_loader_fork_timed = 0;
     if (host_loader_fork_took) {
         host_loader_unlock_nested();
@@ -342,7 +359,7 @@ host_loader_after_fork_child(void)
         host_loader_list_lost_here = 1;
     }
     atomic_store_explicit(&host_dl_walks, host_dl_walking, memory_order_seq_cst);
-    host_loader_fork_looks = 0;
+    host_loader_fork_since = 0;
     host_loader_fork_timed = 0;
     if (!host_loader_fork_took) {
         /* held by a thread the child does not have, which had not reached libc's call or was

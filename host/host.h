@@ -267,7 +267,7 @@ int host_loader_close(void *handle);
  * in the host's dl_iterate_phdr (its callback forks: glibc's list lock is this thread's), or in
  * the host's dlclose (a destructor forks: dl_load_lock is this thread's) while the holder is in a
  * dlopen or dlclose of libc's; or this thread has looked at the same library dlopen or dlclose
- * for 5000 looks a pause apart (at least 1 s): it may be in a constructor of the host's dlopen,
+ * for 1 s (CLOCK_MONOTONIC) since its first look: it may be in a constructor of the host's dlopen,
  * which no counter tells (dl.c). Each call is one look. The prepare handler of host_loader_lock
  * then leaves it and the child makes it anew; a lock taken around loader calls (the agent's module
  * lock) may be left too when its holder is in one (dl.c's header says why). 0 otherwise, and while
