@@ -4985,24 +4985,10 @@ struct held_rec {
 };
 static struct held_rec held_recs[8];
 static unsigned held_n;
-
-static int
-held_cb(const struct ag_record *rec, void *ctx)
-{
-    const struct ag_sample *s = rec->u.sample;
-
-    (void)ctx;
-    if (rec->kind == AG_RECORD_SAMPLE && rec->tid == atomic_load(&merge_tid) &&
-        (s->source == AG_SOURCE_TAIL || s->source == AG_SOURCE_UNSEEN) && held_n < 8) {
-        held_recs[held_n++] = (struct held_rec){ s->timestamp_ns,
-                                                 s->weight,
-                                                 s->depth,
-                                                 s->source,
-                                                 s->depth > 0 ? s->frames[0] : 0,
-                                                 s->depth > 1 ? s->frames[1] : 0 };
-    }
-    return 0;
-}
+/* held_cb claims a final sample of this thread at its first CPU sample (then NULL again), as a
+ * flush or the thread's end does while the drain has the slot's parts out; at held_own_ts. */
+static struct ag_thread *held_claim_at;
+static uint64_t held_own_ts;
 
 /* A final sample of t claimed as the timer engine claims one (an exit's, a flush's, a drain's
  * while the signal is blocked): w intervals of 1 ms since its last sample at CPU time cpu0.
@@ -5022,19 +5008,47 @@ held_claim(struct ag_thread *t, uint64_t cpu0, unsigned w)
     t->timer_hz = hz;
 }
 
+static int
+held_cb(const struct ag_record *rec, void *ctx)
+{
+    const struct ag_sample *s = rec->u.sample;
+
+    (void)ctx;
+    if (rec->kind == AG_RECORD_SAMPLE && rec->tid == atomic_load(&merge_tid) &&
+        s->source == AG_SOURCE_SIGNAL && held_claim_at != NULL) {
+        pthread_mutex_lock(&ag.reg_lock);
+        held_claim(held_claim_at, 2000000000u, 2);
+        held_own_ts = ag_now_ns();
+        held_claim_at = NULL;
+        pthread_mutex_unlock(&ag.reg_lock);
+    }
+    if (rec->kind == AG_RECORD_SAMPLE && rec->tid == atomic_load(&merge_tid) &&
+        (s->source == AG_SOURCE_TAIL || s->source == AG_SOURCE_UNSEEN) && held_n < 8) {
+        held_recs[held_n++] = (struct held_rec){ s->timestamp_ns,
+                                                 s->weight,
+                                                 s->depth,
+                                                 s->source,
+                                                 s->depth > 0 ? s->frames[0] : 0,
+                                                 s->depth > 1 ? s->frames[1] : 0 };
+    }
+    return 0;
+}
+
 /*
  * issue 19: a [not sampled] claim that waits in its thread's slot for the thread's root keeps
  * apart from the final samples claimed after it: each part keeps its own marker or stack and its
  * own time. Built by hand: a thread the scan found, a cut stack (call a, its walk short of the
- * root), auto's move claim of 3 intervals (it waits: no root known), then an ordinary final
- * sample of 2 (a flush's, or the thread's end) and an unseen one of 2 (the signal blocked under
- * call b), then a stack that reached the root. Before, they merged in the slot: one final sample
- * of 7 intervals, unseen over call b (the move claim's CPU given to call b, and call a's 2 to the
- * marker); or, without the unseen part, 5 intervals of [not sampled] over the root.
+ * root), auto's move claim of 3 intervals (it waits: no root known), an ordinary final sample of
+ * 2 claimed while that drain has the move claim out of the slot (a flush's, or the thread's end:
+ * the claim goes back before it), then an unseen one of 2 (the signal blocked under call b: into
+ * the slot that holds both), then a stack that reached the root. Before, they merged in the
+ * slot: one final sample of 7 intervals, unseen over call b (the move claim's CPU given to call
+ * b, and call a's 2 to the marker); or, without the unseen part, 5 intervals of [not sampled]
+ * over the root.
  */
 TEST(a_held_not_sampled_claim_keeps_apart_from_the_final_samples_after_it)
 {
-    uint64_t cut[1], whole[4], blk[2], now, t_own, t_unseen;
+    uint64_t cut[1], whole[4], blk[2], now, t_unseen;
     struct ag_unwind_result res = { 2, AG_UNWINDER_CFI, AG_UNWIND_END_ROOT, 0 };
     struct ag_stats st0, st1;
     struct ag_thread *t;
@@ -5059,6 +5073,7 @@ TEST(a_held_not_sampled_claim_keeps_apart_from_the_final_samples_after_it)
              AG_UNWIND_END_TABLES_PENDING);
     /* auto's move: 3 intervals no sample saw */
     tail_set(t, now - 2000, 2000000000u, 3, 0, AG_CPU_ENGINE_TIMER, AG_TAIL_NOT_SAMPLED);
+    held_claim_at = t; /* the ordinary final sample, as the drain delivers the cut stack */
     pthread_mutex_unlock(&ag.reg_lock);
     ASSERT_TRUE(ag_drain(held_cb, NULL) >= 0);
     ag_stats_get(&st1);
@@ -5066,14 +5081,13 @@ TEST(a_held_not_sampled_claim_keeps_apart_from_the_final_samples_after_it)
            (unsigned long long)(st1.not_sampled_held - st0.not_sampled_held),
            (unsigned long long)(ag_now_ns() - (now - 2000)) / 1000);
     ASSERT_EQ(held_n, 0);
+    ASSERT_TRUE(held_claim_at == NULL); /* claimed */
     ASSERT_EQ(st1.not_sampled_held - st0.not_sampled_held, 1);
     /* the cut stack: known, short of the root (call a over the tables-pending marker) */
     ASSERT_EQ(t->last_depth, 2);
     ASSERT_TRUE(t->last_frames[0] == cut[0]);
-    /* A final sample under call a (2 intervals), then 2 with the signal blocked under call b */
+    /* 2 intervals with the signal blocked under call b */
     pthread_mutex_lock(&ag.reg_lock);
-    held_claim(t, 2000000000u, 2);
-    t_own = ag_now_ns();
     ag_seqstack_put(&t->sigblk, blk, &res);
     atomic_store(&t->sigblk_ns, ag_now_ns() - 10000000u);
     held_claim(t, 2002000000u, 2);
@@ -5107,13 +5121,13 @@ TEST(a_held_not_sampled_claim_keeps_apart_from_the_final_samples_after_it)
     /* the ordinary final sample under the thread's last stack at its claim: call a */
     ASSERT_EQ(held_recs[1].source, AG_SOURCE_TAIL);
     ASSERT_EQ(held_recs[1].weight, 2);
-    ASSERT_TRUE(held_recs[1].ts <= t_own && held_recs[1].ts > now);
+    ASSERT_TRUE(held_recs[1].ts <= held_own_ts && held_recs[1].ts > now);
     ASSERT_EQ(held_recs[1].depth, 2);
     ASSERT_TRUE(held_recs[1].f0 == cut[0]);
     /* the unseen one: the marker over call b */
     ASSERT_EQ(held_recs[2].source, AG_SOURCE_UNSEEN);
     ASSERT_EQ(held_recs[2].weight, 2);
-    ASSERT_TRUE(held_recs[2].ts <= t_unseen && held_recs[2].ts > t_own);
+    ASSERT_TRUE(held_recs[2].ts <= t_unseen && held_recs[2].ts > held_own_ts);
     ASSERT_TRUE(held_recs[2].f0 == ag_unseen_pc() && held_recs[2].f1 == blk[0]);
 }
 
