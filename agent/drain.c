@@ -70,16 +70,6 @@ ag_drain_check_frames(struct ag_sample *s)
     }
 }
 
-/* The pending final sample of a thread, taken from its slot under reg_lock. */
-struct ag_drain_tail {
-    uint64_t ts, cpu_time_ns, cpu_ns, kern_ns;
-    uint32_t weight, kern_w; /* kern_w of weight: kernel time (a perf thread's, timer.c) */
-    uint8_t engine;
-    uint8_t unseen;       /* run with the signal blocked: AG_SOURCE_UNSEEN */
-    uint8_t not_sampled;  /* no sample saw it and no stack is known: [not sampled] */
-    uint64_t kern_faults; /* page faults in kern_w's span: their bound's part not placed */
-};
-
 /* The final sample being delivered (drain_lock): a sample with room for any stack. */
 static union {
     struct ag_sample s;
@@ -874,39 +864,41 @@ ag_drain_cpu(struct ag_thread *t, int32_t tid, uint64_t until, uint64_t hold, ag
     }
 }
 
-/* Returns a final sample that a stopped drain did not deliver to its slot. */
+/* Returns the n parts of a final sample that a stopped drain did not deliver to its slot, before
+ * the parts claimed since the drain took them (each keeps its kind: ag_tails_push). */
 static void
-ag_drain_tail_put_back(struct ag_thread *t, const struct ag_drain_tail *tail)
+ag_drain_tail_put_back(struct ag_thread *t, const struct ag_tail_part *parts, uint32_t n)
 {
-    pthread_mutex_lock(&ag.reg_lock);
-    if (t->tail_weight == 0) {
-        t->tail_ts = tail->ts;
-        t->tail_cpu_time_ns = tail->cpu_time_ns;
-        t->tail_engine = tail->engine;
+    struct ag_tails back;
+    uint32_t i;
+
+    back.n = 0;
+    for (i = 0; i < n; i++) {
+        ag_tails_push(&back, &parts[i]);
     }
-    t->tail_unseen |= tail->unseen;
-    t->tail_not_sampled |= tail->not_sampled;
-    t->tail_kern_faults = ag_faults_add(t->tail_kern_faults, tail->kern_faults);
-    t->tail_weight += tail->weight;
-    t->tail_cpu_ns += tail->cpu_ns;
-    t->tail_kern_w += tail->kern_w;
-    t->tail_kern_ns += tail->kern_ns;
+    pthread_mutex_lock(&ag.reg_lock);
+    for (i = 0; i < t->tail.n; i++) {
+        ag_tails_push(&back, &t->tail.part[i]);
+    }
+    t->tail = back;
     pthread_mutex_unlock(&ag.reg_lock);
 }
 
-/* Delivers a thread's final sample with the stack of its last CPU sample (else its start routine
- * under its callers; with neither, [not sampled] alone), its kernel time (kern_w, a perf
- * thread's) split off first and placed as a perf sample's split is; one no sample saw (a thread
- * moved to perf before any timer sample) is [not sampled] over the thread's root, found in root
- * (the last stack, or the one ag_drain_claim_root found). One that ran
- * with the signal blocked is AG_SOURCE_UNSEEN: the marker frame over the stack of the call that
- * blocked it (else over the thread's start routine, or alone). Returns fn's value. */
+/* Delivers a part of a thread's final sample with the stack of its last CPU sample (else its start
+ * routine under its callers; with neither, [not sampled] alone), its kernel time (kern_w, a perf
+ * thread's) split off first and placed as a perf sample's split is; one no sample saw (auto's
+ * move: AG_TAIL_NOT_SAMPLED) is [not sampled] over the thread's root, found in root (the last
+ * stack, or the one ag_drain_claim_root found). One that ran with the signal blocked
+ * (AG_TAIL_UNSEEN) is AG_SOURCE_UNSEEN: the marker frame over the stack of the call that blocked
+ * it (else over the thread's start routine, or alone). Returns fn's value; when fn stopped the
+ * drain, *tail is what is left to deliver (weight 0: nothing). */
 static int
-ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail,
+ag_drain_tail(struct ag_thread *t, int32_t tid, struct ag_tail_part *tail,
               const struct ag_drain_stack *root, ag_record_fn fn, void *ctx, int *n)
 {
     struct ag_sample *s;
-    uint32_t max = ag.cfg.max_frames - (tail->unseen ? 1u : 0u);
+    int unseen = tail->kind == AG_TAIL_UNSEEN;
+    uint32_t max = ag.cfg.max_frames - (unseen ? 1u : 0u);
     uint32_t depth = t->last_depth < max ? t->last_depth : max;
     uint64_t own = tail->cpu_ns;
     uint32_t weight = tail->weight;
@@ -951,32 +943,29 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
             k.cpu_ns = 0;
         }
         if (rc != 0) {
-            struct ag_drain_tail rest = *tail;
-
             /* the stopped drain's next turn delivers the rest: its own part, and kernel time
              * not delivered yet (placed as a span's without faults, theirs being counted) */
-            rest.weight = weight + k.weight;
-            rest.cpu_ns = own + k.cpu_ns;
-            rest.kern_w = k.weight;
-            rest.kern_ns = k.cpu_ns;
-            rest.kern_faults = 0;
-            ag_drain_tail_put_back(t, &rest);
+            tail->weight = weight + k.weight;
+            tail->cpu_ns = own + k.cpu_ns;
+            tail->kern_w = k.weight;
+            tail->kern_ns = k.cpu_ns;
+            tail->kern_faults = 0;
             return rc;
         }
     }
+    tail->weight = 0; /* delivered, also when fn stops the drain */
     s = ag_drain_own_sample(tid, tail->ts, tail->cpu_time_ns,
-                            tail->unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL, tail->engine, weight,
-                            own);
+                            unseen ? AG_SOURCE_UNSEEN : AG_SOURCE_TAIL, tail->engine, weight, own);
     s->unwinder = t->last_unwinder;
     s->end = t->last_end;
-    if (!tail->unseen && (tail->not_sampled || depth == 0)) {
+    if (!unseen && (tail->kind == AG_TAIL_NOT_SAMPLED || depth == 0)) {
         /* CPU no sample saw, of a thread with no stack known (timer.c), or a thread no sample
          * ever saw (one the scan found: every thread of an idle agent's first session that burned
          * less than an interval in it): whose, not where. As a stackless running sample it was
          * CPU_TIME without a frame in TraceEvent (dotnet-stack, dotnet-trace's Threads node),
          * counted nowhere. */
         ag_drain_not_sampled_over(t, s, root);
-    } else if (!tail->unseen) {
+    } else if (!unseen) {
         s->depth = depth;
         memcpy(s->frames, t->last_frames, depth * sizeof(uint64_t));
     } else if (ag_seqstack_get(&t->sigblk, s->frames + 1, max, &s->depth, &s->unwinder, &s->end) ==
@@ -997,7 +986,7 @@ ag_drain_tail(struct ag_thread *t, int32_t tid, const struct ag_drain_tail *tail
 static int
 ag_drain_slot(struct ag_thread *t, ag_record_fn fn, void *ctx, int *np)
 {
-    struct ag_drain_tail tail;
+    struct ag_tails tails;
     struct ag_record rec;
     char name[AG_NAME_MAX];
     int state, announce, kern_flush;
@@ -1005,6 +994,7 @@ ag_drain_slot(struct ag_thread *t, ag_record_fn fn, void *ctx, int *np)
     uint64_t hold; /* the own ring's records up to here: perf-ring's (ag_drain_cpu) */
     uint64_t dropped, unsampled;
     int n = 0, rc = 0;
+    uint32_t i;
 
     pthread_mutex_lock(&ag.reg_lock);
     state = atomic_load_explicit(&t->state, memory_order_acquire);
@@ -1027,25 +1017,13 @@ ag_drain_slot(struct ag_thread *t, ag_record_fn fn, void *ctx, int *np)
                t->name_gen != t->name_gen_reported;
     memcpy(name, t->name, sizeof(name));
     t->name_gen_reported = t->name_gen;
-    tail.ts = t->tail_ts;
-    tail.cpu_time_ns = t->tail_cpu_time_ns;
-    tail.cpu_ns = t->tail_cpu_ns;
-    tail.weight = state != AG_SLOT_FREE ? t->tail_weight : 0;
-    tail.kern_w = tail.weight != 0 ? t->tail_kern_w : 0;
-    tail.kern_ns = t->tail_kern_ns;
-    tail.engine = t->tail_engine;
-    tail.unseen = t->tail_unseen;
-    tail.not_sampled = t->tail_not_sampled;
-    tail.kern_faults = t->tail_kern_faults;
-    t->tail_unseen = 0;
-    t->tail_not_sampled = 0;
-    t->tail_kern_faults = 0;
+    tails = t->tail;
+    if (state == AG_SLOT_FREE) {
+        tails.n = 0;
+    }
+    t->tail.n = 0;
     kern_flush = t->kern_flush;
     t->kern_flush = 0;
-    t->tail_weight = 0;
-    t->tail_cpu_ns = 0;
-    t->tail_kern_w = 0;
-    t->tail_kern_ns = 0;
     pthread_mutex_unlock(&ag.reg_lock);
     if (state == AG_SLOT_FREE) {
         return 0;
@@ -1071,40 +1049,44 @@ ag_drain_slot(struct ag_thread *t, ag_record_fn fn, void *ctx, int *np)
         n++;
         rc = fn(&rec, ctx);
         if (rc != 0) {
+            ag_drain_tail_put_back(t, tails.part, tails.n); /* (it was lost) */
             goto out;
         }
     }
-    if (tail.weight != 0 && tail.ts > hold) {
-        /* Claimed after the hold (perf-ring's rate change): the records stamped before it
-         * may not all come in this drain, and its kernel time is shared among their calls. */
-        ag_drain_tail_put_back(t, &tail);
-        tail.weight = 0;
-    }
-    /* The final sample goes after the samples taken before its claim, with their stack
-     * (both CPU rings in time order: a perf-ring thread's locator writes to its own). */
-    rc = ag_drain_cpu(t, tid, tail.weight != 0 ? tail.ts : UINT64_MAX, hold, fn, ctx, &n);
-    if (rc == 0 && tail.weight != 0 && t->claim_wait_from == 0) {
-        struct ag_drain_stack root = { t->last_frames, t->last_depth, t->last_unwinder,
-                                       t->last_end };
+    /* Each part of the final sample goes after the samples taken before its claim, with their
+     * stack (both CPU rings in time order: a perf-ring thread's locator writes to its own), and
+     * the records after the last part follow it. A part that cannot go yet stops the rest, which
+     * go back to the slot: one claimed after the hold (perf-ring's rate change: the records
+     * stamped before it may not all come in this drain, and its kernel time is shared among
+     * their calls), and every one from a [not sampled] claim that waits for its thread's root
+     * (in the ring, or a move claim: with the records after it). */
+    for (i = 0;; i++) {
+        struct ag_tail_part *p = i < tails.n && tails.part[i].ts <= hold ? &tails.part[i] : NULL;
+        struct ag_drain_stack root;
         enum ag_drain_claim where = AG_CLAIM_OVER;
 
-        if (!tail.unseen && tail.not_sampled) {
+        rc = ag_drain_cpu(t, tid, p != NULL ? p->ts : UINT64_MAX, hold, fn, ctx, &n);
+        if (rc != 0 || p == NULL || t->claim_wait_from != 0) {
+            break;
+        }
+        root = (struct ag_drain_stack){ t->last_frames, t->last_depth, t->last_unwinder,
+                                        t->last_end };
+        if (p->kind == AG_TAIL_NOT_SAMPLED) {
             /* [not sampled] (auto's move): over its root */
-            where = ag_drain_claim_root(t, tid, ag_drain_span_start(tail.ts, tail.cpu_ns), NULL, 1,
+            where = ag_drain_claim_root(t, tid, ag_drain_span_start(p->ts, p->cpu_ns), NULL, 1,
                                         &root);
         }
         if (where == AG_CLAIM_WAIT) {
-            ag_drain_tail_put_back(t, &tail); /* with the records after it */
-            ag_drain_claim_wait(t, ag_drain_span_start(tail.ts, tail.cpu_ns));
-        } else {
-            rc = ag_drain_tail(t, tid, &tail, &root, fn, ctx, &n);
-            if (rc == 0) {
-                rc = ag_drain_cpu(t, tid, UINT64_MAX, hold, fn, ctx, &n);
-            }
+            ag_drain_claim_wait(t, ag_drain_span_start(p->ts, p->cpu_ns));
+            break;
         }
-    } else if (tail.weight != 0) {
-        ag_drain_tail_put_back(t, &tail); /* the next drain delivers it (or a claim before it
-                                             waits for its thread's root: after that) */
+        rc = ag_drain_tail(t, tid, p, &root, fn, ctx, &n);
+        if (rc != 0) {
+            break; /* (what is left of it goes back) */
+        }
+    }
+    if (i < tails.n) {
+        ag_drain_tail_put_back(t, &tails.part[i], tails.n - i);
     }
     if (t->claim_wait_from != 0) {
         ag_drain_held = t->claim_wait_from < ag_drain_held ? t->claim_wait_from : ag_drain_held;

@@ -230,6 +230,45 @@ struct ag_seqstack {
  * __libc_start_main, __libc_start_call_main). */
 #define AG_ROOT_KEY 4
 
+/*
+ * A thread's pending final sample, in parts (reg_lock; timer.c claims them, drain.c delivers
+ * them). Each part is drawn as one sample at its own time: under the thread's last stack at that
+ * time, the unseen marker over the call that blocked the signal, or [not sampled] over the
+ * thread's root. Claims of one kind in a row add up in one part; a claim of another kind opens
+ * a new one. Merged into one, as they were, a [not sampled] move claim that waited for its root
+ * drew the final sample claimed after it (the thread's end, a flush) as [not sampled] too, its
+ * stack lost, and an unseen claim drew it all as unseen over the blocking call (issue 19,
+ * test-agent-sampling's a_held_not_sampled_claim_keeps_apart_from_the_final_samples_after_it).
+ */
+enum ag_tail_kind {
+    AG_TAIL_OWN,         /* under the thread's last stack (AG_SOURCE_TAIL) */
+    AG_TAIL_UNSEEN,      /* ran with the signal blocked (AG_SOURCE_UNSEEN) */
+    AG_TAIL_NOT_SAMPLED, /* no sample saw it, and no stack is known: auto's move (timer.c) */
+};
+
+struct ag_tail_part {
+    uint64_t ts, cpu_time_ns, cpu_ns;
+    uint64_t kern_ns;
+    /* page faults in kern_w's span (AG_FAULTS_UNKNOWN: some, count not known); their bound's
+     * part of it is not placed (timer.c, drain.c) */
+    uint64_t kern_faults;
+    uint32_t weight;
+    uint32_t kern_w; /* of weight, intervals perf skipped in the kernel (timer.c) */
+    uint8_t engine;
+    uint8_t kind; /* enum ag_tail_kind */
+};
+
+/* Four hold a held move claim and the ordinary and unseen parts that may alternate after it while
+ * it waits (a drain's claims of a thread that blocks the signal and opens it again); past that,
+ * ag_tails_push() merges the closest two parts of one kind, the earlier into the later: each
+ * part keeps its marker or stack, and only CPU moves later in time. */
+#define AG_TAIL_PARTS 4
+
+struct ag_tails {
+    struct ag_tail_part part[AG_TAIL_PARTS]; /* in time order, no two in a row of one kind */
+    uint32_t n;
+};
+
 struct ag_thread {
     _Atomic int state;         /* reg; enum ag_slot_state */
     _Atomic int32_t tid;       /* reg */
@@ -302,17 +341,9 @@ struct ag_thread {
     _Atomic uint64_t blk_fa, blk_leaf; /* self: AG_BLOCKED_FRAME's note */
     _Atomic int blocked;               /* self: enum ag_blocked */
     /* A final sample pending (reg): the CPU the thread burned after its last sample, claimed at
-     * its exit or by ag_cpu_flush(); ag_drain() delivers it (weight 0: none). */
-    uint64_t tail_ts, tail_cpu_time_ns, tail_cpu_ns;
-    uint32_t tail_weight;
-    uint32_t tail_kern_w; /* reg: of tail_weight, intervals perf skipped in the kernel (timer.c) */
-    uint64_t tail_kern_ns;
-    uint8_t tail_engine;
-    uint8_t tail_unseen;      /* reg: the final sample's span ran with the signal blocked */
-    uint8_t tail_not_sampled; /* reg: no sample saw it, and no stack is known (timer.c) */
-    /* reg: page faults in tail_kern_w's span (AG_FAULTS_UNKNOWN: some, count not known); their
-     * bound's part of it is not placed (timer.c, drain.c) */
-    uint64_t tail_kern_faults;
+     * its exit or by ag_cpu_flush(), in parts kept apart by kind (struct ag_tails); ag_drain()
+     * delivers them. */
+    struct ag_tails tail;
     /* self (written by the sigmask interposers and at thread start, read by tail claims): when
      * (CLOCK_MONOTONIC) the thread blocked the sampling signal, 0 while it does not, and the
      * stack of the call that blocked it (depth 0: it started blocked), read by the drain. Wall
@@ -742,11 +773,11 @@ unsigned ag_kernel_tick_hz(void);
  * CPU-time timers up to the tick's rate and perf_event above it. Pure, for tests. */
 enum ag_cpu_engine ag_cpu_engine_for_rate(enum ag_cpu_engine configured, unsigned hz,
                                           unsigned tick_hz);
-/* Claims the CPU t burned since its last sample as its pending final sample (t->tail_*), when
- * t is sampled in CPU mode. cpu_clock: the clock to read (CLOCK_THREAD_CPUTIME_ID on the thread
- * itself, else its per-thread clock). Returns the span it left to the thread's next sample (under
- * half an interval, the carry counted), 0 when it claimed it or t is not sampled: at a thread's
- * end the caller counts it (ag_cpu_end_rest). reg_lock held. */
+/* Claims the CPU t burned since its last sample as a part of its pending final sample (t->tail),
+ * when t is sampled in CPU mode. cpu_clock: the clock to read (CLOCK_THREAD_CPUTIME_ID on the
+ * thread itself, else its per-thread clock). Returns the span it left to the thread's next sample
+ * (under half an interval, the carry counted), 0 when it claimed it or t is not sampled: at a
+ * thread's end the caller counts it (ag_cpu_end_rest). reg_lock held. */
 uint64_t ag_cpu_claim_tail_locked(struct ag_thread *t, clockid_t cpu_clock);
 /* Auto's check, each scan, of a thread on the timers: one the tick does not sample as it should
  * moves to perf (timer.c says why). */
@@ -763,6 +794,9 @@ int ag_locator_wanted(int retired, uint32_t kern_intervals, uint32_t calls_seen,
                       uint64_t period_ns);
 /* The same with the thread's CPU time cpu read earlier (a thread that has exited since). */
 uint64_t ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu);
+/* Adds part p, claimed after every part of tl, to tl: into its last part when of the same kind,
+ * else as a new one (none of weight 0). reg_lock, or tl the caller's own. */
+void ag_tails_push(struct ag_tails *tl, const struct ag_tail_part *p);
 /* At a thread's end (its exit hook, the scan that finds it gone): counts the span its final
  * claim left (ag_cpu_claim_tail_locked's value) in cpu_rest_ns, as no sample will take it. */
 void ag_cpu_end_rest(uint64_t rest);

@@ -370,13 +370,7 @@ ag_thread_reset_locked(struct ag_thread *t)
     atomic_store_explicit(&t->timer_weight, 0, memory_order_relaxed);
     atomic_store_explicit(&t->scan_samples, 0, memory_order_relaxed);
     atomic_store_explicit(&t->scan_weight, 0, memory_order_relaxed);
-    t->tail_weight = 0;
-    t->tail_cpu_ns = 0;
-    t->tail_kern_w = 0;
-    t->tail_kern_ns = 0;
-    t->tail_unseen = 0;
-    t->tail_not_sampled = 0;
-    t->tail_kern_faults = 0;
+    t->tail.n = 0;
     atomic_store_explicit(&t->sigblk_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->last_claim_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->sigblk_claimed, 0, memory_order_relaxed);

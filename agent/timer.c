@@ -243,11 +243,70 @@ ag_cpu_tail_faults(struct ag_thread *t, int ring)
     return faults > prev ? faults - prev : 0;
 }
 
-uint64_t
-ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
+/* Part b, claimed after part a, into a: at b's time, the CPU of both. */
+static void
+ag_tail_merge(struct ag_tail_part *a, const struct ag_tail_part *b)
 {
-    uint64_t last, period, delta, weight, since;
+    a->ts = b->ts;
+    a->cpu_time_ns = b->cpu_time_ns;
+    a->engine = b->engine;
+    a->weight += b->weight;
+    a->cpu_ns += b->cpu_ns;
+    a->kern_w += b->kern_w;
+    a->kern_ns += b->kern_ns;
+    a->kern_faults = ag_faults_add(a->kern_faults, b->kern_faults);
+}
+
+void
+ag_tails_push(struct ag_tails *tl, const struct ag_tail_part *p)
+{
+    struct ag_tail_part all[AG_TAIL_PARTS + 1];
+    uint32_t n = tl->n, i, j, k, best_j = 0, best_k = 0;
+
+    if (n != 0 && tl->part[n - 1].kind == p->kind) {
+        ag_tail_merge(&tl->part[n - 1], p);
+        return;
+    }
+    if (p->weight == 0) {
+        return; /* (a claim capped at a sample's weight: no sample to draw) */
+    }
+    if (n < AG_TAIL_PARTS) {
+        tl->part[tl->n++] = *p;
+        return;
+    }
+    /* Full: of the parts and p (five, of three kinds: some two of one kind), the closest two of
+     * one kind merge, the earliest such pair: the earlier into the later, which keeps its time,
+     * so the parts stay in time order. The two that come together where the earlier was are of
+     * two kinds: were they of one, they would have been a pair as close or closer, and earlier. */
+    memcpy(all, tl->part, sizeof(tl->part));
+    all[n++] = *p;
+    for (j = 0; j < n; j++) {
+        for (k = j + 1; k < n && all[k].kind != all[j].kind; k++) {
+        }
+        if (k < n && (best_k == 0 || k - j < best_k - best_j)) {
+            best_j = j;
+            best_k = k;
+        }
+    }
+    ag_tail_merge(&all[best_j], &all[best_k]);
+    all[best_k] = all[best_j];
+    tl->n = 0;
+    for (i = 0; i < n; i++) {
+        if (i != best_j) {
+            tl->part[tl->n++] = all[i];
+        }
+    }
+}
+
+/* ag_cpu_claim_tail_at_locked() as a part of kind (AG_TAIL_UNSEEN when t ran with the signal
+ * blocked). */
+static uint64_t
+ag_cpu_claim_kind_locked(struct ag_thread *t, uint64_t cpu, enum ag_tail_kind kind)
+{
+    uint64_t last, period, delta, weight, since, kern_ns = 0, kern_faults = 0;
+    uint32_t kern_w = 0, base = 0;
     int ring = atomic_load_explicit(&t->has_ring, memory_order_relaxed);
+    struct ag_tail_part part;
 
     if (ring) {
         ag_pring_read_locked(t); /* the samples before the claim are weighed first */
@@ -269,15 +328,20 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
     if (weight == 0) {
         return delta; /* a sample came in between: the carry keeps the rest */
     }
-    if (t->tail_weight + weight > UINT16_MAX) {
-        weight = UINT16_MAX - t->tail_weight;
-    }
     /* (perf-ring sends no signal: a thread blocking it misses nothing) */
     since = ring ? 0 : atomic_load_explicit(&t->sigblk_ns, memory_order_relaxed);
     if (since != 0 && ag_now_ns() >= since + period / 2) {
         /* It ends with the signal blocked: no sample saw that span (host-hooks.c). */
-        t->tail_unseen = 1;
+        kind = AG_TAIL_UNSEEN;
         atomic_fetch_add_explicit(&ag.cpu_unseen_ns, delta, memory_order_relaxed);
+    } else if (kind == AG_TAIL_NOT_SAMPLED) {
+        atomic_fetch_add_explicit(&ag.cpu_not_sampled_ns, delta, memory_order_relaxed);
+    }
+    if (t->tail.n != 0 && t->tail.part[t->tail.n - 1].kind == kind) {
+        base = t->tail.part[t->tail.n - 1].weight; /* it adds up with that part (ag_tails_push) */
+    }
+    if (base + weight > UINT16_MAX) {
+        weight = UINT16_MAX - base;
     }
     if (weight > 1 && (t->has_perf || ring) && !t->has_timer && since == 0) {
         /* A span perf sampled without a sample: each interval it passed was an overflow skipped
@@ -286,25 +350,34 @@ ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
          * sample's split. Left whole under the thread's last stack (the I/O-like thread's last
          * perf sample: its parser, perf's user-mode samples being there), it moved 0.6 points
          * of a loaded pool's profile from the write calls to the parser (docs/performance.md). */
-        uint64_t kern_ns = delta / weight * (weight - 1u);
-
-        t->tail_kern_w += (uint32_t)weight - 1u;
-        t->tail_kern_ns += kern_ns;
-        t->tail_kern_faults = ag_faults_add(t->tail_kern_faults, ag_cpu_tail_faults(t, ring));
-        atomic_fetch_add_explicit(&t->kern_w, (uint32_t)weight - 1u, memory_order_relaxed);
+        kern_ns = delta / weight * (weight - 1u);
+        kern_w = (uint32_t)weight - 1u;
+        kern_faults = ag_cpu_tail_faults(t, ring);
+        atomic_fetch_add_explicit(&t->kern_w, kern_w, memory_order_relaxed);
         atomic_fetch_add_explicit(&ag.cpu_kernel_ns, kern_ns, memory_order_relaxed);
     }
-    t->tail_weight += (uint32_t)weight;
-    t->tail_cpu_ns += delta;
-    t->tail_cpu_time_ns = cpu;
-    t->tail_ts = ag_now_ns();
-    t->tail_engine = ring          ? AG_CPU_ENGINE_PERF_RING
-                     : t->has_perf ? AG_CPU_ENGINE_PERF
-                                   : AG_CPU_ENGINE_TIMER;
+    part.ts = ag_now_ns();
+    part.cpu_time_ns = cpu;
+    part.cpu_ns = delta;
+    part.kern_ns = kern_ns;
+    part.kern_faults = kern_faults;
+    part.weight = (uint32_t)weight;
+    part.kern_w = kern_w;
+    part.engine = ring          ? AG_CPU_ENGINE_PERF_RING
+                  : t->has_perf ? AG_CPU_ENGINE_PERF
+                                : AG_CPU_ENGINE_TIMER;
+    part.kind = (uint8_t)kind;
+    ag_tails_push(&t->tail, &part);
     atomic_fetch_add_explicit(&ag.n_cpu_weight, weight, memory_order_relaxed);
     atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);
     atomic_fetch_add_explicit(&ag.n_cpu_tails, 1, memory_order_relaxed);
     return 0;
+}
+
+uint64_t
+ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu)
+{
+    return ag_cpu_claim_kind_locked(t, cpu, AG_TAIL_OWN);
 }
 
 void
@@ -725,14 +798,13 @@ _Atomic unsigned ag_test_move_pause_us;
 static void
 ag_cpu_claim_move_locked(struct ag_thread *t, int32_t tid)
 {
-    uint32_t weight = t->tail_weight;
-    uint64_t ns = t->tail_cpu_ns;
+    struct timespec ts;
 
-    ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
-    if (t->tail_weight != weight) {
-        t->tail_not_sampled = 1;
-        atomic_fetch_add_explicit(&ag.cpu_not_sampled_ns, t->tail_cpu_ns - ns,
-                                  memory_order_relaxed);
+    /* A part of its own (ag_tails_push): a final sample claimed after it while it waits for the
+     * thread's root keeps its stack, and its time. */
+    if (clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0) {
+        (void)ag_cpu_claim_kind_locked(t, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+                                       AG_TAIL_NOT_SAMPLED);
     }
 }
 

@@ -4653,6 +4653,23 @@ merge_put(struct ag_ring *r, int32_t tid, uint64_t ts, uint8_t source, uint16_t 
              AG_UNWIND_END_LEAF_ONLY);
 }
 
+/* Sets t's pending final sample by hand: one part of kind at ts, w intervals of 1 ms up to CPU
+ * time cpu, kern_w of them in the kernel. reg_lock held. */
+static void
+tail_set(struct ag_thread *t, uint64_t ts, uint64_t cpu, uint32_t w, uint32_t kern_w,
+         uint8_t engine, enum ag_tail_kind kind)
+{
+    t->tail.part[0] = (struct ag_tail_part){ .ts = ts,
+                                             .cpu_time_ns = cpu,
+                                             .cpu_ns = (uint64_t)w * 1000000u,
+                                             .kern_ns = (uint64_t)kern_w * 1000000u,
+                                             .weight = w,
+                                             .kern_w = kern_w,
+                                             .engine = engine,
+                                             .kind = (uint8_t)kind };
+    t->tail.n = 1;
+}
+
 /* The start of the merge cases: an idle thread registered as a perf-ring thread whose kernel ring
  * the drain does not read (no mapping), the drain's hold at *h, its own ring holding call a's
  * record before the hold and call b's after it. Returns it with reg_lock held (NULL: failed). */
@@ -4759,13 +4776,7 @@ TEST(perf_ring_drain_holds_a_final_sample_claimed_after_its_hold)
 
     ASSERT_TRUE(t != NULL);
     /* the final sample: 3 intervals of 1 ms, 2 of them in the kernel */
-    t->tail_ts = h + 1500;
-    t->tail_cpu_time_ns = 2000000000u;
-    t->tail_cpu_ns = 3000000u;
-    t->tail_weight = 3;
-    t->tail_kern_w = 2;
-    t->tail_kern_ns = 2000000u;
-    t->tail_engine = AG_CPU_ENGINE_PERF_RING;
+    tail_set(t, h + 1500, 2000000000u, 3, 2, AG_CPU_ENGINE_PERF_RING, AG_TAIL_OWN);
     pthread_mutex_unlock(&ag.reg_lock);
     ASSERT_TRUE(ag_drain(merge_cb, NULL) >= 0);
     merge_finish(t, th, h);
@@ -4913,12 +4924,7 @@ TEST(a_not_sampled_claim_waits_for_its_threads_first_stack_that_reaches_the_root
             ring_put(&t->ring, tid, now - 2000, AG_SOURCE_TAIL, AG_CPU_ENGINE_TIMER, 2, f, 1,
                      AG_UNWIND_END_LEAF_ONLY);
         } else {
-            t->tail_ts = now - 2000;
-            t->tail_cpu_time_ns = 1000000000u;
-            t->tail_cpu_ns = 3000000u;
-            t->tail_weight = 3;
-            t->tail_engine = AG_CPU_ENGINE_TIMER;
-            t->tail_not_sampled = 1;
+            tail_set(t, now - 2000, 1000000000u, 3, 0, AG_CPU_ENGINE_TIMER, AG_TAIL_NOT_SAMPLED);
         }
         pthread_mutex_unlock(&ag.reg_lock);
         ASSERT_TRUE(ag_drain(claim_count_cb, NULL) >= 0);
@@ -4967,6 +4973,220 @@ TEST(a_not_sampled_claim_waits_for_its_threads_first_stack_that_reaches_the_root
     ASSERT_EQ(claim_n, 1);
     ASSERT_EQ(claim_depth, 1);
     ASSERT_EQ(st1.not_sampled_alone - st0.not_sampled_alone, 1);
+}
+
+/* The final samples (AG_SOURCE_TAIL and AG_SOURCE_UNSEEN) the drain delivered for merge_tid, in
+ * order: their time, weight, depth and two innermost frames. */
+struct held_rec {
+    uint64_t ts;
+    uint32_t weight, depth;
+    uint8_t source;
+    uint64_t f0, f1;
+};
+static struct held_rec held_recs[8];
+static unsigned held_n;
+/* held_cb claims a final sample of this thread at its first CPU sample (then NULL again), as a
+ * flush or the thread's end does while the drain has the slot's parts out; at held_own_ts. */
+static struct ag_thread *held_claim_at;
+static uint64_t held_own_ts;
+
+/* A final sample of t claimed as the timer engine claims one (an exit's, a flush's, a drain's
+ * while the signal is blocked): w intervals of 1 ms since its last sample at CPU time cpu0.
+ * reg_lock held. */
+static void
+held_claim(struct ag_thread *t, uint64_t cpu0, unsigned w)
+{
+    int has_timer = t->has_timer;
+    unsigned hz = t->timer_hz;
+
+    t->has_timer = 1;
+    t->timer_hz = 1000;
+    atomic_store(&t->last_cpu_ns, cpu0);
+    atomic_store(&t->cpu_carry_ns, 0);
+    ASSERT_U64_EQ(ag_cpu_claim_tail_at_locked(t, cpu0 + (uint64_t)w * 1000000u), 0);
+    t->has_timer = has_timer;
+    t->timer_hz = hz;
+}
+
+static int
+held_cb(const struct ag_record *rec, void *ctx)
+{
+    const struct ag_sample *s = rec->u.sample;
+
+    (void)ctx;
+    if (rec->kind == AG_RECORD_SAMPLE && rec->tid == atomic_load(&merge_tid) &&
+        s->source == AG_SOURCE_SIGNAL && held_claim_at != NULL) {
+        pthread_mutex_lock(&ag.reg_lock);
+        held_claim(held_claim_at, 2000000000u, 2);
+        held_own_ts = ag_now_ns();
+        held_claim_at = NULL;
+        pthread_mutex_unlock(&ag.reg_lock);
+    }
+    if (rec->kind == AG_RECORD_SAMPLE && rec->tid == atomic_load(&merge_tid) &&
+        (s->source == AG_SOURCE_TAIL || s->source == AG_SOURCE_UNSEEN) && held_n < 8) {
+        held_recs[held_n++] = (struct held_rec){ s->timestamp_ns,
+                                                 s->weight,
+                                                 s->depth,
+                                                 s->source,
+                                                 s->depth > 0 ? s->frames[0] : 0,
+                                                 s->depth > 1 ? s->frames[1] : 0 };
+    }
+    return 0;
+}
+
+/*
+ * issue 19: a [not sampled] claim that waits in its thread's slot for the thread's root keeps
+ * apart from the final samples claimed after it: each part keeps its own marker or stack and its
+ * own time. Built by hand: a thread the scan found, a cut stack (call a, its walk short of the
+ * root), auto's move claim of 3 intervals (it waits: no root known), an ordinary final sample of
+ * 2 claimed while that drain has the move claim out of the slot (a flush's, or the thread's end:
+ * the claim goes back before it), then an unseen one of 2 (the signal blocked under call b: into
+ * the slot that holds both), then a stack that reached the root. Before, they merged in the
+ * slot: one final sample of 7 intervals, unseen over call b (the move claim's CPU given to call
+ * b, and call a's 2 to the marker); or, without the unseen part, 5 intervals of [not sampled]
+ * over the root.
+ */
+TEST(a_held_not_sampled_claim_keeps_apart_from_the_final_samples_after_it)
+{
+    uint64_t cut[1], whole[4], blk[2], now, t_unseen;
+    struct ag_unwind_result res = { 2, AG_UNWINDER_CFI, AG_UNWIND_END_ROOT, 0 };
+    struct ag_stats st0, st1;
+    struct ag_thread *t;
+    pthread_t th;
+    int32_t tid;
+    unsigned i;
+
+    tid = claim_start(&th, whole);
+    cut[0] = (uint64_t)(uintptr_t)merge_call_a;
+    blk[0] = (uint64_t)(uintptr_t)merge_call_b;
+    blk[1] = whole[1];
+    /* A first drain makes the code map (slow under TSan): the next one, which the move claim
+     * must meet within its bound (AG_DRAIN_CLAIM_WAIT_NS), does not wait for it. */
+    ASSERT_TRUE(ag_drain(held_cb, NULL) >= 0);
+    held_n = 0;
+    ag_stats_get(&st0);
+    pthread_mutex_lock(&ag.reg_lock);
+    t = ag_thread_register_locked(tid, 0, NULL); /* as the scan finds it: no start routine */
+    ASSERT_TRUE(t != NULL);
+    now = ag_now_ns() - 1000000u;
+    ring_put(&t->ring, tid, now - 3000, AG_SOURCE_SIGNAL, AG_CPU_ENGINE_TIMER, 1, cut, 1,
+             AG_UNWIND_END_TABLES_PENDING);
+    /* auto's move: 3 intervals no sample saw */
+    tail_set(t, now - 2000, 2000000000u, 3, 0, AG_CPU_ENGINE_TIMER, AG_TAIL_NOT_SAMPLED);
+    held_claim_at = t; /* the ordinary final sample, as the drain delivers the cut stack */
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(ag_drain(held_cb, NULL) >= 0);
+    ag_stats_get(&st1);
+    printf("# first drain: %u final samples, %llu held, %llu us after the claim\n", held_n,
+           (unsigned long long)(st1.not_sampled_held - st0.not_sampled_held),
+           (unsigned long long)(ag_now_ns() - (now - 2000)) / 1000);
+    ASSERT_EQ(held_n, 0);
+    ASSERT_TRUE(held_claim_at == NULL); /* claimed */
+    ASSERT_EQ(st1.not_sampled_held - st0.not_sampled_held, 1);
+    /* the cut stack: known, short of the root (call a over the tables-pending marker) */
+    ASSERT_EQ(t->last_depth, 2);
+    ASSERT_TRUE(t->last_frames[0] == cut[0]);
+    /* 2 intervals with the signal blocked under call b */
+    pthread_mutex_lock(&ag.reg_lock);
+    ag_seqstack_put(&t->sigblk, blk, &res);
+    atomic_store(&t->sigblk_ns, ag_now_ns() - 10000000u);
+    held_claim(t, 2002000000u, 2);
+    t_unseen = ag_now_ns();
+    atomic_store(&t->sigblk_ns, 0);
+    ring_put(&t->ring, tid, ag_now_ns(), AG_SOURCE_SIGNAL, AG_CPU_ENGINE_TIMER, 1, whole, 4,
+             AG_UNWIND_END_ROOT);
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(ag_drain(held_cb, NULL) >= 0);
+    for (i = 0; i < held_n; i++) {
+        struct held_rec *r = &held_recs[i];
+
+        printf("# final sample %u: %s, weight %u, depth %u, %s, %lld ns after the move claim\n", i,
+               r->source == AG_SOURCE_UNSEEN ? "unseen" : "tail", r->weight, r->depth,
+               r->f0 == ag_not_sampled_pc()                 ? "[not sampled]"
+               : r->f0 == ag_unseen_pc() && r->f1 == blk[0] ? "unseen over call b"
+               : r->f0 == cut[0]                            ? "under call a"
+                                                            : "elsewhere",
+               (long long)(r->ts - (now - 2000)));
+    }
+    atomic_store(&merge_done, 1);
+    pthread_join(th, NULL);
+    ag_stop();
+    ASSERT_EQ(held_n, 3);
+    /* the move claim at its own time: [not sampled] over the root the later stack showed */
+    ASSERT_EQ(held_recs[0].source, AG_SOURCE_TAIL);
+    ASSERT_EQ(held_recs[0].weight, 3);
+    ASSERT_U64_EQ(held_recs[0].ts, now - 2000);
+    ASSERT_EQ(held_recs[0].depth, 4);
+    ASSERT_TRUE(held_recs[0].f0 == ag_not_sampled_pc() && held_recs[0].f1 == whole[1]);
+    /* the ordinary final sample under the thread's last stack at its claim: call a */
+    ASSERT_EQ(held_recs[1].source, AG_SOURCE_TAIL);
+    ASSERT_EQ(held_recs[1].weight, 2);
+    ASSERT_TRUE(held_recs[1].ts <= held_own_ts && held_recs[1].ts > now);
+    ASSERT_EQ(held_recs[1].depth, 2);
+    ASSERT_TRUE(held_recs[1].f0 == cut[0]);
+    /* the unseen one: the marker over call b */
+    ASSERT_EQ(held_recs[2].source, AG_SOURCE_UNSEEN);
+    ASSERT_EQ(held_recs[2].weight, 2);
+    ASSERT_TRUE(held_recs[2].ts <= t_unseen && held_recs[2].ts > held_own_ts);
+    ASSERT_TRUE(held_recs[2].f0 == ag_unseen_pc() && held_recs[2].f1 == blk[0]);
+}
+
+/*
+ * A final sample's parts past the slot's room (AG_TAIL_PARTS): every sequence of claims keeps
+ * each kind's weight and CPU apart, the parts in time order, none two in a row of one kind. Claims
+ * of kinds in turn (a held move claim, then the ordinary and unseen parts a drain's claims of a
+ * thread that blocks the signal and opens it again make, and so on), 1 to 3 intervals each,
+ * claimed at times 1, 2, 3...; checked after each push against the sums pushed.
+ */
+TEST(a_final_samples_parts_keep_their_kinds_past_the_slots_room)
+{
+    static const uint8_t seqs[][10] = {
+        { AG_TAIL_NOT_SAMPLED, AG_TAIL_OWN, AG_TAIL_UNSEEN, AG_TAIL_OWN, AG_TAIL_UNSEEN,
+          AG_TAIL_OWN, AG_TAIL_UNSEEN, AG_TAIL_NOT_SAMPLED, AG_TAIL_OWN, AG_TAIL_UNSEEN },
+        { AG_TAIL_OWN, AG_TAIL_UNSEEN, AG_TAIL_NOT_SAMPLED, AG_TAIL_OWN, AG_TAIL_UNSEEN,
+          AG_TAIL_NOT_SAMPLED, AG_TAIL_OWN, AG_TAIL_UNSEEN, AG_TAIL_NOT_SAMPLED, AG_TAIL_OWN },
+        { AG_TAIL_NOT_SAMPLED, AG_TAIL_NOT_SAMPLED, AG_TAIL_OWN, AG_TAIL_OWN, AG_TAIL_UNSEEN,
+          AG_TAIL_NOT_SAMPLED, AG_TAIL_UNSEEN, AG_TAIL_OWN, AG_TAIL_NOT_SAMPLED, AG_TAIL_OWN },
+    };
+    unsigned q, i, j, merged = 0;
+
+    for (q = 0; q < sizeof(seqs) / sizeof(seqs[0]); q++) {
+        struct ag_tails tl = { .n = 0 };
+        uint64_t want_w[3] = { 0, 0, 0 }, want_ns[3] = { 0, 0, 0 };
+
+        for (i = 0; i < 10; i++) {
+            struct ag_tail_part p = { .ts = i + 1u,
+                                      .cpu_time_ns = 1000u * (i + 1u),
+                                      .cpu_ns = 1000000u * (i % 3u + 1u),
+                                      .weight = i % 3u + 1u,
+                                      .engine = AG_CPU_ENGINE_TIMER,
+                                      .kind = seqs[q][i] };
+            uint64_t got_w[3] = { 0, 0, 0 }, got_ns[3] = { 0, 0, 0 };
+
+            want_w[p.kind] += p.weight;
+            want_ns[p.kind] += p.cpu_ns;
+            /* full, and p not of the last part's kind: two parts of one kind merge */
+            merged += tl.n == AG_TAIL_PARTS && tl.part[tl.n - 1].kind != p.kind;
+            ag_tails_push(&tl, &p);
+            ASSERT_TRUE(tl.n >= 1 && tl.n <= AG_TAIL_PARTS);
+            ASSERT_U64_EQ(tl.part[tl.n - 1].ts, i + 1u); /* the latest claim's time is the last */
+            for (j = 0; j < tl.n; j++) {
+                ASSERT_TRUE(tl.part[j].kind <= AG_TAIL_NOT_SAMPLED);
+                got_w[tl.part[j].kind] += tl.part[j].weight;
+                got_ns[tl.part[j].kind] += tl.part[j].cpu_ns;
+                if (j > 0) {
+                    ASSERT_TRUE(tl.part[j - 1].ts < tl.part[j].ts);
+                    ASSERT_TRUE(tl.part[j - 1].kind != tl.part[j].kind);
+                }
+            }
+            for (j = 0; j < 3; j++) {
+                ASSERT_U64_EQ(got_w[j], want_w[j]);
+                ASSERT_U64_EQ(got_ns[j], want_ns[j]);
+            }
+        }
+    }
+    printf("# %u pushes found the parts full\n", merged);
+    ASSERT_TRUE(merged != 0);
 }
 
 /* A final sample of a thread built by hand as the merge cases (calls a and b in its own ring),
@@ -5284,6 +5504,8 @@ static const struct test_case cases[] = {
     TEST_CASE(perf_ring_drain_holds_a_final_sample_claimed_after_its_hold),
     TEST_CASE(a_not_sampled_claim_after_a_cut_stack_finds_its_root_further_on),
     TEST_CASE(a_not_sampled_claim_waits_for_its_threads_first_stack_that_reaches_the_root),
+    TEST_CASE(a_held_not_sampled_claim_keeps_apart_from_the_final_samples_after_it),
+    TEST_CASE(a_final_samples_parts_keep_their_kinds_past_the_slots_room),
     TEST_CASE(cpu_mode_samples_both_busy_threads),
     TEST_CASE(cpu_mode_attribution_matches_known_split),
     TEST_CASE(wall_mode_sleeps_are_complete_and_sampled_waiting),
