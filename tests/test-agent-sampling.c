@@ -1505,11 +1505,24 @@ TEST(registry_full_counts_dropped_threads)
  * exited threads' slots, keeping their records for the drain: no thread is dropped, and each one
  * comes in whole, its START, its samples (CPU mode: the 2 ms it burns, in samples or its final
  * sample; wall mode: the waiting sample of a pass that found it asleep) and its STOP.
+ *
+ * Wall mode promises a look per pass at each live thread, not a sample of each thread: a pass
+ * that cannot know where a thread waits (registers that are not the program's, under qemu-user)
+ * counts the interval lost for it and takes it as seen (agent/internal.h, wall_seen_ns; docs/
+ * architecture.md, "Linux arm64"), and there is no final sample in wall mode. Each thread here
+ * sleeps until a pass has looked at it, so it has a wall sample or, under an emulator only, looks
+ * counted lost (its LOST records). The arm64 stage under qemu-user failed with "1 without a
+ * sample" of 300; by hand each such thread had slept 0 times and had 1 to 22 looks counted lost
+ * (registers at a pc of the emulator's, ENOEXEC, as each run's 680 to 850 such looks were): 9 of
+ * 3 x 2000 threads, and 2 to 6 of 300 in 4 runs of 8 with PP_EMULATED=1. With those losses left
+ * uncounted this fails again (2 runs of 3). Natively a waiting thread's registers are read from
+ * /proc, and every thread must have a sample.
  */
 struct churn_arg {
     _Atomic int32_t tid;
     _Atomic int registered; /* it had a slot at its start */
     enum ag_mode mode;
+    _Atomic int naps; /* wall mode: its sleeps until a pass had seen it */
 };
 
 static void *
@@ -1533,6 +1546,7 @@ churn_main(void *p)
          k++) {
         usleep(1000);
     }
+    atomic_store(&a->naps, k);
     return NULL;
 }
 
@@ -1552,7 +1566,7 @@ churn_case(enum ag_mode mode)
     static int32_t sorted[N];
     const unsigned n = test_emulated() ? 300 : N;
     unsigned i, k, unregistered = 0, stopped = 0, unstarted = 0, stopped_twice = 0, none = 0;
-    unsigned reused = 0;
+    unsigned reused = 0, lost = 0;
     struct ag_stats st;
 
     memset(col, 0, sizeof(col));
@@ -1592,7 +1606,19 @@ churn_case(enum ag_mode mode)
         }
         unstarted += c->name[0] == '\0';
         stopped_twice += c->stopped > 1;
-        none += mode == AG_MODE_CPU ? c->weight_sum == 0 : c->wall_samples == 0;
+        if (mode == AG_MODE_CPU ? c->weight_sum == 0 : c->wall_samples == 0) {
+            if (mode == AG_MODE_WALL && test_emulated() && c->dropped != 0) {
+                lost++; /* looked at, its registers the emulator's: counted lost (above) */
+                continue;
+            }
+            /* how it ended: its naps (1000: no pass seen), and what was counted lost for it */
+            if (none++ < 4) {
+                printf("# thread %d without a sample: %d naps, %llu dropped, %llu unsampled, "
+                       "%u samples\n",
+                       (int)tid, atomic_load(&a[i].naps), (unsigned long long)c->dropped,
+                       (unsigned long long)c->unsampled, c->samples);
+            }
+        }
     }
     if (st.threads_dropped != 0 || unregistered != 0 || stopped != n || unstarted != 0 ||
         none != 0) {
@@ -1607,6 +1633,13 @@ churn_case(enum ag_mode mode)
         printf("# NOTE (loud): the kernel gave %u of %u tids twice within the test (not counted)\n",
                reused, n);
     }
+    if (lost != 0) {
+        printf("# NOTE: %u of %u threads had their looks counted lost, no sample (emulated)\n",
+               lost, n);
+    }
+    /* A sleep's stack is the interposer's, known under the emulator too: most threads have their
+     * sample there (6 of 300 without, at most, in 8 runs by hand) */
+    ASSERT_TRUE(lost <= n / 10);
     ASSERT_TRUE(reused < n / 2);
     ASSERT_EQ(stopped_twice, 0);
     ag_stop();
