@@ -1505,11 +1505,24 @@ TEST(registry_full_counts_dropped_threads)
  * exited threads' slots, keeping their records for the drain: no thread is dropped, and each one
  * comes in whole, its START, its samples (CPU mode: the 2 ms it burns, in samples or its final
  * sample; wall mode: the waiting sample of a pass that found it asleep) and its STOP.
+ *
+ * Wall mode promises a look per pass at each live thread, not a sample of each thread: a pass
+ * that cannot know where a thread waits (registers that are not the program's, under qemu-user)
+ * counts the interval lost for it and takes it as seen (agent/internal.h, wall_seen_ns; docs/
+ * architecture.md, "Linux arm64"), and there is no final sample in wall mode. Each thread here
+ * sleeps until a pass has looked at it, so it has a wall sample or, under an emulator only, looks
+ * counted lost (its LOST records). The arm64 stage under qemu-user failed with "1 without a
+ * sample" of 300; by hand each such thread had slept 0 times and had 1 to 22 looks counted lost
+ * (registers at a pc of the emulator's, ENOEXEC, as each run's 680 to 850 such looks were): 9 of
+ * 3 x 2000 threads, and 2 to 6 of 300 in 4 runs of 8 with PP_EMULATED=1. With those losses left
+ * uncounted this fails again (2 runs of 3). Natively a waiting thread's registers are read from
+ * /proc, and every thread must have a sample.
  */
 struct churn_arg {
     _Atomic int32_t tid;
     _Atomic int registered; /* it had a slot at its start */
     enum ag_mode mode;
+    _Atomic int naps; /* wall mode: its sleeps until a pass had seen it */
 };
 
 static void *
@@ -1533,6 +1546,7 @@ churn_main(void *p)
          k++) {
         usleep(1000);
     }
+    atomic_store(&a->naps, k);
     return NULL;
 }
 
@@ -1552,7 +1566,7 @@ churn_case(enum ag_mode mode)
     static int32_t sorted[N];
     const unsigned n = test_emulated() ? 300 : N;
     unsigned i, k, unregistered = 0, stopped = 0, unstarted = 0, stopped_twice = 0, none = 0;
-    unsigned reused = 0;
+    unsigned reused = 0, lost = 0;
     struct ag_stats st;
 
     memset(col, 0, sizeof(col));
@@ -1592,7 +1606,19 @@ churn_case(enum ag_mode mode)
         }
         unstarted += c->name[0] == '\0';
         stopped_twice += c->stopped > 1;
-        none += mode == AG_MODE_CPU ? c->weight_sum == 0 : c->wall_samples == 0;
+        if (mode == AG_MODE_CPU ? c->weight_sum == 0 : c->wall_samples == 0) {
+            if (mode == AG_MODE_WALL && test_emulated() && c->dropped != 0) {
+                lost++; /* looked at, its registers the emulator's: counted lost (above) */
+                continue;
+            }
+            /* how it ended: its naps (1000: no pass seen), and what was counted lost for it */
+            if (none++ < 4) {
+                printf("# thread %d without a sample: %d naps, %llu dropped, %llu unsampled, "
+                       "%u samples\n",
+                       (int)tid, atomic_load(&a[i].naps), (unsigned long long)c->dropped,
+                       (unsigned long long)c->unsampled, c->samples);
+            }
+        }
     }
     if (st.threads_dropped != 0 || unregistered != 0 || stopped != n || unstarted != 0 ||
         none != 0) {
@@ -1607,6 +1633,13 @@ churn_case(enum ag_mode mode)
         printf("# NOTE (loud): the kernel gave %u of %u tids twice within the test (not counted)\n",
                reused, n);
     }
+    if (lost != 0) {
+        printf("# NOTE: %u of %u threads had their looks counted lost, no sample (emulated)\n",
+               lost, n);
+    }
+    /* A sleep's stack is the interposer's, known under the emulator too: most threads have their
+     * sample there (6 of 300 without, at most, in 8 runs by hand) */
+    ASSERT_TRUE(lost <= n / 10);
     ASSERT_TRUE(reused < n / 2);
     ASSERT_EQ(stopped_twice, 0);
     ag_stop();
@@ -3446,12 +3479,15 @@ TEST(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place)
 }
 
 /* A thread that burns busy_a until phase 1, tells so (in_b), then busy_b until its timer is
- * re-armed and for 60 ms of CPU after. */
+ * re-armed, for 60 ms of CPU after, and until a timer sample came after the re-arming. */
 struct late_arg {
     _Atomic int phase, in_b, rearmed;
     _Atomic int32_t tid;
     _Atomic uint64_t cpu_b0; /* its CPU time as busy_b's phase began */
     uint64_t cpu_b;
+    struct ag_thread *slot; /* its slot, and its timer samples at the re-arming (the test's) */
+    uint32_t samples0;
+    int sampled, late; /* a timer sample came in busy_b's phase; it left the thread late */
 };
 
 /* The second phase: busy_b and the clock reads that time it, all under this function (a tick
@@ -3471,7 +3507,24 @@ late_b_phase(void *arg)
         busy_b();
     }
     armed = cpu_ns();
-    while (cpu_ns() - armed < 60000000u) {
+    /* And until a timer sample came: the kernel sees a CPU-time timer's expiry only at a tick
+     * that finds the thread running, and a thread whose runs all fall between ticks goes
+     * without a sample however much CPU it burns (docs/architecture.md, "CPU engines"). A
+     * fresh-clone CI run under load: no sample in the 60 ms after the re-arming, busy_b's phase
+     * 0 and busy_a all 39 intervals, by the final sample, which has the last sample's stack.
+     * bench/tick-shadow, running across each tick of the thread's CPU 200 ms in 500, failed
+     * this case in 25 runs of 25 so (the bare timer: 0 signals in 1066 ms of a busy thread's
+     * CPU). The samples are counted by the handler, which runs on this thread: a count seen
+     * here is complete. Up to 3 s of CPU: a tick that never sees the thread leaves nothing to
+     * judge. */
+    while (cpu_ns() - armed < 60000000u || (!a->sampled && cpu_ns() - armed < 3000000000u)) {
+        uint32_t n = atomic_load(&a->slot->timer_samples);
+
+        if (!a->sampled && n != a->samples0) {
+            a->sampled = 1;
+            /* the handler's own test of its split (no scan ran: scan_samples and scan_weight 0) */
+            a->late = ag_timer_late(n, atomic_load(&a->slot->timer_weight));
+        }
         busy_b();
     }
     a->cpu_b = cpu_ns() - c;
@@ -3493,12 +3546,12 @@ late_main(void *p)
 /* One run of a_late_tick_sample_...: the thread's timer stopped after `before` ns of busy_a
  * (100 Hz timer samples) for `gap` ns more, set again once it runs busy_b. Returns the weight of
  * busy_b's phase (late_b_phase) and [not sampled]'s, how many intervals the tick missed and the
- * phase burned. */
+ * phase burned, and whether busy_b's first sample left the thread late (ag_timer_late). */
 static void
 late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t *w_b,
-              uint64_t *w_ns, double *missed, double *burned_b)
+              uint64_t *w_ns, double *missed, double *burned_b, int *late)
 {
-    struct late_arg a = { 0, 0, 0, 0, 0, 0 };
+    struct late_arg a;
     struct itimerspec on;
     struct ag_thread *t;
     struct tid_stats *st;
@@ -3507,6 +3560,7 @@ late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t
     pthread_t th;
     int i;
 
+    memset(&a, 0, sizeof(a));
     start_move_case(engine);
     want[1] = (const void *)late_b_phase;
     ASSERT_OK(pthread_create(&th, NULL, late_main, &a));
@@ -3525,6 +3579,8 @@ late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t
     on.it_value.tv_sec = 0;
     on.it_value.tv_nsec = (long)period;
     on.it_interval = on.it_value;
+    a.slot = t;
+    a.samples0 = atomic_load(&t->timer_samples);
     ASSERT_OK(timer_settime(t->timer, 0, &on, NULL)); /* its next sample is in busy_b, late */
     atomic_store(&a.rearmed, 1);
     pthread_mutex_unlock(&ag.reg_lock);
@@ -3538,10 +3594,13 @@ late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t
     ag_stop();
     ASSERT_TRUE(st->stopped == 1);
     printf("# %s: weights busy_a %llu, busy_b's phase %llu, [not sampled] %llu, all %llu (cpu "
-           "%.1f intervals)\n",
+           "%.1f intervals); a timer sample in busy_b's phase %d, late %d\n",
            engine == AG_CPU_ENGINE_AUTO ? "auto" : "timer", (unsigned long long)st->hit_weight[0],
            (unsigned long long)st->hit_weight[1], (unsigned long long)st->hit_weight[2],
-           (unsigned long long)st->weight_sum, (double)st->cpu_delta_sum / (double)period);
+           (unsigned long long)st->weight_sum, (double)st->cpu_delta_sum / (double)period,
+           a.sampled, a.late);
+    /* No sample in 3 s of its CPU: the tick never saw it (or the handler lost them all) */
+    ASSERT_TRUE(a.sampled);
     *w_b = st->hit_weight[1];
     *w_ns = st->hit_weight[2];
     /* busy_a's CPU the tick missed: to busy_b's start, not to the timer's re-arming, which comes
@@ -3549,6 +3608,7 @@ late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t
      * TSan at load 20 busy_b's phase weighed 10 for a required 10.2 so). */
     *missed = (double)(atomic_load(&a.cpu_b0) - missed0) / (double)period;
     *burned_b = (double)a.cpu_b / (double)period;
+    *late = a.late;
 }
 
 /*
@@ -3565,30 +3625,40 @@ TEST(a_late_tick_sample_gives_what_the_tick_missed_to_not_sampled)
 {
     uint64_t w_b = 0, w_ns = 0, period = 10000000u;
     double missed = 0, burned_b = 0;
+    int late = 0;
 
     if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
         return; /* auto keeps its timers' weights where a thread cannot move to perf */
     }
     /* 5 samples, then one that stands for 7: late, as a thread auto moves looks */
-    late_tick_run(AG_CPU_ENGINE_AUTO, 5 * period, 6 * period, &w_b, &w_ns, &missed, &burned_b);
+    late_tick_run(AG_CPU_ENGINE_AUTO, 5 * period, 6 * period, &w_b, &w_ns, &missed, &burned_b,
+                  &late);
     printf("# auto: busy_a %.1f intervals missed, busy_b %.1f burned; weight busy_b %llu, "
            "[not sampled] %llu\n",
            missed, burned_b, (unsigned long long)w_b, (unsigned long long)w_ns);
     ASSERT_TRUE((double)w_b <= burned_b + 2.0);
     ASSERT_TRUE((double)w_ns >= missed - 1.5);
-    late_tick_run(AG_CPU_ENGINE_TIMER, 5 * period, 6 * period, &w_b, &w_ns, &missed, &burned_b);
+    late_tick_run(AG_CPU_ENGINE_TIMER, 5 * period, 6 * period, &w_b, &w_ns, &missed, &burned_b,
+                  &late);
     printf("# timer: busy_a %.1f intervals missed, busy_b %.1f burned; weight busy_b %llu, "
            "[not sampled] %llu\n",
            missed, burned_b, (unsigned long long)w_b, (unsigned long long)w_ns);
     ASSERT_TRUE((double)w_b >= burned_b + missed - 2.0);
     ASSERT_EQ(w_ns, 0);
     /* 30 samples, then one that stands for 5: a thread the tick sees steadily keeps it (its
-     * first samples may look late: 0 to 2 intervals [not sampled] beside two busy loops) */
-    late_tick_run(AG_CPU_ENGINE_AUTO, 30 * period, 4 * period, &w_b, &w_ns, &missed, &burned_b);
+     * first samples may look late: 0 to 2 intervals [not sampled] beside two busy loops). When
+     * the tick missed the thread long enough after the re-arming that this sample left it late
+     * (one that stands for 19 or more here), the handler splits it, as in the first case. */
+    late_tick_run(AG_CPU_ENGINE_AUTO, 30 * period, 4 * period, &w_b, &w_ns, &missed, &burned_b,
+                  &late);
     printf("# auto, steady: busy_a %.1f intervals missed, busy_b %.1f burned; weight busy_b "
-           "%llu, [not sampled] %llu\n",
-           missed, burned_b, (unsigned long long)w_b, (unsigned long long)w_ns);
-    ASSERT_TRUE((double)w_b >= burned_b + missed - 2.0);
+           "%llu, [not sampled] %llu; late %d\n",
+           missed, burned_b, (unsigned long long)w_b, (unsigned long long)w_ns, late);
+    if (late) {
+        ASSERT_TRUE((double)w_ns >= missed - 1.5);
+    } else {
+        ASSERT_TRUE((double)w_b >= burned_b + missed - 2.0);
+    }
 }
 
 /* A thread for the move before any timer sample: asleep until go, then busy_a until phase, then
