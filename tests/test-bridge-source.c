@@ -4,7 +4,8 @@
  * (mode and rate per session, dotnet-trace's `Provider:keywords:level:key=value;...` syntax),
  * the EventCounters it writes: the interval, and the runtime's payload shape read back; what
  * a session's trace counts as lost when the wall sampler falls behind; and the CPU time a
- * thread-time view reads from a CPU session whose samples reach back further than the holdback.
+ * thread-time view reads from a CPU session whose samples reach back further than the holdback,
+ * or that writes thread events beside them.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -528,10 +529,37 @@ tt_worker_main(void *arg)
     return NULL;
 }
 
-/* A CPU session as dotnet-trace and dotnet-stack open it: SampleProfiler alone, at 250 Hz. */
+/* A CPU session as dotnet-trace and dotnet-stack open it: SampleProfiler alone, at 250 Hz; and
+ * as `pipeprof record` opens it, with pipeprof's own events (threads, modules, losses). */
 static struct ipc_provider cpu_session = {
     0, 4, (char *)NT_PROVIDER_SAMPLE_PROFILER, (char *)"mode=cpu;hz=250", 0, NULL, 0
 };
+static struct ipc_provider cpu_session_pipeprof[2] = {
+    { 0, 4, (char *)NT_PROVIDER_SAMPLE_PROFILER, (char *)"mode=cpu;hz=250", 0, NULL, 0 },
+    { 0, 4, (char *)BRIDGE_PROVIDER_PIPEPROF, (char *)"mode=cpu;hz=250", 0, NULL, 0 },
+};
+
+static void *
+churn_noop(void *arg)
+{
+    return arg;
+}
+
+/* Starts a thread that ends at once every 5 ms until *arg is set: every drain has thread events. */
+static void *
+churn_main(void *arg)
+{
+    _Atomic int *stop = arg;
+    pthread_t t;
+
+    while (!atomic_load(stop)) {
+        if (pthread_create(&t, NULL, churn_noop, NULL) == 0) {
+            pthread_join(t, NULL);
+        }
+        usleep(5000);
+    }
+    return NULL;
+}
 
 /* A session's last drain and its stop; then the threads that wait on the pipe hold are let go and
  * joined, the trace is finished and the agent stopped. */
@@ -562,14 +590,19 @@ struct tt_event {
 
 /*
  * A CPU session as dotnet-trace opens it (SampleProfiler alone, 250 Hz), drained every drain_us,
- * of wk beside a thread that spins (so that the session has events to write all along). Returns
- * the time TraceEvent's thread-time computer charges wk as CPU: each running sample of it until
- * its next sample, in time order.
+ * of wk beside a thread that spins (so that the session has events to write all along). With
+ * churn, the session has pipeprof's events too and a third thread starts a thread every 5 ms.
+ * Returns the time TraceEvent's thread-time computer charges wk as CPU: each running sample of
+ * it until its next sample, in time order.
  */
 static uint64_t
-tt_charged(struct tt_worker *wk, unsigned drain_us)
+tt_charged(struct tt_worker *wk, unsigned drain_us, int churn)
 {
-    struct ipc_session_config cfg = { 9, &cpu_session, 1, 0, 0, 0 };
+    struct ipc_session_config cfg = {
+        9, churn ? cpu_session_pipeprof : &cpu_session, churn ? 2u : 1u, 0, 0, 0
+    };
+    static _Atomic int churn_stop;
+    pthread_t churner;
     struct ipc_event_source es;
     struct ipc_session_view view = { &cfg, NULL, 0, 0, 0 };
     struct ag_config ac;
@@ -595,10 +628,18 @@ tt_charged(struct tt_worker *wk, unsigned drain_us)
     ASSERT_OK(es.session_start(es.ctx, &cfg));
     ASSERT_OK(pthread_create(&th, NULL, tt_worker_main, wk));
     ASSERT_OK(pthread_create(&th2, NULL, tt_worker_main, &beside));
+    atomic_store(&churn_stop, 0);
+    if (churn) {
+        ASSERT_OK(pthread_create(&churner, NULL, churn_main, &churn_stop));
+    }
     while (!done) {
         usleep(drain_us);
         ASSERT_OK(es.drain(es.ctx, &view, 1));
         done = wk->cpu_ns != 0 && beside.cpu_ns != 0;
+    }
+    if (churn) {
+        atomic_store(&churn_stop, 1);
+        pthread_join(churner, NULL);
     }
     usleep(20000);
     session_end(&es, &view, hold, (pthread_t[]){ th, th2 }, 2);
@@ -642,7 +683,7 @@ tt_charged(struct tt_worker *wk, unsigned drain_us)
 TEST(cpu_spans_reaching_back_keep_their_time)
 {
     struct tt_worker wk = { 1, -1, NULL, 0, 0 };
-    uint64_t charged = tt_charged(&wk, 10000);
+    uint64_t charged = tt_charged(&wk, 10000, 0);
 
     /* 20 ms of slack: the worker measures from its timer's arming (tt_worker_main), and its
      * first and last samples' intervals straddle what it measured (before the fix about 70 ms of
@@ -662,11 +703,29 @@ TEST(cpu_spans_reaching_back_keep_their_time)
 TEST(cpu_intervals_end_where_they_end_when_drains_are_late)
 {
     struct tt_worker wk = { -1, -1, NULL, 0, 0 };
-    uint64_t charged = tt_charged(&wk, 150000);
+    uint64_t charged = tt_charged(&wk, 150000, 0);
 
     /* (Before the fix: 19 to 101 ms over, over 4 runs.) */
     ASSERT_TRUE(charged + 20000000u >= wk.cpu_ns);
     ASSERT_TRUE(charged <= wk.cpu_ns + 10000000u);
+}
+
+/*
+ * A CPU session with pipeprof's events, drained every 50 ms (as the IPC loop drains), while a
+ * thread starts a thread every 5 ms: every drain writes thread events. They must come after the
+ * events held back up to their time: written first, they took the writer's time up, it clamped
+ * those held-back samples to it, and TraceEvent charged them nothing (agent-module-reuse's liba
+ * got 58 to 96 ms of CPU_TIME for 300 ms burned). The worker burns in bursts, so that the time
+ * before such an instant goes to its sleep (a thread that ran all along got it back there, as
+ * the sample before the instant was one of its running ones).
+ */
+TEST(cpu_samples_keep_their_time_beside_thread_events)
+{
+    struct tt_worker wk = { -1, -1, NULL, 0, 0 };
+    uint64_t charged = tt_charged(&wk, 50000, 1);
+
+    ASSERT_TRUE(charged + 20000000u >= wk.cpu_ns);
+    ASSERT_TRUE(charged <= wk.cpu_ns + 20000000u);
 }
 
 /* The worker of the case below: it holds the agent's signal back (pthread_sigmask, which the
@@ -844,6 +903,7 @@ static const struct test_case cases[] = {
     TEST_CASE(counters_interval_parse),
     TEST_CASE(counters_written_as_the_runtime_writes_them),
     TEST_CASE(cpu_intervals_end_where_they_end_when_drains_are_late),
+    TEST_CASE(cpu_samples_keep_their_time_beside_thread_events),
     TEST_CASE(cpu_spans_reaching_back_keep_their_time),
     TEST_CASE(filter_sets_mode_and_rate),
     TEST_CASE(filter_rejects_bad_values),
