@@ -210,6 +210,7 @@ struct bridge_session {
     size_t pending_count, pending_cap;
     uint64_t pending_seq;
     uint64_t released_ns;     /* CPU mode: events up to here are written */
+    uint64_t horizon_ns;      /* CPU mode: the last batch's time, what it released up to */
     uint64_t wall_written_ns; /* wall mode: the latest ThreadSample written */
     uint64_t batches;         /* drains written */
     int sampled;     /* a drain brought a sample of its own: a stack in its mode (running, in CPU
@@ -1405,6 +1406,7 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
         if (err != 0) {
             return err;
         }
+        s->horizon_ns = batch_ts;
         ev_ts = s->released_ns > s->start_ns ? s->released_ns : s->start_ns;
     }
     if (s->pipeprof && (modules_changed || s->modules_announced == 0)) {
@@ -1705,23 +1707,41 @@ bridge_drain(void *ctx, const struct ipc_session_view *views, size_t n)
     first_err = bridge_drain_records(src, &modules_changed);
     for (i = 0; i < n; i++) {
         struct bridge_session *s = bridge_session_find(views[i].config->session_id);
+        uint64_t counters_ts;
 
-        if (s != NULL && s->counters.interval_ns != 0 && !views[i].congested) {
-            err = bridge_counters_drain(&s->counters, views[i].writer, src->capture_tid,
-                                        nt_clock_now());
+        if (s == NULL) {
+            continue;
+        }
+        if ((s->samples || s->pipeprof) &&
+            !(views[i].final && views[i].unsampled && !views[i].congested && !s->sampled &&
+              !bridge_batch_samples(src, s))) { /* (a lazy session that ends without a
+                                                   sample: nothing of it is sent) */
+            err = bridge_write_session(src, s, views[i].writer, views[i].congested, modules_changed,
+                                       views[i].final);
             if (err != 0 && first_err == 0) {
                 first_err = err;
             }
         }
-        if (s == NULL || (!s->samples && !s->pipeprof)) {
+        if (s->counters.interval_ns == 0 || views[i].congested) {
             continue;
         }
-        if (views[i].final && views[i].unsampled && !views[i].congested && !s->sampled &&
-            !bridge_batch_samples(src, s)) {
-            continue; /* a lazy session that ends without a sample: nothing of it is sent */
+        /*
+         * The counters after the session's samples, and in CPU mode at the time the last batch
+         * released up to: the writer clamps an event older than the latest written to that
+         * time, so counters written first at the present squeezed the samples held back to that
+         * instant, where TraceEvent's thread time gives them nothing (a CPU session with
+         * EventCounterIntervalSec=0.1 gave agent-module-reuse's liba 100 ms and libb 28.6 for
+         * 599 and 601 samples; test-bridge-source's cpu_samples_keep_their_time_beside_counters).
+         * The counters lag the present by the holdback, as the samples do. Not the time of the
+         * last event released, which stands still while the host is idle (the counters with it:
+         * dotnet-counters read none); the batch's time then moves with the present.
+         */
+        counters_ts = nt_clock_now();
+        if ((s->samples || s->pipeprof) && s->mode == AG_MODE_CPU && s->horizon_ns != 0 &&
+            s->horizon_ns < counters_ts) {
+            counters_ts = s->horizon_ns;
         }
-        err = bridge_write_session(src, s, views[i].writer, views[i].congested, modules_changed,
-                                   views[i].final);
+        err = bridge_counters_drain(&s->counters, views[i].writer, src->capture_tid, counters_ts);
         if (err != 0 && first_err == 0) {
             first_err = err;
         }

@@ -539,6 +539,12 @@ static struct ipc_provider cpu_session_pipeprof[2] = {
     { 0, 4, (char *)BRIDGE_PROVIDER_PIPEPROF, (char *)"mode=cpu;hz=250", 0, NULL, 0 },
 };
 
+/* The sampler and the runtime's counters every 20 ms (drained each 50 ms: a counter each drain). */
+static struct ipc_provider cpu_session_counters[2] = {
+    { 0, 4, (char *)NT_PROVIDER_SAMPLE_PROFILER, (char *)"mode=cpu;hz=250", 0, NULL, 0 },
+    { 0, 4, (char *)"System.Runtime", (char *)"EventCounterIntervalSec=0.02", 0, NULL, 0 },
+};
+
 static void *
 churn_noop(void *arg)
 {
@@ -591,16 +597,22 @@ struct tt_event {
 /*
  * A CPU session as dotnet-trace opens it (SampleProfiler alone, 250 Hz), drained every drain_us,
  * of wk beside a thread that spins (so that the session has events to write all along). With
- * churn, the session has pipeprof's events too and a third thread starts a thread every 5 ms.
+ * churn 1, the session has pipeprof's events too and a third thread starts a thread every 5 ms;
+ * with 2, the runtime's counters every 20 ms.
  * Returns the time TraceEvent's thread-time computer charges wk as CPU: each running sample of
  * it until its next sample, in time order.
  */
 static uint64_t
 tt_charged(struct tt_worker *wk, unsigned drain_us, int churn)
 {
-    struct ipc_session_config cfg = {
-        9, churn ? cpu_session_pipeprof : &cpu_session, churn ? 2u : 1u, 0, 0, 0
-    };
+    struct ipc_session_config cfg = { 9,
+                                      churn == 2 ? cpu_session_counters
+                                      : churn    ? cpu_session_pipeprof
+                                                 : &cpu_session,
+                                      churn ? 2u : 1u,
+                                      0,
+                                      0,
+                                      0 };
     static _Atomic int churn_stop;
     pthread_t churner;
     struct ipc_event_source es;
@@ -629,7 +641,7 @@ tt_charged(struct tt_worker *wk, unsigned drain_us, int churn)
     ASSERT_OK(pthread_create(&th, NULL, tt_worker_main, wk));
     ASSERT_OK(pthread_create(&th2, NULL, tt_worker_main, &beside));
     atomic_store(&churn_stop, 0);
-    if (churn) {
+    if (churn == 1) {
         ASSERT_OK(pthread_create(&churner, NULL, churn_main, &churn_stop));
     }
     while (!done) {
@@ -637,7 +649,7 @@ tt_charged(struct tt_worker *wk, unsigned drain_us, int churn)
         ASSERT_OK(es.drain(es.ctx, &view, 1));
         done = wk->cpu_ns != 0 && beside.cpu_ns != 0;
     }
-    if (churn) {
+    if (churn == 1) {
         atomic_store(&churn_stop, 1);
         pthread_join(churner, NULL);
     }
@@ -723,6 +735,18 @@ TEST(cpu_samples_keep_their_time_beside_thread_events)
 {
     struct tt_worker wk = { -1, -1, NULL, 0, 0 };
     uint64_t charged = tt_charged(&wk, 50000, 1);
+
+    ASSERT_TRUE(charged + 20000000u >= wk.cpu_ns);
+    ASSERT_TRUE(charged <= wk.cpu_ns + 20000000u);
+}
+
+/* The same beside the runtime's counters (a System.Runtime provider in the CPU session, as
+ * dotnet-counters or dotnet-trace's --counters add): written first at the present, they squeezed
+ * the samples held back to that instant (agent-module-reuse's liba 100 ms for 599 samples). */
+TEST(cpu_samples_keep_their_time_beside_counters)
+{
+    struct tt_worker wk = { -1, -1, NULL, 0, 0 };
+    uint64_t charged = tt_charged(&wk, 50000, 2);
 
     ASSERT_TRUE(charged + 20000000u >= wk.cpu_ns);
     ASSERT_TRUE(charged <= wk.cpu_ns + 20000000u);
@@ -904,6 +928,7 @@ static const struct test_case cases[] = {
     TEST_CASE(counters_written_as_the_runtime_writes_them),
     TEST_CASE(cpu_intervals_end_where_they_end_when_drains_are_late),
     TEST_CASE(cpu_samples_keep_their_time_beside_thread_events),
+    TEST_CASE(cpu_samples_keep_their_time_beside_counters),
     TEST_CASE(cpu_spans_reaching_back_keep_their_time),
     TEST_CASE(filter_sets_mode_and_rate),
     TEST_CASE(filter_rejects_bad_values),
