@@ -74,7 +74,7 @@ if [[ -z $first || $first != "$second" ]]; then
   echo "FAIL: --format folded: the second child did not get the first child's pid ($first, ${second:-none})"; fail=1
 elif [[ $got != "pid_reuse_first pid_reuse_second " ]] ||
   ! grep -q "$((rounds + 2)) processes recorded" "$T/f.err"; then
-  echo "FAIL: --format folded holds [${got% }]"; cat "$T/f.err"; fail=1
+  echo "FAIL: --format folded holds [${got% }], want both and $((rounds + 2)) processes recorded"; cat "$T/f.out" "$T/f.err"; fail=1
 else
   echo "ok   --format folded: both children, $((rounds + 2)) processes recorded"
 fi
