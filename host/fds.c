@@ -1094,11 +1094,30 @@ host_fd_is_owned(int fd)
            host_fds_unshared_has(fd);
 }
 
+/*
+ * The library's fds a fork()ed child inherited from its parent (host_fds_forked_child, its first
+ * fork handler), until its last handler closes them (host_fds_inherited_close): the parent's
+ * server's epoll fd, eventfd, signal pipes, listening socket and spare /dev/null, its sessions'
+ * connections, an output file. The child has no thread of the parent's server and never uses
+ * them; bare it has none of them. Before, the child forgot their marks and kept them open: a
+ * preloaded process's fork()ed child listed 768 and 771..775 in /proc/self/fd where bare lists
+ * none (Python's multiprocessing workers, a shell's subshells and command substitutions), under
+ * record up to 10 more, for the child's whole life. A number the library closes or makes anew
+ * in between (libuv's child handler closes its signal lock pipe and makes another, which may
+ * take the same number) leaves the set (host_fd_mark). host_fds_inherited_n is 0 but in that
+ * span: the cost of host_fd_mark's common case is one relaxed load.
+ */
+static _Atomic uint64_t host_fds_inherited[HOST_FDS_WORDS];
+static _Atomic int host_fds_inherited_n;
+
 static void
 host_fd_mark(int fd, int owned)
 {
     uint64_t bit = (uint64_t)1 << (unsigned)(fd % 64);
 
+    if (atomic_load_explicit(&host_fds_inherited_n, memory_order_relaxed) != 0) {
+        atomic_fetch_and_explicit(&host_fds_inherited[fd / 64], ~bit, memory_order_relaxed);
+    }
     if (owned) {
         /* counted once: a creation the interposers moved high may be taken again by its caller
          * (agent/cfi-cache.c's mkstemp) */
@@ -1552,6 +1571,9 @@ static _Atomic unsigned host_fds_closed_at[HOST_FDS_MAX];
 static unsigned
 host_fds_listing_begins(void)
 {
+    if (!host_library_thread) {
+        host_thread_library_started_wait(); /* one that would be listed in /proc/self/task */
+    }
     return atomic_load_explicit(&host_fds_close_seq, memory_order_acquire);
 }
 
@@ -2312,10 +2334,14 @@ host_fds_forked_child(void)
 {
     int i;
 
+    /* The marks stay: the parent's fds are open here, the library's until
+     * host_fds_inherited_close() closes them. */
     for (i = 0; i < HOST_FDS_WORDS; i++) {
-        atomic_store_explicit(&host_fds_owned[i], 0, memory_order_relaxed);
+        atomic_store_explicit(&host_fds_inherited[i],
+                              atomic_load_explicit(&host_fds_owned[i], memory_order_relaxed),
+                              memory_order_relaxed);
     }
-    atomic_store_explicit(&host_fds_count, 0, memory_order_release);
+    atomic_store_explicit(&host_fds_inherited_n, 1, memory_order_release);
     atomic_store(&host_fds_gate_library, 0);   /* held by threads the child does not have */
     atomic_store(&host_fds_creating_n, 0);     /* likewise */
     host_fds_mark_lock_drop();                 /* likewise */
@@ -2334,6 +2360,38 @@ host_fds_forked_child(void)
         host_library_tid_add(host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0));
     }
     host_fds_nofile_forked_child();
+}
+
+static long host_fds_close_library(int fd, host_syscall_fn real);
+
+void
+host_fds_inherited_close(void)
+{
+    int i, err = errno; /* a fork handler: the host's child runs on with its errno */
+
+    /* Under a seccomp filter the host installed (host_seccomp_sealed: the library makes no system
+     * call of its own after it, its fds stay as they are) or one it started under that refuses
+     * close: the fds stay, marked, as in the parent (host-contract-seccomp-kill's child died of
+     * SIGSYS at this close). */
+    if (atomic_load_explicit(&host_fds_inherited_n, memory_order_acquire) == 0 ||
+        atomic_load_explicit(&host_seccomp_sealed, memory_order_relaxed) ||
+        host_filter_refuses(SYS_close)) {
+        return;
+    }
+    for (i = 0; i < HOST_FDS_WORDS; i++) {
+        uint64_t bits = atomic_exchange_explicit(&host_fds_inherited[i], 0, memory_order_relaxed);
+
+        while (bits != 0) {
+            int fd = i * 64 + __builtin_ctzll(bits);
+
+            bits &= bits - 1;
+            if (host_fd_is_owned(fd)) {
+                (void)host_fds_close_library(fd, NULL);
+            }
+        }
+    }
+    atomic_store_explicit(&host_fds_inherited_n, 0, memory_order_release);
+    errno = err;
 }
 
 int
