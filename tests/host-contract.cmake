@@ -382,3 +382,12 @@ else()
                        SKIP_RETURN_CODE 77)
 endif()
 
+# Programs nobody here wrote (python3, bash, perl, git, sqlite3, make: tests/real-hosts.sh), each
+# with a script that prints what it sees of itself, bare against preloaded, record in CPU and wall
+# mode and a collect session from the first instruction (docs/architecture.md, "Real programs");
+# each program missing is skipped loudly
+add_test(NAME real-hosts COMMAND bash ${CMAKE_SOURCE_DIR}/tests/real-hosts.sh)
+set_tests_properties(real-hosts PROPERTIES TIMEOUT 300
+  LABELS "integration;host-contract;real-hosts"
+  ENVIRONMENT "PP_SOURCE_DIR=${CMAKE_SOURCE_DIR};PP_BINARY_DIR=${CMAKE_BINARY_DIR};PATH=${PP_TEST_PATH_DIR}:$ENV{PATH}"
+  SKIP_RETURN_CODE 77)
