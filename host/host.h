@@ -239,6 +239,10 @@ void host_fds_library_span(int on);
  * child's only thread. */
 void host_fds_forked_child(void);
 void host_fds_inherited_close(void);
+/* fork()'s prepare and parent handlers: the fork in the fd gate as a host's close, so that no
+ * library creation is under way at it (its fd in the child, its mark not). */
+void host_fds_fork_prepare(void);
+void host_fds_fork_parent(void);
 /* The calling thread is the library's: its calls are the library's. */
 void host_thread_mark_library(void);
 /* What fds.c calls on the host's thread when the host dup2()s or dup3()s onto fd, one of the

@@ -333,6 +333,9 @@ exec_in_start(const char *prog)
 int
 main(int argc, char **argv)
 {
+    if (argc == 2) {
+        host_wait_go(); /* listen mode: once the session runs (not in an exec'd child) */
+    }
     if (argc == 2 && strcmp(argv[1], "list") == 0) {
         return list_children();
     }
