@@ -352,7 +352,7 @@ ag_lottery_carry(uint64_t period)
  * cpu, at hz. Returns 1 when it is dropped. Drawing (no sample yet), the signal stands for the
  * ticks that saw the thread's timer expire (1 + its overruns): it is the thread's first sample,
  * of one interval, with probability those ticks / the interval, the CPU before it the lottery's;
- * a signal that stands for an interval or more leaves the lottery and weighs its span. Won, the
+ * a signal that stands for more than an interval leaves the lottery and weighs its span. Won, the
  * timer ticks at the tick's rate until the manager re-arms it: a signal before about an interval
  * since the last sample is dropped, its CPU left to the next one.
  */
@@ -370,8 +370,8 @@ ag_sig_lottery(struct ag_thread *t, const siginfo_t *info, uint64_t cpu, unsigne
     if (info->si_code == SI_TIMER && info->si_overrun > 0) {
         ticks += (uint64_t)info->si_overrun;
     }
-    if (ticks * tick >= period) {
-        /* (an interval or more: no lottery, its span weighed as any sample's) */
+    if (ticks * tick > period) {
+        /* (more than an interval: no lottery, its span weighed as any sample's) */
         (void)atomic_compare_exchange_strong_explicit(&t->lottery, &expected, AG_LOTTERY_WON,
                                                       memory_order_relaxed, memory_order_relaxed);
     } else if (!ag_lottery_draw(ticks * tick, period)) {
