@@ -102,6 +102,11 @@ ag_manager_main(void *arg)
             ag_locators_arm_asked_locked();
             pthread_mutex_unlock(&ag.reg_lock);
         }
+        if (atomic_exchange_explicit(&ag.lottery_asked, 0, memory_order_acquire)) {
+            pthread_mutex_lock(&ag.reg_lock);
+            ag_lottery_rearm_locked(); /* the timers of threads whose draw won, at the interval */
+            pthread_mutex_unlock(&ag.reg_lock);
+        }
         if (!elf_ready && ag_now_ns() >= elf_from) {
             ag_symtab_prepare();
             elf_ready = 1;
@@ -417,6 +422,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.drain_held_from, UINT64_MAX);
     atomic_store(&ag.cpu_unseen_ns, 0);
     atomic_store(&ag.cpu_rest_ns, 0);
+    atomic_store(&ag.cpu_chance_ns, 0);
     atomic_store(&ag.n_not_code, 0);
     atomic_store(&ag.n_tables_pending, 0);
     atomic_store(&ag.n_wall_unsampled, 0);
@@ -693,6 +699,7 @@ ag_stats_get(struct ag_stats *out)
     out->not_sampled_alone = atomic_load(&ag.n_not_sampled_alone);
     out->not_sampled_held = atomic_load(&ag.n_not_sampled_held);
     out->cpu_rest_ns = atomic_load(&ag.cpu_rest_ns);
+    out->cpu_chance_ns = atomic_load(&ag.cpu_chance_ns);
     out->tick_hz = ag.tick_hz;
     pthread_mutex_lock(&ag.reg_lock);
     if (ag.threads != NULL) {

@@ -87,6 +87,7 @@ struct ag_config {
      * the manager reads them that often (0: half of what they hold) */
     unsigned test_ring_hold_ms;
     unsigned test_ring_read_ms;
+    unsigned test_fixed_phase;     /* PIPEPROF_TEST_FIXED_PHASE=1: first expiry a full interval */
     enum ag_cpu_engine cpu_engine; /* PIPEPROF_CPU_ENGINE=auto|perf|timer|perf-ring (default
                                       auto); perf does not fall back: a thread it cannot open is
                                       counted in threads_dropped; perf-ring falls back to perf's
@@ -394,10 +395,13 @@ struct ag_stats {
                                     bound: its end, a flush, 100 ms, a ring half full) */
     uint64_t not_sampled_held;   /* drains that held a thread's [not sampled] claim back for its
                                     root (with the thread's later records) */
-    uint64_t cpu_rest_ns;  /* CPU time threads burned after their last sample that their end left
-                              to no sample: under half an interval, the carry counted (the
-                              weights' rounding covers it; a final sample takes any more) */
-    uint64_t memory_bytes; /* mapped by the agent: the thread registry and every ring */
+    uint64_t cpu_rest_ns;   /* CPU time threads burned after their last sample that their end left
+                               to no sample: under half an interval, the carry counted (the
+                               weights' rounding covers it; a final sample takes any more) */
+    uint64_t cpu_chance_ns; /* CPU time threads burned before their first sample, in the
+                               timers' first-sample lottery (timer.c): its winners' samples stand
+                               for it, in expectation */
+    uint64_t memory_bytes;  /* mapped by the agent: the thread registry and every ring */
     unsigned requested_hz_cpu; /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;
     double effective_hz_cpu;  /* CPU samples per CPU-second of sampled threads (timers: about

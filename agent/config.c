@@ -200,6 +200,10 @@ ag_config_from_env(struct ag_config *cfg, char *err, size_t errlen)
         err2 = ag_config_uint("PIPEPROF_TEST_RING_READ_MS", 0, 10000, &cfg->test_ring_read_ms, err,
                               errlen);
     }
+    if (err2 == 0) {
+        err2 = ag_config_uint("PIPEPROF_TEST_FIXED_PHASE", 0, 1, &cfg->test_fixed_phase, err,
+                              errlen);
+    }
     if (err2 != 0) {
         return err2;
     }

@@ -320,6 +320,13 @@ struct ag_thread {
     _Atomic int perf_fd;          /* reg; read by the handler to recognise its signal */
     int scan_seen;                /* reg: manager scratch */
     int exit_hooked;              /* reg: its key destructor will claim its final sample */
+
+    /* The first-sample lottery (timer.c, "The lottery"): enum ag_lottery. Set by reg, moved by
+     * self (its handler's draw won) and reg (the re-arm). */
+    _Atomic int lottery;
+    /* reg: what a claim left to the lottery (ag_cpu_end_rest counts it) */
+    uint64_t chance_end_ns;
+
     int perf_promoted; /* reg: auto moved it from the timers to perf (ag_cpu_engine_check_locked) */
     _Atomic uint32_t timer_samples, timer_weight; /* self: timer-engine samples, their weights */
     _Atomic int tick_unseen; /* reg: auto's timers, which move a thread the tick misses to perf:
@@ -519,7 +526,11 @@ struct ag_agent {
     _Atomic uint64_t cpu_not_sampled_ns;                      /* under [not sampled] */
     _Atomic uint64_t n_not_sampled_alone, n_not_sampled_held; /* drain.c: claims alone, waits */
     _Atomic uint64_t drain_held_from;                         /* drain: ag_drain_held_from() */
-    _Atomic uint64_t cpu_rest_ns; /* CPU threads' ends left to no sample (ag_cpu_end_rest) */
+    _Atomic uint64_t cpu_rest_ns;   /* CPU threads' ends left to no sample (ag_cpu_end_rest) */
+    _Atomic uint64_t cpu_chance_ns; /* CPU before threads' first samples: the lottery's */
+    _Atomic int lottery_asked;      /* a handler's draw won: the manager re-arms (timer.c) */
+    _Atomic uint64_t lottery_state; /* the draws' sequence (timer.c) */
+    _Atomic uint64_t lottery_mix;   /* the winners' carries (timer.c) */
     _Atomic uint64_t n_perf_promoted;
     _Atomic uint64_t n_locators_retired; /* kernel locators that went idle (timer.c) */
     _Atomic uint64_t n_ring_fallbacks;   /* perf-ring threads sampled by perf's signal instead */
@@ -647,6 +658,22 @@ ag_timer_late(uint32_t dn, uint32_t dw)
 {
     return dw >= 3 && 2 * (uint64_t)dw >= 3 * (uint64_t)dn;
 }
+
+/* The first-sample lottery of a thread on the timer engine (timer.c, "The lottery"). */
+enum ag_lottery {
+    AG_LOTTERY_NONE = 0, /* samples by the interval, weighed by CPU time */
+    AG_LOTTERY_DRAW = 1, /* no sample yet: each tick's signal draws, p = the tick / interval */
+    AG_LOTTERY_WON = 2,  /* drawn: signals before an interval since are dropped until re-armed */
+};
+
+/* A draw of the lottery (async-signal-safe): 1 with probability num / den (1 when num >= den). */
+int ag_lottery_draw(uint64_t num, uint64_t den);
+
+/* A winner's carry (async-signal-safe): uniform in (-period/2, period/2]. */
+int64_t ag_lottery_carry(uint64_t period);
+
+/* Re-arms at the interval the timers of threads whose draw won (ag.lottery_asked). reg_lock. */
+void ag_lottery_rearm_locked(void);
 
 /* How ag_sig_cpu_weigh() treats a span of under half an interval (the carry counted). */
 enum ag_weigh_rule {
@@ -798,8 +825,10 @@ uint64_t ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu);
  * else as a new one (none of weight 0). reg_lock, or tl the caller's own. */
 void ag_tails_push(struct ag_tails *tl, const struct ag_tail_part *p);
 /* At a thread's end (its exit hook, the scan that finds it gone): counts the span its final
- * claim left (ag_cpu_claim_tail_locked's value) in cpu_rest_ns, as no sample will take it. */
-void ag_cpu_end_rest(uint64_t rest);
+ * claim left (ag_cpu_claim_tail_locked's value) in cpu_rest_ns, as no sample will take it, and
+ * the CPU that claim left to the lottery (t had no sample yet) in cpu_chance_ns.
+ * reg_lock. */
+void ag_cpu_end_rest(struct ag_thread *t, uint64_t rest);
 /* A thread's CPU clock from its tid (the kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)). */
 clockid_t ag_thread_cpu_clock(int32_t tid);
 /* fork() child: closes the inherited perf_event fds (the events belong to the parent). */

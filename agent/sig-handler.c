@@ -93,6 +93,13 @@ ag_sig_cpu_weigh(struct ag_thread *t, uint64_t cpu, uint64_t period, int rule, u
     /* An early span is left as it is (nothing exchanged): a claim that moves last_cpu_ns in the
      * meantime makes the exchange fail, and the span is looked at again. */
     do {
+        /* A claim before the thread's first sample takes nothing: that CPU is the lottery's,
+         * which its winners' samples stand for (timer.c, "The lottery"). */
+        if (rule == AG_WEIGH_CLAIM &&
+            atomic_load_explicit(&t->lottery, memory_order_relaxed) == AG_LOTTERY_DRAW) {
+            *delta_out = 0;
+            return 0;
+        }
         if (rule == AG_WEIGH_EARLY && last != 0 &&
             (cpu <= last ||
              atomic_load_explicit(&t->cpu_carry_ns, memory_order_relaxed) + (int64_t)(cpu - last) <=
@@ -296,6 +303,94 @@ ag_sig_host_sends(int signo, int host_instance, siginfo_t *host_info)
     return 1;
 }
 
+/* The lottery's numbers (timer.c, "The lottery" says why a Weyl sequence): here, as the handler
+ * draws them. */
+#define AG_LOTTERY_STEP 0x9e3779b97f4a7c15u /* 2^64 (golden ratio - 1), odd */
+
+int
+ag_lottery_draw(uint64_t num, uint64_t den)
+{
+    uint64_t z = atomic_load_explicit(&ag.lottery_state, memory_order_relaxed);
+    struct timespec ts;
+
+    if (num >= den) {
+        return 1;
+    }
+    if (z == 0 && clock_gettime(CLOCK_MONOTONIC, &ts) == 0) {
+        /* s: the clock and the pid, mixed (splitmix64's finaliser) */
+        uint64_t s = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                     ((uint64_t)getpid() << 32);
+
+        s = (s ^ (s >> 30)) * 0xbf58476d1ce4e5b9u;
+        s = (s ^ (s >> 27)) * 0x94d049bb133111ebu;
+        /* (another thread's seed, if it came first, is as good) */
+        (void)atomic_compare_exchange_strong(&ag.lottery_state, &z, (s ^ (s >> 31)) | 1u);
+        atomic_store_explicit(&ag.lottery_mix, s, memory_order_relaxed);
+    }
+    z = atomic_fetch_add_explicit(&ag.lottery_state, AG_LOTTERY_STEP, memory_order_relaxed) +
+        AG_LOTTERY_STEP;
+    /* (den < 2^32: an interval of at most 1 s) */
+    return (((z >> 32) * den) >> 32) < num;
+}
+
+int64_t
+ag_lottery_carry(uint64_t period)
+{
+    uint64_t z = atomic_fetch_add_explicit(&ag.lottery_mix, AG_LOTTERY_STEP, memory_order_relaxed) +
+                 AG_LOTTERY_STEP;
+
+    /* splitmix64 over its own counter: independent of the draw that won (the next number of
+     * the draws' sequence is that draw's fraction + 0.618, which a win keeps below T/I) */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    z ^= z >> 31;
+    return (int64_t)(((z >> 32) * period) >> 32) + 1 - (int64_t)(period / 2);
+}
+
+/*
+ * A timer signal of thread t in the first-sample lottery (timer.c, "The lottery"), its CPU time
+ * cpu, at hz. Returns 1 when it is dropped. Drawing (no sample yet), the signal stands for the
+ * ticks that saw the thread's timer expire (1 + its overruns): it is the thread's first sample,
+ * of one interval, with probability those ticks / the interval, the CPU before it the lottery's;
+ * a signal that stands for more than an interval leaves the lottery and weighs its span. Won, the
+ * timer ticks at the tick's rate until the manager re-arms it: a signal before about an interval
+ * since the last sample is dropped, its CPU left to the next one.
+ */
+static int
+ag_sig_lottery(struct ag_thread *t, const siginfo_t *info, uint64_t cpu, unsigned hz)
+{
+    uint64_t period = 1000000000u / hz,
+             last = atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed);
+    uint64_t tick = ag.tick_hz != 0 ? 1000000000u / ag.tick_hz : period, ticks = 1;
+    int expected = AG_LOTTERY_DRAW;
+
+    if (atomic_load_explicit(&t->lottery, memory_order_relaxed) == AG_LOTTERY_WON) {
+        return cpu < last + period - tick / 2;
+    }
+    if (info->si_code == SI_TIMER && info->si_overrun > 0) {
+        ticks += (uint64_t)info->si_overrun;
+    }
+    if (ticks * tick > period) {
+        /* (more than an interval: no lottery, its span weighed as any sample's) */
+        (void)atomic_compare_exchange_strong_explicit(&t->lottery, &expected, AG_LOTTERY_WON,
+                                                      memory_order_relaxed, memory_order_relaxed);
+    } else if (!ag_lottery_draw(ticks * tick, period)) {
+        return 1;
+    } else if (atomic_compare_exchange_strong_explicit(&t->lottery, &expected, AG_LOTTERY_WON,
+                                                       memory_order_relaxed,
+                                                       memory_order_relaxed)) {
+        /* Won: one interval from here (ag_sig_cpu_weigh: no span, one interval), the carry
+         * random (timer.c says why). */
+        atomic_fetch_add_explicit(&ag.cpu_chance_ns, cpu > last ? cpu - last : 0,
+                                  memory_order_relaxed);
+        atomic_store_explicit(&t->cpu_carry_ns, ag_lottery_carry(period), memory_order_relaxed);
+        atomic_store_explicit(&t->last_cpu_ns, cpu, memory_order_relaxed);
+    }
+    atomic_store_explicit(&ag.lottery_asked, 1, memory_order_release);
+    ag_sig_wake_manager();
+    return 0;
+}
+
 void
 ag_sig_handler(int signo, siginfo_t *info, void *uctx)
 {
@@ -445,6 +540,11 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         if (cpu - atomic_load_explicit(&t->last_cpu_ns, memory_order_relaxed) < 500000000u / hz) {
             goto out;
         }
+    }
+    if (mode == AG_MODE_CPU && engine == AG_CPU_ENGINE_TIMER && !site &&
+        atomic_load_explicit(&t->lottery, memory_order_relaxed) != AG_LOTTERY_NONE &&
+        ag_sig_lottery(t, info, cpu, hz)) {
+        goto out;
     }
     s = ag_ring_reserve(&t->ring);
     if (s == NULL) {

@@ -587,7 +587,7 @@ ag_threads_on_exit(void *p)
         }
         /* What the thread burned after its last sample: with CPU-time timers a bursty thread can
          * go hundreds of ms without one, and that end would never be counted. */
-        ag_cpu_end_rest(ag_cpu_claim_tail_locked(t, CLOCK_THREAD_CPUTIME_ID));
+        ag_cpu_end_rest(t, ag_cpu_claim_tail_locked(t, CLOCK_THREAD_CPUTIME_ID));
         ag_timer_delete_locked(t);
         atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_seq_cst);
         ag_threads_exited[ag_threads_exited_next].tid = ag_gettid();
@@ -917,7 +917,7 @@ ag_threads_scan(void)
             /* Gone without our key destructor (raw clone, or created before the agent): its
              * CPU up to the previous scan still comes in as a final sample. */
             if (t->scan_cpu_ns != 0) {
-                ag_cpu_end_rest(ag_cpu_claim_tail_at_locked(t, t->scan_cpu_ns));
+                ag_cpu_end_rest(t, ag_cpu_claim_tail_at_locked(t, t->scan_cpu_ns));
             }
             ag_timer_delete_locked(t);
             atomic_store_explicit(&t->state, AG_SLOT_EXITING, memory_order_release);

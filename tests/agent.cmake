@@ -66,3 +66,7 @@ if(TARGET pp_agent)
   pp_add_test(test-agent-resources LIBS pp_agent pthread LABELS unit TIMEOUT 120)
   target_compile_options(test-agent-resources PRIVATE -fno-omit-frame-pointer)
 endif()
+# Short threads' CPU placed in samples (the timers' first-sample lottery, issue 19): alone too.
+pp_add_script_test(agent-groundtruth-short agent-groundtruth-short.sh LABELS integration slow
+  TIMEOUT 300)
+set_tests_properties(agent-groundtruth-short PROPERTIES RUN_SERIAL TRUE)

@@ -288,12 +288,22 @@ col_drain(void)
     drain_into(col_cb);
 }
 
+/* The agent's defaults, with the timers' first expiry a full interval after the baseline, as
+ * these cases reckon their samples (PIPEPROF_TEST_FIXED_PHASE: timer.c, "The lottery"; the
+ * lottery itself is tests/agent-groundtruth-short.sh's). */
+static void
+sampling_config_init(struct ag_config *cfg)
+{
+    ag_config_init(cfg);
+    cfg->test_fixed_phase = 1;
+}
+
 static void
 start_agent(void)
 {
     struct ag_config cfg;
 
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     ASSERT_OK(ag_start(&cfg));
 }
@@ -969,7 +979,7 @@ TEST(start_stop_idempotent_and_restore_signal)
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = foreign_handler;
     sigaction(SIGPROF, &sa, NULL);
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     ASSERT_OK(ag_start(&cfg));
     sigaction(SIGPROF, NULL, &cur);
     ASSERT_TRUE(cur.sa_handler == foreign_handler);
@@ -1360,7 +1370,7 @@ TEST(threads_exiting_during_a_scan_are_stopped_once)
     pthread_t th[N];
 
     memset(col, 0, sizeof(col));
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 1; /* below PIPEPROF_SCAN_MS's range: a scan meets the exits more often */
     ASSERT_OK(ag_start(&cfg));
     /* each exit hook then claims its thread's CPU and deletes its timer, under the lock */
@@ -1455,7 +1465,7 @@ start_small_registry(unsigned max_threads, enum ag_mode mode)
 {
     struct ag_config cfg;
 
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.max_threads = max_threads;
     cfg.scan_ms = 20;
 #ifdef __SANITIZE_THREAD__
@@ -1863,7 +1873,7 @@ check_tail(enum ag_cpu_engine engine, int flush, int late)
     int i;
 
     want[0] = (const void *)busy_a;
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     cfg.cpu_engine = engine;
     ASSERT_OK(ag_start(&cfg));
@@ -2105,7 +2115,7 @@ TEST(final_sample_of_an_unsampled_thread_has_its_start_routine)
     int i;
 
     want[0] = (const void *)tail_main;
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     ASSERT_OK(ag_start(&cfg));
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10)); /* 60 ms: no sample before the end */
@@ -2203,7 +2213,7 @@ TEST(an_early_perf_sample_leaves_its_span_to_the_next)
     if (!perf_allowed()) {
         return;
     }
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.cpu_engine = AG_CPU_ENGINE_PERF;
     ASSERT_OK(ag_start(&cfg));
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 10));
@@ -2309,7 +2319,7 @@ run_scan_only(struct tail_arg *a)
     pthread_t th;
     int i;
 
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     cfg.cpu_engine = AG_CPU_ENGINE_TIMER;
     ASSERT_OK(ag_start(&cfg));
@@ -2400,7 +2410,7 @@ origin_run(uint64_t *measured, uint64_t *end)
     while (atomic_load(&a.tid) == 0) {
         usleep(2000);
     }
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     cfg.cpu_engine = AG_CPU_ENGINE_TIMER;
     ASSERT_OK(ag_start(&cfg)); /* its scan finds the thread */
@@ -2509,7 +2519,7 @@ TEST(a_deferred_manager_starts_at_the_first_scan_and_finds_threads)
     int i;
 
     ASSERT_TRUE(mkdtemp(dir) != NULL);
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     cfg.cpu_engine = AG_CPU_ENGINE_TIMER;
     snprintf(cfg.cfi_cache, sizeof(cfg.cfi_cache), "%s", dir);
@@ -2619,7 +2629,7 @@ TEST(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu)
     }
     want[0] = (const void *)busy_a;
     want[1] = (const void *)busy_b;
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     cfg.cpu_engine = AG_CPU_ENGINE_PERF_RING;
     ASSERT_OK(ag_start(&cfg));
@@ -2808,7 +2818,7 @@ check_sigblk(enum ag_cpu_engine engine)
     want[1] = (const void *)busy_a;
     want[2] = (const void *)signal_blocking_main;
     want[3] = (const void *)sigprocmask; /* the agent's interposer, linked into this test */
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     cfg.cpu_engine = engine;
     ASSERT_OK(ag_start(&cfg));
@@ -2962,7 +2972,7 @@ TEST(a_long_blocked_span_reaches_the_consumer_in_pieces)
     memset(col, 0, sizeof(col));
     piece_max_ns = 0;
     piece_under_hider = 0;
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     ASSERT_OK(ag_start(&cfg));
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
@@ -3122,7 +3132,7 @@ TEST(a_note_of_a_blocked_signal_does_not_outlive_the_block)
     test_skip("ThreadSanitizer delays the sampling signal past the burn it must land in");
 #endif
     memset(col, 0, sizeof(col));
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     /* perf's sample comes at 100 ms of CPU exactly, leaving 75 ms to the flush; a tick-bound
      * one may come so late on a loaded machine that nothing is left */
@@ -3260,7 +3270,7 @@ TEST(auto_moves_a_thread_the_tick_misses_to_perf)
     if (!perf_allowed() || tick == 0) {
         return;
     }
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     ASSERT_OK(ag_start(&cfg));
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, tick));
@@ -3357,7 +3367,7 @@ start_move_case(enum ag_cpu_engine engine)
     want[0] = (const void *)busy_a;
     want[1] = (const void *)busy_b;
     want[2] = (const void *)pipeprof_cpu_not_sampled;
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.cpu_engine = engine;
     cfg.scan_ms = 3600000;
     ASSERT_OK(ag_start(&cfg));
@@ -3719,7 +3729,7 @@ TEST(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled)
     want[0] = (const void *)busy_a;
     want[1] = (const void *)busy_b;
     want[2] = (const void *)pipeprof_cpu_not_sampled;
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 3600000; /* no scan moves it: the test does, at a known point */
     ASSERT_OK(ag_start(&cfg));
     ASSERT_OK(pthread_create(&th, NULL, fresh_main, &a));
@@ -4053,7 +4063,7 @@ locator_session_start(void)
     struct ag_config cfg;
     int err;
 
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     cfg.cpu_engine = AG_CPU_ENGINE_PERF;
     err = ag_start(&cfg);
@@ -4246,7 +4256,7 @@ TEST(a_perf_sample_at_a_call_return_places_kernel_time)
     if (!perf_allowed()) {
         return;
     }
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 3600000; /* no scan arms a locator, however slow the machine */
     cfg.cpu_engine = AG_CPU_ENGINE_PERF;
     ASSERT_OK(ag_start(&cfg));
@@ -4379,7 +4389,7 @@ TEST(a_perf_threads_final_sample_gives_its_kernel_time_to_no_user_code)
         return;
     }
     memset(col, 0, sizeof(col));
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 20;
     cfg.cpu_engine = AG_CPU_ENGINE_PERF;
     ASSERT_OK(ag_start(&cfg));
@@ -4522,7 +4532,7 @@ share_case(enum ag_cpu_engine engine, unsigned pages, uint64_t w[2], double *unp
     memset(col, 0, sizeof(col));
     want[0] = (const void *)reader_a;
     want[1] = (const void *)reader_b;
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 3600000; /* the test arms the locator */
     cfg.cpu_engine = engine;
     ASSERT_OK(ag_start(&cfg));
@@ -4758,7 +4768,7 @@ merge_start(pthread_t *th, uint64_t *h)
     while ((tid = atomic_load(&merge_tid)) == 0) {
         usleep(1000);
     }
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     if (ag_start(&cfg) != 0) {
         return NULL;
     }
@@ -4888,7 +4898,7 @@ claim_start(pthread_t *th, uint64_t whole[4])
     while ((tid = atomic_load(&merge_tid)) == 0) {
         usleep(1000);
     }
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     ASSERT_OK(ag_start(&cfg));
     for (i = 0; i < 500 && ag_sig_module_find((uint64_t)(uintptr_t)getpid) == NULL; i++) {
         usleep(10000);
@@ -5407,7 +5417,7 @@ faulter_test(enum ag_cpu_engine engine)
     if (!perf_allowed()) {
         return;
     }
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.cpu_engine = engine;
     ASSERT_OK(ag_start(&cfg));
     kern_at_call_w = kern_unplaced_w = 0;
@@ -5486,7 +5496,7 @@ TEST(new_code_wakes_the_manager_to_load_its_module)
     void *lib;
     int i;
 
-    ag_config_init(&cfg);
+    sampling_config_init(&cfg);
     cfg.scan_ms = 30000; /* the manager's first periodic scan: the test's failure */
     ASSERT_OK(ag_start(&cfg));
     atomic_store(&stop_flag, 0);
