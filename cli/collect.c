@@ -225,8 +225,16 @@ pp_collect_usage(FILE *out)
             PP_COLLECT_DEFAULT_PROVIDERS);
 }
 
+/* The dispositions collect replaces while it runs, which CMD gets back (as `record` gives them):
+ * CMD started with SIGPIPE ignored (a pipeline's writer got EPIPE and said "write error: Broken
+ * pipe" where bare it dies quietly of SIGPIPE: `sort | head` in a bash script) and with SIGINT
+ * and SIGTERM at SIG_DFL where the caller ignored them (a background job's SIGINT). */
+struct pp_collect_sigs {
+    struct sigaction old_int, old_term, old_pipe;
+};
+
 static int
-pp_collect_spawn(const char *port, char **cmd, int *child)
+pp_collect_spawn(const char *port, char **cmd, const struct pp_collect_sigs *old, int *child)
 {
     int pid = fork();
 
@@ -235,6 +243,10 @@ pp_collect_spawn(const char *port, char **cmd, int *child)
     }
     if (pid == 0) {
         char self[32];
+
+        sigaction(SIGINT, &old->old_int, NULL);
+        sigaction(SIGTERM, &old->old_term, NULL);
+        sigaction(SIGPIPE, &old->old_pipe, NULL);
 
         /* Only CMD itself answers the port: its exec'd children, which inherit the
          * environment, would each wait on it for a resume (a pipeprof agent honours this). */
@@ -291,6 +303,7 @@ pp_cmd_collect(int argc, char **argv)
     int stream = -1, fd = -1, out = -1, eof = 0, tty = isatty(2), rc = 1, err, i, n;
     uint64_t bytes = 0, start, last_progress = 0, session;
     struct sigaction sa;
+    struct pp_collect_sigs old_sigs;
     struct pp_output o = { .fd = -1 };
     char why_out[PATH_MAX + 64];
 
@@ -340,9 +353,10 @@ pp_cmd_collect(int argc, char **argv)
     }
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = pp_collect_on_signal; /* no SA_RESTART: poll and accept return EINTR */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    sigaction(SIGINT, &sa, &old_sigs.old_int);
+    sigaction(SIGTERM, &sa, &old_sigs.old_term);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, &old_sigs.old_pipe);
 
     if (c.port != NULL) {
         err = ipc_client_listen(c.port, &c.listen_fd, &c.port_file);
@@ -352,7 +366,7 @@ pp_cmd_collect(int argc, char **argv)
             goto out;
         }
         if (cmd != NULL) {
-            err = pp_collect_spawn(c.port, cmd, &c.child);
+            err = pp_collect_spawn(c.port, cmd, &old_sigs, &c.child);
             if (err < 0) {
                 fprintf(stderr, "pipeprof collect: cannot start %s: %s\n", cmd[0], strerror(-err));
                 goto out;
