@@ -177,6 +177,17 @@ ag_remote_read_probe(void)
            syscall(SYS_process_vm_readv, (long)getpid(), &l, 1L, &r, 1L, 0L) == 8 && got == word;
 }
 
+/*
+ * A thread created while another thread of the process is in execve() fails with EAGAIN (the
+ * kernel's copy_fs during an exec, also for an exec that fails): a late start that met one
+ * said "the manager thread did not start (Resource temporarily unavailable)" on the host's
+ * stderr where bare says nothing (tests/hosts/forkchild.c, execloop). It is due again 10 ms on,
+ * at the next drain's look, for up to 1 s from its first EAGAIN; then it is said. life_lock.
+ */
+#define AG_MANAGER_AGAIN_NS       1000000000ull
+#define AG_MANAGER_AGAIN_PAUSE_NS 10000000ull
+static uint64_t ag_manager_again_since;
+
 /* The forking thread's: whether ag_agent_before_fork() took the module lock */
 static __thread int ag_fork_took_modules AG_TLS;
 
@@ -207,6 +218,7 @@ ag_agent_forked_child(void)
     ag.manager_started = 0;
     atomic_store(&ag.manager_due_ns, 0);
     ag.wall_started = 0;
+    ag_manager_again_since = 0; /* the parent's tries */
 }
 
 /*
@@ -284,10 +296,22 @@ static int
 ag_manager_spawn_locked(int late)
 {
     static char late_mark;
+    uint64_t now;
     int err;
 
     atomic_store(&ag.manager_due_ns, 0);
     err = ag_thread_spawn(&ag.manager, ag_manager_main, late ? &late_mark : NULL);
+    if (err == -EAGAIN && late) {
+        now = ag_now_ns();
+        if (ag_manager_again_since == 0) {
+            ag_manager_again_since = now;
+        }
+        if (now - ag_manager_again_since < AG_MANAGER_AGAIN_NS) {
+            atomic_store(&ag.manager_due_ns, now + AG_MANAGER_AGAIN_PAUSE_NS);
+            return err;
+        }
+    }
+    ag_manager_again_since = 0;
     if (err != 0 && late) {
         ag_log(AG_LOG_ERROR, "the manager thread did not start (%s): no thread scans",
                strerror(-err));

@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bridge/counters.h"
@@ -513,6 +515,55 @@ bridge_session_interval(void *ctx, const struct ipc_session_config *cfg)
     return hz != 0 ? 1000000000u / hz : 0;
 }
 
+/*
+ * The agent's start and a sampling request create threads (the manager, the wall sampler). A
+ * thread created while another thread of the process is in execve() fails with EAGAIN (the
+ * kernel refuses CLONE_FS during an exec, copy_fs's fs->in_exec), also for an exec that fails
+ * once its file is open (ENOEXEC, a missing interpreter). A `record` child's deferred session
+ * starts 5 ms into the image: one that execs about then (git running its helpers, a shell's `exec`)
+ * said "pipeprof: session N: sampling not started: Resource temporarily unavailable" on the host's
+ * stderr where bare says nothing (git's gc under record in wall mode). So EAGAIN is tried again
+ * after a pause, on the loop thread, for up to 1 s: an exec that succeeds ends the process
+ * meanwhile, one that failed is over.
+ */
+#define BRIDGE_START_AGAIN_MS 10
+#define BRIDGE_START_AGAIN_NS 1000000000ull /* nt_clock_now()'s: then the failure is said */
+
+/* 1 after a pause when an EAGAIN (err) may be tried again until `until`. */
+static int
+bridge_start_again(int err, uint64_t until)
+{
+    struct timespec again = { 0, BRIDGE_START_AGAIN_MS * 1000000L };
+
+    if (err != -EAGAIN || nt_clock_now() >= until) {
+        return 0;
+    }
+    syscall(SYS_nanosleep, &again, NULL); /* raw: the library's nanosleep is an interposer */
+    return 1;
+}
+
+static int
+bridge_agent_start_again(void)
+{
+    uint64_t until = nt_clock_now() + BRIDGE_START_AGAIN_NS;
+    int err;
+
+    while (bridge_start_again(err = bridge_agent_start(), until)) {
+    }
+    return err;
+}
+
+static int
+bridge_sampling_acquire_again(enum ag_mode mode, unsigned hz)
+{
+    uint64_t until = nt_clock_now() + BRIDGE_START_AGAIN_NS;
+    int err;
+
+    while (bridge_start_again(err = ag_sampling_acquire(mode, hz), until)) {
+    }
+    return err;
+}
+
 static int
 bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
 {
@@ -554,7 +605,7 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
             bridge_log_session(s->id, "counters not started", why);
         }
     }
-    err = s->samples || s->pipeprof ? bridge_agent_start() : 0;
+    err = s->samples || s->pipeprof ? bridge_agent_start_again() : 0;
     if (err == 0) {
         struct ag_stats st;
 
@@ -574,7 +625,7 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
         s->snapshot_deadline_ns = nt_clock_now() + BRIDGE_SNAPSHOT_SETTLE_MS * 1000000ull;
     }
     if (s->samples || s->pipeprof) {
-        err = err != 0 ? err : ag_sampling_acquire(s->mode, s->hz);
+        err = err != 0 ? err : bridge_sampling_acquire_again(s->mode, s->hz);
         if (err != 0) {
             bridge_log_session(s->id, "sampling not started", strerror(-err));
             memset(s, 0, sizeof(*s));

@@ -232,9 +232,17 @@ void host_fds_release(void);
  * calling thread; not a signal handler. */
 void host_fds_trust(const void *code);
 void host_fds_library_span(int on);
-/* In a fork()ed child: the parent's fds are inherited copies the child's host may close (the
- * child's own agent registers its new ones). Context: the child's only thread. */
+/* In a fork()ed child, its first handler: the parent's fds are inherited copies, still the
+ * library's (left out of listings, EBADF to the host's calls) until host_fds_inherited_close,
+ * its last handler, closes those nothing of the library took or closed in between (libuv's
+ * handler makes its signal lock pipe anew). A bare child has none of them. Context: the
+ * child's only thread. */
 void host_fds_forked_child(void);
+void host_fds_inherited_close(void);
+/* fork()'s prepare and parent handlers: the fork in the fd gate as a host's close, so that no
+ * library creation is under way at it (its fd in the child, its mark not). */
+void host_fds_fork_prepare(void);
+void host_fds_fork_parent(void);
 /* The calling thread is the library's: its calls are the library's. */
 void host_thread_mark_library(void);
 /* What fds.c calls on the host's thread when the host dup2()s or dup3()s onto fd, one of the

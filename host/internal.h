@@ -236,6 +236,11 @@ void host_creds_after(int restart, int saved_errno);
  * is taken again. */
 void host_thread_library_add(long tid);
 int host_thread_library_live(void);
+/* threads.c: returns once no library thread is between its clone and its registration (the
+ * listing's table of host_thread_mark_library), or after a bound: a host's listing of
+ * /proc/self/task made meanwhile held that thread (fds.c's listings call it before the kernel
+ * reads). Raw system calls only, errno kept: async-signal-safe. */
+void host_thread_library_started_wait(void);
 /* threads.c: a fork()ed child's reset (host_fds_forked_child calls it). */
 void host_thread_forked_child(void);
 /* fds.c: 1 when the interposer whose return address is ra was called by the library (its code or

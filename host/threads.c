@@ -29,6 +29,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include "common/sanitizer.h"
 #include "host/internal.h"
@@ -87,6 +88,35 @@ host_thread_library_live(void)
     }
     errno = err;
     return n;
+}
+
+/*
+ * A library thread is in the kernel's thread group, and so in /proc/self/task, from its clone on,
+ * and leaves the host's listings of that directory only once it registered (host_trampoline). A
+ * fork()ed child's start thread (shim/shim.c) registered only after its 5 ms pause: Python's and
+ * Perl's fork()ed children under record listed 2 tasks where bare lists 1. A listing made while
+ * such a thread is starting waits for it, 50 us at a time, at most 50 ms (the host's bound in the
+ * fd gate): the common case is one load of host_library_starting.
+ */
+#define HOST_STARTED_WAIT_NS    50000L
+#define HOST_STARTED_WAIT_LOOKS 1000
+
+void
+host_thread_library_started_wait(void)
+{
+    struct timespec pause = { 0, HOST_STARTED_WAIT_NS };
+    int i, err;
+
+    if (atomic_load_explicit(&host_library_starting, memory_order_acquire) <= 0) {
+        return;
+    }
+    err = errno;
+    for (i = 0; i < HOST_STARTED_WAIT_LOOKS &&
+                atomic_load_explicit(&host_library_starting, memory_order_acquire) > 0;
+         i++) {
+        host_raw_syscall(SYS_nanosleep, (long)&pause, 0, 0, 0, 0, 0);
+    }
+    errno = err;
 }
 
 struct host_start_arg {
@@ -188,7 +218,9 @@ host_trampoline(void *p)
     a = *(struct host_start_arg *)p;
     host_start_arg_free(p);
     if (a.library) {
-        host_thread_library_add(host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0));
+        /* Marked before it counts itself out: for the listings of /proc/self/task too
+         * (host_thread_library_started_wait), not only for the thread counts. */
+        host_thread_mark_library();
         atomic_fetch_sub(&host_library_starting, 1);
     }
     if (a.hooks != NULL) {

@@ -156,7 +156,25 @@ shim_is_target(void)
  * of a profiled process too, though its parent's server is not there yet. */
 static int shim_forked_start_pending;
 
+/*
+ * Where the fork()ed child's start thread is, against an exec or an _exit of the child's
+ * (shim_quick_stop): it sleeps (PENDING), starts the agent and the server (STARTING), or is done
+ * or was never made (NONE); an exec while it sleeps cancels it (CANCELLED: it starts nothing),
+ * one while it starts waits for the start's end and stops what it started. Before, an exec in the
+ * start found no server to stop (it is published at the end of its start, its sampling running
+ * already) and went ahead while the new agent's wall thread sent the exec'ing thread its
+ * SIGPROF: a signal sent to a thread pends through its execve(), whose new image takes it with
+ * the disposition exec reset, SIG_DFL, before its first instruction (bash's `( sleep 0.01 ) &`
+ * under record --mode wall: "Profiling timer expired sleep 0.01", 1 run of real-hosts in 3).
+ * shim_forked_start_pid is the child's whose start thread it is: a vfork()ed child, which shares
+ * this memory, has another pid and leaves it alone.
+ */
+enum { SHIM_START_NONE, SHIM_START_PENDING, SHIM_START_STARTING, SHIM_START_CANCELLED };
+static int shim_forked_start_phase;
+static pid_t shim_forked_start_pid;
+
 static void shim_start_process(int running);
+static int shim_start_process_try(int running, int quiet_again);
 static void shim_atfork_child(void);
 static void shim_atfork_child_reset(void);
 static void shim_stop(void);
@@ -175,7 +193,7 @@ shim_atfork_register_resets(void)
      * agent's child handler closes the parent's scan files through the close interposer, which
      * takes the mark lock (with the agent's first, a forked child of pp-sample-torture spun on it
      * for good, 4 runs of agent-torture in 20). */
-    pthread_atfork(NULL, NULL, shim_atfork_child_reset);
+    pthread_atfork(host_fds_fork_prepare, host_fds_fork_parent, shim_atfork_child_reset);
     ag_fork_handlers_register();
 }
 
@@ -191,19 +209,85 @@ shim_atfork_register(void)
     }
 }
 
+/*
+ * A thread created while another thread of the process is in execve() fails with EAGAIN (the
+ * kernel refuses CLONE_FS while the exec holds the process's fs_struct: copy_fs, fs->in_exec),
+ * from the exec's start to its end, also for an exec that fails once its file is open (ENOEXEC,
+ * a missing interpreter). A shell's child that takes longer than SHIM_FORK_START_DELAY_MS to exec
+ * (a loaded machine) met that at its start, and its start thread said "pipeprof: diagnostic server
+ * not started: Resource temporarily unavailable" on the host's stderr where bare says nothing (bash
+ * scripts of pipelines in command substitutions, under record: several lines a run). So a start
+ * that fails with EAGAIN is tried again, quietly, after a pause: an exec that succeeds ends this
+ * thread meanwhile, one that failed is over (an exec's window lasted past 30 ms on a loaded
+ * machine: tried for up to 1 s of CLOCK_MONOTONIC). Only a try after that says why it failed.
+ */
+#define SHIM_FORK_START_AGAIN_MS 10
+#define SHIM_FORK_START_AGAIN_NS (1000000000LL) /* by CLOCK_MONOTONIC: then it is said */
+
+static long long
+shim_monotonic_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 /* The deferred start of a fork()ed child's agent (PIPEPROF_FOLLOW_FORKS). */
 static void *
 shim_forked_start_main(void *arg)
 {
     struct timespec delay = { 0, SHIM_FORK_START_DELAY_MS * 1000000L };
+    struct timespec again = { 0, SHIM_FORK_START_AGAIN_MS * 1000000L };
+    long long until;
+
+    int phase = SHIM_START_PENDING;
 
     (void)arg;
     /* The raw system call: the library's own nanosleep is an interposer. */
     syscall(SYS_nanosleep, &delay, NULL);
+    if (!__atomic_compare_exchange_n(&shim_forked_start_phase, &phase, SHIM_START_STARTING, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&shim_forked_start_pending, 0, __ATOMIC_RELEASE);
+        return NULL; /* an exec or an _exit came first (shim_quick_stop) */
+    }
     ag_thread_exclude_self(); /* this thread only starts the agent; it is not the host's */
-    shim_start_process(1);
+    until = shim_monotonic_ns() + SHIM_FORK_START_AGAIN_NS;
+    while (shim_start_process_try(1, shim_monotonic_ns() < until) == -EAGAIN &&
+           shim_monotonic_ns() < until) {
+        syscall(SYS_nanosleep, &again, NULL);
+    }
     __atomic_store_n(&shim_forked_start_pending, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&shim_forked_start_phase, SHIM_START_NONE, __ATOMIC_RELEASE);
     return NULL;
+}
+
+#define SHIM_START_WAIT_MS 10000 /* an exec's wait for a start under way, by CLOCK_MONOTONIC */
+
+/* For an exec or an _exit of this process (not a vfork()ed child's): 1 when a fork()ed child's
+ * start was cancelled before it began (an exec that fails starts it again: exec_failed), after
+ * a start under way has ended (its server is then there to stop). */
+static int
+shim_forked_start_settle(void)
+{
+    struct timespec poll = { 0, 1000000L };
+    int phase = SHIM_START_PENDING;
+    long long until;
+
+    if (__atomic_load_n(&shim_forked_start_phase, __ATOMIC_ACQUIRE) == SHIM_START_NONE ||
+        __atomic_load_n(&shim_forked_start_pid, __ATOMIC_RELAXED) != getpid()) {
+        return 0;
+    }
+    if (__atomic_compare_exchange_n(&shim_forked_start_phase, &phase, SHIM_START_CANCELLED, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        return 1;
+    }
+    until = shim_monotonic_ns() + SHIM_START_WAIT_MS * 1000000LL;
+    while (__atomic_load_n(&shim_forked_start_phase, __ATOMIC_ACQUIRE) == SHIM_START_STARTING &&
+           shim_monotonic_ns() < until) {
+        syscall(SYS_nanosleep, &poll, NULL);
+    }
+    return 0;
 }
 
 static int shim_follow_forks;
@@ -224,6 +308,7 @@ shim_atfork_child_reset(void)
                               __atomic_load_n(&shim_forked_start_pending, __ATOMIC_ACQUIRE);
     /* The parent's start thread is not the child's: shim_atfork_child() makes it its own. */
     __atomic_store_n(&shim_forked_start_pending, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&shim_forked_start_phase, SHIM_START_NONE, __ATOMIC_RELEASE);
     /* The child has no loop thread; the parent owns the socket. Exec'd children get their own
      * server through LD_PRELOAD. */
     shim_server = NULL;
@@ -240,6 +325,10 @@ shim_atfork_child(void)
     pthread_t thread;
 
     host_fds_library_span(0); /* libuv's child handler has run (shim_atfork_child_reset()) */
+    /* The parent's server's fds: this child never runs that server (its own agent, below, makes
+     * its own); bare it has none of them. After libuv's handler, which closes its signal lock
+     * pipe and makes another. */
+    host_fds_inherited_close();
     if (!shim_forked_was_running || !shim_follow_forks ||
         __atomic_load_n(&shim_sealed, __ATOMIC_ACQUIRE)) {
         return;
@@ -267,7 +356,10 @@ shim_atfork_child(void)
     if (pthread_attr_init(&attr) == 0) {
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         __atomic_store_n(&shim_forked_start_pending, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&shim_forked_start_pid, getpid(), __ATOMIC_RELAXED);
+        __atomic_store_n(&shim_forked_start_phase, SHIM_START_PENDING, __ATOMIC_RELEASE);
         if (host_thread_spawn(&thread, &attr, shim_forked_start_main, NULL) != 0) {
+            __atomic_store_n(&shim_forked_start_phase, SHIM_START_NONE, __ATOMIC_RELEASE);
             __atomic_store_n(&shim_forked_start_pending, 0, __ATOMIC_RELEASE);
             fprintf(stderr, "pipeprof: the forked child %ld is not profiled: no thread\n",
                     (long)getpid());
@@ -284,6 +376,14 @@ shim_atfork_child(void)
 static void
 shim_start_process(int running)
 {
+    (void)shim_start_process_try(running, 0);
+}
+
+/* shim_start_process(), which returns 0 or the server's start error; quiet_again: an -EAGAIN
+ * goes unsaid (the caller tries again). */
+static int
+shim_start_process_try(int running, int quiet_again)
+{
     struct ipc_server_options opts;
     struct ipc_output_options output;
     int timeout_ms, err;
@@ -292,7 +392,7 @@ shim_start_process(int running)
         shim_env_is("DOTNET_EnableDiagnostics", "0") ||
         shim_env_is("COMPlus_EnableDiagnostics", "0") ||
         shim_env_is("DOTNET_EnableDiagnostics_IPC", "0") || !shim_is_target()) {
-        return;
+        return 0;
     }
     if (!running) {
         static pthread_once_t resets_once = PTHREAD_ONCE_INIT;
@@ -331,8 +431,10 @@ shim_start_process(int running)
     err = ipc_server_start(&opts, &shim_server);
     shim_tls_internal--;
     if (err < 0) {
-        fprintf(stderr, "pipeprof: diagnostic server not started: %s\n", strerror(-err));
-        return;
+        if (err != -EAGAIN || !quiet_again) {
+            fprintf(stderr, "pipeprof: diagnostic server not started: %s\n", strerror(-err));
+        }
+        return err;
     }
     shim_follow_forks = shim_env_is("PIPEPROF_FOLLOW_FORKS", "1") || opts.output != NULL;
     if (!running) {
@@ -352,6 +454,7 @@ shim_start_process(int running)
         snprintf(pid, sizeof(pid), "%ld", (long)getpid());
         setenv("PIPEPROF_RESUMED_PID", pid, 1); /* before main: no other thread reads environ */
     }
+    return 0;
 }
 
 static const struct host_server_hooks shim_host_hooks;
@@ -402,6 +505,7 @@ shim_start_again(void)
 static int
 shim_quick_stop(void)
 {
+    int cancelled = shim_forked_start_settle(); /* a fork()ed child's start first */
     struct ipc_server *s = __atomic_exchange_n(&shim_server, NULL, __ATOMIC_ACQ_REL);
     int err = 0;
 
@@ -416,7 +520,7 @@ shim_quick_stop(void)
         __atomic_store_n(&shim_server, s, __ATOMIC_RELEASE); /* a vfork child: not ours */
         return 0;
     }
-    return s != NULL;
+    return s != NULL || cancelled;
 }
 
 static void

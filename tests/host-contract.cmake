@@ -2,7 +2,7 @@
 # (tests/hosts/*.c) run bare and under the agent by tests/host-contract.sh, which compares their
 # output (their per-call results) and exit status. Not labelled slow: CI's ASan+UBSan stage runs
 # them against the sanitized library too.
-foreach(host fds signals eintr stress start suspend writes seccomp ns listings dlfork)
+foreach(host fds signals eintr stress start suspend writes seccomp ns listings dlfork forkchild)
   add_executable(host-${host} ${CMAKE_SOURCE_DIR}/tests/hosts/${host}.c)
   set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
   target_link_libraries(host-${host} PRIVATE pthread dl)
@@ -274,6 +274,37 @@ pp_add_host_contract(fds-tasklist fds tasklist)
 # to 2 of its 30000 as none, so the test holds the fix's rate, not bare's
 pp_add_host_contract(fds-fdchurn listings fdchurn)
 set_property(TEST host-contract-fds-fdchurn APPEND PROPERTY LABELS slow)
+# fork()ed children that do not exec (tests/hosts/forkchild.c), each listing /proc/self/fd and
+# /proc/self/task at once and after 30 ms of CPU, recorded with the parent (HC_RECORD_CHILDREN):
+# the parent's fds and one thread, as bare (before: preloaded, every child listed the parent's
+# server fds 768, 771..775 for its life, up to 10 under record; under record its first listing
+# held its agent's start thread; found by Python's multiprocessing and bash's subshells)
+pp_add_host_contract(forkchild-list forkchild list)
+set_property(TEST host-contract-forkchild-list APPEND PROPERTY ENVIRONMENT "HC_RECORD_CHILDREN=1")
+# the same children's open fds but pipes as the kernel has them (an inline fstat system call per
+# number, which no interposer sees), where they run no agent of their own: none of the parent's
+# server fds (before, hidden from the listings at most: the epoll fd, eventfd, listening socket
+# and the sessions' connections stayed open in every child for its life)
+pp_add_host_contract(forkchild-list-raw forkchild list)
+set_property(TEST host-contract-forkchild-list-raw APPEND PROPERTY ENVIRONMENT "FORKCHILD_RAW=1"
+             "HC_MODES=listen preload")
+# children that exec /bin/true 4 to 10 ms after their fork, as their agent starts under record:
+# the exec waits for a start under way and stops it, or cancels one not begun (before, about 2
+# children of 120 a run under record --mode wall at 99 Hz died of a SIGPROF their agent's wall
+# thread sent them, pending through the exec into the new image's SIG_DFL: status -27; at
+# 1000 Hz 1 in 3 runs, so the record runs here are at 99 Hz)
+pp_add_host_contract(forkchild-execstart forkchild execstart)
+set_property(TEST host-contract-forkchild-execstart APPEND PROPERTY ENVIRONMENT "HC_RECORD_CHILDREN=1"
+             "HC_HZ=99")
+# children (forked, and forked and exec'd) whose three threads call execve() (through syscall())
+# on a file of no executable format from 2 to 30 ms after their start: the agent's start that
+# meets an exec (EAGAIN from the kernel for a thread created meanwhile) is tried again, and
+# nothing is said on the host's stderr (before: "diagnostic server not started: Resource
+# temporarily unavailable", "session N: sampling not started: ...", "the manager thread did not
+# start" under record: bash scripts, git)
+pp_add_host_contract(forkchild-execloop forkchild execloop)
+set_property(TEST host-contract-forkchild-execloop APPEND PROPERTY ENVIRONMENT "HC_RECORD_CHILDREN=1"
+             "HC_ERR_LACKS=pipeprof:")
 # CPU burnt on a stack of one page (above a guard page) with a 32 KiB sigaltstack registered, as
 # the Go runtime runs goroutines: the agent's handler has SA_ONSTACK, so its signals and its
 # frames go to the alternate stack (before: SIGSEGV; a cgo Go program under record crashed with
@@ -350,3 +381,13 @@ else()
   set_tests_properties(host-contract-node PROPERTIES LABELS "integration;host-contract"
                        SKIP_RETURN_CODE 77)
 endif()
+
+# Programs nobody here wrote (python3, bash, perl, git, sqlite3, make: tests/real-hosts.sh), each
+# with a script that prints what it sees of itself, bare against preloaded, record in CPU and wall
+# mode and a collect session from the first instruction (docs/architecture.md, "Real programs");
+# each program missing is skipped loudly
+add_test(NAME real-hosts COMMAND bash ${CMAKE_SOURCE_DIR}/tests/real-hosts.sh)
+set_tests_properties(real-hosts PROPERTIES TIMEOUT 300
+  LABELS "integration;host-contract;real-hosts"
+  ENVIRONMENT "PP_SOURCE_DIR=${CMAKE_SOURCE_DIR};PP_BINARY_DIR=${CMAKE_BINARY_DIR};PATH=${PP_TEST_PATH_DIR}:$ENV{PATH}"
+  SKIP_RETURN_CODE 77)

@@ -19,6 +19,7 @@
 # HC_RECORD_FRAME=NAME: each record run's report must name the function NAME (work the host does
 # after something that restarts the library: host-contract-ns-user).
 # HC_RECORD_CHILDREN=1: the record runs follow the host's children (without --no-children).
+# HC_HZ=N: the record runs' rate (default 1000).
 # HC_NOFILE=SOFT[:HARD]: every run (the host, pipeprof and collect) starts with that
 # RLIMIT_NOFILE, the hard limit left as it is without HARD (`pipeprof record` gives CMD the soft
 # one back).
@@ -102,7 +103,7 @@ for run in ${HC_MODES:-cpu wall listen preload}; do
   cpu | wall)
     set +e
     "${tracer[@]}" ${tracer:+"$T/$run.strace"} "${RECORD_ENV[@]}" "$PIPEPROF" record \
-      --mode "$run" --hz 1000 -q "${children[@]}" \
+      --mode "$run" --hz "${HC_HZ:-1000}" -q "${children[@]}" \
       -o "$T/$run.nettrace" -- "$HOST" "$@" >"$T/$run.out" 2>"$T/$run.err"
     rc=$?
     set -e
