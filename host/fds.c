@@ -764,13 +764,25 @@ host_library_tid_is(long tid)
     return 0;
 }
 
+/* host_thread_list_library() listed the calling thread's id (host_library_tid_add) */
+static _Thread_local int host_library_listed;
+
+void
+host_thread_list_library(void)
+{
+    if (!host_library_thread && !host_library_listed) {
+        host_library_tid_add(host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0));
+        host_library_listed = 1;
+    }
+}
+
 void
 host_thread_mark_library(void)
 {
     long ref = atomic_load_explicit(&host_fds_ref_tid, memory_order_acquire);
     long self = host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
 
-    if (!host_library_thread) {
+    if (!host_library_thread && !host_library_listed) {
         host_library_tid_add(self);
     }
     host_library_thread = 1;

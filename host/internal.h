@@ -236,6 +236,13 @@ void host_creds_after(int restart, int saved_errno);
  * is taken again. */
 void host_thread_library_add(long tid);
 int host_thread_library_live(void);
+/* fds.c: lists the calling thread's id as the library's in the host's listings of
+ * /proc/self/task (as host_thread_mark_library does), without making its calls the library's:
+ * host_trampoline's, for a thread created from the library's code, before that code runs. Its
+ * calls become the library's where that code marks the thread (host_thread_mark_library): a
+ * unit test's threads, whose code is the library's object, are the host's
+ * (test-host-unshare). */
+void host_thread_list_library(void);
 /* threads.c: returns once no library thread is between its clone and its registration (the
  * listing's table of host_thread_mark_library), or after a bound: a host's listing of
  * /proc/self/task made meanwhile held that thread (fds.c's listings call it before the kernel

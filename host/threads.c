@@ -218,9 +218,12 @@ host_trampoline(void *p)
     a = *(struct host_start_arg *)p;
     host_start_arg_free(p);
     if (a.library) {
-        /* Marked before it counts itself out: for the listings of /proc/self/task too
-         * (host_thread_library_started_wait), not only for the thread counts. */
-        host_thread_mark_library();
+        /* Listed before it counts itself out: for the listings of /proc/self/task too
+         * (host_thread_library_started_wait), not only for the thread counts. Not marked: its
+         * calls are the library's once its code says so (host_thread_mark_library); marked
+         * here, a unit test's host threads made the library's calls (test-host-unshare). */
+        host_thread_list_library();
+        host_thread_library_add(host_raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0));
         atomic_fetch_sub(&host_library_starting, 1);
     }
     if (a.hooks != NULL) {
