@@ -255,18 +255,6 @@ host_loader_list_lost(void)
            atomic_load_explicit(&host_dl_walks, memory_order_seq_cst) != 0;
 }
 
-/* CLOCK_MONOTONIC in ns (0 where it cannot be read). */
-static unsigned long long
-host_loader_now_ns(void)
-{
-    struct timespec ts;
-
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) {
-        return 0;
-    }
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
-}
-
 int
 host_loader_fork_stuck(void)
 {
@@ -294,7 +282,7 @@ host_loader_fork_stuck(void)
     }
     /* Or it holds it in a constructor of the host's dlopen, which no counter tells: bounded */
     call = atomic_load_explicit(&host_loader_calls, memory_order_relaxed);
-    now = host_loader_now_ns();
+    now = host_now_ns();
     if (host_loader_fork_since == 0 || call != host_loader_fork_call) {
         host_loader_fork_call = call;
         host_loader_fork_since = now != 0 ? now : 1;

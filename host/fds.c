@@ -686,15 +686,6 @@ static struct {
 } host_library_gone[HOST_LIBRARY_GONE];
 static _Atomic unsigned host_library_gone_next;
 
-static uint64_t
-host_library_gone_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void
 host_library_tid_forget(void *p)
 {
@@ -703,7 +694,7 @@ host_library_tid_forget(void *p)
     int i;
 
     atomic_store(&host_library_gone[at].tid, 0);
-    atomic_store(&host_library_gone[at].ns, host_library_gone_now());
+    atomic_store(&host_library_gone[at].ns, host_now_ns());
     atomic_store(&host_library_gone[at].tid, tid);
     for (i = 0; i < HOST_LIBRARY_TIDS; i++) {
         long cur = tid;
@@ -756,8 +747,7 @@ host_library_tid_is(long tid)
     }
     for (i = 0; i < HOST_LIBRARY_GONE; i++) {
         if (atomic_load_explicit(&host_library_gone[i].tid, memory_order_acquire) == tid &&
-            host_library_gone_now() - atomic_load(&host_library_gone[i].ns) <
-                    HOST_LIBRARY_GONE_NS) {
+            host_now_ns() - atomic_load(&host_library_gone[i].ns) < HOST_LIBRARY_GONE_NS) {
             return 1; /* exiting: still listed by the kernel (above) */
         }
     }
@@ -2149,11 +2139,11 @@ _Atomic int host_fds_creating_n; /* internal.h: host_fd_data_refused_by */
 static int
 host_fds_gate_waited(uint64_t *until, uint64_t bound)
 {
-    struct timespec ts;
-    uint64_t now;
+    uint64_t now = host_now_ns();
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (now == 0) {
+        return 1; /* no clock, no bound to wait for */
+    }
     if (*until == 0) {
         *until = now + bound;
     }

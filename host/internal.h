@@ -158,6 +158,7 @@ struct host_timeout {
 };
 void host_timeout_start(struct host_timeout *t, const struct timespec *tmo);
 void host_timeout_next(struct host_timeout *t);
+/* CLOCK_MONOTONIC in ns, 0 where it cannot be read: the one clock of host/'s bounds. */
 uint64_t host_now_ns(void);
 
 /*
