@@ -237,6 +237,9 @@ void host_creds_after(int restart, int saved_errno);
  * is taken again. */
 void host_thread_library_add(long tid);
 int host_thread_library_live(void);
+/* 1 once the host (not the library) called pthread_create, in this process or the parent it was
+ * fork()ed from. */
+int host_thread_host_made(void);
 /* fds.c: lists the calling thread's id as the library's in the host's listings of
  * /proc/self/task (as host_thread_mark_library does), without making its calls the library's:
  * host_trampoline's, for a thread created from the library's code, before that code runs. Its

@@ -28,16 +28,23 @@
  * the count is then the kernel's. Not covered: a read made through syscall(SYS_open...), through
  * glibc's internal opens, or of other files that count threads (/proc/self/sched, /proc/loadavg),
  * and a sanitizer runtime's own threads (TSan's background thread: one more than bare there).
+ * status's SigIgn and SigCgt are made bare's the same way (host_procstat_signals): the library's
+ * signal shows the host's disposition of it, not the library's handler, and glibc's SIGSETXID
+ * handler, which came with the library's first thread, is not shown to a host that made none.
  * Known cost (docs/architecture.md, the thread-count row): the text is read into
  * HOST_PROCSTAT_MAX bytes mapped for the call (an mmap and a munmap: not the host's stack, which
  * may be a small alternate one; a failed mmap keeps the real file).
  *
  * Held by: host-contract-procstat (tests/hosts/procstat.c: num_threads by fopen+fread as CPython
  * does, by open+read, and Threads: of status, single-threaded and then with 3 threads; each
- * number the same bare, preloaded, in listen mode and under record).
+ * number the same bare, preloaded, in listen mode and under record) and host-contract-procstat-
+ * signals (SigIgn and SigCgt with SIGPROF at each disposition, before and after a thread of the
+ * host's, and in a fork()ed child).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -61,7 +68,11 @@
 #endif
 
 /* The largest text patched: /proc/self/status is about 1.5 KiB. */
-#define HOST_PROCSTAT_MAX 8192
+#define HOST_PROCSTAT_MAX         8192
+/* status's signal masks: 16 hex digits each (the kernel's render_sigset_t). */
+#define HOST_PROCSTAT_MASK_DIGITS 16
+/* glibc's SIGSETXID (__SIGRTMIN + 1): its handler comes with a process's first pthread_create. */
+#define HOST_PROCSTAT_SIGSETXID   33
 
 enum host_procstat_kind { HOST_PROCSTAT_NONE, HOST_PROCSTAT_STAT, HOST_PROCSTAT_STATUS };
 
@@ -132,6 +143,23 @@ host_procstat_replace(char *text, long len, long cap, long at, long count)
     return len - (end - at) + n;
 }
 
+/* The offset of the value of status's line that starts with name (its tabs and spaces skipped);
+ * -1 when not found. */
+static long
+host_procstat_value_at(const char *text, long len, const char *name)
+{
+    long i, n = (long)strlen(name);
+
+    for (i = 0; i + n < len; i++) {
+        if ((i == 0 || text[i - 1] == '\n') && memcmp(text + i, name, (size_t)n) == 0) {
+            for (i += n; i < len && (text[i] == '\t' || text[i] == ' '); i++) {
+            }
+            return i < len ? i : -1;
+        }
+    }
+    return -1;
+}
+
 /* The offset of the thread count in text: stat's field 20 (the 18th after the command's ')',
  * which may itself hold spaces and parentheses), status's "Threads:" value; -1 when not found. */
 static long
@@ -140,14 +168,7 @@ host_procstat_count_at(const char *text, long len, enum host_procstat_kind kind)
     long i;
 
     if (kind == HOST_PROCSTAT_STATUS) {
-        for (i = 0; i + 8 < len; i++) {
-            if ((i == 0 || text[i - 1] == '\n') && memcmp(text + i, "Threads:", 8) == 0) {
-                for (i += 8; i < len && (text[i] == '\t' || text[i] == ' '); i++) {
-                }
-                return i < len ? i : -1;
-            }
-        }
-        return -1;
+        return host_procstat_value_at(text, len, "Threads:");
     }
     for (i = len - 1; i >= 0 && text[i] != ')'; i--) {
     }
@@ -160,6 +181,90 @@ host_procstat_count_at(const char *text, long len, enum host_procstat_kind kind)
         }
     }
     return -1;
+}
+
+/* The 16 hex digits of a status mask at text[at] (of len bytes), as the kernel prints them; 0 when
+ * they are not there. */
+static int
+host_procstat_mask_get(const char *text, long len, long at, uint64_t *mask)
+{
+    uint64_t v = 0;
+
+    if (at < 0 || at + HOST_PROCSTAT_MASK_DIGITS > len) {
+        return 0;
+    }
+    for (long i = at; i < at + HOST_PROCSTAT_MASK_DIGITS; i++) {
+        int c = text[i];
+
+        v <<= 4;
+        if (c >= '0' && c <= '9') {
+            v |= (uint64_t)(c - '0');
+        } else if (c >= 'a' && c <= 'f') {
+            v |= (uint64_t)(c - 'a' + 10);
+        } else {
+            return 0;
+        }
+    }
+    *mask = v;
+    return 1;
+}
+
+static void
+host_procstat_mask_put(char *text, long at, uint64_t mask)
+{
+    for (long i = at + HOST_PROCSTAT_MASK_DIGITS - 1; i >= at; i--, mask >>= 4) {
+        text[i] = "0123456789abcdef"[mask & 0xf];
+    }
+}
+
+/*
+ * status's SigIgn and SigCgt as bare (in place: the masks keep their 16 digits); 1 when it changed
+ * them. The library's signal, while it holds it (signals.c), has the library's handler in the
+ * kernel: its bits are made the host's recorded disposition's (ignored, caught, or neither for
+ * SIG_DFL). glibc installs its SIGSETXID handler (signal 33) at a process's first pthread_create,
+ * which the library's loop thread made: the bit is cleared while the host made no thread through
+ * pthread_create and the kernel counts no thread of the host's beyond the first (one libc made
+ * for the host, as timer_create's SIGEV_THREAD helper, keeps it). Not covered: a host's thread
+ * that libc made and that exited before the read (its bit stays cleared, bare would show it).
+ */
+static int
+host_procstat_signals(char *text, long len, long kernel_threads, long live)
+{
+    long ign_at = host_procstat_value_at(text, len, "SigIgn:");
+    long cgt_at = host_procstat_value_at(text, len, "SigCgt:");
+    int signo = atomic_load_explicit(&host_sig.signo, memory_order_acquire);
+    uint64_t ign, cgt, ign_kernel, cgt_kernel;
+
+    if (!host_procstat_mask_get(text, len, ign_at, &ign) ||
+        !host_procstat_mask_get(text, len, cgt_at, &cgt)) {
+        return 0;
+    }
+    ign_kernel = ign;
+    cgt_kernel = cgt;
+    if (signo > 0 && signo <= 64) {
+        uint64_t bit = 1ull << (signo - 1);
+        struct sigaction host;
+
+        host_sig_current(&host);
+        ign &= ~bit;
+        cgt &= ~bit;
+        if (host.sa_handler == SIG_IGN) {
+            ign |= bit;
+        } else if (host.sa_handler != SIG_DFL) {
+            cgt |= bit;
+        }
+    }
+#ifdef __GLIBC__
+    if (!host_thread_host_made() && kernel_threads - live <= 1) {
+        cgt &= ~(1ull << (HOST_PROCSTAT_SIGSETXID - 1));
+    }
+#else
+    (void)kernel_threads;
+    (void)live;
+#endif
+    host_procstat_mask_put(text, ign_at, ign);
+    host_procstat_mask_put(text, cgt_at, cgt);
+    return ign != ign_kernel || cgt != cgt_kernel;
 }
 
 /* A sealed memfd holding text, reopened read-only with the open's status flags; -1 on failure.
@@ -212,16 +317,17 @@ host_procstat_opened(int fd, const char *path, int flags, const void *ra)
 {
     enum host_procstat_kind kind;
     char *text = NULL;
-    long len = 0, at, live;
-    int err = errno, mem;
+    long len = 0, at, live, kernel;
+    int err = errno, mem, changed = 0;
 
     kind = host_procstat_kind(path + 6);
     if (kind == HOST_PROCSTAT_NONE || host_fds_is_library_call(ra)) {
         return;
     }
     live = host_thread_library_live();
-    if (live <= 0) {
-        goto out;
+    if (live <= 0 && kind != HOST_PROCSTAT_STATUS) {
+        goto out; /* nothing of the library's in the text (status's masks may be: a fork()ed
+                   * child's, before its agent's threads, has its parent's SIGSETXID handler) */
     }
     /* Not on the host's stack: an open is async-signal-safe, and a crash handler on a small
      * alternate stack (8 KiB, SIGSTKSZ as glibc long had it) that opened /proc/self/status
@@ -248,11 +354,17 @@ host_procstat_opened(int fd, const char *path, int flags, const void *ra)
     }
     {
         const char *p = text + at;
-        long kernel = host_procstat_decimal(&p);
 
-        len = host_procstat_replace(text, len, HOST_PROCSTAT_MAX, at, kernel - live);
+        kernel = host_procstat_decimal(&p);
     }
-    if (len < 0) {
+    if (kind == HOST_PROCSTAT_STATUS) {
+        changed = host_procstat_signals(text, len, kernel, live);
+    }
+    if (live > 0) {
+        len = host_procstat_replace(text, len, HOST_PROCSTAT_MAX, at, kernel - live);
+        changed = 1;
+    }
+    if (len < 0 || !changed) {
         goto rewind;
     }
     mem = host_procstat_memfd(text, len, kind, flags);

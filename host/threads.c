@@ -343,6 +343,17 @@ host_thread_stack_size(const pthread_attr_t *attr)
     return size;
 }
 
+/* Set at the host's first pthread_create (before the real call: glibc installs its SIGSETXID
+ * handler there, whether the creation succeeds or not), for procstat.c's SigCgt: a host that made
+ * no thread shows none bare. Inherited by a fork()ed child, as the handler is. */
+static _Atomic int host_threads_host_made;
+
+int
+host_thread_host_made(void)
+{
+    return atomic_load_explicit(&host_threads_host_made, memory_order_relaxed);
+}
+
 /* A thread the library's code creates (libuv's uv_thread_create: the IPC loop, the runtime stream's
  * readers) is the library's from its first instruction (host_library_starting). */
 HOST_EXPORT int
@@ -355,6 +366,9 @@ pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), v
 
     if (real == NULL) {
         return EAGAIN;
+    }
+    if (!library) {
+        atomic_store_explicit(&host_threads_host_made, 1, memory_order_relaxed);
     }
     a = hooks != NULL || library
                 ? host_start_arg_new((struct host_start_arg){

@@ -345,6 +345,10 @@ set_target_properties(host-procstat PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_
 target_link_libraries(host-procstat PRIVATE pthread)
 pp_add_host_contract(procstat procstat counts)
 pp_add_host_contract(procstat-altstack procstat altstack)
+# SigIgn, SigCgt and SigBlk of status with SIGPROF ignored, caught and at SIG_DFL, in a fork()ed
+# child and after a thread of the host's: bare's masks (before: the library's SIGPROF handler and
+# the SIGSETXID handler its own first thread brought)
+pp_add_host_contract(procstat-signals procstat signals)
 # the same count as CPython 3.12's os.fork() reads it (its multi-threaded warning), bare, preloaded
 # and under record; skipped, loudly, without a python of 3.12 or later
 add_test(NAME host-contract-procstat-python COMMAND bash ${CMAKE_SOURCE_DIR}/tests/procstat-python.sh)

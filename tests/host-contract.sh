@@ -124,7 +124,11 @@ for run in ${HC_MODES:-cpu wall listen preload}; do
   listen)
     rm -f "$T/go"
     set +e
-    HOST_GO=$T/go LD_PRELOAD=$PRELOAD "$HOST" "$@" >"$T/listen.out" 2>"$T/listen.err" &
+    # In the background of a shell without job control SIGINT and SIGQUIT start ignored: env
+    # puts them back at SIG_DFL, as the bare run in the foreground has them (the signals host
+    # prints SigIgn).
+    env --default-signal=SIGINT,SIGQUIT HOST_GO="$T/go" LD_PRELOAD="$PRELOAD" "$HOST" "$@" \
+      >"$T/listen.out" 2>"$T/listen.err" &
     H=$!
     set -e
     PP_PIDS+=($H)
@@ -165,7 +169,8 @@ for run in ${HC_MODES:-cpu wall listen preload}; do
     ;;
   sessions)
     set +e
-    LD_PRELOAD=$PRELOAD "$HOST" "$@" >"$T/sessions.out" 2>"$T/sessions.err" &
+    env --default-signal=SIGINT,SIGQUIT LD_PRELOAD="$PRELOAD" "$HOST" "$@" \
+      >"$T/sessions.out" 2>"$T/sessions.err" &
     H=$!
     set -e
     PP_PIDS+=($H)
