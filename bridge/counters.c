@@ -217,7 +217,7 @@ bridge_counters_threads(unsigned *threads, uint64_t *agent_cpu_ns)
 struct bridge_counter_out {
     struct nt_writer *w;
     const char *provider;
-    uint64_t capture_tid, now_ns;
+    uint64_t capture_tid, stamp_ns; /* the events' time */
     float interval_sec;
     char series[32];
 };
@@ -248,7 +248,7 @@ bridge_counters_write(const struct bridge_counter_out *o, int sum, const struct 
     ev.thread_id = BRIDGE_NO_THREAD;
     ev.capture_thread_id = o->capture_tid;
     ev.processor = 0xFFFFFFFFu;
-    ev.timestamp = o->now_ns;
+    ev.timestamp = o->stamp_ns;
     ev.payload = p->buf;
     ev.payload_size = (uint32_t)p->len;
     return nt_writer_write(o->w, &ev);
@@ -348,7 +348,7 @@ bridge_counters_start(struct bridge_counters *c, const struct ipc_session_config
 
 int
 bridge_counters_drain(struct bridge_counters *c, struct nt_writer *w, uint64_t capture_tid,
-                      uint64_t now_ns)
+                      uint64_t now_ns, uint64_t stamp_ns)
 {
     struct bridge_counter_out o;
     struct ag_stats st;
@@ -368,7 +368,7 @@ bridge_counters_drain(struct bridge_counters *c, struct nt_writer *w, uint64_t c
     memset(&o, 0, sizeof(o));
     o.w = w;
     o.capture_tid = capture_tid;
-    o.now_ns = now_ns;
+    o.stamp_ns = stamp_ns < now_ns ? stamp_ns : now_ns;
     o.interval_sec = (float)((double)elapsed / 1e9);
     snprintf(o.series, sizeof(o.series), "Interval=%llu",
              (unsigned long long)(c->interval_ns / 1000000u));

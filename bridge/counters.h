@@ -55,11 +55,13 @@ PP_MUST_USE int bridge_counters_start(struct bridge_counters *c,
                                       const char **why);
 
 /*
- * Writes the counters into w when an interval has ended by now_ns (at most one set per call).
- * capture_tid is the writing thread's id. Returns 0 or a negative errno from the writer.
+ * Writes the counters into w when an interval has ended by now_ns (at most one set per call),
+ * measured over the interval up to now_ns and stamped stamp_ns (at most now_ns: the time the
+ * session's other events stand at). capture_tid is the writing thread's id. Returns 0 or a
+ * negative errno from the writer.
  */
 PP_MUST_USE int bridge_counters_drain(struct bridge_counters *c, struct nt_writer *w,
-                                      uint64_t capture_tid, uint64_t now_ns);
+                                      uint64_t capture_tid, uint64_t now_ns, uint64_t stamp_ns);
 
 /* The interval in ns of filter data "k=v;..." (EventCounterIntervalSec), 0 when absent, or
  * -EINVAL. Exposed for tests. */

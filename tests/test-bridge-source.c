@@ -159,18 +159,20 @@ TEST(counters_written_as_the_runtime_writes_them)
     struct nt_event ev;
     struct counter_seen seen;
     const char *why = NULL;
-    uint64_t t0 = nt_clock_now(), end;
+    uint64_t t0 = nt_clock_now(), end, now;
     volatile uint64_t x = 1;
     int fd = trace_file_writer(&w), events = 0;
 
     ASSERT_OK(bridge_counters_start(&c, &cfg, t0, &why));
     ASSERT_EQ(c.interval_ns, 50000000ULL);
     ASSERT_TRUE(c.runtime && !c.pipeprof);
-    ASSERT_OK(bridge_counters_drain(&c, w, 1, t0 + 10000000ULL)); /* too early: nothing */
+    /* too early: nothing */
+    ASSERT_OK(bridge_counters_drain(&c, w, 1, t0 + 10000000ULL, t0 + 10000000ULL));
     for (end = t0 + 60000000ULL; nt_clock_now() < end;) {
         x = x * 6364136223846793005ULL + 1; /* CPU time for cpu-usage */
     }
-    ASSERT_OK(bridge_counters_drain(&c, w, 1, nt_clock_now()));
+    now = nt_clock_now();
+    ASSERT_OK(bridge_counters_drain(&c, w, 1, now, now));
     ASSERT_OK(nt_writer_finish(w));
     nt_writer_free(w);
 
