@@ -243,7 +243,9 @@ struct ag_seqstack {
 enum ag_tail_kind {
     AG_TAIL_OWN,         /* under the thread's last stack (AG_SOURCE_TAIL) */
     AG_TAIL_UNSEEN,      /* ran with the signal blocked (AG_SOURCE_UNSEEN) */
-    AG_TAIL_NOT_SAMPLED, /* no sample saw it, and no stack is known: auto's move (timer.c) */
+    AG_TAIL_NOT_SAMPLED, /* no sample saw it, and no stack is known: auto's move, and what a
+                            final claim of auto's timers stands for beyond one interval while
+                            the thread looks late (timer.c) */
 };
 
 struct ag_tail_part {

@@ -3671,6 +3671,184 @@ TEST(a_late_tick_sample_gives_what_the_tick_missed_to_not_sampled)
     }
 }
 
+/* The exitgap thread: busy_a until phase 1, then busy_b for 60 ms of CPU (its CPU clock then in
+ * cpu_end), then, when it is to wait (a flush's case), asleep until phase 2. */
+struct exitgap_arg {
+    _Atomic int phase;
+    int wait;
+    _Atomic int32_t tid;
+    _Atomic uint64_t cpu_end;
+};
+
+static void *
+exitgap_main(void *p)
+{
+    struct exitgap_arg *a = p;
+    uint64_t c;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (atomic_load(&a->phase) == 0) {
+        busy_a();
+    }
+    for (c = cpu_ns(); cpu_ns() - c < 60000000u;) {
+        busy_b();
+    }
+    atomic_store(&a->cpu_end, cpu_ns());
+    while (a->wait && atomic_load(&a->phase) != 2) {
+        usleep(2000);
+    }
+    return NULL;
+}
+
+/*
+ * One run of an_exit_after_the_tick_missed_its_runs_...: the thread's timer stopped after 3 timer
+ * samples in busy_a (the tick misses it from there), the thread runs busy_b for 60 ms of CPU and
+ * ends (flush: stays, and the session's flush claims it). Its samples since the last scan: none
+ * (steady 0), or `steady` of one interval each, as the scan's counts are set by hand (no scan
+ * runs). Its final sample stands for the CPU since its last sample, in busy_a: 6 intervals or
+ * more. Returns that sample's weight (all its parts'), [not sampled]'s, busy_a's and busy_b's, and
+ * how many intervals ran since the last sample.
+ */
+static void
+exitgap_run(enum ag_cpu_engine engine, int flush, uint32_t steady, uint64_t *w_tail, uint64_t *w_ns,
+            uint64_t *w_a, uint64_t *w_b, double *missed)
+{
+    struct exitgap_arg a;
+    struct itimerspec off;
+    struct ag_thread *t;
+    struct tid_stats *st;
+    uint64_t period = 10000000u, last = 0, ns0, tail0;
+    int32_t tid;
+    pthread_t th;
+    int i, sampled = 0;
+
+    memset(&a, 0, sizeof(a));
+    a.wait = flush;
+    start_move_case(engine);
+    ASSERT_OK(pthread_create(&th, NULL, exitgap_main, &a));
+    while ((tid = atomic_load(&a.tid)) == 0) {
+        usleep(1000);
+    }
+    /* 3 timer samples in busy_a (the handler counts them on the thread: up to 60 s of its CPU) */
+    for (i = 0; i < 12000 && !sampled; i++) {
+        pthread_mutex_lock(&ag.reg_lock);
+        t = slot_of(tid);
+        ASSERT_TRUE(t != NULL && t->has_timer && !t->has_perf);
+        sampled = atomic_load(&t->timer_samples) >= 3;
+        pthread_mutex_unlock(&ag.reg_lock);
+        usleep(5000);
+    }
+    ASSERT_TRUE(sampled);
+    memset(&off, 0, sizeof(off));
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL);
+    ASSERT_OK(timer_settime(t->timer, 0, &off, NULL)); /* the tick misses it from here */
+    last = atomic_load(&t->last_cpu_ns);
+    pthread_mutex_unlock(&ag.reg_lock);
+    /* A signal sent as the timer stopped has been taken once the thread ran 2 ms more */
+    wait_thread_cpu(tid, last + 2000000u);
+    pthread_mutex_lock(&ag.reg_lock);
+    last = atomic_load(&t->last_cpu_ns);
+    /* A scan just now (steady 0), or one before `steady` samples of an interval each */
+    atomic_store(&t->scan_samples, atomic_load(&t->timer_samples) - steady);
+    atomic_store(&t->scan_weight, atomic_load(&t->timer_weight) - steady);
+    pthread_mutex_unlock(&ag.reg_lock);
+    /* What came before: a sample of its first ones may look late and split (the handler's
+     * rule), as AG_SOURCE_TAIL records; the final sample's parts are what comes after. */
+    col_drain();
+    st = col_get(tid);
+    ns0 = st->hit_weight[2];
+    tail0 = st->tail_weight;
+    atomic_store(&a.phase, 1);
+    if (flush) {
+        while (atomic_load(&a.cpu_end) == 0) {
+            usleep(1000);
+        }
+        ag_cpu_flush(); /* a session's end: claims the live thread's CPU since its last sample */
+    }
+    col_drain();
+    atomic_store(&a.phase, 2);
+    ASSERT_OK(pthread_join(th, NULL));
+    st = col_get(tid);
+    for (i = 0; i < 400 && !st->stopped; i++) {
+        usleep(10000);
+        col_drain();
+    }
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+    ASSERT_TRUE(st->stopped == 1);
+    *w_tail = st->tail_weight - tail0;
+    *w_ns = st->hit_weight[2] - ns0;
+    *w_a = st->hit_weight[0];
+    *w_b = st->hit_weight[1];
+    *missed = (double)(atomic_load(&a.cpu_end) - last) / (double)period;
+    printf("# %s, %s, %u steady samples: %.1f intervals since the last sample; final sample "
+           "weight %llu, [not sampled] %llu (%llu before), busy_a %llu, busy_b %llu, all %llu "
+           "(cpu %.1f intervals)\n",
+           engine == AG_CPU_ENGINE_AUTO ? "auto" : "timer", flush ? "flush" : "exit", steady,
+           *missed, (unsigned long long)*w_tail, (unsigned long long)*w_ns, (unsigned long long)ns0,
+           (unsigned long long)*w_a, (unsigned long long)*w_b, (unsigned long long)st->weight_sum,
+           (double)st->cpu_delta_sum / (double)period);
+}
+
+/*
+ * A final sample (the thread's end, a flush) stands for the thread's CPU since its last sample,
+ * and goes under that sample's stack. When auto's timers missed the thread's runs for several
+ * intervals (a busy thread whose CPU timer the tick never sees: bench/tick-shadow, the late-tick
+ * thread of a_late_tick_sample_... in a loaded CI run) and it ends before the scan moves it to
+ * perf, that stack saw only where the span began: the rest ran elsewhere (here in busy_b), and
+ * is [not sampled], by the handler's rule for a late tick sample (ag_timer_late, the claim
+ * counted as a sample): all but one interval. Before, busy_a took all of it (6 to 7 intervals of
+ * busy_b's). A thread the tick sees steadily keeps its weight, as its late samples do, and so
+ * does the forced timer engine (the tick's, as gperftools').
+ */
+static void
+exitgap_case(int flush)
+{
+    uint64_t w_tail = 0, w_ns = 0, w_a = 0, w_b = 0;
+    struct ag_stats stats;
+    double missed = 0;
+
+    if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
+        return; /* auto keeps its timers' weights where a thread cannot move to perf */
+    }
+    exitgap_run(AG_CPU_ENGINE_AUTO, flush, 0, &w_tail, &w_ns, &w_a, &w_b, &missed);
+    ag_stats_get(&stats);
+    /* One interval stays under the last stack (busy_a), the rest is [not sampled] and counted;
+     * busy_b, which no sample saw, has nothing. The final sample's weight is its span's, give
+     * or take the carry (-1 to 1/2 interval) and the rounding. */
+    ASSERT_TRUE((double)w_tail >= missed - 1.5);
+    ASSERT_EQ(w_ns, w_tail - 1);
+    ASSERT_TRUE((double)stats.cpu_not_sampled_ns >= (missed - 2.5) * 10000000.0);
+    ASSERT_EQ(w_b, 0);
+    /* The same thread after 100 samples of an interval each: not late by that rule (a final
+     * sample of 52 intervals would be), so its final sample keeps its weight under busy_a. */
+    exitgap_run(AG_CPU_ENGINE_AUTO, flush, 100, &w_tail, &w_ns, &w_a, &w_b, &missed);
+    if (ag_timer_late(101, 100 + (uint32_t)w_tail)) {
+        ASSERT_EQ(w_ns, w_tail - 1);
+    } else {
+        ASSERT_EQ(w_ns, 0);
+        ASSERT_TRUE(w_a >= w_tail && (double)w_tail >= missed - 1.5);
+    }
+    ASSERT_EQ(w_b, 0);
+    /* The forced timers keep their weights (docs/architecture.md, "What the tick did not see") */
+    exitgap_run(AG_CPU_ENGINE_TIMER, flush, 0, &w_tail, &w_ns, &w_a, &w_b, &missed);
+    ASSERT_EQ(w_ns, 0);
+    ASSERT_TRUE(w_a >= w_tail && (double)w_tail >= missed - 1.5);
+    ASSERT_EQ(w_b, 0);
+}
+
+TEST(an_exit_after_the_tick_missed_its_runs_gives_them_to_not_sampled)
+{
+    exitgap_case(0);
+}
+
+TEST(a_flush_after_the_tick_missed_its_runs_gives_them_to_not_sampled)
+{
+    exitgap_case(1);
+}
+
 /* A thread for the move before any timer sample: asleep until go, then busy_a until phase, then
  * busy_b for 60 ms of CPU. */
 struct fresh_arg {
@@ -5566,6 +5744,8 @@ static const struct test_case cases[] = {
     TEST_CASE(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place),
     TEST_CASE(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled),
     TEST_CASE(a_late_tick_sample_gives_what_the_tick_missed_to_not_sampled),
+    TEST_CASE(an_exit_after_the_tick_missed_its_runs_gives_them_to_not_sampled),
+    TEST_CASE(a_flush_after_the_tick_missed_its_runs_gives_them_to_not_sampled),
     TEST_CASE(a_not_sampled_claim_of_a_thread_the_scan_found_stands_over_its_start_routine),
     TEST_CASE(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its),
     TEST_CASE(a_scan_without_a_sample_does_not_retire_a_locator),
