@@ -142,7 +142,7 @@ ag_lottery_leave_locked(struct ag_thread *t, uint64_t cpu)
         return;
     }
     period = 1000000000u / t->timer_hz;
-    (void)ag_timer_arm_ns(t->timer, cpu > last && cpu - last < period ? period - (cpu - last) : 1,
+    (void)ag_timer_arm_ns(t->timer, cpu >= last && cpu - last < period ? period - (cpu - last) : 1,
                           period);
 }
 

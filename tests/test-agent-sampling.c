@@ -5718,6 +5718,270 @@ out:
     }
 }
 
+/* ---- the timers' first-sample lottery ---- */
+
+/* Square root by Newton's steps (the tests link no libm). */
+static double
+lot_sqrt(double x)
+{
+    double r = x > 1.0 ? x : 1.0;
+    int i;
+
+    for (i = 0; i < 64; i++) {
+        r = (r + x / r) / 2.0;
+    }
+    return r;
+}
+
+/*
+ * Whether wins of n draws at probability num/den are within the bound a correct lottery keeps
+ * but with probability under 1e-7 (the case makes at most 9 such checks: under 1e-6 in all):
+ * Hoeffding's for draws independent of each other, |wins - n p| < t with 2 exp(-2 t^2 / n) =
+ * 1e-7, t^2 = n ln(2e7) / 2 (ln(2e7) < 16.82). The lottery's draws are a Weyl sequence of the
+ * golden ratio (sig-handler.c), whose wins stay closer to n p than that whatever the seed: with
+ * weyl, also held to the Denjoy-Koksma bound, 2 for each of the Fibonacci numbers up to n (the
+ * digits of n's Ostrowski expansion) and 1 for the threshold's 32-bit rounding. The draws of an
+ * implementation that gave up the sequence for independent ones (splitmix64 was measured and
+ * left: docs/architecture.md) would break that one in most runs.
+ */
+static int
+lottery_within(uint64_t wins, uint64_t n, uint64_t num, uint64_t den, int weyl)
+{
+    double dev = (double)wins - (double)n * (double)num / (double)den;
+    double t = lot_sqrt((double)n * 16.82 / 2.0);
+    uint64_t f0 = 1, f1 = 2, fibs = 1, weyl_bound;
+
+    while (f1 <= n) {
+        uint64_t f2 = f0 + f1;
+
+        f0 = f1;
+        f1 = f2;
+        fibs++;
+    }
+    weyl_bound = 2 * fibs + 1;
+    dev = dev < 0 ? -dev : dev;
+    printf("# %llu wins of %llu draws at %llu/%llu: %.1f from n p (bounds: %.0f independent, "
+           "%llu the Weyl sequence's)\n",
+           (unsigned long long)wins, (unsigned long long)n, (unsigned long long)num,
+           (unsigned long long)den, dev, t, (unsigned long long)weyl_bound);
+    return dev < t && (!weyl || dev <= (double)weyl_bound);
+}
+
+/* The lottery thread: its tid out, then asleep in a read of fd until a byte comes (it burns no
+ * CPU meanwhile). */
+struct lot_arg {
+    int fds[2];
+    _Atomic int32_t tid;
+};
+
+static void *
+lot_main(void *p)
+{
+    struct lot_arg *a = p;
+    char c;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    (void)read(a->fds[0], &c, 1);
+    return NULL;
+}
+
+/* Whether thread tid is asleep (its state in /proc: S or D). */
+static int
+thread_asleep(int32_t tid)
+{
+    char path[64], buf[512], *rp;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) {
+        return 0;
+    }
+    buf[n] = '\0';
+    rp = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return rp != NULL && rp[1] == ' ' && (rp[2] == 'S' || rp[2] == 'D');
+}
+
+/*
+ * The timers' first-sample lottery (timer.c, "The lottery"), its parts taken one at a time, no
+ * timing involved. Drawing, a thread's timer signal (one tick that saw its timer expire, or
+ * 1 + its overruns) is its first sample with probability those ticks' CPU / the interval
+ * (ag_lottery_draw, ag_sig_lottery on a slot of the test's own): over many signals the wins are
+ * that share of them; a win takes the CPU before it for the lottery (cpu_chance_ns), starts the
+ * weights there with a carry in (-I/2, I/2]; a loss changes nothing; a signal that stands for more
+ * than an interval leaves the lottery undrawn. Won, signals until about an interval since the win
+ * are dropped. On a real thread: drawing, its timer is armed at the tick's period, and its win asks
+ * the manager to re-arm it at the interval, next due an interval from the win.
+ */
+TEST(the_timers_lottery_wins_at_the_ticks_share_of_an_interval_and_rearms_after)
+{
+    static struct ag_thread fake;
+    const unsigned rates[] = { 10, 40, 100 };
+    struct ag_config cfg;
+    struct itimerspec its;
+    struct ag_thread *t;
+    siginfo_t info;
+    struct timespec ts;
+    uint64_t tick, period, n = 200000, i, wins, chance0, cpu = 0, last;
+    int64_t carry;
+    unsigned r, hz;
+    struct lot_arg lot = { { -1, -1 }, 0 };
+    int32_t tid = 0;
+    int won = 0;
+    pthread_t th;
+
+    ASSERT_EQ(ag_lottery_draw(5, 5), 1); /* one interval a tick: no draw loses */
+    ASSERT_EQ(ag_lottery_draw(6, 5), 1);
+    for (i = 0, wins = 0; i < 1000; i++) {
+        wins += (uint64_t)ag_lottery_draw(0, 5);
+    }
+    ASSERT_EQ(wins, 0);
+    sampling_config_init(&cfg);
+    cfg.test_fixed_phase = 0; /* the lottery on */
+    cfg.scan_ms = 3600000;    /* no scan: nothing but this case re-arms */
+    ASSERT_OK(ag_start(&cfg));
+    if (ag.tick_hz == 0) {
+        ag_stop();
+        return; /* (no tick known: no lottery) */
+    }
+    tick = 1000000000u / ag.tick_hz;
+    memset(&info, 0, sizeof(info));
+    info.si_code = SI_TIMER;
+    for (r = 0; r < PP_ARRAY_SIZE(rates); r++) {
+        hz = rates[r];
+        period = 1000000000u / hz;
+        if (tick >= period) {
+            continue; /* a draw a tick at the interval wins always */
+        }
+        /* The draws alone */
+        for (i = 0, wins = 0; i < n; i++) {
+            wins += (uint64_t)ag_lottery_draw(tick, period);
+        }
+        ASSERT_TRUE(lottery_within(wins, n, tick, period, 1));
+        /* The handler's take, one signal a tick: a loss leaves the thread as it was, a win
+         * starts its weights (then it draws again, as a new thread) */
+        memset(&fake, 0, sizeof(fake));
+        atomic_store(&fake.lottery, AG_LOTTERY_DRAW);
+        atomic_store(&fake.last_cpu_ns, 1000);
+        last = 1000;
+        cpu = 1000;
+        info.si_overrun = 0;
+        for (i = 0, wins = 0; i < n; i++) {
+            cpu += tick;
+            chance0 = atomic_load(&ag.cpu_chance_ns);
+            atomic_store(&ag.lottery_asked, 0);
+            if (ag_sig_lottery(&fake, &info, cpu, hz) != 0) {
+                ASSERT_EQ(atomic_load(&fake.lottery), AG_LOTTERY_DRAW);
+                ASSERT_U64_EQ(atomic_load(&fake.last_cpu_ns), last);
+                ASSERT_U64_EQ(atomic_load(&ag.cpu_chance_ns), chance0);
+                continue;
+            }
+            wins++;
+            carry = atomic_load(&fake.cpu_carry_ns);
+            ASSERT_EQ(atomic_load(&fake.lottery), AG_LOTTERY_WON);
+            ASSERT_U64_EQ(atomic_load(&fake.last_cpu_ns), cpu);
+            ASSERT_U64_EQ(atomic_load(&ag.cpu_chance_ns), chance0 + (cpu - last));
+            ASSERT_TRUE(carry > -(int64_t)(period / 2) && carry <= (int64_t)(period / 2));
+            /* Won: dropped until about an interval (half a tick short) since the win */
+            ASSERT_EQ(ag_sig_lottery(&fake, &info, cpu + tick, hz), 1);
+            ASSERT_EQ(ag_sig_lottery(&fake, &info, cpu + period - tick / 2 - 1, hz), 1);
+            ASSERT_EQ(ag_sig_lottery(&fake, &info, cpu + period - tick / 2, hz), 0);
+            atomic_store(&fake.lottery, AG_LOTTERY_DRAW);
+            atomic_store(&fake.cpu_carry_ns, 0);
+            last = cpu;
+        }
+        ASSERT_TRUE(lottery_within(wins, n, tick, period, 1));
+        /* A signal of 2 ticks (1 overrun) draws at twice the odds */
+        if (2 * tick <= period) {
+            info.si_overrun = 1;
+            for (i = 0, wins = 0; i < n; i++) {
+                atomic_store(&fake.lottery, AG_LOTTERY_DRAW);
+                wins += (uint64_t)(ag_sig_lottery(&fake, &info, cpu, hz) == 0);
+            }
+            ASSERT_TRUE(lottery_within(wins, n, 2 * tick, period, 1));
+        }
+        /* One that stands for more than an interval is no draw: its span is weighed */
+        info.si_overrun = (int)(period / tick);
+        atomic_store(&fake.lottery, AG_LOTTERY_DRAW);
+        atomic_store(&fake.last_cpu_ns, 1000);
+        chance0 = atomic_load(&ag.cpu_chance_ns);
+        ASSERT_EQ(ag_sig_lottery(&fake, &info, cpu + period * 2, hz), 0);
+        ASSERT_EQ(atomic_load(&fake.lottery), AG_LOTTERY_WON);
+        ASSERT_U64_EQ(atomic_load(&fake.last_cpu_ns), 1000);
+        ASSERT_U64_EQ(atomic_load(&ag.cpu_chance_ns), chance0);
+    }
+
+    /* A real thread, asleep (no CPU, so no expiry and no draw but the case's) */
+    hz = 1000000000u / tick >= 100 ? 50 : 10; /* (an interval above the tick's period) */
+    period = 1000000000u / hz;
+    ASSERT_OK(pipe(lot.fds));
+    ASSERT_OK(pthread_create(&th, NULL, lot_main, &lot));
+    for (i = 0; i < 6000 && !won; i++) {
+        tid = atomic_load(&lot.tid);
+        pthread_mutex_lock(&ag.reg_lock);
+        won = tid != 0 && slot_of(tid) != NULL;
+        pthread_mutex_unlock(&ag.reg_lock);
+        won = won && thread_asleep(tid); /* (registered and asleep) */
+        usleep(5000);
+    }
+    ASSERT_TRUE(won);
+    won = 0;
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, hz));
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL && t->has_timer && !t->has_perf);
+    ASSERT_EQ(atomic_load(&t->lottery), AG_LOTTERY_DRAW);
+    ASSERT_OK(timer_gettime(t->timer, &its));
+    /* Drawing: due at once (its first CPU), then every tick */
+    ASSERT_U64_EQ((uint64_t)its.it_interval.tv_sec * 1000000000u +
+                          (uint64_t)its.it_interval.tv_nsec,
+                  tick);
+    ASSERT_TRUE(its.it_value.tv_sec == 0 && its.it_value.tv_nsec > 0 &&
+                (uint64_t)its.it_value.tv_nsec <= tick);
+    ASSERT_OK(clock_gettime(ag_thread_cpu_clock(tid), &ts));
+    cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    last = atomic_load(&t->last_cpu_ns);
+    chance0 = atomic_load(&ag.cpu_chance_ns);
+    info.si_overrun = 0;
+    /* Its signals until one wins (the sequence never loses 64 in a row at these odds) */
+    for (i = 0; i < 64 && !won; i++) {
+        won = ag_sig_lottery(t, &info, cpu, hz) == 0;
+    }
+    ASSERT_TRUE(won);
+    ASSERT_EQ(atomic_load(&t->lottery), AG_LOTTERY_WON);
+    ASSERT_U64_EQ(atomic_load(&t->last_cpu_ns), cpu);
+    ASSERT_U64_EQ(atomic_load(&ag.cpu_chance_ns), chance0 + (cpu > last ? cpu - last : 0));
+    pthread_mutex_unlock(&ag.reg_lock);
+    /* The win asked the manager to re-arm (no scan runs: nothing else does) */
+    for (i = 0; i < 6000 && atomic_load(&t->lottery) != AG_LOTTERY_NONE; i++) {
+        usleep(5000);
+    }
+    pthread_mutex_lock(&ag.reg_lock);
+    ASSERT_EQ(atomic_load(&t->lottery), AG_LOTTERY_NONE);
+    ASSERT_OK(timer_gettime(t->timer, &its));
+    ASSERT_U64_EQ((uint64_t)its.it_interval.tv_sec * 1000000000u +
+                          (uint64_t)its.it_interval.tv_nsec,
+                  period);
+    /* next due an interval after the win, less what the thread ran since (nothing: asleep) */
+    ASSERT_TRUE((uint64_t)its.it_value.tv_sec * 1000000000u + (uint64_t)its.it_value.tv_nsec <=
+                        period &&
+                (uint64_t)its.it_value.tv_sec * 1000000000u + (uint64_t)its.it_value.tv_nsec >
+                        period - tick);
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(write(lot.fds[1], "x", 1) == 1);
+    ASSERT_OK(pthread_join(th, NULL));
+    close(lot.fds[0]);
+    close(lot.fds[1]);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, hz));
+    ag_stop();
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(new_code_wakes_the_manager_to_load_its_module),
     TEST_CASE(perf_samples_early_by_steal_weigh_the_threads_clock),
@@ -5746,6 +6010,7 @@ static const struct test_case cases[] = {
     TEST_CASE(a_late_tick_sample_gives_what_the_tick_missed_to_not_sampled),
     TEST_CASE(an_exit_after_the_tick_missed_its_runs_gives_them_to_not_sampled),
     TEST_CASE(a_flush_after_the_tick_missed_its_runs_gives_them_to_not_sampled),
+    TEST_CASE(the_timers_lottery_wins_at_the_ticks_share_of_an_interval_and_rearms_after),
     TEST_CASE(a_not_sampled_claim_of_a_thread_the_scan_found_stands_over_its_start_routine),
     TEST_CASE(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its),
     TEST_CASE(a_scan_without_a_sample_does_not_retire_a_locator),
