@@ -3356,6 +3356,22 @@ wait_thread_cpu(int32_t tid, uint64_t ns)
               (unsigned long long)ns);
 }
 
+/* Joins th, thread tid, and drains until its STOP came (up to 4 s of drains): its stats. */
+static struct tid_stats *
+join_and_drain(pthread_t th, int32_t tid)
+{
+    struct tid_stats *st;
+    int i;
+
+    ASSERT_OK(pthread_join(th, NULL));
+    st = col_get(tid);
+    for (i = 0; i < 400 && !st->stopped; i++) {
+        usleep(10000);
+        col_drain();
+    }
+    return st;
+}
+
 /* Clears the collector and starts the agent for the move tests: busy_a, busy_b and [not
  * sampled] counted, the given engine, no scan (the test moves the thread, at a known point). */
 static void
@@ -3418,7 +3434,7 @@ move_to_perf_case(unsigned pause_us)
     struct timespec now;
     int32_t tid;
     pthread_t th;
-    int i, moved = 0;
+    int moved = 0;
 
     if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
         return;
@@ -3446,12 +3462,7 @@ move_to_perf_case(unsigned pause_us)
      * (claimed at its exit, it would join this one, and a merged claim takes the later stack). */
     col_drain();
     atomic_store(&a.phase, 1);
-    ASSERT_OK(pthread_join(th, NULL));
-    st = col_get(tid);
-    for (i = 0; i < 400 && !st->stopped; i++) {
-        usleep(10000);
-        col_drain();
-    }
+    st = join_and_drain(th, tid);
     atomic_store(&ag_test_move_pause_us, 0);
     printf("# pause %u us: moved %d; busy_a %.1f intervals burned (%.1f missed), weight %llu; "
            "[not sampled] %llu; busy_b %.1f burned, weight "
@@ -3568,7 +3579,6 @@ late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t
     uint64_t period = 10000000u, missed0 = 0;
     int32_t tid;
     pthread_t th;
-    int i;
 
     memset(&a, 0, sizeof(a));
     start_move_case(engine);
@@ -3594,12 +3604,7 @@ late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t
     ASSERT_OK(timer_settime(t->timer, 0, &on, NULL)); /* its next sample is in busy_b, late */
     atomic_store(&a.rearmed, 1);
     pthread_mutex_unlock(&ag.reg_lock);
-    ASSERT_OK(pthread_join(th, NULL));
-    st = col_get(tid);
-    for (i = 0; i < 400 && !st->stopped; i++) {
-        usleep(10000);
-        col_drain();
-    }
+    st = join_and_drain(th, tid);
     ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
     ag_stop();
     ASSERT_TRUE(st->stopped == 1);
@@ -3671,22 +3676,26 @@ TEST(a_late_tick_sample_gives_what_the_tick_missed_to_not_sampled)
     }
 }
 
-/* The exitgap thread: busy_a until phase 1, then busy_b for 60 ms of CPU (its CPU clock then in
- * cpu_end), then, when it is to wait (a flush's case), asleep until phase 2. */
-struct exitgap_arg {
-    _Atomic int phase;
-    int wait;
+/* A thread for the move before any timer sample: asleep until go, then busy_a until phase, then
+ * busy_b for 60 ms of CPU (its CPU clock then in cpu_end); with wait (the exitgap cases' flush),
+ * then asleep until phase 2. */
+struct fresh_arg {
+    _Atomic int go, phase;
     _Atomic int32_t tid;
     _Atomic uint64_t cpu_end;
+    int wait;
 };
 
 static void *
-exitgap_main(void *p)
+fresh_main(void *p)
 {
-    struct exitgap_arg *a = p;
+    struct fresh_arg *a = p;
     uint64_t c;
 
     atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (!atomic_load(&a->go)) {
+        usleep(1000);
+    }
     while (atomic_load(&a->phase) == 0) {
         busy_a();
     }
@@ -3713,7 +3722,7 @@ static void
 exitgap_run(enum ag_cpu_engine engine, int flush, uint32_t steady, uint64_t *w_tail, uint64_t *w_ns,
             uint64_t *w_a, uint64_t *w_b, double *missed)
 {
-    struct exitgap_arg a;
+    struct fresh_arg a;
     struct itimerspec off;
     struct ag_thread *t;
     struct tid_stats *st;
@@ -3723,9 +3732,10 @@ exitgap_run(enum ag_cpu_engine engine, int flush, uint32_t steady, uint64_t *w_t
     int i, sampled = 0;
 
     memset(&a, 0, sizeof(a));
+    a.go = 1;
     a.wait = flush;
     start_move_case(engine);
-    ASSERT_OK(pthread_create(&th, NULL, exitgap_main, &a));
+    ASSERT_OK(pthread_create(&th, NULL, fresh_main, &a));
     while ((tid = atomic_load(&a.tid)) == 0) {
         usleep(1000);
     }
@@ -3769,12 +3779,7 @@ exitgap_run(enum ag_cpu_engine engine, int flush, uint32_t steady, uint64_t *w_t
     }
     col_drain();
     atomic_store(&a.phase, 2);
-    ASSERT_OK(pthread_join(th, NULL));
-    st = col_get(tid);
-    for (i = 0; i < 400 && !st->stopped; i++) {
-        usleep(10000);
-        col_drain();
-    }
+    st = join_and_drain(th, tid);
     ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
     ag_stop();
     ASSERT_TRUE(st->stopped == 1);
@@ -3849,34 +3854,6 @@ TEST(a_flush_after_the_tick_missed_its_runs_gives_them_to_not_sampled)
     exitgap_case(1);
 }
 
-/* A thread for the move before any timer sample: asleep until go, then busy_a until phase, then
- * busy_b for 60 ms of CPU. */
-struct fresh_arg {
-    _Atomic int go, phase;
-    _Atomic int32_t tid;
-    _Atomic uint64_t cpu_end;
-};
-
-static void *
-fresh_main(void *p)
-{
-    struct fresh_arg *a = p;
-    uint64_t c;
-
-    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
-    while (!atomic_load(&a->go)) {
-        usleep(1000);
-    }
-    while (atomic_load(&a->phase) == 0) {
-        busy_a();
-    }
-    for (c = cpu_ns(); cpu_ns() - c < 60000000u;) {
-        busy_b();
-    }
-    atomic_store(&a->cpu_end, cpu_ns());
-    return NULL;
-}
-
 /*
  * A thread auto moves to perf before the timers gave it any sample has no stack for what it ran
  * until then: that CPU no sample saw is [not sampled] over its start routine, counted, and goes
@@ -3888,7 +3865,7 @@ fresh_main(void *p)
  */
 TEST(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled)
 {
-    struct fresh_arg a = { 0, 0, 0, 0 };
+    struct fresh_arg a = { 0, 0, 0, 0, 0 };
     struct itimerspec off;
     struct ag_config cfg;
     struct ag_thread *t;
@@ -3898,7 +3875,7 @@ TEST(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled)
     uint64_t period = 10000000u, cpu_move = 0, base = 0;
     int32_t tid;
     pthread_t th;
-    int i, moved = 0, no_sample = 0;
+    int moved = 0, no_sample = 0;
 
     if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
         return;
@@ -3935,12 +3912,7 @@ TEST(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled)
     pthread_mutex_unlock(&ag.reg_lock);
     col_drain();
     atomic_store(&a.phase, 1);
-    ASSERT_OK(pthread_join(th, NULL));
-    st = col_get(tid);
-    for (i = 0; i < 400 && !st->stopped; i++) {
-        usleep(10000);
-        col_drain();
-    }
+    st = join_and_drain(th, tid);
     ag_stats_get(&stats);
     printf("# moved %d with no timer sample %d: %.1f intervals before the move, [not sampled] "
            "weight %llu (%.1f intervals counted); after it %.1f intervals, busy_a and busy_b's "
@@ -5785,29 +5757,6 @@ lot_main(void *p)
     return NULL;
 }
 
-/* Whether thread tid is asleep (its state in /proc: S or D). */
-static int
-thread_asleep(int32_t tid)
-{
-    char path[64], buf[512], *rp;
-    ssize_t n;
-    int fd;
-
-    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return 0;
-    }
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0) {
-        return 0;
-    }
-    buf[n] = '\0';
-    rp = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-    return rp != NULL && rp[1] == ' ' && (rp[2] == 'S' || rp[2] == 'D');
-}
-
 /*
  * The timers' first-sample lottery (timer.c, "The lottery"), its parts taken one at a time, no
  * timing involved. Drawing, a thread's timer signal (one tick that saw its timer expire, or
@@ -5927,7 +5876,7 @@ TEST(the_timers_lottery_wins_at_the_ticks_share_of_an_interval_and_rearms_after)
         pthread_mutex_lock(&ag.reg_lock);
         won = tid != 0 && slot_of(tid) != NULL;
         pthread_mutex_unlock(&ag.reg_lock);
-        won = won && thread_asleep(tid); /* (registered and asleep) */
+        won = won && (thread_state(tid) == 'S' || thread_state(tid) == 'D'); /* (asleep) */
         usleep(5000);
     }
     ASSERT_TRUE(won);
