@@ -234,9 +234,9 @@ enum ag_sample_source {
                               sigprocmask): then its frames are that call's stack, its leaf the
                               call's return address. A perf thread's comes with its kernel time
                               split off first (AG_SOURCE_KERNEL); one auto's move claims, and
-                              what an auto timer sample stands for beyond its own interval (the
-                              handler splits it off), has ag_not_sampled_pc() over the thread's
-                              root */
+                              what an auto timer sample or final sample stands for beyond its
+                              own interval when the thread looks late (split off by the handler,
+                              by the claim), has ag_not_sampled_pc() over the thread's root */
     AG_SOURCE_UNSEEN = 5,  /* CPU mode: CPU the thread burned while it blocked the sampling
                               signal, so no sample saw where: claimed as it opens the signal
                               again, at each ag_drain() while it stays blocked, and at its exit
@@ -387,9 +387,10 @@ struct ag_stats {
                                         (perf engine: no call seen near it; under [kernel, not
                                         placed]) */
     uint64_t cpu_not_sampled_ns; /* CPU time no sample saw: under [not sampled] over the thread's
-                                    start routine (auto's timers: what a tick sample stands for
-                                    beyond its own interval, and what they missed before auto
-                                    moved the thread to perf: timer.c) */
+                                    start routine (auto's timers: what a tick sample or a
+                                    final sample stands for beyond its own interval while the
+                                    thread looks late, and what they missed before auto moved
+                                    the thread to perf: timer.c) */
     uint64_t not_sampled_alone;  /* [not sampled] samples that stand alone under their thread: no
                                     root found (no stack of the thread reached it by the claim's
                                     bound: its end, a flush, 100 ms, a ring half full) */

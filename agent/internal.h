@@ -243,7 +243,9 @@ struct ag_seqstack {
 enum ag_tail_kind {
     AG_TAIL_OWN,         /* under the thread's last stack (AG_SOURCE_TAIL) */
     AG_TAIL_UNSEEN,      /* ran with the signal blocked (AG_SOURCE_UNSEEN) */
-    AG_TAIL_NOT_SAMPLED, /* no sample saw it, and no stack is known: auto's move (timer.c) */
+    AG_TAIL_NOT_SAMPLED, /* no sample saw it, and no stack is known: auto's move, and what a
+                            final claim of auto's timers stands for beyond one interval while
+                            the thread looks late (timer.c) */
 };
 
 struct ag_tail_part {
@@ -671,6 +673,12 @@ int ag_lottery_draw(uint64_t num, uint64_t den);
 
 /* A winner's carry (async-signal-safe): uniform in (-period/2, period/2]. */
 int64_t ag_lottery_carry(uint64_t period);
+
+/* The handler's take of a timer signal of thread t, drawing or won, its CPU time cpu, at hz
+ * (sig-handler.c says how): 1 when the signal is dropped. Async-signal-safe; not static for
+ * test-agent-sampling's lottery case. */
+PP_SIGSAFE int ag_sig_lottery(struct ag_thread *t, const siginfo_t *info, uint64_t cpu,
+                              unsigned hz);
 
 /* Re-arms at the interval the timers of threads whose draw won (ag.lottery_asked). reg_lock. */
 void ag_lottery_rearm_locked(void);

@@ -356,7 +356,7 @@ ag_lottery_carry(uint64_t period)
  * timer ticks at the tick's rate until the manager re-arms it: a signal before about an interval
  * since the last sample is dropped, its CPU left to the next one.
  */
-static int
+int
 ag_sig_lottery(struct ag_thread *t, const siginfo_t *info, uint64_t cpu, unsigned hz)
 {
     uint64_t period = 1000000000u / hz,

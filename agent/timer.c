@@ -142,7 +142,7 @@ ag_lottery_leave_locked(struct ag_thread *t, uint64_t cpu)
         return;
     }
     period = 1000000000u / t->timer_hz;
-    (void)ag_timer_arm_ns(t->timer, cpu > last && cpu - last < period ? period - (cpu - last) : 1,
+    (void)ag_timer_arm_ns(t->timer, cpu >= last && cpu - last < period ? period - (cpu - last) : 1,
                           period);
 }
 
@@ -472,6 +472,34 @@ ag_cpu_claim_kind_locked(struct ag_thread *t, uint64_t cpu, enum ag_tail_kind ki
                   : t->has_perf ? AG_CPU_ENGINE_PERF
                                 : AG_CPU_ENGINE_TIMER;
     part.kind = (uint8_t)kind;
+    if (kind == AG_TAIL_OWN && weight > 1 && part.engine == AG_CPU_ENGINE_TIMER &&
+        atomic_load_explicit(&t->tick_unseen, memory_order_relaxed) &&
+        ag_timer_late(atomic_load_explicit(&t->timer_samples, memory_order_relaxed) + 1u -
+                              atomic_load_explicit(&t->scan_samples, memory_order_relaxed),
+                      atomic_load_explicit(&t->timer_weight, memory_order_relaxed) +
+                              (uint32_t)weight -
+                              atomic_load_explicit(&t->scan_weight, memory_order_relaxed))) {
+        /* Auto's timers, and the thread's samples since the last scan, this claim counted as
+         * one, look late: the handler's test of a tick sample (sig-handler.c), and its rule.
+         * The tick missed the thread's runs since its last sample, and that stack saw only
+         * where the span began: all but one interval of it is [not sampled], a part of its own
+         * after the one that keeps the last stack (the interval next to where it was taken).
+         * Given whole to that stack, a thread that exits (or a flush) before the scan moves
+         * it to perf gave the CPU the tick missed to the code it ran before (tickgap, exitgap,
+         * test-agent-sampling's an_exit_after_the_tick_missed_its_runs_...). */
+        struct ag_tail_part miss = part;
+
+        miss.weight = (uint32_t)weight - 1u;
+        miss.cpu_ns = delta / weight * miss.weight;
+        miss.kind = AG_TAIL_NOT_SAMPLED;
+        part.weight = 1;
+        part.cpu_ns = delta - miss.cpu_ns;
+        part.ts -= miss.cpu_ns; /* (wall time since the last sample is at least its CPU) */
+        part.cpu_time_ns -= miss.cpu_ns;
+        ag_tails_push(&t->tail, &part);
+        part = miss;
+        atomic_fetch_add_explicit(&ag.cpu_not_sampled_ns, miss.cpu_ns, memory_order_relaxed);
+    }
     ag_tails_push(&t->tail, &part);
     atomic_fetch_add_explicit(&ag.n_cpu_weight, weight, memory_order_relaxed);
     atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);

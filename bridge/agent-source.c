@@ -93,13 +93,18 @@ static const struct nt_field bridge_sampling_fields[] = {
 };
 /* What the agent could not put in any sample, since the previous such event (increments; a reader
  * adds them up): threads it never sampled because its thread table was full, and CPU time
- * threads burned after their last sample that no final sample took. */
+ * threads burned after their last sample that no final sample took; and what is in samples only
+ * in expectation or later (PerfEarly, CpuChanceNs). */
 static const struct nt_field bridge_agent_losses_fields[] = {
     { "ThreadsDropped", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "CpuRestNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     /* perf samples left out as early by their thread's CPU clock (agent/sig-handler.c,
      * AG_WEIGH_EARLY): their CPU is in the thread's next sample, none is lost */
     { "PerfEarly", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    /* CPU time threads burned before their first sample, in the timers' first-sample lottery
+     * (agent/timer.c, ag_stats.cpu_chance_ns): no sample is at it, its winners' samples stand
+     * for it in expectation (a profile of short threads rests on it; since exitgap) */
+    { "CpuChanceNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
 static const struct nt_field bridge_lost_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
@@ -133,7 +138,8 @@ static const struct nt_event_desc bridge_agent_losses_event = { BRIDGE_PROVIDER_
                                                                 4,
                                                                 0,
                                                                 bridge_agent_losses_fields,
-                                                                3,
+                                                                PP_ARRAY_SIZE(
+                                                                        bridge_agent_losses_fields),
                                                                 0 };
 
 /* An open-addressing set of code addresses (0 is the empty slot; address 0 is never stored),
@@ -221,6 +227,7 @@ struct bridge_session {
     /* The agent's loss counters (ag_stats' threads_dropped, cpu_rest_ns) as last taken: an
      * AgentLosses event carries what they grew by since (bridge_write_losses). */
     uint64_t losses_threads, losses_rest_ns, losses_early; /* (and ag_stats.perf_early) */
+    uint64_t losses_chance_ns;                             /* (ag_stats.cpu_chance_ns) */
     struct bridge_counters counters;                       /* EventCounters (bridge/counters.h) */
     /* A stack snapshot (CPU mode, SampleProfiler alone: dotnet-stack's session): the first pass
      * of a wall sampler started for it gives every thread one waiting-type sample with its stack,
@@ -616,6 +623,7 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
         s->losses_threads = st.threads_dropped;
         s->losses_rest_ns = st.cpu_rest_ns;
         s->losses_early = st.perf_early;
+        s->losses_chance_ns = st.cpu_chance_ns;
     }
     if (err == 0 && s->samples && cfg->provider_count == 1 &&
         ag_sampling_acquire(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) == 0) {
@@ -1362,8 +1370,9 @@ bridge_growth(uint64_t now, uint64_t *last)
     return d;
 }
 
-/* Says what the agent could not put in any sample since the last such event, when anything, and
- * the perf samples it left out as early by their thread's clock (their CPU is in later samples).
+/* Says what the agent could not put in any sample since the last such event, when anything, the
+ * perf samples it left out as early by their thread's clock (their CPU is in later samples) and
+ * the CPU before threads' first samples, the lottery's (its winners' samples stand for it).
  * A counter below its last value was reset by a new start of the agent: all of it is new. */
 static int
 bridge_write_losses(struct bridge_session *s, struct nt_writer *w, uint64_t ts)
@@ -1371,19 +1380,21 @@ bridge_write_losses(struct bridge_session *s, struct nt_writer *w, uint64_t ts)
     struct ag_stats st;
     uint8_t buf[32];
     struct nt_payload p;
-    uint64_t threads, rest, early;
+    uint64_t threads, rest, early, chance;
 
     ag_stats_get(&st);
     threads = bridge_growth(st.threads_dropped, &s->losses_threads);
     rest = bridge_growth(st.cpu_rest_ns, &s->losses_rest_ns);
     early = bridge_growth(st.perf_early, &s->losses_early);
-    if (threads == 0 && rest == 0 && early == 0) {
+    chance = bridge_growth(st.cpu_chance_ns, &s->losses_chance_ns);
+    if (threads == 0 && rest == 0 && early == 0 && chance == 0) {
         return 0;
     }
     nt_payload_init(&p, buf, sizeof(buf));
     nt_payload_u64(&p, threads);
     nt_payload_u64(&p, rest);
     nt_payload_u64(&p, early);
+    nt_payload_u64(&p, chance);
     return bridge_write_payload(w, &bridge_agent_losses_event, BRIDGE_NO_THREAD, ts, &p);
 }
 

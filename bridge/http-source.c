@@ -338,6 +338,9 @@ bridge_http_end_cb(uv_timer_t *t)
                                  : st.cpu_rest_ns;
         p->perf_early = st.perf_early >= r->stats0.perf_early ? st.perf_early - r->stats0.perf_early
                                                               : st.perf_early;
+        p->cpu_chance_ns = st.cpu_chance_ns >= r->stats0.cpu_chance_ns
+                                   ? st.cpu_chance_ns - r->stats0.cpu_chance_ns
+                                   : st.cpu_chance_ns;
     }
     p->mode = strdup(r->mode == AG_MODE_WALL ? "wall" : "cpu");
     f = fopen("/proc/self/comm", "re");

@@ -392,12 +392,14 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
     if (strcmp(ev->desc->name, "AgentLosses") == 0) {
         f.want[0] = "ThreadsDropped";
         f.want[1] = "CpuRestNs";
-        f.want[2] = "PerfEarly"; /* since weigh0 (2026-11-29) */
+        f.want[2] = "PerfEarly";   /* since weigh0 (2026-11-29) */
+        f.want[3] = "CpuChanceNs"; /* since exitgap (2026-11-29) */
         if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) == 0 &&
             f.found[0] && f.found[1]) {
             ld->p->threads_dropped += f.got[0].u;
             ld->p->cpu_rest_ns += f.got[1].u;
             ld->p->perf_early += f.found[2] ? f.got[2].u : 0;
+            ld->p->cpu_chance_ns += f.found[3] ? f.got[3].u : 0;
         }
         return 0;
     }

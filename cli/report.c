@@ -66,7 +66,8 @@ pp_report_usage(FILE *out)
                  "running, with the stack it waited in: not samples here),\n"
                  "\"tables_pending_samples\" (stacks cut short, rooted at [unwind tables not\n"
                  "ready]), \"threads_dropped\" (refused), \"cpu_rest_ms\" (in no sample),\n"
-                 "\"perf_early_samples\", \"top_self\" and\n"
+                 "\"perf_early_samples\", \"cpu_chance_ms\" (before threads' first samples,\n"
+                 "the lottery's), \"top_self\" and\n"
                  "\"top_total\" ([{\"function\", \"self\",\n"
                  "\"self_pct\", \"total\", \"total_pct\"}]), \"per_thread\" and \"processes\"\n"
                  "([{\"process_id\", \"name\", \"samples\"}], one per file).\n"
@@ -240,6 +241,13 @@ pp_report_time_lines(const struct pp_profile *p, const struct pp_report_time *tm
                 "to each thread's next sample)\n",
                 prefix, (unsigned long long)p->perf_early);
     }
+    if (p->cpu_chance_ns != 0) {
+        fprintf(out,
+                "%sCPU before threads' first samples: %.3f ms, the timers' first-sample "
+                "lottery's (no sample is at it; its winners' samples stand for it, in "
+                "expectation)\n",
+                prefix, (double)p->cpu_chance_ns / 1e6);
+    }
     if (tm->tables_pending != 0) {
         fprintf(out,
                 "%sstacks cut short while a module's unwind table was being built: %llu samples "
@@ -286,6 +294,11 @@ pp_report_time_brief(const struct pp_profile *p, const char *prefix, FILE *out)
     if (p->perf_early != 0) {
         fprintf(out, "%s%llu perf samples left out, early by their thread's CPU clock", sep,
                 (unsigned long long)p->perf_early);
+        sep = "; ";
+    }
+    if (p->cpu_chance_ns != 0) {
+        fprintf(out, "%s%.1f ms of CPU before threads' first samples (the lottery's)", sep,
+                (double)p->cpu_chance_ns / 1e6);
         sep = "; ";
     }
     if (p->samples > p->running_samples) {
@@ -442,7 +455,8 @@ pp_cmd_report(int argc, char **argv)
                "\"kernel_unplaced_samples\":%llu,\"unseen_samples\":%llu,"
                "\"not_sampled_samples\":%llu,\"not_running_markers\":%llu,\"wait_markers\":%llu,"
                "\"tick_hz\":%u,\"tick_bound\":%s,\"tables_pending_samples\":%llu,"
-               "\"threads_dropped\":%llu,\"cpu_rest_ms\":%.3f,\"perf_early_samples\":%llu,",
+               "\"threads_dropped\":%llu,\"cpu_rest_ms\":%.3f,\"perf_early_samples\":%llu,"
+               "\"cpu_chance_ms\":%.3f,",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples),
                (unsigned long long)p->lost_events, duration_s, p->thread_count, p->process_id,
@@ -454,7 +468,8 @@ pp_cmd_report(int argc, char **argv)
                (unsigned long long)p->wait_markers, p->tick_hz,
                pp_profile_tick_bound(p) != 0 ? "true" : "false",
                (unsigned long long)tm.tables_pending, (unsigned long long)p->threads_dropped,
-               (double)p->cpu_rest_ns / 1e6, (unsigned long long)p->perf_early);
+               (double)p->cpu_rest_ns / 1e6, (unsigned long long)p->perf_early,
+               (double)p->cpu_chance_ns / 1e6);
     } else {
         printf("samples: %llu (running %llu, waiting %llu) in %.3f s, %zu threads, pid %u\n",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,

@@ -654,6 +654,13 @@ pp_pprof_encode(struct pp_pprof *w, char *err_msg, size_t errlen)
                  (unsigned long long)p->perf_early);
         err = pp_pprof_comment(w, text);
     }
+    if (err == 0 && p->cpu_chance_ns != 0) {
+        snprintf(text, sizeof(text),
+                 "%.3f ms of CPU before threads' first samples, the timers' lottery's (its "
+                 "winners' samples stand for it)",
+                 (double)p->cpu_chance_ns / 1e6);
+        err = pp_pprof_comment(w, text);
+    }
     if (err == 0) {
         err = pp_pprof_intern(&w->str, time_type, strlen(time_type), &time_index);
     }

@@ -108,7 +108,10 @@ struct pp_profile {
     uint64_t perf_early; /* perf samples the agent left out as early by their thread's CPU clock
                             (perf's cpu-clock counts stolen time; their CPU went to each
                             thread's next sample): pipeprof AgentLosses events' PerfEarly */
-    void *priv;          /* builder state, owned by the profile */
+    uint64_t cpu_chance_ns; /* CPU threads burned before their first sample, in the timers'
+                               first-sample lottery: no sample is at it, its winners' samples
+                               stand for it in expectation (AgentLosses' CpuChanceNs) */
+    void *priv;             /* builder state, owned by the profile */
 };
 
 /*

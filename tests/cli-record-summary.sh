@@ -23,7 +23,9 @@ record() {
 # time_line NAME: the summary's second line as report's JSON figures for $T/NAME.nettrace give it
 # (nothing when they are all 0): CPU in the kernel as a share of running samples and how much of
 # it was not placed, [not sampled] and signal-blocked shares, the stacks cut short while an unwind
-# table was pending (a share of all samples), waiting samples, not-running markers.
+# table was pending (a share of all samples), CPU at threads' ends in no sample, perf samples
+# left out as early, CPU before threads' first samples (the lottery's), waiting samples,
+# not-running markers.
 time_line() {
   "$PIPEPROF" report --format json "$T/$1.nettrace" | python3 -c '
 import json, sys
@@ -47,6 +49,9 @@ if j["cpu_rest_ms"]:
 if j["perf_early_samples"]:  # (chr(39): this program sits in single quotes)
     parts.append("%d perf samples left out, early by their thread%ss CPU clock" %
                  (j["perf_early_samples"], chr(39)))
+if j["cpu_chance_ms"]:
+    parts.append("%.1f ms of CPU before threads%s first samples (the lottery%ss)" %
+                 (j["cpu_chance_ms"], chr(39), chr(39)))
 if j["waiting_samples"]:
     parts.append("%d waiting samples" % j["waiting_samples"])
 if j["not_running_markers"]:

@@ -3356,6 +3356,22 @@ wait_thread_cpu(int32_t tid, uint64_t ns)
               (unsigned long long)ns);
 }
 
+/* Joins th, thread tid, and drains until its STOP came (up to 4 s of drains): its stats. */
+static struct tid_stats *
+join_and_drain(pthread_t th, int32_t tid)
+{
+    struct tid_stats *st;
+    int i;
+
+    ASSERT_OK(pthread_join(th, NULL));
+    st = col_get(tid);
+    for (i = 0; i < 400 && !st->stopped; i++) {
+        usleep(10000);
+        col_drain();
+    }
+    return st;
+}
+
 /* Clears the collector and starts the agent for the move tests: busy_a, busy_b and [not
  * sampled] counted, the given engine, no scan (the test moves the thread, at a known point). */
 static void
@@ -3418,7 +3434,7 @@ move_to_perf_case(unsigned pause_us)
     struct timespec now;
     int32_t tid;
     pthread_t th;
-    int i, moved = 0;
+    int moved = 0;
 
     if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
         return;
@@ -3446,12 +3462,7 @@ move_to_perf_case(unsigned pause_us)
      * (claimed at its exit, it would join this one, and a merged claim takes the later stack). */
     col_drain();
     atomic_store(&a.phase, 1);
-    ASSERT_OK(pthread_join(th, NULL));
-    st = col_get(tid);
-    for (i = 0; i < 400 && !st->stopped; i++) {
-        usleep(10000);
-        col_drain();
-    }
+    st = join_and_drain(th, tid);
     atomic_store(&ag_test_move_pause_us, 0);
     printf("# pause %u us: moved %d; busy_a %.1f intervals burned (%.1f missed), weight %llu; "
            "[not sampled] %llu; busy_b %.1f burned, weight "
@@ -3568,7 +3579,6 @@ late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t
     uint64_t period = 10000000u, missed0 = 0;
     int32_t tid;
     pthread_t th;
-    int i;
 
     memset(&a, 0, sizeof(a));
     start_move_case(engine);
@@ -3594,12 +3604,7 @@ late_tick_run(enum ag_cpu_engine engine, uint64_t before, uint64_t gap, uint64_t
     ASSERT_OK(timer_settime(t->timer, 0, &on, NULL)); /* its next sample is in busy_b, late */
     atomic_store(&a.rearmed, 1);
     pthread_mutex_unlock(&ag.reg_lock);
-    ASSERT_OK(pthread_join(th, NULL));
-    st = col_get(tid);
-    for (i = 0; i < 400 && !st->stopped; i++) {
-        usleep(10000);
-        col_drain();
-    }
+    st = join_and_drain(th, tid);
     ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
     ag_stop();
     ASSERT_TRUE(st->stopped == 1);
@@ -3672,11 +3677,13 @@ TEST(a_late_tick_sample_gives_what_the_tick_missed_to_not_sampled)
 }
 
 /* A thread for the move before any timer sample: asleep until go, then busy_a until phase, then
- * busy_b for 60 ms of CPU. */
+ * busy_b for 60 ms of CPU (its CPU clock then in cpu_end); with wait (the exitgap cases' flush),
+ * then asleep until phase 2. */
 struct fresh_arg {
     _Atomic int go, phase;
     _Atomic int32_t tid;
     _Atomic uint64_t cpu_end;
+    int wait;
 };
 
 static void *
@@ -3696,7 +3703,155 @@ fresh_main(void *p)
         busy_b();
     }
     atomic_store(&a->cpu_end, cpu_ns());
+    while (a->wait && atomic_load(&a->phase) != 2) {
+        usleep(2000);
+    }
     return NULL;
+}
+
+/*
+ * One run of an_exit_after_the_tick_missed_its_runs_...: the thread's timer stopped after 3 timer
+ * samples in busy_a (the tick misses it from there), the thread runs busy_b for 60 ms of CPU and
+ * ends (flush: stays, and the session's flush claims it). Its samples since the last scan: none
+ * (steady 0), or `steady` of one interval each, as the scan's counts are set by hand (no scan
+ * runs). Its final sample stands for the CPU since its last sample, in busy_a: 6 intervals or
+ * more. Returns that sample's weight (all its parts'), [not sampled]'s, busy_a's and busy_b's, and
+ * how many intervals ran since the last sample.
+ */
+static void
+exitgap_run(enum ag_cpu_engine engine, int flush, uint32_t steady, uint64_t *w_tail, uint64_t *w_ns,
+            uint64_t *w_a, uint64_t *w_b, double *missed)
+{
+    struct fresh_arg a;
+    struct itimerspec off;
+    struct ag_thread *t;
+    struct tid_stats *st;
+    uint64_t period = 10000000u, last = 0, ns0, tail0;
+    int32_t tid;
+    pthread_t th;
+    int i, sampled = 0;
+
+    memset(&a, 0, sizeof(a));
+    a.go = 1;
+    a.wait = flush;
+    start_move_case(engine);
+    ASSERT_OK(pthread_create(&th, NULL, fresh_main, &a));
+    while ((tid = atomic_load(&a.tid)) == 0) {
+        usleep(1000);
+    }
+    /* 3 timer samples in busy_a (the handler counts them on the thread: up to 60 s of its CPU) */
+    for (i = 0; i < 12000 && !sampled; i++) {
+        pthread_mutex_lock(&ag.reg_lock);
+        t = slot_of(tid);
+        ASSERT_TRUE(t != NULL && t->has_timer && !t->has_perf);
+        sampled = atomic_load(&t->timer_samples) >= 3;
+        pthread_mutex_unlock(&ag.reg_lock);
+        usleep(5000);
+    }
+    ASSERT_TRUE(sampled);
+    memset(&off, 0, sizeof(off));
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL);
+    ASSERT_OK(timer_settime(t->timer, 0, &off, NULL)); /* the tick misses it from here */
+    last = atomic_load(&t->last_cpu_ns);
+    pthread_mutex_unlock(&ag.reg_lock);
+    /* A signal sent as the timer stopped has been taken once the thread ran 2 ms more */
+    wait_thread_cpu(tid, last + 2000000u);
+    pthread_mutex_lock(&ag.reg_lock);
+    last = atomic_load(&t->last_cpu_ns);
+    /* A scan just now (steady 0), or one before `steady` samples of an interval each */
+    atomic_store(&t->scan_samples, atomic_load(&t->timer_samples) - steady);
+    atomic_store(&t->scan_weight, atomic_load(&t->timer_weight) - steady);
+    pthread_mutex_unlock(&ag.reg_lock);
+    /* What came before: a sample of its first ones may look late and split (the handler's
+     * rule), as AG_SOURCE_TAIL records; the final sample's parts are what comes after. */
+    col_drain();
+    st = col_get(tid);
+    ns0 = st->hit_weight[2];
+    tail0 = st->tail_weight;
+    atomic_store(&a.phase, 1);
+    if (flush) {
+        while (atomic_load(&a.cpu_end) == 0) {
+            usleep(1000);
+        }
+        ag_cpu_flush(); /* a session's end: claims the live thread's CPU since its last sample */
+    }
+    col_drain();
+    atomic_store(&a.phase, 2);
+    st = join_and_drain(th, tid);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+    ASSERT_TRUE(st->stopped == 1);
+    *w_tail = st->tail_weight - tail0;
+    *w_ns = st->hit_weight[2] - ns0;
+    *w_a = st->hit_weight[0];
+    *w_b = st->hit_weight[1];
+    *missed = (double)(atomic_load(&a.cpu_end) - last) / (double)period;
+    printf("# %s, %s, %u steady samples: %.1f intervals since the last sample; final sample "
+           "weight %llu, [not sampled] %llu (%llu before), busy_a %llu, busy_b %llu, all %llu "
+           "(cpu %.1f intervals)\n",
+           engine == AG_CPU_ENGINE_AUTO ? "auto" : "timer", flush ? "flush" : "exit", steady,
+           *missed, (unsigned long long)*w_tail, (unsigned long long)*w_ns, (unsigned long long)ns0,
+           (unsigned long long)*w_a, (unsigned long long)*w_b, (unsigned long long)st->weight_sum,
+           (double)st->cpu_delta_sum / (double)period);
+}
+
+/*
+ * A final sample (the thread's end, a flush) stands for the thread's CPU since its last sample,
+ * and goes under that sample's stack. When auto's timers missed the thread's runs for several
+ * intervals (a busy thread whose CPU timer the tick never sees: bench/tick-shadow, the late-tick
+ * thread of a_late_tick_sample_... in a loaded CI run) and it ends before the scan moves it to
+ * perf, that stack saw only where the span began: the rest ran elsewhere (here in busy_b), and
+ * is [not sampled], by the handler's rule for a late tick sample (ag_timer_late, the claim
+ * counted as a sample): all but one interval. Before, busy_a took all of it (6 to 7 intervals of
+ * busy_b's). A thread the tick sees steadily keeps its weight, as its late samples do, and so
+ * does the forced timer engine (the tick's, as gperftools').
+ */
+static void
+exitgap_case(int flush)
+{
+    uint64_t w_tail = 0, w_ns = 0, w_a = 0, w_b = 0;
+    struct ag_stats stats;
+    double missed = 0;
+
+    if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
+        return; /* auto keeps its timers' weights where a thread cannot move to perf */
+    }
+    exitgap_run(AG_CPU_ENGINE_AUTO, flush, 0, &w_tail, &w_ns, &w_a, &w_b, &missed);
+    ag_stats_get(&stats);
+    /* One interval stays under the last stack (busy_a), the rest is [not sampled] and counted;
+     * busy_b, which no sample saw, has nothing. The final sample's weight is its span's, give
+     * or take the carry (-1 to 1/2 interval) and the rounding. */
+    ASSERT_TRUE((double)w_tail >= missed - 1.5);
+    ASSERT_EQ(w_ns, w_tail - 1);
+    ASSERT_TRUE((double)stats.cpu_not_sampled_ns >= (missed - 2.5) * 10000000.0);
+    ASSERT_EQ(w_b, 0);
+    /* The same thread after 100 samples of an interval each: not late by that rule (a final
+     * sample of 52 intervals would be), so its final sample keeps its weight under busy_a. */
+    exitgap_run(AG_CPU_ENGINE_AUTO, flush, 100, &w_tail, &w_ns, &w_a, &w_b, &missed);
+    if (ag_timer_late(101, 100 + (uint32_t)w_tail)) {
+        ASSERT_EQ(w_ns, w_tail - 1);
+    } else {
+        ASSERT_EQ(w_ns, 0);
+        ASSERT_TRUE(w_a >= w_tail && (double)w_tail >= missed - 1.5);
+    }
+    ASSERT_EQ(w_b, 0);
+    /* The forced timers keep their weights (docs/architecture.md, "What the tick did not see") */
+    exitgap_run(AG_CPU_ENGINE_TIMER, flush, 0, &w_tail, &w_ns, &w_a, &w_b, &missed);
+    ASSERT_EQ(w_ns, 0);
+    ASSERT_TRUE(w_a >= w_tail && (double)w_tail >= missed - 1.5);
+    ASSERT_EQ(w_b, 0);
+}
+
+TEST(an_exit_after_the_tick_missed_its_runs_gives_them_to_not_sampled)
+{
+    exitgap_case(0);
+}
+
+TEST(a_flush_after_the_tick_missed_its_runs_gives_them_to_not_sampled)
+{
+    exitgap_case(1);
 }
 
 /*
@@ -3710,7 +3865,7 @@ fresh_main(void *p)
  */
 TEST(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled)
 {
-    struct fresh_arg a = { 0, 0, 0, 0 };
+    struct fresh_arg a = { 0, 0, 0, 0, 0 };
     struct itimerspec off;
     struct ag_config cfg;
     struct ag_thread *t;
@@ -3720,7 +3875,7 @@ TEST(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled)
     uint64_t period = 10000000u, cpu_move = 0, base = 0;
     int32_t tid;
     pthread_t th;
-    int i, moved = 0, no_sample = 0;
+    int moved = 0, no_sample = 0;
 
     if (!perf_allowed() || ag_kernel_tick_hz() < 100) {
         return;
@@ -3757,12 +3912,7 @@ TEST(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled)
     pthread_mutex_unlock(&ag.reg_lock);
     col_drain();
     atomic_store(&a.phase, 1);
-    ASSERT_OK(pthread_join(th, NULL));
-    st = col_get(tid);
-    for (i = 0; i < 400 && !st->stopped; i++) {
-        usleep(10000);
-        col_drain();
-    }
+    st = join_and_drain(th, tid);
     ag_stats_get(&stats);
     printf("# moved %d with no timer sample %d: %.1f intervals before the move, [not sampled] "
            "weight %llu (%.1f intervals counted); after it %.1f intervals, busy_a and busy_b's "
@@ -5540,6 +5690,247 @@ out:
     }
 }
 
+/* ---- the timers' first-sample lottery ---- */
+
+/* Square root by Newton's steps (the tests link no libm). */
+static double
+lot_sqrt(double x)
+{
+    double r = x > 1.0 ? x : 1.0;
+    int i;
+
+    for (i = 0; i < 64; i++) {
+        r = (r + x / r) / 2.0;
+    }
+    return r;
+}
+
+/*
+ * Whether wins of n draws at probability num/den are within the bound a correct lottery keeps
+ * but with probability under 1e-7 (the case makes at most 9 such checks: under 1e-6 in all):
+ * Hoeffding's for draws independent of each other, |wins - n p| < t with 2 exp(-2 t^2 / n) =
+ * 1e-7, t^2 = n ln(2e7) / 2 (ln(2e7) < 16.82). The lottery's draws are a Weyl sequence of the
+ * golden ratio (sig-handler.c), whose wins stay closer to n p than that whatever the seed: with
+ * weyl, also held to the Denjoy-Koksma bound, 2 for each of the Fibonacci numbers up to n (the
+ * digits of n's Ostrowski expansion) and 1 for the threshold's 32-bit rounding. The draws of an
+ * implementation that gave up the sequence for independent ones (splitmix64 was measured and
+ * left: docs/architecture.md) would break that one in most runs.
+ */
+static int
+lottery_within(uint64_t wins, uint64_t n, uint64_t num, uint64_t den, int weyl)
+{
+    double dev = (double)wins - (double)n * (double)num / (double)den;
+    double t = lot_sqrt((double)n * 16.82 / 2.0);
+    uint64_t f0 = 1, f1 = 2, fibs = 1, weyl_bound;
+
+    while (f1 <= n) {
+        uint64_t f2 = f0 + f1;
+
+        f0 = f1;
+        f1 = f2;
+        fibs++;
+    }
+    weyl_bound = 2 * fibs + 1;
+    dev = dev < 0 ? -dev : dev;
+    printf("# %llu wins of %llu draws at %llu/%llu: %.1f from n p (bounds: %.0f independent, "
+           "%llu the Weyl sequence's)\n",
+           (unsigned long long)wins, (unsigned long long)n, (unsigned long long)num,
+           (unsigned long long)den, dev, t, (unsigned long long)weyl_bound);
+    return dev < t && (!weyl || dev <= (double)weyl_bound);
+}
+
+/* The lottery thread: its tid out, then asleep in a read of fd until a byte comes (it burns no
+ * CPU meanwhile). */
+struct lot_arg {
+    int fds[2];
+    _Atomic int32_t tid;
+};
+
+static void *
+lot_main(void *p)
+{
+    struct lot_arg *a = p;
+    char c;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    (void)read(a->fds[0], &c, 1);
+    return NULL;
+}
+
+/*
+ * The timers' first-sample lottery (timer.c, "The lottery"), its parts taken one at a time, no
+ * timing involved. Drawing, a thread's timer signal (one tick that saw its timer expire, or
+ * 1 + its overruns) is its first sample with probability those ticks' CPU / the interval
+ * (ag_lottery_draw, ag_sig_lottery on a slot of the test's own): over many signals the wins are
+ * that share of them; a win takes the CPU before it for the lottery (cpu_chance_ns), starts the
+ * weights there with a carry in (-I/2, I/2]; a loss changes nothing; a signal that stands for more
+ * than an interval leaves the lottery undrawn. Won, signals until about an interval since the win
+ * are dropped. On a real thread: drawing, its timer is armed at the tick's period, and its win asks
+ * the manager to re-arm it at the interval, next due an interval from the win.
+ */
+TEST(the_timers_lottery_wins_at_the_ticks_share_of_an_interval_and_rearms_after)
+{
+    static struct ag_thread fake;
+    const unsigned rates[] = { 10, 40, 100 };
+    struct ag_config cfg;
+    struct itimerspec its;
+    struct ag_thread *t;
+    siginfo_t info;
+    struct timespec ts;
+    uint64_t tick, period, n = 200000, i, wins, chance0, cpu = 0, last;
+    int64_t carry;
+    unsigned r, hz;
+    struct lot_arg lot = { { -1, -1 }, 0 };
+    int32_t tid = 0;
+    int won = 0;
+    pthread_t th;
+
+    ASSERT_EQ(ag_lottery_draw(5, 5), 1); /* one interval a tick: no draw loses */
+    ASSERT_EQ(ag_lottery_draw(6, 5), 1);
+    for (i = 0, wins = 0; i < 1000; i++) {
+        wins += (uint64_t)ag_lottery_draw(0, 5);
+    }
+    ASSERT_EQ(wins, 0);
+    sampling_config_init(&cfg);
+    cfg.test_fixed_phase = 0; /* the lottery on */
+    cfg.scan_ms = 3600000;    /* no scan: nothing but this case re-arms */
+    ASSERT_OK(ag_start(&cfg));
+    if (ag.tick_hz == 0) {
+        ag_stop();
+        return; /* (no tick known: no lottery) */
+    }
+    tick = 1000000000u / ag.tick_hz;
+    memset(&info, 0, sizeof(info));
+    info.si_code = SI_TIMER;
+    for (r = 0; r < PP_ARRAY_SIZE(rates); r++) {
+        hz = rates[r];
+        period = 1000000000u / hz;
+        if (tick >= period) {
+            continue; /* a draw a tick at the interval wins always */
+        }
+        /* The draws alone */
+        for (i = 0, wins = 0; i < n; i++) {
+            wins += (uint64_t)ag_lottery_draw(tick, period);
+        }
+        ASSERT_TRUE(lottery_within(wins, n, tick, period, 1));
+        /* The handler's take, one signal a tick: a loss leaves the thread as it was, a win
+         * starts its weights (then it draws again, as a new thread) */
+        memset(&fake, 0, sizeof(fake));
+        atomic_store(&fake.lottery, AG_LOTTERY_DRAW);
+        atomic_store(&fake.last_cpu_ns, 1000);
+        last = 1000;
+        cpu = 1000;
+        info.si_overrun = 0;
+        for (i = 0, wins = 0; i < n; i++) {
+            cpu += tick;
+            chance0 = atomic_load(&ag.cpu_chance_ns);
+            atomic_store(&ag.lottery_asked, 0);
+            if (ag_sig_lottery(&fake, &info, cpu, hz) != 0) {
+                ASSERT_EQ(atomic_load(&fake.lottery), AG_LOTTERY_DRAW);
+                ASSERT_U64_EQ(atomic_load(&fake.last_cpu_ns), last);
+                ASSERT_U64_EQ(atomic_load(&ag.cpu_chance_ns), chance0);
+                continue;
+            }
+            wins++;
+            carry = atomic_load(&fake.cpu_carry_ns);
+            ASSERT_EQ(atomic_load(&fake.lottery), AG_LOTTERY_WON);
+            ASSERT_U64_EQ(atomic_load(&fake.last_cpu_ns), cpu);
+            ASSERT_U64_EQ(atomic_load(&ag.cpu_chance_ns), chance0 + (cpu - last));
+            ASSERT_TRUE(carry > -(int64_t)(period / 2) && carry <= (int64_t)(period / 2));
+            /* Won: dropped until about an interval (half a tick short) since the win */
+            ASSERT_EQ(ag_sig_lottery(&fake, &info, cpu + tick, hz), 1);
+            ASSERT_EQ(ag_sig_lottery(&fake, &info, cpu + period - tick / 2 - 1, hz), 1);
+            ASSERT_EQ(ag_sig_lottery(&fake, &info, cpu + period - tick / 2, hz), 0);
+            atomic_store(&fake.lottery, AG_LOTTERY_DRAW);
+            atomic_store(&fake.cpu_carry_ns, 0);
+            last = cpu;
+        }
+        ASSERT_TRUE(lottery_within(wins, n, tick, period, 1));
+        /* A signal of 2 ticks (1 overrun) draws at twice the odds */
+        if (2 * tick <= period) {
+            info.si_overrun = 1;
+            for (i = 0, wins = 0; i < n; i++) {
+                atomic_store(&fake.lottery, AG_LOTTERY_DRAW);
+                wins += (uint64_t)(ag_sig_lottery(&fake, &info, cpu, hz) == 0);
+            }
+            ASSERT_TRUE(lottery_within(wins, n, 2 * tick, period, 1));
+        }
+        /* One that stands for more than an interval is no draw: its span is weighed */
+        info.si_overrun = (int)(period / tick);
+        atomic_store(&fake.lottery, AG_LOTTERY_DRAW);
+        atomic_store(&fake.last_cpu_ns, 1000);
+        chance0 = atomic_load(&ag.cpu_chance_ns);
+        ASSERT_EQ(ag_sig_lottery(&fake, &info, cpu + period * 2, hz), 0);
+        ASSERT_EQ(atomic_load(&fake.lottery), AG_LOTTERY_WON);
+        ASSERT_U64_EQ(atomic_load(&fake.last_cpu_ns), 1000);
+        ASSERT_U64_EQ(atomic_load(&ag.cpu_chance_ns), chance0);
+    }
+
+    /* A real thread, asleep (no CPU, so no expiry and no draw but the case's) */
+    hz = 1000000000u / tick >= 100 ? 50 : 10; /* (an interval above the tick's period) */
+    period = 1000000000u / hz;
+    ASSERT_OK(pipe(lot.fds));
+    ASSERT_OK(pthread_create(&th, NULL, lot_main, &lot));
+    for (i = 0; i < 6000 && !won; i++) {
+        tid = atomic_load(&lot.tid);
+        pthread_mutex_lock(&ag.reg_lock);
+        won = tid != 0 && slot_of(tid) != NULL;
+        pthread_mutex_unlock(&ag.reg_lock);
+        won = won && (thread_state(tid) == 'S' || thread_state(tid) == 'D'); /* (asleep) */
+        usleep(5000);
+    }
+    ASSERT_TRUE(won);
+    won = 0;
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, hz));
+    pthread_mutex_lock(&ag.reg_lock);
+    t = slot_of(tid);
+    ASSERT_TRUE(t != NULL && t->has_timer && !t->has_perf);
+    ASSERT_EQ(atomic_load(&t->lottery), AG_LOTTERY_DRAW);
+    ASSERT_OK(timer_gettime(t->timer, &its));
+    /* Drawing: due at once (its first CPU), then every tick */
+    ASSERT_U64_EQ((uint64_t)its.it_interval.tv_sec * 1000000000u +
+                          (uint64_t)its.it_interval.tv_nsec,
+                  tick);
+    ASSERT_TRUE(its.it_value.tv_sec == 0 && its.it_value.tv_nsec > 0 &&
+                (uint64_t)its.it_value.tv_nsec <= tick);
+    ASSERT_OK(clock_gettime(ag_thread_cpu_clock(tid), &ts));
+    cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    last = atomic_load(&t->last_cpu_ns);
+    chance0 = atomic_load(&ag.cpu_chance_ns);
+    info.si_overrun = 0;
+    /* Its signals until one wins (the sequence never loses 64 in a row at these odds) */
+    for (i = 0; i < 64 && !won; i++) {
+        won = ag_sig_lottery(t, &info, cpu, hz) == 0;
+    }
+    ASSERT_TRUE(won);
+    ASSERT_EQ(atomic_load(&t->lottery), AG_LOTTERY_WON);
+    ASSERT_U64_EQ(atomic_load(&t->last_cpu_ns), cpu);
+    ASSERT_U64_EQ(atomic_load(&ag.cpu_chance_ns), chance0 + (cpu > last ? cpu - last : 0));
+    pthread_mutex_unlock(&ag.reg_lock);
+    /* The win asked the manager to re-arm (no scan runs: nothing else does) */
+    for (i = 0; i < 6000 && atomic_load(&t->lottery) != AG_LOTTERY_NONE; i++) {
+        usleep(5000);
+    }
+    pthread_mutex_lock(&ag.reg_lock);
+    ASSERT_EQ(atomic_load(&t->lottery), AG_LOTTERY_NONE);
+    ASSERT_OK(timer_gettime(t->timer, &its));
+    ASSERT_U64_EQ((uint64_t)its.it_interval.tv_sec * 1000000000u +
+                          (uint64_t)its.it_interval.tv_nsec,
+                  period);
+    /* next due an interval after the win, less what the thread ran since (nothing: asleep) */
+    ASSERT_TRUE((uint64_t)its.it_value.tv_sec * 1000000000u + (uint64_t)its.it_value.tv_nsec <=
+                        period &&
+                (uint64_t)its.it_value.tv_sec * 1000000000u + (uint64_t)its.it_value.tv_nsec >
+                        period - tick);
+    pthread_mutex_unlock(&ag.reg_lock);
+    ASSERT_TRUE(write(lot.fds[1], "x", 1) == 1);
+    ASSERT_OK(pthread_join(th, NULL));
+    close(lot.fds[0]);
+    close(lot.fds[1]);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, hz));
+    ag_stop();
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(new_code_wakes_the_manager_to_load_its_module),
     TEST_CASE(perf_samples_early_by_steal_weigh_the_threads_clock),
@@ -5566,6 +5957,9 @@ static const struct test_case cases[] = {
     TEST_CASE(a_thread_moved_to_perf_keeps_what_the_timers_missed_in_place),
     TEST_CASE(a_thread_moved_before_any_timer_sample_shows_that_cpu_as_not_sampled),
     TEST_CASE(a_late_tick_sample_gives_what_the_tick_missed_to_not_sampled),
+    TEST_CASE(an_exit_after_the_tick_missed_its_runs_gives_them_to_not_sampled),
+    TEST_CASE(a_flush_after_the_tick_missed_its_runs_gives_them_to_not_sampled),
+    TEST_CASE(the_timers_lottery_wins_at_the_ticks_share_of_an_interval_and_rearms_after),
     TEST_CASE(a_not_sampled_claim_of_a_thread_the_scan_found_stands_over_its_start_routine),
     TEST_CASE(an_idle_kernel_locator_goes_and_a_calling_thread_keeps_its),
     TEST_CASE(a_scan_without_a_sample_does_not_retire_a_locator),

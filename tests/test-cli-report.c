@@ -35,14 +35,18 @@ static const struct fn fns[] = {
 
 static char trace_path[256];
 
-/* pipeprof's AgentLosses event as the bridge writes it (bridge/agent-source.c): increments. */
+/* pipeprof's AgentLosses event as the bridge writes it (bridge/agent-source.c): increments.
+ * Before exitgap it had no CpuChanceNs: losses_desc is that event, losses4_desc today's. */
 static const struct nt_field losses_fields[] = {
     { "ThreadsDropped", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "CpuRestNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "PerfEarly", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "CpuChanceNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
 static const struct nt_event_desc losses_desc = { "pipeprof", 9, "AgentLosses", 0, 1,
                                                   4,          0, losses_fields, 3, 0 };
+static const struct nt_event_desc losses4_desc = { "pipeprof", 9, "AgentLosses", 0, 1,
+                                                   4,          0, losses_fields, 4, 0 };
 
 static void
 write_sample(struct nt_writer *w, uint32_t meta, uint64_t tid, uint64_t ts, const uint64_t *stack,
@@ -85,9 +89,11 @@ write_payload_event(struct nt_writer *w, uint32_t meta, uint64_t ts, struct nt_p
 }
 
 /* 30 + 10 samples on thread 101, 20 running + 5 waiting on thread 202, 2 unnamed on 101; with
- * early, two AgentLosses events whose PerfEarly increments are 3 and early - 3. */
+ * early or chance_ns, two AgentLosses events whose PerfEarly increments are 3 and early - 3
+ * (0 and 0 for early 0) and, with chance_ns (today's event; without it, the one before exitgap),
+ * whose CpuChanceNs are chance_ns / 4 and the rest. */
 static void
-make_trace_early(uint64_t early)
+make_trace_losses(uint64_t early, uint64_t chance_ns)
 {
     const uint64_t s_a[] = { MODULE_BASE + 0x1010, MODULE_BASE + 0x1220, MODULE_BASE + 0x1305 };
     const uint64_t s_b[] = { MODULE_BASE + 0x1104, MODULE_BASE + 0x1230, MODULE_BASE + 0x1305 };
@@ -113,16 +119,20 @@ make_trace_early(uint64_t early)
     ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), &m_sample));
     ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_MODULE_DC_END), &m_module));
     ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END), &m_method));
-    if (early != 0) {
+    if (early != 0 || chance_ns != 0) {
         uint32_t m_losses;
-        uint64_t n[2] = { 3, early - 3 };
+        uint64_t n[2] = { early != 0 ? 3 : 0, early != 0 ? early - 3 : 0 };
+        uint64_t c[2] = { chance_ns / 4, chance_ns - chance_ns / 4 };
 
-        ASSERT_OK(nt_writer_define(w, &losses_desc, &m_losses));
+        ASSERT_OK(nt_writer_define(w, chance_ns != 0 ? &losses4_desc : &losses_desc, &m_losses));
         for (i = 0; i < 2; i++) {
             nt_payload_init(&p, buf, sizeof(buf));
             nt_payload_u64(&p, 0);
             nt_payload_u64(&p, 0);
             nt_payload_u64(&p, n[i]);
+            if (chance_ns != 0) {
+                nt_payload_u64(&p, c[i]);
+            }
             write_payload_event(w, m_losses, ts += 1000, &p);
         }
     }
@@ -154,6 +164,12 @@ make_trace_early(uint64_t early)
     ASSERT_OK(nt_writer_finish(w));
     nt_writer_free(w);
     close(fd);
+}
+
+static void
+make_trace_early(uint64_t early)
+{
+    make_trace_losses(early, 0);
 }
 
 static void
@@ -342,6 +358,47 @@ TEST(report_says_the_perf_samples_left_out_as_early)
     unlink(trace_path);
 }
 
+/* The CPU threads burned before their first sample, the timers' lottery's (AgentLosses'
+ * CpuChanceNs increments, added up), is said in JSON and in the text (record's summary line:
+ * cli-record-summary); a trace of the event before it (no such field) says 0 and nothing. */
+TEST(report_says_the_cpu_before_threads_first_samples)
+{
+    char args[512];
+    cJSON *root;
+    char *out;
+
+    make_trace_losses(0, 12345678);
+    snprintf(args, sizeof(args), "report --format json %s", trace_path);
+    out = run_cli(args);
+    root = cJSON_Parse(out);
+    ASSERT_TRUE(root != NULL);
+    ASSERT_TRUE(num(root, "cpu_chance_ms") > 12.3455 && num(root, "cpu_chance_ms") < 12.3465);
+    ASSERT_EQ(num(root, "perf_early_samples"), 0);
+    ASSERT_EQ(num(root, "samples"), 67);
+    cJSON_Delete(root);
+    free(out);
+    snprintf(args, sizeof(args), "report %s", trace_path);
+    out = run_cli(args);
+    ASSERT_TRUE(strstr(out, "\nCPU before threads' first samples: 12.346 ms, the timers' "
+                            "first-sample lottery's") != NULL);
+    free(out);
+    unlink(trace_path);
+    make_trace_early(7); /* AgentLosses of three fields */
+    snprintf(args, sizeof(args), "report --format json %s", trace_path);
+    out = run_cli(args);
+    root = cJSON_Parse(out);
+    ASSERT_TRUE(root != NULL);
+    ASSERT_EQ(num(root, "cpu_chance_ms"), 0);
+    ASSERT_EQ(num(root, "perf_early_samples"), 7);
+    cJSON_Delete(root);
+    free(out);
+    snprintf(args, sizeof(args), "report %s", trace_path);
+    out = run_cli(args);
+    ASSERT_TRUE(strstr(out, "first samples") == NULL);
+    free(out);
+    unlink(trace_path);
+}
+
 TEST(report_rejects_garbage_with_offset)
 {
     char cmd[600];
@@ -365,6 +422,7 @@ static const struct test_case cases[] = {
     TEST_CASE(folded_totals_agree_with_report),
     TEST_CASE(report_filters_thread_and_folds_frames),
     TEST_CASE(report_says_the_perf_samples_left_out_as_early),
+    TEST_CASE(report_says_the_cpu_before_threads_first_samples),
     TEST_CASE(report_rejects_garbage_with_offset),
 };
 TEST_MAIN(cases)
