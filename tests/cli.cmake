@@ -12,6 +12,7 @@ pp_add_script_test(cli-record-listen cli-record-listen.sh LABELS integration TIM
 pp_add_script_test(cli-record-child-calls cli-record-child-calls.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-commands cli-record-commands.sh LABELS integration slow TIMEOUT 180)
 pp_add_script_test(cli-collect-signals cli-collect-signals.sh LABELS integration TIMEOUT 120)
+pp_add_script_test(cli-killed cli-killed.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(dump-runtime-names dump-runtime-names.sh LABELS integration TIMEOUT 60)
 # Forked workers' shares of the samples against their measured CPU time: alone.
 set_tests_properties(cli-record-commands PROPERTIES RUN_SERIAL TRUE)
