@@ -404,9 +404,9 @@ ag_host_exec_prepare(void)
     struct ag_thread *t;
 
     /* A vfork()ed child shares this memory and its thread-local cache but is not the thread
-     * its slot names (nor this process), and a fork()ed child before its agent's start has no
-     * slots: neither has a sender of the agent's. */
-    if (signo == 0 || ag.pid != getpid() || ag.threads == NULL) {
+     * its slot names (nor this process), and a fork()ed child before its agent's start began
+     * with nothing pending and has no slots: neither has a sender of the agent's. */
+    if (signo == 0 || ag.pid != getpid()) {
         errno = saved;
         return -1;
     }
