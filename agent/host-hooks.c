@@ -12,9 +12,12 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/internal.h"
 #include "common/platform.h"
@@ -306,6 +309,161 @@ ag_host_send_end(void *token, int32_t tid, int sent)
     errno = saved;
 }
 
+/*
+ * An exec replaces the image, and the kernel resets the sampling signal's disposition to SIG_DFL
+ * for the new one (which, without the agent, keeps it: a setuid program, a cleared LD_PRELOAD,
+ * `record --no-children`). A signal pending for the exec'ing thread goes through execve() and is
+ * taken there, by that SIG_DFL: the new program dies of SIGPROF, at once or when it opens the
+ * signal. The kernel drops a POSIX timer's own signal at an exec, not a wall pass's
+ * (rt_tgsigqueueinfo) nor a perf event's (F_SETSIG). Two ways it happened:
+ *  - the thread blocked the signal (the agent's instance pends while it is blocked) and exec'd:
+ *    every run of host-contract-signals-execblocked under record, CPU (perf) and wall mode;
+ *  - the sessions' stop before the exec (host/exec.c, sessions_end) outlasted its bound, so the
+ *    wall thread still signalled the thread while it was in execve(): 1 run in 6 of
+ *    `signals execwhile` with PIPEPROF_TEST_QUICK_STOP_MS=0 (the stop gives up at once).
+ * So before the exec (after the stop) the thread leaves sampling and takes what is pending: its
+ * slot is excluded (a wall pass re-reads that after it marks its send, and this waits for a send
+ * under way), its timer and perf event go, and the signal's instances pending for it are taken
+ * with the signal blocked; the agent's are dropped, the host's go back as they came (one of its
+ * own timer's only if the exec fails: bare, the exec drops that one too). Not kept: a host send
+ * from another thread that merged into a drained instance of the agent's (its nudge is dropped).
+ */
+#define AG_EXEC_HOST_KEPT  8
+#define AG_EXEC_TIMER_KEPT 2
+#define AG_EXEC_WAIT_NS    1000000000ull /* CLOCK_MONOTONIC: a bound, for a loaded machine */
+
+static __thread siginfo_t ag_exec_timer_kept[AG_EXEC_TIMER_KEPT] AG_TLS;
+static __thread unsigned ag_exec_timer_kept_n AG_TLS;
+
+/* Whether si is an instance the agent sent (as ag_sig_handler tells them). */
+static int
+ag_exec_instance_is_agents(const siginfo_t *si)
+{
+    return si->si_code == POLL_IN ||
+           (si->si_code == SI_TIMER && si->si_value.sival_int == AG_TIMER_SIVAL) ||
+           (si->si_code == SI_QUEUE && si->si_pid == ag.pid &&
+            (si->si_value.sival_int == AG_WALL_SIVAL || si->si_value.sival_int == AG_NUDGE_SIVAL));
+}
+
+/* Puts the host's instance si of signo back: to this thread when it was sent to a thread (a
+ * tgkill, a timer's), else to the process. */
+static void
+ag_exec_requeue(int signo, siginfo_t *si)
+{
+    if (si->si_code == SI_TKILL || si->si_code == SI_TIMER) {
+        (void)syscall(SYS_rt_tgsigqueueinfo, (long)getpid(), (long)syscall(SYS_gettid), (long)signo,
+                      si);
+    } else {
+        (void)syscall(SYS_rt_sigqueueinfo, (long)getpid(), (long)signo, si);
+    }
+}
+
+/* Takes every instance of signo pending for this thread (the kernel dequeues the thread's own
+ * before the process's) with signo blocked; the agent's are dropped, the host's put back. */
+static void
+ag_exec_drain(int signo)
+{
+    struct timespec zero = { 0, 0 };
+    siginfo_t host[AG_EXEC_HOST_KEPT], si;
+    unsigned n = 0, i;
+    sigset_t set, old;
+
+    sigemptyset(&set);
+    sigaddset(&set, signo);
+    if (host_sigmask_raw(SIG_BLOCK, &set, &old) != 0) {
+        return;
+    }
+    ag_exec_timer_kept_n = 0;
+    for (i = 0; i < 64; i++) { /* (a timer's instances queue: one each) */
+        if (syscall(SYS_rt_sigtimedwait, &set, &si, &zero, (long)(_NSIG / 8)) != signo) {
+            break;
+        }
+        if (ag_exec_instance_is_agents(&si)) {
+            continue;
+        }
+        if (si.si_code == SI_TIMER) {
+            if (ag_exec_timer_kept_n < AG_EXEC_TIMER_KEPT) {
+                ag_exec_timer_kept[ag_exec_timer_kept_n++] = si; /* (exec_back's) */
+            }
+        } else if (n < AG_EXEC_HOST_KEPT) {
+            host[n++] = si;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        ag_exec_requeue(signo, &host[i]);
+    }
+    host_sigmask_raw(SIG_SETMASK, &old, NULL);
+}
+
+/* host/exec.c, before the real exec: returns exec_back's token. */
+static int
+ag_host_exec_prepare(void)
+{
+    int signo = ag.signo, saved = errno, was = -1;
+    int32_t tid = (int32_t)syscall(SYS_gettid);
+    struct ag_thread *t;
+
+    /* A vfork()ed child shares this memory and its thread-local cache but is not the thread
+     * its slot names (nor this process), and a fork()ed child before its agent's start began
+     * with nothing pending and has no slots: neither has a sender of the agent's. */
+    if (signo == 0 || ag.pid != getpid()) {
+        errno = saved;
+        return -1;
+    }
+    t = ag_sig_thread_of(tid);
+    if (t != NULL) {
+        uint64_t until = ag_now_ns() + AG_EXEC_WAIT_NS;
+        int locked;
+
+        was = atomic_exchange_explicit(&t->excluded, 1, memory_order_seq_cst);
+        /* A wall pass that marked its send before it saw the exclusion sends it: waited for
+         * (the pass re-reads excluded after its mark, both sequentially consistent). */
+        while ((atomic_load_explicit(&t->wall_signalled, memory_order_seq_cst) &
+                AG_WALL_STATE_MASK) == AG_WALL_SENDING &&
+               ag_now_ns() < until) {
+            sched_yield();
+        }
+        /* Tried, not waited for: an exec from a host's signal handler may have cut this
+         * thread's own registration short, with the lock held (execve is async-signal-safe). */
+        for (;;) {
+            locked = pthread_mutex_trylock(&ag.reg_lock) == 0;
+            if (locked || ag_now_ns() >= until) {
+                break;
+            }
+            sched_yield();
+        }
+        if (locked) {
+            if (atomic_load_explicit(&t->tid, memory_order_relaxed) == tid &&
+                atomic_load_explicit(&t->state, memory_order_relaxed) == AG_SLOT_ACTIVE) {
+                ag_timer_delete_locked(t); /* (excluded: no sync arms them again) */
+            }
+            pthread_mutex_unlock(&ag.reg_lock);
+        }
+    }
+    ag_exec_drain(signo);
+    errno = saved;
+    return was;
+}
+
+/* host/exec.c: the exec failed; this image runs on and is sampled again (its next arming). */
+static void
+ag_host_exec_back(int token)
+{
+    int saved = errno, signo = ag.signo;
+    struct ag_thread *t;
+    unsigned i;
+
+    for (i = 0; i < ag_exec_timer_kept_n && signo != 0; i++) {
+        ag_exec_requeue(signo, &ag_exec_timer_kept[i]);
+    }
+    ag_exec_timer_kept_n = 0;
+    if (token >= 0 && ag.threads != NULL &&
+        (t = ag_sig_thread_of((int32_t)syscall(SYS_gettid))) != NULL) {
+        atomic_store_explicit(&t->excluded, token, memory_order_seq_cst);
+    }
+    errno = saved;
+}
+
 static const struct host_agent_hooks ag_host_hooks = {
     .active = ag_host_active,
     .thread_started = ag_thread_attach_started,
@@ -317,6 +475,8 @@ static const struct host_agent_hooks ag_host_hooks = {
     .send_begin = ag_host_send_begin,
     .send_end = ag_host_send_end,
     .dlclosed = ag_modules_note_dlclose,
+    .exec_prepare = ag_host_exec_prepare,
+    .exec_back = ag_host_exec_back,
 };
 
 /*

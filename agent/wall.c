@@ -511,11 +511,20 @@ ag_wall_pass(uint64_t now, uint64_t slot, uint64_t interval)
         if (st == 'R' && !blocked) {
             while (w != 0 ? ag_wall_hold(t, &ag_wall_visits[i], tid, &w, interval) == 0
                           : !atomic_compare_exchange_weak_explicit(
-                                    &t->wall_signalled, &w, AG_WALL_SENDING, memory_order_acq_rel,
+                                    &t->wall_signalled, &w, AG_WALL_SENDING, memory_order_seq_cst,
                                     memory_order_acquire)) {
             }
             if (w != 0) {
                 continue; /* held or counted */
+            }
+            if (atomic_load_explicit(&t->excluded, memory_order_seq_cst)) {
+                /* Excluded since the look above: a thread about to exec, which waits while
+                 * this mark says a send is under way (agent/host-hooks.c), then takes what is
+                 * pending. No signal: one sent now could go through its exec. */
+                sent = AG_WALL_SENDING;
+                atomic_compare_exchange_strong_explicit(&t->wall_signalled, &sent, 0,
+                                                        memory_order_acq_rel, memory_order_relaxed);
+                continue;
             }
             ag_wall_visits[i].hold = AG_WALL_HOLD_NONE;
             ag_signal_thread(tid, AG_WALL_SIVAL);

@@ -504,9 +504,14 @@ out:
         ipc_sockfile_remove(c.port, &c.port_file);
     }
     if (c.child > 0) {
+        char killed[64];
         int status;
 
-        waitpid(c.child, &status, 0);
+        if (waitpid(c.child, &status, 0) == c.child && WIFSIGNALED(status)) {
+            /* Which signal, as record says it: a stream cut short is otherwise unexplained. */
+            fprintf(stderr, "pipeprof collect: %s was %s\n", cmd[0],
+                    pp_diag_killed_text(status, killed, sizeof(killed)));
+        }
     }
     ipc_collect_fini(&req);
     return rc;

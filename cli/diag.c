@@ -6,7 +6,10 @@
 #include "cli/diag.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 int
 pp_diag_request(int fd, const void *req, size_t len, struct ipc_response *r, uint8_t *buf,
@@ -64,4 +67,34 @@ pp_diag_collect_init(struct ipc_collect *req, const char *providers, const char 
     req->request_stackwalk = 1;
     *why = NULL;
     return ipc_providers_parse(providers, req, why);
+}
+
+const char *
+pp_diag_killed_text(int status, char *buf, size_t cap)
+{
+    const char *abbrev;
+    char name[32];
+    int sig;
+
+    if (cap == 0) {
+        return buf;
+    }
+    buf[0] = '\0';
+    if (!WIFSIGNALED(status)) {
+        return buf;
+    }
+    sig = WTERMSIG(status);
+    /* Name and number both: "Profiling timer expired" or a bare 27 was all one had to go on
+     * when a CI run's CMD died under record (which signal it was could not be told later). */
+    abbrev = sigabbrev_np(sig);
+    if (abbrev != NULL) {
+        snprintf(name, sizeof(name), "SIG%s", abbrev);
+    } else if (sig >= SIGRTMIN && sig <= SIGRTMAX) {
+        snprintf(name, sizeof(name), "SIGRTMIN+%d", sig - SIGRTMIN);
+    } else {
+        snprintf(name, sizeof(name), "a signal");
+    }
+    snprintf(buf, cap, "killed by %s (signal %d%s)", name, sig,
+             WCOREDUMP(status) ? ", core dumped" : "");
+    return buf;
 }

@@ -32,4 +32,11 @@ int pp_diag_collect_init(struct ipc_collect *req, const char *providers, const c
 /* A readable name of a diagnostic HRESULT. Static string. */
 const char *pp_diag_hr_name(uint32_t hr);
 
+/*
+ * What ended a child, from its waitpid() status, for `record`'s and `collect`'s messages:
+ * "killed by SIGTERM (signal 15)", with ", core dumped" added when it dumped core (a realtime
+ * signal is named SIGRTMIN+N); "" when no signal ended it. Writes into buf, returns buf.
+ */
+const char *pp_diag_killed_text(int status, char *buf, size_t cap);
+
 #endif /* PP_CLI_DIAG_H */

@@ -118,6 +118,7 @@ struct pp_record {
     pid_t child;
     int child_fd; /* a pidfd of CMD, readable once it exits (it wakes the loop), or -1 */
     int child_status, child_done;
+    int killed_said; /* a line named the signal that ended CMD (pp_record_exit_code) */
     uint64_t start_ms, stopping_ms, exited_ms;
     int stopping;      /* a signal, the duration or CMD's exit: no new sessions */
     _Atomic int abort; /* the stream threads give up */
@@ -1166,8 +1167,17 @@ pp_record_run(struct pp_record *rc)
             last_sweep = now;
         }
         if (rc->image_count == 0 && (rc->child_done || now >= deadline || pp_record_signal)) {
+            char killed[64];
+
             if (pp_record_signal != 0) {
                 fprintf(stderr, "pipeprof record: interrupted before %s connected\n", rc->cmd[0]);
+            } else if (rc->child_done && WIFSIGNALED(rc->child_status)) {
+                fprintf(stderr,
+                        "pipeprof record: %s did not load the agent (it was %s first): is it "
+                        "statically linked, setuid, or did it clear LD_PRELOAD? Nothing was "
+                        "recorded.\n",
+                        rc->cmd[0], pp_diag_killed_text(rc->child_status, killed, sizeof(killed)));
+                rc->killed_said = 1;
             } else {
                 fprintf(stderr,
                         "pipeprof record: %s did not load the agent (%s): is it statically "
@@ -1767,12 +1777,17 @@ pp_record_keep_root(struct pp_record *rc)
 static int
 pp_record_exit_code(const struct pp_record *rc, int recorded)
 {
+    char killed[64];
     int code = 1;
 
     if (rc->child_done && WIFEXITED(rc->child_status)) {
         code = WEXITSTATUS(rc->child_status);
     } else if (rc->child_done && WIFSIGNALED(rc->child_status)) {
         code = 128 + WTERMSIG(rc->child_status);
+        if (!rc->killed_said) { /* (its trace complete, or no trace of CMD's own) */
+            fprintf(stderr, "pipeprof record: %s was %s\n", rc->cmd[0],
+                    pp_diag_killed_text(rc->child_status, killed, sizeof(killed)));
+        }
     }
     (void)recorded; /* a problem with the trace was said on stderr; the status stays CMD's */
     return code;
@@ -1974,13 +1989,17 @@ pp_record_join_images(struct pp_record *rc)
         }
         rc->incomplete += img->cut && !img->root; /* a child killed with CMD, usually */
         if (img->cut && (img->root || rc->verbose)) {
+            char killed[128] = "", what[64];
+
+            if (img->root && rc->child_done && WIFSIGNALED(rc->child_status)) {
+                snprintf(killed, sizeof(killed), " (CMD was %s before it could end the session)",
+                         pp_diag_killed_text(rc->child_status, what, sizeof(what)));
+                rc->killed_said = 1;
+            }
             fprintf(stderr,
                     "pipeprof record: the trace of process %llu is incomplete: %s%s; what "
                     "arrived is kept, closed properly\n",
-                    (unsigned long long)img->pid, img->why,
-                    img->root && rc->child_done && WIFSIGNALED(rc->child_status)
-                            ? " (CMD was killed before it could end the session)"
-                            : "");
+                    (unsigned long long)img->pid, img->why, killed);
         }
     }
 }

@@ -9,6 +9,12 @@
  *                    the new image's agent starts the next one. After an exec that failed, the
  *                    exec_failed hook makes the image serve and sample again.
  *
+ *                    The agent's exec_prepare hook, after that stop, takes the thread out of
+ *                    sampling and drains the signal's instances pending for it: the new image
+ *                    gets SIG_DFL from the kernel, and one of the agent's that went through the
+ *                    exec ended it by SIGPROF (agent/host-hooks.c); exec_back undoes it when the
+ *                    exec failed.
+ *
  *                    All of them (posix_spawn, posix_spawnp and system for this alone) keep a
  *                    SIG_IGN the host has for the library's signal (inherited from a nohup-style
  *                    parent, or set with signal()) for the program they start: the library's
@@ -25,7 +31,8 @@
  * through posix_spawn, system and fork+exec send themselves SIGPROF and live), cli-record-commands
  * (env, nice, sh -c 'exec ...', a chain of three execs, a script that execs: each image's samples
  * are in the recording; failexec: after a failed execv the image is recorded again), agent-torture
- * (fork + exec under the agent).
+ * (fork + exec under the agent), host-contract-signals-execblocked and -execwhile (tests/hosts/
+ * signals.c: execs with SIGPROF blocked, and while the agent samples, of a program without it).
  */
 #include <errno.h>
 #include <spawn.h>
@@ -46,13 +53,17 @@ host_exec(_Atomic(void *) *slot, const char *name, const char *path, char *const
           char *const envp[])
 {
     const struct host_server_hooks *h = host_server();
+    const struct host_agent_hooks *a = host_agent();
     void *fn = host_real(slot, name);
-    int stopped, ignored, rc, err;
+    int stopped, ignored, rc, err, left = -1;
 
     stopped = h != NULL ? h->sessions_end() : 0;
     if (fn == NULL) {
         errno = ENOSYS;
         return -1;
+    }
+    if (a != NULL) {
+        left = a->exec_prepare(); /* no signal of the agent's goes through the exec */
     }
     ignored = host_signals_spawn_begin(); /* the host's SIG_IGN, not the handler's SIG_DFL */
     if (envp == NULL) {
@@ -64,6 +75,9 @@ host_exec(_Atomic(void *) *slot, const char *name, const char *path, char *const
      * which shares its parent's memory and threads. */
     err = errno;
     host_signals_spawn_end(ignored);
+    if (a != NULL) {
+        a->exec_back(left);
+    }
     if (stopped) {
         h->exec_failed();
     }

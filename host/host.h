@@ -118,6 +118,13 @@ struct host_agent_hooks {
      * module list, so that the library is known first and, if the call unloaded it, gone as of
      * now (agent/modules.c). Called whether or not the agent runs; errno is restored around it. */
     void (*dlclosed)(void);
+    /* Just before an exec (exec.c), after the server's sessions_end: nothing of the agent's is
+     * pending for the calling thread or sent to it any more (the new image's disposition of the
+     * signal is SIG_DFL until its own agent claims it, if it has one; agent/host-hooks.c says
+     * why). Returns the token for exec_back, which the exec calls if it failed (the thread is
+     * sampled again). Called whether or not the agent runs; errno is kept. */
+    int (*exec_prepare)(void);
+    void (*exec_back)(int token);
 };
 
 /* Which call a socket name is for (sockets.c). */

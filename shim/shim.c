@@ -497,6 +497,10 @@ shim_start_again(void)
 
 #define SHIM_QUICK_EXIT_MS 3000 /* how long _exit() waits for the sessions to end */
 
+/* PIPEPROF_TEST_QUICK_STOP_MS=N, tests only: that wait's bound (0: it gives up at once, as one
+ * that outlasted its bound on a loaded machine: the exec goes ahead while the agent samples). */
+static int shim_quick_stop_ms = SHIM_QUICK_EXIT_MS;
+
 /*
  * host/exit.c and host/exec.c: every session gets its rundown and end tag before an _exit or an
  * exec, within a bounded wait (a lock held by the exiting thread cannot hang the exit). Returns 1
@@ -513,7 +517,7 @@ shim_quick_stop(void)
         shim_own_code(1); /* the wait for the sessions' end is not the host's time */
         err = host_fds_library_here(ipc_server_wake_fd(s)) < 0
                       ? -ETIMEDOUT
-                      : ipc_server_stop_quick(s, SHIM_QUICK_EXIT_MS);
+                      : ipc_server_stop_quick(s, shim_quick_stop_ms);
         shim_own_code(0);
     }
     if (err == -ESRCH) {
@@ -657,6 +661,9 @@ shim_start(void)
                 "profiling needs: profiling is off in this process\n",
                 killed);
         return;
+    }
+    if (getenv("PIPEPROF_TEST_QUICK_STOP_MS") != NULL) {
+        shim_quick_stop_ms = atoi(getenv("PIPEPROF_TEST_QUICK_STOP_MS"));
     }
     shim_loading = 1;
     shim_start_again();

@@ -8,6 +8,8 @@ pp_add_script_test(cli-outputs cli-outputs.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-report-pidshare cli-report-pidshare.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-summary cli-record-summary.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-short cli-record-short.sh LABELS integration TIMEOUT 180)
+# record and collect name the signal that ended CMD
+pp_add_script_test(cli-killed cli-killed.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-listen cli-record-listen.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-child-calls cli-record-child-calls.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-commands cli-record-commands.sh LABELS integration slow TIMEOUT 180)

@@ -185,6 +185,14 @@ pp_add_host_contract(signals-timer signals timer)
 # 40 and 50 s at load 16. The timeout guards against a hang, not a speed.
 set_tests_properties(host-contract-signals-others host-contract-signals-rawsends
   host-contract-signals-timer PROPERTIES TIMEOUT 600)
+# an exec with SIGPROF blocked, of a program without the agent that then opens it (before: killed
+# by the agent's instance pending through the exec, every record run in CPU and wall mode), and
+# 20 forked children's execs while their agent samples them, the sessions' stop before the exec
+# given up at once (before: 2 of 20 children killed by SIGPROF in 2 of 3 wall runs)
+pp_add_host_contract(signals-execblocked signals execblocked)
+pp_add_host_contract(signals-execwhile signals execwhile)
+set_property(TEST host-contract-signals-execwhile APPEND PROPERTY ENVIRONMENT "HC_RECORD_CHILDREN=1"
+             "PIPEPROF_TEST_QUICK_STOP_MS=0")
 pp_add_host_contract(signals-offstack signals offstack)
 set_property(TEST host-contract-signals-offstack APPEND PROPERTY ENVIRONMENT "HC_EXPECT_LOST=1")
 pp_add_host_contract(eintr eintr)

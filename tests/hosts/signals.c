@@ -54,6 +54,16 @@
  *                     sigaltstack, as green-thread libraries may: the kernel reports that code
  *                     as on the alternate stack, the agent takes no sample there and says so
  *                     (host-contract.sh checks the recording's lost samples: HC_EXPECT_LOST)
+ *   signals execblocked  SIGPROF blocked, 300 ms of CPU, then an exec of itself without
+ *                     LD_PRELOAD (a program the agent is not in, as after a setuid exec or a
+ *                     cleared environment), which opens SIGPROF and says it lives. A signal of
+ *                     the agent's left pending for the blocked thread went through the exec
+ *                     and ended the new program by SIGPROF (its SIG_DFL) as it opened the mask
+ *   signals execwhile 20 forked children, each of which burns 30 ms of CPU with SIGPROF open
+ *                     and execs the same program: the exec while the agent samples the thread
+ *                     (with PIPEPROF_TEST_QUICK_STOP_MS=0 the sessions' stop before the exec gives
+ *                     up at once, as one that outlasted its bound on a loaded machine); each
+ *                     child's status
  */
 #include <errno.h>
 #include <pthread.h>
@@ -953,6 +963,72 @@ own_timer(void)
     return 0;
 }
 
+/* ms of this thread's CPU, then an exec of this program as `signals execblocked-then`,
+ * LD_PRELOAD left out of its environment. */
+static int
+exec_unprofiled(char **argv, int blocked, long ms)
+{
+    char *args[] = { argv[0], "execblocked-then", NULL };
+    char *env[512];
+    sigset_t prof;
+    size_t n = 0;
+
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    if (blocked) {
+        sigprocmask(SIG_BLOCK, &prof, NULL);
+    }
+    host_burn_us(ms * 1000);
+    for (char **e = environ; *e != NULL && n < sizeof(env) / sizeof(env[0]) - 1; e++) {
+        if (strncmp(*e, "LD_PRELOAD=", 11) != 0) {
+            env[n++] = *e;
+        }
+    }
+    env[n] = NULL;
+    if (blocked) {
+        printf("%s: exec with SIGPROF blocked\n", argv[1]);
+    }
+    execve(argv[0], args, env);
+    perror("execve");
+    return 1;
+}
+
+/* execwhile: 20 children that exec as exec_unprofiled() does, one at a time. */
+static int
+exec_children(char **argv)
+{
+    for (int i = 0; i < 20; i++) {
+        pid_t p;
+        int st;
+
+        fflush(stdout);
+        p = fork();
+        if (p == 0) {
+            _exit(exec_unprofiled(argv, 0, 30));
+        }
+        st = host_wait_child(p);
+        printf("child %d: %s %d\n", i, st >= 0 && WIFSIGNALED(st) ? "killed by signal" : "status",
+               st >= 0 && WIFSIGNALED(st) ? WTERMSIG(st)
+               : st >= 0                  ? WEXITSTATUS(st)
+                                          : st);
+    }
+    return 0;
+}
+
+/* The exec'd program: opens SIGPROF (a signal pending through the exec is taken now). */
+static int
+exec_unprofiled_then(void)
+{
+    sigset_t prof, old;
+
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    sigprocmask(SIG_UNBLOCK, &prof, &old);
+    printf("exec'd: SIGPROF was %s; opened, alive\n",
+           sigismember(&old, SIGPROF) ? "blocked" : "open");
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1001,11 +1077,20 @@ main(int argc, char **argv)
 
         return rc != 0 ? rc : raises(1);
     }
+    if (strcmp(how, "execblocked") == 0) {
+        return exec_unprofiled(argv, 1, 300);
+    }
+    if (strcmp(how, "execwhile") == 0) {
+        return exec_children(argv);
+    }
+    if (strcmp(how, "execblocked-then") == 0) {
+        return exec_unprofiled_then();
+    }
     if (strcmp(how, "restart") == 0 || strcmp(how, "norestart") == 0) {
         return pipe_reads(strcmp(how, "restart") == 0);
     }
     fprintf(stderr,
             "usage: signals handler|ignore|spawn|sleep|altstack|flags|offstack|onstack|smallstack|"
-            "raises|others|rawsends|timer|restart|norestart\n");
+            "raises|others|rawsends|timer|restart|norestart|execblocked|execwhile\n");
     return 2;
 }
