@@ -108,7 +108,14 @@ struct pp_profile {
     uint64_t perf_early; /* perf samples the agent left out as early by their thread's CPU clock
                             (perf's cpu-clock counts stolen time; their CPU went to each
                             thread's next sample): pipeprof AgentLosses events' PerfEarly */
-    void *priv;          /* builder state, owned by the profile */
+    /* Traces whose process ended before its rundown (killed), their frames named afterwards from
+     * the files of its modules (cli/names.c, by `record` or the loader): how many traces, their
+     * frames left to name, of those named by a symbol, and the first one's description (why the
+     * rest were not; owned, or NULL). */
+    unsigned names_traces;
+    uint64_t names_frames, names_named;
+    char *names_note;
+    void *priv; /* builder state, owned by the profile */
 };
 
 /*
