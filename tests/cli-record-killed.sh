@@ -8,7 +8,7 @@
 #     graceful exit's (within 3 points), the workload's functions by name, and record and report
 #     say the names came from files.
 #  2. Followed children killed with CMD (the whole process group, as Ctrl-C in a terminal or
-#     docker stop does): each child's trace is named the same way.
+#     docker stop does), in CPU and wall mode: each child's trace is named the same way.
 #  3. The binary replaced on disk after it was loaded (a rebuild): its frames stay unnamed
 #     (module!offset, never another binary's names) and record and report say why.
 #  4. `report` of a trace cut before its rundown that record did not name (the recording in the
@@ -99,30 +99,32 @@ done
 echo "ok   CMD killed by SIGTERM: its frames named from files as a graceful exit's (CPU and wall)"
 
 # 2. Followed children killed with CMD: the whole process group gets SIGTERM.
-d=$T/tree
-mkdir "$d"
-record_bg cpu "$d/t.nettrace" sh -c '"$1" 120 --until "$2" & "$1" 120 --until "$2"; wait' sh "$WORKLOAD" "$d/never"
-wait_until 60 "two workloads started" eval '[[ $(workload_pids "$cmd_pid" | wc -l) -ge 2 ]]'
-for p in $(workload_pids "$cmd_pid"); do
-  read -r cpu waited < <(wait_cpu "$p" 1 60)
+for mode in cpu wall; do
+  d=$T/tree-$mode
+  mkdir "$d"
+  record_bg "$mode" "$d/t.nettrace" sh -c '"$1" 120 --until "$2" & "$1" 120 --until "$2"; wait' sh "$WORKLOAD" "$d/never"
+  wait_until 60 "$mode: two workloads started" eval '[[ $(workload_pids "$cmd_pid" | wc -l) -ge 2 ]]'
+  for p in $(workload_pids "$cmd_pid"); do
+    read -r cpu waited < <(wait_cpu "$p" 1 60)
+  done
+  kill -TERM -- "-$cmd_pid"
+  set +e
+  wait "$rp"
+  set -e
+  children=("$d"/t.[0-9]*.nettrace)
+  [[ ${#children[@]} -ge 2 && -f ${children[0]} ]] ||
+    { cat "$d/t.nettrace.err" >&2; fail "$mode tree: ${#children[@]} child traces, want 2 (the workloads)"; }
+  for f in "${children[@]}"; do
+    share=$(named "$f")
+    note "$mode tree: $(basename "$f"): $share% named"
+    at_least "$share" 97 || fail "$mode tree: child trace $(basename "$f"): $share% of frames named"
+    "$PIPEPROF" report "$f" 2>/dev/null | grep -q '^names from files' ||
+      fail "$mode tree: the report of $(basename "$f") does not say its names came from files"
+  done
+  grep -q "frames of cut traces named from files" "$d/t.nettrace.err" ||
+    { cat "$d/t.nettrace.err" >&2; fail "$mode tree: the summary does not count the frames named from files"; }
 done
-kill -TERM -- "-$cmd_pid"
-set +e
-wait "$rp"
-set -e
-children=("$d"/t.[0-9]*.nettrace)
-[[ ${#children[@]} -ge 2 && -f ${children[0]} ]] ||
-  { cat "$d/t.nettrace.err" >&2; fail "tree: ${#children[@]} child traces, want 2 (the workloads)"; }
-for f in "${children[@]}"; do
-  share=$(named "$f")
-  note "tree: $(basename "$f"): $share% named"
-  at_least "$share" 97 || fail "tree: child trace $(basename "$f"): $share% of frames named"
-  "$PIPEPROF" report "$f" 2>/dev/null | grep -q '^names from files' ||
-    fail "tree: the report of $(basename "$f") does not say its names came from files"
-done
-grep -q "frames of cut traces named from files" "$d/t.nettrace.err" ||
-  { cat "$d/t.nettrace.err" >&2; fail "tree: the summary does not count the frames named from files"; }
-echo "ok   followed children killed with CMD: their frames named from files"
+echo "ok   followed children killed with CMD: their frames named from files (CPU and wall)"
 
 # 3. The recorded binary replaced on disk (as a rebuild does) while it ran: not named from the
 # new file, and said.
