@@ -616,7 +616,8 @@ pp_names_name(struct pp_names *n, struct pp_names_module *m, const struct pp_nam
                                sym_entry_name(m->table, s, n->cxx));
     }
     /* A stripped library's internal function: by its module and its address in the ELF file,
-     * its whole function's where the unwind tables give it, as the agent's rundown does. */
+     * its whole function's where the unwind tables give it, as the agent's rundown does (the
+     * file is the one loaded: pp_names_check). */
     st->unnamed[PP_NAMES_NO_SYMBOL] += a->frames;
     if (m->path[0] == '/' &&
         sym_fde_range_file(m->path, m->build_id, m->build_id_len, vaddr, &start, &end) == 0) {

@@ -258,12 +258,13 @@ sym_fde_range_file(const char *path, const uint8_t *want, size_t want_len, uint6
     struct sym_map m;
     int err = -ENOENT;
 
-    if (want_len == 0 || sym_map_open(path, &m) != 0) {
+    if (sym_map_open(path, &m) != 0) {
         return -ENOENT;
     }
     eh = sym_map_ehdr(&m);
     if (eh == NULL || sym_map_id(&m, &id) != 0 || id.eh_frame_hdr == 0 ||
-        id.build_id_len != want_len || memcmp(id.build_id, want, want_len) != 0) {
+        (want_len > 0 &&
+         (id.build_id_len != want_len || memcmp(id.build_id, want, want_len) != 0))) {
         goto out;
     }
     /* The loadable segment that holds .eh_frame_hdr (and, as every linker lays them out, its

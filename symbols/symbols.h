@@ -122,7 +122,9 @@ PP_MUST_USE int sym_image_id_read(const void *image, struct sym_file_id *out);
 /*
  * The function that the ELF virtual address addr lies in, from the .eh_frame_hdr search table of
  * the file at path (a stripped library's function without a symbol): [*start, *end) in ELF
- * virtual addresses. Only when the file's build-id is want (want_len > 0). Returns 0 or -ENOENT.
+ * virtual addresses. Only when the file's build-id is want; want_len 0: the caller has checked
+ * that the file is the one it means (cli/names.c: no build-id, the same load span, unmodified).
+ * Returns 0 or -ENOENT.
  */
 PP_MUST_USE int sym_fde_range_file(const char *path, const uint8_t *want, size_t want_len,
                                    uint64_t addr, uint64_t *start, uint64_t *end);

@@ -16,7 +16,8 @@
 #     recording with its rundown taken away (tests/tools/strip-rundown.c) converts to the same
 #     folded stacks, names included, as with it.
 #  5. A binary without a build-id: named while its file is unmodified, refused once modified
-#     after the recording began (no build-id to tell it from another).
+#     after the recording began (no build-id to tell it from another); stripped too, its
+#     functions named by their unwind tables' ranges as the agent names them.
 source "$(dirname "$0")/ipc-lib.sh"
 run_env=("${RECORD_ENV[@]}") # a sanitizer build's runtime first (tests/ipc-lib.sh)
 WORKLOAD=$B/samples/pp-sample-workload
@@ -179,4 +180,17 @@ for touched in 0 1; do
       fail "no build-id, unmodified: pp_workload_fn_a not named"
   fi
 done
-echo "ok   a binary without a build-id: named while unmodified, not once modified after the start"
+# Stripped as well: its functions are known by the unwind tables only (module!0x<start>); the
+# file's, read without a build-id to check, must give the agent's ranges.
+d=$T/stripped
+mkdir "$d"
+strip --strip-all -R .note.gnu.build-id -o "$d/pp-sample-workload" "$WORKLOAD"
+"${run_env[@]}" "$PIPEPROF" record --mode cpu --hz 199 -o "$d/ok.nettrace" -- \
+  "$d/pp-sample-workload" 120 --cpu 0.5 >/dev/null 2>"$d/ok.err" || { cat "$d/ok.err" >&2; fail "stripped: record failed"; }
+"$B/tests/strip-rundown" "$d/ok.nettrace" "$d/stripped.nettrace" >/dev/null
+"$PIPEPROF" convert --format folded -o "$d/ok.folded" "$d/ok.nettrace" 2>/dev/null
+"$PIPEPROF" convert --format folded -o "$d/stripped.folded" "$d/stripped.nettrace" 2>/dev/null
+grep -q 'pp-sample-workload!0x' "$d/ok.folded" || fail "stripped: no pp-sample-workload!0x... frame in the agent's names"
+diff -u "$d/ok.folded" "$d/stripped.folded" >&2 ||
+  fail "stripped, no build-id: names from the file's unwind tables differ from the agent's"
+echo "ok   a binary without a build-id: named while unmodified, not once modified after the start; stripped, by its unwind tables as the agent names it"
