@@ -251,7 +251,7 @@ out:
 static void
 ag_module_free(struct ag_module *m)
 {
-    ag_symtab_free(m->symtab);
+    sym_table_free(m->symtab);
     ag_cfi_table_free(m->cfi);
     free(m->exec);
     free(m->name);
@@ -663,138 +663,28 @@ ag_module_find(uint64_t pc, struct ag_module_info *out)
 }
 
 /*
- * The function that pc lies in, from the unwind tables of a module without a symbol for it (a
- * stripped library): the .eh_frame_hdr search table sorts every FDE by its function's start, and
- * the FDE gives the length. Only the encodings every x86_64 and arm64 toolchain writes are read
- * (version 1, a udata4 count, a datarel sdata4 table, FDEs with 32-bit length and pcrel sdata4
- * addresses). Without it a stripped library's hot function was one row per instruction address.
- * h is the table's bytes, at runtime address h_addr; every read stays within [lo, hi) (the
- * mapped image, or the part of the module's file read). 0 with [*start, *end), or -ENOENT.
- */
-static int
-ag_fde_range(const uint8_t *h, uint64_t h_addr, const uint8_t *lo, const uint8_t *hi, uint64_t pc,
-             uint64_t *start, uint64_t *end)
-{
-    uint32_t count, fde_len;
-    int32_t loc, fde_off, range;
-    const uint8_t *fde;
-    size_t first = 0, last;
-
-    if (h < lo || hi - h < 12 || h[0] != 1 || h[2] != 0x03 || h[3] != 0x3b ||
-        ((h[1] & 0x0f) != 0x0b && (h[1] & 0x0f) != 0x03)) {
-        return -ENOENT;
-    }
-    memcpy(&count, h + 8, sizeof(count));
-    if ((size_t)(hi - h - 12) / 8 < count) {
-        return -ENOENT; /* the table runs past what can be read */
-    }
-    last = count;
-    while (first < last) { /* the first entry whose start is above pc */
-        size_t mid = first + (last - first) / 2;
-
-        memcpy(&loc, h + 12 + 8 * mid, sizeof(loc));
-        if (h_addr + (uint64_t)(int64_t)loc <= pc) {
-            first = mid + 1;
-        } else {
-            last = mid;
-        }
-    }
-    if (first == 0) {
-        return -ENOENT;
-    }
-    memcpy(&loc, h + 12 + 8 * (first - 1), sizeof(loc));
-    memcpy(&fde_off, h + 12 + 8 * (first - 1) + 4, sizeof(fde_off));
-    if ((fde_off < 0 && (size_t)(h - lo) < (size_t) - (int64_t)fde_off) ||
-        (fde_off >= 0 && (size_t)(hi - h) < (size_t)fde_off + 16u)) {
-        return -ENOENT;
-    }
-    fde = h + fde_off;
-    if (hi - fde < 16) {
-        return -ENOENT;
-    }
-    memcpy(&fde_len, fde, sizeof(fde_len));
-    if (fde_len == 0xffffffffu || fde_len < 12) {
-        return -ENOENT;
-    }
-    memcpy(&range, fde + 12, sizeof(range)); /* length, CIE pointer, pc_begin, pc_range */
-    *start = h_addr + (uint64_t)(int64_t)loc;
-    *end = *start + (uint64_t)(uint32_t)range;
-    return pc < *end ? 0 : -ENOENT;
-}
-
-/*
- * ag_fde_range() of a gone module (its image unmapped), from its file: the loadable segment that
- * held its .eh_frame_hdr (and, as every linker lays them out, its .eh_frame), read from disk.
- * Only when the file's build-id is the module's (a library replaced on disk since is not read).
- * A gone stripped library's frames were named by their pc's offset, one row per address
+ * sym_fde_range() of a gone module (its image unmapped), from its file (sym_fde_range_file): only
+ * when the file's build-id is the module's (a library replaced on disk since is not read). A gone
+ * stripped library's frames were named by their pc's offset, one row per address
  * (libhostfxr.so!0x1ff12): now by their function's start, as when it was mapped.
  */
 static int
 ag_fde_range_file(const struct ag_module *m, uint64_t pc, uint64_t *start, uint64_t *end)
 {
-    const uint8_t *map = MAP_FAILED;
-    const ElfW(Ehdr) * eh;
-    uint64_t v = m->eh_frame_hdr - m->base;
-    struct ag_module file_id;
-    struct stat st;
-    size_t size = 0;
-    int fd, err = -ENOENT;
+    int err;
 
     if (m->eh_frame_hdr == 0 || m->is_vdso || m->mapped_file || m->build_id_len == 0) {
         return -ENOENT;
     }
-    fd = open(m->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return -ENOENT;
+    err = sym_fde_range_file(m->path, m->build_id, m->build_id_len, pc - m->base, start, end);
+    if (err == 0) {
+        *start += m->base;
+        *end += m->base;
     }
-    if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(ElfW(Ehdr))) {
-        size = (size_t)st.st_size;
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    }
-    close(fd);
-    if (map == MAP_FAILED) {
-        return -ENOENT;
-    }
-    eh = (const ElfW(Ehdr) *)(const void *)map;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phentsize != sizeof(ElfW(Phdr)) ||
-        eh->e_phoff > size || (size - eh->e_phoff) / sizeof(ElfW(Phdr)) < eh->e_phnum) {
-        goto out;
-    }
-    memset(&file_id, 0, sizeof(file_id));
-    for (size_t i = 0; i < eh->e_phnum; i++) {
-        ElfW(Phdr) ph;
-
-        memcpy(&ph, map + eh->e_phoff + i * sizeof(ph), sizeof(ph));
-        if (ph.p_type == PT_NOTE && file_id.build_id_len == 0 && ph.p_offset <= size &&
-            size - ph.p_offset >= ph.p_filesz) {
-            ph.p_memsz = ph.p_filesz;
-            ph.p_vaddr = ph.p_offset; /* read from the file's bytes */
-            ag_modules_read_build_id(&file_id, &ph, (uint64_t)(uintptr_t)map);
-        }
-    }
-    if (file_id.build_id_len != m->build_id_len ||
-        memcmp(file_id.build_id, m->build_id, m->build_id_len) != 0) {
-        goto out;
-    }
-    for (size_t i = 0; i < eh->e_phnum; i++) {
-        ElfW(Phdr) ph;
-
-        memcpy(&ph, map + eh->e_phoff + i * sizeof(ph), sizeof(ph));
-        if (ph.p_type == PT_LOAD && v >= ph.p_vaddr && v - ph.p_vaddr < ph.p_filesz &&
-            ph.p_offset <= size && size - ph.p_offset >= ph.p_filesz) {
-            const uint8_t *seg = map + ph.p_offset;
-
-            err = ag_fde_range(seg + (v - ph.p_vaddr), m->eh_frame_hdr, seg, seg + ph.p_filesz, pc,
-                               start, end);
-            break;
-        }
-    }
-out:
-    munmap((void *)(uintptr_t)map, size);
     return err;
 }
 
-/* ag_fde_range() of m: its mapped image while it is live, else its file. */
+/* sym_fde_range() of m: its mapped image while it is live, else its file. */
 static int
 ag_modules_fde_range(const struct ag_module *m, uint64_t pc, uint64_t *start, uint64_t *end)
 {
@@ -806,8 +696,28 @@ ag_modules_fde_range(const struct ag_module *m, uint64_t pc, uint64_t *start, ui
     if (!m->live) {
         return ag_fde_range_file(m, pc, start, end);
     }
-    return ag_fde_range(h, m->eh_frame_hdr, (const uint8_t *)(uintptr_t)m->lo,
-                        (const uint8_t *)(uintptr_t)m->hi, pc, start, end);
+    return sym_fde_range(h, m->eh_frame_hdr, (const uint8_t *)(uintptr_t)m->lo,
+                         (const uint8_t *)(uintptr_t)m->hi, pc, start, end);
+}
+
+/* symbols/'s way to libelf and libstdc++: host/dl.c's loader calls (never dlopen by name: a
+ * fork during one would leave the child's loader locked, host/dl.c), and host/fds.c's bracket of
+ * the fds the loader opens and its trust of libelf's own calls (elf_begin checks its fd with
+ * fcntl(F_GETFD), which host/fds.c fails with EBADF for a library fd when the caller is not the
+ * library: the drain at a host's exit runs on the host's thread). */
+static const struct sym_loader ag_symtab_loader = {
+    host_loader_open, host_loader_close, host_fds_hold, host_fds_release, host_fds_trust,
+};
+
+void
+ag_symtab_prepare(void)
+{
+    sym_set_loader(&ag_symtab_loader);
+    /* The dlopen of libelf, or a wait for the manager's: marked as the module lock's holder in a
+     * loader call, for a fork's prepare handler (agent.c) */
+    atomic_fetch_add_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
+    (void)sym_prepare(); /* without libelf, sym_table_load() says -ENOTSUP */
+    atomic_fetch_sub_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
 }
 
 int
@@ -820,7 +730,7 @@ int
 ag_symbolize_at(uint64_t pc, uint64_t ts, struct ag_symbol *out)
 {
     struct ag_module *m;
-    struct ag_sym *s;
+    struct sym_entry *s;
     int err = -ESRCH;
 
     memset(out, 0, sizeof(*out));
@@ -838,9 +748,16 @@ ag_symbolize_at(uint64_t pc, uint64_t ts, struct ag_symbol *out)
         goto out; /* no ELF symbols or unwind tables to read: -ESRCH, named by offset */
     }
     if (m->symtab == NULL && m->symtab_err == 0) {
-        m->symtab_err = ag_symtab_load(m, &m->symtab);
+        struct sym_object o = { m->path, NULL, 0, m->build_id, m->build_id_len };
+
+        if (m->is_vdso) {
+            o.image = (const void *)(uintptr_t)m->lo;
+            o.image_size = (size_t)(m->hi - m->lo);
+        }
+        ag_symtab_prepare();
+        m->symtab_err = sym_table_load(&o, &m->symtab);
     }
-    s = m->symtab != NULL ? ag_symtab_lookup(m->symtab, pc - m->base) : NULL;
+    s = m->symtab != NULL ? sym_table_lookup(m->symtab, pc - m->base) : NULL;
     if (s == NULL) {
         uint64_t start, end;
 
@@ -851,12 +768,9 @@ ag_symbolize_at(uint64_t pc, uint64_t ts, struct ag_symbol *out)
         }
         goto out;
     }
-    if (!s->demangle_done) { /* cached under the mutex */
-        s->demangled = ag_demangle(m->symtab->strings + s->name_off);
-        s->demangle_done = 1;
-    }
     out->raw_name = m->symtab->strings + s->name_off;
-    out->name = s->demangled != NULL ? s->demangled : out->raw_name;
+    /* demangled once, cached under the mutex; C++ by the process's own libstdc++, if loaded */
+    out->name = sym_entry_name(m->symtab, s, 1);
     out->start = m->base + s->addr;
     if (out->start == ag_kernel_pc() || out->start == ag_kernel_unplaced_pc()) {
         /* the markers of CPU time in the kernel, as perf names it, in a module of their own

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent/symbols-internal.h - private state of the module list, symbol tables and demangler
- * (agent/modules.c, agent/symtab.c, agent/demangle.c; the signal-safe module lookup lives in
- * agent/sig-cfi.c). The public API is in agent/agent.h. Context: everything here except the
- * ag_sig_* functions runs outside signal context, under ag_modules_mutex where stated; the
+ * agent/symbols-internal.h - private state of the module list and its symbol tables
+ * (agent/modules.c, on symbols/symbols.h's tables and demangler; the signal-safe module lookup
+ * lives in agent/sig-cfi.c). The public API is in agent/agent.h. Context: everything here except
+ * the ag_sig_* functions runs outside signal context, under ag_modules_mutex where stated; the
  * snapshot is the only structure a signal handler reads, and it is immutable once published.
  */
 #ifndef AG_SYMBOLS_INTERNAL_H
@@ -17,10 +17,9 @@
 #include "agent/agent.h"
 #include "agent/cfi.h"
 #include "common/compiler.h"
+#include "symbols/symbols.h"
 
-#define AG_BUILD_ID_MAX 64
-
-struct ag_symtab; /* agent/symtab.c */
+#define AG_BUILD_ID_MAX SYM_BUILD_ID_MAX
 
 /*
  * One loaded module (one dl_iterate_phdr entry at one load address). Owned by modules.c and
@@ -52,7 +51,7 @@ struct ag_module {
     uint64_t gone_seq;        /* mutex: 1, 2, ... in the order modules went; 0 while live */
     int seen;                 /* mutex: scratch for one refresh */
     int symtab_err;           /* mutex: 0 until a load failed, then its error */
-    struct ag_symtab *symtab; /* mutex: loaded on the first ag_symbolize() in this module */
+    struct sym_table *symtab; /* mutex: loaded on the first ag_symbolize() in this module */
 };
 
 /* One executable range of a live module, as a signal handler sees it. */
@@ -107,61 +106,15 @@ extern _Atomic int ag_modules_in_loader;
  * Context: the child's fork handler, with the mutex made anew. */
 void ag_modules_forked_child_untrusted(void);
 
-/* --- symtab.c --- */
-
-/* One function symbol; addr is the ELF virtual address (runtime address - load bias). */
-struct ag_sym {
-    uint64_t addr;
-    uint64_t size;     /* filled from the next symbol when the ELF size was 0 */
-    uint32_t name_off; /* into ag_symtab.strings */
-    uint8_t size_filled;
-    uint8_t rank;    /* alias preference at one address: lower wins (global, weak, local) */
-    char *demangled; /* cached ag_demangle() result, or NULL until asked / when raw */
-    uint8_t demangle_done;
-};
-
-struct ag_symtab {
-    struct ag_sym *syms; /* sorted by addr, one per address */
-    size_t n;
-    char *strings;
-    size_t strings_len;
-    char *source;    /* the file the symbols came from (the module or its debug file) */
-    int from_dynsym; /* 1 when only .dynsym was available */
-};
+/* --- symbols (symbols/symbols.h: the symbol tables and the demangler, shared with the CLI) --- */
 
 /*
- * Loads the function symbols of module m: its .symtab; else the .symtab of a separate debug
- * file found by build-id (<root>/.build-id/xx/rest.debug) or .gnu_debuglink (the module's
- * directory, its .debug/ subdirectory, <root>/<directory>); else its .dynsym.
- * Returns 0, -ENOENT (no symbols anywhere), -EBADMSG, -ENOMEM or another negative errno.
- * Ownership: caller owns *out; release with ag_symtab_free(). Context: not signal-safe.
+ * Gives the symbols library the agent's loader (host/dl.c's calls, the fd bracket of host/fds.c)
+ * and maps libelf (and its libz) now, once: see ag_manager_main() for why a session does it early
+ * rather than at its first symbol. Marked as the module lock's holder in a loader call while it
+ * runs, for a fork's prepare handler (agent.c). Context: not signal-safe; any thread.
  */
-PP_MUST_USE int ag_symtab_load(const struct ag_module *m, struct ag_symtab **out);
-/* Maps libelf (and its libz) now, once: see ag_manager_main() for why a session does it early
- * rather than at its first symbol. Context: not signal-safe; any thread. */
 void ag_symtab_prepare(void);
-
-/* Finds the symbol covering the ELF virtual address addr, or NULL. */
-struct ag_sym *ag_symtab_lookup(struct ag_symtab *t, uint64_t addr);
-
-/* Releases t. Accepts NULL. */
-void ag_symtab_free(struct ag_symtab *t);
-
-/*
- * Sets the root of the system debug directory ("/usr/lib/debug" by default; NULL restores it).
- * For tests. Context: before any symbol load, or under ag_modules_mutex.
- */
-void ag_symtab_set_debug_root(const char *root);
-
-/* --- demangle.c --- */
-
-/*
- * Demangles a C++ (Itanium, through the process's __cxa_demangle when libstdc++ is loaded),
- * Rust legacy or Rust v0 symbol. Returns a malloc'd string, or NULL when raw is not mangled,
- * the demangler is unavailable or the name is malformed (then callers keep the raw name).
- * Ownership: caller frees the result. Context: not signal-safe.
- */
-char *ag_demangle(const char *raw);
 
 /*
  * ag_modules_refresh() without building the CFI tables of new modules: start-up stays short

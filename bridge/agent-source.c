@@ -58,6 +58,8 @@ enum bridge_pipeprof_event {
     BRIDGE_EV_SAMPLING = 6,
     /* 7 and 8 are the EventCounters' (bridge/counters.c) */
     BRIDGE_EV_AGENT_LOSSES = 9,
+    /* 10 is `record`'s NamesFromFiles, after the rundown it writes for a killed process
+     * (cli/names.c) */
 };
 
 static const struct nt_field bridge_thread_start_fields[] = {
@@ -819,26 +821,7 @@ static int
 bridge_write_payload(struct nt_writer *w, const struct nt_event_desc *desc, uint64_t tid,
                      uint64_t ts, const struct nt_payload *p)
 {
-    struct nt_event ev;
-    uint32_t meta;
-    int err;
-
-    if (p->err != 0) {
-        return p->err;
-    }
-    err = nt_writer_define(w, desc, &meta);
-    if (err != 0) {
-        return err;
-    }
-    memset(&ev, 0, sizeof(ev));
-    ev.metadata_id = meta;
-    ev.thread_id = tid;
-    ev.capture_thread_id = bridge_source.capture_tid;
-    ev.processor = 0xFFFFFFFFu;
-    ev.timestamp = ts;
-    ev.payload = p->buf;
-    ev.payload_size = (uint32_t)p->len;
-    return nt_writer_write(w, &ev);
+    return nt_writer_write_payload(w, desc, tid, bridge_source.capture_tid, ts, p);
 }
 
 struct bridge_module_ctx {

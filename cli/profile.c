@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/names.h"
 #include "common/grow.h"
 #include "nettrace/format.h"
 #include "nettrace/nettrace.h"
@@ -96,6 +97,8 @@ struct pp_loader {
     size_t *epoch_first; /* methods sorted: epoch e's are [epoch_first[e], epoch_first[e + 1]) */
     struct pp_loaders *all;
     size_t index;
+    struct pp_names *names; /* the trace's addresses and modules, to name what it left unnamed */
+    int names_given;        /* the trace says its frames were named from files (record did) */
 };
 
 /* Every trace's loader, and the tags beyond the traces' own (several traces: index + 1). */
@@ -192,12 +195,40 @@ pp_add_module(struct pp_loader *pv, uint64_t id, uint64_t base, uint64_t size, c
     return 0;
 }
 
+/* Adds a method range of the trace's order and current epoch; ns and name are taken (freed on
+ * failure too). Returns 0 or -ENOMEM. */
+static int
+pp_push_method(struct pp_loader *pv, uint64_t start, uint64_t size, uint64_t module_id, char *ns,
+               char *name)
+{
+    struct pp_method *m;
+    int err = ns != NULL && name != NULL ? 0 : -ENOMEM;
+
+    if (err == 0) {
+        err = pp_grow_array((void **)&pv->methods, &pv->method_cap, pv->method_count + 1,
+                            sizeof(*pv->methods));
+    }
+    if (err != 0) {
+        free(ns);
+        free(name);
+        return err;
+    }
+    m = &pv->methods[pv->method_count++];
+    m->module_id = module_id;
+    m->seq = pv->method_count - 1;
+    m->epoch = (uint32_t)(pv->rundown_count - (size_t)pv->rundown_open);
+    m->start = start;
+    m->size = size;
+    m->ns = ns;
+    m->name = name;
+    return 0;
+}
+
 /* MethodLoadVerbose (143) / MethodDCEndVerbose (144): see the class comment in cli/profile.h. */
 static int
 pp_add_method(struct pp_loader *pv, const uint8_t *p, uint32_t size)
 {
-    struct pp_method *m;
-    char *ns = NULL, *name = NULL, *sig = NULL;
+    char *ns = NULL, *name = NULL, *sig = NULL, *full = NULL;
     const char *paren;
     uint32_t pos = 36;
     size_t need;
@@ -212,28 +243,14 @@ pp_add_method(struct pp_loader *pv, const uint8_t *p, uint32_t size)
     if (sig == NULL || pp_le32(p + 24) == 0) {
         goto out;
     }
-    err = pp_grow_array((void **)&pv->methods, &pv->method_cap, pv->method_count + 1,
-                        sizeof(*pv->methods));
-    if (err != 0) {
-        goto out;
-    }
-    m = &pv->methods[pv->method_count];
-    m->module_id = pp_le64(p + 8);
-    m->seq = pv->method_count;
-    m->epoch = (uint32_t)(pv->rundown_count - (size_t)pv->rundown_open);
-    m->start = pp_le64(p + 16);
-    m->size = pp_le32(p + 24);
     paren = strchr(sig, '(');
     need = strlen(name) + (paren != NULL ? strlen(paren) : 0) + 1;
-    m->name = malloc(need);
-    if (m->name == NULL) {
-        err = -ENOMEM;
-        goto out;
+    full = malloc(need);
+    if (full != NULL) {
+        snprintf(full, need, "%s%s", name, paren != NULL ? paren : "");
     }
-    snprintf(m->name, need, "%s%s", name, paren != NULL ? paren : "");
-    m->ns = ns;
+    err = pp_push_method(pv, pp_le64(p + 16), pp_le32(p + 24), pp_le64(p + 8), ns, full);
     ns = NULL;
-    pv->method_count++;
 out:
     free(ns);
     free(name);
@@ -408,6 +425,24 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
         if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) == 0 &&
             f.found[0]) {
             ld->p->lost_samples += f.got[0].u;
+        }
+        return 0;
+    }
+    if (strcmp(ev->desc->name, PP_NAMES_EVENT) == 0) {
+        /* record named a killed process's frames from its modules' files (cli/names.c) */
+        f.want[0] = "Frames";
+        f.want[1] = "Named";
+        f.want[2] = "Description";
+        if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) != 0 ||
+            !f.found[0] || !f.found[1] || !f.found[2]) {
+            return 0;
+        }
+        ld->names_given = 1;
+        ld->p->names_traces++;
+        ld->p->names_frames += f.got[0].u;
+        ld->p->names_named += f.got[1].u;
+        if (ld->p->names_note == NULL && (ld->p->names_note = pp_value_string(&f.got[2])) == NULL) {
+            return -ENOMEM;
         }
         return 0;
     }
@@ -778,6 +813,64 @@ pp_loader_name(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *r
     return pp_loader_name_from(ctx, 0, ip, caller, buf, len, resolved);
 }
 
+/* One range pp_names_resolve() named, as a method of the rundown pp_loader_file_names() adds. */
+static int
+pp_loader_file_name(void *ctx, uint64_t start, uint64_t size, uint64_t module_id,
+                    const char *module, const char *name)
+{
+    struct pp_loader *ld = ctx;
+    int err;
+
+    if (pp_module_by_id(ld, module_id) == NULL &&
+        (err = pp_add_module(ld, module_id, 0, 0, module)) != 0) {
+        return err;
+    }
+    return pp_push_method(ld, start, size, module_id, strdup(""), strdup(name));
+}
+
+/*
+ * A trace whose process ended before its rundown (killed: `dotnet-trace collect` of a pipeprof
+ * process, or a `record` of an older pipeprof, or a PIPEPROF_OUTPUT file's last 250 ms) leaves
+ * frames unnamed: they are named from the files its ModuleLoad events point to, as one more
+ * rundown at its end, and stderr says so. Not when record did it already (names_given).
+ */
+static int
+pp_loader_file_names(struct pp_loader *ld, const char *path)
+{
+    struct pp_names_stats st;
+    char line[1024];
+    int err;
+
+    if (ld->names == NULL || ld->names_given || !pp_names_wanted(ld->names)) {
+        return 0;
+    }
+    err = pp_names_resolve(ld->names, &st);
+    if (err <= 0) {
+        return err;
+    }
+    err = pp_on_rundown_bound(ld, 0);
+    if (err == 0) {
+        err = pp_names_foreach(ld->names, pp_loader_file_name, ld);
+    }
+    if (err == 0) {
+        err = pp_on_rundown_bound(ld, 1);
+    }
+    if (err != 0) {
+        return err;
+    }
+    pp_names_describe(&st, line, sizeof(line));
+    fprintf(stderr,
+            "pipeprof: %s: its process ended before its rundown; names read from files now: %s\n",
+            path, line);
+    ld->p->names_traces++;
+    ld->p->names_frames += st.frames;
+    ld->p->names_named += st.named;
+    if (ld->p->names_note == NULL && (ld->p->names_note = strdup(line)) == NULL) {
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 static void
 pp_loader_fini(struct pp_loader *ld)
 {
@@ -801,6 +894,7 @@ pp_loader_fini(struct pp_loader *ld)
     free(ld->epoch_first);
     free(ld->process_name);
     free(ld->scratch);
+    pp_names_free(ld->names);
 }
 
 static ssize_t
@@ -878,6 +972,12 @@ pp_load_trace(struct pp_loader *ld, const char *path, const struct pp_load_filte
         goto reader_error;
     }
     info = nt_reader_info(r);
+    err = pp_names_new(&ld->names);
+    if (err != 0) {
+        snprintf(err_msg, errlen, "out of memory");
+        goto out;
+    }
+    pp_names_set_start(ld->names, info);
     tps = info->ticks_per_second != 0 ? info->ticks_per_second : 1000000000ULL;
     ld->process_id = info->process_id;
     ld->instance = 1;
@@ -911,6 +1011,10 @@ pp_load_trace(struct pp_loader *ld, const char *path, const struct pp_load_filte
             continue;
         }
         prov = ev.desc->provider;
+        if ((err = pp_names_event(ld->names, &ev)) != 0) {
+            snprintf(err_msg, errlen, "%s: %s", path, strerror(-err));
+            goto out;
+        }
         if (ev.desc->event_id == 0 && strcmp(prov, PP_PROVIDER_SAMPLE_PROFILER) == 0) {
             if (ev.timestamp >= start_ticks && ev.timestamp <= end_ticks) {
                 waiting |= ev.payload_size >= 4 && pp_le32(ev.payload) != NT_SAMPLE_MANAGED &&
@@ -954,7 +1058,10 @@ finish:
         snprintf(err_msg, errlen, "out of memory");
         goto out;
     }
-    err = pp_methods_sort(ld);
+    err = pp_loader_file_names(ld, path);
+    if (err == 0) {
+        err = pp_methods_sort(ld);
+    }
     if (err != 0) {
         snprintf(err_msg, errlen, "out of memory");
     }

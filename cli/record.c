@@ -34,6 +34,7 @@
 
 #include "cli/cli.h"
 #include "cli/diag.h"
+#include "cli/names.h"
 #include "cli/output.h"
 #include "cli/profile.h"
 #include "common/grow.h"
@@ -124,11 +125,12 @@ struct pp_record {
     _Atomic int abort; /* the stream threads give up */
     struct pp_image **images;
     size_t image_count, image_cap;
-    uint64_t skipped;     /* processes resumed but not recorded (stopping, or too many) */
-    uint64_t refused;     /* connections from outside the tree */
-    uint64_t failed;      /* processes whose session or resume failed while they lived */
-    uint64_t incomplete;  /* processes other than CMD whose trace was cut */
-    struct rlimit nofile; /* the fd limit CMD inherits (ours is raised) */
+    uint64_t skipped;    /* processes resumed but not recorded (stopping, or too many) */
+    uint64_t refused;    /* connections from outside the tree */
+    uint64_t failed;     /* processes whose session or resume failed while they lived */
+    uint64_t incomplete; /* processes other than CMD whose trace was cut */
+    uint64_t names_frames, names_named; /* cut traces' frames to name, and named from files */
+    struct rlimit nofile;               /* the fd limit CMD inherits (ours is raised) */
     pthread_mutex_t tid_lock;
     uint64_t *tids; /* open-addressing set of thread ids seen (0 = empty) */
     size_t tid_count;
@@ -142,10 +144,13 @@ struct pp_record {
  * Joins the segment traces of one process (an image per exec) into `out`: every event of each,
  * in order, through the nettrace reader and writer, with the first segment's header. Timestamps
  * are the agent's monotonic clock in every segment, so they stay comparable. A segment that ends
- * early (cut) contributes what it holds. Returns 0 or a negative errno.
+ * early (cut) contributes what it holds. names (NULL: none) takes every event: a cut trace's
+ * process never wrote its rundown, so the frames it left unnamed are named from its modules'
+ * files at the end (cli/names.h), what that did in *st. Returns 0 or a negative errno.
  */
 static int
-pp_record_join(const char *const *in, int n, int ofd)
+pp_record_join(const char *const *in, int n, int ofd, struct pp_names *names,
+               struct pp_names_stats *st)
 {
     struct nt_writer *w = NULL;
     struct nt_sink sink;
@@ -174,6 +179,9 @@ pp_record_join(const char *const *in, int n, int ofd)
             o.sampling_interval_ns = info->expected_cpu_sampling_rate;
             o.sync_time_ticks = info->sync_time_ticks;
             err = nt_writer_new(&o, &sink, &w);
+            if (names != NULL) {
+                pp_names_set_start(names, info);
+            }
         }
         while (err == 0 && (err = nt_reader_next(r, &ev)) == 1) {
             uint32_t meta;
@@ -187,6 +195,9 @@ pp_record_join(const char *const *in, int n, int ofd)
                 ev.metadata_id = meta;
                 err = nt_writer_write(w, &ev);
             }
+            if (err == 0 && names != NULL) {
+                err = pp_names_event(names, &ev);
+            }
         }
         if (err == -EBADMSG && r != NULL) {
             struct nt_reader_error re;
@@ -197,6 +208,10 @@ pp_record_join(const char *const *in, int n, int ofd)
         nt_reader_free(r);
         close(fd);
     }
+    if (err == 0 && w != NULL && names != NULL && pp_names_wanted(names)) {
+        err = pp_names_resolve(names, st);
+        err = err > 0 ? pp_names_write(names, st, w) : err;
+    }
     if (err == 0 && w != NULL) {
         err = nt_writer_finish(w);
     }
@@ -204,16 +219,18 @@ pp_record_join(const char *const *in, int n, int ofd)
     return err;
 }
 
-/* Joins in[0, n) into path through a file beside it, renamed into place when complete. */
+/* Joins in[0, n) into path through a file beside it, renamed into place when complete. names and
+ * st: pp_record_join()'s. */
 static int
-pp_record_join_into(const char *const *in, int n, const char *path)
+pp_record_join_into(const char *const *in, int n, const char *path, struct pp_names *names,
+                    struct pp_names_stats *st)
 {
     struct pp_output o;
     char why[PATH_MAX + 64];
     int err = pp_output_open(&o, path, NULL, 0, why, sizeof(why));
 
     if (err == 0) {
-        err = pp_record_join(in, n, o.fd);
+        err = pp_record_join(in, n, o.fd, names, st);
     }
     if (err == 0) {
         err = pp_output_commit(&o, why, sizeof(why));
@@ -1347,6 +1364,24 @@ pp_record_tally_count(const struct pp_record *rc)
 }
 
 /*
+ * Says what naming a cut trace's frames from its modules' files did: for CMD's unless -q, for
+ * another process's with -v, and counts them all for the summary (pp_record_process_counts).
+ */
+static void
+pp_record_said_names(struct pp_record *rc, uint64_t pid, int root, const struct pp_names_stats *st)
+{
+    char line[1024];
+
+    rc->names_frames += st->frames;
+    rc->names_named += st->named;
+    if ((root && !rc->quiet) || rc->verbose) {
+        pp_names_describe(st, line, sizeof(line));
+        fprintf(stderr, "pipeprof record: process %llu ended before its rundown: %s\n",
+                (unsigned long long)pid, line);
+    }
+}
+
+/*
  * Writes one trace per process: CMD's (its first image streamed into it already) and every
  * other process that has samples, each of its images' segments joined in order. Processes
  * without samples (a shell's short children) leave no file. Returns the number of files in
@@ -1428,7 +1463,18 @@ pp_record_write_files(struct pp_record *rc, struct pp_record_file *files, size_t
             continue;
         }
         if (segs > 1 || cut || !root) {
-            err = pp_record_join_into(in, segs, files[n].path);
+            struct pp_names *names = NULL;
+            struct pp_names_stats st;
+
+            memset(&st, 0, sizeof(st));
+            if (cut && pp_names_new(&names) != 0) {
+                names = NULL; /* out of memory: the trace is kept, its frames unnamed */
+            }
+            err = pp_record_join_into(in, segs, files[n].path, names, &st);
+            pp_names_free(names);
+            if (err == 0 && st.frames > 0) {
+                pp_record_said_names(rc, img->pid, root, &st);
+            }
             if (err != 0) {
                 fprintf(stderr, "pipeprof record: cannot write the trace of process %llu: %s\n",
                         (unsigned long long)img->pid, strerror(-err));
@@ -1468,6 +1514,10 @@ pp_record_process_counts(const struct pp_record *rc, size_t no_samples)
     if (rc->incomplete > 0) {
         fprintf(stderr, ", %llu with an incomplete trace (kept)",
                 (unsigned long long)rc->incomplete);
+    }
+    if (rc->names_frames > 0) {
+        fprintf(stderr, ", %llu of %llu frames of cut traces named from files",
+                (unsigned long long)rc->names_named, (unsigned long long)rc->names_frames);
     }
 }
 

@@ -46,7 +46,9 @@ pp_report_usage(FILE *out)
                  "effective rate per sampled thread, the samples the agent dropped, the\n"
                  "events lost in the trace (sequence gaps), the threads the agent refused\n"
                  "(not sampled while refused), the CPU threads burned after their last\n"
-                 "sample that no sample holds, the share of named frames,\n"
+                 "sample that no sample holds, the share of named frames (and, for a trace\n"
+                 "whose process was killed before its rundown, how many were named from the\n"
+                 "files of its modules and why the rest were not),\n"
                  "whether the trace ends early, the CPU samples in the kernel ([kernel] leaf;\n"
                  "[kernel, not placed]: no system call's stack known), with the sampling\n"
                  "signal blocked, not sampled ([not sampled]: CPU no sample saw), and the\n"
@@ -67,7 +69,10 @@ pp_report_usage(FILE *out)
                  "\"tables_pending_samples\" (stacks cut short, rooted at [unwind tables not\n"
                  "ready]), \"threads_dropped\" (refused), \"cpu_rest_ms\" (in no sample),\n"
                  "\"perf_early_samples\", \"cpu_chance_ms\" (before threads' first samples,\n"
-                 "the lottery's), \"top_self\" and\n"
+                 "the lottery's), \"names_from_files_traces\",\n"
+                 "\"names_from_files_frames\" and \"names_from_files_named\" (traces whose\n"
+                 "process ended before its rundown, their frames named from the files of\n"
+                 "its modules: by `record`, or here, which says so on stderr), \"top_self\" and\n"
                  "\"top_total\" ([{\"function\", \"self\",\n"
                  "\"self_pct\", \"total\", \"total_pct\"}]), \"per_thread\" and \"processes\"\n"
                  "([{\"process_id\", \"name\", \"samples\"}], one per file).\n"
@@ -456,7 +461,8 @@ pp_cmd_report(int argc, char **argv)
                "\"not_sampled_samples\":%llu,\"not_running_markers\":%llu,\"wait_markers\":%llu,"
                "\"tick_hz\":%u,\"tick_bound\":%s,\"tables_pending_samples\":%llu,"
                "\"threads_dropped\":%llu,\"cpu_rest_ms\":%.3f,\"perf_early_samples\":%llu,"
-               "\"cpu_chance_ms\":%.3f,",
+               "\"cpu_chance_ms\":%.3f,\"names_from_files_traces\":%u,"
+               "\"names_from_files_frames\":%llu,\"names_from_files_named\":%llu,",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples),
                (unsigned long long)p->lost_events, duration_s, p->thread_count, p->process_id,
@@ -469,7 +475,8 @@ pp_cmd_report(int argc, char **argv)
                pp_profile_tick_bound(p) != 0 ? "true" : "false",
                (unsigned long long)tm.tables_pending, (unsigned long long)p->threads_dropped,
                (double)p->cpu_rest_ns / 1e6, (unsigned long long)p->perf_early,
-               (double)p->cpu_chance_ns / 1e6);
+               (double)p->cpu_chance_ns / 1e6, p->names_traces, (unsigned long long)p->names_frames,
+               (unsigned long long)p->names_named);
     } else {
         printf("samples: %llu (running %llu, waiting %llu) in %.3f s, %zu threads, pid %u\n",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
@@ -488,6 +495,15 @@ pp_cmd_report(int argc, char **argv)
                        : 0.0,
                (unsigned long long)p->lost_samples, (unsigned long long)p->lost_events,
                pp_pct(p->resolved_frames, p->resolved_frames + p->unresolved_frames));
+        if (p->names_traces == 1) {
+            printf("names from files (its process ended before its rundown): %s\n",
+                   p->names_note != NULL ? p->names_note : "");
+        } else if (p->names_traces > 1) {
+            printf("names from files (%u processes ended before their rundown): %llu of %llu "
+                   "frames named; the first: %s\n",
+                   p->names_traces, (unsigned long long)p->names_named,
+                   (unsigned long long)p->names_frames, p->names_note != NULL ? p->names_note : "");
+        }
         if (p->threads_dropped != 0) {
             printf("threads refused: %llu (the agent's thread table full or their engine "
                    "failed): not sampled while refused\n",

@@ -296,6 +296,15 @@ void nt_payload_guid(struct nt_payload *p, const uint8_t guid[16]);
 /* A UTF-8 string as UTF-16LE with a NUL terminator (NT_TYPE_STRING). NULL is written as "". */
 void nt_payload_string(struct nt_payload *p, const char *utf8);
 
+/*
+ * Writes one event of desc without a stack (nt_writer_define(), then nt_writer_write()): p's
+ * bytes about thread tid, written by capture_tid, at ts, on no known processor. Returns p's error
+ * when building it failed (-ENOSPC: too long), else nt_writer_define()'s or nt_writer_write()'s.
+ */
+PP_MUST_USE int nt_writer_write_payload(struct nt_writer *w, const struct nt_event_desc *desc,
+                                        uint64_t tid, uint64_t capture_tid, uint64_t ts,
+                                        const struct nt_payload *p);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Reader (V4, V5, V6; V3 optional)                                                           */
 /* ------------------------------------------------------------------------------------------ */

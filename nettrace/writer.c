@@ -1441,6 +1441,32 @@ nt_writer_write(struct nt_writer *w, const struct nt_event *ev)
 }
 
 int
+nt_writer_write_payload(struct nt_writer *w, const struct nt_event_desc *desc, uint64_t tid,
+                        uint64_t capture_tid, uint64_t ts, const struct nt_payload *p)
+{
+    struct nt_event ev;
+    uint32_t meta;
+    int rc;
+
+    if (p->err != 0) {
+        return p->err;
+    }
+    rc = nt_writer_define(w, desc, &meta);
+    if (rc != 0) {
+        return rc;
+    }
+    memset(&ev, 0, sizeof(ev));
+    ev.metadata_id = meta;
+    ev.thread_id = tid;
+    ev.capture_thread_id = capture_tid;
+    ev.processor = 0xFFFFFFFFu;
+    ev.timestamp = ts;
+    ev.payload = p->buf;
+    ev.payload_size = (uint32_t)p->len;
+    return nt_writer_write(w, &ev);
+}
+
+int
 nt_writer_note_lost(struct nt_writer *w, uint64_t capture_thread_id, uint32_t count)
 {
     uint32_t pos;

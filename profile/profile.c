@@ -467,6 +467,7 @@ pp_profile_free(struct pp_profile *p)
     free(p->process_name);
     free(p->mode);
     free(p->engine);
+    free(p->names_note);
     if (pv != NULL) {
         free(pv->ips);
         free(pv->stack_ip_offset);

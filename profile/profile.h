@@ -111,7 +111,14 @@ struct pp_profile {
     uint64_t cpu_chance_ns; /* CPU threads burned before their first sample, in the timers'
                                first-sample lottery: no sample is at it, its winners' samples
                                stand for it in expectation (AgentLosses' CpuChanceNs) */
-    void *priv;             /* builder state, owned by the profile */
+    /* Traces whose process ended before its rundown (killed), their frames named afterwards from
+     * the files of its modules (cli/names.c, by `record` or the loader): how many traces, their
+     * frames left to name, of those named by a symbol, and the first one's description (why the
+     * rest were not; owned, or NULL). */
+    unsigned names_traces;
+    uint64_t names_frames, names_named;
+    char *names_note;
+    void *priv; /* builder state, owned by the profile */
 };
 
 /*

@@ -60,7 +60,8 @@ kids='for i in 1 2 3; do sh -c "while :; do :; done" & p=$!; n=0
   fail "record failed: $(cat "$T/kids.err")"
 ! grep -q "is incomplete\|failed:" "$T/kids.err" ||
   fail "record printed per-child trouble without -v: $(cat "$T/kids.err")"
-grep -q "3 with an incomplete trace (kept); -v for each" "$T/kids.err" ||
+# (their frames named from the files of their modules since 2026-11-29: cli-record-killed)
+grep -q "3 with an incomplete trace (kept), [0-9]* of [0-9]* frames of cut traces named from files; -v for each" "$T/kids.err" ||
   fail "the summary does not count the 3 killed children: $(cat "$T/kids.err")"
 "${RECORD_ENV[@]}" "$PP" record -v -o "$T/kidsv.nettrace" -- sh -c "$kids" 2>"$T/kidsv.err" ||
   fail "record -v failed"

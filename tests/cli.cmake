@@ -14,6 +14,12 @@ pp_add_script_test(cli-record-listen cli-record-listen.sh LABELS integration TIM
 pp_add_script_test(cli-record-child-calls cli-record-child-calls.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-commands cli-record-commands.sh LABELS integration slow TIMEOUT 180)
 pp_add_script_test(cli-collect-signals cli-collect-signals.sh LABELS integration TIMEOUT 120)
+# Processes killed by SIGTERM under record: their frames named from their modules' files, the same
+# names as the agent's rundown gives (tests/tools/strip-rundown.c takes a trace's names away).
+add_executable(strip-rundown ${CMAKE_SOURCE_DIR}/tests/tools/strip-rundown.c)
+target_link_libraries(strip-rundown PRIVATE pp_nettrace)
+set_target_properties(strip-rundown PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+pp_add_script_test(cli-record-killed cli-record-killed.sh LABELS integration TIMEOUT 300)
 pp_add_script_test(dump-runtime-names dump-runtime-names.sh LABELS integration TIMEOUT 60)
 # Forked workers' shares of the samples against their measured CPU time: alone.
 set_tests_properties(cli-record-commands PROPERTIES RUN_SERIAL TRUE)

@@ -487,7 +487,7 @@ TEST(symbolize_build_id_debug_file)
     snprintf(link + off, sizeof(link) - (size_t)off, ".debug");
     ASSERT_OK(symlink(fixture("libagent-symfix-bid.debug"), link));
 
-    ag_symtab_set_debug_root(root);
+    sym_set_debug_root(root);
     check_fixture(h, "symfix_hidden");
 
     unlink(link);
@@ -519,7 +519,10 @@ TEST(symbolize_cxx_function_demangled)
 static void
 check_demangle(const char *raw, const char *want)
 {
-    char *got = ag_demangle(raw);
+    char *got;
+
+    ag_symtab_prepare(); /* the agent's loader, as ag_symbolize() sets it before a name */
+    got = sym_demangle(raw, 1);
 
     if (want == NULL) {
         if (got != NULL) {

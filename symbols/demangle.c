@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * agent/demangle.c - symbol demangling for the symbolizer: C++ through the process's own
+ * symbols/demangle.c - symbol demangling for the symbolizers: C++ through the process's own
  * __cxa_demangle (found at runtime with dlsym, so the agent never links libstdc++), Rust
  * legacy (_ZN...17h<hash>E, printed without the hash) and Rust v0 (_R...; paths, generic
  * arguments, common types and integer constants; punycode identifiers, fn pointers and dyn
- * types are left raw). Context: drain or IPC thread; allocates. Names are hostile input:
- * every parse is bounded and a malformed name yields NULL, never a crash. Not signal-safe.
+ * types are left raw). Context: the agent's drain or IPC thread, the CLI's; allocates. Names are
+ * hostile input: every parse is bounded and a malformed name yields NULL, never a crash. Not
+ * signal-safe.
  */
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -13,23 +14,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/symbols-internal.h"
-#include "host/host.h"
+#include "symbols/internal.h"
+#include "symbols/symbols.h"
 
-#define AG_DEMANGLE_MAX   4096 /* longer results are abandoned (raw name kept) */
-#define AG_DEMANGLE_DEPTH 64   /* v0 recursion limit */
+#define SYM_DEMANGLE_MAX   4096 /* longer results are abandoned (raw name kept) */
+#define SYM_DEMANGLE_DEPTH 64   /* v0 recursion limit */
 
-typedef char *(*ag_cxa_demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
+typedef char *(*sym_cxa_demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
 
 /* A bounded output string; bad is sticky. */
-struct ag_dm_out {
-    char buf[AG_DEMANGLE_MAX];
+struct sym_dm_out {
+    char buf[SYM_DEMANGLE_MAX];
     size_t len;
     bool bad;
 };
 
 static void
-ag_dm_put(struct ag_dm_out *o, const char *s, size_t n)
+sym_dm_put(struct sym_dm_out *o, const char *s, size_t n)
 {
     if (o->bad || n >= sizeof(o->buf) - o->len) {
         o->bad = true;
@@ -41,41 +42,41 @@ ag_dm_put(struct ag_dm_out *o, const char *s, size_t n)
 }
 
 static void
-ag_dm_puts(struct ag_dm_out *o, const char *s)
+sym_dm_puts(struct sym_dm_out *o, const char *s)
 {
-    ag_dm_put(o, s, strlen(s));
+    sym_dm_put(o, s, strlen(s));
 }
 
 static void
-ag_dm_put_utf8(struct ag_dm_out *o, unsigned long cp)
+sym_dm_put_utf8(struct sym_dm_out *o, unsigned long cp)
 {
     char b[4];
 
     if (cp < 0x80) {
         b[0] = (char)cp;
-        ag_dm_put(o, b, 1);
+        sym_dm_put(o, b, 1);
     } else if (cp < 0x800) {
         b[0] = (char)(0xc0 | (cp >> 6));
         b[1] = (char)(0x80 | (cp & 0x3f));
-        ag_dm_put(o, b, 2);
+        sym_dm_put(o, b, 2);
     } else if (cp < 0x10000) {
         b[0] = (char)(0xe0 | (cp >> 12));
         b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
         b[2] = (char)(0x80 | (cp & 0x3f));
-        ag_dm_put(o, b, 3);
+        sym_dm_put(o, b, 3);
     } else if (cp < 0x110000) {
         b[0] = (char)(0xf0 | (cp >> 18));
         b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
         b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
         b[3] = (char)(0x80 | (cp & 0x3f));
-        ag_dm_put(o, b, 4);
+        sym_dm_put(o, b, 4);
     } else {
         o->bad = true;
     }
 }
 
 static bool
-ag_dm_is_hex(char c)
+sym_dm_is_hex(char c)
 {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
 }
@@ -84,7 +85,7 @@ ag_dm_is_hex(char c)
 
 /* Writes one legacy identifier with its $..$ escapes and ".." -> "::" undone. */
 static void
-ag_dm_legacy_ident(struct ag_dm_out *o, const char *s, size_t n)
+sym_dm_legacy_ident(struct sym_dm_out *o, const char *s, size_t n)
 {
     static const struct {
         const char *esc, *out;
@@ -97,7 +98,7 @@ ag_dm_legacy_ident(struct ag_dm_out *o, const char *s, size_t n)
     }
     while (i < n && !o->bad) {
         if (s[i] == '.' && i + 1 < n && s[i + 1] == '.') {
-            ag_dm_puts(o, "::");
+            sym_dm_puts(o, "::");
             i += 2;
         } else if (s[i] == '$') {
             bool done = false;
@@ -106,7 +107,7 @@ ag_dm_legacy_ident(struct ag_dm_out *o, const char *s, size_t n)
                 size_t el = strlen(table[k].esc);
 
                 if (el <= n - i && memcmp(s + i, table[k].esc, el) == 0) {
-                    ag_dm_puts(o, table[k].out);
+                    sym_dm_puts(o, table[k].out);
                     i += el;
                     done = true;
                 }
@@ -115,12 +116,12 @@ ag_dm_legacy_ident(struct ag_dm_out *o, const char *s, size_t n)
                 unsigned long cp = 0;
                 size_t j = i + 2;
 
-                while (j < n && ag_dm_is_hex(s[j]) && j - i < 10) {
+                while (j < n && sym_dm_is_hex(s[j]) && j - i < 10) {
                     cp = cp * 16 + (unsigned long)(s[j] <= '9' ? s[j] - '0' : s[j] - 'a' + 10);
                     j++;
                 }
                 if (j < n && s[j] == '$' && j > i + 2) {
-                    ag_dm_put_utf8(o, cp);
+                    sym_dm_put_utf8(o, cp);
                     i = j + 1;
                     done = true;
                 }
@@ -129,7 +130,7 @@ ag_dm_legacy_ident(struct ag_dm_out *o, const char *s, size_t n)
                 o->bad = true;
             }
         } else {
-            ag_dm_put(o, s + i, 1);
+            sym_dm_put(o, s + i, 1);
             i++;
         }
     }
@@ -140,7 +141,7 @@ ag_dm_legacy_ident(struct ag_dm_out *o, const char *s, size_t n)
  * -1 when it is one but an identifier is malformed, 0 when it is not one.
  */
 static int
-ag_dm_rust_legacy(const char *raw, struct ag_dm_out *o)
+sym_dm_rust_legacy(const char *raw, struct sym_dm_out *o)
 {
     const char *p = raw + 3;
     const char *comp[64];
@@ -158,7 +159,7 @@ ag_dm_rust_legacy(const char *raw, struct ag_dm_out *o)
         }
         while (*p >= '0' && *p <= '9') {
             len = len * 10 + (size_t)(*p++ - '0');
-            if (len > AG_DEMANGLE_MAX) {
+            if (len > SYM_DEMANGLE_MAX) {
                 return 0;
             }
         }
@@ -174,40 +175,40 @@ ag_dm_rust_legacy(const char *raw, struct ag_dm_out *o)
         return 0;
     }
     for (size_t i = 1; i < 17; i++) {
-        if (!ag_dm_is_hex(comp[n - 1][i])) {
+        if (!sym_dm_is_hex(comp[n - 1][i])) {
             return 0;
         }
     }
     for (size_t i = 0; i + 1 < n; i++) {
         if (i > 0) {
-            ag_dm_puts(o, "::");
+            sym_dm_puts(o, "::");
         }
-        ag_dm_legacy_ident(o, comp[i], lens[i]);
+        sym_dm_legacy_ident(o, comp[i], lens[i]);
     }
     return o->bad ? -1 : 1;
 }
 
 /* --- Rust v0: _R ... --- */
 
-struct ag_dm_v0 {
+struct sym_dm_v0 {
     const char *s; /* after "_R" */
     size_t len;
     size_t pos;
     unsigned depth;
     bool bad;
-    struct ag_dm_out *o;
+    struct sym_dm_out *o;
 };
 
 static char
-ag_v0_peek(const struct ag_dm_v0 *p)
+sym_v0_peek(const struct sym_dm_v0 *p)
 {
     return p->pos < p->len ? p->s[p->pos] : '\0';
 }
 
 static bool
-ag_v0_eat(struct ag_dm_v0 *p, char c)
+sym_v0_eat(struct sym_dm_v0 *p, char c)
 {
-    if (ag_v0_peek(p) == c) {
+    if (sym_v0_peek(p) == c) {
         p->pos++;
         return true;
     }
@@ -216,30 +217,30 @@ ag_v0_eat(struct ag_dm_v0 *p, char c)
 
 /* Output of the v0 printer; p->o == NULL mutes it (impl paths are parsed but not printed). */
 static void
-ag_v0_put(struct ag_dm_v0 *p, const char *s, size_t n)
+sym_v0_put(struct sym_dm_v0 *p, const char *s, size_t n)
 {
     if (p->o != NULL) {
-        ag_dm_put(p->o, s, n);
+        sym_dm_put(p->o, s, n);
     }
 }
 
 static void
-ag_v0_puts(struct ag_dm_v0 *p, const char *s)
+sym_v0_puts(struct sym_dm_v0 *p, const char *s)
 {
-    ag_v0_put(p, s, strlen(s));
+    sym_v0_put(p, s, strlen(s));
 }
 
 /* base-62-number: "_" is 0, else digits then "_" is value + 1. */
 static uint64_t
-ag_v0_base62(struct ag_dm_v0 *p)
+sym_v0_base62(struct sym_dm_v0 *p)
 {
     uint64_t v = 0;
 
-    if (ag_v0_eat(p, '_')) {
+    if (sym_v0_eat(p, '_')) {
         return 0;
     }
     for (;;) {
-        char c = ag_v0_peek(p);
+        char c = sym_v0_peek(p);
         unsigned d;
 
         if (c == '_') {
@@ -266,35 +267,35 @@ ag_v0_base62(struct ag_dm_v0 *p)
 }
 
 static uint64_t
-ag_v0_disambiguator(struct ag_dm_v0 *p)
+sym_v0_disambiguator(struct sym_dm_v0 *p)
 {
-    return ag_v0_eat(p, 's') ? ag_v0_base62(p) + 1 : 0;
+    return sym_v0_eat(p, 's') ? sym_v0_base62(p) + 1 : 0;
 }
 
 /* undisambiguated-identifier; punycode ("u" prefix) is not supported. */
 static void
-ag_v0_ident(struct ag_dm_v0 *p, const char **name, size_t *nlen)
+sym_v0_ident(struct sym_dm_v0 *p, const char **name, size_t *nlen)
 {
     size_t len = 0;
 
     *name = "";
     *nlen = 0;
-    if (ag_v0_peek(p) == 'u') {
+    if (sym_v0_peek(p) == 'u') {
         p->bad = true;
         return;
     }
-    if (ag_v0_peek(p) < '0' || ag_v0_peek(p) > '9') {
+    if (sym_v0_peek(p) < '0' || sym_v0_peek(p) > '9') {
         p->bad = true;
         return;
     }
-    while (ag_v0_peek(p) >= '0' && ag_v0_peek(p) <= '9') {
+    while (sym_v0_peek(p) >= '0' && sym_v0_peek(p) <= '9') {
         len = len * 10 + (size_t)(p->s[p->pos++] - '0');
         if (len > p->len) {
             p->bad = true;
             return;
         }
     }
-    (void)ag_v0_eat(p, '_');
+    (void)sym_v0_eat(p, '_');
     if (len > p->len - p->pos) {
         p->bad = true;
         return;
@@ -304,16 +305,16 @@ ag_v0_ident(struct ag_dm_v0 *p, const char **name, size_t *nlen)
     p->pos += len;
 }
 
-static void ag_v0_path(struct ag_dm_v0 *p, bool in_value);
-static void ag_v0_type(struct ag_dm_v0 *p);
+static void sym_v0_path(struct sym_dm_v0 *p, bool in_value);
+static void sym_v0_type(struct sym_dm_v0 *p);
 
 /* Runs fn at a backref target and comes back. */
 static void
-ag_v0_backref(struct ag_dm_v0 *p, void (*fn)(struct ag_dm_v0 *, bool), bool arg,
-              void (*tfn)(struct ag_dm_v0 *))
+sym_v0_backref(struct sym_dm_v0 *p, void (*fn)(struct sym_dm_v0 *, bool), bool arg,
+               void (*tfn)(struct sym_dm_v0 *))
 {
     size_t start = p->pos - 1;
-    uint64_t target = ag_v0_base62(p);
+    uint64_t target = sym_v0_base62(p);
     size_t saved;
 
     if (p->bad || target >= start) {
@@ -331,7 +332,7 @@ ag_v0_backref(struct ag_dm_v0 *p, void (*fn)(struct ag_dm_v0 *, bool), bool arg,
 }
 
 static const char *
-ag_v0_basic(char c)
+sym_v0_basic(char c)
 {
     switch (c) {
     case 'a':
@@ -383,30 +384,30 @@ ag_v0_basic(char c)
 
 /* const: a basic-typed integer/bool/char, "p" (placeholder) or a backref. */
 static void
-ag_v0_const(struct ag_dm_v0 *p)
+sym_v0_const(struct sym_dm_v0 *p)
 {
-    char t = ag_v0_peek(p);
+    char t = sym_v0_peek(p);
     bool neg;
     uint64_t v = 0;
 
-    if (ag_v0_eat(p, 'p')) {
-        ag_v0_puts(p, "_");
+    if (sym_v0_eat(p, 'p')) {
+        sym_v0_puts(p, "_");
         return;
     }
-    if (ag_v0_eat(p, 'B')) {
-        ag_v0_backref(p, NULL, false, ag_v0_const);
+    if (sym_v0_eat(p, 'B')) {
+        sym_v0_backref(p, NULL, false, sym_v0_const);
         return;
     }
-    if (ag_v0_basic(t) == NULL || t == 'e' || t == 'u' || t == 'v' || t == 'z' || t == 'p') {
+    if (sym_v0_basic(t) == NULL || t == 'e' || t == 'u' || t == 'v' || t == 'z' || t == 'p') {
         p->bad = true;
         return;
     }
     p->pos++;
-    neg = ag_v0_eat(p, 'n');
-    while (ag_v0_peek(p) != '_') {
-        char c = ag_v0_peek(p);
+    neg = sym_v0_eat(p, 'n');
+    while (sym_v0_peek(p) != '_') {
+        char c = sym_v0_peek(p);
 
-        if (!ag_dm_is_hex(c) || v >> 60) {
+        if (!sym_dm_is_hex(c) || v >> 60) {
             p->bad = true;
             return;
         }
@@ -415,100 +416,100 @@ ag_v0_const(struct ag_dm_v0 *p)
     }
     p->pos++;
     if (t == 'b') {
-        ag_v0_puts(p, v ? "true" : "false");
+        sym_v0_puts(p, v ? "true" : "false");
     } else {
         char digits[24];
         size_t n = 0;
 
         if (neg) {
-            ag_v0_puts(p, "-");
+            sym_v0_puts(p, "-");
         }
         do {
             digits[n++] = (char)('0' + v % 10);
             v /= 10;
         } while (v != 0);
         while (n > 0) {
-            ag_v0_put(p, &digits[--n], 1);
+            sym_v0_put(p, &digits[--n], 1);
         }
     }
 }
 
 static void
-ag_v0_generic_args(struct ag_dm_v0 *p)
+sym_v0_generic_args(struct sym_dm_v0 *p)
 {
     bool first = true;
 
-    ag_v0_puts(p, "<");
-    while (!p->bad && !ag_v0_eat(p, 'E')) {
+    sym_v0_puts(p, "<");
+    while (!p->bad && !sym_v0_eat(p, 'E')) {
         if (p->pos >= p->len) {
             p->bad = true;
             return;
         }
         if (!first) {
-            ag_v0_puts(p, ", ");
+            sym_v0_puts(p, ", ");
         }
         first = false;
-        if (ag_v0_eat(p, 'L')) {
-            (void)ag_v0_base62(p);
-            ag_v0_puts(p, "'_");
-        } else if (ag_v0_eat(p, 'K')) {
-            ag_v0_const(p);
+        if (sym_v0_eat(p, 'L')) {
+            (void)sym_v0_base62(p);
+            sym_v0_puts(p, "'_");
+        } else if (sym_v0_eat(p, 'K')) {
+            sym_v0_const(p);
         } else {
-            ag_v0_type(p);
+            sym_v0_type(p);
         }
     }
-    ag_v0_puts(p, ">");
+    sym_v0_puts(p, ">");
 }
 
 static void
-ag_v0_type(struct ag_dm_v0 *p)
+sym_v0_type(struct sym_dm_v0 *p)
 {
-    char c = ag_v0_peek(p);
-    const char *basic = ag_v0_basic(c);
+    char c = sym_v0_peek(p);
+    const char *basic = sym_v0_basic(c);
 
-    if (++p->depth > AG_DEMANGLE_DEPTH) {
+    if (++p->depth > SYM_DEMANGLE_DEPTH) {
         p->bad = true;
         return;
     }
     if (basic != NULL) {
         p->pos++;
-        ag_v0_puts(p, basic);
-    } else if (ag_v0_eat(p, 'R') || ag_v0_eat(p, 'Q')) {
-        ag_v0_puts(p, c == 'R' ? "&" : "&mut ");
-        if (ag_v0_eat(p, 'L')) {
-            (void)ag_v0_base62(p);
+        sym_v0_puts(p, basic);
+    } else if (sym_v0_eat(p, 'R') || sym_v0_eat(p, 'Q')) {
+        sym_v0_puts(p, c == 'R' ? "&" : "&mut ");
+        if (sym_v0_eat(p, 'L')) {
+            (void)sym_v0_base62(p);
         }
-        ag_v0_type(p);
-    } else if (ag_v0_eat(p, 'P') || ag_v0_eat(p, 'O')) {
-        ag_v0_puts(p, c == 'P' ? "*const " : "*mut ");
-        ag_v0_type(p);
-    } else if (ag_v0_eat(p, 'A') || ag_v0_eat(p, 'S')) {
-        ag_v0_puts(p, "[");
-        ag_v0_type(p);
+        sym_v0_type(p);
+    } else if (sym_v0_eat(p, 'P') || sym_v0_eat(p, 'O')) {
+        sym_v0_puts(p, c == 'P' ? "*const " : "*mut ");
+        sym_v0_type(p);
+    } else if (sym_v0_eat(p, 'A') || sym_v0_eat(p, 'S')) {
+        sym_v0_puts(p, "[");
+        sym_v0_type(p);
         if (c == 'A') {
-            ag_v0_puts(p, "; ");
-            ag_v0_const(p);
+            sym_v0_puts(p, "; ");
+            sym_v0_const(p);
         }
-        ag_v0_puts(p, "]");
-    } else if (ag_v0_eat(p, 'T')) {
+        sym_v0_puts(p, "]");
+    } else if (sym_v0_eat(p, 'T')) {
         size_t n = 0;
 
-        ag_v0_puts(p, "(");
-        while (!p->bad && !ag_v0_eat(p, 'E')) {
+        sym_v0_puts(p, "(");
+        while (!p->bad && !sym_v0_eat(p, 'E')) {
             if (p->pos >= p->len) {
                 p->bad = true;
                 break;
             }
             if (n++ > 0) {
-                ag_v0_puts(p, ", ");
+                sym_v0_puts(p, ", ");
             }
-            ag_v0_type(p);
+            sym_v0_type(p);
         }
-        ag_v0_puts(p, n == 1 ? ",)" : ")");
-    } else if (ag_v0_eat(p, 'B')) {
-        ag_v0_backref(p, NULL, false, ag_v0_type);
+        sym_v0_puts(p, n == 1 ? ",)" : ")");
+    } else if (sym_v0_eat(p, 'B')) {
+        sym_v0_backref(p, NULL, false, sym_v0_type);
     } else if (c == 'C' || c == 'M' || c == 'X' || c == 'Y' || c == 'N' || c == 'I') {
-        ag_v0_path(p, false);
+        sym_v0_path(p, false);
     } else {
         p->bad = true; /* fn pointers (F) and dyn (D) are not supported */
     }
@@ -516,54 +517,54 @@ ag_v0_type(struct ag_dm_v0 *p)
 }
 
 static void
-ag_v0_path(struct ag_dm_v0 *p, bool in_value)
+sym_v0_path(struct sym_dm_v0 *p, bool in_value)
 {
     const char *name;
     size_t nlen;
-    char c = ag_v0_peek(p);
+    char c = sym_v0_peek(p);
 
-    if (++p->depth > AG_DEMANGLE_DEPTH || p->bad) {
+    if (++p->depth > SYM_DEMANGLE_DEPTH || p->bad) {
         p->bad = true;
         return;
     }
     p->pos++;
     switch (c) {
     case 'C': /* crate root */
-        (void)ag_v0_disambiguator(p);
-        ag_v0_ident(p, &name, &nlen);
-        ag_v0_put(p, name, nlen);
+        (void)sym_v0_disambiguator(p);
+        sym_v0_ident(p, &name, &nlen);
+        sym_v0_put(p, name, nlen);
         break;
     case 'M': /* <T> inherent impl */
-        (void)ag_v0_disambiguator(p);
+        (void)sym_v0_disambiguator(p);
         {
-            struct ag_dm_out *saved = p->o;
+            struct sym_dm_out *saved = p->o;
 
             p->o = NULL; /* the impl path is not printed */
-            ag_v0_path(p, false);
+            sym_v0_path(p, false);
             p->o = saved;
         }
-        ag_v0_puts(p, "<");
-        ag_v0_type(p);
-        ag_v0_puts(p, ">");
+        sym_v0_puts(p, "<");
+        sym_v0_type(p);
+        sym_v0_puts(p, ">");
         break;
     case 'X': /* <T as Trait> impl */
     case 'Y': /* <T as Trait> */
         if (c == 'X') {
-            struct ag_dm_out *saved = p->o;
+            struct sym_dm_out *saved = p->o;
 
-            (void)ag_v0_disambiguator(p);
+            (void)sym_v0_disambiguator(p);
             p->o = NULL;
-            ag_v0_path(p, false);
+            sym_v0_path(p, false);
             p->o = saved;
         }
-        ag_v0_puts(p, "<");
-        ag_v0_type(p);
-        ag_v0_puts(p, " as ");
-        ag_v0_path(p, false);
-        ag_v0_puts(p, ">");
+        sym_v0_puts(p, "<");
+        sym_v0_type(p);
+        sym_v0_puts(p, " as ");
+        sym_v0_path(p, false);
+        sym_v0_puts(p, ">");
         break;
     case 'N': { /* nested: namespace letter, parent path, identifier */
-        char ns = ag_v0_peek(p);
+        char ns = sym_v0_peek(p);
         uint64_t dis;
 
         if (!((ns >= 'a' && ns <= 'z') || (ns >= 'A' && ns <= 'Z'))) {
@@ -571,46 +572,46 @@ ag_v0_path(struct ag_dm_v0 *p, bool in_value)
             break;
         }
         p->pos++;
-        ag_v0_path(p, in_value);
-        dis = ag_v0_disambiguator(p);
-        ag_v0_ident(p, &name, &nlen);
-        ag_v0_puts(p, "::");
+        sym_v0_path(p, in_value);
+        dis = sym_v0_disambiguator(p);
+        sym_v0_ident(p, &name, &nlen);
+        sym_v0_puts(p, "::");
         if (ns == 'C') {
             char num[24];
             size_t n = 0;
 
-            ag_v0_puts(p, "{closure");
+            sym_v0_puts(p, "{closure");
             if (nlen > 0) {
-                ag_v0_puts(p, ":");
-                ag_v0_put(p, name, nlen);
+                sym_v0_puts(p, ":");
+                sym_v0_put(p, name, nlen);
             }
-            ag_v0_puts(p, "#");
+            sym_v0_puts(p, "#");
             do {
                 num[n++] = (char)('0' + dis % 10);
                 dis /= 10;
             } while (dis != 0);
             while (n > 0) {
-                ag_v0_put(p, &num[--n], 1);
+                sym_v0_put(p, &num[--n], 1);
             }
-            ag_v0_puts(p, "}");
+            sym_v0_puts(p, "}");
         } else if (ns == 'S') {
-            ag_v0_puts(p, "{shim:");
-            ag_v0_put(p, name, nlen);
-            ag_v0_puts(p, "}");
+            sym_v0_puts(p, "{shim:");
+            sym_v0_put(p, name, nlen);
+            sym_v0_puts(p, "}");
         } else {
-            ag_v0_put(p, name, nlen);
+            sym_v0_put(p, name, nlen);
         }
         break;
     }
     case 'I': /* generic arguments */
-        ag_v0_path(p, in_value);
+        sym_v0_path(p, in_value);
         if (in_value) {
-            ag_v0_puts(p, "::");
+            sym_v0_puts(p, "::");
         }
-        ag_v0_generic_args(p);
+        sym_v0_generic_args(p);
         break;
     case 'B':
-        ag_v0_backref(p, ag_v0_path, in_value, NULL);
+        sym_v0_backref(p, sym_v0_path, in_value, NULL);
         break;
     default:
         p->bad = true;
@@ -619,9 +620,9 @@ ag_v0_path(struct ag_dm_v0 *p, bool in_value)
 }
 
 static bool
-ag_dm_rust_v0(const char *raw, struct ag_dm_out *o)
+sym_dm_rust_v0(const char *raw, struct sym_dm_out *o)
 {
-    struct ag_dm_v0 p = { 0 };
+    struct sym_dm_v0 p = { 0 };
 
     if (strncmp(raw, "_R", 2) != 0) {
         return false;
@@ -629,14 +630,14 @@ ag_dm_rust_v0(const char *raw, struct ag_dm_out *o)
     p.s = raw + 2;
     p.len = strlen(p.s);
     p.o = o;
-    if (ag_v0_peek(&p) >= '0' && ag_v0_peek(&p) <= '9') {
+    if (sym_v0_peek(&p) >= '0' && sym_v0_peek(&p) <= '9') {
         p.bad = true; /* encoding versions other than 0 */
     }
-    ag_v0_path(&p, true);
+    sym_v0_path(&p, true);
     /* An instantiating crate (a path) may follow; it is not printed. Then "." suffixes. */
     if (!p.bad && p.pos < p.len && p.s[p.pos] != '.') {
         p.o = NULL;
-        ag_v0_path(&p, false);
+        sym_v0_path(&p, false);
         p.o = o;
     }
     return !p.bad && !o->bad && (p.pos == p.len || p.s[p.pos] == '.');
@@ -644,42 +645,44 @@ ag_dm_rust_v0(const char *raw, struct ag_dm_out *o)
 
 /* --- C++ --- */
 
-static _Atomic(ag_cxa_demangle_fn) ag_demangle_cxa;
+static _Atomic(sym_cxa_demangle_fn) sym_demangle_cxa;
 
 /*
  * Finds __cxa_demangle in the process: in the global scope, or in a libstdc++ that was loaded
- * RTLD_LOCAL (never loads it: a profiler must not change the host's set of libraries). A found
- * handle is kept, which pins that libstdc++ in memory while the agent runs.
+ * RTLD_LOCAL (asked with RTLD_NOLOAD: a profiler must not change the host's set of libraries; the
+ * CLI's loader drops it, cli/names.c). A found handle is kept, which pins that libstdc++ in
+ * memory while the caller runs.
  */
-static ag_cxa_demangle_fn
-ag_demangle_cxa_get(void)
+static sym_cxa_demangle_fn
+sym_demangle_cxa_get(void)
 {
-    ag_cxa_demangle_fn fn = atomic_load_explicit(&ag_demangle_cxa, memory_order_acquire);
+    sym_cxa_demangle_fn fn = atomic_load_explicit(&sym_demangle_cxa, memory_order_acquire);
+    const struct sym_loader *l = sym_loader_get();
     void *h;
 
     if (fn != NULL) {
         return fn;
     }
     *(void **)&fn = dlsym(RTLD_DEFAULT, "__cxa_demangle");
-    if (fn == NULL) {
-        h = host_loader_open("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    if (fn == NULL && l != NULL && l->open != NULL) {
+        h = l->open("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
         if (h != NULL) {
             *(void **)&fn = dlsym(h, "__cxa_demangle");
-            if (fn == NULL) {
-                host_loader_close(h);
+            if (fn == NULL && l->close != NULL) {
+                l->close(h);
             }
         }
     }
     if (fn != NULL) {
-        atomic_store_explicit(&ag_demangle_cxa, fn, memory_order_release);
+        atomic_store_explicit(&sym_demangle_cxa, fn, memory_order_release);
     }
     return fn;
 }
 
 char *
-ag_demangle(const char *raw)
+sym_demangle(const char *raw, int cxx)
 {
-    struct ag_dm_out *o;
+    struct sym_dm_out *o;
     char *res = NULL;
     int legacy;
 
@@ -694,13 +697,13 @@ ag_demangle(const char *raw)
     o->bad = false;
     o->buf[0] = '\0';
     if (raw[1] == 'R') {
-        if (ag_dm_rust_v0(raw, o)) {
+        if (sym_dm_rust_v0(raw, o)) {
             res = strdup(o->buf);
         }
-    } else if ((legacy = ag_dm_rust_legacy(raw, o)) != 0) {
+    } else if ((legacy = sym_dm_rust_legacy(raw, o)) != 0) {
         res = legacy > 0 ? strdup(o->buf) : NULL;
-    } else {
-        ag_cxa_demangle_fn fn = ag_demangle_cxa_get();
+    } else if (cxx) {
+        sym_cxa_demangle_fn fn = sym_demangle_cxa_get();
         int status = -1;
 
         if (fn != NULL) {
