@@ -3727,6 +3727,20 @@ create_copy(int how, int pidfd, int fd)
     }
 }
 
+/* On stderr: what a copy (of fd, made the way how) holds, as /proc/self/fd names its file. */
+static void
+copy_said(const char *what, int fd, int how, int copy)
+{
+    char link[64], target[256];
+    ssize_t len;
+
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", copy);
+    len = readlink(link, target, sizeof(target) - 1);
+    target[len > 0 ? len : 0] = '\0';
+    fprintf(stderr, "%s: a copy of %d (way %d) at %d: %s\n", what, fd, how, copy,
+            len > 0 ? target : strerror(errno));
+}
+
 /* Copies of every number from 64 to 1023 (create_copy's ways how0..how1): the host has no fd
  * there, so bare each is EBADF; the library keeps its own there (host/fds.c), which are no copies
  * for the host to get. */
@@ -3742,14 +3756,7 @@ create_copy_scan(const char *what, int pidfd, int how0, int how1)
             if (copy >= 0) {
                 /* what was copied, on stderr (host-contract.sh prints it when the output differs):
                  * a copy 1 in about 12 runs under load gave no more than its count */
-                char link[64], what_is[256];
-                ssize_t len;
-
-                snprintf(link, sizeof(link), "/proc/self/fd/%d", copy);
-                len = readlink(link, what_is, sizeof(what_is) - 1);
-                what_is[len > 0 ? len : 0] = '\0';
-                fprintf(stderr, "%s: a copy of %d (way %d) at %d: %s\n", what, fd, how, copy,
-                        len > 0 ? what_is : strerror(errno));
+                copy_said(what, fd, how, copy);
                 copies++;
                 close(copy);
             } else if (errno == EBADF) {
@@ -4571,15 +4578,8 @@ copies_sealed(void)
                                       : dup(fd);
 
                 if (copy >= 0) {
-                    char link[64], what[256];
-                    ssize_t len;
-
-                    snprintf(link, sizeof(link), "/proc/self/fd/%d", copy);
-                    len = readlink(link, what, sizeof(what) - 1);
-                    what[len > 0 ? len : 0] = '\0';
                     if (copies++ < 4) {
-                        fprintf(stderr, "copiessealed: a copy of %d (way %d) at %d: %s\n", fd, how,
-                                copy, what);
+                        copy_said("copiessealed", fd, how, copy);
                     }
                     close(copy);
                 } else {
