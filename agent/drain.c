@@ -575,6 +575,8 @@ ag_drain_peek_second(struct ag_ring *r)
 #define AG_DRAIN_CLAIM_WAIT_NS 300000000u
 #endif
 
+_Atomic uint64_t ag_test_claim_wait_ns;
+
 /* CLOCK_MONOTONIC at the start of the running drain, and the start of the earliest span of a
  * claim it held back (UINT64_MAX: none; ag_drain_held_from) (drain_lock). */
 static uint64_t ag_drain_now, ag_drain_held = UINT64_MAX;
@@ -610,6 +612,15 @@ ag_drain_ring_half_full(struct ag_ring *r)
 
     return r->slots != NULL &&
            head - atomic_load_explicit(&r->tail, memory_order_relaxed) > r->mask / 2u;
+}
+
+/* AG_DRAIN_CLAIM_WAIT_NS, or a unit test's own bound (ag_test_claim_wait_ns). */
+static uint64_t
+ag_drain_claim_wait_ns(void)
+{
+    uint64_t ns = atomic_load_explicit(&ag_test_claim_wait_ns, memory_order_relaxed);
+
+    return ns != 0 ? ns : AG_DRAIN_CLAIM_WAIT_NS;
 }
 
 /* Where a [not sampled] claim goes (ag_drain_claim_root). */
@@ -662,8 +673,8 @@ ag_drain_claim_root(struct ag_thread *t, int32_t tid, uint64_t from, struct ag_r
         return AG_CLAIM_OVER;
     }
     if (!may_wait || t->has_start || t->claim_last ||
-        ag_drain_now >= from + AG_DRAIN_CLAIM_WAIT_NS || ag_drain_ring_half_full(&t->ring) ||
-        ag_drain_ring_half_full(&t->pring)) {
+        (ag_drain_now >= from && ag_drain_now - from >= ag_drain_claim_wait_ns()) ||
+        ag_drain_ring_half_full(&t->ring) || ag_drain_ring_half_full(&t->pring)) {
         return AG_CLAIM_ALONE;
     }
     return AG_CLAIM_WAIT;

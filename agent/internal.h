@@ -910,6 +910,11 @@ void ag_wall_forked_child(void);
  * open. Left open, a fork()ed child's handler closed them, a system call a host's seccomp filter
  * installed after the stop refuses or kills (host/seccomp.c). */
 void ag_wall_files_close(void);
+/* Test seam (unit tests only; 0 in a host): the bound a [not sampled] claim waits for its
+ * thread's root in place of the drain's AG_DRAIN_CLAIM_WAIT_NS (UINT64_MAX: no bound), for a case
+ * that holds a claim across drains it makes: a loaded machine can preempt it for longer than the
+ * real bound between its claim and its drain (agent/drain.c, ag_drain_claim_root). */
+extern _Atomic uint64_t ag_test_claim_wait_ns;
 /* Test seam (unit tests only; 0 in a host): the next this-many reads of thread
  * ag_wall_test_woke_tid's registers from /proc report that it woke meanwhile (-EAGAIN), the
  * race a thread leaving a short sleep makes with a pass. */

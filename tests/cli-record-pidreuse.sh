@@ -46,12 +46,21 @@ check() { # FILE WANT: the file exists and holds WANT's samples, not the other c
     echo "ok   $(basename "$f"): $want only"
   fi
 }
+# Whether the summary on stderr (FILE) counts N processes recorded: "pipeprof: N processes" with -v,
+# "...; N processes" without (not "13 processes" for 3).
+counts() { grep -qE "(^|[:;] )$2 processes recorded" "$1"; }
+# Each process's samples in a folded file (its first frame names it: "NAME (PID)", "NAME (PID #2)"
+# for a reused pid), for a failure's message: which process a count lacks.
+per_process() {
+  awk '{ n = $NF; sub(/ [0-9]+$/, ""); split($0, f, ";"); s[f[1]] += n }
+       END { for (p in s) printf "     %s: %d samples\n", p, s[p] }' "$1" | sort
+}
 check "$T/r.$first.nettrace" pid_reuse_first
 check "$T/r.$first-2.nettrace" pid_reuse_second
 n=$(ls "$T"/r*.nettrace | wc -l)
 want=$((rounds + 2))
 [[ $n == "$want" ]] || { echo "FAIL: $n trace files, want $want (CMD's and one per child)"; fail=1; }
-if grep -q "$want processes recorded" "$T/r.err"; then
+if counts "$T/r.err" "$want"; then
   echo "ok   summary: $want processes recorded"
 else
   echo "FAIL: the summary does not count $want processes"; fail=1
@@ -72,9 +81,11 @@ second=$(awk '$1 == "second" {print $2}' "$T/f.out")
 got=$(grep -o 'pid_reuse_[a-z]*' "$T/f.folded" | sort -u | tr '\n' ' ' || true)
 if [[ -z $first || $first != "$second" ]]; then
   echo "FAIL: --format folded: the second child did not get the first child's pid ($first, ${second:-none})"; fail=1
-elif [[ $got != "pid_reuse_first pid_reuse_second " ]] ||
-  ! grep -q "$((rounds + 2)) processes recorded" "$T/f.err"; then
-  echo "FAIL: --format folded holds [${got% }], want both and $((rounds + 2)) processes recorded"; cat "$T/f.out" "$T/f.err"; fail=1
+elif [[ $got != "pid_reuse_first pid_reuse_second " ]] || ! counts "$T/f.err" $((rounds + 2)); then
+  echo "FAIL: --format folded holds [${got% }], want both and $((rounds + 2)) processes recorded ($rounds rounds)"
+  cat "$T/f.out" "$T/f.err"
+  echo "     the folded output's processes:"; per_process "$T/f.folded"
+  fail=1
 else
   echo "ok   --format folded: both children, $((rounds + 2)) processes recorded"
 fi

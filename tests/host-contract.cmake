@@ -160,6 +160,11 @@ pp_add_host_contract(fds-uninterposed fds uninterposed)
 # the host's fd creations get the numbers bare gives while the library's fds are held low
 pp_add_host_contract(fds-create fds create)
 set_property(TEST host-contract-fds-create APPEND PROPERTY ENVIRONMENT "PIPEPROF_TEST_FD_LOW_MS=2")
+# copies of high numbers after a seccomp filter stopped the library, while the knob's thread goes
+# on making fds at the next high number: a copy that waited for such a creation before its call
+# got the marked fd (host/fds.c, host_fds_copy_created)
+pp_add_host_contract(fds-copies-sealed fds copiessealed)
+set_property(TEST host-contract-fds-copies-sealed APPEND PROPERTY ENVIRONMENT "PIPEPROF_TEST_FD_LOW_MS=2")
 # every open of the library's threads moves high at once or is made under the fd gate (strace)
 pp_add_host_contract(fds-library-opens fds closeloop)
 set_property(TEST host-contract-fds-library-opens APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall;HC_LIBRARY_OPENS=1")

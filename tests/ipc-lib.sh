@@ -60,17 +60,28 @@ pp_cleanup() {
 }
 trap pp_cleanup EXIT
 
-# wait_socket PID: the path of PID's diagnostic socket once it exists (60 s at most: a .NET
-# runtime's start-up took over 10 s at load 20 on 2 cores).
+# unix_listening PATH: the socket bound at PATH listens, as /proc/net/unix shows it (flags
+# __SO_ACCEPTCON, 00010000). A socket's file appears at its bind, before its listen(), and a
+# connect in between is refused (ECONNREFUSED): the agent's server, as the .NET runtime's, binds
+# then listens, and a thread preempted between the two on a loaded machine leaves the window open
+# for milliseconds (ipc-faults' first request, made at once, came back "noconnect" so). A socket
+# /proc/net/unix does not list at all (bound in another network namespace) is taken as listening.
+unix_listening() {
+  awk -v p="$1" '$NF == p { seen = 1; if ($4 == "00010000") on = 1 } END { exit !(on || !seen) }' \
+    /proc/net/unix 2>/dev/null
+}
+
+# wait_socket PID: the path of PID's diagnostic socket once it exists and listens (60 s at most: a
+# .NET runtime's start-up took over 10 s at load 20 on 2 cores).
 wait_socket() {
   local i f
   for i in $(seq 600); do
     for f in "$TMPDIR"/dotnet-diagnostic-"$1"-*-socket; do
-      [[ -S $f ]] && { echo "$f"; return 0; }
+      [[ -S $f ]] && unix_listening "$f" && { echo "$f"; return 0; }
     done
     sleep 0.1
   done
-  fail "no diagnostic socket for pid $1"
+  fail "no diagnostic socket listening for pid $1"
 }
 
 # wait_until MAX WHAT CMD...: runs CMD every 0.1 s until it succeeds; fails saying WHAT did not
