@@ -120,6 +120,10 @@ struct pp_record {
     int child_fd; /* a pidfd of CMD, readable once it exits (it wakes the loop), or -1 */
     int child_status, child_done;
     int killed_said; /* a line named the signal that ended CMD (pp_record_exit_code) */
+    /* The child's end of a close-on-exec pipe: it writes its execvp errno there. The parent's
+     * read of the other end says whether CMD ran at all (EOF: the exec succeeded). */
+    int exec_err_fd;
+    int exec_failed; /* CMD could not be run: the child said why, nothing more to say */
     uint64_t start_ms, stopping_ms, exited_ms;
     int stopping;      /* a signal, the duration or CMD's exit: no new sessions */
     _Atomic int abort; /* the stream threads give up */
@@ -408,6 +412,7 @@ pp_record_spawn_child(struct pp_record *rc, const char *lib)
     const char *old = getenv("LD_PRELOAD");
     char port[PATH_MAX + 32], pid[32], lazy[320], *preload;
     size_t need;
+    int err;
 
     /* Own process group: the terminal's Ctrl-C goes to pipeprof, which stops the session
      * before it passes the signal on. */
@@ -458,7 +463,11 @@ pp_record_spawn_child(struct pp_record *rc, const char *lib)
         unsetenv("PIPEPROF_CFI_CACHE"); /* an enclosing recording's */
     }
     execvp(rc->cmd[0], rc->cmd);
-    fprintf(stderr, "pipeprof record: cannot run %s: %s\n", rc->cmd[0], strerror(errno));
+    err = errno;
+    fprintf(stderr, "pipeprof record: cannot run %s: %s\n", rc->cmd[0], strerror(err));
+    if (rc->exec_err_fd >= 0) {
+        (void)!write(rc->exec_err_fd, &err, sizeof(err));
+    }
     _exit(127);
 }
 
@@ -1186,7 +1195,9 @@ pp_record_run(struct pp_record *rc)
         if (rc->image_count == 0 && (rc->child_done || now >= deadline || pp_record_signal)) {
             char killed[64];
 
-            if (pp_record_signal != 0) {
+            if (rc->exec_failed) {
+                /* the child said "cannot run": not a program that kept the agent out */
+            } else if (pp_record_signal != 0) {
                 fprintf(stderr, "pipeprof record: interrupted before %s connected\n", rc->cmd[0]);
             } else if (rc->child_done && WIFSIGNALED(rc->child_status)) {
                 fprintf(stderr,
@@ -1987,6 +1998,8 @@ static int
 pp_record_start_child(struct pp_record *rc, const char *lib, const struct pp_record_sigs *old)
 {
     int err = ipc_client_listen(rc->sock, &rc->listen_fd, &rc->sock_file);
+    int exec_err[2], child_errno = 0;
+    ssize_t n;
 
     if (err < 0) {
         fprintf(stderr, "pipeprof record: cannot listen on %s: %s\n", rc->sock, strerror(-err));
@@ -1994,9 +2007,17 @@ pp_record_start_child(struct pp_record *rc, const char *lib, const struct pp_rec
     }
     chmod(rc->sock, 0777);
     fflush(NULL);
+    if (pipe2(exec_err, O_CLOEXEC) < 0) {
+        exec_err[0] = exec_err[1] = -1; /* then a failed exec is told by CMD's absence alone */
+    }
+    rc->exec_err_fd = exec_err[1];
     rc->child = fork();
     if (rc->child < 0) {
         fprintf(stderr, "pipeprof record: fork: %s\n", strerror(errno));
+        if (exec_err[0] >= 0) {
+            close(exec_err[0]);
+            close(exec_err[1]);
+        }
         return -1;
     }
 #ifdef SYS_pidfd_open
@@ -2008,6 +2029,9 @@ pp_record_start_child(struct pp_record *rc, const char *lib, const struct pp_rec
     }
 #endif
     if (rc->child == 0) {
+        if (exec_err[0] >= 0) {
+            close(exec_err[0]);
+        }
         if (rc->nofile.rlim_cur != 0) {
             (void)setrlimit(RLIMIT_NOFILE, &rc->nofile);
         }
@@ -2016,6 +2040,17 @@ pp_record_start_child(struct pp_record *rc, const char *lib, const struct pp_rec
         pp_record_spawn_child(rc, lib);
     }
     setpgid(rc->child, rc->child); /* also here, so that no signal races the child's own call */
+    if (exec_err[1] >= 0) {
+        /* EOF once the exec succeeded (close-on-exec) or the child is gone; the errno when it
+         * failed. Held as posix_spawn holds its caller: until CMD runs or cannot. */
+        close(exec_err[1]);
+        rc->exec_err_fd = -1;
+        do {
+            n = read(exec_err[0], &child_errno, sizeof(child_errno));
+        } while (n < 0 && errno == EINTR);
+        rc->exec_failed = n == (ssize_t)sizeof(child_errno);
+        close(exec_err[0]);
+    }
     rc->start_ms = ipc_client_ms();
     return 0;
 }
@@ -2166,6 +2201,7 @@ pp_cmd_record(int argc, char **argv)
     rc.children = 1;
     rc.listen_fd = -1;
     rc.child_fd = -1;
+    rc.exec_err_fd = -1;
     pthread_mutex_init(&rc.tid_lock, NULL);
     rcode = pp_record_parse(&rc, argc, argv);
     if (rcode >= 0) {

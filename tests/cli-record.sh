@@ -148,13 +148,20 @@ set -e
 [[ $(json "$T/d.nettrace" '["truncated"]') == False ]] || fail "--duration trace truncated"
 no_leftovers "--duration"
 
-# 6. A command that cannot start: 127 as from a shell, and no leftovers.
-set +e
-"$PIPEPROF" record -q -o "$T/none.nettrace" -- /nonexistent/cmd 2>"$T/none.err"
-rc=$?
-set -e
-[[ $rc == 127 ]] || fail "missing command: status $rc"
-no_leftovers "missing command"
+# 6. A command that cannot start: 127 as from a shell, and no leftovers. Its stderr says why
+# (the exec's errno), and not that a program kept the agent out: before (realhosts2), a missing
+# or non-executable CMD also got "did not load the agent (it exited first): is it statically
+# linked, setuid, or did it clear LD_PRELOAD?".
+for cmd in /nonexistent/cmd /etc/passwd; do
+  set +e
+  "$PIPEPROF" record -q -o "$T/none.nettrace" -- "$cmd" 2>"$T/none.err"
+  rc=$?
+  set -e
+  [[ $rc == 127 ]] || fail "$cmd: status $rc"
+  grep -q "cannot run $cmd: " "$T/none.err" || { cat "$T/none.err" >&2; fail "$cmd: no 'cannot run'"; }
+  ! grep -q "did not load the agent" "$T/none.err" || { cat "$T/none.err" >&2; fail "$cmd: taken for a program that kept the agent out"; }
+  no_leftovers "missing command"
+done
 # 7. Usage errors.
 set +e
 "$PIPEPROF" record --hz 0 -- true 2>/dev/null; [[ $? == 2 ]] || fail "--hz 0 accepted"

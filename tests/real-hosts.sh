@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # tests/real-hosts.sh - the host contract against programs nobody here wrote (docs/architecture.md,
-# "Real programs"): python3, bash, perl, git, sqlite3 and make, each given a small script that
-# prints what it sees of itself (its fd and task listings, its own and its fork()ed children's,
-# its ignored signals, its exit statuses, a pipeline's end), run bare, preloaded with no session,
-# under `pipeprof record` in CPU and in wall mode (children followed), and preloaded with a
-# `pipeprof collect --diagnostic-port` session from its first instruction. Standard output,
+# "Real programs"): python3, bash, perl, git, sqlite3, make, tclsh and awk/xargs/busybox, each
+# given a small script that prints what it sees of itself (its fd and task listings, its own and
+# its fork()ed children's, its ignored signals, its exit statuses, a pipeline's end), run bare,
+# preloaded with no session, under `pipeprof record` in CPU and in wall mode (children followed),
+# and preloaded with a `pipeprof collect --diagnostic-port` session from its first instruction. Standard output,
 # standard error and exit status must be the bare run's every time. A program that is missing
 # is skipped loudly; with none of them the test is skipped.
 #
@@ -14,7 +14,9 @@
 # multiprocessing, bash's subshells and command substitutions, Perl's fork); "pipeprof:
 # diagnostic server not started: Resource temporarily unavailable" and "session N: sampling not
 # started" on stderr under record (a start that met an exec: bash pipelines, git); `collect --
-# CMD` started CMD with SIGPIPE ignored (sort | head: "write error: Broken pipe").
+# CMD` started CMD with SIGPIPE ignored (sort | head: "write error: Broken pipe"). Added by
+# realhosts2 (2026-11-29): tclsh (its glob of /proc/self/fd, a command pipe, exec's child status),
+# awk's getline from a command and system(), xargs -P4, busybox sh; identical in every mode.
 source "$(dirname "$0")/ipc-lib.sh"
 # TSan's runtime starts a thread of its own in every process it is preloaded into (one more task
 # than bare: docs/architecture.md, "Sanitizers"); under ASan the programs' own allocations would
@@ -135,6 +137,25 @@ cat >"$C/make.sh" <<'EOF'
 rm -rf out; make -s -j4 -O -f "$1/Makefile" | sort; echo "make $?"
 make -s -f "$1/Makefile" nosuch 2>&1; echo "missing $?"
 EOF
+cat >"$C/tcl.tcl" <<'EOF'
+set fds [lsort -integer [glob -tails -directory /proc/self/fd *]]
+puts "fds $fds tasks [llength [glob -directory /proc/self/task *]]"
+set s 0; for {set i 0} {$i < 300000} {incr i} { incr s [expr {$i % 7}] }
+puts "sum $s"
+set f [open "|sh -c {ls /proc/self/fd | wc -l}" r]; puts "pipe [string trim [read $f]]"; close $f
+catch {exec sh -c {exit 4}} r o; puts "exec [lindex [dict get $o -errorcode] 0] [lindex [dict get $o -errorcode] 2]"
+exit 2
+EOF
+cat >"$C/tools.sh" <<'EOF'
+seq 1 200000 | awk '{s += $1 % 13; a[$1 % 100]++} END {print "awk", s, length(a);
+  while (("ls /proc/self/fd" | getline l) > 0) n++; print "awk fds", n; print "system", system("exit 3")}'
+seq 1 40 | xargs -P4 -n5 sh -c 'echo $(($1 + $2)) $(ls /proc/self/fd | wc -l)' sh | sort -n | md5sum
+if command -v busybox >/dev/null; then
+  busybox sh -c 'ls /proc/self/fd | wc -l; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo bb $i; exit 5'
+  echo "busybox $?"
+fi
+exit 6
+EOF
 
 cases=()
 have() { command -v "$1" >/dev/null 2>&1 || { echo "SKIP (loud, part): $1 is not installed: its case did not run" >&2; return 1; }; }
@@ -144,7 +165,10 @@ have perl && cases+=("perl:perl $C/perl.pl")
 have git && cases+=("git:bash $C/git.sh")
 have sqlite3 && cases+=("sqlite:bash $C/sqlite.sh")
 have make && cases+=("make:bash $C/make.sh $C")
-((${#cases[@]})) || skip "none of python3, bash, perl, git, sqlite3, make is installed"
+have tclsh && cases+=("tcl:tclsh $C/tcl.tcl")
+have awk && have xargs && cases+=("tools:bash $C/tools.sh")
+have busybox || true # tools.sh leaves its busybox part out without it (said here)
+((${#cases[@]})) || skip "none of python3, bash, perl, git, sqlite3, make, tclsh, awk is installed"
 
 # run MODE NAME CMD...: CMD in its own directory; its stdout, stderr and status kept
 run() {

@@ -13,9 +13,10 @@ build_packages=(build-essential cmake pkg-config libuv1-dev libelf-dev libcjson-
 # and npm (speedscope's package and its schema; Debian's, unless a node with npm is there),
 # libdevel-nytprof-perl (ships FlameGraph's flamegraph.pl, which draws our folded stacks),
 # libgoogle-perftools-dev (bench/overhead.sh compares against gperftools), strace
-# (host-contract-proc-tasks lists the /proc entries opened); and the .NET diagnostic tools, below.
+# (host-contract-proc-tasks lists the /proc entries opened), tcl and busybox (two of real-hosts'
+# programs, a few MB); and the .NET diagnostic tools, below.
 test_packages=(clang libclang-rt-14-dev curl golang-go chromium libdevel-nytprof-perl
-               libgoogle-perftools-dev strace)
+               libgoogle-perftools-dev strace tcl busybox)
 command -v npm >/dev/null 2>&1 || test_packages+=(nodejs npm)
 
 # retry CMD...: runs CMD up to 4 times, 10, 20 and 40 s apart, and says so each time it failed: a
