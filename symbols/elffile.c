@@ -33,7 +33,9 @@ static int
 sym_map_open(const char *path, struct sym_map *m)
 {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC), err = 0;
+    /* O_NONBLOCK: the path comes from a trace, which anyone may write; a FIFO there held the
+     * open until a writer came (pipeprof report hung on it). Refused below as no regular file. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), err = 0;
 
     m->p = MAP_FAILED;
     m->size = 0;

@@ -131,10 +131,20 @@ struct sym_file {
 static int
 sym_file_open(const char *path, struct sym_file *f)
 {
+    struct stat st;
+
     f->elf = NULL;
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK and a regular file only: the path may come from a trace (cli/names.c), which
+     * anyone may write, and a FIFO held the open until a writer came, a device was read as
+     * long as it gave bytes. */
+    f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (f->fd < 0) {
         return -errno;
+    }
+    if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(f->fd);
+        f->fd = -1;
+        return -EBADMSG;
     }
     f->elf = sym_elf.begin(f->fd, ELF_C_READ_MMAP, NULL);
     if (f->elf == NULL || sym_elf.kind(f->elf) != ELF_K_ELF) {

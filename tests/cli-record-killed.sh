@@ -194,3 +194,13 @@ grep -q 'pp-sample-workload!0x' "$d/ok.folded" || fail "stripped: no pp-sample-w
 diff -u "$d/ok.folded" "$d/stripped.folded" >&2 ||
   fail "stripped, no build-id: names from the file's unwind tables differ from the agent's"
 echo "ok   a binary without a build-id: named while unmodified, not once modified after the start; stripped, by its unwind tables as the agent names it"
+# A trace is anyone's to write, and the paths it names are read: one that is a FIFO now must be
+# refused, not opened and waited on (report hung there until a writer came), nor a device read.
+rm "$d/pp-sample-workload"
+mkfifo "$d/pp-sample-workload"
+rc=0
+timeout 120 "$PIPEPROF" report "$d/stripped.nettrace" >"$d/fifo.report" 2>"$d/fifo.err" || rc=$?
+[[ $rc == 0 ]] || { cat "$d/fifo.err" >&2; fail "a module path that is a FIFO: report ended with $rc (124: it waited on the FIFO)"; }
+grep -q 'pp-sample-workload!0x' "$d/fifo.report" ||
+  { cat "$d/fifo.report" >&2; fail "a module path that is a FIFO: its frames named from something"; }
+echo "ok   a module path that is a FIFO now: refused at once, its frames left unnamed"
