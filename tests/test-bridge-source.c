@@ -900,7 +900,18 @@ TEST(a_snapshot_thread_runs_after_its_snapshot_sample)
     struct snap_worker wk = { 0, -1, 1, 0, 0, 0 };
     struct snap_seen seen;
 
-    snap_run(&wk, &slow, &seen);
+    /* A snapshot session's threads are those its first pass meets, and this one lives 60 ms: on
+     * a loaded machine the pass (25 to 45 ms after the start on an idle agent) came after it had
+     * ended, 1 run in 25 at load 4, and the thread was rightly in no sample at all. That run is
+     * not the case: said, and made again (the assertions below hold for a run that met it). */
+    for (int tries = 0; tries < 5; tries++) {
+        wk = (struct snap_worker){ 0, -1, 1, 0, 0, 0 };
+        snap_run(&wk, &slow, &seen);
+        if (seen.n != 0) {
+            break;
+        }
+        printf("# the worker ended before the snapshot's first pass met it: made again\n");
+    }
     ASSERT_TRUE(seen.n >= 2);
     ASSERT_TRUE(seen.first_depth > 0);
     ASSERT_TRUE(!seen.running_before_waiting);
