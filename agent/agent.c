@@ -259,12 +259,14 @@ ag_agent_after_fork_parent(void)
     }
 }
 
-/* The loader lock's handlers first (host/dl.c): prepare handlers run in the reverse order of
- * registration, so the forking thread takes the module lock, then the loader lock, as the
- * manager does (its walks of the loader's list run under the module lock). */
+/* The fd gate's handlers first (host/fds.c: the child's mark lock free before this file's child
+ * handler closes scan files), then the loader lock's (host/dl.c): prepare handlers run in the
+ * reverse order of registration, so the forking thread takes the module lock, then the loader
+ * lock, as the manager does (its walks of the loader's list run under the module lock). */
 static void
 ag_agent_atfork_register(void)
 {
+    host_fds_atfork_register(NULL); /* the shim's, when the shim came first */
     host_loader_atfork_register();
     pthread_atfork(ag_agent_before_fork, ag_agent_after_fork_parent, ag_agent_forked_child);
 }

@@ -120,24 +120,13 @@ pp_names_free(struct pp_names *n)
 void
 pp_names_set_start(struct pp_names *n, const struct nt_trace_info *info)
 {
-    /* Days since 1970-01-01 of the proleptic Gregorian date (Howard Hinnant's days_from_civil),
-     * computed here: timegm() reads the time zone file (/etc/localtime) at its first call, an
-     * open cli-record-child-calls counts against record. */
-    int64_t y = info->sync_time[0], m = info->sync_time[1], d = info->sync_time[3];
-    int64_t era, yoe, doy, doe;
+    int64_t unix_ns;
 
-    if (y < 1970 || m < 1 || m > 12 || d < 1 || d > 31) {
-        return;
+    /* (nettrace/'s arithmetic, not timegm(), which reads the time zone file at its first call:
+     * an open cli-record-child-calls counts against record) */
+    if (nt_trace_info_unix_ns(info, &unix_ns) == 0 && unix_ns >= 0) {
+        n->start_ms = unix_ns / 1000000;
     }
-    y -= m <= 2;
-    era = y / 400;
-    yoe = y - era * 400;
-    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    n->start_ms = ((era * 146097 + doe - 719468) * 86400 + info->sync_time[4] * 3600 +
-                   info->sync_time[5] * 60 + info->sync_time[6]) *
-                          1000 +
-                  info->sync_time[7];
 }
 
 static uint64_t

@@ -177,11 +177,7 @@ pp_record_join(const char *const *in, int n, int ofd, struct pp_names *names,
             const struct nt_trace_info *info = nt_reader_info(r);
             struct nt_writer_options o;
 
-            memset(&o, 0, sizeof(o));
-            o.process_id = info->process_id;
-            o.number_of_processors = info->number_of_processors;
-            o.sampling_interval_ns = info->expected_cpu_sampling_rate;
-            o.sync_time_ticks = info->sync_time_ticks;
+            nt_writer_options_from_info(&o, info);
             err = nt_writer_new(&o, &sink, &w);
             if (names != NULL) {
                 pp_names_set_start(names, info);

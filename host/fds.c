@@ -2432,6 +2432,21 @@ host_fds_fork_parent(void)
     host_fds_gate_host_leave();
 }
 
+void
+host_fds_atfork_register(void (*child)(void))
+{
+    static atomic_int registered;
+
+    /* A child that inherited the mark lock held (a library thread closing a scan file at the
+     * fork) and had no handler to free it spun on it for good in the agent's child handler
+     * (test-agent-sampling's fork case under TSan, the agent linked without the shim: gdb, the
+     * child in host_fds_spin_take from closedir from ag_threads_forked_child). */
+    if (atomic_exchange(&registered, 1) == 0) {
+        pthread_atfork(host_fds_fork_prepare, host_fds_fork_parent,
+                       child != NULL ? child : host_fds_forked_child);
+    }
+}
+
 static long host_fds_close_library(int fd, host_syscall_fn real);
 
 void

@@ -250,6 +250,12 @@ void host_fds_inherited_close(void);
  * library creation is under way at it (its fd in the child, its mark not). */
 void host_fds_fork_prepare(void);
 void host_fds_fork_parent(void);
+/* Registers those two and a child handler, once per process, whoever asks first: the shim first
+ * of all, with its own child handler (which calls host_fds_forked_child first thing); the agent,
+ * for a process whose agent came without the shim (linked in: its child handler closes the
+ * parent's scan files through the close interposer, which takes the mark lock), with NULL, for
+ * host_fds_forked_child itself. Context: not signal-safe. */
+void host_fds_atfork_register(void (*child)(void));
 /* The calling thread is the library's: its calls are the library's. */
 void host_thread_mark_library(void);
 /* What fds.c calls on the host's thread when the host dup2()s or dup3()s onto fd, one of the

@@ -190,4 +190,17 @@ nt_utc_from_unix(int64_t secs, struct nt_utc *out)
     out->year = yoe + era * 400 + (out->month <= 2);
 }
 
+/* The inverse: the seconds since 1970 of a UTC calendar date (its weekday unused). */
+static inline int64_t
+nt_unix_from_utc(const struct nt_utc *in)
+{
+    int64_t y = in->year - (in->month <= 2), era, yoe, doy, doe;
+
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (in->month > 2 ? in->month - 3 : in->month + 9) + 2) / 5 + in->day - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return (era * 146097 + doe - 719468) * 86400 + in->hour * 3600 + in->minute * 60 + in->second;
+}
+
 #endif /* NT_INTERNAL_H */

@@ -369,6 +369,15 @@ PP_MUST_USE int nt_reader_new(const struct nt_source *src, const struct nt_reade
 /* The trace header. Valid after nt_reader_new() succeeded. */
 const struct nt_trace_info *nt_reader_info(const struct nt_reader *r);
 
+/* The header's SYSTEMTIME as nanoseconds since 1970, UTC, to its millisecond: 0, or -EINVAL when
+ * its fields make no date (a month of 13, a day of 0, ...). */
+PP_MUST_USE int nt_trace_info_unix_ns(const struct nt_trace_info *info, int64_t *out);
+
+/* Options for a writer whose trace goes on from info's (a copy, a merge, a rewrite): the same
+ * process, processors, sampling interval and sync time (its ticks and its SYSTEMTIME, so that
+ * events keep their wall-clock times), the rest 0 (the defaults). */
+void nt_writer_options_from_info(struct nt_writer_options *o, const struct nt_trace_info *info);
+
 /*
  * Reads the next event in file order (metadata records are consumed internally and not
  * returned). Returns 1 and fills *ev, 0 at the end of the stream, or a negative errno

@@ -1032,6 +1032,46 @@ out:
 /* Stream header and Trace object (3.1-3.3)                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
+int
+nt_trace_info_unix_ns(const struct nt_trace_info *info, int64_t *out)
+{
+    const int16_t *t = info->sync_time;
+    struct nt_utc tm;
+
+    /* year, month, weekday, day, hour, minute, second, millisecond */
+    if (t[0] < 1601 || t[1] < 1 || t[1] > 12 || t[3] < 1 || t[3] > 31 || t[4] < 0 || t[4] > 23 ||
+        t[5] < 0 || t[5] > 59 || t[6] < 0 || t[6] > 59 || t[7] < 0 || t[7] > 999) {
+        return -EINVAL;
+    }
+    tm.year = t[0];
+    tm.month = t[1];
+    tm.day = t[3];
+    tm.weekday = t[2];
+    tm.hour = t[4];
+    tm.minute = t[5];
+    tm.second = t[6];
+    *out = nt_unix_from_utc(&tm) * 1000000000 + (int64_t)t[7] * 1000000;
+    return 0;
+}
+
+void
+nt_writer_options_from_info(struct nt_writer_options *o, const struct nt_trace_info *info)
+{
+    int64_t unix_ns;
+
+    memset(o, 0, sizeof(*o));
+    o->process_id = info->process_id;
+    o->number_of_processors = info->number_of_processors;
+    o->sampling_interval_ns = info->expected_cpu_sampling_rate;
+    o->sync_time_ticks = info->sync_time_ticks;
+    /* 0 (now) for a header whose date is no date, as a writer without one would say. The epoch
+     * itself (1970-01-01 00:00:00.000) is 0 too, and is taken as now: a trace of that instant is
+     * not one of this machine's. */
+    if (nt_trace_info_unix_ns(info, &unix_ns) == 0) {
+        o->sync_time_unix_ns = unix_ns;
+    }
+}
+
 PP_MUST_USE static int
 nt_writer_write_header(struct nt_writer *w)
 {

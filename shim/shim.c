@@ -193,7 +193,7 @@ shim_atfork_register_resets(void)
      * agent's child handler closes the parent's scan files through the close interposer, which
      * takes the mark lock (with the agent's first, a forked child of pp-sample-torture spun on it
      * for good, 4 runs of agent-torture in 20). */
-    pthread_atfork(host_fds_fork_prepare, host_fds_fork_parent, shim_atfork_child_reset);
+    host_fds_atfork_register(shim_atfork_child_reset);
     ag_fork_handlers_register();
 }
 

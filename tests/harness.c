@@ -2,7 +2,9 @@
 /*
  * tests/harness.c - fork-per-case runner behind tests/test.h.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -152,6 +154,97 @@ test_read_to_eof(int fd, size_t *len, int timeout_ms)
     return buf;
 }
 
+/* The pgrp field of /proc/PID/stat (after the parenthesised name, which may hold anything), or
+ * -1; -1 too for a zombie (a child the case killed and did not reap, reaped once reparented). */
+static pid_t
+test_pgrp_of(pid_t pid)
+{
+    char path[64], buf[512], *p, state = '?';
+    int fd, pgrp = -1;
+    ssize_t n;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) {
+        return -1;
+    }
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    if (p == NULL || sscanf(p + 1, " %c %*d %d", &state, &pgrp) != 2 || state == 'Z') {
+        return -1;
+    }
+    return (pid_t)pgrp;
+}
+
+/* Prints the file /proc/PID/NAME, each line prefixed, at most max lines. */
+static void
+test_print_proc(pid_t pid, const char *name, int max)
+{
+    char path[64], line[256];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+    f = fopen(path, "re");
+    if (f == NULL) {
+        return;
+    }
+    while (max-- > 0 && fgets(line, sizeof(line), f) != NULL) {
+        fprintf(stderr, "#   %s: %s%s", name, line, strchr(line, '\n') != NULL ? "" : "\n");
+    }
+    fclose(f);
+}
+
+/*
+ * A case's processes that outlived it (the case runs as a process group of its own): a child it
+ * forked that hung kept ctest's pipe open, and ctest waited out its 600 s for the whole binary
+ * twice (a CI run's TSan stage: a forked child spinning on a lock its parent's thread held). Each
+ * is described (its state, kernel stack, and its threads' user stacks when gdb is on the PATH
+ * and the case failed) and killed; the case's result stands, with these lines beside it.
+ */
+static void
+test_reap_group(pid_t pgrp, int failed)
+{
+    struct dirent *e;
+    DIR *d;
+
+    if (kill(-pgrp, 0) != 0) {
+        return; /* none left */
+    }
+    d = opendir("/proc");
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        pid_t p = (pid_t)atoi(e->d_name);
+        char cmd[160];
+
+        if (p <= 0 || test_pgrp_of(p) != pgrp) {
+            continue;
+        }
+        fprintf(stderr, "# process %d of the case outlived it:\n", (int)p);
+        test_print_proc(p, "status", 3);
+        test_print_proc(p, "wchan", 1);
+        test_print_proc(p, "syscall", 1);
+        test_print_proc(p, "stack", 16);
+        if (failed) {
+            snprintf(cmd, sizeof(cmd),
+                     "command -v gdb >/dev/null && timeout 60 gdb -batch -nx -p %d "
+                     "-ex 'thread apply all bt' 2>&1 | sed 's/^/#   gdb: /' >&2",
+                     (int)p);
+            fflush(NULL);
+            if (system(cmd) != 0) {
+                fprintf(stderr, "#   (no gdb backtrace)\n");
+            }
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    kill(-pgrp, SIGKILL);
+}
+
 static int
 test_run_one(const struct test_case *tc)
 {
@@ -166,21 +259,25 @@ test_run_one(const struct test_case *tc)
         return 1;
     }
     if (pid == 0) {
+        setpgid(0, 0); /* the case's group: test_reap_group() */
         alarm(timeout);
         tc->fn();
         fflush(NULL);
         _exit(0);
     }
+    setpgid(pid, pid); /* either side's call makes it, before any fork of the case */
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {
             return 1;
         }
     }
     if (WIFEXITED(status)) {
+        test_reap_group(pid, WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != TEST_EXIT_SKIP);
         return WEXITSTATUS(status);
     }
     fprintf(stderr, "# killed by signal %d%s\n", WTERMSIG(status),
             WTERMSIG(status) == SIGALRM ? " (timeout)" : "");
+    test_reap_group(pid, 1);
     return 1;
 }
 

@@ -410,6 +410,57 @@ TEST(header_date_is_gmtimes_over_the_sync_times_range)
     ASSERT_TRUE(checked > 29000);
 }
 
+/*
+ * A trace written again from a reader's header (record's join of its processes' traces, the
+ * test tools' rewrites) keeps its SYSTEMTIME: nt_trace_info_unix_ns reads back every header date
+ * of the range above to its millisecond, and nt_writer_options_from_info carries it with the
+ * rest. Before, the joined trace was dated at the join (now), its events' wall-clock times moved
+ * by the recording's length.
+ */
+TEST(a_headers_date_reads_back_and_goes_on_into_a_rewrite)
+{
+    const int64_t first = INT64_MIN / 1000000000 + 1, last = INT64_MAX / 1000000000 - 1;
+    struct nt_trace_info info;
+    struct nt_writer_options o;
+    size_t checked = 0;
+    int64_t secs, got;
+    int i;
+
+    for (secs = first; secs <= last; secs += 7 * 86400 + 3 * 3600 + 1) {
+        uint16_t date[8];
+
+        ASSERT_OK(header_date(secs, date));
+        memset(&info, 0, sizeof(info));
+        for (i = 0; i < 8; i++) {
+            info.sync_time[i] = (int16_t)date[i];
+        }
+        ASSERT_OK(nt_trace_info_unix_ns(&info, &got));
+        ASSERT_EQ(got, secs * 1000000000 + 987000000);
+        checked++;
+    }
+    ASSERT_TRUE(checked > 29000);
+    /* the rest of the header, and the date, into the options */
+    info.process_id = 4242;
+    info.number_of_processors = 3;
+    info.expected_cpu_sampling_rate = 4000000;
+    info.sync_time_ticks = 123456789;
+    nt_writer_options_from_info(&o, &info);
+    ASSERT_EQ(o.process_id, 4242);
+    ASSERT_EQ(o.number_of_processors, 3);
+    ASSERT_EQ(o.sampling_interval_ns, 4000000);
+    ASSERT_EQ(o.sync_time_ticks, 123456789);
+    ASSERT_EQ(o.sync_time_unix_ns, got);
+    ASSERT_EQ(o.reorder_window_ns, 0);
+    /* a header whose fields make no date: said, and a rewrite dated now (0) */
+    info.sync_time[1] = 13;
+    ASSERT_EQ(nt_trace_info_unix_ns(&info, &got), -EINVAL);
+    nt_writer_options_from_info(&o, &info);
+    ASSERT_EQ(o.sync_time_unix_ns, 0);
+    info.sync_time[1] = 2;
+    info.sync_time[3] = 0;
+    ASSERT_EQ(nt_trace_info_unix_ns(&info, &got), -EINVAL);
+}
+
 TEST(worked_example_of_section_11_is_reproduced)
 {
     static const uint64_t stack[2] = { 0x401000, 0x402000 };
@@ -2186,6 +2237,7 @@ TEST(late_event_of_another_capture_thread_starts_a_block)
 static const struct test_case cases[] = {
     TEST_CASE(header_and_trace_object_are_byte_exact),
     TEST_CASE(header_date_is_gmtimes_over_the_sync_times_range),
+    TEST_CASE(a_headers_date_reads_back_and_goes_on_into_a_rewrite),
     TEST_CASE(worked_example_of_section_11_is_reproduced),
     TEST_CASE(metadata_record_of_sample_profiler_is_byte_exact),
     TEST_CASE(metadata_with_object_field_uses_v1_list),

@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <syslog.h>
@@ -92,8 +93,27 @@ host_burn_us(long us)
     } while ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 < us);
 }
 
+/* On stderr: where a child that did not exit is (its kernel stack, and its threads' stacks by
+ * gdb when gdb is on the PATH), before it is killed: a hang seen only in a CI run is then seen
+ * whole in that run's log (the dlfork hosts' children in wall mode, twice). */
+static inline void
+host_describe_stuck(pid_t pid)
+{
+    char cmd[320];
+
+    snprintf(cmd, sizeof(cmd),
+             "for f in wchan syscall stack; do echo \"stuck child %d: $f: $(cat /proc/%d/$f "
+             "2>&1 | tr '\\n' ' ')\"; done >&2; command -v gdb >/dev/null && timeout 60 gdb "
+             "-batch -nx -p %d -ex 'thread apply all bt' 2>&1 | sed 's/^/stuck child: /' >&2",
+             (int)pid, (int)pid, (int)pid);
+    fflush(NULL);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "stuck child %d: no gdb backtrace\n", (int)pid);
+    }
+}
+
 /* Waits at most 20 s for child pid: its wait status, -1 for pid < 0 (no fork), or -3 when it did
- * not exit in time (then killed and reaped). */
+ * not exit in time (then described on stderr, killed and reaped). */
 static inline int
 host_wait_child(pid_t pid)
 {
@@ -109,6 +129,7 @@ host_wait_child(pid_t pid)
         }
         nanosleep(&tick, NULL);
     }
+    host_describe_stuck(pid);
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
     return -3;

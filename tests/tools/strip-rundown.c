@@ -51,11 +51,7 @@ main(int argc, char **argv)
         const struct nt_trace_info *info = nt_reader_info(r);
         struct nt_writer_options o;
 
-        memset(&o, 0, sizeof(o));
-        o.process_id = info->process_id;
-        o.number_of_processors = info->number_of_processors;
-        o.sampling_interval_ns = info->expected_cpu_sampling_rate;
-        o.sync_time_ticks = info->sync_time_ticks;
+        nt_writer_options_from_info(&o, info);
         err = nt_writer_new(&o, &sink, &w);
     }
     while (err == 0 && (err = nt_reader_next(r, &ev)) == 1) {
