@@ -88,6 +88,40 @@ write_payload_event(struct nt_writer *w, uint32_t meta, uint64_t ts, struct nt_p
     ASSERT_OK(nt_writer_write(w, &ev));
 }
 
+/* The trace being written (trace_begin .. trace_end). */
+static int trace_fd = -1;
+static struct nt_sink trace_sink;
+
+/* Starts a trace at trace_path (/tmp/pp-test-WHAT-PID.nettrace) whose clock starts at ts, with
+ * the ThreadSample, ModuleDCEnd and MethodDCEndVerbose events defined. */
+static struct nt_writer *
+trace_begin(const char *what, uint64_t ts, uint32_t *m_sample, uint32_t *m_module,
+            uint32_t *m_method)
+{
+    struct nt_writer_options opts = { 0 };
+    struct nt_writer *w = NULL;
+
+    snprintf(trace_path, sizeof(trace_path), "/tmp/pp-test-%s-%d.nettrace", what, (int)getpid());
+    trace_fd = open(trace_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_TRUE(trace_fd >= 0);
+    nt_sink_fd(&trace_sink, &trace_fd);
+    opts.sync_time_ticks = ts;
+    ASSERT_OK(nt_writer_new(&opts, &trace_sink, &w));
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), m_sample));
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_MODULE_DC_END), m_module));
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END), m_method));
+    return w;
+}
+
+static void
+trace_end(struct nt_writer *w)
+{
+    ASSERT_OK(nt_writer_finish(w));
+    nt_writer_free(w);
+    close(trace_fd);
+    trace_fd = -1;
+}
+
 /* 30 + 10 samples on thread 101, 20 running + 5 waiting on thread 202, 2 unnamed on 101; with
  * early or chance_ns, two AgentLosses events whose PerfEarly increments are 3 and early - 3
  * (0 and 0 for early 0) and, with chance_ns (today's event; without it, the one before exitgap),
@@ -100,25 +134,15 @@ make_trace_losses(uint64_t early, uint64_t chance_ns)
     const uint64_t s_b2[] = { MODULE_BASE + 0x1180, MODULE_BASE + 0x1240, MODULE_BASE + 0x1305 };
     const uint64_t s_c[] = { MODULE_BASE + 0x1408, MODULE_BASE + 0x1502 };
     const uint64_t s_unknown[] = { 0x1234, MODULE_BASE + 0x1220, MODULE_BASE + 0x1305 };
-    struct nt_writer_options opts = { 0 };
-    struct nt_writer *w = NULL;
-    struct nt_sink sink;
+    struct nt_writer *w;
     uint32_t m_sample, m_module, m_method;
     uint8_t buf[1024];
     struct nt_payload p;
     uint64_t ts = 1000000;
-    int fd, i;
+    int i;
     size_t f;
 
-    snprintf(trace_path, sizeof(trace_path), "/tmp/pp-test-report-%d.nettrace", (int)getpid());
-    fd = open(trace_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    ASSERT_TRUE(fd >= 0);
-    nt_sink_fd(&sink, &fd);
-    opts.sync_time_ticks = ts;
-    ASSERT_OK(nt_writer_new(&opts, &sink, &w));
-    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), &m_sample));
-    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_MODULE_DC_END), &m_module));
-    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END), &m_method));
+    w = trace_begin("report", ts, &m_sample, &m_module, &m_method);
     if (early != 0 || chance_ns != 0) {
         uint32_t m_losses;
         uint64_t n[2] = { early != 0 ? 3 : 0, early != 0 ? early - 3 : 0 };
@@ -161,9 +185,7 @@ make_trace_losses(uint64_t early, uint64_t chance_ns)
     nt_payload_init(&p, buf, sizeof(buf));
     nt_payload_method_dc_end(&p, MODULE_ID, MODULE_BASE + 0x100f, 2, "", "0x100f", "");
     write_payload_event(w, m_method, ts += 1000, &p);
-    ASSERT_OK(nt_writer_finish(w));
-    nt_writer_free(w);
-    close(fd);
+    trace_end(w);
 }
 
 static void
@@ -425,24 +447,14 @@ make_trace_exec_chain(void)
     };
     const char *paths[2][2] = { { "/usr/bin/shell", "/lib/x86_64-linux-gnu/libc.so.6" },
                                 { "/usr/bin/prog", "/usr/lib/libprog.so" } };
-    struct nt_writer_options opts = { 0 };
-    struct nt_writer *w = NULL;
-    struct nt_sink sink;
+    struct nt_writer *w;
     uint32_t m_sample, m_module, m_method, m_init, m_complete;
     uint8_t buf[1024];
     struct nt_payload p;
     uint64_t ts = 1000000;
-    int fd, i, img, k;
+    int i, img, k;
 
-    snprintf(trace_path, sizeof(trace_path), "/tmp/pp-test-execchain-%d.nettrace", (int)getpid());
-    fd = open(trace_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    ASSERT_TRUE(fd >= 0);
-    nt_sink_fd(&sink, &fd);
-    opts.sync_time_ticks = ts;
-    ASSERT_OK(nt_writer_new(&opts, &sink, &w));
-    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), &m_sample));
-    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_MODULE_DC_END), &m_module));
-    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END), &m_method));
+    w = trace_begin("execchain", ts, &m_sample, &m_module, &m_method);
     ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_INIT), &m_init));
     ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_COMPLETE),
                                &m_complete));
@@ -471,9 +483,7 @@ make_trace_exec_chain(void)
         nt_payload_rundown_complete(&p);
         write_payload_event(w, m_complete, ts, &p);
     }
-    ASSERT_OK(nt_writer_finish(w));
-    nt_writer_free(w);
-    close(fd);
+    trace_end(w);
 }
 
 TEST(report_names_each_exec_images_modules_by_its_own_rundown)
