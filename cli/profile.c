@@ -837,12 +837,11 @@ pp_loader_file_name(void *ctx, uint64_t start, uint64_t size, uint64_t module_id
 {
     struct pp_loader *ld = ctx;
     uint32_t epoch = (uint32_t)(ld->rundown_count - (size_t)ld->rundown_open);
-    const struct pp_module *mod = pp_module_by_id(ld, module_id, epoch);
     int err;
 
-    /* Its own module in this rundown's epoch: an earlier image's module at the same base (an
-     * exec chain without ASLR) must not label it. */
-    if ((mod == NULL || mod->epoch != epoch) &&
+    /* The module id is its ModuleLoad's base, whose latest announcement is its own image's (an
+     * earlier image of an exec chain without ASLR had another file there). */
+    if (pp_module_by_id(ld, module_id, epoch) == NULL &&
         (err = pp_add_module(ld, module_id, 0, 0, module)) != 0) {
         return err;
     }

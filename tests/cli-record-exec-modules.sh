@@ -7,7 +7,7 @@
 # their own (`dump`: no ModuleDCEnd id names two files), `report` must put gt_steady in
 # pp-sample-groundtruth, and so must TraceEvent (`dotnet-trace convert --format speedscope`, when
 # dotnet-trace is installed; said loudly when not). Before (2026-11-29), both read
-# bash!gt_steady.
+# bash!gt_steady. And the same chain without ASLR, its second image killed (names from files).
 source "$(dirname "$0")/ipc-lib.sh" # B, T (TMPDIR), RECORD_ENV: a sanitizer's runtime first
 trap 'pp_cleanup' EXIT
 GT=$B/samples/pp-sample-groundtruth
@@ -77,3 +77,49 @@ else
   echo "SKIP (loud, this part only): dotnet-trace is not installed, TraceEvent's labels not checked" >&2
 fi
 echo "ok: each image's functions under its own modules"
+
+# Killed, without ASLR (setarch -R): bash and pp-sample-workload load at the same base, and the
+# workload, killed by SIGTERM, never writes its rundown: record names its frames from the files,
+# a rundown whose modules are known by their base (cli/names.c), which is bash's ModuleLoad's too.
+# Before (2026-11-29) report labelled them bash!pp_workload_fn_c.
+WL=$B/samples/pp-sample-workload
+if ! setarch -R true 2>/dev/null; then
+  echo "SKIP (loud, this part only): setarch -R does not run here" >&2
+  exit 0
+fi
+"${RECORD_ENV[@]}" setarch -R "$PIPEPROF" record -o "$T/norand.nettrace" -- \
+  bash -c 'i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; exec "$0" 120' "$WL" \
+  >/dev/null 2>"$T/norand.err" &
+rp=$!
+PP_PIDS+=($rp)
+cmd_pid=
+cmd_execd() {
+  cmd_pid=$(pgrep -P "$rp" | head -1)
+  [[ -n $cmd_pid && $(cat "/proc/$cmd_pid/comm" 2>/dev/null) == pp-sample-work* ]]
+}
+wait_until 60 "the workload exec'd under record" cmd_execd
+read -r cpu waited < <(wait_cpu "$cmd_pid" 1 60)
+kill -TERM "$cmd_pid"
+set +e
+wait "$rp"
+set -e
+grep -q "ended before its rundown" "$T/norand.err" || { cat "$T/norand.err" >&2; fail "no-ASLR: the workload's frames were not named from files"; }
+"$PIPEPROF" dump --format json "$T/norand.nettrace" >"$T/norand.json"
+"$PIPEPROF" report --format json --top 500 "$T/norand.nettrace" >"$T/norand.report" 2>/dev/null
+python3 - "$T/norand.json" "$T/norand.report" <<'EOF2' || fail "no-ASLR killed chain: labels (above)"
+import json, sys
+bases = {}
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e.get("name") == "ModuleLoad" and e["fields"]["Path"].rsplit("/", 1)[-1] in ("bash", "pp-sample-workload"):
+        bases[e["fields"]["Path"].rsplit("/", 1)[-1]] = e["fields"]["Base"]
+print("bases:", {k: hex(v) for k, v in bases.items()})
+if len(bases) != 2 or len(set(bases.values())) != 1:
+    sys.exit("premise: bash and pp-sample-workload at one base under setarch -R")
+r = json.load(open(sys.argv[2]))
+names = [e["function"] for e in r["top_total"] if "pp_workload_" in e["function"]]
+print("report:", names)
+if not names or any(not n.startswith("pp-sample-workload!") for n in names):
+    sys.exit(1)
+EOF2
+echo "ok: without ASLR, a killed image's functions named from files under its own module"
