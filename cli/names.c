@@ -489,6 +489,13 @@ pp_names_check_vdso(struct pp_names_module *m, struct pp_names_stats *st)
     }
 }
 
+/* A file time in milliseconds since 1970, as pp_names_set_start()'s start. */
+static int64_t
+pp_names_ms(const struct timespec *t)
+{
+    return (int64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
+}
+
 /* Checks that m's file is the one the process loaded, and loads its symbols. */
 static void
 pp_names_check(struct pp_names *n, struct pp_names_module *m, struct pp_names_stats *st)
@@ -529,11 +536,18 @@ pp_names_check(struct pp_names *n, struct pp_names_module *m, struct pp_names_st
                       "its load size differs from the loaded one's");
         return;
     }
-    if (m->build_id_len == 0 && n->start_ms != 0 &&
-        (int64_t)sb.st_mtim.tv_sec * 1000 + sb.st_mtim.tv_nsec / 1000000 > n->start_ms) {
+    if (m->build_id_len == 0 && n->start_ms != 0 && pp_names_ms(&sb.st_mtim) > n->start_ms) {
         /* no build-id to tell: a file modified since the recording began may be another */
         pp_names_note(st->changed, sizeof(st->changed), m->path,
                       "no build-id, and modified after the recording began");
+        return;
+    }
+    if (m->build_id_len == 0 && n->start_ms != 0 && pp_names_ms(&sb.st_ctim) > n->start_ms) {
+        /* An older file put in its place keeps its older mtime (mv, cp -p, install -p, a
+         * package's files), but the kernel stamps the inode's change time then, and no one can
+         * set that. (A chmod or a new hard link stamps it too: refused, named by offset.) */
+        pp_names_note(st->changed, sizeof(st->changed), m->path,
+                      "no build-id, and moved or changed after the recording began");
         return;
     }
     m->bias = m->base - id.load_lo;

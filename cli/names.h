@@ -4,8 +4,9 @@
  * signal: its agent never wrote the MethodDCEndVerbose events that name its native frames), from
  * the files its ModuleLoad events point to, with the agent's own symbol code (symbols/symbols.h),
  * so that a name is the one the agent's rundown would have written. A file that is not the one
- * the process loaded (its build-id differs; without a build-id, its load span differs or it was
- * modified after the recording began) names nothing: a rebuilt binary must not give wrong names.
+ * the process loaded (its build-id differs; without a build-id, its load span differs, or it was
+ * modified, or moved or copied into place, after the recording began) names nothing: a rebuilt
+ * binary must not give wrong names.
  * Context: the CLI's single thread.
  */
 #ifndef PP_CLI_NAMES_H

@@ -41,6 +41,7 @@ struct pp_module {
     uint64_t id;   /* ModuleID, or the load base for pipeprof ModuleLoad */
     uint64_t base; /* 0 when unknown */
     uint64_t size;
+    uint32_t epoch; /* rundowns the trace completed before it, as pp_method's (pp_module_by_id) */
     char *label;    /* file name without its last extension, as TraceEvent shows modules */
     char *basename; /* file name */
 };
@@ -184,6 +185,7 @@ pp_add_module(struct pp_loader *pv, uint64_t id, uint64_t base, uint64_t size, c
     m->id = id;
     m->base = base;
     m->size = size;
+    m->epoch = (uint32_t)(pv->rundown_count - (size_t)pv->rundown_open);
     m->label = pp_module_label(path);
     m->basename = strdup(strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path);
     if (m->label == NULL || m->basename == NULL) {
@@ -744,17 +746,32 @@ pp_method_in_epoch(const struct pp_loader *ld, uint32_t e, uint64_t at)
     return NULL;
 }
 
+/*
+ * The module of a method of epoch `epoch`: of those with that id, the one the trace gave last in
+ * the latest epoch not after it (its own rundown's ModuleDCEnd), else the first given later. An
+ * exec chain's trace (record joins a process's images) holds several images' rundowns, each
+ * numbering its modules from 1: the first module with the id was an earlier image's (a later
+ * image's python3!_start read bash!_start).
+ */
 static const struct pp_module *
-pp_module_by_id(const struct pp_loader *ld, uint64_t id)
+pp_module_by_id(const struct pp_loader *ld, uint64_t id, uint32_t epoch)
 {
+    const struct pp_module *best = NULL, *later = NULL;
     size_t i;
 
     for (i = 0; i < ld->module_count; i++) {
-        if (ld->modules[i].id == id) {
-            return &ld->modules[i];
+        const struct pp_module *m = &ld->modules[i];
+
+        if (m->id != id) {
+            continue;
+        }
+        if (m->epoch <= epoch && (best == NULL || m->epoch >= best->epoch)) {
+            best = m;
+        } else if (m->epoch > epoch && (later == NULL || m->epoch < later->epoch)) {
+            later = m;
         }
     }
-    return NULL;
+    return best != NULL ? best : later;
 }
 
 static const struct pp_module *
@@ -792,7 +809,7 @@ pp_loader_name_from(const struct pp_loader *ld, uint32_t from, uint64_t ip, int 
     if (m != NULL) {
         /* pipeprof's rundown puts the module's file name in the namespace (TraceEvent shows
          * "namespace.name"); a real namespace is kept, as TraceEvent shows it. */
-        mod = pp_module_by_id(ld, m->module_id);
+        mod = pp_module_by_id(ld, m->module_id, m->epoch);
         if (*m->ns != '\0' && (mod == NULL || strcmp(m->ns, mod->basename) != 0)) {
             snprintf(buf, len, "%s!%s.%s", mod != NULL ? mod->label : "?", m->ns, m->name);
         } else {
@@ -819,9 +836,12 @@ pp_loader_file_name(void *ctx, uint64_t start, uint64_t size, uint64_t module_id
                     const char *module, const char *name)
 {
     struct pp_loader *ld = ctx;
+    uint32_t epoch = (uint32_t)(ld->rundown_count - (size_t)ld->rundown_open);
     int err;
 
-    if (pp_module_by_id(ld, module_id) == NULL &&
+    /* The module id is its ModuleLoad's base, whose latest announcement is its own image's (an
+     * earlier image of an exec chain without ASLR had another file there). */
+    if (pp_module_by_id(ld, module_id, epoch) == NULL &&
         (err = pp_add_module(ld, module_id, 0, 0, module)) != 0) {
         return err;
     }

@@ -145,6 +145,59 @@ struct pp_record {
 #define PP_RECORD_MAX_SEGMENTS 64
 
 /*
+ * The agent numbers its modules from 1 in every image, and its rundown (ModuleDCEnd,
+ * MethodDCEndVerbose) says those numbers: in a process's trace joined from several images, image
+ * 2's module 1 was image 1's too, and TraceEvent labelled image 2's functions with image 1's
+ * module (bash!pp_workload_fn_c for the exec'd program's function). The join makes them unique:
+ * segment k's agent ids (below 2^32) get k in the bits from 48 up, above any user-space address.
+ * The runtime's module ids (the addresses of its Module objects, which its other events carry
+ * too) are left alone.
+ */
+#define PP_RECORD_IMAGE_MODULE_SHIFT 48
+
+/* The ModuleID's offset in a rundown event the agent writes, or -1 for any other event. */
+static int
+pp_record_module_id_at(const struct nt_event *ev)
+{
+    if (strcmp(ev->desc->provider, NT_PROVIDER_RUNDOWN) != 0) {
+        return -1;
+    }
+    if (ev->desc->event_id == 154 && ev->payload_size >= 8) { /* ModuleDCEnd: ModuleID first */
+        return 0;
+    }
+    if (ev->desc->event_id == 144 && ev->payload_size >= 16) { /* MethodDCEndVerbose: second */
+        return 8;
+    }
+    return -1;
+}
+
+/* Segment k's copy of ev's payload in buf with its agent module id made the trace's own
+ * (PP_RECORD_IMAGE_MODULE_SHIFT); ev is left as it is when there is none to change. */
+static void
+pp_record_image_module_id(struct nt_event *ev, int k, uint8_t *buf)
+{
+    int at = k > 0 ? pp_record_module_id_at(ev) : -1;
+    uint64_t id = 0;
+    int b;
+
+    if (at < 0 || ev->payload_size > NT_MAX_PAYLOAD) {
+        return;
+    }
+    for (b = 7; b >= 0; b--) {
+        id = id << 8 | ev->payload[at + b];
+    }
+    if (id > UINT32_MAX) {
+        return; /* the runtime's */
+    }
+    id |= (uint64_t)k << PP_RECORD_IMAGE_MODULE_SHIFT;
+    memcpy(buf, ev->payload, ev->payload_size);
+    for (b = 0; b < 8; b++) {
+        buf[at + b] = (uint8_t)(id >> (8 * b));
+    }
+    ev->payload = buf;
+}
+
+/*
  * Joins the segment traces of one process (an image per exec) into `out`: every event of each,
  * in order, through the nettrace reader and writer, with the first segment's header. Timestamps
  * are the agent's monotonic clock in every segment, so they stay comparable. A segment that ends
@@ -158,7 +211,8 @@ pp_record_join(const char *const *in, int n, int ofd, struct pp_names *names,
 {
     struct nt_writer *w = NULL;
     struct nt_sink sink;
-    int err = 0, i;
+    uint8_t *payload = n > 1 ? malloc(NT_MAX_PAYLOAD) : NULL;
+    int err = n > 1 && payload == NULL ? -ENOMEM : 0, i;
 
     nt_sink_fd(&sink, &ofd);
     for (i = 0; i < n && err == 0; i++) {
@@ -193,6 +247,7 @@ pp_record_join(const char *const *in, int n, int ofd, struct pp_names *names,
             err = nt_writer_define(w, ev.desc, &meta);
             if (err == 0) {
                 ev.metadata_id = meta;
+                pp_record_image_module_id(&ev, i, payload);
                 err = nt_writer_write(w, &ev);
             }
             if (err == 0 && names != NULL) {
@@ -216,6 +271,7 @@ pp_record_join(const char *const *in, int n, int ofd, struct pp_names *names,
         err = nt_writer_finish(w);
     }
     nt_writer_free(w);
+    free(payload);
     return err;
 }
 

@@ -16,7 +16,8 @@
 #     recording with its rundown taken away (tests/tools/strip-rundown.c) converts to the same
 #     folded stacks, names included, as with it.
 #  5. A binary without a build-id: named while its file is unmodified, refused once modified
-#     after the recording began (no build-id to tell it from another); stripped too, its
+#     after the recording began (no build-id to tell it from another), or once an older file of
+#     the same size was moved over it (its inode's change time tells); stripped too, its
 #     functions named by their unwind tables' ranges as the agent names them.
 source "$(dirname "$0")/ipc-lib.sh"
 run_env=("${RECORD_ENV[@]}") # a sanitizer build's runtime first (tests/ipc-lib.sh)
@@ -158,22 +159,39 @@ echo "ok   a binary replaced since it was loaded: its frames stay unnamed, and b
 # 5. A binary without a build-id: named from its file while the file is as it was when the
 # recording began, not once it was modified after.
 command -v objcopy >/dev/null || skip "objcopy (binutils) is not installed: cases 1-4 ran"
-for touched in 0 1; do
-  d=$T/nobuildid$touched
+# moved: an older build of the same size (pp_workload_fn_a renamed pp_workload_fn_z, its mtime in
+# 2020) moved over it while it runs, as `mv`, `cp -p` or a package upgrade put an older file in
+# place: its mtime is older than the recording, only the inode's change time tells. Before
+# (2026-11-29) it was taken for the loaded file and named pp_workload_fn_a's samples
+# pp_workload_fn_z.
+for variant in unmodified touched moved; do
+  d=$T/nobuildid-$variant
   mkdir "$d"
   objcopy --remove-section .note.gnu.build-id "$WORKLOAD" "$d/pp-sample-workload"
+  if [[ $variant == moved ]]; then
+    objcopy --remove-section .note.gnu.build-id --redefine-sym pp_workload_fn_a=pp_workload_fn_z \
+      "$WORKLOAD" "$d/older"
+    touch -d '2020-01-01 00:00' "$d/older"
+  fi
   record_bg cpu "$d/n.nettrace" "$d/pp-sample-workload" 120 --until "$d/never"
   read -r cpu waited < <(wait_cpu "$cmd_pid" 1 60)
-  ((touched)) && touch "$d/pp-sample-workload"
+  [[ $variant == touched ]] && touch "$d/pp-sample-workload"
+  [[ $variant == moved ]] && mv -f "$d/older" "$d/pp-sample-workload"
   kill -TERM "$cmd_pid"
   set +e
   wait "$rp"
   set -e
   share=$(named "$d/n.nettrace")
-  note "no build-id, touched $touched: $share% named; $(grep -m1 'ended before' "$d/n.nettrace.err")"
-  if ((touched)); then
+  note "no build-id, $variant: $share% named; $(grep -m1 'ended before' "$d/n.nettrace.err")"
+  if [[ $variant == touched ]]; then
     grep -q "not the ones loaded ($d/pp-sample-workload (no build-id, and modified after the recording began)" "$d/n.nettrace.err" ||
       { cat "$d/n.nettrace.err" >&2; fail "no build-id: a file modified after the recording began was not refused"; }
+  elif [[ $variant == moved ]]; then
+    if "$PIPEPROF" report "$d/n.nettrace" 2>/dev/null | grep -q 'pp_workload_fn_z'; then
+      fail "no build-id: an older file moved into place named the loaded one's frames (pp_workload_fn_z)"
+    fi
+    grep -q "not the ones loaded ($d/pp-sample-workload (no build-id, and moved or changed after the recording began)" "$d/n.nettrace.err" ||
+      { cat "$d/n.nettrace.err" >&2; fail "no build-id: an older file moved into place after the recording began was not refused"; }
   else
     at_least "$share" 97 || { cat "$d/n.nettrace.err" >&2; fail "no build-id, unmodified: $share% of frames named"; }
     "$PIPEPROF" report "$d/n.nettrace" 2>/dev/null | grep -q 'pp-sample-workload!pp_workload_fn_a' ||
@@ -193,7 +211,7 @@ strip --strip-all -R .note.gnu.build-id -o "$d/pp-sample-workload" "$WORKLOAD"
 grep -q 'pp-sample-workload!0x' "$d/ok.folded" || fail "stripped: no pp-sample-workload!0x... frame in the agent's names"
 diff -u "$d/ok.folded" "$d/stripped.folded" >&2 ||
   fail "stripped, no build-id: names from the file's unwind tables differ from the agent's"
-echo "ok   a binary without a build-id: named while unmodified, not once modified after the start; stripped, by its unwind tables as the agent names it"
+echo "ok   a binary without a build-id: named while unmodified, not once modified or replaced by an older file after the start; stripped, by its unwind tables as the agent names it"
 # A trace is anyone's to write, and the paths it names are read: one that is a FIFO now must be
 # refused, not opened and waited on (report hung there until a writer came), nor a device read.
 rm "$d/pp-sample-workload"

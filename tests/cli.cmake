@@ -21,6 +21,8 @@ target_link_libraries(strip-rundown PRIVATE pp_nettrace)
 set_target_properties(strip-rundown PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 pp_add_script_test(cli-record-killed cli-record-killed.sh LABELS integration TIMEOUT 300)
 pp_add_script_test(dump-runtime-names dump-runtime-names.sh LABELS integration TIMEOUT 60)
+# An exec chain's images, each numbering its modules from 1: each keeps its own module names.
+pp_add_script_test(cli-record-exec-modules cli-record-exec-modules.sh LABELS integration TIMEOUT 300)
 # Forked workers' shares of the samples against their measured CPU time: alone.
 set_tests_properties(cli-record-commands PROPERTIES RUN_SERIAL TRUE)
 # Its `many-reused` case: a thread churner that wraps the pid space during a recording.

@@ -88,6 +88,40 @@ write_payload_event(struct nt_writer *w, uint32_t meta, uint64_t ts, struct nt_p
     ASSERT_OK(nt_writer_write(w, &ev));
 }
 
+/* The trace being written (trace_begin .. trace_end). */
+static int trace_fd = -1;
+static struct nt_sink trace_sink;
+
+/* Starts a trace at trace_path (/tmp/pp-test-WHAT-PID.nettrace) whose clock starts at ts, with
+ * the ThreadSample, ModuleDCEnd and MethodDCEndVerbose events defined. */
+static struct nt_writer *
+trace_begin(const char *what, uint64_t ts, uint32_t *m_sample, uint32_t *m_module,
+            uint32_t *m_method)
+{
+    struct nt_writer_options opts = { 0 };
+    struct nt_writer *w = NULL;
+
+    snprintf(trace_path, sizeof(trace_path), "/tmp/pp-test-%s-%d.nettrace", what, (int)getpid());
+    trace_fd = open(trace_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_TRUE(trace_fd >= 0);
+    nt_sink_fd(&trace_sink, &trace_fd);
+    opts.sync_time_ticks = ts;
+    ASSERT_OK(nt_writer_new(&opts, &trace_sink, &w));
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), m_sample));
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_MODULE_DC_END), m_module));
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END), m_method));
+    return w;
+}
+
+static void
+trace_end(struct nt_writer *w)
+{
+    ASSERT_OK(nt_writer_finish(w));
+    nt_writer_free(w);
+    close(trace_fd);
+    trace_fd = -1;
+}
+
 /* 30 + 10 samples on thread 101, 20 running + 5 waiting on thread 202, 2 unnamed on 101; with
  * early or chance_ns, two AgentLosses events whose PerfEarly increments are 3 and early - 3
  * (0 and 0 for early 0) and, with chance_ns (today's event; without it, the one before exitgap),
@@ -100,25 +134,15 @@ make_trace_losses(uint64_t early, uint64_t chance_ns)
     const uint64_t s_b2[] = { MODULE_BASE + 0x1180, MODULE_BASE + 0x1240, MODULE_BASE + 0x1305 };
     const uint64_t s_c[] = { MODULE_BASE + 0x1408, MODULE_BASE + 0x1502 };
     const uint64_t s_unknown[] = { 0x1234, MODULE_BASE + 0x1220, MODULE_BASE + 0x1305 };
-    struct nt_writer_options opts = { 0 };
-    struct nt_writer *w = NULL;
-    struct nt_sink sink;
+    struct nt_writer *w;
     uint32_t m_sample, m_module, m_method;
     uint8_t buf[1024];
     struct nt_payload p;
     uint64_t ts = 1000000;
-    int fd, i;
+    int i;
     size_t f;
 
-    snprintf(trace_path, sizeof(trace_path), "/tmp/pp-test-report-%d.nettrace", (int)getpid());
-    fd = open(trace_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    ASSERT_TRUE(fd >= 0);
-    nt_sink_fd(&sink, &fd);
-    opts.sync_time_ticks = ts;
-    ASSERT_OK(nt_writer_new(&opts, &sink, &w));
-    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_THREAD_SAMPLE), &m_sample));
-    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_MODULE_DC_END), &m_module));
-    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_METHOD_DC_END), &m_method));
+    w = trace_begin("report", ts, &m_sample, &m_module, &m_method);
     if (early != 0 || chance_ns != 0) {
         uint32_t m_losses;
         uint64_t n[2] = { early != 0 ? 3 : 0, early != 0 ? early - 3 : 0 };
@@ -161,9 +185,7 @@ make_trace_losses(uint64_t early, uint64_t chance_ns)
     nt_payload_init(&p, buf, sizeof(buf));
     nt_payload_method_dc_end(&p, MODULE_ID, MODULE_BASE + 0x100f, 2, "", "0x100f", "");
     write_payload_event(w, m_method, ts += 1000, &p);
-    ASSERT_OK(nt_writer_finish(w));
-    nt_writer_free(w);
-    close(fd);
+    trace_end(w);
 }
 
 static void
@@ -399,6 +421,97 @@ TEST(report_says_the_cpu_before_threads_first_samples)
     unlink(trace_path);
 }
 
+/*
+ * An exec chain's trace, as record joins a process's images: each image's rundown numbers its
+ * modules from 1. Image 1 (a shell) ran sh_loop in module 1 and libc in module 2; image 2 ran
+ * prog_work in its module 1 and libprog in its module 2, and prog_same at the very address of
+ * the shell's sh_loop (no ASLR). Each image's functions must carry its own modules' names.
+ */
+static void
+make_trace_exec_chain(void)
+{
+    const uint64_t sh = 0x555555554000ULL, libc = 0x7f1000000000ULL, prog = 0x561000000000ULL,
+                   libprog = 0x7f2000000000ULL;
+    const uint64_t s_sh[] = { sh + 0x2010, libc + 0x3020 };
+    const uint64_t s_prog[] = { prog + 0x4010, libprog + 0x5020 };
+    const uint64_t s_same[] = { sh + 0x2010, libprog + 0x5020 };
+    const struct {
+        uint64_t module;
+        uint64_t start;
+        const char *name;
+    } rundowns[2][3] = {
+        { { 1, sh + 0x2000, "sh_loop" }, { 2, libc + 0x3000, "libc_start_main" }, { 0, 0, NULL } },
+        { { 1, prog + 0x4000, "prog_work" },
+          { 2, libprog + 0x5000, "libprog_start" },
+          { 1, sh + 0x2000, "prog_same" } },
+    };
+    const char *paths[2][2] = { { "/usr/bin/shell", "/lib/x86_64-linux-gnu/libc.so.6" },
+                                { "/usr/bin/prog", "/usr/lib/libprog.so" } };
+    struct nt_writer *w;
+    uint32_t m_sample, m_module, m_method, m_init, m_complete;
+    uint8_t buf[1024];
+    struct nt_payload p;
+    uint64_t ts = 1000000;
+    int i, img, k;
+
+    w = trace_begin("execchain", ts, &m_sample, &m_module, &m_method);
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_INIT), &m_init));
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_COMPLETE),
+                               &m_complete));
+    for (img = 0; img < 2; img++) {
+        for (i = 0; i < (img == 0 ? 5 : 7); i++) {
+            write_sample(w, m_sample, 301, ts += 1000000, img == 0 ? s_sh : s_prog, 2, 1);
+        }
+        for (i = 0; img == 1 && i < 3; i++) {
+            write_sample(w, m_sample, 301, ts += 1000000, s_same, 2, 1);
+        }
+        nt_payload_init(&p, buf, sizeof(buf));
+        nt_payload_rundown_complete(&p);
+        write_payload_event(w, m_init, ts += 1000, &p);
+        for (k = 0; k < 2; k++) {
+            nt_payload_init(&p, buf, sizeof(buf));
+            nt_payload_module_dc_end(&p, (uint64_t)k + 1, paths[img][k]);
+            write_payload_event(w, m_module, ts, &p);
+        }
+        for (k = 0; k < 3 && rundowns[img][k].name != NULL; k++) {
+            nt_payload_init(&p, buf, sizeof(buf));
+            nt_payload_method_dc_end(&p, rundowns[img][k].module, rundowns[img][k].start, 0x100, "",
+                                     rundowns[img][k].name, "");
+            write_payload_event(w, m_method, ts, &p);
+        }
+        nt_payload_init(&p, buf, sizeof(buf));
+        nt_payload_rundown_complete(&p);
+        write_payload_event(w, m_complete, ts, &p);
+    }
+    trace_end(w);
+}
+
+TEST(report_names_each_exec_images_modules_by_its_own_rundown)
+{
+    char args[512];
+    cJSON *root, *self, *total;
+    char *out;
+
+    make_trace_exec_chain();
+    snprintf(args, sizeof(args), "report --format json --top 50 %s", trace_path);
+    out = run_cli(args);
+    root = cJSON_Parse(out);
+    ASSERT_TRUE(root != NULL);
+    ASSERT_EQ(num(root, "samples"), 15);
+    self = cJSON_GetObjectItemCaseSensitive(root, "top_self");
+    total = cJSON_GetObjectItemCaseSensitive(root, "top_total");
+    ASSERT_EQ(num(find_function(self, "shell!sh_loop"), "self"), 5);
+    ASSERT_EQ(num(find_function(total, "libc.so!libc_start_main"), "total"), 5);
+    /* before: shell!prog_work, libc.so!libprog_start and shell!prog_same (image 1's modules) */
+    ASSERT_EQ(num(find_function(self, "prog!prog_work"), "self"), 7);
+    ASSERT_EQ(num(find_function(self, "prog!prog_same"), "self"), 3);
+    ASSERT_EQ(num(find_function(total, "libprog!libprog_start"), "total"), 10);
+    ASSERT_EQ(cJSON_GetArraySize(total), 5); /* those five, no other label */
+    cJSON_Delete(root);
+    free(out);
+    unlink(trace_path);
+}
+
 TEST(report_rejects_garbage_with_offset)
 {
     char cmd[600];
@@ -423,6 +536,7 @@ static const struct test_case cases[] = {
     TEST_CASE(report_filters_thread_and_folds_frames),
     TEST_CASE(report_says_the_perf_samples_left_out_as_early),
     TEST_CASE(report_says_the_cpu_before_threads_first_samples),
+    TEST_CASE(report_names_each_exec_images_modules_by_its_own_rundown),
     TEST_CASE(report_rejects_garbage_with_offset),
 };
 TEST_MAIN(cases)
