@@ -41,6 +41,9 @@
 /* With AG_CFI_CFA_NONE: no row because the module's table is not built yet (a lookup's result
  * only; no table row has it) */
 #define AG_CFI_NONE_YET    0x40u
+/* With AG_CFI_CFA_NONE, in a cache slot only: the code at this pc was read and is no function
+ * entry the unwinder recognises (agent/sig-unwind.c, ag_sig_unwind_entry_step): not read again */
+#define AG_CFI_NOT_ENTRY   0x80u
 
 /*
  * One row covers [addr, next row's addr). addr is relative to the module's load bias, that is

@@ -5,7 +5,8 @@
  * chain gives up. What differs between architectures (the link register, where a frame record
  * lies, signed return addresses) comes from agent/arch.h. Every memory read is guarded: aligned,
  * inside the interrupted thread's stack above its sp (memory that is mapped for as long as the
- * thread runs), otherwise through process_vm_readv(), which fails with EFAULT instead of faulting.
+ * thread runs), otherwise through process_vm_readv(), which fails with EFAULT instead of faulting;
+ * the code at a leaf's pc (is it a function's entry?) through process_vm_readv() alone.
  * Context: signal handlers, the wall thread and interposed calls. Must not allocate, lock, call
  * non-async-signal-safe functions or leave errno changed.
  */
@@ -17,6 +18,7 @@
 
 #include "agent/cfi.h"
 #include "agent/internal.h"
+#include "agent/symbols-internal.h"
 
 /* Internal to this file: no CFI row covers pc (never stored in a sample). */
 #define AG_UNWIND_NO_ROW     255
@@ -138,6 +140,108 @@ ag_sig_unwind_fp_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r, uint8_t *w
     return 0;
 }
 
+/* Reads n (at most 8) bytes of code at addr with the non-faulting read: the kernel copies them or
+ * fails. Not through the stack window (code is not stack) nor a perf-ring copy (which holds only
+ * the stack); without remote reads (qemu-user, a seccomp filter) it fails. */
+static int
+ag_sig_code_read(const struct ag_unwind_ctx *c, uint64_t addr, uint8_t *out, size_t n)
+{
+    struct iovec local, remote;
+    long got;
+    int saved_errno;
+
+    if (!c->remote_ok || c->copy != NULL || n == 0 || n > 8) {
+        return -EFAULT;
+    }
+    local.iov_base = out;
+    local.iov_len = n;
+    remote.iov_base = (void *)(uintptr_t)addr;
+    remote.iov_len = n;
+    saved_errno = errno;
+    got = syscall(SYS_process_vm_readv, (long)c->pid, &local, 1L, &remote, 1L, 0L);
+    errno = saved_errno;
+    return got == (long)n ? 0 : -EFAULT;
+}
+
+/*
+ * x86-64: an interrupted leaf without a CFI row that stands where its frame record is not made
+ * yet: at `push %rbp` (55) or `endbr64` (f3 0f 1e fa), its return address is the word at sp; at
+ * `mov %rsp,%rbp` (48 89 e5 or 48 8b ec) right after the push, the word at sp is rbp itself and
+ * the return address the one above. rbp is still the caller's there, so a frame-pointer step
+ * would name the caller's caller as the leaf's and drop the caller. Go's SIGURG preemption lands
+ * here: its handler returns into runtime.asyncPreempt's `push %rbp` with the preempted pc pushed
+ * as the return address, and a sampling signal that pended meanwhile (the handler blocks every
+ * signal) is taken at that instruction (Go has no .eh_frame). Steps r to the caller and returns
+ * 0, or -1 with r unchanged.
+ * Cost: the code is read with the non-faulting read (a system call) and only where a known
+ * module's executable span holds pc. A word at sp inside the stack window that is no return
+ * address into a known module rules the entry out first (a direct read); a pc whose code was read
+ * and is no entry is marked in the thread's row cache and not read again (a goroutine's stack is
+ * outside the window: each of its reads is a system call too).
+ */
+AG_SIG_READS_FOREIGN_STACK static int
+ag_sig_unwind_entry_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r)
+{
+    struct ag_cfi_cache_slot *slot = NULL;
+    const struct ag_module_span *span;
+    uint8_t code[4] = { 0, 0, 0, 0 };
+    uint64_t top, ra;
+    size_t n;
+    int pushed;
+
+    if (!c->remote_ok || c->copy != NULL) {
+        return -1; /* no non-faulting read of code */
+    }
+    if (c->cache != NULL) {
+        /* The walk's CFI lookup of pc has just filled this slot (unless the snapshot changed). */
+        slot = &c->cache->slots[ag_sig_cfi_cache_index(r->pc)];
+        if (slot->pc != r->pc) {
+            slot = NULL;
+        } else if ((slot->flags & AG_CFI_NOT_ENTRY) != 0) {
+            return -1;
+        }
+    }
+    if ((r->sp & 7) == 0 && r->sp >= c->lo && r->sp + 16 <= c->hi) {
+        /* Direct reads: rule out a word at sp that is neither rbp nor a return address. */
+        top = *(const volatile uint64_t *)(uintptr_t)r->sp;
+        if (top != r->fp && (top < 4096 || ag_sig_module_find(top) == NULL)) {
+            return -1;
+        }
+    }
+    span = ag_sig_module_find(r->pc);
+    if (span == NULL) {
+        return -1;
+    }
+    n = span->hi - r->pc < sizeof(code) ? (size_t)(span->hi - r->pc) : sizeof(code);
+    if (ag_sig_code_read(c, r->pc, code, n) != 0) {
+        return -1;
+    }
+    if (code[0] == 0x55 ||
+        (n == 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa)) {
+        pushed = 0;
+    } else if (n >= 3 && code[0] == 0x48 &&
+               ((code[1] == 0x89 && code[2] == 0xe5) || (code[1] == 0x8b && code[2] == 0xec))) {
+        pushed = 1;
+    } else {
+        if (slot != NULL) {
+            slot->flags |= AG_CFI_NOT_ENTRY;
+        }
+        return -1;
+    }
+    /* After the push the word at sp must be rbp itself; the return address is above it. */
+    if (ag_sig_unwind_read(c, r->sp, &top) != 0 || (pushed && top != r->fp) ||
+        (pushed && ag_sig_unwind_read(c, r->sp + 8, &top) != 0)) {
+        return -1;
+    }
+    ra = top;
+    if (ra < 4096 || ag_sig_module_find(ra) == NULL) {
+        return -1;
+    }
+    r->pc = ra;
+    r->sp += pushed ? 16 : 8; /* the caller's exact sp; rbp stays the caller's */
+    return 0;
+}
+
 /* One CFI step; maps ag_sig_cfi_step's result onto an end reason. sp_exact is 0 when sp is only
  * a lower bound (after a frame-pointer step on aarch64): an sp-based row would then read the
  * wrong words, so only an fp-based one is applied. */
@@ -234,6 +338,12 @@ ag_sig_unwind_walk(struct ag_unwind_ctx *c, struct ag_cfi_regs r, int pc_is_ra, 
                 unwinder = AG_UNWINDER_FP;
                 goto stepped;
             }
+        }
+        /* An interrupted leaf at its entry, before its frame record (x86-64; aarch64's x30 is
+         * taken above): the return address at sp, not rbp's. */
+        if (leaf && !AG_ARCH_LINK_REGISTER && ag_sig_unwind_entry_step(c, &r) == 0) {
+            unwinder = AG_UNWINDER_FP;
+            goto stepped;
         }
         /* No row (JIT code, a module without .eh_frame) or an unsupported one: frame pointers,
          * the direct read first when the record lies inside the thread's own stack. */

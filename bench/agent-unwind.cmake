@@ -9,3 +9,10 @@ if(TARGET pp_agent)
   set_source_files_properties(${CMAKE_SOURCE_DIR}/tests/fixtures/agent-cfi-chain.c PROPERTIES
     COMPILE_OPTIONS "-O2;-fomit-frame-pointer;-fno-optimize-sibling-calls")
 endif()
+# bench-entry: the entry step's cost on walks of code without CFI (x86-64).
+# Run: build/bench/bench-entry [batches] [reps]
+if(TARGET pp_agent)
+  add_executable(bench-entry bench-entry.c ${CMAKE_SOURCE_DIR}/tests/fixtures/agent-entry-stubs.c)
+  target_link_libraries(bench-entry PRIVATE pp_agent)
+  set_target_properties(bench-entry PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+endif()

@@ -50,6 +50,7 @@ if(TARGET pp_agent)
   endif()
 
   pp_add_test(test-agent-cfi SOURCES test-agent-cfi.c fixtures/agent-cfi-chain.c
+    fixtures/agent-entry-stubs.c
     LIBS pp_agent LABELS unit)
   # The last -f flag wins, so this also holds in sanitizer builds (-fno-omit-frame-pointer).
   set(pp_cfi_chain_flags -O2 -fomit-frame-pointer -fno-optimize-sibling-calls)

@@ -10,6 +10,8 @@ pp_add_script_test(cli-record-summary cli-record-summary.sh LABELS integration T
 pp_add_script_test(cli-record-short cli-record-short.sh LABELS integration TIMEOUT 180)
 # record and collect name the signal that ended CMD
 pp_add_script_test(cli-killed cli-killed.sh LABELS integration TIMEOUT 120)
+# A Go program preempted by SIGURG: runtime.asyncPreempt keeps the preempted function under it
+pp_add_script_test(cli-record-go cli-record-go.sh LABELS integration TIMEOUT 180)
 pp_add_script_test(cli-record-listen cli-record-listen.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-child-calls cli-record-child-calls.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-commands cli-record-commands.sh LABELS integration slow TIMEOUT 180)

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -357,4 +358,14 @@ test_first_cpu(void)
         }
     }
     return cpu;
+}
+
+int
+test_remote_read_missing(void)
+{
+    uint64_t word = 7, got = 0;
+    struct iovec l = { &got, 8 }, r = { &word, 8 };
+
+    return syscall(SYS_process_vm_readv, (long)getpid(), &l, 1L, &r, 1L, 0L) != 8 &&
+           (errno == ENOSYS || errno == EPERM);
 }

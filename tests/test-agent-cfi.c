@@ -4,7 +4,9 @@
  * (agent/sig-cfi.c): a chain built with -O2 -fomit-frame-pointer (tests/fixtures/
  * agent-cfi-chain.c) unwinds to main and _start, frame by frame equal to libgcc's
  * _Unwind_Backtrace; known rows of the chain; an interrupted (signal) context; corrupt
- * .eh_frame_hdr input; the per-thread row cache (same walks, emptied by a new snapshot).
+ * .eh_frame_hdr input; the per-thread row cache (same walks, emptied by a new snapshot); a leaf
+ * without CFI interrupted at its entry, before its frame record, keeps its caller (Go's
+ * runtime.asyncPreempt, by a handler that preempts as Go's does).
  * x86_64 and aarch64 (there, the fixture is built with return addresses signed where the
  * processor has pointer authentication, and a leaf returns through x30).
  */
@@ -17,14 +19,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <unwind.h>
 
 #include "agent/cfi.h"
+#include "agent/internal.h"
 #include "agent/symbols-internal.h"
 #include "tests/fixtures/agent-cfi-chain.h"
+#include "tests/fixtures/agent-entry-stubs.h"
 #include "tests/test.h"
 
 #define MAX_FRAMES 256
@@ -667,6 +672,239 @@ TEST(cfi_row_cache_is_emptied_by_a_new_snapshot)
     ag_modules_fini();
 }
 
+#if defined(__x86_64__)
+static _Alignas(16) uint64_t entry_stack[16];
+
+static struct ag_cfi_cache entry_cache;
+
+/* Walks from an interrupted pc with sp = entry_stack and rbp = fp, through entry_cache when
+ * cached. */
+static void
+entry_walk_cached(uint64_t pc, uint64_t fp, int remote_ok, int cached, uint64_t *frames,
+                  struct ag_unwind_result *res)
+{
+    struct ag_unwind_ctx c;
+
+    ag_sig_unwind_ctx_init(&c, (uint64_t)(uintptr_t)entry_stack, (uint64_t)(uintptr_t)entry_stack,
+                           (uint64_t)(uintptr_t)(entry_stack + 16));
+    c.remote_ok = remote_ok;
+    c.pid = getpid(); /* the agent's pid: not started here */
+    c.cache = cached ? &entry_cache : NULL;
+    ag_sig_unwind(&c, pc, (uint64_t)(uintptr_t)entry_stack, fp, 0, frames, 16, res);
+}
+
+static void
+entry_walk(uint64_t pc, uint64_t fp, int remote_ok, uint64_t *frames, struct ag_unwind_result *res)
+{
+    entry_walk_cached(pc, fp, remote_ok, 0, frames, res);
+}
+#endif
+
+/*
+ * x86-64: a leaf without a CFI row sampled at push %rbp or endbr64 (its return address at sp),
+ * or at the mov %rsp,%rbp after the push (the caller's rbp at sp, the return address above it):
+ * rbp is still the caller's, and the caller, named by that return address, is kept. Before, the
+ * walk went by rbp and dropped it: {pc, grand}. Where the leaf's frame exists, where the word at
+ * sp is not a return address, where pc is in no module, and without the non-faulting read, the
+ * walk is the frame pointers' as before.
+ */
+TEST(cfi_leaf_at_its_entry_keeps_its_caller)
+{
+#if defined(__x86_64__)
+    uint64_t frames[16];
+    struct ag_unwind_result res;
+    uint64_t caller = (uint64_t)(uintptr_t)entry_caller + 2;
+    uint64_t grand = (uint64_t)(uintptr_t)entry_caller + 4;
+    uint64_t rec = (uint64_t)(uintptr_t)&entry_stack[8]; /* the caller's frame record */
+    uint64_t push = (uint64_t)(uintptr_t)entry_push;
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned char *anon;
+
+    if (test_remote_read_missing()) {
+        test_skip("process_vm_readv is not available here: the agent reads no code");
+    }
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    ASSERT_TRUE(ag_sig_module_find(push) != NULL);
+    memset(entry_stack, 0, sizeof(entry_stack));
+    entry_stack[8] = 0; /* the caller's caller's fp: the root */
+    entry_stack[9] = grand;
+
+    /* At push %rbp and at endbr64: the return address at sp. */
+    entry_stack[0] = caller;
+    entry_walk(push, rec, 1, frames, &res);
+    ASSERT_EQ(res.end, AG_UNWIND_END_ROOT);
+    ASSERT_EQ(res.depth, 3);
+    ASSERT_U64_EQ(frames[0], push);
+    ASSERT_U64_EQ(frames[1], caller);
+    ASSERT_U64_EQ(frames[2], grand);
+    entry_walk((uint64_t)(uintptr_t)entry_endbr, rec, 1, frames, &res);
+    ASSERT_EQ(res.depth, 3);
+    ASSERT_U64_EQ(frames[1], caller);
+    ASSERT_U64_EQ(frames[2], grand);
+    /* At mov %rsp,%rbp: the pushed rbp at sp, the return address above. */
+    entry_stack[0] = rec;
+    entry_stack[1] = caller;
+    entry_walk(push + 1, rec, 1, frames, &res);
+    ASSERT_EQ(res.end, AG_UNWIND_END_ROOT);
+    ASSERT_EQ(res.depth, 3);
+    ASSERT_U64_EQ(frames[1], caller);
+    ASSERT_U64_EQ(frames[2], grand);
+
+    /* Past the prologue: rbp is the leaf's own record {caller's rbp, return address}. */
+    entry_walk(push + 4, (uint64_t)(uintptr_t)entry_stack, 1, frames, &res);
+    ASSERT_EQ(res.depth, 3);
+    ASSERT_U64_EQ(frames[1], caller);
+    ASSERT_U64_EQ(frames[2], grand);
+    /* A push %rbp whose sp holds no return address (a register saved before it, in code built
+     * without frame pointers), a pc in no module (an anonymous page holding 55), and no
+     * non-faulting read: the frame pointers' walk, {pc, grand}. */
+    entry_stack[0] = 0x12345678;
+    entry_stack[1] = 0;
+    entry_walk(push, rec, 1, frames, &res);
+    ASSERT_EQ(res.depth, 2);
+    ASSERT_U64_EQ(frames[1], grand);
+    entry_stack[0] = caller;
+    anon = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_TRUE(anon != MAP_FAILED);
+    anon[0] = 0x55;
+    ASSERT_TRUE(ag_sig_module_find((uint64_t)(uintptr_t)anon) == NULL);
+    entry_walk((uint64_t)(uintptr_t)anon, rec, 1, frames, &res);
+    ASSERT_EQ(res.depth, 2);
+    ASSERT_U64_EQ(frames[1], grand);
+    entry_walk(push, rec, 0, frames, &res);
+    ASSERT_EQ(res.depth, 2);
+    ASSERT_U64_EQ(frames[1], grand);
+    munmap(anon, (size_t)page);
+
+    /* Through a row cache: a pc whose code was read and is no entry (pop %rbp, a return address
+     * at sp) is marked and not read again; a mark on entry_push's pc turns the step off there. */
+    memset(&entry_cache, 0, sizeof(entry_cache));
+    entry_walk_cached(push + 4, rec, 1, 1, frames, &res);
+    ASSERT_EQ(res.depth, 2);
+    ASSERT_U64_EQ(entry_cache.slots[ag_sig_cfi_cache_index(push + 4)].pc, push + 4);
+    ASSERT_TRUE((entry_cache.slots[ag_sig_cfi_cache_index(push + 4)].flags & AG_CFI_NOT_ENTRY) !=
+                0);
+    entry_walk_cached(push, rec, 1, 1, frames, &res);
+    ASSERT_EQ(res.depth, 3); /* an entry: not marked */
+    ASSERT_U64_EQ(frames[1], caller);
+    ASSERT_TRUE((entry_cache.slots[ag_sig_cfi_cache_index(push)].flags & AG_CFI_NOT_ENTRY) == 0);
+    entry_cache.slots[ag_sig_cfi_cache_index(push)].flags |= AG_CFI_NOT_ENTRY;
+    entry_walk_cached(push, rec, 1, 1, frames, &res);
+    ASSERT_EQ(res.depth, 2);
+    ASSERT_U64_EQ(frames[1], grand);
+    ag_modules_fini();
+#else
+    test_skip("aarch64's return address is in x30 at an entry (unwind_leaf_returns_through_the_"
+              "link_register; cfi_preempted_as_go_does_keeps_the_preempted_function)");
+#endif
+}
+
+static struct stack_bounds entry_bounds;
+static volatile sig_atomic_t entry_preempted, entry_sampled;
+static uint64_t entry_preempted_pc, entry_frames[16];
+static struct ag_unwind_result entry_res;
+
+/* SIGPROF, every signal blocked (as Go's handlers run): once the spin loop is interrupted, makes
+ * the thread resume at entry_push as if the loop had called it, as Go's sigctxt.pushCall does for
+ * runtime.asyncPreempt, and sends the sampling signal, which pends until this returns. */
+static void
+on_preempt(int signo, siginfo_t *info, void *uctx)
+{
+    ucontext_t *uc = uctx;
+    uint64_t pc, sp;
+
+    (void)signo;
+    (void)info;
+#if defined(__x86_64__)
+    pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP] - 8;
+#elif defined(__aarch64__)
+    pc = (uint64_t)uc->uc_mcontext.pc;
+    sp = (uint64_t)uc->uc_mcontext.sp - 16; /* 16-byte aligned; x30 kept at [sp] */
+#endif
+    if (entry_preempted || pc < (uint64_t)(uintptr_t)entry_spin_loop ||
+        pc >= (uint64_t)(uintptr_t)entry_spin_loop_end) {
+        return;
+    }
+#if defined(__x86_64__)
+    *(uint64_t *)(uintptr_t)sp = pc; /* the call's return address */
+    uc->uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
+    uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)entry_push;
+#elif defined(__aarch64__)
+    *(uint64_t *)(uintptr_t)sp = (uint64_t)uc->uc_mcontext.regs[30];
+    uc->uc_mcontext.sp = sp;
+    uc->uc_mcontext.regs[30] = pc; /* the call's return address */
+    uc->uc_mcontext.pc = (uint64_t)(uintptr_t)entry_push;
+#endif
+    entry_preempted_pc = pc;
+    entry_preempted = 1;
+    raise(SIGUSR1);
+}
+
+/* SIGUSR1: the sample, walked as the agent's handler walks one. */
+static void
+on_entry_sample(int signo, siginfo_t *info, void *uctx)
+{
+    struct ag_arch_regs ar;
+    struct ag_unwind_ctx c;
+
+    (void)signo;
+    (void)info;
+    (void)ag_arch_sig_regs(uctx, &ar);
+    ag_sig_unwind_ctx_init(&c, ar.sp, entry_bounds.lo, entry_bounds.hi);
+    c.remote_ok = !test_remote_read_missing();
+    c.pid = getpid();
+    c.lr = ar.lr;
+    ag_sig_unwind(&c, ar.pc, ar.sp, ar.fp, 0, entry_frames, 16, &entry_res);
+    entry_sampled = 1;
+    entry_spin_stop = 1;
+}
+
+/*
+ * Go's preemption for real: a handler with every signal blocked makes the interrupted function
+ * call a stub (runtime.asyncPreempt), and the sampling signal that came meanwhile is taken at the
+ * stub's first instruction, rbp (x29) still the interrupted function's. The stack must read
+ * {stub, the interrupted pc, its caller (this test)}; before, on x86-64, {stub, this test}: the
+ * frame-pointer step from the interrupted function's rbp skipped it. aarch64 takes x30.
+ */
+TEST(cfi_preempted_as_go_does_keeps_the_preempted_function)
+{
+    struct sigaction sa;
+    struct itimerval it = { { 0, 1000 }, { 0, 1000 } };
+
+#if defined(__SANITIZE_THREAD__)
+    test_skip("ThreadSanitizer delays SIGPROF delivery: the interrupted context is never the "
+              "spin loop");
+#endif
+    if (!AG_ARCH_LINK_REGISTER && test_remote_read_missing()) {
+        test_skip("process_vm_readv is not available here: the agent reads no code");
+    }
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    stack_bounds_get(&entry_bounds);
+    memset(&sa, 0, sizeof(sa));
+    sigfillset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sa.sa_sigaction = on_entry_sample;
+    ASSERT_OK(sigaction(SIGUSR1, &sa, NULL));
+    sa.sa_sigaction = on_preempt;
+    ASSERT_OK(sigaction(SIGPROF, &sa, NULL));
+    ASSERT_OK(setitimer(ITIMER_PROF, &it, NULL));
+    entry_spin();
+    memset(&it, 0, sizeof(it));
+    ASSERT_OK(setitimer(ITIMER_PROF, &it, NULL));
+    ASSERT_TRUE(entry_sampled);
+    printf("# preempted at %#llx; frames %u: %#llx %#llx %s\n",
+           (unsigned long long)entry_preempted_pc, entry_res.depth,
+           (unsigned long long)entry_frames[0], (unsigned long long)entry_frames[1],
+           entry_res.depth > 2 ? frame_name(entry_frames[2]) : "-");
+    ASSERT_TRUE(entry_res.depth >= 3);
+    ASSERT_U64_EQ(entry_frames[0], (uint64_t)(uintptr_t)entry_push);
+    ASSERT_U64_EQ(entry_frames[1], entry_preempted_pc);
+    ASSERT_STR_EQ(frame_name(entry_frames[2]),
+                  "test_cfi_preempted_as_go_does_keeps_the_preempted_function");
+    ag_modules_fini();
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(cfi_chain_unwinds_to_main_like_libgcc),
     TEST_CASE(cfi_deep_recursion_like_libgcc),
@@ -680,5 +918,7 @@ static const struct test_case cases[] = {
     TEST_CASE(cfi_signed_return_address_is_stripped),
     TEST_CASE(cfi_row_cache_walks_like_the_tables),
     TEST_CASE(cfi_row_cache_is_emptied_by_a_new_snapshot),
+    TEST_CASE(cfi_leaf_at_its_entry_keeps_its_caller),
+    TEST_CASE(cfi_preempted_as_go_does_keeps_the_preempted_function),
 };
 TEST_MAIN(cases)

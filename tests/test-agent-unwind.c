@@ -5,8 +5,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "agent/arch.h"
@@ -193,18 +191,6 @@ TEST(unwind_signed_return_addresses_are_stripped)
 #endif
 }
 
-/* qemu-user answers process_vm_readv with ENOSYS (the agent's probe then turns remote reads
- * off, agent.c); a seccomp filter may too. */
-static int
-remote_read_missing(void)
-{
-    uint64_t word = 7, got = 0;
-    struct iovec l = { &got, 8 }, r = { &word, 8 };
-
-    return syscall(SYS_process_vm_readv, (long)getpid(), &l, 1L, &r, 1L, 0L) != 8 &&
-           (errno == ENOSYS || errno == EPERM);
-}
-
 TEST(unwind_read_rejects_unaligned_and_null)
 {
     struct ag_unwind_ctx c = { 0, 0, 1, 0, NULL, 0, NULL, 0, 0 };
@@ -213,7 +199,7 @@ TEST(unwind_read_rejects_unaligned_and_null)
     c.pid = getpid();
     ASSERT_EQ(ag_sig_read(&c, 0, &out), -EFAULT);
     ASSERT_EQ(ag_sig_read(&c, (uint64_t)(uintptr_t)&v + 1, &out), -EFAULT);
-    if (remote_read_missing()) {
+    if (test_remote_read_missing()) {
         test_skip("process_vm_readv is not implemented here (qemu-user): the agent reads only "
                   "its threads' own stacks");
     }

@@ -80,6 +80,9 @@ struct test_spinner {
 void *test_spinner_main(void *spinner);
 /* The first CPU this process may run on. */
 int test_first_cpu(void);
+/* 1 when process_vm_readv of this process fails with ENOSYS or EPERM: qemu-user answers it so
+ * (the agent's probe then turns remote reads off, agent.c), and a seccomp filter may. */
+int test_remote_read_missing(void);
 
 #define ASSERT_TRUE(c)                                                   \
     do {                                                                 \
