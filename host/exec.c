@@ -32,7 +32,9 @@
  * (env, nice, sh -c 'exec ...', a chain of three execs, a script that execs: each image's samples
  * are in the recording; failexec: after a failed execv the image is recorded again), agent-torture
  * (fork + exec under the agent), host-contract-signals-execblocked and -execwhile (tests/hosts/
- * signals.c: execs with SIGPROF blocked, and while the agent samples, of a program without it).
+ * signals.c: execs with SIGPROF blocked, and while the agent samples, of a program without it),
+ * host-contract-execfail-loop and -child (tests/hosts/execfail.c: 1000 failed execve() calls,
+ * each errno and the next fd as bare under RLIMIT_NOFILE 1024: the stopped server is freed).
  */
 #include <errno.h>
 #include <spawn.h>

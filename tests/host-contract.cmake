@@ -2,7 +2,8 @@
 # (tests/hosts/*.c) run bare and under the agent by tests/host-contract.sh, which compares their
 # output (their per-call results) and exit status. Not labelled slow: CI's ASan+UBSan stage runs
 # them against the sanitized library too.
-foreach(host fds signals eintr stress start suspend writes seccomp ns listings dlfork forkchild)
+foreach(host fds signals eintr stress start suspend writes seccomp ns listings dlfork forkchild
+             execfail)
   add_executable(host-${host} ${CMAKE_SOURCE_DIR}/tests/hosts/${host}.c)
   set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
   target_link_libraries(host-${host} PRIVATE pthread dl)
@@ -318,6 +319,24 @@ set_property(TEST host-contract-forkchild-execstart APPEND PROPERTY ENVIRONMENT 
 pp_add_host_contract(forkchild-execloop forkchild execloop)
 set_property(TEST host-contract-forkchild-execloop APPEND PROPERTY ENVIRONMENT "HC_RECORD_CHILDREN=1"
              "HC_ERR_LACKS=pipeprof:")
+# 1000 failed execve() calls in a loop (tests/hosts/execfail.c: a missing file, one without
+# execute permission, one of no format), by the main thread and by a fork()ed child that the
+# record runs follow, with RLIMIT_NOFILE 1024: every errno as bare, the host's next fd as bare,
+# and nothing on stderr. Each failed exec stops and starts the server again; before, the stopped
+# one's loop fds and thread stayed (5 fds a failed exec): "diagnostic server not started: Too
+# many open files" after about 50, preloaded and under record (shim/shim.c, shim_exec_failed)
+pp_add_host_contract(execfail-loop execfail loop 1000)
+set_property(TEST host-contract-execfail-loop APPEND PROPERTY ENVIRONMENT "HC_NOFILE=1024"
+             "HC_ERR_LACKS=pipeprof:")
+pp_add_host_contract(execfail-child execfail child 1000)
+set_property(TEST host-contract-execfail-child APPEND PROPERTY ENVIRONMENT "HC_NOFILE=1024"
+             "HC_RECORD_CHILDREN=1" "HC_ERR_LACKS=pipeprof:")
+# 20 vfork()ed children whose exec fails and which end by exit(), in their parent's memory: the
+# parent's agent and server run on, and its recording holds the CPU it burns after them (before,
+# the child's exit hook stopped the parent's agent: no sample after the first vfork)
+pp_add_host_contract(execfail-vforkexit execfail vforkexit 20)
+set_property(TEST host-contract-execfail-vforkexit APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall"
+             "HC_RECORD_FRAME=after_vfork_burn")
 # CPU burnt on a stack of one page (above a guard page) with a 32 KiB sigaltstack registered, as
 # the Go runtime runs goroutines: the agent's handler has SA_ONSTACK, so its signals and its
 # frames go to the alternate stack (before: SIGSEGV; a cgo Go program under record crashed with
