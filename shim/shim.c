@@ -636,10 +636,19 @@ shim_exec_failed(void)
     struct ipc_server *old = __atomic_exchange_n(&shim_exec_stopped, NULL, __ATOMIC_ACQ_REL);
 
     shim_own_code(1);
-    /* The stopped server's loop has ended (the exec's stop waited for it): joined at once, its
-     * fds closed, freed. One whose stop outlasted its bound gets that bound again here; a loop
-     * still running after it is left as before (it may be stuck: no unbounded join). */
-    if (old != NULL && ipc_server_stop_quick(old, shim_quick_stop_ms) == 0) {
+    /*
+     * The stopped server's loop has ended (the exec's stop waited for it): joined at once, its
+     * fds closed, freed. One whose stop outlasted its bound (a loaded machine; a rundown) is
+     * waited for again here, SHIM_QUICK_EXIT_MS whatever PIPEPROF_TEST_QUICK_STOP_MS says, before
+     * the image serves again: its loop thread still held the agent's records and its sessions,
+     * and every session of the new server was refused ("session N: sampling not started: another
+     * recording of this process is draining the agent", "event source: session start failed:
+     * Device or resource busy") and its socket name was "taken (another server accepts on it)",
+     * until it ended (a record child's tight loop of failed execs; with the exec's wait given up at
+     * once, 327 refusals in 300 failed execs of 2 children). A loop still running after that is
+     * left as before (it may be stuck: no unbounded join).
+     */
+    if (old != NULL && ipc_server_stop_quick(old, SHIM_QUICK_EXIT_MS) == 0) {
         shim_tls_internal++;
         ipc_server_stop(old);
         shim_tls_internal--;

@@ -331,6 +331,15 @@ set_property(TEST host-contract-execfail-loop APPEND PROPERTY ENVIRONMENT "HC_NO
 pp_add_host_contract(execfail-child execfail child 1000)
 set_property(TEST host-contract-execfail-child APPEND PROPERTY ENVIRONMENT "HC_NOFILE=1024"
              "HC_RECORD_CHILDREN=1" "HC_ERR_LACKS=pipeprof:")
+# the same child's failed execs with each exec's wait for its server's stop given up at once
+# (PIPEPROF_TEST_QUICK_STOP_MS=0, as one that outlasted its 3 s bound on a loaded machine): the
+# restart after the failed exec waits for the stopped loop first (before, the new server's
+# sessions were refused while the old loop held the agent's records: "session N: sampling not
+# started: another recording of this process is draining the agent", 327 in 300 failed execs)
+pp_add_host_contract(execfail-child-quickstop execfail child 300)
+set_property(TEST host-contract-execfail-child-quickstop APPEND PROPERTY ENVIRONMENT
+             "HC_MODES=cpu wall" "HC_RECORD_CHILDREN=1" "PIPEPROF_TEST_QUICK_STOP_MS=0"
+             "HC_ERR_LACKS=pipeprof:")
 # 20 vfork()ed children whose exec fails and which end by exit(), in their parent's memory: the
 # parent's agent and server run on, and its recording holds the CPU it burns after them (before,
 # the child's exit hook stopped the parent's agent: no sample after the first vfork)

@@ -94,7 +94,7 @@ run(int n)
 
         errno = 0;
         rc = execve(paths[k], argv, envp);
-        counts[k][rc != -1                ? 3
+        counts[k][rc != -1           ? 3
                   : errno == ENOENT  ? 0
                   : errno == EACCES  ? 1
                   : errno == ENOEXEC ? 2
