@@ -531,12 +531,17 @@ shim_quick_stop(void)
         err = here < 0 ? 0 : ipc_server_stop_quick(s, shim_quick_stop_ms);
         shim_own_code(0);
     }
-    if (err == -ESRCH) {
-        __atomic_store_n(&shim_server, s, __ATOMIC_RELEASE); /* a vfork child: not ours */
+    if (err == -ESRCH || here < 0) {
+        /* A vfork child's: not ours. Or a server this thread cannot wake (its wake fd's number
+         * holds the host's file in this thread's private table): not stopped, it serves on, and
+         * an exec that fails starts no other beside it. Before, it was dropped running and each
+         * failed exec started another: "socket is taken (another server accepts on it)" and
+         * "another recording of this process is draining the agent" (fds unsharekeep). */
+        __atomic_store_n(&shim_server, s, __ATOMIC_RELEASE);
         return 0;
     }
-    if (s != NULL && here >= 0) {
-        /* woken: freed after an exec that fails (not a server whose wake was the host's fd) */
+    if (s != NULL) {
+        /* woken: freed after an exec that fails */
         __atomic_store_n(&shim_exec_stopped, s, __ATOMIC_RELEASE);
     }
     return s != NULL || cancelled;

@@ -110,8 +110,9 @@
  *                   of stdout onto each number of 768..1023 free there (a probe's EBADF), each
  *                   checked to hold stdout's file and closed: as bare (unshare_high)
  *   fds unsharekeep the same unshare, then stdout dup2()ed onto each number of 768..1023 and kept
- *                   to the exit: the exit's stop cannot wake the library's loop (its wake fd's
- *                   number holds the host's file here) and says so (unshare_keep)
+ *                   to the exit, and 20 failed execve() calls: no stop can wake the library's
+ *                   loop (its wake fd's number holds the host's file here); the exec's leaves
+ *                   the server serving, the exit's says so (unshare_keep)
  *   fds unsharefileshigh  the same after unshare(CLONE_FILES) instead of the close_range, which
  *                   closes nothing: the copies of every library fd stay in the private table
  *   fds uninterposed  creations no interposer sees: io_uring's IORING_OP_OPENAT, getpwent,
@@ -2942,13 +2943,14 @@ unshare_high(int clone_files)
 }
 
 /* The same unshare after the session's start, then stdout dup2()ed onto every number of
- * 768..1023 and kept to the exit: the loop's wake fd's number holds the host's file in the
- * exiting thread's table, and the exit's stop, which cannot wake the loop, says that in its own
+ * 768..1023 and kept to the exit, and 20 failed execs: the loop's wake fd's number holds the
+ * host's file in this thread's table. The execs' stops leave the server serving (before: a server
+ * more each, "socket ... is taken"); the exit's, which cannot wake the loop, says that in its own
  * words (before: "did not stop within 10000 ms at exit", without waiting) (unshare_keep). */
 static void
 unshare_keep(void)
 {
-    int rc, fd, kept = 0;
+    int rc, fd, kept = 0, failed = 0;
 
     host_burn_us(300000);
     rc = (int)syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE);
@@ -2957,6 +2959,14 @@ unshare_keep(void)
         kept += dup2(1, fd) == fd;
     }
     printf("stdout dup2()ed onto %d of 768..1023, kept to the exit\n", kept);
+    for (int i = 0; i < 20; i++) {
+        char *argv[] = { "fds-unsharekeep", NULL };
+
+        errno = 0;
+        rc = execve("/nonexistent/pipeprof-fds-unsharekeep", argv, argv + 1);
+        failed += rc == -1 && errno == ENOENT;
+    }
+    printf("execve of a missing file: %d of 20 failed with ENOENT\n", failed);
     host_burn_us(100000);
 }
 
