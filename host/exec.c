@@ -32,7 +32,10 @@
  * (env, nice, sh -c 'exec ...', a chain of three execs, a script that execs: each image's samples
  * are in the recording; failexec: after a failed execv the image is recorded again), agent-torture
  * (fork + exec under the agent), host-contract-signals-execblocked and -execwhile (tests/hosts/
- * signals.c: execs with SIGPROF blocked, and while the agent samples, of a program without it).
+ * signals.c: execs with SIGPROF blocked, and while the agent samples, of a program without it),
+ * host-contract-execfail-loop, -child and -child-quickstop (tests/hosts/execfail.c: 1000 failed
+ * execve() calls, each errno and the next fd as bare under RLIMIT_NOFILE 1024, nothing on stderr:
+ * the stopped server is waited for and freed before the restart).
  */
 #include <errno.h>
 #include <spawn.h>

@@ -686,12 +686,16 @@ static struct {
 } host_library_gone[HOST_LIBRARY_GONE];
 static _Atomic unsigned host_library_gone_next;
 
+static void host_fds_ref_hand_over(long tid);
+
 static void
 host_library_tid_forget(void *p)
 {
     long tid = (long)(intptr_t)p;
     unsigned at = atomic_fetch_add(&host_library_gone_next, 1) % HOST_LIBRARY_GONE;
     int i;
+
+    host_fds_ref_hand_over(tid);
 
     atomic_store(&host_library_gone[at].tid, 0);
     atomic_store(&host_library_gone[at].ns, host_now_ns());
@@ -752,6 +756,27 @@ host_library_tid_is(long tid)
         }
     }
     return 0;
+}
+
+/*
+ * The reference thread exits (its key's destructor, above): another live library thread of the
+ * list becomes the reference, or none (0: the next thread marked). A fork()ed child's first
+ * marked thread is its start thread, which exits once its agent and server run: the reference
+ * stayed its id, gone, for the child's life, and a host thread's private table went unseen
+ * there (host_fds_table_private answers 0 for a reference that is gone).
+ */
+static void
+host_fds_ref_hand_over(long tid)
+{
+    long ref = tid, next = 0;
+    int i, n = atomic_load_explicit(&host_library_tids_n, memory_order_acquire);
+
+    for (i = 0; i < n && next == 0; i++) {
+        next = atomic_load_explicit(&host_library_tids[i], memory_order_relaxed);
+        next = next == tid ? 0 : next;
+    }
+    atomic_compare_exchange_strong_explicit(&host_fds_ref_tid, &ref, next, memory_order_acq_rel,
+                                            memory_order_acquire);
 }
 
 /* host_thread_list_library() listed the calling thread's id (host_library_tid_add) */
@@ -846,7 +871,13 @@ host_fds_library_here(int fd)
         goto out; /* the copy is there */
     }
     if (host_raw_syscall(SYS_fcntl, fd, F_GETFD, 0, 0, 0, 0) >= 0) {
-        rc = -EBADF; /* the host's own file */
+        /* Two files compared and found different: the host's own here. kcmp's error instead
+         * (EBADF: the reference has no file at fd) is a reference that exits, whose table is
+         * gone while tgkill still finds it (host_fds_table_private took that NULL table for
+         * another): the caller's table is the library's, as for a reference already gone. Before,
+         * a fork()ed child's exit() as its start thread (the reference) exited said "did not stop
+         * within 10000 ms" at once and left its session without its end (bash under record). */
+        rc = rc > 0 ? -EBADF : 0;
         goto out;
     }
     if (host_filter_refuses(SYS_pidfd_open)) {

@@ -44,6 +44,17 @@
 static struct ipc_server *shim_server;
 
 /*
+ * The server an exec's stop ended (shim_quick_stop): its loop over (or ending), its thread not
+ * joined, its loop's fds (epoll, eventfd, signal pipe, spare) open and its memory held. An exec
+ * that succeeds drops it with the image; one that fails joins and frees it before the image
+ * serves again (shim_exec_failed). Before, each failed exec left all of that behind: 5 fds and a
+ * thread's stack each, and a host failing execve() in a loop under `record` or preloaded with
+ * RLIMIT_NOFILE 1024 got "pipeprof: diagnostic server not started: Too many open files" on its
+ * stderr after about 50 (1519 fds open after 300; host-contract-execfail).
+ */
+static struct ipc_server *shim_exec_stopped;
+
+/*
  * On a host thread, the library's own time and code: the agent does not sample it as the host's,
  * and the fds that libuv's code (and libelf's) makes or closes there are the library's
  * (host_fds_library_span). Outside such a span libuv's code on a host thread is the host's own
@@ -312,6 +323,7 @@ shim_atfork_child_reset(void)
     /* The child has no loop thread; the parent owns the socket. Exec'd children get their own
      * server through LD_PRELOAD. */
     shim_server = NULL;
+    shim_exec_stopped = NULL; /* the parent's, stopped by an exec of its under way at the fork */
     host_fds_forked_child();
     bridge_agent_source_forked_child();
 }
@@ -511,18 +523,26 @@ shim_quick_stop(void)
 {
     int cancelled = shim_forked_start_settle(); /* a fork()ed child's start first */
     struct ipc_server *s = __atomic_exchange_n(&shim_server, NULL, __ATOMIC_ACQ_REL);
-    int err = 0;
+    int here = 0, err = 0;
 
     if (s != NULL) {
         shim_own_code(1); /* the wait for the sessions' end is not the host's time */
-        err = host_fds_library_here(ipc_server_wake_fd(s)) < 0
-                      ? -ETIMEDOUT
-                      : ipc_server_stop_quick(s, shim_quick_stop_ms);
+        here = host_fds_library_here(ipc_server_wake_fd(s));
+        err = here < 0 ? 0 : ipc_server_stop_quick(s, shim_quick_stop_ms);
         shim_own_code(0);
     }
-    if (err == -ESRCH) {
-        __atomic_store_n(&shim_server, s, __ATOMIC_RELEASE); /* a vfork child: not ours */
+    if (err == -ESRCH || here < 0) {
+        /* A vfork child's: not ours. Or a server this thread cannot wake (its wake fd's number
+         * holds the host's file in this thread's private table): not stopped, it serves on, and
+         * an exec that fails starts no other beside it. Before, it was dropped running and each
+         * failed exec started another: "socket is taken (another server accepts on it)" and
+         * "another recording of this process is draining the agent" (fds unsharekeep). */
+        __atomic_store_n(&shim_server, s, __ATOMIC_RELEASE);
         return 0;
+    }
+    if (s != NULL) {
+        /* woken: freed after an exec that fails */
+        __atomic_store_n(&shim_exec_stopped, s, __ATOMIC_RELEASE);
     }
     return s != NULL || cancelled;
 }
@@ -557,21 +577,39 @@ shim_exit(void)
 {
     struct ipc_server *s = __atomic_load_n(&shim_server, __ATOMIC_ACQUIRE);
     struct ipc_server_stats st;
-    int bound, err, saved_errno = errno; /* the host's later destructors see its own errno */
+    int bound, here, err, saved_errno = errno; /* the host's later destructors see its own errno */
 
     shim_own_code(1); /* the wait for the sessions' end is not the host's time */
     if (s != NULL) {
         ipc_server_get_stats(s, &st);
         bound = st.active_sessions > 0 ? SHIM_SESSIONS_EXIT_MS : SHIM_IDLE_EXIT_MS;
-        /* the wake's eventfd is no file of the library's in this thread's table (host/fds.c) */
-        err = host_fds_library_here(ipc_server_wake_fd(s)) < 0 ? -ETIMEDOUT
-                                                               : ipc_server_stop_quick(s, bound);
-        if (err == -ETIMEDOUT && __atomic_compare_exchange_n(&shim_server, &s, NULL, 0,
-                                                             __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            fprintf(stderr,
-                    "pipeprof: the diagnostic server did not stop within %d ms at exit: left to "
-                    "the process's end\n",
-                    bound);
+        /* the wake's eventfd is no file of the library's in this thread's table (host/fds.c):
+         * the loop is not woken, and nothing is waited for */
+        here = host_fds_library_here(ipc_server_wake_fd(s));
+        err = here < 0 ? here : ipc_server_stop_quick(s, bound);
+        if ((here < 0 || err == -ETIMEDOUT) &&
+            __atomic_compare_exchange_n(&shim_server, &s, NULL, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            /* Each cause its own words: before, a refused wake said "did not stop within
+             * 10000 ms" at once (real-hosts, bash under record --mode wall). */
+            if (here < 0) {
+                fprintf(stderr,
+                        "pipeprof: the diagnostic server was not stopped at exit: its wake fd %d "
+                        "is not the library's in this thread's fd table (%s): left to the "
+                        "process's end\n",
+                        ipc_server_wake_fd(s), strerror(-here));
+            } else {
+                fprintf(stderr,
+                        "pipeprof: the diagnostic server did not stop within %d ms at exit: left "
+                        "to the process's end\n",
+                        bound);
+            }
+            goto out;
+        }
+        if (err == -ESRCH) {
+            /* Another process's server: a vfork()ed child's exit() (its parent's memory, whose
+             * server and agent shim_stop() would take away) or a child forked without the fork
+             * handlers (a raw clone): nothing of it is this process's to stop. */
             goto out;
         }
     }
@@ -600,7 +638,26 @@ shim_socket_redirect(enum host_socket_op op, const char *path, char *out, size_t
 static void
 shim_exec_failed(void)
 {
+    struct ipc_server *old = __atomic_exchange_n(&shim_exec_stopped, NULL, __ATOMIC_ACQ_REL);
+
     shim_own_code(1);
+    /*
+     * The stopped server's loop has ended (the exec's stop waited for it): joined at once, its
+     * fds closed, freed. One whose stop outlasted its bound (a loaded machine; a rundown) is
+     * waited for again here, SHIM_QUICK_EXIT_MS whatever PIPEPROF_TEST_QUICK_STOP_MS says, before
+     * the image serves again: its loop thread still held the agent's records and its sessions,
+     * and every session of the new server was refused ("session N: sampling not started: another
+     * recording of this process is draining the agent", "event source: session start failed:
+     * Device or resource busy") and its socket name was "taken (another server accepts on it)",
+     * until it ended (a record child's tight loop of failed execs; with the exec's wait given up at
+     * once, 327 refusals in 300 failed execs of 2 children). A loop still running after that is
+     * left as before (it may be stuck: no unbounded join).
+     */
+    if (old != NULL && ipc_server_stop_quick(old, SHIM_QUICK_EXIT_MS) == 0) {
+        shim_tls_internal++;
+        ipc_server_stop(old);
+        shim_tls_internal--;
+    }
     shim_start_process(1);
     shim_own_code(0);
 }

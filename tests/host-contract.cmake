@@ -2,7 +2,8 @@
 # (tests/hosts/*.c) run bare and under the agent by tests/host-contract.sh, which compares their
 # output (their per-call results) and exit status. Not labelled slow: CI's ASan+UBSan stage runs
 # them against the sanitized library too.
-foreach(host fds signals eintr stress start suspend writes seccomp ns listings dlfork forkchild)
+foreach(host fds signals eintr stress start suspend writes seccomp ns listings dlfork forkchild
+             execfail)
   add_executable(host-${host} ${CMAKE_SOURCE_DIR}/tests/hosts/${host}.c)
   set_target_properties(host-${host} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/hosts)
   target_link_libraries(host-${host} PRIVATE pthread dl)
@@ -63,6 +64,16 @@ pp_add_host_contract(fds-unshare-exit fds unshareexit)
 # after the library made fds in the process's table at numbers marked process-wide
 pp_add_host_contract(fds-unshare-high fds unsharehigh)
 set_property(TEST host-contract-fds-unshare-high APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall listen preload")
+# the same unshare, then stdout dup2()ed onto 768..1023 and kept to the exit, after 20 failed
+# execve() calls: the stop cannot wake the loop (the wake fd's number holds the host's file in
+# that table). An exec's leaves the server serving (before, each failed exec started another
+# beside it: "socket ... is taken (another server accepts on it)" 20 times and "another
+# recording of this process is draining the agent"); the exit's says so in its own words, not
+# "did not stop within 10000 ms", which it said before without waiting (the run took 1.5 s)
+pp_add_host_contract(fds-unshare-keep fds unsharekeep)
+set_property(TEST host-contract-fds-unshare-keep APPEND PROPERTY ENVIRONMENT
+             "HC_ERR_HAS=was not stopped at exit: its wake fd [0-9]+ is not the library's"
+             "HC_ERR_LACKS=did not stop within|is taken|draining|not started")
 # the same after unshare(CLONE_FILES) (libc's, host/ns.c's interposer), recorded as the close_range
 pp_add_host_contract(fds-unshare-files-high fds unsharefileshigh)
 set_property(TEST host-contract-fds-unshare-files-high APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall listen preload")
@@ -318,6 +329,33 @@ set_property(TEST host-contract-forkchild-execstart APPEND PROPERTY ENVIRONMENT 
 pp_add_host_contract(forkchild-execloop forkchild execloop)
 set_property(TEST host-contract-forkchild-execloop APPEND PROPERTY ENVIRONMENT "HC_RECORD_CHILDREN=1"
              "HC_ERR_LACKS=pipeprof:")
+# 1000 failed execve() calls in a loop (tests/hosts/execfail.c: a missing file, one without
+# execute permission, one of no format), by the main thread and by a fork()ed child that the
+# record runs follow, with RLIMIT_NOFILE 1024: every errno as bare, the host's next fd as bare,
+# and nothing on stderr. Each failed exec stops and starts the server again; before, the stopped
+# one's loop fds and thread stayed (5 fds a failed exec): "diagnostic server not started: Too
+# many open files" after about 50, preloaded and under record (shim/shim.c, shim_exec_failed)
+pp_add_host_contract(execfail-loop execfail loop 1000)
+set_property(TEST host-contract-execfail-loop APPEND PROPERTY ENVIRONMENT "HC_NOFILE=1024"
+             "HC_ERR_LACKS=pipeprof:")
+pp_add_host_contract(execfail-child execfail child 1000)
+set_property(TEST host-contract-execfail-child APPEND PROPERTY ENVIRONMENT "HC_NOFILE=1024"
+             "HC_RECORD_CHILDREN=1" "HC_ERR_LACKS=pipeprof:")
+# the same child's failed execs with each exec's wait for its server's stop given up at once
+# (PIPEPROF_TEST_QUICK_STOP_MS=0, as one that outlasted its 3 s bound on a loaded machine): the
+# restart after the failed exec waits for the stopped loop first (before, the new server's
+# sessions were refused while the old loop held the agent's records: "session N: sampling not
+# started: another recording of this process is draining the agent", 327 in 300 failed execs)
+pp_add_host_contract(execfail-child-quickstop execfail child 300)
+set_property(TEST host-contract-execfail-child-quickstop APPEND PROPERTY ENVIRONMENT
+             "HC_MODES=cpu wall" "HC_RECORD_CHILDREN=1" "PIPEPROF_TEST_QUICK_STOP_MS=0"
+             "HC_ERR_LACKS=pipeprof:")
+# 20 vfork()ed children whose exec fails and which end by exit(), in their parent's memory: the
+# parent's agent and server run on, and its recording holds the CPU it burns after them (before,
+# the child's exit hook stopped the parent's agent: no sample after the first vfork)
+pp_add_host_contract(execfail-vforkexit execfail vforkexit 20)
+set_property(TEST host-contract-execfail-vforkexit APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall"
+             "HC_RECORD_FRAME=after_vfork_burn")
 # CPU burnt on a stack of one page (above a guard page) with a 32 KiB sigaltstack registered, as
 # the Go runtime runs goroutines: the agent's handler has SA_ONSTACK, so its signals and its
 # frames go to the alternate stack (before: SIGSEGV; a cgo Go program under record crashed with

@@ -15,6 +15,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "host/host.h"
@@ -128,10 +132,172 @@ TEST(closed_after_syscall_unshare_clone_files)
     closed_after_unshare(HU_SYSCALL_UNSHARE);
 }
 
+/*
+ * host_fds_library_here() against a reference thread that exits: the reference's fd table is
+ * gone while tgkill still finds the thread. The main thread of a fork()ed child is the reference
+ * here and leaves by the exit system call alone (a zombie leader, found by tgkill, its table
+ * gone: the window between a thread's exit_files() and its unhash, held open). A host thread of
+ * the same table then asks whether the wake fd's number is the library's: it is (0). Before,
+ * the answer was -EBADF ("the host's own file") and shim_exit() said "did not stop within
+ * 10000 ms" at once, its session left without its end (a bash child under record --mode wall).
+ */
+struct hu_zombie {
+    pid_t leader;
+    int fd;
+};
+
+static int
+hu_thread_state(pid_t tid)
+{
+    char path[64], buf[256], *p;
+    FILE *f;
+    size_t n;
+
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+static void *
+hu_zombie_host_thread(void *arg)
+{
+    struct hu_zombie *z = arg;
+    struct timespec ms = { 0, 1000000L };
+    int i, rc;
+
+    for (i = 0; i < 10000 && hu_thread_state(z->leader) != 'Z'; i++) {
+        nanosleep(&ms, NULL);
+    }
+    if (hu_thread_state(z->leader) != 'Z') {
+        _exit(100); /* the leader never became a zombie */
+    }
+    rc = host_fds_library_here(z->fd);
+    _exit(rc == 0 && fcntl(z->fd, F_GETFD) >= 0 ? 0 : rc < 0 ? -rc : 101);
+    return NULL;
+}
+
+TEST(library_here_reference_exiting)
+{
+    pid_t pid = fork();
+    int st;
+
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        static struct hu_zombie z;
+        pthread_t host;
+
+        host_thread_mark_library(); /* the reference: the child's first library thread */
+        z.leader = getpid();
+        z.fd = host_fd_take(open("/dev/null", O_RDONLY | O_CLOEXEC)); /* the wake fd's stand-in */
+        if (z.fd < 0 || pthread_create(&host, NULL, hu_zombie_host_thread, &z) != 0) {
+            _exit(102);
+        }
+        syscall(SYS_exit, 0); /* this thread only, without its destructors */
+    }
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st));
+    ASSERT_EQ(WEXITSTATUS(st), 0);
+}
+
+/*
+ * The reference thread's exit hands the reference to another live library thread (its key's
+ * destructor): a host thread's private table is still told from the process's. A fork()ed
+ * child's first library thread is its start thread, which exits once the agent runs: before,
+ * the reference stayed its gone id, and a host thread that unshared its table and closed its copy
+ * of the wake fd was taken for one of the library's table (no copy put back: libuv aborted on
+ * the stop's write, as host-contract-fds-unshare-high had it before host_fds_library_here).
+ */
+struct hu_handover {
+    pthread_barrier_t marked, first_gone, done;
+    int fd;
+};
+
+static void *
+hu_first_library_thread(void *arg)
+{
+    struct hu_handover *h = arg;
+
+    host_thread_mark_library(); /* the reference */
+    pthread_barrier_wait(&h->marked);
+    return NULL; /* its destructor hands the reference over */
+}
+
+static void *
+hu_second_library_thread(void *arg)
+{
+    struct hu_handover *h = arg;
+
+    pthread_barrier_wait(&h->marked);
+    host_thread_mark_library();
+    h->fd = host_fd_take(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    pthread_barrier_wait(&h->first_gone);
+    pthread_barrier_wait(&h->done);
+    return NULL;
+}
+
+static void
+hu_handover_child(void)
+{
+    struct hu_handover h = { .fd = -1 };
+    pthread_t first, second;
+    int rc;
+
+    if (pthread_barrier_init(&h.marked, NULL, 2) != 0 ||
+        pthread_barrier_init(&h.first_gone, NULL, 2) != 0 ||
+        pthread_barrier_init(&h.done, NULL, 2) != 0 ||
+        pthread_create(&first, NULL, hu_first_library_thread, &h) != 0 ||
+        pthread_create(&second, NULL, hu_second_library_thread, &h) != 0) {
+        _exit(102);
+    }
+    pthread_join(first, NULL);           /* gone: tgkill no longer finds it */
+    pthread_barrier_wait(&h.first_gone); /* and the second thread's fd is made */
+    if (h.fd < 0 || hu_unshare(HU_CLOSE_RANGE) != 0) {
+        _exit(103);
+    }
+    (void)hu_close(h.fd); /* the host's close of its copy: EBADF, the copy closed */
+    if (fcntl(h.fd, F_GETFD) >= 0) {
+        _exit(104);
+    }
+    rc = host_fds_library_here(h.fd);
+    rc = rc == 0 && fcntl(h.fd, F_GETFD) >= 0 ? 0 : rc < 0 ? -rc : 105;
+    pthread_barrier_wait(&h.done);
+    pthread_join(second, NULL);
+    _exit(rc);
+}
+
+TEST(library_here_reference_handed_over)
+{
+    pid_t pid;
+    long pidfd = syscall(SYS_pidfd_open, (long)syscall(SYS_gettid), O_EXCL /* PIDFD_THREAD */);
+    int st;
+
+    if (pidfd < 0) {
+        test_skip("pidfd_open(PIDFD_THREAD) refused (%s): no copy to put back", strerror(errno));
+    }
+    close((int)pidfd);
+    pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        hu_handover_child();
+    }
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st));
+    ASSERT_EQ(WEXITSTATUS(st), 0);
+}
+
 static const struct test_case cases[] = {
     TEST_CASE(closed_after_close_range_unshare),
     TEST_CASE(closed_after_unshare_clone_files),
     TEST_CASE(closed_after_syscall_unshare_clone_files),
+    TEST_CASE(library_here_reference_exiting),
+    TEST_CASE(library_here_reference_handed_over),
 };
 
 TEST_MAIN(cases)

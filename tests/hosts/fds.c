@@ -109,6 +109,10 @@
  *                   0-byte write and read, of 3..1023, and dup2 and dup3 (libc's and syscall()'s)
  *                   of stdout onto each number of 768..1023 free there (a probe's EBADF), each
  *                   checked to hold stdout's file and closed: as bare (unshare_high)
+ *   fds unsharekeep the same unshare, then stdout dup2()ed onto each number of 768..1023 and kept
+ *                   to the exit, and 20 failed execve() calls: no stop can wake the library's
+ *                   loop (its wake fd's number holds the host's file here); the exec's leaves
+ *                   the server serving, the exit's says so (unshare_keep)
  *   fds unsharefileshigh  the same after unshare(CLONE_FILES) instead of the close_range, which
  *                   closes nothing: the copies of every library fd stay in the private table
  *   fds uninterposed  creations no interposer sees: io_uring's IORING_OP_OPENAT, getpwent,
@@ -2938,6 +2942,34 @@ unshare_high(int clone_files)
     host_burn_us(300000); /* the library goes on sampling, and making fds */
 }
 
+/* The same unshare after the session's start, then stdout dup2()ed onto every number of
+ * 768..1023 and kept to the exit, and 20 failed execs: the loop's wake fd's number holds the
+ * host's file in this thread's table. The execs' stops leave the server serving (before: a server
+ * more each, "socket ... is taken"); the exit's, which cannot wake the loop, says that in its own
+ * words (before: "did not stop within 10000 ms at exit", without waiting) (unshare_keep). */
+static void
+unshare_keep(void)
+{
+    int rc, fd, kept = 0, failed = 0;
+
+    host_burn_us(300000);
+    rc = (int)syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE);
+    printf("syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_UNSHARE): %d\n", rc);
+    for (fd = 768; fd < 1024; fd++) {
+        kept += dup2(1, fd) == fd;
+    }
+    printf("stdout dup2()ed onto %d of 768..1023, kept to the exit\n", kept);
+    for (int i = 0; i < 20; i++) {
+        char *argv[] = { "fds-unsharekeep", NULL };
+
+        errno = 0;
+        rc = execve("/nonexistent/pipeprof-fds-unsharekeep", argv, argv + 1);
+        failed += rc == -1 && errno == ENOENT;
+    }
+    printf("execve of a missing file: %d of 20 failed with ENOENT\n", failed);
+    host_burn_us(100000);
+}
+
 /* The kinds of creation the create mode checks: each makes one fd (two for pairs). */
 enum {
     CR_OPEN,
@@ -4654,6 +4686,8 @@ main(int argc, char **argv)
         unshare_exit();
     } else if (strcmp(how, "unsharehigh") == 0 || strcmp(how, "unsharefileshigh") == 0) {
         unshare_high(strcmp(how, "unsharefileshigh") == 0);
+    } else if (strcmp(how, "unsharekeep") == 0) {
+        unshare_keep();
     } else if (strcmp(how, "uninterposed") == 0) {
         uninterposed();
     } else if (strcmp(how, "fdlist") == 0) {
@@ -4670,12 +4704,14 @@ main(int argc, char **argv)
                 "[sys]dup2|[sys]dup2high|[sys]dup3|[sys]dup3high|create|fcntl|fdcalls|datacalls|"
                 "datalow|copylow|"
                 "argsfirst|mmapearly|acceptloop|uring|uringseccomp[bad]|badpointers|unsharethreads|"
-                "unshareexit|unsharehigh|unsharefileshigh|fdlist|tasklist|nofile|copiessealed|"
+                "unshareexit|unsharehigh|unsharefileshigh|unsharekeep|fdlist|tasklist|nofile|"
+                "copiessealed|"
                 "uninterposed\n");
         return 2;
     }
     fds_unshared = strcmp(how, "sysrangeunshare") == 0 || strcmp(how, "unsharethreads") == 0 ||
-                   strcmp(how, "unsharehigh") == 0 || strcmp(how, "unsharefileshigh") == 0;
+                   strcmp(how, "unsharehigh") == 0 || strcmp(how, "unsharefileshigh") == 0 ||
+                   strcmp(how, "unsharekeep") == 0;
     if (fds_unshared) {
         host_tsan_unchecked_begin(); /* to the end */
     }
