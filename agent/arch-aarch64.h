@@ -66,8 +66,6 @@ ag_arch_sig_regs(const ucontext_t *uc, struct ag_arch_regs *r)
            *(const volatile uint32_t *)(uintptr_t)(r->pc - 4) == 0xd4000001u;
 }
 
-/* xpaclri (hint #7) strips the authentication code from x30; without FEAT_PAuth it is a NOP,
- * and an unsigned user address is its own stripped form. */
 /* 1 when pc stands on an svc #0 (0xd4000001) or right after one: the thread was in, or
  * entering or leaving, a system call. Aligned word reads of code that was executing. */
 static inline int
@@ -79,6 +77,19 @@ ag_arch_at_syscall(uint64_t pc)
            (((pc & 4095) >= 4 && c[-1] == 0xd4000001u) || c[0] == 0xd4000001u);
 }
 
+/* 1 when pc is right after glibc's rt_sigprocmask call, mov x8, #135 (0xd28010e8) then svc #0,
+ * as pthread_sigmask and sigprocmask make it. Aligned word reads, on pc's page. */
+static inline int
+ag_arch_at_sigmask_return(uint64_t pc)
+{
+    const volatile uint32_t *c = (const volatile uint32_t *)(uintptr_t)pc;
+
+    return (pc & 3) == 0 && (pc & 4095) >= 8 && ag_arch_code_readable(pc) && c[-1] == 0xd4000001u &&
+           c[-2] == 0xd28010e8u;
+}
+
+/* xpaclri (hint #7) strips the authentication code from x30; without FEAT_PAuth it is a NOP,
+ * and an unsigned user address is its own stripped form. */
 static inline uint64_t
 ag_arch_strip_ra(uint64_t ra)
 {

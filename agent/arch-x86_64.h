@@ -71,6 +71,26 @@ ag_arch_at_syscall(uint64_t pc)
            ((pc & 4095) <= 4094 && c[0] == 0x0f && c[1] == 0x05);
 }
 
+/* 1 when pc is right after glibc's rt_sigprocmask call, mov $14, %eax (b8 0e 00 00 00) then
+ * syscall (0f 05), as pthread_sigmask and sigprocmask make it. Read as ag_arch_at_syscall's. */
+static inline int
+ag_arch_at_sigmask_return(uint64_t pc)
+{
+    static const uint8_t call[7] = { 0xb8, 0x0e, 0x00, 0x00, 0x00, 0x0f, 0x05 };
+    const volatile uint8_t *c = (const volatile uint8_t *)(uintptr_t)pc;
+    unsigned i;
+
+    if ((pc & 4095) < sizeof(call) || !ag_arch_code_readable(pc)) {
+        return 0;
+    }
+    for (i = 0; i < sizeof(call); i++) {
+        if (c[(long)i - (long)sizeof(call)] != call[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static inline uint64_t
 ag_arch_strip_ra(uint64_t ra)
 {

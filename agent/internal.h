@@ -713,6 +713,10 @@ PP_SIGSAFE struct ag_thread *ag_sig_thread_of(int32_t tid);
  * the system call instruction) or as one is restarted (on it): the thread was in the kernel when
  * the signal was sent. Async-signal-safe. */
 PP_SIGSAFE int ag_sig_in_syscall(uint64_t pc);
+/* 1 when pc is a system call's return that shows a call of the thread: ag_sig_in_syscall's, but
+ * not at an rt_sigprocmask's return, where a signal pending while blocked comes as the mask opens
+ * (sig-handler.c). Async-signal-safe. */
+PP_SIGSAFE int ag_sig_call_seen(uint64_t pc);
 /* The calling thread's page faults (getrusage(RUSAGE_THREAD)), 1 + the count; 0: unknown.
  * Async-signal-safe. */
 PP_SIGSAFE uint64_t ag_sig_faults(void);
