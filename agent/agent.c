@@ -141,7 +141,9 @@ ag_manager_main(void *arg)
             hold_until = now + AG_NEW_CODE_HOLD_NS;
         }
         until = hold_until != 0 && hold_until < next_scan ? hold_until : next_scan;
-        if (ag.cfg.cpu_engine == AG_CPU_ENGINE_PERF_RING &&
+        if (ag_cpu_engine_for_rate(ag.cfg.cpu_engine,
+                                   atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed),
+                                   ag.tick_hz) == AG_CPU_ENGINE_PERF_RING &&
             atomic_load_explicit(&ag.hz_cpu, memory_order_relaxed) != 0) {
             /* The perf rings are read when half of what they hold at the rate may have been
              * written since the last read, whatever the scan's rate (perf-ring.c: 38 ms at
@@ -414,6 +416,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.n_perf_promoted, 0);
     atomic_store(&ag.n_locators_retired, 0);
     atomic_store(&ag.n_ring_fallbacks, 0);
+    atomic_store(&ag.n_ring_deep, 0);
     atomic_store(&ag.n_ring_lost, 0);
     atomic_store(&ag.n_perf_early, 0);
     atomic_store(&ag.manager_scans, 0);
@@ -691,6 +694,7 @@ ag_stats_get(struct ag_stats *out)
     out->perf_refused = atomic_load(&ag.n_perf_refused);
     out->perf_promoted = atomic_load(&ag.n_perf_promoted);
     out->ring_fallbacks = atomic_load(&ag.n_ring_fallbacks);
+    out->ring_deep = atomic_load(&ag.n_ring_deep);
     out->ring_lost = atomic_load(&ag.n_ring_lost);
     out->perf_early = atomic_load(&ag.n_perf_early);
     out->cpu_tails = atomic_load(&ag.n_cpu_tails);
@@ -709,9 +713,13 @@ ag_stats_get(struct ag_stats *out)
 
         out->memory_bytes = (uint64_t)ag.threads_cap * sizeof(struct ag_thread);
         for (i = 0; i < high; i++) {
-            out->threads_perf += ag.threads[i].has_perf != 0;
+            /* Auto's probation for a ring (timer.c) is perf-ring's: its samples come by perf's
+             * signal until a scan gives the thread a ring (an idle thread never leaves it). */
+            int probe = ag.threads[i].has_perf && atomic_load(&ag.threads[i].ring_probe);
+
+            out->threads_perf += ag.threads[i].has_perf && !probe;
             out->threads_timer += ag.threads[i].has_timer != 0;
-            out->threads_ring += atomic_load(&ag.threads[i].has_ring) != 0;
+            out->threads_ring += atomic_load(&ag.threads[i].has_ring) || probe;
             out->memory_bytes += ag.threads[i].ring.map_len + ag.threads[i].wring.map_len +
                                  ag.threads[i].pring.map_len + ag.threads[i].ring_map_len;
         }

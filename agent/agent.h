@@ -354,9 +354,13 @@ struct ag_stats {
     uint64_t cpu_weight;        /* sum of CPU samples' weights (>= samples_cpu) */
     uint64_t threads_perf;      /* threads sampled by the perf_event engine now */
     uint64_t threads_timer;     /* threads sampled by CPU-time timers now */
-    uint64_t threads_ring;      /* threads sampled by the perf-ring engine now (no signal) */
+    uint64_t threads_ring;      /* threads sampled by the perf-ring engine now (no signal), and
+                                   auto's on probation for a ring (perf's signal until then) */
     uint64_t ring_fallbacks;    /* perf-ring threads whose ring could not be mapped (locked
                                    memory): sampled by perf's signal instead */
+    uint64_t ring_deep;         /* auto's threads kept on or moved to perf's signal: their stacks
+                                   are deeper than a ring's copy (timer.c's probation and
+                                   ag_pring_deep_check_locked) */
     uint64_t ring_lost;         /* samples the kernel could not write to a full perf ring
                                    (PERF_RECORD_LOST; in lost too) */
     uint64_t perf_early;        /* perf samples that came under half an interval of the thread's

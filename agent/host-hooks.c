@@ -163,7 +163,7 @@ static int
 ag_host_sigmask(host_sigmask_fn real, int how, const sigset_t *set, sigset_t *old, uint64_t fa)
 {
     uint64_t frames[AG_MAX_FRAMES], since, half;
-    struct ag_unwind_result res = { 0, 0, 0, 0 };
+    struct ag_unwind_result res = { 0, 0, 0, 0, 0 };
     unsigned hz;
     struct ag_thread *t;
     sigset_t prev, now;
@@ -236,7 +236,7 @@ ag_thread_sigmask_started(struct ag_thread *t)
     if (t != NULL && pthread_sigmask(SIG_BLOCK, NULL, &now) == 0 &&
         sigismember(&now, ag.signo) == 1) {
         uint64_t wall = ag_sig_now_ns(CLOCK_MONOTONIC);
-        struct ag_unwind_result none = { 0, 0, 0, 0 };
+        struct ag_unwind_result none = { 0, 0, 0, 0, 0 };
 
         ag_seqstack_put(&t->sigblk, NULL, &none); /* no call hid it: its start routine shows */
         atomic_store_explicit(&t->sigblk_ns, wall != 0 ? wall : 1, memory_order_relaxed);

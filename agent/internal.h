@@ -449,7 +449,18 @@ struct ag_thread {
     uint64_t ring_cpu_to, ring_count_to; /* reg: the same at the read under way (0: unknown) */
     int ring_faults_fd;   /* reg: the event's page-fault counter (its group's member), or -1 */
     uint64_t ring_faults; /* reg: that count at the last sample read */
-    struct ag_ring pring; /* producer: the perf-ring reader, under reg_lock */
+    /* reg: ring samples whose unwind needed the stack above the copy (the copy full, the walk
+     * ended reading past it), and whether auto moved the thread to perf's signal for them: its
+     * stacks are deeper than the copy, so it keeps perf's signal (timer.c) */
+    uint32_t ring_cut;
+    int ring_deep;
+    /* Auto's probation (timer.c): a thread above the tick starts on perf's signal, whose handler
+     * notes whether its walks fit in a ring's stack copy; the scan then gives it a ring, or keeps
+     * it on the signal for good (ring_deep). Set by reg; the counts by self. */
+    _Atomic int ring_probe;
+    _Atomic uint32_t ring_probe_n;    /* self: perf samples whose walk reached the root and fit */
+    _Atomic uint32_t ring_probe_deep; /* self: those that reached past it, or the depth limit */
+    struct ag_ring pring;             /* producer: the perf-ring reader, under reg_lock */
     /* The drain delivers the thread's own ring (its locator's records) up to here only (CLOCK_
      * MONOTONIC; UINT64_MAX: all), so that they meet the perf samples in time order: a record
      * written after the last read of the kernel's ring may come after a sample not yet read
@@ -536,6 +547,7 @@ struct ag_agent {
     _Atomic uint64_t n_perf_promoted;
     _Atomic uint64_t n_locators_retired; /* kernel locators that went idle (timer.c) */
     _Atomic uint64_t n_ring_fallbacks;   /* perf-ring threads sampled by perf's signal instead */
+    _Atomic uint64_t n_ring_deep;        /* auto's ring threads moved to perf's signal (deep) */
     _Atomic uint64_t n_ring_lost;        /* PERF_RECORD_LOST counts (also in n_lost) */
     _Atomic uint64_t n_perf_early;       /* perf samples that weighed 0 (AG_WEIGH_EARLY) */
     uint64_t ring_read_ns;               /* manager: when it last read the perf rings */
@@ -597,7 +609,16 @@ struct ag_unwind_result {
     uint8_t unwinder; /* enum ag_unwinder of the last step */
     uint8_t end;      /* enum ag_unwind_end */
     uint32_t cfi_steps;
+    uint64_t sp_end; /* the last frame's sp: the stack the walk needed reaches about there */
 };
+
+/* The user stack a perf-ring sample copies (perf-ring.c): 4 KiB reached 35 of a 32-deep stack's
+ * 36 frames in bench-perfring, at 2-8 us a sample less than 16 KiB (docs/performance.md). A walk
+ * whose root lies within AG_PRING_STACK_FITS of the sampled sp fits in it (timer.c's probation). */
+#ifndef AG_PRING_STACK
+#define AG_PRING_STACK 4096u
+#endif
+#define AG_PRING_STACK_FITS (AG_PRING_STACK - 512u)
 
 /* Reads one aligned word: 0, or -EFAULT when not safely readable. Async-signal-safe. */
 PP_SIGSAFE PP_MUST_USE int ag_sig_read(void *ctx, uint64_t addr, uint64_t *out);

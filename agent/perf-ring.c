@@ -24,17 +24,15 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "agent/arch.h"
 #include "agent/cfi.h"
 #include "agent/internal.h"
 
-/* The user stack each sample copies: 4 KiB reached 35 of a 32-deep stack's 36 frames in
- * bench-perfring, at 2-8 us a sample less than 16 KiB (docs/performance.md). */
-#ifndef AG_PRING_STACK
-#define AG_PRING_STACK 4096u
-#endif
+/* The user stack each sample copies: AG_PRING_STACK (internal.h). */
 /* Ring data pages: the fewest (a power of two, at least AG_PRING_BYTES_MIN) that hold
  * AG_PRING_HOLD_MS of samples at the rate, at most AG_PRING_PAGES_MAX. The pages are locked
  * memory, which bounds the threads that get a ring unprivileged (perf_event_mlock_kb per CPU,
@@ -61,6 +59,39 @@ static union {
 /* The reader's CFI row cache (reg_lock): a thread's own belongs to its handler, which still runs
  * for wall samples. */
 static struct ag_cfi_cache ag_pring_cfi;
+
+/* The code bytes around a sample's pc, copied at their page offset (reg_lock). */
+static unsigned char ag_pring_code[4096] __attribute__((aligned(4096)));
+
+/*
+ * Whether a ring sample's pc is just after a system call's instruction (ag_sig_in_syscall), read
+ * without faulting. The handler reads the code at its own pc, which is mapped while it runs; a
+ * ring sample is read up to 100 ms after it was taken, and the library it was taken in may have
+ * been unmapped since (dlclose): read directly, the reader died of SIGSEGV there in 3 of 3
+ * recordings of agent-module-reuse's host at 1000 Hz under perf-ring. So the bytes of pc's page
+ * around it (the page offset kept, so the arch's test of the page's edges holds) are copied with
+ * process_vm_readv; without it (a seccomp filter), read directly as before.
+ */
+static int
+ag_pring_in_syscall(uint64_t pc)
+{
+    uint64_t off = pc & 4095u, lo = off >= 8u ? off - 8u : 0u,
+             hi = off + 8u <= 4096u ? off + 8u : 4096u;
+    struct iovec local = { ag_pring_code + lo, (size_t)(hi - lo) };
+    struct iovec remote = { (void *)(uintptr_t)(pc - off + lo), (size_t)(hi - lo) };
+
+    if (pc < 4096u) {
+        return 0;
+    }
+    if (!ag.remote_read_ok) {
+        return ag_sig_in_syscall(pc);
+    }
+    if (syscall(SYS_process_vm_readv, (long)getpid(), &local, 1L, &remote, 1L, 0L) !=
+        (long)(hi - lo)) {
+        return 0; /* unmapped since the sample: not a call's return that can be told */
+    }
+    return ag_sig_in_syscall((uint64_t)(uintptr_t)ag_pring_code + off);
+}
 
 static unsigned
 ag_pring_pages(unsigned hz)
@@ -353,7 +384,7 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
     own = delta != 0 ? delta : period;
     /* An overflow due in a system call's exit path, where interrupts are off until the return,
      * is taken just after it: its interval ended in the kernel (sig-handler.c). */
-    in_kernel = ag_sig_in_syscall(regs.pc);
+    in_kernel = ag_pring_in_syscall(regs.pc);
     if (in_kernel) {
         atomic_fetch_add_explicit(&t->kern_sites, 1, memory_order_relaxed);
     }
@@ -426,6 +457,12 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
     s->depth = res.depth + skip;
     s->unwinder = res.unwinder;
     s->end = res.end;
+    if (res.end == AG_UNWIND_END_READ_FAULT && dyn != 0 && dyn >= AG_PRING_STACK) {
+        /* The copy was full (the kernel clips it at the stack's end otherwise) and the walk
+         * needed what lies above it: a stack deeper than the copy, cut. Auto moves such a
+         * thread to perf's signal, whose handler walks the live stack (timer.c). */
+        t->ring_cut++;
+    }
     ag_ring_commit(&t->pring);
     atomic_store_explicit(&t->last_claim_ns, ts, memory_order_relaxed);
     atomic_fetch_add_explicit(&ag.n_cpu_weight, weight, memory_order_relaxed);

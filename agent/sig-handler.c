@@ -756,6 +756,16 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     s->unwinder = res.unwinder;
     s->end = res.end;
     ag_ring_commit(&t->ring);
+    if (engine == AG_CPU_ENGINE_PERF && !site &&
+        atomic_load_explicit(&t->ring_probe, memory_order_relaxed)) {
+        /* Auto's probation for a ring (timer.c): would this walk have fitted in its copy? */
+        if (res.end == AG_UNWIND_END_DEPTH_LIMIT ||
+            (res.end == AG_UNWIND_END_ROOT && res.sp_end - regs.sp > AG_PRING_STACK_FITS)) {
+            atomic_fetch_add_explicit(&t->ring_probe_deep, 1, memory_order_relaxed);
+        } else if (res.end == AG_UNWIND_END_ROOT) {
+            atomic_fetch_add_explicit(&t->ring_probe_n, 1, memory_order_relaxed);
+        }
+    }
     if ((faults_read ||
          (site && atomic_load_explicit(&t->kern_faults, memory_order_relaxed) != 0)) &&
         t->ring.reserved - t->ring.trimmed_at <= t->ring.mask + 1u) {

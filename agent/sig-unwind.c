@@ -419,6 +419,7 @@ out:
     out->unwinder = unwinder;
     out->end = why;
     out->cfi_steps = cfi_steps;
+    out->sp_end = r.sp;
 }
 
 void

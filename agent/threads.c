@@ -358,6 +358,11 @@ ag_thread_reset_locked(struct ag_thread *t)
     t->exit_hooked = 0;
     t->scan_cpu_ns = 0;
     t->perf_promoted = 0;
+    t->ring_cut = 0;
+    t->ring_deep = 0;
+    atomic_store_explicit(&t->ring_probe, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->ring_probe_n, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->ring_probe_deep, 0, memory_order_relaxed);
     t->has_locator = 0;
     atomic_store_explicit(&t->kern_locating, 0, memory_order_relaxed);
     t->kern_flush = 0;
@@ -711,7 +716,7 @@ void
 ag_thread_attach_started(void *(*fn)(void *), uint64_t fa, uint64_t stack_size)
 {
     uint64_t root[AG_MAX_FRAMES];
-    struct ag_unwind_result res = { 0, 0, 0, 0 };
+    struct ag_unwind_result res = { 0, 0, 0, 0, 0 };
     struct ag_thread *t;
     int32_t tid;
     uint32_t root_depth = 0;

@@ -60,6 +60,7 @@ ag_timer_delete_locked(struct ag_thread *t)
         atomic_store_explicit(&t->lottery, AG_LOTTERY_NONE, memory_order_relaxed);
     }
     atomic_store_explicit(&t->tick_unseen, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->ring_probe, 0, memory_order_relaxed);
     ag_pring_close_locked(t); /* its samples read first */
     if (t->has_perf) {
         int fd = atomic_load_explicit(&t->perf_fd, memory_order_relaxed);
@@ -555,14 +556,19 @@ ag_kernel_tick_hz(void)
  * weights (CPU time since the previous sample) and final samples make its totals exact
  * (tests/agent-groundtruth.sh holds both engines to 1 point). Above the tick's rate the timers
  * would take one sample per tick and weigh it several intervals; perf keeps the rate asked for.
+ * There auto takes perf-ring, perf's samples without a signal (perf-ring.c: no irq_work, no
+ * delivery, no handler on the sampled thread; about half the signal's price per sample, ringauto
+ * in docs/performance.md), and perf's signal for a thread whose ring cannot be mapped (locked
+ * memory) or whose stack outgrows the ring's copy (ag_pring_deep_check_locked). The timers stay
+ * below: a tick-bound sample costs less than either (no interrupt of its own).
  */
 enum ag_cpu_engine
 ag_cpu_engine_for_rate(enum ag_cpu_engine configured, unsigned hz, unsigned tick_hz)
 {
-    if (configured == AG_CPU_ENGINE_PERF || configured == AG_CPU_ENGINE_TIMER) {
+    if (configured != AG_CPU_ENGINE_AUTO) {
         return configured;
     }
-    return tick_hz != 0 && hz <= tick_hz ? AG_CPU_ENGINE_TIMER : AG_CPU_ENGINE_PERF;
+    return tick_hz != 0 && hz <= tick_hz ? AG_CPU_ENGINE_TIMER : AG_CPU_ENGINE_PERF_RING;
 }
 
 /* Errors of perf_event_open that say the kernel or policy refuses it for every thread. */
@@ -942,6 +948,9 @@ ag_cpu_claim_move_locked(struct ag_thread *t, int32_t tid)
     }
 }
 
+static void ag_pring_deep_check_locked(struct ag_thread *t, int32_t tid);
+static void ag_pring_probe_check_locked(struct ag_thread *t, int32_t tid);
+
 void
 ag_cpu_engine_check_locked(struct ag_thread *t)
 {
@@ -956,6 +965,8 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
 
     atomic_store_explicit(&t->scan_samples, n, memory_order_relaxed);
     atomic_store_explicit(&t->scan_weight, w, memory_order_relaxed);
+    ag_pring_probe_check_locked(t, tid);
+    ag_pring_deep_check_locked(t, tid);
     ag_locator_check_locked(t, tid);
     if (ag.perf_unavailable) {
         /* The timers are all there is now (as with PIPEPROF_CPU_ENGINE=timer): their samples
@@ -1028,26 +1039,19 @@ ag_cpu_engine_check_locked(struct ag_thread *t)
 }
 
 /*
- * PIPEPROF_CPU_ENGINE=perf-ring (agent/perf-ring.c): thread t on a ring at hz, or, when its ring
- * cannot be mapped (locked memory), on perf's signal, logged once and counted. A new rate opens
- * a new ring (its size follows the rate); perf_event_open refused is as under the perf engine.
+ * Thread t on a perf ring at hz (agent/perf-ring.c), or, when its ring cannot be mapped (locked
+ * memory), on perf's signal, logged once and counted: PIPEPROF_CPU_ENGINE=perf-ring, and auto
+ * above the tick. A new rate opens a new ring (its size follows the rate). 0, or -errno
+ * (perf_event_open refused, or -ESRCH: the thread exited under us).
  */
-static void
-ag_pring_sync_locked(struct ag_thread *t, int32_t tid, unsigned hz)
+static int
+ag_pring_arm_locked(struct ag_thread *t, int32_t tid, unsigned hz)
 {
     static int warned;
     int err;
 
-    if ((atomic_load_explicit(&t->has_ring, memory_order_relaxed) || t->has_perf) &&
-        t->timer_hz == hz) {
-        return;
-    }
-    if (ag.perf_unavailable) {
-        return; /* refused for good: nothing samples (as under the perf engine) */
-    }
     if (t->has_perf) {
-        err = ag_perf_sync_locked(t, tid, hz, 0);
-        goto out;
+        return ag_perf_sync_locked(t, tid, hz, 0);
     }
     if (atomic_load_explicit(&t->has_ring, memory_order_relaxed)) {
         /* A new rate: a new ring, sized for it. What the thread ran since its last sample is
@@ -1058,14 +1062,35 @@ ag_pring_sync_locked(struct ag_thread *t, int32_t tid, unsigned hz)
     err = ag_pring_open_locked(t, tid, hz);
     if (err == 1) {
         atomic_fetch_add_explicit(&ag.n_ring_fallbacks, 1, memory_order_relaxed);
-        ag_log(warned ? AG_LOG_DEBUG : AG_LOG_WARN,
+        /* (a warning when perf-ring was asked for; under auto perf's signal is as good a
+         * sample, only a dearer one) */
+        ag_log(warned                                    ? AG_LOG_DEBUG
+               : ag.cfg.cpu_engine == AG_CPU_ENGINE_AUTO ? AG_LOG_INFO
+                                                         : AG_LOG_WARN,
                "cpu engine perf-ring: thread %d's ring cannot be mapped (locked memory): "
                "sampled by perf's signal%s",
                (int)tid, warned ? "" : " (logged once; counted in ring_fallbacks)");
         warned = 1;
         err = ag_perf_sync_locked(t, tid, hz, 0);
     }
-out:
+    return err;
+}
+
+/* PIPEPROF_CPU_ENGINE=perf-ring: a ring (ag_pring_arm_locked); refused, the thread is not
+ * sampled, as under the perf engine. */
+static void
+ag_pring_sync_locked(struct ag_thread *t, int32_t tid, unsigned hz)
+{
+    int err;
+
+    if ((atomic_load_explicit(&t->has_ring, memory_order_relaxed) || t->has_perf) &&
+        t->timer_hz == hz) {
+        return;
+    }
+    if (ag.perf_unavailable) {
+        return; /* refused for good: nothing samples (as under the perf engine) */
+    }
+    err = ag_pring_arm_locked(t, tid, hz);
     if (err == 0 || err == -ESRCH) {
         return; /* armed, or the thread exited under us */
     }
@@ -1074,6 +1099,101 @@ out:
     ag_thread_dropped_locked(tid);
     ag_log(AG_LOG_WARN, "cpu engine perf-ring: thread %d not sampled: %s", (int)tid,
            strerror(-err));
+}
+
+/*
+ * Auto's probation: a thread above the tick starts on perf's signal, and its handler counts the
+ * walks that reached the thread's root within a ring's stack copy (AG_PRING_STACK_FITS) and those
+ * that did not (or stopped at the depth limit). At a scan, a thread with AG_PRING_CUT_MOVE walks
+ * too deep stays on perf's signal for good (ring_deep); one with AG_PRING_PROBE_N that fit and
+ * fewer too deep gets a ring. So a thread deep from its start (python3's interpreter: agent-stacks
+ * read 98.6 % of its samples reaching the entry when every thread started on a ring and moved
+ * after two cut samples, a scan later) loses no stack, and a thread that goes deep later is moved
+ * when its ring samples are cut (ag_pring_deep_check_locked). Two, not a share: a rule that let a
+ * thread keep its ring while under an eighth of its walks were too deep cut 1.5 % of the C++
+ * program's stacks in agent-stacks (its exceptions' unwinding is deep), under its 99 %. What it
+ * ran since its last perf sample is claimed before the ring opens, as at a new rate's ring.
+ */
+#define AG_PRING_PROBE_N  8u
+#define AG_PRING_CUT_MOVE 2u
+
+static void ag_timer_sync_locked(struct ag_thread *t, unsigned hz);
+
+static void
+ag_pring_probe_check_locked(struct ag_thread *t, int32_t tid)
+{
+    uint32_t fit = atomic_load_explicit(&t->ring_probe_n, memory_order_relaxed);
+    uint32_t deep = atomic_load_explicit(&t->ring_probe_deep, memory_order_relaxed);
+    unsigned hz = t->timer_hz;
+    int err;
+
+    if (!atomic_load_explicit(&t->ring_probe, memory_order_relaxed) || !t->has_perf || hz == 0 ||
+        ag.cfg.cpu_engine != AG_CPU_ENGINE_AUTO) {
+        return;
+    }
+    if (deep >= AG_PRING_CUT_MOVE) {
+        atomic_store_explicit(&t->ring_probe, 0, memory_order_relaxed);
+        t->ring_deep = 1;
+        atomic_fetch_add_explicit(&ag.n_ring_deep, 1, memory_order_relaxed);
+        ag_log(AG_LOG_DEBUG,
+               "cpu engine: thread %d stays on perf's signal (%u of %u stacks deeper than a "
+               "ring's copy)",
+               (int)tid, deep, fit + deep);
+        return;
+    }
+    if (fit < AG_PRING_PROBE_N) {
+        return;
+    }
+    atomic_store_explicit(&t->ring_probe, 0, memory_order_relaxed);
+    ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
+    ag_timer_delete_locked(t); /* perf's signal, and its locator: the ring's own comes if asked */
+    t->ring_cut = 0;
+    err = ag_pring_arm_locked(t, tid, hz);
+    if (err != 0 && err != -ESRCH) {
+        ag_perf_note_refusal(err);
+        t->ring_deep = 1; /* (not for its depth: it stays on perf's signal, or the timers) */
+        ag_timer_sync_locked(t, hz);
+    }
+}
+
+/*
+ * Auto's ring threads whose stacks outgrow the ring's copy: a ring sample's walk ends where the
+ * copy does (4 KiB above the sampled SP), and perf's signal handler walks the live stack to
+ * max_frames. A thread with AG_PRING_CUT_MOVE such samples moves to perf's signal for the rest of
+ * its life (ag_stats.ring_deep): a deep stack is the profile's point, the signal's price (about
+ * twice the ring's, docs/performance.md) the lesser loss. The samples cut before the move (a
+ * scan's worth at most) keep their leaf frames. What it ran since its last ring sample is
+ * claimed first, as at a new rate's ring. Forced perf-ring keeps its rings (asked for).
+ */
+static void
+ag_pring_deep_check_locked(struct ag_thread *t, int32_t tid)
+{
+    unsigned hz = t->timer_hz;
+    int err;
+
+    if (ag.cfg.cpu_engine != AG_CPU_ENGINE_AUTO ||
+        !atomic_load_explicit(&t->has_ring, memory_order_relaxed) || hz == 0) {
+        return;
+    }
+    if (t->ring_cut < AG_PRING_CUT_MOVE) {
+        return;
+    }
+    ag_cpu_claim_tail_locked(t, ag_thread_cpu_clock(tid));
+    ag_timer_delete_locked(t);
+    t->ring_deep = 1;
+    atomic_fetch_add_explicit(&ag.n_ring_deep, 1, memory_order_relaxed);
+    err = ag_perf_sync_locked(t, tid, hz, 1);
+    if (err == 0) {
+        /* and what it ran while the event was opened (as auto's move from the timers) */
+        ag_cpu_claim_move_locked(t, tid);
+    }
+    ag_log(AG_LOG_DEBUG,
+           "cpu engine: thread %d to perf's signal (%u ring samples deeper than the copy)%s",
+           (int)tid, t->ring_cut, err == 0 ? "" : ": perf refused, its timers");
+    if (err != 0 && err != -ESRCH) {
+        ag_perf_note_refusal(err);
+        ag_timer_sync_locked(t, hz); /* auto's fallback: its timers */
+    }
 }
 
 static void
@@ -1094,19 +1214,45 @@ ag_timer_sync_locked(struct ag_thread *t, unsigned hz)
         return;
     }
     engine = ag_cpu_engine_for_rate(ag.cfg.cpu_engine, hz, ag.tick_hz);
+    if (engine == AG_CPU_ENGINE_PERF_RING && t->ring_deep) {
+        engine = AG_CPU_ENGINE_PERF; /* its stacks outgrew the ring's copy: it stays on perf */
+    }
     if (t->perf_promoted) {
         engine = AG_CPU_ENGINE_PERF; /* the tick missed its runs: it stays on perf */
     }
     /* A new rate on the other side of the tick's changes auto's engine: the old one goes. (At
      * the same rate a thread that perf refused keeps its fallback timer.) */
-    if (t->timer_hz != hz && ((engine == AG_CPU_ENGINE_PERF && t->has_timer) ||
-                              (engine == AG_CPU_ENGINE_TIMER && t->has_perf))) {
+    if (t->timer_hz != hz &&
+        ((engine != AG_CPU_ENGINE_TIMER && t->has_timer) ||
+         (engine == AG_CPU_ENGINE_TIMER &&
+          (t->has_perf || atomic_load_explicit(&t->has_ring, memory_order_relaxed))))) {
         ag_timer_delete_locked(t);
     }
-    if ((t->has_timer || t->has_perf) && t->timer_hz == hz) {
+    if ((t->has_timer || t->has_perf || atomic_load_explicit(&t->has_ring, memory_order_relaxed)) &&
+        t->timer_hz == hz) {
         return;
     }
-    if (!t->has_timer && engine == AG_CPU_ENGINE_PERF && !ag.perf_unavailable) {
+    if (!t->has_timer && engine == AG_CPU_ENGINE_PERF_RING && !ag.perf_unavailable) {
+        /* Auto above the tick: perf's signal first, on probation, then a ring at a scan when
+         * its stacks fit in the ring's copy (ag_pring_probe_check_locked); a new rate keeps what
+         * the thread has (a new ring for a ring). Refused, the timers below. */
+        if (atomic_load_explicit(&t->has_ring, memory_order_relaxed) || t->has_perf) {
+            err = ag_pring_arm_locked(t, tid, hz);
+        } else {
+            err = ag_perf_sync_locked(t, tid, hz, 0);
+            if (err == 0) {
+                atomic_store_explicit(&t->ring_probe_n, 0, memory_order_relaxed);
+                atomic_store_explicit(&t->ring_probe_deep, 0, memory_order_relaxed);
+                atomic_store_explicit(&t->ring_probe, 1, memory_order_relaxed);
+            }
+        }
+        if (err == 0 || err == -ESRCH) {
+            return;
+        }
+        ag_timer_delete_locked(t);
+        ag_perf_note_refusal(err);
+        atomic_fetch_add_explicit(&ag.n_perf_refused, 1, memory_order_relaxed);
+    } else if (!t->has_timer && engine == AG_CPU_ENGINE_PERF && !ag.perf_unavailable) {
         err = ag_perf_sync_locked(t, tid, hz, 0);
         if (err == 0) {
             return;

@@ -116,7 +116,9 @@ else
   perf_ok=1
 fi
 tick=$(python3 -c 'import time; print(round(1 / time.clock_getres(6)))')
-auto_at() { if (($1 <= tick)); then echo timer-or-mixed; else echo perf_event; fi; }
+# (above the tick auto's rings; a thread whose walks go deeper than a ring's stack copy stays on
+# perf's signal, and the engine reads mixed: agent/timer.c, auto's probation)
+auto_at() { if (($1 <= tick)); then echo timer-or-mixed; else echo ring-or-mixed; fi; }
 all=15      # every thread of pp-sample-syscalls
 steady=13   # all but the I/O-like thread
 if [[ $perf_ok == 1 ]]; then

@@ -10,7 +10,7 @@
 #   - as an unprivileged user (setpriv to nobody) at 100, 250 and 1000 Hz, where the samples must
 #     also reach 99 % of (measured CPU seconds x rate), with the engine the agent chooses itself:
 #     CPU-time timers up to the kernel's tick rate (bursty threads the tick misses moved to
-#     perf_event), perf_event above it.
+#     perf_event), perf_event above it, its samples from a ring without a signal (perf-ring).
 set -euo pipefail
 B=${PP_BINARY_DIR:?}
 S=${PP_SOURCE_DIR:?}
@@ -52,15 +52,15 @@ fi
 # as the perf engine.
 run timer-fp 250 timer pp-sample-groundtruth env PIPEPROF_CPU_ENGINE=timer
 run timer-nofp 250 timer pp-sample-groundtruth-nofp env PIPEPROF_CPU_ENGINE=timer
-# Above the tick's rate auto asks for perf_event; a seccomp filter refuses it, and the agent
-# falls back to the timers by itself.
+# Above the tick's rate auto asks for perf_event (its rings); a seccomp filter refuses it, and
+# the agent falls back to the timers by itself.
 run seccomp-auto 1000 timer pp-sample-groundtruth "$B/tests/no-perf"
 
 if [[ $perf_ok == 1 ]] && command -v setpriv >/dev/null && [[ $(id -u) == 0 ]]; then
   # the kernel's tick rate: CLOCK_MONOTONIC_COARSE (6) ticks in jiffies
   tick=$(python3 -c 'import time; print(round(1 / time.clock_getres(6)))')
   for hz in 100 250 1000; do
-    engine=perf_event
+    engine=ring-or-mixed # auto above the tick: rings (perf's signal for a thread too deep)
     ((hz <= tick)) && engine=timer-or-mixed
     MIN_CAPTURE=0.99 run "nobody-$hz" "$hz" "$engine" pp-sample-groundtruth \
       setpriv --reuid=nobody --regid=nogroup --clear-groups

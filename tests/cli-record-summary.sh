@@ -147,7 +147,7 @@ record quiet -q -- "$WORKLOAD" 1
 # 5. The timers forced above the kernel's tick take their samples at the tick (each weighed for
 # several intervals, where a tick found the thread): record says so on stderr, even with -q, and
 # report says the trace is tick-bound ("tick_bound"); at the tick's rate, or with the default
-# engine (perf_event above the tick), neither does.
+# engine (perf-ring above the tick), neither does.
 # (CLOCK_MONOTONIC_COARSE, 6 on Linux, ticks at the tick, as the agent and record take it)
 tick=$(python3 -c 'import time; print(round(1 / time.clock_getres(6)))')
 tick_bound() {

@@ -2683,6 +2683,192 @@ TEST(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu)
     ag_stop();
 }
 
+/*
+ * Auto above the tick takes perf-ring (timer.c, ag_cpu_engine_for_rate): each thread starts on
+ * perf's signal on probation and gets a ring at a scan when its walks fit in the ring's 4 KiB
+ * stack copy; a thread deep from its start stays on perf's signal. A thread on a ring that goes
+ * deeper than the copy (its ring samples' walks end reading past it) moves to perf's signal, whose
+ * handler walks the live stack, and its samples reach the top of its stack again. Three threads:
+ * shallow throughout (ends on its ring), deep from its start (stays on perf's signal, every
+ * sample reaching deep_top), shallow for 300 ms of CPU and then deep (a ring, then moved).
+ */
+EXPORT void deep_top(_Atomic int *stop);
+EXPORT int deep_rec(_Atomic int *stop, int n);
+
+EXPORT int
+deep_rec(_Atomic int *stop, int n)
+{
+    volatile char pad[256]; /* about 300 bytes a frame: 48 frames are 14 KiB of stack */
+
+    pad[0] = (char)n;
+    if (n > 0) {
+        return deep_rec(stop, n - 1) + pad[0]; /* (not a tail call) */
+    }
+    while (!atomic_load(stop)) {
+        busy_a();
+    }
+    return pad[0];
+}
+
+EXPORT void
+deep_top(_Atomic int *stop)
+{
+    (void)deep_rec(stop, 48);
+}
+
+struct deep_arg {
+    _Atomic int32_t tid;
+    int deep; /* 0: shallow, 1: deep from its start, 2: shallow for 300 ms of CPU, then deep */
+    uint32_t signals, located; /* as ring_arg's */
+};
+
+static void *
+deep_main(void *p)
+{
+    struct deep_arg *a = p;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    if (a->deep == 2) {
+        while (cpu_ns() < 300000000u && !atomic_load(&stop_flag)) {
+            busy_b();
+        }
+    }
+    if (a->deep) {
+        deep_top(&stop_flag);
+    } else {
+        while (!atomic_load(&stop_flag)) {
+            busy_b();
+        }
+    }
+    a->signals = atomic_load(&ag_tls_signals);
+    a->located = atomic_load(&ag_tls_locator_signals);
+    return NULL;
+}
+
+/* Thread tid's active slot, or NULL (reg_lock held). */
+static struct ag_thread *
+active_slot_locked(int32_t tid)
+{
+    struct ag_thread *t = NULL;
+    unsigned i;
+
+    for (i = 0; i < atomic_load(&ag.high); i++) {
+        if (atomic_load(&ag.threads[i].tid) == tid &&
+            atomic_load(&ag.threads[i].state) == AG_SLOT_ACTIVE) {
+            t = &ag.threads[i];
+        }
+    }
+    return t;
+}
+
+/* Thread tid's slot: 1 on a ring, 2 on perf's signal after auto moved it for its depth, 0 else. */
+static int
+slot_ring_state(int32_t tid)
+{
+    struct ag_thread *t;
+    int on = 0;
+
+    pthread_mutex_lock(&ag.reg_lock);
+    t = active_slot_locked(tid);
+    if (t != NULL) {
+        on = atomic_load(&t->has_ring) ? 1 : t->has_perf && t->ring_deep ? 2 : 0;
+    }
+    pthread_mutex_unlock(&ag.reg_lock);
+    return on;
+}
+
+TEST(auto_above_the_tick_rings_and_moves_a_deep_stack_to_perf)
+{
+    struct deep_arg arg[3] = { { 0, 0, 0, 0 }, { 0, 1, 0, 0 }, { 0, 2, 0, 0 } };
+    unsigned tick = ag_kernel_tick_hz(), hz, i, k;
+    struct tid_stats *ts[3];
+    struct ag_stats st;
+    pthread_t th[3];
+    int state[3];
+
+    if (!perf_allowed() || tick == 0 || 2 * tick > AG_HZ_MAX) {
+        return;
+    }
+    hz = 2 * tick;
+    memset(col, 0, sizeof(col));
+    memset(want, 0, sizeof(want));
+    want[1] = (const void *)busy_b;
+    want[3] = (const void *)deep_top;
+    start_agent();
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, hz));
+    atomic_store(&stop_flag, 0);
+    for (k = 0; k < 3; k++) {
+        ASSERT_OK(pthread_create(&th[k], NULL, deep_main, &arg[k]));
+    }
+    /* until each thread ran 0.8 s (the third one's last 0.5 s deep) */
+    for (i = 0; i < 4000; i++) {
+        unsigned done = 0;
+
+        usleep(10000);
+        col_drain();
+        for (k = 0; k < 3; k++) {
+            struct timespec c;
+            clockid_t id;
+
+            done += atomic_load(&arg[k].tid) != 0 && pthread_getcpuclockid(th[k], &id) == 0 &&
+                    clock_gettime(id, &c) == 0 &&
+                    c.tv_sec * 1000000000LL + c.tv_nsec >= 800000000LL;
+        }
+        if (done == 3) {
+            break;
+        }
+    }
+    for (k = 0; k < 3; k++) {
+        state[k] = slot_ring_state(atomic_load(&arg[k].tid));
+    }
+    ag_stats_get(&st);
+    atomic_store(&stop_flag, 1);
+    for (k = 0; k < 3; k++) {
+        ASSERT_OK(pthread_join(th[k], NULL));
+        ts[k] = col_get(atomic_load(&arg[k].tid));
+    }
+    for (i = 0; i < 400 && !(ts[0]->stopped && ts[1]->stopped && ts[2]->stopped); i++) {
+        usleep(20000);
+        col_drain();
+    }
+    for (k = 0; k < 3; k++) {
+        printf("# %u Hz, %s thread: %s, %u CPU samples (%u in busy_b, %u reaching deep_top), "
+               "signals %u (%u its locator's)\n",
+               hz,
+               k == 0   ? "shallow"
+               : k == 1 ? "deep"
+                        : "shallow-then-deep",
+               state[k] == 1   ? "on its ring"
+               : state[k] == 2 ? "on perf's signal for its depth"
+                               : "neither",
+               ts[k]->cpu_signal_samples, ts[k]->hits[1], ts[k]->signal_hits3, arg[k].signals,
+               arg[k].located);
+    }
+    printf("# ring_deep %llu, fallbacks %llu\n", (unsigned long long)st.ring_deep,
+           (unsigned long long)st.ring_fallbacks);
+    if (st.ring_fallbacks != 0) {
+        test_skip("a ring could not be mapped here (locked memory)");
+    }
+    /* The shallow thread: on its ring, its signals those of its probation only (a scan or two
+     * of its CPU, 20 ms each). */
+    ASSERT_EQ(state[0], 1);
+    ASSERT_TRUE(ts[0]->cpu_signal_samples >= 50);
+    ASSERT_TRUE((arg[0].signals - arg[0].located) * 2u < ts[0]->cpu_signal_samples);
+    /* Deep from its start: never on a ring, every sample reaching the top of its stack. */
+    ASSERT_EQ(state[1], 2);
+    ASSERT_TRUE(ts[1]->cpu_signal_samples >= 50);
+    ASSERT_TRUE(ts[1]->signal_hits3 * 100u >= ts[1]->cpu_signal_samples * 99u);
+    /* Deep later: moved off its ring; its deep samples cut before the move (a scan or two of its
+     * CPU) are few, the rest reach the top. */
+    ASSERT_EQ(state[2], 2);
+    /* (the two, and maybe the test's main thread: its frames are deep under ASan, 3 there) */
+    ASSERT_TRUE(st.ring_deep >= 2u);
+    ASSERT_TRUE(ts[2]->cpu_signal_samples - ts[2]->hits[1] >= 50);
+    ASSERT_TRUE(ts[2]->signal_hits3 * 10u >= (ts[2]->cpu_signal_samples - ts[2]->hits[1]) * 7u);
+    ASSERT_TRUE(arg[2].signals - arg[2].located + 50u <= ts[2]->cpu_signal_samples); /* a ring */
+    ag_stop();
+}
+
 TEST(final_sample_at_exit_timer)
 {
     (void)check_tail(AG_CPU_ENGINE_TIMER, 0, 0);
@@ -3164,12 +3350,15 @@ wait_engine(int want_perf)
 
     for (i = 0; i < 200; i++) {
         ag_stats_get(&st);
-        if (want_perf ? st.threads_perf > 0 : st.threads_perf == 0 && st.threads_timer > 0) {
+        /* (above the tick auto takes perf-ring, perf's signal where a ring cannot be mapped) */
+        if (want_perf ? st.threads_perf + st.threads_ring > 0
+                      : st.threads_perf == 0 && st.threads_ring == 0 && st.threads_timer > 0) {
             return 1;
         }
         usleep(10000);
     }
-    printf("# threads on perf_event %llu, on timers %llu\n", (unsigned long long)st.threads_perf,
+    printf("# threads on perf_event %llu, on perf rings %llu, on timers %llu\n",
+           (unsigned long long)st.threads_perf, (unsigned long long)st.threads_ring,
            (unsigned long long)st.threads_timer);
     return 0;
 }
@@ -3177,7 +3366,8 @@ wait_engine(int want_perf)
 /*
  * Auto takes the CPU-time timers up to the kernel's tick rate (they fire every interval there, at
  * a fraction of the cost of perf's own interrupt) and perf_event above it (the only way to keep
- * the rate); a setting of perf or timer is kept at every rate. A live agent follows a rate that
+ * the rate), its samples on a ring without a signal (perf-ring); a setting of perf, timer or
+ * perf-ring is kept at every rate. A live agent follows a rate that
  * crosses the tick.
  */
 TEST(auto_engine_takes_timers_up_to_the_tick)
@@ -3188,12 +3378,13 @@ TEST(auto_engine_takes_timers_up_to_the_tick)
 
     ASSERT_EQ(ag_cpu_engine_for_rate(AG_CPU_ENGINE_AUTO, 250, 250), AG_CPU_ENGINE_TIMER);
     ASSERT_EQ(ag_cpu_engine_for_rate(AG_CPU_ENGINE_AUTO, 99, 250), AG_CPU_ENGINE_TIMER);
-    ASSERT_EQ(ag_cpu_engine_for_rate(AG_CPU_ENGINE_AUTO, 251, 250), AG_CPU_ENGINE_PERF);
-    ASSERT_EQ(ag_cpu_engine_for_rate(AG_CPU_ENGINE_AUTO, 1000, 250), AG_CPU_ENGINE_PERF);
+    ASSERT_EQ(ag_cpu_engine_for_rate(AG_CPU_ENGINE_AUTO, 251, 250), AG_CPU_ENGINE_PERF_RING);
+    ASSERT_EQ(ag_cpu_engine_for_rate(AG_CPU_ENGINE_AUTO, 1000, 250), AG_CPU_ENGINE_PERF_RING);
     ASSERT_EQ(ag_cpu_engine_for_rate(AG_CPU_ENGINE_AUTO, 1000, 1000), AG_CPU_ENGINE_TIMER);
-    ASSERT_EQ(ag_cpu_engine_for_rate(AG_CPU_ENGINE_AUTO, 99, 0), AG_CPU_ENGINE_PERF);
+    ASSERT_EQ(ag_cpu_engine_for_rate(AG_CPU_ENGINE_AUTO, 99, 0), AG_CPU_ENGINE_PERF_RING);
     ASSERT_EQ(ag_cpu_engine_for_rate(AG_CPU_ENGINE_PERF, 10, 250), AG_CPU_ENGINE_PERF);
     ASSERT_EQ(ag_cpu_engine_for_rate(AG_CPU_ENGINE_TIMER, 1000, 250), AG_CPU_ENGINE_TIMER);
+    ASSERT_EQ(ag_cpu_engine_for_rate(AG_CPU_ENGINE_PERF_RING, 10, 250), AG_CPU_ENGINE_PERF_RING);
     /* Linux builds with HZ of 100, 250, 300 or 1000; the coarse clock's resolution is a jiffy. */
     printf("# kernel tick: %u Hz\n", tick);
     ASSERT_TRUE(tick == 100 || tick == 250 || tick == 300 || tick == 1000);
@@ -3236,16 +3427,14 @@ tiny_main(void *p)
 static int
 slot_on_perf(int32_t tid, int *promoted)
 {
-    unsigned i;
+    struct ag_thread *t;
     int on = 0;
 
     pthread_mutex_lock(&ag.reg_lock);
-    for (i = 0; i < atomic_load(&ag.high); i++) {
-        if (atomic_load(&ag.threads[i].tid) == tid &&
-            atomic_load(&ag.threads[i].state) == AG_SLOT_ACTIVE) {
-            on = ag.threads[i].has_perf;
-            *promoted = ag.threads[i].perf_promoted;
-        }
+    t = active_slot_locked(tid);
+    if (t != NULL) {
+        on = t->has_perf;
+        *promoted = t->perf_promoted;
     }
     pthread_mutex_unlock(&ag.reg_lock);
     return on;
@@ -5444,7 +5633,7 @@ held_cb(const struct ag_record *rec, void *ctx)
 TEST(a_held_not_sampled_claim_keeps_apart_from_the_final_samples_after_it)
 {
     uint64_t cut[1], whole[4], blk[2], now, t_unseen;
-    struct ag_unwind_result res = { 2, AG_UNWINDER_CFI, AG_UNWIND_END_ROOT, 0 };
+    struct ag_unwind_result res = { 2, AG_UNWINDER_CFI, AG_UNWIND_END_ROOT, 0, 0 };
     struct ag_stats st0, st1;
     struct ag_thread *t;
     pthread_t th;
@@ -6111,6 +6300,7 @@ static const struct test_case cases[] = {
     TEST_CASE(a_deferred_manager_starts_at_the_first_scan_and_finds_threads),
     TEST_CASE(final_sample_of_a_never_sampled_scan_only_thread),
     TEST_CASE(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu),
+    TEST_CASE(auto_above_the_tick_rings_and_moves_a_deep_stack_to_perf),
     TEST_CASE(final_sample_at_exit_timer),
     TEST_CASE(final_sample_at_exit_perf),
     TEST_CASE(exit_after_a_late_sample_counts_its_rest_timer),
