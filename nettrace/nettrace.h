@@ -369,8 +369,9 @@ PP_MUST_USE int nt_reader_new(const struct nt_source *src, const struct nt_reade
 /* The trace header. Valid after nt_reader_new() succeeded. */
 const struct nt_trace_info *nt_reader_info(const struct nt_reader *r);
 
-/* The header's SYSTEMTIME as nanoseconds since 1970, UTC, to its millisecond: 0, or -EINVAL when
- * its fields make no date (a month of 13, a day of 0, ...). */
+/* The header's SYSTEMTIME as nanoseconds since 1970, UTC, to its millisecond: 0, -EINVAL when
+ * its fields make no date (a month of 13, a day of 0, ...), or -ERANGE for a date int64
+ * nanoseconds cannot hold (before 1677 or after 2262). */
 PP_MUST_USE int nt_trace_info_unix_ns(const struct nt_trace_info *info, int64_t *out);
 
 /* Options for a writer whose trace goes on from info's (a copy, a merge, a rewrite): the same

@@ -1037,6 +1037,7 @@ nt_trace_info_unix_ns(const struct nt_trace_info *info, int64_t *out)
 {
     const int16_t *t = info->sync_time;
     struct nt_utc tm;
+    int64_t secs;
 
     /* year, month, weekday, day, hour, minute, second, millisecond */
     if (t[0] < 1601 || t[1] < 1 || t[1] > 12 || t[3] < 1 || t[3] > 31 || t[4] < 0 || t[4] > 23 ||
@@ -1050,7 +1051,13 @@ nt_trace_info_unix_ns(const struct nt_trace_info *info, int64_t *out)
     tm.hour = t[4];
     tm.minute = t[5];
     tm.second = t[6];
-    *out = nt_unix_from_utc(&tm) * 1000000000 + (int64_t)t[7] * 1000000;
+    secs = nt_unix_from_utc(&tm);
+    /* int64 nanoseconds hold 1677 to 2262 (the writer's range); SYSTEMTIME's years go on to
+     * 30827 (the fuzzer's header of year 10247 overflowed here) */
+    if (secs <= INT64_MIN / 1000000000 || secs >= INT64_MAX / 1000000000) {
+        return -ERANGE;
+    }
+    *out = secs * 1000000000 + (int64_t)t[7] * 1000000;
     return 0;
 }
 

@@ -459,6 +459,16 @@ TEST(a_headers_date_reads_back_and_goes_on_into_a_rewrite)
     info.sync_time[1] = 2;
     info.sync_time[3] = 0;
     ASSERT_EQ(nt_trace_info_unix_ns(&info, &got), -EINVAL);
+    /* dates SYSTEMTIME holds and int64 nanoseconds do not (a fuzzed header: year 10247) */
+    info.sync_time[3] = 1;
+    info.sync_time[0] = 10247;
+    ASSERT_EQ(nt_trace_info_unix_ns(&info, &got), -ERANGE);
+    info.sync_time[0] = 30827;
+    ASSERT_EQ(nt_trace_info_unix_ns(&info, &got), -ERANGE);
+    info.sync_time[0] = 1601;
+    ASSERT_EQ(nt_trace_info_unix_ns(&info, &got), -ERANGE);
+    nt_writer_options_from_info(&o, &info);
+    ASSERT_EQ(o.sync_time_unix_ns, 0);
 }
 
 TEST(worked_example_of_section_11_is_reproduced)
