@@ -553,7 +553,7 @@ ag_drain_peek_second(struct ag_ring *r)
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire); /* C */
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 
-    if (r->slots == NULL || head - tail < 2) {
+    if (ag_ring_slots(r) == NULL || head - tail < 2) {
         return NULL;
     }
     return (const struct ag_sample *)(const void *)(r->slots +
@@ -591,7 +591,8 @@ ag_drain_root_ahead(struct ag_ring *r, int32_t tid, uint64_t skip)
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire); /* C */
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed), k;
 
-    for (k = skip; r->slots != NULL && k < head - tail && k < skip + AG_DRAIN_ROOT_AHEAD; k++) {
+    for (k = skip; ag_ring_slots(r) != NULL && k < head - tail && k < skip + AG_DRAIN_ROOT_AHEAD;
+         k++) {
         struct ag_sample *s =
                 (struct ag_sample *)(void *)(r->slots + ((tail + k) & r->mask) * r->slot_size);
 
@@ -610,7 +611,7 @@ ag_drain_ring_half_full(struct ag_ring *r)
 {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
 
-    return r->slots != NULL &&
+    return ag_ring_slots(r) != NULL &&
            head - atomic_load_explicit(&r->tail, memory_order_relaxed) > r->mask / 2u;
 }
 

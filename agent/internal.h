@@ -147,6 +147,14 @@ ag_ring_commit(struct ag_ring *r)
     }
 }
 
+/* The consumer's look at r's mapping: NULL while no ag_ring_init() published one (acquire: the
+ * ring's geometry, written before, is read after). */
+static inline unsigned char *
+ag_ring_slots(const struct ag_ring *r)
+{
+    return __atomic_load_n(&r->slots, __ATOMIC_ACQUIRE);
+}
+
 /* Returns the oldest unread slot, or NULL when empty. Consumer only. */
 static inline const struct ag_sample *
 ag_ring_peek(struct ag_ring *r)
@@ -154,7 +162,7 @@ ag_ring_peek(struct ag_ring *r)
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire); /* C */
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 
-    if (r->slots == NULL) {
+    if (ag_ring_slots(r) == NULL) {
         return NULL;
     }
     if (head == tail) {

@@ -60,7 +60,11 @@ ag_ring_init(struct ag_ring *r, unsigned slots, unsigned max_frames)
     ag_ring_reset(r);
     r->mask = slots - 1;
     r->slot_size = slot_size;
-    r->slots = p;
+    /* Published last (release): a consumer that reads it non-NULL (acquire, ag_ring_slots) reads
+     * the geometry above. auto's perf-ring maps a thread's pring when a scan gives it a ring, under
+     * reg_lock, while a drain (drain_lock) peeks it (TSan: this store against ag_ring_peek's
+     * read, in test-agent-sampling's cpu_mode_samples_both_busy_threads). */
+    __atomic_store_n(&r->slots, (unsigned char *)p, __ATOMIC_RELEASE);
     return 0;
 }
 
