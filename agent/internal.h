@@ -630,6 +630,12 @@ struct ag_unwind_result {
 
 /* Reads one aligned word: 0, or -EFAULT when not safely readable. Async-signal-safe. */
 PP_SIGSAFE PP_MUST_USE int ag_sig_read(void *ctx, uint64_t addr, uint64_t *out);
+/* Copies n bytes at addr of process pid (this one: the agent's cached pid, or getpid()) with
+ * process_vm_readv, which fails instead of faulting: 0, or -EFAULT where they are not all readable
+ * (unmapped; the call refused). errno is kept. For code that may be gone (a perf-ring sample's pc,
+ * read after an unload) or is not known to be mapped (a leaf's entry, sig-unwind.c).
+ * Async-signal-safe. */
+PP_SIGSAFE PP_MUST_USE int ag_sig_copy(pid_t pid, void *out, uint64_t addr, size_t n);
 
 /*
  * Walks a stack from {pc, sp, fp} into frames (leaf first, frames[0] = pc). pc_is_ra says pc is

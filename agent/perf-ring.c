@@ -24,8 +24,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "agent/arch.h"
@@ -77,8 +75,6 @@ ag_pring_in_syscall(uint64_t pc)
 {
     uint64_t off = pc & 4095u, lo = off >= 8u ? off - 8u : 0u,
              hi = off + 8u <= 4096u ? off + 8u : 4096u;
-    struct iovec local = { ag_pring_code + lo, (size_t)(hi - lo) };
-    struct iovec remote = { (void *)(uintptr_t)(pc - off + lo), (size_t)(hi - lo) };
 
     if (pc < 4096u) {
         return 0;
@@ -86,8 +82,7 @@ ag_pring_in_syscall(uint64_t pc)
     if (!ag.remote_read_ok) {
         return ag_sig_in_syscall(pc);
     }
-    if (syscall(SYS_process_vm_readv, (long)getpid(), &local, 1L, &remote, 1L, 0L) !=
-        (long)(hi - lo)) {
+    if (ag_sig_copy(getpid(), ag_pring_code + lo, pc - off + lo, (size_t)(hi - lo)) != 0) {
         return 0; /* unmapped since the sample: not a call's return that can be told */
     }
     return ag_sig_in_syscall((uint64_t)(uintptr_t)ag_pring_code + off);

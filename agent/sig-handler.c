@@ -540,7 +540,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         if (atomic_load_explicit(&t->kern_locating, memory_order_relaxed)) {
             /* The kernel locator of a perf thread: only where its system calls are (timer.c). */
             atomic_fetch_add_explicit(&ag_tls_locator_signals, 1, memory_order_relaxed);
-            if (!in_kernel || !ag_sig_call_seen(regs.pc)) { /* (a mask's opening: above) */
+            if (!in_kernel || ag_arch_at_sigmask_return(regs.pc)) { /* (ag_sig_call_seen) */
                 goto out;
             }
             site = 1;

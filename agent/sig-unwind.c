@@ -140,27 +140,27 @@ ag_sig_unwind_fp_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r, uint8_t *w
     return 0;
 }
 
-/* Reads n (at most 8) bytes of code at addr with the non-faulting read: the kernel copies them or
- * fails. Not through the stack window (code is not stack) nor a perf-ring copy (which holds only
- * the stack); without remote reads (qemu-user, a seccomp filter) it fails. */
+int
+ag_sig_copy(pid_t pid, void *out, uint64_t addr, size_t n)
+{
+    struct iovec local = { out, n }, remote = { (void *)(uintptr_t)addr, n };
+    int saved_errno = errno;
+    long got = syscall(SYS_process_vm_readv, (long)pid, &local, 1L, &remote, 1L, 0L);
+
+    errno = saved_errno;
+    return got == (long)n ? 0 : -EFAULT;
+}
+
+/* Reads n (at most 8) bytes of code at addr with the non-faulting read. Not through the stack
+ * window (code is not stack) nor a perf-ring copy (which holds only the stack); without remote
+ * reads (qemu-user, a seccomp filter) it fails. */
 static int
 ag_sig_code_read(const struct ag_unwind_ctx *c, uint64_t addr, uint8_t *out, size_t n)
 {
-    struct iovec local, remote;
-    long got;
-    int saved_errno;
-
     if (!c->remote_ok || c->copy != NULL || n == 0 || n > 8) {
         return -EFAULT;
     }
-    local.iov_base = out;
-    local.iov_len = n;
-    remote.iov_base = (void *)(uintptr_t)addr;
-    remote.iov_len = n;
-    saved_errno = errno;
-    got = syscall(SYS_process_vm_readv, (long)c->pid, &local, 1L, &remote, 1L, 0L);
-    errno = saved_errno;
-    return got == (long)n ? 0 : -EFAULT;
+    return ag_sig_copy(c->pid, out, addr, n);
 }
 
 /*
