@@ -25,6 +25,8 @@ pp_add_script_test(cli-record-killed cli-record-killed.sh LABELS integration TIM
 pp_add_script_test(dump-runtime-names dump-runtime-names.sh LABELS integration TIMEOUT 60)
 # An exec chain's images, each numbering its modules from 1: each keeps its own module names.
 pp_add_script_test(cli-record-exec-modules cli-record-exec-modules.sh LABELS integration TIMEOUT 300)
+# The joined trace keeps CMD's SYSTEMTIME (the wall clock of its sync point), not the join's.
+pp_add_script_test(cli-record-systemtime cli-record-systemtime.sh LABELS integration TIMEOUT 120)
 # Forked workers' shares of the samples against their measured CPU time: alone.
 set_tests_properties(cli-record-commands PROPERTIES RUN_SERIAL TRUE)
 # Its `many-reused` case: a thread churner that wraps the pid space during a recording.
