@@ -50,3 +50,9 @@ pp_add_script_test(idle-agent idle-agent.sh LABELS integration TIMEOUT 120)
 add_executable(record-daemon ${CMAKE_SOURCE_DIR}/tests/tools/record-daemon.c)
 set_target_properties(record-daemon PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 pp_add_script_test(cli-record-daemon cli-record-daemon.sh LABELS integration TIMEOUT 180)
+# The unit harness describes and kills what a case leaves in its process group.
+add_executable(harness-probe ${CMAKE_SOURCE_DIR}/tests/tools/harness-probe.c
+  ${CMAKE_SOURCE_DIR}/tests/harness.c)
+target_include_directories(harness-probe PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+set_target_properties(harness-probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+pp_add_script_test(harness-reaping harness-reaping.sh LABELS integration TIMEOUT 120)
