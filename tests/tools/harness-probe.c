@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
+
 #include "test.h"
 
 /* Forks a child that sleeps (in the case's process group) and writes its pid to the probe's
