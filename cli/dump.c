@@ -71,8 +71,10 @@ pp_dump_usage(FILE *out)
             "                     when the payload does not match its metadata;\n"
             "                     \"payload_hex\" when the metadata lists no fields).\n"
             "                     Summary in JSON: an object with \"format_version\",\n"
-            "                     \"process_id\", \"events_total\", \"lost_events\",\n"
-            "                     \"stacks\" and \"events\": an array of\n"
+            "                     \"process_id\", \"sync_time\" (the trace's start,\n"
+            "                     UTC, ISO 8601 to the millisecond; null when the\n"
+            "                     header's date is invalid), \"events_total\",\n"
+            "                     \"lost_events\", \"stacks\" and \"events\": an array of\n"
             "                     {\"provider\", \"id\", \"name\", \"count\"}\n"
             "  -h, --help         show this help\n"
             "\n"
@@ -169,13 +171,32 @@ pp_dump_summary_free(struct pp_dump_summary *s)
     free(s->rows);
 }
 
+/*
+ * The trace's sync time (its header's SYSTEMTIME, UTC, to the millisecond) as ISO 8601 in out.
+ * Returns 0, or -EINVAL when the header holds no valid date (out is then "invalid").
+ */
+static int
+pp_dump_sync_time(const struct nt_trace_info *info, char *out, size_t size)
+{
+    const int16_t *t = info->sync_time;
+    int64_t unix_ns;
+
+    if (nt_trace_info_unix_ns(info, &unix_ns) != 0) {
+        snprintf(out, size, "invalid");
+        return -EINVAL;
+    }
+    snprintf(out, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t[0], t[1], t[3], t[4], t[5], t[6],
+             t[7]);
+    return 0;
+}
+
 static int
 pp_dump_print_json(const struct pp_dump_summary *s, const struct nt_trace_info *info,
                    const struct nt_reader_stats *st)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON *events = NULL;
-    char *text = NULL;
+    char *text = NULL, sync[64];
     size_t i;
     int err = -ENOMEM;
 
@@ -183,8 +204,15 @@ pp_dump_print_json(const struct pp_dump_summary *s, const struct nt_trace_info *
         goto out;
     }
     if (cJSON_AddNumberToObject(root, "format_version", info->format_version) == NULL ||
-        cJSON_AddNumberToObject(root, "process_id", info->process_id) == NULL ||
-        cJSON_AddNumberToObject(root, "events_total", (double)st->events) == NULL ||
+        cJSON_AddNumberToObject(root, "process_id", info->process_id) == NULL) {
+        goto out;
+    }
+    if (pp_dump_sync_time(info, sync, sizeof(sync)) == 0
+                ? cJSON_AddStringToObject(root, "sync_time", sync) == NULL
+                : cJSON_AddNullToObject(root, "sync_time") == NULL) {
+        goto out;
+    }
+    if (cJSON_AddNumberToObject(root, "events_total", (double)st->events) == NULL ||
         cJSON_AddNumberToObject(root, "lost_events", (double)st->lost_events) == NULL ||
         cJSON_AddNumberToObject(root, "stacks", (double)st->stacks) == NULL) {
         goto out;
@@ -223,11 +251,13 @@ static void
 pp_dump_print_text(const struct pp_dump_summary *s, const struct nt_trace_info *info,
                    const struct nt_reader_stats *st)
 {
+    char sync[64];
     size_t i;
 
+    (void)pp_dump_sync_time(info, sync, sizeof(sync));
     printf("format version %u, process %u, %" PRIu64 " events, %" PRIu64 " lost, %" PRIu64
-           " stacks\n\n",
-           info->format_version, info->process_id, st->events, st->lost_events, st->stacks);
+           " stacks\nsync time %s\n\n",
+           info->format_version, info->process_id, st->events, st->lost_events, st->stacks, sync);
     printf("%10s %6s  %-44s %s\n", "COUNT", "ID", "PROVIDER", "NAME");
     for (i = 0; i < s->n; i++) {
         printf("%10" PRIu64 " %6u  %-44s %s\n", s->rows[i].count, s->rows[i].id,

@@ -1653,7 +1653,7 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
     struct pp_output o = { .fd = -1 };
     FILE *out;
     char err[PATH_MAX + 512];
-    int rcode = -1, sampled = 0;
+    int rcode = -1, sampled = 0, busiest_by_recording;
     double secs, busiest = 0;
     size_t i;
 
@@ -1690,9 +1690,13 @@ pp_record_finish(struct pp_record *rc, const struct pp_record_file *files, size_
     secs = p->last_ts > p->first_ts
                    ? (double)(p->last_ts - p->first_ts) / (double)p->ticks_per_second
                    : 0.0;
+    /* over each thread's own life: a tree of short processes has no thread as long as the
+     * recording (a build's compiler runs, each sampled at the rate asked, read 3.6 Hz at 100) */
+    busiest = pp_profile_busiest_rate(p);
+    busiest_by_recording = busiest == 0; /* no thread had the samples to tell */
     for (i = 0; i < p->thread_count; i++) {
         sampled += p->threads[i].samples != 0;
-        if (secs > 0 && (double)p->threads[i].samples / secs > busiest) {
+        if (busiest_by_recording && secs > 0 && (double)p->threads[i].samples / secs > busiest) {
             busiest = (double)p->threads[i].samples / secs;
         }
     }

@@ -43,7 +43,8 @@ pp_report_usage(FILE *out)
                  "\n"
                  "The figures: samples (running and waiting), the mode (wall when the trace\n"
                  "holds waiting samples), the sampling interval from the trace header, the\n"
-                 "effective rate per sampled thread, the samples the agent dropped, the\n"
+                 "effective rate per sampled thread (over the trace, and on the busiest\n"
+                 "thread from its first sample to its last), the samples the agent dropped, the\n"
                  "events lost in the trace (sequence gaps), the threads the agent refused\n"
                  "(not sampled while refused), the CPU threads burned after their last\n"
                  "sample that no sample holds, the share of named frames (and, for a trace\n"
@@ -58,6 +59,7 @@ pp_report_usage(FILE *out)
                  "early by their thread's CPU clock (stolen time). JSON has \"samples\", "
                  "\"running_samples\",\n"
                  "\"waiting_samples\", \"lost_events\", \"lost_samples\", \"duration_s\",\n"
+                 "\"busiest_rate_hz\" (the busiest thread's, from its first sample to its last),\n"
                  "\"threads\", \"process_id\", \"sampling_interval_ns\", \"mode\",\n"
                  "\"truncated\", \"cpu_engine\", \"kernel_samples\" (leaf [kernel] or [kernel,\n"
                  "not placed]), \"kernel_unplaced_samples\", \"unseen_samples\" (CPU with the\n"
@@ -454,7 +456,8 @@ pp_cmd_report(int argc, char **argv)
     pp_report_time(p, &tm);
     if (json) {
         printf("{\"samples\":%llu,\"running_samples\":%llu,\"waiting_samples\":%llu,"
-               "\"lost_events\":%llu,\"duration_s\":%.6f,\"threads\":%zu,\"process_id\":%u,"
+               "\"lost_events\":%llu,\"duration_s\":%.6f,\"busiest_rate_hz\":%.1f,"
+               "\"threads\":%zu,\"process_id\":%u,"
                "\"sampling_interval_ns\":%u,\"mode\":\"%s\",\"lost_samples\":%llu,"
                "\"truncated\":%s,\"cpu_engine\":\"%s\",\"kernel_samples\":%llu,"
                "\"kernel_unplaced_samples\":%llu,\"unseen_samples\":%llu,"
@@ -465,13 +468,13 @@ pp_cmd_report(int argc, char **argv)
                "\"names_from_files_frames\":%llu,\"names_from_files_named\":%llu,",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples),
-               (unsigned long long)p->lost_events, duration_s, p->thread_count, p->process_id,
-               p->sampling_interval_ns, p->mode != NULL ? p->mode : "cpu",
-               (unsigned long long)p->lost_samples, p->truncated ? "true" : "false",
-               p->engine != NULL ? p->engine : "", (unsigned long long)tm.kernel,
-               (unsigned long long)tm.kernel_unplaced, (unsigned long long)tm.unseen,
-               (unsigned long long)tm.not_sampled, (unsigned long long)p->markers,
-               (unsigned long long)p->wait_markers, p->tick_hz,
+               (unsigned long long)p->lost_events, duration_s, pp_profile_busiest_rate(p),
+               p->thread_count, p->process_id, p->sampling_interval_ns,
+               p->mode != NULL ? p->mode : "cpu", (unsigned long long)p->lost_samples,
+               p->truncated ? "true" : "false", p->engine != NULL ? p->engine : "",
+               (unsigned long long)tm.kernel, (unsigned long long)tm.kernel_unplaced,
+               (unsigned long long)tm.unseen, (unsigned long long)tm.not_sampled,
+               (unsigned long long)p->markers, (unsigned long long)p->wait_markers, p->tick_hz,
                pp_profile_tick_bound(p) != 0 ? "true" : "false",
                (unsigned long long)tm.tables_pending, (unsigned long long)p->threads_dropped,
                (double)p->cpu_rest_ns / 1e6, (unsigned long long)p->perf_early,
@@ -488,12 +491,13 @@ pp_cmd_report(int argc, char **argv)
                p->engine != NULL ? "; cpu engine: " : "", p->engine != NULL ? p->engine : "",
                p->sampling_interval_ns,
                p->truncated ? "; the trace ends early (its writer died)" : "");
-        printf("effective rate: %.1f samples/s per sampled thread; lost samples: %llu; lost "
-               "events: %llu; named frames: %.1f%%\n",
+        printf("effective rate: %.1f samples/s per sampled thread, %.1f on the busiest while it "
+               "lived; lost samples: %llu; lost events: %llu; named frames: %.1f%%\n",
                duration_s > 0 && sampled_threads > 0
                        ? (double)p->samples / duration_s / (double)sampled_threads
                        : 0.0,
-               (unsigned long long)p->lost_samples, (unsigned long long)p->lost_events,
+               pp_profile_busiest_rate(p), (unsigned long long)p->lost_samples,
+               (unsigned long long)p->lost_events,
                pp_pct(p->resolved_frames, p->resolved_frames + p->unresolved_frames));
         if (p->names_traces == 1) {
             printf("names from files (its process ended before its rundown): %s\n",

@@ -287,6 +287,12 @@ pp_profile_add_sample(struct pp_profile *p, uint64_t thread_id, uint64_t timesta
     st->running_samples += (uint64_t)running;
     p->threads[ti].samples++;
     p->threads[ti].running_samples += (uint64_t)running;
+    if (p->threads[ti].samples == 1 || timestamp < p->threads[ti].first_ts) {
+        p->threads[ti].first_ts = timestamp;
+    }
+    if (timestamp > p->threads[ti].last_ts) {
+        p->threads[ti].last_ts = timestamp;
+    }
 
     p->samples++;
     p->running_samples += (uint64_t)running;
@@ -301,6 +307,27 @@ pp_profile_add_sample(struct pp_profile *p, uint64_t thread_id, uint64_t timesta
         p->last_ts = timestamp;
     }
     return 0;
+}
+
+double
+pp_profile_busiest_rate(const struct pp_profile *p)
+{
+    double best = 0;
+    size_t i;
+
+    for (i = 0; i < p->thread_count && p->ticks_per_second != 0; i++) {
+        const struct pp_profile_thread *t = &p->threads[i];
+        double span;
+
+        if (t->samples < PP_PROFILE_RATE_MIN_SAMPLES || t->last_ts <= t->first_ts) {
+            continue;
+        }
+        span = (double)(t->last_ts - t->first_ts) / (double)p->ticks_per_second;
+        if ((double)(t->samples - 1) / span > best) {
+            best = (double)(t->samples - 1) / span;
+        }
+    }
+    return best;
 }
 
 /* Interns a name (takes ownership); returns its index or a negative errno. */

@@ -40,6 +40,7 @@ struct pp_profile_thread {
     uint64_t running_samples;
     uint32_t process_id;       /* its process (pp_profile.processes); 0: the profile's process_id */
     uint32_t process_instance; /* which process of that pid (pp_profile_process.instance) */
+    uint64_t first_ts, last_ts; /* ticks, of its samples (0 and 0 before its first) */
 };
 
 /* Traces merged whose processes had one pid (a recording's pid reused: thread ids wrap the pid
@@ -172,6 +173,18 @@ PP_MUST_USE int pp_profile_set_thread_process(struct pp_profile *p, uint64_t thr
 
 /* The process of a thread: its own process_id, else the profile's. */
 uint32_t pp_profile_thread_pid(const struct pp_profile *p, uint64_t thread_id);
+
+/* Samples a thread needs for pp_profile_busiest_rate() to weigh its rate. */
+#define PP_PROFILE_RATE_MIN_SAMPLES 10
+
+/*
+ * The rate the busiest thread was sampled at while it lived: the highest, over the threads with
+ * at least PP_PROFILE_RATE_MIN_SAMPLES samples, of a thread's intervals between samples per
+ * second from its first sample to its last. A process tree's short processes (a build's compiler
+ * runs) are each sampled at the rate asked while they run, which samples over the whole
+ * recording hide. 0 when no thread has that many samples.
+ */
+double pp_profile_busiest_rate(const struct pp_profile *p);
 
 /*
  * The display label of a process, "name (pid)" or "Process (pid)" ("name (pid #2)" for a later

@@ -25,6 +25,8 @@ pp_add_script_test(cli-record-killed cli-record-killed.sh LABELS integration TIM
 pp_add_script_test(dump-runtime-names dump-runtime-names.sh LABELS integration TIMEOUT 60)
 # An exec chain's images, each numbering its modules from 1: each keeps its own module names.
 pp_add_script_test(cli-record-exec-modules cli-record-exec-modules.sh LABELS integration TIMEOUT 300)
+# The joined trace keeps CMD's SYSTEMTIME (the wall clock of its sync point), not the join's.
+pp_add_script_test(cli-record-systemtime cli-record-systemtime.sh LABELS integration TIMEOUT 120)
 # Forked workers' shares of the samples against their measured CPU time: alone.
 set_tests_properties(cli-record-commands PROPERTIES RUN_SERIAL TRUE)
 # Its `many-reused` case: a thread churner that wraps the pid space during a recording.
@@ -48,3 +50,9 @@ pp_add_script_test(idle-agent idle-agent.sh LABELS integration TIMEOUT 120)
 add_executable(record-daemon ${CMAKE_SOURCE_DIR}/tests/tools/record-daemon.c)
 set_target_properties(record-daemon PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 pp_add_script_test(cli-record-daemon cli-record-daemon.sh LABELS integration TIMEOUT 180)
+# The unit harness describes and kills what a case leaves in its process group.
+add_executable(harness-probe ${CMAKE_SOURCE_DIR}/tests/tools/harness-probe.c
+  ${CMAKE_SOURCE_DIR}/tests/harness.c)
+target_include_directories(harness-probe PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+set_target_properties(harness-probe PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+pp_add_script_test(harness-reaping harness-reaping.sh LABELS integration TIMEOUT 120)

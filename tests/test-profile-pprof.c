@@ -32,8 +32,8 @@ static struct pp_profile_stack demo_stacks[] = {
     { 202, 0, 0, 2, s2_names, s2_ips }, /* never sampled: no pprof Sample, no perf record */
 };
 static struct pp_profile_thread demo_threads[] = {
-    { 101, "main", 4, 4, 0, 0 },
-    { 202, NULL, 2, 2, 0, 0 },
+    { 101, "main", 4, 4, 0, 0, 0, 0 },
+    { 202, NULL, 2, 2, 0, 0, 0, 0 },
 };
 static struct pp_profile_sample demo_timeline[] = {
     { 1000000000, 0, 1 }, { 1010000000, 2, 1 }, { 1020000000, 0, 1 },
@@ -674,6 +674,34 @@ TEST(empty_stack_twice_shares_one_stack)
     pp_profile_free(p);
 }
 
+/* The busiest thread's rate is over its own life: a tree of short processes (a build's compiler
+ * runs) each sampled at 100 Hz while it ran read 3.6 Hz over the whole recording. */
+TEST(busiest_rate_is_over_each_threads_life)
+{
+    struct pp_profile *p = NULL;
+    char err[128];
+    uint64_t i;
+
+    ASSERT_OK(pp_profile_new(NULL, &p, err, sizeof(err)));
+    ASSERT_TRUE(pp_profile_busiest_rate(p) == 0); /* no thread */
+    /* thread 1: 21 samples 10 ms apart at 1 s; thread 2: 11 samples 20 ms apart at 9 s; thread
+     * 3: 5 samples 1 ms apart (too few to tell) at 19 s; the recording spans 19 s */
+    for (i = 0; i < 21; i++) {
+        ASSERT_OK(pp_profile_add_sample(p, 1, 1000000000u + i * 10000000u, 1, NULL, 0));
+    }
+    ASSERT_TRUE(pp_profile_busiest_rate(p) > 99.99 && pp_profile_busiest_rate(p) < 100.01);
+    for (i = 0; i < 11; i++) {
+        ASSERT_OK(pp_profile_add_sample(p, 2, 9000000000u + i * 20000000u, 1, NULL, 0));
+    }
+    for (i = 0; i < 5; i++) {
+        ASSERT_OK(pp_profile_add_sample(p, 3, 19000000000u + i * 1000000u, 1, NULL, 0));
+    }
+    ASSERT_EQ(p->threads[1].first_ts, 9000000000u);
+    ASSERT_EQ(p->threads[1].last_ts, 9200000000u);
+    ASSERT_TRUE(pp_profile_busiest_rate(p) > 99.99 && pp_profile_busiest_rate(p) < 100.01);
+    pp_profile_free(p);
+}
+
 TEST(pprof_empty_profile)
 {
     static struct dec_profile d;
@@ -809,7 +837,7 @@ TEST(perf_keeps_records_intact)
         { 7, 1, 1, 2, snames, NULL },
         { 8, 1, 1, 0, NULL, NULL }, /* a sample without frames is still a record */
     };
-    static struct pp_profile_thread threads[] = { { 7, "worker 2", 1, 1, 0, 0 } };
+    static struct pp_profile_thread threads[] = { { 7, "worker 2", 1, 1, 0, 0, 0, 0 } };
     static struct pp_profile_sample timeline[] = { { 0, 0, 1 }, { 1500, 1, 0 } };
     static const char expected[] = "worker_2 0/7 0.000000: 1 cpu-clock:\n"
                                    "\t0 operator new(unsigned long) (my lib.so)\n"
@@ -858,8 +886,8 @@ TEST(perf_empty_profile)
 TEST(writers_keep_processes_apart)
 {
     static struct pp_profile_thread threads[] = {
-        { 101, "main", 4, 4, 111, 1 },
-        { 202, NULL, 2, 2, 222, 1 },
+        { 101, "main", 4, 4, 111, 1, 0, 0 },
+        { 202, NULL, 2, 2, 222, 1, 0, 0 },
     };
     static char alpha[] = "alpha", beta[] = "beta";
     static struct pp_profile_process procs[] = { { 111, 1, alpha, 4 }, { 222, 1, beta, 2 } };
@@ -900,6 +928,7 @@ static const struct test_case cases[] = {
     TEST_CASE(pprof_wall_mode_names_its_time),
     TEST_CASE(pprof_without_addresses),
     TEST_CASE(empty_stack_twice_shares_one_stack),
+    TEST_CASE(busiest_rate_is_over_each_threads_life),
     TEST_CASE(pprof_empty_profile),
     TEST_CASE(pprof_rejects_unnamed_stacks),
     TEST_CASE(pprof_reports_write_failure),
