@@ -16,7 +16,9 @@
  *                                       "%p" the pid, "%%" a percent sign; any other '%' is
  *                                       refused. The first image of a process tree
  *                                       (PIPEPROF_OUTPUT_ROOT not set) writes PATH, replacing a
- *                                       file of an earlier run, as gperftools' CPUPROFILE does;
+ *                                       file of an earlier run, as gperftools' CPUPROFILE does
+ *                                       (only a regular file of this user's with one link,
+ *                                       never through a symbolic link: the file is 0600);
  *                                       every later image (an exec'd or forked child, the same
  *                                       process after an exec) never replaces a file: a PATH
  *                                       without "%p" gets ".PID", and a name that exists gets
@@ -46,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ipc/ipc.h"
@@ -242,12 +245,69 @@ ipc_output_suffix(const char *path, const char *suffix, char *out, size_t cap)
     return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
+/*
+ * The first image's file: PATH is created, or replaced when it is a regular file of this user's
+ * with one link (an earlier run's). Never through a symbolic link, and never another user's file,
+ * a second name of a file (a hard link) or something that is not a regular file: a service run as
+ * root with PIPEPROF_OUTPUT in a shared directory must not truncate or write a file another local
+ * user put at that name (the pid %p stands for is easy to guess), nor wait on a FIFO put there.
+ * The file is left 0600: it holds the process's command line and its functions' names. Returns
+ * the descriptor, or -1 with errno and *why (a reason for the one line on stderr, or NULL for
+ * strerror's).
+ */
+static int
+ipc_output_open_first(const char *path, const char **why)
+{
+    struct stat st;
+    int fd, err;
+
+    *why = NULL;
+    fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        err = errno;
+        *why = err == ELOOP   ? "a symbolic link (never followed)"
+               : err == ENXIO ? "not a regular file"
+                              : NULL;
+        errno = err;
+        return -1;
+    }
+    if (fstat(fd, &st) != 0) {
+        err = errno;
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        *why = "not a regular file";
+        err = EPERM;
+        goto fail;
+    }
+    if (st.st_uid != geteuid()) {
+        *why = "another user's file";
+        err = EPERM;
+        goto fail;
+    }
+    if (st.st_nlink != 1) {
+        *why = "a file with more than one name (a hard link)";
+        err = EPERM;
+        goto fail;
+    }
+    if (fcntl(fd, F_SETFL, 0) != 0 || ftruncate(fd, 0) != 0 || fchmod(fd, 0600) != 0) {
+        err = errno;
+        goto fail;
+    }
+    return fd;
+fail:
+    close(fd);
+    errno = err;
+    return -1;
+}
+
 int
 ipc_output_file_open(int running)
 {
     const char *tmpl = getenv("PIPEPROF_OUTPUT"), *root = getenv("PIPEPROF_OUTPUT_ROOT");
     char base[4096], path[4096 + 32], num[24];
     int first = root == NULL || root[0] == '\0', named, fd = -1, tries, err;
+    const char *why = NULL;
 
     if (tmpl == NULL || tmpl[0] == '\0') {
         return -1;
@@ -274,7 +334,7 @@ ipc_output_file_open(int running)
     }
     snprintf(path, sizeof(path), "%s", base);
     if (first) {
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        fd = ipc_output_open_first(path, &why);
     }
     for (tries = 1; !first && fd < 0 && tries <= IPC_OUTPUT_TRIES; tries++) {
         if (tries > 1) {
@@ -284,7 +344,7 @@ ipc_output_file_open(int running)
                 break;
             }
         }
-        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0 && errno != EEXIST) {
             break;
         }
@@ -292,7 +352,9 @@ ipc_output_file_open(int running)
     if (fd < 0) {
         err = errno;
         fprintf(stderr, "pipeprof: PIPEPROF_OUTPUT: %s: %s; not recording\n", path,
-                err == EEXIST ? "every name taken" : strerror(err));
+                why != NULL     ? why
+                : err == EEXIST ? "every name taken"
+                                : strerror(err));
         return -1;
     }
     if (first && !running) {

@@ -129,4 +129,38 @@ expect "$T/abort.nettrace" out_abort_work cut
 # 7. A bad PATH: one line on stderr, the host runs untouched.
 out=$("${RUN[@]}" PIPEPROF_OUTPUT="$T/bad-%x.nettrace" "$HOST" spawned 10 2>&1) || fail "bad PATH: the host failed"
 [[ $(grep -c "PIPEPROF_OUTPUT" <<<"$out") == 1 ]] || fail "bad PATH: stderr was: $out"
-note "PIPEPROF_OUTPUT: service, fork, exec, spawn, SIGKILL and abort files as expected"
+# 8. Trust: the first image writes PATH only when it is a regular file of this user's with one
+# link. Another local user who put a symbolic link, a hard link to a file the service may write,
+# a file of their own or a FIFO at the name (the pid %p stands for is easy to guess) gets nothing
+# written or truncated through it, the host runs as bare, and one line says why.
+# refused NAME WHY: PIPEPROF_OUTPUT=$T/NAME is refused with WHY, the host's output and status
+# as bare, nothing written into the victim file.
+echo "the victim's own data" >"$T/victim"
+refused() {
+  local out rc=0
+  out=$(timeout 60 "${RUN[@]}" PIPEPROF_OUTPUT="$T/$1" "$HOST" spawned 10 2>"$T/refused.err") || rc=$?
+  [[ $rc == 0 && $out == "$(env ASAN_OPTIONS=detect_leaks=0 "$HOST" spawned 10 2>/dev/null)" ]] ||
+    fail "$1: the host's status $rc or output differs from bare (a FIFO would hang the open)"
+  [[ $(cat "$T/victim") == "the victim's own data" ]] || fail "$1: the victim file was written"
+  grep -q "PIPEPROF_OUTPUT: $T/$1: $2; not recording" "$T/refused.err" ||
+    { cat "$T/refused.err" >&2; fail "$1: no line saying it is $2"; }
+}
+ln -s "$T/victim" "$T/symlink.nettrace"
+refused symlink.nettrace "a symbolic link (never followed)"
+ln "$T/victim" "$T/hardlink.nettrace"
+refused hardlink.nettrace "a file with more than one name (a hard link)"
+rm -f "$T/hardlink.nettrace"
+mkfifo "$T/fifo.nettrace"
+refused fifo.nettrace "not a regular file"
+if [[ $(id -u) == 0 ]]; then
+  cp "$T/victim" "$T/others.nettrace"
+  chown 65534:65534 "$T/others.nettrace"
+  refused others.nettrace "another user's file"
+  cmp -s "$T/victim" "$T/others.nettrace" || fail "another user's file was written"
+else
+  echo "SKIP (loud): another user's file at PATH needs root to make (chown); not checked" >&2
+fi
+# The files written are 0600 (they hold the command line), a replaced one too.
+[[ $(stat -c %a "$T/sp.nettrace") == 600 && $(stat -c %a "${children[0]}") == 600 ]] ||
+  fail "modes $(stat -c %a "$T/sp.nettrace" "${children[0]}"), not 600"
+note "PIPEPROF_OUTPUT: service, fork, exec, spawn, SIGKILL, abort and refused files as expected"
