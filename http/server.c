@@ -827,20 +827,27 @@ http_listen_fd(struct http_server *s, char *err, size_t errlen)
     if (s->url.family == AF_INET6) {
         (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     }
+    /*
+     * bind() gives the file the socket inode's mode less the umask: 0600 set on the socket first
+     * is the file's mode from its first instant, without touching the process-wide umask. A
+     * chmod() of the path after bind() followed whatever was at the path by then: in a directory
+     * others may write, a symbolic link put there in between had its target's mode changed.
+     */
+    if (s->url.family == AF_UNIX && fchmod(fd, 0600) != 0) {
+        e = -errno;
+        snprintf(err, errlen, "fchmod: %s", strerror(-e));
+        goto fail;
+    }
     if (bind(fd, sa, salen) != 0) {
         e = -errno;
         snprintf(err, errlen, "bind: %s", strerror(-e));
         goto fail;
     }
     if (s->url.family == AF_UNIX) {
-        /*
-         * The file was created with the process umask. Nobody can connect before listen(),
-         * so narrowing it here closes the window without touching the process-wide umask.
-         */
-        if (chmod(s->url.path, 0600) != 0 || lstat(s->url.path, &st) != 0) {
-            e = -errno;
-            snprintf(err, errlen, "chmod %s: %s", s->url.path, strerror(-e));
-            (void)unlink(s->url.path);
+        /* the file to remove at stop; anything but our socket there is not ours to remove */
+        if (lstat(s->url.path, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
+            e = -EEXIST;
+            snprintf(err, errlen, "%s: replaced by something else as it was bound", s->url.path);
             goto fail;
         }
         s->sock_dev = st.st_dev;

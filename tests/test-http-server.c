@@ -1386,6 +1386,76 @@ TEST(server_unix_stale_and_live_sockets)
     remove_dir();
 }
 
+/*
+ * bind() is wrapped (tests/http.cmake: -Wl,--wrap=bind): once armed, as the server's bind of
+ * swap_path returns, the socket file is moved away and a symbolic link to swap_victim put in its
+ * place, as another user who may write the directory could.
+ */
+int __real_bind(int fd, const struct sockaddr *addr, socklen_t len);
+int __wrap_bind(int fd, const struct sockaddr *addr, socklen_t len);
+static char swap_path[160], swap_victim[160];
+static int swap_armed;
+
+int
+__wrap_bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    int r = __real_bind(fd, addr, len);
+    char moved[200];
+
+    if (r == 0 && swap_armed && addr->sa_family == AF_UNIX &&
+        strcmp(((const struct sockaddr_un *)addr)->sun_path, swap_path) == 0) {
+        swap_armed = 0;
+        snprintf(moved, sizeof(moved), "%s.moved", swap_path);
+        if (rename(swap_path, moved) != 0 || symlink(swap_victim, swap_path) != 0) {
+            test_fail(__FILE__, __LINE__, "the swap: %s", strerror(errno));
+        }
+    }
+    return r;
+}
+
+/* The socket file swapped for a symbolic link between bind() and listen(): the link's target keeps
+ * its mode (the server used to chmod() the path: a victim of the process's user went 0600), the
+ * start fails and leaves the link alone, and the socket was 0600 from its first instant, whatever
+ * the umask. */
+TEST(server_unix_socket_swapped_while_bound)
+{
+    struct http_backend be = { fake_start, fake_cancel, &fake };
+    struct http_server_options o = { 0 };
+    struct http_server *srv = NULL;
+    char url[200], err[256] = "", moved[200];
+    struct stat st;
+    uv_loop_t l;
+    int fd;
+
+    make_dir();
+    snprintf(swap_path, sizeof(swap_path), "%s/pp.sock", dir);
+    snprintf(swap_victim, sizeof(swap_victim), "%s/victim", dir);
+    snprintf(moved, sizeof(moved), "%s.moved", swap_path);
+    snprintf(url, sizeof(url), "unix://%s", swap_path);
+    fd = open(swap_victim, O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(fd >= 0);
+    close(fd);
+    ASSERT_OK(chmod(swap_victim, 0644));
+    o.url = url;
+    umask(0);
+    swap_armed = 1;
+    ASSERT_OK(uv_loop_init(&l));
+    ASSERT_EQ(http_server_start(&l, &o, &be, &srv, err, sizeof(err)), -EEXIST);
+    ASSERT_TRUE(strstr(err, "replaced by something else") != NULL);
+    ASSERT_OK(uv_loop_close(&l));
+    ASSERT_EQ(swap_armed, 0);
+    ASSERT_OK(stat(swap_victim, &st));
+    ASSERT_EQ(st.st_mode & 0777, 0644);
+    ASSERT_OK(lstat(swap_path, &st));
+    ASSERT_TRUE(S_ISLNK(st.st_mode)); /* not ours: left where it is */
+    ASSERT_OK(lstat(moved, &st));
+    ASSERT_EQ(st.st_mode & 0777, 0600);
+    ASSERT_OK(unlink(swap_path));
+    ASSERT_OK(unlink(moved));
+    ASSERT_OK(unlink(swap_victim));
+    remove_dir();
+}
+
 /* A bearer token: every request needs it, compared whole. */
 TEST(server_token_required)
 {
@@ -1471,6 +1541,7 @@ static const struct test_case cases[] = {
     TEST_CASE(server_disconnect_mid_response),
     TEST_CASE(server_client_never_reads),
     TEST_CASE(server_unix_stale_and_live_sockets),
+    TEST_CASE(server_unix_socket_swapped_while_bound),
     TEST_CASE(server_refuses_remote_without_opt_in),
 };
 TEST_MAIN(cases)
