@@ -542,6 +542,18 @@ ag_module_info_fill(const struct ag_module *m, struct ag_module_info *out)
     out->file = m->file;
 }
 
+/* The identity of the file sb describes, as the one a module was loaded from. */
+static void
+ag_file_ident_of(const struct stat *sb, struct ag_file_ident *f)
+{
+    f->state = AG_FILE_LOADED;
+    f->dev = (uint64_t)sb->st_dev;
+    f->ino = (uint64_t)sb->st_ino;
+    f->size = (uint64_t)sb->st_size;
+    f->mtime_ns = (uint64_t)sb->st_mtim.tv_sec * 1000000000u + (uint64_t)sb->st_mtim.tv_nsec;
+    f->ctime_ns = (uint64_t)sb->st_ctim.tv_sec * 1000000000u + (uint64_t)sb->st_ctim.tv_nsec;
+}
+
 /* A module ag_modules_identify() looks for in the map. */
 struct ag_ident_want {
     uint32_t id;
@@ -635,12 +647,7 @@ ag_modules_identify(void)
          * holds the file, stat the overlay's. While the process maps the inode, no other file
          * of its file system can have its number. */
         if (stat(want[i].path, &sb) == 0 && (uint64_t)sb.st_ino == want[i].map_ino) {
-            f->state = AG_FILE_LOADED;
-            f->dev = (uint64_t)sb.st_dev;
-            f->ino = (uint64_t)sb.st_ino;
-            f->size = (uint64_t)sb.st_size;
-            f->mtime_ns = (uint64_t)sb.st_mtim.tv_sec * 1000000000u + (uint64_t)sb.st_mtim.tv_nsec;
-            f->ctime_ns = (uint64_t)sb.st_ctim.tv_sec * 1000000000u + (uint64_t)sb.st_ctim.tv_nsec;
+            ag_file_ident_of(&sb, f);
         } else {
             f->state = AG_FILE_OTHER; /* replaced (or removed) since it was mapped */
             f->ino = want[i].map_ino;
@@ -854,20 +861,19 @@ ag_symtab_prepare(void)
 static int
 ag_module_file_is_loaded(const struct ag_module *m)
 {
+    struct ag_file_ident now;
     struct sym_file_id id;
     struct stat sb;
 
     if (!m->file_tried || m->file.state == AG_FILE_UNKNOWN) {
         return 1;
     }
-    if (m->file.state == AG_FILE_LOADED && stat(m->path, &sb) == 0 &&
-        (uint64_t)sb.st_dev == m->file.dev && (uint64_t)sb.st_ino == m->file.ino &&
-        (uint64_t)sb.st_size == m->file.size &&
-        (uint64_t)sb.st_mtim.tv_sec * 1000000000u + (uint64_t)sb.st_mtim.tv_nsec ==
-                m->file.mtime_ns &&
-        (uint64_t)sb.st_ctim.tv_sec * 1000000000u + (uint64_t)sb.st_ctim.tv_nsec ==
-                m->file.ctime_ns) {
-        return 1;
+    if (m->file.state == AG_FILE_LOADED && stat(m->path, &sb) == 0) {
+        ag_file_ident_of(&sb, &now);
+        if (now.dev == m->file.dev && now.ino == m->file.ino && now.size == m->file.size &&
+            now.mtime_ns == m->file.mtime_ns && now.ctime_ns == m->file.ctime_ns) {
+            return 1;
+        }
     }
     return m->build_id_len > 0 && sym_file_id_read(m->path, &id) == 0 &&
            id.build_id_len == m->build_id_len &&
