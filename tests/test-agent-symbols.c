@@ -302,6 +302,19 @@ identity_of(uint64_t pc)
     return info.file;
 }
 
+/* dlopens a fresh copy of libpp-modreuse-a.so at path, the module list scanned before and after
+ * (it adds the copy); returns its pp_modreuse_a_burn. */
+static uint64_t
+load_liba_copy(const char *path, void **h)
+{
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    copy_file(PP_MODREUSE_DIR "/libpp-modreuse-a.so", path);
+    *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_TRUE(*h != NULL);
+    ASSERT_EQ(ag_modules_refresh(), 1);
+    return fixture_sym(*h, "pp_modreuse_a_burn");
+}
+
 /*
  * The file a module was loaded from: identified by the inode mapped (/proc/self/maps), and the
  * only one its symbols are read from. lib.so is libpp-modreuse-a.so's copy, other.so
@@ -322,14 +335,9 @@ TEST(identify_names_only_from_the_file_mapped)
     ASSERT_TRUE(mkdtemp(dir) != NULL);
     snprintf(lib, sizeof(lib), "%s/lib.so", dir);
     snprintf(other, sizeof(other), "%s/other.so", dir);
-    ASSERT_TRUE(ag_modules_refresh() >= 0);
 
     /* 1. Unchanged: identified, and named. */
-    copy_file(PP_MODREUSE_DIR "/libpp-modreuse-a.so", lib);
-    h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    ASSERT_TRUE(h != NULL);
-    pa = fixture_sym(h, "pp_modreuse_a_burn");
-    ASSERT_EQ(ag_modules_refresh(), 1);
+    pa = load_liba_copy(lib, &h);
     ASSERT_EQ(identity_of(pa).state, AG_FILE_UNKNOWN); /* not before it is asked */
     ASSERT_OK(ag_modules_identify());
     id = identity_of(pa);
@@ -344,12 +352,7 @@ TEST(identify_names_only_from_the_file_mapped)
     ag_modules_fini();
 
     /* 2. Replaced after it was identified, before its first name: named by offset. */
-    ASSERT_TRUE(ag_modules_refresh() >= 0);
-    copy_file(PP_MODREUSE_DIR "/libpp-modreuse-a.so", lib);
-    h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    ASSERT_TRUE(h != NULL);
-    pa = fixture_sym(h, "pp_modreuse_a_burn");
-    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    pa = load_liba_copy(lib, &h);
     ASSERT_OK(ag_modules_identify());
     ASSERT_EQ(identity_of(pa).state, AG_FILE_LOADED);
     copy_file(PP_MODREUSE_DIR "/libpp-modreuse-b.so", other);
@@ -362,14 +365,9 @@ TEST(identify_names_only_from_the_file_mapped)
     ag_modules_fini();
 
     /* 3. Replaced before it was identified: the path names another inode than the one mapped. */
-    ASSERT_TRUE(ag_modules_refresh() >= 0);
-    copy_file(PP_MODREUSE_DIR "/libpp-modreuse-a.so", other);
-    h = dlopen(other, RTLD_NOW | RTLD_LOCAL);
-    ASSERT_TRUE(h != NULL);
-    pa = fixture_sym(h, "pp_modreuse_a_burn");
+    pa = load_liba_copy(other, &h);
     ASSERT_OK(stat(other, &sb));
     ASSERT_OK(rename(lib, other)); /* libb's copy over it */
-    ASSERT_TRUE(ag_modules_refresh() >= 0);
     ASSERT_OK(ag_modules_identify());
     id = identity_of(pa);
     ASSERT_EQ(id.state, AG_FILE_OTHER);
