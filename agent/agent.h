@@ -482,6 +482,24 @@ void ag_log_set(ag_log_fn fn);
 
 /* --- modules and symbols (agent/modules.c, agent/symtab.c) --- */
 /*
+ * Which file a module was loaded from, so that a reader of the trace can tell, without a
+ * build-id, whether the file at its path now is that file (cli/names.c). The mapping's inode
+ * (/proc/self/maps) is the truth; its size and times come from a stat of the path, taken only
+ * when that names the same inode (a process cannot stat the mapping itself:
+ * /proc/self/map_files/ is followed only with CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE).
+ */
+enum ag_file_state {
+    AG_FILE_UNKNOWN = 0, /* not identified (yet), or no mapping of a file holds the module */
+    AG_FILE_LOADED = 1,  /* the path named the mapped inode: every field is its stat's */
+    AG_FILE_OTHER = 2,   /* the path named another file, or none: ino is the mapping's only */
+};
+struct ag_file_ident {
+    enum ag_file_state state;
+    uint64_t dev, ino, size; /* st_dev, st_ino, st_size */
+    uint64_t mtime_ns, ctime_ns;
+};
+
+/*
  * A loaded module (executable, shared library, vdso) as ag_module_foreach() and
  * ag_module_find() report it. Strings and the build-id point into the agent's module list and
  * stay valid until ag_modules_fini(), also after the module is dlclose'd.
@@ -494,7 +512,8 @@ struct ag_module_info {
     uint64_t text_start, text_end; /* span of the executable PT_LOAD segments */
     const uint8_t *build_id;       /* NT_GNU_BUILD_ID bytes, or NULL */
     size_t build_id_len;
-    size_t cfi_rows; /* rows of the compact DWARF CFI table; 0 when none */
+    size_t cfi_rows;           /* rows of the compact DWARF CFI table; 0 when none */
+    struct ag_file_ident file; /* the file it was loaded from, once ag_modules_identify() ran */
 };
 
 /*
@@ -509,6 +528,14 @@ PP_MUST_USE int ag_modules_refresh(void);
 /* The directory of PIPEPROF_CFI_CACHE (agent/cfi.h's ag_cfi_cache_load), or "" for none, for the
  * tables built or mapped from now on. dir is copied. Context: any thread but a signal handler. */
 void ag_modules_set_cfi_cache(const char *dir);
+
+/*
+ * Identifies the files of the live modules not identified yet (struct ag_file_ident): one read
+ * of /proc/self/maps and a stat of each one's path. Returns 0 or a negative errno (the modules
+ * stay unknown). Context: the consumer thread, as agent/codemap.c's read of the map; takes the
+ * module lock, but not while it reads.
+ */
+PP_MUST_USE int ag_modules_identify(void);
 
 /*
  * Calls fn for every live module, in load order, until fn returns nonzero (which is returned).

@@ -23,6 +23,7 @@
 
 #include "agent/symbols-internal.h"
 #include "common/clock.h"
+#include "common/grow.h"
 #include "host/host.h"
 
 pthread_mutex_t ag_modules_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -538,6 +539,137 @@ ag_module_info_fill(const struct ag_module *m, struct ag_module_info *out)
     out->build_id = m->build_id_len > 0 ? m->build_id : NULL;
     out->build_id_len = m->build_id_len;
     out->cfi_rows = m->cfi != NULL ? m->cfi->n : 0;
+    out->file = m->file;
+}
+
+/* The identity of the file sb describes, as the one a module was loaded from. */
+static void
+ag_file_ident_of(const struct stat *sb, struct ag_file_ident *f)
+{
+    f->state = AG_FILE_LOADED;
+    f->dev = (uint64_t)sb->st_dev;
+    f->ino = (uint64_t)sb->st_ino;
+    f->size = (uint64_t)sb->st_size;
+    f->mtime_ns = (uint64_t)sb->st_mtim.tv_sec * 1000000000u + (uint64_t)sb->st_mtim.tv_nsec;
+    f->ctime_ns = (uint64_t)sb->st_ctim.tv_sec * 1000000000u + (uint64_t)sb->st_ctim.tv_nsec;
+}
+
+/* A module ag_modules_identify() looks for in the map. */
+struct ag_ident_want {
+    uint32_t id;
+    uint64_t page; /* the page its lowest PT_LOAD segment starts in: mapped from its file */
+    char *path;
+    uint64_t map_ino; /* the inode of the mapping that holds page, 0 none (or anonymous) */
+    struct ag_file_ident file;
+};
+
+static int
+ag_ident_want_cmp(const void *a, const void *b)
+{
+    const struct ag_ident_want *x = a, *y = b;
+
+    return x->page < y->page ? -1 : x->page > y->page;
+}
+
+/* Gives want[0, n) (sorted by page) the inodes of the mappings that hold their pages. */
+static int
+ag_ident_read_map(struct ag_ident_want *want, size_t n)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[PATH_MAX + 128];
+    size_t k = 0;
+    int in_tail = 0;
+
+    if (f == NULL) {
+        return -errno;
+    }
+    while (k < n && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long lo, hi, ino;
+        size_t len = strlen(line);
+        int tail = in_tail;
+
+        in_tail = len == 0 || line[len - 1] != '\n';
+        if (tail || sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) != 3) {
+            continue; /* the rest of a line longer than the buffer (a long path) */
+        }
+        while (k < n && want[k].page < lo) {
+            k++; /* in no mapping (the kernel lists them in address order, apart) */
+        }
+        for (; k < n && want[k].page < hi; k++) {
+            want[k].map_ino = ino;
+        }
+    }
+    fclose(f);
+    return 0;
+}
+
+int
+ag_modules_identify(void)
+{
+    struct ag_ident_want *want = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t page_mask = ~(uint64_t)(sysconf(_SC_PAGESIZE) - 1);
+    int err = 0;
+
+    pthread_mutex_lock(&ag_modules_mutex);
+    for (struct ag_module *m = ag_modules_all; m != NULL && err == 0; m = m->next) {
+        if (!m->live || m->file_tried || m->is_vdso || m->path[0] != '/') {
+            continue;
+        }
+        err = pp_grow_array((void **)&want, &cap, n + 1, sizeof(*want));
+        if (err == 0) {
+            memset(&want[n], 0, sizeof(want[n]));
+            want[n].id = m->id;
+            want[n].page = m->lo & page_mask;
+            want[n].path = strdup(m->path);
+            err = want[n].path != NULL ? 0 : -ENOMEM;
+            n += err == 0;
+        }
+    }
+    pthread_mutex_unlock(&ag_modules_mutex);
+    if (err != 0 || n == 0) {
+        goto out;
+    }
+    qsort(want, n, sizeof(*want), ag_ident_want_cmp);
+    /* Read outside the lock: a sample's naming or a dlclose's rescan must not wait on /proc. */
+    err = ag_ident_read_map(want, n);
+    if (err != 0) {
+        goto out; /* tried again at the next announcement */
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct ag_file_ident *f = &want[i].file;
+        struct stat sb;
+
+        if (want[i].map_ino == 0) {
+            continue; /* no file's mapping holds it: unknown */
+        }
+        /* The inode alone is compared: on overlayfs the map gives the device of the layer that
+         * holds the file, stat the overlay's. While the process maps the inode, no other file
+         * of its file system can have its number. */
+        if (stat(want[i].path, &sb) == 0 && (uint64_t)sb.st_ino == want[i].map_ino) {
+            ag_file_ident_of(&sb, f);
+        } else {
+            f->state = AG_FILE_OTHER; /* replaced (or removed) since it was mapped */
+            f->ino = want[i].map_ino;
+        }
+    }
+    pthread_mutex_lock(&ag_modules_mutex);
+    for (struct ag_module *m = ag_modules_all; m != NULL; m = m->next) {
+        for (size_t i = 0; i < n; i++) {
+            if (want[i].id == m->id) {
+                m->file_tried = 1;
+                m->file = want[i].file;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&ag_modules_mutex);
+out:
+    for (size_t i = 0; i < n; i++) {
+        free(want[i].path);
+    }
+    free(want);
+    return err;
 }
 
 /* Calls fn in load order: the list is newest first, so recurse to its end first. */
@@ -720,6 +852,34 @@ ag_symtab_prepare(void)
     atomic_fetch_sub_explicit(&ag_modules_in_loader, 1, memory_order_relaxed);
 }
 
+/*
+ * Whether the file at m's path is the one the process mapped, so that its symbols are m's: the
+ * same inode, unchanged since ag_modules_identify() looked at it, or, with a build-id, a file of
+ * the same build. A module not identified (an address named before any announcement) is taken
+ * as before. Called with the mutex held.
+ */
+static int
+ag_module_file_is_loaded(const struct ag_module *m)
+{
+    struct ag_file_ident now;
+    struct sym_file_id id;
+    struct stat sb;
+
+    if (!m->file_tried || m->file.state == AG_FILE_UNKNOWN) {
+        return 1;
+    }
+    if (m->file.state == AG_FILE_LOADED && stat(m->path, &sb) == 0) {
+        ag_file_ident_of(&sb, &now);
+        if (now.dev == m->file.dev && now.ino == m->file.ino && now.size == m->file.size &&
+            now.mtime_ns == m->file.mtime_ns && now.ctime_ns == m->file.ctime_ns) {
+            return 1;
+        }
+    }
+    return m->build_id_len > 0 && sym_file_id_read(m->path, &id) == 0 &&
+           id.build_id_len == m->build_id_len &&
+           memcmp(id.build_id, m->build_id, m->build_id_len) == 0;
+}
+
 int
 ag_symbolize(uint64_t pc, struct ag_symbol *out)
 {
@@ -754,8 +914,12 @@ ag_symbolize_at(uint64_t pc, uint64_t ts, struct ag_symbol *out)
             o.image = (const void *)(uintptr_t)m->lo;
             o.image_size = (size_t)(m->hi - m->lo);
         }
-        ag_symtab_prepare();
-        m->symtab_err = sym_table_load(&o, &m->symtab);
+        if (!m->is_vdso && !ag_module_file_is_loaded(m)) {
+            m->symtab_err = -ESTALE; /* named by offset, never by another file's symbols */
+        } else {
+            ag_symtab_prepare();
+            m->symtab_err = sym_table_load(&o, &m->symtab);
+        }
     }
     s = m->symtab != NULL ? sym_table_lookup(m->symtab, pc - m->base) : NULL;
     if (s == NULL) {

@@ -38,20 +38,22 @@ struct ag_module {
     size_t n_exec;
     uint8_t build_id[AG_BUILD_ID_MAX];
     size_t build_id_len;
-    int is_vdso;              /* the kernel's vdso: symbols are read from memory */
-    int mapped_file;          /* no ELF object: a file mapped executable by other code than the
-                               * loader (ag_modules_note_file_code); named by offset only, and
-                               * left out of the signal handler's snapshot */
-    uint64_t eh_frame_hdr;    /* runtime address of its .eh_frame_hdr, 0 when none */
-    struct ag_cfi_table *cfi; /* NULL when the module has no usable .eh_frame_hdr */
-    int cfi_err;              /* 0 or why cfi is NULL; -EINPROGRESS: not built yet */
-    int live;                 /* mutex: still in the loader's list at the last refresh */
-    uint64_t gone_ns;         /* mutex: CLOCK_MONOTONIC when first seen gone (UINT64_MAX while
-                               * live): a sample taken before it may lie in this module */
-    uint64_t gone_seq;        /* mutex: 1, 2, ... in the order modules went; 0 while live */
-    int seen;                 /* mutex: scratch for one refresh */
-    int symtab_err;           /* mutex: 0 until a load failed, then its error */
-    struct sym_table *symtab; /* mutex: loaded on the first ag_symbolize() in this module */
+    int is_vdso;               /* the kernel's vdso: symbols are read from memory */
+    int mapped_file;           /* no ELF object: a file mapped executable by other code than the
+                                * loader (ag_modules_note_file_code); named by offset only, and
+                                * left out of the signal handler's snapshot */
+    uint64_t eh_frame_hdr;     /* runtime address of its .eh_frame_hdr, 0 when none */
+    struct ag_cfi_table *cfi;  /* NULL when the module has no usable .eh_frame_hdr */
+    int cfi_err;               /* 0 or why cfi is NULL; -EINPROGRESS: not built yet */
+    int live;                  /* mutex: still in the loader's list at the last refresh */
+    uint64_t gone_ns;          /* mutex: CLOCK_MONOTONIC when first seen gone (UINT64_MAX while
+                                * live): a sample taken before it may lie in this module */
+    uint64_t gone_seq;         /* mutex: 1, 2, ... in the order modules went; 0 while live */
+    int seen;                  /* mutex: scratch for one refresh */
+    int symtab_err;            /* mutex: 0 until a load failed, then its error */
+    struct sym_table *symtab;  /* mutex: loaded on the first ag_symbolize() in this module */
+    struct ag_file_ident file; /* mutex: ag_modules_identify()'s */
+    int file_tried;            /* mutex: ag_modules_identify() looked (it looks once) */
 };
 
 /* One executable range of a live module, as a signal handler sees it. */

@@ -8,6 +8,13 @@ if(TARGET pp_agent)
   target_compile_options(bench-sample PRIVATE -fno-omit-frame-pointer -fno-optimize-sibling-calls)
   set_target_properties(bench-sample PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 endif()
+# bench-identify: what identifying the modules' files (ag_modules_identify, at a first
+# announcement) costs against the module scan before it. Run: build/bench/bench-identify [ROUNDS [LIB...]]
+if(TARGET pp_agent)
+  add_executable(bench-identify ${CMAKE_CURRENT_LIST_DIR}/bench-identify.c)
+  target_link_libraries(bench-identify PRIVATE pp_agent dl)
+  set_target_properties(bench-identify PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+endif()
 # bench-engine: what a CPU-mode sample costs the sampled thread per engine (perf_event, timers)
 # against the bare perf_event signal round trip. Run: build/bench/bench-engine [RATE [ROUNDS]]
 if(TARGET pp_agent)

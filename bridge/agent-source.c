@@ -74,6 +74,17 @@ static const struct nt_field bridge_module_fields[] = {
     { "Base", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "Size", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "BuildId", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },
+    /* The file it was loaded from (struct ag_file_ident, since fileident): 0 not known, 1 the
+     * file at Path was the one mapped when the agent looked (the rest its stat), 2 another (or
+     * none) was there (FileIno the mapped one's). A reader tells by them whether the file at
+     * Path now is the one loaded, without a build-id (cli/names.c). At the end, so that a
+     * reader of the four fields before reads them as it did. */
+    { "FileState", NT_TYPE_UINT32, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "FileDev", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "FileIno", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "FileSize", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "FileMtimeNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 }, /* since 1970, UTC */
+    { "FileCtimeNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
 static const struct nt_field bridge_cpu_sample_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
@@ -123,7 +134,7 @@ static const struct nt_event_desc bridge_pipeprof_events[] = {
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_THREAD_STOP, "ThreadStop", 0, 1, 4, 0,
       bridge_thread_stop_fields, 1, 0 },
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_MODULE_LOAD, "ModuleLoad", 0, 1, 4, 0,
-      bridge_module_fields, 4, 0 },
+      bridge_module_fields, PP_ARRAY_SIZE(bridge_module_fields), 0 },
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_CPU_SAMPLE, "CpuSample", 0, 1, BRIDGE_LEVEL_VERBOSE, 0,
       bridge_cpu_sample_fields, 7, 0 },
     { BRIDGE_PROVIDER_PIPEPROF, BRIDGE_EV_LOST_SAMPLES, "LostSamples", 0, 1, 4, 0,
@@ -852,6 +863,12 @@ bridge_announce_module(const struct ag_module_info *m, void *ctx)
     nt_payload_u64(&p, m->start);
     nt_payload_u64(&p, m->end - m->start);
     nt_payload_string(&p, build_id);
+    nt_payload_u32(&p, (uint32_t)m->file.state);
+    nt_payload_u64(&p, m->file.dev);
+    nt_payload_u64(&p, m->file.ino);
+    nt_payload_u64(&p, m->file.size);
+    nt_payload_u64(&p, m->file.mtime_ns);
+    nt_payload_u64(&p, m->file.ctime_ns);
     mc->err = bridge_write_payload(mc->w, &bridge_pipeprof_events[BRIDGE_EV_MODULE_LOAD - 1],
                                    BRIDGE_NO_THREAD, mc->ts, &p);
     if (m->id > mc->highest) {
@@ -1460,6 +1477,9 @@ bridge_write_session(struct bridge_source *src, struct bridge_session *s, struct
     if (s->pipeprof && (modules_changed || s->modules_announced == 0)) {
         struct bridge_module_ctx mc = { w, s, ev_ts, s->modules_announced, 0 };
 
+        /* The new modules' files, as the process mapped them: a failure leaves them unknown,
+         * and a reader checks them as before (by build-id, load span and times). */
+        (void)!ag_modules_identify();
         err = ag_module_foreach(bridge_announce_module, &mc);
         if (err == 0) {
             err = mc.err;
@@ -1891,6 +1911,9 @@ bridge_write_names(struct bridge_session *s, struct nt_writer *w, uint64_t ts,
     if (s->addrs.count == 0) {
         return 0;
     }
+    /* Names only from the files the process mapped (ag_symbolize): a session without
+     * pipeprof's events announced no module, and identified none. */
+    (void)!ag_modules_identify();
     for (i = 0; gone != NULL && i < s->addrs.cap; i++) {
         if (s->addrs.slots[i] != 0 && bridge_gone_holds(gone, s->addrs.slots[i], s->addrs.ts[i])) {
             break;

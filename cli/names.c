@@ -23,6 +23,11 @@
 #define PP_NAMES_PROVIDER "pipeprof"
 #define PP_NAMES_EVENT_ID 10 /* bridge/agent-source.c's ids end at 9 */
 
+/* ModuleLoad's FileState (agent/agent.h's enum ag_file_state). */
+#define PP_NAMES_FILE_UNKNOWN 0u
+#define PP_NAMES_FILE_LOADED  1u
+#define PP_NAMES_FILE_OTHER   2u
+
 /* The agent's markers (agent/agent.c: functions of libpipeprof.so that never run, the leaf or
  * root of some samples) and the modules its ag_symbolize() puts their names in (agent/agent.h's
  * AG_KERNEL_MODULE, AG_UNKNOWN_MODULE and their ids). */
@@ -43,6 +48,11 @@ struct pp_names_module {
     uint8_t build_id[SYM_BUILD_ID_MAX];
     size_t build_id_len;
     uint64_t ts; /* when the trace announced it */
+    /* The loaded file's identity (ModuleLoad's File* fields, since fileident; agent/agent.h's
+     * struct ag_file_ident): state 0 unknown (an older trace), 1 dev..ctime_ns are its stat, 2
+     * the path named another file when the agent looked */
+    uint32_t file_state;
+    uint64_t file_dev, file_ino, file_size, file_mtime_ns, file_ctime_ns;
     int checked;
     enum pp_names_why why; /* when no table: PP_NAMES_NO_FILE or _CHANGED (or _NO_SYMBOL) */
     uint64_t bias;         /* runtime address - ELF virtual address */
@@ -283,24 +293,42 @@ pp_names_le64(const uint8_t *p)
     return v;
 }
 
+/* ModuleLoad's fields by name: Path, Base, Size, BuildId, then the file's identity. */
+enum {
+    PP_NAMES_F_PATH,
+    PP_NAMES_F_BASE,
+    PP_NAMES_F_SIZE,
+    PP_NAMES_F_BUILD_ID,
+    PP_NAMES_F_FILE_STATE,
+    PP_NAMES_F_FILE_DEV,
+    PP_NAMES_F_FILE_INO,
+    PP_NAMES_F_FILE_SIZE,
+    PP_NAMES_F_FILE_MTIME,
+    PP_NAMES_F_FILE_CTIME,
+    PP_NAMES_F_COUNT,
+};
+static const char *const pp_names_module_fields[PP_NAMES_F_COUNT] = {
+    "Path",    "Base",    "Size",     "BuildId",     "FileState",
+    "FileDev", "FileIno", "FileSize", "FileMtimeNs", "FileCtimeNs",
+};
+
 struct pp_names_fields {
-    const struct nt_value *path, *base, *size, *build_id;
-    struct nt_value got[4];
+    const struct nt_value *v[PP_NAMES_F_COUNT]; /* NULL: not in the event */
+    struct nt_value got[PP_NAMES_F_COUNT];
 };
 
 static int
 pp_names_visit(void *ctx, const struct nt_value *v)
 {
     struct pp_names_fields *f = ctx;
-    static const char *const want[4] = { "Path", "Base", "Size", "BuildId" };
 
     if (v->depth != 0 || v->field == NULL || v->field->name == NULL) {
         return 0;
     }
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(v->field->name, want[i]) == 0) {
+    for (int i = 0; i < PP_NAMES_F_COUNT; i++) {
+        if (strcmp(v->field->name, pp_names_module_fields[i]) == 0) {
             f->got[i] = *v;
-            (&f->path)[i] = &f->got[i];
+            f->v[i] = &f->got[i];
         }
     }
     return 0;
@@ -317,6 +345,7 @@ static int
 pp_names_module_load(struct pp_names *n, const struct nt_event *ev)
 {
     struct pp_names_fields f;
+    const struct nt_value *path, *build_id;
     struct pp_names_module *m;
     char hex[2 * SYM_BUILD_ID_MAX + 1];
     size_t need;
@@ -324,26 +353,39 @@ pp_names_module_load(struct pp_names *n, const struct nt_event *ev)
 
     memset(&f, 0, sizeof(f));
     if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_names_visit, &f) != 0 ||
-        f.path == NULL || f.base == NULL || f.size == NULL) {
+        f.v[PP_NAMES_F_PATH] == NULL || f.v[PP_NAMES_F_BASE] == NULL ||
+        f.v[PP_NAMES_F_SIZE] == NULL) {
         return 0;
     }
+    path = f.v[PP_NAMES_F_PATH];
+    build_id = f.v[PP_NAMES_F_BUILD_ID];
     err = pp_grow_array((void **)&n->mods, &n->mod_cap, n->mod_count + 1, sizeof(*n->mods));
     if (err != 0) {
         return err;
     }
     m = &n->mods[n->mod_count];
     memset(m, 0, sizeof(*m));
-    need = nt_utf16_to_utf8(f.path->data, f.path->size, NULL, 0) + 1;
+    need = nt_utf16_to_utf8(path->data, path->size, NULL, 0) + 1;
     m->path = malloc(need);
     if (m->path == NULL) {
         return -ENOMEM;
     }
-    nt_utf16_to_utf8(f.path->data, f.path->size, m->path, need);
-    m->base = f.base->u;
-    m->size = f.size->u;
+    nt_utf16_to_utf8(path->data, path->size, m->path, need);
+    m->base = f.v[PP_NAMES_F_BASE]->u;
+    m->size = f.v[PP_NAMES_F_SIZE]->u;
     m->ts = ev->timestamp;
-    if (f.build_id != NULL) {
-        size_t len = nt_utf16_to_utf8(f.build_id->data, f.build_id->size, hex, sizeof(hex));
+    if (f.v[PP_NAMES_F_FILE_STATE] != NULL && f.v[PP_NAMES_F_FILE_DEV] != NULL &&
+        f.v[PP_NAMES_F_FILE_INO] != NULL && f.v[PP_NAMES_F_FILE_SIZE] != NULL &&
+        f.v[PP_NAMES_F_FILE_MTIME] != NULL && f.v[PP_NAMES_F_FILE_CTIME] != NULL) {
+        m->file_state = (uint32_t)f.v[PP_NAMES_F_FILE_STATE]->u;
+        m->file_dev = f.v[PP_NAMES_F_FILE_DEV]->u;
+        m->file_ino = f.v[PP_NAMES_F_FILE_INO]->u;
+        m->file_size = f.v[PP_NAMES_F_FILE_SIZE]->u;
+        m->file_mtime_ns = f.v[PP_NAMES_F_FILE_MTIME]->u;
+        m->file_ctime_ns = f.v[PP_NAMES_F_FILE_CTIME]->u;
+    }
+    if (build_id != NULL) {
+        size_t len = nt_utf16_to_utf8(build_id->data, build_id->size, hex, sizeof(hex));
 
         for (size_t i = 0; i + 1 < len && i + 1 < sizeof(hex) && i / 2 < SYM_BUILD_ID_MAX; i += 2) {
             int hi = pp_names_hex(hex[i]), lo = pp_names_hex(hex[i + 1]);
@@ -496,6 +538,41 @@ pp_names_ms(const struct timespec *t)
     return (int64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
 }
 
+/* A time of struct stat in nanoseconds since 1970, as the agent's FileMtimeNs and FileCtimeNs. */
+static uint64_t
+pp_names_ns(const struct timespec *t)
+{
+    return (uint64_t)t->tv_sec * 1000000000u + (uint64_t)t->tv_nsec;
+}
+
+/*
+ * Whether the file at m's path (sb) is not the one the trace says was loaded: NULL when it is
+ * (the same inode, unchanged since the agent looked at it), else what differs. Every field of
+ * the inode's stat counts: its change time too, stamped by a write whose modification time was
+ * set back, as by a chmod (refused, never misnamed).
+ */
+static const char *
+pp_names_file_differs(const struct pp_names_module *m, const struct stat *sb)
+{
+    if (m->file_state == PP_NAMES_FILE_OTHER) {
+        return "file changed since it was loaded: another file was at its path when it was "
+               "recorded";
+    }
+    if (m->file_state != PP_NAMES_FILE_LOADED) {
+        return "file changed since it was loaded: the trace's record of it is not understood";
+    }
+    if ((uint64_t)sb->st_dev != m->file_dev || (uint64_t)sb->st_ino != m->file_ino) {
+        return "file changed since it was loaded: another file is at its path";
+    }
+    if ((uint64_t)sb->st_size != m->file_size || pp_names_ns(&sb->st_mtim) != m->file_mtime_ns) {
+        return "file changed since it was loaded: modified";
+    }
+    if (pp_names_ns(&sb->st_ctim) != m->file_ctime_ns) {
+        return "file changed since it was loaded: its inode changed";
+    }
+    return NULL;
+}
+
 /* Checks that m's file is the one the process loaded, and loads its symbols. */
 static void
 pp_names_check(struct pp_names *n, struct pp_names_module *m, struct pp_names_stats *st)
@@ -536,7 +613,16 @@ pp_names_check(struct pp_names *n, struct pp_names_module *m, struct pp_names_st
                       "its load size differs from the loaded one's");
         return;
     }
-    if (m->build_id_len == 0 && n->start_ms != 0 && pp_names_ms(&sb.st_mtim) > n->start_ms) {
+    if (m->build_id_len == 0 && m->file_state != PP_NAMES_FILE_UNKNOWN) {
+        /* The trace says which file was loaded: only that file, unchanged, names (whatever its
+         * times: a process recorded days after it started loaded its files before). */
+        const char *what = pp_names_file_differs(m, &sb);
+
+        if (what != NULL) {
+            pp_names_note(st->changed, sizeof(st->changed), m->path, what);
+            return;
+        }
+    } else if (m->build_id_len == 0 && n->start_ms != 0 && pp_names_ms(&sb.st_mtim) > n->start_ms) {
         /* no build-id to tell: a file modified since the recording began may be another */
         pp_names_note(st->changed, sizeof(st->changed), m->path,
                       "no build-id, and modified after the recording began");
@@ -687,6 +773,7 @@ pp_names_resolve(struct pp_names *n, struct pp_names_stats *st)
         }
         if (!m->checked) {
             pp_names_check(n, m, st);
+            st->modules_changed += m->why == PP_NAMES_CHANGED;
         }
         if (m->why != PP_NAMES_NO_SYMBOL) {
             st->unnamed[m->why] += a->frames;
@@ -754,6 +841,11 @@ pp_names_describe(const struct pp_names_stats *st, char *buf, size_t len)
                          (unsigned long long)st->unnamed[i], what[i], file[0] != '\0' ? " (" : "",
                          file, file[0] != '\0' ? ")" : "");
         sep = ", ";
+    }
+    if (st->modules_changed > 0 && used >= 0 && (size_t)used < len) {
+        snprintf(buf + used, len - (size_t)used,
+                 "; %llu module%s not named: file changed since it was loaded",
+                 (unsigned long long)st->modules_changed, st->modules_changed == 1 ? "" : "s");
     }
 }
 

@@ -4,9 +4,10 @@
  * signal: its agent never wrote the MethodDCEndVerbose events that name its native frames), from
  * the files its ModuleLoad events point to, with the agent's own symbol code (symbols/symbols.h),
  * so that a name is the one the agent's rundown would have written. A file that is not the one
- * the process loaded (its build-id differs; without a build-id, its load span differs, or it was
- * modified, or moved or copied into place, after the recording began) names nothing: a rebuilt
- * binary must not give wrong names.
+ * the process loaded (its build-id differs; without a build-id, its load span differs, or it is
+ * not the file ModuleLoad's File* fields say was loaded, or, in an older agent's trace without
+ * them, it was modified, or moved or copied into place, after the recording began) names
+ * nothing: a rebuilt binary must not give wrong names.
  * Context: the CLI's single thread.
  */
 #ifndef PP_CLI_NAMES_H
@@ -37,6 +38,7 @@ struct pp_names_stats {
     uint64_t unnamed[PP_NAMES_WHY_COUNT]; /* the rest, by why */
     char changed[256];                    /* the first changed file and what differs, or "" */
     char missing[256];                    /* the first file that could not be read, or "" */
+    uint64_t modules_changed;             /* modules whose file is not the one loaded */
 };
 
 struct pp_names;

@@ -71,10 +71,13 @@ struct pp_rundown {
     size_t n;
 };
 
-/* A tagged address: addr of trace loader, named by methods of epoch >= epoch first. */
+/* A tagged address: addr of trace loader, named by methods of epoch >= epoch first; one no
+ * method names is in module (1 + its index in the loader's modules; 0: the first whose span
+ * holds it, pp_module_by_ip). */
 struct pp_alias {
     size_t loader;
     uint32_t epoch;
+    size_t module;
 };
 
 /* What the loader knows beyond the profile: the names of code addresses. */
@@ -92,6 +95,7 @@ struct pp_loader {
     size_t method_count, method_cap;
     struct pp_module *modules;
     size_t module_count, module_cap;
+    int modules_overlap;         /* two pipeprof ModuleLoads' spans meet: an address was reused */
     struct pp_rundown *rundowns; /* completed ones, and the one open (open set) */
     size_t rundown_count, rundown_cap;
     int rundown_open;
@@ -180,6 +184,11 @@ pp_add_module(struct pp_loader *pv, uint64_t id, uint64_t base, uint64_t size, c
                         sizeof(*pv->modules));
     if (err != 0) {
         return err;
+    }
+    for (size_t i = 0; size != 0 && i < pv->module_count; i++) {
+        const struct pp_module *o = &pv->modules[i];
+
+        pv->modules_overlap |= o->size != 0 && base < o->base + o->size && o->base < base + size;
     }
     m = &pv->modules[pv->module_count];
     m->id = id;
@@ -564,16 +573,17 @@ pp_rundown_epoch(const struct pp_loader *ld, uint64_t at)
     return 0;
 }
 
-/* The tag of the frames of trace ld named from epoch on (pp_alias). */
+/* The tag of the frames of trace ld named from epoch on, in module (pp_alias). */
 static int
-pp_alias_tag(struct pp_loader *ld, uint32_t epoch, uint64_t *tag)
+pp_alias_tag(struct pp_loader *ld, uint32_t epoch, size_t module, uint64_t *tag)
 {
     struct pp_loaders *all = ld->all;
     size_t i;
     int err;
 
     for (i = 0; i < all->alias_count; i++) {
-        if (all->aliases[i].loader == ld->index && all->aliases[i].epoch == epoch) {
+        if (all->aliases[i].loader == ld->index && all->aliases[i].epoch == epoch &&
+            all->aliases[i].module == module) {
             break;
         }
     }
@@ -587,11 +597,34 @@ pp_alias_tag(struct pp_loader *ld, uint32_t epoch, uint64_t *tag)
         if (err != 0) {
             return err;
         }
-        all->aliases[all->alias_count++] = (struct pp_alias){ ld->index, epoch };
+        all->aliases[all->alias_count++] = (struct pp_alias){ ld->index, epoch, module };
     }
     all->tagged = 1;
     *tag = (uint64_t)(all->n + 1 + i) << PP_ADDR_BITS;
     return 0;
+}
+
+/*
+ * The module an address of a sample read now lies in, when that is not the one the trace gave
+ * first with a span that holds it (pp_module_by_ip's): 1 + its index, else 0. The latest given
+ * so far is the one mapped there at the sample: its ModuleLoad comes before the samples that hold
+ * it. An address is held by two only when it was reused: a library loaded where a gone one was,
+ * or an exec chain's later image without ASLR (`setarch -R`) at an earlier one's base.
+ */
+static size_t
+pp_module_now(const struct pp_loader *ld, uint64_t at)
+{
+    size_t first = 0, last = 0;
+
+    for (size_t i = 0; ld->modules_overlap && i < ld->module_count; i++) {
+        const struct pp_module *m = &ld->modules[i];
+
+        if (m->size != 0 && at >= m->base && at - m->base < m->size) {
+            first = first != 0 ? first : i + 1;
+            last = i + 1;
+        }
+    }
+    return last != first ? last : 0;
 }
 
 /*
@@ -627,7 +660,7 @@ pp_on_sample(struct pp_loader *ld, const struct nt_event *ev, const struct pp_lo
         ld->p->wait_markers += ev->stack_depth != 0;
         return 0;
     }
-    if (ld->tag == 0 && ld->rundown_count == (size_t)ld->rundown_open) {
+    if (ld->tag == 0 && ld->rundown_count == (size_t)ld->rundown_open && !ld->modules_overlap) {
         return pp_profile_add_sample(ld->p, ev->thread_id, ts, running, ev->stack, ev->stack_depth);
     }
     if (ev->stack_depth > ld->scratch_cap) {
@@ -642,8 +675,15 @@ pp_on_sample(struct pp_loader *ld, const struct nt_event *ev, const struct pp_lo
     for (i = 0; i < ev->stack_depth; i++) {
         uint64_t tag = ld->tag, at = i > 0 && ev->stack[i] > 0 ? ev->stack[i] - 1 : ev->stack[i];
         uint32_t epoch = pp_rundown_epoch(ld, at);
+        size_t module = pp_module_now(ld, at);
 
-        if (epoch != 0 && (err = pp_alias_tag(ld, epoch, &tag)) != 0) {
+        /* A frame no method names by the time of the sample, in a module at a reused address:
+         * named from this epoch on (the rundown of its own image, or of its library), and by
+         * its own module if none names it. */
+        if (epoch == 0 && module != 0) {
+            epoch = (uint32_t)(ld->rundown_count - (size_t)ld->rundown_open);
+        }
+        if ((epoch != 0 || module != 0) && (err = pp_alias_tag(ld, epoch, module, &tag)) != 0) {
             return err;
         }
         /* An address above user space (a garbage frame) keeps its tag and loses its value. */
@@ -774,6 +814,7 @@ pp_module_by_id(const struct pp_loader *ld, uint64_t id, uint32_t epoch)
     return best != NULL ? best : later;
 }
 
+/* The module the trace gave first whose span holds ip (an address in no rundown's method). */
 static const struct pp_module *
 pp_module_by_ip(const struct pp_loader *ld, uint64_t ip)
 {
@@ -790,10 +831,11 @@ pp_module_by_ip(const struct pp_loader *ld, uint64_t ip)
 }
 
 /* Names an address: the method whose [start, start+size) holds it, of epoch `from` or the
- * first later one that has one, else of the latest earlier one; else module+offset. */
+ * first later one that has one, else of the latest earlier one; else module+offset, of module
+ * (1 + index, pp_module_now) or the first whose span holds it. */
 static int
-pp_loader_name_from(const struct pp_loader *ld, uint32_t from, uint64_t ip, int caller, char *buf,
-                    size_t len, int *resolved)
+pp_loader_name_from(const struct pp_loader *ld, uint32_t from, size_t module, uint64_t ip,
+                    int caller, char *buf, size_t len, int *resolved)
 {
     const struct pp_method *m = NULL;
     const struct pp_module *mod;
@@ -816,7 +858,9 @@ pp_loader_name_from(const struct pp_loader *ld, uint32_t from, uint64_t ip, int 
             snprintf(buf, len, "%s!%s", mod != NULL ? mod->label : "?", m->name);
         }
         *resolved = 1;
-    } else if ((mod = pp_module_by_ip(ld, at)) != NULL) {
+    } else if ((mod = module != 0 && module <= ld->module_count
+                              ? &ld->modules[module - 1]
+                              : pp_module_by_ip(ld, at)) != NULL) {
         snprintf(buf, len, "%s!0x%llx", mod->label, (unsigned long long)(ip - mod->base));
     } else {
         snprintf(buf, len, "?!0x%llx", (unsigned long long)ip);
@@ -827,7 +871,7 @@ pp_loader_name_from(const struct pp_loader *ld, uint32_t from, uint64_t ip, int 
 static int
 pp_loader_name(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *resolved)
 {
-    return pp_loader_name_from(ctx, 0, ip, caller, buf, len, resolved);
+    return pp_loader_name_from(ctx, 0, 0, ip, caller, buf, len, resolved);
 }
 
 /* One range pp_names_resolve() named, as a method of the rundown pp_loader_file_names() adds. */
@@ -1129,8 +1173,8 @@ pp_loaders_name(void *ctx, uint64_t ip, int caller, char *buf, size_t len, int *
     if (tag > all->n) {
         const struct pp_alias *a = &all->aliases[tag - all->n - 1];
 
-        return pp_loader_name_from(&all->lds[a->loader], a->epoch, ip & PP_ADDR_MASK, caller, buf,
-                                   len, resolved);
+        return pp_loader_name_from(&all->lds[a->loader], a->epoch, a->module, ip & PP_ADDR_MASK,
+                                   caller, buf, len, resolved);
     }
     return pp_loader_name(&all->lds[tag != 0 ? tag - 1 : 0], ip & PP_ADDR_MASK, caller, buf, len,
                           resolved);

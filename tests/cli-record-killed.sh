@@ -163,7 +163,9 @@ command -v objcopy >/dev/null || skip "objcopy (binutils) is not installed: case
 # 2020) moved over it while it runs, as `mv`, `cp -p` or a package upgrade put an older file in
 # place: its mtime is older than the recording, only the inode's change time tells. Before
 # (2026-11-29) it was taken for the loaded file and named pp_workload_fn_a's samples
-# pp_workload_fn_z.
+# pp_workload_fn_z. Since fileident the trace says which file was loaded (ModuleLoad's File*
+# fields), and the reasons are its: another inode at the path, or the same one modified; an older
+# agent's trace by the times, tests/cli-fileident.sh.
 for variant in unmodified touched moved; do
   d=$T/nobuildid-$variant
   mkdir "$d"
@@ -184,13 +186,13 @@ for variant in unmodified touched moved; do
   share=$(named "$d/n.nettrace")
   note "no build-id, $variant: $share% named; $(grep -m1 'ended before' "$d/n.nettrace.err")"
   if [[ $variant == touched ]]; then
-    grep -q "not the ones loaded ($d/pp-sample-workload (no build-id, and modified after the recording began)" "$d/n.nettrace.err" ||
+    grep -q "not the ones loaded ($d/pp-sample-workload (file changed since it was loaded: modified)" "$d/n.nettrace.err" ||
       { cat "$d/n.nettrace.err" >&2; fail "no build-id: a file modified after the recording began was not refused"; }
   elif [[ $variant == moved ]]; then
     if "$PIPEPROF" report "$d/n.nettrace" 2>/dev/null | grep -q 'pp_workload_fn_z'; then
       fail "no build-id: an older file moved into place named the loaded one's frames (pp_workload_fn_z)"
     fi
-    grep -q "not the ones loaded ($d/pp-sample-workload (no build-id, and moved or changed after the recording began)" "$d/n.nettrace.err" ||
+    grep -q "not the ones loaded ($d/pp-sample-workload (file changed since it was loaded: another file is at its path)" "$d/n.nettrace.err" ||
       { cat "$d/n.nettrace.err" >&2; fail "no build-id: an older file moved into place after the recording began was not refused"; }
   else
     at_least "$share" 97 || { cat "$d/n.nettrace.err" >&2; fail "no build-id, unmodified: $share% of frames named"; }

@@ -22,6 +22,14 @@ add_executable(strip-rundown ${CMAKE_SOURCE_DIR}/tests/tools/strip-rundown.c)
 target_link_libraries(strip-rundown PRIVATE pp_nettrace)
 set_target_properties(strip-rundown PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 pp_add_script_test(cli-record-killed cli-record-killed.sh LABELS integration TIMEOUT 300)
+# A library without a build-id replaced on disk while a process keeps it mapped, before or
+# during its recording by `collect -p` (tests/tools/dlburn.c loads and burns in it): the trace
+# says which file was loaded (ModuleLoad's File* fields), and nothing names from another.
+add_executable(dlburn ${CMAKE_SOURCE_DIR}/tests/tools/dlburn.c)
+target_link_libraries(dlburn PRIVATE ${CMAKE_DL_LIBS})
+set_target_properties(dlburn PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+pp_add_script_test(cli-fileident cli-fileident.sh LABELS integration TIMEOUT 300)
+add_dependencies(dlburn pp-modreuse-a strip-rundown)
 pp_add_script_test(dump-runtime-names dump-runtime-names.sh LABELS integration TIMEOUT 60)
 # An exec chain's images, each numbering its modules from 1: each keeps its own module names.
 pp_add_script_test(cli-record-exec-modules cli-record-exec-modules.sh LABELS integration TIMEOUT 300)

@@ -276,6 +276,111 @@ TEST(symbolize_at_names_a_reused_address_by_the_library_of_its_time)
     ag_modules_fini();
 }
 
+/* Copies the file at from to to (a new inode). */
+static void
+copy_file(const char *from, const char *to)
+{
+    char buf[8192];
+    size_t n;
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+
+    ASSERT_TRUE(in != NULL && out != NULL);
+    while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
+        ASSERT_EQ(fwrite(buf, 1, n, out), n);
+    }
+    fclose(in);
+    ASSERT_OK(fclose(out));
+}
+
+/* The identity ag_modules_identify() gave the module of pc. */
+static struct ag_file_ident
+identity_of(uint64_t pc)
+{
+    struct ag_module_info info;
+
+    ASSERT_OK(ag_module_find(pc, &info));
+    return info.file;
+}
+
+/* dlopens a fresh copy of libpp-modreuse-a.so at path, the module list scanned before and after
+ * (it adds the copy); returns its pp_modreuse_a_burn. */
+static uint64_t
+load_liba_copy(const char *path, void **h)
+{
+    ASSERT_TRUE(ag_modules_refresh() >= 0);
+    copy_file(PP_MODREUSE_DIR "/libpp-modreuse-a.so", path);
+    *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_TRUE(*h != NULL);
+    ASSERT_EQ(ag_modules_refresh(), 1);
+    return fixture_sym(*h, "pp_modreuse_a_burn");
+}
+
+/*
+ * The file a module was loaded from: identified by the inode mapped (/proc/self/maps), and the
+ * only one its symbols are read from. lib.so is libpp-modreuse-a.so's copy, other.so
+ * libpp-modreuse-b.so's (the same code at the same offsets, pp_modreuse_b_burn, another
+ * build-id) put over it by rename, as an upgrade does. Before (fileident) the agent read the file
+ * at the path whatever it was, and named liba's function pp_modreuse_b_burn.
+ */
+TEST(identify_names_only_from_the_file_mapped)
+{
+    char dir[] = "/tmp/pp-test-ident-XXXXXX", lib[PATH_MAX], other[PATH_MAX];
+    struct ag_file_ident id;
+    struct ag_symbol s;
+    struct stat sb;
+    uint64_t pa;
+    void *h;
+    int rc;
+
+    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    snprintf(lib, sizeof(lib), "%s/lib.so", dir);
+    snprintf(other, sizeof(other), "%s/other.so", dir);
+
+    /* 1. Unchanged: identified, and named. */
+    pa = load_liba_copy(lib, &h);
+    ASSERT_EQ(identity_of(pa).state, AG_FILE_UNKNOWN); /* not before it is asked */
+    ASSERT_OK(ag_modules_identify());
+    id = identity_of(pa);
+    ASSERT_OK(stat(lib, &sb));
+    ASSERT_EQ(id.state, AG_FILE_LOADED);
+    ASSERT_U64_EQ(id.ino, (uint64_t)sb.st_ino);
+    ASSERT_U64_EQ(id.dev, (uint64_t)sb.st_dev);
+    ASSERT_U64_EQ(id.size, (uint64_t)sb.st_size);
+    ASSERT_OK(ag_symbolize(pa + 3, &s));
+    ASSERT_STR_EQ(s.name, "pp_modreuse_a_burn");
+    ASSERT_OK(dlclose(h));
+    ag_modules_fini();
+
+    /* 2. Replaced after it was identified, before its first name: named by offset. */
+    pa = load_liba_copy(lib, &h);
+    ASSERT_OK(ag_modules_identify());
+    ASSERT_EQ(identity_of(pa).state, AG_FILE_LOADED);
+    copy_file(PP_MODREUSE_DIR "/libpp-modreuse-b.so", other);
+    ASSERT_OK(rename(other, lib));
+    rc = ag_symbolize(pa + 3, &s);
+    ASSERT_EQ(rc, -ESRCH); /* module and offset: the file is another build */
+    ASSERT_TRUE(s.name == NULL);
+    ASSERT_TRUE(strstr(s.module_path, "/lib.so") != NULL);
+    ASSERT_OK(dlclose(h));
+    ag_modules_fini();
+
+    /* 3. Replaced before it was identified: the path names another inode than the one mapped. */
+    pa = load_liba_copy(other, &h);
+    ASSERT_OK(stat(other, &sb));
+    ASSERT_OK(rename(lib, other)); /* libb's copy over it */
+    ASSERT_OK(ag_modules_identify());
+    id = identity_of(pa);
+    ASSERT_EQ(id.state, AG_FILE_OTHER);
+    ASSERT_U64_EQ(id.ino, (uint64_t)sb.st_ino); /* the mapped one's */
+    rc = ag_symbolize(pa + 3, &s);
+    ASSERT_EQ(rc, -ESRCH);
+    ASSERT_TRUE(s.name == NULL);
+    ASSERT_OK(dlclose(h));
+    ag_modules_fini();
+    unlink(other);
+    rmdir(dir);
+}
+
 /*
  * A stripped library's function without a symbol is named by its start from the unwind tables,
  * also once the library is unloaded: read from its file then. Before, a gone one's pcs had no
@@ -663,6 +768,7 @@ static const struct test_case cases[] = {
     TEST_CASE(modules_dlopen_adds_and_dlclose_removes),
     TEST_CASE(symbolize_at_names_a_reused_address_by_the_library_of_its_time),
     TEST_CASE(symbolize_gone_stripped_library_function_from_its_file),
+    TEST_CASE(identify_names_only_from_the_file_mapped),
     TEST_CASE(modules_snapshot_lookups_during_dlopen_churn),
     TEST_CASE(symbolize_function_of_test_binary),
     TEST_CASE(symbolize_kernel_markers_in_their_own_module),

@@ -512,6 +512,102 @@ TEST(report_names_each_exec_images_modules_by_its_own_rundown)
     unlink(trace_path);
 }
 
+/* pipeprof's ModuleLoad as the bridge writes it (bridge/agent-source.c), its first four fields. */
+static const struct nt_field module_load_fields[] = {
+    { "Path", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "Base", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "Size", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "BuildId", NT_TYPE_STRING, NT_TYPE_EMPTY, NULL, 0, 0 },
+};
+static const struct nt_event_desc module_load_desc = { "pipeprof", 3, "ModuleLoad",       0, 1,
+                                                       4,          0, module_load_fields, 4, 0 };
+
+/*
+ * An exec chain without ASLR (`setarch -R`): image 2 (/nonexistent/prog) is loaded at image 1's
+ * (/nonexistent/shell) base, and each image samples code no method names, at one address both
+ * (0x2800) and at one of its own (0x3800, image 2), while sh_loop (0x2010) is named by image 1's
+ * rundown and image 2's work at that address by its own (prog_same). A frame no method names is
+ * labelled by its module and offset: its own image's module, the ModuleLoad given last before
+ * the sample, not the first whose span holds it.
+ */
+static void
+make_trace_exec_chain_no_aslr(void)
+{
+    const uint64_t base = 0x555555554000ULL;
+    const uint64_t s_named[] = { base + 0x2010 };
+    const uint64_t s_both[] = { base + 0x2800 };
+    const uint64_t s_own[] = { base + 0x3800 };
+    const char *paths[2] = { "/nonexistent/shell", "/nonexistent/prog" };
+    const char *names[2] = { "sh_loop", "prog_same" };
+    struct nt_writer *w;
+    uint32_t m_sample, m_module, m_method, m_init, m_complete, m_load;
+    uint8_t buf[1024];
+    struct nt_payload p;
+    uint64_t ts = 1000000;
+    int i, img;
+
+    w = trace_begin("execnoaslr", ts, &m_sample, &m_module, &m_method);
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_INIT), &m_init));
+    ASSERT_OK(nt_writer_define(w, nt_known_event_desc(NT_KNOWN_RUNDOWN_DC_END_COMPLETE),
+                               &m_complete));
+    ASSERT_OK(nt_writer_define(w, &module_load_desc, &m_load));
+    for (img = 0; img < 2; img++) {
+        nt_payload_init(&p, buf, sizeof(buf));
+        nt_payload_string(&p, paths[img]);
+        nt_payload_u64(&p, base);
+        nt_payload_u64(&p, 0x10000);
+        nt_payload_string(&p, "");
+        write_payload_event(w, m_load, ts += 1000, &p);
+        for (i = 0; i < 4; i++) {
+            write_sample(w, m_sample, 301, ts += 1000000, s_named, 1, 1);
+        }
+        for (i = 0; i < (img == 0 ? 2 : 3); i++) {
+            write_sample(w, m_sample, 301, ts += 1000000, s_both, 1, 1);
+        }
+        for (i = 0; img == 1 && i < 5; i++) {
+            write_sample(w, m_sample, 301, ts += 1000000, s_own, 1, 1);
+        }
+        nt_payload_init(&p, buf, sizeof(buf));
+        nt_payload_rundown_complete(&p);
+        write_payload_event(w, m_init, ts += 1000, &p);
+        nt_payload_init(&p, buf, sizeof(buf));
+        nt_payload_module_dc_end(&p, 1, paths[img]);
+        write_payload_event(w, m_module, ts, &p);
+        nt_payload_init(&p, buf, sizeof(buf));
+        nt_payload_method_dc_end(&p, 1, base + 0x2000, 0x100, "", names[img], "");
+        write_payload_event(w, m_method, ts, &p);
+        nt_payload_init(&p, buf, sizeof(buf));
+        nt_payload_rundown_complete(&p);
+        write_payload_event(w, m_complete, ts, &p);
+    }
+    trace_end(w);
+}
+
+TEST(report_labels_an_unnamed_frame_by_its_own_images_module)
+{
+    char args[512];
+    cJSON *root, *self;
+    char *out;
+
+    make_trace_exec_chain_no_aslr();
+    snprintf(args, sizeof(args), "report --format json --top 50 %s 2>/dev/null", trace_path);
+    out = run_cli(args);
+    root = cJSON_Parse(out);
+    ASSERT_TRUE(root != NULL);
+    ASSERT_EQ(num(root, "samples"), 18);
+    self = cJSON_GetObjectItemCaseSensitive(root, "top_self");
+    ASSERT_EQ(num(find_function(self, "shell!sh_loop"), "self"), 4);
+    ASSERT_EQ(num(find_function(self, "prog!prog_same"), "self"), 4);
+    ASSERT_EQ(num(find_function(self, "shell!0x2800"), "self"), 2);
+    /* before: shell!0x2800 5 and shell!0x3800 5 (image 1's module, the first that holds them) */
+    ASSERT_EQ(num(find_function(self, "prog!0x2800"), "self"), 3);
+    ASSERT_EQ(num(find_function(self, "prog!0x3800"), "self"), 5);
+    ASSERT_EQ(cJSON_GetArraySize(self), 5); /* those five, no other label */
+    cJSON_Delete(root);
+    free(out);
+    unlink(trace_path);
+}
+
 TEST(report_rejects_garbage_with_offset)
 {
     char cmd[600];
@@ -537,6 +633,7 @@ static const struct test_case cases[] = {
     TEST_CASE(report_says_the_perf_samples_left_out_as_early),
     TEST_CASE(report_says_the_cpu_before_threads_first_samples),
     TEST_CASE(report_names_each_exec_images_modules_by_its_own_rundown),
+    TEST_CASE(report_labels_an_unnamed_frame_by_its_own_images_module),
     TEST_CASE(report_rejects_garbage_with_offset),
 };
 TEST_MAIN(cases)
