@@ -29,6 +29,10 @@
  *   timer-clock timer-empty whose handler reads the two clocks the agent's handler reads (the
  *               thread CPU clock, a system call the vDSO does not serve, and CLOCK_MONOTONIC).
  * BENCH_ENGINE_ONLY=NAME,NAME,... runs only those configurations (bare always runs).
+ * BENCH_ENGINE_BUDDY=1 keeps a second thread busy beside the measured one for the whole run (no
+ * stack, no clock reads): the agent samples it too, so the measured thread's handler finds the
+ * agent's shared state (ag's counters) written by the other CPU's handler since its last
+ * signal, as a host with two busy threads on two CPUs has it (pp-sample-workload).
  * Cost per signal = (CPU per unit - bare CPU per unit of the same round) x units / signals.
  * Configurations run in rotating order within a round. Prints, per configuration, the median
  * and the quartiles over the rounds, and the ratio agent-perf / perf-empty both of the medians
@@ -464,6 +468,25 @@ bench_run(int k, unsigned hz, unsigned units, uint64_t *ns, unsigned *sigs)
     return 0;
 }
 
+static _Atomic int bench_buddy_stop;
+
+/* BENCH_ENGINE_BUDDY's thread: burns until told to stop. */
+static void *
+bench_buddy(void *arg)
+{
+    uint64_t x = (uint64_t)(uintptr_t)arg;
+    int i;
+
+    pthread_setname_np(pthread_self(), "bench-buddy");
+    while (!atomic_load_explicit(&bench_buddy_stop, memory_order_relaxed)) {
+        for (i = 0; i < 4096; i++) {
+            x = x * 6364136223846793005u + 1442695040888963407u;
+        }
+    }
+    bench_sink = x;
+    return NULL;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -476,6 +499,8 @@ main(int argc, char **argv)
     int skipped[BENCH_CONFIGS] = { 0 };
     const char *only = getenv("BENCH_ENGINE_ONLY");
     const char *depth = getenv("BENCH_ENGINE_DEPTH");
+    const char *buddy = getenv("BENCH_ENGINE_BUDDY");
+    pthread_t buddy_thread;
 
     if (rounds < 1 || rounds > 64 || hz == 0 || hz > 1000 || units == 0) {
         fprintf(stderr, "usage: bench-engine [RATE 1..1000 [ROUNDS 1..64 [UNITS]]]\n");
@@ -491,6 +516,11 @@ main(int argc, char **argv)
     }
     for (k = 1; only != NULL && k < BENCH_CONFIGS; k++) {
         skipped[k] = bench_list_has(only, bench_names[k]) ? 0 : 2;
+    }
+    if (buddy != NULL && atoi(buddy) == 1 &&
+        pthread_create(&buddy_thread, NULL, bench_buddy, (void *)(uintptr_t)1) != 0) {
+        fprintf(stderr, "bench-engine: no buddy thread\n");
+        return 1;
     }
     for (r = 0; r < rounds; r++) {
         for (i = 0; i < BENCH_CONFIGS; i++) {
@@ -545,8 +575,9 @@ main(int argc, char **argv)
            "medians [quartiles] over the rounds; per signal from the CPU time per unit; irq: the "
            "median interruption without a signal; gap: the median step of the unit loop that "
            "took a signal (interrupt, delivery, handler, sigreturn), both above the normal step, "
-           "in the thread's CPU time; handler: the median time in the handler\n",
-           units, rounds, hz, bench_depth);
+           "in the thread's CPU time; handler: the median time in the handler%s\n",
+           units, rounds, hz, bench_depth,
+           buddy != NULL && atoi(buddy) == 1 ? "; a busy buddy thread beside" : "");
     for (k = 0; k < BENCH_CONFIGS; k++) {
         double u[64], c[64], n[64], g[64], q[64], h[64];
 
@@ -599,5 +630,9 @@ main(int argc, char **argv)
            med_cost[10] > 0 ? med_cost[2] / med_cost[10] : 0.0,
            med_gap[10] > 0 ? med_gap[4] / med_gap[10] : 0.0,
            med_gap[10] > 0 ? med_gap[2] / med_gap[10] : 0.0);
+    if (buddy != NULL && atoi(buddy) == 1) {
+        atomic_store(&bench_buddy_stop, 1);
+        pthread_join(buddy_thread, NULL);
+    }
     return 0;
 }

@@ -24,7 +24,11 @@
 # that build's recorder and library on the same workload binary, in the same rotation (before and
 # after in one run). The last column, "other us/sample", is the CPU the run took outside the two
 # workers (/usr/bin/time of the whole command: the recorder, the agent's threads, the main thread)
-# per sample, where perf-ring's reading and unwinding of the rings shows. See docs/performance.md.
+# per sample, where perf-ring's reading and unwinding of the rings shows. The "engines" column is
+# the CPU engine each run's trace names (cpu_engine: timer, perf_event, perf_ring, or mixed when
+# auto moved a thread the tick missed off the timers), with its count of runs, and each run's
+# overhead is tagged with its engine where a configuration's runs differ: under load auto's
+# pipeprof@100 and @250 often run mixed, workers on perf_event. See docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/workload-env.sh
@@ -54,6 +58,15 @@ samples() {
   esac
 }
 
+# The CPU engine a pipeprof trace names ("-" for the others).
+engine() {
+  case $1 in
+    pipeprof*) "$B/bin/pipeprof" report --format json "$T/p.nettrace" |
+      python3 -c 'import json,sys; print(json.load(sys.stdin).get("cpu_engine") or "-")' ;;
+    *) echo - ;;
+  esac
+}
+
 PAIRED=${PP_OVERHEAD_PAIRED:-0}
 
 TIME=(/usr/bin/time -f '%U %S' -o "$T/time")
@@ -68,7 +81,8 @@ other() {
   fi
 }
 
-run() { # run CONFIG: prints "UNITS_PER_CPU_S CPU_S SAMPLES OTHER_CPU_S [TWIN_UNITS_PER_CPU_S]"
+# run CONFIG: prints "UNITS_PER_CPU_S CPU_S SAMPLES OTHER_CPU_S ENGINE [TWIN_UNITS_PER_CPU_S]"
+run() {
   local cfg=$1 hz=${1#*@} r engine twin= PB=$B
   if [[ $cfg == base-* ]]; then
     PB=${PP_BASELINE_DIR:?base-* configurations need PP_BASELINE_DIR}
@@ -90,7 +104,7 @@ run() { # run CONFIG: prints "UNITS_PER_CPU_S CPU_S SAMPLES OTHER_CPU_S [TWIN_UN
     gperftools@*) r=$("${TIME[@]}" env LD_PRELOAD="$GPERF" CPUPROFILE="$T/g.prof" \
       CPUPROFILE_FREQUENCY="$hz" "$WORKLOAD" "$SECS" 2>/dev/null | rate) ;;
   esac
-  r="$r $(samples "$cfg") $(other "${r#* }")"
+  r="$r $(samples "$cfg") $(other "${r#* }") $(engine "$cfg")"
   if [[ -n $twin ]]; then
     wait "$twin"
     echo "$r $(rate <"$T/twin" | cut -d' ' -f1)"
@@ -118,20 +132,23 @@ for ((r = 0; r < REPS; r++)); do
 done
 python3 - "$T/results" "$REPS" "$SECS" <<'PY'
 import statistics, sys
-by, twin, other = {}, {}, {}
+by, twin, other, engines, run_eng = {}, {}, {}, {}, {}
 for l in open(sys.argv[1]):
     f = l.split()
-    c, rate, cpu, n, o = f[:5]
+    c, rate, cpu, n, o, e = f[:6]
     by.setdefault(c, []).append((float(rate), float(cpu), int(n)))
     other.setdefault(c, []).append((float(o), int(n)))
-    if len(f) > 5:
-        twin.setdefault(c, []).append(float(f[5]))
+    engines.setdefault(c, {})[e] = engines.get(c, {}).get(e, 0) + 1
+    run_eng.setdefault(c, []).append(e)
+    if len(f) > 6:
+        twin.setdefault(c, []).append(float(f[6]))
 med = lambda v: statistics.median(v)
 base = med([r for r, _, _ in by["bare"]])
 print("%d runs of %s s per configuration, in rotating order; medians%s" % (int(sys.argv[2]),
       sys.argv[3], "; overhead against a bare twin run beside each run" if twin else ""))
-print("%-24s %11s %9s %15s %12s %8s   %s" % ("config", "units/cpu-s", "overhead", "samples/cpu-s",
-      "us/sample", "other", "runs (overhead against the twin)" if twin else "runs (units/cpu-s)"))
+print("%-24s %11s %9s %15s %12s %8s %-16s %s" % ("config", "units/cpu-s", "overhead",
+      "samples/cpu-s", "us/sample", "other", "engines",
+      "runs (overhead against the twin)" if twin else "runs (units/cpu-s)"))
 for c in by:
     rate = med([r for r, _, _ in by[c]])
     over = 1 - rate / base
@@ -140,10 +157,14 @@ for c in by:
     # samples per worker CPU-second, and the overhead each one costs: overhead x CPU / samples
     per = med([n / cpu for _, cpu, n in by[c]]) if c != "bare" else 0
     cost = "%.1f" % (over * 1e6 / per) if per > 0 else "-"
-    runs = (" ".join("%.2f%%" % (100 - 100 * r / t) for (r, _, _), t in zip(by[c], twin[c]))
-            if c in twin else " ".join("%.0f" % r for r, _, _ in by[c]))
+    runs = (["%.2f%%" % (100 - 100 * r / t) for (r, _, _), t in zip(by[c], twin[c])]
+            if c in twin else ["%.0f" % r for r, _, _ in by[c]])
+    if len(engines[c]) > 1:  # which run had which engine (auto's: timer or mixed)
+        runs = ["%s(%s)" % (x, e) for x, e in zip(runs, run_eng[c])]
+    runs = " ".join(runs)
     # CPU outside the workers per sample (us): the recorder, the agent's threads, the main thread
     oth = med([o * 1e6 / n for o, n in other[c]]) if c != "bare" and per > 0 else 0
-    print("%-24s %11.1f %8.2f%% %15.0f %12s %8s   %s" % (c, rate, 100 * over, per, cost,
-          "%.1f" % oth if per > 0 else "-", runs))
+    eng = ",".join("%s:%d" % kv for kv in sorted(engines[c].items()))
+    print("%-24s %11.1f %8.2f%% %15.0f %12s %8s %-16s %s" % (c, rate, 100 * over, per, cost,
+          "%.1f" % oth if per > 0 else "-", eng, runs))
 PY
