@@ -457,6 +457,9 @@ struct ag_thread {
     uint64_t ring_cpu_to, ring_count_to; /* reg: the same at the read under way (0: unknown) */
     int ring_faults_fd;   /* reg: the event's page-fault counter (its group's member), or -1 */
     uint64_t ring_faults; /* reg: that count at the last sample read */
+    /* reg: samples the kernel could not write to the full ring (PERF_RECORD_LOST) since the last
+     * sample read: overflows in user mode whose CPU is in the next sample's span (perf-ring.c) */
+    uint64_t ring_lost_w;
     /* reg: ring samples whose unwind needed the stack above the copy (the copy full, the walk
      * ended reading past it), and whether auto moved the thread to perf's signal for them: its
      * stacks are deeper than the copy, so it keeps perf's signal (timer.c) */
@@ -549,6 +552,7 @@ struct ag_agent {
     _Atomic uint64_t drain_held_from;                         /* drain: ag_drain_held_from() */
     _Atomic uint64_t cpu_rest_ns;   /* CPU threads' ends left to no sample (ag_cpu_end_rest) */
     _Atomic uint64_t cpu_chance_ns; /* CPU before threads' first samples: the lottery's */
+    _Atomic uint64_t cpu_lost_ns;   /* CPU of samples dropped (ag_sig_count_lost): in none */
     _Atomic int lottery_asked;      /* a handler's draw won: the manager re-arms (timer.c) */
     _Atomic uint64_t lottery_state; /* the draws' sequence (timer.c) */
     _Atomic uint64_t lottery_mix;   /* the winners' carries (timer.c) */
@@ -683,6 +687,11 @@ void ag_signal_thread(int32_t tid, int sival);
 /* The handler (agent/sig-handler.c). */
 void ag_sig_handler(int signo, siginfo_t *info, void *uctx);
 void ag_sig_count_unsampled(struct ag_thread *t, uint64_t n);
+/* Counts a CPU sample of thread t that no ring slot took (its ring full: t's LOST records) and
+ * cpu_ns, the CPU its span stood for, as CPU no sample placed (ag_stats.cpu_lost_ns). Whoever
+ * drops a CPU sample weighs it first (ag_sig_cpu_weigh), so that the thread's next sample stands
+ * for its own span only. Async-signal-safe. */
+PP_SIGSAFE void ag_sig_count_lost(struct ag_thread *t, uint64_t cpu_ns);
 /*
  * Whether a thread's timer samples look late to auto: dn samples standing for dw intervals, at
  * least 3 in all and half again as many as there were samples (the tick misses its runs). The

@@ -238,6 +238,14 @@ ag_sig_count_unsampled(struct ag_thread *t, uint64_t n)
     atomic_fetch_add_explicit(&ag.n_wall_unsampled, n, memory_order_relaxed);
 }
 
+void
+ag_sig_count_lost(struct ag_thread *t, uint64_t cpu_ns)
+{
+    atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.cpu_lost_ns, cpu_ns, memory_order_relaxed);
+}
+
 /* Whether signo is pending for the calling thread (or its process), as it is while a handler of
  * it runs (the kernel blocks it there) when one was sent after the running one was taken. */
 static int
@@ -567,8 +575,26 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     }
     s = ag_ring_reserve(&t->ring);
     if (s == NULL) {
-        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+        delta = 0;
+        if (mode == AG_MODE_CPU && !site) {
+            /* The ring is full (its drain held off). The span is weighed as the sample's would
+             * have been and counted lost with it: left to the next sample, it went under that
+             * sample's stack, and on perf as kernel time (its weight beyond one interval), to a
+             * call seen or [kernel, not placed] (issue 19). */
+            period = 1000000000u / hz;
+            if (ag_sig_cpu_weigh(t, cpu, period,
+                                 engine == AG_CPU_ENGINE_PERF ? AG_WEIGH_EARLY : AG_WEIGH_ONE,
+                                 &delta) == 0) {
+                /* early: no sample, as below, and nothing lost */
+                atomic_fetch_add_explicit(&t->perf_early, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&ag.n_perf_early, 1, memory_order_relaxed);
+                goto out;
+            }
+            /* (the early overflows' CPU was in this span: lost with it) */
+            (void)atomic_exchange_explicit(&t->perf_early, 0, memory_order_relaxed);
+            delta = delta != 0 ? delta : period;
+        }
+        ag_sig_count_lost(t, delta);
         goto out;
     }
     s->timestamp_ns = ag_sig_now_ns(CLOCK_MONOTONIC);
@@ -715,8 +741,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         ag_ring_commit(&t->ring);
         u = ag_ring_reserve(&t->ring);
         if (u == NULL) {
-            atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+            ag_sig_count_lost(t, own); /* (weighed already: no later sample takes it) */
             goto out;
         }
         u->timestamp_ns = ts;
