@@ -414,9 +414,13 @@ struct ag_thread {
     uint32_t locator_idle;        /* reg: scans in a row without a split or a call seen */
     uint64_t locator_idle_cpu;    /* reg: the thread's CPU time (ns) in those scans */
     uint64_t scan_last_cpu;       /* reg: last_cpu_ns at the previous scan */
-    _Atomic int kern_retired;     /* reg: its locator went idle while on perf (timer.c); self
-                                     then drops a timer signal, asks for no new locator and reads
-                                     page faults only at splits */
+    /* reg: a perf-ring thread without a locator, its kernel time split off and its CPU since its
+     * window began (ag_ring_locator_wanted) */
+    uint32_t ring_loc_w;
+    uint64_t ring_loc_cpu;
+    _Atomic int kern_retired; /* reg: its locator went idle while on perf (timer.c); self
+                                 then drops a timer signal, asks for no new locator and reads
+                                 page faults only at splits */
     int kern_flush; /* reg: ag_cpu_flush() asks the drain to deliver kernel time waiting for a
                        stack now, as not placed */
     /* drain: the stack of the latest system call a locator saw (in the same mapping), and
@@ -875,6 +879,12 @@ void ag_locators_arm_asked_locked(void);
  * CPU at period_ns a sample; retired: its locator went idle before (timer.c). Pure, for tests. */
 int ag_locator_wanted(int retired, uint32_t kern_intervals, uint32_t calls_seen, uint64_t cpu_ns,
                       uint64_t period_ns);
+/* The scan's choice for a perf-ring thread without a locator that no ring sample showed at a
+ * call's return: its split-off kernel time dk intervals and its CPU dcpu since the previous scan
+ * are added to its window (*w, *cpu); a window that holds AG_RING_LOCATOR_W intervals is judged
+ * (a fifth of its CPU or more: 1) and begins again. Pure, for tests. */
+int ag_ring_locator_wanted(uint32_t *w, uint64_t *cpu, uint32_t dk, uint64_t dcpu,
+                           uint64_t period_ns);
 /* The same with the thread's CPU time cpu read earlier (a thread that has exited since). */
 uint64_t ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu);
 /* Adds part p, claimed after every part of tl, to tl: into its last part when of the same kind,

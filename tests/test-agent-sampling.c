@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -4865,6 +4866,127 @@ TEST(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu)
 }
 
 /*
+ * The scan's window for a perf-ring thread no ring sample showed at a call's return
+ * (ag_ring_locator_wanted, timer.c): 8 intervals of kernel time judged against the CPU they came
+ * in, a fifth or more arms a locator; the window then begins again. A thread that makes no calls
+ * (a few per cent, one scan of a starved one a quarter of its little CPU) gets none.
+ */
+TEST(a_ring_thread_gets_a_locator_for_a_window_of_kernel_time)
+{
+    uint64_t period = 4000000, cpu = 0; /* 250 Hz */
+    uint32_t w = 0;
+    int i, armed = 0;
+
+    /* the I/O-like thread beside busy loops: 1 interval in 3 of its CPU, few a scan */
+    for (i = 0; i < 7; i++) {
+        ASSERT_EQ(ag_ring_locator_wanted(&w, &cpu, 1, 3 * period, period), 0);
+    }
+    ASSERT_EQ(ag_ring_locator_wanted(&w, &cpu, 1, 3 * period, period), 1);
+    ASSERT_TRUE(w == 0 && cpu == 0); /* begun again */
+    /* exactly a fifth */
+    ASSERT_EQ(ag_ring_locator_wanted(&w, &cpu, 8, 40 * period, period), 1);
+    ASSERT_EQ(ag_ring_locator_wanted(&w, &cpu, 8, 40 * period + 1, period), 0);
+    /* a starved worker that makes no calls: 2 of 8 in one scan, then 3 % */
+    ASSERT_EQ(ag_ring_locator_wanted(&w, &cpu, 2, 8 * period, period), 0);
+    for (i = 0; i < 100 && !armed; i++) {
+        armed = ag_ring_locator_wanted(&w, &cpu, (i % 4) == 0, 8 * period, period);
+    }
+    ASSERT_EQ(armed, 0);
+    ASSERT_TRUE(w != 0 && w < 8); /* judged (at 26 of its 8-interval scans), begun again */
+}
+
+/* A perf-ring thread's calls, each about 2 ms in the kernel (1 MiB of getrandom(2)), between
+ * 2 ms of arithmetic (ring_calls_main below). */
+EXPORT void random_reader(char *buf, size_t len);
+
+EXPORT void
+random_reader(char *buf, size_t len)
+{
+    (void)getrandom(buf, len, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+struct ring_calls_arg {
+    _Atomic int32_t tid;
+    _Atomic uint64_t cpu_calls; /* CPU in random_reader */
+    uint64_t cpu_end;
+};
+
+static void *
+ring_calls_main(void *p)
+{
+    static char buf[1u << 20];
+    struct ring_calls_arg *a = p;
+    uint64_t c, in = 0;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (cpu_ns() < 800000000u) {
+        for (c = cpu_ns(); cpu_ns() - c < 2000000u;) {
+            busy_b();
+        }
+        c = cpu_ns();
+        random_reader(buf, sizeof(buf));
+        in += cpu_ns() - c;
+    }
+    atomic_store(&a->cpu_calls, in);
+    a->cpu_end = cpu_ns();
+    return NULL;
+}
+
+/*
+ * A perf-ring thread whose calls are long (2 ms each in the kernel) shows few of them at their
+ * return: an overflow comes there only when it was due in the call's exit path. Its first such
+ * sample asked for its locator; without one the thread had none, and its kernel time went as not
+ * placed over the next sample's stack (pp-sample-syscalls' I/O-like thread beside busy loops, in
+ * 9 recordings of 16). The scan's window (above) arms it: at 100 Hz, half its 0.8 s in the calls,
+ * most of that time must stand under random_reader.
+ */
+TEST(a_ring_thread_with_long_calls_gets_a_locator_and_its_kernel_time_placed)
+{
+    struct ring_calls_arg a = { 0, 0, 0 };
+    struct ag_config cfg;
+    struct ag_stats st;
+    struct tid_stats *t;
+    uint64_t unplaced0;
+    pthread_t th;
+    double calls;
+    int i;
+
+    if (!perf_allowed()) {
+        return;
+    }
+    memset(col, 0, sizeof(col));
+    want[0] = (const void *)random_reader;
+    want[1] = NULL;
+    sampling_config_init(&cfg);
+    cfg.scan_ms = 20;
+    cfg.cpu_engine = AG_CPU_ENGINE_PERF_RING;
+    ASSERT_OK(ag_start(&cfg));
+    ag_stats_get(&st);
+    unplaced0 = st.cpu_kernel_unplaced_ns;
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
+    ASSERT_OK(pthread_create(&th, NULL, ring_calls_main, &a));
+    ASSERT_OK(pthread_join(th, NULL));
+    t = col_get(atomic_load(&a.tid));
+    for (i = 0; i < 400 && !t->stopped; i++) {
+        usleep(20000);
+        col_drain();
+    }
+    ag_stats_get(&st);
+    calls = (double)atomic_load(&a.cpu_calls) / 10000000.0;
+    printf("# long calls: %.1f intervals in random_reader, %llu of weight under it; kernel time "
+           "%llu intervals, %.1f not placed; %u samples, weights %llu\n",
+           calls, (unsigned long long)t->hit_weight[0], (unsigned long long)t->kernel_weight,
+           (double)(st.cpu_kernel_unplaced_ns - unplaced0) / 10000000.0, t->cpu_signal_samples,
+           (unsigned long long)t->weight_sum);
+    ASSERT_TRUE(t->stopped == 1);
+    ASSERT_TRUE(calls >= 20.0); /* (it made its calls) */
+    ASSERT_TRUE((double)t->hit_weight[0] >= calls / 2.0);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+}
+
+/*
  * Kernel time split off perf samples goes under a system call the thread was seen in. A perf
  * overflow due in a call's exit path (interrupts off until the return) comes in user mode at the
  * instruction after the call, its stack the call's: such a sample is a call seen, as the kernel
@@ -6461,6 +6583,8 @@ static const struct test_case cases[] = {
     TEST_CASE(a_signal_at_a_masks_opening_is_no_call_seen),
     TEST_CASE(a_thread_that_blocks_the_signal_loses_its_locator),
     TEST_CASE(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu),
+    TEST_CASE(a_ring_thread_gets_a_locator_for_a_window_of_kernel_time),
+    TEST_CASE(a_ring_thread_with_long_calls_gets_a_locator_and_its_kernel_time_placed),
     TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
     TEST_CASE(perf_ring_final_sample_after_page_faults_is_not_placed),
     TEST_CASE(perf_ring_final_sample_after_a_few_page_faults_is_placed_but_for_their_bound),
