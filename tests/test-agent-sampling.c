@@ -293,6 +293,20 @@ col_drain(void)
     drain_into(col_cb);
 }
 
+/* Drains every 20 ms (8 s at most) until thread tid's STOP came; returns its stats. */
+static struct tid_stats *
+col_drain_until_stopped(int32_t tid)
+{
+    struct tid_stats *t = col_get(tid);
+    int i;
+
+    for (i = 0; i < 400 && !t->stopped; i++) {
+        usleep(20000);
+        col_drain();
+    }
+    return t;
+}
+
 /* The agent's defaults, with the timers' first expiry a full interval after the baseline, as
  * these cases reckon their samples (PIPEPROF_TEST_FIXED_PHASE: timer.c, "The lottery"; the
  * lottery itself is tests/agent-groundtruth-short.sh's). */
@@ -2647,11 +2661,7 @@ TEST(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu)
     ring_threads = st.threads_ring;
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 250)); /* a new rate: a new ring */
     ASSERT_OK(pthread_join(th, NULL));
-    t = col_get(atomic_load(&a.tid));
-    for (i = 0; i < 400 && !t->stopped; i++) {
-        usleep(20000);
-        col_drain();
-    }
+    t = col_drain_until_stopped(atomic_load(&a.tid));
     ag_stats_get(&st);
     stolen = steal_ns() - stolen;
     share = (double)t->hit_weight[0] / (double)(t->hit_weight[0] + t->hit_weight[1] +
@@ -2767,11 +2777,7 @@ drop_test(uint8_t engine, unsigned read_ms)
     col_drain();
     atomic_store(&a.phase, 2);
     ASSERT_OK(pthread_join(th, NULL));
-    t = col_get(atomic_load(&a.tid));
-    for (i = 0; i < 400 && !t->stopped; i++) {
-        usleep(20000);
-        col_drain();
-    }
+    t = col_drain_until_stopped(atomic_load(&a.tid));
     ag_stats_get(&st);
     printf("# dropped: %u CPU samples (%u final), weights %llu (largest %u), kernel %llu, CPU "
            "%.1f ms in samples + %.1f ms lost of %.1f ms; dropped %llu (ring lost %llu)\n",
@@ -4950,7 +4956,6 @@ TEST(a_ring_thread_with_long_calls_gets_a_locator_and_its_kernel_time_placed)
     uint64_t unplaced0;
     pthread_t th;
     double calls;
-    int i;
 
     if (!perf_allowed()) {
         return;
@@ -4967,11 +4972,7 @@ TEST(a_ring_thread_with_long_calls_gets_a_locator_and_its_kernel_time_placed)
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
     ASSERT_OK(pthread_create(&th, NULL, ring_calls_main, &a));
     ASSERT_OK(pthread_join(th, NULL));
-    t = col_get(atomic_load(&a.tid));
-    for (i = 0; i < 400 && !t->stopped; i++) {
-        usleep(20000);
-        col_drain();
-    }
+    t = col_drain_until_stopped(atomic_load(&a.tid));
     ag_stats_get(&st);
     calls = (double)atomic_load(&a.cpu_calls) / 10000000.0;
     printf("# long calls: %.1f intervals in random_reader, %llu of weight under it; kernel time "
