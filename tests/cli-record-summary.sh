@@ -93,6 +93,15 @@ lost=$("$PIPEPROF" report --format json "$T/lost.nettrace" |
 grep -q ", lost $lost samples dropped by the agent and [0-9]* events in the trace;" <<<"$line" ||
   fail "the summary line hides the $lost lost samples: $line"
 note "losses: $line"
+# Their CPU (300 ms burned on the alternate stack) is counted lost, in no sample, and said on the
+# time line; before ringdrop the thread's next sample took it: 10 intervals of [kernel, not
+# placed] and 10 of [not sampled] at 100 Hz, 0 ms lost.
+cpu_lost=$("$PIPEPROF" report --format json "$T/lost.nettrace" |
+  python3 -c 'import json,sys; print(int(json.load(sys.stdin)["cpu_lost_ms"]))')
+((cpu_lost >= 150)) || fail "the offstack host's CPU on its alternate stack: $cpu_lost ms lost"
+grep -q "ms of CPU in lost samples" "$T/lost.err" ||
+  fail "the summary does not say the CPU in lost samples: $(cat "$T/lost.err")"
+note "losses: $cpu_lost ms of CPU in lost samples"
 
 # 2a. What no sample holds is said too (AgentLosses): with 2 thread slots the workload's threads
 # (main, two workers, the library's own) do not all get one; each refused thread is counted once,

@@ -2705,10 +2705,12 @@ TEST(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu)
  * arithmetic only burns 400 ms of CPU at 100 Hz with nobody draining its ring of 16 slots (the
  * handler's ring for perf's signal and the timers, the pring for perf-ring), or, read_ms set,
  * with perf-ring's manager reading its kernel ring every read_ms only, so that the kernel loses
- * samples (PERF_RECORD_LOST); it spins until the case has drained, then burns 200 ms more (50).
- * Before, the first sample kept after the drops stood for all their CPU: on perf and perf-ring
- * as kernel time split off it (a thread that makes no system call), on the timers under its own
- * stack (its weight the dropped samples' count and more).
+ * samples (PERF_RECORD_LOST; every 2 s: at 400 ms, a loaded machine's wall time for the
+ * thread's 400 ms let reads in, and 7 were lost in a ctest -j3 run); it spins until the case has
+ * drained (the drain reads the kernel's ring), then burns 200 ms more (50). Before, the first
+ * sample kept after the drops stood for all their CPU: on perf and perf-ring as kernel time split
+ * off it (a thread that makes no system call), on the timers under its own stack (its weight the
+ * dropped samples' count and more).
  */
 struct drop_arg {
     _Atomic int32_t tid;
@@ -2819,7 +2821,7 @@ TEST(a_sample_dropped_at_a_full_ring_leaves_its_cpu_to_no_sample_perf_ring)
 
 TEST(a_sample_the_kernel_lost_leaves_its_cpu_to_no_sample_perf_ring)
 {
-    drop_test(AG_CPU_ENGINE_PERF_RING, 400);
+    drop_test(AG_CPU_ENGINE_PERF_RING, 2000);
 }
 
 /*
@@ -4957,6 +4959,9 @@ TEST(a_ring_thread_with_long_calls_gets_a_locator_and_its_kernel_time_placed)
     pthread_t th;
     double calls;
 
+#ifdef __SANITIZE_THREAD__
+    test_skip("ThreadSanitizer delivers the locator's signal away from the call's return");
+#endif
     if (!perf_allowed()) {
         return;
     }
