@@ -428,6 +428,7 @@ ag_start(const struct ag_config *cfg)
     atomic_store(&ag.cpu_unseen_ns, 0);
     atomic_store(&ag.cpu_rest_ns, 0);
     atomic_store(&ag.cpu_chance_ns, 0);
+    atomic_store(&ag.cpu_lost_ns, 0);
     atomic_store(&ag.n_not_code, 0);
     atomic_store(&ag.n_tables_pending, 0);
     atomic_store(&ag.n_wall_unsampled, 0);
@@ -706,6 +707,7 @@ ag_stats_get(struct ag_stats *out)
     out->not_sampled_held = atomic_load(&ag.n_not_sampled_held);
     out->cpu_rest_ns = atomic_load(&ag.cpu_rest_ns);
     out->cpu_chance_ns = atomic_load(&ag.cpu_chance_ns);
+    out->cpu_lost_ns = atomic_load(&ag.cpu_lost_ns);
     out->tick_hz = ag.tick_hz;
     pthread_mutex_lock(&ag.reg_lock);
     if (ag.threads != NULL) {

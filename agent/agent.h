@@ -406,6 +406,9 @@ struct ag_stats {
     uint64_t cpu_chance_ns; /* CPU time threads burned before their first sample, in the
                                timers' first-sample lottery (timer.c): its winners' samples stand
                                for it, in expectation */
+    uint64_t cpu_lost_ns;   /* CPU time of the CPU samples in lost (a full ring, the kernel's
+                               LOST records of a perf ring): weighed where they were dropped and
+                               counted here, in no sample, not left to the thread's next */
     uint64_t memory_bytes;  /* mapped by the agent: the thread registry and every ring */
     unsigned requested_hz_cpu; /* current CPU rate (max over requests), 0 when off */
     unsigned requested_hz_wall;

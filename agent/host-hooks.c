@@ -129,16 +129,15 @@ ag_host_claim(struct ag_thread *t, uint64_t cpu, int unseen, const uint64_t *fra
     if (weight == 0) {
         return;
     }
+    s = ag_ring_reserve(&t->ring);
+    if (s == NULL) {
+        ag_sig_count_lost(t, delta); /* its span weighed: in no sample */
+        return;
+    }
     atomic_fetch_add_explicit(&ag.n_cpu_weight, weight, memory_order_relaxed);
     atomic_fetch_add_explicit(&ag.cpu_sampled_ns, delta, memory_order_relaxed);
     atomic_fetch_add_explicit(unseen ? &ag.cpu_unseen_ns : &ag.n_cpu_tails, unseen ? delta : 1,
                               memory_order_relaxed);
-    s = ag_ring_reserve(&t->ring);
-    if (s == NULL) {
-        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
-        return;
-    }
     s->timestamp_ns = ag_sig_now_ns(CLOCK_MONOTONIC);
     s->cpu_time_ns = cpu;
     s->tid = ag_tls_tid;

@@ -414,9 +414,13 @@ struct ag_thread {
     uint32_t locator_idle;        /* reg: scans in a row without a split or a call seen */
     uint64_t locator_idle_cpu;    /* reg: the thread's CPU time (ns) in those scans */
     uint64_t scan_last_cpu;       /* reg: last_cpu_ns at the previous scan */
-    _Atomic int kern_retired;     /* reg: its locator went idle while on perf (timer.c); self
-                                     then drops a timer signal, asks for no new locator and reads
-                                     page faults only at splits */
+    /* reg: a perf-ring thread without a locator, its kernel time split off and its CPU since its
+     * window began (ag_ring_locator_wanted) */
+    uint32_t ring_loc_w;
+    uint64_t ring_loc_cpu;
+    _Atomic int kern_retired; /* reg: its locator went idle while on perf (timer.c); self
+                                 then drops a timer signal, asks for no new locator and reads
+                                 page faults only at splits */
     int kern_flush; /* reg: ag_cpu_flush() asks the drain to deliver kernel time waiting for a
                        stack now, as not placed */
     /* drain: the stack of the latest system call a locator saw (in the same mapping), and
@@ -457,6 +461,9 @@ struct ag_thread {
     uint64_t ring_cpu_to, ring_count_to; /* reg: the same at the read under way (0: unknown) */
     int ring_faults_fd;   /* reg: the event's page-fault counter (its group's member), or -1 */
     uint64_t ring_faults; /* reg: that count at the last sample read */
+    /* reg: samples the kernel could not write to the full ring (PERF_RECORD_LOST) since the last
+     * sample read: overflows in user mode whose CPU is in the next sample's span (perf-ring.c) */
+    uint64_t ring_lost_w;
     /* reg: ring samples whose unwind needed the stack above the copy (the copy full, the walk
      * ended reading past it), and whether auto moved the thread to perf's signal for them: its
      * stacks are deeper than the copy, so it keeps perf's signal (timer.c) */
@@ -549,6 +556,7 @@ struct ag_agent {
     _Atomic uint64_t drain_held_from;                         /* drain: ag_drain_held_from() */
     _Atomic uint64_t cpu_rest_ns;   /* CPU threads' ends left to no sample (ag_cpu_end_rest) */
     _Atomic uint64_t cpu_chance_ns; /* CPU before threads' first samples: the lottery's */
+    _Atomic uint64_t cpu_lost_ns;   /* CPU of samples dropped (ag_sig_count_lost): in none */
     _Atomic int lottery_asked;      /* a handler's draw won: the manager re-arms (timer.c) */
     _Atomic uint64_t lottery_state; /* the draws' sequence (timer.c) */
     _Atomic uint64_t lottery_mix;   /* the winners' carries (timer.c) */
@@ -683,6 +691,11 @@ void ag_signal_thread(int32_t tid, int sival);
 /* The handler (agent/sig-handler.c). */
 void ag_sig_handler(int signo, siginfo_t *info, void *uctx);
 void ag_sig_count_unsampled(struct ag_thread *t, uint64_t n);
+/* Counts a CPU sample of thread t that no ring slot took (its ring full: t's LOST records) and
+ * cpu_ns, the CPU its span stood for, as CPU no sample placed (ag_stats.cpu_lost_ns). Whoever
+ * drops a CPU sample weighs it first (ag_sig_cpu_weigh), so that the thread's next sample stands
+ * for its own span only. Async-signal-safe. */
+PP_SIGSAFE void ag_sig_count_lost(struct ag_thread *t, uint64_t cpu_ns);
 /*
  * Whether a thread's timer samples look late to auto: dn samples standing for dw intervals, at
  * least 3 in all and half again as many as there were samples (the tick misses its runs). The
@@ -866,6 +879,12 @@ void ag_locators_arm_asked_locked(void);
  * CPU at period_ns a sample; retired: its locator went idle before (timer.c). Pure, for tests. */
 int ag_locator_wanted(int retired, uint32_t kern_intervals, uint32_t calls_seen, uint64_t cpu_ns,
                       uint64_t period_ns);
+/* The scan's choice for a perf-ring thread without a locator that no ring sample showed at a
+ * call's return: its split-off kernel time dk intervals and its CPU dcpu since the previous scan
+ * are added to its window (*w, *cpu); a window that holds AG_RING_LOCATOR_W intervals is judged
+ * (a fifth of its CPU or more: 1) and begins again. Pure, for tests. */
+int ag_ring_locator_wanted(uint32_t *w, uint64_t *cpu, uint32_t dk, uint64_t dcpu,
+                           uint64_t period_ns);
 /* The same with the thread's CPU time cpu read earlier (a thread that has exited since). */
 uint64_t ag_cpu_claim_tail_at_locked(struct ag_thread *t, uint64_t cpu);
 /* Adds part p, claimed after every part of tl, to tl: into its last part when of the same kind,

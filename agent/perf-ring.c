@@ -178,6 +178,7 @@ ag_pring_open_locked(struct ag_thread *t, int32_t tid, unsigned hz)
         t->ring_faults_fd = -1;
     }
     t->ring_faults = 0;
+    t->ring_lost_w = 0;
     (void)ag_timer_baseline(t, tid);
     /* The count starts at the enable: the thread's CPU time then is its origin. */
     t->ring_cpu_base = clock_gettime(ag_thread_cpu_clock(tid), &ts) == 0
@@ -305,12 +306,12 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
     const unsigned char *p = ag_pring_rec.b + sizeof(struct perf_event_header);
     const unsigned char *end = ag_pring_rec.b + size;
     uint64_t v[AG_ARCH_PERF_REGS_N], ts, count, faults = 0, abi, sz, dyn = 0, cpu, delta, period;
-    uint64_t kernel_ns = 0, own, nr, fault_n = 0;
+    uint64_t kernel_ns = 0, own, nr, fault_n = 0, lost_ns;
     struct ag_arch_regs regs;
     struct ag_unwind_result res;
     struct ag_unwind_ctx c;
     struct ag_sample *s;
-    uint32_t weight, kernel_w = 0, skip = 0, early;
+    uint32_t weight, kernel_w = 0, skip = 0, early, lost_w;
     unsigned i;
     int in_kernel, faulted = 0;
 
@@ -356,16 +357,6 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
         dyn = pp_perf_ring_u64(p + sz);
         dyn = dyn < sz ? dyn : sz;
     }
-    /* Two slots or none: a split-off record is always followed by its sample (the drain orders
-     * the pair by the sample's time). */
-    if (t->pring.slots == NULL ||
-        atomic_load_explicit(&t->pring.head, memory_order_relaxed) -
-                        atomic_load_explicit(&t->pring.tail, memory_order_acquire) >=
-                t->pring.mask) {
-        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
-        return;
-    }
     period = 1000000000u / t->timer_hz;
     cpu = ag_pring_cpu(t, count);
     weight = (uint32_t)ag_sig_cpu_weigh(t, cpu, period, AG_WEIGH_EARLY, &delta);
@@ -377,16 +368,40 @@ ag_pring_sample(struct ag_thread *t, int32_t tid, size_t size)
     }
     early = atomic_exchange_explicit(&t->perf_early, 0, memory_order_relaxed);
     own = delta != 0 ? delta : period;
+    lost_w = t->ring_lost_w;
+    t->ring_lost_w = 0;
+    if (nr == 2) {
+        faulted = faults != t->ring_faults;
+        fault_n = faults - t->ring_faults;
+        t->ring_faults = faults;
+    }
+    /* Two slots or none: a split-off record is always followed by its sample (the drain orders
+     * the pair by the sample's time). A sample dropped here was weighed above, its span counted
+     * lost with it: left to the next sample (as before), its CPU came back there as weight
+     * beyond one interval, kernel time to a call seen or [kernel, not placed] (issue 19). */
+    if (t->pring.slots == NULL ||
+        atomic_load_explicit(&t->pring.head, memory_order_relaxed) -
+                        atomic_load_explicit(&t->pring.tail, memory_order_acquire) >=
+                t->pring.mask) {
+        ag_sig_count_lost(t, own);
+        return;
+    }
+    if (lost_w != 0) {
+        /* The samples the kernel could not write (PERF_RECORD_LOST) came in user mode, one
+         * interval each, and their CPU is in this span: not kernel time, and not this stack's.
+         * Counted lost; this sample keeps its own interval and what the kernel skipped. */
+        lost_w = lost_w < weight - 1u ? lost_w : weight - 1u;
+        lost_ns = own / weight * lost_w;
+        atomic_fetch_add_explicit(&ag.cpu_lost_ns, lost_ns, memory_order_relaxed);
+        weight -= lost_w;
+        own -= lost_ns;
+        delta = delta != 0 ? delta - lost_ns : 0;
+    }
     /* An overflow due in a system call's exit path, where interrupts are off until the return,
      * is taken just after it: its interval ended in the kernel (sig-handler.c). */
     in_kernel = ag_pring_in_syscall(regs.pc);
     if (in_kernel) {
         atomic_fetch_add_explicit(&t->kern_sites, 1, memory_order_relaxed);
-    }
-    if (nr == 2) {
-        faulted = faults != t->ring_faults;
-        fault_n = faults - t->ring_faults;
-        t->ring_faults = faults;
     }
     if (weight > 1u + early) {
         kernel_w = weight - 1u - early; /* (the early overflows came in user mode) */
@@ -509,6 +524,7 @@ ag_pring_read_locked(struct ag_thread *t)
                 atomic_fetch_add_explicit(&t->dropped, lost, memory_order_relaxed);
                 atomic_fetch_add_explicit(&ag.n_lost, lost, memory_order_relaxed);
                 atomic_fetch_add_explicit(&ag.n_ring_lost, lost, memory_order_relaxed);
+                t->ring_lost_w += lost; /* their CPU: the next sample's span takes it out */
             }
         }
         tail += h.size;

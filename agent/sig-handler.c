@@ -238,6 +238,14 @@ ag_sig_count_unsampled(struct ag_thread *t, uint64_t n)
     atomic_fetch_add_explicit(&ag.n_wall_unsampled, n, memory_order_relaxed);
 }
 
+void
+ag_sig_count_lost(struct ag_thread *t, uint64_t cpu_ns)
+{
+    atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ag.cpu_lost_ns, cpu_ns, memory_order_relaxed);
+}
+
 /* Whether signo is pending for the calling thread (or its process), as it is while a handler of
  * it runs (the kernel blocks it there) when one was sent after the running one was taken. */
 static int
@@ -421,7 +429,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     uint64_t lo, hi, cpu, delta, period, kernel_ns = 0;
     uint8_t mode, engine = 0;
     unsigned hz;
-    int eintr, in_kernel = 0, site = 0, faulted = 0, faults_read = 0, owed;
+    int eintr, in_kernel = 0, site = 0, faulted = 0, faults_read = 0, owed, offstack;
     uint64_t fault_n = AG_FAULTS_UNKNOWN;
     uint32_t skip = 0, kernel_w = 0, held = 0; /* held: wall passes this sample would carry */
     uint32_t early = 0;    /* perf: early overflows whose CPU this sample takes (AG_WEIGH_EARLY) */
@@ -486,20 +494,14 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
     if (eintr) {
         atomic_fetch_add_explicit(&ag.n_eintr_seen, 1, memory_order_relaxed);
     }
-    if (ag_sig_on_altstack(uctx, regs.sp)) {
-        /* The interrupted code runs on the thread's alternate signal stack (a host handler
-         * installed where host/ could not add the signal to its mask, or code the host runs
-         * there): maybe too small a stack to walk from, and not the thread's. No sample:
-         * counted, and lost for the thread (its LOST record). */
-        atomic_fetch_add_explicit(&ag.n_offstack, 1, memory_order_relaxed);
-        t = ag_sig_thread_self();
-        if (t != NULL) {
-            atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
-            held = ag_sig_wall_taken(t, mode, signo);
-        }
-        goto out;
-    }
+    /* The interrupted code runs on the thread's alternate signal stack (a host handler installed
+     * where host/ could not add the signal to its mask, or code the host runs there): maybe too
+     * small a stack to walk from, and not the thread's. No sample: dropped as at a full ring
+     * below (weighed, its CPU counted lost, the thread's LOST record), once it is known to be
+     * one (a perf fd's, a timer's that is no locator's). Dropped here before it was weighed, a
+     * coroutine's 300 ms on its sigaltstack (tests/hosts' signals offstack, 100 Hz) came back in
+     * the thread's next sample: 10 intervals of [kernel, not placed] and 10 of [not sampled]. */
+    offstack = ag_sig_on_altstack(uctx, regs.sp);
     t = ag_sig_thread_self();
     if (t != NULL) {
         held = ag_sig_wall_taken(t, mode, signo);
@@ -565,10 +567,31 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         ag_sig_lottery(t, info, cpu, hz)) {
         goto out;
     }
-    s = ag_ring_reserve(&t->ring);
+    s = offstack ? NULL : ag_ring_reserve(&t->ring);
     if (s == NULL) {
-        atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+        delta = 0;
+        if (offstack) {
+            atomic_fetch_add_explicit(&ag.n_offstack, 1, memory_order_relaxed);
+        }
+        if (mode == AG_MODE_CPU && !site) {
+            /* The ring is full (its drain held off). The span is weighed as the sample's would
+             * have been and counted lost with it: left to the next sample, it went under that
+             * sample's stack, and on perf as kernel time (its weight beyond one interval), to a
+             * call seen or [kernel, not placed] (issue 19). */
+            period = 1000000000u / hz;
+            if (ag_sig_cpu_weigh(t, cpu, period,
+                                 engine == AG_CPU_ENGINE_PERF ? AG_WEIGH_EARLY : AG_WEIGH_ONE,
+                                 &delta) == 0) {
+                /* early: no sample, as below, and nothing lost */
+                atomic_fetch_add_explicit(&t->perf_early, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&ag.n_perf_early, 1, memory_order_relaxed);
+                goto out;
+            }
+            /* (the early overflows' CPU was in this span: lost with it) */
+            (void)atomic_exchange_explicit(&t->perf_early, 0, memory_order_relaxed);
+            delta = delta != 0 ? delta : period;
+        }
+        ag_sig_count_lost(t, delta);
         goto out;
     }
     s->timestamp_ns = ag_sig_now_ns(CLOCK_MONOTONIC);
@@ -715,8 +738,7 @@ ag_sig_handler(int signo, siginfo_t *info, void *uctx)
         ag_ring_commit(&t->ring);
         u = ag_ring_reserve(&t->ring);
         if (u == NULL) {
-            atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&ag.n_lost, 1, memory_order_relaxed);
+            ag_sig_count_lost(t, own); /* (weighed already: no later sample takes it) */
             goto out;
         }
         u->timestamp_ns = ts;

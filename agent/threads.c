@@ -367,6 +367,8 @@ ag_thread_reset_locked(struct ag_thread *t)
     atomic_store_explicit(&t->kern_locating, 0, memory_order_relaxed);
     t->kern_flush = 0;
     t->scan_kern_w = 0;
+    t->ring_loc_w = 0;
+    t->ring_loc_cpu = 0;
     atomic_store_explicit(&t->kern_w, 0, memory_order_relaxed);
     atomic_store_explicit(&t->kern_asked, 0, memory_order_relaxed);
     atomic_store_explicit(&t->kern_retired, 0, memory_order_relaxed);

@@ -857,6 +857,42 @@ ag_locator_wanted(int retired, uint32_t kern_intervals, uint32_t calls_seen, uin
     return !retired || calls_seen != 0 || 4u * (uint64_t)kern_intervals * period_ns >= cpu_ns;
 }
 
+/*
+ * A perf-ring thread gets a locator when a ring sample shows it at a call's return (a call seen:
+ * perf-ring.c, and the scan below), so that a thread that makes no calls pays no signal. That
+ * alone left threads whose calls are in the kernel most of their time without one: an overflow is
+ * taken at a call's return only when it came due in the call's exit path, and a bursty thread on
+ * a loaded machine gets few samples (pp-sample-syscalls' I/O-like thread, 0.6 ms of write(2)
+ * calls and 0.4 ms of parsing every 4 ms, about 30 samples in a 4 s recording at 250 Hz beside
+ * two busy loops, load 18-22): in 9 recordings of 16 it got no locator, and in 7 of those its
+ * kernel time went as not placed over its parser's stack (sc_io_write 1.7 to 8.1 % of the profile
+ * for 9.5 to 12.2 % measured; within 2.9 points in the 7 with one). So the scan also keeps a
+ * window of the thread's split-off
+ * kernel time and CPU: one that holds AG_RING_LOCATOR_W intervals of kernel time in five times
+ * that CPU or less (a fifth or more of it) arms a locator. A thread that makes no calls splits off
+ * a few per cent (its interrupts', its switches'), and its window of 8 intervals spans some 100 or
+ * more: judged so over many scans, not one (a starved worker's single scan showed a quarter of
+ * its little CPU). A quarter missed one recording of 16 (9 intervals in 37, the I/O-like
+ * thread's window, read 24 %).
+ */
+#define AG_RING_LOCATOR_W 8u
+
+int
+ag_ring_locator_wanted(uint32_t *w, uint64_t *cpu, uint32_t dk, uint64_t dcpu, uint64_t period_ns)
+{
+    int want;
+
+    *w += dk;
+    *cpu += dcpu;
+    if (*w < AG_RING_LOCATOR_W) {
+        return 0;
+    }
+    want = 5u * (uint64_t)*w * period_ns >= *cpu;
+    *w = 0;
+    *cpu = 0;
+    return want;
+}
+
 /* The scan's look: a perf thread that split off kernel time since the previous scan and has no
  * locator (its first split's request failed, or came before the manager ran, or its locator
  * retired) gets one as ag_locator_wanted says; one idle for AG_LOCATOR_IDLE_SCANS scans goes. */
@@ -888,17 +924,22 @@ ag_locator_check_locked(struct ag_thread *t, int32_t tid)
         }
         return;
     }
-    /* A perf-ring thread needs a call seen (a ring sample at a call's return: any overflow due
-     * in a call is taken there, so a thread whose kernel time is in calls shows them), as its
-     * reader asks (perf-ring.c): a thread that makes no calls gets no locator, also when a scan
-     * finds it starved with a quarter of its little CPU split off (a pp-sample-workload worker at
-     * a load of 16 to 20 got one so, 18 signals before it retired). */
-    if (!perf || t->has_locator || t->timer_hz == 0 ||
-        (ring ? dk < 2 || ds == 0
-              : !ag_locator_wanted(atomic_load_explicit(&t->kern_retired, memory_order_relaxed), dk,
-                                   ds, dcpu, 1000000000u / t->timer_hz))) {
+    /* A perf-ring thread needs a call seen (a ring sample at a call's return), as its reader
+     * asks (perf-ring.c), or a window of 8 intervals of kernel time, a fifth of its CPU or more
+     * (ag_ring_locator_wanted, above): a thread that makes no calls gets no locator, also when a
+     * scan finds it starved with a quarter of its little CPU split off (a pp-sample-workload
+     * worker at a load of 16 to 20 got one so, 18 signals before it retired). */
+    if (!perf || t->has_locator || t->timer_hz == 0) {
         return;
     }
+    if (ring ? !(dk >= 2 && ds != 0) && !ag_ring_locator_wanted(&t->ring_loc_w, &t->ring_loc_cpu,
+                                                                dk, dcpu, 1000000000u / t->timer_hz)
+             : !ag_locator_wanted(atomic_load_explicit(&t->kern_retired, memory_order_relaxed), dk,
+                                  ds, dcpu, 1000000000u / t->timer_hz)) {
+        return;
+    }
+    t->ring_loc_w = 0;
+    t->ring_loc_cpu = 0;
     ag_locator_arm_locked(t, tid);
 }
 

@@ -118,6 +118,9 @@ static const struct nt_field bridge_agent_losses_fields[] = {
      * (agent/timer.c, ag_stats.cpu_chance_ns): no sample is at it, its winners' samples stand
      * for it in expectation (a profile of short threads rests on it; since exitgap) */
     { "CpuChanceNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    /* CPU time of the CPU samples the agent dropped (a full ring; LostSamples counts them):
+     * weighed where they were dropped, in no sample, not in the thread's next (since ringdrop) */
+    { "CpuLostNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
 static const struct nt_field bridge_lost_fields[] = {
     { "ThreadId", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
@@ -241,6 +244,7 @@ struct bridge_session {
      * AgentLosses event carries what they grew by since (bridge_write_losses). */
     uint64_t losses_threads, losses_rest_ns, losses_early; /* (and ag_stats.perf_early) */
     uint64_t losses_chance_ns;                             /* (ag_stats.cpu_chance_ns) */
+    uint64_t losses_lost_ns;                               /* (ag_stats.cpu_lost_ns) */
     struct bridge_counters counters;                       /* EventCounters (bridge/counters.h) */
     /* A stack snapshot (CPU mode, SampleProfiler alone: dotnet-stack's session): the first pass
      * of a wall sampler started for it gives every thread one waiting-type sample with its stack,
@@ -637,6 +641,7 @@ bridge_session_start(void *ctx, const struct ipc_session_config *cfg)
         s->losses_rest_ns = st.cpu_rest_ns;
         s->losses_early = st.perf_early;
         s->losses_chance_ns = st.cpu_chance_ns;
+        s->losses_lost_ns = st.cpu_lost_ns;
     }
     if (err == 0 && s->samples && cfg->provider_count == 1 &&
         ag_sampling_acquire(AG_MODE_WALL, BRIDGE_SNAPSHOT_HZ) == 0) {
@@ -1378,16 +1383,17 @@ static int
 bridge_write_losses(struct bridge_session *s, struct nt_writer *w, uint64_t ts)
 {
     struct ag_stats st;
-    uint8_t buf[32];
+    uint8_t buf[40];
     struct nt_payload p;
-    uint64_t threads, rest, early, chance;
+    uint64_t threads, rest, early, chance, lost;
 
     ag_stats_get(&st);
     threads = bridge_growth(st.threads_dropped, &s->losses_threads);
     rest = bridge_growth(st.cpu_rest_ns, &s->losses_rest_ns);
     early = bridge_growth(st.perf_early, &s->losses_early);
     chance = bridge_growth(st.cpu_chance_ns, &s->losses_chance_ns);
-    if (threads == 0 && rest == 0 && early == 0 && chance == 0) {
+    lost = bridge_growth(st.cpu_lost_ns, &s->losses_lost_ns);
+    if (threads == 0 && rest == 0 && early == 0 && chance == 0 && lost == 0) {
         return 0;
     }
     nt_payload_init(&p, buf, sizeof(buf));
@@ -1395,6 +1401,7 @@ bridge_write_losses(struct bridge_session *s, struct nt_writer *w, uint64_t ts)
     nt_payload_u64(&p, rest);
     nt_payload_u64(&p, early);
     nt_payload_u64(&p, chance);
+    nt_payload_u64(&p, lost);
     return bridge_write_payload(w, &bridge_agent_losses_event, BRIDGE_NO_THREAD, ts, &p);
 }
 

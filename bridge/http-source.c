@@ -341,6 +341,9 @@ bridge_http_end_cb(uv_timer_t *t)
         p->cpu_chance_ns = st.cpu_chance_ns >= r->stats0.cpu_chance_ns
                                    ? st.cpu_chance_ns - r->stats0.cpu_chance_ns
                                    : st.cpu_chance_ns;
+        p->cpu_lost_ns = st.cpu_lost_ns >= r->stats0.cpu_lost_ns
+                                 ? st.cpu_lost_ns - r->stats0.cpu_lost_ns
+                                 : st.cpu_lost_ns;
     }
     p->mode = strdup(r->mode == AG_MODE_WALL ? "wall" : "cpu");
     f = fopen("/proc/self/comm", "re");

@@ -289,10 +289,12 @@ pp_add_clr_module(struct pp_loader *pv, const uint8_t *p, uint32_t size)
     return err;
 }
 
+#define PP_FIELDS_MAX 5 /* (AgentLosses' fields) */
+
 struct pp_fields {
-    const char *want[4];
-    struct nt_value got[4];
-    int found[4];
+    const char *want[PP_FIELDS_MAX];
+    struct nt_value got[PP_FIELDS_MAX];
+    int found[PP_FIELDS_MAX];
 };
 
 static int
@@ -304,7 +306,7 @@ pp_fields_visit(void *ctx, const struct nt_value *v)
     if (v->depth != 0) {
         return 0;
     }
-    for (i = 0; i < 4 && f->want[i] != NULL; i++) {
+    for (i = 0; i < PP_FIELDS_MAX && f->want[i] != NULL; i++) {
         if (v->field != NULL && v->field->name != NULL && strcmp(v->field->name, f->want[i]) == 0) {
             f->got[i] = *v;
             f->found[i] = 1;
@@ -422,12 +424,14 @@ pp_on_pipeprof_event(struct pp_loader *ld, const struct nt_event *ev)
         f.want[1] = "CpuRestNs";
         f.want[2] = "PerfEarly";   /* since weigh0 (2026-11-29) */
         f.want[3] = "CpuChanceNs"; /* since exitgap (2026-11-29) */
+        f.want[4] = "CpuLostNs";   /* since ringdrop (2026-11-29) */
         if (nt_payload_decode(ev->desc, ev->payload, ev->payload_size, pp_fields_visit, &f) == 0 &&
             f.found[0] && f.found[1]) {
             ld->p->threads_dropped += f.got[0].u;
             ld->p->cpu_rest_ns += f.got[1].u;
             ld->p->perf_early += f.found[2] ? f.got[2].u : 0;
             ld->p->cpu_chance_ns += f.found[3] ? f.got[3].u : 0;
+            ld->p->cpu_lost_ns += f.found[4] ? f.got[4].u : 0;
         }
         return 0;
     }

@@ -47,7 +47,8 @@ pp_report_usage(FILE *out)
                  "thread from its first sample to its last), the samples the agent dropped, the\n"
                  "events lost in the trace (sequence gaps), the threads the agent refused\n"
                  "(not sampled while refused), the CPU threads burned after their last\n"
-                 "sample that no sample holds, the share of named frames (and, for a trace\n"
+                 "sample that no sample holds, the CPU the dropped samples stood for, the\n"
+                 "share of named frames (and, for a trace\n"
                  "whose process was killed before its rundown, how many were named from the\n"
                  "files of its modules and why the rest were not),\n"
                  "whether the trace ends early, the CPU samples in the kernel ([kernel] leaf;\n"
@@ -71,7 +72,8 @@ pp_report_usage(FILE *out)
                  "\"tables_pending_samples\" (stacks cut short, rooted at [unwind tables not\n"
                  "ready]), \"threads_dropped\" (refused), \"cpu_rest_ms\" (in no sample),\n"
                  "\"perf_early_samples\", \"cpu_chance_ms\" (before threads' first samples,\n"
-                 "the lottery's), \"names_from_files_traces\",\n"
+                 "the lottery's), \"cpu_lost_ms\" (what the lost samples stood for),\n"
+                 "\"names_from_files_traces\",\n"
                  "\"names_from_files_frames\" and \"names_from_files_named\" (traces whose\n"
                  "process ended before its rundown, their frames named from the files of\n"
                  "its modules: by `record`, or here, which says so on stderr), \"top_self\" and\n"
@@ -241,6 +243,12 @@ pp_report_time_lines(const struct pp_profile *p, const struct pp_report_time *tm
                 "their final one did not take (under half an interval a thread)\n",
                 prefix, (double)p->cpu_rest_ns / 1e6);
     }
+    if (p->cpu_lost_ns != 0) {
+        fprintf(out,
+                "%sCPU in lost samples: %.3f ms, what the samples the agent dropped (a full "
+                "ring) stood for, in no sample (not given to the next)\n",
+                prefix, (double)p->cpu_lost_ns / 1e6);
+    }
     if (p->perf_early != 0) {
         fprintf(out,
                 "%sperf samples early by their thread's CPU clock: %llu, left out (perf's "
@@ -296,6 +304,10 @@ pp_report_time_brief(const struct pp_profile *p, const char *prefix, FILE *out)
     if (p->cpu_rest_ns != 0) {
         fprintf(out, "%s%.1f ms of CPU at the ends of threads in no sample", sep,
                 (double)p->cpu_rest_ns / 1e6);
+        sep = "; ";
+    }
+    if (p->cpu_lost_ns != 0) {
+        fprintf(out, "%s%.1f ms of CPU in lost samples", sep, (double)p->cpu_lost_ns / 1e6);
         sep = "; ";
     }
     if (p->perf_early != 0) {
@@ -464,7 +476,7 @@ pp_cmd_report(int argc, char **argv)
                "\"not_sampled_samples\":%llu,\"not_running_markers\":%llu,\"wait_markers\":%llu,"
                "\"tick_hz\":%u,\"tick_bound\":%s,\"tables_pending_samples\":%llu,"
                "\"threads_dropped\":%llu,\"cpu_rest_ms\":%.3f,\"perf_early_samples\":%llu,"
-               "\"cpu_chance_ms\":%.3f,\"names_from_files_traces\":%u,"
+               "\"cpu_chance_ms\":%.3f,\"cpu_lost_ms\":%.3f,\"names_from_files_traces\":%u,"
                "\"names_from_files_frames\":%llu,\"names_from_files_named\":%llu,",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,
                (unsigned long long)(p->samples - p->running_samples),
@@ -478,8 +490,8 @@ pp_cmd_report(int argc, char **argv)
                pp_profile_tick_bound(p) != 0 ? "true" : "false",
                (unsigned long long)tm.tables_pending, (unsigned long long)p->threads_dropped,
                (double)p->cpu_rest_ns / 1e6, (unsigned long long)p->perf_early,
-               (double)p->cpu_chance_ns / 1e6, p->names_traces, (unsigned long long)p->names_frames,
-               (unsigned long long)p->names_named);
+               (double)p->cpu_chance_ns / 1e6, (double)p->cpu_lost_ns / 1e6, p->names_traces,
+               (unsigned long long)p->names_frames, (unsigned long long)p->names_named);
     } else {
         printf("samples: %llu (running %llu, waiting %llu) in %.3f s, %zu threads, pid %u\n",
                (unsigned long long)p->samples, (unsigned long long)p->running_samples,

@@ -647,6 +647,12 @@ pp_pprof_encode(struct pp_pprof *w, char *err_msg, size_t errlen)
                  (unsigned long long)p->threads_dropped, (double)p->cpu_rest_ns / 1e6);
         err = pp_pprof_comment(w, text);
     }
+    if (err == 0 && p->cpu_lost_ns != 0) {
+        snprintf(text, sizeof(text),
+                 "%.3f ms of CPU in the samples the agent dropped, in no sample",
+                 (double)p->cpu_lost_ns / 1e6);
+        err = pp_pprof_comment(w, text);
+    }
     if (err == 0 && p->perf_early != 0) {
         snprintf(text, sizeof(text),
                  "%llu perf samples left out, early by their thread's CPU clock (their CPU is in "

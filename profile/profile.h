@@ -112,6 +112,8 @@ struct pp_profile {
     uint64_t cpu_chance_ns; /* CPU threads burned before their first sample, in the timers'
                                first-sample lottery: no sample is at it, its winners' samples
                                stand for it in expectation (AgentLosses' CpuChanceNs) */
+    uint64_t cpu_lost_ns;   /* CPU time of the samples the agent dropped (lost_samples): in no
+                               sample (AgentLosses' CpuLostNs) */
     /* Traces whose process ended before its rundown (killed), their frames named afterwards from
      * the files of its modules (cli/names.c, by `record` or the loader): how many traces, their
      * frames left to name, of those named by a symbol, and the first one's description (why the

@@ -23,9 +23,9 @@ record() {
 # time_line NAME: the summary's second line as report's JSON figures for $T/NAME.nettrace give it
 # (nothing when they are all 0): CPU in the kernel as a share of running samples and how much of
 # it was not placed, [not sampled] and signal-blocked shares, the stacks cut short while an unwind
-# table was pending (a share of all samples), CPU at threads' ends in no sample, perf samples
-# left out as early, CPU before threads' first samples (the lottery's), waiting samples,
-# not-running markers.
+# table was pending (a share of all samples), CPU at threads' ends in no sample, CPU in lost
+# samples, perf samples left out as early, CPU before threads' first samples (the lottery's),
+# waiting samples, not-running markers.
 time_line() {
   "$PIPEPROF" report --format json "$T/$1.nettrace" | python3 -c '
 import json, sys
@@ -46,6 +46,8 @@ if j["tables_pending_samples"]:
                  (100.0 * j["tables_pending_samples"] / j["samples"] if j["samples"] else 0.0))
 if j["cpu_rest_ms"]:
     parts.append("%.1f ms of CPU at the ends of threads in no sample" % j["cpu_rest_ms"])
+if j["cpu_lost_ms"]:
+    parts.append("%.1f ms of CPU in lost samples" % j["cpu_lost_ms"])
 if j["perf_early_samples"]:  # (chr(39): this program sits in single quotes)
     parts.append("%d perf samples left out, early by their thread%ss CPU clock" %
                  (j["perf_early_samples"], chr(39)))
@@ -91,6 +93,15 @@ lost=$("$PIPEPROF" report --format json "$T/lost.nettrace" |
 grep -q ", lost $lost samples dropped by the agent and [0-9]* events in the trace;" <<<"$line" ||
   fail "the summary line hides the $lost lost samples: $line"
 note "losses: $line"
+# Their CPU (300 ms burned on the alternate stack) is counted lost, in no sample, and said on the
+# time line; before ringdrop the thread's next sample took it: 10 intervals of [kernel, not
+# placed] and 10 of [not sampled] at 100 Hz, 0 ms lost.
+cpu_lost=$("$PIPEPROF" report --format json "$T/lost.nettrace" |
+  python3 -c 'import json,sys; print(int(json.load(sys.stdin)["cpu_lost_ms"]))')
+((cpu_lost >= 150)) || fail "the offstack host's CPU on its alternate stack: $cpu_lost ms lost"
+grep -q "ms of CPU in lost samples" "$T/lost.err" ||
+  fail "the summary does not say the CPU in lost samples: $(cat "$T/lost.err")"
+note "losses: $cpu_lost ms of CPU in lost samples"
 
 # 2a. What no sample holds is said too (AgentLosses): with 2 thread slots the workload's threads
 # (main, two workers, the library's own) do not all get one; each refused thread is counted once,

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -120,6 +121,7 @@ struct tid_stats {
     uint64_t kernel_leaf_weight; /* CPU samples with a [kernel] or not placed leaf, of any source
                                     (a sample at a call's return is AG_SOURCE_SIGNAL) */
     uint64_t tail_weight;        /* final samples' weights (claims: at an exit, a flush, a block) */
+    uint32_t signal_weight_max;  /* the largest weight of a CPU sample the engine took */
 };
 
 static struct tid_stats col[MAX_TIDS];
@@ -223,6 +225,9 @@ col_cb(const struct ag_record *rec, void *ctx)
             /* (a perf thread's final sample may come with its kernel time split off first) */
             t->last_cpu_stack = stack_hash(rec->u.sample);
             t->cpu_signal_samples++;
+            if (rec->u.sample->weight > t->signal_weight_max) {
+                t->signal_weight_max = rec->u.sample->weight;
+            }
         }
         if (rec->u.sample->mode == AG_MODE_CPU) {
             t->cpu_delta_sum += rec->u.sample->cpu_delta_ns;
@@ -286,6 +291,20 @@ static void
 col_drain(void)
 {
     drain_into(col_cb);
+}
+
+/* Drains every 20 ms (8 s at most) until thread tid's STOP came; returns its stats. */
+static struct tid_stats *
+col_drain_until_stopped(int32_t tid)
+{
+    struct tid_stats *t = col_get(tid);
+    int i;
+
+    for (i = 0; i < 400 && !t->stopped; i++) {
+        usleep(20000);
+        col_drain();
+    }
+    return t;
 }
 
 /* The agent's defaults, with the timers' first expiry a full interval after the baseline, as
@@ -2642,11 +2661,7 @@ TEST(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu)
     ring_threads = st.threads_ring;
     ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 250)); /* a new rate: a new ring */
     ASSERT_OK(pthread_join(th, NULL));
-    t = col_get(atomic_load(&a.tid));
-    for (i = 0; i < 400 && !t->stopped; i++) {
-        usleep(20000);
-        col_drain();
-    }
+    t = col_drain_until_stopped(atomic_load(&a.tid));
     ag_stats_get(&st);
     stolen = steal_ns() - stolen;
     share = (double)t->hit_weight[0] / (double)(t->hit_weight[0] + t->hit_weight[1] +
@@ -2668,7 +2683,8 @@ TEST(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu)
     /* Nothing dropped but what the kernel could not write to a full ring (its LOST records):
      * a ring holds 25 ms of samples, and a manager late by half of that on a loaded machine
      * loses some (1 of 172-176 in 2 of 5 runs of an ASan build at load 25); their CPU time
-     * comes back in the next sample's weight, as the bounds below hold. */
+     * is counted lost (cpu_lost_ns, since ringdrop: before, it came back in the next sample's
+     * weight, as kernel time), and the bounds below count it. */
     ASSERT_TRUE(t->stopped == 1 && t->dropped <= st.ring_lost);
     ASSERT_TRUE(share > 0.6 && share < 0.9);
     /* Its CPU since it was armed (just after its start), all of it in weights, none twice. The
@@ -2678,9 +2694,134 @@ TEST(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu)
      * stole (steal_ns), and read as CPU it came to 916 ms for 900 in a fresh-clone CI run: a
      * sample's count now maps to the thread's clock (perf-ring.c, ag_pring_cpu), so no
      * allowance is made for it. */
-    ASSERT_TRUE(t->cpu_delta_sum <= a.cpu_end + 10000000u);
-    ASSERT_TRUE(t->cpu_delta_sum + 20000000u >= a.cpu_end);
+    ASSERT_TRUE(t->cpu_delta_sum + st.cpu_lost_ns <= a.cpu_end + 10000000u);
+    ASSERT_TRUE(t->cpu_delta_sum + st.cpu_lost_ns + 20000000u >= a.cpu_end);
     ag_stop();
+}
+
+/*
+ * A CPU sample dropped at a full ring (issue 19) leaves none of its CPU to the thread's next
+ * sample: it is weighed where it is dropped and counted lost (ag_stats.cpu_lost_ns). A thread of
+ * arithmetic only burns 400 ms of CPU at 100 Hz with nobody draining its ring of 16 slots (the
+ * handler's ring for perf's signal and the timers, the pring for perf-ring), or, read_ms set,
+ * with perf-ring's manager reading its kernel ring every read_ms only, so that the kernel loses
+ * samples (PERF_RECORD_LOST; every 2 s: at 400 ms, a loaded machine's wall time for the
+ * thread's 400 ms let reads in, and 7 were lost in a ctest -j3 run); it spins until the case has
+ * drained (the drain reads the kernel's ring), then burns 200 ms more (50). Before, the first
+ * sample kept after the drops stood for all their CPU: on perf and perf-ring as kernel time split
+ * off it (a thread that makes no system call), on the timers under its own stack (its weight the
+ * dropped samples' count and more).
+ */
+struct drop_arg {
+    _Atomic int32_t tid;
+    _Atomic int phase; /* 1: its first 400 ms burned; 2 (the case's): drained, go on; 3: done */
+    uint64_t burn_ns;  /* what it burns after the drain */
+    uint64_t cpu_end;
+};
+
+static void *
+drop_main(void *p)
+{
+    struct drop_arg *a = p;
+    uint64_t c0;
+
+    pthread_setname_np(pthread_self(), "drop");
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    c0 = cpu_ns();
+    while (cpu_ns() < c0 + 400000000u) {
+        busy_a();
+    }
+    atomic_store(&a->phase, 1);
+    while (atomic_load(&a->phase) != 2) {
+        busy_a();
+    }
+    c0 = cpu_ns();
+    while (cpu_ns() < c0 + a->burn_ns) {
+        busy_a();
+    }
+    a->cpu_end = cpu_ns();
+    atomic_store(&a->phase, 3);
+    return NULL;
+}
+
+static void
+drop_test(uint8_t engine, unsigned read_ms)
+{
+    /* (after the drain, with the kernel's ring read every read_ms, 50 ms: fewer samples than
+     * that ring holds, none lost at the thread's end, where no later sample brings the kernel's
+     * LOST record and the final sample takes their CPU as kernel time) */
+    struct drop_arg a = { 0, 0, read_ms != 0 ? 50000000u : 200000000u, 0 };
+    struct ag_config cfg;
+    struct ag_stats st;
+    struct tid_stats *t;
+    pthread_t th;
+    int i;
+
+    if (engine != AG_CPU_ENGINE_TIMER && !perf_allowed()) {
+        return;
+    }
+    sampling_config_init(&cfg);
+    cfg.scan_ms = 20;
+    cfg.cpu_engine = engine;
+    if (read_ms != 0) {
+        cfg.test_ring_read_ms = read_ms;
+    } else {
+        cfg.ring_slots = 16;
+    }
+    ASSERT_OK(ag_start(&cfg));
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
+    ASSERT_OK(pthread_create(&th, NULL, drop_main, &a));
+    for (i = 0; i < 4000 && atomic_load(&a.phase) == 0; i++) {
+        usleep(5000);
+    }
+    ASSERT_EQ(atomic_load(&a.phase), 1);
+    usleep(50000); /* (perf-ring: a read of its kernel ring finds the pring full) */
+    col_drain();
+    atomic_store(&a.phase, 2);
+    ASSERT_OK(pthread_join(th, NULL));
+    t = col_drain_until_stopped(atomic_load(&a.tid));
+    ag_stats_get(&st);
+    printf("# dropped: %u CPU samples (%u final), weights %llu (largest %u), kernel %llu, CPU "
+           "%.1f ms in samples + %.1f ms lost of %.1f ms; dropped %llu (ring lost %llu)\n",
+           t->cpu_signal_samples, t->tails, (unsigned long long)t->weight_sum, t->signal_weight_max,
+           (unsigned long long)t->kernel_weight, (double)t->cpu_delta_sum / 1e6,
+           (double)st.cpu_lost_ns / 1e6, (double)a.cpu_end / 1e6, (unsigned long long)t->dropped,
+           (unsigned long long)st.ring_lost);
+    ASSERT_TRUE(t->stopped == 1);
+    ASSERT_TRUE(t->dropped >= 8); /* the ring did fill: 40 samples in the first 400 ms */
+    /* A thread that makes no system call: no sample stands for many intervals, none of them
+     * kernel time (but for a rare interrupt's overflow, and its exit). Before: 32 to 35
+     * intervals of kernel time on perf and perf-ring, a timer sample of weight 29. */
+    ASSERT_TRUE(t->signal_weight_max <= 3);
+    ASSERT_TRUE(t->kernel_weight <= 3);
+    /* Each dropped sample stood for about an interval (10 ms); half of that is a wide margin. */
+    ASSERT_TRUE(st.cpu_lost_ns >= t->dropped * 5000000u);
+    /* Its CPU since it was armed: in samples or lost, none twice (perf_ring_samples_without_a_
+     * signal_and_weighs_the_threads_cpu says why these margins). */
+    ASSERT_TRUE(t->cpu_delta_sum + st.cpu_lost_ns <= a.cpu_end + 10000000u);
+    ASSERT_TRUE(t->cpu_delta_sum + st.cpu_lost_ns + 20000000u >= a.cpu_end);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+}
+
+TEST(a_sample_dropped_at_a_full_ring_leaves_its_cpu_to_no_sample_perf)
+{
+    drop_test(AG_CPU_ENGINE_PERF, 0);
+}
+
+TEST(a_sample_dropped_at_a_full_ring_leaves_its_cpu_to_no_sample_timer)
+{
+    drop_test(AG_CPU_ENGINE_TIMER, 0);
+}
+
+TEST(a_sample_dropped_at_a_full_ring_leaves_its_cpu_to_no_sample_perf_ring)
+{
+    drop_test(AG_CPU_ENGINE_PERF_RING, 0);
+}
+
+TEST(a_sample_the_kernel_lost_leaves_its_cpu_to_no_sample_perf_ring)
+{
+    drop_test(AG_CPU_ENGINE_PERF_RING, 2000);
 }
 
 /*
@@ -4733,6 +4874,125 @@ TEST(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu)
 }
 
 /*
+ * The scan's window for a perf-ring thread no ring sample showed at a call's return
+ * (ag_ring_locator_wanted, timer.c): 8 intervals of kernel time judged against the CPU they came
+ * in, a fifth or more arms a locator; the window then begins again. A thread that makes no calls
+ * (a few per cent, one scan of a starved one a quarter of its little CPU) gets none.
+ */
+TEST(a_ring_thread_gets_a_locator_for_a_window_of_kernel_time)
+{
+    uint64_t period = 4000000, cpu = 0; /* 250 Hz */
+    uint32_t w = 0;
+    int i, armed = 0;
+
+    /* the I/O-like thread beside busy loops: 1 interval in 3 of its CPU, few a scan */
+    for (i = 0; i < 7; i++) {
+        ASSERT_EQ(ag_ring_locator_wanted(&w, &cpu, 1, 3 * period, period), 0);
+    }
+    ASSERT_EQ(ag_ring_locator_wanted(&w, &cpu, 1, 3 * period, period), 1);
+    ASSERT_TRUE(w == 0 && cpu == 0); /* begun again */
+    /* exactly a fifth */
+    ASSERT_EQ(ag_ring_locator_wanted(&w, &cpu, 8, 40 * period, period), 1);
+    ASSERT_EQ(ag_ring_locator_wanted(&w, &cpu, 8, 40 * period + 1, period), 0);
+    /* a starved worker that makes no calls: 2 of 8 in one scan, then 3 % */
+    ASSERT_EQ(ag_ring_locator_wanted(&w, &cpu, 2, 8 * period, period), 0);
+    for (i = 0; i < 100 && !armed; i++) {
+        armed = ag_ring_locator_wanted(&w, &cpu, (i % 4) == 0, 8 * period, period);
+    }
+    ASSERT_EQ(armed, 0);
+    ASSERT_TRUE(w != 0 && w < 8); /* judged (at 26 of its 8-interval scans), begun again */
+}
+
+/* A perf-ring thread's calls, each about 2 ms in the kernel (1 MiB of getrandom(2)), between
+ * 2 ms of arithmetic (ring_calls_main below). */
+EXPORT void random_reader(char *buf, size_t len);
+
+EXPORT void
+random_reader(char *buf, size_t len)
+{
+    (void)getrandom(buf, len, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+struct ring_calls_arg {
+    _Atomic int32_t tid;
+    _Atomic uint64_t cpu_calls; /* CPU in random_reader */
+    uint64_t cpu_end;
+};
+
+static void *
+ring_calls_main(void *p)
+{
+    static char buf[1u << 20];
+    struct ring_calls_arg *a = p;
+    uint64_t c, in = 0;
+
+    atomic_store(&a->tid, (int32_t)syscall(SYS_gettid));
+    while (cpu_ns() < 800000000u) {
+        for (c = cpu_ns(); cpu_ns() - c < 2000000u;) {
+            busy_b();
+        }
+        c = cpu_ns();
+        random_reader(buf, sizeof(buf));
+        in += cpu_ns() - c;
+    }
+    atomic_store(&a->cpu_calls, in);
+    a->cpu_end = cpu_ns();
+    return NULL;
+}
+
+/*
+ * A perf-ring thread whose calls are long (2 ms each in the kernel) shows few of them at their
+ * return: an overflow comes there only when it was due in the call's exit path. Its first such
+ * sample asked for its locator; without one the thread had none, and its kernel time went as not
+ * placed over the next sample's stack (pp-sample-syscalls' I/O-like thread beside busy loops, in
+ * 9 recordings of 16). The scan's window (above) arms it: at 100 Hz, half its 0.8 s in the calls,
+ * most of that time must stand under random_reader.
+ */
+TEST(a_ring_thread_with_long_calls_gets_a_locator_and_its_kernel_time_placed)
+{
+    struct ring_calls_arg a = { 0, 0, 0 };
+    struct ag_config cfg;
+    struct ag_stats st;
+    struct tid_stats *t;
+    uint64_t unplaced0;
+    pthread_t th;
+    double calls;
+
+#ifdef __SANITIZE_THREAD__
+    test_skip("ThreadSanitizer delivers the locator's signal away from the call's return");
+#endif
+    if (!perf_allowed()) {
+        return;
+    }
+    memset(col, 0, sizeof(col));
+    want[0] = (const void *)random_reader;
+    want[1] = NULL;
+    sampling_config_init(&cfg);
+    cfg.scan_ms = 20;
+    cfg.cpu_engine = AG_CPU_ENGINE_PERF_RING;
+    ASSERT_OK(ag_start(&cfg));
+    ag_stats_get(&st);
+    unplaced0 = st.cpu_kernel_unplaced_ns;
+    ASSERT_OK(ag_sampling_acquire(AG_MODE_CPU, 100));
+    ASSERT_OK(pthread_create(&th, NULL, ring_calls_main, &a));
+    ASSERT_OK(pthread_join(th, NULL));
+    t = col_drain_until_stopped(atomic_load(&a.tid));
+    ag_stats_get(&st);
+    calls = (double)atomic_load(&a.cpu_calls) / 10000000.0;
+    printf("# long calls: %.1f intervals in random_reader, %llu of weight under it; kernel time "
+           "%llu intervals, %.1f not placed; %u samples, weights %llu\n",
+           calls, (unsigned long long)t->hit_weight[0], (unsigned long long)t->kernel_weight,
+           (double)(st.cpu_kernel_unplaced_ns - unplaced0) / 10000000.0, t->cpu_signal_samples,
+           (unsigned long long)t->weight_sum);
+    ASSERT_TRUE(t->stopped == 1);
+    ASSERT_TRUE(calls >= 20.0); /* (it made its calls) */
+    ASSERT_TRUE((double)t->hit_weight[0] >= calls / 2.0);
+    ASSERT_OK(ag_sampling_release(AG_MODE_CPU, 100));
+    ag_stop();
+}
+
+/*
  * Kernel time split off perf samples goes under a system call the thread was seen in. A perf
  * overflow due in a call's exit path (interrupts off until the return) comes in user mode at the
  * instruction after the call, its stack the call's: such a sample is a call seen, as the kernel
@@ -6300,6 +6560,10 @@ static const struct test_case cases[] = {
     TEST_CASE(a_deferred_manager_starts_at_the_first_scan_and_finds_threads),
     TEST_CASE(final_sample_of_a_never_sampled_scan_only_thread),
     TEST_CASE(perf_ring_samples_without_a_signal_and_weighs_the_threads_cpu),
+    TEST_CASE(a_sample_dropped_at_a_full_ring_leaves_its_cpu_to_no_sample_perf),
+    TEST_CASE(a_sample_dropped_at_a_full_ring_leaves_its_cpu_to_no_sample_timer),
+    TEST_CASE(a_sample_dropped_at_a_full_ring_leaves_its_cpu_to_no_sample_perf_ring),
+    TEST_CASE(a_sample_the_kernel_lost_leaves_its_cpu_to_no_sample_perf_ring),
     TEST_CASE(auto_above_the_tick_rings_and_moves_a_deep_stack_to_perf),
     TEST_CASE(final_sample_at_exit_timer),
     TEST_CASE(final_sample_at_exit_perf),
@@ -6325,6 +6589,8 @@ static const struct test_case cases[] = {
     TEST_CASE(a_signal_at_a_masks_opening_is_no_call_seen),
     TEST_CASE(a_thread_that_blocks_the_signal_loses_its_locator),
     TEST_CASE(a_retired_locator_comes_back_for_calls_or_a_quarter_of_the_cpu),
+    TEST_CASE(a_ring_thread_gets_a_locator_for_a_window_of_kernel_time),
+    TEST_CASE(a_ring_thread_with_long_calls_gets_a_locator_and_its_kernel_time_placed),
     TEST_CASE(a_perf_sample_at_a_call_return_places_kernel_time),
     TEST_CASE(perf_ring_final_sample_after_page_faults_is_not_placed),
     TEST_CASE(perf_ring_final_sample_after_a_few_page_faults_is_placed_but_for_their_bound),

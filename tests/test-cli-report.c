@@ -36,17 +36,21 @@ static const struct fn fns[] = {
 static char trace_path[256];
 
 /* pipeprof's AgentLosses event as the bridge writes it (bridge/agent-source.c): increments.
- * Before exitgap it had no CpuChanceNs: losses_desc is that event, losses4_desc today's. */
+ * Before exitgap it had no CpuChanceNs: losses_desc is that event; losses4_desc the one before
+ * ringdrop (no CpuLostNs), losses5_desc today's. */
 static const struct nt_field losses_fields[] = {
     { "ThreadsDropped", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "CpuRestNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "PerfEarly", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
     { "CpuChanceNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
+    { "CpuLostNs", NT_TYPE_UINT64, NT_TYPE_EMPTY, NULL, 0, 0 },
 };
 static const struct nt_event_desc losses_desc = { "pipeprof", 9, "AgentLosses", 0, 1,
                                                   4,          0, losses_fields, 3, 0 };
 static const struct nt_event_desc losses4_desc = { "pipeprof", 9, "AgentLosses", 0, 1,
                                                    4,          0, losses_fields, 4, 0 };
+static const struct nt_event_desc losses5_desc = { "pipeprof", 9, "AgentLosses", 0, 1,
+                                                   4,          0, losses_fields, 5, 0 };
 
 static void
 write_sample(struct nt_writer *w, uint32_t meta, uint64_t tid, uint64_t ts, const uint64_t *stack,
@@ -123,11 +127,12 @@ trace_end(struct nt_writer *w)
 }
 
 /* 30 + 10 samples on thread 101, 20 running + 5 waiting on thread 202, 2 unnamed on 101; with
- * early or chance_ns, two AgentLosses events whose PerfEarly increments are 3 and early - 3
- * (0 and 0 for early 0) and, with chance_ns (today's event; without it, the one before exitgap),
- * whose CpuChanceNs are chance_ns / 4 and the rest. */
+ * early, chance_ns or lost_ns, two AgentLosses events whose PerfEarly increments are 3 and
+ * early - 3 (0 and 0 for early 0) and, with chance_ns (the event before ringdrop; without it,
+ * the one before exitgap), whose CpuChanceNs are chance_ns / 4 and the rest, and with lost_ns
+ * (today's event) whose CpuLostNs are lost_ns / 4 and the rest. */
 static void
-make_trace_losses(uint64_t early, uint64_t chance_ns)
+make_trace_losses(uint64_t early, uint64_t chance_ns, uint64_t lost_ns)
 {
     const uint64_t s_a[] = { MODULE_BASE + 0x1010, MODULE_BASE + 0x1220, MODULE_BASE + 0x1305 };
     const uint64_t s_b[] = { MODULE_BASE + 0x1104, MODULE_BASE + 0x1230, MODULE_BASE + 0x1305 };
@@ -143,19 +148,27 @@ make_trace_losses(uint64_t early, uint64_t chance_ns)
     size_t f;
 
     w = trace_begin("report", ts, &m_sample, &m_module, &m_method);
-    if (early != 0 || chance_ns != 0) {
+    if (early != 0 || chance_ns != 0 || lost_ns != 0) {
         uint32_t m_losses;
         uint64_t n[2] = { early != 0 ? 3 : 0, early != 0 ? early - 3 : 0 };
         uint64_t c[2] = { chance_ns / 4, chance_ns - chance_ns / 4 };
+        uint64_t l[2] = { lost_ns / 4, lost_ns - lost_ns / 4 };
 
-        ASSERT_OK(nt_writer_define(w, chance_ns != 0 ? &losses4_desc : &losses_desc, &m_losses));
+        ASSERT_OK(nt_writer_define(w,
+                                   lost_ns != 0     ? &losses5_desc
+                                   : chance_ns != 0 ? &losses4_desc
+                                                    : &losses_desc,
+                                   &m_losses));
         for (i = 0; i < 2; i++) {
             nt_payload_init(&p, buf, sizeof(buf));
             nt_payload_u64(&p, 0);
             nt_payload_u64(&p, 0);
             nt_payload_u64(&p, n[i]);
-            if (chance_ns != 0) {
+            if (chance_ns != 0 || lost_ns != 0) {
                 nt_payload_u64(&p, c[i]);
+            }
+            if (lost_ns != 0) {
+                nt_payload_u64(&p, l[i]);
             }
             write_payload_event(w, m_losses, ts += 1000, &p);
         }
@@ -191,7 +204,7 @@ make_trace_losses(uint64_t early, uint64_t chance_ns)
 static void
 make_trace_early(uint64_t early)
 {
-    make_trace_losses(early, 0);
+    make_trace_losses(early, 0, 0);
 }
 
 static void
@@ -389,7 +402,7 @@ TEST(report_says_the_cpu_before_threads_first_samples)
     cJSON *root;
     char *out;
 
-    make_trace_losses(0, 12345678);
+    make_trace_losses(0, 12345678, 0);
     snprintf(args, sizeof(args), "report --format json %s", trace_path);
     out = run_cli(args);
     root = cJSON_Parse(out);
@@ -417,6 +430,44 @@ TEST(report_says_the_cpu_before_threads_first_samples)
     snprintf(args, sizeof(args), "report %s", trace_path);
     out = run_cli(args);
     ASSERT_TRUE(strstr(out, "first samples") == NULL);
+    free(out);
+    unlink(trace_path);
+}
+
+/* The CPU of the samples the agent dropped (AgentLosses' CpuLostNs increments, added up) is said
+ * in JSON and in the text (record's summary line: cli-record-summary); a trace of the event before
+ * it (four fields) says 0 and nothing. */
+TEST(report_says_the_cpu_of_the_lost_samples)
+{
+    char args[512];
+    cJSON *root;
+    char *out;
+
+    make_trace_losses(0, 1000000, 23456789);
+    snprintf(args, sizeof(args), "report --format json %s", trace_path);
+    out = run_cli(args);
+    root = cJSON_Parse(out);
+    ASSERT_TRUE(root != NULL);
+    ASSERT_TRUE(num(root, "cpu_lost_ms") > 23.4565 && num(root, "cpu_lost_ms") < 23.4575);
+    ASSERT_TRUE(num(root, "cpu_chance_ms") > 0.9995 && num(root, "cpu_chance_ms") < 1.0005);
+    cJSON_Delete(root);
+    free(out);
+    snprintf(args, sizeof(args), "report %s", trace_path);
+    out = run_cli(args);
+    ASSERT_TRUE(strstr(out, "\nCPU in lost samples: 23.457 ms") != NULL);
+    free(out);
+    unlink(trace_path);
+    make_trace_losses(0, 1000000, 0); /* AgentLosses of four fields */
+    snprintf(args, sizeof(args), "report --format json %s", trace_path);
+    out = run_cli(args);
+    root = cJSON_Parse(out);
+    ASSERT_TRUE(root != NULL);
+    ASSERT_EQ(num(root, "cpu_lost_ms"), 0);
+    cJSON_Delete(root);
+    free(out);
+    snprintf(args, sizeof(args), "report %s", trace_path);
+    out = run_cli(args);
+    ASSERT_TRUE(strstr(out, "CPU in lost samples") == NULL);
     free(out);
     unlink(trace_path);
 }
@@ -632,6 +683,7 @@ static const struct test_case cases[] = {
     TEST_CASE(report_filters_thread_and_folds_frames),
     TEST_CASE(report_says_the_perf_samples_left_out_as_early),
     TEST_CASE(report_says_the_cpu_before_threads_first_samples),
+    TEST_CASE(report_says_the_cpu_of_the_lost_samples),
     TEST_CASE(report_names_each_exec_images_modules_by_its_own_rundown),
     TEST_CASE(report_labels_an_unnamed_frame_by_its_own_images_module),
     TEST_CASE(report_rejects_garbage_with_offset),
