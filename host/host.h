@@ -14,7 +14,7 @@
  *   writes.c     write writev send sendto sendmsg getrandom sendfile sendfile64
  *   signals.c    pthread_sigmask sigprocmask sigaction signal bsd_signal sysv_signal raise
  *                pthread_kill pthread_sigqueue tgkill
- *   exit.c       _exit _Exit
+ *   exit.c       _exit _Exit vfork
  *   exec.c       execve execv execvp execvpe execl execlp execle posix_spawn posix_spawnp
  *                system
  *   creds.c      setuid setgid seteuid setegid setreuid setregid setresuid setresgid setgroups
@@ -155,6 +155,9 @@ struct host_server_hooks {
     /* The path a socket name of a bind, connect or unlink goes to instead, written into out
      * (size bytes); 1 when it is redirected, 0 to leave the call alone. */
     int (*socket_redirect)(enum host_socket_op op, const char *path, char *out, size_t size);
+    /* In the parent, after vfork() returned (its child has exec'd or ended), on the thread that
+     * called it; errno is kept by the caller. May be NULL. */
+    void (*vfork_parent)(void);
 };
 
 /*

@@ -54,6 +54,11 @@ static struct ipc_server *shim_server;
  */
 static struct ipc_server *shim_exec_stopped;
 
+/* shim_exit_tls's state (before shim_exit, below, says what each is). */
+static int shim_exit_used;
+static __thread int shim_exit_tls_armed;
+static pid_t shim_exit_tls_pid;
+
 /*
  * On a host thread, the library's own time and code: the agent does not sample it as the host's,
  * and the fds that libuv's code (and libelf's) makes or closes there are the library's
@@ -609,7 +614,10 @@ shim_exit(void)
         if (err == -ESRCH) {
             /* Another process's server: a vfork()ed child's exit() (its parent's memory, whose
              * server and agent shim_stop() would take away) or a child forked without the fork
-             * handlers (a raw clone): nothing of it is this process's to stop. */
+             * handlers (a raw clone): nothing of it is this process's to stop. The vfork()ed
+             * child has used up its parent's exit handlers, this one among them: the parent
+             * registers its end again (shim_vfork_parent). */
+            __atomic_store_n(&shim_exit_used, 1, __ATOMIC_RELEASE);
             goto out;
         }
     }
@@ -617,6 +625,66 @@ shim_exit(void)
 out:
     shim_own_code(0);
     errno = saved_errno;
+}
+
+/*
+ * A vfork()ed child's exit() (not _exit(): after its exec failed) runs its parent's exit handlers
+ * in the parent's memory, _dl_fini and with it shim_exit among them, and glibc marks them run
+ * there: the parent's own exit(), and its return from main(), then run none, and its sessions got
+ * no rundown and no end tag (`record`: "the trace of process N is incomplete"). atexit() and
+ * __cxa_atexit() cannot put shim_exit back: once its list is done glibc refuses them (-1). What
+ * exit() still runs is the exiting thread's thread-local destructors, first of all: shim_exit_tls
+ * is registered there (__cxa_thread_atexit_impl, a glibc export since 2.18) on the main thread,
+ * back in the parent after each such child (host/exit.c calls shim_vfork_parent after vfork()
+ * returned). Only the main thread: its thread-local destructors run only in the process's exit
+ * (the main thread's pthread_exit() runs none), where another thread's run at that thread's end
+ * too. Each later child's exit() runs the main thread's destructors too, in the child: this one
+ * then stops nothing (another pid) and is registered again once the parent runs on. It runs
+ * before the host's handlers would, but the child used those up: no host code is left to run
+ * after it but its stdio flush and the thread-local destructors the main thread registered
+ * before it.
+ *
+ * shim_exit_used: 1 once such a child ran shim_exit (its server not its own: -ESRCH).
+ * shim_exit_tls_armed: 1 while shim_exit_tls is registered on this thread; it clears it when it
+ * runs, in the parent or in a child. shim_exit_tls_pid: the process that registered it, whose
+ * exit it ends. All of it lives in the memory the parent shares with its vfork()ed children
+ * (declared at the top). A fork()ed child of the parent's main thread inherits the registration
+ * but not as its own (another pid): that child's fork handlers, this file's among them, were
+ * unregistered by the same vfork()ed child's exit() (__cxa_finalize of every library), so it
+ * runs no agent of its own either.
+ */
+extern int __cxa_thread_atexit_impl(void (*fn)(void *), void *obj, void *dso) __attribute__((weak));
+extern void *__dso_handle;
+
+static void
+shim_exit_tls(void *unused)
+{
+    (void)unused;
+    __atomic_store_n(&shim_exit_tls_armed, 0, __ATOMIC_RELEASE);
+    if (getpid() == __atomic_load_n(&shim_exit_tls_pid, __ATOMIC_RELAXED)) {
+        shim_exit(); /* the parent's exit: every session ends here, with its rundown */
+    }
+}
+
+/* host/exit.c: vfork() returned in the parent (errno kept there). */
+static void
+shim_vfork_parent(void)
+{
+    pid_t pid;
+
+    if (!__atomic_load_n(&shim_exit_used, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&shim_exit_tls_armed, __ATOMIC_ACQUIRE) ||
+        __cxa_thread_atexit_impl == NULL) {
+        return;
+    }
+    pid = getpid();
+    if ((pid_t)syscall(SYS_gettid) != pid) {
+        return; /* not the main thread: see above */
+    }
+    if (__cxa_thread_atexit_impl(shim_exit_tls, NULL, &__dso_handle) == 0) {
+        __atomic_store_n(&shim_exit_tls_pid, pid, __ATOMIC_RELAXED);
+        __atomic_store_n(&shim_exit_tls_armed, 1, __ATOMIC_RELEASE);
+    }
 }
 
 /* host/sockets.c: a .NET runtime's socket names (ipc_redirect_path()); the server's own calls
@@ -698,6 +766,7 @@ static const struct host_server_hooks shim_host_hooks = {
     .creds_after = shim_start_again,
     .seccomp_before = shim_seccomp_before,
     .socket_redirect = shim_socket_redirect,
+    .vfork_parent = shim_vfork_parent,
 };
 
 /* .init_array / .fini_array on Linux, __mod_init_func / __mod_term_func on macOS. */

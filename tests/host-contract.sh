@@ -18,6 +18,8 @@
 # HC_ERR_LACKS=ERE: none says it. HC_EXPECT_SAMPLES=1: each recording holds samples.
 # HC_RECORD_FRAME=NAME: each record run's report must name the function NAME (work the host does
 # after something that restarts the library: host-contract-ns-user).
+# HC_TRACE_COMPLETE=1: each recording (record's and collect -p's) must hold its process's rundown
+# (the report names no frame from files) and its end tag (record does not call it incomplete).
 # HC_RECORD_CHILDREN=1: the record runs follow the host's children (without --no-children).
 # HC_HZ=N: the record runs' rate (default 1000).
 # HC_NOFILE=SOFT[:HARD]: every run (the host, pipeprof and collect) starts with that
@@ -90,6 +92,11 @@ readable() { # TRACE: pipeprof reads it
     [[ ${n:-0} -gt 0 ]] || { cat "$1.report" >&2; fail "$NAME: $1 holds no samples"; }
     note "$NAME: $1 holds $n samples"
   fi
+  if [[ -n ${HC_TRACE_COMPLETE:-} ]]; then
+    ! grep -q "names from files" "$1.report" ||
+      { cat "$1.report" >&2; fail "$NAME: $1 has no rundown (its frames were named from files)"; }
+    note "$NAME: $1 holds its rundown"
+  fi
   [[ -z ${HC_EXPECT_LOST:-} ]] && return 0
   lost=$("$PIPEPROF" report --format json "$1" | grep -o '"lost_samples":[0-9]*' | head -1 | cut -d: -f2)
   [[ ${lost:-0} -gt 0 ]] || { cat "$1.report" >&2; fail "$NAME: $1 reports no lost samples"; }
@@ -108,6 +115,10 @@ for run in ${HC_MODES:-cpu wall listen preload}; do
     rc=$?
     set -e
     same "$run" "$rc"
+    if [[ -n ${HC_TRACE_COMPLETE:-} ]] && grep -q "is incomplete" "$T/$run.err"; then
+      cat "$T/$run.err" >&2
+      fail "$NAME $run: record says the trace is incomplete"
+    fi
     [[ -z ${HC_PROC_TASKS:-} ]] || no_proc_tasks "$T/$run.strace"
     if [[ -n ${HC_LIBRARY_OPENS:-} ]]; then
       python3 "$S/tests/library-opens.py" "$T/$run.strace" "$HOST" >"$T/$run.opens" ||

@@ -14,7 +14,12 @@
  *                       under record, children followed); the parent prints its status.
  *   execfail vforkexit N  N vfork()ed children whose execve() fails and which then call exit()
  *                       (not _exit: in the parent's memory, as some programs do); then 200 ms of
- *                       the parent's CPU, which the recording holds.
+ *                       the parent's CPU, which the recording holds, and a return from main().
+ *                       An atexit handler registered first prints where it runs: in the first
+ *                       child (which uses up the parent's handlers, as bare), never in the
+ *                       parent. Then a vfork()ed child that ends by _exit() and one whose exec
+ *                       succeeds (/bin/true), each status printed.
+ *   execfail vforkexit-exit N  the same, the parent ending by exit(0) instead.
  *
  * Before, each failed exec left the stopped server's loop fds (5) and thread stack behind: with
  * RLIMIT_NOFILE 1024 the host's stderr said "pipeprof: diagnostic server not started: Too many
@@ -122,6 +127,37 @@ after_vfork_burn(void)
     __asm__ volatile("" ::: "memory"); /* not a tail call: this frame stays on the stack */
 }
 
+static pid_t parent_pid;
+
+/* The host's own exit handler: bare, the first vfork()ed child's exit() runs it, in the child,
+ * and the parent's exit() runs it no more (glibc marked it run in the memory they share). */
+static void
+host_atexit(void)
+{
+    printf("atexit handler runs in %s\n", getpid() == parent_pid ? "the parent" : "a child");
+}
+
+/* One vfork()ed child that ends by _exit(3) (exec: 0) or that execs /bin/true (exec: 1). */
+static int
+vfork_one(int exec)
+{
+    static char *argv[] = { "true", NULL };
+    int st;
+    pid_t pid = vfork();
+
+    if (pid == 0) {
+        if (exec) {
+            execve("/bin/true", argv, argv + 1);
+        }
+        _exit(3);
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+        printf("vfork/wait: %s\n", strerror(errno));
+        return -1;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+}
+
 /* N vfork()ed children whose exec fails and which end by exit(), not _exit(): in the parent's
  * memory (its atexit handlers and destructors run in the child and are used up there, as bare),
  * then 200 ms of the parent's CPU. */
@@ -132,6 +168,11 @@ vfork_exit(int n)
     static volatile int i, statuses; /* not kept in registers across vfork() */
     int st;
 
+    parent_pid = getpid();
+    if (atexit(host_atexit) != 0) {
+        printf("atexit failed\n");
+        return 1;
+    }
     burn_ms(50);
     for (i = 0, statuses = 0; i < n; i++) {
         pid_t pid = vfork();
@@ -147,6 +188,10 @@ vfork_exit(int n)
         statuses += WIFEXITED(st) && WEXITSTATUS(st) == 3;
     }
     printf("vfork children that exit()ed with 3: %d of %d\n", statuses, n);
+    printf("a vfork child that _exit()s: status %d\n", vfork_one(0));
+    printf("a vfork child that execs /bin/true: status %d\n", vfork_one(1));
+    /* bare: -1 (glibc refuses a handler once its list ran, in the child) */
+    printf("atexit after the children: %d\n", atexit(host_atexit));
     after_vfork_burn();
     return 0;
 }
@@ -179,6 +224,9 @@ main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "vforkexit") == 0) {
         return vfork_exit(n);
     }
-    fprintf(stderr, "usage: execfail loop|child|vforkexit [N]\n");
+    if (argc > 1 && strcmp(argv[1], "vforkexit-exit") == 0) {
+        exit(vfork_exit(n));
+    }
+    fprintf(stderr, "usage: execfail loop|child|vforkexit|vforkexit-exit [N]\n");
     return 2;
 }
