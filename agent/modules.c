@@ -155,9 +155,10 @@ ag_modules_exe_path(void)
     return strdup(buf);
 }
 
-/* Copies the NT_GNU_BUILD_ID of a PT_NOTE segment that lies inside the mapped image. */
+/* Reads the notes of a PT_NOTE segment that lies inside the mapped image: the first
+ * NT_GNU_BUILD_ID, and whether a note is named "Go" (Go's build ID, in every Go binary). */
 static void
-ag_modules_read_build_id(struct ag_module *m, const ElfW(Phdr) * ph, uint64_t base)
+ag_modules_read_notes(struct ag_module *m, const ElfW(Phdr) * ph, uint64_t base)
 {
     const uint8_t *p = (const uint8_t *)(uintptr_t)(base + ph->p_vaddr);
     size_t left = ph->p_memsz;
@@ -169,42 +170,20 @@ ag_modules_read_build_id(struct ag_module *m, const ElfW(Phdr) * ph, uint64_t ba
         size_t total = sizeof(*nh) + namesz + descsz;
 
         if (nh->n_namesz > left || nh->n_descsz > left || total > left) {
-            return; /* corrupt note: keep no build-id */
+            return; /* corrupt note: nothing more from this segment */
         }
         if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-            memcmp(p + sizeof(*nh), "GNU", 4) == 0 && nh->n_descsz <= AG_BUILD_ID_MAX) {
+            memcmp(p + sizeof(*nh), "GNU", 4) == 0 && nh->n_descsz <= AG_BUILD_ID_MAX &&
+            m->build_id_len == 0) {
             memcpy(m->build_id, p + sizeof(*nh) + namesz, nh->n_descsz);
             m->build_id_len = nh->n_descsz;
-            return;
-        }
-        p += total;
-        left -= total;
-    }
-}
-
-/* Does a PT_NOTE segment hold a note named "Go" (Go's build ID, in every Go binary)? */
-static int
-ag_modules_go_note(const ElfW(Phdr) * ph, uint64_t base)
-{
-    const uint8_t *p = (const uint8_t *)(uintptr_t)(base + ph->p_vaddr);
-    size_t left = ph->p_memsz;
-
-    while (left >= sizeof(ElfW(Nhdr))) {
-        const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
-        size_t namesz = (nh->n_namesz + 3u) & ~(size_t)3;
-        size_t descsz = (nh->n_descsz + 3u) & ~(size_t)3;
-        size_t total = sizeof(*nh) + namesz + descsz;
-
-        if (nh->n_namesz > left || nh->n_descsz > left || total > left) {
-            return 0;
         }
         if (nh->n_namesz >= 3 && memcmp(p + sizeof(*nh), "Go", 3) == 0) {
-            return 1;
+            m->go = 1;
         }
         p += total;
         left -= total;
     }
-    return 0;
 }
 
 /*
@@ -277,11 +256,8 @@ ag_module_new(const struct dl_phdr_info *info, int is_exe, struct ag_module **ou
         goto out;
     }
     for (size_t i = 0; i < info->dlpi_phnum; i++) {
-        if (info->dlpi_phdr[i].p_type == PT_NOTE && m->build_id_len == 0) {
-            ag_modules_read_build_id(m, &info->dlpi_phdr[i], m->base);
-        }
-        if (info->dlpi_phdr[i].p_type == PT_NOTE && !m->go && !m->is_vdso) {
-            m->go = ag_modules_go_note(&info->dlpi_phdr[i], m->base);
+        if (info->dlpi_phdr[i].p_type == PT_NOTE) {
+            ag_modules_read_notes(m, &info->dlpi_phdr[i], m->base);
         }
     }
     m->eh_frame_hdr = hdr;

@@ -3,8 +3,9 @@
  * bench/bench-gopcln.c - what reading a Go module's pclntab into its CFI table (agent/cfi.c,
  * ag_cfi_go_find and ag_cfi_go_walk) costs, at build time and per walk, in interleaved batches of
  * the same run. The Go ELF file FILE (a cgo program: Go code without .eh_frame, runtime/cgo's C
- * with it) is laid out in memory as the loader would (its PT_LOAD segments read at their
- * addresses, read-only after), and its tables are built as the manager thread builds them:
+ * with it; or a static one, without any) is laid out in memory as the loader would (its PT_LOAD
+ * segments read at their addresses, read-only after; a fixed-address binary's textStart moved
+ * with them), and its tables are built as the manager thread builds them:
  *   find        ag_cfi_go_find over its data segments (per call);
  *   build go    its table with the Go rows (ag_cfi_build_cancellable, the table freed after);
  *   build eh    its table from .eh_frame alone (what the agent built before);
@@ -247,14 +248,14 @@ main(int argc, char **argv)
     }
     if (ag_cfi_build_cancellable(bench_base, bench_hdr, bench_gopcln, bench_loads, bench_n_loads,
                                  NULL, &t_go) != 0 ||
-        ag_cfi_build_cancellable(bench_base, bench_hdr, 0, bench_loads, bench_n_loads, NULL,
-                                 &t_eh) != 0 ||
+        (bench_hdr != 0 && ag_cfi_build_cancellable(bench_base, bench_hdr, 0, bench_loads,
+                                                    bench_n_loads, NULL, &t_eh) != 0) ||
         bench_stack_build(t_go) != 0) {
         fprintf(stderr, "bench-gopcln: no tables, or too few framed Go functions\n");
         return 1;
     }
     printf("# %s: %zu rows with the Go functions (%zu functions and FDEs), %zu from .eh_frame\n",
-           argv[1], t_go->n, t_go->fdes, t_eh->n);
+           argv[1], t_go->n, t_go->fdes, t_eh != NULL ? t_eh->n : 0);
     /* The walks must be the ones described: the whole stack both ways. */
     for (int remote = 0; remote < 2; remote++) {
         bench_publish(t_go, 1);
@@ -295,12 +296,13 @@ main(int argc, char **argv)
         d[3][b] = v[7][b] - v[8][b];
     }
     for (int k = 0; k < 9; k++) {
-        printf("%-20s %10.1f %s\n", names[k], bench_median_of(v[k], batches),
+        printf("%-20s %10.*f %s\n", names[k], k == 1 || k == 2 ? 3 : 1,
+               bench_median_of(v[k], batches),
                k == 0   ? "us per call"
                : k <= 2 ? "ms per build"
                         : "ns per walk");
     }
-    printf("medians of the per-batch differences, rows against frame pointers: build %+.2f ms; "
+    printf("medians of the per-batch differences, rows against frame pointers: build %+.3f ms; "
            "walk %+.1f ns, without the cache %+.1f ns, remote %+.1f ns (%d batches of %d walks "
            "of %d frames)\n",
            bench_median_of(d[0], batches), bench_median_of(d[1], batches),

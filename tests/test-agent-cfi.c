@@ -1035,39 +1035,44 @@ TEST(cfi_go_pclntab_rows)
     ag_cfi_table_free(t);
 }
 
+/* Places img (go_image_place) and builds its table from its pclntab alone; *find gets what
+ * ag_cfi_go_find says of it. */
+static int
+go_build(const uint8_t *img, int *find, struct ag_cfi_table **t)
+{
+    uint8_t *w = go_image_place(img);
+    struct ag_cfi_span span = { (uint64_t)(uintptr_t)w, (uint64_t)(uintptr_t)w + GO_IMG_SIZE };
+    uint64_t hdr = 0;
+
+    *find = ag_cfi_go_find(&span, 1, &hdr);
+    *t = NULL;
+    return ag_cfi_build_cancellable(span.lo, 0, span.lo + GO_HDR, &span, 1, NULL, t);
+}
+
 /* Another Go version's header is refused; corrupt tables are refused or their function dropped,
  * never read past the image (its end is a guard page). */
 TEST(cfi_go_pclntab_refused_and_corrupt)
 {
     static uint8_t img[GO_IMG_SIZE];
-    const uint8_t *g;
-    uint8_t *w;
-    struct ag_cfi_span span;
     struct ag_cfi_table *t = NULL;
-    uint64_t hdr = 0;
+    int find;
 
     /* Go 1.20's magic. */
     go_image(img, 0xfffffff1u);
-    g = go_image_place(img);
-    span = (struct ag_cfi_span){ (uint64_t)(uintptr_t)g, (uint64_t)(uintptr_t)g + GO_IMG_SIZE };
-    ASSERT_EQ(ag_cfi_go_find(&span, 1, &hdr), -ENOTSUP);
-    ASSERT_TRUE(ag_cfi_build_cancellable(span.lo, 0, span.lo + GO_HDR, &span, 1, NULL, &t) < 0);
+    ASSERT_TRUE(go_build(img, &find, &t) < 0);
+    ASSERT_EQ(find, -ENOTSUP);
     ASSERT_TRUE(t == NULL);
 
     /* A function table out of order. */
     go_image(img, 0xfffffff0u);
     go_put(img, GO_PCLN + 8, 100, 4);
-    w = go_image_place(img);
-    span = (struct ag_cfi_span){ (uint64_t)(uintptr_t)w, (uint64_t)(uintptr_t)w + GO_IMG_SIZE };
-    ASSERT_TRUE(ag_cfi_build_cancellable(span.lo, 0, span.lo + GO_HDR, &span, 1, NULL, &t) < 0);
+    ASSERT_TRUE(go_build(img, &find, &t) < 0);
     ASSERT_TRUE(t == NULL);
 
     /* More functions than the image holds. */
     go_image(img, 0xfffffff0u);
     go_put(img, GO_HDR + 8, 1000, 8);
-    w = go_image_place(img);
-    span = (struct ag_cfi_span){ (uint64_t)(uintptr_t)w, (uint64_t)(uintptr_t)w + GO_IMG_SIZE };
-    ASSERT_TRUE(ag_cfi_build_cancellable(span.lo, 0, span.lo + GO_HDR, &span, 1, NULL, &t) < 0);
+    ASSERT_TRUE(go_build(img, &find, &t) < 0);
     ASSERT_TRUE(t == NULL);
 
     /* D's table at the image's last byte, a varint that goes on past it: D is dropped, A, B and
@@ -1076,9 +1081,8 @@ TEST(cfi_go_pclntab_refused_and_corrupt)
     img[GO_FUNCS + 3 * 40 + 37] = 0;
     go_put(img, GO_FUNCS + 3 * 40 + 16, GO_IMG_SIZE - 1 - GO_PCTAB, 4);
     img[GO_IMG_SIZE - 1] = 0x80;
-    w = go_image_place(img);
-    span = (struct ag_cfi_span){ (uint64_t)(uintptr_t)w, (uint64_t)(uintptr_t)w + GO_IMG_SIZE };
-    ASSERT_EQ(ag_cfi_build_cancellable(span.lo, 0, span.lo + GO_HDR, &span, 1, NULL, &t), 0);
+    ASSERT_EQ(go_build(img, &find, &t), 0);
+    ASSERT_EQ(find, 0);
     ASSERT_EQ(t->fdes, 3);
     go_row_is(t, 96, AG_CFI_CFA_NONE, 0, 0, 0);
     ag_cfi_table_free(t);
