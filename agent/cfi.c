@@ -867,9 +867,10 @@ ag_cfi_go_bp_store(const struct ag_cfi_builder *b, uint64_t p, int64_t delta)
     return -1;
 }
 
-/* The row of sp delta v at runtime address pc; fp_saved: rbp is saved at CFA - 16. */
+/* The row of sp delta v at runtime address pc; fp_saved: rbp is saved at CFA - 16; exact: the
+ * return address is the interrupted pc (AG_CFI_RA_EXACT). */
 static int
-ag_cfi_go_emit(struct ag_cfi_builder *b, uint64_t pc, int64_t v, bool fp_saved)
+ag_cfi_go_emit(struct ag_cfi_builder *b, uint64_t pc, int64_t v, bool fp_saved, bool exact)
 {
     struct ag_cfi_state s = { .cfa_reg = AG_CFI_REG_SP, .cfa_off = v + 8, .cfa_expr = false };
 
@@ -878,6 +879,17 @@ ag_cfi_go_emit(struct ag_cfi_builder *b, uint64_t pc, int64_t v, bool fp_saved)
                     : (struct ag_cfi_rule){ AG_RULE_SAME, 0 };
     if (v < 0 || v > AG_GO_SP_DELTA_MAX) {
         s.cfa_reg = UINT64_MAX; /* no usable rule: CFA "other", the frame pointers go on */
+    }
+    if (exact && s.cfa_reg == AG_CFI_REG_SP) {
+        struct ag_cfi_row row;
+        uint64_t rel = pc - b->base;
+
+        if (pc < b->base || rel > UINT32_MAX) {
+            return -ERANGE;
+        }
+        ag_cfi_row_make(&s, (uint32_t)rel, &row);
+        row.flags |= AG_CFI_RA_EXACT;
+        return ag_cfi_push(b, &row);
     }
     return ag_cfi_emit(b, &s, pc);
 }
@@ -908,11 +920,35 @@ ag_cfi_go_covered(const struct ag_cfi_builder *b, size_t n_eh, uint64_t lo, uint
     return false;
 }
 
+/* Is the function named at nameoff in the name table at names (0: none) one that Go enters as
+ * if called from the interrupted pc (runtime.asyncPreempt: a preemption; runtime.sigpanic: a
+ * fault)? Its caller's pc is that pc itself, not a return address: Go's own traceback does not
+ * take 1 from it either. */
+static bool
+ag_cfi_go_exact(const struct ag_cfi_builder *b, uint64_t names, uint64_t nameoff)
+{
+    static const char *const injected[] = { "runtime.asyncPreempt", "runtime.sigpanic" };
+    struct ag_cfi_cur c = ag_cfi_cur_at(b, names + nameoff);
+
+    if (names == 0 || nameoff > UINT32_MAX || c.bad) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(injected) / sizeof(injected[0]); i++) {
+        size_t len = strlen(injected[i]) + 1; /* with its NUL */
+
+        if ((size_t)(c.end - c.p) >= len && memcmp(c.p, injected[i], len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Emits the rows of one Go function [entry, end) from its pcsp table at sp (pcvalue's encoding:
- * from -1 at the entry, pairs of a zigzag value delta and a pc delta, until a zero value delta). */
+ * from -1 at the entry, pairs of a zigzag value delta and a pc delta, until a zero value delta);
+ * exact: its return address is the interrupted pc (ag_cfi_go_exact). */
 static int
 ag_cfi_go_func(struct ag_cfi_builder *b, uint64_t entry, uint64_t end, struct ag_cfi_cur sp,
-               uint8_t flags)
+               uint8_t flags, bool exact)
 {
     uint64_t pc = entry;
     int64_t v = -1;
@@ -948,12 +984,12 @@ ag_cfi_go_func(struct ag_cfi_builder *b, uint64_t entry, uint64_t end, struct ag
             fp_known = true;
             fp_frame = at >= 0;
             if (at > 0) {
-                err = ag_cfi_go_emit(b, pc, v, false); /* the store itself: not saved yet */
+                err = ag_cfi_go_emit(b, pc, v, false, exact); /* the store: not saved yet */
                 pc = (uint64_t)at < next - pc ? pc + (uint64_t)at : next;
             }
         }
         if (err == 0 && next > pc) {
-            err = ag_cfi_go_emit(b, pc, v, fp_frame && v > 0);
+            err = ag_cfi_go_emit(b, pc, v, fp_frame && v > 0, exact);
         }
         pc = next;
     }
@@ -1015,7 +1051,7 @@ ag_cfi_go_walk(struct ag_cfi_builder *b, uint64_t hdr)
 {
 #if defined(__x86_64__)
     struct ag_cfi_cur h = ag_cfi_cur_at(b, hdr);
-    uint64_t nfunc, text, pctab, pcln, span_end;
+    uint64_t nfunc, text, names, pctab, pcln, span_end;
     size_t n_eh = b->n;
     bool bad = false;
     int err;
@@ -1029,9 +1065,9 @@ ag_cfi_go_walk(struct ag_cfi_builder *b, uint64_t hdr)
     nfunc = ag_cfi_fixed(&h, 8);
     (void)ag_cfi_fixed(&h, 8); /* nfiles */
     text = ag_cfi_fixed(&h, 8);
-    (void)ag_cfi_fixed(&h, 8); /* funcnameOffset */
-    (void)ag_cfi_fixed(&h, 8); /* cuOffset */
-    (void)ag_cfi_fixed(&h, 8); /* filetabOffset */
+    names = ag_cfi_fixed(&h, 8); /* funcnameOffset */
+    (void)ag_cfi_fixed(&h, 8);   /* cuOffset */
+    (void)ag_cfi_fixed(&h, 8);   /* filetabOffset */
     pctab = ag_cfi_fixed(&h, 8);
     pcln = ag_cfi_fixed(&h, 8);
     if (h.bad || nfunc == 0 || nfunc > AG_GO_FUNCS_MAX || pctab >= span_end - hdr ||
@@ -1040,6 +1076,7 @@ ag_cfi_go_walk(struct ag_cfi_builder *b, uint64_t hdr)
     }
     pctab += hdr;
     pcln += hdr;
+    names = names < span_end - hdr ? hdr + names : 0;
     for (uint64_t i = 0; i < nfunc; i++) {
         uint64_t entry = text + ag_cfi_go_word(b, pcln + 8 * i, 4, &bad);
         uint64_t funcoff = ag_cfi_go_word(b, pcln + 8 * i + 4, 4, &bad);
@@ -1071,7 +1108,8 @@ ag_cfi_go_walk(struct ag_cfi_builder *b, uint64_t hdr)
         sp = (struct ag_cfi_cur){ (const uint8_t *)(uintptr_t)(pctab + pcsp),
                                   (const uint8_t *)(uintptr_t)span_end, false };
         first = b->n;
-        err = ag_cfi_go_func(b, entry, end, sp, flags);
+        err = ag_cfi_go_func(b, entry, end, sp, flags,
+                             ag_cfi_go_exact(b, names, ag_cfi_go_word(b, f + 4, 4, &bad)));
         if (err == -ENOMEM) {
             return err;
         }

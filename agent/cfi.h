@@ -41,6 +41,10 @@
 /* With AG_CFI_CFA_NONE: no row because the module's table is not built yet (a lookup's result
  * only; no table row has it) */
 #define AG_CFI_NONE_YET    0x40u
+/* With any other CFA rule: the caller's pc is the interrupted pc itself, not a return address
+ * (Go's runtime.asyncPreempt and runtime.sigpanic, entered as if called from it): the walk looks
+ * it up as is, not at pc - 1 (agent/sig-unwind.c) */
+#define AG_CFI_RA_EXACT    0x40u
 /* With AG_CFI_CFA_NONE, in a cache slot only: the code at this pc was read and is no function
  * entry the unwinder recognises (agent/sig-unwind.c, ag_sig_unwind_entry_step): not read again */
 #define AG_CFI_NOT_ENTRY   0x80u
