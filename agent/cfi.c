@@ -1022,6 +1022,7 @@ ag_cfi_go_find(const struct ag_cfi_span *spans, size_t n_spans, uint64_t *out)
 
         for (; a < spans[i].hi && spans[i].hi - a >= AG_GO_HEADER_SIZE; a += 8) {
             const uint8_t *p = (const uint8_t *)(uintptr_t)a;
+            uint64_t nfunc, pctab, pcln;
             uint32_t magic;
 
             if (p[0] < 0xf0 || p[1] != 0xff || p[2] != 0xff || p[3] != 0xff || p[4] != 0 ||
@@ -1032,6 +1033,13 @@ ag_cfi_go_find(const struct ag_cfi_span *spans, size_t n_spans, uint64_t *out)
             if (magic != AG_GO_MAGIC_118) {
                 err = -ENOTSUP; /* another Go version's layout, or a chance match */
                 continue;
+            }
+            memcpy(&nfunc, p + 8, sizeof(nfunc));
+            memcpy(&pctab, p + 56, sizeof(pctab));
+            memcpy(&pcln, p + 64, sizeof(pcln));
+            if (nfunc == 0 || nfunc > AG_GO_FUNCS_MAX || pctab >= spans[i].hi - a ||
+                pcln >= spans[i].hi - a) {
+                continue; /* a chance match: the tables are not in this segment */
             }
             *out = a;
             return 0;
