@@ -6,6 +6,8 @@
  * reduced to "CFA = sp|fp + off, RA at CFA + off (or still in the link register), saved fp at
  * CFA + off or unchanged"; rules the step function cannot evaluate (DWARF expressions,
  * registers other than sp/fp) become "other", so the sampler falls back to frame pointers there.
+ * A Go module's functions, which have no .eh_frame, get rows from its pclntab's SP tables (x86-64,
+ * Go 1.18 and 1.19; below, ag_cfi_go_walk).
  * Context: outside signal context (modules.c, inside dl_iterate_phdr); allocates. The input is
  * treated as hostile: every read is bounds-checked against the module's PT_LOAD ranges and a
  * corrupt FDE is skipped, never followed outside them. Must not be called from a signal handler.
@@ -718,6 +720,20 @@ ag_cfi_row_same(const struct ag_cfi_row *a, const struct ag_cfi_row *b)
            a->fp_off8 == b->fp_off8;
 }
 
+/* Sorts the rows unless they are sorted: the rows of a table that .eh_frame_hdr sorts come out
+ * sorted already, checking costs one pass, sorting them again is most of a start-up's time in
+ * a short-lived process. */
+static void
+ag_cfi_rows_sort(struct ag_cfi_builder *b)
+{
+    for (size_t i = 1; i < b->n; i++) {
+        if (ag_cfi_tmp_cmp(&b->rows[i - 1], &b->rows[i]) > 0) {
+            qsort(b->rows, b->n, sizeof(b->rows[0]), ag_cfi_tmp_cmp);
+            break;
+        }
+    }
+}
+
 /* Walks the FDEs: through the binary search table when it has the usual encoding. */
 static int
 ag_cfi_walk(struct ag_cfi_builder *b, uint64_t hdr)
@@ -776,16 +792,360 @@ ag_cfi_walk(struct ag_cfi_builder *b, uint64_t hdr)
     }
 }
 
+/*
+ * Go's function table (.gopclntab): Go emits no .eh_frame for Go code, but its runtime keeps, for
+ * every function, the stack pointer's distance from its value at the entry for every pc (the
+ * "pcsp" table, which Go's own traceback reads). With the return address at the entry's sp, that
+ * is a CFI row: CFA = sp + delta + 8, RA at CFA - 8. Read here for the layout of Go 1.18 and 1.19
+ * on x86-64 (runtime/symtab.go's pcHeader, magic 0xfffffff0, and _func); a pclntab of another
+ * Go version is refused (-ENOTSUP) and its module unwinds by frame pointers as before.
+ */
+#define AG_GO_MAGIC_118     0xfffffff0u /* Go 1.18, 1.19 */
+#define AG_GO_HEADER_SIZE   72u         /* magic, pads, minLC, ptrSize, 8 words */
+#define AG_GO_FUNC_SIZE     40u         /* _func up to nfuncdata */
+#define AG_GO_FUNC_PCSP     16u
+#define AG_GO_FUNC_FLAG     37u
+#define AG_GO_FLAG_TOPFRAME 0x01u /* the outermost frame of a stack (goexit, mstart) */
+#define AG_GO_FLAG_SPWRITE  0x02u /* writes sp outright (a stack switch): pcsp does not apply */
+#define AG_GO_FUNCS_MAX     (1u << 24)
+#define AG_GO_SP_DELTA_MAX  (1 << 24) /* a larger delta is corrupt data, not a frame */
+
+#if defined(__x86_64__)
+/* Reads the n-byte little-endian value at addr (inside a readable span), or sets *bad. */
+static uint64_t
+ag_cfi_go_word(const struct ag_cfi_builder *b, uint64_t addr, size_t n, bool *bad)
+{
+    struct ag_cfi_cur c = ag_cfi_cur_at(b, addr);
+    uint64_t v = ag_cfi_fixed(&c, n);
+
+    *bad = *bad || c.bad;
+    return v;
+}
+
+/* A Go varint (unsigned LEB128 of at most 32 bits). */
+static uint32_t
+ag_cfi_go_uvarint(struct ag_cfi_cur *c)
+{
+    uint64_t v = ag_cfi_uleb(c);
+
+    if (v > UINT32_MAX) {
+        c->bad = true;
+    }
+    return (uint32_t)v;
+}
+
+/*
+ * Where a function with a frame has saved the caller's rbp, from the code at p, the first pc
+ * where sp has moved by delta: Go 1.19's prologue is `sub $N,%rsp; mov %rbp,N-8(%rsp); lea
+ * N-8(%rsp),%rbp`, so p holds the store (its length is returned: rbp is saved after it); a
+ * prologue `push %rbp` leaves delta 8 right after the push (0: saved at p). -1: the function
+ * does not save rbp there (a frameless leaf, assembly).
+ */
+static int
+ag_cfi_go_bp_store(const struct ag_cfi_builder *b, uint64_t p, int64_t delta)
+{
+    struct ag_cfi_cur c = ag_cfi_cur_at(b, p);
+    uint8_t code[8] = { 0 };
+    size_t n = 0;
+    bool bad = false;
+
+    while (n < sizeof(code) && !c.bad && c.p < c.end) {
+        code[n++] = *c.p++;
+    }
+    if (n >= 5 && code[0] == 0x48 && code[1] == 0x89 && code[2] == 0x6c && code[3] == 0x24 &&
+        (int64_t)(int8_t)code[4] == delta - 8) {
+        return 5; /* mov %rbp,disp8(%rsp) */
+    }
+    if (n >= 8 && code[0] == 0x48 && code[1] == 0x89 && code[2] == 0xac && code[3] == 0x24 &&
+        (int64_t)(int32_t)((uint32_t)code[4] | (uint32_t)code[5] << 8 | (uint32_t)code[6] << 16 |
+                           (uint32_t)code[7] << 24) == delta - 8) {
+        return 8; /* mov %rbp,disp32(%rsp) */
+    }
+    if (delta == 8 && ag_cfi_go_word(b, p - 1, 1, &bad) == 0x55 && !bad) {
+        return 0; /* push %rbp */
+    }
+    return -1;
+}
+
+/* The row of sp delta v at runtime address pc; fp_saved: rbp is saved at CFA - 16; exact: the
+ * return address is the interrupted pc (AG_CFI_RA_EXACT). */
+static int
+ag_cfi_go_emit(struct ag_cfi_builder *b, uint64_t pc, int64_t v, bool fp_saved, bool exact)
+{
+    struct ag_cfi_state s = { .cfa_reg = AG_CFI_REG_SP, .cfa_off = v + 8, .cfa_expr = false };
+
+    s.ra = (struct ag_cfi_rule){ AG_RULE_OFF, -8 };
+    s.fp = fp_saved ? (struct ag_cfi_rule){ AG_RULE_OFF, -16 }
+                    : (struct ag_cfi_rule){ AG_RULE_SAME, 0 };
+    if (v < 0 || v > AG_GO_SP_DELTA_MAX) {
+        s.cfa_reg = UINT64_MAX; /* no usable rule: CFA "other", the frame pointers go on */
+    }
+    if (exact && s.cfa_reg == AG_CFI_REG_SP) {
+        struct ag_cfi_row row;
+        uint64_t rel = pc - b->base;
+
+        if (pc < b->base || rel > UINT32_MAX) {
+            return -ERANGE;
+        }
+        ag_cfi_row_make(&s, (uint32_t)rel, &row);
+        row.flags |= AG_CFI_RA_EXACT;
+        return ag_cfi_push(b, &row);
+    }
+    return ag_cfi_emit(b, &s, pc);
+}
+
+/* Does an .eh_frame row (the first n_eh of b->rows, sorted) cover part of [lo, hi)? */
+static bool
+ag_cfi_go_covered(const struct ag_cfi_builder *b, size_t n_eh, uint64_t lo, uint64_t hi)
+{
+    size_t l = 0, h = n_eh;
+
+    while (l < h) { /* first row with addr > lo */
+        size_t mid = l + (h - l) / 2;
+
+        if (b->rows[mid].row.addr <= lo) {
+            l = mid + 1;
+        } else {
+            h = mid;
+        }
+    }
+    if (l > 0 && (b->rows[l - 1].row.flags & AG_CFI_CFA_MASK) != AG_CFI_CFA_NONE) {
+        return true;
+    }
+    for (; l < n_eh && b->rows[l].row.addr < hi; l++) {
+        if ((b->rows[l].row.flags & AG_CFI_CFA_MASK) != AG_CFI_CFA_NONE) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Is the function named at nameoff in the name table at names (0: none) one that Go enters as
+ * if called from the interrupted pc (runtime.asyncPreempt: a preemption; runtime.sigpanic: a
+ * fault)? Its caller's pc is that pc itself, not a return address: Go's own traceback does not
+ * take 1 from it either. */
+static bool
+ag_cfi_go_exact(const struct ag_cfi_builder *b, uint64_t names, uint64_t nameoff)
+{
+    static const char *const injected[] = { "runtime.asyncPreempt", "runtime.sigpanic" };
+    struct ag_cfi_cur c = ag_cfi_cur_at(b, names + nameoff);
+
+    if (names == 0 || nameoff > UINT32_MAX || c.bad) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(injected) / sizeof(injected[0]); i++) {
+        size_t len = strlen(injected[i]) + 1; /* with its NUL */
+
+        if ((size_t)(c.end - c.p) >= len && memcmp(c.p, injected[i], len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Emits the rows of one Go function [entry, end) from its pcsp table at sp (pcvalue's encoding:
+ * from -1 at the entry, pairs of a zigzag value delta and a pc delta, until a zero value delta);
+ * exact: its return address is the interrupted pc (ag_cfi_go_exact). */
+static int
+ag_cfi_go_func(struct ag_cfi_builder *b, uint64_t entry, uint64_t end, struct ag_cfi_cur sp,
+               uint8_t flags, bool exact)
+{
+    uint64_t pc = entry;
+    int64_t v = -1;
+    bool first = true, fp_known = false, fp_frame = false;
+    int err = 0;
+
+    b->fde_first = b->n;
+    if (flags & AG_GO_FLAG_TOPFRAME) {
+        struct ag_cfi_state s = { .cfa_reg = AG_CFI_REG_SP, .cfa_off = 8 };
+
+        s.ra.kind = AG_RULE_UNDEF; /* the walk ends here, as Go's traceback does */
+        err = ag_cfi_emit(b, &s, entry);
+        pc = end;
+    }
+    while (err == 0 && pc < end) {
+        uint32_t uv = ag_cfi_go_uvarint(&sp), pcd;
+        uint64_t next;
+
+        if (sp.bad || (uv == 0 && !first)) {
+            break;
+        }
+        v += (int32_t)(-(uv & 1) ^ (uv >> 1));
+        pcd = ag_cfi_go_uvarint(&sp);
+        if (sp.bad) {
+            break;
+        }
+        next = pcd < end - pc ? pc + pcd : end;
+        first = false;
+        if (v > 0 && !fp_known) {
+            /* The first pc with a frame: does the function save rbp, and where? */
+            int at = ag_cfi_go_bp_store(b, pc, v);
+
+            fp_known = true;
+            fp_frame = at >= 0;
+            if (at > 0) {
+                err = ag_cfi_go_emit(b, pc, v, false, exact); /* the store: not saved yet */
+                pc = (uint64_t)at < next - pc ? pc + (uint64_t)at : next;
+            }
+        }
+        if (err == 0 && next > pc) {
+            err = ag_cfi_go_emit(b, pc, v, fp_frame && v > 0, exact);
+        }
+        pc = next;
+    }
+    if (err == 0 && sp.bad) {
+        err = -EBADMSG;
+    }
+    if (err == 0 && end - b->base <= UINT32_MAX) {
+        struct ag_cfi_state none = { .cfa_reg = UINT64_MAX };
+        struct ag_cfi_row row;
+
+        /* The end marker: no row after the function unless another starts there. */
+        ag_cfi_row_make(&none, (uint32_t)(end - b->base), &row);
+        row.flags = AG_CFI_CFA_NONE;
+        b->fde_first = b->n;
+        err = ag_cfi_push(b, &row);
+    }
+    return err;
+}
+#endif
+
+int
+ag_cfi_go_find(const struct ag_cfi_span *spans, size_t n_spans, uint64_t *out)
+{
+    int err = -ENOENT;
+
+    *out = 0;
+#if defined(__x86_64__)
+    for (size_t i = 0; i < n_spans; i++) {
+        uint64_t a = (spans[i].lo + 7) & ~(uint64_t)7;
+
+        for (; a < spans[i].hi && spans[i].hi - a >= AG_GO_HEADER_SIZE; a += 8) {
+            const uint8_t *p = (const uint8_t *)(uintptr_t)a;
+            uint64_t nfunc, pctab, pcln;
+            uint32_t magic;
+
+            if (p[0] < 0xf0 || p[1] != 0xff || p[2] != 0xff || p[3] != 0xff || p[4] != 0 ||
+                p[5] != 0 || p[6] != 1 || p[7] != 8) {
+                continue; /* the magic, two zero pads, minLC 1, 8-byte pointers */
+            }
+            memcpy(&magic, p, sizeof(magic));
+            if (magic != AG_GO_MAGIC_118) {
+                err = -ENOTSUP; /* another Go version's layout, or a chance match */
+                continue;
+            }
+            memcpy(&nfunc, p + 8, sizeof(nfunc));
+            memcpy(&pctab, p + 56, sizeof(pctab));
+            memcpy(&pcln, p + 64, sizeof(pcln));
+            if (nfunc == 0 || nfunc > AG_GO_FUNCS_MAX || pctab >= spans[i].hi - a ||
+                pcln >= spans[i].hi - a) {
+                continue; /* a chance match: the tables are not in this segment */
+            }
+            *out = a;
+            return 0;
+        }
+    }
+#else
+    (void)spans;
+    (void)n_spans;
+    err = -ENOTSUP; /* Go's frames on arm64 keep the return address at sp: not read */
+#endif
+    return err;
+}
+
+/* Emits the rows of the Go functions of the pclntab at hdr that no .eh_frame row covers. */
+static int
+ag_cfi_go_walk(struct ag_cfi_builder *b, uint64_t hdr)
+{
+#if defined(__x86_64__)
+    struct ag_cfi_cur h = ag_cfi_cur_at(b, hdr);
+    uint64_t nfunc, text, names, pctab, pcln, span_end;
+    size_t n_eh = b->n;
+    bool bad = false;
+    int err;
+
+    if (h.bad || (uint64_t)(h.end - h.p) < AG_GO_HEADER_SIZE ||
+        ag_cfi_fixed(&h, 4) != AG_GO_MAGIC_118) {
+        return -ENOENT;
+    }
+    span_end = (uint64_t)(uintptr_t)h.end;
+    (void)ag_cfi_fixed(&h, 4); /* pads, minLC, ptrSize: checked by ag_cfi_go_find */
+    nfunc = ag_cfi_fixed(&h, 8);
+    (void)ag_cfi_fixed(&h, 8); /* nfiles */
+    text = ag_cfi_fixed(&h, 8);
+    names = ag_cfi_fixed(&h, 8); /* funcnameOffset */
+    (void)ag_cfi_fixed(&h, 8);   /* cuOffset */
+    (void)ag_cfi_fixed(&h, 8);   /* filetabOffset */
+    pctab = ag_cfi_fixed(&h, 8);
+    pcln = ag_cfi_fixed(&h, 8);
+    if (h.bad || nfunc == 0 || nfunc > AG_GO_FUNCS_MAX || pctab >= span_end - hdr ||
+        pcln >= span_end - hdr || (nfunc + 1) * 8 > span_end - hdr - pcln) {
+        return -EBADMSG;
+    }
+    pctab += hdr;
+    pcln += hdr;
+    names = names < span_end - hdr ? hdr + names : 0;
+    for (uint64_t i = 0; i < nfunc; i++) {
+        uint64_t entry = text + ag_cfi_go_word(b, pcln + 8 * i, 4, &bad);
+        uint64_t funcoff = ag_cfi_go_word(b, pcln + 8 * i + 4, 4, &bad);
+        uint64_t end = text + ag_cfi_go_word(b, pcln + 8 * i + 8, 4, &bad);
+        uint64_t f = pcln + funcoff, pcsp;
+        uint8_t flags;
+        struct ag_cfi_cur sp;
+        size_t first;
+
+        if (bad || end < entry) {
+            return -EBADMSG; /* the function table is sorted by entry */
+        }
+        if ((i & 255) == 255 && b->cancel != NULL && atomic_load(b->cancel)) {
+            return -ECANCELED;
+        }
+        if (entry == end || entry < b->base || end - b->base > UINT32_MAX ||
+            funcoff > span_end - pcln || span_end - f < AG_GO_FUNC_SIZE ||
+            ag_cfi_go_word(b, f, 4, &bad) != entry - text) {
+            continue; /* outside the module's 4 GiB, or a _func that does not match its entry */
+        }
+        pcsp = ag_cfi_go_word(b, f + AG_GO_FUNC_PCSP, 4, &bad);
+        flags = (uint8_t)ag_cfi_go_word(b, f + AG_GO_FUNC_FLAG, 1, &bad);
+        if (bad || (flags & AG_GO_FLAG_SPWRITE) || (pcsp == 0 && !(flags & AG_GO_FLAG_TOPFRAME)) ||
+            pcsp >= span_end - pctab ||
+            ag_cfi_go_covered(b, n_eh, entry - b->base, end - b->base)) {
+            bad = false;
+            continue; /* a stack switch, no table, or C code the .eh_frame describes */
+        }
+        sp = (struct ag_cfi_cur){ (const uint8_t *)(uintptr_t)(pctab + pcsp),
+                                  (const uint8_t *)(uintptr_t)span_end, false };
+        first = b->n;
+        err = ag_cfi_go_func(b, entry, end, sp, flags,
+                             ag_cfi_go_exact(b, names, ag_cfi_go_word(b, f + 4, 4, &bad)));
+        if (err == -ENOMEM) {
+            return err;
+        }
+        if (err != 0) {
+            b->n = first; /* drop a half-emitted function */
+            continue;
+        }
+        b->fdes++;
+    }
+    return 0;
+#else
+    (void)b;
+    (void)hdr;
+    return -ENOTSUP;
+#endif
+}
+
 int
 ag_cfi_build(uint64_t base, uint64_t hdr, const struct ag_cfi_span *spans, size_t n_spans,
              struct ag_cfi_table **out)
 {
-    return ag_cfi_build_cancellable(base, hdr, spans, n_spans, NULL, out);
+    return ag_cfi_build_cancellable(base, hdr, 0, spans, n_spans, NULL, out);
 }
 
 int
-ag_cfi_build_cancellable(uint64_t base, uint64_t hdr, const struct ag_cfi_span *spans,
-                         size_t n_spans, _Atomic int *cancel, struct ag_cfi_table **out)
+ag_cfi_build_cancellable(uint64_t base, uint64_t hdr, uint64_t gopclntab,
+                         const struct ag_cfi_span *spans, size_t n_spans, _Atomic int *cancel,
+                         struct ag_cfi_table **out)
 {
     struct ag_cfi_builder *b;
     struct ag_cfi_table *t = NULL;
@@ -802,17 +1162,25 @@ ag_cfi_build_cancellable(uint64_t base, uint64_t hdr, const struct ag_cfi_span *
     b->spans = spans;
     b->n_spans = n_spans;
     b->cancel = cancel;
-    err = ag_cfi_walk(b, hdr);
-    if (err != 0) {
+    err = hdr != 0 ? ag_cfi_walk(b, hdr) : 0;
+    if (err != 0 && !(err == -ENOENT && gopclntab != 0)) {
         goto out;
     }
-    /* The rows of a table that .eh_frame_hdr sorts come out sorted already: checking costs one
-     * pass, sorting them again is most of a start-up's time in a short-lived process. */
-    for (size_t i = 1; i < b->n; i++) {
-        if (ag_cfi_tmp_cmp(&b->rows[i - 1], &b->rows[i]) > 0) {
-            qsort(b->rows, b->n, sizeof(b->rows[0]), ag_cfi_tmp_cmp);
-            break;
+    ag_cfi_rows_sort(b);
+    if (gopclntab != 0) {
+        /* Go's functions after the sorted .eh_frame rows, which they must not overlap. */
+        size_t n_eh = b->n;
+
+        err = ag_cfi_go_walk(b, gopclntab);
+        if (err == -ENOMEM || err == -ECANCELED) {
+            goto out;
         }
+        if (err != 0) {
+            b->n = n_eh; /* a corrupt or unknown table: none of its rows (an empty table: -ENOENT)
+                          */
+        }
+        err = 0;
+        ag_cfi_rows_sort(b);
     }
     for (size_t i = 0; i < b->n; i++) {
         if (i + 1 < b->n && b->rows[i + 1].row.addr == b->rows[i].row.addr) {

@@ -2,12 +2,12 @@
 /*
  * agent/cfi.h - compact DWARF call-frame tables and the signal-safe CFI step (private to the
  * agent; owned by agent/cfi.c and agent/sig-cfi.c). agent/cfi.c turns a module's .eh_frame_hdr
- * and .eh_frame into one immutable table of 12-byte rows, outside signal context, while the
- * module list is refreshed; agent/sig-cfi.c looks a pc up in the published module snapshot and
- * computes the caller's {pc, sp, fp}. Context: tables are built on the thread that calls
- * ag_modules_refresh(); ag_sig_* functions run in signal handlers and never allocate, lock or
- * touch errno. Tables are built for the architecture the agent runs on (x86_64 or aarch64; its
- * register numbers and return-address rules come from agent/arch.h).
+ * and .eh_frame (and a Go module's pclntab) into one immutable table of 12-byte rows, outside
+ * signal context, while the module list is refreshed; agent/sig-cfi.c looks a pc up in the
+ * published module snapshot and computes the caller's {pc, sp, fp}. Context: tables are built on
+ * the thread that calls ag_modules_refresh(); ag_sig_* functions run in signal handlers and never
+ * allocate, lock or touch errno. Tables are built for the architecture the agent runs on (x86_64 or
+ * aarch64; its register numbers and return-address rules come from agent/arch.h).
  */
 #ifndef AG_CFI_H
 #define AG_CFI_H
@@ -41,6 +41,10 @@
 /* With AG_CFI_CFA_NONE: no row because the module's table is not built yet (a lookup's result
  * only; no table row has it) */
 #define AG_CFI_NONE_YET    0x40u
+/* With any other CFA rule: the caller's pc is the interrupted pc itself, not a return address
+ * (Go's runtime.asyncPreempt and runtime.sigpanic, entered as if called from it): the walk looks
+ * it up as is, not at pc - 1 (agent/sig-unwind.c) */
+#define AG_CFI_RA_EXACT    0x40u
 /* With AG_CFI_CFA_NONE, in a cache slot only: the code at this pc was read and is no function
  * entry the unwinder recognises (agent/sig-unwind.c, ag_sig_unwind_entry_step): not read again */
 #define AG_CFI_NOT_ENTRY   0x80u
@@ -88,10 +92,24 @@ PP_MUST_USE int ag_cfi_build(uint64_t base, uint64_t hdr, const struct ag_cfi_sp
                              size_t n_spans, struct ag_cfi_table **out);
 
 /* ag_cfi_build() that gives up with -ECANCELED soon after *cancel becomes nonzero (an exiting
- * process must not wait for a large module's table). */
-PP_MUST_USE int ag_cfi_build_cancellable(uint64_t base, uint64_t hdr,
+ * process must not wait for a large module's table), and adds the rows of the Go functions of
+ * the pclntab at runtime address gopclntab (ag_cfi_go_find; 0: none) that no .eh_frame row
+ * covers. hdr may be 0 when gopclntab is not. */
+PP_MUST_USE int ag_cfi_build_cancellable(uint64_t base, uint64_t hdr, uint64_t gopclntab,
                                          const struct ag_cfi_span *spans, size_t n_spans,
                                          _Atomic int *cancel, struct ag_cfi_table **out);
+
+/*
+ * Finds a Go module's function table (.gopclntab, which has no program header of its own, and no
+ * section of its own in a position-independent Go binary) in its mapped data: the first 8-aligned
+ * header of Go 1.18's and 1.19's layout (magic 0xfffffff0, minLC 1, 8-byte pointers) in spans
+ * (the module's readable, not executable, PT_LOAD ranges). Its rows: CFA = sp + the pcsp table's
+ * delta + 8, the return address at CFA - 8, rbp at CFA - 16 once the prologue saved it (see
+ * agent/cfi.c). Returns 0 (*out set), -ENOENT (none) or -ENOTSUP (only another Go version's
+ * header, or not x86-64). Context: outside signal context, while the module cannot be unmapped;
+ * reads every 8th byte of the spans at most (a Go program's table lies early in them).
+ */
+PP_MUST_USE int ag_cfi_go_find(const struct ag_cfi_span *spans, size_t n_spans, uint64_t *out);
 
 /*
  * A cache of built tables shared by the processes of one recording (PIPEPROF_CFI_CACHE=DIR, set

@@ -72,19 +72,51 @@ ag_modules_set_cfi_cache(const char *dir)
     pthread_mutex_unlock(&ag_modules_mutex);
 }
 
+/* The runtime address of a Go module's pclntab, found in its readable data (0: none, and why in
+ * m->go_err). */
+static uint64_t
+ag_modules_go_pclntab(struct ag_module *m, const struct dl_phdr_info *info)
+{
+    struct ag_cfi_span *data;
+    uint64_t at = 0;
+    size_t n = 0;
+
+    if (!m->go) {
+        return 0;
+    }
+    data = calloc(info->dlpi_phnum + 1u, sizeof(*data));
+    if (data == NULL) {
+        m->go_err = -ENOMEM;
+        return 0;
+    }
+    for (size_t i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && !(ph->p_flags & PF_X)) {
+            data[n++] = (struct ag_cfi_span){ m->base + ph->p_vaddr,
+                                              m->base + ph->p_vaddr + ph->p_memsz };
+        }
+    }
+    m->go_err = ag_cfi_go_find(data, n, &at);
+    free(data);
+    return at;
+}
+
 /* A module's table from the recording's cache when it holds it, else built (and stored there).
  * Called with the mutex held. */
 static int
-ag_modules_cfi_get(struct ag_module *m, uint64_t hdr, const struct ag_cfi_span *loads,
-                   size_t n_loads, _Atomic int *cancel)
+ag_modules_cfi_get(struct ag_module *m, const struct dl_phdr_info *info, uint64_t hdr,
+                   const struct ag_cfi_span *loads, size_t n_loads, _Atomic int *cancel)
 {
+    uint64_t gopclntab;
     int err;
 
     if (ag_cfi_cache_load(ag_modules_cfi_dir, m->build_id, m->build_id_len, m->base, &m->cfi) ==
         0) {
         return 0;
     }
-    err = ag_cfi_build_cancellable(m->base, hdr, loads, n_loads, cancel, &m->cfi);
+    gopclntab = ag_modules_go_pclntab(m, info);
+    err = ag_cfi_build_cancellable(m->base, hdr, gopclntab, loads, n_loads, cancel, &m->cfi);
     if (err == 0) {
         ag_cfi_cache_store(ag_modules_cfi_dir, m->build_id, m->build_id_len, m->cfi);
     }
@@ -123,9 +155,10 @@ ag_modules_exe_path(void)
     return strdup(buf);
 }
 
-/* Copies the NT_GNU_BUILD_ID of a PT_NOTE segment that lies inside the mapped image. */
+/* Reads the notes of a PT_NOTE segment that lies inside the mapped image: the first
+ * NT_GNU_BUILD_ID, and whether a note is named "Go" (Go's build ID, in every Go binary). */
 static void
-ag_modules_read_build_id(struct ag_module *m, const ElfW(Phdr) * ph, uint64_t base)
+ag_modules_read_notes(struct ag_module *m, const ElfW(Phdr) * ph, uint64_t base)
 {
     const uint8_t *p = (const uint8_t *)(uintptr_t)(base + ph->p_vaddr);
     size_t left = ph->p_memsz;
@@ -137,13 +170,16 @@ ag_modules_read_build_id(struct ag_module *m, const ElfW(Phdr) * ph, uint64_t ba
         size_t total = sizeof(*nh) + namesz + descsz;
 
         if (nh->n_namesz > left || nh->n_descsz > left || total > left) {
-            return; /* corrupt note: keep no build-id */
+            return; /* corrupt note: nothing more from this segment */
         }
         if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-            memcmp(p + sizeof(*nh), "GNU", 4) == 0 && nh->n_descsz <= AG_BUILD_ID_MAX) {
+            memcmp(p + sizeof(*nh), "GNU", 4) == 0 && nh->n_descsz <= AG_BUILD_ID_MAX &&
+            m->build_id_len == 0) {
             memcpy(m->build_id, p + sizeof(*nh) + namesz, nh->n_descsz);
             m->build_id_len = nh->n_descsz;
-            return;
+        }
+        if (nh->n_namesz >= 3 && memcmp(p + sizeof(*nh), "Go", 3) == 0) {
+            m->go = 1;
         }
         p += total;
         left -= total;
@@ -220,15 +256,16 @@ ag_module_new(const struct dl_phdr_info *info, int is_exe, struct ag_module **ou
         goto out;
     }
     for (size_t i = 0; i < info->dlpi_phnum; i++) {
-        if (info->dlpi_phdr[i].p_type == PT_NOTE && m->build_id_len == 0) {
-            ag_modules_read_build_id(m, &info->dlpi_phdr[i], m->base);
+        if (info->dlpi_phdr[i].p_type == PT_NOTE) {
+            ag_modules_read_notes(m, &info->dlpi_phdr[i], m->base);
         }
     }
     m->eh_frame_hdr = hdr;
-    if (hdr != 0 && ag_modules_defer_cfi) {
+    m->go_err = m->go ? -EINPROGRESS : -ENOENT;
+    if ((hdr != 0 || m->go) && ag_modules_defer_cfi) {
         m->cfi_err = -EINPROGRESS; /* ag_modules_build_cfi() */
-    } else if (hdr != 0) {
-        m->cfi_err = ag_modules_cfi_get(m, hdr, loads, n_loads, NULL);
+    } else if (hdr != 0 || m->go) {
+        m->cfi_err = ag_modules_cfi_get(m, info, hdr, loads, n_loads, NULL);
     } else {
         m->cfi_err = -ENOENT;
     }
@@ -465,16 +502,17 @@ ag_modules_build_cb(struct dl_phdr_info *info, size_t size, void *ctx)
     }
     if (b->cached_only) {
         free(loads);
-        if (hdr != 0 && ag_cfi_cache_load(ag_modules_cfi_dir, m->build_id, m->build_id_len, m->base,
-                                          &m->cfi) != 0) {
+        if ((hdr != 0 || m->go) && ag_cfi_cache_load(ag_modules_cfi_dir, m->build_id,
+                                                     m->build_id_len, m->base, &m->cfi) != 0) {
             b->missing++; /* left -EINPROGRESS for ag_modules_build_cfi() */
             return 0;
         }
-        m->cfi_err = hdr != 0 ? 0 : -ENOENT;
+        m->cfi_err = hdr != 0 || m->go ? 0 : -ENOENT;
         b->built++;
         return 0;
     }
-    m->cfi_err = hdr != 0 ? ag_modules_cfi_get(m, hdr, loads, n_loads, b->cancel) : -ENOENT;
+    m->cfi_err = hdr != 0 || m->go ? ag_modules_cfi_get(m, info, hdr, loads, n_loads, b->cancel)
+                                   : -ENOENT;
     free(loads);
     if (m->cfi_err == -ECANCELED) {
         m->cfi_err = -EINPROGRESS; /* built at the next refresh, if the agent runs on */

@@ -244,10 +244,11 @@ ag_sig_unwind_entry_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r)
 
 /* One CFI step; maps ag_sig_cfi_step's result onto an end reason. sp_exact is 0 when sp is only
  * a lower bound (after a frame-pointer step on aarch64): an sp-based row would then read the
- * wrong words, so only an fp-based one is applied. */
+ * wrong words, so only an fp-based one is applied. *ra_exact: the row applied says the caller's
+ * pc is the interrupted pc itself (AG_CFI_RA_EXACT), to be looked up as is. */
 AG_SIG_READS_FOREIGN_STACK static int
 ag_sig_unwind_cfi_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r, int pc_is_ra, int sp_exact,
-                       uint8_t *why)
+                       uint8_t *why, int *ra_exact)
 {
     struct ag_cfi_row rule;
     int rc;
@@ -260,6 +261,8 @@ ag_sig_unwind_cfi_step(struct ag_unwind_ctx *c, struct ag_cfi_regs *r, int pc_is
     rc = ag_sig_cfi_apply(&rule, r, ag_sig_unwind_read, c);
 
     if (rc == 0) {
+        *ra_exact = (rule.flags & AG_CFI_CFA_MASK) != AG_CFI_CFA_NONE &&
+                    (rule.flags & AG_CFI_RA_EXACT) != 0;
         return 0;
     }
     switch (rc) {
@@ -290,6 +293,7 @@ ag_sig_unwind_walk(struct ag_unwind_ctx *c, struct ag_cfi_regs r, int pc_is_ra, 
     uint8_t why = AG_UNWIND_END_DEPTH_LIMIT;
     uint32_t cfi_steps = 0;
     int pending = 0, cfi_root = 0; /* a pc met with its table not built; the end was CFI's */
+    int exact = 0; /* r.pc is an interrupted pc, not a return address (AG_CFI_RA_EXACT) */
 
     if (max == 0) {
         goto out;
@@ -306,11 +310,15 @@ ag_sig_unwind_walk(struct ag_unwind_ctx *c, struct ag_cfi_regs r, int pc_is_ra, 
         /* An interrupted leaf may be in a prologue or epilogue, or in a function built without
          * frame pointers (libc): its CFI row is exact, while rbp may still be the caller's. */
         int leaf = depth == 1 && !pc_is_ra;
+        /* Looked up at pc - 1 when pc is a return address: a call that ends a function is its
+         * own. Not under Go's asyncPreempt, whose "caller" is the preempted pc itself. */
+        int as_ra = !leaf && !exact;
 
+        exact = 0;
         /* CFI first: where the module has a row for pc it is exact, whatever rbp holds (in code
          * built without frame pointers rbp is an ordinary register, and a "frame record" read
          * through it yields stale stack words as return addresses). */
-        if (ag_sig_unwind_cfi_step(c, &r, !leaf, sp_exact, &cfi_why) == 0) {
+        if (ag_sig_unwind_cfi_step(c, &r, as_ra, sp_exact, &cfi_why, &exact) == 0) {
             unwinder = AG_UNWINDER_CFI;
             cfi_steps++;
             sp_exact = 1;

@@ -43,6 +43,9 @@ struct ag_module {
                                 * loader (ag_modules_note_file_code); named by offset only, and
                                 * left out of the signal handler's snapshot */
     uint64_t eh_frame_hdr;     /* runtime address of its .eh_frame_hdr, 0 when none */
+    int go;                    /* a Go program or library (a "Go" ELF note): its pclntab's rows
+                                * join the CFI table (agent/cfi.c, ag_cfi_go_find) */
+    int go_err;                /* mutex: 0 when the pclntab's rows were read, or why not */
     struct ag_cfi_table *cfi;  /* NULL when the module has no usable .eh_frame_hdr */
     int cfi_err;               /* 0 or why cfi is NULL; -EINPROGRESS: not built yet */
     int live;                  /* mutex: still in the loader's list at the last refresh */

@@ -16,3 +16,10 @@ if(TARGET pp_agent)
   target_link_libraries(bench-entry PRIVATE pp_agent)
   set_target_properties(bench-entry PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 endif()
+# bench-gopcln: a Go module's pclntab in its CFI table, at build time and per walk (x86-64).
+# Run: build/bench/bench-gopcln GO-ELF-FILE [batches] [reps]
+if(TARGET pp_agent)
+  add_executable(bench-gopcln bench-gopcln.c)
+  target_link_libraries(bench-gopcln PRIVATE pp_agent)
+  set_target_properties(bench-gopcln PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+endif()

@@ -12,6 +12,8 @@ pp_add_script_test(cli-record-short cli-record-short.sh LABELS integration TIMEO
 pp_add_script_test(cli-killed cli-killed.sh LABELS integration TIMEOUT 120)
 # A Go program preempted by SIGURG: runtime.asyncPreempt keeps the preempted function under it
 pp_add_script_test(cli-record-go cli-record-go.sh LABELS integration TIMEOUT 180)
+# A Go ground truth: frameless leaves and prologues keep their callers (the pclntab's SP tables)
+pp_add_script_test(cli-record-go-frames cli-record-go-frames.sh LABELS integration TIMEOUT 240)
 pp_add_script_test(cli-record-listen cli-record-listen.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-child-calls cli-record-child-calls.sh LABELS integration TIMEOUT 120)
 pp_add_script_test(cli-record-commands cli-record-commands.sh LABELS integration slow TIMEOUT 180)

@@ -905,6 +905,251 @@ TEST(cfi_preempted_as_go_does_keeps_the_preempted_function)
     ag_modules_fini();
 }
 
+#if defined(__x86_64__)
+/*
+ * A Go 1.19 module image in miniature (agent/cfi.c, ag_cfi_go_walk): code, then a pclntab of Go
+ * 1.18's and 1.19's layout (runtime/symtab.go's pcHeader, functab, _func and the function names)
+ * over five functions:
+ *   A [0, 32)    a leaf: sp never moves until 24, then 16 below the entry's (an assembly push);
+ *   B [32, 80)   Go 1.19's prologue: 10 bytes of stack check, `sub $0x30,%rsp` at 42, `mov
+ *                %rbp,0x28(%rsp)` at 46, the body from 51, back to the entry's sp at 72 (ret);
+ *   C [80, 96)   TOPFRAME (runtime.goexit): the end of a stack;
+ *   D [96, 112)  SPWRITE (a stack switch): no rows, the frame pointers as before;
+ *   E [112, 128) runtime.asyncPreempt, frameless: its caller's pc is the preempted pc itself.
+ * The image's length is a multiple of 8 so that test_guarded_copy() ends it at its guard page.
+ */
+#define GO_IMG_SIZE 544
+#define GO_TEXT_END 128
+#define GO_HDR      128
+#define GO_PCTAB    200
+#define GO_PCLN     224
+#define GO_FUNCS    272
+#define GO_NAMES    472
+#define GO_NFUNC    5
+
+static void
+go_put(uint8_t *img, size_t at, uint64_t v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        img[at + i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+static void
+go_image(uint8_t *img, uint32_t magic)
+{
+    static const uint8_t pcsp[] = {
+        0,                       /* offset 0 is "no table" */
+        2, 24, 32, 8,  0,        /* A at 1: 0 over 24 bytes, 16 over 8 */
+        2, 14, 96, 26, 95, 8, 0, /* B at 6: 0 over 14, 0x30 over 26, 0 over 8 */
+        2, 16, 0,                /* C at 13 */
+        2, 16, 0,                /* D at 16 */
+        2, 16, 0,                /* E at 19 */
+    };
+    static const char names[] = "main.A\0main.B\0runtime.goexit\0runtime.systemstack\0"
+                                "runtime.asyncPreempt";
+    static const uint32_t entry[] = { 0, 32, 80, 96, 112, GO_TEXT_END };
+    static const uint32_t sp_at[] = { 1, 6, 13, 16, 19 }, name_at[] = { 0, 7, 14, 29, 49 };
+    static const uint8_t flags[] = { 0, 0, 1, 2, 0 };
+
+    memset(img, 0xcc, GO_HDR);
+    memset(img + 32, 0x90, 48);
+    memcpy(img + 42, "\x48\x83\xec\x30", 4);     /* sub $0x30,%rsp */
+    memcpy(img + 46, "\x48\x89\x6c\x24\x28", 5); /* mov %rbp,0x28(%rsp) */
+    img[72] = 0xc3;
+    memset(img + GO_HDR, 0, GO_IMG_SIZE - GO_HDR);
+    go_put(img, GO_HDR, magic, 4);
+    img[GO_HDR + 6] = 1;                  /* minLC */
+    img[GO_HDR + 7] = 8;                  /* ptrSize */
+    go_put(img, GO_HDR + 8, GO_NFUNC, 8); /* nfunc */
+    /* textStart, an address: set by go_image_place */
+    go_put(img, GO_HDR + 32, GO_NAMES - GO_HDR, 8);
+    go_put(img, GO_HDR + 56, GO_PCTAB - GO_HDR, 8);
+    go_put(img, GO_HDR + 64, GO_PCLN - GO_HDR, 8);
+    memcpy(img + GO_PCTAB, pcsp, sizeof(pcsp));
+    memcpy(img + GO_NAMES, names, sizeof(names));
+    for (size_t i = 0; i <= GO_NFUNC; i++) {
+        go_put(img, GO_PCLN + 8 * i, entry[i], 4);
+        go_put(img, GO_PCLN + 8 * i + 4, GO_FUNCS - GO_PCLN + 40 * i, 4);
+    }
+    for (size_t i = 0; i < GO_NFUNC; i++) {
+        go_put(img, GO_FUNCS + 40 * i, entry[i], 4);
+        go_put(img, GO_FUNCS + 40 * i + 4, name_at[i], 4);
+        go_put(img, GO_FUNCS + 40 * i + 16, sp_at[i], 4);
+        img[GO_FUNCS + 40 * i + 37] = flags[i];
+    }
+}
+
+/* The guarded copy of an image made by go_image, its textStart set to where its code lies. */
+static uint8_t *
+go_image_place(const uint8_t *img)
+{
+    uint8_t *w = (uint8_t *)(uintptr_t)test_guarded_copy(img, GO_IMG_SIZE);
+
+    go_put(w, GO_HDR + 24, (uint64_t)(uintptr_t)w, 8);
+    return w;
+}
+
+/* Checks the rule of the row at rel in t. */
+static void
+go_row_is(const struct ag_cfi_table *t, uint64_t rel, uint8_t flags, int32_t cfa_off,
+          int16_t ra_off, int8_t fp_off8)
+{
+    const struct ag_cfi_row *r = ag_sig_cfi_row_find(t, rel);
+
+    printf("# row at %llu: flags %#x cfa %d ra %d fp %d\n", (unsigned long long)rel,
+           r != NULL ? r->flags : 0, r != NULL ? r->cfa_off : 0, r != NULL ? r->ra_off : 0,
+           r != NULL ? r->fp_off8 : 0);
+    ASSERT_TRUE(r != NULL);
+    ASSERT_EQ(r->flags, flags);
+    if ((flags & AG_CFI_CFA_MASK) == AG_CFI_CFA_SP) {
+        ASSERT_EQ(r->cfa_off, cfa_off);
+        ASSERT_EQ(r->ra_off, ra_off);
+    }
+    if ((flags & AG_CFI_FP_MASK) == AG_CFI_FP_AT) {
+        ASSERT_EQ(r->fp_off8, fp_off8);
+    }
+}
+
+/* A Go pclntab's SP tables become rows: the return address at sp on a frameless leaf and at a
+ * function's stack check, rbp saved only after the prologue's store, the end of a stack at
+ * goexit, no rows for a stack switch or past the last function. */
+TEST(cfi_go_pclntab_rows)
+{
+    static uint8_t img[GO_IMG_SIZE];
+    const uint8_t *g;
+    struct ag_cfi_span span;
+    struct ag_cfi_table *t = NULL;
+    uint64_t hdr = 0;
+    const uint8_t sp_same = AG_CFI_CFA_SP | AG_CFI_RA_AT | AG_CFI_FP_SAME;
+    const uint8_t sp_saved = AG_CFI_CFA_SP | AG_CFI_RA_AT | AG_CFI_FP_AT;
+
+    go_image(img, 0xfffffff0u);
+    g = go_image_place(img);
+    span = (struct ag_cfi_span){ (uint64_t)(uintptr_t)g, (uint64_t)(uintptr_t)g + GO_IMG_SIZE };
+    ASSERT_EQ(ag_cfi_go_find(&span, 1, &hdr), 0);
+    ASSERT_U64_EQ(hdr, span.lo + GO_HDR);
+    ASSERT_EQ(ag_cfi_build_cancellable(span.lo, 0, hdr, &span, 1, NULL, &t), 0);
+    ASSERT_TRUE(t != NULL);
+    printf("# %zu rows, %zu functions\n", t->n, t->fdes);
+    ASSERT_EQ(t->fdes, 4);
+    go_row_is(t, 0, sp_same, 8, -8, 0); /* A, the entry */
+    go_row_is(t, 23, sp_same, 8, -8, 0);
+    go_row_is(t, 24, sp_same, 24, -8, 0); /* A, 16 pushed: no frame pointer of its own */
+    go_row_is(t, 31, sp_same, 24, -8, 0);
+    go_row_is(t, 32, sp_same, 8, -8, 0);      /* B, the stack check */
+    go_row_is(t, 45, sp_same, 8, -8, 0);      /* B, `sub $0x30,%rsp` */
+    go_row_is(t, 46, sp_same, 0x38, -8, 0);   /* B, the store of rbp: rbp is the caller's */
+    go_row_is(t, 51, sp_saved, 0x38, -8, -2); /* B, the body: rbp at CFA - 16 */
+    go_row_is(t, 71, sp_saved, 0x38, -8, -2);
+    go_row_is(t, 72, sp_same, 8, -8, 0);                                       /* B, its ret */
+    go_row_is(t, 80, AG_CFI_CFA_SP | AG_CFI_RA_END | AG_CFI_FP_SAME, 8, 0, 0); /* C */
+    go_row_is(t, 96, AG_CFI_CFA_NONE, 0, 0, 0);             /* D: a stack switch */
+    go_row_is(t, 112, sp_same | AG_CFI_RA_EXACT, 8, -8, 0); /* E, asyncPreempt */
+    go_row_is(t, 127, sp_same | AG_CFI_RA_EXACT, 8, -8, 0);
+    go_row_is(t, GO_TEXT_END, AG_CFI_CFA_NONE, 0, 0, 0); /* past the last function */
+    ag_cfi_table_free(t);
+}
+
+/* A walk through a Go table: the frame under runtime.asyncPreempt is the preempted pc itself, B's
+ * first instruction, and is looked up there (B's entry row: the return address at sp), not at
+ * pc - 1 (A's last row, which would read the word 16 higher). */
+TEST(cfi_go_preempted_at_an_entry_keeps_its_caller)
+{
+    static uint8_t img[GO_IMG_SIZE];
+    static uint64_t stack[16];
+    struct ag_module_snapshot *snap, *old;
+    struct ag_cfi_table *t = NULL;
+    struct ag_cfi_span span;
+    struct ag_unwind_result res;
+    struct ag_unwind_ctx c;
+    uint64_t frames[8], base, sp = (uint64_t)(uintptr_t)stack;
+    uint8_t *w;
+
+    go_image(img, 0xfffffff0u);
+    w = go_image_place(img);
+    base = (uint64_t)(uintptr_t)w;
+    span = (struct ag_cfi_span){ base, base + GO_IMG_SIZE };
+    ASSERT_EQ(ag_cfi_build_cancellable(base, 0, base + GO_HDR, &span, 1, NULL, &t), 0);
+    snap = calloc(1, sizeof(*snap) + sizeof(snap->spans[0]));
+    ASSERT_TRUE(snap != NULL);
+    snap->generation = 0x60f4a3e5;
+    snap->n = 1;
+    snap->spans[0] = (struct ag_module_span){ base, base + GO_TEXT_END, NULL, t, 0 };
+    old = atomic_exchange(&ag_sig_modules, snap);
+    memset(stack, 0, sizeof(stack));
+    stack[0] = base + 32;     /* pushed by Go's preemption: B preempted at its entry */
+    stack[1] = base + 80 + 5; /* B's return address, into C (goexit: the end) */
+    stack[3] = base + 96 + 3; /* where A's row at pc - 1 would find it */
+    ag_sig_unwind_ctx_init(&c, sp, sp, sp + sizeof(stack));
+    ag_sig_unwind(&c, base + 112 + 4, sp, 0, 0, frames, 8, &res);
+    atomic_store(&ag_sig_modules, old);
+    printf("# %u frames: %#llx %#llx %#llx, end %u\n", res.depth,
+           (unsigned long long)(frames[0] - base), (unsigned long long)(frames[1] - base),
+           (unsigned long long)(res.depth > 2 ? frames[2] - base : 0), res.end);
+    ASSERT_EQ(res.depth, 3);
+    ASSERT_U64_EQ(frames[0], base + 116);
+    ASSERT_U64_EQ(frames[1], base + 32);
+    ASSERT_U64_EQ(frames[2], base + 85);
+    ASSERT_EQ(res.end, AG_UNWIND_END_ROOT);
+    free(snap);
+    ag_cfi_table_free(t);
+}
+
+/* Places img (go_image_place) and builds its table from its pclntab alone; *find gets what
+ * ag_cfi_go_find says of it. */
+static int
+go_build(const uint8_t *img, int *find, struct ag_cfi_table **t)
+{
+    uint8_t *w = go_image_place(img);
+    struct ag_cfi_span span = { (uint64_t)(uintptr_t)w, (uint64_t)(uintptr_t)w + GO_IMG_SIZE };
+    uint64_t hdr = 0;
+
+    *find = ag_cfi_go_find(&span, 1, &hdr);
+    *t = NULL;
+    return ag_cfi_build_cancellable(span.lo, 0, span.lo + GO_HDR, &span, 1, NULL, t);
+}
+
+/* Another Go version's header is refused; corrupt tables are refused or their function dropped,
+ * never read past the image (its end is a guard page). */
+TEST(cfi_go_pclntab_refused_and_corrupt)
+{
+    static uint8_t img[GO_IMG_SIZE];
+    struct ag_cfi_table *t = NULL;
+    int find;
+
+    /* Go 1.20's magic. */
+    go_image(img, 0xfffffff1u);
+    ASSERT_TRUE(go_build(img, &find, &t) < 0);
+    ASSERT_EQ(find, -ENOTSUP);
+    ASSERT_TRUE(t == NULL);
+
+    /* A function table out of order. */
+    go_image(img, 0xfffffff0u);
+    go_put(img, GO_PCLN + 8, 100, 4);
+    ASSERT_TRUE(go_build(img, &find, &t) < 0);
+    ASSERT_TRUE(t == NULL);
+
+    /* More functions than the image holds. */
+    go_image(img, 0xfffffff0u);
+    go_put(img, GO_HDR + 8, 1000, 8);
+    ASSERT_TRUE(go_build(img, &find, &t) < 0);
+    ASSERT_TRUE(t == NULL);
+
+    /* D's table at the image's last byte, a varint that goes on past it: D is dropped, A, B, C
+     * and E are kept. */
+    go_image(img, 0xfffffff0u);
+    img[GO_FUNCS + 3 * 40 + 37] = 0;
+    go_put(img, GO_FUNCS + 3 * 40 + 16, GO_IMG_SIZE - 1 - GO_PCTAB, 4);
+    img[GO_IMG_SIZE - 1] = 0x80;
+    ASSERT_EQ(go_build(img, &find, &t), 0);
+    ASSERT_EQ(find, 0);
+    ASSERT_EQ(t->fdes, 4);
+    go_row_is(t, 96, AG_CFI_CFA_NONE, 0, 0, 0);
+    ag_cfi_table_free(t);
+}
+#endif
+
 static const struct test_case cases[] = {
     TEST_CASE(cfi_chain_unwinds_to_main_like_libgcc),
     TEST_CASE(cfi_deep_recursion_like_libgcc),
@@ -920,5 +1165,10 @@ static const struct test_case cases[] = {
     TEST_CASE(cfi_row_cache_is_emptied_by_a_new_snapshot),
     TEST_CASE(cfi_leaf_at_its_entry_keeps_its_caller),
     TEST_CASE(cfi_preempted_as_go_does_keeps_the_preempted_function),
+#if defined(__x86_64__)
+    TEST_CASE(cfi_go_pclntab_rows),
+    TEST_CASE(cfi_go_pclntab_refused_and_corrupt),
+    TEST_CASE(cfi_go_preempted_at_an_entry_keeps_its_caller),
+#endif
 };
 TEST_MAIN(cases)
