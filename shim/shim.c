@@ -686,11 +686,14 @@ static void
 shim_atfork_register_again(void)
 {
     unsigned done = __atomic_load_n(&shim_exit_finalized, __ATOMIC_ACQUIRE);
+    unsigned seen = __atomic_load_n(&shim_atfork_again, __ATOMIC_ACQUIRE);
 
-    if (done == shim_atfork_again) {
+    /* one thread registers them (two threads' vfork()s may return at once: handlers registered
+     * twice would take the fd gate's lock twice in a fork's prepare) */
+    if (done == seen || !__atomic_compare_exchange_n(&shim_atfork_again, &seen, done, 0,
+                                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         return;
     }
-    shim_atfork_again = done;
     host_fds_atfork_register_again(shim_atfork_child_reset);
     host_loader_atfork_register_again();
     ag_fork_handlers_register_again();
