@@ -348,6 +348,12 @@ ag_manager_start_due(void)
 }
 
 void
+ag_fork_handlers_register_again(void)
+{
+    pthread_atfork(ag_agent_before_fork, ag_agent_after_fork_parent, ag_agent_forked_child);
+}
+
+void
 ag_fork_handlers_register(void)
 {
     static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;

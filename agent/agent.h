@@ -130,6 +130,14 @@ PP_MUST_USE int ag_start(const struct ag_config *cfg);
 void ag_fork_handlers_register(void);
 
 /*
+ * The agent's own fork() handlers registered again, whatever was registered before (not the fd
+ * gate's and the loader's, which ag_fork_handlers_register() registers first: the caller
+ * registers those again before it): after a vfork()ed child's exit() unregistered every handler
+ * of the library (shim/shim.c, shim_vfork_parent).
+ */
+void ag_fork_handlers_register_again(void);
+
+/*
  * Stops sampling, joins the agent's threads, deletes every timer and restores the previous
  * handler of the signal. Undrained records are discarded. Idempotent. Call ag_stop() before
  * ag_modules_fini(). Context: any ordinary thread but the consumer inside ag_drain()'s callback.

@@ -377,6 +377,12 @@ host_loader_atfork_register(void)
 }
 
 void
+host_loader_atfork_register_again(void)
+{
+    host_loader_atfork_once_fn();
+}
+
+void
 host_loader_enter(void)
 {
     host_loader_atfork_register();

@@ -2473,9 +2473,15 @@ host_fds_atfork_register(void (*child)(void))
      * (test-agent-sampling's fork case under TSan, the agent linked without the shim: gdb, the
      * child in host_fds_spin_take from closedir from ag_threads_forked_child). */
     if (atomic_exchange(&registered, 1) == 0) {
-        pthread_atfork(host_fds_fork_prepare, host_fds_fork_parent,
-                       child != NULL ? child : host_fds_forked_child);
+        host_fds_atfork_register_again(child);
     }
+}
+
+void
+host_fds_atfork_register_again(void (*child)(void))
+{
+    pthread_atfork(host_fds_fork_prepare, host_fds_fork_parent,
+                   child != NULL ? child : host_fds_forked_child);
 }
 
 static long host_fds_close_library(int fd, host_syscall_fn real);

@@ -259,6 +259,10 @@ void host_fds_fork_parent(void);
  * parent's scan files through the close interposer, which takes the mark lock), with NULL, for
  * host_fds_forked_child itself. Context: not signal-safe. */
 void host_fds_atfork_register(void (*child)(void));
+/* The same handlers registered again, whatever was registered before: after a vfork()ed child's
+ * exit() unregistered every handler of the library (__cxa_finalize of its object, in the memory
+ * the parent shares; shim/shim.c, shim_vfork_parent). Context: not signal-safe. */
+void host_fds_atfork_register_again(void (*child)(void));
 /* The calling thread is the library's: its calls are the library's. */
 void host_thread_mark_library(void);
 /* What fds.c calls on the host's thread when the host dup2()s or dup3()s onto fd, one of the
@@ -281,6 +285,8 @@ int host_fds_library_here(int fd);
  */
 struct dl_phdr_info;
 void host_loader_atfork_register(void);
+/* Its handlers registered again (as host_fds_atfork_register_again, which says when). */
+void host_loader_atfork_register_again(void);
 void host_loader_enter(void);
 void host_loader_leave(void);
 int host_loader_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg);

@@ -56,6 +56,7 @@ static struct ipc_server *shim_exec_stopped;
 
 /* shim_exit_tls's state (before shim_exit, below, says what each is). */
 static int shim_exit_used;
+static unsigned shim_exit_finalized, shim_atfork_again; /* shim_atfork_register_again() */
 static __thread int shim_exit_tls_armed;
 static pid_t shim_exit_tls_pid;
 
@@ -618,6 +619,7 @@ shim_exit(void)
              * child has used up its parent's exit handlers, this one among them: the parent
              * registers its end again (shim_vfork_parent). */
             __atomic_store_n(&shim_exit_used, 1, __ATOMIC_RELEASE);
+            __atomic_add_fetch(&shim_exit_finalized, 1, __ATOMIC_RELEASE);
             goto out;
         }
     }
@@ -666,12 +668,47 @@ shim_exit_tls(void *unused)
     }
 }
 
+/*
+ * The same child's exit() ran __cxa_finalize() of the library's object (_dl_fini runs it beside
+ * shim_exit), which unregisters every fork handler the library registered (glibc's
+ * __unregister_atfork of its DSO), in the memory the parent shares: the parent's next fork() ran
+ * none of them. Its child then kept the fd gate's mark lock or the loader lock held when a
+ * library thread had them at the fork (a close() or dlopen() of the child's waited for good), the
+ * parent's server fds stayed open in it, and under `record` it was not recorded. They are
+ * registered again, in their first order: the fd gate's with this file's reset, the loader's, the
+ * agent's, this file's child handler. libuv's child handler (its own object's, used up by the same
+ * exit()) cannot be: it re-makes the signal lock pipe that only libuv's signal and process
+ * handles use, which the server has none of. shim_exit_finalized: how many such exits ran (each
+ * child's exit() runs _dl_fini at most once in the process's life: glibc marks it run), and
+ * shim_atfork_again how many the parent registered again after.
+ */
+static void
+shim_atfork_register_again(void)
+{
+    unsigned done = __atomic_load_n(&shim_exit_finalized, __ATOMIC_ACQUIRE);
+    unsigned seen = __atomic_load_n(&shim_atfork_again, __ATOMIC_ACQUIRE);
+
+    /* one thread registers them (two threads' vfork()s may return at once: handlers registered
+     * twice would take the fd gate's lock twice in a fork's prepare) */
+    if (done == seen || !__atomic_compare_exchange_n(&shim_atfork_again, &seen, done, 0,
+                                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+    host_fds_atfork_register_again(shim_atfork_child_reset);
+    host_loader_atfork_register_again();
+    ag_fork_handlers_register_again();
+    if (__atomic_load_n(&shim_atfork_child_registered, __ATOMIC_ACQUIRE)) {
+        (void)pthread_atfork(NULL, NULL, shim_atfork_child);
+    }
+}
+
 /* host/exit.c: vfork() returned in the parent (errno kept there). */
 static void
 shim_vfork_parent(void)
 {
     pid_t pid;
 
+    shim_atfork_register_again();
     if (!__atomic_load_n(&shim_exit_used, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&shim_exit_tls_armed, __ATOMIC_ACQUIRE) ||
         __cxa_thread_atexit_impl == NULL) {

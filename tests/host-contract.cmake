@@ -364,6 +364,15 @@ foreach(t execfail-vforkexit execfail-vforkexit-exit)
   set_property(TEST host-contract-${t} APPEND PROPERTY ENVIRONMENT "HC_MODES=cpu wall listen preload"
                "HC_RECORD_FRAME=after_vfork_burn" "HC_TRACE_COMPLETE=1" "HC_ERR_LACKS=pipeprof:")
 endforeach()
+# The same children, then a fork(): their exit() also unregistered every library's fork handlers in
+# the parent's memory (__cxa_finalize), the library's among them, so the fork()ed child kept the
+# parent's locks and server fds as they were and was not recorded (no sample in
+# after_vfork_fork_burn). The library registers its handlers again (shim_vfork_parent); record
+# follows the child.
+pp_add_host_contract(execfail-vforkexit-fork execfail vforkexit-fork 20)
+set_property(TEST host-contract-execfail-vforkexit-fork APPEND PROPERTY ENVIRONMENT
+             "HC_MODES=cpu wall listen preload" "HC_RECORD_CHILDREN=1"
+             "HC_RECORD_FRAME=after_vfork_fork_burn" "HC_ERR_LACKS=pipeprof:")
 # CPU burnt on a stack of one page (above a guard page) with a 32 KiB sigaltstack registered, as
 # the Go runtime runs goroutines: the agent's handler has SA_ONSTACK, so its signals and its
 # frames go to the alternate stack (before: SIGSEGV; a cgo Go program under record crashed with

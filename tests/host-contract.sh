@@ -17,7 +17,8 @@
 # HC_ERR_HAS=ERE: every run but the bare one says it on stderr (the library's, or record's);
 # HC_ERR_LACKS=ERE: none says it. HC_EXPECT_SAMPLES=1: each recording holds samples.
 # HC_RECORD_FRAME=NAME: each record run's report must name the function NAME (work the host does
-# after something that restarts the library: host-contract-ns-user).
+# after something that restarts the library: host-contract-ns-user); with HC_RECORD_CHILDREN, the
+# report of its trace and its children's.
 # HC_TRACE_COMPLETE=1: each recording (record's and collect -p's) must hold its process's rundown
 # (the report names no frame from files) and its end tag (record does not call it incomplete).
 # HC_RECORD_CHILDREN=1: the record runs follow the host's children (without --no-children).
@@ -127,6 +128,10 @@ for run in ${HC_MODES:-cpu wall listen preload}; do
     fi
     readable "$T/$run.nettrace"
     if [[ -n ${HC_RECORD_FRAME:-} ]]; then
+      if [[ -n ${HC_RECORD_CHILDREN:-} ]]; then # the children's traces too
+        "$PIPEPROF" report --top 100 "$T/$run.nettrace" "$T/$run".*.nettrace >"$T/$run.nettrace.report" 2>&1 ||
+          true
+      fi
       grep -qw -- "$HC_RECORD_FRAME" "$T/$run.nettrace.report" ||
         { cat "$T/$run.nettrace.report" "$T/$run.err" >&2; fail "$NAME $run: no sample in $HC_RECORD_FRAME"; }
       note "$NAME $run: the report names $HC_RECORD_FRAME"

@@ -20,6 +20,9 @@
  *                       parent. Then a vfork()ed child that ends by _exit() and one whose exec
  *                       succeeds (/bin/true), each status printed.
  *   execfail vforkexit-exit N  the same, the parent ending by exit(0) instead.
+ *   execfail vforkexit-fork N  vforkexit, then a fork()ed child that burns CPU in
+ *                    after_vfork_fork_burn (250 ms) and _exit()s: the fork handlers the children's
+ * exit() unregistered in the parent's memory are the library's again.
  *
  * Before, each failed exec left the stopped server's loop fds (5) and thread stack behind: with
  * RLIMIT_NOFILE 1024 the host's stderr said "pipeprof: diagnostic server not started: Too many
@@ -127,6 +130,14 @@ after_vfork_burn(void)
     __asm__ volatile("" ::: "memory"); /* not a tail call: this frame stays on the stack */
 }
 
+/* A fork()ed child's CPU after the parent's vfork()ed children: its recording names it. */
+__attribute__((noinline)) static void
+after_vfork_fork_burn(void)
+{
+    burn_ms(250); /* not 200: gcc would fold it into after_vfork_burn (-fipa-icf) */
+    __asm__ volatile("" ::: "memory");
+}
+
 static pid_t parent_pid;
 
 /* The host's own exit handler: bare, the first vfork()ed child's exit() runs it, in the child,
@@ -196,6 +207,32 @@ vfork_exit(int n)
     return 0;
 }
 
+/* vfork_exit(), then a fork()ed child that burns 250 ms and _exit()s: the children's exit() used
+ * up the fork handlers of every library in the parent's memory, the library's among them. */
+static int
+vfork_exit_fork(int n)
+{
+    int rc = vfork_exit(n), st;
+    pid_t pid;
+
+    if (rc != 0) {
+        return rc;
+    }
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        after_vfork_fork_burn();
+        _exit(6);
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+        printf("fork/wait: %s\n", strerror(errno));
+        return 1;
+    }
+    printf("a fork()ed child after them: status %d\n",
+           WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -224,9 +261,12 @@ main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "vforkexit") == 0) {
         return vfork_exit(n);
     }
+    if (argc > 1 && strcmp(argv[1], "vforkexit-fork") == 0) {
+        return vfork_exit_fork(n);
+    }
     if (argc > 1 && strcmp(argv[1], "vforkexit-exit") == 0) {
         exit(vfork_exit(n));
     }
-    fprintf(stderr, "usage: execfail loop|child|vforkexit|vforkexit-exit [N]\n");
+    fprintf(stderr, "usage: execfail loop|child|vforkexit|vforkexit-exit|vforkexit-fork [N]\n");
     return 2;
 }
