@@ -39,12 +39,17 @@ children_samples() {
   echo "$total"
 }
 
+# The busy child's loop is 1500000 steps, about 1 s of CPU here: a CPU-mode child's session starts
+# 400 ms after its constructor (PIPEPROF_LAZY_START_MS, above), and one that ends before it has no
+# sample at all. With 600000 steps (0.42 s of CPU at a load of 7, less on an idle core) a
+# fresh-clone CI run's quick moment left the children's files 3 samples (2026-11-30; a loop of
+# 250000 steps gets 0 samples here, 450000 about 30).
 for mode in cpu wall; do
   out=$T/$mode
   mkdir "$out"
   strace -f -qq -ttt -s 24 -e trace=openat,open,nanosleep,clock_nanosleep,sendto,connect,clone,clone3,execve,timer_create -o "$out/strace" \
     env PIPEPROF_LAZY_START_MS=400 "${RECORD_ENV[@]}" "$PIPEPROF" record --mode "$mode" -o "$out/kids.nettrace" -- \
-    sh -c 'for i in 1 2 3 4 5; do /bin/true; done; sh -c "i=0; while [ \$i -lt 600000 ]; do i=\$((i+1)); done"; /bin/sleep 0.2' 2>"$out/err" ||
+    sh -c 'for i in 1 2 3 4 5; do /bin/true; done; sh -c "i=0; while [ \$i -lt 1500000 ]; do i=\$((i+1)); done"; /bin/sleep 0.2' 2>"$out/err" ||
     { cat "$out/err" >&2; fail "$mode: record failed"; }
   execs=$(grep -c 'libpipeprof' "$out/strace" || true)
   tz=$(grep -c 'localtime' "$out/strace" || true)
